@@ -1,0 +1,192 @@
+/*
+ * lapse.h: liblapse, the client library of the Lapse key-value cluster.
+ *
+ * A client connects to the coordinator, fetches and caches the partition map,
+ * and sends each item call straight to the node that owns the item's
+ * partition. On WRONG_NODE it refreshes the map and retries; idempotent calls
+ * (get, query, scan, put and delete without a condition, update without a
+ * condition is NOT idempotent and is not retried) are retried with backoff on
+ * timeouts and unreachable nodes until the call's timeout.
+ *
+ * Items are DynamoDB items: build them with lapse_item_* or parse DynamoDB
+ * JSON with lapse_item_from_json.
+ *
+ * Thread-safety: one lapse_client may be shared by any number of threads.
+ * A lapse_item, lapse_update or lapse_page belongs to one thread at a time.
+ *
+ * Errors: every call returns 0 or a code from lapse_err.h, and fills *err
+ * (when err is non-NULL) with the code and a message.
+ *
+ * Ownership: lapse_*_new / *_out results are the caller's, freed with the
+ * matching lapse_*_free; strings returned as char * are freed with
+ * lapse_free. Inputs are borrowed for the duration of the call.
+ */
+#ifndef LAPSE_H
+#define LAPSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lapse_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LAPSE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400"
+#define LAPSE_BATCH_MAX 1000
+
+typedef struct lapse_client lapse_client;
+typedef struct lapse_item lapse_item;
+typedef struct lapse_update lapse_update;
+typedef struct lapse_page lapse_page;
+
+typedef struct lapse_error {
+    int code;          /* LAPSE_OK or a code from lapse_err.h */
+    char message[512]; /* NUL-terminated detail */
+} lapse_error;
+
+/* ---- connection ---- */
+
+/* Connects to the coordinator at url (NULL: $LAPSE_COORDINATOR, else
+ * LAPSE_DEFAULT_COORDINATOR) and fetches the partition map. */
+int lapse_connect(lapse_client **out, const char *url, lapse_error *err);
+void lapse_close(lapse_client *c); /* accepts NULL */
+/* Per-call timeout including retries (default 5000 ms). */
+void lapse_set_timeout_ms(lapse_client *c, int timeout_ms);
+/* Token sent with admin calls (create/delete table, TTL changes). Copied. */
+void lapse_set_admin_token(lapse_client *c, const char *token);
+void lapse_free(void *p);
+
+/* ---- items ---- */
+
+lapse_item *lapse_item_new(void); /* NULL on OOM */
+void lapse_item_free(lapse_item *it);
+lapse_item *lapse_item_dup(const lapse_item *it);
+/* Set an attribute (replacing any value of that name). */
+int lapse_item_set_s(lapse_item *it, const char *name, const char *value);
+int lapse_item_set_n(lapse_item *it, const char *name, const char *number_text);
+int lapse_item_set_n_i64(lapse_item *it, const char *name, int64_t value);
+int lapse_item_set_b(lapse_item *it, const char *name, const void *p, size_t len);
+int lapse_item_set_bool(lapse_item *it, const char *name, int value);
+int lapse_item_set_null(lapse_item *it, const char *name);
+/* Any typed value as DynamoDB JSON, e.g. {"L":[{"S":"a"}]}. */
+int lapse_item_set_json(lapse_item *it, const char *name, const char *value_json,
+                        lapse_error *err);
+int lapse_item_remove(lapse_item *it, const char *name);
+/* Parses a whole item from DynamoDB JSON. */
+int lapse_item_from_json(lapse_item **out, const char *json, lapse_error *err);
+/* Formats as DynamoDB JSON; NULL on OOM. Free with lapse_free. */
+char *lapse_item_to_json(const lapse_item *it);
+/* The attribute as DynamoDB JSON, or NULL when absent. Free with lapse_free. */
+char *lapse_item_get_json(const lapse_item *it, const char *name);
+/* The S or N text of an attribute, borrowed until it changes; NULL when
+ * absent or of another type. */
+const char *lapse_item_get_s(const lapse_item *it, const char *name);
+const char *lapse_item_get_n(const lapse_item *it, const char *name);
+size_t lapse_item_count(const lapse_item *it);
+int lapse_item_equal(const lapse_item *a, const lapse_item *b);
+
+/* ---- tables ---- */
+
+typedef struct lapse_table_def {
+    const char *name;
+    const char *partition_key; /* attribute name */
+    char partition_key_type;   /* 'S', 'N' or 'B' */
+    const char *sort_key;      /* NULL: none */
+    char sort_key_type;
+    unsigned partitions; /* power of two; 0: 64 */
+} lapse_table_def;
+
+int lapse_create_table(lapse_client *c, const lapse_table_def *def, lapse_error *err);
+int lapse_delete_table(lapse_client *c, const char *table, lapse_error *err);
+/* JSON descriptions (free with lapse_free). */
+int lapse_describe_table(lapse_client *c, const char *table, char **json_out, lapse_error *err);
+int lapse_list_tables(lapse_client *c, char **json_out, lapse_error *err);
+int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err);
+
+/* ---- item calls ---- */
+
+typedef enum lapse_cond_kind {
+    LAPSE_COND_NONE = 0,
+    LAPSE_COND_NOT_EXISTS = 1, /* attribute_not_exists(attribute) */
+    LAPSE_COND_EXISTS = 2,     /* attribute_exists(attribute) */
+    LAPSE_COND_EQUALS = 3      /* attribute = value_json */
+} lapse_cond_kind;
+
+typedef struct lapse_condition {
+    lapse_cond_kind kind;
+    const char *attribute;
+    const char *value_json; /* LAPSE_COND_EQUALS: a typed value, {"N":"5"} */
+} lapse_condition;
+
+/* cond may be NULL. A false condition returns LAPSE_ECONDITION. */
+int lapse_put(lapse_client *c, const char *table, const lapse_item *item,
+              const lapse_condition *cond, lapse_error *err);
+/* *out is the item, or NULL when there is none (not an error). */
+int lapse_get(lapse_client *c, const char *table, const lapse_item *key, lapse_item **out,
+              lapse_error *err);
+int lapse_delete(lapse_client *c, const char *table, const lapse_item *key,
+                 const lapse_condition *cond, lapse_error *err);
+
+lapse_update *lapse_update_new(void);
+void lapse_update_free(lapse_update *u);
+int lapse_update_set(lapse_update *u, const char *name, const char *value_json,
+                     lapse_error *err);
+int lapse_update_remove(lapse_update *u, const char *name);
+/* new_out (may be NULL) receives the item after the update. */
+int lapse_update_item(lapse_client *c, const char *table, const lapse_item *key,
+                      const lapse_update *u, const lapse_condition *cond, lapse_item **new_out,
+                      lapse_error *err);
+
+/* Puts and deletes, any number; sent per owning node in batches of up to
+ * LAPSE_BATCH_MAX. Each partition's share is applied atomically; on error
+ * some batches may have been applied. */
+int lapse_batch_write(lapse_client *c, const char *table, lapse_item *const *puts, size_t nputs,
+                      lapse_item *const *delete_keys, size_t ndeletes, lapse_error *err);
+
+/* ---- query and scan ---- */
+
+typedef enum lapse_sk_op {
+    LAPSE_SK_NONE = 0,
+    LAPSE_SK_EQ,
+    LAPSE_SK_LT,
+    LAPSE_SK_LE,
+    LAPSE_SK_GT,
+    LAPSE_SK_GE,
+    LAPSE_SK_BETWEEN,
+    LAPSE_SK_BEGINS_WITH
+} lapse_sk_op;
+
+typedef struct lapse_query_opts {
+    const char *partition_key_json; /* the typed value, {"S":"user1"} */
+    lapse_sk_op sk_op;
+    const char *sk_json;  /* typed value for sk_op */
+    const char *sk2_json; /* BETWEEN's upper bound */
+    unsigned limit;       /* 0: no limit (a page still stops at 1 MiB) */
+    int reverse;
+    const lapse_item *exclusive_start_key; /* a previous page's last key */
+} lapse_query_opts;
+
+typedef struct lapse_scan_opts {
+    unsigned limit;                        /* 0: no limit */
+    unsigned segment, total_segments;      /* parallel scan; 0, 0 = whole table */
+    const lapse_item *exclusive_start_key; /* a previous page's last key */
+} lapse_scan_opts;
+
+/* One page. Continue with exclusive_start_key = lapse_page_last_key(page)
+ * until it returns NULL. */
+int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *opts,
+                lapse_page **out, lapse_error *err);
+int lapse_scan(lapse_client *c, const char *table, const lapse_scan_opts *opts,
+               lapse_page **out, lapse_error *err);
+size_t lapse_page_count(const lapse_page *p);
+const lapse_item *lapse_page_item(const lapse_page *p, size_t i); /* borrowed */
+const lapse_item *lapse_page_last_key(const lapse_page *p);       /* NULL: no more */
+void lapse_page_free(lapse_page *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

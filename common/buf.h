@@ -1,0 +1,47 @@
+/*
+ * buf.h: a growable byte buffer, the project's one way to build encodings.
+ *
+ * Not thread-safe; a buf belongs to one thread at a time.
+ *
+ * Invariants:
+ *  1. len <= cap; data is NULL exactly when cap == 0.
+ *  2. When cap > 0, data[len] is a valid byte set to 0, so a buf holding text
+ *     is always NUL-terminated (the terminator is not counted in len).
+ */
+#ifndef LAPSE_BUF_H
+#define LAPSE_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct buf {
+    uint8_t *data; /* owned; NULL when empty and never grown */
+    size_t len;    /* bytes in use */
+    size_t cap;    /* bytes allocated, excluding the terminator */
+} buf;
+
+/* Initializes an empty buf. Never fails. */
+void buf_init(buf *b);
+/* Frees the storage; b is empty afterwards and may be reused. Accepts NULL. */
+void buf_fini(buf *b);
+/* Sets len to 0, keeping the storage. */
+void buf_clear(buf *b);
+/* Ensures room for extra more bytes. Returns 0 or LAPSE_ENOMEM (b unchanged). */
+int buf_reserve(buf *b, size_t extra);
+/* Appends. Each returns 0 or LAPSE_ENOMEM; on error b is unchanged. */
+int buf_append(buf *b, const void *p, size_t n);
+int buf_append_byte(buf *b, uint8_t c);
+int buf_append_str(buf *b, const char *s);
+int buf_append_u32be(buf *b, uint32_t v);
+int buf_append_u64be(buf *b, uint64_t v);
+/* printf-style append; returns 0 or LAPSE_ENOMEM. */
+int buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Moves the storage out: returns data (caller frees with free()), b becomes
+ * empty. Returns a freshly allocated "" when b was never grown, NULL on OOM. */
+char *buf_detach(buf *b);
+
+/* Big-endian readers for fixed-width fields; p must hold the bytes. */
+uint32_t buf_get_u32be(const uint8_t *p);
+uint64_t buf_get_u64be(const uint8_t *p);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * schema.h: a table's key schema and the checks every write makes against it.
+ *
+ * Thread-safe (pure functions on caller-owned structs).
+ *
+ * Invariants of a valid table_schema (schema_validate):
+ *  1. name is 3-255 characters of [A-Za-z0-9_.-].
+ *  2. pk.name is set and pk.type is ATTR_S, ATTR_N or ATTR_B; sk is either
+ *     absent (sk.name[0] == 0) or the same, with a different name.
+ *  3. partitions is a power of two from 1 to SCHEMA_MAX_PARTITIONS.
+ */
+#ifndef LAPSE_SCHEMA_H
+#define LAPSE_SCHEMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "item.h"
+
+#define SCHEMA_MAX_NAME 255
+#define SCHEMA_MAX_KEY_NAME 255
+#define SCHEMA_DEFAULT_PARTITIONS 64
+#define SCHEMA_MAX_PARTITIONS 4096
+#define SCHEMA_MAX_KEY_BYTES 2048 /* DynamoDB: partition key 2048 B, sort key 1024 B */
+#define SCHEMA_MAX_SORT_KEY_BYTES 1024
+
+typedef struct key_def {
+    char name[SCHEMA_MAX_KEY_NAME + 1]; /* "" when absent */
+    attr_type type;                     /* ATTR_S, ATTR_N or ATTR_B */
+} key_def;
+
+typedef struct table_schema {
+    uint32_t id; /* assigned by the coordinator, never reused; 0 = unassigned */
+    char name[SCHEMA_MAX_NAME + 1];
+    key_def pk;
+    key_def sk;
+    uint32_t partitions;
+} table_schema;
+
+/* Returns 0 or LAPSE_EINVAL with a reason in err. */
+int schema_validate_table_name(const char *name, char *err, size_t errlen);
+/* Checks invariants 1-3. Returns 0 or LAPSE_EINVAL with a reason in err. */
+int schema_validate(const table_schema *t, char *err, size_t errlen);
+/* Checks that it carries the key attributes with the declared types, that key
+ * values are within the size limits (and non-empty for S and B), and that the
+ * item is within ITEM_MAX_BYTES. With key_only, also that it carries nothing
+ * else. Returns 0, LAPSE_EINVAL or LAPSE_ETOOBIG with a reason in err. */
+int schema_check_item(const table_schema *t, const item *it, int key_only, char *err,
+                      size_t errlen);
+/* Copies it's key attributes into a new item *out (caller frees).
+ * REQUIRES: schema_check_item(t, it, 0) passed. 0 or LAPSE_ENOMEM. */
+int schema_key_of(const table_schema *t, const item *it, item **out);
+
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Lapse builds and tests with. Idempotent: installs
+# only what is missing, and does nothing when everything is present.
+# Needs root, or sudo without a password.
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake pkg-config clang libclang-rt-14-dev
+  libnng-dev libprotobuf-c-dev protobuf-c-compiler
+  librocksdb-dev libxxhash-dev libcmocka-dev libjansson-dev
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+if [[ $(id -u) -eq 0 ]]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo=(sudo -n)
+else
+  echo "install-deps: missing ${missing[*]}; run as root or install sudo" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q >&2
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >&2

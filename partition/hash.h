@@ -1,0 +1,24 @@
+/*
+ * hash.h: which partition an item belongs to.
+ *
+ *   partition = xxh64(keycodec encoding of the partition key, seed 0)
+ *               mod partition count
+ *
+ * The client computes the same function to route requests, so this file and
+ * pmap.c are the pure part of partition/ (no RocksDB): target lapse_pmap.
+ * Thread-safe (pure functions).
+ */
+#ifndef LAPSE_HASH_H
+#define LAPSE_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/item.h"
+
+/* REQUIRES: partitions is a power of two. */
+uint32_t hash_partition_of_bytes(const void *enc, size_t len, uint32_t partitions);
+/* Encodes pk and hashes it. Returns 0 or LAPSE_EINVAL / LAPSE_ENOMEM. */
+int hash_partition(const attr_value *pk, uint32_t partitions, uint32_t *out);
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * store.h: a node's item store: the partitions of every table that the node
+ * holds, in one RocksDB (storage/db.h) with one column family per kind of
+ * data. Testable with no network.
+ *
+ * Column families (docs/storage-format.md):
+ *   items  (table id u32be, partition u32be, enc(pk), enc(sk)) -> item_encode
+ *   meta   node-local metadata by name (node id, cached partition map, ...)
+ * The TTL issue adds the expiry index and the replication issue the outbox;
+ * both go into the same WriteBatch as the item change they derive from.
+ *
+ * Thread-safety: all functions may be called from many threads at once.
+ * Writes to one partition are serialized by a per-partition lock (striped:
+ * STORE_LOCK_STRIPES mutexes indexed by table id and partition), held across
+ * the read-check-write of conditional operations, so every write to a
+ * partition is one RocksDB WriteBatch applied in a single total order. Reads
+ * take no lock.
+ *
+ * Invariants:
+ *  1. An item is stored under the key computed from its own key attributes
+ *     and partition = hash_partition(pk).
+ *  2. Every acknowledged write is in the WAL (survives kill -9).
+ *  3. A store call that fails leaves the stored data unchanged.
+ *
+ * The store does not check partition ownership; the node does that.
+ */
+#ifndef LAPSE_STORE_H
+#define LAPSE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/item.h"
+#include "../common/schema.h"
+
+#define STORE_LOCK_STRIPES 1024
+#define STORE_PAGE_MAX_BYTES (1024 * 1024) /* a query/scan page stops after 1 MiB */
+#define STORE_BATCH_MAX 1000               /* writes in one store_batch_write */
+
+typedef struct store store;
+
+typedef enum store_cond_kind {
+    STORE_COND_NONE = 0,
+    STORE_COND_NOT_EXISTS = 1, /* attribute_not_exists(attr) */
+    STORE_COND_EXISTS = 2,     /* attribute_exists(attr) */
+    STORE_COND_EQUALS = 3      /* attr = value */
+} store_cond_kind;
+
+/* A write condition, evaluated against the current item (absent item: no
+ * attribute exists). Borrowed pointers. */
+typedef struct store_cond {
+    store_cond_kind kind;
+    const char *attr;
+    const attr_value *value; /* STORE_COND_EQUALS only */
+} store_cond;
+
+typedef enum store_sk_op {
+    STORE_SK_NONE = 0,
+    STORE_SK_EQ,
+    STORE_SK_LT,
+    STORE_SK_LE,
+    STORE_SK_GT,
+    STORE_SK_GE,
+    STORE_SK_BETWEEN, /* v1 <= sk <= v2 */
+    STORE_SK_BEGINS_WITH
+} store_sk_op;
+
+typedef struct store_sk_cond {
+    store_sk_op op;
+    const attr_value *v1; /* borrowed */
+    const attr_value *v2; /* BETWEEN only */
+} store_sk_cond;
+
+/* SET name = value, or REMOVE name when value is NULL. */
+typedef struct store_update_action {
+    const char *name;
+    const attr_value *value;
+} store_update_action;
+
+/* One write of a batch: a put of item, or a delete of the item with key. */
+typedef struct store_write {
+    const item *put;
+    const item *delete_key;
+} store_write;
+
+/* A page of query or scan results. */
+typedef struct store_page {
+    item **items;   /* owned array of owned items */
+    size_t n;
+    item *last_key; /* owned; NULL when the range is exhausted */
+} store_page;
+
+/* Opens the store in directory path (created if missing). Returns 0 or
+ * LAPSE_EIO with a reason; on success close with store_close. */
+int store_open(store **out, const char *path, char *err, size_t errlen);
+void store_close(store *st); /* accepts NULL */
+
+/* Puts it (replacing any item with the same key) if cond holds.
+ * Returns 0, LAPSE_ECONDITION, LAPSE_EINVAL/ETOOBIG (schema check) or LAPSE_EIO.
+ * If old_out is non-NULL it receives the replaced item or NULL (caller frees). */
+int store_put(store *st, const table_schema *t, const item *it, const store_cond *cond,
+              item **old_out, char *err, size_t errlen);
+/* Reads the item with key (only key attributes allowed). *out is the item
+ * (caller frees) or NULL. Returns 0, LAPSE_EINVAL, LAPSE_EIO or LAPSE_ECORRUPT. */
+int store_get(store *st, const table_schema *t, const item *key, item **out, char *err,
+              size_t errlen);
+/* Deletes the item with key if cond holds (deleting an absent item is not an
+ * error). old_out as for store_put. */
+int store_delete(store *st, const table_schema *t, const item *key, const store_cond *cond,
+                 item **old_out, char *err, size_t errlen);
+/* Applies actions to the item with key, creating it from the key when absent,
+ * if cond holds. Key attributes cannot be SET or REMOVEd (LAPSE_EINVAL).
+ * new_out, if non-NULL, receives the new item (caller frees). */
+int store_update(store *st, const table_schema *t, const item *key,
+                 const store_update_action *actions, size_t nactions, const store_cond *cond,
+                 item **new_out, char *err, size_t errlen);
+/* Applies up to STORE_BATCH_MAX puts and deletes, grouped by partition; each
+ * partition's group is one atomic WriteBatch. Every write is validated before
+ * anything is applied (LAPSE_EINVAL on the first bad one, nothing applied). */
+int store_batch_write(store *st, const table_schema *t, const store_write *writes, size_t n,
+                      char *err, size_t errlen);
+
+/* Items of partition key pk whose sort key satisfies sk (sk may be NULL),
+ * ascending by sort key (descending when !forward), starting after
+ * exclusive_start (a key item, may be NULL), at most limit items (0 = no
+ * limit) and at most STORE_PAGE_MAX_BYTES. out->last_key is set when the page
+ * stopped early (limit or size), else NULL. Caller frees with
+ * store_page_fini. Returns 0, LAPSE_EINVAL, LAPSE_EIO or LAPSE_ECORRUPT. */
+int store_query(store *st, const table_schema *t, const attr_value *pk, const store_sk_cond *sk,
+                uint32_t limit, int forward, const item *exclusive_start, store_page *out,
+                char *err, size_t errlen);
+/* All items of one partition in key order, paged like store_query. */
+int store_scan(store *st, const table_schema *t, uint32_t part, uint32_t limit,
+               const item *exclusive_start, store_page *out, char *err, size_t errlen);
+void store_page_fini(store_page *p); /* accepts zeroed and NULL pages */
+
+/* Deletes every item of table id (a range delete). Idempotent. */
+int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen);
+/* Counts the items of table id in partition part (tests, status). */
+int store_count(store *st, uint32_t table_id, uint32_t part, uint64_t *out, char *err,
+                size_t errlen);
+
+/* Node-local metadata, by name. store_meta_get clears val and sets *found. */
+int store_meta_get(store *st, const char *name, buf *val, int *found, char *err, size_t errlen);
+int store_meta_put(store *st, const char *name, const void *val, size_t len, char *err,
+                   size_t errlen);
+
+#endif

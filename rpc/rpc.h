@@ -1,0 +1,98 @@
+/*
+ * rpc.h: request/reply over NNG (req0/rep0 on TCP) with protobuf-c messages
+ * (proto/lapse.proto). The only module that includes <nng/...>.
+ *
+ * Server: a fixed pool of NNG contexts, each a small state machine
+ *
+ *     RECV --(message)--> QUEUED --(a worker ran the handler)--> SEND --+
+ *      ^                                                                |
+ *      +----------------------------------------------------------------+
+ *
+ * (NNG's demo/async/server.c), plus a pool of worker threads that run the
+ * handler, so a handler may block (on RocksDB, or on an RPC to another
+ * daemon) without stalling NNG's own threads. The server decodes each
+ * request, answers EPROTO itself for undecodable bytes, a wrong protocol
+ * version or an empty body, ETIMEDOUT for a request whose deadline passed
+ * while it was queued, and otherwise calls the handler.
+ *
+ * Client: one req0 socket per peer URL, dialled in the background and
+ * redialled automatically; rpc_call opens a context per call, so one client
+ * is safe to share between threads and calls run concurrently.
+ *
+ * Thread-safety: rpc_server_* and rpc_client_* may be called from any
+ * thread; the handler runs on worker threads, several at once.
+ *
+ * Invariants:
+ *  1. Every received request gets exactly one reply, or the connection closes.
+ *  2. rpc_server_close stops receiving, waits for running handlers and frees
+ *     everything; no handler runs after it returns.
+ */
+#ifndef LAPSE_RPC_H
+#define LAPSE_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/arena.h"
+#include "lapse.pb-c.h"
+
+#define RPC_PROTOCOL_VERSION 1
+#define RPC_MAX_MESSAGE_BYTES (64u * 1024 * 1024)
+#define RPC_DEFAULT_TIMEOUT_MS 5000
+
+typedef struct rpc_server rpc_server;
+typedef struct rpc_client rpc_client;
+
+/*
+ * Handles one request. resp arrives initialized (status OK, no body); the
+ * handler sets status and message on failure, or a body on success. Every
+ * sub-message and string it puts into resp must be allocated from a (freed by
+ * the server after the reply is packed) or be static. req is borrowed for the
+ * duration of the call. deadline is the request's deadline in monotonic ms.
+ */
+typedef void (*rpc_handler)(void *arg, const Lapse__Request *req, Lapse__Response *resp,
+                            arena *a, int64_t deadline_mono_ms);
+
+typedef struct rpc_server_options {
+    int contexts; /* concurrent requests in flight; 0 = 64 */
+    int workers;  /* handler threads; 0 = 4 */
+} rpc_server_options;
+
+/* Listens on url (e.g. tcp://127.0.0.1:7401) and serves until closed.
+ * Returns 0, LAPSE_EUNAVAILABLE ("address in use") or LAPSE_EINVAL (bad URL)
+ * with a reason in err. */
+int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options *opt,
+                    rpc_handler handler, void *arg, char *err, size_t errlen);
+void rpc_server_close(rpc_server *s); /* accepts NULL */
+
+/* Sets resp's status and message (copied into a). Helper for handlers. */
+void rpc_set_error(Lapse__Response *resp, arena *a, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Creates a client for url; never blocks (dials in the background).
+ * Returns 0, LAPSE_EINVAL or LAPSE_ENOMEM. */
+int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen);
+void rpc_client_close(rpc_client *c); /* accepts NULL */
+const char *rpc_client_url(const rpc_client *c);
+
+/*
+ * Sends req (its version and timeout_ms are filled in here) and waits up to
+ * timeout_ms for the reply. Returns:
+ *  - a transport error (LAPSE_ETIMEDOUT, LAPSE_EUNAVAILABLE, LAPSE_EPROTO for
+ *    an undecodable reply, LAPSE_ETOOBIG for a request over
+ *    RPC_MAX_MESSAGE_BYTES) with *resp = NULL; or
+ *  - the reply's status, with *resp set (caller frees with rpc_response_free)
+ *    and, when the status is not OK, the reply's message copied into err.
+ * A request may have been executed even when a transport error is returned.
+ */
+int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp,
+             char *err, size_t errlen);
+void rpc_response_free(Lapse__Response *resp); /* accepts NULL */
+
+/* Sends raw bytes as one message and returns the raw reply bytes in *reply
+ * (caller frees with free()). For tests that send malformed frames.
+ * Returns 0 or a transport error as rpc_call. */
+int rpc_call_raw(rpc_client *c, const void *data, size_t len, int timeout_ms, void **reply,
+                 size_t *reply_len, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * db.h: the RocksDB wrapper, the only place that includes <rocksdb/c.h>.
+ *
+ * One db is one RocksDB directory with a fixed list of column families, named
+ * at open and afterwards addressed by their index in that list. Missing column
+ * families are created. The WAL is always on; db_write(sync = 0) survives a
+ * kill -9 of the process (the WAL reaches the OS before db_write returns),
+ * sync = 1 also survives power loss.
+ *
+ * Thread-safety: a db and its iterators may be used from many threads at once
+ * (RocksDB's own guarantee); a db_batch or a db_iter belongs to one thread.
+ *
+ * Invariants:
+ *  1. Every RocksDB error string is copied into the caller's buffer and freed
+ *     at once; none is reused or leaked.
+ *  2. db_close is safe on a half-opened db and closes in reverse open order.
+ *  3. An iterator must be freed before db_close.
+ */
+#ifndef LAPSE_DB_H
+#define LAPSE_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/buf.h"
+
+#define DB_MAX_CF 16
+
+typedef struct db db;
+typedef struct db_batch db_batch;
+typedef struct db_iter db_iter;
+
+typedef struct db_options {
+    size_t block_cache_bytes; /* 0 = default (64 MiB) */
+    int create_if_missing;    /* create the directory's database if absent */
+} db_options;
+
+/* Opens (creating when allowed) the database at path with the column
+ * families cf_names[0..ncf) ("default" is added implicitly if not listed).
+ * On success *out must be closed with db_close. Returns 0, LAPSE_EIO (with
+ * RocksDB's message in err, e.g. a lock held by another process) or
+ * LAPSE_EINVAL. REQUIRES: ncf <= DB_MAX_CF. */
+int db_open(db **out, const char *path, const db_options *opt, const char *const *cf_names,
+            size_t ncf, char *err, size_t errlen);
+/* Closes and frees. Accepts NULL and half-opened dbs. */
+void db_close(db *d);
+
+/* Reads key from column family cf. On success *found says whether it exists
+ * and, when it does, val holds the value (val is cleared first). Returns 0
+ * or LAPSE_EIO. */
+int db_get(db *d, int cf, const void *key, size_t klen, buf *val, int *found, char *err,
+           size_t errlen);
+
+/* Reads n keys at once (RocksDB MultiGet). vals[i] receives key i's value and
+ * found[i] whether it exists. Returns 0 or LAPSE_EIO. */
+int db_multi_get(db *d, int cf, size_t n, const void *const *keys, const size_t *klens,
+                 buf *vals, int *found, char *err, size_t errlen);
+
+/* Write batches: built on one thread, applied atomically by db_write. */
+db_batch *db_batch_new(void); /* NULL on OOM */
+void db_batch_free(db_batch *b); /* accepts NULL */
+void db_batch_clear(db_batch *b);
+void db_batch_put(db_batch *b, db *d, int cf, const void *key, size_t klen, const void *val,
+                  size_t vlen);
+void db_batch_delete(db_batch *b, db *d, int cf, const void *key, size_t klen);
+/* Deletes [start, end) in cf. */
+void db_batch_delete_range(db_batch *b, db *d, int cf, const void *start, size_t slen,
+                           const void *end, size_t elen);
+size_t db_batch_count(const db_batch *b);
+/* Applies b atomically. Returns 0 or LAPSE_EIO; on error nothing was
+ * applied. */
+int db_write(db *d, db_batch *b, int sync, char *err, size_t errlen);
+
+/* Iterators over cf restricted to [lower, upper) (either may be NULL for
+ * unbounded; the bounds are copied). The iterator is unpositioned until a
+ * seek. Returns 0 or LAPSE_ENOMEM; free with db_iter_free. */
+int db_iter_new(db_iter **out, db *d, int cf, const void *lower, size_t llen, const void *upper,
+                size_t ulen);
+void db_iter_free(db_iter *it); /* accepts NULL */
+void db_iter_seek(db_iter *it, const void *key, size_t klen);        /* first >= key */
+void db_iter_seek_for_prev(db_iter *it, const void *key, size_t klen); /* last <= key */
+void db_iter_seek_first(db_iter *it);
+void db_iter_seek_last(db_iter *it);
+int db_iter_valid(const db_iter *it);
+void db_iter_next(db_iter *it);
+void db_iter_prev(db_iter *it);
+/* Borrowed until the iterator next moves or is freed. */
+const uint8_t *db_iter_key(const db_iter *it, size_t *len);
+const uint8_t *db_iter_value(const db_iter *it, size_t *len);
+/* After the loop ends: 0, or LAPSE_EIO with the iterator's error in err. */
+int db_iter_status(const db_iter *it, char *err, size_t errlen);
+
+/* Compacts [start, end) of cf (either NULL = unbounded), to reclaim space
+ * after a large range delete. Returns 0. */
+int db_compact_range(db *d, int cf, const void *start, size_t slen, const void *end, size_t elen);
+
+#endif
