@@ -1,1 +1,142 @@
-/* placeholder: being written */
+/* buf.c: growable byte buffer (buf.h). */
+#include "buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lapse_err.h"
+
+void buf_init(buf *b)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+void buf_fini(buf *b)
+{
+    if (b == NULL) {
+        return;
+    }
+    free(b->data);
+    buf_init(b);
+}
+
+void buf_clear(buf *b)
+{
+    b->len = 0;
+    if (b->data != NULL) {
+        b->data[0] = 0;
+    }
+}
+
+int buf_reserve(buf *b, size_t extra)
+{
+    if (extra > SIZE_MAX - 1 - b->len) {
+        return LAPSE_ENOMEM;
+    }
+    size_t need = b->len + extra;
+    if (need <= b->cap && b->data != NULL) {
+        return 0;
+    }
+    size_t cap = b->cap < 64 ? 64 : b->cap;
+    while (cap < need) {
+        if (cap > (SIZE_MAX - 1) / 2) {
+            cap = need;
+            break;
+        }
+        cap *= 2;
+    }
+    uint8_t *p = realloc(b->data, cap + 1); /* +1: the terminator of invariant 2 */
+    if (p == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    p[b->len] = 0;
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+int buf_append(buf *b, const void *p, size_t n)
+{
+    int rv;
+    if ((rv = buf_reserve(b, n)) != 0) {
+        return rv;
+    }
+    if (n > 0) {
+        memcpy(b->data + b->len, p, n);
+    }
+    b->len += n;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+int buf_append_byte(buf *b, uint8_t c)
+{
+    return buf_append(b, &c, 1);
+}
+
+int buf_append_str(buf *b, const char *s)
+{
+    return buf_append(b, s, strlen(s));
+}
+
+int buf_append_u32be(buf *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    return buf_append(b, x, sizeof(x));
+}
+
+int buf_append_u64be(buf *b, uint64_t v)
+{
+    uint8_t x[8];
+    for (int i = 0; i < 8; i++) {
+        x[i] = (uint8_t)(v >> (56 - 8 * i));
+    }
+    return buf_append(b, x, sizeof(x));
+}
+
+int buf_printf(buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return LAPSE_ENOMEM;
+    }
+    int rv;
+    if ((rv = buf_reserve(b, (size_t)n)) != 0) {
+        return rv;
+    }
+    va_start(ap, fmt);
+    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+char *buf_detach(buf *b)
+{
+    char *p = (char *)b->data;
+    if (p == NULL) {
+        p = calloc(1, 1);
+        if (p == NULL) {
+            return NULL;
+        }
+    }
+    buf_init(b);
+    return p;
+}
+
+uint32_t buf_get_u32be(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+uint64_t buf_get_u64be(const uint8_t *p)
+{
+    return ((uint64_t)buf_get_u32be(p) << 32) | buf_get_u32be(p + 4);
+}

@@ -1,1 +1,498 @@
-/* placeholder: being written */
+/* ddbjson.c: DynamoDB JSON on top of jansson (ddbjson.h).
+ *
+ * Parsing walks the jansson tree and builds the item, keeping a path such as
+ * Tags[2].Color for error messages. Formatting builds a jansson tree in item
+ * order and dumps it compactly. */
+#include "ddbjson.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lapse_err.h"
+#include "number.h"
+
+/* ------------------------------------------------------------------------
+ * Base64 (RFC 4648, standard alphabet, with padding)
+ * ---------------------------------------------------------------------- */
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Returns a malloc'd NUL-terminated encoding, or NULL on OOM. */
+static char *b64_encode(const uint8_t *p, size_t n)
+{
+    if (n > (SIZE_MAX - 1) / 4 * 3 - 3) {
+        return NULL;
+    }
+    char *out = malloc((n + 2) / 3 * 4 + 1);
+    if (out == NULL) {
+        return NULL;
+    }
+    size_t k = 0, i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        out[k++] = b64chars[v >> 18 & 63];
+        out[k++] = b64chars[v >> 12 & 63];
+        out[k++] = b64chars[v >> 6 & 63];
+        out[k++] = b64chars[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+        out[k++] = b64chars[v >> 18 & 63];
+        out[k++] = b64chars[v >> 12 & 63];
+        out[k++] = i + 1 < n ? b64chars[v >> 6 & 63] : '=';
+        out[k++] = '=';
+    }
+    out[k] = 0;
+    return out;
+}
+
+static int b64_val(char c)
+{
+    const char *p = c == 0 ? NULL : strchr(b64chars, c);
+    return p == NULL ? -1 : (int)(p - b64chars);
+}
+
+/* Decodes strictly: length a multiple of 4, '=' only as final padding, and
+ * the unused bits of the last group zero. On success *out is malloc'd (NUL-
+ * terminated, not counted) and *outlen set. Returns 0, LAPSE_EINVAL or
+ * LAPSE_ENOMEM. */
+static int b64_decode(const char *s, size_t n, uint8_t **out, size_t *outlen)
+{
+    if (n % 4 != 0) {
+        return LAPSE_EINVAL;
+    }
+    uint8_t *d = malloc(n / 4 * 3 + 1);
+    if (d == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int last = i + 4 == n;
+        int pad = 0;
+        if (last && s[i + 3] == '=') {
+            pad = s[i + 2] == '=' ? 2 : 1;
+        }
+        int v[4] = {0, 0, 0, 0};
+        for (int j = 0; j < 4 - pad; j++) {
+            if ((v[j] = b64_val(s[i + j])) < 0) {
+                free(d);
+                return LAPSE_EINVAL;
+            }
+        }
+        uint32_t x =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        if ((pad == 1 && (x & 0xFF) != 0) || (pad == 2 && (x & 0xFFFF) != 0)) {
+            free(d); /* non-canonical: stray bits in the padding */
+            return LAPSE_EINVAL;
+        }
+        d[k++] = (uint8_t)(x >> 16);
+        if (pad < 2) {
+            d[k++] = (uint8_t)(x >> 8);
+        }
+        if (pad < 1) {
+            d[k++] = (uint8_t)x;
+        }
+    }
+    d[k] = 0;
+    *out = d;
+    *outlen = k;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Parsing
+ * ---------------------------------------------------------------------- */
+
+typedef struct pctx {
+    char *err;
+    size_t errlen;
+    buf path; /* the attribute being parsed, for messages */
+} pctx;
+
+static int perr(pctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int perr(pctx *c, int code, const char *fmt, ...)
+{
+    if (c->err == NULL || c->errlen == 0) {
+        return code;
+    }
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (code == LAPSE_ENOMEM) {
+        snprintf(c->err, c->errlen, "out of memory");
+    } else if (c->path.len > 0) {
+        snprintf(c->err, c->errlen, "attribute \"%s\": %s", (const char *)c->path.data, msg);
+    } else {
+        snprintf(c->err, c->errlen, "%s", msg);
+    }
+    return code;
+}
+
+static int check_name(pctx *c, const char *name, size_t len)
+{
+    if (len == 0) {
+        return perr(c, LAPSE_EINVAL, "empty attribute name");
+    }
+    if (len > ITEM_MAX_NAME_BYTES) {
+        return perr(c, LAPSE_EINVAL, "attribute name longer than %d bytes", ITEM_MAX_NAME_BYTES);
+    }
+    if (memchr(name, 0, len) != NULL) {
+        return perr(c, LAPSE_EINVAL, "attribute name contains a NUL character");
+    }
+    return 0;
+}
+
+static int parse_value(pctx *c, json_t *j, int depth, attr_value *out);
+
+/* Parses the members of a JSON object into the M value or item via set. */
+static int parse_members(pctx *c, json_t *obj, int depth, attr_value *map, item *it)
+{
+    const char *key;
+    size_t keylen;
+    json_t *val;
+    int rv;
+    size_t base = c->path.len;
+    json_object_keylen_foreach(obj, key, keylen, val)
+    {
+        if ((rv = check_name(c, key, keylen)) != 0) {
+            return rv;
+        }
+        if ((base > 0 && buf_append_byte(&c->path, '.') != 0) ||
+            buf_append(&c->path, key, keylen) != 0) {
+            return perr(c, LAPSE_ENOMEM, "out of memory");
+        }
+        attr_value v;
+        if ((rv = parse_value(c, val, depth, &v)) != 0) {
+            return rv;
+        }
+        rv = map != NULL ? item_value_map_set(map, key, &v) : item_set(it, key, &v);
+        if (rv != 0) {
+            item_value_fini(&v);
+            return perr(c, rv, "cannot set attribute");
+        }
+        c->path.len = base;
+        c->path.data[base] = 0;
+    }
+    return 0;
+}
+
+static int parse_bytes(pctx *c, json_t *inner, attr_type t, attr_value *out)
+{
+    const char *tn = item_type_name(t);
+    if (!json_is_string(inner)) {
+        return perr(c, LAPSE_EINVAL, "%s value must be a JSON string", tn);
+    }
+    const char *s = json_string_value(inner);
+    size_t n = json_string_length(inner);
+    int rv;
+    if (t == ATTR_B) {
+        uint8_t *d;
+        size_t dn;
+        if ((rv = b64_decode(s, n, &d, &dn)) != 0) {
+            return rv == LAPSE_ENOMEM ? perr(c, rv, "out of memory")
+                                      : perr(c, rv, "B value is not valid base64");
+        }
+        rv = item_value_init_bytes(out, ATTR_B, d, dn);
+        free(d);
+        return rv == 0 ? 0 : perr(c, rv, "out of memory");
+    }
+    if (t == ATTR_N) {
+        number num;
+        char why[128];
+        if (number_parse(s, n, &num, why, sizeof(why)) != 0) {
+            if (strcmp(why, "not a number") == 0) {
+                return perr(c, LAPSE_EINVAL, "N value \"%.64s\" is not a number", s);
+            }
+            return perr(c, LAPSE_EINVAL, "N value \"%.64s\": %s", s, why);
+        }
+    }
+    rv = item_value_init_bytes(out, t, s, n);
+    return rv == 0 ? 0 : perr(c, rv, "invalid %s value", tn);
+}
+
+/* depth: nesting level of this value, 1 for a top-level attribute. */
+static int parse_value(pctx *c, json_t *j, int depth, attr_value *out)
+{
+    int rv;
+    item_value_init_null(out);
+    if (depth > ITEM_MAX_DEPTH) {
+        return perr(c, LAPSE_EINVAL, "nesting deeper than %d levels", ITEM_MAX_DEPTH);
+    }
+    if (!json_is_object(j)) {
+        return perr(c, LAPSE_EINVAL, "value must be an object such as {\"S\":\"text\"}");
+    }
+    if (json_object_size(j) != 1) {
+        return perr(c, LAPSE_EINVAL, "value must have exactly one type key, has %zu",
+                    json_object_size(j));
+    }
+    void *iter = json_object_iter(j);
+    const char *tname = json_object_iter_key(iter);
+    json_t *inner = json_object_iter_value(iter);
+    attr_type t;
+    if (strcmp(tname, "SS") == 0 || strcmp(tname, "NS") == 0 || strcmp(tname, "BS") == 0) {
+        return perr(c, LAPSE_EINVAL, "type %s: sets are not supported", tname);
+    }
+    if (item_type_parse(tname, &t) != 0) {
+        return perr(c, LAPSE_EINVAL, "unknown type \"%.32s\"", tname);
+    }
+    switch (t) {
+    case ATTR_S:
+    case ATTR_N:
+    case ATTR_B:
+        return parse_bytes(c, inner, t, out);
+    case ATTR_BOOL:
+        if (!json_is_boolean(inner)) {
+            return perr(c, LAPSE_EINVAL, "BOOL value must be true or false");
+        }
+        item_value_init_bool(out, json_is_true(inner));
+        return 0;
+    case ATTR_NULL:
+        if (!json_is_true(inner)) {
+            return perr(c, LAPSE_EINVAL, "NULL value must be true");
+        }
+        return 0;
+    case ATTR_L: {
+        if (!json_is_array(inner)) {
+            return perr(c, LAPSE_EINVAL, "L value must be a JSON array");
+        }
+        attr_value list;
+        item_value_init_list(&list);
+        size_t base = c->path.len, i;
+        json_t *e;
+        json_array_foreach(inner, i, e)
+        {
+            attr_value v;
+            if (buf_printf(&c->path, "[%zu]", i) != 0) {
+                rv = perr(c, LAPSE_ENOMEM, "out of memory");
+                goto list_fail;
+            }
+            if ((rv = parse_value(c, e, depth + 1, &v)) != 0) {
+                goto list_fail;
+            }
+            if ((rv = item_value_list_append(&list, &v)) != 0) {
+                item_value_fini(&v);
+                rv = perr(c, rv, "out of memory");
+                goto list_fail;
+            }
+            c->path.len = base;
+            c->path.data[base] = 0;
+        }
+        *out = list;
+        return 0;
+    list_fail:
+        item_value_fini(&list);
+        return rv;
+    }
+    case ATTR_M: {
+        if (!json_is_object(inner)) {
+            return perr(c, LAPSE_EINVAL, "M value must be a JSON object");
+        }
+        attr_value map;
+        item_value_init_map(&map);
+        if ((rv = parse_members(c, inner, depth + 1, &map, NULL)) != 0) {
+            item_value_fini(&map);
+            return rv;
+        }
+        *out = map;
+        return 0;
+    }
+    }
+    return perr(c, LAPSE_EINVAL, "unknown type");
+}
+
+/* Loads text; on a jansson error writes the reason and returns NULL. */
+static json_t *load(pctx *c, const char *text, size_t len)
+{
+    json_error_t je;
+    json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (j == NULL) {
+        if (json_error_code(&je) == json_error_duplicate_key) {
+            perr(c, LAPSE_EINVAL, "duplicate attribute name (%s at line %d column %d)", je.text,
+                 je.line, je.column);
+        } else {
+            perr(c, LAPSE_EINVAL, "invalid JSON: %s at line %d column %d", je.text, je.line,
+                 je.column);
+        }
+    }
+    return j;
+}
+
+int ddbjson_parse_item(const char *text, size_t len, item **out, char *err, size_t errlen)
+{
+    pctx c = {err, errlen, {0}};
+    int rv;
+    item *it = NULL;
+    json_t *j = load(&c, text, len);
+    if (j == NULL) {
+        return LAPSE_EINVAL;
+    }
+    if (!json_is_object(j)) {
+        rv = perr(&c, LAPSE_EINVAL, "an item must be a JSON object");
+        goto done;
+    }
+    if ((it = item_new()) == NULL) {
+        rv = perr(&c, LAPSE_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rv = parse_members(&c, j, 1, NULL, it)) != 0) {
+        item_free(it);
+        goto done;
+    }
+    *out = it;
+done:
+    json_decref(j);
+    buf_fini(&c.path);
+    return rv;
+}
+
+int ddbjson_parse_value(const char *text, size_t len, attr_value *out, char *err, size_t errlen)
+{
+    pctx c = {err, errlen, {0}};
+    json_t *j = load(&c, text, len);
+    if (j == NULL) {
+        item_value_init_null(out);
+        return LAPSE_EINVAL;
+    }
+    int rv = parse_value(&c, j, 1, out);
+    json_decref(j);
+    buf_fini(&c.path);
+    return rv;
+}
+
+/* ------------------------------------------------------------------------
+ * Formatting
+ * ---------------------------------------------------------------------- */
+
+/* A JSON string for bytes that should be UTF-8. Invalid sequences (the C API
+ * does not check S values) become U+FFFD so output is always valid JSON. */
+static json_t *utf8_string(const char *s, size_t n)
+{
+    json_t *j = json_stringn(s, n);
+    if (j != NULL) {
+        return j;
+    }
+    buf b;
+    buf_init(&b);
+    for (size_t i = 0; i < n;) {
+        /* find the longest valid sequence starting at i */
+        size_t step = 0;
+        for (size_t k = 1; k <= 4 && i + k <= n; k++) {
+            json_t *t = json_stringn(s + i, k);
+            if (t != NULL) {
+                json_decref(t);
+                step = k;
+                break;
+            }
+        }
+        int rv = step > 0 ? buf_append(&b, s + i, step) : buf_append(&b, "\xEF\xBF\xBD", 3);
+        if (rv != 0) {
+            buf_fini(&b);
+            return NULL;
+        }
+        i += step > 0 ? step : 1;
+    }
+    j = json_stringn((const char *)b.data, b.len);
+    buf_fini(&b);
+    return j;
+}
+
+/* Steals v into obj under key; returns 0 or -1 (v released). */
+static int put(json_t *obj, const char *key, json_t *v)
+{
+    if (v == NULL) {
+        return -1;
+    }
+    return json_object_set_new(obj, key, v);
+}
+
+static json_t *members_to_json(const attr *v, size_t n)
+{
+    json_t *obj = json_object();
+    if (obj == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (put(obj, v[i].name, ddbjson_value_to_json(&v[i].value)) != 0) {
+            json_decref(obj);
+            return NULL;
+        }
+    }
+    return obj;
+}
+
+json_t *ddbjson_value_to_json(const attr_value *v)
+{
+    json_t *inner = NULL;
+    switch (v->type) {
+    case ATTR_S:
+    case ATTR_N:
+        inner = utf8_string(v->u.bytes.ptr, v->u.bytes.len);
+        break;
+    case ATTR_B: {
+        char *s = b64_encode((const uint8_t *)v->u.bytes.ptr, v->u.bytes.len);
+        if (s != NULL) {
+            inner = json_string_nocheck(s);
+            free(s);
+        }
+        break;
+    }
+    case ATTR_BOOL:
+        inner = json_boolean(v->u.boolean);
+        break;
+    case ATTR_NULL:
+        inner = json_true();
+        break;
+    case ATTR_L:
+        inner = json_array();
+        for (size_t i = 0; inner != NULL && i < v->u.list.n; i++) {
+            if (json_array_append_new(inner, ddbjson_value_to_json(&v->u.list.v[i])) != 0) {
+                json_decref(inner);
+                inner = NULL;
+            }
+        }
+        break;
+    case ATTR_M:
+        inner = members_to_json(v->u.map.v, v->u.map.n);
+        break;
+    }
+    if (inner == NULL) {
+        return NULL;
+    }
+    json_t *obj = json_object();
+    if (obj == NULL || put(obj, item_type_name(v->type), inner) != 0) {
+        json_decref(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+json_t *ddbjson_item_to_json(const item *it)
+{
+    return members_to_json(it->attrs, it->n);
+}
+
+static char *dump(json_t *j)
+{
+    if (j == NULL) {
+        return NULL;
+    }
+    char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    return s;
+}
+
+char *ddbjson_format_item(const item *it)
+{
+    return dump(ddbjson_item_to_json(it));
+}
+
+char *ddbjson_format_value(const attr_value *v)
+{
+    return dump(ddbjson_value_to_json(v));
+}

@@ -6,7 +6,7 @@
  *
  * An item owns all its memory: names, strings and nested values are copied in.
  * item_encode/item_decode give the compact binary form stored on disk; the
- * format is documented in docs/storage-format.md.
+ * format is documented in docs/key-encoding.md.
  *
  * Not thread-safe: one item belongs to one thread at a time (concurrent reads
  * of an item nobody modifies are fine).

@@ -6,7 +6,7 @@
  * (UTF-8 byte order for S), N numerically, including negative, fractional and
  * very large or small values. An encoding ends itself, so a partition-key
  * encoding followed by a sort-key encoding sorts by partition key first.
- * The format is documented in docs/storage-format.md.
+ * The format is documented in docs/key-encoding.md.
  *
  * Thread-safe (pure functions).
  */

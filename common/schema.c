@@ -1,1 +1,193 @@
-/* placeholder: being written */
+/* schema.c: table key schemas and item checks (schema.h). */
+#include "schema.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lapse_err.h"
+
+/* Writes a reason into err (when given) and returns code. */
+static int errf(int code, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int errf(int code, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int schema_validate_table_name(const char *name, char *err, size_t errlen)
+{
+    size_t n = name == NULL ? 0 : strnlen(name, SCHEMA_MAX_NAME + 1);
+    if (n < 3 || n > SCHEMA_MAX_NAME) {
+        return errf(LAPSE_EINVAL, err, errlen, "table name must be 3-255 characters");
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                 c == '_' || c == '.' || c == '-';
+        if (!ok) {
+            return errf(LAPSE_EINVAL, err, errlen,
+                        "table name \"%s\" may contain only A-Z a-z 0-9 _ . -", name);
+        }
+    }
+    return 0;
+}
+
+static int key_type_ok(attr_type t)
+{
+    return t == ATTR_S || t == ATTR_N || t == ATTR_B;
+}
+
+static int check_key_def(const key_def *k, const char *which, char *err, size_t errlen)
+{
+    size_t n = strnlen(k->name, sizeof(k->name));
+    if (n == 0 || n >= sizeof(k->name)) {
+        return errf(LAPSE_EINVAL, err, errlen, "%s key name must be 1-255 bytes", which);
+    }
+    if (!key_type_ok(k->type)) {
+        return errf(LAPSE_EINVAL, err, errlen, "%s key \"%s\" must be of type S, N or B", which,
+                    k->name);
+    }
+    return 0;
+}
+
+int schema_validate(const table_schema *t, char *err, size_t errlen)
+{
+    int rv;
+    if ((rv = schema_validate_table_name(t->name, err, errlen)) != 0) {
+        return rv;
+    }
+    if ((rv = check_key_def(&t->pk, "partition", err, errlen)) != 0) {
+        return rv;
+    }
+    if (t->sk.name[0] != 0) {
+        if ((rv = check_key_def(&t->sk, "sort", err, errlen)) != 0) {
+            return rv;
+        }
+        if (strcmp(t->sk.name, t->pk.name) == 0) {
+            return errf(LAPSE_EINVAL, err, errlen,
+                        "sort key \"%s\" must differ from the partition key", t->sk.name);
+        }
+    }
+    if (t->partitions == 0 || t->partitions > SCHEMA_MAX_PARTITIONS ||
+        (t->partitions & (t->partitions - 1)) != 0) {
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "partition count %u must be a power of two from 1 to %d",
+                    (unsigned)t->partitions, SCHEMA_MAX_PARTITIONS);
+    }
+    return 0;
+}
+
+/* Depth of the deepest value under v, counting v as 1. Stops counting once
+ * past limit so a pathological value costs no more than limit levels. */
+static int value_depth(const attr_value *v, int limit)
+{
+    if (limit <= 0) {
+        return 1;
+    }
+    int d = 0;
+    if (v->type == ATTR_L) {
+        for (size_t i = 0; i < v->u.list.n; i++) {
+            int c = value_depth(&v->u.list.v[i], limit - 1);
+            d = c > d ? c : d;
+        }
+    } else if (v->type == ATTR_M) {
+        for (size_t i = 0; i < v->u.map.n; i++) {
+            int c = value_depth(&v->u.map.v[i].value, limit - 1);
+            d = c > d ? c : d;
+        }
+    }
+    return d + 1;
+}
+
+static int check_key_value(const key_def *k, const attr_value *v, size_t max_bytes, char *err,
+                           size_t errlen)
+{
+    if (v == NULL) {
+        return errf(LAPSE_EINVAL, err, errlen, "missing key attribute \"%s\"", k->name);
+    }
+    if (v->type != k->type) {
+        return errf(LAPSE_EINVAL, err, errlen, "key attribute \"%s\" must be of type %s, got %s",
+                    k->name, item_type_name(k->type), item_type_name(v->type));
+    }
+    if (v->type == ATTR_S || v->type == ATTR_B) {
+        if (v->u.bytes.len == 0) {
+            return errf(LAPSE_EINVAL, err, errlen, "key attribute \"%s\" must not be empty",
+                        k->name);
+        }
+        if (v->u.bytes.len > max_bytes) {
+            return errf(LAPSE_ETOOBIG, err, errlen,
+                        "key attribute \"%s\" is %zu bytes, over the %zu-byte limit", k->name,
+                        v->u.bytes.len, max_bytes);
+        }
+    }
+    return 0;
+}
+
+int schema_check_item(const table_schema *t, const item *it, int key_only, char *err, size_t errlen)
+{
+    int rv;
+    if ((rv = check_key_value(&t->pk, item_get(it, t->pk.name), SCHEMA_MAX_KEY_BYTES, err,
+                              errlen)) != 0) {
+        return rv;
+    }
+    int has_sk = t->sk.name[0] != 0;
+    if (has_sk && (rv = check_key_value(&t->sk, item_get(it, t->sk.name), SCHEMA_MAX_SORT_KEY_BYTES,
+                                        err, errlen)) != 0) {
+        return rv;
+    }
+    if (key_only) {
+        for (size_t i = 0; i < it->n; i++) {
+            const char *nm = it->attrs[i].name;
+            if (strcmp(nm, t->pk.name) != 0 && !(has_sk && strcmp(nm, t->sk.name) == 0)) {
+                return errf(LAPSE_EINVAL, err, errlen,
+                            "key must contain only the key attributes, found \"%s\"", nm);
+            }
+        }
+    }
+    for (size_t i = 0; i < it->n; i++) {
+        if (value_depth(&it->attrs[i].value, ITEM_MAX_DEPTH + 1) > ITEM_MAX_DEPTH) {
+            return errf(LAPSE_EINVAL, err, errlen,
+                        "attribute \"%s\" is nested deeper than %d levels", it->attrs[i].name,
+                        ITEM_MAX_DEPTH);
+        }
+    }
+    size_t sz = item_size(it);
+    if (sz > ITEM_MAX_BYTES) {
+        return errf(LAPSE_ETOOBIG, err, errlen, "item size %zu bytes exceeds the %d-byte limit", sz,
+                    ITEM_MAX_BYTES);
+    }
+    return 0;
+}
+
+int schema_key_of(const table_schema *t, const item *it, item **out)
+{
+    item *k = item_new();
+    if (k == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    const key_def *defs[2] = {&t->pk, &t->sk};
+    for (int i = 0; i < 2; i++) {
+        if (defs[i]->name[0] == 0) {
+            continue;
+        }
+        const attr_value *v = item_get(it, defs[i]->name);
+        if (v == NULL) {
+            continue; /* REQUIRES says it is there; degrade gracefully */
+        }
+        int rv = item_set_copy(k, defs[i]->name, v);
+        if (rv != 0) {
+            item_free(k);
+            return rv;
+        }
+    }
+    *out = k;
+    return 0;
+}

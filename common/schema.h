@@ -44,7 +44,9 @@ int schema_validate(const table_schema *t, char *err, size_t errlen);
 /* Checks that it carries the key attributes with the declared types, that key
  * values are within the size limits (and non-empty for S and B), and that the
  * item is within ITEM_MAX_BYTES. With key_only, also that it carries nothing
- * else. Returns 0, LAPSE_EINVAL or LAPSE_ETOOBIG with a reason in err. */
+ * else. Also that no value is nested deeper than ITEM_MAX_DEPTH (a top-level
+ * attribute is level 1). Returns 0, LAPSE_EINVAL or LAPSE_ETOOBIG (a key value
+ * or the whole item over its size limit) with a reason in err. */
 int schema_check_item(const table_schema *t, const item *it, int key_only, char *err,
                       size_t errlen);
 /* Copies it's key attributes into a new item *out (caller frees).

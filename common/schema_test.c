@@ -1,1 +1,211 @@
-int main(void) { return 0; } /* placeholder */
+/* schema_test: table schema validation and the key/size checks every write
+ * makes, with the reasons a user sees. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lapse_err.h"
+#include "schema.h"
+
+static table_schema users(void)
+{
+    table_schema t;
+    memset(&t, 0, sizeof(t));
+    snprintf(t.name, sizeof(t.name), "Users");
+    snprintf(t.pk.name, sizeof(t.pk.name), "UserName");
+    t.pk.type = ATTR_S;
+    snprintf(t.sk.name, sizeof(t.sk.name), "Id");
+    t.sk.type = ATTR_N;
+    t.partitions = SCHEMA_DEFAULT_PARTITIONS;
+    return t;
+}
+
+static void expect(int got, int want, const char *err, const char *reason)
+{
+    if (got != want) {
+        fail_msg("got %s (%s), want %s", lapse_strerror(got), err, lapse_strerror(want));
+    }
+    if (reason != NULL && strstr(err, reason) == NULL) {
+        fail_msg("reason \"%s\" lacks \"%s\"", err, reason);
+    }
+}
+
+static void table_names(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    assert_int_equal(schema_validate_table_name("abc", err, sizeof(err)), 0);
+    assert_int_equal(schema_validate_table_name("My_Table-1.v2", err, sizeof(err)), 0);
+    expect(schema_validate_table_name("ab", err, sizeof(err)), LAPSE_EINVAL, err, "3-255");
+    expect(schema_validate_table_name("bad name", err, sizeof(err)), LAPSE_EINVAL, err,
+           "may contain only");
+    expect(schema_validate_table_name("tab/le", err, sizeof(err)), LAPSE_EINVAL, err, NULL);
+    char longn[300];
+    memset(longn, 'x', 256);
+    longn[256] = 0;
+    expect(schema_validate_table_name(longn, err, sizeof(err)), LAPSE_EINVAL, err, "3-255");
+    longn[255] = 0;
+    assert_int_equal(schema_validate_table_name(longn, err, sizeof(err)), 0);
+}
+
+static void schemas(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    table_schema t = users();
+    assert_int_equal(schema_validate(&t, err, sizeof(err)), 0);
+    t.sk.name[0] = 0; /* no sort key */
+    t.sk.type = 0;
+    assert_int_equal(schema_validate(&t, err, sizeof(err)), 0);
+
+    t = users();
+    t.pk.name[0] = 0;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "partition key name");
+    t = users();
+    t.pk.type = ATTR_BOOL;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "S, N or B");
+    t = users();
+    t.sk.type = ATTR_M;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "sort key");
+    t = users();
+    snprintf(t.sk.name, sizeof(t.sk.name), "UserName");
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "must differ");
+    uint32_t bad[] = {0, 3, 48, 8192};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        t = users();
+        t.partitions = bad[i];
+        expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "power of two");
+    }
+    uint32_t good[] = {1, 2, 64, 4096};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        t = users();
+        t.partitions = good[i];
+        assert_int_equal(schema_validate(&t, err, sizeof(err)), 0);
+    }
+}
+
+static void put_bytes(item *it, const char *name, attr_type ty, const void *p, size_t n)
+{
+    attr_value v;
+    assert_int_equal(item_value_init_bytes(&v, ty, p, n), 0);
+    assert_int_equal(item_set(it, name, &v), 0);
+}
+
+static item *user_item(void)
+{
+    item *it = item_new();
+    put_bytes(it, "UserName", ATTR_S, "user1", 5);
+    put_bytes(it, "Id", ATTR_N, "7", 1);
+    put_bytes(it, "Email", ATTR_S, "u@example.com", 13);
+    return it;
+}
+
+static void item_checks(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    table_schema t = users();
+    item *it = user_item();
+    assert_int_equal(schema_check_item(&t, it, 0, err, sizeof(err)), 0);
+    expect(schema_check_item(&t, it, 1, err, sizeof(err)), LAPSE_EINVAL, err,
+           "only the key attributes, found \"Email\"");
+
+    item *k = NULL;
+    assert_int_equal(schema_key_of(&t, it, &k), 0);
+    assert_int_equal(k->n, 2);
+    assert_int_equal(schema_check_item(&t, k, 1, err, sizeof(err)), 0);
+    assert_null(item_get(k, "Email"));
+    assert_true(item_value_eq(item_get(k, "Id"), item_get(it, "Id")));
+    item_free(k);
+
+    item_remove(it, "UserName");
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_EINVAL, err,
+           "missing key attribute \"UserName\"");
+    put_bytes(it, "UserName", ATTR_S, "user1", 5);
+    item_remove(it, "Id");
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_EINVAL, err,
+           "missing key attribute \"Id\"");
+    put_bytes(it, "Id", ATTR_S, "7", 1);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_EINVAL, err,
+           "key attribute \"Id\" must be of type N, got S");
+    put_bytes(it, "Id", ATTR_N, "7", 1);
+    put_bytes(it, "UserName", ATTR_S, "", 0);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_EINVAL, err,
+           "\"UserName\" must not be empty");
+    item_free(it);
+}
+
+static void size_limits(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    table_schema t = users();
+    t.sk.type = ATTR_B;
+    char *big = malloc(ITEM_MAX_BYTES + 1);
+    memset(big, 'x', ITEM_MAX_BYTES + 1);
+
+    item *it = item_new();
+    put_bytes(it, "UserName", ATTR_S, big, SCHEMA_MAX_KEY_BYTES);
+    put_bytes(it, "Id", ATTR_B, big, SCHEMA_MAX_SORT_KEY_BYTES);
+    assert_int_equal(schema_check_item(&t, it, 0, err, sizeof(err)), 0);
+    put_bytes(it, "UserName", ATTR_S, big, SCHEMA_MAX_KEY_BYTES + 1);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_ETOOBIG, err, "\"UserName\"");
+    put_bytes(it, "UserName", ATTR_S, "u", 1);
+    put_bytes(it, "Id", ATTR_B, big, SCHEMA_MAX_SORT_KEY_BYTES + 1);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_ETOOBIG, err, "\"Id\"");
+    put_bytes(it, "Id", ATTR_B, "", 0);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_EINVAL, err, "empty");
+    put_bytes(it, "Id", ATTR_B, "i", 1);
+
+    /* item size: names count; exactly at the limit passes */
+    size_t base = item_size(it) + strlen("Data");
+    put_bytes(it, "Data", ATTR_S, big, ITEM_MAX_BYTES - base);
+    assert_int_equal(item_size(it), ITEM_MAX_BYTES);
+    assert_int_equal(schema_check_item(&t, it, 0, err, sizeof(err)), 0);
+    put_bytes(it, "Data", ATTR_S, big, ITEM_MAX_BYTES - base + 1);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_ETOOBIG, err, "exceeds");
+    item_free(it);
+    free(big);
+}
+
+static void nesting_limit(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    table_schema t = users();
+    for (int depth = 32; depth <= 33; depth++) {
+        item *it = user_item();
+        attr_value v;
+        item_value_init_null(&v);
+        for (int i = 1; i < depth; i++) {
+            attr_value l;
+            item_value_init_list(&l);
+            assert_int_equal(item_value_list_append(&l, &v), 0);
+            v = l;
+        }
+        assert_int_equal(item_set(it, "Deep", &v), 0);
+        int rv = schema_check_item(&t, it, 0, err, sizeof(err));
+        if (depth <= ITEM_MAX_DEPTH) {
+            assert_int_equal(rv, 0);
+        } else {
+            expect(rv, LAPSE_EINVAL, err, "\"Deep\" is nested deeper than 32");
+        }
+        item_free(it);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(table_names),   cmocka_unit_test(schemas),
+        cmocka_unit_test(item_checks),   cmocka_unit_test(size_limits),
+        cmocka_unit_test(nesting_limit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,347 @@
+/* item_codec.c: the binary encoding of items, item_encode/item_decode
+ * (item.h). The format is documented in docs/key-encoding.md ("Item
+ * encoding"). item_decode treats its input as untrusted: it comes from disk. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "item.h"
+#include "item_internal.h"
+#include "lapse_err.h"
+
+#define ITEM_FORMAT_V1 0x01
+
+/* ------------------------------------------------------------------------
+ * Binary encoding
+ * ---------------------------------------------------------------------- */
+
+static int put_varint(buf *out, uint64_t v)
+{
+    uint8_t tmp[10];
+    size_t k = 0;
+    while (v >= 0x80) {
+        tmp[k++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    tmp[k++] = (uint8_t)v;
+    return buf_append(out, tmp, k);
+}
+
+static int put_name(buf *out, const char *name)
+{
+    size_t n = strlen(name);
+    int rv;
+    if ((rv = put_varint(out, n)) != 0) {
+        return rv;
+    }
+    return buf_append(out, name, n);
+}
+
+static int encode_value(buf *out, const attr_value *v)
+{
+    int rv;
+    if ((rv = buf_append_byte(out, (uint8_t)v->type)) != 0) {
+        return rv;
+    }
+    switch (v->type) {
+    case ATTR_S:
+    case ATTR_N:
+    case ATTR_B:
+        if ((rv = put_varint(out, v->u.bytes.len)) != 0) {
+            return rv;
+        }
+        return buf_append(out, v->u.bytes.ptr, v->u.bytes.len);
+    case ATTR_BOOL:
+        return buf_append_byte(out, (uint8_t)(v->u.boolean ? 1 : 0));
+    case ATTR_NULL:
+        return 0;
+    case ATTR_L:
+        if ((rv = put_varint(out, v->u.list.n)) != 0) {
+            return rv;
+        }
+        for (size_t i = 0; i < v->u.list.n; i++) {
+            if ((rv = encode_value(out, &v->u.list.v[i])) != 0) {
+                return rv;
+            }
+        }
+        return 0;
+    case ATTR_M:
+        if ((rv = put_varint(out, v->u.map.n)) != 0) {
+            return rv;
+        }
+        for (size_t i = 0; i < v->u.map.n; i++) {
+            if ((rv = put_name(out, v->u.map.v[i].name)) != 0 ||
+                (rv = encode_value(out, &v->u.map.v[i].value)) != 0) {
+                return rv;
+            }
+        }
+        return 0;
+    }
+    return LAPSE_EINTERNAL;
+}
+
+int item_encode(const item *it, buf *out)
+{
+    size_t start = out->len;
+    int rv;
+    if ((rv = buf_append_byte(out, ITEM_FORMAT_V1)) != 0 || (rv = put_varint(out, it->n)) != 0) {
+        goto fail;
+    }
+    for (size_t i = 0; i < it->n; i++) {
+        if ((rv = put_name(out, it->attrs[i].name)) != 0 ||
+            (rv = encode_value(out, &it->attrs[i].value)) != 0) {
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    out->len = start;
+    if (out->data != NULL) {
+        out->data[start] = 0;
+    }
+    return rv;
+}
+
+/* A bounded reader: every get checks the remaining length first, so no input
+ * can make the decoder read outside [p, end). */
+typedef struct reader {
+    const uint8_t *p;
+    const uint8_t *end;
+} reader;
+
+static int get_varint(reader *r, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end) {
+            return LAPSE_ECORRUPT;
+        }
+        uint8_t b = *r->p++;
+        if (shift == 63 && (b & 0x7e) != 0) {
+            return LAPSE_ECORRUPT; /* overflows 64 bits */
+        }
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if ((b & 0x80) == 0) {
+            *out = v;
+            return 0;
+        }
+    }
+    return LAPSE_ECORRUPT;
+}
+
+/* Reads a length or count that must fit in the rest of the input, given that
+ * each unit takes at least unit_min bytes. */
+static int get_count(reader *r, size_t unit_min, size_t *out)
+{
+    uint64_t v;
+    if (get_varint(r, &v) != 0) {
+        return LAPSE_ECORRUPT;
+    }
+    if (unit_min > 0 && v > (uint64_t)(r->end - r->p) / unit_min) {
+        return LAPSE_ECORRUPT;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+static int get_name(reader *r, char **out)
+{
+    size_t n;
+    if (get_count(r, 1, &n) != 0 || n == 0 || n > ITEM_MAX_NAME_BYTES) {
+        return LAPSE_ECORRUPT;
+    }
+    if (memchr(r->p, 0, n) != NULL) {
+        return LAPSE_ECORRUPT;
+    }
+    char *s = malloc(n + 1);
+    if (s == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    memcpy(s, r->p, n);
+    s[n] = 0;
+    r->p += n;
+    *out = s;
+    return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(((const attr *)a)->name, ((const attr *)b)->name);
+}
+
+/* Returns 1 when two attributes of arr share a name. */
+static int has_duplicates(const attr *arr, size_t n)
+{
+    if (n < 2) {
+        return 0;
+    }
+    if (n <= 16) {
+        for (size_t i = 0; i < n; i++) {
+            for (size_t j = i + 1; j < n; j++) {
+                if (strcmp(arr[i].name, arr[j].name) == 0) {
+                    return 1;
+                }
+            }
+        }
+        return 0;
+    }
+    attr *tmp = malloc(n * sizeof(attr));
+    if (tmp == NULL) {
+        return -1;
+    }
+    memcpy(tmp, arr, n * sizeof(attr));
+    qsort(tmp, n, sizeof(attr), name_cmp);
+    int dup = 0;
+    for (size_t i = 1; i < n && !dup; i++) {
+        dup = strcmp(tmp[i - 1].name, tmp[i].name) == 0;
+    }
+    free(tmp);
+    return dup;
+}
+
+static int decode_value(reader *r, int depth, attr_value *out);
+
+/* Decodes count (name, value) pairs into a fresh array of item_cap_for(count). */
+static int decode_attrs(reader *r, int depth, size_t count, attr **out_arr)
+{
+    /* every pair takes at least 3 bytes: name length, name, type */
+    if (count > (size_t)(r->end - r->p) / 3) {
+        return LAPSE_ECORRUPT;
+    }
+    attr *arr = NULL;
+    size_t n = 0;
+    int rv = 0;
+    if (count > 0) {
+        arr = calloc(item_cap_for(count), sizeof(attr));
+        if (arr == NULL) {
+            return LAPSE_ENOMEM;
+        }
+    }
+    for (; n < count; n++) {
+        if ((rv = get_name(r, &arr[n].name)) != 0) {
+            goto fail;
+        }
+        if ((rv = decode_value(r, depth, &arr[n].value)) != 0) {
+            free(arr[n].name);
+            goto fail;
+        }
+    }
+    int dup = has_duplicates(arr, n);
+    if (dup != 0) {
+        rv = dup < 0 ? LAPSE_ENOMEM : LAPSE_ECORRUPT;
+        goto fail;
+    }
+    *out_arr = arr;
+    return 0;
+fail:
+    for (size_t i = 0; i < n; i++) {
+        free(arr[i].name);
+        item_value_fini(&arr[i].value);
+    }
+    free(arr);
+    return rv;
+}
+
+/* depth: the nesting level of this value, 1 for a top-level attribute. */
+static int decode_value(reader *r, int depth, attr_value *out)
+{
+    int rv;
+    size_t n;
+    item_value_init_null(out);
+    if (depth > ITEM_MAX_DEPTH || r->p >= r->end) {
+        return LAPSE_ECORRUPT;
+    }
+    uint8_t type = *r->p++;
+    switch (type) {
+    case ATTR_S:
+    case ATTR_N:
+    case ATTR_B:
+        if (get_count(r, 1, &n) != 0) {
+            return LAPSE_ECORRUPT;
+        }
+        if ((rv = item_value_init_bytes(out, (attr_type)type, r->p, n)) != 0) {
+            return rv == LAPSE_EINVAL ? LAPSE_ECORRUPT : rv;
+        }
+        r->p += n;
+        return 0;
+    case ATTR_BOOL:
+        if (r->p >= r->end || *r->p > 1) {
+            return LAPSE_ECORRUPT;
+        }
+        item_value_init_bool(out, *r->p++);
+        return 0;
+    case ATTR_NULL:
+        return 0;
+    case ATTR_L: {
+        if (get_count(r, 1, &n) != 0) {
+            return LAPSE_ECORRUPT;
+        }
+        attr_value *arr = NULL;
+        size_t i = 0;
+        if (n > 0 && (arr = calloc(item_cap_for(n), sizeof(attr_value))) == NULL) {
+            return LAPSE_ENOMEM;
+        }
+        for (; i < n; i++) {
+            if ((rv = decode_value(r, depth + 1, &arr[i])) != 0) {
+                for (size_t j = 0; j < i; j++) {
+                    item_value_fini(&arr[j]);
+                }
+                free(arr);
+                return rv;
+            }
+        }
+        out->type = ATTR_L;
+        out->u.list.v = arr;
+        out->u.list.n = n;
+        return 0;
+    }
+    case ATTR_M: {
+        attr *arr = NULL;
+        if (get_count(r, 3, &n) != 0) {
+            return LAPSE_ECORRUPT;
+        }
+        if ((rv = decode_attrs(r, depth + 1, n, &arr)) != 0) {
+            return rv;
+        }
+        out->type = ATTR_M;
+        out->u.map.v = arr;
+        out->u.map.n = n;
+        return 0;
+    }
+    default:
+        return LAPSE_ECORRUPT;
+    }
+}
+
+int item_decode(const void *data, size_t len, item **out)
+{
+    reader r = {data, (const uint8_t *)data + len};
+    size_t n;
+    attr *arr = NULL;
+    int rv;
+    if (len == 0 || *r.p++ != ITEM_FORMAT_V1 || get_count(&r, 3, &n) != 0) {
+        return LAPSE_ECORRUPT;
+    }
+    if ((rv = decode_attrs(&r, 1, n, &arr)) != 0) {
+        return rv;
+    }
+    item *it = calloc(1, sizeof(item));
+    if (it == NULL) {
+        rv = LAPSE_ENOMEM;
+    } else if (r.p != r.end) {
+        rv = LAPSE_ECORRUPT; /* trailing bytes */
+    }
+    if (rv != 0) {
+        for (size_t i = 0; i < n; i++) {
+            free(arr[i].name);
+            item_value_fini(&arr[i].value);
+        }
+        free(arr);
+        free(it);
+        return rv;
+    }
+    it->attrs = arr;
+    it->n = n;
+    it->cap = n == 0 ? 0 : item_cap_for(n);
+    *out = it;
+    return 0;
+}
