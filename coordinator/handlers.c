@@ -1,0 +1,464 @@
+/* handlers.c: the coordinator's RPC calls. Contract in handlers.h. */
+#include "handlers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../common/schema.h"
+#include "../rpc/wire.h"
+#include "membership.h"
+#include "server.h"
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A protobuf-c message of type T, initialized, from arena a (NULL on OOM). */
+#define MSG_NEW(a, T, INIT) ((T *)msg_new((a), &(T)INIT, sizeof(T)))
+
+static void *msg_new(arena *a, const void *init, size_t size)
+{
+    void *m = arena_alloc(a, size);
+    if (m != NULL) {
+        memcpy(m, init, size);
+    }
+    return m;
+}
+
+static void oom(Lapse__Response *resp, arena *a)
+{
+    rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
+}
+
+/* The addresses of the UP nodes, copied into a (for a push after the lock is
+ * released). Returns the array, or NULL when there are none or on OOM.
+ * REQUIRES: s->lock held. */
+static const char **up_urls(server *s, arena *a, size_t *n)
+{
+    *n = 0;
+    const char **urls = arena_alloc(a, (s->pm->nnodes + 1) * sizeof(*urls));
+    if (urls == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < s->pm->nnodes; i++) {
+        if (s->pm->nodes[i].state != PMAP_NODE_UP) {
+            continue;
+        }
+        if ((urls[*n] = arena_strdup(a, s->pm->nodes[i].address)) == NULL) {
+            *n = 0;
+            return NULL;
+        }
+        (*n)++;
+    }
+    return urls;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Membership calls                                                         */
+/* ------------------------------------------------------------------------ */
+
+static void do_register(server *s, const Lapse__RegisterNodeRequest *r, Lapse__Response *resp,
+                        arena *a)
+{
+    char err[512] = "";
+    int rv = membership_register(s, r->node_id, r->address, err, sizeof(err));
+    if (rv != 0) {
+        rpc_set_error(resp, a, rv, "%s", err);
+        return;
+    }
+    Lapse__RegisterNodeResponse *m =
+        MSG_NEW(a, Lapse__RegisterNodeResponse, LAPSE__REGISTER_NODE_RESPONSE__INIT);
+    if (m == NULL) {
+        oom(resp, a);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    m->map = wire_pmap_to_pb(a, s->pm);
+    resp->pmap_version = s->pm->version;
+    pthread_mutex_unlock(&s->lock);
+    if (m->map == NULL) {
+        oom(resp, a);
+        return;
+    }
+    resp->body_case = LAPSE__RESPONSE__BODY_REGISTER_NODE;
+    resp->register_node = m;
+}
+
+static void do_heartbeat(server *s, const Lapse__HeartbeatRequest *r, Lapse__Response *resp,
+                         arena *a)
+{
+    int64_t now_wall_ms = clock_wall_now().ms; /* one snapshot for skew and reply */
+    char err[512] = "";
+    int rv = membership_heartbeat(s, r->node_id, r->pmap_version, r->clock_ms, now_wall_ms, err,
+                                  sizeof(err));
+    if (rv != 0) {
+        rpc_set_error(resp, a, rv, "%s", err);
+        return;
+    }
+    Lapse__HeartbeatResponse *m =
+        MSG_NEW(a, Lapse__HeartbeatResponse, LAPSE__HEARTBEAT_RESPONSE__INIT);
+    if (m == NULL) {
+        oom(resp, a);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    m->pmap_version = s->pm->version;
+    pthread_mutex_unlock(&s->lock);
+    m->clock_ms = now_wall_ms;
+    resp->pmap_version = m->pmap_version;
+    resp->body_case = LAPSE__RESPONSE__BODY_HEARTBEAT;
+    resp->heartbeat = m;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Table calls that change the map                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Pushes the map (already encoded into a) to urls. Called with ddl_lock held
+ * and lock released, so heartbeats and reads go on during the push. */
+static void push_after_change(server *s, Lapse__PartitionMap *map, const char **urls, size_t n)
+{
+    if (map == NULL || n == 0) {
+        return;
+    }
+    size_t ok = push_map(s->pusher, urls, n, map, s->push_timeout_ms);
+    log_info("map version %llu pushed to %zu of %zu UP nodes", (unsigned long long)map->version, ok,
+             n);
+}
+
+static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse__Response *resp,
+                            arena *a)
+{
+    char err[512] = "";
+    if (r->schema == NULL) {
+        rpc_set_error(resp, a, LAPSE_EINVAL, "missing schema");
+        return;
+    }
+    Lapse__TableSchema pb = *r->schema; /* shallow copy: defaults go in here */
+    pb.id = 0;
+    if (pb.partitions == 0) {
+        pb.partitions = SCHEMA_DEFAULT_PARTITIONS;
+    }
+    table_schema ts;
+    memset(&ts, 0, sizeof(ts));
+    int rv = wire_schema_from_pb(&pb, &ts, err, sizeof(err));
+    if (rv == 0) {
+        rv = schema_validate(&ts, err, sizeof(err));
+    }
+    if (rv != 0) {
+        rpc_set_error(resp, a, rv, "%s", err);
+        return;
+    }
+
+    Lapse__CreateTableResponse *m =
+        MSG_NEW(a, Lapse__CreateTableResponse, LAPSE__CREATE_TABLE_RESPONSE__INIT);
+    if (m == NULL) {
+        oom(resp, a);
+        return;
+    }
+    Lapse__PartitionMap *map = NULL;
+    const char **urls = NULL;
+    size_t nurls = 0;
+    pmap *next = NULL;
+
+    pthread_mutex_lock(&s->ddl_lock);
+    pthread_mutex_lock(&s->lock);
+    resp->pmap_version = s->pm->version;
+    if (pmap_table_find(s->pm, ts.name) != NULL) {
+        rpc_set_error(resp, a, LAPSE_EEXISTS, "table %s already exists", ts.name);
+        goto unlock;
+    }
+    if (s->next_table_id == UINT32_MAX) {
+        rpc_set_error(resp, a, LAPSE_ESTATE, "table ids are exhausted");
+        goto unlock;
+    }
+    ts.id = s->next_table_id;
+    if ((next = pmap_dup(s->pm)) == NULL) {
+        oom(resp, a);
+        goto unlock;
+    }
+    if ((rv = pmap_add_table(next, &ts)) != 0) {
+        if (rv == LAPSE_EUNAVAILABLE) {
+            rpc_set_error(resp, a, rv, "no node is up");
+        } else {
+            rpc_set_error(resp, a, rv, "cannot add table %s: %s", ts.name, lapse_strerror(rv));
+        }
+        goto unlock;
+    }
+    if ((rv = server_commit(s, next, ts.id + 1, err, sizeof(err))) != 0) {
+        rpc_set_error(resp, a, rv, "cannot persist the partition map: %s", err);
+        goto unlock;
+    }
+    next = NULL; /* owned by s now */
+    resp->pmap_version = s->pm->version;
+    m->table = wire_table_to_pb(a, pmap_table_find(s->pm, ts.name));
+    map = wire_pmap_to_pb(a, s->pm);
+    urls = up_urls(s, a, &nurls);
+    if (m->table == NULL) {
+        oom(resp, a); /* created and durable; a retry answers EEXISTS */
+    } else {
+        resp->body_case = LAPSE__RESPONSE__BODY_CREATE_TABLE;
+        resp->create_table = m;
+    }
+    log_info("created table %s (id %u, %u partitions over %zu UP nodes); map version %llu", ts.name,
+             ts.id, ts.partitions, nurls, (unsigned long long)s->pm->version);
+unlock:
+    pthread_mutex_unlock(&s->lock);
+    pmap_free(next);
+    push_after_change(s, map, urls, nurls);
+    pthread_mutex_unlock(&s->ddl_lock);
+}
+
+static void do_delete_table(server *s, const Lapse__DeleteTableRequest *r, Lapse__Response *resp,
+                            arena *a)
+{
+    char err[512] = "";
+    const char *name = r->table != NULL ? r->table : "";
+    Lapse__DeleteTableResponse *m =
+        MSG_NEW(a, Lapse__DeleteTableResponse, LAPSE__DELETE_TABLE_RESPONSE__INIT);
+    if (m == NULL) {
+        oom(resp, a);
+        return;
+    }
+    Lapse__PartitionMap *map = NULL;
+    const char **urls = NULL;
+    size_t nurls = 0;
+    pmap *next = NULL;
+    int rv;
+
+    pthread_mutex_lock(&s->ddl_lock);
+    pthread_mutex_lock(&s->lock);
+    resp->pmap_version = s->pm->version;
+    if (pmap_table_find(s->pm, name) == NULL) {
+        rpc_set_error(resp, a, LAPSE_ENOTFOUND, "table %s does not exist", name);
+        goto unlock;
+    }
+    if ((next = pmap_dup(s->pm)) == NULL) {
+        oom(resp, a);
+        goto unlock;
+    }
+    pmap_remove_table(next, name);
+    if ((rv = server_commit(s, next, s->next_table_id, err, sizeof(err))) != 0) {
+        rpc_set_error(resp, a, rv, "cannot persist the partition map: %s", err);
+        goto unlock;
+    }
+    next = NULL;
+    resp->pmap_version = s->pm->version;
+    map = wire_pmap_to_pb(a, s->pm);
+    urls = up_urls(s, a, &nurls);
+    resp->body_case = LAPSE__RESPONSE__BODY_DELETE_TABLE;
+    resp->delete_table = m;
+    log_info("deleted table %s; map version %llu", name, (unsigned long long)s->pm->version);
+unlock:
+    pthread_mutex_unlock(&s->lock);
+    pmap_free(next);
+    push_after_change(s, map, urls, nurls);
+    pthread_mutex_unlock(&s->ddl_lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Read-only calls                                                          */
+/* ------------------------------------------------------------------------ */
+
+static void do_describe_table(server *s, const Lapse__DescribeTableRequest *r,
+                              Lapse__Response *resp, arena *a)
+{
+    const char *name = r->table != NULL ? r->table : "";
+    Lapse__DescribeTableResponse *m =
+        MSG_NEW(a, Lapse__DescribeTableResponse, LAPSE__DESCRIBE_TABLE_RESPONSE__INIT);
+    if (m == NULL) {
+        oom(resp, a);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    resp->pmap_version = s->pm->version;
+    const pmap_table *t = pmap_table_find(s->pm, name);
+    if (t != NULL) {
+        m->table = wire_table_to_pb(a, t);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (t == NULL) {
+        rpc_set_error(resp, a, LAPSE_ENOTFOUND, "table %s does not exist", name);
+    } else if (m->table == NULL) {
+        oom(resp, a);
+    } else {
+        resp->body_case = LAPSE__RESPONSE__BODY_DESCRIBE_TABLE;
+        resp->describe_table = m;
+    }
+}
+
+static int cmp_names(const void *x, const void *y)
+{
+    return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+static void do_list_tables(server *s, Lapse__Response *resp, arena *a)
+{
+    Lapse__ListTablesResponse *m =
+        MSG_NEW(a, Lapse__ListTablesResponse, LAPSE__LIST_TABLES_RESPONSE__INIT);
+    if (m == NULL) {
+        oom(resp, a);
+        return;
+    }
+    int failed = 0;
+    pthread_mutex_lock(&s->lock);
+    resp->pmap_version = s->pm->version;
+    size_t n = s->pm->ntables;
+    m->names = arena_alloc(a, (n + 1) * sizeof(*m->names));
+    failed = m->names == NULL;
+    for (size_t i = 0; !failed && i < n; i++) {
+        failed = (m->names[i] = arena_strdup(a, s->pm->tables[i].schema.name)) == NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (failed) {
+        oom(resp, a);
+        return;
+    }
+    qsort(m->names, n, sizeof(*m->names), cmp_names);
+    m->n_names = n;
+    resp->body_case = LAPSE__RESPONSE__BODY_LIST_TABLES;
+    resp->list_tables = m;
+}
+
+static void do_get_partition_map(server *s, Lapse__Response *resp, arena *a)
+{
+    Lapse__GetPartitionMapResponse *m =
+        MSG_NEW(a, Lapse__GetPartitionMapResponse, LAPSE__GET_PARTITION_MAP_RESPONSE__INIT);
+    if (m == NULL) {
+        oom(resp, a);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    resp->pmap_version = s->pm->version;
+    m->map = wire_pmap_to_pb(a, s->pm);
+    pthread_mutex_unlock(&s->lock);
+    if (m->map == NULL) {
+        oom(resp, a);
+        return;
+    }
+    resp->body_case = LAPSE__RESPONSE__BODY_GET_PARTITION_MAP;
+    resp->get_partition_map = m;
+}
+
+/* Fills one NodeStatus. REQUIRES: s->lock held. Returns NULL on OOM. */
+static Lapse__NodeStatus *node_status(server *s, const pmap_node *n, int64_t now_mono_ms, arena *a)
+{
+    Lapse__NodeStatus *ns = MSG_NEW(a, Lapse__NodeStatus, LAPSE__NODE_STATUS__INIT);
+    if (ns == NULL || (ns->address = arena_strdup(a, n->address)) == NULL) {
+        return NULL;
+    }
+    ns->id = n->id;
+    ns->state =
+        n->state == PMAP_NODE_UP ? LAPSE__NODE_STATE__NODE_UP : LAPSE__NODE_STATE__NODE_DOWN;
+    ns->partitions = (uint32_t)pmap_partitions_owned(s->pm, n->id);
+    ns->last_heartbeat_age_ms = -1;
+    const node_live *l = server_live(s, n->id, 0);
+    if (l != NULL) {
+        if (l->last_heartbeat_mono_ms >= 0) {
+            ns->last_heartbeat_age_ms = now_mono_ms - l->last_heartbeat_mono_ms;
+        }
+        ns->pmap_version = l->pmap_version;
+        ns->clock_skew_ms = l->clock_skew_ms;
+    }
+    return ns;
+}
+
+static void do_cluster_status(server *s, Lapse__Response *resp, arena *a)
+{
+    Lapse__ClusterStatusResponse *m =
+        MSG_NEW(a, Lapse__ClusterStatusResponse, LAPSE__CLUSTER_STATUS_RESPONSE__INIT);
+    if (m == NULL) {
+        oom(resp, a);
+        return;
+    }
+    int64_t now_mono_ms = clock_mono_now().ms;
+    int failed = 0;
+    pthread_mutex_lock(&s->lock);
+    resp->pmap_version = s->pm->version;
+    m->pmap_version = s->pm->version;
+    m->tables = (uint32_t)s->pm->ntables;
+    size_t n = s->pm->nnodes;
+    m->nodes = arena_alloc(a, (n + 1) * sizeof(*m->nodes));
+    failed = m->nodes == NULL;
+    for (size_t i = 0; !failed && i < n; i++) {
+        failed = (m->nodes[i] = node_status(s, &s->pm->nodes[i], now_mono_ms, a)) == NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (failed) {
+        oom(resp, a);
+        return;
+    }
+    m->n_nodes = n;
+    resp->body_case = LAPSE__RESPONSE__BODY_CLUSTER_STATUS;
+    resp->cluster_status = m;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch                                                                 */
+/* ------------------------------------------------------------------------ */
+
+void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
+                       int64_t deadline_mono_ms)
+{
+    (void)deadline_mono_ms; /* every call here is short, or bounded by the push timeout */
+    server *s = arg;
+
+    pthread_mutex_lock(&s->lock);
+    resp->pmap_version = s->pm->version; /* invariant 1, for early failures */
+    pthread_mutex_unlock(&s->lock);
+
+    /* A oneof message body is never NULL after protobuf-c decoded it; the
+     * checks keep a bug elsewhere from becoming a crash here. */
+    switch (req->body_case) {
+    case LAPSE__REQUEST__BODY_REGISTER_NODE:
+        if (req->register_node != NULL) {
+            do_register(s, req->register_node, resp, a);
+            return;
+        }
+        break;
+    case LAPSE__REQUEST__BODY_HEARTBEAT:
+        if (req->heartbeat != NULL) {
+            do_heartbeat(s, req->heartbeat, resp, a);
+            return;
+        }
+        break;
+    case LAPSE__REQUEST__BODY_CREATE_TABLE:
+        if (req->create_table != NULL) {
+            do_create_table(s, req->create_table, resp, a);
+            return;
+        }
+        break;
+    case LAPSE__REQUEST__BODY_DELETE_TABLE:
+        if (req->delete_table != NULL) {
+            do_delete_table(s, req->delete_table, resp, a);
+            return;
+        }
+        break;
+    case LAPSE__REQUEST__BODY_DESCRIBE_TABLE:
+        if (req->describe_table != NULL) {
+            do_describe_table(s, req->describe_table, resp, a);
+            return;
+        }
+        break;
+    case LAPSE__REQUEST__BODY_LIST_TABLES:
+        do_list_tables(s, resp, a);
+        return;
+    case LAPSE__REQUEST__BODY_GET_PARTITION_MAP:
+        do_get_partition_map(s, resp, a);
+        return;
+    case LAPSE__REQUEST__BODY_CLUSTER_STATUS:
+        do_cluster_status(s, resp, a);
+        return;
+    case LAPSE__REQUEST__BODY__NOT_SET:
+        rpc_set_error(resp, a, LAPSE_EPROTO, "empty request");
+        return;
+    default:
+        rpc_set_error(resp, a, LAPSE_EINVAL, "not a coordinator call");
+        return;
+    }
+    rpc_set_error(resp, a, LAPSE_EPROTO, "request body missing");
+}

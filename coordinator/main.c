@@ -1,0 +1,202 @@
+/*
+ * main.c: lapse-coordinator: flags, signals and the process lifecycle.
+ *
+ *   lapse-coordinator --listen URL --data DIR [--heartbeat-timeout-ms N]
+ *                     [--log-level LEVEL] [--help]
+ *
+ * Exit status: 0 after a clean shutdown (SIGTERM or SIGINT), 1 when the data
+ * dir is unusable or the address cannot be listened on, 2 on a bad flag.
+ *
+ * SIGTERM/SIGINT are blocked in every thread (threads inherit the mask set
+ * before any is created) and delivered only while the main thread waits in
+ * sigsuspend, whose handler just sets a volatile sig_atomic_t flag.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "server.h"
+
+#define DEFAULT_LISTEN "tcp://127.0.0.1:7400"
+#define DEFAULT_HEARTBEAT_TIMEOUT_MS 3000
+#define PUSH_TIMEOUT_MS 1000
+
+static volatile sig_atomic_t stop_requested; /* set by on_signal, read by main */
+static volatile sig_atomic_t stop_signal;    /* which signal asked, for the log */
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+    stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: lapse-coordinator --data DIR [--listen URL] [--heartbeat-timeout-ms N]\n"
+            "                         [--log-level debug|info|warn|error] [--help]\n"
+            "\n"
+            "  --listen URL               RPC address (default " DEFAULT_LISTEN ")\n"
+            "  --data DIR                 data directory of the coordinator's catalog (required)\n"
+            "  --heartbeat-timeout-ms N   mark a node DOWN after N ms without a heartbeat\n"
+            "                             (default %d)\n"
+            "  --log-level LEVEL          lowest level logged on stderr (default info)\n"
+            "  --help                     print this and exit\n",
+            DEFAULT_HEARTBEAT_TIMEOUT_MS);
+}
+
+typedef struct flags {
+    const char *listen;           /* --listen */
+    const char *data;             /* --data */
+    int64_t heartbeat_timeout_ms; /* --heartbeat-timeout-ms */
+    enum log_level level;         /* --log-level */
+} flags;
+
+/* Parses argv. Returns 0, 1 for --help, or LAPSE_EUSAGE after printing why
+ * on stderr. */
+static int parse_flags(int argc, char **argv, flags *f)
+{
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, 'l'},
+        {"data", required_argument, NULL, 'd'},
+        {"heartbeat-timeout-ms", required_argument, NULL, 't'},
+        {"log-level", required_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    f->listen = DEFAULT_LISTEN;
+    f->data = NULL;
+    f->heartbeat_timeout_ms = DEFAULT_HEARTBEAT_TIMEOUT_MS;
+    f->level = LOG_INFO;
+    opterr = 0; /* our own messages */
+    int c;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            f->listen = optarg;
+            break;
+        case 'd':
+            f->data = optarg;
+            break;
+        case 't': {
+            char *end = NULL;
+            errno = 0;
+            long long v = strtoll(optarg, &end, 10);
+            if (errno != 0 || end == optarg || *end != '\0' || v < 1 || v > 3600000) {
+                fprintf(stderr,
+                        "lapse-coordinator: --heartbeat-timeout-ms wants milliseconds from 1 "
+                        "to 3600000, not '%s'\n",
+                        optarg);
+                return LAPSE_EUSAGE;
+            }
+            f->heartbeat_timeout_ms = v;
+            break;
+        }
+        case 'v':
+            if (log_level_parse(optarg, &f->level) != 0) {
+                fprintf(stderr,
+                        "lapse-coordinator: --log-level wants debug, info, warn or error, not "
+                        "'%s'\n",
+                        optarg);
+                return LAPSE_EUSAGE;
+            }
+            break;
+        case 'h':
+            return 1;
+        case ':':
+            fprintf(stderr, "lapse-coordinator: %s needs a value\n", argv[optind - 1]);
+            return LAPSE_EUSAGE;
+        default:
+            fprintf(stderr, "lapse-coordinator: unknown flag '%s' (try --help)\n",
+                    argv[optind - 1]);
+            return LAPSE_EUSAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "lapse-coordinator: unexpected argument '%s' (try --help)\n", argv[optind]);
+        return LAPSE_EUSAGE;
+    }
+    if (f->data == NULL || f->data[0] == '\0') {
+        fprintf(stderr, "lapse-coordinator: --data DIR is required (try --help)\n");
+        return LAPSE_EUSAGE;
+    }
+    if (f->listen[0] == '\0') {
+        fprintf(stderr, "lapse-coordinator: --listen URL is empty\n");
+        return LAPSE_EUSAGE;
+    }
+    if (strlen(f->listen) >= PMAP_MAX_ADDR) {
+        fprintf(stderr, "lapse-coordinator: --listen URL is longer than %d bytes\n",
+                PMAP_MAX_ADDR - 1);
+        return LAPSE_EUSAGE;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    flags f;
+    int rv = parse_flags(argc, argv, &f);
+    if (rv == 1) {
+        usage(stdout);
+        return 0;
+    }
+    if (rv != 0) {
+        return 2;
+    }
+    log_init("coordinator", f.level);
+
+    /* Block before any thread exists, so only sigsuspend below receives. */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    server_config cfg = {0};
+    cfg.listen_url = f.listen;
+    cfg.data_dir = f.data;
+    cfg.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
+    cfg.push_timeout_ms = PUSH_TIMEOUT_MS;
+
+    char err[1024] = "";
+    server *s = NULL;
+    if ((rv = server_open(&s, &cfg, err, sizeof(err))) != 0) {
+        log_error("cannot start: %s", err);
+        return 1;
+    }
+    if ((rv = server_start(s, err, sizeof(err))) != 0) {
+        log_error("cannot listen on %s: %s", f.listen, err);
+        server_close(s);
+        return 1;
+    }
+    pthread_mutex_lock(&s->lock);
+    log_info("listening on %s, data %s, map version %llu with %zu tables and %zu nodes "
+             "(all DOWN until they heartbeat), heartbeat timeout %lld ms",
+             f.listen, f.data, (unsigned long long)s->pm->version, s->pm->ntables, s->pm->nnodes,
+             (long long)f.heartbeat_timeout_ms);
+    pthread_mutex_unlock(&s->lock);
+
+    sigset_t wait_mask = old;
+    sigdelset(&wait_mask, SIGTERM);
+    sigdelset(&wait_mask, SIGINT);
+    while (!stop_requested) {
+        sigsuspend(&wait_mask);
+    }
+    log_info("%s received, shutting down", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    server_close(s);
+    log_info("stopped");
+    return 0;
+}

@@ -1,0 +1,56 @@
+/*
+ * membership.h: node liveness: registration, heartbeats and down detection.
+ *
+ * Node states (pmap_node.state; each change is committed with server_commit,
+ * so it bumps the map version and is durable before anyone is told):
+ *
+ *          membership_register
+ *   (new) ---------------------> UP <------------------------+
+ *                                 |                          |
+ *        silent > heartbeat       | membership thread        | membership_register or
+ *        timeout                  v (every 250 ms)           | membership_heartbeat
+ *                                DOWN -----------------------+
+ *
+ * After a coordinator restart every known node starts DOWN (server.h,
+ * invariant 1) and turns UP with its first heartbeat or registration.
+ * DOWN only marks the node; its partitions stay assigned to it (replication
+ * with failover will move them).
+ *
+ * Thread-safety: all functions take server.lock themselves.
+ *
+ * Invariants:
+ *  1. A node is UP only if it was heard from within the heartbeat timeout
+ *     (plus one membership period) or the last commit failed.
+ *  2. Registration and heartbeats record liveness even when a commit fails;
+ *     the state change is retried on the next heartbeat.
+ */
+#ifndef LAPSE_COORD_MEMBERSHIP_H
+#define LAPSE_COORD_MEMBERSHIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server.h"
+
+#define MEMBERSHIP_PERIOD_MS 250
+
+/* Registers node id at address (new, moved, or back from DOWN): marks it UP
+ * and records a heartbeat. Commits when anything changed. Returns 0,
+ * LAPSE_EINVAL (id 0, empty or over-long address) or LAPSE_EIO/ENOMEM with
+ * a reason in err; on error the map is unchanged. */
+int membership_register(server *s, uint32_t id, const char *address, char *err, size_t errlen);
+
+/* Records a heartbeat of node id carrying its map version and wall clock;
+ * now_wall_ms is our own wall clock snapshot for this request. Turns a DOWN
+ * node UP (commit). Returns 0, LAPSE_ENOTFOUND (unknown node: it must
+ * register) or LAPSE_EIO/ENOMEM with a reason in err. */
+int membership_heartbeat(server *s, uint32_t id, uint64_t pmap_version, int64_t clock_ms,
+                         int64_t now_wall_ms, char *err, size_t errlen);
+
+/* Starts the thread that marks silent nodes DOWN. Returns 0 or
+ * LAPSE_ENOMEM. REQUIRES: not running. */
+int membership_start(server *s);
+/* Stops and joins the thread. No-op when it is not running. */
+void membership_stop(server *s);
+
+#endif

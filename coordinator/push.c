@@ -1,0 +1,174 @@
+/* push.c: per-node clients and parallel pushes. Contract in push.h. */
+#include "push.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+
+typedef struct push_peer {
+    char *url;       /* owned */
+    rpc_client *cli; /* owned */
+} push_peer;
+
+struct push {
+    pthread_mutex_t mu; /* guards peers; never held during a call */
+    push_peer *peers;   /* owned array of npeers (cap cap) */
+    size_t npeers;
+    size_t cap;
+};
+
+int push_new(push **out)
+{
+    push *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    *out = p;
+    return 0;
+}
+
+void push_free(push *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < p->npeers; i++) {
+        rpc_client_close(p->peers[i].cli);
+        free(p->peers[i].url);
+    }
+    free(p->peers);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+int push_client(push *p, const char *url, rpc_client **out, char *err, size_t errlen)
+{
+    int rv = 0;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->npeers; i++) {
+        if (strcmp(p->peers[i].url, url) == 0) {
+            *out = p->peers[i].cli;
+            goto done;
+        }
+    }
+    if (p->npeers == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 8;
+        push_peer *np = realloc(p->peers, cap * sizeof(*np));
+        if (np == NULL) {
+            rv = LAPSE_ENOMEM;
+            snprintf(err, errlen, "out of memory");
+            goto done;
+        }
+        p->peers = np;
+        p->cap = cap;
+    }
+    char *copy = strdup(url);
+    if (copy == NULL) {
+        rv = LAPSE_ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    rpc_client *cli = NULL;
+    if ((rv = rpc_client_open(&cli, url, err, errlen)) != 0) {
+        free(copy);
+        goto done;
+    }
+    p->peers[p->npeers].url = copy;
+    p->peers[p->npeers].cli = cli;
+    p->npeers++;
+    *out = cli;
+done:
+    pthread_mutex_unlock(&p->mu);
+    return rv;
+}
+
+/* One call of a broadcast; runs on its own thread or inline. */
+typedef struct push_job {
+    push *p;
+    const char *url;    /* borrowed */
+    Lapse__Request req; /* own envelope; body shared */
+    int timeout_ms;
+    const char *what; /* for logs */
+    int rv;           /* result */
+    pthread_t thread;
+    int started; /* thread was created */
+} push_job;
+
+static void *run_job(void *arg)
+{
+    push_job *j = arg;
+    char err[256] = "";
+    rpc_client *cli = NULL;
+    Lapse__Response *resp = NULL;
+    j->rv = push_client(j->p, j->url, &cli, err, sizeof(err));
+    if (j->rv == 0) {
+        j->rv = rpc_call(cli, &j->req, j->timeout_ms, &resp, err, sizeof(err));
+    }
+    rpc_response_free(resp);
+    if (j->rv != 0) {
+        log_warn("%s to %s failed: %s: %s (the node pulls on its next heartbeat)", j->what, j->url,
+                 lapse_strerror(j->rv), err);
+    }
+    return NULL;
+}
+
+size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__Request *tmpl,
+                      int timeout_ms, const char *what)
+{
+    if (n == 0) {
+        return 0;
+    }
+    push_job *jobs = calloc(n, sizeof(*jobs));
+    if (jobs == NULL) {
+        log_warn("%s: out of memory, not pushed", what);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        push_job *j = &jobs[i];
+        j->p = p;
+        j->url = urls[i];
+        lapse__request__init(&j->req);
+        j->req.body_case = tmpl->body_case;
+        /* The body is a oneof of pointers: copying any member copies it. */
+        j->req.push_partition_map = tmpl->push_partition_map;
+        j->req.pmap_version = tmpl->pmap_version;
+        j->timeout_ms = timeout_ms;
+        j->what = what;
+        /* Run the last one inline; a failed thread start also runs inline. */
+        if (i + 1 < n && pthread_create(&j->thread, NULL, run_job, j) == 0) {
+            j->started = 1;
+        } else {
+            run_job(j);
+        }
+    }
+    size_t ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].started) {
+            pthread_join(jobs[i].thread, NULL);
+        }
+        if (jobs[i].rv == 0) {
+            ok++;
+        }
+    }
+    free(jobs);
+    return ok;
+}
+
+size_t push_map(push *p, const char *const *urls, size_t n, Lapse__PartitionMap *map,
+                int timeout_ms)
+{
+    Lapse__PushPartitionMapRequest body = LAPSE__PUSH_PARTITION_MAP_REQUEST__INIT;
+    body.map = map;
+    Lapse__Request tmpl = LAPSE__REQUEST__INIT;
+    tmpl.body_case = LAPSE__REQUEST__BODY_PUSH_PARTITION_MAP;
+    tmpl.push_partition_map = &body;
+    tmpl.pmap_version = map->version;
+    char what[64];
+    snprintf(what, sizeof(what), "push of map version %llu", (unsigned long long)map->version);
+    return push_broadcast(p, urls, n, &tmpl, timeout_ms, what);
+}

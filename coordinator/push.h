@@ -1,0 +1,54 @@
+/*
+ * push.h: calls from the coordinator to nodes: one rpc_client per node
+ * address, created lazily and kept until push_free, and a broadcast that
+ * sends one request to many nodes in parallel.
+ *
+ * Pushes are an optimisation of propagation, never its only path: a push that
+ * fails is logged and forgotten, because nodes compare their map version on
+ * every heartbeat and pull (GetPartitionMap) when they are behind. So a push
+ * never makes a coordinator call fail. Per-table TTL config pushes (issue 3)
+ * use push_broadcast with their own request body.
+ *
+ * Thread-safety: every function may be called from any thread; the client
+ * cache has its own mutex (never held during a call), and rpc_client itself
+ * is thread-safe.
+ *
+ * Invariants:
+ *  1. At most one client per distinct address.
+ *  2. Clients are closed only by push_free, after every broadcast returned.
+ */
+#ifndef LAPSE_COORD_PUSH_H
+#define LAPSE_COORD_PUSH_H
+
+#include <stddef.h>
+
+#include "../rpc/rpc.h"
+
+typedef struct push push;
+
+/* Returns a new, empty client cache in *out. 0 or LAPSE_ENOMEM. */
+int push_new(push **out);
+/* Closes every client and frees. Accepts NULL.
+ * REQUIRES: no push_* call is running. */
+void push_free(push *p);
+
+/* Returns in *out the client for url, creating it on first use. The client
+ * is borrowed until push_free. Returns 0, LAPSE_EINVAL (bad URL) or
+ * LAPSE_ENOMEM with a reason in err. */
+int push_client(push *p, const char *url, rpc_client **out, char *err, size_t errlen);
+
+/*
+ * Sends one request to each of urls[0..n) at once and waits for all of them
+ * (each up to timeout_ms). tmpl gives the body (body_case and its pointer,
+ * shared read-only by all calls); each call gets its own envelope. Failures
+ * are logged at WARN with what and the address. Returns how many calls
+ * answered OK.
+ */
+size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__Request *tmpl,
+                      int timeout_ms, const char *what);
+
+/* push_broadcast of PushPartitionMap carrying map (borrowed for the call). */
+size_t push_map(push *p, const char *const *urls, size_t n, Lapse__PartitionMap *map,
+                int timeout_ms);
+
+#endif

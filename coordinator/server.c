@@ -1,0 +1,136 @@
+/* server.c: the coordinator's state and lifecycle. Contract in server.h. */
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "handlers.h"
+#include "membership.h"
+
+int server_open(server **out, const server_config *cfg, char *err, size_t errlen)
+{
+    *out = NULL;
+    server *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    snprintf(s->listen_url, sizeof(s->listen_url), "%s", cfg->listen_url);
+    s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
+    s->push_timeout_ms = cfg->push_timeout_ms;
+    pthread_mutex_init(&s->ddl_lock, NULL);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->member_cond, &ca);
+    pthread_condattr_destroy(&ca);
+
+    int rv;
+    if ((rv = push_new(&s->pusher)) != 0) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    catalog_state st = {0};
+    if ((rv = catalog_open(&s->cat, cfg->data_dir, &st, err, errlen)) != 0) {
+        goto fail;
+    }
+    s->pm = st.pm;
+    s->next_table_id = st.next_table_id;
+    /* Invariant 1: liveness is not durable, so every node starts DOWN. The
+     * version is not bumped: states are hints, and the first heartbeat of
+     * each node bumps it anyway. */
+    for (size_t i = 0; i < s->pm->nnodes; i++) {
+        s->pm->nodes[i].state = PMAP_NODE_DOWN;
+    }
+    *out = s;
+    return 0;
+
+fail:
+    server_close(s);
+    return rv;
+}
+
+int server_start(server *s, char *err, size_t errlen)
+{
+    rpc_server_options opt = {0};
+    /* CreateTable/DeleteTable block a worker for up to the push timeout and
+     * queue behind ddl_lock; enough workers stay free for heartbeats. */
+    opt.contexts = 64;
+    opt.workers = 16;
+    int rv = rpc_server_open(&s->rpc, s->listen_url, &opt, handlers_dispatch, s, err, errlen);
+    if (rv != 0) {
+        s->rpc = NULL;
+        return rv;
+    }
+    if ((rv = membership_start(s)) != 0) {
+        snprintf(err, errlen, "cannot start the membership thread");
+        rpc_server_close(s->rpc);
+        s->rpc = NULL;
+        return rv;
+    }
+    return 0;
+}
+
+void server_close(server *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    /* Handlers use everything below, so the rpc server goes first. */
+    rpc_server_close(s->rpc);
+    membership_stop(s);
+    push_free(s->pusher);
+    catalog_close(s->cat);
+    pmap_free(s->pm);
+    free(s->live);
+    pthread_cond_destroy(&s->member_cond);
+    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->ddl_lock);
+    free(s);
+}
+
+int server_commit(server *s, pmap *next, uint32_t next_table_id, char *err, size_t errlen)
+{
+    uint64_t old_version = next->version;
+    next->version = s->pm->version + 1;
+    catalog_state st = {next, next_table_id};
+    int rv = catalog_save(s->cat, &st, err, errlen);
+    if (rv != 0) {
+        next->version = old_version;
+        return rv;
+    }
+    pmap_free(s->pm);
+    s->pm = next;
+    s->next_table_id = next_table_id;
+    return 0;
+}
+
+node_live *server_live(server *s, uint32_t id, int create)
+{
+    for (size_t i = 0; i < s->nlive; i++) {
+        if (s->live[i].id == id) {
+            return &s->live[i];
+        }
+    }
+    if (!create) {
+        return NULL;
+    }
+    if (s->nlive == s->live_cap) {
+        size_t cap = s->live_cap ? s->live_cap * 2 : 8;
+        node_live *nl = realloc(s->live, cap * sizeof(*nl));
+        if (nl == NULL) {
+            return NULL;
+        }
+        s->live = nl;
+        s->live_cap = cap;
+    }
+    node_live *l = &s->live[s->nlive++];
+    memset(l, 0, sizeof(*l));
+    l->id = id;
+    l->last_heartbeat_mono_ms = -1;
+    return l;
+}

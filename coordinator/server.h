@@ -1,0 +1,121 @@
+/*
+ * server.h: the coordinator's one global state struct and the operations that
+ * change the durable part of it.
+ *
+ * The coordinator holds the authoritative partition map (partition/pmap.h):
+ * the cluster's nodes, its tables and which node owns each partition. It is
+ * on the control path only: nodes and clients cache the map and compare
+ * versions, so no item call ever waits for the coordinator.
+ *
+ * Thread-safety: the RPC handlers run on the rpc server's worker threads and
+ * the membership thread runs beside them. Every field under "guarded by
+ * lock" is read and written only with server.lock held. ddl_lock serializes
+ * CreateTable/DeleteTable (with their pushes) so two creates of one name
+ * cannot both succeed and pushes of consecutive versions leave in order.
+ * Lock order: ddl_lock before lock; never take ddl_lock while holding lock.
+ *
+ * Invariants:
+ *  1. The map in memory (pm, next_table_id) equals what the catalog holds,
+ *     except for node states: every node starts DOWN after a restart until
+ *     it registers or heartbeats (server_open loads the map that way
+ *     without bumping the version). A change becomes visible to callers only
+ *     after server_commit has made it durable.
+ *  2. pm->version increases by exactly one per committed change.
+ *  3. live[] has at most one entry per node id, and only for ids in pm.
+ *  4. Table ids are never reused: next_table_id > every id ever assigned.
+ *
+ * Lifecycle (main.c):
+ *
+ *   server_open --> server_start --> (serving) --> server_close
+ *   catalog, state   rpc server,                   stops threads and the
+ *                    membership thread             rpc server, then frees
+ */
+#ifndef LAPSE_COORD_SERVER_H
+#define LAPSE_COORD_SERVER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../partition/pmap.h"
+#include "../rpc/rpc.h"
+#include "catalog.h"
+#include "push.h"
+
+/* Liveness of one node, as last heard from it (not durable). */
+typedef struct node_live {
+    uint32_t id;                    /* the node's id, as in pm */
+    int64_t last_heartbeat_mono_ms; /* clock_mono of the last RegisterNode/Heartbeat; -1 never */
+    uint64_t pmap_version;          /* map version the node reported last */
+    int64_t clock_skew_ms;          /* node wall clock minus ours at its last heartbeat */
+} node_live;
+
+typedef struct server_config {
+    const char *listen_url;       /* rpc URL to listen on; borrowed */
+    const char *data_dir;         /* directory of the catalog; borrowed */
+    int64_t heartbeat_timeout_ms; /* UP nodes silent longer than this go DOWN */
+    int push_timeout_ms;          /* per-node timeout of PushPartitionMap */
+} server_config;
+
+typedef struct server {
+    /* ---- configuration, fixed after server_open ---- */
+    char listen_url[PMAP_MAX_ADDR]; /* where the rpc server listens */
+    int64_t heartbeat_timeout_ms;   /* see server_config */
+    int push_timeout_ms;            /* see server_config */
+
+    /* ---- resources, owned ---- */
+    catalog *cat;    /* the durable state (own RocksDB); thread-safe */
+    push *pusher;    /* per-node rpc clients for pushes; thread-safe */
+    rpc_server *rpc; /* serves the coordinator calls; NULL until started */
+
+    /* ---- serialization ---- */
+    pthread_mutex_t ddl_lock; /* held across a whole CreateTable/DeleteTable */
+    pthread_mutex_t lock;     /* guards everything below */
+
+    /* ---- state, guarded by lock ---- */
+    pmap *pm;               /* the authoritative partition map; owned */
+    uint32_t next_table_id; /* id the next CreateTable assigns */
+    node_live *live;        /* owned array of nlive entries (cap live_cap) */
+    size_t nlive;
+    size_t live_cap;
+
+    /* ---- the membership thread (membership.c) ---- */
+    pthread_t member_thread;    /* valid when member_running */
+    int member_running;         /* 1 between membership_start and membership_stop */
+    int member_stop;            /* guarded by lock: asks the thread to exit */
+    pthread_cond_t member_cond; /* with lock: wakes the thread early to stop */
+} server;
+
+/* Opens the catalog in cfg->data_dir (creating it), loads the map with every
+ * node DOWN, and prepares the locks and the push clients. Returns 0 with
+ * *out set (free with server_close), or LAPSE_EIO (data dir unusable or
+ * locked by another process), LAPSE_ECORRUPT or LAPSE_ENOMEM with a reason in
+ * err; on error *out is NULL and nothing stays open. */
+int server_open(server **out, const server_config *cfg, char *err, size_t errlen);
+
+/* Starts the rpc server on listen_url and the membership thread. Returns 0,
+ * LAPSE_EUNAVAILABLE (address in use) or LAPSE_EINVAL (bad URL) with a reason
+ * in err; on error nothing was started. */
+int server_start(server *s, char *err, size_t errlen);
+
+/* Stops the rpc server (waiting for running handlers), then the membership
+ * thread, then closes the catalog and frees s. Accepts NULL and a server
+ * that was never started. */
+void server_close(server *s);
+
+/*
+ * Makes next the current map: sets next->version to the current version + 1,
+ * writes next and next_table_id to the catalog in one synced batch, then
+ * swaps them in and frees the old map. Ownership of next moves to s only on
+ * success. Returns 0, or LAPSE_EIO with a reason in err; on error the
+ * current state is unchanged and the caller still owns next.
+ * REQUIRES: s->lock held; pmap_check(next).
+ */
+int server_commit(server *s, pmap *next, uint32_t next_table_id, char *err, size_t errlen);
+
+/* Returns the liveness entry of node id, creating it (never heard from)
+ * when create is set; NULL when absent or on OOM. Borrowed until s->live
+ * next grows. REQUIRES: s->lock held. */
+node_live *server_live(server *s, uint32_t id, int create);
+
+#endif
