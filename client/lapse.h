@@ -51,6 +51,10 @@ typedef struct lapse_error {
 /* Connects to the coordinator at url (NULL: $LAPSE_COORDINATOR, else
  * LAPSE_DEFAULT_COORDINATOR) and fetches the partition map. */
 int lapse_connect(lapse_client **out, const char *url, lapse_error *err);
+/* As lapse_connect, with the client's timeout (also bounding the connect
+ * itself) set from the start; timeout_ms <= 0: the default. */
+int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms,
+                          lapse_error *err);
 void lapse_close(lapse_client *c); /* accepts NULL */
 /* Per-call timeout including retries (default 5000 ms). */
 void lapse_set_timeout_ms(lapse_client *c, int timeout_ms);
@@ -85,6 +89,9 @@ char *lapse_item_get_json(const lapse_item *it, const char *name);
 const char *lapse_item_get_s(const lapse_item *it, const char *name);
 const char *lapse_item_get_n(const lapse_item *it, const char *name);
 size_t lapse_item_count(const lapse_item *it);
+/* The name of attribute i (0 <= i < lapse_item_count), borrowed until the
+ * item changes; NULL when out of range. */
+const char *lapse_item_name(const lapse_item *it, size_t i);
 int lapse_item_equal(const lapse_item *a, const lapse_item *b);
 
 /* ---- tables ---- */
@@ -99,6 +106,10 @@ typedef struct lapse_table_def {
 } lapse_table_def;
 
 int lapse_create_table(lapse_client *c, const lapse_table_def *def, lapse_error *err);
+/* As lapse_create_table; *json_out (when json_out is non-NULL) receives the
+ * new table's description, as lapse_describe_table's. */
+int lapse_create_table_json(lapse_client *c, const lapse_table_def *def, char **json_out,
+                            lapse_error *err);
 int lapse_delete_table(lapse_client *c, const char *table, lapse_error *err);
 /* JSON descriptions (free with lapse_free). */
 int lapse_describe_table(lapse_client *c, const char *table, char **json_out, lapse_error *err);
@@ -119,6 +130,12 @@ typedef struct lapse_condition {
     const char *attribute;
     const char *value_json; /* LAPSE_COND_EQUALS: a typed value, {"N":"5"} */
 } lapse_condition;
+
+/* Checks item against table's schema (key attributes present with their
+ * types, sizes) without sending it; with key_only, that it is exactly a key.
+ * Returns 0, LAPSE_EINVAL, LAPSE_ETOOBIG or LAPSE_ENOTFOUND (no table). */
+int lapse_check_item(lapse_client *c, const char *table, const lapse_item *item, int key_only,
+                     lapse_error *err);
 
 /* cond may be NULL. A false condition returns LAPSE_ECONDITION. */
 int lapse_put(lapse_client *c, const char *table, const lapse_item *item,
@@ -166,6 +183,7 @@ typedef struct lapse_query_opts {
     unsigned limit;       /* 0: no limit (a page still stops at 1 MiB) */
     int reverse;
     const lapse_item *exclusive_start_key; /* a previous page's last key */
+    const char *partition_key_name; /* optional: checked against the schema */
 } lapse_query_opts;
 
 typedef struct lapse_scan_opts {

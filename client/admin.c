@@ -1,0 +1,326 @@
+/*
+ * admin.c: table management and cluster status through the coordinator, and
+ * their JSON forms (DynamoDB-like names, built with jansson):
+ *
+ *   describe: {"Table":{"TableName","TableId","KeySchema","AttributeDefinitions",
+ *              "PartitionCount","PartitionsPerNode":{"1":22,...}}}
+ *   list:     {"TableNames":[...]}
+ *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State",
+ *              "LastHeartbeatAgeMs","Partitions","PartitionMapVersion","ClockSkewMs"}]}
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "../rpc/wire.h"
+#include "client.h"
+
+/* ------------------------------------------------------------------------ */
+/* JSON helpers                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Formats doc compactly and drops the reference. */
+static int dump(json_t *doc, char **json_out, lapse_error *err)
+{
+    if (doc == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    *json_out = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(doc);
+    if (*json_out == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    return client_ok(err);
+}
+
+static const char *key_type_name(Lapse__KeyType t)
+{
+    switch (t) {
+    case LAPSE__KEY_TYPE__KEY_S:
+        return "S";
+    case LAPSE__KEY_TYPE__KEY_N:
+        return "N";
+    case LAPSE__KEY_TYPE__KEY_B:
+        return "B";
+    default:
+        return "?";
+    }
+}
+
+static Lapse__KeyType key_type_pb(char t)
+{
+    switch (t) {
+    case 'S':
+        return LAPSE__KEY_TYPE__KEY_S;
+    case 'N':
+        return LAPSE__KEY_TYPE__KEY_N;
+    case 'B':
+        return LAPSE__KEY_TYPE__KEY_B;
+    default:
+        return LAPSE__KEY_TYPE__KEY_NONE;
+    }
+}
+
+static int has_key(const Lapse__KeyDef *k)
+{
+    return k != NULL && k->name != NULL && k->name[0] != '\0' &&
+           k->type != LAPSE__KEY_TYPE__KEY_NONE;
+}
+
+/* {"Table":{...}} from a TableMap. NULL on OOM or a map without schema. */
+static json_t *table_json(const Lapse__TableMap *tm)
+{
+    const Lapse__TableSchema *s = tm->schema;
+    if (s == NULL || s->partition_key == NULL) {
+        return NULL;
+    }
+    json_t *keys = json_array(), *defs = json_array(), *per_node = json_object();
+    json_t *t = json_object(), *doc = json_object();
+    const Lapse__KeyDef *kd[2] = {s->partition_key, s->sort_key};
+    const char *role[2] = {"HASH", "RANGE"};
+    for (int i = 0; i < 2; i++) {
+        if (!has_key(kd[i])) {
+            continue;
+        }
+        json_array_append_new(keys, json_pack("{s:s,s:s}", "AttributeName", kd[i]->name,
+                                              "KeyType", role[i]));
+        json_array_append_new(defs, json_pack("{s:s,s:s}", "AttributeName", kd[i]->name,
+                                              "AttributeType", key_type_name(kd[i]->type)));
+    }
+    for (size_t i = 0; i < tm->n_partitions; i++) {
+        const Lapse__PartitionReplicas *r = tm->partitions[i];
+        if (r == NULL || r->n_node_ids == 0) {
+            continue;
+        }
+        char id[16];
+        snprintf(id, sizeof id, "%u", (unsigned)r->node_ids[0]);
+        json_t *n = json_object_get(per_node, id);
+        json_object_set_new(per_node, id, json_integer(n ? json_integer_value(n) + 1 : 1));
+    }
+    json_object_set_new(t, "TableName", json_string(s->name));
+    json_object_set_new(t, "TableId", json_integer(s->id));
+    json_object_set_new(t, "KeySchema", keys);
+    json_object_set_new(t, "AttributeDefinitions", defs);
+    json_object_set_new(t, "PartitionCount", json_integer(s->partitions));
+    json_object_set_new(t, "PartitionsPerNode", per_node);
+    json_object_set_new(doc, "Table", t);
+    return doc;
+}
+
+static json_t *table_json_checked(const Lapse__TableMap *tm, lapse_error *err, int *rv)
+{
+    json_t *doc = tm != NULL ? table_json(tm) : NULL;
+    *rv = doc != NULL ? 0 : client_err(err, LAPSE_EPROTO, "reply carries no table description");
+    return doc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tables                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static int check_key_type(const char *what, const char *name, char t, lapse_error *err)
+{
+    if (name == NULL || name[0] == '\0') {
+        return client_err(err, LAPSE_EINVAL, "%s: no attribute name", what);
+    }
+    if (key_type_pb(t) == LAPSE__KEY_TYPE__KEY_NONE) {
+        return client_err(err, LAPSE_EINVAL, "%s \"%s\": type must be S, N or B", what, name);
+    }
+    return 0;
+}
+
+/* Creates the table; the description JSON goes to *json_out when non-NULL. */
+int lapse_create_table_json(lapse_client *c, const lapse_table_def *def, char **json_out,
+                            lapse_error *err)
+{
+    Lapse__CreateTableRequest body = LAPSE__CREATE_TABLE_REQUEST__INIT;
+    Lapse__TableSchema s = LAPSE__TABLE_SCHEMA__INIT;
+    Lapse__KeyDef pk = LAPSE__KEY_DEF__INIT, sk = LAPSE__KEY_DEF__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    char msg[256] = "";
+    int rv;
+
+    if (json_out != NULL) {
+        *json_out = NULL;
+    }
+    if (c == NULL || def == NULL || def->name == NULL) {
+        return client_err(err, LAPSE_EINVAL, "create table: NULL argument");
+    }
+    if ((rv = schema_validate_table_name(def->name, msg, sizeof msg)) != 0) {
+        return client_err(err, rv, "%s", msg);
+    }
+    if ((rv = check_key_type("partition key", def->partition_key, def->partition_key_type,
+                             err)) != 0 ||
+        (def->sort_key != NULL &&
+         (rv = check_key_type("sort key", def->sort_key, def->sort_key_type, err)) != 0)) {
+        return rv;
+    }
+    unsigned parts = def->partitions ? def->partitions : SCHEMA_DEFAULT_PARTITIONS;
+    if ((parts & (parts - 1)) != 0 || parts > SCHEMA_MAX_PARTITIONS) {
+        return client_err(err, LAPSE_EINVAL, "partitions must be a power of two from 1 to %d",
+                          SCHEMA_MAX_PARTITIONS);
+    }
+    s.name = (char *)def->name;
+    pk.name = (char *)def->partition_key;
+    pk.type = key_type_pb(def->partition_key_type);
+    s.partition_key = &pk;
+    if (def->sort_key != NULL) {
+        sk.name = (char *)def->sort_key;
+        sk.type = key_type_pb(def->sort_key_type);
+        s.sort_key = &sk;
+    }
+    s.partitions = parts;
+    body.schema = &s;
+    req.body_case = LAPSE__REQUEST__BODY_CREATE_TABLE;
+    req.create_table = &body;
+    if ((rv = client_call_coord(c, &req, 0, &resp, err)) != 0) {
+        return rv;
+    }
+    /* The new table should be routable at once by this client. */
+    client_refresh(c, client_timeout_ms(c), NULL);
+    if (json_out != NULL) {
+        const Lapse__TableMap *tm =
+            resp->body_case == LAPSE__RESPONSE__BODY_CREATE_TABLE && resp->create_table != NULL
+                ? resp->create_table->table
+                : NULL;
+        json_t *doc = table_json_checked(tm, err, &rv);
+        if (rv == 0) {
+            rv = dump(doc, json_out, err);
+        }
+    }
+    rpc_response_free(resp);
+    return rv;
+}
+
+int lapse_create_table(lapse_client *c, const lapse_table_def *def, lapse_error *err)
+{
+    return lapse_create_table_json(c, def, NULL, err);
+}
+
+int lapse_delete_table(lapse_client *c, const char *table, lapse_error *err)
+{
+    Lapse__DeleteTableRequest body = LAPSE__DELETE_TABLE_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    int rv;
+
+    if (c == NULL || table == NULL) {
+        return client_err(err, LAPSE_EINVAL, "delete table: NULL argument");
+    }
+    body.table = (char *)table;
+    req.body_case = LAPSE__REQUEST__BODY_DELETE_TABLE;
+    req.delete_table = &body;
+    if ((rv = client_call_coord(c, &req, 0, &resp, err)) != 0) {
+        return rv;
+    }
+    rpc_response_free(resp);
+    client_refresh(c, client_timeout_ms(c), NULL);
+    return client_ok(err);
+}
+
+int lapse_describe_table(lapse_client *c, const char *table, char **json_out, lapse_error *err)
+{
+    Lapse__DescribeTableRequest body = LAPSE__DESCRIBE_TABLE_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    int rv;
+
+    if (json_out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "describe table: NULL argument");
+    }
+    *json_out = NULL;
+    if (c == NULL || table == NULL) {
+        return client_err(err, LAPSE_EINVAL, "describe table: NULL argument");
+    }
+    body.table = (char *)table;
+    req.body_case = LAPSE__REQUEST__BODY_DESCRIBE_TABLE;
+    req.describe_table = &body;
+    if ((rv = client_call_coord(c, &req, 1, &resp, err)) != 0) {
+        return rv;
+    }
+    const Lapse__TableMap *tm =
+        resp->body_case == LAPSE__RESPONSE__BODY_DESCRIBE_TABLE && resp->describe_table != NULL
+            ? resp->describe_table->table
+            : NULL;
+    json_t *doc = table_json_checked(tm, err, &rv);
+    rpc_response_free(resp);
+    return rv != 0 ? rv : dump(doc, json_out, err);
+}
+
+int lapse_list_tables(lapse_client *c, char **json_out, lapse_error *err)
+{
+    Lapse__ListTablesRequest body = LAPSE__LIST_TABLES_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    int rv;
+
+    if (c == NULL || json_out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "list tables: NULL argument");
+    }
+    *json_out = NULL;
+    req.body_case = LAPSE__REQUEST__BODY_LIST_TABLES;
+    req.list_tables = &body;
+    if ((rv = client_call_coord(c, &req, 1, &resp, err)) != 0) {
+        return rv;
+    }
+    if (resp->body_case != LAPSE__RESPONSE__BODY_LIST_TABLES || resp->list_tables == NULL) {
+        rpc_response_free(resp);
+        return client_err(err, LAPSE_EPROTO, "list tables: reply has no list_tables body");
+    }
+    json_t *names = json_array();
+    for (size_t i = 0; i < resp->list_tables->n_names; i++) {
+        json_array_append_new(names, json_string(resp->list_tables->names[i]));
+    }
+    rpc_response_free(resp);
+    return dump(json_pack("{s:o}", "TableNames", names), json_out, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cluster status                                                            */
+/* ------------------------------------------------------------------------ */
+
+int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
+{
+    Lapse__ClusterStatusRequest body = LAPSE__CLUSTER_STATUS_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    int rv;
+
+    if (c == NULL || json_out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "cluster status: NULL argument");
+    }
+    *json_out = NULL;
+    req.body_case = LAPSE__REQUEST__BODY_CLUSTER_STATUS;
+    req.cluster_status = &body;
+    if ((rv = client_call_coord(c, &req, 1, &resp, err)) != 0) {
+        return rv;
+    }
+    const Lapse__ClusterStatusResponse *cs = resp->cluster_status;
+    if (resp->body_case != LAPSE__RESPONSE__BODY_CLUSTER_STATUS || cs == NULL) {
+        rpc_response_free(resp);
+        return client_err(err, LAPSE_EPROTO, "cluster status: reply has no cluster_status body");
+    }
+    json_t *nodes = json_array();
+    for (size_t i = 0; i < cs->n_nodes; i++) {
+        const Lapse__NodeStatus *n = cs->nodes[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "NodeId", json_integer(n->id));
+        json_object_set_new(o, "Address", json_string(n->address ? n->address : ""));
+        json_object_set_new(o, "State",
+                            json_string(n->state == LAPSE__NODE_STATE__NODE_UP ? "UP" : "DOWN"));
+        json_object_set_new(o, "LastHeartbeatAgeMs", json_integer(n->last_heartbeat_age_ms));
+        json_object_set_new(o, "Partitions", json_integer(n->partitions));
+        json_object_set_new(o, "PartitionMapVersion", json_integer((json_int_t)n->pmap_version));
+        json_object_set_new(o, "ClockSkewMs", json_integer(n->clock_skew_ms));
+        json_array_append_new(nodes, o);
+    }
+    json_t *doc = json_object();
+    json_object_set_new(doc, "PartitionMapVersion", json_integer((json_int_t)cs->pmap_version));
+    json_object_set_new(doc, "Tables", json_integer(cs->tables));
+    json_object_set_new(doc, "Nodes", nodes);
+    rpc_response_free(resp);
+    return dump(doc, json_out, err);
+}

@@ -1,0 +1,314 @@
+/*
+ * cli.c: the lapse CLI's entry point: global flags, the command table, usage
+ * and help, argument parsing and the helpers every command shares.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cli_command {
+    const char *name;
+    cli_fn fn;
+    const char *synopsis; /* arguments after the name */
+    const char *help;     /* one paragraph for COMMAND --help */
+} cli_command;
+
+static const cli_command commands[] = {
+    {"cluster-status", cli_cluster_status, "",
+     "Prints the partition map version, the table count and every node's state as JSON."},
+    {"create-table", cli_create_table,
+     "T --partition-key NAME:S|N|B [--sort-key NAME:S|N|B] [--partitions N]",
+     "Creates table T (partitions: a power of two, default 64) and prints its description."},
+    {"describe-table", cli_describe_table, "T", "Prints table T's description as JSON."},
+    {"list-tables", cli_list_tables, "", "Prints {\"TableNames\":[...]}."},
+    {"delete-table", cli_delete_table, "T", "Deletes table T and all its items."},
+    {"put", cli_put, "T ITEM_JSON [--if-not-exists NAME | --if-exists NAME | --if NAME=VALUE_JSON]",
+     "Writes the DynamoDB-JSON item, replacing any item with the same key, optionally only\n"
+     "when the condition holds."},
+    {"get", cli_get, "T KEY_JSON", "Prints the item with the key, or {} when there is none."},
+    {"delete", cli_delete,
+     "T KEY_JSON [--if-not-exists NAME | --if-exists NAME | --if NAME=VALUE_JSON]",
+     "Deletes the item with the key (no error when there is none)."},
+    {"update", cli_update,
+     "T KEY_JSON [--set NAME=VALUE_JSON]... [--remove NAME]...\n"
+     "             [--if-not-exists NAME | --if-exists NAME | --if NAME=VALUE_JSON]",
+     "Sets and removes attributes of the item with the key (creating it if needed)\n"
+     "and prints the item after the update."},
+    {"query", cli_query,
+     "T --key PK_JSON [--sk-op eq|lt|le|gt|ge|between|begins_with --sk VALUE_JSON\n"
+     "             [--sk2 VALUE_JSON]] [--limit N] [--reverse]",
+     "Prints the items with the partition key, one per line, in sort key order.\n"
+     "PK_JSON is e.g. {\"UserName\":{\"S\":\"user1\"}}; VALUE_JSON e.g. {\"N\":\"5\"}."},
+    {"scan", cli_scan, "T [--limit N]", "Prints every item of T (up to N), one per line."},
+    {"batch-put", cli_batch_put, "T",
+     "Reads DynamoDB-JSON items, one per line, from stdin and writes them in batches.\n"
+     "Blank lines are skipped; a bad line stops the load with its line number."},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+/* ------------------------------------------------------------------------ */
+/* Usage and help                                                            */
+/* ------------------------------------------------------------------------ */
+
+static void print_usage(FILE *f)
+{
+    fprintf(f, "usage: lapse [--coordinator URL] [--timeout-ms N] COMMAND ...\n"
+               "  (default coordinator: $LAPSE_COORDINATOR, else %s)\n\ncommands:\n",
+            LAPSE_DEFAULT_COORDINATOR);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].synopsis[0] ? " " : "",
+                commands[i].synopsis);
+    }
+    fprintf(f, "\nlapse COMMAND --help describes a command. Exit status: 0 ok, 1 error, 2 usage.\n");
+}
+
+static const cli_command *find_command(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        if (strcmp(commands[i].name, name) == 0) {
+            return &commands[i];
+        }
+    }
+    return NULL;
+}
+
+int cli_usage(cli_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    const cli_command *cmd = find_command(ctx->cmd);
+    fprintf(stderr, "lapse: %s: ", ctx->cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nusage: lapse %s %s\n", ctx->cmd, cmd != NULL ? cmd->synopsis : "");
+    return CLI_USAGE;
+}
+
+int cli_fail(cli_ctx *ctx, const lapse_error *err)
+{
+    fprintf(stderr, "lapse: %s: %s\n", ctx->cmd,
+            err->message[0] ? err->message : lapse_strerror(err->code));
+    return CLI_ERROR;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Argument parsing                                                          */
+/* ------------------------------------------------------------------------ */
+
+static int in_list(const char *const *list, const char *name, size_t len)
+{
+    for (; list != NULL && *list != NULL; list++) {
+        if (strlen(*list) == len && strncmp(*list, name, len) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static const char *const global_flags[] = {"--coordinator", "--timeout-ms", NULL};
+
+static int set_global(cli_ctx *ctx, const char *name, const char *value)
+{
+    if (strcmp(name, "--coordinator") == 0) {
+        ctx->url = value;
+        return CLI_OK;
+    }
+    unsigned ms;
+    int rv = cli_uint(ctx, name, value, &ms);
+    if (rv == CLI_OK && ms == 0) {
+        return cli_usage(ctx, "--timeout-ms must be positive");
+    }
+    ctx->timeout_ms = (int)ms;
+    return rv;
+}
+
+int cli_parse(cli_ctx *ctx, int argc, char **argv, int npos, const char *const *valued,
+              const char *const *switches, cli_args *out)
+{
+    int only_pos = 0;
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (only_pos || arg[0] != '-' || arg[1] == '\0') {
+            if (out->npos >= npos) {
+                return cli_usage(ctx, "unexpected argument \"%s\"", arg);
+            }
+            out->pos[out->npos++] = arg;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {
+            only_pos = 1;
+            continue;
+        }
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            const cli_command *cmd = find_command(ctx->cmd);
+            printf("usage: lapse %s %s\n\n%s\n", ctx->cmd, cmd->synopsis, cmd->help);
+            return -1;
+        }
+        const char *eq = strchr(arg, '=');
+        size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+        int is_global = in_list(global_flags, arg, len);
+        if (is_global || in_list(valued, arg, len)) {
+            const char *value = eq != NULL ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (value == NULL) {
+                return cli_usage(ctx, "%s needs a value", arg);
+            }
+            if (is_global) {
+                char name[32];
+                snprintf(name, sizeof name, "%.*s", (int)len, arg);
+                int rv = set_global(ctx, name, value);
+                if (rv != CLI_OK) {
+                    return rv;
+                }
+                continue;
+            }
+            if (out->nopt == CLI_MAX_OPTS) {
+                return cli_usage(ctx, "too many flags");
+            }
+            out->opt[out->nopt].name = arg;
+            out->opt[out->nopt].value = value;
+            /* Keep just the flag's name for lookups. */
+            if (eq != NULL) {
+                static char names[CLI_MAX_OPTS][64];
+                snprintf(names[out->nopt], sizeof names[0], "%.*s", (int)len, arg);
+                out->opt[out->nopt].name = names[out->nopt];
+            }
+            out->nopt++;
+        } else if (eq == NULL && in_list(switches, arg, len)) {
+            if (out->nopt == CLI_MAX_OPTS) {
+                return cli_usage(ctx, "too many flags");
+            }
+            out->opt[out->nopt].name = arg;
+            out->opt[out->nopt].value = NULL;
+            out->nopt++;
+        } else {
+            return cli_usage(ctx, "unknown flag \"%s\"", arg);
+        }
+    }
+    if (out->npos < npos) {
+        return cli_usage(ctx, "missing argument%s", npos - out->npos > 1 ? "s" : "");
+    }
+    return CLI_OK;
+}
+
+const char *cli_flag(const cli_args *a, const char *name)
+{
+    const char *v = NULL;
+    for (int i = 0; i < a->nopt; i++) {
+        if (strcmp(a->opt[i].name, name) == 0) {
+            v = a->opt[i].value != NULL ? a->opt[i].value : "";
+        }
+    }
+    return v;
+}
+
+int cli_uint(cli_ctx *ctx, const char *name, const char *text, unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 10);
+    if (text[0] < '0' || text[0] > '9' || *end != '\0' || errno != 0 || v > 0x7fffffffUL) {
+        return cli_usage(ctx, "%s: \"%s\" is not a non-negative integer", name, text);
+    }
+    *out = (unsigned)v;
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Shared helpers                                                            */
+/* ------------------------------------------------------------------------ */
+
+int cli_connect(cli_ctx *ctx)
+{
+    lapse_error err;
+    if (lapse_connect_timeout(&ctx->c, ctx->url, ctx->timeout_ms, &err) != 0) {
+        return cli_fail(ctx, &err);
+    }
+    return CLI_OK;
+}
+
+int cli_item_arg(cli_ctx *ctx, const char *what, const char *json, lapse_item **out)
+{
+    lapse_error err;
+    if (lapse_item_from_json(out, json, &err) != 0) {
+        fprintf(stderr, "lapse: %s: %s: %s\n", ctx->cmd, what, err.message);
+        return CLI_ERROR;
+    }
+    return CLI_OK;
+}
+
+int cli_print(cli_ctx *ctx, char *s)
+{
+    if (s == NULL) {
+        fprintf(stderr, "lapse: %s: out of memory\n", ctx->cmd);
+        return CLI_ERROR;
+    }
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    lapse_free(s);
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* main                                                                      */
+/* ------------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+    cli_ctx ctx = {.cmd = "lapse"};
+    int i = 1;
+
+    /* Global flags before the command. */
+    while (i < argc && argv[i][0] == '-') {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            print_usage(stdout);
+            return CLI_OK;
+        }
+        const char *eq = strchr(arg, '=');
+        size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+        if (!in_list(global_flags, arg, len)) {
+            fprintf(stderr, "lapse: unknown flag \"%s\"\n", arg);
+            print_usage(stderr);
+            return CLI_USAGE;
+        }
+        const char *value = eq != NULL ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (value == NULL) {
+            fprintf(stderr, "lapse: %s needs a value\n", arg);
+            print_usage(stderr);
+            return CLI_USAGE;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)len, arg);
+        if (set_global(&ctx, name, value) != CLI_OK) {
+            return CLI_USAGE;
+        }
+        i++;
+    }
+    if (i >= argc) {
+        fprintf(stderr, "lapse: no command given\n");
+        print_usage(stderr);
+        return CLI_USAGE;
+    }
+    const cli_command *cmd = find_command(argv[i]);
+    if (cmd == NULL) {
+        fprintf(stderr, "lapse: unknown command \"%s\"\n", argv[i]);
+        print_usage(stderr);
+        return CLI_USAGE;
+    }
+    ctx.cmd = cmd->name;
+    int rv = cmd->fn(&ctx, argc - i - 1, argv + i + 1);
+    lapse_close(ctx.c);
+    if (rv < 0) {
+        rv = CLI_OK; /* --help */
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "lapse: %s: cannot write to stdout\n", ctx.cmd);
+        rv = rv == CLI_OK ? CLI_ERROR : rv;
+    }
+    return rv;
+}

@@ -1,0 +1,85 @@
+/*
+ * cli.h: the lapse command-line tool, built on liblapse's public API only.
+ *
+ *   lapse [--coordinator URL] [--timeout-ms N] COMMAND ...
+ *
+ * JSON goes to stdout, errors to stderr as "lapse: COMMAND: message".
+ * Exit status: CLI_OK (0), CLI_ERROR (1: the call failed), CLI_USAGE (2: bad
+ * command line, a short usage is printed).
+ *
+ * Single-threaded. Each command is a cli_* function taking the arguments
+ * after the command name; cli_parse splits them into positionals and flags.
+ */
+#ifndef LAPSE_CLI_H
+#define LAPSE_CLI_H
+
+#include "lapse.h"
+
+enum { CLI_OK = 0, CLI_ERROR = 1, CLI_USAGE = 2 };
+
+#define CLI_MAX_POS 4
+#define CLI_MAX_OPTS 256
+
+typedef struct cli_opt {
+    const char *name;  /* the flag, e.g. "--limit" */
+    const char *value; /* its argument; NULL for a switch */
+} cli_opt;
+
+/* One command's parsed arguments. */
+typedef struct cli_args {
+    const char *pos[CLI_MAX_POS];
+    int npos;
+    cli_opt opt[CLI_MAX_OPTS]; /* in command-line order */
+    int nopt;
+} cli_args;
+
+typedef struct cli_ctx {
+    const char *cmd; /* the command's name, for messages */
+    const char *url; /* coordinator; NULL: $LAPSE_COORDINATOR or the default */
+    int timeout_ms;  /* 0: the library's default */
+    lapse_client *c; /* connected by cli_connect */
+} cli_ctx;
+
+/* A command: parses its own arguments and returns an exit status. */
+typedef int (*cli_fn)(cli_ctx *ctx, int argc, char **argv);
+
+/*
+ * Splits argv into exactly npos positionals and flags. valued lists the
+ * flags taking a value ("--limit N" or "--limit=N"), switches those without
+ * (both NULL-terminated). The global flags are accepted here too. Returns
+ * CLI_OK, CLI_USAGE (message and usage printed) or -1 after printing the
+ * command's help for --help (the caller exits 0).
+ */
+int cli_parse(cli_ctx *ctx, int argc, char **argv, int npos, const char *const *valued,
+              const char *const *switches, cli_args *out);
+/* The last value of flag name, or NULL. */
+const char *cli_flag(const cli_args *a, const char *name);
+/* Prints "lapse: CMD: message" and the command's usage; returns CLI_USAGE. */
+int cli_usage(cli_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "lapse: CMD: <err's message>"; returns CLI_ERROR. */
+int cli_fail(cli_ctx *ctx, const lapse_error *err);
+/* Parses a non-negative decimal int for flag name; CLI_USAGE on error. */
+int cli_uint(cli_ctx *ctx, const char *name, const char *text, unsigned *out);
+/* Connects ctx->c. CLI_OK or CLI_ERROR (reported). */
+int cli_connect(cli_ctx *ctx);
+/* Parses JSON text given on the command line as an item; CLI_USAGE with a
+ * message naming what (e.g. "ITEM_JSON") on bad JSON. */
+int cli_item_arg(cli_ctx *ctx, const char *what, const char *json, lapse_item **out);
+/* Prints s and a newline to stdout, then frees s; CLI_ERROR on OOM (s NULL). */
+int cli_print(cli_ctx *ctx, char *s);
+
+/* The commands (cli_admin.c, cli_items.c, cli_scan.c). */
+int cli_cluster_status(cli_ctx *ctx, int argc, char **argv);
+int cli_create_table(cli_ctx *ctx, int argc, char **argv);
+int cli_describe_table(cli_ctx *ctx, int argc, char **argv);
+int cli_list_tables(cli_ctx *ctx, int argc, char **argv);
+int cli_delete_table(cli_ctx *ctx, int argc, char **argv);
+int cli_put(cli_ctx *ctx, int argc, char **argv);
+int cli_get(cli_ctx *ctx, int argc, char **argv);
+int cli_delete(cli_ctx *ctx, int argc, char **argv);
+int cli_update(cli_ctx *ctx, int argc, char **argv);
+int cli_query(cli_ctx *ctx, int argc, char **argv);
+int cli_scan(cli_ctx *ctx, int argc, char **argv);
+int cli_batch_put(cli_ctx *ctx, int argc, char **argv);
+
+#endif

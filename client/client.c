@@ -1,0 +1,480 @@
+/*
+ * client.c: the client handle: connecting, the cached partition map, the pool
+ * of node connections, routing and the retry policy described in client.h.
+ */
+#include "client.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "../partition/hash.h"
+#include "../rpc/wire.h"
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+int client_err(lapse_error *err, int code, const char *fmt, ...)
+{
+    if (err != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->code = code;
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int client_ok(lapse_error *err)
+{
+    if (err != NULL) {
+        err->code = LAPSE_OK;
+        err->message[0] = '\0';
+    }
+    return 0;
+}
+
+/* Transport failures name the peer; failures the server reported carry the
+ * server's message, which already says what was wrong with the request. */
+static int peer_err(lapse_error *err, int code, const char *peer, const char *msg,
+                    int timeout_ms)
+{
+    switch (code) {
+    case LAPSE_ETIMEDOUT:
+        return client_err(err, code, "%s: timed out (no reply within the %d ms timeout)", peer,
+                          timeout_ms);
+    case LAPSE_EUNAVAILABLE:
+        return client_err(err, code, "%s: unavailable%s%s", peer, msg[0] ? ": " : "", msg);
+    case LAPSE_EPROTO:
+        return client_err(err, code, "%s: protocol error%s%s", peer, msg[0] ? ": " : "", msg);
+    case LAPSE_ECONDITION: {
+        /* Say it once, however the server words it. */
+        static const char dup[] = "the conditional request failed";
+        if (strncmp(msg, dup, sizeof dup - 1) == 0) {
+            msg += sizeof dup - 1;
+            msg += strspn(msg, ": ");
+        }
+        return client_err(err, code, "conditional check failed%s%s", msg[0] ? ": " : "", msg);
+    }
+    default:
+        if (msg[0] != '\0') {
+            return client_err(err, code, "%s", msg);
+        }
+        return client_err(err, code, "%s: %s", peer, lapse_strerror(code));
+    }
+}
+
+int client_node_err(lapse_error *err, int code, const client_route *r, const char *msg,
+                    int timeout_ms)
+{
+    char peer[PMAP_MAX_ADDR + 32];
+    snprintf(peer, sizeof peer, "node %u (%s)", (unsigned)r->node_id, r->addr);
+    return peer_err(err, code, peer, msg, timeout_ms);
+}
+
+static int coord_err(lapse_client *c, lapse_error *err, int code, const char *msg,
+                     int timeout_ms)
+{
+    char peer[PMAP_MAX_ADDR + 32];
+    snprintf(peer, sizeof peer, "coordinator %s", c->url);
+    return peer_err(err, code, peer, msg, timeout_ms);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Timing                                                                    */
+/* ------------------------------------------------------------------------ */
+
+int client_timeout_ms(lapse_client *c)
+{
+    return atomic_load(&c->timeout_ms);
+}
+
+void client_backoff(int64_t *backoff_ms, clock_mono deadline)
+{
+    int64_t left = clock_mono_remaining_ms(deadline);
+    clock_sleep_ms(*backoff_ms < left ? *backoff_ms : left);
+    *backoff_ms *= 2;
+    if (*backoff_ms > CLIENT_BACKOFF_MAX_MS) {
+        *backoff_ms = CLIENT_BACKOFF_MAX_MS;
+    }
+}
+
+/* The budget of one attempt of an idempotent call: a share of what is left,
+ * so that a peer that never answers still leaves time to retry elsewhere
+ * after a map refresh. Non-idempotent calls get everything left. */
+static int attempt_ms(int64_t left, int timeout_ms, int idempotent)
+{
+    int64_t cap = timeout_ms / 2 > 1000 ? timeout_ms / 2 : 1000;
+    if (idempotent && left > cap) {
+        left = cap;
+    }
+    return left < 1 ? 1 : (int)left;
+}
+
+static int retryable(int rv, int idempotent)
+{
+    return rv == LAPSE_EWRONGNODE ||
+           (idempotent && (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Connection and the map cache                                              */
+/* ------------------------------------------------------------------------ */
+
+int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms,
+                          lapse_error *err)
+{
+    char msg[256] = "";
+    int rv;
+
+    if (out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "lapse_connect: out is NULL");
+    }
+    *out = NULL;
+    if (url == NULL || url[0] == '\0') {
+        url = getenv("LAPSE_COORDINATOR");
+    }
+    if (url == NULL || url[0] == '\0') {
+        url = LAPSE_DEFAULT_COORDINATOR;
+    }
+    if (strlen(url) >= PMAP_MAX_ADDR) {
+        return client_err(err, LAPSE_EINVAL, "coordinator URL is too long");
+    }
+    lapse_client *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return client_err(err, LAPSE_ENOMEM, "cannot create a mutex");
+    }
+    strcpy(c->url, url);
+    atomic_init(&c->timeout_ms, timeout_ms > 0 ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS);
+    if ((rv = rpc_client_open(&c->coord, url, msg, sizeof msg)) != 0) {
+        lapse_close(c);
+        return client_err(err, rv, "coordinator %s: %s", url, msg[0] ? msg : lapse_strerror(rv));
+    }
+
+    /* The first map: the coordinator may be starting, so retry until the
+     * timeout like any idempotent call. */
+    int total = client_timeout_ms(c);
+    clock_mono deadline = clock_mono_after_ms(total);
+    int64_t backoff = CLIENT_BACKOFF_MIN_MS;
+    for (;;) {
+        int64_t left = clock_mono_remaining_ms(deadline);
+        rv = client_refresh(c, attempt_ms(left, total, 1), err);
+        if (rv == 0) {
+            break;
+        }
+        if (!retryable(rv, 1) || clock_mono_remaining_ms(deadline) <= 0) {
+            if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
+                client_err(err, rv, "coordinator %s: %s within %d ms (is lapse-coordinator running?)",
+                           url, rv == LAPSE_ETIMEDOUT ? "no reply" : "unreachable", total);
+            }
+            lapse_close(c);
+            return rv;
+        }
+        client_backoff(&backoff, deadline);
+    }
+    *out = c;
+    return client_ok(err);
+}
+
+int lapse_connect(lapse_client **out, const char *url, lapse_error *err)
+{
+    return lapse_connect_timeout(out, url, 0, err);
+}
+
+void lapse_close(lapse_client *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < c->nconns; i++) {
+        rpc_client_close(c->conns[i].rpc);
+    }
+    free(c->conns);
+    rpc_client_close(c->coord);
+    pmap_free(c->map);
+    free(c->admin_token);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+void lapse_set_timeout_ms(lapse_client *c, int timeout_ms)
+{
+    if (c != NULL) {
+        atomic_store(&c->timeout_ms, timeout_ms > 0 ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS);
+    }
+}
+
+void lapse_set_admin_token(lapse_client *c, const char *token)
+{
+    if (c == NULL) {
+        return;
+    }
+    char *copy = token != NULL ? strdup(token) : NULL;
+    pthread_mutex_lock(&c->mu);
+    free(c->admin_token);
+    c->admin_token = copy;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void lapse_free(void *p)
+{
+    free(p);
+}
+
+int client_refresh(lapse_client *c, int timeout_ms, lapse_error *err)
+{
+    Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    char msg[256] = "";
+    pmap *pm = NULL;
+    int rv;
+
+    req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
+    req.get_partition_map = &body;
+    rv = rpc_call(c->coord, &req, timeout_ms, &resp, msg, sizeof msg);
+    if (rv != 0) {
+        rpc_response_free(resp);
+        return coord_err(c, err, rv, msg, timeout_ms);
+    }
+    if (resp->body_case != LAPSE__RESPONSE__BODY_GET_PARTITION_MAP ||
+        resp->get_partition_map == NULL || resp->get_partition_map->map == NULL) {
+        rpc_response_free(resp);
+        return client_err(err, LAPSE_EPROTO, "coordinator %s: reply carries no partition map",
+                          c->url);
+    }
+    rv = wire_pmap_from_pb(resp->get_partition_map->map, &pm, msg, sizeof msg);
+    rpc_response_free(resp);
+    if (rv != 0) {
+        return client_err(err, rv, "coordinator %s: bad partition map: %s", c->url, msg);
+    }
+    pthread_mutex_lock(&c->mu);
+    pmap *old = c->map;
+    c->map = pm;
+    pthread_mutex_unlock(&c->mu);
+    pmap_free(old);
+    return client_ok(err);
+}
+
+int client_table(lapse_client *c, const char *name, table_schema *out, lapse_error *err)
+{
+    if (name == NULL || name[0] == '\0') {
+        return client_err(err, LAPSE_EINVAL, "no table name given");
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int found = 0;
+        pthread_mutex_lock(&c->mu);
+        const pmap_table *t = c->map != NULL ? pmap_table_find(c->map, name) : NULL;
+        if (t != NULL) {
+            *out = t->schema;
+            found = 1;
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (found) {
+            return 0;
+        }
+        if (attempt == 0) {
+            int rv = client_refresh(c, client_timeout_ms(c), err);
+            if (rv != 0) {
+                return rv;
+            }
+        }
+    }
+    return client_err(err, LAPSE_ENOTFOUND, "table \"%s\" does not exist", name);
+}
+
+int client_partition_of(const table_schema *t, const item *key, uint32_t *part,
+                        lapse_error *err)
+{
+    const attr_value *pk = item_get(key, t->pk.name);
+    if (pk == NULL) {
+        return client_err(err, LAPSE_EINVAL, "missing partition key attribute \"%s\"", t->pk.name);
+    }
+    if (pk->type != t->pk.type) {
+        return client_err(err, LAPSE_EINVAL, "partition key \"%s\" must be of type %s, not %s",
+                          t->pk.name, item_type_name(t->pk.type), item_type_name(pk->type));
+    }
+    int rv = hash_partition(pk, t->partitions, part);
+    if (rv != 0) {
+        return client_err(err, rv, "partition key \"%s\": cannot hash (%s)", t->pk.name,
+                          lapse_strerror(rv));
+    }
+    return 0;
+}
+
+int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_error *err)
+{
+    int rv = 0;
+    pthread_mutex_lock(&c->mu);
+    const pmap_table *t = c->map != NULL ? pmap_table_find(c->map, tg->table) : NULL;
+    if (t == NULL) {
+        rv = client_err(err, LAPSE_ENOTFOUND, "table \"%s\" does not exist", tg->table);
+        goto out;
+    }
+    if (t->schema.id != tg->table_id) {
+        /* Deleted and re-created since the call started. */
+        if (tg->key == NULL) {
+            rv = client_err(err, LAPSE_ENOTFOUND, "table \"%s\" was deleted and re-created",
+                            tg->table);
+            goto out;
+        }
+        if ((rv = client_partition_of(&t->schema, tg->key, &tg->part, err)) != 0) {
+            goto out;
+        }
+        tg->table_id = t->schema.id;
+    }
+    r->node_id = pmap_owner(t, tg->part);
+    const pmap_node *n = pmap_node_find(c->map, r->node_id);
+    if (n == NULL) {
+        rv = client_err(err, LAPSE_EUNAVAILABLE, "table \"%s\" partition %u has no known owner",
+                        tg->table, (unsigned)tg->part);
+        goto out;
+    }
+    snprintf(r->addr, sizeof r->addr, "%s", n->address);
+    r->pmap_version = c->map->version;
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rv;
+}
+
+int client_conn(lapse_client *c, const char *url, rpc_client **out, lapse_error *err)
+{
+    char msg[256] = "";
+    int rv = 0;
+
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->nconns; i++) {
+        if (strcmp(c->conns[i].url, url) == 0) {
+            *out = c->conns[i].rpc;
+            goto out;
+        }
+    }
+    if (c->nconns == c->capconns) {
+        size_t cap = c->capconns ? c->capconns * 2 : 8;
+        node_conn *v = realloc(c->conns, cap * sizeof *v);
+        if (v == NULL) {
+            rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+            goto out;
+        }
+        c->conns = v;
+        c->capconns = cap;
+    }
+    /* rpc_client_open never blocks (it dials in the background), so holding
+     * the lock here is short. */
+    node_conn *nc = &c->conns[c->nconns];
+    if ((rv = rpc_client_open(&nc->rpc, url, msg, sizeof msg)) != 0) {
+        rv = client_err(err, rv, "node %s: %s", url, msg[0] ? msg : lapse_strerror(rv));
+        goto out;
+    }
+    snprintf(nc->url, sizeof nc->url, "%s", url);
+    c->nconns++;
+    *out = nc->rpc;
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rv;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Calls with retries                                                        */
+/* ------------------------------------------------------------------------ */
+
+int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, int idempotent,
+                     Lapse__Response **resp, lapse_error *err)
+{
+    int total = client_timeout_ms(c);
+    clock_mono deadline = clock_mono_after_ms(total);
+    int64_t backoff = CLIENT_BACKOFF_MIN_MS;
+    int wrong_node_seen = 0;
+    char msg[256];
+    int rv;
+
+    *resp = NULL;
+    for (;;) {
+        client_route r;
+        rpc_client *rc;
+        if ((rv = client_route_of(c, tg, &r, err)) != 0) {
+            return rv;
+        }
+        if ((rv = client_conn(c, r.addr, &rc, err)) != 0) {
+            return rv;
+        }
+        req->pmap_version = r.pmap_version;
+        int budget = attempt_ms(clock_mono_remaining_ms(deadline), total, idempotent);
+        msg[0] = '\0';
+        rv = rpc_call(rc, req, budget, resp, msg, sizeof msg);
+        if (rv == 0) {
+            return client_ok(err);
+        }
+        rpc_response_free(*resp);
+        *resp = NULL;
+        if (!retryable(rv, idempotent) || clock_mono_remaining_ms(deadline) <= 0) {
+            return client_node_err(err, rv, &r, msg, total);
+        }
+        /* The first WRONG_NODE is usually a stale map: refresh and go at once.
+         * Later ones mean the map is moving: back off. */
+        if (rv != LAPSE_EWRONGNODE || wrong_node_seen++ > 0) {
+            client_backoff(&backoff, deadline);
+        }
+        int64_t left = clock_mono_remaining_ms(deadline);
+        if (left <= 0) {
+            return client_node_err(err, rv, &r, msg, total);
+        }
+        /* A failed refresh (coordinator down) keeps the old map. */
+        client_refresh(c, attempt_ms(left, total, 1), NULL);
+    }
+}
+
+int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent,
+                      Lapse__Response **resp, lapse_error *err)
+{
+    int total = client_timeout_ms(c);
+    clock_mono deadline = clock_mono_after_ms(total);
+    int64_t backoff = CLIENT_BACKOFF_MIN_MS;
+    char token[256] = "";
+    char msg[256];
+    int rv;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->admin_token != NULL) {
+        snprintf(token, sizeof token, "%s", c->admin_token);
+    }
+    pthread_mutex_unlock(&c->mu);
+    req->admin_token = token;
+
+    *resp = NULL;
+    for (;;) {
+        int budget = attempt_ms(clock_mono_remaining_ms(deadline), total, idempotent);
+        msg[0] = '\0';
+        rv = rpc_call(c->coord, req, budget, resp, msg, sizeof msg);
+        if (rv == 0) {
+            return client_ok(err);
+        }
+        rpc_response_free(*resp);
+        *resp = NULL;
+        if (rv == LAPSE_EWRONGNODE || !retryable(rv, idempotent) ||
+            clock_mono_remaining_ms(deadline) <= 0) {
+            return coord_err(c, err, rv, msg, total);
+        }
+        client_backoff(&backoff, deadline);
+        if (clock_mono_remaining_ms(deadline) <= 0) {
+            return coord_err(c, err, rv, msg, total);
+        }
+    }
+}
+
+lapse_item *client_item_wrap(item *it)
+{
+    lapse_item *w = malloc(sizeof *w);
+    if (w != NULL) {
+        w->it = it;
+    }
+    return w;
+}

@@ -1,0 +1,159 @@
+/*
+ * client.h: liblapse internals shared by the files of client/: the client
+ * handle (coordinator connection, cached partition map, pool of node
+ * connections), routing of one call to the owner of a partition, and the
+ * retry policy. Not installed; callers use lapse.h.
+ *
+ * Thread-safety: every client_* function may be called from any thread. The
+ * cached map and the connection pool are guarded by lapse_client.mu; no lock
+ * is held across an RPC.
+ *
+ * Invariants:
+ *  1. c->map is replaced as a whole on refresh (never modified in place), so a
+ *     route computed under the lock is one consistent snapshot.
+ *  2. A node connection, once in c->conns, lives until lapse_close; rpc
+ *     clients are shared by all threads (rpc_call is thread-safe).
+ *  3. Every request sent to a node carries the version of the map its route
+ *     was computed from.
+ *
+ * Retry policy (client_call_part, client_call_coord):
+ *
+ *   send --OK / other error-----------------------------> return
+ *     |--EWRONGNODE----------> refresh map, back off, send again
+ *     |--ETIMEDOUT/EUNAVAILABLE, idempotent ---> back off, refresh, send again
+ *     |--ETIMEDOUT/EUNAVAILABLE, not idempotent ---------> return the error
+ *   ...until the client's timeout (lapse_set_timeout_ms) has passed.
+ *   Backoff: CLIENT_BACKOFF_MIN_MS doubling to CLIENT_BACKOFF_MAX_MS.
+ */
+#ifndef LAPSE_CLIENT_H
+#define LAPSE_CLIENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/clock.h"
+#include "../common/item.h"
+#include "../common/schema.h"
+#include "../partition/pmap.h"
+#include "../rpc/rpc.h"
+#include "lapse.h"
+
+#define CLIENT_BACKOFF_MIN_MS 20
+#define CLIENT_BACKOFF_MAX_MS 500
+#define CLIENT_DEFAULT_TIMEOUT_MS 5000
+
+/* The public opaque types. */
+struct lapse_item {
+    item *it; /* owned; never NULL for a live lapse_item */
+};
+
+typedef struct update_action {
+    char *name;       /* owned */
+    int is_set;       /* 1: SET name = value; 0: REMOVE name */
+    attr_value value; /* owned; ATTR_NULL for REMOVE */
+} update_action;
+
+struct lapse_update {
+    update_action *v; /* owned array of n used slots out of cap */
+    size_t n, cap;
+};
+
+struct lapse_page {
+    struct lapse_item *items; /* owned array of n wrappers out of cap */
+    size_t n, cap;
+    struct lapse_item *last_key; /* owned; NULL when the range is done */
+};
+
+typedef struct node_conn {
+    char url[PMAP_MAX_ADDR];
+    rpc_client *rpc; /* owned */
+} node_conn;
+
+struct lapse_client {
+    char url[PMAP_MAX_ADDR]; /* the coordinator's URL */
+    rpc_client *coord;       /* owned; RPCs to the coordinator */
+    atomic_int timeout_ms;   /* per call, retries included */
+    pthread_mutex_t mu;      /* guards the fields below */
+    pmap *map;               /* owned cached map; replaced whole on refresh */
+    node_conn *conns;        /* owned array: one shared rpc client per node URL */
+    size_t nconns, capconns;
+    char *admin_token; /* owned; NULL: none */
+};
+
+/* Where one partition's calls go, copied out of the map under the lock. */
+typedef struct client_route {
+    uint32_t node_id;
+    char addr[PMAP_MAX_ADDR];
+    uint64_t pmap_version;
+} client_route;
+
+/* Fills err (when non-NULL) with code and a printf-style message; returns
+ * code, so error paths read `return client_err(err, rv, "...")`. */
+int client_err(lapse_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Sets err to LAPSE_OK with an empty message; returns 0. */
+int client_ok(lapse_error *err);
+
+/* Fetches the partition map from the coordinator (one attempt of at most
+ * timeout_ms) and replaces the cached one. Returns 0 or the call's error
+ * (the cached map is unchanged on error). */
+int client_refresh(lapse_client *c, int timeout_ms, lapse_error *err);
+
+/* Copies the schema of table name into *out. A table missing from the cached
+ * map triggers one refresh; still missing: LAPSE_ENOTFOUND
+ * "table \"X\" does not exist". */
+int client_table(lapse_client *c, const char *name, table_schema *out, lapse_error *err);
+
+/* The partition of key (an item carrying at least t's partition key). Returns
+ * 0 or LAPSE_EINVAL when the partition key is missing or of the wrong type. */
+int client_partition_of(const table_schema *t, const item *key, uint32_t *part,
+                        lapse_error *err);
+
+/* What a call is routed by. The partition was computed from the schema with
+ * id table_id; when the cached map holds a re-created table of the same name
+ * (another id), a call with a key is re-routed by hashing key again, and a
+ * call without (a scan of one partition) fails with LAPSE_ENOTFOUND. */
+typedef struct client_target {
+    const char *table;
+    uint32_t table_id;
+    uint32_t part;
+    const item *key; /* borrowed; NULL: the partition is fixed */
+} client_target;
+
+/* The owner of tg's partition, from the cached map (tg may be updated as
+ * above). Returns 0, LAPSE_ENOTFOUND (table gone) or LAPSE_EUNAVAILABLE (no
+ * owner known). */
+int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_error *err);
+
+/* The shared rpc client for url, created on first use. *out is borrowed until
+ * lapse_close. Returns 0, LAPSE_EINVAL or LAPSE_ENOMEM. */
+int client_conn(lapse_client *c, const char *url, rpc_client **out, lapse_error *err);
+
+/* Sends req to the owner of tg's partition with the retry policy above. On 0, *resp is the reply (caller rpc_response_free). On error *resp
+ * is NULL and err names the node and the failure. */
+int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, int idempotent,
+                     Lapse__Response **resp, lapse_error *err);
+
+/* Sends req to the coordinator with the retry policy above (no map refresh).
+ * Sets req's admin token. Same returns as client_call_part. */
+int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent,
+                      Lapse__Response **resp, lapse_error *err);
+
+/* Formats the error of a failed call to node r into err; msg is the detail
+ * rpc_call returned (may be empty). Returns code. */
+int client_node_err(lapse_error *err, int code, const client_route *r, const char *msg,
+                    int timeout_ms);
+
+/* Sleeps the backoff (bounded by deadline) and doubles *backoff_ms. */
+void client_backoff(int64_t *backoff_ms, clock_mono deadline);
+
+/* Per-call timeout of c in ms. */
+int client_timeout_ms(lapse_client *c);
+
+/* Wraps it (taking ownership on success) in a new lapse_item, or NULL on OOM
+ * (it is then still the caller's). */
+lapse_item *client_item_wrap(item *it);
+
+#endif

@@ -1,0 +1,368 @@
+/*
+ * client_test.c: liblapse without a cluster: the item builder, DynamoDB JSON
+ * round trips through lapse_item_*, error codes and messages, connecting to
+ * a port where nothing listens, and the CLI's usage errors (exit 2).
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lapse.h"
+
+extern char **environ;
+
+#define assert_ok(rv, err)                                                                         \
+    do {                                                                                           \
+        if ((rv) != 0) {                                                                           \
+            fail_msg("%s: %s", lapse_strerror(rv), (err).message);                                 \
+        }                                                                                          \
+    } while (0)
+
+/* ---- item builder ---- */
+
+static void test_item_builder(void **state)
+{
+    (void)state;
+    lapse_item *it = lapse_item_new();
+    assert_non_null(it);
+    assert_int_equal(lapse_item_set_s(it, "UserName", "user1"), 0);
+    assert_int_equal(lapse_item_set_n(it, "Age", "42.50"), 0);
+    assert_int_equal(lapse_item_set_n_i64(it, "Big", INT64_MIN), 0);
+    assert_int_equal(lapse_item_set_b(it, "Blob", "\x00\x01\xff", 3), 0);
+    assert_int_equal(lapse_item_set_bool(it, "Active", 1), 0);
+    assert_int_equal(lapse_item_set_null(it, "Nothing"), 0);
+    assert_int_equal(lapse_item_count(it), 6);
+
+    assert_string_equal(lapse_item_get_s(it, "UserName"), "user1");
+    assert_string_equal(lapse_item_get_n(it, "Age"), "42.50"); /* kept as given */
+    assert_string_equal(lapse_item_get_n(it, "Big"), "-9223372036854775808");
+    assert_null(lapse_item_get_s(it, "Age"));     /* wrong type */
+    assert_null(lapse_item_get_s(it, "Missing")); /* absent */
+    assert_string_equal(lapse_item_name(it, 0), "UserName");
+    assert_null(lapse_item_name(it, 6));
+
+    /* Replacing keeps one attribute per name. */
+    assert_int_equal(lapse_item_set_s(it, "UserName", "user2"), 0);
+    assert_int_equal(lapse_item_count(it), 6);
+    assert_string_equal(lapse_item_get_s(it, "UserName"), "user2");
+
+    /* Invalid input is refused and leaves the item unchanged. */
+    assert_int_equal(lapse_item_set_n(it, "Age", "12abc"), LAPSE_EINVAL);
+    assert_int_equal(lapse_item_set_n(it, "Age", "1234567890123456789012345678901234567890"),
+                     LAPSE_EINVAL);
+    assert_int_equal(lapse_item_set_s(it, "", "x"), LAPSE_EINVAL);
+    assert_int_equal(lapse_item_set_s(it, NULL, "x"), LAPSE_EINVAL);
+    assert_int_equal(lapse_item_set_s(NULL, "a", "x"), LAPSE_EINVAL);
+    assert_string_equal(lapse_item_get_n(it, "Age"), "42.50");
+
+    lapse_item *copy = lapse_item_dup(it);
+    assert_true(lapse_item_equal(it, copy));
+    assert_int_equal(lapse_item_remove(copy, "Active"), 0);
+    assert_int_equal(lapse_item_count(copy), 5);
+    assert_false(lapse_item_equal(it, copy));
+
+    char *v = lapse_item_get_json(it, "Blob");
+    assert_string_equal(v, "{\"B\":\"AAH/\"}");
+    lapse_free(v);
+    assert_null(lapse_item_get_json(it, "Missing"));
+
+    lapse_item_free(copy);
+    lapse_item_free(it);
+    lapse_item_free(NULL);
+}
+
+static void test_item_set_json(void **state)
+{
+    (void)state;
+    lapse_error err;
+    lapse_item *it = lapse_item_new();
+    int rv = lapse_item_set_json(it, "Tags", "{\"L\":[{\"S\":\"a\"},{\"N\":\"1\"}]}", &err);
+    assert_ok(rv, err);
+    assert_int_equal(err.code, LAPSE_OK);
+    char *v = lapse_item_get_json(it, "Tags");
+    assert_string_equal(v, "{\"L\":[{\"S\":\"a\"},{\"N\":\"1\"}]}");
+    lapse_free(v);
+
+    rv = lapse_item_set_json(it, "Age", "{\"N\":\"abc\"}", &err);
+    assert_int_equal(rv, LAPSE_EINVAL);
+    assert_int_equal(err.code, LAPSE_EINVAL);
+    assert_non_null(strstr(err.message, "Age"));
+    assert_null(lapse_item_get_json(it, "Age"));
+    lapse_item_free(it);
+}
+
+/* ---- DynamoDB JSON ---- */
+
+static void test_json_round_trip(void **state)
+{
+    (void)state;
+    static const char *texts[] = {
+        "{\"UserName\":{\"S\":\"user1\"},\"ExpirationTime\":{\"N\":\"1461938400\"}}",
+        "{\"k\":{\"S\":\"q\\\"uo\\u00e9te\"},\"b\":{\"B\":\"aGVsbG8=\"},\"t\":{\"BOOL\":false},"
+        "\"z\":{\"NULL\":true}}",
+        "{\"m\":{\"M\":{\"x\":{\"L\":[{\"N\":\"-1.5E+3\"},{\"M\":{}}]}}},\"l\":{\"L\":[]}}",
+    };
+    lapse_error err;
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        lapse_item *a = NULL, *b = NULL;
+        int rv = lapse_item_from_json(&a, texts[i], &err);
+        assert_ok(rv, err);
+        char *out = lapse_item_to_json(a);
+        assert_non_null(out);
+        rv = lapse_item_from_json(&b, out, &err);
+        assert_ok(rv, err);
+        assert_true(lapse_item_equal(a, b));
+        char *out2 = lapse_item_to_json(b);
+        assert_string_equal(out, out2); /* formatting is stable */
+        lapse_free(out);
+        lapse_free(out2);
+        lapse_item_free(a);
+        lapse_item_free(b);
+    }
+    /* The builder and the parser agree. */
+    lapse_item *built = lapse_item_new(), *parsed = NULL;
+    lapse_item_set_s(built, "UserName", "user1");
+    lapse_item_set_n(built, "ExpirationTime", "1461938400");
+    assert_ok(lapse_item_from_json(&parsed, texts[0], &err), err);
+    assert_true(lapse_item_equal(built, parsed));
+    char *out = lapse_item_to_json(built);
+    assert_string_equal(out, texts[0]);
+    lapse_free(out);
+    lapse_item_free(built);
+    lapse_item_free(parsed);
+}
+
+static void test_json_errors(void **state)
+{
+    (void)state;
+    static const char *bad[] = {
+        "",
+        "not json",
+        "{\"a\":",
+        "[1,2]",
+        "{\"a\":{\"S\":1}}",
+        "{\"a\":{\"N\":\"12x\"}}",
+        "{\"a\":{\"Q\":\"x\"}}",
+        "{\"a\":{\"SS\":[\"x\"]}}",
+        "{\"a\":{\"S\":\"x\",\"N\":\"1\"}}",
+        "{\"a\":{\"B\":\"***\"}}",
+        "{\"a\":\"plain\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lapse_item *it = (lapse_item *)&it; /* must be reset to NULL */
+        lapse_error err = {0};
+        int rv = lapse_item_from_json(&it, bad[i], &err);
+        if (rv != LAPSE_EINVAL) {
+            fail_msg("\"%s\": got %d (%s), want EINVAL", bad[i], rv, lapse_strerror(rv));
+        }
+        assert_null(it);
+        assert_int_equal(err.code, LAPSE_EINVAL);
+        assert_true(err.message[0] != '\0');
+    }
+    /* NULL err is allowed everywhere. */
+    lapse_item *it = NULL;
+    assert_int_equal(lapse_item_from_json(&it, "nope", NULL), LAPSE_EINVAL);
+    assert_int_equal(lapse_item_from_json(NULL, "{}", NULL), LAPSE_EINVAL);
+}
+
+static void test_update_builder(void **state)
+{
+    (void)state;
+    lapse_error err;
+    lapse_update *u = lapse_update_new();
+    assert_non_null(u);
+    assert_ok(lapse_update_set(u, "Age", "{\"N\":\"5\"}", &err), err);
+    assert_int_equal(lapse_update_remove(u, "Old"), 0);
+    assert_int_equal(lapse_update_set(u, "Age", "{\"N\":\"five\"}", &err), LAPSE_EINVAL);
+    assert_int_equal(err.code, LAPSE_EINVAL);
+    assert_non_null(strstr(err.message, "Age"));
+    assert_int_equal(lapse_update_remove(u, ""), LAPSE_EINVAL);
+    lapse_update_free(u);
+    lapse_update_free(NULL);
+}
+
+/* ---- calls without a cluster ---- */
+
+static void test_null_arguments(void **state)
+{
+    (void)state;
+    lapse_error err;
+    lapse_item *out = NULL;
+    lapse_page *page = NULL;
+    assert_int_equal(lapse_put(NULL, "T", NULL, NULL, &err), LAPSE_EINVAL);
+    assert_int_equal(err.code, LAPSE_EINVAL);
+    assert_int_equal(lapse_get(NULL, "T", NULL, &out, &err), LAPSE_EINVAL);
+    assert_int_equal(lapse_delete(NULL, NULL, NULL, NULL, &err), LAPSE_EINVAL);
+    assert_int_equal(lapse_query(NULL, "T", NULL, &page, &err), LAPSE_EINVAL);
+    assert_int_equal(lapse_scan(NULL, "T", NULL, &page, &err), LAPSE_EINVAL);
+    assert_int_equal(lapse_batch_write(NULL, "T", NULL, 0, NULL, 0, &err), LAPSE_EINVAL);
+    assert_null(page);
+    lapse_close(NULL);
+    lapse_page_free(NULL);
+    assert_int_equal(lapse_page_count(NULL), 0);
+}
+
+/* A loopback port nothing listens on (bound then released). */
+static int free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void test_connect_nothing_listening(void **state)
+{
+    (void)state;
+    char url[64];
+    lapse_client *c = (lapse_client *)&c;
+    lapse_error err;
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", free_port());
+
+    int64_t start = now_ms();
+    int rv = lapse_connect_timeout(&c, url, 700, &err);
+    int64_t took = now_ms() - start;
+    assert_true(rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE);
+    assert_int_equal(err.code, rv);
+    assert_null(c);
+    if (strstr(err.message, url) == NULL) {
+        fail_msg("message does not name the coordinator: %s", err.message);
+    }
+    if (took > 700 + 1500) {
+        fail_msg("connect took %lld ms with a 700 ms timeout", (long long)took);
+    }
+
+    /* A malformed URL fails at once. */
+    rv = lapse_connect_timeout(&c, "nonsense://", 500, &err);
+    assert_int_not_equal(rv, 0);
+    assert_true(err.message[0] != '\0');
+}
+
+/* ---- the CLI ---- */
+
+/* Runs $LAPSE_BIN_DIR/lapse with args (NULL-terminated) and stdin from
+ * /dev/null; returns its exit status. */
+static int run_cli(const char *first, ...)
+{
+    const char *bin_dir = getenv("LAPSE_BIN_DIR");
+    char path[4096];
+    char *argv[32];
+    int argc = 0;
+    va_list ap;
+
+    snprintf(path, sizeof path, "%s/lapse", bin_dir != NULL ? bin_dir : ".");
+    argv[argc++] = path;
+    va_start(ap, first);
+    for (const char *a = first; a != NULL && argc < 31; a = va_arg(ap, const char *)) {
+        argv[argc++] = (char *)a;
+    }
+    va_end(ap);
+    argv[argc] = NULL;
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int rv = posix_spawn(&pid, path, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rv != 0) {
+        fail_msg("cannot run %s: %s", path, strerror(rv));
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void test_cli_usage_errors(void **state)
+{
+    (void)state;
+    /* No cluster runs: everything below must fail before connecting. */
+    setenv("LAPSE_COORDINATOR", "tcp://127.0.0.1:1", 1);
+    assert_int_equal(run_cli(NULL, NULL), 2);
+    assert_int_equal(run_cli("frobnicate", NULL), 2);
+    assert_int_equal(run_cli("--bogus", "list-tables", NULL), 2);
+    assert_int_equal(run_cli("--coordinator", NULL), 2);
+    assert_int_equal(run_cli("--timeout-ms", "soon", "list-tables", NULL), 2);
+    assert_int_equal(run_cli("list-tables", "extra", NULL), 2);
+    assert_int_equal(run_cli("put", NULL), 2);
+    assert_int_equal(run_cli("put", "T", NULL), 2);
+    assert_int_equal(run_cli("put", "T", "{}", "--what", NULL), 2);
+    assert_int_equal(run_cli("put", "T", "{}", "--if-exists", "a", "--if-not-exists", "b", NULL),
+                     2);
+    assert_int_equal(run_cli("put", "T", "{}", "--if", "novalue", NULL), 2);
+    assert_int_equal(run_cli("get", "T", NULL), 2);
+    assert_int_equal(run_cli("update", "T", "{}", NULL), 2);
+    assert_int_equal(run_cli("update", "T", "{}", "--set", "x", NULL), 2);
+    assert_int_equal(run_cli("create-table", "T", NULL), 2);
+    assert_int_equal(run_cli("create-table", "T", "--partition-key", "id:X", NULL), 2);
+    assert_int_equal(run_cli("create-table", "T", "--partition-key", "id:S", "--partitions",
+                             "-4", NULL),
+                     2);
+    assert_int_equal(run_cli("query", "T", NULL), 2);
+    assert_int_equal(run_cli("query", "T", "--key", "{}", "--sk-op", "near", "--sk", "{}", NULL),
+                     2);
+    assert_int_equal(run_cli("query", "T", "--key", "{}", "--sk-op", "between", "--sk", "{}",
+                             NULL),
+                     2);
+    assert_int_equal(run_cli("scan", "T", "--limit", "ten", NULL), 2);
+    assert_int_equal(run_cli("batch-put", NULL), 2);
+
+    /* Help is not an error. */
+    assert_int_equal(run_cli("--help", NULL), 0);
+    assert_int_equal(run_cli("query", "--help", NULL), 0);
+
+    /* Malformed JSON is an error (1), found before connecting. */
+    assert_int_equal(run_cli("put", "T", "{not json", NULL), 1);
+    assert_int_equal(run_cli("get", "T", "{\"k\":{\"N\":\"x\"}}", NULL), 1);
+}
+
+static void test_cli_unreachable_coordinator(void **state)
+{
+    (void)state;
+    char url[64];
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", free_port());
+    assert_int_equal(run_cli("--coordinator", url, "--timeout-ms", "300", "list-tables", NULL), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_item_builder),
+        cmocka_unit_test(test_item_set_json),
+        cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_json_errors),
+        cmocka_unit_test(test_update_builder),
+        cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_connect_nothing_listening),
+        cmocka_unit_test(test_cli_usage_errors),
+        cmocka_unit_test(test_cli_unreachable_coordinator),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,411 @@
+/*
+ * scan.c: query (one partition, routed by its partition key) and scan (a
+ * range of partitions walked in order), and the pages they return.
+ *
+ * Scan paging: segment s of n covers partitions [s*P/n, (s+1)*P/n). One
+ * lapse_scan call pages through partitions in order, continuing into the
+ * next partition until the limit is reached, a node stops a page early (its
+ * 1 MiB page size), or PAGE_MAX_BYTES have been gathered. The page's last key
+ * is the key from which the next call continues; its partition is found by
+ * hashing it, which is why a continuation key is always a real item key.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/arena.h"
+#include "../common/ddbjson.h"
+#include "../common/lapse_err.h"
+#include "../rpc/wire.h"
+#include "client.h"
+
+#define PAGE_MAX_BYTES (1024u * 1024)
+
+/* ------------------------------------------------------------------------ */
+/* Pages                                                                     */
+/* ------------------------------------------------------------------------ */
+
+size_t lapse_page_count(const lapse_page *p)
+{
+    return p != NULL ? p->n : 0;
+}
+
+const lapse_item *lapse_page_item(const lapse_page *p, size_t i)
+{
+    return p != NULL && i < p->n ? &p->items[i] : NULL;
+}
+
+const lapse_item *lapse_page_last_key(const lapse_page *p)
+{
+    return p != NULL ? p->last_key : NULL;
+}
+
+void lapse_page_free(lapse_page *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        item_free(p->items[i].it);
+    }
+    free(p->items);
+    lapse_item_free(p->last_key);
+    free(p);
+}
+
+/* Appends the items of a reply page; adds their sizes to *bytes. */
+static int page_append(lapse_page *p, const Lapse__PageResponse *pr, size_t *bytes,
+                       lapse_error *err)
+{
+    char msg[256] = "";
+    int rv;
+
+    if (p->n + pr->n_items > p->cap) {
+        size_t cap = p->cap ? p->cap : 16;
+        while (cap < p->n + pr->n_items) {
+            cap *= 2;
+        }
+        struct lapse_item *v = realloc(p->items, cap * sizeof *v);
+        if (v == NULL) {
+            return client_err(err, LAPSE_ENOMEM, "out of memory");
+        }
+        p->items = v;
+        p->cap = cap;
+    }
+    for (size_t i = 0; i < pr->n_items; i++) {
+        item *it = NULL;
+        if ((rv = wire_item_from_pb(pr->items[i], &it, msg, sizeof msg)) != 0) {
+            return client_err(err, rv == LAPSE_EINVAL ? LAPSE_EPROTO : rv,
+                              "bad item in reply: %s", msg);
+        }
+        p->items[p->n++].it = it;
+        *bytes += item_size(it);
+    }
+    return 0;
+}
+
+/* Sets p's last key to a copy of key (an item from the wire or a page). */
+static int page_set_last_pb(lapse_page *p, const Lapse__Item *pb, lapse_error *err)
+{
+    char msg[256] = "";
+    item *it = NULL;
+    int rv = wire_item_from_pb(pb, &it, msg, sizeof msg);
+    if (rv != 0) {
+        return client_err(err, rv == LAPSE_EINVAL ? LAPSE_EPROTO : rv,
+                          "bad last key in reply: %s", msg);
+    }
+    if ((p->last_key = client_item_wrap(it)) == NULL) {
+        item_free(it);
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int page_set_last_item(lapse_page *p, const table_schema *t, const item *last,
+                              lapse_error *err)
+{
+    item *key = NULL;
+    if (schema_key_of(t, last, &key) != 0 || (p->last_key = client_item_wrap(key)) == NULL) {
+        item_free(key);
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int expect_page(const Lapse__Response *resp, lapse_error *err)
+{
+    if (resp->body_case != LAPSE__RESPONSE__BODY_PAGE || resp->page == NULL) {
+        return client_err(err, LAPSE_EPROTO, "reply has no page body");
+    }
+    return 0;
+}
+
+static int parse_value(const char *what, const char *json, attr_value *out, lapse_error *err)
+{
+    char msg[256] = "";
+    int rv = ddbjson_parse_value(json, strlen(json), out, msg, sizeof msg);
+    if (rv != 0) {
+        return client_err(err, rv, "%s: %s", what, msg);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Query                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static const Lapse__SortKeyCondition__Op sk_ops[] = {
+    [LAPSE_SK_NONE] = LAPSE__SORT_KEY_CONDITION__OP__NONE,
+    [LAPSE_SK_EQ] = LAPSE__SORT_KEY_CONDITION__OP__EQ,
+    [LAPSE_SK_LT] = LAPSE__SORT_KEY_CONDITION__OP__LT,
+    [LAPSE_SK_LE] = LAPSE__SORT_KEY_CONDITION__OP__LE,
+    [LAPSE_SK_GT] = LAPSE__SORT_KEY_CONDITION__OP__GT,
+    [LAPSE_SK_GE] = LAPSE__SORT_KEY_CONDITION__OP__GE,
+    [LAPSE_SK_BETWEEN] = LAPSE__SORT_KEY_CONDITION__OP__BETWEEN,
+    [LAPSE_SK_BEGINS_WITH] = LAPSE__SORT_KEY_CONDITION__OP__BEGINS_WITH,
+};
+
+/* Checks the sort key condition against the schema; fills *sk. */
+static int query_sk(const table_schema *t, const lapse_query_opts *o, arena *a, attr_value *v1,
+                    attr_value *v2, Lapse__SortKeyCondition **sk, lapse_error *err)
+{
+    int rv;
+    *sk = NULL;
+    if (o->sk_op == LAPSE_SK_NONE) {
+        return 0;
+    }
+    if ((unsigned)o->sk_op > LAPSE_SK_BEGINS_WITH) {
+        return client_err(err, LAPSE_EINVAL, "unknown sort key operator %d", (int)o->sk_op);
+    }
+    if (t->sk.name[0] == '\0') {
+        return client_err(err, LAPSE_EINVAL, "table \"%s\" has no sort key", t->name);
+    }
+    if (o->sk_json == NULL || (o->sk_op == LAPSE_SK_BETWEEN && o->sk2_json == NULL)) {
+        return client_err(err, LAPSE_EINVAL, "sort key condition: missing value%s",
+                          o->sk_op == LAPSE_SK_BETWEEN ? " (BETWEEN needs two)" : "");
+    }
+    if ((rv = parse_value("sort key value", o->sk_json, v1, err)) != 0) {
+        return rv;
+    }
+    if (o->sk_op == LAPSE_SK_BETWEEN &&
+        (rv = parse_value("sort key upper bound", o->sk2_json, v2, err)) != 0) {
+        return rv;
+    }
+    const attr_value *bad = v1->type != t->sk.type ? v1 : NULL;
+    if (o->sk_op == LAPSE_SK_BETWEEN && v2->type != t->sk.type) {
+        bad = v2;
+    }
+    if (bad != NULL) {
+        return client_err(err, LAPSE_EINVAL, "sort key \"%s\" is of type %s, not %s", t->sk.name,
+                          item_type_name(t->sk.type), item_type_name(bad->type));
+    }
+    if (o->sk_op == LAPSE_SK_BEGINS_WITH && t->sk.type == ATTR_N) {
+        return client_err(err, LAPSE_EINVAL, "begins_with needs an S or B sort key");
+    }
+    Lapse__SortKeyCondition *pc = arena_alloc(a, sizeof *pc);
+    if (pc == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    lapse__sort_key_condition__init(pc);
+    pc->op = sk_ops[o->sk_op];
+    if ((pc->value = wire_value_to_pb(a, v1)) == NULL ||
+        (o->sk_op == LAPSE_SK_BETWEEN && (pc->value2 = wire_value_to_pb(a, v2)) == NULL)) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    *sk = pc;
+    return 0;
+}
+
+int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *o,
+                lapse_page **out, lapse_error *err)
+{
+    Lapse__QueryRequest body = LAPSE__QUERY_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    lapse_page *p = NULL;
+    table_schema t;
+    attr_value pk, v1, v2;
+    item *pk_item = NULL;
+    uint32_t part;
+    size_t bytes = 0;
+    arena a;
+    int rv;
+
+    if (out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    *out = NULL;
+    if (c == NULL || table == NULL || o == NULL || o->partition_key_json == NULL) {
+        return client_err(err, LAPSE_EINVAL, "query: table and partition key value required");
+    }
+    if ((rv = client_table(c, table, &t, err)) != 0) {
+        return rv;
+    }
+    if (o->partition_key_name != NULL && strcmp(o->partition_key_name, t.pk.name) != 0) {
+        return client_err(err, LAPSE_EINVAL, "the partition key of table \"%s\" is \"%s\", not \"%s\"",
+                          table, t.pk.name, o->partition_key_name);
+    }
+    arena_init(&a);
+    item_value_init_null(&pk);
+    item_value_init_null(&v1);
+    item_value_init_null(&v2);
+    if ((rv = parse_value("partition key value", o->partition_key_json, &pk, err)) != 0) {
+        goto out;
+    }
+    /* Routing and the schema check both want the key as an item. */
+    if ((pk_item = item_new()) == NULL || (rv = item_set_copy(pk_item, t.pk.name, &pk)) != 0) {
+        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rv = client_partition_of(&t, pk_item, &part, err)) != 0) {
+        goto out;
+    }
+    if ((rv = query_sk(&t, o, &a, &v1, &v2, &body.sort_key, err)) != 0) {
+        goto out;
+    }
+    body.table = (char *)table;
+    body.limit = o->limit;
+    body.reverse = o->reverse != 0;
+    if ((body.partition_key = wire_value_to_pb(&a, &pk)) == NULL ||
+        (o->exclusive_start_key != NULL &&
+         (body.exclusive_start_key = wire_item_to_pb(&a, o->exclusive_start_key->it)) == NULL)) {
+        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    req.body_case = LAPSE__REQUEST__BODY_QUERY;
+    req.query = &body;
+    client_target tg = {.table = table, .table_id = t.id, .part = part, .key = pk_item};
+    if ((rv = client_call_part(c, &tg, &req, 1, &resp, err)) != 0 ||
+        (rv = expect_page(resp, err)) != 0) {
+        goto out;
+    }
+    if ((p = calloc(1, sizeof *p)) == NULL) {
+        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rv = page_append(p, resp->page, &bytes, err)) != 0 ||
+        (resp->page->last_evaluated_key != NULL &&
+         (rv = page_set_last_pb(p, resp->page->last_evaluated_key, err)) != 0)) {
+        goto out;
+    }
+    *out = p;
+    p = NULL;
+    rv = client_ok(err);
+out:
+    lapse_page_free(p);
+    rpc_response_free(resp);
+    item_free(pk_item);
+    item_value_fini(&pk);
+    item_value_fini(&v1);
+    item_value_fini(&v2);
+    arena_fini(&a);
+    return rv;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scan                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* One ScanRequest for partition part, appended to p. *more is set when the
+ * node stopped with a last key (its copy goes to *last, caller frees). */
+static int scan_one(lapse_client *c, const table_schema *t, uint32_t part, uint32_t limit,
+                    const item *start, lapse_page *p, size_t *bytes, item **last,
+                    lapse_error *err)
+{
+    Lapse__ScanRequest body = LAPSE__SCAN_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    char msg[256] = "";
+    arena a;
+    int rv;
+
+    *last = NULL;
+    arena_init(&a);
+    body.table = (char *)t->name;
+    body.partition = part;
+    body.limit = limit;
+    if (start != NULL && (body.exclusive_start_key = wire_item_to_pb(&a, start)) == NULL) {
+        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    req.body_case = LAPSE__REQUEST__BODY_SCAN;
+    req.scan = &body;
+    client_target tg = {.table = t->name, .table_id = t->id, .part = part, .key = NULL};
+    if ((rv = client_call_part(c, &tg, &req, 1, &resp, err)) != 0 ||
+        (rv = expect_page(resp, err)) != 0 || (rv = page_append(p, resp->page, bytes, err)) != 0) {
+        goto out;
+    }
+    if (resp->page->last_evaluated_key != NULL &&
+        (rv = wire_item_from_pb(resp->page->last_evaluated_key, last, msg, sizeof msg)) != 0) {
+        rv = client_err(err, rv == LAPSE_EINVAL ? LAPSE_EPROTO : rv, "bad last key in reply: %s",
+                        msg);
+    }
+out:
+    rpc_response_free(resp);
+    arena_fini(&a);
+    return rv;
+}
+
+int lapse_scan(lapse_client *c, const char *table, const lapse_scan_opts *o, lapse_page **out,
+               lapse_error *err)
+{
+    lapse_page *p = NULL;
+    item *start = NULL;
+    table_schema t;
+    size_t bytes = 0;
+    int rv;
+
+    if (out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    *out = NULL;
+    if (c == NULL || table == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    if ((rv = client_table(c, table, &t, err)) != 0) {
+        return rv;
+    }
+    uint64_t nparts = t.partitions, first = 0, end = nparts;
+    if (o != NULL && o->total_segments > 0) {
+        if (o->segment >= o->total_segments) {
+            return client_err(err, LAPSE_EINVAL, "segment %u is not below total_segments %u",
+                              o->segment, o->total_segments);
+        }
+        first = (uint64_t)o->segment * nparts / o->total_segments;
+        end = ((uint64_t)o->segment + 1) * nparts / o->total_segments;
+    }
+    uint32_t part = (uint32_t)first;
+    if (o != NULL && o->exclusive_start_key != NULL) {
+        if ((rv = client_partition_of(&t, o->exclusive_start_key->it, &part, err)) != 0) {
+            return rv;
+        }
+        if (part < first || part >= end) {
+            return client_err(err, LAPSE_EINVAL,
+                              "exclusive start key lies outside this scan segment");
+        }
+        if ((start = item_dup(o->exclusive_start_key->it)) == NULL) {
+            return client_err(err, LAPSE_ENOMEM, "out of memory");
+        }
+    }
+    if ((p = calloc(1, sizeof *p)) == NULL) {
+        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    unsigned limit = o != NULL ? o->limit : 0;
+    while (part < end) {
+        item *last = NULL;
+        uint32_t want = limit > 0 ? (uint32_t)(limit - p->n) : 0;
+        rv = scan_one(c, &t, part, want, start, p, &bytes, &last, err);
+        item_free(start);
+        start = NULL;
+        if (rv != 0) {
+            goto out;
+        }
+        int full = (limit > 0 && p->n >= limit) || bytes >= PAGE_MAX_BYTES;
+        if (last != NULL) {
+            /* The node stopped inside the partition: at our limit or at its
+             * page size. Either way hand the caller its key. */
+            if ((p->last_key = client_item_wrap(last)) == NULL) {
+                item_free(last);
+                rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+                goto out;
+            }
+            break;
+        }
+        part++;
+        if (full && part < end && p->n > 0) {
+            /* Partition done but the page is full: continue after the last
+             * item returned, which hashes to the finished partition. */
+            if ((rv = page_set_last_item(p, &t, p->items[p->n - 1].it, err)) != 0) {
+                goto out;
+            }
+            break;
+        }
+    }
+    *out = p;
+    p = NULL;
+    rv = client_ok(err);
+out:
+    item_free(start);
+    lapse_page_free(p);
+    return rv;
+}
