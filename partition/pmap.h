@@ -74,7 +74,8 @@ uint32_t pmap_owner(const pmap_table *t, uint32_t part);
 /* Counts the partitions (over all tables) owned by node id. */
 size_t pmap_partitions_owned(const pmap *pm, uint32_t id);
 
-/* Adds or updates node id (address and state). 0 or LAPSE_ENOMEM. */
+/* Adds or updates node id (address and state). 0, LAPSE_EINVAL (id 0, NULL
+ * address or one of PMAP_MAX_ADDR bytes or more) or LAPSE_ENOMEM. */
 int pmap_set_node(pmap *pm, uint32_t id, const char *address, pmap_node_state state);
 /* Adds a table with its partitions assigned to the UP nodes, balanced: each
  * partition goes to the UP node owning fewest partitions overall (ties to the
@@ -83,7 +84,11 @@ int pmap_set_node(pmap *pm, uint32_t id, const char *address, pmap_node_state st
  * LAPSE_EUNAVAILABLE (no UP node) or LAPSE_ENOMEM; on error pm is unchanged.
  * REQUIRES: schema_validate(schema) passed and schema->id is set. */
 int pmap_add_table(pmap *pm, const table_schema *schema);
-/* Adds a table with explicit assignments (decoding a map). Takes a copy. */
+/* Adds a table with explicit assignments (decoding a map). Takes a copy of
+ * schema->partitions entries. Returns 0, LAPSE_EEXISTS, LAPSE_EINVAL (an
+ * entry with n outside 1..PMAP_MAX_REPLICAS or a zero id) or LAPSE_ENOMEM;
+ * on error pm is unchanged. Node ids need not be known yet (nodes may be
+ * decoded after tables); pmap_check verifies that they are. */
 int pmap_add_table_assigned(pmap *pm, const table_schema *schema, const pmap_replicas *parts);
 /* Removes the table; returns 1 if it existed, else 0. */
 int pmap_remove_table(pmap *pm, const char *name);

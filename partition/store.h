@@ -116,7 +116,10 @@ int store_update(store *st, const table_schema *t, const item *key,
                  item **new_out, char *err, size_t errlen);
 /* Applies up to STORE_BATCH_MAX puts and deletes, grouped by partition; each
  * partition's group is one atomic WriteBatch. Every write is validated before
- * anything is applied (LAPSE_EINVAL on the first bad one, nothing applied). */
+ * anything is applied (LAPSE_EINVAL/LAPSE_ETOOBIG on the first bad one,
+ * nothing applied; LAPSE_ETOOBIG for more than STORE_BATCH_MAX writes).
+ * Two writes to one key: the later one in writes wins. On LAPSE_EIO the
+ * groups of partitions written before the failure stay applied. */
 int store_batch_write(store *st, const table_schema *t, const store_write *writes, size_t n,
                       char *err, size_t errlen);
 
@@ -124,12 +127,17 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
  * ascending by sort key (descending when !forward), starting after
  * exclusive_start (a key item, may be NULL), at most limit items (0 = no
  * limit) and at most STORE_PAGE_MAX_BYTES. out->last_key is set when the page
- * stopped early (limit or size), else NULL. Caller frees with
- * store_page_fini. Returns 0, LAPSE_EINVAL, LAPSE_EIO or LAPSE_ECORRUPT. */
+ * stopped early (limit or size) with more items left in range, else NULL.
+ * Caller frees with store_page_fini (also after an error: out is then empty).
+ * Returns 0, LAPSE_EINVAL (wrong key types, begins_with on an N sort key,
+ * BETWEEN with v1 > v2, a start key of another partition key, a sort-key
+ * condition on a table without one), LAPSE_EIO or LAPSE_ECORRUPT. */
 int store_query(store *st, const table_schema *t, const attr_value *pk, const store_sk_cond *sk,
                 uint32_t limit, int forward, const item *exclusive_start, store_page *out,
                 char *err, size_t errlen);
-/* All items of one partition in key order, paged like store_query. */
+/* All items of one partition in key order, paged like store_query.
+ * LAPSE_EINVAL when part >= t->partitions or exclusive_start hashes to
+ * another partition. */
 int store_scan(store *st, const table_schema *t, uint32_t part, uint32_t limit,
                const item *exclusive_start, store_page *out, char *err, size_t errlen);
 void store_page_fini(store_page *p); /* accepts zeroed and NULL pages */

@@ -37,9 +37,12 @@ typedef struct db_options {
 
 /* Opens (creating when allowed) the database at path with the column
  * families cf_names[0..ncf) ("default" is added implicitly if not listed).
- * On success *out must be closed with db_close. Returns 0, LAPSE_EIO (with
- * RocksDB's message in err, e.g. a lock held by another process) or
- * LAPSE_EINVAL. REQUIRES: ncf <= DB_MAX_CF. */
+ * On success *out must be closed with db_close; on error *out is NULL. opt
+ * may be NULL (defaults, create_if_missing = 1). Column families that exist
+ * on disk but are not listed are opened too (RocksDB requires it) but are not
+ * addressable. Returns 0, LAPSE_EIO (with RocksDB's message in err, e.g. a
+ * lock held by another process), LAPSE_EINVAL (empty or duplicate names) or
+ * LAPSE_ENOMEM. REQUIRES: ncf <= DB_MAX_CF. */
 int db_open(db **out, const char *path, const db_options *opt, const char *const *cf_names,
             size_t ncf, char *err, size_t errlen);
 /* Closes and frees. Accepts NULL and half-opened dbs. */
@@ -91,7 +94,8 @@ const uint8_t *db_iter_value(const db_iter *it, size_t *len);
 int db_iter_status(const db_iter *it, char *err, size_t errlen);
 
 /* Compacts [start, end) of cf (either NULL = unbounded), to reclaim space
- * after a large range delete. Returns 0. */
+ * after a large range delete. Blocks until done. Returns 0 (LAPSE_EINVAL for
+ * a bad cf). */
 int db_compact_range(db *d, int cf, const void *start, size_t slen, const void *end, size_t elen);
 
 #endif

@@ -1,1 +1,482 @@
-int main(void) { return 0; } /* placeholder */
+/*
+ * db_test.c: the RocksDB wrapper against a real RocksDB in a scratch
+ * directory: persistence across reopen, column-family creation, batch
+ * atomicity, iterator bounds and directions, MultiGet, range deletes, and the
+ * error when a second open (in this process or another) finds the LOCK held.
+ *
+ * `db_test --hold DIR` is the helper process of the cross-process lock test:
+ * it opens DIR, prints "ready", and keeps the database open until its stdin
+ * closes.
+ */
+#include <setjmp.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "../common/buf.h"
+#include "../common/lapse_err.h"
+#include "db.h"
+#include "testdir.h"
+
+typedef struct fixture {
+    char dir[512];
+    char err[512];
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    if (f == NULL || testdir_make(f->dir, sizeof(f->dir), "db_test") != 0) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    testdir_remove(f->dir);
+    free(f);
+    return 0;
+}
+
+#define assert_db_ok(call, f)                                                                      \
+    do {                                                                                           \
+        int rv_ = (call);                                                                          \
+        if (rv_ != 0) {                                                                            \
+            fail_msg("%s returned %d (%s): %s", #call, rv_, lapse_strerror(rv_), (f)->err);        \
+        }                                                                                          \
+    } while (0)
+
+static const char *const two_cfs[] = {"items", "meta"};
+
+static db *open_db(fixture *f, const char *const *cfs, size_t ncf)
+{
+    db *d = NULL;
+    db_options o = {.block_cache_bytes = 8 << 20, .create_if_missing = 1};
+    assert_db_ok(db_open(&d, f->dir, &o, cfs, ncf, f->err, sizeof(f->err)), f);
+    assert_non_null(d);
+    return d;
+}
+
+static void put1(fixture *f, db *d, int cf, const char *k, const char *v)
+{
+    db_batch *b = db_batch_new();
+    assert_non_null(b);
+    db_batch_put(b, d, cf, k, strlen(k), v, strlen(v));
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    db_batch_free(b);
+}
+
+/* Asserts key k in cf holds v, or is absent when v is NULL. */
+static void expect(fixture *f, db *d, int cf, const char *k, const char *v)
+{
+    buf val;
+    buf_init(&val);
+    int found = -1;
+    assert_db_ok(db_get(d, cf, k, strlen(k), &val, &found, f->err, sizeof(f->err)), f);
+    if (v == NULL) {
+        assert_int_equal(found, 0);
+        assert_int_equal(val.len, 0);
+    } else {
+        assert_int_equal(found, 1);
+        assert_int_equal(val.len, strlen(v));
+        assert_memory_equal(val.data, v, val.len);
+    }
+    buf_fini(&val);
+}
+
+static void test_reopen_keeps_data(void **state)
+{
+    fixture *f = *state;
+    db *d = open_db(f, two_cfs, 2);
+    put1(f, d, 0, "k1", "v1");
+    put1(f, d, 1, "k1", "meta-v1");
+    db_batch *b = db_batch_new();
+    db_batch_put(b, d, 0, "k2", 2, "v2", 2);
+    assert_db_ok(db_write(d, b, 1, f->err, sizeof(f->err)), f); /* synced write */
+    db_batch_free(b);
+    db_close(d);
+
+    d = open_db(f, two_cfs, 2);
+    expect(f, d, 0, "k1", "v1");
+    expect(f, d, 0, "k2", "v2");
+    expect(f, d, 1, "k1", "meta-v1");
+    expect(f, d, 1, "k2", NULL); /* column families are separate key spaces */
+    expect(f, d, 0, "nope", NULL);
+    db_close(d);
+}
+
+static void test_missing_dir_without_create_fails(void **state)
+{
+    fixture *f = *state;
+    char path[600];
+    snprintf(path, sizeof(path), "%s/absent", f->dir);
+    db *d = (db *)1;
+    db_options o = {.create_if_missing = 0};
+    int rv = db_open(&d, path, &o, two_cfs, 2, f->err, sizeof(f->err));
+    assert_int_equal(rv, LAPSE_EIO);
+    assert_null(d);
+    assert_true(strlen(f->err) > 0);
+}
+
+static void test_column_families_created_and_kept(void **state)
+{
+    fixture *f = *state;
+    const char *const first[] = {"a", "b"};
+    db *d = open_db(f, first, 2);
+    put1(f, d, 1, "key", "in-b");
+    db_close(d);
+
+    /* A new column family is created; existing ones keep their data. */
+    const char *const more[] = {"a", "b", "c"};
+    d = open_db(f, more, 3);
+    expect(f, d, 1, "key", "in-b");
+    expect(f, d, 2, "key", NULL);
+    put1(f, d, 2, "key", "in-c");
+    db_close(d);
+
+    /* Listing only some (in another order) still opens; indexes follow the
+     * caller's list. */
+    const char *const some[] = {"c", "b"};
+    d = open_db(f, some, 2);
+    expect(f, d, 0, "key", "in-c");
+    expect(f, d, 1, "key", "in-b");
+    db_close(d);
+
+    /* "default" may be listed explicitly. */
+    const char *const withdef[] = {"default", "b"};
+    d = open_db(f, withdef, 2);
+    expect(f, d, 1, "key", "in-b");
+    db_close(d);
+}
+
+static void test_bad_arguments(void **state)
+{
+    fixture *f = *state;
+    db *d = NULL;
+    const char *const dup[] = {"x", "x"};
+    assert_int_equal(db_open(&d, f->dir, NULL, dup, 2, f->err, sizeof(f->err)), LAPSE_EINVAL);
+    const char *const empty[] = {""};
+    assert_int_equal(db_open(&d, f->dir, NULL, empty, 1, f->err, sizeof(f->err)), LAPSE_EINVAL);
+    const char *many[DB_MAX_CF + 1];
+    for (size_t i = 0; i < DB_MAX_CF + 1; i++) {
+        many[i] = "m";
+    }
+    assert_int_equal(db_open(&d, f->dir, NULL, many, DB_MAX_CF + 1, f->err, sizeof(f->err)),
+                     LAPSE_EINVAL);
+    assert_null(d);
+    db_close(NULL);
+}
+
+static void test_batch_is_atomic(void **state)
+{
+    fixture *f = *state;
+    db *d = open_db(f, two_cfs, 2);
+    put1(f, d, 0, "gone", "x");
+
+    db_batch *b = db_batch_new();
+    assert_non_null(b);
+    db_batch_put(b, d, 0, "a", 1, "1", 1);
+    db_batch_put(b, d, 1, "a", 1, "meta", 4);
+    db_batch_delete(b, d, 0, "gone", 4);
+    assert_int_equal(db_batch_count(b), 3);
+    /* Nothing is visible before the write. */
+    expect(f, d, 0, "a", NULL);
+    expect(f, d, 0, "gone", "x");
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    expect(f, d, 0, "a", "1");
+    expect(f, d, 1, "a", "meta");
+    expect(f, d, 0, "gone", NULL);
+
+    /* The last write to a key in a batch wins; clear empties the batch. */
+    db_batch_clear(b);
+    assert_int_equal(db_batch_count(b), 0);
+    db_batch_put(b, d, 0, "a", 1, "2", 1);
+    db_batch_put(b, d, 0, "a", 1, "3", 1);
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    expect(f, d, 0, "a", "3");
+    db_batch_free(b);
+    db_batch_free(NULL);
+    db_close(d);
+}
+
+static void fill(fixture *f, db *d, int n)
+{
+    db_batch *b = db_batch_new();
+    for (int i = 0; i < n; i++) {
+        char k[16], v[16];
+        snprintf(k, sizeof(k), "k%02d", i);
+        snprintf(v, sizeof(v), "v%02d", i);
+        db_batch_put(b, d, 0, k, strlen(k), v, strlen(v));
+    }
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    db_batch_free(b);
+}
+
+static void assert_at(const db_iter *it, const char *k)
+{
+    assert_true(db_iter_valid(it));
+    size_t len = 0;
+    const uint8_t *p = db_iter_key(it, &len);
+    if (len != strlen(k) || memcmp(p, k, len) != 0) {
+        fail_msg("iterator at %.*s, expected %s", (int)len, (const char *)p, k);
+    }
+    const uint8_t *v = db_iter_value(it, &len);
+    assert_int_equal(len, strlen(k));
+    assert_int_equal(v[0], 'v');
+    assert_memory_equal(v + 1, k + 1, len - 1);
+}
+
+static void test_iterator_bounds_seek_reverse(void **state)
+{
+    fixture *f = *state;
+    db *d = open_db(f, two_cfs, 2);
+    fill(f, d, 20);
+    put1(f, d, 1, "k07", "other-cf"); /* must not show up */
+
+    db_iter *it = NULL;
+    assert_int_equal(db_iter_new(&it, d, 0, "k05", 3, "k15", 3), 0);
+    assert_false(db_iter_valid(it)); /* unpositioned until a seek */
+
+    /* Forward over [k05, k15). */
+    int n = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
+        char k[16];
+        snprintf(k, sizeof(k), "k%02d", 5 + n);
+        assert_at(it, k);
+        n++;
+    }
+    assert_int_equal(n, 10);
+    assert_db_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
+
+    /* Backward from the last key in range. */
+    n = 0;
+    for (db_iter_seek_last(it); db_iter_valid(it); db_iter_prev(it)) {
+        char k[16];
+        snprintf(k, sizeof(k), "k%02d", 14 - n);
+        assert_at(it, k);
+        n++;
+    }
+    assert_int_equal(n, 10);
+
+    db_iter_seek(it, "k10", 3);
+    assert_at(it, "k10");
+    db_iter_seek(it, "k10x", 4);
+    assert_at(it, "k11");
+    db_iter_seek_for_prev(it, "k12x", 4);
+    assert_at(it, "k12");
+    db_iter_seek_for_prev(it, "k12", 3);
+    assert_at(it, "k12");
+    db_iter_seek(it, "k00", 3); /* below the lower bound: clamps to it */
+    assert_at(it, "k05");
+    db_iter_seek(it, "k15", 3); /* the upper bound is exclusive */
+    assert_false(db_iter_valid(it));
+    db_iter_seek(it, "k2", 2);
+    assert_false(db_iter_valid(it));
+    db_iter_seek_for_prev(it, "k99", 3);
+    assert_at(it, "k14");
+    assert_db_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
+    db_iter_free(it);
+
+    /* Unbounded both ways. */
+    assert_int_equal(db_iter_new(&it, d, 0, NULL, 0, NULL, 0), 0);
+    n = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
+        n++;
+    }
+    assert_int_equal(n, 20);
+    db_iter_seek_last(it);
+    assert_at(it, "k19");
+    db_iter_free(it);
+
+    /* Only a lower bound; a bound buffer freed by the caller is not used. */
+    char *lo = strdup("k18");
+    assert_int_equal(db_iter_new(&it, d, 0, lo, 3, NULL, 0), 0);
+    memset(lo, 'z', 3);
+    free(lo);
+    n = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
+        n++;
+    }
+    assert_int_equal(n, 2);
+    db_iter_free(it);
+    db_iter_free(NULL);
+    db_close(d);
+}
+
+static void test_multi_get(void **state)
+{
+    fixture *f = *state;
+    db *d = open_db(f, two_cfs, 2);
+    fill(f, d, 5);
+    const void *keys[4] = {"k03", "zz", "k00", "k04"};
+    size_t klens[4] = {3, 2, 3, 3};
+    buf vals[4];
+    int found[4];
+    for (int i = 0; i < 4; i++) {
+        buf_init(&vals[i]);
+    }
+    assert_db_ok(db_multi_get(d, 0, 4, keys, klens, vals, found, f->err, sizeof(f->err)), f);
+    assert_int_equal(found[0], 1);
+    assert_int_equal(found[1], 0);
+    assert_int_equal(found[2], 1);
+    assert_int_equal(found[3], 1);
+    assert_memory_equal(vals[0].data, "v03", 3);
+    assert_int_equal(vals[1].len, 0);
+    assert_memory_equal(vals[2].data, "v00", 3);
+    assert_memory_equal(vals[3].data, "v04", 3);
+    /* The other column family has none of them. */
+    assert_db_ok(db_multi_get(d, 1, 4, keys, klens, vals, found, f->err, sizeof(f->err)), f);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(found[i], 0);
+        buf_fini(&vals[i]);
+    }
+    assert_db_ok(db_multi_get(d, 0, 0, NULL, NULL, NULL, NULL, f->err, sizeof(f->err)), f);
+    db_close(d);
+}
+
+static void test_delete_range_and_compact(void **state)
+{
+    fixture *f = *state;
+    db *d = open_db(f, two_cfs, 2);
+    fill(f, d, 20);
+    db_batch *b = db_batch_new();
+    db_batch_delete_range(b, d, 0, "k05", 3, "k15", 3);
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    db_batch_free(b);
+    assert_int_equal(db_compact_range(d, 0, "k05", 3, "k15", 3), 0);
+    assert_int_equal(db_compact_range(d, 0, NULL, 0, NULL, 0), 0);
+    expect(f, d, 0, "k04", "v04");
+    expect(f, d, 0, "k05", NULL);
+    expect(f, d, 0, "k14", NULL);
+    expect(f, d, 0, "k15", "v15");
+    db_iter *it = NULL;
+    assert_int_equal(db_iter_new(&it, d, 0, NULL, 0, NULL, 0), 0);
+    int n = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
+        n++;
+    }
+    assert_db_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
+    assert_int_equal(n, 10);
+    db_iter_free(it);
+    db_close(d);
+
+    d = open_db(f, two_cfs, 2);
+    expect(f, d, 0, "k10", NULL);
+    expect(f, d, 0, "k19", "v19");
+    db_close(d);
+}
+
+static void test_second_open_sees_lock(void **state)
+{
+    fixture *f = *state;
+    db *d = open_db(f, two_cfs, 2);
+    db *d2 = (db *)1;
+    int rv = db_open(&d2, f->dir, NULL, two_cfs, 2, f->err, sizeof(f->err));
+    assert_int_equal(rv, LAPSE_EIO);
+    assert_null(d2);
+    /* The daemons print RocksDB's message, which names the LOCK file. */
+    if (strstr(f->err, "LOCK") == NULL && strstr(f->err, "lock") == NULL) {
+        fail_msg("lock error does not mention the lock: %s", f->err);
+    }
+    /* The first handle keeps working, and after close the lock is free. */
+    put1(f, d, 0, "still", "ok");
+    db_close(d);
+    d = open_db(f, two_cfs, 2);
+    expect(f, d, 0, "still", "ok");
+    db_close(d);
+}
+
+extern char **environ;
+
+/* The helper process: holds the database open until stdin reaches EOF. */
+static int hold_lock(const char *dir)
+{
+    db *d = NULL;
+    char err[512];
+    if (db_open(&d, dir, NULL, two_cfs, 2, err, sizeof(err)) != 0) {
+        fprintf(stderr, "hold: %s\n", err);
+        return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    char c;
+    while (read(0, &c, 1) > 0) {
+    }
+    db_close(d);
+    return 0;
+}
+
+static void test_lock_held_by_another_process(void **state)
+{
+    fixture *f = *state;
+    int in[2], out[2];
+    assert_int_equal(pipe(in), 0);
+    assert_int_equal(pipe(out), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    char self[512];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    assert_true(n > 0);
+    self[n] = 0;
+    char *argv[] = {self, "--hold", f->dir, NULL};
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, self, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+
+    char line[16] = "";
+    ssize_t got = read(out[0], line, sizeof(line) - 1);
+    if (got < 5 || strncmp(line, "ready", 5) != 0) {
+        close(in[1]);
+        waitpid(pid, NULL, 0);
+        fail_msg("helper process did not open the database");
+    }
+    db *d = (db *)1;
+    int rv = db_open(&d, f->dir, NULL, two_cfs, 2, f->err, sizeof(f->err));
+    close(in[1]); /* lets the helper close and exit */
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(out[0]);
+    assert_int_equal(rv, LAPSE_EIO);
+    assert_null(d);
+    if (strstr(f->err, "LOCK") == NULL && strstr(f->err, "lock") == NULL) {
+        fail_msg("lock error does not mention the lock: %s", f->err);
+    }
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* Released with the process: this open succeeds. */
+    d = open_db(f, two_cfs, 2);
+    db_close(d);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--hold") == 0) {
+        return hold_lock(argv[2]);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_dir_without_create_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_column_families_created_and_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_is_atomic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_iterator_bounds_seek_reverse, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multi_get, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_range_and_compact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_open_sees_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock_held_by_another_process, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,364 @@
+/*
+ * store_query.c: the read side of the store that walks key ranges (see
+ * store.h): Query over one partition key with a sort-key condition, Scan
+ * over one partition, and counts. Each turns its request into one key range
+ * of the items column family (itemkey.h) and pages through it with one
+ * iterator; no lock is taken.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/keycodec.h"
+#include "../common/lapse_err.h"
+#include "itemkey.h"
+#include "store_int.h"
+
+static int oom(char *err, size_t errlen)
+{
+    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+}
+
+static int buf_set(buf *dst, const void *p, size_t n)
+{
+    buf_clear(dst);
+    return buf_append(dst, p, n);
+}
+
+/* ======================================================================== */
+/* Query and scan                                                           */
+/* ======================================================================== */
+
+void store_page_fini(store_page *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        item_free(p->items[i]);
+    }
+    free(p->items);
+    item_free(p->last_key);
+    memset(p, 0, sizeof(*p));
+}
+
+static int page_push(store_page *p, size_t *cap, item *it)
+{
+    if (p->n == *cap) {
+        size_t nc = *cap == 0 ? 16 : *cap * 2;
+        item **a = realloc(p->items, nc * sizeof(*a));
+        if (a == NULL) {
+            return LAPSE_ENOMEM;
+        }
+        p->items = a;
+        *cap = nc;
+    }
+    p->items[p->n++] = it;
+    return 0;
+}
+
+/* Fills out with the items whose keys lie in [lo, hi) (hi NULL: unbounded
+ * above), in key order or reverse, up to limit items (0: no limit) and
+ * STORE_PAGE_MAX_BYTES of stored values. When the page stops with more
+ * items left in range, last_key is the key of the last item returned.
+ *
+ * Work per page: at most limit (or the byte budget's worth of) items are
+ * decoded, plus one iterator step to learn whether anything is left. */
+static int collect(store *st, const table_schema *t, const buf *lo, const buf *hi, int forward,
+                   uint32_t limit, store_page *out, char *err, size_t errlen)
+{
+    int rv = 0;
+    size_t cap = 0, bytes = 0;
+    db_iter *it = NULL;
+    memset(out, 0, sizeof(*out));
+    if (hi != NULL && itemkey_cmp(lo->data, lo->len, hi->data, hi->len) >= 0) {
+        return 0; /* empty range */
+    }
+    if ((rv = db_iter_new(&it, st->db, CF_ITEMS, lo->data, lo->len, hi ? hi->data : NULL,
+                          hi ? hi->len : 0)) != 0) {
+        return oom(err, errlen);
+    }
+    int stopped = 0;
+    for (forward ? db_iter_seek_first(it) : db_iter_seek_last(it); db_iter_valid(it);
+         forward ? db_iter_next(it) : db_iter_prev(it)) {
+        size_t vlen = 0;
+        const uint8_t *v = db_iter_value(it, &vlen);
+        item *x = NULL;
+        if ((rv = item_decode(v, vlen, &x)) != 0) {
+            store_errf(rv, err, errlen, "stored item failed to decode (%s)", lapse_strerror(rv));
+            goto fail;
+        }
+        if ((rv = page_push(out, &cap, x)) != 0) {
+            item_free(x);
+            oom(err, errlen);
+            goto fail;
+        }
+        bytes += vlen;
+        if ((limit > 0 && out->n >= limit) || bytes >= STORE_PAGE_MAX_BYTES) {
+            stopped = 1;
+            break;
+        }
+    }
+    if (stopped) {
+        /* Peek: a page that ends exactly at the range's end has no next
+         * page, so last_key stays NULL. */
+        forward ? db_iter_next(it) : db_iter_prev(it);
+        if (db_iter_valid(it) &&
+            (rv = schema_key_of(t, out->items[out->n - 1], &out->last_key)) != 0) {
+            oom(err, errlen);
+            goto fail;
+        }
+    }
+    if ((rv = db_iter_status(it, err, errlen)) != 0) {
+        goto fail;
+    }
+    db_iter_free(it);
+    return 0;
+fail:
+    db_iter_free(it);
+    store_page_fini(out);
+    return rv;
+}
+
+/* Appends to lo/hi the bounds for sort-key condition sk over the partition
+ * key's prefix P (in both on entry). */
+static int sk_bounds(const table_schema *t, const store_sk_cond *sk, buf *lo, buf *hi, int *hi_none,
+                     char *err, size_t errlen)
+{
+    int rv;
+    size_t plen = lo->len;
+    if (sk == NULL || sk->op == STORE_SK_NONE) {
+        *hi_none = itemkey_successor(hi);
+        return 0;
+    }
+    if (t->sk.name[0] == 0) {
+        return store_errf(LAPSE_EINVAL, err, errlen, "table %s has no sort key", t->name);
+    }
+    if (sk->op < STORE_SK_EQ || sk->op > STORE_SK_BEGINS_WITH) {
+        return store_errf(LAPSE_EINVAL, err, errlen, "unknown sort key operator %d", (int)sk->op);
+    }
+    int nvals = sk->op == STORE_SK_BETWEEN ? 2 : 1;
+    const attr_value *vs[2] = {sk->v1, sk->v2};
+    for (int i = 0; i < nvals; i++) {
+        if (vs[i] == NULL || vs[i]->type != t->sk.type) {
+            return store_errf(LAPSE_EINVAL, err, errlen,
+                              "sort key condition value must be of type %s",
+                              item_type_name(t->sk.type));
+        }
+    }
+    if (sk->op == STORE_SK_BEGINS_WITH && t->sk.type == ATTR_N) {
+        return store_errf(LAPSE_EINVAL, err, errlen,
+                          "begins_with is not supported on sort key \"%s\" of type N", t->sk.name);
+    }
+    /* E = P | enc(v1). Keys equal to E are exactly the items with sk == v1;
+     * E | 0x00 is the smallest key above all of them. */
+    rv = 0;
+    switch (sk->op) {
+    case STORE_SK_EQ:
+    case STORE_SK_LE:
+        if ((rv = keycodec_append(hi, sk->v1)) == 0) {
+            rv = buf_append_byte(hi, 0);
+        }
+        if (rv == 0 && sk->op == STORE_SK_EQ) {
+            rv = keycodec_append(lo, sk->v1);
+        }
+        break;
+    case STORE_SK_LT:
+        rv = keycodec_append(hi, sk->v1);
+        break;
+    case STORE_SK_GT:
+    case STORE_SK_GE:
+        if ((rv = keycodec_append(lo, sk->v1)) == 0 && sk->op == STORE_SK_GT) {
+            rv = buf_append_byte(lo, 0);
+        }
+        if (rv == 0) {
+            *hi_none = itemkey_successor(hi);
+        }
+        break;
+    case STORE_SK_BETWEEN:
+        if ((rv = keycodec_append(lo, sk->v1)) == 0 && (rv = keycodec_append(hi, sk->v2)) == 0) {
+            if (itemkey_cmp(lo->data + plen, lo->len - plen, hi->data + plen, hi->len - plen) > 0) {
+                return store_errf(LAPSE_EINVAL, err, errlen,
+                                  "BETWEEN needs its lower bound <= its upper bound");
+            }
+            rv = buf_append_byte(hi, 0);
+        }
+        break;
+    case STORE_SK_BEGINS_WITH:
+        if ((rv = keycodec_append_prefix(lo, sk->v1)) == 0 &&
+            (rv = keycodec_append_prefix(hi, sk->v1)) == 0) {
+            *hi_none = itemkey_successor(hi);
+        }
+        break;
+    default:
+        break;
+    }
+    if (rv != 0) {
+        return store_errf(rv, err, errlen, "cannot encode the sort key condition (%s)",
+                          lapse_strerror(rv));
+    }
+    return 0;
+}
+
+/* Checks an exclusive start key and encodes it into k with its partition. */
+static int start_key(const table_schema *t, const item *start, buf *k, uint32_t *part, char *err,
+                     size_t errlen)
+{
+    int rv;
+    char why[256];
+    if ((rv = schema_check_item(t, start, 1, why, sizeof(why))) != 0) {
+        return store_errf(LAPSE_EINVAL, err, errlen, "bad exclusive start key: %s", why);
+    }
+    if ((rv = itemkey_of_item(k, t, start, part)) != 0) {
+        return store_errf(rv, err, errlen, "cannot encode the exclusive start key");
+    }
+    return 0;
+}
+
+int store_query(store *st, const table_schema *t, const attr_value *pk, const store_sk_cond *sk,
+                uint32_t limit, int forward, const item *exclusive_start, store_page *out,
+                char *err, size_t errlen)
+{
+    int rv, hi_none = 0;
+    uint32_t part, spart;
+    buf lo, hi, sk_start;
+    buf_init(&lo);
+    buf_init(&hi);
+    buf_init(&sk_start);
+    memset(out, 0, sizeof(*out));
+    if (pk == NULL || pk->type != t->pk.type) {
+        rv = store_errf(LAPSE_EINVAL, err, errlen, "partition key \"%s\" must be of type %s",
+                        t->pk.name, item_type_name(t->pk.type));
+        goto out;
+    }
+    if ((pk->type == ATTR_S || pk->type == ATTR_B) && pk->u.bytes.len == 0) {
+        rv = store_errf(LAPSE_EINVAL, err, errlen, "partition key \"%s\" must not be empty",
+                        t->pk.name);
+        goto out;
+    }
+    if ((rv = itemkey_pk_prefix(&lo, t, pk, &part)) != 0) {
+        store_errf(rv, err, errlen, "cannot encode the partition key (%s)", lapse_strerror(rv));
+        goto out;
+    }
+    size_t plen = lo.len;
+    if ((rv = buf_set(&hi, lo.data, lo.len)) != 0) {
+        oom(err, errlen);
+        goto out;
+    }
+    if ((rv = sk_bounds(t, sk, &lo, &hi, &hi_none, err, errlen)) != 0) {
+        goto out;
+    }
+    if (exclusive_start != NULL) {
+        if ((rv = start_key(t, exclusive_start, &sk_start, &spart, err, errlen)) != 0) {
+            goto out;
+        }
+        if (sk_start.len < plen || memcmp(sk_start.data, lo.data, plen) != 0) {
+            rv = store_errf(LAPSE_EINVAL, err, errlen,
+                            "the exclusive start key belongs to another partition key");
+            goto out;
+        }
+        if (forward) {
+            /* Start just above the key: keys > K begin at K | 0x00. */
+            if ((rv = buf_append_byte(&sk_start, 0)) != 0) {
+                goto out;
+            }
+            if (itemkey_cmp(sk_start.data, sk_start.len, lo.data, lo.len) > 0 &&
+                (rv = buf_set(&lo, sk_start.data, sk_start.len)) != 0) {
+                goto out;
+            }
+        } else if (hi_none || itemkey_cmp(sk_start.data, sk_start.len, hi.data, hi.len) < 0) {
+            if ((rv = buf_set(&hi, sk_start.data, sk_start.len)) != 0) {
+                goto out;
+            }
+            hi_none = 0;
+        }
+    }
+    rv = collect(st, t, &lo, hi_none ? NULL : &hi, forward, limit, out, err, errlen);
+out:
+    if (rv == LAPSE_ENOMEM) {
+        oom(err, errlen);
+    }
+    buf_fini(&lo);
+    buf_fini(&hi);
+    buf_fini(&sk_start);
+    return rv;
+}
+
+int store_scan(store *st, const table_schema *t, uint32_t part, uint32_t limit,
+               const item *exclusive_start, store_page *out, char *err, size_t errlen)
+{
+    int rv;
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    memset(out, 0, sizeof(*out));
+    if (part >= t->partitions) {
+        return store_errf(LAPSE_EINVAL, err, errlen, "partition %u out of range (table has %u)",
+                          (unsigned)part, (unsigned)t->partitions);
+    }
+    if ((rv = itemkey_append_prefix(&hi, t->id, part)) != 0) {
+        goto out;
+    }
+    int hi_none = itemkey_successor(&hi);
+    if (exclusive_start != NULL) {
+        uint32_t spart = 0;
+        if ((rv = start_key(t, exclusive_start, &lo, &spart, err, errlen)) != 0) {
+            goto out;
+        }
+        if (spart != part) {
+            rv = store_errf(LAPSE_EINVAL, err, errlen,
+                            "the exclusive start key belongs to partition %u, not %u",
+                            (unsigned)spart, (unsigned)part);
+            goto out;
+        }
+        if ((rv = buf_append_byte(&lo, 0)) != 0) {
+            goto out;
+        }
+    } else if ((rv = itemkey_append_prefix(&lo, t->id, part)) != 0) {
+        goto out;
+    }
+    rv = collect(st, t, &lo, hi_none ? NULL : &hi, 1, limit, out, err, errlen);
+out:
+    if (rv == LAPSE_ENOMEM) {
+        oom(err, errlen);
+    }
+    buf_fini(&lo);
+    buf_fini(&hi);
+    return rv;
+}
+
+int store_count(store *st, uint32_t table_id, uint32_t part, uint64_t *out, char *err,
+                size_t errlen)
+{
+    buf lo, hi;
+    db_iter *it = NULL;
+    int rv;
+    *out = 0;
+    buf_init(&lo);
+    buf_init(&hi);
+    if ((rv = itemkey_append_prefix(&lo, table_id, part)) != 0 ||
+        (rv = buf_append(&hi, lo.data, lo.len)) != 0) {
+        goto out;
+    }
+    int hi_none = itemkey_successor(&hi);
+    if ((rv = db_iter_new(&it, st->db, CF_ITEMS, lo.data, lo.len, hi_none ? NULL : hi.data,
+                          hi.len)) != 0) {
+        goto out;
+    }
+    /* Visits every key of the partition: for tests and status, not requests. */
+    uint64_t n = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
+        n++;
+    }
+    if ((rv = db_iter_status(it, err, errlen)) == 0) {
+        *out = n;
+    }
+out:
+    if (rv == LAPSE_ENOMEM) {
+        oom(err, errlen);
+    }
+    db_iter_free(it);
+    buf_fini(&lo);
+    buf_fini(&hi);
+    return rv;
+}
