@@ -1,0 +1,52 @@
+/*
+ * ttl.c: DynamoDB's time-to-live rules. See ttl.h and docs/ttl.md.
+ */
+#include "ttl.h"
+
+#include <limits.h>
+
+#include "../common/number.h"
+
+/* Epoch seconds beyond this are out of range: with the offset added and
+ * converted to milliseconds they must still fit in int64_t. */
+#define TTL_MAX_EPOCH_S (INT64_MAX / 1000 / 2)
+
+const char *ttl_verdict_name(ttl_verdict v)
+{
+    static const char *const names[TTL_VERDICT_COUNT] = {"eligible", "missing", "not_a_number",
+                                                         "too_old", "out_of_range"};
+    return (v >= 0 && v < TTL_VERDICT_COUNT) ? names[v] : "unknown";
+}
+
+ttl_verdict ttl_eval(const ttl_rule *rule, const item *it, clock_wall now, int64_t *due_ms)
+{
+    const attr_value *v = item_get(it, rule->attribute);
+    if (v == NULL) {
+        return TTL_MISSING;
+    }
+    if (v->type != ATTR_N) {
+        return TTL_NOT_NUMBER;
+    }
+    number n;
+    int64_t secs;
+    if (number_parse(v->u.bytes.ptr, v->u.bytes.len, &n, NULL, 0) != 0) {
+        return TTL_NOT_NUMBER; /* cannot happen: N values are validated when set */
+    }
+    if (number_to_i64(&n, &secs) != 0) {
+        /* Too large in magnitude for int64_t: far past is too old, far future
+         * out of range. */
+        return n.neg ? TTL_TOO_OLD : TTL_OUT_OF_RANGE;
+    }
+    int64_t guard_s = (int64_t)rule->guard_years * TTL_SECONDS_PER_YEAR;
+    int64_t now_s = now.ms / 1000;
+    if (secs < now_s - guard_s) {
+        return TTL_TOO_OLD;
+    }
+    if (secs > TTL_MAX_EPOCH_S - rule->offset_s) {
+        return TTL_OUT_OF_RANGE;
+    }
+    if (due_ms != NULL) {
+        *due_ms = (secs + rule->offset_s) * 1000;
+    }
+    return TTL_ELIGIBLE;
+}

@@ -1,0 +1,60 @@
+/*
+ * ttl.h: DynamoDB's time-to-live rules, as pure functions.
+ *
+ * An item is eligible for expiry when its TTL attribute is a top-level N
+ * holding Unix epoch seconds (a fraction is truncated toward zero) that is
+ * not more than ignore_older_than_years before now (the guard against zeros,
+ * milliseconds read as seconds and other malformed values). Its due instant
+ * is (value + offset_s) seconds, at .000; it is expired when the due instant
+ * is strictly before now, read to the millisecond. An item without the
+ * attribute, or with another type, never expires.
+ *
+ * The TTL rules are documented in docs/ttl.md. Thread-safe (pure functions).
+ *
+ * Invariants:
+ *  1. ttl_eval is a function of (config, item, now) only: the store, the
+ *     scanner, reads with hide_expired and ttl-preview all call it, so they
+ *     can never disagree on what is expired.
+ */
+#ifndef LAPSE_TTL_H
+#define LAPSE_TTL_H
+
+#include <stdint.h>
+
+#include "../common/clock.h"
+#include "../common/item.h"
+#include "../common/schema.h"
+
+#define TTL_DEFAULT_GUARD_YEARS 5
+#define TTL_SECONDS_PER_YEAR 31557600LL /* 365.25 days */
+
+typedef struct ttl_rule {
+    char attribute[SCHEMA_MAX_KEY_NAME + 1]; /* "" when TTL is off */
+    int64_t offset_s;                        /* >= 0: Spanner's "column + interval" */
+    int32_t guard_years;                     /* values older than this are ignored; > 0 */
+} ttl_rule;
+
+typedef enum ttl_verdict {
+    TTL_ELIGIBLE = 0,     /* *due_ms is set */
+    TTL_MISSING = 1,      /* no such top-level attribute */
+    TTL_NOT_NUMBER = 2,   /* the attribute is not of type N */
+    TTL_TOO_OLD = 3,      /* more than guard_years before now */
+    TTL_OUT_OF_RANGE = 4, /* an N too large for epoch seconds */
+    TTL_VERDICT_COUNT = 5
+} ttl_verdict;
+
+/* Stable lowercase names for metrics labels and ttl-preview: "eligible",
+ * "missing", "not_a_number", "too_old", "out_of_range". */
+const char *ttl_verdict_name(ttl_verdict v);
+
+/* Judges it under rule at now. On TTL_ELIGIBLE, *due_ms (if non-NULL) is the
+ * due instant in epoch milliseconds. REQUIRES: rule->attribute[0] != 0. */
+ttl_verdict ttl_eval(const ttl_rule *rule, const item *it, clock_wall now, int64_t *due_ms);
+
+/* Whether an eligible item with due instant due_ms is expired at now. */
+static inline int ttl_is_expired(int64_t due_ms, clock_wall now)
+{
+    return due_ms < now.ms;
+}
+
+#endif
