@@ -1,1 +1,711 @@
-/* placeholder: being written */
+/*
+ * rpc.c: request/reply over NNG 1.5 (rpc.h). The framing, envelope and
+ * deadline rules are in docs/wire-protocol.md.
+ *
+ * Server: a pool of rep0 contexts, each driven by one aio callback (the state
+ * machine drawn in rpc.h, as NNG's demo/async/server.c), feeding a FIFO of
+ * received requests that worker threads drain. Callbacks run on NNG's task
+ * threads and never block there: they only move a context between states and
+ * push it onto the queue.
+ *
+ * Client: one req0 socket per peer, one nng_ctx and one aio per call, waited on
+ * synchronously by the calling thread.
+ */
+#include "rpc.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "wire.h"
+
+#define DEFAULT_CONTEXTS 64
+#define DEFAULT_WORKERS 4
+#define RECONNECT_MIN_MS 20
+#define RECONNECT_MAX_MS 500
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Maps an NNG error onto lapse_status. Everything that means "the peer or the
+ * socket is not there" is EUNAVAILABLE. */
+static int from_nng(int rv)
+{
+    switch (rv) {
+    case 0:
+        return LAPSE_OK;
+    case NNG_ETIMEDOUT:
+        return LAPSE_ETIMEDOUT;
+    case NNG_ENOMEM:
+        return LAPSE_ENOMEM;
+    case NNG_EMSGSIZE:
+        return LAPSE_ETOOBIG;
+    case NNG_EPROTO:
+        return LAPSE_EPROTO;
+    case NNG_EINVAL:
+    case NNG_EADDRINVAL:
+    case NNG_ENOTSUP:
+        return LAPSE_EINVAL;
+    default: /* ECLOSED, ECONNREFUSED, ECONNSHUT, ECONNRESET, EUNREACHABLE, ... */
+        return LAPSE_EUNAVAILABLE;
+    }
+}
+
+void rpc_set_error(Lapse__Response *resp, arena *a, int code, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+
+    resp->status = (Lapse__Status)code;
+    resp->message = (char *)"";
+    if (n < 0) {
+        return;
+    }
+    if ((size_t)n < sizeof small) {
+        char *m = arena_strndup(a, small, (size_t)n);
+        if (m != NULL) {
+            resp->message = m;
+        }
+        return;
+    }
+    char *m = arena_alloc(a, (size_t)n + 1);
+    if (m == NULL) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(m, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    resp->message = m;
+}
+
+/* ===================================================================== */
+/* Server                                                                 */
+/* ===================================================================== */
+
+typedef enum srv_state {
+    SRV_INIT,   /* not started yet */
+    SRV_RECV,   /* nng_ctx_recv pending */
+    SRV_QUEUED, /* request received, waiting for (or held by) a worker */
+    SRV_SEND    /* nng_ctx_send of the reply pending */
+} srv_state;
+
+typedef struct srv_ctx {
+    rpc_server *srv;
+    srv_state state; /* written by whoever owns the context in that state */
+    nng_aio *aio;    /* owned; its callback is srv_ctx_cb */
+    nng_ctx ctx;
+    int ctx_open;
+    nng_msg *req;         /* the received request, owned while SRV_QUEUED */
+    clock_mono arrived;   /* when req arrived: the start of its deadline */
+    struct srv_ctx *next; /* link in the work queue */
+} srv_ctx;
+
+struct rpc_server {
+    nng_socket sock;
+    int sock_open;
+    rpc_handler handler;
+    void *arg;
+    srv_ctx *ctxs; /* owned array of nctx */
+    int nctx;
+    pthread_t *workers; /* owned array; nworkers of them were started */
+    int nworkers;
+
+    pthread_mutex_t mu; /* guards the queue and closing */
+    pthread_cond_t cv;  /* signalled when the queue grows or closing is set */
+    int sync_init;      /* mu and cv initialized */
+    srv_ctx *head;      /* FIFO of SRV_QUEUED contexts */
+    srv_ctx *tail;
+    int closing;
+};
+
+static void srv_recv(srv_ctx *c)
+{
+    c->state = SRV_RECV;
+    nng_ctx_recv(c->ctx, c->aio);
+}
+
+static int nng_stopping(int rv)
+{
+    return rv == NNG_ECLOSED || rv == NNG_ECANCELED;
+}
+
+static void srv_ctx_cb(void *arg)
+{
+    srv_ctx *c = arg;
+    rpc_server *s = c->srv;
+    int rv;
+
+    switch (c->state) {
+    case SRV_INIT:
+        srv_recv(c);
+        break;
+    case SRV_RECV:
+        if ((rv = nng_aio_result(c->aio)) != 0) {
+            if (nng_stopping(rv)) {
+                return;
+            }
+            log_warn("rpc: receive failed: %s", nng_strerror(rv));
+            srv_recv(c);
+            return;
+        }
+        c->req = nng_aio_get_msg(c->aio);
+        nng_aio_set_msg(c->aio, NULL);
+        c->arrived = clock_mono_now();
+        pthread_mutex_lock(&s->mu);
+        if (s->closing) {
+            pthread_mutex_unlock(&s->mu);
+            nng_msg_free(c->req);
+            c->req = NULL;
+            return;
+        }
+        c->state = SRV_QUEUED;
+        c->next = NULL;
+        if (s->tail != NULL) {
+            s->tail->next = c;
+        } else {
+            s->head = c;
+        }
+        s->tail = c;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        break;
+    case SRV_SEND:
+        if ((rv = nng_aio_result(c->aio)) != 0) {
+            /* A failed send leaves the message with us. */
+            nng_msg_free(nng_aio_get_msg(c->aio));
+            nng_aio_set_msg(c->aio, NULL);
+            if (nng_stopping(rv)) {
+                return;
+            }
+            log_warn("rpc: reply send failed: %s", nng_strerror(rv));
+        } else {
+            nng_aio_set_msg(c->aio, NULL); /* the socket owns it now */
+        }
+        srv_recv(c);
+        break;
+    case SRV_QUEUED:
+    default:
+        assert(!"rpc: aio completion while queued");
+        break;
+    }
+}
+
+/* Packs resp into a new message. A reply over the size limit is replaced by
+ * an ETOOBIG reply. Returns NULL on OOM. */
+static nng_msg *pack_reply(Lapse__Response *resp, arena *a)
+{
+    if (resp->message == NULL) {
+        resp->message = (char *)"";
+    }
+    size_t n = lapse__response__get_packed_size(resp);
+    if (n > RPC_MAX_MESSAGE_BYTES) {
+        uint64_t pmv = resp->pmap_version;
+        Lapse__Response small = LAPSE__RESPONSE__INIT;
+        small.pmap_version = pmv;
+        rpc_set_error(&small, a, LAPSE_ETOOBIG, "reply of %zu bytes exceeds the %u-byte limit", n,
+                      (unsigned)RPC_MAX_MESSAGE_BYTES);
+        *resp = small;
+        n = lapse__response__get_packed_size(resp);
+    }
+    nng_msg *m;
+    if (nng_msg_alloc(&m, n) != 0) {
+        return NULL;
+    }
+    lapse__response__pack(resp, nng_msg_body(m));
+    return m;
+}
+
+/* Decodes and checks the request in c->req, runs the handler and sends the
+ * reply. Called on a worker thread; the context is SRV_QUEUED on entry. */
+static void srv_serve(rpc_server *s, srv_ctx *c)
+{
+    nng_msg *in = c->req;
+    c->req = NULL;
+    const void *data = nng_msg_body(in);
+    size_t len = nng_msg_len(in);
+
+    arena a;
+    arena_init(&a);
+    Lapse__Response resp = LAPSE__RESPONSE__INIT;
+    Lapse__Request *req = NULL;
+
+    if (wire_check_nesting(&lapse__request__descriptor, data, len, WIRE_MAX_NESTING) != 0 ||
+        (req = lapse__request__unpack(NULL, len, data)) == NULL) {
+        rpc_set_error(&resp, &a, LAPSE_EPROTO, "malformed request (%zu bytes)", len);
+    } else if (req->version != RPC_PROTOCOL_VERSION) {
+        rpc_set_error(&resp, &a, LAPSE_EPROTO,
+                      "protocol version %u not supported (this server: %d)", (unsigned)req->version,
+                      RPC_PROTOCOL_VERSION);
+    } else if (req->body_case == LAPSE__REQUEST__BODY__NOT_SET) {
+        rpc_set_error(&resp, &a, LAPSE_EPROTO, "request has no call in its body");
+    } else {
+        int64_t budget_ms =
+            req->timeout_ms != 0 ? (int64_t)req->timeout_ms : RPC_DEFAULT_TIMEOUT_MS;
+        int64_t deadline_ms = c->arrived.ms + budget_ms;
+        if (clock_mono_now().ms >= deadline_ms) {
+            rpc_set_error(&resp, &a, LAPSE_ETIMEDOUT,
+                          "deadline of %lld ms passed before the request was served",
+                          (long long)budget_ms);
+        } else {
+            s->handler(s->arg, req, &resp, &a, deadline_ms);
+        }
+    }
+
+    nng_msg *out = pack_reply(&resp, &a);
+    lapse__request__free_unpacked(req, NULL);
+    arena_fini(&a);
+    nng_msg_free(in);
+
+    if (out == NULL) {
+        /* Out of memory: drop the request; the caller times out. */
+        log_error("rpc: out of memory packing a reply; request dropped");
+        srv_recv(c);
+        return;
+    }
+    nng_aio_set_msg(c->aio, out);
+    c->state = SRV_SEND;
+    nng_ctx_send(c->ctx, c->aio);
+}
+
+static void *srv_worker(void *arg)
+{
+    rpc_server *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->closing && s->head == NULL) {
+            pthread_cond_wait(&s->cv, &s->mu);
+        }
+        if (s->closing) {
+            pthread_mutex_unlock(&s->mu);
+            return NULL;
+        }
+        srv_ctx *c = s->head;
+        s->head = c->next;
+        if (s->head == NULL) {
+            s->tail = NULL;
+        }
+        c->next = NULL;
+        pthread_mutex_unlock(&s->mu);
+        srv_serve(s, c);
+    }
+}
+
+int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options *opt,
+                    rpc_handler handler, void *arg, char *err, size_t errlen)
+{
+    int rv;
+    int code;
+    nng_listener l;
+
+    *out = NULL;
+    rpc_server *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    s->handler = handler;
+    s->arg = arg;
+    s->nctx = (opt != NULL && opt->contexts > 0) ? opt->contexts : DEFAULT_CONTEXTS;
+    int want_workers = (opt != NULL && opt->workers > 0) ? opt->workers : DEFAULT_WORKERS;
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        free(s);
+        set_err(err, errlen, "pthread_mutex_init failed");
+        return LAPSE_ENOMEM;
+    }
+    if (pthread_cond_init(&s->cv, NULL) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        set_err(err, errlen, "pthread_cond_init failed");
+        return LAPSE_ENOMEM;
+    }
+    s->sync_init = 1;
+
+    if ((rv = nng_rep0_open(&s->sock)) != 0) {
+        code = from_nng(rv);
+        set_err(err, errlen, "nng_rep0_open: %s", nng_strerror(rv));
+        goto fail;
+    }
+    s->sock_open = 1;
+    if ((rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES)) != 0) {
+        code = from_nng(rv);
+        set_err(err, errlen, "set recv-size-max: %s", nng_strerror(rv));
+        goto fail;
+    }
+
+    code = LAPSE_ENOMEM;
+    if ((s->ctxs = calloc((size_t)s->nctx, sizeof *s->ctxs)) == NULL ||
+        (s->workers = calloc((size_t)want_workers, sizeof *s->workers)) == NULL) {
+        set_err(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < s->nctx; i++) {
+        srv_ctx *c = &s->ctxs[i];
+        c->srv = s;
+        c->state = SRV_INIT;
+        if ((rv = nng_aio_alloc(&c->aio, srv_ctx_cb, c)) != 0 ||
+            (rv = nng_ctx_open(&c->ctx, s->sock)) != 0) {
+            code = from_nng(rv);
+            set_err(err, errlen, "nng context: %s", nng_strerror(rv));
+            goto fail;
+        }
+        c->ctx_open = 1;
+    }
+    for (int i = 0; i < want_workers; i++) {
+        if (pthread_create(&s->workers[i], NULL, srv_worker, s) != 0) {
+            set_err(err, errlen, "pthread_create failed");
+            goto fail;
+        }
+        s->nworkers++;
+    }
+
+    if ((rv = nng_listener_create(&l, s->sock, url)) != 0) {
+        code = (rv == NNG_ENOMEM) ? LAPSE_ENOMEM : LAPSE_EINVAL;
+        set_err(err, errlen, "bad listen address %s: %s", url, nng_strerror(rv));
+        goto fail;
+    }
+    (void)nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES);
+    if ((rv = nng_listener_start(l, 0)) != 0) {
+        if (rv == NNG_EADDRINUSE) {
+            code = LAPSE_EUNAVAILABLE;
+            set_err(err, errlen, "address in use: %s", url);
+        } else {
+            code = from_nng(rv);
+            if (code == LAPSE_ETIMEDOUT) {
+                code = LAPSE_EUNAVAILABLE;
+            }
+            set_err(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
+        }
+        goto fail;
+    }
+
+    for (int i = 0; i < s->nctx; i++) {
+        srv_ctx_cb(&s->ctxs[i]); /* SRV_INIT: post the first receive */
+    }
+    *out = s;
+    return 0;
+
+fail:
+    rpc_server_close(s);
+    return code;
+}
+
+void rpc_server_close(rpc_server *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    if (s->sync_init) {
+        pthread_mutex_lock(&s->mu);
+        s->closing = 1;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    /* Stop receiving: pending receives and sends complete with ECLOSED and
+     * their callbacks do not re-arm. */
+    if (s->sock_open) {
+        nng_close(s->sock);
+    }
+    /* Wait for running handlers; a reply sent after the close fails with
+     * ECLOSED and its callback frees the message. */
+    for (int i = 0; i < s->nworkers; i++) {
+        pthread_join(s->workers[i], NULL);
+    }
+    if (s->ctxs != NULL) {
+        for (int i = 0; i < s->nctx; i++) {
+            if (s->ctxs[i].aio != NULL) {
+                nng_aio_stop(s->ctxs[i].aio);
+            }
+        }
+        /* Nothing runs now. Free requests still queued, then the contexts. */
+        for (int i = 0; i < s->nctx; i++) {
+            srv_ctx *c = &s->ctxs[i];
+            if (c->req != NULL) {
+                nng_msg_free(c->req);
+                c->req = NULL;
+            }
+            if (c->aio != NULL) {
+                if (c->ctx_open) {
+                    (void)nng_ctx_close(c->ctx);
+                }
+                nng_aio_free(c->aio);
+            }
+        }
+    }
+    if (s->sync_init) {
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->mu);
+    }
+    free(s->ctxs);
+    free(s->workers);
+    free(s);
+}
+
+/* ===================================================================== */
+/* Client                                                                 */
+/* ===================================================================== */
+
+struct rpc_client {
+    nng_socket sock;
+    int sock_open;
+    char *url; /* owned */
+};
+
+int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
+{
+    int rv;
+    int code;
+    nng_dialer d;
+
+    *out = NULL;
+    rpc_client *c = calloc(1, sizeof *c);
+    if (c == NULL || (c->url = strdup(url)) == NULL) {
+        free(c);
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    if ((rv = nng_req0_open(&c->sock)) != 0) {
+        code = from_nng(rv);
+        set_err(err, errlen, "nng_req0_open: %s", nng_strerror(rv));
+        goto fail;
+    }
+    c->sock_open = 1;
+    /* NNG_DURATION_INFINITE: req0 schedules its resend timer only for a
+     * positive resend time, so requests are never resent on a timer. */
+    if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
+        (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES)) != 0 ||
+        (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS)) != 0 ||
+        (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS)) != 0) {
+        code = from_nng(rv);
+        set_err(err, errlen, "socket options: %s", nng_strerror(rv));
+        goto fail;
+    }
+    if ((rv = nng_dialer_create(&d, c->sock, url)) != 0) {
+        code = (rv == NNG_ENOMEM) ? LAPSE_ENOMEM : LAPSE_EINVAL;
+        set_err(err, errlen, "bad address %s: %s", url, nng_strerror(rv));
+        goto fail;
+    }
+    (void)nng_dialer_set_ms(d, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS);
+    (void)nng_dialer_set_ms(d, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS);
+    (void)nng_dialer_set_size(d, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES);
+    /* Non-blocking: the dialer keeps retrying in the background and calls
+     * made meanwhile wait in the socket's send queue. */
+    if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
+        code = from_nng(rv);
+        if (code != LAPSE_ENOMEM) {
+            code = LAPSE_EINVAL;
+        }
+        set_err(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
+        goto fail;
+    }
+    *out = c;
+    return 0;
+
+fail:
+    rpc_client_close(c);
+    return code;
+}
+
+void rpc_client_close(rpc_client *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    if (c->sock_open) {
+        nng_close(c->sock);
+    }
+    free(c->url);
+    free(c);
+}
+
+const char *rpc_client_url(const rpc_client *c)
+{
+    return c->url;
+}
+
+/* Sends m (always consumed) on a fresh context and waits for the reply until
+ * timeout_ms from now. On success the caller frees *reply with nng_msg_free. */
+static int roundtrip(rpc_client *c, nng_msg *m, int timeout_ms, nng_msg **reply, char *err,
+                     size_t errlen)
+{
+    nng_ctx ctx;
+    nng_aio *aio = NULL;
+    int rv;
+    int code;
+    clock_mono deadline = clock_mono_after_ms(timeout_ms);
+
+    *reply = NULL;
+    if ((rv = nng_ctx_open(&ctx, c->sock)) != 0) {
+        nng_msg_free(m);
+        code = from_nng(rv);
+        set_err(err, errlen, "%s: %s", c->url, nng_strerror(rv));
+        return code;
+    }
+    (void)nng_ctx_set_ms(ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
+        nng_msg_free(m);
+        goto fail;
+    }
+
+    nng_aio_set_timeout(aio, timeout_ms);
+    nng_aio_set_msg(aio, m);
+    nng_ctx_send(ctx, aio);
+    nng_aio_wait(aio);
+    if ((rv = nng_aio_result(aio)) != 0) {
+        nng_msg_free(nng_aio_get_msg(aio)); /* a failed send leaves it with us */
+        goto fail;
+    }
+
+    int64_t left = clock_mono_remaining_ms(deadline);
+    if (left <= 0) {
+        rv = NNG_ETIMEDOUT;
+        goto fail;
+    }
+    nng_aio_set_timeout(aio, (nng_duration)left);
+    nng_ctx_recv(ctx, aio);
+    nng_aio_wait(aio);
+    if ((rv = nng_aio_result(aio)) != 0) {
+        goto fail;
+    }
+    *reply = nng_aio_get_msg(aio);
+    nng_aio_free(aio);
+    (void)nng_ctx_close(ctx);
+    return 0;
+
+fail:
+    code = from_nng(rv);
+    if (code == LAPSE_EINVAL) {
+        code = LAPSE_EUNAVAILABLE;
+    }
+    if (rv == NNG_ETIMEDOUT) {
+        set_err(err, errlen, "%s: no reply within %d ms", c->url, timeout_ms);
+    } else {
+        set_err(err, errlen, "%s: %s", c->url, nng_strerror(rv));
+    }
+    nng_aio_free(aio);
+    (void)nng_ctx_close(ctx);
+    return code;
+}
+
+int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp, char *err,
+             size_t errlen)
+{
+    int rv;
+    nng_msg *m;
+    nng_msg *reply;
+
+    *resp = NULL;
+    if (timeout_ms <= 0) {
+        timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
+    }
+    req->version = RPC_PROTOCOL_VERSION;
+    req->timeout_ms = (uint32_t)timeout_ms;
+    size_t n = lapse__request__get_packed_size(req);
+    if (n > RPC_MAX_MESSAGE_BYTES) {
+        set_err(err, errlen, "request of %zu bytes exceeds the %u-byte limit", n,
+                (unsigned)RPC_MAX_MESSAGE_BYTES);
+        return LAPSE_ETOOBIG;
+    }
+    if (nng_msg_alloc(&m, n) != 0) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    lapse__request__pack(req, nng_msg_body(m));
+    if ((rv = roundtrip(c, m, timeout_ms, &reply, err, errlen)) != 0) {
+        return rv;
+    }
+
+    const void *data = nng_msg_body(reply);
+    size_t len = nng_msg_len(reply);
+    Lapse__Response *r = NULL;
+    if (wire_check_nesting(&lapse__response__descriptor, data, len, WIRE_MAX_NESTING) == 0) {
+        r = lapse__response__unpack(NULL, len, data);
+    }
+    nng_msg_free(reply);
+    if (r == NULL) {
+        set_err(err, errlen, "%s: undecodable reply (%zu bytes)", c->url, len);
+        return LAPSE_EPROTO;
+    }
+    int status = wire_status_from_pb((int)r->status);
+    if (status != LAPSE_OK) {
+        if ((int)r->status != status) {
+            set_err(err, errlen, "%s: unknown status %d in reply: %s", c->url, (int)r->status,
+                    r->message != NULL ? r->message : "");
+        } else {
+            set_err(err, errlen, "%s", r->message != NULL ? r->message : "");
+        }
+    }
+    *resp = r;
+    return status;
+}
+
+void rpc_response_free(Lapse__Response *resp)
+{
+    if (resp != NULL) {
+        lapse__response__free_unpacked(resp, NULL);
+    }
+}
+
+int rpc_call_raw(rpc_client *c, const void *data, size_t len, int timeout_ms, void **reply,
+                 size_t *reply_len, char *err, size_t errlen)
+{
+    int rv;
+    nng_msg *m;
+    nng_msg *r;
+
+    *reply = NULL;
+    *reply_len = 0;
+    if (timeout_ms <= 0) {
+        timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
+    }
+    if (len > RPC_MAX_MESSAGE_BYTES) {
+        set_err(err, errlen, "message of %zu bytes exceeds the %u-byte limit", len,
+                (unsigned)RPC_MAX_MESSAGE_BYTES);
+        return LAPSE_ETOOBIG;
+    }
+    if (nng_msg_alloc(&m, len) != 0) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    if (len > 0) {
+        memcpy(nng_msg_body(m), data, len);
+    }
+    if ((rv = roundtrip(c, m, timeout_ms, &r, err, errlen)) != 0) {
+        return rv;
+    }
+    size_t n = nng_msg_len(r);
+    void *copy = malloc(n > 0 ? n : 1);
+    if (copy == NULL) {
+        nng_msg_free(r);
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    memcpy(copy, nng_msg_body(r), n);
+    nng_msg_free(r);
+    *reply = copy;
+    *reply_len = n;
+    return 0;
+}

@@ -63,7 +63,9 @@ typedef struct rpc_server_options {
  * with a reason in err. */
 int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options *opt,
                     rpc_handler handler, void *arg, char *err, size_t errlen);
-void rpc_server_close(rpc_server *s); /* accepts NULL */
+/* Closes the socket, waits for running handlers, frees s. Accepts NULL.
+ * REQUIRES: not called from a handler (it would wait for itself). */
+void rpc_server_close(rpc_server *s);
 
 /* Sets resp's status and message (copied into a). Helper for handlers. */
 void rpc_set_error(Lapse__Response *resp, arena *a, int code, const char *fmt, ...)
@@ -77,7 +79,7 @@ const char *rpc_client_url(const rpc_client *c);
 
 /*
  * Sends req (its version and timeout_ms are filled in here) and waits up to
- * timeout_ms for the reply. Returns:
+ * timeout_ms (<= 0: RPC_DEFAULT_TIMEOUT_MS) for the reply. Returns:
  *  - a transport error (LAPSE_ETIMEDOUT, LAPSE_EUNAVAILABLE, LAPSE_EPROTO for
  *    an undecodable reply, LAPSE_ETOOBIG for a request over
  *    RPC_MAX_MESSAGE_BYTES) with *resp = NULL; or

@@ -19,7 +19,29 @@
 #include "../partition/pmap.h"
 #include "lapse.pb-c.h"
 
-/* To protobuf: return trees allocated from a, or NULL on OOM. */
+/* Limits on a decoded partition map, so a hostile map cannot make decoding
+ * quadratic (node and table lookups are linear scans). */
+#define WIRE_MAX_NODES 1024
+#define WIRE_MAX_TABLES 4096
+
+/* Nesting of protobuf messages accepted from the wire: the envelope and call
+ * (a few levels) plus ITEM_MAX_DEPTH levels of M values, three messages each
+ * (AttributeValue, MapValue, Attribute). */
+#define WIRE_MAX_NESTING (3 * ITEM_MAX_DEPTH + 16)
+
+/*
+ * Checks, without unpacking, that data is well-framed protobuf of message
+ * type desc whose submessages nest at most max_depth levels (the top level
+ * counts as 1). protobuf-c's unpacker and free_unpacked recurse without a
+ * limit, so every message from the network passes this first.
+ * Returns 0, or LAPSE_EPROTO when too deep or badly framed.
+ */
+int wire_check_nesting(const ProtobufCMessageDescriptor *desc, const void *data, size_t len,
+                       int max_depth);
+
+/* To protobuf: return trees allocated from a (every string and byte array is
+ * copied into a, so the tree does not borrow from the source), or NULL on
+ * OOM. */
 Lapse__AttributeValue *wire_value_to_pb(arena *a, const attr_value *v);
 Lapse__Item *wire_item_to_pb(arena *a, const item *it);
 Lapse__TableSchema *wire_schema_to_pb(arena *a, const table_schema *t);
@@ -28,13 +50,23 @@ Lapse__PartitionMap *wire_pmap_to_pb(arena *a, const pmap *pm);
 
 /* From protobuf: return 0, LAPSE_EINVAL (with a reason in err) or
  * LAPSE_ENOMEM. On success the caller owns the result. */
-int wire_value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, char *err,
-                       size_t errlen);
+int wire_value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, char *err, size_t errlen);
 int wire_item_from_pb(const Lapse__Item *pb, item **out, char *err, size_t errlen);
-int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *err,
-                        size_t errlen);
-/* Adds the table to pm (pmap_add_table_assigned). */
+/* Structural checks only (names fit and are non-empty, key types S/N/B, a
+ * sort key either absent or complete): partitions may be 0 and the table name
+ * is not checked against the naming rules, so a caller that needs a complete
+ * schema (CreateTable after applying defaults) runs schema_validate itself.
+ * On error *out is unspecified. */
+int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *err, size_t errlen);
+/* Adds the table to pm (pmap_add_table_assigned) after checking that its
+ * schema passes schema_validate, has an id, is new in pm (name and id), and
+ * that it has exactly schema.partitions replica lists, each of 1 to
+ * PMAP_MAX_REPLICAS distinct ids of nodes already in pm. On error pm is
+ * unchanged. */
 int wire_table_from_pb(const Lapse__TableMap *pb, pmap *pm, char *err, size_t errlen);
+/* Node ids non-zero and unique, addresses shorter than PMAP_MAX_ADDR, states
+ * UP or DOWN, at most WIRE_MAX_NODES nodes and WIRE_MAX_TABLES tables, each
+ * table as wire_table_from_pb. The result passes pmap_check. */
 int wire_pmap_from_pb(const Lapse__PartitionMap *pb, pmap **out, char *err, size_t errlen);
 
 /* lapse_status <-> Lapse__Status: identical numbers; out-of-range values
