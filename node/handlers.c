@@ -1,0 +1,254 @@
+/*
+ * handlers.c: dispatch and the shared steps of item calls (handlers.h).
+ */
+#include "handlers.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../common/schema.h"
+#include "../partition/hash.h"
+#include "../rpc/wire.h"
+
+/* ------------------------------------------------------------------------ */
+/* Shared steps                                                              */
+/* ------------------------------------------------------------------------ */
+
+int handlers_need_body(handlers_ctx *c, const void *body)
+{
+    if (body != NULL) {
+        return 0;
+    }
+    rpc_set_error(c->resp, c->a, LAPSE_EPROTO, "request body is empty");
+    return LAPSE_EPROTO;
+}
+
+int handlers_find_table(handlers_ctx *c, const char *name)
+{
+    node_server *ns = c->ns;
+    if (name == NULL || name[0] == 0) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "table name is required");
+        return LAPSE_EINVAL;
+    }
+    c->map = maps_acquire(ns);
+    c->table = pmap_table_find(c->map->pm, name);
+    if (c->table == NULL || c->req->pmap_version > c->map->pm->version) {
+        /* Our map may be behind the caller's or the coordinator's: refresh
+         * once, bounded by the request's deadline and rate-limited. No map
+         * reference is held across the refresh (maps.h invariant 3). */
+        char err[256] = "";
+        maps_release(c->map);
+        c->map = NULL;
+        c->table = NULL;
+        int rv = maps_refresh(ns, c->deadline_mono_ms, 1, err, sizeof(err));
+        if (rv != 0) {
+            log_debug("map refresh for table \"%s\" failed: %s: %s", name, lapse_strerror(rv), err);
+        }
+        c->map = maps_acquire(ns);
+        c->table = pmap_table_find(c->map->pm, name);
+    }
+    c->resp->pmap_version = c->map->pm->version;
+    if (c->table == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOTFOUND, "table \"%s\" does not exist", name);
+        return LAPSE_ENOTFOUND;
+    }
+    return 0;
+}
+
+int handlers_item_from_pb(handlers_ctx *c, const Lapse__Item *pb, int key_only, const char *what,
+                          item **out)
+{
+    char err[512] = "";
+    *out = NULL;
+    if (pb == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "%s is required", what);
+        return LAPSE_EINVAL;
+    }
+    int rv = wire_item_from_pb(pb, out, err, sizeof(err));
+    if (rv != 0) {
+        rpc_set_error(c->resp, c->a, rv, "%s: %s", what, err[0] ? err : lapse_strerror(rv));
+        return rv;
+    }
+    if ((rv = schema_check_item(&c->table->schema, *out, key_only, err, sizeof(err))) != 0) {
+        rpc_set_error(c->resp, c->a, rv, "%s: %s", what, err[0] ? err : lapse_strerror(rv));
+        item_free(*out);
+        *out = NULL;
+        return rv;
+    }
+    return 0;
+}
+
+int handlers_partition_of(handlers_ctx *c, const item *it, uint32_t *part)
+{
+    const table_schema *t = &c->table->schema;
+    const attr_value *pk = item_get(it, t->pk.name);
+    if (pk == NULL) {
+        /* schema_check_item ran before: it cannot be missing. */
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition key \"%s\" is missing", t->pk.name);
+        return LAPSE_EINVAL;
+    }
+    int rv = hash_partition(pk, t->partitions, part);
+    if (rv != 0) {
+        rpc_set_error(c->resp, c->a, rv, "partition key \"%s\": %s", t->pk.name,
+                      lapse_strerror(rv));
+    }
+    return rv;
+}
+
+int handlers_owns(const handlers_ctx *c, uint32_t part)
+{
+    return pmap_owner(c->table, part) == c->ns->id;
+}
+
+int handlers_wrong_node(handlers_ctx *c, uint32_t part)
+{
+    rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE, "partition %u of table %s is owned by node %u",
+                  part, c->table->schema.name, pmap_owner(c->table, part));
+    return LAPSE_EWRONGNODE;
+}
+
+int handlers_route(handlers_ctx *c, const item *it, uint32_t *part)
+{
+    int rv = handlers_partition_of(c, it, part);
+    if (rv != 0) {
+        return rv;
+    }
+    return handlers_owns(c, *part) ? 0 : handlers_wrong_node(c, *part);
+}
+
+int handlers_route_pk(handlers_ctx *c, const attr_value *pk, uint32_t *part)
+{
+    const table_schema *t = &c->table->schema;
+    int rv = hash_partition(pk, t->partitions, part);
+    if (rv != 0) {
+        rpc_set_error(c->resp, c->a, rv, "partition key \"%s\": %s", t->pk.name,
+                      lapse_strerror(rv));
+        return rv;
+    }
+    return handlers_owns(c, *part) ? 0 : handlers_wrong_node(c, *part);
+}
+
+int handlers_cond_from_pb(handlers_ctx *c, const Lapse__Condition *pb, store_cond *cond,
+                          attr_value *value_out)
+{
+    memset(cond, 0, sizeof(*cond));
+    if (pb == NULL || pb->kind == LAPSE__CONDITION__KIND__NONE) {
+        return 0;
+    }
+    if (pb->attribute == NULL || pb->attribute[0] == 0) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "condition: attribute name is required");
+        return LAPSE_EINVAL;
+    }
+    cond->attr = pb->attribute;
+    switch (pb->kind) {
+    case LAPSE__CONDITION__KIND__ATTRIBUTE_NOT_EXISTS:
+        cond->kind = STORE_COND_NOT_EXISTS;
+        return 0;
+    case LAPSE__CONDITION__KIND__ATTRIBUTE_EXISTS:
+        cond->kind = STORE_COND_EXISTS;
+        return 0;
+    case LAPSE__CONDITION__KIND__ATTRIBUTE_EQUALS: {
+        char err[256] = "";
+        if (pb->value == NULL) {
+            rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "condition: attribute_equals needs a value");
+            return LAPSE_EINVAL;
+        }
+        int rv = wire_value_from_pb(pb->value, value_out, err, sizeof(err));
+        if (rv != 0) {
+            rpc_set_error(c->resp, c->a, rv, "condition value: %s", err);
+            return rv;
+        }
+        cond->kind = STORE_COND_EQUALS;
+        cond->value = value_out;
+        return 0;
+    }
+    default:
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "condition: unknown kind %d", (int)pb->kind);
+        return LAPSE_EINVAL;
+    }
+}
+
+void handlers_store_error(handlers_ctx *c, int rv, const char *err)
+{
+    if (rv == LAPSE_ECONDITION && (err == NULL || err[0] == 0)) {
+        err = "the conditional request failed";
+    }
+    if (rv == LAPSE_EIO || rv == LAPSE_ECORRUPT || rv == LAPSE_EINTERNAL) {
+        log_error("table \"%s\": store failed: %s: %s", c->table->schema.name, lapse_strerror(rv),
+                  err != NULL ? err : "");
+    }
+    rpc_set_error(c->resp, c->a, rv, "%s", err != NULL && err[0] ? err : lapse_strerror(rv));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void push_partition_map(handlers_ctx *c)
+{
+    char err[256] = "";
+    const Lapse__PushPartitionMapRequest *body = c->req->push_partition_map;
+    int applied = 0;
+    int rv = maps_apply_pb(c->ns, body != NULL ? body->map : NULL, &applied, err, sizeof(err));
+    if (rv != 0) {
+        rpc_set_error(c->resp, c->a, rv, "push_partition_map: %s", err);
+        return;
+    }
+    Lapse__PushPartitionMapResponse *out = arena_alloc(c->a, sizeof(*out));
+    if (out == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__push_partition_map_response__init(out);
+    c->resp->body_case = LAPSE__RESPONSE__BODY_PUSH_PARTITION_MAP;
+    c->resp->push_partition_map = out;
+}
+
+void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
+                    int64_t deadline_mono_ms)
+{
+    handlers_ctx c = {
+        .ns = arg, .req = req, .resp = resp, .a = a, .deadline_mono_ms = deadline_mono_ms};
+    switch (req->body_case) {
+    case LAPSE__REQUEST__BODY_PUT_ITEM:
+        writes_put(&c);
+        break;
+    case LAPSE__REQUEST__BODY_DELETE_ITEM:
+        writes_delete(&c);
+        break;
+    case LAPSE__REQUEST__BODY_UPDATE_ITEM:
+        writes_update(&c);
+        break;
+    case LAPSE__REQUEST__BODY_BATCH_WRITE:
+        writes_batch(&c);
+        break;
+    case LAPSE__REQUEST__BODY_GET_ITEM:
+        reads_get(&c);
+        break;
+    case LAPSE__REQUEST__BODY_QUERY:
+        reads_query(&c);
+        break;
+    case LAPSE__REQUEST__BODY_SCAN:
+        reads_scan(&c);
+        break;
+    case LAPSE__REQUEST__BODY_PUSH_PARTITION_MAP:
+        push_partition_map(&c);
+        break;
+    case LAPSE__REQUEST__BODY__NOT_SET:
+        rpc_set_error(resp, a, LAPSE_EPROTO, "request has no body");
+        break;
+    default:
+        rpc_set_error(resp, a, LAPSE_EINVAL, "not a node call");
+        break;
+    }
+    /* Invariant 1: the version the call was routed by, else the current. */
+    if (c.map != NULL) {
+        resp->pmap_version = c.map->pm->version;
+        maps_release(c.map);
+    } else {
+        resp->pmap_version = maps_version(c.ns);
+    }
+}

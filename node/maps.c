@@ -1,0 +1,405 @@
+/*
+ * maps.c: the node's partition map (contract in maps.h). The persisted form
+ * is the packed Lapse__PartitionMap in store meta NODE_META_PMAP
+ * (docs/node.md).
+ */
+#include "maps.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/arena.h"
+#include "../common/buf.h"
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../rpc/wire.h"
+
+/* ------------------------------------------------------------------------ */
+/* References                                                                */
+/* ------------------------------------------------------------------------ */
+
+static node_map *map_wrap(pmap *pm)
+{
+    node_map *m = malloc(sizeof(*m));
+    if (m == NULL) {
+        return NULL;
+    }
+    m->pm = pm;
+    atomic_init(&m->refs, 1);
+    return m;
+}
+
+node_map *maps_acquire(node_server *ns)
+{
+    pthread_rwlock_rdlock(&ns->map_lock);
+    node_map *m = ns->map;
+    atomic_fetch_add(&m->refs, 1);
+    pthread_rwlock_unlock(&ns->map_lock);
+    return m;
+}
+
+void maps_release(node_map *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    if (atomic_fetch_sub(&m->refs, 1) == 1) {
+        pmap_free(m->pm);
+        free(m);
+    }
+}
+
+uint64_t maps_version(node_server *ns)
+{
+    node_map *m = maps_acquire(ns);
+    uint64_t v = m->pm->version;
+    maps_release(m);
+    return v;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Persistence                                                               */
+/* ------------------------------------------------------------------------ */
+
+static int persist(node_server *ns, const pmap *pm, char *err, size_t errlen)
+{
+    arena a;
+    arena_init(&a);
+    int rv = LAPSE_ENOMEM;
+    uint8_t *bytes = NULL;
+    Lapse__PartitionMap *pb = wire_pmap_to_pb(&a, pm);
+    if (pb == NULL) {
+        snprintf(err, errlen, "out of memory encoding the partition map");
+        goto out;
+    }
+    size_t len = lapse__partition_map__get_packed_size(pb);
+    bytes = malloc(len > 0 ? len : 1);
+    if (bytes == NULL) {
+        snprintf(err, errlen, "out of memory encoding the partition map");
+        goto out;
+    }
+    lapse__partition_map__pack(pb, bytes);
+    rv = store_meta_put(ns->st, NODE_META_PMAP, bytes, len, err, errlen);
+out:
+    free(bytes);
+    arena_fini(&a);
+    return rv;
+}
+
+static int load(node_server *ns, pmap **out, char *err, size_t errlen)
+{
+    buf val;
+    buf_init(&val);
+    int found = 0;
+    int rv = store_meta_get(ns->st, NODE_META_PMAP, &val, &found, err, errlen);
+    if (rv != 0) {
+        goto out;
+    }
+    if (!found) {
+        *out = pmap_new();
+        rv = *out == NULL ? LAPSE_ENOMEM : 0;
+        goto out;
+    }
+    Lapse__PartitionMap *pb = lapse__partition_map__unpack(NULL, val.len, val.data);
+    if (pb == NULL) {
+        snprintf(err, errlen, "persisted partition map (meta \"%s\") does not decode",
+                 NODE_META_PMAP);
+        rv = LAPSE_ECORRUPT;
+        goto out;
+    }
+    char why[256] = "";
+    rv = wire_pmap_from_pb(pb, out, why, sizeof(why));
+    lapse__partition_map__free_unpacked(pb, NULL);
+    if (rv == LAPSE_EINVAL) {
+        snprintf(err, errlen, "persisted partition map is invalid: %s", why);
+        rv = LAPSE_ECORRUPT;
+    } else if (rv != 0) {
+        snprintf(err, errlen, "%s", why);
+    }
+out:
+    buf_fini(&val);
+    return rv;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Life cycle                                                                */
+/* ------------------------------------------------------------------------ */
+
+int maps_init(node_server *ns, char *err, size_t errlen)
+{
+    pthread_condattr_t ca;
+    pthread_rwlock_init(&ns->map_lock, NULL);
+    pthread_mutex_init(&ns->apply_lock, NULL);
+    pthread_mutex_init(&ns->refresh_lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ns->refresh_done, &ca);
+    pthread_condattr_destroy(&ca);
+    ns->refresh_in_flight = 0;
+    ns->refresh_last_mono_ms = 0;
+
+    pmap *pm = NULL;
+    int rv = load(ns, &pm, err, errlen);
+    if (rv != 0) {
+        return rv;
+    }
+    ns->map = map_wrap(pm);
+    if (ns->map == NULL) {
+        pmap_free(pm);
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    log_info("partition map version %llu loaded (%zu tables, %zu partitions owned)",
+             (unsigned long long)pm->version, pm->ntables, pmap_partitions_owned(pm, ns->id));
+    return 0;
+}
+
+void maps_fini(node_server *ns)
+{
+    if (ns == NULL) {
+        return;
+    }
+    maps_release(ns->map);
+    ns->map = NULL;
+    pthread_cond_destroy(&ns->refresh_done);
+    pthread_mutex_destroy(&ns->refresh_lock);
+    pthread_mutex_destroy(&ns->apply_lock);
+    pthread_rwlock_destroy(&ns->map_lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Applying                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Drops every table of old that is not in new; *ids gets their ids (caller
+ * frees) so they can be dropped again after the drain. */
+static int drop_removed(node_server *ns, const pmap *old, const pmap *new, uint32_t **ids,
+                        size_t *nids, char *err, size_t errlen)
+{
+    *ids = NULL;
+    *nids = 0;
+    for (size_t i = 0; i < old->ntables; i++) {
+        const table_schema *t = &old->tables[i].schema;
+        if (pmap_table_find_id(new, t->id) != NULL) {
+            continue;
+        }
+        if (*ids == NULL && (*ids = calloc(old->ntables, sizeof(**ids))) == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return LAPSE_ENOMEM;
+        }
+        int rv = store_drop_table(ns->st, t->id, err, errlen);
+        if (rv != 0) {
+            log_error("dropping table \"%s\" (id %u) failed: %s", t->name, t->id, err);
+            return rv;
+        }
+        (*ids)[(*nids)++] = t->id;
+        log_info("table \"%s\" (id %u) is gone from the map: its items were dropped", t->name,
+                 t->id);
+    }
+    return 0;
+}
+
+/*
+ * Waits until the caller's reference to m is the only one left: every
+ * request routed by m has finished. Handlers hold a reference only while
+ * they convert and call the store (never across maps_* calls), so this is
+ * short; bounded by MAPS_DRAIN_TIMEOUT_MS all the same. Returns 1 when
+ * drained.
+ */
+static int drain(node_map *m)
+{
+    clock_mono deadline = clock_mono_after_ms(MAPS_DRAIN_TIMEOUT_MS);
+    while (atomic_load(&m->refs) > 1) {
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            return 0;
+        }
+        clock_sleep_ms(1);
+    }
+    return 1;
+}
+
+int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen)
+{
+    int rv = 0;
+    uint32_t *dropped = NULL;
+    size_t ndropped = 0;
+    if (applied != NULL) {
+        *applied = 0;
+    }
+    if (!pmap_check(pm)) {
+        pmap_free(pm);
+        snprintf(err, errlen, "partition map fails its invariants");
+        return LAPSE_EINVAL;
+    }
+    pthread_mutex_lock(&ns->apply_lock);
+    /* apply_lock excludes the only writer of ns->map: read it directly. */
+    node_map *old = ns->map;
+    uint64_t old_version = old->pm->version;
+    uint64_t new_version = pm->version;
+    if (new_version <= old_version) {
+        pthread_mutex_unlock(&ns->apply_lock);
+        pmap_free(pm);
+        return 0;
+    }
+    if ((rv = drop_removed(ns, old->pm, pm, &dropped, &ndropped, err, errlen)) != 0) {
+        goto fail;
+    }
+    if ((rv = persist(ns, pm, err, errlen)) != 0) {
+        log_error("persisting partition map version %llu failed: %s",
+                  (unsigned long long)new_version, err);
+        goto fail;
+    }
+    size_t ntables = pm->ntables;
+    size_t owned = pmap_partitions_owned(pm, ns->id);
+    node_map *nm = map_wrap(pm);
+    if (nm == NULL) {
+        rv = LAPSE_ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    pthread_rwlock_wrlock(&ns->map_lock);
+    ns->map = nm; /* the slot's reference to old is now ours */
+    pthread_rwlock_unlock(&ns->map_lock);
+    if (ndropped > 0) {
+        /* A write routed by the old map may have landed after the first
+         * drop: wait for those requests, then drop again. */
+        if (!drain(old)) {
+            log_warn("requests routed by map version %llu still running after %d ms",
+                     (unsigned long long)old_version, MAPS_DRAIN_TIMEOUT_MS);
+        }
+        for (size_t i = 0; i < ndropped; i++) {
+            char why[256] = "";
+            if (store_drop_table(ns->st, dropped[i], why, sizeof(why)) != 0) {
+                log_error("dropping table id %u again failed: %s", dropped[i], why);
+            }
+        }
+    }
+    pthread_mutex_unlock(&ns->apply_lock);
+    maps_release(old);
+    free(dropped);
+    log_info("partition map version %llu applied (was %llu; %zu tables, %zu partitions owned)",
+             (unsigned long long)new_version, (unsigned long long)old_version, ntables, owned);
+    if (applied != NULL) {
+        *applied = 1;
+    }
+    return 0;
+fail:
+    pthread_mutex_unlock(&ns->apply_lock);
+    pmap_free(pm);
+    free(dropped);
+    return rv;
+}
+
+int maps_apply_pb(node_server *ns, const Lapse__PartitionMap *pb, int *applied, char *err,
+                  size_t errlen)
+{
+    pmap *pm = NULL;
+    if (applied != NULL) {
+        *applied = 0;
+    }
+    if (pb == NULL) {
+        snprintf(err, errlen, "partition map is missing");
+        return LAPSE_EINVAL;
+    }
+    /* Cheap early out: most pushes and fetches carry what we already have. */
+    if (pb->version <= maps_version(ns)) {
+        return 0;
+    }
+    int rv = wire_pmap_from_pb(pb, &pm, err, errlen);
+    if (rv != 0) {
+        return rv;
+    }
+    return maps_apply(ns, pm, applied, err, errlen);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Refreshing from the coordinator                                           */
+/* ------------------------------------------------------------------------ */
+
+static int fetch(node_server *ns, int timeout_ms, char *err, size_t errlen)
+{
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
+    req.get_partition_map = &body;
+    req.pmap_version = maps_version(ns);
+    int rv = rpc_call(ns->coord, &req, timeout_ms, &resp, err, errlen);
+    if (rv == 0) {
+        if (resp->body_case != LAPSE__RESPONSE__BODY_GET_PARTITION_MAP ||
+            resp->get_partition_map == NULL) {
+            snprintf(err, errlen, "coordinator answered GetPartitionMap without a map");
+            rv = LAPSE_EPROTO;
+        } else {
+            rv = maps_apply_pb(ns, resp->get_partition_map->map, NULL, err, errlen);
+        }
+    }
+    rpc_response_free(resp);
+    return rv;
+}
+
+/* Absolute CLOCK_MONOTONIC time of deadline (monotonic ms), for timedwait. */
+static struct timespec abs_deadline(int64_t deadline_mono_ms)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t left = deadline_mono_ms - clock_mono_now().ms;
+    if (left < 0) {
+        left = 0;
+    }
+    int64_t ns = now.tv_nsec + (left % 1000) * 1000000;
+    struct timespec ts = {.tv_sec = now.tv_sec + left / 1000 + ns / 1000000000,
+                          .tv_nsec = ns % 1000000000};
+    return ts;
+}
+
+int maps_refresh(node_server *ns, int64_t deadline_mono_ms, int rate_limited, char *err,
+                 size_t errlen)
+{
+    pthread_mutex_lock(&ns->refresh_lock);
+    if (ns->refresh_in_flight) {
+        /* Single flight: the fetch under way serves us too. */
+        struct timespec ts = abs_deadline(deadline_mono_ms);
+        while (ns->refresh_in_flight) {
+            if (pthread_cond_timedwait(&ns->refresh_done, &ns->refresh_lock, &ts) == ETIMEDOUT) {
+                break;
+            }
+        }
+        int still = ns->refresh_in_flight;
+        pthread_mutex_unlock(&ns->refresh_lock);
+        if (still) {
+            snprintf(err, errlen, "timed out waiting for a partition map refresh");
+            return LAPSE_ETIMEDOUT;
+        }
+        return 0;
+    }
+    int64_t now = clock_mono_now().ms;
+    if (rate_limited && ns->refresh_last_mono_ms != 0 &&
+        now - ns->refresh_last_mono_ms < MAPS_REFRESH_MIN_INTERVAL_MS) {
+        pthread_mutex_unlock(&ns->refresh_lock);
+        return 0;
+    }
+    int64_t left = deadline_mono_ms - now;
+    if (left <= 0) {
+        pthread_mutex_unlock(&ns->refresh_lock);
+        snprintf(err, errlen, "deadline passed before the partition map could be refreshed");
+        return LAPSE_ETIMEDOUT;
+    }
+    ns->refresh_in_flight = 1;
+    pthread_mutex_unlock(&ns->refresh_lock);
+
+    int rv =
+        fetch(ns, left < MAPS_FETCH_TIMEOUT_MS ? (int)left : MAPS_FETCH_TIMEOUT_MS, err, errlen);
+
+    pthread_mutex_lock(&ns->refresh_lock);
+    ns->refresh_in_flight = 0;
+    ns->refresh_last_mono_ms = clock_mono_now().ms;
+    pthread_cond_broadcast(&ns->refresh_done);
+    pthread_mutex_unlock(&ns->refresh_lock);
+    return rv;
+}

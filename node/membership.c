@@ -1,0 +1,216 @@
+/*
+ * membership.c: register, heartbeat, pull newer maps (contract and state
+ * diagram in membership.h).
+ */
+#include "membership.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "maps.h"
+
+/* Sleeps until ms have passed or node_close asks us to stop. Returns 1 when
+ * stopping. */
+static int wait_or_stop(node_server *ns, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t nsec = ts.tv_nsec + (ms % 1000) * 1000000;
+    ts.tv_sec += ms / 1000 + nsec / 1000000000;
+    ts.tv_nsec = nsec % 1000000000;
+    pthread_mutex_lock(&ns->stop_lock);
+    while (!ns->stopping) {
+        if (pthread_cond_timedwait(&ns->stop_cond, &ns->stop_lock, &ts) == ETIMEDOUT) {
+            break;
+        }
+    }
+    int stop = ns->stopping;
+    pthread_mutex_unlock(&ns->stop_lock);
+    return stop;
+}
+
+static int stopping(node_server *ns)
+{
+    pthread_mutex_lock(&ns->stop_lock);
+    int stop = ns->stopping;
+    pthread_mutex_unlock(&ns->stop_lock);
+    return stop;
+}
+
+/* RegisterNode; on success applies the map it returns. */
+static int register_node(node_server *ns, char *err, size_t errlen)
+{
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__RegisterNodeRequest body = LAPSE__REGISTER_NODE_REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    body.node_id = ns->id;
+    body.address = ns->advertise_url;
+    req.body_case = LAPSE__REQUEST__BODY_REGISTER_NODE;
+    req.register_node = &body;
+    req.pmap_version = maps_version(ns);
+    int rv = rpc_call(ns->coord, &req, MEMBERSHIP_CALL_TIMEOUT_MS, &resp, err, errlen);
+    if (rv == 0 && resp->body_case == LAPSE__RESPONSE__BODY_REGISTER_NODE &&
+        resp->register_node != NULL && resp->register_node->map != NULL) {
+        char why[256] = "";
+        int arv = maps_apply_pb(ns, resp->register_node->map, NULL, why, sizeof(why));
+        if (arv != 0) {
+            /* Registered all the same; the next heartbeat pulls the map. */
+            log_warn("applying the map from RegisterNode failed: %s", why);
+        }
+    }
+    rpc_response_free(resp);
+    return rv;
+}
+
+/* Heartbeat; *coord_version receives the coordinator's map version. */
+static int heartbeat(node_server *ns, uint64_t *coord_version, char *err, size_t errlen)
+{
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__HeartbeatRequest body = LAPSE__HEARTBEAT_REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    body.node_id = ns->id;
+    body.pmap_version = maps_version(ns);
+    body.clock_ms = clock_wall_now().ms;
+    req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
+    req.heartbeat = &body;
+    req.pmap_version = body.pmap_version;
+    int64_t sent_ms = body.clock_ms;
+    int rv = rpc_call(ns->coord, &req, MEMBERSHIP_CALL_TIMEOUT_MS, &resp, err, errlen);
+    *coord_version = 0;
+    if (rv == 0) {
+        if (resp->body_case == LAPSE__RESPONSE__BODY_HEARTBEAT && resp->heartbeat != NULL) {
+            *coord_version = resp->heartbeat->pmap_version;
+            if (resp->heartbeat->clock_ms != 0) {
+                /* Midpoint of the round trip against the coordinator's reading. */
+                int64_t mid = sent_ms + (clock_wall_now().ms - sent_ms) / 2;
+                atomic_store(&ns->clock_skew_ms, (long long)(mid - resp->heartbeat->clock_ms));
+            }
+        } else {
+            *coord_version = resp->pmap_version;
+        }
+    }
+    rpc_response_free(resp);
+    return rv;
+}
+
+/*
+ * The thread. Budget per step: one RPC of at most MEMBERSHIP_CALL_TIMEOUT_MS
+ * (plus one map fetch of at most MAPS_FETCH_TIMEOUT_MS when the coordinator
+ * is ahead), then a wait of at most MEMBERSHIP_HEARTBEAT_MS or the current
+ * backoff, cut short by node_close. Stops when ns->stopping is set.
+ */
+static void *run(void *arg)
+{
+    node_server *ns = arg;
+    char err[512];
+    int64_t backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS;
+    int warned = 0;    /* logged the current outage already */
+    int hb_failed = 0; /* heartbeats failed in a row */
+
+    while (!stopping(ns)) {
+        if (!atomic_load(&ns->registered)) {
+            err[0] = 0;
+            int rv = register_node(ns, err, sizeof(err));
+            if (rv == 0) {
+                atomic_store(&ns->registered, 1);
+                backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS;
+                warned = 0;
+                hb_failed = 0;
+                log_info("registered with the coordinator at %s as node %u (%s), map version %llu",
+                         ns->coordinator_url, ns->id, ns->advertise_url,
+                         (unsigned long long)maps_version(ns));
+                continue; /* heartbeat at once: it reports our clock */
+            }
+            if (!warned) {
+                log_warn("cannot register with the coordinator at %s (%s: %s); retrying, serving "
+                         "map version %llu meanwhile",
+                         ns->coordinator_url, lapse_strerror(rv), err,
+                         (unsigned long long)maps_version(ns));
+                warned = 1;
+            }
+            if (wait_or_stop(ns, backoff_ms)) {
+                break;
+            }
+            backoff_ms = backoff_ms * 2 > MEMBERSHIP_BACKOFF_MAX_MS ? MEMBERSHIP_BACKOFF_MAX_MS
+                                                                    : backoff_ms * 2;
+            continue;
+        }
+
+        int64_t started = clock_mono_now().ms;
+        uint64_t coord_version = 0;
+        err[0] = 0;
+        int rv = heartbeat(ns, &coord_version, err, sizeof(err));
+        if (rv == LAPSE_ENOTFOUND) {
+            log_warn("coordinator does not know node %u (%s): registering again", ns->id, err);
+            atomic_store(&ns->registered, 0);
+            continue;
+        }
+        if (rv != 0) {
+            if (hb_failed++ == 0) {
+                log_warn("heartbeat to %s failed: %s: %s", ns->coordinator_url, lapse_strerror(rv),
+                         err);
+            }
+        } else {
+            if (hb_failed > 0) {
+                log_info("heartbeats to %s succeed again (after %d failures)", ns->coordinator_url,
+                         hb_failed);
+            }
+            hb_failed = 0;
+            if (coord_version > maps_version(ns)) {
+                err[0] = 0;
+                int64_t deadline = clock_mono_now().ms + MAPS_FETCH_TIMEOUT_MS;
+                if ((rv = maps_refresh(ns, deadline, 0, err, sizeof(err))) != 0) {
+                    log_warn("fetching partition map version %llu failed: %s: %s",
+                             (unsigned long long)coord_version, lapse_strerror(rv), err);
+                }
+            }
+        }
+        int64_t spent = clock_mono_now().ms - started;
+        int64_t pause = MEMBERSHIP_HEARTBEAT_MS - spent;
+        if (wait_or_stop(ns, pause > 0 ? pause : 0)) {
+            break;
+        }
+    }
+    return NULL;
+}
+
+int membership_start(node_server *ns, char *err, size_t errlen)
+{
+    pthread_condattr_t ca;
+    pthread_mutex_init(&ns->stop_lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ns->stop_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    ns->stopping = 0;
+    atomic_store(&ns->registered, 0);
+    int e = pthread_create(&ns->membership_thread, NULL, run, ns);
+    if (e != 0) {
+        snprintf(err, errlen, "cannot start the membership thread: %s", strerror(e));
+        pthread_cond_destroy(&ns->stop_cond);
+        pthread_mutex_destroy(&ns->stop_lock);
+        return LAPSE_ENOMEM;
+    }
+    ns->membership_started = 1;
+    return 0;
+}
+
+void membership_stop(node_server *ns)
+{
+    if (ns == NULL || !ns->membership_started) {
+        return;
+    }
+    pthread_mutex_lock(&ns->stop_lock);
+    ns->stopping = 1;
+    pthread_cond_broadcast(&ns->stop_cond);
+    pthread_mutex_unlock(&ns->stop_lock);
+    pthread_join(ns->membership_thread, NULL);
+    ns->membership_started = 0;
+    pthread_cond_destroy(&ns->stop_cond);
+    pthread_mutex_destroy(&ns->stop_lock);
+}

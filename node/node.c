@@ -1,0 +1,190 @@
+/*
+ * node.c: opening and closing the node (contract in node.h): data dir and
+ * its node id, the persisted map, the RPC server, the membership thread.
+ */
+#include "node.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../common/buf.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "handlers.h"
+#include "maps.h"
+#include "membership.h"
+
+/* mkdir -p. Returns 0 or LAPSE_EIO with a reason. */
+static int make_dirs(const char *path, char *err, size_t errlen)
+{
+    char tmp[PATH_MAX];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof(tmp)) {
+        snprintf(err, errlen, "data dir path \"%s\" is empty or too long", path);
+        return LAPSE_EIO;
+    }
+    memcpy(tmp, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (tmp[i] != '/' && tmp[i] != 0) {
+            continue;
+        }
+        char saved = tmp[i];
+        tmp[i] = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create data dir %s: %s: %s", path, tmp, strerror(errno));
+            return LAPSE_EIO;
+        }
+        tmp[i] = saved;
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "data dir %s is not a directory", path);
+        return LAPSE_EIO;
+    }
+    return 0;
+}
+
+static int open_store(node_server *ns, char *err, size_t errlen)
+{
+    char why[512] = "";
+    int rv = make_dirs(ns->data_dir, err, errlen);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = store_open(&ns->st, ns->data_dir, why, sizeof(why));
+    if (rv != 0) {
+        int locked = strstr(why, "lock") != NULL || strstr(why, "LOCK") != NULL;
+        snprintf(err, errlen, "data dir %s is unusable: %s%s", ns->data_dir, why,
+                 locked ? " (is another lapse-node using it?)" : "");
+        ns->st = NULL;
+        return LAPSE_EIO;
+    }
+    return 0;
+}
+
+/* Invariant 1 of node.h: record our id in a new data dir, refuse another. */
+static int check_node_id(node_server *ns, char *err, size_t errlen)
+{
+    buf val;
+    buf_init(&val);
+    int found = 0;
+    char why[256] = "";
+    int rv = store_meta_get(ns->st, NODE_META_ID, &val, &found, why, sizeof(why));
+    if (rv != 0) {
+        snprintf(err, errlen, "data dir %s: reading the node id: %s", ns->data_dir, why);
+        goto out;
+    }
+    if (found) {
+        char text[16] = "";
+        memcpy(text, val.data, val.len < sizeof(text) - 1 ? val.len : sizeof(text) - 1);
+        char *end = NULL;
+        unsigned long stored = strtoul(text, &end, 10);
+        if (end == text || *end != 0) {
+            snprintf(err, errlen, "data dir %s: stored node id \"%s\" is corrupt", ns->data_dir,
+                     text);
+            rv = LAPSE_ECORRUPT;
+        } else if (stored != ns->id) {
+            snprintf(err, errlen,
+                     "data dir %s belongs to node %lu, not node %u: use --id %lu or another "
+                     "--data dir",
+                     ns->data_dir, stored, ns->id, stored);
+            rv = LAPSE_ESTATE;
+        }
+        goto out;
+    }
+    char text[16];
+    int n = snprintf(text, sizeof(text), "%u", ns->id);
+    if ((rv = store_meta_put(ns->st, NODE_META_ID, text, (size_t)n, why, sizeof(why))) != 0) {
+        snprintf(err, errlen, "data dir %s: recording the node id: %s", ns->data_dir, why);
+    }
+out:
+    buf_fini(&val);
+    return rv;
+}
+
+static int copy_str(char *dst, size_t cap, const char *src, const char *what, char *err,
+                    size_t errlen)
+{
+    if (strlen(src) >= cap) {
+        snprintf(err, errlen, "%s is too long (at most %zu characters)", what, cap - 1);
+        return LAPSE_EINVAL;
+    }
+    memcpy(dst, src, strlen(src) + 1);
+    return 0;
+}
+
+int node_open(node_server **out, const node_options *opt, char *err, size_t errlen)
+{
+    int rv;
+    *out = NULL;
+    node_server *ns = calloc(1, sizeof(*ns));
+    if (ns == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    ns->id = opt->id;
+    ns->workers = opt->workers;
+    atomic_init(&ns->registered, 0);
+    atomic_init(&ns->clock_skew_ms, 0);
+    const char *adv = opt->advertise_url != NULL ? opt->advertise_url : opt->listen_url;
+    const char *coord =
+        opt->coordinator_url != NULL ? opt->coordinator_url : NODE_DEFAULT_COORDINATOR;
+    if ((rv = copy_str(ns->listen_url, sizeof(ns->listen_url), opt->listen_url, "--listen", err,
+                       errlen)) != 0 ||
+        (rv = copy_str(ns->advertise_url, sizeof(ns->advertise_url), adv, "--advertise", err,
+                       errlen)) != 0 ||
+        (rv = copy_str(ns->coordinator_url, sizeof(ns->coordinator_url), coord, "--coordinator",
+                       err, errlen)) != 0 ||
+        (rv = copy_str(ns->data_dir, sizeof(ns->data_dir), opt->data_dir, "--data", err, errlen)) !=
+            0) {
+        goto fail;
+    }
+    if ((rv = open_store(ns, err, errlen)) != 0 || (rv = check_node_id(ns, err, errlen)) != 0) {
+        goto fail;
+    }
+    ns->maps_inited = 1; /* maps_init creates its locks before it can fail */
+    if ((rv = maps_init(ns, err, errlen)) != 0) {
+        goto fail;
+    }
+    if ((rv = rpc_client_open(&ns->coord, ns->coordinator_url, err, errlen)) != 0) {
+        goto fail;
+    }
+    rpc_server_options so = {.contexts = 0, .workers = ns->workers};
+    char why[256] = "";
+    if ((rv = rpc_server_open(&ns->srv, ns->listen_url, &so, handlers_serve, ns, why,
+                              sizeof(why))) != 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", ns->listen_url, why);
+        ns->srv = NULL;
+        goto fail;
+    }
+    log_info("node %u listening on %s (advertised as %s), data dir %s", ns->id, ns->listen_url,
+             ns->advertise_url, ns->data_dir);
+    if ((rv = membership_start(ns, err, errlen)) != 0) {
+        goto fail;
+    }
+    *out = ns;
+    return 0;
+fail:
+    node_close(ns);
+    return rv;
+}
+
+void node_close(node_server *ns)
+{
+    if (ns == NULL) {
+        return;
+    }
+    membership_stop(ns);       /* no more coordinator calls from the thread */
+    rpc_server_close(ns->srv); /* waits for running handlers */
+    ns->srv = NULL;
+    rpc_client_close(ns->coord);
+    ns->coord = NULL;
+    if (ns->maps_inited) {
+        maps_fini(ns);
+    }
+    store_close(ns->st);
+    free(ns);
+}

@@ -1,0 +1,127 @@
+/*
+ * node.h: the storage node daemon's one server struct and its lifecycle.
+ *
+ * A node holds the partitions the coordinator assigns to it in one item
+ * store (partition/store.h), serves the item calls over RPC (handlers.h),
+ * keeps the partition map current (maps.h) and reports to the coordinator
+ * (membership.h). docs/node.md describes the daemon from the outside.
+ *
+ * Thread-safety: node_open and node_close run on the main thread. While the
+ * node is open, RPC worker threads and the membership thread share the
+ * struct: the fields marked "fixed" are written only by node_open; the
+ * others say what guards them.
+ *
+ * Invariants:
+ *  1. The data dir belongs to exactly one node id: store meta "node_id"
+ *     equals id once node_open has succeeded.
+ *  2. map is never NULL while the node is open; it is immutable and only
+ *     replaced by maps_apply (under map_lock, as a whole).
+ *  3. Every background thread is stopped before the state it uses is freed:
+ *     node_close stops membership, then the RPC server (which waits for
+ *     running handlers), then frees the map, the client and the store.
+ *
+ * Lifecycle:
+ *
+ *          node_open                       node_close
+ *   (none) ---------> SERVING ---------------------------------> (none)
+ *                     | data dir locked, map loaded from meta,
+ *                     | RPC listening, membership thread running
+ *                     | (serving never waits for the coordinator)
+ */
+#ifndef LAPSE_NODE_H
+#define LAPSE_NODE_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "../partition/pmap.h"
+#include "../partition/store.h"
+#include "../rpc/rpc.h"
+
+#define NODE_MAX_URL PMAP_MAX_ADDR
+#define NODE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400"
+#define NODE_META_ID "node_id" /* store meta: the node id, decimal text */
+#define NODE_META_PMAP "pmap"  /* store meta: packed Lapse__PartitionMap */
+
+typedef struct node_map node_map; /* maps.h */
+
+/* What main() parsed from the flags. Borrowed by node_open (copied). */
+typedef struct node_options {
+    uint32_t id;                 /* 1..65535 */
+    const char *listen_url;      /* where the RPC server listens */
+    const char *advertise_url;   /* registered with the coordinator; NULL = listen_url */
+    const char *coordinator_url; /* NULL = NODE_DEFAULT_COORDINATOR */
+    const char *data_dir;        /* created if missing */
+    int workers;                 /* RPC handler threads; 0 = rpc default */
+} node_options;
+
+typedef struct node_server {
+    /* ---- identity and configuration (fixed) ---- */
+    uint32_t id;                        /* this node's id, 1..65535 */
+    char listen_url[NODE_MAX_URL];      /* RPC listen address */
+    char advertise_url[NODE_MAX_URL];   /* address the coordinator hands out */
+    char coordinator_url[NODE_MAX_URL]; /* where membership and refreshes go */
+    char data_dir[PATH_MAX];            /* the store's directory (holds LOCK) */
+    int workers;                        /* RPC handler threads */
+
+    /* ---- storage (fixed pointer; the store is thread-safe) ---- */
+    store *st; /* owned: items and meta ("node_id", "pmap") */
+
+    /* ---- partition map (maps.c) ---- */
+    int maps_inited;            /* maps_init ran (its locks exist) */
+    pthread_rwlock_t map_lock;  /* guards the map pointer, not the map */
+    node_map *map;              /* current map; readers take a reference */
+    pthread_mutex_t apply_lock; /* serializes maps_apply: drop, persist, swap */
+
+    /* ---- on-demand refresh, single flight and rate-limited (maps.c) ---- */
+    pthread_mutex_t refresh_lock; /* guards the three fields below */
+    pthread_cond_t refresh_done;  /* broadcast when a fetch finishes */
+    int refresh_in_flight;        /* a GetPartitionMap call is under way */
+    int64_t refresh_last_mono_ms; /* when the last fetch finished; 0 = never */
+
+    /* ---- coordinator link ---- */
+    rpc_client *coord; /* owned; shared by membership and refreshes */
+
+    /* ---- membership thread (membership.c) ---- */
+    pthread_t membership_thread; /* valid when membership_started */
+    int membership_started;      /* fixed after membership_start */
+    pthread_mutex_t stop_lock;   /* guards stopping */
+    pthread_cond_t stop_cond;    /* wakes the membership thread to stop */
+    int stopping;                /* set once by node_close */
+    atomic_int registered;       /* the coordinator knows us (last call ok) */
+    atomic_llong clock_skew_ms;  /* our wall clock minus the coordinator's,
+                                    from the last heartbeat (TTL will pause
+                                    scanners when it is out of bounds) */
+
+    /* ---- RPC server ---- */
+    rpc_server *srv; /* owned; handlers.c serves it */
+
+    /*
+     * Room for what the TTL and replication issues add, each a section of
+     * its own, started by node_open after maps_init and stopped by
+     * node_close before the RPC server and the store: per-partition TTL
+     * scanners (woken by maps_apply when ownership or TTL config changes),
+     * the outbox shipper thread, and the metrics HTTP endpoint
+     * (--metrics-listen).
+     */
+} node_server;
+
+/*
+ * Opens the data dir (creating it), checks or records the node id, loads the
+ * persisted partition map, starts listening and starts the membership
+ * thread. Returns 0, or on failure a code with a reason in err and nothing
+ * left running or open: LAPSE_EIO (data dir unusable: cannot create, LOCK
+ * held by another process), LAPSE_ESTATE (data dir belongs to another node
+ * id), LAPSE_EUNAVAILABLE (address in use), LAPSE_EINVAL (bad URL),
+ * LAPSE_ECORRUPT (persisted map undecodable) or LAPSE_ENOMEM.
+ * On success the caller closes *out with node_close.
+ * REQUIRES: opt->id in 1..65535, opt->listen_url and opt->data_dir set.
+ */
+int node_open(node_server **out, const node_options *opt, char *err, size_t errlen);
+/* Stops the membership thread and the server, then frees everything.
+ * Accepts NULL and half-opened servers. */
+void node_close(node_server *ns);
+
+#endif

@@ -1,0 +1,256 @@
+/*
+ * reads.c: GetItem, Query and Scan (handlers.h pipeline). Reads take no
+ * partition lock (the store's contract); pages are bounded by the request's
+ * limit and STORE_PAGE_MAX_BYTES. The TTL issue adds hide_expired filtering
+ * here, against one wall-clock snapshot per request.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "../rpc/wire.h"
+#include "handlers.h"
+
+void reads_get(handlers_ctx *c)
+{
+    const Lapse__GetItemRequest *r = c->req->get_item;
+    item *key = NULL;
+    item *found = NULL;
+    uint32_t part;
+    char err[512] = "";
+
+    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0 ||
+        handlers_item_from_pb(c, r->key, 1, "key", &key) != 0 ||
+        handlers_route(c, key, &part) != 0) {
+        goto out;
+    }
+    int rv = store_get(c->ns->st, &c->table->schema, key, &found, err, sizeof(err));
+    if (rv != 0) {
+        handlers_store_error(c, rv, err);
+        goto out;
+    }
+    Lapse__GetItemResponse *out = arena_alloc(c->a, sizeof(*out));
+    if (out == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    lapse__get_item_response__init(out);
+    if (found != NULL && (out->item = wire_item_to_pb(c->a, found)) == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    c->resp->body_case = LAPSE__RESPONSE__BODY_GET_ITEM;
+    c->resp->get_item = out;
+out:
+    item_free(key);
+    item_free(found);
+}
+
+/* Builds the PageResponse from a store page. */
+static void reply_page(handlers_ctx *c, const store_page *page)
+{
+    Lapse__PageResponse *out = arena_alloc(c->a, sizeof(*out));
+    if (out == NULL) {
+        goto oom;
+    }
+    lapse__page_response__init(out);
+    if (page->n > 0) {
+        out->items = arena_alloc(c->a, page->n * sizeof(*out->items));
+        if (out->items == NULL) {
+            goto oom;
+        }
+        for (size_t i = 0; i < page->n; i++) {
+            if ((out->items[i] = wire_item_to_pb(c->a, page->items[i])) == NULL) {
+                goto oom;
+            }
+        }
+        out->n_items = page->n;
+    }
+    if (page->last_key != NULL &&
+        (out->last_evaluated_key = wire_item_to_pb(c->a, page->last_key)) == NULL) {
+        goto oom;
+    }
+    c->resp->body_case = LAPSE__RESPONSE__BODY_PAGE;
+    c->resp->page = out;
+    return;
+oom:
+    rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+}
+
+/* Converts a sort-key operand and checks it against the schema's sort key. */
+static int sk_value(handlers_ctx *c, const Lapse__AttributeValue *pb, const char *what,
+                    attr_value *out)
+{
+    const key_def *sk = &c->table->schema.sk;
+    char err[256] = "";
+    if (pb == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "sort key condition: %s is required", what);
+        return LAPSE_EINVAL;
+    }
+    int rv = wire_value_from_pb(pb, out, err, sizeof(err));
+    if (rv != 0) {
+        rpc_set_error(c->resp, c->a, rv, "sort key condition %s: %s", what, err);
+        return rv;
+    }
+    if (out->type != sk->type) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                      "sort key condition %s: sort key \"%s\" is of type %s, not %s", what,
+                      sk->name, item_type_name(sk->type), item_type_name(out->type));
+        return LAPSE_EINVAL;
+    }
+    return 0;
+}
+
+static int sk_from_pb(handlers_ctx *c, const Lapse__SortKeyCondition *pb, store_sk_cond *sk,
+                      attr_value *v1, attr_value *v2)
+{
+    static const store_sk_op ops[] = {
+        [LAPSE__SORT_KEY_CONDITION__OP__NONE] = STORE_SK_NONE,
+        [LAPSE__SORT_KEY_CONDITION__OP__EQ] = STORE_SK_EQ,
+        [LAPSE__SORT_KEY_CONDITION__OP__LT] = STORE_SK_LT,
+        [LAPSE__SORT_KEY_CONDITION__OP__LE] = STORE_SK_LE,
+        [LAPSE__SORT_KEY_CONDITION__OP__GT] = STORE_SK_GT,
+        [LAPSE__SORT_KEY_CONDITION__OP__GE] = STORE_SK_GE,
+        [LAPSE__SORT_KEY_CONDITION__OP__BETWEEN] = STORE_SK_BETWEEN,
+        [LAPSE__SORT_KEY_CONDITION__OP__BEGINS_WITH] = STORE_SK_BEGINS_WITH,
+    };
+    const table_schema *t = &c->table->schema;
+    memset(sk, 0, sizeof(*sk));
+    if (pb == NULL || pb->op == LAPSE__SORT_KEY_CONDITION__OP__NONE) {
+        return 0;
+    }
+    if ((unsigned)pb->op >= sizeof(ops) / sizeof(ops[0])) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "sort key condition: unknown op %d",
+                      (int)pb->op);
+        return LAPSE_EINVAL;
+    }
+    if (t->sk.name[0] == 0) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                      "table \"%s\" has no sort key: a sort key condition is not allowed", t->name);
+        return LAPSE_EINVAL;
+    }
+    sk->op = ops[pb->op];
+    if (sk->op == STORE_SK_BEGINS_WITH && t->sk.type == ATTR_N) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                      "begins_with needs a sort key of type S or B; \"%s\" is N", t->sk.name);
+        return LAPSE_EINVAL;
+    }
+    if (sk_value(c, pb->value, "value", v1) != 0) {
+        return LAPSE_EINVAL;
+    }
+    sk->v1 = v1;
+    if (sk->op == STORE_SK_BETWEEN) {
+        if (sk_value(c, pb->value2, "value2", v2) != 0) {
+            return LAPSE_EINVAL;
+        }
+        sk->v2 = v2;
+    }
+    return 0;
+}
+
+void reads_query(handlers_ctx *c)
+{
+    const Lapse__QueryRequest *r = c->req->query;
+    attr_value pk, v1, v2;
+    store_sk_cond sk;
+    item *start = NULL;
+    store_page page;
+    uint32_t part;
+    char err[512] = "";
+    item_value_init_null(&pk);
+    item_value_init_null(&v1);
+    item_value_init_null(&v2);
+    memset(&page, 0, sizeof(page));
+
+    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
+        goto out;
+    }
+    const table_schema *t = &c->table->schema;
+    if (r->partition_key == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition_key is required");
+        goto out;
+    }
+    int rv = wire_value_from_pb(r->partition_key, &pk, err, sizeof(err));
+    if (rv != 0) {
+        rpc_set_error(c->resp, c->a, rv, "partition_key: %s", err);
+        goto out;
+    }
+    if (pk.type != t->pk.type) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition key \"%s\" is of type %s, not %s",
+                      t->pk.name, item_type_name(t->pk.type), item_type_name(pk.type));
+        goto out;
+    }
+    if (handlers_route_pk(c, &pk, &part) != 0 || sk_from_pb(c, r->sort_key, &sk, &v1, &v2) != 0) {
+        goto out;
+    }
+    if (r->exclusive_start_key != NULL) {
+        if (handlers_item_from_pb(c, r->exclusive_start_key, 1, "exclusive_start_key", &start) !=
+            0) {
+            goto out;
+        }
+        if (!item_value_eq(item_get(start, t->pk.name), &pk)) {
+            rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                          "exclusive_start_key has another partition key than the query");
+            goto out;
+        }
+    }
+    rv = store_query(c->ns->st, t, &pk, sk.op == STORE_SK_NONE ? NULL : &sk, r->limit, !r->reverse,
+                     start, &page, err, sizeof(err));
+    if (rv != 0) {
+        handlers_store_error(c, rv, err);
+        goto out;
+    }
+    reply_page(c, &page);
+out:
+    store_page_fini(&page);
+    item_free(start);
+    item_value_fini(&pk);
+    item_value_fini(&v1);
+    item_value_fini(&v2);
+}
+
+void reads_scan(handlers_ctx *c)
+{
+    const Lapse__ScanRequest *r = c->req->scan;
+    item *start = NULL;
+    store_page page;
+    char err[512] = "";
+    memset(&page, 0, sizeof(page));
+
+    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
+        goto out;
+    }
+    const table_schema *t = &c->table->schema;
+    if (r->partition >= t->partitions) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                      "partition %u is out of range: table \"%s\" has %u partitions", r->partition,
+                      t->name, t->partitions);
+        goto out;
+    }
+    if (!handlers_owns(c, r->partition)) {
+        handlers_wrong_node(c, r->partition);
+        goto out;
+    }
+    if (r->exclusive_start_key != NULL) {
+        uint32_t part;
+        if (handlers_item_from_pb(c, r->exclusive_start_key, 1, "exclusive_start_key", &start) !=
+                0 ||
+            handlers_partition_of(c, start, &part) != 0) {
+            goto out;
+        }
+        if (part != r->partition) {
+            rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                          "exclusive_start_key is in partition %u, not %u", part, r->partition);
+            goto out;
+        }
+    }
+    int rv = store_scan(c->ns->st, t, r->partition, r->limit, start, &page, err, sizeof(err));
+    if (rv != 0) {
+        handlers_store_error(c, rv, err);
+        goto out;
+    }
+    reply_page(c, &page);
+out:
+    store_page_fini(&page);
+    item_free(start);
+}

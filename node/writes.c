@@ -1,0 +1,243 @@
+/*
+ * writes.c: PutItem, DeleteItem, UpdateItem and BatchWrite (handlers.h
+ * pipeline). The store serializes writes per partition and makes each one a
+ * single WriteBatch; this file only validates, routes and converts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "../rpc/wire.h"
+#include "handlers.h"
+
+static void *body_alloc(handlers_ctx *c, size_t n)
+{
+    void *p = arena_alloc(c->a, n);
+    if (p == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+    }
+    return p;
+}
+
+void writes_put(handlers_ctx *c)
+{
+    const Lapse__PutItemRequest *r = c->req->put_item;
+    item *it = NULL;
+    attr_value cval;
+    store_cond cond;
+    uint32_t part;
+    char err[512] = "";
+    item_value_init_null(&cval);
+
+    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0 ||
+        handlers_item_from_pb(c, r->item, 0, "item", &it) != 0 ||
+        handlers_route(c, it, &part) != 0 ||
+        handlers_cond_from_pb(c, r->condition, &cond, &cval) != 0) {
+        goto out;
+    }
+    int rv = store_put(c->ns->st, &c->table->schema, it, &cond, NULL, err, sizeof(err));
+    if (rv != 0) {
+        handlers_store_error(c, rv, err);
+        goto out;
+    }
+    Lapse__PutItemResponse *out = body_alloc(c, sizeof(*out));
+    if (out != NULL) {
+        lapse__put_item_response__init(out);
+        c->resp->body_case = LAPSE__RESPONSE__BODY_PUT_ITEM;
+        c->resp->put_item = out;
+    }
+out:
+    item_value_fini(&cval);
+    item_free(it);
+}
+
+void writes_delete(handlers_ctx *c)
+{
+    const Lapse__DeleteItemRequest *r = c->req->delete_item;
+    item *key = NULL;
+    attr_value cval;
+    store_cond cond;
+    uint32_t part;
+    char err[512] = "";
+    item_value_init_null(&cval);
+
+    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0 ||
+        handlers_item_from_pb(c, r->key, 1, "key", &key) != 0 ||
+        handlers_route(c, key, &part) != 0 ||
+        handlers_cond_from_pb(c, r->condition, &cond, &cval) != 0) {
+        goto out;
+    }
+    int rv = store_delete(c->ns->st, &c->table->schema, key, &cond, NULL, err, sizeof(err));
+    if (rv != 0) {
+        handlers_store_error(c, rv, err);
+        goto out;
+    }
+    Lapse__DeleteItemResponse *out = body_alloc(c, sizeof(*out));
+    if (out != NULL) {
+        lapse__delete_item_response__init(out);
+        c->resp->body_case = LAPSE__RESPONSE__BODY_DELETE_ITEM;
+        c->resp->delete_item = out;
+    }
+out:
+    item_value_fini(&cval);
+    item_free(key);
+}
+
+void writes_update(handlers_ctx *c)
+{
+    const Lapse__UpdateItemRequest *r = c->req->update_item;
+    item *key = NULL;
+    item *updated = NULL;
+    attr_value cval;
+    attr_value *values = NULL;
+    store_update_action *actions = NULL;
+    size_t n = 0;
+    store_cond cond;
+    uint32_t part;
+    char err[512] = "";
+    item_value_init_null(&cval);
+
+    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0 ||
+        handlers_item_from_pb(c, r->key, 1, "key", &key) != 0 ||
+        handlers_route(c, key, &part) != 0 ||
+        handlers_cond_from_pb(c, r->condition, &cond, &cval) != 0) {
+        goto out;
+    }
+    n = r->n_actions;
+    if (n > 0) {
+        values = calloc(n, sizeof(*values));
+        actions = calloc(n, sizeof(*actions));
+        if (values == NULL || actions == NULL) {
+            rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+            n = 0;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        item_value_init_null(&values[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Lapse__UpdateAction *pa = r->actions[i];
+        if (pa == NULL || pa->name == NULL || pa->name[0] == 0) {
+            rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "action %zu: attribute name is required", i);
+            goto out;
+        }
+        actions[i].name = pa->name;
+        if (pa->value != NULL) {
+            int rv = wire_value_from_pb(pa->value, &values[i], err, sizeof(err));
+            if (rv != 0) {
+                rpc_set_error(c->resp, c->a, rv, "action %zu (\"%s\"): %s", i, pa->name, err);
+                goto out;
+            }
+            actions[i].value = &values[i];
+        }
+    }
+    int rv = store_update(c->ns->st, &c->table->schema, key, actions, n, &cond, &updated, err,
+                          sizeof(err));
+    if (rv != 0) {
+        handlers_store_error(c, rv, err);
+        goto out;
+    }
+    Lapse__UpdateItemResponse *out = body_alloc(c, sizeof(*out));
+    if (out == NULL) {
+        goto out;
+    }
+    lapse__update_item_response__init(out);
+    if (updated != NULL && (out->item = wire_item_to_pb(c->a, updated)) == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    c->resp->body_case = LAPSE__RESPONSE__BODY_UPDATE_ITEM;
+    c->resp->update_item = out;
+out:
+    for (size_t i = 0; i < n; i++) {
+        item_value_fini(&values[i]);
+    }
+    free(values);
+    free(actions);
+    item_value_fini(&cval);
+    item_free(key);
+    item_free(updated);
+}
+
+/*
+ * BatchWrite: every write is converted and checked first (one bad write
+ * fails the whole call, nothing applied); writes for partitions another node
+ * owns are answered in `unprocessed` for the client to re-route; the rest go
+ * to store_batch_write, atomic per partition.
+ */
+void writes_batch(handlers_ctx *c)
+{
+    const Lapse__BatchWriteRequest *r = c->req->batch_write;
+    item **items = NULL;
+    store_write *writes = NULL;
+    uint32_t *unprocessed = NULL;
+    size_t n = 0, nwrites = 0, nun = 0;
+    char err[512] = "";
+
+    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
+        goto out;
+    }
+    if (r->n_writes > HANDLERS_BATCH_MAX) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "batch of %zu writes: at most %d allowed",
+                      r->n_writes, HANDLERS_BATCH_MAX);
+        goto out;
+    }
+    n = r->n_writes;
+    if (n > 0) {
+        items = calloc(n, sizeof(*items));
+        writes = calloc(n, sizeof(*writes));
+        unprocessed = arena_alloc(c->a, n * sizeof(*unprocessed));
+        if (items == NULL || writes == NULL || unprocessed == NULL) {
+            rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Lapse__WriteRequest *w = r->writes[i];
+        char what[48];
+        uint32_t part;
+        if (w == NULL || (w->put == NULL) == (w->delete_key == NULL)) {
+            rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                          "write %zu: exactly one of put and delete_key must be set", i);
+            goto out;
+        }
+        int is_put = w->put != NULL;
+        snprintf(what, sizeof(what), "write %zu (%s)", i, is_put ? "put" : "delete");
+        if (handlers_item_from_pb(c, is_put ? w->put : w->delete_key, !is_put, what, &items[i]) !=
+                0 ||
+            handlers_partition_of(c, items[i], &part) != 0) {
+            goto out;
+        }
+        if (!handlers_owns(c, part)) {
+            unprocessed[nun++] = (uint32_t)i;
+            continue;
+        }
+        writes[nwrites].put = is_put ? items[i] : NULL;
+        writes[nwrites].delete_key = is_put ? NULL : items[i];
+        nwrites++;
+    }
+    if (nwrites > 0) {
+        int rv = store_batch_write(c->ns->st, &c->table->schema, writes, nwrites, err, sizeof(err));
+        if (rv != 0) {
+            handlers_store_error(c, rv, err);
+            goto out;
+        }
+    }
+    Lapse__BatchWriteResponse *out = body_alloc(c, sizeof(*out));
+    if (out == NULL) {
+        goto out;
+    }
+    lapse__batch_write_response__init(out);
+    out->n_unprocessed = nun;
+    out->unprocessed = nun > 0 ? unprocessed : NULL;
+    c->resp->body_case = LAPSE__RESPONSE__BODY_BATCH_WRITE;
+    c->resp->batch_write = out;
+out:
+    for (size_t i = 0; i < n && items != NULL; i++) {
+        item_free(items[i]);
+    }
+    free(items);
+    free(writes);
+}
