@@ -1,0 +1,386 @@
+/*
+ * lapse-bench: throughput and latency of put, batched put, get and query
+ * through liblapse against a three-node cluster on loopback.
+ *
+ *   lapse-bench [--coordinator URL] [--threads N] [--seconds S] [--batch N]
+ *               [--value-bytes N] [--bin-dir DIR] [--workloads put,batch,get,query]
+ *
+ * Without --coordinator it starts its own cluster (tests/cluster.h) from
+ * --bin-dir (default ./build/bin) and stops it at the end. Each workload runs
+ * for --seconds with --threads client threads sharing one lapse_client, prints
+ * a progress line each second on stderr, then ops/s and latency percentiles
+ * (per call; a batched put's latency is per batch) on stdout.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../client/lapse.h"
+#include "../tests/cluster.h"
+
+enum { MAX_THREADS = 64, MAX_SAMPLES = 1 << 21 };
+
+typedef enum { W_PUT, W_BATCH, W_GET, W_QUERY } workload;
+
+typedef struct config {
+    const char *coordinator;
+    const char *bin_dir;
+    int threads;
+    int seconds;
+    int batch;
+    int value_bytes;
+    int keys_loaded; /* keys 0..keys_loaded-1 exist in Bench (set by put/batch) */
+} config;
+
+typedef struct worker {
+    pthread_t th;
+    int id;
+    workload w;
+    const config *cfg;
+    lapse_client *client;
+    atomic_long ops;  /* items written or read */
+    long errors;
+    char first_error[512];
+    uint32_t *lat_us; /* one sample per call */
+    size_t nlat;
+    long next_key; /* put: this thread's next key */
+    atomic_int *stop;
+} worker;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t rng(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static lapse_item *make_item(long key, int value_bytes, const char *pad)
+{
+    lapse_item *it = lapse_item_new();
+    char k[32];
+    snprintf(k, sizeof(k), "user%010ld", key);
+    lapse_item_set_s(it, "Id", k);
+    lapse_item_set_n_i64(it, "Seq", key % 10);
+    lapse_item_set_s(it, "Pad", pad);
+    (void)value_bytes;
+    return it;
+}
+
+static void record(worker *w, double t0, int rv, lapse_error *e, long items)
+{
+    double dt = now_s() - t0;
+    if (w->nlat < MAX_SAMPLES / MAX_THREADS) {
+        w->lat_us[w->nlat++] = (uint32_t)(dt * 1e6);
+    }
+    if (rv != 0) {
+        if (w->errors++ == 0) {
+            snprintf(w->first_error, sizeof(w->first_error), "%s", e->message);
+        }
+    } else {
+        atomic_fetch_add(&w->ops, items);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    const config *cfg = w->cfg;
+    char *pad = malloc((size_t)cfg->value_bytes + 1);
+    memset(pad, 'v', (size_t)cfg->value_bytes);
+    pad[cfg->value_bytes] = '\0';
+    uint64_t seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(w->id + 1);
+    lapse_item **batch = calloc((size_t)cfg->batch, sizeof(*batch));
+    lapse_error e;
+
+    while (!atomic_load(w->stop)) {
+        double t0 = now_s();
+        int rv = 0;
+        if (w->w == W_PUT) {
+            lapse_item *it = make_item(w->next_key, cfg->value_bytes, pad);
+            w->next_key += cfg->threads;
+            rv = lapse_put(w->client, "Bench", it, NULL, &e);
+            lapse_item_free(it);
+            record(w, t0, rv, &e, 1);
+        } else if (w->w == W_BATCH) {
+            for (int i = 0; i < cfg->batch; i++) {
+                batch[i] = make_item(w->next_key, cfg->value_bytes, pad);
+                w->next_key += cfg->threads;
+            }
+            t0 = now_s();
+            rv = lapse_batch_write(w->client, "Bench", batch, (size_t)cfg->batch, NULL, 0, &e);
+            for (int i = 0; i < cfg->batch; i++) {
+                lapse_item_free(batch[i]);
+            }
+            record(w, t0, rv, &e, cfg->batch);
+        } else if (w->w == W_GET) {
+            long k = (long)(rng(&seed) % (uint64_t)cfg->keys_loaded);
+            lapse_item *key = lapse_item_new();
+            char ks[32];
+            snprintf(ks, sizeof(ks), "user%010ld", k);
+            lapse_item_set_s(key, "Id", ks);
+            lapse_item *got = NULL;
+            t0 = now_s();
+            rv = lapse_get(w->client, "Bench", key, &got, &e);
+            if (rv == 0 && got == NULL) {
+                rv = LAPSE_EINTERNAL;
+                snprintf(e.message, sizeof(e.message), "key %s missing", ks);
+            }
+            lapse_item_free(got);
+            lapse_item_free(key);
+            record(w, t0, rv, &e, 1);
+        } else {
+            char pk[64];
+            snprintf(pk, sizeof(pk), "{\"S\":\"dev%ld\"}", (long)(rng(&seed) % 1000));
+            lapse_query_opts q = {0};
+            q.partition_key_json = pk;
+            lapse_page *pg = NULL;
+            rv = lapse_query(w->client, "BenchQ", &q, &pg, &e);
+            long n = rv == 0 ? (long)lapse_page_count(pg) : 0;
+            lapse_page_free(pg);
+            record(w, t0, rv, &e, n > 0 ? 1 : 0);
+        }
+    }
+    free(batch);
+    free(pad);
+    return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static const char *wname(workload w)
+{
+    static const char *names[] = {"put", "batch-put", "get", "query"};
+    return names[w];
+}
+
+static void run(workload wl, config *cfg, lapse_client *client, long *next_key_base)
+{
+    worker ws[MAX_THREADS];
+    atomic_int stop = 0;
+    memset(ws, 0, sizeof(ws));
+    for (int i = 0; i < cfg->threads; i++) {
+        ws[i].id = i;
+        ws[i].w = wl;
+        ws[i].cfg = cfg;
+        ws[i].client = client;
+        ws[i].stop = &stop;
+        ws[i].lat_us = malloc(sizeof(uint32_t) * (MAX_SAMPLES / MAX_THREADS));
+        ws[i].next_key = *next_key_base + i;
+        pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
+    }
+    double t0 = now_s();
+    long last = 0;
+    for (int s = 1; s <= cfg->seconds; s++) {
+        while (now_s() < t0 + s) {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        long ops = 0;
+        for (int i = 0; i < cfg->threads; i++) {
+            ops += atomic_load(&ws[i].ops);
+        }
+        fprintf(stderr, "\r%-9s %3d/%ds  %8ld ops/s  %10ld total", wname(wl), s, cfg->seconds,
+                ops - last, ops);
+        last = ops;
+    }
+    atomic_store(&stop, 1);
+    double elapsed = 0;
+    long ops = 0, errors = 0;
+    size_t nlat = 0;
+    for (int i = 0; i < cfg->threads; i++) {
+        pthread_join(ws[i].th, NULL);
+        ops += atomic_load(&ws[i].ops);
+        errors += ws[i].errors;
+        nlat += ws[i].nlat;
+    }
+    elapsed = now_s() - t0;
+    fprintf(stderr, "\n");
+    uint32_t *all = malloc(sizeof(uint32_t) * (nlat ? nlat : 1));
+    size_t k = 0;
+    for (int i = 0; i < cfg->threads; i++) {
+        memcpy(all + k, ws[i].lat_us, ws[i].nlat * sizeof(uint32_t));
+        k += ws[i].nlat;
+    }
+    qsort(all, nlat, sizeof(uint32_t), cmp_u32);
+#define PCT(p) (nlat ? all[(size_t)((double)(nlat - 1) * (p))] : 0)
+    printf("%-9s threads=%-3d items/s=%-9.0f calls=%-8zu p50=%uus p90=%uus p99=%uus "
+           "p99.9=%uus max=%uus errors=%ld\n",
+           wname(wl), cfg->threads, (double)ops / elapsed, nlat, PCT(0.5), PCT(0.9), PCT(0.99),
+           PCT(0.999), nlat ? all[nlat - 1] : 0, errors);
+#undef PCT
+    fflush(stdout);
+    for (int i = 0; i < cfg->threads; i++) {
+        if (ws[i].errors) {
+            fprintf(stderr, "%s: first error: %s\n", wname(wl), ws[i].first_error);
+            break;
+        }
+    }
+    if (wl == W_PUT || wl == W_BATCH) {
+        long maxk = 0;
+        for (int i = 0; i < cfg->threads; i++) {
+            if (ws[i].next_key > maxk) {
+                maxk = ws[i].next_key;
+            }
+        }
+        /* Every key below the slowest thread's next key was written. */
+        long mink = maxk;
+        for (int i = 0; i < cfg->threads; i++) {
+            if (ws[i].next_key < mink) {
+                mink = ws[i].next_key;
+            }
+        }
+        if (errors == 0) {
+            cfg->keys_loaded = (int)mink;
+        }
+        /* The next phase rewrites [mink, maxk), so 0..its own minimum is dense. */
+        *next_key_base = mink;
+    }
+    for (int i = 0; i < cfg->threads; i++) {
+        free(ws[i].lat_us);
+    }
+    free(all);
+}
+
+static int load_query_table(lapse_client *c)
+{
+    lapse_error e;
+    lapse_table_def q = {"BenchQ", "Dev", 'S', "Seq", 'N', 64};
+    if (lapse_create_table(c, &q, &e) != 0 && e.code != LAPSE_EEXISTS) {
+        fprintf(stderr, "create BenchQ: %s\n", e.message);
+        return 1;
+    }
+    enum { N = 10000 };
+    lapse_item **items = calloc(N, sizeof(*items));
+    for (int i = 0; i < N; i++) {
+        char d[32];
+        items[i] = lapse_item_new();
+        snprintf(d, sizeof(d), "dev%d", i % 1000);
+        lapse_item_set_s(items[i], "Dev", d);
+        lapse_item_set_n_i64(items[i], "Seq", i / 1000);
+    }
+    int rv = lapse_batch_write(c, "BenchQ", items, N, NULL, 0, &e);
+    for (int i = 0; i < N; i++) {
+        lapse_item_free(items[i]);
+    }
+    free(items);
+    if (rv != 0) {
+        fprintf(stderr, "load BenchQ: %s\n", e.message);
+    }
+    return rv != 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: lapse-bench [--coordinator URL] [--threads N] [--seconds S] "
+                    "[--batch N] [--value-bytes N] [--bin-dir DIR] "
+                    "[--workloads put,batch,get,query]\n");
+}
+
+int main(int argc, char **argv)
+{
+    config cfg = {NULL, "./build/bin", 16, 10, 100, 100, 0};
+    const char *workloads = "put,batch,get,query";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0) {
+            usage();
+            return 0;
+        }
+        if (v == NULL) {
+            usage();
+            return 2;
+        }
+        i++;
+        if (strcmp(a, "--coordinator") == 0) {
+            cfg.coordinator = v;
+        } else if (strcmp(a, "--bin-dir") == 0) {
+            cfg.bin_dir = v;
+        } else if (strcmp(a, "--threads") == 0) {
+            cfg.threads = atoi(v);
+        } else if (strcmp(a, "--seconds") == 0) {
+            cfg.seconds = atoi(v);
+        } else if (strcmp(a, "--batch") == 0) {
+            cfg.batch = atoi(v);
+        } else if (strcmp(a, "--value-bytes") == 0) {
+            cfg.value_bytes = atoi(v);
+        } else if (strcmp(a, "--workloads") == 0) {
+            workloads = v;
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    if (cfg.threads < 1 || cfg.threads > MAX_THREADS || cfg.seconds < 1 || cfg.batch < 1 ||
+        cfg.batch > LAPSE_BATCH_MAX || cfg.value_bytes < 0 || cfg.value_bytes > 100000) {
+        fprintf(stderr, "lapse-bench: an option is out of range\n");
+        return 2;
+    }
+
+    cluster *cl = NULL;
+    const char *url = cfg.coordinator;
+    if (url == NULL) {
+        cluster_options o = {0};
+        o.nodes = 3;
+        o.bin_dir = cfg.bin_dir;
+        o.quiet = 1;
+        char err[512];
+        fprintf(stderr, "starting a three-node cluster from %s\n", cfg.bin_dir);
+        if (cluster_start(&cl, &o, err, sizeof(err)) != 0) {
+            fprintf(stderr, "lapse-bench: %s\n", err);
+            return 1;
+        }
+        url = cluster_coordinator_url(cl);
+    }
+    lapse_client *c = NULL;
+    lapse_error e;
+    if (lapse_connect(&c, url, &e) != 0) {
+        fprintf(stderr, "lapse-bench: connect %s: %s\n", url, e.message);
+        cluster_free(cl, 1);
+        return 1;
+    }
+    lapse_table_def d = {"Bench", "Id", 'S', NULL, 0, 64};
+    if (lapse_create_table(c, &d, &e) != 0 && e.code != LAPSE_EEXISTS) {
+        fprintf(stderr, "lapse-bench: create table: %s\n", e.message);
+        return 1;
+    }
+    printf("# lapse-bench: 3 nodes on loopback, %d threads, one shared client, %d s per "
+           "workload, %d-byte values, batches of %d\n",
+           cfg.threads, cfg.seconds, cfg.value_bytes, cfg.batch);
+    long next_key = 0;
+    if (strstr(workloads, "put")) {
+        run(W_PUT, &cfg, c, &next_key);
+    }
+    if (strstr(workloads, "batch")) {
+        run(W_BATCH, &cfg, c, &next_key);
+    }
+    if (strstr(workloads, "get")) {
+        if (cfg.keys_loaded == 0) {
+            fprintf(stderr, "get: no keys loaded (run put or batch first)\n");
+        } else {
+            run(W_GET, &cfg, c, &next_key);
+        }
+    }
+    if (strstr(workloads, "query") && load_query_table(c) == 0) {
+        run(W_QUERY, &cfg, c, &next_key);
+    }
+    lapse_close(c);
+    cluster_free(cl, 1);
+    return 0;
+}

@@ -1,0 +1,297 @@
+/*
+ * bad_input_test: malformed frames, wrong types, missing keys, oversized items,
+ * unknown tables and bad CLI usage against a real three-node cluster. Each
+ * gets a clear error and a non-zero status; no daemon crashes and every one
+ * keeps serving.
+ */
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../rpc/rpc.h"
+
+extern char **environ;
+
+static cluster *g_cluster;
+static lapse_client *g_client;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_cluster = start_cluster(3, NULL);
+    g_client = connect_client(g_cluster);
+    lapse_table_def d = {"Strict", "Id", 'N', "Sk", 'S', 8};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    lapse_close(g_client);
+    int crashed = cluster_crashed(g_cluster, NULL);
+    cluster_free(g_cluster, crashed < 0);
+    return crashed < 0 ? 0 : -1;
+}
+
+/* Every daemon still answers: a put and get through liblapse, and the
+ * coordinator's cluster status. */
+static void assert_cluster_serving(void)
+{
+    lapse_error e = {0};
+    for (int i = 0; i < 24; i++) {
+        lapse_item *it = item_json("{\"Id\":{\"N\":\"%d\"},\"Sk\":{\"S\":\"ok\"}}", i);
+        assert_lapse_ok(lapse_put(g_client, "Strict", it, NULL, &e), &e);
+        lapse_item *got = NULL;
+        assert_lapse_ok(lapse_get(g_client, "Strict", it, &got, &e), &e);
+        assert_non_null(got);
+        lapse_item_free(got);
+        lapse_item_free(it);
+    }
+    char *js = NULL;
+    assert_lapse_ok(lapse_cluster_status(g_client, &js, &e), &e);
+    lapse_free(js);
+    assert_int_equal(cluster_crashed(g_cluster, NULL), -1);
+}
+
+static void test_wrong_types_missing_keys_and_sizes(void **state)
+{
+    (void)state;
+    lapse_error e = {0};
+    struct {
+        const char *json;
+        int code;
+        const char *mention;
+    } cases[] = {
+        {"{\"Id\":{\"S\":\"1\"},\"Sk\":{\"S\":\"a\"}}", LAPSE_EINVAL, "Id"},     /* pk type */
+        {"{\"Id\":{\"N\":\"1\"}}", LAPSE_EINVAL, "Sk"},                          /* no sort key */
+        {"{\"Sk\":{\"S\":\"a\"}}", LAPSE_EINVAL, "Id"},                          /* no pk */
+        {"{\"Id\":{\"N\":\"1\"},\"Sk\":{\"N\":\"2\"}}", LAPSE_EINVAL, "Sk"},     /* sk type */
+        {"{\"Id\":{\"N\":\"1\"},\"Sk\":{\"S\":\"\"}}", LAPSE_EINVAL, "Sk"},      /* empty S key */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lapse_item *it = item_json("%s", cases[i].json);
+        memset(&e, 0, sizeof(e));
+        assert_lapse_code(lapse_put(g_client, "Strict", it, NULL, &e), cases[i].code, &e);
+        assert_int_equal(e.code, cases[i].code);
+        if (strstr(e.message, cases[i].mention) == NULL) {
+            fail_msg("error for %s does not name %s: %s", cases[i].json, cases[i].mention,
+                     e.message);
+        }
+        lapse_item_free(it);
+    }
+
+    /* Malformed JSON and bad numbers never reach the wire. */
+    lapse_item *it = NULL;
+    assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":{\"N\":\"12x\"}}", &e), LAPSE_EINVAL,
+                      &e);
+    assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":", &e), LAPSE_EINVAL, &e);
+    assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":{\"SS\":[\"a\"]}}", &e), LAPSE_EINVAL,
+                      &e);
+
+    /* Over DynamoDB's 400 KB item limit. */
+    it = item_json("{\"Id\":{\"N\":\"1\"},\"Sk\":{\"S\":\"big\"}}");
+    char *big = malloc(420 * 1024);
+    memset(big, 'x', 420 * 1024 - 1);
+    big[420 * 1024 - 1] = '\0';
+    assert_int_equal(lapse_item_set_s(it, "Blob", big), 0);
+    assert_lapse_code(lapse_put(g_client, "Strict", it, NULL, &e), LAPSE_ETOOBIG, &e);
+    free(big);
+    lapse_item_free(it);
+
+    /* Unknown table. */
+    it = item_json("{\"Id\":{\"N\":\"1\"}}");
+    assert_lapse_code(lapse_put(g_client, "NoSuchTable", it, NULL, &e), LAPSE_ENOTFOUND, &e);
+    assert_non_null(strstr(e.message, "NoSuchTable"));
+    lapse_item_free(it);
+
+    /* Bad table definitions. */
+    lapse_table_def bad_name = {"x", "Id", 'S', NULL, 0, 4};
+    assert_lapse_code(lapse_create_table(g_client, &bad_name, &e), LAPSE_EINVAL, &e);
+    lapse_table_def bad_parts = {"Parts", "Id", 'S', NULL, 0, 12};
+    assert_lapse_code(lapse_create_table(g_client, &bad_parts, &e), LAPSE_EINVAL, &e);
+    assert_cluster_serving();
+}
+
+static Lapse__Response *decode_reply(void *reply, size_t len)
+{
+    Lapse__Response *r = lapse__response__unpack(NULL, len, reply);
+    free(reply);
+    assert_non_null(r);
+    return r;
+}
+
+static void send_raw_expect(const char *url, const void *bytes, size_t len, int status)
+{
+    rpc_client *rc = NULL;
+    char err[256];
+    assert_int_equal(rpc_client_open(&rc, url, err, sizeof(err)), 0);
+    void *reply = NULL;
+    size_t rlen = 0;
+    int rv = rpc_call_raw(rc, bytes, len, 3000, &reply, &rlen, err, sizeof(err));
+    if (rv != 0) {
+        fail_msg("raw call to %s: %s", url, err);
+    }
+    Lapse__Response *r = decode_reply(reply, rlen);
+    if ((int)r->status != status) {
+        fail_msg("%s answered status %d (%s), expected %d", url, (int)r->status, r->message,
+                 status);
+    }
+    assert_true(r->message != NULL && r->message[0] != '\0');
+    lapse__response__free_unpacked(r, NULL);
+    rpc_client_close(rc);
+}
+
+static void test_malformed_frames_get_error_replies(void **state)
+{
+    (void)state;
+    /* A valid PutItem, packed, to truncate and corrupt. */
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__PutItemRequest put = LAPSE__PUT_ITEM_REQUEST__INIT;
+    Lapse__Item item = LAPSE__ITEM__INIT;
+    Lapse__Attribute a = LAPSE__ATTRIBUTE__INIT;
+    Lapse__AttributeValue v = LAPSE__ATTRIBUTE_VALUE__INIT;
+    Lapse__Attribute *attrs[1] = {&a};
+    v.value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_N;
+    v.n = "1";
+    a.name = "Id";
+    a.value = &v;
+    item.n_attrs = 1;
+    item.attrs = attrs;
+    put.table = "Strict";
+    put.item = &item;
+    req.version = RPC_PROTOCOL_VERSION;
+    req.body_case = LAPSE__REQUEST__BODY_PUT_ITEM;
+    req.put_item = &put;
+    uint8_t packed[256];
+    size_t plen = lapse__request__pack(&req, packed);
+
+    const char *urls[4] = {cluster_coordinator_url(g_cluster), cluster_node_url(g_cluster, 1),
+                           cluster_node_url(g_cluster, 2), cluster_node_url(g_cluster, 3)};
+    uint8_t garbage[512];
+    unsigned seed = 12345;
+    for (size_t i = 0; i < sizeof(garbage); i++) {
+        seed = seed * 1103515245u + 12345u;
+        garbage[i] = (uint8_t)(seed >> 16);
+    }
+    garbage[0] = 0xff; /* an invalid field tag, so it never decodes */
+    for (int u = 0; u < 4; u++) {
+        send_raw_expect(urls[u], garbage, sizeof(garbage), LAPSE__STATUS__EPROTO);
+        send_raw_expect(urls[u], packed, plen - 3, LAPSE__STATUS__EPROTO); /* truncated */
+        send_raw_expect(urls[u], "", 0, LAPSE__STATUS__EPROTO);            /* empty body */
+    }
+
+    /* Wrong protocol version. */
+    req.version = 99;
+    size_t n = lapse__request__pack(&req, packed);
+    send_raw_expect(urls[1], packed, n, LAPSE__STATUS__EPROTO);
+    req.version = RPC_PROTOCOL_VERSION;
+
+    /* A value with no type set, and an N that is not a number. */
+    v.value_case = LAPSE__ATTRIBUTE_VALUE__VALUE__NOT_SET;
+    for (int u = 1; u <= 3; u++) {
+        n = lapse__request__pack(&req, packed);
+        send_raw_expect(urls[u], packed, n, LAPSE__STATUS__EINVAL);
+    }
+    v.value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_N;
+    v.n = "1e999999";
+    n = lapse__request__pack(&req, packed);
+    send_raw_expect(urls[2], packed, n, LAPSE__STATUS__EINVAL);
+
+    /* A node call sent to the coordinator. */
+    v.n = "1";
+    n = lapse__request__pack(&req, packed);
+    send_raw_expect(urls[0], packed, n, LAPSE__STATUS__EINVAL);
+
+    assert_cluster_serving();
+}
+
+/* Runs the CLI with args; returns its exit status and its stdout and stderr
+ * (caller frees). */
+static int run_cli(char **out, char **errout, const char *const *args)
+{
+    char bin[600], outp[600], errp[600];
+    const char *dir = getenv("LAPSE_BIN_DIR");
+    snprintf(bin, sizeof(bin), "%s/lapse", dir ? dir : "./build/bin");
+    snprintf(outp, sizeof(outp), "%s/cli.out", cluster_run_dir(g_cluster));
+    snprintf(errp, sizeof(errp), "%s/cli.err", cluster_run_dir(g_cluster));
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = bin;
+    argv[argc++] = "--coordinator";
+    argv[argc++] = cluster_coordinator_url(g_cluster);
+    for (int i = 0; args[i] != NULL && argc < 31; i++) {
+        argv[argc++] = args[i];
+    }
+    argv[argc] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    const char *paths[2] = {outp, errp};
+    char **dst[2] = {out, errout};
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(paths[k], "r");
+        assert_non_null(f);
+        char *buf = calloc(1, 65536);
+        size_t got = fread(buf, 1, 65535, f);
+        buf[got] = '\0';
+        fclose(f);
+        *dst[k] = buf;
+    }
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static void expect_cli(int code, const char *stdout_has, const char *stderr_has,
+                       const char *const *args)
+{
+    char *out = NULL, *err = NULL;
+    int rv = run_cli(&out, &err, args);
+    if (rv != code || (stdout_has && !strstr(out, stdout_has)) ||
+        (stderr_has && !strstr(err, stderr_has))) {
+        fail_msg("lapse %s ...: exit %d (want %d)\nstdout: %s\nstderr: %s", args[0], rv, code,
+                 out, err);
+    }
+    free(out);
+    free(err);
+}
+
+static void test_cli_reports_bad_input_with_exit_codes(void **state)
+{
+    (void)state;
+    expect_cli(2, NULL, NULL, (const char *[]){"no-such-command", NULL});
+    expect_cli(2, NULL, NULL, (const char *[]){"get", NULL});
+    expect_cli(2, NULL, NULL, (const char *[]){"scan", "Strict", "--limit", NULL});
+    expect_cli(2, NULL, NULL, (const char *[]){"put", "Strict", "{}", "--bogus-flag", NULL});
+    expect_cli(1, NULL, "lapse", (const char *[]){"put", "Strict", "{\"Id\":", NULL});
+    expect_cli(1, NULL, "Id", (const char *[]){"put", "Strict", "{\"Id\":{\"S\":\"x\"},\"Sk\":{\"S\":\"a\"}}", NULL});
+    expect_cli(1, NULL, "NoSuch", (const char *[]){"get", "NoSuch", "{\"Id\":{\"N\":\"1\"}}", NULL});
+    expect_cli(0, NULL, NULL,
+               (const char *[]){"put", "Strict", "{\"Id\":{\"N\":\"7\"},\"Sk\":{\"S\":\"cli\"}}", NULL});
+    expect_cli(0, "\"cli\"", NULL,
+               (const char *[]){"get", "Strict", "{\"Id\":{\"N\":\"7\"},\"Sk\":{\"S\":\"cli\"}}", NULL});
+    expect_cli(0, "{}", NULL,
+               (const char *[]){"get", "Strict", "{\"Id\":{\"N\":\"8\"},\"Sk\":{\"S\":\"none\"}}", NULL});
+    assert_cluster_serving();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wrong_types_missing_keys_and_sizes),
+        cmocka_unit_test(test_malformed_frames_get_error_replies),
+        cmocka_unit_test(test_cli_reports_bad_input_with_exit_codes),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

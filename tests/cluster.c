@@ -1,0 +1,366 @@
+/*
+ * cluster.c: real daemons for black-box tests. See cluster.h.
+ */
+#include "cluster.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../client/lapse.h"
+
+extern char **environ;
+
+typedef struct proc {
+    pid_t pid;         /* 0 when not running */
+    int port;          /* its loopback port, fixed for the cluster's life */
+    char url[64];      /* tcp://127.0.0.1:port */
+    char data_dir[640];
+    char log_path[640];
+    int killed;        /* set when we signalled it with SIGKILL/SIGTERM */
+    int crash_status;  /* wait status when it exited on its own */
+    int crashed;
+} proc;
+
+struct cluster {
+    int nodes;
+    int quiet;
+    char bin_dir[512];
+    char run_dir[512];
+    char node_args[512];
+    proc procs[CLUSTER_MAX_NODES + 1]; /* [0] coordinator, [1..nodes] nodes */
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+int cluster_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return 0;
+    }
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    int port = 0;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+        port = ntohs(sa.sin_port);
+    }
+    close(fd);
+    return port;
+}
+
+/* Notices processes that exited by themselves, without blocking. */
+static void reap(cluster *c)
+{
+    for (int i = 0; i <= c->nodes; i++) {
+        proc *p = &c->procs[i];
+        int st;
+        if (p->pid > 0 && waitpid(p->pid, &st, WNOHANG) == p->pid) {
+            p->pid = 0;
+            if (!p->killed) {
+                p->crashed = 1;
+                p->crash_status = st;
+            }
+        }
+    }
+}
+
+static int spawn_proc(cluster *c, int idx)
+{
+    proc *p = &c->procs[idx];
+    char bin[640], id[16], coord_url[64];
+    char *argv[40];
+    int argc = 0;
+    char extra[512];
+
+    snprintf(coord_url, sizeof(coord_url), "%s", c->procs[0].url);
+    if (idx == 0) {
+        snprintf(bin, sizeof(bin), "%s/lapse-coordinator", c->bin_dir);
+        argv[argc++] = bin;
+        argv[argc++] = "--listen";
+        argv[argc++] = p->url;
+        argv[argc++] = "--data";
+        argv[argc++] = p->data_dir;
+    } else {
+        snprintf(bin, sizeof(bin), "%s/lapse-node", c->bin_dir);
+        snprintf(id, sizeof(id), "%d", idx);
+        argv[argc++] = bin;
+        argv[argc++] = "--id";
+        argv[argc++] = id;
+        argv[argc++] = "--listen";
+        argv[argc++] = p->url;
+        argv[argc++] = "--coordinator";
+        argv[argc++] = coord_url;
+        argv[argc++] = "--data";
+        argv[argc++] = p->data_dir;
+        snprintf(extra, sizeof(extra), "%s", c->node_args);
+        for (char *save = NULL, *tok = strtok_r(extra, " ", &save); tok && argc < 38;
+             tok = strtok_r(NULL, " ", &save)) {
+            argv[argc++] = tok;
+        }
+    }
+    argv[argc] = NULL;
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, p->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    int rv = posix_spawn(&p->pid, bin, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rv != 0) {
+        p->pid = 0;
+        return LAPSE_EIO;
+    }
+    p->killed = 0;
+    if (!c->quiet) {
+        fprintf(stderr, "cluster: started %s pid %d on %s\n", idx == 0 ? "coordinator" : id,
+                (int)p->pid, p->url);
+    }
+    return 0;
+}
+
+static int count_up(const char *status_json)
+{
+    json_error_t jerr;
+    json_t *root = json_loads(status_json, 0, &jerr);
+    int up = 0;
+    if (root == NULL) {
+        return -1;
+    }
+    json_t *nodes = json_object_get(root, "Nodes");
+    size_t i;
+    json_t *n;
+    json_array_foreach(nodes, i, n)
+    {
+        const char *st = json_string_value(json_object_get(n, "State"));
+        if (st != NULL && strcmp(st, "UP") == 0) {
+            up++;
+        }
+    }
+    json_decref(root);
+    return up;
+}
+
+int cluster_wait_up(cluster *c, int nodes, int timeout_ms)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    lapse_client *cl = NULL;
+    int rv = LAPSE_ETIMEDOUT;
+    while (now_ms() < deadline) {
+        lapse_error e;
+        char *js = NULL;
+        if (cl == NULL && lapse_connect(&cl, c->procs[0].url, &e) != 0) {
+            cl = NULL;
+        }
+        if (cl != NULL) {
+            lapse_set_timeout_ms(cl, 1000);
+            if (lapse_cluster_status(cl, &js, &e) == 0) {
+                int up = count_up(js);
+                lapse_free(js);
+                if (up >= nodes) {
+                    rv = 0;
+                    break;
+                }
+            }
+        }
+        sleep_ms(50);
+    }
+    lapse_close(cl);
+    return rv;
+}
+
+int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (opt->nodes < 1 || opt->nodes > CLUSTER_MAX_NODES) {
+        snprintf(err, errlen, "node count must be 1..%d", CLUSTER_MAX_NODES);
+        return LAPSE_EINVAL;
+    }
+    cluster *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    c->nodes = opt->nodes;
+    c->quiet = opt->quiet;
+    const char *bin = opt->bin_dir ? opt->bin_dir : getenv("LAPSE_BIN_DIR");
+    snprintf(c->bin_dir, sizeof(c->bin_dir), "%s", bin ? bin : "./build/bin");
+    snprintf(c->node_args, sizeof(c->node_args), "%s", opt->node_args ? opt->node_args : "");
+    if (opt->run_dir != NULL) {
+        snprintf(c->run_dir, sizeof(c->run_dir), "%s", opt->run_dir);
+        mkdir(c->run_dir, 0755);
+    } else {
+        const char *tmp = getenv("LAPSE_TEST_TMP");
+        if (tmp == NULL || *tmp == '\0') {
+            tmp = "/tmp";
+        }
+        mkdir(tmp, 0755);
+        snprintf(c->run_dir, sizeof(c->run_dir), "%s/cluster-XXXXXX", tmp);
+        if (mkdtemp(c->run_dir) == NULL) {
+            snprintf(err, errlen, "mkdtemp %s: %s", c->run_dir, strerror(errno));
+            free(c);
+            return LAPSE_EIO;
+        }
+    }
+    for (int i = 0; i <= c->nodes; i++) {
+        proc *p = &c->procs[i];
+        const char *name = i == 0 ? "coordinator" : "node";
+        p->port = cluster_free_port();
+        snprintf(p->url, sizeof(p->url), "tcp://127.0.0.1:%d", p->port);
+        if (i == 0) {
+            snprintf(p->data_dir, sizeof(p->data_dir), "%s/%s", c->run_dir, name);
+            snprintf(p->log_path, sizeof(p->log_path), "%s/%s.log", c->run_dir, name);
+        } else {
+            snprintf(p->data_dir, sizeof(p->data_dir), "%s/%s%d", c->run_dir, name, i);
+            snprintf(p->log_path, sizeof(p->log_path), "%s/%s%d.log", c->run_dir, name, i);
+        }
+    }
+    for (int i = 0; i <= c->nodes; i++) {
+        if (spawn_proc(c, i) != 0) {
+            snprintf(err, errlen, "cannot start %s/%s", c->bin_dir,
+                     i == 0 ? "lapse-coordinator" : "lapse-node");
+            cluster_free(c, 0);
+            return LAPSE_EIO;
+        }
+    }
+    if (cluster_wait_up(c, c->nodes, 20000) != 0) {
+        reap(c);
+        snprintf(err, errlen, "cluster did not come up within 20 s (logs in %s)", c->run_dir);
+        cluster_free(c, 0);
+        return LAPSE_EUNAVAILABLE;
+    }
+    *out = c;
+    return 0;
+}
+
+int cluster_kill(cluster *c, int idx, int sig)
+{
+    if (idx < 0 || idx > c->nodes) {
+        return LAPSE_EINVAL;
+    }
+    reap(c);
+    proc *p = &c->procs[idx];
+    if (p->pid <= 0) {
+        return LAPSE_ESTATE;
+    }
+    if (sig == SIGKILL || sig == SIGTERM) {
+        p->killed = 1;
+        kill(p->pid, SIGCONT); /* a stopped process must run to see SIGTERM */
+        kill(p->pid, sig);
+        int64_t deadline = now_ms() + 10000;
+        int st;
+        while (waitpid(p->pid, &st, WNOHANG) == 0) {
+            if (now_ms() > deadline) {
+                kill(p->pid, SIGKILL);
+                deadline = now_ms() + 10000;
+            }
+            sleep_ms(5);
+        }
+        if (!c->quiet) {
+            fprintf(stderr, "cluster: %s process %d (pid %d)\n",
+                    sig == SIGKILL ? "killed -9" : "terminated", idx, (int)p->pid);
+        }
+        p->pid = 0;
+        return 0;
+    }
+    return kill(p->pid, sig) == 0 ? 0 : LAPSE_ESTATE;
+}
+
+int cluster_restart(cluster *c, int idx)
+{
+    if (idx < 0 || idx > c->nodes) {
+        return LAPSE_EINVAL;
+    }
+    reap(c);
+    if (c->procs[idx].pid > 0) {
+        return LAPSE_ESTATE;
+    }
+    return spawn_proc(c, idx);
+}
+
+int cluster_crashed(cluster *c, int *status)
+{
+    reap(c);
+    for (int i = 0; i <= c->nodes; i++) {
+        if (c->procs[i].crashed) {
+            if (status != NULL) {
+                *status = c->procs[i].crash_status;
+            }
+            return i;
+        }
+    }
+    return -1;
+}
+
+void cluster_free(cluster *c, int remove_dir)
+{
+    if (c == NULL) {
+        return;
+    }
+    /* Nodes first, so none logs the coordinator's disappearance. */
+    for (int i = c->nodes; i >= 0; i--) {
+        if (c->procs[i].pid > 0) {
+            cluster_kill(c, i, SIGTERM);
+        }
+    }
+    if (remove_dir && c->run_dir[0] != '\0') {
+        char *argv[] = {"rm", "-rf", c->run_dir, NULL};
+        pid_t pid;
+        if (posix_spawnp(&pid, "rm", NULL, NULL, argv, environ) == 0) {
+            waitpid(pid, NULL, 0);
+        }
+    }
+    free(c);
+}
+
+const char *cluster_coordinator_url(const cluster *c)
+{
+    return c->procs[0].url;
+}
+
+const char *cluster_node_url(const cluster *c, int node)
+{
+    return (node >= 1 && node <= c->nodes) ? c->procs[node].url : NULL;
+}
+
+const char *cluster_run_dir(const cluster *c)
+{
+    return c->run_dir;
+}
+
+int cluster_nodes(const cluster *c)
+{
+    return c->nodes;
+}
+
+pid_t cluster_pid(const cluster *c, int idx)
+{
+    return (idx >= 0 && idx <= c->nodes) ? c->procs[idx].pid : 0;
+}

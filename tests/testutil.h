@@ -1,0 +1,79 @@
+/*
+ * testutil.h: helpers shared by the black-box tests (cmocka): assertions that
+ * print the error message, and a started-cluster fixture.
+ */
+#ifndef LAPSE_TESTUTIL_H
+#define LAPSE_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../client/lapse.h"
+#include "cluster.h"
+
+/* Asserts a liblapse call returned 0, printing its error otherwise. */
+#define assert_lapse_ok(call, errp)                                                               \
+    do {                                                                                          \
+        int rv_ = (call);                                                                         \
+        if (rv_ != 0) {                                                                           \
+            fail_msg("%s returned %d (%s): %s", #call, rv_, lapse_strerror(rv_),                 \
+                     (errp)->message);                                                            \
+        }                                                                                         \
+    } while (0)
+
+/* Asserts a call returned exactly code. */
+#define assert_lapse_code(call, code, errp)                                                       \
+    do {                                                                                          \
+        int rv_ = (call);                                                                         \
+        if (rv_ != (code)) {                                                                      \
+            fail_msg("%s returned %d (%s), expected %d (%s): %s", #call, rv_,                    \
+                     lapse_strerror(rv_), (code), lapse_strerror(code), (errp)->message);         \
+        }                                                                                         \
+    } while (0)
+
+/* Parses JSON into a new item or fails the test. */
+static inline lapse_item *item_json(const char *fmt, ...)
+{
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    lapse_item *it = NULL;
+    lapse_error e = {0};
+    if (lapse_item_from_json(&it, text, &e) != 0) {
+        fail_msg("bad test JSON %s: %s", text, e.message);
+    }
+    return it;
+}
+
+/* Starts a quiet n-node cluster or fails the test, with the logs' location. */
+static inline cluster *start_cluster(int nodes, const char *node_args)
+{
+    cluster_options o = {0};
+    o.nodes = nodes;
+    o.node_args = node_args;
+    o.quiet = 1;
+    cluster *c = NULL;
+    char err[512];
+    if (cluster_start(&c, &o, err, sizeof(err)) != 0) {
+        fail_msg("cluster_start: %s", err);
+    }
+    return c;
+}
+
+static inline lapse_client *connect_client(cluster *c)
+{
+    lapse_client *cl = NULL;
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_connect(&cl, cluster_coordinator_url(c), &e), &e);
+    return cl;
+}
+
+#endif
