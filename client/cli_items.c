@@ -62,7 +62,9 @@ static int item_command(cli_ctx *ctx, int argc, char **argv, const char *what,
     return cli_connect(ctx);
 }
 
-int cli_put(cli_ctx *ctx, int argc, char **argv)
+/* put and delete: TABLE ITEM_JSON (the whole item) or TABLE KEY_JSON, with
+ * the condition flags. Prints nothing on success. */
+static int conditional_write(cli_ctx *ctx, int argc, char **argv, int is_delete)
 {
     static const char *const valued[] = {COND_FLAGS, NULL};
     lapse_item *it = NULL;
@@ -76,16 +78,22 @@ int cli_put(cli_ctx *ctx, int argc, char **argv)
         (rv = parse_cond(ctx, &a, &cond, name, sizeof name)) != CLI_OK) {
         return rv;
     }
-    if ((rv = cli_item_arg(ctx, "ITEM_JSON", a.pos[1], &it)) != CLI_OK ||
+    if ((rv = cli_item_arg(ctx, is_delete ? "KEY_JSON" : "ITEM_JSON", a.pos[1], &it)) != CLI_OK ||
         (rv = cli_connect(ctx)) != CLI_OK) {
         goto out;
     }
-    if (lapse_put(ctx->c, a.pos[0], it, &cond, &err) != 0) {
+    if ((is_delete ? lapse_delete(ctx->c, a.pos[0], it, &cond, &err)
+                   : lapse_put(ctx->c, a.pos[0], it, &cond, &err)) != 0) {
         rv = cli_fail(ctx, &err);
     }
 out:
     lapse_item_free(it);
     return rv;
+}
+
+int cli_put(cli_ctx *ctx, int argc, char **argv)
+{
+    return conditional_write(ctx, argc, argv, 0);
 }
 
 int cli_get(cli_ctx *ctx, int argc, char **argv)
@@ -114,28 +122,7 @@ out:
 
 int cli_delete(cli_ctx *ctx, int argc, char **argv)
 {
-    static const char *const valued[] = {COND_FLAGS, NULL};
-    lapse_item *key = NULL;
-    lapse_condition cond;
-    lapse_error err;
-    char name[1024];
-    cli_args a;
-    int rv;
-
-    if ((rv = cli_parse(ctx, argc, argv, 2, valued, NULL, &a)) != CLI_OK ||
-        (rv = parse_cond(ctx, &a, &cond, name, sizeof name)) != CLI_OK) {
-        return rv;
-    }
-    if ((rv = cli_item_arg(ctx, "KEY_JSON", a.pos[1], &key)) != CLI_OK ||
-        (rv = cli_connect(ctx)) != CLI_OK) {
-        goto out;
-    }
-    if (lapse_delete(ctx->c, a.pos[0], key, &cond, &err) != 0) {
-        rv = cli_fail(ctx, &err);
-    }
-out:
-    lapse_item_free(key);
-    return rv;
+    return conditional_write(ctx, argc, argv, 1);
 }
 
 /* Adds the --set and --remove actions to u in command-line order. */

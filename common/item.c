@@ -161,17 +161,28 @@ int item_value_list_append(attr_value *list, attr_value *elem)
     return 0;
 }
 
+/* If (arr, n) has an attribute name, replaces its value with *val (taking
+ * it: *val is left NULL) and returns 1; otherwise returns 0 and changes
+ * nothing. */
+static int replace(attr *arr, size_t n, const char *name, attr_value *val)
+{
+    attr *a = find(arr, n, name);
+    if (a == NULL) {
+        return 0;
+    }
+    item_value_fini(&a->value);
+    a->value = *val;
+    item_value_init_null(val);
+    return 1;
+}
+
 /* Sets name in the array (*arr, *n), growing it with grow(). */
 static int map_set(attr **arr, size_t *n, const char *name, attr_value *val)
 {
     if (!name_ok(name)) {
         return LAPSE_EINVAL;
     }
-    attr *a = find(*arr, *n, name);
-    if (a != NULL) {
-        item_value_fini(&a->value);
-        a->value = *val;
-        item_value_init_null(val);
+    if (replace(*arr, *n, name, val)) {
         return 0;
     }
     char *copy = strdup(name);
@@ -414,11 +425,7 @@ int item_set(item *it, const char *name, attr_value *val)
     if (!name_ok(name)) {
         return LAPSE_EINVAL;
     }
-    attr *a = find(it->attrs, it->n, name);
-    if (a != NULL) {
-        item_value_fini(&a->value);
-        a->value = *val;
-        item_value_init_null(val);
+    if (replace(it->attrs, it->n, name, val)) {
         return 0;
     }
     char *copy = strdup(name);

@@ -20,68 +20,69 @@ static void *body_alloc(handlers_ctx *c, size_t n)
     return p;
 }
 
-void writes_put(handlers_ctx *c)
+/* The shared body of PutItem (is_delete 0: pb is the whole item) and
+ * DeleteItem (is_delete 1: pb is the key, the store deletes it). Sets the
+ * reply: an empty PutItem/DeleteItem body, or an error. */
+static void write_one(handlers_ctx *c, const char *table, const Lapse__Item *pb,
+                      const Lapse__Condition *pb_cond, int is_delete)
 {
-    const Lapse__PutItemRequest *r = c->req->put_item;
     item *it = NULL;
     attr_value cval;
     store_cond cond;
     uint32_t part;
     char err[512] = "";
+    int rv;
     item_value_init_null(&cval);
 
-    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0 ||
-        handlers_item_from_pb(c, r->item, 0, "item", &it) != 0 ||
+    if (handlers_find_table(c, table) != 0 ||
+        handlers_item_from_pb(c, pb, is_delete, is_delete ? "key" : "item", &it) != 0 ||
         handlers_route(c, it, &part) != 0 ||
-        handlers_cond_from_pb(c, r->condition, &cond, &cval) != 0) {
+        handlers_cond_from_pb(c, pb_cond, &cond, &cval) != 0) {
         goto out;
     }
-    int rv = store_put(c->ns->st, &c->table->schema, it, &cond, NULL, err, sizeof(err));
+    if (is_delete) {
+        rv = store_delete(c->ns->st, &c->table->schema, it, &cond, NULL, err, sizeof(err));
+    } else {
+        rv = store_put(c->ns->st, &c->table->schema, it, &cond, NULL, err, sizeof(err));
+    }
     if (rv != 0) {
         handlers_store_error(c, rv, err);
         goto out;
     }
-    Lapse__PutItemResponse *out = body_alloc(c, sizeof(*out));
-    if (out != NULL) {
-        lapse__put_item_response__init(out);
-        c->resp->body_case = LAPSE__RESPONSE__BODY_PUT_ITEM;
-        c->resp->put_item = out;
+    if (is_delete) {
+        Lapse__DeleteItemResponse *out = body_alloc(c, sizeof(*out));
+        if (out != NULL) {
+            lapse__delete_item_response__init(out);
+            c->resp->body_case = LAPSE__RESPONSE__BODY_DELETE_ITEM;
+            c->resp->delete_item = out;
+        }
+    } else {
+        Lapse__PutItemResponse *out = body_alloc(c, sizeof(*out));
+        if (out != NULL) {
+            lapse__put_item_response__init(out);
+            c->resp->body_case = LAPSE__RESPONSE__BODY_PUT_ITEM;
+            c->resp->put_item = out;
+        }
     }
 out:
     item_value_fini(&cval);
     item_free(it);
 }
 
+void writes_put(handlers_ctx *c)
+{
+    const Lapse__PutItemRequest *r = c->req->put_item;
+    if (handlers_need_body(c, r) == 0) {
+        write_one(c, r->table, r->item, r->condition, 0);
+    }
+}
+
 void writes_delete(handlers_ctx *c)
 {
     const Lapse__DeleteItemRequest *r = c->req->delete_item;
-    item *key = NULL;
-    attr_value cval;
-    store_cond cond;
-    uint32_t part;
-    char err[512] = "";
-    item_value_init_null(&cval);
-
-    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0 ||
-        handlers_item_from_pb(c, r->key, 1, "key", &key) != 0 ||
-        handlers_route(c, key, &part) != 0 ||
-        handlers_cond_from_pb(c, r->condition, &cond, &cval) != 0) {
-        goto out;
+    if (handlers_need_body(c, r) == 0) {
+        write_one(c, r->table, r->key, r->condition, 1);
     }
-    int rv = store_delete(c->ns->st, &c->table->schema, key, &cond, NULL, err, sizeof(err));
-    if (rv != 0) {
-        handlers_store_error(c, rv, err);
-        goto out;
-    }
-    Lapse__DeleteItemResponse *out = body_alloc(c, sizeof(*out));
-    if (out != NULL) {
-        lapse__delete_item_response__init(out);
-        c->resp->body_case = LAPSE__RESPONSE__BODY_DELETE_ITEM;
-        c->resp->delete_item = out;
-    }
-out:
-    item_value_fini(&cval);
-    item_free(key);
 }
 
 void writes_update(handlers_ctx *c)

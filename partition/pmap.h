@@ -5,7 +5,7 @@
  * holds the authoritative copy; nodes and clients hold cached copies and
  * compare versions.
  *
- * Pure data: no RocksDB, no network, no protobuf (rpc/wire.c converts).
+ * Pure data: no RocksDB, no network, no protobuf (rpc/wire_pmap.c converts).
  * Not thread-safe: callers share a pmap under their own lock, or replace a
  * pointer to an immutable copy.
  *

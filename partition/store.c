@@ -198,6 +198,25 @@ static int read_item(store *st, const buf *key, buf *scratch, item **out, char *
     return 0;
 }
 
+/* Reads the item under key into *cur (NULL when absent; the caller frees it)
+ * and checks c against it. Returns 0, LAPSE_ECONDITION (with *cur set) or the
+ * read error. REQUIRES: the key's stripe lock is held. */
+static int read_checked(store *st, const buf *key, const store_cond *c, item **cur, char *err,
+                        size_t errlen)
+{
+    buf scratch;
+    buf_init(&scratch);
+    int rv = read_item(st, key, &scratch, cur, err, errlen);
+    buf_fini(&scratch);
+    if (rv != 0) {
+        return rv;
+    }
+    if (!cond_holds(c, *cur)) {
+        return cond_failed(c, err, errlen);
+    }
+    return 0;
+}
+
 /* Writes one item change in its own batch. val NULL = delete. */
 static int write_one(store *st, const buf *key, const buf *val, char *err, size_t errlen)
 {
@@ -241,18 +260,9 @@ int store_put(store *st, const table_schema *t, const item *it, const store_cond
     }
     pthread_mutex_t *mu = stripe(st, t->id, part);
     pthread_mutex_lock(mu);
-    if (cond_needs_read(cond) || old_out != NULL) {
-        buf scratch;
-        buf_init(&scratch);
-        rv = read_item(st, &key, &scratch, &cur, err, errlen);
-        buf_fini(&scratch);
-        if (rv != 0) {
-            goto unlock;
-        }
-        if (!cond_holds(cond, cur)) {
-            rv = cond_failed(cond, err, errlen);
-            goto unlock;
-        }
+    if ((cond_needs_read(cond) || old_out != NULL) &&
+        (rv = read_checked(st, &key, cond, &cur, err, errlen)) != 0) {
+        goto unlock;
     }
     if ((rv = write_one(st, &key, &val, err, errlen)) != 0) {
         goto unlock;
@@ -316,15 +326,7 @@ int store_delete(store *st, const table_schema *t, const item *key, const store_
     pthread_mutex_lock(mu);
     int must_write = 1;
     if (cond_needs_read(cond) || old_out != NULL) {
-        buf scratch;
-        buf_init(&scratch);
-        rv = read_item(st, &k, &scratch, &cur, err, errlen);
-        buf_fini(&scratch);
-        if (rv != 0) {
-            goto unlock;
-        }
-        if (!cond_holds(cond, cur)) {
-            rv = cond_failed(cond, err, errlen);
+        if ((rv = read_checked(st, &k, cond, &cur, err, errlen)) != 0) {
             goto unlock;
         }
         must_write = cur != NULL;
@@ -397,12 +399,7 @@ int store_update(store *st, const table_schema *t, const item *key,
     }
     pthread_mutex_t *mu = stripe(st, t->id, part);
     pthread_mutex_lock(mu);
-    rv = read_item(st, &k, &val, &cur, err, errlen);
-    if (rv != 0) {
-        goto unlock;
-    }
-    if (!cond_holds(cond, cur)) {
-        rv = cond_failed(cond, err, errlen);
+    if ((rv = read_checked(st, &k, cond, &cur, err, errlen)) != 0) {
         goto unlock;
     }
     if (cur == NULL && (cur = item_dup(key)) == NULL) { /* upsert */

@@ -171,6 +171,11 @@ static void check_request(const Lapse__Request *r)
             check_item(r->batch_write->writes[i]->delete_key);
         }
         break;
+    case LAPSE__REQUEST__BODY_BATCH_GET:
+        for (size_t i = 0; i < r->batch_get->n_keys; i++) {
+            check_item(r->batch_get->keys[i]);
+        }
+        break;
     case LAPSE__REQUEST__BODY_PUSH_PARTITION_MAP:
         check_pmap(r->push_partition_map->map);
         break;

@@ -91,6 +91,21 @@ int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response
              char *err, size_t errlen);
 void rpc_response_free(Lapse__Response *resp); /* accepts NULL */
 
+/* One call of a concurrent group (rpc_call_many). */
+typedef struct rpc_multi_call {
+    rpc_client *client;    /* where to send; borrowed */
+    Lapse__Request *req;   /* borrowed; version and timeout_ms are filled in */
+    Lapse__Response *resp; /* out: as rpc_call's *resp (caller frees) */
+    int rv;                /* out: as rpc_call's return */
+    char err[512];         /* out: the message when rv != 0 */
+} rpc_multi_call;
+
+/* Runs n calls at once (each on its own context, to the same or different
+ * peers) and returns when every one has finished or the shared timeout_ms
+ * passed; each gets its own outcome exactly as rpc_call would. Used to fan a
+ * batch out to every owning node in one round trip. */
+void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms);
+
 /* Sends raw bytes as one message and returns the raw reply bytes in *reply
  * (caller frees with free()). For tests that send malformed frames.
  * Returns 0 or a transport error as rpc_call. */

@@ -59,6 +59,7 @@ static int free_port(void)
  */
 static atomic_int handlers_entered;
 static atomic_int handlers_done;
+static atomic_int barrier_entered;
 
 /* Waits until handlers_entered reaches n, for at most 5 s. */
 static void wait_entered(int n)
@@ -109,6 +110,25 @@ static void handler(void *arg, const Lapse__Request *req, Lapse__Response *resp,
     case LAPSE__REQUEST__BODY_LIST_TABLES:
         rpc_set_error(resp, a, LAPSE_ENOTFOUND, "no tables in %s (%d)", "test", 42);
         return;
+    case LAPSE__REQUEST__BODY_DESCRIBE_TABLE: {
+        /* A barrier: answers OK only once atoi(table) handlers have entered
+         * it (on any server of this process), else EUNAVAILABLE after 3 s. */
+        int want = atoi(req->describe_table->table);
+        atomic_fetch_add(&barrier_entered, 1);
+        clock_mono deadline = clock_mono_after_ms(3000);
+        while (atomic_load(&barrier_entered) < want) {
+            if (clock_mono_remaining_ms(deadline) == 0) {
+                rpc_set_error(resp, a, LAPSE_EUNAVAILABLE, "barrier of %d not reached", want);
+                return;
+            }
+            clock_sleep_ms(1);
+        }
+        Lapse__DescribeTableResponse *d = arena_alloc(a, sizeof *d);
+        lapse__describe_table_response__init(d);
+        resp->body_case = LAPSE__RESPONSE__BODY_DESCRIBE_TABLE;
+        resp->describe_table = d;
+        return;
+    }
     default:
         rpc_set_error(resp, a, LAPSE_EINVAL, "unexpected call %d", (int)req->body_case);
         return;
@@ -545,6 +565,57 @@ static void close_waits_for_running_handlers(void **state)
     fixture_close(f);
 }
 
+/* rpc_call_many sends every call before awaiting any: each handler below
+ * waits until all three requests have arrived, which calls made one after
+ * another could never satisfy. A call to a dead peer in the same group
+ * fails on its own without holding up the others. */
+static void call_many_runs_calls_concurrently(void **state)
+{
+    (void)state;
+    fixture *f[3];
+    for (int i = 0; i < 3; i++) {
+        f[i] = fixture_open(0, 2);
+    }
+    rpc_client *dead = NULL;
+    char url[64], err[256] = "";
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", free_port());
+    assert_rv(rpc_client_open(&dead, url, err, sizeof err), 0, err);
+
+    Lapse__DescribeTableRequest d = LAPSE__DESCRIBE_TABLE_REQUEST__INIT;
+    d.table = "3";
+    Lapse__Request reqs[4];
+    rpc_multi_call calls[4];
+    for (int i = 0; i < 4; i++) {
+        lapse__request__init(&reqs[i]);
+        reqs[i].body_case = LAPSE__REQUEST__BODY_DESCRIBE_TABLE;
+        reqs[i].describe_table = &d;
+        calls[i].client = i < 3 ? f[i]->cli : dead;
+        calls[i].req = &reqs[i];
+    }
+    atomic_store(&barrier_entered, 0);
+    rpc_call_many(calls, 4, 2000);
+    for (int i = 0; i < 3; i++) {
+        assert_rv(calls[i].rv, 0, calls[i].err);
+        assert_int_equal(calls[i].resp->body_case, LAPSE__RESPONSE__BODY_DESCRIBE_TABLE);
+        rpc_response_free(calls[i].resp);
+    }
+    assert_true(calls[3].rv == LAPSE_ETIMEDOUT || calls[3].rv == LAPSE_EUNAVAILABLE);
+    assert_null(calls[3].resp);
+    assert_non_null(strstr(calls[3].err, url));
+
+    /* The same group, one call at a time, cannot meet the barrier. */
+    atomic_store(&barrier_entered, 0);
+    Lapse__Response *resp = NULL;
+    assert_rv(rpc_call(f[0]->cli, &reqs[0], 5000, &resp, err, sizeof err), LAPSE_EUNAVAILABLE,
+              err);
+    rpc_response_free(resp);
+
+    rpc_client_close(dead);
+    for (int i = 0; i < 3; i++) {
+        fixture_close(f[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -558,6 +629,7 @@ int main(void)
         cmocka_unit_test(listen_errors_are_reported),
         cmocka_unit_test(oversized_request_is_refused_before_sending),
         cmocka_unit_test(close_waits_for_running_handlers),
+        cmocka_unit_test(call_many_runs_calls_concurrently),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,10 @@
  * ITEM_MAX_DEPTH, key types are S/N/B.
  *
  * Thread-safe (pure functions on caller-owned data).
+ *
+ * Implemented in three files: wire.c (values, items, status codes),
+ * wire_pmap.c (schemas, table maps, partition maps) and wire_nesting.c
+ * (wire_check_nesting).
  */
 #ifndef LAPSE_WIRE_H
 #define LAPSE_WIRE_H

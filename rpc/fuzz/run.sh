@@ -47,11 +47,11 @@ FLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -I$GEN"
 WARN="-Wall -Wextra -Werror -Wno-missing-braces"
 INSTR="-fsanitize=fuzzer-no-link,address"
 
-# The decoder and everything it calls: rpc/wire.c, common/, the pure part of
+# The decoder and everything it calls: rpc/wire*.c, common/, the pure part of
 # partition/, and the generated messages. Linked from an archive so only the
 # objects needed are pulled in.
 rm -f "$WORK/obj/"*.o "$WORK/libfuzzdeps.a"
-for f in "$SRC"/common/*.c "$SRC/partition/pmap.c" "$SRC/partition/hash.c" "$SRC/rpc/wire.c"; do
+for f in "$SRC"/common/*.c "$SRC/partition/pmap.c" "$SRC/partition/hash.c" "$SRC"/rpc/wire*.c; do
     case $f in *_test.c) continue ;; esac
     o="$WORK/obj/$(basename "$(dirname "$f")")_$(basename "$f" .c).o"
     "$CLANG" $FLAGS $WARN $INSTR -c "$f" -o "$o"

@@ -1,15 +1,12 @@
 /*
- * rpc.c: request/reply over NNG 1.5 (rpc.h). The framing, envelope and
- * deadline rules are in docs/wire-protocol.md.
+ * rpc_server.c: the server half of rpc.h over NNG 1.5. The framing, envelope
+ * and deadline rules are in docs/wire-protocol.md.
  *
- * Server: a pool of rep0 contexts, each driven by one aio callback (the state
- * machine drawn in rpc.h, as NNG's demo/async/server.c), feeding a FIFO of
- * received requests that worker threads drain. Callbacks run on NNG's task
- * threads and never block there: they only move a context between states and
- * push it onto the queue.
- *
- * Client: one req0 socket per peer, one nng_ctx and one aio per call, waited on
- * synchronously by the calling thread.
+ * A pool of rep0 contexts, each driven by one aio callback (the state machine
+ * drawn in rpc.h, as NNG's demo/async/server.c), feeding a FIFO of received
+ * requests that worker threads drain. Callbacks run on NNG's task threads and
+ * never block there: they only move a context between states and push it onto
+ * the queue.
  */
 #include "rpc.h"
 
@@ -22,55 +19,15 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
-#include <nng/protocol/reqrep0/req.h>
 
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "rpc_internal.h"
 #include "wire.h"
 
 #define DEFAULT_CONTEXTS 64
 #define DEFAULT_WORKERS 4
-#define RECONNECT_MIN_MS 20
-#define RECONNECT_MAX_MS 500
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* Maps an NNG error onto lapse_status. Everything that means "the peer or the
- * socket is not there" is EUNAVAILABLE. */
-static int from_nng(int rv)
-{
-    switch (rv) {
-    case 0:
-        return LAPSE_OK;
-    case NNG_ETIMEDOUT:
-        return LAPSE_ETIMEDOUT;
-    case NNG_ENOMEM:
-        return LAPSE_ENOMEM;
-    case NNG_EMSGSIZE:
-        return LAPSE_ETOOBIG;
-    case NNG_EPROTO:
-        return LAPSE_EPROTO;
-    case NNG_EINVAL:
-    case NNG_EADDRINVAL:
-    case NNG_ENOTSUP:
-        return LAPSE_EINVAL;
-    default: /* ECLOSED, ECONNREFUSED, ECONNSHUT, ECONNRESET, EUNREACHABLE, ... */
-        return LAPSE_EUNAVAILABLE;
-    }
-}
 
 void rpc_set_error(Lapse__Response *resp, arena *a, int code, const char *fmt, ...)
 {
@@ -101,6 +58,7 @@ void rpc_set_error(Lapse__Response *resp, arena *a, int code, const char *fmt, .
     va_end(ap);
     resp->message = m;
 }
+
 
 /* ===================================================================== */
 /* Server                                                                 */
@@ -462,250 +420,4 @@ void rpc_server_close(rpc_server *s)
     free(s->ctxs);
     free(s->workers);
     free(s);
-}
-
-/* ===================================================================== */
-/* Client                                                                 */
-/* ===================================================================== */
-
-struct rpc_client {
-    nng_socket sock;
-    int sock_open;
-    char *url; /* owned */
-};
-
-int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
-{
-    int rv;
-    int code;
-    nng_dialer d;
-
-    *out = NULL;
-    rpc_client *c = calloc(1, sizeof *c);
-    if (c == NULL || (c->url = strdup(url)) == NULL) {
-        free(c);
-        set_err(err, errlen, "out of memory");
-        return LAPSE_ENOMEM;
-    }
-    if ((rv = nng_req0_open(&c->sock)) != 0) {
-        code = from_nng(rv);
-        set_err(err, errlen, "nng_req0_open: %s", nng_strerror(rv));
-        goto fail;
-    }
-    c->sock_open = 1;
-    /* NNG_DURATION_INFINITE: req0 schedules its resend timer only for a
-     * positive resend time, so requests are never resent on a timer. */
-    if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
-        (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES)) != 0 ||
-        (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS)) != 0 ||
-        (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS)) != 0) {
-        code = from_nng(rv);
-        set_err(err, errlen, "socket options: %s", nng_strerror(rv));
-        goto fail;
-    }
-    if ((rv = nng_dialer_create(&d, c->sock, url)) != 0) {
-        code = (rv == NNG_ENOMEM) ? LAPSE_ENOMEM : LAPSE_EINVAL;
-        set_err(err, errlen, "bad address %s: %s", url, nng_strerror(rv));
-        goto fail;
-    }
-    (void)nng_dialer_set_ms(d, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS);
-    (void)nng_dialer_set_ms(d, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS);
-    (void)nng_dialer_set_size(d, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES);
-    /* Non-blocking: the dialer keeps retrying in the background and calls
-     * made meanwhile wait in the socket's send queue. */
-    if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
-        code = from_nng(rv);
-        if (code != LAPSE_ENOMEM) {
-            code = LAPSE_EINVAL;
-        }
-        set_err(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
-        goto fail;
-    }
-    *out = c;
-    return 0;
-
-fail:
-    rpc_client_close(c);
-    return code;
-}
-
-void rpc_client_close(rpc_client *c)
-{
-    if (c == NULL) {
-        return;
-    }
-    if (c->sock_open) {
-        nng_close(c->sock);
-    }
-    free(c->url);
-    free(c);
-}
-
-const char *rpc_client_url(const rpc_client *c)
-{
-    return c->url;
-}
-
-/* Sends m (always consumed) on a fresh context and waits for the reply until
- * timeout_ms from now. On success the caller frees *reply with nng_msg_free. */
-static int roundtrip(rpc_client *c, nng_msg *m, int timeout_ms, nng_msg **reply, char *err,
-                     size_t errlen)
-{
-    nng_ctx ctx;
-    nng_aio *aio = NULL;
-    int rv;
-    int code;
-    clock_mono deadline = clock_mono_after_ms(timeout_ms);
-
-    *reply = NULL;
-    if ((rv = nng_ctx_open(&ctx, c->sock)) != 0) {
-        nng_msg_free(m);
-        code = from_nng(rv);
-        set_err(err, errlen, "%s: %s", c->url, nng_strerror(rv));
-        return code;
-    }
-    (void)nng_ctx_set_ms(ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
-        nng_msg_free(m);
-        goto fail;
-    }
-
-    nng_aio_set_timeout(aio, timeout_ms);
-    nng_aio_set_msg(aio, m);
-    nng_ctx_send(ctx, aio);
-    nng_aio_wait(aio);
-    if ((rv = nng_aio_result(aio)) != 0) {
-        nng_msg_free(nng_aio_get_msg(aio)); /* a failed send leaves it with us */
-        goto fail;
-    }
-
-    int64_t left = clock_mono_remaining_ms(deadline);
-    if (left <= 0) {
-        rv = NNG_ETIMEDOUT;
-        goto fail;
-    }
-    nng_aio_set_timeout(aio, (nng_duration)left);
-    nng_ctx_recv(ctx, aio);
-    nng_aio_wait(aio);
-    if ((rv = nng_aio_result(aio)) != 0) {
-        goto fail;
-    }
-    *reply = nng_aio_get_msg(aio);
-    nng_aio_free(aio);
-    (void)nng_ctx_close(ctx);
-    return 0;
-
-fail:
-    code = from_nng(rv);
-    if (code == LAPSE_EINVAL) {
-        code = LAPSE_EUNAVAILABLE;
-    }
-    if (rv == NNG_ETIMEDOUT) {
-        set_err(err, errlen, "%s: no reply within %d ms", c->url, timeout_ms);
-    } else {
-        set_err(err, errlen, "%s: %s", c->url, nng_strerror(rv));
-    }
-    nng_aio_free(aio);
-    (void)nng_ctx_close(ctx);
-    return code;
-}
-
-int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp, char *err,
-             size_t errlen)
-{
-    int rv;
-    nng_msg *m;
-    nng_msg *reply;
-
-    *resp = NULL;
-    if (timeout_ms <= 0) {
-        timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
-    }
-    req->version = RPC_PROTOCOL_VERSION;
-    req->timeout_ms = (uint32_t)timeout_ms;
-    size_t n = lapse__request__get_packed_size(req);
-    if (n > RPC_MAX_MESSAGE_BYTES) {
-        set_err(err, errlen, "request of %zu bytes exceeds the %u-byte limit", n,
-                (unsigned)RPC_MAX_MESSAGE_BYTES);
-        return LAPSE_ETOOBIG;
-    }
-    if (nng_msg_alloc(&m, n) != 0) {
-        set_err(err, errlen, "out of memory");
-        return LAPSE_ENOMEM;
-    }
-    lapse__request__pack(req, nng_msg_body(m));
-    if ((rv = roundtrip(c, m, timeout_ms, &reply, err, errlen)) != 0) {
-        return rv;
-    }
-
-    const void *data = nng_msg_body(reply);
-    size_t len = nng_msg_len(reply);
-    Lapse__Response *r = NULL;
-    if (wire_check_nesting(&lapse__response__descriptor, data, len, WIRE_MAX_NESTING) == 0) {
-        r = lapse__response__unpack(NULL, len, data);
-    }
-    nng_msg_free(reply);
-    if (r == NULL) {
-        set_err(err, errlen, "%s: undecodable reply (%zu bytes)", c->url, len);
-        return LAPSE_EPROTO;
-    }
-    int status = wire_status_from_pb((int)r->status);
-    if (status != LAPSE_OK) {
-        if ((int)r->status != status) {
-            set_err(err, errlen, "%s: unknown status %d in reply: %s", c->url, (int)r->status,
-                    r->message != NULL ? r->message : "");
-        } else {
-            set_err(err, errlen, "%s", r->message != NULL ? r->message : "");
-        }
-    }
-    *resp = r;
-    return status;
-}
-
-void rpc_response_free(Lapse__Response *resp)
-{
-    if (resp != NULL) {
-        lapse__response__free_unpacked(resp, NULL);
-    }
-}
-
-int rpc_call_raw(rpc_client *c, const void *data, size_t len, int timeout_ms, void **reply,
-                 size_t *reply_len, char *err, size_t errlen)
-{
-    int rv;
-    nng_msg *m;
-    nng_msg *r;
-
-    *reply = NULL;
-    *reply_len = 0;
-    if (timeout_ms <= 0) {
-        timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
-    }
-    if (len > RPC_MAX_MESSAGE_BYTES) {
-        set_err(err, errlen, "message of %zu bytes exceeds the %u-byte limit", len,
-                (unsigned)RPC_MAX_MESSAGE_BYTES);
-        return LAPSE_ETOOBIG;
-    }
-    if (nng_msg_alloc(&m, len) != 0) {
-        set_err(err, errlen, "out of memory");
-        return LAPSE_ENOMEM;
-    }
-    if (len > 0) {
-        memcpy(nng_msg_body(m), data, len);
-    }
-    if ((rv = roundtrip(c, m, timeout_ms, &r, err, errlen)) != 0) {
-        return rv;
-    }
-    size_t n = nng_msg_len(r);
-    void *copy = malloc(n > 0 ? n : 1);
-    if (copy == NULL) {
-        nng_msg_free(r);
-        set_err(err, errlen, "out of memory");
-        return LAPSE_ENOMEM;
-    }
-    memcpy(copy, nng_msg_body(r), n);
-    nng_msg_free(r);
-    *reply = copy;
-    *reply_len = n;
-    return 0;
 }

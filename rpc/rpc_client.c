@@ -1,0 +1,363 @@
+/*
+ * rpc_client.c: the client half of rpc.h over NNG 1.5. The framing, envelope
+ * and deadline rules are in docs/wire-protocol.md.
+ *
+ * One req0 socket per peer, one nng_ctx and one aio per call, waited on
+ * synchronously by the calling thread.
+ */
+#include "rpc.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "rpc_internal.h"
+#include "wire.h"
+
+#define RECONNECT_MIN_MS 20
+#define RECONNECT_MAX_MS 500
+
+/* ===================================================================== */
+/* Client                                                                 */
+/* ===================================================================== */
+
+struct rpc_client {
+    nng_socket sock;
+    int sock_open;
+    char *url; /* owned */
+};
+
+int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
+{
+    int rv;
+    int code;
+    nng_dialer d;
+
+    *out = NULL;
+    rpc_client *c = calloc(1, sizeof *c);
+    if (c == NULL || (c->url = strdup(url)) == NULL) {
+        free(c);
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    if ((rv = nng_req0_open(&c->sock)) != 0) {
+        code = from_nng(rv);
+        set_err(err, errlen, "nng_req0_open: %s", nng_strerror(rv));
+        goto fail;
+    }
+    c->sock_open = 1;
+    /* NNG_DURATION_INFINITE: req0 schedules its resend timer only for a
+     * positive resend time, so requests are never resent on a timer. */
+    if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
+        (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES)) != 0 ||
+        (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS)) != 0 ||
+        (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS)) != 0) {
+        code = from_nng(rv);
+        set_err(err, errlen, "socket options: %s", nng_strerror(rv));
+        goto fail;
+    }
+    if ((rv = nng_dialer_create(&d, c->sock, url)) != 0) {
+        code = (rv == NNG_ENOMEM) ? LAPSE_ENOMEM : LAPSE_EINVAL;
+        set_err(err, errlen, "bad address %s: %s", url, nng_strerror(rv));
+        goto fail;
+    }
+    (void)nng_dialer_set_ms(d, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS);
+    (void)nng_dialer_set_ms(d, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS);
+    (void)nng_dialer_set_size(d, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES);
+    /* Non-blocking: the dialer keeps retrying in the background and calls
+     * made meanwhile wait in the socket's send queue. */
+    if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
+        code = from_nng(rv);
+        if (code != LAPSE_ENOMEM) {
+            code = LAPSE_EINVAL;
+        }
+        set_err(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
+        goto fail;
+    }
+    *out = c;
+    return 0;
+
+fail:
+    rpc_client_close(c);
+    return code;
+}
+
+void rpc_client_close(rpc_client *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    if (c->sock_open) {
+        nng_close(c->sock);
+    }
+    free(c->url);
+    free(c);
+}
+
+const char *rpc_client_url(const rpc_client *c)
+{
+    return c->url;
+}
+
+/* Sends m (always consumed) on a fresh context and waits for the reply until
+ * timeout_ms from now. On success the caller frees *reply with nng_msg_free. */
+/* One exchange in flight: its context, aio and state. */
+typedef struct inflight {
+    nng_ctx ctx;
+    nng_aio *aio;
+    int open; /* ctx opened */
+    int sent; /* the send completed and a receive is posted */
+} inflight;
+
+/* One message exchange of a group: msg (consumed) goes to client; on return
+ * reply holds the reply message (caller frees) or rv a Lapse code with err. */
+typedef struct exchange {
+    rpc_client *client;
+    nng_msg *msg;
+    nng_msg *reply;
+    int rv;
+    char *err;
+    size_t errlen;
+} exchange;
+
+static void exchange_fail(exchange *x, int nrv, int timeout_ms)
+{
+    int code = from_nng(nrv);
+    x->rv = code == LAPSE_EINVAL ? LAPSE_EUNAVAILABLE : code;
+    if (nrv == NNG_ETIMEDOUT) {
+        set_err(x->err, x->errlen, "%s: no reply within %d ms", x->client->url, timeout_ms);
+    } else {
+        set_err(x->err, x->errlen, "%s: %s", x->client->url, nng_strerror(nrv));
+    }
+}
+
+/*
+ * Runs n exchanges at once, each on its own context, so n messages to n
+ * peers take about one round trip. Three passes: send all; for each, wait
+ * for its send and post its receive; wait for each receive. Every wait is
+ * bounded by the one shared deadline. Exchanges whose msg is NULL are
+ * skipped (their rv is left as it is).
+ */
+static void exchange_all(exchange *xs, size_t n, int timeout_ms)
+{
+    inflight one;
+    inflight *fl = n <= 1 ? &one : calloc(n, sizeof(*fl));
+    clock_mono deadline = clock_mono_after_ms(timeout_ms);
+    int nrv;
+    if (fl == NULL) {
+        for (size_t i = 0; i < n; i++) {
+            if (xs[i].msg != NULL) {
+                nng_msg_free(xs[i].msg);
+                xs[i].rv = LAPSE_ENOMEM;
+                set_err(xs[i].err, xs[i].errlen, "out of memory");
+            }
+        }
+        return;
+    }
+    memset(fl, 0, (n ? n : 1) * sizeof(*fl));
+    for (size_t i = 0; i < n; i++) {
+        exchange *x = &xs[i];
+        if (x->msg == NULL) {
+            continue;
+        }
+        x->reply = NULL;
+        x->rv = 0;
+        if ((nrv = nng_ctx_open(&fl[i].ctx, x->client->sock)) != 0 ||
+            (fl[i].open = 1, nrv = nng_aio_alloc(&fl[i].aio, NULL, NULL)) != 0) {
+            nng_msg_free(x->msg);
+            exchange_fail(x, nrv, timeout_ms);
+            continue;
+        }
+        (void)nng_ctx_set_ms(fl[i].ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+        nng_aio_set_timeout(fl[i].aio, timeout_ms);
+        nng_aio_set_msg(fl[i].aio, x->msg);
+        nng_ctx_send(fl[i].ctx, fl[i].aio);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (xs[i].msg == NULL || xs[i].rv != 0) {
+            continue;
+        }
+        nng_aio_wait(fl[i].aio);
+        if ((nrv = nng_aio_result(fl[i].aio)) != 0) {
+            nng_msg_free(nng_aio_get_msg(fl[i].aio)); /* a failed send leaves it with us */
+            exchange_fail(&xs[i], nrv, timeout_ms);
+            continue;
+        }
+        int64_t left = clock_mono_remaining_ms(deadline);
+        if (left <= 0) {
+            exchange_fail(&xs[i], NNG_ETIMEDOUT, timeout_ms);
+            continue;
+        }
+        nng_aio_set_timeout(fl[i].aio, (nng_duration)left);
+        nng_ctx_recv(fl[i].ctx, fl[i].aio);
+        fl[i].sent = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (fl[i].sent) {
+            nng_aio_wait(fl[i].aio);
+            if ((nrv = nng_aio_result(fl[i].aio)) == 0) {
+                xs[i].reply = nng_aio_get_msg(fl[i].aio);
+            } else {
+                exchange_fail(&xs[i], nrv, timeout_ms);
+            }
+        }
+        if (fl[i].aio != NULL) {
+            nng_aio_free(fl[i].aio);
+        }
+        if (fl[i].open) {
+            (void)nng_ctx_close(fl[i].ctx);
+        }
+    }
+    if (fl != &one) {
+        free(fl);
+    }
+}
+
+/* Decodes a reply message (consumed) into mc->resp / mc->rv. */
+static void decode_reply(rpc_multi_call *mc, nng_msg *reply)
+{
+    const void *data = nng_msg_body(reply);
+    size_t len = nng_msg_len(reply);
+    Lapse__Response *r = NULL;
+    if (wire_check_nesting(&lapse__response__descriptor, data, len, WIRE_MAX_NESTING) == 0) {
+        r = lapse__response__unpack(NULL, len, data);
+    }
+    nng_msg_free(reply);
+    if (r == NULL) {
+        set_err(mc->err, sizeof(mc->err), "%s: undecodable reply (%zu bytes)", mc->client->url,
+                len);
+        mc->rv = LAPSE_EPROTO;
+        return;
+    }
+    int status = wire_status_from_pb((int)r->status);
+    if (status != LAPSE_OK) {
+        if ((int)r->status != status) {
+            set_err(mc->err, sizeof(mc->err), "%s: unknown status %d in reply: %s",
+                    mc->client->url, (int)r->status, r->message != NULL ? r->message : "");
+        } else {
+            set_err(mc->err, sizeof(mc->err), "%s", r->message != NULL ? r->message : "");
+        }
+    }
+    mc->resp = r;
+    mc->rv = status;
+}
+
+/* Copies len bytes into a new message. 0, LAPSE_ETOOBIG or LAPSE_ENOMEM. */
+static int new_msg(nng_msg **out, size_t len, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (len > RPC_MAX_MESSAGE_BYTES) {
+        set_err(err, errlen, "message of %zu bytes exceeds the %u-byte limit", len,
+                (unsigned)RPC_MAX_MESSAGE_BYTES);
+        return LAPSE_ETOOBIG;
+    }
+    if (nng_msg_alloc(out, len) != 0) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    return 0;
+}
+
+void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms)
+{
+    exchange one;
+    exchange *xs = n <= 1 ? &one : calloc(n, sizeof(*xs));
+    if (timeout_ms <= 0) {
+        timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
+    }
+    for (size_t i = 0; i < n; i++) {
+        calls[i].resp = NULL;
+        calls[i].rv = xs == NULL ? LAPSE_ENOMEM : 0;
+        set_err(calls[i].err, sizeof(calls[i].err), xs == NULL ? "out of memory" : "");
+    }
+    if (xs == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rpc_multi_call *mc = &calls[i];
+        Lapse__Request *req = mc->req;
+        exchange *x = &xs[i];
+        memset(x, 0, sizeof(*x));
+        x->client = mc->client;
+        x->err = mc->err;
+        x->errlen = sizeof(mc->err);
+        req->version = RPC_PROTOCOL_VERSION;
+        req->timeout_ms = (uint32_t)timeout_ms;
+        size_t len = lapse__request__get_packed_size(req);
+        if ((mc->rv = new_msg(&x->msg, len, x->err, x->errlen)) == 0) {
+            lapse__request__pack(req, nng_msg_body(x->msg));
+        }
+    }
+    exchange_all(xs, n, timeout_ms);
+    for (size_t i = 0; i < n; i++) {
+        if (xs[i].msg != NULL && xs[i].rv != 0) {
+            calls[i].rv = xs[i].rv;
+        } else if (xs[i].reply != NULL) {
+            decode_reply(&calls[i], xs[i].reply);
+        }
+    }
+    if (xs != &one) {
+        free(xs);
+    }
+}
+
+int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp, char *err,
+             size_t errlen)
+{
+    rpc_multi_call mc;
+    mc.client = c;
+    mc.req = req;
+    rpc_call_many(&mc, 1, timeout_ms);
+    *resp = mc.resp;
+    if (mc.rv != 0) {
+        set_err(err, errlen, "%s", mc.err);
+    }
+    return mc.rv;
+}
+
+void rpc_response_free(Lapse__Response *resp)
+{
+    if (resp != NULL) {
+        lapse__response__free_unpacked(resp, NULL);
+    }
+}
+
+int rpc_call_raw(rpc_client *c, const void *data, size_t len, int timeout_ms, void **reply,
+                 size_t *reply_len, char *err, size_t errlen)
+{
+    int rv;
+    exchange x = {.client = c, .err = err, .errlen = errlen};
+    *reply = NULL;
+    *reply_len = 0;
+    if (timeout_ms <= 0) {
+        timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
+    }
+    if ((rv = new_msg(&x.msg, len, err, errlen)) != 0) {
+        return rv;
+    }
+    if (len > 0) {
+        memcpy(nng_msg_body(x.msg), data, len);
+    }
+    exchange_all(&x, 1, timeout_ms);
+    if (x.rv != 0) {
+        return x.rv;
+    }
+    size_t n = nng_msg_len(x.reply);
+    void *copy = malloc(n > 0 ? n : 1);
+    if (copy == NULL) {
+        nng_msg_free(x.reply);
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    memcpy(copy, nng_msg_body(x.reply), n);
+    nng_msg_free(x.reply);
+    *reply = copy;
+    *reply_len = n;
+    return 0;
+}

@@ -1,0 +1,352 @@
+/*
+ * wire_pmap.c: table schemas, table maps and partition maps <-> protobuf-c
+ * messages (the wire_schema_*, wire_table_* and wire_pmap_* half of wire.h).
+ * Incoming maps are validated completely before they reach partition/pmap.c;
+ * the rules are listed in docs/wire-protocol.md ("Validation").
+ */
+#include "wire.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "rpc_internal.h"
+
+/* ===================================================================== */
+/* Outgoing: structs to protobuf                                          */
+/* ===================================================================== */
+
+static Lapse__KeyType key_type_to_pb(attr_type t)
+{
+    switch (t) {
+    case ATTR_S:
+        return LAPSE__KEY_TYPE__KEY_S;
+    case ATTR_N:
+        return LAPSE__KEY_TYPE__KEY_N;
+    case ATTR_B:
+        return LAPSE__KEY_TYPE__KEY_B;
+    default:
+        return LAPSE__KEY_TYPE__KEY_NONE;
+    }
+}
+
+static Lapse__KeyDef *key_to_pb(arena *a, const key_def *k)
+{
+    Lapse__KeyDef *pb = arena_alloc(a, sizeof *pb);
+    if (pb == NULL) {
+        return NULL;
+    }
+    lapse__key_def__init(pb);
+    if ((pb->name = arena_strdup(a, k->name)) == NULL) {
+        return NULL;
+    }
+    pb->type = key_type_to_pb(k->type);
+    return pb;
+}
+
+Lapse__TableSchema *wire_schema_to_pb(arena *a, const table_schema *t)
+{
+    Lapse__TableSchema *pb = arena_alloc(a, sizeof *pb);
+    if (pb == NULL) {
+        return NULL;
+    }
+    lapse__table_schema__init(pb);
+    pb->id = t->id;
+    pb->partitions = t->partitions;
+    if ((pb->name = arena_strdup(a, t->name)) == NULL ||
+        (pb->partition_key = key_to_pb(a, &t->pk)) == NULL) {
+        return NULL;
+    }
+    if (t->sk.name[0] != 0 && (pb->sort_key = key_to_pb(a, &t->sk)) == NULL) {
+        return NULL;
+    }
+    return pb; /* no sort key: sort_key stays NULL (absent on the wire) */
+}
+
+Lapse__TableMap *wire_table_to_pb(arena *a, const pmap_table *t)
+{
+    Lapse__TableMap *pb = arena_alloc(a, sizeof *pb);
+    uint32_t np = t->schema.partitions;
+    if (pb == NULL) {
+        return NULL;
+    }
+    lapse__table_map__init(pb);
+    if ((pb->schema = wire_schema_to_pb(a, &t->schema)) == NULL ||
+        (pb->partitions = arena_alloc(a, (np > 0 ? np : 1) * sizeof *pb->partitions)) == NULL) {
+        return NULL;
+    }
+    for (uint32_t p = 0; p < np; p++) {
+        const pmap_replicas *r = &t->parts[p];
+        uint32_t n = r->n <= PMAP_MAX_REPLICAS ? r->n : PMAP_MAX_REPLICAS;
+        Lapse__PartitionReplicas *pr = arena_alloc(a, sizeof *pr);
+        if (pr == NULL) {
+            return NULL;
+        }
+        lapse__partition_replicas__init(pr);
+        if ((pr->node_ids = arena_memdup(a, r->ids, (n > 0 ? n : 1) * sizeof(uint32_t))) == NULL) {
+            return NULL;
+        }
+        pr->n_node_ids = n;
+        pb->partitions[p] = pr;
+    }
+    pb->n_partitions = np;
+    return pb;
+}
+
+Lapse__PartitionMap *wire_pmap_to_pb(arena *a, const pmap *pm)
+{
+    Lapse__PartitionMap *pb = arena_alloc(a, sizeof *pb);
+    if (pb == NULL) {
+        return NULL;
+    }
+    lapse__partition_map__init(pb);
+    pb->version = pm->version;
+    if ((pb->nodes = arena_alloc(a, (pm->nnodes > 0 ? pm->nnodes : 1) * sizeof *pb->nodes)) ==
+            NULL ||
+        (pb->tables = arena_alloc(a, (pm->ntables > 0 ? pm->ntables : 1) * sizeof *pb->tables)) ==
+            NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        Lapse__NodeInfo *ni = arena_alloc(a, sizeof *ni);
+        if (ni == NULL) {
+            return NULL;
+        }
+        lapse__node_info__init(ni);
+        ni->id = pm->nodes[i].id;
+        ni->state = pm->nodes[i].state == PMAP_NODE_UP ? LAPSE__NODE_STATE__NODE_UP
+                                                       : LAPSE__NODE_STATE__NODE_DOWN;
+        if ((ni->address = arena_strdup(a, pm->nodes[i].address)) == NULL) {
+            return NULL;
+        }
+        pb->nodes[i] = ni;
+    }
+    pb->n_nodes = pm->nnodes;
+    for (size_t i = 0; i < pm->ntables; i++) {
+        if ((pb->tables[i] = wire_table_to_pb(a, &pm->tables[i])) == NULL) {
+            return NULL;
+        }
+    }
+    pb->n_tables = pm->ntables;
+    return pb;
+}
+
+/* ===================================================================== */
+/* Incoming: protobuf to structs, validated                               */
+/* ===================================================================== */
+
+static int key_from_pb(const Lapse__KeyDef *pb, key_def *out, const char *what, char *err,
+                       size_t errlen)
+{
+    const char *name = pb->name != NULL ? pb->name : "";
+    size_t len = strnlen(name, SCHEMA_MAX_KEY_NAME + 1);
+    if (len == 0) {
+        set_err(err, errlen, "%s has no name", what);
+        return LAPSE_EINVAL;
+    }
+    if (len > SCHEMA_MAX_KEY_NAME) {
+        set_err(err, errlen, "%s name longer than %d bytes", what, SCHEMA_MAX_KEY_NAME);
+        return LAPSE_EINVAL;
+    }
+    switch (pb->type) {
+    case LAPSE__KEY_TYPE__KEY_S:
+        out->type = ATTR_S;
+        break;
+    case LAPSE__KEY_TYPE__KEY_N:
+        out->type = ATTR_N;
+        break;
+    case LAPSE__KEY_TYPE__KEY_B:
+        out->type = ATTR_B;
+        break;
+    default:
+        set_err(err, errlen, "%s \"%.64s\" has type %d; want S, N or B", what, name, (int)pb->type);
+        return LAPSE_EINVAL;
+    }
+    memcpy(out->name, name, len + 1);
+    return 0;
+}
+
+int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *err, size_t errlen)
+{
+    int rv;
+    memset(out, 0, sizeof *out);
+    if (pb == NULL) {
+        set_err(err, errlen, "missing table schema");
+        return LAPSE_EINVAL;
+    }
+    const char *name = pb->name != NULL ? pb->name : "";
+    size_t len = strnlen(name, SCHEMA_MAX_NAME + 1);
+    if (len == 0 || len > SCHEMA_MAX_NAME) {
+        set_err(err, errlen, "table name must be 1 to %d bytes", SCHEMA_MAX_NAME);
+        return LAPSE_EINVAL;
+    }
+    memcpy(out->name, name, len + 1);
+    out->id = pb->id;
+    out->partitions = pb->partitions;
+    if (pb->partition_key == NULL) {
+        set_err(err, errlen, "table \"%.64s\" has no partition key", name);
+        return LAPSE_EINVAL;
+    }
+    if ((rv = key_from_pb(pb->partition_key, &out->pk, "partition key", err, errlen)) != 0) {
+        return rv;
+    }
+    const Lapse__KeyDef *sk = pb->sort_key;
+    if (sk != NULL && sk->type == LAPSE__KEY_TYPE__KEY_NONE) {
+        if (sk->name != NULL && sk->name[0] != 0) {
+            set_err(err, errlen, "sort key \"%.64s\" has no type", sk->name);
+            return LAPSE_EINVAL;
+        }
+        sk = NULL;
+    }
+    if (sk != NULL) {
+        if ((rv = key_from_pb(sk, &out->sk, "sort key", err, errlen)) != 0) {
+            return rv;
+        }
+        if (strcmp(out->sk.name, out->pk.name) == 0) {
+            set_err(err, errlen, "sort key and partition key are both \"%.64s\"", out->pk.name);
+            return LAPSE_EINVAL;
+        }
+    }
+    return 0;
+}
+
+int wire_table_from_pb(const Lapse__TableMap *pb, pmap *pm, char *err, size_t errlen)
+{
+    int rv;
+    table_schema t;
+    char why[200] = "";
+
+    if (pb == NULL) {
+        set_err(err, errlen, "missing table map");
+        return LAPSE_EINVAL;
+    }
+    if ((rv = wire_schema_from_pb(pb->schema, &t, err, errlen)) != 0) {
+        return rv;
+    }
+    if (schema_validate(&t, why, sizeof why) != 0) {
+        set_err(err, errlen, "table \"%.64s\": %s", t.name, why);
+        return LAPSE_EINVAL;
+    }
+    if (t.id == 0) {
+        set_err(err, errlen, "table \"%.64s\" has no id", t.name);
+        return LAPSE_EINVAL;
+    }
+    if (pmap_table_find(pm, t.name) != NULL || pmap_table_find_id(pm, t.id) != NULL) {
+        set_err(err, errlen, "table \"%.64s\" (id %u) appears twice", t.name, (unsigned)t.id);
+        return LAPSE_EINVAL;
+    }
+    if (pb->n_partitions != t.partitions || (t.partitions > 0 && pb->partitions == NULL)) {
+        set_err(err, errlen, "table \"%.64s\": %zu replica lists for %u partitions", t.name,
+                pb->n_partitions, (unsigned)t.partitions);
+        return LAPSE_EINVAL;
+    }
+    pmap_replicas *parts = calloc(t.partitions, sizeof *parts);
+    if (parts == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    for (uint32_t p = 0; p < t.partitions; p++) {
+        const Lapse__PartitionReplicas *pr = pb->partitions[p];
+        size_t n = pr != NULL ? pr->n_node_ids : 0;
+        if (n < 1 || n > PMAP_MAX_REPLICAS || pr->node_ids == NULL) {
+            set_err(err, errlen, "table \"%.64s\" partition %u: %zu replicas (want 1 to %d)",
+                    t.name, (unsigned)p, n, PMAP_MAX_REPLICAS);
+            rv = LAPSE_EINVAL;
+            goto fail;
+        }
+        for (size_t k = 0; k < n; k++) {
+            uint32_t id = pr->node_ids[k];
+            if (id == 0 || pmap_node_find(pm, id) == NULL) {
+                set_err(err, errlen, "table \"%.64s\" partition %u: unknown node %u", t.name,
+                        (unsigned)p, (unsigned)id);
+                rv = LAPSE_EINVAL;
+                goto fail;
+            }
+            for (size_t j = 0; j < k; j++) {
+                if (pr->node_ids[j] == id) {
+                    set_err(err, errlen, "table \"%.64s\" partition %u: node %u listed twice",
+                            t.name, (unsigned)p, (unsigned)id);
+                    rv = LAPSE_EINVAL;
+                    goto fail;
+                }
+            }
+            parts[p].ids[k] = id;
+        }
+        parts[p].n = (uint32_t)n;
+    }
+    rv = pmap_add_table_assigned(pm, &t, parts);
+    if (rv == LAPSE_ENOMEM) {
+        set_err(err, errlen, "out of memory");
+    } else if (rv != 0) {
+        set_err(err, errlen, "table \"%.64s\" rejected by the partition map: %s", t.name,
+                lapse_strerror(rv));
+        rv = LAPSE_EINVAL;
+    }
+fail:
+    free(parts);
+    return rv;
+}
+
+int wire_pmap_from_pb(const Lapse__PartitionMap *pb, pmap **out, char *err, size_t errlen)
+{
+    int rv;
+    *out = NULL;
+    if (pb == NULL) {
+        set_err(err, errlen, "missing partition map");
+        return LAPSE_EINVAL;
+    }
+    if (pb->n_nodes > WIRE_MAX_NODES || pb->n_tables > WIRE_MAX_TABLES) {
+        set_err(err, errlen, "partition map with %zu nodes and %zu tables (limits %d and %d)",
+                pb->n_nodes, pb->n_tables, WIRE_MAX_NODES, WIRE_MAX_TABLES);
+        return LAPSE_EINVAL;
+    }
+    if ((pb->n_nodes > 0 && pb->nodes == NULL) || (pb->n_tables > 0 && pb->tables == NULL)) {
+        set_err(err, errlen, "bad partition map");
+        return LAPSE_EINVAL;
+    }
+    pmap *pm = pmap_new();
+    if (pm == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    pm->version = pb->version;
+    for (size_t i = 0; i < pb->n_nodes; i++) {
+        const Lapse__NodeInfo *ni = pb->nodes[i];
+        rv = LAPSE_EINVAL;
+        if (ni == NULL || ni->id == 0) {
+            set_err(err, errlen, "node entry %zu has no id", i);
+            goto fail;
+        }
+        const char *addr = ni->address != NULL ? ni->address : "";
+        if (strnlen(addr, PMAP_MAX_ADDR) >= PMAP_MAX_ADDR) {
+            set_err(err, errlen, "node %u: address longer than %d bytes", (unsigned)ni->id,
+                    PMAP_MAX_ADDR - 1);
+            goto fail;
+        }
+        if (ni->state != LAPSE__NODE_STATE__NODE_UP && ni->state != LAPSE__NODE_STATE__NODE_DOWN) {
+            set_err(err, errlen, "node %u: bad state %d", (unsigned)ni->id, (int)ni->state);
+            goto fail;
+        }
+        if (pmap_node_find(pm, ni->id) != NULL) {
+            set_err(err, errlen, "node %u listed twice", (unsigned)ni->id);
+            goto fail;
+        }
+        pmap_node_state st =
+            ni->state == LAPSE__NODE_STATE__NODE_UP ? PMAP_NODE_UP : PMAP_NODE_DOWN;
+        if ((rv = pmap_set_node(pm, ni->id, addr, st)) != 0) {
+            set_err(err, errlen, "node %u: %s", (unsigned)ni->id, lapse_strerror(rv));
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < pb->n_tables; i++) {
+        if ((rv = wire_table_from_pb(pb->tables[i], pm, err, errlen)) != 0) {
+            goto fail;
+        }
+    }
+    *out = pm;
+    return 0;
+fail:
+    pmap_free(pm);
+    return rv;
+}
