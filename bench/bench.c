@@ -3,7 +3,8 @@
  * through liblapse against a three-node cluster on loopback.
  *
  *   lapse-bench [--coordinator URL] [--threads N] [--seconds S] [--batch N]
- *               [--value-bytes N] [--bin-dir DIR] [--workloads put,batch,get,query]
+ *               [--value-bytes N] [--bin-dir DIR]
+ *               [--workloads put,batch-put,get,batch-get,query]
  *
  * Without --coordinator it starts its own cluster (tests/cluster.h) from
  * --bin-dir (default ./build/bin) and stops it at the end. Each workload runs
@@ -24,7 +25,7 @@
 
 enum { MAX_THREADS = 64, MAX_SAMPLES = 1 << 21 };
 
-typedef enum { W_PUT, W_BATCH, W_GET, W_QUERY } workload;
+typedef enum { W_PUT, W_BATCH, W_GET, W_BATCH_GET, W_QUERY } workload;
 
 typedef struct config {
     const char *coordinator;
@@ -140,6 +141,31 @@ static void *worker_main(void *arg)
             lapse_item_free(got);
             lapse_item_free(key);
             record(w, t0, rv, &e, 1);
+        } else if (w->w == W_BATCH_GET) {
+            lapse_item **keys = batch;
+            lapse_item **got = calloc((size_t)cfg->batch, sizeof(*got));
+            for (int i = 0; i < cfg->batch; i++) {
+                char ks[32];
+                snprintf(ks, sizeof(ks), "user%010ld",
+                         (long)(rng(&seed) % (uint64_t)cfg->keys_loaded));
+                keys[i] = lapse_item_new();
+                lapse_item_set_s(keys[i], "Id", ks);
+            }
+            t0 = now_s();
+            rv = lapse_batch_get(w->client, "Bench", keys, (size_t)cfg->batch, got, &e);
+            long hits = 0;
+            for (int i = 0; i < cfg->batch; i++) {
+                hits += got[i] != NULL;
+                lapse_item_free(got[i]);
+                lapse_item_free(keys[i]);
+            }
+            if (rv == 0 && hits != cfg->batch) {
+                rv = LAPSE_EINTERNAL;
+                snprintf(e.message, sizeof(e.message), "%ld of %d keys missing",
+                         cfg->batch - hits, cfg->batch);
+            }
+            free(got);
+            record(w, t0, rv, &e, cfg->batch);
         } else {
             char pk[64];
             snprintf(pk, sizeof(pk), "{\"S\":\"dev%ld\"}", (long)(rng(&seed) % 1000));
@@ -165,7 +191,7 @@ static int cmp_u32(const void *a, const void *b)
 
 static const char *wname(workload w)
 {
-    static const char *names[] = {"put", "batch-put", "get", "query"};
+    static const char *names[] = {"put", "batch-put", "get", "batch-get", "query"};
     return names[w];
 }
 
@@ -285,17 +311,30 @@ static int load_query_table(lapse_client *c)
     return rv != 0;
 }
 
+/* Whether the comma-separated list names workload name exactly. */
+static int has_workload(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p != NULL; p = strchr(p, ',')) {
+        p += *p == ',';
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: lapse-bench [--coordinator URL] [--threads N] [--seconds S] "
                     "[--batch N] [--value-bytes N] [--bin-dir DIR] "
-                    "[--workloads put,batch,get,query]\n");
+                    "[--workloads put,batch-put,get,batch-get,query]\n");
 }
 
 int main(int argc, char **argv)
 {
     config cfg = {NULL, "./build/bin", 16, 10, 100, 100, 0};
-    const char *workloads = "put,batch,get,query";
+    const char *workloads = "put,batch-put,get,batch-get,query";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -364,20 +403,17 @@ int main(int argc, char **argv)
            "workload, %d-byte values, batches of %d\n",
            cfg.threads, cfg.seconds, cfg.value_bytes, cfg.batch);
     long next_key = 0;
-    if (strstr(workloads, "put")) {
-        run(W_PUT, &cfg, c, &next_key);
-    }
-    if (strstr(workloads, "batch")) {
-        run(W_BATCH, &cfg, c, &next_key);
-    }
-    if (strstr(workloads, "get")) {
-        if (cfg.keys_loaded == 0) {
-            fprintf(stderr, "get: no keys loaded (run put or batch first)\n");
-        } else {
-            run(W_GET, &cfg, c, &next_key);
+    for (workload wl = W_PUT; wl <= W_BATCH_GET; wl++) {
+        if (!has_workload(workloads, wname(wl))) {
+            continue;
         }
+        if ((wl == W_GET || wl == W_BATCH_GET) && cfg.keys_loaded == 0) {
+            fprintf(stderr, "%s: no keys loaded (run put or batch-put first)\n", wname(wl));
+            continue;
+        }
+        run(wl, &cfg, c, &next_key);
     }
-    if (strstr(workloads, "query") && load_query_table(c) == 0) {
+    if (has_workload(workloads, "query") && load_query_table(c) == 0) {
         run(W_QUERY, &cfg, c, &next_key);
     }
     lapse_close(c);

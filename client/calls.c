@@ -10,6 +10,7 @@
 #include "../common/ddbjson.h"
 #include "../common/lapse_err.h"
 #include "../rpc/wire.h"
+#include "batch.h"
 #include "client.h"
 
 /* A chunk stays well under RPC_MAX_MESSAGE_BYTES even with big items. */
@@ -139,39 +140,61 @@ int lapse_check_item(lapse_client *c, const char *table, const lapse_item *item,
     return rv != 0 ? rv : client_ok(err);
 }
 
-int lapse_put(lapse_client *c, const char *table, const lapse_item *item,
-              const lapse_condition *cond, lapse_error *err)
+/* Sends a PutItem (is_delete 0: it is the whole item) or a DeleteItem
+ * (is_delete 1: it is the key) with cond to the partition's primary. Returns
+ * 0 or a lapse_status with the reason in err. */
+static int write_item(lapse_client *c, const char *table, const lapse_item *it,
+                      const lapse_condition *cond, int is_delete, lapse_error *err)
 {
-    Lapse__PutItemRequest body = LAPSE__PUT_ITEM_REQUEST__INIT;
+    Lapse__PutItemRequest put = LAPSE__PUT_ITEM_REQUEST__INIT;
+    Lapse__DeleteItemRequest del = LAPSE__DELETE_ITEM_REQUEST__INIT;
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__Response *resp = NULL;
+    Lapse__Item *pb_item;
+    Lapse__Condition *pb_cond = NULL;
     table_schema t;
     client_target tg;
     attr_value keep;
     arena a;
     int rv;
 
-    if ((rv = prepare(c, table, item, 0, &t, &tg, err)) != 0) {
+    if ((rv = prepare(c, table, it, is_delete, &t, &tg, err)) != 0) {
         return rv;
     }
     arena_init(&a);
     item_value_init_null(&keep);
-    body.table = (char *)table;
-    if ((body.item = wire_item_to_pb(&a, item->it)) == NULL) {
+    if ((pb_item = wire_item_to_pb(&a, it->it)) == NULL) {
         rv = client_err(err, LAPSE_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rv = cond_to_pb(&a, cond, &body.condition, &keep, err)) != 0) {
+    if ((rv = cond_to_pb(&a, cond, &pb_cond, &keep, err)) != 0) {
         goto out;
     }
-    req.body_case = LAPSE__REQUEST__BODY_PUT_ITEM;
-    req.put_item = &body;
+    if (is_delete) {
+        del.table = (char *)table;
+        del.key = pb_item;
+        del.condition = pb_cond;
+        req.body_case = LAPSE__REQUEST__BODY_DELETE_ITEM;
+        req.delete_item = &del;
+    } else {
+        put.table = (char *)table;
+        put.item = pb_item;
+        put.condition = pb_cond;
+        req.body_case = LAPSE__REQUEST__BODY_PUT_ITEM;
+        req.put_item = &put;
+    }
     rv = client_call_part(c, &tg, &req, unconditional(cond), &resp, err);
 out:
     rpc_response_free(resp);
     arena_fini(&a);
     item_value_fini(&keep);
     return rv;
+}
+
+int lapse_put(lapse_client *c, const char *table, const lapse_item *item,
+              const lapse_condition *cond, lapse_error *err)
+{
+    return write_item(c, table, item, cond, 0, err);
 }
 
 int lapse_get(lapse_client *c, const char *table, const lapse_item *key, lapse_item **out,
@@ -217,36 +240,7 @@ out:
 int lapse_delete(lapse_client *c, const char *table, const lapse_item *key,
                  const lapse_condition *cond, lapse_error *err)
 {
-    Lapse__DeleteItemRequest body = LAPSE__DELETE_ITEM_REQUEST__INIT;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    Lapse__Response *resp = NULL;
-    table_schema t;
-    client_target tg;
-    attr_value keep;
-    arena a;
-    int rv;
-
-    if ((rv = prepare(c, table, key, 1, &t, &tg, err)) != 0) {
-        return rv;
-    }
-    arena_init(&a);
-    item_value_init_null(&keep);
-    body.table = (char *)table;
-    if ((body.key = wire_item_to_pb(&a, key->it)) == NULL) {
-        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
-        goto out;
-    }
-    if ((rv = cond_to_pb(&a, cond, &body.condition, &keep, err)) != 0) {
-        goto out;
-    }
-    req.body_case = LAPSE__REQUEST__BODY_DELETE_ITEM;
-    req.delete_item = &body;
-    rv = client_call_part(c, &tg, &req, unconditional(cond), &resp, err);
-out:
-    rpc_response_free(resp);
-    arena_fini(&a);
-    item_value_fini(&keep);
-    return rv;
+    return write_item(c, table, key, cond, 1, err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -334,145 +328,62 @@ out:
 /* Batch write                                                               */
 /* ------------------------------------------------------------------------ */
 
-typedef struct bw_entry {
-    client_target tg;
-    size_t bytes;            /* item_size, for chunking */
-    Lapse__WriteRequest *pb; /* in the call's arena */
-} bw_entry;
+/* ---- batch write and batch get (on the engine in batch.c) ---- */
 
-typedef struct bw_state {
-    lapse_client *c;
+typedef struct bw_ctx {
     const char *table;
-    bw_entry *e;
-    size_t *pending, npending; /* entries still to send this round */
-    size_t *next, nnext;       /* entries to re-send next round */
-    int progressed;            /* some chunk applied something this round */
-    lapse_error last;          /* the last retryable failure, for the final error */
-} bw_state;
+    Lapse__WriteRequest **pb; /* per entry, in the call's arena */
+} bw_ctx;
 
-/* Sends one chunk (entries idx[0..n)) to node r. Retryable failures put the
- * chunk back into next; other errors are returned. */
-static int bw_send(bw_state *s, const client_route *r, const size_t *idx, size_t n,
-                   Lapse__WriteRequest **writes, lapse_error *err)
+static int bw_build(void *ctx, arena *a, const size_t *idx, size_t n, Lapse__Request *req,
+                    lapse_error *err)
 {
-    Lapse__BatchWriteRequest body = LAPSE__BATCH_WRITE_REQUEST__INIT;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    Lapse__Response *resp = NULL;
-    rpc_client *rc;
-    char msg[256] = "";
-    int timeout = client_timeout_ms(s->c);
-    int rv;
-
-    if ((rv = client_conn(s->c, r->addr, &rc, err)) != 0) {
-        return rv;
+    bw_ctx *x = ctx;
+    Lapse__BatchWriteRequest *body = arena_alloc(a, sizeof(*body));
+    Lapse__WriteRequest **writes = arena_alloc(a, n * sizeof(*writes));
+    if (body == NULL || writes == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
     }
+    lapse__batch_write_request__init(body);
     for (size_t i = 0; i < n; i++) {
-        writes[i] = s->e[idx[i]].pb;
+        writes[i] = x->pb[idx[i]];
     }
-    body.table = (char *)s->table;
-    body.writes = writes;
-    body.n_writes = n;
-    req.body_case = LAPSE__REQUEST__BODY_BATCH_WRITE;
-    req.batch_write = &body;
-    req.pmap_version = r->pmap_version;
-    rv = rpc_call(rc, &req, timeout, &resp, msg, sizeof msg);
-    if (rv == 0) {
-        if (resp->body_case != LAPSE__RESPONSE__BODY_BATCH_WRITE || resp->batch_write == NULL) {
-            rpc_response_free(resp);
-            return client_err(err, LAPSE_EPROTO, "node %u (%s): reply has no batch_write body",
-                              (unsigned)r->node_id, r->addr);
-        }
-        const Lapse__BatchWriteResponse *bw = resp->batch_write;
-        for (size_t i = 0; i < bw->n_unprocessed; i++) {
-            if (bw->unprocessed[i] < n) {
-                s->next[s->nnext++] = idx[bw->unprocessed[i]];
-            }
-        }
-        if (bw->n_unprocessed < n) {
-            s->progressed = 1;
-        } else {
-            client_err(&s->last, LAPSE_EWRONGNODE, "node %u (%s): %zu writes unprocessed",
-                       (unsigned)r->node_id, r->addr, n);
-        }
-        rpc_response_free(resp);
-        return 0;
-    }
-    rpc_response_free(resp);
-    if (rv == LAPSE_EWRONGNODE || rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
-        client_node_err(&s->last, rv, r, msg, timeout);
-        memcpy(s->next + s->nnext, idx, n * sizeof *idx);
-        s->nnext += n;
-        return 0;
-    }
-    return client_node_err(err, rv, r, msg, timeout);
+    body->table = (char *)x->table;
+    body->writes = writes;
+    body->n_writes = n;
+    req->body_case = LAPSE__REQUEST__BODY_BATCH_WRITE;
+    req->batch_write = body;
+    return 0;
 }
 
-/* One round: routes every pending entry with the current map and sends them
- * grouped by owner node, in chunks of LAPSE_BATCH_MAX / CHUNK_MAX_BYTES. */
-static int bw_round(bw_state *s, lapse_error *err)
+static int bw_done(void *ctx, const size_t *idx, size_t n, const Lapse__Response *resp,
+                   size_t *unprocessed, size_t *nun, lapse_error *err)
 {
-    client_route *routes = malloc(s->npending * sizeof *routes);
-    size_t *chunk = malloc(s->npending * sizeof *chunk);
-    Lapse__WriteRequest **writes = malloc(s->npending * sizeof *writes);
-    char *done = calloc(s->npending, 1);
-    int rv = 0;
-
-    if (routes == NULL || chunk == NULL || writes == NULL || done == NULL) {
-        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
-        goto out;
+    (void)ctx;
+    (void)idx;
+    if (resp->body_case != LAPSE__RESPONSE__BODY_BATCH_WRITE || resp->batch_write == NULL) {
+        return client_err(err, LAPSE_EPROTO, "reply has no batch_write body");
     }
-    for (size_t i = 0; i < s->npending; i++) {
-        rv = client_route_of(s->c, &s->e[s->pending[i]].tg, &routes[i], err);
-        if (rv != 0) {
-            goto out;
+    const Lapse__BatchWriteResponse *bw = resp->batch_write;
+    *nun = 0;
+    for (size_t i = 0; i < bw->n_unprocessed; i++) {
+        if (bw->unprocessed[i] < n) {
+            unprocessed[(*nun)++] = bw->unprocessed[i];
         }
     }
-    /* Each outer step takes the first unsent entry's node and sends every
-     * entry of that node; few nodes, so the quadratic walk is short. */
-    for (size_t first = 0; first < s->npending; first++) {
-        if (done[first]) {
-            continue;
-        }
-        uint32_t node = routes[first].node_id;
-        size_t n = 0, bytes = 0;
-        for (size_t i = first; i < s->npending; i++) {
-            if (done[i] || routes[i].node_id != node) {
-                continue;
-            }
-            size_t b = s->e[s->pending[i]].bytes;
-            if (n > 0 && (n == LAPSE_BATCH_MAX || bytes + b > CHUNK_MAX_BYTES)) {
-                if ((rv = bw_send(s, &routes[first], chunk, n, writes, err)) != 0) {
-                    goto out;
-                }
-                n = 0;
-                bytes = 0;
-            }
-            chunk[n++] = s->pending[i];
-            bytes += b;
-            done[i] = 1;
-        }
-        if ((rv = bw_send(s, &routes[first], chunk, n, writes, err)) != 0) {
-            goto out;
-        }
-    }
-out:
-    free(routes);
-    free(chunk);
-    free(writes);
-    free(done);
-    return rv;
+    return 0;
 }
 
-/* Validates and converts one write. */
-static int bw_prepare(const table_schema *t, arena *a, const lapse_item *it, int is_put,
-                      size_t i, bw_entry *e, lapse_error *err)
+/* Validates one item and sets up its routing entry and wire form. */
+static int batch_prepare(const table_schema *t, arena *a, const lapse_item *it, int key_only,
+                         const char *what, size_t i, batch_entry *e, Lapse__Item **pb,
+                         lapse_error *err)
 {
-    const char *what = is_put ? "put" : "delete";
     int rv;
     if (it == NULL) {
         return client_err(err, LAPSE_EINVAL, "%s %zu: NULL item", what, i);
     }
-    if ((rv = check_item(t, it->it, !is_put, err)) != 0 ||
+    if ((rv = check_item(t, it->it, key_only, err)) != 0 ||
         (rv = client_partition_of(t, it->it, &e->tg.part, err)) != 0) {
         char detail[sizeof err->message];
         snprintf(detail, sizeof detail, "%s", err != NULL ? err->message : "");
@@ -482,16 +393,8 @@ static int bw_prepare(const table_schema *t, arena *a, const lapse_item *it, int
     e->tg.table_id = t->id;
     e->tg.key = it->it;
     e->bytes = item_size(it->it);
-    e->pb = arena_alloc(a, sizeof *e->pb);
-    Lapse__Item *pi = wire_item_to_pb(a, it->it);
-    if (e->pb == NULL || pi == NULL) {
+    if ((*pb = wire_item_to_pb(a, it->it)) == NULL) {
         return client_err(err, LAPSE_ENOMEM, "out of memory");
-    }
-    lapse__write_request__init(e->pb);
-    if (is_put) {
-        e->pb->put = pi;
-    } else {
-        e->pb->delete_key = pi;
     }
     return 0;
 }
@@ -499,8 +402,8 @@ static int bw_prepare(const table_schema *t, arena *a, const lapse_item *it, int
 int lapse_batch_write(lapse_client *c, const char *table, lapse_item *const *puts, size_t nputs,
                       lapse_item *const *delete_keys, size_t ndeletes, lapse_error *err)
 {
+    static const batch_ops ops = {LAPSE_BATCH_MAX, CHUNK_MAX_BYTES, bw_build, bw_done};
     table_schema t;
-    bw_state s;
     arena a;
     int rv;
 
@@ -515,14 +418,10 @@ int lapse_batch_write(lapse_client *c, const char *table, lapse_item *const *put
     if (total == 0) {
         return client_ok(err);
     }
-    memset(&s, 0, sizeof s);
-    s.c = c;
-    s.table = table;
     arena_init(&a);
-    s.e = calloc(total, sizeof *s.e);
-    s.pending = malloc(total * sizeof *s.pending);
-    s.next = malloc(total * sizeof *s.next);
-    if (s.e == NULL || s.pending == NULL || s.next == NULL) {
+    bw_ctx x = {table, calloc(total, sizeof(*x.pb))};
+    batch_entry *e = calloc(total, sizeof(*e));
+    if (x.pb == NULL || e == NULL) {
         rv = client_err(err, LAPSE_ENOMEM, "out of memory");
         goto out;
     }
@@ -530,46 +429,137 @@ int lapse_batch_write(lapse_client *c, const char *table, lapse_item *const *put
     for (size_t i = 0; i < total; i++) {
         int is_put = i < nputs;
         const lapse_item *it = is_put ? puts[i] : delete_keys[i - nputs];
-        if ((rv = bw_prepare(&t, &a, it, is_put, is_put ? i : i - nputs, &s.e[i], err)) != 0) {
+        Lapse__Item *pi = NULL;
+        if ((rv = batch_prepare(&t, &a, it, !is_put, is_put ? "put" : "delete",
+                                is_put ? i : i - nputs, &e[i], &pi, err)) != 0) {
             goto out;
         }
-        s.pending[i] = i;
+        if ((x.pb[i] = arena_alloc(&a, sizeof(*x.pb[i]))) == NULL) {
+            rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+            goto out;
+        }
+        lapse__write_request__init(x.pb[i]);
+        if (is_put) {
+            x.pb[i]->put = pi;
+        } else {
+            x.pb[i]->delete_key = pi;
+        }
     }
-    s.npending = total;
-
-    int timeout = client_timeout_ms(c);
-    clock_mono deadline = clock_mono_after_ms(timeout);
-    int64_t backoff = CLIENT_BACKOFF_MIN_MS;
-    for (;;) {
-        s.nnext = 0;
-        s.progressed = 0;
-        if ((rv = bw_round(&s, err)) != 0) {
-            goto out;
-        }
-        if (s.nnext == 0) {
-            break;
-        }
-        if (s.progressed) {
-            /* The deadline bounds a stall, not a long batch. */
-            deadline = clock_mono_after_ms(timeout);
-        }
-        if (clock_mono_remaining_ms(deadline) <= 0) {
-            rv = client_err(err, s.last.code ? s.last.code : LAPSE_ETIMEDOUT,
-                            "%zu of %zu writes not applied: %s", s.nnext, total, s.last.message);
-            goto out;
-        }
-        client_backoff(&backoff, deadline);
-        client_refresh(c, timeout, NULL);
-        size_t *tmp = s.pending;
-        s.pending = s.next;
-        s.next = tmp;
-        s.npending = s.nnext;
-    }
-    rv = client_ok(err);
+    rv = batch_run(c, e, total, &ops, &x, err);
 out:
-    free(s.e);
-    free(s.pending);
-    free(s.next);
+    free(x.pb);
+    free(e);
+    arena_fini(&a);
+    return rv;
+}
+
+typedef struct bg_ctx {
+    const char *table;
+    Lapse__Item **keys; /* per entry, in the call's arena */
+    lapse_item **out;   /* the caller's results */
+} bg_ctx;
+
+static int bg_build(void *ctx, arena *a, const size_t *idx, size_t n, Lapse__Request *req,
+                    lapse_error *err)
+{
+    bg_ctx *x = ctx;
+    Lapse__BatchGetRequest *body = arena_alloc(a, sizeof(*body));
+    Lapse__Item **keys = arena_alloc(a, n * sizeof(*keys));
+    if (body == NULL || keys == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    lapse__batch_get_request__init(body);
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = x->keys[idx[i]];
+    }
+    body->table = (char *)x->table;
+    body->keys = keys;
+    body->n_keys = n;
+    req->body_case = LAPSE__REQUEST__BODY_BATCH_GET;
+    req->batch_get = body;
+    return 0;
+}
+
+static int bg_done(void *ctx, const size_t *idx, size_t n, const Lapse__Response *resp,
+                   size_t *unprocessed, size_t *nun, lapse_error *err)
+{
+    bg_ctx *x = ctx;
+    const Lapse__BatchGetResponse *bg = resp->batch_get;
+    char why[256];
+    if (resp->body_case != LAPSE__RESPONSE__BODY_BATCH_GET || bg == NULL || bg->n_items != n) {
+        return client_err(err, LAPSE_EPROTO, "reply has no batch_get body for %zu keys", n);
+    }
+    char *skip = calloc(n ? n : 1, 1);
+    if (skip == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    *nun = 0;
+    for (size_t i = 0; i < bg->n_unprocessed; i++) {
+        if (bg->unprocessed[i] < n && !skip[bg->unprocessed[i]]) {
+            skip[bg->unprocessed[i]] = 1;
+            unprocessed[(*nun)++] = bg->unprocessed[i];
+        }
+    }
+    int rv = 0;
+    for (size_t i = 0; i < n && rv == 0; i++) {
+        item *it = NULL;
+        if (skip[i] || bg->items[i] == NULL || bg->items[i]->n_attrs == 0) {
+            continue;
+        }
+        if ((rv = wire_item_from_pb(bg->items[i], &it, why, sizeof why)) != 0) {
+            rv = client_err(err, LAPSE_EPROTO, "item %zu of the reply: %s", i, why);
+        } else if ((x->out[idx[i]] = client_item_wrap(it)) == NULL) {
+            item_free(it);
+            rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+        }
+    }
+    free(skip);
+    return rv;
+}
+
+int lapse_batch_get(lapse_client *c, const char *table, lapse_item *const *keys, size_t n,
+                    lapse_item **out, lapse_error *err)
+{
+    /* A get entry's bytes: its key; the byte cap is for writes only. */
+    static const batch_ops ops = {LAPSE_BATCH_GET_MAX, CHUNK_MAX_BYTES, bg_build, bg_done};
+    table_schema t;
+    arena a;
+    int rv;
+
+    if (c == NULL || table == NULL || ((keys == NULL || out == NULL) && n > 0)) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    for (size_t i = 0; i < n; i++) {
+        out[i] = NULL;
+    }
+    if ((rv = client_table(c, table, &t, err)) != 0) {
+        return rv;
+    }
+    if (n == 0) {
+        return client_ok(err);
+    }
+    arena_init(&a);
+    bg_ctx x = {table, calloc(n, sizeof(*x.keys)), out};
+    batch_entry *e = calloc(n, sizeof(*e));
+    if (x.keys == NULL || e == NULL) {
+        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((rv = batch_prepare(&t, &a, keys[i], 1, "key", i, &e[i], &x.keys[i], err)) != 0) {
+            goto out;
+        }
+    }
+    rv = batch_run(c, e, n, &ops, &x, err);
+out:
+    if (rv != 0) {
+        for (size_t i = 0; i < n; i++) {
+            lapse_item_free(out[i]);
+            out[i] = NULL;
+        }
+    }
+    free(x.keys);
+    free(e);
     arena_fini(&a);
     return rv;
 }

@@ -34,7 +34,8 @@ extern "C" {
 #endif
 
 #define LAPSE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400"
-#define LAPSE_BATCH_MAX 1000
+#define LAPSE_BATCH_MAX 1000     /* writes per BatchWrite request */
+#define LAPSE_BATCH_GET_MAX 100   /* keys per BatchGet request, as DynamoDB's BatchGetItem */
 
 typedef struct lapse_client lapse_client;
 typedef struct lapse_item lapse_item;
@@ -157,10 +158,19 @@ int lapse_update_item(lapse_client *c, const char *table, const lapse_item *key,
                       lapse_error *err);
 
 /* Puts and deletes, any number; sent per owning node in batches of up to
- * LAPSE_BATCH_MAX. Each partition's share is applied atomically; on error
- * some batches may have been applied. */
+ * LAPSE_BATCH_MAX, with the requests to all nodes in flight at once. Each
+ * partition's share is applied atomically; on error some batches may have
+ * been applied. */
 int lapse_batch_write(lapse_client *c, const char *table, lapse_item *const *puts, size_t nputs,
                       lapse_item *const *delete_keys, size_t ndeletes, lapse_error *err);
+
+/* Reads any number of keys: out[i] receives the item with keys[i] (caller
+ * frees with lapse_item_free) or NULL when there is none. Keys are grouped
+ * by owning node into requests of up to LAPSE_BATCH_GET_MAX keys, and the
+ * requests to all nodes are in flight at once. On error every out[i] is
+ * NULL. */
+int lapse_batch_get(lapse_client *c, const char *table, lapse_item *const *keys, size_t n,
+                    lapse_item **out, lapse_error *err);
 
 /* ---- query and scan ---- */
 

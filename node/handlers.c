@@ -234,6 +234,9 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
     case LAPSE__REQUEST__BODY_SCAN:
         reads_scan(&c);
         break;
+    case LAPSE__REQUEST__BODY_BATCH_GET:
+        reads_batch_get(&c);
+        break;
     case LAPSE__REQUEST__BODY_PUSH_PARTITION_MAP:
         push_partition_map(&c);
         break;

@@ -97,5 +97,6 @@ void writes_batch(handlers_ctx *c);
 void reads_get(handlers_ctx *c);
 void reads_query(handlers_ctx *c);
 void reads_scan(handlers_ctx *c);
+void reads_batch_get(handlers_ctx *c);
 
 #endif

@@ -5,6 +5,7 @@
  * here, against one wall-clock snapshot per request.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/lapse_err.h"
@@ -253,4 +254,90 @@ void reads_scan(handlers_ctx *c)
 out:
     store_page_fini(&page);
     item_free(start);
+}
+
+void reads_batch_get(handlers_ctx *c)
+{
+    const Lapse__BatchGetRequest *r = c->req->batch_get;
+    item **keys = NULL;
+    item **found = NULL;
+    const item **mine = NULL; /* the keys this node owns, in request order */
+    size_t *mine_at = NULL;   /* mine[j] is keys[mine_at[j]] */
+    uint32_t *unprocessed = NULL;
+    size_t n = 0, nmine = 0, nun = 0;
+    char err[512] = "";
+
+    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
+        goto out;
+    }
+    if (r->n_keys > HANDLERS_BATCH_MAX) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "batch of %zu keys: at most %d allowed",
+                      r->n_keys, HANDLERS_BATCH_MAX);
+        goto out;
+    }
+    n = r->n_keys;
+    Lapse__BatchGetResponse *resp = arena_alloc(c->a, sizeof(*resp));
+    keys = calloc(n ? n : 1, sizeof(*keys));
+    found = calloc(n ? n : 1, sizeof(*found));
+    mine = calloc(n ? n : 1, sizeof(*mine));
+    mine_at = calloc(n ? n : 1, sizeof(*mine_at));
+    unprocessed = arena_alloc(c->a, (n ? n : 1) * sizeof(*unprocessed));
+    Lapse__Item **items = arena_alloc(c->a, (n ? n : 1) * sizeof(*items));
+    if (resp == NULL || keys == NULL || found == NULL || mine == NULL || mine_at == NULL ||
+        unprocessed == NULL || items == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char what[32];
+        uint32_t part;
+        snprintf(what, sizeof(what), "key %zu", i);
+        if (handlers_item_from_pb(c, r->keys[i], 1, what, &keys[i]) != 0 ||
+            handlers_partition_of(c, keys[i], &part) != 0) {
+            goto out;
+        }
+        if (handlers_owns(c, part)) {
+            mine_at[nmine] = i;
+            mine[nmine++] = keys[i];
+        } else {
+            unprocessed[nun++] = (uint32_t)i;
+        }
+    }
+    int rv = store_get_many(c->ns->st, &c->table->schema, mine, nmine, found, err, sizeof(err));
+    if (rv != 0) {
+        handlers_store_error(c, rv, err);
+        goto out;
+    }
+    /* Absent items (and keys of other nodes) are empty Items. */
+    for (size_t i = 0; i < n; i++) {
+        if ((items[i] = arena_alloc(c->a, sizeof(Lapse__Item))) == NULL) {
+            rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+            goto out;
+        }
+        lapse__item__init(items[i]);
+    }
+    for (size_t j = 0; j < nmine; j++) {
+        if (found[j] != NULL && (items[mine_at[j]] = wire_item_to_pb(c->a, found[j])) == NULL) {
+            rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    lapse__batch_get_response__init(resp);
+    resp->n_items = n;
+    resp->items = n > 0 ? items : NULL;
+    resp->n_unprocessed = nun;
+    resp->unprocessed = nun > 0 ? unprocessed : NULL;
+    c->resp->body_case = LAPSE__RESPONSE__BODY_BATCH_GET;
+    c->resp->batch_get = resp;
+out:
+    for (size_t i = 0; i < n && keys != NULL; i++) {
+        item_free(keys[i]);
+    }
+    for (size_t j = 0; j < nmine && found != NULL; j++) {
+        item_free(found[j]);
+    }
+    free(keys);
+    free(found);
+    free(mine);
+    free(mine_at);
 }

@@ -104,6 +104,12 @@ int store_put(store *st, const table_schema *t, const item *it, const store_cond
  * (caller frees) or NULL. Returns 0, LAPSE_EINVAL, LAPSE_EIO or LAPSE_ECORRUPT. */
 int store_get(store *st, const table_schema *t, const item *key, item **out, char *err,
               size_t errlen);
+/* Reads n items by key with one RocksDB MultiGet. out[i] receives the item
+ * with keys[i] (caller frees) or NULL. Every key is checked first: on error
+ * (LAPSE_EINVAL naming the key's index, LAPSE_EIO, LAPSE_ECORRUPT) every
+ * out[i] is NULL. REQUIRES: n <= STORE_BATCH_MAX. */
+int store_get_many(store *st, const table_schema *t, const item *const *keys, size_t n,
+                   item **out, char *err, size_t errlen);
 /* Deletes the item with key if cond holds (deleting an absent item is not an
  * error). old_out as for store_put. */
 int store_delete(store *st, const table_schema *t, const item *key, const store_cond *cond,

@@ -362,3 +362,68 @@ out:
     buf_fini(&hi);
     return rv;
 }
+
+/* ======================================================================== */
+/* Batched point reads                                                      */
+/* ======================================================================== */
+
+int store_get_many(store *st, const table_schema *t, const item *const *keys, size_t n,
+                   item **out, char *err, size_t errlen)
+{
+    int rv = 0;
+    uint32_t part;
+    buf *k = calloc(n ? n : 1, sizeof(buf));
+    buf *vals = calloc(n ? n : 1, sizeof(buf));
+    const void **kp = calloc(n ? n : 1, sizeof(void *));
+    size_t *kl = calloc(n ? n : 1, sizeof(size_t));
+    int *found = calloc(n ? n : 1, sizeof(int));
+    for (size_t i = 0; i < n; i++) {
+        out[i] = NULL;
+    }
+    if (k == NULL || vals == NULL || kp == NULL || kl == NULL || found == NULL) {
+        rv = oom(err, errlen);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        buf_init(&k[i]);
+        buf_init(&vals[i]);
+        char why[256];
+        if ((rv = schema_check_item(t, keys[i], 1, why, sizeof(why))) != 0) {
+            store_errf(rv, err, errlen, "key %zu: %s", i, why);
+            goto out;
+        }
+        if ((rv = itemkey_of_item(&k[i], t, keys[i], &part)) != 0) {
+            store_errf(rv, err, errlen, "key %zu: cannot encode the key (%s)", i,
+                       lapse_strerror(rv));
+            goto out;
+        }
+        kp[i] = k[i].data;
+        kl[i] = k[i].len;
+    }
+    if ((rv = db_multi_get(st->db, CF_ITEMS, n, kp, kl, vals, found, err, errlen)) != 0) {
+        goto out;
+    }
+    for (size_t i = 0; i < n && rv == 0; i++) {
+        if (found[i] && (rv = item_decode(vals[i].data, vals[i].len, &out[i])) != 0) {
+            store_errf(rv, err, errlen, "stored item %zu does not decode (%s)", i,
+                       lapse_strerror(rv));
+        }
+    }
+out:
+    if (rv != 0) {
+        for (size_t i = 0; i < n; i++) {
+            item_free(out[i]);
+            out[i] = NULL;
+        }
+    }
+    for (size_t i = 0; k != NULL && vals != NULL && i < n; i++) {
+        buf_fini(&k[i]);
+        buf_fini(&vals[i]);
+    }
+    free(k);
+    free(vals);
+    free(kp);
+    free(kl);
+    free(found);
+    return rv;
+}
