@@ -29,12 +29,30 @@ typedef struct key_def {
     attr_type type;                     /* ATTR_S, ATTR_N or ATTR_B */
 } key_def;
 
+/*
+ * A table's TTL configuration (docs/ttl.md), set by the coordinator and
+ * carried in the partition map. With enabled set, every write to the table
+ * keeps the expiry index, and the scanners delete due items unless paused.
+ * The displayed status (ENABLING, ENABLED, DISABLING, DISABLED) is derived by
+ * the coordinator from enabled and the nodes' progress on config_version.
+ */
+typedef struct table_ttl {
+    int enabled;                             /* desired: items expire */
+    char attribute[SCHEMA_MAX_KEY_NAME + 1]; /* "" when never configured */
+    int64_t offset_s;                        /* >= 0: due at value + offset */
+    int32_t guard_years;                     /* values older are ignored; 0 = 5 */
+    int paused;                              /* deletion stopped, index kept */
+    uint64_t config_version;                 /* map version of the last enable/disable */
+} table_ttl;
+
 typedef struct table_schema {
     uint32_t id; /* assigned by the coordinator, never reused; 0 = unassigned */
     char name[SCHEMA_MAX_NAME + 1];
     key_def pk;
     key_def sk;
     uint32_t partitions;
+    table_ttl ttl;    /* all zero: TTL never configured */
+    int hide_expired; /* reads hide expired items by default */
 } table_schema;
 
 /* Returns 0 or LAPSE_EINVAL with a reason in err. */

@@ -20,6 +20,9 @@ const char *ttl_verdict_name(ttl_verdict v)
 
 ttl_verdict ttl_eval(const ttl_rule *rule, const item *it, clock_wall now, int64_t *due_ms)
 {
+    if (rule->attribute[0] == '\0') {
+        return TTL_MISSING;
+    }
     const attr_value *v = item_get(it, rule->attribute);
     if (v == NULL) {
         return TTL_MISSING;
@@ -37,7 +40,8 @@ ttl_verdict ttl_eval(const ttl_rule *rule, const item *it, clock_wall now, int64
          * out of range. */
         return n.neg ? TTL_TOO_OLD : TTL_OUT_OF_RANGE;
     }
-    int64_t guard_s = (int64_t)rule->guard_years * TTL_SECONDS_PER_YEAR;
+    int64_t years = rule->guard_years > 0 ? rule->guard_years : TTL_DEFAULT_GUARD_YEARS;
+    int64_t guard_s = years * TTL_SECONDS_PER_YEAR;
     int64_t now_s = now.ms / 1000;
     if (secs < now_s - guard_s) {
         return TTL_TOO_OLD;

@@ -28,11 +28,10 @@
 #define TTL_DEFAULT_GUARD_YEARS 5
 #define TTL_SECONDS_PER_YEAR 31557600LL /* 365.25 days */
 
-typedef struct ttl_rule {
-    char attribute[SCHEMA_MAX_KEY_NAME + 1]; /* "" when TTL is off */
-    int64_t offset_s;                        /* >= 0: Spanner's "column + interval" */
-    int32_t guard_years;                     /* values older than this are ignored; > 0 */
-} ttl_rule;
+/* The rule is the table's TTL config (common/schema.h): attribute,
+ * offset_s and guard_years (0 means TTL_DEFAULT_GUARD_YEARS) are used;
+ * enabled and paused are the caller's business. */
+typedef table_ttl ttl_rule;
 
 typedef enum ttl_verdict {
     TTL_ELIGIBLE = 0,     /* *due_ms is set */
@@ -48,7 +47,8 @@ typedef enum ttl_verdict {
 const char *ttl_verdict_name(ttl_verdict v);
 
 /* Judges it under rule at now. On TTL_ELIGIBLE, *due_ms (if non-NULL) is the
- * due instant in epoch milliseconds. REQUIRES: rule->attribute[0] != 0. */
+ * due instant in epoch milliseconds (a whole second). A rule with no
+ * attribute makes every item TTL_MISSING. */
 ttl_verdict ttl_eval(const ttl_rule *rule, const item *it, clock_wall now, int64_t *due_ms);
 
 /* Whether an eligible item with due instant due_ms is expired at now. */

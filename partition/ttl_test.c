@@ -17,8 +17,11 @@ static const int64_t NOW_S = 1800000000; /* 2027-01-15 */
 
 static ttl_rule rule(int64_t offset_s, int guard_years)
 {
-    ttl_rule r = {{0}, offset_s, guard_years};
+    ttl_rule r;
+    memset(&r, 0, sizeof(r));
     strcpy(r.attribute, "ExpirationTime");
+    r.offset_s = offset_s;
+    r.guard_years = guard_years;
     return r;
 }
 
@@ -140,6 +143,17 @@ static void test_verdict_names_are_stable(void **state)
     assert_string_equal(ttl_verdict_name(TTL_TOO_OLD), "too_old");
     assert_string_equal(ttl_verdict_name(TTL_OUT_OF_RANGE), "out_of_range");
     assert_string_equal(ttl_verdict_name((ttl_verdict)99), "unknown");
+    /* Guard 0 is the default of five years; no attribute: nothing expires. */
+    ttl_rule dflt = rule(0, 0);
+    char json[128];
+    snprintf(json, sizeof(json), "{\"ExpirationTime\":{\"N\":\"%lld\"}}",
+             (long long)(NOW_S - 4 * TTL_SECONDS_PER_YEAR));
+    assert_int_equal(eval_json(&dflt, json, NOW_S * 1000, NULL), TTL_ELIGIBLE);
+    snprintf(json, sizeof(json), "{\"ExpirationTime\":{\"N\":\"%lld\"}}",
+             (long long)(NOW_S - 6 * TTL_SECONDS_PER_YEAR));
+    assert_int_equal(eval_json(&dflt, json, NOW_S * 1000, NULL), TTL_TOO_OLD);
+    dflt.attribute[0] = '\0';
+    assert_int_equal(eval_json(&dflt, json, NOW_S * 1000, NULL), TTL_MISSING);
 }
 
 int main(void)

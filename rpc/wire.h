@@ -73,6 +73,16 @@ int wire_table_from_pb(const Lapse__TableMap *pb, pmap *pm, char *err, size_t er
  * table as wire_table_from_pb. The result passes pmap_check. */
 int wire_pmap_from_pb(const Lapse__PartitionMap *pb, pmap **out, char *err, size_t errlen);
 
+/* A table's TTL config. wire_ttl_from_pb accepts NULL (never configured:
+ * all zero) and checks: attribute set when enabled, at most
+ * SCHEMA_MAX_KEY_NAME bytes; 0 <= offset <= WIRE_MAX_TTL_OFFSET_S;
+ * 0 <= guard years <= WIRE_MAX_TTL_GUARD_YEARS. The table schema
+ * conversions carry it (and hide_expired) along. */
+#define WIRE_MAX_TTL_OFFSET_S (100LL * 366 * 24 * 3600) /* a century */
+#define WIRE_MAX_TTL_GUARD_YEARS 1000
+Lapse__TtlConfig *wire_ttl_to_pb(arena *a, const table_ttl *t);
+int wire_ttl_from_pb(const Lapse__TtlConfig *pb, table_ttl *out, char *err, size_t errlen);
+
 /* lapse_status <-> Lapse__Status: identical numbers; out-of-range values
  * from the wire become LAPSE_EPROTO. */
 int wire_status_from_pb(int pb_status);

@@ -45,6 +45,59 @@ static Lapse__KeyDef *key_to_pb(arena *a, const key_def *k)
     return pb;
 }
 
+Lapse__TtlConfig *wire_ttl_to_pb(arena *a, const table_ttl *t)
+{
+    Lapse__TtlConfig *pb = arena_alloc(a, sizeof *pb);
+    if (pb == NULL) {
+        return NULL;
+    }
+    lapse__ttl_config__init(pb);
+    pb->enabled = t->enabled != 0;
+    pb->offset_seconds = t->offset_s;
+    pb->ignore_older_than_years = t->guard_years;
+    pb->paused = t->paused != 0;
+    pb->config_version = t->config_version;
+    if ((pb->attribute = arena_strdup(a, t->attribute)) == NULL) {
+        return NULL;
+    }
+    return pb;
+}
+
+int wire_ttl_from_pb(const Lapse__TtlConfig *pb, table_ttl *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (pb == NULL) {
+        return 0; /* never configured */
+    }
+    const char *attr = pb->attribute != NULL ? pb->attribute : "";
+    size_t len = strnlen(attr, SCHEMA_MAX_KEY_NAME + 1);
+    if (len > SCHEMA_MAX_KEY_NAME) {
+        set_err(err, errlen, "TTL attribute name longer than %d bytes", SCHEMA_MAX_KEY_NAME);
+        return LAPSE_EINVAL;
+    }
+    if (pb->enabled && len == 0) {
+        set_err(err, errlen, "TTL is enabled without an attribute");
+        return LAPSE_EINVAL;
+    }
+    if (pb->offset_seconds < 0 || pb->offset_seconds > WIRE_MAX_TTL_OFFSET_S) {
+        set_err(err, errlen, "TTL offset %lld s is out of range (0 to %lld)",
+                (long long)pb->offset_seconds, (long long)WIRE_MAX_TTL_OFFSET_S);
+        return LAPSE_EINVAL;
+    }
+    if (pb->ignore_older_than_years < 0 || pb->ignore_older_than_years > WIRE_MAX_TTL_GUARD_YEARS) {
+        set_err(err, errlen, "TTL guard of %d years is out of range (0 to %d)",
+                (int)pb->ignore_older_than_years, WIRE_MAX_TTL_GUARD_YEARS);
+        return LAPSE_EINVAL;
+    }
+    memcpy(out->attribute, attr, len + 1);
+    out->enabled = pb->enabled;
+    out->offset_s = pb->offset_seconds;
+    out->guard_years = pb->ignore_older_than_years;
+    out->paused = pb->paused;
+    out->config_version = pb->config_version;
+    return 0;
+}
+
 Lapse__TableSchema *wire_schema_to_pb(arena *a, const table_schema *t)
 {
     Lapse__TableSchema *pb = arena_alloc(a, sizeof *pb);
@@ -61,6 +114,12 @@ Lapse__TableSchema *wire_schema_to_pb(arena *a, const table_schema *t)
     if (t->sk.name[0] != 0 && (pb->sort_key = key_to_pb(a, &t->sk)) == NULL) {
         return NULL;
     }
+    /* TTL never configured: ttl stays NULL (absent on the wire). */
+    if ((t->ttl.attribute[0] != 0 || t->ttl.config_version != 0) &&
+        (pb->ttl = wire_ttl_to_pb(a, &t->ttl)) == NULL) {
+        return NULL;
+    }
+    pb->hide_expired = t->hide_expired != 0;
     return pb; /* no sort key: sort_key stays NULL (absent on the wire) */
 }
 
@@ -208,6 +267,10 @@ int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *e
             return LAPSE_EINVAL;
         }
     }
+    if ((rv = wire_ttl_from_pb(pb->ttl, &out->ttl, err, errlen)) != 0) {
+        return rv;
+    }
+    out->hide_expired = pb->hide_expired;
     return 0;
 }
 

@@ -257,6 +257,31 @@ static void schema_round_trip(void **state)
     pb->sort_key = &none;
     assert_rv(wire_schema_from_pb(pb, &back, err, sizeof err), 0, err);
     assert_int_equal(back.sk.name[0], 0);
+
+    /* TTL config and hide_expired travel with the schema; never-configured
+     * TTL is absent on the wire. */
+    assert_null(wire_schema_to_pb(&a, &t)->ttl);
+    t.ttl.enabled = 1;
+    snprintf(t.ttl.attribute, sizeof t.ttl.attribute, "ExpirationTime");
+    t.ttl.offset_s = 3600;
+    t.ttl.guard_years = 2;
+    t.ttl.paused = 1;
+    t.ttl.config_version = 41;
+    t.hide_expired = 1;
+    pb = wire_schema_to_pb(&a, &t);
+    assert_non_null(pb->ttl);
+    assert_rv(wire_schema_from_pb(pb, &back, err, sizeof err), 0, err);
+    assert_memory_equal(&t, &back, sizeof t);
+    pb->ttl->offset_seconds = -1;
+    assert_int_equal(wire_schema_from_pb(pb, &back, err, sizeof err), LAPSE_EINVAL);
+    assert_non_null(strstr(err, "offset"));
+    pb->ttl->offset_seconds = 0;
+    pb->ttl->attribute = "";
+    assert_int_equal(wire_schema_from_pb(pb, &back, err, sizeof err), LAPSE_EINVAL);
+    pb->ttl->enabled = 0; /* disabled with no attribute: fine */
+    assert_rv(wire_schema_from_pb(pb, &back, err, sizeof err), 0, err);
+    pb->ttl->ignore_older_than_years = -3;
+    assert_int_equal(wire_schema_from_pb(pb, &back, err, sizeof err), LAPSE_EINVAL);
     arena_fini(&a);
 }
 
