@@ -6,8 +6,9 @@
  * Column families (docs/storage-format.md):
  *   items  (table id u32be, partition u32be, enc(pk), enc(sk)) -> item_encode
  *   meta   node-local metadata by name (node id, cached partition map, ...)
- * The TTL issue adds the expiry index and the replication issue the outbox;
- * both go into the same WriteBatch as the item change they derive from.
+ *   expiry the TTL expiry index (expiry.h), kept in the same WriteBatch as
+ *          the item change it derives from when the table's TTL is enabled
+ * The replication issue adds the outbox the same way.
  *
  * Thread-safety: all functions may be called from many threads at once.
  * Writes to one partition are serialized by a per-partition lock (striped:
@@ -153,6 +154,14 @@ int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen);
 /* Counts the items of table id in partition part (tests, status). */
 int store_count(store *st, uint32_t table_id, uint32_t part, uint64_t *out, char *err,
                 size_t errlen);
+
+/* Called after a write commits one or more new expiry index entries
+ * (expiry.h) for partition part of table_id, with the earliest due instant
+ * among them, so a sleeping TTL scanner can wake earlier. Runs on the writing
+ * thread with no store lock held; it must be quick and must not call back
+ * into the store. One hook per store (set before writes start; NULL clears). */
+typedef void (*store_expiry_hook)(void *arg, uint32_t table_id, uint32_t part, int64_t due_ms);
+void store_set_expiry_hook(store *st, store_expiry_hook fn, void *arg);
 
 /* Node-local metadata, by name. store_meta_get clears val and sets *found. */
 int store_meta_get(store *st, const char *name, buf *val, int *found, char *err, size_t errlen);
