@@ -3,7 +3,8 @@
  * their JSON forms (DynamoDB-like names, built with jansson):
  *
  *   describe: {"Table":{"TableName","TableId","KeySchema","AttributeDefinitions",
- *              "PartitionCount","PartitionsPerNode":{"1":22,...}}}
+ *              "PartitionCount","PartitionsPerNode":{"1":22,...},"HideExpired",
+ *              "TimeToLive":{...}}}   (TimeToLive: ttlcfg_config_json)
  *   list:     {"TableNames":[...]}
  *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State",
  *              "LastHeartbeatAgeMs","Partitions","PartitionMapVersion","ClockSkewMs"}]}
@@ -16,6 +17,7 @@
 #include "../common/lapse_err.h"
 #include "../rpc/wire.h"
 #include "client.h"
+#include "ttlcfg.h"
 
 /* ------------------------------------------------------------------------ */
 /* JSON helpers                                                              */
@@ -105,6 +107,13 @@ static json_t *table_json(const Lapse__TableMap *tm)
     json_object_set_new(t, "AttributeDefinitions", defs);
     json_object_set_new(t, "PartitionCount", json_integer(s->partitions));
     json_object_set_new(t, "PartitionsPerNode", per_node);
+    json_object_set_new(t, "HideExpired", json_boolean(s->hide_expired));
+    json_t *ttl = ttlcfg_config_json(s->ttl);
+    if (ttl == NULL || json_object_set_new(t, "TimeToLive", ttl) != 0) {
+        json_decref(t);
+        json_decref(doc);
+        return NULL;
+    }
     json_object_set_new(doc, "Table", t);
     return doc;
 }
@@ -173,6 +182,7 @@ int lapse_create_table_json(lapse_client *c, const lapse_table_def *def, char **
         s.sort_key = &sk;
     }
     s.partitions = parts;
+    s.hide_expired = def->hide_expired != 0;
     body.schema = &s;
     req.body_case = LAPSE__REQUEST__BODY_CREATE_TABLE;
     req.create_table = &body;

@@ -217,6 +217,7 @@ int lapse_get(lapse_client *c, const char *table, const lapse_item *key, lapse_i
     }
     arena_init(&a);
     body.table = (char *)table;
+    body.hide_expired = client_hide_expired(c, 0);
     if ((body.key = wire_item_to_pb(&a, key->it)) == NULL) {
         rv = client_err(err, LAPSE_ENOMEM, "out of memory");
         goto out;
@@ -457,6 +458,7 @@ typedef struct bg_ctx {
     const char *table;
     Lapse__Item **keys; /* per entry, in the call's arena */
     lapse_item **out;   /* the caller's results */
+    int hide_expired;   /* leave out expired items */
 } bg_ctx;
 
 static int bg_build(void *ctx, arena *a, const size_t *idx, size_t n, Lapse__Request *req,
@@ -475,6 +477,7 @@ static int bg_build(void *ctx, arena *a, const size_t *idx, size_t n, Lapse__Req
     body->table = (char *)x->table;
     body->keys = keys;
     body->n_keys = n;
+    body->hide_expired = x->hide_expired;
     req->body_case = LAPSE__REQUEST__BODY_BATCH_GET;
     req->batch_get = body;
     return 0;
@@ -539,7 +542,7 @@ int lapse_batch_get(lapse_client *c, const char *table, lapse_item *const *keys,
         return client_ok(err);
     }
     arena_init(&a);
-    bg_ctx x = {table, calloc(n, sizeof(*x.keys)), out};
+    bg_ctx x = {table, calloc(n, sizeof(*x.keys)), out, client_hide_expired(c, 0)};
     batch_entry *e = calloc(n, sizeof(*e));
     if (x.keys == NULL || e == NULL) {
         rv = client_err(err, LAPSE_ENOMEM, "out of memory");

@@ -21,15 +21,21 @@ static const cli_command commands[] = {
     {"cluster-status", cli_cluster_status, "",
      "Prints the partition map version, the table count and every node's state as JSON."},
     {"create-table", cli_create_table,
-     "T --partition-key NAME:S|N|B [--sort-key NAME:S|N|B] [--partitions N]",
-     "Creates table T (partitions: a power of two, default 64) and prints its description."},
+     "T --partition-key NAME:S|N|B [--sort-key NAME:S|N|B] [--partitions N]\n"
+     "             [--hide-expired]",
+     "Creates table T (partitions: a power of two, default 64) and prints its description.\n"
+     "With --hide-expired, reads of T hide items whose TTL has passed by default.\n"
+     "An admin call: sends the admin token."},
     {"describe-table", cli_describe_table, "T", "Prints table T's description as JSON."},
     {"list-tables", cli_list_tables, "", "Prints {\"TableNames\":[...]}."},
-    {"delete-table", cli_delete_table, "T", "Deletes table T and all its items."},
+    {"delete-table", cli_delete_table, "T",
+     "Deletes table T and all its items. An admin call: sends the admin token."},
     {"put", cli_put, "T ITEM_JSON [--if-not-exists NAME | --if-exists NAME | --if NAME=VALUE_JSON]",
      "Writes the DynamoDB-JSON item, replacing any item with the same key, optionally only\n"
      "when the condition holds."},
-    {"get", cli_get, "T KEY_JSON", "Prints the item with the key, or {} when there is none."},
+    {"get", cli_get, "T KEY_JSON [--hide-expired]",
+     "Prints the item with the key, or {} when there is none. With --hide-expired, an item\n"
+     "whose TTL has passed (expired, not deleted yet) counts as none."},
     {"delete", cli_delete,
      "T KEY_JSON [--if-not-exists NAME | --if-exists NAME | --if NAME=VALUE_JSON]",
      "Deletes the item with the key (no error when there is none)."},
@@ -40,13 +46,36 @@ static const cli_command commands[] = {
      "and prints the item after the update."},
     {"query", cli_query,
      "T --key PK_JSON [--sk-op eq|lt|le|gt|ge|between|begins_with --sk VALUE_JSON\n"
-     "             [--sk2 VALUE_JSON]] [--limit N] [--reverse]",
+     "             [--sk2 VALUE_JSON]] [--limit N] [--reverse] [--hide-expired]",
      "Prints the items with the partition key, one per line, in sort key order.\n"
-     "PK_JSON is e.g. {\"UserName\":{\"S\":\"user1\"}}; VALUE_JSON e.g. {\"N\":\"5\"}."},
-    {"scan", cli_scan, "T [--limit N]", "Prints every item of T (up to N), one per line."},
+     "PK_JSON is e.g. {\"UserName\":{\"S\":\"user1\"}}; VALUE_JSON e.g. {\"N\":\"5\"}.\n"
+     "--hide-expired leaves out items whose TTL has passed."},
+    {"scan", cli_scan, "T [--limit N] [--hide-expired]",
+     "Prints every item of T (up to N), one per line. --hide-expired leaves out items\n"
+     "whose TTL has passed."},
     {"batch-put", cli_batch_put, "T",
      "Reads DynamoDB-JSON items, one per line, from stdin and writes them in batches.\n"
      "Blank lines are skipped; a bad line stops the load with its line number."},
+    {"update-ttl", cli_update_ttl,
+     "T --enable --attribute NAME [--offset-seconds N] [--ignore-older-than-years Y]\n"
+     "             | --disable | --pause | --resume",
+     "Changes T's time to live (exactly one action) and prints the TTL description.\n"
+     "--enable: items expire when their top-level N attribute NAME (epoch seconds) + N\n"
+     "  seconds (default 0) is before now; values more than Y years (default 5) old are\n"
+     "  ignored. The attribute cannot change while enabled: disable first.\n"
+     "--disable: stop expiring and drop the expiry index.\n"
+     "--pause / --resume: stop and restart deletion, keeping the config (still ENABLED).\n"
+     "An admin call: sends the admin token."},
+    {"describe-ttl", cli_describe_ttl, "T",
+     "Prints T's TTL description as JSON: DynamoDB's TimeToLiveDescription (status\n"
+     "ENABLING, ENABLED, DISABLING or DISABLED, and the attribute), the offset, the guard,\n"
+     "whether paused, and Propagation: the config version and, per node holding T's\n"
+     "partitions, the version it applied and its backfill progress."},
+    {"ttl-preview", cli_ttl_preview,
+     "T --attribute NAME [--offset-seconds N] [--ignore-older-than-years Y]",
+     "A dry run: counts T's items that the rule would find due now, within an hour,\n"
+     "within a day or later, and those it would ignore and why. Deletes nothing;\n"
+     "safe on a live table."},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -56,8 +85,11 @@ static const cli_command commands[] = {
 
 static void print_usage(FILE *f)
 {
-    fprintf(f, "usage: lapse [--coordinator URL] [--timeout-ms N] COMMAND ...\n"
-               "  (default coordinator: $LAPSE_COORDINATOR, else %s)\n\ncommands:\n",
+    fprintf(f, "usage: lapse [--coordinator URL] [--timeout-ms N] [--admin-token-file F] "
+               "COMMAND ...\n"
+               "  (default coordinator: $LAPSE_COORDINATOR, else %s;\n"
+               "   admin token for create-table, delete-table, update-ttl: the contents of F\n"
+               "   without its final newline, else $LAPSE_ADMIN_TOKEN)\n\ncommands:\n",
             LAPSE_DEFAULT_COORDINATOR);
     for (size_t i = 0; i < NCOMMANDS; i++) {
         fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].synopsis[0] ? " " : "",
@@ -90,8 +122,12 @@ int cli_usage(cli_ctx *ctx, const char *fmt, ...)
 
 int cli_fail(cli_ctx *ctx, const lapse_error *err)
 {
-    fprintf(stderr, "lapse: %s: %s\n", ctx->cmd,
-            err->message[0] ? err->message : lapse_strerror(err->code));
+    fprintf(stderr, "lapse: %s: %s%s\n", ctx->cmd,
+            err->message[0] ? err->message : lapse_strerror(err->code),
+            err->code != LAPSE_EPERM ? ""
+            : ctx->admin_token != NULL
+                ? " (the token given with --admin-token-file)"
+                : " (give the token with --admin-token-file F or $LAPSE_ADMIN_TOKEN)");
     return CLI_ERROR;
 }
 
@@ -109,13 +145,66 @@ static int in_list(const char *const *list, const char *name, size_t len)
     return 0;
 }
 
-static const char *const global_flags[] = {"--coordinator", "--timeout-ms", NULL};
+static const char *const global_flags[] = {"--coordinator", "--timeout-ms", "--admin-token-file",
+                                           NULL};
+
+#define TOKEN_MAX 4096
+
+/* Reads the admin token from path into ctx->admin_token: the file's text
+ * without one final newline, exactly as lapse-coordinator reads its
+ * --admin-token-file, so one file serves both. CLI_USAGE (reported) when it
+ * cannot be read, is empty or too long, or holds a NUL byte. */
+static int read_token(cli_ctx *ctx, const char *path)
+{
+    const char *sep = strcmp(ctx->cmd, "lapse") != 0 ? ": " : "";
+    const char *cmd = sep[0] ? ctx->cmd : "";
+    char buf[TOKEN_MAX + 1];
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "lapse: %s%s--admin-token-file %s: %s\n", cmd, sep, path,
+                strerror(errno));
+        return CLI_USAGE;
+    }
+    size_t n = fread(buf, 1, sizeof buf, f);
+    int failed = ferror(f), saved = errno;
+    fclose(f);
+    if (failed) {
+        fprintf(stderr, "lapse: %s%s--admin-token-file %s: %s\n", cmd, sep, path,
+                strerror(saved));
+        return CLI_USAGE;
+    }
+    if (n > TOKEN_MAX) {
+        fprintf(stderr, "lapse: %s%s--admin-token-file %s: longer than %d bytes\n", cmd, sep,
+                path, TOKEN_MAX);
+        return CLI_USAGE;
+    }
+    if (n > 0 && buf[n - 1] == '\n') {
+        n--;
+    }
+    buf[n] = '\0';
+    if (n == 0 || strlen(buf) != n) {
+        fprintf(stderr, "lapse: %s%s--admin-token-file %s: %s\n", cmd, sep, path,
+                n == 0 ? "the file is empty" : "the token contains a NUL byte");
+        return CLI_USAGE;
+    }
+    char *copy = strdup(buf);
+    if (copy == NULL) {
+        fprintf(stderr, "lapse: out of memory\n");
+        return CLI_ERROR;
+    }
+    free(ctx->admin_token);
+    ctx->admin_token = copy;
+    return CLI_OK;
+}
 
 static int set_global(cli_ctx *ctx, const char *name, const char *value)
 {
     if (strcmp(name, "--coordinator") == 0) {
         ctx->url = value;
         return CLI_OK;
+    }
+    if (strcmp(name, "--admin-token-file") == 0) {
+        return read_token(ctx, value);
     }
     unsigned ms;
     int rv = cli_uint(ctx, name, value, &ms);
@@ -228,6 +317,9 @@ int cli_connect(cli_ctx *ctx)
     if (lapse_connect_timeout(&ctx->c, ctx->url, ctx->timeout_ms, &err) != 0) {
         return cli_fail(ctx, &err);
     }
+    if (ctx->admin_token != NULL) {
+        lapse_set_admin_token(ctx->c, ctx->admin_token);
+    }
     return CLI_OK;
 }
 
@@ -284,25 +376,30 @@ int main(int argc, char **argv)
         }
         char name[32];
         snprintf(name, sizeof name, "%.*s", (int)len, arg);
-        if (set_global(&ctx, name, value) != CLI_OK) {
-            return CLI_USAGE;
+        int rv = set_global(&ctx, name, value);
+        if (rv != CLI_OK) {
+            free(ctx.admin_token);
+            return rv;
         }
         i++;
     }
     if (i >= argc) {
         fprintf(stderr, "lapse: no command given\n");
         print_usage(stderr);
+        free(ctx.admin_token);
         return CLI_USAGE;
     }
     const cli_command *cmd = find_command(argv[i]);
     if (cmd == NULL) {
         fprintf(stderr, "lapse: unknown command \"%s\"\n", argv[i]);
         print_usage(stderr);
+        free(ctx.admin_token);
         return CLI_USAGE;
     }
     ctx.cmd = cmd->name;
     int rv = cmd->fn(&ctx, argc - i - 1, argv + i + 1);
     lapse_close(ctx.c);
+    free(ctx.admin_token);
     if (rv < 0) {
         rv = CLI_OK; /* --help */
     }

@@ -1,7 +1,12 @@
 /*
  * cli.h: the lapse command-line tool, built on liblapse's public API only.
  *
- *   lapse [--coordinator URL] [--timeout-ms N] COMMAND ...
+ *   lapse [--coordinator URL] [--timeout-ms N] [--admin-token-file F] COMMAND ...
+ *
+ * Admin calls (create-table, delete-table, update-ttl) send the token read
+ * from --admin-token-file F (without its final newline, as the coordinator
+ * reads it), else the one in
+ * $LAPSE_ADMIN_TOKEN (read by lapse_connect).
  *
  * JSON goes to stdout, errors to stderr as "lapse: COMMAND: message".
  * Exit status: CLI_OK (0), CLI_ERROR (1: the call failed), CLI_USAGE (2: bad
@@ -37,6 +42,7 @@ typedef struct cli_ctx {
     const char *cmd; /* the command's name, for messages */
     const char *url; /* coordinator; NULL: $LAPSE_COORDINATOR or the default */
     int timeout_ms;  /* 0: the library's default */
+    char *admin_token; /* owned; from --admin-token-file; NULL: none given */
     lapse_client *c; /* connected by cli_connect */
 } cli_ctx;
 
@@ -60,7 +66,8 @@ int cli_usage(cli_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 
 int cli_fail(cli_ctx *ctx, const lapse_error *err);
 /* Parses a non-negative decimal int for flag name; CLI_USAGE on error. */
 int cli_uint(cli_ctx *ctx, const char *name, const char *text, unsigned *out);
-/* Connects ctx->c. CLI_OK or CLI_ERROR (reported). */
+/* Connects ctx->c and gives it ctx->admin_token. CLI_OK or CLI_ERROR
+ * (reported). */
 int cli_connect(cli_ctx *ctx);
 /* Parses JSON text given on the command line as an item; CLI_USAGE with a
  * message naming what (e.g. "ITEM_JSON") on bad JSON. */
@@ -68,7 +75,7 @@ int cli_item_arg(cli_ctx *ctx, const char *what, const char *json, lapse_item **
 /* Prints s and a newline to stdout, then frees s; CLI_ERROR on OOM (s NULL). */
 int cli_print(cli_ctx *ctx, char *s);
 
-/* The commands (cli_admin.c, cli_items.c, cli_scan.c). */
+/* The commands (cli_admin.c, cli_items.c, cli_scan.c, cli_ttl.c). */
 int cli_cluster_status(cli_ctx *ctx, int argc, char **argv);
 int cli_create_table(cli_ctx *ctx, int argc, char **argv);
 int cli_describe_table(cli_ctx *ctx, int argc, char **argv);
@@ -81,5 +88,8 @@ int cli_update(cli_ctx *ctx, int argc, char **argv);
 int cli_query(cli_ctx *ctx, int argc, char **argv);
 int cli_scan(cli_ctx *ctx, int argc, char **argv);
 int cli_batch_put(cli_ctx *ctx, int argc, char **argv);
+int cli_update_ttl(cli_ctx *ctx, int argc, char **argv);
+int cli_describe_ttl(cli_ctx *ctx, int argc, char **argv);
+int cli_ttl_preview(cli_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -92,6 +92,7 @@ static int key_arg(cli_ctx *ctx, const char *flag, const char *text, char *buf, 
 int cli_create_table(cli_ctx *ctx, int argc, char **argv)
 {
     static const char *const valued[] = {"--partition-key", "--sort-key", "--partitions", NULL};
+    static const char *const switches[] = {"--hide-expired", NULL};
     char pk[512], sk[512];
     lapse_table_def def = {0};
     lapse_error err;
@@ -99,10 +100,11 @@ int cli_create_table(cli_ctx *ctx, int argc, char **argv)
     cli_args a;
     int rv;
 
-    if ((rv = cli_parse(ctx, argc, argv, 1, valued, NULL, &a)) != CLI_OK) {
+    if ((rv = cli_parse(ctx, argc, argv, 1, valued, switches, &a)) != CLI_OK) {
         return rv;
     }
     def.name = a.pos[0];
+    def.hide_expired = cli_flag(&a, "--hide-expired") != NULL;
     const char *v = cli_flag(&a, "--partition-key");
     if (v == NULL) {
         return cli_usage(ctx, "--partition-key is required");

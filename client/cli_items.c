@@ -50,9 +50,10 @@ static int parse_cond(cli_ctx *ctx, const cli_args *a, lapse_condition *cond, ch
 
 /* Parses T and ITEM_JSON/KEY_JSON and connects. */
 static int item_command(cli_ctx *ctx, int argc, char **argv, const char *what,
-                        const char *const *valued, cli_args *a, lapse_item **it)
+                        const char *const *valued, const char *const *switches, cli_args *a,
+                        lapse_item **it)
 {
-    int rv = cli_parse(ctx, argc, argv, 2, valued, NULL, a);
+    int rv = cli_parse(ctx, argc, argv, 2, valued, switches, a);
     if (rv != CLI_OK) {
         return rv;
     }
@@ -98,13 +99,15 @@ int cli_put(cli_ctx *ctx, int argc, char **argv)
 
 int cli_get(cli_ctx *ctx, int argc, char **argv)
 {
+    static const char *const switches[] = {"--hide-expired", NULL};
     lapse_item *key = NULL, *found = NULL;
     lapse_error err;
     cli_args a;
-    int rv = item_command(ctx, argc, argv, "KEY_JSON", NULL, &a, &key);
+    int rv = item_command(ctx, argc, argv, "KEY_JSON", NULL, switches, &a, &key);
     if (rv != CLI_OK) {
         goto out;
     }
+    lapse_set_hide_expired(ctx->c, cli_flag(&a, "--hide-expired") != NULL);
     if (lapse_get(ctx->c, a.pos[0], key, &found, &err) != 0) {
         rv = cli_fail(ctx, &err);
         goto out;

@@ -69,7 +69,7 @@ static int query_sk_flags(cli_ctx *ctx, const cli_args *a, lapse_query_opts *o)
 int cli_query(cli_ctx *ctx, int argc, char **argv)
 {
     static const char *const valued[] = {"--key", "--sk-op", "--sk", "--sk2", "--limit", NULL};
-    static const char *const switches[] = {"--reverse", NULL};
+    static const char *const switches[] = {"--reverse", "--hide-expired", NULL};
     lapse_query_opts o = {0};
     lapse_item *key = NULL, *next = NULL;
     const char *pk_name = NULL;
@@ -92,6 +92,7 @@ int cli_query(cli_ctx *ctx, int argc, char **argv)
         return rv;
     }
     o.reverse = cli_flag(&a, "--reverse") != NULL;
+    o.hide_expired = cli_flag(&a, "--hide-expired") != NULL;
     if ((rv = cli_item_arg(ctx, "--key", cli_flag(&a, "--key"), &key)) != CLI_OK) {
         goto out;
     }
@@ -136,6 +137,7 @@ out:
 int cli_scan(cli_ctx *ctx, int argc, char **argv)
 {
     static const char *const valued[] = {"--limit", NULL};
+    static const char *const switches[] = {"--hide-expired", NULL};
     lapse_scan_opts o = {0};
     lapse_item *next = NULL;
     lapse_error err;
@@ -143,9 +145,10 @@ int cli_scan(cli_ctx *ctx, int argc, char **argv)
     cli_args a;
     int rv;
 
-    if ((rv = cli_parse(ctx, argc, argv, 1, valued, NULL, &a)) != CLI_OK) {
+    if ((rv = cli_parse(ctx, argc, argv, 1, valued, switches, &a)) != CLI_OK) {
         return rv;
     }
+    o.hide_expired = cli_flag(&a, "--hide-expired") != NULL;
     const char *v = cli_flag(&a, "--limit");
     if (v != NULL && (rv = cli_uint(ctx, "--limit", v, &limit)) != CLI_OK) {
         return rv;

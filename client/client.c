@@ -93,6 +93,11 @@ int client_timeout_ms(lapse_client *c)
     return atomic_load(&c->timeout_ms);
 }
 
+int client_hide_expired(lapse_client *c, int call_flag)
+{
+    return call_flag != 0 || atomic_load(&c->hide_expired) != 0;
+}
+
 void client_backoff(int64_t *backoff_ms, clock_mono deadline)
 {
     int64_t left = clock_mono_remaining_ms(deadline);
@@ -154,6 +159,13 @@ int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms,
     }
     strcpy(c->url, url);
     atomic_init(&c->timeout_ms, timeout_ms > 0 ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS);
+    atomic_init(&c->hide_expired, 0);
+    /* The environment's token until the caller sets one. */
+    const char *token = getenv("LAPSE_ADMIN_TOKEN");
+    if (token != NULL && token[0] != '\0' && (c->admin_token = strdup(token)) == NULL) {
+        lapse_close(c);
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
     if ((rv = rpc_client_open(&c->coord, url, msg, sizeof msg)) != 0) {
         lapse_close(c);
         return client_err(err, rv, "coordinator %s: %s", url, msg[0] ? msg : lapse_strerror(rv));
@@ -222,6 +234,13 @@ void lapse_set_admin_token(lapse_client *c, const char *token)
     free(c->admin_token);
     c->admin_token = copy;
     pthread_mutex_unlock(&c->mu);
+}
+
+void lapse_set_hide_expired(lapse_client *c, int on)
+{
+    if (c != NULL) {
+        atomic_store(&c->hide_expired, on != 0);
+    }
 }
 
 void lapse_free(void *p)
@@ -438,16 +457,19 @@ int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent,
     int total = client_timeout_ms(c);
     clock_mono deadline = clock_mono_after_ms(total);
     int64_t backoff = CLIENT_BACKOFF_MIN_MS;
-    char token[256] = "";
+    char *token = NULL;
     char msg[256];
     int rv;
 
+    /* A copy: lapse_set_admin_token may replace the client's meanwhile. */
     pthread_mutex_lock(&c->mu);
-    if (c->admin_token != NULL) {
-        snprintf(token, sizeof token, "%s", c->admin_token);
+    if (c->admin_token != NULL && (token = strdup(c->admin_token)) == NULL) {
+        pthread_mutex_unlock(&c->mu);
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
     }
     pthread_mutex_unlock(&c->mu);
-    req->admin_token = token;
+    static char none[] = "";
+    req->admin_token = token != NULL ? token : none;
 
     *resp = NULL;
     for (;;) {
@@ -455,19 +477,25 @@ int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent,
         msg[0] = '\0';
         rv = rpc_call(c->coord, req, budget, resp, msg, sizeof msg);
         if (rv == 0) {
-            return client_ok(err);
+            rv = client_ok(err);
+            break;
         }
         rpc_response_free(*resp);
         *resp = NULL;
         if (rv == LAPSE_EWRONGNODE || !retryable(rv, idempotent) ||
             clock_mono_remaining_ms(deadline) <= 0) {
-            return coord_err(c, err, rv, msg, total);
+            rv = coord_err(c, err, rv, msg, total);
+            break;
         }
         client_backoff(&backoff, deadline);
         if (clock_mono_remaining_ms(deadline) <= 0) {
-            return coord_err(c, err, rv, msg, total);
+            rv = coord_err(c, err, rv, msg, total);
+            break;
         }
     }
+    req->admin_token = none;
+    free(token);
+    return rv;
 }
 
 lapse_item *client_item_wrap(item *it)

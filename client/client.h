@@ -75,6 +75,7 @@ struct lapse_client {
     char url[PMAP_MAX_ADDR]; /* the coordinator's URL */
     rpc_client *coord;       /* owned; RPCs to the coordinator */
     atomic_int timeout_ms;   /* per call, retries included */
+    atomic_int hide_expired; /* lapse_set_hide_expired: reads hide expired items */
     pthread_mutex_t mu;      /* guards the fields below */
     pmap *map;               /* owned cached map; replaced whole on refresh */
     node_conn *conns;        /* owned array: one shared rpc client per node URL */
@@ -151,6 +152,10 @@ void client_backoff(int64_t *backoff_ms, clock_mono deadline);
 
 /* Per-call timeout of c in ms. */
 int client_timeout_ms(lapse_client *c);
+
+/* Whether reads ask to hide expired items: the client's default
+ * (lapse_set_hide_expired) or a call's own flag. */
+int client_hide_expired(lapse_client *c, int call_flag);
 
 /* Wraps it (taking ownership on success) in a new lapse_item, or NULL on OOM
  * (it is then still the caller's). */

@@ -1,7 +1,8 @@
 /*
  * client_test.c: liblapse without a cluster: the item builder, DynamoDB JSON
  * round trips through lapse_item_*, error codes and messages, connecting to
- * a port where nothing listens, and the CLI's usage errors (exit 2).
+ * a port where nothing listens, the TTL JSON shaping and spec checks
+ * (ttlcfg.h), and the CLI's usage errors (exit 2).
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include <cmocka.h>
 
 #include "lapse.h"
+#include "ttlcfg.h"
 
 extern char **environ;
 
@@ -215,6 +217,185 @@ static void test_null_arguments(void **state)
     assert_int_equal(lapse_page_count(NULL), 0);
 }
 
+/* ---- time to live: JSON shaping and checks ---- */
+
+/* Dumps doc as the library does and drops it. */
+static char *dump_json(json_t *doc)
+{
+    assert_non_null(doc);
+    char *s = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(doc);
+    assert_non_null(s);
+    return s;
+}
+
+static void assert_json(json_t *doc, const char *want)
+{
+    char *got = dump_json(doc);
+    if (strcmp(got, want) != 0) {
+        fail_msg("JSON\n got: %s\nwant: %s", got, want);
+    }
+    free(got);
+}
+
+static void test_ttl_description_json_enabled(void **state)
+{
+    (void)state;
+    Lapse__TtlConfig cfg = LAPSE__TTL_CONFIG__INIT;
+    cfg.enabled = 1;
+    cfg.attribute = "ExpirationTime";
+    cfg.offset_seconds = 3600;
+    cfg.config_version = 42;
+    Lapse__TtlProgress p1 = LAPSE__TTL_PROGRESS__INIT;
+    p1.table_id = 7;
+    p1.config_version = 42;
+    p1.backfill_done = 1;
+    p1.backfill_items = 123;
+    p1.partitions_done = 21;
+    p1.partitions_total = 21;
+    Lapse__TtlNodeStatus n1 = LAPSE__TTL_NODE_STATUS__INIT, n2 = LAPSE__TTL_NODE_STATUS__INIT;
+    n1.node_id = 1;
+    n1.reported = 1;
+    n1.progress = &p1;
+    n2.node_id = 2; /* nothing heard yet: no progress */
+    Lapse__TtlNodeStatus *nodes[] = {&n1, &n2};
+    Lapse__TtlDescription d = LAPSE__TTL_DESCRIPTION__INIT;
+    d.status = "ENABLING";
+    d.config = &cfg;
+    d.nodes = nodes;
+    d.n_nodes = 2;
+    assert_json(ttlcfg_description_json(&d),
+                "{\"TimeToLiveDescription\":{\"TimeToLiveStatus\":\"ENABLING\","
+                "\"AttributeName\":\"ExpirationTime\"},\"OffsetSeconds\":3600,"
+                "\"IgnoreOlderThanYears\":5,\"Paused\":false,\"Propagation\":{"
+                "\"ConfigVersion\":42,\"Nodes\":["
+                "{\"NodeId\":1,\"Reported\":true,\"AppliedVersion\":42,\"BackfillDone\":true,"
+                "\"BackfillItems\":123,\"PartitionsDone\":21,\"PartitionsTotal\":21},"
+                "{\"NodeId\":2,\"Reported\":false,\"AppliedVersion\":0,\"BackfillDone\":false,"
+                "\"BackfillItems\":0,\"PartitionsDone\":0,\"PartitionsTotal\":0}]}}");
+
+    /* Paused with its own guard: still ENABLED, the guard shown as set. */
+    cfg.paused = 1;
+    cfg.ignore_older_than_years = 2;
+    d.status = "ENABLED";
+    d.n_nodes = 0;
+    assert_json(ttlcfg_description_json(&d),
+                "{\"TimeToLiveDescription\":{\"TimeToLiveStatus\":\"ENABLED\","
+                "\"AttributeName\":\"ExpirationTime\"},\"OffsetSeconds\":3600,"
+                "\"IgnoreOlderThanYears\":2,\"Paused\":true,\"Propagation\":{"
+                "\"ConfigVersion\":42,\"Nodes\":[]}}");
+}
+
+static void test_ttl_description_json_disabled(void **state)
+{
+    (void)state;
+    /* Never configured: DynamoDB shows only the status. */
+    static const char never[] =
+        "{\"TimeToLiveDescription\":{\"TimeToLiveStatus\":\"DISABLED\"},\"OffsetSeconds\":0,"
+        "\"IgnoreOlderThanYears\":5,\"Paused\":false,\"Propagation\":{\"ConfigVersion\":0,"
+        "\"Nodes\":[]}}";
+    Lapse__TtlDescription d = LAPSE__TTL_DESCRIPTION__INIT;
+    d.status = "DISABLED";
+    assert_json(ttlcfg_description_json(&d), never);
+    assert_json(ttlcfg_description_json(NULL), never);
+    d.status = ""; /* a reply without a status reads as DISABLED */
+    assert_json(ttlcfg_description_json(&d), never);
+
+    /* Disabled after use: the attribute is kept and shown. */
+    Lapse__TtlConfig cfg = LAPSE__TTL_CONFIG__INIT;
+    cfg.attribute = "ExpirationTime";
+    cfg.config_version = 9;
+    d.status = "DISABLING";
+    d.config = &cfg;
+    assert_json(ttlcfg_description_json(&d),
+                "{\"TimeToLiveDescription\":{\"TimeToLiveStatus\":\"DISABLING\","
+                "\"AttributeName\":\"ExpirationTime\"},\"OffsetSeconds\":0,"
+                "\"IgnoreOlderThanYears\":5,\"Paused\":false,\"Propagation\":{"
+                "\"ConfigVersion\":9,\"Nodes\":[]}}");
+}
+
+static void test_ttl_config_json(void **state)
+{
+    (void)state;
+    assert_json(ttlcfg_config_json(NULL),
+                "{\"Enabled\":false,\"OffsetSeconds\":0,\"IgnoreOlderThanYears\":5,"
+                "\"Paused\":false,\"ConfigVersion\":0}");
+    Lapse__TtlConfig cfg = LAPSE__TTL_CONFIG__INIT;
+    cfg.enabled = 1;
+    cfg.attribute = "exp";
+    cfg.offset_seconds = 86400;
+    cfg.ignore_older_than_years = 10;
+    cfg.config_version = 3;
+    assert_json(ttlcfg_config_json(&cfg),
+                "{\"Enabled\":true,\"AttributeName\":\"exp\",\"OffsetSeconds\":86400,"
+                "\"IgnoreOlderThanYears\":10,\"Paused\":false,\"ConfigVersion\":3}");
+}
+
+static void test_ttl_preview_sum(void **state)
+{
+    (void)state;
+    Lapse__TtlPreviewResponse a = LAPSE__TTL_PREVIEW_RESPONSE__INIT;
+    Lapse__TtlPreviewResponse b = LAPSE__TTL_PREVIEW_RESPONSE__INIT;
+    a.items = 10, a.due_now = 1, a.due_hour = 2, a.due_day = 3, a.due_later = 4;
+    a.missing = 5, a.not_a_number = 6, a.too_old = 7, a.out_of_range = 8;
+    b.items = 1000, b.due_now = 100, b.due_hour = 200, b.due_day = 300, b.due_later = 400;
+    b.missing = 500, b.not_a_number = 600, b.too_old = 700, b.out_of_range = 800;
+    lapse_ttl_preview_counts sum = {0};
+    ttlcfg_preview_add(&sum, &a);
+    ttlcfg_preview_add(&sum, &b);
+    assert_int_equal(sum.items, 1010);
+    assert_int_equal(sum.due_now, 101);
+    assert_int_equal(sum.due_within_hour, 202);
+    assert_int_equal(sum.due_within_day, 303);
+    assert_int_equal(sum.due_later, 404);
+    assert_int_equal(sum.missing, 505);
+    assert_int_equal(sum.not_a_number, 606);
+    assert_int_equal(sum.older_than_guard, 707);
+    assert_int_equal(sum.out_of_range, 808);
+}
+
+static void test_ttl_spec_checks(void **state)
+{
+    (void)state;
+    lapse_error err;
+    lapse_ttl_spec spec = {0};
+    spec.action = LAPSE_TTL_ENABLE;
+    assert_int_equal(ttlcfg_check_spec(&spec, &err), LAPSE_EINVAL); /* no attribute */
+    assert_non_null(strstr(err.message, "attribute"));
+    spec.attribute = "";
+    assert_int_equal(ttlcfg_check_spec(&spec, &err), LAPSE_EINVAL);
+    spec.attribute = "ExpirationTime";
+    assert_ok(ttlcfg_check_spec(&spec, &err), err);
+    spec.offset_seconds = -1;
+    assert_int_equal(ttlcfg_check_spec(&spec, &err), LAPSE_EINVAL);
+    assert_non_null(strstr(err.message, "negative"));
+    spec.offset_seconds = 0;
+    spec.ignore_older_than_years = -1;
+    assert_int_equal(ttlcfg_check_spec(&spec, &err), LAPSE_EINVAL);
+    spec.ignore_older_than_years = 5;
+    assert_ok(ttlcfg_check_spec(&spec, &err), err);
+    /* The rule's fields only matter to ENABLE. */
+    lapse_ttl_spec off = {.action = LAPSE_TTL_DISABLE, .offset_seconds = -1};
+    assert_ok(ttlcfg_check_spec(&off, &err), err);
+    off.action = (lapse_ttl_action)99;
+    assert_int_equal(ttlcfg_check_spec(&off, &err), LAPSE_EINVAL);
+    assert_int_equal(ttlcfg_check_spec(NULL, &err), LAPSE_EINVAL);
+
+    /* The public calls check before they need a client. */
+    char *json = (char *)&json;
+    assert_int_equal(lapse_update_ttl(NULL, "T", &spec, &json, &err), LAPSE_EINVAL);
+    assert_null(json);
+    json = (char *)&json;
+    assert_int_equal(lapse_describe_ttl(NULL, "T", &json, &err), LAPSE_EINVAL);
+    assert_null(json);
+    lapse_ttl_preview_counts n;
+    memset(&n, 0xff, sizeof n);
+    assert_int_equal(lapse_ttl_preview(NULL, "T", "exp", 0, 0, &n, &err), LAPSE_EINVAL);
+    assert_int_equal(n.items, 0);
+    assert_int_equal(n.out_of_range, 0);
+    lapse_set_hide_expired(NULL, 1); /* accepts NULL */
+}
+
 /* A loopback port nothing listens on (bound then released). */
 static int free_port(void)
 {
@@ -334,13 +515,86 @@ static void test_cli_usage_errors(void **state)
     assert_int_equal(run_cli("scan", "T", "--limit", "ten", NULL), 2);
     assert_int_equal(run_cli("batch-put", NULL), 2);
 
+    assert_int_equal(run_cli("get", "T", "{}", "--hide-expired=yes", NULL), 2);
+    assert_int_equal(run_cli("create-table", "T", "--hide-expired", NULL), 2); /* no key */
+
+    /* update-ttl: exactly one action, --enable with an attribute, no
+     * negative offset, rule flags with --enable only. */
+    assert_int_equal(run_cli("update-ttl", "T", NULL), 2);
+    assert_int_equal(run_cli("update-ttl", NULL), 2);
+    assert_int_equal(run_cli("update-ttl", "T", "--enable", "--attribute", "E", "--disable", NULL),
+                     2);
+    assert_int_equal(run_cli("update-ttl", "T", "--pause", "--resume", NULL), 2);
+    assert_int_equal(run_cli("update-ttl", "T", "--enable", NULL), 2);
+    assert_int_equal(run_cli("update-ttl", "T", "--enable", "--attribute", "", NULL), 2);
+    assert_int_equal(run_cli("update-ttl", "T", "--enable", "--attribute", "E", "--offset-seconds",
+                             "-5", NULL),
+                     2);
+    assert_int_equal(run_cli("update-ttl", "T", "--enable", "--attribute", "E",
+                             "--offset-seconds=-1", NULL),
+                     2);
+    assert_int_equal(run_cli("update-ttl", "T", "--enable", "--attribute", "E", "--offset-seconds",
+                             "soon", NULL),
+                     2);
+    assert_int_equal(run_cli("update-ttl", "T", "--enable", "--attribute", "E",
+                             "--ignore-older-than-years", "0", NULL),
+                     2);
+    assert_int_equal(run_cli("update-ttl", "T", "--disable", "--attribute", "E", NULL), 2);
+    assert_int_equal(run_cli("update-ttl", "T", "--enable=yes", NULL), 2);
+    assert_int_equal(run_cli("describe-ttl", NULL), 2);
+    assert_int_equal(run_cli("describe-ttl", "T", "--enable", NULL), 2);
+    assert_int_equal(run_cli("ttl-preview", "T", NULL), 2);
+    assert_int_equal(run_cli("ttl-preview", "T", "--attribute", "E", "--offset-seconds", "-1",
+                             NULL),
+                     2);
+    assert_int_equal(run_cli("ttl-preview", "T", "--attribute", "E", "--pause", NULL), 2);
+
     /* Help is not an error. */
     assert_int_equal(run_cli("--help", NULL), 0);
     assert_int_equal(run_cli("query", "--help", NULL), 0);
+    assert_int_equal(run_cli("update-ttl", "--help", NULL), 0);
+    assert_int_equal(run_cli("ttl-preview", "--help", NULL), 0);
 
     /* Malformed JSON is an error (1), found before connecting. */
     assert_int_equal(run_cli("put", "T", "{not json", NULL), 1);
     assert_int_equal(run_cli("get", "T", "{\"k\":{\"N\":\"x\"}}", NULL), 1);
+}
+
+/* Writes text to a new temporary file; its path goes to path. */
+static void temp_file(char *path, size_t len, const char *text)
+{
+    snprintf(path, len, "/tmp/client_test_token_XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t n = strlen(text);
+    assert_int_equal(write(fd, text, n), (ssize_t)n);
+    close(fd);
+}
+
+static void test_cli_admin_token_file(void **state)
+{
+    (void)state;
+    char url[64], token[64], empty[64], missing[80];
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", free_port());
+    temp_file(token, sizeof token, "s3cret\n");
+    temp_file(empty, sizeof empty, "\n");
+    snprintf(missing, sizeof missing, "%s.gone", token);
+
+    /* Unreadable or empty: a usage error, before or after the command. */
+    assert_int_equal(run_cli("--admin-token-file", missing, "list-tables", NULL), 2);
+    assert_int_equal(run_cli("list-tables", "--admin-token-file", missing, NULL), 2);
+    assert_int_equal(run_cli("--admin-token-file", "/", "list-tables", NULL), 2);
+    assert_int_equal(run_cli("--admin-token-file", empty, "list-tables", NULL), 2);
+    assert_int_equal(run_cli("--admin-token-file", NULL), 2);
+    /* Readable: the command goes on to connect (and fails: nothing listens). */
+    assert_int_equal(run_cli("--coordinator", url, "--timeout-ms", "300", "--admin-token-file",
+                             token, "delete-table", "T", NULL),
+                     1);
+    assert_int_equal(run_cli("--coordinator", url, "--timeout-ms", "300", "update-ttl", "T",
+                             "--disable", "--admin-token-file=" /* empty value */, NULL),
+                     2);
+    unlink(token);
+    unlink(empty);
 }
 
 static void test_cli_unreachable_coordinator(void **state)
@@ -360,8 +614,14 @@ int main(void)
         cmocka_unit_test(test_json_errors),
         cmocka_unit_test(test_update_builder),
         cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_ttl_description_json_enabled),
+        cmocka_unit_test(test_ttl_description_json_disabled),
+        cmocka_unit_test(test_ttl_config_json),
+        cmocka_unit_test(test_ttl_preview_sum),
+        cmocka_unit_test(test_ttl_spec_checks),
         cmocka_unit_test(test_connect_nothing_listening),
         cmocka_unit_test(test_cli_usage_errors),
+        cmocka_unit_test(test_cli_admin_token_file),
         cmocka_unit_test(test_cli_unreachable_coordinator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

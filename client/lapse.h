@@ -59,8 +59,17 @@ int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms,
 void lapse_close(lapse_client *c); /* accepts NULL */
 /* Per-call timeout including retries (default 5000 ms). */
 void lapse_set_timeout_ms(lapse_client *c, int timeout_ms);
-/* Token sent with admin calls (create/delete table, TTL changes). Copied. */
+/* Token sent with admin calls (create/delete table, TTL changes). Copied;
+ * NULL clears it. Without a call to this, lapse_connect takes the token from
+ * $LAPSE_ADMIN_TOKEN when that is set and non-empty. */
 void lapse_set_admin_token(lapse_client *c, const char *token);
+/* The client-wide default for hiding expired items (docs/ttl.md): with on
+ * non-zero, lapse_get and lapse_batch_get ask the node to leave out items
+ * whose TTL has passed but that are not deleted yet, and lapse_query and
+ * lapse_scan do so whatever their opts say. Off by default (like DynamoDB,
+ * expired items still show until deleted), unless the table was created
+ * with hide_expired. */
+void lapse_set_hide_expired(lapse_client *c, int on);
 void lapse_free(void *p);
 
 /* ---- items ---- */
@@ -104,6 +113,7 @@ typedef struct lapse_table_def {
     const char *sort_key;      /* NULL: none */
     char sort_key_type;
     unsigned partitions; /* power of two; 0: 64 */
+    int hide_expired;    /* non-zero: reads hide expired items by default */
 } lapse_table_def;
 
 int lapse_create_table(lapse_client *c, const lapse_table_def *def, lapse_error *err);
@@ -112,7 +122,10 @@ int lapse_create_table(lapse_client *c, const lapse_table_def *def, lapse_error 
 int lapse_create_table_json(lapse_client *c, const lapse_table_def *def, char **json_out,
                             lapse_error *err);
 int lapse_delete_table(lapse_client *c, const char *table, lapse_error *err);
-/* JSON descriptions (free with lapse_free). */
+/* JSON descriptions (free with lapse_free). describe-table's carries
+ * "HideExpired" and the TTL config as "TimeToLive":{"Enabled",
+ * "AttributeName" (absent when never set),"OffsetSeconds",
+ * "IgnoreOlderThanYears","Paused","ConfigVersion"}. */
 int lapse_describe_table(lapse_client *c, const char *table, char **json_out, lapse_error *err);
 int lapse_list_tables(lapse_client *c, char **json_out, lapse_error *err);
 int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err);
@@ -194,12 +207,14 @@ typedef struct lapse_query_opts {
     int reverse;
     const lapse_item *exclusive_start_key; /* a previous page's last key */
     const char *partition_key_name; /* optional: checked against the schema */
+    int hide_expired; /* non-zero: leave out expired items (lapse_set_hide_expired) */
 } lapse_query_opts;
 
 typedef struct lapse_scan_opts {
     unsigned limit;                        /* 0: no limit */
     unsigned segment, total_segments;      /* parallel scan; 0, 0 = whole table */
     const lapse_item *exclusive_start_key; /* a previous page's last key */
+    int hide_expired; /* non-zero: leave out expired items (lapse_set_hide_expired) */
 } lapse_scan_opts;
 
 /* One page. Continue with exclusive_start_key = lapse_page_last_key(page)
@@ -212,6 +227,87 @@ size_t lapse_page_count(const lapse_page *p);
 const lapse_item *lapse_page_item(const lapse_page *p, size_t i); /* borrowed */
 const lapse_item *lapse_page_last_key(const lapse_page *p);       /* NULL: no more */
 void lapse_page_free(lapse_page *p);
+
+/* ---- time to live (docs/ttl.md) ---- */
+
+/*
+ * A table's TTL status, as the coordinator reports it:
+ *
+ *              ENABLE                 every holder applied it
+ *   DISABLED ----------> ENABLING ---------------------------> ENABLED
+ *      ^                 and finished the backfill              |
+ *      |                                                        | DISABLE
+ *      +---------------------- DISABLING <----------------------+
+ *        every holder dropped the table's expiry index
+ *
+ * PAUSE and RESUME keep the status ENABLED and only stop or restart
+ * deletion. Enabling an enabled table, disabling a disabled one, pausing or
+ * resuming a table without TTL enabled, and changing the attribute while
+ * enabled fail with LAPSE_ESTATE and the coordinator's reason.
+ */
+typedef enum lapse_ttl_action {
+    LAPSE_TTL_ENABLE = 0,
+    LAPSE_TTL_DISABLE = 1,
+    LAPSE_TTL_PAUSE = 2,
+    LAPSE_TTL_RESUME = 3
+} lapse_ttl_action;
+
+typedef struct lapse_ttl_spec {
+    lapse_ttl_action action;
+    const char *attribute;       /* ENABLE: the top-level N attribute of epoch seconds */
+    int64_t offset_seconds;      /* ENABLE: >= 0; items expire at attribute + offset */
+    int ignore_older_than_years; /* ENABLE: the guard; 0: 5 (DynamoDB's rule) */
+} lapse_ttl_spec;
+
+/* Changes table's TTL config (an admin call: the token is sent). On success
+ * *json_out (when json_out is non-NULL; caller frees with lapse_free)
+ * receives the new description as lapse_describe_ttl's. Returns 0,
+ * LAPSE_EINVAL (bad spec: ENABLE without an attribute, a negative offset,
+ * a negative guard), LAPSE_ENOTFOUND, LAPSE_EPERM (token missing or wrong),
+ * LAPSE_ESTATE (see above) or a transport error. Not retried after a
+ * timeout: the change may have been applied. On error *json_out is NULL. */
+int lapse_update_ttl(lapse_client *c, const char *table, const lapse_ttl_spec *spec,
+                     char **json_out, lapse_error *err);
+
+/* table's TTL description as JSON in DynamoDB's shape plus propagation
+ * (caller frees *json_out with lapse_free):
+ *
+ *   {"TimeToLiveDescription":{"TimeToLiveStatus":"ENABLED",
+ *                             "AttributeName":"ExpirationTime"},
+ *    "OffsetSeconds":0,"IgnoreOlderThanYears":5,"Paused":false,
+ *    "Propagation":{"ConfigVersion":N,"Nodes":[{"NodeId":1,"Reported":true,
+ *      "AppliedVersion":N,"BackfillDone":true,"BackfillItems":123,
+ *      "PartitionsDone":21,"PartitionsTotal":21}]}}
+ *
+ * AttributeName is absent when no attribute was ever set. Nodes lists the
+ * nodes holding the table's partitions; Reported false: the coordinator has
+ * heard nothing from that node about this table yet. On error *json_out is
+ * NULL. */
+int lapse_describe_ttl(lapse_client *c, const char *table, char **json_out, lapse_error *err);
+
+/* What a TTL rule would do to a table right now (lapse_ttl_preview). */
+typedef struct lapse_ttl_preview_counts {
+    uint64_t items;            /* items looked at */
+    uint64_t due_now;          /* eligible and already expired */
+    uint64_t due_within_hour;  /* eligible, expiring within the next hour */
+    uint64_t due_within_day;   /* eligible, within the next day (after the hour) */
+    uint64_t due_later;        /* eligible, later than a day */
+    uint64_t missing;          /* ignored: no such attribute */
+    uint64_t not_a_number;     /* ignored: not of type N */
+    uint64_t older_than_guard; /* ignored: more than the guard before now */
+    uint64_t out_of_range;     /* ignored: too large for epoch seconds */
+} lapse_ttl_preview_counts;
+
+/* A dry run of the rule (attribute, offset_seconds >= 0, guard_years; 0: 5)
+ * over every item of table: each node holding the table's partitions counts
+ * its own, all asked at once, and *out receives the sums. Deletes nothing and
+ * takes no write lock, so it is safe on a live table; the rule need not be
+ * the table's configured one. Returns 0, LAPSE_EINVAL, LAPSE_ENOTFOUND or
+ * the failure of a node that did not answer (the message names it); on
+ * error *out is all zero. */
+int lapse_ttl_preview(lapse_client *c, const char *table, const char *attribute,
+                      int64_t offset_seconds, int guard_years, lapse_ttl_preview_counts *out,
+                      lapse_error *err);
 
 #ifdef __cplusplus
 }

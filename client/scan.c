@@ -245,6 +245,7 @@ int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *o,
     body.table = (char *)table;
     body.limit = o->limit;
     body.reverse = o->reverse != 0;
+    body.hide_expired = client_hide_expired(c, o->hide_expired);
     if ((body.partition_key = wire_value_to_pb(&a, &pk)) == NULL ||
         (o->exclusive_start_key != NULL &&
          (body.exclusive_start_key = wire_item_to_pb(&a, o->exclusive_start_key->it)) == NULL)) {
@@ -285,11 +286,12 @@ out:
 /* Scan                                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* One ScanRequest for partition part, appended to p. *more is set when the
- * node stopped with a last key (its copy goes to *last, caller frees). */
+/* One ScanRequest for partition part, appended to p. *last receives a copy
+ * of the key the node stopped at (caller frees), or NULL when it finished the
+ * partition. */
 static int scan_one(lapse_client *c, const table_schema *t, uint32_t part, uint32_t limit,
-                    const item *start, lapse_page *p, size_t *bytes, item **last,
-                    lapse_error *err)
+                    int hide_expired, const item *start, lapse_page *p, size_t *bytes,
+                    item **last, lapse_error *err)
 {
     Lapse__ScanRequest body = LAPSE__SCAN_REQUEST__INIT;
     Lapse__Request req = LAPSE__REQUEST__INIT;
@@ -303,6 +305,7 @@ static int scan_one(lapse_client *c, const table_schema *t, uint32_t part, uint3
     body.table = (char *)t->name;
     body.partition = part;
     body.limit = limit;
+    body.hide_expired = hide_expired != 0;
     if (start != NULL && (body.exclusive_start_key = wire_item_to_pb(&a, start)) == NULL) {
         rv = client_err(err, LAPSE_ENOMEM, "out of memory");
         goto out;
@@ -371,10 +374,11 @@ int lapse_scan(lapse_client *c, const char *table, const lapse_scan_opts *o, lap
         goto out;
     }
     unsigned limit = o != NULL ? o->limit : 0;
+    int hide = client_hide_expired(c, o != NULL ? o->hide_expired : 0);
     while (part < end) {
         item *last = NULL;
         uint32_t want = limit > 0 ? (uint32_t)(limit - p->n) : 0;
-        rv = scan_one(c, &t, part, want, start, p, &bytes, &last, err);
+        rv = scan_one(c, &t, part, want, hide, start, p, &bytes, &last, err);
         item_free(start);
         start = NULL;
         if (rv != 0) {
