@@ -7,8 +7,9 @@
  *                    (rpc/wire.h wire_pmap_to_pb)
  *   "next_table_id"  4 bytes, big-endian: the id the next table gets
  * Both are written in one WriteBatch with sync = 1, so a map and the id
- * counter never disagree after a crash or power loss. Later state (per-table
- * TTL config, issue 3) joins the same batch under keys of its own.
+ * counter never disagree after a crash or power loss. Per-table TTL config
+ * is part of each table's schema in the map (TableSchema.ttl), so it is
+ * saved with it and needs no key of its own (docs/ttl.md).
  *
  * Thread-safety: catalog_save may be called from any thread, but callers
  * serialize saves (server.lock) so that a later version is never overwritten
@@ -29,8 +30,7 @@
 
 typedef struct catalog catalog;
 
-/* Everything the catalog stores. Per-table TTL config (issue 3) becomes one
- * more field here, saved in the same batch. */
+/* Everything the catalog stores (TTL config rides in pm's table schemas). */
 typedef struct catalog_state {
     pmap *pm;               /* the partition map; owned by whoever holds the state */
     uint32_t next_table_id; /* the id the next CreateTable assigns */

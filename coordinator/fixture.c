@@ -35,6 +35,11 @@ static struct {
     unsigned alive;                     /* bit i: node i heartbeats; guarded by mu */
     int in_round;                       /* a heartbeat round is running; guarded by mu */
     int64_t last_ok[FIXTURE_NODES + 1]; /* mono ms of the last OK heartbeat; guarded by mu */
+    uint64_t rounds;                    /* completed rounds; guarded by mu */
+    /* What each fake node reports; guarded by mu. */
+    Lapse__TtlProgress ttl[FIXTURE_NODES + 1][FIXTURE_MAX_TTL];
+    size_t nttl[FIXTURE_NODES + 1];
+    int paused[FIXTURE_NODES + 1];
 } hb;
 
 int fixture_free_port(void)
@@ -129,6 +134,9 @@ int fixture_call(Lapse__Request *req, Lapse__Response **resp, char *err, size_t 
 {
     *resp = NULL;
     err[0] = '\0';
+    if (fx.admin_token != NULL) {
+        req->admin_token = (char *)fx.admin_token;
+    }
     return rpc_call(fx.cli, req, FIXTURE_CALL_TIMEOUT_MS, resp, err, errlen);
 }
 
@@ -165,22 +173,41 @@ static void wait_ready(void)
 
 void fixture_start_coordinator(void)
 {
-    const char *args[] = {"--listen", fx.url, "--data", fx.data_dir, "--log-level", "debug", NULL};
+    const char *args[16] = {"--listen", fx.url, "--data", fx.data_dir, "--log-level", "debug"};
+    size_t n = 6;
+    for (size_t i = 0; fx.extra_args[i] != NULL && n + 1 < 16; i++) {
+        args[n++] = fx.extra_args[i];
+    }
+    args[n] = NULL;
     fx.pid = fixture_spawn(fx.log_path, args);
     wait_ready();
 }
 
-int fixture_heartbeat(uint32_t id, uint64_t version, int64_t clock_ms, Lapse__Response **resp,
-                      char *err, size_t errlen)
+/* A heartbeat with TTL reports; never carries fx.admin_token (the heartbeat
+ * thread must not read fields the test thread writes). */
+static int heartbeat_ttl(uint32_t id, uint64_t version, int64_t clock_ms,
+                         Lapse__TtlProgress **ttl, size_t nttl, int paused,
+                         Lapse__Response **resp, char *err, size_t errlen)
 {
     Lapse__HeartbeatRequest body = LAPSE__HEARTBEAT_REQUEST__INIT;
     body.node_id = id;
     body.pmap_version = version;
     body.clock_ms = clock_ms;
+    body.ttl = ttl;
+    body.n_ttl = nttl;
+    body.ttl_paused_for_clock = paused != 0;
     Lapse__Request req = LAPSE__REQUEST__INIT;
     req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
     req.heartbeat = &body;
-    return fixture_call(&req, resp, err, errlen);
+    *resp = NULL;
+    err[0] = '\0';
+    return rpc_call(fx.cli, &req, FIXTURE_CALL_TIMEOUT_MS, resp, err, errlen);
+}
+
+int fixture_heartbeat(uint32_t id, uint64_t version, int64_t clock_ms, Lapse__Response **resp,
+                      char *err, size_t errlen)
+{
+    return heartbeat_ttl(id, version, clock_ms, NULL, 0, 0, resp, err, errlen);
 }
 
 /* Heartbeats every alive fake node every 300 ms, as a node does. */
@@ -197,9 +224,20 @@ static void *hb_main(void *arg)
                 continue;
             }
             int64_t skew = id == FIXTURE_SKEW_NODE ? FIXTURE_SKEW_MS : 0;
+            Lapse__TtlProgress prog[FIXTURE_MAX_TTL];
+            Lapse__TtlProgress *ptrs[FIXTURE_MAX_TTL];
+            pthread_mutex_lock(&hb.mu);
+            size_t nttl = hb.nttl[id];
+            int paused = hb.paused[id];
+            for (size_t i = 0; i < nttl; i++) {
+                prog[i] = hb.ttl[id][i];
+                ptrs[i] = &prog[i];
+            }
+            pthread_mutex_unlock(&hb.mu);
             Lapse__Response *resp = NULL;
             char err[256];
-            int rv = fixture_heartbeat(id, 0, clock_wall_now().ms + skew, &resp, err, sizeof(err));
+            int rv = heartbeat_ttl(id, 0, clock_wall_now().ms + skew, ptrs, nttl, paused, &resp,
+                                   err, sizeof(err));
             rpc_response_free(resp);
             if (rv == 0) {
                 pthread_mutex_lock(&hb.mu);
@@ -209,6 +247,7 @@ static void *hb_main(void *arg)
         }
         pthread_mutex_lock(&hb.mu);
         hb.in_round = 0;
+        hb.rounds++;
         pthread_cond_broadcast(&hb.cond);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -235,6 +274,53 @@ void fixture_set_alive(unsigned mask)
         pthread_cond_wait(&hb.cond, &hb.mu);
     }
     pthread_cond_broadcast(&hb.cond);
+    pthread_mutex_unlock(&hb.mu);
+}
+
+void fixture_set_ttl_progress(uint32_t id, uint32_t table_id, uint64_t config_version,
+                              int backfill_done)
+{
+    assert_true(id >= 1 && id <= FIXTURE_NODES);
+    pthread_mutex_lock(&hb.mu);
+    size_t i = 0;
+    while (i < hb.nttl[id] && hb.ttl[id][i].table_id != table_id) {
+        i++;
+    }
+    if (i == hb.nttl[id] && i < FIXTURE_MAX_TTL) {
+        hb.nttl[id]++;
+    }
+    if (i < FIXTURE_MAX_TTL) {
+        Lapse__TtlProgress p = LAPSE__TTL_PROGRESS__INIT;
+        p.table_id = table_id;
+        p.config_version = config_version;
+        p.backfill_done = backfill_done != 0;
+        p.backfill_items = backfill_done ? 42 : 7;
+        p.partitions_done = backfill_done ? 2 : 1;
+        p.partitions_total = 2;
+        hb.ttl[id][i] = p;
+    }
+    pthread_mutex_unlock(&hb.mu);
+    assert_true(i < FIXTURE_MAX_TTL);
+}
+
+void fixture_set_ttl_paused(uint32_t id, int paused)
+{
+    assert_true(id >= 1 && id <= FIXTURE_NODES);
+    pthread_mutex_lock(&hb.mu);
+    hb.paused[id] = paused;
+    pthread_mutex_unlock(&hb.mu);
+}
+
+void fixture_wait_heartbeat_round(void)
+{
+    pthread_mutex_lock(&hb.mu);
+    /* A round running now may have copied the old reports: wait for the
+     * end of the next full one. */
+    uint64_t want = hb.rounds + (hb.in_round ? 2 : 1);
+    pthread_cond_broadcast(&hb.cond); /* start it now rather than in 300 ms */
+    while (hb.rounds < want && !hb.stop) {
+        pthread_cond_wait(&hb.cond, &hb.mu);
+    }
     pthread_mutex_unlock(&hb.mu);
 }
 

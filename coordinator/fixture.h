@@ -3,7 +3,9 @@
  * lapse-coordinator started with posix_spawn (NNG is not fork-safe) on a free
  * loopback port and a fresh data dir, one rpc_client to it, and a thread that
  * heartbeats for up to FIXTURE_NODES fake nodes (no node servers exist, so
- * pushes to them fail and are logged).
+ * pushes to them fail and are logged). Fake heartbeats carry the TTL progress
+ * and clock pause a test sets (fixture_set_ttl_progress,
+ * fixture_set_ttl_paused), as a node's do.
  *
  * Thread-safety: drive it from the test thread; only the heartbeat thread
  * runs beside it, and fixture_set_alive synchronizes with it.
@@ -34,6 +36,7 @@
 #define FIXTURE_SKEW_NODE 2 /* this fake node reports a clock ahead by FIXTURE_SKEW_MS */
 #define FIXTURE_SKEW_MS 5000
 #define FIXTURE_ALL_ALIVE ((1u << 1) | (1u << 2) | (1u << 3))
+#define FIXTURE_MAX_TTL 8 /* TTL progress entries per fake node */
 
 typedef struct fixture {
     char bin[1024];                       /* path of lapse-coordinator */
@@ -44,6 +47,8 @@ typedef struct fixture {
     pid_t pid;                            /* 0 when not running */
     rpc_client *cli;                      /* to url; survives restarts (redials) */
     char node_url[FIXTURE_NODES + 1][64]; /* fake node addresses, by id */
+    const char *extra_args[8];            /* more coordinator flags, NULL-terminated */
+    const char *admin_token;              /* sent by fixture_call; NULL: none */
 } fixture;
 
 extern fixture fx;
@@ -73,15 +78,26 @@ int fixture_wait_exit(pid_t pid, int timeout_ms, int *status);
 int fixture_file_contains(const char *path, const char *needle);
 /* Fails the test if log holds an ASan/UBSan/LSan report. */
 void fixture_assert_no_sanitizer_report(const char *log);
-/* Starts the coordinator on fx.url and fx.data_dir and waits until it answers. */
+/* Starts the coordinator on fx.url and fx.data_dir (plus fx.extra_args) and
+ * waits until it answers. */
 void fixture_start_coordinator(void);
 /* Sets which fake nodes heartbeat (bit id), waiting for a running round. */
 void fixture_set_alive(unsigned mask);
 /* clock_mono ms of the last OK heartbeat of node id (0: none). */
 int64_t fixture_last_heartbeat_ms(uint32_t id);
+/* From the next heartbeat round on, node id reports this progress on
+ * table_id (replacing what it reported on that table before). */
+void fixture_set_ttl_progress(uint32_t id, uint32_t table_id, uint64_t config_version,
+                              int backfill_done);
+/* From the next round on, node id reports its scanners paused for skew. */
+void fixture_set_ttl_paused(uint32_t id, int paused);
+/* Waits until every alive node has sent a heartbeat that started after
+ * this call (so what was set before is now recorded by the coordinator). */
+void fixture_wait_heartbeat_round(void);
 
 /* Calls: each returns rpc_call's code; *resp (NULL on a transport error)
- * is freed by the caller with rpc_response_free. */
+ * is freed by the caller with rpc_response_free. fixture_call sends
+ * fx.admin_token; heartbeats never do. */
 int fixture_call(Lapse__Request *req, Lapse__Response **resp, char *err, size_t errlen);
 int fixture_register_node(uint32_t id, const char *address, Lapse__Response **resp, char *err,
                           size_t errlen);

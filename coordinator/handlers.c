@@ -12,6 +12,7 @@
 #include "../rpc/wire.h"
 #include "membership.h"
 #include "server.h"
+#include "ttlcalls.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -34,14 +35,12 @@ static void oom(Lapse__Response *resp, arena *a)
     rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
 }
 
-/* The addresses of the UP nodes, copied into a (for a push after the lock is
- * released). Returns the array, or NULL when there are none or on OOM.
- * REQUIRES: s->lock held. */
-static const char **up_urls(server *s, arena *a, size_t *n)
+const char **handlers_up_nodes(server *s, arena *a, uint32_t **ids, size_t *n)
 {
     *n = 0;
     const char **urls = arena_alloc(a, (s->pm->nnodes + 1) * sizeof(*urls));
-    if (urls == NULL) {
+    *ids = arena_alloc(a, (s->pm->nnodes + 1) * sizeof(**ids));
+    if (urls == NULL || *ids == NULL) {
         return NULL;
     }
     for (size_t i = 0; i < s->pm->nnodes; i++) {
@@ -52,9 +51,23 @@ static const char **up_urls(server *s, arena *a, size_t *n)
             *n = 0;
             return NULL;
         }
+        (*ids)[*n] = s->pm->nodes[i].id;
         (*n)++;
     }
     return urls;
+}
+
+void handlers_push_map(server *s, Lapse__PartitionMap *map, const char **urls,
+                       const uint32_t *ids, size_t n)
+{
+    if (map == NULL || urls == NULL || n == 0) {
+        return;
+    }
+    ttlcalls_push_ctx ctx = {s, ids};
+    size_t ok =
+        push_map(s->pusher, urls, n, map, s->push_timeout_ms, ttlcalls_record_push_reply, &ctx);
+    log_info("map version %llu pushed to %zu of %zu UP nodes", (unsigned long long)map->version, ok,
+             n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -99,6 +112,7 @@ static void do_heartbeat(server *s, const Lapse__HeartbeatRequest *r, Lapse__Res
         rpc_set_error(resp, a, rv, "%s", err);
         return;
     }
+    ttlcalls_record_heartbeat(s, r);
     Lapse__HeartbeatResponse *m =
         MSG_NEW(a, Lapse__HeartbeatResponse, LAPSE__HEARTBEAT_RESPONSE__INIT);
     if (m == NULL) {
@@ -118,18 +132,6 @@ static void do_heartbeat(server *s, const Lapse__HeartbeatRequest *r, Lapse__Res
 /* Table calls that change the map                                          */
 /* ------------------------------------------------------------------------ */
 
-/* Pushes the map (already encoded into a) to urls. Called with ddl_lock held
- * and lock released, so heartbeats and reads go on during the push. */
-static void push_after_change(server *s, Lapse__PartitionMap *map, const char **urls, size_t n)
-{
-    if (map == NULL || n == 0) {
-        return;
-    }
-    size_t ok = push_map(s->pusher, urls, n, map, s->push_timeout_ms);
-    log_info("map version %llu pushed to %zu of %zu UP nodes", (unsigned long long)map->version, ok,
-             n);
-}
-
 static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse__Response *resp,
                             arena *a)
 {
@@ -143,6 +145,7 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
     if (pb.partitions == 0) {
         pb.partitions = SCHEMA_DEFAULT_PARTITIONS;
     }
+    pb.ttl = NULL; /* TTL is set by UpdateTimeToLive only, as in DynamoDB */
     table_schema ts;
     memset(&ts, 0, sizeof(ts));
     int rv = wire_schema_from_pb(&pb, &ts, err, sizeof(err));
@@ -162,6 +165,7 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
     }
     Lapse__PartitionMap *map = NULL;
     const char **urls = NULL;
+    uint32_t *ids = NULL;
     size_t nurls = 0;
     pmap *next = NULL;
 
@@ -197,7 +201,7 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
     resp->pmap_version = s->pm->version;
     m->table = wire_table_to_pb(a, pmap_table_find(s->pm, ts.name));
     map = wire_pmap_to_pb(a, s->pm);
-    urls = up_urls(s, a, &nurls);
+    urls = handlers_up_nodes(s, a, &ids, &nurls);
     if (m->table == NULL) {
         oom(resp, a); /* created and durable; a retry answers EEXISTS */
     } else {
@@ -209,7 +213,7 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
 unlock:
     pthread_mutex_unlock(&s->lock);
     pmap_free(next);
-    push_after_change(s, map, urls, nurls);
+    handlers_push_map(s, map, urls, ids, nurls);
     pthread_mutex_unlock(&s->ddl_lock);
 }
 
@@ -226,6 +230,7 @@ static void do_delete_table(server *s, const Lapse__DeleteTableRequest *r, Lapse
     }
     Lapse__PartitionMap *map = NULL;
     const char **urls = NULL;
+    uint32_t *ids = NULL;
     size_t nurls = 0;
     pmap *next = NULL;
     int rv;
@@ -233,10 +238,12 @@ static void do_delete_table(server *s, const Lapse__DeleteTableRequest *r, Lapse
     pthread_mutex_lock(&s->ddl_lock);
     pthread_mutex_lock(&s->lock);
     resp->pmap_version = s->pm->version;
-    if (pmap_table_find(s->pm, name) == NULL) {
+    const pmap_table *t = pmap_table_find(s->pm, name);
+    if (t == NULL) {
         rpc_set_error(resp, a, LAPSE_ENOTFOUND, "table %s does not exist", name);
         goto unlock;
     }
+    uint32_t table_id = t->schema.id;
     if ((next = pmap_dup(s->pm)) == NULL) {
         oom(resp, a);
         goto unlock;
@@ -247,16 +254,17 @@ static void do_delete_table(server *s, const Lapse__DeleteTableRequest *r, Lapse
         goto unlock;
     }
     next = NULL;
+    ttlprop_forget_table(&s->ttl, table_id);
     resp->pmap_version = s->pm->version;
     map = wire_pmap_to_pb(a, s->pm);
-    urls = up_urls(s, a, &nurls);
+    urls = handlers_up_nodes(s, a, &ids, &nurls);
     resp->body_case = LAPSE__RESPONSE__BODY_DELETE_TABLE;
     resp->delete_table = m;
     log_info("deleted table %s; map version %llu", name, (unsigned long long)s->pm->version);
 unlock:
     pthread_mutex_unlock(&s->lock);
     pmap_free(next);
-    push_after_change(s, map, urls, nurls);
+    handlers_push_map(s, map, urls, ids, nurls);
     pthread_mutex_unlock(&s->ddl_lock);
 }
 
@@ -363,6 +371,7 @@ static Lapse__NodeStatus *node_status(server *s, const pmap_node *n, int64_t now
         }
         ns->pmap_version = l->pmap_version;
         ns->clock_skew_ms = l->clock_skew_ms;
+        ns->ttl_paused_for_clock = l->ttl_paused_for_clock != 0;
     }
     return ns;
 }
@@ -401,6 +410,39 @@ static void do_cluster_status(server *s, Lapse__Response *resp, arena *a)
 /* Dispatch                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* Compares the token without an early exit, so the time taken does not
+ * tell how many leading bytes of a guess were right. */
+static int token_equal(const char *want, size_t want_len, const char *got)
+{
+    size_t got_len = strlen(got);
+    unsigned diff = got_len != want_len;
+    for (size_t i = 0; i < want_len; i++) {
+        unsigned char g = i < got_len ? (unsigned char)got[i] : 0;
+        diff |= (unsigned)((unsigned char)want[i] ^ g);
+    }
+    return diff == 0;
+}
+
+/* Admin calls (CreateTable, DeleteTable, UpdateTimeToLive) need the token
+ * when the coordinator has one. Returns 1 when the call may go on, else 0
+ * with EPERM set in resp and a log line naming the call and the table (never
+ * the token). */
+static int admin_allowed(server *s, const Lapse__Request *req, const char *call,
+                         const char *table, Lapse__Response *resp, arena *a)
+{
+    if (s->admin_token == NULL) {
+        return 1;
+    }
+    const char *got = req->admin_token != NULL ? req->admin_token : "";
+    if (token_equal(s->admin_token, s->admin_token_len, got)) {
+        return 1;
+    }
+    log_warn("refused %s on table %.255s: admin token %s", call, table != NULL ? table : "",
+             got[0] == '\0' ? "missing" : "wrong");
+    rpc_set_error(resp, a, LAPSE_EPERM, "admin token missing or wrong");
+    return 0;
+}
+
 void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
                        int64_t deadline_mono_ms)
 {
@@ -428,13 +470,32 @@ void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *re
         break;
     case LAPSE__REQUEST__BODY_CREATE_TABLE:
         if (req->create_table != NULL) {
-            do_create_table(s, req->create_table, resp, a);
+            const Lapse__TableSchema *ts = req->create_table->schema;
+            if (admin_allowed(s, req, "CreateTable", ts != NULL ? ts->name : NULL, resp, a)) {
+                do_create_table(s, req->create_table, resp, a);
+            }
             return;
         }
         break;
     case LAPSE__REQUEST__BODY_DELETE_TABLE:
         if (req->delete_table != NULL) {
-            do_delete_table(s, req->delete_table, resp, a);
+            if (admin_allowed(s, req, "DeleteTable", req->delete_table->table, resp, a)) {
+                do_delete_table(s, req->delete_table, resp, a);
+            }
+            return;
+        }
+        break;
+    case LAPSE__REQUEST__BODY_UPDATE_TTL:
+        if (req->update_ttl != NULL) {
+            if (admin_allowed(s, req, "UpdateTimeToLive", req->update_ttl->table, resp, a)) {
+                ttlcalls_update(s, req->update_ttl, resp, a);
+            }
+            return;
+        }
+        break;
+    case LAPSE__REQUEST__BODY_DESCRIBE_TTL:
+        if (req->describe_ttl != NULL) {
+            ttlcalls_describe(s, req->describe_ttl, resp, a);
             return;
         }
         break;

@@ -2,10 +2,11 @@
  * main.c: lapse-coordinator: flags, signals and the process lifecycle.
  *
  *   lapse-coordinator --listen URL --data DIR [--heartbeat-timeout-ms N]
- *                     [--log-level LEVEL] [--help]
+ *                     [--admin-token-file F] [--log-level LEVEL] [--help]
  *
  * Exit status: 0 after a clean shutdown (SIGTERM or SIGINT), 1 when the data
- * dir is unusable or the address cannot be listened on, 2 on a bad flag.
+ * dir is unusable, the address cannot be listened on or the admin token file
+ * is missing, unreadable or empty, 2 on a bad flag.
  *
  * SIGTERM/SIGINT are blocked in every thread (threads inherit the mask set
  * before any is created) and delivered only while the main thread waits in
@@ -26,6 +27,7 @@
 #define DEFAULT_LISTEN "tcp://127.0.0.1:7400"
 #define DEFAULT_HEARTBEAT_TIMEOUT_MS 3000
 #define PUSH_TIMEOUT_MS 1000
+#define MAX_ADMIN_TOKEN_BYTES 4096
 
 static volatile sig_atomic_t stop_requested; /* set by on_signal, read by main */
 static volatile sig_atomic_t stop_signal;    /* which signal asked, for the log */
@@ -40,12 +42,15 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: lapse-coordinator --data DIR [--listen URL] [--heartbeat-timeout-ms N]\n"
+            "                         [--admin-token-file F]\n"
             "                         [--log-level debug|info|warn|error] [--help]\n"
             "\n"
             "  --listen URL               RPC address (default " DEFAULT_LISTEN ")\n"
             "  --data DIR                 data directory of the coordinator's catalog (required)\n"
             "  --heartbeat-timeout-ms N   mark a node DOWN after N ms without a heartbeat\n"
             "                             (default %d)\n"
+            "  --admin-token-file F       CreateTable, DeleteTable and UpdateTimeToLive require\n"
+            "                             the token in F (one trailing newline is stripped)\n"
             "  --log-level LEVEL          lowest level logged on stderr (default info)\n"
             "  --help                     print this and exit\n",
             DEFAULT_HEARTBEAT_TIMEOUT_MS);
@@ -56,6 +61,7 @@ typedef struct flags {
     const char *data;             /* --data */
     int64_t heartbeat_timeout_ms; /* --heartbeat-timeout-ms */
     enum log_level level;         /* --log-level */
+    const char *admin_token_file; /* --admin-token-file; NULL: no token */
 } flags;
 
 /* Parses argv. Returns 0, 1 for --help, or LAPSE_EUSAGE after printing why
@@ -67,6 +73,7 @@ static int parse_flags(int argc, char **argv, flags *f)
         {"data", required_argument, NULL, 'd'},
         {"heartbeat-timeout-ms", required_argument, NULL, 't'},
         {"log-level", required_argument, NULL, 'v'},
+        {"admin-token-file", required_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -74,6 +81,7 @@ static int parse_flags(int argc, char **argv, flags *f)
     f->data = NULL;
     f->heartbeat_timeout_ms = DEFAULT_HEARTBEAT_TIMEOUT_MS;
     f->level = LOG_INFO;
+    f->admin_token_file = NULL;
     opterr = 0; /* our own messages */
     int c;
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
@@ -107,6 +115,9 @@ static int parse_flags(int argc, char **argv, flags *f)
                 return LAPSE_EUSAGE;
             }
             break;
+        case 'a':
+            f->admin_token_file = optarg;
+            break;
         case 'h':
             return 1;
         case ':':
@@ -138,6 +149,42 @@ static int parse_flags(int argc, char **argv, flags *f)
     return 0;
 }
 
+/* Reads the admin token from path into tok (cap bytes): the file's bytes
+ * with one trailing newline stripped. Returns 0, or -1 with a reason in err
+ * (unreadable, empty, too long, or holding a NUL byte). */
+static int read_token(const char *path, char *tok, size_t cap, char *err, size_t errlen)
+{
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL) {
+        snprintf(err, errlen, "cannot open admin token file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(tok, 1, cap, fp);
+    int bad = ferror(fp);
+    fclose(fp);
+    if (bad) {
+        snprintf(err, errlen, "cannot read admin token file %s", path);
+        return -1;
+    }
+    if (n == cap) { /* no room left for the terminator: too long */
+        snprintf(err, errlen, "admin token file %s is longer than %zu bytes", path, cap - 1);
+        return -1;
+    }
+    if (n > 0 && tok[n - 1] == '\n') {
+        n--;
+    }
+    tok[n] = '\0';
+    if (n == 0) {
+        snprintf(err, errlen, "admin token file %s is empty", path);
+        return -1;
+    }
+    if (memchr(tok, '\0', n) != NULL) {
+        snprintf(err, errlen, "admin token file %s holds a NUL byte", path);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     flags f;
@@ -150,6 +197,15 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init("coordinator", f.level);
+
+    static char token[MAX_ADMIN_TOKEN_BYTES + 1];
+    if (f.admin_token_file != NULL) {
+        char why[1200];
+        if (read_token(f.admin_token_file, token, sizeof(token), why, sizeof(why)) != 0) {
+            log_error("cannot start: %s", why);
+            return 1;
+        }
+    }
 
     /* Block before any thread exists, so only sigsuspend below receives. */
     sigset_t block, old;
@@ -170,10 +226,13 @@ int main(int argc, char **argv)
     cfg.data_dir = f.data;
     cfg.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
     cfg.push_timeout_ms = PUSH_TIMEOUT_MS;
+    cfg.admin_token = f.admin_token_file != NULL ? token : NULL;
 
     char err[1024] = "";
     server *s = NULL;
-    if ((rv = server_open(&s, &cfg, err, sizeof(err))) != 0) {
+    rv = server_open(&s, &cfg, err, sizeof(err));
+    memset(token, 0, sizeof(token)); /* the server keeps its own copy */
+    if (rv != 0) {
         log_error("cannot start: %s", err);
         return 1;
     }
@@ -184,9 +243,10 @@ int main(int argc, char **argv)
     }
     pthread_mutex_lock(&s->lock);
     log_info("listening on %s, data %s, map version %llu with %zu tables and %zu nodes "
-             "(all DOWN until they heartbeat), heartbeat timeout %lld ms",
+             "(all DOWN until they heartbeat), heartbeat timeout %lld ms, admin token %s",
              f.listen, f.data, (unsigned long long)s->pm->version, s->pm->ntables, s->pm->nnodes,
-             (long long)f.heartbeat_timeout_ms);
+             (long long)f.heartbeat_timeout_ms,
+             f.admin_token_file != NULL ? "required" : "not required");
     pthread_mutex_unlock(&s->lock);
 
     sigset_t wait_mask = old;

@@ -94,7 +94,10 @@ typedef struct push_job {
     Lapse__Request req; /* own envelope; body shared */
     int timeout_ms;
     const char *what; /* for logs */
-    int rv;           /* result */
+    size_t index;     /* in urls, for on_reply */
+    push_reply_fn on_reply;
+    void *arg;
+    int rv; /* result */
     pthread_t thread;
     int started; /* thread was created */
 } push_job;
@@ -109,6 +112,9 @@ static void *run_job(void *arg)
     if (j->rv == 0) {
         j->rv = rpc_call(cli, &j->req, j->timeout_ms, &resp, err, sizeof(err));
     }
+    if (j->rv == 0 && resp != NULL && j->on_reply != NULL) {
+        j->on_reply(j->arg, j->index, resp);
+    }
     rpc_response_free(resp);
     if (j->rv != 0) {
         log_warn("%s to %s failed: %s: %s (the node pulls on its next heartbeat)", j->what, j->url,
@@ -118,7 +124,7 @@ static void *run_job(void *arg)
 }
 
 size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__Request *tmpl,
-                      int timeout_ms, const char *what)
+                      int timeout_ms, const char *what, push_reply_fn on_reply, void *arg)
 {
     if (n == 0) {
         return 0;
@@ -139,6 +145,9 @@ size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__R
         j->req.pmap_version = tmpl->pmap_version;
         j->timeout_ms = timeout_ms;
         j->what = what;
+        j->index = i;
+        j->on_reply = on_reply;
+        j->arg = arg;
         /* Run the last one inline; a failed thread start also runs inline. */
         if (i + 1 < n && pthread_create(&j->thread, NULL, run_job, j) == 0) {
             j->started = 1;
@@ -160,7 +169,7 @@ size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__R
 }
 
 size_t push_map(push *p, const char *const *urls, size_t n, Lapse__PartitionMap *map,
-                int timeout_ms)
+                int timeout_ms, push_reply_fn on_reply, void *arg)
 {
     Lapse__PushPartitionMapRequest body = LAPSE__PUSH_PARTITION_MAP_REQUEST__INIT;
     body.map = map;
@@ -170,5 +179,5 @@ size_t push_map(push *p, const char *const *urls, size_t n, Lapse__PartitionMap 
     tmpl.pmap_version = map->version;
     char what[64];
     snprintf(what, sizeof(what), "push of map version %llu", (unsigned long long)map->version);
-    return push_broadcast(p, urls, n, &tmpl, timeout_ms, what);
+    return push_broadcast(p, urls, n, &tmpl, timeout_ms, what, on_reply, arg);
 }

@@ -6,8 +6,8 @@
  * Pushes are an optimisation of propagation, never its only path: a push that
  * fails is logged and forgotten, because nodes compare their map version on
  * every heartbeat and pull (GetPartitionMap) when they are behind. So a push
- * never makes a coordinator call fail. Per-table TTL config pushes (issue 3)
- * use push_broadcast with their own request body.
+ * never makes a coordinator call fail. A table's TTL config travels inside
+ * the map, so UpdateTimeToLive pushes the map too (push_map).
  *
  * Thread-safety: every function may be called from any thread; the client
  * cache has its own mutex (never held during a call), and rpc_client itself
@@ -37,18 +37,23 @@ void push_free(push *p);
  * LAPSE_ENOMEM with a reason in err. */
 int push_client(push *p, const char *url, rpc_client **out, char *err, size_t errlen);
 
+/* Called with the OK reply of the call to urls[i]; resp is borrowed for the
+ * call. Runs on the thread of that call, so several run at once. */
+typedef void (*push_reply_fn)(void *arg, size_t i, const Lapse__Response *resp);
+
 /*
  * Sends one request to each of urls[0..n) at once and waits for all of them
  * (each up to timeout_ms). tmpl gives the body (body_case and its pointer,
  * shared read-only by all calls); each call gets its own envelope. Failures
- * are logged at WARN with what and the address. Returns how many calls
- * answered OK.
+ * are logged at WARN with what and the address. on_reply (NULL: none) sees
+ * every OK reply before this returns. Returns how many calls answered OK.
  */
 size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__Request *tmpl,
-                      int timeout_ms, const char *what);
+                      int timeout_ms, const char *what, push_reply_fn on_reply, void *arg);
 
-/* push_broadcast of PushPartitionMap carrying map (borrowed for the call). */
+/* push_broadcast of PushPartitionMap carrying map (borrowed for the call);
+ * the replies carry the nodes' TTL progress (PushPartitionMapResponse.ttl). */
 size_t push_map(push *p, const char *const *urls, size_t n, Lapse__PartitionMap *map,
-                int timeout_ms);
+                int timeout_ms, push_reply_fn on_reply, void *arg);
 
 #endif

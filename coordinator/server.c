@@ -21,6 +21,7 @@ int server_open(server **out, const server_config *cfg, char *err, size_t errlen
     snprintf(s->listen_url, sizeof(s->listen_url), "%s", cfg->listen_url);
     s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
     s->push_timeout_ms = cfg->push_timeout_ms;
+    ttlprop_init(&s->ttl);
     pthread_mutex_init(&s->ddl_lock, NULL);
     pthread_mutex_init(&s->lock, NULL);
     pthread_condattr_t ca;
@@ -30,6 +31,14 @@ int server_open(server **out, const server_config *cfg, char *err, size_t errlen
     pthread_condattr_destroy(&ca);
 
     int rv;
+    if (cfg->admin_token != NULL) {
+        s->admin_token_len = strlen(cfg->admin_token);
+        if ((s->admin_token = strdup(cfg->admin_token)) == NULL) {
+            rv = LAPSE_ENOMEM;
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+    }
     if ((rv = push_new(&s->pusher)) != 0) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -87,6 +96,15 @@ void server_close(server *s)
     catalog_close(s->cat);
     pmap_free(s->pm);
     free(s->live);
+    ttlprop_fini(&s->ttl);
+    if (s->admin_token != NULL) {
+        /* Not left behind in freed memory. */
+        volatile char *t = s->admin_token;
+        for (size_t i = 0; i < s->admin_token_len; i++) {
+            t[i] = 0;
+        }
+        free(s->admin_token);
+    }
     pthread_cond_destroy(&s->member_cond);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->ddl_lock);

@@ -10,8 +10,9 @@
  * Thread-safety: the RPC handlers run on the rpc server's worker threads and
  * the membership thread runs beside them. Every field under "guarded by
  * lock" is read and written only with server.lock held. ddl_lock serializes
- * CreateTable/DeleteTable (with their pushes) so two creates of one name
- * cannot both succeed and pushes of consecutive versions leave in order.
+ * CreateTable/DeleteTable/UpdateTimeToLive (with their pushes) so two
+ * creates of one name cannot both succeed, a TTL change sees the status the
+ * previous one left, and pushes of consecutive versions leave in order.
  * Lock order: ddl_lock before lock; never take ddl_lock while holding lock.
  *
  * Invariants:
@@ -23,6 +24,9 @@
  *  2. pm->version increases by exactly one per committed change.
  *  3. live[] has at most one entry per node id, and only for ids in pm.
  *  4. Table ids are never reused: next_table_id > every id ever assigned.
+ *  5. A table's TTL config is part of its schema in pm, so it is durable and
+ *     versioned with the map; ttl (the nodes' progress) is not, and is
+ *     rebuilt from heartbeats after a restart.
  *
  * Lifecycle (main.c):
  *
@@ -41,6 +45,7 @@
 #include "../rpc/rpc.h"
 #include "catalog.h"
 #include "push.h"
+#include "ttlprop.h"
 
 /* Liveness of one node, as last heard from it (not durable). */
 typedef struct node_live {
@@ -48,6 +53,8 @@ typedef struct node_live {
     int64_t last_heartbeat_mono_ms; /* clock_mono of the last RegisterNode/Heartbeat; -1 never */
     uint64_t pmap_version;          /* map version the node reported last */
     int64_t clock_skew_ms;          /* node wall clock minus ours at its last heartbeat */
+    int64_t reported_skew_ms;       /* the node's own skew estimate, from its heartbeat */
+    int ttl_paused_for_clock;       /* its last heartbeat said its TTL scanners are paused */
 } node_live;
 
 typedef struct server_config {
@@ -55,6 +62,7 @@ typedef struct server_config {
     const char *data_dir;         /* directory of the catalog; borrowed */
     int64_t heartbeat_timeout_ms; /* UP nodes silent longer than this go DOWN */
     int push_timeout_ms;          /* per-node timeout of PushPartitionMap */
+    const char *admin_token;      /* NULL: none required; else borrowed, non-empty */
 } server_config;
 
 typedef struct server {
@@ -62,6 +70,8 @@ typedef struct server {
     char listen_url[PMAP_MAX_ADDR]; /* where the rpc server listens */
     int64_t heartbeat_timeout_ms;   /* see server_config */
     int push_timeout_ms;            /* see server_config */
+    char *admin_token;              /* owned copy; NULL when admin calls need none */
+    size_t admin_token_len;         /* strlen(admin_token) */
 
     /* ---- resources, owned ---- */
     catalog *cat;    /* the durable state (own RocksDB); thread-safe */
@@ -69,7 +79,7 @@ typedef struct server {
     rpc_server *rpc; /* serves the coordinator calls; NULL until started */
 
     /* ---- serialization ---- */
-    pthread_mutex_t ddl_lock; /* held across a whole CreateTable/DeleteTable */
+    pthread_mutex_t ddl_lock; /* held across a whole CreateTable/DeleteTable/UpdateTimeToLive */
     pthread_mutex_t lock;     /* guards everything below */
 
     /* ---- state, guarded by lock ---- */
@@ -78,6 +88,7 @@ typedef struct server {
     node_live *live;        /* owned array of nlive entries (cap live_cap) */
     size_t nlive;
     size_t live_cap;
+    ttlprop ttl; /* latest TTL progress per (node, table); not durable (ttlprop.h) */
 
     /* ---- the membership thread (membership.c) ---- */
     pthread_t member_thread;    /* valid when member_running */
