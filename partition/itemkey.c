@@ -1,5 +1,5 @@
 /*
- * itemkey.c: the items key layout (see itemkey.h).
+ * itemkey.c: the items and expiry key layouts (see itemkey.h).
  */
 #include "itemkey.h"
 
@@ -87,6 +87,52 @@ void itemkey_table_range(uint32_t table_id, uint8_t lo[4], uint8_t hi[9], size_t
         put_u32be(hi, table_id + 1);
         *hlen = 4;
     }
+}
+
+int itemkey_expiry_of(buf *k, const uint8_t *ikey, size_t ilen, int64_t due_s)
+{
+    buf_clear(k);
+    if (buf_reserve(k, ilen + 8) != 0) {
+        return LAPSE_ENOMEM;
+    }
+    /* Cannot fail after the reserve. */
+    buf_append(k, ikey, ITEMKEY_PREFIX_BYTES);
+    buf_append_u64be(k, due_s > 0 ? (uint64_t)due_s : 0);
+    buf_append(k, ikey + ITEMKEY_PREFIX_BYTES, ilen - ITEMKEY_PREFIX_BYTES);
+    return 0;
+}
+
+int itemkey_expiry_bound(buf *k, uint32_t table_id, uint32_t part, uint64_t due_s)
+{
+    int rv;
+    buf_clear(k);
+    if ((rv = itemkey_append_prefix(k, table_id, part)) != 0) {
+        return rv;
+    }
+    return buf_append_u64be(k, due_s);
+}
+
+int64_t itemkey_expiry_due_s(const uint8_t *ekey, size_t elen)
+{
+    if (elen < ITEMKEY_EXPIRY_HEAD_BYTES) {
+        return -1;
+    }
+    uint64_t s = buf_get_u64be(ekey + ITEMKEY_PREFIX_BYTES);
+    return s > (uint64_t)INT64_MAX / 1000 ? INT64_MAX / 1000 : (int64_t)s;
+}
+
+int itemkey_of_expiry(buf *k, const uint8_t *ekey, size_t elen)
+{
+    buf_clear(k);
+    if (elen < ITEMKEY_EXPIRY_HEAD_BYTES) {
+        return LAPSE_ECORRUPT;
+    }
+    if (buf_reserve(k, elen - 8) != 0) {
+        return LAPSE_ENOMEM;
+    }
+    buf_append(k, ekey, ITEMKEY_PREFIX_BYTES);
+    buf_append(k, ekey + ITEMKEY_EXPIRY_HEAD_BYTES, elen - ITEMKEY_EXPIRY_HEAD_BYTES);
+    return 0;
 }
 
 int itemkey_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)

@@ -1,8 +1,12 @@
 /*
- * itemkey.h: the key layout of the items column family
- * (docs/storage-format.md):
+ * itemkey.h: the key layouts of the items column family and of the expiry
+ * index that points into it (docs/storage-format.md):
  *
- *   u32be table id | u32be partition | enc(pk) [| enc(sk)]
+ *   items:  u32be table id | u32be partition | enc(pk) [| enc(sk)]
+ *   expiry: u32be table id | u32be partition | u64be due second | enc(pk) [| enc(sk)]
+ *
+ * An expiry key is the item key with the due second inserted after the
+ * prefix, so the entries of a partition sort by due instant, then item key.
  *
  * enc() is keycodec_append (docs/key-encoding.md): order-preserving and
  * self-delimiting, so the keys of one table sort by partition, then partition
@@ -26,7 +30,8 @@
 #include "../common/item.h"
 #include "../common/schema.h"
 
-#define ITEMKEY_PREFIX_BYTES 8 /* u32be table id, u32be partition */
+#define ITEMKEY_PREFIX_BYTES 8       /* u32be table id, u32be partition */
+#define ITEMKEY_EXPIRY_HEAD_BYTES 16 /* prefix, then u64be due second */
 
 /* Appends u32be(table_id) u32be(part) to k. 0 or LAPSE_ENOMEM. */
 int itemkey_append_prefix(buf *k, uint32_t table_id, uint32_t part);
@@ -46,6 +51,21 @@ int itemkey_successor(buf *k);
 /* The bounds [lo, hi) of every key of table_id: lo is 4 bytes, hi *hlen
  * bytes (4, or 9 for the largest id, which has no u32 successor). */
 void itemkey_table_range(uint32_t table_id, uint8_t lo[4], uint8_t hi[9], size_t *hlen);
+/* Clears k and writes the expiry key of the item whose items key is
+ * ikey[0..ilen) with due second due_s (negative seconds are stored as 0: they
+ * are due either way). Returns 0 or LAPSE_ENOMEM.
+ * REQUIRES: ilen >= ITEMKEY_PREFIX_BYTES. */
+int itemkey_expiry_of(buf *k, const uint8_t *ikey, size_t ilen, int64_t due_s);
+/* Clears k and writes u32be(table_id) u32be(part) u64be(due_s): as a lower
+ * bound, the first entry of the partition due at due_s or later; as an upper
+ * bound, the end of the entries due before due_s. 0 or LAPSE_ENOMEM. */
+int itemkey_expiry_bound(buf *k, uint32_t table_id, uint32_t part, uint64_t due_s);
+/* The due second of expiry key ekey, or -1 when ekey is too short to be one. */
+int64_t itemkey_expiry_due_s(const uint8_t *ekey, size_t elen);
+/* Clears k and writes the items key an expiry key points to (its prefix and
+ * item key suffix). 0, LAPSE_ECORRUPT (too short) or LAPSE_ENOMEM. */
+int itemkey_of_expiry(buf *k, const uint8_t *ekey, size_t elen);
+
 /* memcmp order of byte strings, a proper prefix first: RocksDB's order. */
 int itemkey_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
 

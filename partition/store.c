@@ -2,18 +2,25 @@
  * store.c: a node's item store over one RocksDB (see store.h). The on-disk
  * layout is documented in docs/storage-format.md:
  *
- *   items: u32be table id | u32be partition | enc(pk) [| enc(sk)] -> item_encode(item)
- *   meta:  name bytes -> value bytes
+ *   items:  u32be table id | u32be partition | enc(pk) [| enc(sk)] -> item_encode(item)
+ *   meta:   name bytes -> value bytes
+ *   expiry: u32be table id | u32be partition | u64be due second | enc(pk) [| enc(sk)] -> ""
  *
  * Queries, scans and counts are in store_query.c, the key layout in
- * itemkey.c.
+ * itemkey.c, the sweep and backfill of the expiry index in expiry.c.
  *
  * Writes: the caller's thread takes the partition's stripe lock, reads the
  * current item when a condition (or the old item) is needed, and applies one
  * WriteBatch before unlocking, so the read-check-write of conditional writes
- * is atomic per partition. Later issues add the TTL expiry index and the
- * outbox to the same batch. Reads take no lock: RocksDB reads are consistent
+ * is atomic per partition. Reads take no lock: RocksDB reads are consistent
  * per key and iterators see a point-in-time view.
+ *
+ * TTL (expiry.h invariant 1): when the table's TTL is enabled, every write
+ * also reads the current item under the lock, evaluates the old and the new
+ * version with ttl_eval at one clock snapshot, and adds "delete the old
+ * entry, put the new one" to the same WriteBatch when they differ. Tables
+ * with TTL off skip all of it (an unconditional put still does no read).
+ * The outbox (replication issue) joins the same batch later.
  */
 #include "store.h"
 
@@ -28,8 +35,11 @@
 #include "../common/lapse_err.h"
 #include "itemkey.h"
 #include "store_int.h"
+#include "ttl.h"
 
-static const char *const cf_names[CF_COUNT] = {"items", "meta"};
+static const char *const cf_names[CF_COUNT] = {"items", "meta", "expiry"};
+
+#define NO_DUE INT64_MAX /* expiry.h's EXPIRY_NONE */
 
 int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)
 {
@@ -88,6 +98,11 @@ int store_open(store **out, const char *path, char *err, size_t errlen)
             goto fail;
         }
     }
+    if (keyset_init(&st->undeletable) != 0) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
+        goto fail;
+    }
+    st->undeletable_inited = 1;
     if (mkdirs(path) != 0) {
         rv = store_errf(LAPSE_EIO, err, errlen, "cannot create %s: %s", path, strerror(errno));
         goto fail;
@@ -109,6 +124,12 @@ void store_close(store *st)
         return;
     }
     db_close(st->db);
+    for (int i = 0; i < STORE_LOCK_STRIPES; i++) {
+        buf_fini(&st->cursors[i].key);
+    }
+    if (st->undeletable_inited) {
+        keyset_fini(&st->undeletable);
+    }
     for (int i = st->locks_inited - 1; i >= 0; i--) {
         pthread_mutex_destroy(&st->locks[i]);
     }
@@ -119,13 +140,47 @@ void store_close(store *st)
 /* Locks                                                                    */
 /* ======================================================================== */
 
-static pthread_mutex_t *stripe(store *st, uint32_t table_id, uint32_t part)
+pthread_mutex_t *store_stripe(store *st, uint32_t table_id, uint32_t part)
 {
     /* Partitions of one table map to distinct stripes (low bits of part
      * survive the xor), tables are spread by the multiplicative hash. */
     uint32_t h = (table_id * 0x9E3779B1u) ^ part;
     h ^= h >> 16;
     return &st->locks[h & (STORE_LOCK_STRIPES - 1)];
+}
+
+static sweep_cursor *cursor_of(store *st, uint32_t table_id, uint32_t part)
+{
+    return &st->cursors[store_stripe(st, table_id, part) - st->locks];
+}
+
+sweep_cursor *store_sweep_cursor(store *st, uint32_t table_id, uint32_t part)
+{
+    sweep_cursor *c = cursor_of(st, table_id, part);
+    return c->valid && c->table_id == table_id && c->part == part ? c : NULL;
+}
+
+void store_sweep_cursor_note(store *st, uint32_t table_id, uint32_t part, const uint8_t *ekey,
+                             size_t elen)
+{
+    sweep_cursor *c = store_sweep_cursor(st, table_id, part);
+    if (c != NULL && (ekey == NULL || itemkey_cmp(ekey, elen, c->key.data, c->key.len) < 0)) {
+        c->valid = 0;
+    }
+}
+
+void store_sweep_cursor_set(store *st, uint32_t table_id, uint32_t part, const uint8_t *key,
+                            size_t len)
+{
+    sweep_cursor *c = store_sweep_cursor(st, table_id, part);
+    if (c != NULL && itemkey_cmp(key, len, c->key.data, c->key.len) <= 0) {
+        return;
+    }
+    c = cursor_of(st, table_id, part);
+    buf_clear(&c->key);
+    c->valid = buf_append(&c->key, key, len) == 0;
+    c->table_id = table_id;
+    c->part = part;
 }
 
 /* ======================================================================== */
@@ -199,14 +254,29 @@ static int read_item(store *st, const buf *key, buf *scratch, item **out, char *
 }
 
 /* Reads the item under key into *cur (NULL when absent; the caller frees it)
- * and checks c against it. Returns 0, LAPSE_ECONDITION (with *cur set) or the
- * read error. REQUIRES: the key's stripe lock is held. */
-static int read_checked(store *st, const buf *key, const store_cond *c, item **cur, char *err,
-                        size_t errlen)
+ * and checks c against it. A stored value that does not decode is an error
+ * when the item itself is needed (need_item, or a condition); otherwise (the
+ * read serves only the TTL index) it counts as absent and *corrupt is set:
+ * its index entry, if any, cannot be named and is left for the sweep to
+ * remove as stale. Returns 0, LAPSE_ECONDITION (with *cur set), or the read
+ * error. REQUIRES: the key's stripe lock is held. */
+static int read_for_write(store *st, const buf *key, const store_cond *c, int need_item, item **cur,
+                          int *corrupt, char *err, size_t errlen)
 {
+    int found = 0, rv;
     buf scratch;
     buf_init(&scratch);
-    int rv = read_item(st, key, &scratch, cur, err, errlen);
+    *cur = NULL;
+    *corrupt = 0;
+    rv = db_get(st->db, CF_ITEMS, key->data, key->len, &scratch, &found, err, errlen);
+    if (rv == 0 && found && (rv = item_decode(scratch.data, scratch.len, cur)) != 0) {
+        if (rv == LAPSE_ECORRUPT && !need_item && !cond_needs_read(c)) {
+            *corrupt = 1;
+            rv = 0;
+        } else {
+            store_errf(rv, err, errlen, "stored item failed to decode (%s)", lapse_strerror(rv));
+        }
+    }
     buf_fini(&scratch);
     if (rv != 0) {
         return rv;
@@ -217,9 +287,83 @@ static int read_checked(store *st, const buf *key, const store_cond *c, item **c
     return 0;
 }
 
-/* Writes one item change in its own batch. val NULL = delete. */
-static int write_one(store *st, const buf *key, const buf *val, char *err, size_t errlen)
+/* ======================================================================== */
+/* The expiry index in the write path                                       */
+/* ======================================================================== */
+
+/* The index entry one version of an item calls for. */
+typedef struct ttl_entry {
+    int has;       /* eligible: one entry due at due_s */
+    int64_t due_s; /* valid when has */
+} ttl_entry;
+
+int store_ttl_due_s(const table_schema *t, const item *it, clock_wall now, int64_t *due_s)
 {
+    int64_t due_ms = 0;
+    if (it == NULL || ttl_eval(&t->ttl, it, now, &due_ms) != TTL_ELIGIBLE) {
+        return 0;
+    }
+    *due_s = due_ms / 1000; /* a whole second (ttl.h) */
+    return 1;
+}
+
+static ttl_entry entry_of(const table_schema *t, const item *it, clock_wall now)
+{
+    ttl_entry e = {0, 0};
+    e.has = store_ttl_due_s(t, it, now, &e.due_s);
+    return e;
+}
+
+/* Adds to b the index change of the item at ikey going from entry o to
+ * entry n: delete the old entry and put the new one when they differ (an
+ * unchanged entry costs nothing). Lowers *min_due_ms to a new entry's due
+ * instant. Returns 0 or LAPSE_ENOMEM (b may then hold part of the change:
+ * the caller discards it). */
+static int index_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen, ttl_entry o,
+                        ttl_entry n, buf *scratch, int64_t *min_due_ms)
+{
+    if (o.has == n.has && (!o.has || o.due_s == n.due_s)) {
+        return 0;
+    }
+    if (o.has) {
+        if (itemkey_expiry_of(scratch, ikey, ilen, o.due_s) != 0) {
+            return LAPSE_ENOMEM;
+        }
+        db_batch_delete(b, st->db, CF_EXPIRY, scratch->data, scratch->len);
+    }
+    if (n.has) {
+        if (itemkey_expiry_of(scratch, ikey, ilen, n.due_s) != 0) {
+            return LAPSE_ENOMEM;
+        }
+        db_batch_put(b, st->db, CF_EXPIRY, scratch->data, scratch->len, "", 0);
+        store_sweep_cursor_note(st, buf_get_u32be(ikey), buf_get_u32be(ikey + 4), scratch->data,
+                                scratch->len);
+        if (n.due_s * 1000 < *min_due_ms) {
+            *min_due_ms = n.due_s * 1000;
+        }
+    }
+    return 0;
+}
+
+/* Runs the expiry hook for new entries due at min_due_ms (NO_DUE: none).
+ * REQUIRES: no stripe lock held. */
+static void notify(store *st, uint32_t table_id, uint32_t part, int64_t min_due_ms)
+{
+    if (min_due_ms != NO_DUE && st->hook != NULL) {
+        st->hook(st->hook_arg, table_id, part, min_due_ms);
+    }
+}
+
+/* Writes one item change (val NULL: delete) in its own WriteBatch, with the
+ * index change from o to n when the table's TTL is on. A write replaces the
+ * stored value, so the item is no longer one the sweep must skip.
+ * REQUIRES: the key's stripe lock is held. */
+static int write_one(store *st, const table_schema *t, const buf *key, const buf *val, ttl_entry o,
+                     ttl_entry n, int64_t *min_due_ms, char *err, size_t errlen)
+{
+    int rv = 0;
+    buf scratch;
+    buf_init(&scratch);
     db_batch *b = db_batch_new();
     if (b == NULL) {
         return oom(err, errlen);
@@ -229,8 +373,19 @@ static int write_one(store *st, const buf *key, const buf *val, char *err, size_
     } else {
         db_batch_delete(b, st->db, CF_ITEMS, key->data, key->len);
     }
-    int rv = db_write(st->db, b, 0, err, errlen);
+    if (t->ttl.enabled &&
+        index_change(st, b, key->data, key->len, o, n, &scratch, min_due_ms) != 0) {
+        rv = oom(err, errlen);
+        goto out;
+    }
+    if ((rv = db_write(st->db, b, 0, err, errlen)) == 0 && t->ttl.enabled &&
+        keyset_remove(&st->undeletable, key->data, key->len)) {
+        /* Its leftover entry may sit below the cursor: let the sweep see it. */
+        store_sweep_cursor_note(st, t->id, buf_get_u32be(key->data + 4), NULL, 0);
+    }
+out:
     db_batch_free(b);
+    buf_fini(&scratch);
     return rv;
 }
 
@@ -241,8 +396,9 @@ static int write_one(store *st, const buf *key, const buf *val, char *err, size_
 int store_put(store *st, const table_schema *t, const item *it, const store_cond *cond,
               item **old_out, char *err, size_t errlen)
 {
-    int rv;
+    int rv, corrupt = 0;
     uint32_t part = 0;
+    int64_t min_due_ms = NO_DUE;
     item *cur = NULL;
     buf key, val;
     buf_init(&key);
@@ -258,13 +414,16 @@ int store_put(store *st, const table_schema *t, const item *it, const store_cond
         store_errf(rv, err, errlen, "cannot encode the item (%s)", lapse_strerror(rv));
         goto out;
     }
-    pthread_mutex_t *mu = stripe(st, t->id, part);
+    const int ttl = t->ttl.enabled;
+    const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
+    pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
-    if ((cond_needs_read(cond) || old_out != NULL) &&
-        (rv = read_checked(st, &key, cond, &cur, err, errlen)) != 0) {
+    if ((cond_needs_read(cond) || old_out != NULL || ttl) &&
+        (rv = read_for_write(st, &key, cond, old_out != NULL, &cur, &corrupt, err, errlen)) != 0) {
         goto unlock;
     }
-    if ((rv = write_one(st, &key, &val, err, errlen)) != 0) {
+    if ((rv = write_one(st, t, &key, &val, entry_of(t, cur, now), entry_of(t, it, now), &min_due_ms,
+                        err, errlen)) != 0) {
         goto unlock;
     }
     if (old_out != NULL) {
@@ -273,6 +432,9 @@ int store_put(store *st, const table_schema *t, const item *it, const store_cond
     }
 unlock:
     pthread_mutex_unlock(mu);
+    if (rv == 0) {
+        notify(st, t->id, part, min_due_ms);
+    }
 out:
     item_free(cur);
     buf_fini(&key);
@@ -306,8 +468,9 @@ out:
 int store_delete(store *st, const table_schema *t, const item *key, const store_cond *cond,
                  item **old_out, char *err, size_t errlen)
 {
-    int rv;
+    int rv, corrupt = 0;
     uint32_t part = 0;
+    int64_t min_due_ms = NO_DUE;
     item *cur = NULL;
     buf k;
     buf_init(&k);
@@ -322,16 +485,21 @@ int store_delete(store *st, const table_schema *t, const item *key, const store_
         store_errf(rv, err, errlen, "cannot encode the key (%s)", lapse_strerror(rv));
         goto out;
     }
-    pthread_mutex_t *mu = stripe(st, t->id, part);
+    const int ttl = t->ttl.enabled;
+    const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
+    pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
     int must_write = 1;
-    if (cond_needs_read(cond) || old_out != NULL) {
-        if ((rv = read_checked(st, &k, cond, &cur, err, errlen)) != 0) {
+    if (cond_needs_read(cond) || old_out != NULL || ttl) {
+        if ((rv = read_for_write(st, &k, cond, old_out != NULL, &cur, &corrupt, err, errlen)) !=
+            0) {
             goto unlock;
         }
-        must_write = cur != NULL;
+        must_write = cur != NULL || corrupt;
     }
-    if (must_write && (rv = write_one(st, &k, NULL, err, errlen)) != 0) {
+    const ttl_entry none = {0, 0};
+    if (must_write && (rv = write_one(st, t, &k, NULL, entry_of(t, cur, now), none, &min_due_ms,
+                                      err, errlen)) != 0) {
         goto unlock;
     }
     if (old_out != NULL) {
@@ -379,8 +547,9 @@ int store_update(store *st, const table_schema *t, const item *key,
                  const store_update_action *actions, size_t nactions, const store_cond *cond,
                  item **new_out, char *err, size_t errlen)
 {
-    int rv;
+    int rv, corrupt = 0;
     uint32_t part = 0;
+    int64_t min_due_ms = NO_DUE;
     item *cur = NULL;
     buf k, val;
     buf_init(&k);
@@ -397,11 +566,14 @@ int store_update(store *st, const table_schema *t, const item *key,
         store_errf(rv, err, errlen, "cannot encode the key (%s)", lapse_strerror(rv));
         goto out;
     }
-    pthread_mutex_t *mu = stripe(st, t->id, part);
+    const clock_wall now = t->ttl.enabled ? clock_wall_now() : (clock_wall){0};
+    pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
-    if ((rv = read_checked(st, &k, cond, &cur, err, errlen)) != 0) {
+    /* The update applies to the stored item, so it must decode (need_item). */
+    if ((rv = read_for_write(st, &k, cond, 1, &cur, &corrupt, err, errlen)) != 0) {
         goto unlock;
     }
+    const ttl_entry before = t->ttl.enabled ? entry_of(t, cur, now) : (ttl_entry){0, 0};
     if (cur == NULL && (cur = item_dup(key)) == NULL) { /* upsert */
         rv = oom(err, errlen);
         goto unlock;
@@ -424,7 +596,8 @@ int store_update(store *st, const table_schema *t, const item *key,
         store_errf(rv, err, errlen, "cannot encode the item (%s)", lapse_strerror(rv));
         goto unlock;
     }
-    if ((rv = write_one(st, &k, &val, err, errlen)) != 0) {
+    const ttl_entry after = t->ttl.enabled ? entry_of(t, cur, now) : (ttl_entry){0, 0};
+    if ((rv = write_one(st, t, &k, &val, before, after, &min_due_ms, err, errlen)) != 0) {
         goto unlock;
     }
     if (new_out != NULL) {
@@ -433,6 +606,9 @@ int store_update(store *st, const table_schema *t, const item *key,
     }
 unlock:
     pthread_mutex_unlock(mu);
+    if (rv == 0) {
+        notify(st, t->id, part, min_due_ms);
+    }
 out:
     item_free(cur);
     buf_fini(&k);
@@ -449,16 +625,89 @@ typedef struct batch_entry {
     uint32_t part;
     uint32_t idx; /* position in the request: later writes to a key win */
     size_t koff, klen;
-    size_t voff, vlen; /* vlen == SIZE_MAX: a delete */
+    size_t voff, vlen;  /* vlen == SIZE_MAX: a delete */
+    const uint8_t *key; /* keys.data + koff, set once keys stops growing */
 } batch_entry;
 
+/* By partition, then key, then position: a partition's group is contiguous
+ * and so are the writes to one key, in request order. */
 static int entry_cmp(const void *a, const void *b)
 {
     const batch_entry *x = a, *y = b;
     if (x->part != y->part) {
         return x->part < y->part ? -1 : 1;
     }
+    int c = itemkey_cmp(x->key, x->klen, y->key, y->klen);
+    if (c != 0) {
+        return c;
+    }
     return x->idx < y->idx ? -1 : (x->idx > y->idx ? 1 : 0);
+}
+
+static int same_key(const batch_entry *x, const batch_entry *y)
+{
+    return x->klen == y->klen && memcmp(x->key, y->key, x->klen) == 0;
+}
+
+/* Scratch for the index changes of one partition group: the distinct keys'
+ * current values, read with one MultiGet. */
+typedef struct group_scratch {
+    const void **kp;
+    size_t *kl;
+    buf *vals;
+    int *found;
+    size_t cap;
+    buf ekey;
+} group_scratch;
+
+/* Adds to b the index changes of the writes e[0..n) (one partition, sorted
+ * by entry_cmp): for each distinct key, from the entry of its stored item to
+ * the entry of its last write (the earlier writes to a key never become
+ * visible). Reads the stored items with one MultiGet.
+ * REQUIRES: the partition's stripe lock is held. */
+static int group_index(store *st, const table_schema *t, const store_write *writes,
+                       const batch_entry *e, size_t n, clock_wall now, group_scratch *g,
+                       db_batch *b, int64_t *min_due_ms, char *err, size_t errlen)
+{
+    int rv;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || !same_key(&e[i - 1], &e[i])) {
+            g->kp[m] = e[i].key;
+            g->kl[m] = e[i].klen;
+            m++;
+        }
+    }
+    if ((rv = db_multi_get(st->db, CF_ITEMS, m, g->kp, g->kl, g->vals, g->found, err, errlen)) !=
+        0) {
+        return rv;
+    }
+    size_t r = 0;
+    for (size_t i = 0; i < n; r++) {
+        size_t j = i + 1;
+        while (j < n && same_key(&e[i], &e[j])) {
+            j++;
+        }
+        ttl_entry o = {0, 0};
+        if (g->found[r]) {
+            item *cur = NULL;
+            rv = item_decode(g->vals[r].data, g->vals[r].len, &cur);
+            if (rv == LAPSE_ENOMEM) {
+                return oom(err, errlen);
+            }
+            /* A value that does not decode: its entry cannot be named (see
+             * read_for_write); the sweep removes the leftover as stale. */
+            o = entry_of(t, cur, now);
+            item_free(cur);
+        }
+        const store_write *last = &writes[e[j - 1].idx];
+        ttl_entry nw = entry_of(t, last->put, now); /* a delete: no entry */
+        if (index_change(st, b, e[i].key, e[i].klen, o, nw, &g->ekey, min_due_ms) != 0) {
+            return oom(err, errlen);
+        }
+        i = j;
+    }
+    return 0;
 }
 
 int store_batch_write(store *st, const table_schema *t, const store_write *writes, size_t n,
@@ -467,6 +716,9 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
     int rv = 0;
     batch_entry *e = NULL;
     db_batch *b = NULL;
+    group_scratch g;
+    memset(&g, 0, sizeof(g));
+    buf_init(&g.ekey);
     buf keys, vals, k;
     buf_init(&keys);
     buf_init(&vals);
@@ -481,6 +733,20 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
     if ((e = calloc(n, sizeof(*e))) == NULL || (b = db_batch_new()) == NULL) {
         rv = oom(err, errlen);
         goto out;
+    }
+    const int ttl = t->ttl.enabled;
+    if (ttl) {
+        g.kp = calloc(n, sizeof(*g.kp));
+        g.kl = calloc(n, sizeof(*g.kl));
+        g.vals = calloc(n, sizeof(*g.vals));
+        g.found = calloc(n, sizeof(*g.found));
+        if (g.kp == NULL || g.kl == NULL || g.vals == NULL || g.found == NULL) {
+            rv = oom(err, errlen);
+            goto out;
+        }
+        for (; g.cap < n; g.cap++) {
+            buf_init(&g.vals[g.cap]);
+        }
     }
     /* Validate and encode everything before applying anything. */
     for (size_t i = 0; i < n; i++) {
@@ -515,30 +781,54 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
             e[i].vlen = vals.len - e[i].voff;
         }
     }
+    for (size_t i = 0; i < n; i++) {
+        e[i].key = keys.data + e[i].koff;
+    }
     qsort(e, n, sizeof(*e), entry_cmp);
+    const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
     /* One WriteBatch per partition, under that partition's lock. Only one
      * lock is held at a time, so batches cannot deadlock each other. */
     for (size_t i = 0; i < n;) {
         size_t j = i;
+        int64_t min_due_ms = NO_DUE;
         db_batch_clear(b);
         for (; j < n && e[j].part == e[i].part; j++) {
-            const uint8_t *kp = keys.data + e[j].koff;
             if (e[j].vlen == SIZE_MAX) {
-                db_batch_delete(b, st->db, CF_ITEMS, kp, e[j].klen);
+                db_batch_delete(b, st->db, CF_ITEMS, e[j].key, e[j].klen);
             } else {
-                db_batch_put(b, st->db, CF_ITEMS, kp, e[j].klen, vals.data + e[j].voff, e[j].vlen);
+                db_batch_put(b, st->db, CF_ITEMS, e[j].key, e[j].klen, vals.data + e[j].voff,
+                             e[j].vlen);
             }
         }
-        pthread_mutex_t *mu = stripe(st, t->id, e[i].part);
+        pthread_mutex_t *mu = store_stripe(st, t->id, e[i].part);
         pthread_mutex_lock(mu);
-        rv = db_write(st->db, b, 0, err, errlen);
+        if (ttl) {
+            rv = group_index(st, t, writes, e + i, j - i, now, &g, b, &min_due_ms, err, errlen);
+        }
+        if (rv == 0) {
+            rv = db_write(st->db, b, 0, err, errlen);
+        }
+        for (size_t x = i; rv == 0 && ttl && x < j; x++) {
+            if (keyset_remove(&st->undeletable, e[x].key, e[x].klen)) {
+                store_sweep_cursor_note(st, t->id, e[i].part, NULL, 0);
+            }
+        }
         pthread_mutex_unlock(mu);
         if (rv != 0) {
             goto out; /* earlier partitions' groups stay applied */
         }
+        notify(st, t->id, e[i].part, min_due_ms);
         i = j;
     }
 out:
+    for (size_t i = 0; i < g.cap; i++) {
+        buf_fini(&g.vals[i]);
+    }
+    free(g.kp);
+    free(g.kl);
+    free(g.vals);
+    free(g.found);
+    buf_fini(&g.ekey);
     db_batch_free(b);
     free(e);
     buf_fini(&keys);
@@ -560,15 +850,27 @@ int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen)
     if (b == NULL) {
         return oom(err, errlen);
     }
-    /* Every CF keyed by table id joins this batch (expiry index, outbox). */
+    /* Every CF keyed by table id joins this batch (expiry index and backfill
+     * progress now, the outbox later). */
     db_batch_delete_range(b, st->db, CF_ITEMS, lo, sizeof(lo), hi, hlen);
+    if (expiry_drop_into(st, b, table_id) != 0) {
+        db_batch_free(b);
+        return oom(err, errlen);
+    }
     int rv = db_write(st->db, b, 0, err, errlen);
     db_batch_free(b);
     if (rv != 0) {
         return rv;
     }
-    /* The range tombstone hides the data at once; compaction reclaims it. */
+    /* The range tombstones hide the data at once; compaction reclaims it. */
+    expiry_compact_table(st, table_id);
     return db_compact_range(st->db, CF_ITEMS, lo, sizeof(lo), hi, hlen);
+}
+
+void store_set_expiry_hook(store *st, store_expiry_hook fn, void *arg)
+{
+    st->hook = fn;
+    st->hook_arg = arg;
 }
 
 int store_meta_get(store *st, const char *name, buf *val, int *found, char *err, size_t errlen)

@@ -1,0 +1,597 @@
+/*
+ * expiry.c: the TTL expiry index (see expiry.h and docs/storage-format.md):
+ * the sweep that deletes due items, the next due instant and the backlog,
+ * the backfill of the index for items written before TTL was enabled, and
+ * dropping a table's index. The write path that keeps the index in step
+ * with every item change is in store.c.
+ *
+ * Undeletable items: an item whose stored value does not decode cannot be
+ * judged, so the sweep never deletes it. Its items key goes into the store's
+ * keyset (st->undeletable) and every later sweep, next_due and backlog pass
+ * over its entry, so it never blocks the rest nor makes a scanner spin on a
+ * due instant in the past. Any write to the item removes it from the set
+ * (store.c). When the set is full, the entry itself is deleted instead (the
+ * item stays, unindexed, and was counted).
+ *
+ * Sweep cursor: a sweep deletes entries from the front of the partition's
+ * range, leaving tombstones there until compaction; starting every sweep at
+ * the front would step over all of them again (quadratic in a burst of a
+ * million items due in one second). So each sweep records, in the store's
+ * per-stripe sweep_cursor (store_int.h), the key below which everything is
+ * deleted or skipped, and the next sweep seeks there. Writes that put an
+ * entry below it, the backfill, and forgetting an undeletable item clear it.
+ */
+#include "expiry.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/lapse_err.h"
+#include "itemkey.h"
+#include "store_int.h"
+#include "ttl.h"
+
+static int oom(char *err, size_t errlen)
+{
+    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+}
+
+/* The first due second that is not due at now: an entry is due when
+ * due_s * 1000 < now.ms, i.e. due_s < ceil(now.ms / 1000). */
+static uint64_t cutoff_s(clock_wall now)
+{
+    return now.ms <= 0 ? 0 : (uint64_t)((now.ms - 1) / 1000 + 1);
+}
+
+/* Whether the entry ekey belongs to an item the sweep skips. ikey is scratch.
+ * Costs nothing while the set is empty. */
+static int skipped(store *st, const uint8_t *ekey, size_t elen, buf *ikey)
+{
+    if (keyset_count(&st->undeletable) == 0) {
+        return 0;
+    }
+    if (itemkey_of_expiry(ikey, ekey, elen) != 0) {
+        return 0;
+    }
+    return keyset_has(&st->undeletable, ikey->data, ikey->len);
+}
+
+/* An iterator over the entries of (table_id, part) from key from (NULL: the
+ * partition's first) on, below due second hi_s (UINT64_MAX: to the
+ * partition's end). */
+static int entries_iter(store *st, uint32_t table_id, uint32_t part, const buf *from, uint64_t hi_s,
+                        db_iter **out)
+{
+    int rv;
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    *out = NULL;
+    if ((rv = from != NULL ? buf_append(&lo, from->data, from->len)
+                           : itemkey_expiry_bound(&lo, table_id, part, 0)) != 0) {
+        goto out;
+    }
+    int unbounded = 0;
+    if (hi_s == UINT64_MAX) {
+        if ((rv = itemkey_append_prefix(&hi, table_id, part)) != 0) {
+            goto out;
+        }
+        unbounded = itemkey_successor(&hi);
+    } else if ((rv = itemkey_expiry_bound(&hi, table_id, part, hi_s)) != 0) {
+        goto out;
+    }
+    rv = db_iter_new(out, st->db, CF_EXPIRY, lo.data, lo.len, unbounded ? NULL : hi.data, hi.len);
+out:
+    buf_fini(&lo);
+    buf_fini(&hi);
+    return rv;
+}
+
+/* ======================================================================== */
+/* Sweep                                                                    */
+/* ======================================================================== */
+
+/* Per-sweep scratch, allocated once per call: the collected entries' keys
+ * and items keys back to back in two arenas, and the MultiGet arrays. */
+typedef struct sweep_scratch {
+    buf ekeys, ikeys, tmp;
+    buf cursor;          /* where the next sweep may start */
+    int keep_cursor;     /* an entry below it must be seen again */
+    size_t *eoff, *ioff; /* n + 1 offsets into ekeys / ikeys */
+    const void **kp;
+    size_t *kl;
+    buf *vals;
+    int *found;
+    size_t nvals; /* vals initialized */
+} sweep_scratch;
+
+static void scratch_fini(sweep_scratch *s)
+{
+    buf_fini(&s->ekeys);
+    buf_fini(&s->ikeys);
+    buf_fini(&s->tmp);
+    buf_fini(&s->cursor);
+    for (size_t i = 0; i < s->nvals; i++) {
+        buf_fini(&s->vals[i]);
+    }
+    free(s->eoff);
+    free(s->ioff);
+    free(s->kp);
+    free(s->kl);
+    free(s->vals);
+    free(s->found);
+}
+
+static int scratch_init(sweep_scratch *s, size_t n)
+{
+    memset(s, 0, sizeof(*s));
+    buf_init(&s->ekeys);
+    buf_init(&s->ikeys);
+    buf_init(&s->tmp);
+    buf_init(&s->cursor);
+    s->eoff = malloc((n + 1) * sizeof(*s->eoff));
+    s->ioff = malloc((n + 1) * sizeof(*s->ioff));
+    s->kp = malloc(n * sizeof(*s->kp));
+    s->kl = malloc(n * sizeof(*s->kl));
+    s->vals = malloc(n * sizeof(*s->vals));
+    s->found = malloc(n * sizeof(*s->found));
+    if (s->eoff == NULL || s->ioff == NULL || s->kp == NULL || s->kl == NULL || s->vals == NULL ||
+        s->found == NULL || buf_reserve(&s->ekeys, n * 48) != 0 ||
+        buf_reserve(&s->ikeys, n * 40) != 0) {
+        return LAPSE_ENOMEM;
+    }
+    for (; s->nvals < n; s->nvals++) {
+        buf_init(&s->vals[s->nvals]);
+    }
+    s->eoff[0] = s->ioff[0] = 0;
+    return 0;
+}
+
+/* Judges collected entry i against its item and adds the outcome to b. */
+static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scratch *s, size_t i,
+                     db_batch *b, expiry_sweep_result *res)
+{
+    const uint8_t *ek = s->ekeys.data + s->eoff[i];
+    size_t elen = s->eoff[i + 1] - s->eoff[i];
+    const uint8_t *ik = s->ikeys.data + s->ioff[i];
+    size_t ilen = s->ioff[i + 1] - s->ioff[i];
+    if (!s->found[i]) {
+        db_batch_delete(b, st->db, CF_EXPIRY, ek, elen); /* the item is gone */
+        res->stale++;
+        return 0;
+    }
+    item *x = NULL;
+    int rv = item_decode(s->vals[i].data, s->vals[i].len, &x);
+    if (rv == LAPSE_ENOMEM) {
+        return rv;
+    }
+    if (rv != 0) {
+        res->undeletable++;
+        rv = keyset_add(&st->undeletable, ik, ilen);
+        if (rv == LAPSE_ETOOBIG) {
+            /* No room to remember it: drop the entry so it never blocks. */
+            db_batch_delete(b, st->db, CF_EXPIRY, ek, elen);
+        } else if (rv != 0) {
+            s->keep_cursor = 1; /* not remembered: the next sweep retries it */
+        }
+        return 0;
+    }
+    /* Delete only by the entry that names the item's current due instant:
+     * with invariant 1 that is the only entry; any other is stale. */
+    int64_t due_ms = 0;
+    int expired = ttl_eval(&t->ttl, x, now, &due_ms) == TTL_ELIGIBLE &&
+                  ttl_is_expired(due_ms, now) &&
+                  (due_ms > 0 ? due_ms / 1000 : 0) == itemkey_expiry_due_s(ek, elen);
+    item_free(x);
+    db_batch_delete(b, st->db, CF_EXPIRY, ek, elen);
+    if (!expired) {
+        res->stale++; /* a guard against bugs: the item's entry is elsewhere */
+        return 0;
+    }
+    db_batch_delete(b, st->db, CF_ITEMS, ik, ilen);
+    if (res->due_ms != NULL) {
+        res->due_ms[res->deleted] = due_ms;
+    }
+    res->deleted++;
+    return 0;
+}
+
+int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now, size_t max_items,
+                 expiry_sweep_result *res, char *err, size_t errlen)
+{
+    int rv;
+    int64_t *due_out = res->due_ms;
+    memset(res, 0, sizeof(*res));
+    res->due_ms = due_out;
+    res->next_due_ms = EXPIRY_NONE;
+    if (max_items == 0 || max_items > STORE_BATCH_MAX || !t->ttl.enabled || part >= t->partitions) {
+        return store_errf(LAPSE_EINVAL, err, errlen,
+                          "expiry_sweep: bad arguments (max_items %zu, ttl %s, partition %u)",
+                          max_items, t->ttl.enabled ? "on" : "off", (unsigned)part);
+    }
+    sweep_scratch s;
+    db_iter *it = NULL;
+    db_batch *b = NULL;
+    if (scratch_init(&s, max_items) != 0 || (b = db_batch_new()) == NULL) {
+        scratch_fini(&s);
+        return oom(err, errlen);
+    }
+    const uint64_t cut = cutoff_s(now);
+    pthread_mutex_t *mu = store_stripe(st, t->id, part);
+    pthread_mutex_lock(mu);
+    const sweep_cursor *c = store_sweep_cursor(st, t->id, part);
+    if ((rv = entries_iter(st, t->id, part, c != NULL ? &c->key : NULL, UINT64_MAX, &it)) != 0) {
+        oom(err, errlen);
+        goto unlock;
+    }
+    /* Budget: at most max_items due entries, read with one MultiGet and
+     * deleted in one WriteBatch, all under the partition's lock. Stops at the
+     * first entry not due (entries sort by due second: all later ones are not
+     * due either), when the budget is used up (then more = 1), or at the end
+     * of the partition's entries. Entries of undeletable items are passed
+     * over without using the budget; there are at most KEYSET_MAX of them.
+     * No heap allocation per entry: keys go into two arenas. */
+    size_t n = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
+        size_t elen = 0;
+        const uint8_t *ek = db_iter_key(it, &elen);
+        int64_t due_s = itemkey_expiry_due_s(ek, elen);
+        if (due_s >= 0 && (uint64_t)due_s >= cut) {
+            break;
+        }
+        if (skipped(st, ek, elen, &s.tmp)) {
+            continue;
+        }
+        if (n == max_items) {
+            res->more = 1;
+            /* The next sweep starts here (the cursor), past the tombstones
+             * this one leaves. */
+            if (buf_append(&s.cursor, ek, elen) != 0) {
+                rv = oom(err, errlen);
+                goto unlock;
+            }
+            break;
+        }
+        if (itemkey_of_expiry(&s.tmp, ek, elen) != 0) {
+            /* Cannot happen (the key layout is ours): drop the entry. */
+            db_batch_delete(b, st->db, CF_EXPIRY, ek, elen);
+            res->stale++;
+            continue;
+        }
+        if (buf_append(&s.ekeys, ek, elen) != 0 ||
+            buf_append(&s.ikeys, s.tmp.data, s.tmp.len) != 0) {
+            rv = oom(err, errlen);
+            goto unlock;
+        }
+        s.eoff[n + 1] = s.ekeys.len;
+        s.ioff[n + 1] = s.ikeys.len;
+        n++;
+    }
+    /* The first entry left (not skipped) gives next_due. Bounded as above. */
+    for (; db_iter_valid(it); db_iter_next(it)) {
+        size_t elen = 0;
+        const uint8_t *ek = db_iter_key(it, &elen);
+        if (!skipped(st, ek, elen, &s.tmp)) {
+            int64_t due_s = itemkey_expiry_due_s(ek, elen);
+            res->next_due_ms = due_s < 0 ? 0 : due_s * 1000;
+            break;
+        }
+    }
+    if ((rv = db_iter_status(it, err, errlen)) != 0) {
+        goto unlock;
+    }
+    db_iter_free(it);
+    it = NULL;
+    for (size_t i = 0; i < n; i++) {
+        s.kp[i] = s.ikeys.data + s.ioff[i];
+        s.kl[i] = s.ioff[i + 1] - s.ioff[i];
+    }
+    if ((rv = db_multi_get(st->db, CF_ITEMS, n, s.kp, s.kl, s.vals, s.found, err, errlen)) != 0) {
+        goto unlock;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((rv = sweep_one(st, t, now, &s, i, b, res)) != 0) {
+            oom(err, errlen);
+            goto unlock;
+        }
+    }
+    if (db_batch_count(b) > 0 && (rv = db_write(st->db, b, 0, err, errlen)) != 0) {
+        goto unlock;
+    }
+    res->commit_ms = clock_wall_now().ms;
+    /* Every entry below the cursor is now deleted or skipped: below the
+     * first one left when the budget ran out, else below the cutoff. */
+    if (!s.keep_cursor && (res->more || itemkey_expiry_bound(&s.cursor, t->id, part, cut) == 0)) {
+        store_sweep_cursor_set(st, t->id, part, s.cursor.data, s.cursor.len);
+    }
+unlock:
+    db_iter_free(it);
+    pthread_mutex_unlock(mu);
+    if (rv != 0) {
+        int64_t *keep = res->due_ms;
+        memset(res, 0, sizeof(*res)); /* nothing was written */
+        res->due_ms = keep;
+        res->next_due_ms = EXPIRY_NONE;
+    }
+    db_batch_free(b);
+    scratch_fini(&s);
+    return rv;
+}
+
+/* ======================================================================== */
+/* Next due instant and backlog                                             */
+/* ======================================================================== */
+
+int expiry_next_due(store *st, uint32_t table_id, uint32_t part, int64_t *due_ms, char *err,
+                    size_t errlen)
+{
+    uint64_t count = 0;
+    /* The oldest entry of all: a backlog at the end of time, capped at one. */
+    clock_wall end = {INT64_MAX};
+    return expiry_backlog(st, table_id, part, end, 1, &count, due_ms, err, errlen);
+}
+
+int expiry_backlog(store *st, uint32_t table_id, uint32_t part, clock_wall now, uint64_t max_count,
+                   uint64_t *count, int64_t *oldest_due_ms, char *err, size_t errlen)
+{
+    int rv;
+    db_iter *it = NULL;
+    buf tmp;
+    buf_init(&tmp);
+    *count = 0;
+    *oldest_due_ms = EXPIRY_NONE;
+    uint64_t cut = now.ms == INT64_MAX ? UINT64_MAX : cutoff_s(now);
+    if ((rv = entries_iter(st, table_id, part, NULL, cut, &it)) != 0) {
+        buf_fini(&tmp);
+        return oom(err, errlen);
+    }
+    /* Budget: max_count entries counted (plus the undeletable ones passed
+     * over, at most KEYSET_MAX). Stops at the first entry not due (the
+     * iterator's upper bound) or at the budget. No lock: a point-in-time
+     * view is all metrics need. */
+    uint64_t n = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it) && n < max_count; db_iter_next(it)) {
+        size_t elen = 0;
+        const uint8_t *ek = db_iter_key(it, &elen);
+        if (skipped(st, ek, elen, &tmp)) {
+            continue;
+        }
+        if (n == 0) {
+            int64_t due_s = itemkey_expiry_due_s(ek, elen);
+            *oldest_due_ms = due_s < 0 ? 0 : due_s * 1000;
+        }
+        n++;
+    }
+    if ((rv = db_iter_status(it, err, errlen)) == 0) {
+        *count = n;
+    } else {
+        *oldest_due_ms = EXPIRY_NONE;
+    }
+    db_iter_free(it);
+    buf_fini(&tmp);
+    return rv;
+}
+
+/* ======================================================================== */
+/* Backfill                                                                 */
+/* ======================================================================== */
+
+/* Progress record, meta key "backfill/<table id>/<part>":
+ *   u64be config_version | u8 done | the items key of the last item indexed
+ * (empty: none yet). */
+#define PROGRESS_HEAD 9
+
+static int progress_key(buf *k, uint32_t table_id, uint32_t part, int whole_table)
+{
+    buf_clear(k);
+    if (whole_table) {
+        return buf_printf(k, "backfill/%" PRIu32 "/", table_id);
+    }
+    return buf_printf(k, "backfill/%" PRIu32 "/%" PRIu32, table_id, part);
+}
+
+/* Reads the progress of (t, part) for t's current config version: *done,
+ * and resume (cleared when none: start at the partition's first item). A
+ * record of another config version counts as none. */
+static int progress_read(store *st, const table_schema *t, uint32_t part, const buf *key, int *done,
+                         buf *resume, char *err, size_t errlen)
+{
+    int found = 0, rv;
+    buf v;
+    buf_init(&v);
+    *done = 0;
+    buf_clear(resume);
+    if ((rv = db_get(st->db, CF_META, key->data, key->len, &v, &found, err, errlen)) != 0) {
+        goto out;
+    }
+    if (!found || v.len < PROGRESS_HEAD || buf_get_u64be(v.data) != t->ttl.config_version) {
+        goto out; /* none, or a stale record of an earlier enable: start over */
+    }
+    *done = v.data[8] != 0;
+    if ((rv = buf_append(resume, v.data + PROGRESS_HEAD, v.len - PROGRESS_HEAD)) != 0) {
+        oom(err, errlen);
+    }
+    (void)part;
+out:
+    buf_fini(&v);
+    return rv;
+}
+
+int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_wall now,
+                         size_t max_items, uint64_t *scanned, int *done, char *err, size_t errlen)
+{
+    int rv;
+    db_iter *it = NULL;
+    db_batch *b = NULL;
+    buf pkey, resume, lo, hi, ekey, val;
+    buf_init(&pkey);
+    buf_init(&resume);
+    buf_init(&lo);
+    buf_init(&hi);
+    buf_init(&ekey);
+    buf_init(&val);
+    *scanned = 0;
+    *done = 0;
+    if (max_items == 0 || !t->ttl.enabled || part >= t->partitions) {
+        return store_errf(LAPSE_EINVAL, err, errlen,
+                          "expiry_backfill_step: bad arguments (max_items %zu, ttl %s, "
+                          "partition %u)",
+                          max_items, t->ttl.enabled ? "on" : "off", (unsigned)part);
+    }
+    if ((b = db_batch_new()) == NULL || progress_key(&pkey, t->id, part, 0) != 0 ||
+        itemkey_append_prefix(&hi, t->id, part) != 0) {
+        db_batch_free(b);
+        buf_fini(&pkey);
+        buf_fini(&hi);
+        return oom(err, errlen);
+    }
+    int hi_none = itemkey_successor(&hi);
+    pthread_mutex_t *mu = store_stripe(st, t->id, part);
+    pthread_mutex_lock(mu);
+    int finished = 0;
+    if ((rv = progress_read(st, t, part, &pkey, &finished, &resume, err, errlen)) != 0 ||
+        finished) {
+        goto unlock;
+    }
+    /* Resume just above the last item indexed (K | 00 is the next key). */
+    rv = resume.len > 0 ? buf_append(&lo, resume.data, resume.len) || buf_append_byte(&lo, 0)
+                        : itemkey_append_prefix(&lo, t->id, part);
+    if (rv != 0 || (rv = db_iter_new(&it, st->db, CF_ITEMS, lo.data, lo.len,
+                                     hi_none ? NULL : hi.data, hi.len)) != 0) {
+        rv = oom(err, errlen);
+        goto unlock;
+    }
+    /* Budget: max_items items read and judged, their entries and the new
+     * resume point written in one WriteBatch, under the partition's lock so
+     * no write interleaves. Stops at the budget or at the partition's end
+     * (then the record says done). An item that does not decode is passed
+     * over (counted as scanned, not indexed). */
+    uint64_t n = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it) && n < max_items; db_iter_next(it)) {
+        size_t klen = 0, vlen = 0;
+        const uint8_t *k = db_iter_key(it, &klen);
+        const uint8_t *v = db_iter_value(it, &vlen);
+        item *x = NULL;
+        int64_t due_s = 0;
+        int drv = item_decode(v, vlen, &x);
+        if (drv == LAPSE_ENOMEM) {
+            rv = oom(err, errlen);
+            goto unlock;
+        }
+        if (drv == 0 && store_ttl_due_s(t, x, now, &due_s)) {
+            if (itemkey_expiry_of(&ekey, k, klen, due_s) != 0) {
+                item_free(x);
+                rv = oom(err, errlen);
+                goto unlock;
+            }
+            db_batch_put(b, st->db, CF_EXPIRY, ekey.data, ekey.len, "", 0);
+            store_sweep_cursor_note(st, t->id, part, ekey.data, ekey.len);
+        }
+        item_free(x);
+        buf_clear(&resume);
+        if (buf_append(&resume, k, klen) != 0) {
+            rv = oom(err, errlen);
+            goto unlock;
+        }
+        n++;
+    }
+    finished = !db_iter_valid(it);
+    if ((rv = db_iter_status(it, err, errlen)) != 0) {
+        goto unlock;
+    }
+    uint8_t flag = (uint8_t)finished;
+    if (buf_append_u64be(&val, t->ttl.config_version) != 0 || buf_append(&val, &flag, 1) != 0 ||
+        buf_append(&val, resume.data, resume.len) != 0) {
+        rv = oom(err, errlen);
+        goto unlock;
+    }
+    db_batch_put(b, st->db, CF_META, pkey.data, pkey.len, val.data, val.len);
+    if ((rv = db_write(st->db, b, 0, err, errlen)) != 0) {
+        goto unlock;
+    }
+    *scanned = n;
+unlock:
+    db_iter_free(it);
+    pthread_mutex_unlock(mu);
+    if (rv == 0) {
+        *done = finished;
+    }
+    db_batch_free(b);
+    buf_fini(&pkey);
+    buf_fini(&resume);
+    buf_fini(&lo);
+    buf_fini(&hi);
+    buf_fini(&ekey);
+    buf_fini(&val);
+    return rv;
+}
+
+int expiry_backfill_done(store *st, const table_schema *t, uint32_t part, int *done, char *err,
+                         size_t errlen)
+{
+    buf pkey, resume;
+    buf_init(&pkey);
+    buf_init(&resume);
+    *done = 0;
+    int rv = progress_key(&pkey, t->id, part, 0);
+    if (rv != 0) {
+        rv = oom(err, errlen);
+    } else {
+        rv = progress_read(st, t, part, &pkey, done, &resume, err, errlen);
+    }
+    buf_fini(&pkey);
+    buf_fini(&resume);
+    return rv;
+}
+
+/* ======================================================================== */
+/* Dropping a table's index                                                 */
+/* ======================================================================== */
+
+int expiry_drop_into(store *st, db_batch *b, uint32_t table_id)
+{
+    uint8_t lo[4], hi[9];
+    size_t hlen = 0;
+    buf plo, phi;
+    buf_init(&plo);
+    buf_init(&phi);
+    itemkey_table_range(table_id, lo, hi, &hlen);
+    if (progress_key(&plo, table_id, 0, 1) != 0 || buf_append(&phi, plo.data, plo.len) != 0) {
+        buf_fini(&plo);
+        buf_fini(&phi);
+        return LAPSE_ENOMEM;
+    }
+    itemkey_successor(&phi); /* "backfill/<id>/" ends in '/': never all 0xFF */
+    db_batch_delete_range(b, st->db, CF_EXPIRY, lo, sizeof(lo), hi, hlen);
+    db_batch_delete_range(b, st->db, CF_META, plo.data, plo.len, phi.data, phi.len);
+    buf_fini(&plo);
+    buf_fini(&phi);
+    keyset_remove_prefix(&st->undeletable, lo, sizeof(lo));
+    return 0;
+}
+
+void expiry_compact_table(store *st, uint32_t table_id)
+{
+    uint8_t lo[4], hi[9];
+    size_t hlen = 0;
+    itemkey_table_range(table_id, lo, hi, &hlen);
+    db_compact_range(st->db, CF_EXPIRY, lo, sizeof(lo), hi, hlen);
+}
+
+int expiry_drop_table(store *st, uint32_t table_id, char *err, size_t errlen)
+{
+    db_batch *b = db_batch_new();
+    if (b == NULL || expiry_drop_into(st, b, table_id) != 0) {
+        db_batch_free(b);
+        return oom(err, errlen);
+    }
+    int rv = db_write(st->db, b, 0, err, errlen);
+    db_batch_free(b);
+    if (rv == 0) {
+        expiry_compact_table(st, table_id);
+    }
+    return rv;
+}
