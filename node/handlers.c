@@ -12,6 +12,7 @@
 #include "../common/schema.h"
 #include "../partition/hash.h"
 #include "../rpc/wire.h"
+#include "telemetry.h"
 
 /* ------------------------------------------------------------------------ */
 /* Shared steps                                                              */
@@ -203,6 +204,16 @@ static void push_partition_map(handlers_ctx *c)
         return;
     }
     lapse__push_partition_map_response__init(out);
+    /* A just-enabled table's backfill is usually done within a few ms (an
+     * empty or small table): wait a little so the coordinator learns it
+     * from this reply and turns the table ENABLED at once. */
+    if (applied && c->ns->ttl != NULL) {
+        expire_wait_backfilled(c->ns->ttl, EXPIRE_PUSH_WAIT_MS);
+    }
+    if (c->ns->ttl != NULL && expire_progress_pb(c->ns->ttl, c->a, &out->ttl, &out->n_ttl) != 0) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
     c->resp->body_case = LAPSE__RESPONSE__BODY_PUSH_PARTITION_MAP;
     c->resp->push_partition_map = out;
 }
@@ -240,6 +251,9 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
     case LAPSE__REQUEST__BODY_PUSH_PARTITION_MAP:
         push_partition_map(&c);
         break;
+    case LAPSE__REQUEST__BODY_TTL_PREVIEW:
+        preview_ttl(&c);
+        break;
     case LAPSE__REQUEST__BODY__NOT_SET:
         rpc_set_error(resp, a, LAPSE_EPROTO, "request has no body");
         break;
@@ -254,4 +268,5 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
     } else {
         resp->pmap_version = maps_version(c.ns);
     }
+    telemetry_count_rpc(c.ns, req, resp);
 }

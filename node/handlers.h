@@ -1,7 +1,8 @@
 /*
  * handlers.h: the node's RPC handler: dispatch of each request to its call
  * (writes.c: PutItem, DeleteItem, UpdateItem, BatchWrite; reads.c: GetItem,
- * Query, Scan; here: PushPartitionMap) and the steps every item call shares.
+ * Query, Scan, BatchGet; preview.c: TtlPreview; here: PushPartitionMap, whose
+ * reply carries the TTL progress) and the steps every item call shares.
  *
  * Every item call runs the same pipeline, each step answering the request
  * with an error when it fails:
@@ -98,5 +99,6 @@ void reads_get(handlers_ctx *c);
 void reads_query(handlers_ctx *c);
 void reads_scan(handlers_ctx *c);
 void reads_batch_get(handlers_ctx *c);
+void preview_ttl(handlers_ctx *c);
 
 #endif

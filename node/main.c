@@ -6,12 +6,14 @@
  * cannot start (data dir unusable or owned by another node id, address in
  * use); 2 on bad usage.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "node.h"
@@ -39,8 +41,23 @@ static void usage(FILE *f)
             "  --advertise URL     address registered with the coordinator (default: --listen)\n"
             "  --workers N         RPC handler threads, 1..256 (default 4)\n"
             "  --log-level LEVEL   debug, info, warn or error (default info)\n"
+            "  --ttl-workers N     TTL scanner threads, 1..%d (default %d)\n"
+            "  --ttl-max-deletes-per-sec N\n"
+            "                      cap on TTL deletes per second on this node (default 0: no "
+            "limit)\n"
+            "  --ttl-backfill-rate N\n"
+            "                      cap on items indexed per second when TTL is enabled on a "
+            "table\n"
+            "                      with items (default 0: no limit)\n"
+            "  --max-clock-skew-ms N\n"
+            "                      pause TTL deletes while this node's clock differs from the\n"
+            "                      coordinator's by more (default %d)\n"
+            "  --metrics-listen HOST:PORT\n"
+            "                      serve Prometheus metrics at http://HOST:PORT/metrics "
+            "(default: off)\n"
             "  --help              this text\n",
-            NODE_DEFAULT_COORDINATOR);
+            NODE_DEFAULT_COORDINATOR, EXPIRE_MAX_WORKERS, EXPIRE_DEFAULT_WORKERS,
+            EXPIRE_DEFAULT_MAX_SKEW_MS);
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -52,14 +69,15 @@ static int bad_usage(const char *fmt, const char *arg)
 }
 
 /* Parses a decimal integer in [lo, hi]. Returns 0 or -1. */
-static int parse_int(const char *s, long lo, long hi, long *out)
+static int parse_int(const char *s, long long lo, long long hi, long long *out)
 {
     char *end = NULL;
     if (s == NULL || *s == 0) {
         return -1;
     }
-    long v = strtol(s, &end, 10);
-    if (*end != 0 || v < lo || v > hi) {
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != 0 || v < lo || v > hi) {
         return -1;
     }
     *out = v;
@@ -77,11 +95,21 @@ int main(int argc, char **argv)
         {"workers", required_argument, NULL, 'w'},
         {"log-level", required_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"ttl-workers", required_argument, NULL, 'T'},
+        {"ttl-max-deletes-per-sec", required_argument, NULL, 'D'},
+        {"ttl-backfill-rate", required_argument, NULL, 'B'},
+        {"max-clock-skew-ms", required_argument, NULL, 'S'},
+        {"metrics-listen", required_argument, NULL, 'M'},
+        /* Hidden, for tests: shifts this node's wall clock (clock skew). */
+        {"debug-clock-offset-ms", required_argument, NULL, 'O'},
         {NULL, 0, NULL, 0},
     };
     node_options opt = {0};
+    opt.ttl.workers = EXPIRE_DEFAULT_WORKERS;
+    opt.ttl.max_clock_skew_ms = EXPIRE_DEFAULT_MAX_SKEW_MS;
     enum log_level level = LOG_INFO;
-    long v;
+    long long clock_offset_ms = 0;
+    long long v;
     int c;
 
     opterr = 0; /* our own messages */
@@ -117,6 +145,50 @@ int main(int argc, char **argv)
                                  optarg);
             }
             break;
+        case 'T':
+            if (parse_int(optarg, 1, EXPIRE_MAX_WORKERS, &v) != 0) {
+                return bad_usage("--ttl-workers must be a number from 1 to 64, not \"%s\"", optarg);
+            }
+            opt.ttl.workers = (int)v;
+            break;
+        case 'D':
+            if (parse_int(optarg, 0, 1000000000LL, &v) != 0) {
+                return bad_usage("--ttl-max-deletes-per-sec must be a number from 0 (no limit) "
+                                 "to 1000000000, not \"%s\"",
+                                 optarg);
+            }
+            opt.ttl.max_deletes_per_sec = (uint64_t)v;
+            break;
+        case 'B':
+            if (parse_int(optarg, 0, 1000000000LL, &v) != 0) {
+                return bad_usage("--ttl-backfill-rate must be a number from 0 (no limit) to "
+                                 "1000000000, not \"%s\"",
+                                 optarg);
+            }
+            opt.ttl.backfill_items_per_s = (uint64_t)v;
+            break;
+        case 'S':
+            if (parse_int(optarg, 1, 86400000LL, &v) != 0) {
+                return bad_usage("--max-clock-skew-ms must be a number from 1 to 86400000, not "
+                                 "\"%s\"",
+                                 optarg);
+            }
+            opt.ttl.max_clock_skew_ms = v;
+            break;
+        case 'M':
+            if (strchr(optarg, ':') == NULL) {
+                return bad_usage("--metrics-listen must be HOST:PORT, not \"%s\"", optarg);
+            }
+            opt.metrics_listen = optarg;
+            break;
+        case 'O':
+            if (parse_int(optarg, -315576000000LL, 315576000000LL, &v) != 0) {
+                return bad_usage("--debug-clock-offset-ms must be a number of milliseconds, not "
+                                 "\"%s\"",
+                                 optarg);
+            }
+            clock_offset_ms = v;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -140,6 +212,11 @@ int main(int argc, char **argv)
     }
 
     log_init("node", level);
+    if (clock_offset_ms != 0) {
+        clock_wall_set_offset_ms(clock_offset_ms);
+        log_warn("test flag --debug-clock-offset-ms: this node's wall clock is shifted by %lld ms",
+                 clock_offset_ms);
+    }
 
     /* Block the stop signals before any thread starts, so every thread
      * inherits the mask and only sigsuspend below takes them. */

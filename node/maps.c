@@ -17,6 +17,7 @@
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../partition/expiry.h"
 #include "../rpc/wire.h"
 
 /* ------------------------------------------------------------------------ */
@@ -193,13 +194,32 @@ static int drop_removed(node_server *ns, const pmap *old, const pmap *new, uint3
             return LAPSE_ENOMEM;
         }
         int rv = store_drop_table(ns->st, t->id, err, errlen);
+        if (rv == 0) {
+            rv = expiry_drop_table(ns->st, t->id, err, errlen);
+        }
         if (rv != 0) {
             log_error("dropping table \"%s\" (id %u) failed: %s", t->name, t->id, err);
             return rv;
         }
         (*ids)[(*nids)++] = t->id;
-        log_info("table \"%s\" (id %u) is gone from the map: its items were dropped", t->name,
-                 t->id);
+        log_info("table \"%s\" (id %u) is gone from the map: its items were dropped (with their "
+                 "TTL index)",
+                 t->name, t->id);
+    }
+    return 0;
+}
+
+/* Whether some table of old with TTL enabled is in new with TTL disabled:
+ * writes routed by old may still add index entries, so the TTL engine drops
+ * the index only after the drain. */
+static int ttl_disabled(const pmap *old, const pmap *new)
+{
+    for (size_t i = 0; i < new->ntables; i++) {
+        const table_schema *t = &new->tables[i].schema;
+        const pmap_table *o = pmap_table_find_id(old, t->id);
+        if (!t->ttl.enabled && o != NULL && o->schema.ttl.enabled) {
+            return 1;
+        }
     }
     return 0;
 }
@@ -262,22 +282,31 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    int disabled = ttl_disabled(old->pm, pm);
     pthread_rwlock_wrlock(&ns->map_lock);
     ns->map = nm; /* the slot's reference to old is now ours */
     pthread_rwlock_unlock(&ns->map_lock);
-    if (ndropped > 0) {
+    if (ndropped > 0 || disabled) {
         /* A write routed by the old map may have landed after the first
-         * drop: wait for those requests, then drop again. */
+         * drop (or kept a disabled table's index): wait for those
+         * requests, then drop again. */
         if (!drain(old)) {
             log_warn("requests routed by map version %llu still running after %d ms",
                      (unsigned long long)old_version, MAPS_DRAIN_TIMEOUT_MS);
         }
         for (size_t i = 0; i < ndropped; i++) {
             char why[256] = "";
-            if (store_drop_table(ns->st, dropped[i], why, sizeof(why)) != 0) {
+            if (store_drop_table(ns->st, dropped[i], why, sizeof(why)) != 0 ||
+                expiry_drop_table(ns->st, dropped[i], why, sizeof(why)) != 0) {
                 log_error("dropping table id %u again failed: %s", dropped[i], why);
             }
         }
+    }
+    /* TTL follows the new map: enables start backfills, disables drop the
+     * index (after the drain above), pauses stop scanners. nm stays
+     * current while we hold apply_lock. */
+    if (ns->ttl != NULL) {
+        expire_sync(ns->ttl, nm->pm);
     }
     pthread_mutex_unlock(&ns->apply_lock);
     maps_release(old);

@@ -28,6 +28,12 @@
  *  4. At most one GetPartitionMap call is in flight; on-demand refreshes
  *     start at most one call per MAPS_REFRESH_MIN_INTERVAL_MS, however many
  *     stale requests arrive.
+ *  5. A dropped table's expiry index goes with its items. After the swap
+ *     (and, when a table's TTL went from enabled to disabled, after the
+ *     drain of 2, so no write routed by the old map can still add an index
+ *     entry), maps_apply calls expire_sync with the new map before
+ *     returning: when PushPartitionMap answers, the node already follows
+ *     the new TTL config.
  *
  * Partition ownership as the node sees it (per partition of each table):
  *

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/arena.h"
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
@@ -67,34 +68,55 @@ static int register_node(node_server *ns, char *err, size_t errlen)
     return rv;
 }
 
-/* Heartbeat; *coord_version receives the coordinator's map version. */
+/* Heartbeat, carrying our TTL progress and clock verdict; *coord_version
+ * receives the coordinator's map version. The reply's clock gives the skew
+ * (expire_clock_report pauses or resumes the scanners); without a reply the
+ * last verdict stands. */
 static int heartbeat(node_server *ns, uint64_t *coord_version, char *err, size_t errlen)
 {
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__HeartbeatRequest body = LAPSE__HEARTBEAT_REQUEST__INIT;
     Lapse__Response *resp = NULL;
+    arena a;
+    arena_init(&a);
     body.node_id = ns->id;
     body.pmap_version = maps_version(ns);
+    if (ns->ttl != NULL) {
+        int64_t skew = 0;
+        body.ttl_paused_for_clock = expire_clock(ns->ttl, &skew) == EXPIRE_CLOCK_SKEWED;
+        body.clock_skew_ms = skew;
+        if (expire_progress_pb(ns->ttl, &a, &body.ttl, &body.n_ttl) != 0) {
+            body.ttl = NULL; /* out of memory: the next heartbeat reports it */
+            body.n_ttl = 0;
+        }
+    }
     body.clock_ms = clock_wall_now().ms;
     req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
     req.heartbeat = &body;
     req.pmap_version = body.pmap_version;
     int64_t sent_ms = body.clock_ms;
+    int64_t sent_mono = clock_mono_now().ms;
     int rv = rpc_call(ns->coord, &req, MEMBERSHIP_CALL_TIMEOUT_MS, &resp, err, errlen);
     *coord_version = 0;
     if (rv == 0) {
         if (resp->body_case == LAPSE__RESPONSE__BODY_HEARTBEAT && resp->heartbeat != NULL) {
             *coord_version = resp->heartbeat->pmap_version;
             if (resp->heartbeat->clock_ms != 0) {
-                /* Midpoint of the round trip against the coordinator's reading. */
-                int64_t mid = sent_ms + (clock_wall_now().ms - sent_ms) / 2;
-                atomic_store(&ns->clock_skew_ms, (long long)(mid - resp->heartbeat->clock_ms));
+                /* skew = our clock - (coordinator's reading + RTT/2): the
+                 * coordinator read its clock about half-way through. */
+                int64_t rtt = clock_mono_now().ms - sent_mono;
+                int64_t skew = sent_ms + rtt - (resp->heartbeat->clock_ms + rtt / 2);
+                atomic_store(&ns->clock_skew_ms, (long long)skew);
+                if (ns->ttl != NULL) {
+                    expire_clock_report(ns->ttl, skew, rtt);
+                }
             }
         } else {
             *coord_version = resp->pmap_version;
         }
     }
     rpc_response_free(resp);
+    arena_fini(&a);
     return rv;
 }
 

@@ -24,8 +24,11 @@
  *   retry after    lost us, e.g. its data was wiped)
  *   50 ms, doubling
  *   up to 1 s            REGISTERED: Heartbeat every 500 ms with our map
- *                        version and wall clock; a newer coordinator
- *                        version -> maps_refresh (GetPartitionMap + apply)
+ *                        version, wall clock, TTL progress and clock
+ *                        verdict; the reply's clock -> expire_clock_report
+ *                        (skew = ours - (theirs + RTT/2)); a newer
+ *                        coordinator version -> maps_refresh
+ *                        (GetPartitionMap + apply)
  */
 #ifndef LAPSE_MEMBERSHIP_H
 #define LAPSE_MEMBERSHIP_H

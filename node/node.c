@@ -16,6 +16,7 @@
 #include "handlers.h"
 #include "maps.h"
 #include "membership.h"
+#include "telemetry.h"
 
 /* mkdir -p. Returns 0 or LAPSE_EIO with a reason. */
 static int make_dirs(const char *path, char *err, size_t errlen)
@@ -127,6 +128,7 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     }
     ns->id = opt->id;
     ns->workers = opt->workers;
+    ns->ttl_opt = opt->ttl;
     atomic_init(&ns->registered, 0);
     atomic_init(&ns->clock_skew_ms, 0);
     const char *adv = opt->advertise_url != NULL ? opt->advertise_url : opt->listen_url;
@@ -139,7 +141,10 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
         (rv = copy_str(ns->coordinator_url, sizeof(ns->coordinator_url), coord, "--coordinator",
                        err, errlen)) != 0 ||
         (rv = copy_str(ns->data_dir, sizeof(ns->data_dir), opt->data_dir, "--data", err, errlen)) !=
-            0) {
+            0 ||
+        (rv = copy_str(ns->metrics_listen, sizeof(ns->metrics_listen),
+                       opt->metrics_listen != NULL ? opt->metrics_listen : "", "--metrics-listen",
+                       err, errlen)) != 0) {
         goto fail;
     }
     if ((rv = open_store(ns, err, errlen)) != 0 || (rv = check_node_id(ns, err, errlen)) != 0) {
@@ -147,6 +152,15 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     }
     ns->maps_inited = 1; /* maps_init creates its locks before it can fail */
     if ((rv = maps_init(ns, err, errlen)) != 0) {
+        goto fail;
+    }
+    if ((rv = telemetry_init(ns, err, errlen)) != 0) {
+        goto fail;
+    }
+    node_map *m = maps_acquire(ns);
+    rv = expire_open(&ns->ttl, ns->st, ns->id, m->pm, &ns->ttl_opt, ns->metrics, err, errlen);
+    maps_release(m);
+    if (rv != 0) {
         goto fail;
     }
     if ((rv = rpc_client_open(&ns->coord, ns->coordinator_url, err, errlen)) != 0) {
@@ -162,6 +176,9 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     }
     log_info("node %u listening on %s (advertised as %s), data dir %s", ns->id, ns->listen_url,
              ns->advertise_url, ns->data_dir);
+    if ((rv = telemetry_serve(ns, err, errlen)) != 0) {
+        goto fail;
+    }
     if ((rv = membership_start(ns, err, errlen)) != 0) {
         goto fail;
     }
@@ -180,11 +197,15 @@ void node_close(node_server *ns)
     membership_stop(ns);       /* no more coordinator calls from the thread */
     rpc_server_close(ns->srv); /* waits for running handlers */
     ns->srv = NULL;
+    telemetry_stop(ns);    /* the endpoint reads the TTL engine and the store */
+    expire_close(ns->ttl); /* its threads finish their current step */
+    ns->ttl = NULL;
     rpc_client_close(ns->coord);
     ns->coord = NULL;
     if (ns->maps_inited) {
         maps_fini(ns);
     }
+    telemetry_fini(ns);
     store_close(ns->st);
     free(ns);
 }

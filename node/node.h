@@ -18,14 +18,17 @@
  *     replaced by maps_apply (under map_lock, as a whole).
  *  3. Every background thread is stopped before the state it uses is freed:
  *     node_close stops membership, then the RPC server (which waits for
- *     running handlers), then frees the map, the client and the store.
+ *     running handlers) and the metrics endpoint, then the TTL engine's
+ *     threads, then frees the map, the client, the metrics and the store.
  *
  * Lifecycle:
  *
  *          node_open                       node_close
  *   (none) ---------> SERVING ---------------------------------> (none)
  *                     | data dir locked, map loaded from meta,
- *                     | RPC listening, membership thread running
+ *                     | TTL engine (backfill, scanners) running,
+ *                     | RPC listening, membership thread running,
+ *                     | GET /metrics served with --metrics-listen
  *                     | (serving never waits for the coordinator)
  */
 #ifndef LAPSE_NODE_H
@@ -36,9 +39,12 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "../common/metrics.h"
 #include "../partition/pmap.h"
 #include "../partition/store.h"
+#include "../rpc/http.h"
 #include "../rpc/rpc.h"
+#include "expire.h"
 
 #define NODE_MAX_URL PMAP_MAX_ADDR
 #define NODE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400"
@@ -55,6 +61,9 @@ typedef struct node_options {
     const char *coordinator_url; /* NULL = NODE_DEFAULT_COORDINATOR */
     const char *data_dir;        /* created if missing */
     int workers;                 /* RPC handler threads; 0 = rpc default */
+    expire_options ttl;          /* --ttl-workers, --ttl-max-deletes-per-sec,
+                                    --ttl-backfill-rate, --max-clock-skew-ms */
+    const char *metrics_listen;  /* HOST:PORT for GET /metrics; NULL = none */
 } node_options;
 
 typedef struct node_server {
@@ -92,19 +101,25 @@ typedef struct node_server {
     int stopping;                /* set once by node_close */
     atomic_int registered;       /* the coordinator knows us (last call ok) */
     atomic_llong clock_skew_ms;  /* our wall clock minus the coordinator's,
-                                    from the last heartbeat (TTL will pause
+                                    from the last heartbeat (ttl pauses its
                                     scanners when it is out of bounds) */
 
     /* ---- RPC server ---- */
     rpc_server *srv; /* owned; handlers.c serves it */
 
+    /* ---- TTL (expire.h: registry, backfill and scanner threads) ---- */
+    expire_options ttl_opt; /* fixed: the TTL flags */
+    expire_engine *ttl;     /* owned; thread-safe; started after maps_init */
+
+    /* ---- metrics (telemetry.h) ---- */
+    metrics *metrics;                  /* owned; thread-safe registry, always present */
+    char metrics_listen[NODE_MAX_URL]; /* fixed: --metrics-listen, "" = no endpoint */
+    http_server *http;                 /* owned; GET /metrics, NULL without the flag */
+
     /*
-     * Room for what the TTL and replication issues add, each a section of
-     * its own, started by node_open after maps_init and stopped by
-     * node_close before the RPC server and the store: per-partition TTL
-     * scanners (woken by maps_apply when ownership or TTL config changes),
-     * the outbox shipper thread, and the metrics HTTP endpoint
-     * (--metrics-listen).
+     * Room for what the replication issue adds, a section of its own,
+     * started by node_open after maps_init and stopped by node_close before
+     * the RPC server and the store: the outbox shipper thread.
      */
 } node_server;
 

@@ -1,16 +1,53 @@
 /*
  * reads.c: GetItem, Query and Scan (handlers.h pipeline). Reads take no
  * partition lock (the store's contract); pages are bounded by the request's
- * limit and STORE_PAGE_MAX_BYTES. The TTL issue adds hide_expired filtering
- * here, against one wall-clock snapshot per request.
+ * limit and STORE_PAGE_MAX_BYTES.
+ *
+ * hide_expired (the request's flag or the table's default, while the
+ * table's TTL is enabled) drops the items ttl_eval finds expired at ONE
+ * wall-clock snapshot taken per request right after the store read, so no read returns an item
+ * after its due instant even before the scanner deletes it. Query and Scan filter after the page is
+ * read (DynamoDB's filter expressions do the same): a page may come back shorter, even empty, and
+ * keeps its continuation key.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "../common/lapse_err.h"
+#include "../partition/ttl.h"
 #include "../rpc/wire.h"
 #include "handlers.h"
+
+/* Whether the call hides expired items (see the file comment). */
+static int hide_expired(const handlers_ctx *c, int requested)
+{
+    const table_schema *t = &c->table->schema;
+    return t->ttl.enabled && (requested || t->hide_expired);
+}
+
+static int is_expired(const handlers_ctx *c, const item *it, clock_wall now)
+{
+    int64_t due_ms = 0;
+    return ttl_eval(&c->table->schema.ttl, it, now, &due_ms) == TTL_ELIGIBLE &&
+           ttl_is_expired(due_ms, now);
+}
+
+/* Frees and removes the expired items of page, keeping the order and
+ * last_key. */
+static void filter_page(const handlers_ctx *c, store_page *page, clock_wall now)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < page->n; i++) {
+        if (is_expired(c, page->items[i], now)) {
+            item_free(page->items[i]);
+        } else {
+            page->items[kept++] = page->items[i];
+        }
+    }
+    page->n = kept;
+}
 
 void reads_get(handlers_ctx *c)
 {
@@ -29,6 +66,13 @@ void reads_get(handlers_ctx *c)
     if (rv != 0) {
         handlers_store_error(c, rv, err);
         goto out;
+    }
+    /* The snapshot is taken after the read: an item that fell due while it
+     * was read is hidden too. */
+    clock_wall now = clock_wall_now();
+    if (found != NULL && hide_expired(c, r->hide_expired) && is_expired(c, found, now)) {
+        item_free(found);
+        found = NULL;
     }
     Lapse__GetItemResponse *out = arena_alloc(c->a, sizeof(*out));
     if (out == NULL) {
@@ -201,6 +245,9 @@ void reads_query(handlers_ctx *c)
         handlers_store_error(c, rv, err);
         goto out;
     }
+    if (hide_expired(c, r->hide_expired)) {
+        filter_page(c, &page, clock_wall_now());
+    }
     reply_page(c, &page);
 out:
     store_page_fini(&page);
@@ -249,6 +296,9 @@ void reads_scan(handlers_ctx *c)
     if (rv != 0) {
         handlers_store_error(c, rv, err);
         goto out;
+    }
+    if (hide_expired(c, r->hide_expired)) {
+        filter_page(c, &page, clock_wall_now());
     }
     reply_page(c, &page);
 out:
@@ -307,6 +357,15 @@ void reads_batch_get(handlers_ctx *c)
     if (rv != 0) {
         handlers_store_error(c, rv, err);
         goto out;
+    }
+    if (hide_expired(c, r->hide_expired)) {
+        clock_wall now = clock_wall_now();
+        for (size_t j = 0; j < nmine; j++) {
+            if (found[j] != NULL && is_expired(c, found[j], now)) {
+                item_free(found[j]);
+                found[j] = NULL;
+            }
+        }
     }
     /* Absent items (and keys of other nodes) are empty Items. */
     for (size_t i = 0; i < n; i++) {

@@ -1,7 +1,9 @@
 /*
  * writes.c: PutItem, DeleteItem, UpdateItem and BatchWrite (handlers.h
  * pipeline). The store serializes writes per partition and makes each one a
- * single WriteBatch; this file only validates, routes and converts.
+ * single WriteBatch (with the item's expiry index entry when the table's TTL
+ * is enabled); this file only validates, routes and converts, and counts
+ * TTL values the enabled rule ignores (expire_note_write).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +38,7 @@ static void write_one(handlers_ctx *c, const char *table, const Lapse__Item *pb,
 
     if (handlers_find_table(c, table) != 0 ||
         handlers_item_from_pb(c, pb, is_delete, is_delete ? "key" : "item", &it) != 0 ||
-        handlers_route(c, it, &part) != 0 ||
-        handlers_cond_from_pb(c, pb_cond, &cond, &cval) != 0) {
+        handlers_route(c, it, &part) != 0 || handlers_cond_from_pb(c, pb_cond, &cond, &cval) != 0) {
         goto out;
     }
     if (is_delete) {
@@ -48,6 +49,9 @@ static void write_one(handlers_ctx *c, const char *table, const Lapse__Item *pb,
     if (rv != 0) {
         handlers_store_error(c, rv, err);
         goto out;
+    }
+    if (!is_delete) {
+        expire_note_write(c->ns->ttl, &c->table->schema, it);
     }
     if (is_delete) {
         Lapse__DeleteItemResponse *out = body_alloc(c, sizeof(*out));
@@ -140,6 +144,7 @@ void writes_update(handlers_ctx *c)
         handlers_store_error(c, rv, err);
         goto out;
     }
+    expire_note_write(c->ns->ttl, &c->table->schema, updated);
     Lapse__UpdateItemResponse *out = body_alloc(c, sizeof(*out));
     if (out == NULL) {
         goto out;
@@ -224,6 +229,9 @@ void writes_batch(handlers_ctx *c)
         if (rv != 0) {
             handlers_store_error(c, rv, err);
             goto out;
+        }
+        for (size_t i = 0; i < nwrites; i++) {
+            expire_note_write(c->ns->ttl, &c->table->schema, writes[i].put);
         }
     }
     Lapse__BatchWriteResponse *out = body_alloc(c, sizeof(*out));

@@ -1,0 +1,641 @@
+/*
+ * expire.c: the TTL engine's registry of tables, its sync with the
+ * partition map, progress reports, the clock verdict and the metrics it
+ * computes on demand (contract in expire.h; state in expire_int.h).
+ */
+#include "expire_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../partition/expiry.h"
+
+#define BACKLOG_CAP 1000000 /* per table: expiry_backlog stops counting here */
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+struct timespec expire_abstime(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (ms < 0) {
+        ms = 0;
+    }
+    int64_t nsec = ts.tv_nsec + (ms % 1000) * 1000000;
+    ts.tv_sec += (time_t)(ms / 1000 + nsec / 1000000000);
+    ts.tv_nsec = (long)(nsec % 1000000000);
+    return ts;
+}
+
+size_t expire_worker_of(const expire_engine *e, uint32_t table_id, uint32_t part)
+{
+    uint64_t h = ((uint64_t)table_id << 32 | part) * 0x9E3779B97F4A7C15ULL;
+    return (size_t)((h >> 32) % (uint64_t)e->opt.workers);
+}
+
+expire_table *expire_find(expire_engine *e, uint32_t table_id)
+{
+    for (size_t i = 0; i < e->ntables; i++) {
+        if (e->tables[i].schema.id == table_id) {
+            return &e->tables[i];
+        }
+    }
+    return NULL;
+}
+
+static expire_slot *slot_find(expire_worker *w, uint32_t table_id, uint32_t part)
+{
+    size_t lo = 0, hi = w->nslots;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        expire_slot *s = &w->slots[mid];
+        if (s->table_id == table_id && s->part == part) {
+            return s;
+        }
+        if (s->table_id < table_id || (s->table_id == table_id && s->part < part)) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return NULL;
+}
+
+void expire_slot_touch(expire_engine *e, uint32_t table_id, uint32_t part)
+{
+    expire_worker *w = &e->workers[expire_worker_of(e, table_id, part)];
+    expire_slot *s = slot_find(w, table_id, part);
+    if (s != NULL) {
+        s->refresh = 1;
+    }
+    pthread_cond_signal(&w->cond);
+}
+
+/* The hook lives here (not in scanner.c) because it needs slot_find. */
+void scanner_hook(void *arg, uint32_t table_id, uint32_t part, int64_t due_ms)
+{
+    expire_engine *e = arg;
+    expire_worker *w = &e->workers[expire_worker_of(e, table_id, part)];
+    pthread_mutex_lock(&e->lock);
+    expire_slot *s = slot_find(w, table_id, part);
+    if (s != NULL) {
+        if (due_ms < s->next_due_ms) {
+            s->next_due_ms = due_ms;
+        }
+        /* Expired at due + 1 ms: wake only when that is before the plan. */
+        if (due_ms + 1 < w->wake_at_ms) {
+            pthread_cond_signal(&w->cond);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+static int ttl_configured(const table_schema *t)
+{
+    return t->ttl.attribute[0] != 0 || t->ttl.config_version != 0;
+}
+
+static void table_fini(expire_table *t)
+{
+    free(t->parts);
+    free(t->backfilled);
+    t->parts = NULL;
+    t->backfilled = NULL;
+}
+
+static void wake_all(expire_engine *e)
+{
+    for (int i = 0; i < e->opt.workers; i++) {
+        pthread_cond_signal(&e->workers[i].cond);
+    }
+    pthread_cond_broadcast(&e->bf_cond);
+}
+
+static int busy_with(expire_engine *e, uint32_t table_id)
+{
+    for (int i = 0; i < EXPIRE_BACKFILL_THREADS; i++) {
+        if (e->bf[i].busy_table == table_id) {
+            return 1;
+        }
+    }
+    for (int i = 0; i < e->opt.workers; i++) {
+        if (e->workers[i].busy_table == table_id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sync with the map                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Builds the registry entry of t from the map, carrying over what old (the
+ * previous entry of the same table, or NULL) still says. Returns 0 or
+ * LAPSE_ENOMEM (nt untouched). */
+static int table_build(expire_table *nt, const pmap_table *pt, const expire_table *old,
+                       uint32_t node_id)
+{
+    const table_schema *s = &pt->schema;
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < s->partitions; p++) {
+        n += pmap_owner(pt, p) == node_id;
+    }
+    uint32_t *parts = calloc(n ? n : 1, sizeof(*parts));
+    uint8_t *done = calloc(n ? n : 1, 1);
+    if (parts == NULL || done == NULL) {
+        free(parts);
+        free(done);
+        return LAPSE_ENOMEM;
+    }
+    memset(nt, 0, sizeof(*nt));
+    nt->schema = *s;
+    nt->parts = parts;
+    nt->backfilled = done;
+    int same_config = old != NULL && old->schema.ttl.enabled && s->ttl.enabled &&
+                      old->schema.ttl.config_version == s->ttl.config_version;
+    if (old != NULL) {
+        memcpy(nt->ignored, old->ignored, sizeof(nt->ignored));
+        nt->dropped = old->dropped && !s->ttl.enabled;
+    }
+    if (same_config) {
+        nt->backfill_items = old->backfill_items;
+        nt->bf_started_mono = old->bf_started_mono;
+        nt->bf_logged_mono = old->bf_logged_mono;
+        nt->bf_complete_logged = old->bf_complete_logged;
+    } else {
+        memset(nt->ignored, 0, sizeof(nt->ignored));
+    }
+    uint32_t j = 0;
+    for (uint32_t p = 0; p < s->partitions; p++) {
+        if (pmap_owner(pt, p) != node_id) {
+            continue;
+        }
+        parts[j] = p;
+        if (same_config) {
+            /* Keep a partition's verdict while we keep owning it. */
+            for (uint32_t k = 0; k < old->nparts; k++) {
+                if (old->parts[k] == p) {
+                    done[j] = old->backfilled[k];
+                    break;
+                }
+            }
+        }
+        nt->parts_done += done[j];
+        j++;
+    }
+    nt->nparts = n;
+    return 0;
+}
+
+static void log_change(const expire_table *old, const table_schema *s)
+{
+    const table_ttl *n = &s->ttl;
+    if (n->enabled && (old == NULL || !old->schema.ttl.enabled ||
+                       old->schema.ttl.config_version != n->config_version)) {
+        log_info("TTL on table \"%s\" (id %u): enabled, attribute \"%s\", offset %" PRId64
+                 " s, guard %d years, config version %" PRIu64 "%s",
+                 s->name, s->id, n->attribute, n->offset_s,
+                 n->guard_years ? n->guard_years : TTL_DEFAULT_GUARD_YEARS, n->config_version,
+                 n->paused ? " (paused)" : "");
+        return;
+    }
+    if (old == NULL) {
+        return;
+    }
+    if (!n->enabled && old->schema.ttl.enabled) {
+        log_info("TTL on table \"%s\" (id %u): disabled (config version %" PRIu64
+                 "): scanners stop, index dropped",
+                 s->name, s->id, n->config_version);
+    } else if (n->enabled && n->paused != old->schema.ttl.paused) {
+        log_info("TTL on table \"%s\" (id %u): %s", s->name, s->id,
+                 n->paused ? "paused (index kept, no deletes)" : "resumed");
+    }
+}
+
+void expire_sync(expire_engine *e, const pmap *pm)
+{
+    size_t cap = pm->ntables;
+    expire_table *nts = calloc(cap ? cap : 1, sizeof(*nts));
+    uint32_t *to_drop = calloc(cap ? cap : 1, sizeof(*to_drop));
+    size_t n = 0, ndrop = 0;
+    if (nts == NULL || to_drop == NULL) {
+        log_error("TTL: out of memory following map version %" PRIu64 "; keeping the old config",
+                  pm->version);
+        free(nts);
+        free(to_drop);
+        return;
+    }
+    pthread_mutex_lock(&e->lock);
+    for (size_t i = 0; i < pm->ntables; i++) {
+        const pmap_table *pt = &pm->tables[i];
+        if (!ttl_configured(&pt->schema)) {
+            continue;
+        }
+        expire_table *old = expire_find(e, pt->schema.id);
+        if (table_build(&nts[n], pt, old, e->node_id) != 0) {
+            log_error("TTL: out of memory following table \"%s\"", pt->schema.name);
+            continue;
+        }
+        log_change(old, &pt->schema);
+        if (!pt->schema.ttl.enabled && (old == NULL || !old->dropped)) {
+            to_drop[ndrop++] = pt->schema.id;
+        }
+        n++;
+    }
+    /* Tables gone from the map, or whose config vanished, are forgotten:
+     * maps.c drops a deleted table's index with its items. */
+    for (size_t i = 0; i < e->ntables; i++) {
+        table_fini(&e->tables[i]);
+    }
+    free(e->tables);
+    e->tables = nts;
+    e->ntables = n;
+    e->bf_next = 0;
+    e->gen++;
+    wake_all(e);
+    pthread_cond_broadcast(&e->progress);
+    /* Invariant 1: no step or sweep of a table to drop may still run. */
+    for (size_t i = 0; i < ndrop; i++) {
+        while (busy_with(e, to_drop[i])) {
+            pthread_cond_wait(&e->idle, &e->lock);
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+
+    for (size_t i = 0; i < ndrop; i++) {
+        char err[256] = "";
+        int rv = expiry_drop_table(e->st, to_drop[i], err, sizeof(err));
+        if (rv != 0) {
+            log_error("TTL: dropping the expiry index of table id %u failed: %s: %s (retried at "
+                      "the next map)",
+                      to_drop[i], lapse_strerror(rv), err);
+            continue;
+        }
+        pthread_mutex_lock(&e->lock);
+        expire_table *t = expire_find(e, to_drop[i]);
+        if (t != NULL && !t->schema.ttl.enabled) {
+            t->dropped = 1;
+        }
+        pthread_mutex_unlock(&e->lock);
+    }
+    free(to_drop);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Progress                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int all_backfilled(expire_engine *e)
+{
+    for (size_t i = 0; i < e->ntables; i++) {
+        const expire_table *t = &e->tables[i];
+        if (t->schema.ttl.enabled && t->parts_done < t->nparts) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void expire_wait_backfilled(expire_engine *e, int timeout_ms)
+{
+    struct timespec ts = expire_abstime(timeout_ms);
+    pthread_mutex_lock(&e->lock);
+    while (!e->stopping && !all_backfilled(e)) {
+        if (pthread_cond_timedwait(&e->progress, &e->lock, &ts) == ETIMEDOUT) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+int expire_progress_pb(expire_engine *e, arena *a, Lapse__TtlProgress ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&e->lock);
+    int rv = 0;
+    if (e->ntables == 0) {
+        goto out;
+    }
+    Lapse__TtlProgress **list = arena_alloc(a, e->ntables * sizeof(*list));
+    if (list == NULL) {
+        rv = LAPSE_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < e->ntables; i++) {
+        const expire_table *t = &e->tables[i];
+        Lapse__TtlProgress *p = arena_alloc(a, sizeof(*p));
+        if (p == NULL) {
+            rv = LAPSE_ENOMEM;
+            goto out;
+        }
+        lapse__ttl_progress__init(p);
+        p->table_id = t->schema.id;
+        p->config_version = t->schema.ttl.config_version;
+        p->partitions_total = t->nparts;
+        if (t->schema.ttl.enabled) {
+            p->backfill_done = t->parts_done == t->nparts;
+            p->partitions_done = t->parts_done;
+            p->backfill_items = t->backfill_items;
+        } else {
+            p->backfill_done = t->dropped != 0;
+            p->partitions_done = t->dropped ? t->nparts : 0;
+        }
+        list[i] = p;
+    }
+    *out = list;
+    *n = e->ntables;
+out:
+    pthread_mutex_unlock(&e->lock);
+    return rv;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Clock safety                                                              */
+/* ------------------------------------------------------------------------ */
+
+void expire_clock_report(expire_engine *e, int64_t skew_ms, int64_t rtt_ms)
+{
+    int64_t mag = skew_ms < 0 ? -skew_ms : skew_ms;
+    expire_clock_state next =
+        mag > e->opt.max_clock_skew_ms ? EXPIRE_CLOCK_SKEWED : EXPIRE_CLOCK_OK;
+    pthread_mutex_lock(&e->lock);
+    expire_clock_state prev = e->clock;
+    e->clock = next;
+    e->skew_ms = skew_ms;
+    if (prev != next) {
+        wake_all(e);
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (prev == next) {
+        return;
+    }
+    if (next == EXPIRE_CLOCK_SKEWED) {
+        log_warn("TTL scanners paused: this node's clock is %" PRId64
+                 " ms %s the coordinator's (round trip %" PRId64
+                 " ms), beyond --max-clock-skew-ms %" PRId64 "; nothing expires here until it "
+                 "is back within bounds",
+                 mag, skew_ms > 0 ? "ahead of" : "behind", rtt_ms, e->opt.max_clock_skew_ms);
+    } else if (prev == EXPIRE_CLOCK_SKEWED) {
+        log_info("TTL scanners resumed: clock skew %" PRId64 " ms (round trip %" PRId64
+                 " ms) is within --max-clock-skew-ms %" PRId64,
+                 skew_ms, rtt_ms, e->opt.max_clock_skew_ms);
+    } else {
+        log_info("TTL scanners start: clock skew %" PRId64 " ms (round trip %" PRId64
+                 " ms) is within --max-clock-skew-ms %" PRId64,
+                 skew_ms, rtt_ms, e->opt.max_clock_skew_ms);
+    }
+}
+
+expire_clock_state expire_clock(expire_engine *e, int64_t *skew_ms)
+{
+    pthread_mutex_lock(&e->lock);
+    expire_clock_state s = e->clock;
+    if (skew_ms != NULL) {
+        *skew_ms = e->skew_ms;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Metrics                                                                   */
+/* ------------------------------------------------------------------------ */
+
+void expire_note_write(expire_engine *e, const table_schema *t, const item *it)
+{
+    if (e == NULL || !t->ttl.enabled || it == NULL) {
+        return;
+    }
+    ttl_verdict v = ttl_eval(&t->ttl, it, clock_wall_now(), NULL);
+    if (v == TTL_ELIGIBLE || (unsigned)v >= TTL_VERDICT_COUNT) {
+        return;
+    }
+    pthread_mutex_lock(&e->lock);
+    expire_table *et = expire_find(e, t->id);
+    if (et != NULL) {
+        et->ignored[v]++;
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* What the collector needs of one table, copied out under the lock. */
+typedef struct collect_row {
+    uint32_t id;
+    char name[SCHEMA_MAX_NAME + 1];
+    int enabled;
+    uint64_t config_version;
+    uint32_t *parts; /* owned copy */
+    uint32_t nparts;
+    uint64_t ignored[TTL_VERDICT_COUNT];
+} collect_row;
+
+void expire_collect(expire_engine *e, metrics *m)
+{
+    pthread_mutex_lock(&e->lock);
+    size_t n = e->ntables;
+    collect_row *rows = calloc(n ? n : 1, sizeof(*rows));
+    for (size_t i = 0; rows != NULL && i < n; i++) {
+        const expire_table *t = &e->tables[i];
+        rows[i].id = t->schema.id;
+        memcpy(rows[i].name, t->schema.name, sizeof(rows[i].name));
+        rows[i].enabled = t->schema.ttl.enabled;
+        rows[i].config_version = t->schema.ttl.config_version;
+        rows[i].parts = malloc((t->nparts ? t->nparts : 1) * sizeof(uint32_t));
+        if (rows[i].parts != NULL) {
+            memcpy(rows[i].parts, t->parts, t->nparts * sizeof(uint32_t));
+            rows[i].nparts = t->nparts;
+        }
+        memcpy(rows[i].ignored, t->ignored, sizeof(rows[i].ignored));
+    }
+    expire_clock_state clock = e->clock;
+    int64_t skew_ms = e->skew_ms;
+    pthread_mutex_unlock(&e->lock);
+
+    metrics_gauge_set(m, "lapse_clock_skew_seconds",
+                      "This node's wall clock minus the coordinator's, from the last heartbeat",
+                      NULL, (double)skew_ms / 1000.0);
+    metrics_gauge_set(m, "lapse_ttl_paused_for_clock",
+                      "1 when the TTL scanners are paused because the clock skew is too large",
+                      NULL, clock == EXPIRE_CLOCK_SKEWED ? 1 : 0);
+    if (rows == NULL) {
+        return;
+    }
+    clock_wall now = clock_wall_now();
+    for (size_t i = 0; i < n; i++) {
+        char labels[SCHEMA_MAX_NAME * 2 + 64];
+        metrics_labels(labels, sizeof(labels), "table", rows[i].name, NULL);
+        metrics_gauge_set(m, "lapse_ttl_config_version",
+                          "TTL config version applied on this node (0: never configured)", labels,
+                          (double)rows[i].config_version);
+        uint64_t backlog = 0;
+        int64_t oldest = EXPIRY_NONE;
+        for (uint32_t k = 0; rows[i].enabled && k < rows[i].nparts && backlog < BACKLOG_CAP; k++) {
+            uint64_t cnt = 0;
+            int64_t due = EXPIRY_NONE;
+            char err[256] = "";
+            if (expiry_backlog(e->st, rows[i].id, rows[i].parts[k], now, BACKLOG_CAP - backlog,
+                               &cnt, &due, err, sizeof(err)) != 0) {
+                log_debug("TTL backlog of table %u partition %u: %s", rows[i].id, rows[i].parts[k],
+                          err);
+                continue;
+            }
+            backlog += cnt;
+            if (cnt > 0 && due < oldest) {
+                oldest = due;
+            }
+        }
+        metrics_gauge_set(m, "lapse_ttl_expired_backlog_items",
+                          "Expired items not yet deleted on this node (counted up to 1e6)", labels,
+                          (double)backlog);
+        double age = oldest == EXPIRY_NONE || oldest >= now.ms ? 0 : (now.ms - oldest) / 1000.0;
+        metrics_gauge_set(m, "lapse_ttl_oldest_undeleted_age_seconds",
+                          "Time since the due instant of the oldest expired item not yet deleted",
+                          labels, age);
+        for (int v = 1; v < TTL_VERDICT_COUNT; v++) {
+            char l2[SCHEMA_MAX_NAME * 2 + 96];
+            metrics_labels(l2, sizeof(l2), "table", rows[i].name, "reason",
+                           ttl_verdict_name((ttl_verdict)v), NULL);
+            metrics_gauge_set(m, "lapse_ttl_ignored_items",
+                              "Items written under the enabled TTL rule whose value it ignores, "
+                              "per reason (since the node started or the rule changed)",
+                              l2, (double)rows[i].ignored[v]);
+        }
+        free(rows[i].parts);
+    }
+    free(rows);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Life cycle                                                                */
+/* ------------------------------------------------------------------------ */
+
+static void cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm,
+                const expire_options *opt, metrics *m, char *err, size_t errlen)
+{
+    *out = NULL;
+    expire_engine *e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    e->st = st;
+    e->node_id = node_id;
+    e->opt = *opt;
+    if (e->opt.workers < 1 || e->opt.workers > EXPIRE_MAX_WORKERS) {
+        e->opt.workers = EXPIRE_DEFAULT_WORKERS;
+    }
+    e->m = m;
+    e->clock = EXPIRE_CLOCK_UNKNOWN;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->idle, NULL);
+    cond_init_mono(&e->progress);
+    cond_init_mono(&e->bf_cond);
+    e->tokens_mono_ms = clock_mono_now().ms;
+    e->workers = calloc((size_t)e->opt.workers, sizeof(*e->workers));
+    if (e->workers == NULL) {
+        goto oom;
+    }
+    for (int i = 0; i < e->opt.workers; i++) {
+        expire_worker *w = &e->workers[i];
+        w->e = e;
+        w->index = i;
+        w->wake_at_ms = INT64_MAX;
+        cond_init_mono(&w->cond);
+        if ((w->due_ms = calloc(EXPIRE_SWEEP_BATCH, sizeof(*w->due_ms))) == NULL) {
+            goto oom;
+        }
+    }
+    expire_sync(e, pm);
+    store_set_expiry_hook(st, scanner_hook, e);
+    int rc;
+    e->bf_paced_ms = (double)clock_mono_now().ms;
+    for (int i = 0; i < EXPIRE_BACKFILL_THREADS; i++) {
+        e->bf[i].e = e;
+        if ((rc = pthread_create(&e->bf[i].thread, NULL, backfill_run, &e->bf[i])) != 0) {
+            snprintf(err, errlen, "cannot start a TTL backfill thread: %s", strerror(rc));
+            expire_close(e);
+            return LAPSE_ENOMEM;
+        }
+        e->bf[i].started = 1;
+    }
+    for (int i = 0; i < e->opt.workers; i++) {
+        rc = pthread_create(&e->workers[i].thread, NULL, scanner_run, &e->workers[i]);
+        if (rc != 0) {
+            snprintf(err, errlen, "cannot start TTL scanner %d: %s", i, strerror(rc));
+            expire_close(e);
+            return LAPSE_ENOMEM;
+        }
+        e->workers[i].started = 1;
+    }
+    log_info("TTL engine: %d scanner%s, deletes %s, backfill %s, max clock skew %" PRId64
+             " ms; scanners wait for the first clock check",
+             e->opt.workers, e->opt.workers == 1 ? "" : "s",
+             e->opt.max_deletes_per_sec ? "rate-limited" : "unlimited",
+             e->opt.backfill_items_per_s ? "rate-limited" : "unlimited", e->opt.max_clock_skew_ms);
+    *out = e;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    expire_close(e);
+    return LAPSE_ENOMEM;
+}
+
+void expire_close(expire_engine *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    store_set_expiry_hook(e->st, NULL, NULL);
+    pthread_mutex_lock(&e->lock);
+    e->stopping = 1;
+    if (e->workers != NULL) {
+        wake_all(e);
+    }
+    pthread_cond_broadcast(&e->progress);
+    pthread_mutex_unlock(&e->lock);
+    for (int i = 0; i < EXPIRE_BACKFILL_THREADS; i++) {
+        if (e->bf[i].started) {
+            pthread_join(e->bf[i].thread, NULL);
+        }
+    }
+    for (int i = 0; e->workers != NULL && i < e->opt.workers; i++) {
+        if (e->workers[i].started) {
+            pthread_join(e->workers[i].thread, NULL);
+        }
+    }
+    for (int i = 0; e->workers != NULL && i < e->opt.workers; i++) {
+        free(e->workers[i].slots);
+        free(e->workers[i].due_ms);
+        pthread_cond_destroy(&e->workers[i].cond);
+    }
+    free(e->workers);
+    for (size_t i = 0; i < e->ntables; i++) {
+        table_fini(&e->tables[i]);
+    }
+    free(e->tables);
+    pthread_cond_destroy(&e->bf_cond);
+    pthread_cond_destroy(&e->progress);
+    pthread_cond_destroy(&e->idle);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}

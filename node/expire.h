@@ -1,0 +1,130 @@
+/*
+ * expire.h: the node's TTL engine (docs/ttl.md "Expiry", docs/node.md "TTL"):
+ * which tables have TTL configured and how far this node is with each
+ * (expire.c), the backfill thread that indexes items written before TTL was
+ * enabled (backfill.c), the scanner threads that delete due items
+ * (scanner.c), and the clock-safety verdict that pauses them.
+ *
+ * The engine follows the current partition map: maps_apply calls
+ * expire_sync with every new map, and the engine derives everything from the
+ * TtlConfig of each table and the partitions this node owns. The expiry
+ * index itself and the conditional deletes are partition/expiry.h's.
+ *
+ * Thread-safety: every function may be called from any thread, except
+ * expire_open/expire_close (main thread, node_open/node_close). One mutex
+ * (expire_engine.lock) guards the engine's state; no store call is made
+ * while holding it.
+ *
+ * Invariants:
+ *  1. A table's index is dropped (expiry_drop_table) only after every
+ *     backfill step and sweep of it that started under the old config has
+ *     finished (the busy markers), and no new one starts for a disabled
+ *     table: a disable leaves no entry written by the engine behind.
+ *  2. Scanners delete nothing while the clock verdict is not OK: before the
+ *     first heartbeat verdict (unknown) and while the skew is out of bounds.
+ *  3. expire_sync calls are serialized by the caller (maps_apply's
+ *     apply_lock), so a disable's drop completes before a later enable's
+ *     backfill can start.
+ *
+ * A table's TTL, as this node sees it (expire_sync performs each edge):
+ *
+ *                enable (new config_version)
+ *   DISABLED --------------------------------> BACKFILLING
+ *   (index       ^   ^                            | backfill.c: every owned
+ *    dropped)    |   |                            | partition indexed
+ *                |   |     disable                v
+ *                |   +-------------------- ENABLED (scanners sweep it
+ *                |        (drop index)       |   ^  unless paused)
+ *                |                    pause  v   | resume
+ *                +------------------------ PAUSED (index kept, no sweeps)
+ *                          disable
+ */
+#ifndef LAPSE_EXPIRE_H
+#define LAPSE_EXPIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/arena.h"
+#include "../common/item.h"
+#include "../common/metrics.h"
+#include "../common/schema.h"
+#include "../partition/pmap.h"
+#include "../partition/store.h"
+#include "../rpc/wire.h"
+
+#define EXPIRE_MAX_WORKERS 64
+#define EXPIRE_DEFAULT_WORKERS 2
+#define EXPIRE_DEFAULT_MAX_SKEW_MS 500
+#define EXPIRE_SWEEP_BATCH 1000    /* items per expiry_sweep (one WriteBatch) */
+#define EXPIRE_BACKFILL_CHUNK 1000 /* items per expiry_backfill_step */
+#define EXPIRE_BACKFILL_THREADS 2  /* partitions backfilled at once (2 cores) */
+#define EXPIRE_BACKFILL_LOG_MS 5000
+#define EXPIRE_PUSH_WAIT_MS 50 /* PushPartitionMap waits this long for backfills */
+
+typedef struct expire_engine expire_engine;
+
+typedef struct expire_options {
+    int workers;                   /* scanner threads, 1..EXPIRE_MAX_WORKERS */
+    uint64_t max_deletes_per_sec;  /* 0: no limit (token bucket shared by workers) */
+    uint64_t backfill_items_per_s; /* 0: no limit */
+    int64_t max_clock_skew_ms;     /* pause scanners beyond this |skew| */
+} expire_options;
+
+/* What expire_clock_report decided. */
+typedef enum expire_clock_state {
+    EXPIRE_CLOCK_UNKNOWN = 0, /* no heartbeat answered yet: scanners wait */
+    EXPIRE_CLOCK_OK = 1,
+    EXPIRE_CLOCK_SKEWED = 2 /* |skew| > max: scanners paused */
+} expire_clock_state;
+
+/*
+ * Starts the engine for node node_id on store st: syncs with pm (the map
+ * loaded at start; borrowed), registers the store's expiry hook, starts the
+ * backfill thread and the scanner threads. m (borrowed, outlives the
+ * engine) receives the TTL metrics. Returns 0, or LAPSE_ENOMEM with a reason
+ * (nothing left running).
+ */
+int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm,
+                const expire_options *opt, metrics *m, char *err, size_t errlen);
+/* Stops the threads (each finishes its current bounded step), clears the
+ * hook and frees the engine. Accepts NULL. */
+void expire_close(expire_engine *e);
+
+/*
+ * Follows a newly applied map (borrowed): a table newly enabled (or enabled
+ * with a new config_version) starts its backfill; a disabled one stops its
+ * scanners and has its index dropped before this returns; pause/resume
+ * makes the scanners skip/resume it; ownership changes move partitions in or
+ * out of the scanners. Tables no longer in pm are forgotten (maps.c drops
+ * their index with their items). Drop failures are logged and retried at
+ * the next sync. REQUIRES: calls serialized (invariant 3).
+ */
+void expire_sync(expire_engine *e, const pmap *pm);
+
+/* Waits up to timeout_ms for every enabled table's backfill to complete
+ * (PushPartitionMap: an enable on a small table is reported done at once). */
+void expire_wait_backfilled(expire_engine *e, int timeout_ms);
+
+/* Fills *out with one TtlProgress per table with TTL configured, allocated
+ * from a; *n gets the count. Returns 0 or LAPSE_ENOMEM. */
+int expire_progress_pb(expire_engine *e, arena *a, Lapse__TtlProgress ***out, size_t *n);
+
+/* The clock check of one heartbeat round trip: skew_ms = node clock -
+ * (coordinator clock + RTT/2). Pauses or resumes the scanners, logging the
+ * transition once with the numbers. */
+void expire_clock_report(expire_engine *e, int64_t skew_ms, int64_t rtt_ms);
+/* The current verdict and the skew it was made on. */
+expire_clock_state expire_clock(expire_engine *e, int64_t *skew_ms);
+
+/* Called by writes after a put or update committed it (the new item) to a
+ * table: counts TTL values the enabled rule ignores, per reason
+ * (lapse_ttl_ignored_items). Cheap when TTL is off. */
+void expire_note_write(expire_engine *e, const table_schema *t, const item *it);
+
+/* For the metrics collector: refreshes the per-table gauges
+ * (lapse_ttl_expired_backlog_items, lapse_ttl_oldest_undeleted_age_seconds,
+ * lapse_ttl_config_version, lapse_ttl_ignored_items, clock gauges). */
+void expire_collect(expire_engine *e, metrics *m);
+
+#endif

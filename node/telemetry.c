@@ -1,0 +1,129 @@
+/*
+ * telemetry.c: the node's metrics registry, collector, RPC counters and the
+ * GET /metrics endpoint (contract in telemetry.h).
+ */
+#include "telemetry.h"
+
+#include <stdio.h>
+
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+
+/* Stable label values for lapse.Status codes (the enum's names). */
+static const char *status_label(int code)
+{
+    static const char *names[] = {
+        [LAPSE_OK] = "OK",
+        [LAPSE_EINVAL] = "EINVAL",
+        [LAPSE_ENOMEM] = "ENOMEM",
+        [LAPSE_ENOTFOUND] = "ENOTFOUND",
+        [LAPSE_EEXISTS] = "EEXISTS",
+        [LAPSE_ECONDITION] = "ECONDITION",
+        [LAPSE_EWRONGNODE] = "EWRONGNODE",
+        [LAPSE_ETIMEDOUT] = "ETIMEDOUT",
+        [LAPSE_EUNAVAILABLE] = "EUNAVAILABLE",
+        [LAPSE_ETOOBIG] = "ETOOBIG",
+        [LAPSE_EIO] = "EIO",
+        [LAPSE_EPROTO] = "EPROTO",
+        [LAPSE_EPERM] = "EPERM",
+        [LAPSE_ESTATE] = "ESTATE",
+        [LAPSE_EINTERNAL] = "EINTERNAL",
+        [LAPSE_ECORRUPT] = "ECORRUPT",
+        [LAPSE_EUSAGE] = "EUSAGE",
+    };
+    if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]) || names[code] == NULL) {
+        return "OTHER";
+    }
+    return names[code];
+}
+
+static const char *call_label(const Lapse__Request *req)
+{
+    switch (req->body_case) {
+    case LAPSE__REQUEST__BODY_PUT_ITEM:
+        return "PutItem";
+    case LAPSE__REQUEST__BODY_GET_ITEM:
+        return "GetItem";
+    case LAPSE__REQUEST__BODY_DELETE_ITEM:
+        return "DeleteItem";
+    case LAPSE__REQUEST__BODY_UPDATE_ITEM:
+        return "UpdateItem";
+    case LAPSE__REQUEST__BODY_QUERY:
+        return "Query";
+    case LAPSE__REQUEST__BODY_SCAN:
+        return "Scan";
+    case LAPSE__REQUEST__BODY_BATCH_WRITE:
+        return "BatchWrite";
+    case LAPSE__REQUEST__BODY_BATCH_GET:
+        return "BatchGet";
+    case LAPSE__REQUEST__BODY_PUSH_PARTITION_MAP:
+        return "PushPartitionMap";
+    case LAPSE__REQUEST__BODY_TTL_PREVIEW:
+        return "TtlPreview";
+    default:
+        return "other";
+    }
+}
+
+void telemetry_count_rpc(node_server *ns, const Lapse__Request *req, const Lapse__Response *resp)
+{
+    char labels[96];
+    metrics_labels(labels, sizeof(labels), "call", call_label(req), "status",
+                   status_label((int)resp->status), NULL);
+    metrics_counter_add(ns->metrics, "lapse_rpc_requests_total",
+                        "RPC calls answered by this node, by call and status", labels, 1);
+}
+
+static void collect(void *arg, metrics *m)
+{
+    node_server *ns = arg;
+    if (ns->ttl != NULL) {
+        expire_collect(ns->ttl, m);
+    }
+}
+
+static int render(void *arg, buf *body)
+{
+    node_server *ns = arg;
+    return metrics_render(ns->metrics, body);
+}
+
+int telemetry_init(node_server *ns, char *err, size_t errlen)
+{
+    if ((ns->metrics = metrics_new()) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    metrics_set_collector(ns->metrics, collect, ns);
+    return 0;
+}
+
+int telemetry_serve(node_server *ns, char *err, size_t errlen)
+{
+    if (ns->metrics_listen[0] == 0) {
+        return 0;
+    }
+    char why[256] = "";
+    int rv =
+        http_server_open(&ns->http, ns->metrics_listen, "/metrics",
+                         "text/plain; version=0.0.4; charset=utf-8", render, ns, why, sizeof(why));
+    if (rv != 0) {
+        ns->http = NULL;
+        snprintf(err, errlen, "cannot serve metrics on %s: %s", ns->metrics_listen, why);
+        return rv;
+    }
+    log_info("metrics served at http://%s/metrics", ns->metrics_listen);
+    return 0;
+}
+
+void telemetry_stop(node_server *ns)
+{
+    http_server_close(ns->http);
+    ns->http = NULL;
+}
+
+void telemetry_fini(node_server *ns)
+{
+    metrics_free(ns->metrics);
+    ns->metrics = NULL;
+}
