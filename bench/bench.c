@@ -43,7 +43,7 @@ typedef struct worker {
     workload w;
     const config *cfg;
     lapse_client *client;
-    atomic_long ops;  /* items written or read */
+    atomic_long ops; /* items written or read */
     long errors;
     char first_error[512];
     uint32_t *lat_us; /* one sample per call */
@@ -161,8 +161,8 @@ static void *worker_main(void *arg)
             }
             if (rv == 0 && hits != cfg->batch) {
                 rv = LAPSE_EINTERNAL;
-                snprintf(e.message, sizeof(e.message), "%ld of %d keys missing",
-                         cfg->batch - hits, cfg->batch);
+                snprintf(e.message, sizeof(e.message), "%ld of %d keys missing", cfg->batch - hits,
+                         cfg->batch);
             }
             free(got);
             record(w, t0, rv, &e, cfg->batch);
@@ -286,7 +286,12 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
 static int load_query_table(lapse_client *c)
 {
     lapse_error e;
-    lapse_table_def q = {"BenchQ", "Dev", 'S', "Seq", 'N', 64};
+    lapse_table_def q = {.name = "BenchQ",
+                         .partition_key = "Dev",
+                         .partition_key_type = 'S',
+                         .sort_key = "Seq",
+                         .sort_key_type = 'N',
+                         .partitions = 64};
     if (lapse_create_table(c, &q, &e) != 0 && e.code != LAPSE_EEXISTS) {
         fprintf(stderr, "create BenchQ: %s\n", e.message);
         return 1;
@@ -394,7 +399,8 @@ int main(int argc, char **argv)
         cluster_free(cl, 1);
         return 1;
     }
-    lapse_table_def d = {"Bench", "Id", 'S', NULL, 0, 64};
+    lapse_table_def d = {
+        .name = "Bench", .partition_key = "Id", .partition_key_type = 'S', .partitions = 64};
     if (lapse_create_table(c, &d, &e) != 0 && e.code != LAPSE_EEXISTS) {
         fprintf(stderr, "lapse-bench: create table: %s\n", e.message);
         return 1;

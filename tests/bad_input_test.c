@@ -23,7 +23,12 @@ static int setup(void **state)
     (void)state;
     g_cluster = start_cluster(3, NULL);
     g_client = connect_client(g_cluster);
-    lapse_table_def d = {"Strict", "Id", 'N', "Sk", 'S', 8};
+    lapse_table_def d = {.name = "Strict",
+                         .partition_key = "Id",
+                         .partition_key_type = 'N',
+                         .sort_key = "Sk",
+                         .sort_key_type = 'S',
+                         .partitions = 8};
     lapse_error e = {0};
     assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
     return 0;
@@ -67,11 +72,11 @@ static void test_wrong_types_missing_keys_and_sizes(void **state)
         int code;
         const char *mention;
     } cases[] = {
-        {"{\"Id\":{\"S\":\"1\"},\"Sk\":{\"S\":\"a\"}}", LAPSE_EINVAL, "Id"},     /* pk type */
-        {"{\"Id\":{\"N\":\"1\"}}", LAPSE_EINVAL, "Sk"},                          /* no sort key */
-        {"{\"Sk\":{\"S\":\"a\"}}", LAPSE_EINVAL, "Id"},                          /* no pk */
-        {"{\"Id\":{\"N\":\"1\"},\"Sk\":{\"N\":\"2\"}}", LAPSE_EINVAL, "Sk"},     /* sk type */
-        {"{\"Id\":{\"N\":\"1\"},\"Sk\":{\"S\":\"\"}}", LAPSE_EINVAL, "Sk"},      /* empty S key */
+        {"{\"Id\":{\"S\":\"1\"},\"Sk\":{\"S\":\"a\"}}", LAPSE_EINVAL, "Id"}, /* pk type */
+        {"{\"Id\":{\"N\":\"1\"}}", LAPSE_EINVAL, "Sk"},                      /* no sort key */
+        {"{\"Sk\":{\"S\":\"a\"}}", LAPSE_EINVAL, "Id"},                      /* no pk */
+        {"{\"Id\":{\"N\":\"1\"},\"Sk\":{\"N\":\"2\"}}", LAPSE_EINVAL, "Sk"}, /* sk type */
+        {"{\"Id\":{\"N\":\"1\"},\"Sk\":{\"S\":\"\"}}", LAPSE_EINVAL, "Sk"},  /* empty S key */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         lapse_item *it = item_json("%s", cases[i].json);
@@ -87,11 +92,9 @@ static void test_wrong_types_missing_keys_and_sizes(void **state)
 
     /* Malformed JSON and bad numbers never reach the wire. */
     lapse_item *it = NULL;
-    assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":{\"N\":\"12x\"}}", &e), LAPSE_EINVAL,
-                      &e);
+    assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":{\"N\":\"12x\"}}", &e), LAPSE_EINVAL, &e);
     assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":", &e), LAPSE_EINVAL, &e);
-    assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":{\"SS\":[\"a\"]}}", &e), LAPSE_EINVAL,
-                      &e);
+    assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":{\"SS\":[\"a\"]}}", &e), LAPSE_EINVAL, &e);
 
     /* Over DynamoDB's 400 KB item limit. */
     it = item_json("{\"Id\":{\"N\":\"1\"},\"Sk\":{\"S\":\"big\"}}");
@@ -110,9 +113,11 @@ static void test_wrong_types_missing_keys_and_sizes(void **state)
     lapse_item_free(it);
 
     /* Bad table definitions. */
-    lapse_table_def bad_name = {"x", "Id", 'S', NULL, 0, 4};
+    lapse_table_def bad_name = {
+        .name = "x", .partition_key = "Id", .partition_key_type = 'S', .partitions = 4};
     assert_lapse_code(lapse_create_table(g_client, &bad_name, &e), LAPSE_EINVAL, &e);
-    lapse_table_def bad_parts = {"Parts", "Id", 'S', NULL, 0, 12};
+    lapse_table_def bad_parts = {
+        .name = "Parts", .partition_key = "Id", .partition_key_type = 'S', .partitions = 12};
     assert_lapse_code(lapse_create_table(g_client, &bad_parts, &e), LAPSE_EINVAL, &e);
     assert_cluster_serving();
 }
@@ -260,8 +265,8 @@ static void expect_cli(int code, const char *stdout_has, const char *stderr_has,
     int rv = run_cli(&out, &err, args);
     if (rv != code || (stdout_has && !strstr(out, stdout_has)) ||
         (stderr_has && !strstr(err, stderr_has))) {
-        fail_msg("lapse %s ...: exit %d (want %d)\nstdout: %s\nstderr: %s", args[0], rv, code,
-                 out, err);
+        fail_msg("lapse %s ...: exit %d (want %d)\nstdout: %s\nstderr: %s", args[0], rv, code, out,
+                 err);
     }
     free(out);
     free(err);
@@ -275,14 +280,20 @@ static void test_cli_reports_bad_input_with_exit_codes(void **state)
     expect_cli(2, NULL, NULL, (const char *[]){"scan", "Strict", "--limit", NULL});
     expect_cli(2, NULL, NULL, (const char *[]){"put", "Strict", "{}", "--bogus-flag", NULL});
     expect_cli(1, NULL, "lapse", (const char *[]){"put", "Strict", "{\"Id\":", NULL});
-    expect_cli(1, NULL, "Id", (const char *[]){"put", "Strict", "{\"Id\":{\"S\":\"x\"},\"Sk\":{\"S\":\"a\"}}", NULL});
-    expect_cli(1, NULL, "NoSuch", (const char *[]){"get", "NoSuch", "{\"Id\":{\"N\":\"1\"}}", NULL});
-    expect_cli(0, NULL, NULL,
-               (const char *[]){"put", "Strict", "{\"Id\":{\"N\":\"7\"},\"Sk\":{\"S\":\"cli\"}}", NULL});
-    expect_cli(0, "\"cli\"", NULL,
-               (const char *[]){"get", "Strict", "{\"Id\":{\"N\":\"7\"},\"Sk\":{\"S\":\"cli\"}}", NULL});
-    expect_cli(0, "{}", NULL,
-               (const char *[]){"get", "Strict", "{\"Id\":{\"N\":\"8\"},\"Sk\":{\"S\":\"none\"}}", NULL});
+    expect_cli(
+        1, NULL, "Id",
+        (const char *[]){"put", "Strict", "{\"Id\":{\"S\":\"x\"},\"Sk\":{\"S\":\"a\"}}", NULL});
+    expect_cli(1, NULL, "NoSuch",
+               (const char *[]){"get", "NoSuch", "{\"Id\":{\"N\":\"1\"}}", NULL});
+    expect_cli(
+        0, NULL, NULL,
+        (const char *[]){"put", "Strict", "{\"Id\":{\"N\":\"7\"},\"Sk\":{\"S\":\"cli\"}}", NULL});
+    expect_cli(
+        0, "\"cli\"", NULL,
+        (const char *[]){"get", "Strict", "{\"Id\":{\"N\":\"7\"},\"Sk\":{\"S\":\"cli\"}}", NULL});
+    expect_cli(
+        0, "{}", NULL,
+        (const char *[]){"get", "Strict", "{\"Id\":{\"N\":\"8\"},\"Sk\":{\"S\":\"none\"}}", NULL});
     assert_cluster_serving();
 }
 

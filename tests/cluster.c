@@ -23,14 +23,15 @@
 extern char **environ;
 
 typedef struct proc {
-    pid_t pid;         /* 0 when not running */
-    int port;          /* its loopback port, fixed for the cluster's life */
-    char url[64];      /* tcp://127.0.0.1:port */
+    pid_t pid;    /* 0 when not running */
+    int port;     /* its loopback port, fixed for the cluster's life */
+    char url[64]; /* tcp://127.0.0.1:port */
     char data_dir[640];
     char log_path[640];
-    int killed;        /* set when we signalled it with SIGKILL/SIGTERM */
-    int crash_status;  /* wait status when it exited on its own */
+    int killed;       /* set when we signalled it with SIGKILL/SIGTERM */
+    int crash_status; /* wait status when it exited on its own */
     int crashed;
+    char metrics_addr[32]; /* "127.0.0.1:port", or "" */
 } proc;
 
 struct cluster {
@@ -119,6 +120,10 @@ static int spawn_proc(cluster *c, int idx)
         argv[argc++] = coord_url;
         argv[argc++] = "--data";
         argv[argc++] = p->data_dir;
+        if (p->metrics_addr[0] != '\0') {
+            argv[argc++] = "--metrics-listen";
+            argv[argc++] = p->metrics_addr;
+        }
         snprintf(extra, sizeof(extra), "%s", c->node_args);
         for (char *save = NULL, *tok = strtok_r(extra, " ", &save); tok && argc < 38;
              tok = strtok_r(NULL, " ", &save)) {
@@ -234,6 +239,9 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
         const char *name = i == 0 ? "coordinator" : "node";
         p->port = cluster_free_port();
         snprintf(p->url, sizeof(p->url), "tcp://127.0.0.1:%d", p->port);
+        if (i > 0 && opt->metrics) {
+            snprintf(p->metrics_addr, sizeof(p->metrics_addr), "127.0.0.1:%d", cluster_free_port());
+        }
         if (i == 0) {
             snprintf(p->data_dir, sizeof(p->data_dir), "%s/%s", c->run_dir, name);
             snprintf(p->log_path, sizeof(p->log_path), "%s/%s.log", c->run_dir, name);
@@ -353,6 +361,14 @@ const char *cluster_node_url(const cluster *c, int node)
 const char *cluster_run_dir(const cluster *c)
 {
     return c->run_dir;
+}
+
+const char *cluster_metrics_addr(const cluster *c, int node)
+{
+    if (node < 1 || node > c->nodes || c->procs[node].metrics_addr[0] == '\0') {
+        return NULL;
+    }
+    return c->procs[node].metrics_addr;
 }
 
 int cluster_nodes(const cluster *c)

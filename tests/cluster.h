@@ -38,6 +38,7 @@ typedef struct cluster_options {
     const char *run_dir;    /* NULL: a new directory under $LAPSE_TEST_TMP or /tmp */
     const char *node_args;  /* extra arguments for every node, space-separated */
     int quiet;              /* 0: print a line per start/kill to stderr */
+    int metrics;            /* give each node --metrics-listen on a free port */
 } cluster_options;
 
 /* Starts the coordinator and the nodes and waits (up to 20 s) until every
@@ -51,6 +52,9 @@ void cluster_free(cluster *c, int remove_dir);
 const char *cluster_coordinator_url(const cluster *c);
 const char *cluster_node_url(const cluster *c, int node); /* node 1..N */
 const char *cluster_run_dir(const cluster *c);
+/* "127.0.0.1:PORT" of node's /metrics endpoint, or NULL without
+ * cluster_options.metrics. */
+const char *cluster_metrics_addr(const cluster *c, int node);
 int cluster_nodes(const cluster *c);
 pid_t cluster_pid(const cluster *c, int idx); /* 0 when not running */
 

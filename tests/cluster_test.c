@@ -42,7 +42,12 @@ static int teardown(void **state)
 static void create(const char *name, const char *pk, char pkt, const char *sk, char skt,
                    unsigned parts)
 {
-    lapse_table_def d = {name, pk, pkt, sk, skt, parts};
+    lapse_table_def d = {.name = name,
+                         .partition_key = pk,
+                         .partition_key_type = pkt,
+                         .sort_key = sk,
+                         .sort_key_type = skt,
+                         .partitions = parts};
     lapse_error e = {0};
     assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
 }
@@ -52,8 +57,7 @@ static pmap *fetch_map(void)
 {
     rpc_client *rc = NULL;
     char err[256];
-    assert_int_equal(rpc_client_open(&rc, cluster_coordinator_url(g_cluster), err, sizeof(err)),
-                     0);
+    assert_int_equal(rpc_client_open(&rc, cluster_coordinator_url(g_cluster), err, sizeof(err)), 0);
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
     req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
@@ -77,8 +81,7 @@ static int scan_on_node(int node, const char *table, uint32_t part, uint64_t pma
 {
     rpc_client *rc = NULL;
     char err[256];
-    assert_int_equal(rpc_client_open(&rc, cluster_node_url(g_cluster, node), err, sizeof(err)),
-                     0);
+    assert_int_equal(rpc_client_open(&rc, cluster_node_url(g_cluster, node), err, sizeof(err)), 0);
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__ScanRequest body = LAPSE__SCAN_REQUEST__INIT;
     body.table = (char *)table;
@@ -125,8 +128,7 @@ static void test_items_spread_over_all_nodes(void **state)
         total += n;
         /* Every other node refuses the partition. */
         uint32_t other = owner % 3 + 1;
-        assert_int_equal(scan_on_node((int)other, "Spread", p, pm->version, &n),
-                         LAPSE_EWRONGNODE);
+        assert_int_equal(scan_on_node((int)other, "Spread", p, pm->version, &n), LAPSE_EWRONGNODE);
     }
     assert_int_equal(total, 600);
     for (int n = 1; n <= 3; n++) {
@@ -153,9 +155,10 @@ static void test_crud_and_conditions(void **state)
     (void)state;
     lapse_error e = {0};
     create("Users", "UserName", 'S', NULL, 0, 0);
-    lapse_item *it = item_json("{\"UserName\":{\"S\":\"user1\"},\"Age\":{\"N\":\"31\"},"
-                               "\"Tags\":{\"L\":[{\"S\":\"a\"},{\"BOOL\":true}]},"
-                               "\"Blob\":{\"B\":\"AAEC\"},\"Nested\":{\"M\":{\"x\":{\"NULL\":true}}}}");
+    lapse_item *it =
+        item_json("{\"UserName\":{\"S\":\"user1\"},\"Age\":{\"N\":\"31\"},"
+                  "\"Tags\":{\"L\":[{\"S\":\"a\"},{\"BOOL\":true}]},"
+                  "\"Blob\":{\"B\":\"AAEC\"},\"Nested\":{\"M\":{\"x\":{\"NULL\":true}}}}");
     lapse_condition not_exists = {LAPSE_COND_NOT_EXISTS, "UserName", NULL};
     assert_lapse_ok(lapse_put(g_client, "Users", it, &not_exists, &e), &e);
     assert_lapse_code(lapse_put(g_client, "Users", it, &not_exists, &e), LAPSE_ECONDITION, &e);
@@ -236,8 +239,8 @@ static void test_query_sort_keys_and_pages(void **state)
         int j = (i * 77) % 120;
         char num[32];
         snprintf(num, sizeof(num), "%g", -30 + j * 0.5);
-        lapse_item *it =
-            item_json("{\"Device\":{\"S\":\"d1\"},\"Seq\":{\"N\":\"%s\"},\"P\":{\"S\":\"x\"}}", num);
+        lapse_item *it = item_json(
+            "{\"Device\":{\"S\":\"d1\"},\"Seq\":{\"N\":\"%s\"},\"P\":{\"S\":\"x\"}}", num);
         assert_lapse_ok(lapse_put(g_client, "Events", it, NULL, &e), &e);
         lapse_item_free(it);
     }
@@ -270,8 +273,9 @@ static void test_query_sort_keys_and_pages(void **state)
     create("Files", "Owner", 'S', "Path", 'S', 4);
     const char *paths[] = {"a/b", "a/c", "ab", "a", "b/a", "a/b/c"};
     for (size_t i = 0; i < 6; i++) {
-        lapse_item *it = item_json(
-            "{\"Owner\":{\"S\":\"o\"},\"Path\":{\"S\":\"%s\"},\"Seq\":{\"N\":\"%zu\"}}", paths[i], i);
+        lapse_item *it =
+            item_json("{\"Owner\":{\"S\":\"o\"},\"Path\":{\"S\":\"%s\"},\"Seq\":{\"N\":\"%zu\"}}",
+                      paths[i], i);
         assert_lapse_ok(lapse_put(g_client, "Files", it, NULL, &e), &e);
         lapse_item_free(it);
     }
@@ -290,13 +294,14 @@ static void test_query_sort_keys_and_pages(void **state)
 
 /* Scans a table (optionally one segment of n) and counts how often each
  * Id number appears. */
-static void scan_count(const char *table, unsigned seg, unsigned nseg, unsigned limit,
-                       int *seen, int max)
+static void scan_count(const char *table, unsigned seg, unsigned nseg, unsigned limit, int *seen,
+                       int max)
 {
     lapse_error e = {0};
     lapse_item *start = NULL;
     for (int pages = 0; pages < 10000; pages++) {
-        lapse_scan_opts o = {limit, seg, nseg, start};
+        lapse_scan_opts o = {
+            .limit = limit, .segment = seg, .total_segments = nseg, .exclusive_start_key = start};
         lapse_page *pg = NULL;
         assert_lapse_ok(lapse_scan(g_client, table, &o, &pg, &e), &e);
         for (size_t i = 0; i < lapse_page_count(pg); i++) {
@@ -449,7 +454,8 @@ static void test_tables_listed_described_and_deleted(void **state)
     (void)state;
     lapse_error e = {0};
     create("Listed", "Id", 'B', "Sk", 'S', 4);
-    lapse_table_def dup = {"Listed", "Id", 'B', NULL, 0, 4};
+    lapse_table_def dup = {
+        .name = "Listed", .partition_key = "Id", .partition_key_type = 'B', .partitions = 4};
     assert_lapse_code(lapse_create_table(g_client, &dup, &e), LAPSE_EEXISTS, &e);
     char *js = NULL;
     assert_lapse_ok(lapse_list_tables(g_client, &js, &e), &e);

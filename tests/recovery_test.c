@@ -55,7 +55,8 @@ static void test_acknowledged_writes_survive_kill_9(void **state)
     cluster *c = start_cluster(3, NULL);
     lapse_client *admin = connect_client(c);
     lapse_error e = {0};
-    lapse_table_def d = {"Durable", "Id", 'S', NULL, 0, 32};
+    lapse_table_def d = {
+        .name = "Durable", .partition_key = "Id", .partition_key_type = 'S', .partitions = 32};
     assert_lapse_ok(lapse_create_table(admin, &d, &e), &e);
 
     writer w = {0};
@@ -98,8 +99,8 @@ static void test_acknowledged_writes_survive_kill_9(void **state)
         checked++;
     }
     assert_int_equal(checked, atomic_load(&w.acked_count));
-    fprintf(stderr, "checked %d acknowledged writes, %d failed while node 2 was down\n",
-            checked, w.failures);
+    fprintf(stderr, "checked %d acknowledged writes, %d failed while node 2 was down\n", checked,
+            w.failures);
 
     /* The coordinator dies: reads and writes go on from cached maps. */
     assert_int_equal(cluster_kill(c, 0, SIGKILL), 0);

@@ -1,0 +1,775 @@
+/*
+ * lapse-ttl-bench: how fast Lapse deletes expired items, against Redis's
+ * active expiry in the same run when redis-server is installed.
+ *
+ *   lapse-ttl-bench [--workloads steady,burst,propagation,backfill]
+ *                   [--long-lived N] [--rate N] [--seconds S] [--burst N]
+ *                   [--backfill N] [--reps N] [--bin-dir DIR] [--no-redis]
+ *
+ * Lag of an item = time its deletion became visible minus its due instant.
+ * Lapse: a poller reads a sample of the due items with lapse_batch_get every
+ * few milliseconds and notes when each is first gone; totals come from the
+ * nodes' lapse_ttl_deleted_items_total. Redis: keys set with PEXPIREAT and
+ * never read (a read would expire them lazily), lag from the keyspace
+ * notification each active-expiry deletion publishes.
+ *
+ * Workloads (issue 3's benchmark list):
+ *   steady       --rate items/s fall due for --seconds while --long-lived
+ *                items with far-future TTLs sit in the table
+ *   burst        --burst items due in the same second: time to 50/99/100%
+ *   propagation  update-ttl to ENABLED on an empty table, median of --reps
+ *   backfill     enable TTL on a table of --backfill items: items/s per node
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "../client/lapse.h"
+#include "../tests/cluster.h"
+#include "../tests/scrape.h"
+#include "resp.h"
+
+extern char **environ;
+
+typedef struct config {
+    const char *bin_dir;
+    const char *workloads;
+    long long long_lived;
+    long long rate;
+    int seconds;
+    long long burst;
+    long long backfill;
+    int reps;
+    int redis;
+} config;
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    if (ms <= 0) {
+        return;
+    }
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int has_workload(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p != NULL; p = strchr(p, ',')) {
+        p += *p == ',';
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Prints p50/p99/max of n lags (ms), sorting them. */
+static void print_lags(const char *who, const char *what, int64_t *lag, size_t n, size_t expected)
+{
+    if (n == 0) {
+        printf("%-6s %-8s no item deleted (of %zu)\n", who, what, expected);
+        return;
+    }
+    qsort(lag, n, sizeof(*lag), cmp_i64);
+    printf("%-6s %-8s lag p50=%lldms p99=%lldms max=%lldms  (%zu of %zu observed deleted)\n", who,
+           what, (long long)lag[(n - 1) / 2], (long long)lag[(size_t)((double)(n - 1) * 0.99)],
+           (long long)lag[n - 1], n, expected);
+}
+
+/* ======================================================================== */
+/* Lapse                                                                    */
+/* ======================================================================== */
+
+static lapse_item *make_item(const char *prefix, long long i, int64_t ttl_s)
+{
+    char k[48];
+    snprintf(k, sizeof(k), "%s%012lld", prefix, i);
+    lapse_item *it = lapse_item_new();
+    lapse_item_set_s(it, "Id", k);
+    lapse_item_set_n_i64(it, "ExpirationTime", ttl_s);
+    lapse_item_set_s(it, "Pad", "0123456789012345678901234567890123456789");
+    return it;
+}
+
+typedef struct loader {
+    lapse_client *c;
+    const char *table;
+    const char *prefix;
+    long long from, to; /* item indexes [from, to) */
+    int64_t (*ttl_of)(void *arg, long long i);
+    void *arg;
+    atomic_llong *done;
+    int failed;
+} loader;
+
+static void *loader_main(void *p)
+{
+    loader *l = p;
+    enum { B = 1000 };
+    lapse_item *batch[B];
+    lapse_error e;
+    for (long long i = l->from; i < l->to;) {
+        int n = 0;
+        for (; n < B && i < l->to; n++, i++) {
+            batch[n] = make_item(l->prefix, i, l->ttl_of(l->arg, i));
+        }
+        if (lapse_batch_write(l->c, l->table, batch, (size_t)n, NULL, 0, &e) != 0) {
+            fprintf(stderr, "load: %s\n", e.message);
+            l->failed = 1;
+        }
+        for (int k = 0; k < n; k++) {
+            lapse_item_free(batch[k]);
+        }
+        atomic_fetch_add(l->done, n);
+        if (l->failed) {
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Loads [0, n) with 4 threads, printing progress. Returns 0 or -1. */
+static int load(lapse_client *c, const char *table, const char *prefix, long long n,
+                int64_t (*ttl_of)(void *, long long), void *arg, const char *what)
+{
+    enum { T = 4 };
+    loader ls[T];
+    pthread_t th[T];
+    atomic_llong done = 0;
+    int64_t t0 = wall_ms();
+    for (int t = 0; t < T; t++) {
+        ls[t] = (loader){c, table, prefix, n * t / T, n * (t + 1) / T, ttl_of, arg, &done, 0};
+        pthread_create(&th[t], NULL, loader_main, &ls[t]);
+    }
+    for (;;) {
+        long long d = atomic_load(&done);
+        fprintf(stderr, "\rloading %s: %lld/%lld", what, d, n);
+        if (d >= n) {
+            break;
+        }
+        int failed = 0;
+        for (int t = 0; t < T; t++) {
+            failed |= ls[t].failed;
+        }
+        if (failed) {
+            break;
+        }
+        sleep_ms(200);
+    }
+    int failed = 0;
+    for (int t = 0; t < T; t++) {
+        pthread_join(th[t], NULL);
+        failed |= ls[t].failed;
+    }
+    fprintf(stderr, " (%.1f s)\n", (double)(wall_ms() - t0) / 1000);
+    return failed ? -1 : 0;
+}
+
+static int64_t far_future(void *arg, long long i)
+{
+    (void)arg;
+    (void)i;
+    return wall_ms() / 1000 + 30 * 86400;
+}
+
+typedef struct due_plan {
+    int64_t t0_ms; /* the first item's due instant (a whole second) */
+    double per_ms; /* items falling due per millisecond */
+} due_plan;
+
+/* Due instants are whole seconds (TTL values are epoch seconds): item i is
+ * due at the second its slot in the stream falls in. */
+static int64_t due_s_of(const due_plan *p, long long i)
+{
+    return (p->t0_ms + (int64_t)((double)i / p->per_ms)) / 1000;
+}
+
+static int64_t planned_ttl(void *arg, long long i)
+{
+    return due_s_of(arg, i);
+}
+
+static int create_ttl_table(lapse_client *c, const char *name)
+{
+    lapse_error e;
+    lapse_table_def d = {0};
+    d.name = name;
+    d.partition_key = "Id";
+    d.partition_key_type = 'S';
+    d.partitions = 64;
+    if (lapse_create_table(c, &d, &e) != 0) {
+        fprintf(stderr, "create %s: %s\n", name, e.message);
+        return -1;
+    }
+    lapse_ttl_spec spec = {0};
+    spec.action = LAPSE_TTL_ENABLE;
+    spec.attribute = "ExpirationTime";
+    if (lapse_update_ttl(c, name, &spec, NULL, &e) != 0) {
+        fprintf(stderr, "update-ttl %s: %s\n", name, e.message);
+        return -1;
+    }
+    return 0;
+}
+
+static double deleted_total(cluster *cl)
+{
+    double sum = 0;
+    for (int n = 1; n <= cluster_nodes(cl); n++) {
+        char *text = scrape_get(cluster_metrics_addr(cl, n), 2000);
+        if (text != NULL) {
+            sum += scrape_sum(text, "lapse_ttl_deleted_items_total", NULL);
+            free(text);
+        }
+    }
+    return sum;
+}
+
+/* Polls a sample of due items until each is gone; lag[i] = first seen gone
+ * - due. Returns how many were seen gone. */
+static size_t sample_lags(lapse_client *c, const char *table, const char *prefix,
+                          const long long *idx, const int64_t *due_ms, size_t n, int64_t *lag,
+                          int64_t give_up_ms)
+{
+    char *gone = calloc(n, 1);
+    size_t ngone = 0;
+    lapse_item **keys = calloc(n, sizeof(*keys));
+    lapse_item **got = calloc(n, sizeof(*got));
+    size_t *which = calloc(n, sizeof(*which));
+    while (ngone < n && wall_ms() < give_up_ms) {
+        int64_t now = wall_ms();
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!gone[i] && due_ms[i] <= now) {
+                char ks[48];
+                snprintf(ks, sizeof(ks), "%s%012lld", prefix, idx[i]);
+                keys[k] = lapse_item_new();
+                lapse_item_set_s(keys[k], "Id", ks);
+                which[k++] = i;
+            }
+        }
+        lapse_error e;
+        if (k > 0 && lapse_batch_get(c, table, keys, k, got, &e) == 0) {
+            int64_t at = wall_ms();
+            for (size_t j = 0; j < k; j++) {
+                if (got[j] == NULL) {
+                    gone[which[j]] = 1;
+                    lag[ngone++] = at - due_ms[which[j]];
+                }
+                lapse_item_free(got[j]);
+            }
+        }
+        for (size_t j = 0; j < k; j++) {
+            lapse_item_free(keys[j]);
+        }
+        sleep_ms(5);
+    }
+    free(gone);
+    free(keys);
+    free(got);
+    free(which);
+    return ngone;
+}
+
+static void lapse_steady(cluster *cl, lapse_client *c, const config *cfg)
+{
+    if (create_ttl_table(c, "Steady") != 0) {
+        return;
+    }
+    if (load(c, "Steady", "long", cfg->long_lived, far_future, NULL, "long-lived items") != 0) {
+        return;
+    }
+    long long total = cfg->rate * cfg->seconds;
+    /* The due stream starts after the load of the due items can finish. */
+    due_plan plan = {(wall_ms() / 1000 + 3 + total / 100000) * 1000, (double)cfg->rate / 1000};
+    double before = deleted_total(cl);
+    if (load(c, "Steady", "due", total, planned_ttl, &plan, "due items") != 0) {
+        return;
+    }
+    if (wall_ms() > plan.t0_ms) {
+        fprintf(stderr, "steady: the load ended after the first due instant\n");
+    }
+    enum { SAMPLE = 2000 };
+    size_t n = total < SAMPLE ? (size_t)total : SAMPLE;
+    long long *idx = malloc(n * sizeof(*idx));
+    int64_t *due = malloc(n * sizeof(*due));
+    int64_t *lag = malloc(n * sizeof(*lag));
+    for (size_t i = 0; i < n; i++) {
+        idx[i] = (long long)((double)i * (double)total / (double)n);
+        due[i] = due_s_of(&plan, idx[i]) * 1000;
+    }
+    int64_t end = plan.t0_ms + cfg->seconds * 1000LL;
+    size_t seen = sample_lags(c, "Steady", "due", idx, due, n, lag, end + 60000);
+    print_lags("lapse", "steady", lag, seen, n);
+    /* Everything due was deleted: the counters say how long it took. */
+    while (deleted_total(cl) - before < (double)total && wall_ms() < end + 60000) {
+        sleep_ms(50);
+    }
+    printf("lapse  steady   all %lld due items deleted %.3f s after the last due instant "
+           "(%lld long-lived items untouched)\n",
+           total, (double)(wall_ms() - end) / 1000, cfg->long_lived);
+    free(idx);
+    free(due);
+    free(lag);
+}
+
+static void lapse_burst(cluster *cl, lapse_client *c, const config *cfg)
+{
+    if (create_ttl_table(c, "Burst") != 0) {
+        return;
+    }
+    due_plan plan = {(wall_ms() / 1000 + 4 + cfg->burst / 100000) * 1000, 1e12};
+    double before = deleted_total(cl);
+    if (load(c, "Burst", "burst", cfg->burst, planned_ttl, &plan, "burst items") != 0) {
+        return;
+    }
+    /* Due at plan.t0_ms (all in the same second); expired from t0 + 1 ms. */
+    int64_t t50 = -1, t99 = -1, t100 = -1;
+    while (wall_ms() < plan.t0_ms + 120000) {
+        double d = deleted_total(cl) - before;
+        int64_t at = wall_ms() - plan.t0_ms;
+        if (t50 < 0 && d >= 0.5 * (double)cfg->burst) {
+            t50 = at;
+        }
+        if (t99 < 0 && d >= 0.99 * (double)cfg->burst) {
+            t99 = at;
+        }
+        if (d >= (double)cfg->burst) {
+            t100 = at;
+            break;
+        }
+        sleep_ms(10);
+    }
+    printf("lapse  burst    %lld items due in one second: 50%% after %lld ms, 99%% after %lld ms, "
+           "100%% after %lld ms\n",
+           cfg->burst, (long long)t50, (long long)t99, (long long)t100);
+}
+
+static char *ttl_status(lapse_client *c, const char *table)
+{
+    char *js = NULL;
+    lapse_error e;
+    if (lapse_describe_ttl(c, table, &js, &e) != 0) {
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *root = json_loads(js, 0, &jerr);
+    lapse_free(js);
+    const char *st = json_string_value(
+        json_object_get(json_object_get(root, "TimeToLiveDescription"), "TimeToLiveStatus"));
+    char *out = st ? strdup(st) : NULL;
+    json_decref(root);
+    return out;
+}
+
+static int64_t enable_and_wait(lapse_client *c, const char *table, int64_t timeout_ms)
+{
+    lapse_ttl_spec spec = {0};
+    spec.action = LAPSE_TTL_ENABLE;
+    spec.attribute = "ExpirationTime";
+    lapse_error e;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    if (lapse_update_ttl(c, table, &spec, NULL, &e) != 0) {
+        fprintf(stderr, "update-ttl: %s\n", e.message);
+        return -1;
+    }
+    int64_t deadline = wall_ms() + timeout_ms;
+    while (wall_ms() < deadline) {
+        char *st = ttl_status(c, table);
+        int enabled = st != NULL && strcmp(st, "ENABLED") == 0;
+        free(st);
+        if (enabled) {
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            return (b.tv_sec - a.tv_sec) * 1000000LL + (b.tv_nsec - a.tv_nsec) / 1000;
+        }
+        sleep_ms(1);
+    }
+    return -1;
+}
+
+static void lapse_propagation(lapse_client *c, const config *cfg)
+{
+    int64_t *us = calloc((size_t)cfg->reps, sizeof(*us));
+    int n = 0;
+    for (int r = 0; r < cfg->reps; r++) {
+        char name[32];
+        snprintf(name, sizeof(name), "Prop%d", r);
+        lapse_table_def d = {0};
+        d.name = name;
+        d.partition_key = "Id";
+        d.partition_key_type = 'S';
+        lapse_error e;
+        if (lapse_create_table(c, &d, &e) != 0) {
+            fprintf(stderr, "create: %s\n", e.message);
+            continue;
+        }
+        int64_t t = enable_and_wait(c, name, 10000);
+        if (t >= 0) {
+            us[n++] = t;
+        }
+        fprintf(stderr, "\rpropagation %d/%d", r + 1, cfg->reps);
+    }
+    fprintf(stderr, "\n");
+    qsort(us, (size_t)n, sizeof(*us), cmp_i64);
+    if (n > 0) {
+        printf("lapse  propagation update-ttl to ENABLED on an empty 64-partition table: "
+               "median %.1f ms, min %.1f ms, max %.1f ms (%d runs)\n",
+               (double)us[(n - 1) / 2] / 1000, (double)us[0] / 1000, (double)us[n - 1] / 1000, n);
+    }
+    free(us);
+}
+
+static void lapse_backfill(cluster *cl, lapse_client *c, const config *cfg)
+{
+    lapse_table_def d = {0};
+    d.name = "Backfill";
+    d.partition_key = "Id";
+    d.partition_key_type = 'S';
+    d.partitions = 64;
+    lapse_error e;
+    if (lapse_create_table(c, &d, &e) != 0) {
+        fprintf(stderr, "create: %s\n", e.message);
+        return;
+    }
+    if (load(c, "Backfill", "bf", cfg->backfill, far_future, NULL, "items to backfill") != 0) {
+        return;
+    }
+    int64_t us = enable_and_wait(c, "Backfill", 600000);
+    if (us <= 0) {
+        printf("lapse  backfill did not finish\n");
+        return;
+    }
+    double s = (double)us / 1e6;
+    printf("lapse  backfill %lld items indexed in %.2f s: %.0f items/s cluster-wide, %.0f items/s "
+           "per node\n",
+           cfg->backfill, s, (double)cfg->backfill / s,
+           (double)cfg->backfill / s / cluster_nodes(cl));
+}
+
+/* ======================================================================== */
+/* Redis                                                                    */
+/* ======================================================================== */
+
+typedef struct redis_run {
+    pid_t pid;
+    int port;
+    resp *cmd;
+} redis_run;
+
+static int redis_start(redis_run *r)
+{
+    char port[16];
+    r->port = cluster_free_port();
+    snprintf(port, sizeof(port), "%d", r->port);
+    char *argv[] = {"redis-server", "--port", port,         "--bind",  "127.0.0.1", "--save", "",
+                    "--appendonly", "no",     "--loglevel", "warning", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY | O_CREAT, 0644);
+    if (posix_spawnp(&r->pid, "redis-server", &fa, NULL, argv, environ) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return -1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    for (int i = 0; i < 200 && (r->cmd = resp_connect(r->port)) == NULL; i++) {
+        sleep_ms(20);
+    }
+    if (r->cmd == NULL) {
+        kill(r->pid, SIGKILL);
+        waitpid(r->pid, NULL, 0);
+        return -1;
+    }
+    const char *cfg[] = {"CONFIG", "SET", "notify-keyspace-events", "Ex"};
+    char err[256];
+    resp_send(r->cmd, 4, cfg);
+    resp_flush(r->cmd);
+    return resp_read(r->cmd, err, sizeof(err));
+}
+
+static void redis_stop(redis_run *r)
+{
+    resp_close(r->cmd);
+    kill(r->pid, SIGTERM);
+    waitpid(r->pid, NULL, 0);
+}
+
+/* SET key v + PEXPIREAT key at_ms for keys prefix[from, to), pipelined. */
+static int redis_load(redis_run *r, const char *prefix, long long n,
+                      int64_t (*at_ms)(void *, long long), void *arg, const char *what)
+{
+    char err[256];
+    long long pending = 0;
+    for (long long i = 0; i < n; i++) {
+        char key[48], when[32];
+        snprintf(key, sizeof(key), "%s%012lld", prefix, i);
+        snprintf(when, sizeof(when), "%lld", (long long)at_ms(arg, i));
+        const char *set[] = {"SET", key, "0123456789012345678901234567890123456789"};
+        const char *exp[] = {"PEXPIREAT", key, when};
+        resp_send(r->cmd, 3, set);
+        resp_send(r->cmd, 3, exp);
+        pending += 2;
+        if (pending >= 20000 || i == n - 1) {
+            resp_flush(r->cmd);
+            for (; pending > 0; pending--) {
+                if (resp_read(r->cmd, err, sizeof(err)) != 0) {
+                    fprintf(stderr, "redis: %s\n", err);
+                    return -1;
+                }
+            }
+            if (i % 100000 < 10000) {
+                fprintf(stderr, "\rloading redis %s: %lld/%lld", what, i + 1, n);
+            }
+        }
+    }
+    fprintf(stderr, "\rloading redis %s: %lld/%lld\n", what, n, n);
+    return 0;
+}
+
+static int64_t far_future_ms(void *arg, long long i)
+{
+    (void)arg;
+    (void)i;
+    return wall_ms() + 30LL * 86400 * 1000;
+}
+
+static int64_t planned_ms(void *arg, long long i)
+{
+    return due_s_of(arg, i) * 1000;
+}
+
+/* Collects expired notifications for keys prefix*; lag = receipt - due. */
+static size_t redis_watch(resp *sub, const char *prefix, const due_plan *plan, long long total,
+                          int64_t *lag, int64_t give_up_ms, int64_t *t_at /* per count: ms */)
+{
+    size_t seen = 0;
+    size_t plen = strlen(prefix);
+    while ((long long)seen < total && wall_ms() < give_up_ms) {
+        char key[128];
+        int rv = resp_read_message(sub, 200, key, sizeof(key));
+        if (rv < 0) {
+            break;
+        }
+        if (rv == 1 || strncmp(key, prefix, plen) != 0) {
+            continue;
+        }
+        long long i = atoll(key + plen);
+        int64_t now = wall_ms();
+        if (lag != NULL) {
+            lag[seen] = now - due_s_of(plan, i) * 1000;
+        }
+        if (t_at != NULL) {
+            t_at[seen] = now - plan->t0_ms;
+        }
+        seen++;
+    }
+    return seen;
+}
+
+static resp *redis_subscribe(redis_run *r)
+{
+    resp *sub = resp_connect(r->port);
+    const char *cmd[] = {"SUBSCRIBE", "__keyevent@0__:expired"};
+    char ack[64];
+    if (sub == NULL || resp_send(sub, 2, cmd) != 0 || resp_flush(sub) != 0 ||
+        resp_read_message(sub, 5000, ack, sizeof(ack)) != 0) {
+        resp_close(sub);
+        return NULL;
+    }
+    return sub;
+}
+
+static void redis_steady(const config *cfg)
+{
+    redis_run r;
+    if (redis_start(&r) != 0) {
+        fprintf(stderr, "redis: cannot start redis-server\n");
+        return;
+    }
+    resp *sub = redis_subscribe(&r);
+    long long total = cfg->rate * cfg->seconds;
+    if (sub == NULL ||
+        redis_load(&r, "long", cfg->long_lived, far_future_ms, NULL, "long-lived") != 0) {
+        goto out;
+    }
+    due_plan plan = {(wall_ms() / 1000 + 3 + total / 100000) * 1000, (double)cfg->rate / 1000};
+    if (redis_load(&r, "due", total, planned_ms, &plan, "due") != 0) {
+        goto out;
+    }
+    int64_t *lag = malloc((size_t)total * sizeof(*lag));
+    int64_t end = plan.t0_ms + cfg->seconds * 1000LL;
+    size_t seen = redis_watch(sub, "due", &plan, total, lag, end + 180000, NULL);
+    print_lags("redis", "steady", lag, seen, (size_t)total);
+    if ((long long)seen < total) {
+        printf("redis  steady   %lld of %lld due items still present 180 s after the last due "
+               "instant\n",
+               total - (long long)seen, total);
+    }
+    free(lag);
+out:
+    resp_close(sub);
+    redis_stop(&r);
+}
+
+static void redis_burst(const config *cfg)
+{
+    redis_run r;
+    if (redis_start(&r) != 0) {
+        fprintf(stderr, "redis: cannot start redis-server\n");
+        return;
+    }
+    resp *sub = redis_subscribe(&r);
+    due_plan plan = {(wall_ms() / 1000 + 4 + cfg->burst / 100000) * 1000, 1e12};
+    if (sub == NULL || redis_load(&r, "burst", cfg->burst, planned_ms, &plan, "burst") != 0) {
+        goto out;
+    }
+    int64_t *at = malloc((size_t)cfg->burst * sizeof(*at));
+    size_t seen = redis_watch(sub, "burst", &plan, cfg->burst, NULL, plan.t0_ms + 120000, at);
+    long long n = cfg->burst;
+    printf("redis  burst    %lld items due in one second: 50%% after %lld ms, 99%% after %lld ms, "
+           "100%% after %lld ms\n",
+           n, seen > (size_t)(n / 2) ? (long long)at[n / 2] : -1LL,
+           seen > (size_t)(n * 99 / 100) ? (long long)at[n * 99 / 100 - 1] : -1LL,
+           (long long)seen == n ? (long long)at[n - 1] : -1LL);
+    free(at);
+out:
+    resp_close(sub);
+    redis_stop(&r);
+}
+
+/* ======================================================================== */
+/* Main                                                                     */
+/* ======================================================================== */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: lapse-ttl-bench [--workloads steady,burst,propagation,backfill] "
+                    "[--long-lived N] [--rate N] [--seconds S] [--burst N] [--backfill N] "
+                    "[--reps N] [--bin-dir DIR] [--no-redis]\n");
+}
+
+int main(int argc, char **argv)
+{
+    config cfg = {"./build/bin",
+                  "steady,burst,propagation,backfill",
+                  1000000,
+                  50000,
+                  10,
+                  1000000,
+                  1000000,
+                  20,
+                  1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0) {
+            usage();
+            return 0;
+        }
+        if (strcmp(a, "--no-redis") == 0) {
+            cfg.redis = 0;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            usage();
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (strcmp(a, "--workloads") == 0) {
+            cfg.workloads = v;
+        } else if (strcmp(a, "--bin-dir") == 0) {
+            cfg.bin_dir = v;
+        } else if (strcmp(a, "--long-lived") == 0) {
+            cfg.long_lived = atoll(v);
+        } else if (strcmp(a, "--rate") == 0) {
+            cfg.rate = atoll(v);
+        } else if (strcmp(a, "--seconds") == 0) {
+            cfg.seconds = atoi(v);
+        } else if (strcmp(a, "--burst") == 0) {
+            cfg.burst = atoll(v);
+        } else if (strcmp(a, "--backfill") == 0) {
+            cfg.backfill = atoll(v);
+        } else if (strcmp(a, "--reps") == 0) {
+            cfg.reps = atoi(v);
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    if (cfg.long_lived < 0 || cfg.rate < 1 || cfg.seconds < 1 || cfg.burst < 1 ||
+        cfg.backfill < 1 || cfg.reps < 1) {
+        fprintf(stderr, "lapse-ttl-bench: an option is out of range\n");
+        return 2;
+    }
+    if (cfg.redis && system("command -v redis-server >/dev/null 2>&1") != 0) {
+        fprintf(stderr,
+                "redis-server not installed: Lapse only (bench/install-redis.sh adds it)\n");
+        cfg.redis = 0;
+    }
+    cluster_options o = {0};
+    o.nodes = 3;
+    o.bin_dir = cfg.bin_dir;
+    o.quiet = 1;
+    o.metrics = 1;
+    cluster *cl = NULL;
+    char err[512];
+    if (cluster_start(&cl, &o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "lapse-ttl-bench: %s\n", err);
+        return 1;
+    }
+    lapse_client *c = NULL;
+    lapse_error e;
+    if (lapse_connect(&c, cluster_coordinator_url(cl), &e) != 0) {
+        fprintf(stderr, "lapse-ttl-bench: %s\n", e.message);
+        cluster_free(cl, 1);
+        return 1;
+    }
+    lapse_set_timeout_ms(c, 30000);
+    printf("# lapse-ttl-bench: 3 nodes on loopback; steady %lld items/s for %d s with %lld "
+           "long-lived; burst %lld; backfill %lld\n",
+           cfg.rate, cfg.seconds, cfg.long_lived, cfg.burst, cfg.backfill);
+    if (has_workload(cfg.workloads, "propagation")) {
+        lapse_propagation(c, &cfg);
+    }
+    if (has_workload(cfg.workloads, "steady")) {
+        lapse_steady(cl, c, &cfg);
+        if (cfg.redis) {
+            redis_steady(&cfg);
+        }
+    }
+    if (has_workload(cfg.workloads, "burst")) {
+        lapse_burst(cl, c, &cfg);
+        if (cfg.redis) {
+            redis_burst(&cfg);
+        }
+    }
+    if (has_workload(cfg.workloads, "backfill")) {
+        lapse_backfill(cl, c, &cfg);
+    }
+    lapse_close(c);
+    cluster_free(cl, 1);
+    return 0;
+}
