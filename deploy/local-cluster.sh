@@ -90,10 +90,12 @@ up() {
 Lapse is running (data and logs in $home). Try:
   export PATH=$bin:\$PATH
   lapse create-table SessionData --partition-key UserName:S --sort-key SessionId:S
-  lapse put SessionData '{"UserName":{"S":"user1"},"SessionId":{"S":"s1"},"ExpirationTime":{"N":"1461938400"}}'
+  lapse put SessionData '{"UserName":{"S":"user1"},"SessionId":{"S":"s1"},"ExpirationTime":{"N":"'\$((\$(date +%s)+5))'"}}'
   lapse get SessionData '{"UserName":{"S":"user1"},"SessionId":{"S":"s1"}}'
   lapse query SessionData --key '{"UserName":{"S":"user1"}}'
-  lapse scan SessionData
+  lapse update-ttl SessionData --enable --attribute ExpirationTime
+  lapse describe-ttl SessionData
+  sleep 6; lapse scan SessionData      # the session expired and was deleted
 Stop it with: make cluster-down
 TRY
 }
