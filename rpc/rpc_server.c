@@ -100,10 +100,38 @@ struct rpc_server {
     int closing;
 };
 
+/* Posts the next operation on c's context unless the server is closing.
+ * Posting under mu closes a race: NNG 1.5.2 can panic ("pthread_mutex_lock:
+ * Invalid argument") when nng_ctx_send or nng_ctx_recv runs concurrently
+ * with nng_close on the socket. rpc_server_close sets closing under mu before
+ * it closes the socket, so every post either precedes the close or is
+ * skipped. Returns 0 if posted, -1 if skipped (msg, if any, is freed). */
+static int srv_post(srv_ctx *c, nng_msg *msg)
+{
+    rpc_server *s = c->srv;
+    pthread_mutex_lock(&s->mu);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->mu);
+        if (msg != NULL) {
+            nng_msg_free(msg);
+        }
+        return -1;
+    }
+    if (msg != NULL) {
+        nng_aio_set_msg(c->aio, msg);
+        c->state = SRV_SEND;
+        nng_ctx_send(c->ctx, c->aio);
+    } else {
+        c->state = SRV_RECV;
+        nng_ctx_recv(c->ctx, c->aio);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
 static void srv_recv(srv_ctx *c)
 {
-    c->state = SRV_RECV;
-    nng_ctx_recv(c->ctx, c->aio);
+    (void)srv_post(c, NULL);
 }
 
 static int nng_stopping(int rv)
@@ -244,9 +272,7 @@ static void srv_serve(rpc_server *s, srv_ctx *c)
         srv_recv(c);
         return;
     }
-    nng_aio_set_msg(c->aio, out);
-    c->state = SRV_SEND;
-    nng_ctx_send(c->ctx, c->aio);
+    (void)srv_post(c, out);
 }
 
 static void *srv_worker(void *arg)
@@ -383,7 +409,8 @@ void rpc_server_close(rpc_server *s)
         pthread_mutex_unlock(&s->mu);
     }
     /* Stop receiving: pending receives and sends complete with ECLOSED and
-     * their callbacks do not re-arm. */
+     * their callbacks do not re-arm; with closing set, nothing new is posted
+     * (srv_post). */
     if (s->sock_open) {
         nng_close(s->sock);
     }
