@@ -2,8 +2,9 @@
  * lapse-ttl-bench: how fast Lapse deletes expired items, against Redis's
  * active expiry in the same run when redis-server is installed.
  *
- *   lapse-ttl-bench [--workloads steady,burst,propagation,backfill]
- *                   [--long-lived N] [--rate N] [--seconds S] [--burst N]
+ *   lapse-ttl-bench [--workloads steady,load,burst,propagation,backfill,naive-burst]
+ *                   [--long-lived N] [--rate N] [--seconds S] [--load-rate N]
+ *                   [--load-seconds S] [--put-rate N] [--burst N]
  *                   [--backfill N] [--reps N] [--bin-dir DIR] [--no-redis]
  *
  * Lag of an item = time its deletion became visible minus its due instant.
@@ -16,9 +17,15 @@
  * Workloads (issue 3's benchmark list):
  *   steady       --rate items/s fall due for --seconds while --long-lived
  *                items with far-future TTLs sit in the table
+ *   load         --load-rate items/s fall due for --load-seconds while one
+ *                client thread puts --put-rate items/s (single lapse_put,
+ *                long-lived items in another table): lag, and put latency
+ *                with the expiry running and, first, without it
  *   burst        --burst items due in the same second: time to 50/99/100%
  *   propagation  update-ttl to ENABLED on an empty table, median of --reps
  *   backfill     enable TTL on a table of --backfill items: items/s per node
+ *   naive-burst  the burst again on a second cluster started with
+ *                --ttl-naive-scan (no index: full passes every second), last
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -52,6 +59,9 @@ typedef struct config {
     long long backfill;
     int reps;
     int redis;
+    long long load_rate; /* "load": items/s falling due */
+    int load_seconds;    /* "load": for this long */
+    long long put_rate;  /* "load": single puts/s of the foreground client */
 } config;
 
 static int64_t wall_ms(void)
@@ -340,7 +350,8 @@ static void lapse_steady(cluster *cl, lapse_client *c, const config *cfg)
     free(lag);
 }
 
-static void lapse_burst(cluster *cl, lapse_client *c, const config *cfg)
+/* label: "burst" (the indexed scanners) or "naive" (--ttl-naive-scan). */
+static void lapse_burst(cluster *cl, lapse_client *c, const config *cfg, const char *label)
 {
     if (create_ttl_table(c, "Burst") != 0) {
         return;
@@ -378,10 +389,167 @@ static void lapse_burst(cluster *cl, lapse_client *c, const config *cfg)
     free(idx);
     free(due);
     free(lag);
-    printf("lapse  burst    %lld items due in one second: 50%% after %lld ms, 99%% after %lld ms, "
+    printf("lapse  %-8s %lld items due in one second: 50%% after %lld ms, 99%% after %lld ms, "
            "100%% after %lld ms (+-200 ms)\n",
-           cfg->burst, (long long)t50, (long long)t99, (long long)t100);
+           label, cfg->burst, (long long)t50, (long long)t99, (long long)t100);
 }
+/* Benchmark 6: the same burst on a second cluster whose nodes run
+ * --ttl-naive-scan (full passes over the items each --ttl-naive-interval-ms,
+ * no index), to show what the index buys. */
+static void lapse_naive_burst(const config *cfg)
+{
+    cluster_options o = {0};
+    o.nodes = 3;
+    o.bin_dir = cfg->bin_dir;
+    o.quiet = 1;
+    o.metrics = 1;
+    o.node_args = "--ttl-naive-scan";
+    cluster *cl = NULL;
+    char err[512];
+    if (cluster_start(&cl, &o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "naive-burst: %s\n", err);
+        return;
+    }
+    lapse_client *c = NULL;
+    lapse_error e;
+    if (lapse_connect(&c, cluster_coordinator_url(cl), &e) != 0) {
+        fprintf(stderr, "naive-burst: %s\n", e.message);
+        cluster_free(cl, 1);
+        return;
+    }
+    lapse_set_timeout_ms(c, 30000);
+    lapse_burst(cl, c, cfg, "naive");
+    lapse_close(c);
+    cluster_free(cl, 1);
+}
+
+/* ======================================================================== */
+/* Steady with foreground load (benchmark 2)                                */
+/* ======================================================================== */
+
+typedef struct putter {
+    lapse_client *c;
+    long long rate;   /* puts/s */
+    int64_t until_ms; /* wall clock end */
+    long long first;  /* item index of the first put (distinct keys per run) */
+    int64_t *lat_us;  /* room for cap latencies */
+    size_t cap, n;
+    long long failed;
+} putter;
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* One client thread, single lapse_put calls at a fixed rate (open loop: a
+ * put is issued at its slot, or at once when behind), long-lived items in
+ * table LoadPuts. Records each call's latency. */
+static void *putter_main(void *arg)
+{
+    putter *p = arg;
+    int64_t t0 = mono_us();
+    for (long long i = 0; wall_ms() < p->until_ms && p->n < p->cap; i++) {
+        int64_t slot = t0 + (int64_t)((double)i * 1e6 / (double)p->rate);
+        int64_t now = mono_us();
+        if (slot > now) {
+            struct timespec ts = {(slot - now) / 1000000, (long)((slot - now) % 1000000) * 1000};
+            nanosleep(&ts, NULL);
+        }
+        lapse_item *it = make_item("put", p->first + i, wall_ms() / 1000 + 30 * 86400);
+        lapse_error e;
+        int64_t a = mono_us();
+        int rv = lapse_put(p->c, "LoadPuts", it, NULL, &e);
+        p->lat_us[p->n++] = mono_us() - a;
+        p->failed += rv != 0;
+        lapse_item_free(it);
+    }
+    return NULL;
+}
+
+/* Starts the putter until until_ms (wall clock), keys from first on. */
+static void putter_start(lapse_client *c, const config *cfg, long long first, int64_t until_ms,
+                         pthread_t *th, putter *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->c = c;
+    p->rate = cfg->put_rate;
+    p->until_ms = until_ms;
+    p->first = first;
+    int64_t secs = (until_ms - wall_ms()) / 1000 + 2;
+    p->cap = (size_t)(cfg->put_rate * (secs > 2 ? secs : 2));
+    p->lat_us = malloc(p->cap * sizeof(*p->lat_us));
+    pthread_create(th, NULL, putter_main, p);
+}
+
+static void putter_report(putter *p, const char *what, double seconds)
+{
+    if (p->n == 0) {
+        printf("lapse  load     puts %s: none completed\n", what);
+        free(p->lat_us);
+        return;
+    }
+    qsort(p->lat_us, p->n, sizeof(*p->lat_us), cmp_i64);
+    printf("lapse  load     puts %s: %zu (%.0f/s, %lld failed), latency p50=%.2fms p99=%.2fms "
+           "max=%.2fms\n",
+           what, p->n, (double)p->n / seconds, p->failed, (double)p->lat_us[(p->n - 1) / 2] / 1000,
+           (double)p->lat_us[(size_t)((double)(p->n - 1) * 0.99)] / 1000,
+           (double)p->lat_us[p->n - 1] / 1000);
+    free(p->lat_us);
+}
+
+/* Benchmark 2: --load-rate items/s due for --load-seconds while one client
+ * puts --put-rate items/s; the putter first runs alone as long, so its
+ * latency is compared with and without the expiry. */
+static void lapse_load(cluster *cl, lapse_client *c, const config *cfg)
+{
+    if (create_ttl_table(c, "Load") != 0 || create_ttl_table(c, "LoadPuts") != 0) {
+        return;
+    }
+    pthread_t th;
+    putter p;
+    int64_t t0 = wall_ms();
+    putter_start(c, cfg, 0, t0 + cfg->load_seconds * 1000LL, &th, &p);
+    pthread_join(th, NULL);
+    putter_report(&p, "alone (no expiry)", (double)(wall_ms() - t0) / 1000);
+    long long total = cfg->load_rate * cfg->load_seconds;
+    due_plan plan = {(wall_ms() / 1000 + 3 + total / 100000) * 1000, (double)cfg->load_rate / 1000};
+    double before = deleted_total(cl);
+    if (load(c, "Load", "load", total, planned_ttl, &plan, "due items") != 0) {
+        return;
+    }
+    if (wall_ms() > plan.t0_ms) {
+        fprintf(stderr, "load: the load ended after the first due instant\n");
+    }
+    int64_t end = due_s_of(&plan, total - 1) * 1000;
+    sleep_ms(plan.t0_ms - wall_ms());
+    t0 = wall_ms();
+    putter_start(c, cfg, 1000000000LL, end, &th, &p);
+    enum { SAMPLE = 2000 };
+    size_t n = total < SAMPLE ? (size_t)total : SAMPLE;
+    long long *idx = malloc(n * sizeof(*idx));
+    int64_t *due = malloc(n * sizeof(*due));
+    int64_t *lag = malloc(n * sizeof(*lag));
+    for (size_t i = 0; i < n; i++) {
+        idx[i] = (long long)((double)i * (double)total / (double)n);
+        due[i] = due_s_of(&plan, idx[i]) * 1000;
+    }
+    size_t seen = sample_lags(c, "Load", "load", idx, due, n, lag, end + 60000);
+    pthread_join(th, NULL);
+    putter_report(&p, "with expiry", (double)(wall_ms() - t0) / 1000);
+    print_lags("lapse", "load", lag, seen, n);
+    while (deleted_total(cl) - before < (double)total && wall_ms() < end + 60000) {
+        sleep_ms(50);
+    }
+    printf("lapse  load     all %lld due items deleted %.3f s after the last due instant\n", total,
+           (double)(wall_ms() - end) / 1000);
+    free(idx);
+    free(due);
+    free(lag);
+}
+
 
 static char *ttl_status(lapse_client *c, const char *table)
 {
@@ -681,22 +849,27 @@ out:
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: lapse-ttl-bench [--workloads steady,burst,propagation,backfill] "
-                    "[--long-lived N] [--rate N] [--seconds S] [--burst N] [--backfill N] "
+    fprintf(stderr, "usage: lapse-ttl-bench "
+                    "[--workloads steady,load,burst,propagation,backfill,naive-burst] "
+                    "[--long-lived N] [--rate N] [--seconds S] [--load-rate N] "
+                    "[--load-seconds S] [--put-rate N] [--burst N] [--backfill N] "
                     "[--reps N] [--bin-dir DIR] [--no-redis]\n");
 }
 
 int main(int argc, char **argv)
 {
     config cfg = {"./build/bin",
-                  "steady,burst,propagation,backfill",
+                  "steady,load,burst,propagation,backfill,naive-burst",
                   1000000,
                   50000,
                   10,
                   1000000,
                   1000000,
                   20,
-                  1};
+                  1,
+                  20000,
+                  30,
+                  5000};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0) {
@@ -728,13 +901,20 @@ int main(int argc, char **argv)
             cfg.backfill = atoll(v);
         } else if (strcmp(a, "--reps") == 0) {
             cfg.reps = atoi(v);
+        } else if (strcmp(a, "--load-rate") == 0) {
+            cfg.load_rate = atoll(v);
+        } else if (strcmp(a, "--load-seconds") == 0) {
+            cfg.load_seconds = atoi(v);
+        } else if (strcmp(a, "--put-rate") == 0) {
+            cfg.put_rate = atoll(v);
         } else {
             usage();
             return 2;
         }
     }
     if (cfg.long_lived < 0 || cfg.rate < 1 || cfg.seconds < 1 || cfg.burst < 1 ||
-        cfg.backfill < 1 || cfg.reps < 1) {
+        cfg.backfill < 1 || cfg.reps < 1 || cfg.load_rate < 1 || cfg.load_seconds < 1 ||
+        cfg.put_rate < 1) {
         fprintf(stderr, "lapse-ttl-bench: an option is out of range\n");
         return 2;
     }
@@ -763,8 +943,9 @@ int main(int argc, char **argv)
     }
     lapse_set_timeout_ms(c, 30000);
     printf("# lapse-ttl-bench: 3 nodes on loopback; steady %lld items/s for %d s with %lld "
-           "long-lived; burst %lld; backfill %lld\n",
-           cfg.rate, cfg.seconds, cfg.long_lived, cfg.burst, cfg.backfill);
+           "long-lived; load %lld items/s for %d s with %lld puts/s; burst %lld; backfill %lld\n",
+           cfg.rate, cfg.seconds, cfg.long_lived, cfg.load_rate, cfg.load_seconds, cfg.put_rate,
+           cfg.burst, cfg.backfill);
     if (has_workload(cfg.workloads, "propagation")) {
         lapse_propagation(c, &cfg);
     }
@@ -774,8 +955,11 @@ int main(int argc, char **argv)
             redis_steady(&cfg);
         }
     }
+    if (has_workload(cfg.workloads, "load")) {
+        lapse_load(cl, c, &cfg);
+    }
     if (has_workload(cfg.workloads, "burst")) {
-        lapse_burst(cl, c, &cfg);
+        lapse_burst(cl, c, &cfg, "burst");
         if (cfg.redis) {
             redis_burst(&cfg);
         }
@@ -785,5 +969,9 @@ int main(int argc, char **argv)
     }
     lapse_close(c);
     cluster_free(cl, 1);
+    /* Last, on its own cluster once the first one is gone (same cores). */
+    if (has_workload(cfg.workloads, "naive-burst")) {
+        lapse_naive_burst(&cfg);
+    }
     return 0;
 }

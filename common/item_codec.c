@@ -1,5 +1,6 @@
 /* item_codec.c: the binary encoding of items, item_encode/item_decode
- * (item.h). The format is documented in docs/key-encoding.md ("Item
+ * (item.h), and item_encoded_get, which reads one top-level attribute out of
+ * the encoding without building the item. The format is documented in docs/key-encoding.md ("Item
  * encoding"). item_decode treats its input as untrusted: it comes from disk. */
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "item.h"
 #include "item_internal.h"
 #include "lapse_err.h"
+#include "number.h"
 
 #define ITEM_FORMAT_V1 0x01
 
@@ -343,5 +345,192 @@ int item_decode(const void *data, size_t len, item **out)
     it->n = n;
     it->cap = n == 0 ? 0 : item_cap_for(n);
     *out = it;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Partial decoding: one top-level attribute, without building the item
+ * ---------------------------------------------------------------------- */
+
+/* A name inside the encoded bytes (borrowed, not NUL-terminated). */
+typedef struct name_ref {
+    const uint8_t *p;
+    size_t n;
+} name_ref;
+
+/* Names in a map up to this count are checked for duplicates on the stack,
+ * pairwise (as has_duplicates does up to 16); larger maps sort a heap copy. */
+#define SKIM_STACK_NAMES 16
+
+static int name_ref_cmp(const void *a, const void *b)
+{
+    const name_ref *x = a, *y = b;
+    if (x->n != y->n) {
+        return x->n < y->n ? -1 : 1;
+    }
+    return memcmp(x->p, y->p, x->n);
+}
+
+/* Like get_name, but borrows the bytes. */
+static int skim_name(reader *r, name_ref *out)
+{
+    size_t n;
+    if (get_count(r, 1, &n) != 0 || n == 0 || n > ITEM_MAX_NAME_BYTES) {
+        return LAPSE_ECORRUPT;
+    }
+    if (memchr(r->p, 0, n) != NULL) {
+        return LAPSE_ECORRUPT;
+    }
+    out->p = r->p;
+    out->n = n;
+    r->p += n;
+    return 0;
+}
+
+static int skim_value(reader *r, int depth, attr_type *type, const uint8_t **val, size_t *vlen);
+
+/* Checks names[0..n) for a repeat: 0, LAPSE_ECORRUPT or LAPSE_ENOMEM. */
+static int skim_duplicates(name_ref *names, size_t n)
+{
+    if (n <= SKIM_STACK_NAMES) {
+        for (size_t i = 0; i < n; i++) {
+            for (size_t j = i + 1; j < n; j++) {
+                if (names[i].n == names[j].n && memcmp(names[i].p, names[j].p, names[i].n) == 0) {
+                    return LAPSE_ECORRUPT;
+                }
+            }
+        }
+        return 0;
+    }
+    qsort(names, n, sizeof(*names), name_ref_cmp);
+    for (size_t i = 1; i < n; i++) {
+        if (name_ref_cmp(&names[i - 1], &names[i]) == 0) {
+            return LAPSE_ECORRUPT;
+        }
+    }
+    return 0;
+}
+
+/* Walks count (name, value) pairs as decode_attrs does, accepting exactly
+ * what it accepts. When want is non-NULL, the value of the pair named want
+ * is reported through *found and the out parameters (S, N, B: its bytes). */
+static int skim_attrs(reader *r, int depth, size_t count, const char *want, size_t want_len,
+                      int *found, attr_type *type, const uint8_t **val, size_t *vlen)
+{
+    if (count > (size_t)(r->end - r->p) / 3) {
+        return LAPSE_ECORRUPT;
+    }
+    name_ref stack[SKIM_STACK_NAMES];
+    name_ref *names = stack;
+    if (count > SKIM_STACK_NAMES && (names = malloc(count * sizeof(*names))) == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    int rv = 0;
+    for (size_t i = 0; i < count; i++) {
+        attr_type t;
+        const uint8_t *v = NULL;
+        size_t vl = 0;
+        if ((rv = skim_name(r, &names[i])) != 0 || (rv = skim_value(r, depth, &t, &v, &vl)) != 0) {
+            goto out;
+        }
+        if (want != NULL && names[i].n == want_len && memcmp(names[i].p, want, want_len) == 0) {
+            *found = 1;
+            *type = t;
+            *val = v;
+            *vlen = vl;
+        }
+    }
+    rv = skim_duplicates(names, count);
+out:
+    if (names != stack) {
+        free(names);
+    }
+    return rv;
+}
+
+/* Walks one value as decode_value does (same checks, same limits), with no
+ * allocation except for maps of more than SKIM_STACK_NAMES entries. */
+static int skim_value(reader *r, int depth, attr_type *type, const uint8_t **val, size_t *vlen)
+{
+    size_t n;
+    *val = NULL;
+    *vlen = 0;
+    if (depth > ITEM_MAX_DEPTH || r->p >= r->end) {
+        return LAPSE_ECORRUPT;
+    }
+    uint8_t t = *r->p++;
+    *type = (attr_type)t;
+    switch (t) {
+    case ATTR_S:
+    case ATTR_N:
+    case ATTR_B:
+        if (get_count(r, 1, &n) != 0) {
+            return LAPSE_ECORRUPT;
+        }
+        if (t == ATTR_N && number_validate((const char *)r->p, n) != 0) {
+            return LAPSE_ECORRUPT;
+        }
+        *val = r->p;
+        *vlen = n;
+        r->p += n;
+        return 0;
+    case ATTR_BOOL:
+        if (r->p >= r->end || *r->p > 1) {
+            return LAPSE_ECORRUPT;
+        }
+        r->p++;
+        return 0;
+    case ATTR_NULL:
+        return 0;
+    case ATTR_L: {
+        if (get_count(r, 1, &n) != 0) {
+            return LAPSE_ECORRUPT;
+        }
+        for (size_t i = 0; i < n; i++) {
+            attr_type et;
+            const uint8_t *ev;
+            size_t el;
+            int rv = skim_value(r, depth + 1, &et, &ev, &el);
+            if (rv != 0) {
+                return rv;
+            }
+        }
+        return 0;
+    }
+    case ATTR_M:
+        if (get_count(r, 3, &n) != 0) {
+            return LAPSE_ECORRUPT;
+        }
+        return skim_attrs(r, depth + 1, n, NULL, 0, NULL, NULL, NULL, NULL);
+    default:
+        return LAPSE_ECORRUPT;
+    }
+}
+
+int item_encoded_get(const void *data, size_t len, const char *name, attr_type *type,
+                     const char **val, size_t *vlen)
+{
+    reader r = {data, (const uint8_t *)data + len};
+    size_t n;
+    int found = 0;
+    attr_type t = ATTR_NULL;
+    const uint8_t *v = NULL;
+    size_t vl = 0;
+    if (len == 0 || *r.p++ != ITEM_FORMAT_V1 || get_count(&r, 3, &n) != 0) {
+        return LAPSE_ECORRUPT;
+    }
+    int rv = skim_attrs(&r, 1, n, name, strlen(name), &found, &t, &v, &vl);
+    if (rv != 0) {
+        return rv;
+    }
+    if (r.p != r.end) {
+        return LAPSE_ECORRUPT; /* trailing bytes */
+    }
+    if (!found) {
+        return LAPSE_ENOTFOUND;
+    }
+    *type = t;
+    *val = (const char *)v;
+    *vlen = vl;
     return 0;
 }

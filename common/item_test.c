@@ -1,6 +1,7 @@
 /* item_test: the item model (set/get/remove/dup/eq/size) and the binary
  * encoding: nested round trips, and rejection of truncated or corrupted
- * bytes without crashing (the bytes come from disk). */
+ * bytes without crashing (the bytes come from disk); item_encoded_get agrees
+ * with item_decode + item_get on valid, corrupt and fuzzed bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -178,6 +179,8 @@ static void encode(const item *it, buf *b)
     buf_init(b);
     assert_int_equal(item_encode(it, b), 0);
 }
+
+static void check_agrees(const void *data, size_t len, const char *name);
 
 static void round_trip(void **state)
 {
@@ -403,6 +406,8 @@ static void fuzz_mutations(void **state)
         uint8_t *q = malloc(n);
         memcpy(q, p, n);
         free(p);
+        check_agrees(q, n, "Age");
+        check_agrees(q, n, "Tags");
         item *out = NULL;
         int rv = item_decode(q, n, &out);
         free(q);
@@ -427,13 +432,186 @@ static void fuzz_mutations(void **state)
     buf_fini(&b);
 }
 
+/* ======================================================================== */
+/* item_encoded_get: one attribute without decoding                         */
+/* ======================================================================== */
+
+/* item_encoded_get(data, name) must agree with item_decode + item_get: the
+ * same ECORRUPT verdict, and for a decodable item the same presence, type
+ * and bytes. Checked for every top-level name of it, a missing name and a
+ * case-variant. */
+static void check_agrees(const void *data, size_t len, const char *name)
+{
+    item *x = NULL;
+    int drv = item_decode(data, len, &x);
+    attr_type type = (attr_type)0;
+    const char *v = (const char *)"unset";
+    size_t vl = 777;
+    int grv = item_encoded_get(data, len, name, &type, &v, &vl);
+    if (drv != 0) {
+        assert_int_equal(drv, LAPSE_ECORRUPT);
+        assert_int_equal(grv, LAPSE_ECORRUPT);
+        assert_int_equal(vl, 777); /* outputs untouched on error */
+        return;
+    }
+    const attr_value *want = item_get(x, name);
+    if (want == NULL) {
+        assert_int_equal(grv, LAPSE_ENOTFOUND);
+        assert_int_equal(vl, 777);
+    } else {
+        assert_int_equal(grv, 0);
+        assert_int_equal(type, want->type);
+        if (want->type == ATTR_S || want->type == ATTR_N || want->type == ATTR_B) {
+            assert_int_equal(vl, want->u.bytes.len);
+            assert_memory_equal(v, want->u.bytes.ptr, vl);
+            /* borrowed from data */
+            assert_true(v >= (const char *)data && v + vl <= (const char *)data + len);
+        } else {
+            assert_null(v);
+            assert_int_equal(vl, 0);
+        }
+    }
+    item_free(x);
+}
+
+static void encoded_get_finds(void **state)
+{
+    (void)state;
+    item *it = sample_item();
+    buf b;
+    encode(it, &b);
+    for (size_t i = 0; i < it->n; i++) {
+        check_agrees(b.data, b.len, it->attrs[i].name);
+    }
+    check_agrees(b.data, b.len, "age");     /* names are case-sensitive */
+    check_agrees(b.data, b.len, "missing"); /* absent */
+    check_agrees(b.data, b.len, "inner");   /* nested only: not top-level */
+    check_agrees(b.data, b.len, "");        /* never a name */
+    attr_type type;
+    const char *v = NULL;
+    size_t vl = 0;
+    assert_int_equal(item_encoded_get(b.data, b.len, "Age", &type, &v, &vl), 0);
+    assert_int_equal(type, ATTR_N);
+    assert_int_equal(vl, 5);
+    assert_memory_equal(v, "42.50", 5);
+    assert_int_equal(item_encoded_get(b.data, b.len, "Nul", &type, &v, &vl), 0);
+    assert_int_equal(type, ATTR_S);
+    assert_int_equal(vl, 3);
+    assert_memory_equal(v, "a\0b", 3);
+    assert_int_equal(item_encoded_get(b.data, b.len, "Tags", &type, &v, &vl), 0);
+    assert_int_equal(type, ATTR_L);
+    /* an empty item */
+    item *empty = item_new();
+    buf e;
+    encode(empty, &e);
+    assert_int_equal(item_encoded_get(e.data, e.len, "Age", &type, &v, &vl), LAPSE_ENOTFOUND);
+    item_free(empty);
+    buf_fini(&e);
+    item_free(it);
+    buf_fini(&b);
+}
+
+/* Every prefix of a valid encoding, the specific corruptions item_decode
+ * rejects, and maps with more than 16 names (the heap duplicate check). */
+static void encoded_get_rejects_corrupt(void **state)
+{
+    (void)state;
+    item *it = sample_item();
+    buf b;
+    encode(it, &b);
+    attr_type type;
+    const char *v;
+    size_t vl;
+    for (size_t n = 0; n < b.len; n++) {
+        assert_int_equal(item_encoded_get(b.data, n, "Age", &type, &v, &vl), LAPSE_ECORRUPT);
+        check_agrees(b.data, n, "Age");
+    }
+    /* trailing byte */
+    assert_int_equal(buf_append_byte(&b, 0), 0);
+    assert_int_equal(item_encoded_get(b.data, b.len, "Age", &type, &v, &vl), LAPSE_ECORRUPT);
+    buf_fini(&b);
+    item_free(it);
+#define BYTES(lit) lit, sizeof(lit) - 1
+    static const struct {
+        const char *bytes;
+        size_t len;
+    } bad[] = {
+        {BYTES("\x02\x00")}, /* unknown format */
+        {BYTES("\x01\x02\x01"
+               "a\x05\x01"
+               "a\x05")},            /* duplicate top-level name */
+        {BYTES("\x01\x01\x00\x05")}, /* empty name */
+        {BYTES("\x01\x01\x02"
+               "a\x00\x05")}, /* NUL in a name */
+        {BYTES("\x01\x01\x01"
+               "a\x09")}, /* unknown type */
+        {BYTES("\x01\x01\x01"
+               "a\x04\x02")}, /* BOOL 2 */
+        {BYTES("\x01\x01\x01"
+               "a\x02\x03"
+               "1x2")}, /* bad N */
+        {BYTES("\x01\x01\x01"
+               "b\x06\x01\x02\x02"
+               "zz")}, /* bad N inside an L */
+        {BYTES("\x01\x01\x01"
+               "m\x07\x02\x01"
+               "k\x05\x01"
+               "k\x05")}, /* duplicate in an M */
+        {BYTES("\x01\x01\x01"
+               "a\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f")}, /* huge length */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(item_encoded_get(bad[i].bytes, bad[i].len, "a", &type, &v, &vl),
+                         LAPSE_ECORRUPT);
+        check_agrees(bad[i].bytes, bad[i].len, "a");
+    }
+#undef BYTES
+    /* A top-level map and a nested map of 40 names, with and without a
+     * repeated name. */
+    for (int nested = 0; nested <= 1; nested++) {
+        for (int dup = 0; dup <= 1; dup++) {
+            buf m;
+            buf_init(&m);
+            assert_int_equal(buf_append(&m,
+                                        nested ? "\x01\x02\x01"
+                                                 "T\x02\x01"
+                                                 "9\x01"
+                                                 "M\x07"
+                                               : "\x01",
+                                        nested ? 10 : 1),
+                             0);
+            assert_int_equal(buf_append_byte(&m, 40), 0);
+            for (int k = 0; k < 40; k++) {
+                char name[8];
+                int nl = snprintf(name, sizeof(name), "n%02d", dup && k == 39 ? 3 : k);
+                assert_int_equal(buf_append_byte(&m, (uint8_t)nl), 0);
+                assert_int_equal(buf_append(&m, name, (size_t)nl), 0);
+                assert_int_equal(buf_append(&m,
+                                            "\x02\x01"
+                                            "7",
+                                            3),
+                                 0);
+            }
+            int rv = item_encoded_get(m.data, m.len, nested ? "T" : "n05", &type, &v, &vl);
+            assert_int_equal(rv, dup ? LAPSE_ECORRUPT : 0);
+            check_agrees(m.data, m.len, nested ? "T" : "n05");
+            buf_fini(&m);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(model_basics),        cmocka_unit_test(equality_and_dup),
-        cmocka_unit_test(size_accounting),     cmocka_unit_test(round_trip),
-        cmocka_unit_test(truncation_rejected), cmocka_unit_test(specific_corruptions),
+        cmocka_unit_test(model_basics),
+        cmocka_unit_test(equality_and_dup),
+        cmocka_unit_test(size_accounting),
+        cmocka_unit_test(round_trip),
+        cmocka_unit_test(truncation_rejected),
+        cmocka_unit_test(specific_corruptions),
         cmocka_unit_test(fuzz_mutations),
+        cmocka_unit_test(encoded_get_finds),
+        cmocka_unit_test(encoded_get_rejects_corrupt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

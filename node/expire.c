@@ -544,6 +544,9 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
     if (e->opt.workers < 1 || e->opt.workers > EXPIRE_MAX_WORKERS) {
         e->opt.workers = EXPIRE_DEFAULT_WORKERS;
     }
+    if (e->opt.naive_interval_ms <= 0) {
+        e->opt.naive_interval_ms = EXPIRE_DEFAULT_NAIVE_INTERVAL_MS;
+    }
     e->m = m;
     e->clock = EXPIRE_CLOCK_UNKNOWN;
     pthread_mutex_init(&e->lock, NULL);
@@ -592,6 +595,11 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
              e->opt.workers, e->opt.workers == 1 ? "" : "s",
              e->opt.max_deletes_per_sec ? "rate-limited" : "unlimited",
              e->opt.backfill_items_per_s ? "rate-limited" : "unlimited", e->opt.max_clock_skew_ms);
+    if (e->opt.naive_scan) {
+        log_warn("benchmark flag --ttl-naive-scan: the scanners ignore the expiry index and read "
+                 "every item of every TTL table each pass, then sleep %" PRId64 " ms",
+                 e->opt.naive_interval_ms);
+    }
     *out = e;
     return 0;
 oom:

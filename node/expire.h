@@ -60,7 +60,8 @@
 #define EXPIRE_BACKFILL_CHUNK 1000 /* items per expiry_backfill_step */
 #define EXPIRE_BACKFILL_THREADS 2  /* partitions backfilled at once (2 cores) */
 #define EXPIRE_BACKFILL_LOG_MS 5000
-#define EXPIRE_PUSH_WAIT_MS 50 /* PushPartitionMap waits this long for backfills */
+#define EXPIRE_DEFAULT_NAIVE_INTERVAL_MS 1000 /* --ttl-naive-interval-ms */
+#define EXPIRE_PUSH_WAIT_MS 50                /* PushPartitionMap waits this long for backfills */
 
 typedef struct expire_engine expire_engine;
 
@@ -69,6 +70,8 @@ typedef struct expire_options {
     uint64_t max_deletes_per_sec;  /* 0: no limit (token bucket shared by workers) */
     uint64_t backfill_items_per_s; /* 0: no limit */
     int64_t max_clock_skew_ms;     /* pause scanners beyond this |skew| */
+    int naive_scan;                /* benchmark only: full passes, no index (scanner.c) */
+    int64_t naive_interval_ms;     /* sleep between naive passes */
 } expire_options;
 
 /* What expire_clock_report decided. */

@@ -14,12 +14,16 @@
 #include <string.h>
 
 #include "../common/clock.h"
+#include "../common/config.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "node.h"
 
 /* Set by the signal handler, read by main's wait loop. */
 static volatile sig_atomic_t g_stop = 0;
+/* The --config file's settings ahead of the command line (common/config.h);
+ * static because the parsed options point into it for the process's life. */
+static config_argv g_args;
 
 static void on_signal(int sig)
 {
@@ -30,9 +34,12 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: lapse-node --id N --listen URL --data DIR [options]\n"
+            "       lapse-node --config FILE [options]\n"
             "\n"
             "The Lapse storage node: holds the partitions the coordinator assigns to it.\n"
             "\n"
+            "  --config FILE       read settings from FILE, lines 'key = value' with the\n"
+            "                      flags below as keys (listen = tcp://...); flags win\n"
             "  --id N              node id, 1..65535 (required; the data dir remembers it)\n"
             "  --listen URL        RPC address to listen on, e.g. tcp://127.0.0.1:7401 "
             "(required)\n"
@@ -52,17 +59,25 @@ static void usage(FILE *f)
             "  --max-clock-skew-ms N\n"
             "                      pause TTL deletes while this node's clock differs from the\n"
             "                      coordinator's by more (default %d)\n"
+            "  --ttl-naive-scan    benchmark only: replace the index-driven TTL scanners by full\n"
+            "                      passes over every item (what the index buys; see docs/node.md)\n"
+            "  --ttl-naive-interval-ms N\n"
+            "                      sleep between two naive passes (default %d)\n"
             "  --metrics-listen HOST:PORT\n"
             "                      serve Prometheus metrics at http://HOST:PORT/metrics "
             "(default: off)\n"
             "  --help              this text\n",
             NODE_DEFAULT_COORDINATOR, EXPIRE_MAX_WORKERS, EXPIRE_DEFAULT_WORKERS,
-            EXPIRE_DEFAULT_MAX_SKEW_MS);
+            EXPIRE_DEFAULT_MAX_SKEW_MS, EXPIRE_DEFAULT_NAIVE_INTERVAL_MS);
 }
 
 static int bad_usage(const char *fmt, const char *arg)
 {
+    char where[4200];
     fprintf(stderr, "lapse-node: ");
+    if (config_argv_where(&g_args, optarg, where, sizeof(where)) != NULL) {
+        fprintf(stderr, "%s: ", where); /* the bad value came from the config file */
+    }
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nTry 'lapse-node --help'.\n");
     return 2;
@@ -100,6 +115,8 @@ int main(int argc, char **argv)
         {"ttl-backfill-rate", required_argument, NULL, 'B'},
         {"max-clock-skew-ms", required_argument, NULL, 'S'},
         {"metrics-listen", required_argument, NULL, 'M'},
+        {"ttl-naive-scan", no_argument, NULL, 'N'},
+        {"ttl-naive-interval-ms", required_argument, NULL, 'I'},
         /* Hidden, for tests: shifts this node's wall clock (clock skew). */
         {"debug-clock-offset-ms", required_argument, NULL, 'O'},
         {NULL, 0, NULL, 0},
@@ -107,11 +124,19 @@ int main(int argc, char **argv)
     node_options opt = {0};
     opt.ttl.workers = EXPIRE_DEFAULT_WORKERS;
     opt.ttl.max_clock_skew_ms = EXPIRE_DEFAULT_MAX_SKEW_MS;
+    opt.ttl.naive_interval_ms = EXPIRE_DEFAULT_NAIVE_INTERVAL_MS;
     enum log_level level = LOG_INFO;
     long long clock_offset_ms = 0;
     long long v;
     int c;
 
+    char cerr[4200];
+    if (config_argv_init(&g_args, argc, argv, longopts, cerr, sizeof(cerr)) != 0) {
+        fprintf(stderr, "lapse-node: %s\nTry 'lapse-node --help'.\n", cerr);
+        return 2;
+    }
+    argc = g_args.argc;
+    argv = g_args.argv;
     opterr = 0; /* our own messages */
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
         switch (c) {
@@ -180,6 +205,17 @@ int main(int argc, char **argv)
                 return bad_usage("--metrics-listen must be HOST:PORT, not \"%s\"", optarg);
             }
             opt.metrics_listen = optarg;
+            break;
+        case 'N': /* benchmark 6 only (docs/node.md) */
+            opt.ttl.naive_scan = 1;
+            break;
+        case 'I':
+            if (parse_int(optarg, 1, 3600000LL, &v) != 0) {
+                return bad_usage("--ttl-naive-interval-ms must be a number from 1 to 3600000, "
+                                 "not \"%s\"",
+                                 optarg);
+            }
+            opt.ttl.naive_interval_ms = v;
             break;
         case 'O':
             if (parse_int(optarg, -315576000000LL, 315576000000LL, &v) != 0) {
@@ -250,5 +286,6 @@ int main(int argc, char **argv)
     log_info("%s received: shutting down", g_stop == SIGINT ? "SIGINT" : "SIGTERM");
     node_close(ns);
     log_info("node %u stopped", opt.id);
+    config_argv_fini(&g_args);
     return 0;
 }

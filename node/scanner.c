@@ -8,12 +8,17 @@
  * polling period that would add lag. The store's expiry hook lowers a
  * pair's instant (and wakes the worker) when a write adds an earlier entry;
  * expire_sync, the clock verdict and expire_close wake it too.
+ *
+ * With --ttl-naive-scan the workers run naive_run instead: full passes over
+ * the items without the index, for the benchmark that shows what the index
+ * buys.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/buf.h"
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
@@ -158,6 +163,28 @@ static void give_back(expire_engine *e, size_t n)
     }
 }
 
+/* Adds one sweep's outcome to the metrics. */
+static void record(expire_engine *e, const table_schema *t, const expiry_sweep_result *res)
+{
+    char labels[SCHEMA_MAX_NAME * 2 + 16];
+    metrics_labels(labels, sizeof(labels), "table", t->name, NULL);
+    if (res->deleted > 0) {
+        metrics_counter_add(e->m, "lapse_ttl_deleted_items_total",
+                            "Items deleted by TTL on this node", labels, (double)res->deleted);
+        for (size_t i = 0; i < res->deleted; i++) {
+            metrics_histogram_observe(e->m, "lapse_ttl_deletion_lag_seconds",
+                                      "Delete commit time minus the item's due instant", lag_bounds,
+                                      sizeof(lag_bounds) / sizeof(lag_bounds[0]), NULL,
+                                      (double)(res->commit_ms - res->due_ms[i]) / 1000.0);
+        }
+    }
+    if (res->undeletable > 0) {
+        metrics_counter_add(e->m, "lapse_ttl_undeletable_items_total",
+                            "Expired items that could not be decoded and were skipped", labels,
+                            (double)res->undeletable);
+    }
+}
+
 /* Sweeps one batch of slot s. Returns with the lock held.
  * REQUIRES: lock held; s due. */
 static void sweep_one(expire_worker *w, expire_slot *s, size_t max_items, clock_wall now)
@@ -179,23 +206,7 @@ static void sweep_one(expire_worker *w, expire_slot *s, size_t max_items, clock_
     char err[256] = "";
     int rv = expiry_sweep(e->st, &schema, s->part, now, max_items, &res, err, sizeof(err));
     if (rv == 0) {
-        char labels[SCHEMA_MAX_NAME * 2 + 16];
-        metrics_labels(labels, sizeof(labels), "table", schema.name, NULL);
-        if (res.deleted > 0) {
-            metrics_counter_add(e->m, "lapse_ttl_deleted_items_total",
-                                "Items deleted by TTL on this node", labels, (double)res.deleted);
-            for (size_t i = 0; i < res.deleted; i++) {
-                metrics_histogram_observe(e->m, "lapse_ttl_deletion_lag_seconds",
-                                          "Delete commit time minus the item's due instant",
-                                          lag_bounds, sizeof(lag_bounds) / sizeof(lag_bounds[0]),
-                                          NULL, (double)(res.commit_ms - res.due_ms[i]) / 1000.0);
-            }
-        }
-        if (res.undeletable > 0) {
-            metrics_counter_add(e->m, "lapse_ttl_undeletable_items_total",
-                                "Expired items that could not be decoded and were skipped", labels,
-                                (double)res.undeletable);
-        }
+        record(e, &schema, &res);
     } else {
         log_error("TTL scanner %d: sweeping table \"%s\" partition %u: %s: %s", w->index,
                   schema.name, s->part, lapse_strerror(rv), err);
@@ -221,6 +232,85 @@ static void sweep_one(expire_worker *w, expire_slot *s, size_t max_items, clock_
     if (next < s->next_due_ms) {
         s->next_due_ms = next;
     }
+}
+
+/* ======================================================================== */
+/* The naive scanner (--ttl-naive-scan, benchmark 6 only)                   */
+/* ======================================================================== */
+
+/* Items read per expiry_naive_step: the partition's lock is held that long. */
+#define NAIVE_SCAN_STEP 10000
+
+/*
+ * What a best-effort background sweep without an index does, to show what
+ * the index buys (lapse-ttl-bench naive-burst). Each cycle is one full pass:
+ * every (table, partition) pair the worker owns (same ownership as the
+ * indexed scanner) is read from its first item to its last, in steps of
+ * expiry_naive_step (at most NAIVE_SCAN_STEP items read and EXPIRE_SWEEP_BATCH
+ * deleted per step, one WriteBatch under the partition's lock, each item
+ * judged by ttl_eval at the pass's one wall-clock snapshot); then the worker
+ * sleeps --ttl-naive-interval-ms before the next pass, however much was
+ * found. Honours the clock verdict (nothing is deleted unless OK), the busy
+ * marker (a disable waits for the step), pause and disable (the table is
+ * looked up in the registry before every step; any registry change ends the
+ * pass, and the next one starts from the rebuilt pairs), and stop. Not the
+ * token bucket: this mode exists only for the benchmark.
+ */
+static void naive_run(expire_worker *w)
+{
+    expire_engine *e = w->e;
+    buf resume;
+    buf_init(&resume);
+    while (!e->stopping) {
+        if (w->gen != e->gen) {
+            rebuild(w);
+        }
+        if (e->clock != EXPIRE_CLOCK_OK || w->nslots == 0) {
+            pthread_cond_wait(&w->cond, &e->lock);
+            continue;
+        }
+        clock_wall now = clock_wall_now();
+        uint64_t gen = w->gen;
+        for (size_t i = 0; i < w->nslots && !e->stopping && e->gen == gen; i++) {
+            uint32_t table_id = w->slots[i].table_id, part = w->slots[i].part;
+            buf_clear(&resume);
+            for (int done = 0;
+                 !done && !e->stopping && e->gen == gen && e->clock == EXPIRE_CLOCK_OK;) {
+                expire_table *t = expire_find(e, table_id);
+                if (t == NULL || !t->schema.ttl.enabled || t->schema.ttl.paused) {
+                    break;
+                }
+                table_schema schema = t->schema;
+                w->busy_table = table_id;
+                pthread_mutex_unlock(&e->lock);
+                expiry_sweep_result res;
+                memset(&res, 0, sizeof(res));
+                res.due_ms = w->due_ms;
+                char err[256] = "";
+                int rv =
+                    expiry_naive_step(e->st, &schema, part, now, NAIVE_SCAN_STEP,
+                                      EXPIRE_SWEEP_BATCH, &resume, &done, &res, err, sizeof(err));
+                if (rv == 0) {
+                    res.undeletable = 0; /* seen again every pass: not counted */
+                    record(e, &schema, &res);
+                } else {
+                    log_error("TTL naive scanner %d: table \"%s\" partition %u: %s: %s", w->index,
+                              schema.name, part, lapse_strerror(rv), err);
+                }
+                pthread_mutex_lock(&e->lock);
+                w->busy_table = 0;
+                pthread_cond_broadcast(&e->idle);
+                if (rv != 0) {
+                    break; /* the next pass retries */
+                }
+            }
+        }
+        /* A fixed interval between passes, whatever they found. */
+        struct timespec ts = expire_abstime(e->opt.naive_interval_ms);
+        while (!e->stopping && pthread_cond_timedwait(&w->cond, &e->lock, &ts) != ETIMEDOUT) {
+        }
+    }
+    buf_fini(&resume);
 }
 
 /*
@@ -250,6 +340,11 @@ void *scanner_run(void *arg)
     expire_worker *w = arg;
     expire_engine *e = w->e;
     pthread_mutex_lock(&e->lock);
+    if (e->opt.naive_scan) {
+        naive_run(w); /* instead of the index: benchmark 6 only */
+        pthread_mutex_unlock(&e->lock);
+        return NULL;
+    }
     while (!e->stopping) {
         if (w->gen != e->gen) {
             rebuild(w);

@@ -3,7 +3,8 @@
  * the sweep that deletes due items, the next due instant and the backlog,
  * the backfill of the index for items written before TTL was enabled, and
  * dropping a table's index. The write path that keeps the index in step
- * with every item change is in store.c.
+ * with every item change is in store.c; the benchmark's naive scan, which
+ * does without the index, in expiry_naive.c.
  *
  * Undeletable items: an item whose stored value does not decode cannot be
  * judged, so the sweep never deletes it. Its items key goes into the store's
@@ -94,63 +95,121 @@ out:
 /* Sweep                                                                    */
 /* ======================================================================== */
 
-/* Per-sweep scratch, allocated once per call: the collected entries' keys
- * and items keys back to back in two arenas, and the MultiGet arrays. */
-typedef struct sweep_scratch {
-    buf ekeys, ikeys, tmp;
-    buf cursor;          /* where the next sweep may start */
-    int keep_cursor;     /* an entry below it must be seen again */
-    size_t *eoff, *ioff; /* n + 1 offsets into ekeys / ikeys */
-    const void **kp;
-    size_t *kl;
-    buf *vals;
-    int *found;
-    size_t nvals; /* vals initialized */
-} sweep_scratch;
+/*
+ * Sweep scratch: the collected entries' keys and items keys back to back in
+ * two arenas, the MultiGet arrays and values, and the WriteBatch. One block
+ * sized for STORE_BATCH_MAX entries, kept in the store's pool between
+ * sweeps (at most SCRATCH_POOL_MAX of them: one per concurrent sweeper), so
+ * a sweep in the steady state allocates nothing: the arenas and value bufs
+ * keep their capacity (a value buf over SCRATCH_VAL_KEEP bytes is released,
+ * and a scratch whose key arenas grew past SCRATCH_KEYS_KEEP is freed, so
+ * huge items or keys do not stay pinned).
+ */
+#define SCRATCH_POOL_MAX 8
+#define SCRATCH_VAL_KEEP 4096
+#define SCRATCH_KEYS_KEEP (256 * 1024)
 
-static void scratch_fini(sweep_scratch *s)
+struct sweep_scratch {
+    struct sweep_scratch *next; /* in the store's pool */
+    buf ekeys, ikeys, tmp;
+    buf cursor;      /* where the next sweep may start */
+    int keep_cursor; /* an entry below it must be seen again */
+    db_batch *b;
+    size_t eoff[STORE_BATCH_MAX + 1]; /* n + 1 offsets into ekeys */
+    size_t ioff[STORE_BATCH_MAX + 1]; /* n + 1 offsets into ikeys */
+    const void *kp[STORE_BATCH_MAX];
+    size_t kl[STORE_BATCH_MAX];
+    buf vals[STORE_BATCH_MAX];
+    int found[STORE_BATCH_MAX];
+};
+
+static void scratch_free(sweep_scratch *s)
 {
+    if (s == NULL) {
+        return;
+    }
     buf_fini(&s->ekeys);
     buf_fini(&s->ikeys);
     buf_fini(&s->tmp);
     buf_fini(&s->cursor);
-    for (size_t i = 0; i < s->nvals; i++) {
+    for (size_t i = 0; i < STORE_BATCH_MAX; i++) {
         buf_fini(&s->vals[i]);
     }
-    free(s->eoff);
-    free(s->ioff);
-    free(s->kp);
-    free(s->kl);
-    free(s->vals);
-    free(s->found);
+    db_batch_free(s->b);
+    free(s);
 }
 
-static int scratch_init(sweep_scratch *s, size_t n)
+/* A scratch from the pool (or a new one), reset. NULL on OOM. */
+static sweep_scratch *scratch_take(store *st)
 {
-    memset(s, 0, sizeof(*s));
-    buf_init(&s->ekeys);
-    buf_init(&s->ikeys);
-    buf_init(&s->tmp);
-    buf_init(&s->cursor);
-    s->eoff = malloc((n + 1) * sizeof(*s->eoff));
-    s->ioff = malloc((n + 1) * sizeof(*s->ioff));
-    s->kp = malloc(n * sizeof(*s->kp));
-    s->kl = malloc(n * sizeof(*s->kl));
-    s->vals = malloc(n * sizeof(*s->vals));
-    s->found = malloc(n * sizeof(*s->found));
-    if (s->eoff == NULL || s->ioff == NULL || s->kp == NULL || s->kl == NULL || s->vals == NULL ||
-        s->found == NULL || buf_reserve(&s->ekeys, n * 48) != 0 ||
-        buf_reserve(&s->ikeys, n * 40) != 0) {
-        return LAPSE_ENOMEM;
+    pthread_mutex_lock(&st->scratch_lock);
+    sweep_scratch *s = st->scratch_pool;
+    if (s != NULL) {
+        st->scratch_pool = s->next;
+        st->scratch_pooled--;
     }
-    for (; s->nvals < n; s->nvals++) {
-        buf_init(&s->vals[s->nvals]);
+    pthread_mutex_unlock(&st->scratch_lock);
+    if (s == NULL) {
+        if ((s = calloc(1, sizeof(*s))) == NULL) {
+            return NULL;
+        }
+        /* calloc leaves every buf empty (buf_init's state) */
+        if ((s->b = db_batch_new()) == NULL || buf_reserve(&s->ekeys, STORE_BATCH_MAX * 48) != 0 ||
+            buf_reserve(&s->ikeys, STORE_BATCH_MAX * 40) != 0) {
+            scratch_free(s);
+            return NULL;
+        }
     }
+    buf_clear(&s->ekeys);
+    buf_clear(&s->ikeys);
+    buf_clear(&s->cursor);
+    db_batch_clear(s->b);
+    s->keep_cursor = 0;
     s->eoff[0] = s->ioff[0] = 0;
-    return 0;
+    s->next = NULL;
+    return s;
 }
 
-/* Judges collected entry i against its item and adds the outcome to b. */
+/* Returns s (the n values it used) to the pool, or frees it when the pool
+ * is full. Accepts NULL. */
+static void scratch_give(store *st, sweep_scratch *s, size_t n)
+{
+    if (s == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s->vals[i].cap > SCRATCH_VAL_KEEP) {
+            buf_fini(&s->vals[i]);
+        }
+    }
+    if (s->ekeys.cap > SCRATCH_KEYS_KEEP || s->ikeys.cap > SCRATCH_KEYS_KEEP) {
+        scratch_free(s); /* huge keys: do not keep their arenas */
+        return;
+    }
+    pthread_mutex_lock(&st->scratch_lock);
+    if (st->scratch_pooled < SCRATCH_POOL_MAX) {
+        s->next = st->scratch_pool;
+        st->scratch_pool = s;
+        st->scratch_pooled++;
+        s = NULL;
+    }
+    pthread_mutex_unlock(&st->scratch_lock);
+    scratch_free(s);
+}
+
+void expiry_scratch_release(store *st)
+{
+    while (st->scratch_pool != NULL) {
+        sweep_scratch *s = st->scratch_pool;
+        st->scratch_pool = s->next;
+        scratch_free(s);
+    }
+    st->scratch_pooled = 0;
+}
+
+/* Judges collected entry i against its item and adds the outcome to b.
+ * The item is not decoded: ttl_eval_encoded reads the TTL value in place
+ * (and rejects exactly what item_decode would). */
 static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scratch *s, size_t i,
                      db_batch *b, expiry_sweep_result *res)
 {
@@ -163,8 +222,9 @@ static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scr
         res->stale++;
         return 0;
     }
-    item *x = NULL;
-    int rv = item_decode(s->vals[i].data, s->vals[i].len, &x);
+    ttl_verdict verdict = TTL_MISSING;
+    int64_t due_ms = 0;
+    int rv = ttl_eval_encoded(&t->ttl, s->vals[i].data, s->vals[i].len, now, &verdict, &due_ms);
     if (rv == LAPSE_ENOMEM) {
         return rv;
     }
@@ -181,11 +241,8 @@ static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scr
     }
     /* Delete only by the entry that names the item's current due instant:
      * with invariant 1 that is the only entry; any other is stale. */
-    int64_t due_ms = 0;
-    int expired = ttl_eval(&t->ttl, x, now, &due_ms) == TTL_ELIGIBLE &&
-                  ttl_is_expired(due_ms, now) &&
+    int expired = verdict == TTL_ELIGIBLE && ttl_is_expired(due_ms, now) &&
                   (due_ms > 0 ? due_ms / 1000 : 0) == itemkey_expiry_due_s(ek, elen);
-    item_free(x);
     db_batch_delete(b, st->db, CF_EXPIRY, ek, elen);
     if (!expired) {
         res->stale++; /* a guard against bugs: the item's entry is elsewhere */
@@ -212,13 +269,13 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
                           "expiry_sweep: bad arguments (max_items %zu, ttl %s, partition %u)",
                           max_items, t->ttl.enabled ? "on" : "off", (unsigned)part);
     }
-    sweep_scratch s;
     db_iter *it = NULL;
-    db_batch *b = NULL;
-    if (scratch_init(&s, max_items) != 0 || (b = db_batch_new()) == NULL) {
-        scratch_fini(&s);
+    size_t n = 0;
+    sweep_scratch *s = scratch_take(st);
+    if (s == NULL) {
         return oom(err, errlen);
     }
+    db_batch *const b = s->b;
     const uint64_t cut = cutoff_s(now);
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
@@ -234,7 +291,6 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
      * of the partition's entries. Entries of undeletable items are passed
      * over without using the budget; there are at most KEYSET_MAX of them.
      * No heap allocation per entry: keys go into two arenas. */
-    size_t n = 0;
     for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
         size_t elen = 0;
         const uint8_t *ek = db_iter_key(it, &elen);
@@ -242,39 +298,39 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
         if (due_s >= 0 && (uint64_t)due_s >= cut) {
             break;
         }
-        if (skipped(st, ek, elen, &s.tmp)) {
+        if (skipped(st, ek, elen, &s->tmp)) {
             continue;
         }
         if (n == max_items) {
             res->more = 1;
             /* The next sweep starts here (the cursor), past the tombstones
              * this one leaves. */
-            if (buf_append(&s.cursor, ek, elen) != 0) {
+            if (buf_append(&s->cursor, ek, elen) != 0) {
                 rv = oom(err, errlen);
                 goto unlock;
             }
             break;
         }
-        if (itemkey_of_expiry(&s.tmp, ek, elen) != 0) {
+        if (itemkey_of_expiry(&s->tmp, ek, elen) != 0) {
             /* Cannot happen (the key layout is ours): drop the entry. */
             db_batch_delete(b, st->db, CF_EXPIRY, ek, elen);
             res->stale++;
             continue;
         }
-        if (buf_append(&s.ekeys, ek, elen) != 0 ||
-            buf_append(&s.ikeys, s.tmp.data, s.tmp.len) != 0) {
+        if (buf_append(&s->ekeys, ek, elen) != 0 ||
+            buf_append(&s->ikeys, s->tmp.data, s->tmp.len) != 0) {
             rv = oom(err, errlen);
             goto unlock;
         }
-        s.eoff[n + 1] = s.ekeys.len;
-        s.ioff[n + 1] = s.ikeys.len;
+        s->eoff[n + 1] = s->ekeys.len;
+        s->ioff[n + 1] = s->ikeys.len;
         n++;
     }
     /* The first entry left (not skipped) gives next_due. Bounded as above. */
     for (; db_iter_valid(it); db_iter_next(it)) {
         size_t elen = 0;
         const uint8_t *ek = db_iter_key(it, &elen);
-        if (!skipped(st, ek, elen, &s.tmp)) {
+        if (!skipped(st, ek, elen, &s->tmp)) {
             int64_t due_s = itemkey_expiry_due_s(ek, elen);
             res->next_due_ms = due_s < 0 ? 0 : due_s * 1000;
             break;
@@ -286,14 +342,15 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     db_iter_free(it);
     it = NULL;
     for (size_t i = 0; i < n; i++) {
-        s.kp[i] = s.ikeys.data + s.ioff[i];
-        s.kl[i] = s.ioff[i + 1] - s.ioff[i];
+        s->kp[i] = s->ikeys.data + s->ioff[i];
+        s->kl[i] = s->ioff[i + 1] - s->ioff[i];
     }
-    if ((rv = db_multi_get(st->db, CF_ITEMS, n, s.kp, s.kl, s.vals, s.found, err, errlen)) != 0) {
+    if ((rv = db_multi_get(st->db, CF_ITEMS, n, s->kp, s->kl, s->vals, s->found, err, errlen)) !=
+        0) {
         goto unlock;
     }
     for (size_t i = 0; i < n; i++) {
-        if ((rv = sweep_one(st, t, now, &s, i, b, res)) != 0) {
+        if ((rv = sweep_one(st, t, now, s, i, b, res)) != 0) {
             oom(err, errlen);
             goto unlock;
         }
@@ -304,8 +361,8 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     res->commit_ms = clock_wall_now().ms;
     /* Every entry below the cursor is now deleted or skipped: below the
      * first one left when the budget ran out, else below the cutoff. */
-    if (!s.keep_cursor && (res->more || itemkey_expiry_bound(&s.cursor, t->id, part, cut) == 0)) {
-        store_sweep_cursor_set(st, t->id, part, s.cursor.data, s.cursor.len);
+    if (!s->keep_cursor && (res->more || itemkey_expiry_bound(&s->cursor, t->id, part, cut) == 0)) {
+        store_sweep_cursor_set(st, t->id, part, s->cursor.data, s->cursor.len);
     }
 unlock:
     db_iter_free(it);
@@ -316,8 +373,7 @@ unlock:
         res->due_ms = keep;
         res->next_due_ms = EXPIRY_NONE;
     }
-    db_batch_free(b);
-    scratch_fini(&s);
+    scratch_give(st, s, n);
     return rv;
 }
 
@@ -344,7 +400,21 @@ int expiry_backlog(store *st, uint32_t table_id, uint32_t part, clock_wall now, 
     *count = 0;
     *oldest_due_ms = EXPIRY_NONE;
     uint64_t cut = now.ms == INT64_MAX ? UINT64_MAX : cutoff_s(now);
-    if ((rv = entries_iter(st, table_id, part, NULL, cut, &it)) != 0) {
+    /* Start at the sweep cursor: below it every entry is deleted or skipped,
+     * so the count is the same without stepping over the tombstones the
+     * sweeps left (a burst's million of them, at every scrape). A copy: an
+     * entry written below it meanwhile may be missed by this point-in-time
+     * view; for next_due the store's expiry hook reports it anyway. */
+    buf from;
+    buf_init(&from);
+    pthread_mutex_t *mu = store_stripe(st, table_id, part);
+    pthread_mutex_lock(mu);
+    const sweep_cursor *c = store_sweep_cursor(st, table_id, part);
+    int have_from = c != NULL && buf_append(&from, c->key.data, c->key.len) == 0;
+    pthread_mutex_unlock(mu);
+    rv = entries_iter(st, table_id, part, have_from ? &from : NULL, cut, &it);
+    buf_fini(&from);
+    if (rv != 0) {
         buf_fini(&tmp);
         return oom(err, errlen);
     }
@@ -474,23 +544,23 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
         size_t klen = 0, vlen = 0;
         const uint8_t *k = db_iter_key(it, &klen);
         const uint8_t *v = db_iter_value(it, &vlen);
-        item *x = NULL;
-        int64_t due_s = 0;
-        int drv = item_decode(v, vlen, &x);
+        /* The item is not decoded: ttl_eval_encoded reads the TTL value in
+         * place and gives store_ttl_due_s's answer for it. */
+        ttl_verdict verdict = TTL_MISSING;
+        int64_t due_ms = 0;
+        int drv = ttl_eval_encoded(&t->ttl, v, vlen, now, &verdict, &due_ms);
         if (drv == LAPSE_ENOMEM) {
             rv = oom(err, errlen);
             goto unlock;
         }
-        if (drv == 0 && store_ttl_due_s(t, x, now, &due_s)) {
-            if (itemkey_expiry_of(&ekey, k, klen, due_s) != 0) {
-                item_free(x);
+        if (drv == 0 && verdict == TTL_ELIGIBLE) {
+            if (itemkey_expiry_of(&ekey, k, klen, due_ms / 1000) != 0) {
                 rv = oom(err, errlen);
                 goto unlock;
             }
             db_batch_put(b, st->db, CF_EXPIRY, ekey.data, ekey.len, "", 0);
             store_sweep_cursor_note(st, t->id, part, ekey.data, ekey.len);
         }
-        item_free(x);
         buf_clear(&resume);
         if (buf_append(&resume, k, klen) != 0) {
             rv = oom(err, errlen);

@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/buf.h"
 #include "../common/clock.h"
 #include "../common/schema.h"
 #include "store.h"
@@ -99,6 +100,25 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
 /* Whether partition part's backfill for t->ttl.config_version completed. */
 int expiry_backfill_done(store *st, const table_schema *t, uint32_t part, int *done, char *err,
                          size_t errlen);
+
+/*
+ * The naive scan, for benchmark 6 only (lapse-node --ttl-naive-scan): what a
+ * best-effort background sweep without an index does. One bounded step of a
+ * full pass over partition part's items: under the partition's lock, reads
+ * up to max_scan items after *resume (empty: from the partition's first),
+ * decodes each and judges it with ttl_eval at now, and deletes the expired
+ * ones with their index entries (invariant 1 holds) in one WriteBatch, at
+ * most max_delete (1..STORE_BATCH_MAX) of them, stopping there. *resume gets
+ * the last item read (caller-owned; a pass starts with it empty), *done is
+ * set at the partition's end. res: deleted (with due_ms when given),
+ * undeletable (items that do not decode, passed over), commit_ms, more (the
+ * pass is not done). Returns 0 or LAPSE_EIO/LAPSE_ENOMEM with err; on error
+ * nothing is written and *resume is unchanged.
+ * REQUIRES: t->ttl.enabled.
+ */
+int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wall now,
+                      size_t max_scan, size_t max_delete, buf *resume, int *done,
+                      expiry_sweep_result *res, char *err, size_t errlen);
 
 /* Drops table_id's whole index and backfill progress (a range delete): TTL
  * disabled, or the table deleted. Idempotent. */

@@ -4,7 +4,8 @@
  * sequences (a property test against a model), the sweep's boundary, budget
  * and conditional delete (also racing updates on another thread), backfill
  * with a simulated crash and a config change, dropping a table's index,
- * undeletable items, the backlog and the write hook.
+ * undeletable items, the backlog and the write hook, and the naive scan of
+ * --ttl-naive-scan.
  *
  * White-box where it must be: the test reads the expiry column family and
  * writes corrupt values through the store's db (store_int.h), and builds the
@@ -1116,6 +1117,71 @@ static void test_backfill_with_concurrent_writes(void **state)
     kl_fini(&want);
 }
 
+/* The naive scan (--ttl-naive-scan): full passes in small steps delete
+ * exactly the expired items, with their index entries, and nothing else
+ * (strings, missing and not-yet-due values survive). */
+static void test_naive_scan(void **state)
+{
+    fixture *f = *state;
+    int64_t T = base_s + 1000;
+    char pk[16];
+    int want_left = 0;
+    for (int i = 0; i < 40; i++) {
+        snprintf(pk, sizeof(pk), "n%d", i);
+        int kind = i % 4 == 3 ? K_STR : (i % 7 == 0 ? K_MISSING : K_NUM);
+        int64_t v = i % 2 ? T : T + 100; /* odd: due before now */
+        put(f, &solo, sitem(&solo, pk, 0, kind, v));
+        want_left += !(kind == K_NUM && i % 2);
+    }
+    int64_t due[STORE_BATCH_MAX];
+    size_t deleted = 0;
+    for (uint32_t part = 0; part < solo.partitions; part++) {
+        buf resume;
+        buf_init(&resume);
+        int done = 0, steps = 0;
+        while (!done) {
+            expiry_sweep_result res;
+            memset(&res, 0, sizeof(res));
+            res.due_ms = due;
+            assert_ok(expiry_naive_step(f->st, &solo, part, at_ms((T + 10) * 1000), 3, 2, &resume,
+                                        &done, &res, f->err, sizeof(f->err)),
+                      f);
+            assert_true(res.deleted <= 2);
+            for (size_t i = 0; i < res.deleted; i++) {
+                assert_int_equal(due[i], T * 1000);
+            }
+            assert_int_equal(res.more, !done);
+            deleted += res.deleted;
+            assert_true(++steps < 100);
+        }
+        buf_fini(&resume);
+    }
+    assert_int_equal(count_items(f, &solo), want_left);
+    assert_int_equal(deleted, 40 - want_left);
+    /* The index lists exactly the survivors that have an eligible value. */
+    keylist want = {0}, got = {0};
+    expect_stored(f, &solo, at_ms((T + 10) * 1000), &want);
+    index_of(f, solo.id, &got);
+    assert_int_equal(got.n, want.n);
+    assert_int_equal(got.n, 17); /* the 20 even (not due), less 0, 14, 28 (missing) */
+    kl_fini(&want);
+    kl_fini(&got);
+    /* A second pass finds nothing more. */
+    for (uint32_t part = 0; part < solo.partitions; part++) {
+        buf resume;
+        buf_init(&resume);
+        expiry_sweep_result res;
+        memset(&res, 0, sizeof(res));
+        int done = 0;
+        assert_ok(expiry_naive_step(f->st, &solo, part, at_ms((T + 10) * 1000), 1000, 1000, &resume,
+                                    &done, &res, f->err, sizeof(f->err)),
+                  f);
+        assert_true(done);
+        assert_int_equal(res.deleted, 0);
+        buf_fini(&resume);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1132,6 +1198,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backfill_complete, esetup, teardown),
         cmocka_unit_test_setup_teardown(test_backfill_resumes_after_crash, esetup, teardown),
         cmocka_unit_test_setup_teardown(test_backfill_with_concurrent_writes, esetup, teardown),
+        cmocka_unit_test_setup_teardown(test_naive_scan, esetup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,6 +103,11 @@ int store_open(store **out, const char *path, char *err, size_t errlen)
         goto fail;
     }
     st->undeletable_inited = 1;
+    if (pthread_mutex_init(&st->scratch_lock, NULL) != 0) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
+        goto fail;
+    }
+    st->scratch_lock_inited = 1;
     if (mkdirs(path) != 0) {
         rv = store_errf(LAPSE_EIO, err, errlen, "cannot create %s: %s", path, strerror(errno));
         goto fail;
@@ -129,6 +134,10 @@ void store_close(store *st)
     }
     if (st->undeletable_inited) {
         keyset_fini(&st->undeletable);
+    }
+    if (st->scratch_lock_inited) {
+        expiry_scratch_release(st);
+        pthread_mutex_destroy(&st->scratch_lock);
     }
     for (int i = st->locks_inited - 1; i >= 0; i--) {
         pthread_mutex_destroy(&st->locks[i]);
@@ -690,15 +699,20 @@ static int group_index(store *st, const table_schema *t, const store_write *writ
         }
         ttl_entry o = {0, 0};
         if (g->found[r]) {
-            item *cur = NULL;
-            rv = item_decode(g->vals[r].data, g->vals[r].len, &cur);
+            /* Only the stored item's entry is needed: read its TTL value in
+             * place (ttl_eval_encoded) instead of decoding it. A value that
+             * does not decode: its entry cannot be named (see
+             * read_for_write); the sweep removes the leftover as stale. */
+            ttl_verdict v = TTL_MISSING;
+            int64_t due_ms = 0;
+            rv = ttl_eval_encoded(&t->ttl, g->vals[r].data, g->vals[r].len, now, &v, &due_ms);
             if (rv == LAPSE_ENOMEM) {
                 return oom(err, errlen);
             }
-            /* A value that does not decode: its entry cannot be named (see
-             * read_for_write); the sweep removes the leftover as stale. */
-            o = entry_of(t, cur, now);
-            item_free(cur);
+            if (rv == 0 && v == TTL_ELIGIBLE) {
+                o.has = 1;
+                o.due_s = due_ms / 1000; /* as store_ttl_due_s */
+            }
         }
         const store_write *last = &writes[e[j - 1].idx];
         ttl_entry nw = entry_of(t, last->put, now); /* a delete: no entry */

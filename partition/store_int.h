@@ -1,7 +1,7 @@
 /*
  * store_int.h: what store.c (point writes, batches, tables, metadata),
- * store_query.c (queries, scans, counts) and expiry.c (the TTL expiry index)
- * share. Not part of the store API: only those files and the module's own
+ * store_query.c (queries, scans, counts), expiry.c (the TTL expiry index)
+ * and expiry_naive.c (the benchmark's naive scan) share. Not part of the store API: only those files and the module's own
  * tests (expiry_test.c, which reads the index directly) include it.
  */
 #ifndef LAPSE_STORE_INT_H
@@ -33,6 +33,8 @@ typedef struct sweep_cursor {
     buf key; /* an expiry key or bound */
 } sweep_cursor;
 
+typedef struct sweep_scratch sweep_scratch; /* expiry.c */
+
 struct store {
     db *db;                                    /* owned; NULL until opened */
     pthread_mutex_t locks[STORE_LOCK_STRIPES]; /* per-partition write locks */
@@ -42,6 +44,10 @@ struct store {
     keyset undeletable; /* items keys the TTL sweep skips (expiry.h) */
     int undeletable_inited;
     sweep_cursor cursors[STORE_LOCK_STRIPES]; /* by stripe; see sweep_cursor */
+    pthread_mutex_t scratch_lock;             /* guards the two fields below */
+    int scratch_lock_inited;
+    sweep_scratch *scratch_pool; /* expiry.c: idle sweep scratch, a list */
+    int scratch_pooled;          /* entries in scratch_pool */
 };
 
 /* Writes a reason into err (when given) and returns code. */
@@ -70,6 +76,8 @@ int store_ttl_due_s(const table_schema *t, const item *it, clock_wall now, int64
  * progress, and forgets its undeletable items (expiry.c; store_drop_table and
  * expiry_drop_table share it). 0 or LAPSE_ENOMEM. */
 int expiry_drop_into(store *st, db_batch *b, uint32_t table_id);
+/* Frees the pooled sweep scratch (store_close). REQUIRES: no sweep runs. */
+void expiry_scratch_release(store *st);
 /* Compacts the ranges expiry_drop_into deleted (reclaims their space). */
 void expiry_compact_table(store *st, uint32_t table_id);
 

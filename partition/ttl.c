@@ -5,6 +5,7 @@
 
 #include <limits.h>
 
+#include "../common/lapse_err.h"
 #include "../common/number.h"
 
 /* Epoch seconds beyond this are out of range: with the offset added and
@@ -18,21 +19,13 @@ const char *ttl_verdict_name(ttl_verdict v)
     return (v >= 0 && v < TTL_VERDICT_COUNT) ? names[v] : "unknown";
 }
 
-ttl_verdict ttl_eval(const ttl_rule *rule, const item *it, clock_wall now, int64_t *due_ms)
+/* Judges an N value given as its text (borrowed, validated when stored). */
+static ttl_verdict eval_number(const ttl_rule *rule, const char *text, size_t len, clock_wall now,
+                               int64_t *due_ms)
 {
-    if (rule->attribute[0] == '\0') {
-        return TTL_MISSING;
-    }
-    const attr_value *v = item_get(it, rule->attribute);
-    if (v == NULL) {
-        return TTL_MISSING;
-    }
-    if (v->type != ATTR_N) {
-        return TTL_NOT_NUMBER;
-    }
     number n;
     int64_t secs;
-    if (number_parse(v->u.bytes.ptr, v->u.bytes.len, &n, NULL, 0) != 0) {
+    if (number_parse(text, len, &n, NULL, 0) != 0) {
         return TTL_NOT_NUMBER; /* cannot happen: N values are validated when set */
     }
     if (number_to_i64(&n, &secs) != 0) {
@@ -53,4 +46,39 @@ ttl_verdict ttl_eval(const ttl_rule *rule, const item *it, clock_wall now, int64
         *due_ms = (secs + rule->offset_s) * 1000;
     }
     return TTL_ELIGIBLE;
+}
+
+ttl_verdict ttl_eval(const ttl_rule *rule, const item *it, clock_wall now, int64_t *due_ms)
+{
+    if (rule->attribute[0] == '\0') {
+        return TTL_MISSING;
+    }
+    const attr_value *v = item_get(it, rule->attribute);
+    if (v == NULL) {
+        return TTL_MISSING;
+    }
+    if (v->type != ATTR_N) {
+        return TTL_NOT_NUMBER;
+    }
+    return eval_number(rule, v->u.bytes.ptr, v->u.bytes.len, now, due_ms);
+}
+
+int ttl_eval_encoded(const ttl_rule *rule, const void *data, size_t len, clock_wall now,
+                     ttl_verdict *verdict, int64_t *due_ms)
+{
+    attr_type type = ATTR_NULL;
+    const char *text = NULL;
+    size_t tlen = 0;
+    /* An empty attribute name matches nothing, but the bytes are still
+     * checked: a corrupt item is corrupt under any rule. */
+    int rv = item_encoded_get(data, len, rule->attribute, &type, &text, &tlen);
+    if (rv == LAPSE_ENOTFOUND) {
+        *verdict = TTL_MISSING;
+        return 0;
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    *verdict = type != ATTR_N ? TTL_NOT_NUMBER : eval_number(rule, text, tlen, now, due_ms);
+    return 0;
 }

@@ -14,7 +14,8 @@
  * Invariants:
  *  1. ttl_eval is a function of (config, item, now) only: the store, the
  *     scanner, reads with hide_expired and ttl-preview all call it, so they
- *     can never disagree on what is expired.
+ *     can never disagree on what is expired. ttl_eval_encoded shares its
+ *     judgement of the value (one function), only reading it differently.
  */
 #ifndef LAPSE_TTL_H
 #define LAPSE_TTL_H
@@ -50,6 +51,15 @@ const char *ttl_verdict_name(ttl_verdict v);
  * due instant in epoch milliseconds (a whole second). A rule with no
  * attribute makes every item TTL_MISSING. */
 ttl_verdict ttl_eval(const ttl_rule *rule, const item *it, clock_wall now, int64_t *due_ms);
+
+/* ttl_eval of an item_encode()d item, without decoding it (the TTL backfill
+ * and sweep judge every stored item they pass): for any bytes that
+ * item_decode accepts, *verdict and *due_ms are what ttl_eval gives for the
+ * decoded item. Returns 0, LAPSE_ECORRUPT exactly when item_decode would
+ * reject the bytes, or LAPSE_ENOMEM; on error *verdict and *due_ms are not
+ * modified. */
+int ttl_eval_encoded(const ttl_rule *rule, const void *data, size_t len, clock_wall now,
+                     ttl_verdict *verdict, int64_t *due_ms);
 
 /* Whether an eligible item with due instant due_ms is expired at now. */
 static inline int ttl_is_expired(int64_t due_ms, clock_wall now)

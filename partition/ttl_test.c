@@ -1,6 +1,7 @@
 /*
  * ttl_test: DynamoDB's eligibility rules: every type, a missing attribute,
- * fractions, the five-year guard's edge, offsets and the boundary millisecond.
+ * fractions, the five-year guard's edge, offsets and the boundary millisecond;
+ * and ttl_eval_encoded judging the encoded item exactly as ttl_eval does.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include "../common/ddbjson.h"
+#include "../common/lapse_err.h"
 #include "ttl.h"
 
 static const int64_t NOW_S = 1800000000; /* 2027-01-15 */
@@ -34,6 +36,18 @@ static ttl_verdict eval_json(const ttl_rule *r, const char *json, int64_t now_ms
     }
     clock_wall now = {now_ms};
     ttl_verdict v = ttl_eval(r, it, now, due);
+    /* Every case also checks that the encoded form judges the same. */
+    buf b;
+    buf_init(&b);
+    assert_int_equal(item_encode(it, &b), 0);
+    ttl_verdict ve = TTL_VERDICT_COUNT;
+    int64_t due_e = -1;
+    assert_int_equal(ttl_eval_encoded(r, b.data, b.len, now, &ve, &due_e), 0);
+    assert_int_equal(ve, v);
+    if (v == TTL_ELIGIBLE && due != NULL) {
+        assert_int_equal(due_e, *due);
+    }
+    buf_fini(&b);
     item_free(it);
     return v;
 }
@@ -97,8 +111,7 @@ static void test_five_year_guard_edge(void **state)
     assert_int_equal(eval_json(&r, json, now, &due), TTL_TOO_OLD);
     /* Zero, negatives and huge negatives are all too old. */
     assert_int_equal(eval_json(&r, "{\"ExpirationTime\":{\"N\":\"0\"}}", now, &due), TTL_TOO_OLD);
-    assert_int_equal(eval_json(&r, "{\"ExpirationTime\":{\"N\":\"-5\"}}", now, &due),
-                     TTL_TOO_OLD);
+    assert_int_equal(eval_json(&r, "{\"ExpirationTime\":{\"N\":\"-5\"}}", now, &due), TTL_TOO_OLD);
     assert_int_equal(eval_json(&r, "{\"ExpirationTime\":{\"N\":\"-1E100\"}}", now, &due),
                      TTL_TOO_OLD);
     /* A per-table guard of one year moves the edge. */
@@ -156,6 +169,139 @@ static void test_verdict_names_are_stable(void **state)
     assert_int_equal(eval_json(&dflt, json, NOW_S * 1000, NULL), TTL_MISSING);
 }
 
+/* ttl_eval_encoded and ttl_eval agree on random items under random rules:
+ * the TTL attribute of every type (N of every shape: negative, fractions,
+ * exponents, near the guard, far beyond int64), absent, or only nested, with
+ * other attributes around it; and a corrupted copy is ECORRUPT exactly when
+ * item_decode rejects it. */
+static uint64_t rng = 88172645463325252ULL;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void set_n(item *it, const char *name, const char *text)
+{
+    attr_value v;
+    assert_int_equal(item_value_init_bytes(&v, ATTR_N, text, strlen(text)), 0);
+    assert_int_equal(item_set(it, name, &v), 0);
+}
+
+static void random_number(char *out, size_t outlen)
+{
+    int64_t base = NOW_S + (int64_t)(rnd() % 400000000) - 200000000; /* +-6 years */
+    switch (rnd() % 8) {
+    case 0:
+        snprintf(out, outlen, "%lld", (long long)base);
+        break;
+    case 1:
+        snprintf(out, outlen, "%lld.%03d", (long long)base, (int)(rnd() % 1000));
+        break;
+    case 2:
+        snprintf(out, outlen, "-%lld", (long long)(rnd() % 10000000000ULL));
+        break;
+    case 3:
+        snprintf(out, outlen, "%lld000", (long long)base); /* milliseconds */
+        break;
+    case 4:
+        snprintf(out, outlen, "%dE%d", (int)(rnd() % 100), (int)(rnd() % 30));
+        break;
+    case 5:
+        snprintf(out, outlen, "1%030d", 0); /* beyond int64 */
+        break;
+    case 6:
+        snprintf(out, outlen, "0.%d", (int)(rnd() % 1000));
+        break;
+    default:
+        snprintf(out, outlen, "%lld",
+                 (long long)(NOW_S - 5 * TTL_SECONDS_PER_YEAR + (int64_t)(rnd() % 5) -
+                             2)); /* guard edge */
+        break;
+    }
+}
+
+static void test_encoded_agrees_on_random_items(void **state)
+{
+    (void)state;
+    char num[64];
+    for (int round = 0; round < 20000; round++) {
+        ttl_rule r = rule((int64_t)(rnd() % 3) * (int64_t)(rnd() % 100000), (int)(rnd() % 4));
+        if (rnd() % 50 == 0) {
+            r.attribute[0] = 0; /* no attribute: everything is missing */
+        }
+        item *it = item_new();
+        assert_non_null(it);
+        int others = (int)(rnd() % 6);
+        for (int k = 0; k < others; k++) {
+            char name[16];
+            snprintf(name, sizeof(name), "A%d", k);
+            random_number(num, sizeof(num));
+            set_n(it, name, num);
+        }
+        attr_value v;
+        random_number(num, sizeof(num));
+        switch (rnd() % 7) {
+        case 0:
+        case 1:
+        case 2:
+            set_n(it, "ExpirationTime", num);
+            break;
+        case 3:
+            assert_int_equal(item_value_init_bytes(&v, ATTR_S, num, strlen(num)), 0);
+            assert_int_equal(item_set(it, "ExpirationTime", &v), 0);
+            break;
+        case 4: {
+            attr_value m, inner;
+            item_value_init_map(&m);
+            assert_int_equal(item_value_init_bytes(&inner, ATTR_N, num, strlen(num)), 0);
+            assert_int_equal(item_value_map_set(&m, "ExpirationTime", &inner), 0);
+            assert_int_equal(item_set(it, rnd() % 2 ? "ExpirationTime" : "Nested", &m), 0);
+            break;
+        }
+        case 5:
+            item_value_init_bool(&v, 1);
+            assert_int_equal(item_set(it, "ExpirationTime", &v), 0);
+            break;
+        default:
+            set_n(it, "expirationtime", num); /* case differs: missing */
+            break;
+        }
+        clock_wall now = {NOW_S * 1000 + (int64_t)(rnd() % 2000000000) - 1000000000};
+        int64_t due = -1, due_e = -2;
+        ttl_verdict want = ttl_eval(&r, it, now, &due);
+        buf b;
+        buf_init(&b);
+        assert_int_equal(item_encode(it, &b), 0);
+        ttl_verdict got = TTL_VERDICT_COUNT;
+        assert_int_equal(ttl_eval_encoded(&r, b.data, b.len, now, &got, &due_e), 0);
+        assert_int_equal(got, want);
+        if (want == TTL_ELIGIBLE) {
+            assert_int_equal(due_e, due);
+        }
+        /* One corrupted byte: ECORRUPT exactly when item_decode says so. */
+        size_t pos = (size_t)(rnd() % b.len);
+        b.data[pos] ^= (uint8_t)(1u << (rnd() % 8));
+        item *back = NULL;
+        int drv = item_decode(b.data, b.len, &back);
+        int erv = ttl_eval_encoded(&r, b.data, b.len, now, &got, &due_e);
+        assert_int_equal(erv, drv);
+        if (drv == 0) {
+            ttl_verdict w2 = ttl_eval(&r, back, now, &due);
+            assert_int_equal(got, w2);
+            if (w2 == TTL_ELIGIBLE) {
+                assert_int_equal(due_e, due);
+            }
+            item_free(back);
+        }
+        buf_fini(&b);
+        item_free(it);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -164,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_five_year_guard_edge),
         cmocka_unit_test(test_offset_delays_the_due_instant),
         cmocka_unit_test(test_verdict_names_are_stable),
+        cmocka_unit_test(test_encoded_agrees_on_random_items),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,136 @@
+/*
+ * expiry_naive.c: the naive scan of lapse-node --ttl-naive-scan (expiry.h,
+ * expiry_naive_step), for benchmark 6 only: what a best-effort background
+ * sweep without an index does, to show what the index (expiry.c) buys. It
+ * reads every item, decodes it and judges it with ttl_eval; it deletes the
+ * index entry of every item it deletes, so expiry.h invariant 1 holds and
+ * the indexed scanners can take over at any time.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/lapse_err.h"
+#include "expiry.h"
+#include "itemkey.h"
+#include "store_int.h"
+#include "ttl.h"
+
+static int oom(char *err, size_t errlen)
+{
+    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+}
+
+int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wall now,
+                      size_t max_scan, size_t max_delete, buf *resume, int *done,
+                      expiry_sweep_result *res, char *err, size_t errlen)
+{
+    int rv;
+    db_iter *it = NULL;
+    db_batch *b = NULL;
+    buf lo, hi, ekey, last;
+    buf_init(&lo);
+    buf_init(&hi);
+    buf_init(&ekey);
+    buf_init(&last);
+    int64_t *due_out = res->due_ms;
+    memset(res, 0, sizeof(*res));
+    res->due_ms = due_out;
+    res->next_due_ms = EXPIRY_NONE;
+    *done = 0;
+    if (max_scan == 0 || max_delete == 0 || max_delete > STORE_BATCH_MAX || !t->ttl.enabled ||
+        part >= t->partitions) {
+        return store_errf(LAPSE_EINVAL, err, errlen,
+                          "expiry_naive_step: bad arguments (max_scan %zu, max_delete %zu, "
+                          "ttl %s, partition %u)",
+                          max_scan, max_delete, t->ttl.enabled ? "on" : "off", (unsigned)part);
+    }
+    if ((b = db_batch_new()) == NULL || itemkey_append_prefix(&hi, t->id, part) != 0 ||
+        (resume->len > 0
+             ? buf_append(&lo, resume->data, resume->len) != 0 || buf_append_byte(&lo, 0) != 0
+             : itemkey_append_prefix(&lo, t->id, part) != 0)) {
+        rv = oom(err, errlen);
+        goto out;
+    }
+    int hi_none = itemkey_successor(&hi);
+    pthread_mutex_t *mu = store_stripe(st, t->id, part);
+    pthread_mutex_lock(mu);
+    if ((rv = db_iter_new(&it, st->db, CF_ITEMS, lo.data, lo.len, hi_none ? NULL : hi.data,
+                          hi.len)) != 0) {
+        rv = oom(err, errlen);
+        goto unlock;
+    }
+    /* Budget: max_scan items read, each decoded and judged with ttl_eval
+     * (no index: that is the point), and at most max_delete deletes (item
+     * and index entry) in one WriteBatch, all under the partition's lock so
+     * each check and its delete are atomic. Stops at either budget or at the
+     * partition's end (*done). */
+    size_t scanned = 0;
+    db_iter_seek_first(it);
+    for (; db_iter_valid(it) && scanned < max_scan && res->deleted < max_delete; db_iter_next(it)) {
+        size_t klen = 0, vlen = 0;
+        const uint8_t *k = db_iter_key(it, &klen);
+        const uint8_t *v = db_iter_value(it, &vlen);
+        item *x = NULL;
+        int drv = item_decode(v, vlen, &x);
+        if (drv == LAPSE_ENOMEM) {
+            rv = oom(err, errlen);
+            goto unlock;
+        }
+        int64_t due_ms = 0;
+        if (drv != 0) {
+            res->undeletable++;
+        } else if (ttl_eval(&t->ttl, x, now, &due_ms) == TTL_ELIGIBLE &&
+                   ttl_is_expired(due_ms, now)) {
+            if (itemkey_expiry_of(&ekey, k, klen, due_ms / 1000) != 0) {
+                item_free(x);
+                rv = oom(err, errlen);
+                goto unlock;
+            }
+            db_batch_delete(b, st->db, CF_ITEMS, k, klen);
+            db_batch_delete(b, st->db, CF_EXPIRY, ekey.data, ekey.len); /* invariant 1 */
+            if (res->due_ms != NULL) {
+                res->due_ms[res->deleted] = due_ms;
+            }
+            res->deleted++;
+        }
+        item_free(x);
+        buf_clear(&last);
+        if (buf_append(&last, k, klen) != 0) {
+            rv = oom(err, errlen);
+            goto unlock;
+        }
+        scanned++;
+    }
+    int finished = !db_iter_valid(it);
+    if ((rv = db_iter_status(it, err, errlen)) != 0) {
+        goto unlock;
+    }
+    if (db_batch_count(b) > 0 && (rv = db_write(st->db, b, 0, err, errlen)) != 0) {
+        goto unlock;
+    }
+    res->commit_ms = clock_wall_now().ms;
+    res->more = !finished;
+    *done = finished;
+    if (scanned > 0) {
+        buf swap = *resume; /* the last item read becomes the resume point */
+        *resume = last;
+        last = swap;
+    }
+unlock:
+    db_iter_free(it);
+    pthread_mutex_unlock(mu);
+out:
+    if (rv != 0) {
+        int64_t *keep = res->due_ms;
+        memset(res, 0, sizeof(*res)); /* nothing was written */
+        res->due_ms = keep;
+        res->next_due_ms = EXPIRY_NONE;
+    }
+    db_batch_free(b);
+    buf_fini(&lo);
+    buf_fini(&hi);
+    buf_fini(&ekey);
+    buf_fini(&last);
+    return rv;
+}
