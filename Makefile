@@ -2,8 +2,9 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX     ?= /usr/local
 
-.PHONY: all deps build build-asan test test-fast test-asan cluster cluster-down chaos bench clean
+.PHONY: all deps build build-asan test test-fast test-asan cluster cluster-down chaos bench install clean
 
 all: build
 
@@ -34,8 +35,20 @@ cluster: build
 cluster-down:
 	@./deploy/local-cluster.sh down
 
+# The daemons, the CLI, liblapse (.so and .a), lapse.h and lapse.pc under
+# $(PREFIX) (bin/, lib/, include/lapse/, lib/pkgconfig/); DESTDIR stages a
+# package (docs/operations.md, step 1).
+install: build
+	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
 bench: build
 	@$(BUILD)/bin/lapse-bench
+
+# Long chaos profile (docs/chaos.md): 3 seeds of 150 s of mixed faults each, a
+# report in $(BUILD)/chaos-report.txt and a summary here. CHAOS_SEED=S replays.
+chaos: build
+	@$(BUILD)/bin/lapse-chaos --profile long --bin-dir $(BUILD)/bin \
+	  --report $(BUILD)/chaos-report.txt $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

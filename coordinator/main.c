@@ -3,6 +3,8 @@
  *
  *   lapse-coordinator --listen URL --data DIR [--heartbeat-timeout-ms N]
  *                     [--admin-token-file F] [--log-level LEVEL] [--help]
+ *   lapse-coordinator --config FILE [flags]   (FILE: "key = value" lines,
+ *                     common/config.h; a flag on the command line wins)
  *
  * Exit status: 0 after a clean shutdown (SIGTERM or SIGINT), 1 when the data
  * dir is unusable, the address cannot be listened on or the admin token file
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/config.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "server.h"
@@ -31,6 +34,7 @@
 
 static volatile sig_atomic_t stop_requested; /* set by on_signal, read by main */
 static volatile sig_atomic_t stop_signal;    /* which signal asked, for the log */
+static config_argv g_args; /* --config's settings, then argv; flags point into it */
 
 static void on_signal(int sig)
 {
@@ -44,7 +48,11 @@ static void usage(FILE *f)
             "usage: lapse-coordinator --data DIR [--listen URL] [--heartbeat-timeout-ms N]\n"
             "                         [--admin-token-file F]\n"
             "                         [--log-level debug|info|warn|error] [--help]\n"
+            "       lapse-coordinator --config FILE [flags]\n"
             "\n"
+            "  --config FILE              read settings from FILE, lines 'key = value' with\n"
+            "                             the flags below as keys (listen = tcp://...);\n"
+            "                             a flag on the command line wins\n"
             "  --listen URL               RPC address (default " DEFAULT_LISTEN ")\n"
             "  --data DIR                 data directory of the coordinator's catalog (required)\n"
             "  --heartbeat-timeout-ms N   mark a node DOWN after N ms without a heartbeat\n"
@@ -64,8 +72,8 @@ typedef struct flags {
     const char *admin_token_file; /* --admin-token-file; NULL: no token */
 } flags;
 
-/* Parses argv. Returns 0, 1 for --help, or LAPSE_EUSAGE after printing why
- * on stderr. */
+/* Parses the --config file's settings (into g_args), then argv. Returns 0,
+ * 1 for --help, or LAPSE_EUSAGE after printing why on stderr. */
 static int parse_flags(int argc, char **argv, flags *f)
 {
     static const struct option opts[] = {
@@ -82,6 +90,13 @@ static int parse_flags(int argc, char **argv, flags *f)
     f->heartbeat_timeout_ms = DEFAULT_HEARTBEAT_TIMEOUT_MS;
     f->level = LOG_INFO;
     f->admin_token_file = NULL;
+    char cerr[4200];
+    if (config_argv_init(&g_args, argc, argv, opts, cerr, sizeof(cerr)) != 0) {
+        fprintf(stderr, "lapse-coordinator: %s\n", cerr);
+        return LAPSE_EUSAGE;
+    }
+    argc = g_args.argc;
+    argv = g_args.argv;
     opterr = 0; /* our own messages */
     int c;
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
@@ -194,6 +209,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (rv != 0) {
+        char where[4200]; /* optarg is the bad value when a flag's value was refused */
+        if (config_argv_where(&g_args, optarg, where, sizeof(where)) != NULL) {
+            fprintf(stderr, "lapse-coordinator: (that value is set at %s)\n", where);
+        }
         return 2;
     }
     log_init("coordinator", f.level);
@@ -258,5 +277,6 @@ int main(int argc, char **argv)
     log_info("%s received, shutting down", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
     server_close(s);
     log_info("stopped");
+    config_argv_fini(&g_args);
     return 0;
 }
