@@ -31,6 +31,8 @@ typedef struct proc {
     int killed;       /* set when we signalled it with SIGKILL/SIGTERM */
     int crash_status; /* wait status when it exited on its own */
     int crashed;
+    int crash_count;       /* exits on its own since cluster_start */
+    int exit_status;       /* wait status of the last exit, -1 before any */
     char metrics_addr[32]; /* "127.0.0.1:port", or "" */
 } proc;
 
@@ -84,9 +86,11 @@ static void reap(cluster *c)
         int st;
         if (p->pid > 0 && waitpid(p->pid, &st, WNOHANG) == p->pid) {
             p->pid = 0;
+            p->exit_status = st;
             if (!p->killed) {
                 p->crashed = 1;
                 p->crash_status = st;
+                p->crash_count++;
             }
         }
     }
@@ -237,6 +241,7 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
     for (int i = 0; i <= c->nodes; i++) {
         proc *p = &c->procs[i];
         const char *name = i == 0 ? "coordinator" : "node";
+        p->exit_status = -1;
         p->port = cluster_free_port();
         snprintf(p->url, sizeof(p->url), "tcp://127.0.0.1:%d", p->port);
         if (i > 0 && opt->metrics) {
@@ -291,6 +296,7 @@ int cluster_kill(cluster *c, int idx, int sig)
             }
             sleep_ms(5);
         }
+        p->exit_status = st;
         if (!c->quiet) {
             fprintf(stderr, "cluster: %s process %d (pid %d)\n",
                     sig == SIGKILL ? "killed -9" : "terminated", idx, (int)p->pid);
@@ -379,4 +385,23 @@ int cluster_nodes(const cluster *c)
 pid_t cluster_pid(const cluster *c, int idx)
 {
     return (idx >= 0 && idx <= c->nodes) ? c->procs[idx].pid : 0;
+}
+
+int cluster_crash_count(cluster *c, int idx)
+{
+    if (idx < 0 || idx > c->nodes) {
+        return 0;
+    }
+    reap(c);
+    return c->procs[idx].crash_count;
+}
+
+int cluster_exit_status(const cluster *c, int idx)
+{
+    return (idx >= 0 && idx <= c->nodes) ? c->procs[idx].exit_status : -1;
+}
+
+const char *cluster_log_path(const cluster *c, int idx)
+{
+    return (idx >= 0 && idx <= c->nodes) ? c->procs[idx].log_path : NULL;
 }

@@ -71,6 +71,17 @@ int cluster_wait_up(cluster *c, int nodes, int timeout_ms);
  * cluster_kill), or -1 when none did; *status gets its wait status. */
 int cluster_crashed(cluster *c, int *status);
 
+/* How many times process idx exited on its own (not through cluster_kill)
+ * since cluster_start, so a caller that restarts crashed processes can
+ * notice each crash (cluster_crashed keeps naming the first one). */
+int cluster_crash_count(cluster *c, int idx);
+/* The wait status of process idx's last exit (through cluster_kill or on
+ * its own), or -1 when it has not exited yet. */
+int cluster_exit_status(const cluster *c, int idx);
+/* The path of process idx's log file (stdout and stderr, appended across
+ * restarts), or NULL for a bad index. */
+const char *cluster_log_path(const cluster *c, int idx);
+
 /* A free TCP port on 127.0.0.1 (bound and released). 0 on failure. */
 int cluster_free_port(void);
 

@@ -1,0 +1,452 @@
+/*
+ * faults.c: the fault scenarios. See faults.h and docs/chaos.md.
+ */
+#include "faults.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "workload.h"
+
+/* Keys per mass-expiry burst and burst slots in table 0 (chaos.c sizes it). */
+int faults_burst_keys(const chaos_opts *o)
+{
+    return o->profile_long ? 2000 : 600;
+}
+
+/* ============================== helpers ============================== */
+
+static void pname(int idx, char *buf, size_t len)
+{
+    if (idx == 0) {
+        snprintf(buf, len, "coordinator");
+    } else {
+        snprintf(buf, len, "node %d", idx);
+    }
+}
+
+static void sleep_until(int64_t mono)
+{
+    int64_t d = mono - mono_ms();
+    if (d > 0) {
+        sleep_ms(d);
+    }
+}
+
+static void kill9(run *r, int idx, const char *why)
+{
+    char n[32];
+    pname(idx, n, sizeof(n));
+    if (cluster_kill(r->cl, idx, SIGKILL) == 0) {
+        atomic_fetch_add(&r->faults, 1);
+        flog_add(r, "kill -9 %s %s", n, why);
+    }
+}
+
+static void wait_up(run *r)
+{
+    if (cluster_wait_up(r->cl, cluster_nodes(r->cl), 20000) != 0) {
+        flog_add(r, "cluster not all UP 20 s after a restart");
+    }
+}
+
+static void restart(run *r, int idx)
+{
+    char n[32];
+    pname(idx, n, sizeof(n));
+    if (cluster_pid(r->cl, idx) == 0) {
+        if (cluster_restart(r->cl, idx) == 0) {
+            flog_add(r, "restart %s", n);
+        } else {
+            flog_add(r, "cannot restart %s", n);
+        }
+    }
+}
+
+static void restart_after(run *r, int idx, int64_t delay_ms)
+{
+    run_phase(r, "process %d down for %" PRId64 " ms", idx, delay_ms);
+    sleep_ms(delay_ms);
+    restart(r, idx);
+    wait_up(r);
+}
+
+int faults_check_crashes(run *r)
+{
+    int *seen = r->crashes_seen;
+    int found = 0;
+    for (int i = 0; i <= cluster_nodes(r->cl); i++) {
+        int n = cluster_crash_count(r->cl, i);
+        if (n > seen[i]) {
+            char nm[32];
+            pname(i, nm, sizeof(nm));
+            int st = cluster_exit_status(r->cl, i);
+            flog_add(r, "CRASH: %s exited on its own (%s %d); see %s", nm,
+                     WIFSIGNALED(st) ? "signal" : "status",
+                     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), cluster_log_path(r->cl, i));
+            atomic_fetch_add(&r->crashes, n - seen[i]);
+            found += n - seen[i];
+            seen[i] = n;
+            restart(r, i);
+        }
+    }
+    return found;
+}
+
+int faults_restore(run *r)
+{
+    faults_check_crashes(r);
+    for (int i = 0; i <= cluster_nodes(r->cl); i++) {
+        if (cluster_pid(r->cl, i) > 0) {
+            cluster_kill(r->cl, i, SIGCONT);
+        } else {
+            restart(r, i);
+        }
+    }
+    return cluster_wait_up(r->cl, cluster_nodes(r->cl), 30000);
+}
+
+/* ========================== admin calls ========================== */
+
+int faults_create_table(run *r, const char *name, int *first_rv)
+{
+    lapse_table_def d = {0};
+    d.name = name;
+    d.partition_key = "Id";
+    d.partition_key_type = 'S';
+    d.partitions = 16;
+    int rv = 0;
+    int64_t deadline = mono_ms() + 30000;
+    while (mono_ms() < deadline) {
+        lapse_error e = {0};
+        rv = lapse_create_table(r->admin, &d, &e);
+        atomic_fetch_add(&r->ops[OP_ADMIN], 1);
+        if (first_rv != NULL) {
+            *first_rv = rv;
+            first_rv = NULL;
+        }
+        if (rv == 0 || rv == LAPSE_EEXISTS) {
+            return rv;
+        }
+        sleep_ms(200);
+    }
+    return rv;
+}
+
+int faults_enable_ttl(run *r, const char *table, int timeout_ms)
+{
+    lapse_ttl_spec spec = {0};
+    spec.action = LAPSE_TTL_ENABLE;
+    spec.attribute = MODEL_TTL_ATTR;
+    int rv = 0;
+    int64_t deadline = mono_ms() + timeout_ms;
+    while (mono_ms() < deadline) {
+        lapse_error e = {0};
+        rv = lapse_update_ttl(r->admin, table, &spec, NULL, &e);
+        atomic_fetch_add(&r->ops[OP_ADMIN], 1);
+        if (rv == 0 || (rv == LAPSE_ESTATE && strstr(e.message, "already enabled") != NULL)) {
+            return 0;
+        }
+        sleep_ms(200);
+    }
+    return rv;
+}
+
+/* An admin call on a helper thread, so the main thread can kill the
+ * coordinator while it is in flight. */
+typedef struct admin_job {
+    run *r;
+    int enable; /* 0: CreateTable, 1: UpdateTimeToLive(ENABLE) */
+    const char *table;
+    int rv;
+    lapse_error e;
+} admin_job;
+
+static void *admin_thread(void *p)
+{
+    admin_job *j = p;
+    if (j->enable) {
+        lapse_ttl_spec spec = {0};
+        spec.action = LAPSE_TTL_ENABLE;
+        spec.attribute = MODEL_TTL_ATTR;
+        j->rv = lapse_update_ttl(j->r->admin, j->table, &spec, NULL, &j->e);
+    } else {
+        lapse_table_def d = {0};
+        d.name = j->table;
+        d.partition_key = "Id";
+        d.partition_key_type = 'S';
+        d.partitions = 16;
+        j->rv = lapse_create_table(j->r->admin, &d, &j->e);
+    }
+    atomic_fetch_add(&j->r->ops[OP_ADMIN], 1);
+    return NULL;
+}
+
+/* Starts j on a thread, kills `victim` after delay_ms, joins. */
+static void admin_with_kill(run *r, admin_job *j, int victim, int64_t delay_ms, const char *why)
+{
+    pthread_t th;
+    if (pthread_create(&th, NULL, admin_thread, j) != 0) {
+        admin_thread(j);
+        return;
+    }
+    sleep_ms(delay_ms);
+    char buf[120];
+    snprintf(buf, sizeof(buf), "%s (%" PRId64 " ms after the call)", why, delay_ms);
+    kill9(r, victim, buf);
+    pthread_join(th, NULL);
+}
+
+/* After a killed UpdateTimeToLive(ENABLE): an acknowledged one must stick
+ * by itself (settle then only waits for ENABLED); a failed one is retried. */
+static void resolve_enable(run *r, int ti, const admin_job *j)
+{
+    mtable *t = &r->m.t[ti];
+    if (j->rv == 0) {
+        t->ttl_resolved = 1;
+        flog_add(r, "UpdateTimeToLive(ENABLE) on %s was acknowledged", t->name);
+    } else if (faults_enable_ttl(r, t->name, 20000) == 0) {
+        t->ttl_resolved = 1;
+        flog_add(r, "UpdateTimeToLive(ENABLE) on %s failed (%s); retried until applied", t->name,
+                 lapse_strerror(j->rv));
+    } else {
+        flog_add(r, "TTL enable on %s not resolved yet (settle retries)", t->name);
+    }
+}
+
+/* Fills model table ti (all its keys) with random TTL classes. */
+static void fill_table(run *r, int ti, uint64_t *rng)
+{
+    int n = r->m.t[ti].nkeys;
+    int *idx = malloc(sizeof(int) * (size_t)n);
+    if (idx == NULL) {
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        idx[i] = i;
+    }
+    wl_batch_put(r, r->admin, ti, idx, n, 0, rng);
+    free(idx);
+}
+
+/* ============================== scenarios ============================== */
+
+static void sc_mass_expiry(run *r, uint64_t *rng, int n)
+{
+    int m = faults_burst_keys(r->opt);
+    int slot = n % CHAOS_BURST_SLOTS;
+    int *idx = malloc(sizeof(int) * (size_t)m);
+    if (idx == NULL) {
+        return;
+    }
+    for (int i = 0; i < m; i++) {
+        idx[i] = r->opt->items + slot * m + i;
+    }
+    int64_t due_s = wall_ms() / 1000 + 3;
+    run_phase(r, "mass expiry: %d items due at %" PRId64, m, due_s);
+    wl_batch_put(r, r->admin, 0, idx, m, due_s, rng);
+    /* A tenth of them get extended or lose their TTL right around the due
+     * second, racing the scanner. */
+    int64_t due_mono = mono_ms() + (due_s * 1000 - wall_ms());
+    sleep_until(due_mono - rng_range(rng, 0, 100));
+    for (int i = 0; i < m / 10; i++) {
+        int k = idx[rng_range(rng, 0, m - 1)];
+        if (rng_next(rng) % 2 == 0) {
+            wl_call(r, r->admin, 0, k, WK_UPD_TTL, TC_FUTURE, rng);
+        } else {
+            wl_call(r, r->admin, 0, k, WK_UPD_RM, 0, rng);
+        }
+    }
+    sleep_until(due_mono + rng_range(rng, -300, 1000));
+    int victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
+    char why[96];
+    snprintf(why, sizeof(why), "during the mass expiry of %d items due at %" PRId64, m, due_s);
+    kill9(r, victim, why);
+    restart_after(r, victim, rng_range(rng, 200, 2000));
+    free(idx);
+}
+
+static void sc_backfill(run *r, uint64_t *rng, int n)
+{
+    char name[48];
+    snprintf(name, sizeof(name), "chaos_bf%d", n);
+    int items = r->opt->profile_long ? 12000 : 3000;
+    int ti = model_add_table(&r->m, name, items, 0);
+    if (ti < 0) {
+        return;
+    }
+    run_phase(r, "backfill: creating and filling %s", name);
+    int crv = faults_create_table(r, name, NULL);
+    if (crv != 0 && crv != LAPSE_EEXISTS) {
+        flog_add(r, "cannot create %s", name);
+        return;
+    }
+    fill_table(r, ti, rng);
+    /* Before TTL is enabled, nothing can be deleted: extend or remove the
+     * TTL of a tenth of the items already due, delete a few. */
+    mtable *t = &r->m.t[ti];
+    int64_t now = wall_ms();
+    t->ttl = 1; /* judged as if enabled from here: no delete happened before */
+    for (int i = 0; i < items; i++) {
+        int64_t due;
+        mkey *k = &t->keys[i];
+        if (k->ncand == 1 && model_expires(t, &k->cand[0], now, &due) && due < now &&
+            rng_next(rng) % 10 == 0) {
+            wl_call(r, r->admin, ti, i, rng_next(rng) % 2 ? WK_UPD_TTL : WK_UPD_RM, TC_FUTURE, rng);
+        } else if (rng_next(rng) % 50 == 0) {
+            wl_call(r, r->admin, ti, i, WK_DELETE, 0, rng);
+        }
+    }
+    /* Enable, and kill a node while it backfills (--ttl-backfill-rate
+     * makes the backfill last about items / 3 / rate seconds). */
+    run_phase(r, "backfill: enabling TTL on %s", name);
+    admin_job j = {r, 1, name, 0, {0}};
+    int64_t span = (int64_t)items * 1000 / 3 / CHAOS_BACKFILL_RATE;
+    int victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
+    char why[96];
+    snprintf(why, sizeof(why), "mid-backfill of %s (%d items)", name, items);
+    admin_with_kill(r, &j, victim, rng_range(rng, 20, span > 40 ? span : 40), why);
+    restart_after(r, victim, rng_range(rng, 200, 2000));
+    resolve_enable(r, ti, &j);
+}
+
+static void sc_coord_create(run *r, uint64_t *rng, int n)
+{
+    if (r->m.ncreated >= MODEL_MAX_CREATED) {
+        return;
+    }
+    mcreated *mc = &r->m.created[r->m.ncreated++];
+    snprintf(mc->name, sizeof(mc->name), "chaos_ct%d", n);
+    run_phase(r, "create-table %s while killing the coordinator", mc->name);
+    admin_job j = {r, 0, mc->name, 0, {0}};
+    /* Mostly before the reply (the call fails), sometimes just after it. */
+    int64_t delay = rng_next(rng) % 3 != 0 ? rng_range(rng, 0, 6) : rng_range(rng, 6, 30);
+    admin_with_kill(r, &j, 0, delay, "during CreateTable");
+    mc->acked = j.rv == 0;
+    restart_after(r, 0, rng_range(rng, 200, 1500));
+    /* The first retry tells: "exists" if the killed call applied, success
+     * if it did not (a lost acknowledged create is a violation). */
+    int first = -1;
+    int rv = faults_create_table(r, mc->name, &first);
+    mc->exists = rv == 0 || rv == LAPSE_EEXISTS;
+    mc->recreated = first == 0;
+    flog_add(r, "CreateTable %s %s; the retry after the restart said %s", mc->name,
+             mc->acked ? "was acknowledged" : "failed or timed out",
+             first == 0 ? "created" : lapse_strerror(first));
+}
+
+static void sc_coord_ttl(run *r, uint64_t *rng, int n)
+{
+    char name[48];
+    snprintf(name, sizeof(name), "chaos_pr%d", n);
+    int ti = model_add_table(&r->m, name, 400, 0);
+    if (ti < 0) {
+        return;
+    }
+    run_phase(r, "TTL enable on %s while killing the coordinator", name);
+    int crv = faults_create_table(r, name, NULL);
+    if (crv != 0 && crv != LAPSE_EEXISTS) {
+        flog_add(r, "cannot create %s", name);
+        return;
+    }
+    fill_table(r, ti, rng);
+    r->m.t[ti].ttl = 1;
+    admin_job j = {r, 1, name, 0, {0}};
+    admin_with_kill(r, &j, 0, rng_range(rng, 0, 12), "during UpdateTimeToLive propagation");
+    restart_after(r, 0, rng_range(rng, 200, 1500));
+    resolve_enable(r, ti, &j);
+}
+
+static void sc_stop_cont(run *r, uint64_t *rng)
+{
+    int victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
+    int64_t ms = rng_range(rng, 1000, 4000);
+    run_phase(r, "node %d stopped for %" PRId64 " ms", victim, ms);
+    if (cluster_kill(r->cl, victim, SIGSTOP) != 0) {
+        return;
+    }
+    atomic_fetch_add(&r->faults, 1);
+    flog_add(r, "SIGSTOP node %d for %" PRId64 " ms", victim, ms);
+    sleep_ms(ms);
+    cluster_kill(r->cl, victim, SIGCONT);
+    flog_add(r, "SIGCONT node %d", victim);
+}
+
+static void random_kill(run *r, uint64_t *rng)
+{
+    int victim = (int)rng_range(rng, 0, cluster_nodes(r->cl));
+    kill9(r, victim, "(repeated kills)");
+    restart_after(r, victim, rng_range(rng, 100, 2500));
+}
+
+/* ============================== the driver ============================== */
+
+enum { SC_MASS, SC_BACKFILL, SC_CREATE, SC_TTLPROP, SC_STOP, SC_COUNT };
+
+int faults_run(run *r)
+{
+    uint64_t rng = r->seed ^ 0xfa175eedULL;
+    int list[SC_COUNT], n = 0, ran = 0;
+    unsigned f = r->opt->faults;
+    if (f & CHAOS_FAULT_NODE_KILL) {
+        list[n++] = SC_MASS;
+    }
+    if (f & CHAOS_FAULT_BACKFILL_KILL) {
+        list[n++] = SC_BACKFILL;
+    }
+    if (f & CHAOS_FAULT_COORD_KILL) {
+        list[n++] = SC_CREATE;
+        list[n++] = SC_TTLPROP;
+    }
+    if (f & CHAOS_FAULT_STOP_CONT) {
+        list[n++] = SC_STOP;
+    }
+    for (int i = n - 1; i > 0; i--) { /* seeded shuffle */
+        int j = (int)rng_range(&rng, 0, i);
+        int t = list[i];
+        list[i] = list[j];
+        list[j] = t;
+    }
+    /* A scenario needs up to about 6 s; do not start one that would overrun. */
+    while (mono_ms() + 6000 < r->end_mono_ms && !atomic_load(&r->stop)) {
+        faults_check_crashes(r);
+        if (n == 0) {
+            run_phase(r, "workload only (no faults)");
+            sleep_ms(200);
+            continue;
+        }
+        int sc = r->opt->profile_long ? list[rng_range(&rng, 0, n - 1)] : list[ran % n];
+        switch (sc) {
+        case SC_MASS:
+            sc_mass_expiry(r, &rng, ran);
+            break;
+        case SC_BACKFILL:
+            sc_backfill(r, &rng, ran);
+            break;
+        case SC_CREATE:
+            sc_coord_create(r, &rng, ran);
+            break;
+        case SC_TTLPROP:
+            sc_coord_ttl(r, &rng, ran);
+            break;
+        default:
+            sc_stop_cont(r, &rng);
+            break;
+        }
+        ran++;
+        if (r->opt->profile_long && (f & (CHAOS_FAULT_NODE_KILL | CHAOS_FAULT_COORD_KILL)) &&
+            rng_next(&rng) % 2 == 0 && mono_ms() + 3000 < r->end_mono_ms) {
+            sleep_ms(rng_range(&rng, 0, 1500));
+            random_kill(r, &rng);
+        }
+        run_phase(r, "between faults");
+        sleep_ms(rng_range(&rng, 200, 1200));
+    }
+    run_phase(r, "workload ending");
+    sleep_until(r->end_mono_ms);
+    return ran;
+}

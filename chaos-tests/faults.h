@@ -1,0 +1,58 @@
+/*
+ * faults.h: the fault scenarios of a chaos run, driven by the main thread
+ * (the only thread that touches the cluster), each logged with its wall time
+ * in the run's fault log.
+ *
+ *   mass-expiry    (node-kill)        a burst of items due in the same second,
+ *                                     some extended while due, and kill -9 of
+ *                                     a random node around that second
+ *   backfill       (backfill-kill)    a filled table gets TTL enabled and a
+ *                                     random node is killed mid-backfill
+ *   create-table   (coordinator-kill) kill -9 of the coordinator during
+ *                                     CreateTable
+ *   ttl-enable     (coordinator-kill) kill -9 of the coordinator during
+ *                                     UpdateTimeToLive's propagation
+ *   stop-cont      (stop-cont)        SIGSTOP of a node for 1-4 s, then SIGCONT
+ *   random-kill    (long profile)     kill -9 of any process at a random
+ *                                     moment, between the scenarios above
+ *
+ * Every killed process is restarted on its data dir after a random delay.
+ *
+ * Thread-safety: main thread only.
+ */
+#ifndef LAPSE_CHAOS_FAULTS_H
+#define LAPSE_CHAOS_FAULTS_H
+
+#include "run.h"
+
+#define CHAOS_BURST_SLOTS 8      /* mass-expiry key ranges in table 0, reused in turn */
+#define CHAOS_BACKFILL_RATE 2000 /* every node's --ttl-backfill-rate, items/s */
+
+/* Keys per mass-expiry burst for o's profile (table 0 holds
+ * CHAOS_BURST_SLOTS of them after the workload's keys). */
+int faults_burst_keys(const chaos_opts *o);
+
+/* Runs scenarios (per r->opt->faults and profile) until r->end_mono_ms.
+ * Returns the number of scenarios run. */
+int faults_run(run *r);
+
+/* Brings every process back: SIGCONT, restart what is down, wait until
+ * every node is UP (bounded). Logs daemons that exited on their own.
+ * Returns 0 or LAPSE_ETIMEDOUT. */
+int faults_restore(run *r);
+
+/* Notes (once each) processes that exited without our kill, restarting
+ * them. Returns how many were newly found. */
+int faults_check_crashes(run *r);
+
+/* Creates a table (Id:S, 16 partitions), retrying through coordinator
+ * restarts until it exists. Returns 0 (this call created it), LAPSE_EEXISTS
+ * (it existed) or the last error after 30 s. *first_rv (may be NULL) gets
+ * the first attempt's status. */
+int faults_create_table(run *r, const char *name, int *first_rv);
+
+/* Enables TTL (attribute ExpirationTime) on table, retrying until it is
+ * applied (success or "already enabled"), up to timeout_ms. */
+int faults_enable_ttl(run *r, const char *table, int timeout_ms);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * report.c: the text report of a chaos run. See report.h.
+ */
+#include "report.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+void report_faults_text(unsigned f, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
+             f & CHAOS_FAULT_BACKFILL_KILL ? "backfill-kill," : "",
+             f & CHAOS_FAULT_COORD_KILL ? "coordinator-kill," : "",
+             f & CHAOS_FAULT_STOP_CONT ? "stop-cont," : "", f == 0 ? "none" : "");
+    size_t n = strlen(buf);
+    if (n > 0 && buf[n - 1] == ',') {
+        buf[n - 1] = '\0';
+    }
+}
+
+static const char *inv_names[CHAOS_INVARIANTS + 1] = {
+    "",
+    "acknowledged writes present (unless user-deleted or expired), deletes stay",
+    "items due before the settle instant are gone (base table)",
+    "extended/removed TTLs honoured; old and non-number TTLs untouched",
+    "stream: one REMOVE by lapse.ttl per TTL delete, gapless shards",
+    "every GSI equals the projection of its base table",
+    "no daemon exits but ours, clean SIGTERM, no sanitizer report"};
+
+static void print_faults_around(FILE *f, run *r, int64_t at_ms)
+{
+    int before = -1, shown = 0;
+    for (int i = 0; i < r->flog.n; i++) {
+        if (r->flog.e[i].wall_ms <= at_ms) {
+            before = i;
+        }
+    }
+    fprintf(f, "      faults before it:%s\n", before < 0 ? " none" : "");
+    for (int i = before - 2 < 0 ? 0 : before - 2; i >= 0 && i <= before; i++) {
+        fprintf(f, "        %+8.3fs %s\n",
+                (double)(r->flog.e[i].wall_ms - r->start_wall_ms) / 1000.0, r->flog.e[i].text);
+    }
+    for (int i = before + 1; i < r->flog.n && shown < 3; i++, shown++) {
+        fprintf(f, "      %s%+8.3fs %s\n", shown == 0 ? "after: " : "       ",
+                (double)(r->flog.e[i].wall_ms - r->start_wall_ms) / 1000.0, r->flog.e[i].text);
+    }
+}
+
+void report_write(FILE *f, run *r, const check_out *co, const char *run_dir, int verbose)
+{
+    char fl[96];
+    report_faults_text(r->opt->faults, fl, sizeof(fl));
+    fprintf(f,
+            "== lapse-chaos seed %" PRIu64 " (profile %s, %d s, %d items, %d threads, faults %s)\n",
+            r->seed, r->opt->profile_long ? "long" : "short", r->opt->duration_s, r->opt->items,
+            r->opt->threads, fl);
+    fprintf(f, "run dir: %s\n", run_dir);
+    fprintf(f,
+            "operations: put %ld, update %ld, delete %ld, get %ld, batch put %ld, admin %ld; "
+            "%ld failed or timed out (%ld keys left uncertain)\n",
+            atomic_load(&r->ops[OP_PUT]), atomic_load(&r->ops[OP_UPDATE]),
+            atomic_load(&r->ops[OP_DELETE]), atomic_load(&r->ops[OP_GET]),
+            atomic_load(&r->ops[OP_BATCH]), atomic_load(&r->ops[OP_ADMIN]), atomic_load(&r->errors),
+            atomic_load(&r->uncertain));
+    fprintf(f, "faults injected: %d\n", atomic_load(&r->faults));
+    if (verbose) {
+        for (int i = 0; i < r->flog.n; i++) {
+            fprintf(f, "  %+8.3fs %s\n", (double)(r->flog.e[i].wall_ms - r->start_wall_ms) / 1000.0,
+                    r->flog.e[i].text);
+        }
+    }
+    if (co->settle_ms >= 0) {
+        fprintf(f, "settle: %d ms after the settle instant (+%.3fs)\n", co->settle_ms,
+                (double)(co->settle_wall_ms - r->start_wall_ms) / 1000.0);
+    } else {
+        fprintf(f, "settle: did NOT settle before the deadline\n");
+    }
+    fprintf(f, "items checked: %ld\n", co->items);
+    for (int i = 0; i < MC_COUNT; i++) {
+        fprintf(f, "  %8ld %s\n", co->by_class[i], model_class_names[i]);
+    }
+    fprintf(f, "invariants:\n");
+    for (int i = 1; i <= CHAOS_INVARIANTS; i++) {
+        const char *v = !co->checked[i]
+                            ? (i == 4 || i == 5 ? "not yet checked (needs issue 4)" : "not checked")
+                        : co->violations[i] == 0 ? "PASS"
+                                                 : "FAIL";
+        fprintf(f, "  %d %-72s %s", i, inv_names[i], v);
+        if (co->checked[i] && co->violations[i] > 0) {
+            fprintf(f, " (%d)", co->violations[i]);
+        }
+        fprintf(f, "\n");
+    }
+    for (int i = 0; i < co->nv; i++) {
+        const violation *v = &co->v[i];
+        fprintf(f, "  VIOLATION of invariant %d: %s\n    expected: %s\n    found:    %s\n", v->inv,
+                v->where, v->expected, v->found);
+        if (v->last_op[0] != '\0') {
+            fprintf(f, "    last call: %s", v->last_op);
+            if (v->last_wall_ms > 0) {
+                fprintf(f, ", returned at %+.3fs",
+                        (double)(v->last_wall_ms - r->start_wall_ms) / 1000.0);
+            }
+            fprintf(f, "\n");
+        }
+        print_faults_around(f, r, v->last_wall_ms > 0 ? v->last_wall_ms : co->settle_wall_ms);
+    }
+    int total = 0;
+    for (int i = 1; i <= CHAOS_INVARIANTS; i++) {
+        total += co->violations[i];
+    }
+    if (co->nv < total) {
+        fprintf(f, "  (%d more violations not shown)\n", total - co->nv);
+    }
+    fprintf(f, "verdict: %s\n", total == 0 ? "PASS" : "FAIL");
+}

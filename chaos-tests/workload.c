@@ -1,0 +1,327 @@
+/*
+ * workload.c: the chaos workload. See workload.h.
+ */
+#include "workload.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int wl_random_class(uint64_t *rng)
+{
+    static const int weights[TC_COUNT] = {
+        [TC_PAST] = 14,   [TC_DURING] = 20, [TC_SOON] = 10,  [TC_FUTURE] = 14,
+        [TC_TOO_OLD] = 6, [TC_OLD_OK] = 6,  [TC_STRING] = 6, [TC_OTHER_TYPE] = 4,
+        [TC_MILLIS] = 4,  [TC_HUGE] = 2,    [TC_NONE] = 14,  [TC_NOW] = 0,
+    };
+    int total = 0;
+    for (int i = 0; i < TC_COUNT; i++) {
+        total += weights[i];
+    }
+    int x = (int)rng_range(rng, 0, total - 1);
+    for (int i = 0; i < TC_COUNT; i++) {
+        if (x < weights[i]) {
+            return i;
+        }
+        x -= weights[i];
+    }
+    return TC_NONE;
+}
+
+/* Whether some candidate of k is expiring and due by now + 2 s: an update
+ * that extends or removes its TTL races the scanner or beats it. */
+static int nearly_due(const mtable *t, const mkey *k, int64_t now)
+{
+    for (int i = 0; i < k->ncand; i++) {
+        int64_t due;
+        if (model_expires(t, &k->cand[i], now, &due) && due <= now + 2000) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static lapse_item *make_item(const char *key, uint64_t ver, const char *ttl_json)
+{
+    char json[512];
+    snprintf(json, sizeof(json),
+             "{\"Id\":{\"S\":\"%s\"},\"ver\":{\"N\":\"%" PRIu64 "\"},"
+             "\"pay\":{\"S\":\"payload-%" PRIu64 "\"}%s%s%s}",
+             key, ver, ver, ttl_json[0] ? ",\"" MODEL_TTL_ATTR "\":" : "", ttl_json, "");
+    lapse_item *it = NULL;
+    lapse_error e;
+    if (lapse_item_from_json(&it, json, &e) != 0) {
+        fprintf(stderr, "chaos: bad item JSON %s: %s\n", json, e.message);
+        abort(); /* a harness bug, not a Lapse one */
+    }
+    return it;
+}
+
+static lapse_item *make_key(const char *key)
+{
+    lapse_item *it = lapse_item_new();
+    if (it == NULL || lapse_item_set_s(it, "Id", key) != 0) {
+        abort();
+    }
+    return it;
+}
+
+static void count(run *r, int kind, int rv)
+{
+    atomic_fetch_add(&r->ops[kind], 1);
+    if (rv != 0) {
+        atomic_fetch_add(&r->errors, 1);
+    }
+}
+
+int wl_call(run *r, lapse_client *c, int ti, int idx, wl_kind kind, int cls, uint64_t *rng)
+{
+    mtable *t = &r->m.t[ti];
+    mkey *k = &t->keys[idx];
+    char key[24], ttl[128] = "", what[112];
+    model_key_name(idx, key, sizeof(key));
+    if (kind == WK_GET) {
+        lapse_item *kit = make_key(key), *got = NULL;
+        lapse_error e;
+        int rv = lapse_get(c, t->name, kit, &got, &e);
+        lapse_item_free(got);
+        lapse_item_free(kit);
+        count(r, OP_GET, rv);
+        return rv;
+    }
+    if (k->frozen) {
+        return -1;
+    }
+    int64_t now = wall_ms();
+    mstate next = {0};
+    next.ver = run_ver(r);
+    next.present = kind != WK_DELETE;
+    model_mode mode = MM_REPLACE;
+    lapse_error e = {0};
+    int rv;
+    if (kind == WK_PUT) {
+        model_gen_ttl(rng, cls, now, r->end_wall_ms, ttl, sizeof(ttl), &next);
+        lapse_item *it = make_item(key, next.ver, ttl);
+        rv = lapse_put(c, t->name, it, NULL, &e);
+        lapse_item_free(it);
+        snprintf(what, sizeof(what), "put ver %" PRIu64 " TTL %.48s", next.ver,
+                 ttl[0] ? ttl : "none");
+        count(r, OP_PUT, rv);
+    } else if (kind == WK_DELETE) {
+        lapse_item *kit = make_key(key);
+        rv = lapse_delete(c, t->name, kit, NULL, &e);
+        lapse_item_free(kit);
+        snprintf(what, sizeof(what), "delete");
+        count(r, OP_DELETE, rv);
+    } else {
+        lapse_update *u = lapse_update_new();
+        char ver[48];
+        snprintf(ver, sizeof(ver), "{\"N\":\"%" PRIu64 "\"}", next.ver);
+        if (u == NULL || lapse_update_set(u, "ver", ver, &e) != 0) {
+            abort();
+        }
+        if (kind == WK_UPD_TTL) {
+            model_gen_ttl(rng, cls, now, r->end_wall_ms, ttl, sizeof(ttl), &next);
+            if (ttl[0] != '\0') {
+                if (lapse_update_set(u, MODEL_TTL_ATTR, ttl, &e) != 0) {
+                    abort();
+                }
+            } else {
+                lapse_update_remove(u, MODEL_TTL_ATTR);
+            }
+            next.extended = nearly_due(t, k, now) && cls != TC_PAST && cls != TC_NOW;
+            snprintf(what, sizeof(what), "update ver %" PRIu64 " set TTL %.48s", next.ver,
+                     ttl[0] ? ttl : "none");
+        } else if (kind == WK_UPD_RM) {
+            lapse_update_remove(u, MODEL_TTL_ATTR);
+            next.kind = TK_NONE;
+            next.extended = nearly_due(t, k, now);
+            snprintf(what, sizeof(what), "update ver %" PRIu64 " remove TTL", next.ver);
+        } else {
+            char pay[64];
+            snprintf(pay, sizeof(pay), "{\"S\":\"touched-%" PRIu64 "\"}", next.ver);
+            lapse_update_set(u, "pay", pay, &e);
+            mode = MM_PAYLOAD;
+            snprintf(what, sizeof(what), "update ver %" PRIu64 " payload only", next.ver);
+        }
+        lapse_item *kit = make_key(key);
+        rv = lapse_update_item(c, t->name, kit, u, NULL, NULL, &e);
+        lapse_item_free(kit);
+        lapse_update_free(u);
+        count(r, OP_UPDATE, rv);
+    }
+    model_record(t, k, &next, mode, rv, wall_ms(), what);
+    if (rv != 0) {
+        atomic_fetch_add(&r->uncertain, 1);
+    }
+    return rv;
+}
+
+int wl_batch_put(run *r, lapse_client *c, int ti, const int *idx, int n, int64_t due_s,
+                 uint64_t *rng)
+{
+    mtable *t = &r->m.t[ti];
+    lapse_item **items = calloc(LAPSE_BATCH_MAX, sizeof(*items));
+    int *which = calloc(LAPSE_BATCH_MAX, sizeof(*which));
+    mstate *next = calloc(LAPSE_BATCH_MAX, sizeof(*next));
+    char(*whats)[112] = calloc(LAPSE_BATCH_MAX, sizeof(*whats));
+    int first_rv = 0;
+    if (items == NULL || which == NULL || next == NULL || whats == NULL) {
+        abort();
+    }
+    for (int at = 0; at < n;) {
+        int m = 0;
+        int64_t now = wall_ms();
+        for (; at < n && m < LAPSE_BATCH_MAX; at++) {
+            mkey *k = &t->keys[idx[at]];
+            if (k->frozen) {
+                continue;
+            }
+            char key[24], ttl[128];
+            model_key_name(idx[at], key, sizeof(key));
+            mstate s = {0};
+            s.present = 1;
+            s.ver = run_ver(r);
+            if (due_s > 0) {
+                snprintf(ttl, sizeof(ttl), "{\"N\":\"%" PRId64 "\"}", due_s);
+                s.kind = TK_NUM;
+                s.ttl_s = due_s;
+            } else {
+                model_gen_ttl(rng, wl_random_class(rng), now, r->end_wall_ms, ttl, sizeof(ttl), &s);
+            }
+            items[m] = make_item(key, s.ver, ttl);
+            snprintf(whats[m], sizeof(whats[m]), "batch put ver %" PRIu64 " TTL %.48s", s.ver,
+                     ttl[0] ? ttl : "none");
+            which[m] = idx[at];
+            next[m] = s;
+            m++;
+        }
+        if (m == 0) {
+            break;
+        }
+        lapse_error e = {0};
+        int rv = lapse_batch_write(c, t->name, items, (size_t)m, NULL, 0, &e);
+        count(r, OP_BATCH, rv);
+        int64_t ack = wall_ms();
+        for (int i = 0; i < m; i++) {
+            model_record(t, &t->keys[which[i]], &next[i], MM_REPLACE, rv, ack, whats[i]);
+            lapse_item_free(items[i]);
+        }
+        if (rv != 0) {
+            atomic_fetch_add(&r->uncertain, m);
+            if (first_rv == 0) {
+                first_rv = rv;
+            }
+        }
+    }
+    free(items);
+    free(which);
+    free(next);
+    free(whats);
+    return first_rv;
+}
+
+/* ---- the workload threads ---- */
+
+typedef struct worker_arg {
+    run *r;
+    int tid, nthreads;
+} worker_arg;
+
+/* A key this thread owns in table ti, not frozen; prefer_due: among a few,
+ * one whose TTL is (nearly) due. Returns -1 when none was found. */
+static int pick_key(run *r, int ti, int tid, int nthreads, uint64_t *rng, int prefer_due)
+{
+    mtable *t = &r->m.t[ti];
+    int per = r->opt->items / nthreads;
+    int best = -1;
+    int64_t now = wall_ms();
+    if (per < 1) {
+        return -1;
+    }
+    for (int tries = 0; tries < 8; tries++) {
+        int idx = tid + nthreads * (int)rng_range(rng, 0, per - 1);
+        if (t->keys[idx].frozen) {
+            continue;
+        }
+        if (!prefer_due || nearly_due(t, &t->keys[idx], now)) {
+            return idx;
+        }
+        if (best < 0) {
+            best = idx;
+        }
+    }
+    return best;
+}
+
+static void *worker(void *p)
+{
+    worker_arg *a = p;
+    run *r = a->r;
+    uint64_t rng = r->seed ^ (0x51ed27eULL * (uint64_t)(a->tid + 1));
+    while (!atomic_load(&r->stop)) {
+        int ti = rng_range(&rng, 0, 9) < 8 ? 0 : 1;
+        int x = (int)rng_range(&rng, 0, 99);
+        int prefer_due = x >= 32 && x < 48;
+        int idx = pick_key(r, ti, a->tid, a->nthreads, &rng, prefer_due);
+        if (idx < 0) {
+            continue;
+        }
+        static const int ext[] = {TC_FUTURE, TC_DURING, TC_MILLIS, TC_FUTURE};
+        if (x < 32) {
+            wl_call(r, r->client, ti, idx, WK_PUT, wl_random_class(&rng), &rng);
+        } else if (x < 42) {
+            wl_call(r, r->client, ti, idx, WK_UPD_TTL, ext[rng_next(&rng) % 4], &rng);
+        } else if (x < 48) {
+            wl_call(r, r->client, ti, idx, WK_UPD_RM, 0, &rng);
+        } else if (x < 52) {
+            wl_call(r, r->client, ti, idx, WK_UPD_TTL, TC_PAST, &rng);
+        } else if (x < 60) {
+            wl_call(r, r->client, ti, idx, WK_UPD_PAY, 0, &rng);
+        } else if (x < 68) {
+            wl_call(r, r->client, ti, idx, WK_DELETE, 0, &rng);
+        } else if (x < 80) {
+            /* Racing the scanner: due now, then at once extended or removed. */
+            if (wl_call(r, r->client, ti, idx, WK_PUT, TC_NOW, &rng) == 0) {
+                if (rng_next(&rng) % 2 == 0) {
+                    wl_call(r, r->client, ti, idx, WK_UPD_TTL, TC_FUTURE, &rng);
+                } else {
+                    wl_call(r, r->client, ti, idx, WK_UPD_RM, 0, &rng);
+                }
+            }
+        } else {
+            wl_call(r, r->client, ti, idx, WK_GET, 0, &rng);
+        }
+    }
+    free(a);
+    return NULL;
+}
+
+int wl_start(run *r, pthread_t *threads, int n)
+{
+    for (int i = 0; i < n; i++) {
+        worker_arg *a = malloc(sizeof(*a));
+        if (a == NULL) {
+            return 12;
+        }
+        a->r = r;
+        a->tid = i;
+        a->nthreads = n;
+        int rv = pthread_create(&threads[i], NULL, worker, a);
+        if (rv != 0) {
+            free(a);
+            atomic_store(&r->stop, 1);
+            wl_join(threads, i);
+            return rv;
+        }
+    }
+    return 0;
+}
+
+void wl_join(pthread_t *threads, int n)
+{
+    for (int i = 0; i < n; i++) {
+        pthread_join(threads[i], NULL);
+    }
+}

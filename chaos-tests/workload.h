@@ -1,0 +1,52 @@
+/*
+ * workload.h: the seeded client workload of a chaos run, and the single
+ * calls it is made of (also used by the fault scenarios for their own keys).
+ * Every call goes through liblapse and is recorded in the model with its
+ * outcome (model.h).
+ *
+ * Thread-safety: wl_* calls on distinct keys may run in parallel; a key is
+ * only ever written by one thread (its owner).
+ *
+ * Ownership of keys: in the workload tables (model tables 0 and 1), keys
+ * [0, items) belong to thread idx % threads; keys from `items` up belong to
+ * the main thread (mass-expiry bursts). Scenario tables belong to the main
+ * thread.
+ */
+#ifndef LAPSE_CHAOS_WORKLOAD_H
+#define LAPSE_CHAOS_WORKLOAD_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "run.h"
+
+typedef enum wl_kind {
+    WK_PUT,     /* put with a TTL of the given class */
+    WK_DELETE,  /* user delete */
+    WK_UPD_TTL, /* update setting "ver" and the TTL to the given class */
+    WK_UPD_RM,  /* update setting "ver" and removing the TTL */
+    WK_UPD_PAY, /* update setting "ver" and "pay", TTL untouched */
+    WK_GET      /* read only */
+} wl_kind;
+
+/* One call on key idx of model table ti, recorded in the model. cls is a
+ * ttl_class for WK_PUT and WK_UPD_TTL. Returns the call's status, or -1
+ * when the key is frozen (nothing sent). */
+int wl_call(run *r, lapse_client *c, int ti, int idx, wl_kind kind, int cls, uint64_t *rng);
+
+/* Puts keys idx[0..n) of table ti with lapse_batch_write: with due_s > 0
+ * every item's TTL is due_s, otherwise each draws a random class. Frozen
+ * keys are skipped. Returns 0 or the first batch's error (those keys are
+ * then uncertain). */
+int wl_batch_put(run *r, lapse_client *c, int ti, const int *idx, int n, int64_t due_s,
+                 uint64_t *rng);
+
+/* A random TTL class for a put, weighted toward the interesting ones. */
+int wl_random_class(uint64_t *rng);
+
+/* Starts `n` workload threads on tables 0 and 1; they run until r->stop.
+ * Returns 0 or an errno. */
+int wl_start(run *r, pthread_t *threads, int n);
+void wl_join(pthread_t *threads, int n);
+
+#endif
