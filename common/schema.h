@@ -45,6 +45,44 @@ typedef struct table_ttl {
     uint64_t config_version;                 /* map version of the last enable/disable */
 } table_ttl;
 
+/*
+ * Secondary indexes (docs/replication.md), declared at create-table and never
+ * changed. A local secondary index (LSI) keeps the table's partition key and
+ * another sort key; its entries live beside the item and are written in the
+ * item's WriteBatch. A global secondary index (GSI) has its own partition key
+ * (and optional sort key) and its own partitions, placed on nodes by the
+ * coordinator; its entries arrive through the outbox. Sparse: an item
+ * without every key attribute of an index (with the declared type) is not in
+ * it. An entry projects the table's keys, the index's keys and the TTL
+ * attribute (INDEX_PROJECT_KEYS), or the whole item (INDEX_PROJECT_ALL).
+ */
+#define SCHEMA_MAX_LSI 5  /* DynamoDB's limit */
+#define SCHEMA_MAX_GSI 20 /* DynamoDB's default quota */
+
+typedef enum index_projection {
+    INDEX_PROJECT_ALL = 0,
+    INDEX_PROJECT_KEYS = 1
+} index_projection;
+
+typedef struct index_def {
+    uint32_t id; /* 1.., unique among the table's indexes (LSI and GSI), in keys */
+    char name[SCHEMA_MAX_NAME + 1]; /* 3-255 of [A-Za-z0-9_.-], unique in the table */
+    key_def pk;                     /* GSI: its partition key; LSI: unused ("") */
+    key_def sk;                     /* LSI: required; GSI: optional ("" = none) */
+    index_projection projection;
+    uint32_t partitions; /* GSI: its own partition count (power of two); LSI: 0 */
+} index_def;
+
+/* The table's change stream: one shard per base partition, each hosted on a
+ * node other than the partition's (docs/replication.md). */
+typedef struct table_stream {
+    int enabled;
+    int ttl_deletes;          /* 1: TTL deletes are in the stream (the default) */
+    uint32_t retention_hours; /* records older are trimmed; 0 = 24 */
+} table_stream;
+
+#define SCHEMA_DEFAULT_STREAM_RETENTION_HOURS 24
+
 typedef struct table_schema {
     uint32_t id; /* assigned by the coordinator, never reused; 0 = unassigned */
     char name[SCHEMA_MAX_NAME + 1];
@@ -53,7 +91,17 @@ typedef struct table_schema {
     uint32_t partitions;
     table_ttl ttl;    /* all zero: TTL never configured */
     int hide_expired; /* reads hide expired items by default */
+    uint32_t nlsi, ngsi;
+    index_def lsi[SCHEMA_MAX_LSI];
+    index_def gsi[SCHEMA_MAX_GSI];
+    table_stream stream; /* all zero: no stream */
 } table_schema;
+
+/* 1 when writes to t produce outbox records: it has a GSI or a stream. */
+static inline int schema_has_outbox(const table_schema *t)
+{
+    return t->ngsi > 0 || t->stream.enabled;
+}
 
 /* Returns 0 or LAPSE_EINVAL with a reason in err. */
 int schema_validate_table_name(const char *name, char *err, size_t errlen);
