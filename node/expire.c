@@ -17,7 +17,11 @@
 #include "../common/log.h"
 #include "../partition/expiry.h"
 
-#define BACKLOG_CAP 1000000 /* per table: expiry_backlog stops counting here */
+#define BACKLOG_CAP 100000 /* per table: expiry_backlog stops counting here */
+/* The backlog is counted by walking the expiry index; a scrape within this
+ * long of the last count reuses it, so a tight scrape loop cannot keep the
+ * node walking a large backlog. */
+#define BACKLOG_REUSE_MS 1000
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
@@ -438,10 +442,36 @@ typedef struct collect_row {
     uint32_t *parts; /* owned copy */
     uint32_t nparts;
     uint64_t ignored[TTL_VERDICT_COUNT];
+    int fresh; /* backlog/oldest below are recent: reuse them */
+    uint64_t backlog;
+    int64_t oldest;
 } collect_row;
+
+/* Counts the expired items not yet deleted of row's partitions (up to
+ * BACKLOG_CAP) and the earliest due instant among them. No lock held. */
+static void count_backlog(expire_engine *e, collect_row *row, clock_wall now)
+{
+    row->backlog = 0;
+    row->oldest = EXPIRY_NONE;
+    for (uint32_t k = 0; row->enabled && k < row->nparts && row->backlog < BACKLOG_CAP; k++) {
+        uint64_t cnt = 0;
+        int64_t due = EXPIRY_NONE;
+        char err[256] = "";
+        if (expiry_backlog(e->st, row->id, row->parts[k], now, BACKLOG_CAP - row->backlog, &cnt,
+                           &due, err, sizeof(err)) != 0) {
+            log_debug("TTL backlog of table %u partition %u: %s", row->id, row->parts[k], err);
+            continue;
+        }
+        row->backlog += cnt;
+        if (cnt > 0 && due < row->oldest) {
+            row->oldest = due;
+        }
+    }
+}
 
 void expire_collect(expire_engine *e, metrics *m)
 {
+    const int64_t mono = clock_mono_now().ms;
     pthread_mutex_lock(&e->lock);
     size_t n = e->ntables;
     collect_row *rows = calloc(n ? n : 1, sizeof(*rows));
@@ -457,6 +487,11 @@ void expire_collect(expire_engine *e, metrics *m)
             rows[i].nparts = t->nparts;
         }
         memcpy(rows[i].ignored, t->ignored, sizeof(rows[i].ignored));
+        if (t->backlog_at_mono != 0 && mono - t->backlog_at_mono < BACKLOG_REUSE_MS) {
+            rows[i].fresh = 1;
+            rows[i].backlog = t->backlog;
+            rows[i].oldest = t->backlog_oldest;
+        }
     }
     expire_clock_state clock = e->clock;
     int64_t skew_ms = e->skew_ms;
@@ -478,26 +513,23 @@ void expire_collect(expire_engine *e, metrics *m)
         metrics_gauge_set(m, "lapse_ttl_config_version",
                           "TTL config version applied on this node (0: never configured)", labels,
                           (double)rows[i].config_version);
-        uint64_t backlog = 0;
-        int64_t oldest = EXPIRY_NONE;
-        for (uint32_t k = 0; rows[i].enabled && k < rows[i].nparts && backlog < BACKLOG_CAP; k++) {
-            uint64_t cnt = 0;
-            int64_t due = EXPIRY_NONE;
-            char err[256] = "";
-            if (expiry_backlog(e->st, rows[i].id, rows[i].parts[k], now, BACKLOG_CAP - backlog,
-                               &cnt, &due, err, sizeof(err)) != 0) {
-                log_debug("TTL backlog of table %u partition %u: %s", rows[i].id, rows[i].parts[k],
-                          err);
-                continue;
+        if (!rows[i].fresh) {
+            count_backlog(e, &rows[i], now);
+            pthread_mutex_lock(&e->lock);
+            expire_table *et = expire_find(e, rows[i].id);
+            if (et != NULL) {
+                et->backlog_at_mono = mono;
+                et->backlog = rows[i].backlog;
+                et->backlog_oldest = rows[i].oldest;
             }
-            backlog += cnt;
-            if (cnt > 0 && due < oldest) {
-                oldest = due;
-            }
+            pthread_mutex_unlock(&e->lock);
         }
-        metrics_gauge_set(m, "lapse_ttl_expired_backlog_items",
-                          "Expired items not yet deleted on this node (counted up to 1e6)", labels,
-                          (double)backlog);
+        const uint64_t backlog = rows[i].backlog;
+        const int64_t oldest = rows[i].oldest;
+        metrics_gauge_set(
+            m, "lapse_ttl_expired_backlog_items",
+            "Expired items not yet deleted on this node (counted up to 1e5, at most once a second)",
+            labels, (double)backlog);
         double age = oldest == EXPIRY_NONE || oldest >= now.ms ? 0 : (now.ms - oldest) / 1000.0;
         metrics_gauge_set(m, "lapse_ttl_oldest_undeleted_age_seconds",
                           "Time since the due instant of the oldest expired item not yet deleted",

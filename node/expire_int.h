@@ -30,6 +30,9 @@ typedef struct expire_table {
     int64_t bf_logged_mono;  /* last progress log line */
     int bf_complete_logged;  /* the completion line was logged */
     uint64_t ignored[TTL_VERDICT_COUNT]; /* ineligible values written, per verdict */
+    int64_t backlog_at_mono;             /* when backlog/backlog_oldest were counted; 0 = never */
+    uint64_t backlog;                    /* expired items not yet deleted, at backlog_at_mono */
+    int64_t backlog_oldest;              /* earliest due instant among them (EXPIRY_NONE: none) */
 } expire_table;
 
 /* One (table, partition) a scanner worker owns. */
