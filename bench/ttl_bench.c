@@ -46,32 +46,18 @@
 #include "../tests/cluster.h"
 #include "../tests/scrape.h"
 #include "resp.h"
+#include "ttl_bench.h"
 
 extern char **environ;
 
-typedef struct config {
-    const char *bin_dir;
-    const char *workloads;
-    long long long_lived;
-    long long rate;
-    int seconds;
-    long long burst;
-    long long backfill;
-    int reps;
-    int redis;
-    long long load_rate; /* "load": items/s falling due */
-    int load_seconds;    /* "load": for this long */
-    long long put_rate;  /* "load": single puts/s of the foreground client */
-} config;
-
-static int64_t wall_ms(void)
+int64_t wall_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(int64_t ms)
+void sleep_ms(int64_t ms)
 {
     if (ms <= 0) {
         return;
@@ -99,7 +85,7 @@ static int has_workload(const char *list, const char *name)
 }
 
 /* Prints p50/p99/max of n lags (ms), sorting them. */
-static void print_lags(const char *who, const char *what, int64_t *lag, size_t n, size_t expected)
+void print_lags(const char *who, const char *what, int64_t *lag, size_t n, size_t expected)
 {
     if (n == 0) {
         printf("%-6s %-8s no item deleted (of %zu)\n", who, what, expected);
@@ -207,14 +193,9 @@ static int64_t far_future(void *arg, long long i)
     return wall_ms() / 1000 + 30 * 86400;
 }
 
-typedef struct due_plan {
-    int64_t t0_ms; /* the first item's due instant (a whole second) */
-    double per_ms; /* items falling due per millisecond */
-} due_plan;
-
 /* Due instants are whole seconds (TTL values are epoch seconds): item i is
  * due at the second its slot in the stream falls in. */
-static int64_t due_s_of(const due_plan *p, long long i)
+int64_t due_s_of(const due_plan *p, long long i)
 {
     return (p->t0_ms + (int64_t)((double)i / p->per_ms)) / 1000;
 }
@@ -550,7 +531,6 @@ static void lapse_load(cluster *cl, lapse_client *c, const config *cfg)
     free(lag);
 }
 
-
 static char *ttl_status(lapse_client *c, const char *table)
 {
     char *js = NULL;
@@ -651,196 +631,6 @@ static void lapse_backfill(cluster *cl, lapse_client *c, const config *cfg)
            "per node\n",
            cfg->backfill, s, (double)cfg->backfill / s,
            (double)cfg->backfill / s / cluster_nodes(cl));
-}
-
-/* ======================================================================== */
-/* Redis                                                                    */
-/* ======================================================================== */
-
-typedef struct redis_run {
-    pid_t pid;
-    int port;
-    resp *cmd;
-} redis_run;
-
-static int redis_start(redis_run *r)
-{
-    char port[16];
-    r->port = cluster_free_port();
-    snprintf(port, sizeof(port), "%d", r->port);
-    char *argv[] = {"redis-server", "--port", port,         "--bind",  "127.0.0.1", "--save", "",
-                    "--appendonly", "no",     "--loglevel", "warning", NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY | O_CREAT, 0644);
-    if (posix_spawnp(&r->pid, "redis-server", &fa, NULL, argv, environ) != 0) {
-        posix_spawn_file_actions_destroy(&fa);
-        return -1;
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    for (int i = 0; i < 200 && (r->cmd = resp_connect(r->port)) == NULL; i++) {
-        sleep_ms(20);
-    }
-    if (r->cmd == NULL) {
-        kill(r->pid, SIGKILL);
-        waitpid(r->pid, NULL, 0);
-        return -1;
-    }
-    const char *cfg[] = {"CONFIG", "SET", "notify-keyspace-events", "Ex"};
-    char err[256];
-    resp_send(r->cmd, 4, cfg);
-    resp_flush(r->cmd);
-    return resp_read(r->cmd, err, sizeof(err));
-}
-
-static void redis_stop(redis_run *r)
-{
-    resp_close(r->cmd);
-    kill(r->pid, SIGTERM);
-    waitpid(r->pid, NULL, 0);
-}
-
-/* SET key v + PEXPIREAT key at_ms for keys prefix[from, to), pipelined. */
-static int redis_load(redis_run *r, const char *prefix, long long n,
-                      int64_t (*at_ms)(void *, long long), void *arg, const char *what)
-{
-    char err[256];
-    long long pending = 0;
-    for (long long i = 0; i < n; i++) {
-        char key[48], when[32];
-        snprintf(key, sizeof(key), "%s%012lld", prefix, i);
-        snprintf(when, sizeof(when), "%lld", (long long)at_ms(arg, i));
-        const char *set[] = {"SET", key, "0123456789012345678901234567890123456789"};
-        const char *exp[] = {"PEXPIREAT", key, when};
-        resp_send(r->cmd, 3, set);
-        resp_send(r->cmd, 3, exp);
-        pending += 2;
-        if (pending >= 20000 || i == n - 1) {
-            resp_flush(r->cmd);
-            for (; pending > 0; pending--) {
-                if (resp_read(r->cmd, err, sizeof(err)) != 0) {
-                    fprintf(stderr, "redis: %s\n", err);
-                    return -1;
-                }
-            }
-            if (i % 100000 < 10000) {
-                fprintf(stderr, "\rloading redis %s: %lld/%lld", what, i + 1, n);
-            }
-        }
-    }
-    fprintf(stderr, "\rloading redis %s: %lld/%lld\n", what, n, n);
-    return 0;
-}
-
-static int64_t far_future_ms(void *arg, long long i)
-{
-    (void)arg;
-    (void)i;
-    return wall_ms() + 30LL * 86400 * 1000;
-}
-
-static int64_t planned_ms(void *arg, long long i)
-{
-    return due_s_of(arg, i) * 1000;
-}
-
-/* Collects expired notifications for keys prefix*; lag = receipt - due. */
-static size_t redis_watch(resp *sub, const char *prefix, const due_plan *plan, long long total,
-                          int64_t *lag, int64_t give_up_ms, int64_t *t_at /* per count: ms */)
-{
-    size_t seen = 0;
-    size_t plen = strlen(prefix);
-    while ((long long)seen < total && wall_ms() < give_up_ms) {
-        char key[128];
-        int rv = resp_read_message(sub, 200, key, sizeof(key));
-        if (rv < 0) {
-            break;
-        }
-        if (rv == 1 || strncmp(key, prefix, plen) != 0) {
-            continue;
-        }
-        long long i = atoll(key + plen);
-        int64_t now = wall_ms();
-        if (lag != NULL) {
-            lag[seen] = now - due_s_of(plan, i) * 1000;
-        }
-        if (t_at != NULL) {
-            t_at[seen] = now - plan->t0_ms;
-        }
-        seen++;
-    }
-    return seen;
-}
-
-static resp *redis_subscribe(redis_run *r)
-{
-    resp *sub = resp_connect(r->port);
-    const char *cmd[] = {"SUBSCRIBE", "__keyevent@0__:expired"};
-    char ack[64];
-    if (sub == NULL || resp_send(sub, 2, cmd) != 0 || resp_flush(sub) != 0 ||
-        resp_read_message(sub, 5000, ack, sizeof(ack)) != 0) {
-        resp_close(sub);
-        return NULL;
-    }
-    return sub;
-}
-
-static void redis_steady(const config *cfg)
-{
-    redis_run r;
-    if (redis_start(&r) != 0) {
-        fprintf(stderr, "redis: cannot start redis-server\n");
-        return;
-    }
-    resp *sub = redis_subscribe(&r);
-    long long total = cfg->rate * cfg->seconds;
-    if (sub == NULL ||
-        redis_load(&r, "long", cfg->long_lived, far_future_ms, NULL, "long-lived") != 0) {
-        goto out;
-    }
-    due_plan plan = {(wall_ms() / 1000 + 3 + total / 100000) * 1000, (double)cfg->rate / 1000};
-    if (redis_load(&r, "due", total, planned_ms, &plan, "due") != 0) {
-        goto out;
-    }
-    int64_t *lag = malloc((size_t)total * sizeof(*lag));
-    int64_t end = due_s_of(&plan, total - 1) * 1000;
-    size_t seen = redis_watch(sub, "due", &plan, total, lag, end + 180000, NULL);
-    print_lags("redis", "steady", lag, seen, (size_t)total);
-    if ((long long)seen < total) {
-        printf("redis  steady   %lld of %lld due items still present 180 s after the last due "
-               "instant\n",
-               total - (long long)seen, total);
-    }
-    free(lag);
-out:
-    resp_close(sub);
-    redis_stop(&r);
-}
-
-static void redis_burst(const config *cfg)
-{
-    redis_run r;
-    if (redis_start(&r) != 0) {
-        fprintf(stderr, "redis: cannot start redis-server\n");
-        return;
-    }
-    resp *sub = redis_subscribe(&r);
-    due_plan plan = {(wall_ms() / 1000 + 4 + cfg->burst / 100000) * 1000, 1e12};
-    if (sub == NULL || redis_load(&r, "burst", cfg->burst, planned_ms, &plan, "burst") != 0) {
-        goto out;
-    }
-    int64_t *at = malloc((size_t)cfg->burst * sizeof(*at));
-    size_t seen = redis_watch(sub, "burst", &plan, cfg->burst, NULL, plan.t0_ms + 120000, at);
-    long long n = cfg->burst;
-    printf("redis  burst    %lld items due in one second: 50%% after %lld ms, 99%% after %lld ms, "
-           "100%% after %lld ms\n",
-           n, seen > (size_t)(n / 2) ? (long long)at[n / 2] : -1LL,
-           seen > (size_t)(n * 99 / 100) ? (long long)at[n * 99 / 100 - 1] : -1LL,
-           (long long)seen == n ? (long long)at[n - 1] : -1LL);
-    free(at);
-out:
-    resp_close(sub);
-    redis_stop(&r);
 }
 
 /* ======================================================================== */

@@ -1,0 +1,43 @@
+/*
+ * ttl_bench.h: what lapse-ttl-bench's Lapse side (ttl_bench.c) and its Redis
+ * peer (ttl_bench_redis.c) share: the configuration, the plan of due
+ * instants, clocks and the lag report.
+ */
+#ifndef LAPSE_TTL_BENCH_H
+#define LAPSE_TTL_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct config {
+    const char *bin_dir;
+    const char *workloads;
+    long long long_lived;
+    long long rate;
+    int seconds;
+    long long burst;
+    long long backfill;
+    int reps;
+    int redis;
+    long long load_rate; /* "load": items/s falling due */
+    int load_seconds;    /* "load": for this long */
+    long long put_rate;  /* "load": single puts/s of the foreground client */
+} config;
+
+typedef struct due_plan {
+    int64_t t0_ms; /* the first item's due instant (a whole second) */
+    double per_ms; /* items falling due per millisecond */
+} due_plan;
+
+int64_t wall_ms(void);
+void sleep_ms(int64_t ms);
+/* Prints p50/p99/max of lag[0..n) (ms) and how many of expected were seen. */
+void print_lags(const char *who, const char *what, int64_t *lag, size_t n, size_t expected);
+/* The second item i of plan p falls due in. */
+int64_t due_s_of(const due_plan *p, long long i);
+
+/* The Redis peer of the steady and burst workloads (redis-server required). */
+void redis_steady(const config *cfg);
+void redis_burst(const config *cfg);
+
+#endif
