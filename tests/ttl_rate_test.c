@@ -1,0 +1,127 @@
+/*
+ * ttl_rate_test: --ttl-max-deletes-per-sec bounds TTL deletes on every node,
+ * and everything due is still deleted. Three real nodes run with a limit of
+ * RATE deletes/s; ITEMS items fall due in the same second. At every poll the
+ * deletions the nodes report must stay within what the limit allows since
+ * that second (RATE per second per node plus the 100 ms burst the token
+ * bucket holds), and all items must be gone in the end.
+ *
+ * The bound is an upper bound: a slow machine deletes more slowly, never
+ * faster, so the test cannot fail from load. Without the limit the whole
+ * burst goes in well under a second and the first poll fails.
+ */
+#include "testutil.h"
+
+#include <time.h>
+
+#include "scrape.h"
+
+#define RATE 40
+#define RATE_STR "40"
+#define ITEMS 360
+#define NODES 3
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* lapse_ttl_deleted_items_total of the table, summed over the nodes. */
+static double deleted(cluster *c)
+{
+    double sum = 0;
+    for (int n = 1; n <= NODES; n++) {
+        char *body = scrape_get(cluster_metrics_addr(c, n), 2000);
+        if (body == NULL) {
+            fail_msg("cannot scrape node %d's /metrics", n);
+        }
+        sum += scrape_sum(body, "lapse_ttl_deleted_items_total", "table=\"Limited\"");
+        free(body);
+    }
+    return sum;
+}
+
+static void deletes_stay_within_the_limit(void **state)
+{
+    (void)state;
+    cluster_options o = {0};
+    o.nodes = NODES;
+    o.node_args = "--ttl-max-deletes-per-sec " RATE_STR;
+    o.quiet = 1;
+    o.metrics = 1;
+    cluster *c = NULL;
+    char err[512];
+    if (cluster_start(&c, &o, err, sizeof(err)) != 0) {
+        fail_msg("cluster_start: %s", err);
+    }
+    lapse_client *cl = connect_client(c);
+    lapse_error e = {0};
+    lapse_table_def d = {0};
+    d.name = "Limited";
+    d.partition_key = "Id";
+    d.partition_key_type = 'S';
+    d.partitions = 16;
+    assert_lapse_ok(lapse_create_table(cl, &d, &e), &e);
+    lapse_ttl_spec spec = {0};
+    spec.action = LAPSE_TTL_ENABLE;
+    spec.attribute = "Exp";
+    assert_lapse_ok(lapse_update_ttl(cl, "Limited", &spec, NULL, &e), &e);
+
+    /* All due in one second, written before it. */
+    const int64_t due_s = wall_ms() / 1000 + 3;
+    for (int i = 0; i < ITEMS; i++) {
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"i%d\"},\"Exp\":{\"N\":\"%lld\"}}", i,
+                                   (long long)due_s);
+        assert_lapse_ok(lapse_put(cl, "Limited", it, NULL, &e), &e);
+        lapse_item_free(it);
+    }
+    if (wall_ms() >= due_s * 1000) {
+        fail_msg("loading %d items took past their due instant", ITEMS);
+    }
+
+    const double burst = RATE / 10.0;
+    double got = 0;
+    int polls = 0;
+    const int64_t give_up = due_s * 1000 + 60000;
+    while (got < ITEMS) {
+        if (wall_ms() > give_up) {
+            fail_msg("only %.0f of %d due items deleted 60 s after their due instant", got,
+                     ITEMS);
+        }
+        sleep_ms(100);
+        got = deleted(c);
+        const int64_t after = wall_ms();
+        if (after <= due_s * 1000) {
+            assert_true(got == 0); /* nothing before the due instant */
+            continue;
+        }
+        double allowed = NODES * (burst + RATE * (double)(after - due_s * 1000) / 1000.0);
+        if (got > allowed) {
+            fail_msg("%.0f deletes %lld ms after the due instant; the limit allows %.0f", got,
+                     (long long)(after - due_s * 1000), allowed);
+        }
+        polls++;
+    }
+    /* The check ran while deletion was under way, not only at the end. */
+    assert_true(polls >= 5);
+    lapse_close(cl);
+    int crashed = cluster_crashed(c, NULL);
+    cluster_free(c, crashed < 0);
+    assert_true(crashed < 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(deletes_stay_within_the_limit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
