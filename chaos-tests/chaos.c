@@ -84,7 +84,8 @@ static void usage(FILE *f)
                "                   [--profile short|long] [--runs N] [--threads N]\n"
                "                   [--report FILE] [--bin-dir DIR] [--keep] [--quiet]\n"
                "  --faults LIST   comma-separated: node-kill, backfill-kill, coordinator-kill,\n"
-               "                  stop-cont, all (default), none\n"
+               "                  stop-cont, partition, all (default), none; partition needs\n"
+               "                  root and runs the cluster in network namespaces\n"
                "  --profile       short (default: 20 s, 1200 items, each scenario in turn) or\n"
                "                  long (150 s, 4000 items, 3 seeds, faults mixed at random)\n"
                "  --runs N        N seeds: S, S+1, ... each on a fresh cluster\n"
@@ -109,6 +110,8 @@ static int parse_faults(const char *s, unsigned *out)
             *out |= CHAOS_FAULT_COORD_KILL;
         } else if (strcmp(tok, "stop-cont") == 0) {
             *out |= CHAOS_FAULT_STOP_CONT;
+        } else if (strcmp(tok, "partition") == 0) {
+            *out |= CHAOS_FAULT_PARTITION;
         } else if (strcmp(tok, "all") == 0) {
             *out |= CHAOS_FAULT_ALL;
         } else if (strcmp(tok, "none") != 0) {
@@ -326,7 +329,7 @@ static int setup(run *r, char *err, size_t errlen)
     char node_args[64];
     snprintf(node_args, sizeof(node_args), "--ttl-backfill-rate %d", CHAOS_BACKFILL_RATE);
     co.nodes = 3;
-    co.bin_dir = r->opt->bin_dir;
+    co.bin_dir = r->netns != NULL ? r->netns->bin_dir : r->opt->bin_dir;
     co.node_args = node_args;
     co.quiet = 1;
     int rv = cluster_start(&r->cl, &co, err, errlen);
@@ -355,7 +358,8 @@ static int setup(run *r, char *err, size_t errlen)
     return 0;
 }
 
-static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_result *acc)
+static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_result *acc,
+                   chaos_netns *ns)
 {
     run *r = calloc(1, sizeof(*r));
     check_out *co = calloc(1, sizeof(*co));
@@ -369,6 +373,7 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
     }
     r->opt = o;
     r->seed = seed;
+    r->netns = ns;
     pthread_mutex_init(&r->flog.mu, NULL);
     pthread_mutex_init(&r->phase_mu, NULL);
     r->start_wall_ms = wall_ms();
@@ -391,6 +396,10 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
     r->end_wall_ms = wall_ms() + (int64_t)o->duration_s * 1000;
     r->start_wall_ms = wall_ms();
     flog_add(r, "workload starts: %d threads, run dir %s", o->threads, run_dir);
+    if (ns != NULL) {
+        flog_add(r, "in network namespaces %s-{c,n1,n2,n3} on %s.0/24 (bridge in %s-br)",
+                 ns->prefix, ns->base, ns->prefix);
+    }
     if (wl_start(r, workers, o->threads) != 0) {
         snprintf(err, sizeof(err), "cannot start the workload threads");
         acc->setup_failed = failed = 1;
@@ -459,19 +468,50 @@ done:
     return failed;
 }
 
-int chaos_main(const chaos_opts *o, chaos_result *res)
+int chaos_main(const chaos_opts *opts, chaos_result *res)
 {
     chaos_result local;
     chaos_result *acc = res != NULL ? res : &local;
     memset(acc, 0, sizeof(*acc));
+    chaos_opts eff = *opts; /* the faults that can run here */
+    const chaos_opts *o = &eff;
     FILE *report = NULL;
     if (o->report_path != NULL && (report = fopen(o->report_path, "w")) == NULL) {
         fprintf(stderr, "lapse-chaos: cannot write %s: %s\n", o->report_path, strerror(errno));
         return 1;
     }
+    /* Before any thread starts: the threads must be born in the namespace. */
+    chaos_netns netns;
+    int in_netns = 0;
+    if (eff.faults & CHAOS_FAULT_PARTITION) {
+        char why[512];
+        if (netns_open(&netns, o->bin_dir, why, sizeof(why)) == 0) {
+            in_netns = 1;
+            printf("lapse-chaos: network-namespace mode: %s-{br,c,n1,n2,n3} on %s.0/24\n",
+                   netns.prefix, netns.base);
+        } else {
+            printf("lapse-chaos: partition fault skipped: %s\n", why);
+            eff.faults &= ~(unsigned)CHAOS_FAULT_PARTITION;
+            acc->partition_skipped = 1;
+        }
+        fflush(stdout);
+    }
+    if (opts->faults != 0 && eff.faults == 0) {
+        /* Every fault asked for was skipped: a faultless run tests nothing asked. */
+        printf("lapse-chaos: no fault left to inject; nothing run\n");
+        if (report != NULL) {
+            fprintf(report, "== nothing run: partition fault skipped\n");
+            fclose(report);
+        }
+        return 0;
+    }
     int failed_runs = 0;
     for (int i = 0; i < o->runs; i++) {
-        failed_runs += run_one(o, o->seed + (uint64_t)i, report, acc) != 0;
+        failed_runs +=
+            run_one(o, o->seed + (uint64_t)i, report, acc, in_netns ? &netns : NULL) != 0;
+    }
+    if (in_netns) {
+        netns_close(&netns);
     }
     printf("lapse-chaos: %d run(s), %d failed; %ld operations, %d faults, %ld items checked\n",
            o->runs, failed_runs, acc->ops, acc->faults, acc->items_checked);

@@ -28,7 +28,8 @@ enum {
     CHAOS_FAULT_BACKFILL_KILL = 2, /* kill -9 a node mid-backfill */
     CHAOS_FAULT_COORD_KILL = 4,    /* kill -9 the coordinator in create-table / TTL enable */
     CHAOS_FAULT_STOP_CONT = 8,     /* SIGSTOP a node for seconds, then SIGCONT */
-    CHAOS_FAULT_ALL = 15
+    CHAOS_FAULT_PARTITION = 16,    /* cut a node's link for seconds (root: netns.h) */
+    CHAOS_FAULT_ALL = 31
 };
 
 #define CHAOS_INVARIANTS 6
@@ -55,10 +56,11 @@ typedef struct chaos_result {
     long items_checked;
     long ops;
     int faults;
-    int settle_ms;        /* of the last run; -1 when it never settled */
-    char planted_key[96]; /* "table/key" deleted behind the model's back, or "" */
-    int planted_reported; /* the checker named the planted key */
-    int setup_failed;     /* the cluster or the tables could not be set up */
+    int settle_ms;         /* of the last run; -1 when it never settled */
+    char planted_key[96];  /* "table/key" deleted behind the model's back, or "" */
+    int planted_reported;  /* the checker named the planted key */
+    int setup_failed;      /* the cluster or the tables could not be set up */
+    int partition_skipped; /* partition was asked for but cannot run here (not root, ...) */
 } chaos_result;
 
 /* Parses the command line into *o (defaults from --profile). Returns 0, or
@@ -67,8 +69,12 @@ int chaos_parse(chaos_opts *o, int argc, char **argv);
 
 /* Runs o->runs seeded runs, printing the seed first, progress on stderr
  * and a summary on stdout; writes the report when o->report_path is set.
+ * With CHAOS_FAULT_PARTITION the runs happen in network namespaces
+ * (netns.h), set up here before any thread starts; where that is not
+ * possible the fault is dropped with a line saying why, and
+ * res->partition_skipped is set.
  * *res (may be NULL) receives the sums. Returns 0 when every checked
  * invariant held in every run, 1 otherwise (or when setup failed). */
-int chaos_main(const chaos_opts *o, chaos_result *res);
+int chaos_main(const chaos_opts *opts, chaos_result *res);
 
 #endif

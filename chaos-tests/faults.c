@@ -97,9 +97,29 @@ int faults_check_crashes(run *r)
     return found;
 }
 
+/* Brings node's link back up, retrying: a link left down would fail the
+ * whole run for the wrong reason. Returns 0 or -1. */
+static int heal(run *r, int node)
+{
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if (netns_cut(r->netns, node, 0) == 0) {
+            flog_add(r, "heal: node %d's link is up again", node);
+            return 0;
+        }
+        sleep_ms(200);
+    }
+    flog_add(r, "cannot heal node %d (see %s)", node, r->netns->log_path);
+    return -1;
+}
+
 int faults_restore(run *r)
 {
     faults_check_crashes(r);
+    for (int i = 1; r->netns != NULL && i <= NETNS_NODES; i++) {
+        if (r->netns->cut[i]) {
+            heal(r, i);
+        }
+    }
     for (int i = 0; i <= cluster_nodes(r->cl); i++) {
         if (cluster_pid(r->cl, i) > 0) {
             cluster_kill(r->cl, i, SIGCONT);
@@ -376,6 +396,28 @@ static void sc_stop_cont(run *r, uint64_t *rng)
     flog_add(r, "SIGCONT node %d", victim);
 }
 
+/* A network partition: node `victim`'s link goes down inside its namespace
+ * for 1.5-6 s (past the coordinator's 3 s DOWN threshold about half the
+ * time), cutting it off from the coordinator and every client at once, then
+ * comes back up. Calls in flight to it time out and become uncertain; one
+ * sent before the cut may still run after the heal (TCP retransmits it). */
+static void sc_partition(run *r, uint64_t *rng)
+{
+    int victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
+    int64_t ms = rng_range(rng, 1500, 6000);
+    run_phase(r, "node %d cut off for %" PRId64 " ms", victim, ms);
+    if (netns_cut(r->netns, victim, 1) != 0) {
+        flog_add(r, "cannot cut node %d off (see %s)", victim, r->netns->log_path);
+        return;
+    }
+    atomic_fetch_add(&r->faults, 1);
+    flog_add(r, "partition: node %d's link down for %" PRId64 " ms", victim, ms);
+    sleep_ms(ms);
+    if (heal(r, victim) == 0) {
+        wait_up(r);
+    }
+}
+
 static void random_kill(run *r, uint64_t *rng)
 {
     int victim = (int)rng_range(rng, 0, cluster_nodes(r->cl));
@@ -385,7 +427,7 @@ static void random_kill(run *r, uint64_t *rng)
 
 /* ============================== the driver ============================== */
 
-enum { SC_MASS, SC_BACKFILL, SC_CREATE, SC_TTLPROP, SC_STOP, SC_COUNT };
+enum { SC_MASS, SC_BACKFILL, SC_CREATE, SC_TTLPROP, SC_STOP, SC_PARTITION, SC_COUNT };
 
 int faults_run(run *r)
 {
@@ -404,6 +446,9 @@ int faults_run(run *r)
     }
     if (f & CHAOS_FAULT_STOP_CONT) {
         list[n++] = SC_STOP;
+    }
+    if ((f & CHAOS_FAULT_PARTITION) && r->netns != NULL) {
+        list[n++] = SC_PARTITION;
     }
     for (int i = n - 1; i > 0; i--) { /* seeded shuffle */
         int j = (int)rng_range(&rng, 0, i);
@@ -432,6 +477,9 @@ int faults_run(run *r)
             break;
         case SC_TTLPROP:
             sc_coord_ttl(r, &rng, ran);
+            break;
+        case SC_PARTITION:
+            sc_partition(r, &rng);
             break;
         default:
             sc_stop_cont(r, &rng);

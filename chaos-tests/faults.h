@@ -13,6 +13,9 @@
  *   ttl-enable     (coordinator-kill) kill -9 of the coordinator during
  *                                     UpdateTimeToLive's propagation
  *   stop-cont      (stop-cont)        SIGSTOP of a node for 1-4 s, then SIGCONT
+ *   partition      (partition)        a node's link down for 1.5-6 s inside its
+ *                                     network namespace, then up (netns.h; the
+ *                                     run is in namespaces, as root only)
  *   random-kill    (long profile)     kill -9 of any process at a random
  *                                     moment, between the scenarios above
  *
@@ -36,7 +39,7 @@ int faults_burst_keys(const chaos_opts *o);
  * Returns the number of scenarios run. */
 int faults_run(run *r);
 
-/* Brings every process back: SIGCONT, restart what is down, wait until
+/* Brings every process back: heal cut links, SIGCONT, restart what is down, wait until
  * every node is UP (bounded). Logs daemons that exited on their own.
  * Returns 0 or LAPSE_ETIMEDOUT. */
 int faults_restore(run *r);

@@ -8,10 +8,11 @@
 
 void report_faults_text(unsigned f, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
+    snprintf(buf, len, "%s%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
              f & CHAOS_FAULT_BACKFILL_KILL ? "backfill-kill," : "",
              f & CHAOS_FAULT_COORD_KILL ? "coordinator-kill," : "",
-             f & CHAOS_FAULT_STOP_CONT ? "stop-cont," : "", f == 0 ? "none" : "");
+             f & CHAOS_FAULT_STOP_CONT ? "stop-cont," : "",
+             f & CHAOS_FAULT_PARTITION ? "partition," : "", f == 0 ? "none" : "");
     size_t n = strlen(buf);
     if (n > 0 && buf[n - 1] == ',') {
         buf[n - 1] = '\0';

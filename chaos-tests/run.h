@@ -19,6 +19,7 @@
 #include "../tests/cluster.h"
 #include "chaos.h"
 #include "model.h"
+#include "netns.h"
 
 /* ---- seeded random numbers (splitmix64) ---- */
 
@@ -66,6 +67,7 @@ typedef struct run {
     const chaos_opts *opt;
     uint64_t seed;
     cluster *cl;
+    chaos_netns *netns;   /* the namespace mode, or NULL on loopback */
     lapse_client *client; /* the workload's, shared by its threads */
     lapse_client *admin;  /* the main thread's: scenarios and checks */
     model m;

@@ -8,7 +8,7 @@ pkgs=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libnng-dev libprotobuf-c-dev protobuf-c-compiler
   librocksdb-dev libxxhash-dev libcmocka-dev libjansson-dev
-  prometheus
+  prometheus curl iproute2
 )
 
 missing=()

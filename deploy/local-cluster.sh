@@ -5,17 +5,21 @@
 #   deploy/local-cluster.sh down           stop exactly the processes `up` started
 #   deploy/local-cluster.sh status         show which are running
 #
-# Coordinator tcp://127.0.0.1:7400, nodes 7401-7403. Data, logs and pid files
+# Coordinator tcp://127.0.0.1:7400, nodes 7401-7403, the nodes' Prometheus
+# metrics on http://127.0.0.1:9401-9403/metrics (deploy/prometheus.yml
+# scrapes them). Data, logs and pid files
 # live under $LAPSE_HOME (default .lapse in the current directory). Running
 # `up` twice is harmless; `down` only signals processes whose pid file it
 # wrote and whose command line still matches, never others.
 set -euo pipefail
 
 home=${LAPSE_HOME:-$PWD/.lapse}
+here=$(cd "$(dirname "$0")" && pwd)
 bin=${2:-$PWD/build/bin}
 [[ -d $bin ]] && bin=$(cd "$bin" && pwd)
 coord_port=7400
 node_ports=(7401 7402 7403)
+metrics_ports=(9401 9402 9403)
 coord_url="tcp://127.0.0.1:$coord_port"
 
 # Prints the pid in $1's pid file when that process is alive and is ours.
@@ -59,15 +63,20 @@ up() {
       echo "local-cluster: port $coord_port is in use by another process" >&2; exit 1
     fi
     for i in 1 2 3; do
-      if ! live_pid "$home/node$i.pid" >/dev/null && port_busy "${node_ports[i-1]}"; then
-        echo "local-cluster: port ${node_ports[i-1]} is in use by another process" >&2; exit 1
+      if ! live_pid "$home/node$i.pid" >/dev/null; then
+        for port in "${node_ports[i-1]}" "${metrics_ports[i-1]}"; do
+          if port_busy "$port"; then
+            echo "local-cluster: port $port is in use by another process" >&2; exit 1
+          fi
+        done
       fi
     done
   fi
   start coordinator "$bin/lapse-coordinator" --listen "$coord_url" --data "$home/coordinator"
   for i in 1 2 3; do
     start "node$i" "$bin/lapse-node" --id "$i" --listen "tcp://127.0.0.1:${node_ports[i-1]}" \
-      --coordinator "$coord_url" --data "$home/node$i"
+      --coordinator "$coord_url" --data "$home/node$i" \
+      --metrics-listen "127.0.0.1:${metrics_ports[i-1]}"
   done
 
   echo -n "waiting for three nodes to register"
@@ -96,6 +105,9 @@ Lapse is running (data and logs in $home). Try:
   lapse update-ttl SessionData --enable --attribute ExpirationTime
   lapse describe-ttl SessionData
   sleep 6; lapse scan SessionData      # the session expired and was deleted
+  curl -s http://127.0.0.1:9401/metrics | grep lapse_ttl_deleted   # node 1's metrics
+  prometheus --config.file=$here/prometheus.yml --storage.tsdb.path=$home/prometheus \
+    --web.listen-address=127.0.0.1:9090   # scrapes all three nodes (docs/operations.md)
 Stop it with: make cluster-down
 TRY
 }

@@ -1,0 +1,67 @@
+/*
+ * netns.h: the network-namespace mode of a chaos run, which the partition
+ * fault needs (docs/chaos.md "The partition fault").
+ *
+ * tests/cluster.c runs every daemon on 127.0.0.1, where one node cannot be
+ * cut off alone. In this mode the coordinator and each node get a network
+ * namespace of their own, joined by a bridge (deploy/netns-cluster.sh
+ * net-up), and cluster.c gets a bin dir whose lapse-coordinator and
+ * lapse-node are chaos-tests/netns-daemon.sh: it moves each daemon into its
+ * namespace, rewrites its addresses and execs it (same pid, so kills, stops
+ * and restarts work unchanged). lapse-chaos itself joins the coordinator's
+ * namespace (setns) before it starts any thread, so every later thread
+ * (workload, progress, NNG's) lives there too: 127.0.0.1 reaches the
+ * coordinator, BASE.11-13 the nodes. A partition takes a node's link down
+ * inside its namespace: the coordinator and every client lose it at once.
+ *
+ * Thread-safety: netns_open before any other thread exists; netns_close and
+ * netns_cut from the main thread.
+ *
+ *   CLOSED --netns_open--> OPEN (this process in P-c) --netns_close--> CLOSED
+ *                           | netns_cut(node, 1)  link of node N down
+ *                           | netns_cut(node, 0)  link of node N up again
+ *
+ * Invariants:
+ *  1. netns_open either sets the whole mode up or leaves nothing behind (no
+ *     namespace, no directory) and says why: not root, no `ip netns`, no
+ *     free subnet, the script missing.
+ *  2. netns_close deletes every namespace netns_open made and moves the
+ *     calling thread back to the namespace it came from. The coordinator's
+ *     namespace, now nameless and with only a loopback, lives on in the
+ *     threads that were started inside it until the process exits.
+ *  3. Names are lapse-ch<pid>-* (br, c, n1..n3), so concurrent runs never
+ *     share one; namespaces left by a run that died before netns_close (its
+ *     pid is gone) are deleted by the next netns_open.
+ */
+#ifndef LAPSE_CHAOS_NETNS_H
+#define LAPSE_CHAOS_NETNS_H
+
+#include <stddef.h>
+
+#define NETNS_NODES 3
+
+typedef struct chaos_netns {
+    int open;                 /* the mode is set up and this thread is in P-c */
+    char prefix[32];          /* namespace names: prefix-br, -c, -n1..-n3 */
+    char base[16];            /* the /24 in use without its last octet, "10.77.0" */
+    char home[512];           /* netns-cluster.sh's LAPSE_HOME: state, log, wrappers */
+    char bin_dir[600];        /* home/bin: the wrappers, for cluster_options.bin_dir */
+    char log_path[600];       /* the script's output, appended */
+    int orig_fd;              /* the namespace this process started in */
+    int cut[NETNS_NODES + 1]; /* [node]: its link is down (netns_cut) */
+} chaos_netns;
+
+/* Sets the mode up for daemons from real_bin_dir (NULL: $LAPSE_BIN_DIR,
+ * else ./build/bin). Returns 0, or -1 with the reason in why (nothing is
+ * left behind). REQUIRES: no thread other than the caller exists yet. */
+int netns_open(chaos_netns *ns, const char *real_bin_dir, char *why, size_t whylen);
+
+/* Heals cut links, deletes the namespaces and returns the calling thread to
+ * its original namespace. Stop the cluster first. Accepts a closed one. */
+void netns_close(chaos_netns *ns);
+
+/* Takes node's link down (down = 1) or up (down = 0) inside its namespace.
+ * Returns 0, or -1 when the command failed (see ns->log_path). */
+int netns_cut(chaos_netns *ns, int node, int down);
+
+#endif

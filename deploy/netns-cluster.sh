@@ -1,0 +1,453 @@
+#!/usr/bin/env bash
+# A Lapse cluster spread over Linux network namespaces: one host per daemon,
+# joined by a bridge, all on this machine (docs/operations.md "A cluster in
+# network namespaces"). Needs root and `ip` (iproute2).
+#
+#   deploy/netns-cluster.sh up [--bin-dir DIR] [--prefix P] [--subnet A.B.C.0/24]
+#   deploy/netns-cluster.sh down          stop the daemons, delete the namespaces
+#   deploy/netns-cluster.sh status        namespaces, addresses, pids, cluster-status
+#   deploy/netns-cluster.sh lapse ARGS    the CLI, run in the coordinator's namespace
+#   deploy/netns-cluster.sh partition N | heal N
+#                                         link of node N down / up (inside its namespace)
+#   deploy/netns-cluster.sh net-up [--prefix P] [--subnet S] | net-down
+#                                         the network alone, no daemons (the chaos harness)
+#
+# Layout (prefix "lapse", subnet 10.77.0.0/24, both the defaults):
+#
+#   namespace   interface  address         runs
+#   lapse-br    br0        (none)          the bridge; ports c, n1, n2, n3
+#   lapse-c     eth0       10.77.0.10/24   lapse-coordinator  tcp://10.77.0.10:7400
+#   lapse-n1    eth0       10.77.0.11/24   lapse-node --id 1  tcp://10.77.0.11:7401, metrics :9401
+#   lapse-n2    eth0       10.77.0.12/24   lapse-node --id 2  ...
+#   lapse-n3    eth0       10.77.0.13/24   lapse-node --id 3  ...
+#
+# Nothing is added to the root namespace: every veth is created inside our
+# namespaces, and the host has no address in the subnet. Clients run inside
+# the coordinator's namespace (`ip netns exec lapse-c ...`, which is what the
+# `lapse` subcommand does). Before creating anything, `up` refuses a subnet
+# that overlaps an address or a route of the root namespace; before any
+# daemon starts, it checks that every address it will use sits on an
+# interface it created.
+#
+# State lives under $LAPSE_HOME (default .lapse-netns in the current
+# directory): netns.state records each namespace as it is created, so `down`
+# deletes exactly those (and is a no-op the second time); data dirs, logs
+# and pid files sit beside it. `down` keeps data and logs, like
+# local-cluster.sh.
+set -euo pipefail
+
+home=${LAPSE_HOME:-$PWD/.lapse-netns}
+state=$home/netns.state
+me=netns-cluster
+
+die() {
+  echo "$me: $*" >&2
+  exit 1
+}
+
+usage() {
+  sed -n '6,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+# ------------------------------------------------------------------ settings
+# Defaults, then the state file of a cluster that is up, then flags.
+prefix=${LAPSE_NETNS_PREFIX:-lapse}
+subnet=${LAPSE_NETNS_SUBNET:-10.77.0.0/24}
+bin=$PWD/build/bin
+recorded_ns=()
+
+read_state() {
+  recorded_ns=()
+  [[ -f $state ]] || return 0
+  local k v
+  while IFS='=' read -r k v; do
+    case $k in
+      prefix) prefix=$v ;;
+      subnet) subnet=$v ;;
+      bin) bin=$v ;;
+      ns) recorded_ns+=("$v") ;;
+    esac
+  done <"$state"
+}
+
+cmd=${1:-}
+[[ -n $cmd ]] || usage
+shift
+read_state
+flag_prefix='' flag_subnet='' flag_bin=''
+args=()
+while (($#)); do
+  case $1 in
+    --prefix) flag_prefix=${2:?--prefix needs a value}; shift 2 ;;
+    --subnet) flag_subnet=${2:?--subnet needs a value}; shift 2 ;;
+    --bin-dir) flag_bin=${2:?--bin-dir needs a value}; shift 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+if [[ -f $state ]]; then
+  # A running cluster's names win; a different --prefix or --subnet is an error.
+  [[ -z $flag_prefix || $flag_prefix == "$prefix" ]] ||
+    die "$home already holds cluster '$prefix'; run down first or use another LAPSE_HOME"
+  [[ -z $flag_subnet || $flag_subnet == "$subnet" ]] ||
+    die "$home already holds a cluster on $subnet; run down first or use another LAPSE_HOME"
+else
+  prefix=${flag_prefix:-$prefix}
+  subnet=${flag_subnet:-$subnet}
+fi
+[[ -n $flag_bin ]] && bin=$flag_bin
+[[ -d $bin ]] && bin=$(cd "$bin" && pwd)
+
+# Namespace names are file names under /run/netns and show in `ip netns list`.
+[[ $prefix =~ ^[A-Za-z][A-Za-z0-9_.-]{0,39}$ ]] || die "bad prefix '$prefix' (letters, digits, _.-; at most 40)"
+[[ $subnet =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.0/24$ ]] ||
+  die "subnet must be A.B.C.0/24, not '$subnet'"
+for octet in "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}"; do
+  ((octet <= 255)) || die "bad subnet '$subnet'"
+done
+base=${subnet%.0/24}
+
+ns_br=$prefix-br
+ns_c=$prefix-c
+ns_nodes=("$prefix-n1" "$prefix-n2" "$prefix-n3")
+coord_addr=$base.10
+coord_url=tcp://$coord_addr:7400
+node_addr() { echo "$base.$((10 + $1))"; }
+
+# ------------------------------------------------------------------ helpers
+need_root() {
+  [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces); run it with sudo"
+  command -v ip >/dev/null 2>&1 || die "needs ip (iproute2)"
+  ip netns list >/dev/null 2>&1 || die "'ip netns' does not work here"
+}
+
+ns_exists() {
+  [[ -e /run/netns/$1 ]]
+}
+
+ip2int() {
+  local a b c d
+  IFS=. read -r a b c d <<<"$1"
+  echo $(((a << 24) | (b << 16) | (c << 8) | d))
+}
+
+# True when A/LA and B/LB share an address.
+overlaps() {
+  local a b l mask
+  a=$(ip2int "$1") b=$(ip2int "$3")
+  l=$(($2 < $4 ? $2 : $4))
+  mask=$(((0xffffffff << (32 - l)) & 0xffffffff))
+  (((a & mask) == (b & mask)))
+}
+
+# Refuses a subnet that an address or a route of the root namespace already
+# uses (the default route excepted: it covers everything). Prints the culprit.
+check_subnet_free() {
+  local line cidr net len
+  while read -r line; do
+    cidr=$(awk '{print $4}' <<<"$line")
+    net=${cidr%/*} len=${cidr#*/}
+    if overlaps "$net" "$len" "$base.0" 24; then
+      die "subnet $subnet overlaps address $cidr of $(awk '{print $2}' <<<"$line") in the root namespace (pick another with --subnet)"
+    fi
+  done < <(ip -4 -o addr show)
+  while read -r line; do
+    # shellcheck disable=SC2086 # split the route into its words
+    set -- $line
+    case ${1:-} in
+      local | broadcast | unicast | multicast | anycast | unreachable | blackhole | prohibit | throw | nat) shift ;;
+    esac
+    cidr=${1:-default}
+    [[ $cidr == default ]] && continue
+    [[ $cidr == */* ]] || cidr=$cidr/32
+    net=${cidr%/*} len=${cidr#*/}
+    ((len > 0)) || continue
+    if overlaps "$net" "$len" "$base.0" 24; then
+      die "subnet $subnet overlaps route '$line' in the root namespace (pick another with --subnet)"
+    fi
+  done < <(ip -4 route show table all)
+}
+
+record() {
+  echo "$1" >>"$state"
+}
+
+# Writes 1 to a sysctl inside namespace $1 (quietly: IPv6 may be absent).
+ns_sysctl() {
+  ip netns exec "$1" sh -c "echo $3 > /proc/sys/$2" 2>/dev/null || true
+}
+
+# Every address we are about to use must sit on the interface we made for it:
+# the veth eth0 inside our namespace, its peer a port of our bridge, and the
+# same address must be nowhere in the root namespace.
+verify_addresses() {
+  local ns addr i p ports
+  local -a pairs=("$ns_c=$coord_addr")
+  for i in 1 2 3; do pairs+=("${ns_nodes[i - 1]}=$(node_addr "$i")"); done
+  ns_exists "$ns_br" || { echo "$me: namespace $ns_br is missing" >&2; return 1; }
+  ports=$(ip -n "$ns_br" -o link show master br0 | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' ')
+  if [[ $ports != "c n1 n2 n3 " ]]; then
+    echo "$me: bridge $ns_br/br0 has ports '$ports', want 'c n1 n2 n3'" >&2
+    return 1
+  fi
+  for p in "${pairs[@]}"; do
+    ns=${p%%=*} addr=${p#*=}
+    if ! ns_exists "$ns"; then
+      echo "$me: namespace $ns is missing" >&2
+      return 1
+    fi
+    if ! ip -n "$ns" -d -o link show dev eth0 2>/dev/null | grep -q ' veth '; then
+      echo "$me: $ns has no veth eth0" >&2
+      return 1
+    fi
+    if [[ $(ip -n "$ns" -4 -o addr show dev eth0 | awk '{print $4}') != "$addr/24" ]]; then
+      echo "$me: $ns/eth0 does not hold exactly $addr/24" >&2
+      return 1
+    fi
+    if ip -4 -o addr show | awk '{print $4}' | grep -qx "$addr/[0-9]*"; then
+      echo "$me: $addr is also an address of the root namespace; refusing to use it" >&2
+      return 1
+    fi
+  done
+}
+
+# ------------------------------------------------------------------ the network
+net_complete() {
+  local ns
+  for ns in "$ns_br" "$ns_c" "${ns_nodes[@]}"; do ns_exists "$ns" || return 1; done
+  [[ -f $state ]]
+}
+
+net_up() {
+  need_root
+  if [[ -f $state ]]; then
+    net_complete || die "$home records a half-made network; run down first"
+    verify_addresses || die "the recorded network is not as made; run down first"
+    return 0
+  fi
+  local ns
+  for ns in "$ns_br" "$ns_c" "${ns_nodes[@]}"; do
+    ns_exists "$ns" && die "namespace $ns already exists and is not ours (no $state); refusing"
+  done
+  check_subnet_free
+  mkdir -p "$home"
+  printf 'prefix=%s\nsubnet=%s\nbin=%s\n' "$prefix" "$subnet" "$bin" >"$state"
+  # From here on a failure undoes what was made.
+  trap 'echo "$me: setting up the network failed; removing what was made" >&2; net_down >/dev/null' ERR
+  for ns in "$ns_br" "$ns_c" "${ns_nodes[@]}"; do
+    ip netns add "$ns"
+    record "ns=$ns"
+    # No IPv6 (link-local addresses, router solicitations) on our links.
+    ns_sysctl "$ns" net/ipv6/conf/default/disable_ipv6 1
+    ns_sysctl "$ns" net/ipv6/conf/all/disable_ipv6 1
+    ip -n "$ns" link set dev lo up
+  done
+  ip -n "$ns_br" link add br0 type bridge forward_delay 0 stp_state 0
+  ip -n "$ns_br" link set dev br0 up
+  local -a pairs=("c=$ns_c=$coord_addr")
+  local i
+  for i in 1 2 3; do pairs+=("n$i=${ns_nodes[i - 1]}=$(node_addr "$i")"); done
+  local p port addr
+  for p in "${pairs[@]}"; do
+    IFS='=' read -r port ns addr <<<"$p"
+    ip -n "$ns_br" link add "$port" type veth peer name eth0 netns "$ns"
+    ip -n "$ns_br" link set dev "$port" master br0
+    ip -n "$ns_br" link set dev "$port" up
+    ip -n "$ns" addr add "$addr/24" dev eth0
+    ip -n "$ns" link set dev eth0 up
+  done
+  trap - ERR
+  if ! verify_addresses; then
+    net_down >/dev/null
+    die "the network is not as intended; removed it"
+  fi
+  echo "$me: network up: bridge in $ns_br, subnet $subnet"
+}
+
+net_down() {
+  local ns pids
+  if ((${#recorded_ns[@]} == 0)); then
+    read_state
+  fi
+  for ns in "${recorded_ns[@]}"; do
+    ns_exists "$ns" || continue
+    pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ' || true)
+    if [[ -n ${pids// /} ]]; then
+      echo "$me: processes still in $ns (not started by this script, left alone): $pids" >&2
+    fi
+    ip netns del "$ns"
+    echo "$me: deleted namespace $ns"
+  done
+  rm -f "$state"
+  recorded_ns=()
+}
+
+# ------------------------------------------------------------------ daemons
+# Prints the pid in pid file $1 when that process is alive, is ours (its
+# command line names our data dir) and lives in namespace $2 (or in one whose
+# name someone deleted by hand).
+live_pid() {
+  local pidfile=$1 ns=$2 pid in_ns
+  [[ -f $pidfile ]] || return 1
+  pid=$(<"$pidfile")
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  [[ -r /proc/$pid/cmdline ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--data $home/" || return 1
+  in_ns=$(ip netns identify "$pid" 2>/dev/null || true)
+  [[ $in_ns == "$ns" || -z $in_ns ]] || return 1
+  echo "$pid"
+}
+
+start() {
+  local name=$1 ns=$2
+  shift 2
+  local pidfile=$home/$name.pid log=$home/$name.log
+  if live_pid "$pidfile" "$ns" >/dev/null; then
+    echo "$name already running (pid $(<"$pidfile")) in $ns"
+    return 0
+  fi
+  # ip netns exec and setsid both exec: $! is the daemon's pid.
+  ip netns exec "$ns" setsid "$@" >>"$log" 2>&1 </dev/null &
+  echo $! >"$pidfile"
+  echo "started $name (pid $!) in $ns, log $log"
+}
+
+lapse_cli() {
+  ip netns exec "$ns_c" "$bin/lapse" --coordinator "$coord_url" "$@"
+}
+
+stop_daemons() {
+  local name ns pidfile pid stopped=0
+  for name in node1 node2 node3 coordinator; do
+    pidfile=$home/$name.pid
+    case $name in
+      coordinator) ns=$ns_c ;;
+      *) ns=${ns_nodes[${name#node} - 1]} ;;
+    esac
+    if pid=$(live_pid "$pidfile" "$ns"); then
+      kill -TERM "$pid"
+      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      if kill -0 "$pid" 2>/dev/null; then
+        echo "$name (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+      fi
+      echo "stopped $name (pid $pid)"
+      stopped=$((stopped + 1))
+    fi
+    rm -f "$pidfile"
+  done
+  return 0
+}
+
+up() {
+  need_root
+  local b
+  for b in lapse-coordinator lapse-node lapse; do
+    [[ -x $bin/$b ]] || die "$bin/$b not built (make build, or --bin-dir DIR)"
+  done
+  net_up
+  start coordinator "$ns_c" "$bin/lapse-coordinator" --listen "$coord_url" --data "$home/coordinator"
+  local i addr
+  for i in 1 2 3; do
+    addr=$(node_addr "$i")
+    start "node$i" "${ns_nodes[i - 1]}" "$bin/lapse-node" --id "$i" --listen "tcp://$addr:7401" \
+      --coordinator "$coord_url" --data "$home/node$i" --metrics-listen "$addr:9401"
+  done
+  echo -n "waiting for three nodes to register"
+  local deadline=$((SECONDS + 30)) n=0
+  while ((SECONDS < deadline)); do
+    n=$(lapse_cli --timeout-ms 1000 cluster-status 2>/dev/null | grep -o '"State": *"UP"' | wc -l || true)
+    ((n >= 3)) && break
+    echo -n .
+    sleep 0.2
+  done
+  echo
+  if ((n < 3)); then
+    echo "$me: only $n of 3 nodes registered within 30 s; logs in $home (run down to clean up)" >&2
+    exit 1
+  fi
+  status
+  cat <<TRY
+
+Lapse runs in network namespaces (state, data and logs in $home). The host has
+no address in $subnet: run clients inside the coordinator's namespace.
+  $0 lapse create-table SessionData --partition-key UserName:S
+  $0 lapse put SessionData '{"UserName":{"S":"u1"},"ExpirationTime":{"N":"'\$((\$(date +%s)+5))'"}}'
+  ip netns exec $ns_c curl -s http://$(node_addr 1):9401/metrics
+  $0 partition 2; sleep 5; $0 heal 2     # cut node 2 off for 5 s
+Stop it with: $0 down   (or make netns-down)
+TRY
+}
+
+down() {
+  need_root
+  if [[ ! -f $state ]]; then
+    echo "$me: nothing to remove: no cluster recorded under $home"
+    local left
+    left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-(br|c|n[0-9])\$" | tr '\n' ' ' || true)
+    [[ -z $left ]] || echo "$me: namespaces $left exist but are not recorded here (another LAPSE_HOME?)"
+    return 0
+  fi
+  stop_daemons
+  net_down
+}
+
+status() {
+  need_root
+  if [[ ! -f $state ]]; then
+    echo "$me: no cluster recorded under $home"
+    return 0
+  fi
+  read_state
+  echo "cluster '$prefix' on $subnet, state in $home"
+  local ns name pid
+  for ns in "${recorded_ns[@]}"; do
+    if ns_exists "$ns"; then
+      echo "namespace $ns:"
+      ip -n "$ns" -4 -br addr show | sed 's/^/  /'
+    else
+      echo "namespace $ns: missing"
+    fi
+  done
+  for name in coordinator node1 node2 node3; do
+    case $name in
+      coordinator) ns=$ns_c ;;
+      *) ns=${ns_nodes[${name#node} - 1]} ;;
+    esac
+    if pid=$(live_pid "$home/$name.pid" "$ns"); then
+      echo "$name: running (pid $pid) in $ns"
+    else
+      echo "$name: stopped"
+    fi
+  done
+  if live_pid "$home/coordinator.pid" "$ns_c" >/dev/null && [[ -x $bin/lapse ]]; then
+    lapse_cli --timeout-ms 2000 cluster-status || true
+  fi
+}
+
+# Link of node $1 down or up ($2), inside the node's namespace.
+set_link() {
+  need_root
+  [[ ${1:-} =~ ^[123]$ ]] || die "usage: $0 partition|heal N (N = 1, 2, 3)"
+  [[ -f $state ]] || die "no cluster recorded under $home"
+  local ns=${ns_nodes[$1 - 1]}
+  ns_exists "$ns" || die "namespace $ns is missing"
+  ip -n "$ns" link set dev eth0 "$2"
+  echo "$me: node $1 ($ns/eth0) link $2"
+}
+
+case $cmd in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  net-up) net_up ;;
+  net-down) need_root; net_down ;;
+  partition) set_link "${args[0]:-}" down ;;
+  heal) set_link "${args[0]:-}" up ;;
+  lapse)
+    need_root
+    [[ -f $state ]] || die "no cluster recorded under $home"
+    lapse_cli "${args[@]}"
+    ;;
+  *) usage ;;
+esac
