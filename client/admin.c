@@ -4,10 +4,13 @@
  *
  *   describe: {"Table":{"TableName","TableId","KeySchema","AttributeDefinitions",
  *              "PartitionCount","PartitionsPerNode":{"1":22,...},"HideExpired",
- *              "TimeToLive":{...}}}   (TimeToLive: ttlcfg_config_json)
+ *              "TimeToLive":{...},"LocalSecondaryIndexes"?,"GlobalSecondaryIndexes"?,
+ *              "StreamSpecification","StreamShards"?}}
+ *              (TimeToLive: ttlcfg_config_json; the rest: indexcfg_describe)
  *   list:     {"TableNames":[...]}
  *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State",
- *              "LastHeartbeatAgeMs","Partitions","PartitionMapVersion","ClockSkewMs"}]}
+ *              "LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
+ *              "PartitionMapVersion","ClockSkewMs"}]}
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include "../common/lapse_err.h"
 #include "../rpc/wire.h"
 #include "client.h"
+#include "indexcfg.h"
 #include "ttlcfg.h"
 
 /* ------------------------------------------------------------------------ */
@@ -86,8 +90,8 @@ static json_t *table_json(const Lapse__TableMap *tm)
         if (!has_key(kd[i])) {
             continue;
         }
-        json_array_append_new(keys, json_pack("{s:s,s:s}", "AttributeName", kd[i]->name,
-                                              "KeyType", role[i]));
+        json_array_append_new(
+            keys, json_pack("{s:s,s:s}", "AttributeName", kd[i]->name, "KeyType", role[i]));
         json_array_append_new(defs, json_pack("{s:s,s:s}", "AttributeName", kd[i]->name,
                                               "AttributeType", key_type_name(kd[i]->type)));
     }
@@ -109,7 +113,8 @@ static json_t *table_json(const Lapse__TableMap *tm)
     json_object_set_new(t, "PartitionsPerNode", per_node);
     json_object_set_new(t, "HideExpired", json_boolean(s->hide_expired));
     json_t *ttl = ttlcfg_config_json(s->ttl);
-    if (ttl == NULL || json_object_set_new(t, "TimeToLive", ttl) != 0) {
+    if (ttl == NULL || json_object_set_new(t, "TimeToLive", ttl) != 0 ||
+        indexcfg_describe(t, tm) != 0) {
         json_decref(t);
         json_decref(doc);
         return NULL;
@@ -150,6 +155,7 @@ int lapse_create_table_json(lapse_client *c, const lapse_table_def *def, char **
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__Response *resp = NULL;
     char msg[256] = "";
+    arena a;
     int rv;
 
     if (json_out != NULL) {
@@ -161,8 +167,8 @@ int lapse_create_table_json(lapse_client *c, const lapse_table_def *def, char **
     if ((rv = schema_validate_table_name(def->name, msg, sizeof msg)) != 0) {
         return client_err(err, rv, "%s", msg);
     }
-    if ((rv = check_key_type("partition key", def->partition_key, def->partition_key_type,
-                             err)) != 0 ||
+    if ((rv = check_key_type("partition key", def->partition_key, def->partition_key_type, err)) !=
+            0 ||
         (def->sort_key != NULL &&
          (rv = check_key_type("sort key", def->sort_key, def->sort_key_type, err)) != 0)) {
         return rv;
@@ -183,10 +189,17 @@ int lapse_create_table_json(lapse_client *c, const lapse_table_def *def, char **
     }
     s.partitions = parts;
     s.hide_expired = def->hide_expired != 0;
+    arena_init(&a);
+    if ((rv = indexcfg_to_pb(&a, def, &s, err)) != 0) {
+        arena_fini(&a);
+        return rv;
+    }
     body.schema = &s;
     req.body_case = LAPSE__REQUEST__BODY_CREATE_TABLE;
     req.create_table = &body;
-    if ((rv = client_call_coord(c, &req, 0, &resp, err)) != 0) {
+    rv = client_call_coord(c, &req, 0, &resp, err);
+    arena_fini(&a);
+    if (rv != 0) {
         return rv;
     }
     /* The new table should be routable at once by this client. */
@@ -323,6 +336,8 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
                             json_string(n->state == LAPSE__NODE_STATE__NODE_UP ? "UP" : "DOWN"));
         json_object_set_new(o, "LastHeartbeatAgeMs", json_integer(n->last_heartbeat_age_ms));
         json_object_set_new(o, "Partitions", json_integer(n->partitions));
+        json_object_set_new(o, "GsiPartitions", json_integer(n->gsi_partitions));
+        json_object_set_new(o, "StreamShards", json_integer(n->stream_shards));
         json_object_set_new(o, "PartitionMapVersion", json_integer((json_int_t)n->pmap_version));
         json_object_set_new(o, "ClockSkewMs", json_integer(n->clock_skew_ms));
         json_array_append_new(nodes, o);

@@ -22,11 +22,23 @@ static const cli_command commands[] = {
      "Prints the partition map version, the table count and every node's state as JSON."},
     {"create-table", cli_create_table,
      "T --partition-key NAME:S|N|B [--sort-key NAME:S|N|B] [--partitions N]\n"
-     "             [--hide-expired]",
+     "             [--hide-expired] [--lsi NAME=SK:TYPE]...\n"
+     "             [--gsi NAME=PK:TYPE[,SK:TYPE][,projection=all|keys][,partitions=N]]...\n"
+     "             [--stream on|off [--stream-retention-hours H] [--stream-ttl-deletes on|off]]",
      "Creates table T (partitions: a power of two, default 64) and prints its description.\n"
      "With --hide-expired, reads of T hide items whose TTL has passed by default.\n"
-     "An admin call: sends the admin token."},
-    {"describe-table", cli_describe_table, "T", "Prints table T's description as JSON."},
+     "Indexes are declared here and never change (up to 5 LSIs and 20 GSIs, names unique):\n"
+     "--lsi: a local secondary index on T's partition key and sort key SK (T needs a\n"
+     "  sort key); it projects the whole item.\n"
+     "--gsi: a global secondary index with its own partition key PK, optional sort key SK,\n"
+     "  projection all (default) or keys (T's keys, the index's keys and the TTL\n"
+     "  attribute), and its own partitions (a power of two, default T's).\n"
+     "--stream on: a change stream of every write, one shard per partition, kept H hours\n"
+     "  (1-8760, default 24); --stream-ttl-deletes off leaves TTL deletes out of it.\n"
+     "TYPE is S, N or B. An admin call: sends the admin token."},
+    {"describe-table", cli_describe_table, "T",
+     "Prints table T's description as JSON, with its indexes (LocalSecondaryIndexes,\n"
+     "GlobalSecondaryIndexes), its StreamSpecification and the node of each stream shard."},
     {"list-tables", cli_list_tables, "", "Prints {\"TableNames\":[...]}."},
     {"delete-table", cli_delete_table, "T",
      "Deletes table T and all its items. An admin call: sends the admin token."},
@@ -85,17 +97,19 @@ static const cli_command commands[] = {
 
 static void print_usage(FILE *f)
 {
-    fprintf(f, "usage: lapse [--coordinator URL] [--timeout-ms N] [--admin-token-file F] "
-               "COMMAND ...\n"
-               "  (default coordinator: $LAPSE_COORDINATOR, else %s;\n"
-               "   admin token for create-table, delete-table, update-ttl: the contents of F\n"
-               "   without its final newline, else $LAPSE_ADMIN_TOKEN)\n\ncommands:\n",
+    fprintf(f,
+            "usage: lapse [--coordinator URL] [--timeout-ms N] [--admin-token-file F] "
+            "COMMAND ...\n"
+            "  (default coordinator: $LAPSE_COORDINATOR, else %s;\n"
+            "   admin token for create-table, delete-table, update-ttl: the contents of F\n"
+            "   without its final newline, else $LAPSE_ADMIN_TOKEN)\n\ncommands:\n",
             LAPSE_DEFAULT_COORDINATOR);
     for (size_t i = 0; i < NCOMMANDS; i++) {
         fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].synopsis[0] ? " " : "",
                 commands[i].synopsis);
     }
-    fprintf(f, "\nlapse COMMAND --help describes a command. Exit status: 0 ok, 1 error, 2 usage.\n");
+    fprintf(f,
+            "\nlapse COMMAND --help describes a command. Exit status: 0 ok, 1 error, 2 usage.\n");
 }
 
 static const cli_command *find_command(const char *name)
@@ -161,21 +175,19 @@ static int read_token(cli_ctx *ctx, const char *path)
     char buf[TOKEN_MAX + 1];
     FILE *f = fopen(path, "r");
     if (f == NULL) {
-        fprintf(stderr, "lapse: %s%s--admin-token-file %s: %s\n", cmd, sep, path,
-                strerror(errno));
+        fprintf(stderr, "lapse: %s%s--admin-token-file %s: %s\n", cmd, sep, path, strerror(errno));
         return CLI_USAGE;
     }
     size_t n = fread(buf, 1, sizeof buf, f);
     int failed = ferror(f), saved = errno;
     fclose(f);
     if (failed) {
-        fprintf(stderr, "lapse: %s%s--admin-token-file %s: %s\n", cmd, sep, path,
-                strerror(saved));
+        fprintf(stderr, "lapse: %s%s--admin-token-file %s: %s\n", cmd, sep, path, strerror(saved));
         return CLI_USAGE;
     }
     if (n > TOKEN_MAX) {
-        fprintf(stderr, "lapse: %s%s--admin-token-file %s: longer than %d bytes\n", cmd, sep,
-                path, TOKEN_MAX);
+        fprintf(stderr, "lapse: %s%s--admin-token-file %s: longer than %d bytes\n", cmd, sep, path,
+                TOKEN_MAX);
         return CLI_USAGE;
     }
     if (n > 0 && buf[n - 1] == '\n') {

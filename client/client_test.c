@@ -503,17 +503,52 @@ static void test_cli_usage_errors(void **state)
     assert_int_equal(run_cli("update", "T", "{}", "--set", "x", NULL), 2);
     assert_int_equal(run_cli("create-table", "T", NULL), 2);
     assert_int_equal(run_cli("create-table", "T", "--partition-key", "id:X", NULL), 2);
-    assert_int_equal(run_cli("create-table", "T", "--partition-key", "id:S", "--partitions",
-                             "-4", NULL),
-                     2);
+    assert_int_equal(
+        run_cli("create-table", "T", "--partition-key", "id:S", "--partitions", "-4", NULL), 2);
     assert_int_equal(run_cli("query", "T", NULL), 2);
     assert_int_equal(run_cli("query", "T", "--key", "{}", "--sk-op", "near", "--sk", "{}", NULL),
                      2);
-    assert_int_equal(run_cli("query", "T", "--key", "{}", "--sk-op", "between", "--sk", "{}",
-                             NULL),
+    assert_int_equal(run_cli("query", "T", "--key", "{}", "--sk-op", "between", "--sk", "{}", NULL),
                      2);
     assert_int_equal(run_cli("scan", "T", "--limit", "ten", NULL), 2);
     assert_int_equal(run_cli("batch-put", NULL), 2);
+
+    /* Index and stream flags: shapes, values and combinations. */
+    static const char *const bad_index_flags[][2] = {
+        {"--lsi", "ByDate"},                        /* no = */
+        {"--lsi", "=Date:S"},                       /* no name */
+        {"--lsi", "ByDate=Date"},                   /* no type */
+        {"--lsi", "ByDate=Date:X"},                 /* bad type */
+        {"--lsi", "ByDate=Date:S,projection=keys"}, /* LSIs project all */
+        {"--gsi", "ByEmail="},                      /* no key */
+        {"--gsi", "ByEmail=Email:S,Age:N,Zip:S"},   /* two sort keys */
+        {"--gsi", "ByEmail=Email:S,projection=some"},
+        {"--gsi", "ByEmail=Email:S,partitions=0"},
+        {"--gsi", "ByEmail=Email:S,partitions=many"},
+        {"--gsi", "ByEmail=Email:S,partitions=4,partitions=8"},
+        {"--gsi", "ByEmail=Email:S,,"},
+        {"--stream", "yes"},
+        {"--stream-retention-hours", "24"}, /* without --stream on */
+        {"--stream-ttl-deletes", "off"},    /* without --stream on */
+    };
+    for (size_t i = 0; i < sizeof bad_index_flags / sizeof bad_index_flags[0]; i++) {
+        int rv = run_cli("create-table", "T", "--partition-key", "id:S", "--sort-key", "s:N",
+                         bad_index_flags[i][0], bad_index_flags[i][1], NULL);
+        if (rv != 2) {
+            fail_msg("create-table %s %s: exit %d, want 2", bad_index_flags[i][0],
+                     bad_index_flags[i][1], rv);
+        }
+    }
+    assert_int_equal(run_cli("create-table", "T", "--partition-key", "id:S", "--stream", "on",
+                             "--stream-retention-hours", "0", NULL),
+                     2);
+    assert_int_equal(run_cli("create-table", "T", "--partition-key", "id:S", "--stream", "on",
+                             "--stream-retention-hours", "8761", NULL),
+                     2);
+    assert_int_equal(run_cli("create-table", "T", "--partition-key", "id:S", "--stream", "on",
+                             "--stream-ttl-deletes", "maybe", NULL),
+                     2);
+    assert_int_equal(run_cli("create-table", "--help", NULL), 0);
 
     assert_int_equal(run_cli("get", "T", "{}", "--hide-expired=yes", NULL), 2);
     assert_int_equal(run_cli("create-table", "T", "--hide-expired", NULL), 2); /* no key */
@@ -527,12 +562,11 @@ static void test_cli_usage_errors(void **state)
     assert_int_equal(run_cli("update-ttl", "T", "--pause", "--resume", NULL), 2);
     assert_int_equal(run_cli("update-ttl", "T", "--enable", NULL), 2);
     assert_int_equal(run_cli("update-ttl", "T", "--enable", "--attribute", "", NULL), 2);
-    assert_int_equal(run_cli("update-ttl", "T", "--enable", "--attribute", "E", "--offset-seconds",
-                             "-5", NULL),
-                     2);
-    assert_int_equal(run_cli("update-ttl", "T", "--enable", "--attribute", "E",
-                             "--offset-seconds=-1", NULL),
-                     2);
+    assert_int_equal(
+        run_cli("update-ttl", "T", "--enable", "--attribute", "E", "--offset-seconds", "-5", NULL),
+        2);
+    assert_int_equal(
+        run_cli("update-ttl", "T", "--enable", "--attribute", "E", "--offset-seconds=-1", NULL), 2);
     assert_int_equal(run_cli("update-ttl", "T", "--enable", "--attribute", "E", "--offset-seconds",
                              "soon", NULL),
                      2);
@@ -544,9 +578,8 @@ static void test_cli_usage_errors(void **state)
     assert_int_equal(run_cli("describe-ttl", NULL), 2);
     assert_int_equal(run_cli("describe-ttl", "T", "--enable", NULL), 2);
     assert_int_equal(run_cli("ttl-preview", "T", NULL), 2);
-    assert_int_equal(run_cli("ttl-preview", "T", "--attribute", "E", "--offset-seconds", "-1",
-                             NULL),
-                     2);
+    assert_int_equal(
+        run_cli("ttl-preview", "T", "--attribute", "E", "--offset-seconds", "-1", NULL), 2);
     assert_int_equal(run_cli("ttl-preview", "T", "--attribute", "E", "--pause", NULL), 2);
 
     /* Help is not an error. */

@@ -34,8 +34,8 @@ extern "C" {
 #endif
 
 #define LAPSE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400"
-#define LAPSE_BATCH_MAX 1000     /* writes per BatchWrite request */
-#define LAPSE_BATCH_GET_MAX 100   /* keys per BatchGet request, as DynamoDB's BatchGetItem */
+#define LAPSE_BATCH_MAX 1000    /* writes per BatchWrite request */
+#define LAPSE_BATCH_GET_MAX 100 /* keys per BatchGet request, as DynamoDB's BatchGetItem */
 
 typedef struct lapse_client lapse_client;
 typedef struct lapse_item lapse_item;
@@ -54,8 +54,7 @@ typedef struct lapse_error {
 int lapse_connect(lapse_client **out, const char *url, lapse_error *err);
 /* As lapse_connect, with the client's timeout (also bounding the connect
  * itself) set from the start; timeout_ms <= 0: the default. */
-int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms,
-                          lapse_error *err);
+int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms, lapse_error *err);
 void lapse_close(lapse_client *c); /* accepts NULL */
 /* Per-call timeout including retries (default 5000 ms). */
 void lapse_set_timeout_ms(lapse_client *c, int timeout_ms);
@@ -85,8 +84,7 @@ int lapse_item_set_b(lapse_item *it, const char *name, const void *p, size_t len
 int lapse_item_set_bool(lapse_item *it, const char *name, int value);
 int lapse_item_set_null(lapse_item *it, const char *name);
 /* Any typed value as DynamoDB JSON, e.g. {"L":[{"S":"a"}]}. */
-int lapse_item_set_json(lapse_item *it, const char *name, const char *value_json,
-                        lapse_error *err);
+int lapse_item_set_json(lapse_item *it, const char *name, const char *value_json, lapse_error *err);
 int lapse_item_remove(lapse_item *it, const char *name);
 /* Parses a whole item from DynamoDB JSON. */
 int lapse_item_from_json(lapse_item **out, const char *json, lapse_error *err);
@@ -106,14 +104,44 @@ int lapse_item_equal(const lapse_item *a, const lapse_item *b);
 
 /* ---- tables ---- */
 
+/* What a secondary index entry carries besides its keys. */
+typedef enum lapse_projection {
+    LAPSE_PROJECT_ALL = 0, /* the whole item */
+    LAPSE_PROJECT_KEYS = 1 /* the table's and the index's keys and the TTL attribute */
+} lapse_projection;
+
+/* A secondary index, declared with its table and never changed
+ * (docs/replication.md). A local secondary index (LSI) keeps the table's
+ * partition key and has its own sort key; a global secondary index (GSI) has
+ * its own partition key, an optional sort key and its own partitions. */
+typedef struct lapse_index_def {
+    const char *name;          /* 3-255 of [A-Za-z0-9_.-], unique among the table's indexes */
+    const char *partition_key; /* GSI: required; LSI: NULL (the table's) */
+    char partition_key_type;   /* 'S', 'N' or 'B' */
+    const char *sort_key;      /* LSI: required; GSI: NULL for none */
+    char sort_key_type;
+    lapse_projection projection;
+    unsigned partitions; /* GSI: a power of two, 0: the table's; LSI: 0 */
+} lapse_index_def;
+
+/* A new table. Fields after hide_expired were added with indexes and
+ * streams; a zero-initialized (or designated-initializer) definition gets
+ * none, so existing callers compile unchanged. */
 typedef struct lapse_table_def {
     const char *name;
     const char *partition_key; /* attribute name */
     char partition_key_type;   /* 'S', 'N' or 'B' */
     const char *sort_key;      /* NULL: none */
     char sort_key_type;
-    unsigned partitions; /* power of two; 0: 64 */
-    int hide_expired;    /* non-zero: reads hide expired items by default */
+    unsigned partitions;        /* power of two; 0: 64 */
+    int hide_expired;           /* non-zero: reads hide expired items by default */
+    const lapse_index_def *lsi; /* nlsi LSIs (at most 5; the table needs a sort key) */
+    size_t nlsi;
+    const lapse_index_def *gsi; /* ngsi GSIs (at most 20) */
+    size_t ngsi;
+    int stream;                      /* non-zero: a change stream, one shard per partition */
+    unsigned stream_retention_hours; /* with stream: 1 to 8760; 0: 24 */
+    int stream_exclude_ttl_deletes;  /* with stream: TTL deletes stay out of it */
 } lapse_table_def;
 
 int lapse_create_table(lapse_client *c, const lapse_table_def *def, lapse_error *err);
@@ -125,7 +153,15 @@ int lapse_delete_table(lapse_client *c, const char *table, lapse_error *err);
 /* JSON descriptions (free with lapse_free). describe-table's carries
  * "HideExpired" and the TTL config as "TimeToLive":{"Enabled",
  * "AttributeName" (absent when never set),"OffsetSeconds",
- * "IgnoreOlderThanYears","Paused","ConfigVersion"}. */
+ * "IgnoreOlderThanYears","Paused","ConfigVersion"}; the indexes, when the
+ * table has any, as "LocalSecondaryIndexes":[{"IndexName","IndexId",
+ * "KeySchema","Projection":{"ProjectionType":"ALL"|"KEYS_ONLY"}}] and
+ * "GlobalSecondaryIndexes":[{...,"Partitions","PartitionsPerNode"}]; and
+ * "StreamSpecification":{"StreamEnabled"} plus, with a stream,
+ * "StreamViewType":"NEW_AND_OLD_IMAGES","TtlDeletes","RetentionHours" and
+ * "StreamShards":[{"Partition","NodeId"}] (the node hosting each shard).
+ * Create-table fails with LAPSE_EINVAL and the coordinator's reason for a
+ * bad index or stream declaration. */
 int lapse_describe_table(lapse_client *c, const char *table, char **json_out, lapse_error *err);
 int lapse_list_tables(lapse_client *c, char **json_out, lapse_error *err);
 int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err);
@@ -162,8 +198,7 @@ int lapse_delete(lapse_client *c, const char *table, const lapse_item *key,
 
 lapse_update *lapse_update_new(void);
 void lapse_update_free(lapse_update *u);
-int lapse_update_set(lapse_update *u, const char *name, const char *value_json,
-                     lapse_error *err);
+int lapse_update_set(lapse_update *u, const char *name, const char *value_json, lapse_error *err);
 int lapse_update_remove(lapse_update *u, const char *name);
 /* new_out (may be NULL) receives the item after the update. */
 int lapse_update_item(lapse_client *c, const char *table, const lapse_item *key,
@@ -206,7 +241,7 @@ typedef struct lapse_query_opts {
     unsigned limit;       /* 0: no limit (a page still stops at 1 MiB) */
     int reverse;
     const lapse_item *exclusive_start_key; /* a previous page's last key */
-    const char *partition_key_name; /* optional: checked against the schema */
+    const char *partition_key_name;        /* optional: checked against the schema */
     int hide_expired; /* non-zero: leave out expired items (lapse_set_hide_expired) */
 } lapse_query_opts;
 
@@ -219,10 +254,10 @@ typedef struct lapse_scan_opts {
 
 /* One page. Continue with exclusive_start_key = lapse_page_last_key(page)
  * until it returns NULL. */
-int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *opts,
-                lapse_page **out, lapse_error *err);
-int lapse_scan(lapse_client *c, const char *table, const lapse_scan_opts *opts,
-               lapse_page **out, lapse_error *err);
+int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *opts, lapse_page **out,
+                lapse_error *err);
+int lapse_scan(lapse_client *c, const char *table, const lapse_scan_opts *opts, lapse_page **out,
+               lapse_error *err);
 size_t lapse_page_count(const lapse_page *p);
 const lapse_item *lapse_page_item(const lapse_page *p, size_t i); /* borrowed */
 const lapse_item *lapse_page_last_key(const lapse_page *p);       /* NULL: no more */

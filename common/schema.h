@@ -8,6 +8,15 @@
  *  2. pk.name is set and pk.type is ATTR_S, ATTR_N or ATTR_B; sk is either
  *     absent (sk.name[0] == 0) or the same, with a different name.
  *  3. partitions is a power of two from 1 to SCHEMA_MAX_PARTITIONS.
+ *  4. At most SCHEMA_MAX_LSI LSIs, only on a table with a sort key; each has
+ *     no partition key of its own, a sort key as in 2 named differently from
+ *     the table's partition key, and partitions 0.
+ *  5. At most SCHEMA_MAX_GSI GSIs; each has a partition key and an optional
+ *     sort key as in 2, and partitions as in 3.
+ *  6. Index names follow 1, are unique over the LSIs and GSIs; index ids are
+ *     non-zero and unique; a key attribute name has one type over the
+ *     table's and the indexes' keys; projections are ALL or KEYS.
+ *  7. stream.retention_hours <= SCHEMA_MAX_STREAM_RETENTION_HOURS.
  */
 #ifndef LAPSE_SCHEMA_H
 #define LAPSE_SCHEMA_H
@@ -59,10 +68,7 @@ typedef struct table_ttl {
 #define SCHEMA_MAX_LSI 5  /* DynamoDB's limit */
 #define SCHEMA_MAX_GSI 20 /* DynamoDB's default quota */
 
-typedef enum index_projection {
-    INDEX_PROJECT_ALL = 0,
-    INDEX_PROJECT_KEYS = 1
-} index_projection;
+typedef enum index_projection { INDEX_PROJECT_ALL = 0, INDEX_PROJECT_KEYS = 1 } index_projection;
 
 typedef struct index_def {
     uint32_t id; /* 1.., unique among the table's indexes (LSI and GSI), in keys */
@@ -82,6 +88,7 @@ typedef struct table_stream {
 } table_stream;
 
 #define SCHEMA_DEFAULT_STREAM_RETENTION_HOURS 24
+#define SCHEMA_MAX_STREAM_RETENTION_HOURS 8760 /* a year */
 
 typedef struct table_schema {
     uint32_t id; /* assigned by the coordinator, never reused; 0 = unassigned */
@@ -105,7 +112,8 @@ static inline int schema_has_outbox(const table_schema *t)
 
 /* Returns 0 or LAPSE_EINVAL with a reason in err. */
 int schema_validate_table_name(const char *name, char *err, size_t errlen);
-/* Checks invariants 1-3. Returns 0 or LAPSE_EINVAL with a reason in err. */
+/* Checks invariants 1-7. Returns 0 or LAPSE_EINVAL with a reason in err
+ * naming the table key or index at fault. */
 int schema_validate(const table_schema *t, char *err, size_t errlen);
 /* Checks that it carries the key attributes with the declared types, that key
  * values are within the size limits (and non-empty for S and B), and that the

@@ -90,6 +90,190 @@ static void schemas(void **state)
     }
 }
 
+/* Users with one LSI and two GSIs, ids 1-3, as the coordinator fills it. */
+static table_schema indexed(void)
+{
+    table_schema t = users();
+    t.nlsi = 1;
+    t.lsi[0].id = 1;
+    snprintf(t.lsi[0].name, sizeof(t.lsi[0].name), "ByCreated");
+    snprintf(t.lsi[0].sk.name, sizeof(t.lsi[0].sk.name), "Created");
+    t.lsi[0].sk.type = ATTR_N;
+    t.ngsi = 2;
+    t.gsi[0].id = 2;
+    snprintf(t.gsi[0].name, sizeof(t.gsi[0].name), "ByEmail");
+    snprintf(t.gsi[0].pk.name, sizeof(t.gsi[0].pk.name), "Email");
+    t.gsi[0].pk.type = ATTR_S;
+    t.gsi[0].partitions = 16;
+    t.gsi[1].id = 3;
+    snprintf(t.gsi[1].name, sizeof(t.gsi[1].name), "by.city-age_2");
+    snprintf(t.gsi[1].pk.name, sizeof(t.gsi[1].pk.name), "City");
+    t.gsi[1].pk.type = ATTR_S;
+    snprintf(t.gsi[1].sk.name, sizeof(t.gsi[1].sk.name), "Age");
+    t.gsi[1].sk.type = ATTR_N;
+    t.gsi[1].projection = INDEX_PROJECT_KEYS;
+    t.gsi[1].partitions = 1;
+    t.stream.enabled = 1;
+    t.stream.ttl_deletes = 1;
+    t.stream.retention_hours = 24;
+    return t;
+}
+
+static void lsi_rules(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    table_schema t = indexed();
+    assert_int_equal(schema_validate(&t, err, sizeof(err)), 0);
+
+    t = indexed(); /* DynamoDB: an LSI needs a table with a sort key */
+    t.sk.name[0] = 0;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "LSI \"ByCreated\" needs a table with a sort key");
+    t = indexed();
+    t.lsi[0].sk.name[0] = 0;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "LSI \"ByCreated\" sort key name must be 1-255 bytes");
+    t = indexed();
+    t.lsi[0].sk.type = ATTR_BOOL;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "LSI \"ByCreated\" sort key \"Created\" must be of type S, N or B");
+    t = indexed();
+    snprintf(t.lsi[0].sk.name, sizeof(t.lsi[0].sk.name), "UserName");
+    t.lsi[0].sk.type = ATTR_S;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "must differ from the table's partition key");
+    t = indexed();
+    snprintf(t.lsi[0].pk.name, sizeof(t.lsi[0].pk.name), "UserName");
+    t.lsi[0].pk.type = ATTR_S;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "leave its own unset");
+    t = indexed();
+    t.lsi[0].partitions = 4;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "ByCreated");
+
+    t = indexed(); /* five is the limit */
+    t.ngsi = 0;
+    t.nlsi = SCHEMA_MAX_LSI;
+    for (uint32_t i = 0; i < SCHEMA_MAX_LSI; i++) {
+        t.lsi[i] = t.lsi[0];
+        t.lsi[i].id = i + 1;
+        snprintf(t.lsi[i].name, sizeof(t.lsi[i].name), "lsi%u", (unsigned)i);
+    }
+    assert_int_equal(schema_validate(&t, err, sizeof(err)), 0);
+    t.nlsi = SCHEMA_MAX_LSI + 1;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "at most 5");
+}
+
+static void gsi_rules(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    table_schema t = indexed();
+    t.gsi[0].pk.name[0] = 0;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "GSI \"ByEmail\" partition key name must be 1-255 bytes");
+    t = indexed();
+    t.gsi[0].pk.type = ATTR_L;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "GSI \"ByEmail\" partition key \"Email\" must be of type S, N or B");
+    t = indexed();
+    t.gsi[1].sk.type = ATTR_M;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "GSI \"by.city-age_2\" sort key \"Age\"");
+    t = indexed();
+    snprintf(t.gsi[1].sk.name, sizeof(t.gsi[1].sk.name), "City");
+    t.gsi[1].sk.type = ATTR_S;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "GSI \"by.city-age_2\": sort key \"City\" must differ from its partition key");
+    uint32_t bad[] = {0, 3, 12, 8192};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        t = indexed();
+        t.gsi[0].partitions = bad[i];
+        expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+               "GSI \"ByEmail\": partition count");
+    }
+    t = indexed();
+    t.gsi[0].partitions = SCHEMA_MAX_PARTITIONS;
+    assert_int_equal(schema_validate(&t, err, sizeof(err)), 0);
+    t.gsi[0].projection = (index_projection)7;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "unknown projection");
+
+    /* A GSI on the table's own key attributes is fine with the same types. */
+    t = indexed();
+    snprintf(t.gsi[0].pk.name, sizeof(t.gsi[0].pk.name), "Id");
+    t.gsi[0].pk.type = ATTR_N;
+    snprintf(t.gsi[0].sk.name, sizeof(t.gsi[0].sk.name), "UserName");
+    t.gsi[0].sk.type = ATTR_S;
+    assert_int_equal(schema_validate(&t, err, sizeof(err)), 0);
+    t.gsi[0].pk.type = ATTR_S; /* Id is N in the table */
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "key attribute \"Id\" is of type N in the table but S in ByEmail");
+
+    t = indexed();
+    t.ngsi = SCHEMA_MAX_GSI;
+    for (uint32_t i = 0; i < SCHEMA_MAX_GSI; i++) {
+        t.gsi[i] = t.gsi[0];
+        t.gsi[i].id = 10 + i;
+        snprintf(t.gsi[i].name, sizeof(t.gsi[i].name), "gsi%02u", (unsigned)i);
+    }
+    assert_int_equal(schema_validate(&t, err, sizeof(err)), 0);
+    t.ngsi = SCHEMA_MAX_GSI + 1;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "at most 20");
+}
+
+static void index_names_and_ids(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    table_schema t = indexed();
+    snprintf(t.gsi[0].name, sizeof(t.gsi[0].name), "ab");
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "GSI name \"ab\" must be 3-255 characters");
+    snprintf(t.gsi[0].name, sizeof(t.gsi[0].name), "by email");
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "GSI name \"by email\" may contain only");
+    t = indexed();
+    t.lsi[0].name[0] = 0;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err, "LSI name");
+    t = indexed();
+    memset(t.gsi[1].name, 'g', SCHEMA_MAX_NAME);
+    t.gsi[1].name[SCHEMA_MAX_NAME] = 0;
+    assert_int_equal(schema_validate(&t, err, sizeof(err)), 0);
+
+    t = indexed(); /* unique across LSIs and GSIs */
+    snprintf(t.gsi[1].name, sizeof(t.gsi[1].name), "ByCreated");
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "index name \"ByCreated\" is used twice");
+    t = indexed();
+    t.gsi[1].id = 0;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "GSI \"by.city-age_2\" has no index id");
+    t = indexed();
+    t.gsi[0].id = 1;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "LSI \"ByCreated\" and GSI \"ByEmail\" have the same index id 1");
+}
+
+static void stream_rules(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    table_schema t = indexed();
+    uint32_t good[] = {0, 1, 24, SCHEMA_MAX_STREAM_RETENTION_HOURS};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        t.stream.retention_hours = good[i];
+        assert_int_equal(schema_validate(&t, err, sizeof(err)), 0);
+    }
+    t.stream.retention_hours = SCHEMA_MAX_STREAM_RETENTION_HOURS + 1;
+    expect(schema_validate(&t, err, sizeof(err)), LAPSE_EINVAL, err,
+           "stream retention of 8761 hours is over the limit of 8760");
+    assert_true(schema_has_outbox(&t));
+    t.ngsi = 0;
+    assert_true(schema_has_outbox(&t));
+    t.stream.enabled = 0;
+    assert_false(schema_has_outbox(&t));
+}
+
 static void put_bytes(item *it, const char *name, attr_type ty, const void *p, size_t n)
 {
     attr_value v;
@@ -205,7 +389,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_names),   cmocka_unit_test(schemas),
         cmocka_unit_test(item_checks),   cmocka_unit_test(size_limits),
-        cmocka_unit_test(nesting_limit),
+        cmocka_unit_test(nesting_limit), cmocka_unit_test(lsi_rules),
+        cmocka_unit_test(gsi_rules),     cmocka_unit_test(index_names_and_ids),
+        cmocka_unit_test(stream_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,8 +57,8 @@ const char **handlers_up_nodes(server *s, arena *a, uint32_t **ids, size_t *n)
     return urls;
 }
 
-void handlers_push_map(server *s, Lapse__PartitionMap *map, const char **urls,
-                       const uint32_t *ids, size_t n)
+void handlers_push_map(server *s, Lapse__PartitionMap *map, const char **urls, const uint32_t *ids,
+                       size_t n)
 {
     if (map == NULL || urls == NULL || n == 0) {
         return;
@@ -132,6 +132,28 @@ static void do_heartbeat(server *s, const Lapse__HeartbeatRequest *r, Lapse__Res
 /* Table calls that change the map                                          */
 /* ------------------------------------------------------------------------ */
 
+/* CreateTable's defaults for the indexes and the stream (docs/coordinator.md):
+ * index ids 1.. in declaration order, LSIs then GSIs (any sent are ignored);
+ * a GSI without a partition count gets the table's; a stream without a
+ * retention keeps 24 hours (TTL deletes are in it unless excluded, the
+ * wire's default). REQUIRES: t->partitions set. */
+static void index_defaults(table_schema *t)
+{
+    uint32_t id = 1;
+    for (uint32_t i = 0; i < t->nlsi && i < SCHEMA_MAX_LSI; i++) {
+        t->lsi[i].id = id++;
+    }
+    for (uint32_t i = 0; i < t->ngsi && i < SCHEMA_MAX_GSI; i++) {
+        t->gsi[i].id = id++;
+        if (t->gsi[i].partitions == 0) {
+            t->gsi[i].partitions = t->partitions;
+        }
+    }
+    if (t->stream.enabled && t->stream.retention_hours == 0) {
+        t->stream.retention_hours = SCHEMA_DEFAULT_STREAM_RETENTION_HOURS;
+    }
+}
+
 static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse__Response *resp,
                             arena *a)
 {
@@ -150,6 +172,7 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
     memset(&ts, 0, sizeof(ts));
     int rv = wire_schema_from_pb(&pb, &ts, err, sizeof(err));
     if (rv == 0) {
+        index_defaults(&ts);
         rv = schema_validate(&ts, err, sizeof(err));
     }
     if (rv != 0) {
@@ -208,8 +231,10 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
         resp->body_case = LAPSE__RESPONSE__BODY_CREATE_TABLE;
         resp->create_table = m;
     }
-    log_info("created table %s (id %u, %u partitions over %zu UP nodes); map version %llu", ts.name,
-             ts.id, ts.partitions, nurls, (unsigned long long)s->pm->version);
+    log_info("created table %s (id %u, %u partitions over %zu UP nodes, %u LSIs, %u GSIs, "
+             "stream %s); map version %llu",
+             ts.name, ts.id, ts.partitions, nurls, ts.nlsi, ts.ngsi,
+             ts.stream.enabled ? "on" : "off", (unsigned long long)s->pm->version);
 unlock:
     pthread_mutex_unlock(&s->lock);
     pmap_free(next);
@@ -363,6 +388,8 @@ static Lapse__NodeStatus *node_status(server *s, const pmap_node *n, int64_t now
     ns->state =
         n->state == PMAP_NODE_UP ? LAPSE__NODE_STATE__NODE_UP : LAPSE__NODE_STATE__NODE_DOWN;
     ns->partitions = (uint32_t)pmap_partitions_owned(s->pm, n->id);
+    ns->gsi_partitions = (uint32_t)pmap_gsi_partitions_owned(s->pm, n->id);
+    ns->stream_shards = (uint32_t)pmap_stream_shards_hosted(s->pm, n->id);
     ns->last_heartbeat_age_ms = -1;
     const node_live *l = server_live(s, n->id, 0);
     if (l != NULL) {
@@ -427,8 +454,8 @@ static int token_equal(const char *want, size_t want_len, const char *got)
  * when the coordinator has one. Returns 1 when the call may go on, else 0
  * with EPERM set in resp and a log line naming the call and the table (never
  * the token). */
-static int admin_allowed(server *s, const Lapse__Request *req, const char *call,
-                         const char *table, Lapse__Response *resp, arena *a)
+static int admin_allowed(server *s, const Lapse__Request *req, const char *call, const char *table,
+                         Lapse__Response *resp, arena *a)
 {
     if (s->admin_token == NULL) {
         return 1;

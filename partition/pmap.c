@@ -19,6 +19,61 @@ static void table_fini(pmap_table *t)
 {
     free(t->parts);
     t->parts = NULL;
+    for (size_t i = 0; i < SCHEMA_MAX_GSI; i++) {
+        free(t->gsi_parts[i]);
+        t->gsi_parts[i] = NULL;
+    }
+    free(t->stream_hosts);
+    t->stream_hosts = NULL;
+}
+
+/* A malloc'd copy of n elements of size sz, or NULL (also for n == 0). */
+static void *memdup_n(const void *p, size_t n, size_t sz)
+{
+    if (p == NULL || n == 0) {
+        return NULL;
+    }
+    void *d = malloc(n * sz);
+    if (d != NULL) {
+        memcpy(d, p, n * sz);
+    }
+    return d;
+}
+
+/* Fills t (zeroed) with the schema and copies of pl's arrays. Returns 0 or
+ * LAPSE_ENOMEM (t half-built: table_fini frees it). REQUIRES: pl's arrays
+ * have the lengths the schema says (pmap_placement). */
+static int table_copy(pmap_table *t, const table_schema *schema, const pmap_placement *pl)
+{
+    t->schema = *schema;
+    size_t np = schema->partitions;
+    if ((t->parts = memdup_n(pl->parts, np, sizeof(*t->parts))) == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    for (uint32_t i = 0; i < schema->ngsi && i < SCHEMA_MAX_GSI; i++) {
+        size_t ng = schema->gsi[i].partitions;
+        if ((t->gsi_parts[i] = memdup_n(pl->gsi_parts[i], ng, sizeof(pmap_replicas))) == NULL) {
+            return LAPSE_ENOMEM;
+        }
+    }
+    if (schema->stream.enabled &&
+        (t->stream_hosts = memdup_n(pl->stream_hosts, np, sizeof(uint32_t))) == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    return 0;
+}
+
+/* The placement arrays of an existing table, borrowed. */
+static pmap_placement placement_of(const pmap_table *t)
+{
+    pmap_placement pl;
+    memset(&pl, 0, sizeof(pl));
+    pl.parts = t->parts;
+    for (size_t i = 0; i < SCHEMA_MAX_GSI; i++) {
+        pl.gsi_parts[i] = t->gsi_parts[i];
+    }
+    pl.stream_hosts = t->stream_hosts;
+    return pl;
 }
 
 void pmap_free(pmap *pm)
@@ -54,16 +109,11 @@ pmap *pmap_dup(const pmap *pm)
         }
         for (size_t i = 0; i < pm->ntables; i++) {
             const pmap_table *s = &pm->tables[i];
-            pmap_table *t = &d->tables[i];
-            t->schema = s->schema;
-            size_t np = s->schema.partitions;
-            if (np > 0) {
-                if ((t->parts = malloc(np * sizeof(*t->parts))) == NULL) {
-                    goto oom;
-                }
-                memcpy(t->parts, s->parts, np * sizeof(*t->parts));
+            pmap_placement pl = placement_of(s);
+            d->ntables = i + 1; /* so pmap_free frees a half-copied table too */
+            if (table_copy(&d->tables[i], &s->schema, &pl) != 0) {
+                goto oom;
             }
-            d->ntables = i + 1;
         }
     }
     return d;
@@ -128,6 +178,102 @@ size_t pmap_partitions_owned(const pmap *pm, uint32_t id)
     return n;
 }
 
+int pmap_gsi_find(const pmap_table *t, const char *name)
+{
+    if (t == NULL || name == NULL) {
+        return -1;
+    }
+    for (uint32_t i = 0; i < t->schema.ngsi && i < SCHEMA_MAX_GSI; i++) {
+        if (strcmp(t->schema.gsi[i].name, name) == 0) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+uint32_t pmap_gsi_owner(const pmap_table *t, uint32_t gsi, uint32_t part)
+{
+    if (t == NULL || gsi >= t->schema.ngsi || gsi >= SCHEMA_MAX_GSI || t->gsi_parts[gsi] == NULL ||
+        part >= t->schema.gsi[gsi].partitions || t->gsi_parts[gsi][part].n == 0) {
+        return 0;
+    }
+    return t->gsi_parts[gsi][part].ids[0];
+}
+
+uint32_t pmap_stream_host(const pmap_table *t, uint32_t part)
+{
+    if (t == NULL || t->stream_hosts == NULL || part >= t->schema.partitions) {
+        return 0;
+    }
+    return t->stream_hosts[part];
+}
+
+size_t pmap_gsi_partitions_owned(const pmap *pm, uint32_t id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < pm->ntables; i++) {
+        const pmap_table *t = &pm->tables[i];
+        for (uint32_t g = 0; g < t->schema.ngsi && g < SCHEMA_MAX_GSI; g++) {
+            for (uint32_t p = 0; p < t->schema.gsi[g].partitions; p++) {
+                n += pmap_gsi_owner(t, g, p) == id;
+            }
+        }
+    }
+    return n;
+}
+
+size_t pmap_stream_shards_hosted(const pmap *pm, uint32_t id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < pm->ntables; i++) {
+        const pmap_table *t = &pm->tables[i];
+        for (uint32_t p = 0; t->stream_hosts != NULL && p < t->schema.partitions; p++) {
+            n += t->stream_hosts[p] == id;
+        }
+    }
+    return n;
+}
+
+/* Adds id to the ascending set ids[0..*n) of capacity cap (full: dropped). */
+static void set_add(uint32_t *ids, size_t cap, size_t *n, uint32_t id)
+{
+    size_t k = 0;
+    while (k < *n && ids[k] < id) {
+        k++;
+    }
+    if ((k < *n && ids[k] == id) || *n == cap) {
+        return;
+    }
+    memmove(&ids[k + 1], &ids[k], (*n - k) * sizeof(*ids));
+    ids[k] = id;
+    (*n)++;
+}
+
+size_t pmap_outbox_destinations(const pmap_table *t, uint32_t part, uint32_t *ids, size_t cap)
+{
+    if (t == NULL || part >= t->schema.partitions || !schema_has_outbox(&t->schema)) {
+        return 0;
+    }
+    uint32_t set[PMAP_MAX_DESTINATIONS];
+    size_t n = 0;
+    for (uint32_t g = 0; g < t->schema.ngsi && g < SCHEMA_MAX_GSI; g++) {
+        for (uint32_t p = 0; p < t->schema.gsi[g].partitions; p++) {
+            uint32_t id = pmap_gsi_owner(t, g, p);
+            if (id != 0) {
+                set_add(set, PMAP_MAX_DESTINATIONS, &n, id);
+            }
+        }
+    }
+    uint32_t host = pmap_stream_host(t, part);
+    if (host != 0) {
+        set_add(set, PMAP_MAX_DESTINATIONS, &n, host);
+    }
+    if (ids != NULL && cap > 0) {
+        memcpy(ids, set, (n < cap ? n : cap) * sizeof(*ids));
+    }
+    return n;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Changes                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -153,17 +299,23 @@ int pmap_set_node(pmap *pm, uint32_t id, const char *address, pmap_node_state st
     return 0;
 }
 
-/* Appends a table taking ownership of parts on success only. */
-static int append_table(pmap *pm, const table_schema *schema, pmap_replicas *parts)
+/* Appends a table with copies of pl's arrays. 0 or LAPSE_ENOMEM (pm
+ * unchanged). */
+static int append_table(pmap *pm, const table_schema *schema, const pmap_placement *pl)
 {
+    pmap_table t;
+    memset(&t, 0, sizeof(t));
+    if (table_copy(&t, schema, pl) != 0) {
+        table_fini(&t);
+        return LAPSE_ENOMEM;
+    }
     pmap_table *tables = realloc(pm->tables, (pm->ntables + 1) * sizeof(*tables));
     if (tables == NULL) {
+        table_fini(&t);
         return LAPSE_ENOMEM;
     }
     pm->tables = tables;
-    pm->tables[pm->ntables].schema = *schema;
-    pm->tables[pm->ntables].parts = parts;
-    pm->ntables++;
+    pm->tables[pm->ntables++] = t;
     return 0;
 }
 
@@ -172,89 +324,198 @@ static int table_exists(const pmap *pm, const table_schema *schema)
     return pmap_table_find(pm, schema->name) != NULL || pmap_table_find_id(pm, schema->id) != NULL;
 }
 
-int pmap_add_table(pmap *pm, const table_schema *schema)
+/* The UP nodes and their loads, for one pmap_add_table. */
+typedef struct up_nodes {
+    size_t n;
+    uint32_t *ids;
+    size_t *load;   /* base and GSI partitions owned */
+    size_t *shards; /* stream shards hosted */
+} up_nodes;
+
+static void up_fini(up_nodes *u)
 {
-    if (schema->partitions == 0) {
-        return LAPSE_EINVAL;
-    }
-    if (table_exists(pm, schema)) {
-        return LAPSE_EEXISTS;
-    }
-    /* Current load of every UP node, over all tables. */
-    size_t nup = 0;
+    free(u->ids);
+    free(u->load);
+    free(u->shards);
+}
+
+/* 0, LAPSE_EUNAVAILABLE (no UP node) or LAPSE_ENOMEM (u freed). */
+static int up_init(up_nodes *u, const pmap *pm)
+{
+    memset(u, 0, sizeof(*u));
     for (size_t i = 0; i < pm->nnodes; i++) {
-        nup += pm->nodes[i].state == PMAP_NODE_UP;
+        u->n += pm->nodes[i].state == PMAP_NODE_UP;
     }
-    if (nup == 0) {
+    if (u->n == 0) {
         return LAPSE_EUNAVAILABLE;
     }
-    uint32_t *ids = calloc(nup, sizeof(*ids));
-    size_t *load = calloc(nup, sizeof(*load));
-    pmap_replicas *parts = calloc(schema->partitions, sizeof(*parts));
-    if (ids == NULL || load == NULL || parts == NULL) {
-        free(ids);
-        free(load);
-        free(parts);
+    u->ids = calloc(u->n, sizeof(*u->ids));
+    u->load = calloc(u->n, sizeof(*u->load));
+    u->shards = calloc(u->n, sizeof(*u->shards));
+    if (u->ids == NULL || u->load == NULL || u->shards == NULL) {
+        up_fini(u);
         return LAPSE_ENOMEM;
     }
     size_t k = 0;
     for (size_t i = 0; i < pm->nnodes; i++) {
         if (pm->nodes[i].state == PMAP_NODE_UP) {
-            ids[k] = pm->nodes[i].id;
-            load[k] = pmap_partitions_owned(pm, ids[k]);
+            uint32_t id = pm->nodes[i].id;
+            u->ids[k] = id;
+            u->load[k] = pmap_partitions_owned(pm, id) + pmap_gsi_partitions_owned(pm, id);
+            u->shards[k] = pmap_stream_shards_hosted(pm, id);
             k++;
         }
     }
-    /* Greedy: each partition to the least-loaded UP node, ties to the
-     * lowest id. Nodes and partitions are few, so O(partitions * nodes). */
-    for (uint32_t p = 0; p < schema->partitions; p++) {
-        size_t best = 0;
-        for (size_t j = 1; j < nup; j++) {
-            if (load[j] < load[best] || (load[j] == load[best] && ids[j] < ids[best])) {
-                best = j;
-            }
-        }
-        parts[p].n = 1;
-        parts[p].ids[0] = ids[best];
-        load[best]++;
-    }
-    free(ids);
-    free(load);
-    int rv = append_table(pm, schema, parts);
-    if (rv != 0) {
-        free(parts);
-    }
-    return rv;
+    return 0;
 }
 
-int pmap_add_table_assigned(pmap *pm, const table_schema *schema, const pmap_replicas *parts)
+/* The position in u of the least count[] among the UP nodes other than
+ * except (0: none excluded, or the only one left), ties to the lowest id. */
+static size_t least(const up_nodes *u, const size_t *count, uint32_t except)
 {
-    if (schema->partitions == 0 || parts == NULL) {
+    size_t best = u->n;
+    for (size_t j = 0; j < u->n; j++) {
+        if (u->ids[j] == except && u->n > 1) {
+            continue;
+        }
+        if (best == u->n || count[j] < count[best] ||
+            (count[j] == count[best] && u->ids[j] < u->ids[best])) {
+            best = j;
+        }
+    }
+    return best;
+}
+
+/* Greedy: each partition to the least-loaded UP node. Nodes and partitions
+ * are few, so O(partitions * nodes). */
+static void place(up_nodes *u, pmap_replicas *parts, uint32_t n)
+{
+    for (uint32_t p = 0; p < n; p++) {
+        size_t best = least(u, u->load, 0);
+        parts[p].n = 1;
+        parts[p].ids[0] = u->ids[best];
+        u->load[best]++;
+    }
+}
+
+/* Frees the arrays of a placement built by pmap_add_table. */
+static void placement_free(pmap_placement *pl)
+{
+    free((void *)pl->parts);
+    for (size_t i = 0; i < SCHEMA_MAX_GSI; i++) {
+        free((void *)pl->gsi_parts[i]);
+    }
+    free((void *)pl->stream_hosts);
+}
+
+int pmap_add_table(pmap *pm, const table_schema *schema)
+{
+    if (schema->partitions == 0 || schema->ngsi > SCHEMA_MAX_GSI) {
         return LAPSE_EINVAL;
+    }
+    for (uint32_t g = 0; g < schema->ngsi; g++) {
+        if (schema->gsi[g].partitions == 0) {
+            return LAPSE_EINVAL;
+        }
     }
     if (table_exists(pm, schema)) {
         return LAPSE_EEXISTS;
     }
-    for (uint32_t p = 0; p < schema->partitions; p++) {
+    up_nodes u;
+    int rv = up_init(&u, pm);
+    if (rv != 0) {
+        return rv;
+    }
+    pmap_placement pl;
+    memset(&pl, 0, sizeof(pl));
+    pmap_replicas *parts = calloc(schema->partitions, sizeof(*parts));
+    pl.parts = parts;
+    if (parts == NULL) {
+        goto oom;
+    }
+    place(&u, parts, schema->partitions);
+    for (uint32_t g = 0; g < schema->ngsi; g++) {
+        pmap_replicas *gp = calloc(schema->gsi[g].partitions, sizeof(*gp));
+        pl.gsi_parts[g] = gp;
+        if (gp == NULL) {
+            goto oom;
+        }
+        place(&u, gp, schema->gsi[g].partitions);
+    }
+    if (schema->stream.enabled) {
+        uint32_t *hosts = calloc(schema->partitions, sizeof(*hosts));
+        pl.stream_hosts = hosts;
+        if (hosts == NULL) {
+            goto oom;
+        }
+        for (uint32_t p = 0; p < schema->partitions; p++) {
+            size_t best = least(&u, u.shards, parts[p].ids[0]);
+            hosts[p] = u.ids[best];
+            u.shards[best]++;
+        }
+    }
+    rv = append_table(pm, schema, &pl);
+    placement_free(&pl);
+    up_fini(&u);
+    return rv;
+oom:
+    placement_free(&pl);
+    up_fini(&u);
+    return LAPSE_ENOMEM;
+}
+
+/* 1 when parts[0..n) each have 1..PMAP_MAX_REPLICAS non-zero ids. */
+static int replicas_ok(const pmap_replicas *parts, uint32_t n)
+{
+    if (parts == NULL) {
+        return 0;
+    }
+    for (uint32_t p = 0; p < n; p++) {
         if (parts[p].n < 1 || parts[p].n > PMAP_MAX_REPLICAS) {
-            return LAPSE_EINVAL;
+            return 0;
         }
         for (uint32_t r = 0; r < parts[p].n; r++) {
             if (parts[p].ids[r] == 0) {
-                return LAPSE_EINVAL;
+                return 0;
             }
         }
     }
-    pmap_replicas *copy = malloc(schema->partitions * sizeof(*copy));
-    if (copy == NULL) {
-        return LAPSE_ENOMEM;
+    return 1;
+}
+
+int pmap_add_table_placed(pmap *pm, const table_schema *schema, const pmap_placement *pl)
+{
+    if (schema->partitions == 0 || pl == NULL || !replicas_ok(pl->parts, schema->partitions) ||
+        schema->ngsi > SCHEMA_MAX_GSI) {
+        return LAPSE_EINVAL;
     }
-    memcpy(copy, parts, schema->partitions * sizeof(*copy));
-    int rv = append_table(pm, schema, copy);
-    if (rv != 0) {
-        free(copy);
+    for (uint32_t g = 0; g < SCHEMA_MAX_GSI; g++) {
+        if (g >= schema->ngsi ? pl->gsi_parts[g] != NULL
+                              : schema->gsi[g].partitions == 0 ||
+                                    !replicas_ok(pl->gsi_parts[g], schema->gsi[g].partitions)) {
+            return LAPSE_EINVAL;
+        }
     }
-    return rv;
+    if ((pl->stream_hosts != NULL) != (schema->stream.enabled != 0)) {
+        return LAPSE_EINVAL;
+    }
+    for (uint32_t p = 0; pl->stream_hosts != NULL && p < schema->partitions; p++) {
+        if (pl->stream_hosts[p] == 0) {
+            return LAPSE_EINVAL;
+        }
+    }
+    if (table_exists(pm, schema)) {
+        return LAPSE_EEXISTS;
+    }
+    return append_table(pm, schema, pl);
+}
+
+int pmap_add_table_assigned(pmap *pm, const table_schema *schema, const pmap_replicas *parts)
+{
+    pmap_placement pl;
+    memset(&pl, 0, sizeof(pl));
+    pl.parts = parts;
+    return pmap_add_table_placed(pm, schema, &pl);
 }
 
 int pmap_remove_table(pmap *pm, const char *name)
@@ -275,6 +536,55 @@ int pmap_remove_table(pmap *pm, const char *name)
 /* Invariants                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* 1 when parts[0..n) each have 1..PMAP_MAX_REPLICAS ids of known nodes. */
+static int replicas_known(const pmap *pm, const pmap_replicas *parts, uint32_t n)
+{
+    if (parts == NULL) {
+        return 0;
+    }
+    for (uint32_t p = 0; p < n; p++) {
+        const pmap_replicas *r = &parts[p];
+        if (r->n < 1 || r->n > PMAP_MAX_REPLICAS) {
+            return 0;
+        }
+        for (uint32_t k = 0; k < r->n; k++) {
+            if (pmap_node_find(pm, r->ids[k]) == NULL) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* Invariants 4 and 5 for one table. */
+static int placements_ok(const pmap *pm, const pmap_table *t)
+{
+    if (t->schema.ngsi > SCHEMA_MAX_GSI) {
+        return 0;
+    }
+    for (uint32_t g = 0; g < SCHEMA_MAX_GSI; g++) {
+        if (g >= t->schema.ngsi) {
+            if (t->gsi_parts[g] != NULL) {
+                return 0;
+            }
+            continue;
+        }
+        uint32_t ng = t->schema.gsi[g].partitions;
+        if (ng == 0 || (ng & (ng - 1)) != 0 || !replicas_known(pm, t->gsi_parts[g], ng)) {
+            return 0;
+        }
+    }
+    if ((t->stream_hosts != NULL) != (t->schema.stream.enabled != 0)) {
+        return 0;
+    }
+    for (uint32_t p = 0; t->stream_hosts != NULL && p < t->schema.partitions; p++) {
+        if (pmap_node_find(pm, t->stream_hosts[p]) == NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int pmap_check(const pmap *pm)
 {
     if (pm == NULL) {
@@ -293,24 +603,14 @@ int pmap_check(const pmap *pm)
     for (size_t i = 0; i < pm->ntables; i++) {
         const pmap_table *t = &pm->tables[i];
         uint32_t np = t->schema.partitions;
-        if (np == 0 || (np & (np - 1)) != 0 || t->parts == NULL) {
+        if (np == 0 || (np & (np - 1)) != 0 || !replicas_known(pm, t->parts, np) ||
+            !placements_ok(pm, t)) {
             return 0;
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(t->schema.name, pm->tables[j].schema.name) == 0 ||
                 t->schema.id == pm->tables[j].schema.id) {
                 return 0;
-            }
-        }
-        for (uint32_t p = 0; p < np; p++) {
-            const pmap_replicas *r = &t->parts[p];
-            if (r->n < 1 || r->n > PMAP_MAX_REPLICAS) {
-                return 0;
-            }
-            for (uint32_t k = 0; k < r->n; k++) {
-                if (pmap_node_find(pm, r->ids[k]) == NULL) {
-                    return 0;
-                }
             }
         }
     }

@@ -9,11 +9,21 @@
  * Not thread-safe: callers share a pmap under their own lock, or replace a
  * pointer to an immutable copy.
  *
+ * A table with global secondary indexes also places each GSI's own
+ * partitions (gsi_parts), and a table with a stream names, for each base
+ * partition, the node hosting that partition's stream shard (stream_hosts;
+ * docs/replication.md). Both are chosen once, by pmap_add_table, and travel
+ * with the map.
+ *
  * Invariants (pmap_check):
  *  1. version increases with every change the coordinator makes.
  *  2. Node ids are unique and non-zero; table names and ids are unique.
  *  3. Every table has exactly schema.partitions entries in parts, each with
  *     1 <= n <= PMAP_MAX_REPLICAS node ids of known nodes.
+ *  4. For i < schema.ngsi, gsi_parts[i] has schema.gsi[i].partitions entries
+ *     as in 3; gsi_parts[i] is NULL for i >= schema.ngsi.
+ *  5. stream_hosts is non-NULL exactly when schema.stream.enabled, and then
+ *     has schema.partitions ids of known nodes.
  *
  * Node states:
  *
@@ -33,6 +43,7 @@
 
 #define PMAP_MAX_REPLICAS 3
 #define PMAP_MAX_ADDR 256
+#define PMAP_MAX_DESTINATIONS 1024 /* pmap_outbox_destinations; a map has <= 1024 nodes */
 
 typedef enum pmap_node_state { PMAP_NODE_DOWN = 0, PMAP_NODE_UP = 1 } pmap_node_state;
 
@@ -50,7 +61,19 @@ typedef struct pmap_replicas {
 typedef struct pmap_table {
     table_schema schema;
     pmap_replicas *parts; /* owned; schema.partitions entries */
+    /* owned; gsi_parts[i]: schema.gsi[i].partitions entries, NULL past ngsi */
+    pmap_replicas *gsi_parts[SCHEMA_MAX_GSI];
+    /* owned; with a stream, schema.partitions entries: stream_hosts[p] hosts
+     * the stream shard of base partition p; NULL without a stream */
+    uint32_t *stream_hosts;
 } pmap_table;
+
+/* A table's placement given explicitly (pmap_add_table_placed). Borrowed. */
+typedef struct pmap_placement {
+    const pmap_replicas *parts;                     /* schema.partitions entries */
+    const pmap_replicas *gsi_parts[SCHEMA_MAX_GSI]; /* per GSI: its partitions' entries */
+    const uint32_t *stream_hosts; /* with a stream: schema.partitions ids; else NULL */
+} pmap_placement;
 
 typedef struct pmap {
     uint64_t version;
@@ -62,7 +85,7 @@ typedef struct pmap {
 
 /* Returns a new empty map (version 0), or NULL on OOM. */
 pmap *pmap_new(void);
-void pmap_free(pmap *pm); /* accepts NULL */
+void pmap_free(pmap *pm);       /* accepts NULL */
 pmap *pmap_dup(const pmap *pm); /* NULL on OOM */
 
 /* Lookups return borrowed pointers, valid until pm is modified, or NULL. */
@@ -74,25 +97,54 @@ uint32_t pmap_owner(const pmap_table *t, uint32_t part);
 /* Counts the partitions (over all tables) owned by node id. */
 size_t pmap_partitions_owned(const pmap *pm, uint32_t id);
 
+/* The position of t's GSI called name in t->schema.gsi, or -1. */
+int pmap_gsi_find(const pmap_table *t, const char *name);
+/* The owner node id of partition part of t's GSI number gsi (a position in
+ * t->schema.gsi, not an index id), or 0 when either is out of range. */
+uint32_t pmap_gsi_owner(const pmap_table *t, uint32_t gsi, uint32_t part);
+/* The node hosting the stream shard of t's base partition part, or 0 when t
+ * has no stream or part is out of range. */
+uint32_t pmap_stream_host(const pmap_table *t, uint32_t part);
+/* Counts the GSI partitions (over all tables and GSIs) owned by node id. */
+size_t pmap_gsi_partitions_owned(const pmap *pm, uint32_t id);
+/* Counts the stream shards (over all tables) hosted by node id. */
+size_t pmap_stream_shards_hosted(const pmap *pm, uint32_t id);
+/* The nodes that the outbox of t's base partition part ships to: the owners
+ * of every partition of t's GSIs and the host of part's stream shard,
+ * distinct, in ascending id order (the source's own node included when it is
+ * one), at most PMAP_MAX_DESTINATIONS of them. Writes up to cap of them into
+ * ids (may be NULL when cap is 0) and returns how many there are (0 for a
+ * table without an outbox or a part out of range). */
+size_t pmap_outbox_destinations(const pmap_table *t, uint32_t part, uint32_t *ids, size_t cap);
+
 /* Adds or updates node id (address and state). 0, LAPSE_EINVAL (id 0, NULL
  * address or one of PMAP_MAX_ADDR bytes or more) or LAPSE_ENOMEM. */
 int pmap_set_node(pmap *pm, uint32_t id, const char *address, pmap_node_state state);
 /* Adds a table with its partitions assigned to the UP nodes, balanced: each
- * partition goes to the UP node owning fewest partitions overall (ties to the
- * lowest id), so partition counts differ by at most one after adding tables
- * to a fixed set of nodes. Does not bump version. Returns 0, LAPSE_EEXISTS,
- * LAPSE_EUNAVAILABLE (no UP node) or LAPSE_ENOMEM; on error pm is unchanged.
+ * base partition, then each partition of each GSI (in declaration order),
+ * goes to the UP node owning fewest partitions overall, base and GSI
+ * together (ties to the lowest id), so those counts differ by at most one
+ * after adding tables to a fixed set of nodes. With a stream, each base
+ * partition's shard goes to the UP node hosting fewest shards overall (ties
+ * to the lowest id) among those other than the partition's owner, or to the
+ * owner when it is the only UP node. Does not bump version. Returns 0,
+ * LAPSE_EEXISTS, LAPSE_EINVAL, LAPSE_EUNAVAILABLE (no UP node) or
+ * LAPSE_ENOMEM; on error pm is unchanged.
  * REQUIRES: schema_validate(schema) passed and schema->id is set. */
 int pmap_add_table(pmap *pm, const table_schema *schema);
-/* Adds a table with explicit assignments (decoding a map). Takes a copy of
- * schema->partitions entries. Returns 0, LAPSE_EEXISTS, LAPSE_EINVAL (an
- * entry with n outside 1..PMAP_MAX_REPLICAS or a zero id) or LAPSE_ENOMEM;
- * on error pm is unchanged. Node ids need not be known yet (nodes may be
- * decoded after tables); pmap_check verifies that they are. */
+/* Adds a table with explicit placements (decoding a map), taking copies.
+ * Returns 0, LAPSE_EEXISTS, LAPSE_EINVAL (a missing array, an entry with n
+ * outside 1..PMAP_MAX_REPLICAS, a zero id, stream_hosts given without a
+ * stream, more than SCHEMA_MAX_GSI GSIs or a GSI without partitions) or
+ * LAPSE_ENOMEM; on error pm is unchanged. Node ids need not be known yet
+ * (nodes may be decoded after tables); pmap_check verifies that they are. */
+int pmap_add_table_placed(pmap *pm, const table_schema *schema, const pmap_placement *pl);
+/* pmap_add_table_placed with base partitions only: LAPSE_EINVAL for a
+ * schema with GSIs or a stream. */
 int pmap_add_table_assigned(pmap *pm, const table_schema *schema, const pmap_replicas *parts);
 /* Removes the table; returns 1 if it existed, else 0. */
 int pmap_remove_table(pmap *pm, const char *name);
-/* Checks invariants 2-3; returns 1 when they hold. For assert(). */
+/* Checks invariants 2-5; returns 1 when they hold. For assert(). */
 int pmap_check(const pmap *pm);
 
 #endif

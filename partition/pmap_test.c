@@ -1,7 +1,7 @@
 /*
  * pmap_test.c: the partition map: balanced assignment over several tables and
  * nodes (DOWN nodes get nothing), lookups, removal, deep copies and the
- * invariant checker.
+ * invariant checker; GSI partitions and stream shards placed with them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -257,6 +257,246 @@ static void test_assigned_and_check(void **state)
     pmap_free(pm);
 }
 
+/* ---- GSI partitions and stream shards ---- */
+
+/* A table with GSIs of the given partition counts and, with stream, a
+ * stream. */
+static table_schema mk_indexed(uint32_t id, const char *name, uint32_t partitions,
+                               const uint32_t *gsi_parts, uint32_t ngsi, int stream)
+{
+    table_schema t = mk_schema(id, name, partitions);
+    t.ngsi = ngsi;
+    for (uint32_t g = 0; g < ngsi; g++) {
+        t.gsi[g].id = g + 1;
+        snprintf(t.gsi[g].name, sizeof(t.gsi[g].name), "gsi%u", (unsigned)g);
+        snprintf(t.gsi[g].pk.name, sizeof(t.gsi[g].pk.name), "a%u", (unsigned)g);
+        t.gsi[g].pk.type = ATTR_S;
+        t.gsi[g].partitions = gsi_parts[g];
+    }
+    t.stream.enabled = stream;
+    t.stream.ttl_deletes = 1;
+    t.stream.retention_hours = 24;
+    return t;
+}
+
+/* Base plus GSI partitions owned differ by at most one over the UP nodes,
+ * and so do stream shards hosted; DOWN nodes have none of either. */
+static void assert_balanced_all(const pmap *pm)
+{
+    size_t lo = SIZE_MAX, hi = 0, slo = SIZE_MAX, shi = 0;
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        uint32_t id = pm->nodes[i].id;
+        size_t c = pmap_partitions_owned(pm, id) + pmap_gsi_partitions_owned(pm, id);
+        size_t s = pmap_stream_shards_hosted(pm, id);
+        if (pm->nodes[i].state != PMAP_NODE_UP) {
+            continue;
+        }
+        lo = c < lo ? c : lo;
+        hi = c > hi ? c : hi;
+        slo = s < slo ? s : slo;
+        shi = s > shi ? s : shi;
+    }
+    if (hi - lo > 1 || shi - slo > 1) {
+        fail_msg("unbalanced: partitions %zu..%zu, stream shards %zu..%zu", lo, hi, slo, shi);
+    }
+}
+
+static void test_gsi_and_stream_placement(void **state)
+{
+    (void)state;
+    for (uint32_t nodes = 2; nodes <= 5; nodes++) {
+        pmap *pm = pmap_new();
+        add_nodes(pm, nodes);
+        const uint32_t g1[] = {16, 4};
+        const uint32_t g2[] = {1};
+        table_schema a = mk_indexed(1, "alpha", 64, g1, 2, 1);
+        table_schema b = mk_indexed(2, "beta", 8, g2, 1, 0);
+        table_schema c = mk_indexed(3, "gamma", 32, NULL, 0, 1);
+        table_schema d = mk_schema(4, "delta", 2);
+        assert_int_equal(pmap_add_table(pm, &a), 0);
+        assert_balanced_all(pm);
+        assert_int_equal(pmap_add_table(pm, &b), 0);
+        assert_int_equal(pmap_add_table(pm, &c), 0);
+        assert_int_equal(pmap_add_table(pm, &d), 0);
+        assert_balanced_all(pm);
+        assert_true(pmap_check(pm));
+
+        size_t gsi_total = 0, shards = 0;
+        for (uint32_t id = 1; id <= nodes; id++) {
+            gsi_total += pmap_gsi_partitions_owned(pm, id);
+            shards += pmap_stream_shards_hosted(pm, id);
+        }
+        assert_int_equal(gsi_total, 16 + 4 + 1);
+        assert_int_equal(shards, 64 + 32);
+        /* A shard never sits on its partition's owner when another node is up. */
+        const pmap_table *ts[] = {pmap_table_find(pm, "alpha"), pmap_table_find(pm, "gamma")};
+        for (size_t k = 0; k < 2; k++) {
+            for (uint32_t p = 0; p < ts[k]->schema.partitions; p++) {
+                uint32_t host = pmap_stream_host(ts[k], p);
+                assert_true(host >= 1 && host <= nodes);
+                assert_int_not_equal(host, pmap_owner(ts[k], p));
+            }
+        }
+        pmap_free(pm);
+    }
+}
+
+static void test_gsi_and_stream_lookups(void **state)
+{
+    (void)state;
+    pmap *pm = pmap_new();
+    add_nodes(pm, 3);
+    const uint32_t g[] = {4, 2};
+    table_schema a = mk_indexed(1, "alpha", 4, g, 2, 1);
+    assert_int_equal(pmap_add_table(pm, &a), 0);
+    const pmap_table *t = pmap_table_find(pm, "alpha");
+    /* Base 1,2,3,1; then GSI 0 from the least loaded: 2,3,1,2; GSI 1: 3,1. */
+    assert_int_equal(pmap_gsi_owner(t, 0, 0), 2);
+    assert_int_equal(pmap_gsi_owner(t, 0, 1), 3);
+    assert_int_equal(pmap_gsi_owner(t, 0, 2), 1);
+    assert_int_equal(pmap_gsi_owner(t, 0, 3), 2);
+    assert_int_equal(pmap_gsi_owner(t, 1, 0), 3);
+    assert_int_equal(pmap_gsi_owner(t, 1, 1), 1);
+    assert_int_equal(pmap_gsi_owner(t, 1, 2), 0); /* out of range */
+    assert_int_equal(pmap_gsi_owner(t, 2, 0), 0);
+    assert_int_equal(pmap_gsi_owner(NULL, 0, 0), 0);
+    assert_int_equal(pmap_gsi_find(t, "gsi1"), 1);
+    assert_int_equal(pmap_gsi_find(t, "nope"), -1);
+    assert_int_equal(pmap_gsi_find(NULL, "gsi1"), -1);
+    /* Shards: owners 1,2,3,1 -> hosts 2,1,1... least shards, not the owner. */
+    assert_int_equal(pmap_stream_host(t, 0), 2);
+    assert_int_equal(pmap_stream_host(t, 1), 1);
+    assert_int_equal(pmap_stream_host(t, 2), 1);
+    assert_int_equal(pmap_stream_host(t, 3), 3);
+    assert_int_equal(pmap_stream_host(t, 4), 0);
+
+    /* Destinations of partition 0: every GSI owner (1, 2, 3) and host 2. */
+    uint32_t ids[4] = {0};
+    assert_int_equal(pmap_outbox_destinations(t, 0, ids, 4), 3);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 2);
+    assert_int_equal(ids[2], 3);
+    assert_int_equal(pmap_outbox_destinations(t, 0, ids, 1), 3); /* truncated, count kept */
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(pmap_outbox_destinations(t, 9, ids, 4), 0);
+
+    /* Stream only, on one node: the shard shares the owner's node. */
+    pmap *one = pmap_new();
+    add_nodes(one, 1);
+    table_schema s = mk_indexed(2, "solo", 2, NULL, 0, 1);
+    assert_int_equal(pmap_add_table(one, &s), 0);
+    t = pmap_table_find(one, "solo");
+    assert_int_equal(pmap_stream_host(t, 0), 1);
+    assert_int_equal(pmap_stream_host(t, 1), 1);
+    assert_int_equal(pmap_outbox_destinations(t, 1, ids, 4), 1);
+    assert_int_equal(ids[0], 1);
+    /* No outbox at all: no destinations, no shards. */
+    table_schema plain = mk_schema(3, "plain", 2);
+    assert_int_equal(pmap_add_table(one, &plain), 0);
+    t = pmap_table_find(one, "plain");
+    assert_int_equal(pmap_stream_host(t, 0), 0);
+    assert_int_equal(pmap_outbox_destinations(t, 0, ids, 4), 0);
+    assert_true(pmap_check(one));
+    pmap_free(one);
+
+    /* DOWN nodes get neither GSI partitions nor shards. */
+    assert_int_equal(pmap_set_node(pm, 3, "tcp://127.0.0.1:7403", PMAP_NODE_DOWN), 0);
+    size_t g3 = pmap_gsi_partitions_owned(pm, 3), s3 = pmap_stream_shards_hosted(pm, 3);
+    const uint32_t big[] = {64};
+    table_schema b = mk_indexed(4, "beta", 16, big, 1, 1);
+    assert_int_equal(pmap_add_table(pm, &b), 0);
+    assert_int_equal(pmap_gsi_partitions_owned(pm, 3), g3);
+    assert_int_equal(pmap_stream_shards_hosted(pm, 3), s3);
+    t = pmap_table_find(pm, "beta");
+    for (uint32_t p = 0; p < 16; p++) {
+        assert_int_not_equal(pmap_stream_host(t, p), pmap_owner(t, p));
+    }
+    assert_true(pmap_check(pm));
+
+    /* Deep copies; removal frees everything (ASan would tell). */
+    pmap *d = pmap_dup(pm);
+    assert_non_null(d);
+    const pmap_table *dt = pmap_table_find(d, "beta");
+    assert_true(dt->gsi_parts[0] != t->gsi_parts[0]);
+    assert_true(dt->stream_hosts != t->stream_hosts);
+    for (uint32_t p = 0; p < 64; p++) {
+        assert_int_equal(pmap_gsi_owner(dt, 0, p), pmap_gsi_owner(t, 0, p));
+    }
+    assert_int_equal(pmap_remove_table(pm, "alpha"), 1);
+    pmap_free(pm);
+    assert_true(pmap_check(d));
+    pmap_free(d);
+}
+
+static void test_placed_and_check(void **state)
+{
+    (void)state;
+    pmap *pm = pmap_new();
+    add_nodes(pm, 3);
+    const uint32_t g[] = {2};
+    table_schema t = mk_indexed(1, "placed", 2, g, 1, 1);
+    pmap_replicas base[2] = {{1, {1}}, {1, {2}}};
+    pmap_replicas gsi[2] = {{1, {3}}, {2, {1, 2}}};
+    uint32_t hosts[2] = {2, 3};
+    pmap_placement pl;
+    memset(&pl, 0, sizeof(pl));
+    pl.parts = base;
+    pl.gsi_parts[0] = gsi;
+    pl.stream_hosts = hosts;
+
+    /* The old entry point cannot place a table with GSIs or a stream. */
+    assert_int_equal(pmap_add_table_assigned(pm, &t, base), LAPSE_EINVAL);
+    pl.stream_hosts = NULL; /* a stream without hosts */
+    assert_int_equal(pmap_add_table_placed(pm, &t, &pl), LAPSE_EINVAL);
+    pl.stream_hosts = hosts;
+    hosts[1] = 0;
+    assert_int_equal(pmap_add_table_placed(pm, &t, &pl), LAPSE_EINVAL);
+    hosts[1] = 3;
+    pl.gsi_parts[0] = NULL; /* a GSI without placement */
+    assert_int_equal(pmap_add_table_placed(pm, &t, &pl), LAPSE_EINVAL);
+    pl.gsi_parts[0] = gsi;
+    pl.gsi_parts[1] = gsi; /* a placement for a GSI that is not there */
+    assert_int_equal(pmap_add_table_placed(pm, &t, &pl), LAPSE_EINVAL);
+    pl.gsi_parts[1] = NULL;
+    gsi[0].n = 0;
+    assert_int_equal(pmap_add_table_placed(pm, &t, &pl), LAPSE_EINVAL);
+    gsi[0].n = 1;
+    assert_int_equal(pm->ntables, 0);
+
+    assert_int_equal(pmap_add_table_placed(pm, &t, &pl), 0);
+    gsi[1].ids[0] = 3; /* copies were taken */
+    hosts[0] = 1;
+    const pmap_table *pt = pmap_table_find(pm, "placed");
+    assert_int_equal(pmap_gsi_owner(pt, 0, 1), 1);
+    assert_int_equal(pt->gsi_parts[0][1].ids[1], 2);
+    assert_int_equal(pmap_stream_host(pt, 0), 2);
+    assert_true(pmap_check(pm));
+    assert_int_equal(pmap_add_table_placed(pm, &t, &pl), LAPSE_EEXISTS);
+
+    /* pmap_check catches broken placements. */
+    pmap *d = pmap_dup(pm);
+    d->tables[0].gsi_parts[0][0].ids[0] = 99; /* unknown node */
+    assert_false(pmap_check(d));
+    pmap_free(d);
+    d = pmap_dup(pm);
+    d->tables[0].stream_hosts[1] = 99;
+    assert_false(pmap_check(d));
+    pmap_free(d);
+    d = pmap_dup(pm);
+    d->tables[0].schema.stream.enabled = 0; /* hosts without a stream */
+    assert_false(pmap_check(d));
+    pmap_free(d);
+    d = pmap_dup(pm);
+    d->tables[0].schema.ngsi = 0; /* a placement past ngsi */
+    assert_false(pmap_check(d));
+    pmap_free(d);
+    d = pmap_dup(pm);
+    d->tables[0].gsi_parts[0][1].n = PMAP_MAX_REPLICAS + 1;
+    assert_false(pmap_check(d));
+    pmap_free(d);
+    pmap_free(pm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +506,9 @@ int main(void)
         cmocka_unit_test(test_lookups_duplicates_remove),
         cmocka_unit_test(test_dup_is_deep),
         cmocka_unit_test(test_assigned_and_check),
+        cmocka_unit_test(test_gsi_and_stream_placement),
+        cmocka_unit_test(test_gsi_and_stream_lookups),
+        cmocka_unit_test(test_placed_and_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

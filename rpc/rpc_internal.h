@@ -14,7 +14,10 @@
 
 #include <nng/nng.h>
 
+#include "../common/arena.h"
 #include "../common/lapse_err.h"
+#include "../common/schema.h"
+#include "lapse.pb-c.h"
 
 /* Formats into err (truncating to errlen); does nothing if err is NULL or
  * errlen is 0. */
@@ -55,5 +58,24 @@ static inline int from_nng(int rv)
         return LAPSE_EUNAVAILABLE;
     }
 }
+
+/* Key definitions (wire_pmap.c): to protobuf from a (NULL on OOM); from
+ * protobuf with a non-empty name of at most SCHEMA_MAX_KEY_NAME bytes and
+ * type S, N or B, else LAPSE_EINVAL with a reason naming what. */
+Lapse__KeyDef *wire_key_to_pb(arena *a, const key_def *k);
+int wire_key_from_pb(const Lapse__KeyDef *pb, key_def *out, const char *what, char *err,
+                     size_t errlen);
+
+/* A schema's LSIs, GSIs and stream (wire_index.c). wire_indexes_to_pb sets
+ * pb's lsi, gsi and stream (absent without a stream) from t, allocating from
+ * a: 0 or LAPSE_ENOMEM. wire_indexes_from_pb fills out's lsi, nlsi, gsi, ngsi
+ * and stream from pb with structural checks (at most SCHEMA_MAX_LSI and
+ * SCHEMA_MAX_GSI, names within SCHEMA_MAX_NAME, keys as wire_key_from_pb when
+ * present, a known projection, an LSI's partition key absent or the
+ * table's, which is dropped); a stream that is not enabled leaves
+ * out->stream all zero. REQUIRES: out's name and pk already set. Returns 0
+ * or LAPSE_EINVAL with a reason in err. */
+int wire_indexes_to_pb(arena *a, const table_schema *t, Lapse__TableSchema *pb);
+int wire_indexes_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *err, size_t errlen);
 
 #endif /* LAPSE_RPC_INTERNAL_H */

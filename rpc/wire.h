@@ -57,16 +57,21 @@ Lapse__PartitionMap *wire_pmap_to_pb(arena *a, const pmap *pm);
 int wire_value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, char *err, size_t errlen);
 int wire_item_from_pb(const Lapse__Item *pb, item **out, char *err, size_t errlen);
 /* Structural checks only (names fit and are non-empty, key types S/N/B, a
- * sort key either absent or complete): partitions may be 0 and the table name
- * is not checked against the naming rules, so a caller that needs a complete
- * schema (CreateTable after applying defaults) runs schema_validate itself.
- * On error *out is unspecified. */
+ * sort key either absent or complete; at most SCHEMA_MAX_LSI LSIs and
+ * SCHEMA_MAX_GSI GSIs with names that fit, keys as above when present, a
+ * known projection, an LSI's partition key absent or the table's): partitions
+ * and index ids may be 0 and names are not checked against the naming rules,
+ * so a caller that needs a complete schema (CreateTable after applying
+ * defaults) runs schema_validate itself. A stream that is not enabled decodes
+ * as all zero. On error *out is unspecified. */
 int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *err, size_t errlen);
-/* Adds the table to pm (pmap_add_table_assigned) after checking that its
+/* Adds the table to pm (pmap_add_table_placed) after checking that its
  * schema passes schema_validate, has an id, is new in pm (name and id), and
  * that it has exactly schema.partitions replica lists, each of 1 to
- * PMAP_MAX_REPLICAS distinct ids of nodes already in pm. On error pm is
- * unchanged. */
+ * PMAP_MAX_REPLICAS distinct ids of nodes already in pm; one GSI placement
+ * per schema GSI, each with that GSI's partition count of such lists; and,
+ * exactly when the stream is enabled, schema.partitions stream shard hosts,
+ * each a node already in pm. On error pm is unchanged. */
 int wire_table_from_pb(const Lapse__TableMap *pb, pmap *pm, char *err, size_t errlen);
 /* Node ids non-zero and unique, addresses shorter than PMAP_MAX_ADDR, states
  * UP or DOWN, at most WIRE_MAX_NODES nodes and WIRE_MAX_TABLES tables, each

@@ -31,7 +31,7 @@ static Lapse__KeyType key_type_to_pb(attr_type t)
     }
 }
 
-static Lapse__KeyDef *key_to_pb(arena *a, const key_def *k)
+Lapse__KeyDef *wire_key_to_pb(arena *a, const key_def *k)
 {
     Lapse__KeyDef *pb = arena_alloc(a, sizeof *pb);
     if (pb == NULL) {
@@ -108,10 +108,10 @@ Lapse__TableSchema *wire_schema_to_pb(arena *a, const table_schema *t)
     pb->id = t->id;
     pb->partitions = t->partitions;
     if ((pb->name = arena_strdup(a, t->name)) == NULL ||
-        (pb->partition_key = key_to_pb(a, &t->pk)) == NULL) {
+        (pb->partition_key = wire_key_to_pb(a, &t->pk)) == NULL) {
         return NULL;
     }
-    if (t->sk.name[0] != 0 && (pb->sort_key = key_to_pb(a, &t->sk)) == NULL) {
+    if (t->sk.name[0] != 0 && (pb->sort_key = wire_key_to_pb(a, &t->sk)) == NULL) {
         return NULL;
     }
     /* TTL never configured: ttl stays NULL (absent on the wire). */
@@ -120,7 +120,67 @@ Lapse__TableSchema *wire_schema_to_pb(arena *a, const table_schema *t)
         return NULL;
     }
     pb->hide_expired = t->hide_expired != 0;
+    if (wire_indexes_to_pb(a, t, pb) != 0) {
+        return NULL;
+    }
     return pb; /* no sort key: sort_key stays NULL (absent on the wire) */
+}
+
+/* n PartitionReplicas from parts (n may be 0), or NULL on OOM. */
+static Lapse__PartitionReplicas **replicas_to_pb(arena *a, const pmap_replicas *parts, uint32_t n)
+{
+    Lapse__PartitionReplicas **out = arena_alloc(a, (n > 0 ? n : 1) * sizeof *out);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (uint32_t p = 0; p < n; p++) {
+        const pmap_replicas *r = &parts[p];
+        uint32_t k = r->n <= PMAP_MAX_REPLICAS ? r->n : PMAP_MAX_REPLICAS;
+        Lapse__PartitionReplicas *pr = arena_alloc(a, sizeof *pr);
+        if (pr == NULL) {
+            return NULL;
+        }
+        lapse__partition_replicas__init(pr);
+        if ((pr->node_ids = arena_memdup(a, r->ids, (k > 0 ? k : 1) * sizeof(uint32_t))) == NULL) {
+            return NULL;
+        }
+        pr->n_node_ids = k;
+        out[p] = pr;
+    }
+    return out;
+}
+
+/* The GSI placements and stream hosts of t into pb. 0 or LAPSE_ENOMEM. */
+static int placement_to_pb(arena *a, const pmap_table *t, Lapse__TableMap *pb)
+{
+    uint32_t ng = t->schema.ngsi <= SCHEMA_MAX_GSI ? t->schema.ngsi : SCHEMA_MAX_GSI;
+    if (ng > 0) {
+        if ((pb->gsi = arena_alloc(a, ng * sizeof *pb->gsi)) == NULL) {
+            return LAPSE_ENOMEM;
+        }
+        for (uint32_t g = 0; g < ng; g++) {
+            Lapse__GsiPartitions *gp = arena_alloc(a, sizeof *gp);
+            if (gp == NULL) {
+                return LAPSE_ENOMEM;
+            }
+            lapse__gsi_partitions__init(gp);
+            uint32_t n = t->gsi_parts[g] != NULL ? t->schema.gsi[g].partitions : 0;
+            if ((gp->partitions = replicas_to_pb(a, t->gsi_parts[g], n)) == NULL) {
+                return LAPSE_ENOMEM;
+            }
+            gp->n_partitions = n;
+            pb->gsi[g] = gp;
+        }
+        pb->n_gsi = ng;
+    }
+    uint32_t np = t->schema.partitions;
+    if (t->stream_hosts != NULL && np > 0) {
+        if ((pb->stream_hosts = arena_memdup(a, t->stream_hosts, np * sizeof(uint32_t))) == NULL) {
+            return LAPSE_ENOMEM;
+        }
+        pb->n_stream_hosts = np;
+    }
+    return 0;
 }
 
 Lapse__TableMap *wire_table_to_pb(arena *a, const pmap_table *t)
@@ -132,24 +192,13 @@ Lapse__TableMap *wire_table_to_pb(arena *a, const pmap_table *t)
     }
     lapse__table_map__init(pb);
     if ((pb->schema = wire_schema_to_pb(a, &t->schema)) == NULL ||
-        (pb->partitions = arena_alloc(a, (np > 0 ? np : 1) * sizeof *pb->partitions)) == NULL) {
+        (pb->partitions = replicas_to_pb(a, t->parts, np)) == NULL) {
         return NULL;
     }
-    for (uint32_t p = 0; p < np; p++) {
-        const pmap_replicas *r = &t->parts[p];
-        uint32_t n = r->n <= PMAP_MAX_REPLICAS ? r->n : PMAP_MAX_REPLICAS;
-        Lapse__PartitionReplicas *pr = arena_alloc(a, sizeof *pr);
-        if (pr == NULL) {
-            return NULL;
-        }
-        lapse__partition_replicas__init(pr);
-        if ((pr->node_ids = arena_memdup(a, r->ids, (n > 0 ? n : 1) * sizeof(uint32_t))) == NULL) {
-            return NULL;
-        }
-        pr->n_node_ids = n;
-        pb->partitions[p] = pr;
-    }
     pb->n_partitions = np;
+    if (placement_to_pb(a, t, pb) != 0) {
+        return NULL;
+    }
     return pb;
 }
 
@@ -195,8 +244,8 @@ Lapse__PartitionMap *wire_pmap_to_pb(arena *a, const pmap *pm)
 /* Incoming: protobuf to structs, validated                               */
 /* ===================================================================== */
 
-static int key_from_pb(const Lapse__KeyDef *pb, key_def *out, const char *what, char *err,
-                       size_t errlen)
+int wire_key_from_pb(const Lapse__KeyDef *pb, key_def *out, const char *what, char *err,
+                     size_t errlen)
 {
     const char *name = pb->name != NULL ? pb->name : "";
     size_t len = strnlen(name, SCHEMA_MAX_KEY_NAME + 1);
@@ -247,7 +296,7 @@ int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *e
         set_err(err, errlen, "table \"%.64s\" has no partition key", name);
         return LAPSE_EINVAL;
     }
-    if ((rv = key_from_pb(pb->partition_key, &out->pk, "partition key", err, errlen)) != 0) {
+    if ((rv = wire_key_from_pb(pb->partition_key, &out->pk, "partition key", err, errlen)) != 0) {
         return rv;
     }
     const Lapse__KeyDef *sk = pb->sort_key;
@@ -259,7 +308,7 @@ int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *e
         sk = NULL;
     }
     if (sk != NULL) {
-        if ((rv = key_from_pb(sk, &out->sk, "sort key", err, errlen)) != 0) {
+        if ((rv = wire_key_from_pb(sk, &out->sk, "sort key", err, errlen)) != 0) {
             return rv;
         }
         if (strcmp(out->sk.name, out->pk.name) == 0) {
@@ -271,6 +320,121 @@ int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *e
         return rv;
     }
     out->hide_expired = pb->hide_expired;
+    return wire_indexes_from_pb(pb, out, err, errlen);
+}
+
+/* Decodes want replica lists of prs[0..n) into out (want entries), each of
+ * 1 to PMAP_MAX_REPLICAS distinct ids of nodes in pm; what names the table
+ * or index in messages. 0 or LAPSE_EINVAL. */
+static int replicas_from_pb(Lapse__PartitionReplicas *const *prs, size_t n, uint32_t want,
+                            const pmap *pm, pmap_replicas *out, const char *what, char *err,
+                            size_t errlen)
+{
+    if (n != want || (want > 0 && prs == NULL)) {
+        set_err(err, errlen, "%s: %zu replica lists for %u partitions", what, n, (unsigned)want);
+        return LAPSE_EINVAL;
+    }
+    for (uint32_t p = 0; p < want; p++) {
+        const Lapse__PartitionReplicas *pr = prs[p];
+        size_t k = pr != NULL ? pr->n_node_ids : 0;
+        if (k < 1 || k > PMAP_MAX_REPLICAS || pr->node_ids == NULL) {
+            set_err(err, errlen, "%s partition %u: %zu replicas (want 1 to %d)", what, (unsigned)p,
+                    k, PMAP_MAX_REPLICAS);
+            return LAPSE_EINVAL;
+        }
+        for (size_t i = 0; i < k; i++) {
+            uint32_t id = pr->node_ids[i];
+            if (id == 0 || pmap_node_find(pm, id) == NULL) {
+                set_err(err, errlen, "%s partition %u: unknown node %u", what, (unsigned)p,
+                        (unsigned)id);
+                return LAPSE_EINVAL;
+            }
+            for (size_t j = 0; j < i; j++) {
+                if (pr->node_ids[j] == id) {
+                    set_err(err, errlen, "%s partition %u: node %u listed twice", what, (unsigned)p,
+                            (unsigned)id);
+                    return LAPSE_EINVAL;
+                }
+            }
+            out[p].ids[i] = id;
+        }
+        out[p].n = (uint32_t)k;
+    }
+    return 0;
+}
+
+/* The decoded arrays of one table's placement (wire_table_from_pb). */
+typedef struct placement_buf {
+    pmap_replicas *parts;
+    pmap_replicas *gsi[SCHEMA_MAX_GSI];
+    uint32_t *hosts;
+} placement_buf;
+
+static void placement_buf_fini(placement_buf *b)
+{
+    free(b->parts);
+    for (size_t g = 0; g < SCHEMA_MAX_GSI; g++) {
+        free(b->gsi[g]);
+    }
+    free(b->hosts);
+}
+
+/* Decodes and checks pb's placements of table t into b (caller finis b
+ * also on error). 0, LAPSE_EINVAL or LAPSE_ENOMEM with a reason in err. */
+static int placement_from_pb(const Lapse__TableMap *pb, const table_schema *t, const pmap *pm,
+                             placement_buf *b, char *err, size_t errlen)
+{
+    char what[SCHEMA_MAX_NAME + 96];
+    int rv;
+    snprintf(what, sizeof what, "table \"%.64s\"", t->name);
+    if ((b->parts = calloc(t->partitions, sizeof *b->parts)) == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    if ((rv = replicas_from_pb(pb->partitions, pb->n_partitions, t->partitions, pm, b->parts, what,
+                               err, errlen)) != 0) {
+        return rv;
+    }
+    if (pb->n_gsi != t->ngsi || (t->ngsi > 0 && pb->gsi == NULL)) {
+        set_err(err, errlen, "%s: placements for %zu GSIs, the schema has %u", what, pb->n_gsi,
+                (unsigned)t->ngsi);
+        return LAPSE_EINVAL;
+    }
+    for (uint32_t g = 0; g < t->ngsi; g++) {
+        const Lapse__GsiPartitions *gp = pb->gsi[g];
+        snprintf(what, sizeof what, "table \"%.64s\" GSI \"%.64s\"", t->name, t->gsi[g].name);
+        if ((b->gsi[g] = calloc(t->gsi[g].partitions, sizeof *b->gsi[g])) == NULL) {
+            set_err(err, errlen, "out of memory");
+            return LAPSE_ENOMEM;
+        }
+        if ((rv = replicas_from_pb(gp != NULL ? gp->partitions : NULL,
+                                   gp != NULL ? gp->n_partitions : 0, t->gsi[g].partitions, pm,
+                                   b->gsi[g], what, err, errlen)) != 0) {
+            return rv;
+        }
+    }
+    size_t want = t->stream.enabled ? t->partitions : 0;
+    if (pb->n_stream_hosts != want || (want > 0 && pb->stream_hosts == NULL)) {
+        set_err(err, errlen, "table \"%.64s\": %zu stream shard hosts for %zu shards", t->name,
+                pb->n_stream_hosts, want);
+        return LAPSE_EINVAL;
+    }
+    if (want == 0) {
+        return 0;
+    }
+    if ((b->hosts = calloc(want, sizeof *b->hosts)) == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    for (size_t p = 0; p < want; p++) {
+        uint32_t id = pb->stream_hosts[p];
+        if (id == 0 || pmap_node_find(pm, id) == NULL) {
+            set_err(err, errlen, "table \"%.64s\" stream shard %zu: unknown node %u", t->name, p,
+                    (unsigned)id);
+            return LAPSE_EINVAL;
+        }
+        b->hosts[p] = id;
+    }
     return 0;
 }
 
@@ -299,46 +463,19 @@ int wire_table_from_pb(const Lapse__TableMap *pb, pmap *pm, char *err, size_t er
         set_err(err, errlen, "table \"%.64s\" (id %u) appears twice", t.name, (unsigned)t.id);
         return LAPSE_EINVAL;
     }
-    if (pb->n_partitions != t.partitions || (t.partitions > 0 && pb->partitions == NULL)) {
-        set_err(err, errlen, "table \"%.64s\": %zu replica lists for %u partitions", t.name,
-                pb->n_partitions, (unsigned)t.partitions);
-        return LAPSE_EINVAL;
+    placement_buf b;
+    memset(&b, 0, sizeof b);
+    if ((rv = placement_from_pb(pb, &t, pm, &b, err, errlen)) != 0) {
+        goto fail;
     }
-    pmap_replicas *parts = calloc(t.partitions, sizeof *parts);
-    if (parts == NULL) {
-        set_err(err, errlen, "out of memory");
-        return LAPSE_ENOMEM;
+    pmap_placement pl;
+    memset(&pl, 0, sizeof pl);
+    pl.parts = b.parts;
+    for (uint32_t g = 0; g < t.ngsi; g++) {
+        pl.gsi_parts[g] = b.gsi[g];
     }
-    for (uint32_t p = 0; p < t.partitions; p++) {
-        const Lapse__PartitionReplicas *pr = pb->partitions[p];
-        size_t n = pr != NULL ? pr->n_node_ids : 0;
-        if (n < 1 || n > PMAP_MAX_REPLICAS || pr->node_ids == NULL) {
-            set_err(err, errlen, "table \"%.64s\" partition %u: %zu replicas (want 1 to %d)",
-                    t.name, (unsigned)p, n, PMAP_MAX_REPLICAS);
-            rv = LAPSE_EINVAL;
-            goto fail;
-        }
-        for (size_t k = 0; k < n; k++) {
-            uint32_t id = pr->node_ids[k];
-            if (id == 0 || pmap_node_find(pm, id) == NULL) {
-                set_err(err, errlen, "table \"%.64s\" partition %u: unknown node %u", t.name,
-                        (unsigned)p, (unsigned)id);
-                rv = LAPSE_EINVAL;
-                goto fail;
-            }
-            for (size_t j = 0; j < k; j++) {
-                if (pr->node_ids[j] == id) {
-                    set_err(err, errlen, "table \"%.64s\" partition %u: node %u listed twice",
-                            t.name, (unsigned)p, (unsigned)id);
-                    rv = LAPSE_EINVAL;
-                    goto fail;
-                }
-            }
-            parts[p].ids[k] = id;
-        }
-        parts[p].n = (uint32_t)n;
-    }
-    rv = pmap_add_table_assigned(pm, &t, parts);
+    pl.stream_hosts = b.hosts;
+    rv = pmap_add_table_placed(pm, &t, &pl);
     if (rv == LAPSE_ENOMEM) {
         set_err(err, errlen, "out of memory");
     } else if (rv != 0) {
@@ -347,7 +484,7 @@ int wire_table_from_pb(const Lapse__TableMap *pb, pmap *pm, char *err, size_t er
         rv = LAPSE_EINVAL;
     }
 fail:
-    free(parts);
+    placement_buf_fini(&b);
     return rv;
 }
 

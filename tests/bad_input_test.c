@@ -297,12 +297,79 @@ static void test_cli_reports_bad_input_with_exit_codes(void **state)
     assert_cluster_serving();
 }
 
+/* create-table's index and stream flags: malformed ones are usage errors
+ * (2) before any call; declarations the coordinator refuses fail (1) with
+ * its reason naming the index; good ones print the new description. */
+static void test_cli_index_and_stream_flags(void **state)
+{
+    (void)state;
+    expect_cli(2, NULL, "--lsi wants NAME=SK:TYPE",
+               (const char *[]){"create-table", "Idx", "--partition-key", "Id:N", "--sort-key",
+                                "Sk:S", "--lsi", "ByTime", NULL});
+    expect_cli(2, NULL, "projection must be all or keys",
+               (const char *[]){"create-table", "Idx", "--partition-key", "Id:N", "--gsi",
+                                "G=a:S,projection=half", NULL});
+    expect_cli(2, NULL, "--stream-ttl-deletes needs --stream on",
+               (const char *[]){"create-table", "Idx", "--partition-key", "Id:N",
+                                "--stream-ttl-deletes", "off", NULL});
+    expect_cli(1, NULL, "LSI \"ByTime\" needs a table with a sort key",
+               (const char *[]){"create-table", "Idx", "--partition-key", "Id:N", "--lsi",
+                                "ByTime=Time:N", NULL});
+    expect_cli(1, NULL, "index name \"Dup\" is used twice",
+               (const char *[]){"create-table", "Idx", "--partition-key", "Id:N", "--gsi",
+                                "Dup=a:S", "--gsi", "Dup=b:S", NULL});
+    expect_cli(1, NULL, "GSI \"Odd\": partition count 3",
+               (const char *[]){"create-table", "Idx", "--partition-key", "Id:N", "--gsi",
+                                "Odd=a:S,partitions=3", NULL});
+    expect_cli(1, NULL, "key attribute \"Id\" is of type N in the table but S in ById",
+               (const char *[]){"create-table", "Idx", "--partition-key", "Id:N", "--gsi",
+                                "ById=Id:S", NULL});
+    expect_cli(1, NULL, "GSI name \"a b\" may contain only",
+               (const char *[]){"create-table", "Idx", "--partition-key", "Id:N", "--gsi",
+                                "a b=x:S", NULL});
+    expect_cli(1, NULL, "Idx", (const char *[]){"describe-table", "Idx", NULL}); /* not made */
+
+    const char *good[] = {"create-table",
+                          "Idx",
+                          "--partition-key",
+                          "Id:N",
+                          "--sort-key",
+                          "Sk:S",
+                          "--partitions",
+                          "4",
+                          "--lsi",
+                          "ByTime=Time:N",
+                          "--gsi",
+                          "ByEmail=Email:S,projection=keys,partitions=2",
+                          "--gsi",
+                          "ByCity=City:S,Zip:B",
+                          "--stream",
+                          "on",
+                          "--stream-retention-hours",
+                          "48",
+                          "--stream-ttl-deletes",
+                          "off",
+                          NULL};
+    expect_cli(0, "\"IndexName\":\"ByEmail\",\"IndexId\":2", NULL, good);
+    expect_cli(1, "", "already exists", good);
+    expect_cli(0, "\"ProjectionType\":\"KEYS_ONLY\"},\"Partitions\":2", NULL,
+               (const char *[]){"describe-table", "Idx", NULL});
+    expect_cli(0,
+               "\"StreamSpecification\":{\"StreamEnabled\":true,\"StreamViewType\":"
+               "\"NEW_AND_OLD_IMAGES\",\"TtlDeletes\":false,\"RetentionHours\":48}",
+               NULL, (const char *[]){"describe-table", "Idx", NULL});
+    expect_cli(0, "{\"AttributeName\":\"Zip\",\"KeyType\":\"RANGE\"}", NULL,
+               (const char *[]){"describe-table", "Idx", NULL});
+    assert_cluster_serving();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wrong_types_missing_keys_and_sizes),
         cmocka_unit_test(test_malformed_frames_get_error_replies),
         cmocka_unit_test(test_cli_reports_bad_input_with_exit_codes),
+        cmocka_unit_test(test_cli_index_and_stream_flags),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

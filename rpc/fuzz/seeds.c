@@ -81,6 +81,34 @@ static table_schema sample_schema(void)
     return t;
 }
 
+/* sample_schema plus an LSI, two GSIs and a stream (id 2). */
+static table_schema indexed_schema(void)
+{
+    table_schema t = sample_schema();
+    t.id = 2;
+    snprintf(t.name, sizeof t.name, "indexed");
+    t.nlsi = 1;
+    t.lsi[0].id = 1;
+    snprintf(t.lsi[0].name, sizeof t.lsi[0].name, "by_time");
+    snprintf(t.lsi[0].sk.name, sizeof t.lsi[0].sk.name, "time");
+    t.lsi[0].sk.type = ATTR_N;
+    t.ngsi = 2;
+    for (uint32_t g = 0; g < 2; g++) {
+        t.gsi[g].id = 2 + g;
+        snprintf(t.gsi[g].name, sizeof t.gsi[g].name, "gsi_%u", (unsigned)g);
+        snprintf(t.gsi[g].pk.name, sizeof t.gsi[g].pk.name, "g%u", (unsigned)g);
+        t.gsi[g].pk.type = ATTR_S;
+        t.gsi[g].partitions = 2;
+    }
+    snprintf(t.gsi[1].sk.name, sizeof t.gsi[1].sk.name, "sk");
+    t.gsi[1].sk.type = ATTR_N;
+    t.gsi[1].projection = INDEX_PROJECT_KEYS;
+    t.stream.enabled = 1;
+    t.stream.ttl_deletes = 1;
+    t.stream.retention_hours = 24;
+    return t;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -178,6 +206,21 @@ int main(int argc, char **argv)
     r.body_case = LAPSE__REQUEST__BODY_PUSH_PARTITION_MAP;
     r.push_partition_map = &push;
     write_request("push_partition_map", &r);
+
+    /* The same with an LSI, two GSIs and a stream, and its placements. */
+    table_schema ix = indexed_schema();
+    ct.schema = wire_schema_to_pb(&a, &ix);
+    r.body_case = LAPSE__REQUEST__BODY_CREATE_TABLE;
+    r.create_table = &ct;
+    write_request("create_table_indexed", &r);
+    if (pmap_add_table(pm, &ix) != 0) {
+        fprintf(stderr, "fuzz_seeds: pmap_add_table (indexed) failed\n");
+        return 1;
+    }
+    push.map = wire_pmap_to_pb(&a, pm);
+    r.body_case = LAPSE__REQUEST__BODY_PUSH_PARTITION_MAP;
+    r.push_partition_map = &push;
+    write_request("push_partition_map_indexed", &r);
 
     Lapse__HeartbeatRequest hb = LAPSE__HEARTBEAT_REQUEST__INIT;
     hb.node_id = 2;
