@@ -3,8 +3,13 @@
  * the sweep that deletes due items, the next due instant and the backlog,
  * the backfill of the index for items written before TTL was enabled, and
  * dropping a table's index. The write path that keeps the index in step
- * with every item change is in store.c; the benchmark's naive scan, which
- * does without the index, in expiry_naive.c.
+ * with every item change is in store.c and store_derive.c; the benchmark's
+ * naive scan, which does without the index, in expiry_naive.c.
+ *
+ * A sweep's deletes are item changes like any other: for a table with LSIs
+ * or an outbox, their LSI deletes and their outbox records (principal TTL,
+ * old image = the stored value the sweep read) join the sweep's WriteBatch
+ * (store_derive.c). Tables without either pay one test per sweep.
  *
  * Undeletable items: an item whose stored value does not decode cannot be
  * judged, so the sweep never deletes it. Its items key goes into the store's
@@ -207,11 +212,14 @@ void expiry_scratch_release(store *st)
     st->scratch_pooled = 0;
 }
 
-/* Judges collected entry i against its item and adds the outcome to b.
- * The item is not decoded: ttl_eval_encoded reads the TTL value in place
- * (and rejects exactly what item_decode would). */
+/* Judges collected entry i against its item and adds the outcome to b,
+ * with the LSI and outbox writes of a delete through d (NULL: the table has
+ * neither). The item is not decoded: ttl_eval_encoded reads the TTL value in
+ * place (and rejects exactly what item_decode would). 0, or an error with
+ * err (LAPSE_ENOMEM; LAPSE_EIO or LAPSE_ECORRUPT from d). */
 static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scratch *s, size_t i,
-                     db_batch *b, expiry_sweep_result *res)
+                     store_derive *d, db_batch *b, expiry_sweep_result *res, char *err,
+                     size_t errlen)
 {
     const uint8_t *ek = s->ekeys.data + s->eoff[i];
     size_t elen = s->eoff[i + 1] - s->eoff[i];
@@ -226,7 +234,7 @@ static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scr
     int64_t due_ms = 0;
     int rv = ttl_eval_encoded(&t->ttl, s->vals[i].data, s->vals[i].len, now, &verdict, &due_ms);
     if (rv == LAPSE_ENOMEM) {
-        return rv;
+        return oom(err, errlen);
     }
     if (rv != 0) {
         res->undeletable++;
@@ -249,6 +257,14 @@ static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scr
         return 0;
     }
     db_batch_delete(b, st->db, CF_ITEMS, ik, ilen);
+    if (d != NULL) {
+        /* The old image is the stored value as read; keys come from ik. */
+        store_ttl_delete td = {due_ms};
+        if ((rv = store_derive_change(d, b, ik, ilen, s->vals[i].data, s->vals[i].len, NULL, 0, &td,
+                                      err, errlen)) != 0) {
+            return rv;
+        }
+    }
     if (res->due_ms != NULL) {
         res->due_ms[res->deleted] = due_ms;
     }
@@ -271,6 +287,9 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     }
     db_iter *it = NULL;
     size_t n = 0;
+    const int derive = store_derive_wanted(t);
+    store_derive d;
+    memset(&d, 0, sizeof(d));
     sweep_scratch *s = scratch_take(st);
     if (s == NULL) {
         return oom(err, errlen);
@@ -279,6 +298,9 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     const uint64_t cut = cutoff_s(now);
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
+    if (derive) {
+        store_derive_begin(&d, st, t, part);
+    }
     const sweep_cursor *c = store_sweep_cursor(st, t->id, part);
     if ((rv = entries_iter(st, t->id, part, c != NULL ? &c->key : NULL, UINT64_MAX, &it)) != 0) {
         oom(err, errlen);
@@ -350,13 +372,18 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
         goto unlock;
     }
     for (size_t i = 0; i < n; i++) {
-        if ((rv = sweep_one(st, t, now, s, i, b, res)) != 0) {
-            oom(err, errlen);
+        if ((rv = sweep_one(st, t, now, s, i, derive ? &d : NULL, b, res, err, errlen)) != 0) {
             goto unlock;
         }
     }
+    if (derive && (rv = store_derive_finish(&d, b, err, errlen)) != 0) {
+        goto unlock;
+    }
     if (db_batch_count(b) > 0 && (rv = db_write(st->db, b, 0, err, errlen)) != 0) {
         goto unlock;
+    }
+    if (derive) {
+        store_derive_committed(&d);
     }
     res->commit_ms = clock_wall_now().ms;
     /* Every entry below the cursor is now deleted or skipped: below the
@@ -367,6 +394,7 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
 unlock:
     db_iter_free(it);
     pthread_mutex_unlock(mu);
+    store_derive_end(&d);
     if (rv != 0) {
         int64_t *keep = res->due_ms;
         memset(res, 0, sizeof(*res)); /* nothing was written */

@@ -4,7 +4,8 @@
  * sweep without an index does, to show what the index (expiry.c) buys. It
  * reads every item, decodes it and judges it with ttl_eval; it deletes the
  * index entry of every item it deletes, so expiry.h invariant 1 holds and
- * the indexed scanners can take over at any time.
+ * the indexed scanners can take over at any time; its deletes carry their
+ * LSI and outbox writes as the sweep's do (store_derive.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,9 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     int rv;
     db_iter *it = NULL;
     db_batch *b = NULL;
+    const int derive = store_derive_wanted(t);
+    store_derive d;
+    memset(&d, 0, sizeof(d));
     buf lo, hi, ekey, last;
     buf_init(&lo);
     buf_init(&hi);
@@ -55,6 +59,9 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     int hi_none = itemkey_successor(&hi);
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
+    if (derive) {
+        store_derive_begin(&d, st, t, part);
+    }
     if ((rv = db_iter_new(&it, st->db, CF_ITEMS, lo.data, lo.len, hi_none ? NULL : hi.data,
                           hi.len)) != 0) {
         rv = oom(err, errlen);
@@ -89,6 +96,12 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
             }
             db_batch_delete(b, st->db, CF_ITEMS, k, klen);
             db_batch_delete(b, st->db, CF_EXPIRY, ekey.data, ekey.len); /* invariant 1 */
+            store_ttl_delete td = {due_ms};
+            if (derive && (rv = store_derive_change(&d, b, k, klen, v, vlen, NULL, 0, &td, err,
+                                                    errlen)) != 0) {
+                item_free(x);
+                goto unlock;
+            }
             if (res->due_ms != NULL) {
                 res->due_ms[res->deleted] = due_ms;
             }
@@ -106,8 +119,14 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     if ((rv = db_iter_status(it, err, errlen)) != 0) {
         goto unlock;
     }
+    if (derive && (rv = store_derive_finish(&d, b, err, errlen)) != 0) {
+        goto unlock;
+    }
     if (db_batch_count(b) > 0 && (rv = db_write(st->db, b, 0, err, errlen)) != 0) {
         goto unlock;
+    }
+    if (derive) {
+        store_derive_committed(&d);
     }
     res->commit_ms = clock_wall_now().ms;
     res->more = !finished;
@@ -121,6 +140,7 @@ unlock:
     db_iter_free(it);
     pthread_mutex_unlock(mu);
 out:
+    store_derive_end(&d);
     if (rv != 0) {
         int64_t *keep = res->due_ms;
         memset(res, 0, sizeof(*res)); /* nothing was written */

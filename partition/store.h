@@ -3,12 +3,16 @@
  * holds, in one RocksDB (storage/db.h) with one column family per kind of
  * data. Testable with no network.
  *
- * Column families (docs/storage-format.md):
+ * Column families (docs/storage-format.md, docs/replication.md):
  *   items  (table id u32be, partition u32be, enc(pk), enc(sk)) -> item_encode
  *   meta   node-local metadata by name (node id, cached partition map, ...)
  *   expiry the TTL expiry index (expiry.h), kept in the same WriteBatch as
  *          the item change it derives from when the table's TTL is enabled
- * The replication issue adds the outbox the same way.
+ *   lsi    local secondary index entries, in the item's WriteBatch too
+ *   outbox change records for other nodes (outbox.h), in the item's batch
+ *   repl   replication counters (outbox.h, apply.h)
+ *   gsi    global secondary index entries applied from outboxes (apply.h)
+ *   stream stream records of the shards this node hosts (stream.h)
  *
  * Thread-safety: all functions may be called from many threads at once.
  * Writes to one partition are serialized by a per-partition lock (striped:
@@ -22,6 +26,11 @@
  *     and partition = hash_partition(pk).
  *  2. Every acknowledged write is in the WAL (survives kill -9).
  *  3. A store call that fails leaves the stored data unchanged.
+ *  4. For a table with LSIs, an item has exactly one entry in each LSI whose
+ *     sort key attribute it carries with the declared type (non-empty for S
+ *     and B), holding the whole item; for a table with an outbox
+ *     (schema_has_outbox), every change of an item made one outbox record.
+ *     Both hold after every WriteBatch: they are written in the item's.
  *
  * The store does not check partition ownership; the node does that.
  */
@@ -86,7 +95,7 @@ typedef struct store_write {
 
 /* A page of query or scan results. */
 typedef struct store_page {
-    item **items;   /* owned array of owned items */
+    item **items; /* owned array of owned items */
     size_t n;
     item *last_key; /* owned; NULL when the range is exhausted */
 } store_page;
@@ -109,8 +118,8 @@ int store_get(store *st, const table_schema *t, const item *key, item **out, cha
  * with keys[i] (caller frees) or NULL. Every key is checked first: on error
  * (LAPSE_EINVAL naming the key's index, LAPSE_EIO, LAPSE_ECORRUPT) every
  * out[i] is NULL. REQUIRES: n <= STORE_BATCH_MAX. */
-int store_get_many(store *st, const table_schema *t, const item *const *keys, size_t n,
-                   item **out, char *err, size_t errlen);
+int store_get_many(store *st, const table_schema *t, const item *const *keys, size_t n, item **out,
+                   char *err, size_t errlen);
 /* Deletes the item with key if cond holds (deleting an absent item is not an
  * error). old_out as for store_put. */
 int store_delete(store *st, const table_schema *t, const item *key, const store_cond *cond,
@@ -149,7 +158,30 @@ int store_scan(store *st, const table_schema *t, uint32_t part, uint32_t limit,
                const item *exclusive_start, store_page *out, char *err, size_t errlen);
 void store_page_fini(store_page *p); /* accepts zeroed and NULL pages */
 
-/* Deletes every item of table id (a range delete). Idempotent. */
+/* Query of LSI t->lsi[lsi]: the items of partition key pk whose LSI sort key
+ * satisfies sk, in LSI sort key order (then table sort key), paged like
+ * store_query. exclusive_start carries the table's keys and the LSI sort
+ * key (the last_key of the previous page). Items without the LSI sort key
+ * are not in the index. Returns as store_query, plus LAPSE_EINVAL for
+ * lsi >= t->nlsi. */
+int store_query_lsi(store *st, const table_schema *t, uint32_t lsi, const attr_value *pk,
+                    const store_sk_cond *sk, uint32_t limit, int forward,
+                    const item *exclusive_start, store_page *out, char *err, size_t errlen);
+/* Query of GSI t->gsi[gsi] on this node: the entries of GSI partition key pk
+ * (which must belong to GSI partition gsi_part, the partition the caller
+ * checked it owns) whose GSI sort key satisfies sk, in GSI sort key order
+ * (then table keys), paged like store_query. Each item is the projection the
+ * entry holds; expired items are not hidden (the caller decides).
+ * exclusive_start carries the table's keys and the GSI keys. Returns as
+ * store_query, plus LAPSE_EINVAL for gsi >= t->ngsi or a pk of another GSI
+ * partition. */
+int store_query_gsi(store *st, const table_schema *t, uint32_t gsi, uint32_t gsi_part,
+                    const attr_value *pk, const store_sk_cond *sk, uint32_t limit, int forward,
+                    const item *exclusive_start, store_page *out, char *err, size_t errlen);
+
+/* Deletes every item of table id and everything derived from them or
+ * applied for the table (expiry index, LSI and GSI entries, outbox, stream
+ * records, replication counters): range deletes. Idempotent. */
 int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen);
 /* Counts the items of table id in partition part (tests, status). */
 int store_count(store *st, uint32_t table_id, uint32_t part, uint64_t *out, char *err,

@@ -1,8 +1,11 @@
 /*
- * store_int.h: what store.c (point writes, batches, tables, metadata),
- * store_query.c (queries, scans, counts), expiry.c (the TTL expiry index)
- * and expiry_naive.c (the benchmark's naive scan) share. Not part of the store API: only those files and the module's own
- * tests (expiry_test.c, which reads the index directly) include it.
+ * store_int.h: what the files of the store share: store.c (point writes,
+ * tables, metadata), store_batch.c (batch writes), store_derive.c (the
+ * writes an item change derives: TTL index, LSI entries, outbox record),
+ * store_query.c and store_index.c (range reads), expiry.c and
+ * expiry_naive.c (the TTL sweep), outbox.c, apply.c and stream.c
+ * (replication). Not part of the store API: only those files and the
+ * module's own tests (which read the families directly) include it.
  */
 #ifndef LAPSE_STORE_INT_H
 #define LAPSE_STORE_INT_H
@@ -15,10 +18,20 @@
 #include "keyset.h"
 #include "store.h"
 
-/* Column families by index. New kinds of data (the TTL expiry index, the
- * outbox) are appended here and to the name list in store.c; existing
- * stores gain them at the next open (db_open creates missing families). */
-enum store_cf { CF_ITEMS = 0, CF_META = 1, CF_EXPIRY = 2, CF_COUNT };
+/* Column families by index. New kinds of data are appended here and to the
+ * name list in store.c; existing stores gain them at the next open (db_open
+ * creates missing families). Layouts: itemkey.h. */
+enum store_cf {
+    CF_ITEMS = 0,
+    CF_META = 1,
+    CF_EXPIRY = 2,
+    CF_LSI = 3,    /* local secondary index entries */
+    CF_OUTBOX = 4, /* change records to ship (source side) */
+    CF_REPL = 5,   /* replication counters of both sides */
+    CF_GSI = 6,    /* global secondary index entries (destination side) */
+    CF_STREAM = 7, /* stream records of the shards hosted here */
+    CF_COUNT
+};
 
 /* Where the TTL sweep of one partition may start (expiry.c): every entry of
  * (table_id, part) below key is deleted or belongs to an undeletable item.
@@ -35,6 +48,17 @@ typedef struct sweep_cursor {
 
 typedef struct sweep_scratch sweep_scratch; /* expiry.c */
 
+/* The outbox counters of one partition (repl key REPL_SOURCE), cached so a
+ * write need not read them: one per lock stripe, guarded by that stripe's
+ * lock, valid only for the partition it names. Updated only after the
+ * WriteBatch that persists the same values committed, so it always equals
+ * the stored counters. */
+typedef struct seq_cache {
+    int valid;
+    uint32_t table_id, part;
+    uint64_t next_seq, next_stream_seq;
+} seq_cache;
+
 struct store {
     db *db;                                    /* owned; NULL until opened */
     pthread_mutex_t locks[STORE_LOCK_STRIPES]; /* per-partition write locks */
@@ -46,8 +70,11 @@ struct store {
     sweep_cursor cursors[STORE_LOCK_STRIPES]; /* by stripe; see sweep_cursor */
     pthread_mutex_t scratch_lock;             /* guards the two fields below */
     int scratch_lock_inited;
-    sweep_scratch *scratch_pool; /* expiry.c: idle sweep scratch, a list */
-    int scratch_pooled;          /* entries in scratch_pool */
+    sweep_scratch *scratch_pool;                     /* expiry.c: idle sweep scratch, a list */
+    int scratch_pooled;                              /* entries in scratch_pool */
+    seq_cache seqs[STORE_LOCK_STRIPES];              /* by stripe; see seq_cache */
+    pthread_mutex_t apply_locks[STORE_LOCK_STRIPES]; /* apply.c: per (table, source part) */
+    int apply_locks_inited;                          /* how many are initialized */
 };
 
 /* Writes a reason into err (when given) and returns code. */
@@ -68,9 +95,131 @@ void store_sweep_cursor_note(store *st, uint32_t table_id, uint32_t part, const 
 void store_sweep_cursor_set(store *st, uint32_t table_id, uint32_t part, const uint8_t *key,
                             size_t len);
 
+/* The apply lock of (table_id, source part part) (apply.c). */
+pthread_mutex_t *store_apply_lock(store *st, uint32_t table_id, uint32_t part);
+
+/* ======================================================================== */
+/* Derived writes (store_derive.c)                                          */
+/* ======================================================================== */
+
+#define STORE_NO_DUE INT64_MAX /* expiry.h's EXPIRY_NONE */
+
+/* The expiry index entry one version of an item calls for. */
+typedef struct ttl_entry {
+    int has;       /* eligible: one entry due at due_s */
+    int64_t due_s; /* valid when has */
+} ttl_entry;
+
 /* The index entry an item version calls for: *due_s is set and 1 returned
  * when ttl_eval(&t->ttl, it, now) is TTL_ELIGIBLE, else 0 (also for NULL). */
 int store_ttl_due_s(const table_schema *t, const item *it, clock_wall now, int64_t *due_s);
+/* The same as a ttl_entry. */
+ttl_entry store_ttl_entry(const table_schema *t, const item *it, clock_wall now);
+/* Adds to b the expiry index change of the item at ikey going from entry o
+ * to entry n: delete the old entry and put the new one when they differ.
+ * Lowers *min_due_ms to a new entry's due instant. 0 or LAPSE_ENOMEM (b may
+ * then hold part of the change: the caller discards it).
+ * REQUIRES: the partition's stripe lock. */
+int store_ttl_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen, ttl_entry o,
+                     ttl_entry n, buf *scratch, int64_t *min_due_ms);
+/* Runs the expiry hook for new entries due at min_due_ms (STORE_NO_DUE:
+ * none). REQUIRES: no stripe lock held. */
+void store_notify(store *st, uint32_t table_id, uint32_t part, int64_t min_due_ms);
+
+/* Whether item changes of t derive LSI entries or outbox records. Tables
+ * without either pay nothing more than this test. */
+static inline int store_derive_wanted(const table_schema *t)
+{
+    return t->nlsi > 0 || schema_has_outbox(t);
+}
+
+/*
+ * The LSI entries and outbox records of the item changes that go into one
+ * WriteBatch of one partition:
+ *
+ *   store_derive_begin        under the partition's stripe lock
+ *   store_derive_change       once per changed item, adds to the batch
+ *   store_derive_finish       adds the new outbox counters to the batch
+ *   db_write(batch)
+ *   store_derive_committed    only if db_write succeeded
+ *   store_derive_end          always (frees scratch)
+ *
+ * The stripe lock is held from begin to committed, so sequence numbers are
+ * handed out in commit order.
+ */
+typedef struct store_derive {
+    store *st;
+    const table_schema *t;
+    uint32_t part;
+    int outbox;        /* schema_has_outbox(t) */
+    int loaded;        /* next_seq and next_stream_seq read */
+    uint64_t next_seq; /* pending counters: the stored ones plus records added */
+    uint64_t next_stream_seq;
+    size_t records;       /* outbox records added */
+    int64_t commit_ms;    /* one wall-clock snapshot for every record */
+    buf k, k2, rec, keys; /* scratch */
+} store_derive;
+
+/* What a TTL delete's record says beyond the images. */
+typedef struct store_ttl_delete {
+    int64_t expires_at_ms; /* the item's due instant */
+} store_ttl_delete;
+
+/* REQUIRES: the stripe lock of (t->id, part); store_derive_wanted(t). */
+void store_derive_begin(store_derive *d, store *st, const table_schema *t, uint32_t part);
+/* Adds to b the derived writes of the item at items key ikey going from the
+ * stored value old (NULL: absent) to nw (NULL: deleted); both are
+ * item_encode()d, nw trusted. An old value that does not decode counts as
+ * absent for the LSI and the images (its LSI entries cannot be named). ttl
+ * is non-NULL for the TTL sweep's deletes. Makes no outbox record when both
+ * old and nw are NULL. Returns 0, LAPSE_ENOMEM, LAPSE_EIO (reading the
+ * counters) or LAPSE_ECORRUPT (ikey is not a key of t, or stored counters
+ * are malformed), with err; the caller then discards b. */
+int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_t ilen,
+                        const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen,
+                        const store_ttl_delete *ttl, char *err, size_t errlen);
+/* Adds the outbox counters to b when records were added. 0 or ENOMEM. */
+int store_derive_finish(store_derive *d, db_batch *b, char *err, size_t errlen);
+/* Publishes the counters to the cache. REQUIRES: b was written. */
+void store_derive_committed(store_derive *d);
+void store_derive_end(store_derive *d); /* accepts a zeroed d */
+
+/* ======================================================================== */
+/* Outbox counters (outbox.c)                                               */
+/* ======================================================================== */
+
+/* The stored (or cached) counters of (table_id, part): 1 and 1 when none.
+ * REQUIRES: the stripe lock. 0, LAPSE_EIO or LAPSE_ECORRUPT with err. */
+int outbox_counters_get(store *st, uint32_t table_id, uint32_t part, uint64_t *next_seq,
+                        uint64_t *next_stream_seq, char *err, size_t errlen);
+/* Caches committed counters. REQUIRES: the stripe lock. */
+void outbox_counters_cache(store *st, uint32_t table_id, uint32_t part, uint64_t next_seq,
+                           uint64_t next_stream_seq);
+/* Forgets the cached counters of table_id (store_drop_table); takes every
+ * stripe lock in turn. */
+void outbox_forget_table(store *st, uint32_t table_id);
+
+/* ======================================================================== */
+/* Range reads (store_query.c)                                              */
+/* ======================================================================== */
+
+/* Fills out with the values of family cf whose keys lie in [lo, hi) (hi
+ * NULL: unbounded), decoded as items, in key order or reverse, up to limit
+ * items (0: none) and STORE_PAGE_MAX_BYTES. When the page stops with more
+ * left, last_key is the key of the last item: the table's key attributes,
+ * plus ix's key attributes when ix is non-NULL (an index query). */
+int store_collect(store *st, const table_schema *t, int cf, const index_def *ix, const buf *lo,
+                  const buf *hi, int forward, uint32_t limit, store_page *out, char *err,
+                  size_t errlen);
+/* Appends to lo and hi (both holding the prefix P on entry) the bounds of
+ * sort-key condition sk on key skd (skd->name "" : no sort key; owner names
+ * the table or index in errors). suffixed: keys go on after enc(sk) (index
+ * keys end with the table's keys). *hi_none is set when hi is unbounded. */
+int store_sk_bounds(const key_def *skd, const char *owner, const store_sk_cond *sk, int suffixed,
+                    buf *lo, buf *hi, int *hi_none, char *err, size_t errlen);
+/* Narrows [lo, hi) to after (forward) or before (backward) the exclusive
+ * start key k. */
+int store_apply_start(buf *k, int forward, buf *lo, buf *hi, int *hi_none);
 
 /* Adds to b the range deletes of table_id's expiry index and backfill
  * progress, and forgets its undeletable items (expiry.c; store_drop_table and

@@ -3,8 +3,10 @@
  * store.h): Query over one partition key with a sort-key condition, Scan
  * over one partition, and counts. Each turns its request into one key range
  * of the items column family (itemkey.h) and pages through it with one
- * iterator; no lock is taken.
+ * iterator; no lock is taken. The range and paging helpers are shared with
+ * the index queries (store_index.c).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,15 +59,30 @@ static int page_push(store_page *p, size_t *cap, item *it)
     return 0;
 }
 
-/* Fills out with the items whose keys lie in [lo, hi) (hi NULL: unbounded
- * above), in key order or reverse, up to limit items (0: no limit) and
- * STORE_PAGE_MAX_BYTES of stored values. When the page stops with more
- * items left in range, last_key is the key of the last item returned.
- *
- * Work per page: at most limit (or the byte budget's worth of) items are
+/* The key of an index entry's item: the table's keys and ix's keys. */
+static int index_key_of(const table_schema *t, const index_def *ix, const item *it, item **out)
+{
+    const key_def *defs[4] = {&t->pk, &t->sk, &ix->pk, &ix->sk};
+    item *k = item_new();
+    if (k == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    for (int i = 0; i < 4; i++) {
+        const attr_value *v = defs[i]->name[0] != 0 ? item_get(it, defs[i]->name) : NULL;
+        if (v != NULL && item_set_copy(k, defs[i]->name, v) != 0) {
+            item_free(k);
+            return LAPSE_ENOMEM;
+        }
+    }
+    *out = k;
+    return 0;
+}
+
+/* Work per page: at most limit (or the byte budget's worth of) items are
  * decoded, plus one iterator step to learn whether anything is left. */
-static int collect(store *st, const table_schema *t, const buf *lo, const buf *hi, int forward,
-                   uint32_t limit, store_page *out, char *err, size_t errlen)
+int store_collect(store *st, const table_schema *t, int cf, const index_def *ix, const buf *lo,
+                  const buf *hi, int forward, uint32_t limit, store_page *out, char *err,
+                  size_t errlen)
 {
     int rv = 0;
     size_t cap = 0, bytes = 0;
@@ -74,7 +91,7 @@ static int collect(store *st, const table_schema *t, const buf *lo, const buf *h
     if (hi != NULL && itemkey_cmp(lo->data, lo->len, hi->data, hi->len) >= 0) {
         return 0; /* empty range */
     }
-    if ((rv = db_iter_new(&it, st->db, CF_ITEMS, lo->data, lo->len, hi ? hi->data : NULL,
+    if ((rv = db_iter_new(&it, st->db, cf, lo->data, lo->len, hi ? hi->data : NULL,
                           hi ? hi->len : 0)) != 0) {
         return oom(err, errlen);
     }
@@ -103,8 +120,9 @@ static int collect(store *st, const table_schema *t, const buf *lo, const buf *h
         /* Peek: a page that ends exactly at the range's end has no next
          * page, so last_key stays NULL. */
         forward ? db_iter_next(it) : db_iter_prev(it);
-        if (db_iter_valid(it) &&
-            (rv = schema_key_of(t, out->items[out->n - 1], &out->last_key)) != 0) {
+        const item *last = out->items[out->n - 1];
+        if (db_iter_valid(it) && (rv = ix != NULL ? index_key_of(t, ix, last, &out->last_key)
+                                                  : schema_key_of(t, last, &out->last_key)) != 0) {
             oom(err, errlen);
             goto fail;
         }
@@ -120,10 +138,21 @@ fail:
     return rv;
 }
 
-/* Appends to lo/hi the bounds for sort-key condition sk over the partition
- * key's prefix P (in both on entry). */
-static int sk_bounds(const table_schema *t, const store_sk_cond *sk, buf *lo, buf *hi, int *hi_none,
-                     char *err, size_t errlen)
+/* Makes E (= P | enc(v)) the smallest key above every key whose sort key
+ * is v: E | 00 when keys end after enc(sk), else succ(E) (index keys go on
+ * with the table's keys; enc is self-delimiting, so exactly the keys with
+ * sort key v start with E). */
+static int past_value(buf *e, int suffixed)
+{
+    if (!suffixed) {
+        return buf_append_byte(e, 0);
+    }
+    itemkey_successor(e); /* E starts with a table id: never all 0xFF */
+    return 0;
+}
+
+int store_sk_bounds(const key_def *skd, const char *owner, const store_sk_cond *sk, int suffixed,
+                    buf *lo, buf *hi, int *hi_none, char *err, size_t errlen)
 {
     int rv;
     size_t plen = lo->len;
@@ -131,8 +160,8 @@ static int sk_bounds(const table_schema *t, const store_sk_cond *sk, buf *lo, bu
         *hi_none = itemkey_successor(hi);
         return 0;
     }
-    if (t->sk.name[0] == 0) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "table %s has no sort key", t->name);
+    if (skd->name[0] == 0) {
+        return store_errf(LAPSE_EINVAL, err, errlen, "%s has no sort key", owner);
     }
     if (sk->op < STORE_SK_EQ || sk->op > STORE_SK_BEGINS_WITH) {
         return store_errf(LAPSE_EINVAL, err, errlen, "unknown sort key operator %d", (int)sk->op);
@@ -140,15 +169,15 @@ static int sk_bounds(const table_schema *t, const store_sk_cond *sk, buf *lo, bu
     int nvals = sk->op == STORE_SK_BETWEEN ? 2 : 1;
     const attr_value *vs[2] = {sk->v1, sk->v2};
     for (int i = 0; i < nvals; i++) {
-        if (vs[i] == NULL || vs[i]->type != t->sk.type) {
+        if (vs[i] == NULL || vs[i]->type != skd->type) {
             return store_errf(LAPSE_EINVAL, err, errlen,
                               "sort key condition value must be of type %s",
-                              item_type_name(t->sk.type));
+                              item_type_name(skd->type));
         }
     }
-    if (sk->op == STORE_SK_BEGINS_WITH && t->sk.type == ATTR_N) {
+    if (sk->op == STORE_SK_BEGINS_WITH && skd->type == ATTR_N) {
         return store_errf(LAPSE_EINVAL, err, errlen,
-                          "begins_with is not supported on sort key \"%s\" of type N", t->sk.name);
+                          "begins_with is not supported on sort key \"%s\" of type N", skd->name);
     }
     /* E = P | enc(v1). Keys equal to E are exactly the items with sk == v1;
      * E | 0x00 is the smallest key above all of them. */
@@ -157,7 +186,7 @@ static int sk_bounds(const table_schema *t, const store_sk_cond *sk, buf *lo, bu
     case STORE_SK_EQ:
     case STORE_SK_LE:
         if ((rv = keycodec_append(hi, sk->v1)) == 0) {
-            rv = buf_append_byte(hi, 0);
+            rv = past_value(hi, suffixed);
         }
         if (rv == 0 && sk->op == STORE_SK_EQ) {
             rv = keycodec_append(lo, sk->v1);
@@ -169,7 +198,7 @@ static int sk_bounds(const table_schema *t, const store_sk_cond *sk, buf *lo, bu
     case STORE_SK_GT:
     case STORE_SK_GE:
         if ((rv = keycodec_append(lo, sk->v1)) == 0 && sk->op == STORE_SK_GT) {
-            rv = buf_append_byte(lo, 0);
+            rv = past_value(lo, suffixed);
         }
         if (rv == 0) {
             *hi_none = itemkey_successor(hi);
@@ -181,7 +210,7 @@ static int sk_bounds(const table_schema *t, const store_sk_cond *sk, buf *lo, bu
                 return store_errf(LAPSE_EINVAL, err, errlen,
                                   "BETWEEN needs its lower bound <= its upper bound");
             }
-            rv = buf_append_byte(hi, 0);
+            rv = past_value(hi, suffixed);
         }
         break;
     case STORE_SK_BEGINS_WITH:
@@ -196,6 +225,28 @@ static int sk_bounds(const table_schema *t, const store_sk_cond *sk, buf *lo, bu
     if (rv != 0) {
         return store_errf(rv, err, errlen, "cannot encode the sort key condition (%s)",
                           lapse_strerror(rv));
+    }
+    return 0;
+}
+
+int store_apply_start(buf *k, int forward, buf *lo, buf *hi, int *hi_none)
+{
+    int rv;
+    if (forward) {
+        /* Start just above the key: keys > K begin at K | 0x00. */
+        if ((rv = buf_append_byte(k, 0)) != 0) {
+            return rv;
+        }
+        if (itemkey_cmp(k->data, k->len, lo->data, lo->len) > 0) {
+            return buf_set(lo, k->data, k->len);
+        }
+        return 0;
+    }
+    if (*hi_none || itemkey_cmp(k->data, k->len, hi->data, hi->len) < 0) {
+        if ((rv = buf_set(hi, k->data, k->len)) != 0) {
+            return rv;
+        }
+        *hi_none = 0;
     }
     return 0;
 }
@@ -245,7 +296,9 @@ int store_query(store *st, const table_schema *t, const attr_value *pk, const st
         oom(err, errlen);
         goto out;
     }
-    if ((rv = sk_bounds(t, sk, &lo, &hi, &hi_none, err, errlen)) != 0) {
+    char owner[SCHEMA_MAX_NAME + 8];
+    snprintf(owner, sizeof(owner), "table %s", t->name);
+    if ((rv = store_sk_bounds(&t->sk, owner, sk, 0, &lo, &hi, &hi_none, err, errlen)) != 0) {
         goto out;
     }
     if (exclusive_start != NULL) {
@@ -257,23 +310,12 @@ int store_query(store *st, const table_schema *t, const attr_value *pk, const st
                             "the exclusive start key belongs to another partition key");
             goto out;
         }
-        if (forward) {
-            /* Start just above the key: keys > K begin at K | 0x00. */
-            if ((rv = buf_append_byte(&sk_start, 0)) != 0) {
-                goto out;
-            }
-            if (itemkey_cmp(sk_start.data, sk_start.len, lo.data, lo.len) > 0 &&
-                (rv = buf_set(&lo, sk_start.data, sk_start.len)) != 0) {
-                goto out;
-            }
-        } else if (hi_none || itemkey_cmp(sk_start.data, sk_start.len, hi.data, hi.len) < 0) {
-            if ((rv = buf_set(&hi, sk_start.data, sk_start.len)) != 0) {
-                goto out;
-            }
-            hi_none = 0;
+        if ((rv = store_apply_start(&sk_start, forward, &lo, &hi, &hi_none)) != 0) {
+            goto out;
         }
     }
-    rv = collect(st, t, &lo, hi_none ? NULL : &hi, forward, limit, out, err, errlen);
+    rv = store_collect(st, t, CF_ITEMS, NULL, &lo, hi_none ? NULL : &hi, forward, limit, out, err,
+                       errlen);
 out:
     if (rv == LAPSE_ENOMEM) {
         oom(err, errlen);
@@ -317,7 +359,8 @@ int store_scan(store *st, const table_schema *t, uint32_t part, uint32_t limit,
     } else if ((rv = itemkey_append_prefix(&lo, t->id, part)) != 0) {
         goto out;
     }
-    rv = collect(st, t, &lo, hi_none ? NULL : &hi, 1, limit, out, err, errlen);
+    rv =
+        store_collect(st, t, CF_ITEMS, NULL, &lo, hi_none ? NULL : &hi, 1, limit, out, err, errlen);
 out:
     if (rv == LAPSE_ENOMEM) {
         oom(err, errlen);
@@ -367,8 +410,8 @@ out:
 /* Batched point reads                                                      */
 /* ======================================================================== */
 
-int store_get_many(store *st, const table_schema *t, const item *const *keys, size_t n,
-                   item **out, char *err, size_t errlen)
+int store_get_many(store *st, const table_schema *t, const item *const *keys, size_t n, item **out,
+                   char *err, size_t errlen)
 {
     int rv = 0;
     uint32_t part;

@@ -12,6 +12,7 @@
 #include "db.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@ struct db {
                                                   caller's cf i is cfh[i] */
     size_t ncfh;                               /* entries in cfh */
     size_t ncf;                                /* the caller's column families */
+    atomic_int write_fault;                    /* db_fault_write countdown; 0: off */
 };
 
 struct db_batch {
@@ -443,9 +445,22 @@ size_t db_batch_count(const db_batch *b)
     return n < 0 ? 0 : (size_t)n;
 }
 
+void db_fault_write(db *d, int after)
+{
+    atomic_store(&d->write_fault, after);
+}
+
 int db_write(db *d, db_batch *b, int sync, char *err, size_t errlen)
 {
     char *e = NULL;
+    /* The fault point: a relaxed load costs nothing measurable per write. */
+    if (atomic_load_explicit(&d->write_fault, memory_order_relaxed) > 0 &&
+        atomic_fetch_sub(&d->write_fault, 1) == 1) {
+        if (err != NULL && errlen > 0) {
+            snprintf(err, errlen, "write: injected fault");
+        }
+        return LAPSE_EIO;
+    }
     rocksdb_write(d->rdb, sync ? d->wopts_sync : d->wopts, b->wb, &e);
     if (e != NULL) {
         return rerr(e, "write", err, errlen);

@@ -56,11 +56,11 @@ int db_get(db *d, int cf, const void *key, size_t klen, buf *val, int *found, ch
 
 /* Reads n keys at once (RocksDB MultiGet). vals[i] receives key i's value and
  * found[i] whether it exists. Returns 0 or LAPSE_EIO. */
-int db_multi_get(db *d, int cf, size_t n, const void *const *keys, const size_t *klens,
-                 buf *vals, int *found, char *err, size_t errlen);
+int db_multi_get(db *d, int cf, size_t n, const void *const *keys, const size_t *klens, buf *vals,
+                 int *found, char *err, size_t errlen);
 
 /* Write batches: built on one thread, applied atomically by db_write. */
-db_batch *db_batch_new(void); /* NULL on OOM */
+db_batch *db_batch_new(void);    /* NULL on OOM */
 void db_batch_free(db_batch *b); /* accepts NULL */
 void db_batch_clear(db_batch *b);
 void db_batch_put(db_batch *b, db *d, int cf, const void *key, size_t klen, const void *val,
@@ -74,13 +74,17 @@ size_t db_batch_count(const db_batch *b);
  * applied. */
 int db_write(db *d, db_batch *b, int sync, char *err, size_t errlen);
 
+/* Fault point for tests: the after-th db_write from now (1: the next one)
+ * fails with LAPSE_EIO and writes nothing; 0 disables. Any thread. */
+void db_fault_write(db *d, int after);
+
 /* Iterators over cf restricted to [lower, upper) (either may be NULL for
  * unbounded; the bounds are copied). The iterator is unpositioned until a
  * seek. Returns 0 or LAPSE_ENOMEM; free with db_iter_free. */
 int db_iter_new(db_iter **out, db *d, int cf, const void *lower, size_t llen, const void *upper,
                 size_t ulen);
-void db_iter_free(db_iter *it); /* accepts NULL */
-void db_iter_seek(db_iter *it, const void *key, size_t klen);        /* first >= key */
+void db_iter_free(db_iter *it);                                        /* accepts NULL */
+void db_iter_seek(db_iter *it, const void *key, size_t klen);          /* first >= key */
 void db_iter_seek_for_prev(db_iter *it, const void *key, size_t klen); /* last <= key */
 void db_iter_seek_first(db_iter *it);
 void db_iter_seek_last(db_iter *it);

@@ -1,0 +1,92 @@
+/*
+ * apply.h: the destination side of replication (docs/replication.md). A
+ * node that owns partitions of a table's GSIs, or hosts the stream shard of
+ * a base partition, receives that partition's outbox records in batches
+ * from the source's shipper and applies each batch here, exactly once.
+ *
+ * Family gsi:    (table u32be, index id u32be, gsi part u32be, enc(gsi pk)
+ *                 [, enc(gsi sk)], enc(pk) [, enc(sk)]) -> projected item
+ * Family stream: (table u32be, shard u32be, stream seq u64be) -> change record
+ * Family repl:   (table, REPL_APPLIED, source part) -> applied seq u64be
+ *                (table, REPL_STREAM_LAST, shard) -> last stream seq stored
+ *
+ * Thread-safety: any thread. Batches of one (table, source partition) are
+ * serialized by a per-(table, source partition) apply lock (striped);
+ * batches of different source partitions run in parallel. Reads take no
+ * lock.
+ *
+ * Invariants:
+ *  1. applied[(table, source part)] is the highest seq of that source
+ *     partition's outbox whose effect is in this store; it is written in
+ *     the WriteBatch that applies the records, so a record is applied once
+ *     whatever batches arrive: repeated, overlapping or reordered.
+ *  2. After records 1..applied of every source partition are applied, the
+ *     gsi family holds, for each GSI partition this node owns (per the
+ *     filter of each batch), exactly the projection of every base item whose
+ *     index keys map to it: the deltas are derived from each record's old
+ *     and new images (delete the old image's entry, put the new image's).
+ *  3. Stream records are stored under their stream seq, and only those with
+ *     stream_seq != 0 (TTL deletes of a table whose stream leaves them out
+ *     have 0 and never reach a shard).
+ */
+#ifndef LAPSE_APPLY_H
+#define LAPSE_APPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* What of a source partition's records this node keeps. */
+typedef struct apply_filter {
+    /* Returns 1 when this node owns partition gsi_part of GSI t->gsi[gsi]
+     * (gsi is the position in the table's GSI array). NULL: owns none. */
+    int (*owns_gsi)(void *arg, uint32_t gsi, uint32_t gsi_part);
+    void *arg;
+    int host_stream; /* this node hosts the stream shard of the source partition */
+} apply_filter;
+
+/*
+ * Applies the batch of records recs[0..n) (lens[i] bytes each, change
+ * records of partition src_part of table t, in seq order, each within
+ * [from_seq, to_seq]) in one WriteBatch under the apply lock: records at or
+ * below applied are skipped, the GSI entries of the owned GSI partitions and
+ * the stream records (when hosting the shard) of the rest are written, and
+ * applied becomes to_seq. The sender may leave out records that carry
+ * nothing for this node: the batch still covers [from_seq, to_seq].
+ *
+ * A batch with to_seq <= applied is a no-op (returns 0). A batch with
+ * from_seq > applied + 1 would leave a gap: refused with LAPSE_ESTATE, and
+ * the sender resends from *applied_out + 1. *applied_out (may be NULL) gets
+ * applied after the call in every case where it could be read.
+ * Returns 0, LAPSE_ESTATE, LAPSE_EINVAL (bad arguments, a record out of
+ * range or order, of another table or partition, an image without the
+ * table's keys), LAPSE_ECORRUPT (a record does not decode), LAPSE_EIO or
+ * LAPSE_ENOMEM, with err; on error nothing is written.
+ */
+int apply_batch(store *st, const table_schema *t, uint32_t src_part, uint64_t from_seq,
+                uint64_t to_seq, const void *const *recs, const size_t *lens, size_t n,
+                const apply_filter *f, uint64_t *applied_out, char *err, size_t errlen);
+
+/* Whether the change record data[0..len) of table t carries anything for a
+ * destination with filter f: a GSI entry to delete or put in a GSI partition
+ * f owns, or a stream record when f hosts the shard. For the shipper, which
+ * may leave the others out of that destination's batches. *wanted is set on
+ * success. Returns 0, LAPSE_ECORRUPT (the record does not decode),
+ * LAPSE_EINVAL (another table's record, an image without the table's keys)
+ * or LAPSE_ENOMEM. */
+int apply_record_wanted(const table_schema *t, const void *data, size_t len, const apply_filter *f,
+                        int *wanted);
+
+/* applied[(table_id, src_part)] (0: nothing applied yet). */
+int apply_applied_seq(store *st, uint32_t table_id, uint32_t src_part, uint64_t *applied, char *err,
+                      size_t errlen);
+
+/* The value a GSI entry of t->gsi[gsi] holds for item it (t->gsi[gsi]'s
+ * projection): appended to out. INDEX_PROJECT_ALL: the whole item;
+ * INDEX_PROJECT_KEYS: the table's keys, the index's keys and the TTL
+ * attribute (when the table has one configured and the item carries it).
+ * 0 or LAPSE_ENOMEM. */
+int apply_project(const table_schema *t, uint32_t gsi, const item *it, buf *out);
+
+#endif

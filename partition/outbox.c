@@ -1,0 +1,291 @@
+/*
+ * outbox.c: the outbox counters and the source-side replication API (see
+ * outbox.h). The records themselves are written by store_derive.c in the
+ * WriteBatch of the change they describe.
+ */
+#include "outbox.h"
+
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "itemkey.h"
+#include "store_int.h"
+
+static int oom(char *err, size_t errlen)
+{
+    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+}
+
+/* ======================================================================== */
+/* Counters                                                                 */
+/* ======================================================================== */
+
+static seq_cache *cache_of(store *st, uint32_t table_id, uint32_t part)
+{
+    return &st->seqs[store_stripe(st, table_id, part) - st->locks];
+}
+
+int outbox_counters_get(store *st, uint32_t table_id, uint32_t part, uint64_t *next_seq,
+                        uint64_t *next_stream_seq, char *err, size_t errlen)
+{
+    seq_cache *c = cache_of(st, table_id, part);
+    if (c->valid && c->table_id == table_id && c->part == part) {
+        *next_seq = c->next_seq;
+        *next_stream_seq = c->next_stream_seq;
+        return 0;
+    }
+    uint8_t k[ITEMKEY_REPL_MAX];
+    size_t klen = itemkey_repl(k, table_id, REPL_SOURCE, part, 0, 0);
+    int rv, found = 0;
+    buf v;
+    buf_init(&v);
+    if ((rv = db_get(st->db, CF_REPL, k, klen, &v, &found, err, errlen)) != 0) {
+        goto out;
+    }
+    if (!found) {
+        *next_seq = *next_stream_seq = 1;
+    } else if (v.len != 16 || buf_get_u64be(v.data) == 0 || buf_get_u64be(v.data + 8) == 0) {
+        rv = store_errf(LAPSE_ECORRUPT, err, errlen,
+                        "outbox counters of table %u partition %u are malformed",
+                        (unsigned)table_id, (unsigned)part);
+        goto out;
+    } else {
+        *next_seq = buf_get_u64be(v.data);
+        *next_stream_seq = buf_get_u64be(v.data + 8);
+    }
+    outbox_counters_cache(st, table_id, part, *next_seq, *next_stream_seq);
+out:
+    buf_fini(&v);
+    return rv;
+}
+
+void outbox_counters_cache(store *st, uint32_t table_id, uint32_t part, uint64_t next_seq,
+                           uint64_t next_stream_seq)
+{
+    seq_cache *c = cache_of(st, table_id, part);
+    c->valid = 1;
+    c->table_id = table_id;
+    c->part = part;
+    c->next_seq = next_seq;
+    c->next_stream_seq = next_stream_seq;
+}
+
+void outbox_forget_table(store *st, uint32_t table_id)
+{
+    for (int i = 0; i < STORE_LOCK_STRIPES; i++) {
+        pthread_mutex_lock(&st->locks[i]);
+        if (st->seqs[i].table_id == table_id) {
+            st->seqs[i].valid = 0;
+        }
+        pthread_mutex_unlock(&st->locks[i]);
+    }
+}
+
+/* ======================================================================== */
+/* Reading                                                                  */
+/* ======================================================================== */
+
+int outbox_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq, size_t max_records,
+                size_t max_bytes, change_list *out, char *err, size_t errlen)
+{
+    int rv;
+    db_iter *it = NULL;
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    change_list_fini(out);
+    if (max_records == 0 || after_seq == UINT64_MAX) {
+        return store_errf(LAPSE_EINVAL, err, errlen, "outbox_read: bad arguments");
+    }
+    if ((rv = itemkey_seq_of(&lo, table_id, part, after_seq + 1)) != 0 ||
+        (rv = itemkey_append_prefix(&hi, table_id, part)) != 0) {
+        goto out;
+    }
+    int hi_none = itemkey_successor(&hi);
+    if ((rv = db_iter_new(&it, st->db, CF_OUTBOX, lo.data, lo.len, hi_none ? NULL : hi.data,
+                          hi.len)) != 0) {
+        goto out;
+    }
+    /* Budget: max_records records and max_bytes bytes (the first record
+     * always fits, so a huge record cannot stall the shipper). */
+    for (db_iter_seek_first(it); db_iter_valid(it) && out->n < max_records; db_iter_next(it)) {
+        size_t klen = 0, vlen = 0;
+        const uint8_t *k = db_iter_key(it, &klen);
+        const uint8_t *v = db_iter_value(it, &vlen);
+        if (out->n > 0 && max_bytes > 0 && out->bytes + vlen > max_bytes) {
+            break;
+        }
+        if ((rv = change_list_push(out, itemkey_seq(k, klen), v, vlen)) != 0) {
+            goto out;
+        }
+    }
+    rv = db_iter_status(it, err, errlen);
+out:
+    if (rv == LAPSE_ENOMEM) {
+        oom(err, errlen);
+    }
+    if (rv != 0) {
+        change_list_fini(out);
+    }
+    db_iter_free(it);
+    buf_fini(&lo);
+    buf_fini(&hi);
+    return rv;
+}
+
+int outbox_last_seq(store *st, uint32_t table_id, uint32_t part, uint64_t *last, char *err,
+                    size_t errlen)
+{
+    uint64_t next = 1, next_stream = 1;
+    pthread_mutex_t *mu = store_stripe(st, table_id, part);
+    pthread_mutex_lock(mu);
+    int rv = outbox_counters_get(st, table_id, part, &next, &next_stream, err, errlen);
+    pthread_mutex_unlock(mu);
+    *last = rv == 0 ? next - 1 : 0;
+    return rv;
+}
+
+/* ======================================================================== */
+/* Acks and trimming                                                        */
+/* ======================================================================== */
+
+static int ack_get(store *st, uint32_t table_id, uint32_t part, uint32_t dest, uint64_t *seq,
+                   char *err, size_t errlen)
+{
+    uint8_t k[ITEMKEY_REPL_MAX];
+    size_t klen = itemkey_repl(k, table_id, REPL_ACK, part, 1, dest);
+    int found = 0;
+    buf v;
+    buf_init(&v);
+    int rv = db_get(st->db, CF_REPL, k, klen, &v, &found, err, errlen);
+    *seq = 0;
+    if (rv == 0 && found) {
+        if (v.len != 8) {
+            rv = store_errf(LAPSE_ECORRUPT, err, errlen, "a stored outbox ack is malformed");
+        } else {
+            *seq = buf_get_u64be(v.data);
+        }
+    }
+    buf_fini(&v);
+    return rv;
+}
+
+int outbox_acked(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_id, uint64_t *seq,
+                 char *err, size_t errlen)
+{
+    return ack_get(st, table_id, part, dest_node_id, seq, err, errlen);
+}
+
+int outbox_ack(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_id, uint64_t seq,
+               char *err, size_t errlen)
+{
+    int rv;
+    uint64_t next = 1, next_stream = 1, cur = 0;
+    pthread_mutex_t *mu = store_stripe(st, table_id, part);
+    pthread_mutex_lock(mu);
+    if ((rv = outbox_counters_get(st, table_id, part, &next, &next_stream, err, errlen)) != 0 ||
+        (rv = ack_get(st, table_id, part, dest_node_id, &cur, err, errlen)) != 0) {
+        goto unlock;
+    }
+    if (seq >= next) {
+        rv = store_errf(
+            LAPSE_EINVAL, err, errlen, "ack of seq %llu from node %u, but the last record is %llu",
+            (unsigned long long)seq, (unsigned)dest_node_id, (unsigned long long)(next - 1));
+        goto unlock;
+    }
+    if (seq <= cur) {
+        goto unlock; /* an old or repeated ack */
+    }
+    uint8_t k[ITEMKEY_REPL_MAX], v[8];
+    size_t klen = itemkey_repl(k, table_id, REPL_ACK, part, 1, dest_node_id);
+    for (int i = 0; i < 8; i++) {
+        v[i] = (uint8_t)(seq >> (56 - 8 * i));
+    }
+    db_batch *b = db_batch_new();
+    if (b == NULL) {
+        rv = oom(err, errlen);
+        goto unlock;
+    }
+    /* Not synced: a lost ack only makes the shipper resend what the
+     * destination then skips as applied. */
+    db_batch_put(b, st->db, CF_REPL, k, klen, v, sizeof(v));
+    rv = db_write(st->db, b, 0, err, errlen);
+    db_batch_free(b);
+unlock:
+    pthread_mutex_unlock(mu);
+    return rv;
+}
+
+int outbox_trim(store *st, uint32_t table_id, uint32_t part, const uint32_t *dest_ids, size_t n,
+                uint64_t *trimmed_through, char *err, size_t errlen)
+{
+    int rv = 0;
+    uint64_t low = UINT64_MAX;
+    db_iter *it = NULL;
+    db_batch *b = NULL;
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    if (trimmed_through != NULL) {
+        *trimmed_through = 0;
+    }
+    if (n == 0 || dest_ids == NULL) {
+        return store_errf(LAPSE_EINVAL, err, errlen, "outbox_trim: no destinations");
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = 0;
+        if ((rv = ack_get(st, table_id, part, dest_ids[i], &a, err, errlen)) != 0) {
+            return rv;
+        }
+        low = a < low ? a : low;
+    }
+    if (low == 0) {
+        return 0;
+    }
+    /* No lock: acks only grow and new records land above every ack, so the
+     * range [1, low] holds only records every destination applied. */
+    if ((rv = itemkey_seq_of(&lo, table_id, part, 0)) != 0 ||
+        (rv = itemkey_seq_of(&hi, table_id, part, low + 1)) != 0 ||
+        (rv = db_iter_new(&it, st->db, CF_OUTBOX, lo.data, lo.len, hi.data, hi.len)) != 0) {
+        rv = oom(err, errlen);
+        goto out;
+    }
+    db_iter_seek_first(it);
+    int any = db_iter_valid(it); /* skip writing a tombstone over nothing */
+    if ((rv = db_iter_status(it, err, errlen)) != 0) {
+        goto out;
+    }
+    if (any) {
+        if ((b = db_batch_new()) == NULL) {
+            rv = oom(err, errlen);
+            goto out;
+        }
+        db_batch_delete_range(b, st->db, CF_OUTBOX, lo.data, lo.len, hi.data, hi.len);
+        if ((rv = db_write(st->db, b, 0, err, errlen)) != 0) {
+            goto out;
+        }
+    }
+    if (trimmed_through != NULL) {
+        *trimmed_through = low;
+    }
+out:
+    db_iter_free(it);
+    db_batch_free(b);
+    buf_fini(&lo);
+    buf_fini(&hi);
+    return rv;
+}
+
+int outbox_pending(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_id,
+                   uint64_t *pending, char *err, size_t errlen)
+{
+    uint64_t last = 0, acked = 0;
+    int rv;
+    *pending = 0;
+    if ((rv = outbox_last_seq(st, table_id, part, &last, err, errlen)) != 0 ||
+        (rv = ack_get(st, table_id, part, dest_node_id, &acked, err, errlen)) != 0) {
+        return rv;
+    }
+    *pending = last > acked ? last - acked : 0;
+    return 0;
+}

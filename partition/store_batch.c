@@ -1,0 +1,264 @@
+/*
+ * store_batch.c: store_batch_write (see store.h): up to STORE_BATCH_MAX puts
+ * and deletes of one table, validated and encoded first, then grouped by
+ * partition; each partition's group is one WriteBatch under that
+ * partition's stripe lock, carrying the writes the group's item changes
+ * derive (expiry index, LSI entries, outbox records: store_derive.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/lapse_err.h"
+#include "itemkey.h"
+#include "store_int.h"
+#include "ttl.h"
+
+static int oom(char *err, size_t errlen)
+{
+    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+}
+
+/* One validated write: its key and (for puts) value live in shared bufs. */
+typedef struct batch_entry {
+    uint32_t part;
+    uint32_t idx; /* position in the request: later writes to a key win */
+    size_t koff, klen;
+    size_t voff, vlen;  /* vlen == SIZE_MAX: a delete */
+    const uint8_t *key; /* keys.data + koff, set once keys stops growing */
+} batch_entry;
+
+/* By partition, then key, then position: a partition's group is contiguous
+ * and so are the writes to one key, in request order. */
+static int entry_cmp(const void *a, const void *b)
+{
+    const batch_entry *x = a, *y = b;
+    if (x->part != y->part) {
+        return x->part < y->part ? -1 : 1;
+    }
+    int c = itemkey_cmp(x->key, x->klen, y->key, y->klen);
+    if (c != 0) {
+        return c;
+    }
+    return x->idx < y->idx ? -1 : (x->idx > y->idx ? 1 : 0);
+}
+
+static int same_key(const batch_entry *x, const batch_entry *y)
+{
+    return x->klen == y->klen && memcmp(x->key, y->key, x->klen) == 0;
+}
+
+/* Scratch for the derived writes of one partition group: the distinct keys'
+ * current values, read with one MultiGet. */
+typedef struct group_scratch {
+    const void **kp;
+    size_t *kl;
+    buf *vals;
+    int *found;
+    size_t cap;
+    buf ekey;
+} group_scratch;
+
+/* Adds to b the derived writes of the writes e[0..n) (one partition,
+ * sorted by entry_cmp): for each distinct key, from its stored item to its
+ * last write (the earlier writes to a key never become visible): the expiry
+ * index change when the table's TTL is on, and through d (NULL: none) the
+ * LSI changes and one outbox record. Reads the stored items with one
+ * MultiGet. REQUIRES: the partition's stripe lock is held. */
+static int group_derive(store *st, const table_schema *t, const store_write *writes,
+                        const buf *vals, const batch_entry *e, size_t n, clock_wall now,
+                        group_scratch *g, store_derive *d, db_batch *b, int64_t *min_due_ms,
+                        char *err, size_t errlen)
+{
+    int rv;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || !same_key(&e[i - 1], &e[i])) {
+            g->kp[m] = e[i].key;
+            g->kl[m] = e[i].klen;
+            m++;
+        }
+    }
+    if ((rv = db_multi_get(st->db, CF_ITEMS, m, g->kp, g->kl, g->vals, g->found, err, errlen)) !=
+        0) {
+        return rv;
+    }
+    size_t r = 0;
+    for (size_t i = 0; i < n; r++) {
+        size_t j = i + 1;
+        while (j < n && same_key(&e[i], &e[j])) {
+            j++;
+        }
+        ttl_entry o = {0, 0};
+        if (t->ttl.enabled && g->found[r]) {
+            /* Only the stored item's entry is needed: read its TTL value in
+             * place (ttl_eval_encoded) instead of decoding it. A value that
+             * does not decode: its entry cannot be named (see
+             * read_for_write); the sweep removes the leftover as stale. */
+            ttl_verdict v = TTL_MISSING;
+            int64_t due_ms = 0;
+            rv = ttl_eval_encoded(&t->ttl, g->vals[r].data, g->vals[r].len, now, &v, &due_ms);
+            if (rv == LAPSE_ENOMEM) {
+                return oom(err, errlen);
+            }
+            if (rv == 0 && v == TTL_ELIGIBLE) {
+                o.has = 1;
+                o.due_s = due_ms / 1000; /* as store_ttl_due_s */
+            }
+        }
+        const batch_entry *last = &e[j - 1];
+        const int del = last->vlen == SIZE_MAX;
+        if (t->ttl.enabled) {
+            /* a delete (put NULL): no entry */
+            ttl_entry nw = store_ttl_entry(t, writes[last->idx].put, now);
+            if (store_ttl_change(st, b, e[i].key, e[i].klen, o, nw, &g->ekey, min_due_ms) != 0) {
+                return oom(err, errlen);
+            }
+        }
+        if (d != NULL && (rv = store_derive_change(
+                              d, b, e[i].key, e[i].klen, g->found[r] ? g->vals[r].data : NULL,
+                              g->vals[r].len, del ? NULL : vals->data + last->voff,
+                              del ? 0 : last->vlen, NULL, err, errlen)) != 0) {
+            return rv;
+        }
+        i = j;
+    }
+    return 0;
+}
+
+int store_batch_write(store *st, const table_schema *t, const store_write *writes, size_t n,
+                      char *err, size_t errlen)
+{
+    int rv = 0;
+    batch_entry *e = NULL;
+    db_batch *b = NULL;
+    group_scratch g;
+    memset(&g, 0, sizeof(g));
+    buf_init(&g.ekey);
+    buf keys, vals, k;
+    buf_init(&keys);
+    buf_init(&vals);
+    buf_init(&k);
+    if (n == 0) {
+        return 0;
+    }
+    if (n > STORE_BATCH_MAX) {
+        return store_errf(LAPSE_ETOOBIG, err, errlen, "a batch holds at most %d writes, got %zu",
+                          STORE_BATCH_MAX, n);
+    }
+    if ((e = calloc(n, sizeof(*e))) == NULL || (b = db_batch_new()) == NULL) {
+        rv = oom(err, errlen);
+        goto out;
+    }
+    const int ttl = t->ttl.enabled, derive = store_derive_wanted(t);
+    if (ttl || derive) {
+        g.kp = calloc(n, sizeof(*g.kp));
+        g.kl = calloc(n, sizeof(*g.kl));
+        g.vals = calloc(n, sizeof(*g.vals));
+        g.found = calloc(n, sizeof(*g.found));
+        if (g.kp == NULL || g.kl == NULL || g.vals == NULL || g.found == NULL) {
+            rv = oom(err, errlen);
+            goto out;
+        }
+        for (; g.cap < n; g.cap++) {
+            buf_init(&g.vals[g.cap]);
+        }
+    }
+    /* Validate and encode everything before applying anything. */
+    for (size_t i = 0; i < n; i++) {
+        const store_write *w = &writes[i];
+        const item *it = w->put != NULL ? w->put : w->delete_key;
+        if ((w->put == NULL) == (w->delete_key == NULL)) {
+            rv = store_errf(LAPSE_EINVAL, err, errlen,
+                            "write %zu must be exactly one put or delete", i);
+            goto out;
+        }
+        char why[256];
+        if ((rv = schema_check_item(t, it, w->put == NULL, why, sizeof(why))) != 0) {
+            store_errf(rv, err, errlen, "write %zu: %s", i, why);
+            goto out;
+        }
+        if ((rv = itemkey_of_item(&k, t, it, &e[i].part)) != 0 ||
+            (rv = buf_append(&keys, k.data, k.len)) != 0) {
+            store_errf(rv, err, errlen, "write %zu: cannot encode the key (%s)", i,
+                       lapse_strerror(rv));
+            goto out;
+        }
+        e[i].idx = (uint32_t)i;
+        e[i].koff = keys.len - k.len;
+        e[i].klen = k.len;
+        e[i].vlen = SIZE_MAX;
+        if (w->put != NULL) {
+            e[i].voff = vals.len;
+            if ((rv = item_encode(w->put, &vals)) != 0) {
+                store_errf(rv, err, errlen, "write %zu: cannot encode the item", i);
+                goto out;
+            }
+            e[i].vlen = vals.len - e[i].voff;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        e[i].key = keys.data + e[i].koff;
+    }
+    qsort(e, n, sizeof(*e), entry_cmp);
+    const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
+    /* One WriteBatch per partition, under that partition's lock. Only one
+     * lock is held at a time, so batches cannot deadlock each other. */
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        int64_t min_due_ms = STORE_NO_DUE;
+        store_derive d;
+        memset(&d, 0, sizeof(d));
+        db_batch_clear(b);
+        for (; j < n && e[j].part == e[i].part; j++) {
+            if (e[j].vlen == SIZE_MAX) {
+                db_batch_delete(b, st->db, CF_ITEMS, e[j].key, e[j].klen);
+            } else {
+                db_batch_put(b, st->db, CF_ITEMS, e[j].key, e[j].klen, vals.data + e[j].voff,
+                             e[j].vlen);
+            }
+        }
+        pthread_mutex_t *mu = store_stripe(st, t->id, e[i].part);
+        pthread_mutex_lock(mu);
+        if (derive) {
+            store_derive_begin(&d, st, t, e[i].part);
+        }
+        if (ttl || derive) {
+            rv = group_derive(st, t, writes, &vals, e + i, j - i, now, &g, derive ? &d : NULL, b,
+                              &min_due_ms, err, errlen);
+        }
+        if (rv == 0 && derive) {
+            rv = store_derive_finish(&d, b, err, errlen);
+        }
+        if (rv == 0 && (rv = db_write(st->db, b, 0, err, errlen)) == 0 && derive) {
+            store_derive_committed(&d);
+        }
+        for (size_t x = i; rv == 0 && ttl && x < j; x++) {
+            if (keyset_remove(&st->undeletable, e[x].key, e[x].klen)) {
+                store_sweep_cursor_note(st, t->id, e[i].part, NULL, 0);
+            }
+        }
+        pthread_mutex_unlock(mu);
+        store_derive_end(&d);
+        if (rv != 0) {
+            goto out; /* earlier partitions' groups stay applied */
+        }
+        store_notify(st, t->id, e[i].part, min_due_ms);
+        i = j;
+    }
+out:
+    for (size_t i = 0; i < g.cap; i++) {
+        buf_fini(&g.vals[i]);
+    }
+    free(g.kp);
+    free(g.kl);
+    free(g.vals);
+    free(g.found);
+    buf_fini(&g.ekey);
+    db_batch_free(b);
+    free(e);
+    buf_fini(&keys);
+    buf_fini(&vals);
+    buf_fini(&k);
+    return rv;
+}

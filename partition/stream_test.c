@@ -1,0 +1,227 @@
+/*
+ * stream_test.c: stream shards on a destination store, fed through
+ * outbox_read -> apply_batch: gapless stream sequences per shard with the
+ * outbox's bytes, TTL deletes left out when the stream says so, paged
+ * reads, trimming by retention (commit times set with the replaceable wall
+ * clock) in bounded steps, and dropping a table on the destination.
+ */
+#include "../common/clock.h"
+#include "apply.h"
+#include "expiry.h"
+#include "outbox.h"
+#include "repl_test_util.h"
+#include "store_int.h"
+#include "stream.h"
+
+#define HOUR_MS (3600 * 1000LL)
+
+/* Two partition keys in two different partitions of feed. */
+static void two_keys(const char **a, const char **b)
+{
+    static char ka[16], kb[16];
+    strcpy(ka, "s0");
+    for (int i = 1;; i++) {
+        snprintf(kb, sizeof(kb), "s%d", i);
+        if (part_of_s(kb, feed.partitions) != part_of_s(ka, feed.partitions)) {
+            break;
+        }
+    }
+    *a = ka;
+    *b = kb;
+}
+
+/* Every record of shard (table, shard) on dst, read 3 at a time. */
+static void shard_all(fixture *f, store *dst, uint32_t table_id, uint32_t shard, change_list *out)
+{
+    change_list page;
+    change_list_init(&page);
+    change_list_init(out);
+    uint64_t after = 0;
+    do {
+        assert_ok(stream_read(dst, table_id, shard, after, 3, 0, &page, f->err, sizeof(f->err)), f);
+        for (size_t i = 0; i < page.n; i++) {
+            assert_int_equal(change_list_push(out, page.v[i].seq, page.v[i].data, page.v[i].len),
+                             0);
+            after = page.v[i].seq;
+        }
+    } while (page.n > 0);
+    change_list_fini(&page);
+}
+
+/* Puts n items under pk, each with an Exp due before now when expiring. */
+static void writes(fixture *f, const table_schema *t, const char *pk, int from, int n, int expiring)
+{
+    char exp[32];
+    snprintf(exp, sizeof(exp), "%lld", (long long)(now_s - 10));
+    for (int i = from; i < from + n; i++) {
+        put(f, t, fitem(pk, i, "u", "1", NULL, expiring ? exp : NULL));
+    }
+}
+
+static void test_shards(void **state)
+{
+    fixture *f = *state;
+    store *dst = open_dst(f, "dst");
+    apply_filter stream_only = {NULL, NULL, 1}, gsi_only = {owns_all, NULL, 0};
+    store *gdst = open_dst(f, "gsi");
+    table_schema quiet = feed; /* TTL deletes left out of the stream */
+    quiet.id = 25;
+    quiet.stream.ttl_deletes = 0;
+    const char *ka, *kb;
+    two_keys(&ka, &kb);
+    const table_schema *tables[2] = {&feed, &quiet};
+    unsigned seed = 3;
+    for (int ti = 0; ti < 2; ti++) {
+        const table_schema *t = tables[ti];
+        writes(f, t, ka, 0, 5, 1);
+        writes(f, t, kb, 0, 3, 0);
+        for (uint32_t p = 0; p < t->partitions; p++) {
+            expiry_sweep_result res = {0};
+            assert_ok(expiry_sweep(f->st, t, p, clock_wall_now(), 10, &res, f->err, sizeof(f->err)),
+                      f);
+        }
+        writes(f, t, ka, 10, 2, 0);
+        ship_all(f, dst, t, &stream_only, &seed, 1);
+        ship_all(f, gdst, t, &gsi_only, &seed, 0);
+        for (uint32_t p = 0; p < t->partitions; p++) {
+            change_list ob, sh;
+            outbox_all(f, t->id, p, &ob);
+            shard_all(f, dst, t->id, p, &sh);
+            /* The shard is the outbox's records with a stream seq, byte for
+             * byte, numbered 1, 2, 3, ... */
+            size_t j = 0;
+            for (size_t i = 0; i < ob.n; i++) {
+                change_record r = decode_ok(&ob.v[i]);
+                if (r.stream_seq == 0) {
+                    assert_true(t->stream.ttl_deletes == 0 && r.principal == CHANGE_TTL);
+                    continue;
+                }
+                assert_true(j < sh.n);
+                assert_true(sh.v[j].seq == j + 1 && r.stream_seq == j + 1);
+                assert_int_equal(sh.v[j].len, ob.v[i].len);
+                assert_memory_equal(sh.v[j].data, ob.v[i].data, ob.v[i].len);
+                j++;
+            }
+            assert_int_equal(j, sh.n);
+            uint64_t last = 0;
+            assert_ok(stream_last_seq(dst, t->id, p, &last, f->err, sizeof(f->err)), f);
+            assert_true(last == sh.n);
+            if (p == part_of_s(ka, t->partitions)) {
+                /* 5 puts, 5 TTL deletes (in the stream or not), 2 puts */
+                assert_int_equal(ob.n, 12);
+                assert_int_equal(sh.n, t->stream.ttl_deletes ? 12 : 7);
+            }
+            change_list_fini(&ob);
+            change_list_fini(&sh);
+        }
+        /* A destination that does not host the shard stores no records. */
+        assert_int_equal(cf_count(gdst, CF_STREAM, t->id), 0);
+    }
+    store_close(dst);
+    store_close(gdst);
+}
+
+static void test_trim_by_retention(void **state)
+{
+    fixture *f = *state;
+    store *dst = open_dst(f, "dst");
+    apply_filter stream_only = {NULL, NULL, 1};
+    const char *ka, *kb;
+    two_keys(&ka, &kb);
+    unsigned seed = 4;
+    /* Three generations an hour apart, 3 records per shard each. */
+    for (int h = 0; h < 3; h++) {
+        clock_wall_set_offset_ms(h * HOUR_MS);
+        writes(f, &feed, ka, h * 3, 3, 0);
+        writes(f, &feed, kb, h * 3, 3, 0);
+    }
+    ship_all(f, dst, &feed, &stream_only, &seed, 0);
+    const uint32_t shards[2] = {part_of_s(ka, feed.partitions), part_of_s(kb, feed.partitions)};
+    /* At +2h with a 90-minute retention the first generation goes, in
+     * steps of at most 2 records looked at. */
+    clock_wall_set_offset_ms(2 * HOUR_MS);
+    size_t total = 0, trimmed = 0;
+    int more = 1, steps = 0;
+    while (more) {
+        assert_ok(stream_trim(dst, feed.id, clock_wall_now(), 90 * 60 * 1000, 2, &trimmed, &more,
+                              f->err, sizeof(f->err)),
+                  f);
+        total += trimmed;
+        assert_true(++steps < 20);
+    }
+    assert_int_equal(total, 6);
+    assert_true(steps > 1);
+    for (int i = 0; i < 2; i++) {
+        change_list sh;
+        shard_all(f, dst, feed.id, shards[i], &sh);
+        assert_int_equal(sh.n, 6);
+        assert_true(sh.v[0].seq == 4 && sh.v[5].seq == 9);
+        change_list_fini(&sh);
+    }
+    /* Nothing more is old: a second pass trims nothing. */
+    assert_ok(stream_trim(dst, feed.id, clock_wall_now(), 90 * 60 * 1000, 100, &trimmed, &more,
+                          f->err, sizeof(f->err)),
+              f);
+    assert_int_equal(trimmed, 0);
+    assert_false(more);
+    /* Everything is old an hour later with no retention; the last seq
+     * stays, and the next record continues it. */
+    clock_wall_set_offset_ms(3 * HOUR_MS);
+    assert_ok(stream_trim(dst, feed.id, clock_wall_now(), 0, 100, &trimmed, &more, f->err,
+                          sizeof(f->err)),
+              f);
+    assert_int_equal(trimmed, 12);
+    assert_int_equal(cf_count(dst, CF_STREAM, feed.id), 0);
+    uint64_t last = 0;
+    assert_ok(stream_last_seq(dst, feed.id, shards[0], &last, f->err, sizeof(f->err)), f);
+    assert_true(last == 9);
+    writes(f, &feed, ka, 50, 1, 0);
+    ship_all(f, dst, &feed, &stream_only, &seed, 0);
+    change_list sh;
+    shard_all(f, dst, feed.id, shards[0], &sh);
+    assert_int_equal(sh.n, 1);
+    assert_true(sh.v[0].seq == 10);
+    change_list_fini(&sh);
+    assert_code(
+        stream_trim(dst, feed.id, clock_wall_now(), 0, 0, &trimmed, &more, f->err, sizeof(f->err)),
+        LAPSE_EINVAL, f);
+    store_close(dst);
+}
+
+static void test_drop_on_destination(void **state)
+{
+    fixture *f = *state;
+    store *dst = open_dst(f, "dst");
+    apply_filter fa = {owns_all, NULL, 1};
+    table_schema other = feed;
+    other.id = 26;
+    unsigned seed = 5;
+    writes(f, &feed, "d", 0, 5, 0);
+    writes(f, &other, "d", 0, 5, 0);
+    ship_all(f, dst, &feed, &fa, &seed, 0);
+    ship_all(f, dst, &other, &fa, &seed, 0);
+    assert_true(cf_count(dst, CF_GSI, feed.id) > 0);
+    assert_ok(store_drop_table(dst, feed.id, f->err, sizeof(f->err)), f);
+    assert_int_equal(cf_count(dst, CF_GSI, feed.id), 0);
+    assert_int_equal(cf_count(dst, CF_STREAM, feed.id), 0);
+    assert_int_equal(cf_count(dst, CF_REPL, feed.id), 0);
+    uint64_t a = 1;
+    uint32_t p = part_of_s("d", feed.partitions);
+    assert_ok(apply_applied_seq(dst, feed.id, p, &a, f->err, sizeof(f->err)), f);
+    assert_true(a == 0);
+    assert_ok(stream_last_seq(dst, feed.id, p, &a, f->err, sizeof(f->err)), f);
+    assert_true(a == 0);
+    assert_int_equal(cf_count(dst, CF_GSI, other.id), 5 * 1); /* ByUser only */
+    assert_int_equal(cf_count(dst, CF_STREAM, other.id), 5);
+    store_close(dst);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_shards, rsetup, rteardown),
+        cmocka_unit_test_setup_teardown(test_trim_by_retention, rsetup, rteardown),
+        cmocka_unit_test_setup_teardown(test_drop_on_destination, rsetup, rteardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
