@@ -26,29 +26,6 @@ static void put_u64be(uint8_t p[8], uint64_t v)
     }
 }
 
-/* Reads the u64 under repl key (table_id, kind, part); 0 when absent. */
-static int repl_u64(store *st, uint32_t table_id, uint8_t kind, uint32_t part, uint64_t *out,
-                    char *err, size_t errlen)
-{
-    uint8_t k[ITEMKEY_REPL_MAX];
-    size_t klen = itemkey_repl(k, table_id, kind, part, 0, 0);
-    int found = 0;
-    buf v;
-    buf_init(&v);
-    int rv = db_get(st->db, CF_REPL, k, klen, &v, &found, err, errlen);
-    *out = 0;
-    if (rv == 0 && found) {
-        if (v.len != 8) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
-                            "a stored replication counter is malformed");
-        } else {
-            *out = buf_get_u64be(v.data);
-        }
-    }
-    buf_fini(&v);
-    return rv;
-}
-
 static void repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind, uint32_t part,
                          uint64_t val)
 {
@@ -61,7 +38,7 @@ static void repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind
 int apply_applied_seq(store *st, uint32_t table_id, uint32_t src_part, uint64_t *applied, char *err,
                       size_t errlen)
 {
-    return repl_u64(st, table_id, REPL_APPLIED, src_part, applied, err, errlen);
+    return store_repl_u64(st, table_id, REPL_APPLIED, src_part, 0, 0, applied, err, errlen);
 }
 
 /* ======================================================================== */

@@ -85,8 +85,9 @@ void outbox_forget_table(store *st, uint32_t table_id)
 /* Reading                                                                  */
 /* ======================================================================== */
 
-int outbox_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq, size_t max_records,
-                size_t max_bytes, change_list *out, char *err, size_t errlen)
+int store_seq_read(store *st, int cf, uint32_t table_id, uint32_t part, uint64_t after_seq,
+                   size_t max_records, size_t max_bytes, change_list *out, const char *what,
+                   char *err, size_t errlen)
 {
     int rv;
     db_iter *it = NULL;
@@ -95,19 +96,19 @@ int outbox_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq,
     buf_init(&hi);
     change_list_fini(out);
     if (max_records == 0 || after_seq == UINT64_MAX) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "outbox_read: bad arguments");
+        return store_errf(LAPSE_EINVAL, err, errlen, "%s: bad arguments", what);
     }
     if ((rv = itemkey_seq_of(&lo, table_id, part, after_seq + 1)) != 0 ||
         (rv = itemkey_append_prefix(&hi, table_id, part)) != 0) {
         goto out;
     }
     int hi_none = itemkey_successor(&hi);
-    if ((rv = db_iter_new(&it, st->db, CF_OUTBOX, lo.data, lo.len, hi_none ? NULL : hi.data,
-                          hi.len)) != 0) {
+    if ((rv = db_iter_new(&it, st->db, cf, lo.data, lo.len, hi_none ? NULL : hi.data, hi.len)) !=
+        0) {
         goto out;
     }
     /* Budget: max_records records and max_bytes bytes (the first record
-     * always fits, so a huge record cannot stall the shipper). */
+     * always fits, so a huge record cannot stall a reader). */
     for (db_iter_seek_first(it); db_iter_valid(it) && out->n < max_records; db_iter_next(it)) {
         size_t klen = 0, vlen = 0;
         const uint8_t *k = db_iter_key(it, &klen);
@@ -133,6 +134,13 @@ out:
     return rv;
 }
 
+int outbox_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq, size_t max_records,
+                size_t max_bytes, change_list *out, char *err, size_t errlen)
+{
+    return store_seq_read(st, CF_OUTBOX, table_id, part, after_seq, max_records, max_bytes, out,
+                          "outbox_read", err, errlen);
+}
+
 int outbox_last_seq(store *st, uint32_t table_id, uint32_t part, uint64_t *last, char *err,
                     size_t errlen)
 {
@@ -149,25 +157,32 @@ int outbox_last_seq(store *st, uint32_t table_id, uint32_t part, uint64_t *last,
 /* Acks and trimming                                                        */
 /* ======================================================================== */
 
-static int ack_get(store *st, uint32_t table_id, uint32_t part, uint32_t dest, uint64_t *seq,
-                   char *err, size_t errlen)
+int store_repl_u64(store *st, uint32_t table_id, uint8_t kind, uint32_t part, int has_node,
+                   uint32_t node, uint64_t *out, char *err, size_t errlen)
 {
     uint8_t k[ITEMKEY_REPL_MAX];
-    size_t klen = itemkey_repl(k, table_id, REPL_ACK, part, 1, dest);
+    size_t klen = itemkey_repl(k, table_id, kind, part, has_node, node);
     int found = 0;
     buf v;
     buf_init(&v);
     int rv = db_get(st->db, CF_REPL, k, klen, &v, &found, err, errlen);
-    *seq = 0;
+    *out = 0;
     if (rv == 0 && found) {
         if (v.len != 8) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen, "a stored outbox ack is malformed");
+            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
+                            "a stored replication counter (kind %u) is malformed", (unsigned)kind);
         } else {
-            *seq = buf_get_u64be(v.data);
+            *out = buf_get_u64be(v.data);
         }
     }
     buf_fini(&v);
     return rv;
+}
+
+static int ack_get(store *st, uint32_t table_id, uint32_t part, uint32_t dest, uint64_t *seq,
+                   char *err, size_t errlen)
+{
+    return store_repl_u64(st, table_id, REPL_ACK, part, 1, dest, seq, err, errlen);
 }
 
 int outbox_acked(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_id, uint64_t *seq,

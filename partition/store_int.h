@@ -15,6 +15,7 @@
 
 #include "../common/clock.h"
 #include "../storage/db.h"
+#include "change.h"
 #include "keyset.h"
 #include "store.h"
 
@@ -229,5 +230,19 @@ int expiry_drop_into(store *st, db_batch *b, uint32_t table_id);
 void expiry_scratch_release(store *st);
 /* Compacts the ranges expiry_drop_into deleted (reclaims their space). */
 void expiry_compact_table(store *st, uint32_t table_id);
+
+/* Reads the records of a (table, part)-and-sequence keyed family (outbox,
+ * stream) after after_seq into out: at most max_records, and past the first
+ * at most max_bytes (0: no byte budget). what names the caller in errors.
+ * Returns 0, LAPSE_EINVAL, LAPSE_ENOMEM or LAPSE_EIO (out is then empty). */
+int store_seq_read(store *st, int cf, uint32_t table_id, uint32_t part, uint64_t after_seq,
+                   size_t max_records, size_t max_bytes, change_list *out, const char *what,
+                   char *err, size_t errlen);
+
+/* Reads the u64 counter under the repl key (table_id, kind, part[, node when
+ * has_node]) into *out; 0 when absent. Returns 0, LAPSE_EIO or
+ * LAPSE_ECORRUPT (a value that is not 8 bytes). */
+int store_repl_u64(store *st, uint32_t table_id, uint8_t kind, uint32_t part, int has_node,
+                   uint32_t node, uint64_t *out, char *err, size_t errlen);
 
 #endif

@@ -18,69 +18,14 @@ static int oom(char *err, size_t errlen)
 int stream_read(store *st, uint32_t table_id, uint32_t shard, uint64_t after, size_t max_records,
                 size_t max_bytes, change_list *out, char *err, size_t errlen)
 {
-    int rv;
-    db_iter *it = NULL;
-    buf lo, hi;
-    buf_init(&lo);
-    buf_init(&hi);
-    change_list_fini(out);
-    if (max_records == 0 || after == UINT64_MAX) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "stream_read: bad arguments");
-    }
-    if ((rv = itemkey_seq_of(&lo, table_id, shard, after + 1)) != 0 ||
-        (rv = itemkey_append_prefix(&hi, table_id, shard)) != 0) {
-        goto out;
-    }
-    int hi_none = itemkey_successor(&hi);
-    if ((rv = db_iter_new(&it, st->db, CF_STREAM, lo.data, lo.len, hi_none ? NULL : hi.data,
-                          hi.len)) != 0) {
-        goto out;
-    }
-    /* Budget: max_records records and max_bytes bytes past the first. */
-    for (db_iter_seek_first(it); db_iter_valid(it) && out->n < max_records; db_iter_next(it)) {
-        size_t klen = 0, vlen = 0;
-        const uint8_t *k = db_iter_key(it, &klen);
-        const uint8_t *v = db_iter_value(it, &vlen);
-        if (out->n > 0 && max_bytes > 0 && out->bytes + vlen > max_bytes) {
-            break;
-        }
-        if ((rv = change_list_push(out, itemkey_seq(k, klen), v, vlen)) != 0) {
-            goto out;
-        }
-    }
-    rv = db_iter_status(it, err, errlen);
-out:
-    if (rv == LAPSE_ENOMEM) {
-        oom(err, errlen);
-    }
-    if (rv != 0) {
-        change_list_fini(out);
-    }
-    db_iter_free(it);
-    buf_fini(&lo);
-    buf_fini(&hi);
-    return rv;
+    return store_seq_read(st, CF_STREAM, table_id, shard, after, max_records, max_bytes, out,
+                          "stream_read", err, errlen);
 }
 
 int stream_last_seq(store *st, uint32_t table_id, uint32_t shard, uint64_t *last, char *err,
                     size_t errlen)
 {
-    uint8_t k[ITEMKEY_REPL_MAX];
-    size_t klen = itemkey_repl(k, table_id, REPL_STREAM_LAST, shard, 0, 0);
-    int found = 0;
-    buf v;
-    buf_init(&v);
-    int rv = db_get(st->db, CF_REPL, k, klen, &v, &found, err, errlen);
-    *last = 0;
-    if (rv == 0 && found) {
-        if (v.len != 8) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen, "a stored stream counter is malformed");
-        } else {
-            *last = buf_get_u64be(v.data);
-        }
-    }
-    buf_fini(&v);
-    return rv;
+    return store_repl_u64(st, table_id, REPL_STREAM_LAST, shard, 0, 0, last, err, errlen);
 }
 
 /* The pending trim of one shard: [shard's first key, last old key | 00). */
