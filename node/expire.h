@@ -81,15 +81,22 @@ typedef enum expire_clock_state {
     EXPIRE_CLOCK_SKEWED = 2 /* |skew| > max: scanners paused */
 } expire_clock_state;
 
+/* Called by a scanner after a sweep deleted items of (table_id, part), with
+ * no engine lock held (the deletes made outbox records: the node wakes its
+ * shipper). Must be quick. */
+typedef void (*expire_delete_hook)(void *arg, uint32_t table_id, uint32_t part);
+
 /*
  * Starts the engine for node node_id on store st: syncs with pm (the map
  * loaded at start; borrowed), registers the store's expiry hook, starts the
  * backfill thread and the scanner threads. m (borrowed, outlives the
- * engine) receives the TTL metrics. Returns 0, or LAPSE_ENOMEM with a reason
- * (nothing left running).
+ * engine) receives the TTL metrics; on_delete (may be NULL; arg outlives
+ * the engine) hears of every sweep that deleted something. Returns 0, or
+ * LAPSE_ENOMEM with a reason (nothing left running).
  */
 int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm,
-                const expire_options *opt, metrics *m, char *err, size_t errlen);
+                const expire_options *opt, metrics *m, expire_delete_hook on_delete,
+                void *on_delete_arg, char *err, size_t errlen);
 /* Stops the threads (each finishes its current bounded step), clears the
  * hook and frees the engine. Accepts NULL. */
 void expire_close(expire_engine *e);

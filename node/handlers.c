@@ -59,6 +59,32 @@ int handlers_find_table(handlers_ctx *c, const char *name)
     return 0;
 }
 
+int handlers_find_table_id(handlers_ctx *c, uint32_t table_id)
+{
+    c->map = maps_acquire(c->ns);
+    c->table = pmap_table_find_id(c->map->pm, table_id);
+    if (c->table == NULL || c->req->pmap_version > c->map->pm->version) {
+        /* As handlers_find_table: the sender's map may be newer. */
+        char err[256] = "";
+        maps_release(c->map);
+        c->map = NULL;
+        c->table = NULL;
+        int rv = maps_refresh(c->ns, c->deadline_mono_ms, 1, err, sizeof(err));
+        if (rv != 0) {
+            log_debug("map refresh for table id %u failed: %s: %s", table_id, lapse_strerror(rv),
+                      err);
+        }
+        c->map = maps_acquire(c->ns);
+        c->table = pmap_table_find_id(c->map->pm, table_id);
+    }
+    c->resp->pmap_version = c->map->pm->version;
+    if (c->table == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOTFOUND, "table id %u does not exist", table_id);
+        return LAPSE_ENOTFOUND;
+    }
+    return 0;
+}
+
 int handlers_item_from_pb(handlers_ctx *c, const Lapse__Item *pb, int key_only, const char *what,
                           item **out)
 {
@@ -253,6 +279,12 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
         break;
     case LAPSE__REQUEST__BODY_TTL_PREVIEW:
         preview_ttl(&c);
+        break;
+    case LAPSE__REQUEST__BODY_REPLICATE:
+        replicate_handle(&c);
+        break;
+    case LAPSE__REQUEST__BODY_GET_STREAM_RECORDS:
+        streams_get_records(&c);
         break;
     case LAPSE__REQUEST__BODY__NOT_SET:
         rpc_set_error(resp, a, LAPSE_EPROTO, "request has no body");

@@ -1,8 +1,10 @@
 /*
  * handlers.h: the node's RPC handler: dispatch of each request to its call
  * (writes.c: PutItem, DeleteItem, UpdateItem, BatchWrite; reads.c: GetItem,
- * Query, Scan, BatchGet; preview.c: TtlPreview; here: PushPartitionMap, whose
- * reply carries the TTL progress) and the steps every item call shares.
+ * Query, Scan, BatchGet; reads_index.c: Query of an LSI or GSI; preview.c:
+ * TtlPreview; replicate.c: Replicate; streams.c: GetStreamRecords; here:
+ * PushPartitionMap, whose reply carries the TTL progress) and the steps
+ * every item call shares.
  *
  * Every item call runs the same pipeline, each step answering the request
  * with an error when it fails:
@@ -62,6 +64,8 @@ int handlers_need_body(handlers_ctx *c, const void *body);
 /* Looks name up (refreshing the map as the pipeline above says), taking a
  * map reference into c. Returns 0, or an error already set on the reply. */
 int handlers_find_table(handlers_ctx *c, const char *name);
+/* As handlers_find_table, by table id (Replicate: node to node). */
+int handlers_find_table_id(handlers_ctx *c, uint32_t table_id);
 /* Converts pb into *out (caller item_free) and checks it against the table
  * schema (key_only: a key, nothing else). what names it in messages ("item",
  * "key"). Returns 0, or an error (EINVAL, ETOOBIG, ENOMEM) set on the reply.
@@ -90,7 +94,8 @@ int handlers_cond_from_pb(handlers_ctx *c, const Lapse__Condition *pb, store_con
 /* Sets the reply for a failed store call (the store's code and message). */
 void handlers_store_error(handlers_ctx *c, int rv, const char *err);
 
-/* The calls, in writes.c and reads.c. Each sets status or body on c->resp. */
+/* The calls, in writes.c, reads.c, reads_index.c, preview.c, replicate.c
+ * and streams.c. Each sets status or body on c->resp. */
 void writes_put(handlers_ctx *c);
 void writes_delete(handlers_ctx *c);
 void writes_update(handlers_ctx *c);
@@ -99,6 +104,9 @@ void reads_get(handlers_ctx *c);
 void reads_query(handlers_ctx *c);
 void reads_scan(handlers_ctx *c);
 void reads_batch_get(handlers_ctx *c);
+void reads_query_index(handlers_ctx *c); /* reads_query with QueryRequest.index set */
 void preview_ttl(handlers_ctx *c);
+void replicate_handle(handlers_ctx *c);
+void streams_get_records(handlers_ctx *c);
 
 #endif

@@ -18,6 +18,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "node.h"
+#include "shipper.h"
 
 /* Set by the signal handler, read by main's wait loop. */
 static volatile sig_atomic_t g_stop = 0;
@@ -63,12 +64,16 @@ static void usage(FILE *f)
             "                      passes over every item (what the index buys; see docs/node.md)\n"
             "  --ttl-naive-interval-ms N\n"
             "                      sleep between two naive passes (default %d)\n"
+            "  --repl-workers N    outbox shipper threads (GSI and stream replication), "
+            "1..%d\n"
+            "                      (default %d)\n"
             "  --metrics-listen HOST:PORT\n"
             "                      serve Prometheus metrics at http://HOST:PORT/metrics "
             "(default: off)\n"
             "  --help              this text\n",
             NODE_DEFAULT_COORDINATOR, EXPIRE_MAX_WORKERS, EXPIRE_DEFAULT_WORKERS,
-            EXPIRE_DEFAULT_MAX_SKEW_MS, EXPIRE_DEFAULT_NAIVE_INTERVAL_MS);
+            EXPIRE_DEFAULT_MAX_SKEW_MS, EXPIRE_DEFAULT_NAIVE_INTERVAL_MS, SHIPPER_MAX_WORKERS,
+            SHIPPER_DEFAULT_WORKERS);
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -117,14 +122,21 @@ int main(int argc, char **argv)
         {"metrics-listen", required_argument, NULL, 'M'},
         {"ttl-naive-scan", no_argument, NULL, 'N'},
         {"ttl-naive-interval-ms", required_argument, NULL, 'I'},
+        {"repl-workers", required_argument, NULL, 'R'},
         /* Hidden, for tests: shifts this node's wall clock (clock skew). */
         {"debug-clock-offset-ms", required_argument, NULL, 'O'},
+        /* Hidden, for tests: the stream retention period (60 s). */
+        {"debug-stream-trim-interval-ms", required_argument, NULL, 'Y'},
+        /* Hidden fault point, for tests: SIGKILL after N batches applied by other nodes,
+         * before their ack is recorded (shipper.h). */
+        {"debug-repl-kill-after-batches", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
     };
     node_options opt = {0};
     opt.ttl.workers = EXPIRE_DEFAULT_WORKERS;
     opt.ttl.max_clock_skew_ms = EXPIRE_DEFAULT_MAX_SKEW_MS;
     opt.ttl.naive_interval_ms = EXPIRE_DEFAULT_NAIVE_INTERVAL_MS;
+    opt.repl_workers = SHIPPER_DEFAULT_WORKERS;
     enum log_level level = LOG_INFO;
     long long clock_offset_ms = 0;
     long long v;
@@ -224,6 +236,29 @@ int main(int argc, char **argv)
                                  optarg);
             }
             clock_offset_ms = v;
+            break;
+        case 'R':
+            if (parse_int(optarg, 1, SHIPPER_MAX_WORKERS, &v) != 0) {
+                return bad_usage("--repl-workers must be a number from 1 to 64, not \"%s\"",
+                                 optarg);
+            }
+            opt.repl_workers = (int)v;
+            break;
+        case 'Y':
+            if (parse_int(optarg, 1, 86400000LL, &v) != 0) {
+                return bad_usage("--debug-stream-trim-interval-ms must be a number from 1 to "
+                                 "86400000, not \"%s\"",
+                                 optarg);
+            }
+            opt.stream_trim_interval_ms = v;
+            break;
+        case 'K':
+            if (parse_int(optarg, 1, 1000000000LL, &v) != 0) {
+                return bad_usage("--debug-repl-kill-after-batches must be a number from 1 to "
+                                 "1000000000, not \"%s\"",
+                                 optarg);
+            }
+            opt.debug_repl_kill_after_batches = v;
             break;
         case 'h':
             usage(stdout);

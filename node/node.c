@@ -16,6 +16,8 @@
 #include "handlers.h"
 #include "maps.h"
 #include "membership.h"
+#include "shipper.h"
+#include "streams.h"
 #include "telemetry.h"
 
 /* mkdir -p. Returns 0 or LAPSE_EIO with a reason. */
@@ -117,6 +119,12 @@ static int copy_str(char *dst, size_t cap, const char *src, const char *what, ch
     return 0;
 }
 
+/* The TTL engine's delete hook: the sweep's deletes are outbox records. */
+static void on_ttl_delete(void *arg, uint32_t table_id, uint32_t part)
+{
+    shipper_notify(arg, table_id, part);
+}
+
 int node_open(node_server **out, const node_options *opt, char *err, size_t errlen)
 {
     int rv;
@@ -129,6 +137,9 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     ns->id = opt->id;
     ns->workers = opt->workers;
     ns->ttl_opt = opt->ttl;
+    ns->repl_workers = opt->repl_workers > 0 ? opt->repl_workers : SHIPPER_DEFAULT_WORKERS;
+    ns->stream_trim_interval_ms = opt->stream_trim_interval_ms;
+    ns->debug_repl_kill_after_batches = opt->debug_repl_kill_after_batches;
     atomic_init(&ns->registered, 0);
     atomic_init(&ns->clock_skew_ms, 0);
     const char *adv = opt->advertise_url != NULL ? opt->advertise_url : opt->listen_url;
@@ -157,8 +168,19 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     if ((rv = telemetry_init(ns, err, errlen)) != 0) {
         goto fail;
     }
+    for (int i = 0; i < NODE_REPL_LOCKS; i++) {
+        pthread_mutex_init(&ns->repl_locks[i], NULL);
+    }
+    ns->repl_locks_inited = 1;
+    if ((rv = streams_open(&ns->streams, ns, ns->stream_trim_interval_ms, err, errlen)) != 0 ||
+        (rv = shipper_open(&ns->shipper, ns, ns->repl_workers, err, errlen)) != 0) {
+        goto fail;
+    }
+    /* The TTL sweeps wake the shipper like writes do (their deletes make
+     * outbox records). */
     node_map *m = maps_acquire(ns);
-    rv = expire_open(&ns->ttl, ns->st, ns->id, m->pm, &ns->ttl_opt, ns->metrics, err, errlen);
+    rv = expire_open(&ns->ttl, ns->st, ns->id, m->pm, &ns->ttl_opt, ns->metrics, on_ttl_delete,
+                     ns->shipper, err, errlen);
     maps_release(m);
     if (rv != 0) {
         goto fail;
@@ -166,7 +188,10 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     if ((rv = rpc_client_open(&ns->coord, ns->coordinator_url, err, errlen)) != 0) {
         goto fail;
     }
-    rpc_server_options so = {.contexts = 0, .workers = ns->workers};
+    /* Long polls of GetStreamRecords get threads of their own (streams.h). */
+    rpc_server_options so = {.contexts = 0,
+                             .workers = (ns->workers > 0 ? ns->workers : NODE_DEFAULT_WORKERS) +
+                                        STREAMS_MAX_POLLERS};
     char why[256] = "";
     if ((rv = rpc_server_open(&ns->srv, ns->listen_url, &so, handlers_serve, ns, why,
                               sizeof(why))) != 0) {
@@ -195,17 +220,27 @@ void node_close(node_server *ns)
         return;
     }
     membership_stop(ns);       /* no more coordinator calls from the thread */
+    streams_stop(ns->streams); /* long polls answer now; retention stops */
     rpc_server_close(ns->srv); /* waits for running handlers */
     ns->srv = NULL;
-    telemetry_stop(ns);    /* the endpoint reads the TTL engine and the store */
+    telemetry_stop(ns);    /* the endpoint reads the TTL engine, shipper and store */
     expire_close(ns->ttl); /* its threads finish their current step */
     ns->ttl = NULL;
+    shipper_close(ns->shipper); /* its workers finish their current round */
+    ns->shipper = NULL;
+    streams_free(ns->streams);
+    ns->streams = NULL;
     rpc_client_close(ns->coord);
     ns->coord = NULL;
     if (ns->maps_inited) {
         maps_fini(ns);
     }
     telemetry_fini(ns);
+    if (ns->repl_locks_inited) {
+        for (int i = 0; i < NODE_REPL_LOCKS; i++) {
+            pthread_mutex_destroy(&ns->repl_locks[i]);
+        }
+    }
     store_close(ns->st);
     free(ns);
 }

@@ -17,15 +17,18 @@
  *  2. map is never NULL while the node is open; it is immutable and only
  *     replaced by maps_apply (under map_lock, as a whole).
  *  3. Every background thread is stopped before the state it uses is freed:
- *     node_close stops membership, then the RPC server (which waits for
- *     running handlers) and the metrics endpoint, then the TTL engine's
- *     threads, then frees the map, the client, the metrics and the store.
+ *     node_close stops membership and the stream retention thread (ending
+ *     long polls), then the RPC server (which waits for running handlers)
+ *     and the metrics endpoint, then the TTL engine's threads (which wake
+ *     the shipper), then the outbox shipper, then frees the map, the
+ *     client, the metrics and the store.
  *
  * Lifecycle:
  *
  *          node_open                       node_close
  *   (none) ---------> SERVING ---------------------------------> (none)
  *                     | data dir locked, map loaded from meta,
+ *                     | outbox shipper and stream retention running,
  *                     | TTL engine (backfill, scanners) running,
  *                     | RPC listening, membership thread running,
  *                     | GET /metrics served with --metrics-listen
@@ -48,22 +51,30 @@
 
 #define NODE_MAX_URL PMAP_MAX_ADDR
 #define NODE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400"
+#define NODE_DEFAULT_WORKERS 4 /* --workers */
 #define NODE_META_ID "node_id" /* store meta: the node id, decimal text */
 #define NODE_META_PMAP "pmap"  /* store meta: packed Lapse__PartitionMap */
 
 typedef struct node_map node_map; /* maps.h */
+typedef struct shipper shipper;   /* shipper.h */
+typedef struct streams streams;   /* streams.h */
+
+#define NODE_REPL_LOCKS 64 /* replicate.c: stripes of the per-source-partition apply lock */
 
 /* What main() parsed from the flags. Borrowed by node_open (copied). */
 typedef struct node_options {
-    uint32_t id;                 /* 1..65535 */
-    const char *listen_url;      /* where the RPC server listens */
-    const char *advertise_url;   /* registered with the coordinator; NULL = listen_url */
-    const char *coordinator_url; /* NULL = NODE_DEFAULT_COORDINATOR */
-    const char *data_dir;        /* created if missing */
-    int workers;                 /* RPC handler threads; 0 = rpc default */
-    expire_options ttl;          /* --ttl-workers, --ttl-max-deletes-per-sec,
-                                    --ttl-backfill-rate, --max-clock-skew-ms */
-    const char *metrics_listen;  /* HOST:PORT for GET /metrics; NULL = none */
+    uint32_t id;                           /* 1..65535 */
+    const char *listen_url;                /* where the RPC server listens */
+    const char *advertise_url;             /* registered with the coordinator; NULL = listen_url */
+    const char *coordinator_url;           /* NULL = NODE_DEFAULT_COORDINATOR */
+    const char *data_dir;                  /* created if missing */
+    int workers;                           /* RPC handler threads; 0 = rpc default */
+    expire_options ttl;                    /* --ttl-workers, --ttl-max-deletes-per-sec,
+                                              --ttl-backfill-rate, --max-clock-skew-ms */
+    const char *metrics_listen;            /* HOST:PORT for GET /metrics; NULL = none */
+    int repl_workers;                      /* outbox shipper threads; 0 = default */
+    int64_t stream_trim_interval_ms;       /* stream retention period; 0 = default (tests) */
+    int64_t debug_repl_kill_after_batches; /* fault point (tests); 0 = off */
 } node_options;
 
 typedef struct node_server {
@@ -116,11 +127,15 @@ typedef struct node_server {
     char metrics_listen[NODE_MAX_URL]; /* fixed: --metrics-listen, "" = no endpoint */
     http_server *http;                 /* owned; GET /metrics, NULL without the flag */
 
-    /*
-     * Room for what the replication issue adds, a section of its own,
-     * started by node_open after maps_init and stopped by node_close before
-     * the RPC server and the store: the outbox shipper thread.
-     */
+    /* ---- replication (shipper.h, replicate.h, streams.h) ---- */
+    int repl_workers;                            /* fixed: --repl-workers */
+    int64_t stream_trim_interval_ms;             /* fixed: stream retention period */
+    int64_t debug_repl_kill_after_batches;       /* fixed: fault point (shipper.h); 0 = off */
+    pthread_mutex_t repl_locks[NODE_REPL_LOCKS]; /* replicate.c: one apply of a (table,
+                                                    source partition) at a time here */
+    int repl_locks_inited;                       /* repl_locks exist */
+    shipper *shipper;                            /* owned; thread-safe; the outbox shipper */
+    streams *streams; /* owned; thread-safe; long polls and stream retention */
 } node_server;
 
 /*

@@ -19,9 +19,9 @@
 #include "../partition/ttl.h"
 #include "../rpc/wire.h"
 #include "handlers.h"
+#include "reads_int.h"
 
-/* Whether the call hides expired items (see the file comment). */
-static int hide_expired(const handlers_ctx *c, int requested)
+int reads_hide_expired(const handlers_ctx *c, int requested)
 {
     const table_schema *t = &c->table->schema;
     return t->ttl.enabled && (requested || t->hide_expired);
@@ -34,9 +34,7 @@ static int is_expired(const handlers_ctx *c, const item *it, clock_wall now)
            ttl_is_expired(due_ms, now);
 }
 
-/* Frees and removes the expired items of page, keeping the order and
- * last_key. */
-static void filter_page(const handlers_ctx *c, store_page *page, clock_wall now)
+void reads_filter_page(const handlers_ctx *c, store_page *page, clock_wall now)
 {
     size_t kept = 0;
     for (size_t i = 0; i < page->n; i++) {
@@ -70,7 +68,7 @@ void reads_get(handlers_ctx *c)
     /* The snapshot is taken after the read: an item that fell due while it
      * was read is hidden too. */
     clock_wall now = clock_wall_now();
-    if (found != NULL && hide_expired(c, r->hide_expired) && is_expired(c, found, now)) {
+    if (found != NULL && reads_hide_expired(c, r->hide_expired) && is_expired(c, found, now)) {
         item_free(found);
         found = NULL;
     }
@@ -91,8 +89,7 @@ out:
     item_free(found);
 }
 
-/* Builds the PageResponse from a store page. */
-static void reply_page(handlers_ctx *c, const store_page *page)
+void reads_reply_page(handlers_ctx *c, const store_page *page)
 {
     Lapse__PageResponse *out = arena_alloc(c->a, sizeof(*out));
     if (out == NULL) {
@@ -122,11 +119,10 @@ oom:
     rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
 }
 
-/* Converts a sort-key operand and checks it against the schema's sort key. */
-static int sk_value(handlers_ctx *c, const Lapse__AttributeValue *pb, const char *what,
-                    attr_value *out)
+/* Converts a sort-key operand and checks it against the sort key skd. */
+static int sk_value(handlers_ctx *c, const Lapse__AttributeValue *pb, const key_def *sk,
+                    const char *what, attr_value *out)
 {
-    const key_def *sk = &c->table->schema.sk;
     char err[256] = "";
     if (pb == NULL) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "sort key condition: %s is required", what);
@@ -146,8 +142,8 @@ static int sk_value(handlers_ctx *c, const Lapse__AttributeValue *pb, const char
     return 0;
 }
 
-static int sk_from_pb(handlers_ctx *c, const Lapse__SortKeyCondition *pb, store_sk_cond *sk,
-                      attr_value *v1, attr_value *v2)
+int reads_sk_from_pb(handlers_ctx *c, const Lapse__SortKeyCondition *pb, const key_def *skd,
+                     const char *owner, store_sk_cond *sk, attr_value *v1, attr_value *v2)
 {
     static const store_sk_op ops[] = {
         [LAPSE__SORT_KEY_CONDITION__OP__NONE] = STORE_SK_NONE,
@@ -159,7 +155,6 @@ static int sk_from_pb(handlers_ctx *c, const Lapse__SortKeyCondition *pb, store_
         [LAPSE__SORT_KEY_CONDITION__OP__BETWEEN] = STORE_SK_BETWEEN,
         [LAPSE__SORT_KEY_CONDITION__OP__BEGINS_WITH] = STORE_SK_BEGINS_WITH,
     };
-    const table_schema *t = &c->table->schema;
     memset(sk, 0, sizeof(*sk));
     if (pb == NULL || pb->op == LAPSE__SORT_KEY_CONDITION__OP__NONE) {
         return 0;
@@ -169,23 +164,23 @@ static int sk_from_pb(handlers_ctx *c, const Lapse__SortKeyCondition *pb, store_
                       (int)pb->op);
         return LAPSE_EINVAL;
     }
-    if (t->sk.name[0] == 0) {
+    if (skd->name[0] == 0) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
-                      "table \"%s\" has no sort key: a sort key condition is not allowed", t->name);
+                      "%s has no sort key: a sort key condition is not allowed", owner);
         return LAPSE_EINVAL;
     }
     sk->op = ops[pb->op];
-    if (sk->op == STORE_SK_BEGINS_WITH && t->sk.type == ATTR_N) {
+    if (sk->op == STORE_SK_BEGINS_WITH && skd->type == ATTR_N) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
-                      "begins_with needs a sort key of type S or B; \"%s\" is N", t->sk.name);
+                      "begins_with needs a sort key of type S or B; \"%s\" is N", skd->name);
         return LAPSE_EINVAL;
     }
-    if (sk_value(c, pb->value, "value", v1) != 0) {
+    if (sk_value(c, pb->value, skd, "value", v1) != 0) {
         return LAPSE_EINVAL;
     }
     sk->v1 = v1;
     if (sk->op == STORE_SK_BETWEEN) {
-        if (sk_value(c, pb->value2, "value2", v2) != 0) {
+        if (sk_value(c, pb->value2, skd, "value2", v2) != 0) {
             return LAPSE_EINVAL;
         }
         sk->v2 = v2;
@@ -207,10 +202,19 @@ void reads_query(handlers_ctx *c)
     item_value_init_null(&v2);
     memset(&page, 0, sizeof(page));
 
-    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
+    if (handlers_need_body(c, r) != 0) {
+        goto out;
+    }
+    if (r->index != NULL && r->index[0] != 0) {
+        reads_query_index(c);
+        goto out;
+    }
+    if (handlers_find_table(c, r->table) != 0) {
         goto out;
     }
     const table_schema *t = &c->table->schema;
+    char owner[SCHEMA_MAX_NAME + 16];
+    snprintf(owner, sizeof(owner), "table \"%s\"", t->name);
     if (r->partition_key == NULL) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition_key is required");
         goto out;
@@ -225,7 +229,8 @@ void reads_query(handlers_ctx *c)
                       t->pk.name, item_type_name(t->pk.type), item_type_name(pk.type));
         goto out;
     }
-    if (handlers_route_pk(c, &pk, &part) != 0 || sk_from_pb(c, r->sort_key, &sk, &v1, &v2) != 0) {
+    if (handlers_route_pk(c, &pk, &part) != 0 ||
+        reads_sk_from_pb(c, r->sort_key, &t->sk, owner, &sk, &v1, &v2) != 0) {
         goto out;
     }
     if (r->exclusive_start_key != NULL) {
@@ -245,10 +250,10 @@ void reads_query(handlers_ctx *c)
         handlers_store_error(c, rv, err);
         goto out;
     }
-    if (hide_expired(c, r->hide_expired)) {
-        filter_page(c, &page, clock_wall_now());
+    if (reads_hide_expired(c, r->hide_expired)) {
+        reads_filter_page(c, &page, clock_wall_now());
     }
-    reply_page(c, &page);
+    reads_reply_page(c, &page);
 out:
     store_page_fini(&page);
     item_free(start);
@@ -297,10 +302,10 @@ void reads_scan(handlers_ctx *c)
         handlers_store_error(c, rv, err);
         goto out;
     }
-    if (hide_expired(c, r->hide_expired)) {
-        filter_page(c, &page, clock_wall_now());
+    if (reads_hide_expired(c, r->hide_expired)) {
+        reads_filter_page(c, &page, clock_wall_now());
     }
-    reply_page(c, &page);
+    reads_reply_page(c, &page);
 out:
     store_page_fini(&page);
     item_free(start);
@@ -358,7 +363,7 @@ void reads_batch_get(handlers_ctx *c)
         handlers_store_error(c, rv, err);
         goto out;
     }
-    if (hide_expired(c, r->hide_expired)) {
+    if (reads_hide_expired(c, r->hide_expired)) {
         clock_wall now = clock_wall_now();
         for (size_t j = 0; j < nmine; j++) {
             if (found[j] != NULL && is_expired(c, found[j], now)) {

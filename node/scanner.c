@@ -207,6 +207,9 @@ static void sweep_one(expire_worker *w, expire_slot *s, size_t max_items, clock_
     int rv = expiry_sweep(e->st, &schema, s->part, now, max_items, &res, err, sizeof(err));
     if (rv == 0) {
         record(e, &schema, &res);
+        if (res.deleted > 0 && e->on_delete != NULL) {
+            e->on_delete(e->on_delete_arg, schema.id, s->part);
+        }
     } else {
         log_error("TTL scanner %d: sweeping table \"%s\" partition %u: %s: %s", w->index,
                   schema.name, s->part, lapse_strerror(rv), err);
@@ -293,6 +296,9 @@ static void naive_run(expire_worker *w)
                 if (rv == 0) {
                     res.undeletable = 0; /* seen again every pass: not counted */
                     record(e, &schema, &res);
+                    if (res.deleted > 0 && e->on_delete != NULL) {
+                        e->on_delete(e->on_delete_arg, schema.id, part);
+                    }
                 } else {
                     log_error("TTL naive scanner %d: table \"%s\" partition %u: %s: %s", w->index,
                               schema.name, part, lapse_strerror(rv), err);

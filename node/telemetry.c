@@ -8,6 +8,7 @@
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "shipper.h"
 
 /* Stable label values for lapse.Status codes (the enum's names). */
 static const char *status_label(int code)
@@ -60,6 +61,10 @@ static const char *call_label(const Lapse__Request *req)
         return "PushPartitionMap";
     case LAPSE__REQUEST__BODY_TTL_PREVIEW:
         return "TtlPreview";
+    case LAPSE__REQUEST__BODY_REPLICATE:
+        return "Replicate";
+    case LAPSE__REQUEST__BODY_GET_STREAM_RECORDS:
+        return "GetStreamRecords";
     default:
         return "other";
     }
@@ -79,6 +84,9 @@ static void collect(void *arg, metrics *m)
     node_server *ns = arg;
     if (ns->ttl != NULL) {
         expire_collect(ns->ttl, m);
+    }
+    if (ns->shipper != NULL) {
+        shipper_collect(ns->shipper, m);
     }
 }
 

@@ -2,8 +2,11 @@
  * writes.c: PutItem, DeleteItem, UpdateItem and BatchWrite (handlers.h
  * pipeline). The store serializes writes per partition and makes each one a
  * single WriteBatch (with the item's expiry index entry when the table's TTL
- * is enabled); this file only validates, routes and converts, and counts
- * TTL values the enabled rule ignores (expire_note_write).
+ * is enabled, its LSI entries and its outbox record); this file only
+ * validates, routes and converts, counts TTL values the enabled rule
+ * ignores (expire_note_write), and wakes the outbox shipper after a write
+ * to a table with an outbox (shipper_notify_table), so the change ships
+ * within milliseconds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +15,7 @@
 #include "../common/lapse_err.h"
 #include "../rpc/wire.h"
 #include "handlers.h"
+#include "shipper.h"
 
 static void *body_alloc(handlers_ctx *c, size_t n)
 {
@@ -50,6 +54,7 @@ static void write_one(handlers_ctx *c, const char *table, const Lapse__Item *pb,
         handlers_store_error(c, rv, err);
         goto out;
     }
+    shipper_notify_table(c->ns->shipper, &c->table->schema, part);
     if (!is_delete) {
         expire_note_write(c->ns->ttl, &c->table->schema, it);
     }
@@ -144,6 +149,7 @@ void writes_update(handlers_ctx *c)
         handlers_store_error(c, rv, err);
         goto out;
     }
+    shipper_notify_table(c->ns->shipper, &c->table->schema, part);
     expire_note_write(c->ns->ttl, &c->table->schema, updated);
     Lapse__UpdateItemResponse *out = body_alloc(c, sizeof(*out));
     if (out == NULL) {
@@ -178,6 +184,7 @@ void writes_batch(handlers_ctx *c)
     const Lapse__BatchWriteRequest *r = c->req->batch_write;
     item **items = NULL;
     store_write *writes = NULL;
+    uint32_t *parts = NULL; /* parts[k]: the partition of writes[k] */
     uint32_t *unprocessed = NULL;
     size_t n = 0, nwrites = 0, nun = 0;
     char err[512] = "";
@@ -194,8 +201,9 @@ void writes_batch(handlers_ctx *c)
     if (n > 0) {
         items = calloc(n, sizeof(*items));
         writes = calloc(n, sizeof(*writes));
+        parts = calloc(n, sizeof(*parts));
         unprocessed = arena_alloc(c->a, n * sizeof(*unprocessed));
-        if (items == NULL || writes == NULL || unprocessed == NULL) {
+        if (items == NULL || writes == NULL || parts == NULL || unprocessed == NULL) {
             rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
             goto out;
         }
@@ -220,6 +228,7 @@ void writes_batch(handlers_ctx *c)
             unprocessed[nun++] = (uint32_t)i;
             continue;
         }
+        parts[nwrites] = part;
         writes[nwrites].put = is_put ? items[i] : NULL;
         writes[nwrites].delete_key = is_put ? NULL : items[i];
         nwrites++;
@@ -232,6 +241,9 @@ void writes_batch(handlers_ctx *c)
         }
         for (size_t i = 0; i < nwrites; i++) {
             expire_note_write(c->ns->ttl, &c->table->schema, writes[i].put);
+            if (i == 0 || parts[i] != parts[i - 1]) {
+                shipper_notify_table(c->ns->shipper, &c->table->schema, parts[i]);
+            }
         }
     }
     Lapse__BatchWriteResponse *out = body_alloc(c, sizeof(*out));
@@ -249,4 +261,5 @@ out:
     }
     free(items);
     free(writes);
+    free(parts);
 }

@@ -8,9 +8,9 @@
  *
  * Thread-safe (pure functions on caller-owned data).
  *
- * Implemented in three files: wire.c (values, items, status codes),
- * wire_pmap.c (schemas, table maps, partition maps) and wire_nesting.c
- * (wire_check_nesting).
+ * Implemented in four files: wire.c (values, items, status codes),
+ * wire_pmap.c (schemas, table maps, partition maps), wire_nesting.c
+ * (wire_check_nesting) and wire_stream.c (stream records).
  */
 #ifndef LAPSE_WIRE_H
 #define LAPSE_WIRE_H
@@ -87,6 +87,14 @@ int wire_pmap_from_pb(const Lapse__PartitionMap *pb, pmap **out, char *err, size
 #define WIRE_MAX_TTL_GUARD_YEARS 1000
 Lapse__TtlConfig *wire_ttl_to_pb(arena *a, const table_ttl *t);
 int wire_ttl_from_pb(const Lapse__TtlConfig *pb, table_ttl *out, char *err, size_t errlen);
+
+/* A stored stream record (a change record, partition/change.h, of the
+ * shard it was read from) as a StreamRecord allocated from a: sequence_number
+ * is the stream seq, the keys and images decoded into Items, size_bytes the
+ * encoded bytes of the keys and images (DynamoDB's SizeBytes,
+ * approximately), the TTL fields set for a TTL delete. Returns 0,
+ * LAPSE_ECORRUPT (the record does not decode; *out NULL) or LAPSE_ENOMEM. */
+int wire_stream_record_to_pb(arena *a, const void *data, size_t len, Lapse__StreamRecord **out);
 
 /* lapse_status <-> Lapse__Status: identical numbers; out-of-range values
  * from the wire become LAPSE_EPROTO. */

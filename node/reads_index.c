@@ -1,0 +1,147 @@
+/*
+ * reads_index.c: Query of a secondary index (QueryRequest.index set;
+ * docs/replication.md "Indexes"). An LSI lives beside the base partition:
+ * the query goes to the partition's owner, like a base query. A GSI has its
+ * own partitions: the client names the one the partition key hashes to
+ * (index_partition), and only its owner answers (EWRONGNODE otherwise, as
+ * for base partitions). GSI entries arrive asynchronously through the
+ * outbox, so a GSI query reads what this node has applied so far.
+ *
+ * hide_expired works as for base reads: a GSI entry carries the TTL
+ * attribute whatever its projection, so an expired item is hidden even
+ * before its delete has arrived here.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "../partition/hash.h"
+#include "../rpc/wire.h"
+#include "handlers.h"
+#include "reads_int.h"
+
+/* Converts the query's partition key, checked against key pkd. */
+static int pk_from_pb(handlers_ctx *c, const Lapse__QueryRequest *r, const key_def *pkd,
+                      attr_value *pk)
+{
+    char err[256] = "";
+    if (r->partition_key == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition_key is required");
+        return LAPSE_EINVAL;
+    }
+    int rv = wire_value_from_pb(r->partition_key, pk, err, sizeof(err));
+    if (rv != 0) {
+        rpc_set_error(c->resp, c->a, rv, "partition_key: %s", err);
+        return rv;
+    }
+    if (pk->type != pkd->type) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition key \"%s\" is of type %s, not %s",
+                      pkd->name, item_type_name(pkd->type), item_type_name(pk->type));
+        return LAPSE_EINVAL;
+    }
+    return 0;
+}
+
+/* Checks that this node owns the GSI partition the query names, which
+ * must be the one its partition key hashes to. */
+static int route_gsi(handlers_ctx *c, uint32_t gsi, uint32_t want, const attr_value *pk)
+{
+    const index_def *g = &c->table->schema.gsi[gsi];
+    uint32_t part = 0;
+    if (want >= g->partitions) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                      "index_partition %u is out of range: index \"%s\" has %u partitions", want,
+                      g->name, g->partitions);
+        return LAPSE_EINVAL;
+    }
+    int rv = hash_partition(pk, g->partitions, &part);
+    if (rv != 0) {
+        rpc_set_error(c->resp, c->a, rv, "partition key \"%s\": %s", g->pk.name,
+                      lapse_strerror(rv));
+        return rv;
+    }
+    if (part != want) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                      "the partition key belongs to partition %u of index \"%s\", not %u", part,
+                      g->name, want);
+        return LAPSE_EINVAL;
+    }
+    uint32_t owner = pmap_gsi_owner(c->table, gsi, part);
+    if (owner != c->ns->id) {
+        rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE,
+                      "partition %u of index %s of table %s is owned by node %u", part, g->name,
+                      c->table->schema.name, owner);
+        return LAPSE_EWRONGNODE;
+    }
+    return 0;
+}
+
+void reads_query_index(handlers_ctx *c)
+{
+    const Lapse__QueryRequest *r = c->req->query;
+    attr_value pk, v1, v2;
+    store_sk_cond sk;
+    item *start = NULL;
+    store_page page;
+    char err[512] = "";
+    item_value_init_null(&pk);
+    item_value_init_null(&v1);
+    item_value_init_null(&v2);
+    memset(&page, 0, sizeof(page));
+
+    if (handlers_find_table(c, r->table) != 0) {
+        goto out;
+    }
+    const table_schema *t = &c->table->schema;
+    int lsi = -1;
+    for (uint32_t i = 0; i < t->nlsi; i++) {
+        if (strcmp(t->lsi[i].name, r->index) == 0) {
+            lsi = (int)i;
+        }
+    }
+    int gsi = lsi < 0 ? pmap_gsi_find(c->table, r->index) : -1;
+    if (lsi < 0 && gsi < 0) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "table \"%s\" has no index \"%s\"", t->name,
+                      r->index);
+        goto out;
+    }
+    const index_def *ix = lsi >= 0 ? &t->lsi[lsi] : &t->gsi[gsi];
+    char owner[SCHEMA_MAX_NAME + 16];
+    snprintf(owner, sizeof(owner), "index \"%s\"", ix->name);
+    uint32_t part = 0;
+    if (pk_from_pb(c, r, lsi >= 0 ? &t->pk : &ix->pk, &pk) != 0 ||
+        (lsi >= 0 ? handlers_route_pk(c, &pk, &part)
+                  : route_gsi(c, (uint32_t)gsi, r->index_partition, &pk)) != 0 ||
+        reads_sk_from_pb(c, r->sort_key, &ix->sk, owner, &sk, &v1, &v2) != 0) {
+        goto out;
+    }
+    /* A start key carries the table's keys and the index's (the store
+     * checks the latter against the query). */
+    if (r->exclusive_start_key != NULL &&
+        handlers_item_from_pb(c, r->exclusive_start_key, 0, "exclusive_start_key", &start) != 0) {
+        goto out;
+    }
+    const store_sk_cond *skp = sk.op == STORE_SK_NONE ? NULL : &sk;
+    int rv;
+    if (lsi >= 0) {
+        rv = store_query_lsi(c->ns->st, t, (uint32_t)lsi, &pk, skp, r->limit, !r->reverse, start,
+                             &page, err, sizeof(err));
+    } else {
+        rv = store_query_gsi(c->ns->st, t, (uint32_t)gsi, r->index_partition, &pk, skp, r->limit,
+                             !r->reverse, start, &page, err, sizeof(err));
+    }
+    if (rv != 0) {
+        handlers_store_error(c, rv, err);
+        goto out;
+    }
+    if (reads_hide_expired(c, r->hide_expired)) {
+        reads_filter_page(c, &page, clock_wall_now());
+    }
+    reads_reply_page(c, &page);
+out:
+    store_page_fini(&page);
+    item_free(start);
+    item_value_fini(&pk);
+    item_value_fini(&v1);
+    item_value_fini(&v2);
+}

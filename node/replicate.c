@@ -1,0 +1,187 @@
+/*
+ * replicate.c: applying outbox batches on this node (contract in
+ * replicate.h) and the Replicate call that brings them from other nodes.
+ */
+#include "replicate.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../partition/change.h"
+#include "handlers.h"
+#include "streams.h"
+
+/* Commit-to-apply lag buckets: a record normally applies within
+ * milliseconds; the top ones catch a destination that was down. */
+static const double lag_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                    0.5,   1,      2.5,   5,    10,    30,   60,  300};
+
+/* ------------------------------------------------------------------------ */
+/* The filter                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int owns_gsi(void *arg, uint32_t gsi, uint32_t gsi_part)
+{
+    const replicate_filter_arg *fa = arg;
+    return pmap_gsi_owner(fa->t, gsi, gsi_part) == fa->node_id;
+}
+
+void replicate_filter(const pmap_table *t, uint32_t src_part, uint32_t node_id,
+                      replicate_filter_arg *arg, apply_filter *f)
+{
+    arg->t = t;
+    arg->node_id = node_id;
+    f->owns_gsi = t->schema.ngsi > 0 ? owns_gsi : NULL;
+    f->arg = arg;
+    f->host_stream = pmap_stream_host(t, src_part) == node_id;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Applying                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Counts what records (prev, applied] of the batch did here (invariant 2):
+ * the lag of each, and each stream record stored. Returns 1 when a stream
+ * record was stored. */
+static int count_applied(node_server *ns, const apply_filter *f, uint64_t prev, uint64_t applied,
+                         const void *const *recs, const size_t *lens, size_t n)
+{
+    static const char *events[] = {"", "INSERT", "MODIFY", "REMOVE"};
+    const int64_t now_ms = clock_wall_now().ms;
+    int stored = 0;
+    for (size_t i = 0; i < n; i++) {
+        change_record r;
+        if (change_decode_head(recs[i], lens[i], &r) != 0 || r.seq <= prev || r.seq > applied) {
+            continue; /* apply_batch checked every record: only skipped ones remain */
+        }
+        double lag_s = now_ms > r.commit_ms ? (double)(now_ms - r.commit_ms) / 1000.0 : 0;
+        metrics_histogram_observe(ns->metrics, "lapse_replication_lag_seconds",
+                                  "Commit of a change on its source node to its apply here",
+                                  lag_bounds, sizeof(lag_bounds) / sizeof(lag_bounds[0]), NULL,
+                                  lag_s);
+        if (f->host_stream && r.stream_seq != 0 && r.event >= CHANGE_INSERT &&
+            r.event <= CHANGE_REMOVE) {
+            char labels[96];
+            metrics_labels(labels, sizeof(labels), "event", events[r.event], "principal",
+                           r.principal == CHANGE_TTL ? "lapse.ttl" : "user", NULL);
+            metrics_counter_add(ns->metrics, "lapse_stream_records_total",
+                                "Stream records stored in the shards this node hosts", labels, 1);
+            stored = 1;
+        }
+    }
+    return stored;
+}
+
+static pthread_mutex_t *repl_lock(node_server *ns, uint32_t table_id, uint32_t part)
+{
+    uint64_t h = ((uint64_t)table_id << 32 | part) * 0x9E3779B97F4A7C15ULL;
+    return &ns->repl_locks[(h >> 40) % NODE_REPL_LOCKS];
+}
+
+int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t after_seq,
+                    uint64_t to_seq, const void *const *recs, const size_t *lens, size_t n,
+                    uint64_t *applied_out, char *err, size_t errlen)
+{
+    replicate_filter_arg fa;
+    apply_filter f;
+    uint64_t prev = 0, applied = 0;
+    if (applied_out != NULL) {
+        *applied_out = 0;
+    }
+    if (after_seq == UINT64_MAX || to_seq <= after_seq) {
+        snprintf(err, errlen, "empty batch: to_seq %" PRIu64 " is not above from_seq %" PRIu64,
+                 to_seq, after_seq);
+        return LAPSE_EINVAL;
+    }
+    replicate_filter(t, src_part, ns->id, &fa, &f);
+    pthread_mutex_t *mu = repl_lock(ns, t->schema.id, src_part);
+    pthread_mutex_lock(mu);
+    int rv = apply_applied_seq(ns->st, t->schema.id, src_part, &prev, err, errlen);
+    if (rv == 0) {
+        rv = apply_batch(ns->st, &t->schema, src_part, after_seq + 1, to_seq, recs, lens, n, &f,
+                         &applied, err, errlen);
+    } else {
+        applied = prev;
+    }
+    int stored = 0;
+    if (rv == 0 && applied > prev) {
+        stored = count_applied(ns, &f, prev, applied, recs, lens, n);
+    }
+    pthread_mutex_unlock(mu);
+    if (stored) {
+        streams_notify(ns->streams);
+    }
+    if (applied_out != NULL) {
+        *applied_out = applied;
+    }
+    return rv;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The Replicate call                                                        */
+/* ------------------------------------------------------------------------ */
+
+void replicate_handle(handlers_ctx *c)
+{
+    const Lapse__ReplicateRequest *r = c->req->replicate;
+    const void **recs = NULL;
+    size_t *lens = NULL;
+    char err[512] = "";
+    if (handlers_need_body(c, r) != 0 || handlers_find_table_id(c, r->table_id) != 0) {
+        return;
+    }
+    const table_schema *t = &c->table->schema;
+    if (!schema_has_outbox(t)) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "table \"%s\" has neither a GSI nor a stream",
+                      t->name);
+        return;
+    }
+    if (r->source_partition >= t->partitions) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                      "source partition %u is out of range: table \"%s\" has %u partitions",
+                      r->source_partition, t->name, t->partitions);
+        return;
+    }
+    if (r->to_seq <= r->from_seq || r->n_records > r->to_seq - r->from_seq) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                      "batch (%" PRIu64 ", %" PRIu64 "] cannot hold %zu records", r->from_seq,
+                      r->to_seq, r->n_records);
+        return;
+    }
+    size_t n = r->n_records;
+    recs = calloc(n ? n : 1, sizeof(*recs));
+    lens = calloc(n ? n : 1, sizeof(*lens));
+    Lapse__ReplicateResponse *out = arena_alloc(c->a, sizeof(*out));
+    if (recs == NULL || lens == NULL || out == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        recs[i] = r->records[i].data;
+        lens[i] = r->records[i].len;
+    }
+    uint64_t applied = 0;
+    int rv = replicate_apply(c->ns, c->table, r->source_partition, r->from_seq, r->to_seq, recs,
+                             lens, n, &applied, err, sizeof(err));
+    lapse__replicate_response__init(out);
+    out->applied_seq = applied;
+    /* The applied seq travels with ESTATE too: the sender resends from it. */
+    c->resp->body_case = LAPSE__RESPONSE__BODY_REPLICATE;
+    c->resp->replicate = out;
+    if (rv != 0) {
+        if (rv != LAPSE_ESTATE) {
+            log_warn("Replicate from node %u, table \"%s\" partition %u (%" PRIu64 ", %" PRIu64
+                     "]: %s: %s",
+                     r->source_node, t->name, r->source_partition, r->from_seq, r->to_seq,
+                     lapse_strerror(rv), err);
+        }
+        rpc_set_error(c->resp, c->a, rv, "%s", err[0] ? err : lapse_strerror(rv));
+    }
+out:
+    free(recs);
+    free(lens);
+}

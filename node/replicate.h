@@ -1,0 +1,57 @@
+/*
+ * replicate.h: the destination side of replication on a node
+ * (docs/replication.md, "Shipping and applying"): applying a batch of a
+ * source partition's outbox records, from the Replicate call (another
+ * node's shipper) or from this node's own shipper when it is the
+ * destination, with the apply_filter the partition map gives this node;
+ * and the metrics of what was applied.
+ *
+ * Thread-safety: any thread. Applies of one (table, source partition) are
+ * serialized by a node-level stripe lock (ns->repl_locks) around the store's
+ * own apply lock, so the records newly applied by each call are known
+ * exactly and counted once.
+ *
+ * Invariants:
+ *  1. The filter of a batch is this node's share of the source partition
+ *     in the map the call was routed by: the GSI partitions it owns
+ *     (pmap_gsi_owner) and the stream shard when it hosts it
+ *     (pmap_stream_host(t, source part) == this node).
+ *  2. lapse_replication_lag_seconds and lapse_stream_records_total count
+ *     each record once: only records with seq above the applied seq read
+ *     under the lock before the apply, up to the applied seq after it.
+ *  3. Readers waiting for stream records of this node (streams.h) are woken
+ *     after every apply that stored one.
+ */
+#ifndef LAPSE_REPLICATE_H
+#define LAPSE_REPLICATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../partition/apply.h"
+#include "../partition/pmap.h"
+#include "node.h"
+
+/*
+ * Applies records recs[0..n) (lens[i] bytes each) of source partition
+ * src_part of table t (from the map the caller holds), covering outbox
+ * seqs (after_seq, to_seq], with this node's filter (invariant 1).
+ * *applied_out (may be NULL) gets the applied seq afterwards whenever it
+ * could be read. Returns apply_batch's codes: 0, LAPSE_ESTATE (a gap:
+ * resend after *applied_out), LAPSE_EINVAL, LAPSE_ECORRUPT, LAPSE_EIO or
+ * LAPSE_ENOMEM, with err; on error nothing is applied.
+ */
+int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t after_seq,
+                    uint64_t to_seq, const void *const *recs, const size_t *lens, size_t n,
+                    uint64_t *applied_out, char *err, size_t errlen);
+
+/* The filter of node node_id for source partition src_part of t
+ * (invariant 1). arg is filled and must outlive the filter. */
+typedef struct replicate_filter_arg {
+    const pmap_table *t;
+    uint32_t node_id;
+} replicate_filter_arg;
+void replicate_filter(const pmap_table *t, uint32_t src_part, uint32_t node_id,
+                      replicate_filter_arg *arg, apply_filter *f);
+
+#endif

@@ -1,0 +1,121 @@
+/*
+ * shipper_int.h: the outbox shipper's state, shared by shipper.c (lanes
+ * from the map, workers, notify, metrics, life cycle) and shipper_round.c
+ * (one round to one destination). Contract in shipper.h. Nothing else
+ * includes it.
+ *
+ * Locking: every field of struct shipper below "lock", and every lane and
+ * destination, is guarded by shipper.lock. A worker in a round holds the
+ * claim of its destination (dest.claimed) instead: only it ships to that
+ * destination, so each lane's batches go out one at a time, in order.
+ */
+#ifndef LAPSE_SHIPPER_INT_H
+#define LAPSE_SHIPPER_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../partition/change.h"
+#include "../partition/pmap.h"
+#include "../rpc/rpc.h"
+#include "shipper.h"
+
+/* One (source partition, destination) lane. */
+typedef struct lane {
+    uint32_t dest;       /* destination node id */
+    size_t di;           /* its entry in shipper.dests (stable: never removed) */
+    uint64_t acked;      /* cached acked seq, valid when acked_known (invariant 2) */
+    int acked_known;     /* acked was read from the store or learnt from a reply */
+    int dirty;           /* records may be waiting */
+    int failing;         /* the last batch failed (logged once per episode) */
+    int64_t retry_at_ms; /* monotonic: not before (lane backoff); 0 = now */
+    int64_t backoff_ms;
+} lane;
+
+/* A base partition this node owns, of a table with an outbox. */
+typedef struct source {
+    uint32_t table_id, part;
+    lane *lanes; /* owned; ascending destination id */
+    size_t nlanes;
+    uint64_t trimmed; /* the outbox is trimmed through here (0: not yet) */
+} source;
+
+/* A destination node. Entries are never removed, so indexes stay valid. */
+typedef struct dest {
+    uint32_t id;
+    char url[PMAP_MAX_ADDR];        /* its address in the current map */
+    rpc_client *client;             /* owned; NULL for this node itself */
+    char client_url[PMAP_MAX_ADDR]; /* the address client dials */
+    int in_map;                     /* some lane ships to it */
+    int has_dirty;                  /* some lane to it is dirty */
+    int claimed;                    /* a worker is in a round to it */
+    int down;                       /* its last round reached nothing */
+    int64_t retry_at_ms;            /* monotonic: dest backoff or lane backoffs */
+    int64_t backoff_ms;
+    size_t lane_cursor; /* where the next collection starts (in sources) */
+    int reported;       /* has a lapse_outbox_pending_records series */
+} dest;
+
+struct shipper {
+    /* ---- fixed ---- */
+    node_server *ns;    /* borrowed: store, map, metrics, replicate_apply */
+    store *st;          /* borrowed: ns->st */
+    uint32_t self;      /* this node's id */
+    int nworkers;       /* --repl-workers */
+    int max_probes;     /* workers allowed in rounds to down destinations */
+    pthread_t *threads; /* owned array of nworkers */
+    int nstarted;       /* threads started */
+
+    pthread_mutex_t lock; /* guards everything below */
+    pthread_cond_t cond;  /* notify, a released destination, stop */
+    int stopping;
+    uint64_t map_version; /* the lanes follow this map */
+    source *sources;      /* owned; sorted by (table_id, part) */
+    size_t nsources;
+    dest *dests; /* owned; grows only */
+    size_t ndests, dcap;
+    size_t cursor;        /* round-robin start in dests */
+    int probing;          /* workers in a round to a down destination */
+    int64_t rescan_at_ms; /* monotonic: next time every lane is marked dirty */
+    int64_t batches_ok;   /* batches other nodes applied (the test fault point) */
+};
+
+/* One batch of a round. */
+typedef struct job {
+    uint32_t table_id, part;
+    uint64_t after;              /* the lane's acked seq: the batch covers (after, to] */
+    uint64_t to;                 /* 0: nothing to send */
+    uint64_t applied;            /* from the reply */
+    int read_ack;                /* the lane's ack is not known: read it first */
+    int ack_read;                /* ... and it was */
+    change_list recs;            /* read from the outbox */
+    ProtobufCBinaryData *wanted; /* the records the destination keeps */
+    size_t nwanted;
+    int rv;      /* outcome */
+    int reached; /* the destination answered */
+    char err[256];
+    Lapse__ReplicateRequest body;
+    Lapse__Request req;
+} job;
+
+/* ---- shipper.c ---- */
+/* The source of (table_id, part), or NULL. REQUIRES: lock held. */
+source *shipper_source(shipper *s, uint32_t table_id, uint32_t part);
+/* src's lane to dest_id, or NULL (src may be NULL). REQUIRES: lock held. */
+lane *shipper_lane(source *src, uint32_t dest_id);
+/* Marks l dirty and its destination as having work. REQUIRES: lock held. */
+void shipper_mark_dirty(shipper *s, lane *l);
+/* The next backoff after cur (0: none yet): MIN doubling to MAX. */
+int64_t shipper_next_backoff(int64_t cur);
+
+/* ---- shipper_round.c ---- */
+/* Collects up to SHIPPER_ROUND_LANES ready dirty lanes of destination di
+ * into jobs (clearing their dirty flags) and returns how many.
+ * REQUIRES: lock held. */
+size_t shipper_collect_jobs(shipper *s, size_t di, job *jobs, int64_t now);
+/* Runs one round of the n collected jobs to destination di, claimed by the
+ * caller. Enters and leaves with the lock held (dropped for the store and
+ * the network). */
+void shipper_round(shipper *s, size_t di, job *jobs, size_t n);
+
+#endif

@@ -1,0 +1,471 @@
+/*
+ * shipper_round.c: one round of the outbox shipper to one destination
+ * (shipper.h; state in shipper_int.h): read one batch per dirty lane, send
+ * them at once (or apply them here when the destination is this node),
+ * record the acks, settle lanes and destination, trim.
+ */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../partition/apply.h"
+#include "../partition/outbox.h"
+#include "maps.h"
+#include "replicate.h"
+#include "shipper_int.h"
+
+/* ======================================================================== */
+/* One round to one destination                                             */
+/* ======================================================================== */
+
+/* Reads the lane's next batch into j (pm: the map the caller holds). Returns 0 (j->to
+ * is 0 when there is nothing to send) or an error logged here. */
+static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t *bytes)
+{
+    char err[256] = "";
+    uint64_t last = 0;
+    int rv = outbox_last_seq(s->st, j->table_id, j->part, &last, err, sizeof(err));
+    if (rv != 0 || last <= j->after) {
+        goto out;
+    }
+    rv = outbox_read(s->st, j->table_id, j->part, j->after, SHIPPER_BATCH_RECORDS,
+                     SHIPPER_BATCH_BYTES, &j->recs, err, sizeof(err));
+    if (rv != 0 || j->recs.n == 0) {
+        goto out;
+    }
+    const pmap_table *t = pmap_table_find_id(pm, j->table_id);
+    if (t == NULL) {
+        goto out; /* dropped meanwhile: the next rebuild forgets the lane */
+    }
+    if (j->recs.v[0].seq > j->after + 1) {
+        log_warn("outbox of table \"%s\" partition %u: records %" PRIu64 "..%" PRIu64
+                 " were trimmed before node %u acked them (it joined later: a backfill is "
+                 "needed)",
+                 t->schema.name, j->part, j->after + 1, j->recs.v[0].seq - 1, dest_id);
+    }
+    j->to = j->recs.v[j->recs.n - 1].seq;
+    *bytes += j->recs.bytes;
+    if (dest_id == s->self) {
+        return 0; /* applied in place with the whole batch */
+    }
+    replicate_filter_arg fa;
+    apply_filter f;
+    replicate_filter(t, j->part, dest_id, &fa, &f);
+    if ((j->wanted = calloc(j->recs.n, sizeof(*j->wanted))) == NULL) {
+        j->to = 0;
+        return LAPSE_ENOMEM;
+    }
+    for (size_t i = 0; i < j->recs.n; i++) {
+        int wanted = 0;
+        int wrv = apply_record_wanted(&t->schema, j->recs.v[i].data, j->recs.v[i].len, &f, &wanted);
+        if (wrv != 0) {
+            /* A damaged record cannot be judged: it is sent, the
+             * destination refuses the batch (ECORRUPT) and the lane stalls
+             * with errors logged, rather than losing a change silently. */
+            log_error("outbox of table \"%s\" partition %u: record %" PRIu64 ": %s", t->schema.name,
+                      j->part, j->recs.v[i].seq, lapse_strerror(wrv));
+            wanted = 1;
+        }
+        if (wanted) {
+            j->wanted[j->nwanted].data = j->recs.v[i].data;
+            j->wanted[j->nwanted].len = j->recs.v[i].len;
+            j->nwanted++;
+        }
+    }
+    lapse__replicate_request__init(&j->body);
+    j->body.table_id = j->table_id;
+    j->body.source_partition = j->part;
+    j->body.from_seq = j->after;
+    j->body.to_seq = j->to;
+    j->body.records = j->wanted;
+    j->body.n_records = j->nwanted;
+    j->body.source_node = s->self;
+    lapse__request__init(&j->req);
+    j->req.body_case = LAPSE__REQUEST__BODY_REPLICATE;
+    j->req.replicate = &j->body;
+    j->req.pmap_version = pm->version;
+    return 0;
+out:
+    if (rv != 0) {
+        log_error("outbox of table id %u partition %u: %s: %s", j->table_id, j->part,
+                  lapse_strerror(rv), err);
+    }
+    return rv;
+}
+
+/* Applies this node's own batches in place (pm: the map the caller holds). */
+static void apply_local(shipper *s, const pmap *pm, job *jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        const pmap_table *t = j->to != 0 ? pmap_table_find_id(pm, j->table_id) : NULL;
+        if (t == NULL) {
+            continue;
+        }
+        const void **recs = calloc(j->recs.n, sizeof(*recs));
+        size_t *lens = calloc(j->recs.n, sizeof(*lens));
+        if (recs == NULL || lens == NULL) {
+            j->rv = LAPSE_ENOMEM;
+            snprintf(j->err, sizeof(j->err), "out of memory");
+        } else {
+            for (size_t k = 0; k < j->recs.n; k++) {
+                recs[k] = j->recs.v[k].data;
+                lens[k] = j->recs.v[k].len;
+            }
+            j->rv = replicate_apply(s->ns, t, j->part, j->after, j->to, recs, lens, j->recs.n,
+                                    &j->applied, j->err, sizeof(j->err));
+            j->reached = 1;
+        }
+        free(recs);
+        free(lens);
+    }
+}
+
+/* Sends the prepared batches to a remote destination in one round. */
+static void send_remote(job *jobs, size_t n, rpc_client *client, int timeout_ms)
+{
+    rpc_multi_call *calls = calloc(n ? n : 1, sizeof(*calls));
+    size_t *at = calloc(n ? n : 1, sizeof(*at));
+    size_t m = 0;
+    if (calls == NULL || at == NULL) {
+        for (size_t i = 0; i < n; i++) {
+            jobs[i].rv = LAPSE_ENOMEM;
+        }
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].to != 0) {
+            calls[m].client = client;
+            calls[m].req = &jobs[i].req;
+            at[m++] = i;
+        }
+    }
+    if (m > 0) {
+        rpc_call_many(calls, m, timeout_ms);
+    }
+    for (size_t k = 0; k < m; k++) {
+        job *j = &jobs[at[k]];
+        Lapse__Response *r = calls[k].resp;
+        j->rv = calls[k].rv;
+        j->reached = r != NULL;
+        snprintf(j->err, sizeof(j->err), "%s", calls[k].err);
+        if (r != NULL && r->body_case == LAPSE__RESPONSE__BODY_REPLICATE && r->replicate != NULL) {
+            j->applied = r->replicate->applied_seq;
+        } else if (r != NULL && (j->rv == 0 || j->rv == LAPSE_ESTATE)) {
+            j->rv = LAPSE_EPROTO;
+            snprintf(j->err, sizeof(j->err), "Replicate answered without applied_seq");
+        }
+        rpc_response_free(r);
+    }
+out:
+    free(calls);
+    free(at);
+}
+
+static void count_batch(shipper *s, const char *result)
+{
+    char labels[48];
+    metrics_labels(labels, sizeof(labels), "result", result, NULL);
+    metrics_counter_add(s->ns->metrics, "lapse_replication_batches_total",
+                        "Outbox batches shipped by this node, by outcome", labels, 1);
+}
+
+/* --debug-repl-kill-after-batches N (tests): the process dies by SIGKILL
+ * once N batches were applied by other nodes, before their acks are
+ * recorded, so the restarted node resends batches its destination already
+ * has. */
+static void fault_point(shipper *s, uint32_t dest_id, const job *jobs, size_t n)
+{
+    int64_t limit = s->ns->debug_repl_kill_after_batches;
+    if (limit <= 0 || dest_id == s->self) {
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < n; i++) {
+        s->batches_ok += jobs[i].to != 0 && jobs[i].rv == 0 && jobs[i].reached;
+    }
+    int die = s->batches_ok >= limit;
+    pthread_mutex_unlock(&s->lock);
+    if (die) {
+        log_warn("test fault point: %lld batches applied by other nodes, dying before their acks "
+                 "are recorded",
+                 (long long)limit);
+        raise(SIGKILL);
+    }
+}
+
+/* Persists the acks of the round (no lock held). */
+static void persist_acks(shipper *s, uint32_t dest_id, job *jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        if (j->to == 0 || j->rv != 0 || j->applied <= j->after) {
+            continue;
+        }
+        char err[256] = "";
+        uint64_t ack = j->applied < j->to ? j->applied : j->to;
+        int rv = outbox_ack(s->st, j->table_id, j->part, dest_id, ack, err, sizeof(err));
+        if (rv != 0) {
+            log_error("outbox of table id %u partition %u: recording node %u's ack of %" PRIu64
+                      ": %s: %s",
+                      j->table_id, j->part, dest_id, ack, lapse_strerror(rv), err);
+        }
+    }
+}
+
+/* Folds the outcomes into the lanes and the destination; returns whether
+ * some source may now be trimmed. REQUIRES: lock held. */
+static int settle(shipper *s, size_t di, job *jobs, size_t n)
+{
+    dest *d = &s->dests[di];
+    const int64_t now = clock_mono_now().ms;
+    size_t sent = 0, reached = 0;
+    int acked = 0;
+    const char *first_err = "";
+    for (size_t i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        lane *l = shipper_lane(shipper_source(s, j->table_id, j->part), d->id);
+        if (j->to == 0) {
+            continue;
+        }
+        sent++;
+        reached += j->reached;
+        if (j->rv == 0 || j->rv == LAPSE_ESTATE) {
+            count_batch(s, j->rv == 0 ? "ok" : "resend");
+        } else {
+            count_batch(s, j->reached ? "error" : "unavailable");
+            if (first_err[0] == 0) {
+                first_err = j->err;
+            }
+        }
+        if (l == NULL) {
+            continue; /* the map moved on */
+        }
+        shipper_mark_dirty(s, l); /* more may wait: the next round checks cheaply */
+        if (j->rv == 0) {
+            if (!l->acked_known || j->applied > l->acked) {
+                l->acked = j->applied;
+            }
+            l->acked_known = 1;
+            acked = 1;
+            if (l->failing) {
+                log_info("replication of table id %u partition %u to node %u recovered",
+                         j->table_id, j->part, d->id);
+            }
+            l->failing = 0;
+            l->backoff_ms = 0;
+            l->retry_at_ms = 0;
+        } else if (j->rv == LAPSE_ESTATE) {
+            if (j->applied < l->acked) {
+                log_warn("node %u has applied table id %u partition %u only up to %" PRIu64
+                         ", below its ack %" PRIu64 ": resending from there",
+                         d->id, j->table_id, j->part, j->applied, l->acked);
+            }
+            l->acked = j->applied;
+            l->acked_known = 1;
+        } else if (j->reached) {
+            if (!l->failing) {
+                log_warn("replication of table id %u partition %u to node %u: %s: %s "
+                         "(retrying with backoff)",
+                         j->table_id, j->part, d->id, lapse_strerror(j->rv), j->err);
+            }
+            l->failing = 1;
+            l->backoff_ms = shipper_next_backoff(l->backoff_ms);
+            l->retry_at_ms = now + l->backoff_ms;
+        }
+    }
+    if (sent > 0 && reached == 0) {
+        if (!d->down) {
+            log_warn("replication to node %u (%s) failed: %s; retrying with backoff up to %d ms, "
+                     "the outbox keeps the records",
+                     d->id, d->client_url, first_err, SHIPPER_BACKOFF_MAX_MS);
+        }
+        d->down = 1;
+        d->backoff_ms = shipper_next_backoff(d->backoff_ms);
+        d->retry_at_ms = now + d->backoff_ms;
+    } else if (reached > 0) {
+        if (d->down) {
+            log_info("replication to node %u (%s) resumed", d->id, d->client_url);
+        }
+        d->down = 0;
+        d->backoff_ms = 0;
+        d->retry_at_ms = 0;
+    }
+    return acked;
+}
+
+/* Trims the outboxes of the round's sources through what every lane acked.
+ * Enters and leaves with the lock held; drops it around the store calls. */
+static void trim(shipper *s, job *jobs, size_t n)
+{
+    uint32_t ids[PMAP_MAX_DESTINATIONS];
+    for (size_t i = 0; i < n; i++) {
+        source *src = shipper_source(s, jobs[i].table_id, jobs[i].part);
+        if (src == NULL || jobs[i].rv != 0 || src->nlanes == 0) {
+            continue;
+        }
+        /* The lowest ack over the destinations; an unknown one holds all. */
+        uint64_t low = UINT64_MAX;
+        for (size_t k = 0; k < src->nlanes; k++) {
+            const lane *l = &src->lanes[k];
+            uint64_t a = l->acked_known ? l->acked : 0;
+            low = a < low ? a : low;
+            ids[k] = l->dest;
+        }
+        if (low == 0 || low <= src->trimmed) {
+            continue;
+        }
+        uint32_t table_id = src->table_id, part = src->part;
+        size_t nids = src->nlanes;
+        uint64_t through = 0;
+        char err[256] = "";
+        pthread_mutex_unlock(&s->lock);
+        int rv = outbox_trim(s->st, table_id, part, ids, nids, &through, err, sizeof(err));
+        pthread_mutex_lock(&s->lock);
+        if (rv != 0) {
+            log_error("trimming the outbox of table id %u partition %u: %s: %s", table_id, part,
+                      lapse_strerror(rv), err);
+            continue;
+        }
+        if ((src = shipper_source(s, table_id, part)) != NULL && through > src->trimmed) {
+            src->trimmed = through;
+        }
+    }
+}
+
+/* Collects up to SHIPPER_ROUND_LANES ready dirty lanes of destination di
+ * into jobs, clearing their dirty flags. The scan starts where the last one
+ * stopped, so busy partitions cannot starve the others of a destination
+ * with more lanes than a round takes. REQUIRES: lock held. */
+size_t shipper_collect_jobs(shipper *s, size_t di, job *jobs, int64_t now)
+{
+    dest *d = &s->dests[di];
+    size_t n = 0;
+    int left = 0; /* dirty lanes not collected */
+    int64_t earliest = INT64_MAX;
+    for (size_t k = 0; k < s->nsources; k++) {
+        size_t i = (d->lane_cursor + k) % s->nsources;
+        lane *l = shipper_lane(&s->sources[i], d->id);
+        if (l == NULL || !l->dirty) {
+            continue;
+        }
+        if (l->retry_at_ms > now || n == SHIPPER_ROUND_LANES) {
+            left = 1;
+            if (l->retry_at_ms > now && l->retry_at_ms < earliest) {
+                earliest = l->retry_at_ms;
+            }
+            continue;
+        }
+        l->dirty = 0;
+        job *j = &jobs[n++];
+        memset(j, 0, sizeof(*j));
+        j->table_id = s->sources[i].table_id;
+        j->part = s->sources[i].part;
+        j->after = l->acked;
+        j->read_ack = !l->acked_known;
+        change_list_init(&j->recs);
+        if (n == SHIPPER_ROUND_LANES) {
+            d->lane_cursor = i + 1;
+        }
+    }
+    d->has_dirty = left;
+    if (n == 0 && left && earliest > d->retry_at_ms) {
+        d->retry_at_ms = earliest; /* every dirty lane is backing off */
+    }
+    return n;
+}
+
+/*
+ * One round to destination di, claimed by the caller: reads one batch per
+ * collected lane (at most SHIPPER_BATCH_RECORDS records / _BYTES each, and
+ * SHIPPER_ROUND_BYTES over the round: lanes past it are marked dirty again),
+ * sends them all at once (or applies them here), records the acks, settles
+ * the lanes and trims. Budget: one RPC round of at most
+ * SHIPPER_CALL_TIMEOUT_MS (SHIPPER_PROBE_TIMEOUT_MS to a down destination).
+ * Enters and leaves with the lock held; drops it for the store and RPCs.
+ */
+void shipper_round(shipper *s, size_t di, job *jobs, size_t n)
+{
+    dest *d = &s->dests[di];
+    const uint32_t dest_id = d->id;
+    const int down = d->down;
+    rpc_client *client = NULL;
+    if (dest_id != s->self && (d->client == NULL || strcmp(d->client_url, d->url) != 0)) {
+        /* Claimed by us: nobody else uses the old client (invariant 4). */
+        rpc_client_close(d->client);
+        d->client = NULL;
+        char err[256] = "";
+        if (rpc_client_open(&d->client, d->url, err, sizeof(err)) != 0) {
+            log_error("replication to node %u: %s", dest_id, err);
+            d->client = NULL;
+        }
+        snprintf(d->client_url, sizeof(d->client_url), "%s", d->url);
+    }
+    client = d->client;
+    pthread_mutex_unlock(&s->lock);
+
+    node_map *m = maps_acquire(s->ns);
+    size_t bytes = 0, used = 0;
+    for (size_t i = 0; i < n; i++, used++) {
+        job *j = &jobs[i];
+        char err[256] = "";
+        if (bytes >= SHIPPER_ROUND_BYTES) {
+            break; /* the rest go back to dirty below */
+        }
+        if (j->read_ack) {
+            if (outbox_acked(s->st, j->table_id, j->part, dest_id, &j->after, err, sizeof(err)) !=
+                0) {
+                log_error("outbox of table id %u partition %u: reading node %u's ack: %s",
+                          j->table_id, j->part, dest_id, err);
+                continue;
+            }
+            j->ack_read = 1;
+        }
+        (void)prepare(s, m->pm, dest_id, j, &bytes);
+    }
+    if (dest_id == s->self) {
+        apply_local(s, m->pm, jobs, used);
+        maps_release(m);
+    } else {
+        maps_release(m); /* no map reference across the network */
+        if (client != NULL) {
+            send_remote(jobs, used, client,
+                        down ? SHIPPER_PROBE_TIMEOUT_MS : SHIPPER_CALL_TIMEOUT_MS);
+        } else {
+            for (size_t i = 0; i < used; i++) {
+                jobs[i].rv = LAPSE_EUNAVAILABLE;
+                snprintf(jobs[i].err, sizeof(jobs[i].err), "no RPC client for node %u", dest_id);
+            }
+        }
+    }
+    fault_point(s, dest_id, jobs, used);
+    persist_acks(s, dest_id, jobs, used);
+
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = used; i < n; i++) {
+        lane *l = shipper_lane(shipper_source(s, jobs[i].table_id, jobs[i].part), dest_id);
+        if (l != NULL) {
+            shipper_mark_dirty(s, l);
+        }
+    }
+    for (size_t i = 0; i < used; i++) {
+        /* A lane whose ack was just read is known now even without a batch. */
+        lane *l = shipper_lane(shipper_source(s, jobs[i].table_id, jobs[i].part), dest_id);
+        if (l != NULL && !l->acked_known && jobs[i].ack_read && jobs[i].to == 0) {
+            l->acked = jobs[i].after;
+            l->acked_known = 1;
+        }
+    }
+    if (settle(s, di, jobs, used)) {
+        trim(s, jobs, used);
+    }
+    for (size_t i = 0; i < n; i++) {
+        change_list_fini(&jobs[i].recs);
+        free(jobs[i].wanted);
+    }
+}

@@ -1,0 +1,363 @@
+/*
+ * streams.c: GetStreamRecords with its long poll, the wake-ups, and the
+ * retention thread (contract in streams.h).
+ */
+#include "streams.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../partition/stream.h"
+#include "../rpc/wire.h"
+#include "handlers.h"
+#include "maps.h"
+
+struct streams {
+    node_server *ns;          /* fixed */
+    int64_t trim_interval_ms; /* fixed */
+    pthread_mutex_t lock;     /* guards the fields below */
+    pthread_cond_t arrived;   /* broadcast by streams_notify and streams_stop */
+    pthread_cond_t stop_cond; /* wakes the retention thread */
+    uint64_t gen;             /* bumped by every streams_notify */
+    int pollers;              /* long polls waiting now */
+    int stopping;
+    pthread_t thread;
+    int started;
+};
+
+static struct timespec abstime_mono(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (ms < 0) {
+        ms = 0;
+    }
+    int64_t nsec = ts.tv_nsec + (ms % 1000) * 1000000;
+    ts.tv_sec += (time_t)(ms / 1000 + nsec / 1000000000);
+    ts.tv_nsec = (long)(nsec % 1000000000);
+    return ts;
+}
+
+void streams_notify(streams *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->gen++;
+    pthread_cond_broadcast(&s->arrived);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static uint64_t current_gen(streams *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t g = s->gen;
+    pthread_mutex_unlock(&s->lock);
+    return g;
+}
+
+/* Waits until the generation moves past gen, until_mono_ms passes or the
+ * node stops. Returns 0 after waiting, -1 when no poll slot was free (or
+ * stopping): the caller answers at once. */
+static int wait_arrival(streams *s, uint64_t gen, int64_t until_mono_ms)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->stopping || s->pollers >= STREAMS_MAX_POLLERS) {
+        pthread_mutex_unlock(&s->lock);
+        return -1;
+    }
+    s->pollers++;
+    struct timespec ts = abstime_mono(until_mono_ms - clock_mono_now().ms);
+    while (s->gen == gen && !s->stopping) {
+        if (pthread_cond_timedwait(&s->arrived, &s->lock, &ts) == ETIMEDOUT) {
+            break;
+        }
+    }
+    s->pollers--;
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GetStreamRecords                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Fills the reply from the records read (out->records from a). */
+static int reply_records(handlers_ctx *c, const change_list *l, uint32_t shard,
+                         Lapse__GetStreamRecordsResponse *out)
+{
+    if (l->n == 0) {
+        return 0;
+    }
+    out->records = arena_alloc(c->a, l->n * sizeof(*out->records));
+    if (out->records == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    for (size_t i = 0; i < l->n; i++) {
+        int rv = wire_stream_record_to_pb(c->a, l->v[i].data, l->v[i].len, &out->records[i]);
+        if (rv == LAPSE_ECORRUPT) {
+            log_error("table \"%s\" stream shard %u: record %" PRIu64 " does not decode",
+                      c->table->schema.name, shard, l->v[i].seq);
+        }
+        if (rv != 0) {
+            return rv;
+        }
+        out->n_records++;
+    }
+    return 0;
+}
+
+void streams_get_records(handlers_ctx *c)
+{
+    const Lapse__GetStreamRecordsRequest *r = c->req->get_stream_records;
+    node_server *ns = c->ns;
+    change_list l;
+    change_list_init(&l);
+    char err[512] = "";
+    int rv;
+    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
+        goto out;
+    }
+    const table_schema *t = &c->table->schema;
+    if (!t->stream.enabled) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "table \"%s\" has no stream", t->name);
+        goto out;
+    }
+    if (r->shard >= t->partitions) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                      "shard %u is out of range: table \"%s\" has %u shards", r->shard, t->name,
+                      t->partitions);
+        goto out;
+    }
+    uint32_t host = pmap_stream_host(c->table, r->shard);
+    if (host != ns->id) {
+        rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE,
+                      "stream shard %u of table %s is hosted by node %u", r->shard, t->name, host);
+        goto out;
+    }
+    size_t limit =
+        r->limit == 0 || r->limit > STREAMS_DEFAULT_LIMIT ? STREAMS_DEFAULT_LIMIT : r->limit;
+    /* A long poll waits at most wait_ms, and answers before the deadline. */
+    int64_t until = clock_mono_now().ms + (int64_t)r->wait_ms;
+    if (until > c->deadline_mono_ms - STREAMS_REPLY_MARGIN_MS) {
+        until = c->deadline_mono_ms - STREAMS_REPLY_MARGIN_MS;
+    }
+    for (;;) {
+        uint64_t gen = current_gen(ns->streams); /* before the read: invariant 1 */
+        if ((rv = stream_read(ns->st, t->id, r->shard, r->after_sequence, limit, STREAMS_MAX_BYTES,
+                              &l, err, sizeof(err))) != 0) {
+            handlers_store_error(c, rv, err);
+            goto out;
+        }
+        if (l.n > 0 || r->wait_ms == 0 || clock_mono_now().ms >= until) {
+            break;
+        }
+        /* Nothing to read while the shard went past after_sequence: the
+         * records were trimmed (or one arrived just now). Answer at once. */
+        uint64_t last = 0;
+        if ((rv = stream_last_seq(ns->st, t->id, r->shard, &last, err, sizeof(err))) != 0) {
+            handlers_store_error(c, rv, err);
+            goto out;
+        }
+        if (last > r->after_sequence || wait_arrival(ns->streams, gen, until) != 0) {
+            break;
+        }
+    }
+    Lapse__GetStreamRecordsResponse *out = arena_alloc(c->a, sizeof(*out));
+    if (out == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        goto out;
+    }
+    lapse__get_stream_records_response__init(out);
+    if ((rv = reply_records(c, &l, r->shard, out)) != 0) {
+        handlers_store_error(c, rv, rv == LAPSE_ENOMEM ? "out of memory" : "a record is corrupt");
+        goto out;
+    }
+    uint64_t last = 0;
+    if ((rv = stream_last_seq(ns->st, t->id, r->shard, &last, err, sizeof(err))) != 0) {
+        handlers_store_error(c, rv, err);
+        goto out;
+    }
+    out->last_sequence = last;
+    if (l.n > 0 && r->after_sequence == 0) {
+        out->oldest_sequence = l.v[0].seq;
+    } else {
+        /* The oldest retained record: one more seek. */
+        if ((rv = stream_read(ns->st, t->id, r->shard, 0, 1, 0, &l, err, sizeof(err))) != 0) {
+            handlers_store_error(c, rv, err);
+            goto out;
+        }
+        out->oldest_sequence = l.n > 0 ? l.v[0].seq : 0;
+    }
+    c->resp->body_case = LAPSE__RESPONSE__BODY_GET_STREAM_RECORDS;
+    c->resp->get_stream_records = out;
+out:
+    change_list_fini(&l);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Retention                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* One table to trim, copied out of the map. */
+typedef struct trim_job {
+    uint32_t table_id;
+    int64_t retention_ms;
+} trim_job;
+
+/* The tables whose shards this node hosts. *jobs: caller frees. */
+static size_t trim_jobs(node_server *ns, trim_job **jobs)
+{
+    node_map *m = maps_acquire(ns);
+    const pmap *pm = m->pm;
+    size_t n = 0;
+    *jobs = calloc(pm->ntables ? pm->ntables : 1, sizeof(**jobs));
+    for (size_t i = 0; *jobs != NULL && i < pm->ntables; i++) {
+        const pmap_table *t = &pm->tables[i];
+        int hosts = 0;
+        for (uint32_t p = 0; t->schema.stream.enabled && p < t->schema.partitions && !hosts; p++) {
+            hosts = pmap_stream_host(t, p) == ns->id;
+        }
+        if (hosts) {
+            uint32_t h = t->schema.stream.retention_hours;
+            (*jobs)[n].table_id = t->schema.id;
+            (*jobs)[n].retention_ms =
+                (int64_t)(h != 0 ? h : SCHEMA_DEFAULT_STREAM_RETENTION_HOURS) * 3600 * 1000;
+            n++;
+        }
+    }
+    maps_release(m);
+    return n;
+}
+
+static int stopping(streams *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int stop = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    return stop;
+}
+
+/*
+ * The retention thread. Each pass: every table whose shards this node hosts
+ * is trimmed to its retention, one stream_trim step (STREAMS_TRIM_STEP
+ * records looked at, one WriteBatch) at a time until the step reports
+ * nothing more, checking for stop between steps; then it sleeps the trim
+ * interval (cut short by streams_stop). A failing step is logged and the
+ * table left for the next pass.
+ */
+static void *trim_run(void *arg)
+{
+    streams *s = arg;
+    node_server *ns = s->ns;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        struct timespec ts = abstime_mono(s->trim_interval_ms);
+        while (!s->stopping) {
+            if (pthread_cond_timedwait(&s->stop_cond, &s->lock, &ts) == ETIMEDOUT) {
+                break;
+            }
+        }
+        int stop = s->stopping;
+        pthread_mutex_unlock(&s->lock);
+        if (stop) {
+            return NULL;
+        }
+        trim_job *jobs = NULL;
+        size_t n = trim_jobs(ns, &jobs);
+        clock_wall now = clock_wall_now(); /* one snapshot per pass */
+        for (size_t i = 0; i < n && !stopping(s); i++) {
+            size_t total = 0;
+            int more = 1;
+            while (more && !stopping(s)) {
+                size_t trimmed = 0;
+                char err[256] = "";
+                int rv = stream_trim(ns->st, jobs[i].table_id, now, jobs[i].retention_ms,
+                                     STREAMS_TRIM_STEP, &trimmed, &more, err, sizeof(err));
+                if (rv != 0) {
+                    log_error("stream retention of table id %u: %s: %s", jobs[i].table_id,
+                              lapse_strerror(rv), err);
+                    break;
+                }
+                total += trimmed;
+            }
+            if (total > 0) {
+                metrics_counter_add(ns->metrics, "lapse_stream_trimmed_records_total",
+                                    "Stream records deleted here after their retention", NULL,
+                                    (double)total);
+                log_info("stream retention: %zu records of table id %u trimmed", total,
+                         jobs[i].table_id);
+            }
+        }
+        free(jobs);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Life cycle                                                                */
+/* ------------------------------------------------------------------------ */
+
+int streams_open(streams **out, node_server *ns, int64_t trim_interval_ms, char *err, size_t errlen)
+{
+    *out = NULL;
+    streams *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    s->ns = ns;
+    s->trim_interval_ms =
+        trim_interval_ms > 0 ? trim_interval_ms : STREAMS_DEFAULT_TRIM_INTERVAL_MS;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->arrived, &ca);
+    pthread_cond_init(&s->stop_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = pthread_create(&s->thread, NULL, trim_run, s);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start the stream retention thread: %s", strerror(rc));
+        streams_free(s);
+        return LAPSE_ENOMEM;
+    }
+    s->started = 1;
+    *out = s;
+    return 0;
+}
+
+void streams_stop(streams *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->arrived);
+    pthread_cond_broadcast(&s->stop_cond);
+    pthread_mutex_unlock(&s->lock);
+    if (s->started) {
+        pthread_join(s->thread, NULL);
+        s->started = 0;
+    }
+}
+
+void streams_free(streams *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    streams_stop(s);
+    pthread_cond_destroy(&s->stop_cond);
+    pthread_cond_destroy(&s->arrived);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
