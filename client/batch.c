@@ -74,8 +74,8 @@ static long make_chunks(lapse_client *c, batch_entry *e, round *r, const batch_o
 }
 
 /* Sends all chunks at once and sorts the outcomes into r. */
-static int send_round(lapse_client *c, chunk *chunks, size_t nchunks,
-                      const batch_ops *ops, void *ctx, round *r, lapse_error *err)
+static int send_round(lapse_client *c, chunk *chunks, size_t nchunks, const batch_ops *ops,
+                      void *ctx, round *r, lapse_error *err)
 {
     int rv = 0;
     int timeout = client_timeout_ms(c);
@@ -96,7 +96,7 @@ static int send_round(lapse_client *c, chunk *chunks, size_t nchunks,
         }
         calls[k].req = &chunks[k].req;
     }
-    rpc_call_many(calls, nchunks, timeout);
+    rpc_call_many(calls, nchunks, timeout + (int)ops->wait_ms);
     for (size_t k = 0; k < nchunks && rv == 0; k++) {
         chunk *ch = &chunks[k];
         if (calls[k].rv == 0) {
@@ -136,8 +136,8 @@ out:
     return rv;
 }
 
-int batch_run(lapse_client *c, batch_entry *e, size_t n, const batch_ops *ops,
-              void *ctx, lapse_error *err)
+int batch_run(lapse_client *c, batch_entry *e, size_t n, const batch_ops *ops, void *ctx,
+              lapse_error *err)
 {
     int rv = 0;
     round r;

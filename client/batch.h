@@ -40,6 +40,9 @@ typedef struct batch_ops {
      * unprocessed[0..*nun). Returns 0 or a Lapse code with err set. */
     int (*done)(void *ctx, const size_t *idx, size_t n, const Lapse__Response *resp,
                 size_t *unprocessed, size_t *nun, lapse_error *err);
+    /* How long a node may hold a request before answering (a long poll):
+     * added to each round's RPC timeout. 0 for ordinary calls. */
+    unsigned wait_ms;
 } batch_ops;
 
 /* Runs the batch of n entries. Returns 0, or the first non-retryable error,

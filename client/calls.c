@@ -99,6 +99,7 @@ static int prepare(lapse_client *c, const char *table, const lapse_item *it, int
     if ((rv = check_item(t, it->it, key_only, err)) != 0) {
         return rv;
     }
+    memset(tg, 0, sizeof *tg); /* a base call (CLIENT_ROUTE_BASE) */
     tg->table = table;
     tg->table_id = t->id;
     tg->key = it->it;
@@ -403,7 +404,7 @@ static int batch_prepare(const table_schema *t, arena *a, const lapse_item *it, 
 int lapse_batch_write(lapse_client *c, const char *table, lapse_item *const *puts, size_t nputs,
                       lapse_item *const *delete_keys, size_t ndeletes, lapse_error *err)
 {
-    static const batch_ops ops = {LAPSE_BATCH_MAX, CHUNK_MAX_BYTES, bw_build, bw_done};
+    static const batch_ops ops = {LAPSE_BATCH_MAX, CHUNK_MAX_BYTES, bw_build, bw_done, 0};
     table_schema t;
     arena a;
     int rv;
@@ -524,7 +525,7 @@ int lapse_batch_get(lapse_client *c, const char *table, lapse_item *const *keys,
                     lapse_item **out, lapse_error *err)
 {
     /* A get entry's bytes: its key; the byte cap is for writes only. */
-    static const batch_ops ops = {LAPSE_BATCH_GET_MAX, CHUNK_MAX_BYTES, bg_build, bg_done};
+    static const batch_ops ops = {LAPSE_BATCH_GET_MAX, CHUNK_MAX_BYTES, bg_build, bg_done, 0};
     table_schema t;
     arena a;
     int rv;

@@ -57,14 +57,33 @@ static const cli_command commands[] = {
      "Sets and removes attributes of the item with the key (creating it if needed)\n"
      "and prints the item after the update."},
     {"query", cli_query,
-     "T --key PK_JSON [--sk-op eq|lt|le|gt|ge|between|begins_with --sk VALUE_JSON\n"
-     "             [--sk2 VALUE_JSON]] [--limit N] [--reverse] [--hide-expired]",
+     "T [--index NAME] --key PK_JSON [--sk-op eq|lt|le|gt|ge|between|begins_with\n"
+     "             --sk VALUE_JSON [--sk2 VALUE_JSON]] [--limit N] [--reverse] [--hide-expired]",
      "Prints the items with the partition key, one per line, in sort key order.\n"
      "PK_JSON is e.g. {\"UserName\":{\"S\":\"user1\"}}; VALUE_JSON e.g. {\"N\":\"5\"}.\n"
+     "--index NAME queries T's LSI or GSI NAME instead: PK_JSON names the index's partition\n"
+     "  key (an LSI's is T's), the sort key condition is on the index's sort key, and items\n"
+     "  come in index order. A GSI is eventually consistent: a write shows shortly after.\n"
      "--hide-expired leaves out items whose TTL has passed."},
     {"scan", cli_scan, "T [--limit N] [--hide-expired]",
      "Prints every item of T (up to N), one per line. --hide-expired leaves out items\n"
      "whose TTL has passed."},
+    {"stream", cli_stream,
+     "T [--from oldest|latest] [--after SHARD:SEQ[,SHARD:SEQ]...] [--only ttl|user]\n"
+     "             [--follow [--wait-ms N]]",
+     "Prints T's change stream (T created with --stream on), one DynamoDB Streams JSON\n"
+     "record per line: eventID, eventName (INSERT, MODIFY, REMOVE), dynamodb (Keys,\n"
+     "OldImage, NewImage, SequenceNumber, ApproximateCreationDateTime in epoch seconds,\n"
+     "SizeBytes), shard, and for TTL deletes userIdentity {\"type\":\"Service\",\n"
+     "\"principalId\":\"lapse.ttl\"} and ttl {attribute, expiresAt, deletedAt in epoch ms}.\n"
+     "Every shard is read and the records merged by creation time (each shard in order).\n"
+     "--from oldest (default) starts at each shard's oldest kept record, latest after its\n"
+     "  newest; --after starts the listed shards after SEQ (the others as --from says).\n"
+     "--only ttl prints TTL deletes only, --only user everything else.\n"
+     "Without --follow: prints what is there now and exits. --follow: keeps reading (a\n"
+     "  round after an empty one waits up to N ms, default 1000) until SIGINT or SIGTERM,\n"
+     "  then exits 0. At exit the position is printed on stderr as an --after argument:\n"
+     "  pass it back to resume after the last record printed."},
     {"batch-put", cli_batch_put, "T",
      "Reads DynamoDB-JSON items, one per line, from stdin and writes them in batches.\n"
      "Blank lines are skipped; a bad line stops the load with its line number."},

@@ -39,11 +39,11 @@ typedef struct cli_args {
 } cli_args;
 
 typedef struct cli_ctx {
-    const char *cmd; /* the command's name, for messages */
-    const char *url; /* coordinator; NULL: $LAPSE_COORDINATOR or the default */
-    int timeout_ms;  /* 0: the library's default */
+    const char *cmd;   /* the command's name, for messages */
+    const char *url;   /* coordinator; NULL: $LAPSE_COORDINATOR or the default */
+    int timeout_ms;    /* 0: the library's default */
     char *admin_token; /* owned; from --admin-token-file; NULL: none given */
-    lapse_client *c; /* connected by cli_connect */
+    lapse_client *c;   /* connected by cli_connect */
 } cli_ctx;
 
 /* A command: parses its own arguments and returns an exit status. */
@@ -75,7 +75,7 @@ int cli_item_arg(cli_ctx *ctx, const char *what, const char *json, lapse_item **
 /* Prints s and a newline to stdout, then frees s; CLI_ERROR on OOM (s NULL). */
 int cli_print(cli_ctx *ctx, char *s);
 
-/* The commands (cli_admin.c, cli_items.c, cli_scan.c, cli_ttl.c). */
+/* The commands (cli_admin.c, cli_items.c, cli_scan.c, cli_stream.c, cli_ttl.c). */
 int cli_cluster_status(cli_ctx *ctx, int argc, char **argv);
 int cli_create_table(cli_ctx *ctx, int argc, char **argv);
 int cli_describe_table(cli_ctx *ctx, int argc, char **argv);
@@ -88,6 +88,7 @@ int cli_update(cli_ctx *ctx, int argc, char **argv);
 int cli_query(cli_ctx *ctx, int argc, char **argv);
 int cli_scan(cli_ctx *ctx, int argc, char **argv);
 int cli_batch_put(cli_ctx *ctx, int argc, char **argv);
+int cli_stream(cli_ctx *ctx, int argc, char **argv);
 int cli_update_ttl(cli_ctx *ctx, int argc, char **argv);
 int cli_describe_ttl(cli_ctx *ctx, int argc, char **argv);
 int cli_ttl_preview(cli_ctx *ctx, int argc, char **argv);

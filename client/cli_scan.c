@@ -1,7 +1,8 @@
 /*
- * cli_scan.c: the multi-item commands: query and scan (one item per line,
- * paging until done or --limit items printed) and batch-put (items from
- * stdin, one per line, sent LAPSE_BATCH_MAX at a time).
+ * cli_scan.c: the multi-item commands: query (of the table or, with --index,
+ * of an LSI or GSI) and scan (one item per line, paging until done or --limit
+ * items printed) and batch-put (items from stdin, one per line, sent
+ * LAPSE_BATCH_MAX at a time).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +32,12 @@ static const struct {
     const char *name;
     lapse_sk_op op;
 } sk_ops[] = {
-    {"eq", LAPSE_SK_EQ},         {"lt", LAPSE_SK_LT}, {"le", LAPSE_SK_LE},
-    {"gt", LAPSE_SK_GT},         {"ge", LAPSE_SK_GE}, {"between", LAPSE_SK_BETWEEN},
+    {"eq", LAPSE_SK_EQ},
+    {"lt", LAPSE_SK_LT},
+    {"le", LAPSE_SK_LE},
+    {"gt", LAPSE_SK_GT},
+    {"ge", LAPSE_SK_GE},
+    {"between", LAPSE_SK_BETWEEN},
     {"begins_with", LAPSE_SK_BEGINS_WITH},
 };
 
@@ -68,7 +73,8 @@ static int query_sk_flags(cli_ctx *ctx, const cli_args *a, lapse_query_opts *o)
 
 int cli_query(cli_ctx *ctx, int argc, char **argv)
 {
-    static const char *const valued[] = {"--key", "--sk-op", "--sk", "--sk2", "--limit", NULL};
+    static const char *const valued[] = {"--key",   "--sk-op", "--sk", "--sk2",
+                                         "--limit", "--index", NULL};
     static const char *const switches[] = {"--reverse", "--hide-expired", NULL};
     lapse_query_opts o = {0};
     lapse_item *key = NULL, *next = NULL;
@@ -86,6 +92,9 @@ int cli_query(cli_ctx *ctx, int argc, char **argv)
     const char *v = cli_flag(&a, "--key");
     if (v == NULL) {
         return cli_usage(ctx, "--key PK_JSON is required");
+    }
+    if ((v = cli_flag(&a, "--index")) != NULL && v[0] == '\0') {
+        return cli_usage(ctx, "--index wants an index name");
     }
     if ((v = cli_flag(&a, "--limit")) != NULL &&
         (rv = cli_uint(ctx, "--limit", v, &limit)) != CLI_OK) {
@@ -118,7 +127,7 @@ int cli_query(cli_ctx *ctx, int argc, char **argv)
         lapse_page *p = NULL;
         o.limit = limit > 0 ? limit - printed : 0;
         o.exclusive_start_key = next;
-        if (lapse_query(ctx->c, a.pos[0], &o, &p, &err) != 0) {
+        if (lapse_query_index(ctx->c, a.pos[0], cli_flag(&a, "--index"), &o, &p, &err) != 0) {
             rv = cli_fail(ctx, &err);
             goto out;
         }
@@ -199,8 +208,8 @@ static int batch_flush(cli_ctx *ctx, const char *table, batch *b)
         return CLI_OK;
     }
     if (lapse_batch_write(ctx->c, table, b->items, b->n, NULL, 0, &err) != 0) {
-        fprintf(stderr, "lapse: batch-put: %s (%zu items written before this batch)\n",
-                err.message, b->written);
+        fprintf(stderr, "lapse: batch-put: %s (%zu items written before this batch)\n", err.message,
+                b->written);
         return CLI_ERROR;
     }
     b->written += b->n;

@@ -40,8 +40,7 @@ int client_ok(lapse_error *err)
 
 /* Transport failures name the peer; failures the server reported carry the
  * server's message, which already says what was wrong with the request. */
-static int peer_err(lapse_error *err, int code, const char *peer, const char *msg,
-                    int timeout_ms)
+static int peer_err(lapse_error *err, int code, const char *peer, const char *msg, int timeout_ms)
 {
     switch (code) {
     case LAPSE_ETIMEDOUT:
@@ -76,8 +75,7 @@ int client_node_err(lapse_error *err, int code, const client_route *r, const cha
     return peer_err(err, code, peer, msg, timeout_ms);
 }
 
-static int coord_err(lapse_client *c, lapse_error *err, int code, const char *msg,
-                     int timeout_ms)
+static int coord_err(lapse_client *c, lapse_error *err, int code, const char *msg, int timeout_ms)
 {
     char peer[PMAP_MAX_ADDR + 32];
     snprintf(peer, sizeof peer, "coordinator %s", c->url);
@@ -130,8 +128,7 @@ static int retryable(int rv, int idempotent)
 /* Connection and the map cache                                              */
 /* ------------------------------------------------------------------------ */
 
-int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms,
-                          lapse_error *err)
+int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms, lapse_error *err)
 {
     char msg[256] = "";
     int rv;
@@ -184,8 +181,9 @@ int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms,
         }
         if (!retryable(rv, 1) || clock_mono_remaining_ms(deadline) <= 0) {
             if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
-                client_err(err, rv, "coordinator %s: %s within %d ms (is lapse-coordinator running?)",
-                           url, rv == LAPSE_ETIMEDOUT ? "no reply" : "unreachable", total);
+                client_err(err, rv,
+                           "coordinator %s: %s within %d ms (is lapse-coordinator running?)", url,
+                           rv == LAPSE_ETIMEDOUT ? "no reply" : "unreachable", total);
             }
             lapse_close(c);
             return rv;
@@ -310,8 +308,7 @@ int client_table(lapse_client *c, const char *name, table_schema *out, lapse_err
     return client_err(err, LAPSE_ENOTFOUND, "table \"%s\" does not exist", name);
 }
 
-int client_partition_of(const table_schema *t, const item *key, uint32_t *part,
-                        lapse_error *err)
+int client_partition_of(const table_schema *t, const item *key, uint32_t *part, lapse_error *err)
 {
     const attr_value *pk = item_get(key, t->pk.name);
     if (pk == NULL) {
@@ -340,7 +337,7 @@ int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_e
     }
     if (t->schema.id != tg->table_id) {
         /* Deleted and re-created since the call started. */
-        if (tg->key == NULL) {
+        if (tg->key == NULL || tg->kind != CLIENT_ROUTE_BASE) {
             rv = client_err(err, LAPSE_ENOTFOUND, "table \"%s\" was deleted and re-created",
                             tg->table);
             goto out;
@@ -350,11 +347,23 @@ int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_e
         }
         tg->table_id = t->schema.id;
     }
-    r->node_id = pmap_owner(t, tg->part);
+    switch (tg->kind) {
+    case CLIENT_ROUTE_GSI:
+        r->node_id = pmap_gsi_owner(t, tg->gsi, tg->part);
+        break;
+    case CLIENT_ROUTE_STREAM:
+        r->node_id = pmap_stream_host(t, tg->part);
+        break;
+    default:
+        r->node_id = pmap_owner(t, tg->part);
+        break;
+    }
     const pmap_node *n = pmap_node_find(c->map, r->node_id);
     if (n == NULL) {
-        rv = client_err(err, LAPSE_EUNAVAILABLE, "table \"%s\" partition %u has no known owner",
-                        tg->table, (unsigned)tg->part);
+        static const char *const what[] = {"partition", "GSI partition", "stream shard"};
+        rv = client_err(err, LAPSE_EUNAVAILABLE, "table \"%s\" %s %u has no known %s", tg->table,
+                        what[tg->kind <= CLIENT_ROUTE_STREAM ? tg->kind : 0], (unsigned)tg->part,
+                        tg->kind == CLIENT_ROUTE_STREAM ? "host" : "owner");
         goto out;
     }
     snprintf(r->addr, sizeof r->addr, "%s", n->address);
@@ -451,8 +460,8 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
     }
 }
 
-int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent,
-                      Lapse__Response **resp, lapse_error *err)
+int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent, Lapse__Response **resp,
+                      lapse_error *err)
 {
     int total = client_timeout_ms(c);
     clock_mono deadline = clock_mono_after_ms(total);

@@ -109,38 +109,71 @@ int client_table(lapse_client *c, const char *name, table_schema *out, lapse_err
 
 /* The partition of key (an item carrying at least t's partition key). Returns
  * 0 or LAPSE_EINVAL when the partition key is missing or of the wrong type. */
-int client_partition_of(const table_schema *t, const item *key, uint32_t *part,
-                        lapse_error *err);
+int client_partition_of(const table_schema *t, const item *key, uint32_t *part, lapse_error *err);
+
+/* Which node of a table a call goes to (docs/replication.md). */
+typedef enum client_route_kind {
+    CLIENT_ROUTE_BASE = 0,  /* the owner of base partition part (pmap_owner) */
+    CLIENT_ROUTE_GSI = 1,   /* the owner of partition part of GSI gsi (pmap_gsi_owner) */
+    CLIENT_ROUTE_STREAM = 2 /* the host of base partition part's shard (pmap_stream_host) */
+} client_route_kind;
 
 /* What a call is routed by. The partition was computed from the schema with
  * id table_id; when the cached map holds a re-created table of the same name
- * (another id), a call with a key is re-routed by hashing key again, and a
- * call without (a scan of one partition) fails with LAPSE_ENOTFOUND. */
+ * (another id), a base call with a key is re-routed by hashing key again,
+ * and any other call (a scan of one partition, a GSI query, a stream read)
+ * fails with LAPSE_ENOTFOUND. Zero-initialized fields after key mean a base
+ * call, so designated initializers of base calls need not name them. */
 typedef struct client_target {
     const char *table;
     uint32_t table_id;
     uint32_t part;
     const item *key; /* borrowed; NULL: the partition is fixed */
+    client_route_kind kind;
+    uint32_t gsi; /* CLIENT_ROUTE_GSI: the GSI's position in schema.gsi */
 } client_target;
 
-/* The owner of tg's partition, from the cached map (tg may be updated as
- * above). Returns 0, LAPSE_ENOTFOUND (table gone) or LAPSE_EUNAVAILABLE (no
- * owner known). */
+/* The node tg goes to, from the cached map (tg may be updated as above).
+ * Returns 0, LAPSE_ENOTFOUND (table gone) or LAPSE_EUNAVAILABLE (no owner or
+ * host known). */
 int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_error *err);
+
+/* The keys a query is on: the table's, or one of its indexes'
+ * (client_query_route). Pointers are borrowed from the schema. */
+typedef struct client_query_keys {
+    const char *what;  /* "table" or "index", for messages */
+    const char *name;  /* the table's or the index's name */
+    const key_def *pk; /* the partition key (an LSI's is the table's) */
+    const key_def *sk; /* the sort key; sk->name[0] == 0: none */
+    const char *index; /* the index's name for the wire; "" for the table */
+    int is_gsi;
+} client_query_keys;
+
+/* Routes a query of t with partition key value pk: index NULL or "" is the
+ * table itself, else the name of one of t's LSIs or GSIs. Sets *keys and
+ * tg's kind, gsi and part: for the table and an LSI the base partition of
+ * pk (the LSI lives beside its items); for a GSI the GSI partition
+ * hash_partition(pk, its partitions), the function partition/itemkey.c
+ * places entries with, and CLIENT_ROUTE_GSI. tg's table, table_id and key
+ * are left to the caller. Pure. Returns 0, LAPSE_ENOTFOUND (no such index,
+ * message naming it) or LAPSE_EINVAL (pk not of the key's type). */
+int client_query_route(const table_schema *t, const char *index, const attr_value *pk,
+                       client_target *tg, client_query_keys *keys, lapse_error *err);
 
 /* The shared rpc client for url, created on first use. *out is borrowed until
  * lapse_close. Returns 0, LAPSE_EINVAL or LAPSE_ENOMEM. */
 int client_conn(lapse_client *c, const char *url, rpc_client **out, lapse_error *err);
 
-/* Sends req to the owner of tg's partition with the retry policy above. On 0, *resp is the reply (caller rpc_response_free). On error *resp
- * is NULL and err names the node and the failure. */
+/* Sends req to the node tg routes to with the retry policy above. On 0,
+ * *resp is the reply (caller rpc_response_free). On error *resp is NULL and
+ * err names the node and the failure. */
 int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, int idempotent,
                      Lapse__Response **resp, lapse_error *err);
 
 /* Sends req to the coordinator with the retry policy above (no map refresh).
  * Sets req's admin token. Same returns as client_call_part. */
-int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent,
-                      Lapse__Response **resp, lapse_error *err);
+int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent, Lapse__Response **resp,
+                      lapse_error *err);
 
 /* Formats the error of a failed call to node r into err; msg is the detail
  * rpc_call returned (may be empty). Returns code. */

@@ -510,7 +510,40 @@ static void test_cli_usage_errors(void **state)
                      2);
     assert_int_equal(run_cli("query", "T", "--key", "{}", "--sk-op", "between", "--sk", "{}", NULL),
                      2);
+    assert_int_equal(run_cli("query", "T", "--key", "{}", "--index=", NULL), 2);
+    assert_int_equal(run_cli("query", "T", "--key", "{}", "--index", NULL), 2);
     assert_int_equal(run_cli("scan", "T", "--limit", "ten", NULL), 2);
+
+    /* stream: flag values and combinations, all before connecting. */
+    static const char *const bad_stream_flags[][3] = {
+        {"--from", "middle", NULL},
+        {"--from", "", NULL},
+        {"--only", "admin", NULL},
+        {"--after", "x", NULL},
+        {"--after", "1", NULL},
+        {"--after", "1:", NULL},
+        {"--after", ":5", NULL},
+        {"--after", "1:2,", NULL},
+        {"--after", "1:2;3:4", NULL},
+        {"--after", "", NULL},
+        {"--after", "-1:2", NULL},
+        {"--wait-ms", "5", NULL}, /* without --follow */
+        {"--follow=yes", NULL, NULL},
+        {"--wait-ms", "0", "--follow"},
+        {"--wait-ms", "soon", "--follow"},
+        {"--wait-ms", "20001", "--follow"},
+        {"--limit", "5", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad_stream_flags / sizeof bad_stream_flags[0]; i++) {
+        const char *const *f = bad_stream_flags[i];
+        int rv = run_cli("stream", "T", f[0], f[1], f[2], NULL);
+        if (rv != 2) {
+            fail_msg("stream T %s %s %s: exit %d, want 2", f[0], f[1] ? f[1] : "", f[2] ? f[2] : "",
+                     rv);
+        }
+    }
+    assert_int_equal(run_cli("stream", NULL), 2);
+    assert_int_equal(run_cli("stream", "T", "U", NULL), 2);
     assert_int_equal(run_cli("batch-put", NULL), 2);
 
     /* Index and stream flags: shapes, values and combinations. */
@@ -587,6 +620,7 @@ static void test_cli_usage_errors(void **state)
     assert_int_equal(run_cli("query", "--help", NULL), 0);
     assert_int_equal(run_cli("update-ttl", "--help", NULL), 0);
     assert_int_equal(run_cli("ttl-preview", "--help", NULL), 0);
+    assert_int_equal(run_cli("stream", "--help", NULL), 0);
 
     /* Malformed JSON is an error (1), found before connecting. */
     assert_int_equal(run_cli("put", "T", "{not json", NULL), 1);

@@ -258,10 +258,130 @@ int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *opts
                 lapse_error *err);
 int lapse_scan(lapse_client *c, const char *table, const lapse_scan_opts *opts, lapse_page **out,
                lapse_error *err);
+/* A query of one of table's secondary indexes (docs/replication.md): index
+ * names an LSI or a GSI (NULL or "": the table itself, as lapse_query).
+ * opts is as for lapse_query, on the index's keys: partition_key_json is the
+ * value of the index's partition key (an LSI's is the table's),
+ * partition_key_name is checked against it, and the sort key condition is
+ * on the index's sort key. Items come in index sort key order, then table
+ * key order; a page's last key carries the table's and the index's keys and
+ * is passed back as exclusive_start_key. An LSI query is strongly
+ * consistent, like a base query. A GSI query is sent to the node owning the
+ * GSI partition of the value and is eventually consistent: a write shows
+ * there shortly after it is acknowledged. A keys-only GSI returns the
+ * table's keys, the index's keys and the TTL attribute; hide_expired works
+ * on either kind. Returns as lapse_query, plus LAPSE_ENOTFOUND for an index
+ * table does not have. */
+int lapse_query_index(lapse_client *c, const char *table, const char *index,
+                      const lapse_query_opts *opts, lapse_page **out, lapse_error *err);
 size_t lapse_page_count(const lapse_page *p);
 const lapse_item *lapse_page_item(const lapse_page *p, size_t i); /* borrowed */
 const lapse_item *lapse_page_last_key(const lapse_page *p);       /* NULL: no more */
 void lapse_page_free(lapse_page *p);
+
+/* ---- the change stream (docs/replication.md) ---- */
+
+/*
+ * A table created with a stream records every change of an item (put,
+ * update, delete, batch write, TTL delete) as one record in the shard of the
+ * item's base partition, numbered 1, 2, ... without gaps per shard, kept
+ * for the table's retention. Each shard lives on one node (usually not the
+ * partition's owner) and fills shortly after the write is acknowledged.
+ */
+
+typedef enum lapse_stream_event {
+    LAPSE_STREAM_INSERT = 0, /* a new item: new image only */
+    LAPSE_STREAM_MODIFY = 1, /* an item replaced or updated: both images */
+    LAPSE_STREAM_REMOVE = 2  /* an item deleted: old image only */
+} lapse_stream_event;
+
+/* One stream record. Pointers are borrowed from the lapse_stream_batch it
+ * came from, valid until lapse_stream_batch_free. */
+typedef struct lapse_stream_record {
+    uint32_t shard;
+    uint64_t sequence_number; /* 1.., gapless within the shard */
+    lapse_stream_event event;
+    int64_t approximate_creation_ms; /* commit wall-clock time, epoch ms */
+    const lapse_item *keys;          /* the item's key attributes; never NULL */
+    const lapse_item *old_image;     /* NULL: none (INSERT, or a REMOVE of an undecodable item) */
+    const lapse_item *new_image;     /* NULL: none (REMOVE) */
+    uint64_t size_bytes;
+    int ttl_delete;            /* non-zero: deleted by TTL (principal lapse.ttl) */
+    const char *ttl_attribute; /* TTL deletes: the TTL attribute; otherwise "" */
+    int64_t ttl_expires_at_ms; /* TTL deletes: the item's due instant, epoch ms */
+    int64_t ttl_deleted_at_ms; /* TTL deletes: when it was deleted, epoch ms */
+} lapse_stream_record;
+
+/* Where one shard lives: shard = the base partition. */
+typedef struct lapse_stream_shard {
+    uint32_t shard;
+    uint32_t node_id;  /* the host, from the cached partition map */
+    char address[256]; /* its RPC URL */
+} lapse_stream_shard;
+
+/* The shards of table's stream, in shard order, from the cached partition
+ * map (refreshed once when the table or a host is unknown). *out (caller
+ * frees with lapse_free) receives *n entries, one per base partition.
+ * Returns 0, LAPSE_ENOTFOUND, LAPSE_EINVAL (the table has no stream) or
+ * LAPSE_ENOMEM; on error *out is NULL and *n 0. */
+int lapse_stream_shards(lapse_client *c, const char *table, lapse_stream_shard **out, size_t *n,
+                        lapse_error *err);
+
+/* Records read from one shard. */
+typedef struct lapse_stream_batch lapse_stream_batch;
+
+/* One read of one shard. */
+typedef struct lapse_stream_request {
+    uint32_t shard;
+    uint64_t after_seq; /* records with a greater sequence number; 0: from the oldest kept */
+    unsigned limit;     /* at most this many records; 0: the node's default (1000) */
+    unsigned wait_ms;   /* long poll: with none after after_seq, the host answers when
+                           one arrives or after wait_ms (0: at once) */
+} lapse_stream_request;
+
+/* Reads one shard of table's stream from its host (retried like a read,
+ * with the map refreshed on WRONG_NODE). *out (caller frees with
+ * lapse_stream_batch_free) holds the records after req->after_seq in
+ * sequence order (none when the wait passed first) and the shard's newest
+ * and oldest kept sequence numbers. Returns 0, LAPSE_ENOTFOUND,
+ * LAPSE_EINVAL (no stream, or shard out of range) or a transport error; on
+ * error *out is NULL. */
+int lapse_stream_read(lapse_client *c, const char *table, const lapse_stream_request *req,
+                      lapse_stream_batch **out, lapse_error *err);
+/* Reads n shards at once (all requests in flight together, so the call
+ * takes about the longest of them): out[i] receives the batch of reqs[i].
+ * Returns 0, or the first failure (the message names the shard), and then
+ * every out[i] is NULL. */
+int lapse_stream_read_many(lapse_client *c, const char *table, const lapse_stream_request *reqs,
+                           size_t n, lapse_stream_batch **out, lapse_error *err);
+size_t lapse_stream_batch_count(const lapse_stream_batch *b);
+/* Record i (borrowed), or NULL when out of range. */
+const lapse_stream_record *lapse_stream_batch_record(const lapse_stream_batch *b, size_t i);
+/* The shard's newest sequence number on its host (0: none yet). */
+uint64_t lapse_stream_batch_last_sequence(const lapse_stream_batch *b);
+/* The shard's oldest kept sequence number (0: empty). Greater than the
+ * request's after_seq + 1: records in between were trimmed (retention)
+ * before they were read. */
+uint64_t lapse_stream_batch_oldest_sequence(const lapse_stream_batch *b);
+void lapse_stream_batch_free(lapse_stream_batch *b); /* accepts NULL */
+
+/* r as one line of DynamoDB Streams JSON (free with lapse_free; NULL on
+ * OOM), keys in this order:
+ *
+ *   {"eventID":"<shard>-<seq>","eventName":"INSERT"|"MODIFY"|"REMOVE",
+ *    "eventSource":"lapse",
+ *    "dynamodb":{"Keys":{..},"OldImage":{..},"NewImage":{..},
+ *                "SequenceNumber":"<seq>","ApproximateCreationDateTime":<s>,
+ *                "SizeBytes":<n>,"StreamViewType":"NEW_AND_OLD_IMAGES"},
+ *    "userIdentity":{"type":"Service","principalId":"lapse.ttl"},
+ *    "ttl":{"attribute":"<name>","expiresAt":<ms>,"deletedAt":<ms>},
+ *    "shard":"<shard>"}
+ *
+ * Images are DynamoDB JSON and absent when the record has none.
+ * ApproximateCreationDateTime is whole epoch seconds (DynamoDB's default
+ * precision). userIdentity and ttl are present only for TTL deletes, as
+ * DynamoDB marks them; ttl's times are epoch milliseconds. */
+char *lapse_stream_record_to_json(const lapse_stream_record *r);
 
 /* ---- time to live (docs/ttl.md) ---- */
 

@@ -2,6 +2,13 @@
  * scan.c: query (one partition, routed by its partition key) and scan (a
  * range of partitions walked in order), and the pages they return.
  *
+ * Index queries (docs/replication.md): an LSI query goes where a base query
+ * of the same partition key goes (the LSI lives beside its items); a GSI
+ * query goes to the owner of the GSI partition hash(pk) mod the GSI's
+ * partitions, named in the request, and is eventually consistent. Either
+ * pages like a base query: the node's last key carries the table's keys and
+ * the index keys, and comes back as the next call's exclusive start key.
+ *
  * Scan paging: segment s of n covers partitions [s*P/n, (s+1)*P/n). One
  * lapse_scan call pages through partitions in order, continuing into the
  * next partition until the limit is reached, a node stops a page early (its
@@ -15,6 +22,7 @@
 #include "../common/arena.h"
 #include "../common/ddbjson.h"
 #include "../common/lapse_err.h"
+#include "../partition/hash.h"
 #include "../rpc/wire.h"
 #include "client.h"
 
@@ -74,8 +82,8 @@ static int page_append(lapse_page *p, const Lapse__PageResponse *pr, size_t *byt
     for (size_t i = 0; i < pr->n_items; i++) {
         item *it = NULL;
         if ((rv = wire_item_from_pb(pr->items[i], &it, msg, sizeof msg)) != 0) {
-            return client_err(err, rv == LAPSE_EINVAL ? LAPSE_EPROTO : rv,
-                              "bad item in reply: %s", msg);
+            return client_err(err, rv == LAPSE_EINVAL ? LAPSE_EPROTO : rv, "bad item in reply: %s",
+                              msg);
         }
         p->items[p->n++].it = it;
         *bytes += item_size(it);
@@ -90,8 +98,8 @@ static int page_set_last_pb(lapse_page *p, const Lapse__Item *pb, lapse_error *e
     item *it = NULL;
     int rv = wire_item_from_pb(pb, &it, msg, sizeof msg);
     if (rv != 0) {
-        return client_err(err, rv == LAPSE_EINVAL ? LAPSE_EPROTO : rv,
-                          "bad last key in reply: %s", msg);
+        return client_err(err, rv == LAPSE_EINVAL ? LAPSE_EPROTO : rv, "bad last key in reply: %s",
+                          msg);
     }
     if ((p->last_key = client_item_wrap(it)) == NULL) {
         item_free(it);
@@ -144,8 +152,9 @@ static const Lapse__SortKeyCondition__Op sk_ops[] = {
     [LAPSE_SK_BEGINS_WITH] = LAPSE__SORT_KEY_CONDITION__OP__BEGINS_WITH,
 };
 
-/* Checks the sort key condition against the schema; fills *sk. */
-static int query_sk(const table_schema *t, const lapse_query_opts *o, arena *a, attr_value *v1,
+/* Checks the sort key condition against the key it is on (the table's or
+ * an index's sort key); fills *sk. */
+static int query_sk(const client_query_keys *k, const lapse_query_opts *o, arena *a, attr_value *v1,
                     attr_value *v2, Lapse__SortKeyCondition **sk, lapse_error *err)
 {
     int rv;
@@ -156,8 +165,8 @@ static int query_sk(const table_schema *t, const lapse_query_opts *o, arena *a, 
     if ((unsigned)o->sk_op > LAPSE_SK_BEGINS_WITH) {
         return client_err(err, LAPSE_EINVAL, "unknown sort key operator %d", (int)o->sk_op);
     }
-    if (t->sk.name[0] == '\0') {
-        return client_err(err, LAPSE_EINVAL, "table \"%s\" has no sort key", t->name);
+    if (k->sk->name[0] == '\0') {
+        return client_err(err, LAPSE_EINVAL, "%s \"%s\" has no sort key", k->what, k->name);
     }
     if (o->sk_json == NULL || (o->sk_op == LAPSE_SK_BETWEEN && o->sk2_json == NULL)) {
         return client_err(err, LAPSE_EINVAL, "sort key condition: missing value%s",
@@ -170,15 +179,15 @@ static int query_sk(const table_schema *t, const lapse_query_opts *o, arena *a, 
         (rv = parse_value("sort key upper bound", o->sk2_json, v2, err)) != 0) {
         return rv;
     }
-    const attr_value *bad = v1->type != t->sk.type ? v1 : NULL;
-    if (o->sk_op == LAPSE_SK_BETWEEN && v2->type != t->sk.type) {
+    const attr_value *bad = v1->type != k->sk->type ? v1 : NULL;
+    if (o->sk_op == LAPSE_SK_BETWEEN && v2->type != k->sk->type) {
         bad = v2;
     }
     if (bad != NULL) {
-        return client_err(err, LAPSE_EINVAL, "sort key \"%s\" is of type %s, not %s", t->sk.name,
-                          item_type_name(t->sk.type), item_type_name(bad->type));
+        return client_err(err, LAPSE_EINVAL, "sort key \"%s\" is of type %s, not %s", k->sk->name,
+                          item_type_name(k->sk->type), item_type_name(bad->type));
     }
-    if (o->sk_op == LAPSE_SK_BEGINS_WITH && t->sk.type == ATTR_N) {
+    if (o->sk_op == LAPSE_SK_BEGINS_WITH && k->sk->type == ATTR_N) {
         return client_err(err, LAPSE_EINVAL, "begins_with needs an S or B sort key");
     }
     Lapse__SortKeyCondition *pc = arena_alloc(a, sizeof *pc);
@@ -195,17 +204,72 @@ static int query_sk(const table_schema *t, const lapse_query_opts *o, arena *a, 
     return 0;
 }
 
-int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *o,
-                lapse_page **out, lapse_error *err)
+int client_query_route(const table_schema *t, const char *index, const attr_value *pk,
+                       client_target *tg, client_query_keys *keys, lapse_error *err)
+{
+    uint32_t parts = t->partitions;
+    memset(keys, 0, sizeof *keys);
+    keys->what = "table";
+    keys->name = t->name;
+    keys->pk = &t->pk;
+    keys->sk = &t->sk;
+    keys->index = "";
+    tg->kind = CLIENT_ROUTE_BASE;
+    tg->gsi = 0;
+    if (index != NULL && index[0] != '\0') {
+        const index_def *d = NULL;
+        for (uint32_t i = 0; i < t->nlsi && d == NULL; i++) {
+            d = strcmp(t->lsi[i].name, index) == 0 ? &t->lsi[i] : NULL;
+        }
+        for (uint32_t i = 0; i < t->ngsi && d == NULL; i++) {
+            if (strcmp(t->gsi[i].name, index) == 0) {
+                d = &t->gsi[i];
+                keys->is_gsi = 1;
+                keys->pk = &d->pk;
+                tg->kind = CLIENT_ROUTE_GSI;
+                tg->gsi = i;
+                parts = d->partitions;
+            }
+        }
+        if (d == NULL) {
+            return client_err(err, LAPSE_ENOTFOUND, "table \"%s\" has no index \"%s\"", t->name,
+                              index);
+        }
+        keys->what = "index";
+        keys->name = d->name;
+        keys->sk = &d->sk;
+        keys->index = d->name;
+    }
+    if (pk->type != keys->pk->type) {
+        return client_err(err, LAPSE_EINVAL, "partition key \"%s\" must be of type %s, not %s",
+                          keys->pk->name, item_type_name(keys->pk->type), item_type_name(pk->type));
+    }
+    int rv = hash_partition(pk, parts, &tg->part);
+    if (rv != 0) {
+        return client_err(err, rv, "partition key \"%s\": cannot hash (%s)", keys->pk->name,
+                          lapse_strerror(rv));
+    }
+    return 0;
+}
+
+int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *o, lapse_page **out,
+                lapse_error *err)
+{
+    return lapse_query_index(c, table, NULL, o, out, err);
+}
+
+int lapse_query_index(lapse_client *c, const char *table, const char *index,
+                      const lapse_query_opts *o, lapse_page **out, lapse_error *err)
 {
     Lapse__QueryRequest body = LAPSE__QUERY_REQUEST__INIT;
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__Response *resp = NULL;
     lapse_page *p = NULL;
     table_schema t;
+    client_query_keys k;
+    client_target tg = {0};
     attr_value pk, v1, v2;
     item *pk_item = NULL;
-    uint32_t part;
     size_t bytes = 0;
     arena a;
     int rv;
@@ -220,29 +284,32 @@ int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *o,
     if ((rv = client_table(c, table, &t, err)) != 0) {
         return rv;
     }
-    if (o->partition_key_name != NULL && strcmp(o->partition_key_name, t.pk.name) != 0) {
-        return client_err(err, LAPSE_EINVAL, "the partition key of table \"%s\" is \"%s\", not \"%s\"",
-                          table, t.pk.name, o->partition_key_name);
-    }
     arena_init(&a);
     item_value_init_null(&pk);
     item_value_init_null(&v1);
     item_value_init_null(&v2);
-    if ((rv = parse_value("partition key value", o->partition_key_json, &pk, err)) != 0) {
+    if ((rv = parse_value("partition key value", o->partition_key_json, &pk, err)) != 0 ||
+        (rv = client_query_route(&t, index, &pk, &tg, &k, err)) != 0) {
         goto out;
     }
-    /* Routing and the schema check both want the key as an item. */
-    if ((pk_item = item_new()) == NULL || (rv = item_set_copy(pk_item, t.pk.name, &pk)) != 0) {
+    if (o->partition_key_name != NULL && strcmp(o->partition_key_name, k.pk->name) != 0) {
+        rv = client_err(err, LAPSE_EINVAL, "the partition key of %s \"%s\" is \"%s\", not \"%s\"",
+                        k.what, k.name, k.pk->name, o->partition_key_name);
+        goto out;
+    }
+    /* A base or LSI query re-routes by its key if the table is re-created;
+     * a GSI query has no table key to hash and fails instead. */
+    if (!k.is_gsi &&
+        ((pk_item = item_new()) == NULL || item_set_copy(pk_item, t.pk.name, &pk) != 0)) {
         rv = client_err(err, LAPSE_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rv = client_partition_of(&t, pk_item, &part, err)) != 0) {
-        goto out;
-    }
-    if ((rv = query_sk(&t, o, &a, &v1, &v2, &body.sort_key, err)) != 0) {
+    if ((rv = query_sk(&k, o, &a, &v1, &v2, &body.sort_key, err)) != 0) {
         goto out;
     }
     body.table = (char *)table;
+    body.index = (char *)k.index;
+    body.index_partition = k.is_gsi ? tg.part : 0;
     body.limit = o->limit;
     body.reverse = o->reverse != 0;
     body.hide_expired = client_hide_expired(c, o->hide_expired);
@@ -254,7 +321,9 @@ int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *o,
     }
     req.body_case = LAPSE__REQUEST__BODY_QUERY;
     req.query = &body;
-    client_target tg = {.table = table, .table_id = t.id, .part = part, .key = pk_item};
+    tg.table = table;
+    tg.table_id = t.id;
+    tg.key = pk_item;
     if ((rv = client_call_part(c, &tg, &req, 1, &resp, err)) != 0 ||
         (rv = expect_page(resp, err)) != 0) {
         goto out;
@@ -290,8 +359,8 @@ out:
  * of the key the node stopped at (caller frees), or NULL when it finished the
  * partition. */
 static int scan_one(lapse_client *c, const table_schema *t, uint32_t part, uint32_t limit,
-                    int hide_expired, const item *start, lapse_page *p, size_t *bytes,
-                    item **last, lapse_error *err)
+                    int hide_expired, const item *start, lapse_page *p, size_t *bytes, item **last,
+                    lapse_error *err)
 {
     Lapse__ScanRequest body = LAPSE__SCAN_REQUEST__INIT;
     Lapse__Request req = LAPSE__REQUEST__INIT;

@@ -1,0 +1,779 @@
+/*
+ * replication_test: secondary indexes and the change stream on a real
+ * three-node cluster (metrics on), black box through liblapse and the lapse
+ * CLI:
+ *  - puts, updates, deletes and batch writes show in an LSI at once, in a
+ *    GSI within a bounded wait, and in the stream as exactly one record per
+ *    change, with the right eventName and images, gapless per shard;
+ *  - TTL deletes leave the GSI and appear once in the stream, marked with
+ *    principal lapse.ttl and the ttl object; a --stream-ttl-deletes off
+ *    table keeps them out while its user deletes stay in;
+ *  - hide_expired on a GSI query (keys-only and all projections) never
+ *    returns an expired item;
+ *  - `lapse stream` prints the records as JSON lines, filters with --only,
+ *    follows until SIGTERM and resumes from the --after it printed;
+ *  - a mass expiry with kill -9 of the node hosting most shards and of
+ *    another node mid-way settles to a GSI equal to the projection of the
+ *    base table and a gapless stream with exactly one TTL REMOVE per
+ *    expired item and none for live ones.
+ * No daemon crashes (teardown).
+ */
+#include "testutil.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "repl_testutil.h"
+
+static cluster *g_cluster;
+static lapse_client *g_client;
+
+static int setup(void **state)
+{
+    (void)state;
+    cluster_options o = {.nodes = 3, .quiet = 1, .metrics = 1};
+    char err[512];
+    if (cluster_start(&g_cluster, &o, err, sizeof(err)) != 0) {
+        fail_msg("cluster_start: %s", err);
+    }
+    g_client = connect_client(g_cluster);
+    rt_init(g_cluster, g_client);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    lapse_close(g_client);
+    if (g_cluster == NULL) {
+        return 0;
+    }
+    int status = 0, crashed = cluster_crashed(g_cluster, &status);
+    if (crashed >= 0) {
+        fprintf(stderr, "process %d exited on its own (wait status %d); logs in %s\n", crashed,
+                status, cluster_run_dir(g_cluster));
+    }
+    cluster_free(g_cluster, crashed < 0);
+    return crashed < 0 ? 0 : -1;
+}
+
+static void create(const lapse_table_def *d)
+{
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(g_client, d, &e), &e);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Orders: every kind of write, in the LSI, the GSI and the stream          */
+/* ------------------------------------------------------------------------ */
+
+static const lapse_index_def orders_lsi[] = {
+    {.name = "ByDate", .sort_key = "Date", .sort_key_type = 'S'}};
+static const lapse_index_def orders_gsi[] = {{.name = "ByStatus",
+                                              .partition_key = "Status",
+                                              .partition_key_type = 'S',
+                                              .sort_key = "Date",
+                                              .sort_key_type = 'S',
+                                              .partitions = 4}};
+static const char *const statuses[] = {"new", "paid", "shipped"};
+static size_t g_orders_records; /* the Orders stream's length after the first test */
+
+static void order(char *json, size_t len, const char *cust, int ord, const char *status,
+                  const char *date)
+{
+    char st[64] = "";
+    if (status != NULL) {
+        snprintf(st, sizeof(st), ",\"Status\":{\"S\":\"%s\"}", status);
+    }
+    snprintf(json, len,
+             "{\"Customer\":{\"S\":\"%s\"},\"OrderNo\":{\"N\":\"%d\"},\"Date\":{\"S\":\"%s\"},"
+             "\"Amount\":{\"N\":\"%d.25\"}%s}",
+             cust, ord, date, ord * 10, st);
+}
+
+/* Each customer's LSI holds its items in Date, then OrderNo order, at once:
+ * the entries are written with the item. */
+static void check_lsi(rt_model *m)
+{
+    for (int c = 0; c < 12; c++) {
+        char cust[16], pk[64];
+        snprintf(cust, sizeof(cust), "c%d", c);
+        snprintf(pk, sizeof(pk), "{\"S\":\"%s\"}", cust);
+        rt_items got = {0}, want = {0};
+        rt_query_all("Orders", "ByDate", pk, NULL, 0, 3, &got);
+        rt_model_select(m, "Customer", cust, &want);
+        rt_sort(&want, "Date", "OrderNo", NULL);
+        rt_assert_items_equal(&got, &want, "LSI ByDate");
+        rt_items_free(&got);
+        rt_items_free(&want);
+    }
+    /* A condition on the LSI's sort key: only the updated items. */
+    rt_items got = {0};
+    lapse_query_opts q = {.sk_op = LAPSE_SK_BEGINS_WITH, .sk_json = "{\"S\":\"2026-02\"}"};
+    rt_query_all("Orders", "ByDate", "{\"S\":\"c3\"}", &q, 0, 0, &got);
+    assert_true(got.n > 0);
+    for (size_t i = 0; i < got.n; i++) {
+        assert_string_equal(lapse_item_get_s(got.v[i], "Status"), "shipped");
+    }
+    rt_items_free(&got);
+}
+
+/* Each status's GSI entries are the model's items with that status, in
+ * Date, then table key order (paged 4 at a time). */
+static int gsi_matches(void *arg, int last)
+{
+    rt_model *m = arg;
+    for (size_t s = 0; s < 3; s++) {
+        char pk[64];
+        snprintf(pk, sizeof(pk), "{\"S\":\"%s\"}", statuses[s]);
+        rt_items got = {0}, want = {0};
+        rt_query_all("Orders", "ByStatus", pk, NULL, 0, 4, &got);
+        rt_model_select(m, "Status", statuses[s], &want);
+        rt_sort(&want, "Date", "Customer", "OrderNo");
+        int ok = rt_items_equal(&got, &want);
+        if (!ok && last) {
+            rt_assert_items_equal(&got, &want, "GSI ByStatus");
+        }
+        rt_items_free(&got);
+        rt_items_free(&want);
+        if (!ok) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The nodes' lapse_stream_records_total add up to *want (never more). */
+static int counted_once(void *arg, int last)
+{
+    size_t want = *(size_t *)arg;
+    double stored = 0;
+    for (int n = 1; n <= 3; n++) {
+        char *text = scrape_get(cluster_metrics_addr(g_cluster, n), 2000);
+        assert_non_null(text);
+        stored += scrape_sum(text, "lapse_stream_records_total", NULL);
+        free(text);
+    }
+    if ((size_t)stored > want || last) {
+        fail_msg("lapse_stream_records_total adds up to %.0f, want %zu", stored, want);
+    }
+    return (size_t)stored == want;
+}
+
+static void test_writes_show_in_lsi_gsi_and_stream(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = "Orders",
+                         .partition_key = "Customer",
+                         .partition_key_type = 'S',
+                         .sort_key = "OrderNo",
+                         .sort_key_type = 'N',
+                         .partitions = 8,
+                         .lsi = orders_lsi,
+                         .nlsi = 1,
+                         .gsi = orders_gsi,
+                         .ngsi = 1,
+                         .stream = 1};
+    create(&d);
+    rt_model *m = rt_model_new("Orders", "Customer", "OrderNo", 8);
+    char json[512], cust[16], date[16];
+    lapse_error e = {0};
+
+    /* Puts: 12 customers x 5 orders, some without Status (not in the GSI). */
+    for (int c = 0; c < 12; c++) {
+        for (int o = 1; o <= 5; o++) {
+            snprintf(cust, sizeof(cust), "c%d", c);
+            snprintf(date, sizeof(date), "2026-01-%02d", (c * 7 + o * 3) % 28 + 1);
+            int sparse = (c * 5 + o) % 7 == 0;
+            order(json, sizeof(json), cust, o, sparse ? NULL : statuses[(c + o) % 3], date);
+            rt_put(m, json);
+        }
+    }
+    /* Updates move entries between GSI partitions and within the LSI. */
+    for (int c = 0; c < 12; c++) {
+        for (int o = 1; o <= 5; o++) {
+            if ((c + o) % 4 == 0) {
+                snprintf(cust, sizeof(cust), "c%d", c);
+                rt_update(m, cust, o, "Status", "{\"S\":\"shipped\"}", "Date",
+                          "{\"S\":\"2026-02-01\"}");
+            }
+        }
+    }
+    /* A put of an identical item is a MODIFY with equal images. */
+    char *same = lapse_item_to_json(rt_model_get(m, "c5", 2));
+    rt_put(m, same);
+    lapse_free(same);
+    /* Deletes; a delete of an absent item and a failed condition make no
+     * record. */
+    for (int c = 0; c < 12; c++) {
+        for (int o = 1; o <= 5; o++) {
+            if ((c * o) % 6 == 1) {
+                snprintf(cust, sizeof(cust), "c%d", c);
+                rt_delete(m, cust, o);
+            }
+        }
+    }
+    rt_delete(m, "nobody", 1);
+    lapse_item *dup = item_json("{\"Customer\":{\"S\":\"c2\"},\"OrderNo\":{\"N\":\"2\"}}");
+    lapse_condition cond = {.kind = LAPSE_COND_NOT_EXISTS, .attribute = "Customer"};
+    assert_lapse_code(lapse_put(g_client, "Orders", dup, &cond, &e), LAPSE_ECONDITION, &e);
+    lapse_item_free(dup);
+    /* A batch write of new items and a delete. */
+    for (int o = 1; o <= 6; o++) {
+        snprintf(date, sizeof(date), "2026-01-%02d", o);
+        order(json, sizeof(json), "batch", o, statuses[o % 3], date);
+        rt_batch_put(m, json);
+    }
+    rt_batch_delete(m, "c3", 3);
+    rt_batch_commit(m);
+
+    check_lsi(m);
+    /* An unknown index is refused by name. */
+    rt_items none = {0};
+    lapse_query_opts q = {.partition_key_json = "{\"S\":\"new\"}"};
+    lapse_page *p = NULL;
+    assert_lapse_code(lapse_query_index(g_client, "Orders", "ByNothing", &q, &p, &e),
+                      LAPSE_ENOTFOUND, &e);
+    assert_null(p);
+    rt_wait_for("the GSI to match the table", 15000, gsi_matches, m);
+    /* A sort-key condition on the GSI's sort key. */
+    lapse_query_opts between = {.sk_op = LAPSE_SK_BETWEEN,
+                                .sk_json = "{\"S\":\"2026-01-05\"}",
+                                .sk2_json = "{\"S\":\"2026-01-15\"}"};
+    rt_query_all("Orders", "ByStatus", "{\"S\":\"paid\"}", &between, 0, 2, &none);
+    assert_true(none.n > 0);
+    for (size_t i = 0; i < none.n; i++) {
+        const char *dt = lapse_item_get_s(none.v[i], "Date");
+        assert_true(strcmp(dt, "2026-01-05") >= 0 && strcmp(dt, "2026-01-15") <= 0);
+    }
+    rt_items_free(&none);
+
+    /* The stream: exactly the model's records, gapless per shard. */
+    rt_stream s;
+    rt_stream_wait(&s, "Orders", rt_model_records(m), 15000);
+    rt_stream_check_gapless(&s, 1);
+    rt_model_check_stream(m, &s);
+    g_orders_records = s.n;
+    /* Each record counted once, by the node that stored it (the counter
+     * moves just after the record is readable: a bounded wait). */
+    rt_wait_for("lapse_stream_records_total to count every record", 5000, counted_once, &s.n);
+    rt_stream_free(&s);
+    rt_model_free(m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* TTL deletes: out of the GSI, into the stream once, marked                */
+/* ------------------------------------------------------------------------ */
+
+static const lapse_index_def device_gsi[] = {
+    {.name = "ByDevice", .partition_key = "Device", .partition_key_type = 'S', .partitions = 4}};
+
+static void session(char *json, size_t len, const char *user, int sid, int64_t expires_s)
+{
+    snprintf(json, len,
+             "{\"User\":{\"S\":\"%s\"},\"Sid\":{\"N\":\"%d\"},\"Device\":{\"S\":\"d%d\"},"
+             "\"ExpiresAt\":{\"N\":\"%lld\"}}",
+             user, sid, sid % 4, (long long)expires_s);
+}
+
+typedef struct due_set {
+    const char *table;
+    int users, first_sid, last_sid; /* u0..u(users-1) x [first_sid, last_sid] */
+} due_set;
+
+static int all_gone(void *arg, int last)
+{
+    const due_set *ds = arg;
+    for (int u = 0; u < ds->users; u++) {
+        for (int sid = ds->first_sid; sid <= ds->last_sid; sid++) {
+            char key[128];
+            snprintf(key, sizeof(key), "{\"User\":{\"S\":\"u%d\"},\"Sid\":{\"N\":\"%d\"}}", u, sid);
+            if (rt_exists(ds->table, key)) {
+                if (last) {
+                    fprintf(stderr, "%s: %s still there\n", ds->table, key);
+                }
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* The GSI holds exactly the model's current items of each device. */
+static int devices_match(void *arg, int last)
+{
+    rt_model *m = arg;
+    for (int dv = 0; dv < 4; dv++) {
+        char pk[32], val[8];
+        snprintf(val, sizeof(val), "d%d", dv);
+        snprintf(pk, sizeof(pk), "{\"S\":\"%s\"}", val);
+        rt_items got = {0}, want = {0};
+        rt_query_all("Sessions", "ByDevice", pk, NULL, 0, 0, &got);
+        rt_model_select(m, "Device", val, &want);
+        rt_sort(&got, "User", "Sid", NULL);
+        rt_sort(&want, "User", "Sid", NULL);
+        int ok = rt_items_equal(&got, &want);
+        if (!ok && last) {
+            rt_assert_items_equal(&got, &want, "GSI ByDevice");
+        }
+        rt_items_free(&got);
+        rt_items_free(&want);
+        if (!ok) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_ttl_deletes_leave_gsi_and_enter_stream_once(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = "Sessions",
+                         .partition_key = "User",
+                         .partition_key_type = 'S',
+                         .sort_key = "Sid",
+                         .sort_key_type = 'N',
+                         .partitions = 8,
+                         .gsi = device_gsi,
+                         .ngsi = 1,
+                         .stream = 1};
+    create(&d);
+    rt_enable_ttl("Sessions", "ExpiresAt");
+    rt_model *m = rt_model_new("Sessions", "User", "Sid", 8);
+    int64_t due_s = rt_wall_ms() / 1000 + 3, live_s = due_s + 3600;
+    char json[512], user[16];
+    for (int u = 0; u < 10; u++) {
+        snprintf(user, sizeof(user), "u%d", u);
+        for (int sid = 1; sid <= 6; sid++) { /* 1-4 expire, 5-6 live */
+            session(json, sizeof(json), user, sid, sid <= 4 ? due_s : live_s);
+            rt_put(m, json);
+        }
+    }
+    due_set ds = {"Sessions", 10, 1, 4};
+    rt_wait_for("the due sessions to be deleted", (int)(due_s * 1000 - rt_wall_ms()) + 5000,
+                all_gone, &ds);
+    for (int u = 0; u < 10; u++) {
+        snprintf(user, sizeof(user), "u%d", u);
+        for (int sid = 1; sid <= 4; sid++) {
+            rt_model_ttl_removed(m, user, sid, "ExpiresAt", due_s * 1000);
+        }
+    }
+    rt_wait_for("the GSI to drop the expired sessions", 15000, devices_match, m);
+
+    rt_stream s;
+    rt_stream_wait(&s, "Sessions", rt_model_records(m), 15000);
+    rt_stream_check_gapless(&s, 1);
+    rt_model_check_stream(m, &s);
+    /* The JSON marks TTL deletes, and only them, as the service's. */
+    size_t ttl = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        char *js = lapse_stream_record_to_json(s.r[i]);
+        int marked = strstr(js, "\"userIdentity\":{\"type\":\"Service\","
+                                "\"principalId\":\"lapse.ttl\"}") != NULL &&
+                     strstr(js, "\"ttl\":{\"attribute\":\"ExpiresAt\"") != NULL;
+        assert_int_equal(marked, s.r[i]->ttl_delete != 0);
+        ttl += marked;
+        lapse_free(js);
+    }
+    assert_int_equal(ttl, 40);
+    rt_stream_free(&s);
+    rt_model_free(m);
+}
+
+/* --stream-ttl-deletes off: the table's TTL deletes stay out of its stream,
+ * its user deletes are in it. A marker written after the TTL delete into
+ * the same shard proves the absence: a shard's records are in commit order,
+ * so a TTL record would come before the marker's. */
+static void test_stream_without_ttl_deletes(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = "Quiet",
+                         .partition_key = "User",
+                         .partition_key_type = 'S',
+                         .sort_key = "Sid",
+                         .sort_key_type = 'N',
+                         .partitions = 4,
+                         .stream = 1,
+                         .stream_exclude_ttl_deletes = 1};
+    create(&d);
+    rt_enable_ttl("Quiet", "ExpiresAt");
+    rt_model *m = rt_model_new("Quiet", "User", "Sid", 4);
+    int64_t due_s = rt_wall_ms() / 1000 + 2;
+    char json[512];
+    session(json, sizeof(json), "u0", 1, due_s);
+    rt_put(m, json);
+    session(json, sizeof(json), "u0", 2, due_s + 3600);
+    rt_put(m, json);
+    session(json, sizeof(json), "u1", 1, due_s + 3600);
+    rt_put(m, json);
+    rt_delete(m, "u1", 1); /* a user delete: in the stream */
+    due_set ds = {"Quiet", 1, 1, 1};
+    rt_wait_for("u0/1 to be deleted by TTL", (int)(due_s * 1000 - rt_wall_ms()) + 5000, all_gone,
+                &ds);
+    session(json, sizeof(json), "u0", 3, due_s + 3600); /* the marker */
+    rt_put(m, json);
+
+    /* The model expects no record for the TTL delete. */
+    rt_stream s;
+    rt_stream_wait(&s, "Quiet", rt_model_records(m), 15000);
+    rt_stream_check_gapless(&s, 1);
+    rt_model_check_stream(m, &s);
+    for (size_t i = 0; i < s.n; i++) {
+        assert_false(s.r[i]->ttl_delete);
+    }
+    rt_stream_free(&s);
+    rt_model_free(m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* hide_expired on GSI queries                                               */
+/* ------------------------------------------------------------------------ */
+
+static const lapse_index_def kind_gsi[] = {
+    {.name = "KindKeys",
+     .partition_key = "Kind",
+     .partition_key_type = 'S',
+     .projection = LAPSE_PROJECT_KEYS},
+    {.name = "KindAll", .partition_key = "Kind", .partition_key_type = 'S', .partitions = 2},
+};
+
+/* Polls both GSIs with hide_expired until the 10 live items show; no poll
+ * may return an expired one. */
+static int only_live_shown(void *arg, int last)
+{
+    (void)arg;
+    (void)last;
+    int complete = 1;
+    for (int g = 0; g < 2; g++) {
+        rt_items got = {0};
+        rt_query_all("Paused", kind_gsi[g].name, "{\"S\":\"k\"}", NULL, 1, 3, &got);
+        for (size_t i = 0; i < got.n; i++) {
+            const char *id = lapse_item_get_s(got.v[i], "User");
+            if (strncmp(id, "live", 4) != 0) {
+                fail_msg("GSI %s with hide_expired returned expired item %s", kind_gsi[g].name, id);
+            }
+            /* Keys only: the table's keys, the index's key, the TTL attribute. */
+            assert_int_equal(lapse_item_count(got.v[i]), g == 0 ? 4 : 5);
+        }
+        complete &= got.n == 10;
+        rt_items_free(&got);
+    }
+    return complete;
+}
+
+static int expired_still_indexed(void *arg, int last)
+{
+    (void)arg;
+    (void)last;
+    rt_items got = {0};
+    rt_query_all("Paused", "KindAll", "{\"S\":\"k\"}", NULL, 0, 0, &got);
+    int ok = got.n == 20;
+    rt_items_free(&got);
+    return ok;
+}
+
+static void test_hide_expired_on_gsi_queries(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = "Paused",
+                         .partition_key = "User",
+                         .partition_key_type = 'S',
+                         .sort_key = "Sid",
+                         .sort_key_type = 'N',
+                         .partitions = 4,
+                         .gsi = kind_gsi,
+                         .ngsi = 2};
+    create(&d);
+    rt_enable_ttl("Paused", "ExpiresAt");
+    rt_pause_ttl("Paused"); /* expired items stay stored: only the filter hides them */
+    rt_wait_nodes_took_map();
+    int64_t now_s = rt_wall_ms() / 1000;
+    for (int i = 0; i < 20; i++) {
+        lapse_item *it =
+            item_json("{\"User\":{\"S\":\"%s%d\"},\"Sid\":{\"N\":\"1\"},\"Kind\":{\"S\":\"k\"},"
+                      "\"ExpiresAt\":{\"N\":\"%lld\"},\"Junk\":{\"S\":\"x\"}}",
+                      i < 10 ? "live" : "old", i, (long long)(i < 10 ? now_s + 3600 : now_s - 100));
+        lapse_error e = {0};
+        assert_lapse_ok(lapse_put(g_client, "Paused", it, NULL, &e), &e);
+        lapse_item_free(it);
+    }
+    rt_wait_for("the live items in both GSIs", 15000, only_live_shown, NULL);
+    rt_wait_for("the expired items in the GSI without the filter", 15000, expired_still_indexed,
+                NULL);
+    /* Once more, now that everything has arrived. */
+    assert_true(only_live_shown(NULL, 1));
+}
+
+/* ------------------------------------------------------------------------ */
+/* The CLI                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void put_order(const char *cust, int ord)
+{
+    lapse_item *it = item_json(
+        "{\"Customer\":{\"S\":\"%s\"},\"OrderNo\":{\"N\":\"%d\"},\"Date\":{\"S\":\"2026-03-01\"}}",
+        cust, ord);
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_put(g_client, "Orders", it, NULL, &e), &e);
+    lapse_item_free(it);
+}
+
+static void test_cli_stream(void **state)
+{
+    (void)state;
+    char **lines = NULL;
+    size_t n;
+
+    /* Everything there now, then exit 0. */
+    const char *all[] = {"stream", "Orders", NULL};
+    n = rt_cli_lines("orders", all, 0, &lines);
+    assert_int_equal(n, g_orders_records);
+    assert_int_equal(rt_check_stream_lines(lines, n), 0);
+    rt_free_lines(lines, n);
+    const char *ttl[] = {"stream", "Sessions", "--only", "ttl", NULL};
+    n = rt_cli_lines("sessions-ttl", ttl, 0, &lines);
+    assert_int_equal(n, 40);
+    assert_int_equal(rt_check_stream_lines(lines, n), 40);
+    rt_free_lines(lines, n);
+    const char *user[] = {"stream", "Sessions", "--only", "user", NULL};
+    n = rt_cli_lines("sessions-user", user, 0, &lines);
+    assert_int_equal(n, 60);
+    assert_int_equal(rt_check_stream_lines(lines, n), 0);
+    rt_free_lines(lines, n);
+
+    /* Following: new records show; SIGTERM ends it with status 0 and a
+     * resume argument. */
+    char out[600], err[600];
+    const char *follow[] = {"stream", "Orders", "--follow", "--wait-ms", "200", NULL};
+    pid_t pid = rt_cli_spawn("follow", follow, out, err);
+    rt_file_wait w = {out, g_orders_records};
+    rt_wait_for("lapse stream --follow to print the stream", 15000, rt_file_has_lines, &w);
+    put_order("follow", 1);
+    w.want++;
+    rt_wait_for("lapse stream --follow to print a new record", 15000, rt_file_has_lines, &w);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    lines = rt_read_lines(out, &n);
+    assert_int_equal(n, g_orders_records + 1);
+    rt_check_stream_lines(lines, n);
+    assert_non_null(strstr(lines[n - 1], "\"Customer\":{\"S\":\"follow\"}"));
+    rt_free_lines(lines, n);
+    size_t ne = 0;
+    char **errs = rt_read_lines(err, &ne);
+    const char *mark = "to resume, pass --after ";
+    char *resume = NULL;
+    for (size_t i = 0; i < ne && resume == NULL; i++) {
+        char *at = strstr(errs[i], mark);
+        resume = at != NULL ? strdup(at + strlen(mark)) : NULL;
+    }
+    rt_free_lines(errs, ne);
+    if (resume == NULL) {
+        fail_msg("lapse stream --follow printed no resume argument on stderr");
+    }
+
+    /* Resuming prints nothing already printed, then exactly what is new. */
+    const char *again[] = {"stream", "Orders", "--after", resume, NULL};
+    n = rt_cli_lines("resume1", again, 0, &lines);
+    assert_int_equal(n, 0);
+    rt_free_lines(lines, n);
+    put_order("follow", 2);
+    int64_t deadline = rt_wall_ms() + 15000;
+    do { /* the record reaches its shard shortly after the put */
+        n = rt_cli_lines("resume2", again, 0, &lines);
+        if (n == 0) {
+            rt_free_lines(lines, n);
+            rt_sleep_ms(100);
+        }
+    } while (n == 0 && rt_wall_ms() < deadline);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(lines[0], "\"OrderNo\":{\"N\":\"2\"}"));
+    rt_free_lines(lines, n);
+    free(resume);
+    const char *latest[] = {"stream", "Orders", "--from", "latest", NULL};
+    n = rt_cli_lines("latest", latest, 0, &lines);
+    assert_int_equal(n, 0);
+    rt_free_lines(lines, n);
+
+    /* Errors: a table without a stream (1), a shard it does not have (2). */
+    const char *nostream[] = {"stream", "Paused", NULL};
+    n = rt_cli_lines("nostream", nostream, 1, &lines);
+    rt_free_lines(lines, n);
+    const char *badshard[] = {"stream", "Orders", "--after", "8:1", NULL};
+    n = rt_cli_lines("badshard", badshard, 2, &lines);
+    rt_free_lines(lines, n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Mass expiry through kill -9                                              */
+/* ------------------------------------------------------------------------ */
+
+enum { MASS_ITEMS = 3000, MASS_GROUPS = 10 };
+
+static const lapse_index_def group_gsi[] = {
+    {.name = "ByGroup", .partition_key = "Group", .partition_key_type = 'S', .partitions = 8}};
+
+static int base_settled(void *arg, int last)
+{
+    rt_model *m = arg;
+    rt_items got = {0}, want = {0};
+    rt_scan_all("Mass", &got);
+    rt_model_select(m, NULL, NULL, &want);
+    rt_sort(&got, "Id", NULL, NULL);
+    rt_sort(&want, "Id", NULL, NULL);
+    int ok = rt_items_equal(&got, &want);
+    if (!ok && last) {
+        rt_assert_items_equal(&got, &want, "table Mass");
+    }
+    rt_items_free(&got);
+    rt_items_free(&want);
+    return ok;
+}
+
+/* The GSI is the projection of the base table: per group, the live items. */
+static int gsi_settled(void *arg, int last)
+{
+    rt_model *m = arg;
+    for (int g = 0; g < MASS_GROUPS; g++) {
+        char val[16], pk[32];
+        snprintf(val, sizeof(val), "g%d", g);
+        snprintf(pk, sizeof(pk), "{\"S\":\"%s\"}", val);
+        rt_items got = {0}, want = {0};
+        rt_query_all("Mass", "ByGroup", pk, NULL, 0, 0, &got);
+        rt_model_select(m, "Group", val, &want);
+        rt_sort(&want, "Id", NULL, NULL); /* one partition key: table key order */
+        int ok = rt_items_equal(&got, &want);
+        if (!ok && last) {
+            rt_assert_items_equal(&got, &want, "GSI ByGroup");
+        }
+        rt_items_free(&got);
+        rt_items_free(&want);
+        if (!ok) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static double ttl_deleted_on(int node)
+{
+    char *text = scrape_get(cluster_metrics_addr(g_cluster, node), 1000);
+    double v = text != NULL ? scrape_sum(text, "lapse_ttl_deleted_items_total", NULL) : 0;
+    free(text);
+    return v;
+}
+
+/* Node y's sweep has deleted more than before (earlier tables' deletes
+ * count too). */
+typedef struct sweep_wait {
+    int node;
+    double before;
+} sweep_wait;
+
+static int deleting_on(void *arg, int last)
+{
+    (void)last;
+    sweep_wait *w = arg;
+    return ttl_deleted_on(w->node) > w->before;
+}
+
+static void test_mass_expiry_through_kill9(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = "Mass",
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .sort_key = "Part",
+                         .sort_key_type = 'N',
+                         .partitions = 16,
+                         .gsi = group_gsi,
+                         .ngsi = 1,
+                         .stream = 1};
+    create(&d);
+    rt_enable_ttl("Mass", "ExpiresAt");
+    rt_model *m = rt_model_new("Mass", "Id", "Part", 16);
+    int64_t due_s = rt_wall_ms() / 1000 + 6;
+    char json[256];
+    for (int i = 0; i < MASS_ITEMS; i++) { /* two in three expire */
+        snprintf(json, sizeof(json),
+                 "{\"Id\":{\"S\":\"i%d\"},\"Part\":{\"N\":\"1\"},\"Group\":{\"S\":\"g%d\"},"
+                 "\"ExpiresAt\":{\"N\":\"%lld\"}}",
+                 i, i % MASS_GROUPS, (long long)(i % 3 ? due_s : due_s + 3600));
+        rt_batch_put(m, json);
+        if ((i + 1) % 1000 == 0) {
+            rt_batch_commit(m);
+        }
+    }
+
+    /* X hosts the most shards (every node owns GSI partitions too); Y is
+     * another node. */
+    lapse_stream_shard *shards = NULL;
+    size_t nshards = 0;
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_stream_shards(g_client, "Mass", &shards, &nshards, &e), &e);
+    int per_node[4] = {0}, x = 1;
+    for (size_t i = 0; i < nshards; i++) {
+        per_node[shards[i].node_id]++;
+    }
+    lapse_free(shards);
+    for (int n = 2; n <= 3; n++) {
+        x = per_node[n] > per_node[x] ? n : x;
+    }
+    int y = x % 3 + 1;
+    sweep_wait sw = {y, ttl_deleted_on(y)};
+
+    /* Kill X as the items fall due, mid-sweep and mid-shipping, and Y once
+     * its own sweep has begun. */
+    while (rt_wall_ms() < due_s * 1000 + 150) {
+        rt_sleep_ms(20);
+    }
+    assert_int_equal(cluster_kill(g_cluster, x, SIGKILL), 0);
+    rt_wait_for("node Y to start deleting", 10000, deleting_on, &sw);
+    assert_int_equal(cluster_kill(g_cluster, y, SIGKILL), 0);
+    assert_int_equal(cluster_restart(g_cluster, x), 0);
+    assert_int_equal(cluster_restart(g_cluster, y), 0);
+    assert_int_equal(cluster_wait_up(g_cluster, 3, 30000), 0);
+
+    for (int i = 0; i < MASS_ITEMS; i++) {
+        if (i % 3) {
+            char id[16];
+            snprintf(id, sizeof(id), "i%d", i);
+            rt_model_ttl_removed(m, id, 1, "ExpiresAt", due_s * 1000);
+        }
+    }
+    rt_wait_for("the base table to hold the live items only", 60000, base_settled, m);
+    rt_wait_for("the GSI to equal the base table's projection", 60000, gsi_settled, m);
+    rt_stream s;
+    rt_stream_wait(&s, "Mass", rt_model_records(m), 60000);
+    rt_stream_check_gapless(&s, 0);
+    rt_model_check_stream(m, &s); /* one INSERT each, one TTL REMOVE per expired */
+    rt_stream_free(&s);
+
+    /* hide_expired on the GSI: nothing past its due instant. */
+    for (int g = 0; g < MASS_GROUPS; g++) {
+        char pk[32];
+        snprintf(pk, sizeof(pk), "{\"S\":\"g%d\"}", g);
+        rt_items got = {0};
+        rt_query_all("Mass", "ByGroup", pk, NULL, 1, 100, &got);
+        for (size_t i = 0; i < got.n; i++) {
+            assert_true(atoll(lapse_item_get_n(got.v[i], "ExpiresAt")) > rt_wall_ms() / 1000);
+        }
+        rt_items_free(&got);
+    }
+    rt_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_writes_show_in_lsi_gsi_and_stream),
+        cmocka_unit_test(test_ttl_deletes_leave_gsi_and_enter_stream_once),
+        cmocka_unit_test(test_stream_without_ttl_deletes),
+        cmocka_unit_test(test_hide_expired_on_gsi_queries),
+        cmocka_unit_test(test_cli_stream),
+        cmocka_unit_test(test_mass_expiry_through_kill9),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
