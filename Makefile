@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX     ?= /usr/local
 
 .PHONY: all deps build build-asan test test-fast test-asan cluster cluster-down \
-        netns-up netns-down netns-status chaos bench install clean
+        netns-up netns-down netns-status chaos bench install demo clean
 
 all: build
 
@@ -32,6 +32,11 @@ test-asan: build-asan
 
 cluster: build
 	@./deploy/local-cluster.sh up $(BUILD)/bin
+
+# DynamoDB's SessionData TTL example on the local cluster: sessions due a few
+# seconds ahead disappear while their TTL deletes arrive on the stream.
+demo: cluster
+	@./deploy/demo.sh $(BUILD)/bin
 
 cluster-down:
 	@./deploy/local-cluster.sh down
