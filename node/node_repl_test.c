@@ -196,13 +196,13 @@ static void changes_show_in_indexes_and_stream(void **state)
         snprintf(r.v, sizeof(r.v), "3");
         assert_int_equal(rput(&r, err), 0);
         want[i][nwant[i]] = (want_ev){LAPSE__STREAM_RECORD__EVENT_NAME__MODIFY, "", "3"};
-        snprintf(want[i][nwant[i]++].old_v, 8, "%s", items[i].v);
+        snprintf(want[i][nwant[i]++].old_v, 8, "%.7s", items[i].v);
         items[i] = r;
     }
     for (int i = 0; i < N; i += 7) {
         assert_int_equal(rdelete(items[i].pk, i, err), 0);
         want[i][nwant[i]] = (want_ev){LAPSE__STREAM_RECORD__EVENT_NAME__REMOVE, "", "-"};
-        snprintf(want[i][nwant[i]++].old_v, 8, "%s", items[i].v);
+        snprintf(want[i][nwant[i]++].old_v, 8, "%.7s", items[i].v);
         alive[i] = 0;
     }
     wait_gsi_equals_base("a", 10000);

@@ -153,7 +153,7 @@ static void send_remote(job *jobs, size_t n, rpc_client *client, int timeout_ms)
         Lapse__Response *r = calls[k].resp;
         j->rv = calls[k].rv;
         j->reached = r != NULL;
-        snprintf(j->err, sizeof(j->err), "%s", calls[k].err);
+        snprintf(j->err, sizeof(j->err), "%.255s", calls[k].err);
         if (r != NULL && r->body_case == LAPSE__RESPONSE__BODY_REPLICATE && r->replicate != NULL) {
             j->applied = r->replicate->applied_seq;
         } else if (r != NULL && (j->rv == 0 || j->rv == LAPSE_ESTATE)) {
