@@ -190,6 +190,9 @@ void *backfill_run(void *arg)
             if (t->parts_done == t->nparts) {
                 if (!t->bf_complete_logged) {
                     log_progress(t, now_mono, 1);
+                    if (e->on_backfilled != NULL) {
+                        e->on_backfilled(e->on_delete_arg);
+                    }
                 }
                 pthread_cond_broadcast(&e->progress);
             }

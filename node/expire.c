@@ -562,8 +562,8 @@ static void cond_init_mono(pthread_cond_t *c)
 }
 
 int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm,
-                const expire_options *opt, metrics *m, expire_delete_hook on_delete,
-                void *on_delete_arg, char *err, size_t errlen)
+                const expire_options *opt, metrics *m, const expire_hooks *hooks, char *err,
+                size_t errlen)
 {
     *out = NULL;
     expire_engine *e = calloc(1, sizeof(*e));
@@ -581,8 +581,11 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
         e->opt.naive_interval_ms = EXPIRE_DEFAULT_NAIVE_INTERVAL_MS;
     }
     e->m = m;
-    e->on_delete = on_delete;
-    e->on_delete_arg = on_delete_arg;
+    if (hooks != NULL) {
+        e->on_delete = hooks->on_delete;
+        e->on_delete_arg = hooks->arg;
+        e->on_backfilled = hooks->on_backfilled;
+    }
     e->clock = EXPIRE_CLOCK_UNKNOWN;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->idle, NULL);

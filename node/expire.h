@@ -86,17 +86,30 @@ typedef enum expire_clock_state {
  * shipper). Must be quick. */
 typedef void (*expire_delete_hook)(void *arg, uint32_t table_id, uint32_t part);
 
+/* Called by the backfill thread when a table's backfill completes on this
+ * node (its progress, which the heartbeat reports, just changed), with the
+ * engine lock held: must be quick and must not call into the engine. */
+typedef void (*expire_backfilled_hook)(void *arg);
+
+/* What the engine tells its node. Any member may be NULL; arg outlives the
+ * engine. */
+typedef struct expire_hooks {
+    expire_delete_hook on_delete;
+    expire_backfilled_hook on_backfilled;
+    void *arg;
+} expire_hooks;
+
 /*
  * Starts the engine for node node_id on store st: syncs with pm (the map
  * loaded at start; borrowed), registers the store's expiry hook, starts the
  * backfill thread and the scanner threads. m (borrowed, outlives the
- * engine) receives the TTL metrics; on_delete (may be NULL; arg outlives
- * the engine) hears of every sweep that deleted something. Returns 0, or
+ * engine) receives the TTL metrics; hooks (may be NULL) hear of every sweep
+ * that deleted something and of every completed backfill. Returns 0, or
  * LAPSE_ENOMEM with a reason (nothing left running).
  */
 int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm,
-                const expire_options *opt, metrics *m, expire_delete_hook on_delete,
-                void *on_delete_arg, char *err, size_t errlen);
+                const expire_options *opt, metrics *m, const expire_hooks *hooks, char *err,
+                size_t errlen);
 /* Stops the threads (each finishes its current bounded step), clears the
  * hook and frees the engine. Accepts NULL. */
 void expire_close(expire_engine *e);

@@ -72,8 +72,9 @@ struct expire_engine {
     uint32_t node_id;             /* partitions with this owner are ours */
     expire_options opt;           /* flags */
     metrics *m;                   /* borrowed: the node's registry */
-    expire_delete_hook on_delete; /* may be NULL */
-    void *on_delete_arg;
+    expire_delete_hook on_delete;         /* may be NULL */
+    void *on_delete_arg;                  /* the hooks' arg */
+    expire_backfilled_hook on_backfilled; /* may be NULL */
 
     pthread_mutex_t lock;    /* guards everything marked "lock" */
     pthread_cond_t idle;     /* broadcast when a busy marker clears */

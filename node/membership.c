@@ -17,7 +17,7 @@
 
 /* Sleeps until ms have passed or node_close asks us to stop. Returns 1 when
  * stopping. */
-static int wait_or_stop(node_server *ns, int64_t ms)
+static int wait_slice(node_server *ns, int64_t ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -33,6 +33,30 @@ static int wait_or_stop(node_server *ns, int64_t ms)
     int stop = ns->stopping;
     pthread_mutex_unlock(&ns->stop_lock);
     return stop;
+}
+
+/* As wait_slice, but also returns (0) early, within MEMBERSHIP_SOON_POLL_MS,
+ * once membership_heartbeat_soon was called. A flag polled in slices rather
+ * than a condition signalled: the caller of membership_heartbeat_soon may
+ * run before membership_start or after membership_stop, when stop_lock does
+ * not exist. */
+static int wait_or_stop(node_server *ns, int64_t ms)
+{
+    while (ms > MEMBERSHIP_SOON_POLL_MS) {
+        if (atomic_exchange(&ns->heartbeat_soon, 0)) {
+            return 0;
+        }
+        if (wait_slice(ns, MEMBERSHIP_SOON_POLL_MS)) {
+            return 1;
+        }
+        ms -= MEMBERSHIP_SOON_POLL_MS;
+    }
+    return wait_slice(ns, ms);
+}
+
+void membership_heartbeat_soon(node_server *ns)
+{
+    atomic_store(&ns->heartbeat_soon, 1);
 }
 
 static int stopping(node_server *ns)

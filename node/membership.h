@@ -25,7 +25,7 @@
  *   50 ms, doubling
  *   up to 1 s            REGISTERED: Heartbeat every 500 ms with our map
  *                        version, wall clock, TTL progress and clock
- *                        verdict; the reply's clock -> expire_clock_report
+ *                        verdict (at once after membership_heartbeat_soon); the reply's clock -> expire_clock_report
  *                        (skew = ours - (theirs + RTT/2)); a newer
  *                        coordinator version -> maps_refresh
  *                        (GetPartitionMap + apply)
@@ -39,11 +39,17 @@
 #define MEMBERSHIP_BACKOFF_MIN_MS 50
 #define MEMBERSHIP_BACKOFF_MAX_MS 1000
 #define MEMBERSHIP_CALL_TIMEOUT_MS 1000
+#define MEMBERSHIP_SOON_POLL_MS 25
 
 /* Initializes the stop fields of ns and starts the thread. Returns 0 or
  * LAPSE_ENOMEM (thread creation failed; nothing is running).
  * REQUIRES: maps_init succeeded and ns->coord is open. */
 int membership_start(node_server *ns, char *err, size_t errlen);
+/* Asks for the next heartbeat now rather than at the end of the current
+ * pause (within MEMBERSHIP_SOON_POLL_MS): something it reports changed, such
+ * as a table's backfill completing, which turns describe-ttl ENABLED. Any
+ * thread, any time (an atomic flag, valid before start and after stop). */
+void membership_heartbeat_soon(node_server *ns);
 /* Wakes the thread, waits for it to exit and destroys the stop fields.
  * Safe when membership_start was never called or failed. */
 void membership_stop(node_server *ns);

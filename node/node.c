@@ -122,7 +122,15 @@ static int copy_str(char *dst, size_t cap, const char *src, const char *what, ch
 /* The TTL engine's delete hook: the sweep's deletes are outbox records. */
 static void on_ttl_delete(void *arg, uint32_t table_id, uint32_t part)
 {
-    shipper_notify(arg, table_id, part);
+    node_server *ns = arg;
+    shipper_notify(ns->shipper, table_id, part);
+}
+
+/* A finished backfill is what turns describe-ttl ENABLED: report it now
+ * rather than at the next heartbeat, up to 500 ms later. */
+static void on_ttl_backfilled(void *arg)
+{
+    membership_heartbeat_soon(arg);
 }
 
 int node_open(node_server **out, const node_options *opt, char *err, size_t errlen)
@@ -179,8 +187,9 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     /* The TTL sweeps wake the shipper like writes do (their deletes make
      * outbox records). */
     node_map *m = maps_acquire(ns);
-    rv = expire_open(&ns->ttl, ns->st, ns->id, m->pm, &ns->ttl_opt, ns->metrics, on_ttl_delete,
-                     ns->shipper, err, errlen);
+    expire_hooks hooks = {.on_delete = on_ttl_delete, .on_backfilled = on_ttl_backfilled, .arg = ns};
+    rv = expire_open(&ns->ttl, ns->st, ns->id, m->pm, &ns->ttl_opt, ns->metrics, &hooks, err,
+                     errlen);
     maps_release(m);
     if (rv != 0) {
         goto fail;

@@ -111,6 +111,7 @@ typedef struct node_server {
     pthread_cond_t stop_cond;    /* wakes the membership thread to stop */
     int stopping;                /* set once by node_close */
     atomic_int registered;       /* the coordinator knows us (last call ok) */
+    atomic_int heartbeat_soon;   /* membership_heartbeat_soon was called */
     atomic_llong clock_skew_ms;  /* our wall clock minus the coordinator's,
                                     from the last heartbeat (ttl pauses its
                                     scanners when it is out of bounds) */
