@@ -68,10 +68,10 @@ typedef struct expire_backfiller {
 
 struct expire_engine {
     /* ---- fixed ---- */
-    store *st;                    /* borrowed: the node's store */
-    uint32_t node_id;             /* partitions with this owner are ours */
-    expire_options opt;           /* flags */
-    metrics *m;                   /* borrowed: the node's registry */
+    store *st;                            /* borrowed: the node's store */
+    uint32_t node_id;                     /* partitions with this owner are ours */
+    expire_options opt;                   /* flags */
+    metrics *m;                           /* borrowed: the node's registry */
     expire_delete_hook on_delete;         /* may be NULL */
     void *on_delete_arg;                  /* the hooks' arg */
     expire_backfilled_hook on_backfilled; /* may be NULL */

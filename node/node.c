@@ -187,7 +187,8 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     /* The TTL sweeps wake the shipper like writes do (their deletes make
      * outbox records). */
     node_map *m = maps_acquire(ns);
-    expire_hooks hooks = {.on_delete = on_ttl_delete, .on_backfilled = on_ttl_backfilled, .arg = ns};
+    expire_hooks hooks = {
+        .on_delete = on_ttl_delete, .on_backfilled = on_ttl_backfilled, .arg = ns};
     rv = expire_open(&ns->ttl, ns->st, ns->id, m->pm, &ns->ttl_opt, ns->metrics, &hooks, err,
                      errlen);
     maps_release(m);
