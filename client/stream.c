@@ -227,8 +227,10 @@ char *lapse_stream_record_to_json(const lapse_stream_record *r)
 /* Shards                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Copies table's shards out of the cached map. Returns 0, 1 when the table
- * or a host is missing from the map (the caller refreshes), or an error. */
+/* Copies table's shards out of the cached map. Returns 0, SHARDS_STALE when
+ * the table or a host is missing from the map (the caller refreshes), or a
+ * LAPSE_E* error (positive, so never SHARDS_STALE). */
+#define SHARDS_STALE (-1)
 static int shards_of(lapse_client *c, const char *table, lapse_stream_shard **out, size_t *n,
                      lapse_error *err)
 {
@@ -236,7 +238,7 @@ static int shards_of(lapse_client *c, const char *table, lapse_stream_shard **ou
     pthread_mutex_lock(&c->mu);
     const pmap_table *t = c->map != NULL ? pmap_table_find(c->map, table) : NULL;
     if (t == NULL) {
-        rv = 1;
+        rv = SHARDS_STALE;
         goto out;
     }
     if (!t->schema.stream.enabled || t->stream_hosts == NULL) {
@@ -253,7 +255,7 @@ static int shards_of(lapse_client *c, const char *table, lapse_stream_shard **ou
         const pmap_node *node = pmap_node_find(c->map, pmap_stream_host(t, p));
         if (node == NULL) {
             free(v);
-            rv = 1;
+            rv = SHARDS_STALE;
             goto out;
         }
         v[p].shard = p;
@@ -280,7 +282,7 @@ int lapse_stream_shards(lapse_client *c, const char *table, lapse_stream_shard *
     }
     for (int attempt = 0; attempt < 2; attempt++) {
         int rv = shards_of(c, table, out, n, err);
-        if (rv != 1) {
+        if (rv != SHARDS_STALE) {
             return rv != 0 ? rv : client_ok(err);
         }
         if (attempt == 0 && (rv = client_refresh(c, client_timeout_ms(c), err)) != 0) {

@@ -601,6 +601,12 @@ static void test_cli_stream(void **state)
     const char *nostream[] = {"stream", "Paused", NULL};
     n = rt_cli_lines("nostream", nostream, 1, &lines);
     rt_free_lines(lines, n);
+    lapse_stream_shard *shards = NULL;
+    size_t nshards = 0;
+    lapse_error e;
+    assert_int_equal(lapse_stream_shards(g_client, "Paused", &shards, &nshards, &e), LAPSE_EINVAL);
+    assert_non_null(strstr(e.message, "has no stream"));
+    assert_null(shards);
     const char *badshard[] = {"stream", "Orders", "--after", "8:1", NULL};
     n = rt_cli_lines("badshard", badshard, 2, &lines);
     rt_free_lines(lines, n);
