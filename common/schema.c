@@ -317,6 +317,60 @@ static int check_key_value(const key_def *k, const attr_value *v, size_t max_byt
     return 0;
 }
 
+/* An index key attribute may be absent (the item is not in that index: indexes
+ * are sparse), but when present it must have the declared type and obey the
+ * key rules: DynamoDB refuses such a write rather than leaving the item
+ * silently out of the index. what names the key ("sort key of local secondary
+ * index \"ByDate\""). */
+static int check_index_value(const key_def *k, const char *what, const attr_value *v,
+                             size_t max_bytes, char *err, size_t errlen)
+{
+    if (v == NULL) {
+        return 0;
+    }
+    if (v->type != k->type) {
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "attribute \"%s\" is the %s and must be of type %s, got %s", k->name, what,
+                    item_type_name(k->type), item_type_name(v->type));
+    }
+    if ((v->type == ATTR_S || v->type == ATTR_B) && v->u.bytes.len == 0) {
+        return errf(LAPSE_EINVAL, err, errlen, "attribute \"%s\" is the %s and must not be empty",
+                    k->name, what);
+    }
+    if ((v->type == ATTR_S || v->type == ATTR_B) && v->u.bytes.len > max_bytes) {
+        return errf(LAPSE_ETOOBIG, err, errlen,
+                    "attribute \"%s\" is the %s: %zu bytes, over the %zu-byte limit", k->name, what,
+                    v->u.bytes.len, max_bytes);
+    }
+    return 0;
+}
+
+/* Every index key attribute the item carries (check_index_value). */
+static int check_index_keys(const table_schema *t, const item *it, char *err, size_t errlen)
+{
+    char what[SCHEMA_MAX_NAME + 64];
+    int rv = 0;
+    for (uint32_t i = 0; i < t->nlsi && rv == 0; i++) {
+        const key_def *k = &t->lsi[i].sk;
+        snprintf(what, sizeof(what), "sort key of local secondary index \"%s\"", t->lsi[i].name);
+        rv = check_index_value(k, what, item_get(it, k->name), SCHEMA_MAX_SORT_KEY_BYTES, err,
+                               errlen);
+    }
+    for (uint32_t i = 0; i < t->ngsi && rv == 0; i++) {
+        const key_def *pk = &t->gsi[i].pk, *sk = &t->gsi[i].sk;
+        snprintf(what, sizeof(what), "partition key of global secondary index \"%s\"",
+                 t->gsi[i].name);
+        rv = check_index_value(pk, what, item_get(it, pk->name), SCHEMA_MAX_KEY_BYTES, err, errlen);
+        if (rv == 0 && sk->name[0] != 0) {
+            snprintf(what, sizeof(what), "sort key of global secondary index \"%s\"",
+                     t->gsi[i].name);
+            rv = check_index_value(sk, what, item_get(it, sk->name), SCHEMA_MAX_SORT_KEY_BYTES, err,
+                                   errlen);
+        }
+    }
+    return rv;
+}
+
 int schema_check_item(const table_schema *t, const item *it, int key_only, char *err, size_t errlen)
 {
     int rv;
@@ -344,6 +398,9 @@ int schema_check_item(const table_schema *t, const item *it, int key_only, char 
                         "attribute \"%s\" is nested deeper than %d levels", it->attrs[i].name,
                         ITEM_MAX_DEPTH);
         }
+    }
+    if (!key_only && (rv = check_index_keys(t, it, err, errlen)) != 0) {
+        return rv;
     }
     size_t sz = item_size(it);
     if (sz > ITEM_MAX_BYTES) {

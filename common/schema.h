@@ -61,8 +61,8 @@ typedef struct table_ttl {
  * item's WriteBatch. A global secondary index (GSI) has its own partition key
  * (and optional sort key) and its own partitions, placed on nodes by the
  * coordinator; its entries arrive through the outbox. Sparse: an item
- * without every key attribute of an index (with the declared type) is not in
- * it. An entry projects the table's keys, the index's keys and the TTL
+ * without every key attribute of an index is not in it; an index key
+ * attribute of another type is refused (schema_check_item). An entry projects the table's keys, the index's keys and the TTL
  * attribute (INDEX_PROJECT_KEYS), or the whole item (INDEX_PROJECT_ALL).
  */
 #define SCHEMA_MAX_LSI 5  /* DynamoDB's limit */
@@ -117,7 +117,9 @@ int schema_validate_table_name(const char *name, char *err, size_t errlen);
 int schema_validate(const table_schema *t, char *err, size_t errlen);
 /* Checks that it carries the key attributes with the declared types, that key
  * values are within the size limits (and non-empty for S and B), and that the
- * item is within ITEM_MAX_BYTES. With key_only, also that it carries nothing
+ * item is within ITEM_MAX_BYTES. Without key_only, index key attributes
+ * (LSI sort keys, GSI keys) may be absent but, when present, obey the same
+ * rules as the table's keys. With key_only, also that it carries nothing
  * else. Also that no value is nested deeper than ITEM_MAX_DEPTH (a top-level
  * attribute is level 1). Returns 0, LAPSE_EINVAL or LAPSE_ETOOBIG (a key value
  * or the whole item over its size limit) with a reason in err. */

@@ -325,6 +325,40 @@ static void item_checks(void **state)
     item_free(it);
 }
 
+/* Index key attributes may be missing (sparse), never of the wrong type. */
+static void index_key_checks(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    table_schema t = indexed();
+    item *it = user_item(); /* carries Email (S): in ByEmail only */
+    assert_int_equal(schema_check_item(&t, it, 0, err, sizeof(err)), 0);
+    put_bytes(it, "Email", ATTR_N, "7", 1);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_EINVAL, err,
+           "attribute \"Email\" is the partition key of global secondary index \"ByEmail\" and "
+           "must be of type S, got N");
+    put_bytes(it, "Email", ATTR_S, "", 0);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_EINVAL, err,
+           "\"ByEmail\" and must not be empty");
+    item_remove(it, "Email");
+    put_bytes(it, "City", ATTR_S, "Oslo", 4);
+    put_bytes(it, "Age", ATTR_S, "40", 2);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_EINVAL, err,
+           "\"Age\" is the sort key of global secondary index \"by.city-age_2\"");
+    put_bytes(it, "Age", ATTR_N, "40", 2);
+    put_bytes(it, "Created", ATTR_B, "x", 1);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_EINVAL, err,
+           "\"Created\" is the sort key of local secondary index \"ByCreated\"");
+    put_bytes(it, "Created", ATTR_N, "1", 1);
+    assert_int_equal(schema_check_item(&t, it, 0, err, sizeof(err)), 0);
+    char *big = malloc(SCHEMA_MAX_KEY_BYTES + 1);
+    memset(big, 'x', SCHEMA_MAX_KEY_BYTES + 1);
+    put_bytes(it, "City", ATTR_S, big, SCHEMA_MAX_KEY_BYTES + 1);
+    expect(schema_check_item(&t, it, 0, err, sizeof(err)), LAPSE_ETOOBIG, err, "\"City\"");
+    free(big);
+    item_free(it);
+}
+
 static void size_limits(void **state)
 {
     (void)state;
@@ -391,7 +425,7 @@ int main(void)
         cmocka_unit_test(item_checks),   cmocka_unit_test(size_limits),
         cmocka_unit_test(nesting_limit), cmocka_unit_test(lsi_rules),
         cmocka_unit_test(gsi_rules),     cmocka_unit_test(index_names_and_ids),
-        cmocka_unit_test(stream_rules),
+        cmocka_unit_test(stream_rules),  cmocka_unit_test(index_key_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

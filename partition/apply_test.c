@@ -106,7 +106,7 @@ static void assert_gsi(fixture *f, store *dst, const table_schema *t,
 /* Random writes to feed: few users and kinds, so GSI keys move around. */
 static void random_writes(fixture *f, unsigned *seed, int n)
 {
-    static const char *const users[] = {NULL, "u1", "u2", "u3", ""};
+    static const char *const users[] = {NULL, "u1", "u2", "u3", NULL};
     static const char *const ats[] = {NULL, "1", "2", "-5", "2.0"};
     static const char *const kinds[] = {NULL, "red", "blue"};
     char pk[8], exp[32];

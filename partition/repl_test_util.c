@@ -223,7 +223,8 @@ void assert_lsi(fixture *f, const table_schema *t, item *const *model, size_t n)
     kv_fini(&got);
 }
 
-/* An Orders item; date/status NULL: absent. status "#n": an N (wrong type). */
+/* An Orders item; date/status NULL: absent. status "#n": an N (the wrong
+ * type, which writes refuse). */
 item *order(const char *cust, const char *ord, const char *date, const char *status)
 {
     item *it = itm(2, "Cust", ATTR_S, cust, "Order", ATTR_S, ord);
