@@ -151,8 +151,8 @@ static void *backfill_main(void *arg)
          p += (uint32_t)b->threads) {
         for (int done = 0; !done;) {
             uint64_t scanned = 0;
-            int rv = expiry_backfill_step(b->st, &b->t, p, b->now, BATCH, &scanned, &done, err,
-                                          sizeof(err));
+            int rv = expiry_backfill_step(b->st, &b->t, p, b->now, BATCH, &scanned, NULL, &done,
+                                          err, sizeof(err));
             if (rv != 0) {
                 fprintf(stderr, "backfill: %s: %s\n", lapse_strerror(rv), err);
                 w->failed = 1;

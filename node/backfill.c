@@ -136,11 +136,11 @@ void *backfill_run(void *arg)
         }
         pthread_mutex_unlock(&e->lock);
 
-        uint64_t scanned = 0;
+        uint64_t scanned = 0, ignored[TTL_VERDICT_COUNT] = {0};
         int done = 0;
         char err[256] = "";
         int rv = expiry_backfill_step(e->st, &schema, part, clock_wall_now(), chunk, &scanned,
-                                      &done, err, sizeof(err));
+                                      ignored, &done, err, sizeof(err));
         if (rv == 0 && scanned > 0) {
             char labels[SCHEMA_MAX_NAME * 2 + 16];
             metrics_labels(labels, sizeof(labels), "table", schema.name, NULL);
@@ -154,6 +154,16 @@ void *backfill_run(void *arg)
         self->busy_part = 0;
         pthread_cond_broadcast(&e->idle);
         pthread_cond_broadcast(&e->bf_cond); /* the partition is free to pick again */
+        /* Items stored before the enable that will never expire count as
+         * ignored, as later writes do (expire_note_write); only for the
+         * same config (the registry may have been rebuilt meanwhile). */
+        expire_table *now_t = rv == 0 ? expire_find(e, schema.id) : NULL;
+        if (now_t != NULL && now_t->schema.ttl.enabled &&
+            now_t->schema.ttl.config_version == schema.ttl.config_version) {
+            for (int v = 0; v < TTL_VERDICT_COUNT; v++) {
+                now_t->ignored[v] += ignored[v];
+            }
+        }
         if (rv != 0) {
             log_error("TTL backfill of table \"%s\" partition %u: %s: %s (retrying)", schema.name,
                       part, lapse_strerror(rv), err);

@@ -539,8 +539,9 @@ void expire_collect(expire_engine *e, metrics *m)
             metrics_labels(l2, sizeof(l2), "table", rows[i].name, "reason",
                            ttl_verdict_name((ttl_verdict)v), NULL);
             metrics_gauge_set(m, "lapse_ttl_ignored_items",
-                              "Items written under the enabled TTL rule whose value it ignores, "
-                              "per reason (since the node started or the rule changed)",
+                              "Items found by the backfill or written under the enabled TTL rule "
+                              "whose value it ignores, per reason (since the node started or the "
+                              "rule changed)",
                               l2, (double)rows[i].ignored[v]);
         }
         free(rows[i].parts);

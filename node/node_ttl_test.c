@@ -69,6 +69,13 @@ static void enable_is_reported_at_once(void **state)
         snprintf(pk, sizeof(pk), "before%d", i);
         put_exp(pk, before_due_s);
     }
+    /* Six years old: the backfill finds them ignored (too_old). */
+    enum { NOLD = 7 };
+    for (int i = 0; i < NOLD; i++) {
+        char pk[32];
+        snprintf(pk, sizeof(pk), "before-ancient%d", i);
+        put_exp(pk, before_due_s - 6 * 31557600LL);
+    }
     char status[32], err[256];
     clock_mono t0 = clock_mono_now();
     int rv = update_ttl(TABLE, LAPSE__UPDATE_TIME_TO_LIVE_REQUEST__ACTION__ENABLE, status,
@@ -85,6 +92,18 @@ static void enable_is_reported_at_once(void **state)
     }
     fetch_map();
     assert_true(nt.t->schema.ttl.enabled);
+    /* ENABLED: every node's backfill is done and counted what it ignored. */
+    char series[256];
+    snprintf(series, sizeof(series), "lapse_ttl_ignored_items{table=\"%s\",reason=\"too_old\"}",
+             TABLE);
+    double old = 0;
+    for (int n = 0; n < NODES; n++) {
+        double v = metric(n, series);
+        old += v > 0 ? v : 0;
+    }
+    if (old != NOLD) {
+        fail_msg("%s summed over the nodes is %.0f after the backfill, want %d", series, old, NOLD);
+    }
 }
 
 static void due_items_are_gone_within_2s(void **state)

@@ -519,8 +519,10 @@ out:
 }
 
 int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_wall now,
-                         size_t max_items, uint64_t *scanned, int *done, char *err, size_t errlen)
+                         size_t max_items, uint64_t *scanned, uint64_t *ignored, int *done,
+                         char *err, size_t errlen)
 {
+    uint64_t seen[TTL_VERDICT_COUNT] = {0};
     int rv;
     db_iter *it = NULL;
     db_batch *b = NULL;
@@ -581,6 +583,9 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
             rv = oom(err, errlen);
             goto unlock;
         }
+        if (drv == 0 && (unsigned)verdict < TTL_VERDICT_COUNT) {
+            seen[verdict]++;
+        }
         if (drv == 0 && verdict == TTL_ELIGIBLE) {
             if (itemkey_expiry_of(&ekey, k, klen, due_ms / 1000) != 0) {
                 rv = oom(err, errlen);
@@ -611,6 +616,9 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
         goto unlock;
     }
     *scanned = n;
+    for (int v = 0; ignored != NULL && v < TTL_VERDICT_COUNT; v++) {
+        ignored[v] += v == TTL_ELIGIBLE ? 0 : seen[v];
+    }
 unlock:
     db_iter_free(it);
     pthread_mutex_unlock(mu);

@@ -91,11 +91,14 @@ int expiry_backlog(store *st, uint32_t table_id, uint32_t part, clock_wall now, 
  * committed. A stored resume point of another config version is discarded
  * (a new enable starts over). *scanned gets the items read, *done whether
  * the partition is now fully indexed (then further steps return at once).
+ * ignored (TTL_VERDICT_COUNT counters, or NULL) has each item read that the
+ * rule ignores added under its verdict (TTL_MISSING, ...), for
+ * lapse_ttl_ignored_items; only after a successful write.
  * REQUIRES: t->ttl.enabled.
  */
 int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_wall now,
-                         size_t max_items, uint64_t *scanned, int *done, char *err,
-                         size_t errlen);
+                         size_t max_items, uint64_t *scanned, uint64_t *ignored, int *done,
+                         char *err, size_t errlen);
 
 /* Whether partition part's backfill for t->ttl.config_version completed. */
 int expiry_backfill_done(store *st, const table_schema *t, uint32_t part, int *done, char *err,

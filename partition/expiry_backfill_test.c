@@ -197,8 +197,8 @@ static void test_drop_table(void **state)
     }
     uint64_t scanned = 0;
     int done = 0;
-    assert_ok(expiry_backfill_step(f->st, &sess, 0, at_ms(T * 1000), 1000, &scanned, &done, f->err,
-                                   sizeof(f->err)),
+    assert_ok(expiry_backfill_step(f->st, &sess, 0, at_ms(T * 1000), 1000, &scanned, NULL, &done,
+                                   f->err, sizeof(f->err)),
               f);
     assert_true(done);
     progress_exists(f, "backfill/10/0", 1);
@@ -220,8 +220,8 @@ static void test_drop_table(void **state)
     assert_ok(expiry_drop_table(f->st, sess.id, f->err, sizeof(f->err)), f); /* idempotent */
 
     /* store_drop_table drops the index and progress too. */
-    assert_ok(expiry_backfill_step(f->st, &solo, 1, at_ms(T * 1000), 1000, &scanned, &done, f->err,
-                                   sizeof(f->err)),
+    assert_ok(expiry_backfill_step(f->st, &solo, 1, at_ms(T * 1000), 1000, &scanned, NULL, &done,
+                                   f->err, sizeof(f->err)),
               f);
     progress_exists(f, "backfill/11/1", 1);
     assert_ok(store_drop_table(f->st, solo.id, f->err, sizeof(f->err)), f);
@@ -236,8 +236,8 @@ static void test_drop_table(void **state)
     sess.ttl.config_version = 2;
     for (uint32_t p = 0; p < sess.partitions; p++) {
         do {
-            assert_ok(expiry_backfill_step(f->st, &sess, p, clock_wall_now(), 1000, &scanned, &done,
-                                           f->err, sizeof(f->err)),
+            assert_ok(expiry_backfill_step(f->st, &sess, p, clock_wall_now(), 1000, &scanned, NULL,
+                                           &done, f->err, sizeof(f->err)),
                       f);
         } while (!done);
     }
@@ -284,8 +284,8 @@ static void backfill(fixture *f, const table_schema *t, size_t max, int stop_aft
         int done = 0, steps = 0;
         while (!done && (stop_after == 0 || steps < stop_after)) {
             uint64_t n = 0;
-            assert_ok(expiry_backfill_step(f->st, t, p, clock_wall_now(), max, &n, &done, f->err,
-                                           sizeof(f->err)),
+            assert_ok(expiry_backfill_step(f->st, t, p, clock_wall_now(), max, &n, NULL, &done,
+                                           f->err, sizeof(f->err)),
                       f);
             assert_true(n <= max);
             scanned[p] += n;
@@ -313,8 +313,8 @@ static void test_backfill_complete(void **state)
         assert_true(done);
         /* A finished partition's steps return at once. */
         uint64_t again = 0;
-        assert_ok(expiry_backfill_step(f->st, &sess, p, clock_wall_now(), 50, &again, &done, f->err,
-                                       sizeof(f->err)),
+        assert_ok(expiry_backfill_step(f->st, &sess, p, clock_wall_now(), 50, &again, NULL, &done,
+                                       f->err, sizeof(f->err)),
                   f);
         assert_int_equal(again, 0);
         assert_true(done);
@@ -331,7 +331,7 @@ static void test_backfill_complete(void **state)
         uint64_t n = 0;
         int fin = 0;
         assert_ok(expiry_backfill_step(f->st, &v3, p, clock_wall_now(), (size_t)scanned[p], &n,
-                                       &fin, f->err, sizeof(f->err)),
+                                       NULL, &fin, f->err, sizeof(f->err)),
                   f);
         assert_int_equal(n, scanned[p]);
         assert_true(fin);
