@@ -16,6 +16,7 @@
 #include "check.h"
 #include "report.h"
 #include "faults.h"
+#include "plant.h"
 #include "run.h"
 #include "workload.h"
 
@@ -83,9 +84,10 @@ static void usage(FILE *f)
     fprintf(f, "usage: lapse-chaos [--seed S] [--duration SECONDS] [--items N] [--faults LIST]\n"
                "                   [--profile short|long] [--runs N] [--threads N]\n"
                "                   [--report FILE] [--bin-dir DIR] [--keep] [--quiet]\n"
-               "  --faults LIST   comma-separated: node-kill, backfill-kill, coordinator-kill,\n"
-               "                  stop-cont, partition, all (default), none; partition needs\n"
-               "                  root and runs the cluster in network namespaces\n"
+               "  --faults LIST   comma-separated: node-kill, dest-kill, backfill-kill,\n"
+               "                  coordinator-kill, stop-cont, partition, all (default), none;\n"
+               "                  partition needs root and runs the cluster in network\n"
+               "                  namespaces\n"
                "  --profile       short (default: 20 s, 1200 items, each scenario in turn) or\n"
                "                  long (150 s, 4000 items, 3 seeds, faults mixed at random)\n"
                "  --runs N        N seeds: S, S+1, ... each on a fresh cluster\n"
@@ -112,6 +114,8 @@ static int parse_faults(const char *s, unsigned *out)
             *out |= CHAOS_FAULT_STOP_CONT;
         } else if (strcmp(tok, "partition") == 0) {
             *out |= CHAOS_FAULT_PARTITION;
+        } else if (strcmp(tok, "dest-kill") == 0) {
+            *out |= CHAOS_FAULT_DEST_KILL;
         } else if (strcmp(tok, "all") == 0) {
             *out |= CHAOS_FAULT_ALL;
         } else if (strcmp(tok, "none") != 0) {
@@ -193,13 +197,15 @@ int chaos_parse(chaos_opts *o, int argc, char **argv)
             break;
         case 'P':
             if (optarg == NULL || strcmp(optarg, "delete") == 0) {
-                o->plant = 1;
+                o->plant = PLANT_DELETE;
             } else if (strcmp(optarg, "expire") == 0) {
-                o->plant = 2;
+                o->plant = PLANT_EXPIRE;
             } else if (strcmp(optarg, "pause") == 0) {
-                o->plant = 3;
+                o->plant = PLANT_PAUSE;
+            } else if (strcmp(optarg, "index") == 0) {
+                o->plant = PLANT_INDEX;
             } else {
-                fprintf(stderr, "lapse-chaos: --debug-plant-violation=delete|expire|pause\n");
+                fprintf(stderr, "lapse-chaos: --debug-plant-violation=delete|expire|pause|index\n");
                 return 2;
             }
             break;
@@ -268,61 +274,6 @@ static void *progress_thread(void *p)
 
 /* ============================== one run ============================== */
 
-/* --debug-plant-violation: breaks an invariant behind the model's back, so
- * a run proves its checker can fail. delete (1): deletes an acknowledged,
- * never-expiring item (invariant 1). expire (2): sets the TTL of an item
- * whose TTL was extended while due back to the past, so the scanner deletes
- * it (invariant 3). pause (3): pauses TTL on chaos_ttl 3 s before the
- * workload stops, so items due then stay (invariant 2, once the settle
- * deadline passes). */
-static void plant_violation(run *r, chaos_result *res)
-{
-    int64_t now = wall_ms();
-    lapse_error e;
-    if (r->opt->plant == 3) {
-        lapse_ttl_spec spec = {0};
-        spec.action = LAPSE_TTL_PAUSE;
-        int rv = lapse_update_ttl(r->admin, "chaos_ttl", &spec, NULL, &e);
-        snprintf(res->planted_key, sizeof(res->planted_key), "chaos_ttl (TTL paused)");
-        flog_add(r, "debug: planted a violation: paused TTL on chaos_ttl (%s)", lapse_strerror(rv));
-        return;
-    }
-    for (int ti = r->opt->plant == 2 ? 0 : 1; ti >= 0; ti--) {
-        mtable *t = &r->m.t[ti];
-        for (int i = 0; i < r->opt->items; i++) {
-            mkey *k = &t->keys[i];
-            if (!model_stable_present(t, k, now) ||
-                (r->opt->plant == 2 && model_classify(t, k, now) != MC_PROTECTED)) {
-                continue;
-            }
-            char key[24];
-            model_key_name(i, key, sizeof(key));
-            lapse_item *kit = lapse_item_new();
-            lapse_item_set_s(kit, "Id", key);
-            int rv;
-            if (r->opt->plant == 2) {
-                char past[64];
-                snprintf(past, sizeof(past), "{\"N\":\"%" PRId64 "\"}", now / 1000 - 60);
-                lapse_update *u = lapse_update_new();
-                lapse_update_set(u, MODEL_TTL_ATTR, past, &e);
-                rv = lapse_update_item(r->admin, t->name, kit, u, NULL, NULL, &e);
-                lapse_update_free(u);
-            } else {
-                rv = lapse_delete(r->admin, t->name, kit, NULL, &e);
-            }
-            lapse_item_free(kit);
-            if (rv == 0) {
-                k->planted = 1;
-                snprintf(res->planted_key, sizeof(res->planted_key), "%s/%s", t->name, key);
-                flog_add(r, "debug: planted a violation: %s %s/%s behind the model's back",
-                         r->opt->plant == 2 ? "set a past TTL on" : "deleted", t->name, key);
-                return;
-            }
-        }
-    }
-    flog_add(r, "debug: found no key to plant a violation on");
-}
-
 static int setup(run *r, char *err, size_t errlen)
 {
     cluster_options co = {0};
@@ -348,7 +299,10 @@ static int setup(run *r, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
-    if (((rv = faults_create_table(r, "chaos_ttl", NULL)) != 0 && rv != LAPSE_EEXISTS) ||
+    r->m.t[0].indexed = 1; /* the LSI, the GSI and the stream (workload.h) */
+    lapse_table_def def;
+    wl_table_def(&r->m.t[0], &def);
+    if (((rv = faults_create_def(r, &def, NULL)) != 0 && rv != LAPSE_EEXISTS) ||
         ((rv = faults_create_table(r, "chaos_plain", NULL)) != 0 && rv != LAPSE_EEXISTS) ||
         (rv = faults_enable_ttl(r, "chaos_ttl", 20000)) != 0) {
         snprintf(err, errlen, "creating the tables: %s", lapse_strerror(rv));
@@ -407,9 +361,9 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
     }
     started = 1;
     faults_run(r);
-    if (o->plant == 3) {
+    if (o->plant == PLANT_PAUSE) {
         /* Pause deletion while the workload still writes due items. */
-        plant_violation(r, acc);
+        plant_client(r, acc->planted_key, sizeof(acc->planted_key));
         sleep_ms(3000);
     }
     atomic_store(&r->stop, 1);
@@ -417,13 +371,27 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
     wl_join(workers, o->threads);
     started = 0;
     flog_add(r, "workload stopped");
-    if (o->plant == 1 || o->plant == 2) {
-        plant_violation(r, acc);
+    if (o->plant == PLANT_DELETE || o->plant == PLANT_EXPIRE) {
+        plant_client(r, acc->planted_key, sizeof(acc->planted_key));
     }
     check_settle(r, o->profile_long ? 90000 : 60000, co);
     check_items(r, co);
+    check_repl(r, co, o->profile_long ? 60000 : 30000);
+    if (o->plant == PLANT_INDEX) {
+        /* The stream and indexes matched the table: break them now, and
+         * check again (the plants persist, so a short deadline will do). */
+        plant_index(r, acc->planted_key, sizeof(acc->planted_key));
+        check_repl(r, co, 8000);
+    }
     check_daemons(r, co);
-    co->checked[4] = co->checked[5] = 0; /* needs issue 4 */
+    co->planted_reported = r->nplants > 0;
+    for (int i = 0; i < r->nplants; i++) {
+        int named = 0;
+        for (int k = 0; k < co->nv; k++) {
+            named |= strcmp(co->v[k].where, r->plants[i]) == 0;
+        }
+        co->planted_reported &= named;
+    }
 
     report_write(stdout, r, co, run_dir, 0);
     if (report != NULL) {
@@ -517,8 +485,7 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
            o->runs, failed_runs, acc->ops, acc->faults, acc->items_checked);
     for (int i = 1; i <= CHAOS_INVARIANTS; i++) {
         printf("  invariant %d: %s\n", i,
-               !acc->checked[i]
-                   ? (i == 4 || i == 5 ? "not yet checked (needs issue 4)" : "not checked")
+               !acc->checked[i]          ? "not checked"
                : acc->violations[i] == 0 ? "PASS"
                                          : "FAIL");
     }

@@ -18,7 +18,7 @@ int main(void)
                     "--duration",
                     "20",
                     "--faults",
-                    "node-kill,backfill-kill,coordinator-kill,stop-cont",
+                    "node-kill,dest-kill,backfill-kill,coordinator-kill,stop-cont",
                     "--report",
                     "chaos_test-report.txt",
                     NULL,

@@ -12,14 +12,12 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "check_int.h"
 #include "faults.h"
+#include "workload.h"
 
-static void add_violation(check_out *out, int inv, const char *where, const char *last_op,
-                          int64_t last_wall_ms, const char *found, const char *fmt, ...)
-    __attribute__((format(printf, 7, 8)));
-
-static void add_violation(check_out *out, int inv, const char *where, const char *last_op,
-                          int64_t last_wall_ms, const char *found, const char *fmt, ...)
+void check_add(check_out *out, int inv, const char *where, const char *last_op,
+               int64_t last_wall_ms, const char *found, const char *fmt, ...)
 {
     out->violations[inv]++;
     if (out->nv >= CHECK_MAX_DETAILS) {
@@ -69,10 +67,7 @@ static int read_keys(run *r, int ti, const int *idx, int n, char *found, uint64_
     for (int at = 0; at < n; at += LAPSE_BATCH_GET_MAX) {
         int m = n - at < LAPSE_BATCH_GET_MAX ? n - at : LAPSE_BATCH_GET_MAX;
         for (int i = 0; i < m; i++) {
-            char key[24];
-            model_key_name(idx[at + i], key, sizeof(key));
-            keys[i] = lapse_item_new();
-            lapse_item_set_s(keys[i], "Id", key);
+            keys[i] = wl_key(t, idx[at + i]);
         }
         int rv = 0;
         for (int attempt = 0; attempt < 10; attempt++) {
@@ -200,8 +195,8 @@ void check_settle(run *r, int deadline_ms, check_out *out)
         if (r->m.t[ti].ttl) {
             ttl_status(r, r->m.t[ti].name, st, sizeof(st));
             if (strcmp(st, "ENABLED") != 0) {
-                add_violation(out, 2, r->m.t[ti].name, NULL, 0, st,
-                              "TTL status ENABLED within %d ms of the settle instant", deadline_ms);
+                check_add(out, 2, r->m.t[ti].name, NULL, 0, st,
+                          "TTL status ENABLED within %d ms of the settle instant", deadline_ms);
             }
         }
     }
@@ -229,8 +224,8 @@ void check_items(run *r, check_out *out)
         int rv = read_keys(r, ti, idx, n, found, ver, ttl);
         int64_t read_end = wall_ms();
         if (rv != 0) {
-            add_violation(out, 1, t->name, NULL, 0, lapse_strerror(rv),
-                          "every key readable after the settle");
+            check_add(out, 1, t->name, NULL, 0, lapse_strerror(rv),
+                      "every key readable after the settle");
         }
         for (int i = 0; rv == 0 && i < n; i++) {
             mkey *k = &t->keys[i];
@@ -250,10 +245,7 @@ void check_items(run *r, check_out *out)
             } else {
                 snprintf(what, sizeof(what), "absent");
             }
-            add_violation(out, inv, where, k->last_op, k->last_wall_ms, what, "%s", expected);
-            if (k->planted) {
-                out->planted_reported = 1;
-            }
+            check_add(out, inv, where, k->last_op, k->last_wall_ms, what, "%s", expected);
         }
         for (int i = 0; i < n; i++) {
             lapse_free(ttl[i]);
@@ -272,14 +264,14 @@ void check_items(run *r, check_out *out)
         int rv = lapse_describe_table(r->admin, mc->name, &js, &e);
         lapse_free(js);
         if (mc->acked && mc->recreated) {
-            add_violation(out, 1, mc->name, "create-table (acknowledged)", 0,
-                          "a retry after the coordinator restart created it anew",
-                          "the acknowledged CreateTable to survive the coordinator's kill -9");
+            check_add(out, 1, mc->name, "create-table (acknowledged)", 0,
+                      "a retry after the coordinator restart created it anew",
+                      "the acknowledged CreateTable to survive the coordinator's kill -9");
         }
         if (rv != 0) {
-            add_violation(out, 1, mc->name, "create-table", 0, lapse_strerror(rv),
-                          "the table to exist (CreateTable %s, then retried)",
-                          mc->acked ? "acknowledged" : "uncertain");
+            check_add(out, 1, mc->name, "create-table", 0, lapse_strerror(rv),
+                      "the table to exist (CreateTable %s, then retried)",
+                      mc->acked ? "acknowledged" : "uncertain");
             continue;
         }
         /* And usable: a write and a read through its partitions. */
@@ -290,9 +282,9 @@ void check_items(run *r, check_out *out)
             rv = lapse_get(r->admin, mc->name, it, &got, &e);
         }
         if (rv != 0 || got == NULL) {
-            add_violation(out, 1, mc->name, "create-table", 0,
-                          rv != 0 ? e.message : "probe absent after its put",
-                          "a put then get of a probe item to work");
+            check_add(out, 1, mc->name, "create-table", 0,
+                      rv != 0 ? e.message : "probe absent after its put",
+                      "a put then get of a probe item to work");
         }
         lapse_item_free(got);
         lapse_item_free(it);
@@ -333,8 +325,8 @@ void check_daemons(run *r, check_out *out)
     if (atomic_load(&r->crashes) > 0) {
         char found[64];
         snprintf(found, sizeof(found), "%d exit(s) we did not cause", atomic_load(&r->crashes));
-        add_violation(out, 6, "cluster", NULL, 0, found,
-                      "no daemon exits except by our kills (see CRASH in the fault log)");
+        check_add(out, 6, "cluster", NULL, 0, found,
+                  "no daemon exits except by our kills (see CRASH in the fault log)");
     }
     /* Nodes first, so none logs the coordinator's disappearance. */
     for (int i = cluster_nodes(r->cl); i >= 0; i--) {
@@ -353,14 +345,14 @@ void check_daemons(run *r, check_out *out)
             char found[96];
             snprintf(found, sizeof(found), "%s %d", WIFSIGNALED(st) ? "signal" : "exit status",
                      WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-            add_violation(out, 6, who, NULL, 0, found, "a clean exit (status 0) on SIGTERM");
+            check_add(out, 6, who, NULL, 0, found, "a clean exit (status 0) on SIGTERM");
         }
     }
     for (int i = 0; i <= cluster_nodes(r->cl); i++) {
         char line[300];
         const char *path = cluster_log_path(r->cl, i);
         if (path != NULL && log_has_sanitizer_report(path, line, sizeof(line))) {
-            add_violation(out, 6, path, NULL, 0, line, "no sanitizer report in the log");
+            check_add(out, 6, path, NULL, 0, line, "no sanitizer report in the log");
         }
     }
 }

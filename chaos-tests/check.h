@@ -6,12 +6,19 @@
  *      deleted by the user or legitimately expired; an acknowledged delete
  *      stays deleted; an acknowledged CreateTable survives
  *   2  every item whose final TTL is eligible and due before the settle
- *      instant is gone (base table; LSI/GSI with issue 4)
+ *      instant is gone (base table; in the LSI and GSI through 5)
  *   3  no item whose TTL was extended or removed before its deletion was
  *      deleted; items with TTLs over five years old or of a non-number type
  *      are untouched
- *   4  stream records: not yet checked (needs issue 4)
- *   5  GSI equals the projection of its base table: not yet checked (needs issue 4)
+ *   4  the stream of the indexed table holds one record per change of an
+ *      item, in order (each record's old image is the previous record's
+ *      new image): so exactly one REMOVE by lapse.ttl per TTL delete, of an
+ *      item that was eligible and due, and none for any other; one record
+ *      per acknowledged write, at most one per uncertain one; every shard
+ *      gapless from 1 and in the item's base partition; replaying it gives
+ *      the table (check_stream.c)
+ *   5  the GSI equals the projection of the base table (no orphans, nothing
+ *      missing, the same images) and so does the LSI (check_repl.c)
  *   6  no daemon exited except by our kills, each shuts down cleanly on
  *      SIGTERM, and no sanitizer report is in any daemon's log
  *
@@ -33,6 +40,19 @@ typedef struct violation {
     int64_t last_wall_ms; /* when it returned; 0 for non-item findings */
 } violation;
 
+/* What the checks of 4 and 5 read, for the report. */
+typedef struct repl_stats {
+    char table[48];   /* "" when no table was checked */
+    long records;     /* stream records */
+    long ttl_removes; /* of which REMOVEs by lapse.ttl */
+    int shards;       /* stream shards */
+    long base_items;  /* items in the table */
+    long gsi_entries; /* GSI entries over every WL_GROUPS value */
+    long lsi_entries; /* LSI entries */
+    int attempts;     /* reads until everything matched (or the deadline) */
+    int converge_ms;  /* from the first read until everything matched; -1: never */
+} repl_stats;
+
 typedef struct check_out {
     int violations[CHAOS_INVARIANTS + 1];
     int checked[CHAOS_INVARIANTS + 1];
@@ -43,6 +63,7 @@ typedef struct check_out {
     int planted_reported;
     int64_t settle_wall_ms; /* the settle instant */
     int settle_ms;          /* from it until settled; -1: deadline passed */
+    repl_stats repl;        /* of the last check_repl */
 } check_out;
 
 /* Brings every process back, resolves TTL enables, takes the settle
@@ -53,6 +74,15 @@ void check_settle(run *r, int deadline_ms, check_out *out);
 
 /* Invariants 1-3: reads every key of every table and judges it. */
 void check_items(run *r, check_out *out);
+
+/* Invariants 4 and 5 on the indexed table (check_repl.c): reads its
+ * stream, scans it, queries the GSI for every value of WL_GROUPS and (once
+ * those match) the LSI for every key, and compares them with each other and
+ * with the model; a mismatch is read again every 500 ms (the outbox ships
+ * after a restart, TTL deletes of items due after the settle instant still
+ * happen) and becomes a violation only when it persists past deadline_ms.
+ * May be called again (after a plant): violations add up. */
+void check_repl(run *r, check_out *out, int deadline_ms);
 
 /* Invariant 6: crashes during the run, clean SIGTERM shutdown of every
  * process (which stops the cluster), sanitizer reports in the logs. */

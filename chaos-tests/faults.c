@@ -4,6 +4,7 @@
 #include "faults.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,12 +139,17 @@ int faults_create_table(run *r, const char *name, int *first_rv)
     d.name = name;
     d.partition_key = "Id";
     d.partition_key_type = 'S';
-    d.partitions = 16;
+    d.partitions = WL_PARTITIONS;
+    return faults_create_def(r, &d, first_rv);
+}
+
+int faults_create_def(run *r, const lapse_table_def *d, int *first_rv)
+{
     int rv = 0;
     int64_t deadline = mono_ms() + 30000;
     while (mono_ms() < deadline) {
         lapse_error e = {0};
-        rv = lapse_create_table(r->admin, &d, &e);
+        rv = lapse_create_table(r->admin, d, &e);
         atomic_fetch_add(&r->ops[OP_ADMIN], 1);
         if (first_rv != NULL) {
             *first_rv = rv;
@@ -199,7 +205,7 @@ static void *admin_thread(void *p)
         d.name = j->table;
         d.partition_key = "Id";
         d.partition_key_type = 'S';
-        d.partitions = 16;
+        d.partitions = WL_PARTITIONS;
         j->rv = lapse_create_table(j->r->admin, &d, &j->e);
     }
     atomic_fetch_add(&j->r->ops[OP_ADMIN], 1);
@@ -285,6 +291,92 @@ static void sc_mass_expiry(run *r, uint64_t *rng, int n)
     int victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
     char why[96];
     snprintf(why, sizeof(why), "during the mass expiry of %d items due at %" PRId64, m, due_s);
+    kill9(r, victim, why);
+    restart_after(r, victim, rng_range(rng, 200, 2000));
+    free(idx);
+}
+
+/* How many stream shards and GSI partitions of table 0 (the indexed table)
+ * each node holds, from describe-table: weight[node], [1..nodes]. Returns
+ * the sum, 0 when it cannot be read. */
+static int destinations(run *r, int *weight, int *shards, int *gsi)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    int sum = 0;
+    memset(weight, 0, sizeof(int) * (CLUSTER_MAX_NODES + 1));
+    memset(shards, 0, sizeof(int) * (CLUSTER_MAX_NODES + 1));
+    memset(gsi, 0, sizeof(int) * (CLUSTER_MAX_NODES + 1));
+    if (lapse_describe_table(r->admin, r->m.t[0].name, &js, &e) != 0) {
+        return 0;
+    }
+    json_t *doc = json_loads(js, 0, NULL), *t = json_object_get(doc, "Table"), *v;
+    size_t i;
+    json_array_foreach(json_object_get(t, "StreamShards"), i, v)
+    {
+        json_int_t node = json_integer_value(json_object_get(v, "NodeId"));
+        if (node >= 1 && node <= CLUSTER_MAX_NODES) {
+            shards[node]++;
+        }
+    }
+    const char *key;
+    json_object_foreach(
+        json_object_get(json_array_get(json_object_get(t, "GlobalSecondaryIndexes"), 0),
+                        "PartitionsPerNode"),
+        key, v)
+    {
+        int node = atoi(key);
+        if (node >= 1 && node <= CLUSTER_MAX_NODES) {
+            gsi[node] += (int)json_integer_value(v);
+        }
+    }
+    for (int n = 1; n <= cluster_nodes(r->cl); n++) {
+        weight[n] = shards[n] + gsi[n];
+        sum += weight[n];
+    }
+    json_decref(doc);
+    lapse_free(js);
+    return sum;
+}
+
+/* kill -9 of a node that receives the indexed table's records (it hosts
+ * stream shards or owns GSI partitions, drawn in proportion to how many)
+ * while a burst ships: half the time right after the burst's batch write
+ * (its INSERTs on their way to the GSI owners and shard hosts), otherwise
+ * as the burst falls due (its TTL REMOVEs on their way). */
+static void sc_dest_kill(run *r, uint64_t *rng, int n)
+{
+    int m = faults_burst_keys(r->opt);
+    int slot = n % CHAOS_BURST_SLOTS;
+    int *idx = malloc(sizeof(int) * (size_t)m);
+    int weight[CLUSTER_MAX_NODES + 1], shards[CLUSTER_MAX_NODES + 1], gsi[CLUSTER_MAX_NODES + 1];
+    if (idx == NULL) {
+        return;
+    }
+    int sum = destinations(r, weight, shards, gsi);
+    for (int i = 0; i < m; i++) {
+        idx[i] = r->opt->items + slot * m + i;
+    }
+    int64_t due_s = wall_ms() / 1000 + 2;
+    int early = rng_next(rng) % 2 == 0;
+    run_phase(r, "dest-kill: %d items due at %" PRId64 ", shipping", m, due_s);
+    wl_batch_put(r, r->admin, 0, idx, m, due_s, rng);
+    int64_t due_mono = mono_ms() + (due_s * 1000 - wall_ms());
+    if (early) {
+        sleep_ms(rng_range(rng, 0, 60));
+    } else {
+        sleep_until(due_mono + rng_range(rng, 0, 600));
+    }
+    int victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
+    if (sum > 0) {
+        int x = (int)rng_range(rng, 0, sum - 1);
+        for (victim = 1; victim < cluster_nodes(r->cl) && x >= weight[victim]; victim++) {
+            x -= weight[victim];
+        }
+    }
+    char why[120];
+    snprintf(why, sizeof(why), "(%d stream shards, %d GSI partitions of %s) while %d %s ship",
+             shards[victim], gsi[victim], r->m.t[0].name, m, early ? "INSERTs" : "TTL REMOVEs");
     kill9(r, victim, why);
     restart_after(r, victim, rng_range(rng, 200, 2000));
     free(idx);
@@ -427,7 +519,7 @@ static void random_kill(run *r, uint64_t *rng)
 
 /* ============================== the driver ============================== */
 
-enum { SC_MASS, SC_BACKFILL, SC_CREATE, SC_TTLPROP, SC_STOP, SC_PARTITION, SC_COUNT };
+enum { SC_MASS, SC_DEST, SC_BACKFILL, SC_CREATE, SC_TTLPROP, SC_STOP, SC_PARTITION, SC_COUNT };
 
 int faults_run(run *r)
 {
@@ -436,6 +528,9 @@ int faults_run(run *r)
     unsigned f = r->opt->faults;
     if (f & CHAOS_FAULT_NODE_KILL) {
         list[n++] = SC_MASS;
+    }
+    if (f & CHAOS_FAULT_DEST_KILL) {
+        list[n++] = SC_DEST;
     }
     if (f & CHAOS_FAULT_BACKFILL_KILL) {
         list[n++] = SC_BACKFILL;
@@ -469,6 +564,9 @@ int faults_run(run *r)
         case SC_MASS:
             sc_mass_expiry(r, &rng, ran);
             break;
+        case SC_DEST:
+            sc_dest_kill(r, &rng, ran);
+            break;
         case SC_BACKFILL:
             sc_backfill(r, &rng, ran);
             break;
@@ -486,7 +584,8 @@ int faults_run(run *r)
             break;
         }
         ran++;
-        if (r->opt->profile_long && (f & (CHAOS_FAULT_NODE_KILL | CHAOS_FAULT_COORD_KILL)) &&
+        if (r->opt->profile_long &&
+            (f & (CHAOS_FAULT_NODE_KILL | CHAOS_FAULT_DEST_KILL | CHAOS_FAULT_COORD_KILL)) &&
             rng_next(&rng) % 2 == 0 && mono_ms() + 3000 < r->end_mono_ms) {
             sleep_ms(rng_range(&rng, 0, 1500));
             random_kill(r, &rng);

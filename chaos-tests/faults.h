@@ -6,6 +6,11 @@
  *   mass-expiry    (node-kill)        a burst of items due in the same second,
  *                                     some extended while due, and kill -9 of
  *                                     a random node around that second
+ *   dest-kill      (dest-kill)        a burst of items due in two seconds, and
+ *                                     kill -9 of a node hosting stream shards
+ *                                     or GSI partitions of the indexed table
+ *                                     while the burst's INSERTs or its TTL
+ *                                     REMOVEs are shipped to it
  *   backfill       (backfill-kill)    a filled table gets TTL enabled and a
  *                                     random node is killed mid-backfill
  *   create-table   (coordinator-kill) kill -9 of the coordinator during
@@ -28,7 +33,7 @@
 
 #include "run.h"
 
-#define CHAOS_BURST_SLOTS 8      /* mass-expiry key ranges in table 0, reused in turn */
+#define CHAOS_BURST_SLOTS 8      /* mass-expiry and dest-kill key ranges in table 0, reused */
 #define CHAOS_BACKFILL_RATE 2000 /* every node's --ttl-backfill-rate, items/s */
 
 /* Keys per mass-expiry burst for o's profile (table 0 holds
@@ -48,11 +53,13 @@ int faults_restore(run *r);
  * them. Returns how many were newly found. */
 int faults_check_crashes(run *r);
 
-/* Creates a table (Id:S, 16 partitions), retrying through coordinator
- * restarts until it exists. Returns 0 (this call created it), LAPSE_EEXISTS
- * (it existed) or the last error after 30 s. *first_rv (may be NULL) gets
- * the first attempt's status. */
+/* Creates a table (Id:S, WL_PARTITIONS partitions), retrying through
+ * coordinator restarts until it exists. Returns 0 (this call created it),
+ * LAPSE_EEXISTS (it existed) or the last error after 30 s. *first_rv (may
+ * be NULL) gets the first attempt's status. */
 int faults_create_table(run *r, const char *name, int *first_rv);
+/* The same for the table d defines. */
+int faults_create_def(run *r, const lapse_table_def *d, int *first_rv);
 
 /* Enables TTL (attribute ExpirationTime) on table, retrying until it is
  * applied (success or "already enabled"), up to timeout_ms. */

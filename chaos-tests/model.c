@@ -32,6 +32,9 @@ int model_add_table(model *m, const char *name, int nkeys, int ttl)
 void model_fini(model *m)
 {
     for (int i = 0; i < m->ntables; i++) {
+        for (int k = 0; m->t[i].keys != NULL && k < m->t[i].nkeys; k++) {
+            free(m->t[i].keys[k].log);
+        }
         free(m->t[i].keys);
         m->t[i].keys = NULL;
     }
@@ -163,9 +166,28 @@ static void add_cand(mstate *set, int *n, const mstate *s)
     }
 }
 
-void model_record(const mtable *t, mkey *k, const mstate *next, model_mode mode, int rv,
+static void log_call(mkey *k, const mstate *next, model_mode mode, int rv, int resent)
+{
+    if (k->nlog == k->caplog) {
+        uint32_t cap = k->caplog ? k->caplog * 2 : 4;
+        mwrite *v = realloc(k->log, cap * sizeof(*v));
+        if (v == NULL) {
+            abort();
+        }
+        k->log = v;
+        k->caplog = cap;
+    }
+    mwrite *w = &k->log[k->nlog++];
+    w->del = mode == MM_REPLACE && !next->present;
+    w->ver = w->del ? 0 : next->ver;
+    w->acked = rv == 0;
+    w->resent = (uint8_t)(resent != 0);
+}
+
+void model_record(const mtable *t, mkey *k, const mstate *next, model_mode mode, int rv, int resent,
                   int64_t ack_wall_ms, const char *what)
 {
+    log_call(k, next, mode, rv, resent);
     mstate out[MODEL_CANDS];
     int n = 0;
     if (mode == MM_REPLACE) {

@@ -66,12 +66,25 @@ typedef struct mstate {
     uint64_t ver;     /* the "ver" attribute */
 } mstate;
 
+/* One call on a key, in the order they were made (the stream check,
+ * check_stream.c, finds each one's record). */
+typedef struct mwrite {
+    uint64_t ver;   /* the "ver" it wrote (a delete writes none: 0) */
+    uint8_t del;    /* a delete */
+    uint8_t acked;  /* acknowledged; 0: uncertain (failed or timed out) */
+    uint8_t resent; /* liblapse may have sent it more than once (put, batch
+                       put, delete: retried after a timeout), so it may have
+                       applied more than once, each time with a record */
+} mwrite;
+
 typedef struct mkey {
     uint8_t ncand;  /* 0: never written */
     uint8_t frozen; /* see invariant 2 */
     uint8_t planted;
     mstate cand[MODEL_CANDS];
     uint32_t nops;
+    mwrite *log; /* owned: every call, nlog of them (capacity caplog) */
+    uint32_t nlog, caplog;
     int64_t last_wall_ms; /* when its last call returned */
     char last_op[112];
 } mkey;
@@ -81,6 +94,8 @@ typedef struct mtable {
     int ttl;          /* TTL is (to be) enabled: settle waits for ENABLED */
     int ttl_resolved; /* ENABLE acknowledged (or a retry said "already enabled"):
                          settle must not enable it again, which could hide a lost config */
+    int indexed;      /* sort key Sk (always 0), the LSI, the GSI and the stream
+                         (workload.h): invariants 4 and 5 are checked on it */
     int nkeys;
     mkey *keys;
 } mtable;
@@ -124,8 +139,12 @@ void model_gen_ttl(uint64_t *rng, int cls, int64_t now_ms, int64_t until_ms, cha
 int model_expires(const mtable *t, const mstate *s, int64_t now_ms, int64_t *due_ms);
 
 /* Records a call on k that would leave it in *next: rv 0 acknowledged,
- * anything else uncertain. ack_wall_ms is when it returned. */
-void model_record(const mtable *t, mkey *k, const mstate *next, model_mode mode, int rv,
+ * anything else uncertain. ack_wall_ms is when it returned; resent: the
+ * client retries such a call after a timeout (mwrite.resent). The call is
+ * appended to k->log (a delete when mode is MM_REPLACE and next is absent);
+ * should that allocation fail the process aborts (a harness failure, not
+ * a Lapse one). */
+void model_record(const mtable *t, mkey *k, const mstate *next, model_mode mode, int rv, int resent,
                   int64_t ack_wall_ms, const char *what);
 
 /* Judges one key against what a read found (found, found_ver) after the

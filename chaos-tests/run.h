@@ -63,6 +63,8 @@ typedef struct faultlog {
 
 enum { OP_PUT, OP_UPDATE, OP_DELETE, OP_GET, OP_BATCH, OP_ADMIN, OP_KINDS };
 
+#define RUN_MAX_PLANTS 4
+
 typedef struct run {
     const chaos_opts *opt;
     uint64_t seed;
@@ -85,6 +87,8 @@ typedef struct run {
     atomic_int crashes;                      /* daemon exits we did not cause */
     int crashes_seen[CLUSTER_MAX_NODES + 1]; /* per process, noted by faults_check_crashes */
     atomic_int progress_stop;
+    char plants[RUN_MAX_PLANTS][96]; /* "table/key" of each planted violation (plant.h) */
+    int nplants;
     char phase[96]; /* what the main thread is doing, for the progress line */
     pthread_mutex_t phase_mu;
 } run;

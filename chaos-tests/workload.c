@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/item.h"
+#include "../partition/hash.h"
+
 int wl_random_class(uint64_t *rng)
 {
     static const int weights[TC_COUNT] = {
@@ -42,13 +45,35 @@ static int nearly_due(const mtable *t, const mkey *k, int64_t now)
     return 0;
 }
 
-static lapse_item *make_item(const char *key, uint64_t ver, const char *ttl_json)
+void wl_table_def(const mtable *t, lapse_table_def *d)
 {
-    char json[512];
-    snprintf(json, sizeof(json),
-             "{\"Id\":{\"S\":\"%s\"},\"ver\":{\"N\":\"%" PRIu64 "\"},"
-             "\"pay\":{\"S\":\"payload-%" PRIu64 "\"}%s%s%s}",
-             key, ver, ver, ttl_json[0] ? ",\"" MODEL_TTL_ATTR "\":" : "", ttl_json, "");
+    static const lapse_index_def lsi[] = {
+        {.name = WL_LSI, .sort_key = "pay", .sort_key_type = 'S'}};
+    static const lapse_index_def gsi[] = {{.name = WL_GSI,
+                                           .partition_key = "Grp",
+                                           .partition_key_type = 'S',
+                                           .sort_key = "ver",
+                                           .sort_key_type = 'N',
+                                           .projection = LAPSE_PROJECT_ALL,
+                                           .partitions = WL_GSI_PARTITIONS}};
+    memset(d, 0, sizeof(*d));
+    d->name = t->name;
+    d->partition_key = "Id";
+    d->partition_key_type = 'S';
+    d->partitions = WL_PARTITIONS;
+    if (t->indexed) {
+        d->sort_key = WL_SK;
+        d->sort_key_type = 'N';
+        d->lsi = lsi;
+        d->nlsi = 1;
+        d->gsi = gsi;
+        d->ngsi = 1;
+        d->stream = 1;
+    }
+}
+
+static lapse_item *parse_item(const char *json)
+{
     lapse_item *it = NULL;
     lapse_error e;
     if (lapse_item_from_json(&it, json, &e) != 0) {
@@ -58,13 +83,54 @@ static lapse_item *make_item(const char *key, uint64_t ver, const char *ttl_json
     return it;
 }
 
-static lapse_item *make_key(const char *key)
+/* The key attributes of idx in t, as JSON members (no braces). */
+static void key_json(const mtable *t, int idx, char *buf, size_t len)
 {
-    lapse_item *it = lapse_item_new();
-    if (it == NULL || lapse_item_set_s(it, "Id", key) != 0) {
+    char key[24];
+    model_key_name(idx, key, sizeof(key));
+    snprintf(buf, len, "\"Id\":{\"S\":\"%s\"}%s", key,
+             t->indexed ? ",\"" WL_SK "\":{\"N\":\"0\"}" : "");
+}
+
+lapse_item *wl_key(const mtable *t, int idx)
+{
+    char k[96], json[128];
+    key_json(t, idx, k, sizeof(k));
+    snprintf(json, sizeof(json), "{%s}", k);
+    return parse_item(json);
+}
+
+lapse_item *wl_item(const mtable *t, int idx, uint64_t ver, const char *ttl_json, int grp)
+{
+    char k[96], g[48] = "", json[512];
+    key_json(t, idx, k, sizeof(k));
+    if (grp >= 0 && grp < WL_GROUPS) {
+        snprintf(g, sizeof(g), ",\"Grp\":{\"S\":\"g%d\"}", grp);
+    }
+    snprintf(json, sizeof(json),
+             "{%s,\"ver\":{\"N\":\"%" PRIu64 "\"},\"pay\":{\"S\":\"payload-%" PRIu64 "\"}%s%s%s}",
+             k, ver, ver, g, ttl_json[0] ? ",\"" MODEL_TTL_ATTR "\":" : "", ttl_json);
+    return parse_item(json);
+}
+
+uint32_t wl_partition(const char *id)
+{
+    attr_value v;
+    uint32_t part = 0;
+    if (item_value_init_bytes(&v, ATTR_S, id, strlen(id)) != 0) {
         abort();
     }
-    return it;
+    hash_partition(&v, WL_PARTITIONS, &part);
+    item_value_fini(&v);
+    return part;
+}
+
+/* A Grp for a new item: one of the WL_GROUPS values, or none (-1) a
+ * quarter of the time. */
+static int draw_group(uint64_t *rng)
+{
+    int g = (int)rng_range(rng, 0, WL_GROUPS + 1);
+    return g < WL_GROUPS ? g : -1;
 }
 
 static void count(run *r, int kind, int rv)
@@ -79,10 +145,9 @@ int wl_call(run *r, lapse_client *c, int ti, int idx, wl_kind kind, int cls, uin
 {
     mtable *t = &r->m.t[ti];
     mkey *k = &t->keys[idx];
-    char key[24], ttl[128] = "", what[112];
-    model_key_name(idx, key, sizeof(key));
+    char ttl[128] = "", what[112];
     if (kind == WK_GET) {
-        lapse_item *kit = make_key(key), *got = NULL;
+        lapse_item *kit = wl_key(t, idx), *got = NULL;
         lapse_error e;
         int rv = lapse_get(c, t->name, kit, &got, &e);
         lapse_item_free(got);
@@ -102,14 +167,14 @@ int wl_call(run *r, lapse_client *c, int ti, int idx, wl_kind kind, int cls, uin
     int rv;
     if (kind == WK_PUT) {
         model_gen_ttl(rng, cls, now, r->end_wall_ms, ttl, sizeof(ttl), &next);
-        lapse_item *it = make_item(key, next.ver, ttl);
+        lapse_item *it = wl_item(t, idx, next.ver, ttl, draw_group(rng));
         rv = lapse_put(c, t->name, it, NULL, &e);
         lapse_item_free(it);
         snprintf(what, sizeof(what), "put ver %" PRIu64 " TTL %.48s", next.ver,
                  ttl[0] ? ttl : "none");
         count(r, OP_PUT, rv);
     } else if (kind == WK_DELETE) {
-        lapse_item *kit = make_key(key);
+        lapse_item *kit = wl_key(t, idx);
         rv = lapse_delete(c, t->name, kit, NULL, &e);
         lapse_item_free(kit);
         snprintf(what, sizeof(what), "delete");
@@ -142,16 +207,31 @@ int wl_call(run *r, lapse_client *c, int ti, int idx, wl_kind kind, int cls, uin
             char pay[64];
             snprintf(pay, sizeof(pay), "{\"S\":\"touched-%" PRIu64 "\"}", next.ver);
             lapse_update_set(u, "pay", pay, &e);
+            /* A third of them move the item to another GSI partition key
+             * or out of the GSI (the TTL stays as it is). */
+            int g = (int)rng_range(rng, 0, 5);
+            char grp[48] = "";
+            if (g < 2) {
+                snprintf(grp, sizeof(grp), "{\"S\":\"g%d\"}",
+                         (int)rng_range(rng, 0, WL_GROUPS - 1));
+                lapse_update_set(u, "Grp", grp, &e);
+            } else if (g == 2) {
+                lapse_update_remove(u, "Grp");
+            }
             mode = MM_PAYLOAD;
-            snprintf(what, sizeof(what), "update ver %" PRIu64 " payload only", next.ver);
+            snprintf(what, sizeof(what), "update ver %" PRIu64 " payload only%s%s", next.ver,
+                     g < 2    ? ", Grp "
+                     : g == 2 ? ", Grp removed"
+                              : "",
+                     grp);
         }
-        lapse_item *kit = make_key(key);
+        lapse_item *kit = wl_key(t, idx);
         rv = lapse_update_item(c, t->name, kit, u, NULL, NULL, &e);
         lapse_item_free(kit);
         lapse_update_free(u);
         count(r, OP_UPDATE, rv);
     }
-    model_record(t, k, &next, mode, rv, wall_ms(), what);
+    model_record(t, k, &next, mode, rv, kind == WK_PUT || kind == WK_DELETE, wall_ms(), what);
     if (rv != 0) {
         atomic_fetch_add(&r->uncertain, 1);
     }
@@ -178,8 +258,7 @@ int wl_batch_put(run *r, lapse_client *c, int ti, const int *idx, int n, int64_t
             if (k->frozen) {
                 continue;
             }
-            char key[24], ttl[128];
-            model_key_name(idx[at], key, sizeof(key));
+            char ttl[128];
             mstate s = {0};
             s.present = 1;
             s.ver = run_ver(r);
@@ -190,7 +269,7 @@ int wl_batch_put(run *r, lapse_client *c, int ti, const int *idx, int n, int64_t
             } else {
                 model_gen_ttl(rng, wl_random_class(rng), now, r->end_wall_ms, ttl, sizeof(ttl), &s);
             }
-            items[m] = make_item(key, s.ver, ttl);
+            items[m] = wl_item(t, idx[at], s.ver, ttl, draw_group(rng));
             snprintf(whats[m], sizeof(whats[m]), "batch put ver %" PRIu64 " TTL %.48s", s.ver,
                      ttl[0] ? ttl : "none");
             which[m] = idx[at];
@@ -205,7 +284,7 @@ int wl_batch_put(run *r, lapse_client *c, int ti, const int *idx, int n, int64_t
         count(r, OP_BATCH, rv);
         int64_t ack = wall_ms();
         for (int i = 0; i < m; i++) {
-            model_record(t, &t->keys[which[i]], &next[i], MM_REPLACE, rv, ack, whats[i]);
+            model_record(t, &t->keys[which[i]], &next[i], MM_REPLACE, rv, 1, ack, whats[i]);
             lapse_item_free(items[i]);
         }
         if (rv != 0) {

@@ -11,6 +11,14 @@
  * [0, items) belong to thread idx % threads; keys from `items` up belong to
  * the main thread (mass-expiry bursts). Scenario tables belong to the main
  * thread.
+ *
+ * Tables: every table has partition key Id (S) and WL_PARTITIONS
+ * partitions. The indexed table (model table 0, chaos_ttl, mtable.indexed)
+ * also has the sort key WL_SK (N, always 0: an LSI needs a sort key), the
+ * LSI WL_LSI on "pay" (S), the GSI WL_GSI on "Grp" (S) with sort key "ver"
+ * (N), projection all, WL_GSI_PARTITIONS partitions, and the stream with
+ * TTL deletes. Items draw "Grp" from the WL_GROUPS values "g0".. or leave it
+ * out, so the checker can query the GSI for every value there is.
  */
 #ifndef LAPSE_CHAOS_WORKLOAD_H
 #define LAPSE_CHAOS_WORKLOAD_H
@@ -20,6 +28,13 @@
 
 #include "run.h"
 
+#define WL_PARTITIONS 16
+#define WL_SK "Sk"
+#define WL_LSI "ByPay"
+#define WL_GSI "ByGrp"
+#define WL_GSI_PARTITIONS 8
+#define WL_GROUPS 6
+
 typedef enum wl_kind {
     WK_PUT,     /* put with a TTL of the given class */
     WK_DELETE,  /* user delete */
@@ -28,6 +43,17 @@ typedef enum wl_kind {
     WK_UPD_PAY, /* update setting "ver" and "pay", TTL untouched */
     WK_GET      /* read only */
 } wl_kind;
+
+/* The definition of model table t (name borrowed from t; the index
+ * definitions are static). */
+void wl_table_def(const mtable *t, lapse_table_def *d);
+/* The key of key idx of t, and an item: ver, a payload, "Grp" = "g<grp>"
+ * unless grp < 0 or grp >= WL_GROUPS, and the TTL attribute unless ttl_json
+ * is "". Caller frees; a harness bug (bad JSON, OOM) aborts. */
+lapse_item *wl_key(const mtable *t, int idx);
+lapse_item *wl_item(const mtable *t, int idx, uint64_t ver, const char *ttl_json, int grp);
+/* The base partition of the item with Id id (partition/hash.h). */
+uint32_t wl_partition(const char *id);
 
 /* One call on key idx of model table ti, recorded in the model. cls is a
  * ttl_class for WK_PUT and WK_UPD_TTL. Returns the call's status, or -1

@@ -272,76 +272,23 @@ void rt_wait_nodes_took_map(void)
 
 void rt_stream_free(rt_stream *s)
 {
-    for (size_t i = 0; i < s->nb; i++) {
-        lapse_stream_batch_free(s->b[i]);
-    }
-    free(s->b);
-    free(s->r);
-    memset(s, 0, sizeof(*s));
-}
-
-static int cmp_records(const void *a, const void *b)
-{
-    const lapse_stream_record *x = *(const lapse_stream_record *const *)a;
-    const lapse_stream_record *y = *(const lapse_stream_record *const *)b;
-    if (x->shard != y->shard) {
-        return x->shard < y->shard ? -1 : 1;
-    }
-    return x->sequence_number < y->sequence_number ? -1 : x->sequence_number > y->sequence_number;
+    streamread_free(s);
 }
 
 void rt_stream_read(rt_stream *s, const char *table)
 {
-    lapse_stream_shard *shards = NULL;
-    size_t n = 0;
     lapse_error e = {0};
     memset(s, 0, sizeof(*s));
-    assert_lapse_ok(lapse_stream_shards(g_cl, table, &shards, &n, &e), &e);
-    lapse_stream_request *q = calloc(n, sizeof(*q));
-    lapse_stream_batch **b = calloc(n, sizeof(*b));
-    for (size_t i = 0; i < n; i++) {
-        q[i].shard = shards[i].shard;
-        q[i].limit = 1000;
-    }
-    size_t active = n;
-    while (active > 0) {
-        assert_lapse_ok(lapse_stream_read_many(g_cl, table, q, active, b, &e), &e);
-        size_t next = 0;
-        for (size_t i = 0; i < active; i++) {
-            size_t got = lapse_stream_batch_count(b[i]);
-            if (s->nb == s->bcap) {
-                s->bcap = s->bcap ? s->bcap * 2 : 32;
-                s->b = realloc(s->b, s->bcap * sizeof(*s->b));
-                assert_non_null(s->b);
-            }
-            s->b[s->nb++] = b[i];
-            for (size_t k = 0; k < got; k++) {
-                if (s->n == s->rcap) {
-                    s->rcap = s->rcap ? s->rcap * 2 : 256;
-                    s->r = realloc(s->r, s->rcap * sizeof(*s->r));
-                    assert_non_null(s->r);
-                }
-                s->r[s->n++] = lapse_stream_batch_record(b[i], k);
-            }
-            if (got > 0) { /* maybe more: read this shard again */
-                q[next] = q[i];
-                q[next].after_seq = lapse_stream_batch_record(b[i], got - 1)->sequence_number;
-                next++;
-            }
-        }
-        active = next;
-    }
-    qsort(s->r, s->n, sizeof(*s->r), cmp_records);
-    free(q);
-    free(b);
-    lapse_free(shards);
+    assert_lapse_ok(streamread_more(g_cl, table, s, &e), &e);
 }
 
 void rt_stream_wait(rt_stream *s, const char *table, size_t want, int timeout_ms)
 {
     int64_t deadline = rt_wall_ms() + timeout_ms;
+    memset(s, 0, sizeof(*s));
     for (;;) {
-        rt_stream_read(s, table);
+        lapse_error e = {0};
+        assert_lapse_ok(streamread_more(g_cl, table, s, &e), &e); /* what arrived since */
         if (s->n > want) {
             fail_msg("stream of %s: %zu records, more than the %zu expected", table, s->n, want);
         }
@@ -352,22 +299,15 @@ void rt_stream_wait(rt_stream *s, const char *table, size_t want, int timeout_ms
             fail_msg("stream of %s: %zu records after %d ms, want %zu", table, s->n, timeout_ms,
                      want);
         }
-        rt_stream_free(s);
         rt_sleep_ms(200);
     }
 }
 
 void rt_stream_check_gapless(const rt_stream *s, int from_one)
 {
-    for (size_t i = 0; i < s->n; i++) {
-        const lapse_stream_record *r = s->r[i];
-        int first = i == 0 || s->r[i - 1]->shard != r->shard;
-        uint64_t want =
-            first ? (from_one ? 1 : r->sequence_number) : s->r[i - 1]->sequence_number + 1;
-        if (r->sequence_number != want) {
-            fail_msg("stream shard %u: record %" PRIu64 " where %" PRIu64 " was due", r->shard,
-                     r->sequence_number, want);
-        }
+    char why[256];
+    if (streamread_gap(s, from_one, why, sizeof(why)) != 0) {
+        fail_msg("%s", why);
     }
 }
 

@@ -20,6 +20,7 @@
 #include "../client/lapse.h"
 #include "cluster.h"
 #include "scrape.h"
+#include "streamread.h"
 
 /* The cluster and client the helpers use (borrowed). */
 void rt_init(cluster *c, lapse_client *cl);
@@ -70,12 +71,8 @@ void rt_wait_nodes_took_map(void);
 
 /* ---- the stream ---- */
 
-typedef struct rt_stream {
-    lapse_stream_batch **b; /* owned */
-    size_t nb, bcap;
-    const lapse_stream_record **r; /* borrowed from b; sorted by shard, then seq */
-    size_t n, rcap;
-} rt_stream;
+/* A whole stream as read (streamread.h, shared with the chaos checker). */
+typedef streamread rt_stream;
 
 /* Reads every record of table's stream now, from each shard's oldest. */
 void rt_stream_read(rt_stream *s, const char *table);

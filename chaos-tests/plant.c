@@ -1,0 +1,447 @@
+/*
+ * plant.c: planted violations. See plant.h and docs/chaos.md.
+ */
+#include "plant.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/ddbjson.h"
+#include "../common/item.h"
+#include "../partition/change.h"
+#include "../rpc/rpc.h"
+#include "../tests/streamread.h"
+#include "check_int.h"
+#include "workload.h"
+
+static void add_plant(run *r, const char *table, const char *key)
+{
+    if (r->nplants < RUN_MAX_PLANTS) {
+        snprintf(r->plants[r->nplants++], sizeof(r->plants[0]), "%.47s/%.40s", table, key);
+    }
+}
+
+/* ============================== through the client ============================== */
+
+void plant_client(run *r, char *what, size_t len)
+{
+    int64_t now = wall_ms();
+    lapse_error e;
+    if (r->opt->plant == PLANT_PAUSE) {
+        lapse_ttl_spec spec = {0};
+        spec.action = LAPSE_TTL_PAUSE;
+        int rv = lapse_update_ttl(r->admin, r->m.t[0].name, &spec, NULL, &e);
+        snprintf(what, len, "%s (TTL paused)", r->m.t[0].name);
+        flog_add(r, "debug: planted a violation: paused TTL on %s (%s)", r->m.t[0].name,
+                 lapse_strerror(rv));
+        return;
+    }
+    for (int ti = r->opt->plant == PLANT_EXPIRE ? 0 : 1; ti >= 0; ti--) {
+        mtable *t = &r->m.t[ti];
+        for (int i = 0; i < r->opt->items; i++) {
+            mkey *k = &t->keys[i];
+            /* expire: a key protected by an extension (invariant 3); delete:
+             * one without a TTL that counts (invariant 1: a deleted key with
+             * an ineligible TTL would be filed under 3). */
+            int want = r->opt->plant == PLANT_EXPIRE ? MC_PROTECTED : MC_NO_TTL;
+            if (!model_stable_present(t, k, now) || model_classify(t, k, now) != want) {
+                continue;
+            }
+            char key[24];
+            model_key_name(i, key, sizeof(key));
+            lapse_item *kit = wl_key(t, i);
+            int rv;
+            if (r->opt->plant == PLANT_EXPIRE) {
+                char past[64];
+                snprintf(past, sizeof(past), "{\"N\":\"%" PRId64 "\"}", now / 1000 - 60);
+                lapse_update *u = lapse_update_new();
+                lapse_update_set(u, MODEL_TTL_ATTR, past, &e);
+                rv = lapse_update_item(r->admin, t->name, kit, u, NULL, NULL, &e);
+                lapse_update_free(u);
+            } else {
+                rv = lapse_delete(r->admin, t->name, kit, NULL, &e);
+            }
+            lapse_item_free(kit);
+            if (rv == 0) {
+                k->planted = 1; /* its stream records are not the model's */
+                add_plant(r, t->name, key);
+                snprintf(what, len, "%s", r->plants[r->nplants - 1]);
+                flog_add(r, "debug: planted a violation: %s %s/%s behind the model's back",
+                         r->opt->plant == PLANT_EXPIRE ? "set a past TTL on" : "deleted", t->name,
+                         key);
+                return;
+            }
+        }
+    }
+    flog_add(r, "debug: found no key to plant a violation on");
+}
+
+/* ============================== a rogue node ============================== */
+
+typedef struct rogue {
+    run *r;
+    mtable *t;
+    uint32_t table_id;
+    streamread s;                            /* the stream as it is now */
+    base_snap base;                          /* the table as it is now */
+    rpc_client *node[CLUSTER_MAX_NODES + 1]; /* [1..nodes] */
+    uint32_t host[WL_PARTITIONS];            /* the node hosting each shard */
+    int used[WL_PARTITIONS]; /* a plant took the partition, or a TTL delete may come */
+} rogue;
+
+/* Marks busy the partitions of t holding an item that may still expire in
+ * the next ten minutes (or is overdue): its TTL delete would take the seq a
+ * plant moves past. Items already gone cannot expire again. */
+static void find_busy(rogue *g)
+{
+    int64_t now = wall_ms();
+    for (int i = 0; i < g->t->nkeys; i++) {
+        const mkey *k = &g->t->keys[i];
+        for (int c = 0; g->base.item[i] != NULL && c < k->ncand; c++) {
+            int64_t due;
+            if (model_expires(g->t, &k->cand[c], now, &due) && due < now + 600000) {
+                char key[24];
+                model_key_name(i, key, sizeof(key));
+                g->used[wl_partition(key)] = 1;
+                break;
+            }
+        }
+    }
+}
+
+static int quiet(const rogue *g, uint32_t part)
+{
+    return part < WL_PARTITIONS && !g->used[part];
+}
+
+static int rogue_open(rogue *g, run *r, char *err, size_t len)
+{
+    memset(g, 0, sizeof(*g));
+    g->r = r;
+    g->t = &r->m.t[0];
+    lapse_error e = {0};
+    char *js = NULL;
+    int rv = lapse_describe_table(r->admin, g->t->name, &js, &e);
+    json_t *doc = rv == 0 ? json_loads(js, 0, NULL) : NULL;
+    g->table_id =
+        (uint32_t)json_integer_value(json_object_get(json_object_get(doc, "Table"), "TableId"));
+    json_decref(doc);
+    lapse_free(js);
+    if (rv != 0 || g->table_id == 0) {
+        snprintf(err, len, "describe-table: %.400s", rv ? e.message : "no TableId");
+        return rv ? rv : LAPSE_EPROTO;
+    }
+    if ((rv = streamread_more(r->admin, g->t->name, &g->s, &e)) != 0) {
+        snprintf(err, len, "reading the stream: %.400s", e.message);
+        return rv;
+    }
+    for (size_t i = 0; i < g->s.nshards; i++) {
+        if (g->s.shard[i] >= WL_PARTITIONS) {
+            snprintf(err, len, "shard %u out of range", g->s.shard[i]);
+            return LAPSE_EPROTO;
+        }
+    }
+    lapse_stream_shard *shards = NULL;
+    size_t n = 0;
+    if ((rv = lapse_stream_shards(r->admin, g->t->name, &shards, &n, &e)) != 0) {
+        snprintf(err, len, "stream shards: %.400s", e.message);
+        return rv;
+    }
+    for (size_t i = 0; i < n && shards[i].shard < WL_PARTITIONS; i++) {
+        g->host[shards[i].shard] = shards[i].node_id;
+    }
+    lapse_free(shards);
+    if ((rv = base_snap_read(r, g->t, &g->base, &e)) != 0) {
+        snprintf(err, len, "scan: %.400s", e.message);
+        return rv;
+    }
+    find_busy(g);
+    for (int i = 1; i <= cluster_nodes(r->cl); i++) {
+        if ((rv = rpc_client_open(&g->node[i], cluster_node_url(r->cl, i), err, len)) != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+static void rogue_close(rogue *g)
+{
+    for (int i = 0; i <= CLUSTER_MAX_NODES; i++) {
+        rpc_client_close(g->node[i]);
+    }
+    streamread_free(&g->s);
+    base_snap_free(&g->base);
+}
+
+/* Sends node a Replicate batch (after, to] of source partition part holding
+ * the encoded records recs[0..n). *applied gets the node's applied seq from
+ * the reply. Returns the reply's status or a transport error. */
+static int send_batch(rogue *g, int node, uint32_t part, uint64_t after, uint64_t to, buf *recs,
+                      size_t n, uint64_t *applied, char *err, size_t len)
+{
+    ProtobufCBinaryData data[4];
+    for (size_t i = 0; i < n && i < 4; i++) {
+        data[i].data = recs[i].data;
+        data[i].len = recs[i].len;
+    }
+    Lapse__ReplicateRequest body = LAPSE__REPLICATE_REQUEST__INIT;
+    body.table_id = g->table_id;
+    body.source_partition = part;
+    body.from_seq = after;
+    body.to_seq = to;
+    body.records = data;
+    body.n_records = n < 4 ? n : 4;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_REPLICATE;
+    req.replicate = &body;
+    Lapse__Response *resp = NULL;
+    int rv = rpc_call(g->node[node], &req, 3000, &resp, err, len);
+    if (resp != NULL && resp->body_case == LAPSE__RESPONSE__BODY_REPLICATE &&
+        resp->replicate != NULL) {
+        *applied = resp->replicate->applied_seq;
+    }
+    rpc_response_free(resp);
+    return rv;
+}
+
+/* Node's applied seq of part: a batch far ahead is refused with it (ESTATE). */
+static int applied_of(rogue *g, int node, uint32_t part, uint64_t *applied, char *err, size_t len)
+{
+    const uint64_t far = 1ULL << 62;
+    *applied = 0;
+    int rv = send_batch(g, node, part, far, far + 1, NULL, 0, applied, err, len);
+    return rv == LAPSE_ESTATE ? 0 : rv != 0 ? rv : LAPSE_EPROTO;
+}
+
+/* Moves node's applied seq of part on by one with rec (encoded with its
+ * seq left to fill: rec_fill builds it for the seq), or with no record. */
+typedef int (*rec_fill)(void *arg, uint64_t seq, buf *out);
+
+static int advance(rogue *g, int node, uint32_t part, rec_fill fill, void *arg, char *err,
+                   size_t len)
+{
+    uint64_t a = 0, after = 0;
+    buf rec;
+    buf_init(&rec);
+    int rv = applied_of(g, node, part, &a, err, len);
+    if (rv == 0 && fill != NULL) {
+        rv = fill(arg, a + 1, &rec);
+    }
+    if (rv == 0) {
+        rv = send_batch(g, node, part, a, a + 1, &rec, fill != NULL, &after, err, len);
+    }
+    if (rv == 0 && after != a + 1) {
+        snprintf(err, len, "applied seq %" PRIu64 " after the batch, not %" PRIu64, after, a + 1);
+        rv = LAPSE_EPROTO;
+    }
+    buf_fini(&rec);
+    return rv;
+}
+
+/* item_encode of the item in DynamoDB JSON text into out. */
+static int encode_json(const char *json, buf *out)
+{
+    item *it = NULL;
+    char err[256];
+    int rv = ddbjson_parse_item(json, strlen(json), &it, err, sizeof(err));
+    if (rv == 0) {
+        rv = item_encode(it, out);
+    }
+    item_free(it);
+    return rv;
+}
+
+static int encode_item(const lapse_item *it, buf *out)
+{
+    char *json = lapse_item_to_json(it);
+    int rv = json != NULL ? encode_json(json, out) : LAPSE_ENOMEM;
+    lapse_free(json);
+    return rv;
+}
+
+/* A change record: the fixed fields, then keys and images in DynamoDB JSON
+ * (NULL: absent) or as lapse items. */
+typedef struct forged {
+    change_record c;
+    const char *keys_json, *new_json;
+    const lapse_item *keys, *old_image;
+} forged;
+
+static int fill_forged(void *arg, uint64_t seq, buf *out)
+{
+    forged *f = arg;
+    buf k, o, n;
+    buf_init(&k);
+    buf_init(&o);
+    buf_init(&n);
+    int rv = f->keys_json ? encode_json(f->keys_json, &k) : encode_item(f->keys, &k);
+    if (rv == 0 && f->new_json != NULL) {
+        rv = encode_json(f->new_json, &n);
+    }
+    if (rv == 0 && f->old_image != NULL) {
+        rv = encode_item(f->old_image, &o);
+    }
+    if (rv == 0) {
+        f->c.seq = seq;
+        f->c.keys = (change_bytes){k.data, k.len};
+        f->c.new_image = (change_bytes){f->new_json ? n.data : NULL, n.len};
+        f->c.old_image = (change_bytes){f->old_image ? o.data : NULL, o.len};
+        rv = change_encode(&f->c, out);
+    }
+    buf_fini(&k);
+    buf_fini(&o);
+    buf_fini(&n);
+    return rv;
+}
+
+/* A GSI entry of an item that does not exist, on every node. */
+static int plant_orphan(rogue *g, char *err, size_t len)
+{
+    char id[32], keys[96], image[256];
+    uint32_t part = 0;
+    for (int i = 0; i < 1000; i++) {
+        snprintf(id, sizeof(id), "orphan%d", i);
+        if (quiet(g, part = wl_partition(id))) {
+            break;
+        }
+    }
+    g->used[part] = 1;
+    snprintf(keys, sizeof(keys), "{\"Id\":{\"S\":\"%s\"},\"" WL_SK "\":{\"N\":\"0\"}}", id);
+    snprintf(image, sizeof(image),
+             "{\"Id\":{\"S\":\"%s\"},\"" WL_SK "\":{\"N\":\"0\"},\"ver\":{\"N\":\"1\"},"
+             "\"pay\":{\"S\":\"planted\"},\"Grp\":{\"S\":\"g0\"}}",
+             id);
+    forged f = {.keys_json = keys, .new_json = image};
+    f.c.table_id = g->table_id;
+    f.c.part = part;
+    f.c.commit_ms = wall_ms();
+    f.c.event = CHANGE_INSERT;
+    f.c.principal = CHANGE_USER;
+    for (int node = 1; node <= cluster_nodes(g->r->cl); node++) {
+        int rv = advance(g, node, part, fill_forged, &f, err, len);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    add_plant(g->r, g->t->name, id);
+    flog_add(g->r, "debug: planted a violation: a GSI entry of %s/%s, which does not exist",
+             g->t->name, id);
+    return 0;
+}
+
+/* An acknowledged put whose record the shard host skips. */
+static int plant_lost(rogue *g, char *err, size_t len)
+{
+    int64_t now = wall_ms();
+    for (int i = 0; i < g->r->opt->items; i++) {
+        mkey *k = &g->t->keys[i];
+        char key[24];
+        model_key_name(i, key, sizeof(key));
+        uint32_t part = wl_partition(key);
+        if (!model_stable_present(g->t, k, now) || !quiet(g, part)) {
+            continue;
+        }
+        const lapse_item *now_it = g->base.item[i];
+        if (now_it == NULL || lapse_item_get_s(now_it, "Grp") != NULL) {
+            continue; /* with a Grp, the GSI would miss the put too if the host owned it */
+        }
+        lapse_error e = {0};
+        int rv;
+        g->used[part] = 1;
+        if ((rv = advance(g, (int)g->host[part], part, NULL, NULL, err, len)) != 0) {
+            return rv;
+        }
+        mstate next = {.present = 1, .kind = TK_NONE, .ver = run_ver(g->r)};
+        lapse_item *it = wl_item(g->t, i, next.ver, "", -1);
+        rv = lapse_put(g->r->admin, g->t->name, it, NULL, &e);
+        lapse_item_free(it);
+        char what[112];
+        snprintf(what, sizeof(what), "put ver %" PRIu64 " (planted: its record is skipped)",
+                 next.ver);
+        model_record(g->t, k, &next, MM_REPLACE, rv, 1, wall_ms(), what);
+        add_plant(g->r, g->t->name, key);
+        flog_add(g->r,
+                 "debug: planted a violation: node %u skips the record of a put to %s/%s (%s)",
+                 g->host[part], g->t->name, key, lapse_strerror(rv));
+        return 0;
+    }
+    snprintf(err, len, "no key without a Grp in a quiet partition");
+    return LAPSE_ENOTFOUND;
+}
+
+/* A second REMOVE by lapse.ttl of an item the stream shows TTL-deleted. */
+static int plant_dup_remove(rogue *g, char *err, size_t len)
+{
+    for (size_t i = 0; i < g->s.n; i++) {
+        const lapse_stream_record *r = g->s.r[i];
+        const char *id = lapse_item_get_s(r->keys, "Id");
+        if (!r->ttl_delete || r->old_image == NULL || id == NULL || r->shard >= WL_PARTITIONS ||
+            !quiet(g, r->shard)) {
+            continue;
+        }
+        int idx = check_key_index(g->t, r->keys);
+        if (idx < 0 || g->base.item[idx] != NULL) {
+            continue; /* re-created since */
+        }
+        size_t at = 0;
+        while (at < g->s.nshards && g->s.shard[at] != r->shard) {
+            at++;
+        }
+        if (at == g->s.nshards) {
+            continue;
+        }
+        g->used[r->shard] = 1;
+        forged f = {.keys = r->keys, .old_image = r->old_image};
+        f.c.table_id = g->table_id;
+        f.c.part = r->shard;
+        f.c.stream_seq = g->s.last_seq[at] + 1;
+        f.c.commit_ms = wall_ms();
+        f.c.event = CHANGE_REMOVE;
+        f.c.principal = CHANGE_TTL;
+        f.c.ttl_attr = (change_bytes){(const uint8_t *)r->ttl_attribute, strlen(r->ttl_attribute)};
+        f.c.expires_at_ms = r->ttl_expires_at_ms;
+        f.c.deleted_at_ms = wall_ms();
+        int rv = advance(g, (int)g->host[r->shard], r->shard, fill_forged, &f, err, len);
+        if (rv != 0) {
+            return rv;
+        }
+        add_plant(g->r, g->t->name, id);
+        flog_add(g->r, "debug: planted a violation: a second TTL REMOVE of %s/%s in shard %u",
+                 g->t->name, id, r->shard);
+        return 0;
+    }
+    snprintf(err, len, "no TTL-deleted item in a quiet partition");
+    return LAPSE_ENOTFOUND;
+}
+
+int plant_index(run *r, char *what, size_t len)
+{
+    rogue g;
+    char err[512] = "";
+    int planted = 0;
+    int rv = rogue_open(&g, r, err, sizeof(err));
+    if (rv == 0 && (rv = plant_orphan(&g, err, sizeof(err))) == 0) {
+        planted++;
+    }
+    if (rv == 0 && (rv = plant_lost(&g, err, sizeof(err))) == 0) {
+        planted++;
+    }
+    if (rv == 0 && (rv = plant_dup_remove(&g, err, sizeof(err))) == 0) {
+        planted++;
+    }
+    if (rv != 0) {
+        flog_add(r, "debug: could not plant every index violation: %s: %.300s", lapse_strerror(rv),
+                 err);
+    }
+    rogue_close(&g);
+    size_t off = 0;
+    what[0] = '\0';
+    for (int i = 0; i < r->nplants && off < len; i++) {
+        off += (size_t)snprintf(what + off, len - off, "%s%s", i ? ", " : "", r->plants[i]);
+    }
+    return planted;
+}

@@ -1,0 +1,50 @@
+/*
+ * plant.h: --debug-plant-violation, which breaks an invariant behind the
+ * model's back so that a run proves its checker can fail (docs/chaos.md;
+ * chaos_plant_test runs them):
+ *
+ *   mode    when                         what                            must break
+ *   delete  after the workload           deletes an acknowledged,        1
+ *                                        never-expiring item
+ *   expire  after the workload           sets a past TTL on an item      3
+ *                                        whose TTL was extended while due
+ *   pause   3 s before the workload ends pauses TTL on chaos_ttl         2
+ *   index   once the stream and indexes  plays a rogue node sending      4 (twice), 5
+ *           matched the table            Replicate batches (below)
+ *
+ * index speaks the nodes' own protocol (ReplicateRequest, the change record
+ * of partition/change.h; docs/replication.md) as a broken replica would,
+ * so no node needs a debug hook:
+ *   - a GSI orphan: an INSERT of an item that does not exist ("orphan<n>",
+ *     Grp g0) sent to every node, so the owner of its GSI partition stores
+ *     the entry (5);
+ *   - a lost record: a shard host's applied seq of one base partition is
+ *     moved on by one, then a put to a key of that partition is
+ *     acknowledged, and its record is skipped as already applied: the
+ *     stream never gets it (4);
+ *   - a duplicate TTL REMOVE: a second REMOVE by lapse.ttl of an item the
+ *     stream already shows TTL-deleted, stored as the shard's next record (4).
+ * Each uses a partition of its own with nothing due in the next minutes,
+ * so no real record is lost to the moved applied seqs.
+ *
+ * Every planted target ("table/key") goes into r->plants, so the run can
+ * tell whether the checker named each one.
+ *
+ * Thread-safety: main thread only.
+ */
+#ifndef LAPSE_CHAOS_PLANT_H
+#define LAPSE_CHAOS_PLANT_H
+
+#include "run.h"
+
+enum { PLANT_NONE, PLANT_DELETE, PLANT_EXPIRE, PLANT_PAUSE, PLANT_INDEX };
+
+/* Plants r->opt->plant's violation through the client (delete, expire,
+ * pause); *what receives a line for the summary. */
+void plant_client(run *r, char *what, size_t len);
+
+/* Plants the index violations (the index mode). Returns how many were
+ * planted (3 unless something was not possible, which is logged). */
+int plant_index(run *r, char *what, size_t len);
+
+#endif
