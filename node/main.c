@@ -130,6 +130,9 @@ int main(int argc, char **argv)
         /* Hidden fault point, for tests: SIGKILL after N batches applied by other nodes,
          * before their ack is recorded (shipper.h). */
         {"debug-repl-kill-after-batches", required_argument, NULL, 'K'},
+        /* Hidden, for benchmarks: the shipper ships nothing for N ms after the
+         * start, so an outbox backlog builds up (lapse-repl-bench ceiling). */
+        {"debug-repl-hold-ms", required_argument, NULL, 'H'},
         {NULL, 0, NULL, 0},
     };
     node_options opt = {0};
@@ -259,6 +262,14 @@ int main(int argc, char **argv)
                                  optarg);
             }
             opt.debug_repl_kill_after_batches = v;
+            break;
+        case 'H':
+            if (parse_int(optarg, 1, 3600000LL, &v) != 0) {
+                return bad_usage("--debug-repl-hold-ms must be a number from 1 to 3600000, not "
+                                 "\"%s\"",
+                                 optarg);
+            }
+            opt.debug_repl_hold_ms = v;
             break;
         case 'h':
             usage(stdout);

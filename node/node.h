@@ -75,6 +75,7 @@ typedef struct node_options {
     int repl_workers;                      /* outbox shipper threads; 0 = default */
     int64_t stream_trim_interval_ms;       /* stream retention period; 0 = default (tests) */
     int64_t debug_repl_kill_after_batches; /* fault point (tests); 0 = off */
+    int64_t debug_repl_hold_ms;            /* no shipping this long after the start (benchmarks) */
 } node_options;
 
 typedef struct node_server {
@@ -132,6 +133,7 @@ typedef struct node_server {
     int repl_workers;                            /* fixed: --repl-workers */
     int64_t stream_trim_interval_ms;             /* fixed: stream retention period */
     int64_t debug_repl_kill_after_batches;       /* fixed: fault point (shipper.h); 0 = off */
+    int64_t debug_repl_hold_ms;                  /* fixed: shipping starts this late (benchmarks) */
     pthread_mutex_t repl_locks[NODE_REPL_LOCKS]; /* replicate.c: one apply of a (table,
                                                     source partition) at a time here */
     int repl_locks_inited;                       /* repl_locks exist */

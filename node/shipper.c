@@ -155,6 +155,7 @@ static int rebuild(shipper *s, const pmap *pm)
             }
             source *old = shipper_source(s, src->table_id, p);
             src->trimmed = old != NULL ? old->trimmed : 0;
+            src->trim_at_ms = old != NULL ? old->trim_at_ms : 0;
             for (size_t j = 0; j < nd; j++) {
                 const pmap_node *node = pmap_node_find(pm, ids[j]);
                 size_t di = dest_of(s, ids[j]);
@@ -258,6 +259,11 @@ static void *worker_run(void *arg)
             }
         }
         int64_t now = clock_mono_now().ms;
+        if (now < s->start_at_ms) {
+            struct timespec ts = abstime_mono(s->start_at_ms - now);
+            pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+            continue;
+        }
         if (now >= s->rescan_at_ms) {
             for (size_t i = 0; i < s->nsources; i++) {
                 for (size_t k = 0; k < s->sources[i].nlanes; k++) {
@@ -405,11 +411,13 @@ int shipper_open(shipper **out, node_server *ns, int workers, char *err, size_t 
     s->nworkers =
         workers >= 1 && workers <= SHIPPER_MAX_WORKERS ? workers : SHIPPER_DEFAULT_WORKERS;
     s->max_probes = s->nworkers > 1 ? s->nworkers - 1 : 1;
+    s->start_at_ms = ns->debug_repl_hold_ms > 0 ? clock_mono_now().ms + ns->debug_repl_hold_ms : 0;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, &ca);
+    pthread_cond_init(&s->keeper_cond, &ca);
     pthread_condattr_destroy(&ca);
     node_map *m = maps_acquire(ns);
     pthread_mutex_lock(&s->lock);
@@ -431,6 +439,13 @@ int shipper_open(shipper **out, node_server *ns, int workers, char *err, size_t 
         }
         s->nstarted++;
     }
+    int rc = pthread_create(&s->keeper, NULL, shipper_keep_run, s);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start the outbox shipper's keeper: %s", strerror(rc));
+        shipper_close(s);
+        return LAPSE_ENOMEM;
+    }
+    s->keeper_started = 1;
     log_info("outbox shipper: %d worker%s, %zu source partitions", s->nworkers,
              s->nworkers == 1 ? "" : "s", nsources);
     *out = s;
@@ -449,6 +464,14 @@ void shipper_close(shipper *s)
     for (int i = 0; i < s->nstarted; i++) {
         pthread_join(s->threads[i], NULL);
     }
+    /* After the workers: its last step stores the acks of their last rounds. */
+    pthread_mutex_lock(&s->lock);
+    s->keeper_stopping = 1;
+    pthread_cond_broadcast(&s->keeper_cond);
+    pthread_mutex_unlock(&s->lock);
+    if (s->keeper_started) {
+        pthread_join(s->keeper, NULL);
+    }
     /* No worker runs: the clients are unused (invariant 4). */
     for (size_t i = 0; i < s->ndests; i++) {
         rpc_client_close(s->dests[i].client);
@@ -456,6 +479,7 @@ void shipper_close(shipper *s)
     free(s->dests);
     sources_free(s->sources, s->nsources);
     free(s->threads);
+    pthread_cond_destroy(&s->keeper_cond);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -4,8 +4,10 @@
  * every table with an outbox (schema_has_outbox), the outbox is shipped in
  * order to each destination of pmap_outbox_destinations: a ReplicateRequest
  * to another node, apply_batch through replicate_apply when the destination
- * is this node. Acks from the replies go to outbox_ack, and what every
- * current destination has acked is trimmed (outbox_trim).
+ * is this node. Acks from the replies are kept in the lanes and stored
+ * (outbox_ack) by the keeper thread every SHIPPER_KEEP_MS, which also trims
+ * what every current destination has acked (outbox_trim), each outbox at
+ * most every SHIPPER_TRIM_INTERVAL_MS (shipper_keep.c says why).
  *
  * Units of work:
  *   lane   (table, source partition, destination node): acked seq (cached
@@ -38,7 +40,9 @@
  *     covering (acked, to_seq] of the outbox; a destination applies each
  *     record once (apply.h), whatever is resent.
  *  2. A lane's cached acked seq is at least its stored ack, except after an
- *     ESTATE reply lowered it to the destination's applied seq (resend).
+ *     ESTATE reply lowered it to the destination's applied seq (resend); the
+ *     stored ack trails it by at most one keeper step, and is only ever
+ *     set to what a destination replied it applied.
  *  3. The lanes follow the current map: rebuilt (state carried over) when a
  *     worker sees a new map version; trimming uses the destinations of the
  *     map the lanes were built from.
@@ -57,7 +61,7 @@
 
 #define SHIPPER_DEFAULT_WORKERS 2
 #define SHIPPER_MAX_WORKERS 64
-#define SHIPPER_BATCH_RECORDS 500             /* records per ReplicateRequest */
+#define SHIPPER_BATCH_RECORDS 1000            /* records per ReplicateRequest */
 #define SHIPPER_BATCH_BYTES (1024 * 1024)     /* record bytes per request (past the first) */
 #define SHIPPER_ROUND_BYTES (8 * 1024 * 1024) /* record bytes per round to one destination */
 #define SHIPPER_ROUND_LANES 64                /* batches per round to one destination */
@@ -65,7 +69,9 @@
 #define SHIPPER_PROBE_TIMEOUT_MS 1000         /* a round to a destination that is down */
 #define SHIPPER_BACKOFF_MIN_MS 50
 #define SHIPPER_BACKOFF_MAX_MS 1000
-#define SHIPPER_RESCAN_MS 1000 /* every lane is marked dirty this often */
+#define SHIPPER_RESCAN_MS 1000        /* every lane is marked dirty this often */
+#define SHIPPER_KEEP_MS 100           /* the keeper stores the acks this often */
+#define SHIPPER_TRIM_INTERVAL_MS 1000 /* a source's outbox is trimmed at most this often */
 
 typedef struct shipper shipper;
 
@@ -74,7 +80,8 @@ typedef struct shipper shipper;
  * (nothing left running). REQUIRES: maps_init and telemetry_init ran. */
 int shipper_open(shipper **out, node_server *ns, int workers, char *err, size_t errlen);
 /* Stops the workers (each finishes its current round: at most one RPC
- * timeout), then closes the destination clients and frees s. Accepts NULL. */
+ * timeout), then the keeper (after storing the last acks), then closes the
+ * destination clients and frees s. Accepts NULL. */
 void shipper_close(shipper *s);
 
 /* A write committed outbox records of partition part of table_id: marks

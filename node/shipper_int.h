@@ -1,8 +1,8 @@
 /*
  * shipper_int.h: the outbox shipper's state, shared by shipper.c (lanes
- * from the map, workers, notify, metrics, life cycle) and shipper_round.c
- * (one round to one destination). Contract in shipper.h. Nothing else
- * includes it.
+ * from the map, workers, notify, metrics, life cycle), shipper_round.c
+ * (one round to one destination) and shipper_keep.c (the keeper: storing
+ * acks, trimming). Contract in shipper.h. Nothing else includes it.
  *
  * Locking: every field of struct shipper below "lock", and every lane and
  * destination, is guarded by shipper.lock. A worker in a round holds the
@@ -26,6 +26,7 @@ typedef struct lane {
     size_t di;           /* its entry in shipper.dests (stable: never removed) */
     uint64_t acked;      /* cached acked seq, valid when acked_known (invariant 2) */
     int acked_known;     /* acked was read from the store or learnt from a reply */
+    uint64_t persisted;  /* the stored ack, as far as known (the keeper stores acked above it) */
     int dirty;           /* records may be waiting */
     int failing;         /* the last batch failed (logged once per episode) */
     int64_t retry_at_ms; /* monotonic: not before (lane backoff); 0 = now */
@@ -37,7 +38,8 @@ typedef struct source {
     uint32_t table_id, part;
     lane *lanes; /* owned; ascending destination id */
     size_t nlanes;
-    uint64_t trimmed; /* the outbox is trimmed through here (0: not yet) */
+    uint64_t trimmed;   /* the outbox is trimmed through here (0: not yet) */
+    int64_t trim_at_ms; /* monotonic: not trimmed again before (SHIPPER_TRIM_INTERVAL_MS) */
 } source;
 
 /* A destination node. Entries are never removed, so indexes stay valid. */
@@ -78,6 +80,11 @@ struct shipper {
     int probing;          /* workers in a round to a down destination */
     int64_t rescan_at_ms; /* monotonic: next time every lane is marked dirty */
     int64_t batches_ok;   /* batches other nodes applied (the test fault point) */
+    int64_t start_at_ms;  /* monotonic: no round before (--debug-repl-hold-ms) */
+    pthread_t keeper;     /* shipper_keep_run */
+    int keeper_started;
+    int keeper_stopping;        /* the workers are gone: one last step, then exit */
+    pthread_cond_t keeper_cond; /* wakes the keeper to stop */
 };
 
 /* One batch of a round. */
@@ -107,6 +114,12 @@ lane *shipper_lane(source *src, uint32_t dest_id);
 void shipper_mark_dirty(shipper *s, lane *l);
 /* The next backoff after cur (0: none yet): MIN doubling to MAX. */
 int64_t shipper_next_backoff(int64_t cur);
+
+/* ---- shipper_keep.c ---- */
+/* The keeper thread (arg: the shipper): every SHIPPER_KEEP_MS stores the
+ * acks the rounds learnt and trims the outboxes due; one last step when
+ * keeper_stopping is set. */
+void *shipper_keep_run(void *arg);
 
 /* ---- shipper_round.c ---- */
 /* Collects up to SHIPPER_ROUND_LANES ready dirty lanes of destination di

@@ -2,7 +2,10 @@
  * shipper_round.c: one round of the outbox shipper to one destination
  * (shipper.h; state in shipper_int.h): read one batch per dirty lane, send
  * them at once (or apply them here when the destination is this node),
- * record the acks, settle lanes and destination, trim.
+ * take the acks into the lanes, settle lanes and destination. The store
+ * learns the acks later, from the keeper (shipper_keep.c): a round writes
+ * nothing, so it never waits behind the big WriteBatches of TTL sweeps and
+ * applies in RocksDB's write queue.
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -199,33 +202,13 @@ static void fault_point(shipper *s, uint32_t dest_id, const job *jobs, size_t n)
     }
 }
 
-/* Persists the acks of the round (no lock held). */
-static void persist_acks(shipper *s, uint32_t dest_id, job *jobs, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        job *j = &jobs[i];
-        if (j->to == 0 || j->rv != 0 || j->applied <= j->after) {
-            continue;
-        }
-        char err[256] = "";
-        uint64_t ack = j->applied < j->to ? j->applied : j->to;
-        int rv = outbox_ack(s->st, j->table_id, j->part, dest_id, ack, err, sizeof(err));
-        if (rv != 0) {
-            log_error("outbox of table id %u partition %u: recording node %u's ack of %" PRIu64
-                      ": %s: %s",
-                      j->table_id, j->part, dest_id, ack, lapse_strerror(rv), err);
-        }
-    }
-}
-
-/* Folds the outcomes into the lanes and the destination; returns whether
- * some source may now be trimmed. REQUIRES: lock held. */
-static int settle(shipper *s, size_t di, job *jobs, size_t n)
+/* Folds the outcomes into the lanes and the destination. REQUIRES: lock
+ * held. */
+static void settle(shipper *s, size_t di, job *jobs, size_t n)
 {
     dest *d = &s->dests[di];
     const int64_t now = clock_mono_now().ms;
     size_t sent = 0, reached = 0;
-    int acked = 0;
     const char *first_err = "";
     for (size_t i = 0; i < n; i++) {
         job *j = &jobs[i];
@@ -248,11 +231,13 @@ static int settle(shipper *s, size_t di, job *jobs, size_t n)
         }
         shipper_mark_dirty(s, l); /* more may wait: the next round checks cheaply */
         if (j->rv == 0) {
-            if (!l->acked_known || j->applied > l->acked) {
-                l->acked = j->applied;
+            /* Never past the batch: the keeper stores this ack, and the
+             * store refuses one beyond the last record. */
+            uint64_t applied = j->applied < j->to ? j->applied : j->to;
+            if (!l->acked_known || applied > l->acked) {
+                l->acked = applied;
             }
             l->acked_known = 1;
-            acked = 1;
             if (l->failing) {
                 log_info("replication of table id %u partition %u to node %u recovered",
                          j->table_id, j->part, d->id);
@@ -295,46 +280,6 @@ static int settle(shipper *s, size_t di, job *jobs, size_t n)
         d->down = 0;
         d->backoff_ms = 0;
         d->retry_at_ms = 0;
-    }
-    return acked;
-}
-
-/* Trims the outboxes of the round's sources through what every lane acked.
- * Enters and leaves with the lock held; drops it around the store calls. */
-static void trim(shipper *s, job *jobs, size_t n)
-{
-    uint32_t ids[PMAP_MAX_DESTINATIONS];
-    for (size_t i = 0; i < n; i++) {
-        source *src = shipper_source(s, jobs[i].table_id, jobs[i].part);
-        if (src == NULL || jobs[i].rv != 0 || src->nlanes == 0) {
-            continue;
-        }
-        /* The lowest ack over the destinations; an unknown one holds all. */
-        uint64_t low = UINT64_MAX;
-        for (size_t k = 0; k < src->nlanes; k++) {
-            const lane *l = &src->lanes[k];
-            uint64_t a = l->acked_known ? l->acked : 0;
-            low = a < low ? a : low;
-            ids[k] = l->dest;
-        }
-        if (low == 0 || low <= src->trimmed) {
-            continue;
-        }
-        uint32_t table_id = src->table_id, part = src->part;
-        size_t nids = src->nlanes;
-        uint64_t through = 0;
-        char err[256] = "";
-        pthread_mutex_unlock(&s->lock);
-        int rv = outbox_trim(s->st, table_id, part, ids, nids, &through, err, sizeof(err));
-        pthread_mutex_lock(&s->lock);
-        if (rv != 0) {
-            log_error("trimming the outbox of table id %u partition %u: %s: %s", table_id, part,
-                      lapse_strerror(rv), err);
-            continue;
-        }
-        if ((src = shipper_source(s, table_id, part)) != NULL && through > src->trimmed) {
-            src->trimmed = through;
-        }
     }
 }
 
@@ -384,8 +329,8 @@ size_t shipper_collect_jobs(shipper *s, size_t di, job *jobs, int64_t now)
  * One round to destination di, claimed by the caller: reads one batch per
  * collected lane (at most SHIPPER_BATCH_RECORDS records / _BYTES each, and
  * SHIPPER_ROUND_BYTES over the round: lanes past it are marked dirty again),
- * sends them all at once (or applies them here), records the acks, settles
- * the lanes and trims. Budget: one RPC round of at most
+ * sends them all at once (or applies them here), takes the acks into the
+ * lanes and settles them. Budget: one RPC round of at most
  * SHIPPER_CALL_TIMEOUT_MS (SHIPPER_PROBE_TIMEOUT_MS to a down destination).
  * Enters and leaves with the lock held; drops it for the store and RPCs.
  */
@@ -444,7 +389,6 @@ void shipper_round(shipper *s, size_t di, job *jobs, size_t n)
         }
     }
     fault_point(s, dest_id, jobs, used);
-    persist_acks(s, dest_id, jobs, used);
 
     pthread_mutex_lock(&s->lock);
     for (size_t i = used; i < n; i++) {
@@ -456,14 +400,15 @@ void shipper_round(shipper *s, size_t di, job *jobs, size_t n)
     for (size_t i = 0; i < used; i++) {
         /* A lane whose ack was just read is known now even without a batch. */
         lane *l = shipper_lane(shipper_source(s, jobs[i].table_id, jobs[i].part), dest_id);
+        if (l != NULL && jobs[i].ack_read && jobs[i].after > l->persisted) {
+            l->persisted = jobs[i].after; /* stored already */
+        }
         if (l != NULL && !l->acked_known && jobs[i].ack_read && jobs[i].to == 0) {
             l->acked = jobs[i].after;
             l->acked_known = 1;
         }
     }
-    if (settle(s, di, jobs, used)) {
-        trim(s, jobs, used);
-    }
+    settle(s, di, jobs, used);
     for (size_t i = 0; i < n; i++) {
         change_list_fini(&jobs[i].recs);
         free(jobs[i].wanted);

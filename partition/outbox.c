@@ -59,6 +59,44 @@ out:
     return rv;
 }
 
+/* Publishes (key, next) for peek_next (store_int.h, seq_cache: a seqlock).
+ * REQUIRES: the stripe lock (the only writer). */
+static void publish(seq_cache *c, uint64_t key, uint64_t next)
+{
+    uint32_t v = atomic_load_explicit(&c->pub_ver, memory_order_relaxed);
+    atomic_store_explicit(&c->pub_ver, v + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&c->pub_key, key, memory_order_relaxed);
+    atomic_store_explicit(&c->pub_next, next, memory_order_relaxed);
+    atomic_store_explicit(&c->pub_ver, v + 2, memory_order_release);
+}
+
+static uint64_t pub_key_of(uint32_t table_id, uint32_t part)
+{
+    return (uint64_t)table_id << 32 | part;
+}
+
+/* The cached next_seq of (table_id, part) without the stripe lock: 1 and
+ * *next set (a lower bound of the current next_seq, which only grows), or
+ * 0 when the stripe caches another partition or is being written. */
+static int peek_next(store *st, uint32_t table_id, uint32_t part, uint64_t *next)
+{
+    seq_cache *c = cache_of(st, table_id, part);
+    uint32_t v1 = atomic_load_explicit(&c->pub_ver, memory_order_acquire);
+    if (v1 & 1) {
+        return 0;
+    }
+    uint64_t key = atomic_load_explicit(&c->pub_key, memory_order_relaxed);
+    uint64_t n = atomic_load_explicit(&c->pub_next, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&c->pub_ver, memory_order_relaxed) != v1 || n == 0 ||
+        key != pub_key_of(table_id, part)) {
+        return 0;
+    }
+    *next = n;
+    return 1;
+}
+
 void outbox_counters_cache(store *st, uint32_t table_id, uint32_t part, uint64_t next_seq,
                            uint64_t next_stream_seq)
 {
@@ -68,6 +106,7 @@ void outbox_counters_cache(store *st, uint32_t table_id, uint32_t part, uint64_t
     c->part = part;
     c->next_seq = next_seq;
     c->next_stream_seq = next_stream_seq;
+    publish(c, pub_key_of(table_id, part), next_seq);
 }
 
 void outbox_forget_table(store *st, uint32_t table_id)
@@ -76,6 +115,7 @@ void outbox_forget_table(store *st, uint32_t table_id)
         pthread_mutex_lock(&st->locks[i]);
         if (st->seqs[i].table_id == table_id) {
             st->seqs[i].valid = 0;
+            publish(&st->seqs[i], 0, 0);
         }
         pthread_mutex_unlock(&st->locks[i]);
     }
@@ -145,6 +185,10 @@ int outbox_last_seq(store *st, uint32_t table_id, uint32_t part, uint64_t *last,
                     size_t errlen)
 {
     uint64_t next = 1, next_stream = 1;
+    if (peek_next(st, table_id, part, &next)) {
+        *last = next - 1; /* no wait behind a write holding the stripe */
+        return 0;
+    }
     pthread_mutex_t *mu = store_stripe(st, table_id, part);
     pthread_mutex_lock(mu);
     int rv = outbox_counters_get(st, table_id, part, &next, &next_stream, err, errlen);
@@ -195,17 +239,29 @@ int outbox_ack(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_i
                char *err, size_t errlen)
 {
     int rv;
-    uint64_t next = 1, next_stream = 1, cur = 0;
-    pthread_mutex_t *mu = store_stripe(st, table_id, part);
-    pthread_mutex_lock(mu);
-    if ((rv = outbox_counters_get(st, table_id, part, &next, &next_stream, err, errlen)) != 0 ||
-        (rv = ack_get(st, table_id, part, dest_node_id, &cur, err, errlen)) != 0) {
-        goto unlock;
+    uint64_t next = 1, cur = 0;
+    /* The bound check needs next_seq: the published copy when it already
+     * allows seq (it only grows), else the stripe lock, so an ack never
+     * waits behind a write in the common case and a refusal is certain. */
+    if (!peek_next(st, table_id, part, &next) || seq >= next) {
+        uint64_t next_stream = 1;
+        pthread_mutex_t *mu = store_stripe(st, table_id, part);
+        pthread_mutex_lock(mu);
+        rv = outbox_counters_get(st, table_id, part, &next, &next_stream, err, errlen);
+        pthread_mutex_unlock(mu);
+        if (rv != 0) {
+            return rv;
+        }
     }
     if (seq >= next) {
-        rv = store_errf(
+        return store_errf(
             LAPSE_EINVAL, err, errlen, "ack of seq %llu from node %u, but the last record is %llu",
             (unsigned long long)seq, (unsigned)dest_node_id, (unsigned long long)(next - 1));
+    }
+    /* Acks have a lock of their own: only acks read-modify-write them. */
+    pthread_mutex_t *mu = &st->ack_lock;
+    pthread_mutex_lock(mu);
+    if ((rv = ack_get(st, table_id, part, dest_node_id, &cur, err, errlen)) != 0) {
         goto unlock;
     }
     if (seq <= cur) {
@@ -232,7 +288,7 @@ unlock:
 }
 
 int outbox_trim(store *st, uint32_t table_id, uint32_t part, const uint32_t *dest_ids, size_t n,
-                uint64_t *trimmed_through, char *err, size_t errlen)
+                uint64_t trimmed, uint64_t *trimmed_through, char *err, size_t errlen)
 {
     int rv = 0;
     uint64_t low = UINT64_MAX;
@@ -254,12 +310,18 @@ int outbox_trim(store *st, uint32_t table_id, uint32_t part, const uint32_t *des
         }
         low = a < low ? a : low;
     }
-    if (low == 0) {
+    if (low == 0 || low <= trimmed) {
+        if (trimmed_through != NULL) {
+            *trimmed_through = low;
+        }
         return 0;
     }
     /* No lock: acks only grow and new records land above every ack, so the
-     * range [1, low] holds only records every destination applied. */
-    if ((rv = itemkey_seq_of(&lo, table_id, part, 0)) != 0 ||
+     * range [1, low] holds only records every destination applied. The
+     * range starts past `trimmed`: the deleted records below it stay in
+     * the memtable and SST files until compaction, and a seek from seq 0
+     * would step over every one of them each time (quadratic). */
+    if ((rv = itemkey_seq_of(&lo, table_id, part, trimmed + 1)) != 0 ||
         (rv = itemkey_seq_of(&hi, table_id, part, low + 1)) != 0 ||
         (rv = db_iter_new(&it, st->db, CF_OUTBOX, lo.data, lo.len, hi.data, hi.len)) != 0) {
         rv = oom(err, errlen);

@@ -10,9 +10,11 @@
  * Family repl:   (table, REPL_SOURCE, part) -> next_seq u64be | next_stream_seq u64be
  *                (table, REPL_ACK, part, dest node) -> acked seq u64be
  *
- * Thread-safety: every function may be called from any thread. Acks take
- * the partition's stripe lock (they are read-modify-write); reads take no
- * lock and see a point-in-time view.
+ * Thread-safety: every function may be called from any thread. Acks are
+ * read-modify-write under a lock of their own; reads take no lock and see a
+ * point-in-time view. outbox_last_seq and outbox_ack read the partition's
+ * counters without waiting for its stripe lock (which a write, a TTL sweep
+ * of a whole batch included, holds) whenever the cached copy answers.
  *
  * Invariants:
  *  1. The records of a partition are numbered 1, 2, 3, ... with no gap and
@@ -54,11 +56,15 @@ int outbox_ack(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_i
 int outbox_acked(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_id, uint64_t *seq,
                  char *err, size_t errlen);
 /* Deletes the records every destination in dest_ids[0..n) has acked (a
- * destination without an ack has acked 0). *trimmed_through (may be NULL)
- * gets that seq. Returns 0, LAPSE_EINVAL (n == 0: no destination to wait
- * for is a caller bug, not a licence to drop everything), LAPSE_EIO. */
+ * destination without an ack has acked 0), one range delete from past
+ * `trimmed` (the *trimmed_through of an earlier call; 0: from the first
+ * record): records at or below it are taken as deleted already, so the
+ * call costs the same however much was trimmed before. *trimmed_through
+ * (may be NULL) gets the seq every destination acked. Returns 0,
+ * LAPSE_EINVAL (n == 0: no destination to wait for is a caller bug, not a
+ * licence to drop everything), LAPSE_EIO. */
 int outbox_trim(store *st, uint32_t table_id, uint32_t part, const uint32_t *dest_ids, size_t n,
-                uint64_t *trimmed_through, char *err, size_t errlen);
+                uint64_t trimmed, uint64_t *trimmed_through, char *err, size_t errlen);
 /* Records not yet acked by dest_node_id: last seq - acked (metrics). */
 int outbox_pending(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_id,
                    uint64_t *pending, char *err, size_t errlen);

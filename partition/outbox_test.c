@@ -3,11 +3,11 @@
  * the record each kind of write makes (and the writes that make none), TTL
  * deletes with their principal and the stream sequence that skips them when
  * the stream leaves them out, counters surviving reopen and failed writes
- * with no gap, acks and trimming below every destination's ack, read
- * limits, drops, and the invariant that makes all of it one WriteBatch with
- * the item: after every write of a random sequence (some of them failing),
- * replaying the outbox gives exactly the stored table, and the LSI family
- * matches.
+ * with no gap, acks and trimming below every destination's ack (acks and
+ * the last seq not waiting for a write's stripe lock), read limits, drops,
+ * and the invariant that makes all of it one WriteBatch with the item:
+ * after every write of a random sequence (some of them failing), replaying
+ * the outbox gives exactly the stored table, and the LSI family matches.
  */
 #include <pthread.h>
 
@@ -250,7 +250,7 @@ static void test_ack_and_trim(void **state)
     assert_ok(outbox_acked(f->st, feed.id, part, 2, &v, e, el), f);
     assert_true(v == 8);
     const uint32_t dests[3] = {1, 2, 3};
-    assert_ok(outbox_trim(f->st, feed.id, part, dests, 2, &v, e, el), f);
+    assert_ok(outbox_trim(f->st, feed.id, part, dests, 2, 0, &v, e, el), f);
     assert_true(v == 8);
     change_list l;
     change_list_init(&l);
@@ -264,18 +264,22 @@ static void test_ack_and_trim(void **state)
     assert_ok(outbox_pending(f->st, feed.id, part, 3, &v, e, el), f);
     assert_true(v == 20);
     /* Destination 3 has acked nothing: trimming with it deletes nothing. */
-    assert_ok(outbox_trim(f->st, feed.id, part, dests, 3, &v, e, el), f);
+    assert_ok(outbox_trim(f->st, feed.id, part, dests, 3, 8, &v, e, el), f);
     assert_true(v == 0);
-    assert_code(outbox_trim(f->st, feed.id, part, dests, 0, &v, e, el), LAPSE_EINVAL, f);
+    assert_code(outbox_trim(f->st, feed.id, part, dests, 0, 8, &v, e, el), LAPSE_EINVAL, f);
     /* Acks persist; the last seq is kept through a trim of everything. */
     reopen(f);
     for (uint32_t d = 1; d <= 3; d++) {
         assert_ok(outbox_ack(f->st, feed.id, part, d, 20, e, el), f);
     }
-    assert_ok(outbox_trim(f->st, feed.id, part, dests, 3, &v, e, el), f);
+    /* From past the earlier trim (records 1..8 are gone already). */
+    assert_ok(outbox_trim(f->st, feed.id, part, dests, 3, 8, &v, e, el), f);
     assert_true(v == 20);
     assert_ok(outbox_read(f->st, feed.id, part, 0, 100, 0, &l, e, el), f);
     assert_int_equal(l.n, 0);
+    /* Nothing past `trimmed`: no write, the acked seq reported. */
+    assert_ok(outbox_trim(f->st, feed.id, part, dests, 3, 20, &v, e, el), f);
+    assert_true(v == 20);
     assert_ok(outbox_last_seq(f->st, feed.id, part, &v, e, el), f);
     assert_true(v == 20);
     put(f, &feed, fitem("t", 99, NULL, NULL, NULL, NULL));
@@ -325,6 +329,40 @@ static void test_drop_table(void **state)
     /* The cached counters went with the table. */
     put(f, &feed, fitem("d", 0, NULL, NULL, NULL, NULL));
     expect_seqs(f, part, 1);
+}
+
+/* The shipper reads the last seq and records acks while a TTL sweep may
+ * hold the partition's stripe lock for a whole batch: neither waits for it
+ * when the cached counters answer (with a lock that did wait, this test
+ * deadlocks and its timeout fails it). An ack beyond the last record is
+ * still refused, after checking under the lock. */
+static void test_ack_does_not_wait_for_writes(void **state)
+{
+    fixture *f = *state;
+    const uint32_t part = part_of_s("w", feed.partitions);
+    for (int i = 0; i < 6; i++) {
+        put(f, &feed, fitem("w", i, NULL, NULL, NULL, NULL));
+    }
+    char *e = f->err;
+    size_t el = sizeof(f->err);
+    uint64_t v = 0;
+    pthread_mutex_t *mu = store_stripe(f->st, feed.id, part);
+    pthread_mutex_lock(mu); /* a write in progress */
+    assert_ok(outbox_last_seq(f->st, feed.id, part, &v, e, el), f);
+    assert_true(v == 6);
+    assert_ok(outbox_ack(f->st, feed.id, part, 1, 4, e, el), f);
+    assert_ok(outbox_ack(f->st, feed.id, part, 1, 6, e, el), f);
+    assert_ok(outbox_ack(f->st, feed.id, part, 1, 5, e, el), f); /* lower: ignored */
+    pthread_mutex_unlock(mu);
+    assert_ok(outbox_acked(f->st, feed.id, part, 1, &v, e, el), f);
+    assert_true(v == 6);
+    assert_code(outbox_ack(f->st, feed.id, part, 1, 7, e, el), LAPSE_EINVAL, f);
+    /* A cold cache (after reopen) falls back to the lock and the store. */
+    reopen(f);
+    assert_ok(outbox_last_seq(f->st, feed.id, part, &v, e, el), f);
+    assert_true(v == 6);
+    assert_code(outbox_ack(f->st, feed.id, part, 2, 7, e, el), LAPSE_EINVAL, f);
+    assert_ok(outbox_ack(f->st, feed.id, part, 2, 6, e, el), f);
 }
 
 /* Writers on one partition from several threads: the numbering stays
@@ -573,6 +611,7 @@ int main(void)
                                         rteardown),
         cmocka_unit_test_setup_teardown(test_ack_and_trim, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_read_limits, rsetup, rteardown),
+        cmocka_unit_test_setup_teardown(test_ack_does_not_wait_for_writes, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_drop_table, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writers, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_outbox_mirrors_store, rsetup, rteardown),

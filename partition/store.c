@@ -120,6 +120,11 @@ int store_open(store **out, const char *path, char *err, size_t errlen)
             goto fail;
         }
     }
+    if (pthread_mutex_init(&st->ack_lock, NULL) != 0) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
+        goto fail;
+    }
+    st->ack_lock_inited = 1;
     if (mkdirs(path) != 0) {
         rv = store_errf(LAPSE_EIO, err, errlen, "cannot create %s: %s", path, strerror(errno));
         goto fail;
@@ -150,6 +155,9 @@ void store_close(store *st)
     if (st->scratch_lock_inited) {
         expiry_scratch_release(st);
         pthread_mutex_destroy(&st->scratch_lock);
+    }
+    if (st->ack_lock_inited) {
+        pthread_mutex_destroy(&st->ack_lock);
     }
     for (int i = st->apply_locks_inited - 1; i >= 0; i--) {
         pthread_mutex_destroy(&st->apply_locks[i]);

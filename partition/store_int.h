@@ -11,6 +11,7 @@
 #define LAPSE_STORE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "../common/clock.h"
@@ -53,11 +54,21 @@ typedef struct sweep_scratch sweep_scratch; /* expiry.c */
  * write need not read them: one per lock stripe, guarded by that stripe's
  * lock, valid only for the partition it names. Updated only after the
  * WriteBatch that persists the same values committed, so it always equals
- * the stored counters. */
+ * the stored counters.
+ *
+ * The pub_* fields repeat (partition, next_seq) for readers that must not
+ * wait for the stripe lock, which a TTL sweep holds for a whole batch
+ * (outbox_last_seq, outbox_ack): a seqlock, written only by the lock holder
+ * (pub_ver odd while it writes), read by anyone (outbox.c, peek_next). A
+ * reader gets the published next_seq or nothing, never a torn one; since
+ * next_seq only grows, a value read is a lower bound of the current one. */
 typedef struct seq_cache {
     int valid;
     uint32_t table_id, part;
     uint64_t next_seq, next_stream_seq;
+    _Atomic uint32_t pub_ver;  /* even: pub_key/pub_next consistent */
+    _Atomic uint64_t pub_key;  /* table_id << 32 | part */
+    _Atomic uint64_t pub_next; /* next_seq; 0: nothing published */
 } seq_cache;
 
 struct store {
@@ -76,6 +87,8 @@ struct store {
     seq_cache seqs[STORE_LOCK_STRIPES];              /* by stripe; see seq_cache */
     pthread_mutex_t apply_locks[STORE_LOCK_STRIPES]; /* apply.c: per (table, source part) */
     int apply_locks_inited;                          /* how many are initialized */
+    pthread_mutex_t ack_lock; /* outbox.c: serializes outbox_ack's read-modify-write */
+    int ack_lock_inited;
 };
 
 /* Writes a reason into err (when given) and returns code. */
