@@ -9,6 +9,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/schema.h"
+#include "../common/token.h"
 #include "../rpc/wire.h"
 #include "membership.h"
 #include "server.h"
@@ -436,19 +437,6 @@ static void do_cluster_status(server *s, Lapse__Response *resp, arena *a)
 /* ------------------------------------------------------------------------ */
 /* Dispatch                                                                 */
 /* ------------------------------------------------------------------------ */
-
-/* Compares the token without an early exit, so the time taken does not
- * tell how many leading bytes of a guess were right. */
-static int token_equal(const char *want, size_t want_len, const char *got)
-{
-    size_t got_len = strlen(got);
-    unsigned diff = got_len != want_len;
-    for (size_t i = 0; i < want_len; i++) {
-        unsigned char g = i < got_len ? (unsigned char)got[i] : 0;
-        diff |= (unsigned)((unsigned char)want[i] ^ g);
-    }
-    return diff == 0;
-}
 
 /* Admin calls (CreateTable, DeleteTable, UpdateTimeToLive) need the token
  * when the coordinator has one. Returns 1 when the call may go on, else 0

@@ -25,6 +25,7 @@
 #include "../common/config.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../common/token.h"
 #include "server.h"
 
 #define DEFAULT_LISTEN "tcp://127.0.0.1:7400"
@@ -164,42 +165,6 @@ static int parse_flags(int argc, char **argv, flags *f)
     return 0;
 }
 
-/* Reads the admin token from path into tok (cap bytes): the file's bytes
- * with one trailing newline stripped. Returns 0, or -1 with a reason in err
- * (unreadable, empty, too long, or holding a NUL byte). */
-static int read_token(const char *path, char *tok, size_t cap, char *err, size_t errlen)
-{
-    FILE *fp = fopen(path, "rb");
-    if (fp == NULL) {
-        snprintf(err, errlen, "cannot open admin token file %s: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t n = fread(tok, 1, cap, fp);
-    int bad = ferror(fp);
-    fclose(fp);
-    if (bad) {
-        snprintf(err, errlen, "cannot read admin token file %s", path);
-        return -1;
-    }
-    if (n == cap) { /* no room left for the terminator: too long */
-        snprintf(err, errlen, "admin token file %s is longer than %zu bytes", path, cap - 1);
-        return -1;
-    }
-    if (n > 0 && tok[n - 1] == '\n') {
-        n--;
-    }
-    tok[n] = '\0';
-    if (n == 0) {
-        snprintf(err, errlen, "admin token file %s is empty", path);
-        return -1;
-    }
-    if (memchr(tok, '\0', n) != NULL) {
-        snprintf(err, errlen, "admin token file %s holds a NUL byte", path);
-        return -1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     flags f;
@@ -220,7 +185,8 @@ int main(int argc, char **argv)
     static char token[MAX_ADMIN_TOKEN_BYTES + 1];
     if (f.admin_token_file != NULL) {
         char why[1200];
-        if (read_token(f.admin_token_file, token, sizeof(token), why, sizeof(why)) != 0) {
+        if (token_read_file(f.admin_token_file, "admin token", token, sizeof(token), why,
+                            sizeof(why)) != 0) {
             log_error("cannot start: %s", why);
             return 1;
         }

@@ -17,6 +17,7 @@
 #include "../common/config.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../common/token.h"
 #include "node.h"
 #include "shipper.h"
 
@@ -67,6 +68,10 @@ static void usage(FILE *f)
             "  --repl-workers N    outbox shipper threads (GSI and stream replication), "
             "1..%d\n"
             "                      (default %d)\n"
+            "  --cluster-token-file F\n"
+            "                      the nodes' shared secret (the file's text without its final\n"
+            "                      newline): sent with every Replicate this node ships, and\n"
+            "                      required of every Replicate it receives (default: none)\n"
             "  --metrics-listen HOST:PORT\n"
             "                      serve Prometheus metrics at http://HOST:PORT/metrics "
             "(default: off)\n"
@@ -123,6 +128,7 @@ int main(int argc, char **argv)
         {"ttl-naive-scan", no_argument, NULL, 'N'},
         {"ttl-naive-interval-ms", required_argument, NULL, 'I'},
         {"repl-workers", required_argument, NULL, 'R'},
+        {"cluster-token-file", required_argument, NULL, 'C'},
         /* Hidden, for tests: shifts this node's wall clock (clock skew). */
         {"debug-clock-offset-ms", required_argument, NULL, 'O'},
         /* Hidden, for tests: the stream retention period (60 s). */
@@ -142,6 +148,8 @@ int main(int argc, char **argv)
     opt.repl_workers = SHIPPER_DEFAULT_WORKERS;
     enum log_level level = LOG_INFO;
     long long clock_offset_ms = 0;
+    const char *cluster_token_file = NULL;
+    static char cluster_token[NODE_MAX_TOKEN + 2]; /* + 1: longer ones are refused */
     long long v;
     int c;
 
@@ -247,6 +255,9 @@ int main(int argc, char **argv)
             }
             opt.repl_workers = (int)v;
             break;
+        case 'C':
+            cluster_token_file = optarg;
+            break;
         case 'Y':
             if (parse_int(optarg, 1, 86400000LL, &v) != 0) {
                 return bad_usage("--debug-stream-trim-interval-ms must be a number from 1 to "
@@ -294,6 +305,15 @@ int main(int argc, char **argv)
     }
 
     log_init("node", level);
+    if (cluster_token_file != NULL) {
+        char why[4200];
+        if (token_read_file(cluster_token_file, "cluster token", cluster_token,
+                            sizeof(cluster_token), why, sizeof(why)) != 0) {
+            log_error("cannot start: %s", why);
+            return 1;
+        }
+        opt.cluster_token = cluster_token;
+    }
     if (clock_offset_ms != 0) {
         clock_wall_set_offset_ms(clock_offset_ms);
         log_warn("test flag --debug-clock-offset-ms: this node's wall clock is shifted by %lld ms",

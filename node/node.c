@@ -146,6 +146,10 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     ns->workers = opt->workers;
     ns->ttl_opt = opt->ttl;
     ns->repl_workers = opt->repl_workers > 0 ? opt->repl_workers : SHIPPER_DEFAULT_WORKERS;
+    if (opt->cluster_token != NULL) {
+        snprintf(ns->cluster_token, sizeof(ns->cluster_token), "%s", opt->cluster_token);
+        ns->cluster_token_len = strlen(ns->cluster_token);
+    }
     ns->stream_trim_interval_ms = opt->stream_trim_interval_ms;
     ns->debug_repl_kill_after_batches = opt->debug_repl_kill_after_batches;
     ns->debug_repl_hold_ms = opt->debug_repl_hold_ms;

@@ -50,6 +50,7 @@
 #include "expire.h"
 
 #define NODE_MAX_URL PMAP_MAX_ADDR
+#define NODE_MAX_TOKEN 255 /* --cluster-token-file: bytes of the token */
 #define NODE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400"
 #define NODE_DEFAULT_WORKERS 4 /* --workers */
 #define NODE_META_ID "node_id" /* store meta: the node id, decimal text */
@@ -76,6 +77,7 @@ typedef struct node_options {
     int64_t stream_trim_interval_ms;       /* stream retention period; 0 = default (tests) */
     int64_t debug_repl_kill_after_batches; /* fault point (tests); 0 = off */
     int64_t debug_repl_hold_ms;            /* no shipping this long after the start (benchmarks) */
+    const char *cluster_token;             /* --cluster-token-file's token; NULL = none */
 } node_options;
 
 typedef struct node_server {
@@ -134,6 +136,9 @@ typedef struct node_server {
     int64_t stream_trim_interval_ms;             /* fixed: stream retention period */
     int64_t debug_repl_kill_after_batches;       /* fixed: fault point (shipper.h); 0 = off */
     int64_t debug_repl_hold_ms;                  /* fixed: shipping starts this late (benchmarks) */
+    char cluster_token[NODE_MAX_TOKEN + 1];      /* fixed: sent with and required of node-to-node
+                                                    calls (Replicate); "" = none */
+    size_t cluster_token_len;                    /* fixed */
     pthread_mutex_t repl_locks[NODE_REPL_LOCKS]; /* replicate.c: one apply of a (table,
                                                     source partition) at a time here */
     int repl_locks_inited;                       /* repl_locks exist */

@@ -61,24 +61,11 @@ static void cluster_starts(void **state)
     repl_started = 1;
 }
 
+/* A Replicate carrying the cluster's token (repl_call). */
 static int replicate(int node, uint32_t table_id, uint32_t part, uint64_t from, uint64_t to,
                      ProtobufCBinaryData *recs, size_t n, uint64_t *applied, char *err)
 {
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    Lapse__ReplicateRequest body = LAPSE__REPLICATE_REQUEST__INIT;
-    Lapse__Response *resp = NULL;
-    body.table_id = table_id;
-    body.source_partition = part;
-    body.from_seq = from;
-    body.to_seq = to;
-    body.records = recs;
-    body.n_records = n;
-    req.body_case = LAPSE__REQUEST__BODY_REPLICATE;
-    req.replicate = &body;
-    int rv = call(nt.nc[node], &req, &resp, err);
-    *applied = resp != NULL && resp->replicate != NULL ? resp->replicate->applied_seq : 0;
-    rpc_response_free(resp);
-    return rv;
+    return repl_call(node, table_id, part, from, to, recs, n, REPL_TOKEN, applied, err);
 }
 
 static void replicate_refuses_bad_batches(void **state)
@@ -100,7 +87,15 @@ static void replicate_refuses_bad_batches(void **state)
     assert_int_equal(replicate(1, id, 1, 0, 1, &rec, 1, &applied, err), LAPSE_ECORRUPT);
     assert_int_equal(replicate(0, id, RT_PARTS, 0, 1, NULL, 0, &applied, err), LAPSE_EINVAL);
     assert_int_equal(replicate(0, id, 1, 3, 3, NULL, 0, &applied, err), LAPSE_EINVAL);
+    /* Without the cluster token, or with another, nothing is even looked at:
+     * an empty batch that would move the applied seq to 1 is refused. */
+    assert_int_equal(repl_call(0, id, 1, 0, 1, NULL, 0, NULL, &applied, err), LAPSE_EPERM);
+    assert_int_equal(repl_call(0, id, 1, 0, 1, NULL, 0, REPL_TOKEN "x", &applied, err),
+                     LAPSE_EPERM);
+    assert_int_equal(repl_call(0, id, 1, 0, 1, NULL, 0, "", &applied, err), LAPSE_EPERM);
     /* Nothing was applied, and both nodes still serve. */
+    assert_int_equal(replicate(0, id, 1, 5, 6, NULL, 0, &applied, err), LAPSE_ESTATE);
+    assert_int_equal(applied, 0);
     assert_int_equal(replicate(1, id, 1, 5, 6, NULL, 0, &applied, err), LAPSE_ESTATE);
     assert_int_equal(applied, 0);
     wait_serving(0);

@@ -20,19 +20,46 @@ void need_repl(void)
 void start_repl_node(int i, char *const extra[])
 {
     proc *p = &nt.node[i];
-    char id[16], mlisten[64];
+    char id[16], mlisten[64], token[PATH_MAX];
     snprintf(id, sizeof(id), "%u", p->id);
     snprintf(mlisten, sizeof(mlisten), "127.0.0.1:%d", metrics_port[i]);
+    PATHF(token, "%s/cluster-token", nt.root);
+    FILE *f = fopen(token, "w");
+    assert_non_null(f);
+    fputs(REPL_TOKEN "\n", f);
+    fclose(f);
     char *argv[32] = {"lapse-node", "--id",           id,           "--listen",
                       p->url,       "--coordinator",  nt.coord.url, "--data",
                       p->dir,       "--workers",      "2",          "--metrics-listen",
-                      mlisten,      "--repl-workers", "2"};
-    int n = 15;
+                      mlisten,      "--repl-workers", "2",          "--cluster-token-file",
+                      token};
+    int n = 17;
     for (int k = 0; extra != NULL && extra[k] != NULL && n < 31; k++) {
         argv[n++] = extra[k];
     }
     argv[n] = NULL;
     p->pid = spawn(argv, p->log);
+}
+
+int repl_call(int node, uint32_t table_id, uint32_t part, uint64_t from, uint64_t to,
+              ProtobufCBinaryData *recs, size_t n, const char *token, uint64_t *applied, char *err)
+{
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__ReplicateRequest body = LAPSE__REPLICATE_REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    body.table_id = table_id;
+    body.source_partition = part;
+    body.from_seq = from;
+    body.to_seq = to;
+    body.records = recs;
+    body.n_records = n;
+    req.body_case = LAPSE__REQUEST__BODY_REPLICATE;
+    req.replicate = &body;
+    req.admin_token = (char *)token;
+    int rv = call(nt.nc[node], &req, &resp, err);
+    *applied = resp != NULL && resp->replicate != NULL ? resp->replicate->applied_seq : 0;
+    rpc_response_free(resp);
+    return rv;
 }
 
 int node_index(uint32_t id)

@@ -52,6 +52,14 @@ void need_repl(void);
 /* Starts node i with metrics on metrics_port[i] and extra flags
  * (NULL-terminated, may be empty). */
 void start_repl_node(int i, char *const extra[]);
+/* The cluster token every node of node_repl_test runs with
+ * (--cluster-token-file). */
+#define REPL_TOKEN "node-repl-test-token"
+/* Sends node a Replicate of (from, to] with records recs, carrying token
+ * (NULL: none). Returns the call's status; *applied: the reply's
+ * applied_seq (0 without one). */
+int repl_call(int node, uint32_t table_id, uint32_t part, uint64_t from, uint64_t to,
+              ProtobufCBinaryData *recs, size_t n, const char *token, uint64_t *applied, char *err);
 /* The node index of node id. */
 int node_index(uint32_t id);
 /* Refreshes nt.map from the coordinator and rt from it. */

@@ -60,6 +60,19 @@ static void unusable_data_dir_exits_1(void **state)
     assert_int_equal(run_node_expect_exit(is_file), 1);
     char *cannot_create[] = {"lapse-node", "--id", "3", "--listen", url, "--data", under, NULL};
     assert_int_equal(run_node_expect_exit(cannot_create), 1);
+    /* A cluster token file that is missing or empty: no start either. */
+    char dir[PATH_MAX], empty[PATH_MAX];
+    PATHF(dir, "%s/token-node", nt.root);
+    PATHF(empty, "%s/empty-token", nt.root);
+    f = fopen(empty, "w");
+    assert_non_null(f);
+    fclose(f);
+    char *no_token[] = {"lapse-node",           "--id", "3", "--listen", url, "--data", dir,
+                        "--cluster-token-file", under,  NULL};
+    assert_int_equal(run_node_expect_exit(no_token), 1);
+    char *empty_token[] = {"lapse-node",           "--id", "3", "--listen", url, "--data", dir,
+                           "--cluster-token-file", empty,  NULL};
+    assert_int_equal(run_node_expect_exit(empty_token), 1);
 }
 
 static void cluster_starts(void **state)

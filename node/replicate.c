@@ -11,6 +11,7 @@
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../common/token.h"
 #include "../partition/change.h"
 #include "handlers.h"
 #include "streams.h"
@@ -131,6 +132,17 @@ void replicate_handle(handlers_ctx *c)
     const void **recs = NULL;
     size_t *lens = NULL;
     char err[512] = "";
+    /* A Replicate moves this node's applied seq of its source partition:
+     * a forged one could make it skip records. With a cluster token, only
+     * callers holding it (other nodes) are heard. */
+    if (c->ns->cluster_token_len > 0 &&
+        !token_equal(c->ns->cluster_token, c->ns->cluster_token_len, c->req->admin_token)) {
+        log_warn("refused Replicate: cluster token %s",
+                 c->req->admin_token == NULL || c->req->admin_token[0] == '\0' ? "missing"
+                                                                               : "wrong");
+        rpc_set_error(c->resp, c->a, LAPSE_EPERM, "cluster token missing or wrong");
+        return;
+    }
     if (handlers_need_body(c, r) != 0 || handlers_find_table_id(c, r->table_id) != 0) {
         return;
     }

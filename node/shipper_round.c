@@ -92,6 +92,9 @@ static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t 
     j->req.body_case = LAPSE__REQUEST__BODY_REPLICATE;
     j->req.replicate = &j->body;
     j->req.pmap_version = pm->version;
+    if (s->ns->cluster_token_len > 0) {
+        j->req.admin_token = s->ns->cluster_token; /* the receiver checks it (replicate.c) */
+    }
     return 0;
 out:
     if (rv != 0) {
