@@ -346,12 +346,19 @@ up() {
     [[ -x $bin/$b ]] || die "$bin/$b not built (make build, or --bin-dir DIR)"
   done
   net_up
+  # As on separate hosts, the nodes share a cluster token (docs/operations.md):
+  # made once, kept with the data.
+  local token=$home/cluster-token
+  if [[ ! -s $token ]]; then
+    (umask 077 && head -c 32 /dev/urandom | base64 >"$token")
+  fi
   start coordinator "$ns_c" "$bin/lapse-coordinator" --listen "$coord_url" --data "$home/coordinator"
   local i addr
   for i in 1 2 3; do
     addr=$(node_addr "$i")
     start "node$i" "${ns_nodes[i - 1]}" "$bin/lapse-node" --id "$i" --listen "tcp://$addr:7401" \
-      --coordinator "$coord_url" --data "$home/node$i" --metrics-listen "$addr:9401"
+      --coordinator "$coord_url" --data "$home/node$i" --metrics-listen "$addr:9401" \
+      --cluster-token-file "$token"
   done
   echo -n "waiting for three nodes to register"
   local deadline=$((SECONDS + 30)) n=0

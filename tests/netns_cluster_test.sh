@@ -12,7 +12,9 @@
 # 3. from the coordinator's namespace: a table, 40 puts and gets, and every
 #    node's /metrics (on its namespace address) counts some of the puts;
 # 4. TTL: enabled, an item due in ~2 s disappears (bounded poll), an item
-#    due tomorrow stays, lapse_ttl_deleted_items_total counts the deletion;
+#    due tomorrow stays, lapse_ttl_deleted_items_total counts the deletion,
+#    and the stream (hosted across namespaces, nodes sharing a cluster
+#    token) holds its one lapse.ttl REMOVE and the 42 INSERTs;
 # 5. `partition 2` makes a scan fail (node 2 unreachable), `heal 2` makes
 #    it work again;
 # 6. `down` stops every daemon and deletes every namespace; the root
@@ -158,7 +160,8 @@ metric_sum() {
   scrape "$1" | awk -v p="$2" 'index($0, p) == 1 { s += $NF } END { print s + 0 }'
 }
 
-cli create-table NetnsItems --partition-key Id:S --partitions 16 >/dev/null || fail "create-table"
+cli create-table NetnsItems --partition-key Id:S --partitions 16 --stream on >/dev/null ||
+  fail "create-table"
 for i in $(seq 1 40); do
   cli put NetnsItems "{\"Id\":{\"S\":\"k$i\"},\"v\":{\"N\":\"$i\"}}" >/dev/null || fail "put k$i"
 done
@@ -202,6 +205,23 @@ while :; do
   sleep 0.2
 done
 ((deleted == 1)) || fail "lapse_ttl_deleted_items_total sums to $deleted, want 1"
+
+# The stream shards live on other nodes than their partitions: the TTL delete
+# reached one across the namespaces, through Replicate calls carrying the
+# cluster token netns-cluster.sh gives every node, and none was refused.
+deadline=$((SECONDS + 15))
+until cli stream NetnsItems --only ttl 2>/dev/null | grep -q '"Id":{"S":"soon"}'; do
+  ((SECONDS < deadline)) || fail "no lapse.ttl record of \"soon\" on the stream: $(cli stream NetnsItems --only ttl 2>&1)"
+  sleep 0.2
+done
+n=$(cli stream NetnsItems --only ttl 2>/dev/null | grep -c '"principalId":"lapse.ttl"' || true)
+((n == 1)) || fail "the stream holds $n lapse.ttl records, want 1"
+n=$(cli stream NetnsItems --only user 2>/dev/null | grep -c '"eventName":"INSERT"' || true)
+((n == 42)) || fail "the stream holds $n INSERT records, want 42 (40 puts, soon, later)"
+[[ -s $LAPSE_HOME/cluster-token ]] || fail "up made no cluster token"
+if grep -l "refused Replicate" "$LAPSE_HOME"/node*.log; then
+  fail "a node refused another's Replicate"
+fi
 
 # ---------------------------------------------------------------- partition and heal
 "$script" partition 2 >/dev/null || fail "partition 2"
