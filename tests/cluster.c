@@ -78,6 +78,24 @@ int cluster_free_port(void)
     return port;
 }
 
+/* A free port not among the n already picked, which it joins. */
+static int distinct_free_port(int *picked, size_t *n)
+{
+    int port = 0;
+    for (int tries = 0; tries < 100; tries++) {
+        port = cluster_free_port();
+        size_t k = 0;
+        while (k < *n && picked[k] != port) {
+            k++;
+        }
+        if (k == *n) {
+            break;
+        }
+    }
+    picked[(*n)++] = port;
+    return port;
+}
+
 /* Notices processes that exited by themselves, without blocking. */
 static void reap(cluster *c)
 {
@@ -238,14 +256,19 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
             return LAPSE_EIO;
         }
     }
+    /* Each port is free when picked and closed again at once, so the kernel
+     * may hand the same one out twice: keep the picks distinct. */
+    int picked[2 * CLUSTER_MAX_NODES + 2];
+    size_t npicked = 0;
     for (int i = 0; i <= c->nodes; i++) {
         proc *p = &c->procs[i];
         const char *name = i == 0 ? "coordinator" : "node";
         p->exit_status = -1;
-        p->port = cluster_free_port();
+        p->port = distinct_free_port(picked, &npicked);
         snprintf(p->url, sizeof(p->url), "tcp://127.0.0.1:%d", p->port);
         if (i > 0 && opt->metrics) {
-            snprintf(p->metrics_addr, sizeof(p->metrics_addr), "127.0.0.1:%d", cluster_free_port());
+            snprintf(p->metrics_addr, sizeof(p->metrics_addr), "127.0.0.1:%d",
+                     distinct_free_port(picked, &npicked));
         }
         if (i == 0) {
             snprintf(p->data_dir, sizeof(p->data_dir), "%s/%s", c->run_dir, name);
