@@ -51,3 +51,25 @@ void clock_sleep_ms(int64_t ms)
         req = rem;
     }
 }
+
+void clock_cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+struct timespec clock_mono_abstime(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (ms < 0) {
+        ms = 0;
+    }
+    int64_t nsec = ts.tv_nsec + (ms % 1000) * 1000000;
+    ts.tv_sec += (time_t)(ms / 1000 + nsec / 1000000000);
+    ts.tv_nsec = (long)(nsec % 1000000000);
+    return ts;
+}

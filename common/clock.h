@@ -15,7 +15,9 @@
 #ifndef LAPSE_CLOCK_H
 #define LAPSE_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 typedef struct clock_mono {
     int64_t ms;
@@ -36,5 +38,12 @@ int64_t clock_mono_remaining_ms(clock_mono deadline);
 clock_mono clock_mono_after_ms(int64_t ms);
 /* Sleeps ms milliseconds (restarting on EINTR). */
 void clock_sleep_ms(int64_t ms);
+
+/* Timed waits on the monotonic clock: a condition made by
+ * clock_cond_init_mono times out at clock_mono_abstime(ms), the absolute
+ * CLOCK_MONOTONIC instant ms (< 0 counts as 0) from now, so a change of the
+ * wall clock never stretches or cuts a wait. */
+void clock_cond_init_mono(pthread_cond_t *c);
+struct timespec clock_mono_abstime(int64_t ms);
 
 #endif

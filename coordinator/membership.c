@@ -154,26 +154,12 @@ static void check_silent(server *s, int64_t now_mono_ms)
              ndown);
 }
 
-/* Adds ms to an absolute CLOCK_MONOTONIC timespec (member_cond's clock). */
-static struct timespec mono_deadline(int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 static void *member_main(void *arg)
 {
     server *s = arg;
     pthread_mutex_lock(&s->lock);
     while (!s->member_stop) {
-        struct timespec until = mono_deadline(MEMBERSHIP_PERIOD_MS);
+        struct timespec until = clock_mono_abstime(MEMBERSHIP_PERIOD_MS);
         while (!s->member_stop &&
                pthread_cond_timedwait(&s->member_cond, &s->lock, &until) != ETIMEDOUT) {
         }

@@ -120,7 +120,7 @@ void *backfill_run(void *arg)
         if (rate != 0) {
             int64_t wait_ms = (int64_t)e->bf_paced_ms - clock_mono_now().ms;
             if (wait_ms > 0) {
-                struct timespec ts = expire_abstime(wait_ms);
+                struct timespec ts = clock_mono_abstime(wait_ms);
                 pthread_cond_timedwait(&e->bf_cond, &e->lock, &ts);
                 continue; /* re-pick: the registry may have changed */
             }
@@ -167,7 +167,7 @@ void *backfill_run(void *arg)
         if (rv != 0) {
             log_error("TTL backfill of table \"%s\" partition %u: %s: %s (retrying)", schema.name,
                       part, lapse_strerror(rv), err);
-            struct timespec ts = expire_abstime(ERROR_BACKOFF_MS);
+            struct timespec ts = clock_mono_abstime(ERROR_BACKOFF_MS);
             pthread_cond_timedwait(&e->bf_cond, &e->lock, &ts);
             continue;
         }

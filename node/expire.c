@@ -27,19 +27,6 @@
 /* Helpers                                                                   */
 /* ------------------------------------------------------------------------ */
 
-struct timespec expire_abstime(int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    if (ms < 0) {
-        ms = 0;
-    }
-    int64_t nsec = ts.tv_nsec + (ms % 1000) * 1000000;
-    ts.tv_sec += (time_t)(ms / 1000 + nsec / 1000000000);
-    ts.tv_nsec = (long)(nsec % 1000000000);
-    return ts;
-}
-
 size_t expire_worker_of(const expire_engine *e, uint32_t table_id, uint32_t part)
 {
     uint64_t h = ((uint64_t)table_id << 32 | part) * 0x9E3779B97F4A7C15ULL;
@@ -312,7 +299,7 @@ static int all_backfilled(expire_engine *e)
 
 void expire_wait_backfilled(expire_engine *e, int timeout_ms)
 {
-    struct timespec ts = expire_abstime(timeout_ms);
+    struct timespec ts = clock_mono_abstime(timeout_ms);
     pthread_mutex_lock(&e->lock);
     while (!e->stopping && !all_backfilled(e)) {
         if (pthread_cond_timedwait(&e->progress, &e->lock, &ts) == ETIMEDOUT) {
@@ -553,15 +540,6 @@ void expire_collect(expire_engine *e, metrics *m)
 /* Life cycle                                                                */
 /* ------------------------------------------------------------------------ */
 
-static void cond_init_mono(pthread_cond_t *c)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &ca);
-    pthread_condattr_destroy(&ca);
-}
-
 int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm,
                 const expire_options *opt, metrics *m, const expire_hooks *hooks, char *err,
                 size_t errlen)
@@ -590,8 +568,8 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
     e->clock = EXPIRE_CLOCK_UNKNOWN;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->idle, NULL);
-    cond_init_mono(&e->progress);
-    cond_init_mono(&e->bf_cond);
+    clock_cond_init_mono(&e->progress);
+    clock_cond_init_mono(&e->bf_cond);
     e->tokens_mono_ms = clock_mono_now().ms;
     e->workers = calloc((size_t)e->opt.workers, sizeof(*e->workers));
     if (e->workers == NULL) {
@@ -602,7 +580,7 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
         w->e = e;
         w->index = i;
         w->wake_at_ms = INT64_MAX;
-        cond_init_mono(&w->cond);
+        clock_cond_init_mono(&w->cond);
         if ((w->due_ms = calloc(EXPIRE_SWEEP_BATCH, sizeof(*w->due_ms))) == NULL) {
             goto oom;
         }

@@ -106,8 +106,6 @@ struct expire_engine {
 /* ---- expire.c ---- */
 /* The table with id, or NULL. REQUIRES: lock held. */
 expire_table *expire_find(expire_engine *e, uint32_t table_id);
-/* Absolute CLOCK_MONOTONIC deadline ms from now, for pthread_cond_timedwait. */
-struct timespec expire_abstime(int64_t ms);
 /* The worker owning (table_id, part). */
 size_t expire_worker_of(const expire_engine *e, uint32_t table_id, uint32_t part);
 /* Marks (table_id, part) for a next-due refresh and wakes its worker.

@@ -19,11 +19,7 @@
  * stopping. */
 static int wait_slice(node_server *ns, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t nsec = ts.tv_nsec + (ms % 1000) * 1000000;
-    ts.tv_sec += ms / 1000 + nsec / 1000000000;
-    ts.tv_nsec = nsec % 1000000000;
+    struct timespec ts = clock_mono_abstime(ms);
     pthread_mutex_lock(&ns->stop_lock);
     while (!ns->stopping) {
         if (pthread_cond_timedwait(&ns->stop_cond, &ns->stop_lock, &ts) == ETIMEDOUT) {

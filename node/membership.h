@@ -25,10 +25,11 @@
  *   50 ms, doubling
  *   up to 1 s            REGISTERED: Heartbeat every 500 ms with our map
  *                        version, wall clock, TTL progress and clock
- *                        verdict (at once after membership_heartbeat_soon); the reply's clock -> expire_clock_report
- *                        (skew = ours - (theirs + RTT/2)); a newer
- *                        coordinator version -> maps_refresh
- *                        (GetPartitionMap + apply)
+ *                        verdict (at once after
+ *                        membership_heartbeat_soon); the reply's clock
+ *                        -> expire_clock_report (skew = ours - (theirs +
+ *                        RTT/2)); a newer coordinator version ->
+ *                        maps_refresh (GetPartitionMap + apply)
  */
 #ifndef LAPSE_MEMBERSHIP_H
 #define LAPSE_MEMBERSHIP_H

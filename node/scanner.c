@@ -151,7 +151,7 @@ static size_t take_tokens(expire_worker *w, size_t want)
         return n;
     }
     int64_t wait_ms = (int64_t)((1 - e->tokens) * 1000.0 / (double)rate) + 1;
-    struct timespec ts = expire_abstime(wait_ms);
+    struct timespec ts = clock_mono_abstime(wait_ms);
     pthread_cond_timedwait(&w->cond, &e->lock, &ts);
     return 0;
 }
@@ -312,7 +312,7 @@ static void naive_run(expire_worker *w)
             }
         }
         /* A fixed interval between passes, whatever they found. */
-        struct timespec ts = expire_abstime(e->opt.naive_interval_ms);
+        struct timespec ts = clock_mono_abstime(e->opt.naive_interval_ms);
         while (!e->stopping && pthread_cond_timedwait(&w->cond, &e->lock, &ts) != ETIMEDOUT) {
         }
     }
@@ -377,7 +377,7 @@ void *scanner_run(void *arg)
                 sleep_ms = MAX_SLEEP_MS;
             }
             w->wake_at_ms = now.ms + sleep_ms;
-            struct timespec ts = expire_abstime(sleep_ms);
+            struct timespec ts = clock_mono_abstime(sleep_ms);
             pthread_cond_timedwait(&w->cond, &e->lock, &ts);
             w->wake_at_ms = INT64_MAX;
             continue;

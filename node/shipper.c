@@ -18,19 +18,6 @@
 #include "maps.h"
 #include "shipper_int.h"
 
-static struct timespec abstime_mono(int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    if (ms < 0) {
-        ms = 0;
-    }
-    int64_t nsec = ts.tv_nsec + (ms % 1000) * 1000000;
-    ts.tv_sec += (time_t)(ms / 1000 + nsec / 1000000000);
-    ts.tv_nsec = (long)(nsec % 1000000000);
-    return ts;
-}
-
 int64_t shipper_next_backoff(int64_t cur)
 {
     if (cur <= 0) {
@@ -253,14 +240,14 @@ static void *worker_run(void *arg)
             int rv = rebuild(s, m->pm);
             maps_release(m);
             if (rv != 0) {
-                struct timespec ts = abstime_mono(SHIPPER_BACKOFF_MAX_MS);
+                struct timespec ts = clock_mono_abstime(SHIPPER_BACKOFF_MAX_MS);
                 pthread_cond_timedwait(&s->cond, &s->lock, &ts);
                 continue;
             }
         }
         int64_t now = clock_mono_now().ms;
         if (now < s->start_at_ms) {
-            struct timespec ts = abstime_mono(s->start_at_ms - now);
+            struct timespec ts = clock_mono_abstime(s->start_at_ms - now);
             pthread_cond_timedwait(&s->cond, &s->lock, &ts);
             continue;
         }
@@ -275,7 +262,7 @@ static void *worker_run(void *arg)
         int64_t wake_at = s->rescan_at_ms;
         size_t di = pick(s, now, &wake_at);
         if (di == SIZE_MAX) {
-            struct timespec ts = abstime_mono(wake_at - now);
+            struct timespec ts = clock_mono_abstime(wake_at - now);
             pthread_cond_timedwait(&s->cond, &s->lock, &ts);
             continue;
         }
@@ -412,13 +399,9 @@ int shipper_open(shipper **out, node_server *ns, int workers, char *err, size_t 
         workers >= 1 && workers <= SHIPPER_MAX_WORKERS ? workers : SHIPPER_DEFAULT_WORKERS;
     s->max_probes = s->nworkers > 1 ? s->nworkers - 1 : 1;
     s->start_at_ms = ns->debug_repl_hold_ms > 0 ? clock_mono_now().ms + ns->debug_repl_hold_ms : 0;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, &ca);
-    pthread_cond_init(&s->keeper_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init_mono(&s->cond);
+    clock_cond_init_mono(&s->keeper_cond);
     node_map *m = maps_acquire(ns);
     pthread_mutex_lock(&s->lock);
     (void)rebuild(s, m->pm); /* on OOM the workers retry */

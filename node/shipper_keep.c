@@ -46,16 +46,6 @@ typedef struct trim_row {
     int rv;
 } trim_row;
 
-static struct timespec abstime_mono(int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t nsec = ts.tv_nsec + (ms % 1000) * 1000000;
-    ts.tv_sec += (time_t)(ms / 1000 + nsec / 1000000000);
-    ts.tv_nsec = (long)(nsec % 1000000000);
-    return ts;
-}
-
 /* Copies out the acks to store (acked above persisted) and the sources due
  * for a trim (now past trim_at_ms, every lane's ack above trimmed; their
  * trim_at_ms moves on). Arrays: caller frees. REQUIRES: lock held. */
@@ -158,7 +148,7 @@ void *shipper_keep_run(void *arg)
     shipper *s = arg;
     pthread_mutex_lock(&s->lock);
     while (!s->keeper_stopping) {
-        struct timespec ts = abstime_mono(SHIPPER_KEEP_MS);
+        struct timespec ts = clock_mono_abstime(SHIPPER_KEEP_MS);
         while (!s->keeper_stopping && pthread_cond_timedwait(&s->keeper_cond, &s->lock, &ts) == 0) {
         }
         step(s); /* also once after the stop: the last acks go to the store */

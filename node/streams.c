@@ -32,19 +32,6 @@ struct streams {
     int started;
 };
 
-static struct timespec abstime_mono(int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    if (ms < 0) {
-        ms = 0;
-    }
-    int64_t nsec = ts.tv_nsec + (ms % 1000) * 1000000;
-    ts.tv_sec += (time_t)(ms / 1000 + nsec / 1000000000);
-    ts.tv_nsec = (long)(nsec % 1000000000);
-    return ts;
-}
-
 void streams_notify(streams *s)
 {
     if (s == NULL) {
@@ -75,7 +62,7 @@ static int wait_arrival(streams *s, uint64_t gen, int64_t until_mono_ms)
         return -1;
     }
     s->pollers++;
-    struct timespec ts = abstime_mono(until_mono_ms - clock_mono_now().ms);
+    struct timespec ts = clock_mono_abstime(until_mono_ms - clock_mono_now().ms);
     while (s->gen == gen && !s->stopping) {
         if (pthread_cond_timedwait(&s->arrived, &s->lock, &ts) == ETIMEDOUT) {
             break;
@@ -260,7 +247,7 @@ static void *trim_run(void *arg)
     node_server *ns = s->ns;
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        struct timespec ts = abstime_mono(s->trim_interval_ms);
+        struct timespec ts = clock_mono_abstime(s->trim_interval_ms);
         while (!s->stopping) {
             if (pthread_cond_timedwait(&s->stop_cond, &s->lock, &ts) == ETIMEDOUT) {
                 break;
@@ -316,13 +303,9 @@ int streams_open(streams **out, node_server *ns, int64_t trim_interval_ms, char 
     s->ns = ns;
     s->trim_interval_ms =
         trim_interval_ms > 0 ? trim_interval_ms : STREAMS_DEFAULT_TRIM_INTERVAL_MS;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->arrived, &ca);
-    pthread_cond_init(&s->stop_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init_mono(&s->arrived);
+    clock_cond_init_mono(&s->stop_cond);
     int rc = pthread_create(&s->thread, NULL, trim_run, s);
     if (rc != 0) {
         snprintf(err, errlen, "cannot start the stream retention thread: %s", strerror(rc));
