@@ -320,27 +320,34 @@ static int check_key_value(const key_def *k, const attr_value *v, size_t max_byt
 /* An index key attribute may be absent (the item is not in that index: indexes
  * are sparse), but when present it must have the declared type and obey the
  * key rules: DynamoDB refuses such a write rather than leaving the item
- * silently out of the index. what names the key ("sort key of local secondary
- * index \"ByDate\""). */
-static int check_index_value(const key_def *k, const char *what, const attr_value *v,
-                             size_t max_bytes, char *err, size_t errlen)
+ * silently out of the index. role, kind and index name the key in the
+ * reason ("sort", "local", "ByDate"); nothing is formatted unless it fails,
+ * since every write of an indexed table comes through here. */
+static int check_index_value(const key_def *k, const char *role, const char *kind,
+                             const char *index, const attr_value *v, size_t max_bytes, char *err,
+                             size_t errlen)
 {
     if (v == NULL) {
         return 0;
     }
+    int bytes = v->type == ATTR_S || v->type == ATTR_B;
     if (v->type != k->type) {
         return errf(LAPSE_EINVAL, err, errlen,
-                    "attribute \"%s\" is the %s and must be of type %s, got %s", k->name, what,
-                    item_type_name(k->type), item_type_name(v->type));
+                    "attribute \"%s\" is the %s key of %s secondary index \"%s\" and must be of "
+                    "type %s, got %s",
+                    k->name, role, kind, index, item_type_name(k->type), item_type_name(v->type));
     }
-    if ((v->type == ATTR_S || v->type == ATTR_B) && v->u.bytes.len == 0) {
-        return errf(LAPSE_EINVAL, err, errlen, "attribute \"%s\" is the %s and must not be empty",
-                    k->name, what);
+    if (bytes && v->u.bytes.len == 0) {
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "attribute \"%s\" is the %s key of %s secondary index \"%s\" and must not be "
+                    "empty",
+                    k->name, role, kind, index);
     }
-    if ((v->type == ATTR_S || v->type == ATTR_B) && v->u.bytes.len > max_bytes) {
+    if (bytes && v->u.bytes.len > max_bytes) {
         return errf(LAPSE_ETOOBIG, err, errlen,
-                    "attribute \"%s\" is the %s: %zu bytes, over the %zu-byte limit", k->name, what,
-                    v->u.bytes.len, max_bytes);
+                    "attribute \"%s\" is the %s key of %s secondary index \"%s\": %zu bytes, over "
+                    "the %zu-byte limit",
+                    k->name, role, kind, index, v->u.bytes.len, max_bytes);
     }
     return 0;
 }
@@ -348,24 +355,19 @@ static int check_index_value(const key_def *k, const char *what, const attr_valu
 /* Every index key attribute the item carries (check_index_value). */
 static int check_index_keys(const table_schema *t, const item *it, char *err, size_t errlen)
 {
-    char what[SCHEMA_MAX_NAME + 64];
     int rv = 0;
     for (uint32_t i = 0; i < t->nlsi && rv == 0; i++) {
-        const key_def *k = &t->lsi[i].sk;
-        snprintf(what, sizeof(what), "sort key of local secondary index \"%s\"", t->lsi[i].name);
-        rv = check_index_value(k, what, item_get(it, k->name), SCHEMA_MAX_SORT_KEY_BYTES, err,
-                               errlen);
+        const index_def *x = &t->lsi[i];
+        rv = check_index_value(&x->sk, "sort", "local", x->name, item_get(it, x->sk.name),
+                               SCHEMA_MAX_SORT_KEY_BYTES, err, errlen);
     }
     for (uint32_t i = 0; i < t->ngsi && rv == 0; i++) {
-        const key_def *pk = &t->gsi[i].pk, *sk = &t->gsi[i].sk;
-        snprintf(what, sizeof(what), "partition key of global secondary index \"%s\"",
-                 t->gsi[i].name);
-        rv = check_index_value(pk, what, item_get(it, pk->name), SCHEMA_MAX_KEY_BYTES, err, errlen);
-        if (rv == 0 && sk->name[0] != 0) {
-            snprintf(what, sizeof(what), "sort key of global secondary index \"%s\"",
-                     t->gsi[i].name);
-            rv = check_index_value(sk, what, item_get(it, sk->name), SCHEMA_MAX_SORT_KEY_BYTES, err,
-                                   errlen);
+        const index_def *x = &t->gsi[i];
+        rv = check_index_value(&x->pk, "partition", "global", x->name, item_get(it, x->pk.name),
+                               SCHEMA_MAX_KEY_BYTES, err, errlen);
+        if (rv == 0 && x->sk.name[0] != 0) {
+            rv = check_index_value(&x->sk, "sort", "global", x->name, item_get(it, x->sk.name),
+                                   SCHEMA_MAX_SORT_KEY_BYTES, err, errlen);
         }
     }
     return rv;
