@@ -22,6 +22,7 @@
 
 #include "../client/lapse.h"
 #include "../tests/cluster.h"
+#include "bench_util.h"
 
 enum { MAX_THREADS = 64, MAX_SAMPLES = 1 << 21 };
 
@@ -317,18 +318,6 @@ static int load_query_table(lapse_client *c)
 }
 
 /* Whether the comma-separated list names workload name exactly. */
-static int has_workload(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; p != NULL; p = strchr(p, ',')) {
-        p += *p == ',';
-        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0')) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: lapse-bench [--coordinator URL] [--threads N] [--seconds S] "

@@ -34,6 +34,7 @@
 #include "../common/lapse_err.h"
 #include "../partition/expiry.h"
 #include "../partition/store.h"
+#include "bench_util.h"
 
 #define BATCH 1000
 
@@ -191,18 +192,6 @@ static int run(bench *b, void *(*fn)(void *), const char *what, const char *unit
     free(ws);
     free(th);
     return failed || total != (uint64_t)b->items ? -1 : 0;
-}
-
-static int has_workload(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; p != NULL; p = strchr(p, ',')) {
-        p += *p == ',';
-        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0')) {
-            return 1;
-        }
-    }
-    return 0;
 }
 
 static int with_store(bench *b, const char *base, const char *name, int (*fn)(bench *))

@@ -53,6 +53,7 @@
 
 #include "../client/lapse.h"
 #include "../tests/cluster.h"
+#include "bench_util.h"
 
 typedef struct config {
     cluster *cl;        /* the running cluster (CPU accounting) */
@@ -66,19 +67,6 @@ typedef struct config {
     unsigned partitions;
     const char *node_args; /* extra lapse-node flags, or NULL */
 } config;
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* CPU seconds (user + system) the cluster's nodes used so far, from
  * /proc/PID/stat; -1 when unreadable. */
@@ -115,24 +103,6 @@ static double self_cpu_s(void)
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int has_workload(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; p != NULL; p = strchr(p, ',')) {
-        p += *p == ',';
-        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0')) {
-            return 1;
-        }
-    }
-    return 0;
 }
 
 /* Prints p50/p99/max of lag[0..n) (ms, sorted here). */

@@ -50,40 +50,6 @@
 
 extern char **environ;
 
-int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void sleep_ms(int64_t ms)
-{
-    if (ms <= 0) {
-        return;
-    }
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int has_workload(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; p != NULL; p = strchr(p, ',')) {
-        p += *p == ',';
-        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0')) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* Prints p50/p99/max of n lags (ms), sorting them. */
 void print_lags(const char *who, const char *what, int64_t *lag, size_t n, size_t expected)
 {

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench_util.h"
+
 typedef struct config {
     const char *bin_dir;
     const char *workloads;
@@ -29,8 +31,6 @@ typedef struct due_plan {
     double per_ms; /* items falling due per millisecond */
 } due_plan;
 
-int64_t wall_ms(void);
-void sleep_ms(int64_t ms);
 /* Prints p50/p99/max of lag[0..n) (ms) and how many of expected were seen. */
 void print_lags(const char *who, const char *what, int64_t *lag, size_t n, size_t expected);
 /* The second item i of plan p falls due in. */

@@ -1,0 +1,41 @@
+/*
+ * bench_util.c: helpers shared by the benchmark programs (bench_util.h).
+ */
+#include "bench_util.h"
+
+#include <string.h>
+#include <time.h>
+
+int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sleep_ms(int64_t ms)
+{
+    if (ms <= 0) {
+        return;
+    }
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int has_workload(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p != NULL; p = strchr(p, ',')) {
+        p += *p == ',';
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0')) {
+            return 1;
+        }
+    }
+    return 0;
+}

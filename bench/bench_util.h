@@ -1,0 +1,19 @@
+/*
+ * bench_util.h: what every benchmark program needs: clocks for its own
+ * timing, sorting of latency samples, and the --workloads list.
+ */
+#ifndef LAPSE_BENCH_UTIL_H
+#define LAPSE_BENCH_UTIL_H
+
+#include <stdint.h>
+
+/* Wall clock, epoch milliseconds (TTL values and deletion instants). */
+int64_t wall_ms(void);
+/* Sleeps ms milliseconds; nothing when ms <= 0. */
+void sleep_ms(int64_t ms);
+/* qsort comparator of int64_t, ascending. */
+int cmp_i64(const void *a, const void *b);
+/* 1 when name is one of the comma-separated entries of list. */
+int has_workload(const char *list, const char *name);
+
+#endif
