@@ -32,6 +32,7 @@ typedef struct proc {
     int crash_status; /* wait status when it exited on its own */
     int crashed;
     int crash_count;       /* exits on its own since cluster_start */
+    int port_retries;      /* restarts on fresh ports during start-up */
     int exit_status;       /* wait status of the last exit, -1 before any */
     char metrics_addr[32]; /* "127.0.0.1:port", or "" */
 } proc;
@@ -78,22 +79,41 @@ int cluster_free_port(void)
     return port;
 }
 
-/* A free port not among the n already picked, which it joins. */
-static int distinct_free_port(int *picked, size_t *n)
+static int port_of_addr(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+    return colon != NULL ? atoi(colon + 1) : 0;
+}
+
+/* A free port that no process of c uses yet. Each port is free when picked
+ * and closed again at once, so the kernel may hand the same one out twice. */
+static int distinct_free_port(const cluster *c)
 {
     int port = 0;
     for (int tries = 0; tries < 100; tries++) {
         port = cluster_free_port();
-        size_t k = 0;
-        while (k < *n && picked[k] != port) {
-            k++;
+        int taken = 0;
+        for (int i = 0; i <= c->nodes && !taken; i++) {
+            taken = c->procs[i].port == port || port_of_addr(c->procs[i].metrics_addr) == port;
         }
-        if (k == *n) {
+        if (!taken) {
             break;
         }
     }
-    picked[(*n)++] = port;
     return port;
+}
+
+/* Gives process idx fresh ports (its metrics port too when it has one). */
+static void pick_ports(cluster *c, int idx, int metrics)
+{
+    proc *p = &c->procs[idx];
+    p->port = 0;
+    p->metrics_addr[0] = '\0';
+    p->port = distinct_free_port(c);
+    snprintf(p->url, sizeof(p->url), "tcp://127.0.0.1:%d", p->port);
+    if (metrics) {
+        snprintf(p->metrics_addr, sizeof(p->metrics_addr), "127.0.0.1:%d", distinct_free_port(c));
+    }
 }
 
 /* Notices processes that exited by themselves, without blocking. */
@@ -223,6 +243,55 @@ int cluster_wait_up(cluster *c, int nodes, int timeout_ms)
     return rv;
 }
 
+static int log_says_in_use(const char *path)
+{
+    char buf[8192];
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, "in use") != NULL;
+}
+
+/* Restarts, on fresh ports, the processes that exited during start-up
+ * because a port was taken (their log says "in use"); a new coordinator
+ * address restarts the nodes too. Returns 0, or -1 when a process exited
+ * for another reason or clashed too often (start-up has failed). */
+static int respawn_port_clashes(cluster *c, int metrics)
+{
+    reap(c);
+    for (int i = 0; i <= c->nodes; i++) {
+        proc *p = &c->procs[i];
+        if (!p->crashed) {
+            continue;
+        }
+        if (++p->port_retries > 3 || !log_says_in_use(p->log_path)) {
+            return -1;
+        }
+        fprintf(stderr, "cluster: %s %d lost its port to another process: new ports\n",
+                i == 0 ? "coordinator" : "node", i);
+        p->crashed = 0; /* not a crash of the daemon's making */
+        p->crash_count = 0;
+        p->crash_status = 0;
+        pick_ports(c, i, i > 0 && metrics);
+        if (spawn_proc(c, i) != 0) {
+            return -1;
+        }
+        for (int k = 1; i == 0 && k <= c->nodes; k++) {
+            if (c->procs[k].pid > 0) {
+                cluster_kill(c, k, SIGKILL);
+            }
+            if (spawn_proc(c, k) != 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t errlen)
 {
     *out = NULL;
@@ -256,20 +325,11 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
             return LAPSE_EIO;
         }
     }
-    /* Each port is free when picked and closed again at once, so the kernel
-     * may hand the same one out twice: keep the picks distinct. */
-    int picked[2 * CLUSTER_MAX_NODES + 2];
-    size_t npicked = 0;
     for (int i = 0; i <= c->nodes; i++) {
         proc *p = &c->procs[i];
         const char *name = i == 0 ? "coordinator" : "node";
         p->exit_status = -1;
-        p->port = distinct_free_port(picked, &npicked);
-        snprintf(p->url, sizeof(p->url), "tcp://127.0.0.1:%d", p->port);
-        if (i > 0 && opt->metrics) {
-            snprintf(p->metrics_addr, sizeof(p->metrics_addr), "127.0.0.1:%d",
-                     distinct_free_port(picked, &npicked));
-        }
+        pick_ports(c, i, i > 0 && opt->metrics);
         if (i == 0) {
             snprintf(p->data_dir, sizeof(p->data_dir), "%s/%s", c->run_dir, name);
             snprintf(p->log_path, sizeof(p->log_path), "%s/%s.log", c->run_dir, name);
@@ -286,7 +346,17 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
             return LAPSE_EIO;
         }
     }
-    if (cluster_wait_up(c, c->nodes, 20000) != 0) {
+    /* Another test may take a port between our pick and the daemon's bind:
+     * a daemon that exits on "in use" starts again on fresh ports. */
+    int64_t deadline = now_ms() + 20000;
+    int up = LAPSE_ETIMEDOUT;
+    while (up != 0 && now_ms() < deadline) {
+        up = cluster_wait_up(c, c->nodes, 500);
+        if (up != 0 && respawn_port_clashes(c, opt->metrics) != 0) {
+            break;
+        }
+    }
+    if (up != 0) {
         reap(c);
         snprintf(err, errlen, "cluster did not come up within 20 s (logs in %s)", c->run_dir);
         cluster_free(c, 0);
