@@ -188,6 +188,27 @@ int reads_sk_from_pb(handlers_ctx *c, const Lapse__SortKeyCondition *pb, const k
     return 0;
 }
 
+int reads_pk_from_pb(handlers_ctx *c, const Lapse__AttributeValue *pb, const key_def *pkd,
+                     attr_value *pk)
+{
+    char err[256] = "";
+    if (pb == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition_key is required");
+        return LAPSE_EINVAL;
+    }
+    int rv = wire_value_from_pb(pb, pk, err, sizeof(err));
+    if (rv != 0) {
+        rpc_set_error(c->resp, c->a, rv, "partition_key: %s", err);
+        return rv;
+    }
+    if (pk->type != pkd->type) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition key \"%s\" is of type %s, not %s",
+                      pkd->name, item_type_name(pkd->type), item_type_name(pk->type));
+        return LAPSE_EINVAL;
+    }
+    return 0;
+}
+
 void reads_query(handlers_ctx *c)
 {
     const Lapse__QueryRequest *r = c->req->query;
@@ -215,21 +236,9 @@ void reads_query(handlers_ctx *c)
     const table_schema *t = &c->table->schema;
     char owner[SCHEMA_MAX_NAME + 16];
     snprintf(owner, sizeof(owner), "table \"%s\"", t->name);
-    if (r->partition_key == NULL) {
-        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition_key is required");
-        goto out;
-    }
-    int rv = wire_value_from_pb(r->partition_key, &pk, err, sizeof(err));
-    if (rv != 0) {
-        rpc_set_error(c->resp, c->a, rv, "partition_key: %s", err);
-        goto out;
-    }
-    if (pk.type != t->pk.type) {
-        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition key \"%s\" is of type %s, not %s",
-                      t->pk.name, item_type_name(t->pk.type), item_type_name(pk.type));
-        goto out;
-    }
-    if (handlers_route_pk(c, &pk, &part) != 0 ||
+    int rv;
+    if (reads_pk_from_pb(c, r->partition_key, &t->pk, &pk) != 0 ||
+        handlers_route_pk(c, &pk, &part) != 0 ||
         reads_sk_from_pb(c, r->sort_key, &t->sk, owner, &sk, &v1, &v2) != 0) {
         goto out;
     }

@@ -20,28 +20,6 @@
 #include "handlers.h"
 #include "reads_int.h"
 
-/* Converts the query's partition key, checked against key pkd. */
-static int pk_from_pb(handlers_ctx *c, const Lapse__QueryRequest *r, const key_def *pkd,
-                      attr_value *pk)
-{
-    char err[256] = "";
-    if (r->partition_key == NULL) {
-        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition_key is required");
-        return LAPSE_EINVAL;
-    }
-    int rv = wire_value_from_pb(r->partition_key, pk, err, sizeof(err));
-    if (rv != 0) {
-        rpc_set_error(c->resp, c->a, rv, "partition_key: %s", err);
-        return rv;
-    }
-    if (pk->type != pkd->type) {
-        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "partition key \"%s\" is of type %s, not %s",
-                      pkd->name, item_type_name(pkd->type), item_type_name(pk->type));
-        return LAPSE_EINVAL;
-    }
-    return 0;
-}
-
 /* Checks that this node owns the GSI partition the query names, which
  * must be the one its partition key hashes to. */
 static int route_gsi(handlers_ctx *c, uint32_t gsi, uint32_t want, const attr_value *pk)
@@ -109,7 +87,7 @@ void reads_query_index(handlers_ctx *c)
     char owner[SCHEMA_MAX_NAME + 16];
     snprintf(owner, sizeof(owner), "index \"%s\"", ix->name);
     uint32_t part = 0;
-    if (pk_from_pb(c, r, lsi >= 0 ? &t->pk : &ix->pk, &pk) != 0 ||
+    if (reads_pk_from_pb(c, r->partition_key, lsi >= 0 ? &t->pk : &ix->pk, &pk) != 0 ||
         (lsi >= 0 ? handlers_route_pk(c, &pk, &part)
                   : route_gsi(c, (uint32_t)gsi, r->index_partition, &pk)) != 0 ||
         reads_sk_from_pb(c, r->sort_key, &ix->sk, owner, &sk, &v1, &v2) != 0) {

@@ -20,6 +20,10 @@ int reads_hide_expired(const handlers_ctx *c, int requested);
 void reads_filter_page(const handlers_ctx *c, store_page *page, clock_wall now);
 /* Builds the PageResponse from a store page (or sets ENOMEM). */
 void reads_reply_page(handlers_ctx *c, const store_page *page);
+/* The query's partition key pb (the request's partition_key) as *pk,
+ * required and of pkd's type. 0, or the error set in c->resp. */
+int reads_pk_from_pb(handlers_ctx *c, const Lapse__AttributeValue *pb, const key_def *pkd,
+                     attr_value *pk);
 /* Converts an optional SortKeyCondition on sort key skd (owner names the
  * table or index in messages: "table \"T\"", "index \"I\""). v1 and v2 must
  * be item_value_init_null'd by the caller, who finis them; sk points into
