@@ -219,28 +219,11 @@ static void test_malformed_frames_get_error_replies(void **state)
  * (caller frees). */
 static int run_cli(char **out, char **errout, const char *const *args)
 {
-    char bin[600], outp[600], errp[600];
-    const char *dir = getenv("LAPSE_BIN_DIR");
-    snprintf(bin, sizeof(bin), "%s/lapse", dir ? dir : "./build/bin");
+    char outp[600], errp[600];
     snprintf(outp, sizeof(outp), "%s/cli.out", cluster_run_dir(g_cluster));
     snprintf(errp, sizeof(errp), "%s/cli.err", cluster_run_dir(g_cluster));
-    const char *argv[32];
-    int argc = 0;
-    argv[argc++] = bin;
-    argv[argc++] = "--coordinator";
-    argv[argc++] = cluster_coordinator_url(g_cluster);
-    for (int i = 0; args[i] != NULL && argc < 31; i++) {
-        argv[argc++] = args[i];
-    }
-    argv[argc] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    pid_t pid = cluster_cli_spawn(g_cluster, args, outp, errp);
+    assert_true(pid > 0);
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     const char *paths[2] = {outp, errp};

@@ -498,3 +498,28 @@ const char *cluster_log_path(const cluster *c, int idx)
 {
     return (idx >= 0 && idx <= c->nodes) ? c->procs[idx].log_path : NULL;
 }
+
+pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *out_path,
+                        const char *err_path)
+{
+    char bin[700];
+    snprintf(bin, sizeof(bin), "%s/lapse", c->bin_dir);
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = bin;
+    argv[argc++] = "--coordinator";
+    argv[argc++] = c->procs[0].url;
+    for (int i = 0; args[i] != NULL && argc < 31; i++) {
+        argv[argc++] = args[i];
+    }
+    argv[argc] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rv = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rv == 0 ? pid : -1;
+}

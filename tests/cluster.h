@@ -33,12 +33,12 @@
 typedef struct cluster cluster;
 
 typedef struct cluster_options {
-    int nodes;              /* node count, 1..CLUSTER_MAX_NODES */
-    const char *bin_dir;    /* NULL: $LAPSE_BIN_DIR, else "./build/bin" */
-    const char *run_dir;    /* NULL: a new directory under $LAPSE_TEST_TMP or /tmp */
-    const char *node_args;  /* extra arguments for every node, space-separated */
-    int quiet;              /* 0: print a line per start/kill to stderr */
-    int metrics;            /* give each node --metrics-listen on a free port */
+    int nodes;             /* node count, 1..CLUSTER_MAX_NODES */
+    const char *bin_dir;   /* NULL: $LAPSE_BIN_DIR, else "./build/bin" */
+    const char *run_dir;   /* NULL: a new directory under $LAPSE_TEST_TMP or /tmp */
+    const char *node_args; /* extra arguments for every node, space-separated */
+    int quiet;             /* 0: print a line per start/kill to stderr */
+    int metrics;           /* give each node --metrics-listen on a free port */
 } cluster_options;
 
 /* Starts the coordinator and the nodes and waits (up to 20 s) until every
@@ -52,6 +52,12 @@ void cluster_free(cluster *c, int remove_dir);
 const char *cluster_coordinator_url(const cluster *c);
 const char *cluster_node_url(const cluster *c, int node); /* node 1..N */
 const char *cluster_run_dir(const cluster *c);
+/* Starts the lapse CLI (in the cluster's bin dir) with --coordinator set to
+ * c's and args (NULL-terminated, at most 28), stdin /dev/null, stdout and
+ * stderr into out_path and err_path (truncated). Returns its pid (the
+ * caller waits for it), or -1. */
+pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *out_path,
+                        const char *err_path);
 /* "127.0.0.1:PORT" of node's /metrics endpoint, or NULL without
  * cluster_options.metrics. */
 const char *cluster_metrics_addr(const cluster *c, int node);

@@ -591,28 +591,10 @@ void rt_model_check_stream(const rt_model *m, const rt_stream *s)
 
 pid_t rt_cli_spawn(const char *tag, const char *const *args, char *out_path, char *err_path)
 {
-    char bin[600];
-    const char *dir = getenv("LAPSE_BIN_DIR");
-    snprintf(bin, sizeof(bin), "%s/lapse", dir ? dir : "./build/bin");
     snprintf(out_path, 600, "%s/%s.out", cluster_run_dir(g_c), tag);
     snprintf(err_path, 600, "%s/%s.err", cluster_run_dir(g_c), tag);
-    const char *argv[32];
-    int argc = 0;
-    argv[argc++] = bin;
-    argv[argc++] = "--coordinator";
-    argv[argc++] = cluster_coordinator_url(g_c);
-    for (int i = 0; args[i] != NULL && argc < 31; i++) {
-        argv[argc++] = args[i];
-    }
-    argv[argc] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    pid_t pid = cluster_cli_spawn(g_c, args, out_path, err_path);
+    assert_true(pid > 0);
     return pid;
 }
 
