@@ -53,6 +53,7 @@ static int count_applied(node_server *ns, const apply_filter *f, uint64_t prev, 
 {
     static const char *events[] = {"", "INSERT", "MODIFY", "REMOVE"};
     const int64_t now_ms = clock_wall_now().ms;
+    uint64_t stored_by[4][2] = {{0}}; /* [event][principal is lapse.ttl] */
     int stored = 0;
     for (size_t i = 0; i < n; i++) {
         change_record r;
@@ -66,12 +67,22 @@ static int count_applied(node_server *ns, const apply_filter *f, uint64_t prev, 
                                   lag_s);
         if (f->host_stream && r.stream_seq != 0 && r.event >= CHANGE_INSERT &&
             r.event <= CHANGE_REMOVE) {
-            char labels[96];
-            metrics_labels(labels, sizeof(labels), "event", events[r.event], "principal",
-                           r.principal == CHANGE_TTL ? "lapse.ttl" : "user", NULL);
-            metrics_counter_add(ns->metrics, "lapse_stream_records_total",
-                                "Stream records stored in the shards this node hosts", labels, 1);
+            stored_by[r.event][r.principal == CHANGE_TTL]++;
             stored = 1;
+        }
+    }
+    /* One counter update per series and batch, not per record. */
+    for (int ev = CHANGE_INSERT; stored && ev <= CHANGE_REMOVE; ev++) {
+        for (int ttl = 0; ttl < 2; ttl++) {
+            if (stored_by[ev][ttl] == 0) {
+                continue;
+            }
+            char labels[96];
+            metrics_labels(labels, sizeof(labels), "event", events[ev], "principal",
+                           ttl ? "lapse.ttl" : "user", NULL);
+            metrics_counter_add(ns->metrics, "lapse_stream_records_total",
+                                "Stream records stored in the shards this node hosts", labels,
+                                (double)stored_by[ev][ttl]);
         }
     }
     return stored;
