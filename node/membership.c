@@ -15,44 +15,30 @@
 #include "../common/log.h"
 #include "maps.h"
 
-/* Sleeps until ms have passed or node_close asks us to stop. Returns 1 when
+/* Sleeps until ms have passed, node_close asks us to stop, or
+ * membership_heartbeat_soon asks for a heartbeat now. Returns 1 when
  * stopping. */
-static int wait_slice(node_server *ns, int64_t ms)
+static int wait_or_stop(node_server *ns, int64_t ms)
 {
     struct timespec ts = clock_mono_abstime(ms);
     pthread_mutex_lock(&ns->stop_lock);
-    while (!ns->stopping) {
+    while (!ns->stopping && !ns->heartbeat_soon) {
         if (pthread_cond_timedwait(&ns->stop_cond, &ns->stop_lock, &ts) == ETIMEDOUT) {
             break;
         }
     }
+    ns->heartbeat_soon = 0;
     int stop = ns->stopping;
     pthread_mutex_unlock(&ns->stop_lock);
     return stop;
 }
 
-/* As wait_slice, but also returns (0) early, within MEMBERSHIP_SOON_POLL_MS,
- * once membership_heartbeat_soon was called. A flag polled in slices rather
- * than a condition signalled: the caller of membership_heartbeat_soon may
- * run before membership_start or after membership_stop, when stop_lock does
- * not exist. */
-static int wait_or_stop(node_server *ns, int64_t ms)
-{
-    while (ms > MEMBERSHIP_SOON_POLL_MS) {
-        if (atomic_exchange(&ns->heartbeat_soon, 0)) {
-            return 0;
-        }
-        if (wait_slice(ns, MEMBERSHIP_SOON_POLL_MS)) {
-            return 1;
-        }
-        ms -= MEMBERSHIP_SOON_POLL_MS;
-    }
-    return wait_slice(ns, ms);
-}
-
 void membership_heartbeat_soon(node_server *ns)
 {
-    atomic_store(&ns->heartbeat_soon, 1);
+    pthread_mutex_lock(&ns->stop_lock);
+    ns->heartbeat_soon = 1;
+    pthread_cond_broadcast(&ns->stop_cond);
+    pthread_mutex_unlock(&ns->stop_lock);
 }
 
 static int stopping(node_server *ns)
@@ -223,19 +209,11 @@ static void *run(void *arg)
 
 int membership_start(node_server *ns, char *err, size_t errlen)
 {
-    pthread_condattr_t ca;
-    pthread_mutex_init(&ns->stop_lock, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ns->stop_cond, &ca);
-    pthread_condattr_destroy(&ca);
     ns->stopping = 0;
     atomic_store(&ns->registered, 0);
     int e = pthread_create(&ns->membership_thread, NULL, run, ns);
     if (e != 0) {
         snprintf(err, errlen, "cannot start the membership thread: %s", strerror(e));
-        pthread_cond_destroy(&ns->stop_cond);
-        pthread_mutex_destroy(&ns->stop_lock);
         return LAPSE_ENOMEM;
     }
     ns->membership_started = 1;
@@ -253,6 +231,4 @@ void membership_stop(node_server *ns)
     pthread_mutex_unlock(&ns->stop_lock);
     pthread_join(ns->membership_thread, NULL);
     ns->membership_started = 0;
-    pthread_cond_destroy(&ns->stop_cond);
-    pthread_mutex_destroy(&ns->stop_lock);
 }

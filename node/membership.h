@@ -40,18 +40,18 @@
 #define MEMBERSHIP_BACKOFF_MIN_MS 50
 #define MEMBERSHIP_BACKOFF_MAX_MS 1000
 #define MEMBERSHIP_CALL_TIMEOUT_MS 1000
-#define MEMBERSHIP_SOON_POLL_MS 25
 
-/* Initializes the stop fields of ns and starts the thread. Returns 0 or
+/* Starts the thread (ns's stop_lock and stop_cond are node_open's). Returns 0 or
  * LAPSE_ENOMEM (thread creation failed; nothing is running).
  * REQUIRES: maps_init succeeded and ns->coord is open. */
 int membership_start(node_server *ns, char *err, size_t errlen);
 /* Asks for the next heartbeat now rather than at the end of the current
- * pause (within MEMBERSHIP_SOON_POLL_MS): something it reports changed, such
- * as a table's backfill completing, which turns describe-ttl ENABLED. Any
- * thread, any time (an atomic flag, valid before start and after stop). */
+ * pause: something it reports changed, such as a table's backfill
+ * completing, which turns describe-ttl ENABLED. Any thread, any time
+ * between node_open and node_close (stop_lock lives that long); before
+ * membership_start it is remembered. */
 void membership_heartbeat_soon(node_server *ns);
-/* Wakes the thread, waits for it to exit and destroys the stop fields.
+/* Wakes the thread and waits for it to exit.
  * Safe when membership_start was never called or failed. */
 void membership_stop(node_server *ns);
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "../common/buf.h"
+#include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "handlers.h"
@@ -142,6 +143,10 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
+    /* Before anything that may wake the membership thread (the TTL
+     * engine's backfill hook), until node_close frees ns. */
+    pthread_mutex_init(&ns->stop_lock, NULL);
+    clock_cond_init_mono(&ns->stop_cond);
     ns->id = opt->id;
     ns->workers = opt->workers;
     ns->ttl_opt = opt->ttl;
@@ -257,5 +262,7 @@ void node_close(node_server *ns)
         }
     }
     store_close(ns->st);
+    pthread_cond_destroy(&ns->stop_cond);
+    pthread_mutex_destroy(&ns->stop_lock);
     free(ns);
 }

@@ -110,11 +110,11 @@ typedef struct node_server {
     /* ---- membership thread (membership.c) ---- */
     pthread_t membership_thread; /* valid when membership_started */
     int membership_started;      /* fixed after membership_start */
-    pthread_mutex_t stop_lock;   /* guards stopping */
-    pthread_cond_t stop_cond;    /* wakes the membership thread to stop */
+    pthread_mutex_t stop_lock;   /* guards stopping, heartbeat_soon; lives as long as ns */
+    pthread_cond_t stop_cond;    /* wakes the membership thread (monotonic clock) */
     int stopping;                /* set once by node_close */
+    int heartbeat_soon;          /* membership_heartbeat_soon was called */
     atomic_int registered;       /* the coordinator knows us (last call ok) */
-    atomic_int heartbeat_soon;   /* membership_heartbeat_soon was called */
     atomic_llong clock_skew_ms;  /* our wall clock minus the coordinator's,
                                     from the last heartbeat (ttl pauses its
                                     scanners when it is out of bounds) */
