@@ -237,13 +237,16 @@ static int set_global(cli_ctx *ctx, const char *name, const char *value)
     if (strcmp(name, "--admin-token-file") == 0) {
         return read_token(ctx, value);
     }
-    unsigned ms;
+    unsigned ms = 0;
     int rv = cli_uint(ctx, name, value, &ms);
-    if (rv == CLI_OK && ms == 0) {
+    if (rv != CLI_OK) {
+        return rv;
+    }
+    if (ms == 0) {
         return cli_usage(ctx, "--timeout-ms must be positive");
     }
     ctx->timeout_ms = (int)ms;
-    return rv;
+    return CLI_OK;
 }
 
 int cli_parse(cli_ctx *ctx, int argc, char **argv, int npos, const char *const *valued,
