@@ -26,11 +26,16 @@
  *     before TTL was enabled.
  *  2. Hence an entry that exists under the partition's lock names the item's
  *     current due instant: the sweep's conditional delete needs no more than
- *     the entry, and re-checks the item only as a guard against bugs.
+ *     the entry. For a table without LSIs or an outbox the sweep reads
+ *     nothing else (only the guard against too old values, which moves with
+ *     now, is judged again, from the entry's due second); a table with them
+ *     reads each item anyway (the old image its LSI deletes and outbox record
+ *     need) and re-checks it as a guard against bugs.
  *  3. A sweep deletes an item only if, under the lock, the item exists and
- *     ttl_eval of its current value says it is expired at the sweep's now.
- *     An update that extended or removed the TTL after the item fell due is
- *     therefore honoured.
+ *     ttl_eval of its current value says it is expired at the sweep's now
+ *     (by 1 and 2, for a plain table: its entry is there and due). An update
+ *     that extended or removed the TTL after the item fell due is therefore
+ *     honoured.
  */
 #ifndef LAPSE_EXPIRY_H
 #define LAPSE_EXPIRY_H
@@ -60,11 +65,13 @@ typedef struct expiry_sweep_result {
 /*
  * Deletes up to max_items (1..STORE_BATCH_MAX) expired items of partition
  * part of table t, in one WriteBatch, under the partition's write lock:
- * reads the index entries due before now (due instant < now.ms), reads their
- * items with one MultiGet, checks each (invariant 3), and deletes item and
- * entry together. Entries whose item is gone or not expired are deleted
- * (stale); items that fail to decode are skipped, counted, and not retried
- * by later sweeps of this store instance (they never block the rest).
+ * reads the index entries due before now (due instant < now.ms), checks
+ * each (invariants 2 and 3; for a table with LSIs or an outbox, its item
+ * read with one MultiGet for all), and deletes item and entry together.
+ * Entries whose item is gone or not expired, or whose value fell behind the
+ * guard, are deleted (stale); items read that fail to decode are skipped,
+ * counted, and not retried by later sweeps of this store instance (they
+ * never block the rest).
  * Returns 0 or LAPSE_EIO/LAPSE_ENOMEM with err; on error nothing is written.
  * REQUIRES: t->ttl.enabled.
  */

@@ -351,7 +351,10 @@ static void test_sweep_honours_updates(void **state)
     assert_false(exists(f, &sess, "u", 0));
 
     /* The sweep's guard: an entry that does not match its item (written
-     * behind the store's back) is removed as stale, the item kept. */
+     * behind the store's back) is removed as stale, the item kept. Items
+     * are read, and so can be checked, where the delete needs the old
+     * image: a table with a stream (test_sweep_trusts_entries has the rest). */
+    with_stream(&sess);
     put(f, &sess, sitem(&sess, "g", 1, K_NUM, T + 7200));
     buf ik, ek;
     buf_init(&ik);
@@ -443,9 +446,9 @@ static void *race_updates(void *arg)
     return NULL;
 }
 
-static void test_sweep_races_updates(void **state)
+/* One race on sess as it is configured. */
+static void race_once(fixture *f)
 {
-    fixture *f = *state;
     racer *r = calloc(1, sizeof(*r));
     r->f = f;
     r->T = base_s + 1000;
@@ -479,9 +482,72 @@ static void test_sweep_races_updates(void **state)
                      exists(f, &sess, "race", i));
         }
     }
-    fprintf(stderr, "race: %d sweeps, %zu deleted, %zu extensions failed\n", sweeps, deleted,
-            r->failed_ext);
+    fprintf(stderr, "race (%s): %d sweeps, %zu deleted, %zu extensions failed\n",
+            sess.stream.enabled ? "items read" : "entries trusted", sweeps, deleted, r->failed_ext);
     free(r);
+}
+
+/* Both sweeps: the one that trusts the entry (a plain table) and the one
+ * that reads each item (a table with a stream). */
+static void test_sweep_races_updates(void **state)
+{
+    fixture *f = *state;
+    race_once(f);
+    with_stream(&sess);
+    race_once(f);
+}
+
+/*
+ * A plain table's sweep does not read the items it deletes: the entry, kept
+ * in step with the item in every WriteBatch, proves the due instant. It
+ * must still agree with the reading sweep on what is due (the offset, the
+ * boundary millisecond) and on the guard, which moves with now: an item
+ * indexed while eligible whose value has since fallen more than guard_years
+ * behind is no longer deleted by either.
+ */
+static void test_sweep_trusts_entries(void **state)
+{
+    fixture *f = *state;
+    table_schema plain_t = ttl_table(20, "Plain", 0, 1);
+    table_schema read_t = ttl_table(21, "Streamed", 0, 1);
+    with_stream(&read_t);
+    plain_t.ttl.offset_s = read_t.ttl.offset_s = 60;
+    plain_t.ttl.guard_years = read_t.ttl.guard_years = 1;
+    int64_t T = base_s + 1000;
+    int64_t year_s = TTL_SECONDS_PER_YEAR;
+    const table_schema *ts[2] = {&plain_t, &read_t};
+    for (int i = 0; i < 2; i++) {
+        const table_schema *t = ts[i];
+        put(f, t, sitem(t, "due", 0, K_NUM, T));
+        int64_t due[4];
+        expiry_sweep_result res = {.due_ms = due};
+        /* T + 60 s is the due instant: not yet expired at it. */
+        sweep(f, t, 0, (T + 60) * 1000, 10, &res);
+        assert_int_equal(res.deleted + res.stale, 0);
+        /* Eligible when put, a year minus 70 s before T: long due, and
+         * behind the guard 10 s after T + 60. */
+        put(f, t, sitem(t, "old", 0, K_NUM, T - year_s + 70));
+        sweep(f, t, 0, (T + 80) * 1000 + 1, 10, &res);
+        assert_int_equal(res.deleted, 1);
+        assert_int_equal(due[0], (T + 60) * 1000);
+        assert_int_equal(res.stale, 1);
+        assert_false(exists(f, t, "due", 0));
+        assert_true(exists(f, t, "old", 0));
+        keylist got = {0};
+        index_of(f, t->id, &got);
+        assert_int_equal(got.n, 0);
+        kl_fini(&got);
+    }
+    /* What the plain table gives up: an item corrupted behind the store's
+     * back is not judged, its entry is believed (the table with a stream
+     * counts it undeletable: expiry_backfill_test). */
+    put(f, &plain_t, sitem(&plain_t, "bad", 0, K_NUM, T));
+    corrupt(f, &plain_t, skey(&plain_t, "bad", 0));
+    expiry_sweep_result res = {0};
+    sweep(f, &plain_t, 0, (T + 61) * 1000, 10, &res);
+    assert_int_equal(res.deleted, 1);
+    assert_int_equal(res.undeletable, 0);
+    assert_int_equal(count_items(f, &plain_t), 1); /* "old" */
 }
 int main(void)
 {
@@ -492,6 +558,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sweep_budget, esetup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_honours_updates, esetup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_races_updates, esetup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_trusts_entries, esetup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,12 @@ table_schema ttl_table(uint32_t id, const char *name, int with_sk, uint32_t part
     return t;
 }
 
+void with_stream(table_schema *t)
+{
+    t->stream.enabled = 1;
+    t->stream.ttl_deletes = 1;
+}
+
 int esetup(void **state)
 {
     sess = ttl_table(10, "Sessions", 1, 4);

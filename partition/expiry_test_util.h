@@ -20,6 +20,10 @@ extern int64_t base_s;    /* real now, seconds, at setup: TTL values are relativ
 
 /* A table with Pk S (and Sk N when with_sk), TTL enabled on "Exp". */
 table_schema ttl_table(uint32_t id, const char *name, int with_sk, uint32_t parts);
+/* Gives t a change stream with TTL deletes: its sweeps read each item (the
+ * delete's old image), so they judge it, where a plain table's trust the
+ * expiry entry. */
+void with_stream(table_schema *t);
 /* cmocka setup: sess, solo, base_s, then store_test_util's setup. */
 int esetup(void **state);
 clock_wall at_ms(int64_t ms);
