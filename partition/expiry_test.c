@@ -310,6 +310,67 @@ static void test_sweep_budget(void **state)
     assert_int_equal(count_items(f, &solo), 1);
 }
 
+/* Puts n items "<prefix>NNNN" into t, due at second due_s. */
+static void put_run(fixture *f, const table_schema *t, const char *prefix, int from, int n,
+                    int64_t due_s)
+{
+    char pk[32];
+    for (int i = from; i < from + n; i++) {
+        snprintf(pk, sizeof(pk), "%s%04d", prefix, i);
+        put(f, t, sitem(t, pk, 0, K_NUM, due_s));
+    }
+}
+
+static size_t index_count(fixture *f, uint32_t table_id)
+{
+    keylist got = {0};
+    index_of(f, table_id, &got);
+    size_t n = got.n;
+    kl_fini(&got);
+    return n;
+}
+
+/* A plain table's sweep of a long run of entries deletes them with one range
+ * tombstone: exactly the entries it collected go, the first one past the
+ * budget and the ones not yet due stay, and an entry written into the
+ * deleted range afterwards is seen and swept like any other. */
+static void test_sweep_range(void **state)
+{
+    fixture *f = *state;
+    table_schema w = ttl_table(23, "Wide", 0, 1);
+    int64_t T = base_s + 1000;
+    put_run(f, &w, "w", 0, 1300, T);
+    put_run(f, &w, "z", 0, 5, T + 100);
+    expiry_sweep_result res = {0};
+    sweep(f, &w, 0, (T + 1) * 1000, 1000, &res);
+    assert_int_equal(res.deleted, 1000);
+    assert_true(res.more);
+    assert_int_equal(index_count(f, w.id), 305);
+    assert_int_equal(count_items(f, &w), 305);
+    sweep(f, &w, 0, (T + 1) * 1000, 1000, &res);
+    assert_int_equal(res.deleted, 300);
+    assert_false(res.more);
+    assert_int_equal(res.next_due_ms, (T + 100) * 1000);
+    assert_int_equal(index_count(f, w.id), 5);
+    /* Into the deleted range: one due at T again, one due later. */
+    put_run(f, &w, "w", 350, 1, T);
+    put_run(f, &w, "w", 351, 1, T + 50);
+    assert_int_equal(index_count(f, w.id), 7);
+    sweep(f, &w, 0, (T + 1) * 1000, 1000, &res);
+    assert_int_equal(res.deleted, 1);
+    assert_false(exists(f, &w, "w0350", 0));
+    assert_true(exists(f, &w, "w0351", 0));
+    assert_int_equal(sweep_all(f, &w, (T + 101) * 1000, 1000), 6);
+    assert_int_equal(index_count(f, w.id), 0);
+    assert_int_equal(count_items(f, &w), 0);
+    /* The tombstones survive a reopen (the WAL) and a flush of the index. */
+    put_run(f, &w, "v", 0, 400, T);
+    assert_int_equal(sweep_all(f, &w, (T + 1) * 1000, 1000), 400);
+    reopen(f);
+    assert_int_equal(index_count(f, w.id), 0);
+    assert_int_equal(sweep_all(f, &w, (T + 1) * 1000, 1000), 0);
+}
+
 static void test_sweep_honours_updates(void **state)
 {
     fixture *f = *state;
@@ -556,6 +617,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_index_property, esetup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_boundary, esetup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_budget, esetup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_range, esetup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_honours_updates, esetup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_races_updates, esetup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_trusts_entries, esetup, teardown),
