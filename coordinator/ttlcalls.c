@@ -27,9 +27,11 @@ static void oom(Lapse__Response *resp, arena *a)
 static void record(server *s, uint32_t node_id, Lapse__TtlProgress *const *pb, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (pb[i] == NULL || pmap_table_find_id(s->pm, pb[i]->table_id) == NULL) {
+        const pmap_table *t = pb[i] != NULL ? pmap_table_find_id(s->pm, pb[i]->table_id) : NULL;
+        if (t == NULL) {
             continue;
         }
+        ttlprop_status was = ttlprop_status_of(&s->ttl, t);
         ttlprop_progress p = {
             .table_id = pb[i]->table_id,
             .config_version = pb[i]->config_version,
@@ -42,6 +44,13 @@ static void record(server *s, uint32_t node_id, Lapse__TtlProgress *const *pb, s
             /* Only a status shown late: the node reports again. */
             log_warn("out of memory recording TTL progress of node %u", node_id);
             return;
+        }
+        ttlprop_status is = ttlprop_status_of(&s->ttl, t);
+        if (is != was && (is == TTLPROP_ENABLED || is == TTLPROP_DISABLED)) {
+            log_info("TimeToLive on table %s is %s: every node holding its partitions applied "
+                     "config version %" PRIu64 "%s (node %u reported last)",
+                     t->schema.name, ttlprop_status_name(is), t->schema.ttl.config_version,
+                     is == TTLPROP_ENABLED ? " and finished its backfill" : "", node_id);
         }
     }
 }
