@@ -7,7 +7,8 @@
 #
 # Coordinator tcp://127.0.0.1:7400, nodes 7401-7403, the nodes' Prometheus
 # metrics on http://127.0.0.1:9401-9403/metrics (deploy/prometheus.yml
-# scrapes them). Data, logs and pid files
+# scrapes them), the nodes' shared cluster token in $LAPSE_HOME/cluster-token.
+# Data, logs and pid files
 # live under $LAPSE_HOME (default .lapse in the current directory). Running
 # `up` twice is harmless; `down` only signals processes whose pid file it
 # wrote and whose command line still matches, never others.
@@ -72,11 +73,17 @@ up() {
       fi
     done
   fi
+  # As a deployed cluster does (docs/operations.md), the nodes share a
+  # cluster token for Replicate: made once, kept with the data.
+  local token=$home/cluster-token
+  if [[ ! -s $token ]]; then
+    (umask 077 && head -c 32 /dev/urandom | base64 >"$token")
+  fi
   start coordinator "$bin/lapse-coordinator" --listen "$coord_url" --data "$home/coordinator"
   for i in 1 2 3; do
     start "node$i" "$bin/lapse-node" --id "$i" --listen "tcp://127.0.0.1:${node_ports[i-1]}" \
       --coordinator "$coord_url" --data "$home/node$i" \
-      --metrics-listen "127.0.0.1:${metrics_ports[i-1]}"
+      --metrics-listen "127.0.0.1:${metrics_ports[i-1]}" --cluster-token-file "$token"
   done
 
   echo -n "waiting for three nodes to register"
