@@ -221,9 +221,9 @@ void expiry_scratch_release(store *st)
     st->scratch_pooled = 0;
 }
 
-/* Judges collected entry i against its item and adds the outcome to b,
- * with the LSI and outbox writes of a delete through d (NULL: the table has
- * neither). The item is not decoded: ttl_eval_encoded reads the TTL value in
+/* Judges collected entry i of a table with LSIs or an outbox against its
+ * item (read) and adds the outcome to b, with the LSI and outbox writes of a
+ * delete through d. The item is not decoded: ttl_eval_encoded reads the TTL value in
  * place (and rejects exactly what item_decode would). 0, or an error with
  * err (LAPSE_ENOMEM; LAPSE_EIO or LAPSE_ECORRUPT from d). */
 static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scratch *s, size_t i,
@@ -266,13 +266,11 @@ static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scr
         return 0;
     }
     db_batch_delete(b, st->db, CF_ITEMS, ik, ilen);
-    if (d != NULL) {
-        /* The old image is the stored value as read; keys come from ik. */
-        store_ttl_delete td = {due_ms};
-        if ((rv = store_derive_change(d, b, ik, ilen, s->vals[i].data, s->vals[i].len, NULL, 0, &td,
-                                      err, errlen)) != 0) {
-            return rv;
-        }
+    /* The old image is the stored value as read; keys come from ik. */
+    store_ttl_delete td = {due_ms};
+    if ((rv = store_derive_change(d, b, ik, ilen, s->vals[i].data, s->vals[i].len, NULL, 0, &td,
+                                  err, errlen)) != 0) {
+        return rv;
     }
     if (res->due_ms != NULL) {
         res->due_ms[res->deleted] = due_ms;
