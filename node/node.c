@@ -101,7 +101,7 @@ static int check_node_id(node_server *ns, char *err, size_t errlen)
     }
     char text[16];
     int n = snprintf(text, sizeof(text), "%u", ns->id);
-    if ((rv = store_meta_put(ns->st, NODE_META_ID, text, (size_t)n, why, sizeof(why))) != 0) {
+    if ((rv = store_meta_put(ns->st, NODE_META_ID, text, (size_t)n, 1, why, sizeof(why))) != 0) {
         snprintf(err, errlen, "data dir %s: recording the node id: %s", ns->data_dir, why);
     }
 out:

@@ -674,7 +674,7 @@ int store_meta_get(store *st, const char *name, buf *val, int *found, char *err,
     return db_get(st->db, CF_META, name, strlen(name), val, found, err, errlen);
 }
 
-int store_meta_put(store *st, const char *name, const void *val, size_t len, char *err,
+int store_meta_put(store *st, const char *name, const void *val, size_t len, int sync, char *err,
                    size_t errlen)
 {
     db_batch *b = db_batch_new();
@@ -682,8 +682,7 @@ int store_meta_put(store *st, const char *name, const void *val, size_t len, cha
         return oom(err, errlen);
     }
     db_batch_put(b, st->db, CF_META, name, strlen(name), val, len);
-    /* Metadata is rare and identifies the node: make it durable. */
-    int rv = db_write(st->db, b, 1, err, errlen);
+    int rv = db_write(st->db, b, sync, err, errlen);
     db_batch_free(b);
     return rv;
 }

@@ -197,7 +197,10 @@ void store_set_expiry_hook(store *st, store_expiry_hook fn, void *arg);
 
 /* Node-local metadata, by name. store_meta_get clears val and sets *found. */
 int store_meta_get(store *st, const char *name, buf *val, int *found, char *err, size_t errlen);
-int store_meta_put(store *st, const char *name, const void *val, size_t len, char *err,
+/* sync: 1 waits for the WAL to reach the disk (which also writes every
+ * unsynced byte before it: after a bulk load, tens of MB), 0 survives kill -9
+ * (the OS keeps the WAL) but not an OS crash. */
+int store_meta_put(store *st, const char *name, const void *val, size_t len, int sync, char *err,
                    size_t errlen);
 
 #endif

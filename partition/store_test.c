@@ -404,7 +404,7 @@ static void test_persistence_and_meta(void **state)
     item *x = song("Persist", "s", "1");
     put(f, &music, item_dup(x));
     put(f, &plain, itm(1, "Pk", ATTR_N, "42"));
-    assert_ok(store_meta_put(f->st, "node_id", "7", 1, f->err, sizeof(f->err)), f);
+    assert_ok(store_meta_put(f->st, "node_id", "7", 1, 1, f->err, sizeof(f->err)), f);
     reopen(f);
     item *got = get(f, &music, song_key("Persist", "s"));
     assert_true(item_eq(got, x));

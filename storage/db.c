@@ -129,10 +129,6 @@ static int tune(db *d, const db_options *opt)
     rocksdb_options_set_db_write_buffer_size(d->opts, DB_WRITE_BUFFER_BYTES);
     rocksdb_options_set_level_compaction_dynamic_level_bytes(d->opts, 1);
     rocksdb_options_set_bytes_per_sync(d->opts, (uint64_t)1 << 20);
-    /* Start the WAL's writeback every MiB too: a synced write (metadata, a
-     * partition map) then waits for at most that much, not for every
-     * unsynced write since the last one (a 1M-item load: ~100 ms). */
-    rocksdb_options_set_wal_bytes_per_sync(d->opts, (uint64_t)1 << 20);
     rocksdb_options_set_keep_log_file_num(d->opts, 4);
 
     /* The WAL stays on for every write (never rocksdb_writeoptions_disable_WAL):
