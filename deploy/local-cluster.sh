@@ -6,7 +6,8 @@
 #   deploy/local-cluster.sh status         show which are running
 #
 # Coordinator tcp://127.0.0.1:7400, nodes 7401-7403, the nodes' Prometheus
-# metrics on http://127.0.0.1:9401-9403/metrics (deploy/prometheus.yml
+# metrics on http://127.0.0.1:9401-9403/metrics (LAPSE_PORT and
+# LAPSE_METRICS_PORT move them) (deploy/prometheus.yml
 # scrapes them), the nodes' shared cluster token in $LAPSE_HOME/cluster-token.
 # Data, logs and pid files
 # live under $LAPSE_HOME (default .lapse in the current directory). Running
@@ -18,9 +19,17 @@ home=${LAPSE_HOME:-$PWD/.lapse}
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${2:-$PWD/build/bin}
 [[ -d $bin ]] && bin=$(cd "$bin" && pwd)
-coord_port=7400
-node_ports=(7401 7402 7403)
-metrics_ports=(9401 9402 9403)
+# LAPSE_PORT and LAPSE_METRICS_PORT move the ports (tests pick free ones):
+# the coordinator on LAPSE_PORT and the nodes on the next three, the nodes'
+# metrics on LAPSE_METRICS_PORT and the next two.
+coord_port=${LAPSE_PORT:-7400}
+metrics_port=${LAPSE_METRICS_PORT:-9401}
+for p in "$coord_port" "$metrics_port"; do
+  [[ $p =~ ^[0-9]+$ ]] && ((p >= 1 && p <= 65532)) ||
+    { echo "local-cluster: bad port $p (LAPSE_PORT, LAPSE_METRICS_PORT)" >&2; exit 2; }
+done
+node_ports=($((coord_port + 1)) $((coord_port + 2)) $((coord_port + 3)))
+metrics_ports=($metrics_port $((metrics_port + 1)) $((metrics_port + 2)))
 coord_url="tcp://127.0.0.1:$coord_port"
 
 # Prints the pid in $1's pid file when that process is alive and is ours.
@@ -101,18 +110,21 @@ up() {
     exit 1
   fi
   "$bin/lapse" --coordinator "$coord_url" cluster-status
+  local use_coord=""
+  [[ $coord_port == 7400 ]] || use_coord="  export LAPSE_COORDINATOR=$coord_url
+"
   cat <<TRY
 
 Lapse is running (data and logs in $home). Try:
   export PATH=$bin:\$PATH
-  lapse create-table SessionData --partition-key UserName:S --sort-key SessionId:S
+$use_coord  lapse create-table SessionData --partition-key UserName:S --sort-key SessionId:S
   lapse put SessionData '{"UserName":{"S":"user1"},"SessionId":{"S":"s1"},"ExpirationTime":{"N":"'\$((\$(date +%s)+5))'"}}'
   lapse get SessionData '{"UserName":{"S":"user1"},"SessionId":{"S":"s1"}}'
   lapse query SessionData --key '{"UserName":{"S":"user1"}}'
   lapse update-ttl SessionData --enable --attribute ExpirationTime
   lapse describe-ttl SessionData
   sleep 6; lapse scan SessionData      # the session expired and was deleted
-  curl -s http://127.0.0.1:9401/metrics | grep lapse_ttl_deleted   # node 1's metrics
+  curl -s http://127.0.0.1:${metrics_ports[0]}/metrics | grep lapse_ttl_deleted   # node 1's metrics
   prometheus --config.file=$here/prometheus.yml --storage.tsdb.path=$home/prometheus \
     --web.listen-address=127.0.0.1:9090   # scrapes all three nodes (docs/operations.md)
 Stop it with: make cluster-down

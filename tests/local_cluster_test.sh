@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# local_cluster_test: `make cluster` (deploy/local-cluster.sh, the README's
+# first command) starts a working three-node cluster and `make cluster-down`
+# stops exactly what it started.
+#
+#   tests/local_cluster_test.sh LOCAL_CLUSTER_SCRIPT BIN_DIR
+#
+# 1. a bad LAPSE_PORT is refused (exit 2) and starts nothing;
+# 2. `up` (on free ports through LAPSE_PORT and LAPSE_METRICS_PORT, data
+#    under a fresh LAPSE_HOME) exits 0 with three nodes UP, makes the
+#    cluster token (mode 0600) and starts every node with it; a second `up`
+#    starts nothing new;
+# 3. through the lapse CLI: a table with a stream, puts and gets, TTL
+#    enabled; an item due in ~2 s is deleted (bounded poll), an item due
+#    tomorrow stays, node metrics count the deletion, and the stream holds
+#    the item's lapse.ttl REMOVE (a Replicate between token-sharing nodes);
+# 4. `down` stops the four processes (their pids are gone), a second `down`
+#    says nothing is running.
+# A trap kills what is left on failure. Ports are picked at random among
+# those nothing listens on; a clash with another test is unlikely and shows
+# as a clear failure of `up`.
+set -euo pipefail
+
+script=$1 bin=$2
+me=local_cluster_test
+tmp_root=${LAPSE_TEST_TMP:-/tmp}
+mkdir -p "$tmp_root"
+tmp=$(mktemp -d "$tmp_root/local_cluster_test.XXXXXX")
+export LAPSE_HOME=$tmp/home
+
+cleanup() {
+  local rc=$? pidf pid
+  for pidf in "$LAPSE_HOME"/*.pid; do
+    [[ -f $pidf ]] || continue
+    pid=$(<"$pidf")
+    if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--data $LAPSE_HOME/"; then
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  if ((rc != 0)); then
+    for f in "$LAPSE_HOME"/*.log; do
+      [[ -f $f ]] || continue
+      echo "--- $f (last 20 lines)" >&2
+      tail -n 20 "$f" >&2
+    done
+  fi
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "$me: FAIL: $*" >&2
+  exit 1
+}
+
+listening() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# A base port b with b..b+n-1 all free.
+free_base() {
+  local n=$1 b i tries
+  for tries in $(seq 50); do
+    b=$((20000 + RANDOM % 30000))
+    for ((i = 0; i < n; i++)); do
+      listening $((b + i)) && continue 2
+    done
+    echo "$b"
+    return 0
+  done
+  fail "no free ports found"
+}
+
+# 1. refusal
+if LAPSE_PORT=x "$script" up "$bin" >"$tmp/bad.out" 2>&1; then
+  fail "up accepted LAPSE_PORT=x"
+fi
+grep -q "bad port" "$tmp/bad.out" || fail "no clear message for a bad port: $(cat "$tmp/bad.out")"
+[[ ! -e $LAPSE_HOME ]] || fail "a refused up created $LAPSE_HOME"
+
+# 2. up
+export LAPSE_PORT=$(free_base 4)
+export LAPSE_METRICS_PORT=$(free_base 3)
+coord=tcp://127.0.0.1:$LAPSE_PORT
+"$script" up "$bin" >"$tmp/up.out" 2>&1 || fail "up failed: $(cat "$tmp/up.out")"
+n=$(grep -o '"State": *"UP"' "$tmp/up.out" | wc -l)
+((n == 3)) || fail "up printed $n UP nodes, want 3"
+grep -q "export LAPSE_COORDINATOR=$coord" "$tmp/up.out" || fail "up's hints do not name the coordinator"
+token=$LAPSE_HOME/cluster-token
+[[ -s $token ]] || fail "no cluster token"
+[[ $(stat -c %a "$token") == 600 ]] || fail "cluster token mode $(stat -c %a "$token"), want 600"
+pids=()
+for name in coordinator node1 node2 node3; do
+  pid=$(<"$LAPSE_HOME/$name.pid")
+  [[ -r /proc/$pid/cmdline ]] || fail "$name (pid $pid) is not running"
+  pids+=("$pid")
+  if [[ $name == node* ]]; then
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--cluster-token-file $token" ||
+      fail "$name was started without the cluster token"
+  fi
+done
+"$script" up "$bin" >"$tmp/up2.out" 2>&1 || fail "second up failed: $(cat "$tmp/up2.out")"
+n=$(grep -c "already running" "$tmp/up2.out" || true)
+((n == 4)) || fail "second up: $n of 4 already running: $(cat "$tmp/up2.out")"
+for i in 0 1 2 3; do
+  name=$([[ $i == 0 ]] && echo coordinator || echo node$i)
+  [[ $(<"$LAPSE_HOME/$name.pid") == "${pids[i]}" ]] || fail "second up restarted $name"
+done
+
+# 3. the cluster works
+lapse() { "$bin/lapse" --coordinator "$coord" "$@"; }
+lapse create-table Sessions --partition-key Id:S --stream on >/dev/null
+now=$(date +%s)
+lapse put Sessions '{"Id":{"S":"soon"},"Exp":{"N":"'$((now + 2))'"}}'
+lapse put Sessions '{"Id":{"S":"later"},"Exp":{"N":"'$((now + 86400))'"}}'
+lapse get Sessions '{"Id":{"S":"later"}}' | grep -q '"later"' || fail "get after put"
+lapse update-ttl Sessions --enable --attribute Exp >/dev/null
+for _ in $(seq 100); do
+  lapse describe-ttl Sessions | grep -q '"ENABLED"' && break
+  sleep 0.1
+done
+lapse describe-ttl Sessions | grep -q '"ENABLED"' || fail "TTL did not turn ENABLED"
+gone=0
+for _ in $(seq 100); do
+  if ! lapse get Sessions '{"Id":{"S":"soon"}}' | grep -q '"soon"'; then
+    gone=1
+    break
+  fi
+  sleep 0.1
+done
+((gone)) || fail "the item due in 2 s is still there 10 s later"
+lapse get Sessions '{"Id":{"S":"later"}}' | grep -q '"later"' || fail "the item due tomorrow was deleted"
+deleted=0
+for i in 0 1 2; do
+  port=$((LAPSE_METRICS_PORT + i))
+  v=$(exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3 |
+    awk '/^lapse_ttl_deleted_items_total\{table="Sessions"\}/ {print $2}')
+  deleted=$((deleted + ${v:-0}))
+done
+((deleted == 1)) || fail "nodes' metrics count $deleted TTL deletions, want 1"
+removes=0
+for _ in $(seq 50); do
+  removes=$(lapse stream Sessions --only ttl 2>/dev/null | grep -c "\"REMOVE\"" || true)
+  ((removes >= 1)) && break
+  sleep 0.1
+done
+((removes == 1)) || fail "the stream holds $removes lapse.ttl REMOVEs, want 1"
+if grep -qi "EPERM\|refus" "$LAPSE_HOME"/node*.log; then
+  fail "a node refused a Replicate: $(grep -hi 'EPERM\|refus' "$LAPSE_HOME"/node*.log | head -3)"
+fi
+
+# 4. down
+"$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
+n=$(grep -c "^stopped" "$tmp/down.out" || true)
+((n == 4)) || fail "down stopped $n of 4: $(cat "$tmp/down.out")"
+for pid in "${pids[@]}"; do
+  [[ ! -e /proc/$pid ]] || fail "pid $pid still running after down"
+done
+"$script" down >"$tmp/down2.out" 2>&1 || fail "second down failed"
+grep -q "no local cluster running" "$tmp/down2.out" || fail "second down: $(cat "$tmp/down2.out")"
+echo "$me: ok"
