@@ -261,39 +261,86 @@ static void fill_table(run *r, int ti, uint64_t *rng)
 
 /* ============================== scenarios ============================== */
 
+/* A fresh table with TTL enabled and no index or stream, for the plain half
+ * of a mass expiry: PLAIN_BURST_PER_PART items per partition fall due at
+ * once, so its sweeps take the path that reads no item and deletes the
+ * entries with one range tombstone (partition/expiry.c). Returns its model
+ * index, or -1 (logged) when it cannot be set up. */
+#define PLAIN_BURST_PER_PART 300
+
+static int plain_burst_table(run *r, int n)
+{
+    char name[48];
+    snprintf(name, sizeof(name), "chaos_pb%d", n);
+    int ti = model_add_table(&r->m, name, WL_PARTITIONS * PLAIN_BURST_PER_PART, 0);
+    if (ti < 0) {
+        return -1;
+    }
+    int crv = faults_create_table(r, name, NULL);
+    if ((crv != 0 && crv != LAPSE_EEXISTS) || faults_enable_ttl(r, name, 20000) != 0) {
+        flog_add(r, "cannot set up %s for the plain burst", name);
+        return -1;
+    }
+    r->m.t[ti].ttl = 1;
+    r->m.t[ti].ttl_resolved = 1;
+    return ti;
+}
+
+/* A tenth of the m keys idx of table ti get extended or lose their TTL,
+ * racing the scanner. */
+static void race_burst(run *r, int ti, const int *idx, int m, uint64_t *rng)
+{
+    for (int i = 0; i < m / 10; i++) {
+        int k = idx[rng_range(rng, 0, m - 1)];
+        if (rng_next(rng) % 2 == 0) {
+            wl_call(r, r->admin, ti, k, WK_UPD_TTL, TC_FUTURE, rng);
+        } else {
+            wl_call(r, r->admin, ti, k, WK_UPD_RM, 0, rng);
+        }
+    }
+}
+
 static void sc_mass_expiry(run *r, uint64_t *rng, int n)
 {
     int m = faults_burst_keys(r->opt);
     int slot = n % CHAOS_BURST_SLOTS;
-    int *idx = malloc(sizeof(int) * (size_t)m);
-    if (idx == NULL) {
+    int pti = plain_burst_table(r, n);
+    int pm = pti >= 0 ? r->m.t[pti].nkeys : 0;
+    int *idx = malloc(sizeof(int) * (size_t)m), *pidx = malloc(sizeof(int) * (size_t)(pm + 1));
+    if (idx == NULL || pidx == NULL) {
+        free(idx);
+        free(pidx);
         return;
     }
     for (int i = 0; i < m; i++) {
         idx[i] = r->opt->items + slot * m + i;
     }
+    for (int i = 0; i < pm; i++) {
+        pidx[i] = i;
+    }
     int64_t due_s = wall_ms() / 1000 + 3;
-    run_phase(r, "mass expiry: %d items due at %" PRId64, m, due_s);
+    run_phase(r, "mass expiry: %d + %d (plain table) items due at %" PRId64, m, pm, due_s);
     wl_batch_put(r, r->admin, 0, idx, m, due_s, rng);
-    /* A tenth of them get extended or lose their TTL right around the due
+    if (pm > 0) {
+        wl_batch_put(r, r->admin, pti, pidx, pm, due_s, rng);
+    }
+    /* A tenth of each get extended or lose their TTL right around the due
      * second, racing the scanner. */
     int64_t due_mono = mono_ms() + (due_s * 1000 - wall_ms());
     sleep_until(due_mono - rng_range(rng, 0, 100));
-    for (int i = 0; i < m / 10; i++) {
-        int k = idx[rng_range(rng, 0, m - 1)];
-        if (rng_next(rng) % 2 == 0) {
-            wl_call(r, r->admin, 0, k, WK_UPD_TTL, TC_FUTURE, rng);
-        } else {
-            wl_call(r, r->admin, 0, k, WK_UPD_RM, 0, rng);
-        }
+    race_burst(r, 0, idx, m, rng);
+    if (pm > 0) {
+        race_burst(r, pti, pidx, pm, rng);
     }
     sleep_until(due_mono + rng_range(rng, -300, 1000));
     int victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
     char why[96];
-    snprintf(why, sizeof(why), "during the mass expiry of %d items due at %" PRId64, m, due_s);
+    snprintf(why, sizeof(why), "during the mass expiry of %d + %d items due at %" PRId64, m, pm,
+             due_s);
     kill9(r, victim, why);
     restart_after(r, victim, rng_range(rng, 200, 2000));
     free(idx);
+    free(pidx);
 }
 
 /* How many stream shards and GSI partitions of table 0 (the indexed table)

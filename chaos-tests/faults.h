@@ -4,6 +4,8 @@
  * in the run's fault log.
  *
  *   mass-expiry    (node-kill)        a burst of items due in the same second,
+ *                                     in the indexed table and in a fresh
+ *                                     plain one (range-tombstone sweeps),
  *                                     some extended while due, and kill -9 of
  *                                     a random node around that second
  *   dest-kill      (dest-kill)        a burst of items due in two seconds, and
