@@ -16,9 +16,9 @@
 #    the item's lapse.ttl REMOVE (a Replicate between token-sharing nodes);
 # 4. `down` stops the four processes (their pids are gone), a second `down`
 #    says nothing is running.
-# A trap kills what is left on failure. Ports are picked at random among
-# those nothing listens on; a clash with another test is unlikely and shows
-# as a clear failure of `up`.
+# A trap kills what is left on failure. Ports are picked at random below the
+# ephemeral range among those nothing listens on; when one is taken before
+# its daemon binds it, `up` is run again on new ports.
 set -euo pipefail
 
 script=$1 bin=$2
@@ -58,11 +58,15 @@ listening() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# A base port b with b..b+n-1 all free.
+# A base port b with b..b+n-1 all free, below the kernel's ephemeral range
+# (where the other tests' harness picks its ports by binding to port 0, and
+# where outgoing connections get theirs).
+ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+((ephemeral_low > 12000)) || ephemeral_low=32768
 free_base() {
   local n=$1 b i tries
   for tries in $(seq 50); do
-    b=$((20000 + RANDOM % 30000))
+    b=$((10000 + RANDOM % (ephemeral_low - 10010)))
     for ((i = 0; i < n; i++)); do
       listening $((b + i)) && continue 2
     done
@@ -79,11 +83,19 @@ fi
 grep -q "bad port" "$tmp/bad.out" || fail "no clear message for a bad port: $(cat "$tmp/bad.out")"
 [[ ! -e $LAPSE_HOME ]] || fail "a refused up created $LAPSE_HOME"
 
-# 2. up
-export LAPSE_PORT=$(free_base 4)
-export LAPSE_METRICS_PORT=$(free_base 3)
-coord=tcp://127.0.0.1:$LAPSE_PORT
-"$script" up "$bin" >"$tmp/up.out" 2>&1 || fail "up failed: $(cat "$tmp/up.out")"
+# 2. up; a daemon that lost its port to another process between the pick
+# and its bind ("address in use" in its log) means new ports, at most 3 times.
+for attempt in 1 2 3; do
+  export LAPSE_PORT=$(free_base 4)
+  export LAPSE_METRICS_PORT=$(free_base 3)
+  coord=tcp://127.0.0.1:$LAPSE_PORT
+  "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
+  grep -qs "address in use" "$LAPSE_HOME"/*.log || fail "up failed: $(cat "$tmp/up.out")"
+  ((attempt < 3)) || fail "up lost its ports three times: $(cat "$tmp/up.out")"
+  echo "$me: a port was taken meanwhile; again on new ports" >&2
+  "$script" down >/dev/null 2>&1 || true
+  rm -rf "$LAPSE_HOME"
+done
 n=$(grep -o '"State": *"UP"' "$tmp/up.out" | wc -l)
 ((n == 3)) || fail "up printed $n UP nodes, want 3"
 grep -q "export LAPSE_COORDINATOR=$coord" "$tmp/up.out" || fail "up's hints do not name the coordinator"
