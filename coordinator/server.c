@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "handlers.h"
@@ -24,11 +25,7 @@ int server_open(server **out, const server_config *cfg, char *err, size_t errlen
     ttlprop_init(&s->ttl);
     pthread_mutex_init(&s->ddl_lock, NULL);
     pthread_mutex_init(&s->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->member_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init_mono(&s->member_cond);
 
     int rv;
     if (cfg->admin_token != NULL) {

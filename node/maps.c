@@ -140,14 +140,10 @@ out:
 
 int maps_init(node_server *ns, char *err, size_t errlen)
 {
-    pthread_condattr_t ca;
     pthread_rwlock_init(&ns->map_lock, NULL);
     pthread_mutex_init(&ns->apply_lock, NULL);
     pthread_mutex_init(&ns->refresh_lock, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ns->refresh_done, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init_mono(&ns->refresh_done);
     ns->refresh_in_flight = 0;
     ns->refresh_last_mono_ms = 0;
 
@@ -379,28 +375,13 @@ static int fetch(node_server *ns, int timeout_ms, char *err, size_t errlen)
     return rv;
 }
 
-/* Absolute CLOCK_MONOTONIC time of deadline (monotonic ms), for timedwait. */
-static struct timespec abs_deadline(int64_t deadline_mono_ms)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    int64_t left = deadline_mono_ms - clock_mono_now().ms;
-    if (left < 0) {
-        left = 0;
-    }
-    int64_t ns = now.tv_nsec + (left % 1000) * 1000000;
-    struct timespec ts = {.tv_sec = now.tv_sec + left / 1000 + ns / 1000000000,
-                          .tv_nsec = ns % 1000000000};
-    return ts;
-}
-
 int maps_refresh(node_server *ns, int64_t deadline_mono_ms, int rate_limited, char *err,
                  size_t errlen)
 {
     pthread_mutex_lock(&ns->refresh_lock);
     if (ns->refresh_in_flight) {
         /* Single flight: the fetch under way serves us too. */
-        struct timespec ts = abs_deadline(deadline_mono_ms);
+        struct timespec ts = clock_mono_abstime(deadline_mono_ms - clock_mono_now().ms);
         while (ns->refresh_in_flight) {
             if (pthread_cond_timedwait(&ns->refresh_done, &ns->refresh_lock, &ts) == ETIMEDOUT) {
                 break;
