@@ -154,16 +154,6 @@ void *backfill_run(void *arg)
         self->busy_part = 0;
         pthread_cond_broadcast(&e->idle);
         pthread_cond_broadcast(&e->bf_cond); /* the partition is free to pick again */
-        /* Items stored before the enable that will never expire count as
-         * ignored, as later writes do (expire_note_write); only for the
-         * same config (the registry may have been rebuilt meanwhile). */
-        expire_table *now_t = rv == 0 ? expire_find(e, schema.id) : NULL;
-        if (now_t != NULL && now_t->schema.ttl.enabled &&
-            now_t->schema.ttl.config_version == schema.ttl.config_version) {
-            for (int v = 0; v < TTL_VERDICT_COUNT; v++) {
-                now_t->ignored[v] += ignored[v];
-            }
-        }
         if (rv != 0) {
             log_error("TTL backfill of table \"%s\" partition %u: %s: %s (retrying)", schema.name,
                       part, lapse_strerror(rv), err);
@@ -186,6 +176,11 @@ void *backfill_run(void *arg)
             continue;
         }
         t->backfill_items += scanned;
+        /* Items stored before the enable that will never expire count as
+         * ignored, as later writes do (expire_note_write). */
+        for (int v = 0; v < TTL_VERDICT_COUNT; v++) {
+            t->ignored[v] += ignored[v];
+        }
         if (scanned > 0) {
             expire_slot_touch(e, schema.id, part); /* new entries: re-read next due */
         }
