@@ -31,7 +31,6 @@ static void record(server *s, uint32_t node_id, Lapse__TtlProgress *const *pb, s
         if (t == NULL) {
             continue;
         }
-        ttlprop_status was = ttlprop_status_of(&s->ttl, t);
         ttlprop_progress p = {
             .table_id = pb[i]->table_id,
             .config_version = pb[i]->config_version,
@@ -40,10 +39,20 @@ static void record(server *s, uint32_t node_id, Lapse__TtlProgress *const *pb, s
             .partitions_done = pb[i]->partitions_done,
             .partitions_total = pb[i]->partitions_total,
         };
+        /* The status depends on each holder's config version and backfill
+         * flag only: judge it again only when this report changes them (a
+         * heartbeat from every node every 500 ms mostly does not). */
+        const ttlprop_progress *old = ttlprop_find(&s->ttl, node_id, p.table_id);
+        int moves = old == NULL || old->config_version != p.config_version ||
+                    old->backfill_done != p.backfill_done;
+        ttlprop_status was = moves ? ttlprop_status_of(&s->ttl, t) : TTLPROP_DISABLED;
         if (ttlprop_record(&s->ttl, node_id, &p) != 0) {
             /* Only a status shown late: the node reports again. */
             log_warn("out of memory recording TTL progress of node %u", node_id);
             return;
+        }
+        if (!moves) {
+            continue;
         }
         ttlprop_status is = ttlprop_status_of(&s->ttl, t);
         if (is != was && (is == TTLPROP_ENABLED || is == TTLPROP_DISABLED)) {
@@ -175,8 +184,8 @@ void ttlcalls_update(server *s, const Lapse__UpdateTimeToLiveRequest *r, Lapse__
         rpc_set_error(resp, a, LAPSE_EINTERNAL, "table %s missing from a copy of the map", name);
         goto unlock;
     }
-    if ((rv = ttlprop_apply(&nt->schema.ttl, st, &c, s->pm->version + 1, name, err,
-                            sizeof(err))) != 0) {
+    if ((rv = ttlprop_apply(&nt->schema.ttl, st, &c, s->pm->version + 1, name, err, sizeof(err))) !=
+        0) {
         rpc_set_error(resp, a, rv, "%s", err);
         goto unlock;
     }
@@ -207,8 +216,7 @@ unlock:
         t = pmap_table_find(s->pm, name);
         m->description = t != NULL ? describe(s, t, a) : NULL;
         if (m->description != NULL) {
-            log_info("TimeToLive on table %s is %s after the pushes", name,
-                     m->description->status);
+            log_info("TimeToLive on table %s is %s after the pushes", name, m->description->status);
         }
         pthread_mutex_unlock(&s->lock);
         if (m->description == NULL) {
@@ -221,8 +229,8 @@ unlock:
     pthread_mutex_unlock(&s->ddl_lock);
 }
 
-void ttlcalls_describe(server *s, const Lapse__DescribeTimeToLiveRequest *r,
-                       Lapse__Response *resp, arena *a)
+void ttlcalls_describe(server *s, const Lapse__DescribeTimeToLiveRequest *r, Lapse__Response *resp,
+                       arena *a)
 {
     const char *name = r->table != NULL ? r->table : "";
     Lapse__DescribeTimeToLiveResponse *m = arena_alloc(a, sizeof(*m));
