@@ -106,6 +106,8 @@ out:
 /* Sweep                                                                    */
 /* ======================================================================== */
 
+#define SWEEP_RANGE_MIN 256 /* entries a plain table's sweep deletes with one range tombstone */
+
 /*
  * Sweep scratch: the collected entries' keys and items keys back to back in
  * two arenas, the MultiGet arrays and values, and the WriteBatch. One block
@@ -117,7 +119,6 @@ out:
  * huge items or keys do not stay pinned).
  */
 #define SCRATCH_POOL_MAX 8
-#define SWEEP_RANGE_MIN 256 /* entries a plain table's sweep deletes with one range tombstone */
 #define SCRATCH_VAL_KEEP 4096
 #define SCRATCH_KEYS_KEEP (256 * 1024)
 
@@ -126,7 +127,6 @@ struct sweep_scratch {
     buf ekeys, ikeys, tmp;
     buf cursor;      /* where the next sweep may start */
     int keep_cursor; /* an entry below it must be seen again */
-    int gap;         /* an entry between the first and last collected was skipped */
     db_batch *b;
     size_t eoff[STORE_BATCH_MAX + 1]; /* n + 1 offsets into ekeys */
     size_t ioff[STORE_BATCH_MAX + 1]; /* n + 1 offsets into ikeys */
@@ -178,7 +178,6 @@ static sweep_scratch *scratch_take(store *st)
     buf_clear(&s->cursor);
     db_batch_clear(s->b);
     s->keep_cursor = 0;
-    s->gap = 0;
     s->eoff[0] = s->ioff[0] = 0;
     s->next = NULL;
     return s;
@@ -279,31 +278,52 @@ static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scr
     return 0;
 }
 
-/* Deletes collected entry i of a table without LSIs or an outbox, with no
- * read of its item: the entry proves the item's current due instant, since
- * every write that adds, changes or removes an item's TTL value changes its
- * entry in the same WriteBatch, under the partition's lock the sweep holds
- * (expiry.h, invariant 1). Only the guard against too old values is judged
- * again, as it moves with now: an entry it now rejects goes, the item stays,
- * as in sweep_one. */
-static void sweep_one_unread(store *st, const table_schema *t, clock_wall now, sweep_scratch *s,
-                             size_t i, int ranged, db_batch *b, expiry_sweep_result *res)
+/*
+ * The sweep of a table without LSIs or an outbox, which reads no item: the
+ * entry proves the item's current due instant, since every write that adds,
+ * changes or removes an item's TTL value changes its entry in the same
+ * WriteBatch, under the partition's lock the sweep holds (expiry.h,
+ * invariant 1). Every collected entry is deleted: a run of SWEEP_RANGE_MIN
+ * or more with one range tombstone (nothing else lies between the first and
+ * the last: no entry was passed over, gap is 0, and none can be written
+ * while we hold the lock), else one point tombstone each. Its item goes too,
+ * unless the guard against too old values, which moves with now, rejects
+ * the entry's due second: then the item stays, as in sweep_one. 0 or
+ * LAPSE_ENOMEM.
+ */
+static int sweep_unread(store *st, const table_schema *t, clock_wall now, sweep_scratch *s,
+                        size_t n, int gap, db_batch *b, expiry_sweep_result *res)
 {
-    const uint8_t *ek = s->ekeys.data + s->eoff[i];
-    size_t elen = s->eoff[i + 1] - s->eoff[i];
-    int64_t due_s = itemkey_expiry_due_s(ek, elen);
-    if (!ranged) {
-        db_batch_delete(b, st->db, CF_EXPIRY, ek, elen);
+    if (n >= SWEEP_RANGE_MIN && !gap) {
+        buf_clear(&s->tmp);
+        if (buf_append(&s->tmp, s->ekeys.data + s->eoff[n - 1], s->eoff[n] - s->eoff[n - 1]) != 0 ||
+            buf_append_byte(&s->tmp, 0) != 0) {
+            return LAPSE_ENOMEM;
+        }
+        db_batch_delete_range(b, st->db, CF_EXPIRY, s->ekeys.data, s->eoff[1], s->tmp.data,
+                              s->tmp.len);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            db_batch_delete(b, st->db, CF_EXPIRY, s->ekeys.data + s->eoff[i],
+                            s->eoff[i + 1] - s->eoff[i]);
+        }
     }
-    if (due_s <= 0 || !ttl_due_guarded(&t->ttl, due_s, now)) {
-        res->stale++;
-        return;
+    const int64_t min_due_s = ttl_guard_min_due_s(&t->ttl, now);
+    for (size_t i = 0; i < n; i++) {
+        int64_t due_s =
+            itemkey_expiry_due_s(s->ekeys.data + s->eoff[i], s->eoff[i + 1] - s->eoff[i]);
+        if (due_s <= 0 || due_s < min_due_s) {
+            res->stale++;
+            continue;
+        }
+        db_batch_delete(b, st->db, CF_ITEMS, s->ikeys.data + s->ioff[i],
+                        s->ioff[i + 1] - s->ioff[i]);
+        if (res->due_ms != NULL) {
+            res->due_ms[res->deleted] = due_s * 1000;
+        }
+        res->deleted++;
     }
-    db_batch_delete(b, st->db, CF_ITEMS, s->ikeys.data + s->ioff[i], s->ioff[i + 1] - s->ioff[i]);
-    if (res->due_ms != NULL) {
-        res->due_ms[res->deleted] = due_s * 1000;
-    }
-    res->deleted++;
+    return 0;
 }
 
 int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now, size_t max_items,
@@ -321,6 +341,7 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     }
     db_iter *it = NULL;
     size_t n = 0;
+    int gap = 0; /* an entry between the first and the last collected was passed over */
     const int derive = store_derive_wanted(t);
     store_derive d;
     memset(&d, 0, sizeof(d));
@@ -340,13 +361,13 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
         oom(err, errlen);
         goto unlock;
     }
-    /* Budget: at most max_items due entries, read with one MultiGet and
-     * deleted in one WriteBatch, all under the partition's lock. Stops at the
-     * first entry not due (entries sort by due second: all later ones are not
-     * due either), when the budget is used up (then more = 1), or at the end
-     * of the partition's entries. Entries of undeletable items are passed
-     * over without using the budget; there are at most KEYSET_MAX of them.
-     * No heap allocation per entry: keys go into two arenas. */
+    /* Budget: at most max_items due entries (their items read with one
+     * MultiGet where the table needs old images) deleted in one WriteBatch, all under the
+     * partition's lock. Stops at the first entry not due (entries sort by due second: all later
+     * ones are not due either), when the budget is used up (then more = 1), or at the end of the
+     * partition's entries. Entries of undeletable items are passed over without using the budget;
+     * there are at most KEYSET_MAX of them. No heap allocation per entry: keys go into two arenas.
+     */
     for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
         size_t elen = 0;
         const uint8_t *ek = db_iter_key(it, &elen);
@@ -355,7 +376,7 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
             break;
         }
         if (skipped(st, ek, elen, &s->tmp)) {
-            s->gap |= n > 0;
+            gap |= n > 0;
             continue;
         }
         if (n == max_items) {
@@ -399,26 +420,10 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     db_iter_free(it);
     it = NULL;
     if (!derive) {
-        /* A long run of entries goes with one range tombstone instead of one
-         * point tombstone each: nothing else lies between the first and the
-         * last (no entry was passed over, and none can be written while we
-         * hold the lock). */
-        int ranged = n >= SWEEP_RANGE_MIN && !s->gap;
-        if (ranged) {
-            buf_clear(&s->tmp);
-            if (buf_append(&s->tmp, s->ekeys.data + s->eoff[n - 1], s->eoff[n] - s->eoff[n - 1]) !=
-                    0 ||
-                buf_append_byte(&s->tmp, 0) != 0) {
-                rv = oom(err, errlen);
-                goto unlock;
-            }
-            db_batch_delete_range(b, st->db, CF_EXPIRY, s->ekeys.data, s->eoff[1], s->tmp.data,
-                                  s->tmp.len);
+        if (sweep_unread(st, t, now, s, n, gap, b, res) != 0) {
+            rv = oom(err, errlen);
+            goto unlock;
         }
-        for (size_t i = 0; i < n; i++) {
-            sweep_one_unread(st, t, now, s, i, ranged, b, res);
-        }
-        n = 0; /* no values were read */
     } else {
         /* The outbox records and LSI deletes need each item's old image. */
         for (size_t i = 0; i < n; i++) {
@@ -460,7 +465,7 @@ unlock:
         res->due_ms = keep;
         res->next_due_ms = EXPIRY_NONE;
     }
-    scratch_give(st, s, n);
+    scratch_give(st, s, derive ? n : 0); /* the values it read */
     return rv;
 }
 

@@ -19,16 +19,16 @@ const char *ttl_verdict_name(ttl_verdict v)
     return (v >= 0 && v < TTL_VERDICT_COUNT) ? names[v] : "unknown";
 }
 
-/* Whether epoch seconds secs are more than rule's guard before now. */
-static int too_old(const ttl_rule *rule, int64_t secs, clock_wall now)
+/* The oldest epoch second the guard accepts at now. */
+static int64_t guard_min_s(const ttl_rule *rule, clock_wall now)
 {
     int64_t years = rule->guard_years > 0 ? rule->guard_years : TTL_DEFAULT_GUARD_YEARS;
-    return secs < now.ms / 1000 - years * TTL_SECONDS_PER_YEAR;
+    return now.ms / 1000 - years * TTL_SECONDS_PER_YEAR;
 }
 
-int ttl_due_guarded(const ttl_rule *rule, int64_t due_s, clock_wall now)
+int64_t ttl_guard_min_due_s(const ttl_rule *rule, clock_wall now)
 {
-    return !too_old(rule, due_s - rule->offset_s, now);
+    return guard_min_s(rule, now) + rule->offset_s;
 }
 
 /* Judges an N value given as its text (borrowed, validated when stored). */
@@ -45,7 +45,7 @@ static ttl_verdict eval_number(const ttl_rule *rule, const char *text, size_t le
          * out of range. */
         return n.neg ? TTL_TOO_OLD : TTL_OUT_OF_RANGE;
     }
-    if (too_old(rule, secs, now)) {
+    if (secs < guard_min_s(rule, now)) {
         return TTL_TOO_OLD;
     }
     if (secs > TTL_MAX_EPOCH_S - rule->offset_s) {

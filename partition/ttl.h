@@ -61,11 +61,10 @@ ttl_verdict ttl_eval(const ttl_rule *rule, const item *it, clock_wall now, int64
 int ttl_eval_encoded(const ttl_rule *rule, const void *data, size_t len, clock_wall now,
                      ttl_verdict *verdict, int64_t *due_ms);
 
-/* Whether an item whose due instant is second due_s (> 0) under rule would
- * still pass the guard against too old values at now: the value it was
- * computed from, due_s - offset_s, is not more than guard_years before now.
- * Lets the sweep judge an expiry entry without reading its item. */
-int ttl_due_guarded(const ttl_rule *rule, int64_t due_s, clock_wall now);
+/* The earliest due second whose value (due second - offset_s) still passes
+ * the guard against too old values at now: an item due before it is
+ * TTL_TOO_OLD. Lets the sweep judge expiry entries without reading items. */
+int64_t ttl_guard_min_due_s(const ttl_rule *rule, clock_wall now);
 
 /* Whether an eligible item with due instant due_ms is expired at now. */
 static inline int ttl_is_expired(int64_t due_ms, clock_wall now)
