@@ -15,19 +15,21 @@ int token_read_file(const char *path, const char *what, char *tok, size_t cap, c
         snprintf(err, errlen, "cannot open %s file %s: %s", what, path, strerror(errno));
         return -1;
     }
+    /* Up to cap bytes: a token of cap - 1 bytes may still end in a newline. */
     size_t n = fread(tok, 1, cap, fp);
+    int more = n == cap && fgetc(fp) != EOF;
     int bad = ferror(fp);
     fclose(fp);
     if (bad) {
         snprintf(err, errlen, "cannot read %s file %s", what, path);
         return -1;
     }
-    if (n == cap) { /* no room left for the terminator: too long */
+    if (n > 0 && tok[n - 1] == '\n' && !more) {
+        n--;
+    }
+    if (n == cap || more) { /* no room left for the terminator: too long */
         snprintf(err, errlen, "%s file %s is longer than %zu bytes", what, path, cap - 1);
         return -1;
-    }
-    if (n > 0 && tok[n - 1] == '\n') {
-        n--;
     }
     tok[n] = '\0';
     if (n == 0) {

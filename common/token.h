@@ -13,7 +13,8 @@
 /* Reads the token in path into tok (cap bytes, NUL-terminated): the file's
  * text without one final newline. what names it in messages ("admin token").
  * Returns 0, or -1 with a reason in err: the file cannot be read, is empty,
- * holds a NUL byte, or is cap bytes or longer. */
+ * holds a NUL byte, or its token (without that newline) is cap bytes or
+ * longer. */
 int token_read_file(const char *path, const char *what, char *tok, size_t cap, char *err,
                     size_t errlen);
 

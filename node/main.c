@@ -149,7 +149,7 @@ int main(int argc, char **argv)
     enum log_level level = LOG_INFO;
     long long clock_offset_ms = 0;
     const char *cluster_token_file = NULL;
-    static char cluster_token[NODE_MAX_TOKEN + 2]; /* + 1: longer ones are refused */
+    static char cluster_token[NODE_MAX_TOKEN + 1];
     long long v;
     int c;
 
