@@ -53,13 +53,6 @@ typedef struct worker {
     atomic_int *stop;
 } worker;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static uint64_t rng(uint64_t *s)
 {
     *s ^= *s << 13;
@@ -82,7 +75,7 @@ static lapse_item *make_item(long key, int value_bytes, const char *pad)
 
 static void record(worker *w, double t0, int rv, lapse_error *e, long items)
 {
-    double dt = now_s() - t0;
+    double dt = mono_s() - t0;
     if (w->nlat < MAX_SAMPLES / MAX_THREADS) {
         w->lat_us[w->nlat++] = (uint32_t)(dt * 1e6);
     }
@@ -107,7 +100,7 @@ static void *worker_main(void *arg)
     lapse_error e;
 
     while (!atomic_load(w->stop)) {
-        double t0 = now_s();
+        double t0 = mono_s();
         int rv = 0;
         if (w->w == W_PUT) {
             lapse_item *it = make_item(w->next_key, cfg->value_bytes, pad);
@@ -120,7 +113,7 @@ static void *worker_main(void *arg)
                 batch[i] = make_item(w->next_key, cfg->value_bytes, pad);
                 w->next_key += cfg->threads;
             }
-            t0 = now_s();
+            t0 = mono_s();
             rv = lapse_batch_write(w->client, "Bench", batch, (size_t)cfg->batch, NULL, 0, &e);
             for (int i = 0; i < cfg->batch; i++) {
                 lapse_item_free(batch[i]);
@@ -133,7 +126,7 @@ static void *worker_main(void *arg)
             snprintf(ks, sizeof(ks), "user%010ld", k);
             lapse_item_set_s(key, "Id", ks);
             lapse_item *got = NULL;
-            t0 = now_s();
+            t0 = mono_s();
             rv = lapse_get(w->client, "Bench", key, &got, &e);
             if (rv == 0 && got == NULL) {
                 rv = LAPSE_EINTERNAL;
@@ -152,7 +145,7 @@ static void *worker_main(void *arg)
                 keys[i] = lapse_item_new();
                 lapse_item_set_s(keys[i], "Id", ks);
             }
-            t0 = now_s();
+            t0 = mono_s();
             rv = lapse_batch_get(w->client, "Bench", keys, (size_t)cfg->batch, got, &e);
             long hits = 0;
             for (int i = 0; i < cfg->batch; i++) {
@@ -211,10 +204,10 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
         ws[i].next_key = *next_key_base + i;
         pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
     }
-    double t0 = now_s();
+    double t0 = mono_s();
     long last = 0;
     for (int s = 1; s <= cfg->seconds; s++) {
-        while (now_s() < t0 + s) {
+        while (mono_s() < t0 + s) {
             struct timespec ts = {0, 20 * 1000000L};
             nanosleep(&ts, NULL);
         }
@@ -236,7 +229,7 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
         errors += ws[i].errors;
         nlat += ws[i].nlat;
     }
-    elapsed = now_s() - t0;
+    elapsed = mono_s() - t0;
     fprintf(stderr, "\n");
     uint32_t *all = malloc(sizeof(uint32_t) * (nlat ? nlat : 1));
     size_t k = 0;
@@ -317,7 +310,6 @@ static int load_query_table(lapse_client *c)
     return rv != 0;
 }
 
-/* Whether the comma-separated list names workload name exactly. */
 static void usage(void)
 {
     fprintf(stderr, "usage: lapse-bench [--coordinator URL] [--threads N] [--seconds S] "

@@ -6,20 +6,23 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/clock.h"
+
 int64_t wall_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return clock_wall_now().ms;
 }
 
 void sleep_ms(int64_t ms)
 {
-    if (ms <= 0) {
-        return;
-    }
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    clock_sleep_ms(ms);
+}
+
+double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int cmp_i64(const void *a, const void *b)

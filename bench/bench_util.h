@@ -11,6 +11,8 @@
 int64_t wall_ms(void);
 /* Sleeps ms milliseconds; nothing when ms <= 0. */
 void sleep_ms(int64_t ms);
+/* Monotonic clock in seconds, to the nanosecond (rates and call latencies). */
+double mono_s(void);
 /* qsort comparator of int64_t, ascending. */
 int cmp_i64(const void *a, const void *b);
 /* 1 when name is one of the comma-separated entries of list. */

@@ -54,13 +54,6 @@ typedef struct worker {
     int failed;
 } worker;
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void set_s(item *it, const char *name, const char *s)
 {
     attr_value v;

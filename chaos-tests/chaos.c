@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "check.h"
 #include "report.h"
 #include "faults.h"
@@ -24,26 +25,17 @@
 
 int64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return clock_mono_now().ms;
 }
 
 int64_t wall_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return clock_wall_now().ms;
 }
 
 void sleep_ms(int64_t ms)
 {
-    if (ms <= 0) {
-        return;
-    }
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    clock_sleep_ms(ms);
 }
 
 void flog_add(run *r, const char *fmt, ...)
