@@ -144,17 +144,8 @@ static int rogue_open(rogue *g, run *r, char *err, size_t len)
             snprintf(err, len, "shard %u out of range", g->s.shard[i]);
             return LAPSE_EPROTO;
         }
+        g->host[g->s.shard[i]] = g->s.host[i];
     }
-    lapse_stream_shard *shards = NULL;
-    size_t n = 0;
-    if ((rv = lapse_stream_shards(r->admin, g->t->name, &shards, &n, &e)) != 0) {
-        snprintf(err, len, "stream shards: %.400s", e.message);
-        return rv;
-    }
-    for (size_t i = 0; i < n && shards[i].shard < WL_PARTITIONS; i++) {
-        g->host[shards[i].shard] = shards[i].node_id;
-    }
-    lapse_free(shards);
     if ((rv = base_snap_read(r, g->t, &g->base, &e)) != 0) {
         snprintf(err, len, "scan: %.400s", e.message);
         return rv;

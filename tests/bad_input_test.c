@@ -6,14 +6,10 @@
  */
 #include "testutil.h"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../rpc/rpc.h"
-
-extern char **environ;
 
 static cluster *g_cluster;
 static lapse_client *g_client;

@@ -3,10 +3,8 @@
  */
 #include "repl_testutil.h"
 
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +14,6 @@
 #include "testutil.h"
 
 #include "../partition/hash.h"
-
-extern char **environ;
 
 static cluster *g_c;
 static lapse_client *g_cl;
@@ -273,13 +269,6 @@ void rt_wait_nodes_took_map(void)
 void rt_stream_free(rt_stream *s)
 {
     streamread_free(s);
-}
-
-void rt_stream_read(rt_stream *s, const char *table)
-{
-    lapse_error e = {0};
-    memset(s, 0, sizeof(*s));
-    assert_lapse_ok(streamread_more(g_cl, table, s, &e), &e);
 }
 
 void rt_stream_wait(rt_stream *s, const char *table, size_t want, int timeout_ms)

@@ -74,8 +74,6 @@ void rt_wait_nodes_took_map(void);
 /* A whole stream as read (streamread.h, shared with the chaos checker). */
 typedef streamread rt_stream;
 
-/* Reads every record of table's stream now, from each shard's oldest. */
-void rt_stream_read(rt_stream *s, const char *table);
 /* Reads until the stream holds want records (fails at once with more, or
  * after timeout_ms with fewer). */
 void rt_stream_wait(rt_stream *s, const char *table, size_t want, int timeout_ms);

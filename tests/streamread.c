@@ -48,8 +48,8 @@ static int init_shards(lapse_client *c, const char *table, streamread *s, lapse_
     s->shard = calloc(n ? n : 1, sizeof(*s->shard));
     s->last_read = calloc(n ? n : 1, sizeof(*s->last_read));
     s->last_seq = calloc(n ? n : 1, sizeof(*s->last_seq));
-    s->oldest_seq = calloc(n ? n : 1, sizeof(*s->oldest_seq));
-    if (s->shard == NULL || s->last_read == NULL || s->last_seq == NULL || s->oldest_seq == NULL) {
+    s->host = calloc(n ? n : 1, sizeof(*s->host));
+    if (s->shard == NULL || s->last_read == NULL || s->last_seq == NULL || s->host == NULL) {
         lapse_free(shards);
         streamread_free(s);
         snprintf(err->message, sizeof(err->message), "out of memory");
@@ -57,6 +57,7 @@ static int init_shards(lapse_client *c, const char *table, streamread *s, lapse_
     }
     for (size_t i = 0; i < n; i++) {
         s->shard[i] = shards[i].shard;
+        s->host[i] = shards[i].node_id;
     }
     s->nshards = n;
     lapse_free(shards);
@@ -95,7 +96,6 @@ int streamread_more(lapse_client *c, const char *table, streamread *s, lapse_err
         for (size_t k = 0; k < active; k++) {
             size_t i = which[k], got = lapse_stream_batch_count(b[k]);
             s->last_seq[i] = lapse_stream_batch_last_sequence(b[k]);
-            s->oldest_seq[i] = lapse_stream_batch_oldest_sequence(b[k]);
             if (got == 0) {
                 lapse_stream_batch_free(b[k]);
                 continue;
@@ -141,7 +141,7 @@ void streamread_free(streamread *s)
     free(s->shard);
     free(s->last_read);
     free(s->last_seq);
-    free(s->oldest_seq);
+    free(s->host);
     memset(s, 0, sizeof(*s));
 }
 

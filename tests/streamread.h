@@ -14,8 +14,9 @@
  *  1. r[0..n) points into the batches b[0..nb), which the streamread owns;
  *     r is sorted by shard, then sequence number.
  *  2. last_read[i] is the sequence number of the last record read from the
- *     shard with index i (0: none yet); last_seq[i] and oldest_seq[i] are
- *     what its host reported on the latest read.
+ *     shard with index i (0: none yet); last_seq[i] is what its host
+ *     reported on the latest read; host[i] is that host's node id, as the
+ *     coordinator named it on the first call.
  */
 #ifndef LAPSE_TEST_STREAMREAD_H
 #define LAPSE_TEST_STREAMREAD_H
@@ -30,11 +31,11 @@ typedef struct streamread {
     size_t nb, bcap;
     const lapse_stream_record **r; /* borrowed from b; sorted by shard, then seq */
     size_t n, rcap;
-    size_t nshards;       /* 0 until the first read */
-    uint32_t *shard;      /* [nshards]: the shard numbers */
-    uint64_t *last_read;  /* [nshards] */
-    uint64_t *last_seq;   /* [nshards] */
-    uint64_t *oldest_seq; /* [nshards] */
+    size_t nshards;      /* 0 until the first read */
+    uint32_t *shard;     /* [nshards]: the shard numbers */
+    uint64_t *last_read; /* [nshards] */
+    uint64_t *last_seq;  /* [nshards] */
+    uint32_t *host;      /* [nshards] */
 } streamread;
 
 /* Reads every shard of table's stream, each from where the previous call
