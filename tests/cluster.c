@@ -256,32 +256,45 @@ static int log_says_in_use(const char *path)
     return strstr(buf, "in use") != NULL;
 }
 
+/* Process i exited during start-up: when it lost a port to another process
+ * (its log says "in use"), forgets that exit and picks it fresh ports.
+ * Returns 0, or -1 when it exited for another reason or clashed too often. */
+static int clash_reset(cluster *c, int i, int metrics)
+{
+    proc *p = &c->procs[i];
+    if (++p->port_retries > 3 || !log_says_in_use(p->log_path)) {
+        return -1;
+    }
+    fprintf(stderr, "cluster: %s %d lost its port to another process: new ports\n",
+            i == 0 ? "coordinator" : "node", i);
+    p->crashed = 0; /* not a crash of the daemon's making */
+    p->crash_count = 0;
+    p->crash_status = 0;
+    pick_ports(c, i, i > 0 && metrics);
+    return 0;
+}
+
 /* Restarts, on fresh ports, the processes that exited during start-up
- * because a port was taken (their log says "in use"); a new coordinator
- * address restarts the nodes too. Returns 0, or -1 when a process exited
- * for another reason or clashed too often (start-up has failed). */
+ * because a port was taken; a new coordinator address restarts the nodes
+ * too (each once, with new ports of its own if it had clashed as well).
+ * Returns 0, or -1 when a process exited for another reason or clashed too
+ * often (start-up has failed). */
 static int respawn_port_clashes(cluster *c, int metrics)
 {
     reap(c);
     for (int i = 0; i <= c->nodes; i++) {
-        proc *p = &c->procs[i];
-        if (!p->crashed) {
+        if (!c->procs[i].crashed) {
             continue;
         }
-        if (++p->port_retries > 3 || !log_says_in_use(p->log_path)) {
-            return -1;
-        }
-        fprintf(stderr, "cluster: %s %d lost its port to another process: new ports\n",
-                i == 0 ? "coordinator" : "node", i);
-        p->crashed = 0; /* not a crash of the daemon's making */
-        p->crash_count = 0;
-        p->crash_status = 0;
-        pick_ports(c, i, i > 0 && metrics);
-        if (spawn_proc(c, i) != 0) {
+        if (clash_reset(c, i, metrics) != 0 || spawn_proc(c, i) != 0) {
             return -1;
         }
         for (int k = 1; i == 0 && k <= c->nodes; k++) {
-            if (c->procs[k].pid > 0) {
+            if (c->procs[k].crashed) {
+                if (clash_reset(c, k, metrics) != 0) {
+                    return -1;
+                }
+            } else if (c->procs[k].pid > 0) {
                 cluster_kill(c, k, SIGKILL);
             }
             if (spawn_proc(c, k) != 0) {
