@@ -109,6 +109,18 @@ static int parse_int(const char *s, long long lo, long long hi, long long *out)
     return 0;
 }
 
+/* Parses optarg as flag's integer in [lo, hi] into *v. Returns 0, or
+ * bad_usage's status with "FLAG must be a number from LO to HI". */
+static int int_flag(const char *flag, long long lo, long long hi, long long *v)
+{
+    if (parse_int(optarg, lo, hi, v) == 0) {
+        return 0;
+    }
+    char fmt[160];
+    snprintf(fmt, sizeof(fmt), "%s must be a number from %lld to %lld, not \"%%s\"", flag, lo, hi);
+    return bad_usage(fmt, optarg);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -151,7 +163,7 @@ int main(int argc, char **argv)
     const char *cluster_token_file = NULL;
     static char cluster_token[NODE_MAX_TOKEN + 1];
     long long v;
-    int c;
+    int c, rv;
 
     char cerr[4200];
     if (config_argv_init(&g_args, argc, argv, longopts, cerr, sizeof(cerr)) != 0) {
@@ -164,8 +176,8 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
         switch (c) {
         case 'i':
-            if (parse_int(optarg, 1, 65535, &v) != 0) {
-                return bad_usage("--id must be a number from 1 to 65535, not \"%s\"", optarg);
+            if ((rv = int_flag("--id", 1, 65535, &v)) != 0) {
+                return rv;
             }
             opt.id = (uint32_t)v;
             break;
@@ -182,8 +194,8 @@ int main(int argc, char **argv)
             opt.advertise_url = optarg;
             break;
         case 'w':
-            if (parse_int(optarg, 1, 256, &v) != 0) {
-                return bad_usage("--workers must be a number from 1 to 256, not \"%s\"", optarg);
+            if ((rv = int_flag("--workers", 1, 256, &v)) != 0) {
+                return rv;
             }
             opt.workers = (int)v;
             break;
@@ -194,8 +206,8 @@ int main(int argc, char **argv)
             }
             break;
         case 'T':
-            if (parse_int(optarg, 1, EXPIRE_MAX_WORKERS, &v) != 0) {
-                return bad_usage("--ttl-workers must be a number from 1 to 64, not \"%s\"", optarg);
+            if ((rv = int_flag("--ttl-workers", 1, EXPIRE_MAX_WORKERS, &v)) != 0) {
+                return rv;
             }
             opt.ttl.workers = (int)v;
             break;
@@ -216,10 +228,8 @@ int main(int argc, char **argv)
             opt.ttl.backfill_items_per_s = (uint64_t)v;
             break;
         case 'S':
-            if (parse_int(optarg, 1, 86400000LL, &v) != 0) {
-                return bad_usage("--max-clock-skew-ms must be a number from 1 to 86400000, not "
-                                 "\"%s\"",
-                                 optarg);
+            if ((rv = int_flag("--max-clock-skew-ms", 1, 86400000LL, &v)) != 0) {
+                return rv;
             }
             opt.ttl.max_clock_skew_ms = v;
             break;
@@ -233,10 +243,8 @@ int main(int argc, char **argv)
             opt.ttl.naive_scan = 1;
             break;
         case 'I':
-            if (parse_int(optarg, 1, 3600000LL, &v) != 0) {
-                return bad_usage("--ttl-naive-interval-ms must be a number from 1 to 3600000, "
-                                 "not \"%s\"",
-                                 optarg);
+            if ((rv = int_flag("--ttl-naive-interval-ms", 1, 3600000LL, &v)) != 0) {
+                return rv;
             }
             opt.ttl.naive_interval_ms = v;
             break;
@@ -249,9 +257,8 @@ int main(int argc, char **argv)
             clock_offset_ms = v;
             break;
         case 'R':
-            if (parse_int(optarg, 1, SHIPPER_MAX_WORKERS, &v) != 0) {
-                return bad_usage("--repl-workers must be a number from 1 to 64, not \"%s\"",
-                                 optarg);
+            if ((rv = int_flag("--repl-workers", 1, SHIPPER_MAX_WORKERS, &v)) != 0) {
+                return rv;
             }
             opt.repl_workers = (int)v;
             break;
@@ -259,26 +266,20 @@ int main(int argc, char **argv)
             cluster_token_file = optarg;
             break;
         case 'Y':
-            if (parse_int(optarg, 1, 86400000LL, &v) != 0) {
-                return bad_usage("--debug-stream-trim-interval-ms must be a number from 1 to "
-                                 "86400000, not \"%s\"",
-                                 optarg);
+            if ((rv = int_flag("--debug-stream-trim-interval-ms", 1, 86400000LL, &v)) != 0) {
+                return rv;
             }
             opt.stream_trim_interval_ms = v;
             break;
         case 'K':
-            if (parse_int(optarg, 1, 1000000000LL, &v) != 0) {
-                return bad_usage("--debug-repl-kill-after-batches must be a number from 1 to "
-                                 "1000000000, not \"%s\"",
-                                 optarg);
+            if ((rv = int_flag("--debug-repl-kill-after-batches", 1, 1000000000LL, &v)) != 0) {
+                return rv;
             }
             opt.debug_repl_kill_after_batches = v;
             break;
         case 'H':
-            if (parse_int(optarg, 1, 3600000LL, &v) != 0) {
-                return bad_usage("--debug-repl-hold-ms must be a number from 1 to 3600000, not "
-                                 "\"%s\"",
-                                 optarg);
+            if ((rv = int_flag("--debug-repl-hold-ms", 1, 3600000LL, &v)) != 0) {
+                return rv;
             }
             opt.debug_repl_hold_ms = v;
             break;
@@ -339,7 +340,7 @@ int main(int argc, char **argv)
 
     node_server *ns = NULL;
     char err[1024] = "";
-    int rv = node_open(&ns, &opt, err, sizeof(err));
+    rv = node_open(&ns, &opt, err, sizeof(err));
     if (rv != 0) {
         log_error("cannot start: %s", err);
         fprintf(stderr, "lapse-node: %s\n", err);
