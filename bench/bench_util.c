@@ -25,6 +25,11 @@ double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+int64_t due_s_of(const due_plan *p, long long i)
+{
+    return (p->t0_ms + (int64_t)((double)i / p->per_ms)) / 1000;
+}
+
 int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

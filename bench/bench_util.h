@@ -13,6 +13,14 @@ int64_t wall_ms(void);
 void sleep_ms(int64_t ms);
 /* Monotonic clock in seconds, to the nanosecond (rates and call latencies). */
 double mono_s(void);
+/* Due instants are whole seconds: item i falls due in the second its slot
+ * of the rate falls in, from t0_ms. */
+typedef struct due_plan {
+    int64_t t0_ms; /* the first item's due instant (a whole second) */
+    double per_ms; /* items falling due per millisecond */
+} due_plan;
+/* The second item i of plan p falls due in. */
+int64_t due_s_of(const due_plan *p, long long i);
 /* qsort comparator of int64_t, ascending. */
 int cmp_i64(const void *a, const void *b);
 /* 1 when name is one of the comma-separated entries of list. */

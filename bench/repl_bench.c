@@ -160,18 +160,6 @@ static int create_table(lapse_client *c, const config *cfg, const char *name, in
     return -1;
 }
 
-/* Due instants are whole seconds: item i falls due in the second its slot
- * of the rate falls in, from t0_ms. */
-typedef struct due_plan {
-    int64_t t0_ms;
-    double per_ms;
-} due_plan;
-
-static int64_t due_s_of(const due_plan *p, long long i)
-{
-    return (p->t0_ms + (int64_t)((double)i / p->per_ms)) / 1000;
-}
-
 typedef struct loader {
     lapse_client *c;
     const char *table;

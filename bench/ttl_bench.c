@@ -161,11 +161,6 @@ static int64_t far_future(void *arg, long long i)
 
 /* Due instants are whole seconds (TTL values are epoch seconds): item i is
  * due at the second its slot in the stream falls in. */
-int64_t due_s_of(const due_plan *p, long long i)
-{
-    return (p->t0_ms + (int64_t)((double)i / p->per_ms)) / 1000;
-}
-
 static int64_t planned_ttl(void *arg, long long i)
 {
     return due_s_of(arg, i);

@@ -26,15 +26,8 @@ typedef struct config {
     long long put_rate;  /* "load": single puts/s of the foreground client */
 } config;
 
-typedef struct due_plan {
-    int64_t t0_ms; /* the first item's due instant (a whole second) */
-    double per_ms; /* items falling due per millisecond */
-} due_plan;
-
 /* Prints p50/p99/max of lag[0..n) (ms) and how many of expected were seen. */
 void print_lags(const char *who, const char *what, int64_t *lag, size_t n, size_t expected);
-/* The second item i of plan p falls due in. */
-int64_t due_s_of(const due_plan *p, long long i);
 
 /* The Redis peer of the steady and burst workloads (redis-server required). */
 void redis_steady(const config *cfg);
