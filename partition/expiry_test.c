@@ -321,15 +321,6 @@ static void put_run(fixture *f, const table_schema *t, const char *prefix, int f
     }
 }
 
-static size_t index_count(fixture *f, uint32_t table_id)
-{
-    keylist got = {0};
-    index_of(f, table_id, &got);
-    size_t n = got.n;
-    kl_fini(&got);
-    return n;
-}
-
 /* A plain table's sweep of a long run of entries deletes them with one range
  * tombstone: exactly the entries it collected go, the first one past the
  * budget and the ones not yet due stay, and an entry written into the
@@ -594,10 +585,7 @@ static void test_sweep_trusts_entries(void **state)
         assert_int_equal(res.stale, 1);
         assert_false(exists(f, t, "due", 0));
         assert_true(exists(f, t, "old", 0));
-        keylist got = {0};
-        index_of(f, t->id, &got);
-        assert_int_equal(got.n, 0);
-        kl_fini(&got);
+        assert_int_equal(index_count(f, t->id), 0);
     }
     /* What the plain table gives up: an item corrupted behind the store's
      * back is not judged, its entry is believed (the table with a stream

@@ -128,6 +128,15 @@ void index_of(fixture *f, uint32_t table_id, keylist *l)
     db_iter_free(it);
 }
 
+size_t index_count(fixture *f, uint32_t table_id)
+{
+    keylist got = {0};
+    index_of(f, table_id, &got);
+    size_t n = got.n;
+    kl_fini(&got);
+    return n;
+}
+
 void dump(const char *what, const keylist *l)
 {
     fprintf(stderr, "%s (%zu):\n", what, l->n);

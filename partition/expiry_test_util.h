@@ -47,6 +47,8 @@ int buf_cmp(const void *a, const void *b); /* for qsort of bufs */
 void expect_entry(const table_schema *t, const item *it, clock_wall now, keylist *l);
 /* Every entry of table_id in the expiry column family, in key order. */
 void index_of(fixture *f, uint32_t table_id, keylist *l);
+/* How many index entries table_id has. */
+size_t index_count(fixture *f, uint32_t table_id);
 void dump(const char *what, const keylist *l);
 /* Fails unless the index of t is exactly want (sorted here). */
 void assert_index(fixture *f, const table_schema *t, keylist *want);
