@@ -79,6 +79,33 @@ int cluster_free_port(void)
     return port;
 }
 
+int cluster_mkdtemp(char *out, size_t outlen, const char *prefix, char *err, size_t errlen)
+{
+    const char *tmp = getenv("LAPSE_TEST_TMP");
+    if (tmp == NULL || *tmp == '\0') {
+        tmp = "/tmp";
+    }
+    mkdir(tmp, 0755);
+    snprintf(out, outlen, "%s/%s-XXXXXX", tmp, prefix);
+    if (mkdtemp(out) == NULL) {
+        snprintf(err, errlen, "mkdtemp %s: %s", out, strerror(errno));
+        return LAPSE_EIO;
+    }
+    return 0;
+}
+
+void cluster_rm_rf(const char *dir)
+{
+    if (dir == NULL || dir[0] == '\0') {
+        return;
+    }
+    char *argv[] = {"rm", "-rf", (char *)dir, NULL};
+    pid_t pid;
+    if (posix_spawnp(&pid, "rm", NULL, NULL, argv, environ) == 0) {
+        waitpid(pid, NULL, 0);
+    }
+}
+
 static int port_of_addr(const char *addr)
 {
     const char *colon = strrchr(addr, ':');
@@ -325,18 +352,9 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
     if (opt->run_dir != NULL) {
         snprintf(c->run_dir, sizeof(c->run_dir), "%s", opt->run_dir);
         mkdir(c->run_dir, 0755);
-    } else {
-        const char *tmp = getenv("LAPSE_TEST_TMP");
-        if (tmp == NULL || *tmp == '\0') {
-            tmp = "/tmp";
-        }
-        mkdir(tmp, 0755);
-        snprintf(c->run_dir, sizeof(c->run_dir), "%s/cluster-XXXXXX", tmp);
-        if (mkdtemp(c->run_dir) == NULL) {
-            snprintf(err, errlen, "mkdtemp %s: %s", c->run_dir, strerror(errno));
-            free(c);
-            return LAPSE_EIO;
-        }
+    } else if (cluster_mkdtemp(c->run_dir, sizeof(c->run_dir), "cluster", err, errlen) != 0) {
+        free(c);
+        return LAPSE_EIO;
     }
     for (int i = 0; i <= c->nodes; i++) {
         proc *p = &c->procs[i];
@@ -450,12 +468,8 @@ void cluster_free(cluster *c, int remove_dir)
             cluster_kill(c, i, SIGTERM);
         }
     }
-    if (remove_dir && c->run_dir[0] != '\0') {
-        char *argv[] = {"rm", "-rf", c->run_dir, NULL};
-        pid_t pid;
-        if (posix_spawnp(&pid, "rm", NULL, NULL, argv, environ) == 0) {
-            waitpid(pid, NULL, 0);
-        }
+    if (remove_dir) {
+        cluster_rm_rf(c->run_dir);
     }
     free(c);
 }

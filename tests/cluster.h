@@ -90,5 +90,10 @@ const char *cluster_log_path(const cluster *c, int idx);
 
 /* A free TCP port on 127.0.0.1 (bound and released). 0 on failure. */
 int cluster_free_port(void);
+/* Makes a new directory "PREFIX-XXXXXX" under $LAPSE_TEST_TMP (else /tmp)
+ * and writes its path to out. Returns 0 or LAPSE_EIO with err set. */
+int cluster_mkdtemp(char *out, size_t outlen, const char *prefix, char *err, size_t errlen);
+/* Removes dir and everything in it (rm -rf). Accepts NULL and "". */
+void cluster_rm_rf(const char *dir);
 
 #endif
