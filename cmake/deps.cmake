@@ -42,6 +42,7 @@ lapse_find_lib(dep_protobufc protobuf-c/protobuf-c.h protobuf-c)
 lapse_find_lib(dep_xxhash xxhash.h xxhash)
 lapse_find_lib(dep_cmocka cmocka.h cmocka)
 lapse_find_lib(dep_jansson jansson.h jansson)
+lapse_find_lib(dep_curl curl/curl.h curl)
 
 find_package(Threads REQUIRED)
 find_program(PROTOC_C protoc-c REQUIRED)

@@ -2,12 +2,16 @@
 # Installs the Debian packages Lapse builds and tests with. Idempotent: installs
 # only what is missing, and does nothing when everything is present.
 # Needs root, or sudo without a password.
+# Debian's etcd-server package may start a default etcd on 2379/2380 (where
+# systemd runs): Lapse never uses or collides with it; its scripts and tests
+# start their own members on their own ports and data dirs.
 set -euo pipefail
 
 pkgs=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libnng-dev libprotobuf-c-dev protobuf-c-compiler
   librocksdb-dev libxxhash-dev libcmocka-dev libjansson-dev
+  libcurl4-openssl-dev etcd-server etcd-client
   prometheus curl iproute2
 )
 
