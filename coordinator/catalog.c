@@ -82,38 +82,28 @@ static int decode_pmap(const buf *val, pmap **out, char *err, size_t errlen)
     return 0;
 }
 
-static int load(catalog *c, catalog_state *st, char *err, size_t errlen)
+int catalog_decode(const void *pmap_bytes, size_t pmap_len, int has_pmap, const void *id_bytes,
+                   size_t id_len, int has_id, catalog_state *st, char *err, size_t errlen)
 {
-    buf val;
-    buf_init(&val);
-    int found = 0;
     pmap *pm = NULL;
     int rv;
-    if ((rv = db_get(c->d, CF_META, key_pmap, strlen(key_pmap), &val, &found, err, errlen)) != 0) {
-        goto fail;
-    }
-    if (found) {
+    if (has_pmap) {
+        buf val = {(uint8_t *)pmap_bytes, pmap_len, pmap_len};
         if ((rv = decode_pmap(&val, &pm, err, errlen)) != 0) {
-            goto fail;
+            return rv;
         }
     } else if ((pm = pmap_new()) == NULL) {
-        rv = LAPSE_ENOMEM;
         snprintf(err, errlen, "out of memory");
-        goto fail;
+        return LAPSE_ENOMEM;
     }
-
     uint32_t next_id = 1;
-    if ((rv = db_get(c->d, CF_META, key_next_table_id, strlen(key_next_table_id), &val, &found, err,
-                     errlen)) != 0) {
-        goto fail;
-    }
-    if (found) {
-        if (val.len != 4) {
+    if (has_id) {
+        if (id_len != 4) {
             rv = LAPSE_ECORRUPT;
-            snprintf(err, errlen, "stored next_table_id has %zu bytes, expected 4", val.len);
+            snprintf(err, errlen, "stored next_table_id has %zu bytes, expected 4", id_len);
             goto fail;
         }
-        next_id = buf_get_u32be(val.data);
+        next_id = buf_get_u32be(id_bytes);
     }
     /* Invariant 4 of server.h, checked against the map itself. */
     for (size_t i = 0; i < pm->ntables; i++) {
@@ -124,14 +114,31 @@ static int load(catalog *c, catalog_state *st, char *err, size_t errlen)
             goto fail;
         }
     }
-    buf_fini(&val);
     st->pm = pm;
     st->next_table_id = next_id;
     return 0;
 
 fail:
-    buf_fini(&val);
     pmap_free(pm);
+    return rv;
+}
+
+static int load(catalog *c, catalog_state *st, char *err, size_t errlen)
+{
+    buf pm, id;
+    buf_init(&pm);
+    buf_init(&id);
+    int has_pm = 0, has_id = 0;
+    int rv = db_get(c->d, CF_META, key_pmap, strlen(key_pmap), &pm, &has_pm, err, errlen);
+    if (rv == 0) {
+        rv = db_get(c->d, CF_META, key_next_table_id, strlen(key_next_table_id), &id, &has_id, err,
+                    errlen);
+    }
+    if (rv == 0) {
+        rv = catalog_decode(pm.data, pm.len, has_pm, id.data, id.len, has_id, st, err, errlen);
+    }
+    buf_fini(&pm);
+    buf_fini(&id);
     return rv;
 }
 
@@ -172,35 +179,50 @@ int catalog_open(catalog **out, const char *dir, catalog_state *st, char *err, s
     return 0;
 }
 
-int catalog_save(catalog *c, const catalog_state *st, char *err, size_t errlen)
+int catalog_encode(const catalog_state *st, buf *pmap_bytes, uint8_t id[4], char *err,
+                   size_t errlen)
 {
     arena a;
     arena_init(&a);
-    db_batch *b = NULL;
-    int rv;
+    int rv = 0;
     Lapse__PartitionMap *pb = wire_pmap_to_pb(&a, st->pm);
-    if (pb == NULL) {
+    size_t len = pb != NULL ? lapse__partition_map__get_packed_size(pb) : 0;
+    buf_clear(pmap_bytes);
+    if (pb == NULL || buf_reserve(pmap_bytes, len > 0 ? len : 1) != 0) {
         rv = LAPSE_ENOMEM;
         snprintf(err, errlen, "out of memory encoding the partition map");
-        goto done;
+    } else {
+        lapse__partition_map__pack(pb, pmap_bytes->data);
+        pmap_bytes->len = len;
+        uint32_t v = st->next_table_id;
+        id[0] = (uint8_t)(v >> 24);
+        id[1] = (uint8_t)(v >> 16);
+        id[2] = (uint8_t)(v >> 8);
+        id[3] = (uint8_t)v;
     }
-    size_t len = lapse__partition_map__get_packed_size(pb);
-    uint8_t *packed = arena_alloc(&a, len > 0 ? len : 1);
-    if (packed == NULL || (b = db_batch_new()) == NULL) {
-        rv = LAPSE_ENOMEM;
-        snprintf(err, errlen, "out of memory encoding the partition map");
-        goto done;
-    }
-    lapse__partition_map__pack(pb, packed);
-    uint32_t v = st->next_table_id;
-    uint8_t id[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
-    db_batch_put(b, c->d, CF_META, key_pmap, strlen(key_pmap), packed, len);
-    db_batch_put(b, c->d, CF_META, key_next_table_id, strlen(key_next_table_id), id, sizeof(id));
-    rv = db_write(c->d, b, 1, err, errlen);
-
-done:
-    db_batch_free(b);
     arena_fini(&a);
+    return rv;
+}
+
+int catalog_save(catalog *c, const catalog_state *st, char *err, size_t errlen)
+{
+    buf packed;
+    buf_init(&packed);
+    uint8_t id[4];
+    db_batch *b = NULL;
+    int rv = catalog_encode(st, &packed, id, err, errlen);
+    if (rv == 0 && (b = db_batch_new()) == NULL) {
+        rv = LAPSE_ENOMEM;
+        snprintf(err, errlen, "out of memory");
+    }
+    if (rv == 0) {
+        db_batch_put(b, c->d, CF_META, key_pmap, strlen(key_pmap), packed.data, packed.len);
+        db_batch_put(b, c->d, CF_META, key_next_table_id, strlen(key_next_table_id), id,
+                     sizeof(id));
+        rv = db_write(c->d, b, 1, err, errlen);
+    }
+    db_batch_free(b);
+    buf_fini(&packed);
     return rv;
 }
 

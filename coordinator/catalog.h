@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/buf.h"
 #include "../partition/pmap.h"
 
 typedef struct catalog catalog;
@@ -51,6 +52,18 @@ int catalog_open(catalog **out, const char *dir, catalog_state *st, char *err, s
  * borrowed. Returns 0, LAPSE_ENOMEM or LAPSE_EIO with a reason in err; on
  * error the stored state is unchanged. */
 int catalog_save(catalog *c, const catalog_state *st, char *err, size_t errlen);
+
+/* The stored form, shared with the catalog in etcd (catalog_etcd.h):
+ * encodes st into *pmap_bytes (a packed lapse.PartitionMap) and id (4 bytes,
+ * big-endian). Returns 0 or LAPSE_ENOMEM. */
+int catalog_encode(const catalog_state *st, buf *pmap_bytes, uint8_t id[4], char *err,
+                   size_t errlen);
+/* Decodes a stored map and counter into *st (caller frees st->pm); a missing
+ * map (has_pmap 0) is a new cluster's empty map, a missing counter 1. Checks
+ * pmap_check and invariant 4 of server.h. Returns 0, LAPSE_ECORRUPT or
+ * LAPSE_ENOMEM; on error *st is untouched. */
+int catalog_decode(const void *pmap_bytes, size_t pmap_len, int has_pmap, const void *id_bytes,
+                   size_t id_len, int has_id, catalog_state *st, char *err, size_t errlen);
 
 /* Closes the database. Accepts NULL. */
 void catalog_close(catalog *c);

@@ -11,6 +11,7 @@
 #include "../common/schema.h"
 #include "../common/token.h"
 #include "../rpc/wire.h"
+#include "leader.h"
 #include "membership.h"
 #include "server.h"
 #include "ttlcalls.h"
@@ -461,8 +462,12 @@ static int admin_allowed(server *s, const Lapse__Request *req, const char *call,
 void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
                        int64_t deadline_mono_ms)
 {
-    (void)deadline_mono_ms; /* every call here is short, or bounded by the push timeout */
     server *s = arg;
+    if (!server_leads(s)) {
+        leader_forward(s, req, resp, a, deadline_mono_ms);
+        return;
+    }
+    /* Every call from here is short, or bounded by the push timeout. */
 
     pthread_mutex_lock(&s->lock);
     resp->pmap_version = s->pm->version; /* invariant 1, for early failures */

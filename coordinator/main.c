@@ -3,6 +3,9 @@
  *
  *   lapse-coordinator --listen URL --data DIR [--heartbeat-timeout-ms N]
  *                     [--admin-token-file F] [--log-level LEVEL] [--help]
+ *   lapse-coordinator --listen URL --etcd URL[,URL...] [--cluster-name NAME]
+ *                     [--import-catalog DIR] [flags]   (state in etcd; any
+ *                     number of coordinators, one leads: leader.h)
  *   lapse-coordinator --config FILE [flags]   (FILE: "key = value" lines,
  *                     common/config.h; a flag on the command line wins)
  *
@@ -32,6 +35,7 @@
 #define DEFAULT_HEARTBEAT_TIMEOUT_MS 3000
 #define PUSH_TIMEOUT_MS 1000
 #define MAX_ADMIN_TOKEN_BYTES 4096
+#define DEFAULT_CLUSTER "lapse"
 
 static volatile sig_atomic_t stop_requested; /* set by on_signal, read by main */
 static volatile sig_atomic_t stop_signal;    /* which signal asked, for the log */
@@ -49,13 +53,23 @@ static void usage(FILE *f)
             "usage: lapse-coordinator --data DIR [--listen URL] [--heartbeat-timeout-ms N]\n"
             "                         [--admin-token-file F]\n"
             "                         [--log-level debug|info|warn|error] [--help]\n"
+            "       lapse-coordinator --etcd URL[,URL...] [--cluster-name NAME]\n"
+            "                         [--import-catalog DIR] [--listen URL] [flags]\n"
             "       lapse-coordinator --config FILE [flags]\n"
             "\n"
             "  --config FILE              read settings from FILE, lines 'key = value' with\n"
             "                             the flags below as keys (listen = tcp://...);\n"
             "                             a flag on the command line wins\n"
             "  --listen URL               RPC address (default " DEFAULT_LISTEN ")\n"
-            "  --data DIR                 data directory of the coordinator's catalog (required)\n"
+            "  --data DIR                 data directory of the coordinator's own catalog (one\n"
+            "                             coordinator; required unless --etcd)\n"
+            "  --etcd URL[,URL...]        keep the catalog in etcd (its members' client URLs,\n"
+            "                             http://HOST:PORT): run any number of coordinators,\n"
+            "                             one leads, the others forward to it\n"
+            "  --cluster-name NAME        with --etcd: the cluster's keys live under\n"
+            "                             /lapse/NAME/ (default " DEFAULT_CLUSTER ")\n"
+            "  --import-catalog DIR       with --etcd: copy the catalog of a coordinator's\n"
+            "                             --data DIR into etcd, unless the cluster has one\n"
             "  --heartbeat-timeout-ms N   mark a node DOWN after N ms without a heartbeat\n"
             "                             (default %d)\n"
             "  --admin-token-file F       CreateTable, DeleteTable and UpdateTimeToLive require\n"
@@ -71,7 +85,12 @@ typedef struct flags {
     int64_t heartbeat_timeout_ms; /* --heartbeat-timeout-ms */
     enum log_level level;         /* --log-level */
     const char *admin_token_file; /* --admin-token-file; NULL: no token */
+    const char *etcd;             /* --etcd; NULL: the catalog in --data */
+    const char *cluster;          /* --cluster-name */
+    const char *import_dir;       /* --import-catalog; NULL: none */
 } flags;
+
+static int check_flags(const flags *f);
 
 /* Parses the --config file's settings (into g_args), then argv. Returns 0,
  * 1 for --help, or LAPSE_EUSAGE after printing why on stderr. */
@@ -83,6 +102,9 @@ static int parse_flags(int argc, char **argv, flags *f)
         {"heartbeat-timeout-ms", required_argument, NULL, 't'},
         {"log-level", required_argument, NULL, 'v'},
         {"admin-token-file", required_argument, NULL, 'a'},
+        {"etcd", required_argument, NULL, 'e'},
+        {"cluster-name", required_argument, NULL, 'n'},
+        {"import-catalog", required_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -91,6 +113,9 @@ static int parse_flags(int argc, char **argv, flags *f)
     f->heartbeat_timeout_ms = DEFAULT_HEARTBEAT_TIMEOUT_MS;
     f->level = LOG_INFO;
     f->admin_token_file = NULL;
+    f->etcd = NULL;
+    f->cluster = DEFAULT_CLUSTER;
+    f->import_dir = NULL;
     char cerr[4200];
     if (config_argv_init(&g_args, argc, argv, opts, cerr, sizeof(cerr)) != 0) {
         fprintf(stderr, "lapse-coordinator: %s\n", cerr);
@@ -134,6 +159,15 @@ static int parse_flags(int argc, char **argv, flags *f)
         case 'a':
             f->admin_token_file = optarg;
             break;
+        case 'e':
+            f->etcd = optarg;
+            break;
+        case 'n':
+            f->cluster = optarg;
+            break;
+        case 'i':
+            f->import_dir = optarg;
+            break;
         case 'h':
             return 1;
         case ':':
@@ -149,8 +183,29 @@ static int parse_flags(int argc, char **argv, flags *f)
         fprintf(stderr, "lapse-coordinator: unexpected argument '%s' (try --help)\n", argv[optind]);
         return LAPSE_EUSAGE;
     }
-    if (f->data == NULL || f->data[0] == '\0') {
-        fprintf(stderr, "lapse-coordinator: --data DIR is required (try --help)\n");
+    return check_flags(f);
+}
+
+/* The flags' combinations. Returns 0 or LAPSE_EUSAGE after saying why. */
+static int check_flags(const flags *f)
+{
+    if (f->etcd != NULL) {
+        if (f->etcd[0] == '\0') {
+            fprintf(stderr, "lapse-coordinator: --etcd wants its members' URLs\n");
+            return LAPSE_EUSAGE;
+        }
+        if (f->data != NULL) {
+            fprintf(stderr, "lapse-coordinator: --data and --etcd exclude each other: the "
+                            "catalog lives in one place (--import-catalog DIR copies a local "
+                            "one into etcd)\n");
+            return LAPSE_EUSAGE;
+        }
+    } else if (f->import_dir != NULL || strcmp(f->cluster, DEFAULT_CLUSTER) != 0) {
+        fprintf(stderr, "lapse-coordinator: --import-catalog and --cluster-name need --etcd\n");
+        return LAPSE_EUSAGE;
+    } else if (f->data == NULL || f->data[0] == '\0') {
+        fprintf(stderr, "lapse-coordinator: --data DIR (or --etcd URLs) is required (try "
+                        "--help)\n");
         return LAPSE_EUSAGE;
     }
     if (f->listen[0] == '\0') {
@@ -209,6 +264,9 @@ int main(int argc, char **argv)
     server_config cfg = {0};
     cfg.listen_url = f.listen;
     cfg.data_dir = f.data;
+    cfg.etcd_endpoints = f.etcd;
+    cfg.cluster_name = f.cluster;
+    cfg.import_dir = f.import_dir;
     cfg.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
     cfg.push_timeout_ms = PUSH_TIMEOUT_MS;
     cfg.admin_token = f.admin_token_file != NULL ? token : NULL;
@@ -227,11 +285,18 @@ int main(int argc, char **argv)
         return 1;
     }
     pthread_mutex_lock(&s->lock);
-    log_info("listening on %s, data %s, map version %llu with %zu tables and %zu nodes "
-             "(all DOWN until they heartbeat), heartbeat timeout %lld ms, admin token %s",
-             f.listen, f.data, (unsigned long long)s->pm->version, s->pm->ntables, s->pm->nnodes,
-             (long long)f.heartbeat_timeout_ms,
-             f.admin_token_file != NULL ? "required" : "not required");
+    if (f.etcd != NULL) {
+        log_info("listening on %s, catalog in etcd %s under /lapse/%s/ (campaigning to lead), "
+                 "heartbeat timeout %lld ms, admin token %s",
+                 f.listen, f.etcd, f.cluster, (long long)f.heartbeat_timeout_ms,
+                 f.admin_token_file != NULL ? "required" : "not required");
+    } else {
+        log_info("listening on %s, data %s, map version %llu with %zu tables and %zu nodes "
+                 "(all DOWN until they heartbeat), heartbeat timeout %lld ms, admin token %s",
+                 f.listen, f.data, (unsigned long long)s->pm->version, s->pm->ntables,
+                 s->pm->nnodes, (long long)f.heartbeat_timeout_ms,
+                 f.admin_token_file != NULL ? "required" : "not required");
+    }
     pthread_mutex_unlock(&s->lock);
 
     sigset_t wait_mask = old;

@@ -112,6 +112,9 @@ done:
  */
 static void check_silent(server *s, int64_t now_mono_ms)
 {
+    if (!server_leads(s)) {
+        return; /* the leader judges liveness */
+    }
     pmap *next = NULL;
     size_t ndown = 0;
     for (size_t i = 0; i < s->pm->nnodes; i++) {

@@ -9,7 +9,51 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "handlers.h"
+#include "leader.h"
 #include "membership.h"
+
+/* Imports the local catalog in dir into etcd, once: a cluster that has a
+ * catalog in etcd already keeps it (logged, not an error). */
+static int import_catalog(server *s, const char *dir, char *err, size_t errlen)
+{
+    catalog *local = NULL;
+    catalog_state st = {0};
+    int rv = catalog_open(&local, dir, &st, err, errlen);
+    if (rv != 0) {
+        return rv;
+    }
+    catalog_close(local);
+    rv = catalog_etcd_import(s->ecat, &st, err, errlen);
+    if (rv == 0) {
+        log_info("imported the catalog in %s into etcd: map version %llu, %zu tables", dir,
+                 (unsigned long long)st.pm->version, st.pm->ntables);
+    } else if (rv == LAPSE_EEXISTS) {
+        log_warn("%s", err);
+        rv = 0;
+    }
+    pmap_free(st.pm);
+    return rv;
+}
+
+/* The etcd half of server_open. */
+static int open_etcd(server *s, const server_config *cfg, char *err, size_t errlen)
+{
+    int rv = etcd_open(&s->ec, cfg->etcd_endpoints, 2000, err, errlen);
+    if (rv == 0) {
+        rv = catalog_etcd_open(&s->ecat, s->ec, cfg->cluster_name, err, errlen);
+    }
+    if (rv == 0 && (s->pm = pmap_new()) == NULL) {
+        rv = LAPSE_ENOMEM;
+        snprintf(err, errlen, "out of memory");
+    }
+    if (rv == 0 && cfg->import_dir != NULL) {
+        rv = import_catalog(s, cfg->import_dir, err, errlen);
+    }
+    s->next_table_id = 1;
+    snprintf(s->election, sizeof(s->election), "%scoordinator/leader",
+             s->ecat != NULL ? catalog_etcd_prefix(s->ecat) : "");
+    return rv;
+}
 
 int server_open(server **out, const server_config *cfg, char *err, size_t errlen)
 {
@@ -25,6 +69,7 @@ int server_open(server **out, const server_config *cfg, char *err, size_t errlen
     ttlprop_init(&s->ttl);
     pthread_mutex_init(&s->ddl_lock, NULL);
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->fwd_lock, NULL);
     clock_cond_init_mono(&s->member_cond);
 
     int rv;
@@ -41,6 +86,13 @@ int server_open(server **out, const server_config *cfg, char *err, size_t errlen
         goto fail;
     }
     catalog_state st = {0};
+    if (cfg->etcd_endpoints != NULL) {
+        if ((rv = open_etcd(s, cfg, err, errlen)) != 0) {
+            goto fail;
+        }
+        *out = s;
+        return 0;
+    }
     if ((rv = catalog_open(&s->cat, cfg->data_dir, &st, err, errlen)) != 0) {
         goto fail;
     }
@@ -78,6 +130,12 @@ int server_start(server *s, char *err, size_t errlen)
         s->rpc = NULL;
         return rv;
     }
+    if (s->ec != NULL && (rv = leader_start(s, err, errlen)) != 0) {
+        rpc_server_close(s->rpc);
+        s->rpc = NULL;
+        membership_stop(s);
+        return rv;
+    }
     return 0;
 }
 
@@ -89,8 +147,13 @@ void server_close(server *s)
     /* Handlers use everything below, so the rpc server goes first. */
     rpc_server_close(s->rpc);
     membership_stop(s);
+    if (s->ec != NULL) {
+        leader_stop(s);
+    }
     push_free(s->pusher);
     catalog_close(s->cat);
+    catalog_etcd_close(s->ecat);
+    etcd_close(s->ec);
     pmap_free(s->pm);
     free(s->live);
     ttlprop_fini(&s->ttl);
@@ -105,6 +168,7 @@ void server_close(server *s)
     pthread_cond_destroy(&s->member_cond);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->ddl_lock);
+    pthread_mutex_destroy(&s->fwd_lock);
     free(s);
 }
 
@@ -113,15 +177,26 @@ int server_commit(server *s, pmap *next, uint32_t next_table_id, char *err, size
     uint64_t old_version = next->version;
     next->version = s->pm->version + 1;
     catalog_state st = {next, next_table_id};
-    int rv = catalog_save(s->cat, &st, err, errlen);
+    int rv = s->ec == NULL ? catalog_save(s->cat, &st, err, errlen)
+                           : catalog_etcd_save(s->ecat, &st, err, errlen);
     if (rv != 0) {
         next->version = old_version;
+        if (s->ec != NULL) {
+            /* Refused (no longer leading, or stale) or unknown: this state
+             * may be behind etcd's. Lead again only after a fresh load. */
+            atomic_store(&s->leading, 0);
+        }
         return rv;
     }
     pmap_free(s->pm);
     s->pm = next;
     s->next_table_id = next_table_id;
     return 0;
+}
+
+int server_leads(server *s)
+{
+    return s->ec == NULL || atomic_load(&s->leading);
 }
 
 node_live *server_live(server *s, uint32_t id, int create)

@@ -38,12 +38,15 @@
 #define LAPSE_COORD_SERVER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../etcd/etcd.h"
 #include "../partition/pmap.h"
 #include "../rpc/rpc.h"
 #include "catalog.h"
+#include "catalog_etcd.h"
 #include "push.h"
 #include "ttlprop.h"
 
@@ -57,9 +60,14 @@ typedef struct node_live {
     int ttl_paused_for_clock;       /* its last heartbeat said its TTL scanners are paused */
 } node_live;
 
+#define SERVER_MAX_PEERS 16 /* coordinators a follower may forward to */
+
 typedef struct server_config {
     const char *listen_url;       /* rpc URL to listen on; borrowed */
-    const char *data_dir;         /* directory of the catalog; borrowed */
+    const char *data_dir;         /* directory of the local catalog; NULL with etcd */
+    const char *etcd_endpoints;   /* NULL: local catalog; else the state lives in etcd */
+    const char *cluster_name;     /* with etcd: the cluster's prefix /lapse/<name>/ */
+    const char *import_dir;       /* with etcd: a local catalog to import once; NULL */
     int64_t heartbeat_timeout_ms; /* UP nodes silent longer than this go DOWN */
     int push_timeout_ms;          /* per-node timeout of PushPartitionMap */
     const char *admin_token;      /* NULL: none required; else borrowed, non-empty */
@@ -74,7 +82,7 @@ typedef struct server {
     size_t admin_token_len;         /* strlen(admin_token) */
 
     /* ---- resources, owned ---- */
-    catalog *cat;    /* the durable state (own RocksDB); thread-safe */
+    catalog *cat;    /* the durable state (own RocksDB); NULL with etcd */
     push *pusher;    /* per-node rpc clients for pushes; thread-safe */
     rpc_server *rpc; /* serves the coordinator calls; NULL until started */
 
@@ -90,6 +98,19 @@ typedef struct server {
     size_t live_cap;
     ttlprop ttl; /* latest TTL progress per (node, table); not durable (ttlprop.h) */
 
+    /* ---- etcd (leader.h); all NULL/0 with a local catalog ---- */
+    etcd *ec;                          /* the cluster's etcd client; thread-safe */
+    catalog_etcd *ecat;                /* the durable state in etcd; under lock */
+    etcd_keeper *keeper;               /* this coordinator's lease */
+    char election[128];                /* the election's name */
+    atomic_int leading;                /* leader.h invariant 1 */
+    atomic_int leader_stop;            /* asks the leader thread to exit */
+    pthread_t leader_thread;           /* valid when leader_running */
+    int leader_running;
+    pthread_mutex_t fwd_lock;          /* guards fwd and nfwd */
+    rpc_client *fwd[SERVER_MAX_PEERS]; /* clients of leaders forwarded to, kept */
+    int nfwd;
+
     /* ---- the membership thread (membership.c) ---- */
     pthread_t member_thread;    /* valid when member_running */
     int member_running;         /* 1 between membership_start and membership_stop */
@@ -98,7 +119,9 @@ typedef struct server {
 } server;
 
 /* Opens the catalog in cfg->data_dir (creating it), loads the map with every
- * node DOWN, and prepares the locks and the push clients. Returns 0 with
+ * node DOWN, and prepares the locks and the push clients. With
+ * cfg->etcd_endpoints it opens the etcd client instead (importing
+ * cfg->import_dir first when set) and holds an empty map until it leads. Returns 0 with
  * *out set (free with server_close), or LAPSE_EIO (data dir unusable or
  * locked by another process), LAPSE_ECORRUPT or LAPSE_ENOMEM with a reason in
  * err; on error *out is NULL and nothing stays open. */
@@ -116,13 +139,19 @@ void server_close(server *s);
 
 /*
  * Makes next the current map: sets next->version to the current version + 1,
- * writes next and next_table_id to the catalog in one synced batch, then
- * swaps them in and frees the old map. Ownership of next moves to s only on
+ * writes next and next_table_id to the catalog in one synced batch (with
+ * etcd: one fenced transaction; a failure there also ends this
+ * coordinator's leadership, leader.h), then swaps them in and frees the old
+ * map. Ownership of next moves to s only on
  * success. Returns 0, or LAPSE_EIO with a reason in err; on error the
  * current state is unchanged and the caller still owns next.
  * REQUIRES: s->lock held; pmap_check(next).
  */
 int server_commit(server *s, pmap *next, uint32_t next_table_id, char *err, size_t errlen);
+
+/* Whether this coordinator may change the state: always with a local
+ * catalog; with etcd, while it leads. */
+int server_leads(server *s);
 
 /* Returns the liveness entry of node id, creating it (never heard from)
  * when create is set; NULL when absent or on OOM. Borrowed until s->live

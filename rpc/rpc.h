@@ -15,7 +15,9 @@
  * version or an empty body, ETIMEDOUT for a request whose deadline passed
  * while it was queued, and otherwise calls the handler.
  *
- * Client: one req0 socket per peer URL, dialled in the background and
+ * Client: one req0 socket per peer URL (or per comma-separated list of peer
+ * URLs, each dialled: a call goes to a peer that is connected, so a list of
+ * coordinators works while any of them does), dialled in the background and
  * redialled automatically; rpc_call opens a context per call, so one client
  * is safe to share between threads and calls run concurrently.
  *
@@ -105,6 +107,15 @@ typedef struct rpc_multi_call {
  * passed; each gets its own outcome exactly as rpc_call would. Used to fan a
  * batch out to every owning node in one round trip. */
 void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms);
+
+/* Sends req (borrowed; its version and timeout are filled in) to c as
+ * rpc_call does and copies the reply into *resp, every part of it allocated
+ * from a: a server handing a call on (a coordinator that does not lead, to
+ * the one that does) answers with the other's reply as it came. Returns 0
+ * when a reply came (its status is in resp), or a transport error with err
+ * set and resp untouched. */
+int rpc_forward(rpc_client *c, const Lapse__Request *req, int timeout_ms, Lapse__Response *resp,
+                arena *a, char *err, size_t errlen);
 
 /* Sends raw bytes as one message and returns the raw reply bytes in *reply
  * (caller frees with free()). For tests that send malformed frames.

@@ -33,11 +33,32 @@ struct rpc_client {
     char *url; /* owned */
 };
 
+/* Starts a dialer of c's socket to url. Returns 0 or an error. */
+static int dial(rpc_client *c, const char *url, char *err, size_t errlen)
+{
+    nng_dialer d;
+    int rv;
+    if ((rv = nng_dialer_create(&d, c->sock, url)) != 0) {
+        set_err(err, errlen, "bad address %s: %s", url, nng_strerror(rv));
+        return rv == NNG_ENOMEM ? LAPSE_ENOMEM : LAPSE_EINVAL;
+    }
+    (void)nng_dialer_set_ms(d, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS);
+    (void)nng_dialer_set_ms(d, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS);
+    (void)nng_dialer_set_size(d, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES);
+    /* Non-blocking: the dialer keeps retrying in the background and calls
+     * made meanwhile wait in the socket's send queue. */
+    if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
+        int code = from_nng(rv);
+        set_err(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
+        return code == LAPSE_ENOMEM ? code : LAPSE_EINVAL;
+    }
+    return 0;
+}
+
 int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
 {
     int rv;
     int code;
-    nng_dialer d;
 
     *out = NULL;
     rpc_client *c = calloc(1, sizeof *c);
@@ -62,23 +83,27 @@ int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
         set_err(err, errlen, "socket options: %s", nng_strerror(rv));
         goto fail;
     }
-    if ((rv = nng_dialer_create(&d, c->sock, url)) != 0) {
-        code = (rv == NNG_ENOMEM) ? LAPSE_ENOMEM : LAPSE_EINVAL;
-        set_err(err, errlen, "bad address %s: %s", url, nng_strerror(rv));
-        goto fail;
-    }
-    (void)nng_dialer_set_ms(d, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS);
-    (void)nng_dialer_set_ms(d, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS);
-    (void)nng_dialer_set_size(d, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES);
-    /* Non-blocking: the dialer keeps retrying in the background and calls
-     * made meanwhile wait in the socket's send queue. */
-    if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
-        code = from_nng(rv);
-        if (code != LAPSE_ENOMEM) {
+    /* One dialer per peer of a comma-separated list: req0 sends each
+     * request to a peer that is connected, so a list works while any of its
+     * peers does. */
+    for (const char *p = url;;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        char one[512];
+        if (n == 0 || n >= sizeof(one)) {
             code = LAPSE_EINVAL;
+            set_err(err, errlen, "bad address list \"%s\": an empty or over-long entry", url);
+            goto fail;
         }
-        set_err(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
-        goto fail;
+        memcpy(one, p, n);
+        one[n] = '\0';
+        if ((code = dial(c, one, err, errlen)) != 0) {
+            goto fail;
+        }
+        if (comma == NULL) {
+            break;
+        }
+        p = comma + 1;
     }
     *out = c;
     return 0;
@@ -359,5 +384,49 @@ int rpc_call_raw(rpc_client *c, const void *data, size_t len, int timeout_ms, vo
     nng_msg_free(x.reply);
     *reply = copy;
     *reply_len = n;
+    return 0;
+}
+
+/* protobuf-c allocations from an arena, freed with it. */
+static void *arena_pb_alloc(void *data, size_t size)
+{
+    return arena_alloc(data, size > 0 ? size : 1);
+}
+
+static void arena_pb_free(void *data, void *p)
+{
+    (void)data;
+    (void)p; /* the arena frees everything at once */
+}
+
+int rpc_forward(rpc_client *c, const Lapse__Request *req, int timeout_ms, Lapse__Response *resp,
+                arena *a, char *err, size_t errlen)
+{
+    if (timeout_ms <= 0) {
+        timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
+    }
+    Lapse__Request copy = *req; /* shallow: only the envelope's fields change */
+    copy.version = RPC_PROTOCOL_VERSION;
+    copy.timeout_ms = (uint32_t)timeout_ms;
+    exchange x = {.client = c, .err = err, .errlen = errlen};
+    size_t len = lapse__request__get_packed_size(&copy);
+    int rv = new_msg(&x.msg, len, err, errlen);
+    if (rv != 0) {
+        return rv;
+    }
+    lapse__request__pack(&copy, nng_msg_body(x.msg));
+    exchange_all(&x, 1, timeout_ms);
+    if (x.rv != 0) {
+        return x.rv;
+    }
+    ProtobufCAllocator alloc = {arena_pb_alloc, arena_pb_free, a};
+    Lapse__Response *r =
+        lapse__response__unpack(&alloc, nng_msg_len(x.reply), nng_msg_body(x.reply));
+    nng_msg_free(x.reply);
+    if (r == NULL) {
+        set_err(err, errlen, "%s: undecodable reply", c->url);
+        return LAPSE_EPROTO;
+    }
+    *resp = *r;
     return 0;
 }

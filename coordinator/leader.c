@@ -1,0 +1,218 @@
+/* leader.c: coordinator leadership on etcd. Contract and state machine in
+ * leader.h. */
+#include "leader.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+
+#define LEASE_TTL_S 2
+#define LEASE_RENEW_MS 500
+#define CAMPAIGN_WAIT_MS 1000
+#define POLL_MS 50
+
+static void on_lease(void *arg, int64_t lease, enum etcd_lease_event ev)
+{
+    (void)arg;
+    if (ev == ETCD_LEASE_LOST) {
+        log_warn("etcd lease %llx lost", (unsigned long long)lease);
+    }
+}
+
+/* Sleeps ms unless stopping; returns whether stopping. */
+static int nap(server *s, int64_t ms)
+{
+    clock_mono until = clock_mono_after_ms(ms);
+    while (!atomic_load(&s->leader_stop) && clock_mono_remaining_ms(until) > 0) {
+        clock_sleep_ms(ms < POLL_MS ? ms : POLL_MS);
+    }
+    return atomic_load(&s->leader_stop);
+}
+
+/* Loads the catalog as the new leader and starts serving with it. Nodes
+ * start DOWN until they heartbeat (server.h invariant 1), as after a
+ * restart. */
+static int take_over(server *s, const etcd_leader *l)
+{
+    char err[512];
+    catalog_state st = {0};
+    pthread_mutex_lock(&s->ddl_lock);
+    pthread_mutex_lock(&s->lock);
+    int rv = catalog_etcd_load(s->ecat, &st, err, sizeof(err));
+    if (rv == 0) {
+        for (size_t i = 0; i < st.pm->nnodes; i++) {
+            st.pm->nodes[i].state = PMAP_NODE_DOWN;
+        }
+        pmap_free(s->pm);
+        s->pm = st.pm;
+        s->next_table_id = st.next_table_id;
+        s->nlive = 0; /* liveness heard while following is not ours */
+        catalog_etcd_fence(s->ecat, l->key, l->rev);
+        atomic_store(&s->leading, 1);
+        log_info("leading (etcd key %s): map version %llu with %zu tables and %zu nodes (all "
+                 "DOWN until they heartbeat)",
+                 l->key, (unsigned long long)s->pm->version, s->pm->ntables, s->pm->nnodes);
+    } else {
+        log_error("won the election but cannot load the catalog from etcd: %s", err);
+    }
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&s->ddl_lock);
+    return rv;
+}
+
+static void step_down(server *s, etcd_leader *l, const char *why)
+{
+    pthread_mutex_lock(&s->lock);
+    atomic_store(&s->leading, 0);
+    catalog_etcd_fence(s->ecat, NULL, 0);
+    pthread_mutex_unlock(&s->lock);
+    char err[512];
+    /* Best effort: a lost lease took the key with it already. */
+    (void)etcd_resign(s->ec, l, err, sizeof(err));
+    log_warn("no longer leading: %s", why);
+}
+
+static void *leader_main(void *arg)
+{
+    server *s = arg;
+    char err[512];
+    while (!atomic_load(&s->leader_stop)) {
+        int64_t lease = etcd_keeper_lease(s->keeper);
+        if (lease == 0) {
+            nap(s, POLL_MS);
+            continue;
+        }
+        etcd_leader l;
+        int rv = etcd_campaign(s->ec, s->election, lease, s->listen_url, strlen(s->listen_url),
+                               CAMPAIGN_WAIT_MS, &l, err, sizeof(err));
+        if (rv != 0) {
+            if (rv != LAPSE_ETIMEDOUT) { /* a timeout: another leads */
+                log_debug("campaign: %s", err);
+                nap(s, 200);
+            }
+            continue;
+        }
+        if (take_over(s, &l) != 0) {
+            (void)etcd_resign(s->ec, &l, err, sizeof(err));
+            etcd_leader_fini(&l);
+            nap(s, 200);
+            continue;
+        }
+        const char *why = "stopping";
+        for (;;) {
+            if (nap(s, POLL_MS)) {
+                break;
+            }
+            if (etcd_keeper_lease(s->keeper) != l.lease) {
+                why = "its etcd lease expired";
+                break;
+            }
+            if (!atomic_load(&s->leading)) {
+                why = "a change was refused by etcd or its outcome is unknown";
+                break;
+            }
+        }
+        step_down(s, &l, why);
+        etcd_leader_fini(&l);
+    }
+    return NULL;
+}
+
+int leader_start(server *s, char *err, size_t errlen)
+{
+    int rv = etcd_keeper_start(&s->keeper, s->ec, LEASE_TTL_S, LEASE_RENEW_MS, on_lease, s, err,
+                               errlen);
+    if (rv != 0) {
+        return rv;
+    }
+    atomic_store(&s->leader_stop, 0);
+    if (pthread_create(&s->leader_thread, NULL, leader_main, s) != 0) {
+        etcd_keeper_stop(s->keeper, 1);
+        s->keeper = NULL;
+        snprintf(err, errlen, "cannot start the leader thread");
+        return LAPSE_ENOMEM;
+    }
+    s->leader_running = 1;
+    return 0;
+}
+
+void leader_stop(server *s)
+{
+    if (s->leader_running) {
+        atomic_store(&s->leader_stop, 1);
+        pthread_join(s->leader_thread, NULL);
+        s->leader_running = 0;
+    }
+    /* Revoked, so the others need not wait out the lease. */
+    etcd_keeper_stop(s->keeper, 1);
+    s->keeper = NULL;
+    for (int i = 0; i < s->nfwd; i++) {
+        rpc_client_close(s->fwd[i]);
+    }
+    s->nfwd = 0;
+}
+
+/* The rpc client of url, opened on first use and kept until leader_stop
+ * (the set of coordinator URLs is small and fixed), so no call ever uses a
+ * client another thread closes. NULL on error. */
+static rpc_client *forward_client(server *s, const char *url, char *err, size_t errlen)
+{
+    rpc_client *c = NULL;
+    pthread_mutex_lock(&s->fwd_lock);
+    for (int i = 0; i < s->nfwd && c == NULL; i++) {
+        if (strcmp(rpc_client_url(s->fwd[i]), url) == 0) {
+            c = s->fwd[i];
+        }
+    }
+    if (c == NULL && s->nfwd < SERVER_MAX_PEERS &&
+        rpc_client_open(&c, url, err, errlen) == 0) {
+        s->fwd[s->nfwd++] = c;
+    } else if (c == NULL) {
+        snprintf(err, errlen, "cannot reach %s", url);
+    }
+    pthread_mutex_unlock(&s->fwd_lock);
+    return c;
+}
+
+void leader_forward(server *s, const Lapse__Request *req, Lapse__Response *resp, arena *a,
+                    int64_t deadline_mono_ms)
+{
+    char err[512];
+    if (req->forwarded) {
+        rpc_set_error(resp, a, LAPSE_EUNAVAILABLE,
+                      "coordinator %s does not lead either (the leader changed); try again",
+                      s->listen_url);
+        return;
+    }
+    etcd_kv kv;
+    int rv = etcd_election_leader(s->ec, s->election, &kv, err, sizeof(err));
+    if (rv == LAPSE_ENOTFOUND) {
+        rpc_set_error(resp, a, LAPSE_EUNAVAILABLE, "no coordinator leads yet; try again");
+        return;
+    }
+    if (rv != 0) {
+        rpc_set_error(resp, a, LAPSE_EUNAVAILABLE,
+                      "coordinator %s cannot learn the leader from etcd: %s", s->listen_url, err);
+        return;
+    }
+    if (strcmp(kv.value, s->listen_url) == 0) {
+        etcd_kv_fini(&kv);
+        rpc_set_error(resp, a, LAPSE_EUNAVAILABLE, "coordinator %s is taking over; try again",
+                      s->listen_url);
+        return;
+    }
+    rpc_client *c = forward_client(s, kv.value, err, sizeof(err));
+    int64_t left = deadline_mono_ms - clock_mono_now().ms;
+    Lapse__Request fwd = *req;
+    fwd.forwarded = 1;
+    rv = c == NULL ? LAPSE_EUNAVAILABLE
+                   : rpc_forward(c, &fwd, left > 100 ? (int)left : 100, resp, a, err, sizeof(err));
+    if (rv != 0) {
+        rpc_set_error(resp, a, rv, "the leading coordinator %s: %s", kv.value, err);
+    }
+    etcd_kv_fini(&kv);
+}
