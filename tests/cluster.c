@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "../client/lapse.h"
+#include "../common/lapse_err.h"
+#include "etcd_members.h"
 
 extern char **environ;
 
@@ -39,12 +41,34 @@ typedef struct proc {
 
 struct cluster {
     int nodes;
+    int coordinators; /* 1 + the extra ones at procs[nodes + 1 ..] */
+    int nprocs;       /* 1 + nodes + coordinators - 1 */
     int quiet;
     char bin_dir[512];
     char run_dir[512];
     char node_args[512];
-    proc procs[CLUSTER_MAX_NODES + 1]; /* [0] coordinator, [1..nodes] nodes */
+    etcd_members *etcd; /* owned; NULL: the coordinator keeps its catalog in --data */
+    char coord_urls[CLUSTER_MAX_COORDINATORS * 64]; /* every coordinator's URL, comma-separated */
+    /* [0] coordinator, [1..nodes] nodes, [nodes+1..] more coordinators */
+    proc procs[CLUSTER_MAX_NODES + CLUSTER_MAX_COORDINATORS];
 };
+
+/* Whether process idx is a coordinator. */
+static int is_coord(const cluster *c, int idx)
+{
+    return idx == 0 || idx > c->nodes;
+}
+
+/* Rebuilds coord_urls from the coordinators' current ports. */
+static void list_coordinators(cluster *c)
+{
+    c->coord_urls[0] = '\0';
+    for (int k = 0; k < c->coordinators; k++) {
+        size_t n = strlen(c->coord_urls);
+        snprintf(c->coord_urls + n, sizeof(c->coord_urls) - n, "%s%s", k > 0 ? "," : "",
+                 c->procs[cluster_coordinator_index(c, k)].url);
+    }
+}
 
 static int64_t now_ms(void)
 {
@@ -120,7 +144,7 @@ static int distinct_free_port(const cluster *c)
     for (int tries = 0; tries < 100; tries++) {
         port = cluster_free_port();
         int taken = 0;
-        for (int i = 0; i <= c->nodes && !taken; i++) {
+        for (int i = 0; i < c->nprocs && !taken; i++) {
             taken = c->procs[i].port == port || port_of_addr(c->procs[i].metrics_addr) == port;
         }
         if (!taken) {
@@ -146,7 +170,7 @@ static void pick_ports(cluster *c, int idx, int metrics)
 /* Notices processes that exited by themselves, without blocking. */
 static void reap(cluster *c)
 {
-    for (int i = 0; i <= c->nodes; i++) {
+    for (int i = 0; i < c->nprocs; i++) {
         proc *p = &c->procs[i];
         int st;
         if (p->pid > 0 && waitpid(p->pid, &st, WNOHANG) == p->pid) {
@@ -164,19 +188,25 @@ static void reap(cluster *c)
 static int spawn_proc(cluster *c, int idx)
 {
     proc *p = &c->procs[idx];
-    char bin[640], id[16], coord_url[64];
+    char bin[640], id[16];
     char *argv[40];
     int argc = 0;
     char extra[512];
 
-    snprintf(coord_url, sizeof(coord_url), "%s", c->procs[0].url);
-    if (idx == 0) {
+    if (is_coord(c, idx)) {
         snprintf(bin, sizeof(bin), "%s/lapse-coordinator", c->bin_dir);
         argv[argc++] = bin;
         argv[argc++] = "--listen";
         argv[argc++] = p->url;
-        argv[argc++] = "--data";
-        argv[argc++] = p->data_dir;
+        if (c->etcd != NULL) {
+            argv[argc++] = "--etcd";
+            argv[argc++] = (char *)etcd_members_endpoints(c->etcd);
+            argv[argc++] = "--cluster-name";
+            argv[argc++] = "test";
+        } else {
+            argv[argc++] = "--data";
+            argv[argc++] = p->data_dir;
+        }
     } else {
         snprintf(bin, sizeof(bin), "%s/lapse-node", c->bin_dir);
         snprintf(id, sizeof(id), "%d", idx);
@@ -186,7 +216,7 @@ static int spawn_proc(cluster *c, int idx)
         argv[argc++] = "--listen";
         argv[argc++] = p->url;
         argv[argc++] = "--coordinator";
-        argv[argc++] = coord_url;
+        argv[argc++] = c->coord_urls;
         argv[argc++] = "--data";
         argv[argc++] = p->data_dir;
         if (p->metrics_addr[0] != '\0') {
@@ -214,7 +244,7 @@ static int spawn_proc(cluster *c, int idx)
     }
     p->killed = 0;
     if (!c->quiet) {
-        fprintf(stderr, "cluster: started %s pid %d on %s\n", idx == 0 ? "coordinator" : id,
+        fprintf(stderr, "cluster: started %s pid %d on %s\n", is_coord(c, idx) ? "coordinator" : id,
                 (int)p->pid, p->url);
     }
     return 0;
@@ -250,7 +280,7 @@ int cluster_wait_up(cluster *c, int nodes, int timeout_ms)
     while (now_ms() < deadline) {
         lapse_error e;
         char *js = NULL;
-        if (cl == NULL && lapse_connect(&cl, c->procs[0].url, &e) != 0) {
+        if (cl == NULL && lapse_connect(&cl, c->coord_urls, &e) != 0) {
             cl = NULL;
         }
         if (cl != NULL) {
@@ -293,11 +323,12 @@ static int clash_reset(cluster *c, int i, int metrics)
         return -1;
     }
     fprintf(stderr, "cluster: %s %d lost its port to another process: new ports\n",
-            i == 0 ? "coordinator" : "node", i);
+            is_coord(c, i) ? "coordinator" : "node", i);
     p->crashed = 0; /* not a crash of the daemon's making */
     p->crash_count = 0;
     p->crash_status = 0;
-    pick_ports(c, i, i > 0 && metrics);
+    pick_ports(c, i, !is_coord(c, i) && metrics);
+    list_coordinators(c);
     return 0;
 }
 
@@ -309,14 +340,14 @@ static int clash_reset(cluster *c, int i, int metrics)
 static int respawn_port_clashes(cluster *c, int metrics)
 {
     reap(c);
-    for (int i = 0; i <= c->nodes; i++) {
+    for (int i = 0; i < c->nprocs; i++) {
         if (!c->procs[i].crashed) {
             continue;
         }
         if (clash_reset(c, i, metrics) != 0 || spawn_proc(c, i) != 0) {
             return -1;
         }
-        for (int k = 1; i == 0 && k <= c->nodes; k++) {
+        for (int k = 1; is_coord(c, i) && k <= c->nodes; k++) {
             if (c->procs[k].crashed) {
                 if (clash_reset(c, k, metrics) != 0) {
                     return -1;
@@ -339,12 +370,20 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
         snprintf(err, errlen, "node count must be 1..%d", CLUSTER_MAX_NODES);
         return LAPSE_EINVAL;
     }
+    if (opt->coordinators < 0 || opt->coordinators > CLUSTER_MAX_COORDINATORS ||
+        (opt->coordinators > 1 && opt->etcd < 1)) {
+        snprintf(err, errlen, "coordinator count must be 1..%d, and above 1 only with etcd",
+                 CLUSTER_MAX_COORDINATORS);
+        return LAPSE_EINVAL;
+    }
     cluster *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
     c->nodes = opt->nodes;
+    c->coordinators = opt->coordinators > 0 ? opt->coordinators : 1;
+    c->nprocs = c->nodes + c->coordinators;
     c->quiet = opt->quiet;
     const char *bin = opt->bin_dir ? opt->bin_dir : getenv("LAPSE_BIN_DIR");
     snprintf(c->bin_dir, sizeof(c->bin_dir), "%s", bin ? bin : "./build/bin");
@@ -356,23 +395,29 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
         free(c);
         return LAPSE_EIO;
     }
-    for (int i = 0; i <= c->nodes; i++) {
+    if (opt->etcd > 0 && etcd_members_start(&c->etcd, opt->etcd, err, errlen) != 0) {
+        cluster_free(c, 0);
+        return LAPSE_EUNAVAILABLE;
+    }
+    for (int i = 0; i < c->nprocs; i++) {
         proc *p = &c->procs[i];
-        const char *name = i == 0 ? "coordinator" : "node";
+        const char *name = is_coord(c, i) ? "coordinator" : "node";
+        int n = i > c->nodes ? i - c->nodes + 1 : i; /* coordinator 2, 3, ... */
         p->exit_status = -1;
-        pick_ports(c, i, i > 0 && opt->metrics);
+        pick_ports(c, i, !is_coord(c, i) && opt->metrics);
         if (i == 0) {
             snprintf(p->data_dir, sizeof(p->data_dir), "%s/%s", c->run_dir, name);
             snprintf(p->log_path, sizeof(p->log_path), "%s/%s.log", c->run_dir, name);
         } else {
-            snprintf(p->data_dir, sizeof(p->data_dir), "%s/%s%d", c->run_dir, name, i);
-            snprintf(p->log_path, sizeof(p->log_path), "%s/%s%d.log", c->run_dir, name, i);
+            snprintf(p->data_dir, sizeof(p->data_dir), "%s/%s%d", c->run_dir, name, n);
+            snprintf(p->log_path, sizeof(p->log_path), "%s/%s%d.log", c->run_dir, name, n);
         }
     }
-    for (int i = 0; i <= c->nodes; i++) {
+    list_coordinators(c);
+    for (int i = 0; i < c->nprocs; i++) {
         if (spawn_proc(c, i) != 0) {
             snprintf(err, errlen, "cannot start %s/%s", c->bin_dir,
-                     i == 0 ? "lapse-coordinator" : "lapse-node");
+                     is_coord(c, i) ? "lapse-coordinator" : "lapse-node");
             cluster_free(c, 0);
             return LAPSE_EIO;
         }
@@ -399,7 +444,7 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
 
 int cluster_kill(cluster *c, int idx, int sig)
 {
-    if (idx < 0 || idx > c->nodes) {
+    if (idx < 0 || idx >= c->nprocs) {
         return LAPSE_EINVAL;
     }
     reap(c);
@@ -433,7 +478,7 @@ int cluster_kill(cluster *c, int idx, int sig)
 
 int cluster_restart(cluster *c, int idx)
 {
-    if (idx < 0 || idx > c->nodes) {
+    if (idx < 0 || idx >= c->nprocs) {
         return LAPSE_EINVAL;
     }
     reap(c);
@@ -446,7 +491,7 @@ int cluster_restart(cluster *c, int idx)
 int cluster_crashed(cluster *c, int *status)
 {
     reap(c);
-    for (int i = 0; i <= c->nodes; i++) {
+    for (int i = 0; i < c->nprocs; i++) {
         if (c->procs[i].crashed) {
             if (status != NULL) {
                 *status = c->procs[i].crash_status;
@@ -462,12 +507,19 @@ void cluster_free(cluster *c, int remove_dir)
     if (c == NULL) {
         return;
     }
-    /* Nodes first, so none logs the coordinator's disappearance. */
-    for (int i = c->nodes; i >= 0; i--) {
+    /* Nodes first, so none logs the coordinator's disappearance; etcd last. */
+    for (int i = c->nodes; i >= 1; i--) {
         if (c->procs[i].pid > 0) {
             cluster_kill(c, i, SIGTERM);
         }
     }
+    for (int k = 0; k < c->coordinators; k++) {
+        int i = cluster_coordinator_index(c, k);
+        if (c->procs[i].pid > 0) {
+            cluster_kill(c, i, SIGTERM);
+        }
+    }
+    etcd_members_free(c->etcd, 0);
     if (remove_dir) {
         cluster_rm_rf(c->run_dir);
     }
@@ -476,12 +528,32 @@ void cluster_free(cluster *c, int remove_dir)
 
 const char *cluster_coordinator_url(const cluster *c)
 {
-    return c->procs[0].url;
+    return c->coord_urls;
+}
+
+int cluster_coordinators(const cluster *c)
+{
+    return c->coordinators;
+}
+
+int cluster_coordinator_index(const cluster *c, int k)
+{
+    return k <= 0 ? 0 : c->nodes + k;
+}
+
+etcd_members *cluster_etcd(cluster *c)
+{
+    return c->etcd;
 }
 
 const char *cluster_node_url(const cluster *c, int node)
 {
     return (node >= 1 && node <= c->nodes) ? c->procs[node].url : NULL;
+}
+
+const char *cluster_url(const cluster *c, int idx)
+{
+    return (idx >= 0 && idx < c->nprocs) ? c->procs[idx].url : NULL;
 }
 
 const char *cluster_run_dir(const cluster *c)
@@ -504,12 +576,12 @@ int cluster_nodes(const cluster *c)
 
 pid_t cluster_pid(const cluster *c, int idx)
 {
-    return (idx >= 0 && idx <= c->nodes) ? c->procs[idx].pid : 0;
+    return (idx >= 0 && idx < c->nprocs) ? c->procs[idx].pid : 0;
 }
 
 int cluster_crash_count(cluster *c, int idx)
 {
-    if (idx < 0 || idx > c->nodes) {
+    if (idx < 0 || idx >= c->nprocs) {
         return 0;
     }
     reap(c);
@@ -518,12 +590,12 @@ int cluster_crash_count(cluster *c, int idx)
 
 int cluster_exit_status(const cluster *c, int idx)
 {
-    return (idx >= 0 && idx <= c->nodes) ? c->procs[idx].exit_status : -1;
+    return (idx >= 0 && idx < c->nprocs) ? c->procs[idx].exit_status : -1;
 }
 
 const char *cluster_log_path(const cluster *c, int idx)
 {
-    return (idx >= 0 && idx <= c->nodes) ? c->procs[idx].log_path : NULL;
+    return (idx >= 0 && idx < c->nprocs) ? c->procs[idx].log_path : NULL;
 }
 
 pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *out_path,
@@ -535,7 +607,7 @@ pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *o
     int argc = 0;
     argv[argc++] = bin;
     argv[argc++] = "--coordinator";
-    argv[argc++] = c->procs[0].url;
+    argv[argc++] = c->coord_urls;
     for (int i = 0; args[i] != NULL && argc < 31; i++) {
         argv[argc++] = args[i];
     }

@@ -5,7 +5,10 @@
  * posix_spawn (NNG is not fork-safe) and logging to files in that directory.
  *
  * Processes are addressed by index: 0 is the coordinator, 1..N the nodes
- * (node index i has node id i).
+ * (node index i has node id i), and with several coordinators (on etcd) the
+ * others follow the nodes (cluster_coordinator_index). With
+ * cluster_options.etcd the cluster also runs that many etcd members
+ * (etcd_members.h) and its coordinators keep their catalog there.
  *
  * Thread-safety: none; drive a cluster from one thread.
  *
@@ -29,8 +32,10 @@
 #include <sys/types.h>
 
 #define CLUSTER_MAX_NODES 8
+#define CLUSTER_MAX_COORDINATORS 4
 
 typedef struct cluster cluster;
+typedef struct etcd_members etcd_members;
 
 typedef struct cluster_options {
     int nodes;             /* node count, 1..CLUSTER_MAX_NODES */
@@ -39,6 +44,9 @@ typedef struct cluster_options {
     const char *node_args; /* extra arguments for every node, space-separated */
     int quiet;             /* 0: print a line per start/kill to stderr */
     int metrics;           /* give each node --metrics-listen on a free port */
+    int etcd;              /* 0: the coordinator keeps its catalog in --data; N: N etcd
+                              members, and the coordinators run with --etcd */
+    int coordinators;      /* 0 or 1: one; more needs etcd */
 } cluster_options;
 
 /* Starts the coordinator and the nodes and waits (up to 20 s) until every
@@ -49,8 +57,16 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
  * The run directory is removed when remove_dir is set. Accepts NULL. */
 void cluster_free(cluster *c, int remove_dir);
 
+/* Every coordinator's URL, comma-separated (what nodes and clients get). */
 const char *cluster_coordinator_url(const cluster *c);
+int cluster_coordinators(const cluster *c);
+/* The process index of coordinator k (0-based): 0 for the first. */
+int cluster_coordinator_index(const cluster *c, int k);
+/* The cluster's etcd members, or NULL without cluster_options.etcd. */
+etcd_members *cluster_etcd(cluster *c);
 const char *cluster_node_url(const cluster *c, int node); /* node 1..N */
+/* The URL process idx listens on (any process), or NULL for a bad index. */
+const char *cluster_url(const cluster *c, int idx);
 const char *cluster_run_dir(const cluster *c);
 /* Starts the lapse CLI (in the cluster's bin dir) with --coordinator set to
  * c's and args (NULL-terminated, at most 28), stdin /dev/null, stdout and
