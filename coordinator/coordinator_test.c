@@ -423,7 +423,7 @@ static void test_port_in_use(void **state)
 }
 
 /* Flags: bad or unknown ones exit 2 with a message; --help exits 0;
- * an unusable data dir exits 1. */
+ * an unusable data dir, etcd endpoint list or cluster name exits 1. */
 static void test_flags(void **state)
 {
     (void)state;
@@ -433,7 +433,12 @@ static void test_flags(void **state)
         const char *says;
     } cases[] = {
         {{"--bogus", NULL}, 2, "unknown flag"},
-        {{"--listen", fx.url, NULL}, 2, "--data DIR is required"},
+        {{"--listen", fx.url, NULL}, 2, "--data DIR (or --etcd URLs) is required"},
+        {{"--data", fx.data_dir, "--etcd", "http://127.0.0.1:1", NULL}, 2, "exclude each other"},
+        {{"--data", fx.data_dir, "--import-catalog", fx.data_dir, NULL}, 2, "need --etcd"},
+        {{"--etcd", "", NULL}, 2, "wants its members' URLs"},
+        {{"--etcd", "https://127.0.0.1:1", NULL}, 1, "is not http://HOST:PORT"},
+        {{"--etcd", "http://127.0.0.1:1", "--cluster-name", "a/b", NULL}, 1, "cluster name"},
         {{"--data", fx.data_dir, "--heartbeat-timeout-ms", "soon", NULL}, 2, "milliseconds"},
         {{"--data", fx.data_dir, "--log-level", "loud", NULL}, 2, "--log-level"},
         {{"--data", fx.data_dir, "extra", NULL}, 2, "unexpected argument"},

@@ -1,0 +1,248 @@
+/*
+ * lapse-failover-bench: the control plane on etcd (docs/coordinator.md).
+ * A cluster of 3 etcd members, 2 coordinators and 3 nodes on loopback;
+ * then, one after the other:
+ *
+ *   create   create-table latency (8 partitions), --tables times
+ *   ttl      update-ttl --enable until describe-ttl says ENABLED on every
+ *            node (an empty table: the propagation itself), --tables times
+ *   failover kill -9 of the leading coordinator, --kills times: time until
+ *            etcd names another leader, and until a create-table through a
+ *            client that knows both coordinators succeeds
+ *
+ * Prints median, p90 and max of each, and how many samples timed out
+ * (counted apart, never in the percentiles).
+ *
+ *   lapse-failover-bench [--bin-dir DIR] [--kills N] [--tables N] [--workloads LIST]
+ */
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../client/lapse.h"
+#include "../etcd/etcd.h"
+#include "../tests/cluster.h"
+#include "../tests/etcd_members.h"
+#include "bench_util.h"
+
+#define ELECTION "/lapse/test/coordinator/leader"
+
+static cluster *g_cluster;
+static lapse_client *g_client;
+static etcd *g_etcd;
+
+typedef struct series {
+    const char *name;
+    int64_t *ms;
+    int n;
+    int timeouts;
+} series;
+
+static void add(series *s, int64_t ms)
+{
+    s->ms[s->n++] = ms;
+}
+
+static void report(series *s)
+{
+    if (s->n == 0) {
+        printf("%-28s no samples (%d timed out)\n", s->name, s->timeouts);
+        return;
+    }
+    qsort(s->ms, (size_t)s->n, sizeof(int64_t), cmp_i64);
+    printf("%-28s n=%d median %lld ms  p90 %lld ms  max %lld ms  (%d timed out)\n", s->name, s->n,
+           (long long)s->ms[s->n / 2], (long long)s->ms[(s->n * 9) / 10 < s->n ? (s->n * 9) / 10
+                                                                            : s->n - 1],
+           (long long)s->ms[s->n - 1], s->timeouts);
+}
+
+static int64_t now_ms(void)
+{
+    return (int64_t)(mono_s() * 1000.0);
+}
+
+/* The process index of the leading coordinator other than not_idx; -1
+ * after timeout_ms. */
+static int leader_other_than(int not_idx, int timeout_ms)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    char err[256];
+    do {
+        etcd_kv kv;
+        if (etcd_election_leader(g_etcd, ELECTION, &kv, err, sizeof(err)) == 0) {
+            for (int k = 0; k < cluster_coordinators(g_cluster); k++) {
+                int idx = cluster_coordinator_index(g_cluster, k);
+                if (idx != not_idx && strcmp(cluster_url(g_cluster, idx), kv.value) == 0) {
+                    etcd_kv_fini(&kv);
+                    return idx;
+                }
+            }
+            etcd_kv_fini(&kv);
+        }
+        sleep_ms(5);
+    } while (now_ms() < deadline);
+    return -1;
+}
+
+static int create(const char *name)
+{
+    lapse_table_def d = {
+        .name = name, .partition_key = "Id", .partition_key_type = 'S', .partitions = 8};
+    lapse_error e;
+    return lapse_create_table(g_client, &d, &e);
+}
+
+static int ttl_enabled(const char *table)
+{
+    char *js = NULL;
+    lapse_error e;
+    if (lapse_describe_ttl(g_client, table, &js, &e) != 0) {
+        return 0;
+    }
+    json_error_t jerr;
+    json_t *root = json_loads(js, 0, &jerr);
+    const char *st = json_string_value(
+        json_object_get(json_object_get(root, "TimeToLiveDescription"), "TimeToLiveStatus"));
+    int ok = st != NULL && strcmp(st, "ENABLED") == 0;
+    json_decref(root);
+    lapse_free(js);
+    return ok;
+}
+
+static void run_create_and_ttl(int tables, const char *workloads)
+{
+    series cr = {"create-table", calloc((size_t)tables, sizeof(int64_t)), 0, 0};
+    series tt = {"ttl enable -> ENABLED", calloc((size_t)tables, sizeof(int64_t)), 0, 0};
+    for (int i = 0; i < tables; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "Bench%d", i);
+        int64_t t0 = now_ms();
+        if (create(name) != 0) {
+            cr.timeouts++;
+            continue;
+        }
+        add(&cr, now_ms() - t0);
+        if (!has_workload(workloads, "ttl")) {
+            continue;
+        }
+        lapse_ttl_spec spec = {.action = LAPSE_TTL_ENABLE, .attribute = "Exp"};
+        lapse_error e;
+        t0 = now_ms();
+        int ok = lapse_update_ttl(g_client, name, &spec, NULL, &e) == 0;
+        while (ok && !ttl_enabled(name)) {
+            if (now_ms() - t0 > 10000) {
+                ok = 0;
+                break;
+            }
+            sleep_ms(1);
+        }
+        if (ok) {
+            add(&tt, now_ms() - t0);
+        } else {
+            tt.timeouts++;
+        }
+        if ((i + 1) % 10 == 0) {
+            fprintf(stderr, "  %d/%d tables\n", i + 1, tables);
+        }
+    }
+    if (has_workload(workloads, "create")) {
+        report(&cr);
+    }
+    if (has_workload(workloads, "ttl")) {
+        report(&tt);
+    }
+    free(cr.ms);
+    free(tt.ms);
+}
+
+static void run_failover(int kills)
+{
+    series elect = {"kill -9 -> new leader", calloc((size_t)kills, sizeof(int64_t)), 0, 0};
+    series serve = {"kill -9 -> create-table ok", calloc((size_t)kills, sizeof(int64_t)), 0, 0};
+    for (int i = 0; i < kills; i++) {
+        int leader = leader_other_than(-1, 10000);
+        if (leader < 0) {
+            elect.timeouts++;
+            continue;
+        }
+        int64_t t0 = now_ms();
+        cluster_kill(g_cluster, leader, SIGKILL);
+        if (leader_other_than(leader, 10000) < 0) {
+            elect.timeouts++;
+        } else {
+            add(&elect, now_ms() - t0);
+        }
+        char name[32];
+        snprintf(name, sizeof(name), "Failover%d", i);
+        int rv;
+        while ((rv = create(name)) != 0 && rv != LAPSE_EEXISTS && now_ms() - t0 < 20000) {
+            sleep_ms(5);
+        }
+        if (rv == 0 || rv == LAPSE_EEXISTS) {
+            add(&serve, now_ms() - t0);
+        } else {
+            serve.timeouts++;
+        }
+        cluster_restart(g_cluster, leader);
+        fprintf(stderr, "  kill %d/%d\n", i + 1, kills);
+    }
+    report(&elect);
+    report(&serve);
+    free(elect.ms);
+    free(serve.ms);
+}
+
+int main(int argc, char **argv)
+{
+    const char *bin_dir = NULL;
+    const char *workloads = "create,ttl,failover";
+    int kills = 20, tables = 20;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--bin-dir") == 0 && i + 1 < argc) {
+            bin_dir = argv[++i];
+        } else if (strcmp(argv[i], "--kills") == 0 && i + 1 < argc) {
+            kills = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--tables") == 0 && i + 1 < argc) {
+            tables = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--workloads") == 0 && i + 1 < argc) {
+            workloads = argv[++i];
+        } else {
+            fprintf(stderr,
+                    "usage: lapse-failover-bench [--bin-dir DIR] [--kills N] [--tables N] "
+                    "[--workloads create,ttl,failover]\n");
+            return 2;
+        }
+    }
+    if (kills < 1 || kills > 1000 || tables < 1 || tables > 1000) {
+        fprintf(stderr, "lapse-failover-bench: --kills and --tables want 1..1000\n");
+        return 2;
+    }
+    cluster_options o = {
+        .nodes = 3, .quiet = 1, .etcd = 3, .coordinators = 2, .bin_dir = bin_dir};
+    char err[512];
+    fprintf(stderr, "starting 3 etcd members, 2 coordinators, 3 nodes\n");
+    if (cluster_start(&g_cluster, &o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "lapse-failover-bench: %s\n", err);
+        return 1;
+    }
+    lapse_error e;
+    if (lapse_connect(&g_client, cluster_coordinator_url(g_cluster), &e) != 0 ||
+        etcd_open(&g_etcd, etcd_members_endpoints(cluster_etcd(g_cluster)), 2000, err,
+                  sizeof(err)) != 0) {
+        fprintf(stderr, "lapse-failover-bench: cannot connect\n");
+        cluster_free(g_cluster, 1);
+        return 1;
+    }
+    if (has_workload(workloads, "create") || has_workload(workloads, "ttl")) {
+        run_create_and_ttl(tables, workloads);
+    }
+    if (has_workload(workloads, "failover")) {
+        run_failover(kills);
+    }
+    lapse_close(g_client);
+    etcd_close(g_etcd);
+    cluster_free(g_cluster, 1);
+    return 0;
+}
