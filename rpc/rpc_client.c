@@ -214,12 +214,13 @@ static void exchange_all(exchange *xs, size_t n, int timeout_ms)
             exchange_fail(&xs[i], nrv, timeout_ms);
             continue;
         }
+        /* The deadline may have passed while an earlier exchange's send
+         * waited for its (dead) peer; this exchange's reply may be in by
+         * now, and a receive with a zero timeout still takes a reply the
+         * context already holds. Failing it unasked would blame a healthy
+         * peer for another's silence. */
         int64_t left = clock_mono_remaining_ms(deadline);
-        if (left <= 0) {
-            exchange_fail(&xs[i], NNG_ETIMEDOUT, timeout_ms);
-            continue;
-        }
-        nng_aio_set_timeout(fl[i].aio, (nng_duration)left);
+        nng_aio_set_timeout(fl[i].aio, left > 0 ? (nng_duration)left : NNG_DURATION_ZERO);
         nng_ctx_recv(fl[i].ctx, fl[i].aio);
         fl[i].sent = 1;
     }

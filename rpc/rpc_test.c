@@ -616,6 +616,47 @@ static void call_many_runs_calls_concurrently(void **state)
     }
 }
 
+/* A dead peer first in the group: its send waits out the whole deadline,
+ * and the live peers after it, whose replies came in meanwhile, still
+ * succeed; only the dead call fails (lapse ttl-preview blamed a healthy
+ * node for a dead one's timeout). */
+static void call_many_dead_peer_first_does_not_fail_the_others(void **state)
+{
+    (void)state;
+    fixture *f[2];
+    for (int i = 0; i < 2; i++) {
+        f[i] = fixture_open(0, 2);
+    }
+    rpc_client *dead = NULL;
+    char url[64], err[256] = "";
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", free_port());
+    assert_rv(rpc_client_open(&dead, url, err, sizeof err), 0, err);
+
+    Lapse__HeartbeatRequest hb = LAPSE__HEARTBEAT_REQUEST__INIT; /* answered at once */
+    hb.node_id = 7;
+    Lapse__Request reqs[3];
+    rpc_multi_call calls[3];
+    for (int i = 0; i < 3; i++) {
+        lapse__request__init(&reqs[i]);
+        reqs[i].body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
+        reqs[i].heartbeat = &hb;
+        calls[i].client = i == 0 ? dead : f[i - 1]->cli;
+        calls[i].req = &reqs[i];
+    }
+    rpc_call_many(calls, 3, 500);
+    assert_true(calls[0].rv == LAPSE_ETIMEDOUT || calls[0].rv == LAPSE_EUNAVAILABLE);
+    assert_non_null(strstr(calls[0].err, url));
+    for (int i = 1; i < 3; i++) {
+        assert_rv(calls[i].rv, 0, calls[i].err);
+        assert_int_equal(calls[i].resp->body_case, LAPSE__RESPONSE__BODY_HEARTBEAT);
+        rpc_response_free(calls[i].resp);
+    }
+    rpc_client_close(dead);
+    for (int i = 0; i < 2; i++) {
+        fixture_close(f[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -630,6 +671,7 @@ int main(void)
         cmocka_unit_test(oversized_request_is_refused_before_sending),
         cmocka_unit_test(close_waits_for_running_handlers),
         cmocka_unit_test(call_many_runs_calls_concurrently),
+        cmocka_unit_test(call_many_dead_peer_first_does_not_fail_the_others),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
