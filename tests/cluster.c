@@ -601,6 +601,12 @@ const char *cluster_log_path(const cluster *c, int idx)
 pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *out_path,
                         const char *err_path)
 {
+    return cluster_cli_spawn_in(c, args, NULL, out_path, err_path);
+}
+
+pid_t cluster_cli_spawn_in(const cluster *c, const char *const *args, const char *in_path,
+                           const char *out_path, const char *err_path)
+{
     char bin[700];
     snprintf(bin, sizeof(bin), "%s/lapse", c->bin_dir);
     const char *argv[32];
@@ -614,7 +620,8 @@ pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *o
     argv[argc] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 0, in_path != NULL ? in_path : "/dev/null", O_RDONLY,
+                                     0);
     posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid;

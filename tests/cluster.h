@@ -74,6 +74,9 @@ const char *cluster_run_dir(const cluster *c);
  * caller waits for it), or -1. */
 pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *out_path,
                         const char *err_path);
+/* As cluster_cli_spawn, with stdin read from in_path (NULL: /dev/null). */
+pid_t cluster_cli_spawn_in(const cluster *c, const char *const *args, const char *in_path,
+                           const char *out_path, const char *err_path);
 /* "127.0.0.1:PORT" of node's /metrics endpoint, or NULL without
  * cluster_options.metrics. */
 const char *cluster_metrics_addr(const cluster *c, int node);
