@@ -41,16 +41,19 @@ static const cli_command commands[] = {
      "GlobalSecondaryIndexes), its StreamSpecification and the node of each stream shard."},
     {"list-tables", cli_list_tables, "", "Prints {\"TableNames\":[...]}."},
     {"delete-table", cli_delete_table, "T",
-     "Deletes table T and all its items. An admin call: sends the admin token."},
+     "Deletes table T and all its items and prints\n"
+     "{\"TableDescription\":{\"TableName\":\"T\",\"TableStatus\":\"DELETED\"}}.\n"
+     "An admin call: sends the admin token."},
     {"put", cli_put, "T ITEM_JSON [--if-not-exists NAME | --if-exists NAME | --if NAME=VALUE_JSON]",
      "Writes the DynamoDB-JSON item, replacing any item with the same key, optionally only\n"
-     "when the condition holds."},
+     "when the condition holds. Prints nothing. ITEM_JSON - reads the item from stdin,\n"
+     "@FILE from FILE (as any KEY_JSON or VALUE_JSON): for items too long for a command line."},
     {"get", cli_get, "T KEY_JSON [--hide-expired]",
      "Prints the item with the key, or {} when there is none. With --hide-expired, an item\n"
      "whose TTL has passed (expired, not deleted yet) counts as none."},
     {"delete", cli_delete,
      "T KEY_JSON [--if-not-exists NAME | --if-exists NAME | --if NAME=VALUE_JSON]",
-     "Deletes the item with the key (no error when there is none)."},
+     "Deletes the item with the key (no error when there is none). Prints nothing."},
     {"update", cli_update,
      "T KEY_JSON [--set NAME=VALUE_JSON]... [--remove NAME]...\n"
      "             [--if-not-exists NAME | --if-exists NAME | --if NAME=VALUE_JSON]",
@@ -66,11 +69,12 @@ static const cli_command commands[] = {
      "  come in index order. A GSI is eventually consistent: a write shows shortly after.\n"
      "--hide-expired leaves out items whose TTL has passed."},
     {"scan", cli_scan, "T [--limit N] [--hide-expired]",
-     "Prints every item of T (up to N), one per line. --hide-expired leaves out items\n"
-     "whose TTL has passed."},
+     "Prints every item of T (up to N, at least 1), one per line. --hide-expired leaves out\n"
+     "items whose TTL has passed. When a node does not answer, prints what the others\n"
+     "hold, then names the partitions it could not read and their node, and exits 1."},
     {"stream", cli_stream,
-     "T [--from oldest|latest] [--after SHARD:SEQ[,SHARD:SEQ]...] [--only ttl|user]\n"
-     "             [--follow [--wait-ms N]]",
+     "T [--from oldest|latest] [--after SHARD:SEQ[,SHARD:SEQ]... | --positions FILE]\n"
+     "             [--only ttl|user] [--follow [--wait-ms N]]",
      "Prints T's change stream (T created with --stream on), one DynamoDB Streams JSON\n"
      "record per line: eventID, eventName (INSERT, MODIFY, REMOVE), dynamodb (Keys,\n"
      "OldImage, NewImage, SequenceNumber, ApproximateCreationDateTime in epoch seconds,\n"
@@ -83,7 +87,10 @@ static const cli_command commands[] = {
      "Without --follow: prints what is there now and exits. --follow: keeps reading (a\n"
      "  round after an empty one waits up to N ms, default 1000) until SIGINT or SIGTERM,\n"
      "  then exits 0. At exit the position is printed on stderr as an --after argument:\n"
-     "  pass it back to resume after the last record printed."},
+     "  pass it back to resume after the last record printed.\n"
+     "--positions FILE keeps that list in FILE instead: read at start when FILE exists\n"
+     "  (else --from applies), rewritten atomically (FILE.tmp, then a rename) after each\n"
+     "  round that printed records, so a restarted reader goes on where it stopped."},
     {"batch-put", cli_batch_put, "T",
      "Reads DynamoDB-JSON items, one per line, from stdin and writes them in batches.\n"
      "Blank lines are skipped; a bad line stops the load with its line number."},
@@ -114,11 +121,12 @@ static const cli_command commands[] = {
 /* Usage and help                                                            */
 /* ------------------------------------------------------------------------ */
 
+#define GLOBAL_SYNOPSIS "[--coordinator URL] [--timeout-ms N] [--admin-token-file F] COMMAND ..."
+
 static void print_usage(FILE *f)
 {
     fprintf(f,
-            "usage: lapse [--coordinator URL] [--timeout-ms N] [--admin-token-file F] "
-            "COMMAND ...\n"
+            "usage: lapse " GLOBAL_SYNOPSIS "\n"
             "  (default coordinator: $LAPSE_COORDINATOR, else %s;\n"
             "   admin token for create-table, delete-table, update-ttl: the contents of F\n"
             "   without its final newline, else $LAPSE_ADMIN_TOKEN)\n\ncommands:\n",
@@ -128,7 +136,9 @@ static void print_usage(FILE *f)
                 commands[i].synopsis);
     }
     fprintf(f,
-            "\nlapse COMMAND --help describes a command. Exit status: 0 ok, 1 error, 2 usage.\n");
+            "\nAny ITEM_JSON, KEY_JSON, PK_JSON or VALUE_JSON may be given as - (read from stdin)\n"
+            "or @FILE (read from FILE), as for items longer than a command line allows.\n"
+            "lapse COMMAND --help describes a command. Exit status: 0 ok, 1 error, 2 usage.\n");
 }
 
 static const cli_command *find_command(const char *name)
@@ -141,15 +151,41 @@ static const cli_command *find_command(const char *name)
     return NULL;
 }
 
+/* "lapse: " and, inside a command, "CMD: ", on stderr: before a command
+ * (ctx->cmd is "lapse" then) the program's name alone. */
+static void print_prefix(const cli_ctx *ctx)
+{
+    if (find_command(ctx->cmd) != NULL) {
+        fprintf(stderr, "lapse: %s: ", ctx->cmd);
+    } else {
+        fputs("lapse: ", stderr);
+    }
+}
+
+/* Prints the prefix, the message and a newline on stderr. */
+static void __attribute__((format(printf, 2, 3))) say(const cli_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    print_prefix(ctx);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
 int cli_usage(cli_ctx *ctx, const char *fmt, ...)
 {
     va_list ap;
     const cli_command *cmd = find_command(ctx->cmd);
-    fprintf(stderr, "lapse: %s: ", ctx->cmd);
+    print_prefix(ctx);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nusage: lapse %s %s\n", ctx->cmd, cmd != NULL ? cmd->synopsis : "");
+    if (cmd != NULL) {
+        fprintf(stderr, "\nusage: lapse %s %s\n", cmd->name, cmd->synopsis);
+    } else {
+        fprintf(stderr, "\nusage: lapse " GLOBAL_SYNOPSIS "\n(lapse --help lists the commands)\n");
+    }
     return CLI_USAGE;
 }
 
@@ -189,24 +225,21 @@ static const char *const global_flags[] = {"--coordinator", "--timeout-ms", "--a
  * cannot be read, is empty or too long, or holds a NUL byte. */
 static int read_token(cli_ctx *ctx, const char *path)
 {
-    const char *sep = strcmp(ctx->cmd, "lapse") != 0 ? ": " : "";
-    const char *cmd = sep[0] ? ctx->cmd : "";
     char buf[TOKEN_MAX + 1];
     FILE *f = fopen(path, "r");
     if (f == NULL) {
-        fprintf(stderr, "lapse: %s%s--admin-token-file %s: %s\n", cmd, sep, path, strerror(errno));
+        say(ctx, "--admin-token-file %s: %s", path, strerror(errno));
         return CLI_USAGE;
     }
     size_t n = fread(buf, 1, sizeof buf, f);
     int failed = ferror(f), saved = errno;
     fclose(f);
     if (failed) {
-        fprintf(stderr, "lapse: %s%s--admin-token-file %s: %s\n", cmd, sep, path, strerror(saved));
+        say(ctx, "--admin-token-file %s: %s", path, strerror(saved));
         return CLI_USAGE;
     }
     if (n > TOKEN_MAX) {
-        fprintf(stderr, "lapse: %s%s--admin-token-file %s: longer than %d bytes\n", cmd, sep, path,
-                TOKEN_MAX);
+        say(ctx, "--admin-token-file %s: longer than %d bytes", path, TOKEN_MAX);
         return CLI_USAGE;
     }
     if (n > 0 && buf[n - 1] == '\n') {
@@ -214,13 +247,13 @@ static int read_token(cli_ctx *ctx, const char *path)
     }
     buf[n] = '\0';
     if (n == 0 || strlen(buf) != n) {
-        fprintf(stderr, "lapse: %s%s--admin-token-file %s: %s\n", cmd, sep, path,
-                n == 0 ? "the file is empty" : "the token contains a NUL byte");
+        say(ctx, "--admin-token-file %s: %s", path,
+            n == 0 ? "the file is empty" : "the token contains a NUL byte");
         return CLI_USAGE;
     }
     char *copy = strdup(buf);
     if (copy == NULL) {
-        fprintf(stderr, "lapse: out of memory\n");
+        say(ctx, "out of memory");
         return CLI_ERROR;
     }
     free(ctx->admin_token);
@@ -231,6 +264,9 @@ static int read_token(cli_ctx *ctx, const char *path)
 static int set_global(cli_ctx *ctx, const char *name, const char *value)
 {
     if (strcmp(name, "--coordinator") == 0) {
+        if (value[0] == '\0') {
+            return cli_usage(ctx, "--coordinator wants a URL, e.g. %s", LAPSE_DEFAULT_COORDINATOR);
+        }
         ctx->url = value;
         return CLI_OK;
     }
@@ -357,14 +393,109 @@ int cli_connect(cli_ctx *ctx)
     return CLI_OK;
 }
 
-int cli_item_arg(cli_ctx *ctx, const char *what, const char *json, lapse_item **out)
+/* Reads f to its end into a new NUL-terminated buffer (caller frees),
+ * refusing more than CLI_JSON_MAX bytes. 0, or an errno value (EFBIG: too
+ * long; EINVAL: holds a NUL byte). */
+static int slurp(FILE *f, char **out)
+{
+    size_t len = 0, cap = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (cap - len < 4096 + 1) {
+            size_t ncap = cap ? cap * 2 : 65536;
+            char *nb = realloc(buf, ncap);
+            if (nb == NULL) {
+                free(buf);
+                return ENOMEM;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (len > CLI_JSON_MAX) {
+            free(buf);
+            return EFBIG;
+        }
+        if (got == 0) {
+            break;
+        }
+    }
+    if (ferror(f)) {
+        int saved = errno != 0 ? errno : EIO;
+        free(buf);
+        return saved;
+    }
+    buf[len] = '\0';
+    if (strlen(buf) != len) {
+        free(buf);
+        return EINVAL;
+    }
+    *out = buf;
+    return 0;
+}
+
+int cli_json_text(cli_ctx *ctx, const char *what, const char *arg, const char **out)
+{
+    int from_stdin = strcmp(arg, "-") == 0;
+    if (!from_stdin && arg[0] != '@') {
+        *out = arg;
+        return CLI_OK;
+    }
+    const char *path = from_stdin ? "stdin" : arg + 1;
+    if (from_stdin && ctx->stdin_taken) {
+        return cli_usage(ctx, "%s: stdin (\"-\") can be read only once", what);
+    }
+    if (!from_stdin && path[0] == '\0') {
+        return cli_usage(ctx, "%s: \"@\" wants a file name, e.g. @item.json", what);
+    }
+    if (ctx->nloaded == CLI_MAX_LOADED) {
+        return cli_usage(ctx, "%s: more than %d arguments read from files", what, CLI_MAX_LOADED);
+    }
+    FILE *f = from_stdin ? stdin : fopen(path, "r");
+    char *text = NULL;
+    int e = f != NULL ? slurp(f, &text) : errno;
+    if (f != NULL && !from_stdin) {
+        fclose(f);
+    }
+    ctx->stdin_taken |= from_stdin;
+    if (e != 0) {
+        say(ctx, "%s: cannot read %s: %s", what, path,
+            e == EFBIG    ? "longer than 16 MiB"
+            : e == EINVAL ? "it holds a NUL byte, not JSON text"
+                          : strerror(e));
+        return CLI_USAGE;
+    }
+    ctx->loaded[ctx->nloaded++] = text;
+    *out = text;
+    return CLI_OK;
+}
+
+int cli_item_arg(cli_ctx *ctx, const char *what, const char *arg, lapse_item **out)
 {
     lapse_error err;
+    const char *json = NULL;
+    int rv = cli_json_text(ctx, what, arg, &json);
+    if (rv != CLI_OK) {
+        return rv;
+    }
     if (lapse_item_from_json(out, json, &err) != 0) {
-        fprintf(stderr, "lapse: %s: %s: %s\n", ctx->cmd, what, err.message);
+        say(ctx, "%s: %s", what, err.message);
         return CLI_ERROR;
     }
     return CLI_OK;
+}
+
+void cli_ctx_fini(cli_ctx *ctx)
+{
+    lapse_close(ctx->c);
+    ctx->c = NULL;
+    free(ctx->admin_token);
+    ctx->admin_token = NULL;
+    for (int i = 0; i < ctx->nloaded; i++) {
+        free(ctx->loaded[i]);
+    }
+    ctx->nloaded = 0;
 }
 
 int cli_print(cli_ctx *ctx, char *s)
@@ -398,21 +529,19 @@ int main(int argc, char **argv)
         const char *eq = strchr(arg, '=');
         size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
         if (!in_list(global_flags, arg, len)) {
-            fprintf(stderr, "lapse: unknown flag \"%s\"\n", arg);
-            print_usage(stderr);
-            return CLI_USAGE;
+            cli_ctx_fini(&ctx);
+            return cli_usage(&ctx, "unknown flag \"%s\"", arg);
         }
         const char *value = eq != NULL ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (value == NULL) {
-            fprintf(stderr, "lapse: %s needs a value\n", arg);
-            print_usage(stderr);
-            return CLI_USAGE;
+            cli_ctx_fini(&ctx);
+            return cli_usage(&ctx, "%s needs a value", arg);
         }
         char name[32];
         snprintf(name, sizeof name, "%.*s", (int)len, arg);
         int rv = set_global(&ctx, name, value);
         if (rv != CLI_OK) {
-            free(ctx.admin_token);
+            cli_ctx_fini(&ctx);
             return rv;
         }
         i++;
@@ -420,20 +549,19 @@ int main(int argc, char **argv)
     if (i >= argc) {
         fprintf(stderr, "lapse: no command given\n");
         print_usage(stderr);
-        free(ctx.admin_token);
+        cli_ctx_fini(&ctx);
         return CLI_USAGE;
     }
     const cli_command *cmd = find_command(argv[i]);
     if (cmd == NULL) {
         fprintf(stderr, "lapse: unknown command \"%s\"\n", argv[i]);
         print_usage(stderr);
-        free(ctx.admin_token);
+        cli_ctx_fini(&ctx);
         return CLI_USAGE;
     }
     ctx.cmd = cmd->name;
     int rv = cmd->fn(&ctx, argc - i - 1, argv + i + 1);
-    lapse_close(ctx.c);
-    free(ctx.admin_token);
+    cli_ctx_fini(&ctx);
     if (rv < 0) {
         rv = CLI_OK; /* --help */
     }

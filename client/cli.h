@@ -38,12 +38,17 @@ typedef struct cli_args {
     int nopt;
 } cli_args;
 
+#define CLI_MAX_LOADED 16 /* arguments read from files (or stdin) per run */
+
 typedef struct cli_ctx {
-    const char *cmd;   /* the command's name, for messages */
+    const char *cmd;   /* the command's name, for messages; "lapse" before one */
     const char *url;   /* coordinator; NULL: $LAPSE_COORDINATOR or the default */
     int timeout_ms;    /* 0: the library's default */
     char *admin_token; /* owned; from --admin-token-file; NULL: none given */
     lapse_client *c;   /* connected by cli_connect */
+    char *loaded[CLI_MAX_LOADED]; /* owned; the texts cli_json_text read */
+    int nloaded;
+    int stdin_taken; /* an argument "-" has read stdin */
 } cli_ctx;
 
 /* A command: parses its own arguments and returns an exit status. */
@@ -60,7 +65,9 @@ int cli_parse(cli_ctx *ctx, int argc, char **argv, int npos, const char *const *
               const char *const *switches, cli_args *out);
 /* The last value of flag name, or NULL. */
 const char *cli_flag(const cli_args *a, const char *name);
-/* Prints "lapse: CMD: message" and the command's usage; returns CLI_USAGE. */
+/* Prints "lapse: CMD: message" and the command's usage line (before a
+ * command, "lapse: message" and the global usage line); returns
+ * CLI_USAGE. */
 int cli_usage(cli_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "lapse: CMD: <err's message>"; returns CLI_ERROR. */
 int cli_fail(cli_ctx *ctx, const lapse_error *err);
@@ -69,9 +76,21 @@ int cli_uint(cli_ctx *ctx, const char *name, const char *text, unsigned *out);
 /* Connects ctx->c and gives it ctx->admin_token. CLI_OK or CLI_ERROR
  * (reported). */
 int cli_connect(cli_ctx *ctx);
-/* Parses JSON text given on the command line as an item; CLI_USAGE with a
- * message naming what (e.g. "ITEM_JSON") on bad JSON. */
-int cli_item_arg(cli_ctx *ctx, const char *what, const char *json, lapse_item **out);
+/* The JSON text an argument stands for, as the aws CLI's file://: "-" is
+ * stdin (read to its end, once per run), "@FILE" the contents of FILE,
+ * anything else the argument itself. *out is borrowed from arg or from
+ * ctx (freed by cli_ctx_fini). CLI_OK, or CLI_USAGE (reported, naming
+ * what) when the file cannot be read, stdin is asked for twice, or the text
+ * is over CLI_JSON_MAX bytes; *out is untouched on failure. */
+#define CLI_JSON_MAX (16u * 1024 * 1024)
+int cli_json_text(cli_ctx *ctx, const char *what, const char *arg, const char **out);
+/* Parses an item argument (JSON text, "-" or "@FILE", see cli_json_text);
+ * CLI_ERROR with a message naming what (e.g. "ITEM_JSON") on bad JSON,
+ * CLI_USAGE when the text cannot be read. */
+int cli_item_arg(cli_ctx *ctx, const char *what, const char *arg, lapse_item **out);
+/* Frees what ctx owns (the admin token, loaded texts) and closes its
+ * client. */
+void cli_ctx_fini(cli_ctx *ctx);
 /* Prints s and a newline to stdout, then frees s; CLI_ERROR on OOM (s NULL). */
 int cli_print(cli_ctx *ctx, char *s);
 

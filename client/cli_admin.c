@@ -70,6 +70,11 @@ int cli_delete_table(cli_ctx *ctx, int argc, char **argv)
     if (lapse_delete_table(ctx->c, a.pos[0], &err) != 0) {
         return cli_fail(ctx, &err);
     }
+    /* DynamoDB's DeleteTable answers with the table's description; the
+     * table is gone by now, so its name and final status. The name needs no
+     * escaping: the coordinator only has tables named [A-Za-z0-9_.-]. */
+    printf("{\"TableDescription\":{\"TableName\":\"%s\",\"TableStatus\":\"DELETED\"}}\n",
+           a.pos[0]);
     return CLI_OK;
 }
 

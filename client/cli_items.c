@@ -12,7 +12,8 @@
 #define COND_FLAGS "--if-not-exists", "--if-exists", "--if"
 
 /* Fills *cond from the condition flags. name_buf holds the attribute name
- * of --if. Returns CLI_OK or CLI_USAGE. */
+ * of --if; its VALUE_JSON may be "-" or "@FILE" (cli_json_text). Returns
+ * CLI_OK or CLI_USAGE. */
 static int parse_cond(cli_ctx *ctx, const cli_args *a, lapse_condition *cond, char *name_buf,
                       size_t len)
 {
@@ -31,7 +32,10 @@ static int parse_cond(cli_ctx *ctx, const cli_args *a, lapse_condition *cond, ch
             }
             snprintf(name_buf, len, "%.*s", (int)(eq - v), v);
             cond->kind = LAPSE_COND_EQUALS;
-            cond->value_json = eq + 1;
+            int rv = cli_json_text(ctx, "--if", eq + 1, &cond->value_json);
+            if (rv != CLI_OK) {
+                return rv;
+            }
             v = name_buf;
         } else {
             continue;
@@ -128,7 +132,8 @@ int cli_delete(cli_ctx *ctx, int argc, char **argv)
     return conditional_write(ctx, argc, argv, 1);
 }
 
-/* Adds the --set and --remove actions to u in command-line order. */
+/* Adds the --set and --remove actions to u in command-line order (a --set
+ * VALUE_JSON may be "-" or "@FILE", cli_json_text). */
 static int update_actions(cli_ctx *ctx, const cli_args *a, lapse_update *u)
 {
     lapse_error err;
@@ -140,8 +145,13 @@ static int update_actions(cli_ctx *ctx, const cli_args *a, lapse_update *u)
             if (eq == NULL || eq == v) {
                 return cli_usage(ctx, "--set wants NAME=VALUE_JSON, not \"%s\"", v);
             }
+            const char *value = NULL;
+            int rv = cli_json_text(ctx, "--set", eq + 1, &value);
+            if (rv != CLI_OK) {
+                return rv;
+            }
             char *name = strndup(v, (size_t)(eq - v));
-            int rv = name != NULL ? lapse_update_set(u, name, eq + 1, &err) : LAPSE_ENOMEM;
+            rv = name != NULL ? lapse_update_set(u, name, value, &err) : LAPSE_ENOMEM;
             free(name);
             if (rv != 0) {
                 fprintf(stderr, "lapse: %s: --set: %s\n", ctx->cmd,

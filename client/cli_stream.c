@@ -16,10 +16,16 @@
  * Resuming: at exit the positions are printed on stderr as an --after
  * argument ("SHARD:SEQ,..."); passing it back continues after the last
  * record printed, with nothing missed or repeated (unless retention trimmed
- * records meanwhile, which is reported).
+ * records meanwhile, which is reported). --positions FILE keeps the same
+ * text in FILE instead: read at start when FILE exists, rewritten after
+ * every round that moved a position (once its records are flushed to
+ * stdout) by writing FILE.tmp and renaming it over FILE, so FILE always
+ * holds a whole list and a reader restarted by a service manager goes on
+ * where it stopped without any quoting.
  */
 #include <errno.h>
 #include <stdint.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,7 +55,8 @@ typedef struct stream_args {
     int follow;
     int only; /* 0: every record; 1: TTL deletes only; 2: user changes only */
     unsigned wait_ms;
-    const char *after; /* --after SHARD:SEQ,...; NULL: none */
+    const char *after; /* --after SHARD:SEQ,... (or FILE's text); NULL: none */
+    const char *positions; /* --positions FILE; NULL: none */
 } stream_args;
 
 /* One shard's reading state. */
@@ -72,39 +79,70 @@ static void sleep_ms(int ms)
 /* Flags                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Parses --after's "SHARD:SEQ,..." into the positions of the n shards s
- * (s NULL: checks the shape only). CLI_USAGE (reported) for a malformed
- * list, a shard out of range or named twice. */
-static int parse_after(cli_ctx *ctx, const char *table, const char *text, shard_state *s, size_t n)
+/* Parses --after's "SHARD:SEQ,..." (or --positions FILE's) into the
+ * positions of the n shards s (s NULL: checks the shape only). CLI_USAGE
+ * (reported) for a malformed list, a shard out of range or named twice. */
+static int parse_after(cli_ctx *ctx, const stream_args *sa, const char *text, shard_state *s,
+                       size_t n)
 {
+    const char *table = sa->table;
+    const char *what = sa->positions != NULL ? "--positions" : "--after";
     const char *p = text;
     while (*p != '\0') {
         char *end;
         errno = 0;
         unsigned long long shard = strtoull(p, &end, 10);
         if (end == p || *p < '0' || *p > '9' || *end != ':' || errno != 0) {
-            return cli_usage(ctx, "--after wants SHARD:SEQ[,SHARD:SEQ]..., not \"%s\"", text);
+            return cli_usage(ctx, "%s wants SHARD:SEQ[,SHARD:SEQ]..., not \"%s\"", what, text);
         }
         p = end + 1;
         unsigned long long seq = strtoull(p, &end, 10);
         if (end == p || *p < '0' || *p > '9' || (*end != ',' && *end != '\0') || errno != 0) {
-            return cli_usage(ctx, "--after wants SHARD:SEQ[,SHARD:SEQ]..., not \"%s\"", text);
+            return cli_usage(ctx, "%s wants SHARD:SEQ[,SHARD:SEQ]..., not \"%s\"", what, text);
         }
         if (shard >= n) {
-            return cli_usage(ctx, "--after: table \"%s\" has shards 0 to %zu, not %llu", table,
+            return cli_usage(ctx, "%s: table \"%s\" has shards 0 to %zu, not %llu", what, table,
                              n - 1, shard);
         }
         if (s != NULL) {
             if (s[shard].positioned) {
-                return cli_usage(ctx, "--after names shard %llu twice", shard);
+                return cli_usage(ctx, "%s names shard %llu twice", what, shard);
             }
             s[shard].pos = (uint64_t)seq;
             s[shard].positioned = 1;
         }
         p = *end == ',' ? end + 1 : end;
         if (*end == ',' && *p == '\0') {
-            return cli_usage(ctx, "--after: a trailing comma in \"%s\"", text);
+            return cli_usage(ctx, "%s: a trailing comma in \"%s\"", what, text);
         }
+    }
+    return CLI_OK;
+}
+
+/* Takes --positions FILE's list as sa->after when FILE exists and holds
+ * one (a missing or empty FILE: start as --from says). The text stays in
+ * ctx (cli_json_text). CLI_OK or CLI_USAGE (reported). */
+static int read_positions(cli_ctx *ctx, stream_args *sa)
+{
+    char arg[4096 + 2];
+    const char *text = NULL;
+    if (snprintf(arg, sizeof arg, "@%s", sa->positions) >= (int)sizeof arg) {
+        return cli_usage(ctx, "--positions: file name too long");
+    }
+    if (access(sa->positions, F_OK) != 0 && errno == ENOENT) {
+        return CLI_OK;
+    }
+    int rv = cli_json_text(ctx, "--positions", arg, &text);
+    if (rv != CLI_OK) {
+        return rv;
+    }
+    /* The file as written below: the list and a newline. */
+    char *nl = strchr(text, '\n');
+    if (nl != NULL && nl[1] == '\0') {
+        *nl = '\0';
+    }
+    if (text[0] != '\0') {
+        sa->after = text;
     }
     return CLI_OK;
 }
@@ -112,7 +150,8 @@ static int parse_after(cli_ctx *ctx, const char *table, const char *text, shard_
 /* Checks the flags; everything here is found before connecting. */
 static int parse_flags(cli_ctx *ctx, int argc, char **argv, stream_args *sa)
 {
-    static const char *const valued[] = {"--from", "--only", "--after", "--wait-ms", NULL};
+    static const char *const valued[] = {"--from",    "--only",      "--after",
+                                         "--wait-ms", "--positions", NULL};
     static const char *const switches[] = {"--follow", NULL};
     cli_args a;
     int rv;
@@ -152,12 +191,24 @@ static int parse_flags(cli_ctx *ctx, int argc, char **argv, stream_args *sa)
             return cli_usage(ctx, "--wait-ms goes with --follow");
         }
     }
-    if ((sa->after = cli_flag(&a, "--after")) != NULL) {
+    sa->after = cli_flag(&a, "--after");
+    if ((sa->positions = cli_flag(&a, "--positions")) != NULL) {
+        if (sa->positions[0] == '\0') {
+            return cli_usage(ctx, "--positions wants a file name");
+        }
+        if (sa->after != NULL) {
+            return cli_usage(ctx, "--after and --positions exclude each other");
+        }
+        if ((rv = read_positions(ctx, sa)) != CLI_OK) {
+            return rv;
+        }
+    }
+    if (sa->after != NULL) {
         if (sa->after[0] == '\0') {
             return cli_usage(ctx, "--after wants SHARD:SEQ[,SHARD:SEQ]...");
         }
         /* The shape now; shard numbers once the shard count is known. */
-        if ((rv = parse_after(ctx, sa->table, sa->after, NULL, SIZE_MAX)) != CLI_OK) {
+        if ((rv = parse_after(ctx, sa, sa->after, NULL, SIZE_MAX)) != CLI_OK) {
             return rv;
         }
     }
@@ -276,14 +327,62 @@ static int transient(int code)
 /* The command                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Prints the resume argument on stderr. */
-static void print_resume(cli_ctx *ctx, const shard_state *s, size_t n)
+/* Writes the positions as "SHARD:SEQ,..." (--after's form) to f. */
+static void write_list(FILE *f, const shard_state *s, size_t n)
 {
-    fprintf(stderr, "lapse: %s: to resume, pass --after ", ctx->cmd);
     for (size_t i = 0; i < n; i++) {
-        fprintf(stderr, "%s%u:%" PRIu64, i ? "," : "", (unsigned)s[i].where.shard, s[i].pos);
+        fprintf(f, "%s%u:%" PRIu64, i ? "," : "", (unsigned)s[i].where.shard, s[i].pos);
     }
+}
+
+/* Prints the resume argument on stderr. */
+static void print_resume(cli_ctx *ctx, const stream_args *sa, const shard_state *s, size_t n)
+{
+    if (sa->positions != NULL) {
+        fprintf(stderr, "lapse: %s: positions kept in %s; to resume, pass --positions %s\n",
+                ctx->cmd, sa->positions, sa->positions);
+        return;
+    }
+    fprintf(stderr, "lapse: %s: to resume, pass --after ", ctx->cmd);
+    write_list(stderr, s, n);
     fputc('\n', stderr);
+}
+
+/* Replaces --positions FILE with the positions, atomically: FILE.tmp is
+ * written, flushed to disk and renamed over FILE, so FILE holds the old
+ * list or the new one, whole. stdout is flushed first, so FILE never
+ * claims a record that was not written out. CLI_OK or CLI_ERROR
+ * (reported; FILE is then unchanged). */
+static int save_positions(cli_ctx *ctx, const stream_args *sa, const shard_state *s, size_t n)
+{
+    char tmp[4096 + 8];
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "lapse: %s: cannot write to stdout\n", ctx->cmd);
+        return CLI_ERROR;
+    }
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", sa->positions) >= (int)sizeof tmp) {
+        fprintf(stderr, "lapse: %s: --positions: file name too long\n", ctx->cmd);
+        return CLI_ERROR;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        fprintf(stderr, "lapse: %s: --positions: cannot write %s: %s\n", ctx->cmd, tmp,
+                strerror(errno));
+        return CLI_ERROR;
+    }
+    write_list(f, s, n);
+    fputc('\n', f);
+    int bad = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
+    int saved = errno;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, sa->positions) != 0) {
+        saved = bad ? saved : errno;
+        fprintf(stderr, "lapse: %s: --positions: cannot write %s: %s\n", ctx->cmd, sa->positions,
+                strerror(saved));
+        unlink(tmp);
+        return CLI_ERROR;
+    }
+    return CLI_OK;
 }
 
 /* Sets the starting positions: --after's, else 0 or, with --from latest,
@@ -292,7 +391,7 @@ static int position(cli_ctx *ctx, const stream_args *sa, shard_state *s, size_t 
 {
     lapse_error err;
     int rv;
-    if (sa->after != NULL && (rv = parse_after(ctx, sa->table, sa->after, s, n)) != CLI_OK) {
+    if (sa->after != NULL && (rv = parse_after(ctx, sa, sa->after, s, n)) != CLI_OK) {
         return rv;
     }
     if (!sa->from_latest) {
@@ -381,6 +480,9 @@ static int run(cli_ctx *ctx, const stream_args *sa, shard_state *s, size_t n)
             lapse_stream_batch_free(b[k]);
             b[k] = NULL;
         }
+        if (rv == CLI_OK && sa->positions != NULL && got > 0) {
+            rv = save_positions(ctx, sa, s, n);
+        }
         if (rv != CLI_OK) {
             break;
         }
@@ -393,7 +495,10 @@ static int run(cli_ctx *ctx, const stream_args *sa, shard_state *s, size_t n)
         idle = got == 0;
     }
 out:
-    print_resume(ctx, s, n);
+    if (sa->positions != NULL && rv == CLI_OK) {
+        rv = save_positions(ctx, sa, s, n); /* also when no round read anything */
+    }
+    print_resume(ctx, sa, s, n);
     free(idx);
     free(q);
     free(b);

@@ -258,6 +258,15 @@ int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *opts
                 lapse_error *err);
 int lapse_scan(lapse_client *c, const char *table, const lapse_scan_opts *opts, lapse_page **out,
                lapse_error *err);
+/* The node owning each of table's partitions in the client's cached map
+ * (fetched once when the table is unknown): *owners (caller frees with
+ * lapse_free) receives *n node ids, one per partition in partition order,
+ * so a scan can go partition by partition (lapse_scan_opts with segment
+ * p of total_segments *n reads exactly partition p). Returns 0,
+ * LAPSE_ENOTFOUND, LAPSE_EINVAL or LAPSE_ENOMEM; on error *owners is NULL
+ * and *n 0. */
+int lapse_partition_owners(lapse_client *c, const char *table, uint32_t **owners, size_t *n,
+                           lapse_error *err);
 /* A query of one of table's secondary indexes (docs/replication.md): index
  * names an LSI or a GSI (NULL or "": the table itself, as lapse_query).
  * opts is as for lapse_query, on the index's keys: partition_key_json is the

@@ -482,3 +482,39 @@ out:
     lapse_page_free(p);
     return rv;
 }
+
+int lapse_partition_owners(lapse_client *c, const char *table, uint32_t **owners, size_t *n,
+                           lapse_error *err)
+{
+    table_schema t;
+    int rv;
+
+    if (owners == NULL || n == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    *owners = NULL;
+    *n = 0;
+    if (c == NULL || table == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    if ((rv = client_table(c, table, &t, err)) != 0) {
+        return rv;
+    }
+    pthread_mutex_lock(&c->mu);
+    const pmap_table *pt = c->map != NULL ? pmap_table_find(c->map, table) : NULL;
+    uint32_t parts = pt != NULL ? pt->schema.partitions : 0;
+    uint32_t *v = pt != NULL ? malloc((parts ? parts : 1) * sizeof *v) : NULL;
+    for (uint32_t p = 0; v != NULL && p < parts; p++) {
+        v[p] = pmap_owner(pt, p);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (pt == NULL) {
+        return client_err(err, LAPSE_ENOTFOUND, "table \"%s\" does not exist", table);
+    }
+    if (v == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    *owners = v;
+    *n = parts;
+    return client_ok(err);
+}
