@@ -31,6 +31,11 @@ typedef void (*metrics_collector)(void *arg, metrics *m);
 metrics *metrics_new(void); /* NULL on OOM */
 void metrics_free(metrics *m); /* accepts NULL */
 
+/* Counters and histograms live in memory: a process restart starts them
+ * at 0 again (Prometheus' rate() and increase() treat the drop as a reset).
+ * Their help texts end with this, so a reader of /metrics knows. */
+#define METRICS_SINCE_START " (since this process started; restarts at 0 with it)"
+
 void metrics_counter_add(metrics *m, const char *name, const char *help, const char *labels,
                          double v);
 void metrics_gauge_set(metrics *m, const char *name, const char *help, const char *labels,

@@ -18,6 +18,9 @@
 #include "../partition/expiry.h"
 
 #define BACKLOG_CAP 100000 /* per table: expiry_backlog stops counting here */
+/* The cap as text, for the metric's help (docs and prometheus.yml quote it). */
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x)
 /* The backlog is counted by walking the expiry index; a scrape within this
  * long of the last count reuses it, so a tight scrape loop cannot keep the
  * node walking a large backlog. */
@@ -515,7 +518,8 @@ void expire_collect(expire_engine *e, metrics *m)
         const int64_t oldest = rows[i].oldest;
         metrics_gauge_set(
             m, "lapse_ttl_expired_backlog_items",
-            "Expired items not yet deleted on this node (counted up to 1e5, at most once a second)",
+            "Expired items not yet deleted on this node (counted up to " TEXT_OF(BACKLOG_CAP)
+            ", at most once a second)",
             labels, (double)backlog);
         double age = oldest == EXPIRY_NONE || oldest >= now.ms ? 0 : (now.ms - oldest) / 1000.0;
         metrics_gauge_set(m, "lapse_ttl_oldest_undeleted_age_seconds",

@@ -62,7 +62,7 @@ static int count_applied(node_server *ns, const apply_filter *f, uint64_t prev, 
         }
         double lag_s = now_ms > r.commit_ms ? (double)(now_ms - r.commit_ms) / 1000.0 : 0;
         metrics_histogram_observe(ns->metrics, "lapse_replication_lag_seconds",
-                                  "Commit of a change on its source node to its apply here",
+                                  "Commit of a change on its source node to its apply here" METRICS_SINCE_START,
                                   lag_bounds, sizeof(lag_bounds) / sizeof(lag_bounds[0]), NULL,
                                   lag_s);
         if (f->host_stream && r.stream_seq != 0 && r.event >= CHANGE_INSERT &&
@@ -81,7 +81,8 @@ static int count_applied(node_server *ns, const apply_filter *f, uint64_t prev, 
             metrics_labels(labels, sizeof(labels), "event", events[ev], "principal",
                            ttl ? "lapse.ttl" : "user", NULL);
             metrics_counter_add(ns->metrics, "lapse_stream_records_total",
-                                "Stream records stored in the shards this node hosts", labels,
+                                "Stream records stored in the shards this node hosts" METRICS_SINCE_START,
+                                labels,
                                 (double)stored_by[ev][ttl]);
         }
     }

@@ -76,7 +76,8 @@ void telemetry_count_rpc(node_server *ns, const Lapse__Request *req, const Lapse
     metrics_labels(labels, sizeof(labels), "call", call_label(req), "status",
                    status_label((int)resp->status), NULL);
     metrics_counter_add(ns->metrics, "lapse_rpc_requests_total",
-                        "RPC calls answered by this node, by call and status", labels, 1);
+                        "RPC calls answered by this node, by call and status" METRICS_SINCE_START,
+                        labels, 1);
 }
 
 static void collect(void *arg, metrics *m)
