@@ -30,12 +30,17 @@ test-asan: build-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
+# LAPSE_PORT=N moves the coordinator to N and node i to N+i,
+# LAPSE_METRICS_PORT=M node i's metrics to M+i (defaults 7400 and 9400), for
+# cluster and demo alike.
 cluster: build
 	@./deploy/local-cluster.sh up $(BUILD)/bin
 
-# DynamoDB's SessionData TTL example on the local cluster: sessions due a few
-# seconds ahead disappear while their TTL deletes arrive on the stream.
-demo: cluster
+# DynamoDB's SessionData TTL example on the local cluster (started first if
+# needed, quietly): sessions due a few seconds ahead disappear while their
+# TTL deletes arrive on the stream.
+demo: build
+	@./deploy/local-cluster.sh ensure $(BUILD)/bin
 	@./deploy/demo.sh $(BUILD)/bin
 
 cluster-down:

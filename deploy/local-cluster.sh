@@ -1,35 +1,38 @@
 #!/usr/bin/env bash
 # A local three-node Lapse cluster on loopback, for trying Lapse out.
 #
-#   deploy/local-cluster.sh up [BIN_DIR]   start (or confirm running), wait for registration
-#   deploy/local-cluster.sh down           stop exactly the processes `up` started
-#   deploy/local-cluster.sh status         show which are running
+#   deploy/local-cluster.sh up [BIN_DIR]     start (or confirm running), wait for registration,
+#                                            print the status and commands to try
+#   deploy/local-cluster.sh ensure [BIN_DIR] the same, printing one line (make demo)
+#   deploy/local-cluster.sh down             stop exactly the processes `up` started
+#   deploy/local-cluster.sh status           show which are running
 #
-# Coordinator tcp://127.0.0.1:7400, nodes 7401-7403, the nodes' Prometheus
-# metrics on http://127.0.0.1:9401-9403/metrics (LAPSE_PORT and
-# LAPSE_METRICS_PORT move them) (deploy/prometheus.yml
-# scrapes them), the nodes' shared cluster token in $LAPSE_HOME/cluster-token.
-# Data, logs and pid files
-# live under $LAPSE_HOME (default .lapse in the current directory). Running
-# `up` twice is harmless; `down` only signals processes whose pid file it
-# wrote and whose command line still matches, never others.
+# Ports, both moved by a base (tests pick free ones), node i at base + i:
+#   LAPSE_PORT=N (default 7400)          the coordinator on tcp://127.0.0.1:N, node i on N+i
+#   LAPSE_METRICS_PORT=M (default 9400)  node i's Prometheus metrics on
+#                                        http://127.0.0.1:(M+i)/metrics
+# `up` writes $LAPSE_HOME/prometheus.yml, deploy/prometheus.yml with the
+# targets of the ports in use. The nodes' shared cluster token is in
+# $LAPSE_HOME/cluster-token. Data, logs and pid files live under $LAPSE_HOME
+# (default .lapse in the current directory). Running `up` twice is
+# harmless; `down` only signals processes whose pid file it wrote and whose
+# command line still matches, never others.
 set -euo pipefail
 
 home=${LAPSE_HOME:-$PWD/.lapse}
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=deploy/proc.sh
+source "$here/proc.sh"
 bin=${2:-$PWD/build/bin}
 [[ -d $bin ]] && bin=$(cd "$bin" && pwd)
-# LAPSE_PORT and LAPSE_METRICS_PORT move the ports (tests pick free ones):
-# the coordinator on LAPSE_PORT and the nodes on the next three, the nodes'
-# metrics on LAPSE_METRICS_PORT and the next two.
 coord_port=${LAPSE_PORT:-7400}
-metrics_port=${LAPSE_METRICS_PORT:-9401}
-for p in "$coord_port" "$metrics_port"; do
-  [[ $p =~ ^[0-9]+$ ]] && ((p >= 1 && p <= 65532)) ||
-    { echo "local-cluster: bad port $p (LAPSE_PORT, LAPSE_METRICS_PORT)" >&2; exit 2; }
-done
+metrics_base=${LAPSE_METRICS_PORT:-9400}
+[[ $coord_port =~ ^[0-9]+$ ]] && ((coord_port >= 1 && coord_port <= 65532)) ||
+  { echo "local-cluster: bad port $coord_port (LAPSE_PORT: 1 to 65532)" >&2; exit 2; }
+[[ $metrics_base =~ ^[0-9]+$ ]] && ((metrics_base >= 0 && metrics_base <= 65532)) ||
+  { echo "local-cluster: bad port $metrics_base (LAPSE_METRICS_PORT: 0 to 65532)" >&2; exit 2; }
 node_ports=($((coord_port + 1)) $((coord_port + 2)) $((coord_port + 3)))
-metrics_ports=($metrics_port $((metrics_port + 1)) $((metrics_port + 2)))
+metrics_ports=($((metrics_base + 1)) $((metrics_base + 2)) $((metrics_base + 3)))
 coord_url="tcp://127.0.0.1:$coord_port"
 
 # Prints the pid in $1's pid file when that process is alive and is ours.
@@ -59,7 +62,23 @@ start() {
   echo "started $name (pid $!), log $log"
 }
 
-up() {
+# $home/prometheus.yml: deploy/prometheus.yml scraping this cluster's nodes
+# (the template's targets are make cluster's defaults, one per line).
+write_prometheus_config() {
+  {
+    echo "# Written by deploy/local-cluster.sh from deploy/prometheus.yml: scrapes the nodes"
+    echo "# of the cluster under $home (LAPSE_METRICS_PORT=$metrics_base)."
+    awk -v p1="${metrics_ports[0]}" -v p2="${metrics_ports[1]}" -v p3="${metrics_ports[2]}" '
+      { if (!sub(/\047127\.0\.0\.1:9401\047/, "\047127.0.0.1:" p1 "\047") &&
+            !sub(/\047127\.0\.0\.1:9402\047/, "\047127.0.0.1:" p2 "\047"))
+          sub(/\047127\.0\.0\.1:9403\047/, "\047127.0.0.1:" p3 "\047")
+        print }' "$here/prometheus.yml"
+  } >"$home/prometheus.yml.tmp"
+  mv "$home/prometheus.yml.tmp" "$home/prometheus.yml"
+}
+
+# Starts what is not running and waits until three nodes are UP.
+start_all() {
   for b in lapse-coordinator lapse-node lapse; do
     [[ -x $bin/$b ]] || { echo "local-cluster: $bin/$b not built (run make build)" >&2; exit 1; }
   done
@@ -109,6 +128,16 @@ up() {
     echo "local-cluster: only $up of 3 nodes registered within 30 s; logs in $home" >&2
     exit 1
   fi
+  write_prometheus_config
+}
+
+ensure() {
+  start_all >/dev/null
+  echo "local cluster up: coordinator $coord_url, metrics on 127.0.0.1:${metrics_ports[0]}-${metrics_ports[2]}"
+}
+
+up() {
+  start_all
   "$bin/lapse" --coordinator "$coord_url" cluster-status
   local use_coord=""
   [[ $coord_port == 7400 ]] || use_coord="  export LAPSE_COORDINATOR=$coord_url
@@ -125,7 +154,7 @@ $use_coord  lapse create-table SessionData --partition-key UserName:S --sort-key
   lapse describe-ttl SessionData
   sleep 6; lapse scan SessionData      # the session expired and was deleted
   curl -s http://127.0.0.1:${metrics_ports[0]}/metrics | grep lapse_ttl_deleted   # node 1's metrics
-  prometheus --config.file=$here/prometheus.yml --storage.tsdb.path=$home/prometheus \
+  prometheus --config.file=$home/prometheus.yml --storage.tsdb.path=$home/prometheus \
     --web.listen-address=127.0.0.1:9090   # scrapes all three nodes (docs/operations.md)
 Stop it with: make cluster-down
 TRY
@@ -136,13 +165,7 @@ down() {
   for name in node1 node2 node3 coordinator; do
     local pidfile="$home/$name.pid" pid
     if pid=$(live_pid "$pidfile"); then
-      kill -TERM "$pid"
-      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      if kill -0 "$pid" 2>/dev/null; then
-        echo "$name (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL"
-        kill -KILL "$pid"
-      fi
-      echo "stopped $name (pid $pid)"
+      proc_stop "$name" "$pid"
       stopped=$((stopped + 1))
     fi
     rm -f "$pidfile"
@@ -158,7 +181,8 @@ status() {
 
 case ${1:-} in
   up) up ;;
+  ensure) ensure ;;
   down) down ;;
   status) status ;;
-  *) echo "usage: $0 up [BIN_DIR] | down | status" >&2; exit 2 ;;
+  *) echo "usage: $0 up [BIN_DIR] | ensure [BIN_DIR] | down | status" >&2; exit 2 ;;
 esac

@@ -35,6 +35,8 @@
 # and pid files sit beside it. `down` keeps data and logs, like
 # local-cluster.sh.
 set -euo pipefail
+# shellcheck source=deploy/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/proc.sh"
 
 home=${LAPSE_HOME:-$PWD/.lapse-netns}
 state=$home/netns.state
@@ -325,13 +327,7 @@ stop_daemons() {
       *) ns=${ns_nodes[${name#node} - 1]} ;;
     esac
     if pid=$(live_pid "$pidfile" "$ns"); then
-      kill -TERM "$pid"
-      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      if kill -0 "$pid" 2>/dev/null; then
-        echo "$name (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-      fi
-      echo "stopped $name (pid $pid)"
+      proc_stop "$name" "$pid"
       stopped=$((stopped + 1))
     fi
     rm -f "$pidfile"

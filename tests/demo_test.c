@@ -1,9 +1,11 @@
 /*
  * demo_test: `make demo` (deploy/demo.sh) works: run against a real
- * three-node cluster on free ports (LAPSE_COORDINATOR), it must exit 0 after
- * every SessionData session was deleted and its TTL delete arrived on the
- * stream, and what it printed must show both. It is run twice, as an
- * operator might: the second run drops the first run's table.
+ * three-node cluster on free ports, it must exit 0 after every SessionData
+ * session was deleted and its TTL delete arrived on the stream, and what it
+ * printed must show both. It is run twice, as an operator might: the second
+ * run drops the first run's table. The first run finds the cluster through
+ * LAPSE_COORDINATOR, the second through LAPSE_PORT alone, as after
+ * `LAPSE_PORT=N make cluster`.
  */
 #include "testutil.h"
 
@@ -17,14 +19,23 @@
 
 #define SESSIONS 6
 
-/* Runs the demo with its output in out (caller frees); returns its status. */
-static int run_demo(cluster *c, char **out)
+/* Runs the demo with its output in out (caller frees); returns its status.
+ * by_port: name the cluster by LAPSE_PORT only, else by LAPSE_COORDINATOR. */
+static int run_demo(cluster *c, int by_port, char **out)
 {
     const char *bin = getenv("LAPSE_BIN_DIR") != NULL ? getenv("LAPSE_BIN_DIR") : "./build/bin";
+    const char *url = cluster_coordinator_url(c);
+    const char *colon = strrchr(url, ':');
+    assert_non_null(colon);
+    char where[300];
+    if (by_port) {
+        snprintf(where, sizeof where, "env -u LAPSE_COORDINATOR LAPSE_PORT=%s", colon + 1);
+    } else {
+        snprintf(where, sizeof where, "env -u LAPSE_PORT LAPSE_COORDINATOR='%s'", url);
+    }
     char cmd[PATH_MAX * 2];
-    snprintf(cmd, sizeof(cmd),
-             "LAPSE_COORDINATOR='%s' DEMO_SESSIONS=%d %s/deploy/demo.sh '%s' 2>&1",
-             cluster_coordinator_url(c), SESSIONS, LAPSE_SOURCE_DIR, bin);
+    snprintf(cmd, sizeof(cmd), "%s DEMO_SESSIONS=%d %s/deploy/demo.sh '%s' 2>&1", where, SESSIONS,
+             LAPSE_SOURCE_DIR, bin);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     size_t cap = 1 << 16, len = 0;
@@ -60,7 +71,7 @@ static void demo_runs_twice(void **state)
     cluster *c = start_cluster(3, NULL);
     for (int run = 1; run <= 2; run++) {
         char *out = NULL;
-        int rv = run_demo(c, &out);
+        int rv = run_demo(c, run == 2, &out);
         if (rv != 0) {
             fail_msg("demo run %d exited %d:\n%s", run, rv, out);
         }

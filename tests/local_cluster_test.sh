@@ -7,15 +7,22 @@
 #
 # 1. a bad LAPSE_PORT is refused (exit 2) and starts nothing;
 # 2. `up` (on free ports through LAPSE_PORT and LAPSE_METRICS_PORT, data
-#    under a fresh LAPSE_HOME) exits 0 with three nodes UP, makes the
-#    cluster token (mode 0600) and starts every node with it; a second `up`
-#    starts nothing new;
+#    under a fresh LAPSE_HOME) exits 0 with three nodes UP, node i on
+#    LAPSE_PORT+i with metrics on LAPSE_METRICS_PORT+i, makes the cluster
+#    token (mode 0600) and starts every node with it, writes
+#    $LAPSE_HOME/prometheus.yml scraping those metrics ports (valid for
+#    promtool, when installed) and names it in its hints; a second `up`
+#    starts nothing new, nor does `ensure` (make demo's), which prints one
+#    line instead of the status and hints;
 # 3. through the lapse CLI: a table with a stream, puts and gets, TTL
 #    enabled; an item due in ~2 s is deleted (bounded poll), an item due
 #    tomorrow stays, node metrics count the deletion, and the stream holds
 #    the item's lapse.ttl REMOVE (a Replicate between token-sharing nodes);
-# 4. `down` stops the four processes (their pids are gone), a second `down`
-#    says nothing is running.
+#    Counters' HELP says they restart at 0 with the node.
+# 4. `down` stops the four processes (their pids are gone) within 3 s (a
+#    daemon exits within milliseconds of SIGTERM; `down` once waited on
+#    each one's zombie until init reaped it, ~2 s apiece here), a second
+#    `down` says nothing is running.
 # A trap kills what is left on failure. Ports are picked at random below the
 # ephemeral range among those nothing listens on; when one is taken before
 # its daemon binds it, `up` is run again on new ports.
@@ -87,7 +94,7 @@ grep -q "bad port" "$tmp/bad.out" || fail "no clear message for a bad port: $(ca
 # and its bind ("address in use" in its log) means new ports, at most 3 times.
 for attempt in 1 2 3; do
   export LAPSE_PORT=$(free_base 4)
-  export LAPSE_METRICS_PORT=$(free_base 3)
+  export LAPSE_METRICS_PORT=$(($(free_base 3) - 1)) # node i on LAPSE_METRICS_PORT+i
   coord=tcp://127.0.0.1:$LAPSE_PORT
   "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
   grep -qs "address in use" "$LAPSE_HOME"/*.log || fail "up failed: $(cat "$tmp/up.out")"
@@ -108,16 +115,36 @@ for name in coordinator node1 node2 node3; do
   [[ -r /proc/$pid/cmdline ]] || fail "$name (pid $pid) is not running"
   pids+=("$pid")
   if [[ $name == node* ]]; then
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--cluster-token-file $token" ||
+    i=${name#node}
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline")
+    grep -q -- "--cluster-token-file $token" <<<"$cmdline" ||
       fail "$name was started without the cluster token"
+    grep -q -- "--listen tcp://127.0.0.1:$((LAPSE_PORT + i)) " <<<"$cmdline" ||
+      fail "$name is not on LAPSE_PORT+$i: $cmdline"
+    grep -q -- "--metrics-listen 127.0.0.1:$((LAPSE_METRICS_PORT + i)) " <<<"$cmdline" ||
+      fail "$name's metrics are not on LAPSE_METRICS_PORT+$i: $cmdline"
   fi
 done
+prom=$LAPSE_HOME/prometheus.yml
+[[ -s $prom ]] || fail "up wrote no $prom"
+for i in 1 2 3; do
+  grep -q "targets: \['127.0.0.1:$((LAPSE_METRICS_PORT + i))'\]" "$prom" ||
+    fail "$prom does not scrape node $i on $((LAPSE_METRICS_PORT + i)): $(grep targets "$prom")"
+done
+(($(grep -c "targets:" "$prom") == 3)) || fail "$prom has other targets: $(grep targets "$prom")"
+grep -q -- "--config.file=$prom" "$tmp/up.out" || fail "up's Prometheus hint does not name $prom"
+if command -v promtool >/dev/null 2>&1; then
+  promtool check config "$prom" >"$tmp/promtool.out" 2>&1 || fail "promtool: $(cat "$tmp/promtool.out")"
+fi
 "$script" up "$bin" >"$tmp/up2.out" 2>&1 || fail "second up failed: $(cat "$tmp/up2.out")"
 n=$(grep -c "already running" "$tmp/up2.out" || true)
 ((n == 4)) || fail "second up: $n of 4 already running: $(cat "$tmp/up2.out")"
+"$script" ensure "$bin" >"$tmp/ensure.out" 2>&1 || fail "ensure failed: $(cat "$tmp/ensure.out")"
+(($(wc -l <"$tmp/ensure.out") == 1)) || fail "ensure printed more than a line: $(cat "$tmp/ensure.out")"
+grep -q "coordinator $coord" "$tmp/ensure.out" || fail "ensure: $(cat "$tmp/ensure.out")"
 for i in 0 1 2 3; do
   name=$([[ $i == 0 ]] && echo coordinator || echo node$i)
-  [[ $(<"$LAPSE_HOME/$name.pid") == "${pids[i]}" ]] || fail "second up restarted $name"
+  [[ $(<"$LAPSE_HOME/$name.pid") == "${pids[i]}" ]] || fail "second up or ensure restarted $name"
 done
 
 # 3. the cluster works
@@ -144,13 +171,18 @@ done
 ((gone)) || fail "the item due in 2 s is still there 10 s later"
 lapse get Sessions '{"Id":{"S":"later"}}' | grep -q '"later"' || fail "the item due tomorrow was deleted"
 deleted=0
-for i in 0 1 2; do
+for i in 1 2 3; do
   port=$((LAPSE_METRICS_PORT + i))
-  v=$(exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3 |
-    awk '/^lapse_ttl_deleted_items_total\{table="Sessions"\}/ {print $2}')
+  (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3) \
+    >"$tmp/metrics$i" || fail "no metrics on node $i's port $port"
+  v=$(awk '/^lapse_ttl_deleted_items_total\{table="Sessions"\}/ {print $2}' "$tmp/metrics$i")
   deleted=$((deleted + ${v:-0}))
+  grep -q "^# HELP lapse_rpc_requests_total .*restarts at 0" "$tmp/metrics$i" ||
+    fail "node $i: the counters' help does not say they restart at 0: $(grep '^# HELP lapse_rpc' "$tmp/metrics$i")"
 done
 ((deleted == 1)) || fail "nodes' metrics count $deleted TTL deletions, want 1"
+grep -q "^# HELP lapse_ttl_deleted_items_total .*restarts at 0" "$tmp"/metrics* ||
+  fail "lapse_ttl_deleted_items_total's help does not say it restarts at 0"
 removes=0
 for _ in $(seq 50); do
   removes=$(lapse stream Sessions --only ttl 2>/dev/null | grep -c "\"REMOVE\"" || true)
@@ -163,11 +195,16 @@ if grep -qi "EPERM\|refus" "$LAPSE_HOME"/node*.log; then
 fi
 
 # 4. down
+t0=$(date +%s%N)
 "$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
+down_ms=$((($(date +%s%N) - t0) / 1000000))
+((down_ms < 3000)) || fail "down took $down_ms ms for four daemons, want under 3000"
 n=$(grep -c "^stopped" "$tmp/down.out" || true)
 ((n == 4)) || fail "down stopped $n of 4: $(cat "$tmp/down.out")"
+# shellcheck source=deploy/proc.sh
+source "$(dirname "$script")/proc.sh"
 for pid in "${pids[@]}"; do
-  [[ ! -e /proc/$pid ]] || fail "pid $pid still running after down"
+  ! proc_running "$pid" || fail "pid $pid still running after down"
 done
 "$script" down >"$tmp/down2.out" 2>&1 || fail "second down failed"
 grep -q "no local cluster running" "$tmp/down2.out" || fail "second down: $(cat "$tmp/down2.out")"

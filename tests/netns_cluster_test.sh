@@ -240,8 +240,10 @@ done
 # ---------------------------------------------------------------- down
 "$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
 [[ -z $(ours) ]] || fail "namespaces left after down: $(ours)"
+# shellcheck source=deploy/proc.sh
+source "$(dirname "$script")/proc.sh" # a zombie awaiting init's reaping has stopped
 for name in "${!pids[@]}"; do
-  ! kill -0 "${pids[$name]}" 2>/dev/null || fail "$name (pid ${pids[$name]}) still runs after down"
+  ! proc_running "${pids[$name]}" || fail "$name (pid ${pids[$name]}) still runs after down"
 done
 if pgrep -f -- "--data $LAPSE_HOME/" >/dev/null; then
   fail "processes left after down: $(pgrep -af -- "--data $LAPSE_HOME/")"
