@@ -144,10 +144,10 @@ void *backfill_run(void *arg)
         if (rv == 0 && scanned > 0) {
             char labels[SCHEMA_MAX_NAME * 2 + 16];
             metrics_labels(labels, sizeof(labels), "table", schema.name, NULL);
-            metrics_counter_add(e->m, "lapse_ttl_backfill_items_total",
-                                "Items scanned by the TTL backfill on this node" METRICS_SINCE_START,
-                                labels,
-                                (double)scanned);
+            metrics_counter_add(
+                e->m, "lapse_ttl_backfill_items_total",
+                "Items scanned by the TTL backfill on this node" METRICS_SINCE_START, labels,
+                (double)scanned);
         }
 
         pthread_mutex_lock(&e->lock);

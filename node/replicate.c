@@ -61,10 +61,10 @@ static int count_applied(node_server *ns, const apply_filter *f, uint64_t prev, 
             continue; /* apply_batch checked every record: only skipped ones remain */
         }
         double lag_s = now_ms > r.commit_ms ? (double)(now_ms - r.commit_ms) / 1000.0 : 0;
-        metrics_histogram_observe(ns->metrics, "lapse_replication_lag_seconds",
-                                  "Commit of a change on its source node to its apply here" METRICS_SINCE_START,
-                                  lag_bounds, sizeof(lag_bounds) / sizeof(lag_bounds[0]), NULL,
-                                  lag_s);
+        metrics_histogram_observe(
+            ns->metrics, "lapse_replication_lag_seconds",
+            "Commit of a change on its source node to its apply here" METRICS_SINCE_START,
+            lag_bounds, sizeof(lag_bounds) / sizeof(lag_bounds[0]), NULL, lag_s);
         if (f->host_stream && r.stream_seq != 0 && r.event >= CHANGE_INSERT &&
             r.event <= CHANGE_REMOVE) {
             stored_by[r.event][r.principal == CHANGE_TTL]++;
@@ -80,10 +80,10 @@ static int count_applied(node_server *ns, const apply_filter *f, uint64_t prev, 
             char labels[96];
             metrics_labels(labels, sizeof(labels), "event", events[ev], "principal",
                            ttl ? "lapse.ttl" : "user", NULL);
-            metrics_counter_add(ns->metrics, "lapse_stream_records_total",
-                                "Stream records stored in the shards this node hosts" METRICS_SINCE_START,
-                                labels,
-                                (double)stored_by[ev][ttl]);
+            metrics_counter_add(
+                ns->metrics, "lapse_stream_records_total",
+                "Stream records stored in the shards this node hosts" METRICS_SINCE_START, labels,
+                (double)stored_by[ev][ttl]);
         }
     }
     return stored;

@@ -170,20 +170,21 @@ static void record(expire_engine *e, const table_schema *t, const expiry_sweep_r
     metrics_labels(labels, sizeof(labels), "table", t->name, NULL);
     if (res->deleted > 0) {
         metrics_counter_add(e->m, "lapse_ttl_deleted_items_total",
-                            "Items deleted by TTL on this node" METRICS_SINCE_START, labels, (double)res->deleted);
+                            "Items deleted by TTL on this node" METRICS_SINCE_START, labels,
+                            (double)res->deleted);
         for (size_t i = 0; i < res->deleted; i++) {
-            metrics_histogram_observe(e->m, "lapse_ttl_deletion_lag_seconds",
-                                      "Delete commit time minus the item's due instant" METRICS_SINCE_START,
-                                      lag_bounds,
-                                      sizeof(lag_bounds) / sizeof(lag_bounds[0]), NULL,
-                                      (double)(res->commit_ms - res->due_ms[i]) / 1000.0);
+            metrics_histogram_observe(
+                e->m, "lapse_ttl_deletion_lag_seconds",
+                "Delete commit time minus the item's due instant" METRICS_SINCE_START, lag_bounds,
+                sizeof(lag_bounds) / sizeof(lag_bounds[0]), NULL,
+                (double)(res->commit_ms - res->due_ms[i]) / 1000.0);
         }
     }
     if (res->undeletable > 0) {
-        metrics_counter_add(e->m, "lapse_ttl_undeletable_items_total",
-                            "Expired items that could not be decoded and were skipped" METRICS_SINCE_START,
-                            labels,
-                            (double)res->undeletable);
+        metrics_counter_add(
+            e->m, "lapse_ttl_undeletable_items_total",
+            "Expired items that could not be decoded and were skipped" METRICS_SINCE_START, labels,
+            (double)res->undeletable);
     }
 }
 

@@ -178,7 +178,8 @@ static void count_batch(shipper *s, const char *result)
     char labels[48];
     metrics_labels(labels, sizeof(labels), "result", result, NULL);
     metrics_counter_add(s->ns->metrics, "lapse_replication_batches_total",
-                        "Outbox batches shipped by this node, by outcome" METRICS_SINCE_START, labels, 1);
+                        "Outbox batches shipped by this node, by outcome" METRICS_SINCE_START,
+                        labels, 1);
 }
 
 /* --debug-repl-kill-after-batches N (tests): the process dies by SIGKILL

@@ -277,10 +277,10 @@ static void *trim_run(void *arg)
                 total += trimmed;
             }
             if (total > 0) {
-                metrics_counter_add(ns->metrics, "lapse_stream_trimmed_records_total",
-                                    "Stream records deleted here after their retention" METRICS_SINCE_START,
-                                    NULL,
-                                    (double)total);
+                metrics_counter_add(
+                    ns->metrics, "lapse_stream_trimmed_records_total",
+                    "Stream records deleted here after their retention" METRICS_SINCE_START, NULL,
+                    (double)total);
                 log_info("stream retention: %zu records of table id %u trimmed", total,
                          jobs[i].table_id);
             }

@@ -181,8 +181,8 @@ static void test_limit_below_one_is_refused(void **state)
            (const char *[]){"query", "Limits", "--key", "{\"Id\":{\"S\":\"a\"}}", "--limit", "0",
                             NULL});
     char *out = NULL, *err = NULL;
-    assert_int_equal(cli(NULL, &out, &err, (const char *[]){"scan", "Limits", "--limit", "1", NULL}),
-                     0);
+    assert_int_equal(
+        cli(NULL, &out, &err, (const char *[]){"scan", "Limits", "--limit", "1", NULL}), 0);
     assert_int_equal(count_lines(out), 1);
     free(out);
     free(err);
@@ -234,7 +234,8 @@ static void test_json_arguments_from_file_and_stdin(void **state)
     snprintf(key_at, sizeof key_at, "@%s", key_path);
     expect(0, "\"42\"", NULL, NULL, NULL,
            (const char *[]){"update", "Files", key_at, "--set", set, NULL});
-    expect(0, "\"big\"", NULL, NULL, NULL, (const char *[]){"query", "Files", "--key", key_at, NULL});
+    expect(0, "\"big\"", NULL, NULL, NULL,
+           (const char *[]){"query", "Files", "--key", key_at, NULL});
     expect(0, NULL, NULL, NULL, NULL,
            (const char *[]){"delete", "Files", key_at, "--if", cond, NULL});
     expect(0, "{}", NULL, NULL, NULL, (const char *[]){"get", "Files", key_at, NULL});
@@ -309,9 +310,8 @@ static void test_stream_positions_file(void **state)
     assert_int_equal(access(tmp, F_OK), -1);
     /* Read again: nothing new. */
     char *out = NULL, *err = NULL;
-    assert_int_equal(cli(NULL, &out, &err,
-                         (const char *[]){"stream", "Feed", "--positions", pos, NULL}),
-                     0);
+    assert_int_equal(
+        cli(NULL, &out, &err, (const char *[]){"stream", "Feed", "--positions", pos, NULL}), 0);
     assert_int_equal(count_lines(out), 0);
     assert_non_null(strstr(err, "--positions"));
     free(out);
@@ -320,10 +320,10 @@ static void test_stream_positions_file(void **state)
     /* A follower rewrites the file as records come. */
     char *before = read_all(pos);
     path outp = run_path("follow.out"), errp = run_path("follow.err");
-    pid_t pid = cluster_cli_spawn(
-        g_cluster,
-        (const char *[]){"stream", "Feed", "--positions", pos, "--follow", "--wait-ms", "200", NULL},
-        outp.s, errp.s);
+    pid_t pid = cluster_cli_spawn(g_cluster,
+                                  (const char *[]){"stream", "Feed", "--positions", pos, "--follow",
+                                                   "--wait-ms", "200", NULL},
+                                  outp.s, errp.s);
     assert_true(pid > 0);
     put("Feed", "{\"Id\":{\"S\":\"late\"}}");
     int changed = 0;
@@ -346,9 +346,8 @@ static void test_stream_positions_file(void **state)
     assert_non_null(strstr(followed, "\"late\""));
     free(followed);
     /* The next reader starts after it. */
-    assert_int_equal(cli(NULL, &out, &err,
-                         (const char *[]){"stream", "Feed", "--positions", pos, NULL}),
-                     0);
+    assert_int_equal(
+        cli(NULL, &out, &err, (const char *[]){"stream", "Feed", "--positions", pos, NULL}), 0);
     assert_int_equal(count_lines(out), 0);
     free(out);
     free(err);
@@ -393,7 +392,8 @@ static void test_node_down_scan_and_preview_name_it(void **state)
     assert_int_equal(cluster_kill(g_cluster, 2, SIGKILL), 0);
     char *out = NULL, *err = NULL;
     assert_int_equal(
-        cli(NULL, &out, &err, (const char *[]){"--timeout-ms", "1000", "scan", "Partial", NULL}), 1);
+        cli(NULL, &out, &err, (const char *[]){"--timeout-ms", "1000", "scan", "Partial", NULL}),
+        1);
     if (count_lines(out) != elsewhere || strstr(err, "node 2: ") == NULL ||
         strstr(err, "not read") == NULL) {
         fail_msg("scan with node 2 down: %zu lines (want %zu)\nstderr: %s", count_lines(out),
@@ -401,10 +401,10 @@ static void test_node_down_scan_and_preview_name_it(void **state)
     }
     free(out);
     free(err);
-    assert_int_equal(cli(NULL, &out, &err,
-                         (const char *[]){"--timeout-ms", "1000", "scan", "Partial", "--limit",
-                                          "1000", NULL}),
-                     1);
+    assert_int_equal(
+        cli(NULL, &out, &err,
+            (const char *[]){"--timeout-ms", "1000", "scan", "Partial", "--limit", "1000", NULL}),
+        1);
     assert_int_equal(count_lines(out), elsewhere);
     assert_non_null(strstr(err, "node 2: "));
     free(out);
