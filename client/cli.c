@@ -121,7 +121,8 @@ static const cli_command commands[] = {
 /* Usage and help                                                            */
 /* ------------------------------------------------------------------------ */
 
-#define GLOBAL_SYNOPSIS "[--coordinator URL] [--timeout-ms N] [--admin-token-file F] COMMAND ..."
+#define GLOBAL_SYNOPSIS                                                                            \
+    "[--coordinator URL[,URL...]] [--timeout-ms N] [--admin-token-file F] COMMAND ..."
 
 static void print_usage(FILE *f)
 {

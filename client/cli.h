@@ -1,7 +1,7 @@
 /*
  * cli.h: the lapse command-line tool, built on liblapse's public API only.
  *
- *   lapse [--coordinator URL] [--timeout-ms N] [--admin-token-file F] COMMAND ...
+ *   lapse [--coordinator URL[,URL...]] [--timeout-ms N] [--admin-token-file F] COMMAND ...
  *
  * Admin calls (create-table, delete-table, update-ttl) send the token read
  * from --admin-token-file F (without its final newline, as the coordinator

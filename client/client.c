@@ -44,6 +44,11 @@ static int peer_err(lapse_error *err, int code, const char *peer, const char *ms
 {
     switch (code) {
     case LAPSE_ETIMEDOUT:
+        /* The server's own time-out (e.g. a coordinator's call to etcd) says
+         * what ran out of time; the transport's adds nothing to this. */
+        if (msg[0] != '\0' && strstr(msg, "no reply within") == NULL) {
+            return client_err(err, code, "%s: timed out: %s", peer, msg);
+        }
         return client_err(err, code, "%s: timed out (no reply within the %d ms timeout)", peer,
                           timeout_ms);
     case LAPSE_EUNAVAILABLE:

@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define LAPSE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400"
+#define LAPSE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400,tcp://127.0.0.1:7410"
 #define LAPSE_BATCH_MAX 1000    /* writes per BatchWrite request */
 #define LAPSE_BATCH_GET_MAX 100 /* keys per BatchGet request, as DynamoDB's BatchGetItem */
 

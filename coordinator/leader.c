@@ -33,9 +33,7 @@ static int nap(server *s, int64_t ms)
     return atomic_load(&s->leader_stop);
 }
 
-/* Loads the catalog as the new leader and starts serving with it. Nodes
- * start DOWN until they heartbeat (server.h invariant 1), as after a
- * restart. */
+/* Loads the catalog as the new leader and starts serving with it. */
 static int take_over(server *s, const etcd_leader *l)
 {
     char err[512];
@@ -44,17 +42,25 @@ static int take_over(server *s, const etcd_leader *l)
     pthread_mutex_lock(&s->lock);
     int rv = catalog_etcd_load(s->ecat, &st, err, sizeof(err));
     if (rv == 0) {
-        for (size_t i = 0; i < st.pm->nnodes; i++) {
-            st.pm->nodes[i].state = PMAP_NODE_DOWN;
-        }
         pmap_free(s->pm);
         s->pm = st.pm;
         s->next_table_id = st.next_table_id;
         s->nlive = 0; /* liveness heard while following is not ours */
+        /* The nodes keep the states the last leader stored, each UP one with
+         * a full heartbeat timeout from now to be heard from: a failover
+         * does not stall placement until every node has heartbeated. */
+        int64_t now = clock_mono_now().ms;
+        for (size_t i = 0; i < s->pm->nnodes; i++) {
+            node_live *nl = server_live(s, s->pm->nodes[i].id, 1);
+            if (nl != NULL && s->pm->nodes[i].state == PMAP_NODE_UP) {
+                nl->last_heartbeat_mono_ms = now;
+            } else if (nl == NULL) {
+                s->pm->nodes[i].state = PMAP_NODE_DOWN; /* out of memory: heard anew */
+            }
+        }
         catalog_etcd_fence(s->ecat, l->key, l->rev);
         atomic_store(&s->leading, 1);
-        log_info("leading (etcd key %s): map version %llu with %zu tables and %zu nodes (all "
-                 "DOWN until they heartbeat)",
+        log_info("leading (etcd key %s): map version %llu with %zu tables and %zu nodes",
                  l->key, (unsigned long long)s->pm->version, s->pm->ntables, s->pm->nnodes);
     } else {
         log_error("won the election but cannot load the catalog from etcd: %s", err);

@@ -3,9 +3,11 @@
  *
  * Every coordinator holds an etcd lease (2 s, renewed every 500 ms) and
  * campaigns with it in the election <prefix>coordinator/leader, proclaiming
- * its listen URL. The one etcd elects loads the catalog from etcd, fences its
- * saves with its leader key (catalog_etcd.h) and serves every call; the
- * others forward each call to it (leader_forward) and keep campaigning.
+ * its listen URL. The one etcd elects loads the catalog from etcd (nodes keep
+ * their stored states; each UP one gets a heartbeat timeout from then to be
+ * heard from, as if it had just heartbeated), fences its saves with its
+ * leader key (catalog_etcd.h) and serves every call; the others forward each
+ * call to it (leader_forward) and keep campaigning.
  *
  *              campaign won: leader_take_over
  *   FOLLOWER -------------------------------------> LEADING

@@ -17,10 +17,12 @@
  *
  * Invariants:
  *  1. The map in memory (pm, next_table_id) equals what the catalog holds,
- *     except for node states: every node starts DOWN after a restart until
- *     it registers or heartbeats (server_open loads the map that way
- *     without bumping the version). A change becomes visible to callers only
- *     after server_commit has made it durable.
+ *     except for node states: with a local catalog every node starts DOWN
+ *     after a restart until it registers or heartbeats (server_open loads
+ *     the map that way without bumping the version); a coordinator on etcd
+ *     keeps the stored states when it takes over (leader.h). A change
+ *     becomes visible to callers only after server_commit has made it
+ *     durable. A coordinator on etcd that does not lead holds no state.
  *  2. pm->version increases by exactly one per committed change.
  *  3. live[] has at most one entry per node id, and only for ids in pm.
  *  4. Table ids are never reused: next_table_id > every id ever assigned.

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# A local three-node Lapse cluster on loopback, for trying Lapse out.
+# A local Lapse cluster on loopback, for trying Lapse out: a three-member
+# etcd, two coordinators keeping the catalog in it (one leads, the other
+# forwards to it and takes over when it dies), and three nodes.
 #
 #   deploy/local-cluster.sh up [BIN_DIR]     start (or confirm running), wait for registration,
 #                                            print the status and commands to try
@@ -8,15 +10,18 @@
 #   deploy/local-cluster.sh status           show which are running
 #
 # Ports, both moved by a base (tests pick free ones), node i at base + i:
-#   LAPSE_PORT=N (default 7400)          the coordinator on tcp://127.0.0.1:N, node i on N+i
+#   LAPSE_PORT=N (default 7400)          coordinators on tcp://127.0.0.1:N and N+10,
+#                                        node i on N+i, etcd member i's client
+#                                        URL on N+19+i and its peer URL on N+29+i
 #   LAPSE_METRICS_PORT=M (default 9400)  node i's Prometheus metrics on
 #                                        http://127.0.0.1:(M+i)/metrics
 # `up` writes $LAPSE_HOME/prometheus.yml, deploy/prometheus.yml with the
 # targets of the ports in use. The nodes' shared cluster token is in
 # $LAPSE_HOME/cluster-token. Data, logs and pid files live under $LAPSE_HOME
-# (default .lapse in the current directory). Running `up` twice is
-# harmless; `down` only signals processes whose pid file it wrote and whose
-# command line still matches, never others.
+# (default .lapse in the current directory). Running `up` again restarts
+# whichever of its processes died; `down` only signals processes whose pid
+# file it wrote and whose command line is still the one it started, never
+# others.
 set -euo pipefail
 
 home=${LAPSE_HOME:-$PWD/.lapse}
@@ -33,16 +38,24 @@ metrics_base=${LAPSE_METRICS_PORT:-9400}
   { echo "local-cluster: bad port $metrics_base (LAPSE_METRICS_PORT: 0 to 65532)" >&2; exit 2; }
 node_ports=($((coord_port + 1)) $((coord_port + 2)) $((coord_port + 3)))
 metrics_ports=($((metrics_base + 1)) $((metrics_base + 2)) $((metrics_base + 3)))
-coord_url="tcp://127.0.0.1:$coord_port"
+coord2_port=$((coord_port + 10))
+coord_url="tcp://127.0.0.1:$coord_port,tcp://127.0.0.1:$coord2_port"
+etcd_client_ports=($((coord_port + 20)) $((coord_port + 21)) $((coord_port + 22)))
+etcd_peer_ports=($((coord_port + 30)) $((coord_port + 31)) $((coord_port + 32)))
+etcd_urls="http://127.0.0.1:${etcd_client_ports[0]},http://127.0.0.1:${etcd_client_ports[1]},http://127.0.0.1:${etcd_client_ports[2]}"
+etcd_initial="e1=http://127.0.0.1:${etcd_peer_ports[0]},e2=http://127.0.0.1:${etcd_peer_ports[1]},e3=http://127.0.0.1:${etcd_peer_ports[2]}"
+cluster_name=local
+names=(etcd1 etcd2 etcd3 coordinator coordinator2 node1 node2 node3)
 
-# Prints the pid in $1's pid file when that process is alive and is ours.
+# Prints the pid in $1's pid file when that process is alive and is ours:
+# its command line is the one `start` recorded beside the pid file.
 live_pid() {
   local pidfile=$1 pid
-  [[ -f $pidfile ]] || return 1
+  [[ -f $pidfile && -f ${pidfile%.pid}.cmd ]] || return 1
   pid=$(<"$pidfile")
   [[ $pid =~ ^[0-9]+$ ]] || return 1
-  [[ -r /proc/$pid/cmdline ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--data $home/" || return 1
+  proc_running "$pid" || return 1
+  [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == "$(<"${pidfile%.pid}.cmd") " ]] || return 1
   echo "$pid"
 }
 
@@ -59,7 +72,51 @@ start() {
   fi
   setsid "$@" >>"$log" 2>&1 </dev/null &
   echo $! >"$pidfile"
+  echo "$*" >"$home/$name.cmd"
   echo "started $name (pid $!), log $log"
+}
+
+# The process each name stands for, as "port to check" and the command.
+ports_of() {
+  case $1 in
+    etcd*) local i=${1#etcd}; echo "${etcd_client_ports[i-1]} ${etcd_peer_ports[i-1]}" ;;
+    coordinator) echo "$coord_port" ;;
+    coordinator2) echo "$coord2_port" ;;
+    node*) local i=${1#node}; echo "${node_ports[i-1]} ${metrics_ports[i-1]}" ;;
+  esac
+}
+
+start_named() {
+  local name=$1 i
+  case $name in
+    etcd*)
+      i=${name#etcd}
+      start "$name" "$etcd_bin" --name "e$i" --data-dir "$home/$name" \
+        --listen-client-urls "http://127.0.0.1:${etcd_client_ports[i-1]}" \
+        --advertise-client-urls "http://127.0.0.1:${etcd_client_ports[i-1]}" \
+        --listen-peer-urls "http://127.0.0.1:${etcd_peer_ports[i-1]}" \
+        --initial-advertise-peer-urls "http://127.0.0.1:${etcd_peer_ports[i-1]}" \
+        --initial-cluster "$etcd_initial" --initial-cluster-token "lapse-$coord_port" \
+        --initial-cluster-state new --heartbeat-interval 50 --election-timeout 500 \
+        --logger zap --log-level warn ;;
+    coordinator | coordinator2)
+      [[ $name == coordinator ]] && i=$coord_port || i=$coord2_port
+      start "$name" "$bin/lapse-coordinator" --listen "tcp://127.0.0.1:$i" --etcd "$etcd_urls" \
+        --cluster-name "$cluster_name" ;;
+    node*)
+      i=${name#node}
+      start "$name" "$bin/lapse-node" --id "$i" --listen "tcp://127.0.0.1:${node_ports[i-1]}" \
+        --coordinator "$coord_url" --data "$home/$name" \
+        --metrics-listen "127.0.0.1:${metrics_ports[i-1]}" --cluster-token-file "$home/cluster-token" ;;
+  esac
+}
+
+# The URL of the coordinator that leads now (its election key with the
+# lowest create revision), or nothing.
+leader_url() {
+  ETCDCTL_API=3 "$etcdctl_bin" --endpoints "$etcd_urls" --command-timeout=2s get --prefix \
+    "/lapse/$cluster_name/coordinator/leader/" --sort-by=CREATE --order=ASCEND --limit 1 \
+    --print-value-only 2>/dev/null | head -n 1
 }
 
 # $home/prometheus.yml: deploy/prometheus.yml scraping this cluster's nodes
@@ -77,42 +134,34 @@ write_prometheus_config() {
   mv "$home/prometheus.yml.tmp" "$home/prometheus.yml"
 }
 
-# Starts what is not running and waits until three nodes are UP.
+# Starts what is not running (again, when it died) and waits until three
+# nodes are UP.
 start_all() {
   for b in lapse-coordinator lapse-node lapse; do
     [[ -x $bin/$b ]] || { echo "local-cluster: $bin/$b not built (run make build)" >&2; exit 1; }
   done
+  etcd_bin=$(command -v etcd || true)
+  etcdctl_bin=$(command -v etcdctl || true)
+  [[ -n $etcd_bin && -n $etcdctl_bin ]] ||
+    { echo "local-cluster: etcd or etcdctl missing (run deploy/install-deps.sh)" >&2; exit 1; }
   mkdir -p "$home"
-  local all_running=1
-  live_pid "$home/coordinator.pid" >/dev/null || all_running=0
-  for i in 1 2 3; do live_pid "$home/node$i.pid" >/dev/null || all_running=0; done
-  if ((!all_running)); then
-    # Refuse to start on ports someone else holds, rather than fail obscurely.
-    if ! live_pid "$home/coordinator.pid" >/dev/null && port_busy $coord_port; then
-      echo "local-cluster: port $coord_port is in use by another process" >&2; exit 1
-    fi
-    for i in 1 2 3; do
-      if ! live_pid "$home/node$i.pid" >/dev/null; then
-        for port in "${node_ports[i-1]}" "${metrics_ports[i-1]}"; do
-          if port_busy "$port"; then
-            echo "local-cluster: port $port is in use by another process" >&2; exit 1
-          fi
-        done
+  # Refuse to start on ports someone else holds, rather than fail obscurely.
+  local name port
+  for name in "${names[@]}"; do
+    live_pid "$home/$name.pid" >/dev/null && continue
+    for port in $(ports_of "$name"); do
+      if port_busy "$port"; then
+        echo "local-cluster: port $port is in use by another process" >&2; exit 1
       fi
     done
-  fi
+  done
   # As a deployed cluster does (docs/operations.md), the nodes share a
   # cluster token for Replicate: made once, kept with the data.
   local token=$home/cluster-token
   if [[ ! -s $token ]]; then
     (umask 077 && head -c 32 /dev/urandom | base64 >"$token")
   fi
-  start coordinator "$bin/lapse-coordinator" --listen "$coord_url" --data "$home/coordinator"
-  for i in 1 2 3; do
-    start "node$i" "$bin/lapse-node" --id "$i" --listen "tcp://127.0.0.1:${node_ports[i-1]}" \
-      --coordinator "$coord_url" --data "$home/node$i" \
-      --metrics-listen "127.0.0.1:${metrics_ports[i-1]}" --cluster-token-file "$token"
-  done
+  for name in "${names[@]}"; do start_named "$name"; done
 
   echo -n "waiting for three nodes to register"
   local deadline=$((SECONDS + 30)) up=0
@@ -133,12 +182,13 @@ start_all() {
 
 ensure() {
   start_all >/dev/null
-  echo "local cluster up: coordinator $coord_url, metrics on 127.0.0.1:${metrics_ports[0]}-${metrics_ports[2]}"
+  echo "local cluster up: coordinators $coord_url, metrics on 127.0.0.1:${metrics_ports[0]}-${metrics_ports[2]}"
 }
 
 up() {
   start_all
   "$bin/lapse" --coordinator "$coord_url" cluster-status
+  echo "leading coordinator: $(leader_url) (of $coord_url; etcd $etcd_urls)"
   local use_coord=""
   [[ $coord_port == 7400 ]] || use_coord="  export LAPSE_COORDINATOR=$coord_url
 "
@@ -161,20 +211,22 @@ TRY
 }
 
 down() {
-  local stopped=0
-  for name in node1 node2 node3 coordinator; do
-    local pidfile="$home/$name.pid" pid
-    if pid=$(live_pid "$pidfile"); then
+  local stopped=0 i name pid
+  # Nodes first, etcd last, so no one logs another's disappearance.
+  for ((i = ${#names[@]} - 1; i >= 0; i--)); do
+    name=${names[i]}
+    if pid=$(live_pid "$home/$name.pid"); then
       proc_stop "$name" "$pid"
       stopped=$((stopped + 1))
     fi
-    rm -f "$pidfile"
+    rm -f "$home/$name.pid" "$home/$name.cmd"
   done
   ((stopped)) || echo "no local cluster running under $home"
 }
 
 status() {
-  for name in coordinator node1 node2 node3; do
+  local name pid
+  for name in "${names[@]}"; do
     if pid=$(live_pid "$home/$name.pid"); then echo "$name: running (pid $pid)"; else echo "$name: stopped"; fi
   done
 }

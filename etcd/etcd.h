@@ -183,7 +183,8 @@ int64_t etcd_keeper_lease(etcd_keeper *k);
 void etcd_keeper_stop(etcd_keeper *k, int revoke);
 
 /* ------------------------------------------------------------------------
- * Elections (etcd's v3election service)
+ * Elections (etcd's election recipe: keys NAME/<lease hex>, the oldest
+ * leads; compatible with etcd's v3election service and `etcdctl elect`)
  * ---------------------------------------------------------------------- */
 
 /* The key that proves leadership: it exists, with this create revision, only
@@ -198,16 +199,18 @@ typedef struct etcd_leader {
 void etcd_leader_fini(etcd_leader *l); /* accepts zeroed */
 
 /* Campaigns in election name with lease, proclaiming value, and waits until
- * this campaigner leads or wait_ms passes (a timed-out campaign withdraws).
- * Campaigning again with the same lease is the same campaign. On success *out
- * is the caller's (etcd_leader_fini). Returns 0, LAPSE_ETIMEDOUT or an
- * error. */
+ * this campaigner leads or wait_ms passes. The campaign's key lives with the
+ * lease: after a timeout it keeps its place in the queue, and campaigning
+ * again with the same lease waits on in that place. On success *out is the
+ * caller's (etcd_leader_fini). Returns 0, LAPSE_ETIMEDOUT (another leads),
+ * LAPSE_ENOTFOUND (the key went: the lease expired) or an error. */
 int etcd_campaign(etcd *ec, const char *name, int64_t lease, const void *value, size_t len,
                   int64_t wait_ms, etcd_leader *out, char *err, size_t errlen);
 /* Reads the current leader's key-value pair into *out (caller frees).
  * Returns 0, LAPSE_ENOTFOUND when nobody leads, or an error. */
 int etcd_election_leader(etcd *ec, const char *name, etcd_kv *out, char *err, size_t errlen);
-/* Gives up leadership (deletes the leader key). */
+/* Gives up leadership, or a place in the queue: deletes l's key if it is
+ * still the one created at l->rev. */
 int etcd_resign(etcd *ec, const etcd_leader *l, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------------

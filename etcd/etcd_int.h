@@ -5,6 +5,7 @@
  *
  * Files and their one-way calls:
  *   etcd_kv.c, etcd_lease.c, etcd_watch.c  -->  etcd_http.c
+ *   etcd_election.c  -->  etcd_kv.c (txn), etcd_http.c
  */
 #ifndef LAPSE_ETCD_INT_H
 #define LAPSE_ETCD_INT_H

@@ -51,7 +51,7 @@
 
 #define NODE_MAX_URL PMAP_MAX_ADDR
 #define NODE_MAX_TOKEN 255 /* --cluster-token-file: bytes of the token */
-#define NODE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400"
+#define NODE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400,tcp://127.0.0.1:7410"
 #define NODE_DEFAULT_WORKERS 4 /* --workers */
 #define NODE_META_ID "node_id" /* store meta: the node id, decimal text */
 #define NODE_META_PMAP "pmap"  /* store meta: packed Lapse__PartitionMap */

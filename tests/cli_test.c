@@ -162,7 +162,7 @@ static void test_global_flag_errors_say_lapse_once(void **state)
         expect(2, NULL, bad[i][2], "lapse: lapse", NULL, args);
     }
     const char *args[] = {"--timeout-ms", "-5", "cluster-status", NULL};
-    expect(2, NULL, "usage: lapse [--coordinator URL]", "usage: lapse lapse", NULL, args);
+    expect(2, NULL, "usage: lapse [--coordinator URL[,URL...]]", "usage: lapse lapse", NULL, args);
     /* After the command, the command's prefix and usage. */
     expect(2, NULL, "lapse: cluster-status: --timeout-ms", "usage: lapse lapse", NULL,
            (const char *[]){"cluster-status", "--timeout-ms", "-5", NULL});

@@ -350,7 +350,7 @@ static void test_election_fences_a_lost_leader(void **state)
     assert_string_equal(kv.value, "coord-a");
     assert_string_equal(kv.key, a.key);
     etcd_kv_fini(&kv);
-    /* Only one leads: b waits, and its timed-out campaign withdraws. */
+    /* Only one leads: b waits in the queue (its key stays with its lease). */
     assert_int_equal(etcd_campaign(ec, name, lb, "coord-b", 7, 500, &b, err, sizeof(err)),
                      LAPSE_ETIMEDOUT);
     assert_true(fenced_put(ec, &a, "/t/fenced", "by-a"));

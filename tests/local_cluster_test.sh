@@ -7,7 +7,8 @@
 #
 # 1. a bad LAPSE_PORT is refused (exit 2) and starts nothing;
 # 2. `up` (on free ports through LAPSE_PORT and LAPSE_METRICS_PORT, data
-#    under a fresh LAPSE_HOME) exits 0 with three nodes UP, node i on
+#    under a fresh LAPSE_HOME) starts three etcd members, two coordinators
+#    on them (it names the leader) and three nodes; exits 0 with three nodes UP, node i on
 #    LAPSE_PORT+i with metrics on LAPSE_METRICS_PORT+i, makes the cluster
 #    token (mode 0600) and starts every node with it, writes
 #    $LAPSE_HOME/prometheus.yml scraping those metrics ports (valid for
@@ -19,7 +20,9 @@
 #    tomorrow stays, node metrics count the deletion, and the stream holds
 #    the item's lapse.ttl REMOVE (a Replicate between token-sharing nodes);
 #    Counters' HELP says they restart at 0 with the node.
-# 4. `down` stops the four processes (their pids are gone) within 3 s (a
+# 3b. kill -9 of the leading coordinator: the CLI (given both) goes on; a
+#    second `up` restarts exactly the dead one;
+# 4. `down` stops the eight processes (their pids are gone) within 3 s (a
 #    daemon exits within milliseconds of SIGTERM; `down` once waited on
 #    each one's zombie until init reaped it, ~2 s apiece here), a second
 #    `down` says nothing is running.
@@ -40,7 +43,7 @@ cleanup() {
   for pidf in "$LAPSE_HOME"/*.pid; do
     [[ -f $pidf ]] || continue
     pid=$(<"$pidf")
-    if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--data $LAPSE_HOME/"; then
+    if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$LAPSE_HOME"; then
       kill -KILL "$pid" 2>/dev/null || true
     fi
   done
@@ -93,9 +96,9 @@ grep -q "bad port" "$tmp/bad.out" || fail "no clear message for a bad port: $(ca
 # 2. up; a daemon that lost its port to another process between the pick
 # and its bind ("address in use" in its log) means new ports, at most 3 times.
 for attempt in 1 2 3; do
-  export LAPSE_PORT=$(free_base 4)
+  export LAPSE_PORT=$(free_base 33) # coordinators +0, +10; nodes +1..3; etcd +20..22, +30..32
   export LAPSE_METRICS_PORT=$(($(free_base 3) - 1)) # node i on LAPSE_METRICS_PORT+i
-  coord=tcp://127.0.0.1:$LAPSE_PORT
+  coord=tcp://127.0.0.1:$LAPSE_PORT,tcp://127.0.0.1:$((LAPSE_PORT + 10))
   "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
   grep -qs "address in use" "$LAPSE_HOME"/*.log || fail "up failed: $(cat "$tmp/up.out")"
   ((attempt < 3)) || fail "up lost its ports three times: $(cat "$tmp/up.out")"
@@ -105,12 +108,15 @@ for attempt in 1 2 3; do
 done
 n=$(grep -o '"State": *"UP"' "$tmp/up.out" | wc -l)
 ((n == 3)) || fail "up printed $n UP nodes, want 3"
-grep -q "export LAPSE_COORDINATOR=$coord" "$tmp/up.out" || fail "up's hints do not name the coordinator"
+grep -q "export LAPSE_COORDINATOR=$coord" "$tmp/up.out" || fail "up's hints do not name the coordinators"
+grep -Eq "^leading coordinator: tcp://127.0.0.1:($LAPSE_PORT|$((LAPSE_PORT + 10))) " "$tmp/up.out" ||
+  fail "up does not say which coordinator leads: $(grep leading "$tmp/up.out")"
 token=$LAPSE_HOME/cluster-token
 [[ -s $token ]] || fail "no cluster token"
 [[ $(stat -c %a "$token") == 600 ]] || fail "cluster token mode $(stat -c %a "$token"), want 600"
+names=(etcd1 etcd2 etcd3 coordinator coordinator2 node1 node2 node3)
 pids=()
-for name in coordinator node1 node2 node3; do
+for name in "${names[@]}"; do
   pid=$(<"$LAPSE_HOME/$name.pid")
   [[ -r /proc/$pid/cmdline ]] || fail "$name (pid $pid) is not running"
   pids+=("$pid")
@@ -138,13 +144,12 @@ if command -v promtool >/dev/null 2>&1; then
 fi
 "$script" up "$bin" >"$tmp/up2.out" 2>&1 || fail "second up failed: $(cat "$tmp/up2.out")"
 n=$(grep -c "already running" "$tmp/up2.out" || true)
-((n == 4)) || fail "second up: $n of 4 already running: $(cat "$tmp/up2.out")"
+((n == 8)) || fail "second up: $n of 8 already running: $(cat "$tmp/up2.out")"
 "$script" ensure "$bin" >"$tmp/ensure.out" 2>&1 || fail "ensure failed: $(cat "$tmp/ensure.out")"
 (($(wc -l <"$tmp/ensure.out") == 1)) || fail "ensure printed more than a line: $(cat "$tmp/ensure.out")"
-grep -q "coordinator $coord" "$tmp/ensure.out" || fail "ensure: $(cat "$tmp/ensure.out")"
-for i in 0 1 2 3; do
-  name=$([[ $i == 0 ]] && echo coordinator || echo node$i)
-  [[ $(<"$LAPSE_HOME/$name.pid") == "${pids[i]}" ]] || fail "second up or ensure restarted $name"
+grep -q "coordinators $coord" "$tmp/ensure.out" || fail "ensure: $(cat "$tmp/ensure.out")"
+for i in "${!names[@]}"; do
+  [[ $(<"$LAPSE_HOME/${names[i]}.pid") == "${pids[i]}" ]] || fail "second up or ensure restarted ${names[i]}"
 done
 
 # 3. the cluster works
@@ -194,13 +199,34 @@ if grep -qi "EPERM\|refus" "$LAPSE_HOME"/node*.log; then
   fail "a node refused a Replicate: $(grep -hi 'EPERM\|refus' "$LAPSE_HOME"/node*.log | head -3)"
 fi
 
+# 3b. the leading coordinator dies: calls go on through the other, and `up`
+# restarts just that one.
+leader=$(sed -n 's/^leading coordinator: \(tcp:[^ ]*\) .*/\1/p' "$tmp/up.out")
+[[ $leader == "tcp://127.0.0.1:$LAPSE_PORT" ]] && dead=coordinator || dead=coordinator2
+kill -KILL "$(<"$LAPSE_HOME/$dead.pid")"
+ok=0
+for _ in $(seq 100); do
+  if lapse create-table AfterFailover --partition-key Id:S >/dev/null 2>&1; then ok=1; break; fi
+  sleep 0.1
+done
+((ok)) || fail "no create-table within 10 s of killing the leading coordinator ($dead)"
+lapse put AfterFailover '{"Id":{"S":"x"}}' || fail "put after the failover"
+lapse list-tables | grep -q '"AfterFailover"' || fail "list-tables after the failover"
+"$script" up "$bin" >"$tmp/up3.out" 2>&1 || fail "up after the kill failed: $(cat "$tmp/up3.out")"
+grep -q "^started $dead " "$tmp/up3.out" || fail "up did not restart $dead: $(cat "$tmp/up3.out")"
+n=$(grep -c "already running" "$tmp/up3.out" || true)
+((n == 7)) || fail "up after the kill: $n of 7 already running: $(cat "$tmp/up3.out")"
+for i in "${!names[@]}"; do
+  [[ ${names[i]} == "$dead" ]] && pids[i]=$(<"$LAPSE_HOME/$dead.pid")
+done
+
 # 4. down
 t0=$(date +%s%N)
 "$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
 down_ms=$((($(date +%s%N) - t0) / 1000000))
-((down_ms < 3000)) || fail "down took $down_ms ms for four daemons, want under 3000"
+((down_ms < 3000)) || fail "down took $down_ms ms for eight daemons, want under 3000"
 n=$(grep -c "^stopped" "$tmp/down.out" || true)
-((n == 4)) || fail "down stopped $n of 4: $(cat "$tmp/down.out")"
+((n == 8)) || fail "down stopped $n of 8: $(cat "$tmp/down.out")"
 # shellcheck source=deploy/proc.sh
 source "$(dirname "$script")/proc.sh"
 for pid in "${pids[@]}"; do
