@@ -22,16 +22,11 @@
 #include <string.h>
 
 #include "../client/lapse.h"
-#include "../etcd/etcd.h"
 #include "../tests/cluster.h"
-#include "../tests/etcd_members.h"
 #include "bench_util.h"
-
-#define ELECTION "/lapse/test/coordinator/leader"
 
 static cluster *g_cluster;
 static lapse_client *g_client;
-static etcd *g_etcd;
 
 typedef struct series {
     const char *name;
@@ -63,27 +58,9 @@ static int64_t now_ms(void)
     return (int64_t)(mono_s() * 1000.0);
 }
 
-/* The process index of the leading coordinator other than not_idx; -1
- * after timeout_ms. */
 static int leader_other_than(int not_idx, int timeout_ms)
 {
-    int64_t deadline = now_ms() + timeout_ms;
-    char err[256];
-    do {
-        etcd_kv kv;
-        if (etcd_election_leader(g_etcd, ELECTION, &kv, err, sizeof(err)) == 0) {
-            for (int k = 0; k < cluster_coordinators(g_cluster); k++) {
-                int idx = cluster_coordinator_index(g_cluster, k);
-                if (idx != not_idx && strcmp(cluster_url(g_cluster, idx), kv.value) == 0) {
-                    etcd_kv_fini(&kv);
-                    return idx;
-                }
-            }
-            etcd_kv_fini(&kv);
-        }
-        sleep_ms(5);
-    } while (now_ms() < deadline);
-    return -1;
+    return cluster_leader(g_cluster, not_idx, timeout_ms);
 }
 
 static int create(const char *name)
@@ -228,9 +205,7 @@ int main(int argc, char **argv)
         return 1;
     }
     lapse_error e;
-    if (lapse_connect(&g_client, cluster_coordinator_url(g_cluster), &e) != 0 ||
-        etcd_open(&g_etcd, etcd_members_endpoints(cluster_etcd(g_cluster)), 2000, err,
-                  sizeof(err)) != 0) {
+    if (lapse_connect(&g_client, cluster_coordinator_url(g_cluster), &e) != 0) {
         fprintf(stderr, "lapse-failover-bench: cannot connect\n");
         cluster_free(g_cluster, 1);
         return 1;
@@ -242,7 +217,6 @@ int main(int argc, char **argv)
         run_failover(kills);
     }
     lapse_close(g_client);
-    etcd_close(g_etcd);
     cluster_free(g_cluster, 1);
     return 0;
 }

@@ -20,9 +20,14 @@
 
 #include "../client/lapse.h"
 #include "../common/lapse_err.h"
+#include "../etcd/etcd.h"
 #include "etcd_members.h"
 
 extern char **environ;
+
+/* Coordinators on etcd run as cluster CLUSTER_NAME (docs/coordinator.md). */
+#define CLUSTER_NAME "test"
+#define CLUSTER_ELECTION "/lapse/" CLUSTER_NAME "/coordinator/leader"
 
 typedef struct proc {
     pid_t pid;    /* 0 when not running */
@@ -202,7 +207,7 @@ static int spawn_proc(cluster *c, int idx)
             argv[argc++] = "--etcd";
             argv[argc++] = (char *)etcd_members_endpoints(c->etcd);
             argv[argc++] = "--cluster-name";
-            argv[argc++] = "test";
+            argv[argc++] = CLUSTER_NAME;
         } else {
             argv[argc++] = "--data";
             argv[argc++] = p->data_dir;
@@ -544,6 +549,36 @@ int cluster_coordinator_index(const cluster *c, int k)
 etcd_members *cluster_etcd(cluster *c)
 {
     return c->etcd;
+}
+
+int cluster_leader(cluster *c, int not_idx, int timeout_ms)
+{
+    etcd *ec;
+    char err[256];
+    if (c->etcd == NULL ||
+        etcd_open(&ec, etcd_members_endpoints(c->etcd), 2000, err, sizeof(err)) != 0) {
+        return -1;
+    }
+    int64_t deadline = now_ms() + timeout_ms;
+    int found = -1;
+    do {
+        etcd_kv kv;
+        if (etcd_election_leader(ec, CLUSTER_ELECTION, &kv, err, sizeof(err)) == 0) {
+            for (int k = 0; k < c->coordinators && found < 0; k++) {
+                int idx = cluster_coordinator_index(c, k);
+                if (idx != not_idx && c->procs[idx].pid > 0 &&
+                    strcmp(c->procs[idx].url, kv.value) == 0) {
+                    found = idx;
+                }
+            }
+            etcd_kv_fini(&kv);
+        }
+        if (found < 0) {
+            sleep_ms(5);
+        }
+    } while (found < 0 && now_ms() < deadline);
+    etcd_close(ec);
+    return found;
 }
 
 const char *cluster_node_url(const cluster *c, int node)

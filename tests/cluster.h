@@ -64,6 +64,10 @@ int cluster_coordinators(const cluster *c);
 int cluster_coordinator_index(const cluster *c, int k);
 /* The cluster's etcd members, or NULL without cluster_options.etcd. */
 etcd_members *cluster_etcd(cluster *c);
+/* The process index of the coordinator that etcd says leads, waiting up to
+ * timeout_ms for one that is running and is not not_idx (-1: any); -1
+ * when none does by then, or without etcd. */
+int cluster_leader(cluster *c, int not_idx, int timeout_ms);
 const char *cluster_node_url(const cluster *c, int node); /* node 1..N */
 /* The URL process idx listens on (any process), or NULL for a bad index. */
 const char *cluster_url(const cluster *c, int idx);

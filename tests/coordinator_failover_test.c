@@ -15,14 +15,10 @@
 #include <signal.h>
 
 #include "../common/clock.h"
-#include "../etcd/etcd.h"
 #include "etcd_members.h"
-
-#define ELECTION "/lapse/test/coordinator/leader"
 
 static cluster *g_cluster;
 static lapse_client *g_client; /* knows both coordinators */
-static etcd *g_etcd;
 
 static int group_setup(void **state)
 {
@@ -34,9 +30,7 @@ static int group_setup(void **state)
         return -1;
     }
     lapse_error e;
-    if (lapse_connect(&g_client, cluster_coordinator_url(g_cluster), &e) != 0 ||
-        etcd_open(&g_etcd, etcd_members_endpoints(cluster_etcd(g_cluster)), 2000, err,
-                  sizeof(err)) != 0) {
+    if (lapse_connect(&g_client, cluster_coordinator_url(g_cluster), &e) != 0) {
         return -1;
     }
     return 0;
@@ -46,33 +40,13 @@ static int group_teardown(void **state)
 {
     (void)state;
     lapse_close(g_client);
-    etcd_close(g_etcd);
     cluster_free(g_cluster, 1);
     return 0;
 }
 
-/* The process index of the coordinator etcd says leads, waiting up to
- * timeout_ms for a running one other than not_idx; -1 when none does. */
 static int leader_other_than(int not_idx, int timeout_ms)
 {
-    clock_mono deadline = clock_mono_after_ms(timeout_ms);
-    char err[256];
-    do {
-        etcd_kv kv;
-        if (etcd_election_leader(g_etcd, ELECTION, &kv, err, sizeof(err)) == 0) {
-            for (int k = 0; k < cluster_coordinators(g_cluster); k++) {
-                int idx = cluster_coordinator_index(g_cluster, k);
-                if (idx != not_idx && cluster_pid(g_cluster, idx) > 0 &&
-                    strcmp(cluster_url(g_cluster, idx), kv.value) == 0) {
-                    etcd_kv_fini(&kv);
-                    return idx;
-                }
-            }
-            etcd_kv_fini(&kv);
-        }
-        clock_sleep_ms(50);
-    } while (clock_mono_remaining_ms(deadline) > 0);
-    return -1;
+    return cluster_leader(g_cluster, not_idx, timeout_ms);
 }
 
 static int leader_index(int timeout_ms)
