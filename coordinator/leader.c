@@ -156,32 +156,6 @@ void leader_stop(server *s)
     /* Revoked, so the others need not wait out the lease. */
     etcd_keeper_stop(s->keeper, 1);
     s->keeper = NULL;
-    for (int i = 0; i < s->nfwd; i++) {
-        rpc_client_close(s->fwd[i]);
-    }
-    s->nfwd = 0;
-}
-
-/* The rpc client of url, opened on first use and kept until leader_stop
- * (the set of coordinator URLs is small and fixed), so no call ever uses a
- * client another thread closes. NULL on error. */
-static rpc_client *forward_client(server *s, const char *url, char *err, size_t errlen)
-{
-    rpc_client *c = NULL;
-    pthread_mutex_lock(&s->fwd_lock);
-    for (int i = 0; i < s->nfwd && c == NULL; i++) {
-        if (strcmp(rpc_client_url(s->fwd[i]), url) == 0) {
-            c = s->fwd[i];
-        }
-    }
-    if (c == NULL && s->nfwd < SERVER_MAX_PEERS &&
-        rpc_client_open(&c, url, err, errlen) == 0) {
-        s->fwd[s->nfwd++] = c;
-    } else if (c == NULL) {
-        snprintf(err, errlen, "cannot reach %s", url);
-    }
-    pthread_mutex_unlock(&s->fwd_lock);
-    return c;
 }
 
 void leader_forward(server *s, const Lapse__Request *req, Lapse__Response *resp, arena *a,
@@ -211,7 +185,12 @@ void leader_forward(server *s, const Lapse__Request *req, Lapse__Response *resp,
                       s->listen_url);
         return;
     }
-    rpc_client *c = forward_client(s, kv.value, err, sizeof(err));
+    /* The push clients' cache: one client per URL, kept until the server
+     * closes, so no call uses a client another thread closed. */
+    rpc_client *c = NULL;
+    if (push_client(s->pusher, kv.value, &c, err, sizeof(err)) != 0) {
+        c = NULL;
+    }
     int64_t left = deadline_mono_ms - clock_mono_now().ms;
     Lapse__Request fwd = *req;
     fwd.forwarded = 1;

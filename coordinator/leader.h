@@ -35,11 +35,13 @@
 #include "../rpc/rpc.h"
 #include "server.h"
 
-/* Starts the lease keeper and the leader thread. Returns 0 or an error.
- * REQUIRES: s->ec set. */
+/* Starts the lease keeper and the leader thread (main.c, after
+ * server_start). Returns 0 or an error. REQUIRES: s->ec set. */
 int leader_start(server *s, char *err, size_t errlen);
 /* Stops campaigning, steps down (resigning, and revoking the lease so
- * another coordinator takes over at once). Accepts a server never started. */
+ * another coordinator takes over at once); calls go on being forwarded
+ * until server_close. Accepts a server never started. REQUIRES: before
+ * server_close. */
 void leader_stop(server *s);
 
 /* Answers req with the leader's reply, or EUNAVAILABLE saying why no

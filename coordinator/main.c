@@ -29,6 +29,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/token.h"
+#include "leader.h"
 #include "server.h"
 
 #define DEFAULT_LISTEN "tcp://127.0.0.1:7400"
@@ -284,6 +285,11 @@ int main(int argc, char **argv)
         server_close(s);
         return 1;
     }
+    if (f.etcd != NULL && (rv = leader_start(s, err, sizeof(err))) != 0) {
+        log_error("cannot campaign: %s", err);
+        server_close(s);
+        return 1;
+    }
     pthread_mutex_lock(&s->lock);
     if (f.etcd != NULL) {
         log_info("listening on %s, catalog in etcd %s under /lapse/%s/ (campaigning to lead), "
@@ -306,6 +312,7 @@ int main(int argc, char **argv)
         sigsuspend(&wait_mask);
     }
     log_info("%s received, shutting down", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    leader_stop(s); /* first: hands leadership over at once */
     server_close(s);
     log_info("stopped");
     config_argv_fini(&g_args);

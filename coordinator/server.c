@@ -9,7 +9,6 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "handlers.h"
-#include "leader.h"
 #include "membership.h"
 
 /* Imports the local catalog in dir into etcd, once: a cluster that has a
@@ -69,7 +68,6 @@ int server_open(server **out, const server_config *cfg, char *err, size_t errlen
     ttlprop_init(&s->ttl);
     pthread_mutex_init(&s->ddl_lock, NULL);
     pthread_mutex_init(&s->lock, NULL);
-    pthread_mutex_init(&s->fwd_lock, NULL);
     clock_cond_init_mono(&s->member_cond);
 
     int rv;
@@ -130,12 +128,6 @@ int server_start(server *s, char *err, size_t errlen)
         s->rpc = NULL;
         return rv;
     }
-    if (s->ec != NULL && (rv = leader_start(s, err, errlen)) != 0) {
-        rpc_server_close(s->rpc);
-        s->rpc = NULL;
-        membership_stop(s);
-        return rv;
-    }
     return 0;
 }
 
@@ -147,9 +139,6 @@ void server_close(server *s)
     /* Handlers use everything below, so the rpc server goes first. */
     rpc_server_close(s->rpc);
     membership_stop(s);
-    if (s->ec != NULL) {
-        leader_stop(s);
-    }
     push_free(s->pusher);
     catalog_close(s->cat);
     catalog_etcd_close(s->ecat);
@@ -168,7 +157,6 @@ void server_close(server *s)
     pthread_cond_destroy(&s->member_cond);
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->ddl_lock);
-    pthread_mutex_destroy(&s->fwd_lock);
     free(s);
 }
 

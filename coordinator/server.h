@@ -32,9 +32,11 @@
  *
  * Lifecycle (main.c):
  *
- *   server_open --> server_start --> (serving) --> server_close
- *   catalog, state   rpc server,                   stops threads and the
- *                    membership thread             rpc server, then frees
+ *   server_open --> server_start --> [leader_start] --> (serving) -->
+ *   catalog, state   rpc server,      with etcd:
+ *                    membership       leader.h
+ *   --> [leader_stop] --> server_close
+ *       with etcd         stops threads and the rpc server, then frees
  */
 #ifndef LAPSE_COORD_SERVER_H
 #define LAPSE_COORD_SERVER_H
@@ -62,8 +64,6 @@ typedef struct node_live {
     int ttl_paused_for_clock;       /* its last heartbeat said its TTL scanners are paused */
 } node_live;
 
-#define SERVER_MAX_PEERS 16 /* coordinators a follower may forward to */
-
 typedef struct server_config {
     const char *listen_url;       /* rpc URL to listen on; borrowed */
     const char *data_dir;         /* directory of the local catalog; NULL with etcd */
@@ -85,7 +85,7 @@ typedef struct server {
 
     /* ---- resources, owned ---- */
     catalog *cat;    /* the durable state (own RocksDB); NULL with etcd */
-    push *pusher;    /* per-node rpc clients for pushes; thread-safe */
+    push *pusher;    /* rpc clients of nodes (pushes) and leaders (forwards); thread-safe */
     rpc_server *rpc; /* serves the coordinator calls; NULL until started */
 
     /* ---- serialization ---- */
@@ -109,9 +109,6 @@ typedef struct server {
     atomic_int leader_stop;            /* asks the leader thread to exit */
     pthread_t leader_thread;           /* valid when leader_running */
     int leader_running;
-    pthread_mutex_t fwd_lock;          /* guards fwd and nfwd */
-    rpc_client *fwd[SERVER_MAX_PEERS]; /* clients of leaders forwarded to, kept */
-    int nfwd;
 
     /* ---- the membership thread (membership.c) ---- */
     pthread_t member_thread;    /* valid when member_running */
