@@ -29,7 +29,12 @@ enum {
     CHAOS_FAULT_STOP_CONT = 8,     /* SIGSTOP a node for seconds, then SIGCONT */
     CHAOS_FAULT_PARTITION = 16,    /* cut a node's link for seconds (root: netns.h) */
     CHAOS_FAULT_DEST_KILL = 32,    /* kill -9 a GSI / stream destination while records ship */
-    CHAOS_FAULT_ALL = 63
+    CHAOS_FAULT_LEADER_KILL = 64,  /* on etcd: kill -9 the leading coordinator in create-table /
+                                      TTL enable */
+    CHAOS_FAULT_ETCD_KILL = 128,   /* on etcd: kill -9 an etcd member during a create-table */
+    CHAOS_FAULT_COORD_STOP = 256,  /* on etcd: SIGSTOP the leading coordinator past its lease */
+    CHAOS_FAULT_ON_ETCD = 448,     /* the faults that run the cluster on etcd (2 coordinators) */
+    CHAOS_FAULT_ALL = 511
 };
 
 #define CHAOS_INVARIANTS 6

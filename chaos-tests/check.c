@@ -328,11 +328,14 @@ void check_daemons(run *r, check_out *out)
         check_add(out, 6, "cluster", NULL, 0, found,
                   "no daemon exits except by our kills (see CRASH in the fault log)");
     }
-    /* Nodes first, so none logs the coordinator's disappearance. */
-    for (int i = cluster_nodes(r->cl); i >= 0; i--) {
+    /* Nodes first, so none logs the coordinators' disappearance; then the
+     * coordinators (process 0, and after the nodes on etcd). */
+    int nodes = cluster_nodes(r->cl), nprocs = nodes + cluster_coordinators(r->cl);
+    for (int k = 0; k < nprocs; k++) {
+        int i = k < nodes ? nodes - k : k == nodes ? 0 : k;
         char who[32];
-        if (i == 0) {
-            snprintf(who, sizeof(who), "coordinator");
+        if (i == 0 || i > nodes) {
+            snprintf(who, sizeof(who), "coordinator %d", i == 0 ? 1 : i - nodes + 1);
         } else {
             snprintf(who, sizeof(who), "node %d", i);
         }
@@ -348,7 +351,7 @@ void check_daemons(run *r, check_out *out)
             check_add(out, 6, who, NULL, 0, found, "a clean exit (status 0) on SIGTERM");
         }
     }
-    for (int i = 0; i <= cluster_nodes(r->cl); i++) {
+    for (int i = 0; i < nprocs; i++) {
         char line[300];
         const char *path = cluster_log_path(r->cl, i);
         if (path != NULL && log_has_sanitizer_report(path, line, sizeof(line))) {

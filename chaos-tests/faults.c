@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "../tests/etcd_members.h"
 #include "workload.h"
 
 /* Keys per mass-expiry burst and burst slots in table 0 (chaos.c sizes it). */
@@ -21,13 +22,28 @@ int faults_burst_keys(const chaos_opts *o)
 
 /* ============================== helpers ============================== */
 
-static void pname(int idx, char *buf, size_t len)
+/* Processes: the coordinators (0, and after the nodes on etcd), the nodes. */
+static int nprocs(run *r)
+{
+    return cluster_nodes(r->cl) + cluster_coordinators(r->cl);
+}
+
+static void pname(run *r, int idx, char *buf, size_t len)
 {
     if (idx == 0) {
         snprintf(buf, len, "coordinator");
+    } else if (idx > cluster_nodes(r->cl)) {
+        snprintf(buf, len, "coordinator %d", idx - cluster_nodes(r->cl) + 1);
     } else {
         snprintf(buf, len, "node %d", idx);
     }
+}
+
+/* The coordinator to kill: the one that leads (on etcd), else the one. */
+static int coord_victim(run *r)
+{
+    int idx = cluster_etcd(r->cl) != NULL ? cluster_leader(r->cl, -1, 5000) : 0;
+    return idx >= 0 ? idx : 0;
 }
 
 static void sleep_until(int64_t mono)
@@ -41,7 +57,7 @@ static void sleep_until(int64_t mono)
 static void kill9(run *r, int idx, const char *why)
 {
     char n[32];
-    pname(idx, n, sizeof(n));
+    pname(r, idx, n, sizeof(n));
     if (cluster_kill(r->cl, idx, SIGKILL) == 0) {
         atomic_fetch_add(&r->faults, 1);
         flog_add(r, "kill -9 %s %s", n, why);
@@ -58,7 +74,7 @@ static void wait_up(run *r)
 static void restart(run *r, int idx)
 {
     char n[32];
-    pname(idx, n, sizeof(n));
+    pname(r, idx, n, sizeof(n));
     if (cluster_pid(r->cl, idx) == 0) {
         if (cluster_restart(r->cl, idx) == 0) {
             flog_add(r, "restart %s", n);
@@ -80,11 +96,11 @@ int faults_check_crashes(run *r)
 {
     int *seen = r->crashes_seen;
     int found = 0;
-    for (int i = 0; i <= cluster_nodes(r->cl); i++) {
+    for (int i = 0; i < nprocs(r); i++) {
         int n = cluster_crash_count(r->cl, i);
         if (n > seen[i]) {
             char nm[32];
-            pname(i, nm, sizeof(nm));
+            pname(r, i, nm, sizeof(nm));
             int st = cluster_exit_status(r->cl, i);
             flog_add(r, "CRASH: %s exited on its own (%s %d); see %s", nm,
                      WIFSIGNALED(st) ? "signal" : "status",
@@ -121,11 +137,17 @@ int faults_restore(run *r)
             heal(r, i);
         }
     }
-    for (int i = 0; i <= cluster_nodes(r->cl); i++) {
+    for (int i = 0; i < nprocs(r); i++) {
         if (cluster_pid(r->cl, i) > 0) {
             cluster_kill(r->cl, i, SIGCONT);
         } else {
             restart(r, i);
+        }
+    }
+    etcd_members *m = cluster_etcd(r->cl);
+    for (int i = 0; m != NULL && i < etcd_members_count(m); i++) {
+        if (etcd_members_pid(m, i) == 0 && etcd_members_restart(m, i, 15000) != 0) {
+            flog_add(r, "etcd member %d did not come back healthy in 15 s", i);
         }
     }
     return cluster_wait_up(r->cl, cluster_nodes(r->cl), 30000);
@@ -473,22 +495,31 @@ static void sc_backfill(run *r, uint64_t *rng, int n)
     resolve_enable(r, ti, &j);
 }
 
+static void resolve_create(run *r, mcreated *mc, const admin_job *j);
+static mcreated *new_created(run *r, const char *prefix, int n);
+
 static void sc_coord_create(run *r, uint64_t *rng, int n)
 {
-    if (r->m.ncreated >= MODEL_MAX_CREATED) {
+    mcreated *mc = new_created(r, "chaos_ct", n);
+    if (mc == NULL) {
         return;
     }
-    mcreated *mc = &r->m.created[r->m.ncreated++];
-    snprintf(mc->name, sizeof(mc->name), "chaos_ct%d", n);
     run_phase(r, "create-table %s while killing the coordinator", mc->name);
     admin_job j = {r, 0, mc->name, 0, {0}};
     /* Mostly before the reply (the call fails), sometimes just after it. */
     int64_t delay = rng_next(rng) % 3 != 0 ? rng_range(rng, 0, 6) : rng_range(rng, 6, 30);
-    admin_with_kill(r, &j, 0, delay, "during CreateTable");
-    mc->acked = j.rv == 0;
-    restart_after(r, 0, rng_range(rng, 200, 1500));
-    /* The first retry tells: "exists" if the killed call applied, success
-     * if it did not (a lost acknowledged create is a violation). */
+    int victim = coord_victim(r);
+    admin_with_kill(r, &j, victim, delay, "during CreateTable");
+    restart_after(r, victim, rng_range(rng, 200, 1500));
+    resolve_create(r, mc, &j);
+}
+
+/* After a CreateTable cut off by a fault: the first retry tells, "exists"
+ * if the cut-off call applied, success if it did not (a lost acknowledged
+ * create is a violation). */
+static void resolve_create(run *r, mcreated *mc, const admin_job *j)
+{
+    mc->acked = j->rv == 0;
     int first = -1;
     int rv = faults_create_table(r, mc->name, &first);
     mc->exists = rv == 0 || rv == LAPSE_EEXISTS;
@@ -515,9 +546,86 @@ static void sc_coord_ttl(run *r, uint64_t *rng, int n)
     fill_table(r, ti, rng);
     r->m.t[ti].ttl = 1;
     admin_job j = {r, 1, name, 0, {0}};
-    admin_with_kill(r, &j, 0, rng_range(rng, 0, 12), "during UpdateTimeToLive propagation");
-    restart_after(r, 0, rng_range(rng, 200, 1500));
+    int victim = coord_victim(r);
+    admin_with_kill(r, &j, victim, rng_range(rng, 0, 12), "during UpdateTimeToLive propagation");
+    restart_after(r, victim, rng_range(rng, 200, 1500));
     resolve_enable(r, ti, &j);
+}
+
+/* A new created-table record, or NULL when the model is full. */
+static mcreated *new_created(run *r, const char *prefix, int n)
+{
+    if (r->m.ncreated >= MODEL_MAX_CREATED) {
+        return NULL;
+    }
+    mcreated *mc = &r->m.created[r->m.ncreated++];
+    snprintf(mc->name, sizeof(mc->name), "%s%d", prefix, n);
+    return mc;
+}
+
+/* kill -9 of an etcd member while a create-table runs; it comes back after
+ * a while. One member of three: everything must go on. */
+static void sc_etcd_kill(run *r, uint64_t *rng, int n)
+{
+    etcd_members *m = cluster_etcd(r->cl);
+    mcreated *mc = m != NULL ? new_created(r, "chaos_ek", n) : NULL;
+    if (mc == NULL) {
+        return;
+    }
+    int member = (int)rng_range(rng, 0, etcd_members_count(m) - 1);
+    run_phase(r, "create-table %s while killing etcd member %d", mc->name, member);
+    admin_job j = {r, 0, mc->name, 0, {0}};
+    pthread_t th;
+    int threaded = pthread_create(&th, NULL, admin_thread, &j) == 0;
+    sleep_ms(rng_range(rng, 0, 10));
+    if (etcd_members_kill(m, member, SIGKILL) == 0) {
+        atomic_fetch_add(&r->faults, 1);
+        flog_add(r, "kill -9 etcd member %d during CreateTable", member);
+    }
+    if (threaded) {
+        pthread_join(th, NULL);
+    } else {
+        admin_thread(&j);
+    }
+    sleep_ms(rng_range(rng, 200, 1500));
+    if (etcd_members_restart(m, member, 15000) == 0) {
+        flog_add(r, "restart etcd member %d", member);
+    } else {
+        flog_add(r, "etcd member %d did not come back healthy in 15 s", member);
+    }
+    resolve_create(r, mc, &j);
+}
+
+/* SIGSTOP of the leading coordinator past its 2 s lease while a
+ * create-table runs, then SIGCONT: another leads meanwhile, and the stalled
+ * one must write nothing when it resumes. */
+static void sc_coord_stop(run *r, uint64_t *rng, int n)
+{
+    mcreated *mc = cluster_etcd(r->cl) != NULL ? new_created(r, "chaos_cs", n) : NULL;
+    if (mc == NULL) {
+        return;
+    }
+    int victim = coord_victim(r);
+    int64_t ms = rng_range(rng, 2500, 4500);
+    run_phase(r, "create-table %s with the leading coordinator stopped %" PRId64 " ms", mc->name,
+              ms);
+    admin_job j = {r, 0, mc->name, 0, {0}};
+    pthread_t th;
+    int threaded = pthread_create(&th, NULL, admin_thread, &j) == 0;
+    sleep_ms(rng_range(rng, 0, 10));
+    if (cluster_kill(r->cl, victim, SIGSTOP) == 0) {
+        atomic_fetch_add(&r->faults, 1);
+        flog_add(r, "SIGSTOP the leading coordinator (process %d) for %" PRId64 " ms", victim, ms);
+    }
+    sleep_ms(ms);
+    cluster_kill(r->cl, victim, SIGCONT);
+    flog_add(r, "SIGCONT process %d", victim);
+    if (threaded) {
+        pthread_join(th, NULL);
+    } else {
+        admin_thread(&j);
+    }
+    resolve_create(r, mc, &j);
 }
 
 static void sc_stop_cont(run *r, uint64_t *rng)
@@ -559,14 +667,25 @@ static void sc_partition(run *r, uint64_t *rng)
 
 static void random_kill(run *r, uint64_t *rng)
 {
-    int victim = (int)rng_range(rng, 0, cluster_nodes(r->cl));
+    int victim = (int)rng_range(rng, 0, nprocs(r) - 1);
     kill9(r, victim, "(repeated kills)");
     restart_after(r, victim, rng_range(rng, 100, 2500));
 }
 
 /* ============================== the driver ============================== */
 
-enum { SC_MASS, SC_DEST, SC_BACKFILL, SC_CREATE, SC_TTLPROP, SC_STOP, SC_PARTITION, SC_COUNT };
+enum {
+    SC_MASS,
+    SC_DEST,
+    SC_BACKFILL,
+    SC_CREATE,
+    SC_TTLPROP,
+    SC_STOP,
+    SC_PARTITION,
+    SC_ETCD,
+    SC_COORD_STOP,
+    SC_COUNT
+};
 
 int faults_run(run *r)
 {
@@ -582,9 +701,15 @@ int faults_run(run *r)
     if (f & CHAOS_FAULT_BACKFILL_KILL) {
         list[n++] = SC_BACKFILL;
     }
-    if (f & CHAOS_FAULT_COORD_KILL) {
-        list[n++] = SC_CREATE;
+    if (f & (CHAOS_FAULT_COORD_KILL | CHAOS_FAULT_LEADER_KILL)) {
+        list[n++] = SC_CREATE; /* on etcd, the victim is the leader */
         list[n++] = SC_TTLPROP;
+    }
+    if ((f & CHAOS_FAULT_ETCD_KILL) && cluster_etcd(r->cl) != NULL) {
+        list[n++] = SC_ETCD;
+    }
+    if ((f & CHAOS_FAULT_COORD_STOP) && cluster_etcd(r->cl) != NULL) {
+        list[n++] = SC_COORD_STOP;
     }
     if (f & CHAOS_FAULT_STOP_CONT) {
         list[n++] = SC_STOP;
@@ -625,6 +750,12 @@ int faults_run(run *r)
             break;
         case SC_PARTITION:
             sc_partition(r, &rng);
+            break;
+        case SC_ETCD:
+            sc_etcd_kill(r, &rng, ran);
+            break;
+        case SC_COORD_STOP:
+            sc_coord_stop(r, &rng, ran);
             break;
         default:
             sc_stop_cont(r, &rng);

@@ -85,7 +85,8 @@ typedef struct run {
     atomic_long uncertain;
     atomic_int faults;                       /* faults injected */
     atomic_int crashes;                      /* daemon exits we did not cause */
-    int crashes_seen[CLUSTER_MAX_NODES + 1]; /* per process, noted by faults_check_crashes */
+    int crashes_seen[CLUSTER_MAX_NODES + CLUSTER_MAX_COORDINATORS]; /* per process, noted by
+                                                                      faults_check_crashes */
     atomic_int progress_stop;
     char plants[RUN_MAX_PLANTS][96]; /* "table/key" of each planted violation (plant.h) */
     int nplants;
