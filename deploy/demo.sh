@@ -8,7 +8,7 @@
 #
 #   deploy/demo.sh [BIN_DIR]
 #
-# The cluster is make cluster's: tcp://127.0.0.1:7400, or the one that
+# The cluster is make cluster's: tcp://127.0.0.1:7400 and :7410, or the one that
 # LAPSE_PORT=N (as for make cluster) or LAPSE_COORDINATOR=URL names.
 #
 # Running it again drops the previous demo's SessionData first.
@@ -35,10 +35,11 @@ say() { printf '\033[1m%s\033[0m\n' "$*"; }
 [[ -x $lapse ]] || { echo "demo: $lapse not built (run make build)" >&2; exit 1; }
 if [[ -z ${LAPSE_COORDINATOR:-} && -n ${LAPSE_PORT:-} ]]; then
   [[ $LAPSE_PORT =~ ^[0-9]+$ ]] || { echo "demo: bad port $LAPSE_PORT (LAPSE_PORT)" >&2; exit 2; }
-  export LAPSE_COORDINATOR=tcp://127.0.0.1:$LAPSE_PORT
+  # make cluster's two coordinators (deploy/local-cluster.sh)
+  export LAPSE_COORDINATOR=tcp://127.0.0.1:$LAPSE_PORT,tcp://127.0.0.1:$((LAPSE_PORT + 10))
 fi
 if ! "$lapse" cluster-status >/dev/null 2>&1; then
-  echo "demo: no cluster answers at ${LAPSE_COORDINATOR:-tcp://127.0.0.1:7400} (run make cluster first)" >&2
+  echo "demo: no cluster answers at ${LAPSE_COORDINATOR:-tcp://127.0.0.1:7400,tcp://127.0.0.1:7410} (run make cluster first)" >&2
   exit 1
 fi
 
