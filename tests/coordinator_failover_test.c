@@ -6,13 +6,17 @@
  * A leader stalled past its lease (SIGSTOP) and resumed writes nothing over
  * its successor's changes. Losing one etcd member changes nothing; losing
  * quorum fails control-plane calls with an error naming etcd while item
- * calls go on, and everything resumes with quorum.
+ * calls go on, and everything resumes with quorum. A single coordinator's
+ * catalog is imported into etcd once.
  */
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include "../common/clock.h"
 #include "etcd_members.h"
@@ -368,6 +372,102 @@ static int restore(void **state)
     return 0;
 }
 
+extern char **environ;
+
+/* Starts a coordinator of cluster "imported" on g_cluster's etcd importing
+ * the local catalog in dir; its log goes to log. Returns its pid. */
+static pid_t spawn_importer(const char *url, const char *dir, const char *log)
+{
+    char bin[600];
+    const char *bin_dir = getenv("LAPSE_BIN_DIR");
+    snprintf(bin, sizeof(bin), "%s/lapse-coordinator", bin_dir != NULL ? bin_dir : "build/bin");
+    char *argv[] = {bin, "--listen", (char *)url, "--etcd",
+                    (char *)etcd_members_endpoints(cluster_etcd(g_cluster)), "--cluster-name",
+                    "imported", "--import-catalog", (char *)dir, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid = 0;
+    assert_int_equal(posix_spawn(&pid, bin, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+}
+
+/* The tables the coordinator at url lists, as list-tables' JSON. */
+static char *tables_at(const char *url)
+{
+    lapse_client *cl = NULL;
+    lapse_error e;
+    char *js = NULL;
+    clock_mono deadline = clock_mono_after_ms(15000);
+    while (clock_mono_remaining_ms(deadline) > 0) {
+        if (cl == NULL && lapse_connect_timeout(&cl, url, 1000, &e) != 0) {
+            cl = NULL;
+        }
+        if (cl != NULL && lapse_list_tables(cl, &js, &e) == 0) {
+            break;
+        }
+        clock_sleep_ms(100);
+    }
+    lapse_close(cl);
+    return js;
+}
+
+static void stop(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* A single coordinator's catalog (--data) moves into etcd once with
+ * --import-catalog; a second import leaves the cluster's catalog alone. */
+static void test_import_catalog(void **state)
+{
+    (void)state;
+    cluster *old = start_cluster(1, NULL);
+    lapse_client *cl = connect_client(old);
+    lapse_table_def d = {
+        .name = "Imported", .partition_key = "Id", .partition_key_type = 'S', .partitions = 4};
+    lapse_error e;
+    assert_lapse_ok(lapse_create_table(cl, &d, &e), &e);
+    lapse_close(cl);
+    char dir[700], log[700], url[64];
+    snprintf(dir, sizeof(dir), "%s/coordinator", cluster_run_dir(old));
+    snprintf(log, sizeof(log), "%s/importer.log", cluster_run_dir(old));
+    snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", cluster_free_port());
+    assert_int_equal(cluster_kill(old, 0, SIGTERM), 0); /* frees the catalog's lock */
+
+    pid_t pid = spawn_importer(url, dir, log);
+    char *js = tables_at(url);
+    assert_non_null(js);
+    assert_non_null(strstr(js, "\"Imported\""));
+    lapse_free(js);
+    stop(pid);
+    /* Again: the cluster has a catalog now, so nothing is imported. */
+    pid = spawn_importer(url, dir, log);
+    js = tables_at(url);
+    assert_non_null(js);
+    assert_string_equal(js, "{\"TableNames\":[\"Imported\"]}");
+    lapse_free(js);
+    stop(pid);
+    FILE *f = fopen(log, "r");
+    char line[1024];
+    int imported = 0, skipped = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        imported += strstr(line, "imported the catalog") != NULL;
+        skipped += strstr(line, "already has a catalog") != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    assert_int_equal(imported, 1);
+    assert_int_equal(skipped, 1);
+    cluster_free(old, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +475,7 @@ int main(void)
         cmocka_unit_test_teardown(test_leader_kill_during_ttl_enable, restore),
         cmocka_unit_test_teardown(test_stalled_leader_writes_nothing, restore),
         cmocka_unit_test_teardown(test_etcd_member_loss_and_quorum_loss, restore),
+        cmocka_unit_test_teardown(test_import_catalog, restore),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
