@@ -40,10 +40,12 @@ export LAPSE_HOME=$tmp/home
 
 cleanup() {
   local rc=$? pidf pid
+  # Every process `up` started: its command line is the one it recorded
+  # (coordinators on etcd name no path under LAPSE_HOME).
   for pidf in "$LAPSE_HOME"/*.pid; do
-    [[ -f $pidf ]] || continue
+    [[ -f $pidf && -f ${pidf%.pid}.cmd ]] || continue
     pid=$(<"$pidf")
-    if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$LAPSE_HOME"; then
+    if [[ -r /proc/$pid/cmdline && $(tr '\0' ' ' <"/proc/$pid/cmdline") == "$(<"${pidf%.pid}.cmd") " ]]; then
       kill -KILL "$pid" 2>/dev/null || true
     fi
   done
