@@ -15,10 +15,11 @@
  * version or an empty body, ETIMEDOUT for a request whose deadline passed
  * while it was queued, and otherwise calls the handler.
  *
- * Client: one req0 socket per peer URL (or per comma-separated list of peer
- * URLs, each dialled: a call goes to a peer that is connected, so a list of
- * coordinators works while any of them does), dialled in the background and
- * redialled automatically; rpc_call opens a context per call, so one client
+ * Client: one req0 socket per peer URL, dialled in the background and
+ * redialled automatically. A client of a comma-separated list of URLs (up
+ * to 8: a list of coordinators) holds one such socket per peer and sends
+ * each call to a connected one, moving on after a peer's time-out, so a list
+ * works while any of its peers does; rpc_call opens a context per call, so one client
  * is safe to share between threads and calls run concurrently.
  *
  * Thread-safety: rpc_server_* and rpc_client_* may be called from any

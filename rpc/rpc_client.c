@@ -8,6 +8,7 @@
 #include "rpc.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,18 +28,57 @@
 /* Client                                                                 */
 /* ===================================================================== */
 
-struct rpc_client {
+#define MAX_PEERS 8      /* URLs in one client's list */
+#define PICK_WAIT_MS 200 /* how long a call waits for any peer of a list to connect */
+
+/* One req0 socket with one dialer per peer URL: a list is several sockets,
+ * never several dialers on one socket (each peer's connection is managed
+ * apart, as for a single URL). A call goes to the current peer while it has
+ * a connection, else to the first peer that has one; a call that times out
+ * moves the current peer on, so a stalled peer costs one timeout. */
+typedef struct peer {
     nng_socket sock;
-    int sock_open;
-    char *url; /* owned */
+    int open;          /* sock was opened */
+    atomic_int pipes;  /* connected pipes, from NNG's pipe notifications */
+} peer;
+
+struct rpc_client {
+    peer peers[MAX_PEERS];
+    int npeers;
+    atomic_int cur; /* the peer calls go to while it works */
+    char *url;      /* owned: the list as given */
 };
 
-/* Starts a dialer of c's socket to url. Returns 0 or an error. */
-static int dial(rpc_client *c, const char *url, char *err, size_t errlen)
+static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    (void)p;
+    atomic_int *pipes = arg;
+    atomic_fetch_add(pipes, ev == NNG_PIPE_EV_ADD_POST ? 1 : -1);
+}
+
+/* Opens peer pe's socket and starts its dialer to url. Returns 0 or an
+ * error. */
+static int open_peer(peer *pe, const char *url, char *err, size_t errlen)
 {
     nng_dialer d;
     int rv;
-    if ((rv = nng_dialer_create(&d, c->sock, url)) != 0) {
+    if ((rv = nng_req0_open(&pe->sock)) != 0) {
+        set_err(err, errlen, "nng_req0_open: %s", nng_strerror(rv));
+        return from_nng(rv);
+    }
+    pe->open = 1;
+    /* NNG_DURATION_INFINITE: req0 schedules its resend timer only for a
+     * positive resend time, so requests are never resent on a timer. */
+    if ((rv = nng_socket_set_ms(pe->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
+        (rv = nng_socket_set_size(pe->sock, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES)) != 0 ||
+        (rv = nng_socket_set_ms(pe->sock, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS)) != 0 ||
+        (rv = nng_socket_set_ms(pe->sock, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS)) != 0 ||
+        (rv = nng_pipe_notify(pe->sock, NNG_PIPE_EV_ADD_POST, on_pipe, &pe->pipes)) != 0 ||
+        (rv = nng_pipe_notify(pe->sock, NNG_PIPE_EV_REM_POST, on_pipe, &pe->pipes)) != 0) {
+        set_err(err, errlen, "socket options: %s", nng_strerror(rv));
+        return from_nng(rv);
+    }
+    if ((rv = nng_dialer_create(&d, pe->sock, url)) != 0) {
         set_err(err, errlen, "bad address %s: %s", url, nng_strerror(rv));
         return rv == NNG_ENOMEM ? LAPSE_ENOMEM : LAPSE_EINVAL;
     }
@@ -57,7 +97,6 @@ static int dial(rpc_client *c, const char *url, char *err, size_t errlen)
 
 int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
 {
-    int rv;
     int code;
 
     *out = NULL;
@@ -67,37 +106,19 @@ int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
         set_err(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
-    if ((rv = nng_req0_open(&c->sock)) != 0) {
-        code = from_nng(rv);
-        set_err(err, errlen, "nng_req0_open: %s", nng_strerror(rv));
-        goto fail;
-    }
-    c->sock_open = 1;
-    /* NNG_DURATION_INFINITE: req0 schedules its resend timer only for a
-     * positive resend time, so requests are never resent on a timer. */
-    if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) != 0 ||
-        (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES)) != 0 ||
-        (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS)) != 0 ||
-        (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS)) != 0) {
-        code = from_nng(rv);
-        set_err(err, errlen, "socket options: %s", nng_strerror(rv));
-        goto fail;
-    }
-    /* One dialer per peer of a comma-separated list: req0 sends each
-     * request to a peer that is connected, so a list works while any of its
-     * peers does. */
     for (const char *p = url;;) {
         const char *comma = strchr(p, ',');
         size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
         char one[512];
-        if (n == 0 || n >= sizeof(one)) {
+        if (n == 0 || n >= sizeof(one) || c->npeers == MAX_PEERS) {
             code = LAPSE_EINVAL;
-            set_err(err, errlen, "bad address list \"%s\": an empty or over-long entry", url);
+            set_err(err, errlen, "bad address list \"%s\": an empty or over-long entry, or "
+                    "more than %d", url, MAX_PEERS);
             goto fail;
         }
         memcpy(one, p, n);
         one[n] = '\0';
-        if ((code = dial(c, one, err, errlen)) != 0) {
+        if ((code = open_peer(&c->peers[c->npeers++], one, err, errlen)) != 0) {
             goto fail;
         }
         if (comma == NULL) {
@@ -118,11 +139,47 @@ void rpc_client_close(rpc_client *c)
     if (c == NULL) {
         return;
     }
-    if (c->sock_open) {
-        nng_close(c->sock);
+    for (int i = 0; i < c->npeers; i++) {
+        if (c->peers[i].open) {
+            nng_close(c->peers[i].sock);
+        }
     }
     free(c->url);
     free(c);
+}
+
+/* The peer a call goes to: the current one while it is connected, else the
+ * first connected one after it (which becomes current), else the current
+ * one (the call waits for its connection). */
+static int pick_peer(rpc_client *c)
+{
+    int cur = atomic_load(&c->cur);
+    if (c->npeers == 1) {
+        return cur;
+    }
+    /* Just after the open nothing is connected yet: a live peer on the
+     * same network connects in a millisecond or so, a dead one never. */
+    clock_mono until = clock_mono_after_ms(PICK_WAIT_MS);
+    do {
+        for (int k = 0; k < c->npeers; k++) {
+            int j = (cur + k) % c->npeers;
+            if (atomic_load(&c->peers[j].pipes) > 0) {
+                if (j != cur) {
+                    atomic_compare_exchange_strong(&c->cur, &cur, j);
+                }
+                return j;
+            }
+        }
+        clock_sleep_ms(1);
+    } while (clock_mono_remaining_ms(until) > 0);
+    return cur;
+}
+
+/* A call to peer i timed out: the next one tries the next peer. */
+static void peer_failed(rpc_client *c, int i)
+{
+    int expect = i;
+    atomic_compare_exchange_strong(&c->cur, &expect, (i + 1) % c->npeers);
 }
 
 const char *rpc_client_url(const rpc_client *c)
@@ -144,6 +201,7 @@ typedef struct inflight {
  * reply holds the reply message (caller frees) or rv a Lapse code with err. */
 typedef struct exchange {
     rpc_client *client;
+    int peer; /* the peer it went to */
     nng_msg *msg;
     nng_msg *reply;
     int rv;
@@ -154,6 +212,9 @@ typedef struct exchange {
 static void exchange_fail(exchange *x, int nrv, int timeout_ms)
 {
     int code = from_nng(nrv);
+    if (nrv == NNG_ETIMEDOUT && x->client->npeers > 1) {
+        peer_failed(x->client, x->peer);
+    }
     x->rv = code == LAPSE_EINVAL ? LAPSE_EUNAVAILABLE : code;
     if (nrv == NNG_ETIMEDOUT) {
         set_err(x->err, x->errlen, "%s: no reply within %d ms", x->client->url, timeout_ms);
@@ -193,7 +254,8 @@ static void exchange_all(exchange *xs, size_t n, int timeout_ms)
         }
         x->reply = NULL;
         x->rv = 0;
-        if ((nrv = nng_ctx_open(&fl[i].ctx, x->client->sock)) != 0 ||
+        x->peer = pick_peer(x->client);
+        if ((nrv = nng_ctx_open(&fl[i].ctx, x->client->peers[x->peer].sock)) != 0 ||
             (fl[i].open = 1, nrv = nng_aio_alloc(&fl[i].aio, NULL, NULL)) != 0) {
             nng_msg_free(x->msg);
             exchange_fail(x, nrv, timeout_ms);
