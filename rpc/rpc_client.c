@@ -308,15 +308,25 @@ static void exchange_all(exchange *xs, size_t n, int timeout_ms)
 }
 
 /* Decodes a reply message (consumed) into mc->resp / mc->rv. */
-static void decode_reply(rpc_multi_call *mc, nng_msg *reply)
+/* Unpacks reply (consumed) with alloc (NULL: malloc), after the nesting
+ * check every frame from the network gets. NULL when it does not decode;
+ * *len gets its size. */
+static Lapse__Response *unpack_reply(ProtobufCAllocator *alloc, nng_msg *reply, size_t *len)
 {
     const void *data = nng_msg_body(reply);
-    size_t len = nng_msg_len(reply);
+    *len = nng_msg_len(reply);
     Lapse__Response *r = NULL;
-    if (wire_check_nesting(&lapse__response__descriptor, data, len, WIRE_MAX_NESTING) == 0) {
-        r = lapse__response__unpack(NULL, len, data);
+    if (wire_check_nesting(&lapse__response__descriptor, data, *len, WIRE_MAX_NESTING) == 0) {
+        r = lapse__response__unpack(alloc, *len, data);
     }
     nng_msg_free(reply);
+    return r;
+}
+
+static void decode_reply(rpc_multi_call *mc, nng_msg *reply)
+{
+    size_t len;
+    Lapse__Response *r = unpack_reply(NULL, reply, &len);
     if (r == NULL) {
         set_err(mc->err, sizeof(mc->err), "%s: undecodable reply (%zu bytes)", mc->client->url,
                 len);
@@ -352,6 +362,21 @@ static int new_msg(nng_msg **out, size_t len, char *err, size_t errlen)
     return 0;
 }
 
+/* Fills req's envelope (version, timeout_ms) and packs it into a new *out.
+ * Returns 0, LAPSE_ETOOBIG or LAPSE_ENOMEM with err set. */
+static int pack_request(Lapse__Request *req, int timeout_ms, nng_msg **out, char *err,
+                        size_t errlen)
+{
+    req->version = RPC_PROTOCOL_VERSION;
+    req->timeout_ms = (uint32_t)timeout_ms;
+    size_t len = lapse__request__get_packed_size(req);
+    int rv = new_msg(out, len, err, errlen);
+    if (rv == 0) {
+        lapse__request__pack(req, nng_msg_body(*out));
+    }
+    return rv;
+}
+
 void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms)
 {
     exchange one;
@@ -369,18 +394,12 @@ void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms)
     }
     for (size_t i = 0; i < n; i++) {
         rpc_multi_call *mc = &calls[i];
-        Lapse__Request *req = mc->req;
         exchange *x = &xs[i];
         memset(x, 0, sizeof(*x));
         x->client = mc->client;
         x->err = mc->err;
         x->errlen = sizeof(mc->err);
-        req->version = RPC_PROTOCOL_VERSION;
-        req->timeout_ms = (uint32_t)timeout_ms;
-        size_t len = lapse__request__get_packed_size(req);
-        if ((mc->rv = new_msg(&x->msg, len, x->err, x->errlen)) == 0) {
-            lapse__request__pack(req, nng_msg_body(x->msg));
-        }
+        mc->rv = pack_request(mc->req, timeout_ms, &x->msg, x->err, x->errlen);
     }
     exchange_all(xs, n, timeout_ms);
     for (size_t i = 0; i < n; i++) {
@@ -469,25 +488,20 @@ int rpc_forward(rpc_client *c, const Lapse__Request *req, int timeout_ms, Lapse_
         timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
     }
     Lapse__Request copy = *req; /* shallow: only the envelope's fields change */
-    copy.version = RPC_PROTOCOL_VERSION;
-    copy.timeout_ms = (uint32_t)timeout_ms;
     exchange x = {.client = c, .err = err, .errlen = errlen};
-    size_t len = lapse__request__get_packed_size(&copy);
-    int rv = new_msg(&x.msg, len, err, errlen);
+    int rv = pack_request(&copy, timeout_ms, &x.msg, err, errlen);
     if (rv != 0) {
         return rv;
     }
-    lapse__request__pack(&copy, nng_msg_body(x.msg));
     exchange_all(&x, 1, timeout_ms);
     if (x.rv != 0) {
         return x.rv;
     }
     ProtobufCAllocator alloc = {arena_pb_alloc, arena_pb_free, a};
-    Lapse__Response *r =
-        lapse__response__unpack(&alloc, nng_msg_len(x.reply), nng_msg_body(x.reply));
-    nng_msg_free(x.reply);
+    size_t len;
+    Lapse__Response *r = unpack_reply(&alloc, x.reply, &len);
     if (r == NULL) {
-        set_err(err, errlen, "%s: undecodable reply", c->url);
+        set_err(err, errlen, "%s: undecodable reply (%zu bytes)", c->url, len);
         return LAPSE_EPROTO;
     }
     *resp = *r;
