@@ -41,22 +41,7 @@ static int queue(etcd *ec, const char *name, etcd_kvs *out, char *err, size_t er
 {
     char prefix[512];
     snprintf(prefix, sizeof(prefix), "%s/", name);
-    json_t *req = json_object();
-    if (req == NULL || etcd_json_set_range(req, prefix, 1) != 0 ||
-        json_object_set_new(req, "sort_order", json_string("ASCEND")) != 0 ||
-        json_object_set_new(req, "sort_target", json_string("CREATE")) != 0) {
-        json_decref(req);
-        return LAPSE_ENOMEM;
-    }
-    json_t *resp;
-    int rv = etcd_call(ec, "/v3/kv/range", req, ETCD_READ, 0, &resp, err, errlen);
-    json_decref(req);
-    if (rv != 0) {
-        return rv;
-    }
-    rv = etcd_json_kvs(resp, out);
-    json_decref(resp);
-    return rv;
+    return etcd_range_by_create(ec, prefix, out, err, errlen);
 }
 
 int etcd_campaign(etcd *ec, const char *name, int64_t lease, const void *value, size_t len,

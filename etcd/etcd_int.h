@@ -5,7 +5,7 @@
  *
  * Files and their one-way calls:
  *   etcd_kv.c, etcd_lease.c, etcd_watch.c  -->  etcd_http.c
- *   etcd_election.c  -->  etcd_kv.c (txn), etcd_http.c
+ *   etcd_election.c  -->  etcd_kv.c (txn, sorted range), etcd_http.c
  */
 #ifndef LAPSE_ETCD_INT_H
 #define LAPSE_ETCD_INT_H
@@ -42,6 +42,10 @@ enum etcd_call_kind {
  * or an error with err naming the member. */
 int etcd_call(etcd *ec, const char *path, json_t *req, enum etcd_call_kind kind,
               int64_t timeout_ms, json_t **resp, char *err, size_t errlen);
+
+/* Reads every key starting with prefix, oldest (create revision) first:
+ * an election's queue (etcd_election.c). As etcd_range otherwise. */
+int etcd_range_by_create(etcd *ec, const char *prefix, etcd_kvs *out, char *err, size_t errlen);
 
 /* Maps a gRPC status code from the gateway's error body to a Lapse code. */
 int etcd_grpc_status(int64_t code);

@@ -27,6 +27,18 @@ static json_t *range_req(const char *key, int prefix, int64_t rev, int64_t limit
     return r;
 }
 
+/* The range read of a prefix, oldest key (create revision) first. */
+static json_t *range_by_create_req(const char *prefix)
+{
+    json_t *r = range_req(prefix, 1, 0, 0);
+    if (r != NULL && (json_object_set_new(r, "sort_order", json_string("ASCEND")) != 0 ||
+                      json_object_set_new(r, "sort_target", json_string("CREATE")) != 0)) {
+        json_decref(r);
+        return NULL;
+    }
+    return r;
+}
+
 static json_t *put_req(const char *key, const void *value, size_t len, int64_t lease)
 {
     json_t *r = json_object();
@@ -65,13 +77,13 @@ static int call_owned(etcd *ec, const char *path, json_t *req, enum etcd_call_ki
  * Keys
  * ---------------------------------------------------------------------- */
 
-int etcd_range(etcd *ec, const char *key, int prefix, int64_t rev, int64_t limit, etcd_kvs *out,
-               char *err, size_t errlen)
+/* Sends a range request (consumed) and decodes the answer into *out. */
+static int range_call(etcd *ec, const char *key, json_t *req, etcd_kvs *out, char *err,
+                      size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     json_t *resp;
-    int rv = call_owned(ec, "/v3/kv/range", range_req(key, prefix, rev, limit), ETCD_READ, &resp,
-                        err, errlen);
+    int rv = call_owned(ec, "/v3/kv/range", req, ETCD_READ, &resp, err, errlen);
     if (rv != 0) {
         return rv;
     }
@@ -81,6 +93,17 @@ int etcd_range(etcd *ec, const char *key, int prefix, int64_t rev, int64_t limit
     }
     json_decref(resp);
     return rv;
+}
+
+int etcd_range(etcd *ec, const char *key, int prefix, int64_t rev, int64_t limit, etcd_kvs *out,
+               char *err, size_t errlen)
+{
+    return range_call(ec, key, range_req(key, prefix, rev, limit), out, err, errlen);
+}
+
+int etcd_range_by_create(etcd *ec, const char *prefix, etcd_kvs *out, char *err, size_t errlen)
+{
+    return range_call(ec, prefix, range_by_create_req(prefix), out, err, errlen);
 }
 
 int etcd_get(etcd *ec, const char *key, etcd_kv *out, int64_t *revision, char *err,
