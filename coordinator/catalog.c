@@ -55,11 +55,11 @@ static int mkdir_p(const char *dir)
 }
 
 /* Decodes the stored map. Returns 0, LAPSE_ECORRUPT or LAPSE_ENOMEM. */
-static int decode_pmap(const buf *val, pmap **out, char *err, size_t errlen)
+static int decode_pmap(const void *bytes, size_t len, pmap **out, char *err, size_t errlen)
 {
-    Lapse__PartitionMap *pb = lapse__partition_map__unpack(NULL, val->len, val->data);
+    Lapse__PartitionMap *pb = lapse__partition_map__unpack(NULL, len, bytes);
     if (pb == NULL) {
-        snprintf(err, errlen, "stored partition map does not decode (%zu bytes)", val->len);
+        snprintf(err, errlen, "stored partition map does not decode (%zu bytes)", len);
         return LAPSE_ECORRUPT;
     }
     char why[256] = "";
@@ -88,8 +88,7 @@ int catalog_decode(const void *pmap_bytes, size_t pmap_len, int has_pmap, const 
     pmap *pm = NULL;
     int rv;
     if (has_pmap) {
-        buf val = {(uint8_t *)pmap_bytes, pmap_len, pmap_len};
-        if ((rv = decode_pmap(&val, &pm, err, errlen)) != 0) {
+        if ((rv = decode_pmap(pmap_bytes, pmap_len, &pm, err, errlen)) != 0) {
             return rv;
         }
     } else if ((pm = pmap_new()) == NULL) {
