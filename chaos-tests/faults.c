@@ -235,7 +235,11 @@ static void *admin_thread(void *p)
 }
 
 /* Starts j on a thread, kills `victim` after delay_ms, joins. */
-static void admin_with_kill(run *r, admin_job *j, int victim, int64_t delay_ms, const char *why)
+/* Runs j's call on a thread of its own and, delay_ms into it, fault(r,
+ * arg) on this one; returns when both are done. Without a thread the call
+ * runs alone, without the fault. */
+static void admin_with(run *r, admin_job *j, int64_t delay_ms, void (*fault)(run *, void *),
+                       void *arg)
 {
     pthread_t th;
     if (pthread_create(&th, NULL, admin_thread, j) != 0) {
@@ -243,10 +247,28 @@ static void admin_with_kill(run *r, admin_job *j, int victim, int64_t delay_ms, 
         return;
     }
     sleep_ms(delay_ms);
-    char buf[120];
-    snprintf(buf, sizeof(buf), "%s (%" PRId64 " ms after the call)", why, delay_ms);
-    kill9(r, victim, buf);
+    fault(r, arg);
     pthread_join(th, NULL);
+}
+
+typedef struct kill_fault {
+    int victim;
+    const char *why;
+    int64_t delay_ms;
+} kill_fault;
+
+static void do_kill9(run *r, void *arg)
+{
+    const kill_fault *k = arg;
+    char buf[160];
+    snprintf(buf, sizeof(buf), "%.100s (%" PRId64 " ms after the call)", k->why, k->delay_ms);
+    kill9(r, k->victim, buf);
+}
+
+static void admin_with_kill(run *r, admin_job *j, int victim, int64_t delay_ms, const char *why)
+{
+    kill_fault k = {victim, why, delay_ms};
+    admin_with(r, j, delay_ms, do_kill9, &k);
 }
 
 /* After a killed UpdateTimeToLive(ENABLE): an acknowledged one must stick
@@ -563,6 +585,20 @@ static mcreated *new_created(run *r, const char *prefix, int n)
     return mc;
 }
 
+typedef struct etcd_fault {
+    etcd_members *m;
+    int member;
+} etcd_fault;
+
+static void do_etcd_kill(run *r, void *arg)
+{
+    const etcd_fault *f = arg;
+    if (etcd_members_kill(f->m, f->member, SIGKILL) == 0) {
+        atomic_fetch_add(&r->faults, 1);
+        flog_add(r, "kill -9 etcd member %d during CreateTable", f->member);
+    }
+}
+
 /* kill -9 of an etcd member while a create-table runs; it comes back after
  * a while. One member of three: everything must go on. */
 static void sc_etcd_kill(run *r, uint64_t *rng, int n)
@@ -575,18 +611,8 @@ static void sc_etcd_kill(run *r, uint64_t *rng, int n)
     int member = (int)rng_range(rng, 0, etcd_members_count(m) - 1);
     run_phase(r, "create-table %s while killing etcd member %d", mc->name, member);
     admin_job j = {r, 0, mc->name, 0, {0}};
-    pthread_t th;
-    int threaded = pthread_create(&th, NULL, admin_thread, &j) == 0;
-    sleep_ms(rng_range(rng, 0, 10));
-    if (etcd_members_kill(m, member, SIGKILL) == 0) {
-        atomic_fetch_add(&r->faults, 1);
-        flog_add(r, "kill -9 etcd member %d during CreateTable", member);
-    }
-    if (threaded) {
-        pthread_join(th, NULL);
-    } else {
-        admin_thread(&j);
-    }
+    etcd_fault f = {m, member};
+    admin_with(r, &j, rng_range(rng, 0, 10), do_etcd_kill, &f);
     sleep_ms(rng_range(rng, 200, 1500));
     if (etcd_members_restart(m, member, 15000) == 0) {
         flog_add(r, "restart etcd member %d", member);
@@ -594,6 +620,24 @@ static void sc_etcd_kill(run *r, uint64_t *rng, int n)
         flog_add(r, "etcd member %d did not come back healthy in 15 s", member);
     }
     resolve_create(r, mc, &j);
+}
+
+typedef struct stop_fault {
+    int victim;
+    int64_t ms;
+} stop_fault;
+
+static void do_stop(run *r, void *arg)
+{
+    const stop_fault *f = arg;
+    if (cluster_kill(r->cl, f->victim, SIGSTOP) == 0) {
+        atomic_fetch_add(&r->faults, 1);
+        flog_add(r, "SIGSTOP the leading coordinator (process %d) for %" PRId64 " ms", f->victim,
+                 f->ms);
+    }
+    sleep_ms(f->ms);
+    cluster_kill(r->cl, f->victim, SIGCONT);
+    flog_add(r, "SIGCONT process %d", f->victim);
 }
 
 /* SIGSTOP of the leading coordinator past its 2 s lease while a
@@ -610,21 +654,8 @@ static void sc_coord_stop(run *r, uint64_t *rng, int n)
     run_phase(r, "create-table %s with the leading coordinator stopped %" PRId64 " ms", mc->name,
               ms);
     admin_job j = {r, 0, mc->name, 0, {0}};
-    pthread_t th;
-    int threaded = pthread_create(&th, NULL, admin_thread, &j) == 0;
-    sleep_ms(rng_range(rng, 0, 10));
-    if (cluster_kill(r->cl, victim, SIGSTOP) == 0) {
-        atomic_fetch_add(&r->faults, 1);
-        flog_add(r, "SIGSTOP the leading coordinator (process %d) for %" PRId64 " ms", victim, ms);
-    }
-    sleep_ms(ms);
-    cluster_kill(r->cl, victim, SIGCONT);
-    flog_add(r, "SIGCONT process %d", victim);
-    if (threaded) {
-        pthread_join(th, NULL);
-    } else {
-        admin_thread(&j);
-    }
+    stop_fault f = {victim, ms};
+    admin_with(r, &j, rng_range(rng, 0, 10), do_stop, &f);
     resolve_create(r, mc, &j);
 }
 
