@@ -58,11 +58,6 @@ static int64_t now_ms(void)
     return (int64_t)(mono_s() * 1000.0);
 }
 
-static int leader_other_than(int not_idx, int timeout_ms)
-{
-    return cluster_leader(g_cluster, not_idx, timeout_ms);
-}
-
 static int create(const char *name)
 {
     lapse_table_def d = {
@@ -139,14 +134,14 @@ static void run_failover(int kills)
     series elect = {"kill -9 -> new leader", calloc((size_t)kills, sizeof(int64_t)), 0, 0};
     series serve = {"kill -9 -> create-table ok", calloc((size_t)kills, sizeof(int64_t)), 0, 0};
     for (int i = 0; i < kills; i++) {
-        int leader = leader_other_than(-1, 10000);
+        int leader = cluster_leader(g_cluster, -1, 10000);
         if (leader < 0) {
             elect.timeouts++;
             continue;
         }
         int64_t t0 = now_ms();
         cluster_kill(g_cluster, leader, SIGKILL);
-        if (leader_other_than(leader, 10000) < 0) {
+        if (cluster_leader(g_cluster, leader, 10000) < 0) {
             elect.timeouts++;
         } else {
             add(&elect, now_ms() - t0);

@@ -141,22 +141,31 @@ static int port_of_addr(const char *addr)
     return colon != NULL ? atoi(colon + 1) : 0;
 }
 
-/* A free port that no process of c uses yet. Each port is free when picked
- * and closed again at once, so the kernel may hand the same one out twice. */
-static int distinct_free_port(const cluster *c)
+int cluster_free_port_except(const int *taken, size_t n)
 {
-    int port = 0;
     for (int tries = 0; tries < 100; tries++) {
-        port = cluster_free_port();
-        int taken = 0;
-        for (int i = 0; i < c->nprocs && !taken; i++) {
-            taken = c->procs[i].port == port || port_of_addr(c->procs[i].metrics_addr) == port;
+        int port = cluster_free_port();
+        size_t i = 0;
+        while (i < n && taken[i] != port) {
+            i++;
         }
-        if (!taken) {
-            break;
+        if (port != 0 && i == n) {
+            return port;
         }
     }
-    return port;
+    return 0;
+}
+
+/* A free port that no process of c uses yet. */
+static int distinct_free_port(const cluster *c)
+{
+    int taken[2 * (CLUSTER_MAX_NODES + CLUSTER_MAX_COORDINATORS)];
+    size_t n = 0;
+    for (int i = 0; i < c->nprocs; i++) {
+        taken[n++] = c->procs[i].port;
+        taken[n++] = port_of_addr(c->procs[i].metrics_addr);
+    }
+    return cluster_free_port_except(taken, n);
 }
 
 /* Gives process idx fresh ports (its metrics port too when it has one). */

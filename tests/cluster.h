@@ -113,6 +113,10 @@ const char *cluster_log_path(const cluster *c, int idx);
 
 /* A free TCP port on 127.0.0.1 (bound and released). 0 on failure. */
 int cluster_free_port(void);
+/* A free port not among taken[0..n): each port is free when picked and
+ * closed again at once, so the kernel may hand one out twice. 0 when 100
+ * picks found none. */
+int cluster_free_port_except(const int *taken, size_t n);
 /* Makes a new directory "PREFIX-XXXXXX" under $LAPSE_TEST_TMP (else /tmp)
  * and writes its path to out. Returns 0 or LAPSE_EIO with err set. */
 int cluster_mkdtemp(char *out, size_t outlen, const char *prefix, char *err, size_t errlen);

@@ -48,16 +48,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static int leader_other_than(int not_idx, int timeout_ms)
-{
-    return cluster_leader(g_cluster, not_idx, timeout_ms);
-}
-
-static int leader_index(int timeout_ms)
-{
-    return leader_other_than(-1, timeout_ms);
-}
-
 /* Parses the cluster status; asserts every node is UP and on the cluster's
  * map version. Returns whether they were (for waits). */
 static int nodes_on_leader_map(void)
@@ -176,7 +166,7 @@ static void test_leader_kill_during_create_table(void **state)
         char during[32], after[32];
         snprintf(during, sizeof(during), "DuringFailover%d", round);
         snprintf(after, sizeof(after), "AfterFailover%d", round);
-        int leader = leader_index(10000);
+        int leader = cluster_leader(g_cluster, -1, 10000);
         assert_true(leader >= 0);
         create_call cc = {.name = during};
         pthread_t t;
@@ -186,7 +176,7 @@ static void test_leader_kill_during_create_table(void **state)
         assert_int_equal(cluster_kill(g_cluster, leader, SIGKILL), 0);
 
         /* Another coordinator leads, and the next change goes through. */
-        int next = leader_other_than(leader, 10000);
+        int next = cluster_leader(g_cluster, leader, 10000);
         assert_true(next >= 0);
         int64_t takeover_ms = clock_mono_now().ms - killed.ms;
         pthread_join(t, NULL);
@@ -242,7 +232,7 @@ static void test_leader_kill_during_ttl_enable(void **state)
         assert_lapse_ok(lapse_put(g_client, "TtlFailover", it, NULL, &e), &e);
         lapse_item_free(it);
     }
-    int leader = leader_index(10000);
+    int leader = cluster_leader(g_cluster, -1, 10000);
     assert_true(leader >= 0);
     lapse_ttl_spec spec = {.action = LAPSE_TTL_ENABLE, .attribute = "Exp"};
     int rv = lapse_update_ttl(g_client, "TtlFailover", &spec, NULL, &e);
@@ -283,11 +273,11 @@ static void test_leader_kill_during_ttl_enable(void **state)
 static void test_stalled_leader_writes_nothing(void **state)
 {
     (void)state;
-    int stalled = leader_index(10000);
+    int stalled = cluster_leader(g_cluster, -1, 10000);
     assert_true(stalled >= 0);
     assert_int_equal(cluster_kill(g_cluster, stalled, SIGSTOP), 0);
     /* Past its 2 s lease another leads and changes the map. */
-    int next = leader_other_than(stalled, 10000);
+    int next = cluster_leader(g_cluster, stalled, 10000);
     assert_true(next >= 0);
     create_until_exists("WhileStalled");
     assert_int_equal(cluster_kill(g_cluster, stalled, SIGCONT), 0);

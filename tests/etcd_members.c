@@ -40,21 +40,16 @@ struct etcd_members {
     member m[ETCD_MEMBERS_MAX];
 };
 
-/* A free port none of m's members uses (see distinct_free_port in
- * cluster.c: a port is free when picked, and the kernel may repeat one). */
+/* A free port none of m's members uses. */
 static int fresh_port(const etcd_members *m)
 {
-    for (int tries = 0; tries < 100; tries++) {
-        int port = cluster_free_port();
-        int taken = port == 0;
-        for (int i = 0; i < m->n && !taken; i++) {
-            taken = m->m[i].client_port == port || m->m[i].peer_port == port;
-        }
-        if (!taken) {
-            return port;
-        }
+    int taken[2 * ETCD_MEMBERS_MAX];
+    size_t n = 0;
+    for (int i = 0; i < m->n; i++) {
+        taken[n++] = m->m[i].client_port;
+        taken[n++] = m->m[i].peer_port;
     }
-    return 0;
+    return cluster_free_port_except(taken, n);
 }
 
 /* Gives every member fresh ports and an empty data dir; try makes the
