@@ -9,41 +9,24 @@
 #include "../common/buf.h"
 #include "../common/lapse_err.h"
 
-#define MAX_CLUSTER_NAME 64
-
 struct catalog_etcd {
     etcd *ec;              /* borrowed */
-    char prefix[96];       /* /lapse/<cluster>/ */
-    char key_pmap[128];    /* <prefix>catalog/pmap */
-    char key_next_id[128]; /* <prefix>catalog/next_table_id */
+    const etcd_keys *keys; /* borrowed */
     int64_t pmap_mod_rev;  /* the map key's revision as last read or written; 0: absent */
     char *fence_key;       /* owned; NULL: no fence, saves refused */
     int64_t fence_rev;
 };
 
-int catalog_etcd_open(catalog_etcd **out, etcd *ec, const char *cluster, char *err,
+int catalog_etcd_open(catalog_etcd **out, etcd *ec, const etcd_keys *keys, char *err,
                       size_t errlen)
 {
-    *out = NULL;
-    size_t n = strlen(cluster);
-    if (n == 0 || n > MAX_CLUSTER_NAME || strspn(cluster,
-                                                 "abcdefghijklmnopqrstuvwxyz"
-                                                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != n) {
-        snprintf(err, errlen,
-                 "cluster name '%s' must be 1 to %d letters, digits, '-', '_' or '.'", cluster,
-                 MAX_CLUSTER_NAME);
-        return LAPSE_EINVAL;
-    }
-    catalog_etcd *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
+    *out = calloc(1, sizeof(**out));
+    if (*out == NULL) {
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
-    c->ec = ec;
-    snprintf(c->prefix, sizeof(c->prefix), "/lapse/%s/", cluster);
-    snprintf(c->key_pmap, sizeof(c->key_pmap), "%scatalog/pmap", c->prefix);
-    snprintf(c->key_next_id, sizeof(c->key_next_id), "%scatalog/next_table_id", c->prefix);
-    *out = c;
+    (*out)->ec = ec;
+    (*out)->keys = keys;
     return 0;
 }
 
@@ -55,25 +38,18 @@ void catalog_etcd_close(catalog_etcd *c)
     }
 }
 
-const char *catalog_etcd_prefix(const catalog_etcd *c)
-{
-    return c->prefix;
-}
-
 int catalog_etcd_load(catalog_etcd *c, catalog_state *st, char *err, size_t errlen)
 {
-    char dir[128];
-    snprintf(dir, sizeof(dir), "%scatalog/", c->prefix);
     etcd_kvs kvs;
-    int rv = etcd_range(c->ec, dir, 1, 0, 0, &kvs, err, errlen);
+    int rv = etcd_range(c->ec, c->keys->catalog, 1, 0, 0, &kvs, err, errlen);
     if (rv != 0) {
         return rv;
     }
     const etcd_kv *pm = NULL, *id = NULL;
     for (size_t i = 0; i < kvs.n; i++) {
-        if (strcmp(kvs.kv[i].key, c->key_pmap) == 0) {
+        if (strcmp(kvs.kv[i].key, c->keys->pmap) == 0) {
             pm = &kvs.kv[i];
-        } else if (strcmp(kvs.kv[i].key, c->key_next_id) == 0) {
+        } else if (strcmp(kvs.kv[i].key, c->keys->next_table_id) == 0) {
             id = &kvs.kv[i];
         }
     }
@@ -107,8 +83,8 @@ static int put_state(catalog_etcd *c, const etcd_cmp *cmp, size_t n, const catal
         return rv;
     }
     etcd_op ops[] = {
-        {.kind = ETCD_OP_PUT, .key = c->key_pmap, .value = packed.data, .value_len = packed.len},
-        {.kind = ETCD_OP_PUT, .key = c->key_next_id, .value = id, .value_len = sizeof(id)},
+        {.kind = ETCD_OP_PUT, .key = c->keys->pmap, .value = packed.data, .value_len = packed.len},
+        {.kind = ETCD_OP_PUT, .key = c->keys->next_table_id, .value = id, .value_len = sizeof(id)},
     };
     etcd_txn_result res;
     rv = etcd_txn(c->ec, cmp, n, ops, 2, NULL, 0, &res, err, errlen);
@@ -132,7 +108,7 @@ int catalog_etcd_save(catalog_etcd *c, const catalog_state *st, char *err, size_
     }
     etcd_cmp cmp[] = {
         {.key = c->fence_key, .target = ETCD_CREATE, .op = ETCD_EQ, .num = c->fence_rev},
-        {.key = c->key_pmap, .target = ETCD_MOD, .op = ETCD_EQ, .num = c->pmap_mod_rev},
+        {.key = c->keys->pmap, .target = ETCD_MOD, .op = ETCD_EQ, .num = c->pmap_mod_rev},
     };
     int ok = 0;
     int rv = put_state(c, cmp, 2, st, &ok, err, errlen);
@@ -148,12 +124,12 @@ int catalog_etcd_save(catalog_etcd *c, const catalog_state *st, char *err, size_
 
 int catalog_etcd_import(catalog_etcd *c, const catalog_state *st, char *err, size_t errlen)
 {
-    etcd_cmp absent = {.key = c->key_pmap, .target = ETCD_CREATE, .op = ETCD_EQ, .num = 0};
+    etcd_cmp absent = {.key = c->keys->pmap, .target = ETCD_CREATE, .op = ETCD_EQ, .num = 0};
     int ok = 0;
     int rv = put_state(c, &absent, 1, st, &ok, err, errlen);
     if (rv == 0 && !ok) {
         snprintf(err, errlen, "cluster %s already has a catalog in etcd: nothing imported",
-                 c->prefix);
+                 c->keys->prefix);
         return LAPSE_EEXISTS;
     }
     return rv;

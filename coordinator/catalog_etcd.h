@@ -29,18 +29,16 @@
 #include <stdint.h>
 
 #include "../etcd/etcd.h"
+#include "../etcd/etcd_keys.h"
 #include "catalog.h"
 
 typedef struct catalog_etcd catalog_etcd;
 
-/* A catalog of cluster in ec (borrowed; outlives the catalog). Sends
- * nothing. Returns 0, LAPSE_EINVAL (bad cluster name) or LAPSE_ENOMEM. */
-int catalog_etcd_open(catalog_etcd **out, etcd *ec, const char *cluster, char *err,
+/* A catalog at keys in ec (both borrowed; they outlive the catalog). Sends
+ * nothing. Returns 0 or LAPSE_ENOMEM. */
+int catalog_etcd_open(catalog_etcd **out, etcd *ec, const etcd_keys *keys, char *err,
                       size_t errlen);
 void catalog_etcd_close(catalog_etcd *c); /* accepts NULL */
-
-/* "/lapse/<cluster>/": the prefix of everything the cluster keeps in etcd. */
-const char *catalog_etcd_prefix(const catalog_etcd *c);
 
 /* Reads the state (both keys at one revision) into *st (caller frees
  * st->pm); a cluster with no catalog yet is a new, empty one. Returns 0,

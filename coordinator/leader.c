@@ -93,7 +93,7 @@ static void *leader_main(void *arg)
             continue;
         }
         etcd_leader l;
-        int rv = etcd_campaign(s->ec, s->election, lease, s->listen_url, strlen(s->listen_url),
+        int rv = etcd_campaign(s->ec, s->keys.election, lease, s->listen_url, strlen(s->listen_url),
                                CAMPAIGN_WAIT_MS, &l, err, sizeof(err));
         if (rv != 0) {
             if (rv != LAPSE_ETIMEDOUT) { /* a timeout: another leads */
@@ -169,7 +169,7 @@ void leader_forward(server *s, const Lapse__Request *req, Lapse__Response *resp,
         return;
     }
     etcd_kv kv;
-    int rv = etcd_election_leader(s->ec, s->election, &kv, err, sizeof(err));
+    int rv = etcd_election_leader(s->ec, s->keys.election, &kv, err, sizeof(err));
     if (rv == LAPSE_ENOTFOUND) {
         rpc_set_error(resp, a, LAPSE_EUNAVAILABLE, "no coordinator leads yet; try again");
         return;

@@ -28,6 +28,25 @@ static int commit_node(server *s, uint32_t id, const char *address, pmap_node_st
     return rv;
 }
 
+/* With etcd: a node may register only while its lease key is there, so the
+ * registry (check_registry) agrees that it is UP. */
+static int check_lease_key(server *s, uint32_t id, char *err, size_t errlen)
+{
+    char key[ETCD_KEY_MAX];
+    etcd_keys_node(&s->keys, id, key, sizeof(key));
+    etcd_kv kv;
+    int rv = etcd_get(s->ec, key, &kv, NULL, err, errlen);
+    if (rv == LAPSE_ENOTFOUND) {
+        snprintf(err, errlen,
+                 "node %u holds no lease in etcd (no key %s): start it with --etcd and the "
+                 "coordinators' --cluster-name",
+                 id, key);
+        return LAPSE_EUNAVAILABLE;
+    }
+    etcd_kv_fini(&kv);
+    return rv;
+}
+
 int membership_register(server *s, uint32_t id, const char *address, char *err, size_t errlen)
 {
     if (id == 0) {
@@ -43,6 +62,9 @@ int membership_register(server *s, uint32_t id, const char *address, char *err, 
         return LAPSE_EINVAL;
     }
     int rv = 0;
+    if (s->ec != NULL && (rv = check_lease_key(s, id, err, errlen)) != 0) {
+        return rv;
+    }
     pthread_mutex_lock(&s->lock);
     node_live *l = server_live(s, id, 1);
     if (l == NULL) {
@@ -87,8 +109,8 @@ int membership_heartbeat(server *s, uint32_t id, uint64_t pmap_version, int64_t 
     l->last_heartbeat_mono_ms = clock_mono_now().ms;
     l->pmap_version = pmap_version;
     l->clock_skew_ms = clock_ms - now_wall_ms;
-    if (n->state == PMAP_NODE_UP) {
-        goto done;
+    if (n->state == PMAP_NODE_UP || s->ec != NULL) {
+        goto done; /* on etcd, the node's lease key decides (check_registry) */
     }
     char address[PMAP_MAX_ADDR];
     snprintf(address, sizeof(address), "%s", n->address); /* n dies with the old map */
@@ -157,9 +179,114 @@ static void check_silent(server *s, int64_t now_mono_ms)
              ndown);
 }
 
+/* Whether node id's key is in the registry read reg. */
+static int registered(server *s, const etcd_kvs *reg, uint32_t id)
+{
+    for (size_t i = 0; i < reg->n; i++) {
+        if (etcd_keys_node_id(&s->keys, reg->kv[i].key) == id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * One pass of liveness on etcd: a node is UP exactly while its lease key is
+ * in the registry (reg, read at read_mono_ms). Budget as check_silent's: one
+ * commit for every change found. A node heard from (RegisterNode, which
+ * checks its key) after the read started is not marked DOWN on this read.
+ * REQUIRES: s->lock held; leading.
+ */
+static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
+{
+    pmap *next = NULL;
+    size_t nup = 0, ndown = 0;
+    for (size_t i = 0; i < reg->n; i++) {
+        uint32_t id = etcd_keys_node_id(&s->keys, reg->kv[i].key);
+        const char *address = reg->kv[i].value;
+        if (id == 0 || address[0] == '\0' || reg->kv[i].value_len >= PMAP_MAX_ADDR) {
+            continue; /* not a node key of ours: ignored */
+        }
+        const pmap_node *n = pmap_node_find(s->pm, id);
+        if (n != NULL && n->state == PMAP_NODE_UP && strcmp(n->address, address) == 0) {
+            continue;
+        }
+        node_live *l = server_live(s, id, 1);
+        if (l == NULL || (next == NULL && (next = pmap_dup(s->pm)) == NULL) ||
+            pmap_set_node(next, id, address, PMAP_NODE_UP) != 0) {
+            log_error("membership: out of memory; retrying");
+            pmap_free(next);
+            return;
+        }
+        l->last_heartbeat_mono_ms = clock_mono_now().ms;
+        nup++;
+        log_info("node %u (%s) is UP: it holds a lease in etcd", id, address);
+    }
+    for (size_t i = 0; i < s->pm->nnodes; i++) {
+        const pmap_node *n = &s->pm->nodes[i];
+        if (n->state != PMAP_NODE_UP || registered(s, reg, n->id)) {
+            continue;
+        }
+        const node_live *l = server_live(s, n->id, 0);
+        if (l != NULL && l->last_heartbeat_mono_ms > read_mono_ms) {
+            continue; /* registered after the read: judged on the next one */
+        }
+        if ((next == NULL && (next = pmap_dup(s->pm)) == NULL) ||
+            pmap_set_node(next, n->id, n->address, PMAP_NODE_DOWN) != 0) {
+            log_error("membership: out of memory; retrying");
+            pmap_free(next);
+            return;
+        }
+        ndown++;
+        log_warn("node %u (%s) is DOWN: its etcd lease expired or was revoked", n->id,
+                 n->address);
+    }
+    if (next == NULL) {
+        return;
+    }
+    char err[512];
+    if (server_commit(s, next, s->next_table_id, err, sizeof(err)) != 0) {
+        log_error("membership: cannot commit the registry's node states (retrying): %s", err);
+        pmap_free(next);
+        return;
+    }
+    log_info("map version %llu after %zu node(s) UP and %zu DOWN",
+             (unsigned long long)s->pm->version, nup, ndown);
+}
+
+/* Reads the node registry with s->lock released (an etcd call must not
+ * hold up the handlers), then judges it. REQUIRES: s->lock held. */
+static void registry_pass(server *s, int *warned)
+{
+    if (!server_leads(s)) {
+        return;
+    }
+    char err[512];
+    etcd_kvs reg;
+    int64_t started = clock_mono_now().ms;
+    pthread_mutex_unlock(&s->lock);
+    int rv = etcd_range(s->ec, s->keys.nodes, 1, 0, 0, &reg, err, sizeof(err));
+    pthread_mutex_lock(&s->lock);
+    if (rv != 0) {
+        if (!*warned) {
+            log_warn("membership: cannot read the node registry (node states stay as they "
+                     "are): %s",
+                     err);
+            *warned = 1;
+        }
+        return;
+    }
+    *warned = 0;
+    if (server_leads(s) && !s->member_stop) {
+        check_registry(s, &reg, started);
+    }
+    etcd_kvs_fini(&reg);
+}
+
 static void *member_main(void *arg)
 {
     server *s = arg;
+    int warned = 0;
     pthread_mutex_lock(&s->lock);
     while (!s->member_stop) {
         struct timespec until = clock_mono_abstime(MEMBERSHIP_PERIOD_MS);
@@ -169,7 +296,11 @@ static void *member_main(void *arg)
         if (s->member_stop) {
             break;
         }
-        check_silent(s, clock_mono_now().ms);
+        if (s->ec != NULL) {
+            registry_pass(s, &warned);
+        } else {
+            check_silent(s, clock_mono_now().ms);
+        }
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;

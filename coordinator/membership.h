@@ -13,6 +13,14 @@
  *
  * After a coordinator restart every known node starts DOWN (server.h,
  * invariant 1) and turns UP with its first heartbeat or registration.
+ *
+ * On etcd the timer gives way to leases: each node holds one on its key
+ * /lapse/<cluster>/nodes/<id> (node/registry.h), and the leader's
+ * membership thread reads those keys every MEMBERSHIP_PERIOD_MS: a node is
+ * UP exactly while its key is there (with the address the key holds), DOWN
+ * once its lease expired or was revoked. RegisterNode is accepted only while
+ * the node's key is there; heartbeats still carry TTL progress and clocks
+ * but no longer turn a node UP.
  * DOWN only marks the node; its partitions stay assigned to it (replication
  * with failover will move them).
  *
@@ -20,7 +28,9 @@
  *
  * Invariants:
  *  1. A node is UP only if it was heard from within the heartbeat timeout
- *     (plus one membership period) or the last commit failed.
+ *     (plus one membership period) or the last commit failed; on etcd, only
+ *     if its lease key was there at the last registry read (or it
+ *     registered, with its key there, since).
  *  2. Registration and heartbeats record liveness even when a commit fails;
  *     the state change is retried on the next heartbeat.
  */

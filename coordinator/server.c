@@ -39,7 +39,10 @@ static int open_etcd(server *s, const server_config *cfg, char *err, size_t errl
 {
     int rv = etcd_open(&s->ec, cfg->etcd_endpoints, 2000, err, errlen);
     if (rv == 0) {
-        rv = catalog_etcd_open(&s->ecat, s->ec, cfg->cluster_name, err, errlen);
+        rv = etcd_keys_init(&s->keys, cfg->cluster_name, err, errlen);
+    }
+    if (rv == 0) {
+        rv = catalog_etcd_open(&s->ecat, s->ec, &s->keys, err, errlen);
     }
     if (rv == 0 && (s->pm = pmap_new()) == NULL) {
         rv = LAPSE_ENOMEM;
@@ -49,8 +52,6 @@ static int open_etcd(server *s, const server_config *cfg, char *err, size_t errl
         rv = import_catalog(s, cfg->import_dir, err, errlen);
     }
     s->next_table_id = 1;
-    snprintf(s->election, sizeof(s->election), "%scoordinator/leader",
-             s->ecat != NULL ? catalog_etcd_prefix(s->ecat) : "");
     return rv;
 }
 

@@ -104,7 +104,7 @@ typedef struct server {
     etcd *ec;                          /* the cluster's etcd client; thread-safe */
     catalog_etcd *ecat;                /* the durable state in etcd; under lock */
     etcd_keeper *keeper;               /* this coordinator's lease */
-    char election[128];                /* the election's name */
+    etcd_keys keys;                    /* the cluster's keys in etcd */
     atomic_int leading;                /* leader.h invariant 1 */
     atomic_int leader_stop;            /* asks the leader thread to exit */
     pthread_t leader_thread;           /* valid when leader_running */

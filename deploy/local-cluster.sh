@@ -107,6 +107,7 @@ start_named() {
       i=${name#node}
       start "$name" "$bin/lapse-node" --id "$i" --listen "tcp://127.0.0.1:${node_ports[i-1]}" \
         --coordinator "$coord_url" --data "$home/$name" \
+        --etcd "$etcd_urls" --cluster-name "$cluster_name" \
         --metrics-listen "127.0.0.1:${metrics_ports[i-1]}" --cluster-token-file "$home/cluster-token" ;;
   esac
 }

@@ -48,6 +48,10 @@ static void usage(FILE *f)
             "  --data DIR          data directory, created if missing (required)\n"
             "  --coordinator URL   coordinator address (default %s)\n"
             "  --advertise URL     address registered with the coordinator (default: --listen)\n"
+            "  --etcd URL[,URL...] hold a lease in etcd (its members' client URLs): the\n"
+            "                      coordinators on etcd judge this node UP while it lasts\n"
+            "  --cluster-name NAME with --etcd: the cluster's prefix /lapse/NAME/ (default\n"
+            "                      " NODE_DEFAULT_CLUSTER ", as the coordinators')\n"
             "  --workers N         RPC handler threads, 1..256 (default 4)\n"
             "  --log-level LEVEL   debug, info, warn or error (default info)\n"
             "  --ttl-workers N     TTL scanner threads, 1..%d (default %d)\n"
@@ -141,6 +145,8 @@ int main(int argc, char **argv)
         {"ttl-naive-interval-ms", required_argument, NULL, 'I'},
         {"repl-workers", required_argument, NULL, 'R'},
         {"cluster-token-file", required_argument, NULL, 'C'},
+        {"etcd", required_argument, NULL, 'e'},
+        {"cluster-name", required_argument, NULL, 'n'},
         /* Hidden, for tests: shifts this node's wall clock (clock skew). */
         {"debug-clock-offset-ms", required_argument, NULL, 'O'},
         /* Hidden, for tests: the stream retention period (60 s). */
@@ -265,6 +271,15 @@ int main(int argc, char **argv)
         case 'C':
             cluster_token_file = optarg;
             break;
+        case 'e':
+            if (optarg[0] == 0) {
+                return bad_usage("%s", "--etcd wants its members' URLs");
+            }
+            opt.etcd_endpoints = optarg;
+            break;
+        case 'n':
+            opt.cluster_name = optarg;
+            break;
         case 'Y':
             if ((rv = int_flag("--debug-stream-trim-interval-ms", 1, 86400000LL, &v)) != 0) {
                 return rv;
@@ -303,6 +318,9 @@ int main(int argc, char **argv)
     }
     if (opt.data_dir == NULL || opt.data_dir[0] == 0) {
         return bad_usage("%s", "--data is required");
+    }
+    if (opt.cluster_name != NULL && opt.etcd_endpoints == NULL) {
+        return bad_usage("%s", "--cluster-name needs --etcd");
     }
 
     log_init("node", level);

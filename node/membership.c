@@ -14,6 +14,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "maps.h"
+#include "registry.h"
 
 /* Sleeps until ms have passed, node_close asks us to stop, or
  * membership_heartbeat_soon asks for a heartbeat now. Returns 1 when
@@ -126,6 +127,20 @@ static int heartbeat(node_server *ns, uint64_t *coord_version, char *err, size_t
     return rv;
 }
 
+/* While no coordinator answers: the map the coordinators stored in etcd
+ * (with --etcd), so a node that restarts during their outage still learns
+ * what changed while it was away. */
+static void map_from_etcd(node_server *ns, int *warned)
+{
+    char err[512] = "";
+    int rv = registry_fetch_map(ns, err, sizeof(err));
+    if (rv != 0 && rv != LAPSE_ENOTFOUND && !*warned) {
+        log_warn("cannot read the partition map from etcd either: %s: %s", lapse_strerror(rv),
+                 err);
+    }
+    *warned = rv != 0 && rv != LAPSE_ENOTFOUND;
+}
+
 /*
  * The thread. Budget per step: one RPC of at most MEMBERSHIP_CALL_TIMEOUT_MS
  * (plus one map fetch of at most MAPS_FETCH_TIMEOUT_MS when the coordinator
@@ -139,11 +154,16 @@ static void *run(void *arg)
     int64_t backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS;
     int warned = 0;    /* logged the current outage already */
     int hb_failed = 0; /* heartbeats failed in a row */
+    int etcd_warned = 0; /* logged that etcd's map cannot be read */
 
     while (!stopping(ns)) {
+        registry_tick(ns);
         if (!atomic_load(&ns->registered)) {
             err[0] = 0;
-            int rv = register_node(ns, err, sizeof(err));
+            /* On etcd, the coordinators accept us once our key is there. */
+            int rv = registry_present(ns) ? register_node(ns, err, sizeof(err))
+                                          : (snprintf(err, sizeof(err), "no lease in etcd yet"),
+                                             LAPSE_EUNAVAILABLE);
             if (rv == 0) {
                 atomic_store(&ns->registered, 1);
                 backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS;
@@ -161,6 +181,7 @@ static void *run(void *arg)
                          (unsigned long long)maps_version(ns));
                 warned = 1;
             }
+            map_from_etcd(ns, &etcd_warned);
             if (wait_or_stop(ns, backoff_ms)) {
                 break;
             }
@@ -183,6 +204,7 @@ static void *run(void *arg)
                 log_warn("heartbeat to %s failed: %s: %s", ns->coordinator_url, lapse_strerror(rv),
                          err);
             }
+            map_from_etcd(ns, &etcd_warned);
         } else {
             if (hb_failed > 0) {
                 log_info("heartbeats to %s succeed again (after %d failures)", ns->coordinator_url,

@@ -17,6 +17,7 @@
 #include "handlers.h"
 #include "maps.h"
 #include "membership.h"
+#include "registry.h"
 #include "shipper.h"
 #include "streams.h"
 #include "telemetry.h"
@@ -224,6 +225,12 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     if ((rv = telemetry_serve(ns, err, errlen)) != 0) {
         goto fail;
     }
+    if (opt->etcd_endpoints != NULL &&
+        (rv = registry_open(ns, opt->etcd_endpoints,
+                            opt->cluster_name != NULL ? opt->cluster_name : NODE_DEFAULT_CLUSTER,
+                            err, errlen)) != 0) {
+        goto fail;
+    }
     if ((rv = membership_start(ns, err, errlen)) != 0) {
         goto fail;
     }
@@ -240,6 +247,7 @@ void node_close(node_server *ns)
         return;
     }
     membership_stop(ns);       /* no more coordinator calls from the thread */
+    registry_close(ns, 1);     /* our key goes: the coordinators see us DOWN now */
     streams_stop(ns->streams); /* long polls answer now; retention stops */
     rpc_server_close(ns->srv); /* waits for running handlers */
     ns->srv = NULL;

@@ -43,6 +43,8 @@
 #include <stdint.h>
 
 #include "../common/metrics.h"
+#include "../etcd/etcd.h"
+#include "../etcd/etcd_keys.h"
 #include "../partition/pmap.h"
 #include "../partition/store.h"
 #include "../rpc/http.h"
@@ -53,6 +55,7 @@
 #define NODE_MAX_TOKEN 255 /* --cluster-token-file: bytes of the token */
 #define NODE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400,tcp://127.0.0.1:7410"
 #define NODE_DEFAULT_WORKERS 4 /* --workers */
+#define NODE_DEFAULT_CLUSTER "lapse" /* --cluster-name, as the coordinator's */
 #define NODE_META_ID "node_id" /* store meta: the node id, decimal text */
 #define NODE_META_PMAP "pmap"  /* store meta: packed Lapse__PartitionMap */
 
@@ -78,6 +81,8 @@ typedef struct node_options {
     int64_t debug_repl_kill_after_batches; /* fault point (tests); 0 = off */
     int64_t debug_repl_hold_ms;            /* no shipping this long after the start (benchmarks) */
     const char *cluster_token;             /* --cluster-token-file's token; NULL = none */
+    const char *etcd_endpoints;            /* --etcd; NULL = no lease, liveness by heartbeat */
+    const char *cluster_name;              /* --cluster-name; NULL = NODE_DEFAULT_CLUSTER */
 } node_options;
 
 typedef struct node_server {
@@ -118,6 +123,12 @@ typedef struct node_server {
     atomic_llong clock_skew_ms;  /* our wall clock minus the coordinator's,
                                     from the last heartbeat (ttl pauses its
                                     scanners when it is out of bounds) */
+
+    /* ---- etcd (registry.h); NULL without --etcd ---- */
+    etcd *ec;              /* owned; thread-safe */
+    etcd_keys keys;        /* fixed: the cluster's keys */
+    etcd_keeper *keeper;   /* owned: this node's lease */
+    atomic_llong key_lease; /* the lease our key was last put with; 0: none */
 
     /* ---- RPC server ---- */
     rpc_server *srv; /* owned; handlers.c serves it */

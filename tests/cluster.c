@@ -233,6 +233,12 @@ static int spawn_proc(cluster *c, int idx)
         argv[argc++] = c->coord_urls;
         argv[argc++] = "--data";
         argv[argc++] = p->data_dir;
+        if (c->etcd != NULL) { /* liveness by an etcd lease */
+            argv[argc++] = "--etcd";
+            argv[argc++] = (char *)etcd_members_endpoints(c->etcd);
+            argv[argc++] = "--cluster-name";
+            argv[argc++] = CLUSTER_NAME;
+        }
         if (p->metrics_addr[0] != '\0') {
             argv[argc++] = "--metrics-listen";
             argv[argc++] = p->metrics_addr;
