@@ -125,6 +125,7 @@ static void do_heartbeat(server *s, const Lapse__HeartbeatRequest *r, Lapse__Res
     m->pmap_version = s->pm->version;
     pthread_mutex_unlock(&s->lock);
     m->clock_ms = now_wall_ms;
+    m->clock_trusted = 1; /* the reference the nodes check against */
     resp->pmap_version = m->pmap_version;
     resp->body_case = LAPSE__RESPONSE__BODY_HEARTBEAT;
     resp->heartbeat = m;

@@ -244,6 +244,41 @@ static void push_partition_map(handlers_ctx *c)
     c->resp->push_partition_map = out;
 }
 
+/* A client that reached no coordinator asks a node for the map it holds. */
+static void get_partition_map(handlers_ctx *c)
+{
+    Lapse__GetPartitionMapResponse *out = arena_alloc(c->a, sizeof(*out));
+    node_map *m = maps_acquire(c->ns);
+    if (out != NULL) {
+        lapse__get_partition_map_response__init(out);
+    }
+    if (out == NULL || (out->map = wire_pmap_to_pb(c->a, m->pm)) == NULL) {
+        maps_release(m);
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    maps_release(m);
+    c->resp->body_case = LAPSE__RESPONSE__BODY_GET_PARTITION_MAP;
+    c->resp->get_partition_map = out;
+}
+
+/* A peer checking its clock against ours while no coordinator answers
+ * (membership.h): our wall clock, and whether it passed our own check. */
+static void peer_heartbeat(handlers_ctx *c)
+{
+    Lapse__HeartbeatResponse *out = arena_alloc(c->a, sizeof(*out));
+    if (out == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__heartbeat_response__init(out);
+    out->pmap_version = maps_version(c->ns);
+    out->clock_ms = clock_wall_now().ms;
+    out->clock_trusted = c->ns->ttl != NULL && expire_clock(c->ns->ttl, NULL) == EXPIRE_CLOCK_OK;
+    c->resp->body_case = LAPSE__RESPONSE__BODY_HEARTBEAT;
+    c->resp->heartbeat = out;
+}
+
 void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
                     int64_t deadline_mono_ms)
 {
@@ -285,6 +320,12 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
         break;
     case LAPSE__REQUEST__BODY_GET_STREAM_RECORDS:
         streams_get_records(&c);
+        break;
+    case LAPSE__REQUEST__BODY_GET_PARTITION_MAP:
+        get_partition_map(&c);
+        break;
+    case LAPSE__REQUEST__BODY_HEARTBEAT:
+        peer_heartbeat(&c);
         break;
     case LAPSE__REQUEST__BODY__NOT_SET:
         rpc_set_error(resp, a, LAPSE_EPROTO, "request has no body");

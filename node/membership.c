@@ -14,6 +14,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "maps.h"
+#include "peerclock.h"
 #include "registry.h"
 
 /* Sleeps until ms have passed, node_close asks us to stop, or
@@ -127,10 +128,11 @@ static int heartbeat(node_server *ns, uint64_t *coord_version, char *err, size_t
     return rv;
 }
 
-/* While no coordinator answers: the map the coordinators stored in etcd
- * (with --etcd), so a node that restarts during their outage still learns
- * what changed while it was away. */
-static void map_from_etcd(node_server *ns, int *warned)
+/* While no coordinator answers: the clock check against the other nodes
+ * (peerclock.h), and the map the coordinators stored in etcd (with --etcd),
+ * so a node that restarts during their outage still learns what changed
+ * while it was away and its scanners run. */
+static void without_coordinator(node_server *ns, peerclock *pc, int *warned)
 {
     char err[512] = "";
     int rv = registry_fetch_map(ns, err, sizeof(err));
@@ -139,6 +141,7 @@ static void map_from_etcd(node_server *ns, int *warned)
                  err);
     }
     *warned = rv != 0 && rv != LAPSE_ENOTFOUND;
+    peerclock_check(ns, pc);
 }
 
 /*
@@ -155,6 +158,7 @@ static void *run(void *arg)
     int warned = 0;    /* logged the current outage already */
     int hb_failed = 0; /* heartbeats failed in a row */
     int etcd_warned = 0; /* logged that etcd's map cannot be read */
+    peerclock pc = {0};  /* clients of the peers, for clock checks */
 
     while (!stopping(ns)) {
         registry_tick(ns);
@@ -181,7 +185,7 @@ static void *run(void *arg)
                          (unsigned long long)maps_version(ns));
                 warned = 1;
             }
-            map_from_etcd(ns, &etcd_warned);
+            without_coordinator(ns, &pc, &etcd_warned);
             if (wait_or_stop(ns, backoff_ms)) {
                 break;
             }
@@ -204,7 +208,7 @@ static void *run(void *arg)
                 log_warn("heartbeat to %s failed: %s: %s", ns->coordinator_url, lapse_strerror(rv),
                          err);
             }
-            map_from_etcd(ns, &etcd_warned);
+            without_coordinator(ns, &pc, &etcd_warned);
         } else {
             if (hb_failed > 0) {
                 log_info("heartbeats to %s succeed again (after %d failures)", ns->coordinator_url,
@@ -226,6 +230,7 @@ static void *run(void *arg)
             break;
         }
     }
+    peerclock_fini(&pc);
     return NULL;
 }
 

@@ -470,6 +470,28 @@ static void bad_input_is_answered_and_serving_continues(void **state)
     assert_string_equal(err, "not a node call");
     rpc_response_free(resp);
 
+    /* The map it holds (clients that reach no coordinator ask a node). */
+    Lapse__Request gm = LAPSE__REQUEST__INIT;
+    Lapse__GetPartitionMapRequest gmb = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
+    gm.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
+    gm.get_partition_map = &gmb;
+    assert_int_equal(call(nt.nc[0], &gm, &resp, err), 0);
+    assert_int_equal(resp->body_case, LAPSE__RESPONSE__BODY_GET_PARTITION_MAP);
+    assert_true(resp->get_partition_map->map->version > 0);
+    assert_int_equal(resp->get_partition_map->map->version, resp->pmap_version);
+    rpc_response_free(resp);
+
+    /* A peer's clock check: its wall clock, read while we waited. */
+    Lapse__Request hb = LAPSE__REQUEST__INIT;
+    Lapse__HeartbeatRequest hbb = LAPSE__HEARTBEAT_REQUEST__INIT;
+    hb.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
+    hb.heartbeat = &hbb;
+    int64_t before = clock_wall_now().ms;
+    assert_int_equal(call(nt.nc[0], &hb, &resp, err), 0);
+    assert_int_equal(resp->body_case, LAPSE__RESPONSE__BODY_HEARTBEAT);
+    assert_true(resp->heartbeat->clock_ms >= before && resp->heartbeat->clock_ms <= clock_wall_now().ms);
+    rpc_response_free(resp);
+
     /* Garbage bytes: an EPROTO reply, and the node keeps serving. */
     const char garbage[] = "\xff\xff\xff\xff\x0f garbage \x01\x02";
     void *reply = NULL;

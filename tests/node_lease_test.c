@@ -5,7 +5,9 @@
  * out, and the coordinators then mark the node DOWN; a clean stop revokes
  * it before the process exits; a node stalled past its lease (SIGSTOP) goes
  * DOWN and comes back UP with a new lease on SIGCONT; the leader that takes
- * over judges liveness from the same keys.
+ * over judges liveness from the same keys. With every coordinator down, a
+ * node restarted meanwhile learns the map from etcd and the time from its
+ * peers, so its TTL scanners delete what falls due.
  */
 #include "testutil.h"
 
@@ -14,6 +16,7 @@
 
 #include "../common/clock.h"
 #include "../etcd/etcd.h"
+#include "../rpc/rpc.h"
 #include "etcd_members.h"
 
 #define WAIT_MS 15000 /* bound of every wait below: a lease is 2 s */
@@ -173,6 +176,127 @@ static void test_new_leader_judges_from_the_keys(void **state)
     assert_true(wait_state(2, "UP") >= 0);
 }
 
+/* Whether the file at path contains needle. */
+static int log_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    char line[2048];
+    int found = 0;
+    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
+        found = strstr(line, needle) != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return found;
+}
+
+/* Items of table in partition p (a one-partition segment of the scan). */
+static size_t items_in_partition(lapse_client *c, const char *table, unsigned p, unsigned n)
+{
+    lapse_scan_opts o = {.segment = p, .total_segments = n};
+    lapse_page *page = NULL;
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_scan(c, table, &o, &page, &e), &e);
+    size_t count = lapse_page_count(page);
+    assert_null(lapse_page_last_key(page)); /* one page: a few items */
+    lapse_page_free(page);
+    return count;
+}
+
+/* The map version node id holds, from the node itself. */
+static uint64_t node_map_version(uint32_t id)
+{
+    rpc_client *rc = NULL;
+    char err[256];
+    assert_int_equal(rpc_client_open(&rc, cluster_node_url(g_cluster, (int)id), err, sizeof(err)),
+                     0);
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
+    req.get_partition_map = &body;
+    Lapse__Response *resp = NULL;
+    uint64_t v = 0;
+    if (rpc_call(rc, &req, 1000, &resp, err, sizeof(err)) == 0 &&
+        resp->body_case == LAPSE__RESPONSE__BODY_GET_PARTITION_MAP) {
+        v = resp->get_partition_map->map->version;
+    }
+    rpc_response_free(resp);
+    rpc_client_close(rc);
+    return v;
+}
+
+static void test_node_restarted_while_coordinators_down_expires(void **state)
+{
+    (void)state;
+    lapse_error e = {0};
+    lapse_table_def d = {.name = "sessions", .partition_key = "Id", .partition_key_type = 'S',
+                         .partitions = 8};
+    assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
+    lapse_ttl_spec spec = {.action = LAPSE_TTL_ENABLE, .attribute = "ExpiresAt"};
+    assert_lapse_ok(lapse_update_ttl(g_client, "sessions", &spec, NULL, &e), &e);
+    /* The data plane's client: its map is fetched now, while node 1 is UP. */
+    lapse_client *c = NULL;
+    assert_lapse_ok(lapse_connect(&c, cluster_coordinator_url(g_cluster), &e), &e);
+    uint32_t *owners = NULL;
+    size_t nparts = 0;
+    assert_lapse_ok(lapse_partition_owners(c, "sessions", &owners, &nparts, &e), &e);
+
+    /* Node 1 misses a change of the map, then every coordinator dies. */
+    assert_int_equal(cluster_kill(g_cluster, 1, SIGKILL), 0);
+    assert_true(wait_state(1, "DOWN") >= 0);
+    d.name = "later";
+    assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
+    char *js = NULL;
+    assert_lapse_ok(lapse_cluster_status(g_client, &js, &e), &e);
+    json_t *root = json_loads(js, 0, NULL);
+    uint64_t version = (uint64_t)json_integer_value(json_object_get(root, "PartitionMapVersion"));
+    json_decref(root);
+    lapse_free(js);
+    for (int k = 0; k < cluster_coordinators(g_cluster); k++) {
+        assert_int_equal(cluster_kill(g_cluster, cluster_coordinator_index(g_cluster, k), SIGKILL),
+                         0);
+    }
+    assert_int_equal(cluster_restart(g_cluster, 1), 0);
+    clock_mono deadline = clock_mono_after_ms(WAIT_MS);
+    while (node_map_version(1) < version && clock_mono_remaining_ms(deadline) > 0) {
+        clock_sleep_ms(50);
+    }
+    assert_int_equal(node_map_version(1), version); /* from etcd */
+
+    /* Items due in 2 s, on every partition; node 1's must go too. */
+    int64_t due = clock_wall_now().ms / 1000 + 2;
+    for (int i = 0; i < 64; i++) {
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"s%d\"},\"ExpiresAt\":{\"N\":\"%lld\"}}", i,
+                                   (long long)due);
+        assert_lapse_ok(lapse_put(c, "sessions", it, NULL, &e), &e);
+        lapse_item_free(it);
+    }
+    size_t on_node1 = 0;
+    for (unsigned p = 0; p < nparts; p++) {
+        on_node1 += owners[p] == 1 ? items_in_partition(c, "sessions", p, (unsigned)nparts) : 0;
+    }
+    assert_true(on_node1 > 0);
+    deadline = clock_mono_after_ms(WAIT_MS + 5000);
+    size_t left = 1;
+    while (left > 0 && clock_mono_remaining_ms(deadline) > 0) {
+        clock_sleep_ms(200);
+        left = 0;
+        for (unsigned p = 0; p < nparts; p++) {
+            left += items_in_partition(c, "sessions", p, (unsigned)nparts);
+        }
+    }
+    fprintf(stderr, "%zu of node 1's items expired with every coordinator down; %zu items left\n",
+            on_node1, left);
+    assert_int_equal(left, 0);
+    assert_true(log_contains(cluster_log_path(g_cluster, 1), "clock checked against"));
+    lapse_free(owners);
+    lapse_close(c);
+    for (int k = 0; k < cluster_coordinators(g_cluster); k++) {
+        assert_int_equal(cluster_restart(g_cluster, cluster_coordinator_index(g_cluster, k)), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -181,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_clean_stop_revokes_the_lease),
         cmocka_unit_test(test_stalled_node_loses_its_lease_and_returns),
         cmocka_unit_test(test_new_leader_judges_from_the_keys),
+        cmocka_unit_test(test_node_restarted_while_coordinators_down_expires),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
