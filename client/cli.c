@@ -130,7 +130,10 @@ static void print_usage(FILE *f)
             "usage: lapse " GLOBAL_SYNOPSIS "\n"
             "  (default coordinator: $LAPSE_COORDINATOR, else %s;\n"
             "   admin token for create-table, delete-table, update-ttl: the contents of F\n"
-            "   without its final newline, else $LAPSE_ADMIN_TOKEN)\n\ncommands:\n",
+            "   without its final newline, else $LAPSE_ADMIN_TOKEN;\n"
+            "   the last partition map, for item calls while no coordinator answers:\n"
+            "   $LAPSE_MAP_CACHE, else ~/.cache/lapse/map-<hash of the URL>, \"\" for none)\n"
+            "\ncommands:\n",
             LAPSE_DEFAULT_COORDINATOR);
     for (size_t i = 0; i < NCOMMANDS; i++) {
         fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].synopsis[0] ? " " : "",
@@ -382,10 +385,44 @@ int cli_uint(cli_ctx *ctx, const char *name, const char *text, unsigned *out)
 /* Shared helpers                                                            */
 /* ------------------------------------------------------------------------ */
 
+/* The map cache file of the coordinator URL the CLI uses: $LAPSE_MAP_CACHE
+ * when set ("" for none), else one file per URL under $XDG_CACHE_HOME/lapse
+ * (~/.cache/lapse), so runs against different clusters never share one. */
+static const char *map_cache_path(const cli_ctx *ctx, char *out, size_t len)
+{
+    const char *env = getenv("LAPSE_MAP_CACHE");
+    if (env != NULL) {
+        return env;
+    }
+    const char *url = ctx->url;
+    if (url == NULL || url[0] == '\0') {
+        url = getenv("LAPSE_COORDINATOR");
+    }
+    if (url == NULL || url[0] == '\0') {
+        url = LAPSE_DEFAULT_COORDINATOR;
+    }
+    uint64_t h = 14695981039346656037ULL; /* FNV-1a: a name, not a check */
+    for (const char *p = url; *p != '\0'; p++) {
+        h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+    }
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg != NULL && xdg[0] == '/') {
+        snprintf(out, len, "%s/lapse/map-%016llx", xdg, (unsigned long long)h);
+    } else if (home != NULL && home[0] == '/') {
+        snprintf(out, len, "%s/.cache/lapse/map-%016llx", home, (unsigned long long)h);
+    } else {
+        return NULL;
+    }
+    return out;
+}
+
 int cli_connect(cli_ctx *ctx)
 {
     lapse_error err;
-    if (lapse_connect_timeout(&ctx->c, ctx->url, ctx->timeout_ms, &err) != 0) {
+    char cache[4096];
+    lapse_connect_options o = {.timeout_ms = ctx->timeout_ms,
+                               .map_cache = map_cache_path(ctx, cache, sizeof(cache))};
+    if (lapse_connect_opts(&ctx->c, ctx->url, &o, &err) != 0) {
         return cli_fail(ctx, &err);
     }
     if (ctx->admin_token != NULL) {

@@ -80,7 +80,7 @@ int client_node_err(lapse_error *err, int code, const client_route *r, const cha
     return peer_err(err, code, peer, msg, timeout_ms);
 }
 
-static int coord_err(lapse_client *c, lapse_error *err, int code, const char *msg, int timeout_ms)
+int client_coord_err(lapse_client *c, lapse_error *err, int code, const char *msg, int timeout_ms)
 {
     char peer[PMAP_MAX_ADDR + 32];
     snprintf(peer, sizeof peer, "coordinator %s", c->url);
@@ -135,8 +135,16 @@ static int retryable(int rv, int idempotent)
 
 int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms, lapse_error *err)
 {
+    lapse_connect_options o = {.timeout_ms = timeout_ms};
+    return lapse_connect_opts(out, url, &o, err);
+}
+
+int lapse_connect_opts(lapse_client **out, const char *url, const lapse_connect_options *opts,
+                       lapse_error *err)
+{
     char msg[256] = "";
     int rv;
+    int timeout_ms = opts != NULL ? opts->timeout_ms : 0;
 
     if (out == NULL) {
         return client_err(err, LAPSE_EINVAL, "lapse_connect: out is NULL");
@@ -160,6 +168,12 @@ int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms, l
         return client_err(err, LAPSE_ENOMEM, "cannot create a mutex");
     }
     strcpy(c->url, url);
+    if (opts != NULL && opts->map_cache != NULL && opts->map_cache[0] != '\0' &&
+        (c->map_cache = strdup(opts->map_cache)) == NULL) {
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
     atomic_init(&c->timeout_ms, timeout_ms > 0 ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS);
     atomic_init(&c->hide_expired, 0);
     /* The environment's token until the caller sets one. */
@@ -187,8 +201,11 @@ int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms, l
         if (!retryable(rv, 1) || clock_mono_remaining_ms(deadline) <= 0) {
             if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
                 client_err(err, rv,
-                           "coordinator %s: %s within %d ms (is lapse-coordinator running?)", url,
-                           rv == LAPSE_ETIMEDOUT ? "no reply" : "unreachable", total);
+                           "coordinator %s: %s within %d ms (is lapse-coordinator running?)%s",
+                           url, rv == LAPSE_ETIMEDOUT ? "no reply" : "unreachable", total,
+                           c->map_cache == NULL ? ""
+                                                : "; and no node of the map cached in the "
+                                                  "cache file answered (or there is none)");
             }
             lapse_close(c);
             return rv;
@@ -215,6 +232,7 @@ void lapse_close(lapse_client *c)
     free(c->conns);
     rpc_client_close(c->coord);
     pmap_free(c->map);
+    free(c->map_cache);
     free(c->admin_token);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -249,41 +267,6 @@ void lapse_set_hide_expired(lapse_client *c, int on)
 void lapse_free(void *p)
 {
     free(p);
-}
-
-int client_refresh(lapse_client *c, int timeout_ms, lapse_error *err)
-{
-    Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    Lapse__Response *resp = NULL;
-    char msg[256] = "";
-    pmap *pm = NULL;
-    int rv;
-
-    req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
-    req.get_partition_map = &body;
-    rv = rpc_call(c->coord, &req, timeout_ms, &resp, msg, sizeof msg);
-    if (rv != 0) {
-        rpc_response_free(resp);
-        return coord_err(c, err, rv, msg, timeout_ms);
-    }
-    if (resp->body_case != LAPSE__RESPONSE__BODY_GET_PARTITION_MAP ||
-        resp->get_partition_map == NULL || resp->get_partition_map->map == NULL) {
-        rpc_response_free(resp);
-        return client_err(err, LAPSE_EPROTO, "coordinator %s: reply carries no partition map",
-                          c->url);
-    }
-    rv = wire_pmap_from_pb(resp->get_partition_map->map, &pm, msg, sizeof msg);
-    rpc_response_free(resp);
-    if (rv != 0) {
-        return client_err(err, rv, "coordinator %s: bad partition map: %s", c->url, msg);
-    }
-    pthread_mutex_lock(&c->mu);
-    pmap *old = c->map;
-    c->map = pm;
-    pthread_mutex_unlock(&c->mu);
-    pmap_free(old);
-    return client_ok(err);
 }
 
 int client_table(lapse_client *c, const char *name, table_schema *out, lapse_error *err)
@@ -373,6 +356,16 @@ int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_e
     }
     snprintf(r->addr, sizeof r->addr, "%s", n->address);
     r->pmap_version = c->map->version;
+    r->down = n->state == PMAP_NODE_DOWN;
+    r->map_age_ms = clock_mono_now().ms - c->map_mono_ms;
+    if (r->down) {
+        /* The control plane knows: say so now rather than after a time-out. */
+        static const char *const what[] = {"partition", "GSI partition", "stream shard"};
+        rv = client_err(err, LAPSE_EUNAVAILABLE,
+                        "node %u (%s) is down: table \"%s\" %s %u is unavailable until it is back",
+                        (unsigned)r->node_id, r->addr, tg->table,
+                        what[tg->kind <= CLIENT_ROUTE_STREAM ? tg->kind : 0], (unsigned)tg->part);
+    }
 out:
     pthread_mutex_unlock(&c->mu);
     return rv;
@@ -426,14 +419,20 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
     clock_mono deadline = clock_mono_after_ms(total);
     int64_t backoff = CLIENT_BACKOFF_MIN_MS;
     int wrong_node_seen = 0;
+    int down_rechecked = 0;
     char msg[256];
     int rv;
 
     *resp = NULL;
     for (;;) {
-        client_route r;
+        client_route r = {0};
         rpc_client *rc;
         if ((rv = client_route_of(c, tg, &r, err)) != 0) {
+            /* A node marked DOWN in an old map may be back: look once. */
+            if (r.down && r.map_age_ms > CLIENT_DOWN_RECHECK_MS && !down_rechecked++) {
+                client_refresh(c, attempt_ms(clock_mono_remaining_ms(deadline), total, 1), NULL);
+                continue;
+            }
             return rv;
         }
         if ((rv = client_conn(c, r.addr, &rc, err)) != 0) {
@@ -498,12 +497,12 @@ int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent, Laps
         *resp = NULL;
         if (rv == LAPSE_EWRONGNODE || !retryable(rv, idempotent) ||
             clock_mono_remaining_ms(deadline) <= 0) {
-            rv = coord_err(c, err, rv, msg, total);
+            rv = client_coord_err(c, err, rv, msg, total);
             break;
         }
         client_backoff(&backoff, deadline);
         if (clock_mono_remaining_ms(deadline) <= 0) {
-            rv = coord_err(c, err, rv, msg, total);
+            rv = client_coord_err(c, err, rv, msg, total);
             break;
         }
     }

@@ -78,6 +78,9 @@ struct lapse_client {
     atomic_int hide_expired; /* lapse_set_hide_expired: reads hide expired items */
     pthread_mutex_t mu;      /* guards the fields below */
     pmap *map;               /* owned cached map; replaced whole on refresh */
+    int64_t map_mono_ms;     /* when map was installed (clock_mono) */
+    char *map_cache;         /* owned; fixed: the map cache file (mapsrc.c), NULL: none */
+    _Atomic uint64_t cache_version; /* the map version last written there */
     node_conn *conns;        /* owned array: one shared rpc client per node URL */
     size_t nconns, capconns;
     char *admin_token; /* owned; NULL: none */
@@ -88,7 +91,13 @@ typedef struct client_route {
     uint32_t node_id;
     char addr[PMAP_MAX_ADDR];
     uint64_t pmap_version;
+    int down;           /* the map says the node is DOWN (route_of failed) */
+    int64_t map_age_ms; /* how old that map is */
 } client_route;
+
+/* A route to a DOWN node fails at once, unless the map is older than this:
+ * then the client refreshes it once first. */
+#define CLIENT_DOWN_RECHECK_MS 1000
 
 /* Fills err (when non-NULL) with code and a printf-style message; returns
  * code, so error paths read `return client_err(err, rv, "...")`. */
@@ -97,10 +106,16 @@ int client_err(lapse_error *err, int code, const char *fmt, ...)
 /* Sets err to LAPSE_OK with an empty message; returns 0. */
 int client_ok(lapse_error *err);
 
-/* Fetches the partition map from the coordinator (one attempt of at most
- * timeout_ms) and replaces the cached one. Returns 0 or the call's error
- * (the cached map is unchanged on error). */
+/* Fetches the partition map (mapsrc.c): from the coordinators, one attempt
+ * of at most timeout_ms; when none answers, from the nodes of the map the
+ * client has or, lacking one, of the map cache file; the newest wins, and
+ * is written to the cache file. Replaces the client's map unless that is
+ * newer. Returns 0 or the coordinator call's error (the map is unchanged on
+ * error). */
 int client_refresh(lapse_client *c, int timeout_ms, lapse_error *err);
+/* A coordinator call's transport error, naming the coordinator. Returns code. */
+int client_coord_err(lapse_client *c, lapse_error *err, int code, const char *msg,
+                     int timeout_ms);
 
 /* Copies the schema of table name into *out. A table missing from the cached
  * map triggers one refresh; still missing: LAPSE_ENOTFOUND

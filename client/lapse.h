@@ -55,6 +55,18 @@ int lapse_connect(lapse_client **out, const char *url, lapse_error *err);
 /* As lapse_connect, with the client's timeout (also bounding the connect
  * itself) set from the start; timeout_ms <= 0: the default. */
 int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms, lapse_error *err);
+/* How lapse_connect_opts connects. */
+typedef struct lapse_connect_options {
+    int timeout_ms;        /* as lapse_connect_timeout's; <= 0: the default */
+    const char *map_cache; /* NULL or "": none. Else a file where the client keeps the
+                              last partition map it fetched: while no coordinator answers,
+                              a client (even a new one, reading the file) asks the nodes
+                              named there for their map, so item calls go on. The lapse
+                              CLI keeps one per coordinator URL under ~/.cache/lapse. */
+} lapse_connect_options;
+/* As lapse_connect, with options (opts NULL: the defaults). */
+int lapse_connect_opts(lapse_client **out, const char *url, const lapse_connect_options *opts,
+                       lapse_error *err);
 void lapse_close(lapse_client *c); /* accepts NULL */
 /* Per-call timeout including retries (default 5000 ms). */
 void lapse_set_timeout_ms(lapse_client *c, int timeout_ms);

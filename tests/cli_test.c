@@ -57,25 +57,11 @@ static path run_path(const char *name)
     return p;
 }
 
+
 static char *read_all(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    for (;;) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) {
-            break;
-        }
-        cap *= 2;
-        buf = realloc(buf, cap);
-        assert_non_null(buf);
-    }
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    assert_int_equal(access(path, R_OK), 0);
+    return cluster_read_file(path);
 }
 
 static void write_file(const char *path, const char *text)
@@ -90,15 +76,9 @@ static void write_file(const char *path, const char *text)
  * status, *out and *err its stdout and stderr (caller frees). */
 static int cli(const char *in_path, char **out, char **err, const char *const *args)
 {
-    path outp = run_path("cli.out"), errp = run_path("cli.err");
-    pid_t pid = cluster_cli_spawn_in(g_cluster, args, in_path, outp.s, errp.s);
-    assert_true(pid > 0);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    *out = read_all(outp.s);
-    *err = read_all(errp.s);
-    return WEXITSTATUS(st);
+    int rv = cluster_cli_run(g_cluster, args, in_path, out, err);
+    assert_true(rv >= 0);
+    return rv;
 }
 
 /* Runs the CLI and checks its status and that stdout and stderr hold the

@@ -654,6 +654,46 @@ pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *o
     return cluster_cli_spawn_in(c, args, NULL, out_path, err_path);
 }
 
+char *cluster_read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (f != NULL && buf != NULL) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) {
+            break;
+        }
+        char *more = realloc(buf, cap * 2);
+        if (more == NULL) {
+            break;
+        }
+        buf = more;
+        cap *= 2;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    if (buf != NULL) {
+        buf[n] = '\0';
+    }
+    return buf != NULL ? buf : strdup("");
+}
+
+int cluster_cli_run(const cluster *c, const char *const *args, const char *in_path, char **out,
+                    char **err)
+{
+    char outp[700], errp[700];
+    snprintf(outp, sizeof(outp), "%s/cli.out", c->run_dir);
+    snprintf(errp, sizeof(errp), "%s/cli.err", c->run_dir);
+    pid_t pid = cluster_cli_spawn_in(c, args, in_path, outp, errp);
+    int st = 0;
+    int ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st);
+    *out = cluster_read_file(outp);
+    *err = cluster_read_file(errp);
+    return ok ? WEXITSTATUS(st) : -1;
+}
+
 pid_t cluster_cli_spawn_in(const cluster *c, const char *const *args, const char *in_path,
                            const char *out_path, const char *err_path)
 {

@@ -79,6 +79,14 @@ const char *cluster_run_dir(const cluster *c);
 pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *out_path,
                         const char *err_path);
 /* As cluster_cli_spawn, with stdin read from in_path (NULL: /dev/null). */
+/* The whole file at path, NUL-terminated (empty when it cannot be read);
+ * caller frees. */
+char *cluster_read_file(const char *path);
+/* Runs the CLI as cluster_cli_spawn_in does and waits for it: returns its
+ * exit status (-1: it could not run or died of a signal), with *out and
+ * *err (caller frees; never NULL) holding its stdout and stderr. */
+int cluster_cli_run(const cluster *c, const char *const *args, const char *in_path, char **out,
+                    char **err);
 pid_t cluster_cli_spawn_in(const cluster *c, const char *const *args, const char *in_path,
                            const char *out_path, const char *err_path);
 /* "127.0.0.1:PORT" of node's /metrics endpoint, or NULL without

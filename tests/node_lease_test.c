@@ -7,12 +7,15 @@
  * DOWN and comes back UP with a new lease on SIGCONT; the leader that takes
  * over judges liveness from the same keys. With every coordinator down, a
  * node restarted meanwhile learns the map from etcd and the time from its
- * peers, so its TTL scanners delete what falls due.
+ * peers, so its TTL scanners delete what falls due, and a new CLI process
+ * gets its map from the nodes named in its map cache. A client fails at
+ * once, naming the node, on a partition whose node the map says is DOWN.
  */
 #include "testutil.h"
 
 #include <jansson.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "../common/clock.h"
 #include "../etcd/etcd.h"
@@ -191,6 +194,34 @@ static int log_contains(const char *path, const char *needle)
     return found;
 }
 
+/* Restarts every coordinator that is not running and waits for a leader. */
+static void restart_coordinators(void)
+{
+    for (int k = 0; k < cluster_coordinators(g_cluster); k++) {
+        int idx = cluster_coordinator_index(g_cluster, k);
+        if (cluster_pid(g_cluster, idx) == 0) {
+            assert_int_equal(cluster_restart(g_cluster, idx), 0);
+        }
+    }
+    assert_true(cluster_leader(g_cluster, -1, WAIT_MS) >= 0);
+}
+
+/* Creates table (partition key Id:S, 8 partitions), retrying while a new
+ * leader is still taking over. */
+static void create_table(const char *name)
+{
+    lapse_table_def d = {.name = name, .partition_key = "Id", .partition_key_type = 'S',
+                         .partitions = 8};
+    lapse_error e = {0};
+    clock_mono deadline = clock_mono_after_ms(WAIT_MS);
+    int rv;
+    while ((rv = lapse_create_table(g_client, &d, &e)) == LAPSE_EUNAVAILABLE &&
+           clock_mono_remaining_ms(deadline) > 0) {
+        clock_sleep_ms(100);
+    }
+    assert_lapse_ok(rv, &e);
+}
+
 /* Items of table in partition p (a one-partition segment of the scan). */
 static size_t items_in_partition(lapse_client *c, const char *table, unsigned p, unsigned n)
 {
@@ -230,9 +261,7 @@ static void test_node_restarted_while_coordinators_down_expires(void **state)
 {
     (void)state;
     lapse_error e = {0};
-    lapse_table_def d = {.name = "sessions", .partition_key = "Id", .partition_key_type = 'S',
-                         .partitions = 8};
-    assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
+    create_table("sessions");
     lapse_ttl_spec spec = {.action = LAPSE_TTL_ENABLE, .attribute = "ExpiresAt"};
     assert_lapse_ok(lapse_update_ttl(g_client, "sessions", &spec, NULL, &e), &e);
     /* The data plane's client: its map is fetched now, while node 1 is UP. */
@@ -245,8 +274,7 @@ static void test_node_restarted_while_coordinators_down_expires(void **state)
     /* Node 1 misses a change of the map, then every coordinator dies. */
     assert_int_equal(cluster_kill(g_cluster, 1, SIGKILL), 0);
     assert_true(wait_state(1, "DOWN") >= 0);
-    d.name = "later";
-    assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
+    create_table("later");
     char *js = NULL;
     assert_lapse_ok(lapse_cluster_status(g_client, &js, &e), &e);
     json_t *root = json_loads(js, 0, NULL);
@@ -292,9 +320,99 @@ static void test_node_restarted_while_coordinators_down_expires(void **state)
     assert_true(log_contains(cluster_log_path(g_cluster, 1), "clock checked against"));
     lapse_free(owners);
     lapse_close(c);
-    for (int k = 0; k < cluster_coordinators(g_cluster); k++) {
-        assert_int_equal(cluster_restart(g_cluster, cluster_coordinator_index(g_cluster, k)), 0);
+    restart_coordinators();
+}
+
+/* Runs the CLI; returns its exit status, *out its stdout; stderr is
+ * printed when the status is not want. */
+static int cli(char **out, int want, const char *const *args)
+{
+    char *err = NULL;
+    int rv = cluster_cli_run(g_cluster, args, NULL, out, &err);
+    if (rv != want) {
+        fprintf(stderr, "lapse %s: exit %d: %s", args[0], rv, err);
     }
+    free(err);
+    return rv;
+}
+
+static void test_new_cli_works_while_coordinators_down(void **state)
+{
+    (void)state;
+    char cache[700];
+    snprintf(cache, sizeof(cache), "%s/map-cache", cluster_run_dir(g_cluster));
+    setenv("LAPSE_MAP_CACHE", cache, 1);
+    char *out = NULL;
+    const char *create[] = {"create-table", "cli", "--partition-key", "Id:S", NULL};
+    assert_int_equal(cli(&out, 0, create), 0);
+    free(out);
+    const char *put1[] = {"put", "cli", "{\"Id\":{\"S\":\"before\"}}", NULL};
+    assert_int_equal(cli(&out, 0, put1), 0); /* leaves the map in the cache */
+    free(out);
+    assert_int_equal(access(cache, R_OK), 0);
+
+    for (int k = 0; k < cluster_coordinators(g_cluster); k++) {
+        assert_int_equal(cluster_kill(g_cluster, cluster_coordinator_index(g_cluster, k), SIGKILL),
+                         0);
+    }
+    const char *put2[] = {"put", "cli", "{\"Id\":{\"S\":\"during\"},\"V\":{\"N\":\"7\"}}",
+                          NULL};
+    assert_int_equal(cli(&out, 0, put2), 0);
+    free(out);
+    const char *get[] = {"get", "cli", "{\"Id\":{\"S\":\"during\"}}", NULL};
+    assert_int_equal(cli(&out, 0, get), 0);
+    assert_non_null(strstr(out, "\"V\":{\"N\":\"7\"}"));
+    free(out);
+    const char *scan[] = {"scan", "cli", NULL};
+    assert_int_equal(cli(&out, 0, scan), 0);
+    assert_non_null(strstr(out, "before"));
+    free(out);
+    /* Without the cache, a new client has nowhere to get a map from. */
+    setenv("LAPSE_MAP_CACHE", "", 1);
+    assert_int_equal(cli(&out, 1, get), 1);
+    free(out);
+    unsetenv("LAPSE_MAP_CACHE");
+    restart_coordinators();
+}
+
+static void test_client_fails_fast_on_a_down_node(void **state)
+{
+    (void)state;
+    lapse_error e = {0};
+    create_table("fast");
+    uint32_t *owners = NULL;
+    size_t nparts = 0;
+    assert_int_equal(cluster_kill(g_cluster, 2, SIGKILL), 0);
+    assert_true(wait_state(2, "DOWN") >= 0);
+    lapse_client *c = NULL; /* a client whose map says node 2 is DOWN */
+    assert_lapse_ok(lapse_connect(&c, cluster_coordinator_url(g_cluster), &e), &e);
+    assert_lapse_ok(lapse_partition_owners(c, "fast", &owners, &nparts, &e), &e);
+    int down_seen = 0, ok = 0;
+    for (int i = 0; i < 32; i++) {
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"}}", i);
+        int rv = lapse_put(c, "fast", it, NULL, &e);
+        lapse_item_free(it);
+        if (rv == 0) {
+            ok++;
+            continue;
+        }
+        /* Not a time-out: the map said so, and the error names the node. */
+        assert_int_equal(rv, LAPSE_EUNAVAILABLE);
+        assert_non_null(strstr(e.message, "node 2 ("));
+        assert_non_null(strstr(e.message, "is down"));
+        down_seen++;
+    }
+    fprintf(stderr, "%d puts ok, %d refused at once (node 2 down)\n", ok, down_seen);
+    size_t owned = 0;
+    for (size_t p = 0; p < nparts; p++) {
+        owned += owners[p] == 2;
+    }
+    assert_true(owned > 0 ? down_seen > 0 : down_seen == 0);
+    assert_true(ok > 0);
+    lapse_free(owners);
+    lapse_close(c);
+    assert_int_equal(cluster_restart(g_cluster, 2), 0);
+    assert_true(wait_state(2, "UP") >= 0);
 }
 
 int main(void)
@@ -306,6 +424,8 @@ int main(void)
         cmocka_unit_test(test_stalled_node_loses_its_lease_and_returns),
         cmocka_unit_test(test_new_leader_judges_from_the_keys),
         cmocka_unit_test(test_node_restarted_while_coordinators_down_expires),
+        cmocka_unit_test(test_new_cli_works_while_coordinators_down),
+        cmocka_unit_test(test_client_fails_fast_on_a_down_node),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
