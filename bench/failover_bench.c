@@ -9,11 +9,19 @@
  *   failover kill -9 of the leading coordinator, --kills times: time until
  *            etcd names another leader, and until a create-table through a
  *            client that knows both coordinators succeeds
+ *   node     kill -9 of a node, --kills times: time until the leader marks
+ *            it DOWN (its etcd lease runs out), then after its restart
+ *            until it is UP again
+ *   nocoord  every coordinator killed: a new client (its map cache left by
+ *            an earlier one) connects and gets an item, --tables times
  *
  * Prints median, p90 and max of each, and how many samples timed out
  * (counted apart, never in the percentiles).
  *
  *   lapse-failover-bench [--bin-dir DIR] [--kills N] [--tables N] [--workloads LIST]
+ *
+ * Workloads default to create,ttl,failover,node,nocoord (nocoord last: it
+ * leaves the coordinators down).
  */
 #include <jansson.h>
 #include <signal.h>
@@ -166,10 +174,111 @@ static void run_failover(int kills)
     free(serve.ms);
 }
 
+/* Node id's state in the cluster status ("UP", "DOWN"; "" unknown). */
+static const char *node_state(uint32_t id)
+{
+    static char state[16];
+    state[0] = 0;
+    char *js = NULL;
+    lapse_error e;
+    if (lapse_cluster_status(g_client, &js, &e) != 0) {
+        return state;
+    }
+    json_t *root = json_loads(js, 0, NULL);
+    lapse_free(js);
+    size_t i;
+    json_t *n;
+    json_array_foreach(json_object_get(root, "Nodes"), i, n)
+    {
+        if (json_integer_value(json_object_get(n, "NodeId")) == (json_int_t)id) {
+            snprintf(state, sizeof(state), "%s", json_string_value(json_object_get(n, "State")));
+        }
+    }
+    json_decref(root);
+    return state;
+}
+
+/* Adds the ms until node id is in state want (since t0) to s, or counts a
+ * time-out after 20 s. */
+static void time_state(series *s, uint32_t id, const char *want, int64_t t0)
+{
+    while (strcmp(node_state(id), want) != 0) {
+        if (now_ms() - t0 > 20000) {
+            s->timeouts++;
+            return;
+        }
+        sleep_ms(10);
+    }
+    add(s, now_ms() - t0);
+}
+
+static void run_node_kills(int kills)
+{
+    series down = {"node kill -9 -> DOWN", calloc((size_t)kills, sizeof(int64_t)), 0, 0};
+    series up = {"node restart -> UP", calloc((size_t)kills, sizeof(int64_t)), 0, 0};
+    for (int i = 0; i < kills; i++) {
+        int64_t t0 = now_ms();
+        cluster_kill(g_cluster, 2, SIGKILL);
+        time_state(&down, 2, "DOWN", t0);
+        t0 = now_ms();
+        cluster_restart(g_cluster, 2);
+        time_state(&up, 2, "UP", t0);
+        fprintf(stderr, "  node kill %d/%d\n", i + 1, kills);
+    }
+    report(&down);
+    report(&up);
+    free(down.ms);
+    free(up.ms);
+}
+
+/* Every coordinator down: new clients connect (map from the nodes named in
+ * the map cache) and get one item. */
+static void run_no_coordinator(int n, const char *cache_dir)
+{
+    series conn = {"no coordinator: connect+get", calloc((size_t)n, sizeof(int64_t)), 0, 0};
+    char cache[600];
+    snprintf(cache, sizeof(cache), "%s/map-cache", cache_dir);
+    lapse_connect_options o = {.map_cache = cache};
+    lapse_client *c = NULL;
+    lapse_error e;
+    lapse_item *key = NULL;
+    if (create("NoCoord") != 0 && create("NoCoord") != LAPSE_EEXISTS) {
+        fprintf(stderr, "  cannot create table NoCoord\n");
+    }
+    if (lapse_connect_opts(&c, cluster_coordinator_url(g_cluster), &o, &e) != 0 ||
+        lapse_item_from_json(&key, "{\"Id\":{\"S\":\"k\"}}", &e) != 0 ||
+        lapse_put(c, "NoCoord", key, NULL, &e) != 0) {
+        fprintf(stderr, "  no coordinator: setup failed: %s\n", e.message);
+        lapse_close(c);
+        lapse_item_free(key);
+        return;
+    }
+    lapse_close(c);
+    for (int k = 0; k < cluster_coordinators(g_cluster); k++) {
+        cluster_kill(g_cluster, cluster_coordinator_index(g_cluster, k), SIGKILL);
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t t0 = now_ms();
+        lapse_item *got = NULL;
+        if (lapse_connect_opts(&c, cluster_coordinator_url(g_cluster), &o, &e) == 0 &&
+            lapse_get(c, "NoCoord", key, &got, &e) == 0 && got != NULL) {
+            add(&conn, now_ms() - t0);
+        } else {
+            conn.timeouts++;
+        }
+        lapse_item_free(got);
+        lapse_close(c);
+        c = NULL;
+    }
+    report(&conn);
+    lapse_item_free(key);
+    free(conn.ms);
+}
+
 int main(int argc, char **argv)
 {
     const char *bin_dir = NULL;
-    const char *workloads = "create,ttl,failover";
+    const char *workloads = "create,ttl,failover,node,nocoord";
     int kills = 20, tables = 20;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--bin-dir") == 0 && i + 1 < argc) {
@@ -183,7 +292,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: lapse-failover-bench [--bin-dir DIR] [--kills N] [--tables N] "
-                    "[--workloads create,ttl,failover]\n");
+                    "[--workloads create,ttl,failover,node,nocoord]\n");
             return 2;
         }
     }
@@ -210,6 +319,12 @@ int main(int argc, char **argv)
     }
     if (has_workload(workloads, "failover")) {
         run_failover(kills);
+    }
+    if (has_workload(workloads, "node")) {
+        run_node_kills(kills);
+    }
+    if (has_workload(workloads, "nocoord")) {
+        run_no_coordinator(tables, cluster_run_dir(g_cluster));
     }
     lapse_close(g_client);
     cluster_free(g_cluster, 1);

@@ -20,6 +20,7 @@
 #include "client.h"
 
 #define MAX_SOURCES 16            /* nodes asked at once */
+#define CONNECT_WAIT_MS 200       /* as rpc_client.c's PICK_WAIT_MS */
 #define NODE_ASK_MAX_MS 1000      /* a node's answer is fast or the node is gone */
 #define CACHE_MAX (4 * 1024 * 1024)
 
@@ -109,18 +110,29 @@ static void ask_nodes(lapse_client *c, const pmap *from, int timeout_ms, pmap **
     char who[MAX_SOURCES][PMAP_MAX_ADDR + 16];
     size_t n = 0;
     *best = NULL;
-    for (size_t i = 0; i < from->nnodes && n < MAX_SOURCES; i++) {
-        rpc_client *rc = NULL;
-        if (client_conn(c, from->nodes[i].address, &rc, NULL) != 0) {
+    rpc_client *rcs[MAX_SOURCES];
+    size_t nopen = 0;
+    for (size_t i = 0; i < from->nnodes && nopen < MAX_SOURCES; i++) {
+        if (client_conn(c, from->nodes[i].address, &rcs[nopen], NULL) == 0) {
+            nopen++;
+        }
+    }
+    /* Ask only the nodes that connect: a dead one would hold the group for
+     * the whole timeout. */
+    clock_mono until = clock_mono_after_ms(CONNECT_WAIT_MS);
+    for (size_t i = 0; i < nopen; i++) {
+        int64_t left = clock_mono_remaining_ms(until);
+        if (!rpc_client_connected(rcs[i], left > 0 ? (int)left : 0)) {
             continue;
         }
+        rpc_client *rc = rcs[i];
         memset(&calls[n], 0, sizeof calls[n]);
         lapse__request__init(&reqs[n]);
         reqs[n].body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
         reqs[n].get_partition_map = &body;
         calls[n].client = rc;
         calls[n].req = &reqs[n];
-        snprintf(who[n], sizeof who[n], "node %s", from->nodes[i].address);
+        snprintf(who[n], sizeof who[n], "node %s", rpc_client_url(rc));
         n++;
     }
     rpc_call_many(calls, n, timeout_ms < NODE_ASK_MAX_MS ? timeout_ms : NODE_ASK_MAX_MS);
@@ -164,8 +176,16 @@ int client_refresh(lapse_client *c, int timeout_ms, lapse_error *err)
 
     req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
     req.get_partition_map = &body;
-    int rv = rpc_call(c->coord, &req, timeout_ms, &resp, msg, sizeof msg);
+    int rv;
     snprintf(who, sizeof who, "coordinator %s", c->url);
+    if (c->map_cache == NULL && c->map == NULL) {
+        rv = rpc_call(c->coord, &req, timeout_ms, &resp, msg, sizeof msg); /* nowhere else */
+    } else if (!rpc_client_connected(c->coord, CONNECT_WAIT_MS)) {
+        rv = LAPSE_EUNAVAILABLE; /* not one answers: the nodes, at once */
+        snprintf(msg, sizeof msg, "no coordinator is reachable");
+    } else {
+        rv = rpc_call(c->coord, &req, timeout_ms, &resp, msg, sizeof msg);
+    }
     if (rv == 0) {
         rv = map_of_reply(resp, who, &pm, err);
     } else {

@@ -79,6 +79,12 @@ void rpc_set_error(Lapse__Response *resp, arena *a, int code, const char *fmt, .
 int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen);
 void rpc_client_close(rpc_client *c); /* accepts NULL */
 const char *rpc_client_url(const rpc_client *c);
+/* Whether c has a connection to any of its peers, waiting up to wait_ms for
+ * one. A call to a client with none waits out its whole timeout (the
+ * request queues until a dialer connects), so a caller with somewhere else
+ * to go asks this first: a live peer on the same network connects within a
+ * millisecond or so of the open, a dead one never. */
+int rpc_client_connected(rpc_client *c, int wait_ms);
 
 /*
  * Sends req (its version and timeout_ms are filled in here) and waits up to

@@ -182,6 +182,22 @@ static void peer_failed(rpc_client *c, int i)
     atomic_compare_exchange_strong(&c->cur, &expect, (i + 1) % c->npeers);
 }
 
+int rpc_client_connected(rpc_client *c, int wait_ms)
+{
+    clock_mono until = clock_mono_after_ms(wait_ms);
+    for (;;) {
+        for (int i = 0; i < c->npeers; i++) {
+            if (atomic_load(&c->peers[i].pipes) > 0) {
+                return 1;
+            }
+        }
+        if (clock_mono_remaining_ms(until) <= 0) {
+            return 0;
+        }
+        clock_sleep_ms(1);
+    }
+}
+
 const char *rpc_client_url(const rpc_client *c)
 {
     return c->url;

@@ -473,11 +473,13 @@ static void call_to_dead_port_fails_within_timeout(void **state)
     }
     assert_true(took < 1000);
     assert_non_null(strstr(err, url));
+    assert_int_equal(rpc_client_connected(c, 50), 0); /* nothing listens */
 
     /* The client redials in the background: a server started later is
      * reached by the same client. */
     rpc_server *s = NULL;
     assert_rv(rpc_server_open(&s, url, NULL, handler, NULL, err, sizeof err), 0, err);
+    assert_int_equal(rpc_client_connected(c, 5000), 1);
     assert_rv(heartbeat(c, 2, 0, 3000, err, sizeof err), 0, err);
     rpc_client_close(c);
     rpc_server_close(s);
