@@ -128,6 +128,7 @@ typedef struct node_server {
     etcd *ec;              /* owned; thread-safe */
     etcd_keys keys;        /* fixed: the cluster's keys */
     etcd_keeper *keeper;   /* owned: this node's lease */
+    etcd_watch *map_watch; /* owned: the catalog's map key (registry.c) */
     atomic_llong key_lease; /* the lease our key was last put with; 0: none */
 
     /* ---- RPC server ---- */

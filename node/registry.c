@@ -38,20 +38,6 @@ static void on_lease(void *arg, int64_t lease, enum etcd_lease_event ev)
     }
 }
 
-int registry_open(node_server *ns, const char *endpoints, const char *cluster, char *err,
-                  size_t errlen)
-{
-    atomic_store(&ns->key_lease, 0);
-    int rv = etcd_keys_init(&ns->keys, cluster, err, errlen);
-    if (rv == 0) {
-        rv = etcd_open(&ns->ec, endpoints, REGISTRY_CALL_TIMEOUT_MS, err, errlen);
-    }
-    if (rv == 0) {
-        rv = etcd_keeper_start(&ns->keeper, ns->ec, REGISTRY_LEASE_TTL_S, REGISTRY_RENEW_MS,
-                               on_lease, ns, err, errlen);
-    }
-    return rv;
-}
 
 int registry_present(node_server *ns)
 {
@@ -73,35 +59,91 @@ void registry_tick(node_server *ns)
     }
 }
 
-int registry_fetch_map(node_server *ns, char *err, size_t errlen)
+/* Applies the packed map value (the catalog key's) when newer than ours. */
+static int apply_packed(node_server *ns, const etcd_kv *kv, const char *how, char *err,
+                        size_t errlen)
 {
-    if (ns->ec == NULL) {
-        return 0;
-    }
-    etcd_kv kv;
-    int rv = etcd_get(ns->ec, ns->keys.pmap, &kv, NULL, err, errlen);
-    if (rv != 0) {
-        return rv;
-    }
     Lapse__PartitionMap *pb =
-        lapse__partition_map__unpack(NULL, kv.value_len, (const uint8_t *)kv.value);
-    etcd_kv_fini(&kv);
+        lapse__partition_map__unpack(NULL, kv->value_len, (const uint8_t *)kv->value);
     if (pb == NULL) {
         snprintf(err, errlen, "etcd's %s does not decode as a partition map", ns->keys.pmap);
         return LAPSE_ECORRUPT;
     }
     int applied = 0;
-    rv = maps_apply_pb(ns, pb, &applied, err, errlen);
+    int rv = maps_apply_pb(ns, pb, &applied, err, errlen);
     if (rv == 0 && applied) {
-        log_info("applied partition map version %llu from etcd",
-                 (unsigned long long)pb->version);
+        log_info("applied partition map version %llu from etcd (%s)",
+                 (unsigned long long)pb->version, how);
     }
     lapse__partition_map__free_unpacked(pb, NULL);
     return rv;
 }
 
+/* registry_fetch_map; *revision gets the store's revision the read saw. */
+static int fetch_map(node_server *ns, int64_t *revision, char *err, size_t errlen)
+{
+    etcd_kv kv;
+    int rv = etcd_get(ns->ec, ns->keys.pmap, &kv, revision, err, errlen);
+    if (rv == 0) {
+        rv = apply_packed(ns, &kv, "read", err, errlen);
+        etcd_kv_fini(&kv);
+    }
+    return rv;
+}
+
+int registry_fetch_map(node_server *ns, char *err, size_t errlen)
+{
+    return ns->ec == NULL ? 0 : fetch_map(ns, NULL, err, errlen);
+}
+
+/* The watch on the catalog's map key: every map the coordinators commit
+ * reaches the node from etcd as well as by their push, whichever comes
+ * first (maps_apply ignores the second), so a map committed just before its
+ * coordinator died is applied without waiting for the next leader. */
+static int64_t on_map_change(void *arg, enum etcd_watch_kind kind, const etcd_event *ev, size_t n,
+                             int64_t revision)
+{
+    node_server *ns = arg;
+    char err[512];
+    (void)revision;
+    if (kind == ETCD_WATCH_COMPACTED) {
+        int64_t rev = 0;
+        if (fetch_map(ns, &rev, err, sizeof(err)) != 0 && rev == 0) {
+            log_warn("re-reading the map from etcd after a compaction: %s", err);
+        }
+        return rev > 0 ? rev + 1 : 0;
+    }
+    for (size_t i = 0; kind == ETCD_WATCH_EVENTS && i < n; i++) {
+        if (!ev[i].deleted && apply_packed(ns, &ev[i].kv, "watch", err, sizeof(err)) != 0) {
+            log_warn("a map from etcd's watch was not applied: %s", err);
+        }
+    }
+    return 0;
+}
+
+int registry_open(node_server *ns, const char *endpoints, const char *cluster, char *err,
+                  size_t errlen)
+{
+    atomic_store(&ns->key_lease, 0);
+    int rv = etcd_keys_init(&ns->keys, cluster, err, errlen);
+    if (rv == 0) {
+        rv = etcd_open(&ns->ec, endpoints, REGISTRY_CALL_TIMEOUT_MS, err, errlen);
+    }
+    if (rv == 0) {
+        rv = etcd_keeper_start(&ns->keeper, ns->ec, REGISTRY_LEASE_TTL_S, REGISTRY_RENEW_MS,
+                               on_lease, ns, err, errlen);
+    }
+    if (rv == 0) {
+        rv = etcd_watch_start(&ns->map_watch, ns->ec, ns->keys.pmap, 0, 0, on_map_change, ns, err,
+                              errlen);
+    }
+    return rv;
+}
+
 void registry_close(node_server *ns, int revoke)
 {
+    etcd_watch_stop(ns->map_watch);
+    ns->map_watch = NULL;
     etcd_keeper_stop(ns->keeper, revoke);
     ns->keeper = NULL;
     etcd_close(ns->ec);

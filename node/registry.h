@@ -1,7 +1,9 @@
 /*
  * registry.h: the node's presence in etcd (--etcd): a lease kept alive by a
  * thread of its own, the node's key /lapse/<cluster>/nodes/<id> (its
- * advertised URL) attached to it, and reads of the catalog's map for when no
+ * advertised URL) attached to it, a watch of the catalog's map key (every
+ * committed map is applied from etcd too, whichever of it and the
+ * coordinator's push comes first), and reads of that key for when no
  * coordinator answers. The coordinators judge the node UP exactly while the
  * key is there (coordinator/membership.h); a node that stops cleanly revokes
  * its lease, so it is DOWN at once; one that dies is DOWN when the lease
@@ -9,7 +11,8 @@
  *
  * Thread-safety: registry_open and registry_close run on node_open's and
  * node_close's thread; registry_tick and registry_fetch_map on the
- * membership thread. The lease keeper calls back on its own thread.
+ * membership thread. The lease keeper and the map watch call back on threads
+ * of their own.
  *
  * Invariants:
  *  1. The key is only ever written with the lease held now, so it goes when

@@ -207,7 +207,8 @@ static void restart_coordinators(void)
 }
 
 /* Creates table (partition key Id:S, 8 partitions), retrying while a new
- * leader is still taking over. */
+ * leader is still taking over, or after etcd refused a leader's change
+ * (ESTATE: nothing was written; it steps down and loads etcd's state). */
 static void create_table(const char *name)
 {
     lapse_table_def d = {.name = name, .partition_key = "Id", .partition_key_type = 'S',
@@ -215,7 +216,8 @@ static void create_table(const char *name)
     lapse_error e = {0};
     clock_mono deadline = clock_mono_after_ms(WAIT_MS);
     int rv;
-    while ((rv = lapse_create_table(g_client, &d, &e)) == LAPSE_EUNAVAILABLE &&
+    while (((rv = lapse_create_table(g_client, &d, &e)) == LAPSE_EUNAVAILABLE ||
+            rv == LAPSE_ESTATE) &&
            clock_mono_remaining_ms(deadline) > 0) {
         clock_sleep_ms(100);
     }
@@ -415,6 +417,42 @@ static void test_client_fails_fast_on_a_down_node(void **state)
     assert_true(wait_state(2, "UP") >= 0);
 }
 
+/* A map committed to etcd reaches the nodes by their watch of the catalog
+ * key, not only by the coordinator's push: here nobody pushes it (it is
+ * written behind the coordinators' backs, who still answer heartbeats with
+ * their older version, so the nodes pull nothing either). */
+static void test_nodes_apply_maps_from_their_watch(void **state)
+{
+    (void)state;
+    char err[512];
+    etcd_kv kv;
+    assert_int_equal(etcd_get(g_etcd, "/lapse/test/catalog/pmap", &kv, NULL, err, sizeof(err)),
+                     0);
+    Lapse__PartitionMap *pb =
+        lapse__partition_map__unpack(NULL, kv.value_len, (const uint8_t *)kv.value);
+    etcd_kv_fini(&kv);
+    assert_non_null(pb);
+    uint64_t next = ++pb->version;
+    size_t len = lapse__partition_map__get_packed_size(pb);
+    uint8_t *bytes = malloc(len);
+    lapse__partition_map__pack(pb, bytes);
+    lapse__partition_map__free_unpacked(pb, NULL);
+    assert_int_equal(etcd_put(g_etcd, "/lapse/test/catalog/pmap", bytes, len, 0, NULL, err,
+                              sizeof(err)),
+                     0);
+    free(bytes);
+    clock_mono deadline = clock_mono_after_ms(WAIT_MS);
+    for (uint32_t id = 1; id <= 3; id++) {
+        while (node_map_version(id) < next && clock_mono_remaining_ms(deadline) > 0) {
+            clock_sleep_ms(20);
+        }
+        assert_int_equal(node_map_version(id), next);
+    }
+    /* The leader's next change finds etcd ahead of it: it steps down, loads
+     * it, and goes on from there. */
+    create_table("after-watch");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +464,7 @@ int main(void)
         cmocka_unit_test(test_node_restarted_while_coordinators_down_expires),
         cmocka_unit_test(test_new_cli_works_while_coordinators_down),
         cmocka_unit_test(test_client_fails_fast_on_a_down_node),
+        cmocka_unit_test(test_nodes_apply_maps_from_their_watch),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
