@@ -12,7 +12,7 @@ pkgs=(
   libnng-dev libprotobuf-c-dev protobuf-c-compiler
   librocksdb-dev libxxhash-dev libcmocka-dev libjansson-dev
   libcurl4-openssl-dev etcd-server etcd-client
-  prometheus curl iproute2
+  prometheus curl iproute2 python3
 )
 
 missing=()
