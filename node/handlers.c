@@ -232,8 +232,11 @@ static void push_partition_map(handlers_ctx *c)
     lapse__push_partition_map_response__init(out);
     /* A just-enabled table's backfill is usually done within a few ms (an
      * empty or small table): wait a little so the coordinator learns it
-     * from this reply and turns the table ENABLED at once. */
-    if (applied && c->ns->ttl != NULL) {
+     * from this reply and turns the table ENABLED at once. The map may have
+     * come by the etcd watch a moment before this push (applied is 0 then):
+     * the wait is for the pushed version, however it arrived. */
+    if ((applied || (body->map != NULL && body->map->version == maps_version(c->ns))) &&
+        c->ns->ttl != NULL) {
         expire_wait_backfilled(c->ns->ttl, EXPIRE_PUSH_WAIT_MS);
     }
     if (c->ns->ttl != NULL && expire_progress_pb(c->ns->ttl, c->a, &out->ttl, &out->n_ttl) != 0) {
