@@ -174,35 +174,13 @@ static void run_failover(int kills)
     free(serve.ms);
 }
 
-/* Node id's state in the cluster status ("UP", "DOWN"; "" unknown). */
-static const char *node_state(uint32_t id)
-{
-    static char state[16];
-    state[0] = 0;
-    char *js = NULL;
-    lapse_error e;
-    if (lapse_cluster_status(g_client, &js, &e) != 0) {
-        return state;
-    }
-    json_t *root = json_loads(js, 0, NULL);
-    lapse_free(js);
-    size_t i;
-    json_t *n;
-    json_array_foreach(json_object_get(root, "Nodes"), i, n)
-    {
-        if (json_integer_value(json_object_get(n, "NodeId")) == (json_int_t)id) {
-            snprintf(state, sizeof(state), "%s", json_string_value(json_object_get(n, "State")));
-        }
-    }
-    json_decref(root);
-    return state;
-}
 
 /* Adds the ms until node id is in state want (since t0) to s, or counts a
  * time-out after 20 s. */
 static void time_state(series *s, uint32_t id, const char *want, int64_t t0)
 {
-    while (strcmp(node_state(id), want) != 0) {
+    char state[16];
+    while (strcmp(cluster_node_state(g_client, id, state, sizeof(state)), want) != 0) {
         if (now_ms() - t0 > 20000) {
             s->timeouts++;
             return;

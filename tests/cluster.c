@@ -292,6 +292,29 @@ static int count_up(const char *status_json)
     return up;
 }
 
+const char *cluster_node_state(lapse_client *cl, uint32_t id, char *out, size_t len)
+{
+    char *js = NULL;
+    lapse_error e;
+    snprintf(out, len, "%s", "");
+    if (lapse_cluster_status(cl, &js, &e) != 0) {
+        return out;
+    }
+    json_t *root = json_loads(js, 0, NULL);
+    lapse_free(js);
+    size_t i;
+    json_t *n;
+    json_array_foreach(json_object_get(root, "Nodes"), i, n)
+    {
+        if (json_integer_value(json_object_get(n, "NodeId")) == (json_int_t)id) {
+            const char *st = json_string_value(json_object_get(n, "State"));
+            snprintf(out, len, "%s", st != NULL ? st : "");
+        }
+    }
+    json_decref(root);
+    return out;
+}
+
 int cluster_wait_up(cluster *c, int nodes, int timeout_ms)
 {
     int64_t deadline = now_ms() + timeout_ms;

@@ -29,12 +29,14 @@
 #define LAPSE_TEST_CLUSTER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define CLUSTER_MAX_NODES 8
 #define CLUSTER_MAX_COORDINATORS 4
 
 typedef struct cluster cluster;
+typedef struct lapse_client lapse_client;
 typedef struct etcd_members etcd_members;
 
 typedef struct cluster_options {
@@ -104,6 +106,9 @@ int cluster_restart(cluster *c, int idx);
 /* Waits until the coordinator answers and reports `nodes` nodes UP, up to
  * timeout_ms. Returns 0 or LAPSE_ETIMEDOUT. */
 int cluster_wait_up(cluster *c, int nodes, int timeout_ms);
+/* Node id's state in cl's cluster status, "UP" or "DOWN", written to out;
+ * "" when the status cannot be read or does not list it. Returns out. */
+const char *cluster_node_state(lapse_client *cl, uint32_t id, char *out, size_t len);
 /* Returns the index of a process that exited on its own (not through
  * cluster_kill), or -1 when none did; *status gets its wait status. */
 int cluster_crashed(cluster *c, int *status);

@@ -60,25 +60,7 @@ static int group_teardown(void **state)
 static const char *node_state(uint32_t id)
 {
     static char state[16];
-    state[0] = 0;
-    char *js = NULL;
-    lapse_error e;
-    if (lapse_cluster_status(g_client, &js, &e) != 0) {
-        return state;
-    }
-    json_error_t jerr;
-    json_t *root = json_loads(js, 0, &jerr);
-    lapse_free(js);
-    size_t i;
-    json_t *n;
-    json_array_foreach(json_object_get(root, "Nodes"), i, n)
-    {
-        if (json_integer_value(json_object_get(n, "NodeId")) == (json_int_t)id) {
-            snprintf(state, sizeof(state), "%s", json_string_value(json_object_get(n, "State")));
-        }
-    }
-    json_decref(root);
-    return state;
+    return cluster_node_state(g_client, id, state, sizeof(state));
 }
 
 /* Waits until node id is in state want; returns the ms it took or -1. */
