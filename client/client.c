@@ -12,6 +12,7 @@
 #include "../common/lapse_err.h"
 #include "../partition/hash.h"
 #include "../rpc/wire.h"
+#include "mapsrc.h"
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
@@ -80,7 +81,7 @@ int client_node_err(lapse_error *err, int code, const client_route *r, const cha
     return peer_err(err, code, peer, msg, timeout_ms);
 }
 
-int client_coord_err(lapse_client *c, lapse_error *err, int code, const char *msg, int timeout_ms)
+static int coord_err(lapse_client *c, lapse_error *err, int code, const char *msg, int timeout_ms)
 {
     char peer[PMAP_MAX_ADDR + 32];
     snprintf(peer, sizeof peer, "coordinator %s", c->url);
@@ -267,6 +268,92 @@ void lapse_set_hide_expired(lapse_client *c, int on)
 void lapse_free(void *p)
 {
     free(p);
+}
+
+/* Makes pm the client's map unless the one it has is newer; takes pm. */
+static void install_map(lapse_client *c, pmap *pm)
+{
+    pthread_mutex_lock(&c->mu);
+    pmap *old = c->map;
+    if (old != NULL && old->version > pm->version) {
+        old = pm; /* a node's map can lag the coordinators' */
+    } else {
+        c->map = pm;
+        c->map_mono_ms = clock_mono_now().ms;
+    }
+    pthread_mutex_unlock(&c->mu);
+    pmap_free(old);
+}
+
+/* No coordinator answers: the newest map of the nodes of the map we have,
+ * else of the cache file (mapsrc.h), or NULL. */
+static pmap *map_from_nodes(lapse_client *c, int timeout_ms)
+{
+    pthread_mutex_lock(&c->mu);
+    pmap *from = c->map != NULL ? pmap_dup(c->map) : NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (from == NULL && c->map_cache != NULL) {
+        from = mapsrc_cache_load(c->map_cache);
+    }
+    if (from == NULL) {
+        return NULL;
+    }
+    rpc_client *nodes[MAPSRC_MAX_NODES];
+    size_t n = 0;
+    for (size_t i = 0; i < from->nnodes && n < MAPSRC_MAX_NODES; i++) {
+        n += client_conn(c, from->nodes[i].address, &nodes[n], NULL) == 0;
+    }
+    pmap_free(from);
+    return mapsrc_ask_nodes(nodes, n, timeout_ms);
+}
+
+int client_refresh(lapse_client *c, int timeout_ms, lapse_error *err)
+{
+    Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    char msg[256] = "";
+    pmap *pm = NULL;
+    int rv;
+
+    req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
+    req.get_partition_map = &body;
+    int elsewhere = c->map_cache != NULL || c->map != NULL;
+    if (elsewhere && !rpc_client_connected(c->coord, MAPSRC_CONNECT_WAIT_MS)) {
+        rv = LAPSE_EUNAVAILABLE; /* not one answers: the nodes, at once */
+        snprintf(msg, sizeof msg, "no coordinator is reachable");
+    } else {
+        rv = rpc_call(c->coord, &req, timeout_ms, &resp, msg, sizeof msg);
+    }
+    if (rv == 0) {
+        char who[PMAP_MAX_ADDR + 16];
+        snprintf(who, sizeof who, "coordinator %s", c->url);
+        rv = mapsrc_decode(resp, who, &pm, msg, sizeof msg);
+        if (rv != 0) {
+            client_err(err, rv, "%s", msg);
+        }
+    } else {
+        coord_err(c, err, rv, msg, timeout_ms);
+    }
+    rpc_response_free(resp);
+    if ((rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) && elsewhere) {
+        if ((pm = map_from_nodes(c, timeout_ms)) != NULL) {
+            rv = 0;
+        } else if (err != NULL) {
+            size_t len = strlen(err->message);
+            snprintf(err->message + len, sizeof err->message - len,
+                     "; no node of the last known map answered either");
+        }
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    if (c->map_cache != NULL && pm->version != c->cache_version) {
+        mapsrc_cache_save(c->map_cache, pm);
+        c->cache_version = pm->version; /* refreshes race rarely: at worst a rewrite */
+    }
+    install_map(c, pm);
+    return client_ok(err);
 }
 
 int client_table(lapse_client *c, const char *name, table_schema *out, lapse_error *err)
@@ -497,12 +584,12 @@ int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent, Laps
         *resp = NULL;
         if (rv == LAPSE_EWRONGNODE || !retryable(rv, idempotent) ||
             clock_mono_remaining_ms(deadline) <= 0) {
-            rv = client_coord_err(c, err, rv, msg, total);
+            rv = coord_err(c, err, rv, msg, total);
             break;
         }
         client_backoff(&backoff, deadline);
         if (clock_mono_remaining_ms(deadline) <= 0) {
-            rv = client_coord_err(c, err, rv, msg, total);
+            rv = coord_err(c, err, rv, msg, total);
             break;
         }
     }

@@ -106,16 +106,14 @@ int client_err(lapse_error *err, int code, const char *fmt, ...)
 /* Sets err to LAPSE_OK with an empty message; returns 0. */
 int client_ok(lapse_error *err);
 
-/* Fetches the partition map (mapsrc.c): from the coordinators, one attempt
+/* Fetches the partition map: from the coordinators, one attempt
  * of at most timeout_ms; when none answers, from the nodes of the map the
  * client has or, lacking one, of the map cache file; the newest wins, and
  * is written to the cache file. Replaces the client's map unless that is
  * newer. Returns 0 or the coordinator call's error (the map is unchanged on
  * error). */
 int client_refresh(lapse_client *c, int timeout_ms, lapse_error *err);
-/* A coordinator call's transport error, naming the coordinator. Returns code. */
-int client_coord_err(lapse_client *c, lapse_error *err, int code, const char *msg,
-                     int timeout_ms);
+
 
 /* Copies the schema of table name into *out. A table missing from the cached
  * map triggers one refresh; still missing: LAPSE_ENOTFOUND
