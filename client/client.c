@@ -575,6 +575,18 @@ int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent, Laps
     for (;;) {
         int budget = attempt_ms(clock_mono_remaining_ms(deadline), total, idempotent);
         msg[0] = '\0';
+        if (!rpc_client_connected(c->coord, MAPSRC_CONNECT_WAIT_MS)) {
+            /* Nothing was sent, so even a non-idempotent call may retry
+             * (a coordinator may be restarting) until the deadline. */
+            rv = LAPSE_EUNAVAILABLE;
+            snprintf(msg, sizeof msg, "no coordinator is reachable (is lapse-coordinator running?)");
+            if (clock_mono_remaining_ms(deadline) <= 0) {
+                rv = coord_err(c, err, rv, msg, total);
+                break;
+            }
+            client_backoff(&backoff, deadline);
+            continue;
+        }
         rv = rpc_call(c->coord, req, budget, resp, msg, sizeof msg);
         if (rv == 0) {
             rv = client_ok(err);

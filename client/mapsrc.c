@@ -97,11 +97,27 @@ pmap *mapsrc_ask_nodes(rpc_client *const *nodes, size_t n, int timeout_ms)
     Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
     size_t m = 0;
     /* Only the nodes that connect: a dead one would hold the group for the
-     * whole timeout. */
+     * whole timeout. Live ones connect within a millisecond or so of each
+     * other, so once one has, the others get a short grace, not the whole
+     * wait. */
+    if (n > MAPSRC_MAX_NODES) {
+        n = MAPSRC_MAX_NODES;
+    }
+    int up[MAPSRC_MAX_NODES] = {0};
     clock_mono until = clock_mono_after_ms(MAPSRC_CONNECT_WAIT_MS);
-    for (size_t i = 0; i < n && m < MAPSRC_MAX_NODES; i++) {
-        int64_t left = clock_mono_remaining_ms(until);
-        if (!rpc_client_connected(nodes[i], left > 0 ? (int)left : 0)) {
+    for (size_t nup = 0; nup < n && clock_mono_remaining_ms(until) > 0;) {
+        for (size_t i = 0; i < n; i++) {
+            if (!up[i] && rpc_client_connected(nodes[i], 0)) {
+                up[i] = 1;
+                if (nup++ == 0 && clock_mono_remaining_ms(until) > MAPSRC_GRACE_MS) {
+                    until = clock_mono_after_ms(MAPSRC_GRACE_MS);
+                }
+            }
+        }
+        clock_sleep_ms(1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!up[i]) {
             continue;
         }
         memset(&calls[m], 0, sizeof calls[m]);

@@ -351,6 +351,13 @@ static void test_new_cli_works_while_coordinators_down(void **state)
     assert_int_equal(cli(&out, 0, scan), 0);
     assert_non_null(strstr(out, "before"));
     free(out);
+    /* Control-plane calls say why they cannot be done. */
+    const char *create2[] = {"create-table", "cli2", "--partition-key", "Id:S", NULL};
+    char *err = NULL;
+    assert_int_equal(cluster_cli_run(g_cluster, create2, NULL, &out, &err), 1);
+    assert_non_null(strstr(err, "no coordinator is reachable"));
+    free(out);
+    free(err);
     /* Without the cache, a new client has nowhere to get a map from. */
     setenv("LAPSE_MAP_CACHE", "", 1);
     assert_int_equal(cli(&out, 1, get), 1);
