@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
-# A Lapse cluster spread over Linux network namespaces: one host per daemon,
-# joined by a bridge, all on this machine (docs/operations.md "A cluster in
-# network namespaces"). Needs root and `ip` (iproute2).
+# A Lapse cluster spread over Linux network namespaces: one host per daemon
+# group, joined by a bridge, all on this machine (docs/operations.md "A
+# cluster in network namespaces"). Needs root, `ip` (iproute2), etcd and
+# etcdctl.
 #
 #   deploy/netns-cluster.sh up [--bin-dir DIR] [--prefix P] [--subnet A.B.C.0/24]
 #   deploy/netns-cluster.sh down          stop the daemons, delete the namespaces
-#   deploy/netns-cluster.sh status        namespaces, addresses, pids, cluster-status
+#   deploy/netns-cluster.sh status        namespaces, pids, etcd health, leader, cluster-status
 #   deploy/netns-cluster.sh lapse ARGS    the CLI, run in the coordinator's namespace
 #   deploy/netns-cluster.sh partition N | heal N
-#                                         link of node N down / up (inside its namespace)
+#                                         link of host N down / up (inside its namespace)
 #   deploy/netns-cluster.sh net-up [--prefix P] [--subnet S] | net-down
 #                                         the network alone, no daemons (the chaos harness)
 #
-# Layout (prefix "lapse", subnet 10.77.0.0/24, both the defaults):
+# Layout (prefix "lapse", subnet 10.77.0.0/24, both the defaults), the
+# control plane on etcd as on three real hosts:
 #
 #   namespace   interface  address         runs
-#   lapse-br    br0        (none)          the bridge; ports c, n1, n2, n3
+#   lapse-br    br0        (none)          the bridge; ports c, c2, n1, n2, n3
 #   lapse-c     eth0       10.77.0.10/24   lapse-coordinator  tcp://10.77.0.10:7400
+#   lapse-c2    eth0       10.77.0.20/24   lapse-coordinator  tcp://10.77.0.20:7400
 #   lapse-n1    eth0       10.77.0.11/24   lapse-node --id 1  tcp://10.77.0.11:7401, metrics :9401
-#   lapse-n2    eth0       10.77.0.12/24   lapse-node --id 2  ...
-#   lapse-n3    eth0       10.77.0.13/24   lapse-node --id 3  ...
+#                                          etcd member e1     http://10.77.0.11:2379, peers :2380
+#   lapse-n2    eth0       10.77.0.12/24   node 2, etcd member e2 (likewise)
+#   lapse-n3    eth0       10.77.0.13/24   node 3, etcd member e3 (likewise)
+#
+# Both coordinators and the nodes run with --etcd (the three members) and
+# --cluster-name P; one coordinator leads, the other forwards to it. Cutting
+# host N's link (partition N) cuts node N and etcd member N, as on a real
+# host.
 #
 # Nothing is added to the root namespace: every veth is created inside our
-# namespaces, and the host has no address in the subnet. Clients run inside
+# namespaces, and the host has no address in the subnet (so etcd's 2379/2380
+# inside the namespaces never meet Debian's default etcd). Clients run inside
 # the coordinator's namespace (`ip netns exec lapse-c ...`, which is what the
 # `lapse` subcommand does). Before creating anything, `up` refuses a subnet
 # that overlaps an address or a route of the root namespace; before any
@@ -31,9 +41,9 @@
 #
 # State lives under $LAPSE_HOME (default .lapse-netns in the current
 # directory): netns.state records each namespace as it is created, so `down`
-# deletes exactly those (and is a no-op the second time); data dirs, logs
-# and pid files sit beside it. `down` keeps data and logs, like
-# local-cluster.sh.
+# deletes exactly those (and is a no-op the second time); data dirs, logs,
+# pid files and the command line of each daemon (NAME.cmd) sit beside it.
+# `down` keeps data and logs, like local-cluster.sh.
 set -euo pipefail
 # shellcheck source=deploy/proc.sh
 source "$(dirname "${BASH_SOURCE[0]}")/proc.sh"
@@ -48,7 +58,7 @@ die() {
 }
 
 usage() {
-  sed -n '6,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '7,14p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -111,10 +121,19 @@ base=${subnet%.0/24}
 
 ns_br=$prefix-br
 ns_c=$prefix-c
+ns_c2=$prefix-c2
 ns_nodes=("$prefix-n1" "$prefix-n2" "$prefix-n3")
 coord_addr=$base.10
-coord_url=tcp://$coord_addr:7400
+coord2_addr=$base.20
+coord_urls=tcp://$coord_addr:7400,tcp://$coord2_addr:7400
 node_addr() { echo "$base.$((10 + $1))"; }
+# One etcd member per node host: client URL .1N:2379, peer URL .1N:2380.
+etcd_urls=http://$base.11:2379,http://$base.12:2379,http://$base.13:2379
+etcd_initial=e1=http://$base.11:2380,e2=http://$base.12:2380,e3=http://$base.13:2380
+# The coordinators' election and the nodes' leases live under /lapse/P/.
+cluster_name=$prefix
+# Every daemon, in the order `up` starts them; `down` stops them in reverse.
+daemons=(etcd1 etcd2 etcd3 coordinator coordinator2 node1 node2 node3)
 
 # ------------------------------------------------------------------ helpers
 need_root() {
@@ -184,12 +203,12 @@ ns_sysctl() {
 # same address must be nowhere in the root namespace.
 verify_addresses() {
   local ns addr i p ports
-  local -a pairs=("$ns_c=$coord_addr")
+  local -a pairs=("$ns_c=$coord_addr" "$ns_c2=$coord2_addr")
   for i in 1 2 3; do pairs+=("${ns_nodes[i - 1]}=$(node_addr "$i")"); done
   ns_exists "$ns_br" || { echo "$me: namespace $ns_br is missing" >&2; return 1; }
   ports=$(ip -n "$ns_br" -o link show master br0 | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' ')
-  if [[ $ports != "c n1 n2 n3 " ]]; then
-    echo "$me: bridge $ns_br/br0 has ports '$ports', want 'c n1 n2 n3'" >&2
+  if [[ $ports != "c c2 n1 n2 n3 " ]]; then
+    echo "$me: bridge $ns_br/br0 has ports '$ports', want 'c c2 n1 n2 n3'" >&2
     return 1
   fi
   for p in "${pairs[@]}"; do
@@ -216,7 +235,7 @@ verify_addresses() {
 # ------------------------------------------------------------------ the network
 net_complete() {
   local ns
-  for ns in "$ns_br" "$ns_c" "${ns_nodes[@]}"; do ns_exists "$ns" || return 1; done
+  for ns in "$ns_br" "$ns_c" "$ns_c2" "${ns_nodes[@]}"; do ns_exists "$ns" || return 1; done
   [[ -f $state ]]
 }
 
@@ -228,7 +247,7 @@ net_up() {
     return 0
   fi
   local ns
-  for ns in "$ns_br" "$ns_c" "${ns_nodes[@]}"; do
+  for ns in "$ns_br" "$ns_c" "$ns_c2" "${ns_nodes[@]}"; do
     ns_exists "$ns" && die "namespace $ns already exists and is not ours (no $state); refusing"
   done
   check_subnet_free
@@ -236,7 +255,7 @@ net_up() {
   printf 'prefix=%s\nsubnet=%s\nbin=%s\n' "$prefix" "$subnet" "$bin" >"$state"
   # From here on a failure undoes what was made.
   trap 'echo "$me: setting up the network failed; removing what was made" >&2; net_down >/dev/null' ERR
-  for ns in "$ns_br" "$ns_c" "${ns_nodes[@]}"; do
+  for ns in "$ns_br" "$ns_c" "$ns_c2" "${ns_nodes[@]}"; do
     ip netns add "$ns"
     record "ns=$ns"
     # No IPv6 (link-local addresses, router solicitations) on our links.
@@ -246,7 +265,7 @@ net_up() {
   done
   ip -n "$ns_br" link add br0 type bridge forward_delay 0 stp_state 0
   ip -n "$ns_br" link set dev br0 up
-  local -a pairs=("c=$ns_c=$coord_addr")
+  local -a pairs=("c=$ns_c=$coord_addr" "c2=$ns_c2=$coord2_addr")
   local i
   for i in 1 2 3; do pairs+=("n$i=${ns_nodes[i - 1]}=$(node_addr "$i")"); done
   local p port addr
@@ -285,52 +304,116 @@ net_down() {
 }
 
 # ------------------------------------------------------------------ daemons
-# Prints the pid in pid file $1 when that process is alive, is ours (its
-# command line names our data dir) and lives in namespace $2 (or in one whose
-# name someone deleted by hand).
+# The namespace daemon $1 (etcdN, coordinator, coordinator2, nodeN) runs in.
+ns_of() {
+  case $1 in
+    coordinator) echo "$ns_c" ;;
+    coordinator2) echo "$ns_c2" ;;
+    etcd[123]) echo "${ns_nodes[${1#etcd} - 1]}" ;;
+    node[123]) echo "${ns_nodes[${1#node} - 1]}" ;;
+    *) die "no daemon named '$1'" ;;
+  esac
+}
+
+# Prints the pid of daemon $1 when that process is alive, is ours (its
+# command line is the one `start` recorded in NAME.cmd) and lives in its
+# namespace (or in one whose name someone deleted by hand).
 live_pid() {
-  local pidfile=$1 ns=$2 pid in_ns
-  [[ -f $pidfile ]] || return 1
+  local name=$1 pidfile=$home/$1.pid cmdfile=$home/$1.cmd pid in_ns
+  [[ -f $pidfile && -f $cmdfile ]] || return 1
   pid=$(<"$pidfile")
   [[ $pid =~ ^[0-9]+$ ]] || return 1
-  [[ -r /proc/$pid/cmdline ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--data $home/" || return 1
+  proc_running "$pid" || return 1
+  [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == "$(<"$cmdfile") " ]] || return 1
   in_ns=$(ip netns identify "$pid" 2>/dev/null || true)
-  [[ $in_ns == "$ns" || -z $in_ns ]] || return 1
+  [[ $in_ns == "$(ns_of "$name")" || -z $in_ns ]] || return 1
   echo "$pid"
 }
 
 start() {
-  local name=$1 ns=$2
-  shift 2
+  local name=$1 ns
+  shift
+  ns=$(ns_of "$name")
   local pidfile=$home/$name.pid log=$home/$name.log
-  if live_pid "$pidfile" "$ns" >/dev/null; then
+  if live_pid "$name" >/dev/null; then
     echo "$name already running (pid $(<"$pidfile")) in $ns"
     return 0
   fi
   # ip netns exec and setsid both exec: $! is the daemon's pid.
   ip netns exec "$ns" setsid "$@" >>"$log" 2>&1 </dev/null &
   echo $! >"$pidfile"
+  echo "$*" >"$home/$name.cmd"
   echo "started $name (pid $!) in $ns, log $log"
 }
 
+start_named() {
+  local name=$1 i addr
+  case $name in
+    etcd*)
+      i=${name#etcd} addr=$(node_addr "${name#etcd}")
+      start "$name" "$etcd_bin" --name "e$i" --data-dir "$home/$name" \
+        --listen-client-urls "http://$addr:2379" --advertise-client-urls "http://$addr:2379" \
+        --listen-peer-urls "http://$addr:2380" --initial-advertise-peer-urls "http://$addr:2380" \
+        --initial-cluster "$etcd_initial" --initial-cluster-token "lapse-netns-$prefix" \
+        --initial-cluster-state new --heartbeat-interval 50 --election-timeout 500 --pre-vote \
+        --logger zap --log-level warn ;;
+    coordinator | coordinator2)
+      [[ $name == coordinator ]] && addr=$coord_addr || addr=$coord2_addr
+      start "$name" "$bin/lapse-coordinator" --listen "tcp://$addr:7400" --etcd "$etcd_urls" \
+        --cluster-name "$cluster_name" ;;
+    node*)
+      i=${name#node} addr=$(node_addr "${name#node}")
+      start "$name" "$bin/lapse-node" --id "$i" --listen "tcp://$addr:7401" \
+        --coordinator "$coord_urls" --data "$home/$name" --etcd "$etcd_urls" \
+        --cluster-name "$cluster_name" --metrics-listen "$addr:9401" \
+        --cluster-token-file "$home/cluster-token" ;;
+  esac
+}
+
 lapse_cli() {
-  ip netns exec "$ns_c" "$bin/lapse" --coordinator "$coord_url" "$@"
+  ip netns exec "$ns_c" "$bin/lapse" --coordinator "$coord_urls" "$@"
+}
+
+# etcdctl (v3 API) run in the coordinator's namespace, which reaches every
+# member; the endpoints are the first argument.
+etcdctl_in() {
+  local endpoints=$1
+  shift
+  ip netns exec "$ns_c" env ETCDCTL_API=3 "${etcdctl_bin:-etcdctl}" --endpoints "$endpoints" \
+    --dial-timeout=1s --command-timeout=2s "$@"
+}
+
+# The URL of the coordinator that leads now: its election key has the lowest
+# create revision (etcd's election API). Prints nothing when none leads.
+leader_url() {
+  etcdctl_in "$etcd_urls" get --prefix "/lapse/$cluster_name/coordinator/leader/" \
+    --sort-by=CREATE --order=ASCEND --limit 1 --print-value-only 2>/dev/null | head -n 1
+}
+
+# The number of etcd members answering `endpoint health` (a write through
+# the raft leader, so only members in a cluster with quorum count).
+etcd_healthy() {
+  etcdctl_in "$etcd_urls" endpoint health 2>&1 | grep -c ' is healthy' || true
+}
+
+# The etcd data dirs remember the members' peer URLs and the catalog lives
+# under /lapse/PREFIX/: refuse to start them under another subnet or prefix.
+check_etcd_data() {
+  local mark=$home/etcd.cluster want="subnet=$subnet prefix=$prefix"
+  [[ ! -f $mark || $(<"$mark") == "$want" ]] ||
+    die "the etcd data in $home was made for '$(<"$mark")', not '$want'; use those, or remove $home/etcd1..3 and $home/etcd.cluster (the catalog is lost)"
+  [[ ${1:-} != record ]] || echo "$want" >"$mark"
 }
 
 stop_daemons() {
-  local name ns pidfile pid stopped=0
-  for name in node1 node2 node3 coordinator; do
-    pidfile=$home/$name.pid
-    case $name in
-      coordinator) ns=$ns_c ;;
-      *) ns=${ns_nodes[${name#node} - 1]} ;;
-    esac
-    if pid=$(live_pid "$pidfile" "$ns"); then
+  local i name pid
+  # Nodes first, etcd last, so no one logs another's disappearance.
+  for ((i = ${#daemons[@]} - 1; i >= 0; i--)); do
+    name=${daemons[i]}
+    if pid=$(live_pid "$name"); then
       proc_stop "$name" "$pid"
-      stopped=$((stopped + 1))
     fi
-    rm -f "$pidfile"
+    rm -f "$home/$name.pid" "$home/$name.cmd"
   done
   return 0
 }
@@ -341,23 +424,33 @@ up() {
   for b in lapse-coordinator lapse-node lapse; do
     [[ -x $bin/$b ]] || die "$bin/$b not built (make build, or --bin-dir DIR)"
   done
+  etcd_bin=$(command -v etcd || true)
+  etcdctl_bin=$(command -v etcdctl || true)
+  [[ -n $etcd_bin && -n $etcdctl_bin ]] || die "etcd or etcdctl missing (run deploy/install-deps.sh)"
+  check_etcd_data
   net_up
+  check_etcd_data record
   # As on separate hosts, the nodes share a cluster token (docs/operations.md):
   # made once, kept with the data.
   local token=$home/cluster-token
   if [[ ! -s $token ]]; then
     (umask 077 && head -c 32 /dev/urandom | base64 >"$token")
   fi
-  start coordinator "$ns_c" "$bin/lapse-coordinator" --listen "$coord_url" --data "$home/coordinator"
-  local i addr
-  for i in 1 2 3; do
-    addr=$(node_addr "$i")
-    start "node$i" "${ns_nodes[i - 1]}" "$bin/lapse-node" --id "$i" --listen "tcp://$addr:7401" \
-      --coordinator "$coord_url" --data "$home/node$i" --metrics-listen "$addr:9401" \
-      --cluster-token-file "$token"
-  done
-  echo -n "waiting for three nodes to register"
+  local name
+  for name in etcd1 etcd2 etcd3; do start_named "$name"; done
+  echo -n "waiting for three healthy etcd members"
   local deadline=$((SECONDS + 30)) n=0
+  while ((SECONDS < deadline)); do
+    n=$(etcd_healthy)
+    ((n >= 3)) && break
+    echo -n .
+    sleep 0.2
+  done
+  echo
+  ((n >= 3)) || die "only $n of 3 etcd members healthy within 30 s; logs in $home (run down to clean up)"
+  for name in coordinator coordinator2 node1 node2 node3; do start_named "$name"; done
+  echo -n "waiting for three nodes to register"
+  deadline=$((SECONDS + 30)) n=0
   while ((SECONDS < deadline)); do
     n=$(lapse_cli --timeout-ms 1000 cluster-status 2>/dev/null | grep -o '"State": *"UP"' | wc -l || true)
     ((n >= 3)) && break
@@ -377,7 +470,8 @@ no address in $subnet: run clients inside the coordinator's namespace.
   $0 lapse create-table SessionData --partition-key UserName:S
   $0 lapse put SessionData '{"UserName":{"S":"u1"},"ExpirationTime":{"N":"'\$((\$(date +%s)+5))'"}}'
   ip netns exec $ns_c curl -s http://$(node_addr 1):9401/metrics
-  $0 partition 2; sleep 5; $0 heal 2     # cut node 2 off for 5 s
+  ip netns exec $ns_c env ETCDCTL_API=3 etcdctl --endpoints $etcd_urls endpoint health
+  $0 partition 2; sleep 5; $0 heal 2     # cut host 2 (node 2, etcd member e2) off for 5 s
 Stop it with: $0 down   (or make netns-down)
 TRY
 }
@@ -387,7 +481,7 @@ down() {
   if [[ ! -f $state ]]; then
     echo "$me: nothing to remove: no cluster recorded under $home"
     local left
-    left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-(br|c|n[0-9])\$" | tr '\n' ' ' || true)
+    left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$prefix-(br|c|c2|n[0-9])\$" | tr '\n' ' ' || true)
     [[ -z $left ]] || echo "$me: namespaces $left exist but are not recorded here (another LAPSE_HOME?)"
     return 0
   fi
@@ -412,23 +506,28 @@ status() {
       echo "namespace $ns: missing"
     fi
   done
-  for name in coordinator node1 node2 node3; do
-    case $name in
-      coordinator) ns=$ns_c ;;
-      *) ns=${ns_nodes[${name#node} - 1]} ;;
-    esac
-    if pid=$(live_pid "$home/$name.pid" "$ns"); then
-      echo "$name: running (pid $pid) in $ns"
+  for name in "${daemons[@]}"; do
+    if pid=$(live_pid "$name"); then
+      echo "$name: running (pid $pid) in $(ns_of "$name")"
     else
       echo "$name: stopped"
     fi
   done
-  if live_pid "$home/coordinator.pid" "$ns_c" >/dev/null && [[ -x $bin/lapse ]]; then
+  ns_exists "$ns_c" || return 0
+  if etcdctl_bin=$(command -v etcdctl); then
+    echo "etcd members ($etcd_urls):"
+    etcdctl_in "$etcd_urls" endpoint health 2>&1 | sed 's/^/  /' || true
+    local leader
+    leader=$(leader_url)
+    echo "leading coordinator: ${leader:-none} (of $coord_urls)"
+  fi
+  if [[ -x $bin/lapse ]]; then
     lapse_cli --timeout-ms 2000 cluster-status || true
   fi
 }
 
-# Link of node $1 down or up ($2), inside the node's namespace.
+# Link of host $1 (node N and etcd member eN) down or up ($2), inside its
+# namespace.
 set_link() {
   need_root
   [[ ${1:-} =~ ^[123]$ ]] || die "usage: $0 partition|heal N (N = 1, 2, 3)"
@@ -436,7 +535,7 @@ set_link() {
   local ns=${ns_nodes[$1 - 1]}
   ns_exists "$ns" || die "namespace $ns is missing"
   ip -n "$ns" link set dev eth0 "$2"
-  echo "$me: node $1 ($ns/eth0) link $2"
+  echo "$me: host $1 ($ns/eth0: node $1, etcd member e$1) link $2"
 }
 
 case $cmd in
