@@ -121,8 +121,8 @@ static void sweep_stale(chaos_netns *ns)
             e->d_name[len] != '\0' || pid <= 0 || pid == (int)getpid()) {
             continue;
         }
-        if (strcmp(role, "br") != 0 && strcmp(role, "c") != 0 && strcmp(role, "n1") != 0 &&
-            strcmp(role, "n2") != 0 && strcmp(role, "n3") != 0) {
+        if (strcmp(role, "br") != 0 && strcmp(role, "c") != 0 && strcmp(role, "c2") != 0 &&
+            strcmp(role, "n1") != 0 && strcmp(role, "n2") != 0 && strcmp(role, "n3") != 0) {
             continue;
         }
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) {

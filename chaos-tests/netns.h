@@ -29,7 +29,8 @@
  *     calling thread back to the namespace it came from. The coordinator's
  *     namespace, now nameless and with only a loopback, lives on in the
  *     threads that were started inside it until the process exits.
- *  3. Names are lapse-ch<pid>-* (br, c, n1..n3), so concurrent runs never
+ *  3. Names are lapse-ch<pid>-* (br, c, c2, n1..n3; the script's net-up makes
+ *     c2 for a second coordinator, unused here), so concurrent runs never
  *     share one; namespaces left by a run that died before netns_close (its
  *     pid is gone) are deleted by the next netns_open.
  */
