@@ -6,19 +6,30 @@
 #
 # 1. refusals create nothing: not root (when runuser and user nobody exist),
 #    a subnet that overlaps the root namespace's loopback;
-# 2. `up` starts the coordinator and three nodes, each in its namespace and
+# 2. `up` starts three etcd members (one in each node's namespace), two
+#    coordinators (P-c, P-c2) and three nodes, each in its namespace and
 #    listening on its namespace address only; the root namespace gains no
-#    link and no address; a second `up` is harmless;
+#    link and no address; a second `up` is harmless; from a node's
+#    namespace `etcdctl endpoint health` finds the three members healthy,
+#    and status names the leading coordinator;
 # 3. from the coordinator's namespace: a table, 40 puts and gets, and every
 #    node's /metrics (on its namespace address) counts some of the puts;
 # 4. TTL: enabled, an item due in ~2 s disappears (bounded poll), an item
 #    due tomorrow stays, lapse_ttl_deleted_items_total counts the deletion,
 #    and the stream (hosted across namespaces, nodes sharing a cluster
 #    token) holds its one lapse.ttl REMOVE and the 42 INSERTs;
-# 5. `partition 2` makes a scan fail (node 2 unreachable), `heal 2` makes
-#    it work again;
-# 6. `down` stops every daemon and deletes every namespace; the root
-#    namespace's links are as before; a second `down` is a no-op.
+# 5. kill -9 of the leading coordinator: the other one leads (bounded poll
+#    of etcd's election key) and a create-table succeeds; `up` restarts the
+#    dead one, which follows;
+# 6. kill -9 of the etcd raft leader: puts, gets and a create-table still
+#    work, no node is marked DOWN, two members stay healthy; `up` restarts
+#    it and all three are healthy again;
+# 7. `partition 2` (node 2 and etcd member e2 cut off) makes a scan fail
+#    and the coordinators mark node 2 DOWN (its lease cannot be renewed);
+#    `heal 2` makes it UP again and the scan work again;
+# 8. `down` stops every daemon (etcd members included) and deletes every
+#    namespace; the root namespace's links are as before; a second `down`
+#    is a no-op.
 # Skips (exit 77) when not root or network namespaces are unavailable.
 # Names are unique per run (lapse-t<pid>-*), so concurrent runs do not
 # collide; the subnet may repeat since nothing of it reaches the root
@@ -46,11 +57,12 @@ cleanup() {
   if [[ -f $LAPSE_HOME/netns.state ]]; then
     "$script" down >"$tmp/cleanup.out" 2>&1 || cat "$tmp/cleanup.out" >&2
   fi
-  # Belt and braces: anything left with our names or our data dir.
+  # Belt and braces: anything left with our names, or running the command
+  # line the script recorded for it.
   for pidf in "$LAPSE_HOME"/*.pid; do
-    [[ -f $pidf ]] || continue
+    [[ -f $pidf && -f ${pidf%.pid}.cmd ]] || continue
     pid=$(<"$pidf")
-    if [[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--data $LAPSE_HOME/"; then
+    if [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == "$(<"${pidf%.pid}.cmd") " ]]; then
       kill -KILL "$pid" 2>/dev/null || true
     fi
   done
@@ -120,21 +132,56 @@ cli() {
   "$script" lapse --timeout-ms 3000 "$@"
 }
 
-declare -A want_ns=([coordinator]=$prefix-c [node1]=$prefix-n1 [node2]=$prefix-n2 [node3]=$prefix-n3)
+etcd_urls=http://$base.11:2379,http://$base.12:2379,http://$base.13:2379
+# etcdctl inside namespace $1, against every member.
+etcdctl_in() {
+  local ns=$1
+  shift
+  ip netns exec "$ns" env ETCDCTL_API=3 etcdctl --endpoints "$etcd_urls" --dial-timeout=1s \
+    --command-timeout=2s "$@"
+}
+# Members answering `endpoint health` (a quorum write through the raft leader).
+etcd_healthy() {
+  etcdctl_in "$prefix-n1" endpoint health 2>&1 | grep -c ' is healthy' || true
+}
+# The leading coordinator's URL: its election key has the lowest create revision.
+leader() {
+  etcdctl_in "$prefix-c" get --prefix "/lapse/$prefix/coordinator/leader/" --sort-by=CREATE \
+    --order=ASCEND --limit 1 --print-value-only 2>/dev/null | head -n 1
+}
+# The state the coordinators give node $1 ("UP", "DOWN"), or nothing.
+node_state() {
+  cli cluster-status 2>/dev/null | grep -o "\"NodeId\":$1,[^}]*" | sed -n 's/.*"State":"\([A-Z]*\)".*/\1/p'
+}
+
+declare -A want_ns=([etcd1]=$prefix-n1 [etcd2]=$prefix-n2 [etcd3]=$prefix-n3 [coordinator]=$prefix-c
+  [coordinator2]=$prefix-c2 [node1]=$prefix-n1 [node2]=$prefix-n2 [node3]=$prefix-n3)
 declare -A pids=()
-for name in coordinator node1 node2 node3; do
+# Records daemon $1's pid and checks that it runs in its namespace.
+check_daemon() {
+  local name=$1 pid
   pid=$(<"$LAPSE_HOME/$name.pid")
   pids[$name]=$pid
   kill -0 "$pid" 2>/dev/null || fail "$name (pid $pid) is not running"
   [[ $(ip netns identify "$pid") == "${want_ns[$name]}" ]] ||
     fail "$name (pid $pid) runs in '$(ip netns identify "$pid")', want ${want_ns[$name]}"
-done
+}
+for name in "${!want_ns[@]}"; do check_daemon "$name"; done
 for i in 1 2 3; do
   listen=$(ip netns exec "$prefix-n$i" ss -ltnH | awk '{print $4}' | sort | tr '\n' ' ')
-  [[ $listen == "$base.1$i:7401 $base.1$i:9401 " ]] || fail "node $i listens on '$listen'"
+  [[ $listen == "$base.1$i:2379 $base.1$i:2380 $base.1$i:7401 $base.1$i:9401 " ]] ||
+    fail "host $i (node $i, etcd member e$i) listens on '$listen'"
 done
 listen=$(ip netns exec "$prefix-c" ss -ltnH | awk '{print $4}' | tr '\n' ' ')
 [[ $listen == "$base.10:7400 " ]] || fail "the coordinator listens on '$listen'"
+listen=$(ip netns exec "$prefix-c2" ss -ltnH | awk '{print $4}' | tr '\n' ' ')
+[[ $listen == "$base.20:7400 " ]] || fail "the second coordinator listens on '$listen'"
+# Each node's etcd lease is held through the members on the other hosts too.
+n=$(etcd_healthy)
+((n == 3)) || fail "$n of 3 etcd members healthy: $(etcdctl_in "$prefix-n1" endpoint health 2>&1)"
+members=$(etcdctl_in "$prefix-n1" member list 2>&1 | awk -F', ' '{print $3 "=" $4}' | sort | tr '\n' ' ')
+[[ $members == "e1=http://$base.11:2380 e2=http://$base.12:2380 e3=http://$base.13:2380 " ]] ||
+  fail "etcd members: '$members'"
 [[ $(ip -o link show | awk -F': ' '{print $2}' | sort) == "$links_before" ]] ||
   fail "the root namespace's links changed"
 [[ $(ip -4 -o addr show | awk '{print $2, $4}' | sort) == "$addrs_before" ]] ||
@@ -142,9 +189,13 @@ listen=$(ip netns exec "$prefix-c" ss -ltnH | awk '{print $4}' | tr '\n' ' ')
 "$script" up --bin-dir "$bin" >"$tmp/up2.out" 2>&1 || fail "a second up failed: $(cat "$tmp/up2.out")"
 grep -q 'coordinator already running' "$tmp/up2.out" || fail "a second up said: $(cat "$tmp/up2.out")"
 "$script" status >"$tmp/status.out" 2>&1 || fail "status failed"
-for ns in "$prefix-br" "$prefix-c" "$prefix-n1" "$prefix-n2" "$prefix-n3"; do
+for ns in "$prefix-br" "$prefix-c" "$prefix-c2" "$prefix-n1" "$prefix-n2" "$prefix-n3"; do
   grep -q "^namespace $ns:" "$tmp/status.out" || fail "status does not show $ns"
 done
+[[ $(grep -c ' is healthy' "$tmp/status.out") -eq 3 ]] ||
+  fail "status does not show three healthy etcd members: $(cat "$tmp/status.out")"
+grep -q "^leading coordinator: tcp://$base\.[12]0:7400 " "$tmp/status.out" ||
+  fail "status does not name the leading coordinator: $(cat "$tmp/status.out")"
 grep -q "$base.13/24" "$tmp/status.out" || fail "status does not show node 3's address"
 [[ $(grep -o '"State": *"UP"' "$tmp/status.out" | wc -l) -eq 3 ]] ||
   fail "status does not show three nodes UP: $(cat "$tmp/status.out")"
@@ -223,19 +274,111 @@ if grep -l "refused Replicate" "$LAPSE_HOME"/node*.log; then
   fail "a node refused another's Replicate"
 fi
 
+# Creates table $1 through whichever coordinator answers, polling (bounded)
+# while the control plane recovers. A try cut off mid-way may have created it:
+# "already exists" after a failed try counts as done.
+create_polled() {
+  local table=$1 deadline=$((SECONDS + 20)) tried=0 out
+  while :; do
+    if out=$(cli create-table "$table" --partition-key Id:S --partitions 8 2>&1); then
+      break
+    fi
+    ((tried && $(grep -c 'already exists' <<<"$out") > 0)) && break
+    tried=1
+    ((SECONDS < deadline)) || fail "create-table $table still fails after 20 s: $out"
+    sleep 0.2
+  done
+  cli describe-table "$table" | grep -q "\"$table\"" || fail "describe-table $table: $(cli describe-table "$table" 2>&1)"
+  cli put "$table" '{"Id":{"S":"x"},"v":{"N":"1"}}' >/dev/null || fail "put into $table"
+  [[ $(cli get "$table" '{"Id":{"S":"x"}}') == *'"v":{"N":"1"}'* ]] || fail "get from $table"
+}
+
+# ---------------------------------------------------------------- kill -9 of the leading coordinator
+lead=$(leader)
+case $lead in
+  "tcp://$base.10:7400") victim=coordinator survivor_url=tcp://$base.20:7400 ;;
+  "tcp://$base.20:7400") victim=coordinator2 survivor_url=tcp://$base.10:7400 ;;
+  *) fail "no coordinator leads: the election key holds '$lead'" ;;
+esac
+kill -KILL "${pids[$victim]}"
+t0=$SECONDS
+deadline=$((SECONDS + 15))
+until [[ $(leader) == "$survivor_url" ]]; do
+  ((SECONDS < deadline)) || fail "after kill -9 of $victim ($lead), the leader is '$(leader)' 15 s later"
+  sleep 0.1
+done
+echo "$me: kill -9 of $victim ($lead): $survivor_url leads within $((SECONDS - t0))-$((SECONDS - t0 + 1)) s"
+create_polled AfterLeaderKill
+"$script" up --bin-dir "$bin" >"$tmp/up3.out" 2>&1 || fail "up after the kill failed: $(cat "$tmp/up3.out")"
+grep -q "^started $victim " "$tmp/up3.out" || fail "up did not restart $victim: $(cat "$tmp/up3.out")"
+check_daemon "$victim"
+[[ $(leader) == "$survivor_url" ]] || fail "the restarted $victim took the lead from $survivor_url: $(leader)"
+
+# ---------------------------------------------------------------- kill -9 of the etcd raft leader
+# `endpoint status` (simple): "URL, ID, VERSION, DB SIZE, IS LEADER, ...".
+etcd_lead=$(etcdctl_in "$prefix-c" endpoint status 2>/dev/null | awk -F', ' '$5 == "true" {print $1}')
+member=${etcd_lead#"http://$base.1"}
+member=${member%:2379}
+[[ $member =~ ^[123]$ ]] || fail "no etcd raft leader found: '$etcd_lead'"
+downs_before=$(cat "$LAPSE_HOME"/coordinator*.log | grep -c ' is DOWN' || true)
+kill -KILL "${pids[etcd$member]}"
+echo "$me: kill -9 of etcd member e$member (the raft leader)"
+for i in $(seq 41 60); do
+  cli put NetnsItems "{\"Id\":{\"S\":\"k$i\"},\"v\":{\"N\":\"$i\"}}" >/dev/null || fail "put k$i without e$member"
+done
+for i in $(seq 41 60); do
+  out=$(cli get NetnsItems "{\"Id\":{\"S\":\"k$i\"}}") || fail "get k$i without e$member"
+  [[ $out == *"\"v\":{\"N\":\"$i\"}"* ]] || fail "get k$i without e$member returned $out"
+done
+create_polled AfterEtcdKill
+n=$(etcd_healthy)
+((n == 2)) || fail "$n etcd members healthy with e$member killed, want 2"
+for i in 1 2 3; do
+  [[ $(node_state "$i") == UP ]] || fail "node $i is $(node_state "$i") with e$member killed"
+done
+downs_after=$(cat "$LAPSE_HOME"/coordinator*.log | grep -c ' is DOWN' || true)
+((downs_after == downs_before)) ||
+  fail "a node was marked DOWN while e$member was dead: $(grep ' is DOWN' "$LAPSE_HOME"/coordinator*.log)"
+"$script" up --bin-dir "$bin" >"$tmp/up4.out" 2>&1 || fail "up after the etcd kill failed: $(cat "$tmp/up4.out")"
+grep -q "^started etcd$member " "$tmp/up4.out" || fail "up did not restart etcd$member: $(cat "$tmp/up4.out")"
+check_daemon "etcd$member"
+deadline=$((SECONDS + 20))
+until (($(etcd_healthy) == 3)); do
+  ((SECONDS < deadline)) || fail "e$member not healthy 20 s after its restart"
+  sleep 0.2
+done
+
 # ---------------------------------------------------------------- partition and heal
 "$script" partition 2 >/dev/null || fail "partition 2"
 rc=0
 "$script" lapse --timeout-ms 1000 scan NetnsItems >"$tmp/scan.out" 2>&1 || rc=$?
 [[ $rc -ne 0 ]] || fail "a scan succeeded while node 2 was cut off"
 grep -q 'node 2' "$tmp/scan.out" || fail "the scan during the partition said: $(cat "$tmp/scan.out")"
+# Node 2 cannot reach a quorum of etcd (its own member e2 is cut off with
+# it): its lease runs out and the coordinators mark it DOWN.
+t0=$SECONDS
+deadline=$((SECONDS + 15))
+until [[ $(node_state 2) == DOWN ]]; do
+  ((SECONDS < deadline)) || fail "node 2 is '$(node_state 2)' 15 s after the partition, want DOWN"
+  sleep 0.2
+done
+echo "$me: node 2 cut off: DOWN within $((SECONDS - t0))-$((SECONDS - t0 + 1)) s"
+[[ $(node_state 1) == UP && $(node_state 3) == UP ]] || fail "nodes 1 and 3 not UP during the partition"
 "$script" heal 2 >/dev/null || fail "heal 2"
+t0=$SECONDS
+deadline=$((SECONDS + 20))
+until [[ $(node_state 2) == UP ]]; do
+  ((SECONDS < deadline)) || fail "node 2 is '$(node_state 2)' 20 s after heal, want UP"
+  sleep 0.2
+done
+echo "$me: node 2 healed: UP within $((SECONDS - t0))-$((SECONDS - t0 + 1)) s"
 deadline=$((SECONDS + 20))
 until "$script" lapse --timeout-ms 2000 scan NetnsItems >"$tmp/scan.out" 2>&1; do
   ((SECONDS < deadline)) || fail "scan still fails 20 s after heal: $(cat "$tmp/scan.out")"
   sleep 0.2
 done
-[[ $(grep -c '"Id"' "$tmp/scan.out") -eq 41 ]] || fail "the scan after heal found $(grep -c '"Id"' "$tmp/scan.out") items, want 41"
+[[ $(grep -c '"Id"' "$tmp/scan.out") -eq 61 ]] ||
+  fail "the scan after heal found $(grep -c '"Id"' "$tmp/scan.out") items, want 61 (k1..k60, later)"
 
 # ---------------------------------------------------------------- down
 "$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
@@ -245,8 +388,8 @@ source "$(dirname "$script")/proc.sh" # a zombie awaiting init's reaping has sto
 for name in "${!pids[@]}"; do
   ! proc_running "${pids[$name]}" || fail "$name (pid ${pids[$name]}) still runs after down"
 done
-if pgrep -f -- "--data $LAPSE_HOME/" >/dev/null; then
-  fail "processes left after down: $(pgrep -af -- "--data $LAPSE_HOME/")"
+if pgrep -f -- "$LAPSE_HOME/" >/dev/null; then
+  fail "processes left after down: $(pgrep -af -- "$LAPSE_HOME/")"
 fi
 [[ $(ip -o link show | awk -F': ' '{print $2}' | sort) == "$links_before" ]] ||
   fail "the root namespace's links differ after down"
