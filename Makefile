@@ -47,7 +47,8 @@ cluster-down:
 	@./deploy/local-cluster.sh down
 
 # The same cluster spread over network namespaces joined by a bridge, one per
-# daemon (root only; docs/operations.md). Clients run in the coordinator's
+# host: two coordinators, three nodes each beside an etcd member (root only;
+# docs/operations.md). Clients run in the coordinator's
 # namespace: ./deploy/netns-cluster.sh lapse ARGS. State under $$LAPSE_HOME,
 # else .lapse-netns.
 netns-up: build
