@@ -25,8 +25,9 @@
 #    work, no node is marked DOWN, two members stay healthy; `up` restarts
 #    it and all three are healthy again;
 # 7. `partition 2` (node 2 and etcd member e2 cut off) makes a scan fail
-#    and the coordinators mark node 2 DOWN (its lease cannot be renewed);
-#    `heal 2` makes it UP again and the scan work again;
+#    and the coordinators mark node 2 DOWN (its lease cannot be renewed),
+#    after which a scan says "node 2 ... is down"; `heal 2` makes it UP
+#    again and the scan work again;
 # 8. `down` stops every daemon (etcd members included) and deletes every
 #    namespace; the root namespace's links are as before; a second `down`
 #    is a no-op.
@@ -364,6 +365,13 @@ until [[ $(node_state 2) == DOWN ]]; do
 done
 echo "$me: node 2 cut off: DOWN within $((SECONDS - t0))-$((SECONDS - t0 + 1)) s"
 [[ $(node_state 1) == UP && $(node_state 3) == UP ]] || fail "nodes 1 and 3 not UP during the partition"
+# With node 2 DOWN in the map, a client fails its partitions by name
+# instead of timing out on them.
+rc=0
+cli scan NetnsItems >"$tmp/scan.out" 2>&1 || rc=$?
+[[ $rc -ne 0 ]] || fail "a scan succeeded while node 2 was DOWN"
+grep -q "node 2 (tcp://$base.12:7401) is down" "$tmp/scan.out" ||
+  fail "the scan while node 2 was DOWN said: $(cat "$tmp/scan.out")"
 "$script" heal 2 >/dev/null || fail "heal 2"
 t0=$SECONDS
 deadline=$((SECONDS + 20))
