@@ -8,12 +8,15 @@
 
 void report_faults_text(unsigned f, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s%s%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
+    snprintf(buf, len, "%s%s%s%s%s%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
              f & CHAOS_FAULT_DEST_KILL ? "dest-kill," : "",
              f & CHAOS_FAULT_BACKFILL_KILL ? "backfill-kill," : "",
              f & CHAOS_FAULT_COORD_KILL ? "coordinator-kill," : "",
              f & CHAOS_FAULT_STOP_CONT ? "stop-cont," : "",
-             f & CHAOS_FAULT_PARTITION ? "partition," : "", f == 0 ? "none" : "");
+             f & CHAOS_FAULT_PARTITION ? "partition," : "",
+             f & CHAOS_FAULT_LEADER_KILL ? "coordinator-leader-kill," : "",
+             f & CHAOS_FAULT_ETCD_KILL ? "etcd-member-kill," : "",
+             f & CHAOS_FAULT_COORD_STOP ? "coordinator-stop," : "", f == 0 ? "none" : "");
     size_t n = strlen(buf);
     if (n > 0 && buf[n - 1] == ',') {
         buf[n - 1] = '\0';
@@ -50,7 +53,7 @@ static void print_faults_around(FILE *f, run *r, int64_t at_ms)
 
 void report_write(FILE *f, run *r, const check_out *co, const char *run_dir, int verbose)
 {
-    char fl[96];
+    char fl[192]; /* every fault's name fits */
     report_faults_text(r->opt->faults, fl, sizeof(fl));
     fprintf(f,
             "== lapse-chaos seed %" PRIu64 " (profile %s, %d s, %d items, %d threads, faults %s)\n",
