@@ -25,8 +25,9 @@ typedef struct member {
     pid_t pid; /* 0 when not running */
     int client_port;
     int peer_port;
-    char url[64];      /* http://127.0.0.1:client_port */
-    char peer_url[64]; /* http://127.0.0.1:peer_port */
+    char host[48];     /* 127.0.0.1, or this member's entry of $LAPSE_ETCD_HOSTS */
+    char url[96];      /* http://host:client_port */
+    char peer_url[96]; /* http://host:peer_port */
     char data_dir[640];
     char log_path[640];
 } member;
@@ -52,20 +53,51 @@ static int fresh_port(const etcd_members *m)
     return cluster_free_port_except(taken, n);
 }
 
+/* Sets member i's host: entry i of $LAPSE_ETCD_HOSTS ("A,B,C": one IPv4
+ * address per member, set by the chaos harness's namespace mode), else
+ * 127.0.0.1. Returns 0, or LAPSE_EINVAL when the list is too short or an
+ * entry is not an address. */
+static int member_host(member *e, int i, char *err, size_t errlen)
+{
+    const char *list = getenv("LAPSE_ETCD_HOSTS");
+    snprintf(e->host, sizeof(e->host), "127.0.0.1");
+    if (list == NULL || *list == '\0') {
+        return 0;
+    }
+    const char *p = list;
+    for (int k = 0; k < i && p != NULL; k++) {
+        p = strchr(p, ',');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    size_t len = p != NULL ? strcspn(p, ",") : 0;
+    if (len == 0 || len >= sizeof(e->host) || strspn(p, "0123456789.") < len) {
+        snprintf(err, errlen, "LAPSE_ETCD_HOSTS=%.200s names no address for etcd member %d", list,
+                 i);
+        return LAPSE_EINVAL;
+    }
+    snprintf(e->host, sizeof(e->host), "%.*s", (int)len, p);
+    return 0;
+}
+
 /* Gives every member fresh ports and an empty data dir; try makes the
  * cluster token (and so the cluster) new. */
-static int plan(etcd_members *m, int try)
+static int plan(etcd_members *m, int try, char *err, size_t errlen)
 {
     memset(m->m, 0, sizeof(m->m));
     m->endpoints[0] = m->initial[0] = '\0';
     snprintf(m->token, sizeof(m->token), "lapse-test-%d-%d", (int)getpid(), try);
     for (int i = 0; i < m->n; i++) {
         member *e = &m->m[i];
+        int rv = member_host(e, i, err, errlen);
+        if (rv != 0) {
+            return rv;
+        }
         if ((e->client_port = fresh_port(m)) == 0 || (e->peer_port = fresh_port(m)) == 0) {
+            snprintf(err, errlen, "etcd members: no free ports");
             return LAPSE_EIO;
         }
-        snprintf(e->url, sizeof(e->url), "http://127.0.0.1:%d", e->client_port);
-        snprintf(e->peer_url, sizeof(e->peer_url), "http://127.0.0.1:%d", e->peer_port);
+        snprintf(e->url, sizeof(e->url), "http://%s:%d", e->host, e->client_port);
+        snprintf(e->peer_url, sizeof(e->peer_url), "http://%s:%d", e->host, e->peer_port);
         snprintf(e->data_dir, sizeof(e->data_dir), "%s/etcd%d-%d", m->run_dir, i, try);
         snprintf(e->log_path, sizeof(e->log_path), "%s/etcd%d.log", m->run_dir, i);
         size_t k = strlen(m->endpoints);
@@ -97,6 +129,9 @@ static int spawn_member(etcd_members *m, int i)
                     "--initial-cluster-state", "new",
                     "--heartbeat-interval", "50",
                     "--election-timeout", "500",
+                    /* A member cut off by a partition does not depose the
+                     * leader when it returns (docs/operations.md). */
+                    "--pre-vote",
                     "--logger", "zap",
                     "--log-level", "warn",
                     NULL};
@@ -177,9 +212,7 @@ int etcd_members_start(etcd_members **out, int n, char *err, size_t errlen)
     }
     int rv = LAPSE_EUNAVAILABLE;
     for (int try = 0; try < 3 && rv != 0; try++) {
-        if (plan(m, try) != 0) {
-            snprintf(err, errlen, "etcd members: no free ports");
-            rv = LAPSE_EIO;
+        if ((rv = plan(m, try, err, errlen)) != 0) {
             break;
         }
         rv = 0;

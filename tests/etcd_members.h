@@ -2,8 +2,12 @@
  * etcd_members.h: a real etcd cluster for tests: N members (Debian's etcd,
  * or $LAPSE_ETCD) on free loopback ports, each with its own data dir and log
  * under a fresh run directory, started with posix_spawn and tuned to elect a
- * leader quickly (--heartbeat-interval 50 --election-timeout 500). Never
- * the default 2379/2380 that Debian's package may be running.
+ * leader quickly (--heartbeat-interval 50 --election-timeout 500, with
+ * --pre-vote as deployed). Never the default 2379/2380 that Debian's package
+ * may be running. $LAPSE_ETCD_HOSTS ("A,B,C", one IPv4 address per member)
+ * puts member i on address i instead of 127.0.0.1: the chaos harness's
+ * namespace mode, whose $LAPSE_ETCD wrapper starts each member in the
+ * namespace holding its address.
  *
  * Members are addressed by index 0..N-1.
  * Thread-safety: none; drive it from one thread.
@@ -27,13 +31,15 @@ typedef struct etcd_members etcd_members;
  * answers a linearizable read. A member that dies at start-up (a port taken
  * by a parallel test) restarts the whole cluster on fresh ports, at most
  * three times. On error *out is NULL, nothing is left running and err says
- * why. Returns 0, LAPSE_EUNAVAILABLE or LAPSE_EIO. */
+ * why. Returns 0, LAPSE_EUNAVAILABLE, LAPSE_EIO, or LAPSE_EINVAL when
+ * $LAPSE_ETCD_HOSTS names fewer than n addresses. */
 int etcd_members_start(etcd_members **out, int n, char *err, size_t errlen);
 /* Stops every running member (SIGTERM, then SIGKILL after 5 s) and frees;
  * removes the run directory when remove_dir is set. Accepts NULL. */
 void etcd_members_free(etcd_members *m, int remove_dir);
 
-/* "http://127.0.0.1:P1,http://127.0.0.1:P2,..." of every member. */
+/* "http://127.0.0.1:P1,http://127.0.0.1:P2,..." of every member, in index
+ * order (another host than 127.0.0.1 with $LAPSE_ETCD_HOSTS). */
 const char *etcd_members_endpoints(const etcd_members *m);
 /* "http://127.0.0.1:P" of member i. */
 const char *etcd_members_endpoint(const etcd_members *m, int i);
