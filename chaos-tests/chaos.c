@@ -81,7 +81,8 @@ static void usage(FILE *f)
                "                  coordinator-leader-kill, etcd-member-kill, coordinator-stop,\n"
                "                  all (default), none; partition needs root and runs the\n"
                "                  cluster in network namespaces; the last three run it on etcd\n"
-               "                  with two coordinators (not in namespaces)\n"
+               "                  with two coordinators (with partition: a member per node's\n"
+               "                  namespace)\n"
                "  --profile       short (default: 20 s, 1200 items, each scenario in turn) or\n"
                "                  long (150 s, 4000 items, 3 seeds, faults mixed at random)\n"
                "  --runs N        N seeds: S, S+1, ... each on a fresh cluster\n"
@@ -284,7 +285,7 @@ static int setup(run *r, char *err, size_t errlen)
     co.node_args = node_args;
     co.quiet = 1;
     if (r->opt->faults & CHAOS_FAULT_ON_ETCD) {
-        co.etcd = 3; /* run_all keeps these faults out of namespace mode */
+        co.etcd = 3; /* in namespace mode, one per node host (netns.h) */
         co.coordinators = 2;
     }
     int rv = cluster_start(&r->cl, &co, err, errlen);
@@ -355,8 +356,9 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
     r->start_wall_ms = wall_ms();
     flog_add(r, "workload starts: %d threads, run dir %s", o->threads, run_dir);
     if (ns != NULL) {
-        flog_add(r, "in network namespaces %s-{c,n1,n2,n3} on %s.0/24 (bridge in %s-br)",
-                 ns->prefix, ns->base, ns->prefix);
+        flog_add(r, "in network namespaces %s-{c,n1,n2,n3} on %s.0/24 (bridge in %s-br)%s",
+                 ns->prefix, ns->base, ns->prefix,
+                 cluster_etcd(r->cl) != NULL ? ", etcd member i in n(i+1)" : "");
     }
     if (wl_start(r, workers, o->threads) != 0) {
         snprintf(err, sizeof(err), "cannot start the workload threads");
@@ -459,14 +461,9 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
         char why[512];
         if (netns_open(&netns, o->bin_dir, why, sizeof(why)) == 0) {
             in_netns = 1;
-            printf("lapse-chaos: network-namespace mode: %s-{br,c,n1,n2,n3} on %s.0/24\n",
-                   netns.prefix, netns.base);
-            if (eff.faults & CHAOS_FAULT_ON_ETCD) {
-                /* etcd members live on loopback, out of the namespaces' reach. */
-                printf("lapse-chaos: the etcd faults skipped in namespace mode (run them "
-                       "without partition)\n");
-                eff.faults &= ~(unsigned)CHAOS_FAULT_ON_ETCD;
-            }
+            printf("lapse-chaos: network-namespace mode: %s-{br,c,n1,n2,n3} on %s.0/24%s\n",
+                   netns.prefix, netns.base,
+                   (eff.faults & CHAOS_FAULT_ON_ETCD) ? ", an etcd member beside each node" : "");
         } else {
             printf("lapse-chaos: partition fault skipped: %s\n", why);
             eff.faults &= ~(unsigned)CHAOS_FAULT_PARTITION;

@@ -5,25 +5,37 @@
  * must keep every invariant it checks. Exits 77 (skipped) where the
  * namespace mode cannot run: not root, no `ip netns`. $LAPSE_CHAOS_SEED
  * replays a seed.
+ * chaos_partition_etcd_test: the same on a cluster on etcd (an etcd member
+ * in each node's namespace, so a partition cuts a host's node and member
+ * together; two coordinators in the coordinator's namespace), with the etcd
+ * faults too: the leading coordinator killed or stopped past its lease, an
+ * etcd member killed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "chaos.h"
 
+/* Built again as chaos_partition_etcd_test with the etcd faults added. */
+#ifndef CHAOS_TEST_NAME
+#define CHAOS_TEST_NAME "chaos_partition_test"
+#define CHAOS_TEST_FAULTS "partition"
+#define CHAOS_TEST_DURATION "14"
+#endif
+
 int main(void)
 {
-    char *argv[] = {"chaos_partition_test",
+    char *argv[] = {CHAOS_TEST_NAME,
                     "--profile",
                     "short",
                     "--duration",
-                    "14",
+                    CHAOS_TEST_DURATION,
                     "--items",
                     "600",
                     "--faults",
-                    "partition",
+                    CHAOS_TEST_FAULTS,
                     "--report",
-                    "chaos_partition_test-report.txt",
+                    CHAOS_TEST_NAME "-report.txt",
                     NULL,
                     NULL,
                     NULL};
@@ -40,11 +52,11 @@ int main(void)
     chaos_result res;
     int rv = chaos_main(&o, &res);
     if (res.partition_skipped) {
-        printf("chaos_partition_test: SKIP: the partition fault cannot run here\n");
+        printf(CHAOS_TEST_NAME ": SKIP: the partition fault cannot run here\n");
         return 77;
     }
     if (rv == 0 && res.faults == 0) {
-        fprintf(stderr, "chaos_partition_test: no partition was injected\n");
+        fprintf(stderr, CHAOS_TEST_NAME ": no fault was injected\n");
         return 1;
     }
     return rv;

@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# netns-daemon.sh: lapse-chaos's stand-in for lapse-coordinator and
-# lapse-node in its network-namespace mode (docs/chaos.md "partition").
+# netns-daemon.sh: lapse-chaos's stand-in for lapse-coordinator, lapse-node
+# and etcd in its network-namespace mode (docs/chaos.md "partition").
 #
-# lapse-chaos links this file under both names into a directory it gives
-# tests/cluster.c as the bin dir. cluster.c starts daemons on 127.0.0.1
-# ports; this script moves each into its namespace of the network made by
+# lapse-chaos links this file under the three names into a directory it
+# gives tests/cluster.c as the bin dir (and tests/etcd_members.c as
+# $LAPSE_ETCD). cluster.c starts daemons on 127.0.0.1 ports; this script
+# moves each into its namespace of the network made by
 # deploy/netns-cluster.sh net-up and rewrites the addresses to match:
 #
 #   lapse-coordinator   namespace P-c    --listen tcp://0.0.0.0:PORT (all of
 #                                        P-c: its loopback, where lapse-chaos
 #                                        itself runs, and BASE.10 for nodes)
 #   lapse-node --id N   namespace P-nN   --listen tcp://BASE.(10+N):PORT,
-#                                        --coordinator tcp://BASE.10:PORT,
+#                                        --coordinator tcp://BASE.10:PORT,...
 #                                        --metrics-listen BASE.(10+N):PORT
+#   etcd --name mI      namespace P-n(I+1), beside node I+1: a host's member
+#                                        (etcd_members.c already gives it the
+#                                        address BASE.(11+I), from
+#                                        $LAPSE_ETCD_HOSTS; nothing to rewrite)
 #
 # Ports are kept. `ip netns exec` and this script both exec, so the daemon
-# keeps the pid cluster.c spawned: kill -9, SIGSTOP and reaping work as on
+# keeps the pid its starter spawned: kill -9, SIGSTOP and reaping work as on
 # loopback. Set by lapse-chaos: LAPSE_CHAOS_NETNS_PREFIX (P),
-# LAPSE_CHAOS_NETNS_BASE (BASE, e.g. 10.77.0), LAPSE_CHAOS_REAL_BIN_DIR.
+# LAPSE_CHAOS_NETNS_BASE (BASE, e.g. 10.77.0), LAPSE_CHAOS_REAL_BIN_DIR,
+# LAPSE_CHAOS_REAL_ETCD (the etcd binary).
 set -eu
 
 prefix=${LAPSE_CHAOS_NETNS_PREFIX:?not set: run by lapse-chaos only}
@@ -26,9 +32,11 @@ real=${LAPSE_CHAOS_REAL_BIN_DIR:?not set: run by lapse-chaos only}
 name=${0##*/}
 
 id=
+member=
 prev=
 for a in "$@"; do
   [[ $prev == --id ]] && id=$a
+  [[ $prev == --name ]] && member=$a
   prev=$a
 done
 
@@ -38,16 +46,28 @@ case $name in
     [[ $id =~ ^[123]$ ]] || { echo "netns-daemon: node id '$id' is not 1, 2 or 3" >&2; exit 2; }
     ns=$prefix-n$id
     ;;
-  *) echo "netns-daemon: run as lapse-coordinator or lapse-node, not $name" >&2; exit 2 ;;
+  etcd)
+    [[ $member =~ ^m[012]$ ]] || { echo "netns-daemon: etcd member '$member' is not m0, m1 or m2" >&2; exit 2; }
+    ns=$prefix-n$((${member#m} + 1))
+    exec ip netns exec "$ns" "${LAPSE_CHAOS_REAL_ETCD:?not set: run by lapse-chaos only}" "$@"
+    ;;
+  *) echo "netns-daemon: run as lapse-coordinator, lapse-node or etcd, not $name" >&2; exit 2 ;;
 esac
 
-# tcp://127.0.0.1:PORT or 127.0.0.1:PORT, with the host replaced by $2.
+# tcp://127.0.0.1:PORT or 127.0.0.1:PORT, with the host replaced by $2;
+# each URL of a comma-separated list.
 rehost() {
-  case $1 in
-    tcp://127.0.0.1:*) echo "tcp://$2:${1#tcp://127.0.0.1:}" ;;
-    127.0.0.1:*) echo "$2:${1#127.0.0.1:}" ;;
-    *) echo "$1" ;;
-  esac
+  local out='' u
+  local -a urls
+  IFS=, read -r -a urls <<<"$1"
+  for u in "${urls[@]}"; do
+    case $u in
+      tcp://127.0.0.1:*) u="tcp://$2:${u#tcp://127.0.0.1:}" ;;
+      127.0.0.1:*) u="$2:${u#127.0.0.1:}" ;;
+    esac
+    out+=${out:+,}$u
+  done
+  echo "$out"
 }
 
 args=()

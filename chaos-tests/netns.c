@@ -184,6 +184,10 @@ int netns_open(chaos_netns *ns, const char *real_bin_dir, char *why, size_t whyl
     if (symlink(LAPSE_CHAOS_NETNS_WRAPPER, link_path) != 0) {
         goto fail_io;
     }
+    snprintf(link_path, sizeof(link_path), "%s/etcd", ns->bin_dir);
+    if (symlink(LAPSE_CHAOS_NETNS_WRAPPER, link_path) != 0) {
+        goto fail_io;
+    }
 
     char *probe[] = {"ip", "netns", "list", NULL};
     if (run_cmd(ns, probe) != 0) {
@@ -239,6 +243,17 @@ int netns_open(chaos_netns *ns, const char *real_bin_dir, char *why, size_t whyl
     setenv("LAPSE_CHAOS_NETNS_PREFIX", ns->prefix, 1);
     setenv("LAPSE_CHAOS_NETNS_BASE", ns->base, 1);
     setenv("LAPSE_CHAOS_REAL_BIN_DIR", real, 1);
+    /* etcd members (tests/etcd_members.c) on the node hosts' addresses,
+     * started through the wrapper in those namespaces: member i beside node
+     * i + 1, so a partition cuts a host's node and member together. */
+    const char *etcd = getenv("LAPSE_ETCD");
+    snprintf(ns->prev_etcd, sizeof(ns->prev_etcd), "%s", etcd != NULL ? etcd : "");
+    setenv("LAPSE_CHAOS_REAL_ETCD", etcd != NULL && etcd[0] != '\0' ? etcd : "etcd", 1);
+    snprintf(link_path, sizeof(link_path), "%s/etcd", ns->bin_dir);
+    setenv("LAPSE_ETCD", link_path, 1);
+    char hosts[64];
+    snprintf(hosts, sizeof(hosts), "%s.11,%s.12,%s.13", ns->base, ns->base, ns->base);
+    setenv("LAPSE_ETCD_HOSTS", hosts, 1);
     ns->open = 1;
     return 0;
 
@@ -273,6 +288,13 @@ void netns_close(chaos_netns *ns)
     unsetenv("LAPSE_CHAOS_NETNS_PREFIX");
     unsetenv("LAPSE_CHAOS_NETNS_BASE");
     unsetenv("LAPSE_CHAOS_REAL_BIN_DIR");
+    unsetenv("LAPSE_CHAOS_REAL_ETCD");
+    unsetenv("LAPSE_ETCD_HOSTS");
+    if (ns->prev_etcd[0] != '\0') {
+        setenv("LAPSE_ETCD", ns->prev_etcd, 1);
+    } else {
+        unsetenv("LAPSE_ETCD");
+    }
     ns->open = 0;
 }
 

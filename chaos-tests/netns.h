@@ -8,7 +8,9 @@
  * net-up), and cluster.c gets a bin dir whose lapse-coordinator and
  * lapse-node are chaos-tests/netns-daemon.sh: it moves each daemon into its
  * namespace, rewrites its addresses and execs it (same pid, so kills, stops
- * and restarts work unchanged). lapse-chaos itself joins the coordinator's
+ * and restarts work unchanged). A cluster on etcd gets its members the same
+ * way ($LAPSE_ETCD is the wrapper, $LAPSE_ETCD_HOSTS the node hosts'
+ * addresses): member i runs in node i+1's namespace, as on three hosts. lapse-chaos itself joins the coordinator's
  * namespace (setns) before it starts any thread, so every later thread
  * (workload, progress, NNG's) lives there too: 127.0.0.1 reaches the
  * coordinator, BASE.11-13 the nodes. A partition takes a node's link down
@@ -50,6 +52,7 @@ typedef struct chaos_netns {
     char log_path[600];       /* the script's output, appended */
     int orig_fd;              /* the namespace this process started in */
     int cut[NETNS_NODES + 1]; /* [node]: its link is down (netns_cut) */
+    char prev_etcd[512];      /* $LAPSE_ETCD before netns_open ("": unset) */
 } chaos_netns;
 
 /* Sets the mode up for daemons from real_bin_dir (NULL: $LAPSE_BIN_DIR,

@@ -589,6 +589,20 @@ etcd_members *cluster_etcd(cluster *c)
     return c->etcd;
 }
 
+/* Whether the leader's proclaimed --listen URL is coordinator URL url. Ports
+ * tell them apart: the chaos harness's namespace mode
+ * (chaos-tests/netns-daemon.sh) starts coordinators given
+ * tcp://127.0.0.1:PORT listening on tcp://0.0.0.0:PORT, which they proclaim. */
+static int same_coordinator(const char *url, const char *proclaimed)
+{
+    const char *a = strrchr(url, ':'), *b = strrchr(proclaimed, ':');
+    if (strcmp(url, proclaimed) == 0) {
+        return 1;
+    }
+    return a != NULL && b != NULL && strcmp(a, b) == 0 &&
+           strncmp(proclaimed, "tcp://0.0.0.0:", 14) == 0;
+}
+
 int cluster_leader(cluster *c, int not_idx, int timeout_ms)
 {
     etcd *ec;
@@ -605,7 +619,7 @@ int cluster_leader(cluster *c, int not_idx, int timeout_ms)
             for (int k = 0; k < c->coordinators && found < 0; k++) {
                 int idx = cluster_coordinator_index(c, k);
                 if (idx != not_idx && c->procs[idx].pid > 0 &&
-                    strcmp(c->procs[idx].url, kv.value) == 0) {
+                    same_coordinator(c->procs[idx].url, kv.value)) {
                     found = idx;
                 }
             }
