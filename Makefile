@@ -20,15 +20,19 @@ build-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DLAPSE_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# Every test, then every test again under ASan + UBSan.
+# Every test, then every test again under ASan + UBSan. A test that skipped
+# fails the target unless it carries the ctest label may-skip
+# (cmake/check-skips.sh).
 test: test-fast test-asan
 
 test-fast: build
-	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml
+	@./cmake/check-skips.sh $(BUILD) $(BUILD)/ctest-junit.xml
 
 test-asan: build-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml
+	@./cmake/check-skips.sh $(ASAN_BUILD) $(ASAN_BUILD)/ctest-junit.xml
 
 # LAPSE_PORT=N moves the coordinator to N and node i to N+i,
 # LAPSE_METRICS_PORT=M node i's metrics to M+i (defaults 7400 and 9400), for
