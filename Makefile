@@ -73,7 +73,8 @@ install: build
 bench: build
 	@$(BUILD)/bin/lapse-bench
 
-# Long chaos profile (docs/chaos.md): 3 seeds of 150 s of mixed faults each, a
+# Long chaos profile (docs/chaos.md): 3 seeds of 540 s of mixed faults each (over
+# a thousand faults in all), a
 # report in $(BUILD)/chaos-report.txt and a summary here. CHAOS_SEED=S replays.
 # As root the runs happen in network namespaces and include the partition
 # fault; otherwise that fault is skipped (the first line says why).

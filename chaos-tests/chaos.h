@@ -10,7 +10,10 @@
  * Thread-safety: chaos_run is not re-entrant (one run at a time per process).
  *
  * Invariants:
- *  1. A run never reports an invariant as passed that it did not check.
+ *  1. A run never reports an invariant as passed that it did not check, and
+ *     never passes without the minimum activity of check_activity (check.h):
+ *     acknowledged writes, TTL deletions, a fault of every kind asked for,
+ *     keys in every class an invariant judges.
  *  2. Every process a run starts is stopped before chaos_run returns.
  *  3. The same seed, options and binaries give the same workload choices and
  *     fault schedule; thread interleavings and timing may still differ.
@@ -37,7 +40,15 @@ enum {
     CHAOS_FAULT_ALL = 511
 };
 
+#define CHAOS_FAULT_KINDS 9 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 8 */
+
 #define CHAOS_INVARIANTS 6
+
+/* --debug-idle: a run that must fail for lack of activity (chaos_plant_test). */
+enum {
+    CHAOS_IDLE_WRITES = 1, /* the workload threads only read */
+    CHAOS_IDLE_FAULTS = 2  /* the scenarios asked for never run, so nothing is injected */
+};
 
 typedef struct chaos_opts {
     uint64_t seed;           /* the run's seed (chaos_parse draws one if not given) */
@@ -50,7 +61,9 @@ typedef struct chaos_opts {
     const char *report_path; /* NULL: no report file */
     const char *bin_dir;     /* NULL: cluster.h's default */
     int keep;                /* keep the run directory even when the run passed */
-    int plant;               /* --debug-plant-violation[=delete|expire|pause|index]: PLANT_* */
+    int plant;               /* --debug-plant-violation[=delete|expire|pause|index|daemon]:
+                                PLANT_* */
+    int idle;                /* --debug-idle=writes|faults: CHAOS_IDLE_* */
     int quiet;               /* no progress line */
 } chaos_opts;
 
@@ -58,7 +71,9 @@ typedef struct chaos_opts {
 typedef struct chaos_result {
     int violations[CHAOS_INVARIANTS + 1]; /* per invariant, [1..6] */
     int checked[CHAOS_INVARIANTS + 1];    /* 1: the invariant was checked */
-    long items_checked;
+    long items_checked;                   /* written keys read and judged */
+    long unwritten; /* keys never written (read, must be absent): apart from the above */
+    int idle_runs;  /* runs that failed for lack of activity (they proved nothing) */
     long ops;
     int faults;
     int settle_ms;         /* of the last run; -1 when it never settled */
@@ -79,7 +94,8 @@ int chaos_parse(chaos_opts *o, int argc, char **argv);
  * possible the fault is dropped with a line saying why, and
  * res->partition_skipped is set.
  * *res (may be NULL) receives the sums. Returns 0 when every checked
- * invariant held in every run, 1 otherwise (or when setup failed). */
+ * invariant held in every run and every run had the minimum activity, 1
+ * otherwise (or when setup failed). */
 int chaos_main(const chaos_opts *opts, chaos_result *res);
 
 #endif

@@ -230,8 +230,9 @@ void check_items(run *r, check_out *out)
         for (int i = 0; rv == 0 && i < n; i++) {
             mkey *k = &t->keys[i];
             char expected[512], where[96], what[256];
-            out->items++;
-            out->by_class[model_classify(t, k, out->settle_wall_ms)]++;
+            int cls = model_classify(t, k, out->settle_wall_ms);
+            *(cls == MC_UNWRITTEN ? &out->unwritten : &out->items) += 1;
+            out->by_class[cls]++;
             int inv = model_judge(t, k, found[i], ver[i], out->settle_wall_ms, read_end, expected,
                                   sizeof(expected));
             if (inv == 0) {
@@ -317,7 +318,7 @@ static int log_has_sanitizer_report(const char *path, char *line, size_t len)
     return 0;
 }
 
-void check_daemons(run *r, check_out *out)
+void check_daemons(run *r, check_out *out, void (*before_sigterm)(run *r))
 {
     run_phase(r, "stopping the cluster");
     out->checked[6] = 1;
@@ -327,6 +328,9 @@ void check_daemons(run *r, check_out *out)
         snprintf(found, sizeof(found), "%d exit(s) we did not cause", atomic_load(&r->crashes));
         check_add(out, 6, "cluster", NULL, 0, found,
                   "no daemon exits except by our kills (see CRASH in the fault log)");
+    }
+    if (before_sigterm != NULL) {
+        before_sigterm(r);
     }
     /* Nodes first, so none logs the coordinators' disappearance; then the
      * coordinators (process 0, and after the nodes on etcd). */

@@ -29,7 +29,9 @@
 
 #include "run.h"
 
+#define CHECK_MIN_WRITES 100 /* acknowledged writes a run needs (check_activity) */
 #define CHECK_MAX_DETAILS 50
+#define CHECK_MAX_IDLE 16
 
 typedef struct violation {
     int inv;
@@ -56,9 +58,14 @@ typedef struct repl_stats {
 typedef struct check_out {
     int violations[CHAOS_INVARIANTS + 1];
     int checked[CHAOS_INVARIANTS + 1];
-    long items;              /* keys read and judged */
-    long by_class[MC_COUNT]; /* judged keys per model_class */
-    int nv;                  /* details kept, up to CHECK_MAX_DETAILS */
+    long items;              /* written keys read and judged */
+    long unwritten;          /* keys never written, read and judged (must be absent): apart */
+    long by_class[MC_COUNT]; /* judged keys per model_class, MC_UNWRITTEN included */
+    long acked_writes;       /* acknowledged puts and updates in the model (check_activity) */
+    long acked_deletes;      /* acknowledged user deletes */
+    int idle;                /* minimum-activity requirements the run missed (check_activity) */
+    char idle_why[CHECK_MAX_IDLE][120]; /* each of them */
+    int nv;                             /* details kept, up to CHECK_MAX_DETAILS */
     violation v[CHECK_MAX_DETAILS];
     int planted_reported;
     int64_t settle_wall_ms; /* the settle instant */
@@ -85,7 +92,26 @@ void check_items(run *r, check_out *out);
 void check_repl(run *r, check_out *out, int deadline_ms);
 
 /* Invariant 6: crashes during the run, clean SIGTERM shutdown of every
- * process (which stops the cluster), sanitizer reports in the logs. */
-void check_daemons(run *r, check_out *out);
+ * process (which stops the cluster), sanitizer reports in the logs.
+ * before_sigterm (may be NULL) runs after the crash check and before the
+ * first SIGTERM: --debug-plant-violation=daemon's plant_daemon_exit breaks
+ * the last two there (plant.h). */
+void check_daemons(run *r, check_out *out, void (*before_sigterm)(run *r));
+
+/* The run's minimum activity (check_activity.c), once the checks above ran:
+ * a run that passed them without it proved nothing. Each requirement it
+ * missed goes to out->idle and out->idle_why:
+ *  - at least CHECK_MIN_WRITES acknowledged writes (puts and updates) and
+ *    one acknowledged user delete;
+ *  - at least one judged key in each class an invariant judges: deleted
+ *    (1), due and gone (2: so TTL deletions happened), due later (1),
+ *    protected by an extension or removal (3), never eligible (3), no TTL
+ *    (1);
+ *  - on the indexed table: stream records, TTL REMOVEs among them (4), GSI
+ *    and LSI entries (5);
+ *  - a fault asked for (not --faults none), and at least one injected
+ *    fault of every kind asked for (r->opt->faults once the unavailable
+ *    ones are dropped). */
+void check_activity(run *r, check_out *out);
 
 #endif

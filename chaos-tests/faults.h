@@ -23,8 +23,8 @@
  *   partition      (partition)        a node's link down for 1.5-6 s inside its
  *                                     network namespace, then up (netns.h; the
  *                                     run is in namespaces, as root only)
- *   random-kill    (long profile)     kill -9 of any process at a random
- *                                     moment, between the scenarios above
+ *   quick faults   (long profile)     3-8 kill -9s of any process (or SIGSTOPs
+ *                                     of a node) between the scenarios above
  *
  * Every killed process is restarted on its data dir after a random delay.
  *
@@ -37,14 +37,22 @@
 
 #define CHAOS_BURST_SLOTS 8      /* mass-expiry and dest-kill key ranges in table 0, reused */
 #define CHAOS_BACKFILL_RATE 2000 /* every node's --ttl-backfill-rate, items/s */
+#define FAULTS_OVERRUN_MS                                                                          \
+    60000 /* how long a run may go on past its end until every asked                               \
+             kind injected a fault */
 
 /* Keys per mass-expiry burst for o's profile (table 0 holds
  * CHAOS_BURST_SLOTS of them after the workload's keys). */
 int faults_burst_keys(const chaos_opts *o);
 
-/* Runs scenarios (per r->opt->faults and profile) until r->end_mono_ms.
+/* Runs scenarios (per r->opt->faults and profile) until r->end_mono_ms, and
+ * on (up to FAULTS_OVERRUN_MS) while a kind asked for has injected no fault.
  * Returns the number of scenarios run. */
 int faults_run(run *r);
+
+/* The CHAOS_FAULT_* kinds asked for (r->opt->faults) that injected no fault
+ * yet; 0 when each has. */
+unsigned faults_missing(run *r);
 
 /* Brings every process back: heal cut links, SIGCONT, restart what is down, wait until
  * every node is UP (bounded). Logs daemons that exited on their own.

@@ -3,11 +3,14 @@
  */
 #include "plant.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "../common/buf.h"
 #include "../common/ddbjson.h"
@@ -78,6 +81,65 @@ void plant_client(run *r, char *what, size_t len)
         }
     }
     flog_add(r, "debug: found no key to plant a violation on");
+}
+
+/* ============================== the daemons ============================== */
+
+static void add_plant_where(run *r, const char *where)
+{
+    if (r->nplants < RUN_MAX_PLANTS) {
+        snprintf(r->plants[r->nplants++], sizeof(r->plants[0]), "%s", where);
+    }
+}
+
+/* kill -9 of process idx behind the harness's back, waiting for it to be
+ * gone but leaving it to cluster.h to reap. Returns 0 or -1. */
+static int kill_unseen(run *r, int idx)
+{
+    pid_t pid = cluster_pid(r->cl, idx);
+    siginfo_t si;
+    if (pid <= 0 || kill(pid, SIGKILL) != 0) {
+        return -1;
+    }
+    while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) != 0) {
+        if (errno != EINTR) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void plant_daemon_crash(run *r, char *what, size_t len)
+{
+    if (kill_unseen(r, 1) != 0) {
+        flog_add(r, "debug: could not plant a crash of node 1");
+        return;
+    }
+    add_plant_where(r, "cluster");
+    snprintf(what, len, "node 1 killed unseen");
+    flog_add(r, "debug: planted a violation: kill -9 of node 1 behind the harness's back");
+}
+
+void plant_daemon_exit(run *r)
+{
+    int victim = cluster_nodes(r->cl);
+    char where[32];
+    if (kill_unseen(r, victim) == 0) {
+        snprintf(where, sizeof(where), "node %d", victim);
+        add_plant_where(r, where);
+        flog_add(r, "debug: planted a violation: kill -9 of node %d before its SIGTERM", victim);
+    }
+    const char *log = cluster_log_path(r->cl, 0);
+    FILE *f = log != NULL ? fopen(log, "a") : NULL;
+    if (f != NULL) {
+        fprintf(f,
+                "==%d==ERROR: AddressSanitizer: planted by lapse-chaos "
+                "--debug-plant-violation=daemon\n",
+                (int)cluster_pid(r->cl, 0));
+        fclose(f);
+        add_plant_where(r, log);
+        flog_add(r, "debug: planted a violation: a sanitizer report in %s", log);
+    }
 }
 
 /* ============================== a rogue node ============================== */

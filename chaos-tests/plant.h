@@ -11,6 +11,10 @@
  *   pause   3 s before the workload ends pauses TTL on chaos_ttl         2
  *   index   once the stream and indexes  plays a rogue node sending      4 (twice), 5
  *           matched the table            Replicate batches (below)
+ *   daemon  after the faults; in the     kill -9 of a node behind the    6 (three times)
+ *           final SIGTERM check          harness's back; another node
+ *                                        killed before its SIGTERM; an
+ *                                        AddressSanitizer line in a log
  *
  * index speaks the nodes' own protocol (ReplicateRequest, the change record
  * of partition/change.h; docs/replication.md) as a broken replica would,
@@ -37,7 +41,7 @@
 
 #include "run.h"
 
-enum { PLANT_NONE, PLANT_DELETE, PLANT_EXPIRE, PLANT_PAUSE, PLANT_INDEX };
+enum { PLANT_NONE, PLANT_DELETE, PLANT_EXPIRE, PLANT_PAUSE, PLANT_INDEX, PLANT_DAEMON };
 
 /* Plants r->opt->plant's violation through the client (delete, expire,
  * pause); *what receives a line for the summary. */
@@ -46,5 +50,16 @@ void plant_client(run *r, char *what, size_t len);
 /* Plants the index violations (the index mode). Returns how many were
  * planted (3 unless something was not possible, which is logged). */
 int plant_index(run *r, char *what, size_t len);
+
+/* The daemon mode, while the workload runs: kill -9 of node 1 without the
+ * harness (tests/cluster.h) knowing, so it must find the exit as a crash
+ * ("cluster" under 6). *what receives a line for the summary. */
+void plant_daemon_crash(run *r, char *what, size_t len);
+
+/* The daemon mode, in check_daemons after its crash check and before its
+ * SIGTERMs: kill -9 of the last node (waited for, not reaped), so its exit
+ * on SIGTERM is not clean ("node N" under 6), and an AddressSanitizer
+ * report appended to the coordinator's log (its path under 6). */
+void plant_daemon_exit(run *r);
 
 #endif

@@ -80,10 +80,14 @@ void report_write(FILE *f, run *r, const check_out *co, const char *run_dir, int
     } else {
         fprintf(f, "settle: did NOT settle before the deadline\n");
     }
-    fprintf(f, "items checked: %ld\n", co->items);
+    fprintf(f, "items checked: %ld written keys\n", co->items);
     for (int i = 0; i < MC_COUNT; i++) {
-        fprintf(f, "  %8ld %s\n", co->by_class[i], model_class_names[i]);
+        if (i != MC_UNWRITTEN) {
+            fprintf(f, "  %8ld %s\n", co->by_class[i], model_class_names[i]);
+        }
     }
+    fprintf(f, "keys never written: %ld (read too, must be absent; not counted above)\n",
+            co->unwritten);
     const repl_stats *rs = &co->repl;
     if (rs->table[0] != '\0') {
         fprintf(f,
@@ -127,5 +131,25 @@ void report_write(FILE *f, run *r, const check_out *co, const char *run_dir, int
     if (co->nv < total) {
         fprintf(f, "  (%d more violations not shown)\n", total - co->nv);
     }
-    fprintf(f, "verdict: %s\n", total == 0 ? "PASS" : "FAIL");
+    fprintf(f,
+            "activity: %ld acknowledged writes, %ld acknowledged deletes, %ld keys due and gone; "
+            "faults by kind asked:",
+            co->acked_writes, co->acked_deletes, co->by_class[MC_DUE_GONE]);
+    for (int b = 0; b < CHAOS_FAULT_KINDS; b++) {
+        if (r->opt->faults & (1u << b)) {
+            char kn[160];
+            report_faults_text(1u << b, kn, sizeof(kn));
+            fprintf(f, " %s %d", kn, atomic_load(&r->kind_faults[b]));
+        }
+    }
+    fprintf(f, "%s\n", r->opt->faults == 0 ? " none" : "");
+    for (int i = 0; i < co->idle && i < CHECK_MAX_IDLE; i++) {
+        fprintf(f, "  NOT ENOUGH: %s\n", co->idle_why[i]);
+    }
+    if (co->idle > 0) {
+        fprintf(f, "verdict: FAIL: the run proved nothing (%d minimum%s of activity missed)%s\n",
+                co->idle, co->idle == 1 ? "" : "s", total > 0 ? ", and invariants broke" : "");
+    } else {
+        fprintf(f, "verdict: %s\n", total == 0 ? "PASS" : "FAIL");
+    }
 }

@@ -84,6 +84,10 @@ typedef struct run {
     atomic_long errors;
     atomic_long uncertain;
     atomic_int faults;                       /* faults injected */
+    atomic_int kind_faults[CHAOS_FAULT_KINDS]; /* of which per kind asked (bit i of
+                                                 CHAOS_FAULT_*); repeated kills count in none */
+    unsigned fault_kind; /* CHAOS_FAULT_* bits the running scenario's faults count for; set by
+                            faults_run before the scenario starts any thread */
     atomic_int crashes;                      /* daemon exits we did not cause */
     int crashes_seen[CLUSTER_MAX_NODES + CLUSTER_MAX_COORDINATORS]; /* per process, noted by
                                                                       faults_check_crashes */

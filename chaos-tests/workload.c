@@ -348,7 +348,10 @@ static void *worker(void *p)
             continue;
         }
         static const int ext[] = {TC_FUTURE, TC_DURING, TC_MILLIS, TC_FUTURE};
-        if (x < 32) {
+        if (r->opt->idle & CHAOS_IDLE_WRITES) {
+            /* A run that must fail for lack of writes (chaos_plant_test). */
+            wl_call(r, r->client, ti, idx, WK_GET, 0, &rng);
+        } else if (x < 32) {
             wl_call(r, r->client, ti, idx, WK_PUT, wl_random_class(&rng), &rng);
         } else if (x < 42) {
             wl_call(r, r->client, ti, idx, WK_UPD_TTL, ext[rng_next(&rng) % 4], &rng);
