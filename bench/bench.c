@@ -2,15 +2,18 @@
  * lapse-bench: throughput and latency of put, batched put, get and query
  * through liblapse against a three-node cluster on loopback.
  *
- *   lapse-bench [--coordinator URL] [--threads N] [--seconds S] [--batch N]
- *               [--value-bytes N] [--bin-dir DIR]
+ *   lapse-bench [--coordinator URL] [--threads N] [--seconds S] [--warmup S]
+ *               [--batch N] [--value-bytes N] [--bin-dir DIR]
  *               [--workloads put,batch-put,get,batch-get,query]
  *
  * Without --coordinator it starts its own cluster (tests/cluster.h) from
  * --bin-dir (default ./build/bin) and stops it at the end. Each workload runs
- * for --seconds with --threads client threads sharing one lapse_client, prints
- * a progress line each second on stderr, then ops/s and latency percentiles
- * (per call; a batched put's latency is per batch) on stdout.
+ * --warmup seconds (default 1) whose calls count for nothing, then --seconds
+ * with --threads client threads sharing one lapse_client, prints a progress
+ * line each second on stderr, then on stdout calls/s, items/s (what an item
+ * is: the row says) and latency percentiles of the calls that succeeded (per
+ * call; a batched call's latency is per batch). Failed calls are counted
+ * apart and are in no percentile.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,6 +36,7 @@ typedef struct config {
     const char *bin_dir;
     int threads;
     int seconds;
+    int warmup_s; /* seconds of each workload before anything is counted */
     int batch;
     int value_bytes;
     int keys_loaded; /* keys 0..keys_loaded-1 exist in Bench (set by put/batch) */
@@ -44,13 +48,14 @@ typedef struct worker {
     workload w;
     const config *cfg;
     lapse_client *client;
-    atomic_long ops; /* items written or read */
-    long errors;
+    atomic_long ops; /* items written, read or returned by calls that succeeded */
+    long errors;     /* failed calls: in no percentile */
     char first_error[512];
-    uint32_t *lat_us; /* one sample per call */
+    uint32_t *lat_us; /* one sample per call that succeeded */
     size_t nlat;
     long next_key; /* put: this thread's next key */
     atomic_int *stop;
+    atomic_int *measuring; /* 0 during the warm-up: nothing is counted */
 } worker;
 
 static uint64_t rng(uint64_t *s)
@@ -76,16 +81,19 @@ static lapse_item *make_item(long key, int value_bytes, const char *pad)
 static void record(worker *w, double t0, int rv, lapse_error *e, long items)
 {
     double dt = mono_s() - t0;
-    if (w->nlat < MAX_SAMPLES / MAX_THREADS) {
-        w->lat_us[w->nlat++] = (uint32_t)(dt * 1e6);
+    if (!atomic_load(w->measuring)) {
+        return;
     }
     if (rv != 0) {
         if (w->errors++ == 0) {
             snprintf(w->first_error, sizeof(w->first_error), "%s", e->message);
         }
-    } else {
-        atomic_fetch_add(&w->ops, items);
+        return;
     }
+    if (w->nlat < MAX_SAMPLES / MAX_THREADS) {
+        w->lat_us[w->nlat++] = (uint32_t)(dt * 1e6);
+    }
+    atomic_fetch_add(&w->ops, items);
 }
 
 static void *worker_main(void *arg)
@@ -169,7 +177,7 @@ static void *worker_main(void *arg)
             rv = lapse_query(w->client, "BenchQ", &q, &pg, &e);
             long n = rv == 0 ? (long)lapse_page_count(pg) : 0;
             lapse_page_free(pg);
-            record(w, t0, rv, &e, n > 0 ? 1 : 0);
+            record(w, t0, rv, &e, n);
         }
     }
     free(batch);
@@ -189,10 +197,18 @@ static const char *wname(workload w)
     return names[w];
 }
 
+/* What the row's items are. */
+static const char *witems(workload w)
+{
+    static const char *items[] = {"items written", "items written", "items read", "items read",
+                                  "items returned (10 per partition key)"};
+    return items[w];
+}
+
 static void run(workload wl, config *cfg, lapse_client *client, long *next_key_base)
 {
     worker ws[MAX_THREADS];
-    atomic_int stop = 0;
+    atomic_int stop = 0, measuring = 0;
     memset(ws, 0, sizeof(ws));
     for (int i = 0; i < cfg->threads; i++) {
         ws[i].id = i;
@@ -200,10 +216,17 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
         ws[i].cfg = cfg;
         ws[i].client = client;
         ws[i].stop = &stop;
+        ws[i].measuring = &measuring;
         ws[i].lat_us = malloc(sizeof(uint32_t) * (MAX_SAMPLES / MAX_THREADS));
         ws[i].next_key = *next_key_base + i;
         pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
     }
+    /* The warm-up: connections, the client's map, RocksDB's caches. */
+    for (double w0 = mono_s(); mono_s() < w0 + cfg->warmup_s;) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&measuring, 1);
     double t0 = mono_s();
     long last = 0;
     for (int s = 1; s <= cfg->seconds; s++) {
@@ -239,10 +262,10 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
     }
     qsort(all, nlat, sizeof(uint32_t), cmp_u32);
 #define PCT(p) (nlat ? all[(size_t)((double)(nlat - 1) * (p))] : 0)
-    printf("%-9s threads=%-3d items/s=%-9.0f calls=%-8zu p50=%uus p90=%uus p99=%uus "
-           "p99.9=%uus max=%uus errors=%ld\n",
-           wname(wl), cfg->threads, (double)ops / elapsed, nlat, PCT(0.5), PCT(0.9), PCT(0.99),
-           PCT(0.999), nlat ? all[nlat - 1] : 0, errors);
+    printf("%-9s threads=%-3d calls/s=%-8.0f items/s=%-9.0f (%s) calls=%-8zu p50=%uus p90=%uus "
+           "p99=%uus p99.9=%uus max=%uus failed=%ld (in no percentile)\n",
+           wname(wl), cfg->threads, (double)nlat / elapsed, (double)ops / elapsed, witems(wl), nlat,
+           PCT(0.5), PCT(0.9), PCT(0.99), PCT(0.999), nlat ? all[nlat - 1] : 0, errors);
 #undef PCT
     fflush(stdout);
     for (int i = 0; i < cfg->threads; i++) {
@@ -313,13 +336,13 @@ static int load_query_table(lapse_client *c)
 static void usage(void)
 {
     fprintf(stderr, "usage: lapse-bench [--coordinator URL] [--threads N] [--seconds S] "
-                    "[--batch N] [--value-bytes N] [--bin-dir DIR] "
+                    "[--warmup S] [--batch N] [--value-bytes N] [--bin-dir DIR] "
                     "[--workloads put,batch-put,get,batch-get,query]\n");
 }
 
 int main(int argc, char **argv)
 {
-    config cfg = {NULL, "./build/bin", 16, 10, 100, 100, 0};
+    config cfg = {NULL, "./build/bin", 16, 10, 1, 100, 100, 0};
     const char *workloads = "put,batch-put,get,batch-get,query";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -341,6 +364,8 @@ int main(int argc, char **argv)
             cfg.threads = atoi(v);
         } else if (strcmp(a, "--seconds") == 0) {
             cfg.seconds = atoi(v);
+        } else if (strcmp(a, "--warmup") == 0) {
+            cfg.warmup_s = atoi(v);
         } else if (strcmp(a, "--batch") == 0) {
             cfg.batch = atoi(v);
         } else if (strcmp(a, "--value-bytes") == 0) {
@@ -352,8 +377,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (cfg.threads < 1 || cfg.threads > MAX_THREADS || cfg.seconds < 1 || cfg.batch < 1 ||
-        cfg.batch > LAPSE_BATCH_MAX || cfg.value_bytes < 0 || cfg.value_bytes > 100000) {
+    if (cfg.threads < 1 || cfg.threads > MAX_THREADS || cfg.seconds < 1 || cfg.warmup_s < 0 ||
+        cfg.batch < 1 || cfg.batch > LAPSE_BATCH_MAX || cfg.value_bytes < 0 ||
+        cfg.value_bytes > 100000) {
         fprintf(stderr, "lapse-bench: an option is out of range\n");
         return 2;
     }
@@ -387,8 +413,8 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("# lapse-bench: 3 nodes on loopback, %d threads, one shared client, %d s per "
-           "workload, %d-byte values, batches of %d\n",
-           cfg.threads, cfg.seconds, cfg.value_bytes, cfg.batch);
+           "workload after a %d s warm-up, %d-byte values, batches of %d\n",
+           cfg.threads, cfg.seconds, cfg.warmup_s, cfg.value_bytes, cfg.batch);
     long next_key = 0;
     for (workload wl = W_PUT; wl <= W_BATCH_GET; wl++) {
         if (!has_workload(workloads, wname(wl))) {

@@ -29,6 +29,10 @@ typedef struct config {
 /* Prints p50/p99/max of lag[0..n) (ms) and how many of expected were seen. */
 void print_lags(const char *who, const char *what, int64_t *lag, size_t n, size_t expected);
 
+/* Prints "# redis: " and what `redis-server --version` says (the version
+ * every Redis figure of the run is from). */
+void redis_print_version(void);
+
 /* The Redis peer of the steady and burst workloads (redis-server required). */
 void redis_steady(const config *cfg);
 void redis_burst(const config *cfg);
