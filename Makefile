@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX     ?= /usr/local
 
 .PHONY: all deps build build-asan test test-fast test-asan cluster cluster-down \
-        netns-up netns-down netns-status chaos bench install demo clean
+        netns-up netns-down netns-status chaos bench fuzz install demo clean
 
 all: build
 
@@ -81,6 +81,17 @@ bench: build
 chaos: build
 	@$(BUILD)/bin/lapse-chaos --profile long --bin-dir $(BUILD)/bin \
 	  --report $(BUILD)/chaos-report.txt $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
+
+# The fuzz targets (cmake/fuzz-run.sh), FUZZ_SECONDS (default 300) each,
+# each from its corpus in the repository, which grows by the new inputs that
+# reach new code: commit rpc/fuzz/corpus and common/fuzz/corpus afterwards.
+# make test runs them 20 s each without growing anything.
+FUZZ_SECONDS ?= 300
+fuzz: build
+	@LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_request rpc/fuzz_request.c rpc/fuzz/corpus \
+	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/request $(FUZZ_SECONDS) rpc/fuzz/seeds.c
+	@LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_ddbjson common/fuzz_ddbjson.c common/fuzz/corpus \
+	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/ddbjson $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

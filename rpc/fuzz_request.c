@@ -6,7 +6,8 @@
  * handler would run on the contents. Whatever decodes must survive a round
  * trip (to protobuf, packed, unpacked, decoded again) unchanged.
  *
- * Built and run by rpc/fuzz/run.sh (ctest fuzz_request_test) with clang
+ * Built and run by cmake/fuzz-run.sh (ctest fuzz_request_test, make fuzz;
+ * corpus rpc/fuzz/corpus/) with clang
  * -fsanitize=fuzzer,address.
  */
 #include <stdint.h>

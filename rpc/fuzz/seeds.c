@@ -1,5 +1,5 @@
 /*
- * seeds.c: writes the seed corpus for fuzz_request (rpc/fuzz/run.sh): one
+ * seeds.c: writes the seeds for fuzz_request (cmake/fuzz-run.sh): one
  * valid, packed Request of each interesting kind, so the fuzzer starts from
  * inputs that get past the envelope checks.
  *
