@@ -54,6 +54,7 @@
 #include "../client/lapse.h"
 #include "../tests/cluster.h"
 #include "bench_util.h"
+#include "stream_follow.h"
 
 typedef struct config {
     cluster *cl;        /* the running cluster (CPU accounting) */
@@ -244,56 +245,7 @@ typedef struct expiry_run {
     const char *table;
     const due_plan *plan;
     long long total;
-    int64_t *seen_ms;     /* per item: when its REMOVE arrived (0: not yet) */
-    int64_t *deleted_ms;  /* per item: the REMOVE's ttl.deletedAt */
-    atomic_llong removes; /* TTL REMOVEs seen */
-    atomic_int stop;
 } expiry_run;
-
-typedef struct shard_reader {
-    expiry_run *run;
-    uint32_t shard;
-    pthread_t th;
-} shard_reader;
-
-static void *reader_main(void *p)
-{
-    shard_reader *r = p;
-    expiry_run *x = r->run;
-    lapse_stream_request q = {r->shard, 0, 1000, 1000};
-    int reported = 0;
-    while (!atomic_load(&x->stop)) {
-        lapse_stream_batch *b = NULL;
-        lapse_error e;
-        int64_t asked = wall_ms();
-        if (lapse_stream_read(x->c, x->table, &q, &b, &e) != 0) {
-            if (!reported++) { /* once per shard: the give-up message follows */
-                fprintf(stderr, "\nshard %u: %s (retrying)\n", r->shard, e.message);
-            }
-            sleep_ms(200);
-            continue;
-        }
-        int64_t now = wall_ms();
-        size_t n = lapse_stream_batch_count(b);
-        for (size_t i = 0; i < n; i++) {
-            const lapse_stream_record *rec = lapse_stream_batch_record(b, i);
-            const char *id = lapse_item_get_s(rec->keys, "Id");
-            long long k = id != NULL ? atoll(id + 1) : -1;
-            if (rec->ttl_delete && k >= 0 && k < x->total && x->seen_ms[k] == 0) {
-                x->seen_ms[k] = now;
-                x->deleted_ms[k] = rec->ttl_deleted_at_ms;
-                atomic_fetch_add(&x->removes, 1);
-            }
-            q.after_seq = rec->sequence_number;
-        }
-        lapse_stream_batch_free(b);
-        /* Answered empty at once: no long-poll slot was free. */
-        if (n == 0 && now - asked < 500) {
-            sleep_ms(10);
-        }
-    }
-    return NULL;
-}
 
 /* One GSI sampler thread: samples idx[first], idx[first + step], ... */
 typedef struct gsi_sampler {
@@ -373,17 +325,6 @@ static size_t gsi_lags(expiry_run *x, const long long *idx, size_t n, int64_t *l
     return ngone;
 }
 
-/* Stops and joins the readers (once; later calls do nothing). */
-static void stop_readers(expiry_run *x, shard_reader *r, unsigned n)
-{
-    if (atomic_exchange(&x->stop, 1)) {
-        return;
-    }
-    for (unsigned s = 0; s < n; s++) {
-        pthread_join(r[s].th, NULL); /* each returns within its 1 s long poll */
-    }
-}
-
 static int expiry(lapse_client *c, const config *cfg)
 {
     const char *table = "ReplExpiry";
@@ -393,16 +334,10 @@ static int expiry(lapse_client *c, const config *cfg)
     long long total = cfg->rate * cfg->seconds;
     due_plan plan = {(wall_ms() / 1000 + 4 + total / 50000) * 1000, (double)cfg->rate / 1000};
     expiry_run x = {.c = c, .table = table, .plan = &plan, .total = total};
-    x.seen_ms = calloc((size_t)total, sizeof(*x.seen_ms));
-    x.deleted_ms = calloc((size_t)total, sizeof(*x.deleted_ms));
-    shard_reader *r = calloc(cfg->partitions, sizeof(*r));
-    if (x.seen_ms == NULL || x.deleted_ms == NULL || r == NULL) {
+    stream_follow *f = NULL;
+    if (stream_follow_start(&f, c, table, "i", total, cfg->partitions) != 0) {
         fprintf(stderr, "out of memory\n");
         return -1;
-    }
-    for (unsigned s = 0; s < cfg->partitions; s++) {
-        r[s] = (shard_reader){&x, s, 0};
-        pthread_create(&r[s].th, NULL, reader_main, &r[s]);
     }
     int rv = load(c, table, total, &plan);
     if (rv == 0 && wall_ms() > plan.t0_ms) {
@@ -432,32 +367,33 @@ static int expiry(lapse_client *c, const config *cfg)
                 cfg->seconds, (long long)plan.t0_ms / 1000);
         size_t gsi_seen = gsi_lags(&x, idx, n, lag, end + 60000);
         print_lags("expiry -> GSI entry gone", lag, gsi_seen, n);
-        while (atomic_load(&x.removes) < total && wall_ms() < end + 60000) {
-            fprintf(stderr, "\rstream: %lld/%lld TTL REMOVEs read", atomic_load(&x.removes), total);
+        while (atomic_load(&f->removes) < total && wall_ms() < end + 60000) {
+            fprintf(stderr, "\rstream: %lld/%lld TTL REMOVEs read", atomic_load(&f->removes),
+                    total);
             sleep_ms(200);
         }
         fprintf(stderr, "\n");
         double cpu1 = nodes_cpu_s(cfg->cl), self1 = self_cpu_s();
-        stop_readers(&x, r, cfg->partitions);
+        stream_follow_stop(f);
         size_t m = 0;
         for (long long i = 0; i < total; i++) {
-            if (x.seen_ms[i] != 0) {
-                lag[m++] = x.seen_ms[i] - due_s_of(&plan, i) * 1000;
+            if (f->seen_ms[i] != 0) {
+                lag[m++] = f->seen_ms[i] - due_s_of(&plan, i) * 1000;
             }
         }
         print_lags("expiry -> stream REMOVE readable", lag, m, (size_t)total);
         /* The parts: the TTL sweep's own lag, and replication after it. */
         size_t k = 0;
         for (long long i = 0; i < total; i++) {
-            if (x.seen_ms[i] != 0) {
-                lag[k++] = x.deleted_ms[i] - due_s_of(&plan, i) * 1000;
+            if (f->seen_ms[i] != 0) {
+                lag[k++] = f->deleted_ms[i] - due_s_of(&plan, i) * 1000;
             }
         }
         print_lags("  of which expiry -> deleted", lag, k, (size_t)total);
         k = 0;
         for (long long i = 0; i < total; i++) {
-            if (x.seen_ms[i] != 0) {
-                lag[k++] = x.seen_ms[i] - x.deleted_ms[i];
+            if (f->seen_ms[i] != 0) {
+                lag[k++] = f->seen_ms[i] - f->deleted_ms[i];
             }
         }
         print_lags("  and deleted -> readable", lag, k, (size_t)total);
@@ -476,10 +412,7 @@ static int expiry(lapse_client *c, const config *cfg)
         free(idx);
         free(lag);
     }
-    stop_readers(&x, r, cfg->partitions);
-    free(r);
-    free(x.seen_ms);
-    free(x.deleted_ms);
+    stream_follow_free(f);
     return rv;
 }
 
