@@ -26,6 +26,12 @@
  *   backfill     enable TTL on a table of --backfill items: items/s per node
  *   naive-burst  the burst again on a second cluster started with
  *                --ttl-naive-scan (no index: full passes every second), last
+ *   fair         the steady shape on a table with the stream; every due item
+ *                observed on both sides the same way: Lapse's TTL REMOVEs read
+ *                by a stream follower, Redis's expired events; then, the
+ *                cluster stopped, Redis four times: only the due keys volatile
+ *                or every key, active-expire-effort 1 and 10; the ratio to
+ *                Redis's best case (not in the default list)
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -46,7 +52,10 @@
 #include "../tests/cluster.h"
 #include "../tests/scrape.h"
 #include "resp.h"
+#include "stream_follow.h"
 #include "ttl_bench.h"
+
+enum { FAIR_SHARDS = 16 }; /* the fair table's partitions: one stream reader each */
 
 extern char **environ;
 
@@ -166,14 +175,17 @@ static int64_t planned_ttl(void *arg, long long i)
     return due_s_of(arg, i);
 }
 
-static int create_ttl_table(lapse_client *c, const char *name)
+/* With stream: 16 partitions and the change stream (TTL deletes in it),
+ * else 64 partitions. */
+static int create_table_ttl(lapse_client *c, const char *name, int stream)
 {
     lapse_error e;
     lapse_table_def d = {0};
     d.name = name;
     d.partition_key = "Id";
     d.partition_key_type = 'S';
-    d.partitions = 64;
+    d.partitions = stream ? FAIR_SHARDS : 64;
+    d.stream = stream;
     if (lapse_create_table(c, &d, &e) != 0) {
         fprintf(stderr, "create %s: %s\n", name, e.message);
         return -1;
@@ -186,6 +198,11 @@ static int create_ttl_table(lapse_client *c, const char *name)
         return -1;
     }
     return 0;
+}
+
+static int create_ttl_table(lapse_client *c, const char *name)
+{
+    return create_table_ttl(c, name, 0);
 }
 
 /* lapse_ttl_deleted_items_total of table (only: other tables of the run
@@ -593,6 +610,60 @@ static void lapse_load(cluster *cl, lapse_client *c, const config *cfg)
     free(lag);
 }
 
+/* The fair comparison's Lapse side (issue 18): the steady workload's shape
+ * (--rate items/s due for --seconds among --long-lived far-future items) on
+ * a table with the change stream, every due item observed as a subscriber
+ * would: lag = the instant a stream follower (one long-polling reader per
+ * shard) reads its TTL REMOVE minus its due instant, the same observation as
+ * Redis's expired keyspace event. Returns the p99 lag in ms, or -1 when not
+ * every due item was seen within 60 s of the last due instant. */
+static int64_t lapse_fair(lapse_client *c, const config *cfg)
+{
+    if (create_table_ttl(c, "Fair", 1) != 0) {
+        return -1;
+    }
+    if (load(c, "Fair", "long", cfg->long_lived, far_future, NULL, "long-lived items") != 0) {
+        return -1;
+    }
+    long long total = cfg->rate * cfg->seconds;
+    stream_follow *f = NULL;
+    if (stream_follow_start(&f, c, "Fair", "due", total, FAIR_SHARDS) != 0) {
+        fprintf(stderr, "fair: out of memory\n");
+        return -1;
+    }
+    due_plan plan = {(wall_ms() / 1000 + 3 + total / 100000) * 1000, (double)cfg->rate / 1000};
+    if (load(c, "Fair", "due", total, planned_ttl, &plan, "due items") != 0) {
+        stream_follow_free(f);
+        return -1;
+    }
+    if (wall_ms() > plan.t0_ms) {
+        fprintf(stderr, "fair: the load ended after the first due instant\n");
+    }
+    int64_t end = due_s_of(&plan, total - 1) * 1000;
+    while (atomic_load(&f->removes) < total && wall_ms() < end + 60000) {
+        sleep_ms(100);
+    }
+    stream_follow_stop(f);
+    int64_t *lag = malloc((size_t)total * sizeof(*lag));
+    size_t m = 0;
+    for (long long i = 0; i < total; i++) {
+        if (f->seen_ms[i] != 0) {
+            lag[m++] = f->seen_ms[i] - due_s_of(&plan, i) * 1000;
+        }
+    }
+    print_lags("lapse", "fair", lag, m, (size_t)total);
+    int64_t p99 = m > 0 ? lag[(size_t)((double)(m - 1) * 0.99)] : -1;
+    if (m < (size_t)total) {
+        printf("lapse  fair     the wait ended 60 s after the last due instant with %zu of %lld "
+               "TTL REMOVEs read\n",
+               m, total);
+        p99 = -1;
+    }
+    free(lag);
+    stream_follow_free(f);
+    return p99;
+}
+
 static char *ttl_status(lapse_client *c, const char *table)
 {
     char *js = NULL;
@@ -702,7 +773,7 @@ static void lapse_backfill(cluster *cl, lapse_client *c, const config *cfg)
 static void usage(void)
 {
     fprintf(stderr, "usage: lapse-ttl-bench "
-                    "[--workloads steady,load,burst,propagation,backfill,naive-burst] "
+                    "[--workloads steady,load,burst,propagation,backfill,naive-burst,fair] "
                     "[--long-lived N] [--rate N] [--seconds S] [--load-rate N] "
                     "[--load-seconds S] [--put-rate N] [--burst N] [--backfill N] "
                     "[--reps N] [--bin-dir DIR] [--no-redis]\n");
@@ -822,8 +893,16 @@ int main(int argc, char **argv)
     if (has_workload(cfg.workloads, "backfill")) {
         lapse_backfill(cl, c, &cfg);
     }
+    int64_t fair_p99 = -1;
+    if (has_workload(cfg.workloads, "fair")) {
+        fair_p99 = lapse_fair(c, &cfg);
+    }
     lapse_close(c);
     cluster_free(cl, 1);
+    /* Redis alone on the machine: the cluster is stopped. */
+    if (has_workload(cfg.workloads, "fair") && cfg.redis) {
+        redis_fair_all(&cfg, fair_p99);
+    }
     /* Last, on its own cluster once the first one is gone (same cores). */
     if (has_workload(cfg.workloads, "naive-burst")) {
         lapse_naive_burst(&cfg);
