@@ -335,7 +335,7 @@ static int expiry(lapse_client *c, const config *cfg)
     due_plan plan = {(wall_ms() / 1000 + 4 + total / 50000) * 1000, (double)cfg->rate / 1000};
     expiry_run x = {.c = c, .table = table, .plan = &plan, .total = total};
     stream_follow *f = NULL;
-    if (stream_follow_start(&f, c, table, "i", total, cfg->partitions) != 0) {
+    if (stream_follow_start(&f, c, table, "i", total, cfg->partitions, 0) != 0) {
         fprintf(stderr, "out of memory\n");
         return -1;
     }

@@ -19,7 +19,7 @@ static void *reader_main(void *p)
     reader *r = p;
     stream_follow *f = r->f;
     size_t plen = strlen(f->prefix);
-    lapse_stream_request q = {r->shard, 0, 1000, 1000};
+    lapse_stream_request q = {r->shard, f->start_seq[r->shard], 1000, 1000};
     int reported = 0;
     while (!atomic_load(&f->stop)) {
         lapse_stream_batch *b = NULL;
@@ -55,8 +55,33 @@ static void *reader_main(void *p)
     return NULL;
 }
 
-int stream_follow_start(stream_follow **out, lapse_client *c, const char *table,
-                        const char *prefix, long long total, unsigned nshards)
+/* f->start_seq[s] = shard s's newest sequence number now. 0 or -1. */
+static int find_ends(stream_follow *f)
+{
+    lapse_stream_request *q = calloc(f->nshards_asked, sizeof(*q));
+    lapse_stream_batch **b = calloc(f->nshards_asked, sizeof(*b));
+    lapse_error e;
+    int rv = -1;
+    for (unsigned s = 0; q != NULL && b != NULL && s < f->nshards_asked; s++) {
+        q[s] = (lapse_stream_request){s, 0, 1, 0};
+    }
+    if (q != NULL && b != NULL &&
+        lapse_stream_read_many(f->c, f->table, q, f->nshards_asked, b, &e) == 0) {
+        for (unsigned s = 0; s < f->nshards_asked; s++) {
+            f->start_seq[s] = lapse_stream_batch_last_sequence(b[s]);
+            lapse_stream_batch_free(b[s]);
+        }
+        rv = 0;
+    } else if (q != NULL && b != NULL) {
+        fprintf(stderr, "stream_follow: %s\n", e.message);
+    }
+    free(q);
+    free(b);
+    return rv;
+}
+
+int stream_follow_start(stream_follow **out, lapse_client *c, const char *table, const char *prefix,
+                        long long total, unsigned nshards, int from_end)
 {
     stream_follow *f = calloc(1, sizeof(*f));
     if (f == NULL) {
@@ -69,7 +94,10 @@ int stream_follow_start(stream_follow **out, lapse_client *c, const char *table,
     f->seen_ms = calloc((size_t)total, sizeof(*f->seen_ms));
     f->deleted_ms = calloc((size_t)total, sizeof(*f->deleted_ms));
     f->th = calloc(nshards, sizeof(*f->th));
-    if (f->seen_ms == NULL || f->deleted_ms == NULL || f->th == NULL) {
+    f->start_seq = calloc(nshards, sizeof(*f->start_seq));
+    f->nshards_asked = nshards;
+    if (f->seen_ms == NULL || f->deleted_ms == NULL || f->th == NULL || f->start_seq == NULL ||
+        (from_end && find_ends(f) != 0)) {
         stream_follow_free(f);
         return -1;
     }
@@ -109,5 +137,6 @@ void stream_follow_free(stream_follow *f)
     free(f->seen_ms);
     free(f->deleted_ms);
     free(f->th);
+    free(f->start_seq);
     free(f);
 }

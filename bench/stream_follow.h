@@ -30,14 +30,19 @@ typedef struct stream_follow {
     atomic_llong removes; /* TTL REMOVEs of followed items read so far */
     atomic_int stop;
     unsigned nshards;
-    pthread_t *th; /* [nshards] */
+    pthread_t *th;          /* [nshards] */
+    uint64_t *start_seq;    /* [nshards_asked] each reader starts after this sequence number */
+    unsigned nshards_asked; /* the shards to follow (nshards: readers started so far) */
 } stream_follow;
 
-/* Starts one reader per shard (0 .. nshards-1, from the oldest record).
- * Returns 0 with *out to stop and free, or -1 (out of memory; nothing
- * started). */
-int stream_follow_start(stream_follow **out, lapse_client *c, const char *table,
-                        const char *prefix, long long total, unsigned nshards);
+/* Starts one reader per shard (0 .. nshards-1), from the oldest record, or
+ * with from_end past every record the shards hold now (one read of each
+ * first): so a backlog of earlier writes is not read ahead of the REMOVEs
+ * (REQUIRES then: no followed item's REMOVE is in the stream yet). Returns
+ * 0 with *out to stop and free, or -1 (out of memory, or the first read
+ * failed: printed; nothing started). */
+int stream_follow_start(stream_follow **out, lapse_client *c, const char *table, const char *prefix,
+                        long long total, unsigned nshards, int from_end);
 /* Stops and joins the readers (each within its 1 s long poll); later calls
  * do nothing. */
 void stream_follow_stop(stream_follow *f);
