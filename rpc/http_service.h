@@ -1,0 +1,74 @@
+/*
+ * http_service.h: an HTTP/1.1 service on NNG's HTTP server for request/response
+ * APIs with bodies (the DynamoDB gateway, dynamodb/): any method on one path,
+ * request headers and bodies up to a set size, keep-alive. rpc/ is the only
+ * module that includes NNG, so other modules reach NNG's HTTP server through
+ * this (http.h is the smaller GET-only form used for /metrics).
+ *
+ * NNG runs a handler on its own task threads, which must not block; a
+ * service's function may block (liblapse calls do), so the NNG handler only
+ * queues the request, and a fixed pool of worker threads owned by the service
+ * runs the function and completes NNG's aio from there (NNG allows an aio to
+ * finish on any thread; the connection waits for it before reading the next
+ * request).
+ *
+ * Thread-safety: fn runs on the service's worker threads, several at once.
+ *
+ * Invariants:
+ *  1. Each request NNG hands over is answered exactly once: by fn's response,
+ *     or by 503 when the queue is full or the service is closing.
+ *  2. fn and arg are never used after http_service_close returns.
+ *  3. Bodies over max_body, a bad Content-Length or a missing Host never reach
+ *     fn: NNG answers 400 itself (with reject_body when set) and closes the
+ *     connection.
+ */
+#ifndef LAPSE_HTTP_SERVICE_H
+#define LAPSE_HTTP_SERVICE_H
+
+#include <stddef.h>
+
+#include "../common/buf.h"
+
+typedef struct http_service http_service;
+/* One request, borrowed by fn for the duration of the call. */
+typedef struct http_request http_request;
+
+/* "GET", "POST", ... */
+const char *http_request_method(const http_request *r);
+/* The request's header of that name (case-insensitive), or NULL when absent.
+ * Borrowed for the duration of fn. */
+const char *http_request_header(const http_request *r, const char *name);
+/* The request body (len 0 and *data NULL when there is none), borrowed for
+ * the duration of fn; not NUL-terminated. */
+void http_request_body(const http_request *r, const void **data, size_t *len);
+
+/* What fn fills in. The service initializes it to status 200, an empty body
+ * and content_type "application/octet-stream". */
+typedef struct http_response {
+    int status;            /* HTTP status code */
+    char content_type[96]; /* NUL-terminated */
+    buf body;              /* owned by the service, freed after sending */
+} http_response;
+
+typedef void (*http_serve_fn)(void *arg, const http_request *req, http_response *res);
+
+typedef struct http_service_options {
+    const char *path;        /* the one path served, e.g. "/" (exact match; others get 404) */
+    size_t max_body;         /* largest request body accepted, bytes */
+    int workers;             /* threads running fn; 0: 4 */
+    size_t max_queued;       /* requests waiting for a worker beyond which 503; 0: 1024 */
+    const char *reject_body; /* NULL, or the body of NNG's own 400 (invariant 3) */
+} http_service_options;
+
+/* Serves opts->path on host_port ("127.0.0.1:8000") for every method, calling
+ * fn for each request on a worker thread. Returns 0, LAPSE_EINVAL (bad
+ * address or options), LAPSE_ENOMEM or LAPSE_EUNAVAILABLE (address in use)
+ * with a reason in err; on error nothing is left running and *out is NULL. */
+int http_service_open(http_service **out, const char *host_port, const http_service_options *opts,
+                      http_serve_fn fn, void *arg, char *err, size_t errlen);
+/* Stops taking requests (later ones get 503), answers the queued ones with
+ * 503, waits for calls of fn in progress, joins the workers and stops
+ * listening. Accepts NULL. */
+void http_service_close(http_service *s);
+
+#endif
