@@ -1,0 +1,125 @@
+/*
+ * ddb_api.c: the protocol frame and the operation table of the gateway.
+ */
+#include "ddb_api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddb_items.h"
+#include "ddb_req.h"
+#include "ddb_tables.h"
+
+#define TARGET_PREFIX "DynamoDB_20120810."
+#define TYPE_PREFIX "com.amazonaws.dynamodb.v20120810#"
+
+const char ddb_api_reject_body[] =
+    "{\"__type\":\"" TYPE_PREFIX "SerializationException\",\"message\":\"request refused: "
+    "body over 16777216 bytes, a bad Content-Length or no Host header\"}";
+
+typedef int (*op_fn)(ddb_ctx *x, json_t *req);
+
+static const struct {
+    const char *name;
+    op_fn fn;
+} ops[] = {
+    {"CreateTable", ddb_tables_create},
+    {"DescribeTable", ddb_tables_describe},
+    {"ListTables", ddb_tables_list},
+    {"DeleteTable", ddb_tables_delete},
+    {"UpdateTimeToLive", ddb_tables_update_ttl},
+    {"DescribeTimeToLive", ddb_tables_describe_ttl},
+    {"PutItem", ddb_items_put},
+    {"GetItem", ddb_items_get},
+    {"DeleteItem", ddb_items_delete},
+};
+
+/* Runs the operation target names on body; fills x (invariant 1 of
+ * ddb_req.h). */
+static void dispatch(ddb_ctx *x, const char *target, const void *body, size_t len)
+{
+    if (target == NULL) {
+        ddb_req_fail(x, 400, "UnknownOperationException", "missing X-Amz-Target header");
+        return;
+    }
+    if (strncmp(target, TARGET_PREFIX, strlen(TARGET_PREFIX)) != 0) {
+        ddb_req_fail(x, 400, "UnknownOperationException",
+                     "X-Amz-Target must be " TARGET_PREFIX "<Operation>");
+        return;
+    }
+    const char *name = target + strlen(TARGET_PREFIX);
+    op_fn fn = NULL;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        if (strcmp(ops[i].name, name) == 0) {
+            fn = ops[i].fn;
+        }
+    }
+    if (fn == NULL) {
+        ddb_req_fail(x, 400, "UnknownOperationException",
+                     "operation %.100s is not served by Lapse's DynamoDB API (yet)", name);
+        return;
+    }
+    json_error_t jerr;
+    json_t *req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
+    if (req == NULL || !json_is_object(req)) {
+        ddb_req_fail(x, 400, "SerializationException",
+                     req == NULL ? "malformed JSON body: %s" : "the body is not a JSON object%s",
+                     req == NULL ? jerr.text : "");
+        json_decref(req);
+        return;
+    }
+    if (fn(x, req) == 0 && x->out == NULL) {
+        ddb_req_fail(x, 500, "InternalServerError", "out of memory");
+    }
+    json_decref(req);
+}
+
+void ddb_api_call(const ddb_api *api, const char *target, const void *body, size_t len, int *status,
+                  char **out)
+{
+    ddb_ctx x = {.c = api->c, .region = api->region, .status = 200};
+    dispatch(&x, target, body, len);
+    if (x.out != NULL) {
+        *status = 200;
+        *out = json_dumps(x.out, JSON_COMPACT);
+        json_decref(x.out);
+        return;
+    }
+    char type[128];
+    snprintf(type, sizeof type, TYPE_PREFIX "%s", x.type);
+    json_t *e = json_pack("{s:s,s:s}", "__type", type, "message", x.message);
+    *status = x.status;
+    *out = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+}
+
+void ddb_api_serve(void *arg, const http_request *req, http_response *res)
+{
+    const ddb_api *api = arg;
+    const char *method = http_request_method(req);
+    snprintf(res->content_type, sizeof res->content_type, DDB_API_CONTENT_TYPE);
+    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
+        /* DynamoDB answers a GET of / with this line; load balancers probe it. */
+        snprintf(res->content_type, sizeof res->content_type, "text/plain");
+        buf_printf(&res->body, "healthy: lapse dynamodb %s\n", api->region);
+        return;
+    }
+    int status = 400;
+    char *out = NULL;
+    if (strcmp(method, "POST") != 0) {
+        ddb_api_call(api, "", NULL, 0, &status, &out); /* an UnknownOperationException */
+    } else {
+        const void *body;
+        size_t len;
+        http_request_body(req, &body, &len);
+        ddb_api_call(api, http_request_header(req, "X-Amz-Target"), body, len, &status, &out);
+    }
+    res->status = out != NULL ? status : 500;
+    if (out == NULL || buf_append_str(&res->body, out) != 0) {
+        buf_clear(&res->body);
+        res->status = 500;
+        buf_append_str(&res->body, "{\"__type\":\"" TYPE_PREFIX "InternalServerError\","
+                                   "\"message\":\"out of memory\"}");
+    }
+    free(out);
+}

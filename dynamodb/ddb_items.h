@@ -1,0 +1,18 @@
+/*
+ * ddb_items.h: the gateway's item operations (PutItem, GetItem, DeleteItem)
+ * on liblapse's item calls, without expressions in this slice: a request
+ * carrying one is refused with a ValidationException naming it.
+ *
+ * Thread-safety: as liblapse's client; each call on its own ddb_ctx.
+ * Each returns as ddb_req.h's invariant 1 says; req is borrowed.
+ */
+#ifndef LAPSE_DDB_ITEMS_H
+#define LAPSE_DDB_ITEMS_H
+
+#include "ddb_req.h"
+
+int ddb_items_put(ddb_ctx *x, json_t *req);
+int ddb_items_get(ddb_ctx *x, json_t *req);
+int ddb_items_delete(ddb_ctx *x, json_t *req);
+
+#endif

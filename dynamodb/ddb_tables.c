@@ -1,0 +1,450 @@
+/*
+ * ddb_tables.c: table and TTL operations on liblapse's admin calls, and the
+ * translation of lapse_describe_table's document into DynamoDB's
+ * TableDescription.
+ */
+#include "ddb_tables.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ======================= TableDescription ======================= */
+
+/* DynamoDB's TableDescription of a table from liblapse's description (the
+ * document lapse_describe_table returns), status as given. NULL with the
+ * error set on a document it cannot read. */
+static json_t *table_description(ddb_ctx *x, const char *lapse_json, const char *status)
+{
+    json_t *doc = json_loads(lapse_json, 0, NULL);
+    json_t *t = json_object_get(doc, "Table");
+    const char *name = json_string_value(json_object_get(t, "TableName"));
+    if (name == NULL) {
+        json_decref(doc);
+        ddb_req_fail(x, 500, "InternalServerError", "unreadable table description");
+        return NULL;
+    }
+    json_t *d = json_object();
+    char arn[600];
+    snprintf(arn, sizeof arn, "arn:aws:dynamodb:%s:000000000000:table/%s", x->region, name);
+    json_object_set_new(d, "TableName", json_string(name));
+    json_object_set_new(d, "TableStatus", json_string(status));
+    json_object_set_new(d, "TableArn", json_string(arn));
+    json_object_set(d, "KeySchema", json_object_get(t, "KeySchema"));
+    json_object_set(d, "AttributeDefinitions", json_object_get(t, "AttributeDefinitions"));
+    json_object_set_new(d, "ProvisionedThroughput",
+                        json_pack("{s:i,s:i,s:i}", "NumberOfDecreasesToday", 0, "ReadCapacityUnits",
+                                  0, "WriteCapacityUnits", 0));
+    json_object_set_new(d, "BillingModeSummary",
+                        json_pack("{s:s}", "BillingMode", "PAY_PER_REQUEST"));
+    json_object_set_new(d, "TableSizeBytes", json_integer(0));
+    json_object_set_new(d, "ItemCount", json_integer(0));
+
+    static const char *const kinds[] = {"LocalSecondaryIndexes", "GlobalSecondaryIndexes"};
+    for (int k = 0; k < 2; k++) {
+        json_t *in = json_object_get(t, kinds[k]);
+        if (!json_is_array(in) || json_array_size(in) == 0) {
+            continue;
+        }
+        json_t *arr = json_array();
+        size_t i;
+        json_t *ix;
+        json_array_foreach(in, i, ix)
+        {
+            json_t *o = json_object();
+            const char *ixname = json_string_value(json_object_get(ix, "IndexName"));
+            json_object_set(o, "IndexName", json_object_get(ix, "IndexName"));
+            json_object_set(o, "KeySchema", json_object_get(ix, "KeySchema"));
+            json_object_set(o, "Projection", json_object_get(ix, "Projection"));
+            json_object_set_new(o, "IndexArn",
+                                json_sprintf("%s/index/%s", arn, ixname ? ixname : ""));
+            if (k == 1) {
+                json_object_set_new(o, "IndexStatus", json_string("ACTIVE"));
+            }
+            json_array_append_new(arr, o);
+        }
+        json_object_set_new(d, kinds[k], arr);
+    }
+    json_t *stream = json_object_get(t, "StreamSpecification");
+    if (json_is_true(json_object_get(stream, "StreamEnabled"))) {
+        json_object_set_new(
+            d, "StreamSpecification",
+            json_pack("{s:b,s:s}", "StreamEnabled", 1, "StreamViewType", "NEW_AND_OLD_IMAGES"));
+    }
+    json_decref(doc);
+    return d;
+}
+
+/* ======================= CreateTable ======================= */
+
+/* The type ('S', 'N' or 'B') AttributeDefinitions gives name, or 0 with the
+ * error set. */
+static char attr_type(ddb_ctx *x, json_t *defs, const char *name)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach(defs, i, d)
+    {
+        const char *n = json_string_value(json_object_get(d, "AttributeName"));
+        const char *t = json_string_value(json_object_get(d, "AttributeType"));
+        if (n != NULL && strcmp(n, name) == 0) {
+            if (t == NULL || strlen(t) != 1 || strchr("SNB", t[0]) == NULL) {
+                ddb_req_fail(x, 400, "ValidationException",
+                             "AttributeDefinitions: AttributeType of %s must be S, N or B", name);
+                return 0;
+            }
+            return t[0];
+        }
+    }
+    ddb_req_fail(x, 400, "ValidationException",
+                 "One or more parameter values were invalid: Some index key attributes are not "
+                 "defined in AttributeDefinitions. Keys: [%s]",
+                 name);
+    return 0;
+}
+
+/* Reads a KeySchema (one HASH, at most one RANGE) into *pk and *sk (NULL:
+ * none), with their types from defs. Returns 0 or -1 with the error set. */
+static int key_schema(ddb_ctx *x, json_t *ks, json_t *defs, const char *what, const char **pk,
+                      char *pkt, const char **sk, char *skt)
+{
+    *pk = *sk = NULL;
+    size_t i;
+    json_t *k;
+    if (!json_is_array(ks) || json_array_size(ks) < 1 || json_array_size(ks) > 2) {
+        return ddb_req_fail(x, 400, "ValidationException",
+                            "%s: KeySchema must list one HASH key and at most one RANGE key", what);
+    }
+    json_array_foreach(ks, i, k)
+    {
+        const char *n = json_string_value(json_object_get(k, "AttributeName"));
+        const char *role = json_string_value(json_object_get(k, "KeyType"));
+        if (n == NULL || role == NULL) {
+            return ddb_req_fail(x, 400, "ValidationException",
+                                "%s: each KeySchema element needs AttributeName and KeyType", what);
+        }
+        if (strcmp(role, "HASH") == 0 && *pk == NULL && i == 0) {
+            *pk = n;
+            if ((*pkt = attr_type(x, defs, n)) == 0) {
+                return -1;
+            }
+        } else if (strcmp(role, "RANGE") == 0 && *sk == NULL && i == 1) {
+            *sk = n;
+            if ((*skt = attr_type(x, defs, n)) == 0) {
+                return -1;
+            }
+        } else {
+            return ddb_req_fail(x, 400, "ValidationException",
+                                "%s: KeySchema must be one HASH key, then at most one RANGE key",
+                                what);
+        }
+    }
+    return 0;
+}
+
+/* Reads LocalSecondaryIndexes or GlobalSecondaryIndexes into defs (caller
+ * frees *out). */
+static int indexes(ddb_ctx *x, json_t *arr, json_t *defs, int gsi, lapse_index_def **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (arr == NULL || json_array_size(arr) == 0) {
+        return 0;
+    }
+    if ((*out = calloc(json_array_size(arr), sizeof **out)) == NULL) {
+        return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
+    }
+    size_t i;
+    json_t *ix;
+    json_array_foreach(arr, i, ix)
+    {
+        lapse_index_def *d = &(*out)[i];
+        const char *name = json_string_value(json_object_get(ix, "IndexName"));
+        json_t *proj = json_object_get(ix, "Projection");
+        const char *ptype = json_string_value(json_object_get(proj, "ProjectionType"));
+        const char *pk, *sk;
+        char pkt = 0, skt = 0;
+        if (name == NULL) {
+            return ddb_req_fail(x, 400, "ValidationException", "an index has no IndexName");
+        }
+        if (key_schema(x, json_object_get(ix, "KeySchema"), defs, name, &pk, &pkt, &sk, &skt) !=
+            0) {
+            return -1;
+        }
+        d->name = name;
+        if (ptype == NULL || strcmp(ptype, "ALL") == 0) {
+            d->projection = LAPSE_PROJECT_ALL;
+        } else if (strcmp(ptype, "KEYS_ONLY") == 0) {
+            d->projection = LAPSE_PROJECT_KEYS;
+        } else {
+            return ddb_req_fail(x, 400, "ValidationException",
+                                "index %s: ProjectionType %s is not supported by Lapse yet "
+                                "(ALL or KEYS_ONLY)",
+                                name, ptype);
+        }
+        if (gsi) {
+            d->partition_key = pk;
+            d->partition_key_type = pkt;
+            d->sort_key = sk;
+            d->sort_key_type = skt;
+        } else {
+            /* An LSI repeats the table's HASH key; Lapse takes only its sort key. */
+            if (sk == NULL) {
+                return ddb_req_fail(x, 400, "ValidationException",
+                                    "local secondary index %s needs a RANGE key", name);
+            }
+            d->sort_key = sk;
+            d->sort_key_type = skt;
+        }
+    }
+    *n = json_array_size(arr);
+    return 0;
+}
+
+static const char *const create_unsupported[] = {"Tags", "SSESpecification", "TableClass",
+                                                 "ResourcePolicy", NULL};
+
+int ddb_tables_create(ddb_ctx *x, json_t *req)
+{
+    lapse_table_def def = {0};
+    lapse_index_def *lsi = NULL, *gsi = NULL;
+    json_t *ks, *defs, *jl, *jg, *stream;
+    lapse_error err;
+    char *json = NULL;
+    int rv = -1;
+
+    if (ddb_req_unsupported(x, req, "CreateTable", create_unsupported) != 0 ||
+        ddb_req_string(x, req, "TableName", 1, &def.name) != 0 ||
+        ddb_req_array(x, req, "KeySchema", 1, &ks) != 0 ||
+        ddb_req_array(x, req, "AttributeDefinitions", 1, &defs) != 0 ||
+        ddb_req_array(x, req, "LocalSecondaryIndexes", 0, &jl) != 0 ||
+        ddb_req_array(x, req, "GlobalSecondaryIndexes", 0, &jg) != 0 ||
+        ddb_req_object(x, req, "StreamSpecification", 0, &stream) != 0 ||
+        key_schema(x, ks, defs, "table", &def.partition_key, &def.partition_key_type, &def.sort_key,
+                   &def.sort_key_type) != 0 ||
+        indexes(x, jl, defs, 0, &lsi, &def.nlsi) != 0 ||
+        indexes(x, jg, defs, 1, &gsi, &def.ngsi) != 0) {
+        goto out;
+    }
+    def.lsi = lsi;
+    def.gsi = gsi;
+    if (stream != NULL && ddb_req_bool(x, stream, "StreamEnabled", 1, &def.stream) != 0) {
+        goto out;
+    }
+    if (def.stream) {
+        const char *view;
+        if (ddb_req_string(x, stream, "StreamViewType", 0, &view) != 0) {
+            goto out;
+        }
+        if (view != NULL && strcmp(view, "NEW_AND_OLD_IMAGES") != 0) {
+            ddb_req_fail(x, 400, "ValidationException",
+                         "StreamViewType %s is not supported by Lapse yet (NEW_AND_OLD_IMAGES)",
+                         view);
+            goto out;
+        }
+    }
+    if (lapse_create_table_json(x->c, &def, &json, &err) != 0) {
+        ddb_req_lapse_fail(x, &err, def.name);
+        goto out;
+    }
+    json_t *d = table_description(x, json, "ACTIVE");
+    if (d != NULL) {
+        x->out = json_pack("{s:o}", "TableDescription", d);
+        rv = 0;
+    }
+out:
+    lapse_free(json);
+    free(lsi);
+    free(gsi);
+    return rv;
+}
+
+/* ======================= DescribeTable, ListTables, DeleteTable ======================= */
+
+int ddb_tables_describe(ddb_ctx *x, json_t *req)
+{
+    const char *table;
+    char *json = NULL;
+    lapse_error err;
+    if (ddb_req_string(x, req, "TableName", 1, &table) != 0) {
+        return -1;
+    }
+    if (lapse_describe_table(x->c, table, &json, &err) != 0) {
+        return ddb_req_lapse_fail(x, &err, table);
+    }
+    json_t *d = table_description(x, json, "ACTIVE");
+    lapse_free(json);
+    if (d == NULL) {
+        return -1;
+    }
+    x->out = json_pack("{s:o}", "Table", d);
+    return 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int ddb_tables_list(ddb_ctx *x, json_t *req)
+{
+    const char *start;
+    long limit = 100;
+    char *json = NULL;
+    lapse_error err;
+    if (ddb_req_string(x, req, "ExclusiveStartTableName", 0, &start) != 0 ||
+        ddb_req_int(x, req, "Limit", 1, 100, &limit) != 0) {
+        return -1;
+    }
+    if (lapse_list_tables(x->c, &json, &err) != 0) {
+        return ddb_req_lapse_fail(x, &err, NULL);
+    }
+    json_t *doc = json_loads(json, 0, NULL);
+    lapse_free(json);
+    json_t *names = json_object_get(doc, "TableNames");
+    size_t n = json_array_size(names);
+    const char **v = calloc(n ? n : 1, sizeof *v);
+    if (!json_is_array(names) || v == NULL) {
+        free(v);
+        json_decref(doc);
+        return ddb_req_fail(x, 500, "InternalServerError", "unreadable table list");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(names, i));
+        v[i] = s ? s : "";
+    }
+    /* DynamoDB pages in name order. */
+    qsort(v, n, sizeof *v, cmp_names);
+    json_t *out = json_array();
+    size_t i = 0;
+    while (i < n && start != NULL && strcmp(v[i], start) <= 0) {
+        i++;
+    }
+    for (; i < n && json_array_size(out) < (size_t)limit; i++) {
+        json_array_append_new(out, json_string(v[i]));
+    }
+    x->out = json_pack("{s:o}", "TableNames", out);
+    if (i < n && json_array_size(out) > 0) {
+        json_object_set_new(x->out, "LastEvaluatedTableName", json_string(v[i - 1]));
+    }
+    free(v);
+    json_decref(doc);
+    return 0;
+}
+
+int ddb_tables_delete(ddb_ctx *x, json_t *req)
+{
+    const char *table;
+    char *json = NULL;
+    lapse_error err;
+    if (ddb_req_string(x, req, "TableName", 1, &table) != 0) {
+        return -1;
+    }
+    /* DynamoDB answers with the table's description as it goes. */
+    if (lapse_describe_table(x->c, table, &json, &err) != 0) {
+        return ddb_req_lapse_fail(x, &err, table);
+    }
+    json_t *d = table_description(x, json, "DELETING");
+    lapse_free(json);
+    if (d == NULL) {
+        return -1;
+    }
+    if (lapse_delete_table(x->c, table, &err) != 0) {
+        json_decref(d);
+        return ddb_req_lapse_fail(x, &err, table);
+    }
+    x->out = json_pack("{s:o}", "TableDescription", d);
+    return 0;
+}
+
+/* ======================= TTL ======================= */
+
+/* TimeToLiveDescription from lapse_describe_ttl: *status and *attr borrowed
+ * from *doc (caller json_decref's it). */
+static int ttl_state(ddb_ctx *x, const char *table, json_t **doc, json_t **desc)
+{
+    char *json = NULL;
+    lapse_error err;
+    if (lapse_describe_ttl(x->c, table, &json, &err) != 0) {
+        return ddb_req_lapse_fail(x, &err, table);
+    }
+    *doc = json_loads(json, 0, NULL);
+    lapse_free(json);
+    *desc = json_object_get(*doc, "TimeToLiveDescription");
+    if (!json_is_string(json_object_get(*desc, "TimeToLiveStatus"))) {
+        json_decref(*doc);
+        *doc = NULL;
+        return ddb_req_fail(x, 500, "InternalServerError", "unreadable TTL description");
+    }
+    return 0;
+}
+
+int ddb_tables_update_ttl(ddb_ctx *x, json_t *req)
+{
+    const char *table, *attr;
+    json_t *spec, *doc, *desc;
+    int enabled = 0;
+    lapse_error err;
+    if (ddb_req_string(x, req, "TableName", 1, &table) != 0 ||
+        ddb_req_object(x, req, "TimeToLiveSpecification", 1, &spec) != 0 ||
+        ddb_req_bool(x, spec, "Enabled", 1, &enabled) != 0 ||
+        ddb_req_string(x, spec, "AttributeName", 1, &attr) != 0) {
+        return -1;
+    }
+    if (attr[0] == '\0' || strlen(attr) > 255) {
+        return ddb_req_fail(x, 400, "ValidationException",
+                            "TimeToLiveSpecification.AttributeName must be 1 to 255 characters");
+    }
+    if (ttl_state(x, table, &doc, &desc) != 0) {
+        return -1;
+    }
+    const char *status = json_string_value(json_object_get(desc, "TimeToLiveStatus"));
+    const char *cur = json_string_value(json_object_get(desc, "AttributeName"));
+    int rv = 0;
+    /* DynamoDB's rules, with its messages. */
+    if (enabled && strcmp(status, "DISABLED") != 0) {
+        rv = ddb_req_fail(x, 400, "ValidationException",
+                          strcmp(status, "ENABLED") == 0 ? "TimeToLive is already enabled"
+                                                         : "Time to live has been modified "
+                                                           "multiple times within a fixed "
+                                                           "interval");
+    } else if (!enabled && strcmp(status, "ENABLED") != 0 && strcmp(status, "ENABLING") != 0) {
+        rv = ddb_req_fail(x, 400, "ValidationException", "TimeToLive is already disabled");
+    } else if (!enabled && cur != NULL && strcmp(cur, attr) != 0) {
+        rv = ddb_req_fail(x, 400, "ValidationException",
+                          "TimeToLive is active on a different AttributeName: current "
+                          "AttributeName is %s",
+                          cur);
+    }
+    json_decref(doc);
+    if (rv != 0) {
+        return rv;
+    }
+    lapse_ttl_spec ts = {.action = enabled ? LAPSE_TTL_ENABLE : LAPSE_TTL_DISABLE,
+                         .attribute = enabled ? attr : NULL};
+    if (lapse_update_ttl(x->c, table, &ts, NULL, &err) != 0) {
+        return ddb_req_lapse_fail(x, &err, table);
+    }
+    x->out = json_pack("{s:{s:b,s:s}}", "TimeToLiveSpecification", "Enabled", enabled,
+                       "AttributeName", attr);
+    return 0;
+}
+
+int ddb_tables_describe_ttl(ddb_ctx *x, json_t *req)
+{
+    const char *table;
+    json_t *doc, *desc;
+    if (ddb_req_string(x, req, "TableName", 1, &table) != 0 ||
+        ttl_state(x, table, &doc, &desc) != 0) {
+        return -1;
+    }
+    json_t *d = json_object();
+    json_object_set(d, "TimeToLiveStatus", json_object_get(desc, "TimeToLiveStatus"));
+    /* DynamoDB names the attribute only while TTL is on or changing. */
+    if (strcmp(json_string_value(json_object_get(desc, "TimeToLiveStatus")), "DISABLED") != 0 &&
+        json_is_string(json_object_get(desc, "AttributeName"))) {
+        json_object_set(d, "AttributeName", json_object_get(desc, "AttributeName"));
+    }
+    json_decref(doc);
+    x->out = json_pack("{s:o}", "TimeToLiveDescription", d);
+    return 0;
+}

@@ -1,0 +1,22 @@
+/*
+ * ddb_tables.h: the gateway's table and TTL operations (CreateTable,
+ * DescribeTable, ListTables, DeleteTable, UpdateTimeToLive,
+ * DescribeTimeToLive), each a DynamoDB request document in and a response
+ * document out, on liblapse's admin calls.
+ *
+ * Thread-safety: as liblapse's client; each call on its own ddb_ctx.
+ * Each returns as ddb_req.h's invariant 1 says; req is borrowed.
+ */
+#ifndef LAPSE_DDB_TABLES_H
+#define LAPSE_DDB_TABLES_H
+
+#include "ddb_req.h"
+
+int ddb_tables_create(ddb_ctx *x, json_t *req);
+int ddb_tables_describe(ddb_ctx *x, json_t *req);
+int ddb_tables_list(ddb_ctx *x, json_t *req);
+int ddb_tables_delete(ddb_ctx *x, json_t *req);
+int ddb_tables_update_ttl(ddb_ctx *x, json_t *req);
+int ddb_tables_describe_ttl(ddb_ctx *x, json_t *req);
+
+#endif

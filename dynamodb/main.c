@@ -1,0 +1,181 @@
+/*
+ * main.c: lapse-dynamodb, the stateless DynamoDB-compatible HTTP gateway
+ * (docs/dynamodb-api.md): flags, signals and lifecycle. It connects to the
+ * cluster with liblapse (retrying until a coordinator answers), then serves
+ * DynamoDB's protocol on --listen until SIGTERM or SIGINT.
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../client/lapse.h"
+#include "../common/log.h"
+#include "../rpc/http_service.h"
+#include "ddb_api.h"
+
+/* The gateway's global state. */
+typedef struct gateway {
+    const char *listen;      /* HOST:PORT served */
+    const char *coordinator; /* NULL: liblapse's default ($LAPSE_COORDINATOR, else 7400/7410) */
+    const char *region;      /* in ARNs */
+    int timeout_ms;          /* liblapse's per-call timeout */
+    int workers;             /* threads running calls */
+    lapse_client *c;         /* shared by the workers */
+    http_service *http;      /* serving while non-NULL */
+    ddb_api api;             /* what the workers read */
+} gateway;
+
+/* Set by the signal handler, read by main's wait loop. */
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    g_stop = sig;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: lapse-dynamodb [--listen HOST:PORT] [--coordinator URL[,URL...]]\n"
+            "                      [--region R] [--timeout-ms N] [--workers N]\n"
+            "  --listen       where to serve DynamoDB's HTTP API (default 127.0.0.1:8000)\n"
+            "  --coordinator  the cluster (default $LAPSE_COORDINATOR, else %s)\n"
+            "  --region       the region named in ARNs (default us-east-1)\n"
+            "  --timeout-ms   per-call timeout of liblapse (default 5000)\n"
+            "  --workers      threads running calls (default 8)\n"
+            "Admin calls send $LAPSE_ADMIN_TOKEN when it is set (docs/dynamodb-api.md).\n",
+            LAPSE_DEFAULT_COORDINATOR);
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Sleeps ms unless a stop signal arrives first (it interrupts nanosleep). */
+static void pause_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    gateway g = {
+        .listen = "127.0.0.1:8000", .region = "us-east-1", .timeout_ms = 5000, .workers = 8};
+    static const struct option longopts[] = {{"listen", required_argument, NULL, 'l'},
+                                             {"coordinator", required_argument, NULL, 'c'},
+                                             {"region", required_argument, NULL, 'r'},
+                                             {"timeout-ms", required_argument, NULL, 't'},
+                                             {"workers", required_argument, NULL, 'w'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'l':
+            g.listen = optarg;
+            break;
+        case 'c':
+            g.coordinator = optarg;
+            break;
+        case 'r':
+            g.region = optarg;
+            break;
+        case 't':
+            if (parse_int(optarg, 1, 3600000, &g.timeout_ms) != 0) {
+                fprintf(stderr, "lapse-dynamodb: bad --timeout-ms %s\n", optarg);
+                return 2;
+            }
+            break;
+        case 'w':
+            if (parse_int(optarg, 1, 256, &g.workers) != 0) {
+                fprintf(stderr, "lapse-dynamodb: bad --workers %s (1 to 256)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            fprintf(stderr, "lapse-dynamodb: bad or incomplete flag %s\n", argv[optind - 1]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "lapse-dynamodb: unexpected argument %s\n", argv[optind]);
+        return 2;
+    }
+    log_init("dynamodb", LOG_INFO);
+
+    /* Block the stop signals before any thread starts, so every thread
+     * inherits the mask and only sigsuspend below takes them (nanosleep in
+     * the connect loop runs with them unblocked). */
+    sigset_t stopset, waitset;
+    sigemptyset(&stopset);
+    sigaddset(&stopset, SIGTERM);
+    sigaddset(&stopset, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stopset, &waitset);
+    sigdelset(&waitset, SIGTERM);
+    sigdelset(&waitset, SIGINT);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    /* The cluster may still be starting: retry, twice a second, until a
+     * coordinator answers or a stop signal comes. */
+    lapse_connect_options co = {.timeout_ms = g.timeout_ms};
+    for (int tries = 0; !g_stop; tries++) {
+        lapse_error err;
+        if (lapse_connect_opts(&g.c, g.coordinator, &co, &err) == 0) {
+            break;
+        }
+        if (tries % 20 == 0) {
+            log_warn("cannot reach the cluster yet (%s); retrying", err.message);
+        }
+        sigset_t old;
+        pthread_sigmask(SIG_SETMASK, &waitset, &old);
+        pause_ms(500);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    if (g.c == NULL) {
+        return 0; /* stopped before the cluster answered */
+    }
+
+    g.api = (ddb_api){.c = g.c, .region = g.region};
+    http_service_options ho = {.path = "/",
+                               .max_body = DDB_API_MAX_BODY,
+                               .workers = g.workers,
+                               .reject_body = ddb_api_reject_body};
+    char err[512];
+    if (http_service_open(&g.http, g.listen, &ho, ddb_api_serve, &g.api, err, sizeof err) != 0) {
+        log_error("cannot serve: %s", err);
+        fprintf(stderr, "lapse-dynamodb: %s\n", err);
+        lapse_close(g.c);
+        return 1;
+    }
+    log_info("serving DynamoDB's API on http://%s", g.listen);
+    while (!g_stop) {
+        sigsuspend(&waitset);
+    }
+    log_info("%s received: shutting down", g_stop == SIGINT ? "SIGINT" : "SIGTERM");
+    http_service_close(g.http);
+    lapse_close(g.c);
+    log_info("stopped");
+    return 0;
+}
