@@ -13,6 +13,7 @@ pkgs=(
   librocksdb-dev libxxhash-dev libcmocka-dev libjansson-dev
   libcurl4-openssl-dev etcd-server etcd-client
   prometheus curl iproute2 python3
+  awscli python3-boto3 python3-pytest
 )
 
 missing=()

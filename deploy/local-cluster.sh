@@ -15,6 +15,9 @@
 #                                        URL on N+19+i and its peer URL on N+29+i
 #   LAPSE_METRICS_PORT=M (default 9400)  node i's Prometheus metrics on
 #                                        http://127.0.0.1:(M+i)/metrics
+# The DynamoDB-compatible gateway (lapse-dynamodb, docs/dynamodb-api.md)
+# listens on http://127.0.0.1:8000 (DynamoDB Local's port), or on N+40 when
+# LAPSE_PORT is set, or on LAPSE_DYNAMODB_PORT when that is set.
 # `up` writes $LAPSE_HOME/prometheus.yml, deploy/prometheus.yml with the
 # targets of the ports in use. The nodes' shared cluster token is in
 # $LAPSE_HOME/cluster-token. Data, logs and pid files live under $LAPSE_HOME
@@ -39,13 +42,22 @@ metrics_base=${LAPSE_METRICS_PORT:-9400}
 node_ports=($((coord_port + 1)) $((coord_port + 2)) $((coord_port + 3)))
 metrics_ports=($((metrics_base + 1)) $((metrics_base + 2)) $((metrics_base + 3)))
 coord2_port=$((coord_port + 10))
+if [[ -n ${LAPSE_DYNAMODB_PORT:-} ]]; then
+  dynamodb_port=$LAPSE_DYNAMODB_PORT
+elif [[ -n ${LAPSE_PORT:-} ]]; then
+  dynamodb_port=$((coord_port + 40))
+else
+  dynamodb_port=8000
+fi
+[[ $dynamodb_port =~ ^[0-9]+$ ]] && ((dynamodb_port >= 1 && dynamodb_port <= 65535)) ||
+  { echo "local-cluster: bad port $dynamodb_port (LAPSE_DYNAMODB_PORT: 1 to 65535)" >&2; exit 2; }
 coord_url="tcp://127.0.0.1:$coord_port,tcp://127.0.0.1:$coord2_port"
 etcd_client_ports=($((coord_port + 20)) $((coord_port + 21)) $((coord_port + 22)))
 etcd_peer_ports=($((coord_port + 30)) $((coord_port + 31)) $((coord_port + 32)))
 etcd_urls="http://127.0.0.1:${etcd_client_ports[0]},http://127.0.0.1:${etcd_client_ports[1]},http://127.0.0.1:${etcd_client_ports[2]}"
 etcd_initial="e1=http://127.0.0.1:${etcd_peer_ports[0]},e2=http://127.0.0.1:${etcd_peer_ports[1]},e3=http://127.0.0.1:${etcd_peer_ports[2]}"
 cluster_name=local
-names=(etcd1 etcd2 etcd3 coordinator coordinator2 node1 node2 node3)
+names=(etcd1 etcd2 etcd3 coordinator coordinator2 node1 node2 node3 dynamodb)
 
 # Prints the pid in $1's pid file when that process is alive and is ours:
 # its command line is the one `start` recorded beside the pid file.
@@ -83,6 +95,7 @@ ports_of() {
     coordinator) echo "$coord_port" ;;
     coordinator2) echo "$coord2_port" ;;
     node*) local i=${1#node}; echo "${node_ports[i-1]} ${metrics_ports[i-1]}" ;;
+    dynamodb) echo "$dynamodb_port" ;;
   esac
 }
 
@@ -109,6 +122,9 @@ start_named() {
         --coordinator "$coord_url" --data "$home/$name" \
         --etcd "$etcd_urls" --cluster-name "$cluster_name" \
         --metrics-listen "127.0.0.1:${metrics_ports[i-1]}" --cluster-token-file "$home/cluster-token" ;;
+    dynamodb)
+      start "$name" "$bin/lapse-dynamodb" --listen "127.0.0.1:$dynamodb_port" \
+        --coordinator "$coord_url" ;;
   esac
 }
 
@@ -138,7 +154,7 @@ write_prometheus_config() {
 # Starts what is not running (again, when it died) and waits until three
 # nodes are UP.
 start_all() {
-  for b in lapse-coordinator lapse-node lapse; do
+  for b in lapse-coordinator lapse-node lapse lapse-dynamodb; do
     [[ -x $bin/$b ]] || { echo "local-cluster: $bin/$b not built (run make build)" >&2; exit 1; }
   done
   etcd_bin=$(command -v etcd || true)
@@ -178,18 +194,29 @@ start_all() {
     echo "local-cluster: only $up of 3 nodes registered within 30 s; logs in $home" >&2
     exit 1
   fi
+  # The gateway connects once a coordinator answers; wait for its GET /.
+  local deadline_gw=$((SECONDS + 15))
+  until (exec 3<>"/dev/tcp/127.0.0.1/$dynamodb_port" && printf 'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3 &&
+    head -c 12 <&3 | grep -q '200') 2>/dev/null; do
+    if ((SECONDS >= deadline_gw)); then
+      echo "local-cluster: the DynamoDB gateway did not answer on 127.0.0.1:$dynamodb_port within 15 s; log $home/dynamodb.log" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
   write_prometheus_config
 }
 
 ensure() {
   start_all >/dev/null
-  echo "local cluster up: coordinators $coord_url, metrics on 127.0.0.1:${metrics_ports[0]}-${metrics_ports[2]}"
+  echo "local cluster up: coordinators $coord_url, metrics on 127.0.0.1:${metrics_ports[0]}-${metrics_ports[2]}, DynamoDB API on http://127.0.0.1:$dynamodb_port"
 }
 
 up() {
   start_all
   "$bin/lapse" --coordinator "$coord_url" cluster-status
   echo "leading coordinator: $(leader_url) (of $coord_url; etcd $etcd_urls)"
+  echo "DynamoDB API: http://127.0.0.1:$dynamodb_port (aws dynamodb --endpoint-url http://127.0.0.1:$dynamodb_port ...)"
   local use_coord=""
   [[ $coord_port == 7400 ]] || use_coord="  export LAPSE_COORDINATOR=$coord_url
 "
@@ -204,6 +231,8 @@ $use_coord  lapse create-table SessionData --partition-key UserName:S --sort-key
   lapse update-ttl SessionData --enable --attribute ExpirationTime
   lapse describe-ttl SessionData
   sleep 6; lapse scan SessionData      # the session expired and was deleted
+  AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x aws dynamodb --region us-east-1 \\
+    --endpoint-url http://127.0.0.1:$dynamodb_port list-tables   # DynamoDB's API (docs/dynamodb-api.md)
   curl -s http://127.0.0.1:${metrics_ports[0]}/metrics | grep lapse_ttl_deleted   # node 1's metrics
   prometheus --config.file=$home/prometheus.yml --storage.tsdb.path=$home/prometheus \
     --web.listen-address=127.0.0.1:9090   # scrapes all three nodes (docs/operations.md)

@@ -8,7 +8,8 @@
 # 1. a bad LAPSE_PORT is refused (exit 2) and starts nothing;
 # 2. `up` (on free ports through LAPSE_PORT and LAPSE_METRICS_PORT, data
 #    under a fresh LAPSE_HOME) starts three etcd members, two coordinators
-#    on them (it names the leader) and three nodes; exits 0 with three nodes UP, node i on
+#    on them (it names the leader), three nodes and the DynamoDB gateway
+#    (on LAPSE_PORT+40, which `up` prints); exits 0 with three nodes UP, node i on
 #    LAPSE_PORT+i with metrics on LAPSE_METRICS_PORT+i, makes the cluster
 #    token (mode 0600) and starts every node with it, writes
 #    $LAPSE_HOME/prometheus.yml scraping those metrics ports (valid for
@@ -22,7 +23,7 @@
 #    Counters' HELP says they restart at 0 with the node.
 # 3b. kill -9 of the leading coordinator: the CLI (given both) goes on; a
 #    second `up` restarts exactly the dead one;
-# 4. `down` stops the eight processes (their pids are gone) within 3 s (a
+# 4. `down` stops the nine processes (their pids are gone) within 3 s (a
 #    daemon exits within milliseconds of SIGTERM; `down` once waited on
 #    each one's zombie until init reaped it, ~2 s apiece here), a second
 #    `down` says nothing is running.
@@ -98,7 +99,7 @@ grep -q "bad port" "$tmp/bad.out" || fail "no clear message for a bad port: $(ca
 # 2. up; a daemon that lost its port to another process between the pick
 # and its bind ("address in use" in its log) means new ports, at most 3 times.
 for attempt in 1 2 3; do
-  export LAPSE_PORT=$(free_base 33) # coordinators +0, +10; nodes +1..3; etcd +20..22, +30..32
+  export LAPSE_PORT=$(free_base 41) # coordinators +0, +10; nodes +1..3; etcd +20..22, +30..32; gateway +40
   export LAPSE_METRICS_PORT=$(($(free_base 3) - 1)) # node i on LAPSE_METRICS_PORT+i
   coord=tcp://127.0.0.1:$LAPSE_PORT,tcp://127.0.0.1:$((LAPSE_PORT + 10))
   "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
@@ -111,12 +112,14 @@ done
 n=$(grep -o '"State": *"UP"' "$tmp/up.out" | wc -l)
 ((n == 3)) || fail "up printed $n UP nodes, want 3"
 grep -q "export LAPSE_COORDINATOR=$coord" "$tmp/up.out" || fail "up's hints do not name the coordinators"
+grep -q "DynamoDB API: http://127.0.0.1:$((LAPSE_PORT + 40)) " "$tmp/up.out" ||
+  fail "up does not print the DynamoDB gateway on LAPSE_PORT+40: $(grep -i dynamodb "$tmp/up.out")"
 grep -Eq "^leading coordinator: tcp://127.0.0.1:($LAPSE_PORT|$((LAPSE_PORT + 10))) " "$tmp/up.out" ||
   fail "up does not say which coordinator leads: $(grep leading "$tmp/up.out")"
 token=$LAPSE_HOME/cluster-token
 [[ -s $token ]] || fail "no cluster token"
 [[ $(stat -c %a "$token") == 600 ]] || fail "cluster token mode $(stat -c %a "$token"), want 600"
-names=(etcd1 etcd2 etcd3 coordinator coordinator2 node1 node2 node3)
+names=(etcd1 etcd2 etcd3 coordinator coordinator2 node1 node2 node3 dynamodb)
 pids=()
 for name in "${names[@]}"; do
   pid=$(<"$LAPSE_HOME/$name.pid")
@@ -146,7 +149,7 @@ if command -v promtool >/dev/null 2>&1; then
 fi
 "$script" up "$bin" >"$tmp/up2.out" 2>&1 || fail "second up failed: $(cat "$tmp/up2.out")"
 n=$(grep -c "already running" "$tmp/up2.out" || true)
-((n == 8)) || fail "second up: $n of 8 already running: $(cat "$tmp/up2.out")"
+((n == 9)) || fail "second up: $n of 9 already running: $(cat "$tmp/up2.out")"
 "$script" ensure "$bin" >"$tmp/ensure.out" 2>&1 || fail "ensure failed: $(cat "$tmp/ensure.out")"
 (($(wc -l <"$tmp/ensure.out") == 1)) || fail "ensure printed more than a line: $(cat "$tmp/ensure.out")"
 grep -q "coordinators $coord" "$tmp/ensure.out" || fail "ensure: $(cat "$tmp/ensure.out")"
@@ -217,7 +220,7 @@ lapse list-tables | grep -q '"AfterFailover"' || fail "list-tables after the fai
 "$script" up "$bin" >"$tmp/up3.out" 2>&1 || fail "up after the kill failed: $(cat "$tmp/up3.out")"
 grep -q "^started $dead " "$tmp/up3.out" || fail "up did not restart $dead: $(cat "$tmp/up3.out")"
 n=$(grep -c "already running" "$tmp/up3.out" || true)
-((n == 7)) || fail "up after the kill: $n of 7 already running: $(cat "$tmp/up3.out")"
+((n == 8)) || fail "up after the kill: $n of 8 already running: $(cat "$tmp/up3.out")"
 for i in "${!names[@]}"; do
   [[ ${names[i]} == "$dead" ]] && pids[i]=$(<"$LAPSE_HOME/$dead.pid")
 done
@@ -226,9 +229,9 @@ done
 t0=$(date +%s%N)
 "$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
 down_ms=$((($(date +%s%N) - t0) / 1000000))
-((down_ms < 3000)) || fail "down took $down_ms ms for eight daemons, want under 3000"
+((down_ms < 3000)) || fail "down took $down_ms ms for nine daemons, want under 3000"
 n=$(grep -c "^stopped" "$tmp/down.out" || true)
-((n == 8)) || fail "down stopped $n of 8: $(cat "$tmp/down.out")"
+((n == 9)) || fail "down stopped $n of 9: $(cat "$tmp/down.out")"
 # shellcheck source=deploy/proc.sh
 source "$(dirname "$script")/proc.sh"
 for pid in "${pids[@]}"; do

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# dynamodb_test: Lapse's DynamoDB-compatible API (lapse-dynamodb,
+# docs/dynamodb-api.md) driven by the real clients, on a cluster that
+# deploy/local-cluster.sh (make cluster) starts on free loopback ports, with
+# its gateway on LAPSE_PORT+40 as `up` prints it.
+#
+#   tests/dynamodb_test.sh cli    LOCAL_CLUSTER_SCRIPT BIN_DIR
+#   tests/dynamodb_test.sh pytest LOCAL_CLUSTER_SCRIPT BIN_DIR PYTEST_FILE
+#
+# cli: the aws CLI (dummy credentials, no config file of the user's read or
+#   written) does create-table, describe-table, list-tables, put-item,
+#   get-item, delete-item, update-time-to-live, describe-time-to-live,
+#   delete-table, each output checked; get-item on a missing table exits
+#   non-zero naming ResourceNotFoundException; an unsupported expression is
+#   a ValidationException naming it.
+# pytest: runs PYTEST_FILE (boto3 and raw HTTP) against the gateway.
+# Both: the gateway is still the same running process at the end, `down`
+#   stops it, and its log holds no sanitizer report.
+set -euo pipefail
+
+mode=$1 script=$2 bin=$3 pyfile=${4:-}
+me=dynamodb_test
+tmp_root=${LAPSE_TEST_TMP:-/tmp}
+mkdir -p "$tmp_root"
+tmp=$(mktemp -d "$tmp_root/dynamodb_test.XXXXXX")
+export LAPSE_HOME=$tmp/home
+
+cleanup() {
+  local rc=$? pidf pid
+  "$script" down >/dev/null 2>&1 || true
+  for pidf in "$LAPSE_HOME"/*.pid; do
+    [[ -f $pidf && -f ${pidf%.pid}.cmd ]] || continue
+    pid=$(<"$pidf")
+    if [[ -r /proc/$pid/cmdline && $(tr '\0' ' ' <"/proc/$pid/cmdline") == "$(<"${pidf%.pid}.cmd") " ]]; then
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  if ((rc != 0)); then
+    for f in "$LAPSE_HOME"/dynamodb.log "$LAPSE_HOME"/coordinator.log "$LAPSE_HOME"/node1.log; do
+      [[ -f $f ]] || continue
+      echo "--- $f (last 30 lines)" >&2
+      tail -n 30 "$f" >&2
+    done
+  fi
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "$me: FAIL: $*" >&2
+  exit 1
+}
+
+command -v aws >/dev/null || fail "aws CLI missing (deploy/install-deps.sh installs awscli)"
+# Debian's python3-boto3 and python3-pytest are the system Python's; a
+# pyenv or venv python3 first on PATH does not see them.
+py=/usr/bin/python3
+[[ -x $py ]] || py=python3
+[[ $mode != pytest ]] || "$py" -c 'import boto3, pytest' ||
+  fail "boto3 or pytest missing (deploy/install-deps.sh installs python3-boto3 python3-pytest)"
+
+listening() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# A base b with b..b+n-1 free, below the ephemeral range (as local_cluster_test).
+ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+((ephemeral_low > 12000)) || ephemeral_low=32768
+free_base() {
+  local n=$1 b i tries
+  for tries in $(seq 50); do
+    b=$((10000 + RANDOM % (ephemeral_low - 10010)))
+    for ((i = 0; i < n; i++)); do
+      listening $((b + i)) && continue 2
+    done
+    echo "$b"
+    return 0
+  done
+  fail "no free ports found"
+}
+
+for attempt in 1 2 3; do
+  export LAPSE_PORT=$(free_base 41) # the cluster on +0..+32, the gateway on +40
+  export LAPSE_METRICS_PORT=$(($(free_base 3) - 1))
+  "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
+  grep -qs "address in use" "$LAPSE_HOME"/*.log || fail "up failed: $(cat "$tmp/up.out")"
+  ((attempt < 3)) || fail "up lost its ports three times: $(cat "$tmp/up.out")"
+  "$script" down >/dev/null 2>&1 || true
+  rm -rf "$LAPSE_HOME"
+done
+port=$((LAPSE_PORT + 40))
+endpoint=http://127.0.0.1:$port
+grep -q "DynamoDB API: $endpoint" "$tmp/up.out" || fail "up does not print the gateway's $endpoint"
+gw_pid=$(<"$LAPSE_HOME/dynamodb.pid")
+[[ -r /proc/$gw_pid/cmdline ]] || fail "the gateway (pid $gw_pid) is not running"
+
+# Dummy credentials; the user's aws config is neither read nor written.
+export AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x AWS_EC2_METADATA_DISABLED=true
+export AWS_CONFIG_FILE=$tmp/aws-config AWS_SHARED_CREDENTIALS_FILE=$tmp/aws-credentials
+export AWS_DEFAULT_REGION=us-east-1 AWS_PAGER="" AWS_MAX_ATTEMPTS=1
+: >"$AWS_CONFIG_FILE"
+: >"$AWS_SHARED_CREDENTIALS_FILE"
+
+# Runs aws dynamodb ARGS, stdout to $tmp/out, stderr to $tmp/err; returns its status.
+ddb() {
+  timeout 60 aws dynamodb --endpoint-url "$endpoint" --region us-east-1 --output json \
+    --cli-read-timeout 30 --cli-connect-timeout 5 "$@" >"$tmp/out" 2>"$tmp/err"
+}
+ok() {
+  ddb "$@" || fail "aws dynamodb $1 failed: $(cat "$tmp/err")"
+}
+# Evaluates a Python expression over the last output (doc) and fails unless it holds.
+check() {
+  python3 - "$tmp/out" "$1" <<'EOF' || fail "after aws dynamodb: $1 does not hold on: $(cat "$tmp/out")"
+import json, sys
+raw = open(sys.argv[1]).read()
+doc = json.loads(raw) if raw.strip() else {}
+sys.exit(0 if eval(sys.argv[2]) else 1)
+EOF
+}
+
+run_cli() {
+  local t=SessionData key item now
+  ok create-table --table-name $t \
+    --attribute-definitions AttributeName=UserName,AttributeType=S AttributeName=SessionId,AttributeType=S \
+    --key-schema AttributeName=UserName,KeyType=HASH AttributeName=SessionId,KeyType=RANGE \
+    --billing-mode PAY_PER_REQUEST
+  check "doc['TableDescription']['TableName'] == '$t' and doc['TableDescription']['TableStatus'] == 'ACTIVE'"
+  ok describe-table --table-name $t
+  check "doc['Table']['TableStatus'] == 'ACTIVE' and doc['Table']['TableArn'].endswith(':table/$t')"
+  check "doc['Table']['KeySchema'] == [{'AttributeName':'UserName','KeyType':'HASH'},{'AttributeName':'SessionId','KeyType':'RANGE'}]"
+  check "{'AttributeName':'SessionId','AttributeType':'S'} in doc['Table']['AttributeDefinitions']"
+  ok list-tables
+  check "'$t' in doc['TableNames']"
+  now=$(date +%s)
+  key='{"UserName":{"S":"user1"},"SessionId":{"S":"s1"}}'
+  item='{"UserName":{"S":"user1"},"SessionId":{"S":"s1"},"ExpirationTime":{"N":"'$((now + 86400))'"},"Tags":{"L":[{"S":"a"},{"BOOL":true}]}}'
+  ok put-item --table-name $t --item "$item"
+  ok get-item --table-name $t --key "$key"
+  check "doc['Item'] == json.loads('''$item''')"
+  ok update-time-to-live --table-name $t --time-to-live-specification Enabled=true,AttributeName=ExpirationTime
+  check "doc['TimeToLiveSpecification'] == {'Enabled': True, 'AttributeName': 'ExpirationTime'}"
+  ok describe-time-to-live --table-name $t
+  check "doc['TimeToLiveDescription']['TimeToLiveStatus'] in ('ENABLING', 'ENABLED') and doc['TimeToLiveDescription']['AttributeName'] == 'ExpirationTime'"
+  ok delete-item --table-name $t --key "$key"
+  ok get-item --table-name $t --key "$key"
+  check "'Item' not in doc"
+  # Error paths: the CLI exits non-zero and names DynamoDB's error.
+  if ddb get-item --table-name NoSuchTable --key "$key"; then
+    fail "get-item on a missing table succeeded: $(cat "$tmp/out")"
+  fi
+  grep -q "ResourceNotFoundException" "$tmp/err" || fail "missing table: $(cat "$tmp/err")"
+  if ddb get-item --table-name $t --key "$key" --projection-expression UserName; then
+    fail "get-item with a ProjectionExpression succeeded"
+  fi
+  grep -q "ValidationException.*ProjectionExpression" "$tmp/err" ||
+    fail "unsupported ProjectionExpression: $(cat "$tmp/err")"
+  ok delete-table --table-name $t
+  check "doc['TableDescription']['TableName'] == '$t'"
+  ok list-tables
+  check "'$t' not in doc['TableNames']"
+  if ddb describe-table --table-name $t; then fail "describe-table after delete-table succeeded"; fi
+  grep -q "ResourceNotFoundException" "$tmp/err" || fail "deleted table: $(cat "$tmp/err")"
+}
+
+case $mode in
+  cli) run_cli ;;
+  pytest)
+    DDB_ENDPOINT=$endpoint DDB_GATEWAY_PID=$gw_pid timeout 150 "$py" -m pytest -q -p no:cacheprovider \
+      "$pyfile" || fail "pytest $pyfile failed"
+    ;;
+  *) fail "unknown mode $mode" ;;
+esac
+
+[[ $(<"$LAPSE_HOME/dynamodb.pid") == "$gw_pid" && -r /proc/$gw_pid/cmdline ]] ||
+  fail "the gateway (pid $gw_pid) died during the test"
+"$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
+grep -q "stopped dynamodb (pid $gw_pid)" "$tmp/down.out" || fail "down did not stop the gateway: $(cat "$tmp/down.out")"
+! listening "$port" || fail "the gateway's port $port still answers after down"
+if grep -Eq "AddressSanitizer|LeakSanitizer|runtime error:" "$LAPSE_HOME/dynamodb.log"; then
+  fail "sanitizer report in the gateway's log: $(grep -E -A20 'Sanitizer|runtime error' "$LAPSE_HOME/dynamodb.log" | head -40)"
+fi
+echo "$me $mode: ok"
