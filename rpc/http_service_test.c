@@ -1,0 +1,345 @@
+/* http_service_test: the request/response HTTP service (http_service.h) over
+ * loopback with a plain TCP client: a POST's method, headers and body reach
+ * fn and its status, type and body come back; keep-alive serves two requests
+ * on one connection; fn runs on the service's workers, so a blocked call does
+ * not hold up another; a body over max_body gets NNG's 400 with reject_body
+ * and fn is not called; close waits for a running fn and answers nothing
+ * after. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/buf.h"
+#include "../common/lapse_err.h"
+#include "http_service.h"
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    socklen_t len = sizeof sa;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        fail_msg("connect to port %d: %s", port, strerror(errno));
+    }
+    return fd;
+}
+
+static void send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        assert_true(w > 0);
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads one response (headers and a Content-Length body) from fd; caller
+ * frees. Fails the test on a timeout (10 s). */
+static char *read_response(int fd)
+{
+    buf b;
+    buf_init(&b);
+    char tmp[4096];
+    for (;;) {
+        const char *hdr_end = b.len ? strstr((char *)b.data, "\r\n\r\n") : NULL;
+        if (hdr_end != NULL) {
+            const char *cl = strcasestr((char *)b.data, "Content-Length:");
+            size_t want = (size_t)(hdr_end + 4 - (char *)b.data) +
+                          (cl && cl < hdr_end ? strtoul(cl + 15, NULL, 10) : 0);
+            if (b.len >= want) {
+                break;
+            }
+        }
+        ssize_t r = recv(fd, tmp, sizeof tmp, 0);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            break; /* closed: what we have is the answer */
+        }
+        assert_int_equal(buf_append(&b, tmp, (size_t)r), 0);
+    }
+    return buf_detach(&b);
+}
+
+static void assert_status(const char *resp, int status)
+{
+    char want[32];
+    snprintf(want, sizeof want, "HTTP/1.1 %d ", status);
+    if (strncmp(resp, want, strlen(want)) != 0) {
+        fail_msg("want %s, got:\n%s", want, resp);
+    }
+}
+
+static const char *body_of(const char *resp)
+{
+    const char *p = strstr(resp, "\r\n\r\n");
+    assert_non_null(p);
+    return p + 4;
+}
+
+typedef struct fixture {
+    pthread_mutex_t mu;
+    int calls;
+    int block;   /* fn waits while set (for the "slow" target) */
+    int running; /* fn calls in progress */
+} fixture;
+
+static void serve(void *arg, const http_request *req, http_response *res)
+{
+    fixture *f = arg;
+    const char *target = http_request_header(req, "x-amz-target"); /* any case */
+    const void *body;
+    size_t len;
+    http_request_body(req, &body, &len);
+    pthread_mutex_lock(&f->mu);
+    f->calls++;
+    f->running++;
+    pthread_mutex_unlock(&f->mu);
+    if (target != NULL && strcmp(target, "slow") == 0) {
+        for (;;) {
+            pthread_mutex_lock(&f->mu);
+            int b = f->block;
+            pthread_mutex_unlock(&f->mu);
+            if (!b) {
+                break;
+            }
+            struct timespec ts = {.tv_nsec = 5000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    res->status = 201;
+    snprintf(res->content_type, sizeof res->content_type, "application/x-test");
+    buf_printf(&res->body, "%s %s %zu:%.*s", http_request_method(req), target ? target : "-", len,
+               (int)len, body ? (const char *)body : "");
+    pthread_mutex_lock(&f->mu);
+    f->running--;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static http_service *open_ok(int port, fixture *f, int workers)
+{
+    char hp[64], err[256];
+    snprintf(hp, sizeof hp, "127.0.0.1:%d", port);
+    http_service_options o = {
+        .path = "/", .max_body = 1000, .workers = workers, .reject_body = "{\"refused\":true}"};
+    http_service *s = NULL;
+    int rv = http_service_open(&s, hp, &o, serve, f, err, sizeof err);
+    if (rv != 0) {
+        fail_msg("http_service_open: %s", err);
+    }
+    return s;
+}
+
+static char *post(int fd, const char *target, const char *body)
+{
+    char req[2048];
+    int n = snprintf(req, sizeof req,
+                     "POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: %s\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     target, strlen(body), body);
+    send_all(fd, req, (size_t)n);
+    return read_response(fd);
+}
+
+static void post_reaches_fn_with_headers_and_body_keep_alive(void **state)
+{
+    (void)state;
+    fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    int port = free_port();
+    http_service *s = open_ok(port, &f, 2);
+    int fd = connect_to(port);
+    char *r = post(fd, "Op.One", "{\"a\":1}");
+    assert_status(r, 201);
+    assert_non_null(strcasestr(r, "Content-Type: application/x-test"));
+    assert_string_equal(body_of(r), "POST Op.One 7:{\"a\":1}");
+    free(r);
+    /* The same connection serves the next request. */
+    r = post(fd, "Op.Two", "");
+    assert_status(r, 201);
+    assert_string_equal(body_of(r), "POST Op.Two 0:");
+    free(r);
+    close(fd);
+    http_service_close(s);
+    assert_int_equal(f.calls, 2);
+}
+
+static void body_over_max_gets_reject_body_without_fn(void **state)
+{
+    (void)state;
+    fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    int port = free_port();
+    http_service *s = open_ok(port, &f, 1);
+    int fd = connect_to(port);
+    const char req[] = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n";
+    send_all(fd, req, sizeof req - 1);
+    char *r = read_response(fd);
+    assert_status(r, 400);
+    assert_string_equal(body_of(r), "{\"refused\":true}");
+    free(r);
+    close(fd);
+    /* Still serving. */
+    fd = connect_to(port);
+    r = post(fd, "after", "x");
+    assert_status(r, 201);
+    free(r);
+    close(fd);
+    http_service_close(s);
+    assert_int_equal(f.calls, 1);
+}
+
+static void blocked_fn_does_not_hold_other_requests(void **state)
+{
+    (void)state;
+    fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER, .block = 1};
+    int port = free_port();
+    http_service *s = open_ok(port, &f, 2);
+    int slow = connect_to(port);
+    const char req[] = "POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: slow\r\n"
+                       "Content-Length: 0\r\n\r\n";
+    send_all(slow, req, sizeof req - 1);
+    /* Wait (bounded) until the slow call is running, then another request
+     * must complete while it still blocks. */
+    for (int i = 0;; i++) {
+        pthread_mutex_lock(&f.mu);
+        int running = f.running;
+        pthread_mutex_unlock(&f.mu);
+        if (running == 1) {
+            break;
+        }
+        assert_true(i < 2000);
+        struct timespec ts = {.tv_nsec = 5000000};
+        nanosleep(&ts, NULL);
+    }
+    int fast = connect_to(port);
+    char *r = post(fast, "fast", "");
+    assert_status(r, 201);
+    free(r);
+    close(fast);
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.running, 1); /* the slow one still blocks */
+    f.block = 0;
+    pthread_mutex_unlock(&f.mu);
+    r = read_response(slow);
+    assert_status(r, 201);
+    assert_string_equal(body_of(r), "POST slow 0:");
+    free(r);
+    close(slow);
+    http_service_close(s);
+}
+
+static void *unblock_later(void *arg)
+{
+    fixture *f = arg;
+    struct timespec ts = {.tv_nsec = 100000000};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&f->mu);
+    f->block = 0;
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+static void close_waits_for_running_fn_then_refuses(void **state)
+{
+    (void)state;
+    fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER, .block = 1};
+    int port = free_port();
+    http_service *s = open_ok(port, &f, 1);
+    int slow = connect_to(port);
+    const char req[] = "POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: slow\r\n"
+                       "Content-Length: 0\r\n\r\n";
+    send_all(slow, req, sizeof req - 1);
+    for (int i = 0;; i++) {
+        pthread_mutex_lock(&f.mu);
+        int running = f.running;
+        pthread_mutex_unlock(&f.mu);
+        if (running == 1) {
+            break;
+        }
+        assert_true(i < 2000);
+        struct timespec ts = {.tv_nsec = 5000000};
+        nanosleep(&ts, NULL);
+    }
+    /* Unblock 100 ms after close starts; close must not return before. */
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, unblock_later, &f), 0);
+    http_service_close(s);
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.running, 0);
+    assert_int_equal(f.block, 0); /* close returned only after fn was let go */
+    pthread_mutex_unlock(&f.mu);
+    pthread_join(t, NULL);
+    close(slow);
+    /* Nothing listens any more. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_not_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    close(fd);
+}
+
+static void bad_options_are_einval(void **state)
+{
+    (void)state;
+    fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    http_service *s = (http_service *)&f;
+    char err[256];
+    http_service_options o = {.path = "/", .max_body = 10};
+    assert_int_equal(http_service_open(&s, "no-port", &o, serve, &f, err, sizeof err),
+                     LAPSE_EINVAL);
+    assert_null(s);
+    o.path = "relative";
+    assert_int_equal(http_service_open(&s, "127.0.0.1:1", &o, serve, &f, err, sizeof err),
+                     LAPSE_EINVAL);
+    assert_non_null(strstr(err, "bad HTTP listen address"));
+    http_service_close(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(post_reaches_fn_with_headers_and_body_keep_alive),
+        cmocka_unit_test(body_over_max_gets_reject_body_without_fn),
+        cmocka_unit_test(blocked_fn_does_not_hold_other_requests),
+        cmocka_unit_test(close_waits_for_running_fn_then_refuses),
+        cmocka_unit_test(bad_options_are_einval),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
