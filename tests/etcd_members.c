@@ -96,8 +96,12 @@ static int plan(etcd_members *m, int try, char *err, size_t errlen)
             snprintf(err, errlen, "etcd members: no free ports");
             return LAPSE_EIO;
         }
-        snprintf(e->url, sizeof(e->url), "http://%s:%d", e->host, e->client_port);
-        snprintf(e->peer_url, sizeof(e->peer_url), "http://%s:%d", e->host, e->peer_port);
+        /* A copy: gcc's -Wrestrict (Debug builds) cannot tell e->host from
+         * the fields written here, all of them inside *m. */
+        char host[sizeof(e->host)];
+        memcpy(host, e->host, sizeof(host));
+        snprintf(e->url, sizeof(e->url), "http://%s:%d", host, e->client_port);
+        snprintf(e->peer_url, sizeof(e->peer_url), "http://%s:%d", host, e->peer_port);
         snprintf(e->data_dir, sizeof(e->data_dir), "%s/etcd%d-%d", m->run_dir, i, try);
         snprintf(e->log_path, sizeof(e->log_path), "%s/etcd%d.log", m->run_dir, i);
         size_t k = strlen(m->endpoints);
