@@ -125,6 +125,18 @@ static int int_flag(const char *flag, long long lo, long long hi, long long *v)
     return bad_usage(fmt, optarg);
 }
 
+/* Logs the step of a shutdown that takes more than a few seconds (a clean
+ * stop takes milliseconds; systemd and `down` kill after 10 s or more). */
+static void *shutdown_watchdog(void *arg)
+{
+    (void)arg;
+    for (int waited = 3; waited <= 30; waited += 3) {
+        sleep(3);
+        log_warn("still shutting down after %d s, in %s", waited, node_close_step());
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -369,6 +381,10 @@ int main(int argc, char **argv)
         sigsuspend(&waitset);
     }
     log_info("%s received: shutting down", g_stop == SIGINT ? "SIGINT" : "SIGTERM");
+    pthread_t dog;
+    if (pthread_create(&dog, NULL, shutdown_watchdog, NULL) == 0) {
+        pthread_detach(dog);
+    }
     node_close(ns);
     log_info("node %u stopped", opt.id);
     config_argv_fini(&g_args);

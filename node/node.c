@@ -241,25 +241,45 @@ fail:
     return rv;
 }
 
+/* The step node_close is in, for the shutdown watchdog (main.c): a step
+ * that hangs is named in the log rather than guessed at. */
+static _Atomic(const char *) close_step = "not closing";
+
+const char *node_close_step(void)
+{
+    return atomic_load(&close_step);
+}
+
+#define STEP(name) atomic_store(&close_step, (name))
+
 void node_close(node_server *ns)
 {
     if (ns == NULL) {
         return;
     }
+    STEP("membership_stop");
     membership_stop(ns);       /* no more coordinator calls from the thread */
+    STEP("registry_close");
     registry_close(ns, 1);     /* our key goes: the coordinators see us DOWN now */
+    STEP("streams_stop");
     streams_stop(ns->streams); /* long polls answer now; retention stops */
+    STEP("rpc_server_close");
     rpc_server_close(ns->srv); /* waits for running handlers */
     ns->srv = NULL;
+    STEP("telemetry_stop");
     telemetry_stop(ns);    /* the endpoint reads the TTL engine, shipper and store */
+    STEP("expire_close");
     expire_close(ns->ttl); /* its threads finish their current step */
     ns->ttl = NULL;
+    STEP("shipper_close");
     shipper_close(ns->shipper); /* its workers finish their current round */
     ns->shipper = NULL;
     streams_free(ns->streams);
     ns->streams = NULL;
+    STEP("rpc_client_close(coordinator)");
     rpc_client_close(ns->coord);
     ns->coord = NULL;
+    STEP("maps_fini");
     if (ns->maps_inited) {
         maps_fini(ns);
     }
@@ -269,8 +289,10 @@ void node_close(node_server *ns)
             pthread_mutex_destroy(&ns->repl_locks[i]);
         }
     }
+    STEP("store_close");
     store_close(ns->st);
     pthread_cond_destroy(&ns->stop_cond);
     pthread_mutex_destroy(&ns->stop_lock);
     free(ns);
+    STEP("closed");
 }

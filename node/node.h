@@ -173,5 +173,8 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
 /* Stops the membership thread and the server, then frees everything.
  * Accepts NULL and half-opened servers. */
 void node_close(node_server *ns);
+/* The step node_close is in ("not closing" before it starts): for a
+ * watchdog that names a step that hangs. Any thread. */
+const char *node_close_step(void);
 
 #endif
