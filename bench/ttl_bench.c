@@ -762,10 +762,22 @@ static void lapse_backfill(cluster *cl, lapse_client *c, const config *cfg)
         return;
     }
     double s = (double)us / 1e6;
-    printf("lapse  backfill %lld items indexed in %.2f s: %.0f items/s cluster-wide, %.0f items/s "
-           "per node\n",
+    /* ENABLED says every node reported its backfill done; the nodes' own
+     * counters of the table say how many items the backfills went through. */
+    double scanned = 0;
+    for (int n = 1; n <= cluster_nodes(cl); n++) {
+        char *text = scrape_get(cluster_metrics_addr(cl, n), 2000);
+        if (text != NULL) {
+            scanned += scrape_sum(text, "lapse_ttl_backfill_items_total", "table=\"Backfill\"");
+            free(text);
+        }
+    }
+    printf("lapse  backfill %lld items, ENABLED after %.2f s: %.0f items/s cluster-wide, %.0f "
+           "items/s per node; the nodes' backfill counters (table Backfill) count %.0f of %lld "
+           "items scanned%s\n",
            cfg->backfill, s, (double)cfg->backfill / s,
-           (double)cfg->backfill / s / cluster_nodes(cl));
+           (double)cfg->backfill / s / cluster_nodes(cl), scanned, cfg->backfill,
+           scanned < (double)cfg->backfill ? ": NOT all of them" : "");
 }
 
 /* ======================================================================== */
