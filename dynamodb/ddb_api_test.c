@@ -1,0 +1,178 @@
+/* ddb_api_test: the gateway's protocol frame without a cluster
+ * (ddb_api_call): every request that is refused before any liblapse call
+ * gets DynamoDB's error shape with the right __type and status: no or a
+ * foreign X-Amz-Target, an unknown operation, malformed or non-object JSON,
+ * 100 000-deep nesting, members of the wrong JSON type, missing required
+ * members, bad key schemas and TTL names, and unsupported expressions. The
+ * client is NULL, so a path that reached liblapse would crash the test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "ddb_api.h"
+
+#define PREFIX "com.amazonaws.dynamodb.v20120810#"
+
+/* Calls target with body and checks the status and the error's __type, and
+ * that message names want_in_message (when not NULL). */
+static void expect_error(const char *target, const char *body, int status, const char *type,
+                         const char *want_in_message)
+{
+    ddb_api api = {.c = NULL, .region = "us-east-1"};
+    int got = 0;
+    char *out = NULL;
+    ddb_api_call(&api, target, body, body ? strlen(body) : 0, &got, &out);
+    assert_non_null(out);
+    json_t *doc = json_loads(out, 0, NULL);
+    if (doc == NULL || got != status) {
+        fail_msg("%s %s: status %d, body %s", target ? target : "(none)", body, got, out);
+    }
+    const char *t = json_string_value(json_object_get(doc, "__type"));
+    const char *m = json_string_value(json_object_get(doc, "message"));
+    char want[128];
+    snprintf(want, sizeof want, PREFIX "%s", type);
+    if (t == NULL || strcmp(t, want) != 0 || m == NULL || m[0] == '\0' ||
+        (want_in_message != NULL && strstr(m, want_in_message) == NULL)) {
+        fail_msg("%s %s: want %s naming \"%s\", got %s", target ? target : "(none)", body, want,
+                 want_in_message ? want_in_message : "", out);
+    }
+    json_decref(doc);
+    free(out);
+}
+
+#define T(op) "DynamoDB_20120810." op
+
+static void frame_errors(void **state)
+{
+    (void)state;
+    expect_error(NULL, "{}", 400, "UnknownOperationException", "X-Amz-Target");
+    expect_error("DynamoDBStreams_20120810.ListStreams", "{}", 400, "UnknownOperationException",
+                 NULL);
+    expect_error(T("Query"), "{}", 400, "UnknownOperationException", "Query");
+    expect_error(T(""), "{}", 400, "UnknownOperationException", NULL);
+    expect_error(T("ListTables"), "{not json", 400, "SerializationException", NULL);
+    expect_error(T("ListTables"), "", 400, "SerializationException", NULL);
+    expect_error(T("ListTables"), "[1]", 400, "SerializationException", NULL);
+    expect_error(T("ListTables"), "\"s\"", 400, "SerializationException", NULL);
+    expect_error(T("ListTables"), "{\"a\":1,\"a\":2}", 400, "SerializationException", NULL);
+
+    size_t depth = 100000;
+    char *deep = malloc(2 * depth + 1);
+    assert_non_null(deep);
+    memset(deep, '[', depth);
+    memset(deep + depth, ']', depth);
+    deep[2 * depth] = '\0';
+    expect_error(T("ListTables"), deep, 400, "SerializationException", NULL);
+    free(deep);
+}
+
+static void member_errors(void **state)
+{
+    (void)state;
+    expect_error(T("DescribeTable"), "{\"TableName\":5}", 400, "SerializationException",
+                 "TableName");
+    expect_error(T("DescribeTable"), "{}", 400, "ValidationException", "TableName");
+    expect_error(T("DescribeTable"), "{\"TableName\":null}", 400, "ValidationException",
+                 "TableName");
+    expect_error(T("ListTables"), "{\"Limit\":\"5\"}", 400, "SerializationException", "Limit");
+    expect_error(T("ListTables"), "{\"Limit\":0}", 400, "ValidationException", "Limit");
+    expect_error(T("ListTables"), "{\"Limit\":101}", 400, "ValidationException", "Limit");
+    expect_error(T("PutItem"), "{\"TableName\":\"t\",\"Item\":[]}", 400, "SerializationException",
+                 "Item");
+    expect_error(T("PutItem"), "{\"TableName\":\"t\"}", 400, "ValidationException", "Item");
+    expect_error(T("PutItem"), "{\"TableName\":\"t\",\"Item\":{\"a\":{\"N\":\"x\"}}}", 400,
+                 "ValidationException", NULL);
+    expect_error(T("PutItem"), "{\"TableName\":\"t\",\"Item\":{\"a\":{\"SS\":[\"x\"]}}}", 400,
+                 "ValidationException", NULL);
+    expect_error(T("GetItem"), "{\"TableName\":\"t\",\"Key\":\"k\"}", 400, "SerializationException",
+                 "Key");
+    expect_error(T("GetItem"), "{\"TableName\":\"t\",\"Key\":{},\"ConsistentRead\":1}", 400,
+                 "SerializationException", "ConsistentRead");
+}
+
+static void unsupported_parameters_are_named(void **state)
+{
+    (void)state;
+    expect_error(
+        T("PutItem"),
+        "{\"TableName\":\"t\",\"Item\":{},\"ConditionExpression\":\"attribute_exists(a)\"}", 400,
+        "ValidationException", "ConditionExpression");
+    expect_error(T("PutItem"), "{\"TableName\":\"t\",\"Item\":{},\"ReturnValues\":\"ALL_OLD\"}",
+                 400, "ValidationException", "ReturnValues");
+    expect_error(T("GetItem"), "{\"TableName\":\"t\",\"Key\":{},\"ProjectionExpression\":\"a\"}",
+                 400, "ValidationException", "ProjectionExpression");
+    expect_error(T("GetItem"), "{\"TableName\":\"t\",\"Key\":{},\"AttributesToGet\":[\"a\"]}", 400,
+                 "ValidationException", "AttributesToGet");
+    expect_error(T("DeleteItem"), "{\"TableName\":\"t\",\"Key\":{},\"Expected\":{}}", 400,
+                 "ValidationException", "Expected");
+    expect_error(T("CreateTable"), "{\"TableName\":\"t\",\"Tags\":[]}", 400, "ValidationException",
+                 "Tags");
+}
+
+static void create_table_and_ttl_validation(void **state)
+{
+    (void)state;
+    const char *defs = "\"AttributeDefinitions\":[{\"AttributeName\":\"pk\",\"AttributeType\":"
+                       "\"S\"}]";
+    char body[1024];
+    /* No HASH key first. */
+    snprintf(body, sizeof body,
+             "{\"TableName\":\"t\",%s,\"KeySchema\":[{\"AttributeName\":\"pk\",\"KeyType\":"
+             "\"RANGE\"}]}",
+             defs);
+    expect_error(T("CreateTable"), body, 400, "ValidationException", "KeySchema");
+    /* A key not in AttributeDefinitions. */
+    snprintf(body, sizeof body,
+             "{\"TableName\":\"t\",%s,\"KeySchema\":[{\"AttributeName\":\"other\",\"KeyType\":"
+             "\"HASH\"}]}",
+             defs);
+    expect_error(T("CreateTable"), body, 400, "ValidationException", "other");
+    /* A bad attribute type. */
+    expect_error(T("CreateTable"),
+                 "{\"TableName\":\"t\",\"AttributeDefinitions\":[{\"AttributeName\":\"pk\","
+                 "\"AttributeType\":\"BOOL\"}],\"KeySchema\":[{\"AttributeName\":\"pk\","
+                 "\"KeyType\":\"HASH\"}]}",
+                 400, "ValidationException", "AttributeType");
+    /* Projections and stream views Lapse does not have yet. */
+    snprintf(body, sizeof body,
+             "{\"TableName\":\"t\",%s,\"KeySchema\":[{\"AttributeName\":\"pk\",\"KeyType\":"
+             "\"HASH\"}],\"GlobalSecondaryIndexes\":[{\"IndexName\":\"g\",\"KeySchema\":[{"
+             "\"AttributeName\":\"pk\",\"KeyType\":\"HASH\"}],\"Projection\":{\"ProjectionType\":"
+             "\"INCLUDE\"}}]}",
+             defs);
+    expect_error(T("CreateTable"), body, 400, "ValidationException", "INCLUDE");
+    snprintf(body, sizeof body,
+             "{\"TableName\":\"t\",%s,\"KeySchema\":[{\"AttributeName\":\"pk\",\"KeyType\":"
+             "\"HASH\"}],\"StreamSpecification\":{\"StreamEnabled\":true,\"StreamViewType\":"
+             "\"KEYS_ONLY\"}}",
+             defs);
+    expect_error(T("CreateTable"), body, 400, "ValidationException", "KEYS_ONLY");
+    expect_error(T("UpdateTimeToLive"), "{\"TableName\":\"t\"}", 400, "ValidationException",
+                 "TimeToLiveSpecification");
+    expect_error(T("UpdateTimeToLive"),
+                 "{\"TableName\":\"t\",\"TimeToLiveSpecification\":{\"Enabled\":true,"
+                 "\"AttributeName\":\"\"}}",
+                 400, "ValidationException", "AttributeName");
+    expect_error(T("UpdateTimeToLive"),
+                 "{\"TableName\":\"t\",\"TimeToLiveSpecification\":{\"Enabled\":\"true\","
+                 "\"AttributeName\":\"x\"}}",
+                 400, "SerializationException", "Enabled");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(frame_errors),
+        cmocka_unit_test(member_errors),
+        cmocka_unit_test(unsupported_parameters_are_named),
+        cmocka_unit_test(create_table_and_ttl_validation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
