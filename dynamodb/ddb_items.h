@@ -4,7 +4,12 @@
  * carrying one is refused with a ValidationException naming it.
  *
  * Thread-safety: as liblapse's client; each call on its own ddb_ctx.
- * Each returns as ddb_req.h's invariant 1 says; req is borrowed.
+ *
+ * Invariants:
+ *  1. Each returns as ddb_req.h's invariant 1 says; req is borrowed.
+ *  2. A key is checked against the table's schema before the call, so a key
+ *     with missing, extra or mistyped attributes is a ValidationException
+ *     and nothing is sent to a node.
  */
 #ifndef LAPSE_DDB_ITEMS_H
 #define LAPSE_DDB_ITEMS_H

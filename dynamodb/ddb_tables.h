@@ -5,7 +5,15 @@
  * document out, on liblapse's admin calls.
  *
  * Thread-safety: as liblapse's client; each call on its own ddb_ctx.
- * Each returns as ddb_req.h's invariant 1 says; req is borrowed.
+ *
+ * Invariants:
+ *  1. Each returns as ddb_req.h's invariant 1 says; req is borrowed.
+ *  2. A refused request changes nothing in the cluster: the request is
+ *     validated before the admin call, and what only the coordinator can
+ *     judge (a taken name, a bad index) it refuses whole.
+ *  3. A table is ACTIVE as soon as CreateTable answers (liblapse's create
+ *     returns once the map is pushed); DeleteTable answers DELETING with the
+ *     description it read just before deleting.
  */
 #ifndef LAPSE_DDB_TABLES_H
 #define LAPSE_DDB_TABLES_H
