@@ -196,8 +196,11 @@ start_all() {
   fi
   # The gateway connects once a coordinator answers; wait for its GET /.
   local deadline_gw=$((SECONDS + 15))
+  # read -t bounds each probe: a gateway that accepts but never answers
+  # must not hold `up` past its deadline.
+  local status_line
   until (exec 3<>"/dev/tcp/127.0.0.1/$dynamodb_port" && printf 'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3 &&
-    head -c 12 <&3 | grep -q '200') 2>/dev/null; do
+    IFS= read -r -t 2 status_line <&3 && [[ $status_line == "HTTP/1."?" 200"* ]]) 2>/dev/null; do
     if ((SECONDS >= deadline_gw)); then
       echo "local-cluster: the DynamoDB gateway did not answer on 127.0.0.1:$dynamodb_port within 15 s; log $home/dynamodb.log" >&2
       exit 1

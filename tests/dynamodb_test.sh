@@ -27,7 +27,7 @@ export LAPSE_HOME=$tmp/home
 
 cleanup() {
   local rc=$? pidf pid
-  "$script" down >/dev/null 2>&1 || true
+  timeout -k 5 100 "$script" down >/dev/null 2>&1 || true
   for pidf in "$LAPSE_HOME"/*.pid; do
     [[ -f $pidf && -f ${pidf%.pid}.cmd ]] || continue
     pid=$(<"$pidf")
@@ -83,12 +83,16 @@ free_base() {
 for attempt in 1 2 3; do
   export LAPSE_PORT=$(free_base 41) # the cluster on +0..+32, the gateway on +40
   export LAPSE_METRICS_PORT=$(($(free_base 3) - 1))
-  "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
+  # Every phase is bounded well inside ctest's TIMEOUT, so a stall ends in
+  # this script's own failure, with the daemons' logs, not in a silent kill.
+  phase_start=$SECONDS
+  timeout -k 5 90 "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
   grep -qs "address in use" "$LAPSE_HOME"/*.log || fail "up failed: $(cat "$tmp/up.out")"
   ((attempt < 3)) || fail "up lost its ports three times: $(cat "$tmp/up.out")"
   "$script" down >/dev/null 2>&1 || true
   rm -rf "$LAPSE_HOME"
 done
+echo "$me: cluster up in $((SECONDS - phase_start)) s" >&2
 port=$((LAPSE_PORT + 40))
 endpoint=http://127.0.0.1:$port
 grep -q "DynamoDB API: $endpoint" "$tmp/up.out" || fail "up does not print the gateway's $endpoint"
@@ -167,15 +171,21 @@ run_cli() {
 case $mode in
   cli) run_cli ;;
   pytest)
-    DDB_ENDPOINT=$endpoint DDB_GATEWAY_PID=$gw_pid timeout 150 "$py" -m pytest -q -p no:cacheprovider \
-      "$pyfile" || fail "pytest $pyfile failed"
+    # SIGINT first: pytest then reports the test it was in; the
+    # faulthandler dumps every thread's stack of a test running past 45 s.
+    phase_start=$SECONDS
+    DDB_ENDPOINT=$endpoint DDB_GATEWAY_PID=$gw_pid timeout -s INT -k 10 120 "$py" -m pytest -v \
+      -p no:cacheprovider -o faulthandler_timeout=45 --durations=5 "$pyfile" ||
+      fail "pytest $pyfile failed after $((SECONDS - phase_start)) s"
     ;;
   *) fail "unknown mode $mode" ;;
 esac
 
 [[ $(<"$LAPSE_HOME/dynamodb.pid") == "$gw_pid" && -r /proc/$gw_pid/cmdline ]] ||
   fail "the gateway (pid $gw_pid) died during the test"
-"$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
+phase_start=$SECONDS
+timeout -k 5 100 "$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
+echo "$me: cluster down in $((SECONDS - phase_start)) s" >&2
 grep -q "stopped dynamodb (pid $gw_pid)" "$tmp/down.out" || fail "down did not stop the gateway: $(cat "$tmp/down.out")"
 ! listening "$port" || fail "the gateway's port $port still answers after down"
 if grep -Eq "AddressSanitizer|LeakSanitizer|runtime error:" "$LAPSE_HOME/dynamodb.log"; then
