@@ -15,7 +15,7 @@
 #include "../common/buf.h"
 #include "../common/ddbjson.h"
 #include "../common/item.h"
-#include "../partition/change.h"
+#include "../common/change.h"
 #include "../rpc/rpc.h"
 #include "../tests/streamread.h"
 #include "check_int.h"

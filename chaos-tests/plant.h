@@ -17,7 +17,7 @@
  *                                        AddressSanitizer line in a log
  *
  * index speaks the nodes' own protocol (ReplicateRequest, the change record
- * of partition/change.h; docs/replication.md) as a broken replica would,
+ * of common/change.h; docs/replication.md) as a broken replica would,
  * so no node needs a debug hook:
  *   - a GSI orphan: an INSERT of an item that does not exist ("orphan<n>",
  *     Grp g0) sent to every node, so the owner of its GSI partition stores

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../common/item.h"
-#include "../partition/hash.h"
+#include "../placement/hash.h"
 
 int wl_random_class(uint64_t *rng)
 {

@@ -52,7 +52,7 @@ void wl_table_def(const mtable *t, lapse_table_def *d);
  * is "". Caller frees; a harness bug (bad JSON, OOM) aborts. */
 lapse_item *wl_key(const mtable *t, int idx);
 lapse_item *wl_item(const mtable *t, int idx, uint64_t ver, const char *ttl_json, int grp);
-/* The base partition of the item with Id id (partition/hash.h). */
+/* The base partition of the item with Id id (placement/hash.h). */
 uint32_t wl_partition(const char *id);
 
 /* One call on key idx of model table ti, recorded in the model. cls is a

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../common/lapse_err.h"
-#include "../partition/hash.h"
+#include "../placement/hash.h"
 #include "../rpc/wire.h"
 #include "mapsrc.h"
 

@@ -36,7 +36,7 @@
 #include "../common/clock.h"
 #include "../common/item.h"
 #include "../common/schema.h"
-#include "../partition/pmap.h"
+#include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "lapse.h"
 

@@ -17,7 +17,7 @@
 
 #include "../common/ddbjson.h"
 #include "../common/lapse_err.h"
-#include "../partition/hash.h"
+#include "../placement/hash.h"
 #include "../partition/itemkey.h"
 #include "../rpc/wire.h"
 #include "stream.h"

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "../partition/pmap.h"
+#include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 
 #define MAPSRC_MAX_NODES 16     /* nodes asked at once */

@@ -22,7 +22,7 @@
 #include "../common/arena.h"
 #include "../common/ddbjson.h"
 #include "../common/lapse_err.h"
-#include "../partition/hash.h"
+#include "../placement/hash.h"
 #include "../rpc/wire.h"
 #include "client.h"
 

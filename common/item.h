@@ -140,7 +140,7 @@ int item_decode(const void *data, size_t len, item **out);
  * Finds the top-level attribute name in an item_encode()d item without
  * building the item (no allocation, except a scratch array for a map of more
  * than 16 entries): for hot paths that need one value of each of many stored
- * items, such as the TTL backfill and sweep (partition/ttl.h
+ * items, such as the TTL backfill and sweep (common/ttl.h
  * ttl_eval_encoded).
  *
  * The bytes are checked exactly as item_decode checks them, all of them and

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "../common/buf.h"
-#include "../partition/pmap.h"
+#include "../placement/pmap.h"
 
 typedef struct catalog catalog;
 

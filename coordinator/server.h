@@ -2,7 +2,7 @@
  * server.h: the coordinator's one global state struct and the operations that
  * change the durable part of it.
  *
- * The coordinator holds the authoritative partition map (partition/pmap.h):
+ * The coordinator holds the authoritative partition map (placement/pmap.h):
  * the cluster's nodes, its tables and which node owns each partition. It is
  * on the control path only: nodes and clients cache the map and compare
  * versions, so no item call ever waits for the coordinator.
@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 #include "../etcd/etcd.h"
-#include "../partition/pmap.h"
+#include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "catalog.h"
 #include "catalog_etcd.h"

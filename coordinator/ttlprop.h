@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "../common/schema.h"
-#include "../partition/pmap.h"
+#include "../placement/pmap.h"
 
 #define TTLPROP_DEFAULT_GUARD_YEARS 5
 

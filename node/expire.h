@@ -49,7 +49,7 @@
 #include "../common/item.h"
 #include "../common/metrics.h"
 #include "../common/schema.h"
-#include "../partition/pmap.h"
+#include "../placement/pmap.h"
 #include "../partition/store.h"
 #include "../rpc/wire.h"
 

@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../partition/ttl.h"
+#include "../common/ttl.h"
 #include "expire.h"
 
 /* One table with TTL configured, as of the last expire_sync. */

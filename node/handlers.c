@@ -10,7 +10,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/schema.h"
-#include "../partition/hash.h"
+#include "../placement/hash.h"
 #include "../rpc/wire.h"
 #include "telemetry.h"
 

@@ -51,7 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../partition/pmap.h"
+#include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "node.h"
 

@@ -45,7 +45,7 @@
 #include "../common/metrics.h"
 #include "../etcd/etcd.h"
 #include "../etcd/etcd_keys.h"
-#include "../partition/pmap.h"
+#include "../placement/pmap.h"
 #include "../partition/store.h"
 #include "../rpc/http.h"
 #include "../rpc/rpc.h"

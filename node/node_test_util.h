@@ -32,8 +32,8 @@
 #include "../common/clock.h"
 #include "../common/item.h"
 #include "../common/lapse_err.h"
-#include "../partition/hash.h"
-#include "../partition/pmap.h"
+#include "../placement/hash.h"
+#include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "../rpc/wire.h"
 

@@ -11,7 +11,7 @@
 
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
-#include "../partition/ttl.h"
+#include "../common/ttl.h"
 #include "../rpc/wire.h"
 #include "handlers.h"
 

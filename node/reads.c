@@ -16,7 +16,7 @@
 
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
-#include "../partition/ttl.h"
+#include "../common/ttl.h"
 #include "../rpc/wire.h"
 #include "handlers.h"
 #include "reads_int.h"

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "../common/lapse_err.h"
-#include "../partition/hash.h"
+#include "../placement/hash.h"
 #include "../rpc/wire.h"
 #include "handlers.h"
 #include "reads_int.h"

@@ -12,7 +12,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/token.h"
-#include "../partition/change.h"
+#include "../common/change.h"
 #include "handlers.h"
 #include "streams.h"
 

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "../partition/apply.h"
-#include "../partition/pmap.h"
+#include "../placement/pmap.h"
 #include "node.h"
 
 /*

@@ -15,8 +15,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../partition/change.h"
-#include "../partition/pmap.h"
+#include "../common/change.h"
+#include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "shipper.h"
 

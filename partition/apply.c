@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../common/lapse_err.h"
-#include "change.h"
+#include "../common/change.h"
 #include "itemkey.h"
 #include "store_int.h"
 

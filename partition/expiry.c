@@ -44,7 +44,7 @@
 #include "../common/lapse_err.h"
 #include "itemkey.h"
 #include "store_int.h"
-#include "ttl.h"
+#include "../common/ttl.h"
 
 static int oom(char *err, size_t errlen)
 {

@@ -15,7 +15,7 @@
 #include "expiry.h"
 #include "itemkey.h"
 #include "store_int.h"
-#include "ttl.h"
+#include "../common/ttl.h"
 
 static int oom(char *err, size_t errlen)
 {

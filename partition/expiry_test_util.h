@@ -12,7 +12,7 @@
 #include "../common/clock.h"
 #include "expiry.h"
 #include "store_test_util.h"
-#include "ttl.h"
+#include "../common/ttl.h"
 
 extern table_schema sess; /* Pk S, Sk N, 4 partitions, TTL on "Exp" */
 extern table_schema solo; /* Pk S, 2 partitions, TTL on "Exp" */

@@ -9,7 +9,7 @@
 #include "../common/item.h"
 #include "../common/keycodec.h"
 #include "../common/lapse_err.h"
-#include "hash.h"
+#include "../placement/hash.h"
 
 static void put_u32be(uint8_t *p, uint32_t v)
 {

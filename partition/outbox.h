@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "change.h"
+#include "../common/change.h"
 #include "store.h"
 
 /* Reads the records of (table_id, part) with seq > after_seq, in order, at

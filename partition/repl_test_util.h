@@ -10,7 +10,7 @@
 #define LAPSE_REPL_TEST_UTIL_H
 
 #include "apply.h"
-#include "change.h"
+#include "../common/change.h"
 #include "store_test_util.h"
 
 /* Cust S, Order S, 4 partitions; LSI ByDate (id 1, Date N) and ByStatus

@@ -42,7 +42,7 @@
 #include "../common/lapse_err.h"
 #include "itemkey.h"
 #include "store_int.h"
-#include "ttl.h"
+#include "../common/ttl.h"
 
 static const char *const cf_names[CF_COUNT] = {"items",  "meta", "expiry", "lsi",
                                                "outbox", "repl", "gsi",    "stream"};

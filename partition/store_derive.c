@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "../common/lapse_err.h"
-#include "change.h"
+#include "../common/change.h"
 #include "itemkey.h"
 #include "store_int.h"
-#include "ttl.h"
+#include "../common/ttl.h"
 
 static int oom(char *err, size_t errlen)
 {

@@ -14,7 +14,7 @@
 
 #include "../common/keycodec.h"
 #include "../common/lapse_err.h"
-#include "hash.h"
+#include "../placement/hash.h"
 #include "itemkey.h"
 #include "store_int.h"
 

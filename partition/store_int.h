@@ -16,7 +16,7 @@
 
 #include "../common/clock.h"
 #include "../storage/db.h"
-#include "change.h"
+#include "../common/change.h"
 #include "keyset.h"
 #include "store.h"
 

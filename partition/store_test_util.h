@@ -22,7 +22,7 @@
 
 #include "../common/lapse_err.h"
 #include "../storage/testdir.h"
-#include "hash.h"
+#include "../placement/hash.h"
 #include "store.h"
 
 typedef struct fixture {

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "../common/clock.h"
-#include "change.h"
+#include "../common/change.h"
 #include "store.h"
 
 /* Reads the records of shard (table_id, shard) with stream seq > after,

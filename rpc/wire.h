@@ -1,5 +1,5 @@
 /*
- * wire.h: conversions between Lapse's structs (common/, partition/pmap.h) and
+ * wire.h: conversions between Lapse's structs (common/, placement/pmap.h) and
  * protobuf-c messages. Outgoing trees are allocated from an arena; incoming
  * messages are validated completely, since they come from the network:
  * every AttributeValue has exactly one value set, N values are valid numbers,
@@ -20,7 +20,7 @@
 #include "../common/arena.h"
 #include "../common/item.h"
 #include "../common/schema.h"
-#include "../partition/pmap.h"
+#include "../placement/pmap.h"
 #include "lapse.pb-c.h"
 
 /* Limits on a decoded partition map, so a hostile map cannot make decoding
@@ -88,7 +88,7 @@ int wire_pmap_from_pb(const Lapse__PartitionMap *pb, pmap **out, char *err, size
 Lapse__TtlConfig *wire_ttl_to_pb(arena *a, const table_ttl *t);
 int wire_ttl_from_pb(const Lapse__TtlConfig *pb, table_ttl *out, char *err, size_t errlen);
 
-/* A stored stream record (a change record, partition/change.h, of the
+/* A stored stream record (a change record, common/change.h, of the
  * shard it was read from) as a StreamRecord allocated from a: sequence_number
  * is the stream seq, the keys and images decoded into Items, size_bytes the
  * encoded bytes of the keys and images (DynamoDB's SizeBytes,

@@ -1,7 +1,7 @@
 /*
  * wire_pmap.c: table schemas, table maps and partition maps <-> protobuf-c
  * messages (the wire_schema_*, wire_table_* and wire_pmap_* half of wire.h).
- * Incoming maps are validated completely before they reach partition/pmap.c;
+ * Incoming maps are validated completely before they reach placement/pmap.c;
  * the rules are listed in docs/wire-protocol.md ("Validation").
  */
 #include "wire.h"

@@ -1,5 +1,5 @@
 /*
- * wire_stream.c: a stored stream record (a change record, partition/change.h)
+ * wire_stream.c: a stored stream record (a change record, common/change.h)
  * -> protobuf-c StreamRecord, for GetStreamRecords (docs/replication.md,
  * "Stream reading"). The record comes from the node's own store, but it is
  * decoded with every check all the same (change_decode checks the images
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../common/lapse_err.h"
-#include "../partition/change.h"
+#include "../common/change.h"
 #include "rpc_internal.h"
 #include "wire.h"
 

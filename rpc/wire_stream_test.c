@@ -16,7 +16,7 @@
 
 #include "../common/item.h"
 #include "../common/lapse_err.h"
-#include "../partition/change.h"
+#include "../common/change.h"
 #include "wire.h"
 
 /* An encoded item of S attributes: name, value, ... */

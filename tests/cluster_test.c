@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "../partition/hash.h"
-#include "../partition/pmap.h"
+#include "../placement/hash.h"
+#include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "../rpc/wire.h"
 

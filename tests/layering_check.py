@@ -7,7 +7,7 @@ that docs/architecture.md's module table allows.
 
 The table ("| `folder/` (`target`) | owns | may use |") is the single source of
 truth. A module may use what its row lists and, through those, what they may
-use (a node including partition/pmap.h uses lapse_pmap through lapse_partition),
+use (a node including placement/pmap.h uses placement through partition),
 except a foreign API that has a sole includer (`the only includer of X` in its
 row): no other module may include or link it. Nothing may use node/ or
 coordinator/. Test sources (lapse_test() in CMake) and the tests/, bench/ and
@@ -20,13 +20,13 @@ import subprocess
 import sys
 import tempfile
 
-MODULE_DIRS = ["common", "proto", "storage", "partition", "rpc", "etcd", "coordinator", "node",
-               "client", "dynamodb"]
+MODULE_DIRS = ["common", "proto", "storage", "placement", "partition", "rpc", "etcd",
+               "coordinator", "node", "client", "dynamodb"]
 # Foreign headers and link targets, by the name the table uses.
 FOREIGN_INCLUDES = {"rocksdb/": "rocksdb", "nng/": "nng", "curl/": "curl", "jansson.h": "jansson",
                     "xxhash.h": "xxhash", "protobuf-c/": "protobuf-c"}
 LINK_NAMES = {"lapse_common": "common", "lapse_proto": "proto", "lapse_storage": "storage",
-              "lapse_pmap": "lapse_pmap", "lapse_partition": "lapse_partition",
+              "lapse_placement": "placement", "lapse_partition": "partition",
               "lapse_rpc": "rpc", "lapse_etcd": "etcd", "dep_rocksdb": "rocksdb",
               "lapse_client_shared": "client", "lapse_client_static": "client",
               "dep_nng": "nng", "dep_curl": "curl", "dep_jansson": "jansson",
@@ -85,31 +85,12 @@ def test_sources(root):
     return out
 
 
-def pmap_sources(root):
-    """partition/ files of lapse_pmap (the rest of partition/ is lapse_partition)."""
-    text = dict(cmake_lists(root)).get("partition", "")
-    out = set()
-    for m in re.finditer(r"(?:add_library\(lapse_pmap STATIC|target_sources\(lapse_pmap PRIVATE)"
-                         r"([^)]*)\)", text):
-        for src in m.group(1).split():
-            out.update({src, src[:-2] + ".h"})
-    return out
-
-
-def module_of(folder, name, pmap_files):
-    if folder == "partition":
-        return "lapse_pmap" if name in pmap_files else "lapse_partition"
-    return folder
-
-
 def check(root):
     uses, sole = read_table(root)
-    missing = [d for d in MODULE_DIRS if d != "partition" and d not in uses]
-    if missing or "lapse_pmap" not in uses or "lapse_partition" not in uses:
-        return ["docs/architecture.md's module table lacks rows for %s" %
-                ", ".join(missing or ["partition/"])]
+    missing = [d for d in MODULE_DIRS if d not in uses]
+    if missing:
+        return ["docs/architecture.md's module table lacks rows for %s" % ", ".join(missing)]
     tests = test_sources(root)
-    pmap_files = pmap_sources(root)
     bad = []
 
     def allowed(mod, dep, include=True):
@@ -128,7 +109,7 @@ def check(root):
             rel = "%s/%s" % (d, name)
             if not name.endswith((".c", ".h")) or rel in tests:
                 continue
-            mod = module_of(d, name, pmap_files)
+            mod = d
             with open(os.path.join(root, rel), errors="replace") as f:
                 for lineno, line in enumerate(f, 1):
                     m = inc.match(line)
@@ -139,14 +120,14 @@ def check(root):
                     if kind == '"' and target.startswith("../"):
                         parts = target.split("/")
                         if len(parts) == 3 and parts[1] in MODULE_DIRS:
-                            dep = module_of(parts[1], parts[2], pmap_files)
+                            dep = parts[1]
                         elif parts[1] in ("node", "coordinator", "tests", "bench",
                                           "chaos-tests"):
                             dep = parts[1]
                     elif kind == '"' and target == "lapse.pb-c.h":
                         dep = "proto"
                     elif kind == '"':
-                        dep = module_of(d, target, pmap_files)
+                        dep = d
                     else:
                         for prefix, foreign in FOREIGN_INCLUDES.items():
                             if target.startswith(prefix):
@@ -161,8 +142,7 @@ def check(root):
             target = m.group(1)
             if target.endswith("_test") or target in ("lapse_testkit",):
                 continue
-            mod = {"lapse_pmap": "lapse_pmap", "lapse_partition": "lapse_partition"}.get(
-                target, d)
+            mod = d
             for lib in re.split(r"[\s$]+", m.group(2)):
                 lib = lib.strip("{}")
                 if lib == "LAPSE_CLIENT_MODULES":
@@ -184,7 +164,7 @@ def self_test():
     plants = [("client/item.c", '#include "../storage/db.h"\n', "storage"),
               ("rpc/wire.c", '#include "../node/node.h"\n', "node"),
               ("node/maps.c", "#include <rocksdb/c.h>\n", "rocksdb"),
-              ("partition/hash.c", '#include "store.h"\n', "lapse_partition"),
+              ("placement/hash.c", '#include "../partition/store.h"\n', "partition"),
               ("dynamodb/ddb_api.c", "#include <nng/nng.h>\n", "nng")]
     failures = 0
     for path, line, dep in plants:

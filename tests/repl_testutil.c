@@ -13,7 +13,7 @@
 
 #include "testutil.h"
 
-#include "../partition/hash.h"
+#include "../placement/hash.h"
 
 static cluster *g_c;
 static lapse_client *g_cl;

@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "../common/ddbjson.h"
-#include "../common/lapse_err.h"
+#include "ddbjson.h"
+#include "lapse_err.h"
 #include "ttl.h"
 
 static const int64_t NOW_S = 1800000000; /* 2027-01-15 */

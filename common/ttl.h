@@ -22,9 +22,9 @@
 
 #include <stdint.h>
 
-#include "../common/clock.h"
-#include "../common/item.h"
-#include "../common/schema.h"
+#include "clock.h"
+#include "item.h"
+#include "schema.h"
 
 #define TTL_DEFAULT_GUARD_YEARS 5
 #define TTL_SECONDS_PER_YEAR 31557600LL /* 365.25 days */

@@ -3,9 +3,9 @@
  * with an outbox (a GSI or a stream): what the source partition puts in its
  * outbox, ships to the destinations, and what a stream shard stores. A
  * versioned binary format built with common/buf.h (not protobuf, so
- * partition/ needs no generated code); the layout is in docs/replication.md.
+ * the store needs no generated code); the layout is in docs/replication.md.
  *
- * Pure functions (no RocksDB): part of the lapse_pmap target, so the client
+ * Pure functions (no RocksDB): part of common/ (lapse_common), so the client
  * can decode stream records too. Thread-safe; a change_list belongs to one
  * thread at a time.
  *
@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/buf.h"
+#include "buf.h"
 
 #define CHANGE_FORMAT_V1 0x01
 #define CHANGE_MAX_ATTR_NAME 255

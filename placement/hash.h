@@ -5,7 +5,7 @@
  *               mod partition count
  *
  * The client computes the same function to route requests, so this file and
- * pmap.c are the pure part of partition/ (no RocksDB): target lapse_pmap.
+ * pmap.c make up placement/ (no RocksDB): target lapse_placement.
  * Thread-safe (pure functions).
  */
 #ifndef LAPSE_HASH_H

@@ -5,8 +5,8 @@
 
 #include <limits.h>
 
-#include "../common/lapse_err.h"
-#include "../common/number.h"
+#include "lapse_err.h"
+#include "number.h"
 
 /* Epoch seconds beyond this are out of range: with the offset added and
  * converted to milliseconds they must still fit in int64_t. */

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/item.h"
-#include "../common/lapse_err.h"
+#include "item.h"
+#include "lapse_err.h"
 
 #define HEAD_BYTES 35 /* version through principal */
 

@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "../common/item.h"
-#include "../common/lapse_err.h"
+#include "item.h"
+#include "lapse_err.h"
 #include "change.h"
 
 /* An item of the given S attributes: name, value, name, value, ... */
