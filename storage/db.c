@@ -19,6 +19,7 @@
 
 #include <rocksdb/c.h>
 
+#include "../common/buf.h"
 #include "../common/lapse_err.h"
 
 #define DEFAULT_BLOCK_CACHE_BYTES ((size_t)64 << 20)
@@ -43,7 +44,13 @@ struct db {
 
 struct db_batch {
     rocksdb_writebatch_t *wb;
+    int logging; /* db_batch_log_start: every op is also appended to log */
+    int log_oom; /* an append to log failed: the log is incomplete */
+    buf log;     /* the ops in db_batch_replay's format */
 };
+
+/* Op codes of the batch log (db_batch_log). */
+enum { LOG_PUT = 'P', LOG_DELETE = 'D', LOG_DELETE_RANGE = 'R' };
 
 struct db_iter {
     rocksdb_iterator_t *it;    /* destroyed first */
@@ -394,6 +401,7 @@ db_batch *db_batch_new(void)
         free(b);
         return NULL;
     }
+    buf_init(&b->log);
     return b;
 }
 
@@ -405,12 +413,101 @@ void db_batch_free(db_batch *b)
     if (b->wb != NULL) {
         rocksdb_writebatch_destroy(b->wb);
     }
+    buf_fini(&b->log);
     free(b);
 }
 
 void db_batch_clear(db_batch *b)
 {
     rocksdb_writebatch_clear(b->wb);
+    buf_clear(&b->log);
+    b->log_oom = 0;
+}
+
+/* Appends one op to the log: code, family, then each slice as a u32 length
+ * and its bytes. */
+static void log_op(db_batch *b, int code, int cf, const void *k1, size_t l1, const void *k2,
+                   size_t l2, int two)
+{
+    if (!b->logging || b->log_oom) {
+        return;
+    }
+    if (l1 > UINT32_MAX || l2 > UINT32_MAX || buf_reserve(&b->log, 10 + l1 + l2) != 0 ||
+        buf_append_byte(&b->log, (uint8_t)code) != 0 || buf_append_byte(&b->log, (uint8_t)cf) != 0 ||
+        buf_append_u32be(&b->log, (uint32_t)l1) != 0 || buf_append(&b->log, k1, l1) != 0 ||
+        (two && (buf_append_u32be(&b->log, (uint32_t)l2) != 0 || buf_append(&b->log, k2, l2) != 0))) {
+        b->log_oom = 1;
+    }
+}
+
+void db_batch_log_start(db_batch *b)
+{
+    b->logging = 1;
+    b->log_oom = 0;
+    buf_clear(&b->log);
+}
+
+const uint8_t *db_batch_log(const db_batch *b, size_t *len)
+{
+    if (!b->logging || b->log_oom) {
+        *len = 0;
+        return NULL;
+    }
+    *len = b->log.len;
+    return b->log.data != NULL ? b->log.data : (const uint8_t *)"";
+}
+
+/* Reads a u32-length-prefixed slice at *pos of p[0..len). */
+static int log_slice(const uint8_t *p, size_t len, size_t *pos, const uint8_t **s, size_t *n)
+{
+    if (len - *pos < 4) {
+        return LAPSE_ECORRUPT;
+    }
+    uint32_t l = buf_get_u32be(p + *pos);
+    *pos += 4;
+    if (len - *pos < l) {
+        return LAPSE_ECORRUPT;
+    }
+    *s = p + *pos;
+    *n = l;
+    *pos += l;
+    return 0;
+}
+
+int db_batch_replay(db_batch *b, db *d, const uint8_t *p, size_t len, size_t *ops)
+{
+    size_t pos = 0, n = 0;
+    while (pos < len) {
+        if (len - pos < 2) {
+            return LAPSE_ECORRUPT;
+        }
+        int code = p[pos], cf = p[pos + 1];
+        pos += 2;
+        const uint8_t *k1, *k2;
+        size_t l1, l2;
+        if ((size_t)cf >= d->ncf || log_slice(p, len, &pos, &k1, &l1) != 0 ||
+            (code != LOG_DELETE && log_slice(p, len, &pos, &k2, &l2) != 0)) {
+            return LAPSE_ECORRUPT;
+        }
+        switch (code) {
+        case LOG_PUT:
+            db_batch_put(b, d, cf, k1, l1, k2, l2);
+            break;
+        case LOG_DELETE:
+            db_batch_delete(b, d, cf, k1, l1);
+            break;
+        case LOG_DELETE_RANGE:
+            db_batch_delete_range(b, d, cf, k1, l1, k2, l2);
+            break;
+        default:
+            return LAPSE_ECORRUPT;
+        }
+        n++;
+    }
+    if (ops != NULL) {
+        *ops = n;
+    }
+    return 0;
 }
 
 void db_batch_put(db_batch *b, db *d, int cf, const void *key, size_t klen, const void *val,
@@ -419,6 +516,7 @@ void db_batch_put(db_batch *b, db *d, int cf, const void *key, size_t klen, cons
     rocksdb_column_family_handle_t *h = cf_handle(d, cf);
     if (h != NULL) {
         rocksdb_writebatch_put_cf(b->wb, h, key, klen, val, vlen);
+        log_op(b, LOG_PUT, cf, key, klen, val, vlen, 1);
     }
 }
 
@@ -427,6 +525,7 @@ void db_batch_delete(db_batch *b, db *d, int cf, const void *key, size_t klen)
     rocksdb_column_family_handle_t *h = cf_handle(d, cf);
     if (h != NULL) {
         rocksdb_writebatch_delete_cf(b->wb, h, key, klen);
+        log_op(b, LOG_DELETE, cf, key, klen, NULL, 0, 0);
     }
 }
 
@@ -436,6 +535,7 @@ void db_batch_delete_range(db_batch *b, db *d, int cf, const void *start, size_t
     rocksdb_column_family_handle_t *h = cf_handle(d, cf);
     if (h != NULL) {
         rocksdb_writebatch_delete_range_cf(b->wb, h, start, slen, end, elen);
+        log_op(b, LOG_DELETE_RANGE, cf, start, slen, end, elen, 1);
     }
 }
 

@@ -70,6 +70,20 @@ void db_batch_delete(db_batch *b, db *d, int cf, const void *key, size_t klen);
 void db_batch_delete_range(db_batch *b, db *d, int cf, const void *start, size_t slen,
                            const void *end, size_t elen);
 size_t db_batch_count(const db_batch *b);
+
+/* The batch log, for shipping a batch to a replica: after
+ * db_batch_log_start (which empties it), every put, delete and range delete
+ * added to b is also recorded in a portable form (family by index, not by
+ * RocksDB's handle). db_batch_log returns it (valid until b changes) with
+ * its length, or NULL when logging is off or a record failed for want of
+ * memory (the caller must then not ship b). db_batch_clear empties it.
+ * db_batch_replay adds the ops of a log to b (another batch, usually of
+ * another store) and counts them into *ops (may be NULL): 0, or
+ * LAPSE_ECORRUPT for a malformed log or an unknown family (b may then hold
+ * some of the ops: discard it). */
+void db_batch_log_start(db_batch *b);
+const uint8_t *db_batch_log(const db_batch *b, size_t *len);
+int db_batch_replay(db_batch *b, db *d, const uint8_t *log, size_t len, size_t *ops);
 /* Applies b atomically. Returns 0 or LAPSE_EIO; on error nothing was
  * applied. */
 int db_write(db *d, db_batch *b, int sync, char *err, size_t errlen);

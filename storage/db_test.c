@@ -374,6 +374,74 @@ static void test_delete_range_and_compact(void **state)
     db_close(d);
 }
 
+/* A logged batch replayed into a second store (as a replica applies the
+ * primary's batch) leaves the same data; a malformed log is refused. */
+static void test_batch_log_replays_elsewhere(void **state)
+{
+    fixture *f = *state;
+    db *d = open_db(f, two_cfs, 2);
+    fill(f, d, 20);
+    char dir2[512];
+    assert_int_equal(testdir_make(dir2, sizeof(dir2), "db_test_replica"), 0);
+    db *r = NULL;
+    db_options o = {.block_cache_bytes = 8 << 20, .create_if_missing = 1};
+    assert_db_ok(db_open(&r, dir2, &o, two_cfs, 2, f->err, sizeof(f->err)), f);
+    fill(f, r, 20);
+
+    db_batch *b = db_batch_new();
+    assert_non_null(b);
+    size_t len = 1;
+    assert_null(db_batch_log(b, &len)); /* logging is off */
+    assert_int_equal(len, 0);
+    db_batch_log_start(b);
+    db_batch_put(b, d, 1, "m1", 2, "", 0); /* an empty value */
+    db_batch_delete(b, d, 0, "k00", 3);
+    db_batch_delete_range(b, d, 0, "k05", 3, "k15", 3);
+    db_batch_put(b, d, 0, "k10", 3, "again", 5);
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    const uint8_t *log = db_batch_log(b, &len);
+    assert_non_null(log);
+
+    db_batch *rb = db_batch_new();
+    size_t ops = 0;
+    assert_int_equal(db_batch_replay(rb, r, log, len, &ops), 0);
+    assert_int_equal(ops, 4);
+    assert_int_equal(db_batch_count(rb), 4);
+    assert_db_ok(db_write(r, rb, 0, f->err, sizeof(f->err)), f);
+    for (db *x = d;; x = r) {
+        expect(f, x, 1, "m1", "");
+        expect(f, x, 0, "k00", NULL);
+        expect(f, x, 0, "k01", "v01");
+        expect(f, x, 0, "k05", NULL);
+        expect(f, x, 0, "k10", "again");
+        expect(f, x, 0, "k15", "v15");
+        if (x == r) {
+            break;
+        }
+    }
+    /* Every truncation of the log, an unknown family and an unknown op are
+     * refused, never applied past the first bad byte into a crash. */
+    for (size_t cut = 1; cut < len; cut++) {
+        db_batch_clear(rb);
+        int rv = db_batch_replay(rb, r, log, cut, NULL);
+        assert_true(rv == LAPSE_ECORRUPT || rv == 0);
+    }
+    uint8_t bad[len];
+    memcpy(bad, log, len);
+    bad[1] = 9; /* family 9 of 2 */
+    assert_int_equal(db_batch_replay(rb, r, bad, len, NULL), LAPSE_ECORRUPT);
+    memcpy(bad, log, len);
+    bad[0] = 'X';
+    assert_int_equal(db_batch_replay(rb, r, bad, len, NULL), LAPSE_ECORRUPT);
+    db_batch_clear(rb);
+    assert_int_equal(db_batch_replay(rb, r, log, 2, NULL), LAPSE_ECORRUPT);
+    db_batch_free(rb);
+    db_batch_free(b);
+    db_close(r);
+    db_close(d);
+    testdir_remove(dir2);
+}
+
 static void test_second_open_sees_lock(void **state)
 {
     fixture *f = *state;
@@ -475,6 +543,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_iterator_bounds_seek_reverse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multi_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_range_and_compact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_log_replays_elsewhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_sees_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_held_by_another_process, setup, teardown),
     };
