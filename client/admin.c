@@ -112,6 +112,7 @@ static json_t *table_json(const Lapse__TableMap *tm)
     json_object_set_new(t, "PartitionCount", json_integer(s->partitions));
     json_object_set_new(t, "PartitionsPerNode", per_node);
     json_object_set_new(t, "HideExpired", json_boolean(s->hide_expired));
+    json_object_set_new(t, "Replication", json_integer(s->replication > 1 ? s->replication : 1));
     json_t *ttl = ttlcfg_config_json(s->ttl);
     if (ttl == NULL || json_object_set_new(t, "TimeToLive", ttl) != 0 ||
         indexcfg_describe(t, tm) != 0) {
@@ -189,6 +190,7 @@ int lapse_create_table_json(lapse_client *c, const lapse_table_def *def, char **
     }
     s.partitions = parts;
     s.hide_expired = def->hide_expired != 0;
+    s.replication = def->replication;
     arena_init(&a);
     if ((rv = indexcfg_to_pb(&a, def, &s, err)) != 0) {
         arena_fini(&a);

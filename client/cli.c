@@ -22,10 +22,12 @@ static const cli_command commands[] = {
      "Prints the partition map version, the table count and every node's state as JSON."},
     {"create-table", cli_create_table,
      "T --partition-key NAME:S|N|B [--sort-key NAME:S|N|B] [--partitions N]\n"
-     "             [--hide-expired] [--lsi NAME=SK:TYPE]...\n"
+     "             [--replication 1|2|3] [--hide-expired] [--lsi NAME=SK:TYPE]...\n"
      "             [--gsi NAME=PK:TYPE[,SK:TYPE][,projection=all|keys][,partitions=N]]...\n"
      "             [--stream on|off [--stream-retention-hours H] [--stream-ttl-deletes on|off]]",
      "Creates table T (partitions: a power of two, default 64) and prints its description.\n"
+     "--replication N keeps N copies of each partition on N distinct nodes (default 1):\n"
+     "every write is acknowledged once each copy has it durably.\n"
      "With --hide-expired, reads of T hide items whose TTL has passed by default.\n"
      "Indexes are declared here and never change (up to 5 LSIs and 20 GSIs, names unique):\n"
      "--lsi: a local secondary index on T's partition key and sort key SK (T needs a\n"

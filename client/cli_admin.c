@@ -288,6 +288,7 @@ int cli_create_table(cli_ctx *ctx, int argc, char **argv)
                                          "--stream",
                                          "--stream-retention-hours",
                                          "--stream-ttl-deletes",
+                                         "--replication",
                                          NULL};
     static const char *const switches[] = {"--hide-expired", NULL};
     char pk[512], sk[512];
@@ -322,6 +323,13 @@ int cli_create_table(cli_ctx *ctx, int argc, char **argv)
     }
     if (v != NULL && def.partitions == 0) {
         return cli_usage(ctx, "--partitions must be a power of two, not 0");
+    }
+    if ((v = cli_flag(&a, "--replication")) != NULL &&
+        (rv = cli_uint(ctx, "--replication", v, &def.replication)) != CLI_OK) {
+        return rv;
+    }
+    if (v != NULL && (def.replication < 1 || def.replication > 3)) {
+        return cli_usage(ctx, "--replication must be 1, 2 or 3 copies, not %s", v);
     }
     if ((rv = stream_flags(ctx, &a, &def)) != CLI_OK ||
         (rv = index_flags(ctx, &a, 1, &lsi)) != CLI_OK ||

@@ -154,6 +154,7 @@ typedef struct lapse_table_def {
     int stream;                      /* non-zero: a change stream, one shard per partition */
     unsigned stream_retention_hours; /* with stream: 1 to 8760; 0: 24 */
     int stream_exclude_ttl_deletes;  /* with stream: TTL deletes stay out of it */
+    unsigned replication; /* copies of each partition, 1 to 3 (at most the UP nodes); 0: 1 */
 } lapse_table_def;
 
 int lapse_create_table(lapse_client *c, const lapse_table_def *def, lapse_error *err);

@@ -268,6 +268,10 @@ int schema_validate(const table_schema *t, char *err, size_t errlen)
                     "partition count %u must be a power of two from 1 to %d",
                     (unsigned)t->partitions, SCHEMA_MAX_PARTITIONS);
     }
+    if (t->replication > SCHEMA_MAX_REPLICATION) {
+        return errf(LAPSE_EINVAL, err, errlen, "replication %u must be from 1 to %d copies",
+                    (unsigned)t->replication, SCHEMA_MAX_REPLICATION);
+    }
     return check_indexes_and_stream(t, err, errlen);
 }
 

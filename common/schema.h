@@ -30,6 +30,7 @@
 #define SCHEMA_MAX_KEY_NAME 255
 #define SCHEMA_DEFAULT_PARTITIONS 64
 #define SCHEMA_MAX_PARTITIONS 4096
+#define SCHEMA_MAX_REPLICATION 3 /* PMAP_MAX_REPLICAS */
 #define SCHEMA_MAX_KEY_BYTES 2048 /* DynamoDB: partition key 2048 B, sort key 1024 B */
 #define SCHEMA_MAX_SORT_KEY_BYTES 1024
 
@@ -102,7 +103,17 @@ typedef struct table_schema {
     index_def lsi[SCHEMA_MAX_LSI];
     index_def gsi[SCHEMA_MAX_GSI];
     table_stream stream; /* all zero: no stream */
+    /* copies of each partition (replication.md "Replica sets"): 1 to
+     * SCHEMA_MAX_REPLICATION; 0 (a schema from before replication) means 1 */
+    uint32_t replication;
 } table_schema;
+
+/* The copies of each of t's partitions (1 for a schema that predates
+ * replication). */
+static inline uint32_t schema_replication(const table_schema *t)
+{
+    return t->replication > 1 ? t->replication : 1;
+}
 
 /* 1 when writes to t produce outbox records: it has a GSI or a stream. */
 static inline int schema_has_outbox(const table_schema *t)

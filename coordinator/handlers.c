@@ -212,8 +212,16 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
         goto unlock;
     }
     if ((rv = pmap_add_table(next, &ts)) != 0) {
-        if (rv == LAPSE_EUNAVAILABLE) {
+        size_t up = 0;
+        for (size_t i = 0; i < next->nnodes; i++) {
+            up += next->nodes[i].state == PMAP_NODE_UP;
+        }
+        if (rv == LAPSE_EUNAVAILABLE && up == 0) {
             rpc_set_error(resp, a, rv, "no node is up");
+        } else if (rv == LAPSE_EUNAVAILABLE) {
+            rpc_set_error(resp, a, rv, "replication %u needs %u nodes up; %zu %s up",
+                          (unsigned)schema_replication(&ts), (unsigned)schema_replication(&ts), up,
+                          up == 1 ? "is" : "are");
         } else {
             rpc_set_error(resp, a, rv, "cannot add table %s: %s", ts.name, lapse_strerror(rv));
         }

@@ -164,6 +164,41 @@ uint32_t pmap_owner(const pmap_table *t, uint32_t part)
     return t->parts[part].ids[0];
 }
 
+const pmap_replicas *pmap_part(const pmap_table *t, uint32_t part)
+{
+    if (t == NULL || t->parts == NULL || part >= t->schema.partitions || t->parts[part].n == 0) {
+        return NULL;
+    }
+    return &t->parts[part];
+}
+
+int pmap_replicas_index(const pmap_replicas *r, uint32_t id)
+{
+    for (uint32_t i = 0; r != NULL && i < r->n && i < PMAP_MAX_REPLICAS; i++) {
+        if (r->ids[i] == id) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+int pmap_in_sync(const pmap_replicas *r, uint32_t i)
+{
+    return i < r->n && (r->in_sync == 0 || (r->in_sync >> i & 1u) != 0);
+}
+
+size_t pmap_follower_copies(const pmap *pm, uint32_t id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < pm->ntables; i++) {
+        const pmap_table *t = &pm->tables[i];
+        for (uint32_t p = 0; p < t->schema.partitions; p++) {
+            n += pmap_replicas_index(&t->parts[p], id) > 0;
+        }
+    }
+    return n;
+}
+
 size_t pmap_partitions_owned(const pmap *pm, uint32_t id)
 {
     size_t n = 0;
@@ -330,6 +365,7 @@ typedef struct up_nodes {
     uint32_t *ids;
     size_t *load;   /* base and GSI partitions owned */
     size_t *shards; /* stream shards hosted */
+    size_t *copies; /* follower copies of base partitions held */
 } up_nodes;
 
 static void up_fini(up_nodes *u)
@@ -337,6 +373,7 @@ static void up_fini(up_nodes *u)
     free(u->ids);
     free(u->load);
     free(u->shards);
+    free(u->copies);
 }
 
 /* 0, LAPSE_EUNAVAILABLE (no UP node) or LAPSE_ENOMEM (u freed). */
@@ -352,7 +389,8 @@ static int up_init(up_nodes *u, const pmap *pm)
     u->ids = calloc(u->n, sizeof(*u->ids));
     u->load = calloc(u->n, sizeof(*u->load));
     u->shards = calloc(u->n, sizeof(*u->shards));
-    if (u->ids == NULL || u->load == NULL || u->shards == NULL) {
+    u->copies = calloc(u->n, sizeof(*u->copies));
+    if (u->ids == NULL || u->load == NULL || u->shards == NULL || u->copies == NULL) {
         up_fini(u);
         return LAPSE_ENOMEM;
     }
@@ -363,6 +401,7 @@ static int up_init(up_nodes *u, const pmap *pm)
             u->ids[k] = id;
             u->load[k] = pmap_partitions_owned(pm, id) + pmap_gsi_partitions_owned(pm, id);
             u->shards[k] = pmap_stream_shards_hosted(pm, id);
+            u->copies[k] = pmap_follower_copies(pm, id);
             k++;
         }
     }
@@ -386,15 +425,34 @@ static size_t least(const up_nodes *u, const size_t *count, uint32_t except)
     return best;
 }
 
-/* Greedy: each partition to the least-loaded UP node. Nodes and partitions
- * are few, so O(partitions * nodes). */
-static void place(up_nodes *u, pmap_replicas *parts, uint32_t n)
+/* Greedy: each partition to the least-loaded UP node, then its rf - 1
+ * followers to the UP nodes holding fewest follower copies among those not
+ * yet in its list. Every replica set starts at epoch 1 with all members in
+ * sync. Nodes and partitions are few, so O(partitions * nodes * rf).
+ * REQUIRES: 1 <= rf <= min(u->n, PMAP_MAX_REPLICAS). */
+static void place(up_nodes *u, pmap_replicas *parts, uint32_t n, uint32_t rf)
 {
     for (uint32_t p = 0; p < n; p++) {
         size_t best = least(u, u->load, 0);
         parts[p].n = 1;
         parts[p].ids[0] = u->ids[best];
+        parts[p].epoch = 1;
         u->load[best]++;
+        while (parts[p].n < rf) {
+            size_t f = u->n;
+            for (size_t j = 0; j < u->n; j++) {
+                if (pmap_replicas_index(&parts[p], u->ids[j]) >= 0) {
+                    continue;
+                }
+                if (f == u->n || u->copies[j] < u->copies[f] ||
+                    (u->copies[j] == u->copies[f] && u->ids[j] < u->ids[f])) {
+                    f = j;
+                }
+            }
+            parts[p].ids[parts[p].n++] = u->ids[f];
+            u->copies[f]++;
+        }
+        parts[p].in_sync = (1u << parts[p].n) - 1;
     }
 }
 
@@ -428,19 +486,24 @@ int pmap_add_table(pmap *pm, const table_schema *schema)
     }
     pmap_placement pl;
     memset(&pl, 0, sizeof(pl));
+    const uint32_t rf = schema_replication(schema);
+    if (rf > u.n || rf > PMAP_MAX_REPLICAS) {
+        up_fini(&u);
+        return LAPSE_EUNAVAILABLE;
+    }
     pmap_replicas *parts = calloc(schema->partitions, sizeof(*parts));
     pl.parts = parts;
     if (parts == NULL) {
         goto oom;
     }
-    place(&u, parts, schema->partitions);
+    place(&u, parts, schema->partitions, rf);
     for (uint32_t g = 0; g < schema->ngsi; g++) {
         pmap_replicas *gp = calloc(schema->gsi[g].partitions, sizeof(*gp));
         pl.gsi_parts[g] = gp;
         if (gp == NULL) {
             goto oom;
         }
-        place(&u, gp, schema->gsi[g].partitions);
+        place(&u, gp, schema->gsi[g].partitions, 1);
     }
     if (schema->stream.enabled) {
         uint32_t *hosts = calloc(schema->partitions, sizeof(*hosts));
@@ -471,8 +534,9 @@ static int replicas_ok(const pmap_replicas *parts, uint32_t n)
         return 0;
     }
     for (uint32_t p = 0; p < n; p++) {
-        if (parts[p].n < 1 || parts[p].n > PMAP_MAX_REPLICAS) {
-            return 0;
+        if (parts[p].n < 1 || parts[p].n > PMAP_MAX_REPLICAS || parts[p].in_sync >> parts[p].n != 0 ||
+            (parts[p].in_sync != 0 && (parts[p].in_sync & 1u) == 0)) {
+            return 0; /* in-sync bits past the list, or a primary out of sync */
         }
         for (uint32_t r = 0; r < parts[p].n; r++) {
             if (parts[p].ids[r] == 0) {

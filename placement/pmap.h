@@ -53,9 +53,19 @@ typedef struct pmap_node {
     pmap_node_state state;
 } pmap_node;
 
+/* One partition's replica set (docs/replication.md, "Replica sets"): ids[0]
+ * is the primary, which alone serves writes, strongly consistent reads and
+ * the TTL sweep; ids[1..n) are followers. in_sync says which members hold
+ * every acknowledged write (bit i: ids[i]); the primary acknowledges a
+ * write only once every in-sync member has it. epoch counts the set's
+ * changes of primary; replicas refuse log records of an older epoch.
+ * A map from before replication has epoch 0 and in_sync 0: read both
+ * through pmap_in_sync, which counts such a set as all in sync. */
 typedef struct pmap_replicas {
     uint32_t n;
-    uint32_t ids[PMAP_MAX_REPLICAS]; /* ids[0] owns the partition */
+    uint32_t ids[PMAP_MAX_REPLICAS]; /* ids[0] owns the partition (its primary) */
+    uint32_t in_sync;                /* bit i: ids[i] is in sync */
+    uint64_t epoch;                  /* >= 1 once placed; 0: an old map's */
 } pmap_replicas;
 
 typedef struct pmap_table {
@@ -94,6 +104,16 @@ const pmap_table *pmap_table_find(const pmap *pm, const char *name);
 const pmap_table *pmap_table_find_id(const pmap *pm, uint32_t id);
 /* The owner node id of partition part of t, or 0 when out of range. */
 uint32_t pmap_owner(const pmap_table *t, uint32_t part);
+/* The replica set of partition part of t, or NULL when out of range. */
+const pmap_replicas *pmap_part(const pmap_table *t, uint32_t part);
+/* The position of node id in r's list, or -1. */
+int pmap_replicas_index(const pmap_replicas *r, uint32_t id);
+/* 1 when ids[i] of r is in the in-sync set (every member of a set with
+ * in_sync 0, as maps from before replication have). */
+int pmap_in_sync(const pmap_replicas *r, uint32_t i);
+/* Counts the base partitions (over all tables) that node id holds as a
+ * follower (ids[1..n)). */
+size_t pmap_follower_copies(const pmap *pm, uint32_t id);
 /* Counts the partitions (over all tables) owned by node id. */
 size_t pmap_partitions_owned(const pmap *pm, uint32_t id);
 

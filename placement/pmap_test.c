@@ -435,8 +435,8 @@ static void test_placed_and_check(void **state)
     add_nodes(pm, 3);
     const uint32_t g[] = {2};
     table_schema t = mk_indexed(1, "placed", 2, g, 1, 1);
-    pmap_replicas base[2] = {{1, {1}}, {1, {2}}};
-    pmap_replicas gsi[2] = {{1, {3}}, {2, {1, 2}}};
+    pmap_replicas base[2] = {{.n = 1, .ids = {1}}, {.n = 1, .ids = {2}}};
+    pmap_replicas gsi[2] = {{.n = 1, .ids = {3}}, {.n = 2, .ids = {1, 2}}};
     uint32_t hosts[2] = {2, 3};
     pmap_placement pl;
     memset(&pl, 0, sizeof(pl));
@@ -497,6 +497,66 @@ static void test_placed_and_check(void **state)
     pmap_free(pm);
 }
 
+/* Replication N: N distinct nodes per base partition, primaries balanced as
+ * with one copy, follower copies balanced, every set in sync at epoch 1;
+ * more copies than UP nodes is refused and leaves the map unchanged. */
+static void test_replicated_placement(void **state)
+{
+    (void)state;
+    pmap *pm = pmap_new();
+    add_nodes(pm, 3);
+    table_schema t = mk_schema(1, "rf3", 8);
+    t.replication = 3;
+    assert_int_equal(pmap_add_table(pm, &t), 0);
+    table_schema u = mk_schema(2, "rf2", 16);
+    u.replication = 2;
+    assert_int_equal(pmap_add_table(pm, &u), 0);
+    assert_true(pmap_check(pm));
+    for (size_t i = 0; i < pm->ntables; i++) {
+        const pmap_table *pt = &pm->tables[i];
+        for (uint32_t p = 0; p < pt->schema.partitions; p++) {
+            const pmap_replicas *r = pmap_part(pt, p);
+            assert_non_null(r);
+            assert_int_equal(r->n, pt->schema.replication);
+            assert_int_equal(r->epoch, 1);
+            assert_int_equal(r->in_sync, (1u << r->n) - 1);
+            for (uint32_t k = 0; k < r->n; k++) {
+                assert_int_equal(pmap_replicas_index(r, r->ids[k]), (int)k);
+                assert_true(pmap_in_sync(r, k));
+            }
+            assert_int_equal(pmap_owner(pt, p), r->ids[0]);
+        }
+    }
+    assert_null(pmap_part(&pm->tables[0], 8));
+    assert_int_equal(pmap_replicas_index(pmap_part(&pm->tables[0], 0), 99), -1);
+    assert_balanced(pm);
+    /* 8 * 2 + 16 * 1 = 32 follower copies over 3 nodes. */
+    size_t lo = SIZE_MAX, hi = 0, sum = 0;
+    for (uint32_t id = 1; id <= 3; id++) {
+        size_t c = pmap_follower_copies(pm, id);
+        lo = c < lo ? c : lo;
+        hi = c > hi ? c : hi;
+        sum += c;
+    }
+    assert_int_equal(sum, 32);
+    assert_true(hi - lo <= 1);
+    /* An old map's set (epoch 0, in_sync 0) counts every member in sync. */
+    pmap_replicas old = {.n = 2, .ids = {1, 2}};
+    assert_true(pmap_in_sync(&old, 1));
+    assert_false(pmap_in_sync(&old, 2));
+
+    pmap_set_node(pm, 3, "tcp://127.0.0.1:3", PMAP_NODE_DOWN);
+    table_schema v = mk_schema(3, "too_many", 4);
+    v.replication = 3;
+    uint64_t version = pm->version;
+    assert_int_equal(pmap_add_table(pm, &v), LAPSE_EUNAVAILABLE);
+    assert_int_equal(pm->ntables, 2);
+    assert_int_equal(pm->version, version);
+    v.replication = 2;
+    assert_int_equal(pmap_add_table(pm, &v), 0);
+    pmap_free(pm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -509,6 +569,7 @@ int main(void)
         cmocka_unit_test(test_gsi_and_stream_placement),
         cmocka_unit_test(test_gsi_and_stream_lookups),
         cmocka_unit_test(test_placed_and_check),
+        cmocka_unit_test(test_replicated_placement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,6 +120,7 @@ Lapse__TableSchema *wire_schema_to_pb(arena *a, const table_schema *t)
         return NULL;
     }
     pb->hide_expired = t->hide_expired != 0;
+    pb->replication = t->replication;
     if (wire_indexes_to_pb(a, t, pb) != 0) {
         return NULL;
     }
@@ -145,6 +146,8 @@ static Lapse__PartitionReplicas **replicas_to_pb(arena *a, const pmap_replicas *
             return NULL;
         }
         pr->n_node_ids = k;
+        pr->in_sync = r->in_sync;
+        pr->epoch = r->epoch;
         out[p] = pr;
     }
     return out;
@@ -320,6 +323,7 @@ int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *e
         return rv;
     }
     out->hide_expired = pb->hide_expired;
+    out->replication = pb->replication;
     return wire_indexes_from_pb(pb, out, err, errlen);
 }
 
@@ -358,7 +362,14 @@ static int replicas_from_pb(Lapse__PartitionReplicas *const *prs, size_t n, uint
             }
             out[p].ids[i] = id;
         }
+        if (pr->in_sync >> k != 0 || (pr->in_sync != 0 && (pr->in_sync & 1u) == 0)) {
+            set_err(err, errlen, "%s partition %u: in-sync set 0x%x names members past its %zu or "
+                    "leaves out its primary", what, (unsigned)p, (unsigned)pr->in_sync, k);
+            return LAPSE_EINVAL;
+        }
         out[p].n = (uint32_t)k;
+        out[p].in_sync = pr->in_sync;
+        out[p].epoch = pr->epoch;
     }
     return 0;
 }

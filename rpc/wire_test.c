@@ -305,7 +305,8 @@ static pmap *sample_pmap(void)
     snprintf(t.sk.name, sizeof t.sk.name, "ts");
     t.sk.type = ATTR_N;
     t.partitions = 4;
-    pmap_replicas parts[4] = {{1, {1}}, {2, {2, 1}}, {3, {3, 1, 2}}, {1, {2}}};
+    pmap_replicas parts[4] = {{.n = 1, .ids = {1}}, {.n = 2, .ids = {2, 1}, .in_sync = 1, .epoch = 4},
+                              {.n = 3, .ids = {3, 1, 2}, .in_sync = 7, .epoch = 1}, {.n = 1, .ids = {2}}};
     assert_int_equal(pmap_add_table_assigned(pm, &t, parts), 0);
     return pm;
 }
