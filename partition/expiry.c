@@ -350,6 +350,7 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
         return oom(err, errlen);
     }
     db_batch *const b = s->b;
+    store_commit_prepare(st, b, t);
     const uint64_t cut = cutoff_s(now);
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
@@ -443,11 +444,14 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     if (derive && (rv = store_derive_finish(&d, b, err, errlen)) != 0) {
         goto unlock;
     }
-    if (db_batch_count(b) > 0 && (rv = db_write(st->db, b, 0, err, errlen)) != 0) {
-        goto unlock;
-    }
-    if (derive) {
+    int written = 0;
+    const int empty = db_batch_count(b) == 0;
+    rv = store_commit(st, b, t, part, &written, err, errlen);
+    if (derive && (written || empty)) {
         store_derive_committed(&d);
+    }
+    if (rv != 0) {
+        goto unlock; /* deleted here but not replicated: the next sweep's record carries it */
     }
     res->commit_ms = clock_wall_now().ms;
     /* Every entry below the cursor is now deleted or skipped: below the
@@ -612,6 +616,7 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
         buf_fini(&hi);
         return oom(err, errlen);
     }
+    store_commit_prepare(st, b, t);
     int hi_none = itemkey_successor(&hi);
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
@@ -676,7 +681,8 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
         goto unlock;
     }
     db_batch_put(b, st->db, CF_META, pkey.data, pkey.len, val.data, val.len);
-    if ((rv = db_write(st->db, b, 0, err, errlen)) != 0) {
+    int written = 0;
+    if ((rv = store_commit(st, b, t, part, &written, err, errlen)) != 0) {
         goto unlock;
     }
     *scanned = n;

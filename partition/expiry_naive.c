@@ -56,6 +56,7 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
         rv = oom(err, errlen);
         goto out;
     }
+    store_commit_prepare(st, b, t);
     int hi_none = itemkey_successor(&hi);
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
@@ -122,11 +123,14 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     if (derive && (rv = store_derive_finish(&d, b, err, errlen)) != 0) {
         goto unlock;
     }
-    if (db_batch_count(b) > 0 && (rv = db_write(st->db, b, 0, err, errlen)) != 0) {
-        goto unlock;
-    }
-    if (derive) {
+    int written = 0;
+    const int empty = db_batch_count(b) == 0;
+    rv = store_commit(st, b, t, part, &written, err, errlen);
+    if (derive && (written || empty)) {
         store_derive_committed(&d);
+    }
+    if (rv != 0) {
+        goto unlock;
     }
     res->commit_ms = clock_wall_now().ms;
     res->more = !finished;

@@ -45,7 +45,8 @@
 #include "../common/ttl.h"
 
 static const char *const cf_names[CF_COUNT] = {"items",  "meta", "expiry", "lsi",
-                                               "outbox", "repl", "gsi",    "stream"};
+                                               "outbox", "repl", "gsi",    "stream",
+                                               "replog"};
 
 int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)
 {
@@ -350,6 +351,7 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
     if (b == NULL) {
         return oom(err, errlen);
     }
+    store_commit_prepare(st, b, t);
     if (val != NULL) {
         db_batch_put(b, st->db, CF_ITEMS, key->data, key->len, val->data, val->len);
     } else {
@@ -370,7 +372,9 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
             goto out;
         }
     }
-    if ((rv = db_write(st->db, b, 0, err, errlen)) != 0) {
+    int written = 0;
+    rv = store_commit(st, b, t, part, &written, err, errlen);
+    if (!written) {
         goto out;
     }
     if (derive) {
@@ -432,9 +436,9 @@ int store_put(store *st, const table_schema *t, const item *it, const store_cond
     }
 unlock:
     pthread_mutex_unlock(mu);
-    if (rv == 0) {
-        store_notify(st, t->id, part, min_due_ms);
-    }
+    /* Also after a write that committed here but failed to replicate (a
+     * spurious wake-up costs the scanner nothing). */
+    store_notify(st, t->id, part, min_due_ms);
 out:
     item_free(cur);
     buf_fini(&key);
@@ -611,9 +615,9 @@ int store_update(store *st, const table_schema *t, const item *key,
     }
 unlock:
     pthread_mutex_unlock(mu);
-    if (rv == 0) {
-        store_notify(st, t->id, part, min_due_ms);
-    }
+    /* Also after a write that committed here but failed to replicate (a
+     * spurious wake-up costs the scanner nothing). */
+    store_notify(st, t->id, part, min_due_ms);
 out:
     item_free(cur);
     buf_fini(&k);
@@ -627,7 +631,7 @@ out:
 /* ======================================================================== */
 
 /* The families keyed by table id first, besides expiry (expiry.c). */
-static const int table_cfs[] = {CF_ITEMS, CF_LSI, CF_OUTBOX, CF_REPL, CF_GSI, CF_STREAM};
+static const int table_cfs[] = {CF_ITEMS, CF_LSI, CF_OUTBOX, CF_REPL, CF_GSI, CF_STREAM, CF_REPLOG};
 #define NTABLE_CFS (sizeof(table_cfs) / sizeof(table_cfs[0]))
 
 int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen)
@@ -641,7 +645,8 @@ int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen)
     }
     /* Every family keyed by table id joins this batch: items, LSI entries,
      * outbox, counters (source and destination), GSI entries, stream
-     * records, the expiry index and the backfill progress. */
+     * records, the replication log, the expiry index and the backfill
+     * progress. */
     for (size_t i = 0; i < NTABLE_CFS; i++) {
         db_batch_delete_range(b, st->db, table_cfs[i], lo, sizeof(lo), hi, hlen);
     }

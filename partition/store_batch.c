@@ -210,6 +210,7 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
         store_derive d;
         memset(&d, 0, sizeof(d));
         db_batch_clear(b);
+        store_commit_prepare(st, b, t);
         for (; j < n && e[j].part == e[i].part; j++) {
             if (e[j].vlen == SIZE_MAX) {
                 db_batch_delete(b, st->db, CF_ITEMS, e[j].key, e[j].klen);
@@ -230,10 +231,14 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
         if (rv == 0 && derive) {
             rv = store_derive_finish(&d, b, err, errlen);
         }
-        if (rv == 0 && (rv = db_write(st->db, b, 0, err, errlen)) == 0 && derive) {
+        int written = 0;
+        if (rv == 0) {
+            rv = store_commit(st, b, t, e[i].part, &written, err, errlen);
+        }
+        if (written && derive) {
             store_derive_committed(&d);
         }
-        for (size_t x = i; rv == 0 && ttl && x < j; x++) {
+        for (size_t x = i; written && ttl && x < j; x++) {
             if (keyset_remove(&st->undeletable, e[x].key, e[x].klen)) {
                 store_sweep_cursor_note(st, t->id, e[i].part, NULL, 0);
             }
@@ -241,6 +246,9 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
         pthread_mutex_unlock(mu);
         store_derive_end(&d);
         if (rv != 0) {
+            if (written) {
+                store_notify(st, t->id, e[i].part, min_due_ms);
+            }
             goto out; /* earlier partitions' groups stay applied */
         }
         store_notify(st, t->id, e[i].part, min_due_ms);

@@ -18,6 +18,7 @@
 #include "../storage/db.h"
 #include "../common/change.h"
 #include "keyset.h"
+#include "replog.h"
 #include "store.h"
 
 /* Column families by index. New kinds of data are appended here and to the
@@ -32,6 +33,7 @@ enum store_cf {
     CF_REPL = 5,   /* replication counters of both sides */
     CF_GSI = 6,    /* global secondary index entries (destination side) */
     CF_STREAM = 7, /* stream records of the shards hosted here */
+    CF_REPLOG = 8, /* replication log of replicated partitions (replog.h) */
     CF_COUNT
 };
 
@@ -89,6 +91,7 @@ struct store {
     int apply_locks_inited;                          /* how many are initialized */
     pthread_mutex_t ack_lock; /* outbox.c: serializes outbox_ack's read-modify-write */
     int ack_lock_inited;
+    store_repl_hook repl; /* store_set_repl_hook; repl.ship NULL: none */
 };
 
 /* Writes a reason into err (when given) and returns code. */

@@ -422,6 +422,7 @@ void db_batch_clear(db_batch *b)
     rocksdb_writebatch_clear(b->wb);
     buf_clear(&b->log);
     b->log_oom = 0;
+    b->logging = 0;
 }
 
 /* Appends one op to the log: code, family, then each slice as a u32 length

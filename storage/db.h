@@ -76,7 +76,8 @@ size_t db_batch_count(const db_batch *b);
  * added to b is also recorded in a portable form (family by index, not by
  * RocksDB's handle). db_batch_log returns it (valid until b changes) with
  * its length, or NULL when logging is off or a record failed for want of
- * memory (the caller must then not ship b). db_batch_clear empties it.
+ * memory (the caller must then not ship b). db_batch_clear empties it and
+ * turns logging off.
  * db_batch_replay adds the ops of a log to b (another batch, usually of
  * another store) and counts them into *ops (may be NULL): 0, or
  * LAPSE_ECORRUPT for a malformed log or an unknown family (b may then hold

@@ -1,0 +1,300 @@
+/*
+ * replog.c: the replication log of replicated partitions (replog.h): the
+ * primary's commit (store_commit), the replica's apply, catch-up reads and
+ * the digest that compares replicas.
+ */
+#include "replog.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/lapse_err.h"
+#include "itemkey.h"
+#include "store_int.h"
+
+#define EPOCH_BYTES 8
+
+void store_set_repl_hook(store *st, const store_repl_hook *h)
+{
+    if (h != NULL) {
+        st->repl = *h;
+    } else {
+        memset(&st->repl, 0, sizeof(st->repl));
+    }
+}
+
+/* 1 when commits to t go through the log. */
+static int logged(const store *st, const table_schema *t)
+{
+    return schema_replication(t) > 1 && st->repl.ship != NULL && st->repl.epoch != NULL;
+}
+
+void store_commit_prepare(store *st, db_batch *b, const table_schema *t)
+{
+    if (logged(st, t)) {
+        db_batch_log_start(b);
+    }
+}
+
+static int read_pos(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch, uint64_t *seq,
+                    char *err, size_t errlen)
+{
+    uint8_t k[ITEMKEY_REPL_MAX];
+    size_t klen = itemkey_repl(k, table_id, REPL_LOG_POS, part, 0, 0);
+    buf v;
+    buf_init(&v);
+    int found = 0;
+    int rv = db_get(st->db, CF_REPL, k, klen, &v, &found, err, errlen);
+    *epoch = 0;
+    *seq = 0;
+    if (rv == 0 && found) {
+        if (v.len != 16) {
+            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
+                            "replication log position of table %u partition %u is %zu bytes",
+                            (unsigned)table_id, (unsigned)part, v.len);
+        } else {
+            *epoch = buf_get_u64be(v.data);
+            *seq = buf_get_u64be(v.data + 8);
+        }
+    }
+    buf_fini(&v);
+    return rv;
+}
+
+int replog_position(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch, uint64_t *seq,
+                    char *err, size_t errlen)
+{
+    return read_pos(st, table_id, part, epoch, seq, err, errlen);
+}
+
+/* Adds to b record seq (value rec) and the position (epoch, seq). */
+static int put_record(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t epoch,
+                      uint64_t seq, const uint8_t *rec, size_t len)
+{
+    buf k;
+    buf_init(&k);
+    if (itemkey_seq_of(&k, table_id, part, seq) != 0) {
+        buf_fini(&k);
+        return LAPSE_ENOMEM;
+    }
+    uint8_t pk[ITEMKEY_REPL_MAX], pv[16];
+    size_t pklen = itemkey_repl(pk, table_id, REPL_LOG_POS, part, 0, 0);
+    for (int i = 0; i < 8; i++) {
+        pv[i] = (uint8_t)(epoch >> (56 - 8 * i));
+        pv[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
+    }
+    db_batch_put(b, st->db, CF_REPLOG, k.data, k.len, rec, len);
+    db_batch_put(b, st->db, CF_REPL, pk, pklen, pv, sizeof(pv));
+    buf_fini(&k);
+    return 0;
+}
+
+int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
+                 char *err, size_t errlen)
+{
+    int rv;
+    *written = 0;
+    if (db_batch_count(b) == 0) {
+        return 0;
+    }
+    if (!logged(st, t)) {
+        rv = db_write(st->db, b, 0, err, errlen);
+        *written = rv == 0;
+        return rv;
+    }
+    uint64_t epoch = st->repl.epoch(st->repl.arg, t->id, part);
+    if (epoch == 0) {
+        return store_errf(LAPSE_EWRONGNODE, err, errlen,
+                          "this node is not the primary of table %s partition %u", t->name,
+                          (unsigned)part);
+    }
+    size_t oplen = 0;
+    const uint8_t *ops = db_batch_log(b, &oplen);
+    if (ops == NULL) {
+        return store_errf(LAPSE_ENOMEM, err, errlen,
+                          "the write's replication record could not be built (out of memory, "
+                          "or the batch was not prepared)");
+    }
+    uint64_t last_epoch, seq;
+    rv = read_pos(st, t->id, part, &last_epoch, &seq, err, errlen);
+    if (rv != 0) {
+        return rv;
+    }
+    if (epoch < last_epoch) {
+        return store_errf(LAPSE_EWRONGNODE, err, errlen,
+                          "table %s partition %u is at epoch %llu, past this primary's %llu",
+                          t->name, (unsigned)part, (unsigned long long)last_epoch,
+                          (unsigned long long)epoch);
+    }
+    seq++;
+    buf rec;
+    buf_init(&rec);
+    if (buf_append_u64be(&rec, epoch) != 0 || buf_append(&rec, ops, oplen) != 0 ||
+        put_record(st, b, t->id, part, epoch, seq, rec.data, rec.len) != 0) {
+        buf_fini(&rec);
+        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    }
+    if ((rv = db_write(st->db, b, 0, err, errlen)) == 0) {
+        *written = 1;
+        rv = st->repl.ship(st->repl.arg, t->id, part, seq, rec.data, rec.len, err, errlen);
+    }
+    buf_fini(&rec);
+    return rv;
+}
+
+int replog_apply(store *st, uint32_t table_id, uint32_t part, uint64_t seq, const uint8_t *rec,
+                 size_t len, uint64_t *applied, char *err, size_t errlen)
+{
+    if (len < EPOCH_BYTES || seq == 0) {
+        return store_errf(LAPSE_ECORRUPT, err, errlen, "replication record %llu is malformed",
+                          (unsigned long long)seq);
+    }
+    uint64_t epoch = buf_get_u64be(rec);
+    pthread_mutex_t *mu = store_stripe(st, table_id, part);
+    pthread_mutex_lock(mu);
+    uint64_t last_epoch, last;
+    int rv = read_pos(st, table_id, part, &last_epoch, &last, err, errlen);
+    db_batch *b = NULL;
+    if (rv != 0) {
+        goto out;
+    }
+    *applied = last;
+    if (epoch < last_epoch) {
+        rv = store_errf(LAPSE_EPERM, err, errlen,
+                        "record %llu is of epoch %llu; table %u partition %u is at epoch %llu",
+                        (unsigned long long)seq, (unsigned long long)epoch, (unsigned)table_id,
+                        (unsigned)part, (unsigned long long)last_epoch);
+        goto out;
+    }
+    if (seq <= last) {
+        goto out; /* a resend of what is here: acknowledged again */
+    }
+    if (seq != last + 1) {
+        rv = store_errf(LAPSE_ESTATE, err, errlen,
+                        "record %llu of table %u partition %u leaves a gap after %llu",
+                        (unsigned long long)seq, (unsigned)table_id, (unsigned)part,
+                        (unsigned long long)last);
+        goto out;
+    }
+    if ((b = db_batch_new()) == NULL) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        goto out;
+    }
+    if ((rv = db_batch_replay(b, st->db, rec + EPOCH_BYTES, len - EPOCH_BYTES, NULL)) != 0) {
+        store_errf(rv, err, errlen, "replication record %llu of table %u partition %u is malformed",
+                   (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
+        goto out;
+    }
+    if (put_record(st, b, table_id, part, epoch, seq, rec, len) != 0) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        goto out;
+    }
+    if ((rv = db_write(st->db, b, 0, err, errlen)) == 0) {
+        *applied = seq;
+        /* The replica's items changed under any cached sweep state. */
+        store_sweep_cursor_note(st, table_id, part, NULL, 0);
+    }
+out:
+    db_batch_free(b);
+    pthread_mutex_unlock(mu);
+    return rv;
+}
+
+int replog_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq, size_t max,
+                size_t max_bytes,
+                int (*fn)(void *arg, uint64_t seq, const uint8_t *rec, size_t len), void *arg,
+                char *err, size_t errlen)
+{
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    db_iter *it = NULL;
+    int rv = 0;
+    if (itemkey_seq_of(&lo, table_id, part, after_seq + 1) != 0 ||
+        itemkey_append_prefix(&hi, table_id, part) != 0) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        goto out;
+    }
+    int unbounded = itemkey_successor(&hi);
+    if (after_seq == UINT64_MAX) {
+        goto out;
+    }
+    if ((rv = db_iter_new(&it, st->db, CF_REPLOG, lo.data, lo.len, unbounded ? NULL : hi.data,
+                          unbounded ? 0 : hi.len)) != 0) {
+        rv = store_errf(rv, err, errlen, "cannot read the replication log");
+        goto out;
+    }
+    size_t n = 0, bytes = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it) && n < max; db_iter_next(it)) {
+        size_t klen, vlen;
+        const uint8_t *k = db_iter_key(it, &klen);
+        const uint8_t *v = db_iter_value(it, &vlen);
+        if (n > 0 && max_bytes > 0 && bytes + vlen > max_bytes) {
+            break;
+        }
+        if ((rv = fn(arg, itemkey_seq(k, klen), v, vlen)) != 0) {
+            goto out;
+        }
+        n++;
+        bytes += vlen;
+    }
+    rv = db_iter_status(it, err, errlen);
+out:
+    db_iter_free(it);
+    buf_fini(&lo);
+    buf_fini(&hi);
+    return rv;
+}
+
+/* FNV-1a, 64 bits, continued from h. */
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+int replog_items_digest(store *st, uint32_t table_id, uint32_t part, uint64_t *count,
+                        uint64_t *digest, char *err, size_t errlen)
+{
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    db_iter *it = NULL;
+    int rv = 0;
+    uint64_t h = 0xcbf29ce484222325ULL, n = 0;
+    if (itemkey_append_prefix(&lo, table_id, part) != 0 ||
+        itemkey_append_prefix(&hi, table_id, part) != 0) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        goto out;
+    }
+    int unbounded = itemkey_successor(&hi);
+    if ((rv = db_iter_new(&it, st->db, CF_ITEMS, lo.data, lo.len, unbounded ? NULL : hi.data,
+                          unbounded ? 0 : hi.len)) != 0) {
+        rv = store_errf(rv, err, errlen, "cannot read the items");
+        goto out;
+    }
+    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
+        size_t klen, vlen;
+        const uint8_t *k = db_iter_key(it, &klen);
+        const uint8_t *v = db_iter_value(it, &vlen);
+        uint8_t lens[16];
+        for (int i = 0; i < 8; i++) {
+            lens[i] = (uint8_t)((uint64_t)klen >> (56 - 8 * i));
+            lens[8 + i] = (uint8_t)((uint64_t)vlen >> (56 - 8 * i));
+        }
+        h = fnv(fnv(fnv(h, lens, sizeof(lens)), k, klen), v, vlen);
+        n++;
+    }
+    rv = db_iter_status(it, err, errlen);
+out:
+    db_iter_free(it);
+    buf_fini(&lo);
+    buf_fini(&hi);
+    *count = n;
+    *digest = h;
+    return rv;
+}

@@ -1,0 +1,107 @@
+/*
+ * replog.h: the replication log of a partition of a replicated table
+ * (schema_replication(t) > 1; docs/replication.md, "Replica sets").
+ *
+ * On the primary, every WriteBatch that changes the partition (a point
+ * write, a batch, the TTL sweep, a backfill step) is committed by
+ * store_commit: under the partition's stripe lock it takes the next
+ * sequence number, adds to the same batch the log record (the batch's own
+ * ops in db_batch_log's portable form, with the epoch) and the partition's
+ * new log position, writes it, and hands the record to the node's ship
+ * hook, which returns once every in-sync replica has it durably. So records
+ * are numbered, stored and shipped in commit order, and a write is
+ * acknowledged to its caller only after its replicas have it.
+ *
+ * On a replica, store_replica_apply applies record seq of an epoch in one
+ * WriteBatch with the record itself and the new position: a record of an
+ * older epoch than the last applied one is refused (a deposed primary's),
+ * a gap is refused (the sender resends from the position it is told), and
+ * a record already applied is acknowledged again without effect. The
+ * replica's log is the primary's, so it can serve as the source of a
+ * later catch-up.
+ *
+ * Keys (family replog): u32be table id | u32be partition | u64be seq ->
+ * u64be epoch | ops. Position (family repl, kind REPL_LOG_POS): u64be
+ * epoch | u64be seq of the last record, absent before the first.
+ *
+ * Thread-safety: as store.h; the calls take the partition's stripe lock
+ * (store_commit's caller already holds it).
+ */
+#ifndef LAPSE_REPLOG_H
+#define LAPSE_REPLOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/schema.h"
+#include "../storage/db.h"
+#include "store.h"
+
+/* The node's side of replication, called by store_commit. */
+typedef struct store_repl_hook {
+    /* The epoch in which this node is the primary of (table_id, part), or
+     * 0 when it is not its primary: the write is then refused with
+     * LAPSE_EWRONGNODE and nothing is written. */
+    uint64_t (*epoch)(void *arg, uint32_t table_id, uint32_t part);
+    /* Ships record seq (rec[0..len): the stored value, epoch first) to the
+     * partition's in-sync replicas and returns 0 once each has it durably,
+     * or an error with err: the write stays in this node's log and is
+     * reported failed to its caller. Called under the partition's stripe
+     * lock, in seq order; it must not write to the partition. */
+    int (*ship)(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, const uint8_t *rec,
+                size_t len, char *err, size_t errlen);
+    void *arg;
+} store_repl_hook;
+
+/* Installs the hook (copied; NULL removes it). Without one, writes to a
+ * replicated table commit with no log, as for one copy: a store used by a
+ * partition-level test or tool. Call before writes start. */
+void store_set_repl_hook(store *st, const store_repl_hook *h);
+
+/* Starts b's op log when t is replicated and a hook is installed, so
+ * store_commit can ship b. Call right after creating or clearing b, before
+ * adding ops. */
+void store_commit_prepare(store *st, db_batch *b, const table_schema *t);
+
+/* Commits b, the whole change of partition part of t: for a replicated
+ * table (with a hook), as the header says; else a plain db_write. Sets
+ * *written when b was written here, which the caller's bookkeeping (cached
+ * counters, cursors) must then follow even on error. Returns 0,
+ * LAPSE_EWRONGNODE (not the primary: nothing written), LAPSE_EIO,
+ * LAPSE_ENOMEM, or the ship hook's error (b written here; its replicas may
+ * lack it: the caller's write is not acknowledged). An empty b is not
+ * written. REQUIRES: the stripe lock of (t->id, part); b prepared by
+ * store_commit_prepare. */
+int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
+                 char *err, size_t errlen);
+
+/* The epoch and seq of the last record in the partition's log (0 and 0
+ * before the first). 0, LAPSE_EIO or LAPSE_ECORRUPT. */
+int replog_position(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch, uint64_t *seq,
+                    char *err, size_t errlen);
+
+/* Applies record seq (rec: as the ship hook received it) on a replica. Sets
+ * *applied to the partition's last applied seq after the call. Returns 0
+ * (applied, or already applied), LAPSE_ESTATE (a gap: seq > *applied + 1;
+ * resend from *applied + 1), LAPSE_EPERM (an epoch older than the last
+ * applied record's: a deposed primary), LAPSE_ECORRUPT (a malformed
+ * record), LAPSE_EIO or LAPSE_ENOMEM, with err. */
+int replog_apply(store *st, uint32_t table_id, uint32_t part, uint64_t seq, const uint8_t *rec,
+                 size_t len, uint64_t *applied, char *err, size_t errlen);
+
+/* Reads the partition's records after after_seq, in order, at most max of
+ * them and, past the first, at most max_bytes: calls fn for each (seq and
+ * the stored value); stops early when fn returns non-zero (returned).
+ * 0, LAPSE_EIO, or fn's value. For a catch-up of a replica behind. */
+int replog_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq, size_t max,
+                size_t max_bytes,
+                int (*fn)(void *arg, uint64_t seq, const uint8_t *rec, size_t len), void *arg,
+                char *err, size_t errlen);
+
+/* A digest of the partition's items (keys and values, in key order): the
+ * count and an order-sensitive 64-bit hash. Replicas of a partition in sync
+ * have equal digests. 0 or LAPSE_EIO. */
+int replog_items_digest(store *st, uint32_t table_id, uint32_t part, uint64_t *count,
+                        uint64_t *digest, char *err, size_t errlen);
+
+#endif

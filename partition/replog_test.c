@@ -1,0 +1,345 @@
+/*
+ * replog_test: the replication log between two real stores in temp dirs, a
+ * primary and a replica, with a ship hook that applies each record on the
+ * replica in-process (as the node's hook does over the network): every
+ * kind of write (put, conditional put, delete, update, batch, TTL sweep,
+ * backfill) leaves the two with equal item digests and log positions; a
+ * gap, an older epoch and a malformed record are refused; a failed ship
+ * leaves the write on the primary only, and the next ship catches the
+ * replica up from the log; a node that is not the primary writes nothing.
+ */
+#include "store_test_util.h"
+
+#include "../common/clock.h"
+#include "expiry.h"
+#include "replog.h"
+
+typedef struct pair {
+    fixture *f;
+    store *replica;
+    char rdir[512];
+    uint64_t epoch;   /* the primary's epoch (0: not primary) */
+    int fail_ships;   /* ships to fail before reaching the replica */
+    int ships;        /* ship calls */
+    int caught_up;    /* records resent by catch-ups */
+} pair;
+
+static pair g_pair;
+
+static uint64_t hook_epoch(void *arg, uint32_t table_id, uint32_t part)
+{
+    (void)table_id;
+    (void)part;
+    return ((pair *)arg)->epoch;
+}
+
+typedef struct resend {
+    pair *p;
+    uint32_t table_id, part;
+} resend;
+
+static int resend_one(void *arg, uint64_t seq, const uint8_t *rec, size_t len)
+{
+    resend *r = arg;
+    uint64_t applied = 0;
+    char err[256];
+    int rv = replog_apply(r->p->replica, r->table_id, r->part, seq, rec, len, &applied, err,
+                          sizeof err);
+    r->p->caught_up += rv == 0;
+    return rv;
+}
+
+/* As the node's hook: send; on a gap, resend the log from where the replica
+ * stands, then the record again. */
+static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
+                     const uint8_t *rec, size_t len, char *err, size_t errlen)
+{
+    pair *p = arg;
+    p->ships++;
+    if (p->fail_ships > 0) {
+        p->fail_ships--;
+        snprintf(err, errlen, "replica unreachable (injected)");
+        return LAPSE_EUNAVAILABLE;
+    }
+    uint64_t applied = 0;
+    int rv = replog_apply(p->replica, table_id, part, seq, rec, len, &applied, err, errlen);
+    if (rv == LAPSE_ESTATE) {
+        resend r = {p, table_id, part};
+        rv = replog_read(p->f->st, table_id, part, applied, SIZE_MAX, 0, resend_one, &r, err,
+                         errlen);
+    }
+    return rv;
+}
+
+static int pair_setup(void **state)
+{
+    if (setup(state) != 0) {
+        return -1;
+    }
+    pair *p = &g_pair;
+    memset(p, 0, sizeof(*p));
+    p->f = *state;
+    p->epoch = 3;
+    if (testdir_make(p->rdir, sizeof(p->rdir), "replog_replica") != 0 ||
+        store_open(&p->replica, p->rdir, p->f->err, sizeof(p->f->err)) != 0) {
+        return -1;
+    }
+    store_repl_hook h = {.epoch = hook_epoch, .ship = hook_ship, .arg = p};
+    store_set_repl_hook(p->f->st, &h);
+    return 0;
+}
+
+static int pair_teardown(void **state)
+{
+    store_close(g_pair.replica);
+    testdir_remove(g_pair.rdir);
+    return teardown(state);
+}
+
+static table_schema replicated(void)
+{
+    table_schema t = plain;
+    t.replication = 3;
+    t.ttl.enabled = 1;
+    snprintf(t.ttl.attribute, sizeof(t.ttl.attribute), "Exp");
+    return t;
+}
+
+/* Both stores hold the same items and log position in every partition. */
+static void assert_same(pair *p, const table_schema *t)
+{
+    fixture *f = p->f;
+    for (uint32_t part = 0; part < t->partitions; part++) {
+        uint64_t c1, d1, c2, d2, e1, s1, e2, s2;
+        assert_ok(replog_items_digest(f->st, t->id, part, &c1, &d1, f->err, sizeof f->err), f);
+        assert_ok(replog_items_digest(p->replica, t->id, part, &c2, &d2, f->err, sizeof f->err),
+                  f);
+        assert_int_equal(c1, c2);
+        assert_true(d1 == d2);
+        assert_ok(replog_position(f->st, t->id, part, &e1, &s1, f->err, sizeof f->err), f);
+        assert_ok(replog_position(p->replica, t->id, part, &e2, &s2, f->err, sizeof f->err), f);
+        assert_int_equal(s1, s2);
+        assert_int_equal(e1, e2);
+    }
+}
+
+static uint64_t total_items(store *st, const table_schema *t)
+{
+    uint64_t n = 0;
+    char err[256];
+    for (uint32_t part = 0; part < t->partitions; part++) {
+        uint64_t c, d;
+        assert_int_equal(replog_items_digest(st, t->id, part, &c, &d, err, sizeof err), 0);
+        n += c;
+    }
+    return n;
+}
+
+static item *row(int pk, const char *v, int64_t exp_s)
+{
+    char k[32], e[32];
+    snprintf(k, sizeof k, "%d", pk);
+    snprintf(e, sizeof e, "%lld", (long long)exp_s);
+    return exp_s > 0 ? itm(3, "Pk", ATTR_N, k, "V", ATTR_S, v, "Exp", ATTR_N, e)
+                     : itm(2, "Pk", ATTR_N, k, "V", ATTR_S, v);
+}
+
+static void test_every_write_kind_reaches_the_replica(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    table_schema t = replicated();
+    const int64_t now_s = clock_wall_now().ms / 1000;
+    for (int i = 0; i < 40; i++) {
+        put(f, &t, row(i, "a", i % 4 == 0 ? now_s - 10 : now_s + 3600));
+    }
+    assert_int_equal(p->ships, 40);
+    assert_same(p, &t);
+
+    /* A conditional put that fails writes and ships nothing. */
+    item *it = row(1, "b", 0);
+    store_cond c = {.kind = STORE_COND_NOT_EXISTS, .attr = "Pk"};
+    assert_code(store_put(f->st, &t, it, &c, NULL, f->err, sizeof f->err), LAPSE_ECONDITION, f);
+    item_free(it);
+    assert_int_equal(p->ships, 40);
+
+    item *k = itm(1, "Pk", ATTR_N, "2");
+    assert_ok(store_delete(f->st, &t, k, NULL, NULL, f->err, sizeof f->err), f);
+    item_free(k);
+    k = itm(1, "Pk", ATTR_N, "3");
+    attr_value nv = val(ATTR_S, "updated");
+    store_update_action act = {.name = "V", .value = &nv};
+    item *out = NULL;
+    assert_ok(store_update(f->st, &t, k, &act, 1, NULL, &out, f->err, sizeof f->err), f);
+    item_free(out);
+    item_free(k);
+    item_value_fini(&nv);
+    item *puts[10];
+    store_write w[10];
+    for (int i = 0; i < 10; i++) {
+        puts[i] = row(100 + i, "batch", 0);
+        w[i] = (store_write){.put = puts[i]};
+    }
+    assert_ok(store_batch_write(f->st, &t, w, 10, f->err, sizeof f->err), f);
+    for (int i = 0; i < 10; i++) {
+        item_free(puts[i]);
+    }
+    assert_same(p, &t);
+    assert_int_equal(total_items(p->replica, &t), 49);
+
+    /* The TTL sweep's deletes replicate like any write: the 10 due items
+     * (Pk 0, 4, ..., 36) go from both. */
+    size_t deleted = 0;
+    for (uint32_t part = 0; part < t.partitions; part++) {
+        expiry_sweep_result res;
+        memset(&res, 0, sizeof res);
+        assert_ok(expiry_sweep(f->st, &t, part, clock_wall_now(), 100, &res, f->err,
+                               sizeof f->err),
+                  f);
+        deleted += res.deleted;
+    }
+    assert_int_equal(deleted, 10);
+    assert_same(p, &t);
+    assert_int_equal(total_items(p->replica, &t), 39);
+}
+
+/* The partition of item Pk = n. */
+static uint32_t part_of(int n, uint32_t partitions)
+{
+    char k[32];
+    snprintf(k, sizeof k, "%d", n);
+    attr_value v = val(ATTR_N, k);
+    uint32_t part = 0;
+    assert_int_equal(hash_partition(&v, partitions, &part), 0);
+    item_value_fini(&v);
+    return part;
+}
+
+/* One record taken from the log. */
+typedef struct grab {
+    uint8_t rec[4096];
+    size_t len;
+} grab;
+
+static int take(void *arg, uint64_t s, const uint8_t *rec, size_t len)
+{
+    (void)s;
+    grab *gr = arg;
+    assert_true(len <= sizeof(gr->rec));
+    memcpy(gr->rec, rec, len);
+    gr->len = len;
+    return 0;
+}
+
+static void test_replica_refuses_gaps_old_epochs_and_garbage(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    table_schema t = replicated();
+    put(f, &t, row(7, "x", 0));
+    const uint32_t part = part_of(7, t.partitions);
+    uint64_t e, seq, applied = 0;
+    assert_ok(replog_position(f->st, t.id, part, &e, &seq, f->err, sizeof f->err), f);
+    assert_int_equal(seq, 1);
+    assert_int_equal(e, 3);
+
+    /* Take record 1 from the log and replay it at the wrong places. */
+    grab gr = {.len = 0};
+    assert_ok(replog_read(f->st, t.id, part, 0, 1, 0, take, &gr, f->err, sizeof f->err), f);
+    assert_true(gr.len > 8);
+    /* A repeat is acknowledged without effect. */
+    assert_ok(replog_apply(p->replica, t.id, part, 1, gr.rec, gr.len, &applied, f->err,
+                           sizeof f->err),
+              f);
+    assert_int_equal(applied, 1);
+    /* A gap. */
+    assert_code(replog_apply(p->replica, t.id, part, 3, gr.rec, gr.len, &applied, f->err,
+                             sizeof f->err),
+                LAPSE_ESTATE, f);
+    assert_int_equal(applied, 1);
+    /* An older epoch (a deposed primary's record 2). */
+    uint8_t old[4096];
+    memcpy(old, gr.rec, gr.len);
+    old[7] = 2;
+    assert_code(replog_apply(p->replica, t.id, part, 2, old, gr.len, &applied, f->err,
+                             sizeof f->err),
+                LAPSE_EPERM, f);
+    /* Garbage: too short, and ops that do not parse. Nothing applied. */
+    assert_code(replog_apply(p->replica, t.id, part, 2, old, 5, &applied, f->err, sizeof f->err),
+                LAPSE_ECORRUPT, f);
+    memcpy(old, gr.rec, gr.len);
+    old[8] = 'Z';
+    assert_code(replog_apply(p->replica, t.id, part, 2, old, gr.len, &applied, f->err,
+                             sizeof f->err),
+                LAPSE_ECORRUPT, f);
+    assert_ok(replog_position(p->replica, t.id, part, &e, &seq, f->err, sizeof f->err), f);
+    assert_int_equal(seq, 1);
+    assert_same(p, &t);
+}
+
+static void test_failed_ship_then_catch_up(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    table_schema t = replicated();
+    t.partitions = 1; /* every write in one partition, one log */
+    put(f, &t, row(1, "a", 0));
+    p->fail_ships = 2;
+    item *it = row(2, "b", 0);
+    assert_code(store_put(f->st, &t, it, NULL, NULL, f->err, sizeof f->err), LAPSE_EUNAVAILABLE,
+                f);
+    item_free(it);
+    it = row(3, "c", 0);
+    assert_code(store_put(f->st, &t, it, NULL, NULL, f->err, sizeof f->err), LAPSE_EUNAVAILABLE,
+                f);
+    item_free(it);
+    /* Written on the primary, not on the replica: not acknowledged. */
+    assert_int_equal(total_items(f->st, &t), 3);
+    assert_int_equal(total_items(p->replica, &t), 1);
+    /* The next write's record meets a gap; the hook resends 2 and 3 and 4. */
+    put(f, &t, row(4, "d", 0));
+    assert_int_equal(p->caught_up, 3);
+    assert_same(p, &t);
+    assert_int_equal(total_items(p->replica, &t), 4);
+}
+
+static void test_not_primary_writes_nothing(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    table_schema t = replicated();
+    p->epoch = 0;
+    item *it = row(1, "a", 0);
+    assert_code(store_put(f->st, &t, it, NULL, NULL, f->err, sizeof f->err), LAPSE_EWRONGNODE,
+                f);
+    item_free(it);
+    assert_int_equal(total_items(f->st, &t), 0);
+    assert_int_equal(p->ships, 0);
+    /* A table of one copy needs no primary epoch and logs nothing. */
+    table_schema one = plain;
+    put(f, &one, row(1, "a", 0));
+    uint64_t e, seq;
+    assert_ok(replog_position(f->st, one.id, part_of(1, one.partitions), &e, &seq,
+                              f->err, sizeof f->err),
+              f);
+    assert_int_equal(seq, 0);
+    assert_int_equal(p->ships, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_every_write_kind_reaches_the_replica, pair_setup,
+                                        pair_teardown),
+        cmocka_unit_test_setup_teardown(test_replica_refuses_gaps_old_epochs_and_garbage,
+                                        pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_ship_then_catch_up, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_not_primary_writes_nothing, pair_setup,
+                                        pair_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
