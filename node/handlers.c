@@ -12,6 +12,7 @@
 #include "../common/schema.h"
 #include "../placement/hash.h"
 #include "../rpc/wire.h"
+#include "logship.h"
 #include "telemetry.h"
 
 /* ------------------------------------------------------------------------ */
@@ -323,6 +324,12 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
         break;
     case LAPSE__REQUEST__BODY_GET_STREAM_RECORDS:
         streams_get_records(&c);
+        break;
+    case LAPSE__REQUEST__BODY_REPLICATE_LOG:
+        logship_handle(&c);
+        break;
+    case LAPSE__REQUEST__BODY_PARTITION_DIGEST:
+        logship_digest(&c);
         break;
     case LAPSE__REQUEST__BODY_GET_PARTITION_MAP:
         get_partition_map(&c);

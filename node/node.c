@@ -15,6 +15,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "handlers.h"
+#include "logship.h"
 #include "maps.h"
 #include "membership.h"
 #include "registry.h"
@@ -195,6 +196,10 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
         (rv = shipper_open(&ns->shipper, ns, ns->repl_workers, err, errlen)) != 0) {
         goto fail;
     }
+    if ((rv = logship_open(&ns->logship, ns)) != 0) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     /* The TTL sweeps wake the shipper like writes do (their deletes make
      * outbox records). */
     node_map *m = maps_acquire(ns);
@@ -276,6 +281,9 @@ void node_close(node_server *ns)
     ns->shipper = NULL;
     streams_free(ns->streams);
     ns->streams = NULL;
+    STEP("logship_close");
+    logship_close(ns->logship); /* no write in flight: the server is closed */
+    ns->logship = NULL;
     STEP("rpc_client_close(coordinator)");
     rpc_client_close(ns->coord);
     ns->coord = NULL;

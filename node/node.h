@@ -60,6 +60,7 @@
 #define NODE_META_PMAP "pmap"  /* store meta: packed Lapse__PartitionMap */
 
 typedef struct node_map node_map; /* maps.h */
+typedef struct logship logship;   /* logship.h */
 typedef struct shipper shipper;   /* shipper.h */
 typedef struct streams streams;   /* streams.h */
 
@@ -156,6 +157,7 @@ typedef struct node_server {
     int repl_locks_inited;                       /* repl_locks exist */
     shipper *shipper;                            /* owned; thread-safe; the outbox shipper */
     streams *streams; /* owned; thread-safe; long polls and stream retention */
+    logship *logship; /* owned; thread-safe; replica sets (logship.h), the store's repl hook */
 } node_server;
 
 /*

@@ -65,6 +65,10 @@ static const char *call_label(const Lapse__Request *req)
         return "Replicate";
     case LAPSE__REQUEST__BODY_GET_STREAM_RECORDS:
         return "GetStreamRecords";
+    case LAPSE__REQUEST__BODY_REPLICATE_LOG:
+        return "ReplicateLog";
+    case LAPSE__REQUEST__BODY_PARTITION_DIGEST:
+        return "PartitionDigest";
     default:
         return "other";
     }

@@ -27,7 +27,7 @@ void store_set_repl_hook(store *st, const store_repl_hook *h)
 /* 1 when commits to t go through the log. */
 static int logged(const store *st, const table_schema *t)
 {
-    return schema_replication(t) > 1 && st->repl.ship != NULL && st->repl.epoch != NULL;
+    return schema_replication(t) > 1 && st->repl.ship != NULL && st->repl.begin != NULL;
 }
 
 void store_commit_prepare(store *st, db_batch *b, const table_schema *t)
@@ -103,11 +103,12 @@ int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, i
         *written = rv == 0;
         return rv;
     }
-    uint64_t epoch = st->repl.epoch(st->repl.arg, t->id, part);
+    uint64_t epoch = 0;
+    if ((rv = st->repl.begin(st->repl.arg, t->id, part, &epoch, err, errlen)) != 0) {
+        return rv;
+    }
     if (epoch == 0) {
-        return store_errf(LAPSE_EWRONGNODE, err, errlen,
-                          "this node is not the primary of table %s partition %u", t->name,
-                          (unsigned)part);
+        return store_errf(LAPSE_EINTERNAL, err, errlen, "the replication hook gave epoch 0");
     }
     size_t oplen = 0;
     const uint8_t *ops = db_batch_log(b, &oplen);

@@ -39,10 +39,13 @@
 
 /* The node's side of replication, called by store_commit. */
 typedef struct store_repl_hook {
-    /* The epoch in which this node is the primary of (table_id, part), or
-     * 0 when it is not its primary: the write is then refused with
-     * LAPSE_EWRONGNODE and nothing is written. */
-    uint64_t (*epoch)(void *arg, uint32_t table_id, uint32_t part);
+    /* Before anything is written: sets *epoch to the epoch in which this
+     * node is the primary of (table_id, part) and returns 0, or refuses the
+     * write with an error and err (LAPSE_EWRONGNODE: not the primary;
+     * LAPSE_EUNAVAILABLE: fewer copies in sync than the minimum); nothing
+     * is written then. */
+    int (*begin)(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, char *err,
+                 size_t errlen);
     /* Ships record seq (rec[0..len): the stored value, epoch first) to the
      * partition's in-sync replicas and returns 0 once each has it durably,
      * or an error with err: the write stays in this node's log and is
@@ -67,7 +70,7 @@ void store_commit_prepare(store *st, db_batch *b, const table_schema *t);
  * table (with a hook), as the header says; else a plain db_write. Sets
  * *written when b was written here, which the caller's bookkeeping (cached
  * counters, cursors) must then follow even on error. Returns 0,
- * LAPSE_EWRONGNODE (not the primary: nothing written), LAPSE_EIO,
+ * begin's refusal (nothing written), LAPSE_EIO,
  * LAPSE_ENOMEM, or the ship hook's error (b written here; its replicas may
  * lack it: the caller's write is not acknowledged). An empty b is not
  * written. REQUIRES: the stripe lock of (t->id, part); b prepared by

@@ -26,11 +26,17 @@ typedef struct pair {
 
 static pair g_pair;
 
-static uint64_t hook_epoch(void *arg, uint32_t table_id, uint32_t part)
+static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, char *err,
+                      size_t errlen)
 {
     (void)table_id;
     (void)part;
-    return ((pair *)arg)->epoch;
+    *epoch = ((pair *)arg)->epoch;
+    if (*epoch == 0) {
+        snprintf(err, errlen, "not the primary");
+        return LAPSE_EWRONGNODE;
+    }
+    return 0;
 }
 
 typedef struct resend {
@@ -84,7 +90,7 @@ static int pair_setup(void **state)
         store_open(&p->replica, p->rdir, p->f->err, sizeof(p->f->err)) != 0) {
         return -1;
     }
-    store_repl_hook h = {.epoch = hook_epoch, .ship = hook_ship, .arg = p};
+    store_repl_hook h = {.begin = hook_begin, .ship = hook_ship, .arg = p};
     store_set_repl_hook(p->f->st, &h);
     return 0;
 }

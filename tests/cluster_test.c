@@ -13,6 +13,7 @@
 #include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "../rpc/wire.h"
+#include "testmap.h"
 
 static cluster *g_cluster;
 static lapse_client *g_client;
@@ -55,23 +56,7 @@ static void create(const char *name, const char *pk, char pkt, const char *sk, c
 /* The coordinator's current partition map, straight off the wire. */
 static pmap *fetch_map(void)
 {
-    rpc_client *rc = NULL;
-    char err[256];
-    assert_int_equal(rpc_client_open(&rc, cluster_coordinator_url(g_cluster), err, sizeof(err)), 0);
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
-    req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
-    req.get_partition_map = &body;
-    Lapse__Response *resp = NULL;
-    int rv = rpc_call(rc, &req, 3000, &resp, err, sizeof(err));
-    if (rv != 0) {
-        fail_msg("GetPartitionMap: %s", err);
-    }
-    pmap *pm = NULL;
-    assert_int_equal(wire_pmap_from_pb(resp->get_partition_map->map, &pm, err, sizeof(err)), 0);
-    rpc_response_free(resp);
-    rpc_client_close(rc);
-    return pm;
+    return testmap_fetch(g_cluster);
 }
 
 /* Scans one partition directly on one node; returns the status, and the item

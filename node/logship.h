@@ -1,0 +1,45 @@
+/*
+ * logship.h: replica sets on a node (docs/replication.md, "Replica sets"):
+ * the primary's side of the replication log (the store's repl hook: who is
+ * primary, and shipping each record to the in-sync replicas before the
+ * write is acknowledged) and the replica's side (the ReplicateLog call), and
+ * PartitionDigest, which compares replicas.
+ *
+ * The primary ships record seq of a partition to every in-sync replica of
+ * the partition in the map it holds at that moment, all at once, and waits
+ * (at most LOGSHIP_TIMEOUT_MS) until each has applied it: a replica that
+ * answers with a gap gets the log from where it stands, up to and including
+ * seq, in the same call budget. The hook runs under the partition's stripe
+ * lock, so records of a partition are shipped in order; the write is
+ * acknowledged to the client only after every in-sync replica has it.
+ *
+ * Thread-safety: any thread; the per-node RPC clients are created under a
+ * lock and shared (rpc_call is thread-safe).
+ */
+#ifndef LAPSE_LOGSHIP_H
+#define LAPSE_LOGSHIP_H
+
+#include "handlers.h"
+#include "node.h"
+
+#define LOGSHIP_TIMEOUT_MS 2000       /* a replica's confirmation of one record */
+#define LOGSHIP_CATCHUP_RECORDS 512   /* records per catch-up call */
+#define LOGSHIP_CATCHUP_BYTES (4 << 20)
+#define LOGSHIP_MIN_IN_SYNC 2 /* copies in sync (the primary's included) a write needs */
+#define LOGSHIP_CONNECT_WAIT_MS 100 /* a replica with no connection after this is unreachable */
+
+typedef struct logship logship;
+
+/* Creates the shipper state and installs the store's repl hook. 0 or
+ * LAPSE_ENOMEM. */
+int logship_open(logship **out, node_server *ns);
+/* Removes the hook and frees it. REQUIRES: no write in flight (the RPC
+ * server is closed). Accepts NULL. */
+void logship_close(logship *ls);
+
+/* The ReplicateLog call (a replica applying its primary's records). */
+void logship_handle(handlers_ctx *c);
+/* The PartitionDigest call. */
+void logship_digest(handlers_ctx *c);
+
+#endif
