@@ -505,6 +505,12 @@ static void test_cli_usage_errors(void **state)
     assert_int_equal(run_cli("create-table", "T", "--partition-key", "id:X", NULL), 2);
     assert_int_equal(
         run_cli("create-table", "T", "--partition-key", "id:S", "--partitions", "-4", NULL), 2);
+    assert_int_equal(
+        run_cli("create-table", "T", "--partition-key", "id:S", "--replication", "4", NULL), 2);
+    assert_int_equal(
+        run_cli("create-table", "T", "--partition-key", "id:S", "--replication", "0", NULL), 2);
+    assert_int_equal(
+        run_cli("create-table", "T", "--partition-key", "id:S", "--replication", "x", NULL), 2);
     assert_int_equal(run_cli("query", "T", NULL), 2);
     assert_int_equal(run_cli("query", "T", "--key", "{}", "--sk-op", "near", "--sk", "{}", NULL),
                      2);

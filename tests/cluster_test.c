@@ -29,15 +29,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    lapse_close(g_client);
-    int st = 0;
-    int crashed = cluster_crashed(g_cluster, &st);
-    cluster_free(g_cluster, crashed < 0);
-    if (crashed >= 0) {
-        fprintf(stderr, "process %d exited by itself (status %d)\n", crashed, st);
-        return -1;
-    }
-    return 0;
+    return stop_cluster(g_cluster, g_client);
 }
 
 static void create(const char *name, const char *pk, char pkt, const char *sk, char skt,

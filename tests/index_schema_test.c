@@ -27,10 +27,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    lapse_close(g_client);
-    int crashed = cluster_crashed(g_cluster, NULL);
-    cluster_free(g_cluster, crashed < 0);
-    return crashed < 0 ? 0 : -1;
+    return stop_cluster(g_cluster, g_client);
 }
 
 static json_t *parse(const char *text)

@@ -35,15 +35,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    lapse_close(g_client);
-    int st = 0;
-    int crashed = cluster_crashed(g_cluster, &st);
-    cluster_free(g_cluster, crashed < 0);
-    if (crashed >= 0) {
-        fprintf(stderr, "process %d exited by itself (status %d)\n", crashed, st);
-        return -1;
-    }
-    return 0;
+    return stop_cluster(g_cluster, g_client);
 }
 
 static int create(const char *name, unsigned replication, lapse_error *e)
@@ -144,6 +136,14 @@ static void test_three_copies_placed_and_identical(void **state)
     }
     assert_int_equal(pmap_part(pmap_table_find(pm, "rf1"), 0)->n, 1);
     pmap_free(pm);
+    char *json = NULL;
+    assert_lapse_ok(lapse_describe_table(g_client, "rf3", &json, &e), &e);
+    const char *rf = strstr(json, "\"Replication\":");
+    assert_non_null(rf);
+    rf += strlen("\"Replication\":");
+    rf += strspn(rf, " ");
+    assert_int_equal(*rf, '3');
+    lapse_free(json);
 
     for (int i = 0; i < 60; i++) {
         put_id(i, "a");

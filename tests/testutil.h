@@ -76,4 +76,20 @@ static inline lapse_client *connect_client(cluster *c)
     return cl;
 }
 
+/* A test group's teardown: closes the client and stops the cluster, keeping
+ * its run directory (the logs) and returning -1 when a process exited by
+ * itself (a daemon crash fails the group). */
+static inline int stop_cluster(cluster *c, lapse_client *cl)
+{
+    lapse_close(cl);
+    int st = 0;
+    int crashed = cluster_crashed(c, &st);
+    cluster_free(c, crashed < 0);
+    if (crashed >= 0) {
+        fprintf(stderr, "process %d exited by itself (status %d)\n", crashed, st);
+        return -1;
+    }
+    return 0;
+}
+
 #endif
