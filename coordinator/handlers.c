@@ -13,6 +13,7 @@
 #include "../rpc/wire.h"
 #include "leader.h"
 #include "membership.h"
+#include "push.h"
 #include "server.h"
 #include "ttlcalls.h"
 
@@ -35,41 +36,6 @@ static void *msg_new(arena *a, const void *init, size_t size)
 static void oom(Lapse__Response *resp, arena *a)
 {
     rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
-}
-
-const char **handlers_up_nodes(server *s, arena *a, uint32_t **ids, size_t *n)
-{
-    *n = 0;
-    const char **urls = arena_alloc(a, (s->pm->nnodes + 1) * sizeof(*urls));
-    *ids = arena_alloc(a, (s->pm->nnodes + 1) * sizeof(**ids));
-    if (urls == NULL || *ids == NULL) {
-        return NULL;
-    }
-    for (size_t i = 0; i < s->pm->nnodes; i++) {
-        if (s->pm->nodes[i].state != PMAP_NODE_UP) {
-            continue;
-        }
-        if ((urls[*n] = arena_strdup(a, s->pm->nodes[i].address)) == NULL) {
-            *n = 0;
-            return NULL;
-        }
-        (*ids)[*n] = s->pm->nodes[i].id;
-        (*n)++;
-    }
-    return urls;
-}
-
-void handlers_push_map(server *s, Lapse__PartitionMap *map, const char **urls, const uint32_t *ids,
-                       size_t n)
-{
-    if (map == NULL || urls == NULL || n == 0) {
-        return;
-    }
-    ttlcalls_push_ctx ctx = {s, ids};
-    size_t ok =
-        push_map(s->pusher, urls, n, map, s->push_timeout_ms, ttlcalls_record_push_reply, &ctx);
-    log_info("map version %llu pushed to %zu of %zu UP nodes", (unsigned long long)map->version, ok,
-             n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -235,7 +201,7 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
     resp->pmap_version = s->pm->version;
     m->table = wire_table_to_pb(a, pmap_table_find(s->pm, ts.name));
     map = wire_pmap_to_pb(a, s->pm);
-    urls = handlers_up_nodes(s, a, &ids, &nurls);
+    urls = push_up_nodes(s->pm, a, &ids, &nurls);
     if (m->table == NULL) {
         oom(resp, a); /* created and durable; a retry answers EEXISTS */
     } else {
@@ -249,7 +215,8 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
 unlock:
     pthread_mutex_unlock(&s->lock);
     pmap_free(next);
-    handlers_push_map(s, map, urls, ids, nurls);
+    ttlcalls_push_ctx ctx = {s, ids};
+    push_map(s->pusher, map, urls, nurls, s->push_timeout_ms, ttlcalls_record_push_reply, &ctx);
     pthread_mutex_unlock(&s->ddl_lock);
 }
 
@@ -293,14 +260,15 @@ static void do_delete_table(server *s, const Lapse__DeleteTableRequest *r, Lapse
     ttlprop_forget_table(&s->ttl, table_id);
     resp->pmap_version = s->pm->version;
     map = wire_pmap_to_pb(a, s->pm);
-    urls = handlers_up_nodes(s, a, &ids, &nurls);
+    urls = push_up_nodes(s->pm, a, &ids, &nurls);
     resp->body_case = LAPSE__RESPONSE__BODY_DELETE_TABLE;
     resp->delete_table = m;
     log_info("deleted table %s; map version %llu", name, (unsigned long long)s->pm->version);
 unlock:
     pthread_mutex_unlock(&s->lock);
     pmap_free(next);
-    handlers_push_map(s, map, urls, ids, nurls);
+    ttlcalls_push_ctx ctx = {s, ids};
+    push_map(s->pusher, map, urls, nurls, s->push_timeout_ms, ttlcalls_record_push_reply, &ctx);
     pthread_mutex_unlock(&s->ddl_lock);
 }
 

@@ -30,15 +30,4 @@
 void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
                        int64_t deadline_mono_ms);
 
-/* The addresses of the UP nodes, and their ids in *ids, copied into a (for a
- * push after the lock is released). Returns the array (n entries), or NULL
- * with *n = 0 on OOM. REQUIRES: s->lock held. */
-const char **handlers_up_nodes(server *s, arena *a, uint32_t **ids, size_t *n);
-
-/* Pushes map (borrowed) to urls[0..n) (node ids ids[0..n)) at once, records
- * the TTL progress in the replies, and logs how many took it. No-op when map
- * or urls is NULL or n is 0. REQUIRES: ddl_lock held, lock not held. */
-void handlers_push_map(server *s, Lapse__PartitionMap *map, const char **urls,
-                       const uint32_t *ids, size_t n);
-
 #endif

@@ -168,9 +168,34 @@ size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__R
     return ok;
 }
 
-size_t push_map(push *p, const char *const *urls, size_t n, Lapse__PartitionMap *map,
-                int timeout_ms, push_reply_fn on_reply, void *arg)
+const char **push_up_nodes(const pmap *pm, arena *a, uint32_t **ids, size_t *n)
 {
+    *n = 0;
+    const char **urls = arena_alloc(a, (pm->nnodes + 1) * sizeof(*urls));
+    *ids = arena_alloc(a, (pm->nnodes + 1) * sizeof(**ids));
+    if (urls == NULL || *ids == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        if (pm->nodes[i].state != PMAP_NODE_UP) {
+            continue;
+        }
+        if ((urls[*n] = arena_strdup(a, pm->nodes[i].address)) == NULL) {
+            *n = 0;
+            return NULL;
+        }
+        (*ids)[*n] = pm->nodes[i].id;
+        (*n)++;
+    }
+    return urls;
+}
+
+void push_map(push *p, Lapse__PartitionMap *map, const char *const *urls, size_t n, int timeout_ms,
+              push_reply_fn on_reply, void *arg)
+{
+    if (map == NULL || urls == NULL || n == 0) {
+        return;
+    }
     Lapse__PushPartitionMapRequest body = LAPSE__PUSH_PARTITION_MAP_REQUEST__INIT;
     body.map = map;
     Lapse__Request tmpl = LAPSE__REQUEST__INIT;
@@ -179,5 +204,7 @@ size_t push_map(push *p, const char *const *urls, size_t n, Lapse__PartitionMap 
     tmpl.pmap_version = map->version;
     char what[64];
     snprintf(what, sizeof(what), "push of map version %llu", (unsigned long long)map->version);
-    return push_broadcast(p, urls, n, &tmpl, timeout_ms, what, on_reply, arg);
+    size_t ok = push_broadcast(p, urls, n, &tmpl, timeout_ms, what, on_reply, arg);
+    log_info("map version %llu pushed to %zu of %zu UP nodes", (unsigned long long)map->version, ok,
+             n);
 }

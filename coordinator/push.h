@@ -7,7 +7,8 @@
  * fails is logged and forgotten, because nodes compare their map version on
  * every heartbeat and pull (GetPartitionMap) when they are behind. So a push
  * never makes a coordinator call fail. A table's TTL config travels inside
- * the map, so UpdateTimeToLive pushes the map too (push_map).
+ * the map, so UpdateTimeToLive pushes the map too (push_map). The map goes
+ * to the UP nodes (push_up_nodes) after a change is durable.
  *
  * Thread-safety: every function may be called from any thread; the client
  * cache has its own mutex (never held during a call), and rpc_client itself
@@ -21,7 +22,10 @@
 #define LAPSE_COORD_PUSH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "../common/arena.h"
+#include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 
 typedef struct push push;
@@ -51,9 +55,17 @@ typedef void (*push_reply_fn)(void *arg, size_t i, const Lapse__Response *resp);
 size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__Request *tmpl,
                       int timeout_ms, const char *what, push_reply_fn on_reply, void *arg);
 
-/* push_broadcast of PushPartitionMap carrying map (borrowed for the call);
- * the replies carry the nodes' TTL progress (PushPartitionMapResponse.ttl). */
-size_t push_map(push *p, const char *const *urls, size_t n, Lapse__PartitionMap *map,
-                int timeout_ms, push_reply_fn on_reply, void *arg);
+/* The addresses of pm's UP nodes, and their ids in *ids, copied into a (for
+ * a push after the lock that guards pm is released). Returns the array (n
+ * entries), or NULL with *n = 0 on OOM. REQUIRES: pm is not changed
+ * meanwhile (the caller holds the lock that guards it). */
+const char **push_up_nodes(const pmap *pm, arena *a, uint32_t **ids, size_t *n);
+
+/* push_broadcast of PushPartitionMap carrying map (borrowed for the call) to
+ * urls[0..n), then logs how many took it; the replies carry the nodes' TTL
+ * progress (PushPartitionMapResponse.ttl), which on_reply may record. No-op
+ * when map or urls is NULL or n is 0 (a call that failed before its push). */
+void push_map(push *p, Lapse__PartitionMap *map, const char *const *urls, size_t n, int timeout_ms,
+              push_reply_fn on_reply, void *arg);
 
 #endif

@@ -9,7 +9,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../rpc/wire.h"
-#include "handlers.h"
+#include "push.h"
 #include "ttlprop.h"
 
 /* ------------------------------------------------------------------------ */
@@ -198,7 +198,7 @@ void ttlcalls_update(server *s, const Lapse__UpdateTimeToLiveRequest *r, Lapse__
     committed = 1;
     resp->pmap_version = s->pm->version;
     map = wire_pmap_to_pb(a, s->pm);
-    urls = handlers_up_nodes(s, a, &ids, &nurls);
+    urls = push_up_nodes(s->pm, a, &ids, &nurls);
     log_info("TimeToLive %s on table %s (attribute %s, offset %" PRId64 " s, ignore older than %d "
              "years, paused %d, config version %" PRIu64 "); map version %" PRIu64,
              action_name(c.action), name, ttl.attribute, ttl.offset_s, (int)ttl.guard_years,
@@ -207,7 +207,8 @@ unlock:
     pthread_mutex_unlock(&s->lock);
     pmap_free(next);
     if (committed) {
-        handlers_push_map(s, map, urls, ids, nurls);
+        ttlcalls_push_ctx ctx = {s, ids};
+        push_map(s->pusher, map, urls, nurls, s->push_timeout_ms, ttlcalls_record_push_reply, &ctx);
         /* As of right after the pushes: nodes that applied the map reported
          * their progress in the replies, so an empty table may already be
          * ENABLED here. ddl_lock keeps the table from being deleted. */
