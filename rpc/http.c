@@ -18,10 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
-
 #include "../common/lapse_err.h"
+#include "http_nng.h"
 
 typedef struct handler_state {
     pthread_mutex_t mu;
@@ -35,12 +33,9 @@ typedef struct handler_state {
 } handler_state;
 
 struct http_server {
-    nng_http_server *srv;      /* our hold on NNG's server; NULL when none */
-    nng_http_handler *handler; /* registered on srv; NULL when not registered */
-    int registered;            /* handler added to srv */
-    int started;               /* nng_http_server_start succeeded */
-    int st_ready;              /* st's mutex and condvar are initialized */
-    handler_state *st;         /* our reference */
+    http_nng nng;      /* NNG's server and our handler on it */
+    int st_ready;      /* st's mutex and condvar are initialized */
+    handler_state *st; /* our reference */
 };
 
 static void state_unref(void *arg)
@@ -60,26 +55,6 @@ static void state_unref(void *arg)
     }
 }
 
-/* Sends a short text/plain response; the aio completes either way. */
-static void reply(nng_aio *aio, uint16_t status, const char *ctype, const void *body, size_t len)
-{
-    nng_http_res *res;
-    int rv;
-    if ((rv = nng_http_res_alloc(&res)) != 0) {
-        nng_aio_finish(aio, rv); /* NNG closes the connection */
-        return;
-    }
-    if ((rv = nng_http_res_set_status(res, status)) != 0 ||
-        (rv = nng_http_res_set_header(res, "Content-Type", ctype)) != 0 ||
-        (rv = nng_http_res_copy_data(res, body, len)) != 0) {
-        nng_http_res_free(res);
-        nng_aio_finish(aio, rv);
-        return;
-    }
-    nng_aio_set_output(aio, 0, res); /* NNG owns and frees res from here */
-    nng_aio_finish(aio, 0);
-}
-
 static void handle_get(nng_aio *aio)
 {
     nng_http_handler *h = nng_aio_get_input(aio, 1);
@@ -89,8 +64,8 @@ static void handle_get(nng_aio *aio)
     if (st->closed) {
         pthread_mutex_unlock(&st->mu);
         static const char msg[] = "closing\n";
-        reply(aio, NNG_HTTP_STATUS_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg,
-              sizeof msg - 1);
+        http_nng_reply(aio, NNG_HTTP_STATUS_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg,
+                       sizeof msg - 1);
         return;
     }
     st->inflight++;
@@ -100,13 +75,12 @@ static void handle_get(nng_aio *aio)
     buf_init(&body);
     int rv = st->fn(st->arg, &body);
     if (rv == 0) {
-        reply(aio, NNG_HTTP_STATUS_OK, st->content_type, body.len ? (void *)body.data : "",
-              body.len);
+        http_nng_reply(aio, NNG_HTTP_STATUS_OK, st->content_type, body.data, body.len);
     } else {
         char msg[128];
         int n = snprintf(msg, sizeof msg, "error: %s\n", lapse_strerror(rv));
-        reply(aio, NNG_HTTP_STATUS_INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8", msg,
-              (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+        http_nng_reply(aio, NNG_HTTP_STATUS_INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8", msg,
+                       (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
     }
     buf_fini(&body);
 
@@ -115,19 +89,6 @@ static void handle_get(nng_aio *aio)
         pthread_cond_broadcast(&st->idle);
     }
     pthread_mutex_unlock(&st->mu);
-}
-
-static int map_nng(int rv)
-{
-    switch (rv) {
-    case NNG_ENOMEM:
-        return LAPSE_ENOMEM;
-    case NNG_EINVAL:
-    case NNG_EADDRINVAL:
-        return LAPSE_EINVAL;
-    default:
-        return LAPSE_EUNAVAILABLE; /* NNG_EADDRINUSE, NNG_EPERM, ... */
-    }
 }
 
 /* host_port must be HOST:PORT with a non-empty host (an IPv6 address in
@@ -161,7 +122,6 @@ int http_server_open(http_server **out, const char *host_port, const char *path,
     int rv = 0;
     int nrv = 0;
     const char *what = "";
-    nng_url *url = NULL;
     http_server *s = NULL;
     char urltext[300];
 
@@ -196,52 +156,15 @@ int http_server_open(http_server **out, const char *host_port, const char *path,
     pthread_cond_init(&st->idle, NULL);
     s->st_ready = 1;
 
-    what = "parse URL";
-    if ((nrv = nng_url_parse(&url, urltext)) != 0) {
-        goto nng_fail;
+    http_nng_opts o = {.path = path, .cb = handle_get, .method = "GET"};
+    if ((nrv = http_nng_open(&s->nng, urltext, &o, st, state_unref, &st->refs, &what)) != 0) {
+        goto fail;
     }
-    what = "create server";
-    if ((nrv = nng_http_server_hold(&s->srv, url)) != 0) {
-        goto nng_fail;
-    }
-    what = "create handler";
-    if ((nrv = nng_http_handler_alloc(&s->handler, path, handle_get)) != 0 ||
-        (nrv = nng_http_handler_set_method(s->handler, "GET")) != 0) {
-        goto nng_fail;
-    }
-    st->refs++; /* the handler's reference, dropped by its destructor */
-    if ((nrv = nng_http_handler_set_data(s->handler, st, state_unref)) != 0) {
-        st->refs--;
-        goto nng_fail;
-    }
-    /* In one process NNG hands back the same server for the same host:port,
-     * so a second open of the same path conflicts here. */
-    what = "register handler";
-    if ((nrv = nng_http_server_add_handler(s->srv, s->handler)) != 0) {
-        goto nng_fail;
-    }
-    s->registered = 1;
-    what = "listen";
-    if ((nrv = nng_http_server_start(s->srv)) != 0) {
-        goto nng_fail;
-    }
-    s->started = 1;
-    nng_url_free(url);
     *out = s;
     return 0;
 
-nng_fail:
-    rv = map_nng(nrv);
-    if (err != NULL) {
-        snprintf(err, errlen, "HTTP server on %s: %s: %s", host_port, what, nng_strerror(nrv));
-    }
-    nng_url_free(url);
-    http_server_close(s);
-    return rv;
 fail:
-    if (err != NULL) {
-        snprintf(err, errlen, "HTTP server on %s: %s", host_port, what);
-    }
+    rv = http_nng_fail(rv, nrv, host_port, what, err, errlen);
     http_server_close(s);
     return rv;
 }
@@ -261,20 +184,7 @@ void http_server_close(http_server *s)
         }
         pthread_mutex_unlock(&st->mu);
     }
-    if (s->handler != NULL) {
-        /* Registered: take the server's reference back, then drop it. Not
-         * registered: ours. Either way the destructor runs once NNG no longer
-         * uses the handler. */
-        if (!s->registered || nng_http_server_del_handler(s->srv, s->handler) == 0) {
-            nng_http_handler_free(s->handler);
-        }
-    }
-    if (s->srv != NULL) {
-        if (s->started) {
-            nng_http_server_stop(s->srv);
-        }
-        nng_http_server_release(s->srv);
-    }
+    http_nng_close(&s->nng);
     if (st != NULL) {
         if (s->st_ready) {
             state_unref(st);

@@ -9,7 +9,7 @@
  *
  * A request's life:
  *
- *   handle() on an NNG thread --queue--> worker thread: fn, reply() --> NNG writes it
+ *   handle() on an NNG thread --queue--> worker: fn, http_nng_reply() --> NNG writes it
  *        | full or closing                   | closing (queued before close)
  *        v                                   v
  *       503                                 503
@@ -25,10 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
-
 #include "../common/lapse_err.h"
+#include "http_nng.h"
 
 struct http_request {
     nng_http_req *req; /* NNG's, valid until the aio finishes */
@@ -52,13 +50,10 @@ typedef struct svc_state {
 } svc_state;
 
 struct http_service {
-    nng_http_server *srv;      /* our hold on NNG's server; NULL when none */
-    nng_http_handler *handler; /* NULL when not allocated */
-    int registered;            /* handler added to srv */
-    int started;               /* nng_http_server_start succeeded */
-    int st_ready;              /* st's mutex and condvar are initialized */
-    svc_state *st;             /* our reference */
-    pthread_t *threads;        /* nthreads workers, running */
+    http_nng nng;       /* NNG's server and our handler on it */
+    int st_ready;       /* st's mutex and condvar are initialized */
+    svc_state *st;      /* our reference */
+    pthread_t *threads; /* nthreads workers, running */
     int nthreads;
 };
 
@@ -78,32 +73,11 @@ static void state_unref(void *arg)
     }
 }
 
-/* Sends a response; the aio completes either way (on failure NNG closes the
- * connection). */
-static void reply(nng_aio *aio, uint16_t status, const char *ctype, const void *body, size_t len)
-{
-    nng_http_res *res;
-    int rv;
-    if ((rv = nng_http_res_alloc(&res)) != 0) {
-        nng_aio_finish(aio, rv);
-        return;
-    }
-    if ((rv = nng_http_res_set_status(res, status)) != 0 ||
-        (rv = nng_http_res_set_header(res, "Content-Type", ctype)) != 0 ||
-        (rv = nng_http_res_copy_data(res, len ? body : "", len)) != 0) {
-        nng_http_res_free(res);
-        nng_aio_finish(aio, rv);
-        return;
-    }
-    nng_aio_set_output(aio, 0, res); /* NNG owns and frees res from here */
-    nng_aio_finish(aio, 0);
-}
-
 static void reply_unavailable(nng_aio *aio)
 {
     static const char msg[] = "service unavailable\n";
-    reply(aio, NNG_HTTP_STATUS_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg,
-          sizeof msg - 1);
+    http_nng_reply(aio, NNG_HTTP_STATUS_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg,
+                   sizeof msg - 1);
 }
 
 /* The NNG handler: never blocks beyond the queue's mutex. */
@@ -143,7 +117,7 @@ static void serve(svc_state *st, nng_aio *aio)
     if (res.status < 100 || res.status > 599) {
         res.status = 500; /* a bug in fn; still an answer */
     }
-    reply(aio, (uint16_t)res.status, res.content_type, res.body.data, res.body.len);
+    http_nng_reply(aio, (uint16_t)res.status, res.content_type, res.body.data, res.body.len);
     buf_fini(&res.body);
 }
 
@@ -199,26 +173,12 @@ void http_request_body(const http_request *r, const void **data, size_t *len)
     *len = n;
 }
 
-static int map_nng(int rv)
-{
-    switch (rv) {
-    case NNG_ENOMEM:
-        return LAPSE_ENOMEM;
-    case NNG_EINVAL:
-    case NNG_EADDRINVAL:
-        return LAPSE_EINVAL;
-    default:
-        return LAPSE_EUNAVAILABLE; /* NNG_EADDRINUSE, NNG_EPERM, ... */
-    }
-}
-
 int http_service_open(http_service **out, const char *host_port, const http_service_options *opts,
                       http_serve_fn fn, void *arg, char *err, size_t errlen)
 {
     int rv = 0;
     int nrv = 0;
     const char *what = "";
-    nng_url *url = NULL;
     http_service *s = NULL;
     char urltext[300];
 
@@ -265,62 +225,26 @@ int http_service_open(http_service **out, const char *host_port, const http_serv
         }
     }
 
-    what = "parse URL";
-    if ((nrv = nng_url_parse(&url, urltext)) != 0) {
-        goto nng_fail;
+    http_nng_opts o = {.path = opts->path,
+                       .cb = handle,
+                       .method = NULL,
+                       .collect_body = 1,
+                       .max_body = opts->max_body,
+                       .reject_body = opts->reject_body};
+    if ((nrv = http_nng_open(&s->nng, urltext, &o, st, state_unref, &st->refs, &what)) != 0) {
+        goto fail;
     }
-    what = "create server";
-    if ((nrv = nng_http_server_hold(&s->srv, url)) != 0) {
-        goto nng_fail;
-    }
-    if (opts->reject_body != NULL) {
-        what = "set the 400 page";
-        if ((nrv = nng_http_server_set_error_page(s->srv, NNG_HTTP_STATUS_BAD_REQUEST,
-                                                  opts->reject_body)) != 0) {
-            goto nng_fail;
-        }
-    }
-    what = "create handler";
-    if ((nrv = nng_http_handler_alloc(&s->handler, opts->path, handle)) != 0 ||
-        (nrv = nng_http_handler_set_method(s->handler, NULL)) != 0 ||
-        (nrv = nng_http_handler_collect_body(s->handler, true, opts->max_body)) != 0) {
-        goto nng_fail;
-    }
-    st->refs++; /* the handler's reference, dropped by its destructor */
-    if ((nrv = nng_http_handler_set_data(s->handler, st, state_unref)) != 0) {
-        st->refs--;
-        goto nng_fail;
-    }
-    what = "register handler";
-    if ((nrv = nng_http_server_add_handler(s->srv, s->handler)) != 0) {
-        goto nng_fail;
-    }
-    s->registered = 1;
-    what = "listen";
-    if ((nrv = nng_http_server_start(s->srv)) != 0) {
-        goto nng_fail;
-    }
-    s->started = 1;
-    nng_url_free(url);
     *out = s;
     return 0;
 
-nng_fail:
-    rv = map_nng(nrv);
-    if (err != NULL) {
-        snprintf(err, errlen, "HTTP server on %s: %s: %s", host_port, what, nng_strerror(nrv));
-    }
-    nng_url_free(url);
-    http_service_close(s);
-    return rv;
 fail:
-    if (err != NULL) {
-        snprintf(err, errlen, "HTTP server on %s: %s", host_port, what);
-    }
+    rv = http_nng_fail(rv, nrv, host_port, what, err, errlen);
     http_service_close(s);
     return rv;
 }
 
+/* Shaped like http_server_close (http.c), but it stops workers rather than
+ * waiting for inflight calls; the NNG part both share is http_nng_close. */
 void http_service_close(http_service *s)
 {
     if (s == NULL) {
@@ -339,17 +263,7 @@ void http_service_close(http_service *s)
         pthread_join(s->threads[i], NULL);
     }
     free(s->threads);
-    if (s->handler != NULL) {
-        if (!s->registered || nng_http_server_del_handler(s->srv, s->handler) == 0) {
-            nng_http_handler_free(s->handler);
-        }
-    }
-    if (s->srv != NULL) {
-        if (s->started) {
-            nng_http_server_stop(s->srv);
-        }
-        nng_http_server_release(s->srv);
-    }
+    http_nng_close(&s->nng);
     if (st != NULL) {
         if (s->st_ready) {
             state_unref(st);

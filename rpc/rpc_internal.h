@@ -59,7 +59,7 @@ static inline int from_nng(int rv)
     }
 }
 
-/* Key definitions (wire_pmap.c): to protobuf from a (NULL on OOM); from
+/* Key definitions (wire_key.c): to protobuf from a (NULL on OOM); from
  * protobuf with a non-empty name of at most SCHEMA_MAX_KEY_NAME bytes and
  * type S, N or B, else LAPSE_EINVAL with a reason naming what. */
 Lapse__KeyDef *wire_key_to_pb(arena *a, const key_def *k);

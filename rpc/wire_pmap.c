@@ -17,34 +17,6 @@
 /* Outgoing: structs to protobuf                                          */
 /* ===================================================================== */
 
-static Lapse__KeyType key_type_to_pb(attr_type t)
-{
-    switch (t) {
-    case ATTR_S:
-        return LAPSE__KEY_TYPE__KEY_S;
-    case ATTR_N:
-        return LAPSE__KEY_TYPE__KEY_N;
-    case ATTR_B:
-        return LAPSE__KEY_TYPE__KEY_B;
-    default:
-        return LAPSE__KEY_TYPE__KEY_NONE;
-    }
-}
-
-Lapse__KeyDef *wire_key_to_pb(arena *a, const key_def *k)
-{
-    Lapse__KeyDef *pb = arena_alloc(a, sizeof *pb);
-    if (pb == NULL) {
-        return NULL;
-    }
-    lapse__key_def__init(pb);
-    if ((pb->name = arena_strdup(a, k->name)) == NULL) {
-        return NULL;
-    }
-    pb->type = key_type_to_pb(k->type);
-    return pb;
-}
-
 Lapse__TtlConfig *wire_ttl_to_pb(arena *a, const table_ttl *t)
 {
     Lapse__TtlConfig *pb = arena_alloc(a, sizeof *pb);
@@ -246,37 +218,6 @@ Lapse__PartitionMap *wire_pmap_to_pb(arena *a, const pmap *pm)
 /* ===================================================================== */
 /* Incoming: protobuf to structs, validated                               */
 /* ===================================================================== */
-
-int wire_key_from_pb(const Lapse__KeyDef *pb, key_def *out, const char *what, char *err,
-                     size_t errlen)
-{
-    const char *name = pb->name != NULL ? pb->name : "";
-    size_t len = strnlen(name, SCHEMA_MAX_KEY_NAME + 1);
-    if (len == 0) {
-        set_err(err, errlen, "%s has no name", what);
-        return LAPSE_EINVAL;
-    }
-    if (len > SCHEMA_MAX_KEY_NAME) {
-        set_err(err, errlen, "%s name longer than %d bytes", what, SCHEMA_MAX_KEY_NAME);
-        return LAPSE_EINVAL;
-    }
-    switch (pb->type) {
-    case LAPSE__KEY_TYPE__KEY_S:
-        out->type = ATTR_S;
-        break;
-    case LAPSE__KEY_TYPE__KEY_N:
-        out->type = ATTR_N;
-        break;
-    case LAPSE__KEY_TYPE__KEY_B:
-        out->type = ATTR_B;
-        break;
-    default:
-        set_err(err, errlen, "%s \"%.64s\" has type %d; want S, N or B", what, name, (int)pb->type);
-        return LAPSE_EINVAL;
-    }
-    memcpy(out->name, name, len + 1);
-    return 0;
-}
 
 int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *err, size_t errlen)
 {
