@@ -15,7 +15,8 @@
 
 #include "../tests/cluster.h"
 #include "resp.h"
-#include "ttl_bench.h"
+#include "bench_util.h"
+#include "ttl_bench_redis.h"
 
 extern char **environ;
 
