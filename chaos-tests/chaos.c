@@ -21,54 +21,6 @@
 #include "run.h"
 #include "workload.h"
 
-/* ============================== clocks and logs ============================== */
-
-int64_t mono_ms(void)
-{
-    return clock_mono_now().ms;
-}
-
-int64_t wall_ms(void)
-{
-    return clock_wall_now().ms;
-}
-
-void sleep_ms(int64_t ms)
-{
-    clock_sleep_ms(ms);
-}
-
-void flog_add(run *r, const char *fmt, ...)
-{
-    fault_entry fe;
-    fe.wall_ms = wall_ms();
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(fe.text, sizeof(fe.text), fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&r->flog.mu);
-    if (r->flog.n < FAULTLOG_MAX) {
-        r->flog.e[r->flog.n++] = fe;
-    } else {
-        r->flog.dropped++;
-    }
-    pthread_mutex_unlock(&r->flog.mu);
-    if (!r->opt->quiet) {
-        fprintf(stderr, "chaos: %+8.3fs %s\n", (double)(fe.wall_ms - r->start_wall_ms) / 1000.0,
-                fe.text);
-    }
-}
-
-void run_phase(run *r, const char *fmt, ...)
-{
-    va_list ap;
-    pthread_mutex_lock(&r->phase_mu);
-    va_start(ap, fmt);
-    vsnprintf(r->phase, sizeof(r->phase), fmt, ap);
-    va_end(ap);
-    pthread_mutex_unlock(&r->phase_mu);
-}
-
 /* ============================== options ============================== */
 
 static void usage(FILE *f)
@@ -269,7 +221,7 @@ static void *progress_thread(void *p)
     run *r = p;
     for (;;) {
         for (int i = 0; i < 10 && !atomic_load(&r->progress_stop); i++) {
-            sleep_ms(100);
+            clock_sleep_ms(100);
         }
         if (atomic_load(&r->progress_stop)) {
             return NULL;
@@ -282,11 +234,12 @@ static void *progress_thread(void *p)
         pthread_mutex_lock(&r->phase_mu);
         snprintf(phase, sizeof(phase), "%s", r->phase);
         pthread_mutex_unlock(&r->phase_mu);
-        fprintf(
-            stderr,
-            "chaos[seed %" PRIu64 "] %5.1fs/%ds ops %ld errors %ld uncertain %ld faults %d | %s\n",
-            r->seed, (double)(mono_ms() - r->start_mono_ms) / 1000.0, r->opt->duration_s, ops,
-            atomic_load(&r->errors), atomic_load(&r->uncertain), atomic_load(&r->faults), phase);
+        fprintf(stderr,
+                "chaos[seed %" PRIu64
+                "] %5.1fs/%ds ops %ld errors %ld uncertain %ld faults %d | %s\n",
+                r->seed, (double)(clock_mono_now().ms - r->start_mono_ms) / 1000.0,
+                r->opt->duration_s, ops, atomic_load(&r->errors), atomic_load(&r->uncertain),
+                atomic_load(&r->faults), phase);
     }
 }
 
@@ -352,8 +305,8 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
     r->netns = ns;
     pthread_mutex_init(&r->flog.mu, NULL);
     pthread_mutex_init(&r->phase_mu, NULL);
-    r->start_wall_ms = wall_ms();
-    r->start_mono_ms = mono_ms();
+    r->start_wall_ms = clock_wall_now().ms;
+    r->start_mono_ms = clock_mono_now().ms;
     printf("lapse-chaos: seed %" PRIu64 "\n", seed);
     fflush(stdout);
     run_phase(r, "starting the cluster");
@@ -367,10 +320,10 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
         goto done;
     }
     snprintf(run_dir, sizeof(run_dir), "%s", cluster_run_dir(r->cl));
-    r->start_mono_ms = mono_ms();
+    r->start_mono_ms = clock_mono_now().ms;
     r->end_mono_ms = r->start_mono_ms + (int64_t)o->duration_s * 1000;
-    r->end_wall_ms = wall_ms() + (int64_t)o->duration_s * 1000;
-    r->start_wall_ms = wall_ms();
+    r->end_wall_ms = clock_wall_now().ms + (int64_t)o->duration_s * 1000;
+    r->start_wall_ms = clock_wall_now().ms;
     flog_add(r, "workload starts: %d threads, run dir %s", o->threads, run_dir);
     if (ns != NULL) {
         flog_add(r, "in network namespaces %s-{c,n1,n2,n3} on %s.0/24 (bridge in %s-br)%s",
@@ -387,11 +340,11 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
     if (o->plant == PLANT_PAUSE) {
         /* Pause deletion while the workload still writes due items. */
         plant_client(r, acc->planted_key, sizeof(acc->planted_key));
-        sleep_ms(3000);
+        clock_sleep_ms(3000);
     } else if (o->plant == PLANT_DAEMON) {
         /* A crash behind the harness's back while the workload runs. */
         plant_daemon_crash(r, acc->planted_key, sizeof(acc->planted_key));
-        sleep_ms(1000);
+        clock_sleep_ms(1000);
     }
     atomic_store(&r->stop, 1);
     run_phase(r, "joining the workload threads");

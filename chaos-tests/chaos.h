@@ -24,64 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Fault scenarios (--faults). */
-enum {
-    CHAOS_FAULT_NODE_KILL = 1,     /* kill -9 a node during a mass expiry */
-    CHAOS_FAULT_BACKFILL_KILL = 2, /* kill -9 a node mid-backfill */
-    CHAOS_FAULT_COORD_KILL = 4,    /* kill -9 the coordinator in create-table / TTL enable */
-    CHAOS_FAULT_STOP_CONT = 8,     /* SIGSTOP a node for seconds, then SIGCONT */
-    CHAOS_FAULT_PARTITION = 16,    /* cut a node's link for seconds (root: netns.h) */
-    CHAOS_FAULT_DEST_KILL = 32,    /* kill -9 a GSI / stream destination while records ship */
-    CHAOS_FAULT_LEADER_KILL = 64,  /* on etcd: kill -9 the leading coordinator in create-table /
-                                      TTL enable */
-    CHAOS_FAULT_ETCD_KILL = 128,   /* on etcd: kill -9 an etcd member during a create-table */
-    CHAOS_FAULT_COORD_STOP = 256,  /* on etcd: SIGSTOP the leading coordinator past its lease */
-    CHAOS_FAULT_ON_ETCD = 448,     /* the faults that run the cluster on etcd (2 coordinators) */
-    CHAOS_FAULT_ALL = 511
-};
-
-#define CHAOS_FAULT_KINDS 9 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 8 */
-
-#define CHAOS_INVARIANTS 6
-
-/* --debug-idle: a run that must fail for lack of activity (chaos_plant_test). */
-enum {
-    CHAOS_IDLE_WRITES = 1, /* the workload threads only read */
-    CHAOS_IDLE_FAULTS = 2  /* the scenarios asked for never run, so nothing is injected */
-};
-
-typedef struct chaos_opts {
-    uint64_t seed;           /* the run's seed (chaos_parse draws one if not given) */
-    int duration_s;          /* workload and fault phase */
-    int items;               /* keys per workload table */
-    unsigned faults;         /* CHAOS_FAULT_* mask; 0: none */
-    int profile_long;        /* long: faults mixed at random, bigger backfills */
-    int runs;                /* seeds seed, seed+1, ... each on a fresh cluster */
-    int threads;             /* workload client threads */
-    const char *report_path; /* NULL: no report file */
-    const char *bin_dir;     /* NULL: cluster.h's default */
-    int keep;                /* keep the run directory even when the run passed */
-    int plant;               /* --debug-plant-violation[=delete|expire|pause|index|daemon]:
-                                PLANT_* */
-    int idle;                /* --debug-idle=writes|faults: CHAOS_IDLE_* */
-    int quiet;               /* no progress line */
-} chaos_opts;
-
-/* What one run (or, summed, several) found. */
-typedef struct chaos_result {
-    int violations[CHAOS_INVARIANTS + 1]; /* per invariant, [1..6] */
-    int checked[CHAOS_INVARIANTS + 1];    /* 1: the invariant was checked */
-    long items_checked;                   /* written keys read and judged */
-    long unwritten; /* keys never written (read, must be absent): apart from the above */
-    int idle_runs;  /* runs that failed for lack of activity (they proved nothing) */
-    long ops;
-    int faults;
-    int settle_ms;         /* of the last run; -1 when it never settled */
-    char planted_key[400]; /* what was planted behind the model's back ("table/key, ..."), or "" */
-    int planted_reported;  /* the checker named every planted key */
-    int setup_failed;      /* the cluster or the tables could not be set up */
-    int partition_skipped; /* partition was asked for but cannot run here (not root, ...) */
-} chaos_result;
+#include "chaos_opts.h"
 
 /* Parses the command line into *o (defaults from --profile). Returns 0, or
  * 2 after printing usage to stderr (bad usage) or 1 for --help. */

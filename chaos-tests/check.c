@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "../common/clock.h"
 #include "check_int.h"
 #include "faults.h"
 #include "workload.h"
@@ -33,6 +34,54 @@ void check_add(check_out *out, int inv, const char *where, const char *last_op,
     va_start(ap, fmt);
     vsnprintf(v->expected, sizeof(v->expected), fmt, ap);
     va_end(ap);
+}
+
+void check_add_key(check_out *out, int inv, const mtable *t, int idx, const char *what,
+                   const char *found, const char *expected)
+{
+    char where[96], key[24];
+    if (idx >= 0) {
+        model_key_name(idx, key, sizeof(key));
+        snprintf(where, sizeof(where), "%.47s/%.40s", t->name, key);
+        check_add(out, inv, where, t->keys[idx].last_op, t->keys[idx].last_wall_ms, found, "%s",
+                  expected);
+    } else {
+        snprintf(where, sizeof(where), "%.47s/%.40s", t->name, what);
+        check_add(out, inv, where, NULL, 0, found, "%s", expected);
+    }
+}
+
+int check_key_index(const mtable *t, const lapse_item *it)
+{
+    const char *id = lapse_item_get_s(it, "Id");
+    char *end = NULL;
+    if (id == NULL || id[0] != 'k' || id[1] < '0' || id[1] > '9') {
+        return -1;
+    }
+    long idx = strtol(id + 1, &end, 10);
+    if (*end != '\0' || idx >= t->nkeys) {
+        return -1;
+    }
+    if (t->indexed) {
+        const char *sk = lapse_item_get_n(it, WL_SK);
+        if (sk == NULL || strcmp(sk, "0") != 0) {
+            return -1;
+        }
+    }
+    return (int)idx;
+}
+
+void check_brief(const lapse_item *it, char *buf, size_t len)
+{
+    if (it == NULL) {
+        snprintf(buf, len, "absent");
+        return;
+    }
+    const char *ver = lapse_item_get_n(it, "ver"), *grp = lapse_item_get_s(it, "Grp");
+    char *ttl = lapse_item_get_json(it, MODEL_TTL_ATTR);
+    snprintf(buf, len, "ver %s, Grp %s, %s %.60s", ver ? ver : "(none)", grp ? grp : "(none)",
+             MODEL_TTL_ATTR, ttl ? ttl : "(none)");
+    lapse_free(ttl);
 }
 
 /* ============================== settle ============================== */
@@ -76,7 +125,7 @@ static int read_keys(run *r, int ti, const int *idx, int n, char *found, uint64_
             if (rv == 0) {
                 break;
             }
-            sleep_ms(300);
+            clock_sleep_ms(300);
         }
         for (int i = 0; i < m; i++) {
             lapse_item_free(keys[i]);
@@ -153,12 +202,12 @@ void check_settle(run *r, int deadline_ms, check_out *out)
             flog_add(r, "settle: TTL enable on %s still failing", r->m.t[ti].name);
         }
     }
-    int64_t settle = wall_ms();
-    int64_t deadline = mono_ms() + deadline_ms;
+    int64_t settle = clock_wall_now().ms;
+    int64_t deadline = clock_mono_now().ms + deadline_ms;
     out->settle_wall_ms = settle;
     out->settle_ms = -1;
     char why[160] = "";
-    while (mono_ms() < deadline) {
+    while (clock_mono_now().ms < deadline) {
         faults_check_crashes(r);
         int ok = cluster_wait_up(r->cl, cluster_nodes(r->cl), 1000) == 0;
         if (!ok) {
@@ -183,10 +232,10 @@ void check_settle(run *r, int deadline_ms, check_out *out)
         }
         run_phase(r, "settling: %s", ok ? "done" : why);
         if (ok) {
-            out->settle_ms = (int)(wall_ms() - settle);
+            out->settle_ms = (int)(clock_wall_now().ms - settle);
             return;
         }
-        sleep_ms(250);
+        clock_sleep_ms(250);
     }
     flog_add(r, "settle: deadline of %d ms passed (%s)", deadline_ms, why);
     /* A TTL table that never turned ENABLED is reported under invariant 2. */
@@ -222,7 +271,7 @@ void check_items(run *r, check_out *out)
             idx[i] = i;
         }
         int rv = read_keys(r, ti, idx, n, found, ver, ttl);
-        int64_t read_end = wall_ms();
+        int64_t read_end = clock_wall_now().ms;
         if (rv != 0) {
             check_add(out, 1, t->name, NULL, 0, lapse_strerror(rv),
                       "every key readable after the settle");

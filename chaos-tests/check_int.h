@@ -1,8 +1,8 @@
 /*
  * check_int.h: what the checker's files (check.c, check_repl.c,
- * check_stream.c) share: filing a violation, naming keys and images, and the
- * snapshot of a base table that the stream and the indexes are compared
- * with.
+ * check_stream.c) share: filing a violation, naming keys and images (both
+ * in check.c), and the snapshot of a base table that the stream and the
+ * indexes are compared with.
  *
  * Thread-safety: main thread only, as check.h.
  */
@@ -33,7 +33,7 @@ int check_key_index(const mtable *t, const lapse_item *it);
 /* "absent", or the item's ver, Grp and TTL attribute, into buf. */
 void check_brief(const lapse_item *it, char *buf, size_t len);
 
-/* A base table as one scan found it. */
+/* A base table as one scan found it (check_repl.c). */
 typedef struct base_snap {
     int n;             /* the model table's nkeys */
     lapse_item **item; /* [n] owned; NULL: absent */

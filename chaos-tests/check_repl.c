@@ -15,58 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "check_int.h"
 #include "workload.h"
-
-/* ============================== shared helpers ============================== */
-
-void check_add_key(check_out *out, int inv, const mtable *t, int idx, const char *what,
-                   const char *found, const char *expected)
-{
-    char where[96], key[24];
-    if (idx >= 0) {
-        model_key_name(idx, key, sizeof(key));
-        snprintf(where, sizeof(where), "%.47s/%.40s", t->name, key);
-        check_add(out, inv, where, t->keys[idx].last_op, t->keys[idx].last_wall_ms, found, "%s",
-                  expected);
-    } else {
-        snprintf(where, sizeof(where), "%.47s/%.40s", t->name, what);
-        check_add(out, inv, where, NULL, 0, found, "%s", expected);
-    }
-}
-
-int check_key_index(const mtable *t, const lapse_item *it)
-{
-    const char *id = lapse_item_get_s(it, "Id");
-    char *end = NULL;
-    if (id == NULL || id[0] != 'k' || id[1] < '0' || id[1] > '9') {
-        return -1;
-    }
-    long idx = strtol(id + 1, &end, 10);
-    if (*end != '\0' || idx >= t->nkeys) {
-        return -1;
-    }
-    if (t->indexed) {
-        const char *sk = lapse_item_get_n(it, WL_SK);
-        if (sk == NULL || strcmp(sk, "0") != 0) {
-            return -1;
-        }
-    }
-    return (int)idx;
-}
-
-void check_brief(const lapse_item *it, char *buf, size_t len)
-{
-    if (it == NULL) {
-        snprintf(buf, len, "absent");
-        return;
-    }
-    const char *ver = lapse_item_get_n(it, "ver"), *grp = lapse_item_get_s(it, "Grp");
-    char *ttl = lapse_item_get_json(it, MODEL_TTL_ATTR);
-    snprintf(buf, len, "ver %s, Grp %s, %s %.60s", ver ? ver : "(none)", grp ? grp : "(none)",
-             MODEL_TTL_ATTR, ttl ? ttl : "(none)");
-    lapse_free(ttl);
-}
 
 /* Every item of a scan of t (index and pk_json NULL) or of a query of t's
  * index with partition key value pk_json, appended to *out (caller frees
@@ -338,14 +289,14 @@ void check_repl(run *r, check_out *out, int deadline_ms)
         out->checked[4] = out->checked[5] = 1;
         streamread s = {0};
         repl_stats st;
-        int64_t start = mono_ms(), deadline = start + deadline_ms;
+        int64_t start = clock_mono_now().ms, deadline = start + deadline_ms;
         int n = 0;
         for (;;) {
-            int final = mono_ms() >= deadline;
+            int final = clock_mono_now().ms >= deadline;
             attempt(r, t, &s, final, c, &st);
             st.attempts = ++n;
             if (total(c) == 0) {
-                st.converge_ms = (int)(mono_ms() - start);
+                st.converge_ms = (int)(clock_mono_now().ms - start);
                 break;
             }
             if (final) {
@@ -358,7 +309,7 @@ void check_repl(run *r, check_out *out, int deadline_ms)
                 break;
             }
             run_phase(r, "waiting for the stream and GSI of %s: %d mismatches", t->name, total(c));
-            sleep_ms(500);
+            clock_sleep_ms(500);
         }
         out->repl = st;
         streamread_free(&s);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "../common/clock.h"
 #include "../tests/etcd_members.h"
 #include "workload.h"
 
@@ -48,9 +49,9 @@ static int coord_victim(run *r)
 
 static void sleep_until(int64_t mono)
 {
-    int64_t d = mono - mono_ms();
+    int64_t d = mono - clock_mono_now().ms;
     if (d > 0) {
-        sleep_ms(d);
+        clock_sleep_ms(d);
     }
 }
 
@@ -109,7 +110,7 @@ static void restart(run *r, int idx)
 static void restart_after(run *r, int idx, int64_t delay_ms)
 {
     run_phase(r, "process %d down for %" PRId64 " ms", idx, delay_ms);
-    sleep_ms(delay_ms);
+    clock_sleep_ms(delay_ms);
     restart(r, idx);
     wait_up(r);
 }
@@ -145,7 +146,7 @@ static int heal(run *r, int node)
             flog_add(r, "heal: node %d's link is up again", node);
             return 0;
         }
-        sleep_ms(200);
+        clock_sleep_ms(200);
     }
     flog_add(r, "cannot heal node %d (see %s)", node, r->netns->log_path);
     return -1;
@@ -190,8 +191,8 @@ int faults_create_table(run *r, const char *name, int *first_rv)
 int faults_create_def(run *r, const lapse_table_def *d, int *first_rv)
 {
     int rv = 0;
-    int64_t deadline = mono_ms() + 30000;
-    while (mono_ms() < deadline) {
+    int64_t deadline = clock_mono_now().ms + 30000;
+    while (clock_mono_now().ms < deadline) {
         lapse_error e = {0};
         rv = lapse_create_table(r->admin, d, &e);
         atomic_fetch_add(&r->ops[OP_ADMIN], 1);
@@ -202,7 +203,7 @@ int faults_create_def(run *r, const lapse_table_def *d, int *first_rv)
         if (rv == 0 || rv == LAPSE_EEXISTS) {
             return rv;
         }
-        sleep_ms(200);
+        clock_sleep_ms(200);
     }
     return rv;
 }
@@ -213,15 +214,15 @@ int faults_enable_ttl(run *r, const char *table, int timeout_ms)
     spec.action = LAPSE_TTL_ENABLE;
     spec.attribute = MODEL_TTL_ATTR;
     int rv = 0;
-    int64_t deadline = mono_ms() + timeout_ms;
-    while (mono_ms() < deadline) {
+    int64_t deadline = clock_mono_now().ms + timeout_ms;
+    while (clock_mono_now().ms < deadline) {
         lapse_error e = {0};
         rv = lapse_update_ttl(r->admin, table, &spec, NULL, &e);
         atomic_fetch_add(&r->ops[OP_ADMIN], 1);
         if (rv == 0 || (rv == LAPSE_ESTATE && strstr(e.message, "already enabled") != NULL)) {
             return 0;
         }
-        sleep_ms(200);
+        clock_sleep_ms(200);
     }
     return rv;
 }
@@ -268,7 +269,7 @@ static void admin_with(run *r, admin_job *j, int64_t delay_ms, void (*fault)(run
         admin_thread(j);
         return;
     }
-    sleep_ms(delay_ms);
+    clock_sleep_ms(delay_ms);
     fault(r, arg);
     pthread_join(th, NULL);
 }
@@ -384,7 +385,7 @@ static void sc_mass_expiry(run *r, uint64_t *rng, int n)
     for (int i = 0; i < pm; i++) {
         pidx[i] = i;
     }
-    int64_t due_s = wall_ms() / 1000 + 3;
+    int64_t due_s = clock_wall_now().ms / 1000 + 3;
     run_phase(r, "mass expiry: %d + %d (plain table) items due at %" PRId64, m, pm, due_s);
     wl_batch_put(r, r->admin, 0, idx, m, due_s, rng);
     if (pm > 0) {
@@ -392,7 +393,7 @@ static void sc_mass_expiry(run *r, uint64_t *rng, int n)
     }
     /* A tenth of each get extended or lose their TTL right around the due
      * second, racing the scanner. */
-    int64_t due_mono = mono_ms() + (due_s * 1000 - wall_ms());
+    int64_t due_mono = clock_mono_now().ms + (due_s * 1000 - clock_wall_now().ms);
     sleep_until(due_mono - rng_range(rng, 0, 100));
     race_burst(r, 0, idx, m, rng);
     if (pm > 0) {
@@ -470,13 +471,13 @@ static void sc_dest_kill(run *r, uint64_t *rng, int n)
     for (int i = 0; i < m; i++) {
         idx[i] = r->opt->items + slot * m + i;
     }
-    int64_t due_s = wall_ms() / 1000 + 2;
+    int64_t due_s = clock_wall_now().ms / 1000 + 2;
     int early = rng_next(rng) % 2 == 0;
     run_phase(r, "dest-kill: %d items due at %" PRId64 ", shipping", m, due_s);
     wl_batch_put(r, r->admin, 0, idx, m, due_s, rng);
-    int64_t due_mono = mono_ms() + (due_s * 1000 - wall_ms());
+    int64_t due_mono = clock_mono_now().ms + (due_s * 1000 - clock_wall_now().ms);
     if (early) {
-        sleep_ms(rng_range(rng, 0, 60));
+        clock_sleep_ms(rng_range(rng, 0, 60));
     } else {
         sleep_until(due_mono + rng_range(rng, 0, 600));
     }
@@ -514,7 +515,7 @@ static void sc_backfill(run *r, uint64_t *rng, int n)
     /* Before TTL is enabled, nothing can be deleted: extend or remove the
      * TTL of a tenth of the items already due, delete a few. */
     mtable *t = &r->m.t[ti];
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_now().ms;
     t->ttl = 1; /* judged as if enabled from here: no delete happened before */
     for (int i = 0; i < items; i++) {
         int64_t due;
@@ -635,7 +636,7 @@ static void sc_etcd_kill(run *r, uint64_t *rng, int n)
     admin_job j = {r, 0, mc->name, 0, {0}};
     etcd_fault f = {m, member};
     admin_with(r, &j, rng_range(rng, 0, 10), do_etcd_kill, &f);
-    sleep_ms(rng_range(rng, 200, 1500));
+    clock_sleep_ms(rng_range(rng, 200, 1500));
     if (etcd_members_restart(m, member, 15000) == 0) {
         flog_add(r, "restart etcd member %d", member);
     } else {
@@ -657,7 +658,7 @@ static void do_stop(run *r, void *arg)
         flog_add(r, "SIGSTOP the leading coordinator (process %d) for %" PRId64 " ms", f->victim,
                  f->ms);
     }
-    sleep_ms(f->ms);
+    clock_sleep_ms(f->ms);
     cluster_kill(r->cl, f->victim, SIGCONT);
     flog_add(r, "SIGCONT process %d", f->victim);
 }
@@ -691,7 +692,7 @@ static void sc_stop_cont(run *r, uint64_t *rng)
     }
     injected(r);
     flog_add(r, "SIGSTOP node %d for %" PRId64 " ms", victim, ms);
-    sleep_ms(ms);
+    clock_sleep_ms(ms);
     cluster_kill(r->cl, victim, SIGCONT);
     flog_add(r, "SIGCONT node %d", victim);
 }
@@ -712,7 +713,7 @@ static void sc_partition(run *r, uint64_t *rng)
     }
     injected(r);
     flog_add(r, "partition: node %d's link down for %" PRId64 " ms", victim, ms);
-    sleep_ms(ms);
+    clock_sleep_ms(ms);
     if (heal(r, victim) == 0) {
         wait_up(r);
     }
@@ -732,10 +733,10 @@ static void quick_faults(run *r, uint64_t *rng)
     unsigned kind = r->fault_kind;
     r->fault_kind = 0;
     for (int64_t q = rng_range(rng, 3, 8); (kills || stops) && q > 0; q--) {
-        if (mono_ms() + 3000 >= r->end_mono_ms || atomic_load(&r->stop)) {
+        if (clock_mono_now().ms + 3000 >= r->end_mono_ms || atomic_load(&r->stop)) {
             break;
         }
-        sleep_ms(rng_range(rng, 0, 400));
+        clock_sleep_ms(rng_range(rng, 0, 400));
         if (kills && (!stops || rng_next(rng) % 3 != 0)) {
             int victim = (int)rng_range(rng, 0, nprocs(r) - 1);
             kill9(r, victim, "(repeated kills)");
@@ -747,7 +748,7 @@ static void quick_faults(run *r, uint64_t *rng)
         if (cluster_kill(r->cl, victim, SIGSTOP) == 0) {
             injected(r);
             flog_add(r, "SIGSTOP node %d for %" PRId64 " ms (repeated stops)", victim, ms);
-            sleep_ms(ms);
+            clock_sleep_ms(ms);
             cluster_kill(r->cl, victim, SIGCONT);
             flog_add(r, "SIGCONT node %d", victim);
         }
@@ -832,16 +833,17 @@ int faults_run(run *r)
      * not all been by the end, the run goes on, scenarios in the same order,
      * for up to FAULTS_OVERRUN_MS more. */
     int extended = 0;
-    while (!atomic_load(&r->stop) && (mono_ms() + 6000 < r->end_mono_ms ||
-                                      (n > 0 && faults_missing(r) != 0 &&
-                                       mono_ms() + 6000 < r->end_mono_ms + FAULTS_OVERRUN_MS))) {
+    while (!atomic_load(&r->stop) &&
+           (clock_mono_now().ms + 6000 < r->end_mono_ms ||
+            (n > 0 && faults_missing(r) != 0 &&
+             clock_mono_now().ms + 6000 < r->end_mono_ms + FAULTS_OVERRUN_MS))) {
         faults_check_crashes(r);
         if (n == 0) {
             run_phase(r, "workload only (no faults)");
-            sleep_ms(200);
+            clock_sleep_ms(200);
             continue;
         }
-        if (!extended && mono_ms() + 6000 >= r->end_mono_ms) {
+        if (!extended && clock_mono_now().ms + 6000 >= r->end_mono_ms) {
             flog_add(r,
                      "workload extended: a kind of fault asked for (mask 0x%x) injected none yet",
                      faults_missing(r));
@@ -884,7 +886,7 @@ int faults_run(run *r)
         }
         r->fault_kind = 0;
         run_phase(r, "between faults");
-        sleep_ms(rng_range(&rng, 200, 1200));
+        clock_sleep_ms(rng_range(&rng, 200, 1200));
     }
     run_phase(r, "workload ending");
     sleep_until(r->end_mono_ms);

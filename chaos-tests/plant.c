@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "../common/buf.h"
+#include "../common/clock.h"
 #include "../common/ddbjson.h"
 #include "../common/item.h"
 #include "../common/change.h"
@@ -32,7 +33,7 @@ static void add_plant(run *r, const char *table, const char *key)
 
 void plant_client(run *r, char *what, size_t len)
 {
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_now().ms;
     lapse_error e;
     if (r->opt->plant == PLANT_PAUSE) {
         lapse_ttl_spec spec = {0};
@@ -160,7 +161,7 @@ typedef struct rogue {
  * plant moves past. Items already gone cannot expire again. */
 static void find_busy(rogue *g)
 {
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_now().ms;
     for (int i = 0; i < g->t->nkeys; i++) {
         const mkey *k = &g->t->keys[i];
         for (int c = 0; g->base.item[i] != NULL && c < k->ncand; c++) {
@@ -371,7 +372,7 @@ static int plant_orphan(rogue *g, char *err, size_t len)
     forged f = {.keys_json = keys, .new_json = image};
     f.c.table_id = g->table_id;
     f.c.part = part;
-    f.c.commit_ms = wall_ms();
+    f.c.commit_ms = clock_wall_now().ms;
     f.c.event = CHANGE_INSERT;
     f.c.principal = CHANGE_USER;
     for (int node = 1; node <= cluster_nodes(g->r->cl); node++) {
@@ -389,7 +390,7 @@ static int plant_orphan(rogue *g, char *err, size_t len)
 /* An acknowledged put whose record the shard host skips. */
 static int plant_lost(rogue *g, char *err, size_t len)
 {
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_now().ms;
     for (int i = 0; i < g->r->opt->items; i++) {
         mkey *k = &g->t->keys[i];
         char key[24];
@@ -415,7 +416,7 @@ static int plant_lost(rogue *g, char *err, size_t len)
         char what[112];
         snprintf(what, sizeof(what), "put ver %" PRIu64 " (planted: its record is skipped)",
                  next.ver);
-        model_record(g->t, k, &next, MM_REPLACE, rv, 1, wall_ms(), what);
+        model_record(g->t, k, &next, MM_REPLACE, rv, 1, clock_wall_now().ms, what);
         add_plant(g->r, g->t->name, key);
         flog_add(g->r,
                  "debug: planted a violation: node %u skips the record of a put to %s/%s (%s)",
@@ -452,12 +453,12 @@ static int plant_dup_remove(rogue *g, char *err, size_t len)
         f.c.table_id = g->table_id;
         f.c.part = r->shard;
         f.c.stream_seq = g->s.last_seq[at] + 1;
-        f.c.commit_ms = wall_ms();
+        f.c.commit_ms = clock_wall_now().ms;
         f.c.event = CHANGE_REMOVE;
         f.c.principal = CHANGE_TTL;
         f.c.ttl_attr = (change_bytes){(const uint8_t *)r->ttl_attribute, strlen(r->ttl_attribute)};
         f.c.expires_at_ms = r->ttl_expires_at_ms;
-        f.c.deleted_at_ms = wall_ms();
+        f.c.deleted_at_ms = clock_wall_now().ms;
         int rv = advance(g, (int)g->host[r->shard], r->shard, fill_forged, &f, err, len);
         if (rv != 0) {
             return rv;

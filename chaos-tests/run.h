@@ -1,6 +1,9 @@
 /*
  * run.h: the state of one chaos run shared by its parts (model.c, workload.c,
- * faults.c, check.c, chaos.c), plus the seeded random numbers and clocks.
+ * faults.c, check.c, chaos.c), the seeded random numbers, and the fault log
+ * and progress phase (run.c, which uses no other part of the harness).
+ * Clocks are common/clock.h's: monotonic for scheduling, wall-clock epoch
+ * for TTL values.
  *
  * Thread-safety: `cl` (the cluster) is driven by the main thread only. The
  * fault log is guarded by its mutex. Counters are atomics. Each model key
@@ -17,7 +20,7 @@
 
 #include "../client/lapse.h"
 #include "../tests/cluster.h"
-#include "chaos.h"
+#include "chaos_opts.h"
 #include "model.h"
 #include "netns.h"
 
@@ -36,12 +39,6 @@ static inline int64_t rng_range(uint64_t *s, int64_t lo, int64_t hi)
 {
     return lo + (int64_t)(rng_next(s) % (uint64_t)(hi - lo + 1));
 }
-
-/* ---- clocks: monotonic for scheduling, wall-clock epoch for TTL values ---- */
-
-int64_t mono_ms(void);
-int64_t wall_ms(void);
-void sleep_ms(int64_t ms);
 
 /* ---- the fault log ---- */
 
@@ -83,12 +80,12 @@ typedef struct run {
     atomic_long ops[OP_KINDS];
     atomic_long errors;
     atomic_long uncertain;
-    atomic_int faults;                       /* faults injected */
+    atomic_int faults;                         /* faults injected */
     atomic_int kind_faults[CHAOS_FAULT_KINDS]; /* of which per kind asked (bit i of
                                                  CHAOS_FAULT_*); repeated kills count in none */
     unsigned fault_kind; /* CHAOS_FAULT_* bits the running scenario's faults count for; set by
                             faults_run before the scenario starts any thread */
-    atomic_int crashes;                      /* daemon exits we did not cause */
+    atomic_int crashes;  /* daemon exits we did not cause */
     int crashes_seen[CLUSTER_MAX_NODES + CLUSTER_MAX_COORDINATORS]; /* per process, noted by
                                                                       faults_check_crashes */
     atomic_int progress_stop;

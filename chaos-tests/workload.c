@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "../common/item.h"
 #include "../placement/hash.h"
 
@@ -158,7 +159,7 @@ int wl_call(run *r, lapse_client *c, int ti, int idx, wl_kind kind, int cls, uin
     if (k->frozen) {
         return -1;
     }
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_now().ms;
     mstate next = {0};
     next.ver = run_ver(r);
     next.present = kind != WK_DELETE;
@@ -231,7 +232,8 @@ int wl_call(run *r, lapse_client *c, int ti, int idx, wl_kind kind, int cls, uin
         lapse_update_free(u);
         count(r, OP_UPDATE, rv);
     }
-    model_record(t, k, &next, mode, rv, kind == WK_PUT || kind == WK_DELETE, wall_ms(), what);
+    model_record(t, k, &next, mode, rv, kind == WK_PUT || kind == WK_DELETE, clock_wall_now().ms,
+                 what);
     if (rv != 0) {
         atomic_fetch_add(&r->uncertain, 1);
     }
@@ -252,7 +254,7 @@ int wl_batch_put(run *r, lapse_client *c, int ti, const int *idx, int n, int64_t
     }
     for (int at = 0; at < n;) {
         int m = 0;
-        int64_t now = wall_ms();
+        int64_t now = clock_wall_now().ms;
         for (; at < n && m < LAPSE_BATCH_MAX; at++) {
             mkey *k = &t->keys[idx[at]];
             if (k->frozen) {
@@ -282,7 +284,7 @@ int wl_batch_put(run *r, lapse_client *c, int ti, const int *idx, int n, int64_t
         lapse_error e = {0};
         int rv = lapse_batch_write(c, t->name, items, (size_t)m, NULL, 0, &e);
         count(r, OP_BATCH, rv);
-        int64_t ack = wall_ms();
+        int64_t ack = clock_wall_now().ms;
         for (int i = 0; i < m; i++) {
             model_record(t, &t->keys[which[i]], &next[i], MM_REPLACE, rv, 1, ack, whats[i]);
             lapse_item_free(items[i]);
@@ -315,7 +317,7 @@ static int pick_key(run *r, int ti, int tid, int nthreads, uint64_t *rng, int pr
     mtable *t = &r->m.t[ti];
     int per = r->opt->items / nthreads;
     int best = -1;
-    int64_t now = wall_ms();
+    int64_t now = clock_wall_now().ms;
     if (per < 1) {
         return -1;
     }
