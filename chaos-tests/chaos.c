@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/clock.h"
+#include "admin.h"
 #include "check.h"
 #include "report.h"
 #include "faults.h"
@@ -277,9 +278,9 @@ static int setup(run *r, char *err, size_t errlen)
     r->m.t[0].indexed = 1; /* the LSI, the GSI and the stream (workload.h) */
     lapse_table_def def;
     wl_table_def(&r->m.t[0], &def);
-    if (((rv = faults_create_def(r, &def, NULL)) != 0 && rv != LAPSE_EEXISTS) ||
-        ((rv = faults_create_table(r, "chaos_plain", NULL)) != 0 && rv != LAPSE_EEXISTS) ||
-        (rv = faults_enable_ttl(r, "chaos_ttl", 20000)) != 0) {
+    if (((rv = admin_create_def(r, &def, NULL)) != 0 && rv != LAPSE_EEXISTS) ||
+        ((rv = admin_create_table(r, "chaos_plain", NULL)) != 0 && rv != LAPSE_EEXISTS) ||
+        (rv = admin_enable_ttl(r, "chaos_ttl", 20000)) != 0) {
         snprintf(err, errlen, "creating the tables: %s", lapse_strerror(rv));
         return rv;
     }

@@ -14,7 +14,8 @@
 
 #include "../common/clock.h"
 #include "check_int.h"
-#include "faults.h"
+#include "admin.h"
+#include "procs.h"
 #include "workload.h"
 
 void check_add(check_out *out, int inv, const char *where, const char *last_op,
@@ -193,12 +194,12 @@ static long due_left(run *r, int64_t settle_ms)
 void check_settle(run *r, int deadline_ms, check_out *out)
 {
     run_phase(r, "settling: restoring every process");
-    if (faults_restore(r) != 0) {
+    if (procs_restore(r) != 0) {
         flog_add(r, "settle: not every node UP 30 s after the restore");
     }
     for (int ti = 0; ti < r->m.ntables; ti++) {
         if (r->m.t[ti].ttl && !r->m.t[ti].ttl_resolved &&
-            faults_enable_ttl(r, r->m.t[ti].name, 20000) != 0) {
+            admin_enable_ttl(r, r->m.t[ti].name, 20000) != 0) {
             flog_add(r, "settle: TTL enable on %s still failing", r->m.t[ti].name);
         }
     }
@@ -208,7 +209,7 @@ void check_settle(run *r, int deadline_ms, check_out *out)
     out->settle_ms = -1;
     char why[160] = "";
     while (clock_mono_now().ms < deadline) {
-        faults_check_crashes(r);
+        procs_check_crashes(r);
         int ok = cluster_wait_up(r->cl, cluster_nodes(r->cl), 1000) == 0;
         if (!ok) {
             snprintf(why, sizeof(why), "not every node UP");
@@ -371,7 +372,7 @@ void check_daemons(run *r, check_out *out, void (*before_sigterm)(run *r))
 {
     run_phase(r, "stopping the cluster");
     out->checked[6] = 1;
-    faults_check_crashes(r);
+    procs_check_crashes(r);
     if (atomic_load(&r->crashes) > 0) {
         char found[64];
         snprintf(found, sizeof(found), "%d exit(s) we did not cause", atomic_load(&r->crashes));

@@ -54,25 +54,4 @@ int faults_run(run *r);
  * yet; 0 when each has. */
 unsigned faults_missing(run *r);
 
-/* Brings every process back: heal cut links, SIGCONT, restart what is down, wait until
- * every node is UP (bounded). Logs daemons that exited on their own.
- * Returns 0 or LAPSE_ETIMEDOUT. */
-int faults_restore(run *r);
-
-/* Notes (once each) processes that exited without our kill, restarting
- * them. Returns how many were newly found. */
-int faults_check_crashes(run *r);
-
-/* Creates a table (Id:S, WL_PARTITIONS partitions), retrying through
- * coordinator restarts until it exists. Returns 0 (this call created it),
- * LAPSE_EEXISTS (it existed) or the last error after 30 s. *first_rv (may
- * be NULL) gets the first attempt's status. */
-int faults_create_table(run *r, const char *name, int *first_rv);
-/* The same for the table d defines. */
-int faults_create_def(run *r, const lapse_table_def *d, int *first_rv);
-
-/* Enables TTL (attribute ExpirationTime) on table, retrying until it is
- * applied (success or "already enabled"), up to timeout_ms. */
-int faults_enable_ttl(run *r, const char *table, int timeout_ms);
-
 #endif
