@@ -248,7 +248,9 @@ int main(int argc, char **argv)
         }
     }
 
-    /* Block before any thread exists, so only sigsuspend below receives. */
+    /* Block before any thread exists, so only sigsuspend below receives.
+     * node/main.c and dynamodb/main.c do the same (see there why it is not
+     * shared yet). */
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);

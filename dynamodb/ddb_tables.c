@@ -260,20 +260,30 @@ out:
 
 /* ======================= DescribeTable, ListTables, DeleteTable ======================= */
 
+/* Reads TableName from req into *table and describes that table as in
+ * status: 0 with the description in *d (caller owns it), else -1 with x's
+ * error set. */
+static int describe_named(ddb_ctx *x, json_t *req, const char *status, const char **table,
+                          json_t **d)
+{
+    char *json = NULL;
+    lapse_error err;
+    if (ddb_req_string(x, req, "TableName", 1, table) != 0) {
+        return -1;
+    }
+    if (lapse_describe_table(x->c, *table, &json, &err) != 0) {
+        return ddb_req_lapse_fail(x, &err, *table);
+    }
+    *d = table_description(x, json, status);
+    lapse_free(json);
+    return *d != NULL ? 0 : -1;
+}
+
 int ddb_tables_describe(ddb_ctx *x, json_t *req)
 {
     const char *table;
-    char *json = NULL;
-    lapse_error err;
-    if (ddb_req_string(x, req, "TableName", 1, &table) != 0) {
-        return -1;
-    }
-    if (lapse_describe_table(x->c, table, &json, &err) != 0) {
-        return ddb_req_lapse_fail(x, &err, table);
-    }
-    json_t *d = table_description(x, json, "ACTIVE");
-    lapse_free(json);
-    if (d == NULL) {
+    json_t *d;
+    if (describe_named(x, req, "ACTIVE", &table, &d) != 0) {
         return -1;
     }
     x->out = json_pack("{s:o}", "Table", d);
@@ -334,18 +344,10 @@ int ddb_tables_list(ddb_ctx *x, json_t *req)
 int ddb_tables_delete(ddb_ctx *x, json_t *req)
 {
     const char *table;
-    char *json = NULL;
+    json_t *d;
     lapse_error err;
-    if (ddb_req_string(x, req, "TableName", 1, &table) != 0) {
-        return -1;
-    }
     /* DynamoDB answers with the table's description as it goes. */
-    if (lapse_describe_table(x->c, table, &json, &err) != 0) {
-        return ddb_req_lapse_fail(x, &err, table);
-    }
-    json_t *d = table_description(x, json, "DELETING");
-    lapse_free(json);
-    if (d == NULL) {
+    if (describe_named(x, req, "DELETING", &table, &d) != 0) {
         return -1;
     }
     if (lapse_delete_table(x->c, table, &err) != 0) {

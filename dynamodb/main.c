@@ -121,7 +121,10 @@ int main(int argc, char **argv)
 
     /* Block the stop signals before any thread starts, so every thread
      * inherits the mask and only sigsuspend below takes them (nanosleep in
-     * the connect loop runs with them unblocked). */
+     * the connect loop runs with them unblocked). node/main.c and
+     * coordinator/main.c do the same: common/ would be its home, but each
+     * daemon keeps its own stop flag and node/main.c is being split into
+     * phases (issue 15), so it is shared once that split has landed. */
     sigset_t stopset, waitset;
     sigemptyset(&stopset);
     sigaddset(&stopset, SIGTERM);
