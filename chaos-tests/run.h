@@ -87,7 +87,7 @@ typedef struct run {
                             faults_run before the scenario starts any thread */
     atomic_int crashes;  /* daemon exits we did not cause */
     int crashes_seen[CLUSTER_MAX_NODES + CLUSTER_MAX_COORDINATORS]; /* per process, noted by
-                                                                      faults_check_crashes */
+                                                                      procs_check_crashes */
     atomic_int progress_stop;
     char plants[RUN_MAX_PLANTS][96]; /* "table/key" of each planted violation (plant.h) */
     int nplants;

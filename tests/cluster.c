@@ -545,6 +545,25 @@ int cluster_crashed(cluster *c, int *status)
     return -1;
 }
 
+int cluster_start_client(cluster **out, const cluster_options *opt, lapse_client **client)
+{
+    char err[512];
+    lapse_error e;
+    *client = NULL;
+    if (cluster_start(out, opt, err, sizeof(err)) != 0) {
+        fprintf(stderr, "cluster_start: %s\n", err);
+        return -1;
+    }
+    if (lapse_connect(client, cluster_coordinator_url(*out), &e) != 0) {
+        fprintf(stderr, "lapse_connect: %s\n", e.message);
+        cluster_free(*out, 1);
+        *out = NULL;
+        *client = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 void cluster_free(cluster *c, int remove_dir)
 {
     if (c == NULL) {

@@ -32,6 +32,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../client/lapse.h"
+
 #define CLUSTER_MAX_NODES 8
 #define CLUSTER_MAX_COORDINATORS 4
 
@@ -55,6 +57,11 @@ typedef struct cluster_options {
  * node is registered and UP. On error *out is NULL, everything started is
  * stopped and err says why. Returns 0, LAPSE_EUNAVAILABLE or LAPSE_EIO. */
 int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t errlen);
+/* cluster_start, then lapse_connect to every coordinator of it into
+ * *client: the set-up of a test group. On failure prints why to stderr,
+ * frees what it started and returns -1 (*out and *client NULL); else 0. */
+int cluster_start_client(cluster **out, const cluster_options *opt, lapse_client **client);
+
 /* Stops every running process (SIGTERM, then SIGKILL after 5 s) and frees.
  * The run directory is removed when remove_dir is set. Accepts NULL. */
 void cluster_free(cluster *c, int remove_dir);

@@ -33,12 +33,7 @@ static int group_setup(void **state)
     (void)state;
     cluster_options o = {.nodes = 3, .quiet = 1, .etcd = 3, .coordinators = 2};
     char err[512];
-    if (cluster_start(&g_cluster, &o, err, sizeof(err)) != 0) {
-        fprintf(stderr, "cluster_start: %s\n", err);
-        return -1;
-    }
-    lapse_error e;
-    if (lapse_connect(&g_client, cluster_coordinator_url(g_cluster), &e) != 0 ||
+    if (cluster_start_client(&g_cluster, &o, &g_client) != 0 ||
         etcd_open(&g_etcd, etcd_members_endpoints(cluster_etcd(g_cluster)), 2000, err,
                   sizeof(err)) != 0) {
         return -1;
