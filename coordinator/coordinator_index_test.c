@@ -13,7 +13,7 @@
 
 #include "../common/clock.h"
 #include "../rpc/wire.h"
-#include "fixture.h"
+#include "coordinator_testutil.h"
 
 /* ------------------------------------------------------------------------ */
 /* Fake node 1: records the maps pushed to it                               */

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 
 #include "../common/clock.h"
-#include "fixture.h"
+#include "coordinator_testutil.h"
 
 /* ------------------------------------------------------------------------ */
 /* Tests                                                                    */

@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 
 #include "../common/clock.h"
-#include "fixture.h"
+#include "coordinator_testutil.h"
 
 #define ACT_ENABLE LAPSE__UPDATE_TIME_TO_LIVE_REQUEST__ACTION__ENABLE
 #define ACT_DISABLE LAPSE__UPDATE_TIME_TO_LIVE_REQUEST__ACTION__DISABLE

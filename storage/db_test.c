@@ -20,7 +20,7 @@
 #include "../common/buf.h"
 #include "../common/lapse_err.h"
 #include "db.h"
-#include "testdir.h"
+#include "storage_testutil.h"
 
 typedef struct fixture {
     char dir[512];

@@ -1,5 +1,6 @@
-/* fixture.c: the process fixture of coordinator_test. Contract in fixture.h. */
-#include "fixture.h"
+/* coordinator_testutil.c: the process fixture of the coordinator tests.
+ * Contract in coordinator_testutil.h. */
+#include "coordinator_testutil.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,8 @@
 /*
- * fixture.h: the process fixture of coordinator_test: one real
- * lapse-coordinator started with posix_spawn (NNG is not fork-safe) on a free
- * loopback port and a fresh data dir, one rpc_client to it, and a thread that
+ * coordinator_testutil.h: the process fixture of the coordinator tests (its
+ * exports are fixture_*): one real lapse-coordinator started with
+ * posix_spawn (NNG is not fork-safe) on a free loopback port and a fresh
+ * data dir, one rpc_client to it, and a thread that
  * heartbeats for up to FIXTURE_NODES fake nodes (no node servers exist, so
  * pushes to them fail and are logged). Fake heartbeats carry the TTL progress
  * and clock pause a test sets (fixture_set_ttl_progress,
@@ -17,8 +18,8 @@
  *  2. After fixture_set_alive returns, no heartbeat of a node outside the
  *     new set is sent.
  */
-#ifndef LAPSE_COORD_FIXTURE_H
-#define LAPSE_COORD_FIXTURE_H
+#ifndef LAPSE_COORD_TESTUTIL_H
+#define LAPSE_COORD_TESTUTIL_H
 
 #include <setjmp.h>
 #include <stdarg.h>
