@@ -28,6 +28,7 @@
 #include "../common/config.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../common/stopsig.h"
 #include "../common/token.h"
 #include "leader.h"
 #include "server.h"
@@ -248,21 +249,9 @@ int main(int argc, char **argv)
         }
     }
 
-    /* Block before any thread exists, so only sigsuspend below receives.
-     * node/main.c and dynamodb/main.c do the same (see there why it is not
-     * shared yet). */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    /* Before any thread exists, so only sigsuspend below receives. */
+    sigset_t wait_mask;
+    stopsig_block(on_signal, &wait_mask);
 
     server_config cfg = {0};
     cfg.listen_url = f.listen;
@@ -307,9 +296,6 @@ int main(int argc, char **argv)
     }
     pthread_mutex_unlock(&s->lock);
 
-    sigset_t wait_mask = old;
-    sigdelset(&wait_mask, SIGTERM);
-    sigdelset(&wait_mask, SIGINT);
     while (!stop_requested) {
         sigsuspend(&wait_mask);
     }

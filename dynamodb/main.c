@@ -14,6 +14,7 @@
 
 #include "../client/lapse.h"
 #include "../common/log.h"
+#include "../common/stopsig.h"
 #include "../rpc/http_service.h"
 #include "ddb_api.h"
 
@@ -119,26 +120,11 @@ int main(int argc, char **argv)
     }
     log_init("dynamodb", LOG_INFO);
 
-    /* Block the stop signals before any thread starts, so every thread
-     * inherits the mask and only sigsuspend below takes them (nanosleep in
-     * the connect loop runs with them unblocked). node/main.c and
-     * coordinator/main.c do the same: common/ would be its home, but each
-     * daemon keeps its own stop flag and node/main.c is being split into
-     * phases (issue 15), so it is shared once that split has landed. */
-    sigset_t stopset, waitset;
-    sigemptyset(&stopset);
-    sigaddset(&stopset, SIGTERM);
-    sigaddset(&stopset, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stopset, &waitset);
-    sigdelset(&waitset, SIGTERM);
-    sigdelset(&waitset, SIGINT);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    /* Before any thread starts, so every thread inherits the mask and only
+     * sigsuspend below takes them (nanosleep in the connect loop runs with
+     * them unblocked). */
+    sigset_t waitset;
+    stopsig_block(on_signal, &waitset);
 
     /* The cluster may still be starting: retry, twice a second, until a
      * coordinator answers or a stop signal comes. */
