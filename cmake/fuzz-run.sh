@@ -5,7 +5,7 @@
 # run longer by `make fuzz`, which grows the corpus.
 #
 # usage: fuzz-run.sh NAME TARGET_C CORPUS SRC_ROOT GEN_DIR WORK_DIR SECONDS [SEEDS_C]
-#   NAME      the target's name (fuzz_request, fuzz_ddbjson): binaries and
+#   NAME      the target's name (fuzz_request, fuzz_ddbjson, fuzz_expr): binaries and
 #             messages
 #   TARGET_C  the source defining LLVMFuzzerTestOneInput
 #   CORPUS    the repository's corpus for it (rpc/fuzz/corpus,
@@ -87,6 +87,17 @@ for f in "$SRC"/common/*.c "$SRC/placement/pmap.c" "$SRC/placement/hash.c" "$SRC
     "$CLANG" $FLAGS $WARN $INSTR -c "$f" -o "$o"
 done
 "$CLANG" $FLAGS $INSTR -Wno-unused-parameter -c "$GEN/lapse.pb-c.c" -o "$WORK/obj/lapse.pb-c.o"
+# The expression parser (fuzz_expr): expr/ and what re2c and lemon generated
+# into EXPR_GEN_DIR (set by expr/CMakeLists.txt) at build time.
+if [ -n "${EXPR_GEN_DIR:-}" ]; then
+    for f in "$SRC"/expr/*.c; do
+        case $f in *_test.c | */fuzz_*.c) continue ;; esac
+        "$CLANG" $FLAGS $WARN $INSTR -I"$EXPR_GEN_DIR" -c "$f" -o "$WORK/obj/expr_$(basename "$f" .c).o"
+    done
+    "$CLANG" $FLAGS $INSTR -I"$SRC/expr" -c "$EXPR_GEN_DIR/expr_lex.c" -o "$WORK/obj/expr_gen_lex.o"
+    "$CLANG" $FLAGS $INSTR -I"$SRC/expr" -w -c "$EXPR_GEN_DIR/expr_gram.c" -o "$WORK/obj/expr_gen_gram.o"
+    FLAGS="$FLAGS -I$SRC/expr"
+fi
 ar rcs "$WORK/libfuzzdeps.a" "$WORK/obj/"*.o
 
 LIBS="-lprotobuf-c -lxxhash -ljansson -lm -lpthread"

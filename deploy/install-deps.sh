@@ -14,6 +14,7 @@ pkgs=(
   libcurl4-openssl-dev etcd-server etcd-client
   prometheus curl iproute2 python3
   awscli python3-boto3 python3-pytest
+  re2c lemon
 )
 
 missing=()

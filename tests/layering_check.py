@@ -21,13 +21,13 @@ import sys
 import tempfile
 
 MODULE_DIRS = ["common", "proto", "storage", "placement", "partition", "rpc", "etcd",
-               "coordinator", "node", "client", "dynamodb"]
+               "coordinator", "node", "client", "expr", "dynamodb"]
 # Foreign headers and link targets, by the name the table uses.
 FOREIGN_INCLUDES = {"rocksdb/": "rocksdb", "nng/": "nng", "curl/": "curl", "jansson.h": "jansson",
                     "xxhash.h": "xxhash", "protobuf-c/": "protobuf-c"}
 LINK_NAMES = {"lapse_common": "common", "lapse_proto": "proto", "lapse_storage": "storage",
               "lapse_placement": "placement", "lapse_partition": "partition",
-              "lapse_rpc": "rpc", "lapse_etcd": "etcd", "dep_rocksdb": "rocksdb",
+              "lapse_rpc": "rpc", "lapse_etcd": "etcd", "lapse_expr": "expr", "dep_rocksdb": "rocksdb",
               "lapse_client_shared": "client", "lapse_client_static": "client",
               "dep_nng": "nng", "dep_curl": "curl", "dep_jansson": "jansson",
               "dep_xxhash": "xxhash", "dep_protobufc": "protobuf-c"}
