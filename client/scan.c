@@ -16,6 +16,7 @@
  * is the key from which the next call continues; its partition is found by
  * hashing it, which is why a continuation key is always a real item key.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -517,4 +518,43 @@ int lapse_partition_owners(lapse_client *c, const char *table, uint32_t **owners
     *owners = v;
     *n = parts;
     return client_ok(err);
+}
+
+int lapse_key_schema(lapse_client *c, const char *table, const char *index, char *pk, char *sk,
+                     lapse_error *err)
+{
+    table_schema t;
+    int rv;
+
+    if (pk == NULL || sk == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    pk[0] = sk[0] = '\0';
+    if (c == NULL || table == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    if ((rv = client_table(c, table, &t, err)) != 0) {
+        return rv;
+    }
+    _Static_assert(SCHEMA_MAX_KEY_NAME <= LAPSE_KEY_NAME_MAX, "key names fit");
+    if (index == NULL || index[0] == '\0') {
+        snprintf(pk, LAPSE_KEY_NAME_MAX + 1, "%s", t.pk.name);
+        snprintf(sk, LAPSE_KEY_NAME_MAX + 1, "%s", t.sk.name);
+        return 0;
+    }
+    for (uint32_t i = 0; i < t.nlsi; i++) {
+        if (strcmp(t.lsi[i].name, index) == 0) {
+            snprintf(pk, LAPSE_KEY_NAME_MAX + 1, "%s", t.pk.name);
+            snprintf(sk, LAPSE_KEY_NAME_MAX + 1, "%s", t.lsi[i].sk.name);
+            return 0;
+        }
+    }
+    for (uint32_t i = 0; i < t.ngsi; i++) {
+        if (strcmp(t.gsi[i].name, index) == 0) {
+            snprintf(pk, LAPSE_KEY_NAME_MAX + 1, "%s", t.gsi[i].pk.name);
+            snprintf(sk, LAPSE_KEY_NAME_MAX + 1, "%s", t.gsi[i].sk.name);
+            return 0;
+        }
+    }
+    return client_err(err, LAPSE_ENOTFOUND, "table \"%s\" has no index \"%s\"", table, index);
 }

@@ -32,6 +32,7 @@ static const struct {
     {"PutItem", ddb_items_put},
     {"GetItem", ddb_items_get},
     {"DeleteItem", ddb_items_delete},
+    {"UpdateItem", ddb_items_update},
 };
 
 /* Runs the operation target names on body; fills x (invariant 1 of

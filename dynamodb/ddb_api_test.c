@@ -100,20 +100,65 @@ static void member_errors(void **state)
 static void unsupported_parameters_are_named(void **state)
 {
     (void)state;
-    expect_error(
-        T("PutItem"),
-        "{\"TableName\":\"t\",\"Item\":{},\"ConditionExpression\":\"attribute_exists(a)\"}", 400,
-        "ValidationException", "ConditionExpression");
     expect_error(T("PutItem"), "{\"TableName\":\"t\",\"Item\":{},\"ReturnValues\":\"ALL_OLD\"}",
-                 400, "ValidationException", "ReturnValues");
-    expect_error(T("GetItem"), "{\"TableName\":\"t\",\"Key\":{},\"ProjectionExpression\":\"a\"}",
-                 400, "ValidationException", "ProjectionExpression");
+                 400, "ValidationException", "ReturnValues ALL_OLD");
+    expect_error(T("UpdateItem"),
+                 "{\"TableName\":\"t\",\"Key\":{},\"UpdateExpression\":\"SET a = :v\","
+                 "\"ExpressionAttributeValues\":{\":v\":{\"N\":\"1\"}},\"ReturnValues\":\"UPDATED_OLD\"}",
+                 400, "ValidationException", "ReturnValues UPDATED_OLD");
     expect_error(T("GetItem"), "{\"TableName\":\"t\",\"Key\":{},\"AttributesToGet\":[\"a\"]}", 400,
                  "ValidationException", "AttributesToGet");
     expect_error(T("DeleteItem"), "{\"TableName\":\"t\",\"Key\":{},\"Expected\":{}}", 400,
                  "ValidationException", "Expected");
+    expect_error(T("UpdateItem"), "{\"TableName\":\"t\",\"Key\":{},\"AttributeUpdates\":{}}", 400,
+                 "ValidationException", "AttributeUpdates");
     expect_error(T("CreateTable"), "{\"TableName\":\"t\",\"Tags\":[]}", 400, "ValidationException",
                  "Tags");
+}
+
+/* Expressions are parsed before any liblapse call: every mistake is a
+ * ValidationException in DynamoDB's words, naming the culprit. */
+static void expression_errors_are_named(void **state)
+{
+    (void)state;
+    expect_error(T("PutItem"),
+                 "{\"TableName\":\"t\",\"Item\":{},\"ConditionExpression\":\"status = :v\","
+                 "\"ExpressionAttributeValues\":{\":v\":{\"S\":\"x\"}}}",
+                 400, "ValidationException", "reserved keyword: status");
+    expect_error(T("PutItem"),
+                 "{\"TableName\":\"t\",\"Item\":{},\"ConditionExpression\":\"a = :nope\"}", 400,
+                 "ValidationException", "attribute value: :nope");
+    expect_error(T("DeleteItem"),
+                 "{\"TableName\":\"t\",\"Key\":{},\"ConditionExpression\":\"#n = :v\","
+                 "\"ExpressionAttributeValues\":{\":v\":{\"S\":\"x\"}}}",
+                 400, "ValidationException", "attribute name: #n");
+    expect_error(T("GetItem"),
+                 "{\"TableName\":\"t\",\"Key\":{},\"ProjectionExpression\":\"a,\"}", 400,
+                 "ValidationException", "Invalid ProjectionExpression: Syntax error");
+    expect_error(T("GetItem"),
+                 "{\"TableName\":\"t\",\"Key\":{},\"ProjectionExpression\":\"a\","
+                 "\"ExpressionAttributeNames\":{\"#x\":\"x\"}}",
+                 400, "ValidationException", "unused in expressions: keys: {#x}");
+    expect_error(T("UpdateItem"),
+                 "{\"TableName\":\"t\",\"Key\":{},\"UpdateExpression\":\"SET a = :v REMOVE a.b\","
+                 "\"ExpressionAttributeValues\":{\":v\":{\"N\":\"1\"}}}",
+                 400, "ValidationException", "Two document paths overlap");
+    expect_error(T("UpdateItem"),
+                 "{\"TableName\":\"t\",\"Key\":{},\"UpdateExpression\":\"SET a = :v\","
+                 "\"ExpressionAttributeValues\":{\":v\":[]}}",
+                 400, "ValidationException", ":v");
+    char body[4096];
+    int n = snprintf(body, sizeof body,
+                     "{\"TableName\":\"t\",\"Key\":{},\"ConditionExpression\":\"");
+    for (int i = 0; i < 100; i++) {
+        body[n++] = '(';
+    }
+    n += snprintf(body + n, sizeof body - (size_t)n, "attribute_exists(a)");
+    for (int i = 0; i < 100; i++) {
+        body[n++] = ')';
+    }
+    snprintf(body + n, sizeof body - (size_t)n, "\"}");
+    expect_error(T("DeleteItem"), body, 400, "ValidationException", "nested too deeply");
 }
 
 static void create_table_and_ttl_validation(void **state)
@@ -172,6 +217,7 @@ int main(void)
         cmocka_unit_test(frame_errors),
         cmocka_unit_test(member_errors),
         cmocka_unit_test(unsupported_parameters_are_named),
+        cmocka_unit_test(expression_errors_are_named),
         cmocka_unit_test(create_table_and_ttl_validation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,34 +1,61 @@
 /*
- * ddb_items.c: PutItem, GetItem and DeleteItem on lapse_put, lapse_get and
- * lapse_delete. Reads are always strongly consistent (the partition's owner
- * answers), so ConsistentRead is accepted either way.
+ * ddb_items.c: PutItem, GetItem, DeleteItem and UpdateItem. Reads are always
+ * strongly consistent (the partition's owner answers), so ConsistentRead is
+ * accepted either way. Conditions and updates go through ddb_write_run
+ * (ddb_expr.h), which says what is atomic.
  */
 #include "ddb_items.h"
 
 #include <string.h>
 
-/* Parameters of the expression family and friends, refused until the
- * expression grammar lands (docs/dynamodb-api.md). */
-static const char *const put_unsupported[] = {
-    "ConditionExpression",       "Expected", "ConditionalOperator", "ExpressionAttributeNames",
-    "ExpressionAttributeValues", NULL};
-static const char *const get_unsupported[] = {"ProjectionExpression", "AttributesToGet",
-                                              "ExpressionAttributeNames", NULL};
+#include "ddb_expr.h"
 
-/* ReturnValues: NONE (or absent) is all this slice answers. */
-static int return_values_none(ddb_ctx *x, json_t *req, const char *op)
+/* The legacy forms the SDKs can still send, not served yet. */
+static const char *const write_unsupported[] = {"Expected", "ConditionalOperator",
+                                                "AttributeUpdates", NULL};
+static const char *const get_unsupported[] = {"AttributesToGet", NULL};
+
+/* ReturnValues: *out is the value (NONE when absent); anything outside
+ * allowed (a NULL-terminated list) is refused, saying why. */
+static int return_values(ddb_ctx *x, json_t *req, const char *op, const char *const *allowed,
+                         const char **out)
 {
+    static const char *const known[] = {"NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW",
+                                        "UPDATED_NEW", NULL};
     const char *rv;
+    *out = "NONE";
     if (ddb_req_string(x, req, "ReturnValues", 0, &rv) != 0) {
         return -1;
     }
-    if (rv != NULL && strcmp(rv, "NONE") != 0) {
+    if (rv == NULL) {
+        return 0;
+    }
+    int ok = 0;
+    for (size_t i = 0; known[i] != NULL; i++) {
+        ok = ok || strcmp(known[i], rv) == 0;
+    }
+    if (!ok) {
         return ddb_req_fail(x, 400, "ValidationException",
-                            "%s: ReturnValues %s is not supported by Lapse's DynamoDB API yet "
-                            "(only NONE)",
+                            "1 validation error detected: Value '%.50s' at 'returnValues' failed "
+                            "to satisfy constraint: Member must satisfy enum value set: [NONE, "
+                            "ALL_OLD, UPDATED_OLD, ALL_NEW, UPDATED_NEW]",
+                            rv);
+    }
+    for (size_t i = 0; allowed[i] != NULL; i++) {
+        if (strcmp(allowed[i], rv) == 0) {
+            *out = rv;
+            return 0;
+        }
+    }
+    if (strstr(rv, "OLD") != NULL) {
+        return ddb_req_fail(x, 400, "ValidationException",
+                            "%s: ReturnValues %s is not supported by Lapse: the node does not "
+                            "return the item it replaced, and a read beside the write would not "
+                            "be atomic (docs/dynamodb-api.md)",
                             op, rv);
     }
-    return 0;
+    return ddb_req_fail(x, 400, "ValidationException",
+                        "ReturnValues %s is not valid for %s", rv, op);
 }
 
 /* The table and the Key (or Item) of a request, the key checked against the
@@ -56,68 +83,146 @@ static int table_and_item(ddb_ctx *x, json_t *req, const char *member, int key_o
     return 0;
 }
 
+static const char *const none_only[] = {"NONE", NULL};
+
+/* PutItem and DeleteItem: the same but for the item. */
+static int put_or_delete(ddb_ctx *x, json_t *req, ddb_write_kind kind)
+{
+    const char *op = kind == DDB_PUT ? "PutItem" : "DeleteItem", *table, *rvals;
+    lapse_item *it = NULL, *key = NULL;
+    expr_ctx e;
+    expr_node *cond;
+    int rv = -1;
+    if (ddb_expr_init(x, req, &e) != 0 || ddb_req_unsupported(x, req, op, write_unsupported) != 0 ||
+        return_values(x, req, op, none_only, &rvals) != 0 ||
+        ddb_expr_condition(x, &e, req, "ConditionExpression", &cond) != 0 ||
+        ddb_expr_done(x, &e) != 0 ||
+        table_and_item(x, req, kind == DDB_PUT ? "Item" : "Key", kind == DDB_DELETE, &table,
+                       &it) != 0) {
+        goto out;
+    }
+    if (kind == DDB_PUT && cond != NULL && ddb_expr_key_of(x, table, it, &key) != 0) {
+        goto out;
+    }
+    ddb_write w = {.kind = kind,
+                   .table = table,
+                   .key = kind == DDB_PUT ? key : it,
+                   .item = it,
+                   .cond = cond};
+    if (ddb_write_run(x, &e, &w) == 0) {
+        x->out = json_object();
+        rv = 0;
+    }
+out:
+    lapse_item_free(it);
+    lapse_item_free(key);
+    expr_ctx_fini(&e);
+    return rv;
+}
+
 int ddb_items_put(ddb_ctx *x, json_t *req)
 {
-    const char *table;
-    lapse_item *it;
-    lapse_error err;
-    if (ddb_req_unsupported(x, req, "PutItem", put_unsupported) != 0 ||
-        return_values_none(x, req, "PutItem") != 0 ||
-        table_and_item(x, req, "Item", 0, &table, &it) != 0) {
-        return -1;
-    }
-    int rv = lapse_put(x->c, table, it, NULL, &err);
-    lapse_item_free(it);
-    if (rv != 0) {
-        return ddb_req_lapse_fail(x, &err, table);
-    }
-    x->out = json_object();
-    return 0;
+    return put_or_delete(x, req, DDB_PUT);
+}
+
+int ddb_items_delete(ddb_ctx *x, json_t *req)
+{
+    return put_or_delete(x, req, DDB_DELETE);
 }
 
 int ddb_items_get(ddb_ctx *x, json_t *req)
 {
     const char *table;
-    lapse_item *key, *it = NULL;
+    lapse_item *key = NULL, *it = NULL;
     lapse_error err;
-    int consistent = 0;
-    if (ddb_req_unsupported(x, req, "GetItem", get_unsupported) != 0 ||
+    expr_ctx e;
+    expr_node *proj;
+    int consistent = 0, rv = -1;
+    if (ddb_expr_init(x, req, &e) != 0 ||
+        ddb_req_unsupported(x, req, "GetItem", get_unsupported) != 0 ||
         ddb_req_bool(x, req, "ConsistentRead", 0, &consistent) != 0 ||
+        ddb_expr_projection(x, &e, req, &proj) != 0 || ddb_expr_done(x, &e) != 0 ||
         table_and_item(x, req, "Key", 1, &table, &key) != 0) {
-        return -1;
+        goto out;
     }
-    int rv = lapse_get(x->c, table, key, &it, &err);
-    lapse_item_free(key);
-    if (rv != 0) {
-        return ddb_req_lapse_fail(x, &err, table);
+    if (lapse_get(x->c, table, key, &it, &err) != 0) {
+        ddb_req_lapse_fail(x, &err, table);
+        goto out;
     }
     x->out = json_object();
     if (it != NULL) {
         json_t *doc = ddb_req_item_json(x, it);
-        lapse_item_free(it);
         if (doc == NULL) {
-            return -1;
+            json_decref(x->out);
+            x->out = NULL;
+            goto out;
+        }
+        if (proj != NULL) {
+            json_t *p = expr_project(proj, doc);
+            json_decref(doc);
+            doc = p;
         }
         json_object_set_new(x->out, "Item", doc);
     }
-    return 0;
+    rv = 0;
+out:
+    lapse_item_free(key);
+    lapse_item_free(it);
+    expr_ctx_fini(&e);
+    return rv;
 }
 
-int ddb_items_delete(ddb_ctx *x, json_t *req)
+int ddb_items_update(ddb_ctx *x, json_t *req)
 {
-    const char *table;
-    lapse_item *key;
-    lapse_error err;
-    if (ddb_req_unsupported(x, req, "DeleteItem", put_unsupported) != 0 ||
-        return_values_none(x, req, "DeleteItem") != 0 ||
-        table_and_item(x, req, "Key", 1, &table, &key) != 0) {
-        return -1;
+    static const char *const allowed[] = {"NONE", "ALL_NEW", "UPDATED_NEW", NULL};
+    const char *table, *rvals;
+    lapse_item *key = NULL;
+    expr_ctx e;
+    expr_node *cond;
+    expr_action *actions;
+    int rv = -1;
+    if (ddb_expr_init(x, req, &e) != 0 ||
+        ddb_req_unsupported(x, req, "UpdateItem", write_unsupported) != 0 ||
+        return_values(x, req, "UpdateItem", allowed, &rvals) != 0 ||
+        ddb_expr_update(x, &e, req, &actions) != 0 ||
+        ddb_expr_condition(x, &e, req, "ConditionExpression", &cond) != 0 ||
+        ddb_expr_done(x, &e) != 0 || table_and_item(x, req, "Key", 1, &table, &key) != 0) {
+        goto out;
     }
-    int rv = lapse_delete(x->c, table, key, NULL, &err);
-    lapse_item_free(key);
-    if (rv != 0) {
-        return ddb_req_lapse_fail(x, &err, table);
+    if (actions == NULL) {
+        ddb_req_fail(x, 400, "ValidationException",
+                     "UpdateItem: an UpdateExpression is required by Lapse (an update with no "
+                     "actions is not served)");
+        goto out;
+    }
+    ddb_write w = {.kind = DDB_UPDATE,
+                   .table = table,
+                   .key = key,
+                   .cond = cond,
+                   .update = actions,
+                   .want_new = strcmp(rvals, "NONE") != 0};
+    if (ddb_write_run(x, &e, &w) != 0) {
+        goto out;
     }
     x->out = json_object();
-    return 0;
+    if (w.new_item != NULL && strcmp(rvals, "ALL_NEW") == 0) {
+        json_object_set_new(x->out, "Attributes", w.new_item);
+    } else if (w.new_item != NULL) {
+        /* UPDATED_NEW: the top-level attributes the SET, ADD and DELETE
+         * actions wrote. */
+        json_t *attrs = json_object();
+        for (const expr_action *a = actions; a != NULL; a = a->next) {
+            json_t *v = json_object_get(w.new_item, a->path->path->name);
+            if (a->kind != EXPR_REMOVE && v != NULL) {
+                json_object_set(attrs, a->path->path->name, v);
+            }
+        }
+        json_object_set_new(x->out, "Attributes", attrs);
+        json_decref(w.new_item);
+    }
+    rv = 0;
+out:
+    lapse_item_free(key);
+    expr_ctx_fini(&e);
+    return rv;
 }

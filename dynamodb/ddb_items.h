@@ -1,7 +1,9 @@
 /*
- * ddb_items.h: the gateway's item operations (PutItem, GetItem, DeleteItem)
- * on liblapse's item calls, without expressions in this slice: a request
- * carrying one is refused with a ValidationException naming it.
+ * ddb_items.h: the gateway's item operations (PutItem, GetItem, DeleteItem,
+ * UpdateItem) on liblapse's item calls, with ConditionExpression,
+ * UpdateExpression and ProjectionExpression (ddb_expr.h says what is
+ * atomic). The legacy Expected/AttributeUpdates/AttributesToGet forms are
+ * refused with a ValidationException naming them.
  *
  * Thread-safety: as liblapse's client; each call on its own ddb_ctx.
  *
@@ -19,5 +21,6 @@
 int ddb_items_put(ddb_ctx *x, json_t *req);
 int ddb_items_get(ddb_ctx *x, json_t *req);
 int ddb_items_delete(ddb_ctx *x, json_t *req);
+int ddb_items_update(ddb_ctx *x, json_t *req);
 
 #endif

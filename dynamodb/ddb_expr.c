@@ -1,0 +1,451 @@
+/*
+ * ddb_expr.c: expressions in requests, and the conditional write engine
+ * (ddb_expr.h). Lapse's node checks one Condition per write under the
+ * partition lock: attribute_exists(a), attribute_not_exists(a) or a = v on
+ * a top-level attribute. A DynamoDB condition of exactly that shape, with an
+ * update that needs nothing from the item, is sent as is. Anything else is
+ * read, evaluated here, and written with a guard the node checks: the one
+ * attribute the evaluation depended on still has the value read (or the
+ * item is still absent). When the evaluation depended on more than that,
+ * no guard can make it atomic and the request is refused.
+ */
+#include "ddb_expr.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int ddb_expr_init(ddb_ctx *x, json_t *req, expr_ctx *e)
+{
+    json_t *names = NULL, *values = NULL;
+    const char *k;
+    json_t *v;
+    expr_ctx_init(e, NULL, NULL);
+    if (ddb_req_object(x, req, "ExpressionAttributeNames", 0, &names) != 0 ||
+        ddb_req_object(x, req, "ExpressionAttributeValues", 0, &values) != 0) {
+        return -1;
+    }
+    json_object_foreach(names, k, v) {
+        if (!json_is_string(v)) {
+            return ddb_req_fail(x, 400, "SerializationException",
+                                "ExpressionAttributeNames: %.100s must map to a string", k);
+        }
+        if (k[0] != '#') {
+            return ddb_req_fail(x, 400, "ValidationException",
+                                "ExpressionAttributeNames contains invalid key: Syntax error; "
+                                "key: \"%.100s\"",
+                                k);
+        }
+    }
+    json_object_foreach(values, k, v) {
+        if (!json_is_object(v) || json_object_size(v) != 1) {
+            return ddb_req_fail(x, 400, "ValidationException",
+                                "ExpressionAttributeValues contains invalid value: Supplied "
+                                "AttributeValue must have exactly one data type for key %.100s",
+                                k);
+        }
+        if (k[0] != ':') {
+            return ddb_req_fail(x, 400, "ValidationException",
+                                "ExpressionAttributeValues contains invalid key: Syntax error; "
+                                "key: \"%.100s\"",
+                                k);
+        }
+    }
+    e->names = names;
+    e->values = values;
+    return 0;
+}
+
+static int parsed(ddb_ctx *x, expr_ctx *e, int rv)
+{
+    return rv == 0 ? 0 : ddb_req_fail(x, 400, "ValidationException", "%s", e->err);
+}
+
+int ddb_expr_condition(ddb_ctx *x, expr_ctx *e, json_t *req, const char *member, expr_node **out)
+{
+    const char *text;
+    *out = NULL;
+    if (ddb_req_string(x, req, member, 0, &text) != 0) {
+        return -1;
+    }
+    if (text == NULL) {
+        return 0;
+    }
+    json_t *s = json_object_get(req, member);
+    return parsed(x, e, expr_parse_condition(e, member, text, json_string_length(s), out));
+}
+
+int ddb_expr_update(ddb_ctx *x, expr_ctx *e, json_t *req, expr_action **out)
+{
+    const char *text;
+    *out = NULL;
+    if (ddb_req_string(x, req, "UpdateExpression", 0, &text) != 0) {
+        return -1;
+    }
+    if (text == NULL) {
+        return 0;
+    }
+    json_t *s = json_object_get(req, "UpdateExpression");
+    return parsed(x, e, expr_parse_update(e, text, json_string_length(s), out));
+}
+
+int ddb_expr_projection(ddb_ctx *x, expr_ctx *e, json_t *req, expr_node **out)
+{
+    const char *text;
+    *out = NULL;
+    if (ddb_req_string(x, req, "ProjectionExpression", 0, &text) != 0) {
+        return -1;
+    }
+    if (text == NULL) {
+        return 0;
+    }
+    json_t *s = json_object_get(req, "ProjectionExpression");
+    return parsed(x, e, expr_parse_projection(e, text, json_string_length(s), out));
+}
+
+int ddb_expr_done(ddb_ctx *x, expr_ctx *e)
+{
+    return parsed(x, e, expr_check_unused(e));
+}
+
+int ddb_expr_key_of(ddb_ctx *x, const char *table, const lapse_item *item, lapse_item **out)
+{
+    char pk[LAPSE_KEY_NAME_MAX + 1], sk[LAPSE_KEY_NAME_MAX + 1];
+    lapse_error err;
+    *out = NULL;
+    if (lapse_key_schema(x->c, table, NULL, pk, sk, &err) != 0) {
+        return ddb_req_lapse_fail(x, &err, table);
+    }
+    lapse_item *key = lapse_item_new();
+    const char *names[2] = {pk, sk};
+    for (int i = 0; key != NULL && i < 2; i++) {
+        char *v = names[i][0] ? lapse_item_get_json(item, names[i]) : NULL;
+        if (v != NULL && lapse_item_set_json(key, names[i], v, &err) != 0) {
+            lapse_free(v);
+            lapse_item_free(key);
+            return ddb_req_lapse_fail(x, &err, table);
+        }
+        lapse_free(v);
+    }
+    if (key == NULL) {
+        return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
+    }
+    *out = key;
+    return 0;
+}
+
+/* ---- what an expression reads ---- */
+
+/* Adds the top-level attribute of every path under n to reads. */
+static void node_reads(const expr_node *n, json_t *reads)
+{
+    /* next links argument and IN lists; walking a sibling twice is harmless. */
+    for (; n != NULL; n = n->next) {
+        if (n->kind == EXPR_PATH) {
+            json_object_set_new(reads, n->path->name, json_true());
+        }
+        node_reads(n->a, reads);
+        node_reads(n->b, reads);
+        node_reads(n->c, reads);
+    }
+}
+
+static void cond_reads(const expr_node *c, json_t *reads)
+{
+    if (c != NULL) {
+        /* A condition tree has no next links at its root. */
+        expr_node copy = *c;
+        copy.next = NULL;
+        node_reads(&copy, reads);
+    }
+}
+
+/* What an update reads from the item: the values on the right of SET, the
+ * targets of ADD and DELETE, and the top-level attribute around a nested
+ * path (rewritten whole). */
+static void update_reads(const expr_action *a, json_t *reads)
+{
+    for (; a != NULL; a = a->next) {
+        if (a->kind == EXPR_SET) {
+            expr_node v = *a->value;
+            v.next = NULL;
+            node_reads(&v, reads);
+        }
+        if (a->path->path->next != NULL || a->kind == EXPR_ADD || a->kind == EXPR_DELETE) {
+            json_object_set_new(reads, a->path->path->name, json_true());
+        }
+    }
+}
+
+/* Maps c onto Lapse's one Condition when it has exactly that shape. */
+static int simple_condition(const expr_node *c, lapse_condition *lc, char **value_json)
+{
+    *value_json = NULL;
+    if (c->kind == EXPR_FUNC && c->a->kind == EXPR_PATH && c->a->path->next == NULL &&
+        (c->op == EXPR_FN_ATTRIBUTE_EXISTS || c->op == EXPR_FN_ATTRIBUTE_NOT_EXISTS)) {
+        lc->kind = c->op == EXPR_FN_ATTRIBUTE_EXISTS ? LAPSE_COND_EXISTS : LAPSE_COND_NOT_EXISTS;
+        lc->attribute = c->a->path->name;
+        lc->value_json = NULL;
+        return 1;
+    }
+    if (c->kind == EXPR_CMP && c->op == EXPR_EQ) {
+        const expr_node *p = c->a->kind == EXPR_PATH ? c->a : c->b;
+        const expr_node *v = c->a->kind == EXPR_PATH ? c->b : c->a;
+        if (p->kind == EXPR_PATH && p->path->next == NULL && v->kind == EXPR_VALUE) {
+            const char *t = json_object_iter_key(json_object_iter(v->value));
+            if (t == NULL || (strcmp(t, "S") && strcmp(t, "N") && strcmp(t, "B"))) {
+                return 0; /* the node compares scalars; others go the general way */
+            }
+            *value_json = json_dumps(v->value, JSON_COMPACT);
+            lc->kind = LAPSE_COND_EQUALS;
+            lc->attribute = p->path->name;
+            lc->value_json = *value_json;
+            return *value_json != NULL;
+        }
+    }
+    return 0;
+}
+
+/* ---- the write ---- */
+
+static int key_has(const lapse_item *key, const char *name)
+{
+    for (size_t i = 0; i < lapse_item_count(key); i++) {
+        if (strcmp(lapse_item_name(key, i), name) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Sends the update that turns old into new (top-level differences). */
+static int send_update(ddb_ctx *x, ddb_write *w, json_t *old, json_t *new_item,
+                       const lapse_condition *guard, lapse_error *err)
+{
+    lapse_update *u = lapse_update_new();
+    const char *k;
+    json_t *v;
+    size_t n = 0;
+    int rv = 0;
+    if (u == NULL) {
+        return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
+    }
+    json_object_foreach(new_item, k, v) {
+        if (key_has(w->key, k) || (old != NULL && json_equal(json_object_get(old, k), v))) {
+            continue;
+        }
+        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        rv = text != NULL ? lapse_update_set(u, k, text, err) : LAPSE_ENOMEM;
+        free(text);
+        n++;
+        if (rv != 0) {
+            lapse_update_free(u);
+            return rv;
+        }
+    }
+    json_object_foreach(old, k, v) {
+        if (json_object_get(new_item, k) == NULL) {
+            lapse_update_remove(u, k);
+            n++;
+        }
+    }
+    lapse_item *after = NULL;
+    if (n == 0 && old == NULL) {
+        /* Only removals on an absent item: DynamoDB still creates it. */
+        rv = lapse_put(x->c, w->table, w->key, guard, err);
+    } else if (n > 0) {
+        rv = lapse_update_item(x->c, w->table, w->key, u, guard, w->want_new ? &after : NULL, err);
+    }
+    lapse_update_free(u);
+    if (rv == 0 && w->want_new) {
+        w->new_item = after != NULL ? ddb_req_item_json(x, after) : json_deep_copy(new_item);
+        lapse_item_free(after);
+    }
+    return rv;
+}
+
+/* The direct path: no read, the node checks the (simple) condition. */
+static int direct(ddb_ctx *x, ddb_write *w, const lapse_condition *lc, lapse_error *err)
+{
+    if (w->kind == DDB_PUT) {
+        return lapse_put(x->c, w->table, w->item, lc, err);
+    }
+    if (w->kind == DDB_DELETE) {
+        return lapse_delete(x->c, w->table, w->key, lc, err);
+    }
+    lapse_update *u = lapse_update_new();
+    int rv = u == NULL ? LAPSE_ENOMEM : 0;
+    for (const expr_action *a = w->update; a != NULL && rv == 0; a = a->next) {
+        if (a->kind == EXPR_REMOVE) {
+            rv = lapse_update_remove(u, a->path->path->name);
+        } else {
+            char *text = json_dumps(a->value->value, JSON_COMPACT);
+            rv = text != NULL ? lapse_update_set(u, a->path->path->name, text, err) : LAPSE_ENOMEM;
+            free(text);
+        }
+    }
+    lapse_item *after = NULL;
+    if (rv == 0) {
+        rv = lapse_update_item(x->c, w->table, w->key, u, lc, w->want_new ? &after : NULL, err);
+    }
+    if (rv == LAPSE_ENOMEM) {
+        err->code = LAPSE_ENOMEM;
+        snprintf(err->message, sizeof err->message, "out of memory");
+    }
+    lapse_update_free(u);
+    if (rv == 0 && w->want_new && after != NULL) {
+        w->new_item = ddb_req_item_json(x, after);
+    }
+    lapse_item_free(after);
+    return rv;
+}
+
+/* Chooses the guard for a write evaluated on old (NULL: absent). Returns 0,
+ * or -1 with a ValidationException when no single guard makes it atomic. */
+static int choose_guard(ddb_ctx *x, ddb_write *w, json_t *reads, json_t *old, lapse_condition *g,
+                        char **value_json)
+{
+    const char *k0 = lapse_item_name(w->key, 0), *k, *one = NULL, *two = NULL;
+    json_t *v;
+    int haskey = 0;
+    *value_json = NULL;
+    json_object_foreach(reads, k, v) {
+        if (key_has(w->key, k)) {
+            haskey = 1;
+        } else if (one == NULL) {
+            one = k;
+        } else if (two == NULL) {
+            two = k;
+        }
+    }
+    memset(g, 0, sizeof *g);
+    if (old == NULL) {
+        g->kind = LAPSE_COND_NOT_EXISTS; /* still absent: nothing it read has changed */
+        g->attribute = k0;
+        return 0;
+    }
+    if (one == NULL) {
+        g->kind = LAPSE_COND_EXISTS;
+        g->attribute = k0;
+        return 0;
+    }
+    json_t *have = json_object_get(old, one);
+    if (two == NULL && have != NULL) {
+        *value_json = json_dumps(have, JSON_COMPACT);
+        g->kind = LAPSE_COND_EQUALS;
+        g->attribute = one;
+        g->value_json = *value_json;
+        return *value_json != NULL ? 0 : ddb_req_fail(x, 500, "InternalServerError", "oom");
+    }
+    if (two == NULL && !haskey) {
+        g->kind = LAPSE_COND_NOT_EXISTS;
+        g->attribute = one;
+        return 0;
+    }
+    return ddb_req_fail(x, 400, "ValidationException",
+                        "Lapse cannot apply this request atomically: on an existing item its "
+                        "expressions read %s and %s, and Lapse's node checks a condition on one "
+                        "attribute (docs/dynamodb-api.md, \"What is atomic\")",
+                        one, two ? two : "the item's existence");
+}
+
+int ddb_write_run(ddb_ctx *x, expr_ctx *e, ddb_write *w)
+{
+    lapse_error err;
+    lapse_condition lc;
+    char *lc_value = NULL;
+    json_t *reads = json_object();
+    int rv = -1;
+    if (reads == NULL) {
+        return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
+    }
+    for (const expr_action *a = w->update; a != NULL; a = a->next) {
+        if (key_has(w->key, a->path->path->name)) {
+            json_decref(reads);
+            return ddb_req_fail(x, 400, "ValidationException",
+                                "One or more parameter values were invalid: Cannot update "
+                                "attribute %s. This attribute is part of the key",
+                                a->path->path->name);
+        }
+    }
+    update_reads(w->update, reads);
+    int simple = w->cond == NULL || simple_condition(w->cond, &lc, &lc_value);
+    if (json_object_size(reads) == 0 && simple) {
+        if (direct(x, w, w->cond != NULL ? &lc : NULL, &err) != 0) {
+            ddb_req_lapse_fail(x, &err, w->table);
+        } else {
+            rv = 0;
+        }
+        goto out;
+    }
+    cond_reads(w->cond, reads);
+    for (int attempt = 0; attempt < DDB_WRITE_ATTEMPTS; attempt++) {
+        lapse_item *got = NULL;
+        json_t *old = NULL;
+        lapse_condition guard;
+        char *guard_value = NULL;
+        if (lapse_get(x->c, w->table, w->key, &got, &err) != 0) {
+            ddb_req_lapse_fail(x, &err, w->table);
+            goto out;
+        }
+        if (got != NULL && (old = ddb_req_item_json(x, got)) == NULL) {
+            lapse_item_free(got);
+            goto out;
+        }
+        lapse_item_free(got);
+        int ok = 1;
+        if (w->cond != NULL && (ok = expr_eval(e, w->cond, old)) <= 0) {
+            json_decref(old);
+            if (ok < 0) {
+                ddb_req_fail(x, 400, "ValidationException", "%s", e->err);
+            } else {
+                ddb_req_fail(x, 400, "ConditionalCheckFailedException",
+                             "The conditional request failed");
+            }
+            goto out;
+        }
+        if (choose_guard(x, w, reads, old, &guard, &guard_value) != 0) {
+            json_decref(old);
+            goto out;
+        }
+        int wrv = 0;
+        if (w->kind == DDB_PUT) {
+            wrv = lapse_put(x->c, w->table, w->item, &guard, &err);
+        } else if (w->kind == DDB_DELETE) {
+            wrv = old != NULL ? lapse_delete(x->c, w->table, w->key, &guard, &err) : 0;
+        } else {
+            json_t *new_item = old != NULL ? json_deep_copy(old) : ddb_req_item_json(x, w->key);
+            if (new_item == NULL) {
+                free(guard_value);
+                json_decref(old);
+                goto out;
+            }
+            if (expr_apply_update(e, w->update, new_item) != 0) {
+                ddb_req_fail(x, 400, "ValidationException", "%s", e->err);
+                json_decref(new_item);
+                free(guard_value);
+                json_decref(old);
+                goto out;
+            }
+            wrv = send_update(x, w, old, new_item, &guard, &err);
+            json_decref(new_item);
+        }
+        free(guard_value);
+        json_decref(old);
+        if (wrv == 0) {
+            rv = 0;
+            goto out;
+        }
+        if (wrv != LAPSE_ECONDITION) {
+            ddb_req_lapse_fail(x, &err, w->table);
+            goto out;
+        }
+        /* The guard failed: the item changed after the read. Read again. */
+    }
+    ddb_req_fail(x, 500, "InternalServerError",
+                 "the item changed under %d attempts to apply a conditional write; retry",
+                 DDB_WRITE_ATTEMPTS);
+out:
+    free(lc_value);
+    json_decref(reads);
+    return rv;
+}
