@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ddb_items.h"
+#include "ddb_query.h"
 #include "ddb_req.h"
 #include "ddb_tables.h"
 
@@ -33,6 +34,10 @@ static const struct {
     {"GetItem", ddb_items_get},
     {"DeleteItem", ddb_items_delete},
     {"UpdateItem", ddb_items_update},
+    {"Query", ddb_query_query},
+    {"Scan", ddb_query_scan},
+    {"BatchWriteItem", ddb_batch_write},
+    {"BatchGetItem", ddb_batch_get},
 };
 
 /* Runs the operation target names on body; fills x (invariant 1 of
