@@ -55,7 +55,7 @@ static void frame_errors(void **state)
     expect_error(NULL, "{}", 400, "UnknownOperationException", "X-Amz-Target");
     expect_error("DynamoDBStreams_20120810.ListStreams", "{}", 400, "UnknownOperationException",
                  NULL);
-    expect_error(T("Query"), "{}", 400, "UnknownOperationException", "Query");
+    expect_error(T("TransactWriteItems"), "{}", 400, "UnknownOperationException", "TransactWriteItems");
     expect_error(T(""), "{}", 400, "UnknownOperationException", NULL);
     expect_error(T("ListTables"), "{not json", 400, "SerializationException", NULL);
     expect_error(T("ListTables"), "", 400, "SerializationException", NULL);
@@ -159,6 +159,19 @@ static void expression_errors_are_named(void **state)
     }
     snprintf(body + n, sizeof body - (size_t)n, "\"}");
     expect_error(T("DeleteItem"), body, 400, "ValidationException", "nested too deeply");
+    expect_error(T("Query"),
+                 "{\"TableName\":\"t\",\"KeyConditionExpression\":\"pk = :p\",\"Select\":\"COUNT\","
+                 "\"ProjectionExpression\":\"a\",\"ExpressionAttributeValues\":{\":p\":{\"S\":\"x\"}}}",
+                 400, "ValidationException", "ProjectionExpression");
+    expect_error(T("Scan"), "{\"TableName\":\"t\",\"Limit\":0}", 400, "ValidationException", "Limit");
+    expect_error(T("Scan"), "{\"TableName\":\"t\",\"Segment\":1}", 400, "ValidationException",
+                 "TotalSegments");
+    expect_error(T("Scan"), "{\"TableName\":\"t\",\"ScanFilter\":{}}", 400, "ValidationException",
+                 "ScanFilter");
+    expect_error(T("BatchWriteItem"), "{\"RequestItems\":{}}", 400, "ValidationException",
+                 "requestItems");
+    expect_error(T("BatchGetItem"), "{\"RequestItems\":{\"t\":{\"Keys\":[]}}}", 400,
+                 "ValidationException", "Keys");
 }
 
 static void create_table_and_ttl_validation(void **state)

@@ -3,7 +3,11 @@
 cluster with its gateway and sets DDB_ENDPOINT (http://127.0.0.1:PORT) and
 DDB_GATEWAY_PID.
 
-Proves: the table calls, items round-trip in DynamoDB JSON, each error by
+Proves: the table calls, expressions (conditions, updates, projections, key
+conditions and filters, with nested paths, reserved words and missing or
+unused names and values), conditional writes that lose no update under
+concurrency, Query and Scan with pagination, segments and Select=COUNT on a
+table, an LSI and a GSI, the batch calls and their limits, items round-trip in DynamoDB JSON, each error by
 name (ResourceNotFoundException, ResourceInUseException, ValidationException,
 SerializationException, UnknownOperationException), an item whose TTL passes
 disappears from GetItem on time after UpdateTimeToLive, and bad input
@@ -12,6 +16,7 @@ gets DynamoDB's error shape while the gateway keeps serving.
 """
 import http.client
 import json
+import threading
 import os
 import time
 import urllib.parse
@@ -139,12 +144,9 @@ def test_items(ddb):
         ddb.put_item(TableName=name, Item={"pk": {"N": "1"}, "sk": {"N": "1"}})
     assert error_code(e) == "ValidationException"
     with pytest.raises(ClientError) as e:
-        ddb.put_item(TableName=name, Item=item, ConditionExpression="attribute_not_exists(pk)")
-    assert error_code(e) == "ValidationException"
-    assert "ConditionExpression" in e.value.response["Error"]["Message"]
-    with pytest.raises(ClientError) as e:
         ddb.delete_item(TableName=name, Key=key, ReturnValues="ALL_OLD")
     assert error_code(e) == "ValidationException"
+    assert "ReturnValues ALL_OLD" in e.value.response["Error"]["Message"]
     ddb.delete_table(TableName=name)
 
 
@@ -257,3 +259,361 @@ def test_oversized_body_is_refused_and_the_gateway_keeps_serving():
     assert gateway_alive()
     status, doc = raw("POST", b"{}")
     assert status == 200
+
+
+# ---- expressions, conditional writes, Query, Scan, batches (issue 14's second slice) ----
+
+def msg(excinfo):
+    return excinfo.value.response["Error"]["Message"]
+
+
+def test_condition_expressions(ddb):
+    name = new_table(ddb)
+    key = {"pk": {"S": "c"}, "sk": {"N": "1"}}
+    item = dict(key, n={"N": "5"}, m={"M": {"l": {"L": [{"S": "x"}, {"M": {"c": {"N": "3"}}}]}}})
+    ddb.put_item(TableName=name, Item=item, ConditionExpression="attribute_not_exists(pk)")
+    with pytest.raises(ClientError) as e:
+        ddb.put_item(TableName=name, Item=key, ConditionExpression="attribute_not_exists(pk)")
+    assert error_code(e) == "ConditionalCheckFailedException"
+    assert ddb.get_item(TableName=name, Key=key)["Item"] == item  # not replaced
+    # A false condition on a nested path refuses the delete; a true one deletes.
+    with pytest.raises(ClientError) as e:
+        ddb.delete_item(TableName=name, Key=key, ConditionExpression="#m.l[1].c > :v",
+                        ExpressionAttributeNames={"#m": "m"},
+                        ExpressionAttributeValues={":v": {"N": "3"}})
+    assert error_code(e) == "ConditionalCheckFailedException"
+    assert "Item" in ddb.get_item(TableName=name, Key=key)
+    # A condition reading two attributes of an existing item cannot be made
+    # atomic with the node's one-attribute check: refused, nothing deleted.
+    with pytest.raises(ClientError) as e:
+        ddb.delete_item(TableName=name, Key=key, ConditionExpression="m.l[1].c = :v AND n = :n",
+                        ExpressionAttributeValues={":v": {"N": "3"}, ":n": {"N": "5"}})
+    assert error_code(e) == "ValidationException"
+    assert "cannot apply this request atomically" in msg(e) and "m and n" in msg(e)
+    assert "Item" in ddb.get_item(TableName=name, Key=key)
+    ddb.delete_item(TableName=name, Key=key,
+                    ConditionExpression="m.l[1].c = :v AND (size(m.l) BETWEEN :lo AND :hi "
+                                        "OR m.l[0] IN (:v))",
+                    ExpressionAttributeValues={":v": {"N": "3"}, ":lo": {"N": "1"},
+                                               ":hi": {"N": "9"}})
+    assert "Item" not in ddb.get_item(TableName=name, Key=key)
+    # Functions on an absent item: the put is guarded by its absence.
+    ddb.put_item(TableName=name, Item=item,
+                 ConditionExpression="attribute_not_exists(n) AND NOT begins_with(pk, :c)",
+                 ExpressionAttributeValues={":c": {"S": "zz"}})
+    with pytest.raises(ClientError) as e:
+        ddb.put_item(TableName=name, Item=item, ConditionExpression="size(m.l) > :two",
+                     ExpressionAttributeValues={":two": {"N": "2"}})
+    assert error_code(e) == "ConditionalCheckFailedException"
+    ddb.put_item(TableName=name, Item=item,
+                 ConditionExpression="contains(m.l, :x) AND attribute_type(m.l, :t)",
+                 ExpressionAttributeValues={":x": {"S": "x"}, ":t": {"S": "L"}})
+    # Mistakes, each a ValidationException naming the culprit.
+    cases = [
+        (dict(ConditionExpression="status = :v", ExpressionAttributeValues={":v": {"S": "a"}}),
+         "reserved keyword: status"),
+        (dict(ConditionExpression="n = :missing"), "attribute value: :missing"),
+        (dict(ConditionExpression="#missing = :v", ExpressionAttributeValues={":v": {"N": "1"}}),
+         "attribute name: #missing"),
+        (dict(ConditionExpression="n = :v", ExpressionAttributeValues={":v": {"N": "1"},
+                                                                        ":u": {"N": "2"}}),
+         "unused in expressions: keys: {:u}"),
+        (dict(ConditionExpression="n = = :v", ExpressionAttributeValues={":v": {"N": "1"}}),
+         "Syntax error"),
+        (dict(ConditionExpression="nofunc(n)"), "Invalid function name; function: nofunc"),
+        (dict(ConditionExpression="(" * 40 + "attribute_exists(n)" + ")" * 40),
+         "nested too deeply"),
+    ]
+    for kw, want in cases:
+        with pytest.raises(ClientError) as e:
+            ddb.put_item(TableName=name, Item=item, **kw)
+        assert error_code(e) == "ValidationException", kw
+        assert want in msg(e), (kw, msg(e))
+    ddb.delete_table(TableName=name)
+
+
+def test_update_item(ddb):
+    name = new_table(ddb)
+    key = {"pk": {"S": "u"}, "sk": {"N": "1"}}
+    # On an absent item UpdateItem creates it.
+    r = ddb.update_item(TableName=name, Key=key,
+                        UpdateExpression="SET n = if_not_exists(n, :zero) + :one, l = :l, "
+                                         "m = :m",
+                        ExpressionAttributeValues={":zero": {"N": "0"}, ":one": {"N": "1"},
+                                                   ":l": {"L": [{"N": "1"}]},
+                                                   ":m": {"M": {"a": {"M": {}}}}},
+                        ReturnValues="ALL_NEW")
+    assert r["Attributes"] == dict(key, n={"N": "1"}, l={"L": [{"N": "1"}]},
+                                   m={"M": {"a": {"M": {}}}})
+    r = ddb.update_item(TableName=name, Key=key, UpdateExpression="SET l = list_append(l, :l)",
+                        ExpressionAttributeValues={":l": {"L": [{"S": "two"}]}},
+                        ReturnValues="UPDATED_NEW")
+    assert r["Attributes"] == {"l": {"L": [{"N": "1"}, {"S": "two"}]}}
+    r = ddb.update_item(TableName=name, Key=key, UpdateExpression="SET m.a.#b = :v",
+                        ExpressionAttributeNames={"#b": "b"},
+                        ExpressionAttributeValues={":v": {"S": "deep"}}, ReturnValues="ALL_NEW")
+    assert r["Attributes"]["m"] == {"M": {"a": {"M": {"b": {"S": "deep"}}}}}
+    ddb.update_item(TableName=name, Key=key, UpdateExpression="SET n = n - :d",
+                    ExpressionAttributeValues={":d": {"N": "2.5"}})
+    r = ddb.update_item(TableName=name, Key=key, UpdateExpression="ADD c :d",
+                        ExpressionAttributeValues={":d": {"N": "2.5"}}, ReturnValues="ALL_NEW")
+    assert r["Attributes"]["n"] == {"N": "-1.5"} and r["Attributes"]["c"] == {"N": "2.5"}
+    ddb.update_item(TableName=name, Key=key, UpdateExpression="REMOVE l[0], c")
+    got = ddb.get_item(TableName=name, Key=key)["Item"]
+    assert got["l"] == {"L": [{"S": "two"}]} and "c" not in got
+    # A condition of the node's own shape, true then false.
+    ddb.update_item(TableName=name, Key=key, UpdateExpression="SET s = :s",
+                    ConditionExpression="attribute_exists(n)",
+                    ExpressionAttributeValues={":s": {"S": "on"}})
+    with pytest.raises(ClientError) as e:
+        ddb.update_item(TableName=name, Key=key, UpdateExpression="SET s = :s",
+                        ConditionExpression="s = :other",
+                        ExpressionAttributeValues={":s": {"S": "x"}, ":other": {"S": "off"}})
+    assert error_code(e) == "ConditionalCheckFailedException"
+    assert ddb.get_item(TableName=name, Key=key)["Item"]["s"] == {"S": "on"}
+    # Refusals by name.
+    cases = [
+        (dict(UpdateExpression="SET sk = :v", ExpressionAttributeValues={":v": {"N": "2"}}),
+         "Cannot update attribute sk"),
+        (dict(UpdateExpression="SET n = :v REMOVE n", ExpressionAttributeValues={":v": {"N": "2"}}),
+         "Two document paths overlap"),
+        (dict(UpdateExpression="SET s = s + :v", ExpressionAttributeValues={":v": {"N": "2"}}),
+         "operand type: S"),
+        (dict(UpdateExpression="SET nothing.a = :v", ExpressionAttributeValues={":v": {"N": "2"}}),
+         "invalid for update"),
+        (dict(UpdateExpression="SET n = :v", ExpressionAttributeValues={":v": {"N": "2"}},
+              ReturnValues="ALL_OLD"), "ReturnValues ALL_OLD"),
+        # Reads n and s of an existing item: no single guard makes it atomic.
+        (dict(UpdateExpression="SET n = n + :v, s = :t", ConditionExpression="s = :t",
+              ExpressionAttributeValues={":v": {"N": "2"}, ":t": {"S": "on"}}),
+         "cannot apply this request atomically"),
+        (dict(UpdateExpression="SET #size = :v", ExpressionAttributeValues={":v": {"N": "2"}}),
+         "attribute name: #size"),
+        (dict(UpdateExpression="SET size = :v", ExpressionAttributeValues={":v": {"N": "2"}}),
+         "reserved keyword"),
+    ]
+    for kw, want in cases:
+        with pytest.raises(ClientError) as e:
+            ddb.update_item(TableName=name, Key=key, **kw)
+        assert error_code(e) == "ValidationException", kw
+        assert want in msg(e), (kw, msg(e))
+    ddb.delete_table(TableName=name)
+
+
+def test_concurrent_increments_lose_nothing(ddb):
+    """SET n = n + 1 is read, computed and written under a guard on n: four
+    threads racing 20 times each end at exactly 80."""
+    name = new_table(ddb)
+    key = {"pk": {"S": "ctr"}, "sk": {"N": "0"}}
+    ddb.put_item(TableName=name, Item=dict(key, n={"N": "0"}))
+    errors = []
+
+    def worker():
+        for _ in range(20):
+            for attempt in range(20):
+                try:
+                    ddb.update_item(TableName=name, Key=key, UpdateExpression="SET n = n + :one",
+                                    ExpressionAttributeValues={":one": {"N": "1"}})
+                    break
+                except ClientError as e:  # a 500 after guard retries wrote nothing: resend
+                    if e.response["ResponseMetadata"]["HTTPStatusCode"] != 500:
+                        errors.append(e)
+                        return
+            else:
+                errors.append("gave up")
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert ddb.get_item(TableName=name, Key=key)["Item"]["n"] == {"N": "80"}
+    ddb.delete_table(TableName=name)
+
+
+def test_get_item_projection(ddb):
+    name = new_table(ddb)
+    key = {"pk": {"S": "p"}, "sk": {"N": "1"}}
+    ddb.put_item(TableName=name, Item=dict(key, a={"N": "1"}, b={"S": "x"},
+                                           m={"M": {"l": {"L": [{"N": "0"}, {"S": "y"}]},
+                                                    "z": {"N": "9"}}}))
+    got = ddb.get_item(TableName=name, Key=key, ProjectionExpression="a, m.l[1], #z",
+                       ExpressionAttributeNames={"#z": "nothing"})["Item"]
+    assert got == {"a": {"N": "1"}, "m": {"M": {"l": {"L": [{"S": "y"}]}}}}
+    with pytest.raises(ClientError) as e:
+        ddb.get_item(TableName=name, Key=key, ProjectionExpression="a, name")
+    assert error_code(e) == "ValidationException" and "reserved keyword: name" in msg(e)
+    ddb.delete_table(TableName=name)
+
+
+def fill(ddb, name, pks, n):
+    for pk in pks:
+        for i in range(n):
+            ddb.put_item(TableName=name, Item={"pk": {"S": pk}, "sk": {"N": str(i)},
+                                               "odd": {"BOOL": i % 2 == 1},
+                                               "g": {"S": "g" + str(i % 2)}})
+
+
+def test_query(ddb):
+    name = new_table(ddb)
+    fill(ddb, name, ["a", "b"], 12)
+    v = {":p": {"S": "a"}, ":lo": {"N": "3"}, ":hi": {"N": "8"}}
+    r = ddb.query(TableName=name, KeyConditionExpression="pk = :p AND sk BETWEEN :lo AND :hi",
+                  ExpressionAttributeValues=v)
+    assert [i["sk"]["N"] for i in r["Items"]] == ["3", "4", "5", "6", "7", "8"]
+    assert all(i["pk"] == {"S": "a"} for i in r["Items"])
+    r = ddb.query(TableName=name, KeyConditionExpression=":p = pk AND :lo > sk",
+                  ExpressionAttributeValues={":p": {"S": "a"}, ":lo": {"N": "3"}},
+                  ScanIndexForward=False)
+    assert [i["sk"]["N"] for i in r["Items"]] == ["2", "1", "0"]
+    # Pages of 5 with a filter: Limit counts what was read; every item once.
+    seen, start, pages = [], None, 0
+    while True:
+        kw = {"ExclusiveStartKey": start} if start else {}
+        r = ddb.query(TableName=name, KeyConditionExpression="pk = :p",
+                      FilterExpression="odd = :t", ProjectionExpression="sk",
+                      ExpressionAttributeValues={":p": {"S": "a"}, ":t": {"BOOL": True}},
+                      Limit=5, **kw)
+        pages += 1
+        assert r["ScannedCount"] <= 5 and r["Count"] == len(r["Items"])
+        seen += [int(i["sk"]["N"]) for i in r["Items"]]
+        assert all(set(i) == {"sk"} for i in r["Items"])
+        start = r.get("LastEvaluatedKey")
+        if not start:
+            break
+    assert seen == [1, 3, 5, 7, 9, 11] and pages >= 3
+    r = ddb.query(TableName=name, KeyConditionExpression="pk = :p",
+                  ExpressionAttributeValues={":p": {"S": "b"}}, Select="COUNT")
+    assert r["Count"] == 12 and "Items" not in r
+    for kw, want in [
+        (dict(KeyConditionExpression="sk = :v", ExpressionAttributeValues={":v": {"N": "1"}}),
+         "missed key schema element: pk"),
+        (dict(KeyConditionExpression="pk = :p OR sk = :v",
+              ExpressionAttributeValues={":p": {"S": "a"}, ":v": {"N": "1"}}),
+         "Invalid operator"),
+        (dict(KeyConditionExpression="pk = :p AND odd = :v",
+              ExpressionAttributeValues={":p": {"S": "a"}, ":v": {"BOOL": True}}),
+         "odd is not a key attribute"),
+        (dict(KeyConditionExpression="pk < :p", ExpressionAttributeValues={":p": {"S": "a"}}),
+         "Query key condition not supported"),
+        (dict(KeyConditionExpression="pk = :p", IndexName="nope",
+              ExpressionAttributeValues={":p": {"S": "a"}}),
+         "does not have the specified index"),
+    ]:
+        with pytest.raises(ClientError) as e:
+            ddb.query(TableName=name, **kw)
+        assert error_code(e) == "ValidationException", kw
+        assert want in msg(e), (kw, msg(e))
+    ddb.delete_table(TableName=name)
+
+
+def test_query_indexes(ddb):
+    name = "t_" + uuid.uuid4().hex[:12]
+    ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": t}
+                              for a, t in [("pk", "S"), ("sk", "N"), ("g", "S"), ("r", "N")]],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                   {"AttributeName": "sk", "KeyType": "RANGE"}],
+        LocalSecondaryIndexes=[{"IndexName": "by_r", "Projection": {"ProjectionType": "ALL"},
+                                "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"},
+                                              {"AttributeName": "r", "KeyType": "RANGE"}]}],
+        GlobalSecondaryIndexes=[{"IndexName": "by_g", "Projection": {"ProjectionType": "ALL"},
+                                 "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"},
+                                               {"AttributeName": "sk", "KeyType": "RANGE"}]}])
+    for i in range(6):
+        ddb.put_item(TableName=name, Item={"pk": {"S": "a"}, "sk": {"N": str(i)},
+                                           "r": {"N": str(10 - i)}, "g": {"S": "g" + str(i % 2)}})
+    r = ddb.query(TableName=name, IndexName="by_r", KeyConditionExpression="pk = :p AND r >= :r",
+                  ExpressionAttributeValues={":p": {"S": "a"}, ":r": {"N": "8"}})
+    assert [i["r"]["N"] for i in r["Items"]] == ["8", "9", "10"]
+    deadline = time.time() + 10  # a GSI is eventually consistent
+    while True:
+        r = ddb.query(TableName=name, IndexName="by_g",
+                      KeyConditionExpression="g = :g AND sk > :s",
+                      ExpressionAttributeValues={":g": {"S": "g1"}, ":s": {"N": "1"}})
+        if [i["sk"]["N"] for i in r["Items"]] == ["3", "5"] or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert [i["sk"]["N"] for i in r["Items"]] == ["3", "5"]
+    ddb.delete_table(TableName=name)
+
+
+def test_scan(ddb):
+    name = new_table(ddb)
+    fill(ddb, name, ["a", "b", "c"], 7)
+    all_keys, start = [], None
+    while True:
+        kw = {"ExclusiveStartKey": start} if start else {}
+        r = ddb.scan(TableName=name, Limit=4, **kw)
+        assert r["ScannedCount"] <= 4
+        all_keys += [(i["pk"]["S"], i["sk"]["N"]) for i in r["Items"]]
+        start = r.get("LastEvaluatedKey")
+        if not start:
+            break
+    assert len(all_keys) == 21 and len(set(all_keys)) == 21
+    segs = [ddb.scan(TableName=name, Segment=s, TotalSegments=3)["Items"] for s in range(3)]
+    seg_keys = [(i["pk"]["S"], i["sk"]["N"]) for seg in segs for i in seg]
+    assert sorted(seg_keys) == sorted(all_keys)
+    r = ddb.scan(TableName=name, FilterExpression="odd = :t AND begins_with(g, :g)",
+                 ExpressionAttributeValues={":t": {"BOOL": True}, ":g": {"S": "g1"}},
+                 Select="COUNT")
+    assert r["Count"] == 9 and r["ScannedCount"] == 21 and "Items" not in r
+    for kw, want in [(dict(Segment=1), "TotalSegments"),
+                     (dict(Segment=3, TotalSegments=3), "must be less than"),
+                     (dict(FilterExpression="data = :v",
+                           ExpressionAttributeValues={":v": {"N": "1"}}),
+                      "reserved keyword: data")]:
+        with pytest.raises(ClientError) as e:
+            ddb.scan(TableName=name, **kw)
+        assert error_code(e) == "ValidationException", kw
+        assert want in msg(e), (kw, msg(e))
+    ddb.delete_table(TableName=name)
+
+
+def test_batches(ddb):
+    name = new_table(ddb)
+    puts = [{"PutRequest": {"Item": {"pk": {"S": "b"}, "sk": {"N": str(i)}, "v": {"N": str(i)}}}}
+            for i in range(25)]
+    assert ddb.batch_write_item(RequestItems={name: puts})["UnprocessedItems"] == {}
+    keys = [{"pk": {"S": "b"}, "sk": {"N": str(i)}} for i in range(100)]
+    r = ddb.batch_get_item(RequestItems={name: {"Keys": keys, "ProjectionExpression": "sk, v"}})
+    assert r["UnprocessedKeys"] == {}
+    assert sorted(int(i["v"]["N"]) for i in r["Responses"][name]) == list(range(25))
+    assert all(set(i) == {"sk", "v"} for i in r["Responses"][name])
+    dels = [{"DeleteRequest": {"Key": k}} for k in keys[:10]]
+    ddb.batch_write_item(RequestItems={name: dels})
+    r = ddb.batch_get_item(RequestItems={name: {"Keys": keys[:25]}})
+    assert sorted(int(i["sk"]["N"]) for i in r["Responses"][name]) == list(range(10, 25))
+    for call, want in [
+        (lambda: ddb.batch_write_item(RequestItems={name: puts + puts[:1]}), "Too many items"),
+        (lambda: ddb.batch_get_item(RequestItems={name: {"Keys": keys + keys[:1]}}),
+         "Too many items"),
+        (lambda: ddb.batch_write_item(RequestItems={name: puts[:2] + puts[:1]}), "duplicates"),
+        (lambda: ddb.batch_get_item(RequestItems={name: {"Keys": keys[:2] + keys[:1]}}),
+         "duplicates"),
+        (lambda: ddb.batch_write_item(RequestItems={name: [{"PutRequest": {"Item": {
+            "pk": {"S": "b"}}}}]}), "sk"),
+    ]:
+        with pytest.raises(ClientError) as e:
+            call()
+        assert error_code(e) == "ValidationException", want
+        assert want in msg(e), (want, msg(e))
+    with pytest.raises(ClientError) as e:
+        ddb.batch_get_item(RequestItems={"no_such_" + uuid.uuid4().hex[:6]: {"Keys": keys[:1]}})
+    assert error_code(e) == "ResourceNotFoundException"
+    ddb.delete_table(TableName=name)
+
+
+def test_hostile_expressions_keep_the_gateway_serving():
+    for expr in ["(" * 100000, "a." * 3000 + "b", "NOT " * 1000 + "a = :v",
+                 "\u00e9 = :v", "a = :v " + "OR a = :v " * 400, "x" * 5000]:
+        body = json.dumps({"TableName": "t", "Key": {"pk": {"S": "a"}},
+                           "ConditionExpression": expr,
+                           "ExpressionAttributeValues": {":v": {"N": "1"}}}).encode()
+        status, doc = raw("POST", body, target="DynamoDB_20120810.DeleteItem")
+        assert_error(status, doc, "ValidationException")
+    assert gateway_alive()
+    status, doc = raw("POST", b"{}")
+    assert status == 200 and "TableNames" in doc

@@ -9,10 +9,12 @@
 #
 # cli: the aws CLI (dummy credentials, no config file of the user's read or
 #   written) does create-table, describe-table, list-tables, put-item,
-#   get-item, delete-item, update-time-to-live, describe-time-to-live,
-#   delete-table, each output checked; get-item on a missing table exits
-#   non-zero naming ResourceNotFoundException; an unsupported expression is
-#   a ValidationException naming it.
+#   get-item, query (key condition, filter, projection, names), update-item,
+#   delete-item, update-time-to-live, describe-time-to-live, delete-table,
+#   each output checked; get-item on a missing table exits non-zero naming
+#   ResourceNotFoundException, a query with an unescaped reserved word a
+#   ValidationException naming it, a false condition
+#   ConditionalCheckFailedException.
 # pytest: runs PYTEST_FILE (boto3 and raw HTTP) against the gateway.
 # Both: the gateway is still the same running process at the end, `down`
 #   stops it, and its log holds no sanitizer report.
@@ -143,6 +145,27 @@ run_cli() {
   ok put-item --table-name $t --item "$item"
   ok get-item --table-name $t --key "$key"
   check "doc['Item'] == json.loads('''$item''')"
+  ok put-item --table-name $t --item '{"UserName":{"S":"user1"},"SessionId":{"S":"s2"},"Hits":{"N":"2"}}'
+  ok put-item --table-name $t --item '{"UserName":{"S":"user2"},"SessionId":{"S":"s1"}}'
+  # Query: the key condition picks user1's two sessions, newest first; the
+  # filter keeps one; a projection and a reserved word (Status) through #names.
+  ok query --table-name $t --key-condition-expression 'UserName = :u AND begins_with(SessionId, :s)' \
+    --expression-attribute-values '{":u":{"S":"user1"},":s":{"S":"s"}}' --no-scan-index-forward
+  check "[i['SessionId']['S'] for i in doc['Items']] == ['s2', 's1'] and doc['Count'] == 2"
+  ok query --table-name $t --key-condition-expression 'UserName = :u' --filter-expression 'Hits > :h' \
+    --projection-expression 'SessionId, #st' --expression-attribute-names '{"#st":"Status"}' \
+    --expression-attribute-values '{":u":{"S":"user1"},":h":{"N":"1"}}'
+  check "doc['Items'] == [{'SessionId': {'S': 's2'}}] and doc['Count'] == 1 and doc['ScannedCount'] == 2"
+  if ddb query --table-name $t --key-condition-expression 'Status = :u' \
+    --expression-attribute-values '{":u":{"S":"user1"}}'; then
+    fail "query with an unescaped reserved word succeeded"
+  fi
+  grep -q "ValidationException.*reserved keyword: Status" "$tmp/err" ||
+    fail "reserved word in a query: $(cat "$tmp/err")"
+  ok update-item --table-name $t --key '{"UserName":{"S":"user1"},"SessionId":{"S":"s2"}}' \
+    --update-expression 'SET Hits = Hits + :one' --expression-attribute-values '{":one":{"N":"1"}}' \
+    --return-values UPDATED_NEW
+  check "doc['Attributes'] == {'Hits': {'N': '3'}}"
   ok update-time-to-live --table-name $t --time-to-live-specification Enabled=true,AttributeName=ExpirationTime
   check "doc['TimeToLiveSpecification'] == {'Enabled': True, 'AttributeName': 'ExpirationTime'}"
   ok describe-time-to-live --table-name $t
@@ -155,11 +178,11 @@ run_cli() {
     fail "get-item on a missing table succeeded: $(cat "$tmp/out")"
   fi
   grep -q "ResourceNotFoundException" "$tmp/err" || fail "missing table: $(cat "$tmp/err")"
-  if ddb get-item --table-name $t --key "$key" --projection-expression UserName; then
-    fail "get-item with a ProjectionExpression succeeded"
+  if ddb put-item --table-name $t --item '{"UserName":{"S":"user2"},"SessionId":{"S":"s1"}}' \
+    --condition-expression 'attribute_not_exists(UserName)'; then
+    fail "a conditional put over an existing item succeeded"
   fi
-  grep -q "ValidationException.*ProjectionExpression" "$tmp/err" ||
-    fail "unsupported ProjectionExpression: $(cat "$tmp/err")"
+  grep -q "ConditionalCheckFailedException" "$tmp/err" || fail "conditional put: $(cat "$tmp/err")"
   ok delete-table --table-name $t
   check "doc['TableDescription']['TableName'] == '$t'"
   ok list-tables
