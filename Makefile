@@ -84,7 +84,7 @@ chaos: build
 
 # The fuzz targets (cmake/fuzz-run.sh), FUZZ_SECONDS (default 300) each,
 # each from its corpus in the repository, which grows by the new inputs that
-# reach new code: commit rpc/fuzz/corpus and common/fuzz/corpus afterwards.
+# reach new code: commit rpc/fuzz/corpus, common/fuzz/corpus and expr/fuzz/corpus afterwards.
 # make test runs them 20 s each without growing anything.
 FUZZ_SECONDS ?= 300
 fuzz: build
@@ -92,6 +92,8 @@ fuzz: build
 	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/request $(FUZZ_SECONDS) rpc/fuzz/seeds.c
 	@LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_ddbjson common/fuzz_ddbjson.c common/fuzz/corpus \
 	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/ddbjson $(FUZZ_SECONDS)
+	@EXPR_GEN_DIR=$(BUILD)/expr/gen LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_expr expr/fuzz_expr.c \
+	  expr/fuzz/corpus $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/expr $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # fuzz-run.sh: builds a libFuzzer target with clang and AddressSanitizer and
 # fuzzes it for a bounded time from the repository's corpus. Registered as
-# ctests (fuzz_request_test, fuzz_ddbjson_test: 20 s each, in make test) and
+# ctests (fuzz_request_test, fuzz_ddbjson_test, fuzz_expr_test: 20 s each, in make test) and
 # run longer by `make fuzz`, which grows the corpus.
 #
 # usage: fuzz-run.sh NAME TARGET_C CORPUS SRC_ROOT GEN_DIR WORK_DIR SECONDS [SEEDS_C]
