@@ -301,11 +301,11 @@ int lapse_query_index(lapse_client *c, const char *table, const char *index,
  * unknown; no coordinator call otherwise): the partition key's name into
  * pk and the sort key's into sk ("" when there is none; an LSI's partition
  * key is the table's). pk and sk hold LAPSE_KEY_NAME_MAX + 1 bytes each.
- * Returns 0, or LAPSE_ENOTFOUND (no such table or index) with pk and sk
- * "". */
+ * *is_gsi (may be NULL) is 1 when index names a GSI, else 0. Returns 0, or
+ * LAPSE_ENOTFOUND (no such table or index) with pk and sk "". */
 #define LAPSE_KEY_NAME_MAX 255
 int lapse_key_schema(lapse_client *c, const char *table, const char *index, char *pk, char *sk,
-                     lapse_error *err);
+                     int *is_gsi, lapse_error *err);
 size_t lapse_page_count(const lapse_page *p);
 const lapse_item *lapse_page_item(const lapse_page *p, size_t i); /* borrowed */
 const lapse_item *lapse_page_last_key(const lapse_page *p);       /* NULL: no more */

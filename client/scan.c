@@ -521,7 +521,7 @@ int lapse_partition_owners(lapse_client *c, const char *table, uint32_t **owners
 }
 
 int lapse_key_schema(lapse_client *c, const char *table, const char *index, char *pk, char *sk,
-                     lapse_error *err)
+                     int *is_gsi, lapse_error *err)
 {
     table_schema t;
     int rv;
@@ -530,6 +530,9 @@ int lapse_key_schema(lapse_client *c, const char *table, const char *index, char
         return client_err(err, LAPSE_EINVAL, "NULL argument");
     }
     pk[0] = sk[0] = '\0';
+    if (is_gsi != NULL) {
+        *is_gsi = 0;
+    }
     if (c == NULL || table == NULL) {
         return client_err(err, LAPSE_EINVAL, "NULL argument");
     }
@@ -553,6 +556,9 @@ int lapse_key_schema(lapse_client *c, const char *table, const char *index, char
         if (strcmp(t.gsi[i].name, index) == 0) {
             snprintf(pk, LAPSE_KEY_NAME_MAX + 1, "%s", t.gsi[i].pk.name);
             snprintf(sk, LAPSE_KEY_NAME_MAX + 1, "%s", t.gsi[i].sk.name);
+            if (is_gsi != NULL) {
+                *is_gsi = 1;
+            }
             return 0;
         }
     }

@@ -112,7 +112,7 @@ int ddb_expr_key_of(ddb_ctx *x, const char *table, const lapse_item *item, lapse
     char pk[LAPSE_KEY_NAME_MAX + 1], sk[LAPSE_KEY_NAME_MAX + 1];
     lapse_error err;
     *out = NULL;
-    if (lapse_key_schema(x->c, table, NULL, pk, sk, &err) != 0) {
+    if (lapse_key_schema(x->c, table, NULL, pk, sk, NULL, &err) != 0) {
         return ddb_req_lapse_fail(x, &err, table);
     }
     lapse_item *key = lapse_item_new();
@@ -149,7 +149,7 @@ static void node_reads(const expr_node *n, json_t *reads)
     }
 }
 
-static void cond_reads(const expr_node *c, json_t *reads)
+void ddb_expr_reads(const expr_node *c, json_t *reads)
 {
     if (c != NULL) {
         /* A condition tree has no next links at its root. */
@@ -377,7 +377,7 @@ int ddb_write_run(ddb_ctx *x, expr_ctx *e, ddb_write *w)
         }
         goto out;
     }
-    cond_reads(w->cond, reads);
+    ddb_expr_reads(w->cond, reads);
     for (int attempt = 0; attempt < DDB_WRITE_ATTEMPTS; attempt++) {
         lapse_item *got = NULL;
         json_t *old = NULL;

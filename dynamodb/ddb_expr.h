@@ -35,6 +35,9 @@ int ddb_expr_init(ddb_ctx *x, json_t *req, expr_ctx *e);
 int ddb_expr_condition(ddb_ctx *x, expr_ctx *e, json_t *req, const char *member, expr_node **out);
 int ddb_expr_update(ddb_ctx *x, expr_ctx *e, json_t *req, expr_action **out);
 int ddb_expr_projection(ddb_ctx *x, expr_ctx *e, json_t *req, expr_node **out);
+/* Adds the top-level attribute name of every document path in condition c
+ * (may be NULL) to reads, as keys. */
+void ddb_expr_reads(const expr_node *c, json_t *reads);
 /* After every expression is parsed: refuses unused names or values. */
 int ddb_expr_done(ddb_ctx *x, expr_ctx *e);
 

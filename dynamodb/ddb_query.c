@@ -88,6 +88,26 @@ static int key_condition(ddb_ctx *x, const expr_node *c, const char *pk, const c
     return 0;
 }
 
+/* DynamoDB refuses a Query filter on the key attributes (the key condition
+ * is where they go). */
+static int filter_on_keys(ddb_ctx *x, const expr_node *filter, const char *pk, const char *sk)
+{
+    json_t *reads = json_object();
+    int rv = 0;
+    ddb_expr_reads(filter, reads);
+    const char *keys[2] = {pk, sk};
+    for (int i = 0; i < 2 && rv == 0; i++) {
+        if (keys[i][0] != '\0' && json_object_get(reads, keys[i]) != NULL) {
+            rv = ddb_req_fail(x, 400, "ValidationException",
+                              "Filter Expression can only contain non-primary key attributes: "
+                              "Primary key attribute: %s",
+                              keys[i]);
+        }
+    }
+    json_decref(reads);
+    return rv;
+}
+
 /* ---- shared by Query and Scan ---- */
 
 typedef struct reader {
@@ -223,7 +243,8 @@ int ddb_query_query(ddb_ctx *x, json_t *req)
                      "specified in the request (Lapse serves KeyConditionExpression)");
         goto out;
     }
-    if (lapse_key_schema(x->c, table, index, pk, sk, &err) != 0) {
+    int gsi = 0;
+    if (lapse_key_schema(x->c, table, index, pk, sk, &gsi, &err) != 0) {
         if (err.code == LAPSE_ENOTFOUND && index != NULL) {
             ddb_req_fail(x, 400, "ValidationException",
                          "The table does not have the specified index: %.255s", index);
@@ -232,7 +253,12 @@ int ddb_query_query(ddb_ctx *x, json_t *req)
         }
         goto out;
     }
-    if (key_condition(x, kc, pk, sk, &k) != 0) {
+    if (gsi && consistent) {
+        ddb_req_fail(x, 400, "ValidationException",
+                     "Consistent reads are not supported on global secondary indexes");
+        goto out;
+    }
+    if (key_condition(x, kc, pk, sk, &k) != 0 || filter_on_keys(x, r.filter, pk, sk) != 0) {
         goto out;
     }
     pk_json = json_dumps(k.pk_value, JSON_COMPACT);

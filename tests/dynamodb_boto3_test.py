@@ -500,6 +500,9 @@ def test_query(ddb):
         (dict(KeyConditionExpression="pk = :p", IndexName="nope",
               ExpressionAttributeValues={":p": {"S": "a"}}),
          "does not have the specified index"),
+        (dict(KeyConditionExpression="pk = :p", FilterExpression="sk > :v",
+              ExpressionAttributeValues={":p": {"S": "a"}, ":v": {"N": "1"}}),
+         "Primary key attribute: sk"),
     ]:
         with pytest.raises(ClientError) as e:
             ddb.query(TableName=name, **kw)
@@ -537,6 +540,13 @@ def test_query_indexes(ddb):
             break
         time.sleep(0.2)
     assert [i["sk"]["N"] for i in r["Items"]] == ["3", "5"]
+    with pytest.raises(ClientError) as e:  # a GSI cannot promise a consistent read
+        ddb.query(TableName=name, IndexName="by_g", ConsistentRead=True,
+                  KeyConditionExpression="g = :g", ExpressionAttributeValues={":g": {"S": "g1"}})
+    assert error_code(e) == "ValidationException" and "global secondary indexes" in msg(e)
+    r = ddb.query(TableName=name, IndexName="by_r", ConsistentRead=True,
+                  KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "a"}})
+    assert r["Count"] == 6
     ddb.delete_table(TableName=name)
 
 
