@@ -55,7 +55,8 @@ static void frame_errors(void **state)
     expect_error(NULL, "{}", 400, "UnknownOperationException", "X-Amz-Target");
     expect_error("DynamoDBStreams_20120810.ListStreams", "{}", 400, "UnknownOperationException",
                  NULL);
-    expect_error(T("TransactWriteItems"), "{}", 400, "UnknownOperationException", "TransactWriteItems");
+    expect_error(T("TransactWriteItems"), "{}", 400, "UnknownOperationException",
+                 "TransactWriteItems");
     expect_error(T(""), "{}", 400, "UnknownOperationException", NULL);
     expect_error(T("ListTables"), "{not json", 400, "SerializationException", NULL);
     expect_error(T("ListTables"), "", 400, "SerializationException", NULL);
@@ -102,10 +103,11 @@ static void unsupported_parameters_are_named(void **state)
     (void)state;
     expect_error(T("PutItem"), "{\"TableName\":\"t\",\"Item\":{},\"ReturnValues\":\"ALL_OLD\"}",
                  400, "ValidationException", "ReturnValues ALL_OLD");
-    expect_error(T("UpdateItem"),
-                 "{\"TableName\":\"t\",\"Key\":{},\"UpdateExpression\":\"SET a = :v\","
-                 "\"ExpressionAttributeValues\":{\":v\":{\"N\":\"1\"}},\"ReturnValues\":\"UPDATED_OLD\"}",
-                 400, "ValidationException", "ReturnValues UPDATED_OLD");
+    expect_error(
+        T("UpdateItem"),
+        "{\"TableName\":\"t\",\"Key\":{},\"UpdateExpression\":\"SET a = :v\","
+        "\"ExpressionAttributeValues\":{\":v\":{\"N\":\"1\"}},\"ReturnValues\":\"UPDATED_OLD\"}",
+        400, "ValidationException", "ReturnValues UPDATED_OLD");
     expect_error(T("GetItem"), "{\"TableName\":\"t\",\"Key\":{},\"AttributesToGet\":[\"a\"]}", 400,
                  "ValidationException", "AttributesToGet");
     expect_error(T("DeleteItem"), "{\"TableName\":\"t\",\"Key\":{},\"Expected\":{}}", 400,
@@ -132,9 +134,8 @@ static void expression_errors_are_named(void **state)
                  "{\"TableName\":\"t\",\"Key\":{},\"ConditionExpression\":\"#n = :v\","
                  "\"ExpressionAttributeValues\":{\":v\":{\"S\":\"x\"}}}",
                  400, "ValidationException", "attribute name: #n");
-    expect_error(T("GetItem"),
-                 "{\"TableName\":\"t\",\"Key\":{},\"ProjectionExpression\":\"a,\"}", 400,
-                 "ValidationException", "Invalid ProjectionExpression: Syntax error");
+    expect_error(T("GetItem"), "{\"TableName\":\"t\",\"Key\":{},\"ProjectionExpression\":\"a,\"}",
+                 400, "ValidationException", "Invalid ProjectionExpression: Syntax error");
     expect_error(T("GetItem"),
                  "{\"TableName\":\"t\",\"Key\":{},\"ProjectionExpression\":\"a\","
                  "\"ExpressionAttributeNames\":{\"#x\":\"x\"}}",
@@ -148,8 +149,8 @@ static void expression_errors_are_named(void **state)
                  "\"ExpressionAttributeValues\":{\":v\":[]}}",
                  400, "ValidationException", ":v");
     char body[4096];
-    int n = snprintf(body, sizeof body,
-                     "{\"TableName\":\"t\",\"Key\":{},\"ConditionExpression\":\"");
+    int n =
+        snprintf(body, sizeof body, "{\"TableName\":\"t\",\"Key\":{},\"ConditionExpression\":\"");
     for (int i = 0; i < 100; i++) {
         body[n++] = '(';
     }
@@ -159,11 +160,13 @@ static void expression_errors_are_named(void **state)
     }
     snprintf(body + n, sizeof body - (size_t)n, "\"}");
     expect_error(T("DeleteItem"), body, 400, "ValidationException", "nested too deeply");
-    expect_error(T("Query"),
-                 "{\"TableName\":\"t\",\"KeyConditionExpression\":\"pk = :p\",\"Select\":\"COUNT\","
-                 "\"ProjectionExpression\":\"a\",\"ExpressionAttributeValues\":{\":p\":{\"S\":\"x\"}}}",
-                 400, "ValidationException", "ProjectionExpression");
-    expect_error(T("Scan"), "{\"TableName\":\"t\",\"Limit\":0}", 400, "ValidationException", "Limit");
+    expect_error(
+        T("Query"),
+        "{\"TableName\":\"t\",\"KeyConditionExpression\":\"pk = :p\",\"Select\":\"COUNT\","
+        "\"ProjectionExpression\":\"a\",\"ExpressionAttributeValues\":{\":p\":{\"S\":\"x\"}}}",
+        400, "ValidationException", "ProjectionExpression");
+    expect_error(T("Scan"), "{\"TableName\":\"t\",\"Limit\":0}", 400, "ValidationException",
+                 "Limit");
     expect_error(T("Scan"), "{\"TableName\":\"t\",\"Segment\":1}", 400, "ValidationException",
                  "TotalSegments");
     expect_error(T("Scan"), "{\"TableName\":\"t\",\"ScanFilter\":{}}", 400, "ValidationException",

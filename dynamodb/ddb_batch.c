@@ -62,7 +62,8 @@ static int write_table(ddb_ctx *x, const char *table, json_t *reqs, json_t *unpr
         ddb_req_fail(x, 500, "InternalServerError", "out of memory");
         goto out;
     }
-    json_array_foreach(reqs, i, r) {
+    json_array_foreach(reqs, i, r)
+    {
         json_t *put = json_object_get(r, "PutRequest"), *del = json_object_get(r, "DeleteRequest");
         if (!json_is_object(r) || (put == NULL) == (del == NULL) || json_object_size(r) != 1) {
             ddb_req_fail(x, 400, "ValidationException",
@@ -113,8 +114,7 @@ out:
 }
 
 /* The RequestItems map of a batch call, its total size checked. */
-static int request_items(ddb_ctx *x, json_t *req, const char *op, size_t max, int get,
-                         json_t **out)
+static int request_items(ddb_ctx *x, json_t *req, const char *op, size_t max, int get, json_t **out)
 {
     const char *table;
     json_t *v;
@@ -128,7 +128,8 @@ static int request_items(ddb_ctx *x, json_t *req, const char *op, size_t max, in
                             "satisfy constraint: Member must have length greater than or equal "
                             "to 1");
     }
-    json_object_foreach(*out, table, v) {
+    json_object_foreach(*out, table, v)
+    {
         json_t *list = get ? json_object_get(v, "Keys") : v;
         if (!json_is_array(list) || json_array_size(list) == 0) {
             return ddb_req_fail(x, 400, "ValidationException",
@@ -139,8 +140,8 @@ static int request_items(ddb_ctx *x, json_t *req, const char *op, size_t max, in
     }
     if (total > max) {
         return ddb_req_fail(x, 400, "ValidationException",
-                            "Too many items requested for the %s call: %zu, the limit is %zu",
-                            op, total, max);
+                            "Too many items requested for the %s call: %zu, the limit is %zu", op,
+                            total, max);
     }
     return 0;
 }
@@ -156,7 +157,8 @@ int ddb_batch_write(ddb_ctx *x, json_t *req)
         json_decref(unprocessed);
         return -1;
     }
-    json_object_foreach(items, table, v) {
+    json_object_foreach(items, table, v)
+    {
         if (write_table(x, table, v, unprocessed) != 0) {
             json_decref(unprocessed);
             return -1;
@@ -188,7 +190,8 @@ static int get_table(ddb_ctx *x, const char *table, json_t *spec, json_t *respon
         ddb_req_fail(x, 500, "InternalServerError", "out of memory");
         goto out;
     }
-    json_array_foreach(keys, i, k) {
+    json_array_foreach(keys, i, k)
+    {
         if (!json_is_object(k)) {
             ddb_req_fail(x, 400, "SerializationException", "Keys: each key must be an object");
             goto out;
@@ -247,7 +250,8 @@ int ddb_batch_get(ddb_ctx *x, json_t *req)
         json_decref(unprocessed);
         return x->status != 200 ? -1 : ddb_req_fail(x, 500, "InternalServerError", "oom");
     }
-    json_object_foreach(items, table, v) {
+    json_object_foreach(items, table, v)
+    {
         if (!json_is_object(v) || get_table(x, table, v, responses, unprocessed) != 0) {
             json_decref(responses);
             json_decref(unprocessed);

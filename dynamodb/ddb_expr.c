@@ -24,7 +24,8 @@ int ddb_expr_init(ddb_ctx *x, json_t *req, expr_ctx *e)
         ddb_req_object(x, req, "ExpressionAttributeValues", 0, &values) != 0) {
         return -1;
     }
-    json_object_foreach(names, k, v) {
+    json_object_foreach(names, k, v)
+    {
         if (!json_is_string(v)) {
             return ddb_req_fail(x, 400, "SerializationException",
                                 "ExpressionAttributeNames: %.100s must map to a string", k);
@@ -36,7 +37,8 @@ int ddb_expr_init(ddb_ctx *x, json_t *req, expr_ctx *e)
                                 k);
         }
     }
-    json_object_foreach(values, k, v) {
+    json_object_foreach(values, k, v)
+    {
         if (!json_is_object(v) || json_object_size(v) != 1) {
             return ddb_req_fail(x, 400, "ValidationException",
                                 "ExpressionAttributeValues contains invalid value: Supplied "
@@ -229,7 +231,8 @@ static int send_update(ddb_ctx *x, ddb_write *w, json_t *old, json_t *new_item,
     if (u == NULL) {
         return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
     }
-    json_object_foreach(new_item, k, v) {
+    json_object_foreach(new_item, k, v)
+    {
         if (key_has(w->key, k) || (old != NULL && json_equal(json_object_get(old, k), v))) {
             continue;
         }
@@ -242,7 +245,8 @@ static int send_update(ddb_ctx *x, ddb_write *w, json_t *old, json_t *new_item,
             return rv;
         }
     }
-    json_object_foreach(old, k, v) {
+    json_object_foreach(old, k, v)
+    {
         if (json_object_get(new_item, k) == NULL) {
             lapse_update_remove(u, k);
             n++;
@@ -308,7 +312,8 @@ static int choose_guard(ddb_ctx *x, ddb_write *w, json_t *reads, json_t *old, la
     json_t *v;
     int haskey = 0;
     *value_json = NULL;
-    json_object_foreach(reads, k, v) {
+    json_object_foreach(reads, k, v)
+    {
         if (key_has(w->key, k)) {
             haskey = 1;
         } else if (one == NULL) {

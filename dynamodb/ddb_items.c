@@ -20,8 +20,8 @@ static const char *const get_unsupported[] = {"AttributesToGet", NULL};
 static int return_values(ddb_ctx *x, json_t *req, const char *op, const char *const *allowed,
                          const char **out)
 {
-    static const char *const known[] = {"NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW",
-                                        "UPDATED_NEW", NULL};
+    static const char *const known[] = {"NONE",    "ALL_OLD",     "UPDATED_OLD",
+                                        "ALL_NEW", "UPDATED_NEW", NULL};
     const char *rv;
     *out = "NONE";
     if (ddb_req_string(x, req, "ReturnValues", 0, &rv) != 0) {
@@ -54,8 +54,8 @@ static int return_values(ddb_ctx *x, json_t *req, const char *op, const char *co
                             "be atomic (docs/dynamodb-api.md)",
                             op, rv);
     }
-    return ddb_req_fail(x, 400, "ValidationException",
-                        "ReturnValues %s is not valid for %s", rv, op);
+    return ddb_req_fail(x, 400, "ValidationException", "ReturnValues %s is not valid for %s", rv,
+                        op);
 }
 
 /* The table and the Key (or Item) of a request, the key checked against the
@@ -97,18 +97,15 @@ static int put_or_delete(ddb_ctx *x, json_t *req, ddb_write_kind kind)
         return_values(x, req, op, none_only, &rvals) != 0 ||
         ddb_expr_condition(x, &e, req, "ConditionExpression", &cond) != 0 ||
         ddb_expr_done(x, &e) != 0 ||
-        table_and_item(x, req, kind == DDB_PUT ? "Item" : "Key", kind == DDB_DELETE, &table,
-                       &it) != 0) {
+        table_and_item(x, req, kind == DDB_PUT ? "Item" : "Key", kind == DDB_DELETE, &table, &it) !=
+            0) {
         goto out;
     }
     if (kind == DDB_PUT && cond != NULL && ddb_expr_key_of(x, table, it, &key) != 0) {
         goto out;
     }
-    ddb_write w = {.kind = kind,
-                   .table = table,
-                   .key = kind == DDB_PUT ? key : it,
-                   .item = it,
-                   .cond = cond};
+    ddb_write w = {
+        .kind = kind, .table = table, .key = kind == DDB_PUT ? key : it, .item = it, .cond = cond};
     if (ddb_write_run(x, &e, &w) == 0) {
         x->out = json_object();
         rv = 0;

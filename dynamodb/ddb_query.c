@@ -11,13 +11,12 @@
 /* ---- the key condition ---- */
 
 typedef struct keycond {
-    json_t *pk_value;          /* borrowed */
+    json_t *pk_value; /* borrowed */
     lapse_sk_op op;
-    json_t *sk_value, *sk_hi;  /* borrowed */
+    json_t *sk_value, *sk_hi; /* borrowed */
 } keycond;
 
-static int one_key_part(ddb_ctx *x, const expr_node *n, const char *pk, const char *sk,
-                        keycond *k)
+static int one_key_part(ddb_ctx *x, const expr_node *n, const char *pk, const char *sk, keycond *k)
 {
     static const lapse_sk_op ops[] = {LAPSE_SK_EQ, LAPSE_SK_NONE, LAPSE_SK_LT,
                                       LAPSE_SK_LE, LAPSE_SK_GT,   LAPSE_SK_GE};
@@ -35,8 +34,7 @@ static int one_key_part(ddb_ctx *x, const expr_node *n, const char *pk, const ch
     } else if (n->kind == EXPR_BETWEEN && n->a->kind == EXPR_PATH && n->b->kind == EXPR_VALUE &&
                n->c->kind == EXPR_VALUE) {
         path = n->a, v = n->b->value, hi = n->c->value, op = LAPSE_SK_BETWEEN;
-    } else if (n->kind == EXPR_FUNC && n->op == EXPR_FN_BEGINS_WITH &&
-               n->b->kind == EXPR_VALUE) {
+    } else if (n->kind == EXPR_FUNC && n->op == EXPR_FN_BEGINS_WITH && n->b->kind == EXPR_VALUE) {
         path = n->a, v = n->b->value, op = LAPSE_SK_BEGINS_WITH;
     }
     if (path == NULL || path->path->next != NULL) {
@@ -66,8 +64,7 @@ static int one_key_part(ddb_ctx *x, const expr_node *n, const char *pk, const ch
                         name, pk, sk[0] ? ", " : "", sk);
 }
 
-static int key_condition(ddb_ctx *x, const expr_node *c, const char *pk, const char *sk,
-                         keycond *k)
+static int key_condition(ddb_ctx *x, const expr_node *c, const char *pk, const char *sk, keycond *k)
 {
     memset(k, 0, sizeof *k);
     if (c->kind == EXPR_AND) {
@@ -129,7 +126,7 @@ static int reader_init(ddb_ctx *x, json_t *req, const char *op, reader *r)
         ddb_req_int(x, req, "Limit", 1, 1000000, &r->limit) != 0) {
         return -1;
     }
-    static const char *const legacy[] = {"ScanFilter", "QueryFilter", "KeyConditions",
+    static const char *const legacy[] = {"ScanFilter",      "QueryFilter",         "KeyConditions",
                                          "AttributesToGet", "ConditionalOperator", NULL};
     if (ddb_req_unsupported(x, req, op, legacy) != 0) {
         return -1;
@@ -191,7 +188,8 @@ static int respond(ddb_ctx *x, reader *r, lapse_page *page)
         if (keep) {
             count++;
             if (!r->count_only) {
-                json_array_append_new(items, r->proj ? expr_project(r->proj, doc) : json_incref(doc));
+                json_array_append_new(items,
+                                      r->proj ? expr_project(r->proj, doc) : json_incref(doc));
             }
         }
         json_decref(doc);

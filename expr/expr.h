@@ -70,11 +70,11 @@ typedef struct expr_elem {
 
 typedef struct expr_node {
     expr_kind kind;
-    int op;                     /* expr_cmp for EXPR_CMP, expr_fn for EXPR_FUNC */
+    int op;                      /* expr_cmp for EXPR_CMP, expr_fn for EXPR_FUNC */
     struct expr_node *a, *b, *c; /* operands; IN: a and the list in b */
-    struct expr_node *next;     /* the next of a list (IN, function arguments, clauses) */
-    expr_elem *path;            /* EXPR_PATH */
-    json_t *value;              /* EXPR_VALUE: borrowed typed value {"N":"1"} */
+    struct expr_node *next;      /* the next of a list (IN, function arguments, clauses) */
+    expr_elem *path;             /* EXPR_PATH */
+    json_t *value;               /* EXPR_VALUE: borrowed typed value {"N":"1"} */
 } expr_node;
 
 typedef enum expr_action_kind { EXPR_SET, EXPR_REMOVE, EXPR_ADD, EXPR_DELETE } expr_action_kind;
@@ -94,8 +94,8 @@ typedef struct expr_ctx {
     json_t *values;     /* borrowed: ExpressionAttributeValues or NULL */
     json_t *used_names; /* owned: the #names used so far, as keys */
     json_t *used_values;
-    const char *what;   /* the expression being parsed: "ConditionExpression" */
-    int nodes;          /* operators and functions in the current expression */
+    const char *what; /* the expression being parsed: "ConditionExpression" */
+    int nodes;        /* operators and functions in the current expression */
     int failed;
     char err[512];
 } expr_ctx;

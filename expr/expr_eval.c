@@ -19,7 +19,8 @@ static const char *vtype(json_t *v)
     const char *k = "";
     json_t *unused;
     if (json_is_object(v) && json_object_size(v) == 1) {
-        json_object_foreach(v, k, unused) {
+        json_object_foreach(v, k, unused)
+        {
             (void)unused;
             return k;
         }
@@ -124,8 +125,9 @@ static json_t *num_add(expr_ctx *x, json_t *va, json_t *vb, int neg_b)
         bottom++;
     }
     if (top - bottom + 1 > NUMBER_MAX_DIGITS) {
-        expr_fail(x, "Number overflow. Attempting to store a number with more than %d "
-                     "significant digits",
+        expr_fail(x,
+                  "Number overflow. Attempting to store a number with more than %d "
+                  "significant digits",
                   NUMBER_MAX_DIGITS);
         return NULL;
     }
@@ -198,9 +200,11 @@ int expr_value_equal(json_t *a, json_t *b)
         }
         size_t i, j;
         json_t *ea, *eb;
-        json_array_foreach(ba, i, ea) {
+        json_array_foreach(ba, i, ea)
+        {
             int found = 0;
-            json_array_foreach(bb, j, eb) {
+            json_array_foreach(bb, j, eb)
+            {
                 found = found || scalar_equal(et, ea, eb);
             }
             if (!found) {
@@ -226,7 +230,8 @@ int expr_value_equal(json_t *a, json_t *b)
         if (json_object_size(ba) != json_object_size(bb)) {
             return 0;
         }
-        json_object_foreach(ba, k, v) {
+        json_object_foreach(ba, k, v)
+        {
             json_t *w = json_object_get(bb, k);
             if (w == NULL || !expr_value_equal(v, w)) {
                 return 0;
@@ -327,7 +332,8 @@ static int contains(json_t *hay, json_t *needle)
     if (is_set(th) && th[0] == tn[0] && tn[1] == '\0') {
         size_t i;
         json_t *e;
-        json_array_foreach(bh, i, e) {
+        json_array_foreach(bh, i, e)
+        {
             if (scalar_equal(tn, e, bn)) {
                 return 1;
             }
@@ -337,7 +343,8 @@ static int contains(json_t *hay, json_t *needle)
     if (strcmp(th, "L") == 0) {
         size_t i;
         json_t *e;
-        json_array_foreach(bh, i, e) {
+        json_array_foreach(bh, i, e)
+        {
             if (expr_value_equal(e, needle)) {
                 return 1;
             }
@@ -377,8 +384,8 @@ static int func(expr_ctx *x, const expr_node *n, json_t *item)
     case EXPR_FN_ATTRIBUTE_NOT_EXISTS:
         return v == NULL;
     case EXPR_FN_ATTRIBUTE_TYPE: {
-        static const char *const types[] = {"S", "SS", "N", "NS", "B", "BS",
-                                            "BOOL", "NULL", "L", "M"};
+        static const char *const types[] = {"S",  "SS",   "N",    "NS", "B",
+                                            "BS", "BOOL", "NULL", "L",  "M"};
         arg = operand(x, n->b, item);
         const char *want = strcmp(vtype(arg), "S") == 0 ? json_string_value(vbody(arg)) : NULL;
         int known = 0;
@@ -386,8 +393,9 @@ static int func(expr_ctx *x, const expr_node *n, json_t *item)
             known = known || strcmp(types[i], want) == 0;
         }
         if (!known) {
-            expr_fail(x, "Invalid attribute type name found in type condition: %.20s; valid "
-                         "types: S, SS, N, NS, B, BS, BOOL, NULL, L, M",
+            expr_fail(x,
+                      "Invalid attribute type name found in type condition: %.20s; valid "
+                      "types: S, SS, N, NS, B, BS, BOOL, NULL, L, M",
                       want ? want : "(not a string)");
             rv = -1;
         } else {
@@ -487,8 +495,9 @@ static json_t *upvalue(expr_ctx *x, const expr_node *n, json_t *old)
         if ((r = operand(x, n, old)) == NULL && !x->failed) {
             char p[256];
             expr_path_format(n->path, p, sizeof p);
-            expr_fail(x, "The provided expression refers to an attribute that does not exist in "
-                         "the item: %s",
+            expr_fail(x,
+                      "The provided expression refers to an attribute that does not exist in "
+                      "the item: %s",
                       p);
         }
         return r;
@@ -508,16 +517,18 @@ static json_t *upvalue(expr_ctx *x, const expr_node *n, json_t *old)
         }
         if (n->kind != EXPR_LIST_APPEND) {
             if (strcmp(vtype(a), "N") != 0 || strcmp(vtype(b), "N") != 0) {
-                expr_fail(x, "Incorrect operand type for operator or function; operator: %s, "
-                             "operand type: %s",
+                expr_fail(x,
+                          "Incorrect operand type for operator or function; operator: %s, "
+                          "operand type: %s",
                           n->kind == EXPR_PLUS ? "+" : "-",
                           strcmp(vtype(a), "N") != 0 ? vtype(a) : vtype(b));
             } else {
                 r = num_add(x, a, b, n->kind == EXPR_MINUS);
             }
         } else if (strcmp(vtype(a), "L") != 0 || strcmp(vtype(b), "L") != 0) {
-            expr_fail(x, "Incorrect operand type for operator or function; operator or function: "
-                         "list_append, operand type: %s",
+            expr_fail(x,
+                      "Incorrect operand type for operator or function; operator or function: "
+                      "list_append, operand type: %s",
                       strcmp(vtype(a), "L") != 0 ? vtype(a) : vtype(b));
         } else {
             json_t *l = json_deep_copy(vbody(a));
@@ -589,9 +600,11 @@ static json_t *set_op(json_t *have, json_t *with, const char *et, int add)
     json_t *out = json_array();
     size_t i, j;
     json_t *e, *f;
-    json_array_foreach(have, i, e) {
+    json_array_foreach(have, i, e)
+    {
         int in_with = 0;
-        json_array_foreach(with, j, f) {
+        json_array_foreach(with, j, f)
+        {
             in_with = in_with || scalar_equal(et, e, f);
         }
         if (add || !in_with) {
@@ -599,9 +612,11 @@ static json_t *set_op(json_t *have, json_t *with, const char *et, int add)
         }
     }
     if (add) {
-        json_array_foreach(with, j, f) {
+        json_array_foreach(with, j, f)
+        {
             int in_have = 0;
-            json_array_foreach(have, i, e) {
+            json_array_foreach(have, i, e)
+            {
                 in_have = in_have || scalar_equal(et, e, f);
             }
             if (!in_have) {
@@ -618,8 +633,9 @@ static int add_delete(expr_ctx *x, const expr_action *a, json_t *old, json_t *it
     json_t *v = a->value->value, *have = expr_get(old, a->path->path);
     const char *t = vtype(v);
     if (!(is_set(t) || (a->kind == EXPR_ADD && strcmp(t, "N") == 0))) {
-        expr_fail(x, "Incorrect operand type for operator or function; operator: %s, operand "
-                     "type: %s",
+        expr_fail(x,
+                  "Incorrect operand type for operator or function; operator: %s, operand "
+                  "type: %s",
                   op, t);
         return -1;
     }

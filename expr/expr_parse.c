@@ -175,8 +175,8 @@ expr_node *expr_mk_path(expr_pstate *ps, expr_node *path, expr_tok t, int hash)
         name = json_string_value(v);
     } else {
         if (expr_reserved(t.s, t.len)) {
-            expr_fail(x, "Attribute name is a reserved keyword; reserved keyword: %.*s",
-                      (int)t.len, t.s);
+            expr_fail(x, "Attribute name is a reserved keyword; reserved keyword: %.*s", (int)t.len,
+                      t.s);
             return NULL;
         }
         if ((name = arena_strndup(&x->ar, t.s, t.len)) == NULL) {
@@ -261,8 +261,9 @@ expr_node *expr_mk_func(expr_pstate *ps, expr_tok name, expr_node *args, int upd
             return NULL;
         }
         if (count(args) != fns[i].nargs) {
-            expr_fail(x, "Incorrect number of operands for operator or function; operator or "
-                         "function: %s, number of operands: %d",
+            expr_fail(x,
+                      "Incorrect number of operands for operator or function; operator or "
+                      "function: %s, number of operands: %d",
                       fns[i].name, count(args));
             return NULL;
         }
@@ -342,8 +343,8 @@ void expr_syntax_error(expr_pstate *ps, int major, expr_tok t)
     }
     int len = t.len > 40 ? 40 : (int)t.len;
     const char *near = t.s - ps->lex->start > 20 ? t.s - 20 : ps->lex->start;
-    expr_fail(x, "Syntax error; token: \"%.*s\", near: \"%.*s\"", len, t.s,
-              (int)(t.s - near) + len, near);
+    expr_fail(x, "Syntax error; token: \"%.*s\", near: \"%.*s\"", len, t.s, (int)(t.s - near) + len,
+              near);
 }
 
 /* ---- the driver ---- */
@@ -473,10 +474,12 @@ int expr_check_unused(expr_ctx *x)
             x->failed = 1;
             return -1;
         }
-        json_object_foreach(sets[i], key, v) {
+        json_object_foreach(sets[i], key, v)
+        {
             if (json_object_get(used[i], key) == NULL) {
                 snprintf(x->err, sizeof x->err,
-                         "Value provided in %s unused in expressions: keys: {%.200s}", what[i], key);
+                         "Value provided in %s unused in expressions: keys: {%.200s}", what[i],
+                         key);
                 x->failed = 1;
                 return -1;
             }

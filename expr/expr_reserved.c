@@ -10,6 +10,7 @@
 
 #include "expr_int.h"
 
+/* clang-format off */
 static const char *const words[] = {
     "ABORT", "ABSOLUTE", "ACTION", "ADD", "AFTER", "AGENT", "AGGREGATE", "ALL", "ALLOCATE",
     "ALTER", "ANALYZE", "AND", "ANY", "ARCHIVE", "ARE", "ARRAY", "AS", "ASC", "ASCII",
@@ -79,6 +80,7 @@ static const char *const words[] = {
     "VARIANCE", "VARINT", "VARYING", "VIEW", "VIEWS", "VIRTUAL", "VOID", "WAIT", "WHEN",
     "WHENEVER", "WHERE", "WHILE", "WINDOW", "WITH", "WITHIN", "WITHOUT", "WORK", "WRAPPED",
     "WRITE", "YEAR", "ZONE"};
+/* clang-format on */
 
 static int cmp(const void *key, const void *elem)
 {

@@ -25,14 +25,16 @@ static json_t *J(const char *s)
     return v;
 }
 
-static const char *VALUES = "{\":one\":{\"N\":\"1\"},\":five\":{\"N\":\"5\"},\":ten\":{\"N\":\"10\"},"
-                            "\":x\":{\"S\":\"x\"},\":ab\":{\"S\":\"ab\"},\":l\":{\"L\":[{\"N\":\"9\"}]},"
-                            "\":t\":{\"S\":\"N\"},\":big\":{\"N\":\"99999999999999999999999999999999999999\"},"
-                            "\":frac\":{\"N\":\"0.25\"},\":ss\":{\"SS\":[\"a\",\"b\"]}}";
-static const char *ITEM = "{\"pk\":{\"S\":\"k\"},\"n\":{\"N\":\"5\"},\"s\":{\"S\":\"abc\"},"
-                          "\"status\":{\"S\":\"on\"},"
-                          "\"m\":{\"M\":{\"a\":{\"L\":[{\"N\":\"1\"},{\"M\":{\"c\":{\"S\":\"deep\"}}}]}}},"
-                          "\"tags\":{\"SS\":[\"a\",\"c\"]}}";
+static const char *VALUES =
+    "{\":one\":{\"N\":\"1\"},\":five\":{\"N\":\"5\"},\":ten\":{\"N\":\"10\"},"
+    "\":x\":{\"S\":\"x\"},\":ab\":{\"S\":\"ab\"},\":l\":{\"L\":[{\"N\":\"9\"}]},"
+    "\":t\":{\"S\":\"N\"},\":big\":{\"N\":\"99999999999999999999999999999999999999\"},"
+    "\":frac\":{\"N\":\"0.25\"},\":ss\":{\"SS\":[\"a\",\"b\"]}}";
+static const char *ITEM =
+    "{\"pk\":{\"S\":\"k\"},\"n\":{\"N\":\"5\"},\"s\":{\"S\":\"abc\"},"
+    "\"status\":{\"S\":\"on\"},"
+    "\"m\":{\"M\":{\"a\":{\"L\":[{\"N\":\"1\"},{\"M\":{\"c\":{\"S\":\"deep\"}}}]}}},"
+    "\"tags\":{\"SS\":[\"a\",\"c\"]}}";
 
 /* Evaluates condition text on ITEM with VALUES and #st -> status: 1, 0, or
  * -1 (parse or evaluation error, message into err). */
@@ -187,8 +189,8 @@ static void test_updates(void **state)
 {
     (void)state;
     char err[512];
-    json_t *it = update("SET n = n + :one, s = :x, z = if_not_exists(z, :ten), q = :frac - :one",
-                        err);
+    json_t *it =
+        update("SET n = n + :one, s = :x, z = if_not_exists(z, :ten), q = :frac - :one", err);
     assert_non_null(it);
     assert_attr(it, "n", "{\"N\":\"6\"}");
     assert_attr(it, "s", "{\"S\":\"x\"}");
