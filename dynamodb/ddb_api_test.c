@@ -108,6 +108,10 @@ static void unsupported_parameters_are_named(void **state)
         "{\"TableName\":\"t\",\"Key\":{},\"UpdateExpression\":\"SET a = :v\","
         "\"ExpressionAttributeValues\":{\":v\":{\"N\":\"1\"}},\"ReturnValues\":\"UPDATED_OLD\"}",
         400, "ValidationException", "ReturnValues UPDATED_OLD");
+    expect_error(T("DeleteItem"),
+                 "{\"TableName\":\"t\",\"Key\":{},\"ReturnValuesOnConditionCheckFailure\":"
+                 "\"ALL_OLD\"}",
+                 400, "ValidationException", "ReturnValuesOnConditionCheckFailure");
     expect_error(T("GetItem"), "{\"TableName\":\"t\",\"Key\":{},\"AttributesToGet\":[\"a\"]}", 400,
                  "ValidationException", "AttributesToGet");
     expect_error(T("DeleteItem"), "{\"TableName\":\"t\",\"Key\":{},\"Expected\":{}}", 400,

@@ -85,6 +85,23 @@ static int table_and_item(ddb_ctx *x, json_t *req, const char *member, int key_o
 
 static const char *const none_only[] = {"NONE", NULL};
 
+/* ReturnValuesOnConditionCheckFailure ALL_OLD would need the item the node
+ * compared against, which it does not return: refused rather than ignored. */
+static int on_failure_none(ddb_ctx *x, json_t *req, const char *op)
+{
+    const char *v;
+    if (ddb_req_string(x, req, "ReturnValuesOnConditionCheckFailure", 0, &v) != 0) {
+        return -1;
+    }
+    if (v != NULL && strcmp(v, "NONE") != 0) {
+        return ddb_req_fail(x, 400, "ValidationException",
+                            "%s: ReturnValuesOnConditionCheckFailure %.20s is not supported by "
+                            "Lapse (only NONE)",
+                            op, v);
+    }
+    return 0;
+}
+
 /* PutItem and DeleteItem: the same but for the item. */
 static int put_or_delete(ddb_ctx *x, json_t *req, ddb_write_kind kind)
 {
@@ -94,7 +111,7 @@ static int put_or_delete(ddb_ctx *x, json_t *req, ddb_write_kind kind)
     expr_node *cond;
     int rv = -1;
     if (ddb_expr_init(x, req, &e) != 0 || ddb_req_unsupported(x, req, op, write_unsupported) != 0 ||
-        return_values(x, req, op, none_only, &rvals) != 0 ||
+        return_values(x, req, op, none_only, &rvals) != 0 || on_failure_none(x, req, op) != 0 ||
         ddb_expr_condition(x, &e, req, "ConditionExpression", &cond) != 0 ||
         ddb_expr_done(x, &e) != 0 ||
         table_and_item(x, req, kind == DDB_PUT ? "Item" : "Key", kind == DDB_DELETE, &table, &it) !=
@@ -181,7 +198,7 @@ int ddb_items_update(ddb_ctx *x, json_t *req)
     if (ddb_expr_init(x, req, &e) != 0 ||
         ddb_req_unsupported(x, req, "UpdateItem", write_unsupported) != 0 ||
         return_values(x, req, "UpdateItem", allowed, &rvals) != 0 ||
-        ddb_expr_update(x, &e, req, &actions) != 0 ||
+        on_failure_none(x, req, "UpdateItem") != 0 || ddb_expr_update(x, &e, req, &actions) != 0 ||
         ddb_expr_condition(x, &e, req, "ConditionExpression", &cond) != 0 ||
         ddb_expr_done(x, &e) != 0 || table_and_item(x, req, "Key", 1, &table, &key) != 0) {
         goto out;
