@@ -152,6 +152,14 @@ static void expression_errors_are_named(void **state)
                  "{\"TableName\":\"t\",\"Key\":{},\"UpdateExpression\":\"SET a = :v\","
                  "\"ExpressionAttributeValues\":{\":v\":[]}}",
                  400, "ValidationException", ":v");
+    expect_error(T("PutItem"),
+                 "{\"TableName\":\"t\",\"Item\":{},\"ConditionExpression\":\"begins_with(a, :v)\","
+                 "\"ExpressionAttributeValues\":{\":v\":{\"S\":5}}}",
+                 400, "ValidationException", "invalid value");
+    expect_error(T("PutItem"),
+                 "{\"TableName\":\"t\",\"Item\":{},\"ConditionExpression\":\"a = :v\","
+                 "\"ExpressionAttributeValues\":{\":v\":{\"N\":\"12abc\"}}}",
+                 400, "ValidationException", "not a valid number");
     char body[4096];
     int n =
         snprintf(body, sizeof body, "{\"TableName\":\"t\",\"Key\":{},\"ConditionExpression\":\"");

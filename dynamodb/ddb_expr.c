@@ -45,6 +45,13 @@ int ddb_expr_init(ddb_ctx *x, json_t *req, expr_ctx *e)
                                 "AttributeValue must have exactly one data type for key %.100s",
                                 k);
         }
+        char why[200];
+        if (expr_value_check(v, why, sizeof why) != 0) {
+            return ddb_req_fail(x, 400, "ValidationException",
+                                "ExpressionAttributeValues contains invalid value: %s for key "
+                                "%.100s",
+                                why, k);
+        }
         if (k[0] != ':') {
             return ddb_req_fail(x, 400, "ValidationException",
                                 "ExpressionAttributeValues contains invalid key: Syntax error; "

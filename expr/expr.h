@@ -141,6 +141,12 @@ int expr_apply_update(expr_ctx *x, const expr_action *actions, json_t *item);
 /* A new object with only the projected paths of item (nested paths keep
  * their enclosing maps and lists, as DynamoDB). */
 json_t *expr_project(const expr_node *paths, json_t *item);
+/* Checks that v is a well-formed typed value (DynamoDB JSON: S, N (a valid
+ * number), B (base64), BOOL, NULL (true), SS/NS/BS (non-empty, no
+ * duplicates), L, M, nested at most EXPR_MAX_DEPTH deep). Evaluation
+ * assumes it of every value it is given. Returns 0, or -1 with the reason
+ * in err. */
+int expr_value_check(json_t *v, char *err, size_t errlen);
 /* Equality of two typed values (numbers by value, sets ignoring order). */
 int expr_value_equal(json_t *a, json_t *b);
 

@@ -152,6 +152,112 @@ static json_t *num_add(expr_ctx *x, json_t *va, json_t *vb, int neg_b)
     return json_pack("{s:s}", "N", fmt);
 }
 
+static int is_set(const char *t);
+static int scalar_equal(const char *t, json_t *a, json_t *b);
+
+/* ---- value checks ---- */
+
+static int bad(char *err, size_t errlen, const char *why, const char *type)
+{
+    snprintf(err, errlen, "%s%s%s", why, type ? ": " : "", type ? type : "");
+    return -1;
+}
+
+static int scalar_ok(const char *t, json_t *body, char *err, size_t errlen)
+{
+    const char *s = json_string_value(body);
+    if (s == NULL) {
+        return bad(err, errlen, "the value of a scalar type must be a string", t);
+    }
+    if (t[0] == 'N' && number_validate(s, strlen(s)) != 0) {
+        return bad(err, errlen, "not a valid number in an N value", NULL);
+    }
+    if (t[0] == 'B') {
+        uint8_t *p = NULL;
+        size_t n;
+        if (base64_decode(s, strlen(s), &p, &n) != 0) {
+            return bad(err, errlen, "not valid base64 in a B value", NULL);
+        }
+        free(p);
+    }
+    return 0;
+}
+
+static int check(json_t *v, int depth, char *err, size_t errlen)
+{
+    const char *t = vtype(v);
+    json_t *body = vbody(v);
+    if (depth > EXPR_MAX_DEPTH) {
+        return bad(err, errlen, "the value is nested too deeply", NULL);
+    }
+    if (t[0] == '\0') {
+        return bad(err, errlen, "Supplied AttributeValue must have exactly one data type", NULL);
+    }
+    if (!strcmp(t, "S") || !strcmp(t, "N") || !strcmp(t, "B")) {
+        return scalar_ok(t, body, err, errlen);
+    }
+    if (!strcmp(t, "BOOL")) {
+        return json_is_boolean(body) ? 0 : bad(err, errlen, "BOOL must be true or false", NULL);
+    }
+    if (!strcmp(t, "NULL")) {
+        return json_is_true(body) ? 0 : bad(err, errlen, "NULL must be true", NULL);
+    }
+    if (is_set(t)) {
+        size_t i;
+        json_t *e;
+        char et[2] = {t[0] == 'S' ? 'S' : t[0], '\0'};
+        if (!json_is_array(body) || json_array_size(body) == 0) {
+            return bad(err, errlen, "a set must be a non-empty list", t);
+        }
+        json_array_foreach(body, i, e)
+        {
+            if (scalar_ok(et, e, err, errlen) != 0) {
+                return -1;
+            }
+            for (size_t j = 0; j < i; j++) {
+                if (scalar_equal(et[0] == 'N' ? "N" : "S", json_array_get(body, j), e)) {
+                    return bad(err, errlen, "Input collection contains duplicates", t);
+                }
+            }
+        }
+        return 0;
+    }
+    if (!strcmp(t, "L")) {
+        size_t i;
+        json_t *e;
+        if (!json_is_array(body)) {
+            return bad(err, errlen, "L must be a list", NULL);
+        }
+        json_array_foreach(body, i, e)
+        {
+            if (check(e, depth + 1, err, errlen) != 0) {
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (!strcmp(t, "M")) {
+        const char *k;
+        json_t *e;
+        if (!json_is_object(body)) {
+            return bad(err, errlen, "M must be an object", NULL);
+        }
+        json_object_foreach(body, k, e)
+        {
+            if (check(e, depth + 1, err, errlen) != 0) {
+                return -1;
+            }
+        }
+        return 0;
+    }
+    return bad(err, errlen, "unknown data type", t);
+}
+
+int expr_value_check(json_t *v, char *err, size_t errlen)
+{
+    return check(v, 0, err, errlen);
+}
+
 /* ---- comparison ---- */
 
 static int is_set(const char *t)

@@ -261,13 +261,54 @@ static void test_projection_and_unused(void **state)
     json_decref(item);
 }
 
+static void test_value_checks(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"{\"S\":5}",
+                                      "{\"N\":\"1x\"}",
+                                      "{\"B\":\"!!\"}",
+                                      "{\"BOOL\":1}",
+                                      "{\"NULL\":false}",
+                                      "{\"SS\":[]}",
+                                      "{\"SS\":[\"a\",\"a\"]}",
+                                      "{\"NS\":[\"1\",\"1.0\"]}",
+                                      "{\"L\":[{\"S\":1}]}",
+                                      "{\"M\":{\"a\":{}}}",
+                                      "{\"X\":\"a\"}",
+                                      "{\"S\":\"a\",\"N\":\"1\"}",
+                                      "[]"};
+    char err[200];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *v = J(bad[i]);
+        if (expr_value_check(v, err, sizeof err) != -1 || err[0] == '\0') {
+            fail_msg("%s was accepted", bad[i]);
+        }
+        json_decref(v);
+    }
+    json_t *good =
+        J("{\"M\":{\"a\":{\"L\":[{\"NS\":[\"1\",\"2\"]},{\"B\":\"AAE=\"},{\"NULL\":true}]}}}");
+    assert_int_equal(expr_value_check(good, err, sizeof err), 0);
+    json_decref(good);
+    /* Too deep. */
+    char deep[2000] = "";
+    for (int i = 0; i < 40; i++) {
+        strcat(deep, "{\"L\":[");
+    }
+    strcat(deep, "{\"N\":\"1\"}");
+    for (int i = 0; i < 40; i++) {
+        strcat(deep, "]}");
+    }
+    json_t *d = J(deep);
+    assert_int_equal(expr_value_check(d, err, sizeof err), -1);
+    json_decref(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conditions),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_updates),
-        cmocka_unit_test(test_projection_and_unused),
+        cmocka_unit_test(test_conditions),   cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_updates),      cmocka_unit_test(test_projection_and_unused),
+        cmocka_unit_test(test_value_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

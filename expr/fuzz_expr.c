@@ -58,6 +58,41 @@ int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n)
         json_decref(out);
     }
     expr_ctx_fini(&x);
+    /* The input as a value: a well-formed one must evaluate and apply
+     * under every function and operator without crashing. */
+    json_t *v = json_loadb((const char *)d, n, 0, NULL);
+    char err[200];
+    if (v != NULL && expr_value_check(v, err, sizeof err) == 0) {
+        json_t *vals = json_pack("{s:O}", ":v", v);
+        static const char *const conds[] = {
+            "a = :v OR a < :v OR :v BETWEEN a AND s OR a IN (:v, :v) OR contains(:v, :v)",
+            "begins_with(s, :v) OR contains(b.c, :v) OR size(l) > :v OR attribute_type(a, :v)",
+            "contains(l, :v) OR begins_with(:v, :v) OR b.c[0] >= :v"};
+        static const char *const ups[] = {"SET a = a + :v",  "SET l = list_append(l, :v)",
+                                          "ADD a :v",        "DELETE q :v",
+                                          "SET b.c[3] = :v", "SET z = if_not_exists(z, :v) - :v"};
+        for (size_t i = 0; i < sizeof conds / sizeof conds[0]; i++) {
+            expr_ctx_init(&x, NULL, vals);
+            if (expr_parse_condition(&x, "ConditionExpression", conds[i], strlen(conds[i]), &c) ==
+                0) {
+                int r = expr_eval(&x, c, item);
+                must(r >= -1 && r <= 1, "evaluation of a value");
+            }
+            expr_ctx_fini(&x);
+        }
+        for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++) {
+            expr_ctx_init(&x, NULL, vals);
+            if (expr_parse_update(&x, ups[i], strlen(ups[i]), &u) == 0) {
+                json_t *copy = json_deep_copy(item);
+                int r = expr_apply_update(&x, u, copy);
+                must(r == 0 || x.err[0] != '\0', "a failed update with a value says why");
+                json_decref(copy);
+            }
+            expr_ctx_fini(&x);
+        }
+        json_decref(vals);
+    }
+    json_decref(v);
     json_decref(names);
     json_decref(values);
     json_decref(item);
