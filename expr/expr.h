@@ -124,7 +124,8 @@ int expr_check_unused(expr_ctx *x);
 /* Writes a path as text (a.b[1].c, the names resolved) into out. */
 void expr_path_format(const expr_elem *p, char *out, size_t outlen);
 
-/* ---- evaluation (expr_eval.c) ---- */
+/* ---- evaluation (expr_value.c: values and paths; expr_eval.c: conditions;
+ * expr_update.c: updates and projections) ---- */
 
 /* The value at path in item (a jansson object of typed values), borrowed,
  * or NULL when absent. */

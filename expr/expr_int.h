@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "../common/number.h"
 #include "expr.h"
 
 /* A token: its text in the (NUL-terminated) input copy. */
@@ -53,6 +54,27 @@ expr_node *expr_append(expr_node *list, expr_node *n);
 void expr_begin_clause(expr_pstate *ps, expr_action_kind kind);
 void expr_add_action(expr_pstate *ps, expr_node *path, expr_node *value);
 void expr_syntax_error(expr_pstate *ps, int major, expr_tok t);
+
+/* Values (expr_value.c), shared by the evaluation files. */
+/* The type name of a typed value ({"S":"x"} -> "S"), or "" when malformed. */
+const char *expr_vtype(json_t *v);
+/* The body of a typed value (borrowed), or NULL. */
+json_t *expr_vbody(json_t *v);
+/* An N value as a number: 0, or -1 when it is not one. */
+int expr_num_of(json_t *v, number *n);
+/* a + b (a - b with neg_b) exactly, as a new {"N":...}; NULL with x->err. */
+json_t *expr_num_add(expr_ctx *x, json_t *va, json_t *vb, int neg_b);
+/* 1 for the set types SS, NS, BS. */
+int expr_is_set(const char *t);
+/* Equality of two scalar bodies of type t. */
+int expr_scalar_equal(const char *t, json_t *a, json_t *b);
+/* A B body decoded (caller frees) with its length, or NULL. */
+uint8_t *expr_bytes_of(json_t *body, size_t *n);
+/* Order of two N, S or B values: 0 with *cmp, or -1 when not comparable. */
+int expr_order(json_t *a, json_t *b, int *cmp);
+/* An operand's value (expr_eval.c): a new reference, or NULL when absent
+ * (or on error, with x->failed). */
+json_t *expr_operand(expr_ctx *x, const expr_node *n, json_t *item);
 
 /* The generated parser (lemon). */
 void *exprParseAlloc(void *(*malloc_fn)(size_t));
