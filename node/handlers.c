@@ -326,10 +326,10 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
         streams_get_records(&c);
         break;
     case LAPSE__REQUEST__BODY_REPLICATE_LOG:
-        logship_handle(&c);
+        logship_handle(&(logship_call){c.ns, c.req, c.resp, c.a});
         break;
     case LAPSE__REQUEST__BODY_PARTITION_DIGEST:
-        logship_digest(&c);
+        logship_digest(&(logship_call){c.ns, c.req, c.resp, c.a});
         break;
     case LAPSE__REQUEST__BODY_GET_PARTITION_MAP:
         get_partition_map(&c);

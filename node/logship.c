@@ -14,6 +14,7 @@
 #include "../common/token.h"
 #include "../partition/replog.h"
 #include "../placement/pmap.h"
+#include "maps.h"
 
 #define LOGSHIP_MAX_PEERS 64 /* distinct replicas a node ships to */
 
@@ -321,8 +322,9 @@ void logship_close(logship *ls)
     free(ls);
 }
 
-/* The cluster token check of node-to-node calls: 0, or the reply set. */
-static int check_token(handlers_ctx *c, const char *call)
+/* The checks of a node-to-node call: the cluster token and a body. 0, or
+ * the error reply set. */
+static int check_call(const logship_call *c, const void *body, const char *call)
 {
     if (c->ns->cluster_token_len > 0 &&
         !token_equal(c->ns->cluster_token, c->ns->cluster_token_len, c->req->admin_token)) {
@@ -332,13 +334,17 @@ static int check_token(handlers_ctx *c, const char *call)
         rpc_set_error(c->resp, c->a, LAPSE_EPERM, "cluster token missing or wrong");
         return -1;
     }
+    if (body == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_EPROTO, "request body is empty");
+        return -1;
+    }
     return 0;
 }
 
-void logship_handle(handlers_ctx *c)
+void logship_handle(const logship_call *c)
 {
     const Lapse__ReplicateLogRequest *r = c->req->replicate_log;
-    if (check_token(c, "ReplicateLog") != 0 || handlers_need_body(c, r) != 0) {
+    if (check_call(c, r, "ReplicateLog") != 0) {
         return;
     }
     Lapse__ReplicateLogResponse *out = arena_alloc(c->a, sizeof(*out));
@@ -379,10 +385,10 @@ void logship_handle(handlers_ctx *c)
     }
 }
 
-void logship_digest(handlers_ctx *c)
+void logship_digest(const logship_call *c)
 {
     const Lapse__PartitionDigestRequest *r = c->req->partition_digest;
-    if (check_token(c, "PartitionDigest") != 0 || handlers_need_body(c, r) != 0) {
+    if (check_call(c, r, "PartitionDigest") != 0) {
         return;
     }
     Lapse__PartitionDigestResponse *out = arena_alloc(c->a, sizeof(*out));

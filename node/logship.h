@@ -19,7 +19,8 @@
 #ifndef LAPSE_LOGSHIP_H
 #define LAPSE_LOGSHIP_H
 
-#include "handlers.h"
+#include "../common/arena.h"
+#include "../rpc/rpc.h"
 #include "node.h"
 
 #define LOGSHIP_TIMEOUT_MS 2000       /* a replica's confirmation of one record */
@@ -37,9 +38,19 @@ int logship_open(logship **out, node_server *ns);
  * server is closed). Accepts NULL. */
 void logship_close(logship *ls);
 
+/* One call to serve: the request (borrowed), the reply being built and its
+ * memory. The request dispatcher (handlers.c) fills it; nothing here calls
+ * back into the dispatcher. */
+typedef struct logship_call {
+    node_server *ns;
+    const Lapse__Request *req;
+    Lapse__Response *resp;
+    arena *a;
+} logship_call;
+
 /* The ReplicateLog call (a replica applying its primary's records). */
-void logship_handle(handlers_ctx *c);
+void logship_handle(const logship_call *c);
 /* The PartitionDigest call. */
-void logship_digest(handlers_ctx *c);
+void logship_digest(const logship_call *c);
 
 #endif
