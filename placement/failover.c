@@ -1,0 +1,94 @@
+/* failover.c: replica set membership changes (contract in failover.h). */
+#include "failover.h"
+
+#include "../common/lapse_err.h"
+
+/* The set's in-sync bits, made explicit (an old map's 0 means all). */
+static uint32_t in_sync_bits(const pmap_replicas *r)
+{
+    return r->in_sync != 0 ? r->in_sync : (1u << r->n) - 1;
+}
+
+/* Applies node id's DOWN to one set; returns what it did (0: nothing,
+ * 1: shrunk, 2: promoted, 3: stranded). */
+static int fail_in_set(pmap_replicas *r, uint32_t id)
+{
+    int i = pmap_replicas_index(r, id);
+    if (r->n < 2 || i < 0 || !pmap_in_sync(r, (uint32_t)i)) {
+        return 0;
+    }
+    uint32_t bits = in_sync_bits(r);
+    if (i > 0) {
+        r->in_sync = bits & ~(1u << i);
+        return 1;
+    }
+    uint32_t f = 1;
+    while (f < r->n && !(bits >> f & 1u)) {
+        f++;
+    }
+    if (f == r->n) {
+        return 3;
+    }
+    /* Swap the old primary and the new one; bits follow their members. */
+    uint32_t old = r->ids[0];
+    r->ids[0] = r->ids[f];
+    r->ids[f] = old;
+    bits = (bits & ~(1u | 1u << f)) | 1u; /* the new primary in, the old out */
+    r->in_sync = bits;
+    r->epoch = (r->epoch > 0 ? r->epoch : 1) + 1;
+    return 2;
+}
+
+void pmap_fail_node(pmap *pm, uint32_t id, pmap_failover *out)
+{
+    pmap_failover f = {0, 0, 0};
+    for (size_t t = 0; t < pm->ntables; t++) {
+        pmap_table *tb = &pm->tables[t];
+        if (schema_replication(&tb->schema) < 2) {
+            continue;
+        }
+        for (uint32_t p = 0; p < tb->schema.partitions; p++) {
+            switch (fail_in_set(&tb->parts[p], id)) {
+            case 1:
+                f.shrunk++;
+                break;
+            case 2:
+                f.promoted++;
+                break;
+            case 3:
+                f.stranded++;
+                break;
+            default:
+                break;
+            }
+        }
+    }
+    if (out != NULL) {
+        *out = f;
+    }
+}
+
+int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
+                      uint64_t epoch, uint32_t id)
+{
+    pmap_table *t = NULL;
+    for (size_t i = 0; i < pm->ntables; i++) {
+        if (pm->tables[i].schema.id == table_id) {
+            t = &pm->tables[i];
+        }
+    }
+    if (t == NULL || part >= t->schema.partitions || t->parts[part].n == 0) {
+        return LAPSE_ENOTFOUND;
+    }
+    pmap_replicas *r = &t->parts[part];
+    uint64_t cur = r->epoch > 0 ? r->epoch : 1;
+    if (r->ids[0] != primary_id || cur != epoch) {
+        return LAPSE_EWRONGNODE;
+    }
+    int i = pmap_replicas_index(r, id);
+    if (i <= 0) {
+        return LAPSE_EINVAL;
+    }
+    r->in_sync = in_sync_bits(r) | 1u << i;
+    return 0;
+}

@@ -1,0 +1,55 @@
+/*
+ * failover.h: changes of a replica set's membership (docs/replication.md,
+ * "Failover"): what the coordinator leader commits, in one fenced etcd
+ * transaction with the map, when a node goes DOWN or a replica has caught
+ * up. Pure functions on a map copy; the caller bumps the version and
+ * commits.
+ *
+ * When node id goes DOWN, for each base partition of a replicated table
+ * that holds it in sync:
+ *  - as a follower, it leaves the in-sync set (the primary then acks writes
+ *    with the others, as long as min-in-sync copies remain);
+ *  - as the primary, the first in-sync follower (in list order) becomes the
+ *    primary: it moves to ids[0], the old primary leaves the in-sync set,
+ *    and the epoch goes up by one, so the members refuse the old primary's
+ *    records from then on. Every acknowledged write is on every in-sync
+ *    member, so the new primary has them all. With no in-sync follower the
+ *    set is left as it is: the partition waits for its primary rather than
+ *    lose acknowledged writes.
+ * A node that is back rejoins the in-sync set only through
+ * pmap_replica_join, which its primary asks for once it has caught it up.
+ *
+ * Invariants (pmap_test):
+ *  1. A change never adds a member to the in-sync set, and never leaves
+ *     ids[0] outside it (except a set left as it was).
+ *  2. The epoch changes exactly when ids[0] does, and only goes up.
+ */
+#ifndef LAPSE_FAILOVER_H
+#define LAPSE_FAILOVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pmap.h"
+
+/* What pmap_fail_node did. */
+typedef struct pmap_failover {
+    size_t shrunk;   /* sets that lost a follower from the in-sync set */
+    size_t promoted; /* sets with a new primary */
+    size_t stranded; /* sets whose primary is id with no in-sync follower */
+} pmap_failover;
+
+/* Applies node id's DOWN to every replicated base partition of pm (above).
+ * Fills *out (may be NULL). Does not bump version. */
+void pmap_fail_node(pmap *pm, uint32_t id, pmap_failover *out);
+
+/* Adds node id to the in-sync set of partition part of table table_id, as
+ * its primary primary_id asks at epoch. Returns 0 (added, or already in
+ * sync), LAPSE_ENOTFOUND (no such table or partition), LAPSE_EWRONGNODE
+ * (primary_id is not the set's primary or epoch is not its epoch: the
+ * asker's map is stale) or LAPSE_EINVAL (id is not a member). Does not bump
+ * version. */
+int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
+                      uint64_t epoch, uint32_t id);
+
+#endif

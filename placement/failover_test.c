@@ -1,0 +1,143 @@
+/*
+ * failover_test: replica set changes on a node's DOWN and a replica's
+ * rejoin (failover.h): followers leave the in-sync set, a dead primary's
+ * first in-sync follower takes over with the next epoch, a set with no
+ * in-sync follower waits, and only the current primary at the current
+ * epoch can bring a member back into the set.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../common/lapse_err.h"
+#include "failover.h"
+
+/* A map of nodes 1-3 with table 1 ("rf3", two partitions: sets {1,2,3}
+ * and {2,3,1}) and table 2 (one copy, partition on node 1). */
+static pmap *three_sets(void)
+{
+    pmap *pm = pmap_new();
+    assert_non_null(pm);
+    for (uint32_t id = 1; id <= 3; id++) {
+        char addr[64];
+        snprintf(addr, sizeof(addr), "tcp://127.0.0.1:%u", 7400 + id);
+        assert_int_equal(pmap_set_node(pm, id, addr, PMAP_NODE_UP), 0);
+    }
+    table_schema t;
+    memset(&t, 0, sizeof(t));
+    t.id = 1;
+    snprintf(t.name, sizeof(t.name), "rf3");
+    snprintf(t.pk.name, sizeof(t.pk.name), "pk");
+    t.pk.type = ATTR_S;
+    t.partitions = 2;
+    t.replication = 3;
+    pmap_replicas parts[2] = {{.n = 3, .ids = {1, 2, 3}, .in_sync = 7, .epoch = 1},
+                              {.n = 3, .ids = {2, 3, 1}, .in_sync = 7, .epoch = 4}};
+    assert_int_equal(pmap_add_table_assigned(pm, &t, parts), 0);
+    table_schema one = t;
+    one.id = 2;
+    snprintf(one.name, sizeof(one.name), "one");
+    one.partitions = 1;
+    one.replication = 1;
+    pmap_replicas p1 = {.n = 1, .ids = {1}, .in_sync = 1, .epoch = 1};
+    assert_int_equal(pmap_add_table_assigned(pm, &one, &p1), 0);
+    assert_true(pmap_check(pm));
+    return pm;
+}
+
+static void assert_set(const pmap_replicas *r, uint32_t a, uint32_t b, uint32_t c,
+                       uint32_t in_sync, uint64_t epoch)
+{
+    assert_int_equal(r->n, 3);
+    assert_int_equal(r->ids[0], a);
+    assert_int_equal(r->ids[1], b);
+    assert_int_equal(r->ids[2], c);
+    assert_int_equal(r->in_sync, in_sync);
+    assert_int_equal(r->epoch, epoch);
+}
+
+static void test_follower_then_primary_down(void **state)
+{
+    (void)state;
+    pmap *pm = three_sets();
+    pmap_failover f;
+    /* Node 3: a follower of both sets. */
+    pmap_fail_node(pm, 3, &f);
+    assert_int_equal(f.shrunk, 2);
+    assert_int_equal(f.promoted, 0);
+    assert_set(&pm->tables[0].parts[0], 1, 2, 3, 3, 1);
+    assert_set(&pm->tables[0].parts[1], 2, 3, 1, 5, 4);
+    /* Again: nothing left to change. */
+    pmap_fail_node(pm, 3, &f);
+    assert_int_equal(f.shrunk + f.promoted + f.stranded, 0);
+    /* Node 1: primary of set 0 (node 2 takes over at epoch 2), follower of
+     * set 1; the one-copy table keeps its owner. */
+    pmap_fail_node(pm, 1, &f);
+    assert_int_equal(f.promoted, 1);
+    assert_int_equal(f.shrunk, 1);
+    assert_set(&pm->tables[0].parts[0], 2, 1, 3, 1, 2);
+    assert_set(&pm->tables[0].parts[1], 2, 3, 1, 1, 4);
+    assert_int_equal(pm->tables[1].parts[0].ids[0], 1);
+    /* Node 2 now: no in-sync follower anywhere, so both sets wait for it. */
+    pmap_fail_node(pm, 2, &f);
+    assert_int_equal(f.stranded, 2);
+    assert_set(&pm->tables[0].parts[0], 2, 1, 3, 1, 2);
+    assert_true(pmap_check(pm));
+    pmap_free(pm);
+}
+
+static void test_promotes_first_in_sync_follower(void **state)
+{
+    (void)state;
+    pmap *pm = three_sets();
+    pmap_failover f;
+    pmap_fail_node(pm, 3, &f); /* set 1 {2,3,1}: 3 leaves, 1 stays in sync */
+    pmap_fail_node(pm, 2, &f);
+    assert_int_equal(f.promoted, 1);
+    assert_int_equal(f.shrunk, 1);
+    /* 3 (ids[1]) is out of sync, so 1 (ids[2]) is promoted. */
+    assert_set(&pm->tables[0].parts[1], 1, 3, 2, 1, 5);
+    assert_set(&pm->tables[0].parts[0], 1, 2, 3, 1, 1);
+    pmap_free(pm);
+}
+
+static void test_join(void **state)
+{
+    (void)state;
+    pmap *pm = three_sets();
+    pmap_fail_node(pm, 1, NULL); /* set 0: {2,1,3} at epoch 2, in sync 2 and 3 */
+    assert_set(&pm->tables[0].parts[0], 2, 1, 3, 5, 2);
+    /* Only the primary at its epoch may bring node 1 back. */
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 1, 1), LAPSE_EWRONGNODE);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 3, 2, 1), LAPSE_EWRONGNODE);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 9), LAPSE_EINVAL);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 2), LAPSE_EINVAL);
+    assert_int_equal(pmap_replica_join(pm, 1, 7, 2, 2, 1), LAPSE_ENOTFOUND);
+    assert_int_equal(pmap_replica_join(pm, 9, 0, 2, 2, 1), LAPSE_ENOTFOUND);
+    assert_set(&pm->tables[0].parts[0], 2, 1, 3, 5, 2);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1), 0);
+    assert_set(&pm->tables[0].parts[0], 2, 1, 3, 7, 2);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1), 0); /* again: no change */
+    assert_set(&pm->tables[0].parts[0], 2, 1, 3, 7, 2);
+    /* An old map's set (in_sync 0: all) is made explicit when it changes. */
+    pmap_replicas *r = &pm->tables[0].parts[1];
+    r->in_sync = 0;
+    r->epoch = 0;
+    pmap_fail_node(pm, 2, NULL);
+    assert_set(r, 3, 2, 1, 5, 2);
+    pmap_free(pm);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_follower_then_primary_down),
+        cmocka_unit_test(test_promotes_first_in_sync_follower),
+        cmocka_unit_test(test_join),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
