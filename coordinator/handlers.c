@@ -14,6 +14,7 @@
 #include "leader.h"
 #include "membership.h"
 #include "push.h"
+#include "replicas.h"
 #include "server.h"
 #include "ttlcalls.h"
 
@@ -511,6 +512,12 @@ void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *re
     case LAPSE__REQUEST__BODY_CLUSTER_STATUS:
         do_cluster_status(s, resp, a);
         return;
+    case LAPSE__REQUEST__BODY_REPLICA_JOIN:
+        if (req->replica_join != NULL) {
+            replicas_join(s, req->replica_join, resp, a);
+            return;
+        }
+        break;
     case LAPSE__REQUEST__BODY__NOT_SET:
         rpc_set_error(resp, a, LAPSE_EPROTO, "empty request");
         return;

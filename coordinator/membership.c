@@ -9,6 +9,8 @@
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../placement/failover.h"
+#include "replicas.h"
 
 /* Commits node id with address and state on a copy of the map.
  * REQUIRES: s->lock held. */
@@ -124,11 +126,30 @@ done:
     return rv;
 }
 
+/* Marks node n DOWN in next and fails it over in every replica set that
+ * holds it in sync (failover.h), in the same commit. 0 or LAPSE_ENOMEM.
+ * REQUIRES: s->lock held. */
+static int mark_down(pmap *next, const pmap_node *n, size_t *sets)
+{
+    if (pmap_set_node(next, n->id, n->address, PMAP_NODE_DOWN) != 0) {
+        return LAPSE_ENOMEM;
+    }
+    pmap_failover f;
+    pmap_fail_node(next, n->id, &f);
+    *sets += f.shrunk + f.promoted;
+    if (f.shrunk + f.promoted + f.stranded > 0) {
+        log_warn("node %u down: %zu replica set(s) shrunk, %zu with a new primary, %zu with "
+                 "no copy in sync to take over (unavailable until it is back)",
+                 n->id, f.shrunk, f.promoted, f.stranded);
+    }
+    return 0;
+}
+
 /*
  * One pass of down detection. Budget: one look at each node (the cluster has
  * few), and at most one commit, with every node found silent in this pass
  * marked DOWN together, so a pass never holds the lock for more than one
- * synced write. A failed commit is retried on the next pass, since the nodes
+ * synced write (and, when replica sets changed, one push of the map). A failed commit is retried on the next pass, since the nodes
  * are still UP and still silent.
  * REQUIRES: s->lock held.
  */
@@ -138,7 +159,7 @@ static void check_silent(server *s, int64_t now_mono_ms)
         return; /* the leader judges liveness */
     }
     pmap *next = NULL;
-    size_t ndown = 0;
+    size_t ndown = 0, sets = 0;
     for (size_t i = 0; i < s->pm->nnodes; i++) {
         const pmap_node *n = &s->pm->nodes[i];
         if (n->state != PMAP_NODE_UP) {
@@ -157,7 +178,7 @@ static void check_silent(server *s, int64_t now_mono_ms)
             log_error("membership: out of memory; retrying");
             return;
         }
-        if (pmap_set_node(next, n->id, n->address, PMAP_NODE_DOWN) != 0) {
+        if (mark_down(next, n, &sets) != 0) {
             log_error("membership: out of memory; retrying");
             pmap_free(next);
             return;
@@ -177,6 +198,9 @@ static void check_silent(server *s, int64_t now_mono_ms)
     }
     log_info("map version %llu after marking %zu node(s) DOWN", (unsigned long long)s->pm->version,
              ndown);
+    if (sets > 0) {
+        replicas_push(s);
+    }
 }
 
 /* Whether node id's key is in the registry read reg. */
@@ -200,7 +224,7 @@ static int registered(server *s, const etcd_kvs *reg, uint32_t id)
 static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
 {
     pmap *next = NULL;
-    size_t nup = 0, ndown = 0;
+    size_t nup = 0, ndown = 0, sets = 0;
     for (size_t i = 0; i < reg->n; i++) {
         uint32_t id = etcd_keys_node_id(&s->keys, reg->kv[i].key);
         const char *address = reg->kv[i].value;
@@ -231,8 +255,7 @@ static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
         if (l != NULL && l->last_heartbeat_mono_ms > read_mono_ms) {
             continue; /* registered after the read: judged on the next one */
         }
-        if ((next == NULL && (next = pmap_dup(s->pm)) == NULL) ||
-            pmap_set_node(next, n->id, n->address, PMAP_NODE_DOWN) != 0) {
+        if ((next == NULL && (next = pmap_dup(s->pm)) == NULL) || mark_down(next, n, &sets) != 0) {
             log_error("membership: out of memory; retrying");
             pmap_free(next);
             return;
@@ -252,6 +275,9 @@ static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
     }
     log_info("map version %llu after %zu node(s) UP and %zu DOWN",
              (unsigned long long)s->pm->version, nup, ndown);
+    if (sets > 0) {
+        replicas_push(s);
+    }
 }
 
 /* Reads the node registry with s->lock released (an etcd call must not

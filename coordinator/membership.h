@@ -21,8 +21,9 @@
  * once its lease expired or was revoked. RegisterNode is accepted only while
  * the node's key is there; heartbeats still carry TTL progress and clocks
  * but no longer turn a node UP.
- * DOWN only marks the node; its partitions stay assigned to it (replication
- * with failover will move them).
+ * DOWN also fails the node over in every replica set that holds it in sync
+ * (placement/failover.h), in the same commit, and the new map is pushed to
+ * the UP nodes at once; a partition of one copy stays with its node.
  *
  * Thread-safety: all functions take server.lock themselves.
  *

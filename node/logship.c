@@ -11,33 +11,18 @@
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
-#include "../common/token.h"
+#include "../common/buf.h"
 #include "../partition/replog.h"
 #include "../placement/pmap.h"
+#include "logship_int.h"
 #include "maps.h"
 
-#define LOGSHIP_MAX_PEERS 64 /* distinct replicas a node ships to */
-
-/* An RPC client to one replica node, opened on first use. */
-typedef struct peer {
-    uint32_t id;
-    char url[PMAP_MAX_ADDR];
-    rpc_client *client;
-} peer;
-
-struct logship {
-    node_server *ns;
-    pthread_mutex_t lock; /* guards peers */
-    peer peers[LOGSHIP_MAX_PEERS];
-    size_t npeers;
-};
-
 /* The client for node id at url (reopened when its URL changed), or NULL. */
-static rpc_client *peer_client(logship *ls, uint32_t id, const char *url)
+rpc_client *logship_peer_client(logship *ls, uint32_t id, const char *url)
 {
     rpc_client *c = NULL;
     pthread_mutex_lock(&ls->lock);
-    peer *p = NULL;
+    logship_peer *p = NULL;
     for (size_t i = 0; i < ls->npeers; i++) {
         if (ls->peers[i].id == id) {
             p = &ls->peers[i];
@@ -66,6 +51,24 @@ static rpc_client *peer_client(logship *ls, uint32_t id, const char *url)
     return c;
 }
 
+part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part)
+{
+    size_t b = (table_id * 31u + part) % LOGSHIP_STATE_BUCKETS;
+    for (part_state *p = ls->states[b]; p != NULL; p = p->next) {
+        if (p->table_id == table_id && p->part == part) {
+            return p;
+        }
+    }
+    part_state *p = calloc(1, sizeof(*p));
+    if (p != NULL) {
+        p->table_id = table_id;
+        p->part = part;
+        p->next = ls->states[b];
+        ls->states[b] = p;
+    }
+    return p;
+}
+
 /* The replica set of (table_id, part) in m, or NULL (with err). */
 static const pmap_replicas *set_of(const node_map *m, uint32_t table_id, uint32_t part,
                                    char *err, size_t errlen)
@@ -77,6 +80,32 @@ static const pmap_replicas *set_of(const node_map *m, uint32_t table_id, uint32_
                  ")", (unsigned)table_id, (unsigned)part, m->pm->version);
     }
     return r;
+}
+
+static uint64_t epoch_of(const pmap_replicas *r)
+{
+    return r->epoch > 0 ? r->epoch : 1;
+}
+
+/* Which members of r this primary ships to and waits for: bit i for ids[i]
+ * (i >= 1), in sync in m or joining (logship_int.h). */
+static uint32_t required(logship *ls, const node_map *m, const pmap_replicas *r,
+                         uint32_t table_id, uint32_t part)
+{
+    uint32_t bits = 0;
+    for (uint32_t i = 1; i < r->n; i++) {
+        bits |= (uint32_t)pmap_in_sync(r, i) << i;
+    }
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    if (p != NULL && p->join_version > m->pm->version) {
+        for (size_t j = 0; j < PMAP_MAX_REPLICAS; j++) {
+            int i = p->joining[j] != 0 ? pmap_replicas_index(r, p->joining[j]) : -1;
+            bits |= i > 0 ? 1u << i : 0;
+        }
+    }
+    pthread_mutex_unlock(&ls->lock);
+    return bits;
 }
 
 static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, char *err,
@@ -93,9 +122,10 @@ static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epo
                  (unsigned)r->ids[0], (unsigned)table_id, (unsigned)part, (unsigned)ls->ns->id);
         rv = LAPSE_EWRONGNODE;
     } else {
-        uint32_t in_sync = 0, need = r->n < LOGSHIP_MIN_IN_SYNC ? r->n : LOGSHIP_MIN_IN_SYNC;
-        for (uint32_t i = 0; i < r->n; i++) {
-            in_sync += (uint32_t)pmap_in_sync(r, i);
+        uint32_t in_sync = 1, need = r->n < LOGSHIP_MIN_IN_SYNC ? r->n : LOGSHIP_MIN_IN_SYNC;
+        uint32_t bits = required(ls, m, r, table_id, part);
+        for (uint32_t i = 1; i < r->n; i++) {
+            in_sync += bits >> i & 1u;
         }
         if (in_sync < need) {
             snprintf(err, errlen,
@@ -103,25 +133,16 @@ static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epo
                      (unsigned)table_id, (unsigned)part, (unsigned)in_sync, (unsigned)r->n,
                      (unsigned)need);
             rv = LAPSE_EUNAVAILABLE;
+        } else {
+            rv = logship_reconcile(ls, m, r, table_id, part, err, errlen);
         }
-        *epoch = r->epoch > 0 ? r->epoch : 1;
+        *epoch = epoch_of(r);
     }
     maps_release(m);
     return rv;
 }
 
-/* A ReplicateLog request under construction (records point into recs). */
-typedef struct shipment {
-    Lapse__Request req;
-    Lapse__ReplicateLogRequest body;
-    Lapse__LogRecord *recs;
-    Lapse__LogRecord **ptrs;
-    size_t n, cap;
-    uint8_t **copies; /* owned copies of records read from the log */
-    size_t bytes;
-} shipment;
-
-static void shipment_init(shipment *s, logship *ls, uint32_t table_id, uint32_t part)
+void shipment_init(shipment *s, logship *ls, uint32_t table_id, uint32_t part, uint64_t epoch)
 {
     memset(s, 0, sizeof(*s));
     lapse__request__init(&s->req);
@@ -129,6 +150,7 @@ static void shipment_init(shipment *s, logship *ls, uint32_t table_id, uint32_t 
     s->body.table_id = table_id;
     s->body.partition = part;
     s->body.source_node = ls->ns->id;
+    s->body.epoch = epoch;
     s->req.body_case = LAPSE__REQUEST__BODY_REPLICATE_LOG;
     s->req.replicate_log = &s->body;
     if (ls->ns->cluster_token_len > 0) {
@@ -136,7 +158,7 @@ static void shipment_init(shipment *s, logship *ls, uint32_t table_id, uint32_t 
     }
 }
 
-static void shipment_fini(shipment *s)
+void shipment_fini(shipment *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         free(s->copies[i]);
@@ -146,8 +168,7 @@ static void shipment_fini(shipment *s)
     free(s->ptrs);
 }
 
-/* Adds record seq; copies its bytes when copy. 0 or LAPSE_ENOMEM. */
-static int shipment_add(shipment *s, uint64_t seq, const uint8_t *rec, size_t len, int copy)
+int shipment_add(shipment *s, uint64_t seq, const uint8_t *rec, size_t len, int copy)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
@@ -197,46 +218,82 @@ static int add_from_log(void *arg, uint64_t seq, const uint8_t *rec, size_t len)
     return shipment_add(arg, seq, rec, len, 1);
 }
 
+const Lapse__ReplicateLogResponse *logship_reply(const Lapse__Response *resp)
+{
+    return resp != NULL && resp->body_case == LAPSE__RESPONSE__BODY_REPLICATE_LOG
+               ? resp->replicate_log
+               : NULL;
+}
+
 /* The applied seq a ReplicateLog reply reports, or 0. */
 static uint64_t applied_of(const Lapse__Response *resp)
 {
-    return resp != NULL && resp->body_case == LAPSE__RESPONSE__BODY_REPLICATE_LOG &&
-                   resp->replicate_log != NULL
-               ? resp->replicate_log->applied_seq
-               : 0;
+    const Lapse__ReplicateLogResponse *r = logship_reply(resp);
+    return r != NULL ? r->applied_seq : 0;
 }
 
-/* Brings replica (client) up to seq with the log from after applied: one
- * call, bounded by LOGSHIP_CATCHUP_RECORDS/_BYTES (a replica further behind
- * takes several writes' calls to catch up). */
-static int catch_up(logship *ls, rpc_client *client, uint32_t id, uint32_t table_id,
-                    uint32_t part, uint64_t applied, uint64_t seq, char *err, size_t errlen)
+static int diverged_of(const Lapse__Response *resp)
+{
+    const Lapse__ReplicateLogResponse *r = logship_reply(resp);
+    return r != NULL && r->diverged;
+}
+
+int logship_send_after(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
+                       uint64_t epoch, uint64_t *applied, int *diverged, char *err,
+                       size_t errlen)
 {
     shipment s;
-    shipment_init(&s, ls, table_id, part);
-    int rv = replog_read(ls->ns->st, table_id, part, applied, LOGSHIP_CATCHUP_RECORDS,
-                         LOGSHIP_CATCHUP_BYTES, add_from_log, &s, err, errlen);
-    Lapse__Response *resp = NULL;
-    if (rv == 0 && s.n == 0) {
-        snprintf(err, errlen, "node %u applied %" PRIu64 " but the log has nothing after it",
-                 (unsigned)id, applied);
-        rv = LAPSE_EINTERNAL;
+    shipment_init(&s, ls, table_id, part, epoch);
+    *diverged = 0;
+    int rv = replog_record_epoch(ls->ns->st, table_id, part, *applied, &s.body.prev_epoch, err,
+                                 errlen);
+    if (rv == LAPSE_ENOTFOUND) {
+        *diverged = 1; /* the replica is ahead of this log */
+        snprintf(err, errlen, "node %u is at record %" PRIu64 ", past this log",
+                 (unsigned)id, *applied);
+        rv = LAPSE_ESTATE;
     }
     if (rv == 0) {
-        rv = rpc_call(client, &s.req, LOGSHIP_TIMEOUT_MS, &resp, err, errlen);
+        rv = replog_read(ls->ns->st, table_id, part, *applied, LOGSHIP_CATCHUP_RECORDS,
+                         LOGSHIP_CATCHUP_BYTES, add_from_log, &s, err, errlen);
     }
-    if (rv == 0 && applied_of(resp) < seq) {
-        snprintf(err, errlen, "node %u is at %" PRIu64 " of %" PRIu64 " after a catch-up",
-                 (unsigned)id, applied_of(resp), seq);
-        rv = LAPSE_EUNAVAILABLE;
+    Lapse__Response *resp = NULL;
+    if (rv == 0 && s.n == 0) {
+        s.body.prev_epoch = 0; /* nothing to send: a position query */
+    }
+    if (rv == 0) {
+        rv = rpc_call(c, &s.req, LOGSHIP_TIMEOUT_MS, &resp, err, errlen);
+        *diverged = diverged_of(resp);
+        if (logship_reply(resp) != NULL) {
+            *applied = applied_of(resp);
+        }
     }
     rpc_response_free(resp);
     shipment_fini(&s);
     return rv;
 }
 
+/* Brings replica (client) up to seq with the log from after applied: one
+ * call, bounded by LOGSHIP_CATCHUP_RECORDS/_BYTES (a replica further behind
+ * takes several writes' calls to catch up). */
+static int catch_up(logship *ls, rpc_client *client, uint32_t id, uint32_t table_id,
+                    uint32_t part, uint64_t epoch, uint64_t applied, uint64_t seq, char *err,
+                    size_t errlen)
+{
+    int diverged = 0;
+    int rv = logship_send_after(ls, client, id, table_id, part, epoch, &applied, &diverged, err,
+                                errlen);
+    if (rv == 0 && applied < seq) {
+        snprintf(err, errlen, "node %u is at %" PRIu64 " of %" PRIu64 " after a catch-up",
+                 (unsigned)id, applied, seq);
+        rv = LAPSE_EUNAVAILABLE;
+    }
+    return rv;
+}
+
 static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
-                     const uint8_t *rec, size_t len, char *err, size_t errlen)
+                     uint64_t prev_epoch, const uint8_t *rec, size_t len, char *err,
+                     size_t errlen)
 {
     logship *ls = arg;
     node_map *m = maps_acquire(ls->ns);
@@ -245,17 +302,20 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     rpc_multi_call calls[PMAP_MAX_REPLICAS];
     uint32_t ids[PMAP_MAX_REPLICAS];
     size_t n = 0;
+    uint64_t epoch = r != NULL ? epoch_of(r) : 0;
+    uint32_t bits = r != NULL ? required(ls, m, r, table_id, part) : 0;
     shipment s;
-    shipment_init(&s, ls, table_id, part);
+    shipment_init(&s, ls, table_id, part, epoch);
+    s.body.prev_epoch = prev_epoch;
     if (rv == 0) {
         rv = shipment_add(&s, seq, rec, len, 0);
     }
     for (uint32_t i = 1; rv == 0 && i < r->n; i++) {
-        if (!pmap_in_sync(r, i)) {
+        if (!(bits >> i & 1u)) {
             continue;
         }
         const pmap_node *pn = pmap_node_find(m->pm, r->ids[i]);
-        rpc_client *c = pn != NULL ? peer_client(ls, pn->id, pn->address) : NULL;
+        rpc_client *c = pn != NULL ? logship_peer_client(ls, pn->id, pn->address) : NULL;
         /* Fail at once, not after a whole timeout, for a replica known to be
          * down or with no connection: the client retries or reports it. */
         if (c == NULL || pn->state != PMAP_NODE_UP ||
@@ -280,8 +340,8 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     for (size_t i = 0; i < n; i++) {
         rpc_multi_call *c = &calls[i];
         int crv = c->rv;
-        if (rv == 0 && crv == LAPSE_ESTATE) {
-            crv = catch_up(ls, c->client, ids[i], table_id, part, applied_of(c->resp), seq,
+        if (rv == 0 && crv == LAPSE_ESTATE && !diverged_of(c->resp)) {
+            crv = catch_up(ls, c->client, ids[i], table_id, part, epoch, applied_of(c->resp), seq,
                            c->err, sizeof(c->err));
         }
         if (rv == 0 && crv != 0) {
@@ -295,6 +355,117 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     return rv;
 }
 
+/* Takes in replica id's records after this log's end (one pull call of at
+ * most LOGSHIP_CATCHUP_RECORDS). Sets *more when it sent any. REQUIRES:
+ * the stripe lock. */
+static int pull_from(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
+                     uint64_t epoch, int *more, char *err, size_t errlen)
+{
+    uint64_t my_epoch, my_seq;
+    *more = 0;
+    int rv = replog_position(ls->ns->st, table_id, part, &my_epoch, &my_seq, err, errlen);
+    if (rv != 0) {
+        return rv;
+    }
+    shipment s;
+    shipment_init(&s, ls, table_id, part, epoch);
+    s.body.pull = 1;
+    s.body.pull_after = my_seq;
+    Lapse__Response *resp = NULL;
+    char why[256] = "";
+    rv = rpc_call(c, &s.req, LOGSHIP_TIMEOUT_MS, &resp, why, sizeof(why));
+    const Lapse__ReplicateLogResponse *got = logship_reply(resp);
+    if (rv != 0 || got == NULL) {
+        snprintf(err, errlen,
+                 "in-sync replica node %u of table %u partition %u cannot be reached to take "
+                 "over as primary: %s",
+                 (unsigned)id, (unsigned)table_id, (unsigned)part,
+                 why[0] ? why : lapse_strerror(rv != 0 ? rv : LAPSE_EPROTO));
+        rv = rv == LAPSE_EPERM ? LAPSE_EWRONGNODE : LAPSE_EUNAVAILABLE;
+    }
+    uint64_t prev = my_epoch;
+    for (size_t i = 0; rv == 0 && i < got->n_records; i++) {
+        const Lapse__LogRecord *lr = got->records[i];
+        uint64_t applied = 0;
+        int diverged = 0;
+        if (lr == NULL || lr->seq != my_seq + 1 + i) {
+            rv = LAPSE_EPROTO;
+            snprintf(err, errlen, "node %u sent record %zu out of order", (unsigned)id, i);
+            break;
+        }
+        rv = replog_apply_locked(ls->ns->st, table_id, part, lr->seq, prev, lr->data.data,
+                                 lr->data.len, &applied, &diverged, err, errlen);
+        if (rv == 0 && lr->data.len >= 8) {
+            prev = buf_get_u64be(lr->data.data);
+        }
+        if (rv != 0) {
+            log_error("table %u partition %u: cannot take in-sync replica node %u's record "
+                      "%" PRIu64 " as the new primary: %s",
+                      (unsigned)table_id, (unsigned)part, (unsigned)id, lr->seq, err);
+        }
+    }
+    *more = rv == 0 && got->n_records > 0;
+    rpc_response_free(resp);
+    shipment_fini(&s);
+    return rv;
+}
+
+int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                      uint32_t part, char *err, size_t errlen)
+{
+    uint64_t epoch = epoch_of(r);
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    int done = p != NULL && p->reconciled >= epoch;
+    pthread_mutex_unlock(&ls->lock);
+    if (p == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    if (done) {
+        return 0;
+    }
+    /* Every acknowledged write is on every in-sync member, but one may
+     * hold more (the old primary's last records, unacknowledged): they are
+     * taken in, so the members' logs stay one log. The pull also fences:
+     * from now on each member refuses records of older epochs. */
+    size_t taken = 0;
+    for (uint32_t i = 1; i < r->n; i++) {
+        if (!pmap_in_sync(r, i)) {
+            continue;
+        }
+        const pmap_node *pn = pmap_node_find(m->pm, r->ids[i]);
+        rpc_client *c = pn != NULL ? logship_peer_client(ls, pn->id, pn->address) : NULL;
+        if (c == NULL || pn->state != PMAP_NODE_UP) {
+            snprintf(err, errlen,
+                     "in-sync replica node %u of table %u partition %u is down: the new primary "
+                     "waits for it, or for the coordinator to drop it",
+                     (unsigned)r->ids[i], (unsigned)table_id, (unsigned)part);
+            return LAPSE_EUNAVAILABLE;
+        }
+        int more = 1, rv = 0;
+        for (int round = 0; more && round < LOGSHIP_RECONCILE_ROUNDS; round++) {
+            if ((rv = pull_from(ls, c, r->ids[i], table_id, part, epoch, &more, err, errlen)) !=
+                0) {
+                return rv;
+            }
+            taken += (size_t)more;
+        }
+        if (more) {
+            snprintf(err, errlen, "in-sync replica node %u still has more records to take in",
+                     (unsigned)r->ids[i]);
+            return LAPSE_EUNAVAILABLE;
+        }
+    }
+    pthread_mutex_lock(&ls->lock);
+    p->reconciled = epoch;
+    pthread_mutex_unlock(&ls->lock);
+    log_info("table %u partition %u: primary at epoch %" PRIu64 "%s", (unsigned)table_id,
+             (unsigned)part, epoch,
+             taken > 0 ? " (took in records only its replicas had)" : "");
+    return 0;
+}
+
 int logship_open(logship **out, node_server *ns)
 {
     logship *ls = calloc(1, sizeof(*ls));
@@ -303,6 +474,7 @@ int logship_open(logship **out, node_server *ns)
     }
     ls->ns = ns;
     pthread_mutex_init(&ls->lock, NULL);
+    pthread_cond_init(&ls->wake, NULL);
     store_repl_hook h = {.begin = hook_begin, .ship = hook_ship, .arg = ls};
     store_set_repl_hook(ns->st, &h);
     *out = ls;
@@ -314,100 +486,19 @@ void logship_close(logship *ls)
     if (ls == NULL) {
         return;
     }
+    logship_stop(ls);
     store_set_repl_hook(ls->ns->st, NULL);
     for (size_t i = 0; i < ls->npeers; i++) {
         rpc_client_close(ls->peers[i].client);
     }
+    for (size_t b = 0; b < LOGSHIP_STATE_BUCKETS; b++) {
+        while (ls->states[b] != NULL) {
+            part_state *p = ls->states[b];
+            ls->states[b] = p->next;
+            free(p);
+        }
+    }
+    pthread_cond_destroy(&ls->wake);
     pthread_mutex_destroy(&ls->lock);
     free(ls);
-}
-
-/* The checks of a node-to-node call: the cluster token and a body. 0, or
- * the error reply set. */
-static int check_call(const logship_call *c, const void *body, const char *call)
-{
-    if (c->ns->cluster_token_len > 0 &&
-        !token_equal(c->ns->cluster_token, c->ns->cluster_token_len, c->req->admin_token)) {
-        log_warn("refused %s: cluster token %s", call,
-                 c->req->admin_token == NULL || c->req->admin_token[0] == '\0' ? "missing"
-                                                                               : "wrong");
-        rpc_set_error(c->resp, c->a, LAPSE_EPERM, "cluster token missing or wrong");
-        return -1;
-    }
-    if (body == NULL) {
-        rpc_set_error(c->resp, c->a, LAPSE_EPROTO, "request body is empty");
-        return -1;
-    }
-    return 0;
-}
-
-void logship_handle(const logship_call *c)
-{
-    const Lapse__ReplicateLogRequest *r = c->req->replicate_log;
-    if (check_call(c, r, "ReplicateLog") != 0) {
-        return;
-    }
-    Lapse__ReplicateLogResponse *out = arena_alloc(c->a, sizeof(*out));
-    if (out == NULL) {
-        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
-        return;
-    }
-    lapse__replicate_log_response__init(out);
-    char err[512] = "";
-    int rv = 0;
-    uint64_t applied = 0;
-    if (r->n_records == 0) {
-        uint64_t epoch;
-        rv = replog_position(c->ns->st, r->table_id, r->partition, &epoch, &applied, err,
-                             sizeof(err));
-    }
-    for (size_t i = 0; rv == 0 && i < r->n_records; i++) {
-        const Lapse__LogRecord *lr = r->records[i];
-        if (lr == NULL) {
-            rv = LAPSE_EPROTO;
-            snprintf(err, sizeof(err), "record %zu is missing", i);
-            break;
-        }
-        rv = replog_apply(c->ns->st, r->table_id, r->partition, lr->seq, lr->data.data,
-                          lr->data.len, &applied, err, sizeof(err));
-    }
-    out->applied_seq = applied;
-    /* The applied seq travels with ESTATE too: the sender resends from it. */
-    c->resp->body_case = LAPSE__RESPONSE__BODY_REPLICATE_LOG;
-    c->resp->replicate_log = out;
-    if (rv != 0) {
-        if (rv != LAPSE_ESTATE) {
-            log_warn("ReplicateLog from node %u, table %u partition %u: %s: %s",
-                     (unsigned)r->source_node, (unsigned)r->table_id, (unsigned)r->partition,
-                     lapse_strerror(rv), err);
-        }
-        rpc_set_error(c->resp, c->a, rv, "%s", err[0] ? err : lapse_strerror(rv));
-    }
-}
-
-void logship_digest(const logship_call *c)
-{
-    const Lapse__PartitionDigestRequest *r = c->req->partition_digest;
-    if (check_call(c, r, "PartitionDigest") != 0) {
-        return;
-    }
-    Lapse__PartitionDigestResponse *out = arena_alloc(c->a, sizeof(*out));
-    if (out == NULL) {
-        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
-        return;
-    }
-    lapse__partition_digest_response__init(out);
-    char err[512] = "";
-    int rv = replog_items_digest(c->ns->st, r->table_id, r->partition, &out->items, &out->digest,
-                                 err, sizeof(err));
-    if (rv == 0) {
-        rv = replog_position(c->ns->st, r->table_id, r->partition, &out->epoch, &out->seq, err,
-                             sizeof(err));
-    }
-    if (rv != 0) {
-        rpc_set_error(c->resp, c->a, rv, "%s", err);
-        return;
-    }
-    c->resp->body_case = LAPSE__RESPONSE__BODY_PARTITION_DIGEST;
-    c->resp->partition_digest = out;
 }

@@ -28,13 +28,21 @@
 #define LOGSHIP_CATCHUP_BYTES (4 << 20)
 #define LOGSHIP_MIN_IN_SYNC 2 /* copies in sync (the primary's included) a write needs */
 #define LOGSHIP_CONNECT_WAIT_MS 100 /* a replica with no connection after this is unreachable */
+#define LOGSHIP_RECONCILE_ROUNDS 64 /* pull calls a new primary makes per replica */
+#define LOGSHIP_RESYNC_PERIOD_MS 200 /* how often a primary looks for replicas to resync */
+#define LOGSHIP_RESYNC_TAIL 64 /* records behind at most when the partition is held to join */
 
 typedef struct logship logship;
 
 /* Creates the shipper state and installs the store's repl hook. 0 or
  * LAPSE_ENOMEM. */
 int logship_open(logship **out, node_server *ns);
-/* Removes the hook and frees it. REQUIRES: no write in flight (the RPC
+/* Starts the thread that brings replicas outside the in-sync set back
+ * (resync.c). 0 or LAPSE_ENOMEM. Needs the coordinator client. */
+int logship_start(logship *ls);
+/* Stops and joins that thread. No-op when it is not running. */
+void logship_stop(logship *ls);
+/* Removes the hook and frees it (stopping the thread first). REQUIRES: no write in flight (the RPC
  * server is closed). Accepts NULL. */
 void logship_close(logship *ls);
 

@@ -239,6 +239,10 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     if ((rv = membership_start(ns, err, errlen)) != 0) {
         goto fail;
     }
+    if ((rv = logship_start(ns->logship)) != 0) {
+        snprintf(err, errlen, "cannot start the replica resync thread");
+        goto fail;
+    }
     *out = ns;
     return 0;
 fail:
@@ -261,6 +265,10 @@ void node_close(node_server *ns)
 {
     if (ns == NULL) {
         return;
+    }
+    STEP("logship_stop");
+    if (ns->logship != NULL) {
+        logship_stop(ns->logship); /* no more resync calls from its thread */
     }
     STEP("membership_stop");
     membership_stop(ns);       /* no more coordinator calls from the thread */

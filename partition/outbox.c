@@ -121,6 +121,15 @@ void outbox_forget_table(store *st, uint32_t table_id)
     }
 }
 
+void outbox_forget_part(store *st, uint32_t table_id, uint32_t part)
+{
+    seq_cache *c = &st->seqs[store_stripe(st, table_id, part) - st->locks];
+    if (c->table_id == table_id && c->part == part) {
+        c->valid = 0;
+        publish(c, 0, 0);
+    }
+}
+
 /* ======================================================================== */
 /* Reading                                                                  */
 /* ======================================================================== */

@@ -138,23 +138,75 @@ int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, i
     }
     if ((rv = db_write(st->db, b, 0, err, errlen)) == 0) {
         *written = 1;
-        rv = st->repl.ship(st->repl.arg, t->id, part, seq, rec.data, rec.len, err, errlen);
+        rv = st->repl.ship(st->repl.arg, t->id, part, seq, last_epoch, rec.data, rec.len, err,
+                           errlen);
     }
     buf_fini(&rec);
     return rv;
 }
 
-int replog_apply(store *st, uint32_t table_id, uint32_t part, uint64_t seq, const uint8_t *rec,
-                 size_t len, uint64_t *applied, char *err, size_t errlen)
+/* The epoch of record seq of the partition's log into *epoch (0 for seq 0).
+ * 0, LAPSE_ENOTFOUND (no such record), LAPSE_ECORRUPT or LAPSE_EIO. */
+static int record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
+                        uint64_t *epoch, char *err, size_t errlen)
 {
+    *epoch = 0;
+    if (seq == 0) {
+        return 0;
+    }
+    buf k, v;
+    buf_init(&k);
+    buf_init(&v);
+    int found = 0, rv = 0;
+    if (itemkey_seq_of(&k, table_id, part, seq) != 0) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    } else if ((rv = db_get(st->db, CF_REPLOG, k.data, k.len, &v, &found, err, errlen)) == 0) {
+        if (!found) {
+            rv = store_errf(LAPSE_ENOTFOUND, err, errlen,
+                            "record %llu of table %u partition %u is not in the log",
+                            (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
+        } else if (v.len < EPOCH_BYTES) {
+            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
+                            "record %llu of table %u partition %u is %zu bytes",
+                            (unsigned long long)seq, (unsigned)table_id, (unsigned)part, v.len);
+        } else {
+            *epoch = buf_get_u64be(v.data);
+        }
+    }
+    buf_fini(&k);
+    buf_fini(&v);
+    return rv;
+}
+
+int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
+                        uint64_t *epoch, char *err, size_t errlen)
+{
+    return record_epoch(st, table_id, part, seq, epoch, err, errlen);
+}
+
+/* The diverged answer: this copy holds a record the sender's log has not. */
+static int diverged_at(int *diverged, char *err, size_t errlen, uint32_t table_id, uint32_t part,
+                       uint64_t seq, uint64_t mine, uint64_t theirs)
+{
+    *diverged = 1;
+    return store_errf(LAPSE_ESTATE, err, errlen,
+                      "table %u partition %u has diverged at record %llu (epoch %llu here, %llu "
+                      "at the sender): it needs a rebuild",
+                      (unsigned)table_id, (unsigned)part, (unsigned long long)seq,
+                      (unsigned long long)mine, (unsigned long long)theirs);
+}
+
+int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
+                        uint64_t prev_epoch, const uint8_t *rec, size_t len, uint64_t *applied,
+                        int *diverged, char *err, size_t errlen)
+{
+    *diverged = 0;
     if (len < EPOCH_BYTES || seq == 0) {
         return store_errf(LAPSE_ECORRUPT, err, errlen, "replication record %llu is malformed",
                           (unsigned long long)seq);
     }
     uint64_t epoch = buf_get_u64be(rec);
-    pthread_mutex_t *mu = store_stripe(st, table_id, part);
-    pthread_mutex_lock(mu);
-    uint64_t last_epoch, last;
+    uint64_t last_epoch, last, mine;
     int rv = read_pos(st, table_id, part, &last_epoch, &last, err, errlen);
     db_batch *b = NULL;
     if (rv != 0) {
@@ -169,13 +221,23 @@ int replog_apply(store *st, uint32_t table_id, uint32_t part, uint64_t seq, cons
         goto out;
     }
     if (seq <= last) {
-        goto out; /* a resend of what is here: acknowledged again */
+        /* A resend of what is here is acknowledged again; another record
+         * under the same number means the logs parted. */
+        if ((rv = record_epoch(st, table_id, part, seq, &mine, err, errlen)) == 0 &&
+            mine != epoch) {
+            rv = diverged_at(diverged, err, errlen, table_id, part, seq, mine, epoch);
+        }
+        goto out;
     }
     if (seq != last + 1) {
         rv = store_errf(LAPSE_ESTATE, err, errlen,
                         "record %llu of table %u partition %u leaves a gap after %llu",
                         (unsigned long long)seq, (unsigned)table_id, (unsigned)part,
                         (unsigned long long)last);
+        goto out;
+    }
+    if (last > 0 && prev_epoch != last_epoch) {
+        rv = diverged_at(diverged, err, errlen, table_id, part, last, last_epoch, prev_epoch);
         goto out;
     }
     if ((b = db_batch_new()) == NULL) {
@@ -193,12 +255,86 @@ int replog_apply(store *st, uint32_t table_id, uint32_t part, uint64_t seq, cons
     }
     if ((rv = db_write(st->db, b, 0, err, errlen)) == 0) {
         *applied = seq;
-        /* The replica's items changed under any cached sweep state. */
+        /* The copy's items and counters changed under any cached state. */
         store_sweep_cursor_note(st, table_id, part, NULL, 0);
+        outbox_forget_part(st, table_id, part);
     }
 out:
     db_batch_free(b);
+    return rv;
+}
+
+int replog_apply(store *st, uint32_t table_id, uint32_t part, uint64_t seq, uint64_t prev_epoch,
+                 const uint8_t *rec, size_t len, uint64_t *applied, int *diverged, char *err,
+                 size_t errlen)
+{
+    pthread_mutex_t *mu = store_stripe(st, table_id, part);
+    pthread_mutex_lock(mu);
+    int rv = replog_apply_locked(st, table_id, part, seq, prev_epoch, rec, len, applied, diverged,
+                                 err, errlen);
     pthread_mutex_unlock(mu);
+    return rv;
+}
+
+void replog_lock(store *st, uint32_t table_id, uint32_t part)
+{
+    pthread_mutex_lock(store_stripe(st, table_id, part));
+}
+
+void replog_unlock(store *st, uint32_t table_id, uint32_t part)
+{
+    pthread_mutex_unlock(store_stripe(st, table_id, part));
+}
+
+/* Adds to b the deletion of every key of family cf that starts with
+ * prefix p (plen bytes). 0 or LAPSE_ENOMEM. */
+static int drop_prefix(store *st, db_batch *b, int cf, const uint8_t *p, size_t plen)
+{
+    buf hi;
+    buf_init(&hi);
+    if (buf_append(&hi, p, plen) != 0) {
+        return LAPSE_ENOMEM;
+    }
+    if (itemkey_successor(&hi)) {
+        db_batch_delete_range(b, st->db, cf, p, plen, NULL, 0);
+    } else {
+        db_batch_delete_range(b, st->db, cf, p, plen, hi.data, hi.len);
+    }
+    buf_fini(&hi);
+    return 0;
+}
+
+int replog_reset(store *st, uint32_t table_id, uint32_t part, char *err, size_t errlen)
+{
+    static const int part_cfs[] = {CF_ITEMS, CF_EXPIRY, CF_LSI, CF_OUTBOX, CF_REPLOG};
+    static const uint8_t kinds[] = {REPL_SOURCE, REPL_ACK, REPL_LOG_POS};
+    buf pre;
+    buf_init(&pre);
+    db_batch *b = db_batch_new();
+    int rv = b == NULL || itemkey_append_prefix(&pre, table_id, part) != 0 ? LAPSE_ENOMEM : 0;
+    for (size_t i = 0; rv == 0 && i < sizeof(part_cfs) / sizeof(part_cfs[0]); i++) {
+        rv = drop_prefix(st, b, part_cfs[i], pre.data, pre.len);
+    }
+    for (size_t i = 0; rv == 0 && i < sizeof(kinds); i++) {
+        uint8_t k[ITEMKEY_REPL_MAX];
+        size_t klen = itemkey_repl(k, table_id, kinds[i], part, 0, 0);
+        rv = drop_prefix(st, b, CF_REPL, k, klen);
+    }
+    if (rv == 0) {
+        rv = expiry_forget_progress(st, b, table_id, part);
+    }
+    if (rv != 0) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    }
+    pthread_mutex_t *mu = store_stripe(st, table_id, part);
+    pthread_mutex_lock(mu);
+    if (rv == 0 && (rv = db_write(st->db, b, 1, err, errlen)) == 0) {
+        store_sweep_cursor_note(st, table_id, part, NULL, 0);
+        outbox_forget_part(st, table_id, part);
+    }
+    pthread_mutex_unlock(mu);
+    db_batch_free(b);
+    buf_fini(&pre);
     return rv;
 }
 

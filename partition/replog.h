@@ -46,13 +46,14 @@ typedef struct store_repl_hook {
      * is written then. */
     int (*begin)(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, char *err,
                  size_t errlen);
-    /* Ships record seq (rec[0..len): the stored value, epoch first) to the
+    /* Ships record seq (rec[0..len): the stored value, epoch first; the
+     * record before it is of prev_epoch) to the
      * partition's in-sync replicas and returns 0 once each has it durably,
      * or an error with err: the write stays in this node's log and is
      * reported failed to its caller. Called under the partition's stripe
      * lock, in seq order; it must not write to the partition. */
-    int (*ship)(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, const uint8_t *rec,
-                size_t len, char *err, size_t errlen);
+    int (*ship)(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, uint64_t prev_epoch,
+                const uint8_t *rec, size_t len, char *err, size_t errlen);
     void *arg;
 } store_repl_hook;
 
@@ -83,14 +84,41 @@ int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, i
 int replog_position(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch, uint64_t *seq,
                     char *err, size_t errlen);
 
-/* Applies record seq (rec: as the ship hook received it) on a replica. Sets
- * *applied to the partition's last applied seq after the call. Returns 0
- * (applied, or already applied), LAPSE_ESTATE (a gap: seq > *applied + 1;
- * resend from *applied + 1), LAPSE_EPERM (an epoch older than the last
+/* Applies record seq (rec: as the ship hook received it) on a replica;
+ * prev_epoch is the epoch of the sender's record seq - 1 (0 when seq is 1).
+ * Sets *applied to the partition's last applied seq after the call, and
+ * *diverged when this copy holds a record the sender's log does not (a
+ * record under seq, or under seq - 1, of another epoch: a deposed primary's
+ * unacknowledged suffix). Returns 0 (applied, or already applied),
+ * LAPSE_ESTATE (a gap: resend from *applied + 1; or diverged: the copy must
+ * be rebuilt, replog_reset), LAPSE_EPERM (an epoch older than the last
  * applied record's: a deposed primary), LAPSE_ECORRUPT (a malformed
  * record), LAPSE_EIO or LAPSE_ENOMEM, with err. */
-int replog_apply(store *st, uint32_t table_id, uint32_t part, uint64_t seq, const uint8_t *rec,
-                 size_t len, uint64_t *applied, char *err, size_t errlen);
+int replog_apply(store *st, uint32_t table_id, uint32_t part, uint64_t seq, uint64_t prev_epoch,
+                 const uint8_t *rec, size_t len, uint64_t *applied, int *diverged, char *err,
+                 size_t errlen);
+
+/* replog_apply with the partition's stripe lock already held (a new
+ * primary taking in its replicas' records while it holds its writes). */
+int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
+                        uint64_t prev_epoch, const uint8_t *rec, size_t len, uint64_t *applied,
+                        int *diverged, char *err, size_t errlen);
+
+/* The epoch of record seq (0 for seq 0). 0, LAPSE_ENOTFOUND, LAPSE_EIO or
+ * LAPSE_ECORRUPT. */
+int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
+                        uint64_t *epoch, char *err, size_t errlen);
+
+/* Drops this node's copy of the partition (items, LSI and expiry entries,
+ * outbox, counters, backfill progress, log and position) in one synced
+ * batch, so it can be rebuilt from its primary's log from the start. Takes
+ * the stripe lock. 0, LAPSE_EIO or LAPSE_ENOMEM. */
+int replog_reset(store *st, uint32_t table_id, uint32_t part, char *err, size_t errlen);
+
+/* The partition's stripe lock, for a caller that must keep its writes out
+ * for a while (the primary bringing a replica into the in-sync set). */
+void replog_lock(store *st, uint32_t table_id, uint32_t part);
+void replog_unlock(store *st, uint32_t table_id, uint32_t part);
 
 /* Reads the partition's records after after_seq, in order, at most max of
  * them and, past the first, at most max_bytes: calls fn for each (seq and

@@ -6,7 +6,10 @@
  * backfill) leaves the two with equal item digests and log positions; a
  * gap, an older epoch and a malformed record are refused; a failed ship
  * leaves the write on the primary only, and the next ship catches the
- * replica up from the log; a node that is not the primary writes nothing.
+ * replica up from the log; a node that is not the primary writes nothing;
+ * a copy holding a record the new primary's log has not (a deposed
+ * primary's unacknowledged suffix) is found diverged, dropped with
+ * replog_reset and rebuilt from the log.
  */
 #include "store_test_util.h"
 
@@ -22,6 +25,7 @@ typedef struct pair {
     int fail_ships;   /* ships to fail before reaching the replica */
     int ships;        /* ship calls */
     int caught_up;    /* records resent by catch-ups */
+    int diverged;     /* ships the replica answered with diverged */
 } pair;
 
 static pair g_pair;
@@ -42,6 +46,7 @@ static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epo
 typedef struct resend {
     pair *p;
     uint32_t table_id, part;
+    uint64_t prev_epoch; /* of the record before the next one */
 } resend;
 
 static int resend_one(void *arg, uint64_t seq, const uint8_t *rec, size_t len)
@@ -49,16 +54,30 @@ static int resend_one(void *arg, uint64_t seq, const uint8_t *rec, size_t len)
     resend *r = arg;
     uint64_t applied = 0;
     char err[256];
-    int rv = replog_apply(r->p->replica, r->table_id, r->part, seq, rec, len, &applied, err,
-                          sizeof err);
+    int diverged = 0;
+    int rv = replog_apply(r->p->replica, r->table_id, r->part, seq, r->prev_epoch, rec, len,
+                          &applied, &diverged, err, sizeof err);
     r->p->caught_up += rv == 0;
+    r->prev_epoch = buf_get_u64be(rec);
     return rv;
+}
+
+/* Resends the primary's log after applied to the replica. */
+static int resend_from(pair *p, uint32_t table_id, uint32_t part, uint64_t applied, char *err,
+                       size_t errlen)
+{
+    resend r = {p, table_id, part, 0};
+    int rv = replog_record_epoch(p->f->st, table_id, part, applied, &r.prev_epoch, err, errlen);
+    return rv != 0 ? rv
+                   : replog_read(p->f->st, table_id, part, applied, SIZE_MAX, 0, resend_one, &r,
+                                 err, errlen);
 }
 
 /* As the node's hook: send; on a gap, resend the log from where the replica
  * stands, then the record again. */
 static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
-                     const uint8_t *rec, size_t len, char *err, size_t errlen)
+                     uint64_t prev_epoch, const uint8_t *rec, size_t len, char *err,
+                     size_t errlen)
 {
     pair *p = arg;
     p->ships++;
@@ -68,11 +87,12 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
         return LAPSE_EUNAVAILABLE;
     }
     uint64_t applied = 0;
-    int rv = replog_apply(p->replica, table_id, part, seq, rec, len, &applied, err, errlen);
-    if (rv == LAPSE_ESTATE) {
-        resend r = {p, table_id, part};
-        rv = replog_read(p->f->st, table_id, part, applied, SIZE_MAX, 0, resend_one, &r, err,
-                         errlen);
+    int diverged = 0;
+    int rv = replog_apply(p->replica, table_id, part, seq, prev_epoch, rec, len, &applied,
+                          &diverged, err, errlen);
+    p->diverged += diverged;
+    if (rv == LAPSE_ESTATE && !diverged) {
+        rv = resend_from(p, table_id, part, applied, err, errlen);
     }
     return rv;
 }
@@ -256,28 +276,31 @@ static void test_replica_refuses_gaps_old_epochs_and_garbage(void **state)
     assert_ok(replog_read(f->st, t.id, part, 0, 1, 0, take, &gr, f->err, sizeof f->err), f);
     assert_true(gr.len > 8);
     /* A repeat is acknowledged without effect. */
-    assert_ok(replog_apply(p->replica, t.id, part, 1, gr.rec, gr.len, &applied, f->err,
+    int dv = 0;
+    assert_ok(replog_apply(p->replica, t.id, part, 1, 0, gr.rec, gr.len, &applied, &dv, f->err,
                            sizeof f->err),
               f);
     assert_int_equal(applied, 1);
     /* A gap. */
-    assert_code(replog_apply(p->replica, t.id, part, 3, gr.rec, gr.len, &applied, f->err,
+    assert_code(replog_apply(p->replica, t.id, part, 3, 3, gr.rec, gr.len, &applied, &dv, f->err,
                              sizeof f->err),
                 LAPSE_ESTATE, f);
     assert_int_equal(applied, 1);
+    assert_int_equal(dv, 0);
     /* An older epoch (a deposed primary's record 2). */
     uint8_t old[4096];
     memcpy(old, gr.rec, gr.len);
     old[7] = 2;
-    assert_code(replog_apply(p->replica, t.id, part, 2, old, gr.len, &applied, f->err,
+    assert_code(replog_apply(p->replica, t.id, part, 2, 3, old, gr.len, &applied, &dv, f->err,
                              sizeof f->err),
                 LAPSE_EPERM, f);
     /* Garbage: too short, and ops that do not parse. Nothing applied. */
-    assert_code(replog_apply(p->replica, t.id, part, 2, old, 5, &applied, f->err, sizeof f->err),
+    assert_code(replog_apply(p->replica, t.id, part, 2, 3, old, 5, &applied, &dv, f->err,
+                             sizeof f->err),
                 LAPSE_ECORRUPT, f);
     memcpy(old, gr.rec, gr.len);
     old[8] = 'Z';
-    assert_code(replog_apply(p->replica, t.id, part, 2, old, gr.len, &applied, f->err,
+    assert_code(replog_apply(p->replica, t.id, part, 2, 3, old, gr.len, &applied, &dv, f->err,
                              sizeof f->err),
                 LAPSE_ECORRUPT, f);
     assert_ok(replog_position(p->replica, t.id, part, &e, &seq, f->err, sizeof f->err), f);
@@ -310,6 +333,55 @@ static void test_failed_ship_then_catch_up(void **state)
     assert_int_equal(p->caught_up, 3);
     assert_same(p, &t);
     assert_int_equal(total_items(p->replica, &t), 4);
+}
+
+/* The replica holds record 2 of epoch 3 that the primary, now at epoch 4,
+ * never had (it was a deposed primary's last, unacknowledged write): the
+ * primary's record 2 of epoch 4 and any record after it find the copy
+ * diverged; replog_reset drops it and the log rebuilds it. */
+static void test_diverged_copy_is_reset_and_rebuilt(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    table_schema t = replicated();
+    t.partitions = 1;
+    put(f, &t, row(1, "a", 0));
+    grab gr = {.len = 0};
+    assert_ok(replog_read(f->st, t.id, 0, 0, 1, 0, take, &gr, f->err, sizeof f->err), f);
+    uint64_t applied = 0;
+    int dv = 0;
+    /* The deposed primary's record 2 (record 1's ops again, epoch 3). */
+    assert_ok(replog_apply(p->replica, t.id, 0, 2, 3, gr.rec, gr.len, &applied, &dv, f->err,
+                           sizeof f->err),
+              f);
+    assert_int_equal(applied, 2);
+    /* A record after it whose predecessor is of another epoch. */
+    uint8_t e4[4096];
+    memcpy(e4, gr.rec, gr.len);
+    e4[7] = 4;
+    assert_code(replog_apply(p->replica, t.id, 0, 3, 4, e4, gr.len, &applied, &dv, f->err,
+                             sizeof f->err),
+                LAPSE_ESTATE, f);
+    assert_int_equal(dv, 1);
+    assert_non_null(strstr(f->err, "diverged"));
+    /* The new primary's own record 2, of epoch 4. */
+    p->epoch = 4;
+    item *it = row(2, "b", 0);
+    assert_code(store_put(f->st, &t, it, NULL, NULL, f->err, sizeof f->err), LAPSE_ESTATE, f);
+    item_free(it);
+    assert_int_equal(p->diverged, 1);
+    /* Dropped and rebuilt from the whole log: the same items and position. */
+    assert_ok(replog_reset(p->replica, t.id, 0, f->err, sizeof f->err), f);
+    assert_int_equal(total_items(p->replica, &t), 0);
+    uint64_t e, seq;
+    assert_ok(replog_position(p->replica, t.id, 0, &e, &seq, f->err, sizeof f->err), f);
+    assert_int_equal(seq, 0);
+    assert_ok(resend_from(p, t.id, 0, 0, f->err, sizeof f->err), f);
+    assert_same(p, &t);
+    put(f, &t, row(3, "c", 0));
+    assert_same(p, &t);
+    assert_int_equal(total_items(p->replica, &t), 3);
 }
 
 static void test_not_primary_writes_nothing(void **state)
@@ -345,6 +417,8 @@ int main(void)
                                         pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_failed_ship_then_catch_up, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_not_primary_writes_nothing, pair_setup,
+                                        pair_teardown),
+        cmocka_unit_test_setup_teardown(test_diverged_copy_is_reset_and_rebuilt, pair_setup,
                                         pair_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -215,6 +215,10 @@ void outbox_counters_cache(store *st, uint32_t table_id, uint32_t part, uint64_t
 /* Forgets the cached counters of table_id (store_drop_table); takes every
  * stripe lock in turn. */
 void outbox_forget_table(store *st, uint32_t table_id);
+/* Forgets the cached counters of one partition, whose stored ones changed
+ * under the cache (a replica applying its primary's log, or dropping its
+ * copy). REQUIRES: the stripe lock. */
+void outbox_forget_part(store *st, uint32_t table_id, uint32_t part);
 
 /* ======================================================================== */
 /* Range reads (store_query.c)                                              */
@@ -242,6 +246,10 @@ int store_apply_start(buf *k, int forward, buf *lo, buf *hi, int *hi_none);
  * progress, and forgets its undeletable items (expiry.c; store_drop_table and
  * expiry_drop_table share it). 0 or LAPSE_ENOMEM. */
 int expiry_drop_into(store *st, db_batch *b, uint32_t table_id);
+/* Adds to b the deletion of partition part's backfill progress, and forgets
+ * its undeletable expiry entries (a replica dropping its copy). 0 or
+ * LAPSE_ENOMEM. */
+int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t part);
 /* Frees the pooled sweep scratch (store_close). REQUIRES: no sweep runs. */
 void expiry_scratch_release(store *st);
 /* Compacts the ranges expiry_drop_into deleted (reclaims their space). */

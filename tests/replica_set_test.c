@@ -6,16 +6,28 @@
  *    epoch 1, with the primaries spread as for one copy;
  *  - after acknowledged puts, updates, deletes and a batch, every copy of
  *    every partition has the same items and log position;
- *  - with a replica killed (kill -9) writes are refused, not acknowledged
- *    with fewer copies, and create-table --replication 3 says how many
- *    nodes are up; restarted, it is caught up from the primary's log (the
- *    refused writes included) by the next write, and the copies match.
+ *  - node 3 killed (kill -9; liveness by its etcd lease): it leaves every
+ *    in-sync set, the partitions it was primary of get a new primary at
+ *    epoch 2, writes go on, and create-table --replication 3 says how many
+ *    nodes are up; restarted, its primaries resync it (from the log) and
+ *    the coordinator puts it back in every set, and the copies match;
+ *  - node 1 killed while a thread writes: writes to its partitions succeed
+ *    again after the promotion, every acknowledged write is there (each
+ *    key reads at least its last acknowledged value, at most its last
+ *    attempted one), and node 1, back, is resynced (a copy that diverged
+ *    with an unacknowledged write is dropped and rebuilt) and matches;
+ *  - with two of three nodes killed, no write is acknowledged with fewer
+ *    than two copies.
  */
 #include "testutil.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+
+#include "../common/clock.h"
 
 #include "testmap.h"
 
@@ -27,15 +39,14 @@ static lapse_client *g_client;
 static int setup(void **state)
 {
     (void)state;
-    g_cluster = start_cluster(3, NULL);
-    g_client = connect_client(g_cluster);
-    return 0;
+    cluster_options o = {.nodes = 3, .quiet = 1, .etcd = 1};
+    return cluster_start_client(&g_cluster, &o, &g_client);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return stop_cluster(g_cluster, g_client);
+    return g_cluster != NULL ? stop_cluster(g_cluster, g_client) : 0;
 }
 
 static int create(const char *name, unsigned replication, lapse_error *e)
@@ -200,42 +211,208 @@ static void wait_state(uint32_t id, const char *want)
     fail_msg("node %u is %s, not %s, after 20 s", (unsigned)id, st, want);
 }
 
-static void test_replica_down_refuses_then_catches_up(void **state)
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Puts k<i> = v, retrying for up to 15 s while the sets change. */
+static void put_retrying(int i, const char *v)
+{
+    lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"%s\"}}", i, v);
+    lapse_error e = {0};
+    int rv = 0;
+    for (int attempt = 0; attempt < 150; attempt++) {
+        if ((rv = lapse_put(g_client, "rf3", it, NULL, &e)) == 0) {
+            break;
+        }
+        sleep_ms(100);
+    }
+    lapse_item_free(it);
+    if (rv != 0) {
+        fail_msg("put k%d kept failing for 15 s: %s", i, e.message);
+    }
+}
+
+/* Waits (up to 40 s) until every member of every set of table is in sync;
+ * returns the map then (caller frees). */
+static pmap *wait_all_in_sync(const char *table)
+{
+    for (int i = 0; i < 400; i++) {
+        pmap *pm = testmap_fetch(g_cluster);
+        const pmap_table *t = pmap_table_find(pm, table);
+        assert_non_null(t);
+        int all = 1;
+        for (uint32_t p = 0; p < t->schema.partitions; p++) {
+            for (uint32_t k = 0; k < t->parts[p].n; k++) {
+                all &= pmap_in_sync(&t->parts[p], k);
+            }
+        }
+        if (all) {
+            return pm;
+        }
+        pmap_free(pm);
+        sleep_ms(100);
+    }
+    fail_msg("table %s: not every copy is back in sync after 40 s", table);
+    return NULL;
+}
+
+static void test_node_down_fails_over_then_rejoins(void **state)
 {
     (void)state;
     lapse_error e = {0};
+    pmap *before = testmap_fetch(g_cluster);
     assert_int_equal(cluster_kill(g_cluster, 3, SIGKILL), 0);
     wait_state(3, "DOWN");
-    /* Every partition has a copy on node 3: no write is acknowledged with
-     * fewer copies than the in-sync set. */
-    int mentions = 0;
-    for (int i = 0; i < 4; i++) {
-        lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"down\"}}", i);
-        int rv = lapse_put(g_client, "rf3", it, NULL, &e);
-        lapse_item_free(it);
-        if (rv == 0) {
-            fail_msg("put k%d was acknowledged with node 3 down", i);
+    /* Node 3 left every set; where it was primary, another took over with
+     * the next epoch; elsewhere the primary and epoch stay. */
+    pmap *pm = testmap_fetch(g_cluster);
+    const pmap_table *t0 = pmap_table_find(before, "rf3"), *t1 = pmap_table_find(pm, "rf3");
+    int promoted = 0;
+    for (uint32_t p = 0; p < PARTS; p++) {
+        const pmap_replicas *a = &t0->parts[p], *b = &t1->parts[p];
+        int i = pmap_replicas_index(b, 3);
+        assert_true(i >= 0);
+        assert_false(pmap_in_sync(b, (uint32_t)i));
+        if (a->ids[0] == 3) {
+            assert_int_not_equal(b->ids[0], 3);
+            assert_int_equal(b->epoch, a->epoch + 1);
+            promoted++;
+        } else {
+            assert_int_equal(b->ids[0], a->ids[0]);
+            assert_int_equal(b->epoch, a->epoch);
         }
-        mentions += strstr(e.message, "node 3") != NULL;
     }
-    assert_int_equal(mentions, 4); /* down as a primary, or as a replica */
+    assert_true(promoted > 0);
+    pmap_free(before);
+    pmap_free(pm);
+    /* Writes go on with two copies. */
+    for (int i = 0; i < 60; i++) {
+        put_retrying(i, "down");
+    }
     assert_lapse_code(create("rf3_second", 3, &e), LAPSE_EUNAVAILABLE, &e);
     assert_non_null(strstr(e.message, "replication 3 needs 3 nodes up; 2 are up"));
 
+    /* Back: its primaries resync it and it rejoins every set. */
     assert_int_equal(cluster_restart(g_cluster, 3), 0);
     assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
-    /* The next write to each partition catches node 3 up first. */
+    pmap_free(wait_all_in_sync("rf3"));
     for (int i = 0; i < 60; i++) {
         put_id(i, "after");
     }
     assert_int_equal(assert_copies_match("rf3"), 80);
 }
 
+/* A writer of keys w0..w<WKEYS-1>, each with increasing values; it records
+ * per key the last value attempted and the last acknowledged. */
+#define WKEYS 64
+typedef struct writer {
+    lapse_client *client;
+    atomic_int stop;
+    atomic_long acked_total;
+    long attempted[WKEYS], acked[WKEYS];
+} writer;
+
+static void *writer_main(void *arg)
+{
+    writer *w = arg;
+    for (long n = 1; !atomic_load(&w->stop); n++) {
+        int k = (int)(n % WKEYS);
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"w%d\"},\"V\":{\"N\":\"%ld\"}}", k, n);
+        lapse_error e = {0};
+        w->attempted[k] = n;
+        if (lapse_put(w->client, "rf3", it, NULL, &e) == 0) {
+            w->acked[k] = n;
+            atomic_fetch_add(&w->acked_total, 1);
+        } else {
+            sleep_ms(20);
+        }
+        lapse_item_free(it);
+    }
+    return NULL;
+}
+
+/* Waits (up to 30 s) until w has n more acknowledged writes. */
+static void wait_acks(writer *w, long n, const char *when)
+{
+    long from = atomic_load(&w->acked_total);
+    for (int i = 0; i < 300 && atomic_load(&w->acked_total) < from + n; i++) {
+        sleep_ms(100);
+    }
+    if (atomic_load(&w->acked_total) < from + n) {
+        fail_msg("%s: %ld of %ld writes acknowledged in 30 s", when,
+                 atomic_load(&w->acked_total) - from, n);
+    }
+}
+
+static void test_primary_killed_during_writes(void **state)
+{
+    (void)state;
+    static writer w;
+    memset(&w, 0, sizeof(w));
+    w.client = connect_client(g_cluster);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, writer_main, &w), 0);
+    wait_acks(&w, 200, "before the kill");
+    assert_int_equal(cluster_kill(g_cluster, 1, SIGKILL), 0);
+    clock_mono killed = clock_mono_now();
+    wait_state(1, "DOWN");
+    /* Every key again, node 1's partitions included. */
+    wait_acks(&w, 4 * WKEYS, "after the promotion");
+    print_message("writes acknowledged again %lld ms after kill -9 of a primary\n",
+                  (long long)(clock_mono_now().ms - killed.ms));
+    atomic_store(&w.stop, 1);
+    pthread_join(th, NULL);
+    lapse_close(w.client);
+    /* Nothing acknowledged is lost. */
+    for (int k = 0; k < WKEYS; k++) {
+        lapse_item *key = item_json("{\"Id\":{\"S\":\"w%d\"}}", k);
+        lapse_item *got = NULL;
+        lapse_error e = {0};
+        assert_lapse_ok(lapse_get(g_client, "rf3", key, &got, &e), &e);
+        long v = got != NULL && lapse_item_get_n(got, "V") != NULL
+                     ? atol(lapse_item_get_n(got, "V"))
+                     : 0;
+        if (v < w.acked[k] || v > w.attempted[k]) {
+            fail_msg("w%d reads %ld; last acknowledged %ld, last attempted %ld", k, v,
+                     w.acked[k], w.attempted[k]);
+        }
+        lapse_item_free(key);
+        lapse_item_free(got);
+    }
+    /* Back, node 1 is resynced into every set and every copy matches. */
+    assert_int_equal(cluster_restart(g_cluster, 1), 0);
+    assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
+    pmap_free(wait_all_in_sync("rf3"));
+    assert_copies_match("rf3");
+
+    /* Two of three down: no write is acknowledged with one copy. */
+    assert_int_equal(cluster_kill(g_cluster, 2, SIGKILL), 0);
+    assert_int_equal(cluster_kill(g_cluster, 3, SIGKILL), 0);
+    wait_state(2, "DOWN");
+    wait_state(3, "DOWN");
+    int refused_in_sync = 0;
+    for (int i = 0; i < 16; i++) {
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"one\"}}", i);
+        lapse_error e = {0};
+        int rv = lapse_put(g_client, "rf3", it, NULL, &e);
+        lapse_item_free(it);
+        if (rv == 0) {
+            fail_msg("put k%d was acknowledged with two of three nodes down", i);
+        }
+        refused_in_sync += strstr(e.message, "copies in sync") != NULL;
+    }
+    assert_true(refused_in_sync > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_copies_placed_and_identical),
-        cmocka_unit_test(test_replica_down_refuses_then_catches_up),
+        cmocka_unit_test(test_node_down_fails_over_then_rejoins),
+        cmocka_unit_test(test_primary_killed_during_writes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

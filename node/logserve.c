@@ -1,0 +1,198 @@
+/*
+ * logserve.c: the replica's side of replica sets (logship.h): ReplicateLog
+ * (apply the primary's records in order, answer a new primary's pull,
+ * drop a diverged copy on its primary's word) and PartitionDigest. Every
+ * call names the sender's epoch as primary; one older than the partition's
+ * epoch in this node's map, or than one a primary announced here before,
+ * is refused (the sender was deposed).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../common/token.h"
+#include "../partition/replog.h"
+#include "logship_int.h"
+
+/* The checks of a node-to-node call: the cluster token and a body. 0, or
+ * the error reply set. */
+static int check_call(const logship_call *c, const void *body, const char *call)
+{
+    if (c->ns->cluster_token_len > 0 &&
+        !token_equal(c->ns->cluster_token, c->ns->cluster_token_len, c->req->admin_token)) {
+        log_warn("refused %s: cluster token %s", call,
+                 c->req->admin_token == NULL || c->req->admin_token[0] == '\0' ? "missing"
+                                                                               : "wrong");
+        rpc_set_error(c->resp, c->a, LAPSE_EPERM, "cluster token missing or wrong");
+        return -1;
+    }
+    if (body == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_EPROTO, "request body is empty");
+        return -1;
+    }
+    return 0;
+}
+
+/* Refuses a sender deposed by a newer epoch, and otherwise remembers its
+ * epoch as the partition's fence. 0 or LAPSE_EPERM/ENOMEM with err. */
+static int check_epoch(logship *ls, const Lapse__ReplicateLogRequest *r, char *err,
+                       size_t errlen)
+{
+    node_map *m = maps_acquire(ls->ns);
+    const pmap_replicas *set = pmap_part(pmap_table_find_id(m->pm, r->table_id), r->partition);
+    uint64_t map_epoch = set != NULL && set->epoch > 0 ? set->epoch : 0;
+    maps_release(m);
+    int rv = 0;
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, r->table_id, r->partition);
+    if (p == NULL) {
+        rv = LAPSE_ENOMEM;
+        snprintf(err, errlen, "out of memory");
+    } else if (r->epoch == 0 || r->epoch < map_epoch || r->epoch < p->fence) {
+        rv = LAPSE_EPERM;
+        snprintf(err, errlen,
+                 "node %u is no longer the primary of table %u partition %u: its epoch %" PRIu64
+                 " is older than %" PRIu64,
+                 (unsigned)r->source_node, (unsigned)r->table_id, (unsigned)r->partition,
+                 r->epoch, p->fence > map_epoch ? p->fence : map_epoch);
+    } else {
+        p->fence = r->epoch;
+    }
+    pthread_mutex_unlock(&ls->lock);
+    return rv;
+}
+
+/* Collects records for a pull reply, copied into the call's arena. */
+typedef struct pulled {
+    arena *a;
+    Lapse__LogRecord **recs;
+    size_t n, cap;
+} pulled;
+
+static int pull_one(void *arg, uint64_t seq, const uint8_t *rec, size_t len)
+{
+    pulled *p = arg;
+    if (p->n == p->cap) {
+        return 1; /* the array was sized for LOGSHIP_CATCHUP_RECORDS */
+    }
+    Lapse__LogRecord *r = arena_alloc(p->a, sizeof(*r));
+    uint8_t *data = arena_memdup(p->a, rec, len ? len : 1);
+    if (r == NULL || data == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    lapse__log_record__init(r);
+    r->seq = seq;
+    r->data.data = data;
+    r->data.len = len;
+    p->recs[p->n++] = r;
+    return 0;
+}
+
+/* Applies r's records in order. */
+static int apply_records(const logship_call *c, const Lapse__ReplicateLogRequest *r,
+                         uint64_t *applied, int *diverged, char *err, size_t errlen)
+{
+    uint64_t prev = r->prev_epoch;
+    for (size_t i = 0; i < r->n_records; i++) {
+        const Lapse__LogRecord *lr = r->records[i];
+        if (lr == NULL) {
+            snprintf(err, errlen, "record %zu is missing", i);
+            return LAPSE_EPROTO;
+        }
+        int rv = replog_apply(c->ns->st, r->table_id, r->partition, lr->seq, prev, lr->data.data,
+                              lr->data.len, applied, diverged, err, errlen);
+        if (rv != 0) {
+            return rv;
+        }
+        prev = lr->data.len >= 8 ? buf_get_u64be(lr->data.data) : 0;
+    }
+    return 0;
+}
+
+void logship_handle(const logship_call *c)
+{
+    const Lapse__ReplicateLogRequest *r = c->req->replicate_log;
+    if (check_call(c, r, "ReplicateLog") != 0) {
+        return;
+    }
+    Lapse__ReplicateLogResponse *out = arena_alloc(c->a, sizeof(*out));
+    if (out == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__replicate_log_response__init(out);
+    char err[512] = "";
+    uint64_t applied = 0, epoch = 0;
+    int diverged = 0;
+    int rv = check_epoch(c->ns->logship, r, err, sizeof(err));
+    if (rv == 0 && r->reset) {
+        rv = replog_reset(c->ns->st, r->table_id, r->partition, err, sizeof(err));
+        if (rv == 0) {
+            log_warn("table %u partition %u: this copy diverged from primary node %u's log and "
+                     "was dropped, to be rebuilt from it",
+                     (unsigned)r->table_id, (unsigned)r->partition, (unsigned)r->source_node);
+        }
+    } else if (rv == 0 && r->pull) {
+        pulled p = {.a = c->a, .cap = LOGSHIP_CATCHUP_RECORDS};
+        if ((p.recs = arena_alloc(c->a, p.cap * sizeof(*p.recs))) == NULL) {
+            rv = LAPSE_ENOMEM;
+        } else {
+            rv = replog_read(c->ns->st, r->table_id, r->partition, r->pull_after, p.cap,
+                             LOGSHIP_CATCHUP_BYTES, pull_one, &p, err, sizeof(err));
+            rv = rv == 1 ? 0 : rv;
+            out->records = p.recs;
+            out->n_records = p.n;
+        }
+    } else if (rv == 0) {
+        rv = apply_records(c, r, &applied, &diverged, err, sizeof(err));
+    }
+    if (rv == 0 || (rv == LAPSE_ESTATE && !diverged)) {
+        char perr[256];
+        replog_position(c->ns->st, r->table_id, r->partition, &epoch, &applied, perr,
+                        sizeof(perr));
+    }
+    out->applied_seq = applied;
+    out->applied_epoch = epoch;
+    out->diverged = diverged != 0;
+    /* The position travels with ESTATE too: the sender resends from it. */
+    c->resp->body_case = LAPSE__RESPONSE__BODY_REPLICATE_LOG;
+    c->resp->replicate_log = out;
+    if (rv != 0) {
+        if (rv != LAPSE_ESTATE || diverged) {
+            log_warn("ReplicateLog from node %u, table %u partition %u: %s: %s",
+                     (unsigned)r->source_node, (unsigned)r->table_id, (unsigned)r->partition,
+                     lapse_strerror(rv), err);
+        }
+        rpc_set_error(c->resp, c->a, rv, "%s", err[0] ? err : lapse_strerror(rv));
+    }
+}
+
+void logship_digest(const logship_call *c)
+{
+    const Lapse__PartitionDigestRequest *r = c->req->partition_digest;
+    if (check_call(c, r, "PartitionDigest") != 0) {
+        return;
+    }
+    Lapse__PartitionDigestResponse *out = arena_alloc(c->a, sizeof(*out));
+    if (out == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__partition_digest_response__init(out);
+    char err[512] = "";
+    int rv = replog_items_digest(c->ns->st, r->table_id, r->partition, &out->items, &out->digest,
+                                 err, sizeof(err));
+    if (rv == 0) {
+        rv = replog_position(c->ns->st, r->table_id, r->partition, &out->epoch, &out->seq, err,
+                             sizeof(err));
+    }
+    if (rv != 0) {
+        rpc_set_error(c->resp, c->a, rv, "%s", err);
+        return;
+    }
+    c->resp->body_case = LAPSE__RESPONSE__BODY_PARTITION_DIGEST;
+    c->resp->partition_digest = out;
+}

@@ -1,0 +1,105 @@
+/*
+ * logship_int.h: what the primary's hook (logship.c), the replica's side
+ * (logserve.c) and the resync thread (resync.c) share: the RPC clients to
+ * replica nodes, ReplicateLog requests under construction, and the
+ * per-partition replication state this node keeps in memory.
+ *
+ * Per-partition state (part_state), all under logship.lock:
+ *  - fence: the highest epoch a primary announced to this node as a
+ *    replica of the partition; records of an older one are refused;
+ *  - reconciled: the epoch in which this node, as the partition's primary,
+ *    has taken in whatever its in-sync replicas held beyond its own log
+ *    (a new primary does that before its first write, logship.c);
+ *  - joining: replicas this primary has caught up and asked the
+ *    coordinator to put in the in-sync set, counted as in sync (writes
+ *    wait for them too) until the map at join_version or later says.
+ * Nothing here is durable: a restarted node reconciles again and fences
+ * by the map's epochs.
+ */
+#ifndef LAPSE_LOGSHIP_INT_H
+#define LAPSE_LOGSHIP_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../placement/pmap.h"
+#include "logship.h"
+#include "maps.h"
+
+#define LOGSHIP_MAX_PEERS 64 /* distinct replicas a node ships to */
+#define LOGSHIP_STATE_BUCKETS 256
+
+/* An RPC client to one replica node, opened on first use. */
+typedef struct logship_peer {
+    uint32_t id;
+    char url[PMAP_MAX_ADDR];
+    rpc_client *client;
+} logship_peer;
+
+typedef struct part_state {
+    uint32_t table_id, part;
+    uint64_t fence;
+    uint64_t reconciled;
+    uint32_t joining[PMAP_MAX_REPLICAS]; /* node ids; 0: free slot */
+    uint64_t join_version;               /* the map version that settles them */
+    struct part_state *next;
+} part_state;
+
+struct logship {
+    node_server *ns;
+    pthread_mutex_t lock; /* guards peers and states */
+    logship_peer peers[LOGSHIP_MAX_PEERS];
+    size_t npeers;
+    part_state *states[LOGSHIP_STATE_BUCKETS];
+    /* the resync thread (resync.c) */
+    pthread_t thread;
+    int running;
+    int stop; /* under lock */
+    pthread_cond_t wake;
+};
+
+/* The client for node id at url (reopened when its URL changed), or NULL. */
+rpc_client *logship_peer_client(logship *ls, uint32_t id, const char *url);
+
+/* The state of (table_id, part), created when missing (NULL on OOM).
+ * REQUIRES: ls->lock held. */
+part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part);
+
+/* A ReplicateLog request under construction (records point into recs). */
+typedef struct shipment {
+    Lapse__Request req;
+    Lapse__ReplicateLogRequest body;
+    Lapse__LogRecord *recs;
+    Lapse__LogRecord **ptrs;
+    size_t n, cap;
+    uint8_t **copies; /* owned copies of records read from the log */
+    size_t bytes;
+} shipment;
+
+/* A request of this node, the primary of (table_id, part) at epoch. */
+void shipment_init(shipment *s, logship *ls, uint32_t table_id, uint32_t part, uint64_t epoch);
+void shipment_fini(shipment *s);
+/* Adds record seq; copies its bytes when copy. 0 or LAPSE_ENOMEM. */
+int shipment_add(shipment *s, uint64_t seq, const uint8_t *rec, size_t len, int copy);
+
+/* The ReplicateLog reply's body, or NULL. */
+const Lapse__ReplicateLogResponse *logship_reply(const Lapse__Response *resp);
+
+/* Sends replica id (client c) this node's log after *applied, at most
+ * LOGSHIP_CATCHUP_RECORDS/_BYTES, and sets *applied to where it stands
+ * then. 0, or an error with err (*diverged set when the replica holds
+ * records this log has not). */
+int logship_send_after(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
+                       uint64_t epoch, uint64_t *applied, int *diverged, char *err,
+                       size_t errlen);
+
+/* As the primary of (table_id, part) at epoch in map m: takes in the
+ * in-sync replicas' records beyond this log, once per epoch (above).
+ * REQUIRES: the partition's stripe lock. 0, or LAPSE_EUNAVAILABLE with err
+ * (an in-sync replica cannot be reached: no write until it can, or the
+ * coordinator drops it). */
+int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                      uint32_t part, char *err, size_t errlen);
+
+
+#endif

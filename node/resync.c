@@ -1,0 +1,265 @@
+/*
+ * resync.c: a primary brings its replicas outside the in-sync set back
+ * (docs/replication.md, "Failover"). Every LOGSHIP_RESYNC_PERIOD_MS it
+ * looks at each partition it is the primary of, and for each member that
+ * is UP but not in sync:
+ *   1. asks where it stands; a member holding records this log has not (a
+ *      deposed primary's unacknowledged suffix) is told to drop its copy,
+ *      which is then rebuilt from the log from the start;
+ *   2. sends it the log while writes go on, until it is at most
+ *      LOGSHIP_RESYNC_TAIL records behind;
+ *   3. holds the partition's writes (its stripe lock), sends the rest, and
+ *      asks the coordinator to add it to the in-sync set; from the answer
+ *      on, writes wait for it too (logship_int.h, "joining"). Since no
+ *      write happened between its last record and the join, it has every
+ *      acknowledged write when the map says it is in sync.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../partition/replog.h"
+#include "logship_int.h"
+
+#define RESYNC_FAR_ROUNDS 256 /* catch-up calls per member per pass, writes going on */
+#define RESYNC_NEAR_ROUNDS 4  /* with the partition held */
+#define RESYNC_JOIN_TIMEOUT_MS 2000
+
+/* Where replica c stands: its last record's seq and epoch. */
+static int position_of(logship *ls, rpc_client *c, uint32_t table_id, uint32_t part,
+                       uint64_t epoch, uint64_t *seq, uint64_t *rec_epoch, char *err,
+                       size_t errlen)
+{
+    shipment s;
+    shipment_init(&s, ls, table_id, part, epoch);
+    Lapse__Response *resp = NULL;
+    int rv = rpc_call(c, &s.req, LOGSHIP_TIMEOUT_MS, &resp, err, errlen);
+    const Lapse__ReplicateLogResponse *got = logship_reply(resp);
+    if (rv == 0 && got == NULL) {
+        rv = LAPSE_EPROTO;
+        snprintf(err, errlen, "no ReplicateLog reply");
+    }
+    if (rv == 0) {
+        *seq = got->applied_seq;
+        *rec_epoch = got->applied_epoch;
+    }
+    rpc_response_free(resp);
+    shipment_fini(&s);
+    return rv;
+}
+
+/* Drops replica c's copy (it holds records this log has not). */
+static int reset_copy(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
+                      uint64_t epoch, char *err, size_t errlen)
+{
+    shipment s;
+    shipment_init(&s, ls, table_id, part, epoch);
+    s.body.reset = 1;
+    Lapse__Response *resp = NULL;
+    int rv = rpc_call(c, &s.req, LOGSHIP_TIMEOUT_MS, &resp, err, errlen);
+    rpc_response_free(resp);
+    shipment_fini(&s);
+    if (rv == 0) {
+        log_warn("table %u partition %u: node %u held records this primary's log has not (a "
+                 "deposed primary's unacknowledged writes); its copy is rebuilt from the log",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id);
+    }
+    return rv;
+}
+
+/* Asks the coordinator to put id in the in-sync set; on an answer that
+ * may mean yes, counts id as joining. REQUIRES: the stripe lock. */
+static void join(logship *ls, const node_map *m, uint32_t table_id, uint32_t part, uint64_t epoch,
+                 uint32_t id)
+{
+    Lapse__Request req;
+    Lapse__ReplicaJoinRequest body;
+    lapse__request__init(&req);
+    lapse__replica_join_request__init(&body);
+    body.table_id = table_id;
+    body.partition = part;
+    body.epoch = epoch;
+    body.primary_node = ls->ns->id;
+    body.node = id;
+    req.body_case = LAPSE__REQUEST__BODY_REPLICA_JOIN;
+    req.replica_join = &body;
+    Lapse__Response *resp = NULL;
+    char err[256] = "";
+    int rv = rpc_call(ls->ns->coord, &req, RESYNC_JOIN_TIMEOUT_MS, &resp, err, sizeof(err));
+    uint64_t settles = m->pm->version + 1; /* unknown outcome: the next map says */
+    if (rv == 0 && resp->body_case == LAPSE__RESPONSE__BODY_REPLICA_JOIN) {
+        settles = resp->replica_join->pmap_version;
+        log_info("table %u partition %u: node %u is in sync again (map version %" PRIu64 ")",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, settles);
+    } else if (rv == LAPSE_EWRONGNODE || rv == LAPSE_EINVAL || rv == LAPSE_ENOTFOUND) {
+        log_info("table %u partition %u: the coordinator refused node %u's join: %s",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, err);
+        rpc_response_free(resp);
+        return;
+    } else {
+        log_warn("table %u partition %u: node %u's join has no answer (%s: %s); writes wait for "
+                 "it until the map says",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, lapse_strerror(rv), err);
+    }
+    rpc_response_free(resp);
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    if (p != NULL) {
+        if (p->join_version <= m->pm->version) {
+            memset(p->joining, 0, sizeof(p->joining)); /* settled by the map */
+        }
+        for (size_t j = 0; j < PMAP_MAX_REPLICAS; j++) {
+            if (p->joining[j] == 0 || p->joining[j] == id) {
+                p->joining[j] = id;
+                break;
+            }
+        }
+        p->join_version = settles > p->join_version ? settles : p->join_version;
+    }
+    pthread_mutex_unlock(&ls->lock);
+}
+
+/* Brings member id of r back (steps 1-3 above). */
+static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                       uint32_t part, uint32_t id)
+{
+    const pmap_node *pn = pmap_node_find(m->pm, id);
+    rpc_client *c = pn != NULL && pn->state == PMAP_NODE_UP
+                        ? logship_peer_client(ls, pn->id, pn->address)
+                        : NULL;
+    if (c == NULL || !rpc_client_connected(c, LOGSHIP_CONNECT_WAIT_MS)) {
+        return;
+    }
+    store *st = ls->ns->st;
+    uint64_t epoch = r->epoch > 0 ? r->epoch : 1;
+    uint64_t applied = 0, their_epoch = 0, mine = 0, my_seq = 0, my_epoch = 0;
+    char err[512] = "";
+    int rv = position_of(ls, c, table_id, part, epoch, &applied, &their_epoch, err, sizeof(err));
+    if (rv == 0) {
+        int erv = replog_record_epoch(st, table_id, part, applied, &mine, err, sizeof(err));
+        if (erv == LAPSE_ENOTFOUND || (erv == 0 && mine != their_epoch)) {
+            rv = reset_copy(ls, c, id, table_id, part, epoch, err, sizeof(err));
+            applied = 0;
+        } else {
+            rv = erv;
+        }
+    }
+    int diverged = 0;
+    for (int round = 0; rv == 0 && round < RESYNC_FAR_ROUNDS; round++) {
+        if ((rv = replog_position(st, table_id, part, &my_epoch, &my_seq, err, sizeof(err))) !=
+                0 ||
+            my_seq <= applied + LOGSHIP_RESYNC_TAIL) {
+            break;
+        }
+        rv = logship_send_after(ls, c, id, table_id, part, epoch, &applied, &diverged, err,
+                                sizeof(err));
+    }
+    if (rv != 0 || my_seq > applied + LOGSHIP_RESYNC_TAIL) {
+        if (rv != 0) {
+            log_warn("table %u partition %u: cannot resync node %u: %s", (unsigned)table_id,
+                     (unsigned)part, (unsigned)id, err);
+        }
+        return; /* the next pass goes on */
+    }
+    replog_lock(st, table_id, part);
+    rv = logship_reconcile(ls, m, r, table_id, part, err, sizeof(err));
+    for (int round = 0; rv == 0 && round < RESYNC_NEAR_ROUNDS; round++) {
+        if ((rv = replog_position(st, table_id, part, &my_epoch, &my_seq, err, sizeof(err))) !=
+                0 ||
+            applied >= my_seq) {
+            break;
+        }
+        rv = logship_send_after(ls, c, id, table_id, part, epoch, &applied, &diverged, err,
+                                sizeof(err));
+    }
+    if (rv == 0 && applied == my_seq) {
+        join(ls, m, table_id, part, epoch, id);
+    } else if (rv != 0) {
+        log_warn("table %u partition %u: cannot resync node %u: %s", (unsigned)table_id,
+                 (unsigned)part, (unsigned)id, err);
+    }
+    replog_unlock(st, table_id, part);
+}
+
+/* Whether id joins (r, table_id, part) already (logship_int.h). */
+static int joining(logship *ls, const node_map *m, uint32_t table_id, uint32_t part, uint32_t id)
+{
+    int yes = 0;
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    for (size_t j = 0; p != NULL && p->join_version > m->pm->version && j < PMAP_MAX_REPLICAS;
+         j++) {
+        yes |= p->joining[j] == id;
+    }
+    pthread_mutex_unlock(&ls->lock);
+    return yes;
+}
+
+static void pass(logship *ls)
+{
+    node_map *m = maps_acquire(ls->ns);
+    for (size_t t = 0; t < m->pm->ntables; t++) {
+        const pmap_table *tb = &m->pm->tables[t];
+        if (schema_replication(&tb->schema) < 2) {
+            continue;
+        }
+        for (uint32_t p = 0; p < tb->schema.partitions; p++) {
+            const pmap_replicas *r = &tb->parts[p];
+            if (r->n < 2 || r->ids[0] != ls->ns->id) {
+                continue;
+            }
+            for (uint32_t i = 1; i < r->n; i++) {
+                if (!pmap_in_sync(r, i) && !joining(ls, m, tb->schema.id, p, r->ids[i])) {
+                    resync_one(ls, m, r, tb->schema.id, p, r->ids[i]);
+                }
+            }
+        }
+    }
+    maps_release(m);
+}
+
+static void *resync_main(void *arg)
+{
+    logship *ls = arg;
+    pthread_mutex_lock(&ls->lock);
+    while (!ls->stop) {
+        struct timespec until = clock_mono_abstime(LOGSHIP_RESYNC_PERIOD_MS);
+        while (!ls->stop && pthread_cond_timedwait(&ls->wake, &ls->lock, &until) != ETIMEDOUT) {
+        }
+        if (ls->stop) {
+            break;
+        }
+        pthread_mutex_unlock(&ls->lock);
+        pass(ls);
+        pthread_mutex_lock(&ls->lock);
+    }
+    pthread_mutex_unlock(&ls->lock);
+    return NULL;
+}
+
+int logship_start(logship *ls)
+{
+    ls->stop = 0;
+    if (pthread_create(&ls->thread, NULL, resync_main, ls) != 0) {
+        return LAPSE_ENOMEM;
+    }
+    ls->running = 1;
+    return 0;
+}
+
+void logship_stop(logship *ls)
+{
+    if (!ls->running) {
+        return;
+    }
+    pthread_mutex_lock(&ls->lock);
+    ls->stop = 1;
+    pthread_cond_broadcast(&ls->wake);
+    pthread_mutex_unlock(&ls->lock);
+    pthread_join(ls->thread, NULL);
+    ls->running = 0;
+}
