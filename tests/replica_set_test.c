@@ -16,6 +16,15 @@
  *    key reads at least its last acknowledged value, at most its last
  *    attempted one), and node 1, back, is resynced (a copy that diverged
  *    with an unacknowledged write is dropped and rebuilt) and matches;
+ *  - a primary killed while its last write waits at one or both stopped
+ *    replicas (SIGSTOP): whichever copies end up holding that unacknowledged
+ *    record, the promoted replica goes on writing, the old primary, back,
+ *    rejoins, every copy matches and reads give the later write. (Where
+ *    the record stays on some copies only, the new primary takes it in or
+ *    the returning copy is rebuilt; a stopped replica applies the dead
+ *    primary's buffered request when it resumes, so which path runs
+ *    depends on timing; partition/replog_test covers divergence and the
+ *    rebuild deterministically.);
  *  - with two of three nodes killed, no write is acknowledged with fewer
  *    than two copies.
  */
@@ -347,6 +356,116 @@ static void wait_acks(writer *w, long n, const char *when)
     }
 }
 
+/* Puts Id=u -> V=v on table rf3u in a thread (it may hang or fail). */
+typedef struct bg_put {
+    const char *v;
+    pthread_t th;
+} bg_put;
+
+static void *bg_put_main(void *arg)
+{
+    bg_put *b = arg;
+    lapse_client *c = connect_client(g_cluster);
+    lapse_item *it = item_json("{\"Id\":{\"S\":\"u\"},\"V\":{\"S\":\"%s\"}}", b->v);
+    lapse_error e = {0};
+    lapse_put(c, "rf3u", it, NULL, &e); /* acknowledged or not: either is allowed */
+    lapse_item_free(it);
+    lapse_close(c);
+    return NULL;
+}
+
+static void put_u_retrying(const char *v)
+{
+    lapse_item *it = item_json("{\"Id\":{\"S\":\"u\"},\"V\":{\"S\":\"%s\"}}", v);
+    lapse_error e = {0};
+    int rv = 0;
+    for (int attempt = 0; attempt < 150; attempt++) {
+        if ((rv = lapse_put(g_client, "rf3u", it, NULL, &e)) == 0) {
+            break;
+        }
+        sleep_ms(100);
+    }
+    lapse_item_free(it);
+    if (rv != 0) {
+        fail_msg("put u=%s kept failing for 15 s: %s", v, e.message);
+    }
+}
+
+/* The set of rf3u's only partition in the coordinator's map now. */
+static pmap_replicas set_u(void)
+{
+    pmap *pm = testmap_fetch(g_cluster);
+    pmap_replicas r = pmap_table_find(pm, "rf3u")->parts[0];
+    pmap_free(pm);
+    return r;
+}
+
+/* Kills the primary while its write of u=v is held at the stopped
+ * replicas (SIGSTOP, well under a lease), then lets them go. */
+static void kill_primary_mid_write(const pmap_replicas *r, int stop_first, int stop_second,
+                                   const char *v)
+{
+    if (stop_first) {
+        assert_int_equal(cluster_kill(g_cluster, (int)r->ids[1], SIGSTOP), 0);
+    }
+    if (stop_second) {
+        assert_int_equal(cluster_kill(g_cluster, (int)r->ids[2], SIGSTOP), 0);
+    }
+    bg_put b = {.v = v};
+    assert_int_equal(pthread_create(&b.th, NULL, bg_put_main, &b), 0);
+    sleep_ms(400); /* written on the primary, waiting for the stopped copies */
+    assert_int_equal(cluster_kill(g_cluster, (int)r->ids[0], SIGKILL), 0);
+    if (stop_first) {
+        assert_int_equal(cluster_kill(g_cluster, (int)r->ids[1], SIGCONT), 0);
+    }
+    if (stop_second) {
+        assert_int_equal(cluster_kill(g_cluster, (int)r->ids[2], SIGCONT), 0);
+    }
+    wait_state(r->ids[0], "DOWN");
+    pthread_join(b.th, NULL);
+}
+
+static void test_unacknowledged_suffixes(void **state)
+{
+    (void)state;
+    lapse_error e = {0};
+    lapse_table_def d = {.name = "rf3u", .partition_key = "Id", .partition_key_type = 'S',
+                         .partitions = 1, .replication = 3};
+    assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
+    put_u_retrying("v0");
+    /* 1. ids[1] stopped: the record reaches ids[2] at once, ids[1] when it
+     *    resumes (or, if the new epoch fenced it first, by the promoted
+     *    ids[1] taking it in from ids[2]); either way the next write must
+     *    go through. */
+    pmap_replicas r = set_u();
+    kill_primary_mid_write(&r, 1, 0, "x1");
+    pmap_replicas r2 = set_u();
+    assert_int_equal(r2.ids[0], r.ids[1]);
+    put_u_retrying("x2");
+    assert_int_equal(cluster_restart(g_cluster, (int)r.ids[0]), 0);
+    assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
+    pmap_free(wait_all_in_sync("rf3u"));
+    assert_copies_match("rf3u");
+    /* 2. Both replicas stopped: the record is on the killed primary and,
+     *    once they resume, on those that took the buffered request. Back,
+     *    the old primary rejoins (rebuilt if its copy diverged), and reads
+     *    give the later write. */
+    r = set_u();
+    kill_primary_mid_write(&r, 1, 1, "y1");
+    put_u_retrying("y2");
+    assert_int_equal(cluster_restart(g_cluster, (int)r.ids[0]), 0);
+    assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
+    pmap_free(wait_all_in_sync("rf3u"));
+    assert_copies_match("rf3u");
+    lapse_item *key = item_json("{\"Id\":{\"S\":\"u\"}}");
+    lapse_item *got = NULL;
+    assert_lapse_ok(lapse_get(g_client, "rf3u", key, &got, &e), &e);
+    assert_non_null(got);
+    assert_string_equal(lapse_item_get_s(got, "V"), "y2");
+    lapse_item_free(key);
+    lapse_item_free(got);
+}
+
 static void test_primary_killed_during_writes(void **state)
 {
     (void)state;
@@ -412,6 +531,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_copies_placed_and_identical),
         cmocka_unit_test(test_node_down_fails_over_then_rejoins),
+        cmocka_unit_test(test_unacknowledged_suffixes),
         cmocka_unit_test(test_primary_killed_during_writes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
