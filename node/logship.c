@@ -486,7 +486,6 @@ void logship_close(logship *ls)
     if (ls == NULL) {
         return;
     }
-    logship_stop(ls);
     store_set_repl_hook(ls->ns->st, NULL);
     for (size_t i = 0; i < ls->npeers; i++) {
         rpc_client_close(ls->peers[i].client);

@@ -42,8 +42,9 @@ int logship_open(logship **out, node_server *ns);
 int logship_start(logship *ls);
 /* Stops and joins that thread. No-op when it is not running. */
 void logship_stop(logship *ls);
-/* Removes the hook and frees it (stopping the thread first). REQUIRES: no write in flight (the RPC
- * server is closed). Accepts NULL. */
+/* Removes the hook and frees it. REQUIRES: no write in flight (the RPC
+ * server is closed) and the resync thread stopped (logship_stop). Accepts
+ * NULL. */
 void logship_close(logship *ls);
 
 /* One call to serve: the request (borrowed), the reply being built and its
