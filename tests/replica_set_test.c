@@ -226,22 +226,29 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* Puts k<i> = v, retrying for up to 15 s while the sets change. */
-static void put_retrying(int i, const char *v)
+/* Puts Id=id, V=v on table, retrying for up to 15 s while the sets change. */
+static void put_retrying_in(const char *table, const char *id, const char *v)
 {
-    lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"%s\"}}", i, v);
+    lapse_item *it = item_json("{\"Id\":{\"S\":\"%s\"},\"V\":{\"S\":\"%s\"}}", id, v);
     lapse_error e = {0};
     int rv = 0;
     for (int attempt = 0; attempt < 150; attempt++) {
-        if ((rv = lapse_put(g_client, "rf3", it, NULL, &e)) == 0) {
+        if ((rv = lapse_put(g_client, table, it, NULL, &e)) == 0) {
             break;
         }
         sleep_ms(100);
     }
     lapse_item_free(it);
     if (rv != 0) {
-        fail_msg("put k%d kept failing for 15 s: %s", i, e.message);
+        fail_msg("put %s=%s on %s kept failing for 15 s: %s", id, v, table, e.message);
     }
+}
+
+static void put_retrying(int i, const char *v)
+{
+    char id[16];
+    snprintf(id, sizeof(id), "k%d", i);
+    put_retrying_in("rf3", id, v);
 }
 
 /* Waits (up to 40 s) until every member of every set of table is in sync;
@@ -374,23 +381,6 @@ static void *bg_put_main(void *arg)
     return NULL;
 }
 
-static void put_u_retrying(const char *v)
-{
-    lapse_item *it = item_json("{\"Id\":{\"S\":\"u\"},\"V\":{\"S\":\"%s\"}}", v);
-    lapse_error e = {0};
-    int rv = 0;
-    for (int attempt = 0; attempt < 150; attempt++) {
-        if ((rv = lapse_put(g_client, "rf3u", it, NULL, &e)) == 0) {
-            break;
-        }
-        sleep_ms(100);
-    }
-    lapse_item_free(it);
-    if (rv != 0) {
-        fail_msg("put u=%s kept failing for 15 s: %s", v, e.message);
-    }
-}
-
 /* The set of rf3u's only partition in the coordinator's map now. */
 static pmap_replicas set_u(void)
 {
@@ -432,7 +422,7 @@ static void test_unacknowledged_suffixes(void **state)
     lapse_table_def d = {.name = "rf3u", .partition_key = "Id", .partition_key_type = 'S',
                          .partitions = 1, .replication = 3};
     assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
-    put_u_retrying("v0");
+    put_retrying_in("rf3u", "u", "v0");
     /* 1. ids[1] stopped: the record reaches ids[2] at once, ids[1] when it
      *    resumes (or, if the new epoch fenced it first, by the promoted
      *    ids[1] taking it in from ids[2]); either way the next write must
@@ -441,7 +431,7 @@ static void test_unacknowledged_suffixes(void **state)
     kill_primary_mid_write(&r, 1, 0, "x1");
     pmap_replicas r2 = set_u();
     assert_int_equal(r2.ids[0], r.ids[1]);
-    put_u_retrying("x2");
+    put_retrying_in("rf3u", "u", "x2");
     assert_int_equal(cluster_restart(g_cluster, (int)r.ids[0]), 0);
     assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
     pmap_free(wait_all_in_sync("rf3u"));
@@ -452,7 +442,7 @@ static void test_unacknowledged_suffixes(void **state)
      *    give the later write. */
     r = set_u();
     kill_primary_mid_write(&r, 1, 1, "y1");
-    put_u_retrying("y2");
+    put_retrying_in("rf3u", "u", "y2");
     assert_int_equal(cluster_restart(g_cluster, (int)r.ids[0]), 0);
     assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
     pmap_free(wait_all_in_sync("rf3u"));
