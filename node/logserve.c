@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/buf.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/token.h"
@@ -43,7 +42,7 @@ static int check_epoch(logship *ls, const Lapse__ReplicateLogRequest *r, char *e
 {
     node_map *m = maps_acquire(ls->ns);
     const pmap_replicas *set = pmap_part(pmap_table_find_id(m->pm, r->table_id), r->partition);
-    uint64_t map_epoch = set != NULL && set->epoch > 0 ? set->epoch : 0;
+    uint64_t map_epoch = set != NULL ? pmap_epoch(set) : 0;
     maps_release(m);
     int rv = 0;
     pthread_mutex_lock(&ls->lock);
@@ -91,27 +90,6 @@ static int pull_one(void *arg, uint64_t seq, const uint8_t *rec, size_t len)
     return 0;
 }
 
-/* Applies r's records in order. */
-static int apply_records(const logship_call *c, const Lapse__ReplicateLogRequest *r,
-                         uint64_t *applied, int *diverged, char *err, size_t errlen)
-{
-    uint64_t prev = r->prev_epoch;
-    for (size_t i = 0; i < r->n_records; i++) {
-        const Lapse__LogRecord *lr = r->records[i];
-        if (lr == NULL) {
-            snprintf(err, errlen, "record %zu is missing", i);
-            return LAPSE_EPROTO;
-        }
-        int rv = replog_apply(c->ns->st, r->table_id, r->partition, lr->seq, prev, lr->data.data,
-                              lr->data.len, applied, diverged, err, errlen);
-        if (rv != 0) {
-            return rv;
-        }
-        prev = lr->data.len >= 8 ? buf_get_u64be(lr->data.data) : 0;
-    }
-    return 0;
-}
-
 void logship_handle(const logship_call *c)
 {
     const Lapse__ReplicateLogRequest *r = c->req->replicate_log;
@@ -147,7 +125,10 @@ void logship_handle(const logship_call *c)
             out->n_records = p.n;
         }
     } else if (rv == 0) {
-        rv = apply_records(c, r, &applied, &diverged, err, sizeof(err));
+        replog_lock(c->ns->st, r->table_id, r->partition);
+        rv = logship_apply_run(c->ns->st, r->table_id, r->partition, r->prev_epoch, r->records,
+                               r->n_records, &applied, &diverged, err, sizeof(err));
+        replog_unlock(c->ns->st, r->table_id, r->partition);
     }
     if (rv == 0 || (rv == LAPSE_ESTATE && !diverged)) {
         char perr[256];

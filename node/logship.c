@@ -11,7 +11,6 @@
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
-#include "../common/buf.h"
 #include "../partition/replog.h"
 #include "../placement/pmap.h"
 #include "logship_int.h"
@@ -82,15 +81,8 @@ static const pmap_replicas *set_of(const node_map *m, uint32_t table_id, uint32_
     return r;
 }
 
-static uint64_t epoch_of(const pmap_replicas *r)
-{
-    return r->epoch > 0 ? r->epoch : 1;
-}
-
-/* Which members of r this primary ships to and waits for: bit i for ids[i]
- * (i >= 1), in sync in m or joining (logship_int.h). */
-static uint32_t required(logship *ls, const node_map *m, const pmap_replicas *r,
-                         uint32_t table_id, uint32_t part)
+uint32_t logship_required(logship *ls, const node_map *m, const pmap_replicas *r,
+                          uint32_t table_id, uint32_t part, int *reconciled)
 {
     uint32_t bits = 0;
     for (uint32_t i = 1; i < r->n; i++) {
@@ -103,6 +95,9 @@ static uint32_t required(logship *ls, const node_map *m, const pmap_replicas *r,
             int i = p->joining[j] != 0 ? pmap_replicas_index(r, p->joining[j]) : -1;
             bits |= i > 0 ? 1u << i : 0;
         }
+    }
+    if (reconciled != NULL) {
+        *reconciled = p != NULL && p->reconciled >= pmap_epoch(r);
     }
     pthread_mutex_unlock(&ls->lock);
     return bits;
@@ -123,7 +118,8 @@ static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epo
         rv = LAPSE_EWRONGNODE;
     } else {
         uint32_t in_sync = 1, need = r->n < LOGSHIP_MIN_IN_SYNC ? r->n : LOGSHIP_MIN_IN_SYNC;
-        uint32_t bits = required(ls, m, r, table_id, part);
+        int reconciled = 0;
+        uint32_t bits = logship_required(ls, m, r, table_id, part, &reconciled);
         for (uint32_t i = 1; i < r->n; i++) {
             in_sync += bits >> i & 1u;
         }
@@ -133,10 +129,10 @@ static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epo
                      (unsigned)table_id, (unsigned)part, (unsigned)in_sync, (unsigned)r->n,
                      (unsigned)need);
             rv = LAPSE_EUNAVAILABLE;
-        } else {
+        } else if (!reconciled) {
             rv = logship_reconcile(ls, m, r, table_id, part, err, errlen);
         }
-        *epoch = epoch_of(r);
+        *epoch = pmap_epoch(r);
     }
     maps_release(m);
     return rv;
@@ -302,8 +298,8 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     rpc_multi_call calls[PMAP_MAX_REPLICAS];
     uint32_t ids[PMAP_MAX_REPLICAS];
     size_t n = 0;
-    uint64_t epoch = r != NULL ? epoch_of(r) : 0;
-    uint32_t bits = r != NULL ? required(ls, m, r, table_id, part) : 0;
+    uint64_t epoch = r != NULL ? pmap_epoch(r) : 0;
+    uint32_t bits = r != NULL ? logship_required(ls, m, r, table_id, part, NULL) : 0;
     shipment s;
     shipment_init(&s, ls, table_id, part, epoch);
     s.body.prev_epoch = prev_epoch;
@@ -355,6 +351,26 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     return rv;
 }
 
+int logship_apply_run(store *st, uint32_t table_id, uint32_t part, uint64_t prev_epoch,
+                      Lapse__LogRecord *const *recs, size_t n, uint64_t *applied, int *diverged,
+                      char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        const Lapse__LogRecord *lr = recs[i];
+        if (lr == NULL) {
+            snprintf(err, errlen, "record %zu is missing", i);
+            return LAPSE_EPROTO;
+        }
+        int rv = replog_apply_locked(st, table_id, part, lr->seq, prev_epoch, lr->data.data,
+                                     lr->data.len, applied, diverged, err, errlen);
+        if (rv != 0) {
+            return rv;
+        }
+        prev_epoch = replog_rec_epoch(lr->data.data, lr->data.len);
+    }
+    return 0;
+}
+
 /* Takes in replica id's records after this log's end (one pull call of at
  * most LOGSHIP_CATCHUP_RECORDS). Sets *more when it sent any. REQUIRES:
  * the stripe lock. */
@@ -383,25 +399,15 @@ static int pull_from(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id,
                  why[0] ? why : lapse_strerror(rv != 0 ? rv : LAPSE_EPROTO));
         rv = rv == LAPSE_EPERM ? LAPSE_EWRONGNODE : LAPSE_EUNAVAILABLE;
     }
-    uint64_t prev = my_epoch;
-    for (size_t i = 0; rv == 0 && i < got->n_records; i++) {
-        const Lapse__LogRecord *lr = got->records[i];
+    if (rv == 0) {
         uint64_t applied = 0;
         int diverged = 0;
-        if (lr == NULL || lr->seq != my_seq + 1 + i) {
-            rv = LAPSE_EPROTO;
-            snprintf(err, errlen, "node %u sent record %zu out of order", (unsigned)id, i);
-            break;
-        }
-        rv = replog_apply_locked(ls->ns->st, table_id, part, lr->seq, prev, lr->data.data,
-                                 lr->data.len, &applied, &diverged, err, errlen);
-        if (rv == 0 && lr->data.len >= 8) {
-            prev = buf_get_u64be(lr->data.data);
-        }
+        rv = logship_apply_run(ls->ns->st, table_id, part, my_epoch, got->records, got->n_records,
+                               &applied, &diverged, err, errlen);
         if (rv != 0) {
-            log_error("table %u partition %u: cannot take in-sync replica node %u's record "
-                      "%" PRIu64 " as the new primary: %s",
-                      (unsigned)table_id, (unsigned)part, (unsigned)id, lr->seq, err);
+            log_error("table %u partition %u: cannot take in in-sync replica node %u's records "
+                      "as the new primary: %s",
+                      (unsigned)table_id, (unsigned)part, (unsigned)id, err);
         }
     }
     *more = rv == 0 && got->n_records > 0;
@@ -413,7 +419,7 @@ static int pull_from(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id,
 int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
                       uint32_t part, char *err, size_t errlen)
 {
-    uint64_t epoch = epoch_of(r);
+    uint64_t epoch = pmap_epoch(r);
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
     int done = p != NULL && p->reconciled >= epoch;

@@ -65,6 +65,19 @@ rpc_client *logship_peer_client(logship *ls, uint32_t id, const char *url);
  * REQUIRES: ls->lock held. */
 part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part);
 
+/* Which members of r this primary ships to and waits for: bit i for
+ * ids[i] (i >= 1), in sync in m or joining. Sets *reconciled (may be
+ * NULL) when this node has reconciled r's epoch. One look at the state. */
+uint32_t logship_required(logship *ls, const node_map *m, const pmap_replicas *r,
+                          uint32_t table_id, uint32_t part, int *reconciled);
+
+/* Applies recs[0..n) in order (the record before recs[0] of prev_epoch),
+ * as replog_apply_locked does each. REQUIRES: the partition's stripe
+ * lock. 0 or the first error, with *applied and *diverged as it left them. */
+int logship_apply_run(store *st, uint32_t table_id, uint32_t part, uint64_t prev_epoch,
+                      Lapse__LogRecord *const *recs, size_t n, uint64_t *applied, int *diverged,
+                      char *err, size_t errlen);
+
 /* A ReplicateLog request under construction (records point into recs). */
 typedef struct shipment {
     Lapse__Request req;

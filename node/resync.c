@@ -123,6 +123,28 @@ static void join(logship *ls, const node_map *m, uint32_t table_id, uint32_t par
     pthread_mutex_unlock(&ls->lock);
 }
 
+/* Sends replica c this log after *applied, call after call (at most
+ * rounds), until it is at most tail records behind; *my_seq gets this
+ * log's last seq as of the last look. */
+static int send_until(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
+                      uint64_t epoch, uint64_t tail, int rounds, uint64_t *applied,
+                      uint64_t *my_seq, char *err, size_t errlen)
+{
+    uint64_t my_epoch;
+    int diverged = 0;
+    for (int round = 0; round <= rounds; round++) {
+        int rv = replog_position(ls->ns->st, table_id, part, &my_epoch, my_seq, err, errlen);
+        if (rv != 0 || *my_seq <= *applied + tail || round == rounds) {
+            return rv;
+        }
+        if ((rv = logship_send_after(ls, c, id, table_id, part, epoch, applied, &diverged, err,
+                                     errlen)) != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
 /* Brings member id of r back (steps 1-3 above). */
 static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
                        uint32_t part, uint32_t id)
@@ -135,8 +157,8 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
         return;
     }
     store *st = ls->ns->st;
-    uint64_t epoch = r->epoch > 0 ? r->epoch : 1;
-    uint64_t applied = 0, their_epoch = 0, mine = 0, my_seq = 0, my_epoch = 0;
+    uint64_t epoch = pmap_epoch(r);
+    uint64_t applied = 0, their_epoch = 0, mine = 0, my_seq = 0;
     char err[512] = "";
     int rv = position_of(ls, c, table_id, part, epoch, &applied, &their_epoch, err, sizeof(err));
     if (rv == 0) {
@@ -148,15 +170,9 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
             rv = erv;
         }
     }
-    int diverged = 0;
-    for (int round = 0; rv == 0 && round < RESYNC_FAR_ROUNDS; round++) {
-        if ((rv = replog_position(st, table_id, part, &my_epoch, &my_seq, err, sizeof(err))) !=
-                0 ||
-            my_seq <= applied + LOGSHIP_RESYNC_TAIL) {
-            break;
-        }
-        rv = logship_send_after(ls, c, id, table_id, part, epoch, &applied, &diverged, err,
-                                sizeof(err));
+    if (rv == 0) {
+        rv = send_until(ls, c, id, table_id, part, epoch, LOGSHIP_RESYNC_TAIL, RESYNC_FAR_ROUNDS,
+                        &applied, &my_seq, err, sizeof(err));
     }
     if (rv != 0 || my_seq > applied + LOGSHIP_RESYNC_TAIL) {
         if (rv != 0) {
@@ -167,14 +183,9 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
     }
     replog_lock(st, table_id, part);
     rv = logship_reconcile(ls, m, r, table_id, part, err, sizeof(err));
-    for (int round = 0; rv == 0 && round < RESYNC_NEAR_ROUNDS; round++) {
-        if ((rv = replog_position(st, table_id, part, &my_epoch, &my_seq, err, sizeof(err))) !=
-                0 ||
-            applied >= my_seq) {
-            break;
-        }
-        rv = logship_send_after(ls, c, id, table_id, part, epoch, &applied, &diverged, err,
-                                sizeof(err));
+    if (rv == 0) {
+        rv = send_until(ls, c, id, table_id, part, epoch, 0, RESYNC_NEAR_ROUNDS, &applied,
+                        &my_seq, err, sizeof(err));
     }
     if (rv == 0 && applied == my_seq) {
         join(ls, m, table_id, part, epoch, id);
@@ -183,20 +194,6 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
                  (unsigned)part, (unsigned)id, err);
     }
     replog_unlock(st, table_id, part);
-}
-
-/* Whether id joins (r, table_id, part) already (logship_int.h). */
-static int joining(logship *ls, const node_map *m, uint32_t table_id, uint32_t part, uint32_t id)
-{
-    int yes = 0;
-    pthread_mutex_lock(&ls->lock);
-    part_state *p = logship_state(ls, table_id, part);
-    for (size_t j = 0; p != NULL && p->join_version > m->pm->version && j < PMAP_MAX_REPLICAS;
-         j++) {
-        yes |= p->joining[j] == id;
-    }
-    pthread_mutex_unlock(&ls->lock);
-    return yes;
 }
 
 static void pass(logship *ls)
@@ -212,8 +209,9 @@ static void pass(logship *ls)
             if (r->n < 2 || r->ids[0] != ls->ns->id) {
                 continue;
             }
+            uint32_t bits = logship_required(ls, m, r, tb->schema.id, p, NULL);
             for (uint32_t i = 1; i < r->n; i++) {
-                if (!pmap_in_sync(r, i) && !joining(ls, m, tb->schema.id, p, r->ids[i])) {
+                if (!(bits >> i & 1u)) {
                     resync_one(ls, m, r, tb->schema.id, p, r->ids[i]);
                 }
             }

@@ -751,21 +751,20 @@ int expiry_drop_into(store *st, db_batch *b, uint32_t table_id)
 
 int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t part)
 {
-    buf k;
+    buf k, pre;
     buf_init(&k);
-    uint8_t pre[8];
-    for (int i = 0; i < 4; i++) {
-        pre[i] = (uint8_t)(table_id >> (24 - 8 * i));
-        pre[4 + i] = (uint8_t)(part >> (24 - 8 * i));
+    buf_init(&pre);
+    int rv = progress_key(&k, table_id, part, 0) != 0 ||
+                     itemkey_append_prefix(&pre, table_id, part) != 0
+                 ? LAPSE_ENOMEM
+                 : 0;
+    if (rv == 0) {
+        db_batch_delete(b, st->db, CF_META, k.data, k.len);
+        keyset_remove_prefix(&st->undeletable, pre.data, pre.len);
     }
-    if (progress_key(&k, table_id, part, 0) != 0) {
-        buf_fini(&k);
-        return LAPSE_ENOMEM;
-    }
-    db_batch_delete(b, st->db, CF_META, k.data, k.len);
     buf_fini(&k);
-    keyset_remove_prefix(&st->undeletable, pre, sizeof(pre));
-    return 0;
+    buf_fini(&pre);
+    return rv;
 }
 
 void expiry_compact_table(store *st, uint32_t table_id)

@@ -145,9 +145,12 @@ int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, i
     return rv;
 }
 
-/* The epoch of record seq of the partition's log into *epoch (0 for seq 0).
- * 0, LAPSE_ENOTFOUND (no such record), LAPSE_ECORRUPT or LAPSE_EIO. */
-static int record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
+uint64_t replog_rec_epoch(const uint8_t *rec, size_t len)
+{
+    return len >= EPOCH_BYTES ? buf_get_u64be(rec) : 0;
+}
+
+int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
                         uint64_t *epoch, char *err, size_t errlen)
 {
     *epoch = 0;
@@ -176,12 +179,6 @@ static int record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t se
     buf_fini(&k);
     buf_fini(&v);
     return rv;
-}
-
-int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
-                        uint64_t *epoch, char *err, size_t errlen)
-{
-    return record_epoch(st, table_id, part, seq, epoch, err, errlen);
 }
 
 /* The diverged answer: this copy holds a record the sender's log has not. */
@@ -223,7 +220,7 @@ int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t se
     if (seq <= last) {
         /* A resend of what is here is acknowledged again; another record
          * under the same number means the logs parted. */
-        if ((rv = record_epoch(st, table_id, part, seq, &mine, err, errlen)) == 0 &&
+        if ((rv = replog_record_epoch(st, table_id, part, seq, &mine, err, errlen)) == 0 &&
             mine != epoch) {
             rv = diverged_at(diverged, err, errlen, table_id, part, seq, mine, epoch);
         }

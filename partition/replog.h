@@ -104,6 +104,10 @@ int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t se
                         uint64_t prev_epoch, const uint8_t *rec, size_t len, uint64_t *applied,
                         int *diverged, char *err, size_t errlen);
 
+/* The epoch a record's bytes (as stored and shipped) begin with; 0 for a
+ * record too short to hold one. */
+uint64_t replog_rec_epoch(const uint8_t *rec, size_t len);
+
 /* The epoch of record seq (0 for seq 0). 0, LAPSE_ENOTFOUND, LAPSE_EIO or
  * LAPSE_ECORRUPT. */
 int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq,

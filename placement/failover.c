@@ -35,7 +35,7 @@ static int fail_in_set(pmap_replicas *r, uint32_t id)
     r->ids[f] = old;
     bits = (bits & ~(1u | 1u << f)) | 1u; /* the new primary in, the old out */
     r->in_sync = bits;
-    r->epoch = (r->epoch > 0 ? r->epoch : 1) + 1;
+    r->epoch = pmap_epoch(r) + 1;
     return 2;
 }
 
@@ -81,8 +81,7 @@ int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t prima
         return LAPSE_ENOTFOUND;
     }
     pmap_replicas *r = &t->parts[part];
-    uint64_t cur = r->epoch > 0 ? r->epoch : 1;
-    if (r->ids[0] != primary_id || cur != epoch) {
+    if (r->ids[0] != primary_id || pmap_epoch(r) != epoch) {
         return LAPSE_EWRONGNODE;
     }
     int i = pmap_replicas_index(r, id);

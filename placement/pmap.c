@@ -187,6 +187,11 @@ int pmap_in_sync(const pmap_replicas *r, uint32_t i)
     return i < r->n && (r->in_sync == 0 || (r->in_sync >> i & 1u) != 0);
 }
 
+uint64_t pmap_epoch(const pmap_replicas *r)
+{
+    return r->epoch > 0 ? r->epoch : 1;
+}
+
 size_t pmap_follower_copies(const pmap *pm, uint32_t id)
 {
     size_t n = 0;

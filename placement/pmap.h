@@ -111,6 +111,8 @@ int pmap_replicas_index(const pmap_replicas *r, uint32_t id);
 /* 1 when ids[i] of r is in the in-sync set (every member of a set with
  * in_sync 0, as maps from before replication have). */
 int pmap_in_sync(const pmap_replicas *r, uint32_t i);
+/* r's epoch, an old map's 0 read as 1. */
+uint64_t pmap_epoch(const pmap_replicas *r);
 /* Counts the base partitions (over all tables) that node id holds as a
  * follower (ids[1..n)). */
 size_t pmap_follower_copies(const pmap *pm, uint32_t id);
