@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../partition/replog.h"
@@ -480,7 +481,7 @@ int logship_open(logship **out, node_server *ns)
     }
     ls->ns = ns;
     pthread_mutex_init(&ls->lock, NULL);
-    pthread_cond_init(&ls->wake, NULL);
+    clock_cond_init_mono(&ls->wake); /* resync_main waits on clock_mono_abstime */
     store_repl_hook h = {.begin = hook_begin, .ship = hook_ship, .arg = ls};
     store_set_repl_hook(ns->st, &h);
     *out = ls;
