@@ -38,6 +38,7 @@
 
 #include "../common/clock.h"
 
+#include "replset_testutil.h"
 #include "testmap.h"
 
 #define PARTS 8
@@ -49,7 +50,11 @@ static int setup(void **state)
 {
     (void)state;
     cluster_options o = {.nodes = 3, .quiet = 1, .etcd = 1};
-    return cluster_start_client(&g_cluster, &o, &g_client);
+    if (cluster_start_client(&g_cluster, &o, &g_client) != 0) {
+        return -1;
+    }
+    rs_init(g_cluster, g_client);
+    return 0;
 }
 
 static int teardown(void **state)
@@ -66,62 +71,6 @@ static int create(const char *name, unsigned replication, lapse_error *e)
                          .partitions = PARTS,
                          .replication = replication};
     return lapse_create_table(g_client, &d, e);
-}
-
-/* One copy's digest, through PartitionDigest on node. */
-typedef struct digest {
-    uint64_t items, hash, epoch, seq;
-} digest;
-
-static digest node_digest(int node, uint32_t table_id, uint32_t part)
-{
-    rpc_client *rc = NULL;
-    char err[256];
-    assert_int_equal(rpc_client_open(&rc, cluster_node_url(g_cluster, node), err, sizeof(err)), 0);
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    Lapse__PartitionDigestRequest body = LAPSE__PARTITION_DIGEST_REQUEST__INIT;
-    body.table_id = table_id;
-    body.partition = part;
-    req.body_case = LAPSE__REQUEST__BODY_PARTITION_DIGEST;
-    req.partition_digest = &body;
-    Lapse__Response *resp = NULL;
-    if (rpc_call(rc, &req, 3000, &resp, err, sizeof(err)) != 0) {
-        fail_msg("PartitionDigest on node %d: %s", node, err);
-    }
-    digest d = {resp->partition_digest->items, resp->partition_digest->digest,
-                resp->partition_digest->epoch, resp->partition_digest->seq};
-    rpc_response_free(resp);
-    rpc_client_close(rc);
-    return d;
-}
-
-/* Asserts every copy of every partition of table equals the primary's and
- * returns the items over all partitions (counted on the primaries). */
-static uint64_t assert_copies_match(const char *table)
-{
-    pmap *pm = testmap_fetch(g_cluster);
-    const pmap_table *t = pmap_table_find(pm, table);
-    assert_non_null(t);
-    uint64_t total = 0;
-    for (uint32_t p = 0; p < t->schema.partitions; p++) {
-        const pmap_replicas *r = pmap_part(t, p);
-        digest want = node_digest((int)r->ids[0], t->schema.id, p);
-        for (uint32_t i = 1; i < r->n; i++) {
-            digest got = node_digest((int)r->ids[i], t->schema.id, p);
-            if (got.items != want.items || got.hash != want.hash || got.seq != want.seq ||
-                got.epoch != want.epoch) {
-                fail_msg("table %s partition %u: node %u has %llu items at seq %llu, primary "
-                         "node %u %llu at seq %llu (digests %s)",
-                         table, (unsigned)p, (unsigned)r->ids[i], (unsigned long long)got.items,
-                         (unsigned long long)got.seq, (unsigned)r->ids[0],
-                         (unsigned long long)want.items, (unsigned long long)want.seq,
-                         got.hash == want.hash ? "equal" : "differ");
-            }
-        }
-        total += want.items;
-    }
-    pmap_free(pm);
-    return total;
 }
 
 static void put_id(int i, const char *v)
@@ -184,7 +133,7 @@ static void test_three_copies_placed_and_identical(void **state)
     for (int i = 0; i < 20; i++) {
         lapse_item_free(batch[i]);
     }
-    assert_int_equal(assert_copies_match("rf3"), 70);
+    assert_int_equal(rs_assert_copies_match("rf3"), 70);
     /* One copy: the other nodes hold nothing of it. */
     pm = testmap_fetch(g_cluster);
     t = pmap_table_find(pm, "rf1");
@@ -196,7 +145,7 @@ static void test_three_copies_placed_and_identical(void **state)
     for (uint32_t p = 0; p < PARTS; p++) {
         uint32_t owner = pmap_owner(t, p);
         for (int n = 1; n <= 3; n++) {
-            digest d = node_digest(n, t->schema.id, p);
+            rs_digest d = rs_node_digest(n, t->schema.id, p);
             assert_int_equal(d.seq, 0); /* one copy: no log */
             if ((uint32_t)n != owner) {
                 assert_int_equal(d.items, 0);
@@ -206,73 +155,11 @@ static void test_three_copies_placed_and_identical(void **state)
     pmap_free(pm);
 }
 
-/* Waits until the coordinator reports node id in state want. */
-static void wait_state(uint32_t id, const char *want)
-{
-    char st[32] = "";
-    for (int i = 0; i < 200; i++) {
-        if (strcmp(cluster_node_state(g_client, id, st, sizeof(st)), want) == 0) {
-            return;
-        }
-        struct timespec ts = {0, 100 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    fail_msg("node %u is %s, not %s, after 20 s", (unsigned)id, st, want);
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Puts Id=id, V=v on table, retrying for up to 15 s while the sets change. */
-static void put_retrying_in(const char *table, const char *id, const char *v)
-{
-    lapse_item *it = item_json("{\"Id\":{\"S\":\"%s\"},\"V\":{\"S\":\"%s\"}}", id, v);
-    lapse_error e = {0};
-    int rv = 0;
-    for (int attempt = 0; attempt < 150; attempt++) {
-        if ((rv = lapse_put(g_client, table, it, NULL, &e)) == 0) {
-            break;
-        }
-        sleep_ms(100);
-    }
-    lapse_item_free(it);
-    if (rv != 0) {
-        fail_msg("put %s=%s on %s kept failing for 15 s: %s", id, v, table, e.message);
-    }
-}
-
 static void put_retrying(int i, const char *v)
 {
     char id[16];
     snprintf(id, sizeof(id), "k%d", i);
-    put_retrying_in("rf3", id, v);
-}
-
-/* Waits (up to 40 s) until every member of every set of table is in sync;
- * returns the map then (caller frees). */
-static pmap *wait_all_in_sync(const char *table)
-{
-    for (int i = 0; i < 400; i++) {
-        pmap *pm = testmap_fetch(g_cluster);
-        const pmap_table *t = pmap_table_find(pm, table);
-        assert_non_null(t);
-        int all = 1;
-        for (uint32_t p = 0; p < t->schema.partitions; p++) {
-            for (uint32_t k = 0; k < t->parts[p].n; k++) {
-                all &= pmap_in_sync(&t->parts[p], k);
-            }
-        }
-        if (all) {
-            return pm;
-        }
-        pmap_free(pm);
-        sleep_ms(100);
-    }
-    fail_msg("table %s: not every copy is back in sync after 40 s", table);
-    return NULL;
+    rs_put_retrying("rf3", id, v);
 }
 
 static void test_node_down_fails_over_then_rejoins(void **state)
@@ -281,7 +168,7 @@ static void test_node_down_fails_over_then_rejoins(void **state)
     lapse_error e = {0};
     pmap *before = testmap_fetch(g_cluster);
     assert_int_equal(cluster_kill(g_cluster, 3, SIGKILL), 0);
-    wait_state(3, "DOWN");
+    rs_wait_state(3, "DOWN");
     /* Node 3 left every set; where it was primary, another took over with
      * the next epoch; elsewhere the primary and epoch stay. */
     pmap *pm = testmap_fetch(g_cluster);
@@ -314,11 +201,11 @@ static void test_node_down_fails_over_then_rejoins(void **state)
     /* Back: its primaries resync it and it rejoins every set. */
     assert_int_equal(cluster_restart(g_cluster, 3), 0);
     assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
-    pmap_free(wait_all_in_sync("rf3"));
+    pmap_free(rs_wait_all_in_sync("rf3"));
     for (int i = 0; i < 60; i++) {
         put_id(i, "after");
     }
-    assert_int_equal(assert_copies_match("rf3"), 80);
+    assert_int_equal(rs_assert_copies_match("rf3"), 80);
 }
 
 /* A writer of keys w0..w<WKEYS-1>, each with increasing values; it records
@@ -343,7 +230,7 @@ static void *writer_main(void *arg)
             w->acked[k] = n;
             atomic_fetch_add(&w->acked_total, 1);
         } else {
-            sleep_ms(20);
+            rs_sleep_ms(20);
         }
         lapse_item_free(it);
     }
@@ -355,7 +242,7 @@ static void wait_acks(writer *w, long n, const char *when)
 {
     long from = atomic_load(&w->acked_total);
     for (int i = 0; i < 300 && atomic_load(&w->acked_total) < from + n; i++) {
-        sleep_ms(100);
+        rs_sleep_ms(100);
     }
     if (atomic_load(&w->acked_total) < from + n) {
         fail_msg("%s: %ld of %ld writes acknowledged in 30 s", when,
@@ -403,7 +290,7 @@ static void kill_primary_mid_write(const pmap_replicas *r, int stop_first, int s
     }
     bg_put b = {.v = v};
     assert_int_equal(pthread_create(&b.th, NULL, bg_put_main, &b), 0);
-    sleep_ms(400); /* written on the primary, waiting for the stopped copies */
+    rs_sleep_ms(400); /* written on the primary, waiting for the stopped copies */
     assert_int_equal(cluster_kill(g_cluster, (int)r->ids[0], SIGKILL), 0);
     if (stop_first) {
         assert_int_equal(cluster_kill(g_cluster, (int)r->ids[1], SIGCONT), 0);
@@ -411,7 +298,7 @@ static void kill_primary_mid_write(const pmap_replicas *r, int stop_first, int s
     if (stop_second) {
         assert_int_equal(cluster_kill(g_cluster, (int)r->ids[2], SIGCONT), 0);
     }
-    wait_state(r->ids[0], "DOWN");
+    rs_wait_state(r->ids[0], "DOWN");
     pthread_join(b.th, NULL);
 }
 
@@ -422,7 +309,7 @@ static void test_unacknowledged_suffixes(void **state)
     lapse_table_def d = {.name = "rf3u", .partition_key = "Id", .partition_key_type = 'S',
                          .partitions = 1, .replication = 3};
     assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
-    put_retrying_in("rf3u", "u", "v0");
+    rs_put_retrying("rf3u", "u", "v0");
     /* 1. ids[1] stopped: the record reaches ids[2] at once, ids[1] when it
      *    resumes (or, if the new epoch fenced it first, by the promoted
      *    ids[1] taking it in from ids[2]); either way the next write must
@@ -431,22 +318,22 @@ static void test_unacknowledged_suffixes(void **state)
     kill_primary_mid_write(&r, 1, 0, "x1");
     pmap_replicas r2 = set_u();
     assert_int_equal(r2.ids[0], r.ids[1]);
-    put_retrying_in("rf3u", "u", "x2");
+    rs_put_retrying("rf3u", "u", "x2");
     assert_int_equal(cluster_restart(g_cluster, (int)r.ids[0]), 0);
     assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
-    pmap_free(wait_all_in_sync("rf3u"));
-    assert_copies_match("rf3u");
+    pmap_free(rs_wait_all_in_sync("rf3u"));
+    rs_assert_copies_match("rf3u");
     /* 2. Both replicas stopped: the record is on the killed primary and,
      *    once they resume, on those that took the buffered request. Back,
      *    the old primary rejoins (rebuilt if its copy diverged), and reads
      *    give the later write. */
     r = set_u();
     kill_primary_mid_write(&r, 1, 1, "y1");
-    put_retrying_in("rf3u", "u", "y2");
+    rs_put_retrying("rf3u", "u", "y2");
     assert_int_equal(cluster_restart(g_cluster, (int)r.ids[0]), 0);
     assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
-    pmap_free(wait_all_in_sync("rf3u"));
-    assert_copies_match("rf3u");
+    pmap_free(rs_wait_all_in_sync("rf3u"));
+    rs_assert_copies_match("rf3u");
     lapse_item *key = item_json("{\"Id\":{\"S\":\"u\"}}");
     lapse_item *got = NULL;
     assert_lapse_ok(lapse_get(g_client, "rf3u", key, &got, &e), &e);
@@ -467,7 +354,7 @@ static void test_primary_killed_during_writes(void **state)
     wait_acks(&w, 200, "before the kill");
     assert_int_equal(cluster_kill(g_cluster, 1, SIGKILL), 0);
     clock_mono killed = clock_mono_now();
-    wait_state(1, "DOWN");
+    rs_wait_state(1, "DOWN");
     /* Every key again, node 1's partitions included. */
     wait_acks(&w, 4 * WKEYS, "after the promotion");
     print_message("writes acknowledged again %lld ms after kill -9 of a primary\n",
@@ -494,14 +381,14 @@ static void test_primary_killed_during_writes(void **state)
     /* Back, node 1 is resynced into every set and every copy matches. */
     assert_int_equal(cluster_restart(g_cluster, 1), 0);
     assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
-    pmap_free(wait_all_in_sync("rf3"));
-    assert_copies_match("rf3");
+    pmap_free(rs_wait_all_in_sync("rf3"));
+    rs_assert_copies_match("rf3");
 
     /* Two of three down: no write is acknowledged with one copy. */
     assert_int_equal(cluster_kill(g_cluster, 2, SIGKILL), 0);
     assert_int_equal(cluster_kill(g_cluster, 3, SIGKILL), 0);
-    wait_state(2, "DOWN");
-    wait_state(3, "DOWN");
+    rs_wait_state(2, "DOWN");
+    rs_wait_state(3, "DOWN");
     int refused_in_sync = 0;
     for (int i = 0; i < 16; i++) {
         lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"one\"}}", i);

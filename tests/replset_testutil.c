@@ -1,0 +1,130 @@
+/* replset_testutil.c: replica set helpers for tests; see replset_testutil.h. */
+#include "replset_testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "testmap.h"
+#include "testutil.h"
+
+static cluster *g_rs_cluster;
+static lapse_client *g_rs_client;
+
+void rs_init(cluster *c, lapse_client *cl)
+{
+    g_rs_cluster = c;
+    g_rs_client = cl;
+}
+
+void rs_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part)
+{
+    rpc_client *rc = NULL;
+    char err[256];
+    assert_int_equal(rpc_client_open(&rc, cluster_node_url(g_rs_cluster, node), err, sizeof(err)), 0);
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__PartitionDigestRequest body = LAPSE__PARTITION_DIGEST_REQUEST__INIT;
+    body.table_id = table_id;
+    body.partition = part;
+    req.body_case = LAPSE__REQUEST__BODY_PARTITION_DIGEST;
+    req.partition_digest = &body;
+    Lapse__Response *resp = NULL;
+    if (rpc_call(rc, &req, 3000, &resp, err, sizeof(err)) != 0) {
+        fail_msg("PartitionDigest on node %d: %s", node, err);
+    }
+    rs_digest d = {resp->partition_digest->items, resp->partition_digest->digest,
+                resp->partition_digest->epoch, resp->partition_digest->seq};
+    rpc_response_free(resp);
+    rpc_client_close(rc);
+    return d;
+}
+
+uint64_t rs_assert_copies_match(const char *table)
+{
+    pmap *pm = testmap_fetch(g_rs_cluster);
+    const pmap_table *t = pmap_table_find(pm, table);
+    assert_non_null(t);
+    uint64_t total = 0;
+    for (uint32_t p = 0; p < t->schema.partitions; p++) {
+        const pmap_replicas *r = pmap_part(t, p);
+        rs_digest want = rs_node_digest((int)r->ids[0], t->schema.id, p);
+        for (uint32_t i = 1; i < r->n; i++) {
+            rs_digest got = rs_node_digest((int)r->ids[i], t->schema.id, p);
+            if (got.items != want.items || got.hash != want.hash || got.seq != want.seq ||
+                got.epoch != want.epoch) {
+                fail_msg("table %s partition %u: node %u has %llu items at seq %llu, primary "
+                         "node %u %llu at seq %llu (digests %s)",
+                         table, (unsigned)p, (unsigned)r->ids[i], (unsigned long long)got.items,
+                         (unsigned long long)got.seq, (unsigned)r->ids[0],
+                         (unsigned long long)want.items, (unsigned long long)want.seq,
+                         got.hash == want.hash ? "equal" : "differ");
+            }
+        }
+        total += want.items;
+    }
+    pmap_free(pm);
+    return total;
+}
+
+pmap *rs_wait_all_in_sync(const char *table)
+{
+    for (int i = 0; i < 400; i++) {
+        pmap *pm = testmap_fetch(g_rs_cluster);
+        const pmap_table *t = pmap_table_find(pm, table);
+        assert_non_null(t);
+        int all = 1;
+        for (uint32_t p = 0; p < t->schema.partitions; p++) {
+            for (uint32_t k = 0; k < t->parts[p].n; k++) {
+                all &= pmap_in_sync(&t->parts[p], k);
+            }
+        }
+        if (all) {
+            return pm;
+        }
+        pmap_free(pm);
+        rs_sleep_ms(100);
+    }
+    fail_msg("table %s: not every copy is back in sync after 40 s", table);
+    return NULL;
+}
+
+void rs_wait_state(uint32_t id, const char *want)
+{
+    char st[32] = "";
+    for (int i = 0; i < 200; i++) {
+        if (strcmp(cluster_node_state(g_rs_client, id, st, sizeof(st)), want) == 0) {
+            return;
+        }
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("node %u is %s, not %s, after 20 s", (unsigned)id, st, want);
+}
+
+void rs_put_retrying(const char *table, const char *id, const char *v)
+{
+    lapse_item *it = item_json("{\"Id\":{\"S\":\"%s\"},\"V\":{\"S\":\"%s\"}}", id, v);
+    lapse_error e = {0};
+    int rv = 0;
+    for (int attempt = 0; attempt < 150; attempt++) {
+        if ((rv = lapse_put(g_rs_client, table, it, NULL, &e)) == 0) {
+            break;
+        }
+        rs_sleep_ms(100);
+    }
+    lapse_item_free(it);
+    if (rv != 0) {
+        fail_msg("put %s=%s on %s kept failing for 15 s: %s", id, v, table, e.message);
+    }
+}

@@ -1,0 +1,50 @@
+/*
+ * replset_testutil.h: helpers of the tests of replica sets on a real
+ * cluster (replica_set_test, lease_fence_test): each copy's digest read
+ * with PartitionDigest on its node, every copy compared with its primary's,
+ * bounded waits for node states and in-sync sets, and puts retried while
+ * sets change.
+ *
+ * Every helper fails the running cmocka test (saying what it waited for or
+ * found) instead of returning an error. Tables have an S partition key Id.
+ *
+ * Thread-safety: none; one test thread (rs_put_retrying may run on others
+ * with their own client).
+ */
+#ifndef LAPSE_REPLSET_TESTUTIL_H
+#define LAPSE_REPLSET_TESTUTIL_H
+
+#include <stdint.h>
+
+#include "../client/lapse.h"
+#include "../placement/pmap.h"
+#include "cluster.h"
+
+/* The cluster and client the helpers use (borrowed). */
+void rs_init(cluster *c, lapse_client *cl);
+
+void rs_sleep_ms(long ms);
+
+/* One copy's digest, as PartitionDigest on node reports it. */
+typedef struct rs_digest {
+    uint64_t items, hash, epoch, seq;
+} rs_digest;
+
+rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part);
+
+/* Asserts every copy of every partition of table equals its primary's and
+ * returns the items over all partitions (counted on the primaries). */
+uint64_t rs_assert_copies_match(const char *table);
+
+/* Waits (up to 40 s) until every member of every set of table is in sync;
+ * returns the coordinator's map then (caller pmap_free). */
+pmap *rs_wait_all_in_sync(const char *table);
+
+/* Waits (up to 20 s) until the coordinator reports node id in state want
+ * ("UP" or "DOWN"). */
+void rs_wait_state(uint32_t id, const char *want);
+
+/* Puts {Id: id, V: v} on table, retrying for up to 15 s while sets change. */
+void rs_put_retrying(const char *table, const char *id, const char *v);
+
+#endif
