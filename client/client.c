@@ -499,6 +499,20 @@ out:
 /* Calls with retries                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* client_call_part's failure. A call that ran out of time after a node
+ * refused it (WRONG_NODE: a stale map, or a primary that may not act, e.g.
+ * without its etcd lease) says that refusal rather than the last try's
+ * time-out, which only says the retries ran out. */
+static int part_err(lapse_error *err, int rv, const client_route *r, const char *msg,
+                    const char *refused, int timeout_ms)
+{
+    if (rv == LAPSE_ETIMEDOUT && refused[0] != '\0') {
+        return client_err(err, LAPSE_EWRONGNODE, "%s (retried until the %d ms timeout ran out)",
+                          refused, timeout_ms);
+    }
+    return client_node_err(err, rv, r, msg, timeout_ms);
+}
+
 int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, int idempotent,
                      Lapse__Response **resp, lapse_error *err)
 {
@@ -507,7 +521,7 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
     int64_t backoff = CLIENT_BACKOFF_MIN_MS;
     int wrong_node_seen = 0;
     int down_rechecked = 0;
-    char msg[256];
+    char msg[256], refused[256] = "";
     int rv;
 
     *resp = NULL;
@@ -534,8 +548,11 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
         }
         rpc_response_free(*resp);
         *resp = NULL;
+        if (rv == LAPSE_EWRONGNODE) {
+            snprintf(refused, sizeof refused, "%s", msg); /* the node's own reason */
+        }
         if (!retryable(rv, idempotent) || clock_mono_remaining_ms(deadline) <= 0) {
-            return client_node_err(err, rv, &r, msg, total);
+            return part_err(err, rv, &r, msg, refused, total);
         }
         /* The first WRONG_NODE is usually a stale map: refresh and go at once.
          * Later ones mean the map is moving: back off. */
@@ -544,7 +561,7 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
         }
         int64_t left = clock_mono_remaining_ms(deadline);
         if (left <= 0) {
-            return client_node_err(err, rv, &r, msg, total);
+            return part_err(err, rv, &r, msg, refused, total);
         }
         /* A failed refresh (coordinator down) keeps the old map. */
         client_refresh(c, attempt_ms(left, total, 1), NULL);

@@ -12,13 +12,14 @@
 #include "../placement/failover.h"
 #include "replicas.h"
 
-/* Commits node id with address and state on a copy of the map.
+/* Commits node id with address, state and etcd lease on a copy of the map.
  * REQUIRES: s->lock held. */
 static int commit_node(server *s, uint32_t id, const char *address, pmap_node_state state,
-                       char *err, size_t errlen)
+                       int64_t lease, char *err, size_t errlen)
 {
     pmap *next = pmap_dup(s->pm);
-    if (next == NULL || pmap_set_node(next, id, address, state) != 0) {
+    if (next == NULL || pmap_set_node(next, id, address, state) != 0 ||
+        pmap_set_node_lease(next, id, lease) != 0) {
         pmap_free(next);
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
@@ -31,8 +32,8 @@ static int commit_node(server *s, uint32_t id, const char *address, pmap_node_st
 }
 
 /* With etcd: a node may register only while its lease key is there, so the
- * registry (check_registry) agrees that it is UP. */
-static int check_lease_key(server *s, uint32_t id, char *err, size_t errlen)
+ * registry (check_registry) agrees that it is UP; *lease gets the key's. */
+static int check_lease_key(server *s, uint32_t id, int64_t *lease, char *err, size_t errlen)
 {
     char key[ETCD_KEY_MAX];
     etcd_keys_node(&s->keys, id, key, sizeof(key));
@@ -45,7 +46,10 @@ static int check_lease_key(server *s, uint32_t id, char *err, size_t errlen)
                  id, key);
         return LAPSE_EUNAVAILABLE;
     }
-    etcd_kv_fini(&kv);
+    if (rv == 0) {
+        *lease = kv.lease;
+        etcd_kv_fini(&kv);
+    }
     return rv;
 }
 
@@ -64,7 +68,8 @@ int membership_register(server *s, uint32_t id, const char *address, char *err, 
         return LAPSE_EINVAL;
     }
     int rv = 0;
-    if (s->ec != NULL && (rv = check_lease_key(s, id, err, errlen)) != 0) {
+    int64_t lease = 0;
+    if (s->ec != NULL && (rv = check_lease_key(s, id, &lease, err, errlen)) != 0) {
         return rv;
     }
     pthread_mutex_lock(&s->lock);
@@ -76,12 +81,13 @@ int membership_register(server *s, uint32_t id, const char *address, char *err, 
     }
     l->last_heartbeat_mono_ms = clock_mono_now().ms;
     const pmap_node *n = pmap_node_find(s->pm, id);
-    if (n != NULL && n->state == PMAP_NODE_UP && strcmp(n->address, address) == 0) {
+    if (n != NULL && n->state == PMAP_NODE_UP && strcmp(n->address, address) == 0 &&
+        n->lease == lease) {
         goto done; /* nothing changed: no bump */
     }
     char old[PMAP_MAX_ADDR + 16];
     snprintf(old, sizeof(old), "%s", n == NULL ? "new" : n->address);
-    if ((rv = commit_node(s, id, address, PMAP_NODE_UP, err, errlen)) != 0) {
+    if ((rv = commit_node(s, id, address, PMAP_NODE_UP, lease, err, errlen)) != 0) {
         goto done;
     }
     log_info("node %u registered at %s (was %s); map version %llu", id, address, old,
@@ -116,7 +122,7 @@ int membership_heartbeat(server *s, uint32_t id, uint64_t pmap_version, int64_t 
     }
     char address[PMAP_MAX_ADDR];
     snprintf(address, sizeof(address), "%s", n->address); /* n dies with the old map */
-    if ((rv = commit_node(s, id, address, PMAP_NODE_UP, err, errlen)) != 0) {
+    if ((rv = commit_node(s, id, address, PMAP_NODE_UP, 0, err, errlen)) != 0) {
         goto done;
     }
     log_info("node %u (%s) is UP again; map version %llu", id, address,
@@ -134,6 +140,7 @@ static int mark_down(pmap *next, const pmap_node *n, size_t *sets)
     if (pmap_set_node(next, n->id, n->address, PMAP_NODE_DOWN) != 0) {
         return LAPSE_ENOMEM;
     }
+    (void)pmap_set_node_lease(next, n->id, 0); /* its lease is gone; n is in next */
     pmap_failover f;
     pmap_fail_node(next, n->id, &f);
     *sets += f.shrunk + f.promoted;
@@ -231,20 +238,27 @@ static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
         if (id == 0 || address[0] == '\0' || reg->kv[i].value_len >= PMAP_MAX_ADDR) {
             continue; /* not a node key of ours: ignored */
         }
+        int64_t lease = reg->kv[i].lease;
         const pmap_node *n = pmap_node_find(s->pm, id);
-        if (n != NULL && n->state == PMAP_NODE_UP && strcmp(n->address, address) == 0) {
+        if (n != NULL && n->state == PMAP_NODE_UP && strcmp(n->address, address) == 0 &&
+            n->lease == lease) {
             continue;
         }
+        /* A node UP under another lease lost the old one and was granted a
+         * new one between two reads: nobody took its place (that takes a
+         * DOWN), and it leads again once the map names the new lease. */
         node_live *l = server_live(s, id, 1);
         if (l == NULL || (next == NULL && (next = pmap_dup(s->pm)) == NULL) ||
-            pmap_set_node(next, id, address, PMAP_NODE_UP) != 0) {
+            pmap_set_node(next, id, address, PMAP_NODE_UP) != 0 ||
+            pmap_set_node_lease(next, id, lease) != 0) {
             log_error("membership: out of memory; retrying");
             pmap_free(next);
             return;
         }
         l->last_heartbeat_mono_ms = clock_mono_now().ms;
         nup++;
-        log_info("node %u (%s) is UP: it holds a lease in etcd", id, address);
+        log_info("node %u (%s) is UP: it holds lease %llx in etcd", id, address,
+                 (unsigned long long)lease);
     }
     for (size_t i = 0; i < s->pm->nnodes; i++) {
         const pmap_node *n = &s->pm->nodes[i];

@@ -178,6 +178,14 @@ int etcd_keeper_start(etcd_keeper **out, etcd *ec, int64_t ttl_s, int64_t interv
                       etcd_lease_fn fn, void *arg, char *err, size_t errlen);
 /* The lease held now, or 0 while none is. */
 int64_t etcd_keeper_lease(etcd_keeper *k);
+/* How many ms the lease held now (into *lease, may be NULL; 0 for none) is
+ * certain to live: the keeper counts its expiry from before sending the
+ * grant or renewal etcd last confirmed, so etcd's own expiry comes later
+ * (by that call's time, on a clock of the same rate). 0 when none is held
+ * or that instant has passed (renewals are failing). A caller that acts only
+ * while this exceeds its own margin never acts after etcd could have given
+ * the lease's keys up (docs/replication.md, "Leases and fencing"). */
+int64_t etcd_keeper_valid_ms(etcd_keeper *k, int64_t *lease);
 /* Stops the thread (no fn call after it returns) and, when revoke is set,
  * revokes the lease so its keys go at once. Accepts NULL. */
 void etcd_keeper_stop(etcd_keeper *k, int revoke);

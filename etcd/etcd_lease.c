@@ -104,11 +104,21 @@ struct etcd_keeper {
     etcd_lease_fn fn;
     void *arg;
     pthread_t thread;
-    pthread_mutex_t lock; /* guards stop */
+    pthread_mutex_t lock; /* guards stop, held and expires_ms */
     pthread_cond_t cond;  /* signalled on stop */
     int stop;
-    _Atomic int64_t lease; /* held now, 0 for none */
+    int64_t held;         /* the lease held now, 0 for none */
+    int64_t expires_ms;   /* monotonic instant before which etcd cannot expire it */
 };
+
+/* Publishes the lease held (0: none) and when it could expire. */
+static void set_held(etcd_keeper *k, int64_t lease, int64_t expires_ms)
+{
+    pthread_mutex_lock(&k->lock);
+    k->held = lease;
+    k->expires_ms = expires_ms;
+    pthread_mutex_unlock(&k->lock);
+}
 
 /* Waits ms unless stopped; returns whether to stop. */
 static int keeper_wait(etcd_keeper *k, int64_t ms)
@@ -127,13 +137,13 @@ static void *keeper_main(void *arg)
     etcd_keeper *k = arg;
     clock_mono expires = {0};
     char err[256];
+    int64_t lease = 0;
     do {
-        int64_t lease = atomic_load(&k->lease);
         if (lease == 0) {
             clock_mono sent = clock_mono_now();
             if (etcd_lease_grant(k->ec, k->ttl_s, &lease, err, sizeof(err)) == 0) {
                 expires.ms = sent.ms + k->ttl_s * 1000;
-                atomic_store(&k->lease, lease);
+                set_held(k, lease, expires.ms);
                 k->fn(k->arg, lease, ETCD_LEASE_GRANTED);
             }
             continue;
@@ -144,9 +154,11 @@ static void *keeper_main(void *arg)
                            sizeof(err));
         if (rv == 0) {
             expires.ms = sent.ms + ttl * 1000;
+            set_held(k, lease, expires.ms);
         } else if (rv == LAPSE_ENOTFOUND || clock_mono_remaining_ms(expires) == 0) {
-            atomic_store(&k->lease, 0);
+            set_held(k, 0, 0);
             k->fn(k->arg, lease, ETCD_LEASE_LOST);
+            lease = 0;
             continue; /* grant again at once */
         }
     } while (!keeper_wait(k, k->interval_ms));
@@ -185,7 +197,21 @@ int etcd_keeper_start(etcd_keeper **out, etcd *ec, int64_t ttl_s, int64_t interv
 
 int64_t etcd_keeper_lease(etcd_keeper *k)
 {
-    return atomic_load(&k->lease);
+    pthread_mutex_lock(&k->lock);
+    int64_t lease = k->held;
+    pthread_mutex_unlock(&k->lock);
+    return lease;
+}
+
+int64_t etcd_keeper_valid_ms(etcd_keeper *k, int64_t *lease)
+{
+    pthread_mutex_lock(&k->lock);
+    int64_t held = k->held, left = k->expires_ms - clock_mono_now().ms;
+    pthread_mutex_unlock(&k->lock);
+    if (lease != NULL) {
+        *lease = held;
+    }
+    return held == 0 || left < 0 ? 0 : left;
 }
 
 void etcd_keeper_stop(etcd_keeper *k, int revoke)
@@ -198,7 +224,7 @@ void etcd_keeper_stop(etcd_keeper *k, int revoke)
     pthread_cond_signal(&k->cond);
     pthread_mutex_unlock(&k->lock);
     pthread_join(k->thread, NULL);
-    int64_t lease = atomic_load(&k->lease);
+    int64_t lease = k->held;
     if (revoke && lease != 0) {
         char err[256];
         (void)etcd_lease_revoke(k->ec, lease, err, sizeof(err)); /* expires anyway */

@@ -13,6 +13,7 @@
 #include "../placement/hash.h"
 #include "../rpc/wire.h"
 #include "logship.h"
+#include "registry.h"
 #include "telemetry.h"
 
 /* ------------------------------------------------------------------------ */
@@ -126,15 +127,31 @@ int handlers_partition_of(handlers_ctx *c, const item *it, uint32_t *part)
     return rv;
 }
 
+/* A replicated partition's primary acts only under its lease
+ * (registry_may_lead); a single copy has no one to be fenced from. */
+static int fenced(const handlers_ctx *c, char *err, size_t errlen)
+{
+    return schema_replication(&c->table->schema) >= 2 &&
+           registry_may_lead(c->ns, c->map->pm, err, errlen) != 0;
+}
+
 int handlers_owns(const handlers_ctx *c, uint32_t part)
 {
-    return pmap_owner(c->table, part) == c->ns->id;
+    return pmap_owner(c->table, part) == c->ns->id && !fenced(c, NULL, 0);
 }
 
 int handlers_wrong_node(handlers_ctx *c, uint32_t part)
 {
-    rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE, "partition %u of table %s is owned by node %u",
-                  part, c->table->schema.name, pmap_owner(c->table, part));
+    char err[256];
+    uint32_t owner = pmap_owner(c->table, part);
+    if (owner == c->ns->id && fenced(c, err, sizeof(err))) {
+        rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE, "partition %u of table %s: %s", part,
+                      c->table->schema.name, err);
+    } else {
+        rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE,
+                      "partition %u of table %s is owned by node %u", part,
+                      c->table->schema.name, owner);
+    }
     return LAPSE_EWRONGNODE;
 }
 

@@ -16,6 +16,7 @@
 #include "../placement/pmap.h"
 #include "logship_int.h"
 #include "maps.h"
+#include "registry.h"
 
 /* The client for node id at url (reopened when its URL changed), or NULL. */
 rpc_client *logship_peer_client(logship *ls, uint32_t id, const char *url)
@@ -117,6 +118,8 @@ static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epo
         snprintf(err, errlen, "node %u is the primary of table %u partition %u, not this node %u",
                  (unsigned)r->ids[0], (unsigned)table_id, (unsigned)part, (unsigned)ls->ns->id);
         rv = LAPSE_EWRONGNODE;
+    } else if ((rv = registry_may_lead(ls->ns, m->pm, err, errlen)) != 0) {
+        /* no lease: writes, sweeps and backfill steps wait for the failover */
     } else {
         uint32_t in_sync = 1, need = r->n < LOGSHIP_MIN_IN_SYNC ? r->n : LOGSHIP_MIN_IN_SYNC;
         int reconciled = 0;

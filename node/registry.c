@@ -39,6 +39,37 @@ static void on_lease(void *arg, int64_t lease, enum etcd_lease_event ev)
 }
 
 
+int registry_may_lead(node_server *ns, const pmap *pm, char *err, size_t errlen)
+{
+    if (ns->keeper == NULL) {
+        return 0;
+    }
+    int64_t lease = 0;
+    int64_t left = etcd_keeper_valid_ms(ns->keeper, &lease);
+    const pmap_node *me = pmap_node_find(pm, ns->id);
+    int up = me != NULL && me->state == PMAP_NODE_UP;
+    if (left > REGISTRY_LEAD_MARGIN_MS && up && me->lease == lease) {
+        return 0;
+    }
+    if (err == NULL) {
+        return LAPSE_EWRONGNODE;
+    }
+    if (left <= REGISTRY_LEAD_MARGIN_MS) {
+        snprintf(err, errlen,
+                 "node %u leads nothing for now: its etcd lease %s (a primary stops %d ms before "
+                 "its lease could expire, while the coordinators fail it over)",
+                 (unsigned)ns->id, lease == 0 ? "is lost" : "could not be renewed",
+                 REGISTRY_LEAD_MARGIN_MS);
+    } else {
+        snprintf(err, errlen,
+                 "node %u leads nothing for now: it holds etcd lease %llx, while the map "
+                 "(version %llu) has it %s under lease %llx",
+                 (unsigned)ns->id, (unsigned long long)lease, (unsigned long long)pm->version,
+                 up ? "UP" : "DOWN", (unsigned long long)(me != NULL ? me->lease : 0));
+    }
+    return LAPSE_EWRONGNODE;
+}
+
 int registry_present(node_server *ns)
 {
     return ns->ec == NULL || atomic_load(&ns->key_lease) != 0;

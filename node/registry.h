@@ -37,6 +37,9 @@
 #define REGISTRY_LEASE_TTL_S 2
 #define REGISTRY_RENEW_MS 500
 #define REGISTRY_CALL_TIMEOUT_MS 1000
+/* A primary stops acting this long before its lease could expire in etcd:
+ * room for the time between the check and the act it guards. */
+#define REGISTRY_LEAD_MARGIN_MS 300
 
 /* Opens the etcd client of endpoints and starts the lease keeper. Returns 0,
  * LAPSE_EINVAL (bad endpoint list or cluster name) or LAPSE_ENOMEM with a
@@ -52,6 +55,17 @@ int registry_present(node_server *ns);
  * succeeded (the put in the keeper's callback failed). No-op without
  * --etcd. */
 void registry_tick(node_server *ns);
+
+/* Whether this node may act as a primary of replica sets in pm now (serve
+ * writes and strongly consistent reads, sweep): with --etcd, only while pm
+ * names it UP under the lease it holds and that lease is certain to live
+ * more than REGISTRY_LEAD_MARGIN_MS (etcd_keeper_valid_ms); so a node
+ * whose lease lapsed, or was replaced by a new one the coordinators have
+ * not recorded yet, never acts beside the primary that took its place
+ * (docs/replication.md, "Leases and fencing"). Without --etcd, always
+ * (heartbeat liveness has no lease to fence by). Returns 0, or
+ * LAPSE_EWRONGNODE with the reason in err (may be NULL). Thread-safe. */
+int registry_may_lead(node_server *ns, const pmap *pm, char *err, size_t errlen);
 
 /* Reads the map the coordinators stored in etcd and applies it when newer.
  * Returns 0 (applied or not newer), LAPSE_ENOTFOUND (no catalog yet) or an

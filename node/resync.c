@@ -24,6 +24,7 @@
 #include "../common/log.h"
 #include "../partition/replog.h"
 #include "logship_int.h"
+#include "registry.h"
 
 #define RESYNC_FAR_ROUNDS 256 /* catch-up calls per member per pass, writes going on */
 #define RESYNC_NEAR_ROUNDS 4  /* with the partition held */
@@ -199,6 +200,10 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
 static void pass(logship *ls)
 {
     node_map *m = maps_acquire(ls->ns);
+    if (registry_may_lead(ls->ns, m->pm, NULL, 0) != 0) {
+        maps_release(m); /* no lease: not a primary now (registry.h) */
+        return;
+    }
     for (size_t t = 0; t < m->pm->ntables; t++) {
         const pmap_table *tb = &m->pm->tables[t];
         if (schema_replication(&tb->schema) < 2) {

@@ -51,6 +51,9 @@ typedef struct pmap_node {
     uint32_t id;
     char address[PMAP_MAX_ADDR]; /* the node's RPC URL, e.g. tcp://127.0.0.1:7401 */
     pmap_node_state state;
+    int64_t lease; /* the etcd lease it was last seen UP with (0: none, heartbeat
+                      liveness): it leads replica sets only under this lease
+                      (docs/replication.md, "Leases and fencing") */
 } pmap_node;
 
 /* One partition's replica set (docs/replication.md, "Replica sets"): ids[0]
@@ -142,6 +145,9 @@ size_t pmap_outbox_destinations(const pmap_table *t, uint32_t part, uint32_t *id
 /* Adds or updates node id (address and state). 0, LAPSE_EINVAL (id 0, NULL
  * address or one of PMAP_MAX_ADDR bytes or more) or LAPSE_ENOMEM. */
 int pmap_set_node(pmap *pm, uint32_t id, const char *address, pmap_node_state state);
+/* Records the etcd lease node id is UP with (a new node starts with 0).
+ * 0 or LAPSE_ENOTFOUND (no such node; pm unchanged). */
+int pmap_set_node_lease(pmap *pm, uint32_t id, int64_t lease);
 /* Adds a table with its partitions assigned to the UP nodes, balanced: each
  * base partition, then each partition of each GSI (in declaration order),
  * goes to the UP node owning fewest partitions overall, base and GSI

@@ -293,6 +293,8 @@ static pmap *sample_pmap(void)
     assert_int_equal(pmap_set_node(pm, 1, "tcp://127.0.0.1:7401", PMAP_NODE_UP), 0);
     assert_int_equal(pmap_set_node(pm, 2, "tcp://127.0.0.1:7402", PMAP_NODE_UP), 0);
     assert_int_equal(pmap_set_node(pm, 3, "tcp://127.0.0.1:7403", PMAP_NODE_DOWN), 0);
+    assert_int_equal(pmap_set_node_lease(pm, 2, 0x3f91a20ff23abc04), 0);
+    assert_int_equal(pmap_set_node_lease(pm, 9, 1), LAPSE_ENOTFOUND);
     table_schema t = {0};
     t.id = 1;
     snprintf(t.name, sizeof t.name, "users");
@@ -339,7 +341,9 @@ static void pmap_round_trip(void **state)
         assert_non_null(x);
         assert_string_equal(x->address, pm->nodes[i].address);
         assert_int_equal(x->state, pm->nodes[i].state);
+        assert_int_equal(x->lease, pm->nodes[i].lease);
     }
+    assert_int_equal(pmap_node_find(back, 2)->lease, 0x3f91a20ff23abc04);
     assert_int_equal(back->ntables, 2);
     for (size_t i = 0; i < pm->ntables; i++) {
         const pmap_table *t = &pm->tables[i];

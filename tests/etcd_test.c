@@ -289,6 +289,11 @@ static void test_keeper(void **state)
     assert_int_equal(kv.lease, log.last);
     pthread_mutex_unlock(&log.lock);
     assert_int_equal(etcd_keeper_lease(k), kv.lease);
+    /* Renewed every 200 ms, the 1 s lease is certain to live for a while
+     * yet, and never longer than its TTL. */
+    int64_t held = 0, left = etcd_keeper_valid_ms(k, &held);
+    assert_int_equal(held, kv.lease);
+    assert_true(left > 0 && left <= 1000);
     etcd_kv_fini(&kv);
 
     /* Revoked behind its back: the keeper reports the loss, takes a new
