@@ -29,25 +29,6 @@
 
 #define PARTS 4
 
-static cluster *g_cluster;
-static lapse_client *g_client;
-
-static int setup(void **state)
-{
-    (void)state;
-    cluster_options o = {.nodes = 3, .quiet = 1, .etcd = 1};
-    if (cluster_start_client(&g_cluster, &o, &g_client) != 0) {
-        return -1;
-    }
-    rs_init(g_cluster, g_client);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return g_cluster != NULL ? stop_cluster(g_cluster, g_client) : 0;
-}
 
 static void create(const char *name, unsigned partitions, unsigned replication)
 {
@@ -59,7 +40,7 @@ static void create(const char *name, unsigned partitions, unsigned replication)
     lapse_error e = {0};
     int rv = 0;
     for (int i = 0; i < 200; i++) { /* a coordinator may be taking the lead again */
-        if ((rv = lapse_create_table(g_client, &d, &e)) != LAPSE_EUNAVAILABLE) {
+        if ((rv = lapse_create_table(rs_client(), &d, &e)) != LAPSE_EUNAVAILABLE) {
             break;
         }
         rs_sleep_ms(100);
@@ -71,7 +52,7 @@ static lapse_client *client_with_timeout(int timeout_ms)
 {
     lapse_client *cl = NULL;
     lapse_error e = {0};
-    assert_lapse_ok(lapse_connect_timeout(&cl, cluster_coordinator_url(g_cluster), timeout_ms, &e),
+    assert_lapse_ok(lapse_connect_timeout(&cl, cluster_coordinator_url(rs_cluster()), timeout_ms, &e),
                     &e);
     return cl;
 }
@@ -108,11 +89,11 @@ static void test_no_primary_acts_while_etcd_is_stalled(void **state)
     char id[16];
     for (int i = 0; i < 20; i++) {
         snprintf(id, sizeof(id), "k%d", i);
-        assert_lapse_ok(put(g_client, "rf3", id, "before", &e), &e);
-        assert_lapse_ok(put(g_client, "rf1", id, "before", &e), &e);
+        assert_lapse_ok(put(rs_client(), "rf3", id, "before", &e), &e);
+        assert_lapse_ok(put(rs_client(), "rf1", id, "before", &e), &e);
     }
 
-    etcd_members *em = cluster_etcd(g_cluster);
+    etcd_members *em = cluster_etcd(rs_cluster());
     assert_int_equal(etcd_members_kill(em, 0, SIGSTOP), 0);
     clock_mono stopped = clock_mono_now();
     lapse_client *quick = client_with_timeout(300);
@@ -170,7 +151,7 @@ static void test_no_primary_acts_while_etcd_is_stalled(void **state)
     for (int i = 0; i < 20; i++) {
         char *v = NULL;
         snprintf(id, sizeof(id), "k%d", i);
-        assert_lapse_ok(get(g_client, "rf3", id, &v, &e), &e);
+        assert_lapse_ok(get(rs_client(), "rf3", id, &v, &e), &e);
         assert_string_equal(v, "after");
         free(v);
     }
@@ -193,7 +174,7 @@ static void *stale_read_main(void *arg)
 static void test_deposed_primary_serves_no_stale_read(void **state)
 {
     (void)state;
-    etcd_members_kill(cluster_etcd(g_cluster), 0, SIGCONT); /* after a failed test above */
+    etcd_members_kill(cluster_etcd(rs_cluster()), 0, SIGCONT); /* after a failed test above */
     create("solo", 1, 3);
     lapse_error e = {0};
     rs_put_retrying("solo", "x", "old");
@@ -208,9 +189,9 @@ static void test_deposed_primary_serves_no_stale_read(void **state)
     assert_string_equal(v, "old");
     free(v);
 
-    assert_int_equal(cluster_kill(g_cluster, (int)old, SIGSTOP), 0);
+    assert_int_equal(cluster_kill(rs_cluster(), (int)old, SIGSTOP), 0);
     rs_wait_state(old, "DOWN");
-    pm = testmap_fetch(g_cluster);
+    pm = testmap_fetch(rs_cluster());
     const pmap_replicas *r = pmap_part(pmap_table_find(pm, "solo"), 0);
     assert_int_not_equal(r->ids[0], old);
     assert_int_equal(r->epoch, epoch + 1);
@@ -224,7 +205,7 @@ static void test_deposed_primary_serves_no_stale_read(void **state)
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, stale_read_main, &sr), 0);
     rs_sleep_ms(300);
-    assert_int_equal(cluster_kill(g_cluster, (int)old, SIGCONT), 0);
+    assert_int_equal(cluster_kill(rs_cluster(), (int)old, SIGCONT), 0);
     pthread_join(th, NULL);
     if (sr.rv != 0) {
         fail_msg("the read after the stall failed: %s", sr.e.message);
@@ -247,5 +228,5 @@ int main(void)
         cmocka_unit_test(test_no_primary_acts_while_etcd_is_stalled),
         cmocka_unit_test(test_deposed_primary_serves_no_stale_read),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, rs_group_setup, rs_group_teardown);
 }

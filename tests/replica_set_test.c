@@ -43,25 +43,6 @@
 
 #define PARTS 8
 
-static cluster *g_cluster;
-static lapse_client *g_client;
-
-static int setup(void **state)
-{
-    (void)state;
-    cluster_options o = {.nodes = 3, .quiet = 1, .etcd = 1};
-    if (cluster_start_client(&g_cluster, &o, &g_client) != 0) {
-        return -1;
-    }
-    rs_init(g_cluster, g_client);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return g_cluster != NULL ? stop_cluster(g_cluster, g_client) : 0;
-}
 
 static int create(const char *name, unsigned replication, lapse_error *e)
 {
@@ -70,14 +51,14 @@ static int create(const char *name, unsigned replication, lapse_error *e)
                          .partition_key_type = 'S',
                          .partitions = PARTS,
                          .replication = replication};
-    return lapse_create_table(g_client, &d, e);
+    return lapse_create_table(rs_client(), &d, e);
 }
 
 static void put_id(int i, const char *v)
 {
     lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"%s\"}}", i, v);
     lapse_error e = {0};
-    assert_lapse_ok(lapse_put(g_client, "rf3", it, NULL, &e), &e);
+    assert_lapse_ok(lapse_put(rs_client(), "rf3", it, NULL, &e), &e);
     lapse_item_free(it);
 }
 
@@ -87,7 +68,7 @@ static void test_three_copies_placed_and_identical(void **state)
     lapse_error e = {0};
     assert_lapse_ok(create("rf3", 3, &e), &e);
     assert_lapse_ok(create("rf1", 1, &e), &e);
-    pmap *pm = testmap_fetch(g_cluster);
+    pmap *pm = testmap_fetch(rs_cluster());
     const pmap_table *t = pmap_table_find(pm, "rf3");
     assert_non_null(t);
     assert_int_equal(t->schema.replication, 3);
@@ -106,7 +87,7 @@ static void test_three_copies_placed_and_identical(void **state)
     assert_int_equal(pmap_part(pmap_table_find(pm, "rf1"), 0)->n, 1);
     pmap_free(pm);
     char *json = NULL;
-    assert_lapse_ok(lapse_describe_table(g_client, "rf3", &json, &e), &e);
+    assert_lapse_ok(lapse_describe_table(rs_client(), "rf3", &json, &e), &e);
     const char *rf = strstr(json, "\"Replication\":");
     assert_non_null(rf);
     rf += strlen("\"Replication\":");
@@ -122,24 +103,24 @@ static void test_three_copies_placed_and_identical(void **state)
     }
     for (int i = 50; i < 60; i++) {
         lapse_item *k = item_json("{\"Id\":{\"S\":\"k%d\"}}", i);
-        assert_lapse_ok(lapse_delete(g_client, "rf3", k, NULL, &e), &e);
+        assert_lapse_ok(lapse_delete(rs_client(), "rf3", k, NULL, &e), &e);
         lapse_item_free(k);
     }
     lapse_item *batch[20];
     for (int i = 0; i < 20; i++) {
         batch[i] = item_json("{\"Id\":{\"S\":\"b%d\"},\"V\":{\"N\":\"%d\"}}", i, i);
     }
-    assert_lapse_ok(lapse_batch_write(g_client, "rf3", batch, 20, NULL, 0, &e), &e);
+    assert_lapse_ok(lapse_batch_write(rs_client(), "rf3", batch, 20, NULL, 0, &e), &e);
     for (int i = 0; i < 20; i++) {
         lapse_item_free(batch[i]);
     }
     assert_int_equal(rs_assert_copies_match("rf3"), 70);
     /* One copy: the other nodes hold nothing of it. */
-    pm = testmap_fetch(g_cluster);
+    pm = testmap_fetch(rs_cluster());
     t = pmap_table_find(pm, "rf1");
     for (uint32_t p = 0; p < PARTS; p++) {
         lapse_item *it = item_json("{\"Id\":{\"S\":\"x%u\"}}", (unsigned)p);
-        assert_lapse_ok(lapse_put(g_client, "rf1", it, NULL, &e), &e);
+        assert_lapse_ok(lapse_put(rs_client(), "rf1", it, NULL, &e), &e);
         lapse_item_free(it);
     }
     for (uint32_t p = 0; p < PARTS; p++) {
@@ -166,12 +147,12 @@ static void test_node_down_fails_over_then_rejoins(void **state)
 {
     (void)state;
     lapse_error e = {0};
-    pmap *before = testmap_fetch(g_cluster);
-    assert_int_equal(cluster_kill(g_cluster, 3, SIGKILL), 0);
+    pmap *before = testmap_fetch(rs_cluster());
+    assert_int_equal(cluster_kill(rs_cluster(), 3, SIGKILL), 0);
     rs_wait_state(3, "DOWN");
     /* Node 3 left every set; where it was primary, another took over with
      * the next epoch; elsewhere the primary and epoch stay. */
-    pmap *pm = testmap_fetch(g_cluster);
+    pmap *pm = testmap_fetch(rs_cluster());
     const pmap_table *t0 = pmap_table_find(before, "rf3"), *t1 = pmap_table_find(pm, "rf3");
     int promoted = 0;
     for (uint32_t p = 0; p < PARTS; p++) {
@@ -199,8 +180,8 @@ static void test_node_down_fails_over_then_rejoins(void **state)
     assert_non_null(strstr(e.message, "replication 3 needs 3 nodes up; 2 are up"));
 
     /* Back: its primaries resync it and it rejoins every set. */
-    assert_int_equal(cluster_restart(g_cluster, 3), 0);
-    assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
+    assert_int_equal(cluster_restart(rs_cluster(), 3), 0);
+    assert_int_equal(cluster_wait_up(rs_cluster(), 3, 20000), 0);
     pmap_free(rs_wait_all_in_sync("rf3"));
     for (int i = 0; i < 60; i++) {
         put_id(i, "after");
@@ -259,7 +240,7 @@ typedef struct bg_put {
 static void *bg_put_main(void *arg)
 {
     bg_put *b = arg;
-    lapse_client *c = connect_client(g_cluster);
+    lapse_client *c = connect_client(rs_cluster());
     lapse_item *it = item_json("{\"Id\":{\"S\":\"u\"},\"V\":{\"S\":\"%s\"}}", b->v);
     lapse_error e = {0};
     lapse_put(c, "rf3u", it, NULL, &e); /* acknowledged or not: either is allowed */
@@ -271,7 +252,7 @@ static void *bg_put_main(void *arg)
 /* The set of rf3u's only partition in the coordinator's map now. */
 static pmap_replicas set_u(void)
 {
-    pmap *pm = testmap_fetch(g_cluster);
+    pmap *pm = testmap_fetch(rs_cluster());
     pmap_replicas r = pmap_table_find(pm, "rf3u")->parts[0];
     pmap_free(pm);
     return r;
@@ -283,20 +264,20 @@ static void kill_primary_mid_write(const pmap_replicas *r, int stop_first, int s
                                    const char *v)
 {
     if (stop_first) {
-        assert_int_equal(cluster_kill(g_cluster, (int)r->ids[1], SIGSTOP), 0);
+        assert_int_equal(cluster_kill(rs_cluster(), (int)r->ids[1], SIGSTOP), 0);
     }
     if (stop_second) {
-        assert_int_equal(cluster_kill(g_cluster, (int)r->ids[2], SIGSTOP), 0);
+        assert_int_equal(cluster_kill(rs_cluster(), (int)r->ids[2], SIGSTOP), 0);
     }
     bg_put b = {.v = v};
     assert_int_equal(pthread_create(&b.th, NULL, bg_put_main, &b), 0);
     rs_sleep_ms(400); /* written on the primary, waiting for the stopped copies */
-    assert_int_equal(cluster_kill(g_cluster, (int)r->ids[0], SIGKILL), 0);
+    assert_int_equal(cluster_kill(rs_cluster(), (int)r->ids[0], SIGKILL), 0);
     if (stop_first) {
-        assert_int_equal(cluster_kill(g_cluster, (int)r->ids[1], SIGCONT), 0);
+        assert_int_equal(cluster_kill(rs_cluster(), (int)r->ids[1], SIGCONT), 0);
     }
     if (stop_second) {
-        assert_int_equal(cluster_kill(g_cluster, (int)r->ids[2], SIGCONT), 0);
+        assert_int_equal(cluster_kill(rs_cluster(), (int)r->ids[2], SIGCONT), 0);
     }
     rs_wait_state(r->ids[0], "DOWN");
     pthread_join(b.th, NULL);
@@ -308,7 +289,7 @@ static void test_unacknowledged_suffixes(void **state)
     lapse_error e = {0};
     lapse_table_def d = {.name = "rf3u", .partition_key = "Id", .partition_key_type = 'S',
                          .partitions = 1, .replication = 3};
-    assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
     rs_put_retrying("rf3u", "u", "v0");
     /* 1. ids[1] stopped: the record reaches ids[2] at once, ids[1] when it
      *    resumes (or, if the new epoch fenced it first, by the promoted
@@ -319,8 +300,8 @@ static void test_unacknowledged_suffixes(void **state)
     pmap_replicas r2 = set_u();
     assert_int_equal(r2.ids[0], r.ids[1]);
     rs_put_retrying("rf3u", "u", "x2");
-    assert_int_equal(cluster_restart(g_cluster, (int)r.ids[0]), 0);
-    assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
+    assert_int_equal(cluster_restart(rs_cluster(), (int)r.ids[0]), 0);
+    assert_int_equal(cluster_wait_up(rs_cluster(), 3, 20000), 0);
     pmap_free(rs_wait_all_in_sync("rf3u"));
     rs_assert_copies_match("rf3u");
     /* 2. Both replicas stopped: the record is on the killed primary and,
@@ -330,13 +311,13 @@ static void test_unacknowledged_suffixes(void **state)
     r = set_u();
     kill_primary_mid_write(&r, 1, 1, "y1");
     rs_put_retrying("rf3u", "u", "y2");
-    assert_int_equal(cluster_restart(g_cluster, (int)r.ids[0]), 0);
-    assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
+    assert_int_equal(cluster_restart(rs_cluster(), (int)r.ids[0]), 0);
+    assert_int_equal(cluster_wait_up(rs_cluster(), 3, 20000), 0);
     pmap_free(rs_wait_all_in_sync("rf3u"));
     rs_assert_copies_match("rf3u");
     lapse_item *key = item_json("{\"Id\":{\"S\":\"u\"}}");
     lapse_item *got = NULL;
-    assert_lapse_ok(lapse_get(g_client, "rf3u", key, &got, &e), &e);
+    assert_lapse_ok(lapse_get(rs_client(), "rf3u", key, &got, &e), &e);
     assert_non_null(got);
     assert_string_equal(lapse_item_get_s(got, "V"), "y2");
     lapse_item_free(key);
@@ -348,11 +329,11 @@ static void test_primary_killed_during_writes(void **state)
     (void)state;
     static writer w;
     memset(&w, 0, sizeof(w));
-    w.client = connect_client(g_cluster);
+    w.client = connect_client(rs_cluster());
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, writer_main, &w), 0);
     wait_acks(&w, 200, "before the kill");
-    assert_int_equal(cluster_kill(g_cluster, 1, SIGKILL), 0);
+    assert_int_equal(cluster_kill(rs_cluster(), 1, SIGKILL), 0);
     clock_mono killed = clock_mono_now();
     rs_wait_state(1, "DOWN");
     /* Every key again, node 1's partitions included. */
@@ -367,7 +348,7 @@ static void test_primary_killed_during_writes(void **state)
         lapse_item *key = item_json("{\"Id\":{\"S\":\"w%d\"}}", k);
         lapse_item *got = NULL;
         lapse_error e = {0};
-        assert_lapse_ok(lapse_get(g_client, "rf3", key, &got, &e), &e);
+        assert_lapse_ok(lapse_get(rs_client(), "rf3", key, &got, &e), &e);
         long v = got != NULL && lapse_item_get_n(got, "V") != NULL
                      ? atol(lapse_item_get_n(got, "V"))
                      : 0;
@@ -379,21 +360,21 @@ static void test_primary_killed_during_writes(void **state)
         lapse_item_free(got);
     }
     /* Back, node 1 is resynced into every set and every copy matches. */
-    assert_int_equal(cluster_restart(g_cluster, 1), 0);
-    assert_int_equal(cluster_wait_up(g_cluster, 3, 20000), 0);
+    assert_int_equal(cluster_restart(rs_cluster(), 1), 0);
+    assert_int_equal(cluster_wait_up(rs_cluster(), 3, 20000), 0);
     pmap_free(rs_wait_all_in_sync("rf3"));
     rs_assert_copies_match("rf3");
 
     /* Two of three down: no write is acknowledged with one copy. */
-    assert_int_equal(cluster_kill(g_cluster, 2, SIGKILL), 0);
-    assert_int_equal(cluster_kill(g_cluster, 3, SIGKILL), 0);
+    assert_int_equal(cluster_kill(rs_cluster(), 2, SIGKILL), 0);
+    assert_int_equal(cluster_kill(rs_cluster(), 3, SIGKILL), 0);
     rs_wait_state(2, "DOWN");
     rs_wait_state(3, "DOWN");
     int refused_in_sync = 0;
     for (int i = 0; i < 16; i++) {
         lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"one\"}}", i);
         lapse_error e = {0};
-        int rv = lapse_put(g_client, "rf3", it, NULL, &e);
+        int rv = lapse_put(rs_client(), "rf3", it, NULL, &e);
         lapse_item_free(it);
         if (rv == 0) {
             fail_msg("put k%d was acknowledged with two of three nodes down", i);
@@ -411,5 +392,5 @@ int main(void)
         cmocka_unit_test(test_unacknowledged_suffixes),
         cmocka_unit_test(test_primary_killed_during_writes),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, rs_group_setup, rs_group_teardown);
 }

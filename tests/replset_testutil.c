@@ -16,10 +16,27 @@
 static cluster *g_rs_cluster;
 static lapse_client *g_rs_client;
 
-void rs_init(cluster *c, lapse_client *cl)
+int rs_group_setup(void **state)
 {
-    g_rs_cluster = c;
-    g_rs_client = cl;
+    (void)state;
+    cluster_options o = {.nodes = 3, .quiet = 1, .etcd = 1};
+    return cluster_start_client(&g_rs_cluster, &o, &g_rs_client) != 0 ? -1 : 0;
+}
+
+int rs_group_teardown(void **state)
+{
+    (void)state;
+    return g_rs_cluster != NULL ? stop_cluster(g_rs_cluster, g_rs_client) : 0;
+}
+
+cluster *rs_cluster(void)
+{
+    return g_rs_cluster;
+}
+
+lapse_client *rs_client(void)
+{
+    return g_rs_client;
 }
 
 void rs_sleep_ms(long ms)

@@ -20,8 +20,14 @@
 #include "../placement/pmap.h"
 #include "cluster.h"
 
-/* The cluster and client the helpers use (borrowed). */
-void rs_init(cluster *c, lapse_client *cl);
+/* A cmocka group setup: one etcd member, a coordinator and three nodes
+ * (node i has id i), and a client (rs_cluster, rs_client). 0, or -1 with
+ * why on stderr. */
+int rs_group_setup(void **state);
+/* The group's teardown: stops what rs_group_setup started (stop_cluster). */
+int rs_group_teardown(void **state);
+cluster *rs_cluster(void);
+lapse_client *rs_client(void);
 
 void rs_sleep_ms(long ms);
 
