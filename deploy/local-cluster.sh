@@ -182,9 +182,19 @@ start_all() {
 
   echo -n "waiting for three nodes to register"
   local deadline=$((SECONDS + 30)) up=0
+  local status rc
   while ((SECONDS < deadline)); do
-    up=$("$bin/lapse" --coordinator "$coord_url" --timeout-ms 1000 cluster-status 2>/dev/null |
-      grep -o '"State": *"UP"' | wc -l || true)
+    # timeout bounds a probe whose client hangs past its own 1 s limit (seen
+    # once under ASan on a loaded machine: `up` waited 87 s on one probe);
+    # such a probe is said on stderr and tried again.
+    rc=0
+    status=$(timeout 5 "$bin/lapse" --coordinator "$coord_url" --timeout-ms 1000 cluster-status \
+      2>/dev/null) || rc=$?
+    if ((rc == 124)); then
+      echo >&2
+      echo "local-cluster: a cluster-status probe did not end within 5 s (killed; trying again)" >&2
+    fi
+    up=$(grep -o '"State": *"UP"' <<<"$status" | wc -l || true)
     ((up >= 3)) && break
     echo -n .
     sleep 0.2
@@ -217,7 +227,7 @@ ensure() {
 
 up() {
   start_all
-  "$bin/lapse" --coordinator "$coord_url" cluster-status
+  timeout 15 "$bin/lapse" --coordinator "$coord_url" cluster-status # bounded as the probes above
   echo "leading coordinator: $(leader_url) (of $coord_url; etcd $etcd_urls)"
   echo "DynamoDB API: http://127.0.0.1:$dynamodb_port (aws dynamodb --endpoint-url http://127.0.0.1:$dynamodb_port ...)"
   local use_coord=""
