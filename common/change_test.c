@@ -16,28 +16,10 @@
 
 #include <cmocka.h>
 
+#include "item_testutil.h"
 #include "item.h"
 #include "lapse_err.h"
 #include "change.h"
-
-/* An item of the given S attributes: name, value, name, value, ... */
-static void enc_item(buf *out, int n, ...)
-{
-    item *it = item_new();
-    va_list ap;
-    va_start(ap, n);
-    for (int i = 0; i < n; i++) {
-        const char *name = va_arg(ap, const char *);
-        const char *text = va_arg(ap, const char *);
-        attr_value v;
-        assert_int_equal(item_value_init_bytes(&v, ATTR_S, text, strlen(text)), 0);
-        assert_int_equal(item_set(it, name, &v), 0);
-    }
-    va_end(ap);
-    buf_init(out);
-    assert_int_equal(item_encode(it, out), 0);
-    item_free(it);
-}
 
 typedef struct sample {
     buf keys, old_img, new_img, enc;
@@ -48,9 +30,9 @@ typedef struct sample {
  * by TTL, 4 REMOVE without an old image. */
 static void make(sample *s, int kind)
 {
-    enc_item(&s->keys, 2, "Pk", "alice", "Sk", "1");
-    enc_item(&s->old_img, 3, "Pk", "alice", "Sk", "1", "V", "old");
-    enc_item(&s->new_img, 3, "Pk", "alice", "Sk", "1", "V", "new");
+    item_testutil_encode_s(&s->keys, 2, "Pk", "alice", "Sk", "1");
+    item_testutil_encode_s(&s->old_img, 3, "Pk", "alice", "Sk", "1", "V", "old");
+    item_testutil_encode_s(&s->new_img, 3, "Pk", "alice", "Sk", "1", "V", "new");
     buf_init(&s->enc);
     change_record *r = &s->r;
     memset(r, 0, sizeof(*r));

@@ -29,6 +29,33 @@ int handlers_need_body(handlers_ctx *c, const void *body)
     return LAPSE_EPROTO;
 }
 
+/* A replicated partition's primary acts only under its lease
+ * (registry_may_lead); a single copy has no one to be fenced from. */
+static int fenced(const handlers_ctx *c, char *err, size_t errlen)
+{
+    return schema_replication(&c->table->schema) >= 2 &&
+           registry_may_lead(c->ns, c->map->pm, err, errlen) != 0;
+}
+
+/* The end of a table lookup (name, else table_id): the reply's map version,
+ * ENOTFOUND, or the table with its fence judged once for the request, so
+ * the per-key ownership checks take no lock. */
+static int table_found(handlers_ctx *c, const char *name, uint32_t table_id)
+{
+    c->resp->pmap_version = c->map->pm->version;
+    if (c->table == NULL) {
+        if (name != NULL) {
+            rpc_set_error(c->resp, c->a, LAPSE_ENOTFOUND, "table \"%s\" does not exist", name);
+        } else {
+            rpc_set_error(c->resp, c->a, LAPSE_ENOTFOUND, "table id %u does not exist",
+                          table_id);
+        }
+        return LAPSE_ENOTFOUND;
+    }
+    c->fenced = fenced(c, NULL, 0);
+    return 0;
+}
+
 int handlers_find_table(handlers_ctx *c, const char *name)
 {
     node_server *ns = c->ns;
@@ -53,12 +80,7 @@ int handlers_find_table(handlers_ctx *c, const char *name)
         c->map = maps_acquire(ns);
         c->table = pmap_table_find(c->map->pm, name);
     }
-    c->resp->pmap_version = c->map->pm->version;
-    if (c->table == NULL) {
-        rpc_set_error(c->resp, c->a, LAPSE_ENOTFOUND, "table \"%s\" does not exist", name);
-        return LAPSE_ENOTFOUND;
-    }
-    return 0;
+    return table_found(c, name, 0);
 }
 
 int handlers_find_table_id(handlers_ctx *c, uint32_t table_id)
@@ -79,12 +101,7 @@ int handlers_find_table_id(handlers_ctx *c, uint32_t table_id)
         c->map = maps_acquire(c->ns);
         c->table = pmap_table_find_id(c->map->pm, table_id);
     }
-    c->resp->pmap_version = c->map->pm->version;
-    if (c->table == NULL) {
-        rpc_set_error(c->resp, c->a, LAPSE_ENOTFOUND, "table id %u does not exist", table_id);
-        return LAPSE_ENOTFOUND;
-    }
-    return 0;
+    return table_found(c, NULL, table_id);
 }
 
 int handlers_item_from_pb(handlers_ctx *c, const Lapse__Item *pb, int key_only, const char *what,
@@ -127,24 +144,20 @@ int handlers_partition_of(handlers_ctx *c, const item *it, uint32_t *part)
     return rv;
 }
 
-/* A replicated partition's primary acts only under its lease
- * (registry_may_lead); a single copy has no one to be fenced from. */
-static int fenced(const handlers_ctx *c, char *err, size_t errlen)
-{
-    return schema_replication(&c->table->schema) >= 2 &&
-           registry_may_lead(c->ns, c->map->pm, err, errlen) != 0;
-}
-
 int handlers_owns(const handlers_ctx *c, uint32_t part)
 {
-    return pmap_owner(c->table, part) == c->ns->id && !fenced(c, NULL, 0);
+    return pmap_owner(c->table, part) == c->ns->id && !c->fenced;
 }
 
 int handlers_wrong_node(handlers_ctx *c, uint32_t part)
 {
-    char err[256];
+    char err[256] = "";
     uint32_t owner = pmap_owner(c->table, part);
-    if (owner == c->ns->id && fenced(c, err, sizeof(err))) {
+    if (owner == c->ns->id && c->fenced) {
+        if (!fenced(c, err, sizeof(err))) { /* renewed since the request came in */
+            snprintf(err, sizeof(err), "node %u's etcd lease was not current when the request "
+                     "came in; try again", (unsigned)c->ns->id);
+        }
         rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE, "partition %u of table %s: %s", part,
                       c->table->schema.name, err);
     } else {

@@ -52,6 +52,8 @@ typedef struct handlers_ctx {
     int64_t deadline_mono_ms;  /* the request's deadline */
     node_map *map;             /* held reference once the table is found */
     const pmap_table *table;   /* borrowed from map */
+    int fenced;                /* table replicated and this node may not lead now
+                                  (registry_may_lead), judged once with the table */
 } handlers_ctx;
 
 /* The rpc_handler for the node's server; arg is the node_server. */

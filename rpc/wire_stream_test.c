@@ -14,29 +14,11 @@
 
 #include <cmocka.h>
 
+#include "../common/item_testutil.h"
 #include "../common/item.h"
 #include "../common/lapse_err.h"
 #include "../common/change.h"
 #include "wire.h"
-
-/* An encoded item of S attributes: name, value, ... */
-static void enc_item(buf *out, int n, ...)
-{
-    item *it = item_new();
-    va_list ap;
-    va_start(ap, n);
-    for (int i = 0; i < n; i++) {
-        const char *name = va_arg(ap, const char *);
-        const char *text = va_arg(ap, const char *);
-        attr_value v;
-        assert_int_equal(item_value_init_bytes(&v, ATTR_S, text, strlen(text)), 0);
-        assert_int_equal(item_set(it, name, &v), 0);
-    }
-    va_end(ap);
-    buf_init(out);
-    assert_int_equal(item_encode(it, out), 0);
-    item_free(it);
-}
 
 /* The S value of name in it, or NULL. */
 static const char *s_of(const Lapse__Item *it, const char *name, char *out, size_t len)
@@ -58,9 +40,9 @@ typedef struct sample {
 /* kind 0 INSERT, 1 MODIFY, 2 REMOVE by TTL. */
 static void make(sample *s, int kind)
 {
-    enc_item(&s->keys, 1, "pk", "alice");
-    enc_item(&s->old_img, 2, "pk", "alice", "v", "old");
-    enc_item(&s->new_img, 2, "pk", "alice", "v", "new");
+    item_testutil_encode_s(&s->keys, 1, "pk", "alice");
+    item_testutil_encode_s(&s->old_img, 2, "pk", "alice", "v", "old");
+    item_testutil_encode_s(&s->new_img, 2, "pk", "alice", "v", "new");
     buf_init(&s->enc);
     change_record r;
     memset(&r, 0, sizeof(r));
