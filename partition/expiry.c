@@ -749,6 +749,11 @@ int expiry_drop_into(store *st, db_batch *b, uint32_t table_id)
     return 0;
 }
 
+int expiry_progress_key(buf *k, uint32_t table_id, uint32_t part)
+{
+    return progress_key(k, table_id, part, 0);
+}
+
 int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t part)
 {
     buf k, pre;

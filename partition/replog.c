@@ -24,6 +24,50 @@ void store_set_repl_hook(store *st, const store_repl_hook *h)
     }
 }
 
+void store_set_replog_retain(store *st, uint64_t retain)
+{
+    st->replog_retain = retain;
+}
+
+/* 1 when record seq is one that trims the log (replog.h, "Trimming"). */
+static int trim_due(const store *st, uint64_t seq)
+{
+    uint64_t r = st->replog_retain;
+    return r > 0 && seq > r && seq % (r / 4 + 1) == 0;
+}
+
+/* Adds to b the deletion of the partition's records up to seq - retain.
+ * REQUIRES: trim_due(st, seq). 0 or LAPSE_ENOMEM. */
+static int add_trim(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t seq)
+{
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    int rv = itemkey_seq_of(&lo, table_id, part, 0) != 0 ||
+                     itemkey_seq_of(&hi, table_id, part, seq - st->replog_retain + 1) != 0
+                 ? LAPSE_ENOMEM
+                 : 0;
+    if (rv == 0) {
+        db_batch_delete_range(b, st->db, CF_REPLOG, lo.data, lo.len, hi.data, hi.len);
+    }
+    buf_fini(&lo);
+    buf_fini(&hi);
+    return rv;
+}
+
+/* The primary's trim after record seq was confirmed by every in-sync
+ * replica. A trim that fails is no failure of the write: the next one
+ * (from the log's start) covers it. */
+static void trim_confirmed(store *st, uint32_t table_id, uint32_t part, uint64_t seq)
+{
+    db_batch *b = db_batch_new();
+    char err[256];
+    if (b != NULL && add_trim(st, b, table_id, part, seq) == 0) {
+        (void)db_write(st->db, b, 0, err, sizeof(err));
+    }
+    db_batch_free(b);
+}
+
 /* 1 when commits to t go through the log. */
 static int logged(const store *st, const table_schema *t)
 {
@@ -140,6 +184,9 @@ int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, i
         *written = 1;
         rv = st->repl.ship(st->repl.arg, t->id, part, seq, last_epoch, rec.data, rec.len, err,
                            errlen);
+        if (rv == 0 && trim_due(st, seq)) {
+            trim_confirmed(st, t->id, part, seq);
+        }
     }
     buf_fini(&rec);
     return rv;
@@ -164,7 +211,13 @@ int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t se
     if (itemkey_seq_of(&k, table_id, part, seq) != 0) {
         rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     } else if ((rv = db_get(st->db, CF_REPLOG, k.data, k.len, &v, &found, err, errlen)) == 0) {
-        if (!found) {
+        uint64_t pos_epoch = 0, pos_seq = 0;
+        if (!found && (rv = read_pos(st, table_id, part, &pos_epoch, &pos_seq, err, errlen)) == 0 &&
+            pos_seq == seq) {
+            *epoch = pos_epoch; /* the last record, not held after a snapshot install */
+        } else if (rv != 0) {
+            /* the position cannot be read: rv says why */
+        } else if (!found) {
             rv = store_errf(LAPSE_ENOTFOUND, err, errlen,
                             "record %llu of table %u partition %u is not in the log",
                             (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
@@ -223,6 +276,8 @@ int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t se
         if ((rv = replog_record_epoch(st, table_id, part, seq, &mine, err, errlen)) == 0 &&
             mine != epoch) {
             rv = diverged_at(diverged, err, errlen, table_id, part, seq, mine, epoch);
+        } else if (rv == LAPSE_ENOTFOUND) {
+            rv = 0; /* trimmed here, or older than the snapshot this copy was rebuilt from */
         }
         goto out;
     }
@@ -246,7 +301,8 @@ int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t se
                    (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
         goto out;
     }
-    if (put_record(st, b, table_id, part, epoch, seq, rec, len) != 0) {
+    if (put_record(st, b, table_id, part, epoch, seq, rec, len) != 0 ||
+        (trim_due(st, seq) && add_trim(st, b, table_id, part, seq) != 0)) {
         rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
         goto out;
     }
@@ -332,6 +388,66 @@ int replog_reset(store *st, uint32_t table_id, uint32_t part, char *err, size_t 
     pthread_mutex_unlock(mu);
     db_batch_free(b);
     buf_fini(&pre);
+    return rv;
+}
+
+int replog_set_position_locked(store *st, uint32_t table_id, uint32_t part, uint64_t epoch,
+                               uint64_t seq, char *err, size_t errlen)
+{
+    uint8_t k[ITEMKEY_REPL_MAX], v[16];
+    size_t klen = itemkey_repl(k, table_id, REPL_LOG_POS, part, 0, 0);
+    for (int i = 0; i < 8; i++) {
+        v[i] = (uint8_t)(epoch >> (56 - 8 * i));
+        v[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
+    }
+    db_batch *b = db_batch_new();
+    if (b == NULL) {
+        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    }
+    db_batch_put(b, st->db, CF_REPL, k, klen, v, sizeof(v));
+    int rv = db_write(st->db, b, 1, err, errlen);
+    if (rv == 0) {
+        store_sweep_cursor_note(st, table_id, part, NULL, 0);
+        outbox_forget_part(st, table_id, part);
+    }
+    db_batch_free(b);
+    return rv;
+}
+
+int replog_first(store *st, uint32_t table_id, uint32_t part, uint64_t *first, char *err,
+                 size_t errlen)
+{
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    db_iter *it = NULL;
+    int rv = 0;
+    *first = 0;
+    if (itemkey_seq_of(&lo, table_id, part, 0) != 0 ||
+        itemkey_append_prefix(&hi, table_id, part) != 0) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        goto out;
+    }
+    int unbounded = itemkey_successor(&hi);
+    if ((rv = db_iter_new(&it, st->db, CF_REPLOG, lo.data, lo.len, unbounded ? NULL : hi.data,
+                          unbounded ? 0 : hi.len)) != 0) {
+        rv = store_errf(rv, err, errlen, "cannot read the replication log");
+        goto out;
+    }
+    db_iter_seek_first(it);
+    if (db_iter_valid(it)) {
+        size_t klen;
+        *first = itemkey_seq(db_iter_key(it, &klen), klen);
+    } else if ((rv = db_iter_status(it, err, errlen)) == 0) {
+        uint64_t epoch, seq;
+        if ((rv = read_pos(st, table_id, part, &epoch, &seq, err, errlen)) == 0) {
+            *first = seq + 1;
+        }
+    }
+out:
+    db_iter_free(it);
+    buf_fini(&lo);
+    buf_fini(&hi);
     return rv;
 }
 

@@ -16,7 +16,8 @@
  * WriteBatch with the record itself and the new position: a record of an
  * older epoch than the last applied one is refused (a deposed primary's),
  * a gap is refused (the sender resends from the position it is told), and
- * a record already applied is acknowledged again without effect. The
+ * a record already applied is acknowledged again without effect (checked
+ * against the record here, when not trimmed). The
  * replica's log is the primary's, so it can serve as the source of a
  * later catch-up.
  *
@@ -84,6 +85,22 @@ int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, i
 int replog_position(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch, uint64_t *seq,
                     char *err, size_t errlen);
 
+/* Trimming. Each copy keeps the last retain records of each partition's
+ * log: when a record's seq is a multiple of retain / 4 + 1, the records
+ * up to seq - retain go (on a replica in the record's own batch; on the
+ * primary in a write of its own once every in-sync replica confirmed the
+ * record, so an in-sync replica never lacks a dropped record). A replica
+ * further behind is rebuilt from a snapshot (snapshot.h). 0 keeps the
+ * whole log. Call before writes start. */
+#define REPLOG_RETAIN_DEFAULT 4096
+void store_set_replog_retain(store *st, uint64_t retain);
+
+/* The seq of the first record the partition's log still holds: 1 for a
+ * log never trimmed, the position's seq + 1 when it holds none (after a
+ * snapshot install). 0, LAPSE_EIO or LAPSE_ECORRUPT. */
+int replog_first(store *st, uint32_t table_id, uint32_t part, uint64_t *first, char *err,
+                 size_t errlen);
+
 /* Applies record seq (rec: as the ship hook received it) on a replica;
  * prev_epoch is the epoch of the sender's record seq - 1 (0 when seq is 1).
  * Sets *applied to the partition's last applied seq after the call, and
@@ -108,8 +125,9 @@ int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t se
  * record too short to hold one. */
 uint64_t replog_rec_epoch(const uint8_t *rec, size_t len);
 
-/* The epoch of record seq (0 for seq 0). 0, LAPSE_ENOTFOUND, LAPSE_EIO or
- * LAPSE_ECORRUPT. */
+/* The epoch of record seq (0 for seq 0; the position's epoch for the
+ * position's seq, held or not). 0, LAPSE_ENOTFOUND (past the position, or
+ * trimmed: see replog_first), LAPSE_EIO or LAPSE_ECORRUPT. */
 int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
                         uint64_t *epoch, char *err, size_t errlen);
 

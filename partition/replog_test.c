@@ -9,13 +9,17 @@
  * replica up from the log; a node that is not the primary writes nothing;
  * a copy holding a record the new primary's log has not (a deposed
  * primary's unacknowledged suffix) is found diverged, dropped with
- * replog_reset and rebuilt from the log.
+ * replog_reset and rebuilt from the log. With a small retain both copies
+ * keep only the log's tail; a copy rebuilt from a snapshot taken while
+ * writes go on, then given the log from the snapshot's position, equals
+ * the primary key for key; entries of another partition are refused.
  */
 #include "store_test_util.h"
 
 #include "../common/clock.h"
 #include "expiry.h"
 #include "replog.h"
+#include "snapshot.h"
 
 typedef struct pair {
     fixture *f;
@@ -113,6 +117,84 @@ static int pair_setup(void **state)
     store_repl_hook h = {.begin = hook_begin, .ship = hook_ship, .arg = p};
     store_set_repl_hook(p->f->st, &h);
     return 0;
+}
+
+/* Every entry of a snapshot of (table_id, part) in st, in order, with the
+ * position it stands at; installs them into dst (non-NULL) chunk by chunk
+ * of at most chunk bytes on the way. */
+typedef struct entries {
+    uint32_t fam[4096];
+    buf k[4096], v[4096];
+    size_t n, chunk_start;
+} entries;
+
+static int collect(void *arg, const snapshot_entry *e)
+{
+    entries *es = arg;
+    assert_true(es->n < 4096);
+    es->fam[es->n] = e->family;
+    buf_init(&es->k[es->n]);
+    buf_init(&es->v[es->n]);
+    assert_int_equal(buf_append(&es->k[es->n], e->key, e->klen), 0);
+    assert_int_equal(buf_append(&es->v[es->n], e->val, e->vlen), 0);
+    es->n++;
+    return 0;
+}
+
+static void entries_fini(entries *es)
+{
+    for (size_t i = 0; i < es->n; i++) {
+        buf_fini(&es->k[i]);
+        buf_fini(&es->v[i]);
+    }
+    es->n = 0;
+}
+
+static snapshot_entry entry_at(const entries *es, size_t i)
+{
+    return (snapshot_entry){es->fam[i], es->k[i].data, es->k[i].len, es->v[i].data,
+                            es->v[i].len};
+}
+
+static void read_snapshot(fixture *f, store *st, uint32_t table_id, uint32_t part, size_t chunk,
+                          store *dst, entries *es, uint64_t *epoch, uint64_t *seq)
+{
+    snapshot *sn = NULL;
+    assert_ok(snapshot_open(&sn, st, table_id, part, epoch, seq, f->err, sizeof f->err), f);
+    int done = 0, calls = 0;
+    while (!done) {
+        es->chunk_start = es->n;
+        assert_ok(snapshot_next(sn, chunk, collect, es, &done, f->err, sizeof f->err), f);
+        calls++;
+        size_t n = es->n - es->chunk_start;
+        snapshot_entry e[4096];
+        for (size_t i = 0; i < n; i++) {
+            e[i] = entry_at(es, es->chunk_start + i);
+        }
+        if (dst != NULL && n > 0) {
+            assert_ok(snapshot_install(dst, table_id, part, e, n, f->err, sizeof f->err), f);
+        }
+    }
+    assert_true(chunk > 4096 || calls > 1 || es->n < 8); /* small chunks: several */
+    uint64_t ne, nb;
+    snapshot_counts(sn, &ne, &nb);
+    assert_int_equal(ne, es->n);
+    snapshot_close(sn);
+}
+
+/* Fails unless the two lists are entry for entry equal. */
+static void assert_entries_equal(const entries *a, const entries *b)
+{
+    assert_int_equal(a->n, b->n);
+    for (size_t i = 0; i < a->n; i++) {
+        assert_int_equal(a->fam[i], b->fam[i]);
+        assert_int_equal(a->k[i].len, b->k[i].len);
+        assert_memory_equal(a->k[i].data, b->k[i].data, a->k[i].len);
+        assert_int_equal(a->v[i].len, b->v[i].len);
+        if (a->v[i].len > 0) {
+            assert_memory_equal(a->v[i].data, b->v[i].data, a->v[i].len);
+        }
+    }
 }
 
 static int pair_teardown(void **state)
@@ -384,6 +466,132 @@ static void test_diverged_copy_is_reset_and_rebuilt(void **state)
     assert_int_equal(total_items(p->replica, &t), 3);
 }
 
+/* With a retain of 8 records, both copies keep only the log's tail
+ * (trimmed at every third record past the eighth) and stay equal; a
+ * resent record that was trimmed is acknowledged without effect. */
+static void test_log_is_trimmed_on_both_copies(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    store_set_replog_retain(f->st, 8);
+    store_set_replog_retain(p->replica, 8);
+    table_schema t = replicated();
+    t.partitions = 1;
+    for (int i = 0; i < 40; i++) {
+        put(f, &t, row(i, "a", 0));
+    }
+    assert_same(p, &t);
+    uint64_t first = 0;
+    assert_ok(replog_first(f->st, t.id, 0, &first, f->err, sizeof f->err), f);
+    assert_int_equal(first, 32); /* the last trim, at 39, dropped 1..31 */
+    assert_ok(replog_first(p->replica, t.id, 0, &first, f->err, sizeof f->err), f);
+    assert_int_equal(first, 32);
+    grab gr = {.len = 0};
+    assert_ok(replog_read(f->st, t.id, 0, 39, 1, 0, take, &gr, f->err, sizeof f->err), f);
+    uint64_t epoch = 0, applied = 0;
+    int dv = 0;
+    assert_code(replog_record_epoch(f->st, t.id, 0, 5, &epoch, f->err, sizeof f->err),
+                LAPSE_ENOTFOUND, f);
+    assert_ok(replog_record_epoch(f->st, t.id, 0, 40, &epoch, f->err, sizeof f->err), f);
+    assert_int_equal(epoch, 3);
+    assert_ok(replog_apply(p->replica, t.id, 0, 5, 3, gr.rec, gr.len, &applied, &dv, f->err,
+                           sizeof f->err),
+              f);
+    assert_int_equal(applied, 40);
+    assert_int_equal(dv, 0);
+    /* retain 0 keeps everything from then on */
+    store_set_replog_retain(f->st, 0);
+    for (int i = 40; i < 60; i++) {
+        put(f, &t, row(i, "a", 0));
+    }
+    assert_ok(replog_first(f->st, t.id, 0, &first, f->err, sizeof f->err), f);
+    assert_int_equal(first, 32);
+    assert_same(p, &t);
+}
+
+/* A copy rebuilt from a snapshot taken while writes go on holds exactly
+ * the primary's keys (items, expiry index, outbox counters, ...) as of the
+ * snapshot's position, then takes the log from there and equals the
+ * primary, key for key. The log alone could not rebuild it (trimmed). An
+ * entry of another partition or family is refused. */
+static void test_snapshot_rebuilds_a_copy(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    store_set_replog_retain(f->st, 8);
+    store_set_replog_retain(p->replica, 8);
+    table_schema t = replicated();
+    t.partitions = 2;
+    const int64_t now_s = clock_wall_now().ms / 1000;
+    for (int i = 0; i < 60; i++) {
+        put(f, &t, row(i, i % 2 ? "odd" : "even", i % 3 == 0 ? now_s + 3600 : 0));
+    }
+    char dir[512];
+    store *fresh = NULL;
+    assert_int_equal(testdir_make(dir, sizeof dir, "replog_fresh"), 0);
+    assert_ok(store_open(&fresh, dir, f->err, sizeof f->err), f);
+    for (uint32_t part = 0; part < t.partitions; part++) {
+        uint64_t first = 0;
+        assert_ok(replog_first(f->st, t.id, part, &first, f->err, sizeof f->err), f);
+        assert_true(first > 1);
+        entries *es = calloc(1, sizeof(*es));
+        uint64_t se = 0, sseq = 0;
+        snapshot *sn = NULL;
+        /* The snapshot's moment: writes after it are not in it. */
+        assert_ok(snapshot_open(&sn, f->st, t.id, part, &se, &sseq, f->err, sizeof f->err), f);
+        snapshot_close(sn);
+        read_snapshot(f, f->st, t.id, part, 64, NULL, es, &se, &sseq);
+        entries_fini(es);
+        uint64_t before = sseq;
+        read_snapshot(f, f->st, t.id, part, 64, fresh, es, &se, &sseq);
+        assert_int_equal(sseq, before);
+        for (int i = 100; i < 108; i++) { /* fewer than retain: the log still has them */
+            if (part_of(i, t.partitions) == part) {
+                put(f, &t, row(i, "late", now_s + 60));
+            }
+        }
+        assert_ok(snapshot_finish(fresh, t.id, part, se, sseq, f->err, sizeof f->err), f);
+        uint64_t e2, s2;
+        assert_ok(replog_position(fresh, t.id, part, &e2, &s2, f->err, sizeof f->err), f);
+        assert_int_equal(s2, sseq);
+        assert_int_equal(e2, se);
+        /* The log from the snapshot's position on. */
+        resend r = {.p = &(pair){.replica = fresh}, .table_id = t.id, .part = part};
+        assert_ok(replog_record_epoch(fresh, t.id, part, sseq, &r.prev_epoch, f->err,
+                                      sizeof f->err),
+                  f);
+        assert_ok(replog_read(f->st, t.id, part, sseq, SIZE_MAX, 0, resend_one, &r, f->err,
+                              sizeof f->err),
+                  f);
+        entries *want = calloc(1, sizeof(*want)), *got = calloc(1, sizeof(*got));
+        read_snapshot(f, f->st, t.id, part, 1 << 20, NULL, want, &se, &sseq);
+        read_snapshot(f, fresh, t.id, part, 1 << 20, NULL, got, &e2, &s2);
+        assert_true(want->n > 20);
+        assert_entries_equal(got, want);
+        assert_int_equal(s2, sseq);
+        /* Entries that are not this partition's are refused, none written. */
+        snapshot_entry bad = entry_at(want, 0);
+        bad.family = 6; /* the GSI family */
+        assert_code(snapshot_install(fresh, t.id, part, &bad, 1, f->err, sizeof f->err),
+                    LAPSE_EINVAL, f);
+        bad = entry_at(want, 0);
+        assert_code(snapshot_install(fresh, t.id, part ^ 1, &bad, 1, f->err, sizeof f->err),
+                    LAPSE_EINVAL, f);
+        entries_fini(es);
+        entries_fini(want);
+        entries_fini(got);
+        free(es);
+        free(want);
+        free(got);
+    }
+    uint64_t c1 = total_items(f->st, &t), c2 = total_items(fresh, &t);
+    assert_int_equal(c1, c2);
+    store_close(fresh);
+    testdir_remove(dir);
+}
+
 static void test_not_primary_writes_nothing(void **state)
 {
     (void)state;
@@ -416,6 +624,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replica_refuses_gaps_old_epochs_and_garbage,
                                         pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_failed_ship_then_catch_up, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_log_is_trimmed_on_both_copies, pair_setup,
+                                        pair_teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_rebuilds_a_copy, pair_setup,
+                                        pair_teardown),
         cmocka_unit_test_setup_teardown(test_not_primary_writes_nothing, pair_setup,
                                         pair_teardown),
         cmocka_unit_test_setup_teardown(test_diverged_copy_is_reset_and_rebuilt, pair_setup,

@@ -99,6 +99,7 @@ int store_open(store **out, const char *path, char *err, size_t errlen)
     if (st == NULL) {
         return oom(err, errlen);
     }
+    st->replog_retain = REPLOG_RETAIN_DEFAULT;
     for (; st->locks_inited < STORE_LOCK_STRIPES; st->locks_inited++) {
         if (pthread_mutex_init(&st->locks[st->locks_inited], NULL) != 0) {
             rv = store_errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");

@@ -92,6 +92,7 @@ struct store {
     pthread_mutex_t ack_lock; /* outbox.c: serializes outbox_ack's read-modify-write */
     int ack_lock_inited;
     store_repl_hook repl; /* store_set_repl_hook; repl.ship NULL: none */
+    uint64_t replog_retain; /* store_set_replog_retain; 0: keep the whole log */
 };
 
 /* Writes a reason into err (when given) and returns code. */
@@ -250,6 +251,14 @@ int expiry_drop_into(store *st, db_batch *b, uint32_t table_id);
  * its undeletable expiry entries (a replica dropping its copy). 0 or
  * LAPSE_ENOMEM. */
 int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t part);
+/* Sets the partition's log position to (epoch, seq) in a synced write, and
+ * notes that its items changed (replog.c; a snapshot install ends with it).
+ * REQUIRES: the stripe lock. 0, LAPSE_EIO or LAPSE_ENOMEM. */
+int replog_set_position_locked(store *st, uint32_t table_id, uint32_t part, uint64_t epoch,
+                               uint64_t seq, char *err, size_t errlen);
+/* Clears k and writes the meta key of partition part's backfill progress
+ * (a snapshot copies it). 0 or LAPSE_ENOMEM. */
+int expiry_progress_key(buf *k, uint32_t table_id, uint32_t part);
 /* Frees the pooled sweep scratch (store_close). REQUIRES: no sweep runs. */
 void expiry_scratch_release(store *st);
 /* Compacts the ranges expiry_drop_into deleted (reclaims their space). */

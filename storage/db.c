@@ -573,8 +573,41 @@ int db_write(db *d, db_batch *b, int sync, char *err, size_t errlen)
 /* Iterators                                                                 */
 /* ------------------------------------------------------------------------ */
 
+struct db_snapshot {
+    db *d;
+    const rocksdb_snapshot_t *snap;
+};
+
+db_snapshot *db_snapshot_new(db *d)
+{
+    db_snapshot *s = calloc(1, sizeof(*s));
+    if (s != NULL) {
+        s->d = d;
+        s->snap = rocksdb_create_snapshot(d->rdb);
+        if (s->snap == NULL) {
+            free(s);
+            s = NULL;
+        }
+    }
+    return s;
+}
+
+void db_snapshot_free(db_snapshot *s)
+{
+    if (s != NULL) {
+        rocksdb_release_snapshot(s->d->rdb, s->snap);
+        free(s);
+    }
+}
+
 int db_iter_new(db_iter **out, db *d, int cf, const void *lower, size_t llen, const void *upper,
                 size_t ulen)
+{
+    return db_iter_new_at(out, d, NULL, cf, lower, llen, upper, ulen);
+}
+
+int db_iter_new_at(db_iter **out, db *d, const db_snapshot *snap, int cf, const void *lower,
+                   size_t llen, const void *upper, size_t ulen)
 {
     *out = NULL;
     rocksdb_column_family_handle_t *h = cf_handle(d, cf);
@@ -587,6 +620,9 @@ int db_iter_new(db_iter **out, db *d, int cf, const void *lower, size_t llen, co
     }
     if ((it->ro = rocksdb_readoptions_create()) == NULL) {
         goto oom;
+    }
+    if (snap != NULL) {
+        rocksdb_readoptions_set_snapshot(it->ro, snap->snap);
     }
     /* RocksDB keeps pointers to the bounds, so they live in the db_iter and
      * are freed only after the iterator. */

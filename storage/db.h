@@ -29,6 +29,7 @@
 typedef struct db db;
 typedef struct db_batch db_batch;
 typedef struct db_iter db_iter;
+typedef struct db_snapshot db_snapshot;
 
 typedef struct db_options {
     size_t block_cache_bytes; /* 0 = default (64 MiB) */
@@ -98,6 +99,9 @@ void db_fault_write(db *d, int after);
  * seek. Returns 0 or LAPSE_ENOMEM; free with db_iter_free. */
 int db_iter_new(db_iter **out, db *d, int cf, const void *lower, size_t llen, const void *upper,
                 size_t ulen);
+/* db_iter_new reading at snapshot snap (NULL: the latest state). */
+int db_iter_new_at(db_iter **out, db *d, const db_snapshot *snap, int cf, const void *lower,
+                   size_t llen, const void *upper, size_t ulen);
 void db_iter_free(db_iter *it);                                        /* accepts NULL */
 void db_iter_seek(db_iter *it, const void *key, size_t klen);          /* first >= key */
 void db_iter_seek_for_prev(db_iter *it, const void *key, size_t klen); /* last <= key */
@@ -111,6 +115,13 @@ const uint8_t *db_iter_key(const db_iter *it, size_t *len);
 const uint8_t *db_iter_value(const db_iter *it, size_t *len);
 /* After the loop ends: 0, or LAPSE_EIO with the iterator's error in err. */
 int db_iter_status(const db_iter *it, char *err, size_t errlen);
+
+/* A consistent view of every column family as of the call: iterators made
+ * with db_iter_new_at on it see no later write. Holds RocksDB's snapshot
+ * (old versions are kept until it is released): free it soon. NULL on OOM.
+ * db_snapshot_free accepts NULL; free every iterator on it first. */
+db_snapshot *db_snapshot_new(db *d);
+void db_snapshot_free(db_snapshot *s);
 
 /* Compacts [start, end) of cf (either NULL = unbounded), to reclaim space
  * after a large range delete. Blocks until done. Returns 0 (LAPSE_EINVAL for

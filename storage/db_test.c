@@ -374,6 +374,57 @@ static void test_delete_range_and_compact(void **state)
     db_close(d);
 }
 
+/* An iterator at a snapshot sees the data as of the snapshot in every
+ * family, whatever was written, deleted or range-deleted after it; one
+ * without sees the latest. */
+static int count_at(fixture *f, db *d, const db_snapshot *snap, int cf)
+{
+    db_iter *it = NULL;
+    assert_int_equal(db_iter_new_at(&it, d, snap, cf, NULL, 0, NULL, 0), 0);
+    int n = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
+        n++;
+    }
+    assert_db_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
+    db_iter_free(it);
+    return n;
+}
+
+static void test_snapshot_sees_one_moment(void **state)
+{
+    fixture *f = *state;
+    db *d = open_db(f, two_cfs, 2);
+    fill(f, d, 20);
+    db_batch *b = db_batch_new();
+    db_batch_put(b, d, 1, "x", 1, "1", 1);
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    db_snapshot *snap = db_snapshot_new(d);
+    assert_non_null(snap);
+    db_batch_clear(b);
+    db_batch_delete_range(b, d, 0, "k05", 3, "k15", 3);
+    db_batch_put(b, d, 0, "k99", 3, "new", 3);
+    db_batch_delete(b, d, 1, "x", 1);
+    db_batch_put(b, d, 1, "y", 1, "2", 1);
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    db_batch_free(b);
+    assert_int_equal(count_at(f, d, snap, 0), 20);
+    assert_int_equal(count_at(f, d, NULL, 0), 11);
+    db_iter *it = NULL;
+    assert_int_equal(db_iter_new_at(&it, d, snap, 1, NULL, 0, NULL, 0), 0);
+    db_iter_seek_first(it);
+    assert_true(db_iter_valid(it));
+    size_t klen;
+    const uint8_t *k = db_iter_key(it, &klen);
+    assert_memory_equal(k, "x", 1);
+    db_iter_next(it);
+    assert_false(db_iter_valid(it));
+    db_iter_free(it);
+    db_snapshot_free(snap);
+    db_snapshot_free(NULL);
+    assert_int_equal(count_at(f, d, NULL, 1), 1);
+    db_close(d);
+}
+
 /* A logged batch replayed into a second store (as a replica applies the
  * primary's batch) leaves the same data; a malformed log is refused. */
 static void test_batch_log_replays_elsewhere(void **state)
@@ -543,6 +594,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_iterator_bounds_seek_reverse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multi_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_range_and_compact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_sees_one_moment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_log_replays_elsewhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_sees_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_held_by_another_process, setup, teardown),
