@@ -8,12 +8,14 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/token.h"
 #include "../partition/replog.h"
+#include "../partition/snapshot.h"
 #include "logship_int.h"
 
 /* The checks of a node-to-node call: the cluster token and a body. 0, or
@@ -90,6 +92,43 @@ static int pull_one(void *arg, uint64_t seq, const uint8_t *rec, size_t len)
     return 0;
 }
 
+/* Writes a snapshot call's keys here and, on its last call, the position
+ * they stand at (snapshot.h). */
+static int install_snapshot(store *st, const Lapse__ReplicateLogRequest *r, char *err,
+                            size_t errlen)
+{
+    snapshot_entry *e = r->n_snapshot > 0 ? calloc(r->n_snapshot, sizeof(*e)) : NULL;
+    if (r->n_snapshot > 0 && e == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    for (size_t i = 0; i < r->n_snapshot; i++) {
+        const Lapse__SnapshotEntry *se = r->snapshot[i];
+        if (se == NULL) {
+            free(e);
+            snprintf(err, errlen, "snapshot entry %zu is missing", i);
+            return LAPSE_EPROTO;
+        }
+        e[i] = (snapshot_entry){se->family, se->key.data, se->key.len, se->value.data,
+                               se->value.len};
+    }
+    int rv = r->n_snapshot > 0 ? snapshot_install(st, r->table_id, r->partition, e,
+                                                  r->n_snapshot, err, errlen)
+                               : 0;
+    free(e);
+    if (rv == 0 && r->snapshot_done) {
+        rv = snapshot_finish(st, r->table_id, r->partition, r->snapshot_epoch, r->snapshot_seq,
+                             err, errlen);
+        if (rv == 0) {
+            log_info("table %u partition %u: this copy was rebuilt from primary node %u's "
+                     "snapshot at record %" PRIu64,
+                     (unsigned)r->table_id, (unsigned)r->partition, (unsigned)r->source_node,
+                     r->snapshot_seq);
+        }
+    }
+    return rv;
+}
+
 void logship_handle(const logship_call *c)
 {
     const Lapse__ReplicateLogRequest *r = c->req->replicate_log;
@@ -109,10 +148,15 @@ void logship_handle(const logship_call *c)
     if (rv == 0 && r->reset) {
         rv = replog_reset(c->ns->st, r->table_id, r->partition, err, sizeof(err));
         if (rv == 0) {
-            log_warn("table %u partition %u: this copy diverged from primary node %u's log and "
-                     "was dropped, to be rebuilt from it",
+            log_warn("table %u partition %u: this copy was dropped on primary node %u's word, "
+                     "to be rebuilt from it",
                      (unsigned)r->table_id, (unsigned)r->partition, (unsigned)r->source_node);
         }
+    }
+    if (rv == 0 && (r->n_snapshot > 0 || r->snapshot_done)) {
+        rv = install_snapshot(c->ns->st, r, err, sizeof(err));
+    } else if (rv == 0 && r->reset) {
+        /* done above */
     } else if (rv == 0 && r->pull) {
         pulled p = {.a = c->a, .cap = LOGSHIP_CATCHUP_RECORDS};
         if ((p.recs = arena_alloc(c->a, p.cap * sizeof(*p.recs))) == NULL) {
@@ -169,6 +213,10 @@ void logship_digest(const logship_call *c)
     if (rv == 0) {
         rv = replog_position(c->ns->st, r->table_id, r->partition, &out->epoch, &out->seq, err,
                              sizeof(err));
+    }
+    if (rv == 0) {
+        rv = replog_first(c->ns->st, r->table_id, r->partition, &out->log_first, err,
+                          sizeof(err));
     }
     if (rv != 0) {
         rpc_set_error(c->resp, c->a, rv, "%s", err);

@@ -248,10 +248,23 @@ int logship_send_after(logship *ls, rpc_client *c, uint32_t id, uint32_t table_i
     int rv = replog_record_epoch(ls->ns->st, table_id, part, *applied, &s.body.prev_epoch, err,
                                  errlen);
     if (rv == LAPSE_ENOTFOUND) {
-        *diverged = 1; /* the replica is ahead of this log */
-        snprintf(err, errlen, "node %u is at record %" PRIu64 ", past this log",
-                 (unsigned)id, *applied);
-        rv = LAPSE_ESTATE;
+        uint64_t my_epoch = 0, my_seq = 0;
+        char perr[256];
+        rv = replog_position(ls->ns->st, table_id, part, &my_epoch, &my_seq, perr, sizeof(perr));
+        if (rv != 0) {
+            snprintf(err, errlen, "%s", perr);
+        } else if (*applied > my_seq) {
+            *diverged = 1; /* the replica is ahead of this log */
+            snprintf(err, errlen, "node %u is at record %" PRIu64 ", past this log",
+                     (unsigned)id, *applied);
+            rv = LAPSE_ESTATE;
+        } else {
+            snprintf(err, errlen,
+                     "node %u is at record %" PRIu64 ", which this log no longer holds "
+                     "(trimmed): it must be rebuilt from a snapshot",
+                     (unsigned)id, *applied);
+            rv = LAPSE_ESTATE;
+        }
     }
     if (rv == 0) {
         rv = replog_read(ls->ns->st, table_id, part, *applied, LOGSHIP_CATCHUP_RECORDS,

@@ -18,6 +18,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/token.h"
+#include "../partition/replog.h"
 #include "node.h"
 #include "shipper.h"
 
@@ -69,6 +70,9 @@ static void usage(FILE *f)
             "                      passes over every item (what the index buys; see docs/node.md)\n"
             "  --ttl-naive-interval-ms N\n"
             "                      sleep between two naive passes (default %d)\n"
+            "  --replog-retain N   records of each replicated partition's log kept, 16..10^8\n"
+            "                      (default %d): a replica further behind is rebuilt from a\n"
+            "                      snapshot of the partition instead\n"
             "  --repl-workers N    outbox shipper threads (GSI and stream replication), "
             "1..%d\n"
             "                      (default %d)\n"
@@ -81,8 +85,8 @@ static void usage(FILE *f)
             "(default: off)\n"
             "  --help              this text\n",
             NODE_DEFAULT_COORDINATOR, EXPIRE_MAX_WORKERS, EXPIRE_DEFAULT_WORKERS,
-            EXPIRE_DEFAULT_MAX_SKEW_MS, EXPIRE_DEFAULT_NAIVE_INTERVAL_MS, SHIPPER_MAX_WORKERS,
-            SHIPPER_DEFAULT_WORKERS);
+            EXPIRE_DEFAULT_MAX_SKEW_MS, EXPIRE_DEFAULT_NAIVE_INTERVAL_MS, REPLOG_RETAIN_DEFAULT,
+            SHIPPER_MAX_WORKERS, SHIPPER_DEFAULT_WORKERS);
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -159,6 +163,7 @@ int main(int argc, char **argv)
         {"cluster-token-file", required_argument, NULL, 'C'},
         {"etcd", required_argument, NULL, 'e'},
         {"cluster-name", required_argument, NULL, 'n'},
+        {"replog-retain", required_argument, NULL, 'L'},
         /* Hidden, for tests: shifts this node's wall clock (clock skew). */
         {"debug-clock-offset-ms", required_argument, NULL, 'O'},
         /* Hidden, for tests: the stream retention period (60 s). */
@@ -291,6 +296,12 @@ int main(int argc, char **argv)
             break;
         case 'n':
             opt.cluster_name = optarg;
+            break;
+        case 'L':
+            if ((rv = int_flag("--replog-retain", 16, 100000000LL, &v)) != 0) {
+                return rv;
+            }
+            opt.replog_retain = (uint64_t)v;
             break;
         case 'Y':
             if ((rv = int_flag("--debug-stream-trim-interval-ms", 1, 86400000LL, &v)) != 0) {

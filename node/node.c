@@ -14,6 +14,7 @@
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../partition/replog.h"
 #include "handlers.h"
 #include "logship.h"
 #include "maps.h"
@@ -181,6 +182,8 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     if ((rv = open_store(ns, err, errlen)) != 0 || (rv = check_node_id(ns, err, errlen)) != 0) {
         goto fail;
     }
+    store_set_replog_retain(ns->st, opt->replog_retain > 0 ? opt->replog_retain
+                                                           : REPLOG_RETAIN_DEFAULT);
     ns->maps_inited = 1; /* maps_init creates its locks before it can fail */
     if ((rv = maps_init(ns, err, errlen)) != 0) {
         goto fail;

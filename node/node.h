@@ -84,6 +84,7 @@ typedef struct node_options {
     const char *cluster_token;             /* --cluster-token-file's token; NULL = none */
     const char *etcd_endpoints;            /* --etcd; NULL = no lease, liveness by heartbeat */
     const char *cluster_name;              /* --cluster-name; NULL = NODE_DEFAULT_CLUSTER */
+    uint64_t replog_retain;                /* --replog-retain; 0 = REPLOG_RETAIN_DEFAULT */
 } node_options;
 
 typedef struct node_server {

@@ -4,8 +4,12 @@
  * looks at each partition it is the primary of, and for each member that
  * is UP but not in sync:
  *   1. asks where it stands; a member holding records this log has not (a
- *      deposed primary's unacknowledged suffix) is told to drop its copy,
- *      which is then rebuilt from the log from the start;
+ *      deposed primary's unacknowledged suffix), one behind the first
+ *      record this log still holds (trimmed, replog.h), or one with no
+ *      record at all, is told to drop its copy, which is then rebuilt:
+ *      from the log when it still starts at record 1, else from a
+ *      snapshot of this copy (snapshot.h), shipped call after call while
+ *      writes go on;
  *   2. sends it the log while writes go on, until it is at most
  *      LOGSHIP_RESYNC_TAIL records behind;
  *   3. holds the partition's writes (its stripe lock), sends the rest, and
@@ -17,18 +21,21 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../partition/replog.h"
+#include "../partition/snapshot.h"
 #include "logship_int.h"
 #include "registry.h"
 
 #define RESYNC_FAR_ROUNDS 256 /* catch-up calls per member per pass, writes going on */
 #define RESYNC_NEAR_ROUNDS 4  /* with the partition held */
 #define RESYNC_JOIN_TIMEOUT_MS 2000
+#define RESYNC_SNAPSHOT_REPORT_MS 5000 /* progress of a snapshot transfer, in the log */
 
 /* Where replica c stands: its last record's seq and epoch. */
 static int position_of(logship *ls, rpc_client *c, uint32_t table_id, uint32_t part,
@@ -53,9 +60,9 @@ static int position_of(logship *ls, rpc_client *c, uint32_t table_id, uint32_t p
     return rv;
 }
 
-/* Drops replica c's copy (it holds records this log has not). */
+/* Drops replica c's copy (why: the reason, for the log). */
 static int reset_copy(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
-                      uint64_t epoch, char *err, size_t errlen)
+                      uint64_t epoch, const char *why, char *err, size_t errlen)
 {
     shipment s;
     shipment_init(&s, ls, table_id, part, epoch);
@@ -65,9 +72,119 @@ static int reset_copy(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id
     rpc_response_free(resp);
     shipment_fini(&s);
     if (rv == 0) {
-        log_warn("table %u partition %u: node %u held records this primary's log has not (a "
-                 "deposed primary's unacknowledged writes); its copy is rebuilt from the log",
-                 (unsigned)table_id, (unsigned)part, (unsigned)id);
+        log_warn("table %u partition %u: node %u %s; its copy is dropped and rebuilt",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, why);
+    }
+    return rv;
+}
+
+/* A snapshot call under construction: entries copied out of the
+ * snapshot's iterator. */
+typedef struct snap_call {
+    Lapse__SnapshotEntry *e;
+    Lapse__SnapshotEntry **ptrs;
+    size_t n, cap;
+} snap_call;
+
+static void snap_call_clear(snap_call *sc)
+{
+    for (size_t i = 0; i < sc->n; i++) {
+        free(sc->e[i].key.data);
+        free(sc->e[i].value.data);
+    }
+    sc->n = 0;
+}
+
+static int snap_call_add(void *arg, const snapshot_entry *se)
+{
+    snap_call *sc = arg;
+    if (sc->n == sc->cap) {
+        size_t cap = sc->cap ? sc->cap * 2 : 64;
+        Lapse__SnapshotEntry *e = realloc(sc->e, cap * sizeof(*e));
+        if (e == NULL) {
+            return LAPSE_ENOMEM;
+        }
+        sc->e = e;
+        Lapse__SnapshotEntry **p = realloc(sc->ptrs, cap * sizeof(*p));
+        if (p == NULL) {
+            return LAPSE_ENOMEM;
+        }
+        sc->ptrs = p;
+        sc->cap = cap;
+    }
+    Lapse__SnapshotEntry *e = &sc->e[sc->n];
+    lapse__snapshot_entry__init(e);
+    e->family = se->family;
+    e->key.data = malloc(se->klen ? se->klen : 1);
+    e->value.data = malloc(se->vlen ? se->vlen : 1);
+    if (e->key.data == NULL || e->value.data == NULL) {
+        free(e->key.data);
+        free(e->value.data);
+        return LAPSE_ENOMEM;
+    }
+    memcpy(e->key.data, se->key, se->klen);
+    memcpy(e->value.data, se->val, se->vlen);
+    e->key.len = se->klen;
+    e->value.len = se->vlen;
+    sc->n++;
+    return 0;
+}
+
+/* Rebuilds replica c's copy from a snapshot of this one: a reset, the
+ * partition's keys call after call (writes go on), then the position they
+ * stand at, which *applied gets. Progress goes to the log every
+ * RESYNC_SNAPSHOT_REPORT_MS. */
+static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id,
+                         uint32_t part, uint64_t epoch, const char *why, uint64_t *applied,
+                         char *err, size_t errlen)
+{
+    snapshot *sn = NULL;
+    uint64_t snap_epoch = 0, snap_seq = 0, entries = 0, bytes = 0;
+    int64_t start = clock_mono_now().ms, reported = start;
+    int rv = snapshot_open(&sn, ls->ns->st, table_id, part, &snap_epoch, &snap_seq, err, errlen);
+    if (rv == 0) {
+        rv = reset_copy(ls, c, id, table_id, part, epoch, why, err, errlen);
+    }
+    snap_call sc = {0};
+    int done = 0;
+    while (rv == 0 && !done) {
+        snap_call_clear(&sc);
+        if ((rv = snapshot_next(sn, LOGSHIP_CATCHUP_BYTES, snap_call_add, &sc, &done, err,
+                                errlen)) != 0) {
+            break;
+        }
+        shipment s;
+        shipment_init(&s, ls, table_id, part, epoch);
+        s.body.snapshot = sc.ptrs;
+        s.body.n_snapshot = sc.n;
+        for (size_t i = 0; i < sc.n; i++) {
+            sc.ptrs[i] = &sc.e[i];
+        }
+        s.body.snapshot_done = done;
+        s.body.snapshot_epoch = snap_epoch;
+        s.body.snapshot_seq = snap_seq;
+        Lapse__Response *resp = NULL;
+        rv = rpc_call(c, &s.req, LOGSHIP_TIMEOUT_MS, &resp, err, errlen);
+        rpc_response_free(resp);
+        shipment_fini(&s);
+        snapshot_counts(sn, &entries, &bytes);
+        if (rv == 0 && clock_mono_now().ms - reported >= RESYNC_SNAPSHOT_REPORT_MS) {
+            reported = clock_mono_now().ms;
+            log_info("table %u partition %u: snapshot to node %u: %" PRIu64 " keys, %" PRIu64
+                     " bytes sent so far",
+                     (unsigned)table_id, (unsigned)part, (unsigned)id, entries, bytes);
+        }
+    }
+    snap_call_clear(&sc);
+    free(sc.e);
+    free(sc.ptrs);
+    snapshot_close(sn);
+    if (rv == 0) {
+        *applied = snap_seq;
+        log_info("table %u partition %u: node %u rebuilt from a snapshot at record %" PRIu64
+                 " (%" PRIu64 " keys, %" PRIu64 " bytes, %" PRId64 " ms)",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, snap_seq, entries, bytes,
+                 clock_mono_now().ms - start);
     }
     return rv;
 }
@@ -159,16 +276,36 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
     }
     store *st = ls->ns->st;
     uint64_t epoch = pmap_epoch(r);
-    uint64_t applied = 0, their_epoch = 0, mine = 0, my_seq = 0;
+    uint64_t applied = 0, their_epoch = 0, mine = 0, my_seq = 0, my_epoch = 0, first = 0;
     char err[512] = "";
     int rv = position_of(ls, c, table_id, part, epoch, &applied, &their_epoch, err, sizeof(err));
+    if (rv == 0 && (rv = replog_position(st, table_id, part, &my_epoch, &my_seq, err,
+                                         sizeof(err))) == 0) {
+        rv = replog_first(st, table_id, part, &first, err, sizeof(err));
+    }
     if (rv == 0) {
-        int erv = replog_record_epoch(st, table_id, part, applied, &mine, err, sizeof(err));
-        if (erv == LAPSE_ENOTFOUND || (erv == 0 && mine != their_epoch)) {
-            rv = reset_copy(ls, c, id, table_id, part, epoch, err, sizeof(err));
-            applied = 0;
-        } else {
+        /* The log brings it up when it holds record applied (or applied is
+         * where the log ends) and every record after it. */
+        int erv = applied <= my_seq
+                      ? replog_record_epoch(st, table_id, part, applied, &mine, err, sizeof(err))
+                      : LAPSE_ENOTFOUND;
+        const char *why = NULL;
+        if (applied > my_seq || (erv == 0 && mine != their_epoch)) {
+            why = "held records this primary's log has not (a deposed primary's unacknowledged "
+                  "writes)";
+        } else if (erv == LAPSE_ENOTFOUND || (applied < my_seq && applied + 1 < first)) {
+            why = "is behind the first record this log still holds";
+        } else if (erv != 0) {
             rv = erv;
+        } else if (applied == 0 && my_seq > 0) {
+            why = "has no record (a new or wiped copy, or a rebuild cut short)";
+        }
+        if (why != NULL && first > 1) {
+            rv = send_snapshot(ls, c, id, table_id, part, epoch, why, &applied, err,
+                               sizeof(err));
+        } else if (why != NULL) {
+            rv = reset_copy(ls, c, id, table_id, part, epoch, why, err, sizeof(err));
+            applied = 0;
         }
     }
     if (rv == 0) {

@@ -704,6 +704,11 @@ const char *cluster_log_path(const cluster *c, int idx)
     return (idx >= 0 && idx < c->nprocs) ? c->procs[idx].log_path : NULL;
 }
 
+const char *cluster_data_dir(const cluster *c, int idx)
+{
+    return (idx >= 0 && idx < c->nprocs) ? c->procs[idx].data_dir : NULL;
+}
+
 pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *out_path,
                         const char *err_path)
 {

@@ -81,6 +81,8 @@ const char *cluster_node_url(const cluster *c, int node); /* node 1..N */
 /* The URL process idx listens on (any process), or NULL for a bad index. */
 const char *cluster_url(const cluster *c, int idx);
 const char *cluster_run_dir(const cluster *c);
+/* The data dir of process idx (a node's --data). */
+const char *cluster_data_dir(const cluster *c, int idx);
 /* Starts the lapse CLI (in the cluster's bin dir) with --coordinator set to
  * c's and args (NULL-terminated, at most 28), stdin /dev/null, stdout and
  * stderr into out_path and err_path (truncated). Returns its pid (the

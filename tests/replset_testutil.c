@@ -16,11 +16,16 @@
 static cluster *g_rs_cluster;
 static lapse_client *g_rs_client;
 
+int rs_group_setup_args(const char *node_args)
+{
+    cluster_options o = {.nodes = 3, .quiet = 1, .etcd = 1, .node_args = node_args};
+    return cluster_start_client(&g_rs_cluster, &o, &g_rs_client) != 0 ? -1 : 0;
+}
+
 int rs_group_setup(void **state)
 {
     (void)state;
-    cluster_options o = {.nodes = 3, .quiet = 1, .etcd = 1};
-    return cluster_start_client(&g_rs_cluster, &o, &g_rs_client) != 0 ? -1 : 0;
+    return rs_group_setup_args(NULL);
 }
 
 int rs_group_teardown(void **state)
@@ -61,7 +66,8 @@ rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part)
         fail_msg("PartitionDigest on node %d: %s", node, err);
     }
     rs_digest d = {resp->partition_digest->items, resp->partition_digest->digest,
-                resp->partition_digest->epoch, resp->partition_digest->seq};
+                resp->partition_digest->epoch, resp->partition_digest->seq,
+                resp->partition_digest->log_first};
     rpc_response_free(resp);
     rpc_client_close(rc);
     return d;

@@ -24,6 +24,8 @@
  * (node i has id i), and a client (rs_cluster, rs_client). 0, or -1 with
  * why on stderr. */
 int rs_group_setup(void **state);
+/* rs_group_setup with extra arguments for every node (cluster_options). */
+int rs_group_setup_args(const char *node_args);
 /* The group's teardown: stops what rs_group_setup started (stop_cluster). */
 int rs_group_teardown(void **state);
 cluster *rs_cluster(void);
@@ -34,6 +36,7 @@ void rs_sleep_ms(long ms);
 /* One copy's digest, as PartitionDigest on node reports it. */
 typedef struct rs_digest {
     uint64_t items, hash, epoch, seq;
+    uint64_t log_first; /* the first record the copy's log holds */
 } rs_digest;
 
 rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part);
