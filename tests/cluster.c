@@ -581,7 +581,7 @@ void cluster_free(cluster *c, int remove_dir)
             cluster_kill(c, i, SIGTERM);
         }
     }
-    etcd_members_free(c->etcd, 0);
+    etcd_members_free(c->etcd, remove_dir); /* its WAL alone is 64 MB */
     if (remove_dir) {
         cluster_rm_rf(c->run_dir);
     }
