@@ -518,6 +518,12 @@ void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *re
             return;
         }
         break;
+    case LAPSE__REQUEST__BODY_REPLICA_SHRINK:
+        if (req->replica_shrink != NULL) {
+            replicas_shrink(s, req->replica_shrink, resp, a);
+            return;
+        }
+        break;
     case LAPSE__REQUEST__BODY__NOT_SET:
         rpc_set_error(resp, a, LAPSE_EPROTO, "empty request");
         return;

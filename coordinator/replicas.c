@@ -1,4 +1,5 @@
-/* replicas.c: ReplicaJoin and the push after failover (replicas.h). */
+/* replicas.c: ReplicaJoin, ReplicaShrink and the push after failover
+ * (replicas.h). */
 #include "replicas.h"
 
 #include <stdio.h>
@@ -34,66 +35,117 @@ void replicas_push(server *s)
     arena_fini(&a);
 }
 
-void replicas_join(server *s, const Lapse__ReplicaJoinRequest *r, Lapse__Response *resp,
-                   arena *a)
+/* A change of one set's in-sync membership that its primary asks for. */
+typedef struct set_change {
+    int shrink; /* 0: join, 1: shrink */
+    uint32_t table_id, part, primary, node;
+    uint64_t epoch;
+    const char *reason; /* shrink: the primary's words */
+} set_change;
+
+/* Applies c: commits and pushes the map when it changes the set. Returns
+ * 0 with *version (the map that holds the change), or the error, set in
+ * resp. */
+static int change_set(server *s, const set_change *c, Lapse__Response *resp, arena *a,
+                      uint64_t *version)
 {
     char err[512] = "";
-    Lapse__ReplicaJoinResponse *m = arena_alloc(a, sizeof(*m));
-    if (m == NULL) {
-        rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
-        return;
-    }
-    lapse__replica_join_response__init(m);
+    const char *what = c->shrink ? "replica shrink" : "replica join";
     Lapse__PartitionMap *map = NULL;
     const char **urls = NULL;
     size_t nurls = 0;
     pthread_mutex_lock(&s->lock);
-    const pmap_node *n = pmap_node_find(s->pm, r->node);
+    const pmap_node *n = pmap_node_find(s->pm, c->node);
     pmap *next = pmap_dup(s->pm);
     int rv = next == NULL ? LAPSE_ENOMEM
-                          : pmap_replica_join(next, r->table_id, r->partition, r->primary_node,
-                                              r->epoch, r->node);
-    if (rv == 0 && (n == NULL || n->state != PMAP_NODE_UP)) {
+             : c->shrink  ? pmap_replica_shrink(next, c->table_id, c->part, c->primary, c->epoch,
+                                                c->node)
+                          : pmap_replica_join(next, c->table_id, c->part, c->primary, c->epoch,
+                                              c->node);
+    if (rv == 0 && !c->shrink && (n == NULL || n->state != PMAP_NODE_UP)) {
         rv = LAPSE_EUNAVAILABLE;
     }
     if (rv != 0) {
         static const char *const why[] = {
             [LAPSE_ENOTFOUND] = "no such table or partition",
             [LAPSE_EWRONGNODE] = "the asker is not the primary at that epoch",
-            [LAPSE_EINVAL] = "the node is not a member of the set",
-            [LAPSE_EUNAVAILABLE] = "the node is not UP",
+            [LAPSE_EINVAL] = "the node is not a follower in the set",
             [LAPSE_ENOMEM] = "out of memory",
         };
-        rpc_set_error(resp, a, rv, "replica join of node %u to table %u partition %u: %s",
-                      (unsigned)r->node, (unsigned)r->table_id, (unsigned)r->partition,
-                      rv < (int)(sizeof(why) / sizeof(why[0])) && why[rv] ? why[rv]
-                                                                           : lapse_strerror(rv));
+        const char *w = rv == LAPSE_EUNAVAILABLE
+                            ? (c->shrink ? "fewer than min-in-sync copies would stay in sync"
+                                         : "the node is not UP")
+                        : rv < (int)(sizeof(why) / sizeof(why[0])) && why[rv] ? why[rv]
+                                                                               : lapse_strerror(rv);
+        rpc_set_error(resp, a, rv, "%s of node %u in table %u partition %u: %s", what,
+                      (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part, w);
         goto out;
     }
-    const pmap_table *old = pmap_table_find_id(s->pm, r->table_id);
-    if (pmap_in_sync(pmap_part(old, r->partition),
-                     (uint32_t)pmap_replicas_index(pmap_part(old, r->partition), r->node))) {
-        m->pmap_version = s->pm->version; /* already in sync: nothing to commit */
-        goto reply;
+    const pmap_replicas *was = pmap_part(pmap_table_find_id(s->pm, c->table_id), c->part);
+    const pmap_replicas *now = pmap_part(pmap_table_find_id(next, c->table_id), c->part);
+    int idx = pmap_replicas_index(was, c->node);
+    if (pmap_in_sync(was, (uint32_t)idx) == pmap_in_sync(now, (uint32_t)idx)) {
+        *version = s->pm->version; /* nothing to commit */
+        goto out;
     }
     if ((rv = server_commit(s, next, s->next_table_id, err, sizeof(err))) != 0) {
         rpc_set_error(resp, a, rv, "cannot persist the partition map: %s", err);
         goto out;
     }
     next = NULL;
-    m->pmap_version = s->pm->version;
-    log_info("node %u rejoined the in-sync set of table %u partition %u (primary %u, epoch %llu); "
-             "map version %llu",
-             (unsigned)r->node, (unsigned)r->table_id, (unsigned)r->partition,
-             (unsigned)r->primary_node, (unsigned long long)r->epoch,
-             (unsigned long long)s->pm->version);
+    *version = s->pm->version;
+    if (c->shrink) {
+        log_warn("node %u left the in-sync set of table %u partition %u on its primary %u's word "
+                 "(epoch %llu): %s; map version %llu",
+                 (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part,
+                 (unsigned)c->primary, (unsigned long long)c->epoch, c->reason,
+                 (unsigned long long)*version);
+    } else {
+        log_info("node %u rejoined the in-sync set of table %u partition %u (primary %u, epoch "
+                 "%llu); map version %llu",
+                 (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part,
+                 (unsigned)c->primary, (unsigned long long)c->epoch,
+                 (unsigned long long)*version);
+    }
     push_copy(s, a, &map, &urls, &nurls);
-reply:
-    resp->pmap_version = m->pmap_version;
-    resp->body_case = LAPSE__RESPONSE__BODY_REPLICA_JOIN;
-    resp->replica_join = m;
 out:
     pthread_mutex_unlock(&s->lock);
     pmap_free(next);
     push_map(s->pusher, map, urls, nurls, s->push_timeout_ms, NULL, NULL);
+    return rv;
+}
+
+void replicas_join(server *s, const Lapse__ReplicaJoinRequest *r, Lapse__Response *resp,
+                   arena *a)
+{
+    Lapse__ReplicaJoinResponse *m = arena_alloc(a, sizeof(*m));
+    if (m == NULL) {
+        rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__replica_join_response__init(m);
+    set_change c = {0, r->table_id, r->partition, r->primary_node, r->node, r->epoch, ""};
+    if (change_set(s, &c, resp, a, &m->pmap_version) == 0) {
+        resp->pmap_version = m->pmap_version;
+        resp->body_case = LAPSE__RESPONSE__BODY_REPLICA_JOIN;
+        resp->replica_join = m;
+    }
+}
+
+void replicas_shrink(server *s, const Lapse__ReplicaShrinkRequest *r, Lapse__Response *resp,
+                     arena *a)
+{
+    Lapse__ReplicaShrinkResponse *m = arena_alloc(a, sizeof(*m));
+    if (m == NULL) {
+        rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__replica_shrink_response__init(m);
+    set_change c = {1,        r->table_id, r->partition, r->primary_node, r->node,
+                    r->epoch, r->reason != NULL && r->reason[0] ? r->reason : "no reason given"};
+    if (change_set(s, &c, resp, a, &m->pmap_version) == 0) {
+        resp->pmap_version = m->pmap_version;
+        resp->body_case = LAPSE__RESPONSE__BODY_REPLICA_SHRINK;
+        resp->replica_shrink = m;
+    }
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
@@ -129,10 +130,27 @@ static int install_snapshot(store *st, const Lapse__ReplicateLogRequest *r, char
     return rv;
 }
 
+/* 1 while the test fault switch that refuses ReplicateLog is on
+ * (--debug-fault-dir). */
+static int refusing(const node_server *ns)
+{
+    char path[PATH_MAX + 64];
+    if (ns->debug_fault_dir[0] == '\0') {
+        return 0;
+    }
+    snprintf(path, sizeof(path), "%s/node%u.refuse-replicate-log", ns->debug_fault_dir,
+             (unsigned)ns->id);
+    return access(path, F_OK) == 0;
+}
+
 void logship_handle(const logship_call *c)
 {
     const Lapse__ReplicateLogRequest *r = c->req->replicate_log;
     if (check_call(c, r, "ReplicateLog") != 0) {
+        return;
+    }
+    if (refusing(c->ns)) {
+        rpc_set_error(c->resp, c->a, LAPSE_EUNAVAILABLE, "ReplicateLog refused (test fault)");
         return;
     }
     Lapse__ReplicateLogResponse *out = arena_alloc(c->a, sizeof(*out));

@@ -13,6 +13,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../partition/replog.h"
+#include "../placement/failover.h"
 #include "../placement/pmap.h"
 #include "logship_int.h"
 #include "maps.h"
@@ -83,6 +84,21 @@ static const pmap_replicas *set_of(const node_map *m, uint32_t table_id, uint32_
     return r;
 }
 
+void logship_pending_add(uint32_t ids[PMAP_MAX_REPLICAS], uint64_t *version, uint64_t map_version,
+                         uint32_t id, uint64_t settles)
+{
+    if (*version <= map_version) {
+        memset(ids, 0, PMAP_MAX_REPLICAS * sizeof(ids[0])); /* settled by the map */
+    }
+    for (size_t j = 0; j < PMAP_MAX_REPLICAS; j++) {
+        if (ids[j] == 0 || ids[j] == id) {
+            ids[j] = id;
+            break;
+        }
+    }
+    *version = settles > *version ? settles : *version;
+}
+
 uint32_t logship_required(logship *ls, const node_map *m, const pmap_replicas *r,
                           uint32_t table_id, uint32_t part, int *reconciled)
 {
@@ -92,11 +108,17 @@ uint32_t logship_required(logship *ls, const node_map *m, const pmap_replicas *r
     }
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
-    if (p != NULL && p->join_version > m->pm->version) {
-        for (size_t j = 0; j < PMAP_MAX_REPLICAS; j++) {
-            int i = p->joining[j] != 0 ? pmap_replicas_index(r, p->joining[j]) : -1;
-            bits |= i > 0 ? 1u << i : 0;
-        }
+    uint32_t join = 0, drop = 0;
+    for (size_t j = 0; p != NULL && j < PMAP_MAX_REPLICAS; j++) {
+        int i = p->joining[j] != 0 ? pmap_replicas_index(r, p->joining[j]) : -1;
+        join |= i > 0 && p->join_version > m->pm->version ? 1u << i : 0;
+        i = p->dropped[j] != 0 ? pmap_replicas_index(r, p->dropped[j]) : -1;
+        drop |= i > 0 && p->drop_version > m->pm->version ? 1u << i : 0;
+    }
+    if (p != NULL && p->drop_version > p->join_version) {
+        bits = (bits | join) & ~drop; /* the drop is the later word */
+    } else {
+        bits = (bits & ~drop) | join;
     }
     if (reconciled != NULL) {
         *reconciled = p != NULL && p->reconciled >= pmap_epoch(r);
@@ -121,7 +143,7 @@ static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epo
     } else if ((rv = registry_may_lead(ls->ns, m->pm, err, errlen)) != 0) {
         /* no lease: writes, sweeps and backfill steps wait for the failover */
     } else {
-        uint32_t in_sync = 1, need = r->n < LOGSHIP_MIN_IN_SYNC ? r->n : LOGSHIP_MIN_IN_SYNC;
+        uint32_t in_sync = 1, need = pmap_min_in_sync(r);
         int reconciled = 0;
         uint32_t bits = logship_required(ls, m, r, table_id, part, &reconciled);
         for (uint32_t i = 1; i < r->n; i++) {
@@ -304,6 +326,53 @@ static int catch_up(logship *ls, rpc_client *client, uint32_t id, uint32_t table
     return rv;
 }
 
+/* Asks the coordinator to take follower id out of r's in-sync set (it did
+ * not confirm a record: why); on yes, counts it out (part_state.dropped)
+ * and returns 0. Else the refusal or failure with err. */
+static int shrink(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                  uint32_t part, uint32_t id, const char *why, char *err, size_t errlen)
+{
+    Lapse__Request req;
+    Lapse__ReplicaShrinkRequest body;
+    lapse__request__init(&req);
+    lapse__replica_shrink_request__init(&body);
+    body.table_id = table_id;
+    body.partition = part;
+    body.epoch = pmap_epoch(r);
+    body.primary_node = ls->ns->id;
+    body.node = id;
+    body.reason = (char *)why;
+    req.body_case = LAPSE__REQUEST__BODY_REPLICA_SHRINK;
+    req.replica_shrink = &body;
+    Lapse__Response *resp = NULL;
+    int rv = rpc_call(ls->ns->coord, &req, LOGSHIP_SHRINK_TIMEOUT_MS, &resp, err, errlen);
+    if (rv == 0 && resp->body_case != LAPSE__RESPONSE__BODY_REPLICA_SHRINK) {
+        snprintf(err, errlen, "no ReplicaShrink reply");
+        rv = LAPSE_EPROTO;
+    }
+    if (rv == 0) {
+        uint64_t settles = resp->replica_shrink->pmap_version;
+        pthread_mutex_lock(&ls->lock);
+        part_state *p = logship_state(ls, table_id, part);
+        if (p != NULL) {
+            logship_pending_add(p->dropped, &p->drop_version, m->pm->version, id, settles);
+        }
+        pthread_mutex_unlock(&ls->lock);
+        log_warn("table %u partition %u: node %u left the in-sync set (%s); writes go on with "
+                 "the others (map version %" PRIu64 ")",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, why, settles);
+    }
+    rpc_response_free(resp);
+    return rv;
+}
+
+/* A required replica that did not confirm a record, and why. */
+typedef struct miss {
+    uint32_t id;
+    int deposed; /* it knows a newer epoch: this node is no longer primary */
+    char why[320];
+} miss;
+
 static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
                      uint64_t prev_epoch, const uint8_t *rec, size_t len, char *err,
                      size_t errlen)
@@ -314,7 +383,8 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     int rv = r == NULL ? LAPSE_EWRONGNODE : 0;
     rpc_multi_call calls[PMAP_MAX_REPLICAS];
     uint32_t ids[PMAP_MAX_REPLICAS];
-    size_t n = 0;
+    miss misses[PMAP_MAX_REPLICAS];
+    size_t n = 0, nmiss = 0;
     uint64_t epoch = r != NULL ? pmap_epoch(r) : 0;
     uint32_t bits = r != NULL ? logship_required(ls, m, r, table_id, part, NULL) : 0;
     shipment s;
@@ -329,24 +399,20 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
         }
         const pmap_node *pn = pmap_node_find(m->pm, r->ids[i]);
         rpc_client *c = pn != NULL ? logship_peer_client(ls, pn->id, pn->address) : NULL;
-        /* Fail at once, not after a whole timeout, for a replica known to be
-         * down or with no connection: the client retries or reports it. */
+        /* No wait of a whole timeout for a replica known to be down or with
+         * no connection. */
         if (c == NULL || pn->state != PMAP_NODE_UP ||
             !rpc_client_connected(c, LOGSHIP_CONNECT_WAIT_MS)) {
-            snprintf(err, errlen,
-                     "replica node %u of table %u partition %u is %s: the write is not "
-                     "acknowledged with fewer copies than its in-sync set",
-                     (unsigned)r->ids[i], (unsigned)table_id, (unsigned)part,
+            misses[nmiss] = (miss){.id = r->ids[i]};
+            snprintf(misses[nmiss++].why, sizeof(misses[0].why), "%s",
                      c == NULL ? "unknown" : pn->state != PMAP_NODE_UP ? "down" : "unreachable");
-            rv = LAPSE_EUNAVAILABLE;
-            break;
+            continue;
         }
         memset(&calls[n], 0, sizeof(calls[n]));
         calls[n].client = c;
         calls[n].req = &s.req;
         ids[n++] = r->ids[i];
     }
-    maps_release(m);
     if (rv == 0 && n > 0) {
         rpc_call_many(calls, n, LOGSHIP_TIMEOUT_MS);
     }
@@ -358,13 +424,42 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
                            c->err, sizeof(c->err));
         }
         if (rv == 0 && crv != 0) {
-            snprintf(err, errlen, "replica node %u did not confirm record %" PRIu64 ": %s",
-                     (unsigned)ids[i], seq, c->err[0] ? c->err : lapse_strerror(crv));
-            rv = crv == LAPSE_EPERM ? LAPSE_EWRONGNODE : LAPSE_EUNAVAILABLE;
+            misses[nmiss] = (miss){.id = ids[i], .deposed = crv == LAPSE_EPERM};
+            snprintf(misses[nmiss++].why, sizeof(misses[0].why), "%s",
+                     c->err[0] ? c->err : lapse_strerror(crv));
         }
         rpc_response_free(c->resp);
     }
+    /* A follower that did not confirm leaves the in-sync set, on the
+     * coordinator's word, and the write is acknowledged with the others
+     * (never with fewer than min-in-sync copies: the coordinator refuses
+     * that). Until the answer, the write counts as failed. */
+    for (size_t i = 0; rv == 0 && i < nmiss; i++) {
+        char why[256] = "";
+        if (misses[i].deposed) {
+            snprintf(err, errlen, "replica node %u refused record %" PRIu64 ": %s",
+                     (unsigned)misses[i].id, seq, misses[i].why);
+            rv = LAPSE_EWRONGNODE;
+        } else if (shrink(ls, m, r, table_id, part, misses[i].id, misses[i].why, why,
+                          sizeof(why)) != 0) {
+            snprintf(err, errlen,
+                     "replica node %u of table %u partition %u did not confirm record %" PRIu64
+                     " (%s) and stays in the in-sync set (%s): the write is not acknowledged",
+                     (unsigned)misses[i].id, (unsigned)table_id, (unsigned)part, seq,
+                     misses[i].why, why);
+            rv = LAPSE_EUNAVAILABLE;
+        }
+    }
+    maps_release(m);
     shipment_fini(&s);
+    if (rv != 0) {
+        pthread_mutex_lock(&ls->lock);
+        part_state *p = logship_state(ls, table_id, part);
+        if (p != NULL) {
+            p->lag_gen++; /* the resync thread sends the record on */
+        }
+        pthread_mutex_unlock(&ls->lock);
+    }
     return rv;
 }
 
@@ -459,20 +554,29 @@ int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, ui
         }
         const pmap_node *pn = pmap_node_find(m->pm, r->ids[i]);
         rpc_client *c = pn != NULL ? logship_peer_client(ls, pn->id, pn->address) : NULL;
-        if (c == NULL || pn->state != PMAP_NODE_UP) {
-            snprintf(err, errlen,
-                     "in-sync replica node %u of table %u partition %u is down: the new primary "
-                     "waits for it, or for the coordinator to drop it",
-                     (unsigned)r->ids[i], (unsigned)table_id, (unsigned)part);
-            return LAPSE_EUNAVAILABLE;
-        }
         int more = 1, rv = 0;
-        for (int round = 0; more && round < LOGSHIP_RECONCILE_ROUNDS; round++) {
-            if ((rv = pull_from(ls, c, r->ids[i], table_id, part, epoch, &more, err, errlen)) !=
-                0) {
-                return rv;
+        if (c == NULL || pn->state != PMAP_NODE_UP) {
+            snprintf(err, errlen, "in-sync replica node %u of table %u partition %u is down",
+                     (unsigned)r->ids[i], (unsigned)table_id, (unsigned)part);
+            rv = LAPSE_EUNAVAILABLE;
+        }
+        for (int round = 0; rv == 0 && more && round < LOGSHIP_RECONCILE_ROUNDS; round++) {
+            rv = pull_from(ls, c, r->ids[i], table_id, part, epoch, &more, err, errlen);
+            taken += (size_t)(rv == 0 && more);
+        }
+        if (rv == LAPSE_EUNAVAILABLE) {
+            /* Every acknowledged write is here too: a member that cannot
+             * be read may leave the in-sync set (its extra records, if
+             * any, were never acknowledged; it diverges and is rebuilt). */
+            char why[256] = "";
+            if (shrink(ls, m, r, table_id, part, r->ids[i], err, why, sizeof(why)) == 0) {
+                continue;
             }
-            taken += (size_t)more;
+            size_t used = strlen(err);
+            snprintf(err + used, errlen - used, "; it stays in the in-sync set (%s)", why);
+        }
+        if (rv != 0) {
+            return rv;
         }
         if (more) {
             snprintf(err, errlen, "in-sync replica node %u still has more records to take in",

@@ -26,7 +26,7 @@
 #define LOGSHIP_TIMEOUT_MS 2000       /* a replica's confirmation of one record */
 #define LOGSHIP_CATCHUP_RECORDS 512   /* records per catch-up call */
 #define LOGSHIP_CATCHUP_BYTES (4 << 20)
-#define LOGSHIP_MIN_IN_SYNC 2 /* copies in sync (the primary's included) a write needs */
+#define LOGSHIP_SHRINK_TIMEOUT_MS 2000 /* the coordinator's answer to a ReplicaShrink */
 #define LOGSHIP_CONNECT_WAIT_MS 100 /* a replica with no connection after this is unreachable */
 #define LOGSHIP_RECONCILE_ROUNDS 64 /* pull calls a new primary makes per replica */
 #define LOGSHIP_RESYNC_PERIOD_MS 200 /* how often a primary looks for replicas to resync */

@@ -12,7 +12,17 @@
  *    (a new primary does that before its first write, logship.c);
  *  - joining: replicas this primary has caught up and asked the
  *    coordinator to put in the in-sync set, counted as in sync (writes
- *    wait for them too) until the map at join_version or later says.
+ *    wait for them too) until the map at join_version or later says;
+ *  - dropped: followers the coordinator took out of the in-sync set on
+ *    this primary's word (they did not confirm a record), counted out of
+ *    it (writes no longer wait for them) until the map at drop_version or
+ *    later says. Of a member both joining and dropped, the later word
+ *    counts;
+ *  - lag_gen, lag_done: lag_gen counts this primary's failed ships (an
+ *    in-sync member may then lack records of this log, never an
+ *    acknowledged one); the resync thread sends them the log and, once
+ *    each has all of it, sets lag_done to the lag_gen it started from, so
+ *    copies end equal even when no write follows.
  * Nothing here is durable: a restarted node reconciles again and fences
  * by the map's epochs.
  */
@@ -42,6 +52,10 @@ typedef struct part_state {
     uint64_t reconciled;
     uint32_t joining[PMAP_MAX_REPLICAS]; /* node ids; 0: free slot */
     uint64_t join_version;               /* the map version that settles them */
+    uint32_t dropped[PMAP_MAX_REPLICAS]; /* node ids; 0: free slot */
+    uint64_t drop_version;               /* the map version that settles them */
+    uint64_t lag_gen, lag_done;
+    int64_t resync_warned_ms; /* when the resync thread last warned about it */
     struct part_state *next;
 } part_state;
 
@@ -64,6 +78,13 @@ rpc_client *logship_peer_client(logship *ls, uint32_t id, const char *url);
 /* The state of (table_id, part), created when missing (NULL on OOM).
  * REQUIRES: ls->lock held. */
 part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part);
+
+/* Adds id to a pending list of a partition (joining or dropped: ids, with
+ * *version the map version that settles the list), which the map at
+ * settles settles; a list the map at map_version already settled is
+ * emptied first. REQUIRES: ls->lock held. */
+void logship_pending_add(uint32_t ids[PMAP_MAX_REPLICAS], uint64_t *version, uint64_t map_version,
+                         uint32_t id, uint64_t settles);
 
 /* Which members of r this primary ships to and waits for: bit i for
  * ids[i] (i >= 1), in sync in m or joining. Sets *reconciled (may be

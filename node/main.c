@@ -174,6 +174,10 @@ int main(int argc, char **argv)
         /* Hidden, for benchmarks: the shipper ships nothing for N ms after the
          * start, so an outbox backlog builds up (lapse-repl-bench ceiling). */
         {"debug-repl-hold-ms", required_argument, NULL, 'H'},
+        /* Hidden fault switch, for tests: while DIR/node<ID>.refuse-replicate-log
+         * exists, every ReplicateLog call is refused (a follower that is UP but
+         * cannot take its primary's records). */
+        {"debug-fault-dir", required_argument, NULL, 'F'},
         {NULL, 0, NULL, 0},
     };
     node_options opt = {0};
@@ -320,6 +324,9 @@ int main(int argc, char **argv)
                 return rv;
             }
             opt.debug_repl_hold_ms = v;
+            break;
+        case 'F':
+            opt.debug_fault_dir = optarg;
             break;
         case 'h':
             usage(stdout);

@@ -161,6 +161,9 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     ns->stream_trim_interval_ms = opt->stream_trim_interval_ms;
     ns->debug_repl_kill_after_batches = opt->debug_repl_kill_after_batches;
     ns->debug_repl_hold_ms = opt->debug_repl_hold_ms;
+    if (opt->debug_fault_dir != NULL) {
+        snprintf(ns->debug_fault_dir, sizeof(ns->debug_fault_dir), "%s", opt->debug_fault_dir);
+    }
     atomic_init(&ns->registered, 0);
     atomic_init(&ns->clock_skew_ms, 0);
     const char *adv = opt->advertise_url != NULL ? opt->advertise_url : opt->listen_url;

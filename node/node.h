@@ -81,6 +81,7 @@ typedef struct node_options {
     int64_t stream_trim_interval_ms;       /* stream retention period; 0 = default (tests) */
     int64_t debug_repl_kill_after_batches; /* fault point (tests); 0 = off */
     int64_t debug_repl_hold_ms;            /* no shipping this long after the start (benchmarks) */
+    const char *debug_fault_dir;           /* fault switches (tests, logserve.c); NULL = none */
     const char *cluster_token;             /* --cluster-token-file's token; NULL = none */
     const char *etcd_endpoints;            /* --etcd; NULL = no lease, liveness by heartbeat */
     const char *cluster_name;              /* --cluster-name; NULL = NODE_DEFAULT_CLUSTER */
@@ -150,6 +151,7 @@ typedef struct node_server {
     int64_t stream_trim_interval_ms;             /* fixed: stream retention period */
     int64_t debug_repl_kill_after_batches;       /* fixed: fault point (shipper.h); 0 = off */
     int64_t debug_repl_hold_ms;                  /* fixed: shipping starts this late (benchmarks) */
+    char debug_fault_dir[PATH_MAX];              /* fixed: fault switches (tests); "" = none */
     char cluster_token[NODE_MAX_TOKEN + 1];      /* fixed: sent with and required of node-to-node
                                                     calls (Replicate); "" = none */
     size_t cluster_token_len;                    /* fixed */

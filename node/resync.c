@@ -17,6 +17,9 @@
  *      on, writes wait for it too (logship_int.h, "joining"). Since no
  *      write happened between its last record and the join, it has every
  *      acknowledged write when the map says it is in sync.
+ * And after a failed ship (logship_int.h, "lag_gen") it sends the in-sync
+ * members the records they may lack, so they end equal to this copy even
+ * when no write follows.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -36,6 +39,7 @@
 #define RESYNC_NEAR_ROUNDS 4  /* with the partition held */
 #define RESYNC_JOIN_TIMEOUT_MS 2000
 #define RESYNC_SNAPSHOT_REPORT_MS 5000 /* progress of a snapshot transfer, in the log */
+#define RESYNC_WARN_EVERY_MS 10000     /* a member that cannot be resynced, in the log */
 
 /* Where replica c stands: its last record's seq and epoch. */
 static int position_of(logship *ls, rpc_client *c, uint32_t table_id, uint32_t part,
@@ -227,18 +231,30 @@ static void join(logship *ls, const node_map *m, uint32_t table_id, uint32_t par
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
     if (p != NULL) {
-        if (p->join_version <= m->pm->version) {
-            memset(p->joining, 0, sizeof(p->joining)); /* settled by the map */
-        }
-        for (size_t j = 0; j < PMAP_MAX_REPLICAS; j++) {
-            if (p->joining[j] == 0 || p->joining[j] == id) {
-                p->joining[j] = id;
-                break;
-            }
-        }
-        p->join_version = settles > p->join_version ? settles : p->join_version;
+        logship_pending_add(p->joining, &p->join_version, m->pm->version, id, settles);
     }
     pthread_mutex_unlock(&ls->lock);
+}
+
+/* Warns that member id of (table_id, part) cannot be resynced, at most
+ * once per RESYNC_WARN_EVERY_MS per partition (a pass runs every 200 ms). */
+static void warn_resync(logship *ls, uint32_t table_id, uint32_t part, uint32_t id,
+                        const char *err)
+{
+    int64_t now = clock_mono_now().ms;
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    int say = p != NULL && (p->resync_warned_ms == 0 ||
+                            now - p->resync_warned_ms >= RESYNC_WARN_EVERY_MS);
+    if (say) {
+        p->resync_warned_ms = now;
+    }
+    pthread_mutex_unlock(&ls->lock);
+    if (say) {
+        log_warn("table %u partition %u: cannot resync node %u: %s (said at most every %d s)",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, err,
+                 RESYNC_WARN_EVERY_MS / 1000);
+    }
 }
 
 /* Sends replica c this log after *applied, call after call (at most
@@ -314,8 +330,7 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
     }
     if (rv != 0 || my_seq > applied + LOGSHIP_RESYNC_TAIL) {
         if (rv != 0) {
-            log_warn("table %u partition %u: cannot resync node %u: %s", (unsigned)table_id,
-                     (unsigned)part, (unsigned)id, err);
+            warn_resync(ls, table_id, part, id, err);
         }
         return; /* the next pass goes on */
     }
@@ -328,10 +343,51 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
     if (rv == 0 && applied == my_seq) {
         join(ls, m, table_id, part, epoch, id);
     } else if (rv != 0) {
-        log_warn("table %u partition %u: cannot resync node %u: %s", (unsigned)table_id,
-                 (unsigned)part, (unsigned)id, err);
+        warn_resync(ls, table_id, part, id, err);
     }
     replog_unlock(st, table_id, part);
+}
+
+/* Sends the required members of r this log's records they lack, once a
+ * ship failed since the last time (lag_gen). Writes go on meanwhile: a
+ * replica applies in order and acknowledges a resend without effect. */
+static void send_lag(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                     uint32_t part, uint32_t bits)
+{
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    uint64_t gen = p != NULL ? p->lag_gen : 0;
+    int due = p != NULL && p->lag_gen != p->lag_done;
+    pthread_mutex_unlock(&ls->lock);
+    if (!due) {
+        return;
+    }
+    int all = 1;
+    for (uint32_t i = 1; i < r->n; i++) {
+        if (!(bits >> i & 1u)) {
+            continue;
+        }
+        const pmap_node *pn = pmap_node_find(m->pm, r->ids[i]);
+        rpc_client *c = pn != NULL && pn->state == PMAP_NODE_UP
+                            ? logship_peer_client(ls, pn->id, pn->address)
+                            : NULL;
+        uint64_t applied = 0, their_epoch = 0, my_seq = 0;
+        char err[512] = "";
+        int rv = c == NULL || !rpc_client_connected(c, LOGSHIP_CONNECT_WAIT_MS)
+                     ? LAPSE_EUNAVAILABLE
+                     : position_of(ls, c, table_id, part, pmap_epoch(r), &applied, &their_epoch,
+                                   err, sizeof(err));
+        if (rv == 0) {
+            rv = send_until(ls, c, r->ids[i], table_id, part, pmap_epoch(r), 0,
+                            RESYNC_NEAR_ROUNDS, &applied, &my_seq, err, sizeof(err));
+        }
+        all &= rv == 0 && applied >= my_seq;
+    }
+    if (all) {
+        pthread_mutex_lock(&ls->lock);
+        p->lag_done = gen; /* a ship failed since: lag_gen moved on, due again */
+        pthread_mutex_unlock(&ls->lock);
+    }
 }
 
 static void pass(logship *ls)
@@ -357,6 +413,7 @@ static void pass(logship *ls)
                     resync_one(ls, m, r, tb->schema.id, p, r->ids[i]);
                 }
             }
+            send_lag(ls, m, r, tb->schema.id, p, bits);
         }
     }
     maps_release(m);

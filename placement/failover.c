@@ -68,8 +68,16 @@ void pmap_fail_node(pmap *pm, uint32_t id, pmap_failover *out)
     }
 }
 
-int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
-                      uint64_t epoch, uint32_t id)
+uint32_t pmap_min_in_sync(const pmap_replicas *r)
+{
+    return r->n < PMAP_MIN_IN_SYNC ? r->n : PMAP_MIN_IN_SYNC;
+}
+
+/* The set of partition part of table_id whose primary at epoch is
+ * primary_id, and follower id's index in it; 0 or the error of
+ * pmap_replica_join. */
+static int follower_of(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
+                       uint64_t epoch, uint32_t id, pmap_replicas **set, int *idx)
 {
     pmap_table *t = NULL;
     for (size_t i = 0; i < pm->ntables; i++) {
@@ -88,6 +96,36 @@ int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t prima
     if (i <= 0) {
         return LAPSE_EINVAL;
     }
-    r->in_sync = in_sync_bits(r) | 1u << i;
+    *set = r;
+    *idx = i;
+    return 0;
+}
+
+int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
+                      uint64_t epoch, uint32_t id)
+{
+    pmap_replicas *r = NULL;
+    int i = 0;
+    int rv = follower_of(pm, table_id, part, primary_id, epoch, id, &r, &i);
+    if (rv == 0) {
+        r->in_sync = in_sync_bits(r) | 1u << i;
+    }
+    return rv;
+}
+
+int pmap_replica_shrink(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
+                        uint64_t epoch, uint32_t id)
+{
+    pmap_replicas *r = NULL;
+    int i = 0;
+    int rv = follower_of(pm, table_id, part, primary_id, epoch, id, &r, &i);
+    if (rv != 0 || !pmap_in_sync(r, (uint32_t)i)) {
+        return rv;
+    }
+    uint32_t bits = in_sync_bits(r) & ~(1u << i);
+    if ((uint32_t)__builtin_popcount(bits) < pmap_min_in_sync(r)) {
+        return LAPSE_EUNAVAILABLE;
+    }
+    r->in_sync = bits;
     return 0;
 }

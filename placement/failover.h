@@ -18,6 +18,10 @@
  *    lose acknowledged writes.
  * A node that is back rejoins the in-sync set only through
  * pmap_replica_join, which its primary asks for once it has caught it up.
+ * A follower that is UP but does not confirm the primary's records (cut
+ * off from it, or failing) leaves the in-sync set through
+ * pmap_replica_shrink, which its primary asks for, as long as
+ * PMAP_MIN_IN_SYNC copies stay in sync.
  *
  * Invariants (pmap_test):
  *  1. A change never adds a member to the in-sync set, and never leaves
@@ -51,5 +55,22 @@ void pmap_fail_node(pmap *pm, uint32_t id, pmap_failover *out);
  * version. */
 int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
                       uint64_t epoch, uint32_t id);
+
+/* Copies in sync (the primary's included) a write needs; a set of fewer
+ * members needs them all. */
+#define PMAP_MIN_IN_SYNC 2
+
+/* The copies a write to r needs in sync: PMAP_MIN_IN_SYNC, or r->n when
+ * smaller. */
+uint32_t pmap_min_in_sync(const pmap_replicas *r);
+
+/* Takes follower id out of the in-sync set of partition part of table
+ * table_id, as its primary primary_id asks at epoch. Returns 0 (taken out,
+ * or already out), LAPSE_ENOTFOUND, LAPSE_EWRONGNODE (as for join),
+ * LAPSE_EINVAL (id is not a follower of the set) or LAPSE_EUNAVAILABLE
+ * (fewer than pmap_min_in_sync copies would stay in sync: the primary's
+ * writes stay refused instead). Does not bump version. */
+int pmap_replica_shrink(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
+                        uint64_t epoch, uint32_t id);
 
 #endif

@@ -132,12 +132,40 @@ static void test_join(void **state)
     pmap_free(pm);
 }
 
+/* A primary takes an unconfirming follower out of its in-sync set, never
+ * below min-in-sync copies, never as anyone else or at another epoch. */
+static void test_shrink(void **state)
+{
+    (void)state;
+    pmap *pm = three_sets(); /* set 0: {1,2,3} epoch 1, all in sync */
+    pmap_replicas *r = &pm->tables[0].parts[0];
+    assert_int_equal(pmap_min_in_sync(r), 2);
+    assert_int_equal(pmap_replica_shrink(pm, 1, 0, 2, 1, 3), LAPSE_EWRONGNODE);
+    assert_int_equal(pmap_replica_shrink(pm, 1, 0, 1, 2, 3), LAPSE_EWRONGNODE);
+    assert_int_equal(pmap_replica_shrink(pm, 1, 0, 1, 1, 1), LAPSE_EINVAL);
+    assert_int_equal(pmap_replica_shrink(pm, 1, 0, 1, 1, 9), LAPSE_EINVAL);
+    assert_int_equal(pmap_replica_shrink(pm, 1, 9, 1, 1, 3), LAPSE_ENOTFOUND);
+    assert_set(r, 1, 2, 3, 7, 1);
+    assert_int_equal(pmap_replica_shrink(pm, 1, 0, 1, 1, 3), 0);
+    assert_set(r, 1, 2, 3, 3, 1);
+    assert_int_equal(pmap_replica_shrink(pm, 1, 0, 1, 1, 3), 0); /* already out */
+    assert_set(r, 1, 2, 3, 3, 1);
+    /* The last follower in sync stays: two copies are the minimum. */
+    assert_int_equal(pmap_replica_shrink(pm, 1, 0, 1, 1, 2), LAPSE_EUNAVAILABLE);
+    assert_set(r, 1, 2, 3, 3, 1);
+    /* The primary's death promotes the follower still in sync, never 3. */
+    pmap_fail_node(pm, 1, NULL);
+    assert_set(r, 2, 1, 3, 1, 2);
+    pmap_free(pm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_follower_then_primary_down),
         cmocka_unit_test(test_promotes_first_in_sync_follower),
         cmocka_unit_test(test_join),
+        cmocka_unit_test(test_shrink),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
