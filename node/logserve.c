@@ -173,8 +173,6 @@ void logship_handle(const logship_call *c)
     }
     if (rv == 0 && (r->n_snapshot > 0 || r->snapshot_done)) {
         rv = install_snapshot(c->ns->st, r, err, sizeof(err));
-    } else if (rv == 0 && r->reset) {
-        /* done above */
     } else if (rv == 0 && r->pull) {
         pulled p = {.a = c->a, .cap = LOGSHIP_CATCHUP_RECORDS};
         if ((p.recs = arena_alloc(c->a, p.cap * sizeof(*p.recs))) == NULL) {
@@ -186,7 +184,7 @@ void logship_handle(const logship_call *c)
             out->records = p.recs;
             out->n_records = p.n;
         }
-    } else if (rv == 0) {
+    } else if (rv == 0 && !r->reset) {
         replog_lock(c->ns->st, r->table_id, r->partition);
         rv = logship_apply_run(c->ns->st, r->table_id, r->partition, r->prev_epoch, r->records,
                                r->n_records, &applied, &diverged, err, sizeof(err));

@@ -571,8 +571,13 @@ static void test_snapshot_rebuilds_a_copy(void **state)
         assert_true(want->n > 20);
         assert_entries_equal(got, want);
         assert_int_equal(s2, sseq);
-        /* Entries that are not this partition's are refused, none written. */
+        /* A copy that holds its log takes no snapshot (it was not reset). */
         snapshot_entry bad = entry_at(want, 0);
+        assert_code(snapshot_install(fresh, t.id, part, &bad, 1, f->err, sizeof f->err),
+                    LAPSE_ESTATE, f);
+        assert_code(snapshot_finish(fresh, t.id, part, 1, 1, f->err, sizeof f->err),
+                    LAPSE_ESTATE, f);
+        /* Entries that are not this partition's are refused, none written. */
         bad.family = 6; /* the GSI family */
         assert_code(snapshot_install(fresh, t.id, part, &bad, 1, f->err, sizeof f->err),
                     LAPSE_EINVAL, f);

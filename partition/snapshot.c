@@ -222,6 +222,21 @@ static int in_ranges(const range *r, const snapshot_entry *e)
     return 0;
 }
 
+/* 0 when the partition has no log position (a reset copy), else
+ * LAPSE_ESTATE with err. REQUIRES: the stripe lock. */
+static int check_reset(store *st, uint32_t table_id, uint32_t part, char *err, size_t errlen)
+{
+    uint64_t epoch = 0, seq = 0;
+    int rv = replog_position(st, table_id, part, &epoch, &seq, err, errlen);
+    if (rv == 0 && seq != 0) {
+        rv = store_errf(LAPSE_ESTATE, err, errlen,
+                        "table %u partition %u holds its log up to record %llu: a snapshot goes "
+                        "only into a copy just reset",
+                        (unsigned)table_id, (unsigned)part, (unsigned long long)seq);
+    }
+    return rv;
+}
+
 int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot_entry *e,
                      size_t n, char *err, size_t errlen)
 {
@@ -245,7 +260,8 @@ int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot
     }
     pthread_mutex_t *mu = store_stripe(st, table_id, part);
     pthread_mutex_lock(mu);
-    if (rv == 0 && (rv = db_write(st->db, b, 0, err, errlen)) == 0) {
+    if (rv == 0 && (rv = check_reset(st, table_id, part, err, errlen)) == 0 &&
+        (rv = db_write(st->db, b, 0, err, errlen)) == 0) {
         /* New expiry entries and outbox counters under any cached state. */
         store_sweep_cursor_note(st, table_id, part, NULL, 0);
         outbox_forget_part(st, table_id, part);
@@ -261,7 +277,10 @@ int snapshot_finish(store *st, uint32_t table_id, uint32_t part, uint64_t epoch,
 {
     pthread_mutex_t *mu = store_stripe(st, table_id, part);
     pthread_mutex_lock(mu);
-    int rv = replog_set_position_locked(st, table_id, part, epoch, seq, err, errlen);
+    int rv = check_reset(st, table_id, part, err, errlen);
+    if (rv == 0) {
+        rv = replog_set_position_locked(st, table_id, part, epoch, seq, err, errlen);
+    }
     pthread_mutex_unlock(mu);
     return rv;
 }

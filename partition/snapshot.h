@@ -60,14 +60,16 @@ void snapshot_close(snapshot *s); /* accepts NULL */
 
 /* On the replica: writes e[0..n) into partition part of table_id in one
  * batch. Every entry must be a key of that partition in a family a
- * snapshot holds, else nothing is written: LAPSE_EINVAL with err. Also
- * LAPSE_EIO or LAPSE_ENOMEM. */
+ * snapshot holds, else nothing is written: LAPSE_EINVAL with err. A copy
+ * with a log position (not reset, or already finished) takes none:
+ * LAPSE_ESTATE. Also LAPSE_EIO or LAPSE_ENOMEM. */
 int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot_entry *e,
                      size_t n, char *err, size_t errlen);
 
 /* Ends an install: sets the partition's log position to (epoch, seq), the
  * snapshot's, in a synced write, after which the primary's records from
- * seq + 1 apply. 0, LAPSE_EIO or LAPSE_ENOMEM. */
+ * seq + 1 apply. 0, LAPSE_ESTATE (as for install), LAPSE_EIO or
+ * LAPSE_ENOMEM. */
 int snapshot_finish(store *st, uint32_t table_id, uint32_t part, uint64_t epoch, uint64_t seq,
                     char *err, size_t errlen);
 
