@@ -370,7 +370,7 @@ static int shrink(logship *ls, const node_map *m, const pmap_replicas *r, uint32
 typedef struct miss {
     uint32_t id;
     int deposed; /* it knows a newer epoch: this node is no longer primary */
-    char why[320];
+    char why[512];
 } miss;
 
 static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
