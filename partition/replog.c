@@ -436,8 +436,9 @@ int replog_first(store *st, uint32_t table_id, uint32_t part, uint64_t *first, c
     }
     db_iter_seek_first(it);
     if (db_iter_valid(it)) {
-        size_t klen;
-        *first = itemkey_seq(db_iter_key(it, &klen), klen);
+        size_t klen = 0;
+        const uint8_t *k = db_iter_key(it, &klen); /* klen is set here, before it is read */
+        *first = itemkey_seq(k, klen);
     } else if ((rv = db_iter_status(it, err, errlen)) == 0) {
         uint64_t epoch, seq;
         if ((rv = read_pos(st, table_id, part, &epoch, &seq, err, errlen)) == 0) {
