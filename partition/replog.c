@@ -81,6 +81,19 @@ void store_commit_prepare(store *st, db_batch *b, const table_schema *t)
     }
 }
 
+int replog_pos_decode(const uint8_t *v, size_t len, uint32_t table_id, uint32_t part,
+                      uint64_t *epoch, uint64_t *seq, char *err, size_t errlen)
+{
+    if (len != 16) {
+        return store_errf(LAPSE_ECORRUPT, err, errlen,
+                          "replication log position of table %u partition %u is %zu bytes",
+                          (unsigned)table_id, (unsigned)part, len);
+    }
+    *epoch = buf_get_u64be(v);
+    *seq = buf_get_u64be(v + 8);
+    return 0;
+}
+
 static int read_pos(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch, uint64_t *seq,
                     char *err, size_t errlen)
 {
@@ -93,17 +106,50 @@ static int read_pos(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch
     *epoch = 0;
     *seq = 0;
     if (rv == 0 && found) {
-        if (v.len != 16) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
-                            "replication log position of table %u partition %u is %zu bytes",
-                            (unsigned)table_id, (unsigned)part, v.len);
-        } else {
-            *epoch = buf_get_u64be(v.data);
-            *seq = buf_get_u64be(v.data + 8);
-        }
+        rv = replog_pos_decode(v.data, v.len, table_id, part, epoch, seq, err, errlen);
     }
     buf_fini(&v);
     return rv;
+}
+
+/* Adds to b the partition's position (epoch, seq). */
+static void put_pos(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t epoch,
+                    uint64_t seq)
+{
+    uint8_t k[ITEMKEY_REPL_MAX], v[16];
+    size_t klen = itemkey_repl(k, table_id, REPL_LOG_POS, part, 0, 0);
+    for (int i = 0; i < 8; i++) {
+        v[i] = (uint8_t)(epoch >> (56 - 8 * i));
+        v[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
+    }
+    db_batch_put(b, st->db, CF_REPL, k, klen, v, sizeof(v));
+}
+
+/* Sets *it to an iterator over family cf's keys of partition part of
+ * table_id from lo (NULL: the partition's first key) to its last. 0, or
+ * an error with err. */
+static int part_iter(store *st, int cf, uint32_t table_id, uint32_t part, const buf *lo,
+                     db_iter **it, char *err, size_t errlen)
+{
+    buf pre, hi;
+    buf_init(&pre);
+    buf_init(&hi);
+    *it = NULL;
+    int rv = itemkey_append_prefix(&pre, table_id, part) != 0 ||
+                     itemkey_append_prefix(&hi, table_id, part) != 0
+                 ? LAPSE_ENOMEM
+                 : 0;
+    if (rv == 0) {
+        int unbounded = itemkey_successor(&hi);
+        rv = db_iter_new(it, st->db, cf, lo != NULL ? lo->data : pre.data,
+                         lo != NULL ? lo->len : pre.len, unbounded ? NULL : hi.data,
+                         unbounded ? 0 : hi.len);
+    }
+    buf_fini(&pre);
+    buf_fini(&hi);
+    return rv != 0 ? store_errf(rv, err, errlen, "cannot read table %u partition %u",
+                                (unsigned)table_id, (unsigned)part)
+                   : 0;
 }
 
 int replog_position(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch, uint64_t *seq,
@@ -122,14 +168,8 @@ static int put_record(store *st, db_batch *b, uint32_t table_id, uint32_t part, 
         buf_fini(&k);
         return LAPSE_ENOMEM;
     }
-    uint8_t pk[ITEMKEY_REPL_MAX], pv[16];
-    size_t pklen = itemkey_repl(pk, table_id, REPL_LOG_POS, part, 0, 0);
-    for (int i = 0; i < 8; i++) {
-        pv[i] = (uint8_t)(epoch >> (56 - 8 * i));
-        pv[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
-    }
     db_batch_put(b, st->db, CF_REPLOG, k.data, k.len, rec, len);
-    db_batch_put(b, st->db, CF_REPL, pk, pklen, pv, sizeof(pv));
+    put_pos(st, b, table_id, part, epoch, seq);
     buf_fini(&k);
     return 0;
 }
@@ -394,17 +434,11 @@ int replog_reset(store *st, uint32_t table_id, uint32_t part, char *err, size_t 
 int replog_set_position_locked(store *st, uint32_t table_id, uint32_t part, uint64_t epoch,
                                uint64_t seq, char *err, size_t errlen)
 {
-    uint8_t k[ITEMKEY_REPL_MAX], v[16];
-    size_t klen = itemkey_repl(k, table_id, REPL_LOG_POS, part, 0, 0);
-    for (int i = 0; i < 8; i++) {
-        v[i] = (uint8_t)(epoch >> (56 - 8 * i));
-        v[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
-    }
     db_batch *b = db_batch_new();
     if (b == NULL) {
         return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
-    db_batch_put(b, st->db, CF_REPL, k, klen, v, sizeof(v));
+    put_pos(st, b, table_id, part, epoch, seq);
     int rv = db_write(st->db, b, 1, err, errlen);
     if (rv == 0) {
         store_sweep_cursor_note(st, table_id, part, NULL, 0);
@@ -417,22 +451,11 @@ int replog_set_position_locked(store *st, uint32_t table_id, uint32_t part, uint
 int replog_first(store *st, uint32_t table_id, uint32_t part, uint64_t *first, char *err,
                  size_t errlen)
 {
-    buf lo, hi;
-    buf_init(&lo);
-    buf_init(&hi);
     db_iter *it = NULL;
-    int rv = 0;
     *first = 0;
-    if (itemkey_seq_of(&lo, table_id, part, 0) != 0 ||
-        itemkey_append_prefix(&hi, table_id, part) != 0) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
-        goto out;
-    }
-    int unbounded = itemkey_successor(&hi);
-    if ((rv = db_iter_new(&it, st->db, CF_REPLOG, lo.data, lo.len, unbounded ? NULL : hi.data,
-                          unbounded ? 0 : hi.len)) != 0) {
-        rv = store_errf(rv, err, errlen, "cannot read the replication log");
-        goto out;
+    int rv = part_iter(st, CF_REPLOG, table_id, part, NULL, &it, err, errlen);
+    if (rv != 0) {
+        return rv;
     }
     db_iter_seek_first(it);
     if (db_iter_valid(it)) {
@@ -445,10 +468,7 @@ int replog_first(store *st, uint32_t table_id, uint32_t part, uint64_t *first, c
             *first = seq + 1;
         }
     }
-out:
     db_iter_free(it);
-    buf_fini(&lo);
-    buf_fini(&hi);
     return rv;
 }
 
@@ -457,23 +477,18 @@ int replog_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq,
                 int (*fn)(void *arg, uint64_t seq, const uint8_t *rec, size_t len), void *arg,
                 char *err, size_t errlen)
 {
-    buf lo, hi;
+    buf lo;
     buf_init(&lo);
-    buf_init(&hi);
     db_iter *it = NULL;
     int rv = 0;
-    if (itemkey_seq_of(&lo, table_id, part, after_seq + 1) != 0 ||
-        itemkey_append_prefix(&hi, table_id, part) != 0) {
+    if (after_seq == UINT64_MAX) {
+        return 0;
+    }
+    if (itemkey_seq_of(&lo, table_id, part, after_seq + 1) != 0) {
         rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
         goto out;
     }
-    int unbounded = itemkey_successor(&hi);
-    if (after_seq == UINT64_MAX) {
-        goto out;
-    }
-    if ((rv = db_iter_new(&it, st->db, CF_REPLOG, lo.data, lo.len, unbounded ? NULL : hi.data,
-                          unbounded ? 0 : hi.len)) != 0) {
-        rv = store_errf(rv, err, errlen, "cannot read the replication log");
+    if ((rv = part_iter(st, CF_REPLOG, table_id, part, &lo, &it, err, errlen)) != 0) {
         goto out;
     }
     size_t n = 0, bytes = 0;
@@ -494,7 +509,6 @@ int replog_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq,
 out:
     db_iter_free(it);
     buf_fini(&lo);
-    buf_fini(&hi);
     return rv;
 }
 
@@ -511,21 +525,10 @@ static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
 int replog_items_digest(store *st, uint32_t table_id, uint32_t part, uint64_t *count,
                         uint64_t *digest, char *err, size_t errlen)
 {
-    buf lo, hi;
-    buf_init(&lo);
-    buf_init(&hi);
     db_iter *it = NULL;
-    int rv = 0;
     uint64_t h = 0xcbf29ce484222325ULL, n = 0;
-    if (itemkey_append_prefix(&lo, table_id, part) != 0 ||
-        itemkey_append_prefix(&hi, table_id, part) != 0) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
-        goto out;
-    }
-    int unbounded = itemkey_successor(&hi);
-    if ((rv = db_iter_new(&it, st->db, CF_ITEMS, lo.data, lo.len, unbounded ? NULL : hi.data,
-                          unbounded ? 0 : hi.len)) != 0) {
-        rv = store_errf(rv, err, errlen, "cannot read the items");
+    int rv = part_iter(st, CF_ITEMS, table_id, part, NULL, &it, err, errlen);
+    if (rv != 0) {
         goto out;
     }
     for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
@@ -543,8 +546,6 @@ int replog_items_digest(store *st, uint32_t table_id, uint32_t part, uint64_t *c
     rv = db_iter_status(it, err, errlen);
 out:
     db_iter_free(it);
-    buf_fini(&lo);
-    buf_fini(&hi);
     *count = n;
     *digest = h;
     return rv;

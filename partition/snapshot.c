@@ -103,16 +103,9 @@ static int position_at(snapshot *s, uint32_t table_id, uint32_t part, uint64_t *
     }
     db_iter_seek_first(it);
     if (db_iter_valid(it)) {
-        size_t vlen;
+        size_t vlen = 0;
         const uint8_t *v = db_iter_value(it, &vlen);
-        if (vlen != 16) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
-                            "replication log position of table %u partition %u is %zu bytes",
-                            (unsigned)table_id, (unsigned)part, vlen);
-        } else {
-            *epoch = buf_get_u64be(v);
-            *seq = buf_get_u64be(v + 8);
-        }
+        rv = replog_pos_decode(v, vlen, table_id, part, epoch, seq, err, errlen);
     }
     if (rv == 0) {
         rv = db_iter_status(it, err, errlen);

@@ -251,6 +251,10 @@ int expiry_drop_into(store *st, db_batch *b, uint32_t table_id);
  * its undeletable expiry entries (a replica dropping its copy). 0 or
  * LAPSE_ENOMEM. */
 int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t part);
+/* Decodes a stored log position (replog.c; a snapshot reads it too). 0 or
+ * LAPSE_ECORRUPT with err. */
+int replog_pos_decode(const uint8_t *v, size_t len, uint32_t table_id, uint32_t part,
+                      uint64_t *epoch, uint64_t *seq, char *err, size_t errlen);
 /* Sets the partition's log position to (epoch, seq) in a synced write, and
  * notes that its items changed (replog.c; a snapshot install ends with it).
  * REQUIRES: the stripe lock. 0, LAPSE_EIO or LAPSE_ENOMEM. */
