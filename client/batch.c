@@ -74,8 +74,8 @@ static long make_chunks(lapse_client *c, batch_entry *e, round *r, const batch_o
 }
 
 /* Sends all chunks at once and sorts the outcomes into r. */
-static int send_round(lapse_client *c, chunk *chunks, size_t nchunks, const batch_ops *ops,
-                      void *ctx, round *r, lapse_error *err)
+static int send_round(lapse_client *c, batch_entry *e, chunk *chunks, size_t nchunks,
+                      const batch_ops *ops, void *ctx, round *r, lapse_error *err)
 {
     int rv = 0;
     int timeout = client_timeout_ms(c);
@@ -110,7 +110,9 @@ static int send_round(lapse_client *c, chunk *chunks, size_t nchunks, const batc
                 break;
             }
             for (size_t j = 0; j < nun; j++) {
-                r->next[r->nnext++] = ch->idx[unprocessed[j]];
+                size_t i = ch->idx[unprocessed[j]];
+                client_target_failed(&e[i].tg, ch->route.node_id, LAPSE_EWRONGNODE);
+                r->next[r->nnext++] = i;
             }
             if (nun < ch->n) {
                 r->progressed = 1;
@@ -120,8 +122,10 @@ static int send_round(lapse_client *c, chunk *chunks, size_t nchunks, const batc
             }
         } else if (retryable(calls[k].rv)) {
             client_node_err(&r->last, calls[k].rv, &ch->route, calls[k].err, timeout);
-            memcpy(r->next + r->nnext, ch->idx, ch->n * sizeof(*ch->idx));
-            r->nnext += ch->n;
+            for (size_t j = 0; j < ch->n; j++) {
+                client_target_failed(&e[ch->idx[j]].tg, ch->route.node_id, calls[k].rv);
+                r->next[r->nnext++] = ch->idx[j];
+            }
         } else {
             rv = client_node_err(err, calls[k].rv, &ch->route, calls[k].err, timeout);
         }
@@ -169,7 +173,7 @@ int batch_run(lapse_client *c, batch_entry *e, size_t n, const batch_ops *ops, v
             rv = (int)-nchunks;
             goto out;
         }
-        if ((rv = send_round(c, chunks, (size_t)nchunks, ops, ctx, &r, err)) != 0) {
+        if ((rv = send_round(c, e, chunks, (size_t)nchunks, ops, ctx, &r, err)) != 0) {
             goto out;
         }
         if (r.nnext == 0) {

@@ -201,6 +201,12 @@ int lapse_put(lapse_client *c, const char *table, const lapse_item *item,
 int lapse_get(lapse_client *c, const char *table, const lapse_item *key, lapse_item **out,
               lapse_error *err)
 {
+    return lapse_get_opts(c, table, key, NULL, out, err);
+}
+
+int lapse_get_opts(lapse_client *c, const char *table, const lapse_item *key,
+                   const lapse_read_opts *opts, lapse_item **out, lapse_error *err)
+{
     Lapse__GetItemRequest body = LAPSE__GET_ITEM_REQUEST__INIT;
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__Response *resp = NULL;
@@ -218,7 +224,9 @@ int lapse_get(lapse_client *c, const char *table, const lapse_item *key, lapse_i
     }
     arena_init(&a);
     body.table = (char *)table;
-    body.hide_expired = client_hide_expired(c, 0);
+    body.hide_expired = client_hide_expired(c, opts != NULL && opts->hide_expired);
+    body.eventually_consistent = opts != NULL && opts->eventually_consistent;
+    tg.eventual = body.eventually_consistent;
     if ((body.key = wire_item_to_pb(&a, key->it)) == NULL) {
         rv = client_err(err, LAPSE_ENOMEM, "out of memory");
         goto out;
@@ -460,6 +468,7 @@ typedef struct bg_ctx {
     Lapse__Item **keys; /* per entry, in the call's arena */
     lapse_item **out;   /* the caller's results */
     int hide_expired;   /* leave out expired items */
+    int eventual;       /* any in-sync copy may answer */
 } bg_ctx;
 
 static int bg_build(void *ctx, arena *a, const size_t *idx, size_t n, Lapse__Request *req,
@@ -479,6 +488,7 @@ static int bg_build(void *ctx, arena *a, const size_t *idx, size_t n, Lapse__Req
     body->keys = keys;
     body->n_keys = n;
     body->hide_expired = x->hide_expired;
+    body->eventually_consistent = x->eventual;
     req->body_case = LAPSE__REQUEST__BODY_BATCH_GET;
     req->batch_get = body;
     return 0;
@@ -524,6 +534,12 @@ static int bg_done(void *ctx, const size_t *idx, size_t n, const Lapse__Response
 int lapse_batch_get(lapse_client *c, const char *table, lapse_item *const *keys, size_t n,
                     lapse_item **out, lapse_error *err)
 {
+    return lapse_batch_get_opts(c, table, keys, n, NULL, out, err);
+}
+
+int lapse_batch_get_opts(lapse_client *c, const char *table, lapse_item *const *keys, size_t n,
+                         const lapse_read_opts *opts, lapse_item **out, lapse_error *err)
+{
     /* A get entry's bytes: its key; the byte cap is for writes only. */
     static const batch_ops ops = {LAPSE_BATCH_GET_MAX, CHUNK_MAX_BYTES, bg_build, bg_done, 0};
     table_schema t;
@@ -543,7 +559,9 @@ int lapse_batch_get(lapse_client *c, const char *table, lapse_item *const *keys,
         return client_ok(err);
     }
     arena_init(&a);
-    bg_ctx x = {table, calloc(n, sizeof(*x.keys)), out, client_hide_expired(c, 0)};
+    int eventual = opts != NULL && opts->eventually_consistent;
+    bg_ctx x = {table, calloc(n, sizeof(*x.keys)), out,
+                client_hide_expired(c, opts != NULL && opts->hide_expired), eventual};
     batch_entry *e = calloc(n, sizeof(*e));
     if (x.keys == NULL || e == NULL) {
         rv = client_err(err, LAPSE_ENOMEM, "out of memory");
@@ -553,6 +571,7 @@ int lapse_batch_get(lapse_client *c, const char *table, lapse_item *const *keys,
         if ((rv = batch_prepare(&t, &a, keys[i], 1, "key", i, &e[i], &x.keys[i], err)) != 0) {
             goto out;
         }
+        e[i].tg.eventual = eventual;
     }
     rv = batch_run(c, e, n, &ops, &x, err);
 out:

@@ -50,9 +50,11 @@ static const cli_command commands[] = {
      "Writes the DynamoDB-JSON item, replacing any item with the same key, optionally only\n"
      "when the condition holds. Prints nothing. ITEM_JSON - reads the item from stdin,\n"
      "@FILE from FILE (as any KEY_JSON or VALUE_JSON): for items too long for a command line."},
-    {"get", cli_get, "T KEY_JSON [--hide-expired]",
+    {"get", cli_get, "T KEY_JSON [--hide-expired] [--eventually-consistent]",
      "Prints the item with the key, or {} when there is none. With --hide-expired, an item\n"
-     "whose TTL has passed (expired, not deleted yet) counts as none."},
+     "whose TTL has passed (expired, not deleted yet) counts as none. Reads are strongly\n"
+     "consistent (the partition's primary answers); with --eventually-consistent any\n"
+     "in-sync copy may (DynamoDB's ConsistentRead=false), which spreads reads over them."},
     {"delete", cli_delete,
      "T KEY_JSON [--if-not-exists NAME | --if-exists NAME | --if NAME=VALUE_JSON]",
      "Deletes the item with the key (no error when there is none). Prints nothing."},
@@ -63,17 +65,19 @@ static const cli_command commands[] = {
      "and prints the item after the update."},
     {"query", cli_query,
      "T [--index NAME] --key PK_JSON [--sk-op eq|lt|le|gt|ge|between|begins_with\n"
-     "             --sk VALUE_JSON [--sk2 VALUE_JSON]] [--limit N] [--reverse] [--hide-expired]",
+     "             --sk VALUE_JSON [--sk2 VALUE_JSON]] [--limit N] [--reverse] [--hide-expired]\n"
+     "             [--eventually-consistent]",
      "Prints the items with the partition key, one per line, in sort key order.\n"
      "PK_JSON is e.g. {\"UserName\":{\"S\":\"user1\"}}; VALUE_JSON e.g. {\"N\":\"5\"}.\n"
      "--index NAME queries T's LSI or GSI NAME instead: PK_JSON names the index's partition\n"
      "  key (an LSI's is T's), the sort key condition is on the index's sort key, and items\n"
      "  come in index order. A GSI is eventually consistent: a write shows shortly after.\n"
-     "--hide-expired leaves out items whose TTL has passed."},
-    {"scan", cli_scan, "T [--limit N] [--hide-expired]",
+     "--hide-expired leaves out items whose TTL has passed. --eventually-consistent: as get's."},
+    {"scan", cli_scan, "T [--limit N] [--hide-expired] [--eventually-consistent]",
      "Prints every item of T (up to N, at least 1), one per line. --hide-expired leaves out\n"
-     "items whose TTL has passed. When a node does not answer, prints what the others\n"
-     "hold, then names the partitions it could not read and their node, and exits 1."},
+     "items whose TTL has passed; --eventually-consistent: as get's. When a node does not\n"
+     "answer, prints what the others hold, then names the partitions it could not read and\n"
+     "their node, and exits 1."},
     {"stream", cli_stream,
      "T [--from oldest|latest] [--after SHARD:SEQ[,SHARD:SEQ]... | --positions FILE]\n"
      "             [--only ttl|user] [--follow [--wait-ms N]]",

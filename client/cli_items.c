@@ -103,7 +103,7 @@ int cli_put(cli_ctx *ctx, int argc, char **argv)
 
 int cli_get(cli_ctx *ctx, int argc, char **argv)
 {
-    static const char *const switches[] = {"--hide-expired", NULL};
+    static const char *const switches[] = {"--hide-expired", "--eventually-consistent", NULL};
     lapse_item *key = NULL, *found = NULL;
     lapse_error err;
     cli_args a;
@@ -111,8 +111,10 @@ int cli_get(cli_ctx *ctx, int argc, char **argv)
     if (rv != CLI_OK) {
         goto out;
     }
-    lapse_set_hide_expired(ctx->c, cli_flag(&a, "--hide-expired") != NULL);
-    if (lapse_get(ctx->c, a.pos[0], key, &found, &err) != 0) {
+    lapse_read_opts ro = {.hide_expired = cli_flag(&a, "--hide-expired") != NULL,
+                          .eventually_consistent =
+                              cli_flag(&a, "--eventually-consistent") != NULL};
+    if (lapse_get_opts(ctx->c, a.pos[0], key, &ro, &found, &err) != 0) {
         rv = cli_fail(ctx, &err);
         goto out;
     }

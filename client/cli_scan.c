@@ -94,7 +94,8 @@ int cli_query(cli_ctx *ctx, int argc, char **argv)
 {
     static const char *const valued[] = {"--key",   "--sk-op", "--sk", "--sk2",
                                          "--limit", "--index", NULL};
-    static const char *const switches[] = {"--reverse", "--hide-expired", NULL};
+    static const char *const switches[] = {"--reverse", "--hide-expired",
+                                           "--eventually-consistent", NULL};
     lapse_query_opts o = {0};
     lapse_item *key = NULL, *next = NULL;
     const char *pk_name = NULL;
@@ -120,6 +121,7 @@ int cli_query(cli_ctx *ctx, int argc, char **argv)
     }
     o.reverse = cli_flag(&a, "--reverse") != NULL;
     o.hide_expired = cli_flag(&a, "--hide-expired") != NULL;
+    o.eventually_consistent = cli_flag(&a, "--eventually-consistent") != NULL;
     if ((rv = cli_item_arg(ctx, "--key", cli_flag(&a, "--key"), &key)) != CLI_OK) {
         goto out;
     }
@@ -248,7 +250,7 @@ static int scan_partition(cli_ctx *ctx, scan_state *st, uint32_t part, size_t n,
 int cli_scan(cli_ctx *ctx, int argc, char **argv)
 {
     static const char *const valued[] = {"--limit", NULL};
-    static const char *const switches[] = {"--hide-expired", NULL};
+    static const char *const switches[] = {"--hide-expired", "--eventually-consistent", NULL};
     scan_state st = {0};
     uint32_t *owners = NULL;
     size_t n = 0;
@@ -262,6 +264,7 @@ int cli_scan(cli_ctx *ctx, int argc, char **argv)
     }
     st.table = a.pos[0];
     st.o.hide_expired = cli_flag(&a, "--hide-expired") != NULL;
+    st.o.eventually_consistent = cli_flag(&a, "--eventually-consistent") != NULL;
     if (lapse_partition_owners(ctx->c, st.table, &owners, &n, &err) != 0) {
         return cli_fail(ctx, &err);
     }

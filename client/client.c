@@ -177,6 +177,7 @@ int lapse_connect_opts(lapse_client **out, const char *url, const lapse_connect_
     }
     atomic_init(&c->timeout_ms, timeout_ms > 0 ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS);
     atomic_init(&c->hide_expired, 0);
+    atomic_init(&c->read_turn, 0u);
     /* The environment's token until the caller sets one. */
     const char *token = getenv("LAPSE_ADMIN_TOKEN");
     if (token != NULL && token[0] != '\0' && (c->admin_token = strdup(token)) == NULL) {
@@ -401,6 +402,40 @@ int client_partition_of(const table_schema *t, const item *key, uint32_t *part, 
     return 0;
 }
 
+void client_target_failed(client_target *tg, uint32_t node_id, int rv)
+{
+    if (rv == LAPSE_EWRONGNODE) {
+        tg->eventual = 0;
+    } else {
+        tg->avoid = node_id + 1;
+    }
+}
+
+/* An eventually consistent read's node: the in-sync members of rs that the
+ * map holds UP, in turn, so reads spread over the copies, leaving out the
+ * one tg->avoid names while another is left; the primary when none is.
+ * Called with c->mu held. */
+static uint32_t read_replica(lapse_client *c, const client_target *tg, const pmap_replicas *rs)
+{
+    uint32_t ids[PMAP_MAX_REPLICAS];
+    uint32_t n = 0, avoided = 0;
+    for (uint32_t i = 0; i < rs->n; i++) {
+        const pmap_node *nd = pmap_node_find(c->map, rs->ids[i]);
+        if (!pmap_in_sync(rs, i) || nd == NULL || nd->state != PMAP_NODE_UP) {
+            continue;
+        }
+        if (rs->ids[i] + 1 == tg->avoid) {
+            avoided = 1;
+            continue;
+        }
+        ids[n++] = rs->ids[i];
+    }
+    if (n == 0) {
+        return avoided ? tg->avoid - 1 : rs->ids[0];
+    }
+    return ids[atomic_fetch_add(&c->read_turn, 1u) % n];
+}
+
 int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_error *err)
 {
     int rv = 0;
@@ -429,9 +464,11 @@ int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_e
     case CLIENT_ROUTE_STREAM:
         r->node_id = pmap_stream_host(t, tg->part);
         break;
-    default:
-        r->node_id = pmap_owner(t, tg->part);
+    default: {
+        const pmap_replicas *rs = pmap_part(t, tg->part);
+        r->node_id = tg->eventual && rs != NULL ? read_replica(c, tg, rs) : pmap_owner(t, tg->part);
         break;
+    }
     }
     const pmap_node *n = pmap_node_find(c->map, r->node_id);
     if (n == NULL) {
@@ -548,6 +585,7 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
         }
         rpc_response_free(*resp);
         *resp = NULL;
+        client_target_failed(tg, r.node_id, rv);
         if (rv == LAPSE_EWRONGNODE) {
             snprintf(refused, sizeof refused, "%s", msg); /* the node's own reason */
         }

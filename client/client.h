@@ -76,6 +76,7 @@ struct lapse_client {
     rpc_client *coord;       /* owned; RPCs to the coordinator */
     atomic_int timeout_ms;   /* per call, retries included */
     atomic_int hide_expired; /* lapse_set_hide_expired: reads hide expired items */
+    atomic_uint read_turn;   /* spreads eventually consistent reads (client_route_of) */
     pthread_mutex_t mu;      /* guards the fields below */
     pmap *map;               /* owned cached map; replaced whole on refresh */
     int64_t map_mono_ms;     /* when map was installed (clock_mono) */
@@ -144,7 +145,17 @@ typedef struct client_target {
     const item *key; /* borrowed; NULL: the partition is fixed */
     client_route_kind kind;
     uint32_t gsi; /* CLIENT_ROUTE_GSI: the GSI's position in schema.gsi */
+    /* A base call that any in-sync copy may answer (an eventually consistent
+     * read): routed to the in-sync members the map holds UP, in turn. A copy
+     * that refused it (WRONG_NODE: out of the set, or holding no record)
+     * clears it, so the retry goes to the primary (client_target_failed). */
+    int eventual;
+    uint32_t avoid; /* with eventual: a copy that did not answer (id + 1; 0: none) */
 } client_target;
+
+/* Notes that tg's attempt at node_id failed with rv, so an eventually
+ * consistent read's retry goes elsewhere (see eventual above). */
+void client_target_failed(client_target *tg, uint32_t node_id, int rv);
 
 /* The node tg goes to, from the cached map (tg may be updated as above).
  * Returns 0, LAPSE_ENOTFOUND (table gone) or LAPSE_EUNAVAILABLE (no owner or

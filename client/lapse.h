@@ -203,9 +203,26 @@ int lapse_check_item(lapse_client *c, const char *table, const lapse_item *item,
 /* cond may be NULL. A false condition returns LAPSE_ECONDITION. */
 int lapse_put(lapse_client *c, const char *table, const lapse_item *item,
               const lapse_condition *cond, lapse_error *err);
-/* *out is the item, or NULL when there is none (not an error). */
+/* *out is the item, or NULL when there is none (not an error). The read is
+ * strongly consistent: the partition's primary answers. */
 int lapse_get(lapse_client *c, const char *table, const lapse_item *key, lapse_item **out,
               lapse_error *err);
+/* How a read is served. Zero-initialized: as lapse_get. */
+typedef struct lapse_read_opts {
+    int hide_expired; /* non-zero: leave out expired items (lapse_set_hide_expired) */
+    /* Non-zero: any in-sync copy of the partition may answer (DynamoDB's
+     * ConsistentRead=false), the client taking them in turn, which spreads
+     * reads over the copies (docs/replication.md, "Reads"). Every write
+     * acknowledged before the read started is on every in-sync copy, so a
+     * copy that stays in sync shows it; one just taken out of the set may
+     * answer from an older state until the client's map says so, and a
+     * write not yet acknowledged may show. A copy that cannot answer sends
+     * the call on to the primary. */
+    int eventually_consistent;
+} lapse_read_opts;
+/* As lapse_get, with opts (NULL: as lapse_get). */
+int lapse_get_opts(lapse_client *c, const char *table, const lapse_item *key,
+                   const lapse_read_opts *opts, lapse_item **out, lapse_error *err);
 int lapse_delete(lapse_client *c, const char *table, const lapse_item *key,
                  const lapse_condition *cond, lapse_error *err);
 
@@ -232,6 +249,9 @@ int lapse_batch_write(lapse_client *c, const char *table, lapse_item *const *put
  * NULL. */
 int lapse_batch_get(lapse_client *c, const char *table, lapse_item *const *keys, size_t n,
                     lapse_item **out, lapse_error *err);
+/* As lapse_batch_get, with opts (NULL: as lapse_batch_get). */
+int lapse_batch_get_opts(lapse_client *c, const char *table, lapse_item *const *keys, size_t n,
+                         const lapse_read_opts *opts, lapse_item **out, lapse_error *err);
 
 /* ---- query and scan ---- */
 
@@ -256,6 +276,8 @@ typedef struct lapse_query_opts {
     const lapse_item *exclusive_start_key; /* a previous page's last key */
     const char *partition_key_name;        /* optional: checked against the schema */
     int hide_expired; /* non-zero: leave out expired items (lapse_set_hide_expired) */
+    int eventually_consistent; /* non-zero: as lapse_read_opts' (base and LSI queries;
+                                  a GSI query is eventually consistent anyway) */
 } lapse_query_opts;
 
 typedef struct lapse_scan_opts {
@@ -263,6 +285,7 @@ typedef struct lapse_scan_opts {
     unsigned segment, total_segments;      /* parallel scan; 0, 0 = whole table */
     const lapse_item *exclusive_start_key; /* a previous page's last key */
     int hide_expired; /* non-zero: leave out expired items (lapse_set_hide_expired) */
+    int eventually_consistent; /* non-zero: as lapse_read_opts' */
 } lapse_scan_opts;
 
 /* One page. Continue with exclusive_start_key = lapse_page_last_key(page)

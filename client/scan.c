@@ -314,6 +314,7 @@ int lapse_query_index(lapse_client *c, const char *table, const char *index,
     body.limit = o->limit;
     body.reverse = o->reverse != 0;
     body.hide_expired = client_hide_expired(c, o->hide_expired);
+    body.eventually_consistent = o->eventually_consistent != 0;
     if ((body.partition_key = wire_value_to_pb(&a, &pk)) == NULL ||
         (o->exclusive_start_key != NULL &&
          (body.exclusive_start_key = wire_item_to_pb(&a, o->exclusive_start_key->it)) == NULL)) {
@@ -325,6 +326,7 @@ int lapse_query_index(lapse_client *c, const char *table, const char *index,
     tg.table = table;
     tg.table_id = t.id;
     tg.key = pk_item;
+    tg.eventual = o->eventually_consistent != 0;
     if ((rv = client_call_part(c, &tg, &req, 1, &resp, err)) != 0 ||
         (rv = expect_page(resp, err)) != 0) {
         goto out;
@@ -356,11 +358,17 @@ out:
 /* Scan                                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* How a scan reads: lapse_scan_opts' flags, the client's default applied. */
+typedef struct scan_how {
+    int hide_expired;
+    int eventual;
+} scan_how;
+
 /* One ScanRequest for partition part, appended to p. *last receives a copy
  * of the key the node stopped at (caller frees), or NULL when it finished the
  * partition. */
 static int scan_one(lapse_client *c, const table_schema *t, uint32_t part, uint32_t limit,
-                    int hide_expired, const item *start, lapse_page *p, size_t *bytes, item **last,
+                    scan_how how, const item *start, lapse_page *p, size_t *bytes, item **last,
                     lapse_error *err)
 {
     Lapse__ScanRequest body = LAPSE__SCAN_REQUEST__INIT;
@@ -375,14 +383,16 @@ static int scan_one(lapse_client *c, const table_schema *t, uint32_t part, uint3
     body.table = (char *)t->name;
     body.partition = part;
     body.limit = limit;
-    body.hide_expired = hide_expired != 0;
+    body.hide_expired = how.hide_expired != 0;
+    body.eventually_consistent = how.eventual != 0;
     if (start != NULL && (body.exclusive_start_key = wire_item_to_pb(&a, start)) == NULL) {
         rv = client_err(err, LAPSE_ENOMEM, "out of memory");
         goto out;
     }
     req.body_case = LAPSE__REQUEST__BODY_SCAN;
     req.scan = &body;
-    client_target tg = {.table = t->name, .table_id = t->id, .part = part, .key = NULL};
+    client_target tg = {
+        .table = t->name, .table_id = t->id, .part = part, .key = NULL, .eventual = how.eventual};
     if ((rv = client_call_part(c, &tg, &req, 1, &resp, err)) != 0 ||
         (rv = expect_page(resp, err)) != 0 || (rv = page_append(p, resp->page, bytes, err)) != 0) {
         goto out;
@@ -444,11 +454,12 @@ int lapse_scan(lapse_client *c, const char *table, const lapse_scan_opts *o, lap
         goto out;
     }
     unsigned limit = o != NULL ? o->limit : 0;
-    int hide = client_hide_expired(c, o != NULL ? o->hide_expired : 0);
+    scan_how how = {client_hide_expired(c, o != NULL ? o->hide_expired : 0),
+                    o != NULL && o->eventually_consistent};
     while (part < end) {
         item *last = NULL;
         uint32_t want = limit > 0 ? (uint32_t)(limit - p->n) : 0;
-        rv = scan_one(c, &t, part, want, hide, start, p, &bytes, &last, err);
+        rv = scan_one(c, &t, part, want, how, start, p, &bytes, &last, err);
         item_free(start);
         start = NULL;
         if (rv != 0) {

@@ -208,7 +208,8 @@ static int get_table(ddb_ctx *x, const char *table, json_t *spec, json_t *respon
             goto out;
         }
     }
-    if (lapse_batch_get(x->c, table, in, nk, out, &err) != 0) {
+    lapse_read_opts ro = {.eventually_consistent = !consistent};
+    if (lapse_batch_get_opts(x->c, table, in, nk, &ro, out, &err) != 0) {
         if (!retryable(&err)) {
             ddb_req_lapse_fail(x, &err, table);
             goto out;

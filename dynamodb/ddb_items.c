@@ -1,7 +1,7 @@
 /*
- * ddb_items.c: PutItem, GetItem, DeleteItem and UpdateItem. Reads are always
- * strongly consistent (the partition's owner answers), so ConsistentRead is
- * accepted either way. Conditions and updates go through ddb_write_run
+ * ddb_items.c: PutItem, GetItem, DeleteItem and UpdateItem. GetItem is
+ * eventually consistent unless ConsistentRead is true, as in DynamoDB: any
+ * in-sync copy of the partition may answer (lapse_read_opts). Conditions and updates go through ddb_write_run
  * (ddb_expr.h), which says what is atomic.
  */
 #include "ddb_items.h"
@@ -159,7 +159,8 @@ int ddb_items_get(ddb_ctx *x, json_t *req)
         table_and_item(x, req, "Key", 1, &table, &key) != 0) {
         goto out;
     }
-    if (lapse_get(x->c, table, key, &it, &err) != 0) {
+    lapse_read_opts ro = {.eventually_consistent = !consistent};
+    if (lapse_get_opts(x->c, table, key, &ro, &it, &err) != 0) {
         ddb_req_lapse_fail(x, &err, table);
         goto out;
     }

@@ -269,7 +269,8 @@ int ddb_query_query(ddb_ctx *x, json_t *req)
                           .limit = (unsigned)r.limit,
                           .reverse = !forward,
                           .exclusive_start_key = r.start,
-                          .partition_key_name = pk};
+                          .partition_key_name = pk,
+                          .eventually_consistent = !consistent};
     if (lapse_query_index(x->c, table, index, &o, &page, &err) != 0) {
         ddb_req_lapse_fail(x, &err, table);
         goto out;
@@ -321,7 +322,8 @@ int ddb_query_scan(ddb_ctx *x, json_t *req)
     lapse_scan_opts o = {.limit = (unsigned)r.limit,
                          .segment = segment >= 0 ? (unsigned)segment : 0,
                          .total_segments = total >= 0 ? (unsigned)total : 0,
-                         .exclusive_start_key = r.start};
+                         .exclusive_start_key = r.start,
+                         .eventually_consistent = !consistent};
     if (lapse_scan(x->c, table, &o, &page, &err) != 0) {
         ddb_req_lapse_fail(x, &err, table);
         goto out;

@@ -10,6 +10,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/schema.h"
+#include "../partition/replog.h"
 #include "../placement/hash.h"
 #include "../rpc/wire.h"
 #include "logship.h"
@@ -144,16 +145,33 @@ int handlers_partition_of(handlers_ctx *c, const item *it, uint32_t *part)
     return rv;
 }
 
+/* An in-sync follower's copy, for an eventually consistent read: the map
+ * holds it in the in-sync set and the copy has applied a record. */
+static int follower_reads(const handlers_ctx *c, uint32_t part)
+{
+    const pmap_replicas *r = pmap_part(c->table, part);
+    int i = r != NULL ? pmap_replicas_index(r, c->ns->id) : -1;
+    uint64_t epoch = 0, seq = 0;
+    if (i <= 0 || !pmap_in_sync(r, (uint32_t)i)) {
+        return 0;
+    }
+    return replog_position(c->ns->st, c->table->schema.id, part, &epoch, &seq, NULL, 0) == 0 &&
+           seq > 0;
+}
+
 int handlers_owns(const handlers_ctx *c, uint32_t part)
 {
-    return pmap_owner(c->table, part) == c->ns->id && !c->fenced;
+    if (pmap_owner(c->table, part) == c->ns->id) {
+        return !c->fenced || c->eventual;
+    }
+    return c->eventual && follower_reads(c, part);
 }
 
 int handlers_wrong_node(handlers_ctx *c, uint32_t part)
 {
     char err[256] = "";
     uint32_t owner = pmap_owner(c->table, part);
-    if (owner == c->ns->id && c->fenced) {
+    if (owner == c->ns->id && c->fenced && !c->eventual) {
         if (!fenced(c, err, sizeof(err))) { /* renewed since the request came in */
             snprintf(err, sizeof(err), "node %u's etcd lease was not current when the request "
                      "came in; try again", (unsigned)c->ns->id);

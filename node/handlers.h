@@ -54,6 +54,8 @@ typedef struct handlers_ctx {
     const pmap_table *table;   /* borrowed from map */
     int fenced;                /* table replicated and this node may not lead now
                                   (registry_may_lead), judged once with the table */
+    int eventual;              /* an eventually consistent read: any in-sync copy
+                                  may answer (handlers_owns); set by the read calls */
 } handlers_ctx;
 
 /* The rpc_handler for the node's server; arg is the node_server. */
@@ -77,7 +79,11 @@ int handlers_item_from_pb(handlers_ctx *c, const Lapse__Item *pb, int key_only, 
 /* Computes the partition of it (which carries the partition key) into *part.
  * Returns 0 or an error set on the reply. */
 int handlers_partition_of(handlers_ctx *c, const item *it, uint32_t *part);
-/* Returns 1 when this node owns partition part of the table. */
+/* Returns 1 when this node may answer for partition part of the table: it
+ * is the primary and not fenced; or, for an eventually consistent read
+ * (c->eventual), the map holds it in the in-sync set and its copy has
+ * applied records (a copy with none may be new or wiped: the primary
+ * answers instead). */
 int handlers_owns(const handlers_ctx *c, uint32_t part);
 /* Sets EWRONGNODE ("partition P of table T is owned by node K") on the
  * reply and returns it. */

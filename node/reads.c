@@ -55,6 +55,7 @@ void reads_get(handlers_ctx *c)
     uint32_t part;
     char err[512] = "";
 
+    c->eventual = r != NULL && r->eventually_consistent;
     if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0 ||
         handlers_item_from_pb(c, r->key, 1, "key", &key) != 0 ||
         handlers_route(c, key, &part) != 0) {
@@ -226,6 +227,7 @@ void reads_query(handlers_ctx *c)
     if (handlers_need_body(c, r) != 0) {
         goto out;
     }
+    c->eventual = r->eventually_consistent;
     if (r->index != NULL && r->index[0] != 0) {
         reads_query_index(c);
         goto out;
@@ -279,6 +281,7 @@ void reads_scan(handlers_ctx *c)
     char err[512] = "";
     memset(&page, 0, sizeof(page));
 
+    c->eventual = r != NULL && r->eventually_consistent;
     if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
         goto out;
     }
@@ -331,6 +334,7 @@ void reads_batch_get(handlers_ctx *c)
     size_t n = 0, nmine = 0, nun = 0;
     char err[512] = "";
 
+    c->eventual = r != NULL && r->eventually_consistent;
     if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
         goto out;
     }

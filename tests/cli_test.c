@@ -203,6 +203,14 @@ static void test_json_arguments_from_file_and_stdin(void **state)
     expect(0, NULL, NULL, NULL, item_path, (const char *[]){"put", "Files", "-", NULL});
     expect(0, "\"biB\"", NULL, NULL, NULL,
            (const char *[]){"get", "Files", "{\"Id\":{\"S\":\"biB\"}}", NULL});
+    expect(0, "\"biB\"", NULL, NULL, NULL,
+           (const char *[]){"get", "Files", "{\"Id\":{\"S\":\"biB\"}}",
+                            "--eventually-consistent", NULL});
+    expect(0, "\"biB\"", NULL, NULL, NULL,
+           (const char *[]){"query", "Files", "--key", "{\"Id\":{\"S\":\"biB\"}}",
+                            "--eventually-consistent", NULL});
+    expect(0, "\"biB\"", NULL, NULL, NULL,
+           (const char *[]){"scan", "Files", "--eventually-consistent", NULL});
 
     path val_p = run_path("value.json");
     const char *val_path = val_p.s;

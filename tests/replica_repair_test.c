@@ -39,40 +39,10 @@
 #define TABLE "snap"
 #define CUT "cut"
 
-static char g_fault_dir[512];
-
 static int group_setup(void **state)
 {
     (void)state;
-    static char args[700];
-    char err[256];
-    if (cluster_mkdtemp(g_fault_dir, sizeof(g_fault_dir), "faults", err, sizeof(err)) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    snprintf(args, sizeof(args), "--replog-retain 16 --debug-fault-dir %s", g_fault_dir);
-    return rs_group_setup_args(args);
-}
-
-static int group_teardown(void **state)
-{
-    int rv = rs_group_teardown(state);
-    cluster_rm_rf(g_fault_dir);
-    return rv;
-}
-
-/* Turns node's ReplicateLog refusal on or off. */
-static void refuse_replicate_log(int node, int on)
-{
-    char path[700];
-    snprintf(path, sizeof(path), "%s/node%d.refuse-replicate-log", g_fault_dir, node);
-    if (on) {
-        FILE *f = fopen(path, "w");
-        assert_non_null(f);
-        fclose(f);
-    } else {
-        assert_int_equal(unlink(path), 0);
-    }
+    return rs_group_setup_faults("--replog-retain 16", 0);
 }
 
 static void create_rf3(const char *name)
@@ -94,28 +64,6 @@ static int put_once(const char *table, int i, const char *v, lapse_error *e)
     return rv;
 }
 
-/* How many of the table's sets hold node in sync as a follower, and how
- * many it is the primary of; fails if node is not UP. */
-static void follower_and_primary_sets(const char *table, uint32_t node, int *in_sync_follower,
-                                      int *primary)
-{
-    pmap *pm = testmap_fetch(rs_cluster());
-    const pmap_table *t = pmap_table_find(pm, table);
-    assert_non_null(t);
-    const pmap_node *n = pmap_node_find(pm, node);
-    assert_non_null(n);
-    assert_int_equal(n->state, PMAP_NODE_UP);
-    *in_sync_follower = 0;
-    *primary = 0;
-    for (uint32_t p = 0; p < t->schema.partitions; p++) {
-        const pmap_replicas *r = &t->parts[p];
-        int i = pmap_replicas_index(r, node);
-        *primary += i == 0;
-        *in_sync_follower += i > 0 && pmap_in_sync(r, (uint32_t)i);
-    }
-    pmap_free(pm);
-}
-
 static void test_unconfirming_follower_leaves_the_in_sync_set(void **state)
 {
     (void)state;
@@ -126,25 +74,25 @@ static void test_unconfirming_follower_leaves_the_in_sync_set(void **state)
     }
     pmap_free(rs_wait_all_in_sync(CUT));
     int followed = 0, led = 0;
-    follower_and_primary_sets(CUT, 3, &followed, &led);
+    rs_follower_and_primary_sets(CUT, 3, &followed, &led);
     assert_true(followed > 0 && led > 0);
 
     /* Node 3 refuses its primaries' records: every write is acknowledged
      * all the same, node 3 leaves the sets it follows, and stays UP and
      * the primary of its own (no failover). */
-    refuse_replicate_log(3, 1);
+    rs_refuse_replicate_log(3, 1);
     for (int i = 20; i < 120; i++) {
         assert_lapse_ok(put_once(CUT, i, "b", &e), &e);
     }
     int followed_now = 0, led_now = 0;
-    follower_and_primary_sets(CUT, 3, &followed_now, &led_now);
+    rs_follower_and_primary_sets(CUT, 3, &followed_now, &led_now);
     assert_int_equal(followed_now, 0);
     assert_int_equal(led_now, led);
 
     /* Node 2 refuses too: node 1's sets would keep one copy in sync
      * without it, so it stays in them and their writes are refused; node
      * 3's sets drop node 2 and go on. */
-    refuse_replicate_log(2, 1);
+    rs_refuse_replicate_log(2, 1);
     int acked = 120, refused = 0;
     lapse_set_timeout_ms(rs_client(), 1500); /* a refused put is retried until then */
     for (int i = 120; i < 144; i++) {
@@ -161,8 +109,8 @@ static void test_unconfirming_follower_leaves_the_in_sync_set(void **state)
     assert_true(acked > 120);
 
     /* Healed, both rejoin every set and every copy is equal. */
-    refuse_replicate_log(2, 0);
-    refuse_replicate_log(3, 0);
+    rs_refuse_replicate_log(2, 0);
+    rs_refuse_replicate_log(3, 0);
     pmap_free(rs_wait_all_in_sync(CUT));
     uint64_t items = rs_assert_copies_match(CUT);
     assert_true(items >= (uint64_t)acked && items <= 144);
@@ -245,5 +193,5 @@ int main(void)
         cmocka_unit_test(test_unconfirming_follower_leaves_the_in_sync_set),
         cmocka_unit_test(test_replicas_behind_the_log_are_rebuilt),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, rs_group_teardown);
 }

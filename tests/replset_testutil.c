@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -16,10 +17,47 @@
 static cluster *g_rs_cluster;
 static lapse_client *g_rs_client;
 
+static char g_rs_fault_dir[512]; /* "": none */
+
+static int setup(const char *node_args, int metrics)
+{
+    cluster_options o = {
+        .nodes = 3, .quiet = 1, .etcd = 1, .node_args = node_args, .metrics = metrics};
+    return cluster_start_client(&g_rs_cluster, &o, &g_rs_client) != 0 ? -1 : 0;
+}
+
 int rs_group_setup_args(const char *node_args)
 {
-    cluster_options o = {.nodes = 3, .quiet = 1, .etcd = 1, .node_args = node_args};
-    return cluster_start_client(&g_rs_cluster, &o, &g_rs_client) != 0 ? -1 : 0;
+    return setup(node_args, 0);
+}
+
+int rs_group_setup_faults(const char *node_args, int metrics)
+{
+    static char args[1024];
+    char err[256];
+    if (cluster_mkdtemp(g_rs_fault_dir, sizeof(g_rs_fault_dir), "faults", err, sizeof(err)) !=
+        0) {
+        fprintf(stderr, "%s\n", err);
+        g_rs_fault_dir[0] = '\0';
+        return -1;
+    }
+    snprintf(args, sizeof(args), "%s --debug-fault-dir %s", node_args != NULL ? node_args : "",
+             g_rs_fault_dir);
+    return setup(args, metrics);
+}
+
+void rs_refuse_replicate_log(int node, int on)
+{
+    char path[700];
+    assert_true(g_rs_fault_dir[0] != '\0');
+    snprintf(path, sizeof(path), "%s/node%d.refuse-replicate-log", g_rs_fault_dir, node);
+    if (on) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+    } else {
+        assert_int_equal(unlink(path), 0);
+    }
 }
 
 int rs_group_setup(void **state)
@@ -31,7 +69,12 @@ int rs_group_setup(void **state)
 int rs_group_teardown(void **state)
 {
     (void)state;
-    return g_rs_cluster != NULL ? stop_cluster(g_rs_cluster, g_rs_client) : 0;
+    int rv = g_rs_cluster != NULL ? stop_cluster(g_rs_cluster, g_rs_client) : 0;
+    if (g_rs_fault_dir[0] != '\0') {
+        cluster_rm_rf(g_rs_fault_dir);
+        g_rs_fault_dir[0] = '\0';
+    }
+    return rv;
 }
 
 cluster *rs_cluster(void)
@@ -98,6 +141,26 @@ uint64_t rs_assert_copies_match(const char *table)
     }
     pmap_free(pm);
     return total;
+}
+
+void rs_follower_and_primary_sets(const char *table, uint32_t node, int *in_sync_follower,
+                                  int *primary)
+{
+    pmap *pm = testmap_fetch(g_rs_cluster);
+    const pmap_table *t = pmap_table_find(pm, table);
+    assert_non_null(t);
+    const pmap_node *n = pmap_node_find(pm, node);
+    assert_non_null(n);
+    assert_int_equal(n->state, PMAP_NODE_UP);
+    *in_sync_follower = 0;
+    *primary = 0;
+    for (uint32_t p = 0; p < t->schema.partitions; p++) {
+        const pmap_replicas *r = &t->parts[p];
+        int i = pmap_replicas_index(r, node);
+        *primary += i == 0;
+        *in_sync_follower += i > 0 && pmap_in_sync(r, (uint32_t)i);
+    }
+    pmap_free(pm);
 }
 
 pmap *rs_wait_all_in_sync(const char *table)

@@ -26,6 +26,14 @@
 int rs_group_setup(void **state);
 /* rs_group_setup with extra arguments for every node (cluster_options). */
 int rs_group_setup_args(const char *node_args);
+/* rs_group_setup_args, the nodes also given a fault directory
+ * (--debug-fault-dir, for rs_refuse_replicate_log) and, with metrics set,
+ * serving /metrics (cluster_metrics_addr). rs_group_teardown removes the
+ * directory. */
+int rs_group_setup_faults(const char *node_args, int metrics);
+/* Turns node's refusal of every ReplicateLog on or off (a file in the
+ * fault directory of rs_group_setup_faults). */
+void rs_refuse_replicate_log(int node, int on);
 /* The group's teardown: stops what rs_group_setup started (stop_cluster). */
 int rs_group_teardown(void **state);
 cluster *rs_cluster(void);
@@ -52,6 +60,11 @@ pmap *rs_wait_all_in_sync(const char *table);
 /* Waits (up to 20 s) until the coordinator reports node id in state want
  * ("UP" or "DOWN"). */
 void rs_wait_state(uint32_t id, const char *want);
+
+/* How many of table's sets hold node in sync as a follower, and how many
+ * it is the primary of; fails if node is not UP. */
+void rs_follower_and_primary_sets(const char *table, uint32_t node, int *in_sync_follower,
+                                  int *primary);
 
 /* Puts {Id: id, V: v} on table, retrying for up to 15 s while sets change. */
 void rs_put_retrying(const char *table, const char *id, const char *v);

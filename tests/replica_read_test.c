@@ -1,0 +1,427 @@
+/*
+ * replica_read_test: eventually consistent reads (docs/replication.md,
+ * "Reads") on one etcd member, a coordinator and three real nodes serving
+ * /metrics, a table of three copies:
+ *  - on the wire, each node asked directly: a strongly consistent get,
+ *    query, scan or batch get is answered by the partition's primary only
+ *    (WRONG_NODE elsewhere); an eventually consistent one by every in-sync
+ *    copy, with the same items; before the partition took any write only
+ *    the primary answers (a copy with no record may be new or wiped);
+ *  - through liblapse, eventually consistent gets of one primary's keys are
+ *    spread over all three copies (each node's get count, from /metrics),
+ *    and batch get, query and scan read every item;
+ *  - a copy that its primaries took out of the in-sync sets (a test fault
+ *    switch makes it refuse their records) refuses eventually consistent
+ *    reads from then on, so it never serves its older items: liblapse's
+ *    reads, sent there by a map that still says it is in sync, end at the
+ *    primary and read the latest values. Healed, it rejoins and matches.
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../rpc/rpc.h"
+#include "replset_testutil.h"
+#include "scrape.h"
+
+#define PARTS 4
+#define TABLE "evc"
+#define KEYS 40
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return rs_group_setup_faults(NULL, 1);
+}
+
+/* ---- direct calls to one node ---- */
+
+typedef struct key_pb {
+    char id[32];
+    Lapse__AttributeValue v;
+    Lapse__Attribute attr;
+    Lapse__Attribute *attrs[1];
+    Lapse__Item item;
+} key_pb;
+
+/* The key {Id: k<i>} as a wire Item (in k). */
+static Lapse__Item *key_of(key_pb *k, int i)
+{
+    snprintf(k->id, sizeof(k->id), "k%d", i);
+    lapse__attribute_value__init(&k->v);
+    k->v.value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_S;
+    k->v.s.data = (uint8_t *)k->id;
+    k->v.s.len = strlen(k->id);
+    lapse__attribute__init(&k->attr);
+    k->attr.name = "Id";
+    k->attr.value = &k->v;
+    k->attrs[0] = &k->attr;
+    lapse__item__init(&k->item);
+    k->item.attrs = k->attrs;
+    k->item.n_attrs = 1;
+    return &k->item;
+}
+
+/* Sends req to node; returns the call's Lapse code, *resp the reply when
+ * it is 0 (caller frees). */
+static int node_call(int node, Lapse__Request *req, Lapse__Response **resp)
+{
+    rpc_client *rc = NULL;
+    char err[256];
+    *resp = NULL;
+    assert_int_equal(rpc_client_open(&rc, cluster_node_url(rs_cluster(), node), err, sizeof(err)),
+                     0);
+    int rv = rpc_call(rc, req, 3000, resp, err, sizeof(err));
+    if (rv != 0 && rv != LAPSE_EWRONGNODE) {
+        fail_msg("call %d on node %d: %s: %s", (int)req->body_case, node, lapse_strerror(rv),
+                 err);
+    }
+    if (rv != 0) {
+        rpc_response_free(*resp);
+        *resp = NULL;
+    }
+    rpc_client_close(rc);
+    return rv;
+}
+
+/* The text of item's attribute V ("" when it has none). */
+static void value_of(const Lapse__Item *item, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    for (size_t i = 0; item != NULL && i < item->n_attrs; i++) {
+        const Lapse__AttributeValue *v = item->attrs[i]->value;
+        if (strcmp(item->attrs[i]->name, "V") == 0 && v->value_case ==
+                                                          LAPSE__ATTRIBUTE_VALUE__VALUE_S) {
+            snprintf(out, outlen, "%.*s", (int)v->s.len, (const char *)v->s.data);
+        }
+    }
+}
+
+/* GetItem k<i> on node: the Lapse code; with 0, *v is the item's V ("" when
+ * there is no item). */
+static int get_on(int node, int i, int eventual, char *v, size_t vlen)
+{
+    key_pb k;
+    Lapse__GetItemRequest body = LAPSE__GET_ITEM_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    body.table = TABLE;
+    body.key = key_of(&k, i);
+    body.eventually_consistent = eventual;
+    req.body_case = LAPSE__REQUEST__BODY_GET_ITEM;
+    req.get_item = &body;
+    int rv = node_call(node, &req, &resp);
+    if (rv == 0) {
+        value_of(resp->get_item->item, v, vlen);
+        rpc_response_free(resp);
+    }
+    return rv;
+}
+
+/* Scan of partition part on node: the Lapse code; with 0, *items counts
+ * what it returned (a page holds every item of these small partitions). */
+static int scan_on(int node, uint32_t part, int eventual, size_t *items)
+{
+    Lapse__ScanRequest body = LAPSE__SCAN_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    body.table = TABLE;
+    body.partition = part;
+    body.eventually_consistent = eventual;
+    req.body_case = LAPSE__REQUEST__BODY_SCAN;
+    req.scan = &body;
+    int rv = node_call(node, &req, &resp);
+    if (rv == 0) {
+        assert_null(resp->page->last_evaluated_key);
+        *items = resp->page->n_items;
+        rpc_response_free(resp);
+    }
+    return rv;
+}
+
+/* Query of partition key k<i> on node: the Lapse code; with 0, *v is the
+ * one item's V. */
+static int query_on(int node, int i, int eventual, char *v, size_t vlen)
+{
+    key_pb k;
+    Lapse__QueryRequest body = LAPSE__QUERY_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    body.table = TABLE;
+    body.partition_key = key_of(&k, i)->attrs[0]->value;
+    body.eventually_consistent = eventual;
+    req.body_case = LAPSE__REQUEST__BODY_QUERY;
+    req.query = &body;
+    int rv = node_call(node, &req, &resp);
+    if (rv == 0) {
+        assert_int_equal(resp->page->n_items, 1);
+        value_of(resp->page->items[0], v, vlen);
+        rpc_response_free(resp);
+    }
+    return rv;
+}
+
+/* BatchGet of every key on node: how many it left unprocessed; every key
+ * it processed has V want. */
+static size_t batch_get_on(int node, int eventual, const char *want)
+{
+    static key_pb k[KEYS];
+    Lapse__Item *keys[KEYS];
+    Lapse__BatchGetRequest body = LAPSE__BATCH_GET_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    for (int i = 0; i < KEYS; i++) {
+        keys[i] = key_of(&k[i], i);
+    }
+    body.table = TABLE;
+    body.keys = keys;
+    body.n_keys = KEYS;
+    body.eventually_consistent = eventual;
+    req.body_case = LAPSE__REQUEST__BODY_BATCH_GET;
+    req.batch_get = &body;
+    assert_int_equal(node_call(node, &req, &resp), 0);
+    const Lapse__BatchGetResponse *bg = resp->batch_get;
+    assert_int_equal(bg->n_items, KEYS);
+    char *skip = calloc(KEYS, 1);
+    for (size_t j = 0; j < bg->n_unprocessed; j++) {
+        skip[bg->unprocessed[j]] = 1;
+    }
+    for (int i = 0; i < KEYS; i++) {
+        char v[64];
+        value_of(bg->items[i], v, sizeof(v));
+        if (!skip[i] && strcmp(v, want) != 0) {
+            fail_msg("batch get on node %d: k%d has V \"%s\", not \"%s\"", node, i, v, want);
+        }
+    }
+    size_t un = bg->n_unprocessed;
+    free(skip);
+    rpc_response_free(resp);
+    return un;
+}
+
+/* ---- helpers ---- */
+
+static int g_primary_of[KEYS]; /* the node answering k<i> strongly */
+
+static void put_all(const char *v)
+{
+    for (int i = 0; i < KEYS; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "k%d", i);
+        rs_put_retrying(TABLE, id, v);
+    }
+}
+
+/* The GetItem calls node answered OK, from its /metrics. */
+static double gets_served(int node)
+{
+    char *text = scrape_get(cluster_metrics_addr(rs_cluster(), node), 3000);
+    assert_non_null(text);
+    double n = scrape_sum(text, "lapse_rpc_requests_total", "call=\"GetItem\",status=\"OK\"");
+    free(text);
+    return n;
+}
+
+/* ---- tests ---- */
+
+static void test_copies_answer_eventually_consistent_reads(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = TABLE,
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = PARTS,
+                         .replication = 3};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    pmap_free(rs_wait_all_in_sync(TABLE));
+
+    /* No write yet: no copy holds a record, so only the primary answers
+     * even an eventually consistent read (a copy with none may be wiped). */
+    char v[64];
+    for (int i = 0; i < KEYS; i++) {
+        int answered = 0;
+        for (int node = 1; node <= 3; node++) {
+            if (get_on(node, i, 1, v, sizeof(v)) == 0) {
+                assert_string_equal(v, "");
+                answered++;
+                g_primary_of[i] = node;
+            }
+        }
+        assert_int_equal(answered, 1);
+    }
+
+    put_all("a");
+    for (int i = 0; i < KEYS; i++) {
+        int strong = 0;
+        for (int node = 1; node <= 3; node++) {
+            assert_int_equal(get_on(node, i, 1, v, sizeof(v)), 0);
+            assert_string_equal(v, "a");
+            if (get_on(node, i, 0, v, sizeof(v)) == 0) {
+                assert_string_equal(v, "a");
+                assert_int_equal(node, g_primary_of[i]);
+                strong++;
+            }
+            assert_int_equal(query_on(node, i, 1, v, sizeof(v)), 0);
+            assert_string_equal(v, "a");
+            int q = query_on(node, i, 0, v, sizeof(v));
+            assert_int_equal(q, node == g_primary_of[i] ? 0 : LAPSE_EWRONGNODE);
+        }
+        assert_int_equal(strong, 1);
+    }
+
+    for (int node = 1; node <= 3; node++) {
+        size_t total = 0, led = 0;
+        for (uint32_t p = 0; p < PARTS; p++) {
+            size_t n = 0;
+            assert_int_equal(scan_on(node, p, 1, &n), 0);
+            total += n;
+            size_t strong_n = 0;
+            if (scan_on(node, p, 0, &strong_n) == 0) {
+                assert_int_equal(strong_n, n);
+                led++;
+            }
+        }
+        assert_int_equal(total, KEYS);
+        assert_true(led >= 1 && led < PARTS); /* some partitions, not all */
+
+        int mine = 0;
+        for (int i = 0; i < KEYS; i++) {
+            mine += g_primary_of[i] == node;
+        }
+        assert_int_equal(batch_get_on(node, 1, "a"), 0);
+        assert_int_equal(batch_get_on(node, 0, "a"), (size_t)(KEYS - mine));
+    }
+}
+
+static void test_client_spreads_reads_over_the_copies(void **state)
+{
+    (void)state;
+    lapse_client *c = rs_client();
+    lapse_error e = {0};
+    int ids[KEYS], n = 0;
+    for (int i = 0; i < KEYS; i++) {
+        if (g_primary_of[i] == 1) {
+            ids[n++] = i;
+        }
+    }
+    assert_true(n > 0);
+
+    /* Gets of node 1's keys: strongly consistent ones all go to node 1;
+     * eventually consistent ones to every copy in turn. */
+    double before[4], after[4];
+    for (int node = 1; node <= 3; node++) {
+        before[node] = gets_served(node);
+    }
+    lapse_read_opts ro = {.eventually_consistent = 1};
+    for (int j = 0; j < 60; j++) {
+        lapse_item *key = item_json("{\"Id\":{\"S\":\"k%d\"}}", ids[j % n]), *got = NULL;
+        assert_lapse_ok(lapse_get_opts(c, TABLE, key, &ro, &got, &e), &e);
+        assert_non_null(got);
+        lapse_item_free(got);
+        lapse_item_free(key);
+    }
+    for (int node = 1; node <= 3; node++) {
+        after[node] = gets_served(node);
+    }
+    double all = 0;
+    for (int node = 1; node <= 3; node++) {
+        double got = after[node] - before[node];
+        if (got < 10) {
+            fail_msg("node %d answered %.0f of 60 eventually consistent gets: not spread", node,
+                     got);
+        }
+        all += got;
+    }
+    assert_true(all == 60);
+
+    /* Batch get, query and scan read every item. */
+    lapse_item *keys[KEYS], *out[KEYS];
+    for (int i = 0; i < KEYS; i++) {
+        keys[i] = item_json("{\"Id\":{\"S\":\"k%d\"}}", i);
+    }
+    assert_lapse_ok(lapse_batch_get_opts(c, TABLE, keys, KEYS, &ro, out, &e), &e);
+    for (int i = 0; i < KEYS; i++) {
+        assert_non_null(out[i]);
+        lapse_item_free(out[i]);
+        lapse_item_free(keys[i]);
+    }
+    lapse_query_opts q = {.partition_key_json = "{\"S\":\"k7\"}", .eventually_consistent = 1};
+    lapse_page *page = NULL;
+    assert_lapse_ok(lapse_query(c, TABLE, &q, &page, &e), &e);
+    assert_int_equal(lapse_page_count(page), 1);
+    lapse_page_free(page);
+    lapse_scan_opts so = {.eventually_consistent = 1};
+    assert_lapse_ok(lapse_scan(c, TABLE, &so, &page, &e), &e);
+    assert_int_equal(lapse_page_count(page), KEYS);
+    lapse_page_free(page);
+}
+
+static void test_copy_out_of_the_set_refuses(void **state)
+{
+    (void)state;
+    lapse_client *c = rs_client();
+    lapse_error e = {0};
+    char v[64];
+    int followed = 0, led = 0;
+
+    /* Node 3 refuses its primaries' records: the new values are
+     * acknowledged by the other two copies and node 3 leaves the sets it
+     * follows, keeping the old values. */
+    rs_refuse_replicate_log(3, 1);
+    put_all("b");
+    rs_follower_and_primary_sets(TABLE, 3, &followed, &led);
+    assert_int_equal(followed, 0);
+
+    /* Once its own map says so (bounded wait), node 3 refuses eventually
+     * consistent reads of the partitions it no longer holds in sync. */
+    for (int i = 0; i < KEYS; i++) {
+        if (g_primary_of[i] == 3) {
+            continue;
+        }
+        int rv = 0;
+        for (int tries = 0; tries < 100 && (rv = get_on(3, i, 1, v, sizeof(v))) == 0; tries++) {
+            assert_string_equal(v, "a"); /* its copy is behind */
+            rs_sleep_ms(100);
+        }
+        assert_int_equal(rv, LAPSE_EWRONGNODE);
+    }
+
+    /* liblapse's eventually consistent reads all read the new values,
+     * whichever copy its map sends them to first. */
+    lapse_read_opts ro = {.eventually_consistent = 1};
+    for (int j = 0; j < 3 * KEYS; j++) {
+        lapse_item *key = item_json("{\"Id\":{\"S\":\"k%d\"}}", j % KEYS), *got = NULL;
+        assert_lapse_ok(lapse_get_opts(c, TABLE, key, &ro, &got, &e), &e);
+        char *json = lapse_item_to_json(got);
+        assert_non_null(strstr(json, "\"b\""));
+        lapse_free(json);
+        lapse_item_free(got);
+        lapse_item_free(key);
+    }
+
+    /* Healed, node 3 rejoins and serves the new values. */
+    rs_refuse_replicate_log(3, 0);
+    pmap_free(rs_wait_all_in_sync(TABLE));
+    rs_assert_copies_match(TABLE);
+    for (int i = 0; i < KEYS; i++) {
+        int rv = LAPSE_EWRONGNODE;
+        for (int tries = 0; tries < 100 && (rv = get_on(3, i, 1, v, sizeof(v))) != 0; tries++) {
+            rs_sleep_ms(100);
+        }
+        assert_int_equal(rv, 0);
+        assert_string_equal(v, "b");
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_copies_answer_eventually_consistent_reads),
+        cmocka_unit_test(test_client_spreads_reads_over_the_copies),
+        cmocka_unit_test(test_copy_out_of_the_set_refuses),
+    };
+    return cmocka_run_group_tests(tests, group_setup, rs_group_teardown);
+}
