@@ -8,9 +8,11 @@
  *              "StreamSpecification","StreamShards"?}}
  *              (TimeToLive: ttlcfg_config_json; the rest: indexcfg_describe)
  *   list:     {"TableNames":[...]}
+ *              and, for a table of several copies, "ReplicaSets" (replica_sets_json)
  *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State",
  *              "LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
- *              "PartitionMapVersion","ClockSkewMs"}]}
+ *              "PartitionMapVersion","ClockSkewMs"}],"UnderReplicated","PrimaryChanges",
+ *              "ReplicaSets":[...every replicated table's, each naming its "Table"]}
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -122,6 +124,79 @@ static json_t *table_json(const Lapse__TableMap *tm)
     }
     json_object_set_new(doc, "Table", t);
     return doc;
+}
+
+/* The lag report of follower node of partition part of table_id, or NULL. */
+static const Lapse__ReplicaLag *lag_of(Lapse__ReplicaLag *const *lags, size_t n,
+                                       uint32_t table_id, uint32_t part, uint32_t node)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (lags[i]->table_id == table_id && lags[i]->partition == part && lags[i]->node == node) {
+            return lags[i];
+        }
+    }
+    return NULL;
+}
+
+/* Counts of a table's replica sets (cluster-status). */
+typedef struct set_counts {
+    uint64_t under;   /* sets with a member out of the in-sync set */
+    uint64_t changes; /* changes of primary: each set's epoch - 1 */
+} set_counts;
+
+/* Appends one object per base partition of a replicated table to arr:
+ * {"Table"?,"Partition","Epoch","Primary","InSync":[ids],"Followers":[{"NodeId",
+ * "InSync","LagRecords"?}]} (LagRecords: the primary's last report, left out
+ * when it has none or has not heard from the follower). with_table: name
+ * the table in each. Adds to *counts. Tables of one copy add nothing. 0, or
+ * -1 on OOM. */
+static int replica_sets_json(json_t *arr, const Lapse__TableMap *tm, int with_table,
+                             Lapse__ReplicaLag *const *lags, size_t nlags, set_counts *counts)
+{
+    const Lapse__TableSchema *s = tm->schema;
+    if (s == NULL || s->replication < 2) {
+        return 0;
+    }
+    for (size_t p = 0; p < tm->n_partitions; p++) {
+        const Lapse__PartitionReplicas *r = tm->partitions[p];
+        if (r == NULL || r->n_node_ids == 0) {
+            continue;
+        }
+        json_t *o = json_object(), *in_sync = json_array(), *followers = json_array();
+        int under = 0;
+        for (size_t i = 0; i < r->n_node_ids; i++) {
+            int yes = r->in_sync == 0 || (r->in_sync >> i & 1u);
+            under |= !yes;
+            if (yes) {
+                json_array_append_new(in_sync, json_integer(r->node_ids[i]));
+            }
+            if (i == 0) {
+                continue;
+            }
+            json_t *f = json_pack("{s:I,s:b}", "NodeId", (json_int_t)r->node_ids[i], "InSync",
+                                  yes);
+            const Lapse__ReplicaLag *l =
+                lag_of(lags, nlags, s->id, (uint32_t)p, r->node_ids[i]);
+            if (f != NULL && l != NULL && l->known) {
+                json_object_set_new(f, "LagRecords", json_integer((json_int_t)l->lag_records));
+            }
+            json_array_append_new(followers, f);
+        }
+        if (with_table) {
+            json_object_set_new(o, "Table", json_string(s->name));
+        }
+        json_object_set_new(o, "Partition", json_integer((json_int_t)p));
+        json_object_set_new(o, "Epoch", json_integer((json_int_t)(r->epoch ? r->epoch : 1)));
+        json_object_set_new(o, "Primary", json_integer(r->node_ids[0]));
+        json_object_set_new(o, "InSync", in_sync);
+        json_object_set_new(o, "Followers", followers);
+        if (json_array_append_new(arr, o) != 0) {
+            return -1;
+        }
+        counts->under += under;
+        counts->changes += r->epoch > 1 ? r->epoch - 1 : 0;
+    }
+    return 0;
 }
 
 static json_t *table_json_checked(const Lapse__TableMap *tm, lapse_error *err, int *rv)
@@ -266,11 +341,20 @@ int lapse_describe_table(lapse_client *c, const char *table, char **json_out, la
     if ((rv = client_call_coord(c, &req, 1, &resp, err)) != 0) {
         return rv;
     }
-    const Lapse__TableMap *tm =
-        resp->body_case == LAPSE__RESPONSE__BODY_DESCRIBE_TABLE && resp->describe_table != NULL
-            ? resp->describe_table->table
-            : NULL;
+    const Lapse__DescribeTableResponse *d =
+        resp->body_case == LAPSE__RESPONSE__BODY_DESCRIBE_TABLE ? resp->describe_table : NULL;
+    const Lapse__TableMap *tm = d != NULL ? d->table : NULL;
     json_t *doc = table_json_checked(tm, err, &rv);
+    if (rv == 0 && tm->schema->replication >= 2) {
+        json_t *sets = json_array();
+        set_counts counts = {0, 0};
+        if (sets == NULL ||
+            replica_sets_json(sets, tm, 0, d->replica_lag, d->n_replica_lag, &counts) != 0 ||
+            json_object_set_new(json_object_get(doc, "Table"), "ReplicaSets", sets) != 0) {
+            json_decref(doc);
+            doc = NULL;
+        }
+    }
     rpc_response_free(resp);
     return rv != 0 ? rv : dump(doc, json_out, err);
 }
@@ -344,10 +428,24 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
         json_object_set_new(o, "ClockSkewMs", json_integer(n->clock_skew_ms));
         json_array_append_new(nodes, o);
     }
-    json_t *doc = json_object();
+    json_t *doc = json_object(), *sets = json_array();
+    set_counts counts = {0, 0};
+    for (size_t t = 0; cs->map != NULL && t < cs->map->n_tables; t++) {
+        if (replica_sets_json(sets, cs->map->tables[t], 1, cs->replica_lag, cs->n_replica_lag,
+                              &counts) != 0) {
+            json_decref(sets);
+            json_decref(nodes);
+            json_decref(doc);
+            rpc_response_free(resp);
+            return client_err(err, LAPSE_ENOMEM, "out of memory");
+        }
+    }
     json_object_set_new(doc, "PartitionMapVersion", json_integer((json_int_t)cs->pmap_version));
     json_object_set_new(doc, "Tables", json_integer(cs->tables));
     json_object_set_new(doc, "Nodes", nodes);
+    json_object_set_new(doc, "UnderReplicated", json_integer((json_int_t)counts.under));
+    json_object_set_new(doc, "PrimaryChanges", json_integer((json_int_t)counts.changes));
+    json_object_set_new(doc, "ReplicaSets", sets);
     rpc_response_free(resp);
     return dump(doc, json_out, err);
 }

@@ -14,6 +14,7 @@
 #include "leader.h"
 #include "membership.h"
 #include "push.h"
+#include "replstatus.h"
 #include "replicas.h"
 #include "server.h"
 #include "ttlcalls.h"
@@ -82,6 +83,7 @@ static void do_heartbeat(server *s, const Lapse__HeartbeatRequest *r, Lapse__Res
         return;
     }
     ttlcalls_record_heartbeat(s, r);
+    replstatus_record(s, r->node_id, r->replica_lag, r->n_replica_lag);
     Lapse__HeartbeatResponse *m =
         MSG_NEW(a, Lapse__HeartbeatResponse, LAPSE__HEARTBEAT_RESPONSE__INIT);
     if (m == NULL) {
@@ -290,13 +292,15 @@ static void do_describe_table(server *s, const Lapse__DescribeTableRequest *r,
     pthread_mutex_lock(&s->lock);
     resp->pmap_version = s->pm->version;
     const pmap_table *t = pmap_table_find(s->pm, name);
+    int failed = 0;
     if (t != NULL) {
         m->table = wire_table_to_pb(a, t);
+        failed = replstatus_lag_pb(s, t->schema.id, a, &m->replica_lag, &m->n_replica_lag) != 0;
     }
     pthread_mutex_unlock(&s->lock);
     if (t == NULL) {
         rpc_set_error(resp, a, LAPSE_ENOTFOUND, "table %s does not exist", name);
-    } else if (m->table == NULL) {
+    } else if (m->table == NULL || failed) {
         oom(resp, a);
     } else {
         resp->body_case = LAPSE__RESPONSE__BODY_DESCRIBE_TABLE;
@@ -403,6 +407,8 @@ static void do_cluster_status(server *s, Lapse__Response *resp, arena *a)
     for (size_t i = 0; !failed && i < n; i++) {
         failed = (m->nodes[i] = node_status(s, &s->pm->nodes[i], now_mono_ms, a)) == NULL;
     }
+    failed = failed || (m->map = wire_pmap_to_pb(a, s->pm)) == NULL ||
+             replstatus_lag_pb(s, 0, a, &m->replica_lag, &m->n_replica_lag) != 0;
     pthread_mutex_unlock(&s->lock);
     if (failed) {
         oom(resp, a);

@@ -145,6 +145,9 @@ void server_close(server *s)
     catalog_etcd_close(s->ecat);
     etcd_close(s->ec);
     pmap_free(s->pm);
+    for (size_t i = 0; i < s->nlive; i++) {
+        free(s->live[i].lags);
+    }
     free(s->live);
     ttlprop_fini(&s->ttl);
     if (s->admin_token != NULL) {

@@ -55,6 +55,13 @@
 #include "ttlprop.h"
 
 /* Liveness of one node, as last heard from it (not durable). */
+/* One follower's lag as its primary last reported it (replstatus.h). */
+typedef struct live_lag {
+    uint32_t table_id, part, node;
+    uint64_t lag; /* records */
+    int known;    /* the primary has heard from the follower since it started */
+} live_lag;
+
 typedef struct node_live {
     uint32_t id;                    /* the node's id, as in pm */
     int64_t last_heartbeat_mono_ms; /* clock_mono of the last RegisterNode/Heartbeat; -1 never */
@@ -62,6 +69,9 @@ typedef struct node_live {
     int64_t clock_skew_ms;          /* node wall clock minus ours at its last heartbeat */
     int64_t reported_skew_ms;       /* the node's own skew estimate, from its heartbeat */
     int ttl_paused_for_clock;       /* its last heartbeat said its TTL scanners are paused */
+    live_lag *lags;                 /* owned: its last heartbeat's replica_lag, the
+                                       followers of the sets it leads */
+    size_t nlags;
 } node_live;
 
 typedef struct server_config {

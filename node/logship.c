@@ -84,6 +84,27 @@ static const pmap_replicas *set_of(const node_map *m, uint32_t table_id, uint32_
     return r;
 }
 
+void logship_heard(logship *ls, uint32_t table_id, uint32_t part, uint32_t id, uint64_t seq)
+{
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    size_t slot = PMAP_MAX_REPLICAS;
+    for (size_t i = 0; p != NULL && i < PMAP_MAX_REPLICAS; i++) {
+        if (p->heard_id[i] == id || (p->heard_id[i] == 0 && slot == PMAP_MAX_REPLICAS)) {
+            slot = i;
+        }
+        if (p->heard_id[i] == id) {
+            break;
+        }
+    }
+    if (p != NULL) {
+        slot = slot < PMAP_MAX_REPLICAS ? slot : id % PMAP_MAX_REPLICAS; /* full: replace one */
+        p->heard_id[slot] = id;
+        p->heard_seq[slot] = seq;
+    }
+    pthread_mutex_unlock(&ls->lock);
+}
+
 void logship_pending_add(uint32_t ids[PMAP_MAX_REPLICAS], uint64_t *version, uint64_t map_version,
                          uint32_t id, uint64_t settles)
 {
@@ -427,6 +448,8 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
             misses[nmiss] = (miss){.id = ids[i], .deposed = crv == LAPSE_EPERM};
             snprintf(misses[nmiss++].why, sizeof(misses[0].why), "%s",
                      c->err[0] ? c->err : lapse_strerror(crv));
+        } else if (rv == 0) {
+            logship_heard(ls, table_id, part, ids[i], seq);
         }
         rpc_response_free(c->resp);
     }

@@ -20,6 +20,7 @@
 #define LAPSE_LOGSHIP_H
 
 #include "../common/arena.h"
+#include "../common/metrics.h"
 #include "../rpc/rpc.h"
 #include "node.h"
 
@@ -56,6 +57,25 @@ typedef struct logship_call {
     Lapse__Response *resp;
     arena *a;
 } logship_call;
+
+/* One follower of a replicated partition this node leads (replstat.c):
+ * how far behind this primary's log it is, as the primary last heard. */
+typedef struct logship_lag {
+    uint32_t table_id, part, node;
+    uint64_t lag;  /* records: this log's last seq minus the follower's last confirmed */
+    int known;     /* 0: not heard from since this node started (lag is 0 then) */
+    int in_sync;   /* the map holds it in the in-sync set */
+} logship_lag;
+
+/* Every follower of the sets this node leads in its map, into *out (caller
+ * frees; NULL with *n 0 when none); *led counts those sets and *under the
+ * ones with a member out of the in-sync set. 0 or LAPSE_ENOMEM. */
+int logship_lags(logship *ls, logship_lag **out, size_t *n, size_t *led, size_t *under);
+/* logship_lags as the Heartbeat's replica_lag, allocated from a. 0 or
+ * LAPSE_ENOMEM. */
+int logship_lag_pb(logship *ls, arena *a, Lapse__ReplicaLag ***out, size_t *n);
+/* Sets the replica set gauges of /metrics (docs/operations.md). */
+void logship_collect(logship *ls, metrics *m);
 
 /* The ReplicateLog call (a replica applying its primary's records). */
 void logship_handle(const logship_call *c);

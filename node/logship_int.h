@@ -18,6 +18,8 @@
  *    it (writes no longer wait for them) until the map at drop_version or
  *    later says. Of a member both joining and dropped, the later word
  *    counts;
+ *  - heard: where each follower last said it stands, for the lag this
+ *    primary reports (replstat.c);
  *  - lag_gen, lag_done: lag_gen counts this primary's failed ships (an
  *    in-sync member may then lack records of this log, never an
  *    acknowledged one); the resync thread sends them the log and, once
@@ -56,6 +58,10 @@ typedef struct part_state {
     uint64_t drop_version;               /* the map version that settles them */
     uint64_t lag_gen, lag_done;
     int64_t resync_warned_ms; /* when the resync thread last warned about it */
+    /* heard_seq[i]: the last record follower heard_id[i] (0: free slot)
+     * confirmed holding, as this primary last heard (logship_heard) */
+    uint32_t heard_id[PMAP_MAX_REPLICAS];
+    uint64_t heard_seq[PMAP_MAX_REPLICAS];
     struct part_state *next;
 } part_state;
 
@@ -85,6 +91,10 @@ part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part);
  * emptied first. REQUIRES: ls->lock held. */
 void logship_pending_add(uint32_t ids[PMAP_MAX_REPLICAS], uint64_t *version, uint64_t map_version,
                          uint32_t id, uint64_t settles);
+
+/* Notes that follower id of (table_id, part) holds this log up to seq, as
+ * it just said. Takes ls->lock. */
+void logship_heard(logship *ls, uint32_t table_id, uint32_t part, uint32_t id, uint64_t seq);
 
 /* Which members of r this primary ships to and waits for: bit i for
  * ids[i] (i >= 1), in sync in m or joining. Sets *reconciled (may be

@@ -18,6 +18,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../partition/expiry.h"
+#include "../placement/failover.h"
 #include "../rpc/wire.h"
 
 /* ------------------------------------------------------------------------ */
@@ -279,6 +280,7 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
     }
     size_t ntables = pm->ntables;
     size_t owned = pmap_partitions_owned(pm, ns->id);
+    size_t promoted = pmap_promotions(old->pm, pm, ns->id);
     node_map *nm = map_wrap(pm);
     if (nm == NULL) {
         rv = LAPSE_ENOMEM;
@@ -316,6 +318,11 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
     free(dropped);
     log_info("partition map version %llu applied (was %llu; %zu tables, %zu partitions owned)",
              (unsigned long long)new_version, (unsigned long long)old_version, ntables, owned);
+    if (promoted > 0) {
+        atomic_fetch_add(&ns->promotions, promoted);
+        log_warn("promoted to primary of %zu replicated partitions by failover (map version %llu)",
+                 promoted, (unsigned long long)new_version);
+    }
     if (applied != NULL) {
         *applied = 1;
     }

@@ -13,6 +13,7 @@
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "logship.h"
 #include "maps.h"
 #include "peerclock.h"
 #include "registry.h"
@@ -97,6 +98,11 @@ static int heartbeat(node_server *ns, uint64_t *coord_version, char *err, size_t
             body.ttl = NULL; /* out of memory: the next heartbeat reports it */
             body.n_ttl = 0;
         }
+    }
+    if (ns->logship != NULL &&
+        logship_lag_pb(ns->logship, &a, &body.replica_lag, &body.n_replica_lag) != 0) {
+        body.replica_lag = NULL; /* out of memory: the next heartbeat reports it */
+        body.n_replica_lag = 0;
     }
     body.clock_ms = clock_wall_now().ms;
     req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;

@@ -166,6 +166,7 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     }
     atomic_init(&ns->registered, 0);
     atomic_init(&ns->clock_skew_ms, 0);
+    atomic_init(&ns->promotions, 0);
     const char *adv = opt->advertise_url != NULL ? opt->advertise_url : opt->listen_url;
     const char *coord =
         opt->coordinator_url != NULL ? opt->coordinator_url : NODE_DEFAULT_COORDINATOR;

@@ -105,6 +105,9 @@ typedef struct node_server {
     pthread_rwlock_t map_lock;  /* guards the map pointer, not the map */
     node_map *map;              /* current map; readers take a reference */
     pthread_mutex_t apply_lock; /* serializes maps_apply: drop, persist, swap */
+    atomic_ullong promotions;   /* sets this node became primary of by failover
+                                   (pmap_promotions over the maps it applied), not
+                                   yet added to the metrics (telemetry.c takes them) */
 
     /* ---- on-demand refresh, single flight and rate-limited (maps.c) ---- */
     pthread_mutex_t refresh_lock; /* guards the three fields below */

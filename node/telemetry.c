@@ -8,6 +8,7 @@
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "logship.h"
 #include "shipper.h"
 
 /* Stable label values for lapse.Status codes (the enum's names). */
@@ -93,6 +94,13 @@ static void collect(void *arg, metrics *m)
     if (ns->shipper != NULL) {
         shipper_collect(ns->shipper, m);
     }
+    if (ns->logship != NULL) {
+        logship_collect(ns->logship, m);
+    }
+    metrics_counter_add(m, "lapse_failover_promotions_total",
+                        "Replicated partitions this node became the primary of by a failover "
+                        "(a map naming it primary at a higher epoch)" METRICS_SINCE_START,
+                        NULL, (double)atomic_exchange(&ns->promotions, 0));
 }
 
 static int render(void *arg, buf *body)

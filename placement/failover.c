@@ -129,3 +129,38 @@ int pmap_replica_shrink(pmap *pm, uint32_t table_id, uint32_t part, uint32_t pri
     r->in_sync = bits;
     return 0;
 }
+
+size_t pmap_promotions(const pmap *old, const pmap *new, uint32_t id)
+{
+    size_t n = 0;
+    for (size_t t = 0; t < new->ntables; t++) {
+        const pmap_table *nt = &new->tables[t];
+        const pmap_table *ot = pmap_table_find_id(old, nt->schema.id);
+        if (ot == NULL || schema_replication(&nt->schema) < 2 ||
+            ot->schema.partitions != nt->schema.partitions) {
+            continue;
+        }
+        for (uint32_t p = 0; p < nt->schema.partitions; p++) {
+            const pmap_replicas *a = pmap_part(ot, p), *b = pmap_part(nt, p);
+            n += a != NULL && b != NULL && b->ids[0] == id && a->ids[0] != id &&
+                 pmap_epoch(b) > pmap_epoch(a);
+        }
+    }
+    return n;
+}
+
+uint64_t pmap_primary_changes(const pmap *pm)
+{
+    uint64_t n = 0;
+    for (size_t t = 0; t < pm->ntables; t++) {
+        const pmap_table *tb = &pm->tables[t];
+        if (schema_replication(&tb->schema) < 2) {
+            continue;
+        }
+        for (uint32_t p = 0; p < tb->schema.partitions; p++) {
+            const pmap_replicas *r = pmap_part(tb, p);
+            n += r != NULL ? pmap_epoch(r) - 1 : 0;
+        }
+    }
+    return n;
+}

@@ -73,4 +73,14 @@ uint32_t pmap_min_in_sync(const pmap_replicas *r);
 int pmap_replica_shrink(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
                         uint64_t epoch, uint32_t id);
 
+/* How many base partitions of replicated tables have node id as their
+ * primary in new after another primary in old at a lower epoch: the
+ * promotions of id from old to new (a failover that made it primary). A
+ * table in only one of the maps counts nothing. */
+size_t pmap_promotions(const pmap *old, const pmap *new, uint32_t id);
+
+/* Changes of primary over every base partition of pm's replicated tables
+ * (each set's epoch counts them, from 1): the failovers the map has seen. */
+uint64_t pmap_primary_changes(const pmap *pm);
+
 #endif

@@ -105,6 +105,27 @@ static void test_promotes_first_in_sync_follower(void **state)
     pmap_free(pm);
 }
 
+static void test_promotions_counted(void **state)
+{
+    (void)state;
+    pmap *before = three_sets();
+    pmap *after = pmap_dup(before);
+    assert_non_null(after);
+    assert_int_equal(pmap_primary_changes(before), 3); /* epochs 1 and 4 */
+    pmap_failover f;
+    pmap_fail_node(after, 1, &f); /* set 0: 2 takes over at epoch 2 */
+    assert_int_equal(pmap_promotions(before, after, 2), 1);
+    assert_int_equal(pmap_promotions(before, after, 1), 0);
+    assert_int_equal(pmap_promotions(before, after, 3), 0);
+    assert_int_equal(pmap_promotions(after, after, 2), 0); /* no change */
+    assert_int_equal(pmap_primary_changes(after), 4);
+    pmap_fail_node(after, 2, &f); /* both sets: 3 takes over */
+    assert_int_equal(pmap_promotions(before, after, 3), 2);
+    assert_int_equal(pmap_primary_changes(after), 6);
+    pmap_free(before);
+    pmap_free(after);
+}
+
 static void test_join(void **state)
 {
     (void)state;
@@ -164,6 +185,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_follower_then_primary_down),
         cmocka_unit_test(test_promotes_first_in_sync_follower),
+        cmocka_unit_test(test_promotions_counted),
         cmocka_unit_test(test_join),
         cmocka_unit_test(test_shrink),
     };

@@ -18,6 +18,7 @@
  */
 #include "testutil.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +225,78 @@ static double gets_served(int node)
     return n;
 }
 
+/* How the coordinator shows node as a follower of TABLE's sets, in
+ * cluster-status (describe 0) or describe-table (1). */
+typedef struct follower_view {
+    int sets;        /* sets it follows */
+    int out_of_sync; /* of those, the ones it is out of sync in */
+    int lag_known;   /* the ones with a LagRecords */
+    long long max_lag;
+    long long under; /* cluster-status' UnderReplicated (-1 in describe-table) */
+} follower_view;
+
+static follower_view view_of(int describe, uint32_t node)
+{
+    lapse_error e = {0};
+    char *text = NULL;
+    follower_view v = {0, 0, 0, 0, -1};
+    if (describe) {
+        assert_lapse_ok(lapse_describe_table(rs_client(), TABLE, &text, &e), &e);
+    } else {
+        assert_lapse_ok(lapse_cluster_status(rs_client(), &text, &e), &e);
+    }
+    json_error_t je;
+    json_t *doc = json_loads(text, 0, &je);
+    assert_non_null(doc);
+    json_t *sets = describe ? json_object_get(json_object_get(doc, "Table"), "ReplicaSets")
+                            : json_object_get(doc, "ReplicaSets");
+    if (!describe) {
+        v.under = json_integer_value(json_object_get(doc, "UnderReplicated"));
+    }
+    assert_true(json_array_size(sets) > 0);
+    size_t i, j;
+    json_t *set, *f;
+    json_array_foreach(sets, i, set)
+    {
+        const char *t = json_string_value(json_object_get(set, "Table"));
+        if (!describe && (t == NULL || strcmp(t, TABLE) != 0)) {
+            continue;
+        }
+        json_array_foreach(json_object_get(set, "Followers"), j, f)
+        {
+            if (json_integer_value(json_object_get(f, "NodeId")) != node) {
+                continue;
+            }
+            v.sets++;
+            v.out_of_sync += !json_is_true(json_object_get(f, "InSync"));
+            json_t *lag = json_object_get(f, "LagRecords");
+            if (lag != NULL) {
+                v.lag_known++;
+                if (json_integer_value(lag) > v.max_lag) {
+                    v.max_lag = json_integer_value(lag);
+                }
+            }
+        }
+    }
+    json_decref(doc);
+    lapse_free(text);
+    return v;
+}
+
+/* Sums metric (with labels) over the three nodes' /metrics. */
+static double metric_sum(const char *name, const char *labels)
+{
+    double sum = 0;
+    for (int node = 1; node <= 3; node++) {
+        char *text = scrape_get(cluster_metrics_addr(rs_cluster(), node), 3000);
+        assert_non_null(text);
+        assert_non_null(strstr(text, "lapse_failover_promotions_total"));
+        sum += scrape_sum(text, name, labels);
+        free(text);
+    }
+    return sum;
+}
+
 /* ---- tests ---- */
 
 static void test_copies_answer_eventually_consistent_reads(void **state)
@@ -370,10 +443,39 @@ static void test_copy_out_of_the_set_refuses(void **state)
     /* Node 3 refuses its primaries' records: the new values are
      * acknowledged by the other two copies and node 3 leaves the sets it
      * follows, keeping the old values. */
+    follower_view before = view_of(0, 3);
+    assert_true(before.sets > 0);
+    assert_int_equal(before.out_of_sync, 0);
+    assert_int_equal(before.under, 0);
+    assert_true(metric_sum("lapse_replica_sets_led", NULL) == PARTS);
+    assert_true(metric_sum("lapse_replica_sets_under_replicated", NULL) == 0);
     rs_refuse_replicate_log(3, 1);
     put_all("b");
     rs_follower_and_primary_sets(TABLE, 3, &followed, &led);
     assert_int_equal(followed, 0);
+
+    /* cluster-status, describe-table and the primaries' /metrics show node
+     * 3 out of the sets it follows, and behind (the primaries' next
+     * heartbeats carry it: bounded wait). */
+    follower_view now = {0};
+    for (int tries = 0; tries < 100; tries++) {
+        now = view_of(0, 3);
+        if (now.lag_known == before.sets && now.max_lag > 0) {
+            break;
+        }
+        rs_sleep_ms(100);
+    }
+    assert_int_equal(now.out_of_sync, before.sets);
+    assert_int_equal(now.lag_known, before.sets);
+    assert_true(now.max_lag > 0);
+    assert_true(now.under >= before.sets);
+    follower_view desc = view_of(1, 3);
+    assert_int_equal(desc.sets, before.sets);
+    assert_int_equal(desc.out_of_sync, before.sets);
+    assert_true(desc.max_lag > 0);
+    assert_true(metric_sum("lapse_replica_sets_under_replicated", NULL) >= before.sets);
+    assert_true(metric_sum("lapse_replication_lag_records", "follower=\"3\"") > 0);
+    assert_true(metric_sum("lapse_replica_sets_by_in_sync", "in_sync=\"2\"") >= before.sets);
 
     /* Once its own map says so (bounded wait), node 3 refuses eventually
      * consistent reads of the partitions it no longer holds in sync. */
@@ -406,6 +508,17 @@ static void test_copy_out_of_the_set_refuses(void **state)
     rs_refuse_replicate_log(3, 0);
     pmap_free(rs_wait_all_in_sync(TABLE));
     rs_assert_copies_match(TABLE);
+    for (int tries = 0; tries < 100; tries++) {
+        now = view_of(0, 3);
+        if (now.max_lag == 0) {
+            break;
+        }
+        rs_sleep_ms(100);
+    }
+    assert_int_equal(now.out_of_sync, 0);
+    assert_int_equal(now.max_lag, 0);
+    assert_int_equal(now.under, 0);
+    assert_true(metric_sum("lapse_replica_sets_under_replicated", NULL) == 0);
     for (int i = 0; i < KEYS; i++) {
         int rv = LAPSE_EWRONGNODE;
         for (int tries = 0; tries < 100 && (rv = get_on(3, i, 1, v, sizeof(v))) != 0; tries++) {

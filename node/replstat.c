@@ -1,0 +1,182 @@
+/*
+ * replstat.c: what the replica sets this node leads look like
+ * (docs/replication.md, "Watching replica sets"): each follower's lag from
+ * what the primary last heard of it (logship_heard), for the heartbeat (the
+ * coordinator shows it in cluster-status and describe-table) and for
+ * /metrics.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "../common/schema.h"
+#include "../partition/replog.h"
+#include "logship_int.h"
+
+/* Appends one row per follower of r (partition part of table t, led by
+ * this node) to *rows. REQUIRES: ls->lock held. 0 or LAPSE_ENOMEM. */
+static int add_set(logship *ls, const pmap_table *t, uint32_t part, const pmap_replicas *r,
+                   uint64_t my_seq, logship_lag **rows, size_t *n, size_t *cap)
+{
+    part_state *p = logship_state(ls, t->schema.id, part);
+    for (uint32_t i = 1; i < r->n; i++) {
+        if (*n == *cap) {
+            size_t c = *cap ? *cap * 2 : 16;
+            logship_lag *v = realloc(*rows, c * sizeof(*v));
+            if (v == NULL) {
+                return LAPSE_ENOMEM;
+            }
+            *rows = v;
+            *cap = c;
+        }
+        logship_lag *row = &(*rows)[(*n)++];
+        memset(row, 0, sizeof(*row));
+        row->table_id = t->schema.id;
+        row->part = part;
+        row->node = r->ids[i];
+        row->in_sync = pmap_in_sync(r, i);
+        for (size_t k = 0; p != NULL && k < PMAP_MAX_REPLICAS; k++) {
+            if (p->heard_id[k] == r->ids[i]) {
+                row->known = 1;
+                row->lag = my_seq > p->heard_seq[k] ? my_seq - p->heard_seq[k] : 0;
+            }
+        }
+    }
+    return 0;
+}
+
+int logship_lags(logship *ls, logship_lag **out, size_t *n, size_t *led, size_t *under)
+{
+    node_map *m = maps_acquire(ls->ns);
+    logship_lag *rows = NULL;
+    size_t cap = 0;
+    int rv = 0;
+    *out = NULL;
+    *n = *led = *under = 0;
+    for (size_t t = 0; rv == 0 && t < m->pm->ntables; t++) {
+        const pmap_table *tb = &m->pm->tables[t];
+        if (schema_replication(&tb->schema) < 2) {
+            continue;
+        }
+        for (uint32_t part = 0; rv == 0 && part < tb->schema.partitions; part++) {
+            const pmap_replicas *r = pmap_part(tb, part);
+            uint64_t epoch = 0, my_seq = 0;
+            if (r == NULL || r->ids[0] != ls->ns->id) {
+                continue;
+            }
+            (*led)++;
+            for (uint32_t i = 1; i < r->n; i++) {
+                if (!pmap_in_sync(r, i)) {
+                    (*under)++;
+                    break;
+                }
+            }
+            /* An unreadable position reads as 0: lags show as 0, not wrong. */
+            replog_position(ls->ns->st, tb->schema.id, part, &epoch, &my_seq, NULL, 0);
+            pthread_mutex_lock(&ls->lock);
+            rv = add_set(ls, tb, part, r, my_seq, &rows, n, &cap);
+            pthread_mutex_unlock(&ls->lock);
+        }
+    }
+    maps_release(m);
+    if (rv != 0) {
+        free(rows);
+        *n = 0;
+        return rv;
+    }
+    *out = rows;
+    return 0;
+}
+
+int logship_lag_pb(logship *ls, arena *a, Lapse__ReplicaLag ***out, size_t *n)
+{
+    logship_lag *rows = NULL;
+    size_t nrows = 0, led = 0, under = 0;
+    *out = NULL;
+    *n = 0;
+    int rv = logship_lags(ls, &rows, &nrows, &led, &under);
+    if (rv != 0 || nrows == 0) {
+        return rv;
+    }
+    Lapse__ReplicaLag **v = arena_alloc(a, nrows * sizeof(*v));
+    for (size_t i = 0; v != NULL && i < nrows; i++) {
+        Lapse__ReplicaLag *l = arena_alloc(a, sizeof(*l));
+        if (l == NULL) {
+            v = NULL;
+            break;
+        }
+        lapse__replica_lag__init(l);
+        l->table_id = rows[i].table_id;
+        l->partition = rows[i].part;
+        l->node = rows[i].node;
+        l->lag_records = rows[i].lag;
+        l->known = rows[i].known != 0;
+        v[i] = l;
+    }
+    free(rows);
+    if (v == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    *out = v;
+    *n = nrows;
+    return 0;
+}
+
+void logship_collect(logship *ls, metrics *m)
+{
+    logship_lag *rows = NULL;
+    size_t nrows = 0, led = 0, under = 0;
+    if (logship_lags(ls, &rows, &nrows, &led, &under) != 0) {
+        return; /* out of memory: the gauges keep their last values */
+    }
+    metrics_gauge_set(m, "lapse_replica_sets_led",
+                      "Replicated partitions this node is the primary of", NULL, (double)led);
+    metrics_gauge_set(m, "lapse_replica_sets_under_replicated",
+                      "Replicated partitions this node leads with a member out of the in-sync set",
+                      NULL, (double)under);
+    /* Sets by the size of their in-sync set (the primary counts): rows
+     * come set by set, followers in order. */
+    size_t by_size[PMAP_MAX_REPLICAS + 1] = {0};
+    for (size_t k = 0; k < nrows;) {
+        size_t in_sync = 1, j = k;
+        for (; j < nrows && rows[j].table_id == rows[k].table_id && rows[j].part == rows[k].part;
+             j++) {
+            in_sync += rows[j].in_sync != 0;
+        }
+        by_size[in_sync <= PMAP_MAX_REPLICAS ? in_sync : PMAP_MAX_REPLICAS]++;
+        k = j;
+    }
+    for (size_t size = 1; size <= PMAP_MAX_REPLICAS; size++) {
+        char labels[32], text[8];
+        snprintf(text, sizeof(text), "%zu", size);
+        metrics_gauge_set(m, "lapse_replica_sets_by_in_sync",
+                          "Replicated partitions this node leads, by how many copies are in sync",
+                          metrics_labels(labels, sizeof(labels), "in_sync", text, NULL),
+                          (double)by_size[size]);
+    }
+    /* Per follower node the worst lag over the sets led here: one series
+     * per node of the map, so a set that moved away leaves no stale one. */
+    node_map *nm = maps_acquire(ls->ns);
+    for (size_t i = 0; i < nm->pm->nnodes; i++) {
+        uint32_t id = nm->pm->nodes[i].id;
+        uint64_t worst = 0;
+        for (size_t k = 0; k < nrows; k++) {
+            if (rows[k].node == id && rows[k].lag > worst) {
+                worst = rows[k].lag;
+            }
+        }
+        if (id == ls->ns->id) {
+            continue;
+        }
+        char labels[64], idtext[16];
+        snprintf(idtext, sizeof(idtext), "%u", (unsigned)id);
+        metrics_gauge_set(m, "lapse_replication_lag_records",
+                          "Records the follower node lacks of this primary's log, the worst over "
+                          "the partitions this node leads, as last heard from it",
+                          metrics_labels(labels, sizeof(labels), "follower", idtext, NULL),
+                          (double)worst);
+    }
+    maps_release(nm);
+    free(rows);
+}
