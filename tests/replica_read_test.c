@@ -302,13 +302,7 @@ static double metric_sum(const char *name, const char *labels)
 static void test_copies_answer_eventually_consistent_reads(void **state)
 {
     (void)state;
-    lapse_table_def d = {.name = TABLE,
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = PARTS,
-                         .replication = 3};
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    rs_create_rf3(TABLE, PARTS);
     pmap_free(rs_wait_all_in_sync(TABLE));
 
     /* No write yet: no copy holds a record, so only the primary answers

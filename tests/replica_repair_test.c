@@ -45,17 +45,6 @@ static int group_setup(void **state)
     return rs_group_setup_faults("--replog-retain 16", 0);
 }
 
-static void create_rf3(const char *name)
-{
-    lapse_table_def d = {.name = name,
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = PARTS,
-                         .replication = 3};
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
-}
-
 static int put_once(const char *table, int i, const char *v, lapse_error *e)
 {
     lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"%s\"}}", i, v);
@@ -67,7 +56,7 @@ static int put_once(const char *table, int i, const char *v, lapse_error *e)
 static void test_unconfirming_follower_leaves_the_in_sync_set(void **state)
 {
     (void)state;
-    create_rf3(CUT);
+    rs_create_rf3(CUT, PARTS);
     lapse_error e = {0};
     for (int i = 0; i < 20; i++) {
         assert_lapse_ok(put_once(CUT, i, "a", &e), &e);
@@ -157,7 +146,7 @@ static void test_replicas_behind_the_log_are_rebuilt(void **state)
 {
     (void)state;
     cluster *c = rs_cluster();
-    create_rf3(TABLE);
+    rs_create_rf3(TABLE, PARTS);
     put_range(0, 200, "a");
     pmap_free(rs_wait_all_in_sync(TABLE));
     assert_int_equal(rs_assert_copies_match(TABLE), 200);

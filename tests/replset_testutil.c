@@ -143,6 +143,17 @@ uint64_t rs_assert_copies_match(const char *table)
     return total;
 }
 
+void rs_create_rf3(const char *name, unsigned partitions)
+{
+    lapse_table_def d = {.name = name,
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = partitions,
+                         .replication = 3};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(g_rs_client, &d, &e), &e);
+}
+
 void rs_follower_and_primary_sets(const char *table, uint32_t node, int *in_sync_follower,
                                   int *primary)
 {

@@ -61,6 +61,10 @@ pmap *rs_wait_all_in_sync(const char *table);
  * ("UP" or "DOWN"). */
 void rs_wait_state(uint32_t id, const char *want);
 
+/* Creates table name (S partition key Id) of partitions partitions and
+ * three copies, or fails the test. */
+void rs_create_rf3(const char *name, unsigned partitions);
+
 /* How many of table's sets hold node in sync as a follower, and how many
  * it is the primary of; fails if node is not UP. */
 void rs_follower_and_primary_sets(const char *table, uint32_t node, int *in_sync_follower,
