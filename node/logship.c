@@ -84,23 +84,34 @@ static const pmap_replicas *set_of(const node_map *m, uint32_t table_id, uint32_
     return r;
 }
 
-void logship_heard(logship *ls, uint32_t table_id, uint32_t part, uint32_t id, uint64_t seq)
+/* Sets follower id's heard position in p. REQUIRES: ls->lock held. */
+static void heard_one(part_state *p, uint32_t id, uint64_t seq)
 {
-    pthread_mutex_lock(&ls->lock);
-    part_state *p = logship_state(ls, table_id, part);
     size_t slot = PMAP_MAX_REPLICAS;
-    for (size_t i = 0; p != NULL && i < PMAP_MAX_REPLICAS; i++) {
-        if (p->heard_id[i] == id || (p->heard_id[i] == 0 && slot == PMAP_MAX_REPLICAS)) {
-            slot = i;
-        }
+    for (size_t i = 0; i < PMAP_MAX_REPLICAS; i++) {
         if (p->heard_id[i] == id) {
+            slot = i;
             break;
         }
+        if (p->heard_id[i] == 0 && slot == PMAP_MAX_REPLICAS) {
+            slot = i;
+        }
     }
-    if (p != NULL) {
-        slot = slot < PMAP_MAX_REPLICAS ? slot : id % PMAP_MAX_REPLICAS; /* full: replace one */
-        p->heard_id[slot] = id;
-        p->heard_seq[slot] = seq;
+    slot = slot < PMAP_MAX_REPLICAS ? slot : id % PMAP_MAX_REPLICAS; /* full: replace one */
+    p->heard_id[slot] = id;
+    p->heard_seq[slot] = seq;
+}
+
+void logship_heard(logship *ls, uint32_t table_id, uint32_t part, const uint32_t *ids, size_t n,
+                   uint64_t seq)
+{
+    if (n == 0) {
+        return;
+    }
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    for (size_t i = 0; p != NULL && i < n; i++) {
+        heard_one(p, ids[i], seq);
     }
     pthread_mutex_unlock(&ls->lock);
 }
@@ -403,9 +414,9 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     const pmap_replicas *r = set_of(m, table_id, part, err, errlen);
     int rv = r == NULL ? LAPSE_EWRONGNODE : 0;
     rpc_multi_call calls[PMAP_MAX_REPLICAS];
-    uint32_t ids[PMAP_MAX_REPLICAS];
+    uint32_t ids[PMAP_MAX_REPLICAS], confirmed[PMAP_MAX_REPLICAS];
     miss misses[PMAP_MAX_REPLICAS];
-    size_t n = 0, nmiss = 0;
+    size_t n = 0, nmiss = 0, nconfirmed = 0;
     uint64_t epoch = r != NULL ? pmap_epoch(r) : 0;
     uint32_t bits = r != NULL ? logship_required(ls, m, r, table_id, part, NULL) : 0;
     shipment s;
@@ -449,10 +460,11 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
             snprintf(misses[nmiss++].why, sizeof(misses[0].why), "%s",
                      c->err[0] ? c->err : lapse_strerror(crv));
         } else if (rv == 0) {
-            logship_heard(ls, table_id, part, ids[i], seq);
+            confirmed[nconfirmed++] = ids[i];
         }
         rpc_response_free(c->resp);
     }
+    logship_heard(ls, table_id, part, confirmed, nconfirmed, seq); /* one lock per write */
     /* A follower that did not confirm leaves the in-sync set, on the
      * coordinator's word, and the write is acknowledged with the others
      * (never with fewer than min-in-sync copies: the coordinator refuses

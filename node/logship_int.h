@@ -92,9 +92,10 @@ part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part);
 void logship_pending_add(uint32_t ids[PMAP_MAX_REPLICAS], uint64_t *version, uint64_t map_version,
                          uint32_t id, uint64_t settles);
 
-/* Notes that follower id of (table_id, part) holds this log up to seq, as
- * it just said. Takes ls->lock. */
-void logship_heard(logship *ls, uint32_t table_id, uint32_t part, uint32_t id, uint64_t seq);
+/* Notes that followers ids[0..n) of (table_id, part) hold this log up to
+ * seq, as they just said. Takes ls->lock once. */
+void logship_heard(logship *ls, uint32_t table_id, uint32_t part, const uint32_t *ids, size_t n,
+                   uint64_t seq);
 
 /* Which members of r this primary ships to and waits for: bit i for
  * ids[i] (i >= 1), in sync in m or joining. Sets *reconciled (may be

@@ -296,7 +296,7 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
     char err[512] = "";
     int rv = position_of(ls, c, table_id, part, epoch, &applied, &their_epoch, err, sizeof(err));
     if (rv == 0) {
-        logship_heard(ls, table_id, part, id, applied);
+        logship_heard(ls, table_id, part, &id, 1, applied);
     }
     if (rv == 0 && (rv = replog_position(st, table_id, part, &my_epoch, &my_seq, err,
                                          sizeof(err))) == 0) {
@@ -330,7 +330,7 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
     if (rv == 0) {
         rv = send_until(ls, c, id, table_id, part, epoch, LOGSHIP_RESYNC_TAIL, RESYNC_FAR_ROUNDS,
                         &applied, &my_seq, err, sizeof(err));
-        logship_heard(ls, table_id, part, id, applied);
+        logship_heard(ls, table_id, part, &id, 1, applied);
     }
     if (rv != 0 || my_seq > applied + LOGSHIP_RESYNC_TAIL) {
         if (rv != 0) {
@@ -344,7 +344,7 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
         rv = send_until(ls, c, id, table_id, part, epoch, 0, RESYNC_NEAR_ROUNDS, &applied,
                         &my_seq, err, sizeof(err));
     }
-    logship_heard(ls, table_id, part, id, applied);
+    logship_heard(ls, table_id, part, &id, 1, applied);
     if (rv == 0 && applied == my_seq) {
         join(ls, m, table_id, part, epoch, id);
     } else if (rv != 0) {
@@ -385,7 +385,7 @@ static void send_lag(logship *ls, const node_map *m, const pmap_replicas *r, uin
         if (rv == 0) {
             rv = send_until(ls, c, r->ids[i], table_id, part, pmap_epoch(r), 0,
                             RESYNC_NEAR_ROUNDS, &applied, &my_seq, err, sizeof(err));
-            logship_heard(ls, table_id, part, r->ids[i], applied);
+            logship_heard(ls, table_id, part, &r->ids[i], 1, applied);
         }
         all &= rv == 0 && applied >= my_seq;
     }
