@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../common/lapse_err.h"
+#include "../placement/failover.h"
 #include "../rpc/wire.h"
 #include "client.h"
 #include "indexcfg.h"
@@ -138,65 +139,83 @@ static const Lapse__ReplicaLag *lag_of(Lapse__ReplicaLag *const *lags, size_t n,
     return NULL;
 }
 
-/* Counts of a table's replica sets (cluster-status). */
-typedef struct set_counts {
-    uint64_t under;   /* sets with a member out of the in-sync set */
-    uint64_t changes; /* changes of primary: each set's epoch - 1 */
-} set_counts;
-
-/* Appends one object per base partition of a replicated table to arr:
+/* Appends one object per set of parts[0..n) (the base partitions of the
+ * table, one of several copies) to arr:
  * {"Table"?,"Partition","Epoch","Primary","InSync":[ids],"Followers":[{"NodeId",
  * "InSync","LagRecords"?}]} (LagRecords: the primary's last report, left out
  * when it has none or has not heard from the follower). with_table: name
- * the table in each. Adds to *counts. Tables of one copy add nothing. 0, or
- * -1 on OOM. */
-static int replica_sets_json(json_t *arr, const Lapse__TableMap *tm, int with_table,
-                             Lapse__ReplicaLag *const *lags, size_t nlags, set_counts *counts)
+ * the table in each. Adds the sets with a member out of sync to *under. 0,
+ * or -1 on OOM. */
+static int replica_sets_json(json_t *arr, uint32_t table_id, const char *table,
+                             const pmap_replicas *parts, uint32_t n, int with_table,
+                             Lapse__ReplicaLag *const *lags, size_t nlags, uint64_t *under)
 {
-    const Lapse__TableSchema *s = tm->schema;
-    if (s == NULL || s->replication < 2) {
-        return 0;
-    }
-    for (size_t p = 0; p < tm->n_partitions; p++) {
-        const Lapse__PartitionReplicas *r = tm->partitions[p];
-        if (r == NULL || r->n_node_ids == 0) {
-            continue;
-        }
+    for (uint32_t p = 0; p < n; p++) {
+        const pmap_replicas *r = &parts[p];
         json_t *o = json_object(), *in_sync = json_array(), *followers = json_array();
-        int under = 0;
-        for (size_t i = 0; i < r->n_node_ids; i++) {
-            int yes = r->in_sync == 0 || (r->in_sync >> i & 1u);
-            under |= !yes;
+        for (uint32_t i = 0; i < r->n; i++) {
+            int yes = pmap_in_sync(r, i);
             if (yes) {
-                json_array_append_new(in_sync, json_integer(r->node_ids[i]));
+                json_array_append_new(in_sync, json_integer(r->ids[i]));
             }
             if (i == 0) {
                 continue;
             }
-            json_t *f = json_pack("{s:I,s:b}", "NodeId", (json_int_t)r->node_ids[i], "InSync",
-                                  yes);
-            const Lapse__ReplicaLag *l =
-                lag_of(lags, nlags, s->id, (uint32_t)p, r->node_ids[i]);
+            json_t *f = json_pack("{s:I,s:b}", "NodeId", (json_int_t)r->ids[i], "InSync", yes);
+            const Lapse__ReplicaLag *l = lag_of(lags, nlags, table_id, p, r->ids[i]);
             if (f != NULL && l != NULL && l->known) {
                 json_object_set_new(f, "LagRecords", json_integer((json_int_t)l->lag_records));
             }
             json_array_append_new(followers, f);
         }
         if (with_table) {
-            json_object_set_new(o, "Table", json_string(s->name));
+            json_object_set_new(o, "Table", json_string(table));
         }
         json_object_set_new(o, "Partition", json_integer((json_int_t)p));
-        json_object_set_new(o, "Epoch", json_integer((json_int_t)(r->epoch ? r->epoch : 1)));
-        json_object_set_new(o, "Primary", json_integer(r->node_ids[0]));
+        json_object_set_new(o, "Epoch", json_integer((json_int_t)pmap_epoch(r)));
+        json_object_set_new(o, "Primary", json_integer(r->ids[0]));
         json_object_set_new(o, "InSync", in_sync);
         json_object_set_new(o, "Followers", followers);
         if (json_array_append_new(arr, o) != 0) {
             return -1;
         }
-        counts->under += under;
-        counts->changes += r->epoch > 1 ? r->epoch - 1 : 0;
+        *under += pmap_in_sync_count(r) < r->n;
     }
     return 0;
+}
+
+/* describe-table's "ReplicaSets" of a table of several copies, added to
+ * doc's "Table" (nothing for one copy). 0, LAPSE_EPROTO (a set that does not
+ * decode) or LAPSE_ENOMEM, with err. */
+static int describe_replica_sets(json_t *doc, const Lapse__DescribeTableResponse *d,
+                                 lapse_error *err)
+{
+    const Lapse__TableMap *tm = d->table;
+    if (tm->schema->replication < 2) {
+        return 0;
+    }
+    pmap_replicas *parts = calloc(tm->n_partitions ? tm->n_partitions : 1, sizeof(*parts));
+    json_t *sets = json_array();
+    uint64_t under = 0;
+    char why[192] = "";
+    int rv = parts == NULL || sets == NULL ? LAPSE_ENOMEM : 0;
+    for (size_t p = 0; rv == 0 && p < tm->n_partitions; p++) {
+        rv = wire_replicas_from_pb(tm->partitions[p], &parts[p], why, sizeof(why)) != 0
+                 ? LAPSE_EPROTO
+                 : 0;
+    }
+    if (rv == 0 && (replica_sets_json(sets, tm->schema->id, tm->schema->name, parts,
+                                      (uint32_t)tm->n_partitions, 0,
+                                      d->replica_lag, d->n_replica_lag, &under) != 0 ||
+                    json_object_set(json_object_get(doc, "Table"), "ReplicaSets", sets) != 0)) {
+        rv = LAPSE_ENOMEM;
+    }
+    json_decref(sets);
+    free(parts);
+    if (rv == LAPSE_EPROTO) {
+        return client_err(err, rv, "describe table: a replica set in the reply: %s", why);
+    }
+    return rv != 0 ? client_err(err, rv, "out of memory") : 0;
 }
 
 static json_t *table_json_checked(const Lapse__TableMap *tm, lapse_error *err, int *rv)
@@ -345,15 +364,8 @@ int lapse_describe_table(lapse_client *c, const char *table, char **json_out, la
         resp->body_case == LAPSE__RESPONSE__BODY_DESCRIBE_TABLE ? resp->describe_table : NULL;
     const Lapse__TableMap *tm = d != NULL ? d->table : NULL;
     json_t *doc = table_json_checked(tm, err, &rv);
-    if (rv == 0 && tm->schema->replication >= 2) {
-        json_t *sets = json_array();
-        set_counts counts = {0, 0};
-        if (sets == NULL ||
-            replica_sets_json(sets, tm, 0, d->replica_lag, d->n_replica_lag, &counts) != 0 ||
-            json_object_set_new(json_object_get(doc, "Table"), "ReplicaSets", sets) != 0) {
-            json_decref(doc);
-            doc = NULL;
-        }
+    if (rv == 0 && (rv = describe_replica_sets(doc, d, err)) != 0) {
+        json_decref(doc);
     }
     rpc_response_free(resp);
     return rv != 0 ? rv : dump(doc, json_out, err);
@@ -429,22 +441,35 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
         json_array_append_new(nodes, o);
     }
     json_t *doc = json_object(), *sets = json_array();
-    set_counts counts = {0, 0};
-    for (size_t t = 0; cs->map != NULL && t < cs->map->n_tables; t++) {
-        if (replica_sets_json(sets, cs->map->tables[t], 1, cs->replica_lag, cs->n_replica_lag,
-                              &counts) != 0) {
-            json_decref(sets);
-            json_decref(nodes);
-            json_decref(doc);
-            rpc_response_free(resp);
-            return client_err(err, LAPSE_ENOMEM, "out of memory");
+    uint64_t under = 0, changes = 0;
+    pmap *pm = NULL;
+    char why[256] = "";
+    rv = cs->map != NULL ? wire_pmap_from_pb(cs->map, &pm, why, sizeof(why)) : 0;
+    for (size_t t = 0; rv == 0 && pm != NULL && t < pm->ntables; t++) {
+        const pmap_table *tb = &pm->tables[t];
+        if (tb->schema.replication >= 2 &&
+            replica_sets_json(sets, tb->schema.id, tb->schema.name, tb->parts,
+                              tb->schema.partitions, 1, cs->replica_lag, cs->n_replica_lag,
+                              &under) != 0) {
+            rv = LAPSE_ENOMEM;
         }
+    }
+    changes = pm != NULL ? pmap_primary_changes(pm) : 0;
+    pmap_free(pm);
+    if (rv != 0) {
+        json_decref(sets);
+        json_decref(nodes);
+        json_decref(doc);
+        rpc_response_free(resp);
+        return rv == LAPSE_ENOMEM
+                   ? client_err(err, rv, "out of memory")
+                   : client_err(err, LAPSE_EPROTO, "cluster status: bad map in reply: %s", why);
     }
     json_object_set_new(doc, "PartitionMapVersion", json_integer((json_int_t)cs->pmap_version));
     json_object_set_new(doc, "Tables", json_integer(cs->tables));
     json_object_set_new(doc, "Nodes", nodes);
-    json_object_set_new(doc, "UnderReplicated", json_integer((json_int_t)counts.under));
-    json_object_set_new(doc, "PrimaryChanges", json_integer((json_int_t)counts.changes));
+    json_object_set_new(doc, "UnderReplicated", json_integer((json_int_t)under));
+    json_object_set_new(doc, "PrimaryChanges", json_integer((json_int_t)changes));
     json_object_set_new(doc, "ReplicaSets", sets);
     rpc_response_free(resp);
     return dump(doc, json_out, err);

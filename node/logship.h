@@ -21,6 +21,7 @@
 
 #include "../common/arena.h"
 #include "../common/metrics.h"
+#include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "node.h"
 
@@ -64,13 +65,19 @@ typedef struct logship_lag {
     uint32_t table_id, part, node;
     uint64_t lag;  /* records: this log's last seq minus the follower's last confirmed */
     int known;     /* 0: not heard from since this node started (lag is 0 then) */
-    int in_sync;   /* the map holds it in the in-sync set */
 } logship_lag;
 
+/* The sets this node leads, counted (logship_lags). */
+typedef struct logship_sets {
+    size_t led;
+    size_t under; /* with a member out of the in-sync set */
+    size_t by_in_sync[PMAP_MAX_REPLICAS + 1]; /* [k]: with k copies in sync */
+} logship_sets;
+
 /* Every follower of the sets this node leads in its map, into *out (caller
- * frees; NULL with *n 0 when none); *led counts those sets and *under the
- * ones with a member out of the in-sync set. 0 or LAPSE_ENOMEM. */
-int logship_lags(logship *ls, logship_lag **out, size_t *n, size_t *led, size_t *under);
+ * frees; NULL with *n 0 when none), and those sets counted into *sets (may
+ * be NULL). 0 or LAPSE_ENOMEM. */
+int logship_lags(logship *ls, logship_lag **out, size_t *n, logship_sets *sets);
 /* logship_lags as the Heartbeat's replica_lag, allocated from a. 0 or
  * LAPSE_ENOMEM. */
 int logship_lag_pb(logship *ls, arena *a, Lapse__ReplicaLag ***out, size_t *n);

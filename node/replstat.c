@@ -35,7 +35,6 @@ static int add_set(logship *ls, const pmap_table *t, uint32_t part, const pmap_r
         row->table_id = t->schema.id;
         row->part = part;
         row->node = r->ids[i];
-        row->in_sync = pmap_in_sync(r, i);
         for (size_t k = 0; p != NULL && k < PMAP_MAX_REPLICAS; k++) {
             if (p->heard_id[k] == r->ids[i]) {
                 row->known = 1;
@@ -46,14 +45,16 @@ static int add_set(logship *ls, const pmap_table *t, uint32_t part, const pmap_r
     return 0;
 }
 
-int logship_lags(logship *ls, logship_lag **out, size_t *n, size_t *led, size_t *under)
+int logship_lags(logship *ls, logship_lag **out, size_t *n, logship_sets *sets)
 {
     node_map *m = maps_acquire(ls->ns);
     logship_lag *rows = NULL;
+    logship_sets counted;
     size_t cap = 0;
     int rv = 0;
     *out = NULL;
-    *n = *led = *under = 0;
+    *n = 0;
+    memset(&counted, 0, sizeof(counted));
     for (size_t t = 0; rv == 0 && t < m->pm->ntables; t++) {
         const pmap_table *tb = &m->pm->tables[t];
         if (schema_replication(&tb->schema) < 2) {
@@ -65,13 +66,10 @@ int logship_lags(logship *ls, logship_lag **out, size_t *n, size_t *led, size_t 
             if (r == NULL || r->ids[0] != ls->ns->id) {
                 continue;
             }
-            (*led)++;
-            for (uint32_t i = 1; i < r->n; i++) {
-                if (!pmap_in_sync(r, i)) {
-                    (*under)++;
-                    break;
-                }
-            }
+            uint32_t in_sync = pmap_in_sync_count(r);
+            counted.led++;
+            counted.under += in_sync < r->n;
+            counted.by_in_sync[in_sync]++;
             /* An unreadable position reads as 0: lags show as 0, not wrong. */
             replog_position(ls->ns->st, tb->schema.id, part, &epoch, &my_seq, NULL, 0);
             pthread_mutex_lock(&ls->lock);
@@ -86,16 +84,19 @@ int logship_lags(logship *ls, logship_lag **out, size_t *n, size_t *led, size_t 
         return rv;
     }
     *out = rows;
+    if (sets != NULL) {
+        *sets = counted;
+    }
     return 0;
 }
 
 int logship_lag_pb(logship *ls, arena *a, Lapse__ReplicaLag ***out, size_t *n)
 {
     logship_lag *rows = NULL;
-    size_t nrows = 0, led = 0, under = 0;
+    size_t nrows = 0;
     *out = NULL;
     *n = 0;
-    int rv = logship_lags(ls, &rows, &nrows, &led, &under);
+    int rv = logship_lags(ls, &rows, &nrows, NULL);
     if (rv != 0 || nrows == 0) {
         return rv;
     }
@@ -126,34 +127,24 @@ int logship_lag_pb(logship *ls, arena *a, Lapse__ReplicaLag ***out, size_t *n)
 void logship_collect(logship *ls, metrics *m)
 {
     logship_lag *rows = NULL;
-    size_t nrows = 0, led = 0, under = 0;
-    if (logship_lags(ls, &rows, &nrows, &led, &under) != 0) {
+    logship_sets sets;
+    size_t nrows = 0;
+    if (logship_lags(ls, &rows, &nrows, &sets) != 0) {
         return; /* out of memory: the gauges keep their last values */
     }
     metrics_gauge_set(m, "lapse_replica_sets_led",
-                      "Replicated partitions this node is the primary of", NULL, (double)led);
+                      "Replicated partitions this node is the primary of", NULL,
+                      (double)sets.led);
     metrics_gauge_set(m, "lapse_replica_sets_under_replicated",
                       "Replicated partitions this node leads with a member out of the in-sync set",
-                      NULL, (double)under);
-    /* Sets by the size of their in-sync set (the primary counts): rows
-     * come set by set, followers in order. */
-    size_t by_size[PMAP_MAX_REPLICAS + 1] = {0};
-    for (size_t k = 0; k < nrows;) {
-        size_t in_sync = 1, j = k;
-        for (; j < nrows && rows[j].table_id == rows[k].table_id && rows[j].part == rows[k].part;
-             j++) {
-            in_sync += rows[j].in_sync != 0;
-        }
-        by_size[in_sync <= PMAP_MAX_REPLICAS ? in_sync : PMAP_MAX_REPLICAS]++;
-        k = j;
-    }
+                      NULL, (double)sets.under);
     for (size_t size = 1; size <= PMAP_MAX_REPLICAS; size++) {
         char labels[32], text[8];
         snprintf(text, sizeof(text), "%zu", size);
         metrics_gauge_set(m, "lapse_replica_sets_by_in_sync",
                           "Replicated partitions this node leads, by how many copies are in sync",
                           metrics_labels(labels, sizeof(labels), "in_sync", text, NULL),
-                          (double)by_size[size]);
+                          (double)sets.by_in_sync[size]);
     }
     /* Per follower node the worst lag over the sets led here: one series
      * per node of the map, so a set that moved away leaves no stale one. */

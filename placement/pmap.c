@@ -187,6 +187,15 @@ int pmap_in_sync(const pmap_replicas *r, uint32_t i)
     return i < r->n && (r->in_sync == 0 || (r->in_sync >> i & 1u) != 0);
 }
 
+uint32_t pmap_in_sync_count(const pmap_replicas *r)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n; i++) {
+        n += pmap_in_sync(r, i) != 0;
+    }
+    return n;
+}
+
 uint64_t pmap_epoch(const pmap_replicas *r)
 {
     return r->epoch > 0 ? r->epoch : 1;

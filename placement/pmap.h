@@ -114,6 +114,8 @@ int pmap_replicas_index(const pmap_replicas *r, uint32_t id);
 /* 1 when ids[i] of r is in the in-sync set (every member of a set with
  * in_sync 0, as maps from before replication have). */
 int pmap_in_sync(const pmap_replicas *r, uint32_t i);
+/* How many members of r are in sync (pmap_in_sync), the primary included. */
+uint32_t pmap_in_sync_count(const pmap_replicas *r);
 /* r's epoch, an old map's 0 read as 1. */
 uint64_t pmap_epoch(const pmap_replicas *r);
 /* Counts the base partitions (over all tables) that node id holds as a

@@ -73,6 +73,12 @@ int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *e
  * exactly when the stream is enabled, schema.partitions stream shard hosts,
  * each a node already in pm. On error pm is unchanged. */
 int wire_table_from_pb(const Lapse__TableMap *pb, pmap *pm, char *err, size_t errlen);
+/* One replica set: 1 to PMAP_MAX_REPLICAS distinct non-zero ids, an in-sync
+ * set naming only members and, when not 0, the primary; epoch as given.
+ * Whether the ids are nodes of a map is the caller's to check. 0 or
+ * LAPSE_EINVAL (err says why). */
+int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out, char *err,
+                          size_t errlen);
 /* Node ids non-zero and unique, addresses shorter than PMAP_MAX_ADDR, states
  * UP or DOWN, at most WIRE_MAX_NODES nodes and WIRE_MAX_TABLES tables, each
  * table as wire_table_from_pb. The result passes pmap_check. */

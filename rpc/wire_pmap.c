@@ -269,9 +269,42 @@ int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *e
     return wire_indexes_from_pb(pb, out, err, errlen);
 }
 
-/* Decodes want replica lists of prs[0..n) into out (want entries), each of
- * 1 to PMAP_MAX_REPLICAS distinct ids of nodes in pm; what names the table
- * or index in messages. 0 or LAPSE_EINVAL. */
+int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out, char *err,
+                          size_t errlen)
+{
+    size_t k = pb != NULL ? pb->n_node_ids : 0;
+    if (k < 1 || k > PMAP_MAX_REPLICAS || pb->node_ids == NULL) {
+        set_err(err, errlen, "%zu replicas (want 1 to %d)", k, PMAP_MAX_REPLICAS);
+        return LAPSE_EINVAL;
+    }
+    for (size_t i = 0; i < k; i++) {
+        uint32_t id = pb->node_ids[i];
+        if (id == 0) {
+            set_err(err, errlen, "node id 0");
+            return LAPSE_EINVAL;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (pb->node_ids[j] == id) {
+                set_err(err, errlen, "node %u listed twice", (unsigned)id);
+                return LAPSE_EINVAL;
+            }
+        }
+        out->ids[i] = id;
+    }
+    if (pb->in_sync >> k != 0 || (pb->in_sync != 0 && (pb->in_sync & 1u) == 0)) {
+        set_err(err, errlen, "in-sync set 0x%x names members past its %zu or leaves out its "
+                "primary", (unsigned)pb->in_sync, k);
+        return LAPSE_EINVAL;
+    }
+    out->n = (uint32_t)k;
+    out->in_sync = pb->in_sync;
+    out->epoch = pb->epoch;
+    return 0;
+}
+
+/* Decodes want replica lists of prs[0..n) into out (want entries), each as
+ * wire_replicas_from_pb with ids of nodes in pm; what names the table or
+ * index in messages. 0 or LAPSE_EINVAL. */
 static int replicas_from_pb(Lapse__PartitionReplicas *const *prs, size_t n, uint32_t want,
                             const pmap *pm, pmap_replicas *out, const char *what, char *err,
                             size_t errlen)
@@ -281,37 +314,18 @@ static int replicas_from_pb(Lapse__PartitionReplicas *const *prs, size_t n, uint
         return LAPSE_EINVAL;
     }
     for (uint32_t p = 0; p < want; p++) {
-        const Lapse__PartitionReplicas *pr = prs[p];
-        size_t k = pr != NULL ? pr->n_node_ids : 0;
-        if (k < 1 || k > PMAP_MAX_REPLICAS || pr->node_ids == NULL) {
-            set_err(err, errlen, "%s partition %u: %zu replicas (want 1 to %d)", what, (unsigned)p,
-                    k, PMAP_MAX_REPLICAS);
+        char why[160] = "";
+        if (wire_replicas_from_pb(prs[p], &out[p], why, sizeof(why)) != 0) {
+            set_err(err, errlen, "%s partition %u: %s", what, (unsigned)p, why);
             return LAPSE_EINVAL;
         }
-        for (size_t i = 0; i < k; i++) {
-            uint32_t id = pr->node_ids[i];
-            if (id == 0 || pmap_node_find(pm, id) == NULL) {
+        for (uint32_t i = 0; i < out[p].n; i++) {
+            if (pmap_node_find(pm, out[p].ids[i]) == NULL) {
                 set_err(err, errlen, "%s partition %u: unknown node %u", what, (unsigned)p,
-                        (unsigned)id);
+                        (unsigned)out[p].ids[i]);
                 return LAPSE_EINVAL;
             }
-            for (size_t j = 0; j < i; j++) {
-                if (pr->node_ids[j] == id) {
-                    set_err(err, errlen, "%s partition %u: node %u listed twice", what, (unsigned)p,
-                            (unsigned)id);
-                    return LAPSE_EINVAL;
-                }
-            }
-            out[p].ids[i] = id;
         }
-        if (pr->in_sync >> k != 0 || (pr->in_sync != 0 && (pr->in_sync & 1u) == 0)) {
-            set_err(err, errlen, "%s partition %u: in-sync set 0x%x names members past its %zu or "
-                    "leaves out its primary", what, (unsigned)p, (unsigned)pr->in_sync, k);
-            return LAPSE_EINVAL;
-        }
-        out[p].n = (uint32_t)k;
-        out[p].in_sync = pr->in_sync;
-        out[p].epoch = pr->epoch;
     }
     return 0;
 }
