@@ -65,6 +65,7 @@ part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part)
     if (p != NULL) {
         p->table_id = table_id;
         p->part = part;
+        clock_cond_init_mono(&p->shipped);
         p->next = ls->states[b];
         ls->states[b] = p;
     }
@@ -405,11 +406,14 @@ typedef struct miss {
     char why[512];
 } miss;
 
-static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
-                     uint64_t prev_epoch, const uint8_t *rec, size_t len, char *err,
-                     size_t errlen)
+/* One replication round: ships records recs[0..n) (in seq order, the one
+ * before recs[0] of prev_epoch) to every required in-sync replica at once
+ * and returns 0 once each confirmed them all, as the header says; seq is
+ * the last. Runs with no lock held. */
+static int ship_round(logship *ls, uint32_t table_id, uint32_t part, ship_entry *const *recs,
+                      size_t nrecs, char *err, size_t errlen)
 {
-    logship *ls = arg;
+    const uint64_t seq = recs[nrecs - 1]->seq;
     node_map *m = maps_acquire(ls->ns);
     const pmap_replicas *r = set_of(m, table_id, part, err, errlen);
     int rv = r == NULL ? LAPSE_EWRONGNODE : 0;
@@ -421,9 +425,9 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     uint32_t bits = r != NULL ? logship_required(ls, m, r, table_id, part, NULL) : 0;
     shipment s;
     shipment_init(&s, ls, table_id, part, epoch);
-    s.body.prev_epoch = prev_epoch;
-    if (rv == 0) {
-        rv = shipment_add(&s, seq, rec, len, 0);
+    s.body.prev_epoch = recs[0]->prev_epoch;
+    for (size_t i = 0; rv == 0 && i < nrecs; i++) {
+        rv = shipment_add(&s, recs[i]->seq, recs[i]->rec, recs[i]->len, 0);
     }
     for (uint32_t i = 1; rv == 0 && i < r->n; i++) {
         if (!(bits >> i & 1u)) {
@@ -464,7 +468,7 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
         }
         rpc_response_free(c->resp);
     }
-    logship_heard(ls, table_id, part, confirmed, nconfirmed, seq); /* one lock per write */
+    logship_heard(ls, table_id, part, confirmed, nconfirmed, seq); /* one lock per round */
     /* A follower that did not confirm leaves the in-sync set, on the
      * coordinator's word, and the write is acknowledged with the others
      * (never with fewer than min-in-sync copies: the coordinator refuses
@@ -487,15 +491,124 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     }
     maps_release(m);
     shipment_fini(&s);
-    if (rv != 0) {
-        pthread_mutex_lock(&ls->lock);
-        part_state *p = logship_state(ls, table_id, part);
-        if (p != NULL) {
-            p->lag_gen++; /* the resync thread sends the record on */
-        }
-        pthread_mutex_unlock(&ls->lock);
-    }
     return rv;
+}
+
+/* Group commit. The ship hook only queues a record (in seq order: it runs
+ * under the stripe lock); whoever then waits for a record of the partition
+ * while no round is on the wire takes the whole queue (up to
+ * LOGSHIP_GROUP_RECORDS / _BYTES) and ships it as one round, so the writes
+ * that queued while a round was out share the next one. */
+static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
+                     uint64_t prev_epoch, const uint8_t *rec, size_t len, void **ticket,
+                     char *err, size_t errlen)
+{
+    logship *ls = arg;
+    ship_entry *e = malloc(sizeof(*e) + (len ? len : 1));
+    if (e == NULL) {
+        snprintf(err, errlen, "out of memory queueing record %" PRIu64, seq);
+        return LAPSE_ENOMEM;
+    }
+    memset(e, 0, sizeof(*e));
+    e->seq = seq;
+    e->prev_epoch = prev_epoch;
+    e->rec = (uint8_t *)(e + 1);
+    e->len = len;
+    memcpy(e->rec, rec, len);
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    if (p != NULL) {
+        if (p->q_head == NULL && !p->shipping) {
+            p->done_seq = seq - 1; /* every record before this one is through */
+        }
+        e->owner = p;
+        *(p->q_head != NULL ? &p->q_tail->next : &p->q_head) = e;
+        p->q_tail = e;
+    }
+    pthread_mutex_unlock(&ls->lock);
+    if (p == NULL) {
+        free(e);
+        snprintf(err, errlen, "out of memory queueing record %" PRIu64, seq);
+        return LAPSE_ENOMEM;
+    }
+    *ticket = e;
+    return 0;
+}
+
+/* 1 while drive must go on: mine not yet through, or (mine NULL) a
+ * record up to target still queued or on the wire. */
+static int undriven(const part_state *p, const ship_entry *mine, uint64_t target)
+{
+    if (mine != NULL) {
+        return !mine->done;
+    }
+    return p->done_seq < target && (p->shipping || p->q_head != NULL);
+}
+
+/* Ships p's queue, round after round, until mine (or, mine NULL, every
+ * queued record up to target) is through, the caller shipping a round
+ * itself whenever none is on the wire. REQUIRES: ls->lock held (released
+ * while a round is on the wire). */
+static void drive(logship *ls, part_state *p, const ship_entry *mine, uint64_t target)
+{
+    ship_entry *round[LOGSHIP_GROUP_RECORDS];
+    while (undriven(p, mine, target)) {
+        if (p->shipping || p->q_head == NULL) {
+            pthread_cond_wait(&p->shipped, &ls->lock);
+            continue;
+        }
+        size_t n = 0, bytes = 0;
+        while (p->q_head != NULL && n < LOGSHIP_GROUP_RECORDS &&
+               (n == 0 || bytes + p->q_head->len <= LOGSHIP_GROUP_BYTES)) {
+            round[n] = p->q_head;
+            bytes += p->q_head->len;
+            p->q_head = p->q_head->next;
+            n++;
+        }
+        p->shipping = 1;
+        pthread_mutex_unlock(&ls->lock);
+        char err[sizeof(round[0]->err)] = "";
+        int rv = ship_round(ls, p->table_id, p->part, round, n, err, sizeof(err));
+        atomic_fetch_add(&ls->rounds, 1);
+        atomic_fetch_add(&ls->round_records, n);
+        pthread_mutex_lock(&ls->lock);
+        for (size_t i = 0; i < n; i++) {
+            round[i]->rv = rv;
+            snprintf(round[i]->err, sizeof(round[i]->err), "%s", err);
+            round[i]->done = 1;
+        }
+        p->done_seq = round[n - 1]->seq;
+        p->shipping = 0;
+        p->lag_gen += rv != 0; /* the resync thread sends the records on */
+        pthread_cond_broadcast(&p->shipped);
+    }
+}
+
+static int hook_wait(void *arg, void *ticket, char *err, size_t errlen)
+{
+    logship *ls = arg;
+    ship_entry *e = ticket;
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = e->owner;
+    drive(ls, p, e, 0);
+    pthread_mutex_unlock(&ls->lock);
+    int rv = e->rv;
+    if (rv != 0) {
+        snprintf(err, errlen, "%s", e->err[0] ? e->err : lapse_strerror(rv));
+    }
+    free(e);
+    return rv;
+}
+
+static void hook_settle(void *arg, uint32_t table_id, uint32_t part, uint64_t seq)
+{
+    logship *ls = arg;
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    if (p != NULL) {
+        drive(ls, p, NULL, seq);
+    }
+    pthread_mutex_unlock(&ls->lock);
 }
 
 int logship_apply_run(store *st, uint32_t table_id, uint32_t part, uint64_t prev_epoch,
@@ -637,7 +750,11 @@ int logship_open(logship **out, node_server *ns)
     ls->ns = ns;
     pthread_mutex_init(&ls->lock, NULL);
     clock_cond_init_mono(&ls->wake); /* resync_main waits on clock_mono_abstime */
-    store_repl_hook h = {.begin = hook_begin, .ship = hook_ship, .arg = ls};
+    store_repl_hook h = {.begin = hook_begin,
+                         .ship = hook_ship,
+                         .wait = hook_wait,
+                         .settle = hook_settle,
+                         .arg = ls};
     store_set_repl_hook(ns->st, &h);
     *out = ls;
     return 0;
@@ -656,6 +773,7 @@ void logship_close(logship *ls)
         while (ls->states[b] != NULL) {
             part_state *p = ls->states[b];
             ls->states[b] = p->next;
+            pthread_cond_destroy(&p->shipped);
             free(p);
         }
     }

@@ -27,6 +27,8 @@
 
 #define LOGSHIP_TIMEOUT_MS 2000       /* a replica's confirmation of one record */
 #define LOGSHIP_CATCHUP_RECORDS 512   /* records per catch-up call */
+#define LOGSHIP_GROUP_RECORDS 256     /* records per replication round at most (group commit) */
+#define LOGSHIP_GROUP_BYTES (4 << 20) /* bytes per round at most (one record may be more) */
 #define LOGSHIP_CATCHUP_BYTES (4 << 20)
 #define LOGSHIP_SHRINK_TIMEOUT_MS 2000 /* the coordinator's answer to a ReplicaShrink */
 #define LOGSHIP_CONNECT_WAIT_MS 100 /* a replica with no connection after this is unreachable */

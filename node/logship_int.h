@@ -32,6 +32,7 @@
 #define LAPSE_LOGSHIP_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "../placement/pmap.h"
@@ -48,6 +49,18 @@ typedef struct logship_peer {
     rpc_client *client;
 } logship_peer;
 
+/* A record queued for the next replication round (group commit,
+ * logship.c), freed by the writer that waits for it. */
+typedef struct ship_entry {
+    uint64_t seq, prev_epoch;
+    uint8_t *rec; /* len bytes, allocated with the entry */
+    size_t len;
+    struct part_state *owner;
+    int done, rv; /* under logship.lock: shipped (rv 0) or failed (err) */
+    char err[256];
+    struct ship_entry *next;
+} ship_entry;
+
 typedef struct part_state {
     uint32_t table_id, part;
     uint64_t fence;
@@ -62,6 +75,13 @@ typedef struct part_state {
      * confirmed holding, as this primary last heard (logship_heard) */
     uint32_t heard_id[PMAP_MAX_REPLICAS];
     uint64_t heard_seq[PMAP_MAX_REPLICAS];
+    /* group commit (logship.c): records queued for the next round, whether
+     * a round is on the wire, and the last record through (shipped or
+     * failed); shipped is signalled when a round ends */
+    ship_entry *q_head, *q_tail;
+    int shipping;
+    uint64_t done_seq;
+    pthread_cond_t shipped;
     struct part_state *next;
 } part_state;
 
@@ -71,6 +91,7 @@ struct logship {
     logship_peer peers[LOGSHIP_MAX_PEERS];
     size_t npeers;
     part_state *states[LOGSHIP_STATE_BUCKETS];
+    _Atomic uint64_t rounds, round_records; /* replication rounds and the records they took */
     /* the resync thread (resync.c) */
     pthread_t thread;
     int running;

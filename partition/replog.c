@@ -6,6 +6,7 @@
 #include "replog.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../common/buf.h"
@@ -174,11 +175,12 @@ static int put_record(store *st, db_batch *b, uint32_t table_id, uint32_t part, 
     return 0;
 }
 
-int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
-                 char *err, size_t errlen)
+int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t part,
+                       int *written, store_pending *pend, char *err, size_t errlen)
 {
     int rv;
     *written = 0;
+    memset(pend, 0, sizeof(*pend));
     if (db_batch_count(b) == 0) {
         return 0;
     }
@@ -220,16 +222,70 @@ int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, i
         buf_fini(&rec);
         return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
+    /* Counted before the write, so a reader that sees it also sees that
+     * something is on its way (store_settle). */
+    const int stripe = (int)(store_stripe(st, t->id, part) - st->locks);
+    atomic_fetch_add(&st->unshipped[stripe], 1);
+    void *ticket = NULL;
     if ((rv = db_write(st->db, b, 0, err, errlen)) == 0) {
         *written = 1;
-        rv = st->repl.ship(st->repl.arg, t->id, part, seq, last_epoch, rec.data, rec.len, err,
-                           errlen);
-        if (rv == 0 && trim_due(st, seq)) {
-            trim_confirmed(st, t->id, part, seq);
-        }
+        rv = st->repl.ship(st->repl.arg, t->id, part, seq, last_epoch, rec.data, rec.len,
+                           &ticket, err, errlen);
     }
     buf_fini(&rec);
+    if (rv != 0) {
+        atomic_fetch_sub(&st->unshipped[stripe], 1);
+        return rv;
+    }
+    *pend = (store_pending){
+        .ticket = ticket, .table_id = t->id, .part = part, .seq = seq, .stripe = stripe};
+    return ticket == NULL ? store_commit_finish(st, pend, err, errlen) : 0; /* shipped already */
+}
+
+int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen)
+{
+    if (pend->seq == 0) {
+        return 0; /* not logged, or nothing written */
+    }
+    int rv = 0;
+    if (pend->ticket != NULL) {
+        rv = st->repl.wait(st->repl.arg, pend->ticket, err, errlen);
+    }
+    if (rv == 0 && trim_due(st, pend->seq)) {
+        trim_confirmed(st, pend->table_id, pend->part, pend->seq);
+    }
+    atomic_fetch_sub(&st->unshipped[pend->stripe], 1);
+    memset(pend, 0, sizeof(*pend));
     return rv;
+}
+
+int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
+                 char *err, size_t errlen)
+{
+    store_pending pend;
+    int rv = store_commit_start(st, b, t, part, written, &pend, err, errlen);
+    return rv == 0 ? store_commit_finish(st, &pend, err, errlen) : rv;
+}
+
+void store_settle(store *st, const table_schema *t, uint32_t part)
+{
+    if (!logged(st, t) || st->repl.settle == NULL ||
+        atomic_load(&st->unshipped[store_stripe(st, t->id, part) - st->locks]) == 0) {
+        return;
+    }
+    /* Under the stripe lock no commit is between its write and its
+     * queueing: every record up to the position is queued (or through, or
+     * was never this node's to ship: applied as a replica, or before a
+     * restart), so settle need only wait for the queue. */
+    uint64_t epoch = 0, seq = 0;
+    char err[256];
+    pthread_mutex_t *mu = store_stripe(st, t->id, part);
+    pthread_mutex_lock(mu);
+    int rv = read_pos(st, t->id, part, &epoch, &seq, err, sizeof(err));
+    pthread_mutex_unlock(mu);
+    if (rv == 0 && seq > 0) {
+        st->repl.settle(st->repl.arg, t->id, part, seq);
+    }
 }
 
 uint64_t replog_rec_epoch(const uint8_t *rec, size_t len)

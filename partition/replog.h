@@ -47,14 +47,26 @@ typedef struct store_repl_hook {
      * is written then. */
     int (*begin)(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, char *err,
                  size_t errlen);
-    /* Ships record seq (rec[0..len): the stored value, epoch first; the
-     * record before it is of prev_epoch) to the
-     * partition's in-sync replicas and returns 0 once each has it durably,
-     * or an error with err: the write stays in this node's log and is
-     * reported failed to its caller. Called under the partition's stripe
-     * lock, in seq order; it must not write to the partition. */
+    /* Hands record seq (rec[0..len): the stored value, epoch first; the
+     * record before it is of prev_epoch) to the partition's in-sync
+     * replicas. Called under the partition's stripe lock, in seq order; it
+     * must not write to the partition. Either ships it there and then,
+     * returning 0 once each replica has it durably (*ticket left NULL), or
+     * queues it and sets *ticket: wait then gives the outcome (group commit:
+     * the records queued while a round is on the wire go in the next round
+     * together). An error: the write stays in this node's log and is
+     * reported failed to its caller. */
     int (*ship)(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, uint64_t prev_epoch,
-                const uint8_t *rec, size_t len, char *err, size_t errlen);
+                const uint8_t *rec, size_t len, void **ticket, char *err, size_t errlen);
+    /* Returns 0 once ticket's record is on every in-sync replica, or its
+     * failure with err; frees the ticket. Called exactly once per ticket,
+     * with or without the stripe lock. NULL when ship never queues. */
+    int (*wait)(void *arg, void *ticket, char *err, size_t errlen);
+    /* Returns once every queued record of the partition up to seq is
+     * shipped or has failed: what a read saw is then on the replicas, not
+     * in a queue that a crash would lose. Called with every record up to
+     * seq already handed to ship. NULL when ship never queues. */
+    void (*settle)(void *arg, uint32_t table_id, uint32_t part, uint64_t seq);
     void *arg;
 } store_repl_hook;
 
@@ -76,9 +88,37 @@ void store_commit_prepare(store *st, db_batch *b, const table_schema *t);
  * LAPSE_ENOMEM, or the ship hook's error (b written here; its replicas may
  * lack it: the caller's write is not acknowledged). An empty b is not
  * written. REQUIRES: the stripe lock of (t->id, part); b prepared by
- * store_commit_prepare. */
+ * store_commit_prepare. store_commit_start then store_commit_finish. */
 int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
                  char *err, size_t errlen);
+
+/* A commit whose record is still on its way to the replicas. */
+typedef struct store_pending {
+    void *ticket; /* the ship hook's; NULL: nothing to wait for */
+    uint32_t table_id, part;
+    uint64_t seq;
+    int stripe;
+} store_pending;
+
+/* store_commit up to the ship hook's queueing: returns 0 with *pend to
+ * finish (also when nothing is pending), or an error as store_commit with
+ * nothing pending. The caller releases the stripe lock and then calls
+ * store_commit_finish, so concurrent writes to the partition share a
+ * replication round; until then the write is not acknowledged. */
+int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t part,
+                       int *written, store_pending *pend, char *err, size_t errlen);
+
+/* Waits for pend's record to be on every in-sync replica: 0, or the ship
+ * hook's error (as store_commit). Once per store_commit_start that
+ * returned 0; no lock needed. */
+int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen);
+
+/* For a read of partition part of t on its primary, after it read:
+ * returns once every write the read may have seen is on the replicas or
+ * has failed, so a read never returns what a crash of the primary could
+ * take back (at once when nothing is on its way). Takes the stripe lock
+ * for a moment when something is: never call it holding it. */
+void store_settle(store *st, const table_schema *t, uint32_t part);
 
 /* The epoch and seq of the last record in the partition's log (0 and 0
  * before the first). 0, LAPSE_EIO or LAPSE_ECORRUPT. */

@@ -80,9 +80,10 @@ static int resend_from(pair *p, uint32_t table_id, uint32_t part, uint64_t appli
 /* As the node's hook: send; on a gap, resend the log from where the replica
  * stands, then the record again. */
 static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
-                     uint64_t prev_epoch, const uint8_t *rec, size_t len, char *err,
-                     size_t errlen)
+                     uint64_t prev_epoch, const uint8_t *rec, size_t len, void **ticket,
+                     char *err, size_t errlen)
 {
+    (void)ticket; /* shipped there and then */
     pair *p = arg;
     p->ships++;
     if (p->fail_ships > 0) {

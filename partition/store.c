@@ -335,11 +335,12 @@ static int read_for_write(store *st, const buf *key, const store_cond *c, int ne
  * expiry index change from o to n when the table's TTL is on, and the LSI
  * and outbox writes derived from the stored value old (read when
  * store_derive_wanted(t)). A write replaces the stored value, so the item
- * is no longer one the sweep must skip.
+ * is no longer one the sweep must skip. On 0, *pend is to be finished
+ * (finish_write) once the stripe lock is released.
  * REQUIRES: the key's stripe lock is held. */
 static int write_one(store *st, const table_schema *t, const buf *key, const stored *old,
-                     const buf *val, ttl_entry o, ttl_entry n, int64_t *min_due_ms, char *err,
-                     size_t errlen)
+                     const buf *val, ttl_entry o, ttl_entry n, int64_t *min_due_ms,
+                     store_pending *pend, char *err, size_t errlen)
 {
     int rv = 0;
     const int derive = store_derive_wanted(t);
@@ -374,7 +375,7 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
         }
     }
     int written = 0;
-    rv = store_commit(st, b, t, part, &written, err, errlen);
+    rv = store_commit_start(st, b, t, part, &written, pend, err, errlen);
     if (!written) {
         goto out;
     }
@@ -392,6 +393,22 @@ out:
     return rv;
 }
 
+/* After the stripe lock is released: waits for the write's replicas (rv
+ * 0; pend from write_one, or nothing pending), or, for a condition that
+ * failed on what the partition holds, until the writes it saw are settled
+ * (store_settle). Returns the outcome. */
+static int finish_write(store *st, const table_schema *t, uint32_t part, int rv,
+                        store_pending *pend, char *err, size_t errlen)
+{
+    if (rv == 0) {
+        return store_commit_finish(st, pend, err, errlen);
+    }
+    if (rv == LAPSE_ECONDITION) {
+        store_settle(st, t, part);
+    }
+    return rv;
+}
+
 /* ======================================================================== */
 /* Point operations                                                         */
 /* ======================================================================== */
@@ -404,6 +421,7 @@ int store_put(store *st, const table_schema *t, const item *it, const store_cond
     int64_t min_due_ms = STORE_NO_DUE;
     item *cur = NULL;
     stored old = {.found = 0};
+    store_pending pend = {.ticket = NULL};
     buf key, val;
     buf_init(&key);
     buf_init(&val);
@@ -427,16 +445,15 @@ int store_put(store *st, const table_schema *t, const item *it, const store_cond
         (rv = read_for_write(st, &key, cond, old_out != NULL, &cur, &old, err, errlen)) != 0) {
         goto unlock;
     }
-    if ((rv = write_one(st, t, &key, &old, &val, store_ttl_entry(t, cur, now),
-                        store_ttl_entry(t, it, now), &min_due_ms, err, errlen)) != 0) {
-        goto unlock;
-    }
-    if (old_out != NULL) {
+    rv = write_one(st, t, &key, &old, &val, store_ttl_entry(t, cur, now),
+                   store_ttl_entry(t, it, now), &min_due_ms, &pend, err, errlen);
+unlock:
+    pthread_mutex_unlock(mu);
+    rv = finish_write(st, t, part, rv, &pend, err, errlen);
+    if (rv == 0 && old_out != NULL) {
         *old_out = cur;
         cur = NULL;
     }
-unlock:
-    pthread_mutex_unlock(mu);
     /* Also after a write that committed here but failed to replicate (a
      * spurious wake-up costs the scanner nothing). */
     store_notify(st, t->id, part, min_due_ms);
@@ -465,6 +482,7 @@ int store_get(store *st, const table_schema *t, const item *key, item **out, cha
         goto out;
     }
     rv = read_item(st, &k, &scratch, out, err, errlen);
+    store_settle(st, t, part);
 out:
     buf_fini(&k);
     buf_fini(&scratch);
@@ -479,6 +497,7 @@ int store_delete(store *st, const table_schema *t, const item *key, const store_
     int64_t min_due_ms = STORE_NO_DUE;
     item *cur = NULL;
     stored old = {.found = 0};
+    store_pending pend = {.ticket = NULL};
     buf k;
     buf_init(&k);
     buf_init(&old.raw);
@@ -505,16 +524,17 @@ int store_delete(store *st, const table_schema *t, const item *key, const store_
         must_write = old.found; /* deleting an absent item writes nothing */
     }
     const ttl_entry none = {0, 0};
-    if (must_write && (rv = write_one(st, t, &k, &old, NULL, store_ttl_entry(t, cur, now), none,
-                                      &min_due_ms, err, errlen)) != 0) {
-        goto unlock;
-    }
-    if (old_out != NULL) {
-        *old_out = cur;
-        cur = NULL;
+    if (must_write) {
+        rv = write_one(st, t, &k, &old, NULL, store_ttl_entry(t, cur, now), none, &min_due_ms,
+                       &pend, err, errlen);
     }
 unlock:
     pthread_mutex_unlock(mu);
+    rv = finish_write(st, t, part, rv, &pend, err, errlen);
+    if (rv == 0 && old_out != NULL) {
+        *old_out = cur;
+        cur = NULL;
+    }
 out:
     item_free(cur);
     buf_fini(&k);
@@ -560,6 +580,7 @@ int store_update(store *st, const table_schema *t, const item *key,
     int64_t min_due_ms = STORE_NO_DUE;
     item *cur = NULL;
     stored old = {.found = 0};
+    store_pending pend = {.ticket = NULL};
     buf k, val;
     buf_init(&k);
     buf_init(&val);
@@ -607,15 +628,14 @@ int store_update(store *st, const table_schema *t, const item *key,
         goto unlock;
     }
     const ttl_entry after = t->ttl.enabled ? store_ttl_entry(t, cur, now) : (ttl_entry){0, 0};
-    if ((rv = write_one(st, t, &k, &old, &val, before, after, &min_due_ms, err, errlen)) != 0) {
-        goto unlock;
-    }
-    if (new_out != NULL) {
+    rv = write_one(st, t, &k, &old, &val, before, after, &min_due_ms, &pend, err, errlen);
+unlock:
+    pthread_mutex_unlock(mu);
+    rv = finish_write(st, t, part, rv, &pend, err, errlen);
+    if (rv == 0 && new_out != NULL) {
         *new_out = cur;
         cur = NULL;
     }
-unlock:
-    pthread_mutex_unlock(mu);
     /* Also after a write that committed here but failed to replicate (a
      * spurious wake-up costs the scanner nothing). */
     store_notify(st, t->id, part, min_due_ms);

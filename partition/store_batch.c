@@ -232,8 +232,9 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
             rv = store_derive_finish(&d, b, err, errlen);
         }
         int written = 0;
+        store_pending pend = {.ticket = NULL};
         if (rv == 0) {
-            rv = store_commit(st, b, t, e[i].part, &written, err, errlen);
+            rv = store_commit_start(st, b, t, e[i].part, &written, &pend, err, errlen);
         }
         if (written && derive) {
             store_derive_committed(&d);
@@ -245,6 +246,9 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
         }
         pthread_mutex_unlock(mu);
         store_derive_end(&d);
+        if (rv == 0) {
+            rv = store_commit_finish(st, &pend, err, errlen); /* with the lock free */
+        }
         if (rv != 0) {
             if (written) {
                 store_notify(st, t->id, e[i].part, min_due_ms);

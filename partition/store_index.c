@@ -117,6 +117,7 @@ int store_query_lsi(store *st, const table_schema *t, uint32_t lsi, const attr_v
         goto out;
     }
     rv = finish(st, t, CF_LSI, ix, sk, &k, &lo, &hi, limit, forward, out, err, errlen);
+    store_settle(st, t, part);
 out:
     if (rv == LAPSE_ENOMEM) {
         store_errf(rv, err, errlen, "out of memory");

@@ -92,6 +92,9 @@ struct store {
     pthread_mutex_t ack_lock; /* outbox.c: serializes outbox_ack's read-modify-write */
     int ack_lock_inited;
     store_repl_hook repl; /* store_set_repl_hook; repl.ship NULL: none */
+    /* by stripe: commits between store_commit_start's write and their
+     * store_commit_finish (store_settle's fast path: 0, nothing to wait) */
+    _Atomic uint32_t unshipped[STORE_LOCK_STRIPES];
     uint64_t replog_retain; /* store_set_replog_retain; 0: keep the whole log */
 };
 

@@ -316,6 +316,7 @@ int store_query(store *st, const table_schema *t, const attr_value *pk, const st
     }
     rv = store_collect(st, t, CF_ITEMS, NULL, &lo, hi_none ? NULL : &hi, forward, limit, out, err,
                        errlen);
+    store_settle(st, t, part);
 out:
     if (rv == LAPSE_ENOMEM) {
         oom(err, errlen);
@@ -361,6 +362,7 @@ int store_scan(store *st, const table_schema *t, uint32_t part, uint32_t limit,
     }
     rv =
         store_collect(st, t, CF_ITEMS, NULL, &lo, hi_none ? NULL : &hi, 1, limit, out, err, errlen);
+    store_settle(st, t, part);
 out:
     if (rv == LAPSE_ENOMEM) {
         oom(err, errlen);
@@ -445,6 +447,9 @@ int store_get_many(store *st, const table_schema *t, const item *const *keys, si
     }
     if ((rv = db_multi_get(st->db, CF_ITEMS, n, kp, kl, vals, found, err, errlen)) != 0) {
         goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        store_settle(st, t, buf_get_u32be(k[i].data + 4)); /* the key's partition */
     }
     for (size_t i = 0; i < n && rv == 0; i++) {
         if (found[i] && (rv = item_decode(vals[i].data, vals[i].len, &out[i])) != 0) {
