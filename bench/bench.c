@@ -5,6 +5,7 @@
  *   lapse-bench [--coordinator URL] [--threads N] [--seconds S] [--warmup S]
  *               [--batch N] [--value-bytes N] [--bin-dir DIR]
  *               [--workloads put,batch-put,get,batch-get,query]
+ *               [--replication 1,3] [--etcd N]
  *
  * Without --coordinator it starts its own cluster (tests/cluster.h) from
  * --bin-dir (default ./build/bin) and stops it at the end. Each workload runs
@@ -14,6 +15,13 @@
  * is: the row says) and latency percentiles of the calls that succeeded (per
  * call; a batched call's latency is per batch). Failed calls are counted
  * apart and are in no percentile.
+ *
+ * --replication lists the copies per partition to measure (default 1):
+ * every workload runs on tables of each, one after the other in the same
+ * run and on the same cluster, each row saying its rf (RF 3 against RF 1:
+ * docs/benchmarks.md). --etcd N starts N etcd members and runs the
+ * coordinator and nodes on them, as in production (node leases fence the
+ * primaries); 0 (the default) keeps the catalog in the coordinator.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -39,7 +47,9 @@ typedef struct config {
     int warmup_s; /* seconds of each workload before anything is counted */
     int batch;
     int value_bytes;
-    int keys_loaded; /* keys 0..keys_loaded-1 exist in Bench (set by put/batch) */
+    int keys_loaded; /* keys 0..keys_loaded-1 exist in table (set by put/batch) */
+    int rf;          /* copies per partition of the tables measured now */
+    char table[32], qtable[32];
 } config;
 
 typedef struct worker {
@@ -113,7 +123,7 @@ static void *worker_main(void *arg)
         if (w->w == W_PUT) {
             lapse_item *it = make_item(w->next_key, cfg->value_bytes, pad);
             w->next_key += cfg->threads;
-            rv = lapse_put(w->client, "Bench", it, NULL, &e);
+            rv = lapse_put(w->client, cfg->table, it, NULL, &e);
             lapse_item_free(it);
             record(w, t0, rv, &e, 1);
         } else if (w->w == W_BATCH) {
@@ -122,7 +132,7 @@ static void *worker_main(void *arg)
                 w->next_key += cfg->threads;
             }
             t0 = mono_s();
-            rv = lapse_batch_write(w->client, "Bench", batch, (size_t)cfg->batch, NULL, 0, &e);
+            rv = lapse_batch_write(w->client, cfg->table, batch, (size_t)cfg->batch, NULL, 0, &e);
             for (int i = 0; i < cfg->batch; i++) {
                 lapse_item_free(batch[i]);
             }
@@ -135,7 +145,7 @@ static void *worker_main(void *arg)
             lapse_item_set_s(key, "Id", ks);
             lapse_item *got = NULL;
             t0 = mono_s();
-            rv = lapse_get(w->client, "Bench", key, &got, &e);
+            rv = lapse_get(w->client, cfg->table, key, &got, &e);
             if (rv == 0 && got == NULL) {
                 rv = LAPSE_EINTERNAL;
                 snprintf(e.message, sizeof(e.message), "key %s missing", ks);
@@ -154,7 +164,7 @@ static void *worker_main(void *arg)
                 lapse_item_set_s(keys[i], "Id", ks);
             }
             t0 = mono_s();
-            rv = lapse_batch_get(w->client, "Bench", keys, (size_t)cfg->batch, got, &e);
+            rv = lapse_batch_get(w->client, cfg->table, keys, (size_t)cfg->batch, got, &e);
             long hits = 0;
             for (int i = 0; i < cfg->batch; i++) {
                 hits += got[i] != NULL;
@@ -174,7 +184,7 @@ static void *worker_main(void *arg)
             lapse_query_opts q = {0};
             q.partition_key_json = pk;
             lapse_page *pg = NULL;
-            rv = lapse_query(w->client, "BenchQ", &q, &pg, &e);
+            rv = lapse_query(w->client, cfg->qtable, &q, &pg, &e);
             long n = rv == 0 ? (long)lapse_page_count(pg) : 0;
             lapse_page_free(pg);
             record(w, t0, rv, &e, n);
@@ -262,9 +272,9 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
     }
     qsort(all, nlat, sizeof(uint32_t), cmp_u32);
 #define PCT(p) (nlat ? all[(size_t)((double)(nlat - 1) * (p))] : 0)
-    printf("%-9s threads=%-3d calls/s=%-8.0f items/s=%-9.0f (%s) calls=%-8zu p50=%uus p90=%uus "
-           "p99=%uus p99.9=%uus max=%uus failed=%ld (in no percentile)\n",
-           wname(wl), cfg->threads, (double)nlat / elapsed, (double)ops / elapsed, witems(wl), nlat,
+    printf("%-9s rf=%d threads=%-3d calls/s=%-8.0f items/s=%-9.0f (%s) calls=%-8zu p50=%uus "
+           "p90=%uus p99=%uus p99.9=%uus max=%uus failed=%ld (in no percentile)\n",
+           wname(wl), cfg->rf, cfg->threads, (double)nlat / elapsed, (double)ops / elapsed, witems(wl), nlat,
            PCT(0.5), PCT(0.9), PCT(0.99), PCT(0.999), nlat ? all[nlat - 1] : 0, errors);
 #undef PCT
     fflush(stdout);
@@ -300,17 +310,18 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
     free(all);
 }
 
-static int load_query_table(lapse_client *c)
+static int load_query_table(lapse_client *c, const config *cfg)
 {
     lapse_error e;
-    lapse_table_def q = {.name = "BenchQ",
+    lapse_table_def q = {.name = cfg->qtable,
+                         .replication = (unsigned)cfg->rf,
                          .partition_key = "Dev",
                          .partition_key_type = 'S',
                          .sort_key = "Seq",
                          .sort_key_type = 'N',
                          .partitions = 64};
     if (lapse_create_table(c, &q, &e) != 0 && e.code != LAPSE_EEXISTS) {
-        fprintf(stderr, "create BenchQ: %s\n", e.message);
+        fprintf(stderr, "create %s: %s\n", cfg->qtable, e.message);
         return 1;
     }
     enum { N = 10000 };
@@ -322,13 +333,13 @@ static int load_query_table(lapse_client *c)
         lapse_item_set_s(items[i], "Dev", d);
         lapse_item_set_n_i64(items[i], "Seq", i / 1000);
     }
-    int rv = lapse_batch_write(c, "BenchQ", items, N, NULL, 0, &e);
+    int rv = lapse_batch_write(c, cfg->qtable, items, N, NULL, 0, &e);
     for (int i = 0; i < N; i++) {
         lapse_item_free(items[i]);
     }
     free(items);
     if (rv != 0) {
-        fprintf(stderr, "load BenchQ: %s\n", e.message);
+        fprintf(stderr, "load %s: %s\n", cfg->qtable, e.message);
     }
     return rv != 0;
 }
@@ -337,13 +348,16 @@ static void usage(void)
 {
     fprintf(stderr, "usage: lapse-bench [--coordinator URL] [--threads N] [--seconds S] "
                     "[--warmup S] [--batch N] [--value-bytes N] [--bin-dir DIR] "
-                    "[--workloads put,batch-put,get,batch-get,query]\n");
+                    "[--workloads put,batch-put,get,batch-get,query] [--replication 1,3] "
+                    "[--etcd N]\n");
 }
 
 int main(int argc, char **argv)
 {
-    config cfg = {NULL, "./build/bin", 16, 10, 1, 100, 100, 0};
+    config cfg = {NULL, "./build/bin", 16, 10, 1, 100, 100, 0, 1, "", ""};
     const char *workloads = "put,batch-put,get,batch-get,query";
+    const char *replication = "1";
+    int etcd = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -372,14 +386,29 @@ int main(int argc, char **argv)
             cfg.value_bytes = atoi(v);
         } else if (strcmp(a, "--workloads") == 0) {
             workloads = v;
+        } else if (strcmp(a, "--replication") == 0) {
+            replication = v;
+        } else if (strcmp(a, "--etcd") == 0) {
+            etcd = atoi(v);
         } else {
             usage();
             return 2;
         }
     }
+    int rfs[8], nrf = 0;
+    for (const char *r = replication; *r != 0 && nrf < 8;) {
+        char *end = NULL;
+        long v = strtol(r, &end, 10);
+        if (end == r || v < 1 || v > 3 || (*end != 0 && *end != ',')) {
+            fprintf(stderr, "lapse-bench: --replication wants copies 1, 2 or 3, comma-separated\n");
+            return 2;
+        }
+        rfs[nrf++] = (int)v;
+        r = *end == ',' ? end + 1 : end;
+    }
     if (cfg.threads < 1 || cfg.threads > MAX_THREADS || cfg.seconds < 1 || cfg.warmup_s < 0 ||
         cfg.batch < 1 || cfg.batch > LAPSE_BATCH_MAX || cfg.value_bytes < 0 ||
-        cfg.value_bytes > 100000) {
+        cfg.value_bytes > 100000 || etcd < 0 || etcd > 5) {
         fprintf(stderr, "lapse-bench: an option is out of range\n");
         return 2;
     }
@@ -391,8 +420,10 @@ int main(int argc, char **argv)
         o.nodes = 3;
         o.bin_dir = cfg.bin_dir;
         o.quiet = 1;
+        o.etcd = etcd;
         char err[512];
-        fprintf(stderr, "starting a three-node cluster from %s\n", cfg.bin_dir);
+        fprintf(stderr, "starting a three-node cluster from %s%s\n", cfg.bin_dir,
+                etcd > 0 ? " on etcd" : "");
         if (cluster_start(&cl, &o, err, sizeof(err)) != 0) {
             fprintf(stderr, "lapse-bench: %s\n", err);
             return 1;
@@ -406,28 +437,40 @@ int main(int argc, char **argv)
         cluster_free(cl, 1);
         return 1;
     }
-    lapse_table_def d = {
-        .name = "Bench", .partition_key = "Id", .partition_key_type = 'S', .partitions = 64};
-    if (lapse_create_table(c, &d, &e) != 0 && e.code != LAPSE_EEXISTS) {
-        fprintf(stderr, "lapse-bench: create table: %s\n", e.message);
-        return 1;
-    }
-    printf("# lapse-bench: 3 nodes on loopback, %d threads, one shared client, %d s per "
+    printf("# lapse-bench: 3 nodes on loopback%s, %d threads, one shared client, %d s per "
            "workload after a %d s warm-up, %d-byte values, batches of %d\n",
-           cfg.threads, cfg.seconds, cfg.warmup_s, cfg.value_bytes, cfg.batch);
-    long next_key = 0;
-    for (workload wl = W_PUT; wl <= W_BATCH_GET; wl++) {
-        if (!has_workload(workloads, wname(wl))) {
-            continue;
+           etcd > 0 ? " on etcd" : "", cfg.threads, cfg.seconds, cfg.warmup_s, cfg.value_bytes,
+           cfg.batch);
+    for (int r = 0; r < nrf; r++) {
+        cfg.rf = rfs[r];
+        cfg.keys_loaded = 0;
+        snprintf(cfg.table, sizeof(cfg.table), "Bench_rf%d", cfg.rf);
+        snprintf(cfg.qtable, sizeof(cfg.qtable), "BenchQ_rf%d", cfg.rf);
+        lapse_table_def d = {.name = cfg.table,
+                             .partition_key = "Id",
+                             .partition_key_type = 'S',
+                             .partitions = 64,
+                             .replication = (unsigned)cfg.rf};
+        if (lapse_create_table(c, &d, &e) != 0 && e.code != LAPSE_EEXISTS) {
+            fprintf(stderr, "lapse-bench: create table %s: %s\n", cfg.table, e.message);
+            lapse_close(c);
+            cluster_free(cl, 1);
+            return 1;
         }
-        if ((wl == W_GET || wl == W_BATCH_GET) && cfg.keys_loaded == 0) {
-            fprintf(stderr, "%s: no keys loaded (run put or batch-put first)\n", wname(wl));
-            continue;
+        long next_key = 0;
+        for (workload wl = W_PUT; wl <= W_BATCH_GET; wl++) {
+            if (!has_workload(workloads, wname(wl))) {
+                continue;
+            }
+            if ((wl == W_GET || wl == W_BATCH_GET) && cfg.keys_loaded == 0) {
+                fprintf(stderr, "%s: no keys loaded (run put or batch-put first)\n", wname(wl));
+                continue;
+            }
+            run(wl, &cfg, c, &next_key);
         }
-        run(wl, &cfg, c, &next_key);
-    }
-    if (has_workload(workloads, "query") && load_query_table(c) == 0) {
-        run(W_QUERY, &cfg, c, &next_key);
+        if (has_workload(workloads, "query") && load_query_table(c, &cfg) == 0) {
+            run(W_QUERY, &cfg, c, &next_key);
+        }
     }
     lapse_close(c);
     cluster_free(cl, 1);

@@ -221,10 +221,19 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     if ((rv = rpc_client_open(&ns->coord, ns->coordinator_url, err, errlen)) != 0) {
         goto fail;
     }
-    /* Long polls of GetStreamRecords get threads of their own (streams.h). */
-    rpc_server_options so = {.contexts = 0,
+    /* Long polls of GetStreamRecords get threads of their own (streams.h).
+     * A peer's ReplicateLog takes the urgent lane: this node's writes wait
+     * for their rounds on its peers, and the peers' writes for this node's
+     * answers, so they must never queue behind those writes (with one lane,
+     * every thread of every node waiting for a round would hold the answers
+     * up until the rounds time out). */
+    static const uint32_t urgent[] = {LAPSE__REQUEST__BODY_REPLICATE_LOG};
+    rpc_server_options so = {.contexts = NODE_RPC_CONTEXTS,
                              .workers = (ns->workers > 0 ? ns->workers : NODE_DEFAULT_WORKERS) +
-                                        STREAMS_MAX_POLLERS};
+                                        STREAMS_MAX_POLLERS,
+                             .urgent_calls = urgent,
+                             .nurgent = 1,
+                             .urgent_workers = NODE_URGENT_WORKERS};
     char why[256] = "";
     if ((rv = rpc_server_open(&ns->srv, ns->listen_url, &so, handlers_serve, ns, why,
                               sizeof(why))) != 0) {

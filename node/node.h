@@ -55,6 +55,8 @@
 #define NODE_MAX_TOKEN 255 /* --cluster-token-file: bytes of the token */
 #define NODE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400,tcp://127.0.0.1:7410"
 #define NODE_DEFAULT_WORKERS 4 /* --workers */
+#define NODE_URGENT_WORKERS 2  /* RPC threads for peers' ReplicateLog only (node.c) */
+#define NODE_RPC_CONTEXTS 256  /* requests received at once (the rest wait in the socket) */
 #define NODE_DEFAULT_CLUSTER "lapse" /* --cluster-name, as the coordinator's */
 #define NODE_META_ID "node_id" /* store meta: the node id, decimal text */
 #define NODE_META_PMAP "pmap"  /* store meta: packed Lapse__PartitionMap */

@@ -42,6 +42,7 @@
 #define RPC_PROTOCOL_VERSION 1
 #define RPC_MAX_MESSAGE_BYTES (64u * 1024 * 1024)
 #define RPC_DEFAULT_TIMEOUT_MS 5000
+#define RPC_MAX_URGENT_CALLS 8 /* rpc_server_options.urgent_calls */
 
 typedef struct rpc_server rpc_server;
 typedef struct rpc_client rpc_client;
@@ -59,6 +60,14 @@ typedef void (*rpc_handler)(void *arg, const Lapse__Request *req, Lapse__Respons
 typedef struct rpc_server_options {
     int contexts; /* concurrent requests in flight; 0 = 64 */
     int workers;  /* handler threads; 0 = 4 */
+    /* The urgent lane: requests whose body is one of these calls (body
+     * cases, the oneof's field numbers) are queued apart and served first,
+     * by urgent_workers threads of their own as well as by the others, so
+     * they never wait behind requests that wait for them (a node's writes
+     * wait for its peers' ReplicateLog). NULL/0: one lane. */
+    const uint32_t *urgent_calls;
+    size_t nurgent;
+    int urgent_workers;
 } rpc_server_options;
 
 /* Listens on url (e.g. tcp://127.0.0.1:7401) and serves until closed.

@@ -71,6 +71,11 @@ typedef enum srv_state {
     SRV_SEND    /* nng_ctx_send of the reply pending */
 } srv_state;
 
+typedef struct srv_worker_arg {
+    struct rpc_server *s;
+    int urgent_only;
+} srv_worker_arg;
+
 typedef struct srv_ctx {
     rpc_server *srv;
     srv_state state; /* written by whoever owns the context in that state */
@@ -91,14 +96,21 @@ struct rpc_server {
     int nctx;
     pthread_t *workers; /* owned array; nworkers of them were started */
     int nworkers;
+    int nurgent_workers;     /* the first nurgent_workers serve only the urgent lane */
+    srv_worker_arg wargs[2]; /* [0] general workers', [1] urgent-only workers' */
+    uint32_t urgent_calls[RPC_MAX_URGENT_CALLS];
+    size_t nurgent;
 
-    pthread_mutex_t mu; /* guards the queue and closing */
-    pthread_cond_t cv;  /* signalled when the queue grows or closing is set */
-    int sync_init;      /* mu and cv initialized */
-    srv_ctx *head;      /* FIFO of SRV_QUEUED contexts */
-    srv_ctx *tail;
+    pthread_mutex_t mu;  /* guards the queues and closing */
+    pthread_cond_t cv;   /* signalled when a queue grows or closing is set */
+    pthread_cond_t ucv;  /* signalled when the urgent queue grows or closing is set */
+    int sync_init;       /* mu, cv and ucv initialized */
+    srv_ctx *head[2];    /* FIFOs of SRV_QUEUED contexts: [0] normal, [1] urgent */
+    srv_ctx *tail[2];
     int closing;
 };
+
+
 
 /* Posts the next operation on c's context unless the server is closing.
  * Posting under mu closes a race: NNG 1.5.2 can panic ("pthread_mutex_lock:
@@ -132,6 +144,66 @@ static int srv_post(srv_ctx *c, nng_msg *msg)
 static void srv_recv(srv_ctx *c)
 {
     (void)srv_post(c, NULL);
+}
+
+/* Reads a varint at *p (< end) into *v. 0, or -1 when malformed. */
+static int peek_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* 1 when the request's protobuf bytes hold one of s's urgent calls as a
+ * top-level field (a look at the tags only; a malformed request is not
+ * urgent, and fails to decode in its turn). */
+static int is_urgent(const rpc_server *s, const nng_msg *m)
+{
+    const uint8_t *p = nng_msg_body((nng_msg *)m);
+    const uint8_t *end = p + nng_msg_len((nng_msg *)m);
+    while (s->nurgent > 0 && p < end) {
+        uint64_t key, skip = 0;
+        if (peek_varint(&p, end, &key) != 0) {
+            return 0;
+        }
+        for (size_t i = 0; i < s->nurgent; i++) {
+            if (key >> 3 == s->urgent_calls[i]) {
+                return 1;
+            }
+        }
+        switch (key & 7) {
+        case 0:
+            if (peek_varint(&p, end, &skip) != 0) {
+                return 0;
+            }
+            skip = 0;
+            break;
+        case 1:
+            skip = 8;
+            break;
+        case 2:
+            if (peek_varint(&p, end, &skip) != 0) {
+                return 0;
+            }
+            break;
+        case 5:
+            skip = 4;
+            break;
+        default:
+            return 0;
+        }
+        if (skip > (uint64_t)(end - p)) {
+            return 0;
+        }
+        p += skip;
+    }
+    return 0;
 }
 
 static int nng_stopping(int rv)
@@ -170,13 +242,17 @@ static void srv_ctx_cb(void *arg)
         }
         c->state = SRV_QUEUED;
         c->next = NULL;
-        if (s->tail != NULL) {
-            s->tail->next = c;
+        int lane = is_urgent(s, c->req);
+        if (s->tail[lane] != NULL) {
+            s->tail[lane]->next = c;
         } else {
-            s->head = c;
+            s->head[lane] = c;
         }
-        s->tail = c;
+        s->tail[lane] = c;
         pthread_cond_signal(&s->cv);
+        if (lane) {
+            pthread_cond_signal(&s->ucv);
+        }
         pthread_mutex_unlock(&s->mu);
         break;
     case SRV_SEND:
@@ -275,28 +351,33 @@ static void srv_serve(rpc_server *s, srv_ctx *c)
     (void)srv_post(c, out);
 }
 
+/* A worker: the urgent lane first; an urgent-only worker no other. */
 static void *srv_worker(void *arg)
 {
-    rpc_server *s = arg;
+    const srv_worker_arg *wa = arg;
+    rpc_server *s = wa->s;
+    const int urgent_only = wa->urgent_only;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->closing && s->head == NULL) {
-            pthread_cond_wait(&s->cv, &s->mu);
+        while (!s->closing && s->head[1] == NULL && (urgent_only || s->head[0] == NULL)) {
+            pthread_cond_wait(urgent_only ? &s->ucv : &s->cv, &s->mu);
         }
         if (s->closing) {
             pthread_mutex_unlock(&s->mu);
             return NULL;
         }
-        srv_ctx *c = s->head;
-        s->head = c->next;
-        if (s->head == NULL) {
-            s->tail = NULL;
+        int lane = s->head[1] != NULL;
+        srv_ctx *c = s->head[lane];
+        s->head[lane] = c->next;
+        if (s->head[lane] == NULL) {
+            s->tail[lane] = NULL;
         }
         c->next = NULL;
         pthread_mutex_unlock(&s->mu);
         srv_serve(s, c);
     }
 }
+
 
 int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options *opt,
                     rpc_handler handler, void *arg, char *err, size_t errlen)
@@ -315,12 +396,29 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
     s->arg = arg;
     s->nctx = (opt != NULL && opt->contexts > 0) ? opt->contexts : DEFAULT_CONTEXTS;
     int want_workers = (opt != NULL && opt->workers > 0) ? opt->workers : DEFAULT_WORKERS;
+    if (opt != NULL && opt->nurgent > 0) {
+        if (opt->nurgent > RPC_MAX_URGENT_CALLS || opt->urgent_calls == NULL) {
+            free(s);
+            set_err(err, errlen, "at most %d urgent calls", RPC_MAX_URGENT_CALLS);
+            return LAPSE_EINVAL;
+        }
+        memcpy(s->urgent_calls, opt->urgent_calls, opt->nurgent * sizeof(uint32_t));
+        s->nurgent = opt->nurgent;
+        s->nurgent_workers = opt->urgent_workers > 0 ? opt->urgent_workers : 0;
+    }
+    want_workers += s->nurgent_workers;
+    s->wargs[0] = (srv_worker_arg){s, 0};
+    s->wargs[1] = (srv_worker_arg){s, 1};
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
         free(s);
         set_err(err, errlen, "pthread_mutex_init failed");
         return LAPSE_ENOMEM;
     }
-    if (pthread_cond_init(&s->cv, NULL) != 0) {
+    int cv_ok = pthread_cond_init(&s->cv, NULL) == 0;
+    if (!cv_ok || pthread_cond_init(&s->ucv, NULL) != 0) {
+        if (cv_ok) {
+            pthread_cond_destroy(&s->cv);
+        }
         pthread_mutex_destroy(&s->mu);
         free(s);
         set_err(err, errlen, "pthread_cond_init failed");
@@ -359,7 +457,8 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
         c->ctx_open = 1;
     }
     for (int i = 0; i < want_workers; i++) {
-        if (pthread_create(&s->workers[i], NULL, srv_worker, s) != 0) {
+        srv_worker_arg *wa = &s->wargs[i < s->nurgent_workers];
+        if (pthread_create(&s->workers[i], NULL, srv_worker, wa) != 0) {
             set_err(err, errlen, "pthread_create failed");
             goto fail;
         }
@@ -406,6 +505,7 @@ void rpc_server_close(rpc_server *s)
         pthread_mutex_lock(&s->mu);
         s->closing = 1;
         pthread_cond_broadcast(&s->cv);
+        pthread_cond_broadcast(&s->ucv);
         pthread_mutex_unlock(&s->mu);
     }
     /* Stop receiving: pending receives and sends complete with ECLOSED and
@@ -442,6 +542,7 @@ void rpc_server_close(rpc_server *s)
     }
     if (s->sync_init) {
         pthread_cond_destroy(&s->cv);
+        pthread_cond_destroy(&s->ucv);
         pthread_mutex_destroy(&s->mu);
     }
     free(s->ctxs);

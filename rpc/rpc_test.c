@@ -129,6 +129,15 @@ static void handler(void *arg, const Lapse__Request *req, Lapse__Response *resp,
         resp->describe_table = d;
         return;
     }
+    case LAPSE__REQUEST__BODY_REPLICATE_LOG: {
+        /* Enters the barrier and answers at once (the urgent lane's call). */
+        atomic_fetch_add(&barrier_entered, 1);
+        Lapse__ReplicateLogResponse *r = arena_alloc(a, sizeof *r);
+        lapse__replicate_log_response__init(r);
+        resp->body_case = LAPSE__RESPONSE__BODY_REPLICATE_LOG;
+        resp->replicate_log = r;
+        return;
+    }
     default:
         rpc_set_error(resp, a, LAPSE_EINVAL, "unexpected call %d", (int)req->body_case);
         return;
@@ -141,12 +150,25 @@ typedef struct fixture {
     rpc_client *cli;
 } fixture;
 
+static fixture *fixture_open_lanes(int contexts, int workers, const uint32_t *urgent,
+                                   size_t nurgent, int urgent_workers);
+
 static fixture *fixture_open(int contexts, int workers)
+{
+    return fixture_open_lanes(contexts, workers, NULL, 0, 0);
+}
+
+static fixture *fixture_open_lanes(int contexts, int workers, const uint32_t *urgent,
+                                   size_t nurgent, int urgent_workers)
 {
     fixture *f = calloc(1, sizeof *f);
     char err[256] = "";
     snprintf(f->url, sizeof f->url, "tcp://127.0.0.1:%d", free_port());
-    rpc_server_options o = {contexts, workers};
+    rpc_server_options o = {.contexts = contexts,
+                            .workers = workers,
+                            .urgent_calls = urgent,
+                            .nurgent = nurgent,
+                            .urgent_workers = urgent_workers};
     assert_rv(rpc_server_open(&f->srv, f->url, &o, handler, NULL, err, sizeof err), 0, err);
     assert_rv(rpc_client_open(&f->cli, f->url, err, sizeof err), 0, err);
     assert_string_equal(rpc_client_url(f->cli), f->url);
@@ -659,6 +681,63 @@ static void call_many_dead_peer_first_does_not_fail_the_others(void **state)
     }
 }
 
+/* A call in flight on the only general worker waits for an urgent call
+ * (ReplicateLog here) to enter the barrier: the urgent lane serves it on
+ * a worker of its own. With one lane it would queue behind the first and
+ * the barrier would fail after its 3 s. */
+typedef struct lane_call {
+    fixture *f;
+    int rv;
+    char err[256];
+} lane_call;
+
+static void *lane_main(void *arg)
+{
+    lane_call *lc = arg;
+    Lapse__DescribeTableRequest d = LAPSE__DESCRIBE_TABLE_REQUEST__INIT;
+    d.table = "2";
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_DESCRIBE_TABLE;
+    req.describe_table = &d;
+    Lapse__Response *resp = NULL;
+    lc->rv = rpc_call(lc->f->cli, &req, 5000, &resp, lc->err, sizeof lc->err);
+    if (lc->rv == 0 && resp->status != 0) {
+        lc->rv = resp->status;
+        snprintf(lc->err, sizeof lc->err, "%s", resp->message);
+    }
+    rpc_response_free(resp);
+    return NULL;
+}
+
+static void urgent_lane_is_served_while_workers_wait(void **state)
+{
+    (void)state;
+    static const uint32_t urgent[] = {LAPSE__REQUEST__BODY_REPLICATE_LOG};
+    fixture *f = fixture_open_lanes(0, 1, urgent, 1, 1);
+    atomic_store(&barrier_entered, 0);
+    lane_call lc = {.f = f};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, lane_main, &lc), 0);
+    clock_mono deadline = clock_mono_after_ms(5000);
+    while (atomic_load(&barrier_entered) < 1 && clock_mono_remaining_ms(deadline) > 0) {
+        clock_sleep_ms(2); /* the general worker is in the barrier */
+    }
+    assert_int_equal(atomic_load(&barrier_entered), 1);
+    Lapse__ReplicateLogRequest r = LAPSE__REPLICATE_LOG_REQUEST__INIT;
+    r.table_id = 7;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_REPLICATE_LOG;
+    req.replicate_log = &r;
+    Lapse__Response *resp = NULL;
+    char err[256] = "";
+    assert_rv(rpc_call(f->cli, &req, 5000, &resp, err, sizeof err), 0, err);
+    assert_int_equal(resp->body_case, LAPSE__RESPONSE__BODY_REPLICATE_LOG);
+    rpc_response_free(resp);
+    pthread_join(th, NULL);
+    assert_rv(lc.rv, 0, lc.err); /* the barrier met: both were served at once */
+    fixture_close(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -673,6 +752,7 @@ int main(void)
         cmocka_unit_test(oversized_request_is_refused_before_sending),
         cmocka_unit_test(close_waits_for_running_handlers),
         cmocka_unit_test(call_many_runs_calls_concurrently),
+        cmocka_unit_test(urgent_lane_is_served_while_workers_wait),
         cmocka_unit_test(call_many_dead_peer_first_does_not_fail_the_others),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
