@@ -65,7 +65,6 @@ part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part)
     if (p != NULL) {
         p->table_id = table_id;
         p->part = part;
-        clock_cond_init_mono(&p->shipped);
         p->next = ls->states[b];
         ls->states[b] = p;
     }
@@ -406,92 +405,111 @@ typedef struct miss {
     char why[512];
 } miss;
 
-/* One replication round: ships records recs[0..n) (in seq order, the one
- * before recs[0] of prev_epoch) to every required in-sync replica at once
- * and returns 0 once each confirmed them all, as the header says; seq is
- * the last. Runs with no lock held. */
-static int ship_round(logship *ls, uint32_t table_id, uint32_t part, ship_entry *const *recs,
-                      size_t nrecs, char *err, size_t errlen)
-{
-    const uint64_t seq = recs[nrecs - 1]->seq;
-    node_map *m = maps_acquire(ls->ns);
-    const pmap_replicas *r = set_of(m, table_id, part, err, errlen);
-    int rv = r == NULL ? LAPSE_EWRONGNODE : 0;
-    rpc_multi_call calls[PMAP_MAX_REPLICAS];
-    uint32_t ids[PMAP_MAX_REPLICAS], confirmed[PMAP_MAX_REPLICAS];
-    miss misses[PMAP_MAX_REPLICAS];
-    size_t n = 0, nmiss = 0, nconfirmed = 0;
-    uint64_t epoch = r != NULL ? pmap_epoch(r) : 0;
-    uint32_t bits = r != NULL ? logship_required(ls, m, r, table_id, part, NULL) : 0;
+/* One replication round of a partition: the records taken from its queue
+ * (recs[0..n), in seq order, the one before recs[0] of its prev_epoch),
+ * shipped to every required in-sync replica at once; rounds of several
+ * partitions go out together (ship_rounds). */
+typedef struct round {
+    part_state *p;
+    ship_entry *recs[LOGSHIP_GROUP_RECORDS];
+    size_t n;
+    node_map *m;
+    const pmap_replicas *r;
+    uint64_t epoch;
     shipment s;
-    shipment_init(&s, ls, table_id, part, epoch);
-    s.body.prev_epoch = recs[0]->prev_epoch;
-    for (size_t i = 0; rv == 0 && i < nrecs; i++) {
-        rv = shipment_add(&s, recs[i]->seq, recs[i]->rec, recs[i]->len, 0);
+    rpc_multi_call *calls; /* ncalls of them, in the caller's array */
+    uint32_t ids[PMAP_MAX_REPLICAS];
+    size_t ncalls;
+    miss misses[PMAP_MAX_REPLICAS];
+    size_t nmiss;
+    int rv;
+    char err[256];
+} round;
+
+/* Prepares rd's calls into calls[0..PMAP_MAX_REPLICAS): every required
+ * member reachable now (the others are misses at once). */
+static void round_start(logship *ls, round *rd, rpc_multi_call *calls)
+{
+    const uint32_t table_id = rd->p->table_id, part = rd->p->part;
+    rd->calls = calls;
+    rd->m = maps_acquire(ls->ns);
+    rd->r = set_of(rd->m, table_id, part, rd->err, sizeof(rd->err));
+    rd->rv = rd->r == NULL ? LAPSE_EWRONGNODE : 0;
+    rd->epoch = rd->r != NULL ? pmap_epoch(rd->r) : 0;
+    uint32_t bits = rd->r != NULL ? logship_required(ls, rd->m, rd->r, table_id, part, NULL) : 0;
+    shipment_init(&rd->s, ls, table_id, part, rd->epoch);
+    rd->s.body.prev_epoch = rd->recs[0]->prev_epoch;
+    for (size_t i = 0; rd->rv == 0 && i < rd->n; i++) {
+        rd->rv = shipment_add(&rd->s, rd->recs[i]->seq, rd->recs[i]->rec, rd->recs[i]->len, 0);
     }
-    for (uint32_t i = 1; rv == 0 && i < r->n; i++) {
+    for (uint32_t i = 1; rd->rv == 0 && i < rd->r->n; i++) {
         if (!(bits >> i & 1u)) {
             continue;
         }
-        const pmap_node *pn = pmap_node_find(m->pm, r->ids[i]);
+        const pmap_node *pn = pmap_node_find(rd->m->pm, rd->r->ids[i]);
         rpc_client *c = pn != NULL ? logship_peer_client(ls, pn->id, pn->address) : NULL;
         /* No wait of a whole timeout for a replica known to be down or with
          * no connection. */
         if (c == NULL || pn->state != PMAP_NODE_UP ||
             !rpc_client_connected(c, LOGSHIP_CONNECT_WAIT_MS)) {
-            misses[nmiss] = (miss){.id = r->ids[i]};
-            snprintf(misses[nmiss++].why, sizeof(misses[0].why), "%s",
+            rd->misses[rd->nmiss] = (miss){.id = rd->r->ids[i]};
+            snprintf(rd->misses[rd->nmiss++].why, sizeof(rd->misses[0].why), "%s",
                      c == NULL ? "unknown" : pn->state != PMAP_NODE_UP ? "down" : "unreachable");
             continue;
         }
-        memset(&calls[n], 0, sizeof(calls[n]));
-        calls[n].client = c;
-        calls[n].req = &s.req;
-        ids[n++] = r->ids[i];
+        memset(&calls[rd->ncalls], 0, sizeof(calls[0]));
+        calls[rd->ncalls].client = c;
+        calls[rd->ncalls].req = &rd->s.req;
+        rd->ids[rd->ncalls++] = rd->r->ids[i];
     }
-    if (rv == 0 && n > 0) {
-        rpc_call_many(calls, n, LOGSHIP_TIMEOUT_MS);
-    }
-    for (size_t i = 0; i < n; i++) {
-        rpc_multi_call *c = &calls[i];
+}
+
+/* Takes in rd's answers (rpc_call_many done): a member that reports a gap
+ * gets the log from where it stands; one that did not confirm leaves the
+ * in-sync set on the coordinator's word, and the records count with the
+ * others (never with fewer than min-in-sync copies: the coordinator
+ * refuses that); until that answer they count as failed. Sets rd->rv. */
+static void round_end(logship *ls, round *rd)
+{
+    const uint32_t table_id = rd->p->table_id, part = rd->p->part;
+    const uint64_t seq = rd->recs[rd->n - 1]->seq;
+    uint32_t confirmed[PMAP_MAX_REPLICAS];
+    size_t nconfirmed = 0;
+    for (size_t i = 0; i < rd->ncalls; i++) {
+        rpc_multi_call *c = &rd->calls[i];
         int crv = c->rv;
-        if (rv == 0 && crv == LAPSE_ESTATE && !diverged_of(c->resp)) {
-            crv = catch_up(ls, c->client, ids[i], table_id, part, epoch, applied_of(c->resp), seq,
-                           c->err, sizeof(c->err));
+        if (rd->rv == 0 && crv == LAPSE_ESTATE && !diverged_of(c->resp)) {
+            crv = catch_up(ls, c->client, rd->ids[i], table_id, part, rd->epoch,
+                           applied_of(c->resp), seq, c->err, sizeof(c->err));
         }
-        if (rv == 0 && crv != 0) {
-            misses[nmiss] = (miss){.id = ids[i], .deposed = crv == LAPSE_EPERM};
-            snprintf(misses[nmiss++].why, sizeof(misses[0].why), "%s",
+        if (rd->rv == 0 && crv != 0) {
+            rd->misses[rd->nmiss] = (miss){.id = rd->ids[i], .deposed = crv == LAPSE_EPERM};
+            snprintf(rd->misses[rd->nmiss++].why, sizeof(rd->misses[0].why), "%s",
                      c->err[0] ? c->err : lapse_strerror(crv));
-        } else if (rv == 0) {
-            confirmed[nconfirmed++] = ids[i];
+        } else if (rd->rv == 0) {
+            confirmed[nconfirmed++] = rd->ids[i];
         }
         rpc_response_free(c->resp);
     }
     logship_heard(ls, table_id, part, confirmed, nconfirmed, seq); /* one lock per round */
-    /* A follower that did not confirm leaves the in-sync set, on the
-     * coordinator's word, and the write is acknowledged with the others
-     * (never with fewer than min-in-sync copies: the coordinator refuses
-     * that). Until the answer, the write counts as failed. */
-    for (size_t i = 0; rv == 0 && i < nmiss; i++) {
+    for (size_t i = 0; rd->rv == 0 && i < rd->nmiss; i++) {
         char why[256] = "";
-        if (misses[i].deposed) {
-            snprintf(err, errlen, "replica node %u refused record %" PRIu64 ": %s",
-                     (unsigned)misses[i].id, seq, misses[i].why);
-            rv = LAPSE_EWRONGNODE;
-        } else if (shrink(ls, m, r, table_id, part, misses[i].id, misses[i].why, why,
+        const miss *ms = &rd->misses[i];
+        if (ms->deposed) {
+            snprintf(rd->err, sizeof(rd->err), "replica node %u refused record %" PRIu64 ": %s",
+                     (unsigned)ms->id, seq, ms->why);
+            rd->rv = LAPSE_EWRONGNODE;
+        } else if (shrink(ls, rd->m, rd->r, table_id, part, ms->id, ms->why, why,
                           sizeof(why)) != 0) {
-            snprintf(err, errlen,
+            snprintf(rd->err, sizeof(rd->err),
                      "replica node %u of table %u partition %u did not confirm record %" PRIu64
                      " (%s) and stays in the in-sync set (%s): the write is not acknowledged",
-                     (unsigned)misses[i].id, (unsigned)table_id, (unsigned)part, seq,
-                     misses[i].why, why);
-            rv = LAPSE_EUNAVAILABLE;
+                     (unsigned)ms->id, (unsigned)table_id, (unsigned)part, seq, ms->why, why);
+            rd->rv = LAPSE_EUNAVAILABLE;
         }
     }
-    maps_release(m);
-    shipment_fini(&s);
-    return rv;
+    maps_release(rd->m);
+    shipment_fini(&rd->s);
 }
 
 /* Group commit. The ship hook only queues a record (in seq order: it runs
@@ -535,68 +553,119 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     return 0;
 }
 
-/* 1 while drive must go on: mine not yet through, or (mine NULL) a
- * record up to target still queued or on the wire. */
-static int undriven(const part_state *p, const ship_entry *mine, uint64_t target)
+/* Takes the queue of each of ps[0..nps) that has records and no round on
+ * the wire, ships those rounds together and marks their records through
+ * (shipped, or failed with the round's error). Returns how many rounds it
+ * shipped: 0 when every one was on the wire or empty (the caller waits
+ * for ls->shipped). REQUIRES: ls->lock held (released while the rounds
+ * are on the wire). */
+static size_t ship_rounds(logship *ls, part_state *const *ps, size_t nps)
 {
-    if (mine != NULL) {
-        return !mine->done;
-    }
-    return p->done_seq < target && (p->shipping || p->q_head != NULL);
-}
-
-/* Ships p's queue, round after round, until mine (or, mine NULL, every
- * queued record up to target) is through, the caller shipping a round
- * itself whenever none is on the wire. REQUIRES: ls->lock held (released
- * while a round is on the wire). */
-static void drive(logship *ls, part_state *p, const ship_entry *mine, uint64_t target)
-{
-    ship_entry *round[LOGSHIP_GROUP_RECORDS];
-    while (undriven(p, mine, target)) {
+    round *rds = NULL;
+    size_t nr = 0;
+    for (size_t i = 0; i < nps; i++) {
+        part_state *p = ps[i];
         if (p->shipping || p->q_head == NULL) {
-            pthread_cond_wait(&p->shipped, &ls->lock);
             continue;
         }
-        size_t n = 0, bytes = 0;
-        while (p->q_head != NULL && n < LOGSHIP_GROUP_RECORDS &&
-               (n == 0 || bytes + p->q_head->len <= LOGSHIP_GROUP_BYTES)) {
-            round[n] = p->q_head;
+        if (rds == NULL && (rds = calloc(nps, sizeof(*rds))) == NULL) {
+            return 0; /* out of memory: try again after the next round */
+        }
+        round *rd = &rds[nr++];
+        rd->p = p;
+        size_t bytes = 0;
+        while (p->q_head != NULL && rd->n < LOGSHIP_GROUP_RECORDS &&
+               (rd->n == 0 || bytes + p->q_head->len <= LOGSHIP_GROUP_BYTES)) {
+            rd->recs[rd->n++] = p->q_head;
             bytes += p->q_head->len;
             p->q_head = p->q_head->next;
-            n++;
         }
         p->shipping = 1;
-        pthread_mutex_unlock(&ls->lock);
-        char err[sizeof(round[0]->err)] = "";
-        int rv = ship_round(ls, p->table_id, p->part, round, n, err, sizeof(err));
-        atomic_fetch_add(&ls->rounds, 1);
-        atomic_fetch_add(&ls->round_records, n);
-        pthread_mutex_lock(&ls->lock);
-        for (size_t i = 0; i < n; i++) {
-            round[i]->rv = rv;
-            snprintf(round[i]->err, sizeof(round[i]->err), "%s", err);
-            round[i]->done = 1;
-        }
-        p->done_seq = round[n - 1]->seq;
-        p->shipping = 0;
-        p->lag_gen += rv != 0; /* the resync thread sends the records on */
-        pthread_cond_broadcast(&p->shipped);
     }
+    if (nr == 0) {
+        return 0;
+    }
+    pthread_mutex_unlock(&ls->lock);
+    rpc_multi_call *calls = calloc(nr * PMAP_MAX_REPLICAS, sizeof(*calls));
+    size_t ncalls = 0;
+    for (size_t i = 0; i < nr; i++) {
+        if (calls == NULL) {
+            rds[i].rv = LAPSE_ENOMEM;
+            snprintf(rds[i].err, sizeof(rds[i].err), "out of memory shipping a round");
+            continue;
+        }
+        round_start(ls, &rds[i], calls + ncalls);
+        ncalls += rds[i].ncalls;
+    }
+    if (ncalls > 0) {
+        rpc_call_many(calls, ncalls, LOGSHIP_TIMEOUT_MS);
+    }
+    for (size_t i = 0; calls != NULL && i < nr; i++) {
+        round_end(ls, &rds[i]);
+    }
+    free(calls);
+    atomic_fetch_add(&ls->rounds, nr);
+    pthread_mutex_lock(&ls->lock);
+    for (size_t i = 0; i < nr; i++) {
+        round *rd = &rds[i];
+        for (size_t k = 0; k < rd->n; k++) {
+            rd->recs[k]->rv = rd->rv;
+            snprintf(rd->recs[k]->err, sizeof(rd->recs[k]->err), "%s", rd->err);
+            rd->recs[k]->done = 1;
+        }
+        atomic_fetch_add(&ls->round_records, rd->n);
+        rd->p->done_seq = rd->recs[rd->n - 1]->seq;
+        rd->p->shipping = 0;
+        rd->p->lag_gen += rd->rv != 0; /* the resync thread sends the records on */
+    }
+    pthread_cond_broadcast(&ls->shipped);
+    free(rds);
+    return nr;
 }
 
-static int hook_wait(void *arg, void *ticket, char *err, size_t errlen)
+/* Waits until every ticket's record is through, shipping the rounds of
+ * their partitions itself (together) whenever none is on the wire: so a
+ * batch's partitions go out in one go. Returns the first failure in
+ * ticket order. */
+static int hook_wait(void *arg, void *const *tickets, size_t n, char *err, size_t errlen)
 {
     logship *ls = arg;
-    ship_entry *e = ticket;
+    part_state *one[1], **ps = n > 1 ? calloc(n, sizeof(*ps)) : NULL;
+    const size_t cap = ps != NULL ? n : 1; /* out of memory: a partition at a time */
+    ps = ps != NULL ? ps : one;
     pthread_mutex_lock(&ls->lock);
-    part_state *p = e->owner;
-    drive(ls, p, e, 0);
-    pthread_mutex_unlock(&ls->lock);
-    int rv = e->rv;
-    if (rv != 0) {
-        snprintf(err, errlen, "%s", e->err[0] ? e->err : lapse_strerror(rv));
+    for (;;) {
+        size_t nps = 0;
+        for (size_t i = 0; i < n; i++) {
+            const ship_entry *e = tickets[i];
+            size_t k = 0;
+            while (!e->done && k < nps && ps[k] != e->owner) {
+                k++;
+            }
+            if (!e->done && k == nps && nps < cap) {
+                ps[nps++] = e->owner;
+            }
+        }
+        if (nps == 0) {
+            break;
+        }
+        if (ship_rounds(ls, ps, nps) == 0) {
+            pthread_cond_wait(&ls->shipped, &ls->lock);
+        }
     }
-    free(e);
+    pthread_mutex_unlock(&ls->lock);
+    int rv = 0;
+    for (size_t i = 0; i < n; i++) {
+        ship_entry *e = tickets[i];
+        if (rv == 0 && e->rv != 0) {
+            rv = e->rv;
+            snprintf(err, errlen, "%s", e->err[0] ? e->err : lapse_strerror(rv));
+        }
+        free(e);
+    }
+    if (ps != one) {
+        free(ps);
+    }
     return rv;
 }
 
@@ -605,8 +674,10 @@ static void hook_settle(void *arg, uint32_t table_id, uint32_t part, uint64_t se
     logship *ls = arg;
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
-    if (p != NULL) {
-        drive(ls, p, NULL, seq);
+    while (p != NULL && p->done_seq < seq && (p->shipping || p->q_head != NULL)) {
+        if (ship_rounds(ls, &p, 1) == 0) {
+            pthread_cond_wait(&ls->shipped, &ls->lock);
+        }
     }
     pthread_mutex_unlock(&ls->lock);
 }
@@ -750,6 +821,7 @@ int logship_open(logship **out, node_server *ns)
     ls->ns = ns;
     pthread_mutex_init(&ls->lock, NULL);
     clock_cond_init_mono(&ls->wake); /* resync_main waits on clock_mono_abstime */
+    pthread_cond_init(&ls->shipped, NULL);
     store_repl_hook h = {.begin = hook_begin,
                          .ship = hook_ship,
                          .wait = hook_wait,
@@ -773,11 +845,11 @@ void logship_close(logship *ls)
         while (ls->states[b] != NULL) {
             part_state *p = ls->states[b];
             ls->states[b] = p->next;
-            pthread_cond_destroy(&p->shipped);
             free(p);
         }
     }
     pthread_cond_destroy(&ls->wake);
+    pthread_cond_destroy(&ls->shipped);
     pthread_mutex_destroy(&ls->lock);
     free(ls);
 }

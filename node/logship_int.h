@@ -77,11 +77,10 @@ typedef struct part_state {
     uint64_t heard_seq[PMAP_MAX_REPLICAS];
     /* group commit (logship.c): records queued for the next round, whether
      * a round is on the wire, and the last record through (shipped or
-     * failed); shipped is signalled when a round ends */
+     * failed) */
     ship_entry *q_head, *q_tail;
     int shipping;
     uint64_t done_seq;
-    pthread_cond_t shipped;
     struct part_state *next;
 } part_state;
 
@@ -92,6 +91,7 @@ struct logship {
     size_t npeers;
     part_state *states[LOGSHIP_STATE_BUCKETS];
     _Atomic uint64_t rounds, round_records; /* replication rounds and the records they took */
+    pthread_cond_t shipped; /* broadcast (under lock) whenever rounds end */
     /* the resync thread (resync.c) */
     pthread_t thread;
     int running;

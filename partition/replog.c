@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/buf.h"
@@ -242,21 +243,44 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     return ticket == NULL ? store_commit_finish(st, pend, err, errlen) : 0; /* shipped already */
 }
 
+int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *err,
+                             size_t errlen)
+{
+    void *one[1], **tickets = n > 1 ? calloc(n, sizeof(*tickets)) : one;
+    size_t nt = 0;
+    int rv = tickets == NULL ? store_errf(LAPSE_ENOMEM, err, errlen, "out of memory") : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pends[i].ticket == NULL) {
+            continue;
+        }
+        if (tickets != NULL) {
+            tickets[nt++] = pends[i].ticket;
+        } else {
+            (void)st->repl.wait(st->repl.arg, &pends[i].ticket, 1, NULL, 0); /* freed */
+        }
+    }
+    if (nt > 0) {
+        rv = st->repl.wait(st->repl.arg, tickets, nt, err, errlen);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (pends[i].seq == 0) {
+            continue; /* not logged, or nothing written */
+        }
+        if (rv == 0 && trim_due(st, pends[i].seq)) {
+            trim_confirmed(st, pends[i].table_id, pends[i].part, pends[i].seq);
+        }
+        atomic_fetch_sub(&st->unshipped[pends[i].stripe], 1);
+        memset(&pends[i], 0, sizeof(pends[i]));
+    }
+    if (tickets != one) {
+        free(tickets);
+    }
+    return rv;
+}
+
 int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen)
 {
-    if (pend->seq == 0) {
-        return 0; /* not logged, or nothing written */
-    }
-    int rv = 0;
-    if (pend->ticket != NULL) {
-        rv = st->repl.wait(st->repl.arg, pend->ticket, err, errlen);
-    }
-    if (rv == 0 && trim_due(st, pend->seq)) {
-        trim_confirmed(st, pend->table_id, pend->part, pend->seq);
-    }
-    atomic_fetch_sub(&st->unshipped[pend->stripe], 1);
-    memset(pend, 0, sizeof(*pend));
-    return rv;
+    return store_commit_finish_many(st, pend, 1, err, errlen);
 }
 
 int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,

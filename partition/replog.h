@@ -58,10 +58,11 @@ typedef struct store_repl_hook {
      * reported failed to its caller. */
     int (*ship)(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, uint64_t prev_epoch,
                 const uint8_t *rec, size_t len, void **ticket, char *err, size_t errlen);
-    /* Returns 0 once ticket's record is on every in-sync replica, or its
-     * failure with err; frees the ticket. Called exactly once per ticket,
-     * with or without the stripe lock. NULL when ship never queues. */
-    int (*wait)(void *arg, void *ticket, char *err, size_t errlen);
+    /* Returns 0 once the records of tickets[0..n) (of one partition or
+     * several) are on every in-sync replica of theirs, or the first failure
+     * with err; frees the tickets. Called exactly once per ticket, with or
+     * without the stripe lock. NULL when ship never queues. */
+    int (*wait)(void *arg, void *const *tickets, size_t n, char *err, size_t errlen);
     /* Returns once every queued record of the partition up to seq is
      * shipped or has failed: what a read saw is then on the replicas, not
      * in a queue that a crash would lose. Called with every record up to
@@ -112,6 +113,11 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
  * hook's error (as store_commit). Once per store_commit_start that
  * returned 0; no lock needed. */
 int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen);
+
+/* store_commit_finish of pends[0..n) at once (a batch's partitions: their
+ * rounds go out together). The first failure, or 0. */
+int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *err,
+                             size_t errlen);
 
 /* For a read of partition part of t on its primary, after it read:
  * returns once every write the read may have seen is on the replicas or

@@ -132,6 +132,8 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
     int rv = 0;
     batch_entry *e = NULL;
     db_batch *b = NULL;
+    store_pending *pends = NULL; /* one per partition group committed here */
+    size_t npend = 0;
     group_scratch g;
     memset(&g, 0, sizeof(g));
     buf_init(&g.ekey);
@@ -146,7 +148,8 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
         return store_errf(LAPSE_ETOOBIG, err, errlen, "a batch holds at most %d writes, got %zu",
                           STORE_BATCH_MAX, n);
     }
-    if ((e = calloc(n, sizeof(*e))) == NULL || (b = db_batch_new()) == NULL) {
+    if ((e = calloc(n, sizeof(*e))) == NULL || (b = db_batch_new()) == NULL ||
+        (pends = calloc(n, sizeof(*pends))) == NULL) {
         rv = oom(err, errlen);
         goto out;
     }
@@ -203,7 +206,9 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
     qsort(e, n, sizeof(*e), entry_cmp);
     const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
     /* One WriteBatch per partition, under that partition's lock. Only one
-     * lock is held at a time, so batches cannot deadlock each other. */
+     * lock is held at a time, so batches cannot deadlock each other. The
+     * groups' records go to their replicas together once all are
+     * committed here (store_commit_finish_many at out). */
     for (size_t i = 0; i < n;) {
         size_t j = i;
         int64_t min_due_ms = STORE_NO_DUE;
@@ -232,9 +237,9 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
             rv = store_derive_finish(&d, b, err, errlen);
         }
         int written = 0;
-        store_pending pend = {.ticket = NULL};
         if (rv == 0) {
-            rv = store_commit_start(st, b, t, e[i].part, &written, &pend, err, errlen);
+            rv = store_commit_start(st, b, t, e[i].part, &written, &pends[npend], err, errlen);
+            npend += rv == 0;
         }
         if (written && derive) {
             store_derive_committed(&d);
@@ -246,9 +251,6 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
         }
         pthread_mutex_unlock(mu);
         store_derive_end(&d);
-        if (rv == 0) {
-            rv = store_commit_finish(st, &pend, err, errlen); /* with the lock free */
-        }
         if (rv != 0) {
             if (written) {
                 store_notify(st, t->id, e[i].part, min_due_ms);
@@ -259,6 +261,14 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
         i = j;
     }
 out:
+    if (npend > 0) {
+        char why[256] = "";
+        int frv = store_commit_finish_many(st, pends, npend, why, sizeof(why));
+        if (rv == 0 && frv != 0) {
+            rv = store_errf(frv, err, errlen, "%s", why);
+        }
+    }
+    free(pends);
     for (size_t i = 0; i < g.cap; i++) {
         buf_fini(&g.vals[i]);
     }
