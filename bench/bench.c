@@ -5,7 +5,7 @@
  *   lapse-bench [--coordinator URL] [--threads N] [--seconds S] [--warmup S]
  *               [--batch N] [--value-bytes N] [--bin-dir DIR]
  *               [--workloads put,batch-put,get,batch-get,query]
- *               [--replication 1,3] [--etcd N]
+ *               [--replication 1,3] [--etcd N] [--partitions N]
  *
  * Without --coordinator it starts its own cluster (tests/cluster.h) from
  * --bin-dir (default ./build/bin) and stops it at the end. Each workload runs
@@ -22,6 +22,9 @@
  * docs/benchmarks.md). --etcd N starts N etcd members and runs the
  * coordinator and nodes on them, as in production (node leases fence the
  * primaries); 0 (the default) keeps the catalog in the coordinator.
+ * --partitions sets the tables' partitions (default 64; 1 puts every
+ * write on one partition: concurrent writes then share replication
+ * rounds, group commit).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -49,6 +52,7 @@ typedef struct config {
     int value_bytes;
     int keys_loaded; /* keys 0..keys_loaded-1 exist in table (set by put/batch) */
     int rf;          /* copies per partition of the tables measured now */
+    int partitions;  /* of each table */
     char table[32], qtable[32];
 } config;
 
@@ -349,12 +353,12 @@ static void usage(void)
     fprintf(stderr, "usage: lapse-bench [--coordinator URL] [--threads N] [--seconds S] "
                     "[--warmup S] [--batch N] [--value-bytes N] [--bin-dir DIR] "
                     "[--workloads put,batch-put,get,batch-get,query] [--replication 1,3] "
-                    "[--etcd N]\n");
+                    "[--etcd N] [--partitions N]\n");
 }
 
 int main(int argc, char **argv)
 {
-    config cfg = {NULL, "./build/bin", 16, 10, 1, 100, 100, 0, 1, "", ""};
+    config cfg = {NULL, "./build/bin", 16, 10, 1, 100, 100, 0, 1, 64, "", ""};
     const char *workloads = "put,batch-put,get,batch-get,query";
     const char *replication = "1";
     int etcd = 0;
@@ -390,6 +394,8 @@ int main(int argc, char **argv)
             replication = v;
         } else if (strcmp(a, "--etcd") == 0) {
             etcd = atoi(v);
+        } else if (strcmp(a, "--partitions") == 0) {
+            cfg.partitions = atoi(v);
         } else {
             usage();
             return 2;
@@ -408,7 +414,8 @@ int main(int argc, char **argv)
     }
     if (cfg.threads < 1 || cfg.threads > MAX_THREADS || cfg.seconds < 1 || cfg.warmup_s < 0 ||
         cfg.batch < 1 || cfg.batch > LAPSE_BATCH_MAX || cfg.value_bytes < 0 ||
-        cfg.value_bytes > 100000 || etcd < 0 || etcd > 5) {
+        cfg.value_bytes > 100000 || etcd < 0 || etcd > 5 || cfg.partitions < 1 ||
+        cfg.partitions > 1024) {
         fprintf(stderr, "lapse-bench: an option is out of range\n");
         return 2;
     }
@@ -438,9 +445,9 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("# lapse-bench: 3 nodes on loopback%s, %d threads, one shared client, %d s per "
-           "workload after a %d s warm-up, %d-byte values, batches of %d\n",
+           "workload after a %d s warm-up, %d-byte values, batches of %d, %d partitions\n",
            etcd > 0 ? " on etcd" : "", cfg.threads, cfg.seconds, cfg.warmup_s, cfg.value_bytes,
-           cfg.batch);
+           cfg.batch, cfg.partitions);
     for (int r = 0; r < nrf; r++) {
         cfg.rf = rfs[r];
         cfg.keys_loaded = 0;
@@ -449,7 +456,7 @@ int main(int argc, char **argv)
         lapse_table_def d = {.name = cfg.table,
                              .partition_key = "Id",
                              .partition_key_type = 'S',
-                             .partitions = 64,
+                             .partitions = (unsigned)cfg.partitions,
                              .replication = (unsigned)cfg.rf};
         if (lapse_create_table(c, &d, &e) != 0 && e.code != LAPSE_EEXISTS) {
             fprintf(stderr, "lapse-bench: create table %s: %s\n", cfg.table, e.message);
