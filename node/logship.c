@@ -423,7 +423,7 @@ typedef struct round {
     miss misses[PMAP_MAX_REPLICAS];
     size_t nmiss;
     int rv;
-    char err[256];
+    char err[LOGSHIP_ERR_MAX];
 } round;
 
 /* Prepares rd's calls into calls[0..PMAP_MAX_REPLICAS): every required

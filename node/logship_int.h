@@ -41,6 +41,7 @@
 
 #define LOGSHIP_MAX_PEERS 64 /* distinct replicas a node ships to */
 #define LOGSHIP_STATE_BUCKETS 256
+#define LOGSHIP_ERR_MAX 1024 /* a failed round's message */
 
 /* An RPC client to one replica node, opened on first use. */
 typedef struct logship_peer {
@@ -57,7 +58,7 @@ typedef struct ship_entry {
     size_t len;
     struct part_state *owner;
     int done, rv; /* under logship.lock: shipped (rv 0) or failed (err) */
-    char err[256];
+    char err[LOGSHIP_ERR_MAX];
     struct ship_entry *next;
 } ship_entry;
 
