@@ -1,6 +1,7 @@
 /*
- * logship_int.h: what the primary's hook (logship.c), the replica's side
- * (logserve.c) and the resync thread (resync.c) share: the RPC clients to
+ * logship_int.h: what the primary's commit path (logship_commit.c), the
+ * replica-set helpers (logship.c), the replica's side (logserve.c) and
+ * the resync thread (resync.c) share: the RPC clients to
  * replica nodes, ReplicateLog requests under construction, and the
  * per-partition replication state this node keeps in memory.
  *
@@ -92,7 +93,7 @@ struct logship {
     size_t npeers;
     part_state *states[LOGSHIP_STATE_BUCKETS];
     _Atomic uint64_t rounds, round_records; /* replication rounds and the records they took */
-    pthread_cond_t shipped; /* broadcast (under lock) whenever rounds end */
+    pthread_cond_t shipped;                 /* broadcast (under lock) whenever rounds end */
     /* the resync thread (resync.c) */
     pthread_t thread;
     int running;
@@ -122,8 +123,8 @@ void logship_heard(logship *ls, uint32_t table_id, uint32_t part, const uint32_t
 /* Which members of r this primary ships to and waits for: bit i for
  * ids[i] (i >= 1), in sync in m or joining. Sets *reconciled (may be
  * NULL) when this node has reconciled r's epoch. One look at the state. */
-uint32_t logship_required(logship *ls, const node_map *m, const pmap_replicas *r,
-                          uint32_t table_id, uint32_t part, int *reconciled);
+uint32_t logship_required(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                          uint32_t part, int *reconciled);
 
 /* Applies recs[0..n) in order (the record before recs[0] of prev_epoch),
  * as replog_apply_locked does each. REQUIRES: the partition's stripe
@@ -151,14 +152,27 @@ int shipment_add(shipment *s, uint64_t seq, const uint8_t *rec, size_t len, int 
 
 /* The ReplicateLog reply's body, or NULL. */
 const Lapse__ReplicateLogResponse *logship_reply(const Lapse__Response *resp);
+/* The applied seq a ReplicateLog reply reports, or 0. */
+uint64_t logship_applied_of(const Lapse__Response *resp);
+/* 1 when a ReplicateLog reply says the replica holds records this log has not. */
+int logship_diverged_of(const Lapse__Response *resp);
+
+/* The replica set of (table_id, part) in m, or NULL (with err). */
+const pmap_replicas *logship_set_of(const node_map *m, uint32_t table_id, uint32_t part, char *err,
+                                    size_t errlen);
+
+/* Asks the coordinator to take follower id out of r's in-sync set (it did
+ * not confirm a record: why); on yes, counts it out (part_state.dropped)
+ * and returns 0. Else the refusal or failure with err. */
+int logship_shrink(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                   uint32_t part, uint32_t id, const char *why, char *err, size_t errlen);
 
 /* Sends replica id (client c) this node's log after *applied, at most
  * LOGSHIP_CATCHUP_RECORDS/_BYTES, and sets *applied to where it stands
  * then. 0, or an error with err (*diverged set when the replica holds
  * records this log has not). */
 int logship_send_after(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
-                       uint64_t epoch, uint64_t *applied, int *diverged, char *err,
-                       size_t errlen);
+                       uint64_t epoch, uint64_t *applied, int *diverged, char *err, size_t errlen);
 
 /* As the primary of (table_id, part) at epoch in map m: takes in the
  * in-sync replicas' records beyond this log, once per epoch (above).
@@ -167,6 +181,5 @@ int logship_send_after(logship *ls, rpc_client *c, uint32_t id, uint32_t table_i
  * coordinator drops it). */
 int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
                       uint32_t part, char *err, size_t errlen);
-
 
 #endif
