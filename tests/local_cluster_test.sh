@@ -101,10 +101,14 @@ grep -q "bad port" "$tmp/bad.out" || fail "no clear message for a bad port: $(ca
 # and its bind ("address in use" in its log) means new ports, at most 3 times.
 for attempt in 1 2 3; do
   export LAPSE_PORT=$(free_base 41) # coordinators +0, +10; nodes +1..3; etcd +20..22, +30..32; gateway +40
-  export LAPSE_METRICS_PORT=$(($(free_base 3) - 1)) # node i on LAPSE_METRICS_PORT+i
+  # node i on LAPSE_METRICS_PORT+i, three ports apart from LAPSE_PORT's 41
+  for tries in $(seq 50); do
+    export LAPSE_METRICS_PORT=$(($(free_base 3) - 1))
+    ((LAPSE_METRICS_PORT + 3 < LAPSE_PORT || LAPSE_METRICS_PORT + 1 > LAPSE_PORT + 40)) && break
+  done
   coord=tcp://127.0.0.1:$LAPSE_PORT,tcp://127.0.0.1:$((LAPSE_PORT + 10))
   "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
-  grep -qs "address in use" "$LAPSE_HOME"/*.log || fail "up failed: $(cat "$tmp/up.out")"
+  grep -qis "address in use" "$LAPSE_HOME"/*.log || fail "up failed: $(cat "$tmp/up.out")"
   ((attempt < 3)) || fail "up lost its ports three times: $(cat "$tmp/up.out")"
   echo "$me: a port was taken meanwhile; again on new ports" >&2
   "$script" down >/dev/null 2>&1 || true
