@@ -176,6 +176,12 @@ static int put_record(store *st, db_batch *b, uint32_t table_id, uint32_t part, 
     return 0;
 }
 
+/* The count of commits on their way in the partition's lock stripe. */
+static _Atomic uint32_t *unshipped_of(store *st, uint32_t table_id, uint32_t part)
+{
+    return &st->unshipped[store_stripe(st, table_id, part) - st->locks];
+}
+
 int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t part,
                        int *written, store_pending *pend, char *err, size_t errlen)
 {
@@ -225,8 +231,7 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     }
     /* Counted before the write, so a reader that sees it also sees that
      * something is on its way (store_settle). */
-    const int stripe = (int)(store_stripe(st, t->id, part) - st->locks);
-    atomic_fetch_add(&st->unshipped[stripe], 1);
+    atomic_fetch_add(unshipped_of(st, t->id, part), 1);
     void *ticket = NULL;
     if ((rv = db_write(st->db, b, 0, err, errlen)) == 0) {
         *written = 1;
@@ -235,11 +240,10 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     }
     buf_fini(&rec);
     if (rv != 0) {
-        atomic_fetch_sub(&st->unshipped[stripe], 1);
+        atomic_fetch_sub(unshipped_of(st, t->id, part), 1);
         return rv;
     }
-    *pend = (store_pending){
-        .ticket = ticket, .table_id = t->id, .part = part, .seq = seq, .stripe = stripe};
+    *pend = (store_pending){.ticket = ticket, .table_id = t->id, .part = part, .seq = seq};
     return ticket == NULL ? store_commit_finish(st, pend, err, errlen) : 0; /* shipped already */
 }
 
@@ -269,7 +273,7 @@ int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *er
         if (rv == 0 && trim_due(st, pends[i].seq)) {
             trim_confirmed(st, pends[i].table_id, pends[i].part, pends[i].seq);
         }
-        atomic_fetch_sub(&st->unshipped[pends[i].stripe], 1);
+        atomic_fetch_sub(unshipped_of(st, pends[i].table_id, pends[i].part), 1);
         memset(&pends[i], 0, sizeof(pends[i]));
     }
     if (tickets != one) {
@@ -294,7 +298,7 @@ int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, i
 void store_settle(store *st, const table_schema *t, uint32_t part)
 {
     if (!logged(st, t) || st->repl.settle == NULL ||
-        atomic_load(&st->unshipped[store_stripe(st, t->id, part) - st->locks]) == 0) {
+        atomic_load(unshipped_of(st, t->id, part)) == 0) {
         return;
     }
     /* Under the stripe lock no commit is between its write and its

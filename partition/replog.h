@@ -98,7 +98,6 @@ typedef struct store_pending {
     void *ticket; /* the ship hook's; NULL: nothing to wait for */
     uint32_t table_id, part;
     uint64_t seq;
-    int stripe;
 } store_pending;
 
 /* store_commit up to the ship hook's queueing: returns 0 with *pend to

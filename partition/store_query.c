@@ -449,7 +449,14 @@ int store_get_many(store *st, const table_schema *t, const item *const *keys, si
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        store_settle(st, t, buf_get_u32be(k[i].data + 4)); /* the key's partition */
+        /* each partition the keys fall in, once (bytes 4..8 of a key) */
+        size_t first = 0;
+        while (memcmp(k[first].data + 4, k[i].data + 4, 4) != 0) {
+            first++;
+        }
+        if (first == i) {
+            store_settle(st, t, buf_get_u32be(k[i].data + 4));
+        }
     }
     for (size_t i = 0; i < n && rv == 0; i++) {
         if (found[i] && (rv = item_decode(vals[i].data, vals[i].len, &out[i])) != 0) {
