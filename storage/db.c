@@ -20,6 +20,7 @@
 #include <rocksdb/c.h>
 
 #include "../common/buf.h"
+#include "../common/clock.h"
 #include "../common/lapse_err.h"
 
 #define DEFAULT_BLOCK_CACHE_BYTES ((size_t)64 << 20)
@@ -32,6 +33,9 @@ struct db {
     rocksdb_cache_t *cache;                    /* our handle on the shared block cache */
     rocksdb_block_based_table_options_t *bbto; /* owns the filter policy */
     rocksdb_options_t *opts;                   /* db and column-family options */
+    rocksdb_options_t *expiring_opts;          /* opts plus expiring_filter, or NULL */
+    rocksdb_compactionfilter_t *expiring_filter; /* db_options.expiring_cf's */
+    int64_t expire_after_ms;
     rocksdb_readoptions_t *ropts;              /* point reads */
     rocksdb_writeoptions_t *wopts;             /* WAL on, no fsync */
     rocksdb_writeoptions_t *wopts_sync;        /* WAL on, fsync */
@@ -145,6 +149,57 @@ static int tune(db *d, const db_options *opt)
     return 0;
 }
 
+/* The compaction filter of db_options.expiring_cf: drops an entry whose
+ * stamp is older than expire_after_ms (1), keeps the rest and anything too
+ * short to carry a stamp (0). Runs on RocksDB's compaction threads. */
+static unsigned char expiring_drop(void *arg, int level, const char *key, size_t klen,
+                                   const char *val, size_t vlen, char **nv, size_t *nvlen,
+                                   unsigned char *changed)
+{
+    const db *d = arg;
+    (void)level, (void)key, (void)klen, (void)nv, (void)nvlen;
+    *changed = 0;
+    if (vlen < 8) {
+        return 0;
+    }
+    int64_t stamp = (int64_t)buf_get_u64be((const uint8_t *)val);
+    return stamp < clock_wall_now().ms - d->expire_after_ms;
+}
+
+static void expiring_state_free(void *arg)
+{
+    (void)arg; /* the state is the db itself */
+}
+
+static const char *expiring_name(void *arg)
+{
+    (void)arg;
+    return "lapse.expiring";
+}
+
+/* Gives the family opt->expiring_cf (names[i]) its own options, with the
+ * compaction filter that expires it. 0 or LAPSE_ENOMEM. */
+static int expiring_setup(db *d, const db_options *opt, const char **names, size_t n,
+                          const rocksdb_options_t **cfopts)
+{
+    if (opt == NULL || opt->expiring_cf == NULL) {
+        return 0;
+    }
+    int i = name_index(names, n, opt->expiring_cf);
+    if (i < 0) {
+        return 0;
+    }
+    d->expire_after_ms = opt->expire_after_ms;
+    if ((d->expiring_opts = rocksdb_options_create_copy(d->opts)) == NULL ||
+        (d->expiring_filter = rocksdb_compactionfilter_create(d, expiring_state_free, expiring_drop,
+                                                              expiring_name)) == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    rocksdb_options_set_compaction_filter(d->expiring_opts, d->expiring_filter);
+    cfopts[i] = d->expiring_opts;
+    return 0;
+}
+
 int db_open(db **out, const char *path, const db_options *opt, const char *const *cf_names,
             size_t ncf, char *err, size_t errlen)
 {
@@ -221,6 +276,9 @@ int db_open(db **out, const char *path, const db_options *opt, const char *const
     for (size_t i = 0; i < n; i++) {
         cfopts[i] = d->opts;
     }
+    if ((rv = expiring_setup(d, opt, names, n, cfopts)) != 0) {
+        goto fail;
+    }
     if ((d->cfh = calloc(n, sizeof(*d->cfh))) == NULL) {
         rv = LAPSE_ENOMEM;
         goto fail;
@@ -285,6 +343,12 @@ void db_close(db *d)
     }
     if (d->opts != NULL) {
         rocksdb_options_destroy(d->opts);
+    }
+    if (d->expiring_opts != NULL) {
+        rocksdb_options_destroy(d->expiring_opts);
+    }
+    if (d->expiring_filter != NULL) {
+        rocksdb_compactionfilter_destroy(d->expiring_filter);
     }
     if (d->bbto != NULL) {
         rocksdb_block_based_options_destroy(d->bbto);

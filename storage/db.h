@@ -34,6 +34,13 @@ typedef struct db_snapshot db_snapshot;
 typedef struct db_options {
     size_t block_cache_bytes; /* 0 = default (64 MiB) */
     int create_if_missing;    /* create the directory's database if absent */
+    /* A family (one of cf_names; NULL: none) whose values start with the
+     * u64be wall-clock millisecond (clock_wall_now) they were written at:
+     * compactions drop its entries older than expire_after_ms, so it needs
+     * no deletes of its own. An entry may outlive that until a compaction
+     * reaches it; readers that care check the stamp. */
+    const char *expiring_cf;
+    int64_t expire_after_ms;
 } db_options;
 
 /* Opens (creating when allowed) the database at path with the column

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "../common/buf.h"
+#include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "db.h"
 #include "storage_testutil.h"
@@ -374,6 +375,65 @@ static void test_delete_range_and_compact(void **state)
     db_close(d);
 }
 
+/* In the expiring family, a compaction drops the entries whose stamp is
+ * older than expire_after_ms and keeps the younger ones, stampless ones and
+ * every entry of the other families. */
+static void put_stamped(fixture *f, db *d, int cf, const char *k, int64_t stamp_ms)
+{
+    buf v;
+    buf_init(&v);
+    assert_int_equal(buf_append_u64be(&v, (uint64_t)stamp_ms), 0);
+    assert_int_equal(buf_append_byte(&v, 'x'), 0);
+    db_batch *b = db_batch_new();
+    assert_non_null(b);
+    db_batch_put(b, d, cf, k, strlen(k), v.data, v.len);
+    buf_fini(&v);
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    db_batch_free(b);
+}
+
+static int present(fixture *f, db *d, int cf, const char *k)
+{
+    buf val;
+    buf_init(&val);
+    int found = -1;
+    assert_db_ok(db_get(d, cf, k, strlen(k), &val, &found, f->err, sizeof(f->err)), f);
+    buf_fini(&val);
+    return found;
+}
+
+static void test_expiring_family_drops_old_entries(void **state)
+{
+    fixture *f = *state;
+    db *d = NULL;
+    db_options o = {.block_cache_bytes = 8 << 20,
+                    .create_if_missing = 1,
+                    .expiring_cf = "meta",
+                    .expire_after_ms = 60000};
+    assert_db_ok(db_open(&d, f->dir, &o, two_cfs, 2, f->err, sizeof(f->err)), f);
+    int64_t now = clock_wall_now().ms;
+    put_stamped(f, d, 1, "old", now - 120000);
+    put_stamped(f, d, 1, "young", now - 1000);
+    put1(f, d, 1, "short", "abc");
+    put_stamped(f, d, 0, "other", now - 120000);
+    assert_int_equal(present(f, d, 1, "old"), 1); /* nothing compacted yet */
+    assert_int_equal(db_compact_range(d, 1, NULL, 0, NULL, 0), 0);
+    assert_int_equal(db_compact_range(d, 0, NULL, 0, NULL, 0), 0);
+    assert_int_equal(present(f, d, 1, "old"), 0);
+    assert_int_equal(present(f, d, 1, "young"), 1);
+    assert_int_equal(present(f, d, 1, "short"), 1);
+    assert_int_equal(present(f, d, 0, "other"), 1);
+
+    /* Two minutes later the young one has aged out too. */
+    clock_wall_set_offset_ms(120000);
+    put1(f, d, 1, "later", "abc"); /* something to compact again */
+    assert_int_equal(db_compact_range(d, 1, NULL, 0, NULL, 0), 0);
+    clock_wall_set_offset_ms(0);
+    assert_int_equal(present(f, d, 1, "young"), 0);
+    assert_int_equal(present(f, d, 1, "short"), 1);
+    db_close(d);
+}
+
 /* An iterator at a snapshot sees the data as of the snapshot in every
  * family, whatever was written, deleted or range-deleted after it; one
  * without sees the latest. */
@@ -594,6 +654,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_iterator_bounds_seek_reverse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multi_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_range_and_compact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expiring_family_drops_old_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_sees_one_moment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_log_replays_elsewhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_sees_lock, setup, teardown),
