@@ -483,7 +483,8 @@ static int drop_prefix(store *st, db_batch *b, int cf, const uint8_t *p, size_t 
 
 int replog_reset(store *st, uint32_t table_id, uint32_t part, char *err, size_t errlen)
 {
-    static const int part_cfs[] = {CF_ITEMS, CF_EXPIRY, CF_LSI, CF_OUTBOX, CF_REPLOG};
+    static const int part_cfs[] = {CF_ITEMS, CF_EXPIRY, CF_LSI, CF_OUTBOX, CF_REPLOG,
+                                   CF_REQUESTS};
     static const uint8_t kinds[] = {REPL_SOURCE, REPL_ACK, REPL_LOG_POS};
     buf pre;
     buf_init(&pre);

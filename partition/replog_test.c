@@ -19,6 +19,7 @@
 #include "../common/clock.h"
 #include "expiry.h"
 #include "replog.h"
+#include "request.h"
 #include "snapshot.h"
 
 typedef struct pair {
@@ -622,6 +623,90 @@ static void test_not_primary_writes_nothing(void **state)
     assert_int_equal(p->ships, 0);
 }
 
+/* The V attribute of item Pk = pk in st ("" when absent). */
+static void assert_v(store *st, const table_schema *t, int pk, const char *v)
+{
+    char k[32], err[256];
+    snprintf(k, sizeof k, "%d", pk);
+    item *key = itm(1, "Pk", ATTR_N, k);
+    item *got = NULL;
+    assert_int_equal(store_get(st, t, key, &got, err, sizeof err), 0);
+    if (v[0] == '\0') {
+        assert_null(got);
+    } else {
+        assert_non_null(got);
+        assert_attr(got, "V", ATTR_S, v);
+    }
+    item_free(got);
+    item_free(key);
+}
+
+/* Retried writes (request.h): an attempt of a call that was done answers
+ * done and changes nothing, whatever its condition now says, on the
+ * primary and on the replica that a failover would promote (the record
+ * came with the write); an update's retry answers the item the call made;
+ * a retry of a write whose ship failed returns once the replica has it. */
+static void test_retried_write_takes_effect_once(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    table_schema t = replicated();
+    t.partitions = 1;
+    const uint8_t ra[REQUEST_ID_BYTES] = {1}, rb[REQUEST_ID_BYTES] = {2},
+                  ru[REQUEST_ID_BYTES] = {3}, rd[REQUEST_ID_BYTES] = {4},
+                  re[REQUEST_ID_BYTES] = {5};
+    store_cond absent = {.kind = STORE_COND_NOT_EXISTS, .attr = "Pk"};
+    store_cond exists = {.kind = STORE_COND_EXISTS, .attr = "Pk"};
+    item *a = row(1, "a", 0);
+    assert_ok(store_put_once(f->st, &t, a, &absent, ra, f->err, sizeof f->err), f);
+    put(f, &t, row(1, "b", 0)); /* someone else's write comes between */
+    assert_ok(store_put_once(f->st, &t, a, &absent, ra, f->err, sizeof f->err), f);
+    assert_code(store_put_once(f->st, &t, a, &absent, rb, f->err, sizeof f->err),
+                LAPSE_ECONDITION, f); /* another call: its condition counts */
+    assert_v(f->st, &t, 1, "b");
+    /* The replica, promoted, knows the call too. */
+    assert_ok(store_put_once(p->replica, &t, a, &absent, ra, f->err, sizeof f->err), f);
+    assert_v(p->replica, &t, 1, "b");
+    item_free(a);
+
+    item *k = itm(1, "Pk", ATTR_N, "1");
+    attr_value nv = val(ATTR_S, "u1");
+    store_update_action act = {.name = "V", .value = &nv};
+    item *out = NULL;
+    assert_ok(store_update_once(f->st, &t, k, &act, 1, &exists, ru, &out, f->err, sizeof f->err),
+              f);
+    item_free(out);
+    put(f, &t, row(1, "c", 0));
+    out = NULL;
+    assert_ok(store_update_once(f->st, &t, k, &act, 1, &exists, ru, &out, f->err, sizeof f->err),
+              f);
+    assert_non_null(out);
+    assert_attr(out, "V", ATTR_S, "u1"); /* the call's answer, not a new update */
+    item_free(out);
+    assert_v(f->st, &t, 1, "c");
+    item_value_fini(&nv);
+
+    assert_ok(store_delete_once(f->st, &t, k, &exists, rd, f->err, sizeof f->err), f);
+    assert_ok(store_delete_once(f->st, &t, k, &exists, rd, f->err, sizeof f->err), f);
+    assert_code(store_delete_once(f->st, &t, k, &exists, ra, f->err, sizeof f->err), LAPSE_EINVAL,
+                f); /* ra was a put's */
+    item_free(k);
+    assert_v(f->st, &t, 1, "");
+
+    /* The first attempt's ship fails: written here only. Its retry does
+     * not write again but returns once the replica has the first. */
+    p->fail_ships = 1;
+    item *e = row(2, "e", 0);
+    assert_code(store_put_once(f->st, &t, e, &absent, re, f->err, sizeof f->err),
+                LAPSE_EUNAVAILABLE, f);
+    assert_v(p->replica, &t, 2, "");
+    assert_ok(store_put_once(f->st, &t, e, &absent, re, f->err, sizeof f->err), f);
+    item_free(e);
+    assert_v(p->replica, &t, 2, "e");
+    assert_same(p, &t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -633,6 +718,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_log_is_trimmed_on_both_copies, pair_setup,
                                         pair_teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_rebuilds_a_copy, pair_setup,
+                                        pair_teardown),
+        cmocka_unit_test_setup_teardown(test_retried_write_takes_effect_once, pair_setup,
                                         pair_teardown),
         cmocka_unit_test_setup_teardown(test_not_primary_writes_nothing, pair_setup,
                                         pair_teardown),

@@ -15,7 +15,7 @@
 
 /* The key ranges of a partition's copy, in the order a snapshot hands
  * them out. */
-enum { RANGE_COUNT = 7 };
+enum { RANGE_COUNT = 8 };
 
 typedef struct range {
     int cf;
@@ -55,7 +55,7 @@ static int prefix_range(range *r, int cf, const uint8_t *p, size_t plen)
  * what replog_reset drops, less the log and its position. */
 static int ranges_of(range *r, uint32_t table_id, uint32_t part)
 {
-    static const int part_cfs[] = {CF_ITEMS, CF_EXPIRY, CF_LSI, CF_OUTBOX};
+    static const int part_cfs[] = {CF_ITEMS, CF_EXPIRY, CF_LSI, CF_OUTBOX, CF_REQUESTS};
     static const uint8_t kinds[] = {REPL_SOURCE, REPL_ACK};
     for (size_t i = 0; i < RANGE_COUNT; i++) {
         buf_init(&r[i].lo);

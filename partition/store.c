@@ -41,12 +41,13 @@
 #include "../common/buf.h"
 #include "../common/lapse_err.h"
 #include "itemkey.h"
+#include "request.h"
 #include "store_int.h"
 #include "../common/ttl.h"
 
 static const char *const cf_names[CF_COUNT] = {"items",  "meta", "expiry", "lsi",
                                                "outbox", "repl", "gsi",    "stream",
-                                               "replog"};
+                                               "replog", "requests"};
 
 int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)
 {
@@ -131,7 +132,10 @@ int store_open(store **out, const char *path, char *err, size_t errlen)
         rv = store_errf(LAPSE_EIO, err, errlen, "cannot create %s: %s", path, strerror(errno));
         goto fail;
     }
-    db_options o = {.block_cache_bytes = 0, .create_if_missing = 1};
+    db_options o = {.block_cache_bytes = 0,
+                    .create_if_missing = 1,
+                    .expiring_cf = cf_names[CF_REQUESTS],
+                    .expire_after_ms = REQUEST_KEEP_MS};
     if ((rv = db_open(&st->db, path, &o, cf_names, CF_COUNT, err, errlen)) != 0) {
         goto fail;
     }
@@ -331,16 +335,91 @@ static int read_for_write(store *st, const buf *key, const store_cond *c, int ne
     return 0;
 }
 
+/* ======================================================================== */
+/* Retried writes (request.h)                                               */
+/* ======================================================================== */
+
+/* A point write's request id and the record of an earlier attempt. */
+typedef struct once {
+    const uint8_t *id; /* REQUEST_ID_BYTES; NULL: none, every call applies */
+    request_kind kind;
+    buf key;              /* the record's key (when id) */
+    buf val;              /* the record found */
+    int done;             /* an earlier attempt of the call wrote: val holds its record */
+    request_outcome seen; /* what val says (when done) */
+} once;
+
+static void once_init(once *o, const uint8_t *id, request_kind kind)
+{
+    memset(o, 0, sizeof(*o));
+    o->id = id;
+    o->kind = kind;
+    buf_init(&o->key);
+    buf_init(&o->val);
+}
+
+static void once_fini(once *o)
+{
+    buf_fini(&o->key);
+    buf_fini(&o->val);
+}
+
+/* Looks for an earlier attempt's record (sets o->done), before the call's
+ * condition is checked: a write that was done answers done even when its
+ * own effect now fails its condition. A record of another kind of write
+ * under the id is the client's error (LAPSE_EINVAL).
+ * REQUIRES: the partition's stripe lock. */
+static int once_check(store *st, const table_schema *t, uint32_t part, once *o, char *err,
+                      size_t errlen)
+{
+    if (o->id == NULL) {
+        return 0;
+    }
+    if (request_key(&o->key, t->id, part, o->id) != 0) {
+        return oom(err, errlen);
+    }
+    int rv = request_recall(st->db, CF_REQUESTS, &o->key, &o->val, &o->done, &o->seen, err,
+                            errlen);
+    if (rv == 0 && o->done && o->seen.kind != o->kind) {
+        rv = store_errf(LAPSE_EINVAL, err, errlen,
+                        "request id already used by another kind of write (%c, not %c)",
+                        (char)o->seen.kind, (char)o->kind);
+    }
+    return rv;
+}
+
+/* The call was done by an earlier attempt: commits its record again,
+ * unchanged, so that finishing this one (finish_write) returns once the
+ * earlier write is on every in-sync replica: the record follows it in the
+ * partition's log, and replicas apply the log in order with no gap. Here
+ * (the primary may have changed) or queued behind a round still on the
+ * wire, as the earlier attempt may be. REQUIRES: the stripe lock. */
+static int once_confirm(store *st, const table_schema *t, uint32_t part, const once *o,
+                        store_pending *pend, char *err, size_t errlen)
+{
+    db_batch *b = db_batch_new();
+    if (b == NULL) {
+        return oom(err, errlen);
+    }
+    store_commit_prepare(st, b, t);
+    db_batch_put(b, st->db, CF_REQUESTS, o->key.data, o->key.len, o->val.data, o->val.len);
+    int written = 0;
+    int rv = store_commit_start(st, b, t, part, &written, pend, err, errlen);
+    db_batch_free(b);
+    return rv;
+}
+
 /* Writes one item change (val NULL: delete) in its own WriteBatch, with the
  * expiry index change from o to n when the table's TTL is on, and the LSI
  * and outbox writes derived from the stored value old (read when
- * store_derive_wanted(t)). A write replaces the stored value, so the item
+ * store_derive_wanted(t)), and the record of o's request id when it has
+ * one (an update's records its new item, val). A write replaces the stored value, so the item
  * is no longer one the sweep must skip. On 0, *pend is to be finished
  * (finish_write) once the stripe lock is released.
  * REQUIRES: the key's stripe lock is held. */
 static int write_one(store *st, const table_schema *t, const buf *key, const stored *old,
-                     const buf *val, ttl_entry o, ttl_entry n, int64_t *min_due_ms,
-                     store_pending *pend, char *err, size_t errlen)
+                     const buf *val, ttl_entry o, ttl_entry n, const once *req,
+                     int64_t *min_due_ms, store_pending *pend, char *err, size_t errlen)
 {
     int rv = 0;
     const int derive = store_derive_wanted(t);
@@ -371,6 +450,14 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
                                       val != NULL ? val->data : NULL, val != NULL ? val->len : 0,
                                       NULL, err, errlen)) != 0 ||
             (rv = store_derive_finish(&d, b, err, errlen)) != 0) {
+            goto out;
+        }
+    }
+    if (req->id != NULL) {
+        const int upd = req->kind == REQUEST_UPDATE;
+        if (request_remember(b, st->db, CF_REQUESTS, &req->key, req->kind, upd ? val->data : NULL,
+                             upd ? val->len : 0, &scratch) != 0) {
+            rv = oom(err, errlen);
             goto out;
         }
     }
@@ -413,8 +500,9 @@ static int finish_write(store *st, const table_schema *t, uint32_t part, int rv,
 /* Point operations                                                         */
 /* ======================================================================== */
 
-int store_put(store *st, const table_schema *t, const item *it, const store_cond *cond,
-              item **old_out, char *err, size_t errlen)
+/* store_put and store_put_once: rid NULL, or no old_out. */
+static int put_item(store *st, const table_schema *t, const item *it, const store_cond *cond,
+                    const uint8_t *rid, item **old_out, char *err, size_t errlen)
 {
     int rv;
     uint32_t part = 0;
@@ -422,6 +510,8 @@ int store_put(store *st, const table_schema *t, const item *it, const store_cond
     item *cur = NULL;
     stored old = {.found = 0};
     store_pending pend = {.ticket = NULL};
+    once req;
+    once_init(&req, rid, REQUEST_PUT);
     buf key, val;
     buf_init(&key);
     buf_init(&val);
@@ -441,12 +531,19 @@ int store_put(store *st, const table_schema *t, const item *it, const store_cond
     const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
+    if ((rv = once_check(st, t, part, &req, err, errlen)) != 0) {
+        goto unlock;
+    }
+    if (req.done) {
+        rv = once_confirm(st, t, part, &req, &pend, err, errlen);
+        goto unlock;
+    }
     if ((cond_needs_read(cond) || old_out != NULL || ttl || store_derive_wanted(t)) &&
         (rv = read_for_write(st, &key, cond, old_out != NULL, &cur, &old, err, errlen)) != 0) {
         goto unlock;
     }
     rv = write_one(st, t, &key, &old, &val, store_ttl_entry(t, cur, now),
-                   store_ttl_entry(t, it, now), &min_due_ms, &pend, err, errlen);
+                   store_ttl_entry(t, it, now), &req, &min_due_ms, &pend, err, errlen);
 unlock:
     pthread_mutex_unlock(mu);
     rv = finish_write(st, t, part, rv, &pend, err, errlen);
@@ -462,7 +559,20 @@ out:
     buf_fini(&key);
     buf_fini(&val);
     buf_fini(&old.raw);
+    once_fini(&req);
     return rv;
+}
+
+int store_put(store *st, const table_schema *t, const item *it, const store_cond *cond,
+              item **old_out, char *err, size_t errlen)
+{
+    return put_item(st, t, it, cond, NULL, old_out, err, errlen);
+}
+
+int store_put_once(store *st, const table_schema *t, const item *it, const store_cond *cond,
+                   const uint8_t *rid, char *err, size_t errlen)
+{
+    return put_item(st, t, it, cond, rid, NULL, err, errlen);
 }
 
 int store_get(store *st, const table_schema *t, const item *key, item **out, char *err,
@@ -489,8 +599,9 @@ out:
     return rv;
 }
 
-int store_delete(store *st, const table_schema *t, const item *key, const store_cond *cond,
-                 item **old_out, char *err, size_t errlen)
+/* store_delete and store_delete_once: rid NULL, or no old_out. */
+static int delete_item(store *st, const table_schema *t, const item *key, const store_cond *cond,
+                       const uint8_t *rid, item **old_out, char *err, size_t errlen)
 {
     int rv;
     uint32_t part = 0;
@@ -498,6 +609,8 @@ int store_delete(store *st, const table_schema *t, const item *key, const store_
     item *cur = NULL;
     stored old = {.found = 0};
     store_pending pend = {.ticket = NULL};
+    once req;
+    once_init(&req, rid, REQUEST_DELETE);
     buf k;
     buf_init(&k);
     buf_init(&old.raw);
@@ -516,6 +629,13 @@ int store_delete(store *st, const table_schema *t, const item *key, const store_
     const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
+    if ((rv = once_check(st, t, part, &req, err, errlen)) != 0) {
+        goto unlock;
+    }
+    if (req.done) {
+        rv = once_confirm(st, t, part, &req, &pend, err, errlen);
+        goto unlock;
+    }
     int must_write = 1;
     if (cond_needs_read(cond) || old_out != NULL || ttl || store_derive_wanted(t)) {
         if ((rv = read_for_write(st, &k, cond, old_out != NULL, &cur, &old, err, errlen)) != 0) {
@@ -525,8 +645,8 @@ int store_delete(store *st, const table_schema *t, const item *key, const store_
     }
     const ttl_entry none = {0, 0};
     if (must_write) {
-        rv = write_one(st, t, &k, &old, NULL, store_ttl_entry(t, cur, now), none, &min_due_ms,
-                       &pend, err, errlen);
+        rv = write_one(st, t, &k, &old, NULL, store_ttl_entry(t, cur, now), none, &req,
+                       &min_due_ms, &pend, err, errlen);
     }
 unlock:
     pthread_mutex_unlock(mu);
@@ -539,7 +659,20 @@ out:
     item_free(cur);
     buf_fini(&k);
     buf_fini(&old.raw);
+    once_fini(&req);
     return rv;
+}
+
+int store_delete(store *st, const table_schema *t, const item *key, const store_cond *cond,
+                 item **old_out, char *err, size_t errlen)
+{
+    return delete_item(st, t, key, cond, NULL, old_out, err, errlen);
+}
+
+int store_delete_once(store *st, const table_schema *t, const item *key, const store_cond *cond,
+                      const uint8_t *rid, char *err, size_t errlen)
+{
+    return delete_item(st, t, key, cond, rid, NULL, err, errlen);
 }
 
 static int is_key_attr(const table_schema *t, const char *name)
@@ -575,12 +708,21 @@ int store_update(store *st, const table_schema *t, const item *key,
                  const store_update_action *actions, size_t nactions, const store_cond *cond,
                  item **new_out, char *err, size_t errlen)
 {
+    return store_update_once(st, t, key, actions, nactions, cond, NULL, new_out, err, errlen);
+}
+
+int store_update_once(store *st, const table_schema *t, const item *key,
+                      const store_update_action *actions, size_t nactions, const store_cond *cond,
+                      const uint8_t *rid, item **new_out, char *err, size_t errlen)
+{
     int rv;
     uint32_t part = 0;
     int64_t min_due_ms = STORE_NO_DUE;
     item *cur = NULL;
     stored old = {.found = 0};
     store_pending pend = {.ticket = NULL};
+    once req;
+    once_init(&req, rid, REQUEST_UPDATE);
     buf k, val;
     buf_init(&k);
     buf_init(&val);
@@ -600,6 +742,18 @@ int store_update(store *st, const table_schema *t, const item *key,
     const clock_wall now = t->ttl.enabled ? clock_wall_now() : (clock_wall){0};
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
+    if ((rv = once_check(st, t, part, &req, err, errlen)) != 0) {
+        goto unlock;
+    }
+    if (req.done) { /* the answer is the new item the record holds */
+        if ((rv = item_decode(req.seen.item, req.seen.item_len, &cur)) != 0) {
+            store_errf(rv, err, errlen, "request record's item failed to decode (%s)",
+                       lapse_strerror(rv));
+        } else {
+            rv = once_confirm(st, t, part, &req, &pend, err, errlen);
+        }
+        goto unlock;
+    }
     /* The update applies to the stored item, so it must decode (need_item). */
     if ((rv = read_for_write(st, &k, cond, 1, &cur, &old, err, errlen)) != 0) {
         goto unlock;
@@ -628,7 +782,7 @@ int store_update(store *st, const table_schema *t, const item *key,
         goto unlock;
     }
     const ttl_entry after = t->ttl.enabled ? store_ttl_entry(t, cur, now) : (ttl_entry){0, 0};
-    rv = write_one(st, t, &k, &old, &val, before, after, &min_due_ms, &pend, err, errlen);
+    rv = write_one(st, t, &k, &old, &val, before, after, &req, &min_due_ms, &pend, err, errlen);
 unlock:
     pthread_mutex_unlock(mu);
     rv = finish_write(st, t, part, rv, &pend, err, errlen);
@@ -644,6 +798,7 @@ out:
     buf_fini(&k);
     buf_fini(&val);
     buf_fini(&old.raw);
+    once_fini(&req);
     return rv;
 }
 
@@ -652,7 +807,8 @@ out:
 /* ======================================================================== */
 
 /* The families keyed by table id first, besides expiry (expiry.c). */
-static const int table_cfs[] = {CF_ITEMS, CF_LSI, CF_OUTBOX, CF_REPL, CF_GSI, CF_STREAM, CF_REPLOG};
+static const int table_cfs[] = {CF_ITEMS,  CF_LSI,    CF_OUTBOX, CF_REPL,
+                                CF_GSI,    CF_STREAM, CF_REPLOG, CF_REQUESTS};
 #define NTABLE_CFS (sizeof(table_cfs) / sizeof(table_cfs[0]))
 
 int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen)

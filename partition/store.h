@@ -130,6 +130,23 @@ int store_delete(store *st, const table_schema *t, const item *key, const store_
 int store_update(store *st, const table_schema *t, const item *key,
                  const store_update_action *actions, size_t nactions, const store_cond *cond,
                  item **new_out, char *err, size_t errlen);
+/* Retried writes (request.h): store_put, store_delete and store_update
+ * with the call's request id rid (REQUEST_ID_BYTES, never NULL). The
+ * write's WriteBatch also records its outcome under rid, replicated with
+ * it. A call whose rid names a record answers from it without applying
+ * anything (an update's *new_out is the item the first attempt made), once
+ * that earlier write is on every in-sync replica (its record is committed
+ * again, behind it); its condition is not checked again. Nothing is
+ * recorded when nothing is written: a failed condition, a delete of an
+ * absent item. LAPSE_EINVAL when rid names a record of another kind of
+ * write. */
+int store_put_once(store *st, const table_schema *t, const item *it, const store_cond *cond,
+                   const uint8_t *rid, char *err, size_t errlen);
+int store_delete_once(store *st, const table_schema *t, const item *key, const store_cond *cond,
+                      const uint8_t *rid, char *err, size_t errlen);
+int store_update_once(store *st, const table_schema *t, const item *key,
+                      const store_update_action *actions, size_t nactions, const store_cond *cond,
+                      const uint8_t *rid, item **new_out, char *err, size_t errlen);
 /* Applies up to STORE_BATCH_MAX puts and deletes, grouped by partition; each
  * partition's group is one atomic WriteBatch. Every write is validated before
  * anything is applied (LAPSE_EINVAL/LAPSE_ETOOBIG on the first bad one,

@@ -34,6 +34,7 @@ enum store_cf {
     CF_GSI = 6,    /* global secondary index entries (destination side) */
     CF_STREAM = 7, /* stream records of the shards hosted here */
     CF_REPLOG = 8, /* replication log of replicated partitions (replog.h) */
+    CF_REQUESTS = 9, /* outcomes of writes with a request id (request.h) */
     CF_COUNT
 };
 
