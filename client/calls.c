@@ -79,11 +79,6 @@ static int cond_to_pb(arena *a, const lapse_condition *cond, Lapse__Condition **
     return 0;
 }
 
-static int unconditional(const lapse_condition *cond)
-{
-    return cond == NULL || cond->kind == LAPSE_COND_NONE;
-}
-
 /* Resolves table and checks it (the whole item, or only the key), giving the
  * partition. */
 static int prepare(lapse_client *c, const char *table, const lapse_item *it, int key_only,
@@ -184,7 +179,11 @@ static int write_item(lapse_client *c, const char *table, const lapse_item *it,
         req.body_case = LAPSE__REQUEST__BODY_PUT_ITEM;
         req.put_item = &put;
     }
-    rv = client_call_part(c, &tg, &req, unconditional(cond), &resp, err);
+    /* Retried after a time-out too: the request id makes it take effect once. */
+    uint8_t rid[WIRE_REQUEST_ID_BYTES];
+    client_request_id(rid);
+    req.request_id = (ProtobufCBinaryData){.len = sizeof rid, .data = rid};
+    rv = client_call_part(c, &tg, &req, 1, &resp, err);
 out:
     rpc_response_free(resp);
     arena_fini(&a);
@@ -319,8 +318,12 @@ int lapse_update_item(lapse_client *c, const char *table, const lapse_item *key,
     }
     req.body_case = LAPSE__REQUEST__BODY_UPDATE_ITEM;
     req.update_item = &body;
-    /* Never retried after a timeout: an update may have been applied. */
-    if ((rv = client_call_part(c, &tg, &req, 0, &resp, err)) != 0) {
+    /* Retried after a time-out too: the request id makes it take effect
+     * once, and a retry answers the item the first attempt made. */
+    uint8_t rid[WIRE_REQUEST_ID_BYTES];
+    client_request_id(rid);
+    req.request_id = (ProtobufCBinaryData){.len = sizeof rid, .data = rid};
+    if ((rv = client_call_part(c, &tg, &req, 1, &resp, err)) != 0) {
         goto out;
     }
     if (new_out != NULL && resp->body_case == LAPSE__RESPONSE__BODY_UPDATE_ITEM &&

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "../common/lapse_err.h"
 #include "../placement/hash.h"
@@ -100,6 +102,25 @@ int client_timeout_ms(lapse_client *c)
 int client_hide_expired(lapse_client *c, int call_flag)
 {
     return call_flag != 0 || atomic_load(&c->hide_expired) != 0;
+}
+
+void client_request_id(uint8_t id[WIRE_REQUEST_ID_BYTES])
+{
+    if (getrandom(id, WIRE_REQUEST_ID_BYTES, 0) == WIRE_REQUEST_ID_BYTES) {
+        return;
+    }
+    /* No entropy to be had (a kernel without getrandom): distinct per call
+     * still, from the clock, the process and a counter (splitmix64). */
+    static _Atomic uint64_t calls;
+    uint64_t x = (uint64_t)clock_wall_now().ms ^ ((uint64_t)getpid() << 40) ^
+                 (atomic_fetch_add(&calls, 1) << 20);
+    for (size_t i = 0; i < WIRE_REQUEST_ID_BYTES; i += 8) {
+        uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        memcpy(id + i, &z, 8);
+    }
 }
 
 void client_backoff(int64_t *backoff_ms, clock_mono deadline)

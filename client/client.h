@@ -24,6 +24,12 @@
  *     |--ETIMEDOUT/EUNAVAILABLE, not idempotent ---------> return the error
  *   ...until the client's timeout (lapse_set_timeout_ms) has passed.
  *   Backoff: CLIENT_BACKOFF_MIN_MS doubling to CLIENT_BACKOFF_MAX_MS.
+ *
+ * Put, delete and update count as idempotent: each call carries a request
+ * id (client_request_id), the same on every attempt, and the primary
+ * answers a second attempt of a call it has done from its record of it
+ * (docs/replication.md, "Retried writes"). Batch writes carry none: their
+ * puts and deletes are retried as they are.
  */
 #ifndef LAPSE_CLIENT_H
 #define LAPSE_CLIENT_H
@@ -38,6 +44,7 @@
 #include "../common/schema.h"
 #include "../placement/pmap.h"
 #include "../rpc/rpc.h"
+#include "../rpc/wire.h"
 #include "lapse.h"
 
 #define CLIENT_BACKOFF_MIN_MS 20
@@ -203,6 +210,10 @@ int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent, Laps
  * rpc_call returned (may be empty). Returns code. */
 int client_node_err(lapse_error *err, int code, const client_route *r, const char *msg,
                     int timeout_ms);
+
+/* Draws a write call's request id: random bytes, the same for every
+ * attempt of the call. */
+void client_request_id(uint8_t id[WIRE_REQUEST_ID_BYTES]);
 
 /* Sleeps the backoff (bounded by deadline) and doubles *backoff_ms. */
 void client_backoff(int64_t *backoff_ms, clock_mono deadline);

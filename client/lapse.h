@@ -3,10 +3,14 @@
  *
  * A client connects to the coordinator, fetches and caches the partition map,
  * and sends each item call straight to the node that owns the item's
- * partition. On WRONG_NODE it refreshes the map and retries; idempotent calls
- * (get, query, scan, put and delete without a condition, update without a
- * condition is NOT idempotent and is not retried) are retried with backoff on
- * timeouts and unreachable nodes until the call's timeout.
+ * partition. On WRONG_NODE it refreshes the map and retries; get, query,
+ * scan, put, delete and update (conditional or not) are also retried with
+ * backoff on timeouts and unreachable nodes until the call's timeout. A
+ * put, delete or update carries a request id, the same on every attempt,
+ * so a retried write takes effect once, across a failover too (the
+ * primary answers a repeated attempt from its record of the call;
+ * docs/replication.md, "Retried writes"). Batch writes are retried as they
+ * are.
  *
  * Items are DynamoDB items: build them with lapse_item_* or parse DynamoDB
  * JSON with lapse_item_from_json.

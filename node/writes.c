@@ -3,7 +3,8 @@
  * pipeline). The store serializes writes per partition and makes each one a
  * single WriteBatch (with the item's expiry index entry when the table's TTL
  * is enabled, its LSI entries and its outbox record); this file only
- * validates, routes and converts, counts TTL values the enabled rule
+ * validates, routes and converts (with the call's request id, so that a
+ * retried call takes effect once), counts TTL values the enabled rule
  * ignores (expire_note_write), and wakes the outbox shipper after a write
  * to a table with an outbox (shipper_notify_table), so the change ships
  * within milliseconds.
@@ -13,9 +14,30 @@
 #include <string.h>
 
 #include "../common/lapse_err.h"
+#include "../partition/request.h"
 #include "../rpc/wire.h"
 #include "handlers.h"
 #include "shipper.h"
+
+_Static_assert(WIRE_REQUEST_ID_BYTES == REQUEST_ID_BYTES, "the wire carries the store's ids");
+
+/* The call's request id (request.h): *rid NULL when it has none. A reply
+ * of EINVAL and -1 for one of the wrong length. */
+static int request_id_of(handlers_ctx *c, const uint8_t **rid)
+{
+    const ProtobufCBinaryData *id = &c->req->request_id;
+    *rid = NULL;
+    if (id->len == 0) {
+        return 0;
+    }
+    if (id->len != REQUEST_ID_BYTES) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "request_id of %zu bytes: it must be %d",
+                      id->len, REQUEST_ID_BYTES);
+        return -1;
+    }
+    *rid = id->data;
+    return 0;
+}
 
 static void *body_alloc(handlers_ctx *c, size_t n)
 {
@@ -36,19 +58,20 @@ static void write_one(handlers_ctx *c, const char *table, const Lapse__Item *pb,
     attr_value cval;
     store_cond cond;
     uint32_t part;
+    const uint8_t *rid;
     char err[512] = "";
     int rv;
     item_value_init_null(&cval);
 
-    if (handlers_find_table(c, table) != 0 ||
+    if (request_id_of(c, &rid) != 0 || handlers_find_table(c, table) != 0 ||
         handlers_item_from_pb(c, pb, is_delete, is_delete ? "key" : "item", &it) != 0 ||
         handlers_route(c, it, &part) != 0 || handlers_cond_from_pb(c, pb_cond, &cond, &cval) != 0) {
         goto out;
     }
     if (is_delete) {
-        rv = store_delete(c->ns->st, &c->table->schema, it, &cond, NULL, err, sizeof(err));
+        rv = store_delete_once(c->ns->st, &c->table->schema, it, &cond, rid, err, sizeof(err));
     } else {
-        rv = store_put(c->ns->st, &c->table->schema, it, &cond, NULL, err, sizeof(err));
+        rv = store_put_once(c->ns->st, &c->table->schema, it, &cond, rid, err, sizeof(err));
     }
     if (rv != 0) {
         handlers_store_error(c, rv, err);
@@ -105,10 +128,12 @@ void writes_update(handlers_ctx *c)
     size_t n = 0;
     store_cond cond;
     uint32_t part;
+    const uint8_t *rid;
     char err[512] = "";
     item_value_init_null(&cval);
 
-    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0 ||
+    if (handlers_need_body(c, r) != 0 || request_id_of(c, &rid) != 0 ||
+        handlers_find_table(c, r->table) != 0 ||
         handlers_item_from_pb(c, r->key, 1, "key", &key) != 0 ||
         handlers_route(c, key, &part) != 0 ||
         handlers_cond_from_pb(c, r->condition, &cond, &cval) != 0) {
@@ -143,8 +168,8 @@ void writes_update(handlers_ctx *c)
             actions[i].value = &values[i];
         }
     }
-    int rv = store_update(c->ns->st, &c->table->schema, key, actions, n, &cond, &updated, err,
-                          sizeof(err));
+    int rv = store_update_once(c->ns->st, &c->table->schema, key, actions, n, &cond, rid,
+                               &updated, err, sizeof(err));
     if (rv != 0) {
         handlers_store_error(c, rv, err);
         goto out;

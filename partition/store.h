@@ -131,7 +131,8 @@ int store_update(store *st, const table_schema *t, const item *key,
                  const store_update_action *actions, size_t nactions, const store_cond *cond,
                  item **new_out, char *err, size_t errlen);
 /* Retried writes (request.h): store_put, store_delete and store_update
- * with the call's request id rid (REQUEST_ID_BYTES, never NULL). The
+ * with the call's request id rid (REQUEST_ID_BYTES; NULL: none, as the
+ * plain calls without old_out). The
  * write's WriteBatch also records its outcome under rid, replicated with
  * it. A call whose rid names a record answers from it without applying
  * anything (an update's *new_out is the item the first attempt made), once

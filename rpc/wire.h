@@ -33,6 +33,10 @@
  * (AttributeValue, MapValue, Attribute). */
 #define WIRE_MAX_NESTING (3 * ITEM_MAX_DEPTH + 16)
 
+/* The length of Request.request_id: a write call's id, the same on every
+ * attempt (docs/replication.md, "Retried writes"). */
+#define WIRE_REQUEST_ID_BYTES 16
+
 /*
  * Checks, without unpacking, that data is well-framed protobuf of message
  * type desc whose submessages nest at most max_depth levels (the top level

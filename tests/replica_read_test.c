@@ -70,21 +70,12 @@ static Lapse__Item *key_of(key_pb *k, int i)
  * it is 0 (caller frees). */
 static int node_call(int node, Lapse__Request *req, Lapse__Response **resp)
 {
-    rpc_client *rc = NULL;
     char err[256];
-    *resp = NULL;
-    assert_int_equal(rpc_client_open(&rc, cluster_node_url(rs_cluster(), node), err, sizeof(err)),
-                     0);
-    int rv = rpc_call(rc, req, 3000, resp, err, sizeof(err));
+    int rv = rs_call(node, req, resp, err, sizeof(err));
     if (rv != 0 && rv != LAPSE_EWRONGNODE) {
         fail_msg("call %d on node %d: %s: %s", (int)req->body_case, node, lapse_strerror(rv),
                  err);
     }
-    if (rv != 0) {
-        rpc_response_free(*resp);
-        *resp = NULL;
-    }
-    rpc_client_close(rc);
     return rv;
 }
 

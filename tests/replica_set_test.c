@@ -25,6 +25,10 @@
  *    primary's buffered request when it resumes, so which path runs
  *    depends on timing; partition/replog_test covers divergence and the
  *    rebuild deterministically.);
+ *  - a retried write (the same request id) takes effect once: its primary
+ *    and, after that primary is killed, the new one answer it done
+ *    without applying it again; an update's retry answers its first
+ *    attempt's item;
  *  - with two of three nodes killed, no write is acknowledged with fewer
  *    than two copies.
  */
@@ -36,7 +40,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/arena.h"
 #include "../common/clock.h"
+#include "../common/ddbjson.h"
+#include "../rpc/wire.h"
 
 #include "replset_testutil.h"
 #include "testmap.h"
@@ -324,6 +331,154 @@ static void test_unacknowledged_suffixes(void **state)
     lapse_item_free(got);
 }
 
+/* ---- retried writes, on the wire ---- */
+
+/* One write call as a client's attempts send it: table rf3r, key {Id: r},
+ * with its request id. */
+typedef struct wcall {
+    uint8_t id[16];
+    size_t id_len;
+    int update;    /* UpdateItem SET V = v; else PutItem {Id, V: v} */
+    const char *v;
+    int if_absent; /* the condition attribute_not_exists(Id) (puts) */
+} wcall;
+
+/* Sends c to node: the Lapse code; an update's answer's V into v_out. */
+static int send_call(int node, const wcall *c, char *v_out, size_t vlen, char *err,
+                     size_t errlen)
+{
+    char json[128];
+    item *it = NULL;
+    arena a;
+    arena_init(&a);
+    snprintf(json, sizeof json, "{\"Id\":{\"S\":\"r\"},\"V\":{\"S\":\"%s\"}}", c->v);
+    assert_int_equal(ddbjson_parse_item(json, strlen(json), &it, err, errlen), 0);
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__PutItemRequest put = LAPSE__PUT_ITEM_REQUEST__INIT;
+    Lapse__UpdateItemRequest upd = LAPSE__UPDATE_ITEM_REQUEST__INIT;
+    Lapse__Condition cond = LAPSE__CONDITION__INIT;
+    Lapse__UpdateAction act = LAPSE__UPDATE_ACTION__INIT;
+    Lapse__UpdateAction *acts[1] = {&act};
+    req.request_id = (ProtobufCBinaryData){.len = c->id_len, .data = (uint8_t *)c->id};
+    if (c->update) {
+        act.name = "V";
+        act.value = wire_value_to_pb(&a, item_get(it, "V"));
+        item_remove(it, "V");
+        upd.table = "rf3r";
+        upd.key = wire_item_to_pb(&a, it);
+        upd.actions = acts;
+        upd.n_actions = 1;
+        req.body_case = LAPSE__REQUEST__BODY_UPDATE_ITEM;
+        req.update_item = &upd;
+    } else {
+        put.table = "rf3r";
+        put.item = wire_item_to_pb(&a, it);
+        cond.kind = LAPSE__CONDITION__KIND__ATTRIBUTE_NOT_EXISTS;
+        cond.attribute = "Id";
+        put.condition = c->if_absent ? &cond : NULL;
+        req.body_case = LAPSE__REQUEST__BODY_PUT_ITEM;
+        req.put_item = &put;
+    }
+    Lapse__Response *resp = NULL;
+    int rv = rs_call(node, &req, &resp, err, errlen);
+    if (rv == 0 && c->update) {
+        item *got = NULL;
+        assert_non_null(resp->update_item);
+        assert_int_equal(wire_item_from_pb(resp->update_item->item, &got, err, errlen), 0);
+        const attr_value *gv = item_get(got, "V");
+        assert_non_null(gv);
+        snprintf(v_out, vlen, "%.*s", (int)gv->u.bytes.len, gv->u.bytes.ptr);
+        item_free(got);
+    }
+    rpc_response_free(resp);
+    item_free(it);
+    arena_fini(&a);
+    return rv;
+}
+
+/* send_call, retried while the partition's primary changes (WRONG_NODE,
+ * unavailable, timed out: a failover in progress), for up to 15 s. */
+static int send_retrying(int node, const wcall *c, char *v_out, size_t vlen)
+{
+    char err[256] = "";
+    int rv = LAPSE_ETIMEDOUT;
+    for (int i = 0; i < 150; i++) {
+        rv = send_call(node, c, v_out, vlen, err, sizeof err);
+        if (rv != LAPSE_EWRONGNODE && rv != LAPSE_EUNAVAILABLE && rv != LAPSE_ETIMEDOUT) {
+            return rv;
+        }
+        rs_sleep_ms(100);
+    }
+    fail_msg("call on node %d kept failing for 15 s: %s", node, err);
+    return rv;
+}
+
+static pmap_replicas set_of(const char *table)
+{
+    pmap *pm = testmap_fetch(rs_cluster());
+    pmap_replicas r = pmap_table_find(pm, table)->parts[0];
+    pmap_free(pm);
+    return r;
+}
+
+static const char *v_of_r(void)
+{
+    static char v[64];
+    lapse_item *key = item_json("{\"Id\":{\"S\":\"r\"}}");
+    lapse_item *got = NULL;
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_get(rs_client(), "rf3r", key, &got, &e), &e);
+    assert_non_null(got);
+    snprintf(v, sizeof v, "%s", lapse_item_get_s(got, "V"));
+    lapse_item_free(key);
+    lapse_item_free(got);
+    return v;
+}
+
+/* docs/replication.md, "Retried writes": a conditional put sent again with
+ * its request id is answered done and changes nothing, by its primary and,
+ * after that primary is killed, by the new one (the record came with the
+ * write), while the same put with another id fails its condition; an
+ * update's retry answers the item its first attempt made. */
+static void test_retried_write_after_failover(void **state)
+{
+    (void)state;
+    char v[64] = "";
+    rs_create_rf3("rf3r", 1);
+    pmap_free(rs_wait_all_in_sync("rf3r"));
+    pmap_replicas r = set_of("rf3r");
+    const int p1 = (int)r.ids[0];
+    wcall put1 = {.id = "put-call-number1", .id_len = 16, .v = "first", .if_absent = 1};
+    wcall put2 = {.id = "put-call-number2", .id_len = 16, .v = "second", .if_absent = 1};
+    wcall upd = {.id = "update-call-no-1", .id_len = 16, .update = 1, .v = "updated"};
+    assert_int_equal(send_retrying(p1, &put1, v, sizeof v), 0);
+    assert_int_equal(send_retrying(p1, &put1, v, sizeof v), 0);
+    assert_int_equal(send_retrying(p1, &put2, v, sizeof v), LAPSE_ECONDITION);
+    assert_int_equal(send_retrying(p1, &upd, v, sizeof v), 0);
+    assert_string_equal(v, "updated");
+    wcall bad = put2;
+    bad.id_len = 5;
+    assert_int_equal(send_retrying(p1, &bad, v, sizeof v), LAPSE_EINVAL);
+
+    assert_int_equal(cluster_kill(rs_cluster(), p1, SIGKILL), 0);
+    rs_wait_state((uint32_t)p1, "DOWN");
+    pmap_replicas r2 = set_of("rf3r");
+    const int p2 = (int)r2.ids[0];
+    assert_int_not_equal(p2, p1);
+    rs_put_retrying("rf3r", "r", "later");
+    assert_int_equal(send_retrying(p2, &put1, v, sizeof v), 0); /* not ECONDITION */
+    v[0] = '\0';
+    assert_int_equal(send_retrying(p2, &upd, v, sizeof v), 0);
+    assert_string_equal(v, "updated"); /* the first attempt's answer */
+    assert_string_equal(v_of_r(), "later"); /* and nothing applied again */
+    assert_int_equal(send_retrying(p2, &put2, v, sizeof v), LAPSE_ECONDITION);
+
+    assert_int_equal(cluster_restart(rs_cluster(), p1), 0);
+    assert_int_equal(cluster_wait_up(rs_cluster(), 3, 20000), 0);
+    pmap_free(rs_wait_all_in_sync("rf3r"));
+    rs_assert_copies_match("rf3r");
+}
+
 static void test_primary_killed_during_writes(void **state)
 {
     (void)state;
@@ -390,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_three_copies_placed_and_identical),
         cmocka_unit_test(test_node_down_fails_over_then_rejoins),
         cmocka_unit_test(test_unacknowledged_suffixes),
+        cmocka_unit_test(test_retried_write_after_failover),
         cmocka_unit_test(test_primary_killed_during_writes),
     };
     return cmocka_run_group_tests(tests, rs_group_setup, rs_group_teardown);

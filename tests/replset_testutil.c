@@ -93,11 +93,23 @@ void rs_sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part)
+int rs_call(int node, Lapse__Request *req, Lapse__Response **resp, char *err, size_t errlen)
 {
     rpc_client *rc = NULL;
+    *resp = NULL;
+    assert_int_equal(rpc_client_open(&rc, cluster_node_url(g_rs_cluster, node), err, errlen), 0);
+    int rv = rpc_call(rc, req, 3000, resp, err, errlen);
+    if (rv != 0) {
+        rpc_response_free(*resp);
+        *resp = NULL;
+    }
+    rpc_client_close(rc);
+    return rv;
+}
+
+rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part)
+{
     char err[256];
-    assert_int_equal(rpc_client_open(&rc, cluster_node_url(g_rs_cluster, node), err, sizeof(err)), 0);
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__PartitionDigestRequest body = LAPSE__PARTITION_DIGEST_REQUEST__INIT;
     body.table_id = table_id;
@@ -105,14 +117,13 @@ rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part)
     req.body_case = LAPSE__REQUEST__BODY_PARTITION_DIGEST;
     req.partition_digest = &body;
     Lapse__Response *resp = NULL;
-    if (rpc_call(rc, &req, 3000, &resp, err, sizeof(err)) != 0) {
+    if (rs_call(node, &req, &resp, err, sizeof(err)) != 0) {
         fail_msg("PartitionDigest on node %d: %s", node, err);
     }
     rs_digest d = {resp->partition_digest->items, resp->partition_digest->digest,
                 resp->partition_digest->epoch, resp->partition_digest->seq,
                 resp->partition_digest->log_first};
     rpc_response_free(resp);
-    rpc_client_close(rc);
     return d;
 }
 

@@ -18,6 +18,7 @@
 
 #include "../client/lapse.h"
 #include "../placement/pmap.h"
+#include "../rpc/rpc.h"
 #include "cluster.h"
 
 /* A cmocka group setup: one etcd member, a coordinator and three nodes
@@ -40,6 +41,10 @@ cluster *rs_cluster(void);
 lapse_client *rs_client(void);
 
 void rs_sleep_ms(long ms);
+
+/* Sends req to node, once, with a 3 s budget: the call's Lapse code; with
+ * 0, *resp is the reply (rpc_response_free), else NULL and err says why. */
+int rs_call(int node, Lapse__Request *req, Lapse__Response **resp, char *err, size_t errlen);
 
 /* One copy's digest, as PartitionDigest on node reports it. */
 typedef struct rs_digest {
