@@ -364,30 +364,6 @@ static void once_fini(once *o)
     buf_fini(&o->val);
 }
 
-/* Looks for an earlier attempt's record (sets o->done), before the call's
- * condition is checked: a write that was done answers done even when its
- * own effect now fails its condition. A record of another kind of write
- * under the id is the client's error (LAPSE_EINVAL).
- * REQUIRES: the partition's stripe lock. */
-static int once_check(store *st, const table_schema *t, uint32_t part, once *o, char *err,
-                      size_t errlen)
-{
-    if (o->id == NULL) {
-        return 0;
-    }
-    if (request_key(&o->key, t->id, part, o->id) != 0) {
-        return oom(err, errlen);
-    }
-    int rv = request_recall(st->db, CF_REQUESTS, &o->key, &o->val, &o->done, &o->seen, err,
-                            errlen);
-    if (rv == 0 && o->done && o->seen.kind != o->kind) {
-        rv = store_errf(LAPSE_EINVAL, err, errlen,
-                        "request id already used by another kind of write (%c, not %c)",
-                        (char)o->seen.kind, (char)o->kind);
-    }
-    return rv;
-}
-
 /* The call was done by an earlier attempt: commits its record again,
  * unchanged, so that finishing this one (finish_write) returns once the
  * earlier write is on every in-sync replica: the record follows it in the
@@ -407,6 +383,34 @@ static int once_confirm(store *st, const table_schema *t, uint32_t part, const o
     int rv = store_commit_start(st, b, t, part, &written, pend, err, errlen);
     db_batch_free(b);
     return rv;
+}
+
+/* Looks for an earlier attempt's record, before the call's condition is
+ * checked: a write that was done answers done even when its own effect now
+ * fails its condition. Found, sets o->done and confirms it (once_confirm:
+ * *pend is then to be finished); the caller writes nothing more. A record
+ * of another kind of write under the id is the client's error
+ * (LAPSE_EINVAL). REQUIRES: the partition's stripe lock. */
+static int once_check(store *st, const table_schema *t, uint32_t part, once *o,
+                      store_pending *pend, char *err, size_t errlen)
+{
+    if (o->id == NULL) {
+        return 0;
+    }
+    if (request_key(&o->key, t->id, part, o->id) != 0) {
+        return oom(err, errlen);
+    }
+    int rv = request_recall(st->db, CF_REQUESTS, &o->key, &o->val, &o->done, &o->seen, err,
+                            errlen);
+    if (rv != 0 || !o->done) {
+        return rv;
+    }
+    if (o->seen.kind != o->kind) {
+        return store_errf(LAPSE_EINVAL, err, errlen,
+                          "request id already used by another kind of write (%c, not %c)",
+                          (char)o->seen.kind, (char)o->kind);
+    }
+    return once_confirm(st, t, part, o, pend, err, errlen);
 }
 
 /* Writes one item change (val NULL: delete) in its own WriteBatch, with the
@@ -531,11 +535,7 @@ static int put_item(store *st, const table_schema *t, const item *it, const stor
     const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
-    if ((rv = once_check(st, t, part, &req, err, errlen)) != 0) {
-        goto unlock;
-    }
-    if (req.done) {
-        rv = once_confirm(st, t, part, &req, &pend, err, errlen);
+    if ((rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
         goto unlock;
     }
     if ((cond_needs_read(cond) || old_out != NULL || ttl || store_derive_wanted(t)) &&
@@ -629,11 +629,7 @@ static int delete_item(store *st, const table_schema *t, const item *key, const 
     const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
-    if ((rv = once_check(st, t, part, &req, err, errlen)) != 0) {
-        goto unlock;
-    }
-    if (req.done) {
-        rv = once_confirm(st, t, part, &req, &pend, err, errlen);
+    if ((rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
         goto unlock;
     }
     int must_write = 1;
@@ -742,16 +738,7 @@ int store_update_once(store *st, const table_schema *t, const item *key,
     const clock_wall now = t->ttl.enabled ? clock_wall_now() : (clock_wall){0};
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
-    if ((rv = once_check(st, t, part, &req, err, errlen)) != 0) {
-        goto unlock;
-    }
-    if (req.done) { /* the answer is the new item the record holds */
-        if ((rv = item_decode(req.seen.item, req.seen.item_len, &cur)) != 0) {
-            store_errf(rv, err, errlen, "request record's item failed to decode (%s)",
-                       lapse_strerror(rv));
-        } else {
-            rv = once_confirm(st, t, part, &req, &pend, err, errlen);
-        }
+    if ((rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
         goto unlock;
     }
     /* The update applies to the stored item, so it must decode (need_item). */
@@ -786,6 +773,11 @@ int store_update_once(store *st, const table_schema *t, const item *key,
 unlock:
     pthread_mutex_unlock(mu);
     rv = finish_write(st, t, part, rv, &pend, err, errlen);
+    /* Done before: the answer is the new item the record holds. */
+    if (rv == 0 && req.done && (rv = item_decode(req.seen.item, req.seen.item_len, &cur)) != 0) {
+        store_errf(rv, err, errlen, "request record's item failed to decode (%s)",
+                   lapse_strerror(rv));
+    }
     if (rv == 0 && new_out != NULL) {
         *new_out = cur;
         cur = NULL;
