@@ -12,6 +12,10 @@
  *   node     kill -9 of a node, --kills times: time until the leader marks
  *            it DOWN (its etcd lease runs out), then after its restart
  *            until it is UP again
+ *   primary  kill -9 of the primary of a partition of three copies, --kills
+ *            times: time until a put on it succeeds again, until
+ *            describe-table names a new primary, and from that promotion
+ *            until items that were due by then are deleted
  *   nocoord  every coordinator killed: a new client (its map cache left by
  *            an earlier one) connects and gets an item, --tables times
  *
@@ -20,7 +24,7 @@
  *
  *   lapse-failover-bench [--bin-dir DIR] [--kills N] [--tables N] [--workloads LIST]
  *
- * Workloads default to create,ttl,failover,node,nocoord (nocoord last: it
+ * Workloads default to create,ttl,failover,node,primary,nocoord (nocoord last: it
  * leaves the coordinators down).
  */
 #include <jansson.h>
@@ -209,6 +213,167 @@ static void run_node_kills(int kills)
     free(up.ms);
 }
 
+/* ---- kill -9 of a partition's primary (a table of three copies) ---- */
+
+#define DUE_ITEMS 200
+
+/* The partition's primary and how many copies are in sync, from
+ * describe-table's ReplicaSets (0 and 0 when it cannot be read). */
+static uint32_t primary_of(const char *table, int *in_sync)
+{
+    char *js = NULL;
+    lapse_error e;
+    uint32_t primary = 0;
+    *in_sync = 0;
+    if (lapse_describe_table(g_client, table, &js, &e) != 0) {
+        return 0;
+    }
+    json_t *root = json_loads(js, 0, NULL);
+    json_t *set = json_array_get(json_object_get(json_object_get(root, "Table"), "ReplicaSets"), 0);
+    primary = (uint32_t)json_integer_value(json_object_get(set, "Primary"));
+    *in_sync = (int)json_array_size(json_object_get(set, "InSync"));
+    json_decref(root);
+    lapse_free(js);
+    return primary;
+}
+
+/* Waits (up to 40 s) until all three copies are in sync; returns the
+ * primary, or 0 when they are not. */
+static uint32_t wait_in_sync(const char *table)
+{
+    for (int i = 0; i < 400; i++) {
+        int in_sync;
+        uint32_t p = primary_of(table, &in_sync);
+        if (p != 0 && in_sync == 3) {
+            return p;
+        }
+        sleep_ms(100);
+    }
+    return 0;
+}
+
+static lapse_item *due_item(int k, int64_t exp_s)
+{
+    char json[160];
+    lapse_item *it = NULL;
+    lapse_error e;
+    snprintf(json, sizeof json, "{\"Id\":{\"S\":\"due%d\"},\"Exp\":{\"N\":\"%lld\"}}", k,
+             (long long)exp_s);
+    return lapse_item_from_json(&it, json, &e) == 0 ? it : NULL;
+}
+
+/* How many of the due items are still stored (expired or not), or -1 when
+ * the read failed. */
+static int due_left(const char *table, lapse_item **keys)
+{
+    lapse_item *out[DUE_ITEMS] = {0};
+    lapse_error e;
+    if (lapse_batch_get(g_client, table, keys, DUE_ITEMS, out, &e) != 0) {
+        return -1;
+    }
+    int n = 0;
+    for (int k = 0; k < DUE_ITEMS; k++) {
+        n += out[k] != NULL;
+        lapse_item_free(out[k]);
+    }
+    return n;
+}
+
+/*
+ * One partition of three copies, TTL on. Each round: DUE_ITEMS items due
+ * about a second after they are written, then kill -9 of the primary;
+ * from the kill, puts (client timeout 250 ms, one after the other) until
+ * one succeeds, while describe-table is read until it names another
+ * primary; then batch gets until the due items are gone. The killed node
+ * is restarted and the round waits for the set to be whole again.
+ */
+static void run_primary_kills(int kills)
+{
+    const char *table = "FailRf3";
+    series write = {"primary kill -9 -> write ok", calloc((size_t)kills, sizeof(int64_t)), 0, 0};
+    series promo = {"primary kill -9 -> promoted", calloc((size_t)kills, sizeof(int64_t)), 0, 0};
+    series gone = {"promoted -> due items gone", calloc((size_t)kills, sizeof(int64_t)), 0, 0};
+    lapse_table_def d = {.name = table, .partition_key = "Id", .partition_key_type = 'S',
+                         .partitions = 1, .replication = 3};
+    lapse_ttl_spec spec = {.action = LAPSE_TTL_ENABLE, .attribute = "Exp"};
+    lapse_item *keys[DUE_ITEMS] = {0}, *probe = NULL;
+    lapse_client *w = NULL;
+    lapse_error e;
+    if (lapse_create_table(g_client, &d, &e) != 0 ||
+        lapse_update_ttl(g_client, table, &spec, NULL, &e) != 0 ||
+        lapse_connect(&w, cluster_coordinator_url(g_cluster), &e) != 0) {
+        fprintf(stderr, "  primary kills: setup failed: %s\n", e.message);
+        goto out;
+    }
+    lapse_set_timeout_ms(w, 250);
+    for (int k = 0; k < DUE_ITEMS; k++) {
+        keys[k] = due_item(k, 0);
+    }
+    probe = due_item(-1, 0);
+    for (int i = 0; i < kills; i++) {
+        uint32_t victim = wait_in_sync(table);
+        if (victim == 0 || !ttl_enabled(table)) {
+            fprintf(stderr, "  kill %d: the set is not whole after 40 s: stopping\n", i + 1);
+            break;
+        }
+        int64_t exp_s = wall_ms() / 1000 + 2; /* due 1-2 s from now */
+        int put_failed = 0;
+        for (int k = 0; k < DUE_ITEMS; k++) {
+            lapse_item *it = due_item(k, exp_s);
+            put_failed |= it == NULL || lapse_put(g_client, table, it, NULL, &e) != 0;
+            lapse_item_free(it);
+        }
+        if (put_failed) {
+            fprintf(stderr, "  kill %d: loading the due items failed: %s\n", i + 1, e.message);
+            break;
+        }
+        int64_t t0 = now_ms(), t_write = -1, t_promo = -1, t_gone = -1;
+        const int64_t due_at = t0 + exp_s * 1000 - wall_ms(); /* on now_ms's clock */
+        cluster_kill(g_cluster, (int)victim, SIGKILL);
+        while (now_ms() - t0 < 20000 && (t_write < 0 || t_promo < 0)) {
+            int in_sync;
+            uint32_t p = t_promo < 0 ? primary_of(table, &in_sync) : 0;
+            if (t_promo < 0 && p != 0 && p != victim) {
+                t_promo = now_ms();
+            }
+            if (t_write < 0 && lapse_put(w, table, probe, NULL, &e) == 0) {
+                t_write = now_ms();
+            }
+            sleep_ms(5);
+        }
+        /* Gone: counted from the promotion, or from the due instant when
+         * that came later. */
+        const int64_t from = due_at > t_promo ? due_at : t_promo;
+        while (t_promo >= 0 && now_ms() - t0 < 30000) {
+            if (due_left(table, keys) == 0) {
+                t_gone = now_ms();
+                break;
+            }
+            sleep_ms(10);
+        }
+        t_write >= 0 ? add(&write, t_write - t0) : (void)write.timeouts++;
+        t_promo >= 0 ? add(&promo, t_promo - t0) : (void)promo.timeouts++;
+        t_gone >= 0 ? add(&gone, t_gone - from) : (void)gone.timeouts++;
+        cluster_restart(g_cluster, (int)victim);
+        fprintf(stderr, "  primary kill %d/%d: node %u; write ok after %lld ms, promoted after "
+                        "%lld ms, due items gone %lld ms after that\n",
+                i + 1, kills, (unsigned)victim, (long long)(t_write - t0),
+                (long long)(t_promo - t0), (long long)(t_gone >= 0 ? t_gone - from : -1));
+    }
+    report(&write);
+    report(&promo);
+    report(&gone);
+out:
+    for (int k = 0; k < DUE_ITEMS; k++) {
+        lapse_item_free(keys[k]);
+    }
+    lapse_item_free(probe);
+    lapse_close(w);
+    free(write.ms);
+    free(promo.ms);
+    free(gone.ms);
+}
+
 /* Every coordinator down: new clients connect (map from the nodes named in
  * the map cache) and get one item. */
 static void run_no_coordinator(int n, const char *cache_dir)
@@ -256,7 +421,7 @@ static void run_no_coordinator(int n, const char *cache_dir)
 int main(int argc, char **argv)
 {
     const char *bin_dir = NULL;
-    const char *workloads = "create,ttl,failover,node,nocoord";
+    const char *workloads = "create,ttl,failover,node,primary,nocoord";
     int kills = 20, tables = 20;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--bin-dir") == 0 && i + 1 < argc) {
@@ -270,7 +435,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: lapse-failover-bench [--bin-dir DIR] [--kills N] [--tables N] "
-                    "[--workloads create,ttl,failover,node,nocoord]\n");
+                    "[--workloads create,ttl,failover,node,primary,nocoord]\n");
             return 2;
         }
     }
@@ -300,6 +465,9 @@ int main(int argc, char **argv)
     }
     if (has_workload(workloads, "node")) {
         run_node_kills(kills);
+    }
+    if (has_workload(workloads, "primary")) {
+        run_primary_kills(kills);
     }
     if (has_workload(workloads, "nocoord")) {
         run_no_coordinator(tables, cluster_run_dir(g_cluster));

@@ -416,9 +416,9 @@ static int once_check(store *st, const table_schema *t, uint32_t part, once *o,
 /* Writes one item change (val NULL: delete) in its own WriteBatch, with the
  * expiry index change from o to n when the table's TTL is on, and the LSI
  * and outbox writes derived from the stored value old (read when
- * store_derive_wanted(t)), and the record of o's request id when it has
- * one (an update's records its new item, val). A write replaces the stored value, so the item
- * is no longer one the sweep must skip. On 0, *pend is to be finished
+ * store_derive_wanted(t)), and the record of req's request id when it has
+ * one (an update's holds its new item, val). A write replaces the stored
+ * value, so the item is no longer one the sweep must skip. On 0, *pend is to be finished
  * (finish_write) once the stripe lock is released.
  * REQUIRES: the key's stripe lock is held. */
 static int write_one(store *st, const table_schema *t, const buf *key, const stored *old,
