@@ -165,6 +165,7 @@ void logship_handle(const logship_call *c)
     int rv = check_epoch(c->ns->logship, r, err, sizeof(err));
     if (rv == 0 && r->reset) {
         rv = replog_reset(c->ns->st, r->table_id, r->partition, err, sizeof(err));
+        logship_forget_confirmed(c->ns->logship, r->table_id, r->partition);
         if (rv == 0) {
             log_warn("table %u partition %u: this copy was dropped on primary node %u's word, "
                      "to be rebuilt from it",

@@ -86,6 +86,31 @@ int logship_lag_pb(logship *ls, arena *a, Lapse__ReplicaLag ***out, size_t *n);
 /* Sets the replica set gauges of /metrics (docs/operations.md). */
 void logship_collect(logship *ls, metrics *m);
 
+/* The outbox on a replicated partition (docs/replication.md, "The outbox
+ * on a replicated partition"). A change record must not reach a GSI or
+ * stream destination before every in-sync replica holds the write that
+ * made it: a failover could take that write back, and the new primary
+ * would then number another change with the same outbox seq, which the
+ * destination would skip as applied.
+ *
+ * The last outbox record of partition part of t that the outbox shipper
+ * may send: every one for a table of one copy (UINT64_MAX); else the last
+ * written by a log record that every member this primary waits for
+ * confirmed. A record written since is shippable after its round (at the
+ * writer's shipper_notify, or the shipper's next look); when nothing is on
+ * its way that would confirm it (a failed round, a new primary's first
+ * look), the resync thread is asked to (its send_lag), and on_confirmed is
+ * called then. Takes the partition's stripe lock for a moment. */
+uint64_t logship_outbox_limit(logship *ls, const table_schema *t, uint32_t part);
+/* Calls fn(arg, table_id, part) whenever confirmed records of a partition
+ * may have made more of its outbox shippable (the node wakes the outbox
+ * shipper: shipper_notify). Set before writes start. */
+void logship_on_confirmed(logship *ls, void (*fn)(void *arg, uint32_t table_id, uint32_t part),
+                          void *arg);
+/* Forgets what this node had learned confirmed of (table_id, part): its
+ * copy was reset and takes a new history. */
+void logship_forget_confirmed(logship *ls, uint32_t table_id, uint32_t part);
+
 /* The ReplicateLog call (a replica applying its primary's records). */
 void logship_handle(const logship_call *c);
 /* The PartitionDigest call. */

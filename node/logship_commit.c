@@ -101,6 +101,7 @@ typedef struct round {
     miss misses[PMAP_MAX_REPLICAS];
     size_t nmiss;
     int rv;
+    int told; /* the round made more of the outbox shippable */
     char err[LOGSHIP_ERR_MAX];
 } round;
 
@@ -285,6 +286,7 @@ static size_t ship_rounds(logship *ls, part_state *const *ps, size_t nps)
     free(calls);
     atomic_fetch_add(&ls->rounds, nr);
     pthread_mutex_lock(&ls->lock);
+    int tell = 0;
     for (size_t i = 0; i < nr; i++) {
         round *rd = &rds[i];
         for (size_t k = 0; k < rd->n; k++) {
@@ -296,8 +298,23 @@ static size_t ship_rounds(logship *ls, part_state *const *ps, size_t nps)
         rd->p->done_seq = rd->recs[rd->n - 1]->seq;
         rd->p->shipping = 0;
         rd->p->lag_gen += rd->rv != 0; /* the resync thread sends the records on */
+        /* Every waited-for member holds the log up to the round's end: a
+         * member applies in order, with no gap (logship_outbox.c). */
+        rd->told = rd->rv == 0 && logship_confirmed_locked(rd->p, rd->p->done_seq);
+        tell |= rd->told;
     }
     pthread_cond_broadcast(&ls->shipped);
+    if (tell) {
+        /* The shipper's lock is never held around a logship call, but no
+         * callback runs under ls->lock all the same. */
+        pthread_mutex_unlock(&ls->lock);
+        for (size_t i = 0; i < nr; i++) {
+            if (rds[i].told) {
+                logship_tell_shipper(ls, rds[i].p->table_id, rds[i].p->part);
+            }
+        }
+        pthread_mutex_lock(&ls->lock);
+    }
     free(rds);
     return nr;
 }

@@ -25,7 +25,15 @@
  *    in-sync member may then lack records of this log, never an
  *    acknowledged one); the resync thread sends them the log and, once
  *    each has all of it, sets lag_done to the lag_gen it started from, so
- *    copies end equal even when no write follows.
+ *    copies end equal even when no write follows;
+ *  - confirmed: the log seq up to which every member this primary waits
+ *    for said it holds the log (a round they all confirmed, or the resync
+ *    thread's send_lag); records up to it survive any failover;
+ *  - ob_safe, ob_mark_*: the outbox shipper's limit (logship_outbox_limit):
+ *    outbox records up to ob_safe were written by confirmed log records;
+ *    the mark is the latest (log seq, outbox last) pair read and not yet
+ *    confirmed. A reset of the copy (a new history past confirmed) clears
+ *    the three.
  * Nothing here is durable: a restarted node reconciles again and fences
  * by the map's epochs.
  */
@@ -72,6 +80,8 @@ typedef struct part_state {
     uint32_t dropped[PMAP_MAX_REPLICAS]; /* node ids; 0: free slot */
     uint64_t drop_version;               /* the map version that settles them */
     uint64_t lag_gen, lag_done;
+    uint64_t confirmed;
+    uint64_t ob_safe, ob_mark_log, ob_mark_last;
     int64_t resync_warned_ms; /* when the resync thread last warned about it */
     /* heard_seq[i]: the last record follower heard_id[i] (0: free slot)
      * confirmed holding, as this primary last heard (logship_heard) */
@@ -88,6 +98,8 @@ typedef struct part_state {
 
 struct logship {
     node_server *ns;
+    void (*on_confirmed)(void *arg, uint32_t table_id, uint32_t part); /* logship_on_confirmed */
+    void *on_confirmed_arg;
     pthread_mutex_t lock; /* guards peers and states */
     logship_peer peers[LOGSHIP_MAX_PEERS];
     size_t npeers;
@@ -114,6 +126,15 @@ part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part);
  * emptied first. REQUIRES: ls->lock held. */
 void logship_pending_add(uint32_t ids[PMAP_MAX_REPLICAS], uint64_t *version, uint64_t map_version,
                          uint32_t id, uint64_t settles);
+
+/* Notes that every member this primary waits for holds (table_id, part)'s
+ * log up to seq, and lets the outbox shipper know when that makes more of
+ * the outbox shippable. Takes ls->lock once. */
+void logship_confirmed(logship *ls, uint32_t table_id, uint32_t part, uint64_t seq);
+/* The same with ls->lock held; returns 1 when the shipper is to be told
+ * (logship_tell_shipper, after the lock is released). */
+int logship_confirmed_locked(part_state *p, uint64_t seq);
+void logship_tell_shipper(logship *ls, uint32_t table_id, uint32_t part);
 
 /* Notes that followers ids[0..n) of (table_id, part) hold this log up to
  * seq, as they just said. Takes ls->lock once. */

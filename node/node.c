@@ -130,6 +130,14 @@ static void on_ttl_delete(void *arg, uint32_t table_id, uint32_t part)
     shipper_notify(ns->shipper, table_id, part);
 }
 
+/* Replicas confirmed records of a partition this node leads: more of its
+ * outbox may be shippable (logship.h). */
+static void on_confirmed(void *arg, uint32_t table_id, uint32_t part)
+{
+    node_server *ns = arg;
+    shipper_notify(ns->shipper, table_id, part);
+}
+
 /* A finished backfill is what turns describe-ttl ENABLED: report it now
  * rather than at the next heartbeat, up to 500 ms later. */
 static void on_ttl_backfilled(void *arg)
@@ -199,12 +207,14 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
         pthread_mutex_init(&ns->repl_locks[i], NULL);
     }
     ns->repl_locks_inited = 1;
-    if ((rv = streams_open(&ns->streams, ns, ns->stream_trim_interval_ms, err, errlen)) != 0 ||
-        (rv = shipper_open(&ns->shipper, ns, ns->repl_workers, err, errlen)) != 0) {
-        goto fail;
-    }
+    /* logship first: the shipper's workers ask it what they may ship. */
     if ((rv = logship_open(&ns->logship, ns)) != 0) {
         snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    logship_on_confirmed(ns->logship, on_confirmed, ns);
+    if ((rv = streams_open(&ns->streams, ns, ns->stream_trim_interval_ms, err, errlen)) != 0 ||
+        (rv = shipper_open(&ns->shipper, ns, ns->repl_workers, err, errlen)) != 0) {
         goto fail;
     }
     /* The TTL sweeps wake the shipper like writes do (their deletes make

@@ -367,6 +367,14 @@ static void send_lag(logship *ls, const node_map *m, const pmap_replicas *r, uin
     if (!due) {
         return;
     }
+    /* Whoever holds the log past this point holds it up to here: confirmed
+     * below when every waited-for member does (logship_outbox.c). */
+    uint64_t start_epoch = 0, start_seq = 0;
+    char perr[256];
+    if (replog_position(ls->ns->st, table_id, part, &start_epoch, &start_seq, perr,
+                        sizeof(perr)) != 0) {
+        return;
+    }
     int all = 1;
     for (uint32_t i = 1; i < r->n; i++) {
         if (!(bits >> i & 1u)) {
@@ -392,7 +400,11 @@ static void send_lag(logship *ls, const node_map *m, const pmap_replicas *r, uin
     if (all) {
         pthread_mutex_lock(&ls->lock);
         p->lag_done = gen; /* a ship failed since: lag_gen moved on, due again */
+        int tell = logship_confirmed_locked(p, start_seq);
         pthread_mutex_unlock(&ls->lock);
+        if (tell) {
+            logship_tell_shipper(ls, table_id, part);
+        }
     }
 }
 

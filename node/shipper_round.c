@@ -18,6 +18,7 @@
 #include "../common/log.h"
 #include "../partition/apply.h"
 #include "../partition/outbox.h"
+#include "logship.h"
 #include "maps.h"
 #include "replicate.h"
 #include "shipper_int.h"
@@ -32,18 +33,31 @@ static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t 
 {
     char err[256] = "";
     uint64_t last = 0;
+    const pmap_table *t = pmap_table_find_id(pm, j->table_id);
+    if (t == NULL) {
+        return 0; /* dropped meanwhile: the next rebuild forgets the lane */
+    }
     int rv = outbox_last_seq(s->st, j->table_id, j->part, &last, err, sizeof(err));
     if (rv != 0 || last <= j->after) {
         goto out;
     }
-    rv = outbox_read(s->st, j->table_id, j->part, j->after, SHIPPER_BATCH_RECORDS,
-                     SHIPPER_BATCH_BYTES, &j->recs, err, sizeof(err));
-    if (rv != 0 || j->recs.n == 0) {
+    /* Of a replicated partition, only what every in-sync copy holds
+     * (logship.h, "The outbox on a replicated partition"). */
+    uint64_t limit = logship_outbox_limit(s->ns->logship, &t->schema, j->part);
+    if (limit <= j->after) {
         goto out;
     }
-    const pmap_table *t = pmap_table_find_id(pm, j->table_id);
-    if (t == NULL) {
-        goto out; /* dropped meanwhile: the next rebuild forgets the lane */
+    size_t max = limit - j->after < SHIPPER_BATCH_RECORDS ? (size_t)(limit - j->after)
+                                                            : SHIPPER_BATCH_RECORDS;
+    rv = outbox_read(s->st, j->table_id, j->part, j->after, max, SHIPPER_BATCH_BYTES, &j->recs,
+                     err, sizeof(err));
+    while (rv == 0 && j->recs.n > 0 && j->recs.v[j->recs.n - 1].seq > limit) {
+        j->recs.n--; /* past a trimmed stretch: max counted from after */
+        j->recs.bytes -= j->recs.v[j->recs.n].len;
+        free(j->recs.v[j->recs.n].data);
+    }
+    if (rv != 0 || j->recs.n == 0) {
+        goto out;
     }
     if (j->recs.v[0].seq > j->after + 1) {
         log_warn("outbox of table \"%s\" partition %u: records %" PRIu64 "..%" PRIu64

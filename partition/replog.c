@@ -160,6 +160,21 @@ int replog_position(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch
     return read_pos(st, table_id, part, epoch, seq, err, errlen);
 }
 
+int replog_outbox_mark(store *st, uint32_t table_id, uint32_t part, uint64_t *log_seq,
+                       uint64_t *outbox_last, char *err, size_t errlen)
+{
+    uint64_t epoch, next = 1, next_stream = 1;
+    pthread_mutex_t *mu = store_stripe(st, table_id, part);
+    pthread_mutex_lock(mu);
+    int rv = read_pos(st, table_id, part, &epoch, log_seq, err, errlen);
+    if (rv == 0) {
+        rv = outbox_counters_get(st, table_id, part, &next, &next_stream, err, errlen);
+    }
+    pthread_mutex_unlock(mu);
+    *outbox_last = rv == 0 ? next - 1 : 0;
+    return rv;
+}
+
 /* Adds to b record seq (value rec) and the position (epoch, seq). */
 static int put_record(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t epoch,
                       uint64_t seq, const uint8_t *rec, size_t len)

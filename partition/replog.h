@@ -130,6 +130,16 @@ void store_settle(store *st, const table_schema *t, uint32_t part);
 int replog_position(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch, uint64_t *seq,
                     char *err, size_t errlen);
 
+/* The partition's log position and its outbox's last record at one
+ * moment (under the stripe lock): every outbox record up to *outbox_last
+ * was written by a log record up to *log_seq, and none after it. Once
+ * every in-sync replica holds the log up to *log_seq, those outbox records
+ * can no longer be taken back by a failover, and may be shipped
+ * (docs/replication.md, "The outbox on a replicated partition"). 0,
+ * LAPSE_EIO or LAPSE_ECORRUPT. */
+int replog_outbox_mark(store *st, uint32_t table_id, uint32_t part, uint64_t *log_seq,
+                       uint64_t *outbox_last, char *err, size_t errlen);
+
 /* Trimming. Each copy keeps the last retain records of each partition's
  * log: when a record's seq is a multiple of retain / 4 + 1, the records
  * up to seq - retain go (on a replica in the record's own batch; on the

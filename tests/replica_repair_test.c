@@ -33,11 +33,13 @@
 #include <unistd.h>
 
 #include "replset_testutil.h"
+#include "streamread.h"
 #include "testmap.h"
 
 #define PARTS 4
 #define TABLE "snap"
 #define CUT "cut"
+#define OBX "obx"
 
 static int group_setup(void **state)
 {
@@ -176,11 +178,97 @@ static void test_replicas_behind_the_log_are_rebuilt(void **state)
     assert_rebuilt_from_snapshot(2);
 }
 
+/* The records of k<i>, i >= 0, in s (INSERTs and MODIFYs alike). */
+static size_t records_of(const streamread *s, const char *id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const char *k = lapse_item_get_s(s->r[i]->keys, "Id");
+        n += k != NULL && strcmp(k, id) == 0;
+    }
+    return n;
+}
+
+/* Reads the stream of table until it holds want records, for up to
+ * wait_ms; returns how many it holds then. */
+static size_t stream_until(const char *table, streamread *s, size_t want, long wait_ms)
+{
+    for (long waited = 0;; waited += 100) {
+        lapse_error e = {0};
+        assert_lapse_ok(streamread_more(rs_client(), table, s, &e), &e);
+        if (s->n >= want || waited >= wait_ms) {
+            return s->n;
+        }
+        rs_sleep_ms(100);
+    }
+}
+
+/*
+ * A change reaches the stream only once every in-sync copy holds the write
+ * that made it (docs/replication.md, "The outbox on a replicated
+ * partition"). Both followers of a one-partition table refuse their
+ * primary's records: the first is dropped from the in-sync set, the second
+ * cannot be (two copies must stay), so the next put is refused, though the
+ * primary holds it in its store, log and outbox. Its change must not be
+ * shipped: a failover to the follower that lacks it would take it back and
+ * number the next change with its sequence number. Healed, the write
+ * reaches the follower, and then its record reaches the stream, once.
+ */
+static void test_outbox_ships_only_what_every_copy_holds(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = OBX,
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = 1,
+                         .stream = 1,
+                         .replication = 3};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    for (int i = 0; i < 10; i++) {
+        assert_lapse_ok(put_once(OBX, i, "a", &e), &e);
+    }
+    streamread s = {0};
+    assert_int_equal(stream_until(OBX, &s, 10, 10000), 10);
+
+    pmap *pm = rs_wait_all_in_sync(OBX);
+    const pmap_replicas *r = &pmap_table_find(pm, OBX)->parts[0];
+    assert_int_equal(r->n, 3);
+    int f1 = (int)r->ids[1], f2 = (int)r->ids[2];
+    pmap_free(pm);
+    rs_refuse_replicate_log(f1, 1);
+    rs_refuse_replicate_log(f2, 1);
+    lapse_set_timeout_ms(rs_client(), 1500);
+    lapse_error pe = {0};
+    assert_int_not_equal(put_once(OBX, 10, "b", &pe), 0);
+    assert_int_equal(pe.code, LAPSE_EUNAVAILABLE);
+    lapse_set_timeout_ms(rs_client(), 5000);
+
+    /* Past the shipper's rescan (1 s) and a retry's backoff: an
+     * unconfirmed record would be on the stream by now. */
+    rs_sleep_ms(2500);
+    assert_int_equal(stream_until(OBX, &s, 11, 0), 10);
+    assert_int_equal(records_of(&s, "k10"), 0);
+
+    rs_refuse_replicate_log(f1, 0);
+    rs_refuse_replicate_log(f2, 0);
+    assert_int_equal(stream_until(OBX, &s, 11, 15000), 11);
+    assert_int_equal(records_of(&s, "k10"), 1);
+    char why[256];
+    if (streamread_gap(&s, 1, why, sizeof(why)) != 0) {
+        fail_msg("the stream has a gap: %s", why);
+    }
+    streamread_free(&s);
+    pmap_free(rs_wait_all_in_sync(OBX));
+    assert_int_equal(rs_assert_copies_match(OBX), 11);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unconfirming_follower_leaves_the_in_sync_set),
         cmocka_unit_test(test_replicas_behind_the_log_are_rebuilt),
+        cmocka_unit_test(test_outbox_ships_only_what_every_copy_holds),
     };
     return cmocka_run_group_tests(tests, group_setup, rs_group_teardown);
 }
