@@ -165,6 +165,7 @@ int batch_run(lapse_client *c, batch_entry *e, size_t n, const batch_ops *ops, v
     int timeout = client_timeout_ms(c);
     clock_mono deadline = clock_mono_after_ms(timeout);
     int64_t backoff = CLIENT_BACKOFF_MIN_MS;
+    client_refresh_suspect(c, timeout);
     while (r.npending > 0) {
         r.nnext = 0;
         r.progressed = 0;
@@ -186,6 +187,7 @@ int batch_run(lapse_client *c, batch_entry *e, size_t n, const batch_ops *ops, v
         if (clock_mono_remaining_ms(deadline) <= 0) {
             rv = client_err(err, r.last.code ? r.last.code : LAPSE_ETIMEDOUT,
                             "%zu of %zu entries not done: %s", r.nnext, n, r.last.message);
+            client_map_suspect(c, rv);
             goto out;
         }
         client_backoff(&backoff, deadline);

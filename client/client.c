@@ -199,6 +199,7 @@ int lapse_connect_opts(lapse_client **out, const char *url, const lapse_connect_
     atomic_init(&c->timeout_ms, timeout_ms > 0 ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS);
     atomic_init(&c->hide_expired, 0);
     atomic_init(&c->read_turn, 0u);
+    atomic_init(&c->map_suspect, 0);
     /* The environment's token until the caller sets one. */
     const char *token = getenv("LAPSE_ADMIN_TOKEN");
     if (token != NULL && token[0] != '\0' && (c->admin_token = strdup(token)) == NULL) {
@@ -376,6 +377,21 @@ int client_refresh(lapse_client *c, int timeout_ms, lapse_error *err)
     }
     install_map(c, pm);
     return client_ok(err);
+}
+
+void client_map_suspect(lapse_client *c, int rv)
+{
+    if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
+        atomic_store(&c->map_suspect, 1);
+    }
+}
+
+void client_refresh_suspect(lapse_client *c, int64_t left_ms)
+{
+    if (atomic_load(&c->map_suspect) && atomic_exchange(&c->map_suspect, 0)) {
+        /* A failed refresh (coordinator and nodes silent) keeps the old map. */
+        client_refresh(c, attempt_ms(left_ms, client_timeout_ms(c), 1), NULL);
+    }
 }
 
 int client_table(lapse_client *c, const char *name, table_schema *out, lapse_error *err)
@@ -583,6 +599,7 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
     int rv;
 
     *resp = NULL;
+    client_refresh_suspect(c, total);
     for (;;) {
         client_route r = {0};
         rpc_client *rc;
@@ -611,6 +628,7 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
             snprintf(refused, sizeof refused, "%s", msg); /* the node's own reason */
         }
         if (!retryable(rv, idempotent) || clock_mono_remaining_ms(deadline) <= 0) {
+            client_map_suspect(c, rv);
             return part_err(err, rv, &r, msg, refused, total);
         }
         /* The first WRONG_NODE is usually a stale map: refresh and go at once.
@@ -620,6 +638,7 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
         }
         int64_t left = clock_mono_remaining_ms(deadline);
         if (left <= 0) {
+            client_map_suspect(c, rv);
             return part_err(err, rv, &r, msg, refused, total);
         }
         /* A failed refresh (coordinator down) keeps the old map. */

@@ -84,6 +84,7 @@ struct lapse_client {
     atomic_int timeout_ms;   /* per call, retries included */
     atomic_int hide_expired; /* lapse_set_hide_expired: reads hide expired items */
     atomic_uint read_turn;   /* spreads eventually consistent reads (client_route_of) */
+    atomic_int map_suspect;  /* a call gave up on a node that did not answer (client_map_suspect) */
     pthread_mutex_t mu;      /* guards the fields below */
     pmap *map;               /* owned cached map; replaced whole on refresh */
     int64_t map_mono_ms;     /* when map was installed (clock_mono) */
@@ -121,6 +122,15 @@ int client_ok(lapse_error *err);
  * newer. Returns 0 or the coordinator call's error (the map is unchanged on
  * error). */
 int client_refresh(lapse_client *c, int timeout_ms, lapse_error *err);
+/* A call is giving up after rv (a node did not answer: ETIMEDOUT or
+ * EUNAVAILABLE) with no time left to refresh the map: the next call
+ * refreshes it first (client_refresh_suspect). Without this, a client whose
+ * timeout fits one attempt would send every call to a dead primary for as
+ * long as it lives, never learning of the failover. */
+void client_map_suspect(lapse_client *c, int rv);
+/* At the start of a call with left_ms of its time: refreshes the map when
+ * a call gave up since the last refresh (one caller does). */
+void client_refresh_suspect(lapse_client *c, int64_t left_ms);
 
 
 /* Copies the schema of table name into *out. A table missing from the cached

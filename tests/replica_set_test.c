@@ -28,7 +28,9 @@
  *  - a retried write (the same request id) takes effect once: its primary
  *    and, after that primary is killed, the new one answer it done
  *    without applying it again; an update's retry answers its first
- *    attempt's item;
+ *    attempt's item; a client whose 300 ms timeout fits one attempt
+ *    writes again after the promotion (a call that timed out makes the
+ *    next one refresh the map);
  *  - with two of three nodes killed, no write is acknowledged with fewer
  *    than two copies.
  */
@@ -460,7 +462,28 @@ static void test_retried_write_after_failover(void **state)
     bad.id_len = 5;
     assert_int_equal(send_retrying(p1, &bad, v, sizeof v), LAPSE_EINVAL);
 
+    /* A client whose timeout fits one attempt, putting from the kill on:
+     * its calls time out at the dead primary, waiting for a connection
+     * (NNG redials in the background), until one that timed out makes the
+     * next refresh the map and it learns of the promotion. Before, no call
+     * refreshed it and the partition timed out for good. */
+    lapse_client *quick = connect_client(rs_cluster());
+    lapse_set_timeout_ms(quick, 300);
     assert_int_equal(cluster_kill(rs_cluster(), p1, SIGKILL), 0);
+    clock_mono killed = clock_mono_now();
+    lapse_item *qi = item_json("{\"Id\":{\"S\":\"q\"},\"V\":{\"S\":\"quick\"}}");
+    int quick_rv = -1;
+    while (quick_rv != 0 && clock_mono_now().ms - killed.ms < 15000) {
+        lapse_error e = {0};
+        quick_rv = lapse_put(quick, "rf3r", qi, NULL, &e);
+    }
+    lapse_item_free(qi);
+    lapse_close(quick);
+    if (quick_rv != 0) {
+        fail_msg("a client with a 300 ms timeout still fails its puts 15 s after the kill");
+    }
+    print_message("a 300 ms client's put acknowledged %lld ms after kill -9 of its primary\n",
+                  (long long)(clock_mono_now().ms - killed.ms));
     rs_wait_state((uint32_t)p1, "DOWN");
     pmap_replicas r2 = set_of("rf3r");
     const int p2 = (int)r2.ids[0];
