@@ -264,11 +264,11 @@ static lapse_item *due_item(int k, int64_t exp_s)
 
 /* How many of the due items are still stored (expired or not), or -1 when
  * the read failed. */
-static int due_left(const char *table, lapse_item **keys)
+static int due_left(lapse_client *c, const char *table, lapse_item **keys)
 {
     lapse_item *out[DUE_ITEMS] = {0};
     lapse_error e;
-    if (lapse_batch_get(g_client, table, keys, DUE_ITEMS, out, &e) != 0) {
+    if (lapse_batch_get(c, table, keys, DUE_ITEMS, out, &e) != 0) {
         return -1;
     }
     int n = 0;
@@ -307,7 +307,12 @@ static void run_primary_kills(int kills)
     }
     lapse_set_timeout_ms(w, 250);
     for (int k = 0; k < DUE_ITEMS; k++) {
-        keys[k] = due_item(k, 0);
+        char id[32];
+        snprintf(id, sizeof id, "due%d", k);
+        if ((keys[k] = lapse_item_new()) == NULL || lapse_item_set_s(keys[k], "Id", id) != 0) {
+            fprintf(stderr, "  primary kills: out of memory\n");
+            goto out;
+        }
     }
     probe = due_item(-1, 0);
     for (int i = 0; i < kills; i++) {
@@ -345,7 +350,7 @@ static void run_primary_kills(int kills)
          * that came later. */
         const int64_t from = due_at > t_promo ? due_at : t_promo;
         while (t_promo >= 0 && now_ms() - t0 < 30000) {
-            if (due_left(table, keys) == 0) {
+            if (due_left(w, table, keys) == 0) {
                 t_gone = now_ms();
                 break;
             }
