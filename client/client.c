@@ -389,8 +389,11 @@ void client_map_suspect(lapse_client *c, int rv)
 void client_refresh_suspect(lapse_client *c, int64_t left_ms)
 {
     if (atomic_load(&c->map_suspect) && atomic_exchange(&c->map_suspect, 0)) {
-        /* A failed refresh (coordinator and nodes silent) keeps the old map. */
-        client_refresh(c, attempt_ms(left_ms, client_timeout_ms(c), 1), NULL);
+        /* A third of the call's time: the coordinator, then (when it is
+         * silent) the nodes, each get at most that, so the call keeps a
+         * third for itself. A failed refresh keeps the old map. */
+        int64_t share = left_ms / 3;
+        client_refresh(c, share < 1 ? 1 : (int)share, NULL);
     }
 }
 
@@ -628,7 +631,9 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
             snprintf(refused, sizeof refused, "%s", msg); /* the node's own reason */
         }
         if (!retryable(rv, idempotent) || clock_mono_remaining_ms(deadline) <= 0) {
-            client_map_suspect(c, rv);
+            if (refused[0] == '\0') { /* no node answered: the map may name a dead one */
+                client_map_suspect(c, rv);
+            }
             return part_err(err, rv, &r, msg, refused, total);
         }
         /* The first WRONG_NODE is usually a stale map: refresh and go at once.
@@ -638,7 +643,9 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
         }
         int64_t left = clock_mono_remaining_ms(deadline);
         if (left <= 0) {
-            client_map_suspect(c, rv);
+            if (refused[0] == '\0') {
+                client_map_suspect(c, rv);
+            }
             return part_err(err, rv, &r, msg, refused, total);
         }
         /* A failed refresh (coordinator down) keeps the old map. */

@@ -129,7 +129,8 @@ int client_refresh(lapse_client *c, int timeout_ms, lapse_error *err);
  * long as it lives, never learning of the failover. */
 void client_map_suspect(lapse_client *c, int rv);
 /* At the start of a call with left_ms of its time: refreshes the map when
- * a call gave up since the last refresh (one caller does). */
+ * a call gave up since the last refresh (one caller does), spending at
+ * most two thirds of left_ms on it. */
 void client_refresh_suspect(lapse_client *c, int64_t left_ms);
 
 
