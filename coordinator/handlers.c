@@ -180,6 +180,14 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
         oom(resp, a);
         goto unlock;
     }
+    if (ts.replication == 0 && s->default_replication > 1) {
+        /* Named none: the cluster's default, as many as are up now. */
+        uint32_t up = 0;
+        for (size_t i = 0; i < next->nnodes; i++) {
+            up += next->nodes[i].state == PMAP_NODE_UP;
+        }
+        ts.replication = up < s->default_replication ? (up > 0 ? up : 1) : s->default_replication;
+    }
     if ((rv = pmap_add_table(next, &ts)) != 0) {
         size_t up = 0;
         for (size_t i = 0; i < next->nnodes; i++) {

@@ -74,6 +74,9 @@ static void usage(FILE *f)
             "                             --data DIR into etcd, unless the cluster has one\n"
             "  --heartbeat-timeout-ms N   mark a node DOWN after N ms without a heartbeat\n"
             "                             (default %d)\n"
+            "  --default-replication N    copies of each partition (1 to 3) of a table whose\n"
+            "                             create-table names none, at most the nodes up\n"
+            "                             then (default 1)\n"
             "  --admin-token-file F       CreateTable, DeleteTable and UpdateTimeToLive require\n"
             "                             the token in F (one trailing newline is stripped)\n"
             "  --log-level LEVEL          lowest level logged on stderr (default info)\n"
@@ -90,6 +93,7 @@ typedef struct flags {
     const char *etcd;             /* --etcd; NULL: the catalog in --data */
     const char *cluster;          /* --cluster-name */
     const char *import_dir;       /* --import-catalog; NULL: none */
+    unsigned default_replication; /* --default-replication */
 } flags;
 
 static int check_flags(const flags *f);
@@ -107,6 +111,7 @@ static int parse_flags(int argc, char **argv, flags *f)
         {"etcd", required_argument, NULL, 'e'},
         {"cluster-name", required_argument, NULL, 'n'},
         {"import-catalog", required_argument, NULL, 'i'},
+        {"default-replication", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -118,6 +123,7 @@ static int parse_flags(int argc, char **argv, flags *f)
     f->etcd = NULL;
     f->cluster = DEFAULT_CLUSTER;
     f->import_dir = NULL;
+    f->default_replication = 1;
     char cerr[4200];
     if (config_argv_init(&g_args, argc, argv, opts, cerr, sizeof(cerr)) != 0) {
         fprintf(stderr, "lapse-coordinator: %s\n", cerr);
@@ -169,6 +175,15 @@ static int parse_flags(int argc, char **argv, flags *f)
             break;
         case 'i':
             f->import_dir = optarg;
+            break;
+        case 'r':
+            if (strcmp(optarg, "1") != 0 && strcmp(optarg, "2") != 0 && strcmp(optarg, "3") != 0) {
+                fprintf(stderr,
+                        "lapse-coordinator: --default-replication wants 1, 2 or 3, not '%s'\n",
+                        optarg);
+                return LAPSE_EUSAGE;
+            }
+            f->default_replication = (unsigned)(optarg[0] - '0');
             break;
         case 'h':
             return 1;
@@ -260,6 +275,7 @@ int main(int argc, char **argv)
     cfg.cluster_name = f.cluster;
     cfg.import_dir = f.import_dir;
     cfg.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
+    cfg.default_replication = f.default_replication;
     cfg.push_timeout_ms = PUSH_TIMEOUT_MS;
     cfg.admin_token = f.admin_token_file != NULL ? token : NULL;
 

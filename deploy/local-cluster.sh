@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A local Lapse cluster on loopback, for trying Lapse out: a three-member
 # etcd, two coordinators keeping the catalog in it (one leads, the other
-# forwards to it and takes over when it dies), and three nodes.
+# forwards to it and takes over when it dies), and three nodes. A table
+# keeps three copies of each partition unless its create-table says
+# otherwise (--default-replication 3), so a node's death costs seconds.
 #
 #   deploy/local-cluster.sh up [BIN_DIR]     start (or confirm running), wait for registration,
 #                                            print the status and commands to try
@@ -115,7 +117,7 @@ start_named() {
     coordinator | coordinator2)
       [[ $name == coordinator ]] && i=$coord_port || i=$coord2_port
       start "$name" "$bin/lapse-coordinator" --listen "tcp://127.0.0.1:$i" --etcd "$etcd_urls" \
-        --cluster-name "$cluster_name" ;;
+        --cluster-name "$cluster_name" --default-replication 3 ;;
     node*)
       i=${name#node}
       start "$name" "$bin/lapse-node" --id "$i" --listen "tcp://127.0.0.1:${node_ports[i-1]}" \

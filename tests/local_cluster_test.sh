@@ -24,6 +24,9 @@
 #    Counters' HELP says they restart at 0 with the node.
 # 3b. kill -9 of the leading coordinator: the CLI (given both) goes on; a
 #    second `up` restarts exactly the dead one;
+# 3c. a table created without --replication keeps 3 copies; kill -9 of
+#    node 1: every key is read and written again within the CLI's retries,
+#    and `up` restarts just node 1;
 # 4. `down` stops the nine processes (their pids are gone) within 3 s (a
 #    daemon exits within milliseconds of SIGTERM; `down` once waited on
 #    each one's zombie until init reaped it, ~2 s apiece here), a second
@@ -241,6 +244,27 @@ n=$(grep -c "already running" "$tmp/up3.out" || true)
 ((n == 8)) || fail "up after the kill: $n of 8 already running: $(cat "$tmp/up3.out")"
 for i in "${!names[@]}"; do
   [[ ${names[i]} == "$dead" ]] && pids[i]=$(<"$LAPSE_HOME/$dead.pid")
+done
+
+# 3c. tables keep three copies (the coordinators' --default-replication 3):
+# kill -9 of a node costs seconds, and every key is read and written again
+# through the CLI (its calls retry within their 5 s); `up` restarts just
+# that node.
+lapse describe-table Sessions | grep -q '"Replication":3' ||
+  fail "Sessions, created without --replication, does not keep 3 copies: $(lapse describe-table Sessions)"
+for k in $(seq 0 23); do lapse put Sessions '{"Id":{"S":"r'$k'"},"V":{"S":"a"}}' >/dev/null; done
+kill -KILL "$(<"$LAPSE_HOME/node1.pid")"
+for k in $(seq 0 23); do
+  lapse get Sessions '{"Id":{"S":"r'$k'"}}' | grep -q '"a"' || fail "r$k not read after kill -9 of node 1"
+  lapse put Sessions '{"Id":{"S":"r'$k'"},"V":{"S":"b"}}' >/dev/null || fail "r$k not written after kill -9 of node 1"
+done
+"$script" up "$bin" >"$tmp/up4.out" 2>&1 || fail "up after the node kill failed: $(cat "$tmp/up4.out")"
+grep -q "^started node1 " "$tmp/up4.out" || fail "up did not restart node1: $(cat "$tmp/up4.out")"
+for i in "${!names[@]}"; do
+  [[ ${names[i]} == node1 ]] && pids[i]=$(<"$LAPSE_HOME/node1.pid")
+done
+for k in $(seq 0 23); do
+  lapse get Sessions '{"Id":{"S":"r'$k'"}}' | grep -q '"b"' || fail "r$k lost its acknowledged write"
 done
 
 # 4. down
