@@ -21,6 +21,7 @@ int admin_create_table(run *r, const char *name, int *first_rv)
     d.partition_key = "Id";
     d.partition_key_type = 'S';
     d.partitions = WL_PARTITIONS;
+    d.replication = r->opt->replication;
     return admin_create_def(r, &d, first_rv);
 }
 
@@ -77,6 +78,7 @@ static void *admin_thread(void *p)
         d.partition_key = "Id";
         d.partition_key_type = 'S';
         d.partitions = WL_PARTITIONS;
+        d.replication = j->r->opt->replication;
         j->rv = lapse_create_table(j->r->admin, &d, &j->e);
     }
     atomic_fetch_add(&j->r->ops[OP_ADMIN], 1);

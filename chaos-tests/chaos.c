@@ -28,6 +28,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: lapse-chaos [--seed S] [--duration SECONDS] [--items N] [--faults LIST]\n"
                "                   [--profile short|long] [--runs N] [--threads N]\n"
+               "                   [--replication N]\n"
                "                   [--report FILE] [--bin-dir DIR] [--keep] [--quiet]\n"
                "  --faults LIST   comma-separated: node-kill, dest-kill, backfill-kill,\n"
                "                  coordinator-kill, stop-cont, partition,\n"
@@ -40,6 +41,8 @@ static void usage(FILE *f)
                "                  long (540 s, 4000 items, 3 seeds, faults mixed at random,\n"
                "                  3-8 quick kills or stops between them)\n"
                "  --runs N        N seeds: S, S+1, ... each on a fresh cluster\n"
+               "  --replication N every table keeps N copies of each partition (1 to 3,\n"
+               "                  default 1); above 1 the cluster runs on etcd\n"
                "  --keep          keep the run directory (daemon logs) even when a run passes\n"
                "The seed is printed first; --seed S replays the workload and fault schedule.\n"
                "Exit status: 0 every checked invariant held, 1 one broke, 2 bad usage.\n"
@@ -97,6 +100,7 @@ int chaos_parse(chaos_opts *o, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {"debug-plant-violation", optional_argument, NULL, 'P'},
         {"debug-idle", required_argument, NULL, 'I'},
+        {"replication", required_argument, NULL, 'R'},
         {NULL, 0, NULL, 0}};
     int seed_set = 0, dur = -1, items = -1, runs = -1, threads = -1;
     int64_t faults = -1;
@@ -178,6 +182,13 @@ int chaos_parse(chaos_opts *o, int argc, char **argv)
                 return 2;
             }
             break;
+        case 'R':
+            if (strcmp(optarg, "1") != 0 && strcmp(optarg, "2") != 0 && strcmp(optarg, "3") != 0) {
+                fprintf(stderr, "lapse-chaos: --replication wants 1, 2 or 3\n");
+                return 2;
+            }
+            o->replication = (unsigned)(optarg[0] - '0');
+            break;
         case 'h':
             usage(stdout);
             return 1;
@@ -258,6 +269,8 @@ static int setup(run *r, char *err, size_t errlen)
     if (r->opt->faults & CHAOS_FAULT_ON_ETCD) {
         co.etcd = 3; /* in namespace mode, one per node host (netns.h) */
         co.coordinators = 2;
+    } else if (r->opt->replication > 1) {
+        co.etcd = 1; /* leases fence the primaries (docs/replication.md) */
     }
     int rv = cluster_start(&r->cl, &co, err, errlen);
     if (rv != 0) {
@@ -278,6 +291,7 @@ static int setup(run *r, char *err, size_t errlen)
     r->m.t[0].indexed = 1; /* the LSI, the GSI and the stream (workload.h) */
     lapse_table_def def;
     wl_table_def(&r->m.t[0], &def);
+    def.replication = r->opt->replication;
     if (((rv = admin_create_def(r, &def, NULL)) != 0 && rv != LAPSE_EEXISTS) ||
         ((rv = admin_create_table(r, "chaos_plain", NULL)) != 0 && rv != LAPSE_EEXISTS) ||
         (rv = admin_enable_ttl(r, "chaos_ttl", 20000)) != 0) {
@@ -285,6 +299,18 @@ static int setup(run *r, char *err, size_t errlen)
         return rv;
     }
     r->m.t[0].ttl_resolved = 1;
+    /* The copies asked for, or the run would prove nothing about them. */
+    char *js = NULL, want[32];
+    snprintf(want, sizeof(want), "\"Replication\":%u",
+             r->opt->replication > 1 ? r->opt->replication : 1);
+    if ((rv = lapse_describe_table(r->admin, "chaos_ttl", &js, &e)) != 0 ||
+        strstr(js, want) == NULL) {
+        snprintf(err, errlen, "chaos_ttl does not keep the copies asked for (%s): %.300s", want,
+                 rv != 0 ? e.message : js);
+        lapse_free(js);
+        return rv != 0 ? rv : LAPSE_ESTATE;
+    }
+    lapse_free(js);
     return 0;
 }
 

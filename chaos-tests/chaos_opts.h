@@ -49,6 +49,7 @@ typedef struct chaos_opts {
                                 PLANT_* */
     int idle;                /* --debug-idle=writes|faults: CHAOS_IDLE_* */
     int quiet;               /* no progress line */
+    unsigned replication;    /* --replication: copies of every table's partitions; 0: 1 */
 } chaos_opts;
 
 /* What one run (or, summed, several) found. */

@@ -6,6 +6,8 @@
  * chaos_etcd_test: the same on a cluster on etcd (3 members, 2 coordinators)
  * with its faults: the leading coordinator killed or stopped past its lease,
  * an etcd member killed, each during a create-table or TTL enable.
+ * chaos_rf3_test: the loopback faults again, every table of three copies
+ * on a cluster on etcd: a killed or stopped node is failed over.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +34,14 @@ int main(void)
                     CHAOS_TEST_NAME "-report.txt",
                     NULL,
                     NULL,
+                    NULL,
+                    NULL,
                     NULL};
     int argc = 9;
+#ifdef CHAOS_TEST_REPLICATION
+    argv[argc++] = "--replication";
+    argv[argc++] = CHAOS_TEST_REPLICATION;
+#endif
     const char *seed = getenv("LAPSE_CHAOS_SEED");
     if (seed != NULL && *seed != '\0') {
         argv[argc++] = "--seed";

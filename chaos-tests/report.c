@@ -56,9 +56,11 @@ void report_write(FILE *f, run *r, const check_out *co, const char *run_dir, int
     char fl[192]; /* every fault's name fits */
     report_faults_text(r->opt->faults, fl, sizeof(fl));
     fprintf(f,
-            "== lapse-chaos seed %" PRIu64 " (profile %s, %d s, %d items, %d threads, faults %s)\n",
+            "== lapse-chaos seed %" PRIu64
+            " (profile %s, %d s, %d items, %d threads, faults %s, %u %s of each partition)\n",
             r->seed, r->opt->profile_long ? "long" : "short", r->opt->duration_s, r->opt->items,
-            r->opt->threads, fl);
+            r->opt->threads, fl, r->opt->replication > 1 ? r->opt->replication : 1,
+            r->opt->replication > 1 ? "copies" : "copy");
     fprintf(f, "run dir: %s\n", run_dir);
     fprintf(f,
             "operations: put %ld, update %ld, delete %ld, get %ld, batch put %ld, admin %ld; "
