@@ -441,6 +441,8 @@ static void test_flags(void **state)
         {{"--etcd", "http://127.0.0.1:1", "--cluster-name", "a/b", NULL}, 1, "cluster name"},
         {{"--data", fx.data_dir, "--heartbeat-timeout-ms", "soon", NULL}, 2, "milliseconds"},
         {{"--data", fx.data_dir, "--log-level", "loud", NULL}, 2, "--log-level"},
+        {{"--data", fx.data_dir, "--default-replication", "4", NULL}, 2, "wants 1, 2 or 3"},
+        {{"--data", fx.data_dir, "--default-replication", "", NULL}, 2, "wants 1, 2 or 3"},
         {{"--data", fx.data_dir, "extra", NULL}, 2, "unexpected argument"},
         {{"--data", NULL}, 2, "needs a value"},
         {{"--help", NULL}, 0, "usage:"},
