@@ -166,9 +166,11 @@ int chaos_parse(chaos_opts *o, int argc, char **argv)
                 o->plant = PLANT_INDEX;
             } else if (strcmp(optarg, "daemon") == 0) {
                 o->plant = PLANT_DAEMON;
+            } else if (strcmp(optarg, "copies") == 0) {
+                o->plant = PLANT_COPIES;
             } else {
                 fprintf(stderr, "lapse-chaos: --debug-plant-violation="
-                                "delete|expire|pause|index|daemon\n");
+                                "delete|expire|pause|index|daemon|copies\n");
                 return 2;
             }
             break;
@@ -211,6 +213,10 @@ int chaos_parse(chaos_opts *o, int argc, char **argv)
     o->faults = faults >= 0 ? (unsigned)faults : CHAOS_FAULT_ALL;
     if (o->threads > 16 || o->items < o->threads || o->duration_s > 86400) {
         fprintf(stderr, "lapse-chaos: need 1..16 threads, items >= threads, a sane duration\n");
+        return 2;
+    }
+    if (o->plant == PLANT_COPIES && o->replication < 2) {
+        fprintf(stderr, "lapse-chaos: --debug-plant-violation=copies needs --replication 2 or 3\n");
         return 2;
     }
     if (!seed_set) {
@@ -260,8 +266,19 @@ static void *progress_thread(void *p)
 static int setup(run *r, char *err, size_t errlen)
 {
     cluster_options co = {0};
-    char node_args[64];
+    char node_args[700];
     snprintf(node_args, sizeof(node_args), "--ttl-backfill-rate %d", CHAOS_BACKFILL_RATE);
+    if (r->opt->plant == PLANT_COPIES) {
+        /* The plant's switch: a node refusing its primaries' records. */
+        if (cluster_mkdtemp(r->fault_dir, sizeof(r->fault_dir), "chaos-faults", err, errlen) !=
+            0) {
+            r->fault_dir[0] = '\0';
+            return LAPSE_EIO;
+        }
+        size_t used = strlen(node_args);
+        snprintf(node_args + used, sizeof(node_args) - used, " --debug-fault-dir %s",
+                 r->fault_dir);
+    }
     co.nodes = 3;
     co.bin_dir = r->netns != NULL ? r->netns->bin_dir : r->opt->bin_dir;
     co.node_args = node_args;
@@ -380,6 +397,8 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
     flog_add(r, "workload stopped");
     if (o->plant == PLANT_DELETE || o->plant == PLANT_EXPIRE) {
         plant_client(r, acc->planted_key, sizeof(acc->planted_key));
+    } else if (o->plant == PLANT_COPIES) {
+        plant_copies(r, acc->planted_key, sizeof(acc->planted_key));
     }
     /* The pause plant keeps due items for good: the settle deadline must
      * pass, so a short one will do. */
@@ -392,6 +411,8 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
         plant_index(r, acc->planted_key, sizeof(acc->planted_key));
         check_repl(r, co, 8000);
     }
+    /* The copies plant persists: a short deadline will do. */
+    check_copies(r, co, o->plant == PLANT_COPIES ? 8000 : o->profile_long ? 60000 : 30000);
     check_daemons(r, co, o->plant == PLANT_DAEMON ? plant_daemon_exit : NULL);
     check_activity(r, co);
     co->planted_reported = r->nplants > 0;
@@ -454,6 +475,9 @@ done:
             printf("lapse-chaos: daemon logs kept in %s\n", cluster_run_dir(r->cl));
         }
         cluster_free(r->cl, remove);
+    }
+    if (r->fault_dir[0] != '\0') {
+        cluster_rm_rf(r->fault_dir);
     }
     model_fini(&r->m);
     pthread_mutex_destroy(&r->flog.mu);

@@ -26,7 +26,7 @@ enum {
 
 #define CHAOS_FAULT_KINDS 9 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 8 */
 
-#define CHAOS_INVARIANTS 6
+#define CHAOS_INVARIANTS 9
 
 /* --debug-idle: a run that must fail for lack of activity (chaos_plant_test). */
 enum {
@@ -54,7 +54,7 @@ typedef struct chaos_opts {
 
 /* What one run (or, summed, several) found. */
 typedef struct chaos_result {
-    int violations[CHAOS_INVARIANTS + 1]; /* per invariant, [1..6] */
+    int violations[CHAOS_INVARIANTS + 1]; /* per invariant, [1..9] */
     int checked[CHAOS_INVARIANTS + 1];    /* 1: the invariant was checked */
     long items_checked;                   /* written keys read and judged */
     long unwritten; /* keys never written (read, must be absent): apart from the above */

@@ -1,6 +1,6 @@
 /*
  * chaos_plant_test: the chaos checker catches violations of every invariant.
- * Five short runs with --debug-plant-violation break invariants behind the
+ * Six short runs with --debug-plant-violation break invariants behind the
  * model's back (chaos-tests/plant.h):
  *   delete  deletes an acknowledged, never-expiring item: invariant 1;
  *   pause   pauses TTL on chaos_ttl 3 s before the workload ends, so items
@@ -14,7 +14,11 @@
  *           TTL REMOVE of a TTL-deleted item (invariant 4, twice);
  *   daemon  kill -9 of a node behind the harness's back during the run, of
  *           another before its final SIGTERM, and a sanitizer report in the
- *           coordinator's log: invariant 6, three times.
+ *           coordinator's log: invariant 6, three times;
+ *   copies  (tables of three copies) a follower refuses its primaries'
+ *           records and a write goes to a partition it follows: it leaves
+ *           the in-sync set for good, and the copies end unequal:
+ *           invariant 9, for that partition and any other written after.
  * Each run must fail, name every planted item, break exactly the expected
  * invariants the expected number of times (pause: at least once) and
  * nothing else, and still have had the minimum activity of a run (so it
@@ -41,9 +45,14 @@ static int short_run(const char *flag, const char *mode, chaos_result *res)
     char arg[64];
     snprintf(arg, sizeof(arg), "--debug-%s=%s", flag, mode);
     char *argv[] = {"chaos_plant_test", "--profile", "short", "--duration", "8", "--faults",
-                    "stop-cont",        "--items",   "300",   arg,          NULL};
+                    "stop-cont",        "--items",   "300",   arg,          NULL, NULL, NULL};
+    int argc = 10;
+    if (strcmp(mode, "copies") == 0) { /* copies to compare */
+        argv[argc++] = "--replication";
+        argv[argc++] = "3";
+    }
     chaos_opts o;
-    if (chaos_parse(&o, 10, argv) != 0) {
+    if (chaos_parse(&o, argc, argv) != 0) {
         return -1;
     }
     int rv = chaos_main(&o, res);
@@ -126,11 +135,13 @@ int main(void)
     static const int expire[CHAOS_INVARIANTS + 1] = {[3] = 1};
     static const int idx[CHAOS_INVARIANTS + 1] = {[4] = 2, [5] = 1};
     static const int daemon[CHAOS_INVARIANTS + 1] = {[6] = 3};
+    static const int copies[CHAOS_INVARIANTS + 1] = {[9] = AT_LEAST_ONCE};
     int failed = planted_run("delete", del);
     failed |= planted_run("pause", pause);
     failed |= planted_run("expire", expire);
     failed |= planted_run("index", idx);
     failed |= planted_run("daemon", daemon);
+    failed |= planted_run("copies", copies);
     failed |= idle_run("writes");
     failed |= idle_run("faults");
     return failed;

@@ -71,6 +71,7 @@ typedef struct check_out {
     int64_t settle_wall_ms; /* the settle instant */
     int settle_ms;          /* from it until settled; -1: deadline passed */
     repl_stats repl;        /* of the last check_repl */
+    long sets_compared;     /* replicated partitions whose copies check_copies compared */
 } check_out;
 
 /* Brings every process back, resolves TTL enables, takes the settle
@@ -81,6 +82,13 @@ void check_settle(run *r, int deadline_ms, check_out *out);
 
 /* Invariants 1-3: reads every key of every table and judges it. */
 void check_items(run *r, check_out *out);
+
+/* Invariant 9, on a run with --replication above 1 (else not checked):
+ * every copy of every partition of every replicated table is in the
+ * in-sync set and identical (PartitionDigest: items, digest, log
+ * position), read again until deadline_ms; what still differs then is
+ * filed, once per partition (check_copies.c). */
+void check_copies(run *r, check_out *out, int deadline_ms);
 
 /* Invariants 4 and 5 on the indexed table (check_repl.c): reads its
  * stream, scans it, queries the GSI for every value of WL_GROUPS and (once

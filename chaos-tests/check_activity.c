@@ -82,6 +82,9 @@ void check_activity(run *r, check_out *out)
         }
     }
 
+    if (r->opt->replication > 1 && out->sets_compared == 0) {
+        idle(out, "no partition's copies were compared (invariant 9)");
+    }
     if (r->opt->faults == 0) {
         idle(out, "no fault asked for (--faults none): the invariants held without chaos");
     }

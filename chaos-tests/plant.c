@@ -17,6 +17,8 @@
 #include "../common/ddbjson.h"
 #include "../common/item.h"
 #include "../common/change.h"
+#include "../placement/hash.h"
+#include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "../tests/streamread.h"
 #include "check_int.h"
@@ -82,6 +84,70 @@ void plant_client(run *r, char *what, size_t len)
         }
     }
     flog_add(r, "debug: found no key to plant a violation on");
+}
+
+/* ============================== a follower left behind ============================== */
+
+static void add_plant_where(run *r, const char *where);
+
+void plant_copies(run *r, char *what, size_t len)
+{
+    char err[256] = "";
+    const mtable *mt = &r->m.t[1]; /* chaos_plain: nothing writes it after the workload */
+    pmap *pm = check_map_fetch(r, err, sizeof(err));
+    const pmap_table *t = pm != NULL ? pmap_table_find(pm, mt->name) : NULL;
+    const pmap_replicas *rs = t != NULL ? pmap_part(t, 0) : NULL;
+    if (rs == NULL || rs->n < 2 || r->fault_dir[0] == '\0') {
+        flog_add(r, "debug: no follower of %s partition 0 to plant on (%s)", mt->name,
+                 pm == NULL ? err : "one copy, or no fault dir");
+        pmap_free(pm);
+        return;
+    }
+    const uint32_t follower = rs->ids[1];
+    char path[700], key[32] = "";
+    snprintf(path, sizeof(path), "%s/node%u.refuse-replicate-log", r->fault_dir,
+             (unsigned)follower);
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+        fclose(f);
+    }
+    /* A key of partition 0 outside the model's k<i>: invariant 1 never
+     * reads it. */
+    for (int i = 0; i < 100000 && key[0] == '\0'; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "plant9-%d", i);
+        attr_value v;
+        uint32_t part = 1;
+        if (item_value_init_bytes(&v, ATTR_S, k, strlen(k)) == 0) {
+            if (hash_partition(&v, t->schema.partitions, &part) == 0 && part == 0) {
+                snprintf(key, sizeof(key), "%s", k);
+            }
+            item_value_fini(&v);
+        }
+    }
+    char json[96];
+    snprintf(json, sizeof(json), "{\"Id\":{\"S\":\"%s\"}}", key);
+    lapse_item *it = NULL;
+    lapse_error e = {0};
+    int rv = f == NULL ? LAPSE_EIO : key[0] == '\0' ? LAPSE_ENOTFOUND : 0;
+    if (rv == 0 && (rv = lapse_item_from_json(&it, json, &e)) == 0) {
+        rv = lapse_put(r->admin, mt->name, it, NULL, &e);
+    }
+    lapse_item_free(it);
+    pmap_free(pm);
+    if (rv != 0) {
+        flog_add(r, "debug: planting on %s partition 0 failed: %s", mt->name,
+                 f == NULL ? path : e.message);
+        return;
+    }
+    char where[96];
+    snprintf(where, sizeof(where), "%.60s/partition 0", mt->name);
+    add_plant_where(r, where);
+    snprintf(what, len, "%s (node %u refuses its records; %s put)", where, (unsigned)follower,
+             key);
+    flog_add(r, "debug: planted a violation: node %u refuses its primaries' records, %s put into "
+                "%s behind the model's back",
+             (unsigned)follower, key, where);
 }
 
 /* ============================== the daemons ============================== */

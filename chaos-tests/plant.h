@@ -41,7 +41,16 @@
 
 #include "run.h"
 
-enum { PLANT_NONE, PLANT_DELETE, PLANT_EXPIRE, PLANT_PAUSE, PLANT_INDEX, PLANT_DAEMON };
+enum { PLANT_NONE, PLANT_DELETE, PLANT_EXPIRE, PLANT_PAUSE, PLANT_INDEX, PLANT_DAEMON, PLANT_COPIES };
+
+/* The copies mode (--replication above 1), after the workload: the node of
+ * chaos_plain partition 0's first follower starts refusing its primaries'
+ * records (its --debug-fault-dir switch, r->fault_dir), then an item is put
+ * into that partition behind the model's back: the write is acknowledged
+ * with the follower dropped from the in-sync set, which it never rejoins,
+ * so that partition's copies end unequal (invariant 9). *what receives a
+ * line for the summary. */
+void plant_copies(run *r, char *what, size_t len);
 
 /* Plants r->opt->plant's violation through the client (delete, expire,
  * pause); *what receives a line for the summary. */

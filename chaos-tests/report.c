@@ -30,7 +30,10 @@ static const char *inv_names[CHAOS_INVARIANTS + 1] = {
     "extended/removed TTLs honoured; old and non-number TTLs untouched",
     "stream: one record per change, one lapse.ttl REMOVE per TTL delete",
     "the GSI (and LSI) equal the projection of the base table",
-    "no daemon exits but ours, clean SIGTERM, no sanitizer report"};
+    "no daemon exits but ours, clean SIGTERM, no sanitizer report",
+    "(copies) no acknowledged write lost through failovers (judged under 1)",
+    "(copies) per-key linearizable reads and writes (checker not built)",
+    "(copies) every copy of every partition in sync and identical"};
 
 static void print_faults_around(FILE *f, run *r, int64_t at_ms)
 {

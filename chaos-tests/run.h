@@ -90,6 +90,7 @@ typedef struct run {
                                                                       procs_check_crashes */
     atomic_int progress_stop;
     char plants[RUN_MAX_PLANTS][96]; /* "table/key" of each planted violation (plant.h) */
+    char fault_dir[512]; /* the nodes' --debug-fault-dir (the copies plant), or "" */
     int nplants;
     char phase[96]; /* what the main thread is doing, for the progress line */
     pthread_mutex_t phase_mu;

@@ -1,0 +1,188 @@
+/*
+ * check_copies.c: invariant 9 on a run of tables of several copies
+ * (--replication; docs/chaos.md): every copy of every partition ends
+ * identical. See check.h.
+ *
+ * After the other checks, the coordinator's map says where each
+ * partition's copies are; each copy's node answers PartitionDigest (its
+ * item count, an order-sensitive digest of its items, and its log
+ * position). A set is identical when every member is in the in-sync set
+ * and every member reports the same count, digest, epoch and seq. Rejoins
+ * and the last TTL sweeps may still be under way when the check starts,
+ * so mismatches are read again every 500 ms; only what still differs at
+ * the deadline is filed, once per partition.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/clock.h"
+#include "../placement/pmap.h"
+#include "../rpc/rpc.h"
+#include "../rpc/wire.h"
+#include "check_int.h"
+#include "procs.h"
+
+#define COPIES_MAX_REPORTED 64 /* partitions filed at most */
+
+typedef struct copy_digest {
+    uint64_t items, digest, epoch, seq;
+} copy_digest;
+
+/* A set that differs: where and what. */
+typedef struct set_diff {
+    char where[96];
+    char found[300];
+} set_diff;
+
+pmap *check_map_fetch(run *r, char *err, size_t len)
+{
+    rpc_client *rc = NULL;
+    if (rpc_client_open(&rc, cluster_coordinator_url(r->cl), err, len) != 0) {
+        return NULL;
+    }
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
+    req.get_partition_map = &body;
+    Lapse__Response *resp = NULL;
+    pmap *pm = NULL;
+    if (rpc_call(rc, &req, 3000, &resp, err, len) == 0 &&
+        resp->body_case == LAPSE__RESPONSE__BODY_GET_PARTITION_MAP &&
+        wire_pmap_from_pb(resp->get_partition_map->map, &pm, err, len) != 0) {
+        pm = NULL;
+    }
+    rpc_response_free(resp);
+    rpc_client_close(rc);
+    return pm;
+}
+
+static int digest_of(rpc_client *node, uint32_t table_id, uint32_t part, copy_digest *d, char *err,
+                     size_t len)
+{
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__PartitionDigestRequest body = LAPSE__PARTITION_DIGEST_REQUEST__INIT;
+    body.table_id = table_id;
+    body.partition = part;
+    req.body_case = LAPSE__REQUEST__BODY_PARTITION_DIGEST;
+    req.partition_digest = &body;
+    Lapse__Response *resp = NULL;
+    int rv = rpc_call(node, &req, 3000, &resp, err, len);
+    if (rv == 0 && (resp->body_case != LAPSE__RESPONSE__BODY_PARTITION_DIGEST ||
+                    resp->partition_digest == NULL)) {
+        rv = LAPSE_EPROTO;
+        snprintf(err, len, "no PartitionDigest reply");
+    }
+    if (rv == 0) {
+        const Lapse__PartitionDigestResponse *p = resp->partition_digest;
+        *d = (copy_digest){p->items, p->digest, p->epoch, p->seq};
+    }
+    rpc_response_free(resp);
+    return rv;
+}
+
+/* Compares every replicated set of pm; the sets that differ go to
+ * diffs[0..*n) (at most COPIES_MAX_REPORTED). Returns the sets compared. */
+static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *diffs, int *n)
+{
+    long sets = 0;
+    *n = 0;
+    for (size_t ti = 0; ti < pm->ntables; ti++) {
+        const pmap_table *t = &pm->tables[ti];
+        if (schema_replication(&t->schema) < 2) {
+            continue;
+        }
+        for (uint32_t p = 0; p < t->schema.partitions; p++) {
+            const pmap_replicas *rs = pmap_part(t, p);
+            char found[300] = "";
+            size_t used = 0;
+            copy_digest first = {0};
+            int same = rs != NULL && rs->n == schema_replication(&t->schema);
+            for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
+                uint32_t id = rs->ids[i];
+                copy_digest d = {0};
+                char err[256] = "";
+                int rv = id >= 1 && id <= (uint32_t)cluster_nodes(r->cl)
+                             ? digest_of(nodes[id], t->schema.id, p, &d, err, sizeof(err))
+                             : LAPSE_ENOTFOUND;
+                int in_sync = pmap_in_sync(rs, i);
+                if (rv != 0) {
+                    used += (size_t)snprintf(found + used, sizeof(found) - used,
+                                             "%snode %u: %s", i ? "; " : "", (unsigned)id,
+                                             lapse_strerror(rv));
+                } else {
+                    used += (size_t)snprintf(found + used, sizeof(found) - used,
+                                             "%snode %u%s: %" PRIu64 " items, digest %016" PRIx64
+                                             ", log %" PRIu64 ".%" PRIu64,
+                                             i ? "; " : "", (unsigned)id,
+                                             in_sync ? "" : " (out of sync)", d.items, d.digest,
+                                             d.epoch, d.seq);
+                }
+                if (used >= sizeof(found)) {
+                    used = sizeof(found) - 1;
+                }
+                if (i == 0) {
+                    first = d;
+                }
+                same &= rv == 0 && in_sync && d.items == first.items &&
+                        d.digest == first.digest && d.epoch == first.epoch && d.seq == first.seq;
+            }
+            sets++;
+            if (!same && *n < COPIES_MAX_REPORTED) {
+                set_diff *sd = &diffs[(*n)++];
+                snprintf(sd->where, sizeof(sd->where), "%.60s/partition %u", t->schema.name,
+                         (unsigned)p);
+                snprintf(sd->found, sizeof(sd->found), "%s", found);
+            }
+        }
+    }
+    return sets;
+}
+
+void check_copies(run *r, check_out *out, int deadline_ms)
+{
+    if (r->opt->replication < 2) {
+        return;
+    }
+    out->checked[9] = 1;
+    rpc_client *nodes[CLUSTER_MAX_NODES + 1] = {0};
+    char err[256] = "";
+    for (int i = 1; i <= cluster_nodes(r->cl) && i <= CLUSTER_MAX_NODES; i++) {
+        if (rpc_client_open(&nodes[i], cluster_node_url(r->cl, i), err, sizeof(err)) != 0) {
+            nodes[i] = NULL;
+        }
+    }
+    set_diff *diffs = calloc(COPIES_MAX_REPORTED, sizeof(*diffs));
+    int n = 0;
+    int64_t until = clock_mono_now().ms + deadline_ms;
+    run_phase(r, "comparing the copies of every partition");
+    for (int attempt = 0; diffs != NULL; attempt++) {
+        pmap *pm = check_map_fetch(r, err, sizeof(err));
+        if (pm == NULL) {
+            n = 1;
+            snprintf(diffs[0].where, sizeof(diffs[0].where), "the partition map");
+            snprintf(diffs[0].found, sizeof(diffs[0].found), "not read: %s", err);
+        } else {
+            out->sets_compared = compare_sets(r, pm, nodes, diffs, &n);
+            pmap_free(pm);
+        }
+        if (n == 0) {
+            flog_add(r, "every copy of %ld partitions identical after %d reads",
+                     out->sets_compared, attempt + 1);
+            break;
+        }
+        if (clock_mono_now().ms >= until) {
+            for (int i = 0; i < n; i++) {
+                check_add(out, 9, diffs[i].where, NULL, 0, diffs[i].found,
+                          "every copy in the in-sync set, with the same items and log position");
+            }
+            break;
+        }
+        clock_sleep_ms(500);
+    }
+    free(diffs);
+    for (int i = 0; i <= CLUSTER_MAX_NODES; i++) {
+        rpc_client_close(nodes[i]);
+    }
+}
