@@ -256,15 +256,32 @@ TRY
 }
 
 down() {
-  local stopped=0 i name pid
-  # Nodes first, etcd last, so no one logs another's disappearance.
-  for ((i = ${#names[@]} - 1; i >= 0; i--)); do
-    name=${names[i]}
-    if pid=$(live_pid "$home/$name.pid"); then
-      proc_stop "$name" "$pid"
-      stopped=$((stopped + 1))
-    fi
-    rm -f "$home/$name.pid" "$home/$name.cmd"
+  local stopped=0 i name pid tier
+  # Nodes and the gateway first, then the coordinators, etcd last, so no
+  # one logs another's disappearance. Nodes (and then coordinators) at once:
+  # a node stopping after its peers may first wait out a replication round
+  # (2 s) to one of them, and failovers to nodes that stop next are work for
+  # nothing. etcd members one by one: one stopping while the others stop
+  # waits seconds for a leadership transfer that cannot happen.
+  for tier in 1 2 3; do
+    for ((i = ${#names[@]} - 1; i >= 0; i--)); do
+      name=${names[i]}
+      case $name in
+        node* | dynamodb) [[ $tier == 1 ]] || continue ;;
+        coordinator*) [[ $tier == 2 ]] || continue ;;
+        *) [[ $tier == 3 ]] || continue ;;
+      esac
+      if pid=$(live_pid "$home/$name.pid"); then
+        if [[ $tier == 3 ]]; then
+          proc_stop "$name" "$pid"
+        else
+          proc_stop "$name" "$pid" &
+        fi
+        stopped=$((stopped + 1))
+      fi
+      rm -f "$home/$name.pid" "$home/$name.cmd"
+    done
+    wait
   done
   ((stopped)) || echo "no local cluster running under $home"
 }

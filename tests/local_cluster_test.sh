@@ -28,7 +28,9 @@
 #    node 1: every key is read and written again within the CLI's retries,
 #    and `up` restarts just node 1;
 # 4. `down` stops the nine processes (their pids are gone) within 3 s (a
-#    daemon exits within milliseconds of SIGTERM; `down` once waited on
+#    daemon exits within milliseconds of SIGTERM; nodes stop at once, since
+#    one stopping after a peer could wait out a 2 s replication round to it;
+#    `down` once waited on
 #    each one's zombie until init reaped it, ~2 s apiece here), a second
 #    `down` says nothing is running.
 # A trap kills what is left on failure. Ports are picked at random below the
@@ -271,6 +273,7 @@ done
 t0=$(date +%s%N)
 "$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
 down_ms=$((($(date +%s%N) - t0) / 1000000))
+echo "local_cluster_test: down stopped the nine daemons in $down_ms ms"
 ((down_ms < 3000)) || fail "down took $down_ms ms for nine daemons, want under 3000"
 n=$(grep -c "^stopped" "$tmp/down.out" || true)
 ((n == 9)) || fail "down stopped $n of 9: $(cat "$tmp/down.out")"
