@@ -102,6 +102,10 @@ struct store {
 /* Writes a reason into err (when given) and returns code. */
 int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Reads and decodes the item under key (scratch holds its bytes); *out is
+ * NULL when absent. 0, LAPSE_EIO or the decode error (store.c). */
+int store_read_item(store *st, const buf *key, buf *scratch, item **out, char *err,
+                    size_t errlen);
 
 /* The stripe lock of partition part of table_id. */
 pthread_mutex_t *store_stripe(store *st, uint32_t table_id, uint32_t part);
