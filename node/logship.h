@@ -100,8 +100,10 @@ void logship_collect(logship *ls, metrics *m);
  * writer's shipper_notify, or the shipper's next look); when nothing is on
  * its way that would confirm it (a failed round, a new primary's first
  * look), the resync thread is asked to (its send_lag), and on_confirmed is
- * called then. Takes the partition's stripe lock for a moment. */
-uint64_t logship_outbox_limit(logship *ls, const table_schema *t, uint32_t part);
+ * called then. last: the outbox's last record as the caller read it; only
+ * when it lies past what is known shippable does this read a new mark,
+ * taking the partition's stripe lock for a moment. */
+uint64_t logship_outbox_limit(logship *ls, const table_schema *t, uint32_t part, uint64_t last);
 /* Calls fn(arg, table_id, part) whenever confirmed records of a partition
  * may have made more of its outbox shippable (the node wakes the outbox
  * shipper: shipper_notify). Set before writes start. */

@@ -127,13 +127,13 @@ part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part);
 void logship_pending_add(uint32_t ids[PMAP_MAX_REPLICAS], uint64_t *version, uint64_t map_version,
                          uint32_t id, uint64_t settles);
 
-/* Notes that every member this primary waits for holds (table_id, part)'s
- * log up to seq, and lets the outbox shipper know when that makes more of
- * the outbox shippable. Takes ls->lock once. */
-void logship_confirmed(logship *ls, uint32_t table_id, uint32_t part, uint64_t seq);
-/* The same with ls->lock held; returns 1 when the shipper is to be told
- * (logship_tell_shipper, after the lock is released). */
+/* Notes that every member this primary waits for holds p's log up to
+ * seq (logship_outbox.c); returns 1 when that made more of the outbox
+ * shippable, and the caller then calls logship_tell_shipper after
+ * releasing the lock. REQUIRES: ls->lock. */
 int logship_confirmed_locked(part_state *p, uint64_t seq);
+/* Wakes the outbox shipper for (table_id, part) (logship_on_confirmed's
+ * callback). REQUIRES: ls->lock not held. */
 void logship_tell_shipper(logship *ls, uint32_t table_id, uint32_t part);
 
 /* Notes that followers ids[0..n) of (table_id, part) hold this log up to

@@ -52,18 +52,7 @@ void logship_tell_shipper(logship *ls, uint32_t table_id, uint32_t part)
     }
 }
 
-void logship_confirmed(logship *ls, uint32_t table_id, uint32_t part, uint64_t seq)
-{
-    pthread_mutex_lock(&ls->lock);
-    part_state *p = logship_state(ls, table_id, part);
-    int tell = p != NULL && logship_confirmed_locked(p, seq);
-    pthread_mutex_unlock(&ls->lock);
-    if (tell) {
-        logship_tell_shipper(ls, table_id, part);
-    }
-}
-
-uint64_t logship_outbox_limit(logship *ls, const table_schema *t, uint32_t part)
+uint64_t logship_outbox_limit(logship *ls, const table_schema *t, uint32_t part, uint64_t last)
 {
     if (schema_replication(t) < 2) {
         return UINT64_MAX;
@@ -78,9 +67,12 @@ uint64_t logship_outbox_limit(logship *ls, const table_schema *t, uint32_t part)
     if (p == NULL) {
         return 0; /* out of memory: nothing until it can tell */
     }
+    if (last <= safe) {
+        return safe; /* no new mark needed: no store read, no stripe lock */
+    }
     /* The stripe lock is taken with ls->lock released: the ship hook takes
      * ls->lock under the stripe lock. */
-    uint64_t log_seq = 0, last = 0;
+    uint64_t log_seq = 0;
     char err[256] = "";
     if (replog_outbox_mark(ls->ns->st, t->id, part, &log_seq, &last, err, sizeof(err)) != 0) {
         log_error("table \"%s\" partition %u: reading the outbox mark: %s", t->name,

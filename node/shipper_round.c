@@ -43,7 +43,7 @@ static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t 
     }
     /* Of a replicated partition, only what every in-sync copy holds
      * (logship.h, "The outbox on a replicated partition"). */
-    uint64_t limit = logship_outbox_limit(s->ns->logship, &t->schema, j->part);
+    uint64_t limit = logship_outbox_limit(s->ns->logship, &t->schema, j->part, last);
     if (limit <= j->after) {
         goto out;
     }
