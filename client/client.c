@@ -576,13 +576,17 @@ out:
 /* Calls with retries                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* client_call_part's failure. A call that ran out of time after a node
+/* client_call_part's failure; a call that no node answered marks the map
+ * suspect (client_map_suspect). A call that ran out of time after a node
  * refused it (WRONG_NODE: a stale map, or a primary that may not act, e.g.
  * without its etcd lease) says that refusal rather than the last try's
  * time-out, which only says the retries ran out. */
-static int part_err(lapse_error *err, int rv, const client_route *r, const char *msg,
-                    const char *refused, int timeout_ms)
+static int part_err(lapse_client *c, lapse_error *err, int rv, const client_route *r,
+                    const char *msg, const char *refused, int timeout_ms)
 {
+    if (refused[0] == '\0') { /* no node answered: the map may name a dead one */
+        client_map_suspect(c, rv);
+    }
     if (rv == LAPSE_ETIMEDOUT && refused[0] != '\0') {
         return client_err(err, LAPSE_EWRONGNODE, "%s (retried until the %d ms timeout ran out)",
                           refused, timeout_ms);
@@ -631,10 +635,7 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
             snprintf(refused, sizeof refused, "%s", msg); /* the node's own reason */
         }
         if (!retryable(rv, idempotent) || clock_mono_remaining_ms(deadline) <= 0) {
-            if (refused[0] == '\0') { /* no node answered: the map may name a dead one */
-                client_map_suspect(c, rv);
-            }
-            return part_err(err, rv, &r, msg, refused, total);
+            return part_err(c, err, rv, &r, msg, refused, total);
         }
         /* The first WRONG_NODE is usually a stale map: refresh and go at once.
          * Later ones mean the map is moving: back off. */
@@ -643,10 +644,7 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
         }
         int64_t left = clock_mono_remaining_ms(deadline);
         if (left <= 0) {
-            if (refused[0] == '\0') {
-                client_map_suspect(c, rv);
-            }
-            return part_err(err, rv, &r, msg, refused, total);
+            return part_err(c, err, rv, &r, msg, refused, total);
         }
         /* A failed refresh (coordinator down) keeps the old map. */
         client_refresh(c, attempt_ms(left, total, 1), NULL);
