@@ -126,6 +126,16 @@ static void index_defaults(table_schema *t)
     }
 }
 
+/* The nodes pm holds UP. */
+static uint32_t up_nodes(const pmap *pm)
+{
+    uint32_t up = 0;
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        up += pm->nodes[i].state == PMAP_NODE_UP;
+    }
+    return up;
+}
+
 static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse__Response *resp,
                             arena *a)
 {
@@ -180,24 +190,17 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
         oom(resp, a);
         goto unlock;
     }
+    const uint32_t up = up_nodes(next);
     if (ts.replication == 0 && s->default_replication > 1) {
         /* Named none: the cluster's default, as many as are up now. */
-        uint32_t up = 0;
-        for (size_t i = 0; i < next->nnodes; i++) {
-            up += next->nodes[i].state == PMAP_NODE_UP;
-        }
         ts.replication = up < s->default_replication ? (up > 0 ? up : 1) : s->default_replication;
     }
     if ((rv = pmap_add_table(next, &ts)) != 0) {
-        size_t up = 0;
-        for (size_t i = 0; i < next->nnodes; i++) {
-            up += next->nodes[i].state == PMAP_NODE_UP;
-        }
         if (rv == LAPSE_EUNAVAILABLE && up == 0) {
             rpc_set_error(resp, a, rv, "no node is up");
         } else if (rv == LAPSE_EUNAVAILABLE) {
-            rpc_set_error(resp, a, rv, "replication %u needs %u nodes up; %zu %s up",
-                          (unsigned)schema_replication(&ts), (unsigned)schema_replication(&ts), up,
+            rpc_set_error(resp, a, rv, "replication %u needs %u nodes up; %u %s up",
+                          (unsigned)schema_replication(&ts), (unsigned)schema_replication(&ts), (unsigned)up,
                           up == 1 ? "is" : "are");
         } else {
             rpc_set_error(resp, a, rv, "cannot add table %s: %s", ts.name, lapse_strerror(rv));
