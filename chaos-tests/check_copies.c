@@ -20,67 +20,17 @@
 #include "../common/clock.h"
 #include "../placement/pmap.h"
 #include "../rpc/rpc.h"
-#include "../rpc/wire.h"
+#include "../tests/nodecall.h"
 #include "check_int.h"
 #include "procs.h"
 
 #define COPIES_MAX_REPORTED 64 /* partitions filed at most */
-
-typedef struct copy_digest {
-    uint64_t items, digest, epoch, seq;
-} copy_digest;
 
 /* A set that differs: where and what. */
 typedef struct set_diff {
     char where[96];
     char found[300];
 } set_diff;
-
-pmap *check_map_fetch(run *r, char *err, size_t len)
-{
-    rpc_client *rc = NULL;
-    if (rpc_client_open(&rc, cluster_coordinator_url(r->cl), err, len) != 0) {
-        return NULL;
-    }
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
-    req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
-    req.get_partition_map = &body;
-    Lapse__Response *resp = NULL;
-    pmap *pm = NULL;
-    if (rpc_call(rc, &req, 3000, &resp, err, len) == 0 &&
-        resp->body_case == LAPSE__RESPONSE__BODY_GET_PARTITION_MAP &&
-        wire_pmap_from_pb(resp->get_partition_map->map, &pm, err, len) != 0) {
-        pm = NULL;
-    }
-    rpc_response_free(resp);
-    rpc_client_close(rc);
-    return pm;
-}
-
-static int digest_of(rpc_client *node, uint32_t table_id, uint32_t part, copy_digest *d, char *err,
-                     size_t len)
-{
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    Lapse__PartitionDigestRequest body = LAPSE__PARTITION_DIGEST_REQUEST__INIT;
-    body.table_id = table_id;
-    body.partition = part;
-    req.body_case = LAPSE__REQUEST__BODY_PARTITION_DIGEST;
-    req.partition_digest = &body;
-    Lapse__Response *resp = NULL;
-    int rv = rpc_call(node, &req, 3000, &resp, err, len);
-    if (rv == 0 && (resp->body_case != LAPSE__RESPONSE__BODY_PARTITION_DIGEST ||
-                    resp->partition_digest == NULL)) {
-        rv = LAPSE_EPROTO;
-        snprintf(err, len, "no PartitionDigest reply");
-    }
-    if (rv == 0) {
-        const Lapse__PartitionDigestResponse *p = resp->partition_digest;
-        *d = (copy_digest){p->items, p->digest, p->epoch, p->seq};
-    }
-    rpc_response_free(resp);
-    return rv;
-}
 
 /* Compares every replicated set of pm; the sets that differ go to
  * diffs[0..*n) (at most COPIES_MAX_REPORTED). Returns the sets compared. */
@@ -97,14 +47,14 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
             const pmap_replicas *rs = pmap_part(t, p);
             char found[300] = "";
             size_t used = 0;
-            copy_digest first = {0};
+            nodecall_digest first = {0};
             int same = rs != NULL && rs->n == schema_replication(&t->schema);
             for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
                 uint32_t id = rs->ids[i];
-                copy_digest d = {0};
+                nodecall_digest d = {0};
                 char err[256] = "";
                 int rv = id >= 1 && id <= (uint32_t)cluster_nodes(r->cl)
-                             ? digest_of(nodes[id], t->schema.id, p, &d, err, sizeof(err))
+                             ? nodecall_partition_digest(nodes[id], t->schema.id, p, &d, err, sizeof(err))
                              : LAPSE_ENOTFOUND;
                 int in_sync = pmap_in_sync(rs, i);
                 if (rv != 0) {
@@ -116,7 +66,7 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
                                              "%snode %u%s: %" PRIu64 " items, digest %016" PRIx64
                                              ", log %" PRIu64 ".%" PRIu64,
                                              i ? "; " : "", (unsigned)id,
-                                             in_sync ? "" : " (out of sync)", d.items, d.digest,
+                                             in_sync ? "" : " (out of sync)", d.items, d.hash,
                                              d.epoch, d.seq);
                 }
                 if (used >= sizeof(found)) {
@@ -125,8 +75,8 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
                 if (i == 0) {
                     first = d;
                 }
-                same &= rv == 0 && in_sync && d.items == first.items &&
-                        d.digest == first.digest && d.epoch == first.epoch && d.seq == first.seq;
+                same &= rv == 0 && in_sync && d.items == first.items && d.hash == first.hash &&
+                        d.epoch == first.epoch && d.seq == first.seq;
             }
             sets++;
             if (!same && *n < COPIES_MAX_REPORTED) {
@@ -158,8 +108,8 @@ void check_copies(run *r, check_out *out, int deadline_ms)
     int64_t until = clock_mono_now().ms + deadline_ms;
     run_phase(r, "comparing the copies of every partition");
     for (int attempt = 0; diffs != NULL; attempt++) {
-        pmap *pm = check_map_fetch(r, err, sizeof(err));
-        if (pm == NULL) {
+        pmap *pm = NULL;
+        if (nodecall_map(cluster_coordinator_url(r->cl), &pm, err, sizeof(err)) != 0) {
             n = 1;
             snprintf(diffs[0].where, sizeof(diffs[0].where), "the partition map");
             snprintf(diffs[0].found, sizeof(diffs[0].found), "not read: %s", err);

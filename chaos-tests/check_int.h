@@ -30,9 +30,6 @@ void check_add_key(check_out *out, int inv, const mtable *t, int idx, const char
 /* The model key of item it of t (its Id is "k<idx>" with idx < t->nkeys,
  * and its sort key, in the indexed table, 0), or -1. */
 int check_key_index(const mtable *t, const lapse_item *it);
-/* The coordinator's partition map (caller frees with pmap_free), or NULL
- * with err (check_copies.c). */
-struct pmap *check_map_fetch(run *r, char *err, size_t len);
 /* "absent", or the item's ver, Grp and TTL attribute, into buf. */
 void check_brief(const lapse_item *it, char *buf, size_t len);
 

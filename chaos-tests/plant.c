@@ -20,6 +20,7 @@
 #include "../placement/hash.h"
 #include "../placement/pmap.h"
 #include "../rpc/rpc.h"
+#include "../tests/nodecall.h"
 #include "../tests/streamread.h"
 #include "check_int.h"
 #include "workload.h"
@@ -94,7 +95,10 @@ void plant_copies(run *r, char *what, size_t len)
 {
     char err[256] = "";
     const mtable *mt = &r->m.t[1]; /* chaos_plain: nothing writes it after the workload */
-    pmap *pm = check_map_fetch(r, err, sizeof(err));
+    pmap *pm = NULL;
+    if (nodecall_map(cluster_coordinator_url(r->cl), &pm, err, sizeof(err)) != 0) {
+        pm = NULL;
+    }
     const pmap_table *t = pm != NULL ? pmap_table_find(pm, mt->name) : NULL;
     const pmap_replicas *rs = t != NULL ? pmap_part(t, 0) : NULL;
     if (rs == NULL || rs->n < 2 || r->fault_dir[0] == '\0') {

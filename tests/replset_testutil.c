@@ -110,20 +110,15 @@ int rs_call(int node, Lapse__Request *req, Lapse__Response **resp, char *err, si
 rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part)
 {
     char err[256];
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    Lapse__PartitionDigestRequest body = LAPSE__PARTITION_DIGEST_REQUEST__INIT;
-    body.table_id = table_id;
-    body.partition = part;
-    req.body_case = LAPSE__REQUEST__BODY_PARTITION_DIGEST;
-    req.partition_digest = &body;
-    Lapse__Response *resp = NULL;
-    if (rs_call(node, &req, &resp, err, sizeof(err)) != 0) {
+    rpc_client *rc = NULL;
+    rs_digest d = {0};
+    assert_int_equal(rpc_client_open(&rc, cluster_node_url(g_rs_cluster, node), err, sizeof(err)),
+                     0);
+    int rv = nodecall_partition_digest(rc, table_id, part, &d, err, sizeof(err));
+    rpc_client_close(rc);
+    if (rv != 0) {
         fail_msg("PartitionDigest on node %d: %s", node, err);
     }
-    rs_digest d = {resp->partition_digest->items, resp->partition_digest->digest,
-                resp->partition_digest->epoch, resp->partition_digest->seq,
-                resp->partition_digest->log_first};
-    rpc_response_free(resp);
     return d;
 }
 

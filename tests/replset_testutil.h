@@ -20,6 +20,7 @@
 #include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "cluster.h"
+#include "nodecall.h"
 
 /* A cmocka group setup: one etcd member, a coordinator and three nodes
  * (node i has id i), and a client (rs_cluster, rs_client). 0, or -1 with
@@ -47,10 +48,7 @@ void rs_sleep_ms(long ms);
 int rs_call(int node, Lapse__Request *req, Lapse__Response **resp, char *err, size_t errlen);
 
 /* One copy's digest, as PartitionDigest on node reports it. */
-typedef struct rs_digest {
-    uint64_t items, hash, epoch, seq;
-    uint64_t log_first; /* the first record the copy's log holds */
-} rs_digest;
+typedef nodecall_digest rs_digest;
 
 rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part);
 

@@ -1,0 +1,63 @@
+/*
+ * nodecall.c: the coordinator's map and a copy's digest, straight off the
+ * wire (nodecall.h).
+ */
+#include "nodecall.h"
+
+#include <stdio.h>
+
+#include "../common/lapse_err.h"
+#include "../rpc/wire.h"
+
+#define NODECALL_TIMEOUT_MS 3000
+
+int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len)
+{
+    rpc_client *rc = NULL;
+    *out = NULL;
+    int rv = rpc_client_open(&rc, coordinator_url, err, len);
+    if (rv != 0) {
+        return rv;
+    }
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
+    req.get_partition_map = &body;
+    Lapse__Response *resp = NULL;
+    rv = rpc_call(rc, &req, NODECALL_TIMEOUT_MS, &resp, err, len);
+    if (rv == 0 && (resp->body_case != LAPSE__RESPONSE__BODY_GET_PARTITION_MAP ||
+                    resp->get_partition_map == NULL)) {
+        rv = LAPSE_EPROTO;
+        snprintf(err, len, "no GetPartitionMap reply");
+    }
+    if (rv == 0) {
+        rv = wire_pmap_from_pb(resp->get_partition_map->map, out, err, len);
+    }
+    rpc_response_free(resp);
+    rpc_client_close(rc);
+    return rv;
+}
+
+int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part,
+                              nodecall_digest *out, char *err, size_t len)
+{
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__PartitionDigestRequest body = LAPSE__PARTITION_DIGEST_REQUEST__INIT;
+    body.table_id = table_id;
+    body.partition = part;
+    req.body_case = LAPSE__REQUEST__BODY_PARTITION_DIGEST;
+    req.partition_digest = &body;
+    Lapse__Response *resp = NULL;
+    int rv = rpc_call(c, &req, NODECALL_TIMEOUT_MS, &resp, err, len);
+    if (rv == 0 && (resp->body_case != LAPSE__RESPONSE__BODY_PARTITION_DIGEST ||
+                    resp->partition_digest == NULL)) {
+        rv = LAPSE_EPROTO;
+        snprintf(err, len, "no PartitionDigest reply");
+    }
+    if (rv == 0) {
+        const Lapse__PartitionDigestResponse *d = resp->partition_digest;
+        *out = (nodecall_digest){d->items, d->digest, d->epoch, d->seq, d->log_first};
+    }
+    rpc_response_free(resp);
+    return rv;
+}

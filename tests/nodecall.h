@@ -1,0 +1,31 @@
+/*
+ * nodecall.h: the calls of the cluster's own protocol that the black-box
+ * tests and the chaos checker make directly, beside liblapse: the
+ * coordinator's partition map and a copy's PartitionDigest.
+ *
+ * Thread-safety: none needed; each call uses what it is given.
+ */
+#ifndef LAPSE_TEST_NODECALL_H
+#define LAPSE_TEST_NODECALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../placement/pmap.h"
+#include "../rpc/rpc.h"
+
+/* One copy's digest, as PartitionDigest on its node reports it. */
+typedef struct nodecall_digest {
+    uint64_t items, hash, epoch, seq;
+    uint64_t log_first; /* the first record the copy's log holds */
+} nodecall_digest;
+
+/* The coordinator's current map (caller frees with pmap_free), one call
+ * of 3 s at most. 0, or the call's or the decode's error with err. */
+int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len);
+/* PartitionDigest of (table_id, part) on the node of client c, 3 s at
+ * most. 0, or the call's error with err. */
+int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part,
+                              nodecall_digest *out, char *err, size_t len);
+
+#endif
