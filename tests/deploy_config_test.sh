@@ -96,25 +96,43 @@ free_port() {
   done
   fail "no free port"
 }
-cport=$(free_port)
-taken=$cport pport=$(free_port)
-# This host's addresses become 127.0.0.1 and the ports free ones; the cluster
-# is this member alone (so it elects itself).
-sed -E -e "s#^ETCD_DATA_DIR=.*#ETCD_DATA_DIR=$tmp/etcd-data#" \
-  -e "s#^ETCD_INITIAL_CLUSTER=.*#ETCD_INITIAL_CLUSTER=e1=http://127.0.0.1:$pport#" \
-  -e "s#http://[0-9.]+:2379#http://127.0.0.1:$cport#g" -e "s#http://[0-9.]+:2380#http://127.0.0.1:$pport#g" \
-  "$tmp/etcd-all.env" | grep -E '^ETCD_' >"$tmp/etcd-run.env"
-grep -q "^ETCD_NAME=e1$" "$tmp/etcd-run.env" || fail "etcd.env's member is not e1 (as in ETCD_INITIAL_CLUSTER)"
-mapfile -t etcd_env <"$tmp/etcd-run.env"
-env -i PATH="$PATH" "${etcd_env[@]}" "$etcd_bin" >"$tmp/etcd.log" 2>&1 &
-etcd_pid=$!
-deadline=$((SECONDS + 20))
-until ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:$cport" --dial-timeout=1s --command-timeout=2s \
-  endpoint health >/dev/null 2>&1; do
-  kill -0 "$etcd_pid" 2>/dev/null || fail "etcd from etcd.env exited: $(tail -n 5 "$tmp/etcd.log")"
-  ((SECONDS < deadline)) || fail "etcd from etcd.env not healthy within 20 s: $(tail -n 5 "$tmp/etcd.log")"
-  sleep 0.2
+# Starts etcd from etcd.env on two free ports and waits until it is
+# healthy: 0; 2 when a port was taken meanwhile (another test picked it:
+# the caller tries new ones); fails otherwise.
+start_etcd() {
+  cport=$(free_port)
+  taken=$cport pport=$(free_port)
+  # This host's addresses become 127.0.0.1 and the ports free ones; the
+  # cluster is this member alone (so it elects itself).
+  sed -E -e "s#^ETCD_DATA_DIR=.*#ETCD_DATA_DIR=$tmp/etcd-data#" \
+    -e "s#^ETCD_INITIAL_CLUSTER=.*#ETCD_INITIAL_CLUSTER=e1=http://127.0.0.1:$pport#" \
+    -e "s#http://[0-9.]+:2379#http://127.0.0.1:$cport#g" -e "s#http://[0-9.]+:2380#http://127.0.0.1:$pport#g" \
+    "$tmp/etcd-all.env" | grep -E '^ETCD_' >"$tmp/etcd-run.env"
+  grep -q "^ETCD_NAME=e1$" "$tmp/etcd-run.env" || fail "etcd.env's member is not e1 (as in ETCD_INITIAL_CLUSTER)"
+  mapfile -t etcd_env <"$tmp/etcd-run.env"
+  rm -rf "$tmp/etcd-data"
+  env -i PATH="$PATH" "${etcd_env[@]}" "$etcd_bin" >"$tmp/etcd.log" 2>&1 &
+  etcd_pid=$!
+  local deadline=$((SECONDS + 20))
+  until ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:$cport" --dial-timeout=1s --command-timeout=2s \
+    endpoint health >/dev/null 2>&1; do
+    if ! kill -0 "$etcd_pid" 2>/dev/null; then
+      wait "$etcd_pid" 2>/dev/null || true
+      etcd_pid=
+      grep -qi "address already in use" "$tmp/etcd.log" && return 2
+      fail "etcd from etcd.env exited: $(tail -n 5 "$tmp/etcd.log")"
+    fi
+    ((SECONDS < deadline)) || fail "etcd from etcd.env not healthy within 20 s: $(tail -n 5 "$tmp/etcd.log")"
+    sleep 0.2
+  done
+}
+started=0
+for _ in 1 2 3; do
+  rc=0
+  start_etcd || rc=$?
+  if ((rc == 0)); then started=1; break; fi
 done
+((started)) || fail "etcd from etcd.env: its ports were taken three times: $(tail -n 5 "$tmp/etcd.log")"
 if grep -Ei 'unrecognized environment|shadowed|unknown' "$tmp/etcd.log"; then
   fail "etcd complained about etcd.env"
 fi
