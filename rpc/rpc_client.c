@@ -134,6 +134,11 @@ fail:
     return code;
 }
 
+void rpc_fini(void)
+{
+    nng_fini();
+}
+
 void rpc_client_close(rpc_client *c)
 {
     if (c == NULL) {

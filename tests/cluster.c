@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include "../client/lapse.h"
 #include "../common/lapse_err.h"
 #include "../etcd/etcd.h"
+#include "../rpc/rpc.h"
 #include "etcd_members.h"
 
 extern char **environ;
@@ -406,9 +408,20 @@ static int respawn_port_clashes(cluster *c, int metrics)
     return 0;
 }
 
+/* NNG frees a closed client's dialer and pipes on its own thread, which a
+ * test's exit can beat: LeakSanitizer then reports them (it failed CI once).
+ * A test program that starts a cluster frees them at exit. */
+static pthread_once_t fini_once = PTHREAD_ONCE_INIT;
+
+static void register_fini(void)
+{
+    atexit(rpc_fini);
+}
+
 int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t errlen)
 {
     *out = NULL;
+    pthread_once(&fini_once, register_fini);
     if (opt->nodes < 1 || opt->nodes > CLUSTER_MAX_NODES) {
         snprintf(err, errlen, "node count must be 1..%d", CLUSTER_MAX_NODES);
         return LAPSE_EINVAL;
