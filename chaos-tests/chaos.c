@@ -19,6 +19,7 @@
 #include "report.h"
 #include "faults.h"
 #include "plant.h"
+#include "registers.h"
 #include "run.h"
 #include "workload.h"
 
@@ -32,11 +33,11 @@ static void usage(FILE *f)
                "                   [--report FILE] [--bin-dir DIR] [--keep] [--quiet]\n"
                "  --faults LIST   comma-separated: node-kill, dest-kill, backfill-kill,\n"
                "                  coordinator-kill, stop-cont, partition,\n"
-               "                  coordinator-leader-kill, etcd-member-kill, coordinator-stop,\n"
-               "                  all (default), none; partition needs root and runs the\n"
-               "                  cluster in network namespaces; the last three run it on etcd\n"
-               "                  with two coordinators (with partition: a member per node's\n"
-               "                  namespace)\n"
+               "                  failover-twice, coordinator-leader-kill, etcd-member-kill,\n"
+               "                  coordinator-stop, all (default), none; partition needs root\n"
+               "                  and runs the cluster in network namespaces; the last three\n"
+               "                  run it on etcd with two coordinators (with partition: a\n"
+               "                  member per node's namespace)\n"
                "  --profile       short (default: 20 s, 1200 items, each scenario in turn) or\n"
                "                  long (540 s, 4000 items, 3 seeds, faults mixed at random,\n"
                "                  3-8 quick kills or stops between them)\n"
@@ -74,6 +75,8 @@ static int parse_faults(const char *s, unsigned *out)
             *out |= CHAOS_FAULT_ETCD_KILL;
         } else if (strcmp(tok, "coordinator-stop") == 0) {
             *out |= CHAOS_FAULT_COORD_STOP;
+        } else if (strcmp(tok, "failover-twice") == 0) {
+            *out |= CHAOS_FAULT_FAILOVER_TWICE;
         } else if (strcmp(tok, "all") == 0) {
             *out |= CHAOS_FAULT_ALL;
         } else if (strcmp(tok, "none") != 0) {
@@ -168,9 +171,11 @@ int chaos_parse(chaos_opts *o, int argc, char **argv)
                 o->plant = PLANT_DAEMON;
             } else if (strcmp(optarg, "copies") == 0) {
                 o->plant = PLANT_COPIES;
+            } else if (strcmp(optarg, "linear") == 0) {
+                o->plant = PLANT_LINEAR;
             } else {
                 fprintf(stderr, "lapse-chaos: --debug-plant-violation="
-                                "delete|expire|pause|index|daemon|copies\n");
+                                "delete|expire|pause|index|daemon|copies|linear\n");
                 return 2;
             }
             break;
@@ -380,6 +385,11 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
         goto done;
     }
     started = 1;
+    if (reg_start(r) != 0) {
+        snprintf(err, sizeof(err), "cannot start the register threads");
+        acc->setup_failed = failed = 1;
+        goto done;
+    }
     faults_run(r);
     if (o->plant == PLANT_PAUSE) {
         /* Pause deletion while the workload still writes due items. */
@@ -393,17 +403,23 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
     atomic_store(&r->stop, 1);
     run_phase(r, "joining the workload threads");
     wl_join(workers, o->threads);
+    reg_join(r);
     started = 0;
     flog_add(r, "workload stopped");
     if (o->plant == PLANT_DELETE || o->plant == PLANT_EXPIRE) {
         plant_client(r, acc->planted_key, sizeof(acc->planted_key));
     } else if (o->plant == PLANT_COPIES) {
         plant_copies(r, acc->planted_key, sizeof(acc->planted_key));
+    } else if (o->plant == PLANT_LINEAR) {
+        plant_linear(r, acc->planted_key, sizeof(acc->planted_key));
     }
     /* The pause plant keeps due items for good: the settle deadline must
      * pass, so a short one will do. */
     check_settle(r, o->plant == PLANT_PAUSE ? 8000 : o->profile_long ? 90000 : 60000, co);
     check_items(r, co);
+    run_phase(r, "reading the registers; checking their histories");
+    reg_final_reads(r);
+    check_linear(r, co);
     check_repl(r, co, o->profile_long ? 60000 : 30000);
     if (o->plant == PLANT_INDEX) {
         /* The stream and indexes matched the table: break them now, and
@@ -458,6 +474,8 @@ done:
         wl_join(workers, o->threads);
     }
     atomic_store(&r->stop, 1);
+    reg_join(r);
+    atomic_store(&r->stop, 1);
     atomic_store(&r->progress_stop, 1);
     if (have_progress) {
         pthread_join(progress, NULL);
@@ -480,6 +498,7 @@ done:
         cluster_rm_rf(r->fault_dir);
     }
     model_fini(&r->m);
+    reg_free(r);
     pthread_mutex_destroy(&r->flog.mu);
     pthread_mutex_destroy(&r->phase_mu);
     free(co);

@@ -1,6 +1,6 @@
 /*
  * chaos_plant_test: the chaos checker catches violations of every invariant.
- * Six short runs with --debug-plant-violation break invariants behind the
+ * Seven short runs with --debug-plant-violation break invariants behind the
  * model's back (chaos-tests/plant.h):
  *   delete  deletes an acknowledged, never-expiring item: invariant 1;
  *   pause   pauses TTL on chaos_ttl 3 s before the workload ends, so items
@@ -18,7 +18,9 @@
  *   copies  (tables of three copies) a follower refuses its primaries'
  *           records and a write goes to a partition it follows: it leaves
  *           the in-sync set for good, and the copies end unequal:
- *           invariant 9, for that partition and any other written after.
+ *           invariant 9, for that partition and any other written after;
+ *   linear  a register key is put back to a value overwritten since (after
+ *           the register workload, before its final reads): invariant 8.
  * Each run must fail, name every planted item, break exactly the expected
  * invariants the expected number of times (pause: at least once) and
  * nothing else, and still have had the minimum activity of a run (so it
@@ -136,12 +138,14 @@ int main(void)
     static const int idx[CHAOS_INVARIANTS + 1] = {[4] = 2, [5] = 1};
     static const int daemon[CHAOS_INVARIANTS + 1] = {[6] = 3};
     static const int copies[CHAOS_INVARIANTS + 1] = {[9] = AT_LEAST_ONCE};
+    static const int linear[CHAOS_INVARIANTS + 1] = {[8] = 1};
     int failed = planted_run("delete", del);
     failed |= planted_run("pause", pause);
     failed |= planted_run("expire", expire);
     failed |= planted_run("index", idx);
     failed |= planted_run("daemon", daemon);
     failed |= planted_run("copies", copies);
+    failed |= planted_run("linear", linear);
     failed |= idle_run("writes");
     failed |= idle_run("faults");
     return failed;

@@ -30,6 +30,7 @@
 #include "run.h"
 
 #define CHECK_MIN_WRITES 100 /* acknowledged writes a run needs (check_activity) */
+#define CHECK_MIN_REGISTER_CALLS 20 /* reads, and writes, of invariant 8's workload */
 #define CHECK_MAX_DETAILS 50
 #define CHECK_MAX_IDLE 16
 
@@ -55,6 +56,19 @@ typedef struct repl_stats {
     int converge_ms;  /* from the first read until everything matched; -1: never */
 } repl_stats;
 
+/* What check_linear read, for the report and check_activity. */
+typedef struct lin_stats {
+    long calls;      /* in every history, final reads included */
+    long reads;      /* successful gets */
+    long writes;     /* acknowledged puts and conditional puts */
+    long cas_ok;     /* conditional puts that took effect */
+    long cas_failed; /* ... whose condition was false */
+    long unknown;    /* puts whose outcome is unknown (errors, timeouts) */
+    long steps;      /* search steps over every key */
+    int keys;        /* histories judged */
+    int undecided;   /* of which the search gave up on (not violations) */
+} lin_stats;
+
 typedef struct check_out {
     int violations[CHAOS_INVARIANTS + 1];
     int checked[CHAOS_INVARIANTS + 1];
@@ -72,6 +86,7 @@ typedef struct check_out {
     int settle_ms;          /* from it until settled; -1: deadline passed */
     repl_stats repl;        /* of the last check_repl */
     long sets_compared;     /* replicated partitions whose copies check_copies compared */
+    lin_stats lin;          /* of check_linear */
 } check_out;
 
 /* Brings every process back, resolves TTL enables, takes the settle
@@ -90,6 +105,12 @@ void check_items(run *r, check_out *out);
  * filed, once per partition (check_copies.c). */
 void check_copies(run *r, check_out *out, int deadline_ms);
 
+/* Invariant 8 (check_linear.c): every key's history of the register
+ * workload (registers.h) is linearizable (linear.h); a history that is not
+ * is filed with the call no order could place. A search that gave up is
+ * counted in out->lin.undecided, not filed. Not checked without the
+ * register workload. */
+void check_linear(run *r, check_out *out);
 /* Invariants 4 and 5 on the indexed table (check_repl.c): reads its
  * stream, scans it, queries the GSI for every value of WL_GROUPS and (once
  * those match) the LSI for every key, and compares them with each other and
@@ -117,6 +138,9 @@ void check_daemons(run *r, check_out *out, void (*before_sigterm)(run *r));
  *    (1);
  *  - on the indexed table: stream records, TTL REMOVEs among them (4), GSI
  *    and LSI entries (5);
+ *  - CHECK_MIN_REGISTER_CALLS reads and acknowledged writes of the
+ *    register workload, a conditional write taken and one refused, and no
+ *    history the linearizability search gave up on (8);
  *  - a fault asked for (not --faults none), and at least one injected
  *    fault of every kind asked for (r->opt->faults once the unavailable
  *    ones are dropped). */

@@ -28,7 +28,8 @@ static const char *kind_name(int b)
 {
     static const char *const names[CHAOS_FAULT_KINDS] = {
         "node-kill", "backfill-kill",           "coordinator-kill", "stop-cont",       "partition",
-        "dest-kill", "coordinator-leader-kill", "etcd-member-kill", "coordinator-stop"};
+        "dest-kill", "coordinator-leader-kill", "etcd-member-kill", "coordinator-stop",
+        "failover-twice"};
     return b >= 0 && b < CHAOS_FAULT_KINDS ? names[b] : "?";
 }
 
@@ -82,6 +83,22 @@ void check_activity(run *r, check_out *out)
         }
     }
 
+    /* Invariant 8 judges overlapping calls: reads, writes, and conditional
+     * writes both taking effect and refused. */
+    const lin_stats *ls = &out->lin;
+    if (ls->reads < CHECK_MIN_REGISTER_CALLS || ls->writes < CHECK_MIN_REGISTER_CALLS ||
+        ls->cas_ok == 0 || ls->cas_failed == 0) {
+        idle(out,
+             "register workload: %ld reads, %ld acknowledged writes (%ld conditional), %ld "
+             "conditional writes refused; invariant 8 needs %d reads and writes each and both "
+             "kinds of conditional write",
+             ls->reads, ls->writes, ls->cas_ok, ls->cas_failed, CHECK_MIN_REGISTER_CALLS);
+    }
+    if (ls->undecided > 0) {
+        idle(out, "the linearizability search gave up on %d of %d register histories "
+                  "(invariant 8 undecided there)",
+             ls->undecided, ls->keys);
+    }
     if (r->opt->replication > 1 && out->sets_compared == 0) {
         idle(out, "no partition's copies were compared (invariant 9)");
     }

@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 
 #include "../common/clock.h"
+#include "../placement/pmap.h"
 #include "../tests/etcd_members.h"
+#include "../tests/nodecall.h"
 #include "admin.h"
 #include "faults_coord.h"
 #include "procs.h"
@@ -274,6 +276,61 @@ static void sc_stop_cont(run *r, uint64_t *rng)
     flog_add(r, "SIGCONT node %d", victim);
 }
 
+/* The primary of chaos_plain partition part in the coordinator's map, or
+ * -1 when the map cannot be read. */
+static int plain_primary(run *r, uint32_t part)
+{
+    pmap *pm = NULL;
+    char err[256];
+    int id = -1;
+    if (nodecall_map(cluster_coordinator_url(r->cl), &pm, err, sizeof(err)) == 0) {
+        const pmap_table *t = pmap_table_find(pm, r->m.t[1].name);
+        const pmap_replicas *rs = t != NULL ? pmap_part(t, part) : NULL;
+        id = rs != NULL && rs->n > 0 ? (int)rs->ids[0] : -1;
+        pmap_free(pm);
+    }
+    return id;
+}
+
+/* failover-twice: kill -9 the primary of a chaos_plain partition, wait (up
+ * to 10 s) until the map names another primary for it, restart the victim
+ * and, once every node is UP, kill -9 that new primary, restarted 0.5-2 s
+ * later. Its partitions fail over again while the first victim may still be
+ * catching up: the second promotion must pick a copy that holds every
+ * acknowledged write. With one copy nothing is promoted: the second kill
+ * falls on another node after 10 s. */
+static void sc_failover_twice(run *r, uint64_t *rng)
+{
+    uint32_t part = (uint32_t)rng_range(rng, 0, WL_PARTITIONS - 1);
+    int first = plain_primary(r, part);
+    if (first < 1) {
+        first = (int)rng_range(rng, 1, cluster_nodes(r->cl));
+    }
+    run_phase(r, "failover twice: node %d", first);
+    procs_kill9(r, first, "(failover twice: the primary)");
+    int64_t t0 = clock_mono_now().ms;
+    int second = -1;
+    while (clock_mono_now().ms - t0 < 10000) {
+        int p = plain_primary(r, part);
+        if (p > 0 && p != first) {
+            second = p;
+            break;
+        }
+        clock_sleep_ms(100);
+    }
+    if (second > 0) {
+        flog_add(r, "%s partition %u promoted on node %d %" PRId64 " ms after the kill",
+                 r->m.t[1].name, part, second, clock_mono_now().ms - t0);
+    } else {
+        second = first % cluster_nodes(r->cl) + 1;
+        flog_add(r, "%s partition %u: no promotion seen in 10 s", r->m.t[1].name, part);
+    }
+    procs_restart(r, first);
+    procs_wait_up(r);
+    procs_kill9(r, second, "(failover twice: the new primary)");
+    procs_restart_after(r, second, rng_range(rng, 500, 2000));
+}
+
 /* A network partition: node `victim`'s link goes down inside its namespace
  * for 1.5-6 s (past the coordinator's 3 s DOWN threshold about half the
  * time), cutting it off from the coordinator and every client at once, then
@@ -345,6 +402,7 @@ enum {
     SC_PARTITION,
     SC_ETCD,
     SC_COORD_STOP,
+    SC_TWICE,
     SC_COUNT
 };
 
@@ -362,6 +420,7 @@ static unsigned scenario_kind(const run *r, int sc)
         [SC_PARTITION] = CHAOS_FAULT_PARTITION,
         [SC_ETCD] = CHAOS_FAULT_ETCD_KILL,
         [SC_COORD_STOP] = CHAOS_FAULT_COORD_STOP,
+        [SC_TWICE] = CHAOS_FAULT_FAILOVER_TWICE,
     };
     return kinds[sc] & r->opt->faults;
 }
@@ -392,6 +451,9 @@ int faults_run(run *r)
     }
     if (f & CHAOS_FAULT_STOP_CONT) {
         list[n++] = SC_STOP;
+    }
+    if (f & CHAOS_FAULT_FAILOVER_TWICE) {
+        list[n++] = SC_TWICE;
     }
     if ((f & CHAOS_FAULT_PARTITION) && r->netns != NULL) {
         list[n++] = SC_PARTITION;
@@ -452,6 +514,9 @@ int faults_run(run *r)
             break;
         case SC_COORD_STOP:
             faults_coord_stop(r, &rng, ran);
+            break;
+        case SC_TWICE:
+            sc_failover_twice(r, &rng);
             break;
         default:
             sc_stop_cont(r, &rng);

@@ -20,6 +20,12 @@
  *   ttl-enable     (coordinator-kill) kill -9 of the coordinator during
  *                                     UpdateTimeToLive's propagation
  *   stop-cont      (stop-cont)        SIGSTOP of a node for 1-4 s, then SIGCONT
+ *   failover-twice (failover-twice)   kill -9 of the primary of a chaos_plain
+ *                                     partition; once another is promoted
+ *                                     and the victim is back UP, kill -9 of
+ *                                     that new primary (a second failover
+ *                                     while the first victim may still be
+ *                                     catching up; one node down at a time)
  *   partition      (partition)        a node's link down for 1.5-6 s inside its
  *                                     network namespace, then up (netns.h; the
  *                                     run is in namespaces, as root only)

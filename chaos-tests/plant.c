@@ -23,6 +23,7 @@
 #include "../tests/nodecall.h"
 #include "../tests/streamread.h"
 #include "check_int.h"
+#include "registers.h"
 #include "workload.h"
 
 static void add_plant(run *r, const char *table, const char *key)
@@ -568,4 +569,55 @@ int plant_index(run *r, char *what, size_t len)
         off += (size_t)snprintf(what + off, len - off, "%s%s", i ? ", " : "", r->plants[i]);
     }
     return planted;
+}
+
+/* ============================== linearizability ============================== */
+
+void plant_linear(run *r, char *what, size_t len)
+{
+    registers *g = r->regs;
+    for (int k = 0; g != NULL && k < g->nkeys; k++) {
+        const reg_history *h = &g->key[k];
+        /* The first write that took effect, and one after it that did too
+         * and was called after it returned: the first's value can never
+         * come back. */
+        const lin_op *old = NULL;
+        for (size_t i = 0; i < h->n && old == NULL; i++) {
+            if (h->ops[i].kind != LIN_READ && h->ops[i].outcome == LIN_OK) {
+                old = &h->ops[i];
+            }
+        }
+        int overwritten = 0;
+        for (size_t i = 0; old != NULL && i < h->n; i++) {
+            overwritten |= h->ops[i].kind != LIN_READ && h->ops[i].outcome == LIN_OK &&
+                           h->ops[i].call_us > old->ret_us;
+        }
+        if (!overwritten) {
+            continue;
+        }
+        char key[32], json[128];
+        reg_key_name(k, key, sizeof(key));
+        snprintf(json, sizeof(json), "{\"Id\":{\"S\":\"%s\"},\"val\":{\"N\":\"%" PRIu64 "\"}}",
+                 key, old->value);
+        lapse_item *it = NULL;
+        lapse_error e = {0};
+        int rv = lapse_item_from_json(&it, json, &e);
+        if (rv == 0) {
+            rv = lapse_put(r->admin, r->m.t[REG_TABLE].name, it, NULL, &e);
+        }
+        lapse_item_free(it);
+        if (rv != 0) {
+            flog_add(r, "debug: planting on %s/%s failed: %s", r->m.t[REG_TABLE].name, key,
+                     e.message);
+            return;
+        }
+        add_plant(r, r->m.t[REG_TABLE].name, key);
+        snprintf(what, len, "%s/%s (val %" PRIu64 " put back)", r->m.t[REG_TABLE].name, key,
+                 old->value);
+        flog_add(r, "debug: planted a violation: %s/%s put back to val %" PRIu64
+                    ", overwritten since, behind the history's back",
+                 r->m.t[REG_TABLE].name, key, old->value);
+        return;
+    }
+    flog_add(r, "debug: no register key with an overwritten value to plant on");
 }

@@ -15,6 +15,9 @@
  *           final SIGTERM check          harness's back; another node
  *                                        killed before its SIGTERM; an
  *                                        AddressSanitizer line in a log
+ *   copies  after the workload           a follower refuses records      9
+ *   linear  after the workload           an overwritten register value   8
+ *                                        put back (below)
  *
  * index speaks the nodes' own protocol (ReplicateRequest, the change record
  * of common/change.h; docs/replication.md) as a broken replica would,
@@ -41,7 +44,24 @@
 
 #include "run.h"
 
-enum { PLANT_NONE, PLANT_DELETE, PLANT_EXPIRE, PLANT_PAUSE, PLANT_INDEX, PLANT_DAEMON, PLANT_COPIES };
+enum {
+    PLANT_NONE,
+    PLANT_DELETE,
+    PLANT_EXPIRE,
+    PLANT_PAUSE,
+    PLANT_INDEX,
+    PLANT_DAEMON,
+    PLANT_COPIES,
+    PLANT_LINEAR
+};
+
+/* The linear mode, after the register workload (registers.h) and before
+ * its final reads: a register key is put back to a value whose write had
+ * been overwritten by a later acknowledged one called after it returned,
+ * behind the history's back, so the final read sees a value no order of
+ * the recorded calls explains (invariant 8). *what receives a line for the
+ * summary. */
+void plant_linear(run *r, char *what, size_t len);
 
 /* The copies mode (--replication above 1), after the workload: the node of
  * chaos_plain partition 0's first follower starts refusing its primaries'

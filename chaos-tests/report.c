@@ -8,12 +8,13 @@
 
 void report_faults_text(unsigned f, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s%s%s%s%s%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
+    snprintf(buf, len, "%s%s%s%s%s%s%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
              f & CHAOS_FAULT_DEST_KILL ? "dest-kill," : "",
              f & CHAOS_FAULT_BACKFILL_KILL ? "backfill-kill," : "",
              f & CHAOS_FAULT_COORD_KILL ? "coordinator-kill," : "",
              f & CHAOS_FAULT_STOP_CONT ? "stop-cont," : "",
              f & CHAOS_FAULT_PARTITION ? "partition," : "",
+             f & CHAOS_FAULT_FAILOVER_TWICE ? "failover-twice," : "",
              f & CHAOS_FAULT_LEADER_KILL ? "coordinator-leader-kill," : "",
              f & CHAOS_FAULT_ETCD_KILL ? "etcd-member-kill," : "",
              f & CHAOS_FAULT_COORD_STOP ? "coordinator-stop," : "", f == 0 ? "none" : "");
@@ -32,7 +33,7 @@ static const char *inv_names[CHAOS_INVARIANTS + 1] = {
     "the GSI (and LSI) equal the projection of the base table",
     "no daemon exits but ours, clean SIGTERM, no sanitizer report",
     "(copies) no acknowledged write lost through failovers (judged under 1)",
-    "(copies) per-key linearizable reads and writes (checker not built)",
+    "per-key linearizable reads, writes and conditional writes (registers)",
     "(copies) every copy of every partition in sync and identical"};
 
 static void print_faults_around(FILE *f, run *r, int64_t at_ms)
@@ -105,6 +106,15 @@ void report_write(FILE *f, run *r, const check_out *co, const char *run_dir, int
         } else {
             fprintf(f, "still differed after %d reads\n", rs->attempts);
         }
+    }
+    const lin_stats *ls = &co->lin;
+    if (ls->keys > 0) {
+        fprintf(f,
+                "registers: %ld calls on %d keys: %ld reads, %ld acknowledged writes (%ld "
+                "conditional), %ld conditional refused, %ld of unknown outcome; %ld search "
+                "steps%s\n",
+                ls->calls, ls->keys, ls->reads, ls->writes, ls->cas_ok, ls->cas_failed,
+                ls->unknown, ls->steps, ls->undecided ? ", some histories UNDECIDED" : "");
     }
     fprintf(f, "invariants:\n");
     for (int i = 1; i <= CHAOS_INVARIANTS; i++) {

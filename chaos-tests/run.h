@@ -70,6 +70,7 @@ typedef struct run {
     lapse_client *client; /* the workload's, shared by its threads */
     lapse_client *admin;  /* the main thread's: scenarios and checks */
     model m;
+    struct registers *regs; /* invariant 8's workload (registers.h), or NULL */
     faultlog flog;
     int64_t start_mono_ms;
     int64_t start_wall_ms; /* times in logs and reports are relative to it */
