@@ -5,7 +5,13 @@
  *   lapse-ttl-bench [--workloads steady,load,burst,propagation,backfill,naive-burst]
  *                   [--long-lived N] [--rate N] [--seconds S] [--load-rate N]
  *                   [--load-seconds S] [--put-rate N] [--burst N]
- *                   [--backfill N] [--reps N] [--bin-dir DIR] [--no-redis]
+ *                   [--backfill N] [--reps N] [--replication 1,3]
+ *                   [--bin-dir DIR] [--no-redis]
+ *
+ * --replication lists the copies per partition to measure (default 1): each
+ * count runs the Lapse workloads on a fresh three-node cluster (on etcd when
+ * any count is above 1, for every pass alike); Redis, fair and naive-burst
+ * run once, with the first.
  *
  * Lag of an item = time its deletion became visible minus its due instant.
  * Lapse: a poller reads a sample of the due items with lapse_batch_get every
@@ -62,7 +68,8 @@ static void lapse_steady(cluster *cl, lapse_client *c, const config *cfg)
     }
     long long total = cfg->rate * cfg->seconds;
     /* The due stream starts after the load of the due items can finish. */
-    due_plan plan = {(wall_ms() / 1000 + 3 + total / 100000) * 1000, (double)cfg->rate / 1000};
+    due_plan plan = {(wall_ms() / 1000 + 3 + total / cfg->lead_rate) * 1000,
+                     (double)cfg->rate / 1000};
     double before = ttl_lapse_deleted_total(cl, "Steady");
     if (ttl_lapse_load(c, "Steady", "due", total, ttl_lapse_planned, &plan, "due items") != 0) {
         return;
@@ -98,7 +105,7 @@ static void lapse_burst(cluster *cl, lapse_client *c, const config *cfg, const c
     if (ttl_lapse_create_ttl_table(c, "Burst") != 0) {
         return;
     }
-    due_plan plan = {(wall_ms() / 1000 + 4 + cfg->burst / 100000) * 1000, 1e12};
+    due_plan plan = {(wall_ms() / 1000 + 4 + cfg->burst / cfg->lead_rate) * 1000, 1e12};
     double before = ttl_lapse_deleted_total(cl, "Burst");
     if (ttl_lapse_load(c, "Burst", "burst", cfg->burst, ttl_lapse_planned, &plan, "burst items") !=
         0) {
@@ -179,7 +186,7 @@ static void usage(void)
                     "[--workloads steady,load,burst,propagation,backfill,naive-burst,fair] "
                     "[--long-lived N] [--rate N] [--seconds S] [--load-rate N] "
                     "[--load-seconds S] [--put-rate N] [--burst N] [--backfill N] "
-                    "[--reps N] [--bin-dir DIR] [--no-redis]\n");
+                    "[--reps N] [--replication 1,3] [--bin-dir DIR] [--no-redis]\n");
 }
 
 int main(int argc, char **argv)
@@ -195,7 +202,10 @@ int main(int argc, char **argv)
                   1,
                   20000,
                   30,
-                  5000};
+                  5000,
+                  "1",
+                  1,
+                  100000};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0) {
@@ -233,6 +243,8 @@ int main(int argc, char **argv)
             cfg.load_seconds = atoi(v);
         } else if (strcmp(a, "--put-rate") == 0) {
             cfg.put_rate = atoll(v);
+        } else if (strcmp(a, "--replication") == 0) {
+            cfg.replication = v;
         } else {
             usage();
             return 2;
@@ -249,59 +261,90 @@ int main(int argc, char **argv)
                 "redis-server not installed: Lapse only (bench/install-redis.sh adds it)\n");
         cfg.redis = 0;
     }
-    cluster_options o = {0};
-    o.nodes = 3;
-    o.bin_dir = cfg.bin_dir;
-    o.quiet = 1;
-    o.metrics = 1;
-    cluster *cl = NULL;
-    char err[512];
-    if (cluster_start(&cl, &o, err, sizeof(err)) != 0) {
-        fprintf(stderr, "lapse-ttl-bench: %s\n", err);
-        return 1;
+    int rfs[4], nrf = 0, etcd = 0;
+    for (const char *r = cfg.replication; *r != '\0' && nrf < 4;) {
+        char *endp;
+        long v = strtol(r, &endp, 10);
+        if (endp == r || v < 1 || v > 3 || (*endp != ',' && *endp != '\0')) {
+            fprintf(stderr, "lapse-ttl-bench: --replication wants copies 1, 2 or 3, comma-separated\n");
+            return 2;
+        }
+        rfs[nrf++] = (int)v;
+        etcd |= v > 1;
+        r = *endp == ',' ? endp + 1 : endp;
     }
-    lapse_client *c = NULL;
-    lapse_error e;
-    if (lapse_connect(&c, cluster_coordinator_url(cl), &e) != 0) {
-        fprintf(stderr, "lapse-ttl-bench: %s\n", e.message);
-        cluster_free(cl, 1);
-        return 1;
+    if (nrf == 0) {
+        fprintf(stderr, "lapse-ttl-bench: --replication wants copies 1, 2 or 3, comma-separated\n");
+        return 2;
     }
-    lapse_set_timeout_ms(c, 30000);
-    printf("# lapse-ttl-bench: 3 nodes on loopback; steady %lld items/s for %d s with %lld "
+    printf("# lapse-ttl-bench: 3 nodes on loopback%s; steady %lld items/s for %d s with %lld "
            "long-lived; load %lld items/s for %d s with %lld puts/s; burst %lld; backfill %lld\n",
-           cfg.rate, cfg.seconds, cfg.long_lived, cfg.load_rate, cfg.load_seconds, cfg.put_rate,
-           cfg.burst, cfg.backfill);
+           etcd ? " on etcd (leases fence the primaries)" : "", cfg.rate, cfg.seconds,
+           cfg.long_lived, cfg.load_rate, cfg.load_seconds, cfg.put_rate, cfg.burst,
+           cfg.backfill);
     if (cfg.redis) {
         redis_print_version();
     }
-    if (has_workload(cfg.workloads, "propagation")) {
-        ttl_bench_enable_propagation(c, &cfg);
-    }
-    if (has_workload(cfg.workloads, "steady")) {
-        lapse_steady(cl, c, &cfg);
-        if (cfg.redis) {
-            redis_steady(&cfg);
-        }
-    }
-    if (has_workload(cfg.workloads, "load")) {
-        ttl_bench_load_run(cl, c, &cfg);
-    }
-    if (has_workload(cfg.workloads, "burst")) {
-        lapse_burst(cl, c, &cfg, "burst");
-        if (cfg.redis) {
-            redis_burst(&cfg);
-        }
-    }
-    if (has_workload(cfg.workloads, "backfill")) {
-        ttl_bench_enable_backfill(cl, c, &cfg);
-    }
     int64_t fair_p99 = -1;
-    if (has_workload(cfg.workloads, "fair")) {
-        fair_p99 = ttl_bench_fair_run(c, &cfg);
+    for (int k = 0; k < nrf; k++) {
+        /* Each count of copies on a cluster of its own, alike (on etcd when
+         * any pass has copies), so no pass inherits another's items. */
+        cfg.rf = rfs[k];
+        cfg.lead_rate = cfg.rf > 1 ? 20000 : 100000;
+        ttl_lapse_set_replication(cfg.rf);
+        int first = k == 0;
+        if (nrf > 1 || cfg.rf > 1) {
+            printf("## RF %d: every Lapse table keeps %d cop%s of each partition\n", cfg.rf, cfg.rf,
+                   cfg.rf == 1 ? "y" : "ies");
+            fflush(stdout);
+        }
+        cluster_options o = {0};
+        o.nodes = 3;
+        o.bin_dir = cfg.bin_dir;
+        o.quiet = 1;
+        o.metrics = 1;
+        o.etcd = etcd;
+        cluster *cl = NULL;
+        char err[512];
+        if (cluster_start(&cl, &o, err, sizeof(err)) != 0) {
+            fprintf(stderr, "lapse-ttl-bench: %s\n", err);
+            return 1;
+        }
+        lapse_client *c = NULL;
+        lapse_error e;
+        if (lapse_connect(&c, cluster_coordinator_url(cl), &e) != 0) {
+            fprintf(stderr, "lapse-ttl-bench: %s\n", e.message);
+            cluster_free(cl, 1);
+            return 1;
+        }
+        lapse_set_timeout_ms(c, 30000);
+        if (has_workload(cfg.workloads, "propagation")) {
+            ttl_bench_enable_propagation(c, &cfg);
+        }
+        if (has_workload(cfg.workloads, "steady")) {
+            lapse_steady(cl, c, &cfg);
+            if (cfg.redis && first) {
+                redis_steady(&cfg);
+            }
+        }
+        if (has_workload(cfg.workloads, "load")) {
+            ttl_bench_load_run(cl, c, &cfg);
+        }
+        if (has_workload(cfg.workloads, "burst")) {
+            lapse_burst(cl, c, &cfg, "burst");
+            if (cfg.redis && first) {
+                redis_burst(&cfg);
+            }
+        }
+        if (has_workload(cfg.workloads, "backfill")) {
+            ttl_bench_enable_backfill(cl, c, &cfg);
+        }
+        if (has_workload(cfg.workloads, "fair") && first) {
+            fair_p99 = ttl_bench_fair_run(c, &cfg);
+        }
+        lapse_close(c);
+        cluster_free(cl, 1);
     }
-    lapse_close(c);
-    cluster_free(cl, 1);
     /* Redis alone on the machine: the cluster is stopped. */
     if (has_workload(cfg.workloads, "fair") && cfg.redis) {
         redis_fair_all(&cfg, fair_p99);

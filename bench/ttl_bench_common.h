@@ -25,6 +25,10 @@ typedef struct config {
     long long load_rate; /* "load": items/s falling due */
     int load_seconds;    /* "load": for this long */
     long long put_rate;  /* "load": single puts/s of the foreground client */
+    const char *replication; /* --replication: the copies to measure, "1,3" */
+    int rf;                  /* the copies of every Lapse table of this pass */
+    long long lead_rate; /* items/s the plans assume a load goes at, to set the first due
+                            instant after it ends (lower with copies) */
 } config;
 
 /* Prints p50/p99/max of lag[0..n) (ms) and how many of expected were seen. */

@@ -68,6 +68,7 @@ void ttl_bench_enable_propagation(lapse_client *c, const config *cfg)
         snprintf(name, sizeof(name), "Prop%d", r);
         lapse_table_def d = {0};
         d.name = name;
+        d.replication = (unsigned)cfg->rf;
         d.partition_key = "Id";
         d.partition_key_type = 'S';
         lapse_error e;
@@ -95,6 +96,7 @@ void ttl_bench_enable_backfill(cluster *cl, lapse_client *c, const config *cfg)
 {
     lapse_table_def d = {0};
     d.name = "Backfill";
+    d.replication = (unsigned)cfg->rf;
     d.partition_key = "Id";
     d.partition_key_type = 'S';
     d.partitions = 64;

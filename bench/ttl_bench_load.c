@@ -146,7 +146,8 @@ void ttl_bench_load_run(cluster *cl, lapse_client *c, const config *cfg)
     putters_start(c, cfg, 0, t0 + cfg->load_seconds * 1000LL, th, p);
     putters_report(th, p, "alone (no expiry)", t0);
     long long total = cfg->load_rate * cfg->load_seconds;
-    due_plan plan = {(wall_ms() / 1000 + 3 + total / 100000) * 1000, (double)cfg->load_rate / 1000};
+    due_plan plan = {(wall_ms() / 1000 + 3 + total / cfg->lead_rate) * 1000,
+                     (double)cfg->load_rate / 1000};
     double before = ttl_lapse_deleted_total(cl, "Load");
     if (ttl_lapse_load(c, "Load", "load", total, ttl_lapse_planned, &plan, "due items") != 0) {
         return;
