@@ -346,6 +346,9 @@ out:
 typedef struct bw_ctx {
     const char *table;
     Lapse__WriteRequest **pb; /* per entry, in the call's arena */
+    /* One for the whole call, sent with every request of every round: a
+     * node applies only the writes no earlier attempt applied (request.h). */
+    uint8_t rid[WIRE_REQUEST_ID_BYTES];
 } bw_ctx;
 
 static int bw_build(void *ctx, arena *a, const size_t *idx, size_t n, Lapse__Request *req,
@@ -364,6 +367,7 @@ static int bw_build(void *ctx, arena *a, const size_t *idx, size_t n, Lapse__Req
     body->table = (char *)x->table;
     body->writes = writes;
     body->n_writes = n;
+    req->request_id = (ProtobufCBinaryData){.len = sizeof x->rid, .data = x->rid};
     req->body_case = LAPSE__REQUEST__BODY_BATCH_WRITE;
     req->batch_write = body;
     return 0;
@@ -432,7 +436,8 @@ int lapse_batch_write(lapse_client *c, const char *table, lapse_item *const *put
         return client_ok(err);
     }
     arena_init(&a);
-    bw_ctx x = {table, calloc(total, sizeof(*x.pb))};
+    bw_ctx x = {table, calloc(total, sizeof(*x.pb)), {0}};
+    client_request_id(x.rid);
     batch_entry *e = calloc(total, sizeof(*e));
     if (x.pb == NULL || e == NULL) {
         rv = client_err(err, LAPSE_ENOMEM, "out of memory");

@@ -202,7 +202,8 @@ out:
  * BatchWrite: every write is converted and checked first (one bad write
  * fails the whole call, nothing applied); writes for partitions another node
  * owns are answered in `unprocessed` for the client to re-route; the rest go
- * to store_batch_write, atomic per partition.
+ * to store_batch_write_once, atomic per partition, which with the call's
+ * request id applies only the writes no earlier attempt applied.
  */
 void writes_batch(handlers_ctx *c)
 {
@@ -214,7 +215,9 @@ void writes_batch(handlers_ctx *c)
     size_t n = 0, nwrites = 0, nun = 0;
     char err[512] = "";
 
-    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
+    const uint8_t *rid;
+    if (handlers_need_body(c, r) != 0 || request_id_of(c, &rid) != 0 ||
+        handlers_find_table(c, r->table) != 0) {
         goto out;
     }
     if (r->n_writes > HANDLERS_BATCH_MAX) {
@@ -259,7 +262,8 @@ void writes_batch(handlers_ctx *c)
         nwrites++;
     }
     if (nwrites > 0) {
-        int rv = store_batch_write(c->ns->st, &c->table->schema, writes, nwrites, err, sizeof(err));
+        int rv = store_batch_write_once(c->ns->st, &c->table->schema, writes, nwrites, rid, err,
+                                        sizeof(err));
         if (rv != 0) {
             handlers_store_error(c, rv, err);
             goto out;

@@ -707,10 +707,73 @@ static void test_retried_write_takes_effect_once(void **state)
     assert_same(p, &t);
 }
 
+/* A retried batch write applies each of its writes once (request.h), per
+ * partition, however the retry groups them: a retry does not overwrite a
+ * write made since, a retry with writes the first attempt lacked applies
+ * just those, the replica a failover would promote knows the call, and a
+ * retry of a batch whose ship failed returns once the replica has it. */
+static void test_retried_batch_write_takes_effect_once(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    table_schema t = replicated();
+    t.partitions = 2;
+    const uint8_t rb[REQUEST_ID_BYTES] = {7}, rp[REQUEST_ID_BYTES] = {8},
+                  rf[REQUEST_ID_BYTES] = {9};
+    item *a = row(1, "a", 0), *b = row(2, "b", 0), *c = row(3, "c", 0), *d = row(4, "d", 0);
+    store_write first[] = {{.put = a}, {.put = b}};
+    assert_ok(store_batch_write_once(f->st, &t, first, 2, rb, f->err, sizeof f->err), f);
+    put(f, &t, row(1, "x", 0)); /* someone else's write comes between */
+    assert_ok(store_batch_write_once(f->st, &t, first, 2, rb, f->err, sizeof f->err), f);
+    assert_v(f->st, &t, 1, "x");
+    assert_v(f->st, &t, 2, "b");
+    /* Regrouped: b again (applied) with c (never sent before). */
+    put(f, &t, row(2, "y", 0));
+    store_write second[] = {{.put = b}, {.put = c}};
+    assert_ok(store_batch_write_once(f->st, &t, second, 2, rb, f->err, sizeof f->err), f);
+    assert_v(f->st, &t, 2, "y");
+    assert_v(f->st, &t, 3, "c");
+    /* Without the id, every attempt applies (the old behaviour). */
+    assert_ok(store_batch_write(f->st, &t, first, 1, f->err, sizeof f->err), f);
+    assert_v(f->st, &t, 1, "a");
+    put(f, &t, row(1, "x", 0));
+    /* The replica, promoted, knows the call too. */
+    assert_ok(store_batch_write_once(p->replica, &t, first, 2, rb, f->err, sizeof f->err), f);
+    assert_v(p->replica, &t, 1, "x");
+    assert_v(p->replica, &t, 2, "y");
+    /* An id is for one kind of write (records are per partition: the
+     * same item's). */
+    assert_ok(store_put_once(f->st, &t, d, NULL, rp, f->err, sizeof f->err), f);
+    store_write fourth[] = {{.put = d}};
+    assert_code(store_batch_write_once(f->st, &t, fourth, 1, rp, f->err, sizeof f->err),
+                LAPSE_EINVAL, f);
+    assert_code(store_put_once(f->st, &t, a, NULL, rb, f->err, sizeof f->err), LAPSE_EINVAL, f);
+    assert_v(f->st, &t, 1, "x");
+    /* The first attempt's ship fails: written here only. Its retry writes
+     * nothing again but returns once the replica has the first. */
+    item *e = row(5, "e", 0);
+    store_write third[] = {{.put = e}};
+    p->fail_ships = 1;
+    assert_code(store_batch_write_once(f->st, &t, third, 1, rf, f->err, sizeof f->err),
+                LAPSE_EUNAVAILABLE, f);
+    assert_v(p->replica, &t, 5, "");
+    assert_ok(store_batch_write_once(f->st, &t, third, 1, rf, f->err, sizeof f->err), f);
+    assert_v(p->replica, &t, 5, "e");
+    item_free(a);
+    item_free(b);
+    item_free(c);
+    item_free(d);
+    item_free(e);
+    assert_same(p, &t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_every_write_kind_reaches_the_replica, pair_setup,
+                                        pair_teardown),
+        cmocka_unit_test_setup_teardown(test_retried_batch_write_takes_effect_once, pair_setup,
                                         pair_teardown),
         cmocka_unit_test_setup_teardown(test_replica_refuses_gaps_old_epochs_and_garbage,
                                         pair_setup, pair_teardown),

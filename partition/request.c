@@ -7,6 +7,7 @@
 
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
+#include "../placement/hash.h"
 #include "itemkey.h"
 
 #define STAMP_BYTES 8
@@ -53,11 +54,37 @@ int request_recall(db *d, int cf, const buf *key, buf *val, int *found, request_
     case REQUEST_DELETE:
         return 0;
     case REQUEST_UPDATE:
+    case REQUEST_BATCH:
         out->item = val->data + STAMP_BYTES + 1;
         out->item_len = val->len - STAMP_BYTES - 1;
+        if (out->kind == REQUEST_BATCH && out->item_len % 8 != 0) {
+            snprintf(err, errlen, "batch request record of %zu digest bytes", out->item_len);
+            return LAPSE_ECORRUPT;
+        }
         return 0;
     default:
         snprintf(err, errlen, "request record of unknown kind %u", val->data[STAMP_BYTES]);
         return LAPSE_ECORRUPT;
     }
+}
+
+uint64_t request_write_digest(const void *key, size_t klen, const void *value, size_t vlen)
+{
+    /* A delete and a put of one key differ by the seed of the second part. */
+    uint64_t h = hash_bytes64(key, klen, 0x5eed);
+    return value != NULL ? hash_bytes64(value, vlen, h) : hash_bytes64("", 0, ~h);
+}
+
+int request_batch_has(const request_outcome *o, uint64_t digest)
+{
+    for (size_t off = 0; off + 8 <= o->item_len; off += 8) {
+        uint64_t d = 0;
+        for (int i = 0; i < 8; i++) {
+            d = d << 8 | o->item[off + (size_t)i];
+        }
+        if (d == digest) {
+            return 1;
+        }
+    }
+    return 0;
 }

@@ -10,9 +10,15 @@
  * instead of applying the write a second time: after a time-out, after a
  * failover to a replica, or while the first attempt is still in flight.
  *
+ * A BatchWrite call's id is one for all its partitions: each partition's
+ * record lists a digest of every write of the call it applied (a retry may
+ * group the call's writes into requests differently), so a retry applies
+ * exactly the writes no earlier attempt applied.
+ *
  * Key (family requests): u32be table id | u32be partition | id (16 bytes).
  * Value: u64be wall-clock ms of the write | u8 kind | for an update, the
- * new item's item_encode bytes (the call's answer). The family expires by
+ * new item's item_encode bytes (the call's answer); for a batch, the u64be
+ * digests of the writes applied (request_write_digest). The family expires by
  * itself (db_options.expiring_cf): records older than REQUEST_KEEP_MS go
  * at the next compaction that reaches them, with no deletes to replicate.
  *
@@ -35,15 +41,23 @@
 typedef enum request_kind {
     REQUEST_PUT = 'P',
     REQUEST_DELETE = 'D',
-    REQUEST_UPDATE = 'U'
+    REQUEST_UPDATE = 'U',
+    REQUEST_BATCH = 'B'
 } request_kind;
 
 /* A record read back (request_recall). */
 typedef struct request_outcome {
     request_kind kind;
-    const uint8_t *item; /* an update's new item (item_encode), else NULL */
+    const uint8_t *item; /* an update's new item (item_encode); a batch's
+                            digests (u64be each); else NULL */
     size_t item_len;
 } request_outcome;
+
+/* The digest a batch record keeps of one write: its item key bytes and,
+ * for a put, the encoded item (value NULL: a delete). */
+uint64_t request_write_digest(const void *key, size_t klen, const void *value, size_t vlen);
+/* Whether a batch record's digests (o->item, o->item_len) hold digest. */
+int request_batch_has(const request_outcome *o, uint64_t digest);
 
 /* Clears k and writes the key of request id (REQUEST_ID_BYTES) of
  * (table_id, part). 0 or LAPSE_ENOMEM. */

@@ -156,6 +156,16 @@ int store_update_once(store *st, const table_schema *t, const item *key,
  * groups of partitions written before the failure stay applied. */
 int store_batch_write(store *st, const table_schema *t, const store_write *writes, size_t n,
                       char *err, size_t errlen);
+/* store_batch_write with the call's request id rid (request.h; NULL: as
+ * store_batch_write), one for all its partitions: each partition's group
+ * also records a digest of every write it applied, replicated with them. A
+ * retry applies only the writes whose digest its partition's record lacks
+ * (no earlier attempt applied them), whatever requests the client grouped
+ * them into; a group left with nothing to apply commits its record again,
+ * so the call returns once the earlier writes are on every in-sync
+ * replica. LAPSE_EINVAL when rid names a record of another kind of write. */
+int store_batch_write_once(store *st, const table_schema *t, const store_write *writes, size_t n,
+                           const uint8_t *rid, char *err, size_t errlen);
 
 /* Items of partition key pk whose sort key satisfies sk (sk may be NULL),
  * ascending by sort key (descending when !forward), starting after

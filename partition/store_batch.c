@@ -11,6 +11,7 @@
 #include "../common/buf.h"
 #include "../common/lapse_err.h"
 #include "itemkey.h"
+#include "request.h"
 #include "store_int.h"
 #include "../common/ttl.h"
 
@@ -26,6 +27,7 @@ typedef struct batch_entry {
     size_t koff, klen;
     size_t voff, vlen;  /* vlen == SIZE_MAX: a delete */
     const uint8_t *key; /* keys.data + koff, set once keys stops growing */
+    uint64_t digest;    /* request_write_digest, with a request id */
 } batch_entry;
 
 /* By partition, then key, then position: a partition's group is contiguous
@@ -126,8 +128,62 @@ static int group_derive(store *st, const table_schema *t, const store_write *wri
     return 0;
 }
 
-int store_batch_write(store *st, const table_schema *t, const store_write *writes, size_t n,
-                      char *err, size_t errlen)
+/* The request record of one partition group (request.h), with rid. */
+typedef struct group_once {
+    const uint8_t *rid; /* NULL: none, every write applies */
+    buf key, val, scratch, digests;
+    int found;
+    request_outcome seen;
+} group_once;
+
+/* With a request id, reads the group e[0..n)'s record and moves the writes
+ * an earlier attempt applied (their digests are in it) to the end of the
+ * group, keeping the order of the rest; *apply receives how many are left
+ * at the front. g->digests receives the record's digests and those of the
+ * writes to apply. REQUIRES: the partition's stripe lock. */
+static int group_once_check(store *st, const table_schema *t, uint32_t part, group_once *g,
+                            batch_entry *e, size_t n, size_t *apply, char *err, size_t errlen)
+{
+    *apply = n;
+    if (g->rid == NULL) {
+        return 0;
+    }
+    int rv;
+    if (request_key(&g->key, t->id, part, g->rid) != 0) {
+        return oom(err, errlen);
+    }
+    if ((rv = request_recall(st->db, CF_REQUESTS, &g->key, &g->val, &g->found, &g->seen, err,
+                             errlen)) != 0) {
+        return rv;
+    }
+    if (g->found && g->seen.kind != REQUEST_BATCH) {
+        return store_errf(LAPSE_EINVAL, err, errlen,
+                          "request id already used by another kind of write (%c, not B)",
+                          (char)g->seen.kind);
+    }
+    buf_clear(&g->digests);
+    if (g->found && buf_append(&g->digests, g->seen.item, g->seen.item_len) != 0) {
+        return oom(err, errlen);
+    }
+    /* A stable partition: entries to apply keep their order at the front. */
+    size_t m = 0;
+    for (size_t x = 0; x < n; x++) {
+        if (g->found && request_batch_has(&g->seen, e[x].digest)) {
+            continue;
+        }
+        if (buf_append_u64be(&g->digests, e[x].digest) != 0) {
+            return oom(err, errlen);
+        }
+        batch_entry keep = e[x];
+        memmove(&e[m + 1], &e[m], (x - m) * sizeof(*e));
+        e[m++] = keep;
+    }
+    *apply = m;
+    return 0;
+}
+
+static int batch_write(store *st, const table_schema *t, const store_write *writes, size_t n,
+                       const uint8_t *rid, char *err, size_t errlen)
 {
     int rv = 0;
     batch_entry *e = NULL;
@@ -141,8 +197,13 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
     buf_init(&keys);
     buf_init(&vals);
     buf_init(&k);
+    group_once once = {.rid = rid};
+    buf_init(&once.key);
+    buf_init(&once.val);
+    buf_init(&once.scratch);
+    buf_init(&once.digests);
     if (n == 0) {
-        return 0;
+        goto out;
     }
     if (n > STORE_BATCH_MAX) {
         return store_errf(LAPSE_ETOOBIG, err, errlen, "a batch holds at most %d writes, got %zu",
@@ -202,6 +263,11 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
     }
     for (size_t i = 0; i < n; i++) {
         e[i].key = keys.data + e[i].koff;
+        if (rid != NULL) {
+            e[i].digest = request_write_digest(e[i].key, e[i].klen,
+                                               e[i].vlen == SIZE_MAX ? NULL : vals.data + e[i].voff,
+                                               e[i].vlen == SIZE_MAX ? 0 : e[i].vlen);
+        }
     }
     qsort(e, n, sizeof(*e), entry_cmp);
     const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
@@ -210,33 +276,58 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
      * groups' records go to their replicas together once all are
      * committed here (store_commit_finish_many at out). */
     for (size_t i = 0; i < n;) {
-        size_t j = i;
+        size_t j = i, m;
         int64_t min_due_ms = STORE_NO_DUE;
         store_derive d;
         memset(&d, 0, sizeof(d));
-        db_batch_clear(b);
-        store_commit_prepare(st, b, t);
-        for (; j < n && e[j].part == e[i].part; j++) {
-            if (e[j].vlen == SIZE_MAX) {
-                db_batch_delete(b, st->db, CF_ITEMS, e[j].key, e[j].klen);
-            } else {
-                db_batch_put(b, st->db, CF_ITEMS, e[j].key, e[j].klen, vals.data + e[j].voff,
-                             e[j].vlen);
-            }
+        while (j < n && e[j].part == e[i].part) {
+            j++;
         }
         pthread_mutex_t *mu = store_stripe(st, t->id, e[i].part);
         pthread_mutex_lock(mu);
-        if (derive) {
+        int written = 0;
+        rv = group_once_check(st, t, e[i].part, &once, e + i, j - i, &m, err, errlen);
+        db_batch_clear(b);
+        store_commit_prepare(st, b, t);
+        if (rv == 0 && m == 0) {
+            /* Every write of the group was applied by an earlier attempt:
+             * its record is committed again, unchanged, so this call returns
+             * once those writes are on every in-sync replica (as a retried
+             * single write does). */
+            db_batch_put(b, st->db, CF_REQUESTS, once.key.data, once.key.len, once.val.data,
+                         once.val.len);
+            rv = store_commit_start(st, b, t, e[i].part, &written, &pends[npend], err, errlen);
+            npend += rv == 0;
+            pthread_mutex_unlock(mu);
+            if (rv != 0) {
+                goto out;
+            }
+            i = j;
+            continue;
+        }
+        for (size_t x = i; rv == 0 && x < i + m; x++) {
+            if (e[x].vlen == SIZE_MAX) {
+                db_batch_delete(b, st->db, CF_ITEMS, e[x].key, e[x].klen);
+            } else {
+                db_batch_put(b, st->db, CF_ITEMS, e[x].key, e[x].klen, vals.data + e[x].voff,
+                             e[x].vlen);
+            }
+        }
+        if (rv == 0 && rid != NULL &&
+            request_remember(b, st->db, CF_REQUESTS, &once.key, REQUEST_BATCH, once.digests.data,
+                             once.digests.len, &once.scratch) != 0) {
+            rv = oom(err, errlen);
+        }
+        if (rv == 0 && derive) {
             store_derive_begin(&d, st, t, e[i].part);
         }
-        if (ttl || derive) {
-            rv = group_derive(st, t, writes, &vals, e + i, j - i, now, &g, derive ? &d : NULL, b,
+        if (rv == 0 && (ttl || derive)) {
+            rv = group_derive(st, t, writes, &vals, e + i, m, now, &g, derive ? &d : NULL, b,
                               &min_due_ms, err, errlen);
         }
         if (rv == 0 && derive) {
             rv = store_derive_finish(&d, b, err, errlen);
         }
-        int written = 0;
         if (rv == 0) {
             rv = store_commit_start(st, b, t, e[i].part, &written, &pends[npend], err, errlen);
             npend += rv == 0;
@@ -244,7 +335,7 @@ int store_batch_write(store *st, const table_schema *t, const store_write *write
         if (written && derive) {
             store_derive_committed(&d);
         }
-        for (size_t x = i; written && ttl && x < j; x++) {
+        for (size_t x = i; written && ttl && x < i + m; x++) {
             if (keyset_remove(&st->undeletable, e[x].key, e[x].klen)) {
                 store_sweep_cursor_note(st, t->id, e[i].part, NULL, 0);
             }
@@ -282,5 +373,21 @@ out:
     buf_fini(&keys);
     buf_fini(&vals);
     buf_fini(&k);
+    buf_fini(&once.key);
+    buf_fini(&once.val);
+    buf_fini(&once.scratch);
+    buf_fini(&once.digests);
     return rv;
+}
+
+int store_batch_write(store *st, const table_schema *t, const store_write *writes, size_t n,
+                      char *err, size_t errlen)
+{
+    return batch_write(st, t, writes, n, NULL, err, errlen);
+}
+
+int store_batch_write_once(store *st, const table_schema *t, const store_write *writes, size_t n,
+                           const uint8_t *rid, char *err, size_t errlen)
+{
+    return batch_write(st, t, writes, n, rid, err, errlen);
 }

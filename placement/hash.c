@@ -37,3 +37,8 @@ int hash_partition(const attr_value *pk, uint32_t partitions, uint32_t *out)
     buf_fini(&b);
     return rv;
 }
+
+uint64_t hash_bytes64(const void *p, size_t len, uint64_t seed)
+{
+    return XXH64(p, len, seed);
+}

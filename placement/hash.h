@@ -18,6 +18,8 @@
 
 /* REQUIRES: partitions is a power of two. */
 uint32_t hash_partition_of_bytes(const void *enc, size_t len, uint32_t partitions);
+/* xxh64 of p[0..len) with seed: a digest of bytes (not a placement). */
+uint64_t hash_bytes64(const void *p, size_t len, uint64_t seed);
 /* Encodes pk and hashes it. Returns 0 or LAPSE_EINVAL / LAPSE_ENOMEM. */
 int hash_partition(const attr_value *pk, uint32_t partitions, uint32_t *out);
 

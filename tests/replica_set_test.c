@@ -52,7 +52,6 @@
 
 #define PARTS 8
 
-
 static int create(const char *name, unsigned replication, lapse_error *e)
 {
     lapse_table_def d = {.name = name,
@@ -296,8 +295,11 @@ static void test_unacknowledged_suffixes(void **state)
 {
     (void)state;
     lapse_error e = {0};
-    lapse_table_def d = {.name = "rf3u", .partition_key = "Id", .partition_key_type = 'S',
-                         .partitions = 1, .replication = 3};
+    lapse_table_def d = {.name = "rf3u",
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = 1,
+                         .replication = 3};
     assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
     rs_put_retrying("rf3u", "u", "v0");
     /* 1. ids[1] stopped: the record reaches ids[2] at once, ids[1] when it
@@ -340,14 +342,14 @@ static void test_unacknowledged_suffixes(void **state)
 typedef struct wcall {
     uint8_t id[16];
     size_t id_len;
-    int update;    /* UpdateItem SET V = v; else PutItem {Id, V: v} */
+    int update; /* UpdateItem SET V = v; else PutItem {Id, V: v} */
+    int batch;  /* BatchWrite of that one put instead */
     const char *v;
     int if_absent; /* the condition attribute_not_exists(Id) (puts) */
 } wcall;
 
 /* Sends c to node: the Lapse code; an update's answer's V into v_out. */
-static int send_call(int node, const wcall *c, char *v_out, size_t vlen, char *err,
-                     size_t errlen)
+static int send_call(int node, const wcall *c, char *v_out, size_t vlen, char *err, size_t errlen)
 {
     char json[128];
     item *it = NULL;
@@ -361,6 +363,9 @@ static int send_call(int node, const wcall *c, char *v_out, size_t vlen, char *e
     Lapse__Condition cond = LAPSE__CONDITION__INIT;
     Lapse__UpdateAction act = LAPSE__UPDATE_ACTION__INIT;
     Lapse__UpdateAction *acts[1] = {&act};
+    Lapse__BatchWriteRequest bw = LAPSE__BATCH_WRITE_REQUEST__INIT;
+    Lapse__WriteRequest w = LAPSE__WRITE_REQUEST__INIT;
+    Lapse__WriteRequest *ws[1] = {&w};
     req.request_id = (ProtobufCBinaryData){.len = c->id_len, .data = (uint8_t *)c->id};
     if (c->update) {
         act.name = "V";
@@ -372,6 +377,13 @@ static int send_call(int node, const wcall *c, char *v_out, size_t vlen, char *e
         upd.n_actions = 1;
         req.body_case = LAPSE__REQUEST__BODY_UPDATE_ITEM;
         req.update_item = &upd;
+    } else if (c->batch) {
+        w.put = wire_item_to_pb(&a, it);
+        bw.table = "rf3r";
+        bw.writes = ws;
+        bw.n_writes = 1;
+        req.body_case = LAPSE__REQUEST__BODY_BATCH_WRITE;
+        req.batch_write = &bw;
     } else {
         put.table = "rf3r";
         put.item = wire_item_to_pb(&a, it);
@@ -383,6 +395,9 @@ static int send_call(int node, const wcall *c, char *v_out, size_t vlen, char *e
     }
     Lapse__Response *resp = NULL;
     int rv = rs_call(node, &req, &resp, err, errlen);
+    if (rv == 0 && c->batch && resp->batch_write->n_unprocessed > 0) {
+        rv = LAPSE_EWRONGNODE; /* not this node's partition (yet) */
+    }
     if (rv == 0 && c->update) {
         item *got = NULL;
         assert_non_null(resp->update_item);
@@ -441,7 +456,8 @@ static const char *v_of_r(void)
  * its request id is answered done and changes nothing, by its primary and,
  * after that primary is killed, by the new one (the record came with the
  * write), while the same put with another id fails its condition; an
- * update's retry answers the item its first attempt made. */
+ * update's retry answers the item its first attempt made; a batch write's
+ * retry applies nothing again. */
 static void test_retried_write_after_failover(void **state)
 {
     (void)state;
@@ -461,6 +477,9 @@ static void test_retried_write_after_failover(void **state)
     wcall bad = put2;
     bad.id_len = 5;
     assert_int_equal(send_retrying(p1, &bad, v, sizeof v), LAPSE_EINVAL);
+    wcall bat = {.id = "batch-call-numb1", .id_len = 16, .batch = 1, .v = "batched"};
+    assert_int_equal(send_retrying(p1, &bat, v, sizeof v), 0);
+    assert_string_equal(v_of_r(), "batched");
 
     /* A client whose timeout fits one attempt, putting from the kill on:
      * its calls time out at the dead primary, waiting for a connection
@@ -492,8 +511,9 @@ static void test_retried_write_after_failover(void **state)
     assert_int_equal(send_retrying(p2, &put1, v, sizeof v), 0); /* not ECONDITION */
     v[0] = '\0';
     assert_int_equal(send_retrying(p2, &upd, v, sizeof v), 0);
-    assert_string_equal(v, "updated"); /* the first attempt's answer */
-    assert_string_equal(v_of_r(), "later"); /* and nothing applied again */
+    assert_string_equal(v, "updated");                         /* the first attempt's answer */
+    assert_int_equal(send_retrying(p2, &bat, v, sizeof v), 0); /* a batch's retry */
+    assert_string_equal(v_of_r(), "later");                    /* and nothing applied again */
     assert_int_equal(send_retrying(p2, &put2, v, sizeof v), LAPSE_ECONDITION);
 
     assert_int_equal(cluster_restart(rs_cluster(), p1), 0);
@@ -531,8 +551,8 @@ static void test_primary_killed_during_writes(void **state)
                      ? atol(lapse_item_get_n(got, "V"))
                      : 0;
         if (v < w.acked[k] || v > w.attempted[k]) {
-            fail_msg("w%d reads %ld; last acknowledged %ld, last attempted %ld", k, v,
-                     w.acked[k], w.attempted[k]);
+            fail_msg("w%d reads %ld; last acknowledged %ld, last attempted %ld", k, v, w.acked[k],
+                     w.attempted[k]);
         }
         lapse_item_free(key);
         lapse_item_free(got);
