@@ -77,9 +77,12 @@ bench: build
 # a thousand faults in all), a
 # report in $(BUILD)/chaos-report.txt and a summary here. CHAOS_SEED=S replays.
 # As root the runs happen in network namespaces and include the partition
-# fault; otherwise that fault is skipped (the first line says why).
+# fault; otherwise that fault is skipped (the first line says why). Tables keep
+# CHAOS_REPLICATION copies (3, as make cluster's; 1 for the single-copy cluster).
+CHAOS_REPLICATION ?= 3
 chaos: build
 	@$(BUILD)/bin/lapse-chaos --profile long --bin-dir $(BUILD)/bin \
+	  --replication $(CHAOS_REPLICATION) \
 	  --report $(BUILD)/chaos-report.txt $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 # The fuzz targets (cmake/fuzz-run.sh), FUZZ_SECONDS (default 300) each,
