@@ -9,7 +9,8 @@
  * in each node's namespace, so a partition cuts a host's node and member
  * together; two coordinators in the coordinator's namespace), with the etcd
  * faults too: the leading coordinator killed or stopped past its lease, an
- * etcd member killed.
+ * etcd member killed; and every table of three copies, so a node cut off
+ * loses its lease and its primaries fail over while it cannot hear of it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,8 +39,14 @@ int main(void)
                     CHAOS_TEST_NAME "-report.txt",
                     NULL,
                     NULL,
+                    NULL,
+                    NULL,
                     NULL};
     int argc = 11;
+#ifdef CHAOS_TEST_REPLICATION
+    argv[argc++] = "--replication";
+    argv[argc++] = CHAOS_TEST_REPLICATION;
+#endif
     const char *seed = getenv("LAPSE_CHAOS_SEED");
     if (seed != NULL && *seed != '\0') {
         argv[argc++] = "--seed";

@@ -32,11 +32,33 @@ typedef struct set_diff {
     char found[300];
 } set_diff;
 
+/* Points nodes[1..nnodes] at the addresses pm gives the nodes: the
+ * cluster's own URLs are loopback ones, which in network-namespace mode
+ * reach nothing. */
+static void open_nodes(const pmap *pm, rpc_client **nodes, int nnodes)
+{
+    for (int id = 1; id <= nnodes; id++) {
+        const pmap_node *pn = pmap_node_find(pm, (uint32_t)id);
+        if (pn == NULL ||
+            (nodes[id] != NULL && strcmp(rpc_client_url(nodes[id]), pn->address) == 0)) {
+            continue;
+        }
+        rpc_client_close(nodes[id]);
+        char err[256];
+        if (rpc_client_open(&nodes[id], pn->address, err, sizeof(err)) != 0) {
+            nodes[id] = NULL;
+        }
+    }
+}
+
 /* Compares every replicated set of pm; the sets that differ go to
- * diffs[0..*n) (at most COPIES_MAX_REPORTED). Returns the sets compared. */
+ * diffs[0..*n) (at most COPIES_MAX_REPORTED). A node that did not answer
+ * in time is not asked again in this pass (each ask would wait its whole
+ * time-out). Returns the sets compared. */
 static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *diffs, int *n)
 {
     long sets = 0;
+    int silent[CLUSTER_MAX_NODES + 1] = {0}; /* the code a node failed with, for this pass */
     *n = 0;
     for (size_t ti = 0; ti < pm->ntables; ti++) {
         const pmap_table *t = &pm->tables[ti];
@@ -53,9 +75,17 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
                 uint32_t id = rs->ids[i];
                 nodecall_digest d = {0};
                 char err[256] = "";
-                int rv = id >= 1 && id <= (uint32_t)cluster_nodes(r->cl)
-                             ? nodecall_partition_digest(nodes[id], t->schema.id, p, &d, err, sizeof(err))
-                             : LAPSE_ENOTFOUND;
+                int rv = id < 1 || id > (uint32_t)cluster_nodes(r->cl) ? LAPSE_ENOTFOUND
+                         : nodes[id] == NULL                         ? LAPSE_EUNAVAILABLE
+                         : silent[id] != 0                           ? silent[id]
+                                                                     : 0;
+                if (rv == 0) {
+                    rv = nodecall_partition_digest(nodes[id], t->schema.id, p, &d, err,
+                                                   sizeof(err));
+                    if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
+                        silent[id] = rv;
+                    }
+                }
                 int in_sync = pmap_in_sync(rs, i);
                 if (rv != 0) {
                     used += (size_t)snprintf(found + used, sizeof(found) - used,
@@ -98,11 +128,6 @@ void check_copies(run *r, check_out *out, int deadline_ms)
     out->checked[9] = 1;
     rpc_client *nodes[CLUSTER_MAX_NODES + 1] = {0};
     char err[256] = "";
-    for (int i = 1; i <= cluster_nodes(r->cl) && i <= CLUSTER_MAX_NODES; i++) {
-        if (rpc_client_open(&nodes[i], cluster_node_url(r->cl, i), err, sizeof(err)) != 0) {
-            nodes[i] = NULL;
-        }
-    }
     set_diff *diffs = calloc(COPIES_MAX_REPORTED, sizeof(*diffs));
     int n = 0;
     int64_t until = clock_mono_now().ms + deadline_ms;
@@ -114,6 +139,8 @@ void check_copies(run *r, check_out *out, int deadline_ms)
             snprintf(diffs[0].where, sizeof(diffs[0].where), "the partition map");
             snprintf(diffs[0].found, sizeof(diffs[0].found), "not read: %s", err);
         } else {
+            open_nodes(pm, nodes, cluster_nodes(r->cl) < CLUSTER_MAX_NODES ? cluster_nodes(r->cl)
+                                                                            : CLUSTER_MAX_NODES);
             out->sets_compared = compare_sets(r, pm, nodes, diffs, &n);
             pmap_free(pm);
         }
