@@ -33,7 +33,8 @@ static void usage(FILE *f)
                "                   [--report FILE] [--bin-dir DIR] [--keep] [--quiet]\n"
                "  --faults LIST   comma-separated: node-kill, dest-kill, backfill-kill,\n"
                "                  coordinator-kill, stop-cont, partition,\n"
-               "                  failover-twice, coordinator-leader-kill, etcd-member-kill,\n"
+               "                  failover-twice, etcd-cut (with --replication 2 or 3),\n"
+               "                  coordinator-leader-kill, etcd-member-kill,\n"
                "                  coordinator-stop, all (default), none; partition needs root\n"
                "                  and runs the cluster in network namespaces; the last three\n"
                "                  run it on etcd with two coordinators (with partition: a\n"
@@ -77,6 +78,8 @@ static int parse_faults(const char *s, unsigned *out)
             *out |= CHAOS_FAULT_COORD_STOP;
         } else if (strcmp(tok, "failover-twice") == 0) {
             *out |= CHAOS_FAULT_FAILOVER_TWICE;
+        } else if (strcmp(tok, "etcd-cut") == 0) {
+            *out |= CHAOS_FAULT_ETCD_CUT;
         } else if (strcmp(tok, "all") == 0) {
             *out |= CHAOS_FAULT_ALL;
         } else if (strcmp(tok, "none") != 0) {
@@ -273,8 +276,9 @@ static int setup(run *r, char *err, size_t errlen)
     cluster_options co = {0};
     char node_args[700];
     snprintf(node_args, sizeof(node_args), "--ttl-backfill-rate %d", CHAOS_BACKFILL_RATE);
-    if (r->opt->plant == PLANT_COPIES) {
-        /* The plant's switch: a node refusing its primaries' records. */
+    if (r->opt->plant == PLANT_COPIES || (r->opt->faults & CHAOS_FAULT_ETCD_CUT)) {
+        /* The switches: a node refusing its primaries' records (the copies
+         * plant), a node cut off from etcd (the etcd-cut fault). */
         if (cluster_mkdtemp(r->fault_dir, sizeof(r->fault_dir), "chaos-faults", err, errlen) !=
             0) {
             r->fault_dir[0] = '\0';
@@ -534,6 +538,11 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
             acc->partition_skipped = 1;
         }
         fflush(stdout);
+    }
+    if ((eff.faults & CHAOS_FAULT_ETCD_CUT) && o->replication < 2) {
+        /* One copy: no primary to fence or fail over. */
+        printf("lapse-chaos: etcd-cut fault skipped: it needs --replication 2 or 3\n");
+        eff.faults &= ~(unsigned)CHAOS_FAULT_ETCD_CUT;
     }
     if (opts->faults != 0 && eff.faults == 0) {
         /* Every fault asked for was skipped: a faultless run tests nothing asked. */

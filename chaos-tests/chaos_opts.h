@@ -22,10 +22,11 @@ enum {
     CHAOS_FAULT_COORD_STOP = 256,  /* on etcd: SIGSTOP the leading coordinator past its lease */
     CHAOS_FAULT_ON_ETCD = 448,     /* the faults that run the cluster on etcd (2 coordinators) */
     CHAOS_FAULT_FAILOVER_TWICE = 512, /* kill -9 a primary, and its successor once promoted */
-    CHAOS_FAULT_ALL = 1023
+    CHAOS_FAULT_ETCD_CUT = 1024,      /* with copies: a primary cut off from etcd, not clients */
+    CHAOS_FAULT_ALL = 2047
 };
 
-#define CHAOS_FAULT_KINDS 10 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 9 */
+#define CHAOS_FAULT_KINDS 11 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 10 */
 
 #define CHAOS_INVARIANTS 9
 

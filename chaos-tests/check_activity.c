@@ -29,7 +29,7 @@ static const char *kind_name(int b)
     static const char *const names[CHAOS_FAULT_KINDS] = {
         "node-kill", "backfill-kill",           "coordinator-kill", "stop-cont",       "partition",
         "dest-kill", "coordinator-leader-kill", "etcd-member-kill", "coordinator-stop",
-        "failover-twice"};
+        "failover-twice", "etcd-cut"};
     return b >= 0 && b < CHAOS_FAULT_KINDS ? names[b] : "?";
 }
 

@@ -18,6 +18,7 @@
 #include "admin.h"
 #include "faults_coord.h"
 #include "procs.h"
+#include "registers.h"
 #include "workload.h"
 
 /* Keys per mass-expiry burst and burst slots in table 0 (chaos.c sizes it). */
@@ -331,6 +332,84 @@ static void sc_failover_twice(run *r, uint64_t *rng)
     procs_restart_after(r, second, rng_range(rng, 500, 2000));
 }
 
+/* A client of node id at the address the coordinator's map gives it, or
+ * NULL. */
+static rpc_client *node_client(run *r, int id)
+{
+    pmap *pm = NULL;
+    char err[256];
+    rpc_client *c = NULL;
+    if (nodecall_map(cluster_coordinator_url(r->cl), &pm, err, sizeof(err)) == 0) {
+        const pmap_node *pn = pmap_node_find(pm, (uint32_t)id);
+        if (pn == NULL || rpc_client_open(&c, pn->address, err, sizeof(err)) != 0) {
+            c = NULL;
+        }
+        pmap_free(pm);
+    }
+    return c;
+}
+
+/* etcd-cut: the primary of a chaos_plain partition loses etcd (its switch
+ * in r->fault_dir: its etcd client fails every call) while clients, peers
+ * and coordinators still reach it. Its lease cannot be renewed: it must
+ * stop acknowledging writes and serving strong reads before the lease
+ * could expire, and the coordinators promote another copy when it does
+ * (up to 10 s is waited for). Meanwhile the register keys are read
+ * straight from it every 20 ms, as by a client whose map still names it
+ * (reg_read_at): an answer after the promotion would be a stale read,
+ * which invariant 8 finds. 0.5-1.5 s after the promotion it reaches etcd
+ * again and must rejoin as a follower, its unacknowledged suffix cut. */
+static void sc_etcd_cut(run *r, uint64_t *rng)
+{
+    uint32_t part = (uint32_t)rng_range(rng, 0, WL_PARTITIONS - 1);
+    int victim = plain_primary(r, part);
+    if (victim < 1) {
+        victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
+    }
+    char path[700];
+    snprintf(path, sizeof(path), "%s/node%d.cut-etcd", r->fault_dir, victim);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        flog_add(r, "cannot cut node %d off etcd: %s", victim, path);
+        return;
+    }
+    fclose(f);
+    procs_injected(r);
+    run_phase(r, "node %d cut off from etcd", victim);
+    flog_add(r, "etcd cut off from node %d (primary of %s partition %u); clients still reach it",
+             victim, r->m.t[1].name, part);
+    rpc_client *vc = node_client(r, victim);
+    int64_t t0 = clock_mono_now().ms, next_look = t0;
+    int promoted = 0, answered = 0, after = 0;
+    int64_t hold_until = INT64_MAX, hold = rng_range(rng, 500, 1500);
+    while (clock_mono_now().ms < hold_until && clock_mono_now().ms - t0 < 10000 + hold) {
+        int n = vc != NULL ? reg_read_at(r, vc) : 0;
+        answered += n;
+        after += promoted ? n : 0;
+        if (!promoted && clock_mono_now().ms >= next_look) {
+            int p = plain_primary(r, part);
+            promoted = p > 0 && p != victim;
+            next_look = clock_mono_now().ms + 100;
+            if (promoted) {
+                flog_add(r, "%s partition %u promoted on another node %" PRId64 " ms after the cut",
+                         r->m.t[1].name, part, clock_mono_now().ms - t0);
+                hold_until = clock_mono_now().ms + hold;
+            }
+        }
+        clock_sleep_ms(20);
+    }
+    if (!promoted) {
+        flog_add(r, "%s partition %u: no promotion seen in 10 s", r->m.t[1].name, part);
+    }
+    flog_add(r, "node %d answered %d register reads straight to it during the cut, %d after the "
+                "promotion",
+             victim, answered, after);
+    rpc_client_close(vc);
+    remove(path);
+    flog_add(r, "etcd reachable again from node %d", victim);
+    procs_wait_up(r);
+}
+
 /* A network partition: node `victim`'s link goes down inside its namespace
  * for 1.5-6 s (past the coordinator's 3 s DOWN threshold about half the
  * time), cutting it off from the coordinator and every client at once, then
@@ -403,6 +482,7 @@ enum {
     SC_ETCD,
     SC_COORD_STOP,
     SC_TWICE,
+    SC_ETCD_CUT,
     SC_COUNT
 };
 
@@ -421,6 +501,7 @@ static unsigned scenario_kind(const run *r, int sc)
         [SC_ETCD] = CHAOS_FAULT_ETCD_KILL,
         [SC_COORD_STOP] = CHAOS_FAULT_COORD_STOP,
         [SC_TWICE] = CHAOS_FAULT_FAILOVER_TWICE,
+        [SC_ETCD_CUT] = CHAOS_FAULT_ETCD_CUT,
     };
     return kinds[sc] & r->opt->faults;
 }
@@ -454,6 +535,9 @@ int faults_run(run *r)
     }
     if (f & CHAOS_FAULT_FAILOVER_TWICE) {
         list[n++] = SC_TWICE;
+    }
+    if ((f & CHAOS_FAULT_ETCD_CUT) && r->fault_dir[0] != '\0') {
+        list[n++] = SC_ETCD_CUT;
     }
     if ((f & CHAOS_FAULT_PARTITION) && r->netns != NULL) {
         list[n++] = SC_PARTITION;
@@ -517,6 +601,9 @@ int faults_run(run *r)
             break;
         case SC_TWICE:
             sc_failover_twice(r, &rng);
+            break;
+        case SC_ETCD_CUT:
+            sc_etcd_cut(r, &rng);
             break;
         default:
             sc_stop_cont(r, &rng);

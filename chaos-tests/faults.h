@@ -26,6 +26,11 @@
  *                                     that new primary (a second failover
  *                                     while the first victim may still be
  *                                     catching up; one node down at a time)
+ *   etcd-cut       (etcd-cut)         with copies: the primary of a
+ *                                     chaos_plain partition cut off from etcd
+ *                                     (its --debug-fault-dir switch) while
+ *                                     clients and peers still reach it, until
+ *                                     another is promoted, then reconnected
  *   partition      (partition)        a node's link down for 1.5-6 s inside its
  *                                     network namespace, then up (netns.h; the
  *                                     run is in namespaces, as root only)

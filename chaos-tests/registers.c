@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "../common/clock.h"
+#include "../common/item.h"
+#include "../tests/nodecall.h"
 
 void reg_key_name(int h, char *buf, size_t len)
 {
@@ -75,7 +77,7 @@ static int reg_read(run *r, lapse_client *c, int k, int thread, uint64_t *seen)
 
 /* A put of a fresh value to key k, conditional on val = expect when expect
  * is not 0. Returns the put's status; *seen the value on success. */
-static int reg_write(run *r, int k, int thread, uint64_t expect, uint64_t *seen)
+static int reg_write(run *r, lapse_client *c, int k, int thread, uint64_t expect, uint64_t *seen)
 {
     lin_op op = {.kind = expect != 0 ? LIN_CAS : LIN_WRITE, .expect = expect, .thread = thread};
     op.value = run_ver(r);
@@ -85,7 +87,7 @@ static int reg_write(run *r, int k, int thread, uint64_t expect, uint64_t *seen)
     lapse_condition cond = {.kind = LAPSE_COND_EQUALS, .attribute = "val", .value_json = want};
     lapse_error e;
     op.call_us = reg_now_us();
-    int rv = lapse_put(r->client, r->m.t[REG_TABLE].name, it, expect != 0 ? &cond : NULL, &e);
+    int rv = lapse_put(c, r->m.t[REG_TABLE].name, it, expect != 0 ? &cond : NULL, &e);
     op.ret_us = reg_now_us();
     lapse_item_free(it);
     op.outcome = rv == 0                                 ? LIN_OK
@@ -101,6 +103,7 @@ static int reg_write(run *r, int k, int thread, uint64_t expect, uint64_t *seen)
 typedef struct reg_arg {
     run *r;
     int thread;
+    lapse_client *c; /* its own: its map goes stale on its own */
 } reg_arg;
 
 static void *reg_worker(void *p)
@@ -124,14 +127,15 @@ static void *reg_worker(void *p)
         uint64_t *saw = &seen[j];
         int x = (int)rng_range(&rng, 0, 9);
         if (x < 4) {
-            reg_read(r, r->client, k, a->thread, saw);
+            reg_read(r, a->c, k, a->thread, saw);
         } else if (x < 7 || *saw == 0) {
-            reg_write(r, k, a->thread, 0, saw);
+            reg_write(r, a->c, k, a->thread, 0, saw);
         } else {
-            reg_write(r, k, a->thread, *saw, saw);
+            reg_write(r, a->c, k, a->thread, *saw, saw);
         }
         clock_sleep_ms(rng_range(&rng, 1, 4));
     }
+    lapse_close(a->c);
     free(a);
     return NULL;
 }
@@ -157,8 +161,14 @@ int reg_start(run *r)
         }
         a->r = r;
         a->thread = i;
-        int rv = pthread_create(&g->threads[i], NULL, reg_worker, a);
+        lapse_error e;
+        int rv = lapse_connect_timeout(&a->c, cluster_coordinator_url(r->cl), 1500, &e);
         if (rv != 0) {
+            free(a);
+            return EIO;
+        }
+        if ((rv = pthread_create(&g->threads[i], NULL, reg_worker, a)) != 0) {
+            lapse_close(a->c);
             free(a);
             return rv;
         }
@@ -193,6 +203,44 @@ void reg_final_reads(run *r)
             clock_sleep_ms(250);
         }
     }
+}
+
+int reg_read_at(run *r, rpc_client *c)
+{
+    registers *g = r->regs;
+    if (g == NULL) {
+        return 0;
+    }
+    int epoch = (int)((reg_now_us() - g->t0_us) / (REG_EPOCH_MS * 1000));
+    if (epoch >= g->nkeys / REG_KEYS) {
+        epoch = g->nkeys / REG_KEYS - 1;
+    }
+    int answered = 0;
+    for (int j = 0; j < REG_KEYS; j++) {
+        int h = epoch * REG_KEYS + j;
+        char name[32], err[256];
+        reg_key_name(h, name, sizeof(name));
+        attr_value id;
+        item *key = item_new();
+        if (key == NULL || item_value_init_bytes(&id, ATTR_S, name, strlen(name)) != 0 ||
+            item_set(key, "Id", &id) != 0) {
+            abort();
+        }
+        item *got = NULL;
+        lin_op op = {.kind = LIN_READ, .outcome = LIN_OK, .thread = REG_THREADS + 1};
+        op.call_us = reg_now_us();
+        int rv = nodecall_get(c, r->m.t[REG_TABLE].name, key, 500, &got, err, sizeof(err));
+        op.ret_us = reg_now_us();
+        if (rv == 0) {
+            const attr_value *v = got != NULL ? item_get(got, "val") : NULL;
+            op.value = v != NULL && v->type == ATTR_N ? strtoull(v->u.bytes.ptr, NULL, 10) : 0;
+            record(&g->key[h], &op);
+            answered++;
+        }
+        item_free(got);
+        item_free(key);
+    }
+    return answered;
 }
 
 void reg_free(run *r)

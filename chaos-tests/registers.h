@@ -1,7 +1,8 @@
 /*
  * registers.h: the register workload of invariant 8 (docs/chaos.md).
  *
- * REG_THREADS threads beside the main workload, sharing its client, call
+ * REG_THREADS threads beside the main workload, each with a client of its
+ * own (so one may act on a map another has seen replaced), call
  * on REG_KEYS items of chaos_plain at a time, outside the model's k<i> (so
  * invariants 1-3 never judge them): strongly consistent gets, puts of a
  * fresh value ("val", unique over the run) and conditional puts (val = the
@@ -23,6 +24,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "../rpc/rpc.h"
 #include "linear.h"
 #include "run.h"
 
@@ -58,6 +60,12 @@ void reg_join(run *r);
 /* Reads every key called once more with r->admin, into its history; a
  * read that fails is retried for a few seconds (the cluster has settled). */
 void reg_final_reads(run *r);
+/* Reads every key of the current epoch once straight from the node of
+ * client c (nodecall_get), as a client whose map still names that node
+ * would: each answer is recorded as a read by "thread" REG_THREADS + 1; a
+ * refusal (the node knows it may not answer) has no effect. The etcd-cut
+ * fault calls it on the node it cut off. Returns how many answered. */
+int reg_read_at(run *r, rpc_client *c);
 /* Frees r->regs (joined). Accepts a run without it. */
 void reg_free(run *r);
 

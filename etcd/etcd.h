@@ -74,6 +74,12 @@ void etcd_kv_fini(etcd_kv *kv);
  * success *out is the caller's (etcd_close). Returns 0, LAPSE_EINVAL (bad
  * list) or LAPSE_ENOMEM. */
 int etcd_open(etcd **out, const char *endpoints, int timeout_ms, char *err, size_t errlen);
+/* A test hook (the chaos harness's etcd-cut fault, through a node's
+ * --debug-fault-dir): while cut is set, every call of ec fails at once as an
+ * unreachable cluster would (LAPSE_EUNAVAILABLE), and its watches lose
+ * their streams and open none: the process is cut off from etcd while
+ * everything else still reaches it. Thread-safe. */
+void etcd_debug_cut(etcd *ec, int cut);
 void etcd_close(etcd *ec); /* accepts NULL; REQUIRES: its watches and keepers stopped */
 /* The endpoint list as given to etcd_open. */
 const char *etcd_endpoints(const etcd *ec);

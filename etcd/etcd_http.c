@@ -271,10 +271,19 @@ static int call_one(etcd *ec, int i, const char *path, const char *body, enum et
     return rv;
 }
 
+void etcd_debug_cut(etcd *ec, int cut)
+{
+    atomic_store(&ec->cut, cut != 0);
+}
+
 int etcd_call(etcd *ec, const char *path, json_t *req, enum etcd_call_kind kind,
               int64_t timeout_ms, json_t **resp, char *err, size_t errlen)
 {
     *resp = NULL;
+    if (atomic_load(&ec->cut)) {
+        snprintf(err, errlen, "etcd %s: cut off (debug fault)", ec->endpoint_list);
+        return LAPSE_EUNAVAILABLE;
+    }
     char *body = json_dumps(req, JSON_COMPACT);
     if (body == NULL) {
         return LAPSE_ENOMEM;

@@ -29,6 +29,7 @@ struct etcd {
     pthread_mutex_t pool_lock;            /* guards pool and npool */
     CURL *pool[ETCD_POOL];                /* idle easy handles, connections kept */
     int npool;
+    atomic_int cut; /* etcd_debug_cut */
 };
 
 /* How a call may be retried on another member (invariant 2 of etcd.h). */

@@ -161,6 +161,10 @@ static char *create_body(etcd_watch *w)
 static void run_stream(etcd_watch *w, int i)
 {
     char url[512];
+    if (atomic_load(&w->ec->cut)) {
+        snprintf(w->why, sizeof(w->why), "cut off (debug fault)");
+        return;
+    }
     snprintf(url, sizeof(url), "%s/v3/watch", w->ec->endpoints[i]);
     char *body = create_body(w);
     CURL *h = curl_easy_init();
@@ -185,6 +189,10 @@ static void run_stream(etcd_watch *w, int i)
     curl_multi_add_handle(w->multi, h);
     int running = 1;
     while (running && !atomic_load(&w->stop)) {
+        if (atomic_load(&w->ec->cut)) {
+            snprintf(w->why, sizeof(w->why), "cut off (debug fault)");
+            break;
+        }
         if (curl_multi_perform(w->multi, &running) != CURLM_OK) {
             break;
         }

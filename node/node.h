@@ -157,6 +157,7 @@ typedef struct node_server {
     int64_t debug_repl_kill_after_batches;       /* fixed: fault point (shipper.h); 0 = off */
     int64_t debug_repl_hold_ms;                  /* fixed: shipping starts this late (benchmarks) */
     char debug_fault_dir[PATH_MAX];              /* fixed: fault switches (tests); "" = none */
+    int debug_etcd_cut; /* the membership thread's: its cut-etcd switch was on */
     char cluster_token[NODE_MAX_TOKEN + 1];      /* fixed: sent with and required of node-to-node
                                                     calls (Replicate); "" = none */
     size_t cluster_token_len;                    /* fixed */

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
@@ -75,8 +76,28 @@ int registry_present(node_server *ns)
     return ns->ec == NULL || atomic_load(&ns->key_lease) != 0;
 }
 
+/* --debug-fault-dir's switch node<id>.cut-etcd (the chaos etcd-cut fault):
+ * while the file exists, this node's etcd client reaches nothing, so its
+ * lease cannot be renewed, while clients, peers and coordinators still
+ * reach the node. Looked at every tick. */
+static void debug_cut(node_server *ns)
+{
+    if (ns->ec == NULL || ns->debug_fault_dir[0] == '\0') {
+        return;
+    }
+    char path[sizeof(ns->debug_fault_dir) + 48];
+    snprintf(path, sizeof(path), "%s/node%u.cut-etcd", ns->debug_fault_dir, (unsigned)ns->id);
+    int cut = access(path, F_OK) == 0;
+    if (cut != ns->debug_etcd_cut) {
+        log_warn("debug fault: etcd %s this node", cut ? "cut off from" : "reachable again from");
+        ns->debug_etcd_cut = cut;
+    }
+    etcd_debug_cut(ns->ec, cut);
+}
+
 void registry_tick(node_server *ns)
 {
+    debug_cut(ns);
     if (ns->keeper == NULL) {
         return;
     }

@@ -53,7 +53,7 @@ int registry_present(node_server *ns);
 
 /* Puts the key again when the lease changed since the last put that
  * succeeded (the put in the keeper's callback failed). No-op without
- * --etcd. */
+ * --etcd. Also applies --debug-fault-dir's cut-etcd switch (registry.c). */
 void registry_tick(node_server *ns);
 
 /* Whether this node may act as a primary of replica sets in pm now (serve

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "../common/arena.h"
 #include "../common/lapse_err.h"
 #include "../rpc/wire.h"
 
@@ -59,5 +60,31 @@ int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part,
         *out = (nodecall_digest){d->items, d->digest, d->epoch, d->seq, d->log_first};
     }
     rpc_response_free(resp);
+    return rv;
+}
+
+int nodecall_get(rpc_client *c, const char *table, const item *key, int timeout_ms, item **out,
+                 char *err, size_t len)
+{
+    *out = NULL;
+    arena a;
+    arena_init(&a);
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__GetItemRequest body = LAPSE__GET_ITEM_REQUEST__INIT;
+    body.table = (char *)table;
+    body.key = wire_item_to_pb(&a, key);
+    req.body_case = LAPSE__REQUEST__BODY_GET_ITEM;
+    req.get_item = &body;
+    Lapse__Response *resp = NULL;
+    int rv = body.key == NULL ? LAPSE_ENOMEM : rpc_call(c, &req, timeout_ms, &resp, err, len);
+    if (rv == 0 && (resp->body_case != LAPSE__RESPONSE__BODY_GET_ITEM || resp->get_item == NULL)) {
+        rv = LAPSE_EPROTO;
+        snprintf(err, len, "no GetItem reply");
+    }
+    if (rv == 0 && resp->get_item->item != NULL) {
+        rv = wire_item_from_pb(resp->get_item->item, out, err, len);
+    }
+    rpc_response_free(resp);
+    arena_fini(&a);
     return rv;
 }

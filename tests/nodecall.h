@@ -1,7 +1,9 @@
 /*
  * nodecall.h: the calls of the cluster's own protocol that the black-box
  * tests and the chaos checker make directly, beside liblapse: the
- * coordinator's partition map and a copy's PartitionDigest.
+ * coordinator's partition map, a copy's PartitionDigest, and a strongly
+ * consistent GetItem sent to one node whatever the map says (a client
+ * acting on an old map).
  *
  * Thread-safety: none needed; each call uses what it is given.
  */
@@ -27,5 +29,11 @@ int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len)
  * most. 0, or the call's error with err. */
 int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part,
                               nodecall_digest *out, char *err, size_t len);
+/* GetItem of key in table on the node of client c (strongly consistent:
+ * only a primary under its lease may answer), timeout_ms at most. 0 with
+ * *out the item or NULL (none; caller frees with item_free), or the call's
+ * error (EWRONGNODE: not this node's to answer) with err. */
+int nodecall_get(rpc_client *c, const char *table, const item *key, int timeout_ms, item **out,
+                 char *err, size_t len);
 
 #endif
