@@ -408,6 +408,19 @@ static void send_lag(logship *ls, const node_map *m, const pmap_replicas *r, uin
     }
 }
 
+/* Whether logship_stop asked the thread to end. */
+static int stopping(logship *ls)
+{
+    pthread_mutex_lock(&ls->lock);
+    int stop = ls->stop;
+    pthread_mutex_unlock(&ls->lock);
+    return stop;
+}
+
+/* One look at every partition this node leads. It ends early when the
+ * node is stopping: a node promoted while it shuts down (its peers gone
+ * first) would otherwise wait on each stopped peer of each partition in
+ * turn, seconds in all, before node_close could go on. */
 static void pass(logship *ls)
 {
     node_map *m = maps_acquire(ls->ns);
@@ -424,6 +437,10 @@ static void pass(logship *ls)
             const pmap_replicas *r = &tb->parts[p];
             if (r->n < 2 || r->ids[0] != ls->ns->id) {
                 continue;
+            }
+            if (stopping(ls)) {
+                maps_release(m);
+                return;
             }
             uint32_t bits = logship_required(ls, m, r, tb->schema.id, p, NULL);
             for (uint32_t i = 1; i < r->n; i++) {
