@@ -204,10 +204,8 @@ static lin_result search(const lin_op *ops, const int64_t *ret, const size_t *or
     cache c = {.words = (n + 63) / 64};
     uint64_t *set = calloc(c.words, sizeof(*set));
     uint64_t *keys = calloc(n, sizeof(*keys));
-    int *call_at = calloc(n, sizeof(*call_at));
     int *ret_at = calloc(n, sizeof(*ret_at));
-    if (ev == NULL || stack == NULL || set == NULL || keys == NULL || call_at == NULL ||
-        ret_at == NULL) {
+    if (ev == NULL || stack == NULL || set == NULL || keys == NULL || ret_at == NULL) {
         res.verdict = LIN_UNDECIDED;
         goto out;
     }
@@ -218,7 +216,9 @@ static lin_result search(const lin_op *ops, const int64_t *ret, const size_t *or
     }
     qsort(ev, 2 * n, sizeof(*ev), cmp_ent);
     for (size_t i = 0; i < 2 * n; i++) {
-        (ev[i].is_call ? call_at : ret_at)[ev[i].op] = (int)i;
+        if (!ev[i].is_call) {
+            ret_at[ev[i].op] = (int)i;
+        }
     }
     ent head = {0};
     ent *prev = &head;
@@ -288,7 +288,6 @@ out:
     free(stack);
     free(set);
     free(keys);
-    free(call_at);
     free(ret_at);
     cache_free(&c);
     return res;
