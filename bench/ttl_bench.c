@@ -59,7 +59,7 @@
 
 static void lapse_steady(cluster *cl, lapse_client *c, const config *cfg)
 {
-    if (ttl_lapse_create_ttl_table(c, "Steady") != 0) {
+    if (ttl_lapse_create_ttl_table(c, "Steady", cfg->rf) != 0) {
         return;
     }
     if (ttl_lapse_load(c, "Steady", "long", cfg->long_lived, ttl_lapse_far_future, NULL,
@@ -102,7 +102,7 @@ static void lapse_steady(cluster *cl, lapse_client *c, const config *cfg)
 /* label: "burst" (the indexed scanners) or "naive" (--ttl-naive-scan). */
 static void lapse_burst(cluster *cl, lapse_client *c, const config *cfg, const char *label)
 {
-    if (ttl_lapse_create_ttl_table(c, "Burst") != 0) {
+    if (ttl_lapse_create_ttl_table(c, "Burst", cfg->rf) != 0) {
         return;
     }
     due_plan plan = {(wall_ms() / 1000 + 4 + cfg->burst / cfg->lead_rate) * 1000, 1e12};
@@ -171,7 +171,10 @@ static void lapse_naive_burst(const config *cfg)
         return;
     }
     lapse_set_timeout_ms(c, 30000);
-    lapse_burst(cl, c, cfg, "naive");
+    config one = *cfg; /* a cluster without etcd: tables of one copy */
+    one.rf = 1;
+    one.lead_rate = 100000;
+    lapse_burst(cl, c, &one, "naive");
     lapse_close(c);
     cluster_free(cl, 1);
 }
@@ -291,7 +294,6 @@ int main(int argc, char **argv)
          * any pass has copies), so no pass inherits another's items. */
         cfg.rf = rfs[k];
         cfg.lead_rate = cfg.rf > 1 ? 20000 : 100000;
-        ttl_lapse_set_replication(cfg.rf);
         int first = k == 0;
         if (nrf > 1 || cfg.rf > 1) {
             printf("## RF %d: every Lapse table keeps %d cop%s of each partition\n", cfg.rf, cfg.rf,

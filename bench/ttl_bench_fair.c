@@ -21,7 +21,7 @@
  * every due item was seen within 60 s of the last due instant. */
 int64_t ttl_bench_fair_run(lapse_client *c, const config *cfg)
 {
-    if (ttl_lapse_create_table(c, "Fair", 1) != 0) {
+    if (ttl_lapse_create_table(c, "Fair", 1, cfg->rf) != 0) {
         return -1;
     }
     if (ttl_lapse_load(c, "Fair", "long", cfg->long_lived, ttl_lapse_far_future, NULL,

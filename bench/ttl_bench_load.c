@@ -136,8 +136,8 @@ static void putters_report(pthread_t *th, putter *ps, const char *what, int64_t 
  * latency is compared with and without the expiry. */
 void ttl_bench_load_run(cluster *cl, lapse_client *c, const config *cfg)
 {
-    if (ttl_lapse_create_ttl_table(c, "Load") != 0 ||
-        ttl_lapse_create_ttl_table(c, "LoadPuts") != 0) {
+    if (ttl_lapse_create_ttl_table(c, "Load", cfg->rf) != 0 ||
+        ttl_lapse_create_ttl_table(c, "LoadPuts", cfg->rf) != 0) {
         return;
     }
     pthread_t th[PUTTERS];

@@ -115,19 +115,12 @@ int64_t ttl_lapse_planned(void *arg, long long i)
 
 /* With stream: 16 partitions and the change stream (TTL deletes in it),
  * else 64 partitions. */
-static int replication = 1;
-
-void ttl_lapse_set_replication(int rf)
-{
-    replication = rf;
-}
-
-int ttl_lapse_create_table(lapse_client *c, const char *name, int stream)
+int ttl_lapse_create_table(lapse_client *c, const char *name, int stream, int rf)
 {
     lapse_error e;
     lapse_table_def d = {0};
     d.name = name;
-    d.replication = (unsigned)replication;
+    d.replication = (unsigned)rf;
     d.partition_key = "Id";
     d.partition_key_type = 'S';
     d.partitions = stream ? TTL_LAPSE_STREAM_SHARDS : 64;
@@ -146,9 +139,9 @@ int ttl_lapse_create_table(lapse_client *c, const char *name, int stream)
     return 0;
 }
 
-int ttl_lapse_create_ttl_table(lapse_client *c, const char *name)
+int ttl_lapse_create_ttl_table(lapse_client *c, const char *name, int rf)
 {
-    return ttl_lapse_create_table(c, name, 0);
+    return ttl_lapse_create_table(c, name, 0, rf);
 }
 
 /* lapse_ttl_deleted_items_total of table (only: other tables of the run

@@ -31,14 +31,12 @@ int64_t ttl_lapse_far_future(void *arg, long long i);
 /* ttl_of for ttl_lapse_load: due_s_of(arg, i), arg a due_plan. */
 int64_t ttl_lapse_planned(void *arg, long long i);
 
-/* The copies of every table created from now on (default 1). */
-void ttl_lapse_set_replication(int rf);
-/* Creates table name keyed by Id (S) with TTL on ExpirationTime: with
- * stream, TTL_LAPSE_STREAM_SHARDS partitions and the change stream, else 64
- * partitions. Returns 0 or -1. */
-int ttl_lapse_create_table(lapse_client *c, const char *name, int stream);
+/* Creates table name keyed by Id (S) with TTL on ExpirationTime and rf
+ * copies of each partition: with stream, TTL_LAPSE_STREAM_SHARDS partitions
+ * and the change stream, else 64 partitions. Returns 0 or -1. */
+int ttl_lapse_create_table(lapse_client *c, const char *name, int stream, int rf);
 /* ttl_lapse_create_table without a stream. */
-int ttl_lapse_create_ttl_table(lapse_client *c, const char *name);
+int ttl_lapse_create_ttl_table(lapse_client *c, const char *name, int rf);
 
 /* lapse_ttl_deleted_items_total of table, summed over the nodes. */
 double ttl_lapse_deleted_total(cluster *cl, const char *table);
