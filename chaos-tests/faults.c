@@ -293,6 +293,28 @@ static int plain_primary(run *r, uint32_t part)
     return id;
 }
 
+/* A chaos_plain partition drawn at random into *part, and its primary (a
+ * random node when the map cannot be read). */
+static int draw_primary(run *r, uint64_t *rng, uint32_t *part)
+{
+    *part = (uint32_t)rng_range(rng, 0, WL_PARTITIONS - 1);
+    int id = plain_primary(r, *part);
+    return id >= 1 ? id : (int)rng_range(rng, 1, cluster_nodes(r->cl));
+}
+
+/* One look at chaos_plain partition part: the primary that replaced old,
+ * logged with the time since t0 (what), or -1 while there is none. */
+static int look_promoted(run *r, uint32_t part, int old, int64_t t0, const char *what)
+{
+    int p = plain_primary(r, part);
+    if (p < 1 || p == old) {
+        return -1;
+    }
+    flog_add(r, "%s partition %u promoted on node %d %" PRId64 " ms after the %s", r->m.t[1].name,
+             part, p, clock_mono_now().ms - t0, what);
+    return p;
+}
+
 /* failover-twice: kill -9 the primary of a chaos_plain partition, wait (up
  * to 10 s) until the map names another primary for it, restart the victim
  * and, once every node is UP, kill -9 that new primary, restarted 0.5-2 s
@@ -302,27 +324,18 @@ static int plain_primary(run *r, uint32_t part)
  * falls on another node after 10 s. */
 static void sc_failover_twice(run *r, uint64_t *rng)
 {
-    uint32_t part = (uint32_t)rng_range(rng, 0, WL_PARTITIONS - 1);
-    int first = plain_primary(r, part);
-    if (first < 1) {
-        first = (int)rng_range(rng, 1, cluster_nodes(r->cl));
-    }
+    uint32_t part;
+    int first = draw_primary(r, rng, &part);
     run_phase(r, "failover twice: node %d", first);
     procs_kill9(r, first, "(failover twice: the primary)");
     int64_t t0 = clock_mono_now().ms;
     int second = -1;
-    while (clock_mono_now().ms - t0 < 10000) {
-        int p = plain_primary(r, part);
-        if (p > 0 && p != first) {
-            second = p;
-            break;
+    while (second < 0 && clock_mono_now().ms - t0 < 10000) {
+        if ((second = look_promoted(r, part, first, t0, "kill")) < 0) {
+            clock_sleep_ms(100);
         }
-        clock_sleep_ms(100);
     }
-    if (second > 0) {
-        flog_add(r, "%s partition %u promoted on node %d %" PRId64 " ms after the kill",
-                 r->m.t[1].name, part, second, clock_mono_now().ms - t0);
-    } else {
+    if (second < 0) {
         second = first % cluster_nodes(r->cl) + 1;
         flog_add(r, "%s partition %u: no promotion seen in 10 s", r->m.t[1].name, part);
     }
@@ -361,11 +374,8 @@ static rpc_client *node_client(run *r, int id)
  * again and must rejoin as a follower, its unacknowledged suffix cut. */
 static void sc_etcd_cut(run *r, uint64_t *rng)
 {
-    uint32_t part = (uint32_t)rng_range(rng, 0, WL_PARTITIONS - 1);
-    int victim = plain_primary(r, part);
-    if (victim < 1) {
-        victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
-    }
+    uint32_t part;
+    int victim = draw_primary(r, rng, &part);
     char path[700];
     snprintf(path, sizeof(path), "%s/node%d.cut-etcd", r->fault_dir, victim);
     FILE *f = fopen(path, "w");
@@ -387,14 +397,9 @@ static void sc_etcd_cut(run *r, uint64_t *rng)
         answered += n;
         after += promoted ? n : 0;
         if (!promoted && clock_mono_now().ms >= next_look) {
-            int p = plain_primary(r, part);
-            promoted = p > 0 && p != victim;
+            promoted = look_promoted(r, part, victim, t0, "cut") > 0;
             next_look = clock_mono_now().ms + 100;
-            if (promoted) {
-                flog_add(r, "%s partition %u promoted on another node %" PRId64 " ms after the cut",
-                         r->m.t[1].name, part, clock_mono_now().ms - t0);
-                hold_until = clock_mono_now().ms + hold;
-            }
+            hold_until = promoted ? clock_mono_now().ms + hold : INT64_MAX;
         }
         clock_sleep_ms(20);
     }
