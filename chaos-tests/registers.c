@@ -26,6 +26,14 @@ int64_t reg_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The epoch of keys the threads call now: the last one takes whatever
+ * runs past the planned duration. */
+static int current_epoch(const registers *g)
+{
+    int e = (int)((reg_now_us() - g->t0_us) / (REG_EPOCH_MS * 1000));
+    return e < g->nkeys / REG_KEYS ? e : g->nkeys / REG_KEYS - 1;
+}
+
 static void record(reg_history *h, const lin_op *op)
 {
     pthread_mutex_lock(&h->mu);
@@ -114,11 +122,7 @@ static void *reg_worker(void *p)
     uint64_t seen[REG_KEYS] = {0};
     int epoch = 0;
     while (!atomic_load(&r->stop)) {
-        /* The last epoch takes whatever runs past the planned duration. */
-        int e = (int)((reg_now_us() - r->regs->t0_us) / (REG_EPOCH_MS * 1000));
-        if (e >= r->regs->nkeys / REG_KEYS) {
-            e = r->regs->nkeys / REG_KEYS - 1;
-        }
+        int e = current_epoch(r->regs);
         if (e != epoch) {
             memset(seen, 0, sizeof(seen));
             epoch = e;
@@ -211,10 +215,7 @@ int reg_read_at(run *r, rpc_client *c)
     if (g == NULL) {
         return 0;
     }
-    int epoch = (int)((reg_now_us() - g->t0_us) / (REG_EPOCH_MS * 1000));
-    if (epoch >= g->nkeys / REG_KEYS) {
-        epoch = g->nkeys / REG_KEYS - 1;
-    }
+    int epoch = current_epoch(g);
     int answered = 0;
     for (int j = 0; j < REG_KEYS; j++) {
         int h = epoch * REG_KEYS + j;
