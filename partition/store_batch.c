@@ -148,18 +148,10 @@ static int group_once_check(store *st, const table_schema *t, uint32_t part, gro
     if (g->rid == NULL) {
         return 0;
     }
-    int rv;
-    if (request_key(&g->key, t->id, part, g->rid) != 0) {
-        return oom(err, errlen);
-    }
-    if ((rv = request_recall(st->db, CF_REQUESTS, &g->key, &g->val, &g->found, &g->seen, err,
-                             errlen)) != 0) {
+    int rv = store_request_find(st, t, part, g->rid, REQUEST_BATCH, &g->key, &g->val, &g->found,
+                                &g->seen, err, errlen);
+    if (rv != 0) {
         return rv;
-    }
-    if (g->found && g->seen.kind != REQUEST_BATCH) {
-        return store_errf(LAPSE_EINVAL, err, errlen,
-                          "request id already used by another kind of write (%c, not B)",
-                          (char)g->seen.kind);
     }
     buf_clear(&g->digests);
     if (g->found && buf_append(&g->digests, g->seen.item, g->seen.item_len) != 0) {
@@ -287,16 +279,11 @@ static int batch_write(store *st, const table_schema *t, const store_write *writ
         pthread_mutex_lock(mu);
         int written = 0;
         rv = group_once_check(st, t, e[i].part, &once, e + i, j - i, &m, err, errlen);
-        db_batch_clear(b);
-        store_commit_prepare(st, b, t);
         if (rv == 0 && m == 0) {
             /* Every write of the group was applied by an earlier attempt:
-             * its record is committed again, unchanged, so this call returns
-             * once those writes are on every in-sync replica (as a retried
-             * single write does). */
-            db_batch_put(b, st->db, CF_REQUESTS, once.key.data, once.key.len, once.val.data,
-                         once.val.len);
-            rv = store_commit_start(st, b, t, e[i].part, &written, &pends[npend], err, errlen);
+             * this call returns once those are on every in-sync replica. */
+            rv = store_request_confirm(st, t, e[i].part, &once.key, &once.val, &pends[npend], err,
+                                       errlen);
             npend += rv == 0;
             pthread_mutex_unlock(mu);
             if (rv != 0) {
@@ -305,6 +292,8 @@ static int batch_write(store *st, const table_schema *t, const store_write *writ
             i = j;
             continue;
         }
+        db_batch_clear(b);
+        store_commit_prepare(st, b, t);
         for (size_t x = i; rv == 0 && x < i + m; x++) {
             if (e[x].vlen == SIZE_MAX) {
                 db_batch_delete(b, st->db, CF_ITEMS, e[x].key, e[x].klen);

@@ -19,6 +19,7 @@
 #include "../common/change.h"
 #include "keyset.h"
 #include "replog.h"
+#include "request.h"
 #include "store.h"
 
 /* Column families by index. New kinds of data are appended here and to the
@@ -98,6 +99,22 @@ struct store {
     _Atomic uint32_t unshipped[STORE_LOCK_STRIPES];
     uint64_t replog_retain; /* store_set_replog_retain; 0: keep the whole log */
 };
+
+/* Retried writes (request.h), for store_write.c's single writes and
+ * store_batch.c's groups (both defined in store_write.c). REQUIRES: the
+ * partition's stripe lock.
+ *
+ * store_request_find: rid's record of (t, part) into val, its key into
+ * key; *found says whether there is one, and *seen then what it says.
+ * LAPSE_EINVAL for a record of another kind than kind.
+ * store_request_confirm: the call was done by an earlier attempt: commits
+ * its record (key, val) again, unchanged, so that finishing *pend returns
+ * once the earlier write is on every in-sync replica. */
+int store_request_find(store *st, const table_schema *t, uint32_t part, const uint8_t *rid,
+                       request_kind kind, buf *key, buf *val, int *found, request_outcome *seen,
+                       char *err, size_t errlen);
+int store_request_confirm(store *st, const table_schema *t, uint32_t part, const buf *key,
+                          const buf *val, store_pending *pend, char *err, size_t errlen);
 
 /* Writes a reason into err (when given) and returns code. */
 int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)

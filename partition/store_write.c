@@ -161,30 +161,45 @@ static void once_fini(once *o)
     buf_fini(&o->val);
 }
 
-/* The call was done by an earlier attempt: commits its record again,
- * unchanged, so that finishing this one (finish_write) returns once the
- * earlier write is on every in-sync replica: the record follows it in the
- * partition's log, and replicas apply the log in order with no gap. Here
- * (the primary may have changed) or queued behind a round still on the
- * wire, as the earlier attempt may be. REQUIRES: the stripe lock. */
-static int once_confirm(store *st, const table_schema *t, uint32_t part, const once *o,
-                        store_pending *pend, char *err, size_t errlen)
+/* store_int.h. The record follows the earlier write in the partition's
+ * log, and replicas apply the log in order with no gap, so when the record
+ * is through, so is the write: here (the primary may have changed) or
+ * queued behind a round still on the wire, as the earlier attempt may be. */
+int store_request_confirm(store *st, const table_schema *t, uint32_t part, const buf *key,
+                          const buf *val, store_pending *pend, char *err, size_t errlen)
 {
     db_batch *b = db_batch_new();
     if (b == NULL) {
         return oom(err, errlen);
     }
     store_commit_prepare(st, b, t);
-    db_batch_put(b, st->db, CF_REQUESTS, o->key.data, o->key.len, o->val.data, o->val.len);
+    db_batch_put(b, st->db, CF_REQUESTS, key->data, key->len, val->data, val->len);
     int written = 0;
     int rv = store_commit_start(st, b, t, part, &written, pend, err, errlen);
     db_batch_free(b);
     return rv;
 }
 
+int store_request_find(store *st, const table_schema *t, uint32_t part, const uint8_t *rid,
+                       request_kind kind, buf *key, buf *val, int *found, request_outcome *seen,
+                       char *err, size_t errlen)
+{
+    *found = 0;
+    if (request_key(key, t->id, part, rid) != 0) {
+        return oom(err, errlen);
+    }
+    int rv = request_recall(st->db, CF_REQUESTS, key, val, found, seen, err, errlen);
+    if (rv == 0 && *found && seen->kind != kind) {
+        return store_errf(LAPSE_EINVAL, err, errlen,
+                          "request id already used by another kind of write (%c, not %c)",
+                          (char)seen->kind, (char)kind);
+    }
+    return rv;
+}
+
 /* Looks for an earlier attempt's record, before the call's condition is
  * checked: a write that was done answers done even when its own effect now
- * fails its condition. Found, sets o->done and confirms it (once_confirm:
+ * fails its condition. Found, sets o->done and confirms it (store_request_confirm:
  * *pend is then to be finished); the caller writes nothing more. A record
  * of another kind of write under the id is the client's error
  * (LAPSE_EINVAL). REQUIRES: the partition's stripe lock. */
@@ -194,20 +209,12 @@ static int once_check(store *st, const table_schema *t, uint32_t part, once *o,
     if (o->id == NULL) {
         return 0;
     }
-    if (request_key(&o->key, t->id, part, o->id) != 0) {
-        return oom(err, errlen);
-    }
-    int rv = request_recall(st->db, CF_REQUESTS, &o->key, &o->val, &o->done, &o->seen, err,
-                            errlen);
+    int rv = store_request_find(st, t, part, o->id, o->kind, &o->key, &o->val, &o->done, &o->seen,
+                                err, errlen);
     if (rv != 0 || !o->done) {
         return rv;
     }
-    if (o->seen.kind != o->kind) {
-        return store_errf(LAPSE_EINVAL, err, errlen,
-                          "request id already used by another kind of write (%c, not %c)",
-                          (char)o->seen.kind, (char)o->kind);
-    }
-    return once_confirm(st, t, part, o, pend, err, errlen);
+    return store_request_confirm(st, t, part, &o->key, &o->val, pend, err, errlen);
 }
 
 /* Writes one item change (val NULL: delete) in its own WriteBatch, with the
