@@ -10,13 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/token.h"
 #include "../partition/replog.h"
 #include "../partition/snapshot.h"
+#include "fault_switch.h"
 #include "logship_int.h"
 
 /* The checks of a node-to-node call: the cluster token and a body. 0, or
@@ -134,13 +134,7 @@ static int install_snapshot(store *st, const Lapse__ReplicateLogRequest *r, char
  * (--debug-fault-dir). */
 static int refusing(const node_server *ns)
 {
-    char path[PATH_MAX + 64];
-    if (ns->debug_fault_dir[0] == '\0') {
-        return 0;
-    }
-    snprintf(path, sizeof(path), "%s/node%u.refuse-replicate-log", ns->debug_fault_dir,
-             (unsigned)ns->id);
-    return access(path, F_OK) == 0;
+    return fault_switch_on(ns, "refuse-replicate-log");
 }
 
 void logship_handle(const logship_call *c)

@@ -3,10 +3,10 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "fault_switch.h"
 #include "maps.h"
 
 /* Puts the node's key under lease; records the lease on success. */
@@ -85,9 +85,7 @@ static void debug_cut(node_server *ns)
     if (ns->ec == NULL || ns->debug_fault_dir[0] == '\0') {
         return;
     }
-    char path[sizeof(ns->debug_fault_dir) + 48];
-    snprintf(path, sizeof(path), "%s/node%u.cut-etcd", ns->debug_fault_dir, (unsigned)ns->id);
-    int cut = access(path, F_OK) == 0;
+    int cut = fault_switch_on(ns, "cut-etcd");
     if (cut != ns->debug_etcd_cut) {
         log_warn("debug fault: etcd %s this node", cut ? "cut off from" : "reachable again from");
         ns->debug_etcd_cut = cut;
