@@ -463,6 +463,12 @@ int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, ui
     }
     pthread_mutex_lock(&ls->lock);
     p->reconciled = epoch;
+    /* An in-sync member may lack records of this log that no round
+     * confirmed: ones whose round failed before this node restarted (the
+     * restart forgot lag_gen), or ones a member had beyond another's when
+     * this node took over. The resync thread sends them (send_lag), even
+     * when no write follows. */
+    p->lag_gen++;
     pthread_mutex_unlock(&ls->lock);
     log_info("table %u partition %u: primary at epoch %" PRIu64 "%s", (unsigned)table_id,
              (unsigned)part, epoch, taken > 0 ? " (took in records only its replicas had)" : "");

@@ -17,9 +17,10 @@
  *      on, writes wait for it too (logship_int.h, "joining"). Since no
  *      write happened between its last record and the join, it has every
  *      acknowledged write when the map says it is in sync.
- * And after a failed ship (logship_int.h, "lag_gen") it sends the in-sync
- * members the records they may lack, so they end equal to this copy even
- * when no write follows.
+ * And after a failed ship (logship_int.h, "lag_gen"), or once it became
+ * the primary (a new epoch, or a restart that forgot its failed ships), it
+ * sends the in-sync members the records they may lack, so they end equal
+ * to this copy even when no write follows.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -42,9 +43,8 @@
 #define RESYNC_WARN_EVERY_MS 10000     /* a member that cannot be resynced, in the log */
 
 /* Where replica c stands: its last record's seq and epoch. */
-static int position_of(logship *ls, rpc_client *c, uint32_t table_id, uint32_t part,
-                       uint64_t epoch, uint64_t *seq, uint64_t *rec_epoch, char *err,
-                       size_t errlen)
+static int position_of(logship *ls, rpc_client *c, uint32_t table_id, uint32_t part, uint64_t epoch,
+                       uint64_t *seq, uint64_t *rec_epoch, char *err, size_t errlen)
 {
     shipment s;
     shipment_init(&s, ls, table_id, part, epoch);
@@ -138,9 +138,9 @@ static int snap_call_add(void *arg, const snapshot_entry *se)
  * partition's keys call after call (writes go on), then the position they
  * stand at, which *applied gets. Progress goes to the log every
  * RESYNC_SNAPSHOT_REPORT_MS. */
-static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id,
-                         uint32_t part, uint64_t epoch, const char *why, uint64_t *applied,
-                         char *err, size_t errlen)
+static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
+                         uint64_t epoch, const char *why, uint64_t *applied, char *err,
+                         size_t errlen)
 {
     snapshot *sn = NULL;
     uint64_t snap_epoch = 0, snap_seq = 0, entries = 0, bytes = 0;
@@ -236,25 +236,32 @@ static void join(logship *ls, const node_map *m, uint32_t table_id, uint32_t par
     pthread_mutex_unlock(&ls->lock);
 }
 
-/* Warns that member id of (table_id, part) cannot be resynced, at most
- * once per RESYNC_WARN_EVERY_MS per partition (a pass runs every 200 ms). */
-static void warn_resync(logship *ls, uint32_t table_id, uint32_t part, uint32_t id,
-                        const char *err)
+/* Warns about (table_id, part): what failed and why, at most once per
+ * RESYNC_WARN_EVERY_MS per partition (a pass runs every 200 ms). */
+static void warn_every(logship *ls, uint32_t table_id, uint32_t part, const char *what,
+                       const char *err)
 {
     int64_t now = clock_mono_now().ms;
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
-    int say = p != NULL && (p->resync_warned_ms == 0 ||
-                            now - p->resync_warned_ms >= RESYNC_WARN_EVERY_MS);
+    int say = p != NULL &&
+              (p->resync_warned_ms == 0 || now - p->resync_warned_ms >= RESYNC_WARN_EVERY_MS);
     if (say) {
         p->resync_warned_ms = now;
     }
     pthread_mutex_unlock(&ls->lock);
     if (say) {
-        log_warn("table %u partition %u: cannot resync node %u: %s (said at most every %d s)",
-                 (unsigned)table_id, (unsigned)part, (unsigned)id, err,
-                 RESYNC_WARN_EVERY_MS / 1000);
+        log_warn("table %u partition %u: %s: %s (said at most every %d s)", (unsigned)table_id,
+                 (unsigned)part, what, err, RESYNC_WARN_EVERY_MS / 1000);
     }
+}
+
+/* Warns that member id of (table_id, part) cannot be resynced. */
+static void warn_resync(logship *ls, uint32_t table_id, uint32_t part, uint32_t id, const char *err)
+{
+    char what[64];
+    snprintf(what, sizeof(what), "cannot resync node %u", (unsigned)id);
+    warn_every(ls, table_id, part, what, err);
 }
 
 /* Sends replica c this log after *applied, call after call (at most
@@ -298,8 +305,8 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
     if (rv == 0) {
         logship_heard(ls, table_id, part, &id, 1, applied);
     }
-    if (rv == 0 && (rv = replog_position(st, table_id, part, &my_epoch, &my_seq, err,
-                                         sizeof(err))) == 0) {
+    if (rv == 0 &&
+        (rv = replog_position(st, table_id, part, &my_epoch, &my_seq, err, sizeof(err))) == 0) {
         rv = replog_first(st, table_id, part, &first, err, sizeof(err));
     }
     if (rv == 0) {
@@ -320,8 +327,7 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
             why = "has no record (a new or wiped copy, or a rebuild cut short)";
         }
         if (why != NULL && first > 1) {
-            rv = send_snapshot(ls, c, id, table_id, part, epoch, why, &applied, err,
-                               sizeof(err));
+            rv = send_snapshot(ls, c, id, table_id, part, epoch, why, &applied, err, sizeof(err));
         } else if (why != NULL) {
             rv = reset_copy(ls, c, id, table_id, part, epoch, why, err, sizeof(err));
             applied = 0;
@@ -341,8 +347,8 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
     replog_lock(st, table_id, part);
     rv = logship_reconcile(ls, m, r, table_id, part, err, sizeof(err));
     if (rv == 0) {
-        rv = send_until(ls, c, id, table_id, part, epoch, 0, RESYNC_NEAR_ROUNDS, &applied,
-                        &my_seq, err, sizeof(err));
+        rv = send_until(ls, c, id, table_id, part, epoch, 0, RESYNC_NEAR_ROUNDS, &applied, &my_seq,
+                        err, sizeof(err));
     }
     logship_heard(ls, table_id, part, &id, 1, applied);
     if (rv == 0 && applied == my_seq) {
@@ -371,8 +377,8 @@ static void send_lag(logship *ls, const node_map *m, const pmap_replicas *r, uin
      * below when every waited-for member does (logship_outbox.c). */
     uint64_t start_epoch = 0, start_seq = 0;
     char perr[256];
-    if (replog_position(ls->ns->st, table_id, part, &start_epoch, &start_seq, perr,
-                        sizeof(perr)) != 0) {
+    if (replog_position(ls->ns->st, table_id, part, &start_epoch, &start_seq, perr, sizeof(perr)) !=
+        0) {
         return;
     }
     int all = 1;
@@ -391,8 +397,8 @@ static void send_lag(logship *ls, const node_map *m, const pmap_replicas *r, uin
                      : position_of(ls, c, table_id, part, pmap_epoch(r), &applied, &their_epoch,
                                    err, sizeof(err));
         if (rv == 0) {
-            rv = send_until(ls, c, r->ids[i], table_id, part, pmap_epoch(r), 0,
-                            RESYNC_NEAR_ROUNDS, &applied, &my_seq, err, sizeof(err));
+            rv = send_until(ls, c, r->ids[i], table_id, part, pmap_epoch(r), 0, RESYNC_NEAR_ROUNDS,
+                            &applied, &my_seq, err, sizeof(err));
             logship_heard(ls, table_id, part, &r->ids[i], 1, applied);
         }
         all &= rv == 0 && applied >= my_seq;
@@ -405,6 +411,22 @@ static void send_lag(logship *ls, const node_map *m, const pmap_replicas *r, uin
         if (tell) {
             logship_tell_shipper(ls, table_id, part);
         }
+    }
+}
+
+/* Reconciles a partition this node leads and has not written to in its
+ * epoch yet (logship_reconcile, which a write would do first): a restarted
+ * or new primary must also send its in-sync members what they lack when
+ * no write comes (logship.c). A failure is retried on the next pass. */
+static void reconcile(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                      uint32_t part)
+{
+    char err[512] = "";
+    replog_lock(ls->ns->st, table_id, part);
+    int rv = logship_reconcile(ls, m, r, table_id, part, err, sizeof(err));
+    replog_unlock(ls->ns->st, table_id, part);
+    if (rv != 0) {
+        warn_every(ls, table_id, part, "cannot take over as the primary", err);
     }
 }
 
@@ -442,7 +464,11 @@ static void pass(logship *ls)
                 maps_release(m);
                 return;
             }
-            uint32_t bits = logship_required(ls, m, r, tb->schema.id, p, NULL);
+            int reconciled = 0;
+            uint32_t bits = logship_required(ls, m, r, tb->schema.id, p, &reconciled);
+            if (!reconciled) {
+                reconcile(ls, m, r, tb->schema.id, p);
+            }
             for (uint32_t i = 1; i < r->n; i++) {
                 if (!(bits >> i & 1u)) {
                     resync_one(ls, m, r, tb->schema.id, p, r->ids[i]);

@@ -35,8 +35,7 @@ int rs_group_setup_faults(const char *node_args, int metrics)
 {
     static char args[1024];
     char err[256];
-    if (cluster_mkdtemp(g_rs_fault_dir, sizeof(g_rs_fault_dir), "faults", err, sizeof(err)) !=
-        0) {
+    if (cluster_mkdtemp(g_rs_fault_dir, sizeof(g_rs_fault_dir), "faults", err, sizeof(err)) != 0) {
         fprintf(stderr, "%s\n", err);
         g_rs_fault_dir[0] = '\0';
         return -1;
@@ -122,31 +121,60 @@ rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part)
     return d;
 }
 
-uint64_t rs_assert_copies_match(const char *table)
+/* Compares every copy of every partition of table with its primary's:
+ * the items over all partitions (counted on the primaries), or -1 with
+ * the first difference in why. */
+static int64_t copies_compare(const char *table, char *why, size_t whylen)
 {
     pmap *pm = testmap_fetch(g_rs_cluster);
     const pmap_table *t = pmap_table_find(pm, table);
     assert_non_null(t);
-    uint64_t total = 0;
-    for (uint32_t p = 0; p < t->schema.partitions; p++) {
+    int64_t total = 0;
+    for (uint32_t p = 0; p < t->schema.partitions && total >= 0; p++) {
         const pmap_replicas *r = pmap_part(t, p);
         rs_digest want = rs_node_digest((int)r->ids[0], t->schema.id, p);
-        for (uint32_t i = 1; i < r->n; i++) {
+        for (uint32_t i = 1; i < r->n && total >= 0; i++) {
             rs_digest got = rs_node_digest((int)r->ids[i], t->schema.id, p);
             if (got.items != want.items || got.hash != want.hash || got.seq != want.seq ||
                 got.epoch != want.epoch) {
-                fail_msg("table %s partition %u: node %u has %llu items at seq %llu, primary "
+                snprintf(why, whylen,
+                         "table %s partition %u: node %u has %llu items at seq %llu, primary "
                          "node %u %llu at seq %llu (digests %s)",
                          table, (unsigned)p, (unsigned)r->ids[i], (unsigned long long)got.items,
                          (unsigned long long)got.seq, (unsigned)r->ids[0],
                          (unsigned long long)want.items, (unsigned long long)want.seq,
                          got.hash == want.hash ? "equal" : "differ");
+                total = -1;
             }
         }
-        total += want.items;
+        total = total >= 0 ? total + (int64_t)want.items : total;
     }
     pmap_free(pm);
     return total;
+}
+
+uint64_t rs_assert_copies_match(const char *table)
+{
+    char why[512] = "";
+    int64_t items = copies_compare(table, why, sizeof(why));
+    if (items < 0) {
+        fail_msg("%s", why);
+    }
+    return (uint64_t)items;
+}
+
+uint64_t rs_wait_copies_match(const char *table, long timeout_ms)
+{
+    char why[512] = "";
+    int64_t items = copies_compare(table, why, sizeof(why));
+    for (long waited = 0; items < 0 && waited < timeout_ms; waited += 100) {
+        rs_sleep_ms(100);
+        items = copies_compare(table, why, sizeof(why));
+    }
+    if (items < 0) {
+        fail_msg("after %ld ms: %s", timeout_ms, why);
+    }
+    return (uint64_t)items;
 }
 
 void rs_create_rf3(const char *name, unsigned partitions)

@@ -56,6 +56,10 @@ rs_digest rs_node_digest(int node, uint32_t table_id, uint32_t part);
  * returns the items over all partitions (counted on the primaries). */
 uint64_t rs_assert_copies_match(const char *table);
 
+/* rs_assert_copies_match once the copies match, or after timeout_ms:
+ * for copies that end equal with no write to bring them there. */
+uint64_t rs_wait_copies_match(const char *table, long timeout_ms);
+
 /* Waits (up to 40 s) until every member of every set of table is in sync;
  * returns the coordinator's map then (caller pmap_free). */
 pmap *rs_wait_all_in_sync(const char *table);
