@@ -1,7 +1,7 @@
 /*
  * check_copies.c: invariant 9 on a run of tables of several copies
  * (--replication; docs/chaos.md): every copy of every partition ends
- * identical. See check.h.
+ * identical, and so does every copy of every stream shard. See check.h.
  *
  * After the other checks, the coordinator's map says where each
  * partition's copies are; each copy's node answers PartitionDigest (its
@@ -51,10 +51,84 @@ static void open_nodes(const pmap *pm, rpc_client **nodes, int nnodes)
     }
 }
 
-/* Compares every replicated set of pm; the sets that differ go to
- * diffs[0..*n) (at most COPIES_MAX_REPORTED). A node that did not answer
- * in time is not asked again in this pass (each ask would wait its whole
- * time-out). Returns the sets compared. */
+/* Files a set that differs in diffs[0..*n) (at most COPIES_MAX_REPORTED). */
+static void add_diff(set_diff *diffs, int *n, const char *table, const char *what, uint32_t p,
+                     const char *found)
+{
+    if (*n < COPIES_MAX_REPORTED) {
+        set_diff *sd = &diffs[(*n)++];
+        snprintf(sd->where, sizeof(sd->where), "%.60s/%s %u", table, what, (unsigned)p);
+        snprintf(sd->found, sizeof(sd->found), "%s", found);
+    }
+}
+
+/* Whether node id may be asked in this pass: 0, or why not (silent[id]:
+ * the code it failed with earlier in the pass). */
+static int askable(run *r, rpc_client **nodes, const int *silent, uint32_t id)
+{
+    return id < 1 || id > (uint32_t)cluster_nodes(r->cl) ? LAPSE_ENOTFOUND
+           : nodes[id] == NULL                           ? LAPSE_EUNAVAILABLE
+                                                         : silent[id];
+}
+
+/* Compares the copies of every stream shard of the replicated tables of pm
+ * (their last sequence number and the records they hold, up to 1000):
+ * copies fed by the outboxes on their own end equal (docs/replication.md,
+ * "GSI partitions and stream shards"). Returns the shards compared. */
+static long compare_shards(run *r, const pmap *pm, rpc_client **nodes, int *silent, set_diff *diffs,
+                           int *n)
+{
+    long sets = 0;
+    for (size_t ti = 0; ti < pm->ntables; ti++) {
+        const pmap_table *t = &pm->tables[ti];
+        if (schema_replication(&t->schema) < 2 || !t->schema.stream.enabled) {
+            continue;
+        }
+        for (uint32_t p = 0; p < t->schema.partitions; p++) {
+            const pmap_replicas *rs = pmap_stream_shard(t, p);
+            char found[300] = "";
+            size_t used = 0, first_n = 0;
+            uint64_t first_last = 0;
+            int same = rs != NULL && rs->n == schema_replication(&t->schema);
+            for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
+                uint32_t id = rs->ids[i];
+                size_t recs = 0;
+                uint64_t last = 0;
+                char err[256] = "";
+                int rv = askable(r, nodes, silent, id);
+                if (rv == 0) {
+                    rv = nodecall_stream_shard(nodes[id], t->schema.name, p, &recs, &last, err,
+                                               sizeof(err));
+                    if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
+                        silent[id] = rv;
+                    }
+                }
+                used +=
+                    (size_t)(rv != 0 ? snprintf(found + used, sizeof(found) - used, "%snode %u: %s",
+                                                i ? "; " : "", (unsigned)id, lapse_strerror(rv))
+                                     : snprintf(found + used, sizeof(found) - used,
+                                                "%snode %u: %zu records up to %" PRIu64,
+                                                i ? "; " : "", (unsigned)id, recs, last));
+                if (used >= sizeof(found)) {
+                    used = sizeof(found) - 1;
+                }
+                first_n = i == 0 ? recs : first_n;
+                first_last = i == 0 ? last : first_last;
+                same &= rv == 0 && recs == first_n && last == first_last;
+            }
+            sets++;
+            if (!same) {
+                add_diff(diffs, n, t->schema.name, "stream shard", p, found);
+            }
+        }
+    }
+    return sets;
+}
+
+/* Compares every replicated set of pm, and every stream shard's copies;
+ * the sets that differ go to diffs[0..*n) (at most COPIES_MAX_REPORTED).
+ * A node that did not answer in time is not asked again in this pass
+ * (each ask would wait its whole time-out). Returns the sets compared. */
 static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *diffs, int *n)
 {
     long sets = 0;
@@ -75,22 +149,18 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
                 uint32_t id = rs->ids[i];
                 nodecall_digest d = {0};
                 char err[256] = "";
-                int rv = id < 1 || id > (uint32_t)cluster_nodes(r->cl) ? LAPSE_ENOTFOUND
-                         : nodes[id] == NULL                         ? LAPSE_EUNAVAILABLE
-                         : silent[id] != 0                           ? silent[id]
-                                                                     : 0;
+                int rv = askable(r, nodes, silent, id);
                 if (rv == 0) {
-                    rv = nodecall_partition_digest(nodes[id], t->schema.id, p, &d, err,
-                                                   sizeof(err));
+                    rv =
+                        nodecall_partition_digest(nodes[id], t->schema.id, p, &d, err, sizeof(err));
                     if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
                         silent[id] = rv;
                     }
                 }
                 int in_sync = pmap_in_sync(rs, i);
                 if (rv != 0) {
-                    used += (size_t)snprintf(found + used, sizeof(found) - used,
-                                             "%snode %u: %s", i ? "; " : "", (unsigned)id,
-                                             lapse_strerror(rv));
+                    used += (size_t)snprintf(found + used, sizeof(found) - used, "%snode %u: %s",
+                                             i ? "; " : "", (unsigned)id, lapse_strerror(rv));
                 } else {
                     used += (size_t)snprintf(found + used, sizeof(found) - used,
                                              "%snode %u%s: %" PRIu64 " items, digest %016" PRIx64
@@ -109,15 +179,12 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
                         d.epoch == first.epoch && d.seq == first.seq;
             }
             sets++;
-            if (!same && *n < COPIES_MAX_REPORTED) {
-                set_diff *sd = &diffs[(*n)++];
-                snprintf(sd->where, sizeof(sd->where), "%.60s/partition %u", t->schema.name,
-                         (unsigned)p);
-                snprintf(sd->found, sizeof(sd->found), "%s", found);
+            if (!same) {
+                add_diff(diffs, n, t->schema.name, "partition", p, found);
             }
         }
     }
-    return sets;
+    return sets + compare_shards(r, pm, nodes, silent, diffs, n);
 }
 
 void check_copies(run *r, check_out *out, int deadline_ms)
@@ -139,20 +206,22 @@ void check_copies(run *r, check_out *out, int deadline_ms)
             snprintf(diffs[0].where, sizeof(diffs[0].where), "the partition map");
             snprintf(diffs[0].found, sizeof(diffs[0].found), "not read: %s", err);
         } else {
-            open_nodes(pm, nodes, cluster_nodes(r->cl) < CLUSTER_MAX_NODES ? cluster_nodes(r->cl)
-                                                                            : CLUSTER_MAX_NODES);
+            open_nodes(pm, nodes,
+                       cluster_nodes(r->cl) < CLUSTER_MAX_NODES ? cluster_nodes(r->cl)
+                                                                : CLUSTER_MAX_NODES);
             out->sets_compared = compare_sets(r, pm, nodes, diffs, &n);
             pmap_free(pm);
         }
         if (n == 0) {
-            flog_add(r, "every copy of %ld partitions identical after %d reads",
-                     out->sets_compared, attempt + 1);
+            flog_add(r, "every copy of %ld partitions identical after %d reads", out->sets_compared,
+                     attempt + 1);
             break;
         }
         if (clock_mono_now().ms >= until) {
             for (int i = 0; i < n; i++) {
                 check_add(out, 9, diffs[i].where, NULL, 0, diffs[i].found,
-                          "every copy in the in-sync set, with the same items and log position");
+                          "every copy in the in-sync set, with the same items and log position "
+                          "(a shard: the same records)");
             }
             break;
         }

@@ -225,8 +225,8 @@ int lapse_connect_opts(lapse_client **out, const char *url, const lapse_connect_
         if (!retryable(rv, 1) || clock_mono_remaining_ms(deadline) <= 0) {
             if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
                 client_err(err, rv,
-                           "coordinator %s: %s within %d ms (is lapse-coordinator running?)%s",
-                           url, rv == LAPSE_ETIMEDOUT ? "no reply" : "unreachable", total,
+                           "coordinator %s: %s within %d ms (is lapse-coordinator running?)%s", url,
+                           rv == LAPSE_ETIMEDOUT ? "no reply" : "unreachable", total,
                            c->map_cache == NULL ? ""
                                                 : "; and no node of the map cached in the "
                                                   "cache file answered (or there is none)");
@@ -476,6 +476,31 @@ static uint32_t read_replica(lapse_client *c, const client_target *tg, const pma
     return ids[atomic_fetch_add(&c->read_turn, 1u) % n];
 }
 
+/* A GSI partition's or stream shard's node: its first copy that the map
+ * holds UP, leaving out the one tg->avoid names while another is left, so
+ * a reader keeps to one copy until it fails (copies are fed on their own
+ * and one may be behind another); the first copy when none is UP.
+ * Called with c->mu held. */
+static uint32_t derived_copy(lapse_client *c, const client_target *tg, const pmap_replicas *rs)
+{
+    uint32_t avoided = 0;
+    for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
+        const pmap_node *nd = pmap_node_find(c->map, rs->ids[i]);
+        if (nd == NULL || nd->state != PMAP_NODE_UP) {
+            continue;
+        }
+        if (rs->ids[i] + 1 == tg->avoid) {
+            avoided = 1;
+            continue;
+        }
+        return rs->ids[i];
+    }
+    if (avoided) {
+        return tg->avoid - 1;
+    }
+    return rs != NULL && rs->n > 0 ? rs->ids[0] : 0;
+}
+
 int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_error *err)
 {
     int rv = 0;
@@ -499,10 +524,10 @@ int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_e
     }
     switch (tg->kind) {
     case CLIENT_ROUTE_GSI:
-        r->node_id = pmap_gsi_owner(t, tg->gsi, tg->part);
+        r->node_id = derived_copy(c, tg, pmap_gsi_part(t, tg->gsi, tg->part));
         break;
     case CLIENT_ROUTE_STREAM:
-        r->node_id = pmap_stream_host(t, tg->part);
+        r->node_id = derived_copy(c, tg, pmap_stream_shard(t, tg->part));
         break;
     default: {
         const pmap_replicas *rs = pmap_part(t, tg->part);
@@ -679,7 +704,8 @@ int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent, Laps
             /* Nothing was sent, so even a non-idempotent call may retry
              * (a coordinator may be restarting) until the deadline. */
             rv = LAPSE_EUNAVAILABLE;
-            snprintf(msg, sizeof msg, "no coordinator is reachable (is lapse-coordinator running?)");
+            snprintf(msg, sizeof msg,
+                     "no coordinator is reachable (is lapse-coordinator running?)");
             if (clock_mono_remaining_ms(deadline) <= 0) {
                 rv = coord_err(c, err, rv, msg, total);
                 break;

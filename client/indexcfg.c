@@ -315,9 +315,18 @@ static int stream_json(json_t *t, const Lapse__TableMap *tm)
         put(t, "StreamShards", shards) != 0) {
         return -1;
     }
-    for (size_t p = 0; p < tm->n_stream_hosts; p++) {
-        if (add(shards, json_pack("{s:I,s:I}", "Partition", (json_int_t)p, "NodeId",
-                                  (json_int_t)tm->stream_hosts[p])) != 0) {
+    for (size_t p = 0; p < tm->n_stream_shards; p++) {
+        const Lapse__PartitionReplicas *r = tm->stream_shards[p];
+        json_t *ids = json_array();
+        for (size_t i = 0; r != NULL && ids != NULL && i < r->n_node_ids; i++) {
+            if (add(ids, json_integer(r->node_ids[i])) != 0) {
+                json_decref(ids);
+                return -1;
+            }
+        }
+        if (r == NULL || r->n_node_ids == 0 || ids == NULL ||
+            add(shards, json_pack("{s:I,s:I,s:o}", "Partition", (json_int_t)p, "NodeId",
+                                  (json_int_t)r->node_ids[0], "NodeIds", ids)) != 0) {
             return -1;
         }
     }

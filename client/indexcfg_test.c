@@ -207,37 +207,43 @@ static void test_describe_indexes_and_stream(void **state)
     gp.partitions = gparts;
     gp.n_partitions = 2;
     Lapse__GsiPartitions *gps[] = {&gp};
-    uint32_t hosts[] = {2, 1};
+    uint32_t h0[] = {2, 3}, h1[] = {1};
+    Lapse__PartitionReplicas s0 = LAPSE__PARTITION_REPLICAS__INIT, s1 = s0;
+    s0.node_ids = h0;
+    s0.n_node_ids = 2;
+    s1.node_ids = h1;
+    s1.n_node_ids = 1;
+    Lapse__PartitionReplicas *shard_ptrs[] = {&s0, &s1};
     Lapse__TableMap tm = LAPSE__TABLE_MAP__INIT;
     tm.schema = &s;
     tm.gsi = gps;
     tm.n_gsi = 1;
-    tm.stream_hosts = hosts;
-    tm.n_stream_hosts = 2;
-    assert_described(
-        &tm, "{\"AttributeDefinitions\":["
-             "{\"AttributeName\":\"UserName\",\"AttributeType\":\"S\"},"
-             "{\"AttributeName\":\"Id\",\"AttributeType\":\"N\"},"
-             "{\"AttributeName\":\"Created\",\"AttributeType\":\"N\"},"
-             "{\"AttributeName\":\"Email\",\"AttributeType\":\"S\"}],"
-             "\"LocalSecondaryIndexes\":[{\"IndexName\":\"ByCreated\",\"IndexId\":1,"
-             "\"KeySchema\":[{\"AttributeName\":\"UserName\",\"KeyType\":\"HASH\"},"
-             "{\"AttributeName\":\"Created\",\"KeyType\":\"RANGE\"}],"
-             "\"Projection\":{\"ProjectionType\":\"ALL\"}}],"
-             "\"GlobalSecondaryIndexes\":[{\"IndexName\":\"ByEmail\",\"IndexId\":2,"
-             "\"KeySchema\":[{\"AttributeName\":\"Email\",\"KeyType\":\"HASH\"},"
-             "{\"AttributeName\":\"Id\",\"KeyType\":\"RANGE\"}],"
-             "\"Projection\":{\"ProjectionType\":\"KEYS_ONLY\"},\"Partitions\":2,"
-             "\"PartitionsPerNode\":{\"3\":2}}],"
-             "\"StreamSpecification\":{\"StreamEnabled\":true,"
-             "\"StreamViewType\":\"NEW_AND_OLD_IMAGES\",\"TtlDeletes\":true,"
-             "\"RetentionHours\":24},"
-             "\"StreamShards\":[{\"Partition\":0,\"NodeId\":2},{\"Partition\":1,\"NodeId\":1}]}");
+    tm.stream_shards = shard_ptrs;
+    tm.n_stream_shards = 2;
+    assert_described(&tm, "{\"AttributeDefinitions\":["
+                          "{\"AttributeName\":\"UserName\",\"AttributeType\":\"S\"},"
+                          "{\"AttributeName\":\"Id\",\"AttributeType\":\"N\"},"
+                          "{\"AttributeName\":\"Created\",\"AttributeType\":\"N\"},"
+                          "{\"AttributeName\":\"Email\",\"AttributeType\":\"S\"}],"
+                          "\"LocalSecondaryIndexes\":[{\"IndexName\":\"ByCreated\",\"IndexId\":1,"
+                          "\"KeySchema\":[{\"AttributeName\":\"UserName\",\"KeyType\":\"HASH\"},"
+                          "{\"AttributeName\":\"Created\",\"KeyType\":\"RANGE\"}],"
+                          "\"Projection\":{\"ProjectionType\":\"ALL\"}}],"
+                          "\"GlobalSecondaryIndexes\":[{\"IndexName\":\"ByEmail\",\"IndexId\":2,"
+                          "\"KeySchema\":[{\"AttributeName\":\"Email\",\"KeyType\":\"HASH\"},"
+                          "{\"AttributeName\":\"Id\",\"KeyType\":\"RANGE\"}],"
+                          "\"Projection\":{\"ProjectionType\":\"KEYS_ONLY\"},\"Partitions\":2,"
+                          "\"PartitionsPerNode\":{\"3\":2}}],"
+                          "\"StreamSpecification\":{\"StreamEnabled\":true,"
+                          "\"StreamViewType\":\"NEW_AND_OLD_IMAGES\",\"TtlDeletes\":true,"
+                          "\"RetentionHours\":24},"
+                          "\"StreamShards\":[{\"Partition\":0,\"NodeId\":2,\"NodeIds\":[2,3]},"
+                          "{\"Partition\":1,\"NodeId\":1,\"NodeIds\":[1]}]}");
 
     /* No indexes, no stream: only the stream's absence is stated. */
     s.n_lsi = s.n_gsi = 0;
     s.stream = NULL;
-    tm.n_gsi = tm.n_stream_hosts = 0;
+    tm.n_gsi = tm.n_stream_shards = 0;
     assert_described(&tm, "{\"AttributeDefinitions\":["
                           "{\"AttributeName\":\"UserName\",\"AttributeType\":\"S\"},"
                           "{\"AttributeName\":\"Id\",\"AttributeType\":\"N\"}],"

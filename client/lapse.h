@@ -176,7 +176,7 @@ int lapse_delete_table(lapse_client *c, const char *table, lapse_error *err);
  * "GlobalSecondaryIndexes":[{...,"Partitions","PartitionsPerNode"}]; and
  * "StreamSpecification":{"StreamEnabled"} plus, with a stream,
  * "StreamViewType":"NEW_AND_OLD_IMAGES","TtlDeletes","RetentionHours" and
- * "StreamShards":[{"Partition","NodeId"}] (the node hosting each shard).
+ * "StreamShards":[{"Partition","NodeId","NodeIds"}] (the copies of each shard, NodeId the first, which readers try first).
  * Create-table fails with LAPSE_EINVAL and the coordinator's reason for a
  * bad index or stream declaration. */
 int lapse_describe_table(lapse_client *c, const char *table, char **json_out, lapse_error *err);
@@ -315,9 +315,11 @@ int lapse_partition_owners(lapse_client *c, const char *table, uint32_t **owners
  * on the index's sort key. Items come in index sort key order, then table
  * key order; a page's last key carries the table's and the index's keys and
  * is passed back as exclusive_start_key. An LSI query is strongly
- * consistent, like a base query. A GSI query is sent to the node owning the
- * GSI partition of the value and is eventually consistent: a write shows
- * there shortly after it is acknowledged. A keys-only GSI returns the
+ * consistent, like a base query. A GSI query is sent to the first copy of
+ * the GSI partition of the value that the map holds UP (the next one after
+ * a copy fails to answer; a table's GSI partitions have as many copies as
+ * the table) and is eventually consistent: a write shows there shortly
+ * after it is acknowledged. A keys-only GSI returns the
  * table's keys, the index's keys and the TTL attribute; hide_expired works
  * on either kind. Returns as lapse_query, plus LAPSE_ENOTFOUND for an index
  * table does not have. */

@@ -241,7 +241,7 @@ static int shards_of(lapse_client *c, const char *table, lapse_stream_shard **ou
         rv = SHARDS_STALE;
         goto out;
     }
-    if (!t->schema.stream.enabled || t->stream_hosts == NULL) {
+    if (!t->schema.stream.enabled || t->stream_shards == NULL) {
         rv = client_err(err, LAPSE_EINVAL, "table \"%s\" has no stream", table);
         goto out;
     }

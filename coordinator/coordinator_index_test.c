@@ -247,9 +247,9 @@ static void test_create_indexed_table(void **state)
     assert_int_equal(t->n_gsi, 2);
     assert_int_equal(t->gsi[0]->n_partitions, 8);
     assert_int_equal(t->gsi[1]->n_partitions, 4);
-    assert_int_equal(t->n_stream_hosts, 8);
+    assert_int_equal(t->n_stream_shards, 8);
     for (size_t p = 0; p < 8; p++) {
-        uint32_t host = t->stream_hosts[p];
+        uint32_t host = t->stream_shards[p]->node_ids[0];
         assert_true(host >= 1 && host <= FIXTURE_NODES);
         assert_int_not_equal(host, t->partitions[p]->node_ids[0]);
     }
@@ -293,7 +293,7 @@ static void test_create_indexed_table(void **state)
         }
     }
     for (uint32_t p = 0; p < 8; p++) {
-        assert_int_equal(pmap_stream_host(pt, p), t->stream_hosts[p]);
+        assert_int_equal(pmap_stream_host(pt, p), t->stream_shards[p]->node_ids[0]);
     }
     assert_int_equal(pt->schema.stream.ttl_deletes, 1);
     pthread_mutex_unlock(&node1.mu);
@@ -313,7 +313,7 @@ static void test_stream_settings(void **state)
     Lapse__Response *resp = NULL;
     assert_code(create(s, &resp, err, sizeof err), 0, err);
     assert_null(resp->create_table->table->schema->stream);
-    assert_int_equal(resp->create_table->table->n_stream_hosts, 0);
+    assert_int_equal(resp->create_table->table->n_stream_shards, 0);
     assert_int_equal(resp->create_table->table->n_gsi, 0);
     rpc_response_free(resp);
 
@@ -324,7 +324,7 @@ static void test_stream_settings(void **state)
     assert_non_null(sc);
     assert_true(sc->exclude_ttl_deletes);
     assert_int_equal(sc->retention_hours, 72);
-    assert_int_equal(resp->create_table->table->n_stream_hosts, 2);
+    assert_int_equal(resp->create_table->table->n_stream_shards, 2);
     rpc_response_free(resp);
     arena_fini(&a);
 }
@@ -437,7 +437,7 @@ static void test_indexes_survive_kill9(void **state)
     }
     const Lapse__TableMap *orders = find_table(after, "orders");
     assert_int_equal(orders->schema->n_gsi, 2);
-    assert_int_equal(orders->n_stream_hosts, 8);
+    assert_int_equal(orders->n_stream_shards, 8);
     rpc_response_free(resp);
     rpc_response_free(before_resp);
 

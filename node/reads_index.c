@@ -44,11 +44,10 @@ static int route_gsi(handlers_ctx *c, uint32_t gsi, uint32_t want, const attr_va
                       g->name, want);
         return LAPSE_EINVAL;
     }
-    uint32_t owner = pmap_gsi_owner(c->table, gsi, part);
-    if (owner != c->ns->id) {
+    if (pmap_replicas_index(pmap_gsi_part(c->table, gsi, part), c->ns->id) < 0) {
         rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE,
-                      "partition %u of index %s of table %s is owned by node %u", part, g->name,
-                      c->table->schema.name, owner);
+                      "partition %u of index %s of table %s is held by node %u, not this one", part,
+                      g->name, c->table->schema.name, pmap_gsi_owner(c->table, gsi, part));
         return LAPSE_EWRONGNODE;
     }
     return 0;

@@ -28,7 +28,7 @@ static const double lag_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1
 static int owns_gsi(void *arg, uint32_t gsi, uint32_t gsi_part)
 {
     const replicate_filter_arg *fa = arg;
-    return pmap_gsi_owner(fa->t, gsi, gsi_part) == fa->node_id;
+    return pmap_replicas_index(pmap_gsi_part(fa->t, gsi, gsi_part), fa->node_id) >= 0;
 }
 
 void replicate_filter(const pmap_table *t, uint32_t src_part, uint32_t node_id,
@@ -38,7 +38,7 @@ void replicate_filter(const pmap_table *t, uint32_t src_part, uint32_t node_id,
     arg->node_id = node_id;
     f->owns_gsi = t->schema.ngsi > 0 ? owns_gsi : NULL;
     f->arg = arg;
-    f->host_stream = pmap_stream_host(t, src_part) == node_id;
+    f->host_stream = pmap_replicas_index(pmap_stream_shard(t, src_part), node_id) >= 0;
 }
 
 /* ------------------------------------------------------------------------ */

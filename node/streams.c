@@ -124,10 +124,10 @@ void streams_get_records(handlers_ctx *c)
                       t->partitions);
         goto out;
     }
-    uint32_t host = pmap_stream_host(c->table, r->shard);
-    if (host != ns->id) {
+    if (pmap_replicas_index(pmap_stream_shard(c->table, r->shard), ns->id) < 0) {
         rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE,
-                      "stream shard %u of table %s is hosted by node %u", r->shard, t->name, host);
+                      "stream shard %u of table %s is hosted by node %u, not this one", r->shard,
+                      t->name, pmap_stream_host(c->table, r->shard));
         goto out;
     }
     size_t limit =
@@ -211,7 +211,7 @@ static size_t trim_jobs(node_server *ns, trim_job **jobs)
         const pmap_table *t = &pm->tables[i];
         int hosts = 0;
         for (uint32_t p = 0; t->schema.stream.enabled && p < t->schema.partitions && !hosts; p++) {
-            hosts = pmap_stream_host(t, p) == ns->id;
+            hosts = pmap_replicas_index(pmap_stream_shard(t, p), ns->id) >= 0;
         }
         if (hosts) {
             uint32_t h = t->schema.stream.retention_hours;

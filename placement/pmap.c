@@ -23,8 +23,8 @@ static void table_fini(pmap_table *t)
         free(t->gsi_parts[i]);
         t->gsi_parts[i] = NULL;
     }
-    free(t->stream_hosts);
-    t->stream_hosts = NULL;
+    free(t->stream_shards);
+    t->stream_shards = NULL;
 }
 
 /* A malloc'd copy of n elements of size sz, or NULL (also for n == 0). */
@@ -57,7 +57,7 @@ static int table_copy(pmap_table *t, const table_schema *schema, const pmap_plac
         }
     }
     if (schema->stream.enabled &&
-        (t->stream_hosts = memdup_n(pl->stream_hosts, np, sizeof(uint32_t))) == NULL) {
+        (t->stream_shards = memdup_n(pl->stream_shards, np, sizeof(pmap_replicas))) == NULL) {
         return LAPSE_ENOMEM;
     }
     return 0;
@@ -72,7 +72,7 @@ static pmap_placement placement_of(const pmap_table *t)
     for (size_t i = 0; i < SCHEMA_MAX_GSI; i++) {
         pl.gsi_parts[i] = t->gsi_parts[i];
     }
-    pl.stream_hosts = t->stream_hosts;
+    pl.stream_shards = t->stream_shards;
     return pl;
 }
 
@@ -240,21 +240,33 @@ int pmap_gsi_find(const pmap_table *t, const char *name)
     return -1;
 }
 
-uint32_t pmap_gsi_owner(const pmap_table *t, uint32_t gsi, uint32_t part)
+const pmap_replicas *pmap_gsi_part(const pmap_table *t, uint32_t gsi, uint32_t part)
 {
     if (t == NULL || gsi >= t->schema.ngsi || gsi >= SCHEMA_MAX_GSI || t->gsi_parts[gsi] == NULL ||
-        part >= t->schema.gsi[gsi].partitions || t->gsi_parts[gsi][part].n == 0) {
-        return 0;
+        part >= t->schema.gsi[gsi].partitions) {
+        return NULL;
     }
-    return t->gsi_parts[gsi][part].ids[0];
+    return &t->gsi_parts[gsi][part];
+}
+
+uint32_t pmap_gsi_owner(const pmap_table *t, uint32_t gsi, uint32_t part)
+{
+    const pmap_replicas *r = pmap_gsi_part(t, gsi, part);
+    return r != NULL && r->n > 0 ? r->ids[0] : 0;
+}
+
+const pmap_replicas *pmap_stream_shard(const pmap_table *t, uint32_t part)
+{
+    if (t == NULL || t->stream_shards == NULL || part >= t->schema.partitions) {
+        return NULL;
+    }
+    return &t->stream_shards[part];
 }
 
 uint32_t pmap_stream_host(const pmap_table *t, uint32_t part)
 {
-    if (t == NULL || t->stream_hosts == NULL || part >= t->schema.partitions) {
-        return 0;
-    }
-    return t->stream_hosts[part];
+    const pmap_replicas *r = pmap_stream_shard(t, part);
+    return r != NULL && r->n > 0 ? r->ids[0] : 0;
 }
 
 size_t pmap_gsi_partitions_owned(const pmap *pm, uint32_t id)
@@ -276,8 +288,25 @@ size_t pmap_stream_shards_hosted(const pmap *pm, uint32_t id)
     size_t n = 0;
     for (size_t i = 0; i < pm->ntables; i++) {
         const pmap_table *t = &pm->tables[i];
-        for (uint32_t p = 0; t->stream_hosts != NULL && p < t->schema.partitions; p++) {
-            n += t->stream_hosts[p] == id;
+        for (uint32_t p = 0; t->stream_shards != NULL && p < t->schema.partitions; p++) {
+            n += pmap_stream_host(t, p) == id;
+        }
+    }
+    return n;
+}
+
+size_t pmap_derived_copies(const pmap *pm, uint32_t id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < pm->ntables; i++) {
+        const pmap_table *t = &pm->tables[i];
+        for (uint32_t g = 0; g < t->schema.ngsi && g < SCHEMA_MAX_GSI; g++) {
+            for (uint32_t p = 0; p < t->schema.gsi[g].partitions; p++) {
+                n += pmap_replicas_index(pmap_gsi_part(t, g, p), id) > 0;
+            }
+        }
+        for (uint32_t p = 0; t->stream_shards != NULL && p < t->schema.partitions; p++) {
+            n += pmap_replicas_index(&t->stream_shards[p], id) > 0;
         }
     }
     return n;
@@ -307,15 +336,15 @@ size_t pmap_outbox_destinations(const pmap_table *t, uint32_t part, uint32_t *id
     size_t n = 0;
     for (uint32_t g = 0; g < t->schema.ngsi && g < SCHEMA_MAX_GSI; g++) {
         for (uint32_t p = 0; p < t->schema.gsi[g].partitions; p++) {
-            uint32_t id = pmap_gsi_owner(t, g, p);
-            if (id != 0) {
-                set_add(set, PMAP_MAX_DESTINATIONS, &n, id);
+            const pmap_replicas *r = pmap_gsi_part(t, g, p);
+            for (uint32_t i = 0; r != NULL && i < r->n; i++) {
+                set_add(set, PMAP_MAX_DESTINATIONS, &n, r->ids[i]);
             }
         }
     }
-    uint32_t host = pmap_stream_host(t, part);
-    if (host != 0) {
-        set_add(set, PMAP_MAX_DESTINATIONS, &n, host);
+    const pmap_replicas *shard = pmap_stream_shard(t, part);
+    for (uint32_t i = 0; shard != NULL && i < shard->n; i++) {
+        set_add(set, PMAP_MAX_DESTINATIONS, &n, shard->ids[i]);
     }
     if (ids != NULL && cap > 0) {
         memcpy(ids, set, (n < cap ? n : cap) * sizeof(*ids));
@@ -425,7 +454,7 @@ static int up_init(up_nodes *u, const pmap *pm)
             u->ids[k] = id;
             u->load[k] = pmap_partitions_owned(pm, id) + pmap_gsi_partitions_owned(pm, id);
             u->shards[k] = pmap_stream_shards_hosted(pm, id);
-            u->copies[k] = pmap_follower_copies(pm, id);
+            u->copies[k] = pmap_follower_copies(pm, id) + pmap_derived_copies(pm, id);
             k++;
         }
     }
@@ -449,10 +478,32 @@ static size_t least(const up_nodes *u, const size_t *count, uint32_t except)
     return best;
 }
 
+/* Fills r, whose first copy is set, up to rf copies: each to the UP node
+ * holding fewest other copies among those not yet in its list. Every set
+ * starts at epoch 1 with all members in sync. */
+static void add_copies(up_nodes *u, pmap_replicas *r, uint32_t rf)
+{
+    r->epoch = 1;
+    while (r->n < rf) {
+        size_t f = u->n;
+        for (size_t j = 0; j < u->n; j++) {
+            if (pmap_replicas_index(r, u->ids[j]) >= 0) {
+                continue;
+            }
+            if (f == u->n || u->copies[j] < u->copies[f] ||
+                (u->copies[j] == u->copies[f] && u->ids[j] < u->ids[f])) {
+                f = j;
+            }
+        }
+        r->ids[r->n++] = u->ids[f];
+        u->copies[f]++;
+    }
+    r->in_sync = (1u << r->n) - 1;
+}
+
 /* Greedy: each partition to the least-loaded UP node, then its rf - 1
- * followers to the UP nodes holding fewest follower copies among those not
- * yet in its list. Every replica set starts at epoch 1 with all members in
- * sync. Nodes and partitions are few, so O(partitions * nodes * rf).
+ * other copies (add_copies). Nodes and partitions are few, so
+ * O(partitions * nodes * rf).
  * REQUIRES: 1 <= rf <= min(u->n, PMAP_MAX_REPLICAS). */
 static void place(up_nodes *u, pmap_replicas *parts, uint32_t n, uint32_t rf)
 {
@@ -460,23 +511,8 @@ static void place(up_nodes *u, pmap_replicas *parts, uint32_t n, uint32_t rf)
         size_t best = least(u, u->load, 0);
         parts[p].n = 1;
         parts[p].ids[0] = u->ids[best];
-        parts[p].epoch = 1;
         u->load[best]++;
-        while (parts[p].n < rf) {
-            size_t f = u->n;
-            for (size_t j = 0; j < u->n; j++) {
-                if (pmap_replicas_index(&parts[p], u->ids[j]) >= 0) {
-                    continue;
-                }
-                if (f == u->n || u->copies[j] < u->copies[f] ||
-                    (u->copies[j] == u->copies[f] && u->ids[j] < u->ids[f])) {
-                    f = j;
-                }
-            }
-            parts[p].ids[parts[p].n++] = u->ids[f];
-            u->copies[f]++;
-        }
-        parts[p].in_sync = (1u << parts[p].n) - 1;
+        add_copies(u, &parts[p], rf);
     }
 }
 
@@ -487,7 +523,7 @@ static void placement_free(pmap_placement *pl)
     for (size_t i = 0; i < SCHEMA_MAX_GSI; i++) {
         free((void *)pl->gsi_parts[i]);
     }
-    free((void *)pl->stream_hosts);
+    free((void *)pl->stream_shards);
 }
 
 int pmap_add_table(pmap *pm, const table_schema *schema)
@@ -527,18 +563,20 @@ int pmap_add_table(pmap *pm, const table_schema *schema)
         if (gp == NULL) {
             goto oom;
         }
-        place(&u, gp, schema->gsi[g].partitions, 1);
+        place(&u, gp, schema->gsi[g].partitions, rf);
     }
     if (schema->stream.enabled) {
-        uint32_t *hosts = calloc(schema->partitions, sizeof(*hosts));
-        pl.stream_hosts = hosts;
-        if (hosts == NULL) {
+        pmap_replicas *shards = calloc(schema->partitions, sizeof(*shards));
+        pl.stream_shards = shards;
+        if (shards == NULL) {
             goto oom;
         }
         for (uint32_t p = 0; p < schema->partitions; p++) {
             size_t best = least(&u, u.shards, parts[p].ids[0]);
-            hosts[p] = u.ids[best];
+            shards[p].n = 1;
+            shards[p].ids[0] = u.ids[best];
             u.shards[best]++;
+            add_copies(&u, &shards[p], rf);
         }
     }
     rv = append_table(pm, schema, &pl);
@@ -558,7 +596,8 @@ static int replicas_ok(const pmap_replicas *parts, uint32_t n)
         return 0;
     }
     for (uint32_t p = 0; p < n; p++) {
-        if (parts[p].n < 1 || parts[p].n > PMAP_MAX_REPLICAS || parts[p].in_sync >> parts[p].n != 0 ||
+        if (parts[p].n < 1 || parts[p].n > PMAP_MAX_REPLICAS ||
+            parts[p].in_sync >> parts[p].n != 0 ||
             (parts[p].in_sync != 0 && (parts[p].in_sync & 1u) == 0)) {
             return 0; /* in-sync bits past the list, or a primary out of sync */
         }
@@ -584,13 +623,9 @@ int pmap_add_table_placed(pmap *pm, const table_schema *schema, const pmap_place
             return LAPSE_EINVAL;
         }
     }
-    if ((pl->stream_hosts != NULL) != (schema->stream.enabled != 0)) {
+    if ((pl->stream_shards != NULL) != (schema->stream.enabled != 0) ||
+        (pl->stream_shards != NULL && !replicas_ok(pl->stream_shards, schema->partitions))) {
         return LAPSE_EINVAL;
-    }
-    for (uint32_t p = 0; pl->stream_hosts != NULL && p < schema->partitions; p++) {
-        if (pl->stream_hosts[p] == 0) {
-            return LAPSE_EINVAL;
-        }
     }
     if (table_exists(pm, schema)) {
         return LAPSE_EEXISTS;
@@ -662,15 +697,10 @@ static int placements_ok(const pmap *pm, const pmap_table *t)
             return 0;
         }
     }
-    if ((t->stream_hosts != NULL) != (t->schema.stream.enabled != 0)) {
+    if ((t->stream_shards != NULL) != (t->schema.stream.enabled != 0)) {
         return 0;
     }
-    for (uint32_t p = 0; t->stream_hosts != NULL && p < t->schema.partitions; p++) {
-        if (pmap_node_find(pm, t->stream_hosts[p]) == NULL) {
-            return 0;
-        }
-    }
-    return 1;
+    return t->stream_shards == NULL || replicas_known(pm, t->stream_shards, t->schema.partitions);
 }
 
 int pmap_check(const pmap *pm)

@@ -11,9 +11,12 @@
  *
  * A table with global secondary indexes also places each GSI's own
  * partitions (gsi_parts), and a table with a stream names, for each base
- * partition, the node hosting that partition's stream shard (stream_hosts;
- * docs/replication.md). Both are chosen once, by pmap_add_table, and travel
- * with the map.
+ * partition, the nodes holding that partition's stream shard
+ * (stream_shards; docs/replication.md). Each has as many copies as the
+ * table (schema_replication), every one fed by the base partitions'
+ * outboxes on its own; ids[0] is the copy readers try first, and no epoch
+ * or in-sync set applies to them. Both are chosen once, by pmap_add_table,
+ * and travel with the map.
  *
  * Invariants (pmap_check):
  *  1. version increases with every change the coordinator makes.
@@ -22,8 +25,8 @@
  *     1 <= n <= PMAP_MAX_REPLICAS node ids of known nodes.
  *  4. For i < schema.ngsi, gsi_parts[i] has schema.gsi[i].partitions entries
  *     as in 3; gsi_parts[i] is NULL for i >= schema.ngsi.
- *  5. stream_hosts is non-NULL exactly when schema.stream.enabled, and then
- *     has schema.partitions ids of known nodes.
+ *  5. stream_shards is non-NULL exactly when schema.stream.enabled, and
+ *     then has schema.partitions entries as in 3.
  *
  * Node states:
  *
@@ -76,16 +79,16 @@ typedef struct pmap_table {
     pmap_replicas *parts; /* owned; schema.partitions entries */
     /* owned; gsi_parts[i]: schema.gsi[i].partitions entries, NULL past ngsi */
     pmap_replicas *gsi_parts[SCHEMA_MAX_GSI];
-    /* owned; with a stream, schema.partitions entries: stream_hosts[p] hosts
-     * the stream shard of base partition p; NULL without a stream */
-    uint32_t *stream_hosts;
+    /* owned; with a stream, schema.partitions entries: stream_shards[p]
+     * holds the stream shard of base partition p; NULL without a stream */
+    pmap_replicas *stream_shards;
 } pmap_table;
 
 /* A table's placement given explicitly (pmap_add_table_placed). Borrowed. */
 typedef struct pmap_placement {
     const pmap_replicas *parts;                     /* schema.partitions entries */
     const pmap_replicas *gsi_parts[SCHEMA_MAX_GSI]; /* per GSI: its partitions' entries */
-    const uint32_t *stream_hosts; /* with a stream: schema.partitions ids; else NULL */
+    const pmap_replicas *stream_shards; /* with a stream: schema.partitions entries; else NULL */
 } pmap_placement;
 
 typedef struct pmap {
@@ -126,18 +129,28 @@ size_t pmap_partitions_owned(const pmap *pm, uint32_t id);
 
 /* The position of t's GSI called name in t->schema.gsi, or -1. */
 int pmap_gsi_find(const pmap_table *t, const char *name);
-/* The owner node id of partition part of t's GSI number gsi (a position in
- * t->schema.gsi, not an index id), or 0 when either is out of range. */
+/* The copies of partition part of t's GSI number gsi (a position in
+ * t->schema.gsi, not an index id), or NULL when either is out of range. */
+const pmap_replicas *pmap_gsi_part(const pmap_table *t, uint32_t gsi, uint32_t part);
+/* The first copy of partition part of t's GSI number gsi, or 0 when either
+ * is out of range. */
 uint32_t pmap_gsi_owner(const pmap_table *t, uint32_t gsi, uint32_t part);
-/* The node hosting the stream shard of t's base partition part, or 0 when t
- * has no stream or part is out of range. */
+/* The copies of the stream shard of t's base partition part, or NULL when
+ * t has no stream or part is out of range. */
+const pmap_replicas *pmap_stream_shard(const pmap_table *t, uint32_t part);
+/* The first copy of the stream shard of t's base partition part, or 0 when
+ * t has no stream or part is out of range. */
 uint32_t pmap_stream_host(const pmap_table *t, uint32_t part);
-/* Counts the GSI partitions (over all tables and GSIs) owned by node id. */
+/* Counts the GSI partitions (over all tables and GSIs) whose first copy is
+ * node id. */
 size_t pmap_gsi_partitions_owned(const pmap *pm, uint32_t id);
-/* Counts the stream shards (over all tables) hosted by node id. */
+/* Counts the copies of GSI partitions and stream shards (over all tables)
+ * that node id holds beyond their first. */
+size_t pmap_derived_copies(const pmap *pm, uint32_t id);
+/* Counts the stream shards (over all tables) whose first copy is node id. */
 size_t pmap_stream_shards_hosted(const pmap *pm, uint32_t id);
-/* The nodes that the outbox of t's base partition part ships to: the owners
- * of every partition of t's GSIs and the host of part's stream shard,
+/* The nodes that the outbox of t's base partition part ships to: every copy
+ * of every partition of t's GSIs and of part's stream shard,
  * distinct, in ascending id order (the source's own node included when it is
  * one), at most PMAP_MAX_DESTINATIONS of them. Writes up to cap of them into
  * ids (may be NULL when cap is 0) and returns how many there are (0 for a
@@ -154,17 +167,20 @@ int pmap_set_node_lease(pmap *pm, uint32_t id, int64_t lease);
  * base partition, then each partition of each GSI (in declaration order),
  * goes to the UP node owning fewest partitions overall, base and GSI
  * together (ties to the lowest id), so those counts differ by at most one
- * after adding tables to a fixed set of nodes. With a stream, each base
- * partition's shard goes to the UP node hosting fewest shards overall (ties
- * to the lowest id) among those other than the partition's owner, or to the
- * owner when it is the only UP node. Does not bump version. Returns 0,
+ * after adding tables to a fixed set of nodes; the other copies of a base
+ * or GSI partition go to the UP nodes not yet in its list holding fewest
+ * such copies. With a stream, each base partition's shard goes first to the
+ * UP node hosting fewest shards overall (ties to the lowest id) among those
+ * other than the partition's owner, or to the owner when it is the only UP
+ * node, then to as many others as the table has copies, fewest copies
+ * first. Does not bump version. Returns 0,
  * LAPSE_EEXISTS, LAPSE_EINVAL, LAPSE_EUNAVAILABLE (no UP node) or
  * LAPSE_ENOMEM; on error pm is unchanged.
  * REQUIRES: schema_validate(schema) passed and schema->id is set. */
 int pmap_add_table(pmap *pm, const table_schema *schema);
 /* Adds a table with explicit placements (decoding a map), taking copies.
  * Returns 0, LAPSE_EEXISTS, LAPSE_EINVAL (a missing array, an entry with n
- * outside 1..PMAP_MAX_REPLICAS, a zero id, stream_hosts given without a
+ * outside 1..PMAP_MAX_REPLICAS, a zero id, stream_shards given without a
  * stream, more than SCHEMA_MAX_GSI GSIs or a GSI without partitions) or
  * LAPSE_ENOMEM; on error pm is unchanged. Node ids need not be known yet
  * (nodes may be decoded after tables); pmap_check verifies that they are. */

@@ -418,7 +418,7 @@ static void test_gsi_and_stream_lookups(void **state)
     assert_non_null(d);
     const pmap_table *dt = pmap_table_find(d, "beta");
     assert_true(dt->gsi_parts[0] != t->gsi_parts[0]);
-    assert_true(dt->stream_hosts != t->stream_hosts);
+    assert_true(dt->stream_shards != t->stream_shards);
     for (uint32_t p = 0; p < 64; p++) {
         assert_int_equal(pmap_gsi_owner(dt, 0, p), pmap_gsi_owner(t, 0, p));
     }
@@ -437,21 +437,24 @@ static void test_placed_and_check(void **state)
     table_schema t = mk_indexed(1, "placed", 2, g, 1, 1);
     pmap_replicas base[2] = {{.n = 1, .ids = {1}}, {.n = 1, .ids = {2}}};
     pmap_replicas gsi[2] = {{.n = 1, .ids = {3}}, {.n = 2, .ids = {1, 2}}};
-    uint32_t hosts[2] = {2, 3};
+    pmap_replicas hosts[2] = {{.n = 1, .ids = {2}}, {.n = 1, .ids = {3}}};
     pmap_placement pl;
     memset(&pl, 0, sizeof(pl));
     pl.parts = base;
     pl.gsi_parts[0] = gsi;
-    pl.stream_hosts = hosts;
+    pl.stream_shards = hosts;
 
     /* The old entry point cannot place a table with GSIs or a stream. */
     assert_int_equal(pmap_add_table_assigned(pm, &t, base), LAPSE_EINVAL);
-    pl.stream_hosts = NULL; /* a stream without hosts */
+    pl.stream_shards = NULL; /* a stream without hosts */
     assert_int_equal(pmap_add_table_placed(pm, &t, &pl), LAPSE_EINVAL);
-    pl.stream_hosts = hosts;
-    hosts[1] = 0;
+    pl.stream_shards = hosts;
+    hosts[1].ids[0] = 0;
     assert_int_equal(pmap_add_table_placed(pm, &t, &pl), LAPSE_EINVAL);
-    hosts[1] = 3;
+    hosts[1].ids[0] = 3;
+    hosts[1].n = 0;
+    assert_int_equal(pmap_add_table_placed(pm, &t, &pl), LAPSE_EINVAL);
+    hosts[1].n = 1;
     pl.gsi_parts[0] = NULL; /* a GSI without placement */
     assert_int_equal(pmap_add_table_placed(pm, &t, &pl), LAPSE_EINVAL);
     pl.gsi_parts[0] = gsi;
@@ -465,7 +468,7 @@ static void test_placed_and_check(void **state)
 
     assert_int_equal(pmap_add_table_placed(pm, &t, &pl), 0);
     gsi[1].ids[0] = 3; /* copies were taken */
-    hosts[0] = 1;
+    hosts[0].ids[0] = 1;
     const pmap_table *pt = pmap_table_find(pm, "placed");
     assert_int_equal(pmap_gsi_owner(pt, 0, 1), 1);
     assert_int_equal(pt->gsi_parts[0][1].ids[1], 2);
@@ -479,7 +482,7 @@ static void test_placed_and_check(void **state)
     assert_false(pmap_check(d));
     pmap_free(d);
     d = pmap_dup(pm);
-    d->tables[0].stream_hosts[1] = 99;
+    d->tables[0].stream_shards[1].ids[0] = 99;
     assert_false(pmap_check(d));
     pmap_free(d);
     d = pmap_dup(pm);
@@ -557,6 +560,60 @@ static void test_replicated_placement(void **state)
     pmap_free(pm);
 }
 
+/* A table of N copies gives each GSI partition and stream shard N copies on
+ * distinct nodes too (stream shards first off their partition's owner), and
+ * its outbox ships to every copy; derived copies are balanced. */
+static void test_replicated_gsi_and_stream(void **state)
+{
+    (void)state;
+    pmap *pm = pmap_new();
+    add_nodes(pm, 4);
+    const uint32_t g[] = {4};
+    table_schema t = mk_indexed(1, "rf3", 8, g, 1, 1);
+    t.replication = 3;
+    assert_int_equal(pmap_add_table(pm, &t), 0);
+    assert_true(pmap_check(pm));
+    const pmap_table *pt = pmap_table_find(pm, "rf3");
+    const pmap_replicas *sets[4 + 8];
+    for (uint32_t p = 0; p < 4; p++) {
+        sets[p] = pmap_gsi_part(pt, 0, p);
+        assert_int_equal(pmap_gsi_owner(pt, 0, p), sets[p]->ids[0]);
+    }
+    for (uint32_t p = 0; p < 8; p++) {
+        sets[4 + p] = pmap_stream_shard(pt, p);
+        assert_int_equal(pmap_stream_host(pt, p), sets[4 + p]->ids[0]);
+        assert_int_not_equal(sets[4 + p]->ids[0], pmap_owner(pt, p));
+    }
+    for (size_t k = 0; k < 12; k++) {
+        assert_non_null(sets[k]);
+        assert_int_equal(sets[k]->n, 3);
+        for (uint32_t i = 0; i < 3; i++) {
+            assert_int_equal(pmap_replicas_index(sets[k], sets[k]->ids[i]), (int)i);
+        }
+    }
+    assert_null(pmap_gsi_part(pt, 0, 4));
+    assert_null(pmap_gsi_part(pt, 1, 0));
+    assert_null(pmap_stream_shard(pt, 8));
+    /* Every copy of every GSI partition and of the shard is a destination:
+     * all four nodes here. */
+    uint32_t ids[8] = {0};
+    assert_int_equal(pmap_outbox_destinations(pt, 0, ids, 8), 4);
+    /* (4 + 8) * 2 derived copies beyond the first; 8 + 4 + 8 sets of three
+     * copies over 4 nodes: 15 each on average, every node within one. */
+    size_t lo = SIZE_MAX, hi = 0, sum = 0;
+    for (uint32_t id = 1; id <= 4; id++) {
+        size_t c = pmap_partitions_owned(pm, id) + pmap_gsi_partitions_owned(pm, id) +
+                   pmap_stream_shards_hosted(pm, id) + pmap_follower_copies(pm, id) +
+                   pmap_derived_copies(pm, id);
+        sum += pmap_derived_copies(pm, id);
+        lo = c < lo ? c : lo;
+        hi = c > hi ? c : hi;
+    }
+    assert_int_equal(sum, 24);
+    assert_true(lo >= 14 && hi <= 16);
+    pmap_free(pm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -570,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_gsi_and_stream_lookups),
         cmocka_unit_test(test_placed_and_check),
         cmocka_unit_test(test_replicated_placement),
+        cmocka_unit_test(test_replicated_gsi_and_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -260,9 +260,9 @@ static void placements_round_trip(void **state)
     Lapse__PartitionMap *un = pmap_through_wire(pm);
     assert_int_equal(un->tables[0]->n_gsi, 2);
     assert_int_equal(un->tables[0]->gsi[1]->n_partitions, 4);
-    assert_int_equal(un->tables[0]->n_stream_hosts, 8);
+    assert_int_equal(un->tables[0]->n_stream_shards, 8);
     assert_int_equal(un->tables[1]->n_gsi, 0);
-    assert_int_equal(un->tables[1]->n_stream_hosts, 0);
+    assert_int_equal(un->tables[1]->n_stream_shards, 0);
     assert_rv(wire_pmap_from_pb(un, &back, err, sizeof err), 0, err);
     lapse__partition_map__free_unpacked(un, NULL);
     assert_true(pmap_check(back));
@@ -272,8 +272,8 @@ static void placements_round_trip(void **state)
         assert_memory_equal(t->gsi_parts[g], u->gsi_parts[g],
                             t->schema.gsi[g].partitions * sizeof(pmap_replicas));
     }
-    assert_memory_equal(t->stream_hosts, u->stream_hosts, 8 * sizeof(uint32_t));
-    assert_null(pmap_table_find(back, "plain")->stream_hosts);
+    assert_memory_equal(t->stream_shards, u->stream_shards, 8 * sizeof(pmap_replicas));
+    assert_null(pmap_table_find(back, "plain")->stream_shards);
     pmap_free(back);
     pmap_free(pm);
 }
@@ -343,12 +343,12 @@ static void m_gsi_bad_partitions(Lapse__TableMap *t, arena *a)
 static void m_hosts_short(Lapse__TableMap *t, arena *a)
 {
     (void)a;
-    t->n_stream_hosts = 7;
+    t->n_stream_shards = 7;
 }
 static void m_hosts_unknown(Lapse__TableMap *t, arena *a)
 {
     (void)a;
-    t->stream_hosts[5] = 0;
+    t->stream_shards[5]->node_ids[0] = 0;
 }
 static void m_hosts_without_stream(Lapse__TableMap *t, arena *a)
 {
@@ -377,9 +377,9 @@ static void bad_placements_are_rejected(void **state)
     expect_rejected(m_gsi_no_replicas, "partition 0: 0 replicas");
     expect_rejected(m_gsi_repeated, "node 2 listed twice");
     expect_rejected(m_gsi_bad_partitions, "power of two");
-    expect_rejected(m_hosts_short, "7 stream shard hosts for 8 shards");
-    expect_rejected(m_hosts_unknown, "stream shard 5: unknown node 0");
-    expect_rejected(m_hosts_without_stream, "8 stream shard hosts for 0 shards");
+    expect_rejected(m_hosts_short, "placements for 7 stream shards, it has 8");
+    expect_rejected(m_hosts_unknown, "stream partition 5: node id 0");
+    expect_rejected(m_hosts_without_stream, "placements for 8 stream shards, it has 0");
     expect_rejected(m_dup_index_id, "same index id 1");
     expect_rejected(m_retention, "stream retention");
 }

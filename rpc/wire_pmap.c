@@ -125,7 +125,7 @@ static Lapse__PartitionReplicas **replicas_to_pb(arena *a, const pmap_replicas *
     return out;
 }
 
-/* The GSI placements and stream hosts of t into pb. 0 or LAPSE_ENOMEM. */
+/* The GSI placements and stream shards of t into pb. 0 or LAPSE_ENOMEM. */
 static int placement_to_pb(arena *a, const pmap_table *t, Lapse__TableMap *pb)
 {
     uint32_t ng = t->schema.ngsi <= SCHEMA_MAX_GSI ? t->schema.ngsi : SCHEMA_MAX_GSI;
@@ -149,11 +149,11 @@ static int placement_to_pb(arena *a, const pmap_table *t, Lapse__TableMap *pb)
         pb->n_gsi = ng;
     }
     uint32_t np = t->schema.partitions;
-    if (t->stream_hosts != NULL && np > 0) {
-        if ((pb->stream_hosts = arena_memdup(a, t->stream_hosts, np * sizeof(uint32_t))) == NULL) {
+    if (t->stream_shards != NULL && np > 0) {
+        if ((pb->stream_shards = replicas_to_pb(a, t->stream_shards, np)) == NULL) {
             return LAPSE_ENOMEM;
         }
-        pb->n_stream_hosts = np;
+        pb->n_stream_shards = np;
     }
     return 0;
 }
@@ -292,8 +292,10 @@ int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out
         out->ids[i] = id;
     }
     if (pb->in_sync >> k != 0 || (pb->in_sync != 0 && (pb->in_sync & 1u) == 0)) {
-        set_err(err, errlen, "in-sync set 0x%x names members past its %zu or leaves out its "
-                "primary", (unsigned)pb->in_sync, k);
+        set_err(err, errlen,
+                "in-sync set 0x%x names members past its %zu or leaves out its "
+                "primary",
+                (unsigned)pb->in_sync, k);
         return LAPSE_EINVAL;
     }
     out->n = (uint32_t)k;
@@ -334,7 +336,7 @@ static int replicas_from_pb(Lapse__PartitionReplicas *const *prs, size_t n, uint
 typedef struct placement_buf {
     pmap_replicas *parts;
     pmap_replicas *gsi[SCHEMA_MAX_GSI];
-    uint32_t *hosts;
+    pmap_replicas *shards;
 } placement_buf;
 
 static void placement_buf_fini(placement_buf *b)
@@ -343,7 +345,7 @@ static void placement_buf_fini(placement_buf *b)
     for (size_t g = 0; g < SCHEMA_MAX_GSI; g++) {
         free(b->gsi[g]);
     }
-    free(b->hosts);
+    free(b->shards);
 }
 
 /* Decodes and checks pb's placements of table t into b (caller finis b
@@ -381,28 +383,21 @@ static int placement_from_pb(const Lapse__TableMap *pb, const table_schema *t, c
         }
     }
     size_t want = t->stream.enabled ? t->partitions : 0;
-    if (pb->n_stream_hosts != want || (want > 0 && pb->stream_hosts == NULL)) {
-        set_err(err, errlen, "table \"%.64s\": %zu stream shard hosts for %zu shards", t->name,
-                pb->n_stream_hosts, want);
+    if (pb->n_stream_shards != want || (want > 0 && pb->stream_shards == NULL)) {
+        set_err(err, errlen, "table \"%.64s\": placements for %zu stream shards, it has %zu",
+                t->name, pb->n_stream_shards, want);
         return LAPSE_EINVAL;
     }
     if (want == 0) {
         return 0;
     }
-    if ((b->hosts = calloc(want, sizeof *b->hosts)) == NULL) {
+    if ((b->shards = calloc(want, sizeof *b->shards)) == NULL) {
         set_err(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
-    for (size_t p = 0; p < want; p++) {
-        uint32_t id = pb->stream_hosts[p];
-        if (id == 0 || pmap_node_find(pm, id) == NULL) {
-            set_err(err, errlen, "table \"%.64s\" stream shard %zu: unknown node %u", t->name, p,
-                    (unsigned)id);
-            return LAPSE_EINVAL;
-        }
-        b->hosts[p] = id;
-    }
-    return 0;
+    snprintf(what, sizeof what, "table \"%.64s\" stream", t->name);
+    return replicas_from_pb(pb->stream_shards, pb->n_stream_shards, t->partitions, pm, b->shards,
+                            what, err, errlen);
 }
 
 int wire_table_from_pb(const Lapse__TableMap *pb, pmap *pm, char *err, size_t errlen)
@@ -441,7 +436,7 @@ int wire_table_from_pb(const Lapse__TableMap *pb, pmap *pm, char *err, size_t er
     for (uint32_t g = 0; g < t.ngsi; g++) {
         pl.gsi_parts[g] = b.gsi[g];
     }
-    pl.stream_hosts = b.hosts;
+    pl.stream_shards = b.shards;
     rv = pmap_add_table_placed(pm, &t, &pl);
     if (rv == LAPSE_ENOMEM) {
         set_err(err, errlen, "out of memory");

@@ -5,6 +5,7 @@
 #include "nodecall.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "../common/arena.h"
 #include "../common/lapse_err.h"
@@ -39,8 +40,8 @@ int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len)
     return rv;
 }
 
-int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part,
-                              nodecall_digest *out, char *err, size_t len)
+int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part, nodecall_digest *out,
+                              char *err, size_t len)
 {
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__PartitionDigestRequest body = LAPSE__PARTITION_DIGEST_REQUEST__INIT;
@@ -86,5 +87,67 @@ int nodecall_get(rpc_client *c, const char *table, const item *key, int timeout_
     }
     rpc_response_free(resp);
     arena_fini(&a);
+    return rv;
+}
+
+int nodecall_gsi_count(rpc_client *c, const char *table, const char *index, uint32_t part,
+                       const char *pk_s, size_t *items, char *err, size_t len)
+{
+    *items = 0;
+    arena a;
+    arena_init(&a);
+    attr_value pk;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__QueryRequest body = LAPSE__QUERY_REQUEST__INIT;
+    body.table = (char *)table;
+    body.index = (char *)index;
+    body.index_partition = part;
+    int rv = item_value_init_bytes(&pk, ATTR_S, pk_s, strlen(pk_s));
+    if (rv == 0) {
+        body.partition_key = wire_value_to_pb(&a, &pk);
+        item_value_fini(&pk);
+        rv = body.partition_key == NULL ? LAPSE_ENOMEM : 0;
+    }
+    req.body_case = LAPSE__REQUEST__BODY_QUERY;
+    req.query = &body;
+    Lapse__Response *resp = NULL;
+    if (rv == 0) {
+        rv = rpc_call(c, &req, NODECALL_TIMEOUT_MS, &resp, err, len);
+    }
+    if (rv == 0 && (resp->body_case != LAPSE__RESPONSE__BODY_PAGE || resp->page == NULL)) {
+        rv = LAPSE_EPROTO;
+        snprintf(err, len, "no Query reply");
+    }
+    if (rv == 0) {
+        *items = resp->page->n_items;
+    }
+    rpc_response_free(resp);
+    arena_fini(&a);
+    return rv;
+}
+
+int nodecall_stream_shard(rpc_client *c, const char *table, uint32_t shard, size_t *records,
+                          uint64_t *last, char *err, size_t len)
+{
+    *records = 0;
+    *last = 0;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__GetStreamRecordsRequest body = LAPSE__GET_STREAM_RECORDS_REQUEST__INIT;
+    body.table = (char *)table;
+    body.shard = shard;
+    req.body_case = LAPSE__REQUEST__BODY_GET_STREAM_RECORDS;
+    req.get_stream_records = &body;
+    Lapse__Response *resp = NULL;
+    int rv = rpc_call(c, &req, NODECALL_TIMEOUT_MS, &resp, err, len);
+    if (rv == 0 && (resp->body_case != LAPSE__RESPONSE__BODY_GET_STREAM_RECORDS ||
+                    resp->get_stream_records == NULL)) {
+        rv = LAPSE_EPROTO;
+        snprintf(err, len, "no GetStreamRecords reply");
+    }
+    if (rv == 0) {
+        *records = resp->get_stream_records->n_records;
+        *last = resp->get_stream_records->last_sequence;
+    }
+    rpc_response_free(resp);
     return rv;
 }

@@ -1,9 +1,10 @@
 /*
  * nodecall.h: the calls of the cluster's own protocol that the black-box
  * tests and the chaos checker make directly, beside liblapse: the
- * coordinator's partition map, a copy's PartitionDigest, and a strongly
+ * coordinator's partition map, a copy's PartitionDigest, a strongly
  * consistent GetItem sent to one node whatever the map says (a client
- * acting on an old map).
+ * acting on an old map), and what one copy of a GSI partition or of a
+ * stream shard holds.
  *
  * Thread-safety: none needed; each call uses what it is given.
  */
@@ -27,13 +28,27 @@ typedef struct nodecall_digest {
 int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len);
 /* PartitionDigest of (table_id, part) on the node of client c, 3 s at
  * most. 0, or the call's error with err. */
-int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part,
-                              nodecall_digest *out, char *err, size_t len);
+int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part, nodecall_digest *out,
+                              char *err, size_t len);
 /* GetItem of key in table on the node of client c (strongly consistent:
  * only a primary under its lease may answer), timeout_ms at most. 0 with
  * *out the item or NULL (none; caller frees with item_free), or the call's
  * error (EWRONGNODE: not this node's to answer) with err. */
 int nodecall_get(rpc_client *c, const char *table, const item *key, int timeout_ms, item **out,
                  char *err, size_t len);
+
+/* What one copy of a GSI partition holds for one partition key value:
+ * the items of a Query of index (a GSI of table) on partition part with
+ * partition key value pk_s (type S), sent to the node of client c, one
+ * page of at most 1 MiB, 3 s at most. 0 with *items, or the call's error
+ * (EWRONGNODE: the node holds no copy) with err. */
+int nodecall_gsi_count(rpc_client *c, const char *table, const char *index, uint32_t part,
+                       const char *pk_s, size_t *items, char *err, size_t len);
+/* What one copy of a stream shard holds: GetStreamRecords of shard of
+ * table from the oldest record, at most 1000 records, sent to the node of
+ * client c, 3 s at most. 0 with *records (how many came) and *last (the
+ * shard's last sequence number there), or the call's error with err. */
+int nodecall_stream_shard(rpc_client *c, const char *table, uint32_t shard, size_t *records,
+                          uint64_t *last, char *err, size_t len);
 
 #endif

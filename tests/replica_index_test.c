@@ -1,0 +1,250 @@
+/*
+ * replica_index_test: a table of three copies keeps three copies of each
+ * GSI partition and of each stream shard too (docs/replication.md, "GSI
+ * partitions and stream shards"), on one etcd member, a coordinator and
+ * three real nodes:
+ *  - every copy of every GSI partition and of every stream shard is fed
+ *    by the base partitions' outboxes on its own and ends holding the same
+ *    entries and records (each asked directly, Query and GetStreamRecords
+ *    sent to its node);
+ *  - with the first copy of a GSI partition killed (kill -9), GSI queries
+ *    through liblapse are answered by another copy at once, and so is the
+ *    whole stream, gapless; writes go on, and both show them while the
+ *    node is down;
+ *  - restarted, the node's copies catch up from the outboxes and every copy
+ *    matches again.
+ * With one copy of each (before), the queries and stream reads that the
+ * dead node held fail until it is back.
+ */
+#include "testutil.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../placement/hash.h"
+#include "nodecall.h"
+#include "replset_testutil.h"
+#include "streamread.h"
+#include "testmap.h"
+
+#define TABLE "derived"
+#define GSI "ByGrp"
+#define PARTS 4
+#define GSI_PARTS 2
+#define GROUPS 4
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return rs_group_setup_args("");
+}
+
+static void put_range(int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        char id[32], body[128];
+        snprintf(id, sizeof(id), "k%d", i);
+        snprintf(body, sizeof(body), "{\"Id\":{\"S\":\"%s\"},\"Grp\":{\"S\":\"g%d\"}}", id,
+                 i % GROUPS);
+        lapse_item *it = item_json("%s", body);
+        lapse_error e = {0};
+        int rv = -1;
+        for (int attempt = 0; attempt < 150 && rv != 0; attempt++) {
+            if ((rv = lapse_put(rs_client(), TABLE, it, NULL, &e)) != 0) {
+                rs_sleep_ms(100);
+            }
+        }
+        lapse_item_free(it);
+        assert_lapse_ok(rv, &e);
+    }
+}
+
+/* The GSI partition of group g's value. */
+static uint32_t group_part(int g)
+{
+    char v[16];
+    snprintf(v, sizeof(v), "g%d", g);
+    attr_value pk;
+    assert_int_equal(item_value_init_bytes(&pk, ATTR_S, v, strlen(v)), 0);
+    uint32_t part = 0;
+    assert_int_equal(hash_partition(&pk, GSI_PARTS, &part), 0);
+    item_value_fini(&pk);
+    return part;
+}
+
+/* Whether every copy of every GSI partition holds per_group items for each
+ * group, and every copy of each stream shard the same records, records in
+ * all per shard set; says the first difference in why. */
+static int copies_hold(size_t per_group, size_t records, char *why, size_t len)
+{
+    pmap *pm = testmap_fetch(rs_cluster());
+    const pmap_table *t = pmap_table_find(pm, TABLE);
+    assert_non_null(t);
+    int ok = 1;
+    char err[256];
+    for (int g = 0; g < GROUPS && ok; g++) {
+        char v[16];
+        snprintf(v, sizeof(v), "g%d", g);
+        const pmap_replicas *r = pmap_gsi_part(t, 0, group_part(g));
+        assert_int_equal(r->n, 3);
+        for (uint32_t i = 0; i < r->n && ok; i++) {
+            rpc_client *c = NULL;
+            size_t n = 0;
+            assert_int_equal(rpc_client_open(&c, cluster_node_url(rs_cluster(), (int)r->ids[i]),
+                                             err, sizeof(err)),
+                             0);
+            if (nodecall_gsi_count(c, TABLE, GSI, group_part(g), v, &n, err, sizeof(err)) != 0) {
+                snprintf(why, len, "GSI copy on node %u: %s", (unsigned)r->ids[i], err);
+                ok = 0;
+            } else if (n != per_group) {
+                snprintf(why, len, "GSI copy on node %u holds %zu items of %s, want %zu",
+                         (unsigned)r->ids[i], n, v, per_group);
+                ok = 0;
+            }
+            rpc_client_close(c);
+        }
+    }
+    size_t total = 0;
+    for (uint32_t p = 0; p < PARTS && ok; p++) {
+        const pmap_replicas *r = pmap_stream_shard(t, p);
+        assert_int_equal(r->n, 3);
+        size_t first_n = 0;
+        uint64_t first_last = 0;
+        for (uint32_t i = 0; i < r->n && ok; i++) {
+            rpc_client *c = NULL;
+            size_t n = 0;
+            uint64_t last = 0;
+            assert_int_equal(rpc_client_open(&c, cluster_node_url(rs_cluster(), (int)r->ids[i]),
+                                             err, sizeof(err)),
+                             0);
+            if (nodecall_stream_shard(c, TABLE, p, &n, &last, err, sizeof(err)) != 0) {
+                snprintf(why, len, "shard %u copy on node %u: %s", (unsigned)p, (unsigned)r->ids[i],
+                         err);
+                ok = 0;
+            } else if (i > 0 && (n != first_n || last != first_last)) {
+                snprintf(why, len,
+                         "shard %u: node %u holds %zu records up to %llu, node %u %zu up to %llu",
+                         (unsigned)p, (unsigned)r->ids[i], n, (unsigned long long)last,
+                         (unsigned)r->ids[0], first_n, (unsigned long long)first_last);
+                ok = 0;
+            }
+            first_n = i == 0 ? n : first_n;
+            first_last = i == 0 ? last : first_last;
+            rpc_client_close(c);
+        }
+        total += first_n;
+    }
+    if (ok && total != records) {
+        snprintf(why, len, "the shards' copies hold %zu records in all, want %zu", total, records);
+        ok = 0;
+    }
+    pmap_free(pm);
+    return ok;
+}
+
+static void wait_copies_hold(size_t per_group, size_t records)
+{
+    char why[512] = "";
+    for (int i = 0; i < 150; i++) {
+        if (copies_hold(per_group, records, why, sizeof(why))) {
+            return;
+        }
+        rs_sleep_ms(100);
+    }
+    fail_msg("after 15 s: %s", why);
+}
+
+/* Through liblapse: the GSI holds per_group items of each group, and the
+ * whole stream records records, gapless. */
+static int client_sees(size_t per_group, size_t records, char *why, size_t len)
+{
+    for (int g = 0; g < GROUPS; g++) {
+        char pk[32];
+        snprintf(pk, sizeof(pk), "{\"S\":\"g%d\"}", g);
+        lapse_query_opts o = {.partition_key_json = pk};
+        lapse_page *page = NULL;
+        lapse_error e = {0};
+        if (lapse_query_index(rs_client(), TABLE, GSI, &o, &page, &e) != 0) {
+            snprintf(why, len, "GSI query of g%d: %.400s", g, e.message);
+            return 0;
+        }
+        size_t n = lapse_page_count(page);
+        lapse_page_free(page);
+        if (n != per_group) {
+            snprintf(why, len, "GSI query of g%d: %zu items, want %zu", g, n, per_group);
+            return 0;
+        }
+    }
+    streamread s = {0};
+    lapse_error e = {0};
+    int ok = 1;
+    if (streamread_more(rs_client(), TABLE, &s, &e) != 0) {
+        snprintf(why, len, "stream read: %.400s", e.message);
+        ok = 0;
+    } else if (s.n != records) {
+        snprintf(why, len, "the stream holds %zu records, want %zu", s.n, records);
+        ok = 0;
+    } else if (streamread_gap(&s, 1, why, len) != 0) {
+        ok = 0;
+    }
+    streamread_free(&s);
+    return ok;
+}
+
+static void test_gsi_and_stream_copies_survive_a_kill(void **state)
+{
+    (void)state;
+    static const lapse_index_def gsi[] = {
+        {.name = GSI, .partition_key = "Grp", .partition_key_type = 'S', .partitions = GSI_PARTS}};
+    lapse_table_def d = {.name = TABLE,
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = PARTS,
+                         .gsi = gsi,
+                         .ngsi = 1,
+                         .stream = 1,
+                         .replication = 3};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    put_range(0, 40);
+    wait_copies_hold(10, 40);
+
+    /* The first copy of g0's GSI partition dies: the client's queries and
+     * stream reads go to the other copies at once, before the map says. */
+    pmap *pm = testmap_fetch(rs_cluster());
+    int victim = (int)pmap_gsi_owner(pmap_table_find(pm, TABLE), 0, group_part(0));
+    pmap_free(pm);
+    assert_int_equal(cluster_kill(rs_cluster(), victim, SIGKILL), 0);
+    char why[512] = "";
+    if (!client_sees(10, 40, why, sizeof(why))) {
+        fail_msg("node %d killed: %s", victim, why);
+    }
+
+    /* Writes go on (its primaries fail over), and both show them. */
+    put_range(40, 60);
+    int seen = 0;
+    for (int i = 0; i < 150 && !seen; i++) {
+        if (!(seen = client_sees(15, 60, why, sizeof(why)))) {
+            rs_sleep_ms(100);
+        }
+    }
+    if (!seen) {
+        fail_msg("node %d down, after 15 s: %s", victim, why);
+    }
+
+    /* Back, its copies catch up from the outboxes. */
+    assert_int_equal(cluster_restart(rs_cluster(), victim), 0);
+    rs_wait_state((uint32_t)victim, "UP");
+    pmap_free(rs_wait_all_in_sync(TABLE));
+    wait_copies_hold(15, 60);
+    rs_assert_copies_match(TABLE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gsi_and_stream_copies_survive_a_kill),
+    };
+    return cmocka_run_group_tests(tests, group_setup, rs_group_teardown);
+}
