@@ -40,8 +40,7 @@ static int check_call(const logship_call *c, const void *body, const char *call)
 
 /* Refuses a sender deposed by a newer epoch, and otherwise remembers its
  * epoch as the partition's fence. 0 or LAPSE_EPERM/ENOMEM with err. */
-static int check_epoch(logship *ls, const Lapse__ReplicateLogRequest *r, char *err,
-                       size_t errlen)
+static int check_epoch(logship *ls, const Lapse__ReplicateLogRequest *r, char *err, size_t errlen)
 {
     node_map *m = maps_acquire(ls->ns);
     const pmap_replicas *set = pmap_part(pmap_table_find_id(m->pm, r->table_id), r->partition);
@@ -58,8 +57,8 @@ static int check_epoch(logship *ls, const Lapse__ReplicateLogRequest *r, char *e
         snprintf(err, errlen,
                  "node %u is no longer the primary of table %u partition %u: its epoch %" PRIu64
                  " is older than %" PRIu64,
-                 (unsigned)r->source_node, (unsigned)r->table_id, (unsigned)r->partition,
-                 r->epoch, p->fence > map_epoch ? p->fence : map_epoch);
+                 (unsigned)r->source_node, (unsigned)r->table_id, (unsigned)r->partition, r->epoch,
+                 p->fence > map_epoch ? p->fence : map_epoch);
     } else {
         p->fence = r->epoch;
     }
@@ -110,16 +109,16 @@ static int install_snapshot(store *st, const Lapse__ReplicateLogRequest *r, char
             snprintf(err, errlen, "snapshot entry %zu is missing", i);
             return LAPSE_EPROTO;
         }
-        e[i] = (snapshot_entry){se->family, se->key.data, se->key.len, se->value.data,
-                               se->value.len};
+        e[i] =
+            (snapshot_entry){se->family, se->key.data, se->key.len, se->value.data, se->value.len};
     }
-    int rv = r->n_snapshot > 0 ? snapshot_install(st, r->table_id, r->partition, e,
-                                                  r->n_snapshot, err, errlen)
-                               : 0;
+    int rv = r->n_snapshot > 0
+                 ? snapshot_install(st, r->table_id, r->partition, e, r->n_snapshot, err, errlen)
+                 : 0;
     free(e);
     if (rv == 0 && r->snapshot_done) {
-        rv = snapshot_finish(st, r->table_id, r->partition, r->snapshot_epoch, r->snapshot_seq,
-                             err, errlen);
+        rv = snapshot_finish(st, r->table_id, r->partition, r->snapshot_epoch, r->snapshot_seq, err,
+                             errlen);
         if (rv == 0) {
             log_info("table %u partition %u: this copy was rebuilt from primary node %u's "
                      "snapshot at record %" PRIu64,
@@ -135,6 +134,96 @@ static int install_snapshot(store *st, const Lapse__ReplicateLogRequest *r, char
 static int refusing(const node_server *ns)
 {
     return fault_switch_on(ns, "refuse-replicate-log");
+}
+
+/* Handles one part of a ReplicateLog call (the request itself, or one of
+ * its more[]) into out. 0, or the error with err (out still carries the
+ * position with ESTATE: the sender resends from it). */
+static int handle_part(const logship_call *c, const Lapse__ReplicateLogRequest *r,
+                       Lapse__ReplicateLogResponse *out, char *err, size_t errlen)
+{
+    uint64_t applied = 0, epoch = 0;
+    int diverged = 0;
+    int rv = check_epoch(c->ns->logship, r, err, errlen);
+    if (rv == 0 && r->reset) {
+        rv = replog_reset(c->ns->st, r->table_id, r->partition, err, errlen);
+        logship_forget_confirmed(c->ns->logship, r->table_id, r->partition);
+        if (rv == 0) {
+            log_warn("table %u partition %u: this copy was dropped on primary node %u's word, "
+                     "to be rebuilt from it",
+                     (unsigned)r->table_id, (unsigned)r->partition, (unsigned)r->source_node);
+        }
+    }
+    if (rv == 0 && (r->n_snapshot > 0 || r->snapshot_done)) {
+        rv = install_snapshot(c->ns->st, r, err, errlen);
+    } else if (rv == 0 && r->pull) {
+        pulled p = {.a = c->a, .cap = LOGSHIP_CATCHUP_RECORDS};
+        if ((p.recs = arena_alloc(c->a, p.cap * sizeof(*p.recs))) == NULL) {
+            rv = LAPSE_ENOMEM;
+        } else {
+            rv = replog_read(c->ns->st, r->table_id, r->partition, r->pull_after, p.cap,
+                             LOGSHIP_CATCHUP_BYTES, pull_one, &p, err, errlen);
+            rv = rv == 1 ? 0 : rv;
+            out->records = p.recs;
+            out->n_records = p.n;
+        }
+    } else if (rv == 0 && !r->reset) {
+        replog_lock(c->ns->st, r->table_id, r->partition);
+        rv = logship_apply_run(c->ns->st, r->table_id, r->partition, r->prev_epoch, r->records,
+                               r->n_records, &applied, &diverged, err, errlen);
+        replog_unlock(c->ns->st, r->table_id, r->partition);
+    }
+    if (rv == 0 || (rv == LAPSE_ESTATE && !diverged)) {
+        char perr[256];
+        replog_position(c->ns->st, r->table_id, r->partition, &epoch, &applied, perr, sizeof(perr));
+    }
+    out->applied_seq = applied;
+    out->applied_epoch = epoch;
+    out->diverged = diverged != 0;
+    if (rv != 0 && (rv != LAPSE_ESTATE || diverged)) {
+        log_warn("ReplicateLog from node %u, table %u partition %u: %s: %s",
+                 (unsigned)r->source_node, (unsigned)r->table_id, (unsigned)r->partition,
+                 lapse_strerror(rv), err);
+    }
+    return rv;
+}
+
+/* The parts of a group-commit call (the request and its more[]), each
+ * answered with its own status in out and out->more. The call succeeds. */
+static void handle_parts(const logship_call *c, const Lapse__ReplicateLogRequest *r,
+                         Lapse__ReplicateLogResponse *out)
+{
+    Lapse__ReplicateLogResponse *parts = arena_alloc(c->a, r->n_more * sizeof(*parts));
+    Lapse__ReplicateLogResponse **more = arena_alloc(c->a, r->n_more * sizeof(*more));
+    if (parts == NULL || more == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i <= r->n_more; i++) {
+        const Lapse__ReplicateLogRequest *pr = i == 0 ? r : r->more[i - 1];
+        Lapse__ReplicateLogResponse *po = i == 0 ? out : &parts[i - 1];
+        if (i > 0) {
+            lapse__replicate_log_response__init(po);
+            more[i - 1] = po;
+        }
+        char err[512] = "";
+        int rv = 0;
+        if (pr == NULL || pr->pull || pr->reset || pr->n_snapshot > 0 || pr->snapshot_done ||
+            (i > 0 && pr->n_more > 0)) {
+            rv = LAPSE_EINVAL;
+            snprintf(err, sizeof(err), "part %zu of a group-commit call carries more than records",
+                     i);
+        } else {
+            rv = handle_part(c, pr, po, err, sizeof(err));
+        }
+        po->status = (Lapse__Status)rv;
+        if (rv != 0 &&
+            (po->message = arena_strdup(c->a, err[0] ? err : lapse_strerror(rv))) == NULL) {
+            po->message = (char *)"";
+        }
+    }
+    out->more = more;
+    out->n_more = r->n_more;
 }
 
 void logship_handle(const logship_call *c)
@@ -153,55 +242,16 @@ void logship_handle(const logship_call *c)
         return;
     }
     lapse__replicate_log_response__init(out);
-    char err[512] = "";
-    uint64_t applied = 0, epoch = 0;
-    int diverged = 0;
-    int rv = check_epoch(c->ns->logship, r, err, sizeof(err));
-    if (rv == 0 && r->reset) {
-        rv = replog_reset(c->ns->st, r->table_id, r->partition, err, sizeof(err));
-        logship_forget_confirmed(c->ns->logship, r->table_id, r->partition);
-        if (rv == 0) {
-            log_warn("table %u partition %u: this copy was dropped on primary node %u's word, "
-                     "to be rebuilt from it",
-                     (unsigned)r->table_id, (unsigned)r->partition, (unsigned)r->source_node);
-        }
-    }
-    if (rv == 0 && (r->n_snapshot > 0 || r->snapshot_done)) {
-        rv = install_snapshot(c->ns->st, r, err, sizeof(err));
-    } else if (rv == 0 && r->pull) {
-        pulled p = {.a = c->a, .cap = LOGSHIP_CATCHUP_RECORDS};
-        if ((p.recs = arena_alloc(c->a, p.cap * sizeof(*p.recs))) == NULL) {
-            rv = LAPSE_ENOMEM;
-        } else {
-            rv = replog_read(c->ns->st, r->table_id, r->partition, r->pull_after, p.cap,
-                             LOGSHIP_CATCHUP_BYTES, pull_one, &p, err, sizeof(err));
-            rv = rv == 1 ? 0 : rv;
-            out->records = p.recs;
-            out->n_records = p.n;
-        }
-    } else if (rv == 0 && !r->reset) {
-        replog_lock(c->ns->st, r->table_id, r->partition);
-        rv = logship_apply_run(c->ns->st, r->table_id, r->partition, r->prev_epoch, r->records,
-                               r->n_records, &applied, &diverged, err, sizeof(err));
-        replog_unlock(c->ns->st, r->table_id, r->partition);
-    }
-    if (rv == 0 || (rv == LAPSE_ESTATE && !diverged)) {
-        char perr[256];
-        replog_position(c->ns->st, r->table_id, r->partition, &epoch, &applied, perr,
-                        sizeof(perr));
-    }
-    out->applied_seq = applied;
-    out->applied_epoch = epoch;
-    out->diverged = diverged != 0;
-    /* The position travels with ESTATE too: the sender resends from it. */
     c->resp->body_case = LAPSE__RESPONSE__BODY_REPLICATE_LOG;
     c->resp->replicate_log = out;
+    if (r->n_more > 0) {
+        handle_parts(c, r, out);
+        return;
+    }
+    char err[512] = "";
+    int rv = handle_part(c, r, out, err, sizeof(err));
+    /* The position travels with ESTATE too: the sender resends from it. */
     if (rv != 0) {
-        if (rv != LAPSE_ESTATE || diverged) {
-            log_warn("ReplicateLog from node %u, table %u partition %u: %s: %s",
-                     (unsigned)r->source_node, (unsigned)r->table_id, (unsigned)r->partition,
-                     lapse_strerror(rv), err);
-        }
         rpc_set_error(c->resp, c->a, rv, "%s", err[0] ? err : lapse_strerror(rv));
     }
 }
@@ -226,8 +276,7 @@ void logship_digest(const logship_call *c)
                              sizeof(err));
     }
     if (rv == 0) {
-        rv = replog_first(c->ns->st, r->table_id, r->partition, &out->log_first, err,
-                          sizeof(err));
+        rv = replog_first(c->ns->st, r->table_id, r->partition, &out->log_first, err, sizeof(err));
     }
     if (rv != 0) {
         rpc_set_error(c->resp, c->a, rv, "%s", err);

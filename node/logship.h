@@ -29,11 +29,13 @@
 #define LOGSHIP_CATCHUP_RECORDS 512   /* records per catch-up call */
 #define LOGSHIP_GROUP_RECORDS 256     /* records per replication round at most (group commit) */
 #define LOGSHIP_GROUP_BYTES (4 << 20) /* bytes per round at most (one record may be more) */
+#define LOGSHIP_CALL_BYTES (8 << 20)  /* bytes of rounds taken into one shipment at most */
+#define LOGSHIP_CALLS_IN_FLIGHT 1     /* shipments on the wire at once, node-wide (2: slower) */
 #define LOGSHIP_CATCHUP_BYTES (4 << 20)
 #define LOGSHIP_SHRINK_TIMEOUT_MS 2000 /* the coordinator's answer to a ReplicaShrink */
-#define LOGSHIP_CONNECT_WAIT_MS 100 /* a replica with no connection after this is unreachable */
-#define LOGSHIP_RECONCILE_ROUNDS 64 /* pull calls a new primary makes per replica */
-#define LOGSHIP_RESYNC_PERIOD_MS 200 /* how often a primary looks for replicas to resync */
+#define LOGSHIP_CONNECT_WAIT_MS 100    /* a replica with no connection after this is unreachable */
+#define LOGSHIP_RECONCILE_ROUNDS 64    /* pull calls a new primary makes per replica */
+#define LOGSHIP_RESYNC_PERIOD_MS 200   /* how often a primary looks for replicas to resync */
 #define LOGSHIP_RESYNC_TAIL 64 /* records behind at most when the partition is held to join */
 
 typedef struct logship logship;
@@ -65,14 +67,14 @@ typedef struct logship_call {
  * how far behind this primary's log it is, as the primary last heard. */
 typedef struct logship_lag {
     uint32_t table_id, part, node;
-    uint64_t lag;  /* records: this log's last seq minus the follower's last confirmed */
-    int known;     /* 0: not heard from since this node started (lag is 0 then) */
+    uint64_t lag; /* records: this log's last seq minus the follower's last confirmed */
+    int known;    /* 0: not heard from since this node started (lag is 0 then) */
 } logship_lag;
 
 /* The sets this node leads, counted (logship_lags). */
 typedef struct logship_sets {
     size_t led;
-    size_t under; /* with a member out of the in-sync set */
+    size_t under;                             /* with a member out of the in-sync set */
     size_t by_in_sync[PMAP_MAX_REPLICAS + 1]; /* [k]: with k copies in sync */
 } logship_sets;
 

@@ -18,6 +18,7 @@
 #include "../partition/replog.h"
 #include "../placement/failover.h"
 #include "../placement/pmap.h"
+#include "../rpc/wire.h"
 #include "logship_int.h"
 #include "maps.h"
 #include "registry.h"
@@ -83,10 +84,20 @@ typedef struct miss {
     char why[512];
 } miss;
 
+/* What one follower answered for one round (its part of a call). */
+typedef struct answer {
+    uint32_t id;
+    rpc_client *client;
+    int rv;
+    uint64_t applied;
+    int diverged;
+    char err[LOGSHIP_ERR_MAX];
+} answer;
+
 /* One replication round of a partition: the records taken from its queue
  * (recs[0..n), in seq order, the one before recs[0] of its prev_epoch),
- * shipped to every required in-sync replica at once; rounds of several
- * partitions go out together (ship_rounds). */
+ * for every required in-sync replica; the rounds of every partition that
+ * had records go out together, one call per follower (ship_rounds). */
 typedef struct round {
     part_state *p;
     ship_entry *recs[LOGSHIP_GROUP_RECORDS];
@@ -95,9 +106,8 @@ typedef struct round {
     const pmap_replicas *r;
     uint64_t epoch;
     shipment s;
-    rpc_multi_call *calls; /* ncalls of them, in the caller's array */
-    uint32_t ids[PMAP_MAX_REPLICAS];
-    size_t ncalls;
+    answer to[PMAP_MAX_REPLICAS]; /* the followers it goes to, then their answers */
+    size_t nto;
     miss misses[PMAP_MAX_REPLICAS];
     size_t nmiss;
     int rv;
@@ -105,12 +115,11 @@ typedef struct round {
     char err[LOGSHIP_ERR_MAX];
 } round;
 
-/* Prepares rd's calls into calls[0..PMAP_MAX_REPLICAS): every required
- * member reachable now (the others are misses at once). */
-static void round_start(logship *ls, round *rd, rpc_multi_call *calls)
+/* Prepares rd: its shipment, and every required member reachable now in
+ * rd->to (the others are misses at once). */
+static void round_start(logship *ls, round *rd)
 {
     const uint32_t table_id = rd->p->table_id, part = rd->p->part;
-    rd->calls = calls;
     rd->m = maps_acquire(ls->ns);
     rd->r = logship_set_of(rd->m, table_id, part, rd->err, sizeof(rd->err));
     rd->rv = rd->r == NULL ? LAPSE_EWRONGNODE : 0;
@@ -138,39 +147,35 @@ static void round_start(logship *ls, round *rd, rpc_multi_call *calls)
                                                  : "unreachable");
             continue;
         }
-        memset(&calls[rd->ncalls], 0, sizeof(calls[0]));
-        calls[rd->ncalls].client = c;
-        calls[rd->ncalls].req = &rd->s.req;
-        rd->ids[rd->ncalls++] = rd->r->ids[i];
+        rd->to[rd->nto++] = (answer){.id = rd->r->ids[i], .client = c};
     }
 }
 
-/* Takes in rd's answers (rpc_call_many done): a member that reports a gap
- * gets the log from where it stands; one that did not confirm leaves the
- * in-sync set on the coordinator's word, and the records count with the
- * others (never with fewer than min-in-sync copies: the coordinator
- * refuses that); until that answer they count as failed. Sets rd->rv. */
+/* Takes in rd's answers: a member that reports a gap gets the log from
+ * where it stands; one that did not confirm leaves the in-sync set on the
+ * coordinator's word, and the records count with the others (never with
+ * fewer than min-in-sync copies: the coordinator refuses that); until
+ * that answer they count as failed. Sets rd->rv. */
 static void round_end(logship *ls, round *rd)
 {
     const uint32_t table_id = rd->p->table_id, part = rd->p->part;
     const uint64_t seq = rd->recs[rd->n - 1]->seq;
     uint32_t confirmed[PMAP_MAX_REPLICAS];
     size_t nconfirmed = 0;
-    for (size_t i = 0; i < rd->ncalls; i++) {
-        rpc_multi_call *c = &rd->calls[i];
-        int crv = c->rv;
-        if (rd->rv == 0 && crv == LAPSE_ESTATE && !logship_diverged_of(c->resp)) {
-            crv = catch_up(ls, c->client, rd->ids[i], table_id, part, rd->epoch,
-                           logship_applied_of(c->resp), seq, c->err, sizeof(c->err));
+    for (size_t i = 0; i < rd->nto; i++) {
+        answer *an = &rd->to[i];
+        int crv = an->rv;
+        if (rd->rv == 0 && crv == LAPSE_ESTATE && !an->diverged) {
+            crv = catch_up(ls, an->client, an->id, table_id, part, rd->epoch, an->applied, seq,
+                           an->err, sizeof(an->err));
         }
         if (rd->rv == 0 && crv != 0) {
-            rd->misses[rd->nmiss] = (miss){.id = rd->ids[i], .deposed = crv == LAPSE_EPERM};
+            rd->misses[rd->nmiss] = (miss){.id = an->id, .deposed = crv == LAPSE_EPERM};
             snprintf(rd->misses[rd->nmiss++].why, sizeof(rd->misses[0].why), "%s",
-                     c->err[0] ? c->err : lapse_strerror(crv));
+                     an->err[0] ? an->err : lapse_strerror(crv));
         } else if (rd->rv == 0) {
-            confirmed[nconfirmed++] = rd->ids[i];
+            confirmed[nconfirmed++] = an->id;
         }
-        rpc_response_free(c->resp);
     }
     logship_heard(ls, table_id, part, confirmed, nconfirmed, seq); /* one lock per round */
     for (size_t i = 0; rd->rv == 0 && i < rd->nmiss; i++) {
@@ -193,11 +198,148 @@ static void round_end(logship *ls, round *rd)
     shipment_fini(&rd->s);
 }
 
+/* One call to one follower carrying its part of several rounds (node-level
+ * group commit): the first round's request with the others in more[]. */
+typedef struct fcall {
+    uint32_t id;
+    rpc_client *client;
+    Lapse__Request req;
+    Lapse__ReplicateLogRequest env;
+    Lapse__ReplicateLogRequest **more;
+    answer **parts; /* nparts: where each part's answer goes */
+    size_t nparts;
+} fcall;
+
+/* Sends every round's records to its followers, one call per follower
+ * carrying all the rounds bound for it, and fills in each round's answers.
+ * Returns the calls made. */
+static size_t send_rounds(round *rds, size_t nr)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < nr; i++) {
+        total += rds[i].nto;
+    }
+    if (total == 0) {
+        return 0;
+    }
+    fcall *fc = calloc(total, sizeof(*fc));
+    answer **parts = calloc(total, sizeof(*parts));
+    Lapse__ReplicateLogRequest **more = calloc(total, sizeof(*more));
+    rpc_multi_call *calls = calloc(total, sizeof(*calls));
+    if (fc == NULL || parts == NULL || more == NULL || calls == NULL) {
+        for (size_t i = 0; i < nr; i++) {
+            for (size_t t = 0; t < rds[i].nto; t++) {
+                rds[i].to[t].rv = LAPSE_ENOMEM;
+                snprintf(rds[i].to[t].err, sizeof(rds[i].to[t].err), "out of memory");
+            }
+        }
+        free(fc);
+        free(parts);
+        free(more);
+        free(calls);
+        return 0;
+    }
+    /* Group the parts by follower: each call's parts are contiguous in
+     * parts[] (and its more[] in more[]), in round order. */
+    size_t nf = 0;
+    for (size_t i = 0; i < nr; i++) {
+        for (size_t t = 0; t < rds[i].nto; t++) {
+            size_t f = 0;
+            while (f < nf && fc[f].id != rds[i].to[t].id) {
+                f++;
+            }
+            if (f == nf) {
+                fc[nf++] = (fcall){.id = rds[i].to[t].id, .client = rds[i].to[t].client};
+            }
+            fc[f].nparts++;
+        }
+    }
+    size_t at = 0;
+    for (size_t f = 0; f < nf; f++) {
+        fc[f].parts = parts + at;
+        fc[f].more = more + at;
+        at += fc[f].nparts;
+        fc[f].nparts = 0;
+    }
+    for (size_t i = 0; i < nr; i++) {
+        for (size_t t = 0; t < rds[i].nto; t++) {
+            size_t f = 0;
+            while (fc[f].id != rds[i].to[t].id) {
+                f++;
+            }
+            if (fc[f].nparts == 0) {
+                fc[f].req = rds[i].s.req;
+                fc[f].env = rds[i].s.body;
+                fc[f].req.replicate_log = &fc[f].env;
+            } else {
+                fc[f].more[fc[f].nparts - 1] = &rds[i].s.body;
+            }
+            fc[f].parts[fc[f].nparts++] = &rds[i].to[t];
+        }
+    }
+    for (size_t f = 0; f < nf; f++) {
+        fc[f].env.more = fc[f].more;
+        fc[f].env.n_more = fc[f].nparts - 1;
+        calls[f].client = fc[f].client;
+        calls[f].req = &fc[f].req;
+    }
+    rpc_call_many(calls, nf, LOGSHIP_TIMEOUT_MS);
+    for (size_t f = 0; f < nf; f++) {
+        const Lapse__ReplicateLogResponse *body = logship_reply(calls[f].resp);
+        for (size_t k = 0; k < fc[f].nparts; k++) {
+            answer *an = fc[f].parts[k];
+            const Lapse__ReplicateLogResponse *got = body == NULL           ? NULL
+                                                     : k == 0               ? body
+                                                     : k - 1 < body->n_more ? body->more[k - 1]
+                                                                            : NULL;
+            if (fc[f].nparts == 1 || calls[f].rv != 0) {
+                /* A call of one part, or one that failed as a whole: the
+                 * call's outcome is the part's (ESTATE with the position). */
+                an->rv = calls[f].rv;
+                snprintf(an->err, sizeof(an->err), "%s", calls[f].err);
+                an->applied = logship_applied_of(calls[f].resp);
+                an->diverged = logship_diverged_of(calls[f].resp);
+            } else if (got == NULL) {
+                an->rv = LAPSE_EPROTO;
+                snprintf(an->err, sizeof(an->err), "node %u answered %zu of %zu parts",
+                         (unsigned)fc[f].id, body != NULL ? body->n_more + 1 : 0, fc[f].nparts);
+            } else {
+                an->rv = wire_status_from_pb(got->status);
+                snprintf(an->err, sizeof(an->err), "%s", got->message != NULL ? got->message : "");
+                an->applied = got->applied_seq;
+                an->diverged = got->diverged;
+            }
+        }
+        rpc_response_free(calls[f].resp);
+    }
+    free(fc);
+    free(parts);
+    free(more);
+    free(calls);
+    return nf;
+}
+
+/* Adds p to the partitions with queued records, at the end, unless it is
+ * there. REQUIRES: ls->lock held. */
+static void pending_add(logship *ls, part_state *p)
+{
+    if (p->pending) {
+        return;
+    }
+    p->pending = 1;
+    p->pend_next = NULL;
+    *(ls->pend_tail != NULL ? &ls->pend_tail->pend_next : &ls->pend_head) = p;
+    ls->pend_tail = p;
+}
+
 /* Group commit. The ship hook only queues a record (in seq order: it runs
- * under the stripe lock); whoever then waits for a record of the partition
- * while no round is on the wire takes the whole queue (up to
- * LOGSHIP_GROUP_RECORDS / _BYTES) and ships it as one round, so the writes
- * that queued while a round was out share the next one. */
+ * under the stripe lock) and lists its partition as pending; whoever then
+ * waits for a record while fewer than LOGSHIP_CALLS_IN_FLIGHT shipments
+ * are on the wire takes the queues of every pending partition with no
+ * round on the wire (each up to LOGSHIP_GROUP_RECORDS / _BYTES: a round)
+ * and ships them as one call per follower (ship_rounds), so the writes
+ * that queued while shipments were out, to any partition, share the next
+ * one. */
 static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, uint64_t prev_epoch,
                      const uint8_t *rec, size_t len, void **ticket, char *err, size_t errlen)
 {
@@ -222,6 +364,7 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, 
         e->owner = p;
         *(p->q_head != NULL ? &p->q_tail->next : &p->q_head) = e;
         p->q_tail = e;
+        pending_add(ls, p);
     }
     pthread_mutex_unlock(&ls->lock);
     if (p == NULL) {
@@ -233,59 +376,66 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, 
     return 0;
 }
 
-/* Takes the queue of each of ps[0..nps) that has records and no round on
- * the wire, ships those rounds together and marks their records through
- * (shipped, or failed with the round's error). Returns how many rounds it
- * shipped: 0 when every one was on the wire or empty (the caller waits
- * for ls->shipped). REQUIRES: ls->lock held (released while the rounds
- * are on the wire). */
-static size_t ship_rounds(logship *ls, part_state *const *ps, size_t nps)
+/* Node-level group commit. Unless LOGSHIP_CALLS_IN_FLIGHT shipments are
+ * on the wire, takes the queue of every partition that has records and no
+ * round on the wire (in the order they queued, up to LOGSHIP_CALL_BYTES),
+ * ships those rounds together, one call per follower, and marks their
+ * records through (shipped, or failed with the round's error). Returns how
+ * many rounds it shipped: 0 when it could not (the caller waits for
+ * ls->shipped, which every shipment's end broadcasts). REQUIRES: ls->lock
+ * held (released while the rounds are on the wire). */
+static size_t ship_rounds(logship *ls)
 {
-    round *rds = NULL;
-    size_t nr = 0;
-    for (size_t i = 0; i < nps; i++) {
-        part_state *p = ps[i];
-        if (p->shipping || p->q_head == NULL) {
-            continue;
-        }
-        if (rds == NULL && (rds = calloc(nps, sizeof(*rds))) == NULL) {
-            return 0; /* out of memory: try again after the next round */
-        }
-        round *rd = &rds[nr++];
-        rd->p = p;
-        size_t bytes = 0;
-        while (p->q_head != NULL && rd->n < LOGSHIP_GROUP_RECORDS &&
-               (rd->n == 0 || bytes + p->q_head->len <= LOGSHIP_GROUP_BYTES)) {
-            rd->recs[rd->n++] = p->q_head;
-            bytes += p->q_head->len;
-            p->q_head = p->q_head->next;
-        }
-        p->shipping = 1;
-    }
-    if (nr == 0) {
+    if (ls->calls_out >= LOGSHIP_CALLS_IN_FLIGHT) {
         return 0;
     }
-    pthread_mutex_unlock(&ls->lock);
-    rpc_multi_call *calls = calloc(nr * PMAP_MAX_REPLICAS, sizeof(*calls));
-    size_t ncalls = 0;
-    for (size_t i = 0; i < nr; i++) {
-        if (calls == NULL) {
-            rds[i].rv = LAPSE_ENOMEM;
-            snprintf(rds[i].err, sizeof(rds[i].err), "out of memory shipping a round");
-            continue;
+    size_t cand = 0;
+    for (const part_state *p = ls->pend_head; p != NULL; p = p->pend_next) {
+        cand += !p->shipping && p->q_head != NULL;
+    }
+    round *rds = cand > 0 ? calloc(cand, sizeof(*rds)) : NULL;
+    if (rds == NULL) {
+        return 0; /* nothing to ship, or out of memory: try again after the next round */
+    }
+    size_t nr = 0, all_bytes = 0;
+    part_state **link = &ls->pend_head;
+    ls->pend_tail = NULL;
+    while (*link != NULL) {
+        part_state *p = *link;
+        if (!p->shipping && p->q_head != NULL && nr < cand && all_bytes < LOGSHIP_CALL_BYTES) {
+            round *rd = &rds[nr++];
+            rd->p = p;
+            size_t bytes = 0;
+            while (p->q_head != NULL && rd->n < LOGSHIP_GROUP_RECORDS &&
+                   (rd->n == 0 || bytes + p->q_head->len <= LOGSHIP_GROUP_BYTES)) {
+                rd->recs[rd->n++] = p->q_head;
+                bytes += p->q_head->len;
+                p->q_head = p->q_head->next;
+            }
+            all_bytes += bytes;
+            p->shipping = 1;
         }
-        round_start(ls, &rds[i], calls + ncalls);
-        ncalls += rds[i].ncalls;
+        if (p->q_head == NULL) {
+            *link = p->pend_next; /* a round end puts it back when records queued meanwhile */
+            p->pending = 0;
+        } else {
+            ls->pend_tail = p;
+            link = &p->pend_next;
+        }
     }
-    if (ncalls > 0) {
-        rpc_call_many(calls, ncalls, LOGSHIP_TIMEOUT_MS);
+    ls->calls_out++;
+    pthread_mutex_unlock(&ls->lock);
+    for (size_t i = 0; i < nr; i++) {
+        round_start(ls, &rds[i]);
     }
-    for (size_t i = 0; calls != NULL && i < nr; i++) {
+    size_t calls = send_rounds(rds, nr);
+    for (size_t i = 0; i < nr; i++) {
         round_end(ls, &rds[i]);
     }
-    free(calls);
     atomic_fetch_add(&ls->rounds, nr);
+    atomic_fetch_add(&ls->calls, calls);
     pthread_mutex_lock(&ls->lock);
+    ls->calls_out--;
     int tell = 0;
     for (size_t i = 0; i < nr; i++) {
         round *rd = &rds[i];
@@ -297,6 +447,9 @@ static size_t ship_rounds(logship *ls, part_state *const *ps, size_t nps)
         atomic_fetch_add(&ls->round_records, rd->n);
         rd->p->done_seq = rd->recs[rd->n - 1]->seq;
         rd->p->shipping = 0;
+        if (rd->p->q_head != NULL) {
+            pending_add(ls, rd->p);
+        }
         rd->p->lag_gen += rd->rv != 0; /* the resync thread sends the records on */
         /* Every waited-for member holds the log up to the round's end: a
          * member applies in order, with no gap (logship_outbox.c). */
@@ -319,33 +472,24 @@ static size_t ship_rounds(logship *ls, part_state *const *ps, size_t nps)
     return nr;
 }
 
-/* Waits until every ticket's record is through, shipping the rounds of
- * their partitions itself (together) whenever none is on the wire: so a
- * batch's partitions go out in one go. Returns the first failure in
- * ticket order. */
+/* Waits until every ticket's record is through, shipping the queued
+ * rounds itself (of every partition, together) whenever it may: so a
+ * batch's partitions, and concurrent writes to different partitions, go
+ * out in one call per follower. Returns the first failure in ticket
+ * order. */
 static int hook_wait(void *arg, void *const *tickets, size_t n, char *err, size_t errlen)
 {
     logship *ls = arg;
-    part_state *one[1], **ps = n > 1 ? calloc(n, sizeof(*ps)) : NULL;
-    const size_t cap = ps != NULL ? n : 1; /* out of memory: a partition at a time */
-    ps = ps != NULL ? ps : one;
     pthread_mutex_lock(&ls->lock);
     for (;;) {
-        size_t nps = 0;
-        for (size_t i = 0; i < n; i++) {
-            const ship_entry *e = tickets[i];
-            size_t k = 0;
-            while (!e->done && k < nps && ps[k] != e->owner) {
-                k++;
-            }
-            if (!e->done && k == nps && nps < cap) {
-                ps[nps++] = e->owner;
-            }
+        int through = 1;
+        for (size_t i = 0; i < n && through; i++) {
+            through = ((const ship_entry *)tickets[i])->done;
         }
-        if (nps == 0) {
+        if (through) {
             break;
         }
-        if (ship_rounds(ls, ps, nps) == 0) {
+        if (ship_rounds(ls) == 0) {
             pthread_cond_wait(&ls->shipped, &ls->lock);
         }
     }
@@ -359,9 +503,6 @@ static int hook_wait(void *arg, void *const *tickets, size_t n, char *err, size_
         }
         free(e);
     }
-    if (ps != one) {
-        free(ps);
-    }
     return rv;
 }
 
@@ -371,7 +512,7 @@ static void hook_settle(void *arg, uint32_t table_id, uint32_t part, uint64_t se
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
     while (p != NULL && p->done_seq < seq && (p->shipping || p->q_head != NULL)) {
-        if (ship_rounds(ls, &p, 1) == 0) {
+        if (ship_rounds(ls) == 0) {
             pthread_cond_wait(&ls->shipped, &ls->lock);
         }
     }

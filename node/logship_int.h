@@ -93,6 +93,10 @@ typedef struct part_state {
     ship_entry *q_head, *q_tail;
     int shipping;
     uint64_t done_seq;
+    /* in logship.pend_head's list (records queued, or a round on the wire
+     * with more queued behind it) */
+    int pending;
+    struct part_state *pend_next;
     struct part_state *next;
 } part_state;
 
@@ -105,7 +109,13 @@ struct logship {
     size_t npeers;
     part_state *states[LOGSHIP_STATE_BUCKETS];
     _Atomic uint64_t rounds, round_records; /* replication rounds and the records they took */
-    pthread_cond_t shipped;                 /* broadcast (under lock) whenever rounds end */
+    _Atomic uint64_t calls; /* the calls that carried them (node-level group commit) */
+    pthread_cond_t shipped; /* broadcast (under lock) whenever rounds end */
+    /* node-level group commit (logship_commit.c): the partitions with
+     * records queued, in the order they queued, and the shipments on the
+     * wire (at most LOGSHIP_CALLS_IN_FLIGHT) */
+    part_state *pend_head, *pend_tail;
+    int calls_out;
     /* the resync thread (resync.c) */
     pthread_t thread;
     int running;

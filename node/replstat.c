@@ -133,8 +133,7 @@ void logship_collect(logship *ls, metrics *m)
         return; /* out of memory: the gauges keep their last values */
     }
     metrics_gauge_set(m, "lapse_replica_sets_led",
-                      "Replicated partitions this node is the primary of", NULL,
-                      (double)sets.led);
+                      "Replicated partitions this node is the primary of", NULL, (double)sets.led);
     metrics_gauge_set(m, "lapse_replica_sets_under_replicated",
                       "Replicated partitions this node leads with a member out of the in-sync set",
                       NULL, (double)sets.under);
@@ -170,11 +169,17 @@ void logship_collect(logship *ls, metrics *m)
     }
     maps_release(nm);
     free(rows);
-    /* Group commit: records per round is round_records / rounds. */
+    /* Group commit: records per round is round_records / rounds, rounds
+     * per call rounds / calls. */
     metrics_counter_add(m, "lapse_replication_rounds_total",
-                        "Replication rounds this node shipped as a primary (one call to each "
-                        "in-sync follower, carrying every record queued meanwhile)" METRICS_SINCE_START,
+                        "Replication rounds this node shipped as a primary (a partition's records "
+                        "queued meanwhile, for each in-sync follower)" METRICS_SINCE_START,
                         NULL, (double)atomic_exchange(&ls->rounds, 0));
+    metrics_counter_add(
+        m, "lapse_replication_calls_total",
+        "ReplicateLog calls that carried those rounds (one per follower per "
+        "shipment, with the rounds of every partition bound for it)" METRICS_SINCE_START,
+        NULL, (double)atomic_exchange(&ls->calls, 0));
     metrics_counter_add(m, "lapse_replication_round_records_total",
                         "Records those replication rounds carried" METRICS_SINCE_START, NULL,
                         (double)atomic_exchange(&ls->round_records, 0));

@@ -320,6 +320,41 @@ static void restart_after_an_unconfirmed_round(const char *table, unsigned rf)
     assert_int_equal(rs_wait_copies_match(table, 10000), 11);
 }
 
+/* A group-commit call (ReplicateLog with more) answers each part with its
+ * own status: a part from a sender with no epoch is refused (EPERM), one
+ * that is not records only (a pull) is invalid, and the call itself
+ * succeeds; the node keeps serving. */
+static void test_group_call_answers_each_part(void **state)
+{
+    (void)state;
+    Lapse__ReplicateLogRequest part0 = LAPSE__REPLICATE_LOG_REQUEST__INIT;
+    Lapse__ReplicateLogRequest part1 = LAPSE__REPLICATE_LOG_REQUEST__INIT;
+    Lapse__ReplicateLogRequest *more[] = {&part1};
+    part0.table_id = 1;
+    part0.source_node = 2;
+    part0.more = more;
+    part0.n_more = 1;
+    part1.table_id = 1;
+    part1.partition = 1;
+    part1.source_node = 2;
+    part1.epoch = 1;
+    part1.pull = 1;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_REPLICATE_LOG;
+    req.replicate_log = &part0;
+    Lapse__Response *resp = NULL;
+    char err[256] = "";
+    assert_int_equal(rs_call(1, &req, &resp, err, sizeof(err)), 0);
+    assert_int_equal(resp->body_case, LAPSE__RESPONSE__BODY_REPLICATE_LOG);
+    const Lapse__ReplicateLogResponse *got = resp->replicate_log;
+    assert_int_equal(got->status, LAPSE__STATUS__EPERM);
+    assert_int_equal(got->n_more, 1);
+    assert_int_equal(got->more[0]->status, LAPSE__STATUS__EINVAL);
+    assert_non_null(strstr(got->more[0]->message, "more than records"));
+    rpc_response_free(resp);
+    rs_node_digest(1, 1, 0); /* still serving */
+}
+
 static void test_restarted_primary_sends_what_it_forgot(void **state)
 {
     (void)state;
@@ -334,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_replicas_behind_the_log_are_rebuilt),
         cmocka_unit_test(test_outbox_ships_only_what_every_copy_holds),
         cmocka_unit_test(test_restarted_primary_sends_what_it_forgot),
+        cmocka_unit_test(test_group_call_answers_each_part),
     };
     return cmocka_run_group_tests(tests, group_setup, rs_group_teardown);
 }
