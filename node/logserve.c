@@ -14,6 +14,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/token.h"
+#include "../partition/outbox.h"
 #include "../partition/replog.h"
 #include "../partition/snapshot.h"
 #include "fault_switch.h"
@@ -129,6 +130,49 @@ static int install_snapshot(store *st, const Lapse__ReplicateLogRequest *r, char
     return rv;
 }
 
+/* Trims this copy's outbox as far as its primary trimmed its own (every
+ * destination acked those records), so replicas' outboxes do not grow for
+ * ever, and records those acks here too: should this node become the
+ * primary, its shipper starts where the destinations stand instead of at
+ * a gap. Once per step of the primary's trim (at most one a second). */
+static void trim_copy(logship *ls, store *st, const Lapse__ReplicateLogRequest *r)
+{
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, r->table_id, r->partition);
+    uint64_t trimmed = p != NULL ? p->copy_trimmed : UINT64_MAX;
+    pthread_mutex_unlock(&ls->lock);
+    if (r->outbox_trimmed <= trimmed) {
+        return;
+    }
+    char err[256] = "";
+    uint64_t through = trimmed;
+    if (outbox_trim_copy(st, r->table_id, r->partition, trimmed, r->outbox_trimmed, &through, err,
+                         sizeof(err)) != 0) {
+        log_error("table %u partition %u: trimming this copy's outbox: %s", (unsigned)r->table_id,
+                  (unsigned)r->partition, err);
+        return;
+    }
+    if (through > trimmed) {
+        node_map *m = maps_acquire(ls->ns);
+        uint32_t dests[PMAP_MAX_REPLICAS * 64];
+        size_t n = pmap_outbox_destinations(pmap_table_find_id(m->pm, r->table_id), r->partition,
+                                            dests, sizeof(dests) / sizeof(dests[0]));
+        maps_release(m);
+        for (size_t i = 0; i < n && i < sizeof(dests) / sizeof(dests[0]); i++) {
+            if (outbox_ack(st, r->table_id, r->partition, dests[i], through, err, sizeof(err)) !=
+                0) {
+                log_error("table %u partition %u: recording node %u's ack in this copy: %s",
+                          (unsigned)r->table_id, (unsigned)r->partition, (unsigned)dests[i], err);
+            }
+        }
+    }
+    pthread_mutex_lock(&ls->lock);
+    if (through > p->copy_trimmed) {
+        p->copy_trimmed = through;
+    }
+    pthread_mutex_unlock(&ls->lock);
+}
+
 /* 1 while the test fault switch that refuses ReplicateLog is on
  * (--debug-fault-dir). */
 static int refusing(const node_server *ns)
@@ -176,6 +220,9 @@ static int handle_part(const logship_call *c, const Lapse__ReplicateLogRequest *
     if (rv == 0 || (rv == LAPSE_ESTATE && !diverged)) {
         char perr[256];
         replog_position(c->ns->st, r->table_id, r->partition, &epoch, &applied, perr, sizeof(perr));
+    }
+    if (rv == 0 && r->outbox_trimmed > 0) {
+        trim_copy(c->ns->logship, c->ns->st, r);
     }
     out->applied_seq = applied;
     out->applied_epoch = epoch;
@@ -277,6 +324,14 @@ void logship_digest(const logship_call *c)
     }
     if (rv == 0) {
         rv = replog_first(c->ns->st, r->table_id, r->partition, &out->log_first, err, sizeof(err));
+    }
+    if (rv == 0) {
+        rv = outbox_first_seq(c->ns->st, r->table_id, r->partition, &out->outbox_first, err,
+                              sizeof(err));
+    }
+    if (rv == 0) {
+        rv = outbox_last_seq(c->ns->st, r->table_id, r->partition, &out->outbox_last, err,
+                             sizeof(err));
     }
     if (rv != 0) {
         rpc_set_error(c->resp, c->a, rv, "%s", err);

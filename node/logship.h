@@ -114,6 +114,11 @@ void logship_on_confirmed(logship *ls, void (*fn)(void *arg, uint32_t table_id, 
 /* Forgets what this node had learned confirmed of (table_id, part): its
  * copy was reset and takes a new history. */
 void logship_forget_confirmed(logship *ls, uint32_t table_id, uint32_t part);
+/* Notes that this node, as the primary of (table_id, part), trimmed its
+ * outbox through seq (every destination acked it; the shipper's keeper):
+ * its next rounds tell the replicas, which trim their copies as far
+ * (docs/replication.md, "The outbox on a replicated partition"). */
+void logship_outbox_trimmed(logship *ls, uint32_t table_id, uint32_t part, uint64_t seq);
 
 /* The ReplicateLog call (a replica applying its primary's records). */
 void logship_handle(const logship_call *c);

@@ -106,6 +106,7 @@ typedef struct round {
     const pmap_replicas *r;
     uint64_t epoch;
     shipment s;
+    uint64_t ob_trimmed; /* the outbox trimmed through, for the replicas to follow */
     answer to[PMAP_MAX_REPLICAS]; /* the followers it goes to, then their answers */
     size_t nto;
     miss misses[PMAP_MAX_REPLICAS];
@@ -127,6 +128,7 @@ static void round_start(logship *ls, round *rd)
     uint32_t bits = rd->r != NULL ? logship_required(ls, rd->m, rd->r, table_id, part, NULL) : 0;
     shipment_init(&rd->s, ls, table_id, part, rd->epoch);
     rd->s.body.prev_epoch = rd->recs[0]->prev_epoch;
+    rd->s.body.outbox_trimmed = rd->ob_trimmed;
     for (size_t i = 0; rd->rv == 0 && i < rd->n; i++) {
         rd->rv = shipment_add(&rd->s, rd->recs[i]->seq, rd->recs[i]->rec, rd->recs[i]->len, 0);
     }
@@ -405,6 +407,7 @@ static size_t ship_rounds(logship *ls)
         if (!p->shipping && p->q_head != NULL && nr < cand && all_bytes < LOGSHIP_CALL_BYTES) {
             round *rd = &rds[nr++];
             rd->p = p;
+            rd->ob_trimmed = p->ob_trimmed;
             size_t bytes = 0;
             while (p->q_head != NULL && rd->n < LOGSHIP_GROUP_RECORDS &&
                    (rd->n == 0 || bytes + p->q_head->len <= LOGSHIP_GROUP_BYTES)) {

@@ -29,6 +29,9 @@
  *  - confirmed: the log seq up to which every member this primary waits
  *    for said it holds the log (a round they all confirmed, or the resync
  *    thread's send_lag); records up to it survive any failover;
+ *  - ob_trimmed, copy_trimmed: how far the outbox is trimmed, as the
+ *    primary (each round tells the replicas) and as a replica (its copy,
+ *    trimmed as far when a round says so; logserve.c);
  *  - ob_safe, ob_mark_*: the outbox shipper's limit (logship_outbox_limit):
  *    outbox records up to ob_safe were written by confirmed log records;
  *    the mark is the latest (log seq, outbox last) pair read and not yet
@@ -82,6 +85,8 @@ typedef struct part_state {
     uint64_t lag_gen, lag_done;
     uint64_t confirmed;
     uint64_t ob_safe, ob_mark_log, ob_mark_last;
+    uint64_t ob_trimmed;   /* as the primary: its outbox trimmed through (the shipper's keeper) */
+    uint64_t copy_trimmed; /* as a replica: its copy of the outbox trimmed through */
     int64_t resync_warned_ms; /* when the resync thread last warned about it */
     /* heard_seq[i]: the last record follower heard_id[i] (0: free slot)
      * confirmed holding, as this primary last heard (logship_heard) */

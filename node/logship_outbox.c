@@ -75,8 +75,8 @@ uint64_t logship_outbox_limit(logship *ls, const table_schema *t, uint32_t part,
     uint64_t log_seq = 0;
     char err[256] = "";
     if (replog_outbox_mark(ls->ns->st, t->id, part, &log_seq, &last, err, sizeof(err)) != 0) {
-        log_error("table \"%s\" partition %u: reading the outbox mark: %s", t->name,
-                  (unsigned)part, err);
+        log_error("table \"%s\" partition %u: reading the outbox mark: %s", t->name, (unsigned)part,
+                  err);
         return safe;
     }
     if (last <= safe) {
@@ -109,6 +109,17 @@ void logship_forget_confirmed(logship *ls, uint32_t table_id, uint32_t part)
     part_state *p = logship_state(ls, table_id, part);
     if (p != NULL) {
         p->confirmed = p->ob_safe = p->ob_mark_log = p->ob_mark_last = 0;
+        p->ob_trimmed = p->copy_trimmed = 0;
+    }
+    pthread_mutex_unlock(&ls->lock);
+}
+
+void logship_outbox_trimmed(logship *ls, uint32_t table_id, uint32_t part, uint64_t seq)
+{
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    if (p != NULL && seq > p->ob_trimmed) {
+        p->ob_trimmed = seq;
     }
     pthread_mutex_unlock(&ls->lock);
 }

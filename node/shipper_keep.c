@@ -28,6 +28,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../partition/outbox.h"
+#include "logship.h"
 #include "shipper_int.h"
 
 /* An ack to store. */
@@ -123,6 +124,9 @@ static void step(shipper *s)
         if (t->rv != 0) {
             log_error("trimming the outbox of table id %u partition %u: %s: %s", t->table_id,
                       t->part, lapse_strerror(t->rv), err);
+        } else if (s->ns->logship != NULL) {
+            /* The replicas' copies follow (with the next round). */
+            logship_outbox_trimmed(s->ns->logship, t->table_id, t->part, t->through);
         }
     }
     pthread_mutex_lock(&s->lock);

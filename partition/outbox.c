@@ -190,6 +190,17 @@ int outbox_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq,
                           "outbox_read", err, errlen);
 }
 
+int outbox_first_seq(store *st, uint32_t table_id, uint32_t part, uint64_t *first, char *err,
+                     size_t errlen)
+{
+    change_list l;
+    change_list_init(&l);
+    int rv = outbox_read(st, table_id, part, 0, 1, 0, &l, err, errlen);
+    *first = rv == 0 && l.n > 0 ? l.v[0].seq : 0;
+    change_list_fini(&l);
+    return rv;
+}
+
 int outbox_last_seq(store *st, uint32_t table_id, uint32_t part, uint64_t *last, char *err,
                     size_t errlen)
 {
@@ -296,40 +307,20 @@ unlock:
     return rv;
 }
 
-int outbox_trim(store *st, uint32_t table_id, uint32_t part, const uint32_t *dest_ids, size_t n,
-                uint64_t trimmed, uint64_t *trimmed_through, char *err, size_t errlen)
+/* Deletes the records (trimmed, low] of (table_id, part): one range delete,
+ * skipped when none is there. The range starts past `trimmed`: the deleted
+ * records below it stay in the memtable and SST files until compaction,
+ * and a seek from seq 0 would step over every one of them each time
+ * (quadratic). */
+static int trim_range(store *st, uint32_t table_id, uint32_t part, uint64_t trimmed, uint64_t low,
+                      char *err, size_t errlen)
 {
     int rv = 0;
-    uint64_t low = UINT64_MAX;
     db_iter *it = NULL;
     db_batch *b = NULL;
     buf lo, hi;
     buf_init(&lo);
     buf_init(&hi);
-    if (trimmed_through != NULL) {
-        *trimmed_through = 0;
-    }
-    if (n == 0 || dest_ids == NULL) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "outbox_trim: no destinations");
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t a = 0;
-        if ((rv = ack_get(st, table_id, part, dest_ids[i], &a, err, errlen)) != 0) {
-            return rv;
-        }
-        low = a < low ? a : low;
-    }
-    if (low == 0 || low <= trimmed) {
-        if (trimmed_through != NULL) {
-            *trimmed_through = low;
-        }
-        return 0;
-    }
-    /* No lock: acks only grow and new records land above every ack, so the
-     * range [1, low] holds only records every destination applied. The
-     * range starts past `trimmed`: the deleted records below it stay in
-     * the memtable and SST files until compaction, and a seek from seq 0
-     * would step over every one of them each time (quadratic). */
     if ((rv = itemkey_seq_of(&lo, table_id, part, trimmed + 1)) != 0 ||
         (rv = itemkey_seq_of(&hi, table_id, part, low + 1)) != 0 ||
         (rv = db_iter_new(&it, st->db, CF_OUTBOX, lo.data, lo.len, hi.data, hi.len)) != 0) {
@@ -351,14 +342,62 @@ int outbox_trim(store *st, uint32_t table_id, uint32_t part, const uint32_t *des
             goto out;
         }
     }
-    if (trimmed_through != NULL) {
-        *trimmed_through = low;
-    }
 out:
     db_iter_free(it);
     db_batch_free(b);
     buf_fini(&lo);
     buf_fini(&hi);
+    return rv;
+}
+
+int outbox_trim(store *st, uint32_t table_id, uint32_t part, const uint32_t *dest_ids, size_t n,
+                uint64_t trimmed, uint64_t *trimmed_through, char *err, size_t errlen)
+{
+    int rv = 0;
+    uint64_t low = UINT64_MAX;
+    if (trimmed_through != NULL) {
+        *trimmed_through = 0;
+    }
+    if (n == 0 || dest_ids == NULL) {
+        return store_errf(LAPSE_EINVAL, err, errlen, "outbox_trim: no destinations");
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = 0;
+        if ((rv = ack_get(st, table_id, part, dest_ids[i], &a, err, errlen)) != 0) {
+            return rv;
+        }
+        low = a < low ? a : low;
+    }
+    if (low == 0 || low <= trimmed) {
+        if (trimmed_through != NULL) {
+            *trimmed_through = low;
+        }
+        return 0;
+    }
+    /* No lock: acks only grow and new records land above every ack, so the
+     * range [1, low] holds only records every destination applied. */
+    if ((rv = trim_range(st, table_id, part, trimmed, low, err, errlen)) == 0 &&
+        trimmed_through != NULL) {
+        *trimmed_through = low;
+    }
+    return rv;
+}
+
+int outbox_trim_copy(store *st, uint32_t table_id, uint32_t part, uint64_t trimmed,
+                     uint64_t through, uint64_t *trimmed_through, char *err, size_t errlen)
+{
+    uint64_t last = 0;
+    int rv = outbox_last_seq(st, table_id, part, &last, err, errlen);
+    uint64_t low = through < last ? through : last;
+    *trimmed_through = trimmed;
+    if (rv != 0 || low <= trimmed) {
+        return rv;
+    }
+    /* Records at or below the copy's last are all here, and nothing lands
+     * below it any more: the range holds exactly the records to drop. */
+    if ((rv = trim_range(st, table_id, part, trimmed, low, err, errlen)) == 0) {
+        *trimmed_through = low;
+    }
     return rv;
 }
 

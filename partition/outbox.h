@@ -4,7 +4,8 @@
  * (change.h) into the partition's outbox, in the WriteBatch of the change
  * (store_derive.c). The node's shipper reads the outbox in order, sends the
  * records to every destination node, records each destination's ack here,
- * and trims what every destination has acked.
+ * and trims what every destination has acked; a replica of the partition
+ * trims its copy as far as its primary did (outbox_trim_copy).
  *
  * Family outbox: (table u32be, part u32be, seq u64be) -> change record.
  * Family repl:   (table, REPL_SOURCE, part) -> next_seq u64be | next_stream_seq u64be
@@ -65,6 +66,17 @@ int outbox_acked(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node
  * licence to drop everything), LAPSE_EIO. */
 int outbox_trim(store *st, uint32_t table_id, uint32_t part, const uint32_t *dest_ids, size_t n,
                 uint64_t trimmed, uint64_t *trimmed_through, char *err, size_t errlen);
+/* Trims a replica's copy of the outbox to match its primary's: deletes
+ * the records past `trimmed` (the *trimmed_through of an earlier call; 0:
+ * from the first) up to `through` (what the primary trimmed, so what every
+ * destination acked), but none past the copy's own last record, since a
+ * copy behind its primary's log gets the rest later. *trimmed_through gets
+ * where the copy is trimmed to then. Returns 0 or LAPSE_EIO. */
+int outbox_trim_copy(store *st, uint32_t table_id, uint32_t part, uint64_t trimmed,
+                     uint64_t through, uint64_t *trimmed_through, char *err, size_t errlen);
+/* The seq of the first record the copy holds (0: none). */
+int outbox_first_seq(store *st, uint32_t table_id, uint32_t part, uint64_t *first, char *err,
+                     size_t errlen);
 /* Records not yet acked by dest_node_id: last seq - acked (metrics). */
 int outbox_pending(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_id,
                    uint64_t *pending, char *err, size_t errlen);

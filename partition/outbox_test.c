@@ -289,6 +289,40 @@ static void test_ack_and_trim(void **state)
     change_list_fini(&l);
 }
 
+/* A replica's copy is trimmed as far as its primary says, never past its
+ * own last record, and from past the previous trim. */
+static void test_trim_copy(void **state)
+{
+    fixture *f = *state;
+    const uint32_t part = part_of_s("c", feed.partitions);
+    for (int i = 0; i < 10; i++) {
+        put(f, &feed, fitem("c", i, NULL, NULL, NULL, NULL));
+    }
+    char *e = f->err;
+    size_t el = sizeof(f->err);
+    uint64_t v = 0, first = 0;
+    assert_ok(outbox_first_seq(f->st, feed.id, part, &first, e, el), f);
+    assert_true(first == 1);
+    assert_ok(outbox_trim_copy(f->st, feed.id, part, 0, 4, &v, e, el), f);
+    assert_true(v == 4);
+    assert_ok(outbox_first_seq(f->st, feed.id, part, &first, e, el), f);
+    assert_true(first == 5);
+    /* The primary trimmed past this copy's last record: only its own go. */
+    assert_ok(outbox_trim_copy(f->st, feed.id, part, 4, 25, &v, e, el), f);
+    assert_true(v == 10);
+    assert_ok(outbox_first_seq(f->st, feed.id, part, &first, e, el), f);
+    assert_true(first == 0);
+    /* Records arriving later are not hidden by the earlier trim. */
+    put(f, &feed, fitem("c", 11, NULL, NULL, NULL, NULL));
+    assert_ok(outbox_first_seq(f->st, feed.id, part, &first, e, el), f);
+    assert_true(first == 11);
+    /* Nothing new to trim: where it was. */
+    assert_ok(outbox_trim_copy(f->st, feed.id, part, 10, 10, &v, e, el), f);
+    assert_true(v == 10);
+    assert_ok(outbox_first_seq(f->st, feed.id, part, &first, e, el), f);
+    assert_true(first == 11);
+}
+
 static void test_read_limits(void **state)
 {
     fixture *f = *state;
@@ -610,6 +644,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_counters_survive_reopen_and_failures, rsetup,
                                         rteardown),
         cmocka_unit_test_setup_teardown(test_ack_and_trim, rsetup, rteardown),
+        cmocka_unit_test_setup_teardown(test_trim_copy, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_read_limits, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_ack_does_not_wait_for_writes, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_drop_table, rsetup, rteardown),

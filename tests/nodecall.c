@@ -58,7 +58,8 @@ int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part, n
     }
     if (rv == 0) {
         const Lapse__PartitionDigestResponse *d = resp->partition_digest;
-        *out = (nodecall_digest){d->items, d->digest, d->epoch, d->seq, d->log_first};
+        *out = (nodecall_digest){d->items,     d->digest,       d->epoch,      d->seq,
+                                 d->log_first, d->outbox_first, d->outbox_last};
     }
     rpc_response_free(resp);
     return rv;

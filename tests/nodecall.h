@@ -20,7 +20,9 @@
 /* One copy's digest, as PartitionDigest on its node reports it. */
 typedef struct nodecall_digest {
     uint64_t items, hash, epoch, seq;
-    uint64_t log_first; /* the first record the copy's log holds */
+    uint64_t log_first;    /* the first record the copy's log holds */
+    uint64_t outbox_first; /* the first outbox record it holds (0: none) */
+    uint64_t outbox_last;  /* its last outbox seq, trimmed or not */
 } nodecall_digest;
 
 /* The coordinator's current map (caller frees with pmap_free), one call

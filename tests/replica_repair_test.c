@@ -320,6 +320,86 @@ static void restart_after_an_unconfirmed_round(const char *table, unsigned rf)
     assert_int_equal(rs_wait_copies_match(table, 10000), 11);
 }
 
+/* Replicas trim their copies of the outbox as their primary trims its own
+ * (what every destination acked), so the outbox does not grow for ever on
+ * the replicas of a table with a stream: each copy ends holding the last
+ * records only, and none past what the primary acked. */
+static void test_replica_outboxes_are_trimmed(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = "trim",
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = 1,
+                         .stream = 1,
+                         .replication = 3};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    for (int i = 0; i < 50; i++) {
+        assert_lapse_ok(put_once("trim", i, "a", &e), &e);
+    }
+    pmap *pm = rs_wait_all_in_sync("trim");
+    const pmap_table *t = pmap_table_find(pm, "trim");
+    pmap_replicas r = t->parts[0];
+    uint32_t table_id = t->schema.id;
+    pmap_free(pm);
+    /* The keeper trims at most once a second after the acks; the next
+     * round carries the mark to the replicas. */
+    int trimmed = 0;
+    rs_digest dg[PMAP_MAX_REPLICAS];
+    for (int i = 50; i < 100 && !trimmed; i++) {
+        rs_sleep_ms(200);
+        assert_lapse_ok(put_once("trim", i, "b", &e), &e);
+        trimmed = 1;
+        for (uint32_t k = 0; k < r.n; k++) {
+            dg[k] = rs_node_digest((int)r.ids[k], table_id, 0);
+            trimmed &= dg[k].outbox_first > 40;
+        }
+    }
+    for (uint32_t k = 0; k < r.n; k++) {
+        print_message("node %u (%s): outbox records %llu..%llu\n", (unsigned)r.ids[k],
+                      k == 0 ? "primary" : "replica", (unsigned long long)dg[k].outbox_first,
+                      (unsigned long long)dg[k].outbox_last);
+    }
+    if (!trimmed) {
+        fail_msg("the outboxes were not all trimmed past record 40 in 10 s");
+    }
+
+    /* The primary dies: a trimmed replica takes over and its shipper goes
+     * on from the acks its copy recorded, with no gap in the stream and no
+     * record shipped twice. */
+    streamread s = {0};
+    size_t total = (size_t)dg[0].outbox_last;
+    assert_int_equal(stream_until("trim", &s, total, 10000), total);
+    assert_int_equal(cluster_kill(rs_cluster(), (int)r.ids[0], SIGKILL), 0);
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "k%d", 200 + i);
+        rs_put_retrying("trim", id, "c");
+    }
+    assert_int_equal(stream_until("trim", &s, total + 5, 15000), total + 5);
+    char why[256];
+    if (streamread_gap(&s, 0, why, sizeof(why)) != 0) {
+        fail_msg("the stream has a gap: %s", why);
+    }
+    streamread_free(&s);
+    pm = testmap_fetch(rs_cluster());
+    uint32_t now = pmap_table_find(pm, "trim")->parts[0].ids[0];
+    pmap_free(pm);
+    assert_int_not_equal(now, r.ids[0]);
+    FILE *f = fopen(cluster_log_path(rs_cluster(), (int)now), "r");
+    assert_non_null(f);
+    char line[1024];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strstr(line, "were trimmed before") != NULL) {
+            fail_msg("the new primary node %u found a gap in its outbox: %s", (unsigned)now, line);
+        }
+    }
+    fclose(f);
+    assert_int_equal(cluster_restart(rs_cluster(), (int)r.ids[0]), 0);
+    pmap_free(rs_wait_all_in_sync("trim"));
+}
+
 /* A group-commit call (ReplicateLog with more) answers each part with its
  * own status: a part from a sender with no epoch is refused (EPERM), one
  * that is not records only (a pull) is invalid, and the call itself
@@ -370,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_outbox_ships_only_what_every_copy_holds),
         cmocka_unit_test(test_restarted_primary_sends_what_it_forgot),
         cmocka_unit_test(test_group_call_answers_each_part),
+        cmocka_unit_test(test_replica_outboxes_are_trimmed),
     };
     return cmocka_run_group_tests(tests, group_setup, rs_group_teardown);
 }
