@@ -1,7 +1,8 @@
 /*
  * check_copies.c: invariant 9 on a run of tables of several copies
  * (--replication; docs/chaos.md): every copy of every partition ends
- * identical, and so does every copy of every stream shard. See check.h.
+ * identical, and so does every copy of every stream shard and GSI
+ * partition. See check.h.
  *
  * After the other checks, the coordinator's map says where each
  * partition's copies are; each copy's node answers PartitionDigest (its
@@ -28,7 +29,7 @@
 
 /* A set that differs: where and what. */
 typedef struct set_diff {
-    char where[96];
+    char where[192];
     char found[300];
 } set_diff;
 
@@ -57,7 +58,7 @@ static void add_diff(set_diff *diffs, int *n, const char *table, const char *wha
 {
     if (*n < COPIES_MAX_REPORTED) {
         set_diff *sd = &diffs[(*n)++];
-        snprintf(sd->where, sizeof(sd->where), "%.60s/%s %u", table, what, (unsigned)p);
+        snprintf(sd->where, sizeof(sd->where), "%.60s/%.100s %u", table, what, (unsigned)p);
         snprintf(sd->found, sizeof(sd->found), "%s", found);
     }
 }
@@ -125,6 +126,63 @@ static long compare_shards(run *r, const pmap *pm, rpc_client **nodes, int *sile
     return sets;
 }
 
+/* Compares the copies of every GSI partition of the replicated tables of
+ * pm: their entries' count and digest (PartitionDigest with the index id).
+ * Returns the GSI partitions compared. */
+static long compare_gsis(run *r, const pmap *pm, rpc_client **nodes, int *silent, set_diff *diffs,
+                         int *n)
+{
+    long sets = 0;
+    for (size_t ti = 0; ti < pm->ntables; ti++) {
+        const pmap_table *t = &pm->tables[ti];
+        if (schema_replication(&t->schema) < 2) {
+            continue;
+        }
+        for (uint32_t g = 0; g < t->schema.ngsi && g < SCHEMA_MAX_GSI; g++) {
+            for (uint32_t p = 0; p < t->schema.gsi[g].partitions; p++) {
+                const pmap_replicas *rs = pmap_gsi_part(t, g, p);
+                char found[300] = "";
+                size_t used = 0;
+                nodecall_digest first = {0};
+                int same = rs != NULL && rs->n == schema_replication(&t->schema);
+                for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
+                    uint32_t id = rs->ids[i];
+                    nodecall_digest d = {0};
+                    char err[256] = "";
+                    int rv = askable(r, nodes, silent, id);
+                    if (rv == 0) {
+                        rv = nodecall_gsi_digest(nodes[id], t->schema.id, t->schema.gsi[g].id, p,
+                                                 &d, err, sizeof(err));
+                        if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
+                            silent[id] = rv;
+                        }
+                    }
+                    used +=
+                        (size_t)(rv != 0
+                                     ? snprintf(found + used, sizeof(found) - used, "%snode %u: %s",
+                                                i ? "; " : "", (unsigned)id, lapse_strerror(rv))
+                                     : snprintf(found + used, sizeof(found) - used,
+                                                "%snode %u: %" PRIu64
+                                                " entries, digest %016" PRIx64,
+                                                i ? "; " : "", (unsigned)id, d.items, d.hash));
+                    if (used >= sizeof(found)) {
+                        used = sizeof(found) - 1;
+                    }
+                    first = i == 0 ? d : first;
+                    same &= rv == 0 && d.items == first.items && d.hash == first.hash;
+                }
+                sets++;
+                if (!same) {
+                    char what[96];
+                    snprintf(what, sizeof(what), "GSI %.60s partition", t->schema.gsi[g].name);
+                    add_diff(diffs, n, t->schema.name, what, p, found);
+                }
+            }
+        }
+    }
+    return sets;
+}
+
 /* Compares every replicated set of pm, and every stream shard's copies;
  * the sets that differ go to diffs[0..*n) (at most COPIES_MAX_REPORTED).
  * A node that did not answer in time is not asked again in this pass
@@ -184,7 +242,8 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
             }
         }
     }
-    return sets + compare_shards(r, pm, nodes, silent, diffs, n);
+    sets += compare_shards(r, pm, nodes, silent, diffs, n);
+    return sets + compare_gsis(r, pm, nodes, silent, diffs, n);
 }
 
 void check_copies(run *r, check_out *out, int deadline_ms)
@@ -221,7 +280,7 @@ void check_copies(run *r, check_out *out, int deadline_ms)
             for (int i = 0; i < n; i++) {
                 check_add(out, 9, diffs[i].where, NULL, 0, diffs[i].found,
                           "every copy in the in-sync set, with the same items and log position "
-                          "(a shard: the same records)");
+                          "(a shard: the same records; a GSI partition: the same entries)");
             }
             break;
         }

@@ -316,6 +316,17 @@ void logship_digest(const logship_call *c)
     }
     lapse__partition_digest_response__init(out);
     char err[512] = "";
+    if (r->index_id != 0) {
+        int grv = replog_gsi_digest(c->ns->st, r->table_id, r->index_id, r->partition, &out->items,
+                                    &out->digest, err, sizeof(err));
+        if (grv != 0) {
+            rpc_set_error(c->resp, c->a, grv, "%s", err);
+            return;
+        }
+        c->resp->body_case = LAPSE__RESPONSE__BODY_PARTITION_DIGEST;
+        c->resp->partition_digest = out;
+        return;
+    }
     int rv = replog_items_digest(c->ns->st, r->table_id, r->partition, &out->items, &out->digest,
                                  err, sizeof(err));
     if (rv == 0) {

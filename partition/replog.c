@@ -197,8 +197,8 @@ static _Atomic uint32_t *unshipped_of(store *st, uint32_t table_id, uint32_t par
     return &st->unshipped[store_stripe(st, table_id, part) - st->locks];
 }
 
-int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t part,
-                       int *written, store_pending *pend, char *err, size_t errlen)
+int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
+                       store_pending *pend, char *err, size_t errlen)
 {
     int rv;
     *written = 0;
@@ -250,8 +250,8 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     void *ticket = NULL;
     if ((rv = db_write(st->db, b, 0, err, errlen)) == 0) {
         *written = 1;
-        rv = st->repl.ship(st->repl.arg, t->id, part, seq, last_epoch, rec.data, rec.len,
-                           &ticket, err, errlen);
+        rv = st->repl.ship(st->repl.arg, t->id, part, seq, last_epoch, rec.data, rec.len, &ticket,
+                           err, errlen);
     }
     buf_fini(&rec);
     if (rv != 0) {
@@ -262,8 +262,7 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     return ticket == NULL ? store_commit_finish(st, pend, err, errlen) : 0; /* shipped already */
 }
 
-int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *err,
-                             size_t errlen)
+int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *err, size_t errlen)
 {
     void *one[1], **tickets = n > 1 ? calloc(n, sizeof(*tickets)) : one;
     size_t nt = 0;
@@ -336,8 +335,8 @@ uint64_t replog_rec_epoch(const uint8_t *rec, size_t len)
     return len >= EPOCH_BYTES ? buf_get_u64be(rec) : 0;
 }
 
-int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
-                        uint64_t *epoch, char *err, size_t errlen)
+int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq, uint64_t *epoch,
+                        char *err, size_t errlen)
 {
     *epoch = 0;
     if (seq == 0) {
@@ -498,8 +497,7 @@ static int drop_prefix(store *st, db_batch *b, int cf, const uint8_t *p, size_t 
 
 int replog_reset(store *st, uint32_t table_id, uint32_t part, char *err, size_t errlen)
 {
-    static const int part_cfs[] = {CF_ITEMS, CF_EXPIRY, CF_LSI, CF_OUTBOX, CF_REPLOG,
-                                   CF_REQUESTS};
+    static const int part_cfs[] = {CF_ITEMS, CF_EXPIRY, CF_LSI, CF_OUTBOX, CF_REPLOG, CF_REQUESTS};
     static const uint8_t kinds[] = {REPL_SOURCE, REPL_ACK, REPL_LOG_POS};
     buf pre;
     buf_init(&pre);
@@ -622,15 +620,10 @@ static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
     return h;
 }
 
-int replog_items_digest(store *st, uint32_t table_id, uint32_t part, uint64_t *count,
-                        uint64_t *digest, char *err, size_t errlen)
+/* Counts the keys of it and digests them with their values, in order. */
+static int digest_iter(db_iter *it, uint64_t *count, uint64_t *digest, char *err, size_t errlen)
 {
-    db_iter *it = NULL;
     uint64_t h = 0xcbf29ce484222325ULL, n = 0;
-    int rv = part_iter(st, CF_ITEMS, table_id, part, NULL, &it, err, errlen);
-    if (rv != 0) {
-        goto out;
-    }
     for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
         size_t klen, vlen;
         const uint8_t *k = db_iter_key(it, &klen);
@@ -643,10 +636,48 @@ int replog_items_digest(store *st, uint32_t table_id, uint32_t part, uint64_t *c
         h = fnv(fnv(fnv(h, lens, sizeof(lens)), k, klen), v, vlen);
         n++;
     }
-    rv = db_iter_status(it, err, errlen);
-out:
-    db_iter_free(it);
     *count = n;
     *digest = h;
+    return db_iter_status(it, err, errlen);
+}
+
+int replog_items_digest(store *st, uint32_t table_id, uint32_t part, uint64_t *count,
+                        uint64_t *digest, char *err, size_t errlen)
+{
+    db_iter *it = NULL;
+    *count = 0;
+    *digest = 0;
+    int rv = part_iter(st, CF_ITEMS, table_id, part, NULL, &it, err, errlen);
+    if (rv == 0) {
+        rv = digest_iter(it, count, digest, err, errlen);
+    }
+    db_iter_free(it);
+    return rv;
+}
+
+int replog_gsi_digest(store *st, uint32_t table_id, uint32_t index_id, uint32_t gpart,
+                      uint64_t *count, uint64_t *digest, char *err, size_t errlen)
+{
+    db_iter *it = NULL;
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    *count = 0;
+    *digest = 0;
+    int rv = itemkey_gsi_prefix(&lo, table_id, index_id, gpart) != 0 ||
+                     itemkey_gsi_prefix(&hi, table_id, index_id, gpart) != 0
+                 ? LAPSE_ENOMEM
+                 : 0;
+    if (rv == 0) {
+        int unbounded = itemkey_successor(&hi);
+        rv = db_iter_new(&it, st->db, CF_GSI, lo.data, lo.len, unbounded ? NULL : hi.data,
+                         unbounded ? 0 : hi.len);
+    }
+    rv = rv != 0 ? store_errf(rv, err, errlen, "cannot read table %u index %u partition %u",
+                              (unsigned)table_id, (unsigned)index_id, (unsigned)gpart)
+                 : digest_iter(it, count, digest, err, errlen);
+    db_iter_free(it);
+    buf_fini(&lo);
+    buf_fini(&hi);
     return rv;
 }

@@ -105,8 +105,8 @@ typedef struct store_pending {
  * nothing pending. The caller releases the stripe lock and then calls
  * store_commit_finish, so concurrent writes to the partition share a
  * replication round; until then the write is not acknowledged. */
-int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t part,
-                       int *written, store_pending *pend, char *err, size_t errlen);
+int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
+                       store_pending *pend, char *err, size_t errlen);
 
 /* Waits for pend's record to be on every in-sync replica: 0, or the ship
  * hook's error (as store_commit). Once per store_commit_start that
@@ -115,8 +115,7 @@ int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen
 
 /* store_commit_finish of pends[0..n) at once (a batch's partitions: their
  * rounds go out together). The first failure, or 0. */
-int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *err,
-                             size_t errlen);
+int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *err, size_t errlen);
 
 /* For a read of partition part of t on its primary, after it read:
  * returns once every write the read may have seen is on the replicas or
@@ -183,8 +182,8 @@ uint64_t replog_rec_epoch(const uint8_t *rec, size_t len);
 /* The epoch of record seq (0 for seq 0; the position's epoch for the
  * position's seq, held or not). 0, LAPSE_ENOTFOUND (past the position, or
  * trimmed: see replog_first), LAPSE_EIO or LAPSE_ECORRUPT. */
-int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
-                        uint64_t *epoch, char *err, size_t errlen);
+int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t seq, uint64_t *epoch,
+                        char *err, size_t errlen);
 
 /* Drops this node's copy of the partition (items, LSI and expiry entries,
  * outbox, counters, backfill progress, log and position) in one synced
@@ -211,5 +210,10 @@ int replog_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq,
  * have equal digests. 0 or LAPSE_EIO. */
 int replog_items_digest(store *st, uint32_t table_id, uint32_t part, uint64_t *count,
                         uint64_t *digest, char *err, size_t errlen);
+/* The same digest of this node's copy of partition gpart of GSI index_id
+ * (its entries: keys and projected items). Copies of a GSI partition that
+ * applied the same outbox records have equal digests. 0 or LAPSE_EIO. */
+int replog_gsi_digest(store *st, uint32_t table_id, uint32_t index_id, uint32_t gpart,
+                      uint64_t *count, uint64_t *digest, char *err, size_t errlen);
 
 #endif

@@ -40,13 +40,16 @@ int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len)
     return rv;
 }
 
-int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part, nodecall_digest *out,
-                              char *err, size_t len)
+/* PartitionDigest of (table_id, part), or of GSI index_id's partition part
+ * when index_id is not 0. */
+static int digest_call(rpc_client *c, uint32_t table_id, uint32_t index_id, uint32_t part,
+                       nodecall_digest *out, char *err, size_t len)
 {
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__PartitionDigestRequest body = LAPSE__PARTITION_DIGEST_REQUEST__INIT;
     body.table_id = table_id;
     body.partition = part;
+    body.index_id = index_id;
     req.body_case = LAPSE__REQUEST__BODY_PARTITION_DIGEST;
     req.partition_digest = &body;
     Lapse__Response *resp = NULL;
@@ -63,6 +66,18 @@ int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part, n
     }
     rpc_response_free(resp);
     return rv;
+}
+
+int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part, nodecall_digest *out,
+                              char *err, size_t len)
+{
+    return digest_call(c, table_id, 0, part, out, err, len);
+}
+
+int nodecall_gsi_digest(rpc_client *c, uint32_t table_id, uint32_t index_id, uint32_t gpart,
+                        nodecall_digest *out, char *err, size_t len)
+{
+    return digest_call(c, table_id, index_id, gpart, out, err, len);
 }
 
 int nodecall_get(rpc_client *c, const char *table, const item *key, int timeout_ms, item **out,

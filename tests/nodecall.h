@@ -32,6 +32,10 @@ int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len)
  * most. 0, or the call's error with err. */
 int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part, nodecall_digest *out,
                               char *err, size_t len);
+/* The digest of the node's copy of partition gpart of GSI index_id (an
+ * index id, not a position) of table_id: items and digest only. */
+int nodecall_gsi_digest(rpc_client *c, uint32_t table_id, uint32_t index_id, uint32_t gpart,
+                        nodecall_digest *out, char *err, size_t len);
 /* GetItem of key in table on the node of client c (strongly consistent:
  * only a primary under its lease may answer), timeout_ms at most. 0 with
  * *out the item or NULL (none; caller frees with item_free), or the call's

@@ -5,8 +5,8 @@
  * three real nodes:
  *  - every copy of every GSI partition and of every stream shard is fed
  *    by the base partitions' outboxes on its own and ends holding the same
- *    entries and records (each asked directly, Query and GetStreamRecords
- *    sent to its node);
+ *    entries and records (each asked directly: Query, PartitionDigest of
+ *    the GSI partition and GetStreamRecords sent to its node);
  *  - with the first copy of a GSI partition killed (kill -9), GSI queries
  *    through liblapse are answered by another copy at once, and so is the
  *    whole stream, gapless; writes go on, and both show them while the
@@ -102,6 +102,31 @@ static int copies_hold(size_t per_group, size_t records, char *why, size_t len)
                          (unsigned)r->ids[i], n, v, per_group);
                 ok = 0;
             }
+            rpc_client_close(c);
+        }
+    }
+    for (uint32_t gp = 0; gp < GSI_PARTS && ok; gp++) {
+        const pmap_replicas *r = pmap_gsi_part(t, 0, gp);
+        nodecall_digest first = {0};
+        for (uint32_t i = 0; i < r->n && ok; i++) {
+            rpc_client *c = NULL;
+            nodecall_digest d = {0};
+            assert_int_equal(rpc_client_open(&c, cluster_node_url(rs_cluster(), (int)r->ids[i]),
+                                             err, sizeof(err)),
+                             0);
+            if (nodecall_gsi_digest(c, t->schema.id, t->schema.gsi[0].id, gp, &d, err,
+                                    sizeof(err)) != 0) {
+                snprintf(why, len, "GSI partition %u digest on node %u: %s", (unsigned)gp,
+                         (unsigned)r->ids[i], err);
+                ok = 0;
+            } else if (i > 0 && (d.items != first.items || d.hash != first.hash)) {
+                snprintf(why, len, "GSI partition %u: node %u holds %llu entries, node %u %llu%s",
+                         (unsigned)gp, (unsigned)r->ids[i], (unsigned long long)d.items,
+                         (unsigned)r->ids[0], (unsigned long long)first.items,
+                         d.items == first.items ? " (digests differ)" : "");
+                ok = 0;
+            }
+            first = i == 0 ? d : first;
             rpc_client_close(c);
         }
     }
