@@ -86,7 +86,10 @@ static void replicate_refuses_bad_batches(void **state)
     fprintf(stderr, "garbage: %s\n", err);
     assert_int_equal(replicate(1, id, 1, 0, 1, &rec, 1, &applied, err), LAPSE_ECORRUPT);
     assert_int_equal(replicate(0, id, RT_PARTS, 0, 1, NULL, 0, &applied, err), LAPSE_EINVAL);
-    assert_int_equal(replicate(0, id, 1, 3, 3, NULL, 0, &applied, err), LAPSE_EINVAL);
+    assert_int_equal(replicate(0, id, 1, 3, 2, NULL, 0, &applied, err), LAPSE_EINVAL);
+    /* A batch of none, (3, 3], asks where the copy stands: below 3 here. */
+    assert_int_equal(replicate(0, id, 1, 3, 3, NULL, 0, &applied, err), LAPSE_ESTATE);
+    assert_int_equal(applied, 0);
     /* Without the cluster token, or with another, nothing is even looked at:
      * an empty batch that would move the applied seq to 1 is refused. */
     assert_int_equal(repl_call(0, id, 1, 0, 1, NULL, 0, NULL, &applied, err), LAPSE_EPERM);

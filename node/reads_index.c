@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../common/lapse_err.h"
+#include "../partition/apply.h"
 #include "../placement/hash.h"
 #include "../rpc/wire.h"
 #include "handlers.h"
@@ -49,6 +50,19 @@ static int route_gsi(handlers_ctx *c, uint32_t gsi, uint32_t want, const attr_va
                       "partition %u of index %s of table %s is held by node %u, not this one", part,
                       g->name, c->table->schema.name, pmap_gsi_owner(c->table, gsi, part));
         return LAPSE_EWRONGNODE;
+    }
+    /* A copy missing records its sources trimmed (apply.h) answers no read:
+     * the client goes to another copy. */
+    int missing = 0;
+    char err[256] = "";
+    if ((rv = apply_missing(c->ns->st, c->table->schema.id, -1, &missing, err, sizeof(err))) != 0 ||
+        missing) {
+        rpc_set_error(c->resp, c->a, LAPSE_EUNAVAILABLE,
+                      "this node's copy of partition %u of index %s of table %s %s: another copy "
+                      "answers",
+                      part, g->name, c->table->schema.name,
+                      rv != 0 ? err : "misses records trimmed before it applied them");
+        return LAPSE_EUNAVAILABLE;
     }
     return 0;
 }

@@ -96,14 +96,30 @@ static pthread_mutex_t *repl_lock(node_server *ns, uint32_t table_id, uint32_t p
 }
 
 int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t after_seq,
-                    uint64_t to_seq, const void *const *recs, const size_t *lens, size_t n,
-                    uint64_t *applied_out, char *err, size_t errlen)
+                    uint64_t to_seq, uint64_t first_kept, const void *const *recs,
+                    const size_t *lens, size_t n, uint64_t *applied_out, char *err, size_t errlen)
 {
     replicate_filter_arg fa;
     apply_filter f;
     uint64_t prev = 0, applied = 0;
     if (applied_out != NULL) {
         *applied_out = 0;
+    }
+    if (to_seq == after_seq && n == 0) {
+        /* A batch of none (after, after]: the source asks where this copy
+         * stands (it restarted since); ESTATE when below, as for a gap. */
+        int rv = apply_applied_seq(ns->st, t->schema.id, src_part, &prev, err, errlen);
+        if (applied_out != NULL) {
+            *applied_out = prev;
+        }
+        if (rv == 0 && prev < after_seq) {
+            snprintf(err, errlen,
+                     "table %u partition %u is applied here only up to %" PRIu64
+                     ": resend from %" PRIu64,
+                     (unsigned)t->schema.id, (unsigned)src_part, prev, prev + 1);
+            rv = LAPSE_ESTATE;
+        }
+        return rv;
     }
     if (after_seq == UINT64_MAX || to_seq <= after_seq) {
         snprintf(err, errlen, "empty batch: to_seq %" PRIu64 " is not above from_seq %" PRIu64,
@@ -114,6 +130,17 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
     pthread_mutex_t *mu = repl_lock(ns, t->schema.id, src_part);
     pthread_mutex_lock(mu);
     int rv = apply_applied_seq(ns->st, t->schema.id, src_part, &prev, err, errlen);
+    int noted = 0;
+    if (rv == 0 && first_kept > after_seq + 1) {
+        rv = apply_note_missing(ns->st, t->schema.id, src_part, first_kept, &noted, err, errlen);
+    }
+    if (noted) {
+        log_error("table \"%s\": this node's copies of its GSI partitions and of stream shard %u "
+                  "miss records %" PRIu64 "..%" PRIu64 " of partition %u, trimmed at the source "
+                  "before they were applied here (was this node's data lost?): they answer no "
+                  "read from now on; the other copies do",
+                  t->schema.name, (unsigned)src_part, prev + 1, first_kept - 1, (unsigned)src_part);
+    }
     if (rv == 0) {
         rv = apply_batch(ns->st, &t->schema, src_part, after_seq + 1, to_seq, recs, lens, n, &f,
                          &applied, err, errlen);
@@ -170,7 +197,8 @@ void replicate_handle(handlers_ctx *c)
                       r->source_partition, t->name, t->partitions);
         return;
     }
-    if (r->to_seq <= r->from_seq || r->n_records > r->to_seq - r->from_seq) {
+    int probe = r->to_seq == r->from_seq && r->n_records == 0; /* where it stands */
+    if ((!probe && r->to_seq <= r->from_seq) || r->n_records > r->to_seq - r->from_seq) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
                       "batch (%" PRIu64 ", %" PRIu64 "] cannot hold %zu records", r->from_seq,
                       r->to_seq, r->n_records);
@@ -189,8 +217,8 @@ void replicate_handle(handlers_ctx *c)
         lens[i] = r->records[i].len;
     }
     uint64_t applied = 0;
-    int rv = replicate_apply(c->ns, c->table, r->source_partition, r->from_seq, r->to_seq, recs,
-                             lens, n, &applied, err, sizeof(err));
+    int rv = replicate_apply(c->ns, c->table, r->source_partition, r->from_seq, r->to_seq,
+                             r->first_kept, recs, lens, n, &applied, err, sizeof(err));
     lapse__replicate_response__init(out);
     out->applied_seq = applied;
     /* The applied seq travels with ESTATE too: the sender resends from it. */

@@ -35,15 +35,19 @@
 /*
  * Applies records recs[0..n) (lens[i] bytes each) of source partition
  * src_part of table t (from the map the caller holds), covering outbox
- * seqs (after_seq, to_seq], with this node's filter (invariant 1).
+ * seqs (after_seq, to_seq], with this node's filter (invariant 1). With
+ * first_kept non-zero, the source trimmed its records (after_seq,
+ * first_kept): if this node has not applied them, it notes that its copies
+ * miss them for good (apply_note_missing) before applying the batch.
  * *applied_out (may be NULL) gets the applied seq afterwards whenever it
  * could be read. Returns apply_batch's codes: 0, LAPSE_ESTATE (a gap:
  * resend after *applied_out), LAPSE_EINVAL, LAPSE_ECORRUPT, LAPSE_EIO or
  * LAPSE_ENOMEM, with err; on error nothing is applied.
  */
 int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t after_seq,
-                    uint64_t to_seq, const void *const *recs, const size_t *lens, size_t n,
-                    uint64_t *applied_out, char *err, size_t errlen);
+                    uint64_t to_seq, uint64_t first_kept, const void *const *recs,
+                    const size_t *lens, size_t n, uint64_t *applied_out, char *err,
+                    size_t errlen);
 
 /* The filter of node node_id for source partition src_part of t
  * (invariant 1). arg is filled and must outlive the filter. */

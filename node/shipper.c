@@ -160,6 +160,12 @@ static int rebuild(shipper *s, const pmap *pm)
                 if (ol != NULL) {
                     *l = *ol;
                 }
+                /* A new lease is a restart: what it acked may be lost. A new
+                 * lane (this node just took the partition over, or started)
+                 * starts from the stored ack, which may be as stale. */
+                int64_t lease = node != NULL ? node->lease : 0;
+                l->check |= ol == NULL || (ol->lease != 0 && lease != ol->lease);
+                l->lease = lease;
                 l->dest = ids[j];
                 l->di = di;
                 l->dirty = 1;

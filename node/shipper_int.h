@@ -31,6 +31,8 @@ typedef struct lane {
     int failing;         /* the last batch failed (logged once per episode) */
     int64_t retry_at_ms; /* monotonic: not before (lane backoff); 0 = now */
     int64_t backoff_ms;
+    int64_t lease; /* the destination's etcd lease in the map (its incarnation) */
+    int check;     /* it restarted since acked was learnt: ask where it stands */
 } lane;
 
 /* A base partition this node owns, of a table with an outbox. */
@@ -91,6 +93,8 @@ struct shipper {
 typedef struct job {
     uint32_t table_id, part;
     uint64_t after;              /* the lane's acked seq: the batch covers (after, to] */
+    uint64_t first_kept;         /* non-zero: records (after, first_kept) were trimmed */
+    int check;                   /* the lane's check: a batch of none if nothing is new */
     uint64_t to;                 /* 0: nothing to send */
     uint64_t applied;            /* from the reply */
     int read_ack;                /* the lane's ack is not known: read it first */

@@ -38,34 +38,48 @@ static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t 
         return 0; /* dropped meanwhile: the next rebuild forgets the lane */
     }
     int rv = outbox_last_seq(s->st, j->table_id, j->part, &last, err, sizeof(err));
-    if (rv != 0 || last <= j->after) {
+    if (rv != 0) {
         goto out;
     }
     /* Of a replicated partition, only what every in-sync copy holds
      * (logship.h, "The outbox on a replicated partition"). */
-    uint64_t limit = logship_outbox_limit(s->ns->logship, &t->schema, j->part, last);
+    uint64_t limit =
+        last > j->after ? logship_outbox_limit(s->ns->logship, &t->schema, j->part, last) : 0;
     if (limit <= j->after) {
+        if (j->check && j->after > 0 && dest_id != s->self) {
+            /* The destination restarted since it acked: an empty batch
+             * (after, after] asks where it stands (it may have lost its
+             * data), so a lane with nothing new learns it too. */
+            j->to = j->after;
+            goto build;
+        }
         goto out;
     }
     size_t max = limit - j->after < SHIPPER_BATCH_RECORDS ? (size_t)(limit - j->after)
-                                                            : SHIPPER_BATCH_RECORDS;
-    rv = outbox_read(s->st, j->table_id, j->part, j->after, max, SHIPPER_BATCH_BYTES, &j->recs,
-                     err, sizeof(err));
+                                                          : SHIPPER_BATCH_RECORDS;
+    rv = outbox_read(s->st, j->table_id, j->part, j->after, max, SHIPPER_BATCH_BYTES, &j->recs, err,
+                     sizeof(err));
     while (rv == 0 && j->recs.n > 0 && j->recs.v[j->recs.n - 1].seq > limit) {
         j->recs.n--; /* past a trimmed stretch: max counted from after */
         j->recs.bytes -= j->recs.v[j->recs.n].len;
         free(j->recs.v[j->recs.n].data);
     }
-    if (rv != 0 || j->recs.n == 0) {
+    if (rv != 0) {
         goto out;
     }
-    if (j->recs.v[0].seq > j->after + 1) {
+    /* Records (after, first_kept) are gone: trimmed before this destination
+     * acked them. It is told so (it notes that its copies miss them), also
+     * when every record up to the limit is gone (a batch of none). */
+    j->first_kept = j->recs.n == 0                    ? limit + 1
+                    : j->recs.v[0].seq > j->after + 1 ? j->recs.v[0].seq
+                                                      : 0;
+    if (j->first_kept != 0) {
         log_warn("outbox of table \"%s\" partition %u: records %" PRIu64 "..%" PRIu64
-                 " were trimmed before node %u acked them (it joined later: a backfill is "
-                 "needed)",
-                 t->schema.name, j->part, j->after + 1, j->recs.v[0].seq - 1, dest_id);
+                 " were trimmed before node %u acked them (its data was lost, or it came later): "
+                 "its copies miss them for good",
+                 t->schema.name, j->part, j->after + 1, j->first_kept - 1, dest_id);
     }
-    j->to = j->recs.v[j->recs.n - 1].seq;
+    j->to = j->recs.n == 0 ? limit : j->recs.v[j->recs.n - 1].seq;
     *bytes += j->recs.bytes;
     if (dest_id == s->self) {
         return 0; /* applied in place with the whole batch */
@@ -73,7 +87,7 @@ static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t 
     replicate_filter_arg fa;
     apply_filter f;
     replicate_filter(t, j->part, dest_id, &fa, &f);
-    if ((j->wanted = calloc(j->recs.n, sizeof(*j->wanted))) == NULL) {
+    if ((j->wanted = calloc(j->recs.n ? j->recs.n : 1, sizeof(*j->wanted))) == NULL) {
         j->to = 0;
         return LAPSE_ENOMEM;
     }
@@ -94,6 +108,7 @@ static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t 
             j->nwanted++;
         }
     }
+build:
     lapse__replicate_request__init(&j->body);
     j->body.table_id = j->table_id;
     j->body.source_partition = j->part;
@@ -101,6 +116,7 @@ static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t 
     j->body.to_seq = j->to;
     j->body.records = j->wanted;
     j->body.n_records = j->nwanted;
+    j->body.first_kept = j->first_kept;
     j->body.source_node = s->self;
     lapse__request__init(&j->req);
     j->req.body_case = LAPSE__REQUEST__BODY_REPLICATE;
@@ -137,8 +153,8 @@ static void apply_local(shipper *s, const pmap *pm, job *jobs, size_t n)
                 recs[k] = j->recs.v[k].data;
                 lens[k] = j->recs.v[k].len;
             }
-            j->rv = replicate_apply(s->ns, t, j->part, j->after, j->to, recs, lens, j->recs.n,
-                                    &j->applied, j->err, sizeof(j->err));
+            j->rv = replicate_apply(s->ns, t, j->part, j->after, j->to, j->first_kept, recs, lens,
+                                    j->recs.n, &j->applied, j->err, sizeof(j->err));
             j->reached = 1;
         }
         free(recs);
@@ -248,6 +264,9 @@ static void settle(shipper *s, size_t di, job *jobs, size_t n)
             continue; /* the map moved on */
         }
         shipper_mark_dirty(s, l); /* more may wait: the next round checks cheaply */
+        if (j->rv == 0 || j->rv == LAPSE_ESTATE) {
+            l->check = 0; /* it said where it stands */
+        }
         if (j->rv == 0) {
             /* Never past the batch: the keeper stores this ack, and the
              * store refuses one beyond the last record. */
@@ -330,6 +349,7 @@ size_t shipper_collect_jobs(shipper *s, size_t di, job *jobs, int64_t now)
         j->table_id = s->sources[i].table_id;
         j->part = s->sources[i].part;
         j->after = l->acked;
+        j->check = l->check;
         j->read_ack = !l->acked_known;
         change_list_init(&j->recs);
         if (n == SHIPPER_ROUND_LANES) {

@@ -14,6 +14,7 @@
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../partition/apply.h"
 #include "../partition/stream.h"
 #include "../rpc/wire.h"
 #include "handlers.h"
@@ -128,6 +129,17 @@ void streams_get_records(handlers_ctx *c)
         rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE,
                       "stream shard %u of table %s is hosted by node %u, not this one", r->shard,
                       t->name, pmap_stream_host(c->table, r->shard));
+        goto out;
+    }
+    /* A copy missing records its source trimmed (apply.h) answers no read:
+     * the client goes to another copy. */
+    int missing = 0;
+    char merr[256] = "";
+    if (apply_missing(ns->st, t->id, r->shard, &missing, merr, sizeof(merr)) != 0 || missing) {
+        rpc_set_error(c->resp, c->a, LAPSE_EUNAVAILABLE,
+                      "this node's copy of stream shard %u of table %s %s: another copy answers",
+                      r->shard, t->name,
+                      merr[0] ? merr : "misses records trimmed before it applied them");
         goto out;
     }
     size_t limit =

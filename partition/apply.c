@@ -41,6 +41,58 @@ int apply_applied_seq(store *st, uint32_t table_id, uint32_t src_part, uint64_t 
     return store_repl_u64(st, table_id, REPL_APPLIED, src_part, 0, 0, applied, err, errlen);
 }
 
+int apply_note_missing(store *st, uint32_t table_id, uint32_t src_part, uint64_t first_kept,
+                       int *noted, char *err, size_t errlen)
+{
+    uint64_t applied = 0, missing = 0;
+    *noted = 0;
+    pthread_mutex_t *mu = store_apply_lock(st, table_id, src_part);
+    pthread_mutex_lock(mu);
+    int rv = apply_applied_seq(st, table_id, src_part, &applied, err, errlen);
+    if (rv == 0) {
+        rv = store_repl_u64(st, table_id, REPL_MISSING, src_part, 0, 0, &missing, err, errlen);
+    }
+    if (rv == 0 && first_kept > applied + 1 && first_kept - 1 > missing) {
+        db_batch *b = db_batch_new();
+        if (b == NULL) {
+            rv = oom(err, errlen);
+        } else {
+            repl_put_u64(st, b, table_id, REPL_MISSING, src_part, first_kept - 1);
+            rv = db_write(st->db, b, 0, err, errlen);
+            db_batch_free(b);
+            *noted = rv == 0;
+        }
+    }
+    pthread_mutex_unlock(mu);
+    return rv;
+}
+
+int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, char *err,
+                  size_t errlen)
+{
+    *missing = 0;
+    if (src_part >= 0) {
+        uint64_t v = 0;
+        int rv =
+            store_repl_u64(st, table_id, REPL_MISSING, (uint32_t)src_part, 0, 0, &v, err, errlen);
+        *missing = rv == 0 && v != 0;
+        return rv;
+    }
+    uint8_t lo[ITEMKEY_REPL_MAX], hi[ITEMKEY_REPL_MAX];
+    size_t lolen = itemkey_repl(lo, table_id, REPL_MISSING, 0, 0, 0);
+    size_t hilen = itemkey_repl(hi, table_id, REPL_MISSING + 1, 0, 0, 0);
+    db_iter *it = NULL;
+    int rv = db_iter_new(&it, st->db, CF_REPL, lo, lolen, hi, hilen);
+    if (rv != 0) {
+        return oom(err, errlen);
+    }
+    db_iter_seek_first(it);
+    *missing = db_iter_valid(it);
+    rv = db_iter_status(it, err, errlen);
+    db_iter_free(it);
+    return rv;
+}
+
 /* ======================================================================== */
 /* GSI entries                                                              */
 /* ======================================================================== */

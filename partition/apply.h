@@ -8,6 +8,7 @@
  *                 [, enc(gsi sk)], enc(pk) [, enc(sk)]) -> projected item
  * Family stream: (table u32be, shard u32be, stream seq u64be) -> change record
  * Family repl:   (table, REPL_APPLIED, source part) -> applied seq u64be
+ *                (table, REPL_MISSING, source part) -> last seq never to be had
  *                (table, REPL_STREAM_LAST, shard) -> last stream seq stored
  *
  * Thread-safety: any thread. Batches of one (table, source partition) are
@@ -81,6 +82,19 @@ int apply_record_wanted(const table_schema *t, const void *data, size_t len, con
 /* applied[(table_id, src_part)] (0: nothing applied yet). */
 int apply_applied_seq(store *st, uint32_t table_id, uint32_t src_part, uint64_t *applied, char *err,
                       size_t errlen);
+
+/* Records that this copy will never have the records of source partition
+ * src_part before first_kept that it has not applied: the source trimmed
+ * them before this copy's destination acked them (its data was lost, or it
+ * came later). Persistent (repl kind REPL_MISSING). *noted is set when that
+ * was news (first_kept > applied + 1, past what was noted already).
+ * Returns 0 or LAPSE_EIO. */
+int apply_note_missing(store *st, uint32_t table_id, uint32_t src_part, uint64_t first_kept,
+                       int *noted, char *err, size_t errlen);
+/* Whether this copy misses records of source partition src_part of the
+ * table (src_part -1: of any of them). Returns 0 or LAPSE_EIO. */
+int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, char *err,
+                  size_t errlen);
 
 /* The value a GSI entry of t->gsi[gsi] holds for item it (t->gsi[gsi]'s
  * projection): appended to out. INDEX_PROJECT_ALL: the whole item;

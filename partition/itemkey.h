@@ -119,7 +119,8 @@ enum itemkey_repl_kind {
     REPL_ACK = 2,        /* (table, part, dest node): acked seq u64be */
     REPL_APPLIED = 3,    /* (table, source part): applied seq u64be */
     REPL_STREAM_LAST = 4, /* (table, shard): last stream seq stored u64be */
-    REPL_LOG_POS = 5      /* (table, part): epoch u64be | seq u64be of the last replog record */
+    REPL_LOG_POS = 5,     /* (table, part): epoch u64be | seq u64be of the last replog record */
+    REPL_MISSING = 6      /* (table, source part): the last seq this copy will never have u64be */
 };
 #define ITEMKEY_REPL_MAX 13
 /* Writes table u32be | kind u8 | part u32be [| node u32be when with_node]

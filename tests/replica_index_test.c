@@ -40,7 +40,7 @@ static int group_setup(void **state)
     return rs_group_setup_args("");
 }
 
-static void put_range(int from, int to)
+static void put_range_on(const char *table, int from, int to)
 {
     for (int i = from; i < to; i++) {
         char id[32], body[128];
@@ -51,13 +51,18 @@ static void put_range(int from, int to)
         lapse_error e = {0};
         int rv = -1;
         for (int attempt = 0; attempt < 150 && rv != 0; attempt++) {
-            if ((rv = lapse_put(rs_client(), TABLE, it, NULL, &e)) != 0) {
+            if ((rv = lapse_put(rs_client(), table, it, NULL, &e)) != 0) {
                 rs_sleep_ms(100);
             }
         }
         lapse_item_free(it);
         assert_lapse_ok(rv, &e);
     }
+}
+
+static void put_range(int from, int to)
+{
+    put_range_on(TABLE, from, to);
 }
 
 /* The GSI partition of group g's value. */
@@ -182,7 +187,8 @@ static void wait_copies_hold(size_t per_group, size_t records)
 
 /* Through liblapse: the GSI holds per_group items of each group, and the
  * whole stream records records, gapless. */
-static int client_sees(size_t per_group, size_t records, char *why, size_t len)
+static int client_sees_on(const char *table, size_t per_group, size_t records, char *why,
+                          size_t len)
 {
     for (int g = 0; g < GROUPS; g++) {
         char pk[32];
@@ -190,7 +196,7 @@ static int client_sees(size_t per_group, size_t records, char *why, size_t len)
         lapse_query_opts o = {.partition_key_json = pk};
         lapse_page *page = NULL;
         lapse_error e = {0};
-        if (lapse_query_index(rs_client(), TABLE, GSI, &o, &page, &e) != 0) {
+        if (lapse_query_index(rs_client(), table, GSI, &o, &page, &e) != 0) {
             snprintf(why, len, "GSI query of g%d: %.400s", g, e.message);
             return 0;
         }
@@ -204,7 +210,7 @@ static int client_sees(size_t per_group, size_t records, char *why, size_t len)
     streamread s = {0};
     lapse_error e = {0};
     int ok = 1;
-    if (streamread_more(rs_client(), TABLE, &s, &e) != 0) {
+    if (streamread_more(rs_client(), table, &s, &e) != 0) {
         snprintf(why, len, "stream read: %.400s", e.message);
         ok = 0;
     } else if (s.n != records) {
@@ -215,6 +221,11 @@ static int client_sees(size_t per_group, size_t records, char *why, size_t len)
     }
     streamread_free(&s);
     return ok;
+}
+
+static int client_sees(size_t per_group, size_t records, char *why, size_t len)
+{
+    return client_sees_on(TABLE, per_group, records, why, len);
 }
 
 static void test_gsi_and_stream_copies_survive_a_kill(void **state)
@@ -266,10 +277,130 @@ static void test_gsi_and_stream_copies_survive_a_kill(void **state)
     rs_assert_copies_match(TABLE);
 }
 
+/* Every base partition's primary has trimmed its outbox past record 1 (its
+ * first record held is past 1, or it holds none any more). */
+static int outboxes_trimmed(const char *table)
+{
+    pmap *pm = testmap_fetch(rs_cluster());
+    const pmap_table *t = pmap_table_find(pm, table);
+    assert_non_null(t);
+    int all = 1;
+    for (uint32_t p = 0; p < t->schema.partitions && all; p++) {
+        rs_digest d = rs_node_digest((int)t->parts[p].ids[0], t->schema.id, p);
+        all = d.outbox_last > 0 && (d.outbox_first == 0 || d.outbox_first > 1);
+    }
+    pmap_free(pm);
+    return all;
+}
+
+/* A node whose data dir is lost comes back with copies of GSI partitions
+ * and stream shards that miss records their sources have trimmed since:
+ * those copies note it and answer no read (EUNAVAILABLE), and the client's
+ * GSI queries and stream reads go to the other copies and stay whole and
+ * gapless. Without that, the node answered with entries missing. */
+static void test_a_copy_that_lost_records_answers_no_read(void **state)
+{
+    (void)state;
+    static const lapse_index_def gsi[] = {
+        {.name = GSI, .partition_key = "Grp", .partition_key_type = 'S', .partitions = GSI_PARTS}};
+    lapse_table_def d = {.name = "lost",
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = PARTS,
+                         .gsi = gsi,
+                         .ngsi = 1,
+                         .stream = 1,
+                         .replication = 3};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    put_range_on("lost", 0, 40);
+    int trimmed = 0;
+    for (int i = 0; i < 100 && !trimmed; i++) {
+        rs_sleep_ms(100);
+        trimmed = outboxes_trimmed("lost");
+    }
+    assert_true(trimmed);
+
+    /* Node 3's data dir is lost while it is down. */
+    const int victim = 3;
+    assert_int_equal(cluster_kill(rs_cluster(), victim, SIGKILL), 0);
+    rs_wait_state(victim, "DOWN");
+    cluster_rm_rf(cluster_data_dir(rs_cluster(), victim));
+    assert_int_equal(cluster_restart(rs_cluster(), victim), 0);
+    rs_wait_state(victim, "UP");
+    put_range_on("lost", 40, 44);
+    pmap_free(rs_wait_all_in_sync("lost"));
+
+    /* Its copies refuse reads once the first batches told them. */
+    char err[256] = "";
+    rpc_client *c = NULL;
+    assert_int_equal(rpc_client_open(&c, cluster_node_url(rs_cluster(), victim), err, sizeof(err)),
+                     0);
+    int refused = 0;
+    for (int i = 0; i < 100 && !refused; i++) {
+        size_t n = 0;
+        int rv = nodecall_gsi_count(c, "lost", GSI, group_part(0), "g0", &n, err, sizeof(err));
+        if (rv != 0 && rv != LAPSE_EUNAVAILABLE) {
+            fail_msg("GSI query on node %d: %s", victim, err);
+        }
+        refused = rv == LAPSE_EUNAVAILABLE;
+        if (!refused) {
+            rs_sleep_ms(100);
+        }
+    }
+    if (!refused) {
+        fail_msg("node %d's GSI copy still answers after losing its data", victim);
+    }
+    assert_non_null(strstr(err, "misses records"));
+    /* Every shard's copy on it either refuses reads (its source had
+     * trimmed records it lacks) or holds what another copy holds: a
+     * partition that failed over to a copy whose outbox was not trimmed yet
+     * sends it everything. At least one refuses. */
+    pmap *pm = testmap_fetch(rs_cluster());
+    const pmap_table *t = pmap_table_find(pm, "lost");
+    int refusing = 0;
+    for (uint32_t p = 0; p < PARTS; p++) {
+        const pmap_replicas *sr = pmap_stream_shard(t, p);
+        int other = (int)(sr->ids[0] != (uint32_t)victim ? sr->ids[0] : sr->ids[1]);
+        rpc_client *oc = NULL;
+        assert_int_equal(
+            rpc_client_open(&oc, cluster_node_url(rs_cluster(), other), err, sizeof(err)), 0);
+        int settled = 0, rv = 0;
+        for (int i = 0; i < 100 && !settled; i++) {
+            size_t recs = 0, orecs = 0;
+            uint64_t last = 0, olast = 0;
+            rv = nodecall_stream_shard(c, "lost", p, &recs, &last, err, sizeof(err));
+            assert_int_equal(nodecall_stream_shard(oc, "lost", p, &orecs, &olast, err, sizeof(err)),
+                             0);
+            settled = rv == LAPSE_EUNAVAILABLE || (rv == 0 && recs == orecs && last == olast);
+            if (!settled) {
+                rs_sleep_ms(100);
+            }
+        }
+        rpc_client_close(oc);
+        if (!settled) {
+            fail_msg("node %d's copy of stream shard %u neither refuses reads nor matches node "
+                     "%d's after 10 s",
+                     victim, (unsigned)p, other);
+        }
+        refusing += rv == LAPSE_EUNAVAILABLE;
+    }
+    pmap_free(pm);
+    assert_true(refusing > 0);
+    rpc_client_close(c);
+
+    /* Through liblapse: whole and gapless from the other copies. */
+    char why[512] = "";
+    if (!client_sees_on("lost", 11, 44, why, sizeof(why))) {
+        fail_msg("%s", why);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gsi_and_stream_copies_survive_a_kill),
+        cmocka_unit_test(test_a_copy_that_lost_records_answers_no_read),
     };
     return cmocka_run_group_tests(tests, group_setup, rs_group_teardown);
 }
