@@ -80,6 +80,8 @@ typedef struct part_state {
     uint64_t reconciled;
     uint32_t joining[PMAP_MAX_REPLICAS]; /* node ids; 0: free slot */
     uint64_t join_version;               /* the map version that settles them */
+    int join_unknown;                    /* a join had no answer: asked again (resync.c) */
+    int64_t join_retry_ms;               /* monotonic: when, unless a map settles it first */
     uint32_t dropped[PMAP_MAX_REPLICAS]; /* node ids; 0: free slot */
     uint64_t drop_version;               /* the map version that settles them */
     uint64_t lag_gen, lag_done;

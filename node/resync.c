@@ -39,6 +39,7 @@
 #define RESYNC_FAR_ROUNDS 256 /* catch-up calls per member per pass, writes going on */
 #define RESYNC_NEAR_ROUNDS 4  /* with the partition held */
 #define RESYNC_JOIN_TIMEOUT_MS 2000
+#define RESYNC_JOIN_RETRY_MS 1000      /* a join with no answer is asked again after */
 #define RESYNC_SNAPSHOT_REPORT_MS 5000 /* progress of a snapshot transfer, in the log */
 #define RESYNC_WARN_EVERY_MS 10000     /* a member that cannot be resynced, in the log */
 
@@ -213,6 +214,7 @@ static void join(logship *ls, const node_map *m, uint32_t table_id, uint32_t par
     char err[256] = "";
     int rv = rpc_call(ls->ns->coord, &req, RESYNC_JOIN_TIMEOUT_MS, &resp, err, sizeof(err));
     uint64_t settles = m->pm->version + 1; /* unknown outcome: the next map says */
+    int unknown = 0;
     if (rv == 0 && resp->body_case == LAPSE__RESPONSE__BODY_REPLICA_JOIN) {
         settles = resp->replica_join->pmap_version;
         log_info("table %u partition %u: node %u is in sync again (map version %" PRIu64 ")",
@@ -223,17 +225,53 @@ static void join(logship *ls, const node_map *m, uint32_t table_id, uint32_t par
         rpc_response_free(resp);
         return;
     } else {
+        unknown = 1;
         log_warn("table %u partition %u: node %u's join has no answer (%s: %s); writes wait for "
-                 "it until the map says",
-                 (unsigned)table_id, (unsigned)part, (unsigned)id, lapse_strerror(rv), err);
+                 "it until the map says, and it is asked again in %d ms",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, lapse_strerror(rv), err,
+                 RESYNC_JOIN_RETRY_MS);
     }
     rpc_response_free(resp);
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
     if (p != NULL) {
         logship_pending_add(p->joining, &p->join_version, m->pm->version, id, settles);
+        /* No answer: the coordinator may not have taken it (a leader
+         * change), and a quiet cluster may bring no map that says. */
+        p->join_unknown = unknown;
+        p->join_retry_ms = clock_mono_now().ms + RESYNC_JOIN_RETRY_MS;
     }
     pthread_mutex_unlock(&ls->lock);
+}
+
+/* Asks the coordinator again for the joins of (table_id, part) that had no
+ * answer and no map has settled since (join). The members have been
+ * waited for by every write since the first ask, so no hold is needed:
+ * the coordinator takes a join of a member already in sync as done. */
+static void join_again(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                       uint32_t part)
+{
+    uint32_t ids[PMAP_MAX_REPLICAS];
+    size_t n = 0;
+    int64_t now = clock_mono_now().ms;
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    if (p != NULL && p->join_unknown && p->join_version <= m->pm->version) {
+        p->join_unknown = 0; /* a map settled it */
+    }
+    if (p != NULL && p->join_unknown && now >= p->join_retry_ms) {
+        for (size_t j = 0; j < PMAP_MAX_REPLICAS; j++) {
+            int i = p->joining[j] != 0 ? pmap_replicas_index(r, p->joining[j]) : -1;
+            if (i > 0 && !pmap_in_sync(r, (uint32_t)i)) {
+                ids[n++] = p->joining[j];
+            }
+        }
+        p->join_retry_ms = now + RESYNC_JOIN_RETRY_MS;
+    }
+    pthread_mutex_unlock(&ls->lock);
+    for (size_t i = 0; i < n; i++) {
+        join(ls, m, table_id, part, pmap_epoch(r), ids[i]);
+    }
 }
 
 /* Warns about (table_id, part): what failed and why, at most once per
@@ -469,6 +507,7 @@ static void pass(logship *ls)
             if (!reconciled) {
                 reconcile(ls, m, r, tb->schema.id, p);
             }
+            join_again(ls, m, r, tb->schema.id, p);
             for (uint32_t i = 1; i < r->n; i++) {
                 if (!(bits >> i & 1u)) {
                     resync_one(ls, m, r, tb->schema.id, p, r->ids[i]);
