@@ -126,67 +126,62 @@ static long compare_shards(run *r, const pmap *pm, rpc_client **nodes, int *sile
     return sets;
 }
 
-/* Compares the copies of every GSI partition of the replicated tables of
- * pm: their entries' count and digest (PartitionDigest with the index id).
- * Returns the GSI partitions compared. */
-static long compare_gsis(run *r, const pmap *pm, rpc_client **nodes, int *silent, set_diff *diffs,
-                         int *n)
+/* Whether the copies rs of one set (of table table_id: a base partition
+ * part when index_id is 0, else partition part of the GSI with that index
+ * id) agree: each copy's node answers PartitionDigest, and every one must
+ * report the same count and digest and, for a base partition, be in sync
+ * at the same log position. found gets what each copy reported. */
+static int copies_agree(run *r, rpc_client **nodes, int *silent, const pmap_replicas *rs,
+                        uint32_t want_copies, uint32_t table_id, uint32_t index_id, uint32_t part,
+                        char *found, size_t flen)
 {
-    long sets = 0;
-    for (size_t ti = 0; ti < pm->ntables; ti++) {
-        const pmap_table *t = &pm->tables[ti];
-        if (schema_replication(&t->schema) < 2) {
-            continue;
-        }
-        for (uint32_t g = 0; g < t->schema.ngsi && g < SCHEMA_MAX_GSI; g++) {
-            for (uint32_t p = 0; p < t->schema.gsi[g].partitions; p++) {
-                const pmap_replicas *rs = pmap_gsi_part(t, g, p);
-                char found[300] = "";
-                size_t used = 0;
-                nodecall_digest first = {0};
-                int same = rs != NULL && rs->n == schema_replication(&t->schema);
-                for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
-                    uint32_t id = rs->ids[i];
-                    nodecall_digest d = {0};
-                    char err[256] = "";
-                    int rv = askable(r, nodes, silent, id);
-                    if (rv == 0) {
-                        rv = nodecall_gsi_digest(nodes[id], t->schema.id, t->schema.gsi[g].id, p,
-                                                 &d, err, sizeof(err));
-                        if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
-                            silent[id] = rv;
-                        }
-                    }
-                    used +=
-                        (size_t)(rv != 0
-                                     ? snprintf(found + used, sizeof(found) - used, "%snode %u: %s",
-                                                i ? "; " : "", (unsigned)id, lapse_strerror(rv))
-                                     : snprintf(found + used, sizeof(found) - used,
-                                                "%snode %u: %" PRIu64
-                                                " entries, digest %016" PRIx64,
-                                                i ? "; " : "", (unsigned)id, d.items, d.hash));
-                    if (used >= sizeof(found)) {
-                        used = sizeof(found) - 1;
-                    }
-                    first = i == 0 ? d : first;
-                    same &= rv == 0 && d.items == first.items && d.hash == first.hash;
-                }
-                sets++;
-                if (!same) {
-                    char what[96];
-                    snprintf(what, sizeof(what), "GSI %.60s partition", t->schema.gsi[g].name);
-                    add_diff(diffs, n, t->schema.name, what, p, found);
-                }
+    size_t used = 0;
+    nodecall_digest first = {0};
+    int same = rs != NULL && rs->n == want_copies;
+    for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
+        uint32_t id = rs->ids[i];
+        nodecall_digest d = {0};
+        char err[256] = "";
+        int rv = askable(r, nodes, silent, id);
+        if (rv == 0) {
+            rv = index_id == 0
+                     ? nodecall_partition_digest(nodes[id], table_id, part, &d, err, sizeof(err))
+                     : nodecall_gsi_digest(nodes[id], table_id, index_id, part, &d, err,
+                                           sizeof(err));
+            if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
+                silent[id] = rv;
             }
         }
+        int in_sync = index_id != 0 || pmap_in_sync(rs, i);
+        if (rv != 0) {
+            used += (size_t)snprintf(found + used, flen - used, "%snode %u: %s", i ? "; " : "",
+                                     (unsigned)id, lapse_strerror(rv));
+        } else if (index_id != 0) {
+            used += (size_t)snprintf(found + used, flen - used,
+                                     "%snode %u: %" PRIu64 " entries, digest %016" PRIx64,
+                                     i ? "; " : "", (unsigned)id, d.items, d.hash);
+        } else {
+            used += (size_t)snprintf(found + used, flen - used,
+                                     "%snode %u%s: %" PRIu64 " items, digest %016" PRIx64
+                                     ", log %" PRIu64 ".%" PRIu64,
+                                     i ? "; " : "", (unsigned)id, in_sync ? "" : " (out of sync)",
+                                     d.items, d.hash, d.epoch, d.seq);
+        }
+        if (used >= flen) {
+            used = flen - 1;
+        }
+        first = i == 0 ? d : first;
+        same &= rv == 0 && in_sync && d.items == first.items && d.hash == first.hash &&
+                d.epoch == first.epoch && d.seq == first.seq;
     }
-    return sets;
+    return same;
 }
 
-/* Compares every replicated set of pm, and every stream shard's copies;
- * the sets that differ go to diffs[0..*n) (at most COPIES_MAX_REPORTED).
- * A node that did not answer in time is not asked again in this pass
- * (each ask would wait its whole time-out). Returns the sets compared. */
+/* Compares every replicated set of pm, every stream shard's copies and
+ * every GSI partition's; the sets that differ go to diffs[0..*n) (at most
+ * COPIES_MAX_REPORTED). A node that did not answer in time is not asked
+ * again in this pass (each ask would wait its whole time-out). Returns
+ * the sets compared. */
 static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *diffs, int *n)
 {
     long sets = 0;
@@ -194,56 +189,30 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
     *n = 0;
     for (size_t ti = 0; ti < pm->ntables; ti++) {
         const pmap_table *t = &pm->tables[ti];
-        if (schema_replication(&t->schema) < 2) {
+        const uint32_t copies = schema_replication(&t->schema);
+        if (copies < 2) {
             continue;
         }
-        for (uint32_t p = 0; p < t->schema.partitions; p++) {
-            const pmap_replicas *rs = pmap_part(t, p);
-            char found[300] = "";
-            size_t used = 0;
-            nodecall_digest first = {0};
-            int same = rs != NULL && rs->n == schema_replication(&t->schema);
-            for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
-                uint32_t id = rs->ids[i];
-                nodecall_digest d = {0};
-                char err[256] = "";
-                int rv = askable(r, nodes, silent, id);
-                if (rv == 0) {
-                    rv =
-                        nodecall_partition_digest(nodes[id], t->schema.id, p, &d, err, sizeof(err));
-                    if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
-                        silent[id] = rv;
-                    }
-                }
-                int in_sync = pmap_in_sync(rs, i);
-                if (rv != 0) {
-                    used += (size_t)snprintf(found + used, sizeof(found) - used, "%snode %u: %s",
-                                             i ? "; " : "", (unsigned)id, lapse_strerror(rv));
-                } else {
-                    used += (size_t)snprintf(found + used, sizeof(found) - used,
-                                             "%snode %u%s: %" PRIu64 " items, digest %016" PRIx64
-                                             ", log %" PRIu64 ".%" PRIu64,
-                                             i ? "; " : "", (unsigned)id,
-                                             in_sync ? "" : " (out of sync)", d.items, d.hash,
-                                             d.epoch, d.seq);
-                }
-                if (used >= sizeof(found)) {
-                    used = sizeof(found) - 1;
-                }
-                if (i == 0) {
-                    first = d;
-                }
-                same &= rv == 0 && in_sync && d.items == first.items && d.hash == first.hash &&
-                        d.epoch == first.epoch && d.seq == first.seq;
-            }
-            sets++;
-            if (!same) {
+        char found[300] = "";
+        for (uint32_t p = 0; p < t->schema.partitions; p++, sets++) {
+            if (!copies_agree(r, nodes, silent, pmap_part(t, p), copies, t->schema.id, 0, p, found,
+                              sizeof(found))) {
                 add_diff(diffs, n, t->schema.name, "partition", p, found);
             }
         }
+        /* GSI copies are fed on their own: the same entries, no position. */
+        for (uint32_t g = 0; g < t->schema.ngsi && g < SCHEMA_MAX_GSI; g++) {
+            for (uint32_t p = 0; p < t->schema.gsi[g].partitions; p++, sets++) {
+                if (!copies_agree(r, nodes, silent, pmap_gsi_part(t, g, p), copies, t->schema.id,
+                                  t->schema.gsi[g].id, p, found, sizeof(found))) {
+                    char what[96];
+                    snprintf(what, sizeof(what), "GSI %.60s partition", t->schema.gsi[g].name);
+                    add_diff(diffs, n, t->schema.name, what, p, found);
+                }
+            }
+        }
     }
-    sets += compare_shards(r, pm, nodes, silent, diffs, n);
-    return sets + compare_gsis(r, pm, nodes, silent, diffs, n);
+    return sets + compare_shards(r, pm, nodes, silent, diffs, n);
 }
 
 void check_copies(run *r, check_out *out, int deadline_ms)

@@ -40,6 +40,24 @@ static int group_setup(void **state)
     return rs_group_setup_args("");
 }
 
+/* Creates table name: three copies of PARTS partitions, a GSI on Grp of
+ * GSI_PARTS partitions, a stream. */
+static void create(const char *name)
+{
+    static const lapse_index_def gsi[] = {
+        {.name = GSI, .partition_key = "Grp", .partition_key_type = 'S', .partitions = GSI_PARTS}};
+    lapse_table_def d = {.name = name,
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = PARTS,
+                         .gsi = gsi,
+                         .ngsi = 1,
+                         .stream = 1,
+                         .replication = 3};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+}
+
 static void put_range_on(const char *table, int from, int to)
 {
     for (int i = from; i < to; i++) {
@@ -231,18 +249,7 @@ static int client_sees(size_t per_group, size_t records, char *why, size_t len)
 static void test_gsi_and_stream_copies_survive_a_kill(void **state)
 {
     (void)state;
-    static const lapse_index_def gsi[] = {
-        {.name = GSI, .partition_key = "Grp", .partition_key_type = 'S', .partitions = GSI_PARTS}};
-    lapse_table_def d = {.name = TABLE,
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = PARTS,
-                         .gsi = gsi,
-                         .ngsi = 1,
-                         .stream = 1,
-                         .replication = 3};
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    create(TABLE);
     put_range(0, 40);
     wait_copies_hold(10, 40);
 
@@ -301,18 +308,7 @@ static int outboxes_trimmed(const char *table)
 static void test_a_copy_that_lost_records_answers_no_read(void **state)
 {
     (void)state;
-    static const lapse_index_def gsi[] = {
-        {.name = GSI, .partition_key = "Grp", .partition_key_type = 'S', .partitions = GSI_PARTS}};
-    lapse_table_def d = {.name = "lost",
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = PARTS,
-                         .gsi = gsi,
-                         .ngsi = 1,
-                         .stream = 1,
-                         .replication = 3};
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    create("lost");
     put_range_on("lost", 0, 40);
     int trimmed = 0;
     for (int i = 0; i < 100 && !trimmed; i++) {

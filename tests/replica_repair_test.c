@@ -50,6 +50,20 @@ static int group_setup(void **state)
     return rs_group_setup_faults("--replog-retain 16", 0);
 }
 
+/* Creates table name (S key Id) of one partition and rf copies, with a
+ * stream when stream is set, or fails the test. */
+static void create_one(const char *name, unsigned rf, int stream)
+{
+    lapse_table_def d = {.name = name,
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = 1,
+                         .stream = stream,
+                         .replication = rf};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+}
+
 static int put_once(const char *table, int i, const char *v, lapse_error *e)
 {
     lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"%s\"}}", i, v);
@@ -220,14 +234,8 @@ static size_t stream_until(const char *table, streamread *s, size_t want, long w
 static void test_outbox_ships_only_what_every_copy_holds(void **state)
 {
     (void)state;
-    lapse_table_def d = {.name = OBX,
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = 1,
-                         .stream = 1,
-                         .replication = 3};
+    create_one(OBX, 3, 1);
     lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
     for (int i = 0; i < 10; i++) {
         assert_lapse_ok(put_once(OBX, i, "a", &e), &e);
     }
@@ -275,13 +283,8 @@ static void test_outbox_ships_only_what_every_copy_holds(void **state)
  * At RF 2 no member leaves the set at all; at RF 3 one does and rejoins. */
 static void restart_after_an_unconfirmed_round(const char *table, unsigned rf)
 {
-    lapse_table_def d = {.name = table,
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = 1,
-                         .replication = rf};
+    create_one(table, rf, 0);
     lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
     for (int i = 0; i < 10; i++) {
         assert_lapse_ok(put_once(table, i, "a", &e), &e);
     }
@@ -327,14 +330,8 @@ static void restart_after_an_unconfirmed_round(const char *table, unsigned rf)
 static void test_replica_outboxes_are_trimmed(void **state)
 {
     (void)state;
-    lapse_table_def d = {.name = "trim",
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = 1,
-                         .stream = 1,
-                         .replication = 3};
+    create_one("trim", 3, 1);
     lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
     for (int i = 0; i < 50; i++) {
         assert_lapse_ok(put_once("trim", i, "a", &e), &e);
     }
