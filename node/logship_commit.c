@@ -173,7 +173,7 @@ static void round_end(logship *ls, round *rd)
         }
         if (rd->rv == 0 && crv != 0) {
             rd->misses[rd->nmiss] = (miss){.id = an->id, .deposed = crv == LAPSE_EPERM};
-            snprintf(rd->misses[rd->nmiss++].why, sizeof(rd->misses[0].why), "%s",
+            snprintf(rd->misses[rd->nmiss++].why, sizeof(rd->misses[0].why), "%.500s",
                      an->err[0] ? an->err : lapse_strerror(crv));
         } else if (rd->rv == 0) {
             confirmed[nconfirmed++] = an->id;
