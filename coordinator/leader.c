@@ -45,6 +45,9 @@ static int take_over(server *s, const etcd_leader *l)
         pmap_free(s->pm);
         s->pm = st.pm;
         s->next_table_id = st.next_table_id;
+        for (size_t i = 0; i < s->nlive; i++) {
+            free(s->live[i].lags); /* reported to us while following */
+        }
         s->nlive = 0; /* liveness heard while following is not ours */
         /* The nodes keep the states the last leader stored, each UP one with
          * a full heartbeat timeout from now to be heard from: a failover
