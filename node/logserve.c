@@ -154,7 +154,7 @@ static void trim_copy(logship *ls, store *st, const Lapse__ReplicateLogRequest *
     }
     if (through > trimmed) {
         node_map *m = maps_acquire(ls->ns);
-        uint32_t dests[PMAP_MAX_REPLICAS * 64];
+        uint32_t dests[PMAP_MAX_DESTINATIONS];
         size_t n = pmap_outbox_destinations(pmap_table_find_id(m->pm, r->table_id), r->partition,
                                             dests, sizeof(dests) / sizeof(dests[0]));
         maps_release(m);
@@ -303,6 +303,27 @@ void logship_handle(const logship_call *c)
     }
 }
 
+/* A base partition's digest into out: its items, its log's position and
+ * first record, its outbox's range. 0 or the first error with err. */
+static int partition_digest(store *st, uint32_t table_id, uint32_t part,
+                            Lapse__PartitionDigestResponse *out, char *err, size_t errlen)
+{
+    int rv = replog_items_digest(st, table_id, part, &out->items, &out->digest, err, errlen);
+    if (rv == 0) {
+        rv = replog_position(st, table_id, part, &out->epoch, &out->seq, err, errlen);
+    }
+    if (rv == 0) {
+        rv = replog_first(st, table_id, part, &out->log_first, err, errlen);
+    }
+    if (rv == 0) {
+        rv = outbox_first_seq(st, table_id, part, &out->outbox_first, err, errlen);
+    }
+    if (rv == 0) {
+        rv = outbox_last_seq(st, table_id, part, &out->outbox_last, err, errlen);
+    }
+    return rv;
+}
+
 void logship_digest(const logship_call *c)
 {
     const Lapse__PartitionDigestRequest *r = c->req->partition_digest;
@@ -316,34 +337,11 @@ void logship_digest(const logship_call *c)
     }
     lapse__partition_digest_response__init(out);
     char err[512] = "";
-    if (r->index_id != 0) {
-        int grv = replog_gsi_digest(c->ns->st, r->table_id, r->index_id, r->partition, &out->items,
-                                    &out->digest, err, sizeof(err));
-        if (grv != 0) {
-            rpc_set_error(c->resp, c->a, grv, "%s", err);
-            return;
-        }
-        c->resp->body_case = LAPSE__RESPONSE__BODY_PARTITION_DIGEST;
-        c->resp->partition_digest = out;
-        return;
-    }
-    int rv = replog_items_digest(c->ns->st, r->table_id, r->partition, &out->items, &out->digest,
-                                 err, sizeof(err));
-    if (rv == 0) {
-        rv = replog_position(c->ns->st, r->table_id, r->partition, &out->epoch, &out->seq, err,
-                             sizeof(err));
-    }
-    if (rv == 0) {
-        rv = replog_first(c->ns->st, r->table_id, r->partition, &out->log_first, err, sizeof(err));
-    }
-    if (rv == 0) {
-        rv = outbox_first_seq(c->ns->st, r->table_id, r->partition, &out->outbox_first, err,
-                              sizeof(err));
-    }
-    if (rv == 0) {
-        rv = outbox_last_seq(c->ns->st, r->table_id, r->partition, &out->outbox_last, err,
-                             sizeof(err));
-    }
+    /* index_id: a copy of a GSI partition, its entries only. */
+    int rv = r->index_id != 0
+                 ? replog_gsi_digest(c->ns->st, r->table_id, r->index_id, r->partition, &out->items,
+                                     &out->digest, err, sizeof(err))
+                 : partition_digest(c->ns->st, r->table_id, r->partition, out, err, sizeof(err));
     if (rv != 0) {
         rpc_set_error(c->resp, c->a, rv, "%s", err);
         return;
