@@ -341,6 +341,8 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     }
     db_iter *it = NULL;
     size_t n = 0;
+    store_pending pend;
+    memset(&pend, 0, sizeof(pend));
     int gap = 0; /* an entry between the first and the last collected was passed over */
     const int derive = store_derive_wanted(t);
     store_derive d;
@@ -446,16 +448,15 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     }
     int written = 0;
     const int empty = db_batch_count(b) == 0;
-    rv = store_commit(st, b, t, part, &written, err, errlen);
+    rv = store_commit_start(st, b, t, part, &written, &pend, err, errlen);
     if (derive && (written || empty)) {
         store_derive_committed(&d);
     }
     if (rv != 0) {
         goto unlock; /* deleted here but not replicated: the next sweep's record carries it */
     }
-    res->commit_ms = clock_wall_now().ms;
-    /* Every entry below the cursor is now deleted or skipped: below the
-     * first one left when the budget ran out, else below the cutoff. */
+    /* Every entry below the cursor is now deleted here or skipped: below
+     * the first one left when the budget ran out, else below the cutoff. */
     if (!s->keep_cursor && (res->more || itemkey_expiry_bound(&s->cursor, t->id, part, cut) == 0)) {
         store_sweep_cursor_set(st, t->id, part, s->cursor.data, s->cursor.len);
     }
@@ -463,6 +464,12 @@ unlock:
     db_iter_free(it);
     pthread_mutex_unlock(mu);
     store_derive_end(&d);
+    /* The replicas are waited for with the partition unlocked, as a write's
+     * are: a follower applies a record under its own stripe lock, and a
+     * sweep there waiting for this node under it would close a circle. */
+    if (rv == 0 && (rv = store_commit_finish(st, &pend, err, errlen)) == 0) {
+        res->commit_ms = clock_wall_now().ms;
+    }
     if (rv != 0) {
         int64_t *keep = res->due_ms;
         memset(res, 0, sizeof(*res)); /* nothing was written */
@@ -592,6 +599,9 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
 {
     uint64_t seen[TTL_VERDICT_COUNT] = {0};
     int rv;
+    uint64_t n = 0;
+    store_pending pend;
+    memset(&pend, 0, sizeof(pend));
     db_iter *it = NULL;
     db_batch *b = NULL;
     buf pkey, resume, lo, hi, ekey, val;
@@ -638,7 +648,6 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
      * no write interleaves. Stops at the budget or at the partition's end
      * (then the record says done). An item that does not decode is passed
      * over (counted as scanned, not indexed). */
-    uint64_t n = 0;
     for (db_iter_seek_first(it); db_iter_valid(it) && n < max_items; db_iter_next(it)) {
         size_t klen = 0, vlen = 0;
         const uint8_t *k = db_iter_key(it, &klen);
@@ -682,17 +691,17 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
     }
     db_batch_put(b, st->db, CF_META, pkey.data, pkey.len, val.data, val.len);
     int written = 0;
-    if ((rv = store_commit(st, b, t, part, &written, err, errlen)) != 0) {
-        goto unlock;
-    }
-    *scanned = n;
-    for (int v = 0; ignored != NULL && v < TTL_VERDICT_COUNT; v++) {
-        ignored[v] += v == TTL_ELIGIBLE ? 0 : seen[v];
-    }
+    rv = store_commit_start(st, b, t, part, &written, &pend, err, errlen);
 unlock:
     db_iter_free(it);
     pthread_mutex_unlock(mu);
-    if (rv == 0) {
+    /* The replicas are waited for with the partition unlocked (as the
+     * sweep's, expiry_sweep). */
+    if (rv == 0 && (rv = store_commit_finish(st, &pend, err, errlen)) == 0) {
+        *scanned = n;
+        for (int v = 0; ignored != NULL && v < TTL_VERDICT_COUNT; v++) {
+            ignored[v] += v == TTL_ELIGIBLE ? 0 : seen[v];
+        }
         *done = finished;
     }
     db_batch_free(b);
@@ -759,10 +768,10 @@ int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t p
     buf k, pre;
     buf_init(&k);
     buf_init(&pre);
-    int rv = progress_key(&k, table_id, part, 0) != 0 ||
-                     itemkey_append_prefix(&pre, table_id, part) != 0
-                 ? LAPSE_ENOMEM
-                 : 0;
+    int rv =
+        progress_key(&k, table_id, part, 0) != 0 || itemkey_append_prefix(&pre, table_id, part) != 0
+            ? LAPSE_ENOMEM
+            : 0;
     if (rv == 0) {
         db_batch_delete(b, st->db, CF_META, k.data, k.len);
         keyset_remove_prefix(&st->undeletable, pre.data, pre.len);

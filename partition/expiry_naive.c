@@ -27,6 +27,10 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
                       expiry_sweep_result *res, char *err, size_t errlen)
 {
     int rv;
+    int finished = 0;
+    size_t scanned = 0;
+    store_pending pend;
+    memset(&pend, 0, sizeof(pend));
     db_iter *it = NULL;
     db_batch *b = NULL;
     const int derive = store_derive_wanted(t);
@@ -73,7 +77,6 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
      * and index entry) in one WriteBatch, all under the partition's lock so
      * each check and its delete are atomic. Stops at either budget or at the
      * partition's end (*done). */
-    size_t scanned = 0;
     db_iter_seek_first(it);
     for (; db_iter_valid(it) && scanned < max_scan && res->deleted < max_delete; db_iter_next(it)) {
         size_t klen = 0, vlen = 0;
@@ -116,7 +119,7 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
         }
         scanned++;
     }
-    int finished = !db_iter_valid(it);
+    finished = !db_iter_valid(it);
     if ((rv = db_iter_status(it, err, errlen)) != 0) {
         goto unlock;
     }
@@ -125,24 +128,25 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     }
     int written = 0;
     const int empty = db_batch_count(b) == 0;
-    rv = store_commit(st, b, t, part, &written, err, errlen);
+    rv = store_commit_start(st, b, t, part, &written, &pend, err, errlen);
     if (derive && (written || empty)) {
         store_derive_committed(&d);
-    }
-    if (rv != 0) {
-        goto unlock;
-    }
-    res->commit_ms = clock_wall_now().ms;
-    res->more = !finished;
-    *done = finished;
-    if (scanned > 0) {
-        buf swap = *resume; /* the last item read becomes the resume point */
-        *resume = last;
-        last = swap;
     }
 unlock:
     db_iter_free(it);
     pthread_mutex_unlock(mu);
+    /* The replicas are waited for with the partition unlocked (as the
+     * sweep's, expiry_sweep). */
+    if (rv == 0 && (rv = store_commit_finish(st, &pend, err, errlen)) == 0) {
+        res->commit_ms = clock_wall_now().ms;
+        res->more = !finished;
+        *done = finished;
+        if (scanned > 0) {
+            buf swap = *resume; /* the last item read becomes the resume point */
+            *resume = last;
+            last = swap;
+        }
+    }
 out:
     store_derive_end(&d);
     if (rv != 0) {

@@ -1,6 +1,6 @@
 /*
  * replog.c: the replication log of replicated partitions (replog.h): the
- * primary's commit (store_commit), the replica's apply, catch-up reads and
+ * primary's commit (store_commit_start, _finish), the replica's apply, catch-up reads and
  * the digest that compares replicas.
  */
 #include "replog.h"
@@ -299,14 +299,6 @@ int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *er
 int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen)
 {
     return store_commit_finish_many(st, pend, 1, err, errlen);
-}
-
-int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
-                 char *err, size_t errlen)
-{
-    store_pending pend;
-    int rv = store_commit_start(st, b, t, part, written, &pend, err, errlen);
-    return rv == 0 ? store_commit_finish(st, &pend, err, errlen) : rv;
 }
 
 void store_settle(store *st, const table_schema *t, uint32_t part)

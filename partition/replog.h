@@ -4,12 +4,13 @@
  *
  * On the primary, every WriteBatch that changes the partition (a point
  * write, a batch, the TTL sweep, a backfill step) is committed by
- * store_commit: under the partition's stripe lock it takes the next
+ * store_commit_start: under the partition's stripe lock it takes the next
  * sequence number, adds to the same batch the log record (the batch's own
  * ops in db_batch_log's portable form, with the epoch) and the partition's
  * new log position, writes it, and hands the record to the node's ship
- * hook, which returns once every in-sync replica has it durably. So records
- * are numbered, stored and shipped in commit order, and a write is
+ * hook, which queues it; with the lock released, store_commit_finish
+ * returns once every in-sync replica has it durably. So records are
+ * numbered, stored and shipped in commit order, and a write is
  * acknowledged to its caller only after its replicas have it.
  *
  * On a replica, store_replica_apply applies record seq of an epoch in one
@@ -26,7 +27,7 @@
  * epoch | u64be seq of the last record, absent before the first.
  *
  * Thread-safety: as store.h; the calls take the partition's stripe lock
- * (store_commit's caller already holds it).
+ * (store_commit_start's caller already holds it).
  */
 #ifndef LAPSE_REPLOG_H
 #define LAPSE_REPLOG_H
@@ -38,7 +39,8 @@
 #include "../storage/db.h"
 #include "store.h"
 
-/* The node's side of replication, called by store_commit. */
+/* The node's side of replication, called by store_commit_start (begin,
+ * ship) and store_commit_finish (wait). */
 typedef struct store_repl_hook {
     /* Before anything is written: sets *epoch to the epoch in which this
      * node is the primary of (table_id, part) and returns 0, or refuses the
@@ -60,8 +62,9 @@ typedef struct store_repl_hook {
                 const uint8_t *rec, size_t len, void **ticket, char *err, size_t errlen);
     /* Returns 0 once the records of tickets[0..n) (of one partition or
      * several) are on every in-sync replica of theirs, or the first failure
-     * with err; frees the tickets. Called exactly once per ticket, with or
-     * without the stripe lock. NULL when ship never queues. */
+     * with err; frees the tickets. Called exactly once per ticket, never
+     * under a stripe lock (store_commit_start). NULL when ship never
+     * queues. */
     int (*wait)(void *arg, void *const *tickets, size_t n, char *err, size_t errlen);
     /* Returns once every queued record of the partition up to seq is
      * shipped or has failed: what a read saw is then on the replicas, not
@@ -77,21 +80,9 @@ typedef struct store_repl_hook {
 void store_set_repl_hook(store *st, const store_repl_hook *h);
 
 /* Starts b's op log when t is replicated and a hook is installed, so
- * store_commit can ship b. Call right after creating or clearing b, before
+ * store_commit_start can ship b. Call right after creating or clearing b, before
  * adding ops. */
 void store_commit_prepare(store *st, db_batch *b, const table_schema *t);
-
-/* Commits b, the whole change of partition part of t: for a replicated
- * table (with a hook), as the header says; else a plain db_write. Sets
- * *written when b was written here, which the caller's bookkeeping (cached
- * counters, cursors) must then follow even on error. Returns 0,
- * begin's refusal (nothing written), LAPSE_EIO,
- * LAPSE_ENOMEM, or the ship hook's error (b written here; its replicas may
- * lack it: the caller's write is not acknowledged). An empty b is not
- * written. REQUIRES: the stripe lock of (t->id, part); b prepared by
- * store_commit_prepare. store_commit_start then store_commit_finish. */
-int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
-                 char *err, size_t errlen);
 
 /* A commit whose record is still on its way to the replicas. */
 typedef struct store_pending {
@@ -100,17 +91,29 @@ typedef struct store_pending {
     uint64_t seq;
 } store_pending;
 
-/* store_commit up to the ship hook's queueing: returns 0 with *pend to
- * finish (also when nothing is pending), or an error as store_commit with
- * nothing pending. The caller releases the stripe lock and then calls
- * store_commit_finish, so concurrent writes to the partition share a
- * replication round; until then the write is not acknowledged. */
+/* Commits b, the whole change of partition part of t, up to the ship
+ * hook's queueing: for a replicated table (with a hook), as the header
+ * says; else a plain db_write. Sets *written when b was written here,
+ * which the caller's bookkeeping (cached counters, cursors) must then
+ * follow even on error. Returns 0 with *pend to finish (also when nothing
+ * is pending), or begin's refusal (nothing written), LAPSE_EIO,
+ * LAPSE_ENOMEM, or the ship hook's error (b written here; its replicas may
+ * lack it: the caller's write is not acknowledged), with nothing pending.
+ * An empty b is not written. REQUIRES: the stripe lock of (t->id, part);
+ * b prepared by store_commit_prepare.
+ *
+ * The caller releases the stripe lock and then calls store_commit_finish,
+ * so concurrent writes to the partition share a replication round; until
+ * then the write is not acknowledged. There is no call that commits and
+ * waits under the lock: a follower applies a record under its own stripe
+ * lock, so a node waiting for its replicas while holding one could wait
+ * on a node that waits for it. */
 int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
                        store_pending *pend, char *err, size_t errlen);
 
 /* Waits for pend's record to be on every in-sync replica: 0, or the ship
- * hook's error (as store_commit). Once per store_commit_start that
- * returned 0; no lock needed. */
+ * hook's error (as store_commit_start). Once per store_commit_start that
+ * returned 0, with the partition's stripe lock released. */
 int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen);
 
 /* store_commit_finish of pends[0..n) at once (a batch's partitions: their

@@ -17,6 +17,7 @@
 #include "store_test_util.h"
 
 #include "../common/clock.h"
+#include "store_int.h"
 #include "expiry.h"
 #include "replog.h"
 #include "request.h"
@@ -26,11 +27,13 @@ typedef struct pair {
     fixture *f;
     store *replica;
     char rdir[512];
-    uint64_t epoch;   /* the primary's epoch (0: not primary) */
-    int fail_ships;   /* ships to fail before reaching the replica */
-    int ships;        /* ship calls */
-    int caught_up;    /* records resent by catch-ups */
-    int diverged;     /* ships the replica answered with diverged */
+    uint64_t epoch;    /* the primary's epoch (0: not primary) */
+    int fail_ships;    /* ships to fail before reaching the replica */
+    int ships;         /* ship calls */
+    int caught_up;     /* records resent by catch-ups */
+    int diverged;      /* ships the replica answered with diverged */
+    int waits;         /* records waited for (hook_wait) */
+    int waited_locked; /* of them, waited for with their partition's stripe held */
 } pair;
 
 static pair g_pair;
@@ -80,9 +83,8 @@ static int resend_from(pair *p, uint32_t table_id, uint32_t part, uint64_t appli
 
 /* As the node's hook: send; on a gap, resend the log from where the replica
  * stands, then the record again. */
-static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
-                     uint64_t prev_epoch, const uint8_t *rec, size_t len, void **ticket,
-                     char *err, size_t errlen)
+static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, uint64_t prev_epoch,
+                     const uint8_t *rec, size_t len, void **ticket, char *err, size_t errlen)
 {
     (void)ticket; /* shipped there and then */
     pair *p = arg;
@@ -99,6 +101,58 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
     p->diverged += diverged;
     if (rv == LAPSE_ESTATE && !diverged) {
         rv = resend_from(p, table_id, part, applied, err, errlen);
+    }
+    return rv;
+}
+
+/* A record queued by hook_ship_later, shipped when waited for. */
+typedef struct queued {
+    uint32_t table_id, part;
+    uint64_t seq, prev_epoch;
+    size_t len;
+    uint8_t rec[];
+} queued;
+
+/* As the node's group commit: queue the record, ship it in wait. */
+static int hook_ship_later(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
+                           uint64_t prev_epoch, const uint8_t *rec, size_t len, void **ticket,
+                           char *err, size_t errlen)
+{
+    (void)arg;
+    queued *q = malloc(sizeof(*q) + len);
+    if (q == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    *q = (queued){
+        .table_id = table_id, .part = part, .seq = seq, .prev_epoch = prev_epoch, .len = len};
+    memcpy(q->rec, rec, len);
+    *ticket = q;
+    return 0;
+}
+
+/* Ships each queued record, noting whether its partition's stripe lock is
+ * held meanwhile (by this thread: the tests are single-threaded, so a
+ * failed trylock can only mean the caller waits under it). */
+static int hook_wait(void *arg, void *const *tickets, size_t n, char *err, size_t errlen)
+{
+    pair *p = arg;
+    int rv = 0;
+    for (size_t i = 0; i < n; i++) {
+        queued *q = tickets[i];
+        pthread_mutex_t *mu = store_stripe(p->f->st, q->table_id, q->part);
+        if (pthread_mutex_trylock(mu) == 0) {
+            pthread_mutex_unlock(mu);
+        } else {
+            p->waited_locked++;
+        }
+        p->waits++;
+        void *none = NULL;
+        if (rv == 0) {
+            rv = hook_ship(arg, q->table_id, q->part, q->seq, q->prev_epoch, q->rec, q->len, &none,
+                           err, errlen);
+        }
+        free(q);
     }
     return rv;
 }
@@ -154,8 +208,7 @@ static void entries_fini(entries *es)
 
 static snapshot_entry entry_at(const entries *es, size_t i)
 {
-    return (snapshot_entry){es->fam[i], es->k[i].data, es->k[i].len, es->v[i].data,
-                            es->v[i].len};
+    return (snapshot_entry){es->fam[i], es->k[i].data, es->k[i].len, es->v[i].data, es->v[i].len};
 }
 
 static void read_snapshot(fixture *f, store *st, uint32_t table_id, uint32_t part, size_t chunk,
@@ -222,8 +275,7 @@ static void assert_same(pair *p, const table_schema *t)
     for (uint32_t part = 0; part < t->partitions; part++) {
         uint64_t c1, d1, c2, d2, e1, s1, e2, s2;
         assert_ok(replog_items_digest(f->st, t->id, part, &c1, &d1, f->err, sizeof f->err), f);
-        assert_ok(replog_items_digest(p->replica, t->id, part, &c2, &d2, f->err, sizeof f->err),
-                  f);
+        assert_ok(replog_items_digest(p->replica, t->id, part, &c2, &d2, f->err, sizeof f->err), f);
         assert_int_equal(c1, c2);
         assert_true(d1 == d2);
         assert_ok(replog_position(f->st, t->id, part, &e1, &s1, f->err, sizeof f->err), f);
@@ -304,8 +356,7 @@ static void test_every_write_kind_reaches_the_replica(void **state)
     for (uint32_t part = 0; part < t.partitions; part++) {
         expiry_sweep_result res;
         memset(&res, 0, sizeof res);
-        assert_ok(expiry_sweep(f->st, &t, part, clock_wall_now(), 100, &res, f->err,
-                               sizeof f->err),
+        assert_ok(expiry_sweep(f->st, &t, part, clock_wall_now(), 100, &res, f->err, sizeof f->err),
                   f);
         deleted += res.deleted;
     }
@@ -379,9 +430,9 @@ static void test_replica_refuses_gaps_old_epochs_and_garbage(void **state)
                              sizeof f->err),
                 LAPSE_EPERM, f);
     /* Garbage: too short, and ops that do not parse. Nothing applied. */
-    assert_code(replog_apply(p->replica, t.id, part, 2, 3, old, 5, &applied, &dv, f->err,
-                             sizeof f->err),
-                LAPSE_ECORRUPT, f);
+    assert_code(
+        replog_apply(p->replica, t.id, part, 2, 3, old, 5, &applied, &dv, f->err, sizeof f->err),
+        LAPSE_ECORRUPT, f);
     memcpy(old, gr.rec, gr.len);
     old[8] = 'Z';
     assert_code(replog_apply(p->replica, t.id, part, 2, 3, old, gr.len, &applied, &dv, f->err,
@@ -402,12 +453,10 @@ static void test_failed_ship_then_catch_up(void **state)
     put(f, &t, row(1, "a", 0));
     p->fail_ships = 2;
     item *it = row(2, "b", 0);
-    assert_code(store_put(f->st, &t, it, NULL, NULL, f->err, sizeof f->err), LAPSE_EUNAVAILABLE,
-                f);
+    assert_code(store_put(f->st, &t, it, NULL, NULL, f->err, sizeof f->err), LAPSE_EUNAVAILABLE, f);
     item_free(it);
     it = row(3, "c", 0);
-    assert_code(store_put(f->st, &t, it, NULL, NULL, f->err, sizeof f->err), LAPSE_EUNAVAILABLE,
-                f);
+    assert_code(store_put(f->st, &t, it, NULL, NULL, f->err, sizeof f->err), LAPSE_EUNAVAILABLE, f);
     item_free(it);
     /* Written on the primary, not on the replica: not acknowledged. */
     assert_int_equal(total_items(f->st, &t), 3);
@@ -444,9 +493,9 @@ static void test_diverged_copy_is_reset_and_rebuilt(void **state)
     uint8_t e4[4096];
     memcpy(e4, gr.rec, gr.len);
     e4[7] = 4;
-    assert_code(replog_apply(p->replica, t.id, 0, 3, 4, e4, gr.len, &applied, &dv, f->err,
-                             sizeof f->err),
-                LAPSE_ESTATE, f);
+    assert_code(
+        replog_apply(p->replica, t.id, 0, 3, 4, e4, gr.len, &applied, &dv, f->err, sizeof f->err),
+        LAPSE_ESTATE, f);
     assert_int_equal(dv, 1);
     assert_non_null(strstr(f->err, "diverged"));
     /* The new primary's own record 2, of epoch 4. */
@@ -561,9 +610,8 @@ static void test_snapshot_rebuilds_a_copy(void **state)
         assert_int_equal(e2, se);
         /* The log from the snapshot's position on. */
         resend r = {.p = &(pair){.replica = fresh}, .table_id = t.id, .part = part};
-        assert_ok(replog_record_epoch(fresh, t.id, part, sseq, &r.prev_epoch, f->err,
-                                      sizeof f->err),
-                  f);
+        assert_ok(
+            replog_record_epoch(fresh, t.id, part, sseq, &r.prev_epoch, f->err, sizeof f->err), f);
         assert_ok(replog_read(f->st, t.id, part, sseq, SIZE_MAX, 0, resend_one, &r, f->err,
                               sizeof f->err),
                   f);
@@ -577,8 +625,8 @@ static void test_snapshot_rebuilds_a_copy(void **state)
         snapshot_entry bad = entry_at(want, 0);
         assert_code(snapshot_install(fresh, t.id, part, &bad, 1, f->err, sizeof f->err),
                     LAPSE_ESTATE, f);
-        assert_code(snapshot_finish(fresh, t.id, part, 1, 1, f->err, sizeof f->err),
-                    LAPSE_ESTATE, f);
+        assert_code(snapshot_finish(fresh, t.id, part, 1, 1, f->err, sizeof f->err), LAPSE_ESTATE,
+                    f);
         /* Entries that are not this partition's are refused, none written. */
         bad.family = 6; /* the GSI family */
         assert_code(snapshot_install(fresh, t.id, part, &bad, 1, f->err, sizeof f->err),
@@ -599,6 +647,62 @@ static void test_snapshot_rebuilds_a_copy(void **state)
     testdir_remove(dir);
 }
 
+/* Every commit waits for its replicas with its partition unlocked: the
+ * node's followers apply a record under their own stripe lock, so a sweep
+ * or backfill step waiting under its lock could wait on a node that waits
+ * for it (two nodes sweeping partitions of one stripe). Writes, batches,
+ * TTL sweeps and backfill steps all queue their record and wait after
+ * unlocking; the replica ends equal. */
+static void test_commits_wait_for_replicas_unlocked(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    store_repl_hook h = {.begin = hook_begin, .ship = hook_ship_later, .wait = hook_wait, .arg = p};
+    store_set_repl_hook(f->st, &h);
+    table_schema t = replicated();
+    const int64_t now_s = clock_wall_now().ms / 1000;
+    for (int i = 0; i < 20; i++) {
+        put(f, &t, row(i, "a", i % 2 == 0 ? now_s - 10 : now_s + 3600));
+    }
+    item *puts[4];
+    store_write w[4];
+    for (int i = 0; i < 4; i++) {
+        puts[i] = row(100 + i, "batch", now_s - 5);
+        w[i] = (store_write){.put = puts[i]};
+    }
+    assert_ok(store_batch_write(f->st, &t, w, 4, f->err, sizeof f->err), f);
+    for (int i = 0; i < 4; i++) {
+        item_free(puts[i]);
+    }
+    const int writes = p->waits;
+    assert_true(writes >= 21);
+    size_t deleted = 0;
+    for (uint32_t part = 0; part < t.partitions; part++) {
+        expiry_sweep_result res;
+        memset(&res, 0, sizeof res);
+        assert_ok(expiry_sweep(f->st, &t, part, clock_wall_now(), 100, &res, f->err, sizeof f->err),
+                  f);
+        deleted += res.deleted;
+    }
+    assert_int_equal(deleted, 14);
+    const int sweeps = p->waits - writes;
+    assert_true(sweeps > 0);
+    t.ttl.config_version = 7; /* a new config: every partition is indexed again */
+    for (uint32_t part = 0; part < t.partitions; part++) {
+        uint64_t scanned = 0;
+        int done = 0;
+        assert_ok(expiry_backfill_step(f->st, &t, part, clock_wall_now(), 1000, &scanned, NULL,
+                                       &done, f->err, sizeof f->err),
+                  f);
+        assert_true(done);
+    }
+    assert_int_equal(p->waits - writes - sweeps, (int)t.partitions);
+    assert_int_equal(p->waited_locked, 0);
+    assert_same(p, &t);
+    assert_int_equal(total_items(p->replica, &t), 10);
+}
+
 static void test_not_primary_writes_nothing(void **state)
 {
     (void)state;
@@ -607,8 +711,7 @@ static void test_not_primary_writes_nothing(void **state)
     table_schema t = replicated();
     p->epoch = 0;
     item *it = row(1, "a", 0);
-    assert_code(store_put(f->st, &t, it, NULL, NULL, f->err, sizeof f->err), LAPSE_EWRONGNODE,
-                f);
+    assert_code(store_put(f->st, &t, it, NULL, NULL, f->err, sizeof f->err), LAPSE_EWRONGNODE, f);
     item_free(it);
     assert_int_equal(total_items(f->st, &t), 0);
     assert_int_equal(p->ships, 0);
@@ -616,9 +719,9 @@ static void test_not_primary_writes_nothing(void **state)
     table_schema one = plain;
     put(f, &one, row(1, "a", 0));
     uint64_t e, seq;
-    assert_ok(replog_position(f->st, one.id, part_of(1, one.partitions), &e, &seq,
-                              f->err, sizeof f->err),
-              f);
+    assert_ok(
+        replog_position(f->st, one.id, part_of(1, one.partitions), &e, &seq, f->err, sizeof f->err),
+        f);
     assert_int_equal(seq, 0);
     assert_int_equal(p->ships, 0);
 }
@@ -662,8 +765,8 @@ static void test_retried_write_takes_effect_once(void **state)
     assert_ok(store_put_once(f->st, &t, a, &absent, ra, f->err, sizeof f->err), f);
     put(f, &t, row(1, "b", 0)); /* someone else's write comes between */
     assert_ok(store_put_once(f->st, &t, a, &absent, ra, f->err, sizeof f->err), f);
-    assert_code(store_put_once(f->st, &t, a, &absent, rb, f->err, sizeof f->err),
-                LAPSE_ECONDITION, f); /* another call: its condition counts */
+    assert_code(store_put_once(f->st, &t, a, &absent, rb, f->err, sizeof f->err), LAPSE_ECONDITION,
+                f); /* another call: its condition counts */
     assert_v(f->st, &t, 1, "b");
     /* The replica, promoted, knows the call too. */
     assert_ok(store_put_once(p->replica, &t, a, &absent, ra, f->err, sizeof f->err), f);
@@ -780,11 +883,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_ship_then_catch_up, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_log_is_trimmed_on_both_copies, pair_setup,
                                         pair_teardown),
-        cmocka_unit_test_setup_teardown(test_snapshot_rebuilds_a_copy, pair_setup,
-                                        pair_teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_rebuilds_a_copy, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_retried_write_takes_effect_once, pair_setup,
                                         pair_teardown),
-        cmocka_unit_test_setup_teardown(test_not_primary_writes_nothing, pair_setup,
+        cmocka_unit_test_setup_teardown(test_not_primary_writes_nothing, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_commits_wait_for_replicas_unlocked, pair_setup,
                                         pair_teardown),
         cmocka_unit_test_setup_teardown(test_diverged_copy_is_reset_and_rebuilt, pair_setup,
                                         pair_teardown),
