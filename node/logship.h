@@ -30,6 +30,7 @@
 #define LOGSHIP_GROUP_RECORDS 256     /* records per replication round at most (group commit) */
 #define LOGSHIP_GROUP_BYTES (4 << 20) /* bytes per round at most (one record may be more) */
 #define LOGSHIP_CALL_BYTES (8 << 20)  /* bytes of rounds taken into one shipment at most */
+#define LOGSHIP_CALLS_IN_FLIGHT 1     /* shipments on the wire at once, node-wide (2: slower) */
 #define LOGSHIP_CATCHUP_BYTES (4 << 20)
 #define LOGSHIP_SHRINK_TIMEOUT_MS 2000 /* the coordinator's answer to a ReplicaShrink */
 #define LOGSHIP_CONNECT_WAIT_MS 100    /* a replica with no connection after this is unreachable */

@@ -336,10 +336,11 @@ static void pending_add(logship *ls, part_state *p)
 
 /* Group commit. The ship hook only queues a record (in seq order: it runs
  * under the stripe lock) and lists its partition as pending; whoever then
- * waits for a record of its own that is not on the wire takes the queues
- * of every pending partition with no round on the wire (each up to
- * LOGSHIP_GROUP_RECORDS / _BYTES: a round) and ships them as one call per
- * follower (ship_rounds), so the writes that queued while a round was out
+ * waits for a record of its own that is not on the wire, while fewer than
+ * LOGSHIP_CALLS_IN_FLIGHT shipments are, takes the queues of every pending
+ * partition with no round on the wire (each up to LOGSHIP_GROUP_RECORDS /
+ * _BYTES: a round) and ships them as one call per follower (ship_rounds),
+ * so the writes that queued while shipments were out, to any partition,
  * share the next one. */
 static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, uint64_t prev_epoch,
                      const uint8_t *rec, size_t len, void **ticket, char *err, size_t errlen)
@@ -377,15 +378,19 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, 
     return 0;
 }
 
-/* Takes the queue of every partition that has records and no round on
- * the wire (in the order they queued, up to LOGSHIP_CALL_BYTES), ships
- * those rounds together, one call per follower, and marks their records
- * through (shipped, or failed with the round's error). Returns how many
- * rounds it shipped: 0 when there were none (the caller waits for
+/* Node-level group commit. Unless LOGSHIP_CALLS_IN_FLIGHT shipments are
+ * on the wire, takes the queue of every partition that has records and no
+ * round on the wire (in the order they queued, up to LOGSHIP_CALL_BYTES),
+ * ships those rounds together, one call per follower, and marks their
+ * records through (shipped, or failed with the round's error). Returns how
+ * many rounds it shipped: 0 when it could not (the caller waits for
  * ls->shipped, which every shipment's end broadcasts). REQUIRES: ls->lock
  * held (released while the rounds are on the wire). */
 static size_t ship_rounds(logship *ls)
 {
+    if (ls->calls_out >= LOGSHIP_CALLS_IN_FLIGHT) {
+        return 0;
+    }
     size_t cand = 0;
     for (const part_state *p = ls->pend_head; p != NULL; p = p->pend_next) {
         cand += !p->shipping && p->q_head != NULL;
@@ -421,6 +426,7 @@ static size_t ship_rounds(logship *ls)
             link = &p->pend_next;
         }
     }
+    ls->calls_out++;
     pthread_mutex_unlock(&ls->lock);
     for (size_t i = 0; i < nr; i++) {
         round_start(ls, &rds[i]);
@@ -432,6 +438,7 @@ static size_t ship_rounds(logship *ls)
     atomic_fetch_add(&ls->rounds, nr);
     atomic_fetch_add(&ls->calls, calls);
     pthread_mutex_lock(&ls->lock);
+    ls->calls_out--;
     int tell = 0;
     for (size_t i = 0; i < nr; i++) {
         round *rd = &rds[i];
@@ -485,10 +492,11 @@ static int hook_wait(void *arg, void *const *tickets, size_t n, char *err, size_
         if (through) {
             break;
         }
-        /* Only a waiter whose own records are not on the wire ships (and
-         * takes every other pending partition along): no waiter ever waits
-         * for a shipment that does not carry its records, since a TTL
-         * sweep waits holding its partition's stripe lock. */
+        /* A waiter whose own records are not on the wire ships (and takes
+         * every other pending partition along) when the limit allows; else
+         * it waits for the shipment on the wire to end. Nobody waits here
+         * holding a stripe lock (store_commit_start), so a shipment that
+         * does not carry its records holds up nothing it needs. */
         int mine = 0;
         for (size_t i = 0; i < n && !mine; i++) {
             const ship_entry *e = tickets[i];

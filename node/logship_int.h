@@ -118,9 +118,11 @@ struct logship {
     _Atomic uint64_t rounds, round_records; /* replication rounds and the records they took */
     _Atomic uint64_t calls; /* the calls that carried them (node-level group commit) */
     pthread_cond_t shipped; /* broadcast (under lock) whenever rounds end */
-    /* group commit (logship_commit.c): the partitions with records queued,
-     * in the order they queued */
+    /* node-level group commit (logship_commit.c): the partitions with
+     * records queued, in the order they queued, and the shipments on the
+     * wire (at most LOGSHIP_CALLS_IN_FLIGHT) */
     part_state *pend_head, *pend_tail;
+    int calls_out;
     /* the resync thread (resync.c) */
     pthread_t thread;
     int running;

@@ -600,6 +600,18 @@ static void test_concurrent_writes_share_rounds(void **state)
     assert_true(rounds > 0 && rounds < records * 0.9);
 }
 
+/* On 32 partitions, where concurrent writes seldom meet on one, the rounds
+ * of different partitions bound for a follower shared calls (node-level
+ * group commit): without that, every round is a call to each of its two
+ * followers. */
+static void test_writes_to_many_partitions_share_calls(void **state)
+{
+    (void)state;
+    double rounds = 0, calls = 0, records = 0;
+    gc_run("gcommit32", 32, &rounds, &calls, &records);
+    assert_true(calls > 0 && calls < 2 * rounds * 0.9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -607,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_client_spreads_reads_over_the_copies),
         cmocka_unit_test(test_copy_out_of_the_set_refuses),
         cmocka_unit_test(test_concurrent_writes_share_rounds),
+        cmocka_unit_test(test_writes_to_many_partitions_share_calls),
     };
     return cmocka_run_group_tests(tests, group_setup, rs_group_teardown);
 }
