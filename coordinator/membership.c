@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -156,9 +157,8 @@ static int mark_down(pmap *next, const pmap_node *n, size_t *sets)
  * One pass of down detection. Budget: one look at each node (the cluster has
  * few), and at most one commit, with every node found silent in this pass
  * marked DOWN together, so a pass never holds the lock for more than one
- * synced write (and, when replica sets changed, one push of the map). A failed commit is retried on the next pass, since the nodes
- * are still UP and still silent.
- * REQUIRES: s->lock held.
+ * synced write (and, when replica sets changed, one push of the map). A failed commit is retried on
+ * the next pass, since the nodes are still UP and still silent. REQUIRES: s->lock held.
  */
 static void check_silent(server *s, int64_t now_mono_ms)
 {
@@ -275,8 +275,7 @@ static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
             return;
         }
         ndown++;
-        log_warn("node %u (%s) is DOWN: its etcd lease expired or was revoked", n->id,
-                 n->address);
+        log_warn("node %u (%s) is DOWN: its etcd lease expired or was revoked", n->id, n->address);
     }
     if (next == NULL) {
         return;
@@ -294,8 +293,51 @@ static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
     }
 }
 
+/* A node UP under a lease, as the map had it when a pass started. */
+typedef struct leased {
+    uint32_t id;
+    int64_t lease;
+    char address[PMAP_MAX_ADDR];
+} leased;
+
+/*
+ * Revokes the lease of every node of up[0..n) whose process is gone: the
+ * leader's connection to it dropped and a probe of its address is refused
+ * (rpc_probe: nothing listens there). Its key then goes at once, and the
+ * registry read that follows fails it over, instead of waiting out the
+ * rest of its lease. Only a refusal counts: a stopped node, or one behind
+ * a cut, still accepts or does not answer, and keeps its lease until it
+ * runs out, so a live primary is never deposed before its lease could have
+ * expired (docs/replication.md, "Failover"). A node listens before it
+ * registers, so a registered process refuses nothing. REQUIRES: s->lock
+ * not held (probes and etcd calls block).
+ */
+static void revoke_dead(server *s, const leased *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char err[512];
+        rpc_client *cli = NULL;
+        if (push_client(s->pusher, up[i].address, &cli, err, sizeof(err)) != 0 ||
+            rpc_client_connected(cli, 0) ||
+            rpc_probe(up[i].address, MEMBERSHIP_PROBE_TIMEOUT_MS) != RPC_PROBE_REFUSED) {
+            continue;
+        }
+        int rv = etcd_lease_revoke(s->ec, up[i].lease, err, sizeof(err));
+        if (rv == 0) {
+            log_warn("node %u (%s) refuses connections: its process is gone; revoked its etcd "
+                     "lease %llx so that it fails over now",
+                     up[i].id, up[i].address, (unsigned long long)up[i].lease);
+        } else if (rv != LAPSE_ENOTFOUND) {
+            log_warn("node %u (%s) refuses connections, but its etcd lease %llx could not be "
+                     "revoked (it fails over when the lease expires): %s",
+                     up[i].id, up[i].address, (unsigned long long)up[i].lease, err);
+        }
+    }
+}
+
 /* Reads the node registry with s->lock released (an etcd call must not
- * hold up the handlers), then judges it. REQUIRES: s->lock held. */
+ * hold up the handlers), after revoking the leases of nodes found dead
+ * (revoke_dead), then judges it. REQUIRES: s->lock held. */
 static void registry_pass(server *s, int *warned)
 {
     if (!server_leads(s)) {
@@ -303,8 +345,21 @@ static void registry_pass(server *s, int *warned)
     }
     char err[512];
     etcd_kvs reg;
-    int64_t started = clock_mono_now().ms;
+    leased *up = calloc(s->pm->nnodes > 0 ? s->pm->nnodes : 1, sizeof(*up));
+    size_t nup = 0;
+    for (size_t i = 0; up != NULL && i < s->pm->nnodes; i++) {
+        const pmap_node *n = &s->pm->nodes[i];
+        if (n->state == PMAP_NODE_UP && n->lease != 0) {
+            up[nup].id = n->id;
+            up[nup].lease = n->lease;
+            snprintf(up[nup].address, sizeof(up[nup].address), "%s", n->address);
+            nup++;
+        }
+    }
     pthread_mutex_unlock(&s->lock);
+    revoke_dead(s, up, nup);
+    free(up);
+    int64_t started = clock_mono_now().ms;
     int rv = etcd_range(s->ec, s->keys.nodes, 1, 0, 0, &reg, err, sizeof(err));
     pthread_mutex_lock(&s->lock);
     if (rv != 0) {

@@ -20,7 +20,12 @@
  * UP exactly while its key is there (with the address the key holds), DOWN
  * once its lease expired or was revoked. RegisterNode is accepted only while
  * the node's key is there; heartbeats still carry TTL progress and clocks
- * but no longer turn a node UP.
+ * but no longer turn a node UP. Before each read the leader revokes the
+ * lease of a node whose process is gone (its connection to the node dropped
+ * and the node's address refuses a connection: nothing listens there), so
+ * kill -9 fails a node over within a period or so rather than when its
+ * lease runs out; a stopped or cut-off node refuses nothing and keeps its
+ * lease until it expires.
  * DOWN also fails the node over in every replica set that holds it in sync
  * (placement/failover.h), in the same commit, and the new map is pushed to
  * the UP nodes at once; a partition of one copy stays with its node.
@@ -44,6 +49,8 @@
 #include "server.h"
 
 #define MEMBERSHIP_PERIOD_MS 250
+/* A probe of a node whose connection dropped (is its process gone?) */
+#define MEMBERSHIP_PROBE_TIMEOUT_MS 100
 
 /* Registers node id at address (new, moved, or back from DOWN): marks it UP
  * and records a heartbeat. Commits when anything changed. Returns 0,

@@ -20,6 +20,7 @@
 #include "../common/token.h"
 #include "../partition/replog.h"
 #include "node.h"
+#include "registry.h"
 #include "shipper.h"
 
 /* Set by the signal handler, read by main's wait loop. */
@@ -53,6 +54,10 @@ static void usage(FILE *f)
             "                      coordinators on etcd judge this node UP while it lasts\n"
             "  --cluster-name NAME with --etcd: the cluster's prefix /lapse/NAME/ (default\n"
             "                      " NODE_DEFAULT_CLUSTER ", as the coordinators')\n"
+            "  --lease-ttl S       with --etcd: the lease's time to live in seconds, 2..60\n"
+            "                      (default %d): how long a stopped or cut-off node keeps its\n"
+            "                      partitions (a killed one fails over as soon as the leader\n"
+            "                      finds its port closed)\n"
             "  --workers N         RPC handler threads, 1..256 (default 4)\n"
             "  --log-level LEVEL   debug, info, warn or error (default info)\n"
             "  --ttl-workers N     TTL scanner threads, 1..%d (default %d)\n"
@@ -84,9 +89,9 @@ static void usage(FILE *f)
             "                      serve Prometheus metrics at http://HOST:PORT/metrics "
             "(default: off)\n"
             "  --help              this text\n",
-            NODE_DEFAULT_COORDINATOR, EXPIRE_MAX_WORKERS, EXPIRE_DEFAULT_WORKERS,
-            EXPIRE_DEFAULT_MAX_SKEW_MS, EXPIRE_DEFAULT_NAIVE_INTERVAL_MS, REPLOG_RETAIN_DEFAULT,
-            SHIPPER_MAX_WORKERS, SHIPPER_DEFAULT_WORKERS);
+            NODE_DEFAULT_COORDINATOR, REGISTRY_LEASE_TTL_S, EXPIRE_MAX_WORKERS,
+            EXPIRE_DEFAULT_WORKERS, EXPIRE_DEFAULT_MAX_SKEW_MS, EXPIRE_DEFAULT_NAIVE_INTERVAL_MS,
+            REPLOG_RETAIN_DEFAULT, SHIPPER_MAX_WORKERS, SHIPPER_DEFAULT_WORKERS);
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -163,6 +168,7 @@ int main(int argc, char **argv)
         {"cluster-token-file", required_argument, NULL, 'C'},
         {"etcd", required_argument, NULL, 'e'},
         {"cluster-name", required_argument, NULL, 'n'},
+        {"lease-ttl", required_argument, NULL, 'E'},
         {"replog-retain", required_argument, NULL, 'L'},
         /* Hidden, for tests: shifts this node's wall clock (clock skew). */
         {"debug-clock-offset-ms", required_argument, NULL, 'O'},
@@ -301,6 +307,12 @@ int main(int argc, char **argv)
         case 'n':
             opt.cluster_name = optarg;
             break;
+        case 'E':
+            if ((rv = int_flag("--lease-ttl", 2, 60, &v)) != 0) {
+                return rv;
+            }
+            opt.lease_ttl_s = (int)v;
+            break;
         case 'L':
             if ((rv = int_flag("--replog-retain", 16, 100000000LL, &v)) != 0) {
                 return rv;
@@ -348,6 +360,9 @@ int main(int argc, char **argv)
     }
     if (opt.data_dir == NULL || opt.data_dir[0] == 0) {
         return bad_usage("%s", "--data is required");
+    }
+    if (opt.lease_ttl_s != 0 && opt.etcd_endpoints == NULL) {
+        return bad_usage("%s", "--lease-ttl needs --etcd");
     }
     if (opt.cluster_name != NULL && opt.etcd_endpoints == NULL) {
         return bad_usage("%s", "--cluster-name needs --etcd");

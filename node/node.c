@@ -194,8 +194,8 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     if ((rv = open_store(ns, err, errlen)) != 0 || (rv = check_node_id(ns, err, errlen)) != 0) {
         goto fail;
     }
-    store_set_replog_retain(ns->st, opt->replog_retain > 0 ? opt->replog_retain
-                                                           : REPLOG_RETAIN_DEFAULT);
+    store_set_replog_retain(ns->st,
+                            opt->replog_retain > 0 ? opt->replog_retain : REPLOG_RETAIN_DEFAULT);
     ns->maps_inited = 1; /* maps_init creates its locks before it can fail */
     if ((rv = maps_init(ns, err, errlen)) != 0) {
         goto fail;
@@ -259,7 +259,8 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     if (opt->etcd_endpoints != NULL &&
         (rv = registry_open(ns, opt->etcd_endpoints,
                             opt->cluster_name != NULL ? opt->cluster_name : NODE_DEFAULT_CLUSTER,
-                            err, errlen)) != 0) {
+                            opt->lease_ttl_s > 0 ? opt->lease_ttl_s : REGISTRY_LEASE_TTL_S, err,
+                            errlen)) != 0) {
         goto fail;
     }
     if ((rv = membership_start(ns, err, errlen)) != 0) {
@@ -297,16 +298,16 @@ void node_close(node_server *ns)
         logship_stop(ns->logship); /* no more resync calls from its thread */
     }
     STEP("membership_stop");
-    membership_stop(ns);       /* no more coordinator calls from the thread */
+    membership_stop(ns); /* no more coordinator calls from the thread */
     STEP("registry_close");
-    registry_close(ns, 1);     /* our key goes: the coordinators see us DOWN now */
+    registry_close(ns, 1); /* our key goes: the coordinators see us DOWN now */
     STEP("streams_stop");
     streams_stop(ns->streams); /* long polls answer now; retention stops */
     STEP("rpc_server_close");
     rpc_server_close(ns->srv); /* waits for running handlers */
     ns->srv = NULL;
     STEP("telemetry_stop");
-    telemetry_stop(ns);    /* the endpoint reads the TTL engine, shipper and store */
+    telemetry_stop(ns); /* the endpoint reads the TTL engine, shipper and store */
     STEP("expire_close");
     expire_close(ns->ttl); /* its threads finish their current step */
     ns->ttl = NULL;

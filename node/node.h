@@ -54,12 +54,12 @@
 #define NODE_MAX_URL PMAP_MAX_ADDR
 #define NODE_MAX_TOKEN 255 /* --cluster-token-file: bytes of the token */
 #define NODE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7400,tcp://127.0.0.1:7410"
-#define NODE_DEFAULT_WORKERS 4 /* --workers */
-#define NODE_URGENT_WORKERS 2  /* RPC threads for peers' ReplicateLog only (node.c) */
-#define NODE_RPC_CONTEXTS 256  /* requests received at once (the rest wait in the socket) */
+#define NODE_DEFAULT_WORKERS 4       /* --workers */
+#define NODE_URGENT_WORKERS 2        /* RPC threads for peers' ReplicateLog only (node.c) */
+#define NODE_RPC_CONTEXTS 256        /* requests received at once (the rest wait in the socket) */
 #define NODE_DEFAULT_CLUSTER "lapse" /* --cluster-name, as the coordinator's */
-#define NODE_META_ID "node_id" /* store meta: the node id, decimal text */
-#define NODE_META_PMAP "pmap"  /* store meta: packed Lapse__PartitionMap */
+#define NODE_META_ID "node_id"       /* store meta: the node id, decimal text */
+#define NODE_META_PMAP "pmap"        /* store meta: packed Lapse__PartitionMap */
 
 typedef struct node_map node_map; /* maps.h */
 typedef struct logship logship;   /* logship.h */
@@ -87,6 +87,7 @@ typedef struct node_options {
     const char *cluster_token;             /* --cluster-token-file's token; NULL = none */
     const char *etcd_endpoints;            /* --etcd; NULL = no lease, liveness by heartbeat */
     const char *cluster_name;              /* --cluster-name; NULL = NODE_DEFAULT_CLUSTER */
+    int lease_ttl_s;                       /* --lease-ttl; 0 = REGISTRY_LEASE_TTL_S */
     uint64_t replog_retain;                /* --replog-retain; 0 = REPLOG_RETAIN_DEFAULT */
 } node_options;
 
@@ -133,10 +134,10 @@ typedef struct node_server {
                                     scanners when it is out of bounds) */
 
     /* ---- etcd (registry.h); NULL without --etcd ---- */
-    etcd *ec;              /* owned; thread-safe */
-    etcd_keys keys;        /* fixed: the cluster's keys */
-    etcd_keeper *keeper;   /* owned: this node's lease */
-    etcd_watch *map_watch; /* owned: the catalog's map key (registry.c) */
+    etcd *ec;               /* owned; thread-safe */
+    etcd_keys keys;         /* fixed: the cluster's keys */
+    etcd_keeper *keeper;    /* owned: this node's lease */
+    etcd_watch *map_watch;  /* owned: the catalog's map key (registry.c) */
     atomic_llong key_lease; /* the lease our key was last put with; 0: none */
 
     /* ---- RPC server ---- */
@@ -152,12 +153,12 @@ typedef struct node_server {
     http_server *http;                 /* owned; GET /metrics, NULL without the flag */
 
     /* ---- replication (shipper.h, replicate.h, streams.h) ---- */
-    int repl_workers;                            /* fixed: --repl-workers */
-    int64_t stream_trim_interval_ms;             /* fixed: stream retention period */
-    int64_t debug_repl_kill_after_batches;       /* fixed: fault point (shipper.h); 0 = off */
-    int64_t debug_repl_hold_ms;                  /* fixed: shipping starts this late (benchmarks) */
-    char debug_fault_dir[PATH_MAX];              /* fixed: fault switches (tests); "" = none */
-    int debug_etcd_cut; /* the membership thread's: its cut-etcd switch was on */
+    int repl_workers;                      /* fixed: --repl-workers */
+    int64_t stream_trim_interval_ms;       /* fixed: stream retention period */
+    int64_t debug_repl_kill_after_batches; /* fixed: fault point (shipper.h); 0 = off */
+    int64_t debug_repl_hold_ms;            /* fixed: shipping starts this late (benchmarks) */
+    char debug_fault_dir[PATH_MAX];        /* fixed: fault switches (tests); "" = none */
+    int debug_etcd_cut;                    /* the membership thread's: its cut-etcd switch was on */
     char cluster_token[NODE_MAX_TOKEN + 1];      /* fixed: sent with and required of node-to-node
                                                     calls (Replicate); "" = none */
     size_t cluster_token_len;                    /* fixed */

@@ -39,7 +39,6 @@ static void on_lease(void *arg, int64_t lease, enum etcd_lease_event ev)
     }
 }
 
-
 int registry_may_lead(node_server *ns, const pmap *pm, char *err, size_t errlen)
 {
     if (ns->keeper == NULL) {
@@ -171,8 +170,8 @@ static int64_t on_map_change(void *arg, enum etcd_watch_kind kind, const etcd_ev
     return 0;
 }
 
-int registry_open(node_server *ns, const char *endpoints, const char *cluster, char *err,
-                  size_t errlen)
+int registry_open(node_server *ns, const char *endpoints, const char *cluster, int lease_ttl_s,
+                  char *err, size_t errlen)
 {
     atomic_store(&ns->key_lease, 0);
     int rv = etcd_keys_init(&ns->keys, cluster, err, errlen);
@@ -180,8 +179,8 @@ int registry_open(node_server *ns, const char *endpoints, const char *cluster, c
         rv = etcd_open(&ns->ec, endpoints, REGISTRY_CALL_TIMEOUT_MS, err, errlen);
     }
     if (rv == 0) {
-        rv = etcd_keeper_start(&ns->keeper, ns->ec, REGISTRY_LEASE_TTL_S, REGISTRY_RENEW_MS,
-                               on_lease, ns, err, errlen);
+        rv = etcd_keeper_start(&ns->keeper, ns->ec, lease_ttl_s, REGISTRY_RENEW_MS, on_lease, ns,
+                               err, errlen);
     }
     if (rv == 0) {
         rv = etcd_watch_start(&ns->map_watch, ns->ec, ns->keys.pmap, 0, 0, on_map_change, ns, err,

@@ -6,8 +6,11 @@
  * coordinator's push comes first), and reads of that key for when no
  * coordinator answers. The coordinators judge the node UP exactly while the
  * key is there (coordinator/membership.h); a node that stops cleanly revokes
- * its lease, so it is DOWN at once; one that dies is DOWN when the lease
- * runs out (REGISTRY_LEASE_TTL_S).
+ * its lease, so it is DOWN at once; one that dies is DOWN as soon as the
+ * coordinator leader finds its port closed (it revokes the lease,
+ * coordinator/membership.h), or when the lease runs out
+ * (REGISTRY_LEASE_TTL_S, or --lease-ttl): a stopped or cut-off node keeps
+ * its lease that long.
  *
  * Thread-safety: registry_open and registry_close run on node_open's and
  * node_close's thread; registry_tick and registry_fetch_map on the
@@ -41,11 +44,12 @@
  * room for the time between the check and the act it guards. */
 #define REGISTRY_LEAD_MARGIN_MS 300
 
-/* Opens the etcd client of endpoints and starts the lease keeper. Returns 0,
- * LAPSE_EINVAL (bad endpoint list or cluster name) or LAPSE_ENOMEM with a
- * reason in err. Sends nothing itself. */
-int registry_open(node_server *ns, const char *endpoints, const char *cluster, char *err,
-                  size_t errlen);
+/* Opens the etcd client of endpoints and starts the lease keeper (a lease
+ * of lease_ttl_s seconds). Returns 0, LAPSE_EINVAL (bad endpoint list or
+ * cluster name) or LAPSE_ENOMEM with a reason in err. Sends nothing
+ * itself. */
+int registry_open(node_server *ns, const char *endpoints, const char *cluster, int lease_ttl_s,
+                  char *err, size_t errlen);
 
 /* Whether the node's key is in etcd under the lease held now (as far as
  * this process knows). 1 without --etcd: nothing to wait for. */

@@ -101,6 +101,20 @@ const char *rpc_client_url(const rpc_client *c);
  * millisecond or so of the open, a dead one never. */
 int rpc_client_connected(rpc_client *c, int wait_ms);
 
+/* What a probe of a peer's address found (rpc_probe). */
+typedef enum rpc_probe_result {
+    RPC_PROBE_UNKNOWN,   /* no answer in time, unreachable, or not a tcp:// URL */
+    RPC_PROBE_LISTENING, /* a connection was accepted */
+    RPC_PROBE_REFUSED,   /* the peer's host refused it: nothing listens there */
+} rpc_probe_result;
+
+/* Connects once to url (tcp://host:port) outside NNG and closes at once,
+ * waiting up to timeout_ms. RPC_PROBE_REFUSED is the only outcome that
+ * proves anything: no process listens at url now (a process killed with
+ * kill -9 stops listening when the kernel reaps it; a stopped one, or one
+ * behind a cut, does not refuse). Blocks the caller up to timeout_ms. */
+rpc_probe_result rpc_probe(const char *url, int timeout_ms);
+
 /*
  * Sends req (its version and timeout_ms are filled in here) and waits up to
  * timeout_ms (<= 0: RPC_DEFAULT_TIMEOUT_MS) for the reply. Returns:

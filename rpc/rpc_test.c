@@ -507,6 +507,37 @@ static void call_to_dead_port_fails_within_timeout(void **state)
     rpc_server_close(s);
 }
 
+/* A probe tells a port nobody listens on (refused) from one a server
+ * listens on, and from one whose process accepts nothing (a listening
+ * socket never accepted from, as a stopped process's is: the kernel still
+ * completes the handshake); other URLs prove nothing. */
+static void probe_tells_a_closed_port(void **state)
+{
+    (void)state;
+    char url[64], err[256] = "";
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", free_port());
+    assert_int_equal(rpc_probe(url, 500), RPC_PROBE_REFUSED);
+    rpc_server *s = NULL;
+    assert_rv(rpc_server_open(&s, url, NULL, handler, NULL, err, sizeof err), 0, err);
+    assert_int_equal(rpc_probe(url, 500), RPC_PROBE_LISTENING);
+    rpc_server_close(s);
+    assert_int_equal(rpc_probe(url, 500), RPC_PROBE_REFUSED);
+
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+    assert_int_equal(rpc_probe(url, 500), RPC_PROBE_LISTENING);
+    close(fd);
+
+    assert_int_equal(rpc_probe("ipc:///tmp/lapse-no-such-socket", 100), RPC_PROBE_UNKNOWN);
+    assert_int_equal(rpc_probe("not a url", 100), RPC_PROBE_UNKNOWN);
+}
+
 static void listen_errors_are_reported(void **state)
 {
     (void)state;
@@ -630,8 +661,7 @@ static void call_many_runs_calls_concurrently(void **state)
     /* The same group, one call at a time, cannot meet the barrier. */
     atomic_store(&barrier_entered, 0);
     Lapse__Response *resp = NULL;
-    assert_rv(rpc_call(f[0]->cli, &reqs[0], 5000, &resp, err, sizeof err), LAPSE_EUNAVAILABLE,
-              err);
+    assert_rv(rpc_call(f[0]->cli, &reqs[0], 5000, &resp, err, sizeof err), LAPSE_EUNAVAILABLE, err);
     rpc_response_free(resp);
 
     rpc_client_close(dead);
@@ -748,6 +778,7 @@ int main(void)
         cmocka_unit_test(garbage_gets_eproto_and_server_keeps_serving),
         cmocka_unit_test(wrong_version_and_empty_body_get_eproto),
         cmocka_unit_test(call_to_dead_port_fails_within_timeout),
+        cmocka_unit_test(probe_tells_a_closed_port),
         cmocka_unit_test(listen_errors_are_reported),
         cmocka_unit_test(oversized_request_is_refused_before_sending),
         cmocka_unit_test(close_waits_for_running_handlers),
