@@ -14,6 +14,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/token.h"
+#include "../partition/apply.h"
 #include "../partition/outbox.h"
 #include "../partition/replog.h"
 #include "../partition/snapshot.h"
@@ -337,11 +338,23 @@ void logship_digest(const logship_call *c)
     }
     lapse__partition_digest_response__init(out);
     char err[512] = "";
-    /* index_id: a copy of a GSI partition, its entries only. */
+    /* index_id: a copy of a GSI partition, its entries only; refused, as
+     * its queries are, when the copy misses records its sources trimmed
+     * (apply.h): its entries are not the index's. */
+    int missing = 0;
     int rv = r->index_id != 0
-                 ? replog_gsi_digest(c->ns->st, r->table_id, r->index_id, r->partition, &out->items,
-                                     &out->digest, err, sizeof(err))
+                 ? apply_missing(c->ns->st, r->table_id, -1, &missing, err, sizeof(err))
                  : partition_digest(c->ns->st, r->table_id, r->partition, out, err, sizeof(err));
+    if (rv == 0 && missing) {
+        rv = LAPSE_EUNAVAILABLE;
+        snprintf(err, sizeof(err),
+                 "this node's copy of partition %u of index %u of table %u misses records "
+                 "trimmed before it applied them",
+                 (unsigned)r->partition, (unsigned)r->index_id, (unsigned)r->table_id);
+    } else if (rv == 0 && r->index_id != 0) {
+        rv = replog_gsi_digest(c->ns->st, r->table_id, r->index_id, r->partition, &out->items,
+                               &out->digest, err, sizeof(err));
+    }
     if (rv != 0) {
         rpc_set_error(c->resp, c->a, rv, "%s", err);
         return;

@@ -354,6 +354,13 @@ static void test_a_copy_that_lost_records_answers_no_read(void **state)
      * sends it everything. At least one refuses. */
     pmap *pm = testmap_fetch(rs_cluster());
     const pmap_table *t = pmap_table_find(pm, "lost");
+    /* Its GSI copy's digest (what chaos invariant 9 compares) is refused
+     * too: its entries are not the index's. */
+    nodecall_digest dg = {0};
+    assert_int_equal(nodecall_gsi_digest(c, t->schema.id, t->schema.gsi[0].id, group_part(0), &dg,
+                                         err, sizeof(err)),
+                     LAPSE_EUNAVAILABLE);
+    assert_non_null(strstr(err, "misses records"));
     int refusing = 0;
     for (uint32_t p = 0; p < PARTS; p++) {
         const pmap_replicas *sr = pmap_stream_shard(t, p);
