@@ -33,7 +33,8 @@ static void usage(FILE *f)
                "                   [--report FILE] [--bin-dir DIR] [--keep] [--quiet]\n"
                "  --faults LIST   comma-separated: node-kill, dest-kill, backfill-kill,\n"
                "                  coordinator-kill, stop-cont, partition,\n"
-               "                  failover-twice, etcd-cut (with --replication 2 or 3),\n"
+               "                  failover-twice, etcd-cut, dir-lost (these three with\n"
+               "                  --replication 2 or 3),\n"
                "                  coordinator-leader-kill, etcd-member-kill,\n"
                "                  coordinator-stop, all (default), none; partition needs root\n"
                "                  and runs the cluster in network namespaces; the last three\n"
@@ -80,6 +81,8 @@ static int parse_faults(const char *s, unsigned *out)
             *out |= CHAOS_FAULT_FAILOVER_TWICE;
         } else if (strcmp(tok, "etcd-cut") == 0) {
             *out |= CHAOS_FAULT_ETCD_CUT;
+        } else if (strcmp(tok, "dir-lost") == 0) {
+            *out |= CHAOS_FAULT_DIR_LOST;
         } else if (strcmp(tok, "all") == 0) {
             *out |= CHAOS_FAULT_ALL;
         } else if (strcmp(tok, "none") != 0) {
@@ -279,14 +282,12 @@ static int setup(run *r, char *err, size_t errlen)
     if (r->opt->plant == PLANT_COPIES || (r->opt->faults & CHAOS_FAULT_ETCD_CUT)) {
         /* The switches: a node refusing its primaries' records (the copies
          * plant), a node cut off from etcd (the etcd-cut fault). */
-        if (cluster_mkdtemp(r->fault_dir, sizeof(r->fault_dir), "chaos-faults", err, errlen) !=
-            0) {
+        if (cluster_mkdtemp(r->fault_dir, sizeof(r->fault_dir), "chaos-faults", err, errlen) != 0) {
             r->fault_dir[0] = '\0';
             return LAPSE_EIO;
         }
         size_t used = strlen(node_args);
-        snprintf(node_args + used, sizeof(node_args) - used, " --debug-fault-dir %s",
-                 r->fault_dir);
+        snprintf(node_args + used, sizeof(node_args) - used, " --debug-fault-dir %s", r->fault_dir);
     }
     co.nodes = 3;
     co.bin_dir = r->netns != NULL ? r->netns->bin_dir : r->opt->bin_dir;
@@ -543,6 +544,11 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
         /* One copy: no primary to fence or fail over. */
         printf("lapse-chaos: etcd-cut fault skipped: it needs --replication 2 or 3\n");
         eff.faults &= ~(unsigned)CHAOS_FAULT_ETCD_CUT;
+    }
+    if ((eff.faults & CHAOS_FAULT_DIR_LOST) && o->replication < 2) {
+        /* One copy: a lost data dir loses its items for good. */
+        printf("lapse-chaos: dir-lost fault skipped: it needs --replication 2 or 3\n");
+        eff.faults &= ~(unsigned)CHAOS_FAULT_DIR_LOST;
     }
     if (opts->faults != 0 && eff.faults == 0) {
         /* Every fault asked for was skipped: a faultless run tests nothing asked. */

@@ -10,23 +10,24 @@
 
 /* Fault scenarios (--faults). */
 enum {
-    CHAOS_FAULT_NODE_KILL = 1,     /* kill -9 a node during a mass expiry */
-    CHAOS_FAULT_BACKFILL_KILL = 2, /* kill -9 a node mid-backfill */
-    CHAOS_FAULT_COORD_KILL = 4,    /* kill -9 the coordinator in create-table / TTL enable */
-    CHAOS_FAULT_STOP_CONT = 8,     /* SIGSTOP a node for seconds, then SIGCONT */
-    CHAOS_FAULT_PARTITION = 16,    /* cut a node's link for seconds (root: netns.h) */
-    CHAOS_FAULT_DEST_KILL = 32,    /* kill -9 a GSI / stream destination while records ship */
-    CHAOS_FAULT_LEADER_KILL = 64,  /* on etcd: kill -9 the leading coordinator in create-table /
-                                      TTL enable */
-    CHAOS_FAULT_ETCD_KILL = 128,   /* on etcd: kill -9 an etcd member during a create-table */
-    CHAOS_FAULT_COORD_STOP = 256,  /* on etcd: SIGSTOP the leading coordinator past its lease */
-    CHAOS_FAULT_ON_ETCD = 448,     /* the faults that run the cluster on etcd (2 coordinators) */
+    CHAOS_FAULT_NODE_KILL = 1,        /* kill -9 a node during a mass expiry */
+    CHAOS_FAULT_BACKFILL_KILL = 2,    /* kill -9 a node mid-backfill */
+    CHAOS_FAULT_COORD_KILL = 4,       /* kill -9 the coordinator in create-table / TTL enable */
+    CHAOS_FAULT_STOP_CONT = 8,        /* SIGSTOP a node for seconds, then SIGCONT */
+    CHAOS_FAULT_PARTITION = 16,       /* cut a node's link for seconds (root: netns.h) */
+    CHAOS_FAULT_DEST_KILL = 32,       /* kill -9 a GSI / stream destination while records ship */
+    CHAOS_FAULT_LEADER_KILL = 64,     /* on etcd: kill -9 the leading coordinator in create-table /
+                                         TTL enable */
+    CHAOS_FAULT_ETCD_KILL = 128,      /* on etcd: kill -9 an etcd member during a create-table */
+    CHAOS_FAULT_COORD_STOP = 256,     /* on etcd: SIGSTOP the leading coordinator past its lease */
+    CHAOS_FAULT_ON_ETCD = 448,        /* the faults that run the cluster on etcd (2 coordinators) */
     CHAOS_FAULT_FAILOVER_TWICE = 512, /* kill -9 a primary, and its successor once promoted */
     CHAOS_FAULT_ETCD_CUT = 1024,      /* with copies: a primary cut off from etcd, not clients */
-    CHAOS_FAULT_ALL = 2047
+    CHAOS_FAULT_DIR_LOST = 2048,      /* with copies: kill -9 a node, remove its data dir */
+    CHAOS_FAULT_ALL = 4095
 };
 
-#define CHAOS_FAULT_KINDS 11 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 10 */
+#define CHAOS_FAULT_KINDS 12 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 11 */
 
 #define CHAOS_INVARIANTS 9
 

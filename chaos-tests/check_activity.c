@@ -26,10 +26,18 @@ static void idle(check_out *out, const char *fmt, ...)
 /* The --faults name of kind bit b. */
 static const char *kind_name(int b)
 {
-    static const char *const names[CHAOS_FAULT_KINDS] = {
-        "node-kill", "backfill-kill",           "coordinator-kill", "stop-cont",       "partition",
-        "dest-kill", "coordinator-leader-kill", "etcd-member-kill", "coordinator-stop",
-        "failover-twice", "etcd-cut"};
+    static const char *const names[CHAOS_FAULT_KINDS] = {"node-kill",
+                                                         "backfill-kill",
+                                                         "coordinator-kill",
+                                                         "stop-cont",
+                                                         "partition",
+                                                         "dest-kill",
+                                                         "coordinator-leader-kill",
+                                                         "etcd-member-kill",
+                                                         "coordinator-stop",
+                                                         "failover-twice",
+                                                         "etcd-cut",
+                                                         "dir-lost"};
     return b >= 0 && b < CHAOS_FAULT_KINDS ? names[b] : "?";
 }
 
@@ -95,8 +103,9 @@ void check_activity(run *r, check_out *out)
              ls->reads, ls->writes, ls->cas_ok, ls->cas_failed, CHECK_MIN_REGISTER_CALLS);
     }
     if (ls->undecided > 0) {
-        idle(out, "the linearizability search gave up on %d of %d register histories "
-                  "(invariant 8 undecided there)",
+        idle(out,
+             "the linearizability search gave up on %d of %d register histories "
+             "(invariant 8 undecided there)",
              ls->undecided, ls->keys);
     }
     if (r->opt->replication > 1 && out->sets_compared == 0) {

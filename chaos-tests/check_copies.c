@@ -63,6 +63,17 @@ static void add_diff(set_diff *diffs, int *n, const char *table, const char *wha
     }
 }
 
+/* Whether a copy's refusal (rv, err) on node id is the one a copy that
+ * lost records gives ("A copy that lost records", docs/replication.md) on
+ * a node whose data dir this run removed (the dir-lost fault): such a copy
+ * knows it is not whole and answers no read, so it is left out of the
+ * comparison. */
+static int lost_copy(const run *r, uint32_t id, int rv, const char *err)
+{
+    return rv == LAPSE_EUNAVAILABLE && id <= CLUSTER_MAX_NODES && r->dir_lost[id] &&
+           strstr(err, "misses records") != NULL;
+}
+
 /* Whether node id may be asked in this pass: 0, or why not (silent[id]:
  * the code it failed with earlier in the pass). */
 static int askable(run *r, rpc_client **nodes, const int *silent, uint32_t id)
@@ -77,7 +88,7 @@ static int askable(run *r, rpc_client **nodes, const int *silent, uint32_t id)
  * copies fed by the outboxes on their own end equal (docs/replication.md,
  * "GSI partitions and stream shards"). Returns the shards compared. */
 static long compare_shards(run *r, const pmap *pm, rpc_client **nodes, int *silent, set_diff *diffs,
-                           int *n)
+                           int *n, long *lost_copies)
 {
     long sets = 0;
     for (size_t ti = 0; ti < pm->ntables; ti++) {
@@ -90,6 +101,7 @@ static long compare_shards(run *r, const pmap *pm, rpc_client **nodes, int *sile
             char found[300] = "";
             size_t used = 0, first_n = 0;
             uint64_t first_last = 0;
+            int answered = 0;
             int same = rs != NULL && rs->n == schema_replication(&t->schema);
             for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
                 uint32_t id = rs->ids[i];
@@ -100,12 +112,17 @@ static long compare_shards(run *r, const pmap *pm, rpc_client **nodes, int *sile
                 if (rv == 0) {
                     rv = nodecall_stream_shard(nodes[id], t->schema.name, p, &recs, &last, err,
                                                sizeof(err));
-                    if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
+                    if ((rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) &&
+                        !lost_copy(r, id, rv, err)) {
                         silent[id] = rv;
                     }
                 }
-                used +=
-                    (size_t)(rv != 0 ? snprintf(found + used, sizeof(found) - used, "%snode %u: %s",
+                const int lost = lost_copy(r, id, rv, err);
+                used += (size_t)(lost ? snprintf(found + used, sizeof(found) - used,
+                                                 "%snode %u: refused (lost records)", i ? "; " : "",
+                                                 (unsigned)id)
+                                 : rv != 0
+                                     ? snprintf(found + used, sizeof(found) - used, "%snode %u: %s",
                                                 i ? "; " : "", (unsigned)id, lapse_strerror(rv))
                                      : snprintf(found + used, sizeof(found) - used,
                                                 "%snode %u: %zu records up to %" PRIu64,
@@ -113,10 +130,17 @@ static long compare_shards(run *r, const pmap *pm, rpc_client **nodes, int *sile
                 if (used >= sizeof(found)) {
                     used = sizeof(found) - 1;
                 }
-                first_n = i == 0 ? recs : first_n;
-                first_last = i == 0 ? last : first_last;
+                if (lost) {
+                    (*lost_copies)++;
+                    continue;
+                }
+                if (answered++ == 0) {
+                    first_n = recs;
+                    first_last = last;
+                }
                 same &= rv == 0 && recs == first_n && last == first_last;
             }
+            same &= answered > 0;
             sets++;
             if (!same) {
                 add_diff(diffs, n, t->schema.name, "stream shard", p, found);
@@ -133,9 +157,10 @@ static long compare_shards(run *r, const pmap *pm, rpc_client **nodes, int *sile
  * at the same log position. found gets what each copy reported. */
 static int copies_agree(run *r, rpc_client **nodes, int *silent, const pmap_replicas *rs,
                         uint32_t want_copies, uint32_t table_id, uint32_t index_id, uint32_t part,
-                        char *found, size_t flen)
+                        char *found, size_t flen, long *lost_copies)
 {
     size_t used = 0;
+    int answered = 0;
     nodecall_digest first = {0};
     int same = rs != NULL && rs->n == want_copies;
     for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
@@ -148,12 +173,17 @@ static int copies_agree(run *r, rpc_client **nodes, int *silent, const pmap_repl
                      ? nodecall_partition_digest(nodes[id], table_id, part, &d, err, sizeof(err))
                      : nodecall_gsi_digest(nodes[id], table_id, index_id, part, &d, err,
                                            sizeof(err));
-            if (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) {
+            if ((rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE) &&
+                !(index_id != 0 && lost_copy(r, id, rv, err))) {
                 silent[id] = rv;
             }
         }
         int in_sync = index_id != 0 || pmap_in_sync(rs, i);
-        if (rv != 0) {
+        const int lost = index_id != 0 && lost_copy(r, id, rv, err);
+        if (lost) {
+            used += (size_t)snprintf(found + used, flen - used, "%snode %u: refused (lost records)",
+                                     i ? "; " : "", (unsigned)id);
+        } else if (rv != 0) {
             used += (size_t)snprintf(found + used, flen - used, "%snode %u: %s", i ? "; " : "",
                                      (unsigned)id, lapse_strerror(rv));
         } else if (index_id != 0) {
@@ -170,11 +200,15 @@ static int copies_agree(run *r, rpc_client **nodes, int *silent, const pmap_repl
         if (used >= flen) {
             used = flen - 1;
         }
-        first = i == 0 ? d : first;
+        if (lost) {
+            (*lost_copies)++;
+            continue;
+        }
+        first = answered++ == 0 ? d : first;
         same &= rv == 0 && in_sync && d.items == first.items && d.hash == first.hash &&
                 d.epoch == first.epoch && d.seq == first.seq;
     }
-    return same;
+    return same && answered > 0;
 }
 
 /* Compares every replicated set of pm, every stream shard's copies and
@@ -182,7 +216,8 @@ static int copies_agree(run *r, rpc_client **nodes, int *silent, const pmap_repl
  * COPIES_MAX_REPORTED). A node that did not answer in time is not asked
  * again in this pass (each ask would wait its whole time-out). Returns
  * the sets compared. */
-static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *diffs, int *n)
+static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *diffs, int *n,
+                         long *lost_copies)
 {
     long sets = 0;
     int silent[CLUSTER_MAX_NODES + 1] = {0}; /* the code a node failed with, for this pass */
@@ -196,7 +231,7 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
         char found[300] = "";
         for (uint32_t p = 0; p < t->schema.partitions; p++, sets++) {
             if (!copies_agree(r, nodes, silent, pmap_part(t, p), copies, t->schema.id, 0, p, found,
-                              sizeof(found))) {
+                              sizeof(found), lost_copies)) {
                 add_diff(diffs, n, t->schema.name, "partition", p, found);
             }
         }
@@ -204,7 +239,7 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
         for (uint32_t g = 0; g < t->schema.ngsi && g < SCHEMA_MAX_GSI; g++) {
             for (uint32_t p = 0; p < t->schema.gsi[g].partitions; p++, sets++) {
                 if (!copies_agree(r, nodes, silent, pmap_gsi_part(t, g, p), copies, t->schema.id,
-                                  t->schema.gsi[g].id, p, found, sizeof(found))) {
+                                  t->schema.gsi[g].id, p, found, sizeof(found), lost_copies)) {
                     char what[96];
                     snprintf(what, sizeof(what), "GSI %.60s partition", t->schema.gsi[g].name);
                     add_diff(diffs, n, t->schema.name, what, p, found);
@@ -212,7 +247,7 @@ static long compare_sets(run *r, const pmap *pm, rpc_client **nodes, set_diff *d
             }
         }
     }
-    return sets + compare_shards(r, pm, nodes, silent, diffs, n);
+    return sets + compare_shards(r, pm, nodes, silent, diffs, n, lost_copies);
 }
 
 void check_copies(run *r, check_out *out, int deadline_ms)
@@ -225,6 +260,7 @@ void check_copies(run *r, check_out *out, int deadline_ms)
     char err[256] = "";
     set_diff *diffs = calloc(COPIES_MAX_REPORTED, sizeof(*diffs));
     int n = 0;
+    long lost = 0;
     int64_t until = clock_mono_now().ms + deadline_ms;
     run_phase(r, "comparing the copies of every partition");
     for (int attempt = 0; diffs != NULL; attempt++) {
@@ -237,12 +273,19 @@ void check_copies(run *r, check_out *out, int deadline_ms)
             open_nodes(pm, nodes,
                        cluster_nodes(r->cl) < CLUSTER_MAX_NODES ? cluster_nodes(r->cl)
                                                                 : CLUSTER_MAX_NODES);
-            out->sets_compared = compare_sets(r, pm, nodes, diffs, &n);
+            lost = 0;
+            out->sets_compared = compare_sets(r, pm, nodes, diffs, &n, &lost);
             pmap_free(pm);
         }
         if (n == 0) {
             flog_add(r, "every copy of %ld partitions identical after %d reads", out->sets_compared,
                      attempt + 1);
+            if (lost > 0) {
+                flog_add(r,
+                         "%ld GSI or stream-shard copies on nodes whose data dir was removed "
+                         "refused as missing records (left out; the others agreed)",
+                         lost);
+            }
             break;
         }
         if (clock_mono_now().ms >= until) {

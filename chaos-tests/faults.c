@@ -406,13 +406,33 @@ static void sc_etcd_cut(run *r, uint64_t *rng)
     if (!promoted) {
         flog_add(r, "%s partition %u: no promotion seen in 10 s", r->m.t[1].name, part);
     }
-    flog_add(r, "node %d answered %d register reads straight to it during the cut, %d after the "
-                "promotion",
+    flog_add(r,
+             "node %d answered %d register reads straight to it during the cut, %d after the "
+             "promotion",
              victim, answered, after);
     rpc_client_close(vc);
     remove(path);
     flog_add(r, "etcd reachable again from node %d", victim);
     procs_wait_up(r);
+}
+
+/* dir-lost: a node's disk lost. kill -9 of a random node, its data dir
+ * removed, and the node restarted on an empty one 0.5-2 s later (one node
+ * down at a time, as every fault here). Its base partitions' copies are
+ * rebuilt from snapshots of their primaries and rejoin the in-sync sets;
+ * its GSI and stream-shard copies, whose sources trimmed records it had
+ * acknowledged, know they miss them and refuse reads ("A copy that lost
+ * records", docs/replication.md): invariant 9 accepts that refusal from
+ * this node only (r->dir_lost). */
+static void sc_dir_lost(run *r, uint64_t *rng)
+{
+    int victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
+    run_phase(r, "node %d's data dir lost", victim);
+    procs_kill9(r, victim, "(its data dir is lost next)");
+    cluster_rm_rf(cluster_data_dir(r->cl, victim));
+    r->dir_lost[victim] = 1;
+    flog_add(r, "node %d's data dir removed: it comes back empty", victim);
+    procs_restart_after(r, victim, rng_range(rng, 500, 2000));
 }
 
 /* A network partition: node `victim`'s link goes down inside its namespace
@@ -488,6 +508,7 @@ enum {
     SC_COORD_STOP,
     SC_TWICE,
     SC_ETCD_CUT,
+    SC_DIR_LOST,
     SC_COUNT
 };
 
@@ -507,6 +528,7 @@ static unsigned scenario_kind(const run *r, int sc)
         [SC_COORD_STOP] = CHAOS_FAULT_COORD_STOP,
         [SC_TWICE] = CHAOS_FAULT_FAILOVER_TWICE,
         [SC_ETCD_CUT] = CHAOS_FAULT_ETCD_CUT,
+        [SC_DIR_LOST] = CHAOS_FAULT_DIR_LOST,
     };
     return kinds[sc] & r->opt->faults;
 }
@@ -546,6 +568,9 @@ int faults_run(run *r)
     }
     if ((f & CHAOS_FAULT_PARTITION) && r->netns != NULL) {
         list[n++] = SC_PARTITION;
+    }
+    if ((f & CHAOS_FAULT_DIR_LOST) && r->opt->replication >= 2) {
+        list[n++] = SC_DIR_LOST;
     }
     for (int i = n - 1; i > 0; i--) { /* seeded shuffle */
         int j = (int)rng_range(&rng, 0, i);
@@ -609,6 +634,9 @@ int faults_run(run *r)
             break;
         case SC_ETCD_CUT:
             sc_etcd_cut(r, &rng);
+            break;
+        case SC_DIR_LOST:
+            sc_dir_lost(r, &rng);
             break;
         default:
             sc_stop_cont(r, &rng);

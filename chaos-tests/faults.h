@@ -31,6 +31,9 @@
  *                                     (its --debug-fault-dir switch) while
  *                                     clients and peers still reach it, until
  *                                     another is promoted, then reconnected
+ *   dir-lost       (dir-lost)         with copies: kill -9 of a node, its
+ *                                     data dir removed, and the node
+ *                                     restarted on an empty one
  *   partition      (partition)        a node's link down for 1.5-6 s inside its
  *                                     network namespace, then up (netns.h; the
  *                                     run is in namespaces, as root only)

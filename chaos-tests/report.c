@@ -8,7 +8,7 @@
 
 void report_faults_text(unsigned f, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s%s%s%s%s%s%s%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
+    snprintf(buf, len, "%s%s%s%s%s%s%s%s%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
              f & CHAOS_FAULT_DEST_KILL ? "dest-kill," : "",
              f & CHAOS_FAULT_BACKFILL_KILL ? "backfill-kill," : "",
              f & CHAOS_FAULT_COORD_KILL ? "coordinator-kill," : "",
@@ -16,6 +16,7 @@ void report_faults_text(unsigned f, char *buf, size_t len)
              f & CHAOS_FAULT_PARTITION ? "partition," : "",
              f & CHAOS_FAULT_FAILOVER_TWICE ? "failover-twice," : "",
              f & CHAOS_FAULT_ETCD_CUT ? "etcd-cut," : "",
+             f & CHAOS_FAULT_DIR_LOST ? "dir-lost," : "",
              f & CHAOS_FAULT_LEADER_KILL ? "coordinator-leader-kill," : "",
              f & CHAOS_FAULT_ETCD_KILL ? "etcd-member-kill," : "",
              f & CHAOS_FAULT_COORD_STOP ? "coordinator-stop," : "", f == 0 ? "none" : "");
@@ -114,8 +115,8 @@ void report_write(FILE *f, run *r, const check_out *co, const char *run_dir, int
                 "registers: %ld calls on %d keys: %ld reads, %ld acknowledged writes (%ld "
                 "conditional), %ld conditional refused, %ld of unknown outcome; %ld search "
                 "steps%s\n",
-                ls->calls, ls->keys, ls->reads, ls->writes, ls->cas_ok, ls->cas_failed,
-                ls->unknown, ls->steps, ls->undecided ? ", some histories UNDECIDED" : "");
+                ls->calls, ls->keys, ls->reads, ls->writes, ls->cas_ok, ls->cas_failed, ls->unknown,
+                ls->steps, ls->undecided ? ", some histories UNDECIDED" : "");
     }
     fprintf(f, "invariants:\n");
     for (int i = 1; i <= CHAOS_INVARIANTS; i++) {

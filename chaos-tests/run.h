@@ -91,7 +91,8 @@ typedef struct run {
                                                                       procs_check_crashes */
     atomic_int progress_stop;
     char plants[RUN_MAX_PLANTS][96]; /* "table/key" of each planted violation (plant.h) */
-    char fault_dir[512]; /* the nodes' --debug-fault-dir (the copies plant), or "" */
+    char fault_dir[512];             /* the nodes' --debug-fault-dir (the copies plant), or "" */
+    int dir_lost[CLUSTER_MAX_NODES + 1]; /* node ids whose data dir the dir-lost fault removed */
     int nplants;
     char phase[96]; /* what the main thread is doing, for the progress line */
     pthread_mutex_t phase_mu;
