@@ -306,6 +306,20 @@ static item *row(int pk, const char *v, int64_t exp_s)
                      : itm(2, "Pk", ATTR_N, k, "V", ATTR_S, v);
 }
 
+/* One TTL sweep of every partition of t; returns the items it deleted. */
+static size_t sweep_all(fixture *f, const table_schema *t)
+{
+    size_t deleted = 0;
+    for (uint32_t part = 0; part < t->partitions; part++) {
+        expiry_sweep_result res;
+        memset(&res, 0, sizeof res);
+        assert_ok(expiry_sweep(f->st, t, part, clock_wall_now(), 100, &res, f->err, sizeof f->err),
+                  f);
+        deleted += res.deleted;
+    }
+    return deleted;
+}
+
 static void test_every_write_kind_reaches_the_replica(void **state)
 {
     (void)state;
@@ -352,14 +366,7 @@ static void test_every_write_kind_reaches_the_replica(void **state)
 
     /* The TTL sweep's deletes replicate like any write: the 10 due items
      * (Pk 0, 4, ..., 36) go from both. */
-    size_t deleted = 0;
-    for (uint32_t part = 0; part < t.partitions; part++) {
-        expiry_sweep_result res;
-        memset(&res, 0, sizeof res);
-        assert_ok(expiry_sweep(f->st, &t, part, clock_wall_now(), 100, &res, f->err, sizeof f->err),
-                  f);
-        deleted += res.deleted;
-    }
+    size_t deleted = sweep_all(f, &t);
     assert_int_equal(deleted, 10);
     assert_same(p, &t);
     assert_int_equal(total_items(p->replica, &t), 39);
@@ -677,14 +684,7 @@ static void test_commits_wait_for_replicas_unlocked(void **state)
     }
     const int writes = p->waits;
     assert_true(writes >= 21);
-    size_t deleted = 0;
-    for (uint32_t part = 0; part < t.partitions; part++) {
-        expiry_sweep_result res;
-        memset(&res, 0, sizeof res);
-        assert_ok(expiry_sweep(f->st, &t, part, clock_wall_now(), 100, &res, f->err, sizeof f->err),
-                  f);
-        deleted += res.deleted;
-    }
+    size_t deleted = sweep_all(f, &t);
     assert_int_equal(deleted, 14);
     const int sweeps = p->waits - writes;
     assert_true(sweeps > 0);
