@@ -181,13 +181,40 @@ static int refusing(const node_server *ns)
     return fault_switch_on(ns, "refuse-replicate-log");
 }
 
+/* The end of one part of a ReplicateLog call, its outcome rv: where this
+ * copy stands (the sender resends from there after ESTATE), the outbox
+ * trim the part asks for, and a log line for what is not a plain gap.
+ * Returns rv. */
+static int finish_part(const logship_call *c, const Lapse__ReplicateLogRequest *r,
+                       Lapse__ReplicateLogResponse *out, int rv, uint64_t applied, int diverged,
+                       const char *err)
+{
+    uint64_t epoch = 0;
+    if (rv == 0 || (rv == LAPSE_ESTATE && !diverged)) {
+        char perr[256];
+        replog_position(c->ns->st, r->table_id, r->partition, &epoch, &applied, perr, sizeof(perr));
+    }
+    if (rv == 0 && r->outbox_trimmed > 0) {
+        trim_copy(c->ns->logship, c->ns->st, r);
+    }
+    out->applied_seq = applied;
+    out->applied_epoch = epoch;
+    out->diverged = diverged != 0;
+    if (rv != 0 && (rv != LAPSE_ESTATE || diverged)) {
+        log_warn("ReplicateLog from node %u, table %u partition %u: %s: %s",
+                 (unsigned)r->source_node, (unsigned)r->table_id, (unsigned)r->partition,
+                 lapse_strerror(rv), err);
+    }
+    return rv;
+}
+
 /* Handles one part of a ReplicateLog call (the request itself, or one of
  * its more[]) into out. 0, or the error with err (out still carries the
  * position with ESTATE: the sender resends from it). */
 static int handle_part(const logship_call *c, const Lapse__ReplicateLogRequest *r,
                        Lapse__ReplicateLogResponse *out, char *err, size_t errlen)
 {
-    uint64_t applied = 0, epoch = 0;
+    uint64_t applied = 0;
     int diverged = 0;
     int rv = check_epoch(c->ns->logship, r, err, errlen);
     if (rv == 0 && r->reset) {
@@ -218,60 +245,125 @@ static int handle_part(const logship_call *c, const Lapse__ReplicateLogRequest *
                                r->n_records, &applied, &diverged, err, errlen);
         replog_unlock(c->ns->st, r->table_id, r->partition);
     }
-    if (rv == 0 || (rv == LAPSE_ESTATE && !diverged)) {
-        char perr[256];
-        replog_position(c->ns->st, r->table_id, r->partition, &epoch, &applied, perr, sizeof(perr));
+    return finish_part(c, r, out, rv, applied, diverged, err);
+}
+
+/* One part of a group-commit call while the call is handled. */
+typedef struct part_job {
+    const Lapse__ReplicateLogRequest *r;
+    Lapse__ReplicateLogResponse *out;
+    replog_run run;
+    int rv, diverged;
+    uint64_t applied;
+    char err[512];
+} part_job;
+
+/* Applies the records of every part of jobs[0..n) whose rv is 0 in one
+ * WriteBatch, under all their stripe locks (taken in one order, released
+ * after the write): one write per call instead of one per record. A part
+ * refused midway keeps the records before the refusal; a failed write
+ * fails every part that had records in it. */
+static void apply_parts(const logship_call *c, part_job *jobs, size_t n)
+{
+    store *st = c->ns->st;
+    uint32_t *tids = calloc(n, sizeof(*tids)), *pids = calloc(n, sizeof(*pids));
+    db_batch *b = db_batch_new();
+    size_t nl = 0;
+    for (size_t i = 0; tids != NULL && pids != NULL && i < n; i++) {
+        if (jobs[i].rv == 0) {
+            tids[nl] = jobs[i].r->table_id;
+            pids[nl++] = jobs[i].r->partition;
+        }
     }
-    if (rv == 0 && r->outbox_trimmed > 0) {
-        trim_copy(c->ns->logship, c->ns->st, r);
+    if (tids == NULL || pids == NULL || b == NULL || replog_lock_many(st, tids, pids, nl) != 0) {
+        for (size_t i = 0; i < n; i++) {
+            if (jobs[i].rv == 0) {
+                jobs[i].rv = LAPSE_ENOMEM;
+                snprintf(jobs[i].err, sizeof(jobs[i].err), "out of memory");
+            }
+        }
+        goto out;
     }
-    out->applied_seq = applied;
-    out->applied_epoch = epoch;
-    out->diverged = diverged != 0;
-    if (rv != 0 && (rv != LAPSE_ESTATE || diverged)) {
-        log_warn("ReplicateLog from node %u, table %u partition %u: %s: %s",
-                 (unsigned)r->source_node, (unsigned)r->table_id, (unsigned)r->partition,
-                 lapse_strerror(rv), err);
+    size_t added = 0;
+    for (size_t i = 0; i < n; i++) {
+        part_job *j = &jobs[i];
+        if (j->rv != 0) {
+            continue;
+        }
+        replog_run_init(&j->run, j->r->table_id, j->r->partition);
+        j->rv = logship_apply_into(st, b, &j->run, j->r->prev_epoch, j->r->records, j->r->n_records,
+                                   &j->applied, &j->diverged, j->err, sizeof(j->err));
+        added += j->run.added;
     }
-    return rv;
+    char werr[256] = "";
+    int wrv = added > 0 ? replog_write(st, b, werr, sizeof(werr)) : 0;
+    for (size_t i = 0; i < n; i++) {
+        part_job *j = &jobs[i];
+        if (j->run.added == 0) {
+            continue;
+        }
+        if (wrv == 0) {
+            replog_run_written(st, &j->run);
+            j->applied = j->run.last;
+        } else {
+            j->rv = wrv;
+            snprintf(j->err, sizeof(j->err), "%s", werr);
+        }
+    }
+    replog_unlock_many(st, tids, pids, nl);
+out:
+    db_batch_free(b);
+    free(tids);
+    free(pids);
 }
 
 /* The parts of a group-commit call (the request and its more[]), each
- * answered with its own status in out and out->more. The call succeeds. */
+ * answered with its own status in out and out->more; their records are
+ * written together (apply_parts). The call succeeds. */
 static void handle_parts(const logship_call *c, const Lapse__ReplicateLogRequest *r,
                          Lapse__ReplicateLogResponse *out)
 {
+    const size_t n = r->n_more + 1;
     Lapse__ReplicateLogResponse *parts = arena_alloc(c->a, r->n_more * sizeof(*parts));
     Lapse__ReplicateLogResponse **more = arena_alloc(c->a, r->n_more * sizeof(*more));
-    if (parts == NULL || more == NULL) {
+    part_job *jobs = calloc(n, sizeof(*jobs));
+    if (parts == NULL || more == NULL || jobs == NULL) {
+        free(jobs);
         rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
         return;
     }
-    for (size_t i = 0; i <= r->n_more; i++) {
-        const Lapse__ReplicateLogRequest *pr = i == 0 ? r : r->more[i - 1];
-        Lapse__ReplicateLogResponse *po = i == 0 ? out : &parts[i - 1];
+    for (size_t i = 0; i < n; i++) {
+        part_job *j = &jobs[i];
+        j->r = i == 0 ? r : r->more[i - 1];
+        j->out = i == 0 ? out : &parts[i - 1];
         if (i > 0) {
-            lapse__replicate_log_response__init(po);
-            more[i - 1] = po;
+            lapse__replicate_log_response__init(j->out);
+            more[i - 1] = j->out;
         }
-        char err[512] = "";
-        int rv = 0;
-        if (pr == NULL || pr->pull || pr->reset || pr->n_snapshot > 0 || pr->snapshot_done ||
-            (i > 0 && pr->n_more > 0)) {
-            rv = LAPSE_EINVAL;
-            snprintf(err, sizeof(err), "part %zu of a group-commit call carries more than records",
-                     i);
+        if (j->r == NULL || j->r->pull || j->r->reset || j->r->n_snapshot > 0 ||
+            j->r->snapshot_done || (i > 0 && j->r->n_more > 0)) {
+            j->rv = LAPSE_EINVAL;
+            snprintf(j->err, sizeof(j->err),
+                     "part %zu of a group-commit call carries more than records", i);
         } else {
-            rv = handle_part(c, pr, po, err, sizeof(err));
+            j->rv = check_epoch(c->ns->logship, j->r, j->err, sizeof(j->err));
         }
-        po->status = (Lapse__Status)rv;
-        if (rv != 0 &&
-            (po->message = arena_strdup(c->a, err[0] ? err : lapse_strerror(rv))) == NULL) {
-            po->message = (char *)"";
+    }
+    apply_parts(c, jobs, n);
+    for (size_t i = 0; i < n; i++) {
+        part_job *j = &jobs[i];
+        int rv = j->r == NULL
+                     ? j->rv
+                     : finish_part(c, j->r, j->out, j->rv, j->applied, j->diverged, j->err);
+        j->out->status = (Lapse__Status)rv;
+        if (rv != 0 && (j->out->message =
+                            arena_strdup(c->a, j->err[0] ? j->err : lapse_strerror(rv))) == NULL) {
+            j->out->message = (char *)"";
         }
     }
     out->more = more;
     out->n_more = r->n_more;
+    free(jobs);
 }
 
 void logship_handle(const logship_call *c)

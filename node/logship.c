@@ -340,9 +340,9 @@ int logship_shrink(logship *ls, const node_map *m, const pmap_replicas *r, uint3
     return rv;
 }
 
-int logship_apply_run(store *st, uint32_t table_id, uint32_t part, uint64_t prev_epoch,
-                      Lapse__LogRecord *const *recs, size_t n, uint64_t *applied, int *diverged,
-                      char *err, size_t errlen)
+int logship_apply_into(store *st, db_batch *b, replog_run *run, uint64_t prev_epoch,
+                       Lapse__LogRecord *const *recs, size_t n, uint64_t *applied, int *diverged,
+                       char *err, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
         const Lapse__LogRecord *lr = recs[i];
@@ -350,14 +350,43 @@ int logship_apply_run(store *st, uint32_t table_id, uint32_t part, uint64_t prev
             snprintf(err, errlen, "record %zu is missing", i);
             return LAPSE_EPROTO;
         }
-        int rv = replog_apply_locked(st, table_id, part, lr->seq, prev_epoch, lr->data.data,
-                                     lr->data.len, applied, diverged, err, errlen);
+        int rv = replog_apply_into(st, b, run, lr->seq, prev_epoch, lr->data.data, lr->data.len,
+                                   applied, diverged, err, errlen);
         if (rv != 0) {
             return rv;
         }
         prev_epoch = replog_rec_epoch(lr->data.data, lr->data.len);
     }
     return 0;
+}
+
+int logship_apply_run(store *st, uint32_t table_id, uint32_t part, uint64_t prev_epoch,
+                      Lapse__LogRecord *const *recs, size_t n, uint64_t *applied, int *diverged,
+                      char *err, size_t errlen)
+{
+    db_batch *b = db_batch_new();
+    if (b == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    replog_run run;
+    replog_run_init(&run, table_id, part);
+    int rv = logship_apply_into(st, b, &run, prev_epoch, recs, n, applied, diverged, err, errlen);
+    /* The records before a refused one are valid: they are written. */
+    if (run.added > 0) {
+        char werr[256];
+        int wrv = replog_write(st, b, werr, sizeof(werr));
+        if (wrv == 0) {
+            replog_run_written(st, &run);
+            *applied = run.last;
+        } else {
+            *applied = run.last - run.added;
+            rv = wrv;
+            snprintf(err, errlen, "%s", werr);
+        }
+    }
+    db_batch_free(b);
+    return rv;
 }
 
 /* Takes in replica id's records after this log's end (one pull call of at

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -376,73 +377,106 @@ static int diverged_at(int *diverged, char *err, size_t errlen, uint32_t table_i
                       (unsigned long long)mine, (unsigned long long)theirs);
 }
 
-int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
-                        uint64_t prev_epoch, const uint8_t *rec, size_t len, uint64_t *applied,
-                        int *diverged, char *err, size_t errlen)
+void replog_run_init(replog_run *run, uint32_t table_id, uint32_t part)
 {
+    memset(run, 0, sizeof(*run));
+    run->table_id = table_id;
+    run->part = part;
+}
+
+int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uint64_t prev_epoch,
+                      const uint8_t *rec, size_t len, uint64_t *applied, int *diverged, char *err,
+                      size_t errlen)
+{
+    const uint32_t table_id = run->table_id, part = run->part;
     *diverged = 0;
     if (len < EPOCH_BYTES || seq == 0) {
         return store_errf(LAPSE_ECORRUPT, err, errlen, "replication record %llu is malformed",
                           (unsigned long long)seq);
     }
-    uint64_t epoch = buf_get_u64be(rec);
-    uint64_t last_epoch, last, mine;
-    int rv = read_pos(st, table_id, part, &last_epoch, &last, err, errlen);
-    db_batch *b = NULL;
-    if (rv != 0) {
-        goto out;
+    uint64_t epoch = buf_get_u64be(rec), mine;
+    int rv = 0;
+    if (!run->loaded) {
+        if ((rv = read_pos(st, table_id, part, &run->epoch, &run->last, err, errlen)) != 0) {
+            return rv;
+        }
+        run->loaded = 1;
     }
-    *applied = last;
-    if (epoch < last_epoch) {
-        rv = store_errf(LAPSE_EPERM, err, errlen,
-                        "record %llu is of epoch %llu; table %u partition %u is at epoch %llu",
-                        (unsigned long long)seq, (unsigned long long)epoch, (unsigned)table_id,
-                        (unsigned)part, (unsigned long long)last_epoch);
-        goto out;
+    *applied = run->last;
+    if (epoch < run->epoch) {
+        return store_errf(LAPSE_EPERM, err, errlen,
+                          "record %llu is of epoch %llu; table %u partition %u is at epoch %llu",
+                          (unsigned long long)seq, (unsigned long long)epoch, (unsigned)table_id,
+                          (unsigned)part, (unsigned long long)run->epoch);
     }
-    if (seq <= last) {
+    if (seq <= run->last) {
         /* A resend of what is here is acknowledged again; another record
-         * under the same number means the logs parted. */
+         * under the same number means the logs parted. Records added to b
+         * are not resent within one run (a run is consecutive), so the
+         * stored log answers. */
         if ((rv = replog_record_epoch(st, table_id, part, seq, &mine, err, errlen)) == 0 &&
             mine != epoch) {
             rv = diverged_at(diverged, err, errlen, table_id, part, seq, mine, epoch);
         } else if (rv == LAPSE_ENOTFOUND) {
             rv = 0; /* trimmed here, or older than the snapshot this copy was rebuilt from */
         }
-        goto out;
+        return rv;
     }
-    if (seq != last + 1) {
-        rv = store_errf(LAPSE_ESTATE, err, errlen,
-                        "record %llu of table %u partition %u leaves a gap after %llu",
-                        (unsigned long long)seq, (unsigned)table_id, (unsigned)part,
-                        (unsigned long long)last);
-        goto out;
+    if (seq != run->last + 1) {
+        return store_errf(LAPSE_ESTATE, err, errlen,
+                          "record %llu of table %u partition %u leaves a gap after %llu",
+                          (unsigned long long)seq, (unsigned)table_id, (unsigned)part,
+                          (unsigned long long)run->last);
     }
-    if (last > 0 && prev_epoch != last_epoch) {
-        rv = diverged_at(diverged, err, errlen, table_id, part, last, last_epoch, prev_epoch);
-        goto out;
-    }
-    if ((b = db_batch_new()) == NULL) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
-        goto out;
+    if (run->last > 0 && prev_epoch != run->epoch) {
+        return diverged_at(diverged, err, errlen, table_id, part, run->last, run->epoch,
+                           prev_epoch);
     }
     if ((rv = db_batch_replay(b, st->db, rec + EPOCH_BYTES, len - EPOCH_BYTES, NULL)) != 0) {
-        store_errf(rv, err, errlen, "replication record %llu of table %u partition %u is malformed",
-                   (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
-        goto out;
+        return store_errf(rv, err, errlen, /* b as it was */
+                          "replication record %llu of table %u partition %u is malformed",
+                          (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
     }
     if (put_record(st, b, table_id, part, epoch, seq, rec, len) != 0 ||
         (trim_due(st, seq) && add_trim(st, b, table_id, part, seq) != 0)) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
-        goto out;
+        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
-    if ((rv = db_write(st->db, b, 0, err, errlen)) == 0) {
-        *applied = seq;
+    run->epoch = epoch;
+    run->last = seq;
+    run->added++;
+    return 0;
+}
+
+int replog_write(store *st, db_batch *b, char *err, size_t errlen)
+{
+    return db_write(st->db, b, 0, err, errlen);
+}
+
+void replog_run_written(store *st, const replog_run *run)
+{
+    if (run->added > 0) {
         /* The copy's items and counters changed under any cached state. */
-        store_sweep_cursor_note(st, table_id, part, NULL, 0);
-        outbox_forget_part(st, table_id, part);
+        store_sweep_cursor_note(st, run->table_id, run->part, NULL, 0);
+        outbox_forget_part(st, run->table_id, run->part);
     }
-out:
+}
+
+int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
+                        uint64_t prev_epoch, const uint8_t *rec, size_t len, uint64_t *applied,
+                        int *diverged, char *err, size_t errlen)
+{
+    db_batch *b = db_batch_new();
+    if (b == NULL) {
+        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    }
+    replog_run run;
+    replog_run_init(&run, table_id, part);
+    int rv =
+        replog_apply_into(st, b, &run, seq, prev_epoch, rec, len, applied, diverged, err, errlen);
+    if (rv == 0 && run.added > 0 && (rv = db_write(st->db, b, 0, err, errlen)) == 0) {
+        *applied = seq;
+        replog_run_written(st, &run);
+    }
     db_batch_free(b);
     return rv;
 }
@@ -457,6 +491,66 @@ int replog_apply(store *st, uint32_t table_id, uint32_t part, uint64_t seq, uint
                                  err, errlen);
     pthread_mutex_unlock(mu);
     return rv;
+}
+
+static int mutex_ptr_cmp(const void *a, const void *b)
+{
+    const uintptr_t x = (uintptr_t) * (pthread_mutex_t *const *)a;
+    const uintptr_t y = (uintptr_t) * (pthread_mutex_t *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The distinct stripes of the n partitions, in address order (the order
+ * every taker of several uses), into *out (caller frees); their count. */
+static size_t stripes_of(store *st, const uint32_t *tables, const uint32_t *parts, size_t n,
+                         pthread_mutex_t ***out)
+{
+    pthread_mutex_t **mus = malloc((n > 0 ? n : 1) * sizeof(*mus));
+    *out = mus;
+    if (mus == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        mus[i] = store_stripe(st, tables[i], parts[i]);
+    }
+    qsort(mus, n, sizeof(*mus), mutex_ptr_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m == 0 || mus[m - 1] != mus[i]) {
+            mus[m++] = mus[i];
+        }
+    }
+    return m;
+}
+
+int replog_lock_many(store *st, const uint32_t *tables, const uint32_t *parts, size_t n)
+{
+    pthread_mutex_t **mus = NULL;
+    size_t m = stripes_of(st, tables, parts, n, &mus);
+    if (mus == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    for (size_t i = 0; i < m; i++) {
+        pthread_mutex_lock(mus[i]);
+    }
+    free(mus);
+    return 0;
+}
+
+void replog_unlock_many(store *st, const uint32_t *tables, const uint32_t *parts, size_t n)
+{
+    /* No allocation on the way out: each distinct stripe is released at
+     * its first occurrence. */
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_t *mu = store_stripe(st, tables[i], parts[i]);
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++) {
+            seen = store_stripe(st, tables[j], parts[j]) == mu;
+        }
+        if (!seen) {
+            pthread_mutex_unlock(mu);
+        }
+    }
 }
 
 void replog_lock(store *st, uint32_t table_id, uint32_t part)

@@ -196,6 +196,47 @@ int replog_reset(store *st, uint32_t table_id, uint32_t part, char *err, size_t 
 
 /* The partition's stripe lock, for a caller that must keep its writes out
  * for a while (the primary bringing a replica into the in-sync set). */
+/* A run of consecutive records of one partition applied into one batch
+ * (replog_apply_into): where the partition's log will stand once the batch
+ * is written. Records of several partitions may share a batch, each
+ * partition with its run (a follower applying a group-commit call in one
+ * write). */
+typedef struct replog_run {
+    uint32_t table_id, part;
+    uint64_t epoch, last; /* the position, as the batch leaves it */
+    int loaded;           /* the stored position was read */
+    size_t added;         /* records added to the batch */
+} replog_run;
+
+void replog_run_init(replog_run *run, uint32_t table_id, uint32_t part);
+
+/* replog_apply's checks and effect for record seq of run's partition, with
+ * its ops, the record and the new position added to b instead of written:
+ * the caller writes b (db_write) and then calls replog_run_written. The
+ * checks read the stored position once, then follow run. Same returns as
+ * replog_apply (0 with nothing added for a resend of a record held);
+ * *applied is where run stands. On an error nothing of the record is in b,
+ * and the records added before stay there, valid. REQUIRES: the
+ * partition's stripe lock, held until b is written. */
+int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uint64_t prev_epoch,
+                      const uint8_t *rec, size_t len, uint64_t *applied, int *diverged, char *err,
+                      size_t errlen);
+
+/* Writes b, a batch of replog_apply_into runs, to st (not synced, as
+ * every write). 0 or LAPSE_EIO with err. */
+int replog_write(store *st, db_batch *b, char *err, size_t errlen);
+
+/* After the batch holding run's records was written: drops what the store
+ * caches about the partition's items and outbox. */
+void replog_run_written(store *st, const replog_run *run);
+
+/* Takes the stripe locks of n partitions (tables[i], parts[i]) in a fixed
+ * order, each once (partitions may share a stripe), for a batch spanning
+ * them; replog_unlock_many releases them. Returns 0 or LAPSE_ENOMEM
+ * (nothing locked). A thread holding them waits for nothing else. */
+int replog_lock_many(store *st, const uint32_t *tables, const uint32_t *parts, size_t n);
+void replog_unlock_many(store *st, const uint32_t *tables, const uint32_t *parts, size_t n);
+
 void replog_lock(store *st, uint32_t table_id, uint32_t part);
 void replog_unlock(store *st, uint32_t table_id, uint32_t part);
 

@@ -450,6 +450,116 @@ static void test_replica_refuses_gaps_old_epochs_and_garbage(void **state)
     assert_same(p, &t);
 }
 
+/* Records taken from a log, in order. */
+typedef struct grabs {
+    grab g[8];
+    size_t n;
+} grabs;
+
+static int take_all(void *arg, uint64_t s, const uint8_t *rec, size_t len)
+{
+    grabs *gs = arg;
+    assert_true(gs->n < 8);
+    take(&gs->g[gs->n++], s, rec, len);
+    return 0;
+}
+
+/* Puts Pk = pk on the primary only (every ship fails): its record is in
+ * the primary's log for the test to hand to the replica. */
+static void put_primary_only(pair *p, const table_schema *t, int pk)
+{
+    item *it = row(pk, "solo", clock_wall_now().ms / 1000 + 3600); /* item and expiry entry */
+    p->fail_ships = 1;
+    assert_code(store_put(p->f->st, t, it, NULL, NULL, p->f->err, sizeof p->f->err),
+                LAPSE_EUNAVAILABLE, p->f);
+    item_free(it);
+}
+
+/* A follower applies the records of several partitions in one batch (a
+ * group-commit call's parts, replog_apply_into): each partition's run is
+ * checked on its own (a gap in one does not stop the other), a malformed
+ * record leaves the batch as it was, and one write lands every record
+ * accepted, with each partition's position. */
+static void test_runs_of_several_partitions_share_a_batch(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    table_schema t = replicated();
+    int a_keys[3], b_keys[2], na = 0, nb = 0;
+    const uint32_t pa = part_of(0, t.partitions);
+    uint32_t pb = pa;
+    for (int k = 0; na < 3 || nb < 2; k++) {
+        uint32_t pk = part_of(k, t.partitions);
+        if (pk == pa && na < 3) {
+            a_keys[na++] = k;
+        } else if (pk != pa && (nb == 0 || pk == pb) && nb < 2) {
+            pb = pk;
+            b_keys[nb++] = k;
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        put_primary_only(p, &t, a_keys[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        put_primary_only(p, &t, b_keys[i]);
+    }
+    grabs ga = {.n = 0}, gb = {.n = 0};
+    assert_ok(replog_read(f->st, t.id, pa, 0, 8, 0, take_all, &ga, f->err, sizeof f->err), f);
+    assert_ok(replog_read(f->st, t.id, pb, 0, 8, 0, take_all, &gb, f->err, sizeof f->err), f);
+    assert_int_equal(ga.n, 3);
+    assert_int_equal(gb.n, 2);
+
+    const uint32_t tids[2] = {t.id, t.id}, pids[2] = {pa, pb};
+    assert_int_equal(replog_lock_many(p->replica, tids, pids, 2), 0);
+    db_batch *b = db_batch_new();
+    assert_non_null(b);
+    replog_run ra, rb;
+    replog_run_init(&ra, t.id, pa);
+    replog_run_init(&rb, t.id, pb);
+    uint64_t applied = 0;
+    int dv = 0;
+    for (size_t i = 0; i < 3; i++) {
+        assert_ok(replog_apply_into(p->replica, b, &ra, i + 1, i == 0 ? 0 : 3, ga.g[i].rec,
+                                    ga.g[i].len, &applied, &dv, f->err, sizeof f->err),
+                  f);
+    }
+    assert_ok(replog_apply_into(p->replica, b, &rb, 1, 0, gb.g[0].rec, gb.g[0].len, &applied, &dv,
+                                f->err, sizeof f->err),
+              f);
+    const size_t ops = db_batch_count(b);
+    /* Partition b's record 3 leaves a gap: refused, a's run goes on. */
+    assert_code(replog_apply_into(p->replica, b, &rb, 3, 3, gb.g[1].rec, gb.g[1].len, &applied, &dv,
+                                  f->err, sizeof f->err),
+                LAPSE_ESTATE, f);
+    assert_int_equal(applied, 1);
+    /* A record cut short in its last op adds nothing, not even the ops
+     * before the cut. */
+    assert_code(replog_apply_into(p->replica, b, &ra, 4, 3, ga.g[2].rec, ga.g[2].len - 1, &applied,
+                                  &dv, f->err, sizeof f->err),
+                LAPSE_ECORRUPT, f);
+    assert_int_equal(db_batch_count(b), ops);
+    assert_int_equal(ra.added, 3);
+    assert_int_equal(rb.added, 1);
+    assert_ok(replog_write(p->replica, b, f->err, sizeof f->err), f);
+    replog_run_written(p->replica, &ra);
+    replog_run_written(p->replica, &rb);
+    replog_unlock_many(p->replica, tids, pids, 2);
+    db_batch_free(b);
+
+    uint64_t e, seq;
+    assert_ok(replog_position(p->replica, t.id, pa, &e, &seq, f->err, sizeof f->err), f);
+    assert_int_equal(seq, 3);
+    assert_ok(replog_position(p->replica, t.id, pb, &e, &seq, f->err, sizeof f->err), f);
+    assert_int_equal(seq, 1);
+    assert_int_equal(total_items(p->replica, &t), 4);
+    /* The rest of b's log by the usual path: the copies end equal. */
+    assert_ok(replog_apply(p->replica, t.id, pb, 2, 3, gb.g[1].rec, gb.g[1].len, &applied, &dv,
+                           f->err, sizeof f->err),
+              f);
+    assert_same(p, &t);
+}
+
 static void test_failed_ship_then_catch_up(void **state)
 {
     (void)state;
@@ -881,6 +991,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replica_refuses_gaps_old_epochs_and_garbage,
                                         pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_failed_ship_then_catch_up, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_runs_of_several_partitions_share_a_batch, pair_setup,
+                                        pair_teardown),
         cmocka_unit_test_setup_teardown(test_log_is_trimmed_on_both_copies, pair_setup,
                                         pair_teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_rebuilds_a_copy, pair_setup, pair_teardown),

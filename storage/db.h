@@ -88,8 +88,9 @@ size_t db_batch_count(const db_batch *b);
  * turns logging off.
  * db_batch_replay adds the ops of a log to b (another batch, usually of
  * another store) and counts them into *ops (may be NULL): 0, or
- * LAPSE_ECORRUPT for a malformed log or an unknown family (b may then hold
- * some of the ops: discard it). */
+ * LAPSE_ECORRUPT for a malformed log or an unknown family, with b left as
+ * it was (the log is read through once before any op is added: a batch
+ * shared by several logs stays whole). */
 void db_batch_log_start(db_batch *b);
 const uint8_t *db_batch_log(const db_batch *b, size_t *len);
 int db_batch_replay(db_batch *b, db *d, const uint8_t *log, size_t len, size_t *ops);

@@ -60,9 +60,11 @@ static void log_op(db_batch *b, int code, int cf, const void *k1, size_t l1, con
         return;
     }
     if (l1 > UINT32_MAX || l2 > UINT32_MAX || buf_reserve(&b->log, 10 + l1 + l2) != 0 ||
-        buf_append_byte(&b->log, (uint8_t)code) != 0 || buf_append_byte(&b->log, (uint8_t)cf) != 0 ||
+        buf_append_byte(&b->log, (uint8_t)code) != 0 ||
+        buf_append_byte(&b->log, (uint8_t)cf) != 0 ||
         buf_append_u32be(&b->log, (uint32_t)l1) != 0 || buf_append(&b->log, k1, l1) != 0 ||
-        (two && (buf_append_u32be(&b->log, (uint32_t)l2) != 0 || buf_append(&b->log, k2, l2) != 0))) {
+        (two &&
+         (buf_append_u32be(&b->log, (uint32_t)l2) != 0 || buf_append(&b->log, k2, l2) != 0))) {
         b->log_oom = 1;
     }
 }
@@ -101,38 +103,45 @@ static int log_slice(const uint8_t *p, size_t len, size_t *pos, const uint8_t **
     return 0;
 }
 
-int db_batch_replay(db_batch *b, db *d, const uint8_t *p, size_t len, size_t *ops)
+/* One pass over the log p[0..len): with b NULL it only checks it; else
+ * it adds its ops to b. The number of ops, or -1 when malformed. */
+static long replay_pass(db_batch *b, db *d, const uint8_t *p, size_t len)
 {
-    size_t pos = 0, n = 0;
+    size_t pos = 0;
+    long n = 0;
     while (pos < len) {
         if (len - pos < 2) {
-            return LAPSE_ECORRUPT;
+            return -1;
         }
         int code = p[pos], cf = p[pos + 1];
         pos += 2;
-        const uint8_t *k1, *k2;
-        size_t l1, l2;
+        const uint8_t *k1, *k2 = NULL;
+        size_t l1, l2 = 0;
         if ((size_t)cf >= d->ncf || log_slice(p, len, &pos, &k1, &l1) != 0 ||
-            (code != LOG_DELETE && log_slice(p, len, &pos, &k2, &l2) != 0)) {
-            return LAPSE_ECORRUPT;
+            (code != LOG_DELETE && log_slice(p, len, &pos, &k2, &l2) != 0) ||
+            (code != LOG_PUT && code != LOG_DELETE && code != LOG_DELETE_RANGE)) {
+            return -1;
         }
-        switch (code) {
-        case LOG_PUT:
+        if (b != NULL && code == LOG_PUT) {
             db_batch_put(b, d, cf, k1, l1, k2, l2);
-            break;
-        case LOG_DELETE:
+        } else if (b != NULL && code == LOG_DELETE) {
             db_batch_delete(b, d, cf, k1, l1);
-            break;
-        case LOG_DELETE_RANGE:
+        } else if (b != NULL) {
             db_batch_delete_range(b, d, cf, k1, l1, k2, l2);
-            break;
-        default:
-            return LAPSE_ECORRUPT;
         }
         n++;
     }
+    return n;
+}
+
+int db_batch_replay(db_batch *b, db *d, const uint8_t *p, size_t len, size_t *ops)
+{
+    if (replay_pass(NULL, d, p, len) < 0) {
+        return LAPSE_ECORRUPT; /* b untouched */
+    }
+    long n = replay_pass(b, d, p, len);
     if (ops != NULL) {
-        *ops = n;
+        *ops = (size_t)n;
     }
     return 0;
 }
