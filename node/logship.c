@@ -435,7 +435,7 @@ static int pull_from(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id,
 }
 
 int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
-                      uint32_t part, char *err, size_t errlen)
+                      uint32_t part, int *took_in, char *err, size_t errlen)
 {
     uint64_t epoch = pmap_epoch(r);
     pthread_mutex_lock(&ls->lock);
@@ -469,6 +469,9 @@ int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, ui
         for (int round = 0; rv == 0 && more && round < LOGSHIP_RECONCILE_ROUNDS; round++) {
             rv = pull_from(ls, c, r->ids[i], table_id, part, epoch, &more, err, errlen);
             taken += (size_t)(rv == 0 && more);
+            if (took_in != NULL && rv == 0 && more) {
+                *took_in = 1;
+            }
         }
         if (rv == LAPSE_EUNAVAILABLE) {
             /* Every acknowledged write is here too: a member that cannot

@@ -23,8 +23,28 @@
 #include "maps.h"
 #include "registry.h"
 
-static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, char *err,
-                      size_t errlen)
+/* store_repl_hook.prepare: a new primary takes in its replicas' extra
+ * records before the write reads the partition (replog.h). Anything else
+ * (not the primary, no lease) is begin's to say. */
+static int hook_prepare(void *arg, uint32_t table_id, uint32_t part, char *err, size_t errlen)
+{
+    logship *ls = arg;
+    node_map *m = maps_acquire(ls->ns);
+    int rv = 0, reconciled = 1;
+    char why[64];
+    const pmap_replicas *r = logship_set_of(m, table_id, part, why, sizeof(why));
+    if (r != NULL && r->ids[0] == ls->ns->id) {
+        (void)logship_required(ls, m, r, table_id, part, &reconciled);
+    }
+    if (!reconciled) {
+        rv = logship_reconcile(ls, m, r, table_id, part, NULL, err, errlen);
+    }
+    maps_release(m);
+    return rv;
+}
+
+static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, int *took_in,
+                      char *err, size_t errlen)
 {
     logship *ls = arg;
     node_map *m = maps_acquire(ls->ns);
@@ -52,7 +72,7 @@ static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epo
                      (unsigned)need);
             rv = LAPSE_EUNAVAILABLE;
         } else if (!reconciled) {
-            rv = logship_reconcile(ls, m, r, table_id, part, err, errlen);
+            rv = logship_reconcile(ls, m, r, table_id, part, took_in, err, errlen);
         }
         *epoch = pmap_epoch(r);
     }
@@ -542,7 +562,8 @@ int logship_open(logship **out, node_server *ns)
     pthread_mutex_init(&ls->lock, NULL);
     clock_cond_init_mono(&ls->wake); /* resync_main waits on clock_mono_abstime */
     pthread_cond_init(&ls->shipped, NULL);
-    store_repl_hook h = {.begin = hook_begin,
+    store_repl_hook h = {.prepare = hook_prepare,
+                         .begin = hook_begin,
                          .ship = hook_ship,
                          .wait = hook_wait,
                          .settle = hook_settle,

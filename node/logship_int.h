@@ -222,11 +222,12 @@ int logship_send_after(logship *ls, rpc_client *c, uint32_t id, uint32_t table_i
                        uint64_t epoch, uint64_t *applied, int *diverged, char *err, size_t errlen);
 
 /* As the primary of (table_id, part) at epoch in map m: takes in the
- * in-sync replicas' records beyond this log, once per epoch (above).
+ * in-sync replicas' records beyond this log, once per epoch (above);
+ * sets *took_in (may be NULL) when it took any.
  * REQUIRES: the partition's stripe lock. 0, or LAPSE_EUNAVAILABLE with err
  * (an in-sync replica cannot be reached: no write until it can, or the
  * coordinator drops it). */
 int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
-                      uint32_t part, char *err, size_t errlen);
+                      uint32_t part, int *took_in, char *err, size_t errlen);
 
 #endif

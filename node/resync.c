@@ -383,7 +383,7 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
         return; /* the next pass goes on */
     }
     replog_lock(st, table_id, part);
-    rv = logship_reconcile(ls, m, r, table_id, part, err, sizeof(err));
+    rv = logship_reconcile(ls, m, r, table_id, part, NULL, err, sizeof(err));
     if (rv == 0) {
         rv = send_until(ls, c, id, table_id, part, epoch, 0, RESYNC_NEAR_ROUNDS, &applied, &my_seq,
                         err, sizeof(err));
@@ -461,7 +461,7 @@ static void reconcile(logship *ls, const node_map *m, const pmap_replicas *r, ui
 {
     char err[512] = "";
     replog_lock(ls->ns->st, table_id, part);
-    int rv = logship_reconcile(ls, m, r, table_id, part, err, sizeof(err));
+    int rv = logship_reconcile(ls, m, r, table_id, part, NULL, err, sizeof(err));
     replog_unlock(ls->ns->st, table_id, part);
     if (rv != 0) {
         warn_every(ls, table_id, part, "cannot take over as the primary", err);

@@ -356,6 +356,9 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     const uint64_t cut = cutoff_s(now);
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
+    if ((rv = store_repl_prepare(st, t, part, err, errlen)) != 0) {
+        goto unlock;
+    }
     if (derive) {
         store_derive_begin(&d, st, t, part);
     }
@@ -631,7 +634,8 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
     int finished = 0;
-    if ((rv = progress_read(st, t, part, &pkey, &finished, &resume, err, errlen)) != 0 ||
+    if ((rv = store_repl_prepare(st, t, part, err, errlen)) != 0 ||
+        (rv = progress_read(st, t, part, &pkey, &finished, &resume, err, errlen)) != 0 ||
         finished) {
         goto unlock;
     }

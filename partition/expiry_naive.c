@@ -64,6 +64,9 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     int hi_none = itemkey_successor(&hi);
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
+    if ((rv = store_repl_prepare(st, t, part, err, errlen)) != 0) {
+        goto unlock;
+    }
     if (derive) {
         store_derive_begin(&d, st, t, part);
     }

@@ -198,6 +198,14 @@ static _Atomic uint32_t *unshipped_of(store *st, uint32_t table_id, uint32_t par
     return &st->unshipped[store_stripe(st, table_id, part) - st->locks];
 }
 
+int store_repl_prepare(store *st, const table_schema *t, uint32_t part, char *err, size_t errlen)
+{
+    if (!logged(st, t) || st->repl.prepare == NULL) {
+        return 0;
+    }
+    return st->repl.prepare(st->repl.arg, t->id, part, err, errlen);
+}
+
 int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
                        store_pending *pend, char *err, size_t errlen)
 {
@@ -213,8 +221,17 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
         return rv;
     }
     uint64_t epoch = 0;
-    if ((rv = st->repl.begin(st->repl.arg, t->id, part, &epoch, err, errlen)) != 0) {
+    int took_in = 0;
+    if ((rv = st->repl.begin(st->repl.arg, t->id, part, &epoch, &took_in, err, errlen)) != 0) {
         return rv;
+    }
+    if (took_in) {
+        /* The write was read and derived before these records came in: its
+         * outbox and request records would take their numbers. */
+        return store_errf(LAPSE_EUNAVAILABLE, err, errlen,
+                          "table %s partition %u took in records of its replicas while the write "
+                          "was prepared (a new primary); nothing was written: retry",
+                          t->name, (unsigned)part);
     }
     if (epoch == 0) {
         return store_errf(LAPSE_EINTERNAL, err, errlen, "the replication hook gave epoch 0");

@@ -39,16 +39,27 @@
 #include "../storage/db.h"
 #include "store.h"
 
-/* The node's side of replication, called by store_commit_start (begin,
- * ship) and store_commit_finish (wait). */
+/* The node's side of replication, called by store_repl_prepare (prepare),
+ * store_commit_start (begin, ship) and store_commit_finish (wait). */
 typedef struct store_repl_hook {
+    /* Called by every write right after it takes the partition's stripe
+     * lock, before it reads anything of the partition: a new primary takes
+     * in here what its in-sync replicas hold beyond its log (records of the
+     * old primary that no one acknowledged), so the write reads, and
+     * derives its outbox records and request records from, the partition
+     * it will commit on. 0, or an error (the write does nothing). NULL:
+     * nothing to do. */
+    int (*prepare)(void *arg, uint32_t table_id, uint32_t part, char *err, size_t errlen);
     /* Before anything is written: sets *epoch to the epoch in which this
      * node is the primary of (table_id, part) and returns 0, or refuses the
      * write with an error and err (LAPSE_EWRONGNODE: not the primary;
      * LAPSE_EUNAVAILABLE: fewer copies in sync than the minimum); nothing
-     * is written then. */
-    int (*begin)(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, char *err,
-                 size_t errlen);
+     * is written then. Sets *took_in when it took records into the
+     * partition's log in this call (what prepare does, if prepare did not:
+     * a newer epoch came meanwhile): what the write read is stale, and
+     * store_commit_start refuses it. */
+    int (*begin)(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, int *took_in,
+                 char *err, size_t errlen);
     /* Hands record seq (rec[0..len): the stored value, epoch first; the
      * record before it is of prev_epoch) to the partition's in-sync
      * replicas. Called under the partition's stripe lock, in seq order; it
@@ -90,6 +101,11 @@ typedef struct store_pending {
     uint32_t table_id, part;
     uint64_t seq;
 } store_pending;
+
+/* The first step of every write of partition part of t, right after it
+ * takes the partition's stripe lock: the hook's prepare (above). 0 for a
+ * table without a log. REQUIRES: the stripe lock. */
+int store_repl_prepare(store *st, const table_schema *t, uint32_t part, char *err, size_t errlen);
 
 /* Commits b, the whole change of partition part of t, up to the ship
  * hook's queueing: for a replicated table (with a hook), as the header

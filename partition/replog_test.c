@@ -18,7 +18,9 @@
 
 #include "../common/clock.h"
 #include "store_int.h"
+#include "../common/change.h"
 #include "expiry.h"
+#include "outbox.h"
 #include "replog.h"
 #include "request.h"
 #include "snapshot.h"
@@ -38,11 +40,12 @@ typedef struct pair {
 
 static pair g_pair;
 
-static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, char *err,
-                      size_t errlen)
+static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, int *took_in,
+                      char *err, size_t errlen)
 {
     (void)table_id;
     (void)part;
+    (void)took_in;
     *epoch = ((pair *)arg)->epoch;
     if (*epoch == 0) {
         snprintf(err, errlen, "not the primary");
@@ -813,6 +816,161 @@ static void test_commits_wait_for_replicas_unlocked(void **state)
     assert_int_equal(total_items(p->replica, &t), 10);
 }
 
+/* The replica of the pair as a new primary (epoch 4) that takes in the
+ * records the old one (the fixture's store) holds beyond its log, the way
+ * the node's reconcile does: in prepare (before a write reads), or, with
+ * no prepare, in begin. Its ships go back to the old primary's store. */
+typedef struct takeover {
+    pair *p;
+    int reconciled, use_prepare;
+    size_t taken;
+} takeover;
+
+typedef struct takein {
+    store *st;
+    uint32_t table_id, part;
+    uint64_t prev_epoch;
+    size_t n;
+} takein;
+
+static int take_one(void *arg, uint64_t seq, const uint8_t *rec, size_t len)
+{
+    takein *ti = arg;
+    uint64_t applied = 0;
+    int diverged = 0;
+    char err[256];
+    int rv = replog_apply_locked(ti->st, ti->table_id, ti->part, seq, ti->prev_epoch, rec, len,
+                                 &applied, &diverged, err, sizeof err);
+    ti->prev_epoch = buf_get_u64be(rec);
+    ti->n += rv == 0;
+    return rv;
+}
+
+/* Takes in the old primary's records past the new one's log, once.
+ * REQUIRES: the new primary's stripe lock (the hooks' caller holds it). */
+static int take_in(takeover *to, uint32_t table_id, uint32_t part, char *err, size_t errlen)
+{
+    if (to->reconciled) {
+        return 0;
+    }
+    uint64_t e = 0, seq = 0;
+    int rv = replog_position(to->p->replica, table_id, part, &e, &seq, err, errlen);
+    takein ti = {to->p->replica, table_id, part, e, 0};
+    if (rv == 0) {
+        rv =
+            replog_read(to->p->f->st, table_id, part, seq, SIZE_MAX, 0, take_one, &ti, err, errlen);
+    }
+    to->reconciled = rv == 0;
+    to->taken += ti.n;
+    return rv;
+}
+
+static int takeover_prepare(void *arg, uint32_t table_id, uint32_t part, char *err, size_t errlen)
+{
+    takeover *to = arg;
+    return to->use_prepare ? take_in(to, table_id, part, err, errlen) : 0;
+}
+
+static int takeover_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch,
+                          int *took_in, char *err, size_t errlen)
+{
+    takeover *to = arg;
+    const size_t before = to->taken;
+    *epoch = 4;
+    int rv = take_in(to, table_id, part, err, errlen);
+    *took_in = to->taken > before;
+    return rv;
+}
+
+static int takeover_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq,
+                         uint64_t prev_epoch, const uint8_t *rec, size_t len, void **ticket,
+                         char *err, size_t errlen)
+{
+    (void)ticket;
+    takeover *to = arg;
+    uint64_t applied = 0;
+    int diverged = 0;
+    return replog_apply(to->p->f->st, table_id, part, seq, prev_epoch, rec, len, &applied,
+                        &diverged, err, errlen);
+}
+
+/* The old primary deletes an item and its record reaches no replica (the
+ * write is not acknowledged); a new primary is then made of the replica.
+ * Its first write must take that record in before it reads: else the
+ * write's outbox record takes the delete's number, and the stream and the
+ * GSIs never see the REMOVE (chaos invariants 4 and 5, seen with the
+ * oneway-cut fault). With prepare, the write commits after the delete
+ * (outbox 1..4); with no prepare, begin takes the record in too late and
+ * the write is refused, nothing written, and its retry commits. */
+static void takeover_case(int use_prepare)
+{
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    table_schema t = replicated();
+    t.stream.enabled = 1; /* an outbox */
+    int keys[3], n = 0;
+    const uint32_t part = part_of(0, t.partitions);
+    for (int k = 0; n < 3; k++) {
+        if (part_of(k, t.partitions) == part) {
+            keys[n++] = k;
+        }
+    }
+    put(f, &t, row(keys[0], "a", 0));
+    put(f, &t, row(keys[1], "b", 0));
+    char k0s[16];
+    snprintf(k0s, sizeof k0s, "%d", keys[0]);
+    item *k0 = itm(1, "Pk", ATTR_N, k0s);
+    p->fail_ships = 1;
+    assert_code(store_delete(f->st, &t, k0, NULL, NULL, f->err, sizeof f->err), LAPSE_EUNAVAILABLE,
+                f);
+    item_free(k0);
+    uint64_t last = 0;
+    assert_ok(outbox_last_seq(f->st, t.id, part, &last, f->err, sizeof f->err), f);
+    assert_int_equal(last, 3); /* INSERT, INSERT, REMOVE */
+    assert_ok(outbox_last_seq(p->replica, t.id, part, &last, f->err, sizeof f->err), f);
+    assert_int_equal(last, 2);
+
+    takeover to = {.p = p, .use_prepare = use_prepare};
+    store_repl_hook h = {
+        .prepare = takeover_prepare, .begin = takeover_begin, .ship = takeover_ship, .arg = &to};
+    store_set_repl_hook(p->replica, &h);
+    item *c = row(keys[2], "c", 0);
+    if (!use_prepare) {
+        assert_code(store_put(p->replica, &t, c, NULL, NULL, f->err, sizeof f->err),
+                    LAPSE_EUNAVAILABLE, f);
+        assert_non_null(strstr(f->err, "took in records"));
+        assert_ok(outbox_last_seq(p->replica, t.id, part, &last, f->err, sizeof f->err), f);
+        assert_int_equal(last, 3); /* the delete, taken in; nothing of the put */
+    }
+    assert_ok(store_put(p->replica, &t, c, NULL, NULL, f->err, sizeof f->err), f);
+    item_free(c);
+    assert_int_equal(to.taken, 1);
+    assert_ok(outbox_last_seq(p->replica, t.id, part, &last, f->err, sizeof f->err), f);
+    assert_int_equal(last, 4);
+    change_list out;
+    change_list_init(&out);
+    assert_ok(outbox_read(p->replica, t.id, part, 0, 10, 0, &out, f->err, sizeof f->err), f);
+    assert_int_equal(out.n, 4);
+    change_record r3;
+    assert_int_equal(change_decode(out.v[2].data, out.v[2].len, &r3), 0);
+    assert_int_equal(r3.event, CHANGE_REMOVE); /* the delete's record kept its number */
+    assert_int_equal(r3.seq, 3);
+    change_list_fini(&out);
+    assert_same(p, &t);
+}
+
+static void test_new_primary_takes_in_before_it_reads(void **state)
+{
+    (void)state;
+    takeover_case(1);
+}
+
+static void test_records_taken_in_late_refuse_the_write(void **state)
+{
+    (void)state;
+    takeover_case(0);
+}
+
 static void test_not_primary_writes_nothing(void **state)
 {
     (void)state;
@@ -999,6 +1157,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retried_write_takes_effect_once, pair_setup,
                                         pair_teardown),
         cmocka_unit_test_setup_teardown(test_not_primary_writes_nothing, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_new_primary_takes_in_before_it_reads, pair_setup,
+                                        pair_teardown),
+        cmocka_unit_test_setup_teardown(test_records_taken_in_late_refuse_the_write, pair_setup,
+                                        pair_teardown),
         cmocka_unit_test_setup_teardown(test_commits_wait_for_replicas_unlocked, pair_setup,
                                         pair_teardown),
         cmocka_unit_test_setup_teardown(test_diverged_copy_is_reset_and_rebuilt, pair_setup,

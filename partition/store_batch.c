@@ -278,6 +278,11 @@ static int batch_write(store *st, const table_schema *t, const store_write *writ
         pthread_mutex_t *mu = store_stripe(st, t->id, e[i].part);
         pthread_mutex_lock(mu);
         int written = 0;
+        rv = store_repl_prepare(st, t, e[i].part, err, errlen);
+        if (rv != 0) {
+            pthread_mutex_unlock(mu);
+            goto out; /* earlier partitions' groups stay applied */
+        }
         rv = group_once_check(st, t, e[i].part, &once, e + i, j - i, &m, err, errlen);
         if (rv == 0 && m == 0) {
             /* Every write of the group was applied by an earlier attempt:

@@ -92,7 +92,6 @@ static int cond_failed(const store_cond *c, char *err, size_t errlen)
                       what[c->kind <= STORE_COND_EQUALS ? c->kind : 0], c->attr);
 }
 
-
 /* The stored value of an item as read for a write. */
 typedef struct stored {
     buf raw;     /* the stored bytes when found */
@@ -203,8 +202,8 @@ int store_request_find(store *st, const table_schema *t, uint32_t part, const ui
  * *pend is then to be finished); the caller writes nothing more. A record
  * of another kind of write under the id is the client's error
  * (LAPSE_EINVAL). REQUIRES: the partition's stripe lock. */
-static int once_check(store *st, const table_schema *t, uint32_t part, once *o,
-                      store_pending *pend, char *err, size_t errlen)
+static int once_check(store *st, const table_schema *t, uint32_t part, once *o, store_pending *pend,
+                      char *err, size_t errlen)
 {
     if (o->id == NULL) {
         return 0;
@@ -226,8 +225,8 @@ static int once_check(store *st, const table_schema *t, uint32_t part, once *o,
  * (finish_write) once the stripe lock is released.
  * REQUIRES: the key's stripe lock is held. */
 static int write_one(store *st, const table_schema *t, const buf *key, const stored *old,
-                     const buf *val, ttl_entry o, ttl_entry n, const once *req,
-                     int64_t *min_due_ms, store_pending *pend, char *err, size_t errlen)
+                     const buf *val, ttl_entry o, ttl_entry n, const once *req, int64_t *min_due_ms,
+                     store_pending *pend, char *err, size_t errlen)
 {
     int rv = 0;
     const int derive = store_derive_wanted(t);
@@ -339,7 +338,8 @@ static int put_item(store *st, const table_schema *t, const item *it, const stor
     const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
-    if ((rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
+    if ((rv = store_repl_prepare(st, t, part, err, errlen)) != 0 ||
+        (rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
         goto unlock;
     }
     if ((cond_needs_read(cond) || old_out != NULL || ttl || store_derive_wanted(t)) &&
@@ -379,7 +379,6 @@ int store_put_once(store *st, const table_schema *t, const item *it, const store
     return put_item(st, t, it, cond, rid, NULL, err, errlen);
 }
 
-
 /* store_delete and store_delete_once: rid NULL, or no old_out. */
 static int delete_item(store *st, const table_schema *t, const item *key, const store_cond *cond,
                        const uint8_t *rid, item **old_out, char *err, size_t errlen)
@@ -410,7 +409,8 @@ static int delete_item(store *st, const table_schema *t, const item *key, const 
     const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
-    if ((rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
+    if ((rv = store_repl_prepare(st, t, part, err, errlen)) != 0 ||
+        (rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
         goto unlock;
     }
     int must_write = 1;
@@ -422,8 +422,8 @@ static int delete_item(store *st, const table_schema *t, const item *key, const 
     }
     const ttl_entry none = {0, 0};
     if (must_write) {
-        rv = write_one(st, t, &k, &old, NULL, store_ttl_entry(t, cur, now), none, &req,
-                       &min_due_ms, &pend, err, errlen);
+        rv = write_one(st, t, &k, &old, NULL, store_ttl_entry(t, cur, now), none, &req, &min_due_ms,
+                       &pend, err, errlen);
     }
 unlock:
     pthread_mutex_unlock(mu);
@@ -519,7 +519,8 @@ int store_update_once(store *st, const table_schema *t, const item *key,
     const clock_wall now = t->ttl.enabled ? clock_wall_now() : (clock_wall){0};
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
-    if ((rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
+    if ((rv = store_repl_prepare(st, t, part, err, errlen)) != 0 ||
+        (rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
         goto unlock;
     }
     /* The update applies to the stored item, so it must decode (need_item). */
