@@ -33,8 +33,8 @@ static void usage(FILE *f)
                "                   [--report FILE] [--bin-dir DIR] [--keep] [--quiet]\n"
                "  --faults LIST   comma-separated: node-kill, dest-kill, backfill-kill,\n"
                "                  coordinator-kill, stop-cont, partition,\n"
-               "                  failover-twice, etcd-cut, dir-lost (these three with\n"
-               "                  --replication 2 or 3),\n"
+               "                  failover-twice, etcd-cut, dir-lost, oneway-cut (these\n"
+               "                  four with --replication 2 or 3; oneway-cut as partition),\n"
                "                  coordinator-leader-kill, etcd-member-kill,\n"
                "                  coordinator-stop, all (default), none; partition needs root\n"
                "                  and runs the cluster in network namespaces; the last three\n"
@@ -83,6 +83,8 @@ static int parse_faults(const char *s, unsigned *out)
             *out |= CHAOS_FAULT_ETCD_CUT;
         } else if (strcmp(tok, "dir-lost") == 0) {
             *out |= CHAOS_FAULT_DIR_LOST;
+        } else if (strcmp(tok, "oneway-cut") == 0) {
+            *out |= CHAOS_FAULT_ONEWAY_CUT;
         } else if (strcmp(tok, "all") == 0) {
             *out |= CHAOS_FAULT_ALL;
         } else if (strcmp(tok, "none") != 0) {
@@ -526,7 +528,7 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
     /* Before any thread starts: the threads must be born in the namespace. */
     chaos_netns netns;
     int in_netns = 0;
-    if (eff.faults & CHAOS_FAULT_PARTITION) {
+    if (eff.faults & (CHAOS_FAULT_PARTITION | CHAOS_FAULT_ONEWAY_CUT)) {
         char why[512];
         if (netns_open(&netns, o->bin_dir, why, sizeof(why)) == 0) {
             in_netns = 1;
@@ -534,8 +536,8 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
                    netns.prefix, netns.base,
                    (eff.faults & CHAOS_FAULT_ON_ETCD) ? ", an etcd member beside each node" : "");
         } else {
-            printf("lapse-chaos: partition fault skipped: %s\n", why);
-            eff.faults &= ~(unsigned)CHAOS_FAULT_PARTITION;
+            printf("lapse-chaos: partition and oneway-cut faults skipped: %s\n", why);
+            eff.faults &= ~(unsigned)(CHAOS_FAULT_PARTITION | CHAOS_FAULT_ONEWAY_CUT);
             acc->partition_skipped = 1;
         }
         fflush(stdout);
@@ -544,6 +546,11 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
         /* One copy: no primary to fence or fail over. */
         printf("lapse-chaos: etcd-cut fault skipped: it needs --replication 2 or 3\n");
         eff.faults &= ~(unsigned)CHAOS_FAULT_ETCD_CUT;
+    }
+    if ((eff.faults & CHAOS_FAULT_ONEWAY_CUT) && o->replication < 2) {
+        /* One copy: no follower to cut a primary off from. */
+        printf("lapse-chaos: oneway-cut fault skipped: it needs --replication 2 or 3\n");
+        eff.faults &= ~(unsigned)CHAOS_FAULT_ONEWAY_CUT;
     }
     if ((eff.faults & CHAOS_FAULT_DIR_LOST) && o->replication < 2) {
         /* One copy: a lost data dir loses its items for good. */

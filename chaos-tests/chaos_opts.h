@@ -24,10 +24,12 @@ enum {
     CHAOS_FAULT_FAILOVER_TWICE = 512, /* kill -9 a primary, and its successor once promoted */
     CHAOS_FAULT_ETCD_CUT = 1024,      /* with copies: a primary cut off from etcd, not clients */
     CHAOS_FAULT_DIR_LOST = 2048,      /* with copies: kill -9 a node, remove its data dir */
-    CHAOS_FAULT_ALL = 4095
+    CHAOS_FAULT_ONEWAY_CUT = 4096,    /* with copies, root: a primary's packets to a follower
+                                         dropped, not the follower's to it (netns.h) */
+    CHAOS_FAULT_ALL = 8191
 };
 
-#define CHAOS_FAULT_KINDS 12 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 11 */
+#define CHAOS_FAULT_KINDS 13 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 12 */
 
 #define CHAOS_INVARIANTS 9
 

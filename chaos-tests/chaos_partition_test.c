@@ -10,7 +10,9 @@
  * together; two coordinators in the coordinator's namespace), with the etcd
  * faults too: the leading coordinator killed or stopped past its lease, an
  * etcd member killed; and every table of three copies, so a node cut off
- * loses its lease and its primaries fail over while it cannot hear of it.
+ * loses its lease and its primaries fail over while it cannot hear of it;
+ * and the one-way cut: a primary drops what it sends one follower, which
+ * must leave the in-sync set while writes go on, and rejoin once healed.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -37,7 +37,8 @@ static const char *kind_name(int b)
                                                          "coordinator-stop",
                                                          "failover-twice",
                                                          "etcd-cut",
-                                                         "dir-lost"};
+                                                         "dir-lost",
+                                                         "oneway-cut"};
     return b >= 0 && b < CHAOS_FAULT_KINDS ? names[b] : "?";
 }
 

@@ -435,6 +435,43 @@ static void sc_dir_lost(run *r, uint64_t *rng)
     procs_restart_after(r, victim, rng_range(rng, 500, 2000));
 }
 
+/* oneway-cut: the primary of a chaos_plain partition drops every packet it
+ * sends to one of the other nodes (a follower: every node holds a copy of
+ * every partition) for 2.5-5 s (netns_oneway, an egress filter on its link),
+ * while that follower's packets still reach it and the coordinators and
+ * clients still reach both. The primary's rounds to the follower time out,
+ * so it has the coordinator take the follower out of the in-sync set and
+ * writes go on with two copies; healed, the follower is caught up and
+ * rejoins. Host-wide, as between real hosts: the etcd member beside the
+ * primary drops what it sends the follower's member too. */
+static void sc_oneway_cut(run *r, uint64_t *rng)
+{
+    uint32_t part;
+    int primary = draw_primary(r, rng, &part);
+    int follower = (primary - 1 + (int)rng_range(rng, 1, NETNS_NODES - 1)) % NETNS_NODES + 1;
+    int64_t ms = rng_range(rng, 2500, 5000);
+    run_phase(r, "node %d drops what it sends node %d", primary, follower);
+    if (netns_oneway(r->netns, primary, follower) != 0) {
+        flog_add(r, "cannot cut node %d off node %d one way (see %s)", primary, follower,
+                 r->netns->log_path);
+        return;
+    }
+    procs_injected(r);
+    flog_add(r,
+             "one-way cut: node %d (primary of %s partition %u) drops what it sends node %d, "
+             "for %" PRId64 " ms; node %d's packets still reach it",
+             primary, r->m.t[1].name, part, follower, ms, follower);
+    clock_sleep_ms(ms);
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if (netns_oneway(r->netns, primary, 0) == 0) {
+            flog_add(r, "one-way cut healed: node %d sends node %d again", primary, follower);
+            break;
+        }
+        clock_sleep_ms(200);
+    }
+    procs_wait_up(r);
+}
+
 /* A network partition: node `victim`'s link goes down inside its namespace
  * for 1.5-6 s (past the coordinator's 3 s DOWN threshold about half the
  * time), cutting it off from the coordinator and every client at once, then
@@ -509,6 +546,7 @@ enum {
     SC_TWICE,
     SC_ETCD_CUT,
     SC_DIR_LOST,
+    SC_ONEWAY,
     SC_COUNT
 };
 
@@ -529,6 +567,7 @@ static unsigned scenario_kind(const run *r, int sc)
         [SC_TWICE] = CHAOS_FAULT_FAILOVER_TWICE,
         [SC_ETCD_CUT] = CHAOS_FAULT_ETCD_CUT,
         [SC_DIR_LOST] = CHAOS_FAULT_DIR_LOST,
+        [SC_ONEWAY] = CHAOS_FAULT_ONEWAY_CUT,
     };
     return kinds[sc] & r->opt->faults;
 }
@@ -571,6 +610,9 @@ int faults_run(run *r)
     }
     if ((f & CHAOS_FAULT_DIR_LOST) && r->opt->replication >= 2) {
         list[n++] = SC_DIR_LOST;
+    }
+    if ((f & CHAOS_FAULT_ONEWAY_CUT) && r->netns != NULL && r->opt->replication >= 2) {
+        list[n++] = SC_ONEWAY;
     }
     for (int i = n - 1; i > 0; i--) { /* seeded shuffle */
         int j = (int)rng_range(&rng, 0, i);
@@ -637,6 +679,9 @@ int faults_run(run *r)
             break;
         case SC_DIR_LOST:
             sc_dir_lost(r, &rng);
+            break;
+        case SC_ONEWAY:
+            sc_oneway_cut(r, &rng);
             break;
         default:
             sc_stop_cont(r, &rng);

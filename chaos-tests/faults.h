@@ -34,6 +34,10 @@
  *   dir-lost       (dir-lost)         with copies: kill -9 of a node, its
  *                                     data dir removed, and the node
  *                                     restarted on an empty one
+ *   oneway-cut     (oneway-cut)       with copies, in namespaces: a primary
+ *                                     drops what it sends one follower for
+ *                                     2.5-5 s, the follower's packets still
+ *                                     reach it
  *   partition      (partition)        a node's link down for 1.5-6 s inside its
  *                                     network namespace, then up (netns.h; the
  *                                     run is in namespaces, as root only)

@@ -272,6 +272,9 @@ void netns_close(chaos_netns *ns)
         if (ns->cut[i]) {
             netns_cut(ns, i, 0);
         }
+        if (ns->oneway[i]) {
+            netns_oneway(ns, i, 0);
+        }
     }
     if (setns(ns->orig_fd, CLONE_NEWNET) != 0) {
         fprintf(stderr, "lapse-chaos: cannot return to the original namespace: %s\n",
@@ -310,5 +313,23 @@ int netns_cut(chaos_netns *ns, int node, int down)
         return -1;
     }
     ns->cut[node] = down;
+    return 0;
+}
+
+int netns_oneway(chaos_netns *ns, int from, int to)
+{
+    if (ns == NULL || !ns->open || from < 1 || from > NETNS_NODES || to < 0 || to > NETNS_NODES ||
+        to == from) {
+        return -1;
+    }
+    char a[8], b[8];
+    snprintf(a, sizeof(a), "%d", from);
+    snprintf(b, sizeof(b), "%d", to);
+    char *cut[] = {LAPSE_CHAOS_NETNS_SCRIPT, "cut-oneway", a, b, NULL};
+    char *heal[] = {LAPSE_CHAOS_NETNS_SCRIPT, "heal-oneway", a, NULL};
+    if (run_cmd(ns, to != 0 ? cut : heal) != 0) {
+        return -1;
+    }
+    ns->oneway[from] = to;
     return 0;
 }

@@ -10,11 +10,11 @@
  * namespace, rewrites its addresses and execs it (same pid, so kills, stops
  * and restarts work unchanged). A cluster on etcd gets its members the same
  * way ($LAPSE_ETCD is the wrapper, $LAPSE_ETCD_HOSTS the node hosts'
- * addresses): member i runs in node i+1's namespace, as on three hosts. lapse-chaos itself joins the coordinator's
- * namespace (setns) before it starts any thread, so every later thread
- * (workload, progress, NNG's) lives there too: 127.0.0.1 reaches the
- * coordinator, BASE.11-13 the nodes. A partition takes a node's link down
- * inside its namespace: the coordinator and every client lose it at once.
+ * addresses): member i runs in node i+1's namespace, as on three hosts. lapse-chaos itself joins
+ * the coordinator's namespace (setns) before it starts any thread, so every later thread (workload,
+ * progress, NNG's) lives there too: 127.0.0.1 reaches the coordinator, BASE.11-13 the nodes. A
+ * partition takes a node's link down inside its namespace: the coordinator and every client lose it
+ * at once.
  *
  * Thread-safety: netns_open before any other thread exists; netns_close and
  * netns_cut from the main thread.
@@ -22,6 +22,8 @@
  *   CLOSED --netns_open--> OPEN (this process in P-c) --netns_close--> CLOSED
  *                           | netns_cut(node, 1)  link of node N down
  *                           | netns_cut(node, 0)  link of node N up again
+ *                           | netns_oneway(n, m)  node n drops what it sends m
+ *                           | netns_oneway(n, 0)  node n sends everywhere again
  *
  * Invariants:
  *  1. netns_open either sets the whole mode up or leaves nothing behind (no
@@ -44,15 +46,16 @@
 #define NETNS_NODES 3
 
 typedef struct chaos_netns {
-    int open;                 /* the mode is set up and this thread is in P-c */
-    char prefix[32];          /* namespace names: prefix-br, -c, -n1..-n3 */
-    char base[16];            /* the /24 in use without its last octet, "10.77.0" */
-    char home[512];           /* netns-cluster.sh's LAPSE_HOME: state, log, wrappers */
-    char bin_dir[600];        /* home/bin: the wrappers, for cluster_options.bin_dir */
-    char log_path[600];       /* the script's output, appended */
-    int orig_fd;              /* the namespace this process started in */
-    int cut[NETNS_NODES + 1]; /* [node]: its link is down (netns_cut) */
-    char prev_etcd[512];      /* $LAPSE_ETCD before netns_open ("": unset) */
+    int open;                    /* the mode is set up and this thread is in P-c */
+    char prefix[32];             /* namespace names: prefix-br, -c, -n1..-n3 */
+    char base[16];               /* the /24 in use without its last octet, "10.77.0" */
+    char home[512];              /* netns-cluster.sh's LAPSE_HOME: state, log, wrappers */
+    char bin_dir[600];           /* home/bin: the wrappers, for cluster_options.bin_dir */
+    char log_path[600];          /* the script's output, appended */
+    int orig_fd;                 /* the namespace this process started in */
+    int cut[NETNS_NODES + 1];    /* [node]: its link is down (netns_cut) */
+    int oneway[NETNS_NODES + 1]; /* [node]: the node whose packets it drops (0: none) */
+    char prev_etcd[512];         /* $LAPSE_ETCD before netns_open ("": unset) */
 } chaos_netns;
 
 /* Sets the mode up for daemons from real_bin_dir (NULL: $LAPSE_BIN_DIR,
@@ -67,5 +70,11 @@ void netns_close(chaos_netns *ns);
 /* Takes node's link down (down = 1) or up (down = 0) inside its namespace.
  * Returns 0, or -1 when the command failed (see ns->log_path). */
 int netns_cut(chaos_netns *ns, int node, int down);
+
+/* A one-way cut: node `from` drops every packet it sends to node `to`'s
+ * address (an egress filter on its link; `to` still reaches `from`), or,
+ * with to = 0, drops nothing any more. Returns 0, or -1 when the command
+ * failed (see ns->log_path). */
+int netns_oneway(chaos_netns *ns, int from, int to);
 
 #endif

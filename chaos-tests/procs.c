@@ -130,6 +130,9 @@ int procs_restore(run *r)
         if (r->netns->cut[i]) {
             procs_heal(r, i);
         }
+        if (r->netns->oneway[i] && netns_oneway(r->netns, i, 0) != 0) {
+            flog_add(r, "cannot end node %d's one-way cut (see %s)", i, r->netns->log_path);
+        }
     }
     for (int i = 0; i < procs_count(r); i++) {
         if (cluster_pid(r->cl, i) > 0) {

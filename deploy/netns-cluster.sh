@@ -10,6 +10,8 @@
 #   deploy/netns-cluster.sh lapse ARGS    the CLI, run in the coordinator's namespace
 #   deploy/netns-cluster.sh partition N | heal N
 #                                         link of host N down / up (inside its namespace)
+#   deploy/netns-cluster.sh cut-oneway N M | heal-oneway N
+#                                         drop / stop dropping what host N sends host M
 #   deploy/netns-cluster.sh net-up [--prefix P] [--subnet S] | net-down
 #                                         the network alone, no daemons (the chaos harness)
 #
@@ -58,7 +60,7 @@ die() {
 }
 
 usage() {
-  sed -n '7,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '7,16p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -538,6 +540,40 @@ set_link() {
   echo "$me: host $1 ($ns/eth0: node $1, etcd member e$1) link $2"
 }
 
+# One-way cut: host $1 drops every packet it sends to host $2's address,
+# while host $2 still reaches host $1. Egress classes on its eth0, inside
+# its namespace, built from what every kernel has (no tc action modules):
+# an htb root whose default class passes everything, and a class for host
+# $2's address whose queue holds nothing (pfifo limit 0: each packet is
+# dropped as it is queued). heal-oneway removes them.
+cut_oneway() {
+  need_root
+  [[ ${1:-} =~ ^[123]$ && ${2:-} =~ ^[123]$ && $1 != "$2" ]] ||
+    die "usage: $0 cut-oneway N M (N, M = 1, 2, 3; N != M)"
+  [[ -f $state ]] || die "no cluster recorded under $home"
+  local ns=${ns_nodes[$1 - 1]}
+  ns_exists "$ns" || die "namespace $ns is missing"
+  local tc=(ip netns exec "$ns" tc)
+  "${tc[@]}" qdisc del dev eth0 root 2>/dev/null || true
+  "${tc[@]}" qdisc add dev eth0 root handle 1: htb default 20
+  "${tc[@]}" class add dev eth0 parent 1: classid 1:20 htb rate 10gbit quantum 60000
+  "${tc[@]}" class add dev eth0 parent 1: classid 1:10 htb rate 10gbit quantum 60000
+  "${tc[@]}" qdisc add dev eth0 parent 1:10 handle 10: pfifo limit 0
+  "${tc[@]}" filter add dev eth0 parent 1: protocol ip prio 1 u32 \
+    match ip dst "$(node_addr "$2")/32" flowid 1:10
+  echo "$me: host $1 ($ns/eth0) drops what it sends host $2 ($(node_addr "$2"))"
+}
+
+heal_oneway() {
+  need_root
+  [[ ${1:-} =~ ^[123]$ ]] || die "usage: $0 heal-oneway N (N = 1, 2, 3)"
+  [[ -f $state ]] || die "no cluster recorded under $home"
+  local ns=${ns_nodes[$1 - 1]}
+  ns_exists "$ns" || die "namespace $ns is missing"
+  ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
+  echo "$me: host $1 ($ns/eth0) sends everywhere again"
+}
+
 case $cmd in
   up) up ;;
   down) down ;;
@@ -546,6 +582,8 @@ case $cmd in
   net-down) need_root; net_down ;;
   partition) set_link "${args[0]:-}" down ;;
   heal) set_link "${args[0]:-}" up ;;
+  cut-oneway) cut_oneway "${args[0]:-}" "${args[1]:-}" ;;
+  heal-oneway) heal_oneway "${args[0]:-}" ;;
   lapse)
     need_root
     [[ -f $state ]] || die "no cluster recorded under $home"
