@@ -28,7 +28,9 @@
 #    and the coordinators mark node 2 DOWN (its lease cannot be renewed),
 #    after which a scan says "node 2 ... is down"; `heal 2` makes it UP
 #    again and the scan work again;
-# 8. `down` stops every daemon (etcd members included) and deletes every
+# 8. `cut-oneway 1 3`: host 1 cannot reach host 3's metrics, hosts 3 and
+#    1 still reach host 2; `heal-oneway 1` lets host 1 reach host 3 again;
+# 9. `down` stops every daemon (etcd members included) and deletes every
 #    namespace; the root namespace's links are as before; a second `down`
 #    is a no-op.
 # Skips (exit 77) when not root or network namespaces are unavailable.
@@ -387,6 +389,19 @@ until "$script" lapse --timeout-ms 2000 scan NetnsItems >"$tmp/scan.out" 2>&1; d
 done
 [[ $(grep -c '"Id"' "$tmp/scan.out") -eq 61 ]] ||
   fail "the scan after heal found $(grep -c '"Id"' "$tmp/scan.out") items, want 61 (k1..k60, later)"
+
+# ---------------------------------------------------------------- one-way cut
+# Host 1 drops what it sends host 3; host 3 still reaches host 1, and
+# host 1 still reaches host 2. Probed with node metrics (HTTP on :9401).
+metrics_from() { # from-host to-host
+  ip netns exec "$prefix-n$1" curl -s -m 2 -o /dev/null "http://$base.1$2:9401/metrics"
+}
+"$script" cut-oneway 1 3 >/dev/null || fail "cut-oneway 1 3"
+! metrics_from 1 3 || fail "host 1 reached host 3 through the one-way cut"
+metrics_from 3 2 || fail "host 3 cannot reach host 2 during the one-way cut"
+metrics_from 1 2 || fail "host 1 cannot reach host 2 during its cut to host 3"
+"$script" heal-oneway 1 >/dev/null || fail "heal-oneway 1"
+metrics_from 1 3 || fail "host 1 cannot reach host 3 after heal-oneway"
 
 # ---------------------------------------------------------------- down
 "$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
