@@ -58,6 +58,7 @@ int apply_note_missing(store *st, uint32_t table_id, uint32_t src_part, uint64_t
             rv = oom(err, errlen);
         } else {
             repl_put_u64(st, b, table_id, REPL_MISSING, src_part, first_kept - 1);
+            atomic_store(&st->missing_marks, 1); /* before the mark can be read */
             rv = db_write(st->db, b, 0, err, errlen);
             db_batch_free(b);
             *noted = rv == 0;
@@ -71,6 +72,9 @@ int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, 
                   size_t errlen)
 {
     *missing = 0;
+    if (!atomic_load(&st->missing_marks)) {
+        return 0; /* no mark anywhere here (read at open, set on the first) */
+    }
     if (src_part >= 0) {
         uint64_t v = 0;
         int rv =

@@ -401,6 +401,32 @@ static void test_gsi_query(void **state)
     store_close(dst);
 }
 
+/* A copy that misses records says so for its table until the end, also
+ * after the store is reopened (the marks are read at open); a store with
+ * no mark answers without reading any (the common case, every read). */
+static void test_missing_marks_survive_a_reopen(void **state)
+{
+    fixture *f = *state;
+    int missing = 1, noted = 0;
+    assert_ok(apply_missing(f->st, feed.id, -1, &missing, f->err, sizeof f->err), f);
+    assert_int_equal(missing, 0);
+    /* Records 1..9 of source partition 2 were trimmed before any was applied. */
+    assert_ok(apply_note_missing(f->st, feed.id, 2, 10, &noted, f->err, sizeof f->err), f);
+    assert_int_equal(noted, 1);
+    assert_ok(apply_missing(f->st, feed.id, -1, &missing, f->err, sizeof f->err), f);
+    assert_int_equal(missing, 1);
+    reopen(f);
+    missing = 0;
+    assert_ok(apply_missing(f->st, feed.id, -1, &missing, f->err, sizeof f->err), f);
+    assert_int_equal(missing, 1);
+    assert_ok(apply_missing(f->st, feed.id, 2, &missing, f->err, sizeof f->err), f);
+    assert_int_equal(missing, 1);
+    assert_ok(apply_missing(f->st, feed.id, 3, &missing, f->err, sizeof f->err), f);
+    assert_int_equal(missing, 0);
+    assert_ok(apply_missing(f->st, orders.id, -1, &missing, f->err, sizeof f->err), f);
+    assert_int_equal(missing, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -408,6 +434,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exactly_once, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_refused_batches, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_gsi_query, rsetup, rteardown),
+        cmocka_unit_test_setup_teardown(test_missing_marks_survive_a_reopen, rsetup, rteardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

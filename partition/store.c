@@ -35,9 +35,8 @@
 #include "store_int.h"
 #include "../common/ttl.h"
 
-static const char *const cf_names[CF_COUNT] = {"items",  "meta", "expiry", "lsi",
-                                               "outbox", "repl", "gsi",    "stream",
-                                               "replog", "requests"};
+static const char *const cf_names[CF_COUNT] = {"items", "meta", "expiry", "lsi",    "outbox",
+                                               "repl",  "gsi",  "stream", "replog", "requests"};
 
 int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)
 {
@@ -80,6 +79,27 @@ static int mkdirs(const char *path)
         }
     }
     return 0;
+}
+
+/* Sets st->missing_marks when any copy here misses records (a REPL_MISSING
+ * key of any table: apply.h): one pass over the repl family, which holds
+ * a few small counters per partition. */
+static int load_missing_marks(store *st, char *err, size_t errlen)
+{
+    db_iter *it = NULL;
+    if (db_iter_new(&it, st->db, CF_REPL, NULL, 0, NULL, 0) != 0) {
+        return oom(err, errlen);
+    }
+    int found = 0;
+    for (db_iter_seek_first(it); db_iter_valid(it) && !found; db_iter_next(it)) {
+        size_t klen = 0;
+        const uint8_t *k = db_iter_key(it, &klen);
+        found = klen > 4 && k[4] == REPL_MISSING;
+    }
+    int rv = db_iter_status(it, err, errlen);
+    db_iter_free(it);
+    atomic_store(&st->missing_marks, found);
+    return rv;
 }
 
 int store_open(store **out, const char *path, char *err, size_t errlen)
@@ -126,7 +146,8 @@ int store_open(store **out, const char *path, char *err, size_t errlen)
                     .create_if_missing = 1,
                     .expiring_cf = cf_names[CF_REQUESTS],
                     .expire_after_ms = REQUEST_KEEP_MS};
-    if ((rv = db_open(&st->db, path, &o, cf_names, CF_COUNT, err, errlen)) != 0) {
+    if ((rv = db_open(&st->db, path, &o, cf_names, CF_COUNT, err, errlen)) != 0 ||
+        (rv = load_missing_marks(st, err, errlen)) != 0) {
         goto fail;
     }
     *out = st;
@@ -266,8 +287,8 @@ out:
 /* ======================================================================== */
 
 /* The families keyed by table id first, besides expiry (expiry.c). */
-static const int table_cfs[] = {CF_ITEMS,  CF_LSI,    CF_OUTBOX, CF_REPL,
-                                CF_GSI,    CF_STREAM, CF_REPLOG, CF_REQUESTS};
+static const int table_cfs[] = {CF_ITEMS, CF_LSI,    CF_OUTBOX, CF_REPL,
+                                CF_GSI,   CF_STREAM, CF_REPLOG, CF_REQUESTS};
 #define NTABLE_CFS (sizeof(table_cfs) / sizeof(table_cfs[0]))
 
 int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen)

@@ -29,12 +29,12 @@ enum store_cf {
     CF_ITEMS = 0,
     CF_META = 1,
     CF_EXPIRY = 2,
-    CF_LSI = 3,    /* local secondary index entries */
-    CF_OUTBOX = 4, /* change records to ship (source side) */
-    CF_REPL = 5,   /* replication counters of both sides */
-    CF_GSI = 6,    /* global secondary index entries (destination side) */
-    CF_STREAM = 7, /* stream records of the shards hosted here */
-    CF_REPLOG = 8, /* replication log of replicated partitions (replog.h) */
+    CF_LSI = 3,      /* local secondary index entries */
+    CF_OUTBOX = 4,   /* change records to ship (source side) */
+    CF_REPL = 5,     /* replication counters of both sides */
+    CF_GSI = 6,      /* global secondary index entries (destination side) */
+    CF_STREAM = 7,   /* stream records of the shards hosted here */
+    CF_REPLOG = 8,   /* replication log of replicated partitions (replog.h) */
     CF_REQUESTS = 9, /* outcomes of writes with a request id (request.h) */
     CF_COUNT
 };
@@ -93,6 +93,10 @@ struct store {
     int apply_locks_inited;                          /* how many are initialized */
     pthread_mutex_t ack_lock; /* outbox.c: serializes outbox_ack's read-modify-write */
     int ack_lock_inited;
+    /* apply.c: 0 while no copy here is known to miss records (no
+     * REPL_MISSING mark: read at open, set when apply_note_missing writes
+     * one), so a GSI query or stream read skips the look at the marks */
+    _Atomic int missing_marks;
     store_repl_hook repl; /* store_set_repl_hook; repl.ship NULL: none */
     /* by stripe: commits between store_commit_start's write and their
      * store_commit_finish (store_settle's fast path: 0, nothing to wait) */
@@ -121,8 +125,7 @@ int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Reads and decodes the item under key (scratch holds its bytes); *out is
  * NULL when absent. 0, LAPSE_EIO or the decode error (store.c). */
-int store_read_item(store *st, const buf *key, buf *scratch, item **out, char *err,
-                    size_t errlen);
+int store_read_item(store *st, const buf *key, buf *scratch, item **out, char *err, size_t errlen);
 
 /* The stripe lock of partition part of table_id. */
 pthread_mutex_t *store_stripe(store *st, uint32_t table_id, uint32_t part);
