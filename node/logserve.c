@@ -267,6 +267,7 @@ static void apply_parts(const logship_call *c, part_job *jobs, size_t n)
 {
     store *st = c->ns->st;
     uint32_t *tids = calloc(n, sizeof(*tids)), *pids = calloc(n, sizeof(*pids));
+    replog_run **runs = calloc(n, sizeof(*runs));
     db_batch *b = db_batch_new();
     size_t nl = 0;
     for (size_t i = 0; tids != NULL && pids != NULL && i < n; i++) {
@@ -275,7 +276,8 @@ static void apply_parts(const logship_call *c, part_job *jobs, size_t n)
             pids[nl++] = jobs[i].r->partition;
         }
     }
-    if (tids == NULL || pids == NULL || b == NULL || replog_lock_many(st, tids, pids, nl) != 0) {
+    if (tids == NULL || pids == NULL || runs == NULL || b == NULL ||
+        replog_lock_many(st, tids, pids, nl) != 0) {
         for (size_t i = 0; i < n; i++) {
             if (jobs[i].rv == 0) {
                 jobs[i].rv = LAPSE_ENOMEM;
@@ -284,26 +286,26 @@ static void apply_parts(const logship_call *c, part_job *jobs, size_t n)
         }
         goto out;
     }
-    size_t added = 0;
+    size_t added = 0, nruns = 0;
     for (size_t i = 0; i < n; i++) {
         part_job *j = &jobs[i];
         if (j->rv != 0) {
             continue;
         }
+        runs[nruns++] = &j->run;
         replog_run_init(&j->run, j->r->table_id, j->r->partition);
         j->rv = logship_apply_into(st, b, &j->run, j->r->prev_epoch, j->r->records, j->r->n_records,
                                    &j->applied, &j->diverged, j->err, sizeof(j->err));
         added += j->run.added;
     }
     char werr[256] = "";
-    int wrv = added > 0 ? replog_write(st, b, werr, sizeof(werr)) : 0;
+    int wrv = added > 0 ? replog_write(st, b, runs, nruns, werr, sizeof(werr)) : 0;
     for (size_t i = 0; i < n; i++) {
         part_job *j = &jobs[i];
         if (j->run.added == 0) {
             continue;
         }
         if (wrv == 0) {
-            replog_run_written(st, &j->run);
             j->applied = j->run.last;
         } else {
             j->rv = wrv;
@@ -313,6 +315,7 @@ static void apply_parts(const logship_call *c, part_job *jobs, size_t n)
     replog_unlock_many(st, tids, pids, nl);
 out:
     db_batch_free(b);
+    free(runs);
     free(tids);
     free(pids);
 }

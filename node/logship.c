@@ -369,15 +369,14 @@ int logship_apply_run(store *st, uint32_t table_id, uint32_t part, uint64_t prev
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
-    replog_run run;
+    replog_run run, *runs[1] = {&run};
     replog_run_init(&run, table_id, part);
     int rv = logship_apply_into(st, b, &run, prev_epoch, recs, n, applied, diverged, err, errlen);
     /* The records before a refused one are valid: they are written. */
     if (run.added > 0) {
         char werr[256];
-        int wrv = replog_write(st, b, werr, sizeof(werr));
+        int wrv = replog_write(st, b, runs, 1, werr, sizeof(werr));
         if (wrv == 0) {
-            replog_run_written(st, &run);
             *applied = run.last;
         } else {
             *applied = run.last - run.added;

@@ -187,7 +187,9 @@ static int put_record(store *st, db_batch *b, uint32_t table_id, uint32_t part, 
         return LAPSE_ENOMEM;
     }
     db_batch_put(b, st->db, CF_REPLOG, k.data, k.len, rec, len);
-    put_pos(st, b, table_id, part, epoch, seq);
+    if (epoch != 0) {
+        put_pos(st, b, table_id, part, epoch, seq);
+    }
     buf_fini(&k);
     return 0;
 }
@@ -454,7 +456,9 @@ int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uin
                           "replication record %llu of table %u partition %u is malformed",
                           (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
     }
-    if (put_record(st, b, table_id, part, epoch, seq, rec, len) != 0 ||
+    /* The position goes in once per run, when b is written (replog_write):
+     * one memtable insert per call instead of one per record. */
+    if (put_record(st, b, table_id, part, 0, seq, rec, len) != 0 ||
         (trim_due(st, seq) && add_trim(st, b, table_id, part, seq) != 0)) {
         return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
@@ -464,18 +468,23 @@ int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uin
     return 0;
 }
 
-int replog_write(store *st, db_batch *b, char *err, size_t errlen)
+int replog_write(store *st, db_batch *b, replog_run *const *runs, size_t n, char *err,
+                 size_t errlen)
 {
-    return db_write(st->db, b, 0, err, errlen);
-}
-
-void replog_run_written(store *st, const replog_run *run)
-{
-    if (run->added > 0) {
-        /* The copy's items and counters changed under any cached state. */
-        store_sweep_cursor_note(st, run->table_id, run->part, NULL, 0);
-        outbox_forget_part(st, run->table_id, run->part);
+    for (size_t i = 0; i < n; i++) {
+        if (runs[i]->added > 0) {
+            put_pos(st, b, runs[i]->table_id, runs[i]->part, runs[i]->epoch, runs[i]->last);
+        }
     }
+    int rv = db_write(st->db, b, 0, err, errlen);
+    for (size_t i = 0; rv == 0 && i < n; i++) {
+        if (runs[i]->added > 0) {
+            /* The copy's items and counters changed under any cached state. */
+            store_sweep_cursor_note(st, runs[i]->table_id, runs[i]->part, NULL, 0);
+            outbox_forget_part(st, runs[i]->table_id, runs[i]->part);
+        }
+    }
+    return rv;
 }
 
 int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t seq,
@@ -486,13 +495,12 @@ int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t se
     if (b == NULL) {
         return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
-    replog_run run;
+    replog_run run, *runs[1] = {&run};
     replog_run_init(&run, table_id, part);
     int rv =
         replog_apply_into(st, b, &run, seq, prev_epoch, rec, len, applied, diverged, err, errlen);
-    if (rv == 0 && run.added > 0 && (rv = db_write(st->db, b, 0, err, errlen)) == 0) {
+    if (rv == 0 && run.added > 0 && (rv = replog_write(st, b, runs, 1, err, errlen)) == 0) {
         *applied = seq;
-        replog_run_written(st, &run);
     }
     db_batch_free(b);
     return rv;

@@ -228,7 +228,7 @@ void replog_run_init(replog_run *run, uint32_t table_id, uint32_t part);
 
 /* replog_apply's checks and effect for record seq of run's partition, with
  * its ops, the record and the new position added to b instead of written:
- * the caller writes b (db_write) and then calls replog_run_written. The
+ * the caller writes b with replog_write, which adds the positions. The
  * checks read the stored position once, then follow run. Same returns as
  * replog_apply (0 with nothing added for a resend of a record held);
  * *applied is where run stands. On an error nothing of the record is in b,
@@ -238,13 +238,13 @@ int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uin
                       const uint8_t *rec, size_t len, uint64_t *applied, int *diverged, char *err,
                       size_t errlen);
 
-/* Writes b, a batch of replog_apply_into runs, to st (not synced, as
- * every write). 0 or LAPSE_EIO with err. */
-int replog_write(store *st, db_batch *b, char *err, size_t errlen);
-
-/* After the batch holding run's records was written: drops what the store
- * caches about the partition's items and outbox. */
-void replog_run_written(store *st, const replog_run *run);
+/* Writes b, a batch holding the records of runs[0..n) (replog_apply_into),
+ * to st (not synced, as every write), with each run's new position (once
+ * per run, not per record), then drops what the store caches about those
+ * partitions' items and outbox. 0 or LAPSE_EIO with err (nothing written).
+ * REQUIRES: the runs' stripe locks. */
+int replog_write(store *st, db_batch *b, replog_run *const *runs, size_t n, char *err,
+                 size_t errlen);
 
 /* Takes the stripe locks of n partitions (tables[i], parts[i]) in a fixed
  * order, each once (partitions may share a stripe), for a batch spanning

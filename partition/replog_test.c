@@ -544,9 +544,8 @@ static void test_runs_of_several_partitions_share_a_batch(void **state)
     assert_int_equal(db_batch_count(b), ops);
     assert_int_equal(ra.added, 3);
     assert_int_equal(rb.added, 1);
-    assert_ok(replog_write(p->replica, b, f->err, sizeof f->err), f);
-    replog_run_written(p->replica, &ra);
-    replog_run_written(p->replica, &rb);
+    replog_run *runs[2] = {&ra, &rb};
+    assert_ok(replog_write(p->replica, b, runs, 2, f->err, sizeof f->err), f);
     replog_unlock_many(p->replica, tids, pids, 2);
     db_batch_free(b);
 
