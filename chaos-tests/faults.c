@@ -426,7 +426,14 @@ static void sc_etcd_cut(run *r, uint64_t *rng)
  * this node only (r->dir_lost). */
 static void sc_dir_lost(run *r, uint64_t *rng)
 {
+    /* One node's disk per run: GSI and stream-shard copies that lost
+     * records are not rebuilt yet, so a second node's would leave GSI
+     * partitions and shards with no whole copy (three copies on three
+     * nodes). Later scenarios lose the same node's disk again. */
     int victim = (int)rng_range(rng, 1, cluster_nodes(r->cl));
+    for (int id = 1; id <= cluster_nodes(r->cl) && id <= CLUSTER_MAX_NODES; id++) {
+        victim = r->dir_lost[id] ? id : victim;
+    }
     run_phase(r, "node %d's data dir lost", victim);
     procs_kill9(r, victim, "(its data dir is lost next)");
     cluster_rm_rf(cluster_data_dir(r->cl, victim));

@@ -33,7 +33,8 @@
  *                                     another is promoted, then reconnected
  *   dir-lost       (dir-lost)         with copies: kill -9 of a node, its
  *                                     data dir removed, and the node
- *                                     restarted on an empty one
+ *                                     restarted on an empty one (the same
+ *                                     node every time in a run)
  *   oneway-cut     (oneway-cut)       with copies, in namespaces: a primary
  *                                     drops what it sends one follower for
  *                                     2.5-5 s, the follower's packets still

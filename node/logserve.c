@@ -320,6 +320,18 @@ out:
     free(pids);
 }
 
+/* Whether part i of jobs names the partition of an earlier part. */
+static int repeats_partition(const part_job *jobs, size_t i)
+{
+    for (size_t k = 0; k < i; k++) {
+        if (jobs[k].r != NULL && jobs[k].r->table_id == jobs[i].r->table_id &&
+            jobs[k].r->partition == jobs[i].r->partition) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The parts of a group-commit call (the request and its more[]), each
  * answered with its own status in out and out->more; their records are
  * written together (apply_parts). The call succeeds. */
@@ -348,6 +360,13 @@ static void handle_parts(const logship_call *c, const Lapse__ReplicateLogRequest
             j->rv = LAPSE_EINVAL;
             snprintf(j->err, sizeof(j->err),
                      "part %zu of a group-commit call carries more than records", i);
+        } else if (repeats_partition(jobs, i)) {
+            /* One batch holds each partition's records once: a sender never
+             * has two rounds of a partition in one call. */
+            j->rv = LAPSE_EINVAL;
+            snprintf(j->err, sizeof(j->err),
+                     "part %zu of a group-commit call repeats table %u partition %u", i,
+                     (unsigned)j->r->table_id, (unsigned)j->r->partition);
         } else {
             j->rv = check_epoch(c->ns->logship, j->r, j->err, sizeof(j->err));
         }

@@ -421,11 +421,15 @@ static void test_group_call_answers_each_part(void **state)
     (void)state;
     Lapse__ReplicateLogRequest part0 = LAPSE__REPLICATE_LOG_REQUEST__INIT;
     Lapse__ReplicateLogRequest part1 = LAPSE__REPLICATE_LOG_REQUEST__INIT;
-    Lapse__ReplicateLogRequest *more[] = {&part1};
+    Lapse__ReplicateLogRequest part2 = LAPSE__REPLICATE_LOG_REQUEST__INIT;
+    Lapse__ReplicateLogRequest *more[] = {&part1, &part2};
     part0.table_id = 1;
     part0.source_node = 2;
     part0.more = more;
-    part0.n_more = 1;
+    part0.n_more = 2;
+    part2.table_id = 1; /* part0's partition again: one batch holds each once */
+    part2.source_node = 2;
+    part2.epoch = 1;
     part1.table_id = 1;
     part1.partition = 1;
     part1.source_node = 2;
@@ -440,9 +444,11 @@ static void test_group_call_answers_each_part(void **state)
     assert_int_equal(resp->body_case, LAPSE__RESPONSE__BODY_REPLICATE_LOG);
     const Lapse__ReplicateLogResponse *got = resp->replicate_log;
     assert_int_equal(got->status, LAPSE__STATUS__EPERM);
-    assert_int_equal(got->n_more, 1);
+    assert_int_equal(got->n_more, 2);
     assert_int_equal(got->more[0]->status, LAPSE__STATUS__EINVAL);
     assert_non_null(strstr(got->more[0]->message, "more than records"));
+    assert_int_equal(got->more[1]->status, LAPSE__STATUS__EINVAL);
+    assert_non_null(strstr(got->more[1]->message, "repeats table 1 partition 0"));
     rpc_response_free(resp);
     rs_node_digest(1, 1, 0); /* still serving */
 }
