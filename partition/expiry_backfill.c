@@ -1,0 +1,239 @@
+/*
+ * expiry_backfill.c: the backfill of the TTL expiry index (see expiry.h):
+ * when TTL is enabled on a table that already holds items, each partition
+ * is read in steps of a bounded number of items, and the entries of those
+ * the TTL rule makes eligible are written with a progress record (the
+ * resume point and the config version it was made for), in one WriteBatch
+ * under the partition's lock. The sweep and dropping a table's index are in
+ * expiry.c.
+ */
+#include "expiry.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/buf.h"
+#include "../common/lapse_err.h"
+#include "../common/ttl.h"
+#include "itemkey.h"
+#include "store_int.h"
+
+static int oom(char *err, size_t errlen)
+{
+    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+}
+
+/* ======================================================================== */
+/* Backfill                                                                 */
+/* ======================================================================== */
+
+/* Progress record, meta key "backfill/<table id>/<part>":
+ *   u64be config_version | u8 done | the items key of the last item indexed
+ * (empty: none yet). */
+#define PROGRESS_HEAD 9
+
+static int progress_key(buf *k, uint32_t table_id, uint32_t part, int whole_table)
+{
+    buf_clear(k);
+    if (whole_table) {
+        return buf_printf(k, "backfill/%" PRIu32 "/", table_id);
+    }
+    return buf_printf(k, "backfill/%" PRIu32 "/%" PRIu32, table_id, part);
+}
+
+/* Reads the progress of (t, part) for t's current config version: *done,
+ * and resume (cleared when none: start at the partition's first item). A
+ * record of another config version counts as none. */
+static int progress_read(store *st, const table_schema *t, uint32_t part, const buf *key, int *done,
+                         buf *resume, char *err, size_t errlen)
+{
+    int found = 0, rv;
+    buf v;
+    buf_init(&v);
+    *done = 0;
+    buf_clear(resume);
+    if ((rv = db_get(st->db, CF_META, key->data, key->len, &v, &found, err, errlen)) != 0) {
+        goto out;
+    }
+    if (!found || v.len < PROGRESS_HEAD || buf_get_u64be(v.data) != t->ttl.config_version) {
+        goto out; /* none, or a stale record of an earlier enable: start over */
+    }
+    *done = v.data[8] != 0;
+    if ((rv = buf_append(resume, v.data + PROGRESS_HEAD, v.len - PROGRESS_HEAD)) != 0) {
+        oom(err, errlen);
+    }
+    (void)part;
+out:
+    buf_fini(&v);
+    return rv;
+}
+
+int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_wall now,
+                         size_t max_items, uint64_t *scanned, uint64_t *ignored, int *done,
+                         char *err, size_t errlen)
+{
+    uint64_t seen[TTL_VERDICT_COUNT] = {0};
+    int rv;
+    uint64_t n = 0;
+    store_pending pend;
+    memset(&pend, 0, sizeof(pend));
+    db_iter *it = NULL;
+    db_batch *b = NULL;
+    buf pkey, resume, lo, hi, ekey, val;
+    buf_init(&pkey);
+    buf_init(&resume);
+    buf_init(&lo);
+    buf_init(&hi);
+    buf_init(&ekey);
+    buf_init(&val);
+    *scanned = 0;
+    *done = 0;
+    if (max_items == 0 || !t->ttl.enabled || part >= t->partitions) {
+        return store_errf(LAPSE_EINVAL, err, errlen,
+                          "expiry_backfill_step: bad arguments (max_items %zu, ttl %s, "
+                          "partition %u)",
+                          max_items, t->ttl.enabled ? "on" : "off", (unsigned)part);
+    }
+    if ((b = db_batch_new()) == NULL || progress_key(&pkey, t->id, part, 0) != 0 ||
+        itemkey_append_prefix(&hi, t->id, part) != 0) {
+        db_batch_free(b);
+        buf_fini(&pkey);
+        buf_fini(&hi);
+        return oom(err, errlen);
+    }
+    store_commit_prepare(st, b, t);
+    int hi_none = itemkey_successor(&hi);
+    pthread_mutex_t *mu = store_stripe(st, t->id, part);
+    pthread_mutex_lock(mu);
+    int finished = 0;
+    if ((rv = store_repl_prepare(st, t, part, err, errlen)) != 0 ||
+        (rv = progress_read(st, t, part, &pkey, &finished, &resume, err, errlen)) != 0 ||
+        finished) {
+        goto unlock;
+    }
+    /* Resume just above the last item indexed (K | 00 is the next key). */
+    rv = resume.len > 0 ? buf_append(&lo, resume.data, resume.len) || buf_append_byte(&lo, 0)
+                        : itemkey_append_prefix(&lo, t->id, part);
+    if (rv != 0 || (rv = db_iter_new(&it, st->db, CF_ITEMS, lo.data, lo.len,
+                                     hi_none ? NULL : hi.data, hi.len)) != 0) {
+        rv = oom(err, errlen);
+        goto unlock;
+    }
+    /* Budget: max_items items read and judged, their entries and the new
+     * resume point written in one WriteBatch, under the partition's lock so
+     * no write interleaves. Stops at the budget or at the partition's end
+     * (then the record says done). An item that does not decode is passed
+     * over (counted as scanned, not indexed). */
+    for (db_iter_seek_first(it); db_iter_valid(it) && n < max_items; db_iter_next(it)) {
+        size_t klen = 0, vlen = 0;
+        const uint8_t *k = db_iter_key(it, &klen);
+        const uint8_t *v = db_iter_value(it, &vlen);
+        /* The item is not decoded: ttl_eval_encoded reads the TTL value in
+         * place and gives store_ttl_due_s's answer for it. */
+        ttl_verdict verdict = TTL_MISSING;
+        int64_t due_ms = 0;
+        int drv = ttl_eval_encoded(&t->ttl, v, vlen, now, &verdict, &due_ms);
+        if (drv == LAPSE_ENOMEM) {
+            rv = oom(err, errlen);
+            goto unlock;
+        }
+        if (drv == 0 && (unsigned)verdict < TTL_VERDICT_COUNT) {
+            seen[verdict]++;
+        }
+        if (drv == 0 && verdict == TTL_ELIGIBLE) {
+            if (itemkey_expiry_of(&ekey, k, klen, due_ms / 1000) != 0) {
+                rv = oom(err, errlen);
+                goto unlock;
+            }
+            db_batch_put(b, st->db, CF_EXPIRY, ekey.data, ekey.len, "", 0);
+            store_sweep_cursor_note(st, t->id, part, ekey.data, ekey.len);
+        }
+        buf_clear(&resume);
+        if (buf_append(&resume, k, klen) != 0) {
+            rv = oom(err, errlen);
+            goto unlock;
+        }
+        n++;
+    }
+    finished = !db_iter_valid(it);
+    if ((rv = db_iter_status(it, err, errlen)) != 0) {
+        goto unlock;
+    }
+    uint8_t flag = (uint8_t)finished;
+    if (buf_append_u64be(&val, t->ttl.config_version) != 0 || buf_append(&val, &flag, 1) != 0 ||
+        buf_append(&val, resume.data, resume.len) != 0) {
+        rv = oom(err, errlen);
+        goto unlock;
+    }
+    db_batch_put(b, st->db, CF_META, pkey.data, pkey.len, val.data, val.len);
+    int written = 0;
+    rv = store_commit_start(st, b, t, part, &written, &pend, err, errlen);
+unlock:
+    db_iter_free(it);
+    pthread_mutex_unlock(mu);
+    /* The replicas are waited for with the partition unlocked (as the
+     * sweep's, expiry_sweep). */
+    if (rv == 0 && (rv = store_commit_finish(st, &pend, err, errlen)) == 0) {
+        *scanned = n;
+        for (int v = 0; ignored != NULL && v < TTL_VERDICT_COUNT; v++) {
+            ignored[v] += v == TTL_ELIGIBLE ? 0 : seen[v];
+        }
+        *done = finished;
+    }
+    db_batch_free(b);
+    buf_fini(&pkey);
+    buf_fini(&resume);
+    buf_fini(&lo);
+    buf_fini(&hi);
+    buf_fini(&ekey);
+    buf_fini(&val);
+    return rv;
+}
+
+int expiry_backfill_done(store *st, const table_schema *t, uint32_t part, int *done, char *err,
+                         size_t errlen)
+{
+    buf pkey, resume;
+    buf_init(&pkey);
+    buf_init(&resume);
+    *done = 0;
+    int rv = progress_key(&pkey, t->id, part, 0);
+    if (rv != 0) {
+        rv = oom(err, errlen);
+    } else {
+        rv = progress_read(st, t, part, &pkey, done, &resume, err, errlen);
+    }
+    buf_fini(&pkey);
+    buf_fini(&resume);
+    return rv;
+}
+
+int expiry_progress_key(buf *k, uint32_t table_id, uint32_t part)
+{
+    return progress_key(k, table_id, part, 0);
+}
+
+int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t part)
+{
+    buf k, pre;
+    buf_init(&k);
+    buf_init(&pre);
+    int rv =
+        progress_key(&k, table_id, part, 0) != 0 || itemkey_append_prefix(&pre, table_id, part) != 0
+            ? LAPSE_ENOMEM
+            : 0;
+    if (rv == 0) {
+        db_batch_delete(b, st->db, CF_META, k.data, k.len);
+        keyset_remove_prefix(&st->undeletable, pre.data, pre.len);
+    }
+    buf_fini(&k);
+    buf_fini(&pre);
+    return rv;
+}
+
+int expiry_progress_prefix(buf *k, uint32_t table_id)
+{
+    return progress_key(k, table_id, 0, 1);
+}
