@@ -554,6 +554,41 @@ int expiry_backlog(store *st, uint32_t table_id, uint32_t part, clock_wall now, 
 /* Dropping a table's index                                                 */
 /* ======================================================================== */
 
+/* The meta key of the backfill progress of (table_id, part), or with
+ * whole_table the prefix of every such key of table_id (expiry_backfill.c
+ * writes the records; dropping them is here). */
+static int progress_key(buf *k, uint32_t table_id, uint32_t part, int whole_table)
+{
+    buf_clear(k);
+    if (whole_table) {
+        return buf_printf(k, "backfill/%" PRIu32 "/", table_id);
+    }
+    return buf_printf(k, "backfill/%" PRIu32 "/%" PRIu32, table_id, part);
+}
+
+int expiry_progress_key(buf *k, uint32_t table_id, uint32_t part)
+{
+    return progress_key(k, table_id, part, 0);
+}
+
+int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t part)
+{
+    buf k, pre;
+    buf_init(&k);
+    buf_init(&pre);
+    int rv =
+        progress_key(&k, table_id, part, 0) != 0 || itemkey_append_prefix(&pre, table_id, part) != 0
+            ? LAPSE_ENOMEM
+            : 0;
+    if (rv == 0) {
+        db_batch_delete(b, st->db, CF_META, k.data, k.len);
+        keyset_remove_prefix(&st->undeletable, pre.data, pre.len);
+    }
+    buf_fini(&k);
+    buf_fini(&pre);
+    return rv;
+}
+
 int expiry_drop_into(store *st, db_batch *b, uint32_t table_id)
 {
     uint8_t lo[4], hi[9];
@@ -562,7 +597,7 @@ int expiry_drop_into(store *st, db_batch *b, uint32_t table_id)
     buf_init(&plo);
     buf_init(&phi);
     itemkey_table_range(table_id, lo, hi, &hlen);
-    if (expiry_progress_prefix(&plo, table_id) != 0 || buf_append(&phi, plo.data, plo.len) != 0) {
+    if (progress_key(&plo, table_id, 0, 1) != 0 || buf_append(&phi, plo.data, plo.len) != 0) {
         buf_fini(&plo);
         buf_fini(&phi);
         return LAPSE_ENOMEM;

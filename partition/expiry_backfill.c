@@ -34,15 +34,6 @@ static int oom(char *err, size_t errlen)
  * (empty: none yet). */
 #define PROGRESS_HEAD 9
 
-static int progress_key(buf *k, uint32_t table_id, uint32_t part, int whole_table)
-{
-    buf_clear(k);
-    if (whole_table) {
-        return buf_printf(k, "backfill/%" PRIu32 "/", table_id);
-    }
-    return buf_printf(k, "backfill/%" PRIu32 "/%" PRIu32, table_id, part);
-}
-
 /* Reads the progress of (t, part) for t's current config version: *done,
  * and resume (cleared when none: start at the partition's first item). A
  * record of another config version counts as none. */
@@ -96,7 +87,7 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
                           "partition %u)",
                           max_items, t->ttl.enabled ? "on" : "off", (unsigned)part);
     }
-    if ((b = db_batch_new()) == NULL || progress_key(&pkey, t->id, part, 0) != 0 ||
+    if ((b = db_batch_new()) == NULL || expiry_progress_key(&pkey, t->id, part) != 0 ||
         itemkey_append_prefix(&hi, t->id, part) != 0) {
         db_batch_free(b);
         buf_fini(&pkey);
@@ -199,7 +190,7 @@ int expiry_backfill_done(store *st, const table_schema *t, uint32_t part, int *d
     buf_init(&pkey);
     buf_init(&resume);
     *done = 0;
-    int rv = progress_key(&pkey, t->id, part, 0);
+    int rv = expiry_progress_key(&pkey, t->id, part);
     if (rv != 0) {
         rv = oom(err, errlen);
     } else {
@@ -208,32 +199,4 @@ int expiry_backfill_done(store *st, const table_schema *t, uint32_t part, int *d
     buf_fini(&pkey);
     buf_fini(&resume);
     return rv;
-}
-
-int expiry_progress_key(buf *k, uint32_t table_id, uint32_t part)
-{
-    return progress_key(k, table_id, part, 0);
-}
-
-int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t part)
-{
-    buf k, pre;
-    buf_init(&k);
-    buf_init(&pre);
-    int rv =
-        progress_key(&k, table_id, part, 0) != 0 || itemkey_append_prefix(&pre, table_id, part) != 0
-            ? LAPSE_ENOMEM
-            : 0;
-    if (rv == 0) {
-        db_batch_delete(b, st->db, CF_META, k.data, k.len);
-        keyset_remove_prefix(&st->undeletable, pre.data, pre.len);
-    }
-    buf_fini(&k);
-    buf_fini(&pre);
-    return rv;
-}
-
-int expiry_progress_prefix(buf *k, uint32_t table_id)
-{
-    return progress_key(k, table_id, 0, 1);
 }

@@ -101,8 +101,8 @@ static void test_runs_of_several_partitions_share_a_batch(void **state)
         put_primary_only(p, &t, b_keys[i]);
     }
     grabs ga = {.n = 0}, gb = {.n = 0};
-    assert_ok(replog_read(f->st, t.id, pa, 0, 8, 0, take_all, &ga, f->err, sizeof f->err), f);
-    assert_ok(replog_read(f->st, t.id, pb, 0, 8, 0, take_all, &gb, f->err, sizeof f->err), f);
+    assert_ok(replog_read(f->st, t.id, pa, 0, 8, 0, log_take_all, &ga, f->err, sizeof f->err), f);
+    assert_ok(replog_read(f->st, t.id, pb, 0, 8, 0, log_take_all, &gb, f->err, sizeof f->err), f);
     assert_int_equal(ga.n, 3);
     assert_int_equal(gb.n, 2);
 

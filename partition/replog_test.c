@@ -165,7 +165,7 @@ static void test_replica_refuses_gaps_old_epochs_and_garbage(void **state)
 
     /* Take record 1 from the log and replay it at the wrong places. */
     grab gr = {.len = 0};
-    assert_ok(replog_read(f->st, t.id, part, 0, 1, 0, take, &gr, f->err, sizeof f->err), f);
+    assert_ok(replog_read(f->st, t.id, part, 0, 1, 0, log_take, &gr, f->err, sizeof f->err), f);
     assert_true(gr.len > 8);
     /* A repeat is acknowledged without effect. */
     int dv = 0;
@@ -238,7 +238,7 @@ static void test_diverged_copy_is_reset_and_rebuilt(void **state)
     t.partitions = 1;
     put(f, &t, row(1, "a", 0));
     grab gr = {.len = 0};
-    assert_ok(replog_read(f->st, t.id, 0, 0, 1, 0, take, &gr, f->err, sizeof f->err), f);
+    assert_ok(replog_read(f->st, t.id, 0, 0, 1, 0, log_take, &gr, f->err, sizeof f->err), f);
     uint64_t applied = 0;
     int dv = 0;
     /* The deposed primary's record 2 (record 1's ops again, epoch 3). */
@@ -296,7 +296,7 @@ static void test_log_is_trimmed_on_both_copies(void **state)
     assert_ok(replog_first(p->replica, t.id, 0, &first, f->err, sizeof f->err), f);
     assert_int_equal(first, 32);
     grab gr = {.len = 0};
-    assert_ok(replog_read(f->st, t.id, 0, 39, 1, 0, take, &gr, f->err, sizeof f->err), f);
+    assert_ok(replog_read(f->st, t.id, 0, 39, 1, 0, log_take, &gr, f->err, sizeof f->err), f);
     uint64_t epoch = 0, applied = 0;
     int dv = 0;
     assert_code(replog_record_epoch(f->st, t.id, 0, 5, &epoch, f->err, sizeof f->err),

@@ -168,7 +168,7 @@ uint32_t part_of(int n, uint32_t partitions)
     return part;
 }
 
-int take(void *arg, uint64_t s, const uint8_t *rec, size_t len)
+int log_take(void *arg, uint64_t s, const uint8_t *rec, size_t len)
 {
     (void)s;
     grab *gr = arg;
@@ -178,11 +178,11 @@ int take(void *arg, uint64_t s, const uint8_t *rec, size_t len)
     return 0;
 }
 
-int take_all(void *arg, uint64_t s, const uint8_t *rec, size_t len)
+int log_take_all(void *arg, uint64_t s, const uint8_t *rec, size_t len)
 {
     grabs *gs = arg;
     assert_true(gs->n < 8);
-    take(&gs->g[gs->n++], s, rec, len);
+    log_take(&gs->g[gs->n++], s, rec, len);
     return 0;
 }
 

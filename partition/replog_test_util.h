@@ -66,18 +66,18 @@ size_t sweep_all(fixture *f, const table_schema *t);
 /* The partition of item Pk = n. */
 uint32_t part_of(int n, uint32_t partitions);
 
-/* One record taken from a log (take: a replog_read callback). */
+/* One record taken from a log (log_take: a replog_read callback). */
 typedef struct grab {
     uint8_t rec[4096];
     size_t len;
 } grab;
-int take(void *arg, uint64_t s, const uint8_t *rec, size_t len);
-/* Records taken from a log, in order (take_all: a replog_read callback). */
+int log_take(void *arg, uint64_t s, const uint8_t *rec, size_t len);
+/* Records taken from a log, in order (log_take_all: a replog_read callback). */
 typedef struct grabs {
     grab g[8];
     size_t n;
 } grabs;
-int take_all(void *arg, uint64_t s, const uint8_t *rec, size_t len);
+int log_take_all(void *arg, uint64_t s, const uint8_t *rec, size_t len);
 /* Puts Pk = pk on the primary only (every ship fails): its record is in
  * the primary's log for the test to hand to the replica. */
 void put_primary_only(pair *p, const table_schema *t, int pk);

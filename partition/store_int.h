@@ -276,8 +276,8 @@ int store_apply_start(buf *k, int forward, buf *lo, buf *hi, int *hi_none);
  * expiry_drop_table share it). 0 or LAPSE_ENOMEM. */
 int expiry_drop_into(store *st, db_batch *b, uint32_t table_id);
 /* Adds to b the deletion of partition part's backfill progress, and forgets
- * its undeletable expiry entries (a replica dropping its copy;
- * expiry_backfill.c). 0 or LAPSE_ENOMEM. */
+ * its undeletable expiry entries (a replica dropping its copy). 0 or
+ * LAPSE_ENOMEM. */
 int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t part);
 /* Decodes a stored log position (replog.c; a snapshot reads it too). 0 or
  * LAPSE_ECORRUPT with err. */
@@ -291,9 +291,6 @@ int replog_set_position_locked(store *st, uint32_t table_id, uint32_t part, uint
 /* Clears k and writes the meta key of partition part's backfill progress
  * (a snapshot copies it). 0 or LAPSE_ENOMEM. */
 int expiry_progress_key(buf *k, uint32_t table_id, uint32_t part);
-/* Clears k and writes the prefix of every backfill progress key of table_id
- * (expiry_drop_into deletes its range). 0 or LAPSE_ENOMEM. */
-int expiry_progress_prefix(buf *k, uint32_t table_id);
 /* Frees the pooled sweep scratch (store_close). REQUIRES: no sweep runs. */
 void expiry_scratch_release(store *st);
 /* Compacts the ranges expiry_drop_into deleted (reclaims their space). */
