@@ -176,9 +176,9 @@ int replog_outbox_mark(store *st, uint32_t table_id, uint32_t part, uint64_t *lo
     return rv;
 }
 
-/* Adds to b record seq (value rec) and the position (epoch, seq). */
-static int put_record(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t epoch,
-                      uint64_t seq, const uint8_t *rec, size_t len)
+/* Adds to b record seq (value rec); the caller adds the position. */
+static int put_record(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t seq,
+                      const uint8_t *rec, size_t len)
 {
     buf k;
     buf_init(&k);
@@ -187,9 +187,6 @@ static int put_record(store *st, db_batch *b, uint32_t table_id, uint32_t part, 
         return LAPSE_ENOMEM;
     }
     db_batch_put(b, st->db, CF_REPLOG, k.data, k.len, rec, len);
-    if (epoch != 0) {
-        put_pos(st, b, table_id, part, epoch, seq);
-    }
     buf_fini(&k);
     return 0;
 }
@@ -260,10 +257,11 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     buf rec;
     buf_init(&rec);
     if (buf_append_u64be(&rec, epoch) != 0 || buf_append(&rec, ops, oplen) != 0 ||
-        put_record(st, b, t->id, part, epoch, seq, rec.data, rec.len) != 0) {
+        put_record(st, b, t->id, part, seq, rec.data, rec.len) != 0) {
         buf_fini(&rec);
         return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
+    put_pos(st, b, t->id, part, epoch, seq);
     /* Counted before the write, so a reader that sees it also sees that
      * something is on its way (store_settle). */
     atomic_fetch_add(unshipped_of(st, t->id, part), 1);
@@ -458,7 +456,7 @@ int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uin
     }
     /* The position goes in once per run, when b is written (replog_write):
      * one memtable insert per call instead of one per record. */
-    if (put_record(st, b, table_id, part, 0, seq, rec, len) != 0 ||
+    if (put_record(st, b, table_id, part, seq, rec, len) != 0 ||
         (trim_due(st, seq) && add_trim(st, b, table_id, part, seq) != 0)) {
         return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
