@@ -30,13 +30,11 @@ static int hook_prepare(void *arg, uint32_t table_id, uint32_t part, char *err, 
 {
     logship *ls = arg;
     node_map *m = maps_acquire(ls->ns);
-    int rv = 0, reconciled = 1;
+    int rv = 0;
     char why[64];
     const pmap_replicas *r = logship_set_of(m, table_id, part, why, sizeof(why));
     if (r != NULL && r->ids[0] == ls->ns->id) {
-        (void)logship_required(ls, m, r, table_id, part, &reconciled);
-    }
-    if (!reconciled) {
+        /* One look at the partition's state when it is reconciled already. */
         rv = logship_reconcile(ls, m, r, table_id, part, NULL, err, errlen);
     }
     maps_release(m);
