@@ -48,7 +48,7 @@ static void do_register(server *s, const Lapse__RegisterNodeRequest *r, Lapse__R
                         arena *a)
 {
     char err[512] = "";
-    int rv = membership_register(s, r->node_id, r->address, err, sizeof(err));
+    int rv = membership_register(s, r->node_id, r->address, r->incarnation, err, sizeof(err));
     if (rv != 0) {
         rpc_set_error(resp, a, rv, "%s", err);
         return;
@@ -200,8 +200,8 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
             rpc_set_error(resp, a, rv, "no node is up");
         } else if (rv == LAPSE_EUNAVAILABLE) {
             rpc_set_error(resp, a, rv, "replication %u needs %u nodes up; %u %s up",
-                          (unsigned)schema_replication(&ts), (unsigned)schema_replication(&ts), (unsigned)up,
-                          up == 1 ? "is" : "are");
+                          (unsigned)schema_replication(&ts), (unsigned)schema_replication(&ts),
+                          (unsigned)up, up == 1 ? "is" : "are");
         } else {
             rpc_set_error(resp, a, rv, "cannot add table %s: %s", ts.name, lapse_strerror(rv));
         }

@@ -13,14 +13,72 @@
 #include "../placement/failover.h"
 #include "replicas.h"
 
-/* Commits node id with address, state and etcd lease on a copy of the map.
+/* Marks node n DOWN in next and fails it over in every replica set that
+ * holds it in sync (failover.h), in the same commit. 0 or LAPSE_ENOMEM.
  * REQUIRES: s->lock held. */
-static int commit_node(server *s, uint32_t id, const char *address, pmap_node_state state,
-                       int64_t lease, char *err, size_t errlen)
+static int mark_down(pmap *next, const pmap_node *n, size_t *sets)
 {
+    if (pmap_set_node(next, n->id, n->address, PMAP_NODE_DOWN) != 0) {
+        return LAPSE_ENOMEM;
+    }
+    (void)pmap_set_node_lease(next, n->id, 0); /* its lease is gone; n is in next */
+    pmap_failover f;
+    pmap_fail_node(next, n->id, &f);
+    *sets += f.shrunk + f.promoted;
+    if (f.shrunk + f.promoted + f.stranded > 0) {
+        log_warn("node %u down: %zu replica set(s) shrunk, %zu with a new primary, %zu with "
+                 "no copy in sync to take over (unavailable until it is back)",
+                 n->id, f.shrunk, f.promoted, f.stranded);
+    }
+    return 0;
+}
+
+/* Records node id UP in next at address, under lease (0: none) and with
+ * the incarnation of its data dir. old is the node as the map has it now
+ * (NULL: a new node). A node back under another incarnation than the one it
+ * was last UP with came back on an empty dir: it holds none of the copies
+ * the map gives it, so it is first failed over as if DOWN (mark_down), in
+ * the same commit: it leads no set and counts in sync in none until its
+ * copies are rebuilt. Adds the replica sets changed to *sets. 0 or
+ * LAPSE_ENOMEM. REQUIRES: s->lock held. */
+static int set_up(pmap *next, const pmap_node *old, uint32_t id, const char *address, int64_t lease,
+                  uint64_t incarnation, size_t *sets)
+{
+    if (old != NULL && old->incarnation != 0 && incarnation != 0 &&
+        old->incarnation != incarnation) {
+        log_warn("node %u (%s) is back on a new data dir (incarnation %016llx, was %016llx): "
+                 "it holds none of its copies, so it is failed over first",
+                 id, address, (unsigned long long)incarnation,
+                 (unsigned long long)old->incarnation);
+        if (mark_down(next, old, sets) != 0) {
+            return LAPSE_ENOMEM;
+        }
+    }
+    if (pmap_set_node(next, id, address, PMAP_NODE_UP) != 0 ||
+        pmap_set_node_lease(next, id, lease) != 0 ||
+        pmap_set_node_incarnation(next, id, incarnation) != 0) {
+        return LAPSE_ENOMEM;
+    }
+    return 0;
+}
+
+/* Whether node n (NULL: unknown) is UP at address under lease and
+ * incarnation already: nothing to commit. */
+static int up_as(const pmap_node *n, const char *address, int64_t lease, uint64_t incarnation)
+{
+    return n != NULL && n->state == PMAP_NODE_UP && strcmp(n->address, address) == 0 &&
+           n->lease == lease && n->incarnation == incarnation;
+}
+
+/* Commits node id UP (set_up) on a copy of the map; pushes the map when
+ * replica sets changed. n: the node as the map has it (NULL: new); it dies
+ * with the old map. REQUIRES: s->lock held. */
+static int commit_up(server *s, const pmap_node *n, uint32_t id, const char *address, int64_t lease,
+                     uint64_t incarnation, char *err, size_t errlen)
+{
+    size_t sets = 0;
     pmap *next = pmap_dup(s->pm);
-    if (next == NULL || pmap_set_node(next, id, address, state) != 0 ||
-        pmap_set_node_lease(next, id, lease) != 0) {
+    if (next == NULL || set_up(next, n, id, address, lease, incarnation, &sets) != 0) {
         pmap_free(next);
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
@@ -28,8 +86,12 @@ static int commit_node(server *s, uint32_t id, const char *address, pmap_node_st
     int rv = server_commit(s, next, s->next_table_id, err, errlen);
     if (rv != 0) {
         pmap_free(next);
+        return rv;
     }
-    return rv;
+    if (sets > 0) {
+        replicas_push(s);
+    }
+    return 0;
 }
 
 /* With etcd: a node may register only while its lease key is there, so the
@@ -54,7 +116,8 @@ static int check_lease_key(server *s, uint32_t id, int64_t *lease, char *err, si
     return rv;
 }
 
-int membership_register(server *s, uint32_t id, const char *address, char *err, size_t errlen)
+int membership_register(server *s, uint32_t id, const char *address, uint64_t incarnation,
+                        char *err, size_t errlen)
 {
     if (id == 0) {
         snprintf(err, errlen, "node_id must be > 0");
@@ -82,13 +145,12 @@ int membership_register(server *s, uint32_t id, const char *address, char *err, 
     }
     l->last_heartbeat_mono_ms = clock_mono_now().ms;
     const pmap_node *n = pmap_node_find(s->pm, id);
-    if (n != NULL && n->state == PMAP_NODE_UP && strcmp(n->address, address) == 0 &&
-        n->lease == lease) {
+    if (up_as(n, address, lease, incarnation)) {
         goto done; /* nothing changed: no bump */
     }
     char old[PMAP_MAX_ADDR + 16];
     snprintf(old, sizeof(old), "%s", n == NULL ? "new" : n->address);
-    if ((rv = commit_node(s, id, address, PMAP_NODE_UP, lease, err, errlen)) != 0) {
+    if ((rv = commit_up(s, n, id, address, lease, incarnation, err, errlen)) != 0) {
         goto done;
     }
     log_info("node %u registered at %s (was %s); map version %llu", id, address, old,
@@ -123,7 +185,7 @@ int membership_heartbeat(server *s, uint32_t id, uint64_t pmap_version, int64_t 
     }
     char address[PMAP_MAX_ADDR];
     snprintf(address, sizeof(address), "%s", n->address); /* n dies with the old map */
-    if ((rv = commit_node(s, id, address, PMAP_NODE_UP, 0, err, errlen)) != 0) {
+    if ((rv = commit_up(s, n, id, address, 0, n->incarnation, err, errlen)) != 0) {
         goto done;
     }
     log_info("node %u (%s) is UP again; map version %llu", id, address,
@@ -131,26 +193,6 @@ int membership_heartbeat(server *s, uint32_t id, uint64_t pmap_version, int64_t 
 done:
     pthread_mutex_unlock(&s->lock);
     return rv;
-}
-
-/* Marks node n DOWN in next and fails it over in every replica set that
- * holds it in sync (failover.h), in the same commit. 0 or LAPSE_ENOMEM.
- * REQUIRES: s->lock held. */
-static int mark_down(pmap *next, const pmap_node *n, size_t *sets)
-{
-    if (pmap_set_node(next, n->id, n->address, PMAP_NODE_DOWN) != 0) {
-        return LAPSE_ENOMEM;
-    }
-    (void)pmap_set_node_lease(next, n->id, 0); /* its lease is gone; n is in next */
-    pmap_failover f;
-    pmap_fail_node(next, n->id, &f);
-    *sets += f.shrunk + f.promoted;
-    if (f.shrunk + f.promoted + f.stranded > 0) {
-        log_warn("node %u down: %zu replica set(s) shrunk, %zu with a new primary, %zu with "
-                 "no copy in sync to take over (unavailable until it is back)",
-                 n->id, f.shrunk, f.promoted, f.stranded);
-    }
-    return 0;
 }
 
 /*
@@ -234,23 +276,24 @@ static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
     size_t nup = 0, ndown = 0, sets = 0;
     for (size_t i = 0; i < reg->n; i++) {
         uint32_t id = etcd_keys_node_id(&s->keys, reg->kv[i].key);
-        const char *address = reg->kv[i].value;
-        if (id == 0 || address[0] == '\0' || reg->kv[i].value_len >= PMAP_MAX_ADDR) {
+        char address[PMAP_MAX_ADDR];
+        uint64_t incarnation = 0;
+        if (id == 0 || etcd_keys_node_parse(reg->kv[i].value, reg->kv[i].value_len, address,
+                                            sizeof(address), &incarnation) != 0) {
             continue; /* not a node key of ours: ignored */
         }
         int64_t lease = reg->kv[i].lease;
         const pmap_node *n = pmap_node_find(s->pm, id);
-        if (n != NULL && n->state == PMAP_NODE_UP && strcmp(n->address, address) == 0 &&
-            n->lease == lease) {
+        if (up_as(n, address, lease, incarnation)) {
             continue;
         }
         /* A node UP under another lease lost the old one and was granted a
          * new one between two reads: nobody took its place (that takes a
-         * DOWN), and it leads again once the map names the new lease. */
+         * DOWN), and it leads again once the map names the new lease;
+         * unless it is back on an empty dir (set_up). */
         node_live *l = server_live(s, id, 1);
         if (l == NULL || (next == NULL && (next = pmap_dup(s->pm)) == NULL) ||
-            pmap_set_node(next, id, address, PMAP_NODE_UP) != 0 ||
-            pmap_set_node_lease(next, id, lease) != 0) {
+            set_up(next, n, id, address, lease, incarnation, &sets) != 0) {
             log_error("membership: out of memory; retrying");
             pmap_free(next);
             return;

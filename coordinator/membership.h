@@ -30,6 +30,15 @@
  * (placement/failover.h), in the same commit, and the new map is pushed to
  * the UP nodes at once; a partition of one copy stays with its node.
  *
+ * A node's key and RegisterNode carry the incarnation of its data dir, a
+ * random id made with the dir (node/node.h). A node back under another
+ * incarnation than the map's came back on an empty dir, perhaps before its
+ * old lease ran out or while no leader ran: it is failed over as if DOWN
+ * and marked UP again in one commit, so it leads no set and counts in sync
+ * in none until its copies are rebuilt (docs/replication.md, "A node back
+ * on an empty data dir"). Incarnation 0 (a map or node from before them)
+ * matches any.
+ *
  * Thread-safety: all functions take server.lock themselves.
  *
  * Invariants:
@@ -52,11 +61,14 @@
 /* A probe of a node whose connection dropped (is its process gone?) */
 #define MEMBERSHIP_PROBE_TIMEOUT_MS 100
 
-/* Registers node id at address (new, moved, or back from DOWN): marks it UP
- * and records a heartbeat. Commits when anything changed. Returns 0,
- * LAPSE_EINVAL (id 0, empty or over-long address) or LAPSE_EIO/ENOMEM with
- * a reason in err; on error the map is unchanged. */
-int membership_register(server *s, uint32_t id, const char *address, char *err, size_t errlen);
+/* Registers node id at address with the incarnation of its data dir (new,
+ * moved, or back from DOWN): marks it UP and records a heartbeat. Commits
+ * when anything changed; a node back under a new incarnation is failed over
+ * in the same commit (above). Returns 0, LAPSE_EINVAL (id 0, empty or
+ * over-long address) or LAPSE_EIO/ENOMEM with a reason in err; on error the
+ * map is unchanged. */
+int membership_register(server *s, uint32_t id, const char *address, uint64_t incarnation,
+                        char *err, size_t errlen);
 
 /* Records a heartbeat of node id carrying its map version and wall clock;
  * now_wall_ms is our own wall clock snapshot for this request. Turns a DOWN

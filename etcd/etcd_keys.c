@@ -1,6 +1,7 @@
 /* etcd_keys.c: the layout of a cluster's keys in etcd (etcd_keys.h). */
 #include "etcd_keys.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,4 +50,38 @@ uint32_t etcd_keys_node_id(const etcd_keys *k, const char *key)
         }
     }
     return id;
+}
+
+size_t etcd_keys_node_entry(char *out, size_t len, const char *url, uint64_t incarnation)
+{
+    int n = snprintf(out, len, "%s %016" PRIx64, url, incarnation);
+    return n < 0 ? len : (size_t)n;
+}
+
+int etcd_keys_node_parse(const char *entry, size_t n, char *url, size_t cap, uint64_t *incarnation)
+{
+    const char *sp = memchr(entry, ' ', n);
+    size_t ulen = sp != NULL ? (size_t)(sp - entry) : n;
+    if (ulen == 0 || ulen >= cap) {
+        return -1;
+    }
+    uint64_t inc = 0;
+    if (sp != NULL) {
+        const char *p = sp + 1;
+        if ((size_t)(entry + n - p) != 16) {
+            return -1;
+        }
+        for (int i = 0; i < 16; i++) {
+            char c = p[i];
+            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0) {
+                return -1;
+            }
+            inc = inc << 4 | (uint64_t)d;
+        }
+    }
+    memcpy(url, entry, ulen);
+    url[ulen] = '\0';
+    *incarnation = inc;
+    return 0;
 }

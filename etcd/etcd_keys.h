@@ -6,7 +6,8 @@
  *   catalog/pmap            packed lapse.PartitionMap (the coordinators')
  *   catalog/next_table_id   4 bytes, big-endian
  *   coordinator/leader/...  the coordinators' election
- *   nodes/<id>              a live node's advertised URL, attached to the
+ *   nodes/<id>              a live node's entry, "<advertised URL>
+ *                           <incarnation, 16 hex digits>", attached to the
  *                           node's lease: the key exists while the node is up
  *
  * Coordinators and nodes both build their keys here, so the layout is
@@ -42,5 +43,17 @@ void etcd_keys_node(const etcd_keys *k, uint32_t id, char *out, size_t len);
 /* The node id a registry key names; 0 for a key that is not
  * <nodes>/<decimal id 1..65535>. */
 uint32_t etcd_keys_node_id(const etcd_keys *k, const char *key);
+
+/* Writes a node's registry entry (its advertised URL and the incarnation of
+ * its data dir) into out; returns its length, or one >= len when out was
+ * too short. */
+size_t etcd_keys_node_entry(char *out, size_t len, const char *url, uint64_t incarnation);
+
+/* Reads a registry entry of n bytes: its URL into url (cap bytes with the
+ * NUL) and its incarnation into *incarnation (0 for an entry holding a URL
+ * only, as nodes from before incarnations wrote). Returns 0, or -1 when the
+ * entry is empty, its URL does not fit, or its incarnation is not 16 hex
+ * digits. */
+int etcd_keys_node_parse(const char *entry, size_t n, char *url, size_t cap, uint64_t *incarnation);
 
 #endif

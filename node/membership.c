@@ -60,6 +60,7 @@ static int register_node(node_server *ns, char *err, size_t errlen)
     Lapse__Response *resp = NULL;
     body.node_id = ns->id;
     body.address = ns->advertise_url;
+    body.incarnation = ns->incarnation;
     req.body_case = LAPSE__REQUEST__BODY_REGISTER_NODE;
     req.register_node = &body;
     req.pmap_version = maps_version(ns);
@@ -143,8 +144,7 @@ static void without_coordinator(node_server *ns, peerclock *pc, int *warned)
     char err[512] = "";
     int rv = registry_fetch_map(ns, err, sizeof(err));
     if (rv != 0 && rv != LAPSE_ENOTFOUND && !*warned) {
-        log_warn("cannot read the partition map from etcd either: %s: %s", lapse_strerror(rv),
-                 err);
+        log_warn("cannot read the partition map from etcd either: %s: %s", lapse_strerror(rv), err);
     }
     *warned = rv != 0 && rv != LAPSE_ENOTFOUND;
     peerclock_check(ns, pc);
@@ -161,8 +161,8 @@ static void *run(void *arg)
     node_server *ns = arg;
     char err[512];
     int64_t backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS;
-    int warned = 0;    /* logged the current outage already */
-    int hb_failed = 0; /* heartbeats failed in a row */
+    int warned = 0;      /* logged the current outage already */
+    int hb_failed = 0;   /* heartbeats failed in a row */
     int etcd_warned = 0; /* logged that etcd's map cannot be read */
     peerclock pc = {0};  /* clients of the peers, for clock checks */
 
@@ -171,9 +171,9 @@ static void *run(void *arg)
         if (!atomic_load(&ns->registered)) {
             err[0] = 0;
             /* On etcd, the coordinators accept us once our key is there. */
-            int rv = registry_present(ns) ? register_node(ns, err, sizeof(err))
-                                          : (snprintf(err, sizeof(err), "no lease in etcd yet"),
-                                             LAPSE_EUNAVAILABLE);
+            int rv = registry_present(ns)
+                         ? register_node(ns, err, sizeof(err))
+                         : (snprintf(err, sizeof(err), "no lease in etcd yet"), LAPSE_EUNAVAILABLE);
             if (rv == 0) {
                 atomic_store(&ns->registered, 1);
                 backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS;

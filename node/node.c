@@ -5,9 +5,11 @@
 #include "node.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include "../common/buf.h"
@@ -112,6 +114,53 @@ out:
     return rv;
 }
 
+/* Invariant 1 of node.h: reads the data dir's incarnation into
+ * ns->incarnation, or makes one (random, nonzero) for a dir without. */
+static int load_incarnation(node_server *ns, char *err, size_t errlen)
+{
+    buf val;
+    buf_init(&val);
+    int found = 0;
+    char why[256] = "";
+    int rv = store_meta_get(ns->st, NODE_META_INCARNATION, &val, &found, why, sizeof(why));
+    if (rv != 0) {
+        snprintf(err, errlen, "data dir %s: reading its incarnation: %s", ns->data_dir, why);
+        goto out;
+    }
+    if (found) {
+        char text[17] = "";
+        char *end = NULL;
+        memcpy(text, val.data, val.len < sizeof(text) - 1 ? val.len : sizeof(text) - 1);
+        ns->incarnation = strtoull(text, &end, 16);
+        if (val.len != 16 || *end != '\0' || ns->incarnation == 0) {
+            snprintf(err, errlen, "data dir %s: stored incarnation \"%s\" is corrupt", ns->data_dir,
+                     text);
+            rv = LAPSE_ECORRUPT;
+        }
+        goto out;
+    }
+    uint64_t inc = 0;
+    while (inc == 0) {
+        if (getrandom(&inc, sizeof(inc), 0) != (ssize_t)sizeof(inc)) {
+            snprintf(err, errlen, "data dir %s: no random incarnation: %s", ns->data_dir,
+                     strerror(errno));
+            rv = LAPSE_EIO;
+            goto out;
+        }
+    }
+    char text[17];
+    snprintf(text, sizeof(text), "%016" PRIx64, inc);
+    if ((rv = store_meta_put(ns->st, NODE_META_INCARNATION, text, 16, 1, why, sizeof(why))) != 0) {
+        snprintf(err, errlen, "data dir %s: recording its incarnation: %s", ns->data_dir, why);
+        goto out;
+    }
+    ns->incarnation = inc;
+    log_info("data dir %s is new: incarnation %s", ns->data_dir, text);
+out:
+    buf_fini(&val);
+    return rv;
+}
+
 static int copy_str(char *dst, size_t cap, const char *src, const char *what, char *err,
                     size_t errlen)
 {
@@ -191,7 +240,8 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
                        err, errlen)) != 0) {
         goto fail;
     }
-    if ((rv = open_store(ns, err, errlen)) != 0 || (rv = check_node_id(ns, err, errlen)) != 0) {
+    if ((rv = open_store(ns, err, errlen)) != 0 || (rv = check_node_id(ns, err, errlen)) != 0 ||
+        (rv = load_incarnation(ns, err, errlen)) != 0) {
         goto fail;
     }
     store_set_replog_retain(ns->st,

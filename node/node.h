@@ -13,7 +13,11 @@
  *
  * Invariants:
  *  1. The data dir belongs to exactly one node id: store meta "node_id"
- *     equals id once node_open has succeeded.
+ *     equals id once node_open has succeeded. Its incarnation (store meta
+ *     "incarnation", nonzero) is made once, with the dir, and never
+ *     changes: a node back on an empty dir comes back under a new one, so
+ *     the coordinators fail over the copies it lost (docs/replication.md,
+ *     "A node back on an empty data dir").
  *  2. map is never NULL while the node is open; it is immutable and only
  *     replaced by maps_apply (under map_lock, as a whole).
  *  3. Every background thread is stopped before the state it uses is freed:
@@ -60,6 +64,7 @@
 #define NODE_DEFAULT_CLUSTER "lapse" /* --cluster-name, as the coordinator's */
 #define NODE_META_ID "node_id"       /* store meta: the node id, decimal text */
 #define NODE_META_PMAP "pmap"        /* store meta: packed Lapse__PartitionMap */
+#define NODE_META_INCARNATION "incarnation" /* store meta: the dir's random id, 16 hex digits */
 
 typedef struct node_map node_map; /* maps.h */
 typedef struct logship logship;   /* logship.h */
@@ -94,6 +99,7 @@ typedef struct node_options {
 typedef struct node_server {
     /* ---- identity and configuration (fixed) ---- */
     uint32_t id;                        /* this node's id, 1..65535 */
+    uint64_t incarnation;               /* its data dir's, made with the dir (invariant 1) */
     char listen_url[NODE_MAX_URL];      /* RPC listen address */
     char advertise_url[NODE_MAX_URL];   /* address the coordinator hands out */
     char coordinator_url[NODE_MAX_URL]; /* where membership and refreshes go */

@@ -12,10 +12,10 @@
 /* Puts the node's key under lease; records the lease on success. */
 static int put_key(node_server *ns, int64_t lease, char *err, size_t errlen)
 {
-    char key[ETCD_KEY_MAX];
+    char key[ETCD_KEY_MAX], entry[NODE_MAX_URL + 24];
     etcd_keys_node(&ns->keys, ns->id, key, sizeof(key));
-    int rv = etcd_put(ns->ec, key, ns->advertise_url, strlen(ns->advertise_url), lease, NULL, err,
-                      errlen);
+    size_t n = etcd_keys_node_entry(entry, sizeof(entry), ns->advertise_url, ns->incarnation);
+    int rv = etcd_put(ns->ec, key, entry, n, lease, NULL, err, errlen);
     if (rv == 0) {
         atomic_store(&ns->key_lease, (long long)lease);
         log_info("registered in etcd as %s (lease %llx)", key, (unsigned long long)lease);

@@ -387,6 +387,16 @@ int pmap_set_node_lease(pmap *pm, uint32_t id, int64_t lease)
     return 0;
 }
 
+int pmap_set_node_incarnation(pmap *pm, uint32_t id, uint64_t incarnation)
+{
+    pmap_node *n = (pmap_node *)pmap_node_find(pm, id);
+    if (n == NULL) {
+        return LAPSE_ENOTFOUND;
+    }
+    n->incarnation = incarnation;
+    return 0;
+}
+
 /* Appends a table with copies of pl's arrays. 0 or LAPSE_ENOMEM (pm
  * unchanged). */
 static int append_table(pmap *pm, const table_schema *schema, const pmap_placement *pl)

@@ -54,9 +54,12 @@ typedef struct pmap_node {
     uint32_t id;
     char address[PMAP_MAX_ADDR]; /* the node's RPC URL, e.g. tcp://127.0.0.1:7401 */
     pmap_node_state state;
-    int64_t lease; /* the etcd lease it was last seen UP with (0: none, heartbeat
-                      liveness): it leads replica sets only under this lease
-                      (docs/replication.md, "Leases and fencing") */
+    int64_t lease;        /* the etcd lease it was last seen UP with (0: none, heartbeat
+                             liveness): it leads replica sets only under this lease
+                             (docs/replication.md, "Leases and fencing") */
+    uint64_t incarnation; /* its data dir's random id as last seen UP (0:
+                             unknown): a new one means the node came back on
+                             an empty dir and holds none of its copies */
 } pmap_node;
 
 /* One partition's replica set (docs/replication.md, "Replica sets"): ids[0]
@@ -163,6 +166,9 @@ int pmap_set_node(pmap *pm, uint32_t id, const char *address, pmap_node_state st
 /* Records the etcd lease node id is UP with (a new node starts with 0).
  * 0 or LAPSE_ENOTFOUND (no such node; pm unchanged). */
 int pmap_set_node_lease(pmap *pm, uint32_t id, int64_t lease);
+/* Records the incarnation of node id's data dir (a new node starts with
+ * 0). 0 or LAPSE_ENOTFOUND (no such node; pm unchanged). */
+int pmap_set_node_incarnation(pmap *pm, uint32_t id, uint64_t incarnation);
 /* Adds a table with its partitions assigned to the UP nodes, balanced: each
  * base partition, then each partition of each GSI (in declaration order),
  * goes to the UP node owning fewest partitions overall, base and GSI

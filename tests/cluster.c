@@ -582,6 +582,10 @@ void cluster_free(cluster *c, int remove_dir)
     if (c == NULL) {
         return;
     }
+    if (remove_dir && getenv("LAPSE_TEST_KEEP") != NULL) {
+        remove_dir = 0; /* logs and data kept for a look (CONTRIBUTING.md) */
+        fprintf(stderr, "cluster: LAPSE_TEST_KEEP: kept %s\n", c->run_dir);
+    }
     /* Nodes first, so none logs the coordinator's disappearance; etcd last. */
     for (int i = c->nodes; i >= 1; i--) {
         if (c->procs[i].pid > 0) {
@@ -784,8 +788,7 @@ pid_t cluster_cli_spawn_in(const cluster *c, const char *const *args, const char
     argv[argc] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, in_path != NULL ? in_path : "/dev/null", O_RDONLY,
-                                     0);
+    posix_spawn_file_actions_addopen(&fa, 0, in_path != NULL ? in_path : "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid;

@@ -21,16 +21,17 @@
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../etcd/etcd.h"
+#include "../etcd/etcd_keys.h"
 #include "etcd_members.h"
 
 static etcd_members *members;
 
-#define assert_etcd_ok(call)                                                                      \
-    do {                                                                                          \
-        int rv_ = (call);                                                                         \
-        if (rv_ != 0) {                                                                           \
-            fail_msg("%s returned %s: %s", #call, lapse_strerror(rv_), err);                     \
-        }                                                                                         \
+#define assert_etcd_ok(call)                                                                       \
+    do {                                                                                           \
+        int rv_ = (call);                                                                          \
+        if (rv_ != 0) {                                                                            \
+            fail_msg("%s returned %s: %s", #call, lapse_strerror(rv_), err);                       \
+        }                                                                                          \
     } while (0)
 
 static etcd *client(int timeout_ms)
@@ -46,8 +47,7 @@ static int restore(void **state)
 {
     (void)state;
     for (int i = 0; i < etcd_members_count(members); i++) {
-        if (etcd_members_pid(members, i) == 0 &&
-            etcd_members_restart(members, i, 15000) != 0) {
+        if (etcd_members_pid(members, i) == 0 && etcd_members_restart(members, i, 15000) != 0) {
             return -1;
         }
     }
@@ -122,6 +122,37 @@ static void test_keys(void **state)
     assert_etcd_ok(etcd_get(ec, "/t/keyz", &kv, NULL, err, sizeof(err)));
     etcd_kv_fini(&kv);
     etcd_close(ec);
+}
+
+/* A node's registry entry: its URL and data dir incarnation, read back;
+ * an entry from before incarnations (a URL only) reads as incarnation 0;
+ * malformed ones are refused. */
+static void test_node_entries(void **state)
+{
+    (void)state;
+    char entry[300], url[64];
+    uint64_t inc = 1;
+    size_t n =
+        etcd_keys_node_entry(entry, sizeof(entry), "tcp://127.0.0.1:7001", 0x0123456789abcdefULL);
+    assert_string_equal(entry, "tcp://127.0.0.1:7001 0123456789abcdef");
+    assert_int_equal(n, strlen(entry));
+    assert_int_equal(etcd_keys_node_parse(entry, n, url, sizeof(url), &inc), 0);
+    assert_string_equal(url, "tcp://127.0.0.1:7001");
+    assert_true(inc == 0x0123456789abcdefULL);
+    assert_int_equal(etcd_keys_node_parse("tcp://h:1", 9, url, sizeof(url), &inc), 0);
+    assert_string_equal(url, "tcp://h:1");
+    assert_true(inc == 0);
+    const char *bad[] = {"",
+                         " 0123456789abcdef",
+                         "tcp://h:1 0123",
+                         "tcp://h:1 0123456789abcdeg",
+                         "tcp://h:1 0123456789ABCDEF",
+                         "tcp://h:1 0123456789abcdef0"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(etcd_keys_node_parse(bad[i], strlen(bad[i]), url, sizeof(url), &inc), -1);
+    }
+    assert_int_equal(etcd_keys_node_parse(entry, n, url, 8, &inc), -1); /* URL too long */
+    assert_true(etcd_keys_node_entry(entry, 10, "tcp://127.0.0.1:7001", 1) >= 10);
 }
 
 static void test_bad_endpoints(void **state)
@@ -313,8 +344,7 @@ static void test_keeper(void **state)
 
     /* Stopped with revoke, its key goes at once. */
     etcd_keeper_stop(k, 1);
-    assert_int_equal(etcd_get(ec, "/t/keeper/node", &kv, NULL, err, sizeof(err)),
-                     LAPSE_ENOTFOUND);
+    assert_int_equal(etcd_get(ec, "/t/keeper/node", &kv, NULL, err, sizeof(err)), LAPSE_ENOTFOUND);
     etcd_close(ec);
 }
 
@@ -386,7 +416,7 @@ static void test_election_fences_a_lost_leader(void **state)
 
 typedef struct seen {
     pthread_mutex_t lock;
-    etcd *ec;          /* for the re-read after a compaction */
+    etcd *ec;           /* for the re-read after a compaction */
     char keys[256][32]; /* "+key" for a put, "-key" for a delete */
     int64_t revs[256];
     int n;
@@ -603,6 +633,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_endpoints),
         cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_node_entries),
         cmocka_unit_test(test_txn_compare_and_set),
         cmocka_unit_test(test_lease_expiry_and_keepalive),
         cmocka_unit_test(test_keeper),

@@ -19,6 +19,7 @@
 
 #include "../common/clock.h"
 #include "../etcd/etcd.h"
+#include "../etcd/etcd_keys.h"
 #include "../rpc/rpc.h"
 #include "etcd_members.h"
 
@@ -86,7 +87,12 @@ static int has_key(uint32_t id, int64_t *lease)
     if (lease != NULL) {
         *lease = kv.lease;
     }
-    assert_string_equal(kv.value, cluster_node_url(g_cluster, (int)id));
+    char url[256];
+    uint64_t incarnation = 0;
+    assert_int_equal(etcd_keys_node_parse(kv.value, kv.value_len, url, sizeof(url), &incarnation),
+                     0);
+    assert_string_equal(url, cluster_node_url(g_cluster, (int)id));
+    assert_true(incarnation != 0);
     etcd_kv_fini(&kv);
     return 1;
 }
@@ -189,14 +195,14 @@ static void restart_coordinators(void)
  * (ESTATE: nothing was written; it steps down and loads etcd's state). */
 static void create_table(const char *name)
 {
-    lapse_table_def d = {.name = name, .partition_key = "Id", .partition_key_type = 'S',
-                         .partitions = 8};
+    lapse_table_def d = {
+        .name = name, .partition_key = "Id", .partition_key_type = 'S', .partitions = 8};
     lapse_error e = {0};
     clock_mono deadline = clock_mono_after_ms(WAIT_MS);
     int rv;
-    while (((rv = lapse_create_table(g_client, &d, &e)) == LAPSE_EUNAVAILABLE ||
-            rv == LAPSE_ESTATE) &&
-           clock_mono_remaining_ms(deadline) > 0) {
+    while (
+        ((rv = lapse_create_table(g_client, &d, &e)) == LAPSE_EUNAVAILABLE || rv == LAPSE_ESTATE) &&
+        clock_mono_remaining_ms(deadline) > 0) {
         clock_sleep_ms(100);
     }
     assert_lapse_ok(rv, &e);
@@ -275,8 +281,8 @@ static void test_node_restarted_while_coordinators_down_expires(void **state)
     /* Items due in 2 s, on every partition; node 1's must go too. */
     int64_t due = clock_wall_now().ms / 1000 + 2;
     for (int i = 0; i < 64; i++) {
-        lapse_item *it = item_json("{\"Id\":{\"S\":\"s%d\"},\"ExpiresAt\":{\"N\":\"%lld\"}}", i,
-                                   (long long)due);
+        lapse_item *it =
+            item_json("{\"Id\":{\"S\":\"s%d\"},\"ExpiresAt\":{\"N\":\"%lld\"}}", i, (long long)due);
         assert_lapse_ok(lapse_put(c, "sessions", it, NULL, &e), &e);
         lapse_item_free(it);
     }
@@ -335,8 +341,7 @@ static void test_new_cli_works_while_coordinators_down(void **state)
         assert_int_equal(cluster_kill(g_cluster, cluster_coordinator_index(g_cluster, k), SIGKILL),
                          0);
     }
-    const char *put2[] = {"put", "cli", "{\"Id\":{\"S\":\"during\"},\"V\":{\"N\":\"7\"}}",
-                          NULL};
+    const char *put2[] = {"put", "cli", "{\"Id\":{\"S\":\"during\"},\"V\":{\"N\":\"7\"}}", NULL};
     assert_int_equal(cli(&out, 0, put2), 0);
     free(out);
     const char *get[] = {"get", "cli", "{\"Id\":{\"S\":\"during\"}}", NULL};
@@ -411,8 +416,7 @@ static void test_nodes_apply_maps_from_their_watch(void **state)
     (void)state;
     char err[512];
     etcd_kv kv;
-    assert_int_equal(etcd_get(g_etcd, "/lapse/test/catalog/pmap", &kv, NULL, err, sizeof(err)),
-                     0);
+    assert_int_equal(etcd_get(g_etcd, "/lapse/test/catalog/pmap", &kv, NULL, err, sizeof(err)), 0);
     Lapse__PartitionMap *pb =
         lapse__partition_map__unpack(NULL, kv.value_len, (const uint8_t *)kv.value);
     etcd_kv_fini(&kv);
@@ -422,9 +426,8 @@ static void test_nodes_apply_maps_from_their_watch(void **state)
     uint8_t *bytes = malloc(len);
     lapse__partition_map__pack(pb, bytes);
     lapse__partition_map__free_unpacked(pb, NULL);
-    assert_int_equal(etcd_put(g_etcd, "/lapse/test/catalog/pmap", bytes, len, 0, NULL, err,
-                              sizeof(err)),
-                     0);
+    assert_int_equal(
+        etcd_put(g_etcd, "/lapse/test/catalog/pmap", bytes, len, 0, NULL, err, sizeof(err)), 0);
     free(bytes);
     clock_mono deadline = clock_mono_after_ms(WAIT_MS);
     for (uint32_t id = 1; id <= 3; id++) {

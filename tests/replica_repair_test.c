@@ -26,6 +26,11 @@
  *
  * A primary restarted right after a round its followers did not confirm
  * sends them the record once back, with no write to come.
+ *
+ * A primary back on an empty data dir before its lease ran out, while no
+ * coordinator looked, is failed over when the leader sees the new
+ * incarnation in its registry entry: it never leads its sets empty, and no
+ * acknowledged item is lost.
  */
 #include "testutil.h"
 
@@ -35,6 +40,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../etcd/etcd.h"
+#include "../etcd/etcd_keys.h"
+#include "etcd_members.h"
 #include "replset_testutil.h"
 #include "streamread.h"
 #include "testmap.h"
@@ -453,6 +461,108 @@ static void test_group_call_answers_each_part(void **state)
     rs_node_digest(1, 1, 0); /* still serving */
 }
 
+/* The incarnation in node id's registry entry in etcd; 0 while it has no
+ * key (or one with none). */
+static uint64_t incarnation_of(int id)
+{
+    char err[512], key[128], url[256];
+    etcd *ec = NULL;
+    assert_int_equal(
+        etcd_open(&ec, etcd_members_endpoints(cluster_etcd(rs_cluster())), 2000, err, sizeof(err)),
+        0);
+    snprintf(key, sizeof(key), "/lapse/test/nodes/%d", id);
+    etcd_kv kv;
+    uint64_t inc = 0;
+    int rv = etcd_get(ec, key, &kv, NULL, err, sizeof(err));
+    assert_true(rv == 0 || rv == LAPSE_ENOTFOUND);
+    if (rv == 0) {
+        assert_int_equal(etcd_keys_node_parse(kv.value, kv.value_len, url, sizeof(url), &inc), 0);
+        assert_string_equal(url, cluster_node_url(rs_cluster(), id));
+        etcd_kv_fini(&kv);
+    }
+    etcd_close(ec);
+    return inc;
+}
+
+/* A primary killed, its data dir lost, and back on an empty one within its
+ * lease, while the coordinator leader was stopped (as when it restarts
+ * before any leader looks: a supervisor's quick restart, or a leader
+ * failing over). Its map entry still names it primary and in sync; only its
+ * new incarnation tells that it holds nothing. The leader fails it over as
+ * it records the new lease: a follower that holds every item leads, and
+ * the empty node is rebuilt from a snapshot. Without that (chaos run
+ * 3878298) the empty node led its sets again at the same epoch: every
+ * acknowledged item there read as absent. */
+static void test_primary_back_on_an_empty_dir_is_failed_over(void **state)
+{
+    (void)state;
+    const char *table = "wiped";
+    create_one(table, 3, 0);
+    lapse_error e = {0};
+    for (int i = 0; i < 20; i++) {
+        assert_lapse_ok(put_once(table, i, "a", &e), &e);
+    }
+    pmap *pm = rs_wait_all_in_sync(table);
+    pmap_replicas before = pmap_table_find(pm, table)->parts[0];
+    pmap_free(pm);
+    int primary = (int)before.ids[0];
+    uint64_t inc = incarnation_of(primary);
+    assert_true(inc != 0);
+
+    const int coord = cluster_coordinator_index(rs_cluster(), 0);
+    assert_int_equal(cluster_kill(rs_cluster(), coord, SIGSTOP), 0);
+    assert_int_equal(cluster_kill(rs_cluster(), primary, SIGKILL), 0);
+    cluster_rm_rf(cluster_data_dir(rs_cluster(), primary));
+    assert_int_equal(cluster_restart(rs_cluster(), primary), 0);
+    uint64_t now = 0;
+    for (int i = 0; i < 300 && (now == 0 || now == inc); i++) {
+        if ((now = incarnation_of(primary)) == 0 || now == inc) {
+            rs_sleep_ms(50);
+        }
+    }
+    assert_int_equal(cluster_kill(rs_cluster(), coord, SIGCONT), 0);
+    if (now == 0 || now == inc) {
+        fail_msg("node %d's registry entry shows no new incarnation (%016llx, was %016llx)",
+                 primary, (unsigned long long)now, (unsigned long long)inc);
+    }
+
+    /* The leader records the new incarnation with its verdict. */
+    int recorded = 0;
+    for (int i = 0; i < 200 && !recorded; i++) {
+        pm = testmap_fetch(rs_cluster());
+        const pmap_node *n = pmap_node_find(pm, (uint32_t)primary);
+        recorded = n != NULL && n->incarnation == now;
+        pmap_free(pm);
+        if (!recorded) {
+            rs_sleep_ms(50);
+        }
+    }
+    if (!recorded) {
+        fail_msg("the map never recorded node %d's new incarnation %016llx", primary,
+                 (unsigned long long)now);
+    }
+    pm = rs_wait_all_in_sync(table);
+    const pmap_replicas *r = &pmap_table_find(pm, table)->parts[0];
+    if (r->ids[0] == before.ids[0] || pmap_epoch(r) <= pmap_epoch(&before)) {
+        fail_msg("table %s: node %u leads at epoch %llu (was node %u at %llu): the node back "
+                 "on an empty dir was not failed over",
+                 table, (unsigned)r->ids[0], (unsigned long long)pmap_epoch(r),
+                 (unsigned)before.ids[0], (unsigned long long)pmap_epoch(&before));
+    }
+    pmap_free(pm);
+    for (int i = 0; i < 20; i++) {
+        lapse_item *key = item_json("{\"Id\":{\"S\":\"k%d\"}}", i);
+        lapse_item *got = NULL;
+        assert_lapse_ok(lapse_get(rs_client(), table, key, &got, &e), &e);
+        if (got == NULL) {
+            fail_msg("table %s: acknowledged item k%d is gone", table, i);
+        }
+        lapse_item_free(got);
+        lapse_item_free(key);
+    }
+    assert_int_equal(rs_wait_copies_match(table, 10000), 20);
+}
+
 static void test_restarted_primary_sends_what_it_forgot(void **state)
 {
     (void)state;
@@ -467,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_replicas_behind_the_log_are_rebuilt),
         cmocka_unit_test(test_outbox_ships_only_what_every_copy_holds),
         cmocka_unit_test(test_restarted_primary_sends_what_it_forgot),
+        cmocka_unit_test(test_primary_back_on_an_empty_dir_is_failed_over),
         cmocka_unit_test(test_group_call_answers_each_part),
         cmocka_unit_test(test_replica_outboxes_are_trimmed),
     };
