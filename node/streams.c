@@ -103,6 +103,32 @@ static int reply_records(handlers_ctx *c, const change_list *l, uint32_t shard,
     return 0;
 }
 
+/* Fills a raw reply (GetStreamRecordsRequest.raw): the records as stored
+ * (copied into the call's arena) and the source partition's applied outbox
+ * seq here. */
+static int reply_raw(handlers_ctx *c, const change_list *l, uint32_t table_id, uint32_t shard,
+                     Lapse__GetStreamRecordsResponse *out)
+{
+    char err[256];
+    int rv = apply_applied_seq(c->ns->st, table_id, shard, &out->applied, err, sizeof(err));
+    if (rv != 0 || l->n == 0) {
+        return rv;
+    }
+    out->raw_records = arena_alloc(c->a, l->n * sizeof(*out->raw_records));
+    if (out->raw_records == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    for (size_t i = 0; i < l->n; i++) {
+        if ((out->raw_records[i].data = arena_alloc(c->a, l->v[i].len ? l->v[i].len : 1)) == NULL) {
+            return LAPSE_ENOMEM;
+        }
+        memcpy(out->raw_records[i].data, l->v[i].data, l->v[i].len);
+        out->raw_records[i].len = l->v[i].len;
+    }
+    out->n_raw_records = l->n;
+    return 0;
+}
+
 void streams_get_records(handlers_ctx *c)
 {
     const Lapse__GetStreamRecordsRequest *r = c->req->get_stream_records;
@@ -131,11 +157,12 @@ void streams_get_records(handlers_ctx *c)
                       t->name, pmap_stream_host(c->table, r->shard));
         goto out;
     }
-    /* A copy missing records its source trimmed (apply.h) answers no read:
-     * the client goes to another copy. */
-    int missing = 0;
+    /* A copy missing records its source trimmed (apply.h) answers no read
+     * until it is filled from another copy (streams_fill.c): the client
+     * goes to another copy. */
+    uint64_t gap = 0;
     char merr[256] = "";
-    if (apply_missing(ns->st, t->id, r->shard, &missing, merr, sizeof(merr)) != 0 || missing) {
+    if (apply_stream_gap(ns->st, t->id, r->shard, &gap, merr, sizeof(merr)) != 0 || gap != 0) {
         rpc_set_error(c->resp, c->a, LAPSE_EUNAVAILABLE,
                       "this node's copy of stream shard %u of table %s %s: another copy answers",
                       r->shard, t->name,
@@ -145,7 +172,7 @@ void streams_get_records(handlers_ctx *c)
     size_t limit =
         r->limit == 0 || r->limit > STREAMS_DEFAULT_LIMIT ? STREAMS_DEFAULT_LIMIT : r->limit;
     /* A long poll waits at most wait_ms, and answers before the deadline. */
-    int64_t until = clock_mono_now().ms + (int64_t)r->wait_ms;
+    int64_t until = clock_mono_now().ms + (r->raw ? 0 : (int64_t)r->wait_ms);
     if (until > c->deadline_mono_ms - STREAMS_REPLY_MARGIN_MS) {
         until = c->deadline_mono_ms - STREAMS_REPLY_MARGIN_MS;
     }
@@ -156,7 +183,7 @@ void streams_get_records(handlers_ctx *c)
             handlers_store_error(c, rv, err);
             goto out;
         }
-        if (l.n > 0 || r->wait_ms == 0 || clock_mono_now().ms >= until) {
+        if (l.n > 0 || r->wait_ms == 0 || r->raw || clock_mono_now().ms >= until) {
             break;
         }
         /* Nothing to read while the shard went past after_sequence: the
@@ -176,7 +203,8 @@ void streams_get_records(handlers_ctx *c)
         goto out;
     }
     lapse__get_stream_records_response__init(out);
-    if ((rv = reply_records(c, &l, r->shard, out)) != 0) {
+    if ((rv = r->raw ? reply_raw(c, &l, t->id, r->shard, out)
+                     : reply_records(c, &l, r->shard, out)) != 0) {
         handlers_store_error(c, rv, rv == LAPSE_ENOMEM ? "out of memory" : "a record is corrupt");
         goto out;
     }
@@ -245,21 +273,84 @@ static int stopping(streams *s)
     return stop;
 }
 
+/* One retention pass: every table whose shards this node hosts is trimmed
+ * to its retention, one stream_trim step (STREAMS_TRIM_STEP records looked
+ * at, one WriteBatch) at a time until the step reports nothing more,
+ * checking for stop between steps. A failing step is logged and the table
+ * left for the next pass. */
+static void trim_pass(streams *s)
+{
+    node_server *ns = s->ns;
+    trim_job *jobs = NULL;
+    size_t n = trim_jobs(ns, &jobs);
+    clock_wall now = clock_wall_now(); /* one snapshot per pass */
+    for (size_t i = 0; i < n && !stopping(s); i++) {
+        size_t total = 0;
+        int more = 1;
+        while (more && !stopping(s)) {
+            size_t trimmed = 0;
+            char err[256] = "";
+            int rv = stream_trim(ns->st, jobs[i].table_id, now, jobs[i].retention_ms,
+                                 STREAMS_TRIM_STEP, &trimmed, &more, err, sizeof(err));
+            if (rv != 0) {
+                log_error("stream retention of table id %u: %s: %s", jobs[i].table_id,
+                          lapse_strerror(rv), err);
+                break;
+            }
+            total += trimmed;
+        }
+        if (total > 0) {
+            metrics_counter_add(
+                ns->metrics, "lapse_stream_trimmed_records_total",
+                "Stream records deleted here after their retention" METRICS_SINCE_START, NULL,
+                (double)total);
+            log_info("stream retention: %zu records of table id %u trimmed", total,
+                     jobs[i].table_id);
+        }
+    }
+    free(jobs);
+}
+
+/* One filling pass: every copy of a shard here that misses records is
+ * filled from another (streams_fill_shard). Costs one store read per
+ * hosted shard while any copy here ever missed records, none otherwise. */
+static void fill_pass(streams *s)
+{
+    node_server *ns = s->ns;
+    node_map *m = maps_acquire(ns);
+    const pmap *pm = m->pm;
+    for (size_t i = 0; i < pm->ntables && !stopping(s); i++) {
+        const pmap_table *t = &pm->tables[i];
+        for (uint32_t p = 0; t->schema.stream.enabled && p < t->schema.partitions; p++) {
+            uint64_t mark = 0;
+            char err[256] = "";
+            if (pmap_replicas_index(pmap_stream_shard(t, p), ns->id) < 0) {
+                continue;
+            }
+            if (apply_stream_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) != 0) {
+                log_error("stream shard %u of table %s: %s", p, t->schema.name, err);
+            } else if (mark != 0) {
+                (void)streams_fill_shard(ns, pm, t, p, mark);
+            }
+        }
+    }
+    maps_release(m);
+}
+
 /*
- * The retention thread. Each pass: every table whose shards this node hosts
- * is trimmed to its retention, one stream_trim step (STREAMS_TRIM_STEP
- * records looked at, one WriteBatch) at a time until the step reports
- * nothing more, checking for stop between steps; then it sleeps the trim
- * interval (cut short by streams_stop). A failing step is logged and the
- * table left for the next pass.
+ * The retention thread: every STREAMS_FILL_INTERVAL_MS (or the trim
+ * interval, when shorter) a filling pass, and every trim interval a
+ * retention pass; each wait is cut short by streams_stop.
  */
 static void *trim_run(void *arg)
 {
     streams *s = arg;
-    node_server *ns = s->ns;
+    int64_t step = s->trim_interval_ms < STREAMS_FILL_INTERVAL_MS ? s->trim_interval_ms
+                                                                  : STREAMS_FILL_INTERVAL_MS;
+    int64_t next_trim = clock_mono_now().ms + s->trim_interval_ms;
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        struct timespec ts = clock_mono_abstime(s->trim_interval_ms);
+        struct timespec ts = clock_mono_abstime(step);
         while (!s->stopping) {
             if (pthread_cond_timedwait(&s->stop_cond, &s->lock, &ts) == ETIMEDOUT) {
                 break;
@@ -270,34 +361,11 @@ static void *trim_run(void *arg)
         if (stop) {
             return NULL;
         }
-        trim_job *jobs = NULL;
-        size_t n = trim_jobs(ns, &jobs);
-        clock_wall now = clock_wall_now(); /* one snapshot per pass */
-        for (size_t i = 0; i < n && !stopping(s); i++) {
-            size_t total = 0;
-            int more = 1;
-            while (more && !stopping(s)) {
-                size_t trimmed = 0;
-                char err[256] = "";
-                int rv = stream_trim(ns->st, jobs[i].table_id, now, jobs[i].retention_ms,
-                                     STREAMS_TRIM_STEP, &trimmed, &more, err, sizeof(err));
-                if (rv != 0) {
-                    log_error("stream retention of table id %u: %s: %s", jobs[i].table_id,
-                              lapse_strerror(rv), err);
-                    break;
-                }
-                total += trimmed;
-            }
-            if (total > 0) {
-                metrics_counter_add(
-                    ns->metrics, "lapse_stream_trimmed_records_total",
-                    "Stream records deleted here after their retention" METRICS_SINCE_START, NULL,
-                    (double)total);
-                log_info("stream retention: %zu records of table id %u trimmed", total,
-                         jobs[i].table_id);
-            }
+        fill_pass(s);
+        if (clock_mono_now().ms >= next_trim) {
+            trim_pass(s);
+            next_trim = clock_mono_now().ms + s->trim_interval_ms;
         }
-        free(jobs);
     }
 }
 

@@ -17,6 +17,13 @@
  * node hosts, with the table's retention (retention_hours, 0 = 24), in
  * steps of STREAMS_TRIM_STEP records until done or stopping.
  *
+ * Filling (streams_fill.c): a copy of a shard that misses records its
+ * source trimmed before it applied them (its data dir was lost) refuses
+ * reads (apply_stream_gap); every STREAMS_FILL_INTERVAL_MS the same thread
+ * fills each such copy here from another copy of the shard that is whole
+ * and has applied the source past the gap, then lets it answer again
+ * (docs/replication.md, "A copy that lost records").
+ *
  * Thread-safety: streams_open/streams_stop/streams_free on the main thread;
  * the rest from any thread.
  *
@@ -39,7 +46,8 @@
 #define STREAMS_MAX_BYTES (1024 * 1024) /* record bytes per call (past the first) */
 #define STREAMS_REPLY_MARGIN_MS 50      /* a long poll answers this long before the deadline */
 #define STREAMS_DEFAULT_TRIM_INTERVAL_MS 60000
-#define STREAMS_TRIM_STEP 10000 /* records looked at per stream_trim call */
+#define STREAMS_TRIM_STEP 10000       /* records looked at per stream_trim call */
+#define STREAMS_FILL_INTERVAL_MS 1000 /* looks for copies to fill */
 
 typedef struct streams streams;
 
@@ -55,5 +63,14 @@ void streams_stop(streams *s);
 void streams_free(streams *s);
 /* Stream records were stored: wakes every waiting long poll. Accepts NULL. */
 void streams_notify(streams *s);
+
+/* Fills this node's copy of stream shard shard of t, whose gap has mark
+ * (apply_stream_gap), from another copy pm holds UP (streams_fill.c): the
+ * first whole one that applied the source through mark. Returns 0 once
+ * filled (the copy answers again), else the last copy's error (logged);
+ * the next pass tries again. Blocks on peers' calls (2 s each at most).
+ * Called by the retention thread. */
+int streams_fill_shard(node_server *ns, const pmap *pm, const pmap_table *t, uint32_t shard,
+                       uint64_t mark);
 
 #endif

@@ -98,6 +98,98 @@ int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, 
 }
 
 /* ======================================================================== */
+/* Filling a stream copy from another                                      */
+/* ======================================================================== */
+
+int apply_stream_gap(store *st, uint32_t table_id, uint32_t shard, uint64_t *mark, char *err,
+                     size_t errlen)
+{
+    uint64_t missing = 0, filled = 0;
+    *mark = 0;
+    if (!atomic_load(&st->missing_marks)) {
+        return 0;
+    }
+    int rv = store_repl_u64(st, table_id, REPL_MISSING, shard, 0, 0, &missing, err, errlen);
+    if (rv == 0 && missing != 0) {
+        rv = store_repl_u64(st, table_id, REPL_FILLED, shard, 0, 0, &filled, err, errlen);
+    }
+    if (rv == 0 && missing > filled) {
+        *mark = missing;
+    }
+    return rv;
+}
+
+int apply_stream_fill(store *st, const table_schema *t, uint32_t shard, uint64_t mark,
+                      const void *const *recs, const size_t *lens, size_t n, int *past, char *err,
+                      size_t errlen)
+{
+    *past = 0;
+    db_batch *b = db_batch_new();
+    buf sk;
+    buf_init(&sk);
+    if (b == NULL) {
+        return oom(err, errlen);
+    }
+    int rv = 0;
+    uint64_t top = 0, last = 0;
+    pthread_mutex_t *mu = store_apply_lock(st, t->id, shard);
+    pthread_mutex_lock(mu);
+    for (size_t i = 0; i < n && rv == 0; i++) {
+        change_record r;
+        if ((rv = change_decode_head(recs[i], lens[i], &r)) != 0) {
+            rv = store_errf(rv, err, errlen, "record %zu does not decode", i);
+        } else if (r.table_id != t->id || r.part != shard || r.stream_seq == 0) {
+            rv = store_errf(LAPSE_EINVAL, err, errlen,
+                            "record %zu (table %" PRIu32 " shard %" PRIu32 " stream seq %" PRIu64
+                            ") is no record of stream shard %" PRIu32 " of table %" PRIu32,
+                            i, r.table_id, r.part, r.stream_seq, shard, t->id);
+        } else if (r.seq > mark) {
+            *past = 1;
+        } else if ((rv = itemkey_seq_of(&sk, t->id, shard, r.stream_seq)) != 0) {
+            rv = oom(err, errlen);
+        } else {
+            db_batch_put(b, st->db, CF_STREAM, sk.data, sk.len, recs[i], lens[i]);
+            top = r.stream_seq > top ? r.stream_seq : top;
+        }
+    }
+    if (rv == 0 &&
+        (rv = store_repl_u64(st, t->id, REPL_STREAM_LAST, shard, 0, 0, &last, err, errlen)) == 0) {
+        if (top > last) {
+            repl_put_u64(st, b, t->id, REPL_STREAM_LAST, shard, top);
+        }
+        rv = db_batch_count(b) > 0 ? db_write(st->db, b, 0, err, errlen) : 0;
+    }
+    pthread_mutex_unlock(mu);
+    buf_fini(&sk);
+    db_batch_free(b);
+    if (rv != 0) {
+        *past = 0;
+    }
+    return rv;
+}
+
+int apply_stream_filled(store *st, uint32_t table_id, uint32_t shard, uint64_t mark, char *err,
+                        size_t errlen)
+{
+    uint64_t missing = 0;
+    pthread_mutex_t *mu = store_apply_lock(st, table_id, shard);
+    pthread_mutex_lock(mu);
+    int rv = store_repl_u64(st, table_id, REPL_MISSING, shard, 0, 0, &missing, err, errlen);
+    if (rv == 0 && missing == mark) {
+        db_batch *b = db_batch_new();
+        if (b == NULL) {
+            rv = oom(err, errlen);
+        } else {
+            repl_put_u64(st, b, table_id, REPL_FILLED, shard, mark);
+            rv = db_write(st->db, b, 0, err, errlen);
+            db_batch_free(b);
+        }
+    }
+    pthread_mutex_unlock(mu);
+    return rv;
+}
+
+/* ======================================================================== */
 /* GSI entries                                                              */
 /* ======================================================================== */
 

@@ -10,6 +10,8 @@
  * Family repl:   (table, REPL_APPLIED, source part) -> applied seq u64be
  *                (table, REPL_MISSING, source part) -> last seq never to be had
  *                (table, REPL_STREAM_LAST, shard) -> last stream seq stored
+ *                (table, REPL_FILLED, shard) -> the REPL_MISSING its stream
+ *                copy was filled for from another copy
  *
  * Thread-safety: any thread. Batches of one (table, source partition) are
  * serialized by a per-(table, source partition) apply lock (striped);
@@ -95,6 +97,36 @@ int apply_note_missing(store *st, uint32_t table_id, uint32_t src_part, uint64_t
  * table (src_part -1: of any of them). Returns 0 or LAPSE_EIO. */
 int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, char *err,
                   size_t errlen);
+
+/* Whether this copy of stream shard (= source partition) shard misses
+ * records: *mark gets the shard's REPL_MISSING mark when it is past what
+ * the copy was filled for (apply_stream_filled), else 0 (whole). The GSI
+ * entries of the same source partition stay missing either way
+ * (apply_missing). Returns 0 or LAPSE_EIO. */
+int apply_stream_gap(store *st, uint32_t table_id, uint32_t shard, uint64_t *mark, char *err,
+                     size_t errlen);
+
+/* Fills this copy of stream shard shard of table t with records another
+ * copy holds (recs[0..n), lens[i] bytes each, stored records as that copy
+ * keeps them, in stream order): under the apply lock, in one WriteBatch,
+ * each record of outbox seq <= mark (the gap's mark, apply_stream_gap) is
+ * stored under its stream seq, and the last stream seq stored moves up to
+ * the highest put. Records past mark are left to the source's batches;
+ * *past is set when one was seen (the fill reached the end of the gap).
+ * Stream records are the same on every copy, so a record put again is
+ * unchanged. Returns 0, LAPSE_EINVAL (a record of another table or shard,
+ * or with no stream seq), LAPSE_ECORRUPT, LAPSE_EIO or LAPSE_ENOMEM; on
+ * error nothing is written. */
+int apply_stream_fill(store *st, const table_schema *t, uint32_t shard, uint64_t mark,
+                      const void *const *recs, const size_t *lens, size_t n, int *past, char *err,
+                      size_t errlen);
+
+/* Records that this copy of shard shard was filled through mark (every
+ * record of outbox seq <= mark that another copy holds is here): its stream
+ * reads are answered again, unless the REPL_MISSING mark moved past mark
+ * meanwhile (a new loss: then nothing is written). Returns 0 or LAPSE_EIO. */
+int apply_stream_filled(store *st, uint32_t table_id, uint32_t shard, uint64_t mark, char *err,
+                        size_t errlen);
 
 /* The value a GSI entry of t->gsi[gsi] holds for item it (t->gsi[gsi]'s
  * projection): appended to out. INDEX_PROJECT_ALL: the whole item;

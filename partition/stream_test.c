@@ -216,12 +216,100 @@ static void test_drop_on_destination(void **state)
     store_close(dst);
 }
 
+/* A copy that lost records (applied the source from record 6 on, after the
+ * source trimmed 1..5) is filled from a whole copy: records of the gap are
+ * put, those past it left to the source's batches, and once told it is
+ * filled it holds exactly what the whole copy holds and reads as whole; a
+ * later loss opens a new gap that the old fill does not close. */
+static void test_fill_from_another_copy(void **state)
+{
+    fixture *f = *state;
+    store *whole = open_dst(f, "whole"), *lost = open_dst(f, "lost");
+    apply_filter stream_only = {NULL, NULL, 1};
+    const uint32_t p = part_of_s("fill", feed.partitions);
+    writes(f, &feed, "fill", 0, 8, 0);
+    change_list l;
+    outbox_all(f, feed.id, p, &l);
+    assert_int_equal(l.n, 8);
+    const void *recs[8];
+    size_t lens[8];
+    for (size_t i = 0; i < 8; i++) {
+        recs[i] = l.v[i].data;
+        lens[i] = l.v[i].len;
+    }
+    char *e = f->err;
+    size_t el = sizeof(f->err);
+    uint64_t a = 0, gap = 1;
+    int noted = 0, past = 0;
+    assert_ok(apply_batch(whole, &feed, p, 1, 8, recs, lens, 8, &stream_only, &a, e, el), f);
+    assert_ok(apply_note_missing(lost, feed.id, p, 6, &noted, e, el), f);
+    assert_int_equal(noted, 1);
+    assert_ok(apply_batch(lost, &feed, p, 1, 8, recs + 5, lens + 5, 3, &stream_only, &a, e, el), f);
+    assert_ok(apply_stream_gap(whole, feed.id, p, &gap, e, el), f);
+    assert_true(gap == 0);
+    assert_ok(apply_stream_gap(lost, feed.id, p, &gap, e, el), f);
+    assert_true(gap == 5);
+
+    change_list w;
+    shard_all(f, whole, feed.id, p, &w);
+    assert_int_equal(w.n, 8);
+    const void *wr[8];
+    size_t wl[8];
+    for (size_t i = 0; i < 8; i++) {
+        wr[i] = w.v[i].data;
+        wl[i] = w.v[i].len;
+    }
+    /* A record of another shard spoils the page: nothing is written. */
+    assert_code(
+        apply_stream_fill(lost, &feed, (p + 1) % feed.partitions, 5, wr, wl, 8, &past, e, el),
+        LAPSE_EINVAL, f);
+    assert_int_equal(cf_count(lost, CF_STREAM, feed.id), 3);
+    /* The first page ends inside the gap; the second reaches past it. */
+    assert_ok(apply_stream_fill(lost, &feed, p, 5, wr, wl, 3, &past, e, el), f);
+    assert_int_equal(past, 0);
+    assert_ok(apply_stream_fill(lost, &feed, p, 5, wr + 3, wl + 3, 5, &past, e, el), f);
+    assert_int_equal(past, 1);
+    assert_ok(apply_stream_gap(lost, feed.id, p, &gap, e, el), f);
+    assert_true(gap == 5); /* until told */
+    assert_ok(apply_stream_filled(lost, feed.id, p, 5, e, el), f);
+    assert_ok(apply_stream_gap(lost, feed.id, p, &gap, e, el), f);
+    assert_true(gap == 0);
+    change_list got;
+    shard_all(f, lost, feed.id, p, &got);
+    assert_int_equal(got.n, 8);
+    for (size_t i = 0; i < 8; i++) {
+        assert_true(got.v[i].seq == w.v[i].seq);
+        assert_int_equal(got.v[i].len, w.v[i].len);
+        assert_memory_equal(got.v[i].data, w.v[i].data, w.v[i].len);
+    }
+    uint64_t last = 0;
+    assert_ok(stream_last_seq(lost, feed.id, p, &last, e, el), f);
+    assert_true(last == w.v[7].seq);
+    /* GSI entries of the source stay missing: filling is the stream's. */
+    int missing = 0;
+    assert_ok(apply_missing(lost, feed.id, p, &missing, e, el), f);
+    assert_int_equal(missing, 1);
+
+    /* A new loss past the fill: a new gap; the old mark closes nothing. */
+    assert_ok(apply_note_missing(lost, feed.id, p, 20, &noted, e, el), f);
+    assert_int_equal(noted, 1);
+    assert_ok(apply_stream_filled(lost, feed.id, p, 5, e, el), f);
+    assert_ok(apply_stream_gap(lost, feed.id, p, &gap, e, el), f);
+    assert_true(gap == 19);
+    change_list_fini(&got);
+    change_list_fini(&w);
+    change_list_fini(&l);
+    store_close(lost);
+    store_close(whole);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_shards, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_trim_by_retention, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_drop_on_destination, rsetup, rteardown),
+        cmocka_unit_test_setup_teardown(test_fill_from_another_copy, rsetup, rteardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
