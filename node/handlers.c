@@ -48,8 +48,7 @@ static int table_found(handlers_ctx *c, const char *name, uint32_t table_id)
         if (name != NULL) {
             rpc_set_error(c->resp, c->a, LAPSE_ENOTFOUND, "table \"%s\" does not exist", name);
         } else {
-            rpc_set_error(c->resp, c->a, LAPSE_ENOTFOUND, "table id %u does not exist",
-                          table_id);
+            rpc_set_error(c->resp, c->a, LAPSE_ENOTFOUND, "table id %u does not exist", table_id);
         }
         return LAPSE_ENOTFOUND;
     }
@@ -173,15 +172,17 @@ int handlers_wrong_node(handlers_ctx *c, uint32_t part)
     uint32_t owner = pmap_owner(c->table, part);
     if (owner == c->ns->id && c->fenced && !c->eventual) {
         if (!fenced(c, err, sizeof(err))) { /* renewed since the request came in */
-            snprintf(err, sizeof(err), "node %u's etcd lease was not current when the request "
-                     "came in; try again", (unsigned)c->ns->id);
+            snprintf(err, sizeof(err),
+                     "node %u's etcd lease was not current when the request "
+                     "came in; try again",
+                     (unsigned)c->ns->id);
         }
         rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE, "partition %u of table %s: %s", part,
                       c->table->schema.name, err);
     } else {
         rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE,
-                      "partition %u of table %s is owned by node %u", part,
-                      c->table->schema.name, owner);
+                      "partition %u of table %s is owned by node %u", part, c->table->schema.name,
+                      owner);
     }
     return LAPSE_EWRONGNODE;
 }
@@ -378,6 +379,9 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
         break;
     case LAPSE__REQUEST__BODY_PARTITION_DIGEST:
         logship_digest(&(logship_call){c.ns, c.req, c.resp, c.a});
+        break;
+    case LAPSE__REQUEST__BODY_PARTITION_ITEMS:
+        logship_items(&(logship_call){c.ns, c.req, c.resp, c.a});
         break;
     case LAPSE__REQUEST__BODY_GET_PARTITION_MAP:
         get_partition_map(&c);

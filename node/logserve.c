@@ -21,9 +21,7 @@
 #include "fault_switch.h"
 #include "logship_int.h"
 
-/* The checks of a node-to-node call: the cluster token and a body. 0, or
- * the error reply set. */
-static int check_call(const logship_call *c, const void *body, const char *call)
+int logship_check_call(const logship_call *c, const void *body, const char *call)
 {
     if (c->ns->cluster_token_len > 0 &&
         !token_equal(c->ns->cluster_token, c->ns->cluster_token_len, c->req->admin_token)) {
@@ -391,7 +389,7 @@ static void handle_parts(const logship_call *c, const Lapse__ReplicateLogRequest
 void logship_handle(const logship_call *c)
 {
     const Lapse__ReplicateLogRequest *r = c->req->replicate_log;
-    if (check_call(c, r, "ReplicateLog") != 0) {
+    if (logship_check_call(c, r, "ReplicateLog") != 0) {
         return;
     }
     if (refusing(c->ns)) {
@@ -442,7 +440,7 @@ static int partition_digest(store *st, uint32_t table_id, uint32_t part,
 void logship_digest(const logship_call *c)
 {
     const Lapse__PartitionDigestRequest *r = c->req->partition_digest;
-    if (check_call(c, r, "PartitionDigest") != 0) {
+    if (logship_check_call(c, r, "PartitionDigest") != 0) {
         return;
     }
     Lapse__PartitionDigestResponse *out = arena_alloc(c->a, sizeof(*out));

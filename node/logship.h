@@ -124,5 +124,8 @@ void logship_outbox_trimmed(logship *ls, uint32_t table_id, uint32_t part, uint6
 void logship_handle(const logship_call *c);
 /* The PartitionDigest call. */
 void logship_digest(const logship_call *c);
+/* The PartitionItems call (itemserve.c): a page of a partition this node
+ * leads, answered once every in-sync copy holds what it shows. */
+void logship_items(const logship_call *c);
 
 #endif

@@ -204,6 +204,10 @@ uint64_t logship_applied_of(const Lapse__Response *resp);
 /* 1 when a ReplicateLog reply says the replica holds records this log has not. */
 int logship_diverged_of(const Lapse__Response *resp);
 
+/* The checks of a node-to-node call (logserve.c): the cluster token and a
+ * body. 0, or -1 with the error reply set. */
+int logship_check_call(const logship_call *c, const void *body, const char *call);
+
 /* The replica set of (table_id, part) in m, or NULL (with err). */
 const pmap_replicas *logship_set_of(const node_map *m, uint32_t table_id, uint32_t part, char *err,
                                     size_t errlen);

@@ -170,9 +170,10 @@ typedef struct node_server {
     size_t cluster_token_len;                    /* fixed */
     pthread_mutex_t repl_locks[NODE_REPL_LOCKS]; /* replicate.c: one apply of a (table,
                                                     source partition) at a time here */
-    int repl_locks_inited;                       /* repl_locks exist */
-    shipper *shipper;                            /* owned; thread-safe; the outbox shipper */
-    streams *streams; /* owned; thread-safe; long polls and stream retention */
+    _Atomic uint64_t repl_paused; /* replicate_pause: table id << 32 | source part; 0: none */
+    int repl_locks_inited;        /* repl_locks exist */
+    shipper *shipper;             /* owned; thread-safe; the outbox shipper */
+    streams *streams;             /* owned; thread-safe; long polls and stream retention */
     logship *logship; /* owned; thread-safe; replica sets (logship.h), the store's repl hook */
 } node_server;
 

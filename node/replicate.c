@@ -95,6 +95,14 @@ static pthread_mutex_t *repl_lock(node_server *ns, uint32_t table_id, uint32_t p
     return &ns->repl_locks[(h >> 40) % NODE_REPL_LOCKS];
 }
 
+void replicate_pause(node_server *ns, uint32_t table_id, uint32_t src_part, int on)
+{
+    pthread_mutex_t *mu = repl_lock(ns, table_id, src_part);
+    pthread_mutex_lock(mu);
+    atomic_store(&ns->repl_paused, on ? (uint64_t)table_id << 32 | src_part : 0);
+    pthread_mutex_unlock(mu);
+}
+
 int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t after_seq,
                     uint64_t to_seq, uint64_t first_kept, const void *const *recs,
                     const size_t *lens, size_t n, uint64_t *applied_out, char *err, size_t errlen)
@@ -129,6 +137,15 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
     replicate_filter(t, src_part, ns->id, &fa, &f);
     pthread_mutex_t *mu = repl_lock(ns, t->schema.id, src_part);
     pthread_mutex_lock(mu);
+    if (t->schema.id != 0 &&
+        atomic_load(&ns->repl_paused) == ((uint64_t)t->schema.id << 32 | src_part)) {
+        pthread_mutex_unlock(mu);
+        snprintf(err, errlen,
+                 "table %u partition %u: this node's GSI copies are being filled from its items; "
+                 "resend later",
+                 (unsigned)t->schema.id, (unsigned)src_part);
+        return LAPSE_EUNAVAILABLE;
+    }
     int rv = apply_applied_seq(ns->st, t->schema.id, src_part, &prev, err, errlen);
     int noted = 0;
     if (rv == 0 && first_kept > after_seq + 1) {
@@ -138,7 +155,8 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
         log_error("table \"%s\": this node's copies of its GSI partitions and of stream shard %u "
                   "miss records %" PRIu64 "..%" PRIu64 " of partition %u, trimmed at the source "
                   "before they were applied here (was this node's data lost?): they answer no "
-                  "read from now on; the other copies do",
+                  "read until filled again (the shard from another copy, the GSIs from the "
+                  "partition's items); the other copies do",
                   t->schema.name, (unsigned)src_part, prev + 1, first_kept - 1, (unsigned)src_part);
     }
     if (rv == 0) {

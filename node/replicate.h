@@ -46,8 +46,7 @@
  */
 int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t after_seq,
                     uint64_t to_seq, uint64_t first_kept, const void *const *recs,
-                    const size_t *lens, size_t n, uint64_t *applied_out, char *err,
-                    size_t errlen);
+                    const size_t *lens, size_t n, uint64_t *applied_out, char *err, size_t errlen);
 
 /* The filter of node node_id for source partition src_part of t
  * (invariant 1). arg is filled and must outlive the filter. */
@@ -57,5 +56,13 @@ typedef struct replicate_filter_arg {
 } replicate_filter_arg;
 void replicate_filter(const pmap_table *t, uint32_t src_part, uint32_t node_id,
                       replicate_filter_arg *arg, apply_filter *f);
+
+/* Holds every batch of source partition src_part of table table_id off
+ * this node while its GSI copies are filled from the source's items
+ * (gsi_fill.c), on set, until called again with on unset: replicate_apply
+ * refuses them (EUNAVAILABLE) and the sources resend later. A batch being
+ * applied when the hold starts is finished first (it takes the same stripe
+ * lock). One source at a time. */
+void replicate_pause(node_server *ns, uint32_t table_id, uint32_t src_part, int on);
 
 #endif

@@ -17,6 +17,7 @@
 #include "../partition/apply.h"
 #include "../partition/stream.h"
 #include "../rpc/wire.h"
+#include "gsi_fill.h"
 #include "handlers.h"
 #include "maps.h"
 
@@ -311,9 +312,11 @@ static void trim_pass(streams *s)
     free(jobs);
 }
 
-/* One filling pass: every copy of a shard here that misses records is
- * filled from another (streams_fill_shard). Costs one store read per
- * hosted shard while any copy here ever missed records, none otherwise. */
+/* One filling pass: every copy here of a stream shard that misses records
+ * is filled from another copy (streams_fill_shard), and this node's GSI
+ * copies of a table from the items of each source partition whose records
+ * they miss (gsi_fill_source). Costs a store read per source partition
+ * while any copy here ever missed records, none otherwise. */
 static void fill_pass(streams *s)
 {
     node_server *ns = s->ns;
@@ -321,16 +324,22 @@ static void fill_pass(streams *s)
     const pmap *pm = m->pm;
     for (size_t i = 0; i < pm->ntables && !stopping(s); i++) {
         const pmap_table *t = &pm->tables[i];
-        for (uint32_t p = 0; t->schema.stream.enabled && p < t->schema.partitions; p++) {
+        int missing = 0;
+        char err[256] = "";
+        if (apply_missing_any(ns->st, t->schema.id, &missing, err, sizeof(err)) != 0) {
+            log_error("table %s: %s", t->schema.name, err);
+        }
+        for (uint32_t p = 0; missing && p < t->schema.partitions && !stopping(s); p++) {
             uint64_t mark = 0;
-            char err[256] = "";
-            if (pmap_replicas_index(pmap_stream_shard(t, p), ns->id) < 0) {
-                continue;
-            }
-            if (apply_stream_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) != 0) {
-                log_error("stream shard %u of table %s: %s", p, t->schema.name, err);
-            } else if (mark != 0) {
+            if (t->schema.stream.enabled &&
+                pmap_replicas_index(pmap_stream_shard(t, p), ns->id) >= 0 &&
+                apply_stream_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) == 0 &&
+                mark != 0) {
                 (void)streams_fill_shard(ns, pm, t, p, mark);
+            }
+            if (t->schema.ngsi > 0 &&
+                apply_gsi_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) == 0 && mark != 0) {
+                (void)gsi_fill_source(ns, pm, t, p, mark);
             }
         }
     }

@@ -70,6 +70,8 @@ static const char *call_label(const Lapse__Request *req)
         return "ReplicateLog";
     case LAPSE__REQUEST__BODY_PARTITION_DIGEST:
         return "PartitionDigest";
+    case LAPSE__REQUEST__BODY_PARTITION_ITEMS:
+        return "PartitionItems";
     default:
         return "other";
     }

@@ -19,22 +19,6 @@ static int oom(char *err, size_t errlen)
     return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
-static void put_u64be(uint8_t p[8], uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        p[i] = (uint8_t)(v >> (56 - 8 * i));
-    }
-}
-
-static void repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind, uint32_t part,
-                         uint64_t val)
-{
-    uint8_t k[ITEMKEY_REPL_MAX], v[8];
-    size_t klen = itemkey_repl(k, table_id, kind, part, 0, 0);
-    put_u64be(v, val);
-    db_batch_put(b, st->db, CF_REPL, k, klen, v, sizeof(v));
-}
-
 int apply_applied_seq(store *st, uint32_t table_id, uint32_t src_part, uint64_t *applied, char *err,
                       size_t errlen)
 {
@@ -57,132 +41,11 @@ int apply_note_missing(store *st, uint32_t table_id, uint32_t src_part, uint64_t
         if (b == NULL) {
             rv = oom(err, errlen);
         } else {
-            repl_put_u64(st, b, table_id, REPL_MISSING, src_part, first_kept - 1);
+            store_repl_put_u64(st, b, table_id, REPL_MISSING, src_part, first_kept - 1);
             atomic_store(&st->missing_marks, 1); /* before the mark can be read */
             rv = db_write(st->db, b, 0, err, errlen);
             db_batch_free(b);
             *noted = rv == 0;
-        }
-    }
-    pthread_mutex_unlock(mu);
-    return rv;
-}
-
-int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, char *err,
-                  size_t errlen)
-{
-    *missing = 0;
-    if (!atomic_load(&st->missing_marks)) {
-        return 0; /* no mark anywhere here (read at open, set on the first) */
-    }
-    if (src_part >= 0) {
-        uint64_t v = 0;
-        int rv =
-            store_repl_u64(st, table_id, REPL_MISSING, (uint32_t)src_part, 0, 0, &v, err, errlen);
-        *missing = rv == 0 && v != 0;
-        return rv;
-    }
-    uint8_t lo[ITEMKEY_REPL_MAX], hi[ITEMKEY_REPL_MAX];
-    size_t lolen = itemkey_repl(lo, table_id, REPL_MISSING, 0, 0, 0);
-    size_t hilen = itemkey_repl(hi, table_id, REPL_MISSING + 1, 0, 0, 0);
-    db_iter *it = NULL;
-    int rv = db_iter_new(&it, st->db, CF_REPL, lo, lolen, hi, hilen);
-    if (rv != 0) {
-        return oom(err, errlen);
-    }
-    db_iter_seek_first(it);
-    *missing = db_iter_valid(it);
-    rv = db_iter_status(it, err, errlen);
-    db_iter_free(it);
-    return rv;
-}
-
-/* ======================================================================== */
-/* Filling a stream copy from another                                      */
-/* ======================================================================== */
-
-int apply_stream_gap(store *st, uint32_t table_id, uint32_t shard, uint64_t *mark, char *err,
-                     size_t errlen)
-{
-    uint64_t missing = 0, filled = 0;
-    *mark = 0;
-    if (!atomic_load(&st->missing_marks)) {
-        return 0;
-    }
-    int rv = store_repl_u64(st, table_id, REPL_MISSING, shard, 0, 0, &missing, err, errlen);
-    if (rv == 0 && missing != 0) {
-        rv = store_repl_u64(st, table_id, REPL_FILLED, shard, 0, 0, &filled, err, errlen);
-    }
-    if (rv == 0 && missing > filled) {
-        *mark = missing;
-    }
-    return rv;
-}
-
-int apply_stream_fill(store *st, const table_schema *t, uint32_t shard, uint64_t mark,
-                      const void *const *recs, const size_t *lens, size_t n, int *past, char *err,
-                      size_t errlen)
-{
-    *past = 0;
-    db_batch *b = db_batch_new();
-    buf sk;
-    buf_init(&sk);
-    if (b == NULL) {
-        return oom(err, errlen);
-    }
-    int rv = 0;
-    uint64_t top = 0, last = 0;
-    pthread_mutex_t *mu = store_apply_lock(st, t->id, shard);
-    pthread_mutex_lock(mu);
-    for (size_t i = 0; i < n && rv == 0; i++) {
-        change_record r;
-        if ((rv = change_decode_head(recs[i], lens[i], &r)) != 0) {
-            rv = store_errf(rv, err, errlen, "record %zu does not decode", i);
-        } else if (r.table_id != t->id || r.part != shard || r.stream_seq == 0) {
-            rv = store_errf(LAPSE_EINVAL, err, errlen,
-                            "record %zu (table %" PRIu32 " shard %" PRIu32 " stream seq %" PRIu64
-                            ") is no record of stream shard %" PRIu32 " of table %" PRIu32,
-                            i, r.table_id, r.part, r.stream_seq, shard, t->id);
-        } else if (r.seq > mark) {
-            *past = 1;
-        } else if ((rv = itemkey_seq_of(&sk, t->id, shard, r.stream_seq)) != 0) {
-            rv = oom(err, errlen);
-        } else {
-            db_batch_put(b, st->db, CF_STREAM, sk.data, sk.len, recs[i], lens[i]);
-            top = r.stream_seq > top ? r.stream_seq : top;
-        }
-    }
-    if (rv == 0 &&
-        (rv = store_repl_u64(st, t->id, REPL_STREAM_LAST, shard, 0, 0, &last, err, errlen)) == 0) {
-        if (top > last) {
-            repl_put_u64(st, b, t->id, REPL_STREAM_LAST, shard, top);
-        }
-        rv = db_batch_count(b) > 0 ? db_write(st->db, b, 0, err, errlen) : 0;
-    }
-    pthread_mutex_unlock(mu);
-    buf_fini(&sk);
-    db_batch_free(b);
-    if (rv != 0) {
-        *past = 0;
-    }
-    return rv;
-}
-
-int apply_stream_filled(store *st, uint32_t table_id, uint32_t shard, uint64_t mark, char *err,
-                        size_t errlen)
-{
-    uint64_t missing = 0;
-    pthread_mutex_t *mu = store_apply_lock(st, table_id, shard);
-    pthread_mutex_lock(mu);
-    int rv = store_repl_u64(st, table_id, REPL_MISSING, shard, 0, 0, &missing, err, errlen);
-    if (rv == 0 && missing == mark) {
-        db_batch *b = db_batch_new();
-        if (b == NULL) {
-            rv = oom(err, errlen);
-        } else {
-            repl_put_u64(st, b, table_id, REPL_FILLED, shard, mark);
-            rv = db_write(st->db, b, 0, err, errlen);
-            db_batch_free(b);
         }
     }
     pthread_mutex_unlock(mu);
@@ -389,7 +252,7 @@ static int apply_records(store *st, const table_schema *t, uint32_t src_part, ui
         }
     }
     if (last_stream != 0) {
-        repl_put_u64(st, b, t->id, REPL_STREAM_LAST, src_part, last_stream);
+        store_repl_put_u64(st, b, t->id, REPL_STREAM_LAST, src_part, last_stream);
     }
 out:
     buf_fini(&s.ko);
@@ -438,7 +301,7 @@ int apply_batch(store *st, const table_schema *t, uint32_t src_part, uint64_t fr
                             errlen)) != 0) {
         goto unlock;
     }
-    repl_put_u64(st, b, t->id, REPL_APPLIED, src_part, to_seq);
+    store_repl_put_u64(st, b, t->id, REPL_APPLIED, src_part, to_seq);
     if ((rv = db_write(st->db, b, 0, err, errlen)) == 0) {
         applied = to_seq;
     }

@@ -10,8 +10,10 @@
  * Family repl:   (table, REPL_APPLIED, source part) -> applied seq u64be
  *                (table, REPL_MISSING, source part) -> last seq never to be had
  *                (table, REPL_STREAM_LAST, shard) -> last stream seq stored
- *                (table, REPL_FILLED, shard) -> the REPL_MISSING its stream
- *                copy was filled for from another copy
+ *                (table, REPL_STREAM_FILLED, shard) -> the REPL_MISSING its
+ *                stream copy was filled for from another copy
+ *                (table, REPL_GSI_FILLED, source part) -> the REPL_MISSING
+ *                its GSI copies were filled for from the source's items
  *
  * Thread-safety: any thread. Batches of one (table, source partition) are
  * serialized by a per-(table, source partition) apply lock (striped);
@@ -93,10 +95,47 @@ int apply_applied_seq(store *st, uint32_t table_id, uint32_t src_part, uint64_t 
  * Returns 0 or LAPSE_EIO. */
 int apply_note_missing(store *st, uint32_t table_id, uint32_t src_part, uint64_t first_kept,
                        int *noted, char *err, size_t errlen);
-/* Whether this copy misses records of source partition src_part of the
- * table (src_part -1: of any of them). Returns 0 or LAPSE_EIO. */
+/* Whether this node's GSI copies of the table miss records of source
+ * partition src_part (src_part -1: of any of them): its REPL_MISSING mark
+ * lies past what they were filled for (apply_gsi_filled). Returns 0,
+ * LAPSE_EIO or LAPSE_ECORRUPT. (apply_fill.c, as the rest below.) */
 int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, char *err,
                   size_t errlen);
+
+/* Whether any copy here of the table's GSI partitions or stream shards
+ * ever missed records (a REPL_MISSING mark, filled or not): the cheap
+ * first look of a pass that fills them. Returns 0 or LAPSE_EIO. */
+int apply_missing_any(store *st, uint32_t table_id, int *any, char *err, size_t errlen);
+
+/* The gap of this node's GSI copies in the records of source partition
+ * src_part: *mark gets its REPL_MISSING mark when it lies past what they
+ * were filled for, else 0. Returns 0 or LAPSE_EIO. */
+int apply_gsi_gap(store *st, uint32_t table_id, uint32_t src_part, uint64_t *mark, char *err,
+                  size_t errlen);
+
+/* Puts into the GSI partitions f owns the entries of items[0..n) (lens[i]
+ * bytes each, item_encode()d items of source partition src_part of t, as
+ * its primary holds them at outbox seq P or later): each item's entry in
+ * each GSI it belongs to, projected, in one WriteBatch under the apply
+ * lock. Filling the copies that lost records: every entry they hold is
+ * right as of their applied seq A (a record's delta only puts its new
+ * image's entry and deletes its old image's), and what they lack is the
+ * entries of items no record since the gap touched. With P >= A and no
+ * record of the source applied until the fill ends, the records after A
+ * then delete, by their old images, every entry the fill put that a later
+ * change replaced, and the copies converge on the index. Returns 0,
+ * LAPSE_EINVAL (an item without the table's keys, bad arguments),
+ * LAPSE_ECORRUPT, LAPSE_EIO or LAPSE_ENOMEM; on error nothing is written. */
+int apply_gsi_fill(store *st, const table_schema *t, uint32_t src_part, const apply_filter *f,
+                   const void *const *items, const size_t *lens, size_t n, char *err,
+                   size_t errlen);
+
+/* Records that this node's GSI copies were filled through mark from the
+ * items of source partition src_part (apply_gsi_fill, every page): they
+ * answer again, unless the REPL_MISSING mark moved past mark meanwhile (a
+ * new loss: then nothing is written). Returns 0 or LAPSE_EIO. */
+int apply_gsi_filled(store *st, uint32_t table_id, uint32_t src_part, uint64_t mark, char *err,
+                     size_t errlen);
 
 /* Whether this copy of stream shard (= source partition) shard misses
  * records: *mark gets the shard's REPL_MISSING mark when it is past what

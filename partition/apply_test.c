@@ -14,6 +14,7 @@
 #include "expiry.h"
 #include "outbox.h"
 #include "repl_test_util.h"
+#include "snapshot.h"
 #include "store_int.h"
 #include "stream.h"
 
@@ -427,6 +428,113 @@ static void test_missing_marks_survive_a_reopen(void **state)
     assert_int_equal(missing, 0);
 }
 
+/* The items a snapshot_next call hands out, copied. */
+static int collect(void *arg, const snapshot_entry *e)
+{
+    kv_push(arg, e->key, e->klen, e->val, e->vlen);
+    return 0;
+}
+
+/* Applies records [from, to] of recs (1-based seqs) to dst as one batch
+ * after applied (the records before from were trimmed). */
+static void apply_range(fixture *f, store *dst, uint32_t part, uint64_t applied, uint64_t from,
+                        uint64_t to, const change_list *l, const apply_filter *fa)
+{
+    const void *recs[64];
+    size_t lens[64];
+    size_t n = 0;
+    for (uint64_t s = from; s <= to; s++, n++) {
+        recs[n] = l->v[s - 1].data;
+        lens[n] = l->v[s - 1].len;
+    }
+    uint64_t a = 0;
+    assert_ok(apply_batch(dst, &feed, part, applied + 1, to, recs, lens, n, fa, &a, f->err,
+                          sizeof(f->err)),
+              f);
+    assert_true(a == to);
+}
+
+/* GSI copies that lost records 1..3 of a partition (applied 4..6 only) are
+ * filled from the partition's items read in pages of one item from
+ * snapshots taken later (at outbox seq 8 while the copy stands at 6), then
+ * take records 7..8 (an item moving between users, one deleted): their
+ * entries end equal to a whole copy's, and they answer again. */
+static void test_gsi_fill_from_items(void **state)
+{
+    fixture *f = *state;
+    store *whole = open_dst(f, "whole"), *lost = open_dst(f, "lost");
+    apply_filter fa = {owns_all, NULL, 0};
+    const uint32_t part = part_of_s("g", feed.partitions);
+    char *e = f->err;
+    size_t el = sizeof(f->err);
+    for (int i = 1; i <= 6; i++) {
+        put(f, &feed, fitem("g", i, i % 2 ? "ann" : "bob", "5", "red", NULL));
+    }
+    change_list l;
+    outbox_all(f, feed.id, part, &l);
+    assert_int_equal(l.n, 6);
+    apply_range(f, whole, part, 0, 1, 6, &l, &fa);
+    int noted = 0, missing = 0;
+    assert_ok(apply_note_missing(lost, feed.id, part, 4, &noted, e, el), f);
+    apply_range(f, lost, part, 0, 4, 6, &l, &fa);
+    assert_ok(apply_missing(lost, feed.id, -1, &missing, e, el), f);
+    assert_int_equal(missing, 1);
+    uint64_t gap = 0;
+    assert_ok(apply_gsi_gap(lost, feed.id, part, &gap, e, el), f);
+    assert_true(gap == 3);
+    /* Records 7 and 8, written before the fill reads the items. */
+    put(f, &feed, fitem("g", 1, "bob", "5", "red", NULL));
+    item *k = fitem("g", 2, NULL, NULL, NULL, NULL);
+    assert_ok(store_delete(f->st, &feed, k, NULL, NULL, e, el), f);
+    item_free(k);
+    change_list_fini(&l);
+    outbox_all(f, feed.id, part, &l);
+    assert_int_equal(l.n, 8);
+
+    /* Pages of one item, each from a snapshot of its own. */
+    kvlist items = {0};
+    snapshot *sn = NULL;
+    uint64_t last = 0;
+    int done = 0;
+    while (!done) {
+        const kv *prev = items.n > 0 ? &items.v[items.n - 1] : NULL;
+        assert_ok(snapshot_open_items(&sn, f->st, feed.id, part, prev ? prev->k.data : NULL,
+                                      prev ? prev->k.len : 0, &last, e, el),
+                  f);
+        assert_true(last == 8);
+        size_t before = items.n;
+        assert_ok(snapshot_next(sn, 1, collect, &items, &done, e, el), f);
+        snapshot_close(sn);
+        assert_true(items.n - before <= 1);
+        if (items.n > before) {
+            const void *v[1] = {items.v[items.n - 1].v.data};
+            size_t vl[1] = {items.v[items.n - 1].v.len};
+            assert_ok(apply_gsi_fill(lost, &feed, part, &fa, v, vl, 1, e, el), f);
+        }
+    }
+    assert_int_equal(items.n, 5);
+    /* A start key outside the partition is refused. */
+    assert_code(snapshot_open_items(&sn, f->st, feed.id, part + 1, items.v[0].k.data,
+                                    items.v[0].k.len, &last, e, el),
+                LAPSE_EINVAL, f);
+    assert_ok(apply_gsi_filled(lost, feed.id, part, 3, e, el), f);
+    assert_ok(apply_missing(lost, feed.id, -1, &missing, e, el), f);
+    assert_int_equal(missing, 0);
+    apply_range(f, whole, part, 6, 7, 8, &l, &fa);
+    apply_range(f, lost, part, 6, 7, 8, &l, &fa);
+    kvlist got = {0}, want = {0};
+    cf_dump(lost, CF_GSI, feed.id, &got);
+    cf_dump(whole, CF_GSI, feed.id, &want);
+    assert_true(want.n > 0);
+    assert_kv_equal(&got, &want, "the filled copy's GSI entries");
+    kv_fini(&got);
+    kv_fini(&want);
+    kv_fini(&items);
+    change_list_fini(&l);
+    store_close(lost);
+    store_close(whole);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -435,6 +543,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refused_batches, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_gsi_query, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_missing_marks_survive_a_reopen, rsetup, rteardown),
+        cmocka_unit_test_setup_teardown(test_gsi_fill_from_items, rsetup, rteardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

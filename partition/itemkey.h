@@ -115,13 +115,14 @@ uint64_t itemkey_seq(const uint8_t *k, size_t len);
 
 /* The kinds of repl keys (docs/replication.md). */
 enum itemkey_repl_kind {
-    REPL_SOURCE = 1,      /* (table, part): next_seq u64be | next_stream_seq u64be */
-    REPL_ACK = 2,         /* (table, part, dest node): acked seq u64be */
-    REPL_APPLIED = 3,     /* (table, source part): applied seq u64be */
-    REPL_STREAM_LAST = 4, /* (table, shard): last stream seq stored u64be */
-    REPL_LOG_POS = 5,     /* (table, part): epoch u64be | seq u64be of the last replog record */
-    REPL_MISSING = 6,     /* (table, source part): the last seq this copy will never have u64be */
-    REPL_FILLED = 7 /* (table, shard): the REPL_MISSING its stream copy was filled for u64be */
+    REPL_SOURCE = 1,        /* (table, part): next_seq u64be | next_stream_seq u64be */
+    REPL_ACK = 2,           /* (table, part, dest node): acked seq u64be */
+    REPL_APPLIED = 3,       /* (table, source part): applied seq u64be */
+    REPL_STREAM_LAST = 4,   /* (table, shard): last stream seq stored u64be */
+    REPL_LOG_POS = 5,       /* (table, part): epoch u64be | seq u64be of the last replog record */
+    REPL_MISSING = 6,       /* (table, source part): the last seq this copy will never have u64be */
+    REPL_STREAM_FILLED = 7, /* (table, shard): the REPL_MISSING its stream copy was filled for */
+    REPL_GSI_FILLED = 8 /* (table, source part): the REPL_MISSING its GSI copies were filled for */
 };
 #define ITEMKEY_REPL_MAX 13
 /* Writes table u32be | kind u8 | part u32be [| node u32be when with_node]

@@ -243,6 +243,17 @@ int store_repl_u64(store *st, uint32_t table_id, uint8_t kind, uint32_t part, in
     return rv;
 }
 
+void store_repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind, uint32_t part,
+                        uint64_t val)
+{
+    uint8_t k[ITEMKEY_REPL_MAX], v[8];
+    size_t klen = itemkey_repl(k, table_id, kind, part, 0, 0);
+    for (int i = 0; i < 8; i++) {
+        v[i] = (uint8_t)(val >> (56 - 8 * i));
+    }
+    db_batch_put(b, st->db, CF_REPL, k, klen, v, sizeof(v));
+}
+
 static int ack_get(store *st, uint32_t table_id, uint32_t part, uint32_t dest, uint64_t *seq,
                    char *err, size_t errlen)
 {

@@ -27,8 +27,9 @@ struct snapshot {
     store *st;
     db_snapshot *snap;
     range r[RANGE_COUNT];
-    size_t cur;  /* the range being read */
-    db_iter *it; /* on r[cur], positioned at the next entry; NULL: not opened */
+    size_t nranges; /* r[0..nranges) are handed out */
+    size_t cur;     /* the range being read */
+    db_iter *it;    /* on r[cur], positioned at the next entry; NULL: not opened */
     uint64_t entries, bytes;
 };
 
@@ -77,10 +78,10 @@ static int ranges_of(range *r, uint32_t table_id, uint32_t part)
      * of partition 10's), so [key, key "\0"). */
     if (rv == 0 && (rv = expiry_progress_key(&r[n].lo, table_id, part)) == 0) {
         r[n].cf = CF_META;
-        rv = buf_append(&r[n].hi, r[n].lo.data, r[n].lo.len) != 0 ||
-                     buf_append(&r[n].hi, "", 1) != 0
-                 ? LAPSE_ENOMEM
-                 : 0;
+        rv =
+            buf_append(&r[n].hi, r[n].lo.data, r[n].lo.len) != 0 || buf_append(&r[n].hi, "", 1) != 0
+                ? LAPSE_ENOMEM
+                : 0;
         n++;
     }
     buf_fini(&pre);
@@ -123,6 +124,7 @@ int snapshot_open(snapshot **out, store *st, uint32_t table_id, uint32_t part, u
         return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     s->st = st;
+    s->nranges = RANGE_COUNT;
     int rv = ranges_of(s->r, table_id, part);
     if (rv == 0 && (s->snap = db_snapshot_new(st->db)) == NULL) {
         rv = LAPSE_ENOMEM;
@@ -139,13 +141,12 @@ int snapshot_open(snapshot **out, store *st, uint32_t table_id, uint32_t part, u
     return 0;
 }
 
-int snapshot_next(snapshot *s, size_t max_bytes,
-                  int (*fn)(void *arg, const snapshot_entry *e), void *arg, int *done, char *err,
-                  size_t errlen)
+int snapshot_next(snapshot *s, size_t max_bytes, int (*fn)(void *arg, const snapshot_entry *e),
+                  void *arg, int *done, char *err, size_t errlen)
 {
     size_t bytes = 0;
     *done = 0;
-    while (s->cur < RANGE_COUNT) {
+    while (s->cur < s->nranges) {
         range *r = &s->r[s->cur];
         int rv;
         if (s->it == NULL) {
@@ -178,6 +179,77 @@ int snapshot_next(snapshot *s, size_t max_bytes,
         s->cur++;
     }
     *done = 1;
+    return 0;
+}
+
+/* Reads the last outbox seq in the snapshot (0: none yet). */
+static int outbox_last_at(snapshot *s, uint32_t table_id, uint32_t part, uint64_t *last, char *err,
+                          size_t errlen)
+{
+    uint8_t k[ITEMKEY_REPL_MAX + 1];
+    size_t klen = itemkey_repl(k, table_id, REPL_SOURCE, part, 0, 0);
+    k[klen] = 0;
+    db_iter *it = NULL;
+    int rv = db_iter_new_at(&it, s->st->db, s->snap, CF_REPL, k, klen, k, klen + 1);
+    *last = 0;
+    if (rv != 0) {
+        return store_errf(rv, err, errlen, "cannot read the outbox counters");
+    }
+    db_iter_seek_first(it);
+    if (db_iter_valid(it)) {
+        size_t vlen = 0;
+        const uint8_t *v = db_iter_value(it, &vlen);
+        if (vlen != 16 || buf_get_u64be(v) == 0) {
+            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
+                            "outbox counters of table %u partition %u are malformed",
+                            (unsigned)table_id, (unsigned)part);
+        } else {
+            *last = buf_get_u64be(v) - 1;
+        }
+    }
+    if (rv == 0) {
+        rv = db_iter_status(it, err, errlen);
+    }
+    db_iter_free(it);
+    return rv;
+}
+
+int snapshot_open_items(snapshot **out, store *st, uint32_t table_id, uint32_t part,
+                        const uint8_t *after, size_t alen, uint64_t *outbox_last, char *err,
+                        size_t errlen)
+{
+    *out = NULL;
+    snapshot *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    }
+    s->st = st;
+    s->nranges = 1; /* ranges_of puts the items first */
+    int rv = ranges_of(s->r, table_id, part);
+    if (rv == 0 && alen > 0) {
+        range *r = &s->r[0];
+        if (alen < r->lo.len || memcmp(after, r->lo.data, r->lo.len) != 0) {
+            snapshot_close(s);
+            return store_errf(LAPSE_EINVAL, err, errlen,
+                              "the start key is no item key of table %u partition %u",
+                              (unsigned)table_id, (unsigned)part);
+        }
+        buf_clear(&r->lo); /* the first key past after: after "\0" */
+        rv = buf_append(&r->lo, after, alen) != 0 || buf_append(&r->lo, "", 1) != 0 ? LAPSE_ENOMEM
+                                                                                    : 0;
+    }
+    if (rv == 0 && (s->snap = db_snapshot_new(st->db)) == NULL) {
+        rv = LAPSE_ENOMEM;
+    }
+    if (rv != 0) {
+        snapshot_close(s);
+        return store_errf(rv, err, errlen, "out of memory");
+    }
+    if ((rv = outbox_last_at(s, table_id, part, outbox_last, err, errlen)) != 0) {
+        snapshot_close(s);
+        return rv;
+    }
+    *out = s;
     return 0;
 }
 
@@ -230,8 +302,8 @@ static int check_reset(store *st, uint32_t table_id, uint32_t part, char *err, s
     return rv;
 }
 
-int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot_entry *e,
-                     size_t n, char *err, size_t errlen)
+int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot_entry *e, size_t n,
+                     char *err, size_t errlen)
 {
     range r[RANGE_COUNT];
     int rv = ranges_of(r, table_id, part);
@@ -242,11 +314,11 @@ int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot
     }
     for (size_t i = 0; i < n; i++) {
         if (!in_ranges(r, &e[i])) {
-            rv = store_errf(LAPSE_EINVAL, err, errlen,
-                            "snapshot entry %zu (family %u, %zu-byte key) is not a key of table "
-                            "%u partition %u",
-                            i, (unsigned)e[i].family, e[i].klen, (unsigned)table_id,
-                            (unsigned)part);
+            rv =
+                store_errf(LAPSE_EINVAL, err, errlen,
+                           "snapshot entry %zu (family %u, %zu-byte key) is not a key of table "
+                           "%u partition %u",
+                           i, (unsigned)e[i].family, e[i].klen, (unsigned)table_id, (unsigned)part);
             break;
         }
         db_batch_put(b, st->db, (int)e[i].family, e[i].key, e[i].klen, e[i].val, e[i].vlen);

@@ -44,14 +44,25 @@ typedef struct snapshot_entry {
 int snapshot_open(snapshot **out, store *st, uint32_t table_id, uint32_t part, uint64_t *epoch,
                   uint64_t *seq, char *err, size_t errlen);
 
+/* Opens a view of the items of partition part of table_id as of now, from
+ * the first key past after[0..alen) (alen 0: from the first), for
+ * snapshot_next to hand out in key order (family items only); *outbox_last
+ * gets the partition's last outbox seq in that view (0: none). Rebuilding
+ * a GSI copy that lost records reads its source partition's items page
+ * after page this way (docs/replication.md, "A copy that lost records").
+ * 0, LAPSE_EINVAL (after is no item key of the partition), LAPSE_ENOMEM,
+ * LAPSE_EIO or LAPSE_ECORRUPT with err. */
+int snapshot_open_items(snapshot **out, store *st, uint32_t table_id, uint32_t part,
+                        const uint8_t *after, size_t alen, uint64_t *outbox_last, char *err,
+                        size_t errlen);
+
 /* Calls fn for the next entries until their keys and values pass
  * max_bytes (at least one entry per call while any is left); sets *done
  * once every entry was handed out. Entries are valid only during fn. fn
  * returning non-zero stops the call (returned; the entry counts as not
  * handed out). 0, LAPSE_EIO, LAPSE_ENOMEM or fn's value. */
-int snapshot_next(snapshot *s, size_t max_bytes,
-                  int (*fn)(void *arg, const snapshot_entry *e), void *arg, int *done, char *err,
-                  size_t errlen);
+int snapshot_next(snapshot *s, size_t max_bytes, int (*fn)(void *arg, const snapshot_entry *e),
+                  void *arg, int *done, char *err, size_t errlen);
 
 /* Entries and bytes handed out so far. */
 void snapshot_counts(const snapshot *s, uint64_t *entries, uint64_t *bytes);
@@ -63,8 +74,8 @@ void snapshot_close(snapshot *s); /* accepts NULL */
  * snapshot holds, else nothing is written: LAPSE_EINVAL with err. A copy
  * with a log position (not reset, or already finished) takes none:
  * LAPSE_ESTATE. Also LAPSE_EIO or LAPSE_ENOMEM. */
-int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot_entry *e,
-                     size_t n, char *err, size_t errlen);
+int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot_entry *e, size_t n,
+                     char *err, size_t errlen);
 
 /* Ends an install: sets the partition's log position to (epoch, seq), the
  * snapshot's, in a synced write, after which the primary's records from

@@ -309,5 +309,8 @@ int store_seq_read(store *st, int cf, uint32_t table_id, uint32_t part, uint64_t
  * LAPSE_ECORRUPT (a value that is not 8 bytes). */
 int store_repl_u64(store *st, uint32_t table_id, uint8_t kind, uint32_t part, int has_node,
                    uint32_t node, uint64_t *out, char *err, size_t errlen);
+/* Adds to b the u64 counter val under the repl key (table_id, kind, part). */
+void store_repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind, uint32_t part,
+                        uint64_t val);
 
 #endif
