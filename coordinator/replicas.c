@@ -13,8 +13,7 @@
 
 /* The map and the UP nodes' addresses, copied into a under s->lock, then
  * pushed with the lock released. */
-static void push_copy(server *s, arena *a, Lapse__PartitionMap **map, const char ***urls,
-                      size_t *n)
+static void push_copy(server *s, arena *a, Lapse__PartitionMap **map, const char ***urls, size_t *n)
 {
     uint32_t *ids = NULL;
     *map = wire_pmap_to_pb(a, s->pm);
@@ -41,6 +40,7 @@ typedef struct set_change {
     uint32_t table_id, part, primary, node;
     uint64_t epoch;
     const char *reason; /* shrink: the primary's words */
+    uint64_t changes;   /* join: the set's changes count the asker saw */
 } set_change;
 
 /* Applies c: commits and pushes the map when it changes the set. Returns
@@ -58,10 +58,10 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
     const pmap_node *n = pmap_node_find(s->pm, c->node);
     pmap *next = pmap_dup(s->pm);
     int rv = next == NULL ? LAPSE_ENOMEM
-             : c->shrink  ? pmap_replica_shrink(next, c->table_id, c->part, c->primary, c->epoch,
-                                                c->node)
-                          : pmap_replica_join(next, c->table_id, c->part, c->primary, c->epoch,
-                                              c->node);
+             : c->shrink
+                 ? pmap_replica_shrink(next, c->table_id, c->part, c->primary, c->epoch, c->node)
+                 : pmap_replica_join(next, c->table_id, c->part, c->primary, c->epoch, c->node,
+                                     c->changes);
     if (rv == 0 && !c->shrink && (n == NULL || n->state != PMAP_NODE_UP)) {
         rv = LAPSE_EUNAVAILABLE;
     }
@@ -70,13 +70,15 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
             [LAPSE_ENOTFOUND] = "no such table or partition",
             [LAPSE_EWRONGNODE] = "the asker is not the primary at that epoch",
             [LAPSE_EINVAL] = "the node is not a follower in the set",
+            [LAPSE_ESTATE] = "the set changed since the primary asked (a join asked before a "
+                             "change never lands after it)",
             [LAPSE_ENOMEM] = "out of memory",
         };
         const char *w = rv == LAPSE_EUNAVAILABLE
                             ? (c->shrink ? "fewer than min-in-sync copies would stay in sync"
                                          : "the node is not UP")
                         : rv < (int)(sizeof(why) / sizeof(why[0])) && why[rv] ? why[rv]
-                                                                               : lapse_strerror(rv);
+                                                                              : lapse_strerror(rv);
         rpc_set_error(resp, a, rv, "%s of node %u in table %u partition %u: %s", what,
                       (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part, w);
         goto out;
@@ -84,7 +86,8 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
     const pmap_replicas *was = pmap_part(pmap_table_find_id(s->pm, c->table_id), c->part);
     const pmap_replicas *now = pmap_part(pmap_table_find_id(next, c->table_id), c->part);
     int idx = pmap_replicas_index(was, c->node);
-    if (pmap_in_sync(was, (uint32_t)idx) == pmap_in_sync(now, (uint32_t)idx)) {
+    if (pmap_in_sync(was, (uint32_t)idx) == pmap_in_sync(now, (uint32_t)idx) &&
+        was->changes == now->changes) {
         *version = s->pm->version; /* nothing to commit */
         goto out;
     }
@@ -94,18 +97,21 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
     }
     next = NULL;
     *version = s->pm->version;
-    if (c->shrink) {
+    if (c->shrink && !pmap_in_sync(now, (uint32_t)idx) && !pmap_in_sync(was, (uint32_t)idx)) {
+        log_info("node %u stays out of the in-sync set of table %u partition %u on its primary "
+                 "%u's word (epoch %llu): %s; a join asked for it is void; map version %llu",
+                 (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part, (unsigned)c->primary,
+                 (unsigned long long)c->epoch, c->reason, (unsigned long long)*version);
+    } else if (c->shrink) {
         log_warn("node %u left the in-sync set of table %u partition %u on its primary %u's word "
                  "(epoch %llu): %s; map version %llu",
-                 (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part,
-                 (unsigned)c->primary, (unsigned long long)c->epoch, c->reason,
-                 (unsigned long long)*version);
+                 (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part, (unsigned)c->primary,
+                 (unsigned long long)c->epoch, c->reason, (unsigned long long)*version);
     } else {
         log_info("node %u rejoined the in-sync set of table %u partition %u (primary %u, epoch "
                  "%llu); map version %llu",
-                 (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part,
-                 (unsigned)c->primary, (unsigned long long)c->epoch,
-                 (unsigned long long)*version);
+                 (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part, (unsigned)c->primary,
+                 (unsigned long long)c->epoch, (unsigned long long)*version);
     }
     push_copy(s, a, &map, &urls, &nurls);
 out:
@@ -115,8 +121,7 @@ out:
     return rv;
 }
 
-void replicas_join(server *s, const Lapse__ReplicaJoinRequest *r, Lapse__Response *resp,
-                   arena *a)
+void replicas_join(server *s, const Lapse__ReplicaJoinRequest *r, Lapse__Response *resp, arena *a)
 {
     Lapse__ReplicaJoinResponse *m = arena_alloc(a, sizeof(*m));
     if (m == NULL) {
@@ -124,7 +129,8 @@ void replicas_join(server *s, const Lapse__ReplicaJoinRequest *r, Lapse__Respons
         return;
     }
     lapse__replica_join_response__init(m);
-    set_change c = {0, r->table_id, r->partition, r->primary_node, r->node, r->epoch, ""};
+    set_change c = {0,       r->table_id, r->partition, r->primary_node,
+                    r->node, r->epoch,    "",           r->set_changes};
     if (change_set(s, &c, resp, a, &m->pmap_version) == 0) {
         resp->pmap_version = m->pmap_version;
         resp->body_case = LAPSE__RESPONSE__BODY_REPLICA_JOIN;
@@ -141,8 +147,14 @@ void replicas_shrink(server *s, const Lapse__ReplicaShrinkRequest *r, Lapse__Res
         return;
     }
     lapse__replica_shrink_response__init(m);
-    set_change c = {1,        r->table_id, r->partition, r->primary_node, r->node,
-                    r->epoch, r->reason != NULL && r->reason[0] ? r->reason : "no reason given"};
+    set_change c = {1,
+                    r->table_id,
+                    r->partition,
+                    r->primary_node,
+                    r->node,
+                    r->epoch,
+                    r->reason != NULL && r->reason[0] ? r->reason : "no reason given",
+                    0};
     if (change_set(s, &c, resp, a, &m->pmap_version) == 0) {
         resp->pmap_version = m->pmap_version;
         resp->body_case = LAPSE__RESPONSE__BODY_REPLICA_SHRINK;

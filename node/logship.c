@@ -145,15 +145,13 @@ uint32_t logship_required(logship *ls, const node_map *m, const pmap_replicas *r
     uint32_t join = 0, drop = 0;
     for (size_t j = 0; p != NULL && j < PMAP_MAX_REPLICAS; j++) {
         int i = p->joining[j] != 0 ? pmap_replicas_index(r, p->joining[j]) : -1;
-        join |= i > 0 && p->join_version > m->pm->version ? 1u << i : 0;
+        join |= i > 0 && p->join_changes[j] == r->changes ? 1u << i : 0;
         i = p->dropped[j] != 0 ? pmap_replicas_index(r, p->dropped[j]) : -1;
         drop |= i > 0 && p->drop_version > m->pm->version ? 1u << i : 0;
     }
-    if (p != NULL && p->drop_version > p->join_version) {
-        bits = (bits | join) & ~drop; /* the drop is the later word */
-    } else {
-        bits = (bits & ~drop) | join;
-    }
+    /* A drop the coordinator committed moved the set's count past any
+     * join asked before it: that join can no longer land. */
+    bits = (bits | join) & ~drop;
     if (reconciled != NULL) {
         *reconciled = p != NULL && p->reconciled >= pmap_epoch(r);
     }

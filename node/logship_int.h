@@ -12,13 +12,17 @@
  *    has taken in whatever its in-sync replicas held beyond its own log
  *    (a new primary does that before its first write, logship.c);
  *  - joining: replicas this primary has caught up and asked the
- *    coordinator to put in the in-sync set, counted as in sync (writes
- *    wait for them too) until the map at join_version or later says;
+ *    coordinator to put in the in-sync set, each with the set's changes
+ *    count it was asked at (PartitionReplicas.changes): counted as in sync
+ *    (writes wait for them too) while this node's map shows the set at
+ *    that count, since the coordinator commits a join only at the count it
+ *    was asked at; a map at another count says whether it landed;
  *  - dropped: followers the coordinator took out of the in-sync set on
  *    this primary's word (they did not confirm a record), counted out of
  *    it (writes no longer wait for them) until the map at drop_version or
- *    later says. Of a member both joining and dropped, the later word
- *    counts;
+ *    later says. Of a member both joining and dropped, the drop counts: the
+ *    coordinator committed it, so the set's count moved past any join
+ *    asked before;
  *  - heard: where each follower last said it stands, for the lag this
  *    primary reports (replstat.c);
  *  - lag_gen, lag_done: lag_gen counts this primary's failed ships (an
@@ -79,12 +83,12 @@ typedef struct part_state {
     uint32_t table_id, part;
     uint64_t fence;
     uint64_t reconciled;
-    uint32_t joining[PMAP_MAX_REPLICAS]; /* node ids; 0: free slot */
-    uint64_t join_version;               /* the map version that settles them */
-    int join_unknown;                    /* a join had no answer: asked again (resync.c) */
-    int64_t join_retry_ms;               /* monotonic: when, unless a map settles it first */
-    uint32_t dropped[PMAP_MAX_REPLICAS]; /* node ids; 0: free slot */
-    uint64_t drop_version;               /* the map version that settles them */
+    uint32_t joining[PMAP_MAX_REPLICAS];      /* node ids; 0: free slot */
+    uint64_t join_changes[PMAP_MAX_REPLICAS]; /* the set's changes count each was asked at */
+    uint8_t join_unknown[PMAP_MAX_REPLICAS];  /* that ask had no answer: asked again (resync.c) */
+    int64_t join_retry_ms;                    /* monotonic: when the unanswered are asked again */
+    uint32_t dropped[PMAP_MAX_REPLICAS];      /* node ids; 0: free slot */
+    uint64_t drop_version;                    /* the map version that settles them */
     uint64_t lag_gen, lag_done;
     uint64_t confirmed;
     uint64_t ob_safe, ob_mark_log, ob_mark_last;
@@ -138,7 +142,7 @@ rpc_client *logship_peer_client(logship *ls, uint32_t id, const char *url);
  * REQUIRES: ls->lock held. */
 part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part);
 
-/* Adds id to a pending list of a partition (joining or dropped: ids, with
+/* Adds id to the dropped list of a partition (ids, with
  * *version the map version that settles the list), which the map at
  * settles settles; a list the map at map_version already settled is
  * emptied first. REQUIRES: ls->lock held. */

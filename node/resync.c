@@ -194,9 +194,14 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
     return rv;
 }
 
-/* Asks the coordinator to put id in the in-sync set; on an answer that
- * may mean yes, counts id as joining. REQUIRES: the stripe lock. */
-static void join(logship *ls, const node_map *m, uint32_t table_id, uint32_t part, uint64_t epoch,
+/* Asks the coordinator to put id in the in-sync set of (table_id, part),
+ * which the asker's map shows at changes; whatever the answer, counts id
+ * as joining at that count (logship_int.h): a join lands only at the count
+ * it was asked at, so writes wait for id until a map at another count says
+ * whether it did. An ask with no answer is asked again (join_again).
+ * REQUIRES: the stripe lock (the first ask, so no write comes between the
+ * last record and the ask). */
+static void join(logship *ls, uint32_t table_id, uint32_t part, uint64_t epoch, uint64_t changes,
                  uint32_t id)
 {
     Lapse__Request req;
@@ -208,22 +213,21 @@ static void join(logship *ls, const node_map *m, uint32_t table_id, uint32_t par
     body.epoch = epoch;
     body.primary_node = ls->ns->id;
     body.node = id;
+    body.set_changes = changes;
     req.body_case = LAPSE__REQUEST__BODY_REPLICA_JOIN;
     req.replica_join = &body;
     Lapse__Response *resp = NULL;
     char err[256] = "";
     int rv = rpc_call(ls->ns->coord, &req, RESYNC_JOIN_TIMEOUT_MS, &resp, err, sizeof(err));
-    uint64_t settles = m->pm->version + 1; /* unknown outcome: the next map says */
     int unknown = 0;
     if (rv == 0 && resp->body_case == LAPSE__RESPONSE__BODY_REPLICA_JOIN) {
-        settles = resp->replica_join->pmap_version;
         log_info("table %u partition %u: node %u is in sync again (map version %" PRIu64 ")",
-                 (unsigned)table_id, (unsigned)part, (unsigned)id, settles);
-    } else if (rv == LAPSE_EWRONGNODE || rv == LAPSE_EINVAL || rv == LAPSE_ENOTFOUND) {
+                 (unsigned)table_id, (unsigned)part, (unsigned)id,
+                 resp->replica_join->pmap_version);
+    } else if (rv == LAPSE_EWRONGNODE || rv == LAPSE_EINVAL || rv == LAPSE_ENOTFOUND ||
+               rv == LAPSE_ESTATE) {
         log_info("table %u partition %u: the coordinator refused node %u's join: %s",
                  (unsigned)table_id, (unsigned)part, (unsigned)id, err);
-        rpc_response_free(resp);
-        return;
     } else {
         unknown = 1;
         log_warn("table %u partition %u: node %u's join has no answer (%s: %s); writes wait for "
@@ -234,43 +238,55 @@ static void join(logship *ls, const node_map *m, uint32_t table_id, uint32_t par
     rpc_response_free(resp);
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
-    if (p != NULL) {
-        logship_pending_add(p->joining, &p->join_version, m->pm->version, id, settles);
-        /* No answer: the coordinator may not have taken it (a leader
-         * change), and a quiet cluster may bring no map that says. */
-        p->join_unknown = unknown;
+    for (size_t j = 0; p != NULL && j < PMAP_MAX_REPLICAS; j++) {
+        if (p->joining[j] == 0 || p->joining[j] == id) {
+            p->joining[j] = id;
+            p->join_changes[j] = changes;
+            p->join_unknown[j] = (uint8_t)unknown;
+            break;
+        }
+    }
+    if (p != NULL && unknown) {
         p->join_retry_ms = clock_mono_now().ms + RESYNC_JOIN_RETRY_MS;
     }
     pthread_mutex_unlock(&ls->lock);
 }
 
-/* Asks the coordinator again for the joins of (table_id, part) that had no
- * answer and no map has settled since (join). The members have been
- * waited for by every write since the first ask, so no hold is needed:
- * the coordinator takes a join of a member already in sync as done. */
+/* Settles the joins of (table_id, part) that r (this pass's map) answers:
+ * a member no longer in the set, or a set at another count of changes,
+ * says whether each landed, and its slot is freed. Asks again the joins
+ * with no answer that no map settled yet: writes have waited for those
+ * members since the first ask, so no hold is needed. */
 static void join_again(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
                        uint32_t part)
 {
     uint32_t ids[PMAP_MAX_REPLICAS];
+    uint64_t counts[PMAP_MAX_REPLICAS];
     size_t n = 0;
     int64_t now = clock_mono_now().ms;
+    (void)m;
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
-    if (p != NULL && p->join_unknown && p->join_version <= m->pm->version) {
-        p->join_unknown = 0; /* a map settled it */
-    }
-    if (p != NULL && p->join_unknown && now >= p->join_retry_ms) {
-        for (size_t j = 0; j < PMAP_MAX_REPLICAS; j++) {
-            int i = p->joining[j] != 0 ? pmap_replicas_index(r, p->joining[j]) : -1;
-            if (i > 0 && !pmap_in_sync(r, (uint32_t)i)) {
-                ids[n++] = p->joining[j];
-            }
+    int retry = p != NULL && now >= p->join_retry_ms;
+    for (size_t j = 0; p != NULL && j < PMAP_MAX_REPLICAS; j++) {
+        if (p->joining[j] == 0) {
+            continue;
         }
+        int i = pmap_replicas_index(r, p->joining[j]);
+        if (i <= 0 || p->join_changes[j] != r->changes || pmap_in_sync(r, (uint32_t)i)) {
+            p->joining[j] = 0; /* settled by the map */
+            p->join_unknown[j] = 0;
+        } else if (p->join_unknown[j] && retry) {
+            ids[n] = p->joining[j];
+            counts[n++] = p->join_changes[j];
+        }
+    }
+    if (n > 0) {
         p->join_retry_ms = now + RESYNC_JOIN_RETRY_MS;
     }
     pthread_mutex_unlock(&ls->lock);
     for (size_t i = 0; i < n; i++) {
-        join(ls, m, table_id, part, pmap_epoch(r), ids[i]);
+        join(ls, table_id, part, pmap_epoch(r), counts[i], ids[i]);
     }
 }
 
@@ -390,7 +406,7 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
     }
     logship_heard(ls, table_id, part, &id, 1, applied);
     if (rv == 0 && applied == my_seq) {
-        join(ls, m, table_id, part, epoch, id);
+        join(ls, table_id, part, epoch, r->changes, id);
     } else if (rv != 0) {
         warn_resync(ls, table_id, part, id, err);
     }

@@ -14,10 +14,15 @@ static uint32_t in_sync_bits(const pmap_replicas *r)
 static int fail_in_set(pmap_replicas *r, uint32_t id)
 {
     int i = pmap_replicas_index(r, id);
-    if (r->n < 2 || i < 0 || !pmap_in_sync(r, (uint32_t)i)) {
+    if (r->n < 2 || i < 0) {
+        return 0;
+    }
+    if (!pmap_in_sync(r, (uint32_t)i)) {
+        r->changes++; /* cancels a join its primary may have asked */
         return 0;
     }
     uint32_t bits = in_sync_bits(r);
+    r->changes++;
     if (i > 0) {
         r->in_sync = bits & ~(1u << i);
         return 1;
@@ -27,6 +32,7 @@ static int fail_in_set(pmap_replicas *r, uint32_t id)
         f++;
     }
     if (f == r->n) {
+        r->changes--; /* left as it was */
         return 3;
     }
     /* Swap the old primary and the new one; bits follow their members. */
@@ -102,13 +108,17 @@ static int follower_of(pmap *pm, uint32_t table_id, uint32_t part, uint32_t prim
 }
 
 int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
-                      uint64_t epoch, uint32_t id)
+                      uint64_t epoch, uint32_t id, uint64_t changes)
 {
     pmap_replicas *r = NULL;
     int i = 0;
     int rv = follower_of(pm, table_id, part, primary_id, epoch, id, &r, &i);
-    if (rv == 0) {
+    if (rv == 0 && !pmap_in_sync(r, (uint32_t)i)) {
+        if (r->changes != changes) {
+            return LAPSE_ESTATE;
+        }
         r->in_sync = in_sync_bits(r) | 1u << i;
+        r->changes++;
     }
     return rv;
 }
@@ -119,14 +129,19 @@ int pmap_replica_shrink(pmap *pm, uint32_t table_id, uint32_t part, uint32_t pri
     pmap_replicas *r = NULL;
     int i = 0;
     int rv = follower_of(pm, table_id, part, primary_id, epoch, id, &r, &i);
-    if (rv != 0 || !pmap_in_sync(r, (uint32_t)i)) {
+    if (rv != 0) {
         return rv;
+    }
+    if (!pmap_in_sync(r, (uint32_t)i)) {
+        r->changes++; /* cancels a join its primary may have asked */
+        return 0;
     }
     uint32_t bits = in_sync_bits(r) & ~(1u << i);
     if ((uint32_t)__builtin_popcount(bits) < pmap_min_in_sync(r)) {
         return LAPSE_EUNAVAILABLE;
     }
     r->in_sync = bits;
+    r->changes++;
     return 0;
 }
 

@@ -23,10 +23,19 @@
  * pmap_replica_shrink, which its primary asks for, as long as
  * PMAP_MIN_IN_SYNC copies stay in sync.
  *
+ * Every change of a set, and every DOWN or shrink of a follower that is
+ * not in sync (which cancels a join its primary may have asked), bumps the
+ * set's changes count. A join names the count its asker saw and is refused
+ * at any other: its primary counts the follower in sync from the ask until
+ * its map shows another count, so a join asked before a change can never
+ * land after it, when the primary may have stopped waiting for the
+ * follower (docs/replication.md, "Rejoining").
+ *
  * Invariants (pmap_test):
  *  1. A change never adds a member to the in-sync set, and never leaves
  *     ids[0] outside it (except a set left as it was).
  *  2. The epoch changes exactly when ids[0] does, and only goes up.
+ *  3. changes only goes up, and goes up with every change of the set.
  */
 #ifndef LAPSE_FAILOVER_H
 #define LAPSE_FAILOVER_H
@@ -48,13 +57,14 @@ typedef struct pmap_failover {
 void pmap_fail_node(pmap *pm, uint32_t id, pmap_failover *out);
 
 /* Adds node id to the in-sync set of partition part of table table_id, as
- * its primary primary_id asks at epoch. Returns 0 (added, or already in
- * sync), LAPSE_ENOTFOUND (no such table or partition), LAPSE_EWRONGNODE
- * (primary_id is not the set's primary or epoch is not its epoch: the
- * asker's map is stale) or LAPSE_EINVAL (id is not a member). Does not bump
- * version. */
+ * its primary primary_id asks at epoch, having seen the set at changes.
+ * Returns 0 (added, or already in sync), LAPSE_ENOTFOUND (no such table or
+ * partition), LAPSE_EWRONGNODE (primary_id is not the set's primary or
+ * epoch is not its epoch: the asker's map is stale), LAPSE_EINVAL (id is
+ * not a member) or LAPSE_ESTATE (the set changed since the asker saw it at
+ * changes: the join can never land). Does not bump version. */
 int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
-                      uint64_t epoch, uint32_t id);
+                      uint64_t epoch, uint32_t id, uint64_t changes);
 
 /* Copies in sync (the primary's included) a write needs; a set of fewer
  * members needs them all. */
@@ -65,11 +75,12 @@ int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t prima
 uint32_t pmap_min_in_sync(const pmap_replicas *r);
 
 /* Takes follower id out of the in-sync set of partition part of table
- * table_id, as its primary primary_id asks at epoch. Returns 0 (taken out,
- * or already out), LAPSE_ENOTFOUND, LAPSE_EWRONGNODE (as for join),
- * LAPSE_EINVAL (id is not a follower of the set) or LAPSE_EUNAVAILABLE
- * (fewer than pmap_min_in_sync copies would stay in sync: the primary's
- * writes stay refused instead). Does not bump version. */
+ * table_id, as its primary primary_id asks at epoch; a follower already out
+ * stays out and the set's changes go up (its join, if asked, is
+ * cancelled). Returns 0 (taken out, or already out), LAPSE_ENOTFOUND, LAPSE_EWRONGNODE (as for
+ * join), LAPSE_EINVAL (id is not a follower of the set) or LAPSE_EUNAVAILABLE (fewer than
+ * pmap_min_in_sync copies would stay in sync: the primary's writes stay refused instead). Does not
+ * bump version. */
 int pmap_replica_shrink(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
                         uint64_t epoch, uint32_t id);
 

@@ -49,8 +49,8 @@ static pmap *three_sets(void)
     return pm;
 }
 
-static void assert_set(const pmap_replicas *r, uint32_t a, uint32_t b, uint32_t c,
-                       uint32_t in_sync, uint64_t epoch)
+static void assert_set(const pmap_replicas *r, uint32_t a, uint32_t b, uint32_t c, uint32_t in_sync,
+                       uint64_t epoch)
 {
     assert_int_equal(r->n, 3);
     assert_int_equal(r->ids[0], a);
@@ -133,16 +133,35 @@ static void test_join(void **state)
     pmap_fail_node(pm, 1, NULL); /* set 0: {2,1,3} at epoch 2, in sync 2 and 3 */
     assert_set(&pm->tables[0].parts[0], 2, 1, 3, 5, 2);
     /* Only the primary at its epoch may bring node 1 back. */
-    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 1, 1), LAPSE_EWRONGNODE);
-    assert_int_equal(pmap_replica_join(pm, 1, 0, 3, 2, 1), LAPSE_EWRONGNODE);
-    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 9), LAPSE_EINVAL);
-    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 2), LAPSE_EINVAL);
-    assert_int_equal(pmap_replica_join(pm, 1, 7, 2, 2, 1), LAPSE_ENOTFOUND);
-    assert_int_equal(pmap_replica_join(pm, 9, 0, 2, 2, 1), LAPSE_ENOTFOUND);
+    uint64_t c = pm->tables[0].parts[0].changes;
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 1, 1, c), LAPSE_EWRONGNODE);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 3, 2, 1, c), LAPSE_EWRONGNODE);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 9, c), LAPSE_EINVAL);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 2, c), LAPSE_EINVAL);
+    assert_int_equal(pmap_replica_join(pm, 1, 7, 2, 2, 1, c), LAPSE_ENOTFOUND);
+    assert_int_equal(pmap_replica_join(pm, 9, 0, 2, 2, 1, c), LAPSE_ENOTFOUND);
+    /* A join asked at another count of changes can never land. */
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1, c - 1), LAPSE_ESTATE);
     assert_set(&pm->tables[0].parts[0], 2, 1, 3, 5, 2);
-    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1), 0);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1, c), 0);
     assert_set(&pm->tables[0].parts[0], 2, 1, 3, 7, 2);
-    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1), 0); /* again: no change */
+    assert_true(pm->tables[0].parts[0].changes == c + 1);
+    /* Again, at the old count or the new one: no change. */
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1, c), 0);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1, c + 1), 0);
+    assert_set(&pm->tables[0].parts[0], 2, 1, 3, 7, 2);
+    assert_true(pm->tables[0].parts[0].changes == c + 1);
+    /* Asked, then its follower is shrunk while out (or goes DOWN): the
+     * count moves, and the join asked before is refused. */
+    assert_int_equal(pmap_replica_shrink(pm, 1, 0, 2, 2, 1), 0);
+    c = pm->tables[0].parts[0].changes;
+    assert_int_equal(pmap_replica_shrink(pm, 1, 0, 2, 2, 1), 0); /* out already */
+    assert_true(pm->tables[0].parts[0].changes == c + 1);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1, c), LAPSE_ESTATE);
+    pmap_fail_node(pm, 1, NULL);
+    assert_true(pm->tables[0].parts[0].changes == c + 2);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1, c + 1), LAPSE_ESTATE);
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 2, 2, 1, c + 2), 0);
     assert_set(&pm->tables[0].parts[0], 2, 1, 3, 7, 2);
     /* An old map's set (in_sync 0: all) is made explicit when it changes. */
     pmap_replicas *r = &pm->tables[0].parts[1];

@@ -120,6 +120,7 @@ static Lapse__PartitionReplicas **replicas_to_pb(arena *a, const pmap_replicas *
         pr->n_node_ids = k;
         pr->in_sync = r->in_sync;
         pr->epoch = r->epoch;
+        pr->changes = r->changes;
         out[p] = pr;
     }
     return out;
@@ -302,6 +303,7 @@ int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out
     out->n = (uint32_t)k;
     out->in_sync = pb->in_sync;
     out->epoch = pb->epoch;
+    out->changes = pb->changes;
     return 0;
 }
 
