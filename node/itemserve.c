@@ -20,7 +20,6 @@
 #include "../common/lapse_err.h"
 #include "../partition/snapshot.h"
 #include "logship_int.h"
-#include "registry.h"
 
 #define ITEMS_MAX_BYTES (1024 * 1024)
 #define ITEMS_CONFIRM_WAIT_MS 1500
@@ -71,15 +70,8 @@ static int leads(logship *ls, uint32_t table_id, uint32_t part, table_schema *t,
                  size_t errlen)
 {
     node_map *m = maps_acquire(ls->ns);
-    const pmap_replicas *r = logship_set_of(m, table_id, part, err, errlen);
     int rv = 0;
-    if (r == NULL) {
-        rv = LAPSE_EWRONGNODE;
-    } else if (r->ids[0] != ls->ns->id) {
-        snprintf(err, errlen, "node %u is the primary of table %u partition %u, not this node %u",
-                 (unsigned)r->ids[0], (unsigned)table_id, (unsigned)part, (unsigned)ls->ns->id);
-        rv = LAPSE_EWRONGNODE;
-    } else if ((rv = registry_may_lead(ls->ns, m->pm, err, errlen)) == 0) {
+    if (logship_led(ls, m, table_id, part, &rv, err, errlen) != NULL) {
         *t = pmap_table_find_id(m->pm, table_id)->schema;
     }
     maps_release(m);

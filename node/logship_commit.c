@@ -41,21 +41,33 @@ static int hook_prepare(void *arg, uint32_t table_id, uint32_t part, char *err, 
     return rv;
 }
 
+const pmap_replicas *logship_led(logship *ls, const node_map *m, uint32_t table_id, uint32_t part,
+                                 int *rv, char *err, size_t errlen)
+{
+    const pmap_replicas *r = logship_set_of(m, table_id, part, err, errlen);
+    *rv = 0;
+    if (r == NULL) {
+        *rv = LAPSE_EWRONGNODE;
+    } else if (r->ids[0] != ls->ns->id) {
+        snprintf(err, errlen, "node %u is the primary of table %u partition %u, not this node %u",
+                 (unsigned)r->ids[0], (unsigned)table_id, (unsigned)part, (unsigned)ls->ns->id);
+        *rv = LAPSE_EWRONGNODE;
+    } else {
+        *rv = registry_may_lead(ls->ns, m->pm, err, errlen);
+    }
+    return *rv == 0 ? r : NULL;
+}
+
 static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epoch, int *took_in,
                       char *err, size_t errlen)
 {
     logship *ls = arg;
     node_map *m = maps_acquire(ls->ns);
     int rv = 0;
-    const pmap_replicas *r = logship_set_of(m, table_id, part, err, errlen);
+    const pmap_replicas *r = logship_led(ls, m, table_id, part, &rv, err, errlen);
     if (r == NULL) {
-        rv = LAPSE_EWRONGNODE;
-    } else if (r->ids[0] != ls->ns->id) {
-        snprintf(err, errlen, "node %u is the primary of table %u partition %u, not this node %u",
-                 (unsigned)r->ids[0], (unsigned)table_id, (unsigned)part, (unsigned)ls->ns->id);
-        rv = LAPSE_EWRONGNODE;
-    } else if ((rv = registry_may_lead(ls->ns, m->pm, err, errlen)) != 0) {
-        /* no lease: writes, sweeps and backfill steps wait for the failover */
+        /* not the primary, or no lease: writes, sweeps and backfill steps
+         * wait for the failover */
     } else {
         uint32_t in_sync = 1, need = pmap_min_in_sync(r);
         int reconciled = 0;

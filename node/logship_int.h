@@ -212,6 +212,12 @@ int logship_diverged_of(const Lapse__Response *resp);
  * body. 0, or -1 with the error reply set. */
 int logship_check_call(const logship_call *c, const void *body, const char *call);
 
+/* The replica set of (table_id, part) in m when this node leads it there
+ * under its lease (registry_may_lead), else NULL with *rv
+ * (LAPSE_EWRONGNODE) and err. */
+const pmap_replicas *logship_led(logship *ls, const node_map *m, uint32_t table_id, uint32_t part,
+                                 int *rv, char *err, size_t errlen);
+
 /* The replica set of (table_id, part) in m, or NULL (with err). */
 const pmap_replicas *logship_set_of(const node_map *m, uint32_t table_id, uint32_t part, char *err,
                                     size_t errlen);

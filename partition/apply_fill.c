@@ -64,18 +64,15 @@ static int set_filled(store *st, uint32_t table_id, uint32_t part, uint8_t fille
 /* GSI copies                                                               */
 /* ======================================================================== */
 
-int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, char *err,
-                  size_t errlen)
+/* Looks at the table's REPL_MISSING marks: *found is set at the first
+ * one, or with unfilled_gsi, at the first past its source's GSI filled
+ * mark. */
+static int scan_marks(store *st, uint32_t table_id, int unfilled_gsi, int *found, char *err,
+                      size_t errlen)
 {
-    *missing = 0;
-    if (src_part >= 0) {
-        uint64_t mark = 0;
-        int rv = gap_of(st, table_id, (uint32_t)src_part, REPL_GSI_FILLED, &mark, err, errlen);
-        *missing = rv == 0 && mark != 0;
-        return rv;
-    }
+    *found = 0;
     if (!atomic_load(&st->missing_marks)) {
-        return 0;
+        return 0; /* no mark anywhere here (read at open, set on the first) */
     }
     uint8_t lo[ITEMKEY_REPL_MAX], hi[ITEMKEY_REPL_MAX];
     size_t lolen = itemkey_repl(lo, table_id, REPL_MISSING, 0, 0, 0);
@@ -85,18 +82,21 @@ int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, 
     if (rv != 0) {
         return oom(err, errlen);
     }
-    for (db_iter_seek_first(it); rv == 0 && !*missing && db_iter_valid(it); db_iter_next(it)) {
+    for (db_iter_seek_first(it); rv == 0 && !*found && db_iter_valid(it); db_iter_next(it)) {
         size_t klen = 0, vlen = 0;
         const uint8_t *k = db_iter_key(it, &klen);
         const uint8_t *v = db_iter_value(it, &vlen);
         uint64_t filled = 0;
         if (klen != lolen || vlen != 8) {
             rv = store_errf(LAPSE_ECORRUPT, err, errlen, "a stored missing mark is malformed");
-            break;
+        } else if (!unfilled_gsi) {
+            *found = 1;
+        } else {
+            uint32_t part =
+                (uint32_t)k[5] << 24 | (uint32_t)k[6] << 16 | (uint32_t)k[7] << 8 | k[8];
+            rv = store_repl_u64(st, table_id, REPL_GSI_FILLED, part, 0, 0, &filled, err, errlen);
+            *found = rv == 0 && buf_get_u64be(v) > filled;
         }
-        uint32_t part = (uint32_t)k[5] << 24 | (uint32_t)k[6] << 16 | (uint32_t)k[7] << 8 | k[8];
-        rv = store_repl_u64(st, table_id, REPL_GSI_FILLED, part, 0, 0, &filled, err, errlen);
-        *missing = rv == 0 && buf_get_u64be(v) > filled;
     }
     if (rv == 0) {
         rv = db_iter_status(it, err, errlen);
@@ -105,25 +105,21 @@ int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, 
     return rv;
 }
 
+int apply_missing(store *st, uint32_t table_id, int64_t src_part, int *missing, char *err,
+                  size_t errlen)
+{
+    if (src_part < 0) {
+        return scan_marks(st, table_id, 1, missing, err, errlen);
+    }
+    uint64_t mark = 0;
+    int rv = gap_of(st, table_id, (uint32_t)src_part, REPL_GSI_FILLED, &mark, err, errlen);
+    *missing = rv == 0 && mark != 0;
+    return rv;
+}
+
 int apply_missing_any(store *st, uint32_t table_id, int *any, char *err, size_t errlen)
 {
-    *any = 0;
-    if (!atomic_load(&st->missing_marks)) {
-        return 0;
-    }
-    uint8_t lo[ITEMKEY_REPL_MAX], hi[ITEMKEY_REPL_MAX];
-    size_t lolen = itemkey_repl(lo, table_id, REPL_MISSING, 0, 0, 0);
-    size_t hilen = itemkey_repl(hi, table_id, REPL_MISSING + 1, 0, 0, 0);
-    db_iter *it = NULL;
-    int rv = db_iter_new(&it, st->db, CF_REPL, lo, lolen, hi, hilen);
-    if (rv != 0) {
-        return oom(err, errlen);
-    }
-    db_iter_seek_first(it);
-    *any = db_iter_valid(it);
-    rv = db_iter_status(it, err, errlen);
-    db_iter_free(it);
-    return rv;
+    return scan_marks(st, table_id, 0, any, err, errlen);
 }
 
 int apply_gsi_gap(store *st, uint32_t table_id, uint32_t src_part, uint64_t *mark, char *err,

@@ -310,16 +310,24 @@ static void put_in_group(const char *table, int i, int g)
     lapse_item_free(it);
 }
 
+/* A client of a copy in r other than the victim's (its node in *other). */
+static rpc_client *other_copy(const pmap_replicas *r, int victim, int *other)
+{
+    *other = (int)(r->ids[0] != (uint32_t)victim ? r->ids[0] : r->ids[1]);
+    char err[256] = "";
+    rpc_client *c = NULL;
+    assert_int_equal(rpc_client_open(&c, cluster_node_url(rs_cluster(), *other), err, sizeof(err)),
+                     0);
+    return c;
+}
+
 /* Waits until the victim's copy of GSI partition gpart of table t answers
  * PartitionDigest with the digest of another copy's. */
 static void wait_gsi_copy_equal(rpc_client *c, int victim, const pmap_table *t, uint32_t gpart)
 {
-    const pmap_replicas *gr = pmap_gsi_part(t, 0, gpart);
-    int other = (int)(gr->ids[0] != (uint32_t)victim ? gr->ids[0] : gr->ids[1]);
+    int other = 0;
+    rpc_client *oc = other_copy(pmap_gsi_part(t, 0, gpart), victim, &other);
     char err[256] = "";
-    rpc_client *oc = NULL;
-    assert_int_equal(rpc_client_open(&oc, cluster_node_url(rs_cluster(), other), err, sizeof(err)),
-                     0);
     int same = 0, rv = 0;
     for (int i = 0; i < 150 && !same; i++) {
         nodecall_digest d = {0}, od = {0};
@@ -344,12 +352,9 @@ static void wait_gsi_copy_equal(rpc_client *c, int victim, const pmap_table *t, 
  * another copy holds. */
 static void wait_shard_copy_equal(rpc_client *c, int victim, const pmap_table *t, uint32_t p)
 {
-    const pmap_replicas *sr = pmap_stream_shard(t, p);
-    int other = (int)(sr->ids[0] != (uint32_t)victim ? sr->ids[0] : sr->ids[1]);
+    int other = 0;
+    rpc_client *oc = other_copy(pmap_stream_shard(t, p), victim, &other);
     char err[256] = "";
-    rpc_client *oc = NULL;
-    assert_int_equal(rpc_client_open(&oc, cluster_node_url(rs_cluster(), other), err, sizeof(err)),
-                     0);
     int same = 0, rv = 0;
     for (int i = 0; i < 150 && !same; i++) {
         size_t recs = 0, orecs = 0;
