@@ -17,8 +17,8 @@
  * the records after A then delete, by their old images, every entry the
  * fill put that a later change replaced.
  *
- * Thread-safety: one fill at a time (the stream thread runs them,
- * streams.h); it blocks on the primary's calls.
+ * Thread-safety: one fill at a time (the refill thread runs them,
+ * refill.h); it blocks on the primary's calls.
  */
 #ifndef LAPSE_NODE_GSI_FILL_H
 #define LAPSE_NODE_GSI_FILL_H

@@ -21,6 +21,7 @@
 #include "logship.h"
 #include "maps.h"
 #include "membership.h"
+#include "refill.h"
 #include "registry.h"
 #include "shipper.h"
 #include "streams.h"
@@ -264,7 +265,8 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     }
     logship_on_confirmed(ns->logship, on_confirmed, ns);
     if ((rv = streams_open(&ns->streams, ns, ns->stream_trim_interval_ms, err, errlen)) != 0 ||
-        (rv = shipper_open(&ns->shipper, ns, ns->repl_workers, err, errlen)) != 0) {
+        (rv = shipper_open(&ns->shipper, ns, ns->repl_workers, err, errlen)) != 0 ||
+        (rv = refill_open(&ns->refill, ns, err, errlen)) != 0) {
         goto fail;
     }
     /* The TTL sweeps wake the shipper like writes do (their deletes make
@@ -347,6 +349,9 @@ void node_close(node_server *ns)
     if (ns->logship != NULL) {
         logship_stop(ns->logship); /* no more resync calls from its thread */
     }
+    STEP("refill_close");
+    refill_close(ns->refill); /* no more fills from its thread */
+    ns->refill = NULL;
     STEP("membership_stop");
     membership_stop(ns); /* no more coordinator calls from the thread */
     STEP("registry_close");

@@ -70,6 +70,7 @@ typedef struct node_map node_map; /* maps.h */
 typedef struct logship logship;   /* logship.h */
 typedef struct shipper shipper;   /* shipper.h */
 typedef struct streams streams;   /* streams.h */
+typedef struct refill refill;     /* refill.h */
 
 #define NODE_REPL_LOCKS 64 /* replicate.c: stripes of the per-source-partition apply lock */
 
@@ -174,6 +175,7 @@ typedef struct node_server {
     int repl_locks_inited;        /* repl_locks exist */
     shipper *shipper;             /* owned; thread-safe; the outbox shipper */
     streams *streams;             /* owned; thread-safe; long polls and stream retention */
+    refill *refill;               /* owned; the thread filling copies that lost records */
     logship *logship; /* owned; thread-safe; replica sets (logship.h), the store's repl hook */
 } node_server;
 

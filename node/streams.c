@@ -17,7 +17,6 @@
 #include "../partition/apply.h"
 #include "../partition/stream.h"
 #include "../rpc/wire.h"
-#include "gsi_fill.h"
 #include "handlers.h"
 #include "maps.h"
 
@@ -312,54 +311,14 @@ static void trim_pass(streams *s)
     free(jobs);
 }
 
-/* One filling pass: every copy here of a stream shard that misses records
- * is filled from another copy (streams_fill_shard), and this node's GSI
- * copies of a table from the items of each source partition whose records
- * they miss (gsi_fill_source). Costs a store read per source partition
- * while any copy here ever missed records, none otherwise. */
-static void fill_pass(streams *s)
-{
-    node_server *ns = s->ns;
-    node_map *m = maps_acquire(ns);
-    const pmap *pm = m->pm;
-    for (size_t i = 0; i < pm->ntables && !stopping(s); i++) {
-        const pmap_table *t = &pm->tables[i];
-        int missing = 0;
-        char err[256] = "";
-        if (apply_missing_any(ns->st, t->schema.id, &missing, err, sizeof(err)) != 0) {
-            log_error("table %s: %s", t->schema.name, err);
-        }
-        for (uint32_t p = 0; missing && p < t->schema.partitions && !stopping(s); p++) {
-            uint64_t mark = 0;
-            if (t->schema.stream.enabled &&
-                pmap_replicas_index(pmap_stream_shard(t, p), ns->id) >= 0 &&
-                apply_stream_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) == 0 &&
-                mark != 0) {
-                (void)streams_fill_shard(ns, pm, t, p, mark);
-            }
-            if (t->schema.ngsi > 0 &&
-                apply_gsi_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) == 0 && mark != 0) {
-                (void)gsi_fill_source(ns, pm, t, p, mark);
-            }
-        }
-    }
-    maps_release(m);
-}
-
-/*
- * The retention thread: every STREAMS_FILL_INTERVAL_MS (or the trim
- * interval, when shorter) a filling pass, and every trim interval a
- * retention pass; each wait is cut short by streams_stop.
- */
+/* The retention thread: a retention pass every trim interval, each wait
+ * cut short by streams_stop. */
 static void *trim_run(void *arg)
 {
     streams *s = arg;
-    int64_t step = s->trim_interval_ms < STREAMS_FILL_INTERVAL_MS ? s->trim_interval_ms
-                                                                  : STREAMS_FILL_INTERVAL_MS;
-    int64_t next_trim = clock_mono_now().ms + s->trim_interval_ms;
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        struct timespec ts = clock_mono_abstime(step);
+        struct timespec ts = clock_mono_abstime(s->trim_interval_ms);
         while (!s->stopping) {
             if (pthread_cond_timedwait(&s->stop_cond, &s->lock, &ts) == ETIMEDOUT) {
                 break;
@@ -370,11 +329,7 @@ static void *trim_run(void *arg)
         if (stop) {
             return NULL;
         }
-        fill_pass(s);
-        if (clock_mono_now().ms >= next_trim) {
-            trim_pass(s);
-            next_trim = clock_mono_now().ms + s->trim_interval_ms;
-        }
+        trim_pass(s);
     }
 }
 

@@ -19,10 +19,9 @@
  *
  * Filling (streams_fill.c): a copy of a shard that misses records its
  * source trimmed before it applied them (its data dir was lost) refuses
- * reads (apply_stream_gap); every STREAMS_FILL_INTERVAL_MS the same thread
- * fills each such copy here from another copy of the shard that is whole
- * and has applied the source past the gap, then lets it answer again
- * (docs/replication.md, "A copy that lost records").
+ * reads (apply_stream_gap) until the refill thread (refill.h) fills it
+ * from another copy of the shard that is whole and has applied the source
+ * past the gap (docs/replication.md, "A copy that lost records").
  *
  * Thread-safety: streams_open/streams_stop/streams_free on the main thread;
  * the rest from any thread.
@@ -46,8 +45,7 @@
 #define STREAMS_MAX_BYTES (1024 * 1024) /* record bytes per call (past the first) */
 #define STREAMS_REPLY_MARGIN_MS 50      /* a long poll answers this long before the deadline */
 #define STREAMS_DEFAULT_TRIM_INTERVAL_MS 60000
-#define STREAMS_TRIM_STEP 10000       /* records looked at per stream_trim call */
-#define STREAMS_FILL_INTERVAL_MS 1000 /* looks for copies to fill */
+#define STREAMS_TRIM_STEP 10000 /* records looked at per stream_trim call */
 
 typedef struct streams streams;
 
@@ -69,7 +67,7 @@ void streams_notify(streams *s);
  * first whole one that applied the source through mark. Returns 0 once
  * filled (the copy answers again), else the last copy's error (logged);
  * the next pass tries again. Blocks on peers' calls (2 s each at most).
- * Called by the retention thread. */
+ * Called by the refill thread (refill.h). */
 int streams_fill_shard(node_server *ns, const pmap *pm, const pmap_table *t, uint32_t shard,
                        uint64_t mark);
 
