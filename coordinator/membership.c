@@ -46,12 +46,20 @@ static int set_up(pmap *next, const pmap_node *old, uint32_t id, const char *add
 {
     if (old != NULL && old->incarnation != 0 && incarnation != 0 &&
         old->incarnation != incarnation) {
+        pmap_failover f;
+        pmap_lose_node_copies(next, id, &f);
+        *sets += f.shrunk + f.promoted + f.recovered;
         log_warn("node %u (%s) is back on a new data dir (incarnation %016llx, was %016llx): "
-                 "it holds none of its copies, so it is failed over first",
-                 id, address, (unsigned long long)incarnation,
-                 (unsigned long long)old->incarnation);
-        if (mark_down(next, old, sets) != 0) {
-            return LAPSE_ENOMEM;
+                 "it holds none of its copies, so it is failed over first: %zu replica set(s) "
+                 "shrunk, %zu with a new primary, %zu taken over by the copy that left the "
+                 "in-sync set last",
+                 id, address, (unsigned long long)incarnation, (unsigned long long)old->incarnation,
+                 f.shrunk, f.promoted, f.recovered);
+        if (f.stranded > 0) {
+            log_error("node %u held the only copy in sync of %zu replica set(s), and no other "
+                      "member is known to hold every acknowledged write: those sets stay with "
+                      "it, and their acknowledged writes are lost",
+                      id, f.stranded);
         }
     }
     if (pmap_set_node(next, id, address, PMAP_NODE_UP) != 0 ||

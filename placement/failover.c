@@ -9,6 +9,26 @@ static uint32_t in_sync_bits(const pmap_replicas *r)
     return r->in_sync != 0 ? r->in_sync : (1u << r->n) - 1;
 }
 
+/* Notes, once a change of r leaves its primary the only copy in sync, the
+ * member that left last (out): it holds every acknowledged write, since
+ * none is acknowledged with one copy in sync. With more in sync, none. */
+static void note_last_out(pmap_replicas *r, uint32_t out)
+{
+    r->last_out = __builtin_popcount(in_sync_bits(r)) == 1 ? out : 0;
+}
+
+/* Makes member f (in sync or last_out) the primary of r: swaps it with the
+ * old primary, which leaves the in-sync set; the epoch goes up. */
+static void promote(pmap_replicas *r, uint32_t f, uint32_t bits)
+{
+    uint32_t old = r->ids[0];
+    r->ids[0] = r->ids[f];
+    r->ids[f] = old;
+    r->in_sync = (bits & ~(1u | 1u << f)) | 1u; /* the new primary in, the old out */
+    r->epoch = pmap_epoch(r) + 1;
+    note_last_out(r, old);
+}
+
 /* Applies node id's DOWN to one set; returns what it did (0: nothing,
  * 1: shrunk, 2: promoted, 3: stranded). */
 static int fail_in_set(pmap_replicas *r, uint32_t id)
@@ -22,9 +42,10 @@ static int fail_in_set(pmap_replicas *r, uint32_t id)
         return 0;
     }
     uint32_t bits = in_sync_bits(r);
-    r->changes++;
     if (i > 0) {
         r->in_sync = bits & ~(1u << i);
+        r->changes++;
+        note_last_out(r, id);
         return 1;
     }
     uint32_t f = 1;
@@ -32,29 +53,49 @@ static int fail_in_set(pmap_replicas *r, uint32_t id)
         f++;
     }
     if (f == r->n) {
-        r->changes--; /* left as it was */
-        return 3;
+        return 3; /* left as it is */
     }
-    /* Swap the old primary and the new one; bits follow their members. */
-    uint32_t old = r->ids[0];
-    r->ids[0] = r->ids[f];
-    r->ids[f] = old;
-    bits = (bits & ~(1u | 1u << f)) | 1u; /* the new primary in, the old out */
-    r->in_sync = bits;
-    r->epoch = pmap_epoch(r) + 1;
+    promote(r, f, bits);
+    r->changes++;
     return 2;
 }
 
-void pmap_fail_node(pmap *pm, uint32_t id, pmap_failover *out)
+/* Applies the loss of node id's copy (its data dir) to one set: as a
+ * follower, or as a primary with an in-sync follower, as fail_in_set; as
+ * the only copy in sync, the member that left the in-sync set last takes
+ * over (it holds every acknowledged write), alone in sync. Returns as
+ * fail_in_set, 4 for that takeover, 3 when no member is known to hold
+ * every acknowledged write. */
+static int lose_in_set(pmap_replicas *r, uint32_t id)
 {
-    pmap_failover f = {0, 0, 0};
+    int rv = fail_in_set(r, id);
+    int f = r->last_out != 0 ? pmap_replicas_index(r, r->last_out) : -1;
+    if (rv == 3 && f > 0) {
+        promote(r, (uint32_t)f, in_sync_bits(r));
+        r->changes++;
+        r->last_out = 0; /* the lost copy holds nothing */
+        return 4;
+    }
+    if (rv != 3) {
+        /* A set whose last_out was id: that copy holds nothing now. */
+        r->last_out = r->last_out == id ? 0 : r->last_out;
+    }
+    return rv;
+}
+
+/* Applies fn (fail_in_set or lose_in_set) of node id to every replicated
+ * base partition of pm, counting what it did into *out (may be NULL). */
+static void each_set(pmap *pm, uint32_t id, int (*fn)(pmap_replicas *, uint32_t),
+                     pmap_failover *out)
+{
+    pmap_failover f = {0};
     for (size_t t = 0; t < pm->ntables; t++) {
         pmap_table *tb = &pm->tables[t];
         if (schema_replication(&tb->schema) < 2) {
             continue;
         }
         for (uint32_t p = 0; p < tb->schema.partitions; p++) {
-            switch (fail_in_set(&tb->parts[p], id)) {
+            switch (fn(&tb->parts[p], id)) {
             case 1:
                 f.shrunk++;
                 break;
@@ -64,6 +105,9 @@ void pmap_fail_node(pmap *pm, uint32_t id, pmap_failover *out)
             case 3:
                 f.stranded++;
                 break;
+            case 4:
+                f.recovered++;
+                break;
             default:
                 break;
             }
@@ -72,6 +116,16 @@ void pmap_fail_node(pmap *pm, uint32_t id, pmap_failover *out)
     if (out != NULL) {
         *out = f;
     }
+}
+
+void pmap_fail_node(pmap *pm, uint32_t id, pmap_failover *out)
+{
+    each_set(pm, id, fail_in_set, out);
+}
+
+void pmap_lose_node_copies(pmap *pm, uint32_t id, pmap_failover *out)
+{
+    each_set(pm, id, lose_in_set, out);
 }
 
 uint32_t pmap_min_in_sync(const pmap_replicas *r)
@@ -119,6 +173,7 @@ int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t prima
         }
         r->in_sync = in_sync_bits(r) | 1u << i;
         r->changes++;
+        r->last_out = 0; /* two in sync again */
     }
     return rv;
 }

@@ -23,6 +23,11 @@
  * pmap_replica_shrink, which its primary asks for, as long as
  * PMAP_MIN_IN_SYNC copies stay in sync.
  *
+ * Whenever a change leaves the primary the only copy in sync, the set
+ * notes the member that left last (last_out): it holds every acknowledged
+ * write, so it takes over should the primary lose its copy
+ * (pmap_lose_node_copies).
+ *
  * Every change of a set, and every DOWN or shrink of a follower that is
  * not in sync (which cancels a join its primary may have asked), bumps the
  * set's changes count. A join names the count its asker saw and is refused
@@ -47,14 +52,24 @@
 
 /* What pmap_fail_node did. */
 typedef struct pmap_failover {
-    size_t shrunk;   /* sets that lost a follower from the in-sync set */
-    size_t promoted; /* sets with a new primary */
-    size_t stranded; /* sets whose primary is id with no in-sync follower */
+    size_t shrunk;    /* sets that lost a follower from the in-sync set */
+    size_t promoted;  /* sets with a new primary */
+    size_t stranded;  /* sets whose primary is id with no in-sync follower */
+    size_t recovered; /* pmap_lose_node_copies: sets taken over by last_out */
 } pmap_failover;
 
 /* Applies node id's DOWN to every replicated base partition of pm (above).
  * Fills *out (may be NULL). Does not bump version. */
 void pmap_fail_node(pmap *pm, uint32_t id, pmap_failover *out);
+
+/* Node id lost its copies (it came back on an empty data dir): as
+ * pmap_fail_node, except that a set whose only copy in sync was id's is
+ * taken over by its last_out member, alone in sync at a new epoch (it holds
+ * every acknowledged write: none is acknowledged with one copy in sync),
+ * rather than left to id, which holds nothing; and last_out no longer
+ * names id anywhere. A set with no last_out stays with id (counted
+ * stranded: its acknowledged writes are lost). Does not bump version. */
+void pmap_lose_node_copies(pmap *pm, uint32_t id, pmap_failover *out);
 
 /* Adds node id to the in-sync set of partition part of table table_id, as
  * its primary primary_id asks at epoch, having seen the set at changes.

@@ -199,6 +199,60 @@ static void test_shrink(void **state)
     pmap_free(pm);
 }
 
+/* Set 0 {1,2,3}: node 2 DOWN, then node 3: node 1 alone in sync, and node
+ * 3, the last to leave, holds every acknowledged write. Node 1 back on an
+ * empty dir: node 3 takes over, alone in sync, at the next epoch; node 1
+ * is out of sync. A plain DOWN of node 1 would have left the set to it. */
+static void test_last_out_takes_over_a_lost_copy(void **state)
+{
+    (void)state;
+    pmap *pm = three_sets();
+    pmap_replicas *r = &pm->tables[0].parts[0];
+    pmap_fail_node(pm, 2, NULL);
+    assert_int_equal(r->last_out, 0); /* two in sync still */
+    pmap_fail_node(pm, 3, NULL);
+    assert_set(r, 1, 2, 3, 1, 1);
+    assert_int_equal(r->last_out, 3);
+    pmap *down = pmap_dup(pm);
+    pmap_failover f;
+    pmap_fail_node(down, 1, &f);
+    assert_int_equal(f.stranded, 2); /* a DOWN waits for node 1 (set 1 too) */
+    assert_set(&down->tables[0].parts[0], 1, 2, 3, 1, 1);
+    pmap_free(down);
+    uint64_t changes = r->changes;
+    pmap_lose_node_copies(pm, 1, &f);
+    assert_int_equal(f.recovered, 2);
+    assert_set(r, 3, 2, 1, 1, 2);
+    assert_int_equal(r->last_out, 0);
+    assert_true(r->changes > changes);
+    /* Set 1 {2,3,1} went the same way: 2 then 3 failed over to 1. */
+    assert_set(&pm->tables[0].parts[1], 3, 2, 1, 1, 7);
+    /* A join brings a second copy in: no last_out any more. */
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 3, 2, 1, r->changes), 0);
+    assert_set(r, 3, 2, 1, 5, 2);
+    assert_int_equal(r->last_out, 0);
+    /* With nobody known to hold every write, the set stays with the lost
+     * copy (counted stranded). */
+    pmap_fail_node(pm, 1, NULL);
+    assert_int_equal(r->last_out, 1);
+    r->last_out = 0;
+    pm->tables[0].parts[1].last_out = 0;
+    pmap_lose_node_copies(pm, 3, &f);
+    assert_int_equal(f.stranded, 2);
+    assert_int_equal(r->ids[0], 3);
+    /* A set whose last_out lost its copy forgets it. */
+    pmap_free(pm);
+    pm = three_sets();
+    r = &pm->tables[0].parts[0];
+    pmap_fail_node(pm, 2, NULL);
+    pmap_fail_node(pm, 3, NULL);
+    assert_int_equal(r->last_out, 3);
+    pmap_lose_node_copies(pm, 3, &f);
+    assert_int_equal(r->last_out, 0);
+    assert_int_equal(r->ids[0], 1);
+    pmap_free(pm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_promotions_counted),
         cmocka_unit_test(test_join),
         cmocka_unit_test(test_shrink),
+        cmocka_unit_test(test_last_out_takes_over_a_lost_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

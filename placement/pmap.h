@@ -75,7 +75,9 @@ typedef struct pmap_replicas {
     uint32_t ids[PMAP_MAX_REPLICAS]; /* ids[0] owns the partition (its primary) */
     uint32_t in_sync;                /* bit i: ids[i] is in sync */
     uint64_t epoch;                  /* >= 1 once placed; 0: an old map's */
-    uint64_t changes; /* counts changes of the set and cancelled joins (failover.h) */
+    uint64_t changes;  /* counts changes of the set and cancelled joins (failover.h) */
+    uint32_t last_out; /* while ids[0] alone is in sync: the member that left last, holding
+                          every acknowledged write; else 0 (failover.h) */
 } pmap_replicas;
 
 typedef struct pmap_table {

@@ -121,6 +121,7 @@ static Lapse__PartitionReplicas **replicas_to_pb(arena *a, const pmap_replicas *
         pr->in_sync = r->in_sync;
         pr->epoch = r->epoch;
         pr->changes = r->changes;
+        pr->last_out = r->last_out;
         out[p] = pr;
     }
     return out;
@@ -304,6 +305,7 @@ int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out
     out->in_sync = pb->in_sync;
     out->epoch = pb->epoch;
     out->changes = pb->changes;
+    out->last_out = pb->last_out;
     return 0;
 }
 
