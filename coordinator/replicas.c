@@ -86,8 +86,8 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
     const pmap_replicas *was = pmap_part(pmap_table_find_id(s->pm, c->table_id), c->part);
     const pmap_replicas *now = pmap_part(pmap_table_find_id(next, c->table_id), c->part);
     int idx = pmap_replicas_index(was, c->node);
-    if (pmap_in_sync(was, (uint32_t)idx) == pmap_in_sync(now, (uint32_t)idx) &&
-        was->changes == now->changes) {
+    const int was_in = pmap_in_sync(was, (uint32_t)idx); /* was dies with the commit */
+    if (was_in == pmap_in_sync(now, (uint32_t)idx) && was->changes == now->changes) {
         *version = s->pm->version; /* nothing to commit */
         goto out;
     }
@@ -97,7 +97,7 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
     }
     next = NULL;
     *version = s->pm->version;
-    if (c->shrink && !pmap_in_sync(now, (uint32_t)idx) && !pmap_in_sync(was, (uint32_t)idx)) {
+    if (c->shrink && !was_in) {
         log_info("node %u stays out of the in-sync set of table %u partition %u on its primary "
                  "%u's word (epoch %llu): %s; a join asked for it is void; map version %llu",
                  (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part, (unsigned)c->primary,
