@@ -198,7 +198,8 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
  * which the asker's map shows at changes; whatever the answer, counts id
  * as joining at that count (logship_int.h): a join lands only at the count
  * it was asked at, so writes wait for id until a map at another count says
- * whether it did. An ask with no answer is asked again (join_again).
+ * whether it did. An ask with no yes is asked again (join_again) until such
+ * a map comes.
  * REQUIRES: the stripe lock (the first ask, so no write comes between the
  * last record and the ask). */
 static void join(logship *ls, uint32_t table_id, uint32_t part, uint64_t epoch, uint64_t changes,
@@ -226,6 +227,10 @@ static void join(logship *ls, uint32_t table_id, uint32_t part, uint64_t epoch, 
                  resp->replica_join->pmap_version);
     } else if (rv == LAPSE_EWRONGNODE || rv == LAPSE_EINVAL || rv == LAPSE_ENOTFOUND ||
                rv == LAPSE_ESTATE) {
+        /* Asked again all the same: a refusal because the set moved on
+         * goes with a map at another count, which settles it, and one
+         * because the commit failed (a leader change) may pass next time. */
+        unknown = 1;
         log_info("table %u partition %u: the coordinator refused node %u's join: %s",
                  (unsigned)table_id, (unsigned)part, (unsigned)id, err);
     } else {
