@@ -274,7 +274,10 @@ t0=$(date +%s%N)
 "$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
 down_ms=$((($(date +%s%N) - t0) / 1000000))
 echo "local_cluster_test: down stopped the nine daemons in $down_ms ms"
-((down_ms < 3000)) || fail "down took $down_ms ms for nine daemons, want under 3000"
+# A bound on a hang (a daemon waiting out a lease or a timeout), not a speed
+# target: those live in bench/. The last node up can take a round timeout
+# (2 s) to stop, more under the sanitizers (3,065 ms once).
+((down_ms < 10000)) || fail "down took $down_ms ms for nine daemons, want under 10000 (a hang?)"
 n=$(grep -c "^stopped" "$tmp/down.out" || true)
 ((n == 9)) || fail "down stopped $n of 9: $(cat "$tmp/down.out")"
 # shellcheck source=deploy/proc.sh

@@ -462,6 +462,37 @@ static void test_group_call_answers_each_part(void **state)
     rs_node_digest(1, 1, 0); /* still serving */
 }
 
+/* Creates table (one partition, three copies), puts k0..k19 and waits
+ * until every copy is in sync; returns the set then. */
+static pmap_replicas twenty_in_sync(const char *table)
+{
+    create_one(table, 3, 0);
+    lapse_error e = {0};
+    for (int i = 0; i < 20; i++) {
+        assert_lapse_ok(put_once(table, i, "a", &e), &e);
+    }
+    pmap *pm = rs_wait_all_in_sync(table);
+    pmap_replicas r = pmap_table_find(pm, table)->parts[0];
+    pmap_free(pm);
+    return r;
+}
+
+/* Fails unless k0..k19 of table read back (strongly consistent reads). */
+static void assert_twenty_present(const char *table)
+{
+    for (int i = 0; i < 20; i++) {
+        lapse_item *key = item_json("{\"Id\":{\"S\":\"k%d\"}}", i);
+        lapse_item *got = NULL;
+        lapse_error e = {0};
+        assert_lapse_ok(lapse_get(rs_client(), table, key, &got, &e), &e);
+        if (got == NULL) {
+            fail_msg("table %s: acknowledged item k%d is gone", table, i);
+        }
+        lapse_item_free(got);
+        lapse_item_free(key);
+    }
+}
+
 /* The incarnation in node id's registry entry in etcd; 0 while it has no
  * key (or one with none). */
 static uint64_t incarnation_of(int id)
@@ -498,14 +529,8 @@ static void test_primary_back_on_an_empty_dir_is_failed_over(void **state)
 {
     (void)state;
     const char *table = "wiped";
-    create_one(table, 3, 0);
-    lapse_error e = {0};
-    for (int i = 0; i < 20; i++) {
-        assert_lapse_ok(put_once(table, i, "a", &e), &e);
-    }
-    pmap *pm = rs_wait_all_in_sync(table);
-    pmap_replicas before = pmap_table_find(pm, table)->parts[0];
-    pmap_free(pm);
+    pmap_replicas before = twenty_in_sync(table);
+    pmap *pm = NULL;
     int primary = (int)before.ids[0];
     uint64_t inc = incarnation_of(primary);
     assert_true(inc != 0);
@@ -551,16 +576,7 @@ static void test_primary_back_on_an_empty_dir_is_failed_over(void **state)
                  (unsigned)before.ids[0], (unsigned long long)pmap_epoch(&before));
     }
     pmap_free(pm);
-    for (int i = 0; i < 20; i++) {
-        lapse_item *key = item_json("{\"Id\":{\"S\":\"k%d\"}}", i);
-        lapse_item *got = NULL;
-        assert_lapse_ok(lapse_get(rs_client(), table, key, &got, &e), &e);
-        if (got == NULL) {
-            fail_msg("table %s: acknowledged item k%d is gone", table, i);
-        }
-        lapse_item_free(got);
-        lapse_item_free(key);
-    }
+    assert_twenty_present(table);
     assert_int_equal(rs_wait_copies_match(table, 10000), 20);
 }
 
@@ -595,14 +611,8 @@ static void test_last_copy_out_takes_over_from_an_empty_primary(void **state)
 {
     (void)state;
     const char *table = "lastout";
-    create_one(table, 3, 0);
-    lapse_error e = {0};
-    for (int i = 0; i < 20; i++) {
-        assert_lapse_ok(put_once(table, i, "a", &e), &e);
-    }
-    pmap *pm = rs_wait_all_in_sync(table);
-    pmap_replicas before = pmap_table_find(pm, table)->parts[0];
-    pmap_free(pm);
+    pmap_replicas before = twenty_in_sync(table);
+    pmap *pm = NULL;
     int primary = (int)before.ids[0], a = (int)before.ids[1], b = (int)before.ids[2];
 
     assert_int_equal(cluster_kill(rs_cluster(), a, SIGKILL), 0);
@@ -627,16 +637,7 @@ static void test_last_copy_out_takes_over_from_an_empty_primary(void **state)
     assert_int_equal(r->ids[0], (uint32_t)b);
     pmap_free(pm);
     rs_refuse_replicate_log(b, 0);
-    for (int i = 0; i < 20; i++) {
-        lapse_item *key = item_json("{\"Id\":{\"S\":\"k%d\"}}", i);
-        lapse_item *got = NULL;
-        assert_lapse_ok(lapse_get(rs_client(), table, key, &got, &e), &e);
-        if (got == NULL) {
-            fail_msg("table %s: acknowledged item k%d is gone", table, i);
-        }
-        lapse_item_free(got);
-        lapse_item_free(key);
-    }
+    assert_twenty_present(table);
     assert_int_equal(cluster_restart(rs_cluster(), a), 0);
     pmap_free(rs_wait_all_in_sync(table));
     assert_int_equal(rs_wait_copies_match(table, 15000), 20);
