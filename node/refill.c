@@ -46,15 +46,24 @@ static void pass(refill *r)
         }
         for (uint32_t p = 0; missing && p < t->schema.partitions && !stopping(r); p++) {
             uint64_t mark = 0;
-            if (t->schema.stream.enabled &&
-                pmap_replicas_index(pmap_stream_shard(t, p), ns->id) >= 0 &&
-                apply_stream_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) == 0 &&
+            const int host = t->schema.stream.enabled &&
+                             pmap_replicas_index(pmap_stream_shard(t, p), ns->id) >= 0;
+            if (host && apply_stream_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) == 0 &&
                 mark != 0) {
                 (void)streams_fill_shard(ns, pm, t, p, mark);
             }
             if (t->schema.ngsi > 0 &&
                 apply_gsi_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) == 0 && mark != 0) {
                 (void)gsi_fill_source(ns, pm, t, p, mark);
+            }
+            /* Whole again: no mark left for the reads to look at. */
+            int dropped = 0;
+            if (apply_forget_missing(ns->st, t->schema.id, p, host, t->schema.ngsi > 0, &dropped,
+                                     err, sizeof(err)) != 0) {
+                log_error("table %s partition %u: %s", t->schema.name, p, err);
+            } else if (dropped) {
+                log_info("table %s: this node's copies fed by partition %u are whole again",
+                         t->schema.name, p);
             }
         }
     }

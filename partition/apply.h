@@ -167,6 +167,16 @@ int apply_stream_fill(store *st, const table_schema *t, uint32_t shard, uint64_t
 int apply_stream_filled(store *st, uint32_t table_id, uint32_t shard, uint64_t mark, char *err,
                         size_t errlen);
 
+/* Drops the marks of source partition src_part (REPL_MISSING and both
+ * filled marks) once the copies this node keeps of it are whole: its
+ * stream copy filled through the mark (when stream is set: it hosts the
+ * shard) and its GSI copies too (when gsi is set). From then on the reads
+ * of those copies look at no mark of that source, as before the loss; a
+ * later loss notes a new one. *dropped is set when they went. Returns 0
+ * (dropped, or not whole yet) or LAPSE_EIO. */
+int apply_forget_missing(store *st, uint32_t table_id, uint32_t src_part, int stream, int gsi,
+                         int *dropped, char *err, size_t errlen);
+
 /* The value a GSI entry of t->gsi[gsi] holds for item it (t->gsi[gsi]'s
  * projection): appended to out. INDEX_PROJECT_ALL: the whole item;
  * INDEX_PROJECT_KEYS: the table's keys, the index's keys and the TTL

@@ -60,6 +60,40 @@ static int set_filled(store *st, uint32_t table_id, uint32_t part, uint8_t fille
     return rv;
 }
 
+int apply_forget_missing(store *st, uint32_t table_id, uint32_t src_part, int stream, int gsi,
+                         int *dropped, char *err, size_t errlen)
+{
+    uint64_t missing = 0, sf = 0, gf = 0;
+    *dropped = 0;
+    pthread_mutex_t *mu = store_apply_lock(st, table_id, src_part);
+    pthread_mutex_lock(mu);
+    int rv = store_repl_u64(st, table_id, REPL_MISSING, src_part, 0, 0, &missing, err, errlen);
+    if (rv == 0 && missing != 0) {
+        rv = store_repl_u64(st, table_id, REPL_STREAM_FILLED, src_part, 0, 0, &sf, err, errlen);
+    }
+    if (rv == 0 && missing != 0) {
+        rv = store_repl_u64(st, table_id, REPL_GSI_FILLED, src_part, 0, 0, &gf, err, errlen);
+    }
+    if (rv == 0 && missing != 0 && (!stream || sf >= missing) && (!gsi || gf >= missing)) {
+        db_batch *b = db_batch_new();
+        if (b == NULL) {
+            rv = oom(err, errlen);
+        } else {
+            static const uint8_t kinds[] = {REPL_MISSING, REPL_STREAM_FILLED, REPL_GSI_FILLED};
+            for (size_t i = 0; i < sizeof(kinds); i++) {
+                uint8_t k[ITEMKEY_REPL_MAX];
+                size_t klen = itemkey_repl(k, table_id, kinds[i], src_part, 0, 0);
+                db_batch_delete(b, st->db, CF_REPL, k, klen);
+            }
+            rv = db_write(st->db, b, 0, err, errlen);
+            db_batch_free(b);
+            *dropped = rv == 0;
+        }
+    }
+    pthread_mutex_unlock(mu);
+    return rv;
+}
+
 /* ======================================================================== */
 /* GSI copies                                                               */
 /* ======================================================================== */

@@ -527,6 +527,14 @@ static void test_gsi_fill_from_items(void **state)
     cf_dump(whole, CF_GSI, feed.id, &want);
     assert_true(want.n > 0);
     assert_kv_equal(&got, &want, "the filled copy's GSI entries");
+    /* Whole (no stream kept here): the marks go, and no read looks at any. */
+    int dropped = 0, any = 1;
+    assert_ok(apply_forget_missing(lost, feed.id, part, 1, 1, &dropped, e, el), f);
+    assert_int_equal(dropped, 0); /* a stream copy, were it kept, is not filled */
+    assert_ok(apply_forget_missing(lost, feed.id, part, 0, 1, &dropped, e, el), f);
+    assert_int_equal(dropped, 1);
+    assert_ok(apply_missing_any(lost, feed.id, &any, e, el), f);
+    assert_int_equal(any, 0);
     kv_fini(&got);
     kv_fini(&want);
     kv_fini(&items);
