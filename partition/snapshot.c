@@ -88,25 +88,27 @@ static int ranges_of(range *r, uint32_t table_id, uint32_t part)
     return rv != 0 ? LAPSE_ENOMEM : 0;
 }
 
-/* Reads the log position in the snapshot. */
-static int position_at(snapshot *s, uint32_t table_id, uint32_t part, uint64_t *epoch,
-                       uint64_t *seq, char *err, size_t errlen)
+/* Copies the value of repl key (table_id, kind, part) in the snapshot into
+ * *v (cleared; left empty when the key is absent). */
+static int repl_at(snapshot *s, uint32_t table_id, uint8_t kind, uint32_t part, buf *v, char *err,
+                   size_t errlen)
 {
     uint8_t k[ITEMKEY_REPL_MAX + 1];
-    size_t klen = itemkey_repl(k, table_id, REPL_LOG_POS, part, 0, 0);
+    size_t klen = itemkey_repl(k, table_id, kind, part, 0, 0);
     k[klen] = 0;
     db_iter *it = NULL;
+    buf_clear(v);
     int rv = db_iter_new_at(&it, s->st->db, s->snap, CF_REPL, k, klen, k, klen + 1);
-    *epoch = 0;
-    *seq = 0;
     if (rv != 0) {
-        return store_errf(rv, err, errlen, "cannot read the log position");
+        return store_errf(rv, err, errlen, "cannot read the partition's counters");
     }
     db_iter_seek_first(it);
     if (db_iter_valid(it)) {
         size_t vlen = 0;
-        const uint8_t *v = db_iter_value(it, &vlen);
-        rv = replog_pos_decode(v, vlen, table_id, part, epoch, seq, err, errlen);
+        const uint8_t *val = db_iter_value(it, &vlen);
+        if (buf_append(v, val, vlen) != 0) {
+            rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        }
     }
     if (rv == 0) {
         rv = db_iter_status(it, err, errlen);
@@ -115,16 +117,18 @@ static int position_at(snapshot *s, uint32_t table_id, uint32_t part, uint64_t *
     return rv;
 }
 
-int snapshot_open(snapshot **out, store *st, uint32_t table_id, uint32_t part, uint64_t *epoch,
-                  uint64_t *seq, char *err, size_t errlen)
+/* Opens the view: s->r from ranges_of, the first nranges handed out, and
+ * the snapshot itself. On error *out is NULL. */
+static int open_view(snapshot **out, store *st, uint32_t table_id, uint32_t part, size_t nranges,
+                     char *err, size_t errlen)
 {
-    *out = NULL;
     snapshot *s = calloc(1, sizeof(*s));
+    *out = NULL;
     if (s == NULL) {
         return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     s->st = st;
-    s->nranges = RANGE_COUNT;
+    s->nranges = nranges;
     int rv = ranges_of(s->r, table_id, part);
     if (rv == 0 && (s->snap = db_snapshot_new(st->db)) == NULL) {
         rv = LAPSE_ENOMEM;
@@ -133,7 +137,26 @@ int snapshot_open(snapshot **out, store *st, uint32_t table_id, uint32_t part, u
         snapshot_close(s);
         return store_errf(rv, err, errlen, "out of memory");
     }
-    if ((rv = position_at(s, table_id, part, epoch, seq, err, errlen)) != 0) {
+    *out = s;
+    return 0;
+}
+
+int snapshot_open(snapshot **out, store *st, uint32_t table_id, uint32_t part, uint64_t *epoch,
+                  uint64_t *seq, char *err, size_t errlen)
+{
+    snapshot *s = NULL;
+    buf v;
+    buf_init(&v);
+    *out = NULL;
+    *epoch = 0;
+    *seq = 0;
+    int rv = open_view(&s, st, table_id, part, RANGE_COUNT, err, errlen);
+    if (rv == 0 && (rv = repl_at(s, table_id, REPL_LOG_POS, part, &v, err, errlen)) == 0 &&
+        v.len > 0) {
+        rv = replog_pos_decode(v.data, v.len, table_id, part, epoch, seq, err, errlen);
+    }
+    buf_fini(&v);
+    if (rv != 0) {
         snapshot_close(s);
         return rv;
     }
@@ -182,70 +205,39 @@ int snapshot_next(snapshot *s, size_t max_bytes, int (*fn)(void *arg, const snap
     return 0;
 }
 
-/* Reads the last outbox seq in the snapshot (0: none yet). */
-static int outbox_last_at(snapshot *s, uint32_t table_id, uint32_t part, uint64_t *last, char *err,
-                          size_t errlen)
-{
-    uint8_t k[ITEMKEY_REPL_MAX + 1];
-    size_t klen = itemkey_repl(k, table_id, REPL_SOURCE, part, 0, 0);
-    k[klen] = 0;
-    db_iter *it = NULL;
-    int rv = db_iter_new_at(&it, s->st->db, s->snap, CF_REPL, k, klen, k, klen + 1);
-    *last = 0;
-    if (rv != 0) {
-        return store_errf(rv, err, errlen, "cannot read the outbox counters");
-    }
-    db_iter_seek_first(it);
-    if (db_iter_valid(it)) {
-        size_t vlen = 0;
-        const uint8_t *v = db_iter_value(it, &vlen);
-        if (vlen != 16 || buf_get_u64be(v) == 0) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
-                            "outbox counters of table %u partition %u are malformed",
-                            (unsigned)table_id, (unsigned)part);
-        } else {
-            *last = buf_get_u64be(v) - 1;
-        }
-    }
-    if (rv == 0) {
-        rv = db_iter_status(it, err, errlen);
-    }
-    db_iter_free(it);
-    return rv;
-}
-
 int snapshot_open_items(snapshot **out, store *st, uint32_t table_id, uint32_t part,
                         const uint8_t *after, size_t alen, uint64_t *outbox_last, char *err,
                         size_t errlen)
 {
+    snapshot *s = NULL;
+    buf v;
+    buf_init(&v);
     *out = NULL;
-    snapshot *s = calloc(1, sizeof(*s));
-    if (s == NULL) {
-        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
-    }
-    s->st = st;
-    s->nranges = 1; /* ranges_of puts the items first */
-    int rv = ranges_of(s->r, table_id, part);
-    if (rv == 0 && alen > 0) {
-        range *r = &s->r[0];
-        if (alen < r->lo.len || memcmp(after, r->lo.data, r->lo.len) != 0) {
-            snapshot_close(s);
-            return store_errf(LAPSE_EINVAL, err, errlen,
-                              "the start key is no item key of table %u partition %u",
-                              (unsigned)table_id, (unsigned)part);
-        }
+    *outbox_last = 0;
+    int rv = open_view(&s, st, table_id, part, 1, err, errlen); /* the items come first */
+    range *r = s != NULL ? &s->r[0] : NULL;
+    if (rv == 0 && alen > 0 && (alen < r->lo.len || memcmp(after, r->lo.data, r->lo.len) != 0)) {
+        rv = store_errf(LAPSE_EINVAL, err, errlen,
+                        "the start key is no item key of table %u partition %u", (unsigned)table_id,
+                        (unsigned)part);
+    } else if (rv == 0 && alen > 0) {
         buf_clear(&r->lo); /* the first key past after: after "\0" */
-        rv = buf_append(&r->lo, after, alen) != 0 || buf_append(&r->lo, "", 1) != 0 ? LAPSE_ENOMEM
-                                                                                    : 0;
+        if (buf_append(&r->lo, after, alen) != 0 || buf_append(&r->lo, "", 1) != 0) {
+            rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        }
     }
-    if (rv == 0 && (s->snap = db_snapshot_new(st->db)) == NULL) {
-        rv = LAPSE_ENOMEM;
+    if (rv == 0 && (rv = repl_at(s, table_id, REPL_SOURCE, part, &v, err, errlen)) == 0 &&
+        v.len > 0) {
+        if (v.len != 16 || buf_get_u64be(v.data) == 0) {
+            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
+                            "outbox counters of table %u partition %u are malformed",
+                            (unsigned)table_id, (unsigned)part);
+        } else {
+            *outbox_last = buf_get_u64be(v.data) - 1;
+        }
     }
+    buf_fini(&v);
     if (rv != 0) {
-        snapshot_close(s);
-        return store_errf(rv, err, errlen, "out of memory");
-    }
-    if ((rv = outbox_last_at(s, table_id, part, outbox_last, err, errlen)) != 0) {
         snapshot_close(s);
         return rv;
     }
