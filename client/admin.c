@@ -2,7 +2,7 @@
  * admin.c: table management and cluster status through the coordinator, and
  * their JSON forms (DynamoDB-like names, built with jansson):
  *
- *   describe: {"Table":{"TableName","TableId","KeySchema","AttributeDefinitions",
+ *   describe: {"Table":{"TableName","TableId","CreatedAtMs"?,"KeySchema","AttributeDefinitions",
  *              "PartitionCount","PartitionsPerNode":{"1":22,...},"HideExpired",
  *              "TimeToLive":{...},"LocalSecondaryIndexes"?,"GlobalSecondaryIndexes"?,
  *              "StreamSpecification","StreamShards"?}}
@@ -110,6 +110,9 @@ static json_t *table_json(const Lapse__TableMap *tm)
     }
     json_object_set_new(t, "TableName", json_string(s->name));
     json_object_set_new(t, "TableId", json_integer(s->id));
+    if (s->created_ms > 0) {
+        json_object_set_new(t, "CreatedAtMs", json_integer((json_int_t)s->created_ms));
+    }
     json_object_set_new(t, "KeySchema", keys);
     json_object_set_new(t, "AttributeDefinitions", defs);
     json_object_set_new(t, "PartitionCount", json_integer(s->partitions));
@@ -128,8 +131,8 @@ static json_t *table_json(const Lapse__TableMap *tm)
 }
 
 /* The lag report of follower node of partition part of table_id, or NULL. */
-static const Lapse__ReplicaLag *lag_of(Lapse__ReplicaLag *const *lags, size_t n,
-                                       uint32_t table_id, uint32_t part, uint32_t node)
+static const Lapse__ReplicaLag *lag_of(Lapse__ReplicaLag *const *lags, size_t n, uint32_t table_id,
+                                       uint32_t part, uint32_t node)
 {
     for (size_t i = 0; i < n; i++) {
         if (lags[i]->table_id == table_id && lags[i]->partition == part && lags[i]->node == node) {
@@ -205,8 +208,8 @@ static int describe_replica_sets(json_t *doc, const Lapse__DescribeTableResponse
                  : 0;
     }
     if (rv == 0 && (replica_sets_json(sets, tm->schema->id, tm->schema->name, parts,
-                                      (uint32_t)tm->n_partitions, 0,
-                                      d->replica_lag, d->n_replica_lag, &under) != 0 ||
+                                      (uint32_t)tm->n_partitions, 0, d->replica_lag,
+                                      d->n_replica_lag, &under) != 0 ||
                     json_object_set(json_object_get(doc, "Table"), "ReplicaSets", sets) != 0)) {
         rv = LAPSE_ENOMEM;
     }

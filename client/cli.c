@@ -24,7 +24,8 @@ static const cli_command commands[] = {
      "T --partition-key NAME:S|N|B [--sort-key NAME:S|N|B] [--partitions N]\n"
      "             [--replication 1|2|3] [--hide-expired] [--lsi NAME=SK:TYPE]...\n"
      "             [--gsi NAME=PK:TYPE[,SK:TYPE][,projection=all|keys][,partitions=N]]...\n"
-     "             [--stream on|off [--stream-retention-hours H] [--stream-ttl-deletes on|off]]",
+     "             [--stream on|off [--stream-retention-hours H] [--stream-ttl-deletes on|off]\n"
+     "                              [--stream-view-type VIEW]]",
      "Creates table T (partitions: a power of two, default 64) and prints its description.\n"
      "--replication N keeps N copies of each partition on N distinct nodes (default 1):\n"
      "every write is acknowledged once each copy has it durably.\n"
@@ -37,6 +38,8 @@ static const cli_command commands[] = {
      "  attribute), and its own partitions (a power of two, default T's).\n"
      "--stream on: a change stream of every write, one shard per partition, kept H hours\n"
      "  (1-8760, default 24); --stream-ttl-deletes off leaves TTL deletes out of it.\n"
+     "  --stream-view-type: what a record shows of the item, NEW_AND_OLD_IMAGES (default),\n"
+     "  KEYS_ONLY, NEW_IMAGE or OLD_IMAGE, as DynamoDB's StreamViewType.\n"
      "TYPE is S, N or B. An admin call: sends the admin token."},
     {"describe-table", cli_describe_table, "T",
      "Prints table T's description as JSON, with its indexes (LocalSecondaryIndexes,\n"

@@ -73,8 +73,7 @@ int cli_delete_table(cli_ctx *ctx, int argc, char **argv)
     /* DynamoDB's DeleteTable answers with the table's description; the
      * table is gone by now, so its name and final status. The name needs no
      * escaping: the coordinator only has tables named [A-Za-z0-9_.-]. */
-    printf("{\"TableDescription\":{\"TableName\":\"%s\",\"TableStatus\":\"DELETED\"}}\n",
-           a.pos[0]);
+    printf("{\"TableDescription\":{\"TableName\":\"%s\",\"TableStatus\":\"DELETED\"}}\n", a.pos[0]);
     return CLI_OK;
 }
 
@@ -253,13 +252,22 @@ static int stream_flags(cli_ctx *ctx, const cli_args *a, lapse_table_def *def)
     const char *on = cli_flag(a, "--stream");
     const char *hours = cli_flag(a, "--stream-retention-hours");
     const char *ttl = cli_flag(a, "--stream-ttl-deletes");
+    const char *view = cli_flag(a, "--stream-view-type");
     int rv, ttl_on = 1;
     if (on != NULL && (rv = on_off(ctx, "--stream", on, &def->stream)) != CLI_OK) {
         return rv;
     }
-    if ((hours != NULL || ttl != NULL) && !def->stream) {
+    if ((hours != NULL || ttl != NULL || view != NULL) && !def->stream) {
         return cli_usage(ctx, "%s needs --stream on",
-                         hours != NULL ? "--stream-retention-hours" : "--stream-ttl-deletes");
+                         hours != NULL ? "--stream-retention-hours"
+                         : ttl != NULL ? "--stream-ttl-deletes"
+                                       : "--stream-view-type");
+    }
+    if (view != NULL && (def->stream_view = lapse_stream_view_parse(view)) < 0) {
+        return cli_usage(ctx,
+                         "--stream-view-type must be NEW_AND_OLD_IMAGES, KEYS_ONLY, NEW_IMAGE or "
+                         "OLD_IMAGE, not %s",
+                         view);
     }
     if (hours != NULL) {
         if ((rv = cli_uint(ctx, "--stream-retention-hours", hours, &def->stream_retention_hours)) !=
@@ -288,6 +296,7 @@ int cli_create_table(cli_ctx *ctx, int argc, char **argv)
                                          "--stream",
                                          "--stream-retention-hours",
                                          "--stream-ttl-deletes",
+                                         "--stream-view-type",
                                          "--replication",
                                          NULL};
     static const char *const switches[] = {"--hide-expired", NULL};

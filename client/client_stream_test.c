@@ -247,7 +247,7 @@ static void test_records_render_as_dynamodb_streams_json(void **state)
 
     lapse_stream_batch *b = NULL;
     lapse_error err;
-    if (stream_batch_from_pb(&x.r, 3, 4, &b, &err) != 0) {
+    if (stream_batch_from_pb(&x.r, 3, 4, LAPSE_STREAM_NEW_AND_OLD_IMAGES, &b, &err) != 0) {
         fail_msg("stream_batch_from_pb: %s", err.message);
     }
     arena_fini(&x.a); /* the batch owns copies */
@@ -318,7 +318,8 @@ static void test_bad_replies_are_refused(void **state)
     reply_init(&x, 9, 1);
     add(&x, 5, LAPSE__STREAM_RECORD__EVENT_NAME__INSERT, 1, K, NULL, V1);
     add(&x, 5, LAPSE__STREAM_RECORD__EVENT_NAME__MODIFY, 2, K, V1, V2);
-    assert_int_equal(stream_batch_from_pb(&x.r, 3, 0, &b, &err), LAPSE_EPROTO);
+    assert_int_equal(stream_batch_from_pb(&x.r, 3, 0, LAPSE_STREAM_NEW_AND_OLD_IMAGES, &b, &err),
+                     LAPSE_EPROTO);
     assert_null(b);
     assert_non_null(strstr(err.message, "increasing order"));
     arena_fini(&x.a);
@@ -326,13 +327,15 @@ static void test_bad_replies_are_refused(void **state)
     /* At or before the position asked for. */
     reply_init(&x, 9, 1);
     add(&x, 4, LAPSE__STREAM_RECORD__EVENT_NAME__INSERT, 1, K, NULL, V1);
-    assert_int_equal(stream_batch_from_pb(&x.r, 3, 4, &b, &err), LAPSE_EPROTO);
+    assert_int_equal(stream_batch_from_pb(&x.r, 3, 4, LAPSE_STREAM_NEW_AND_OLD_IMAGES, &b, &err),
+                     LAPSE_EPROTO);
     arena_fini(&x.a);
 
     /* No keys. */
     reply_init(&x, 9, 1);
     add(&x, 5, LAPSE__STREAM_RECORD__EVENT_NAME__INSERT, 1, NULL, NULL, V1);
-    assert_int_equal(stream_batch_from_pb(&x.r, 3, 0, &b, &err), LAPSE_EPROTO);
+    assert_int_equal(stream_batch_from_pb(&x.r, 3, 0, LAPSE_STREAM_NEW_AND_OLD_IMAGES, &b, &err),
+                     LAPSE_EPROTO);
     assert_non_null(strstr(err.message, "without keys"));
     arena_fini(&x.a);
 
@@ -340,16 +343,62 @@ static void test_bad_replies_are_refused(void **state)
     reply_init(&x, 9, 1);
     Lapse__StreamRecord *r = add(&x, 5, LAPSE__STREAM_RECORD__EVENT_NAME__INSERT, 1, K, NULL, V1);
     r->event_name = (Lapse__StreamRecord__EventName)7;
-    assert_int_equal(stream_batch_from_pb(&x.r, 3, 0, &b, &err), LAPSE_EPROTO);
+    assert_int_equal(stream_batch_from_pb(&x.r, 3, 0, LAPSE_STREAM_NEW_AND_OLD_IMAGES, &b, &err),
+                     LAPSE_EPROTO);
     arena_fini(&x.a);
 
     /* An empty reply is a batch without records. */
     reply_init(&x, 0, 0);
-    assert_int_equal(stream_batch_from_pb(&x.r, 0, 0, &b, &err), 0);
+    assert_int_equal(stream_batch_from_pb(&x.r, 0, 0, LAPSE_STREAM_NEW_AND_OLD_IMAGES, &b, &err),
+                     0);
     assert_int_equal(lapse_stream_batch_count(b), 0);
     assert_null(lapse_stream_batch_record(b, 0));
     lapse_stream_batch_free(b);
     arena_fini(&x.a);
+}
+
+/* Each view leaves out the images it hides, and the JSON names it. */
+static void test_views_hide_images(void **state)
+{
+    (void)state;
+    static const struct {
+        lapse_stream_view view;
+        const char *name;
+        int old_shown, new_shown;
+    } cases[] = {
+        {LAPSE_STREAM_NEW_AND_OLD_IMAGES, "NEW_AND_OLD_IMAGES", 1, 1},
+        {LAPSE_STREAM_KEYS_ONLY, "KEYS_ONLY", 0, 0},
+        {LAPSE_STREAM_NEW_IMAGE, "NEW_IMAGE", 0, 1},
+        {LAPSE_STREAM_OLD_IMAGE, "OLD_IMAGE", 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        reply x;
+        reply_init(&x, 6, 6);
+        add(&x, 6, LAPSE__STREAM_RECORD__EVENT_NAME__MODIFY, 1790000001999, K, V1, V2);
+        lapse_stream_batch *b = NULL;
+        lapse_error err;
+        assert_int_equal(stream_batch_from_pb(&x.r, 3, 5, cases[i].view, &b, &err), 0);
+        arena_fini(&x.a);
+        const lapse_stream_record *r = lapse_stream_batch_record(b, 0);
+        assert_non_null(r->keys);
+        assert_int_equal(r->old_image != NULL, cases[i].old_shown);
+        assert_int_equal(r->new_image != NULL, cases[i].new_shown);
+        assert_int_equal(r->view, cases[i].view);
+        char *json = lapse_stream_record_to_json(r);
+        char want[64];
+        snprintf(want, sizeof want, "\"StreamViewType\":\"%s\"", cases[i].name);
+        assert_non_null(strstr(json, want));
+        assert_int_equal(strstr(json, "\"OldImage\"") != NULL, cases[i].old_shown);
+        assert_int_equal(strstr(json, "\"NewImage\"") != NULL, cases[i].new_shown);
+        lapse_free(json);
+        lapse_stream_batch_free(b);
+        assert_string_equal(lapse_stream_view_name((int)cases[i].view), cases[i].name);
+        assert_int_equal(lapse_stream_view_parse(cases[i].name), (int)cases[i].view);
+    }
+    assert_null(lapse_stream_view_name(4));
+    assert_null(lapse_stream_view_name(-1));
+    assert_int_equal(lapse_stream_view_parse("NEW_IMAGES"), -1);
+    assert_int_equal(lapse_stream_view_parse(NULL), -1);
 }
 
 /* Calls refuse NULL arguments before touching the network. */
@@ -381,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_gsi_partition_matches_partition_layer),
         cmocka_unit_test(test_base_and_lsi_routes),
         cmocka_unit_test(test_records_render_as_dynamodb_streams_json),
+        cmocka_unit_test(test_views_hide_images),
         cmocka_unit_test(test_bad_replies_are_refused),
         cmocka_unit_test(test_stream_null_arguments),
     };

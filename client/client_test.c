@@ -567,8 +567,9 @@ static void test_cli_usage_errors(void **state)
         {"--gsi", "ByEmail=Email:S,partitions=4,partitions=8"},
         {"--gsi", "ByEmail=Email:S,,"},
         {"--stream", "yes"},
-        {"--stream-retention-hours", "24"}, /* without --stream on */
-        {"--stream-ttl-deletes", "off"},    /* without --stream on */
+        {"--stream-retention-hours", "24"},  /* without --stream on */
+        {"--stream-ttl-deletes", "off"},     /* without --stream on */
+        {"--stream-view-type", "KEYS_ONLY"}, /* without --stream on */
     };
     for (size_t i = 0; i < sizeof bad_index_flags / sizeof bad_index_flags[0]; i++) {
         int rv = run_cli("create-table", "T", "--partition-key", "id:S", "--sort-key", "s:N",
@@ -586,6 +587,9 @@ static void test_cli_usage_errors(void **state)
                      2);
     assert_int_equal(run_cli("create-table", "T", "--partition-key", "id:S", "--stream", "on",
                              "--stream-ttl-deletes", "maybe", NULL),
+                     2);
+    assert_int_equal(run_cli("create-table", "T", "--partition-key", "id:S", "--stream", "on",
+                             "--stream-view-type", "keys_only", NULL),
                      2);
     assert_int_equal(run_cli("create-table", "--help", NULL), 0);
 

@@ -133,11 +133,16 @@ int indexcfg_to_pb(arena *a, const lapse_table_def *def, Lapse__TableSchema *s, 
         return rv;
     }
     if (!def->stream) {
-        if (def->stream_retention_hours != 0 || def->stream_exclude_ttl_deletes) {
+        if (def->stream_retention_hours != 0 || def->stream_exclude_ttl_deletes ||
+            def->stream_view != 0) {
             return client_err(err, LAPSE_EINVAL,
-                              "stream retention and TTL-delete settings need a stream");
+                              "stream retention, view and TTL-delete settings need a stream");
         }
         return 0;
+    }
+    if (lapse_stream_view_name(def->stream_view) == NULL) {
+        return client_err(err, LAPSE_EINVAL, "stream view %d is none of lapse_stream_view's",
+                          def->stream_view);
     }
     Lapse__StreamConfig *sc = arena_alloc(a, sizeof *sc);
     if (sc == NULL) {
@@ -147,6 +152,7 @@ int indexcfg_to_pb(arena *a, const lapse_table_def *def, Lapse__TableSchema *s, 
     sc->enabled = 1;
     sc->exclude_ttl_deletes = def->stream_exclude_ttl_deletes != 0;
     sc->retention_hours = def->stream_retention_hours;
+    sc->view = (Lapse__StreamView)def->stream_view;
     s->stream = sc;
     return 0;
 }
@@ -309,7 +315,8 @@ static int stream_json(json_t *t, const Lapse__TableMap *tm)
     uint32_t hours =
         sc->retention_hours ? sc->retention_hours : SCHEMA_DEFAULT_STREAM_RETENTION_HOURS;
     json_t *shards = json_array();
-    if (put(spec, "StreamViewType", json_string("NEW_AND_OLD_IMAGES")) != 0 ||
+    const char *view = lapse_stream_view_name((int)sc->view);
+    if (put(spec, "StreamViewType", json_string(view != NULL ? view : "NEW_AND_OLD_IMAGES")) != 0 ||
         put(spec, "TtlDeletes", json_boolean(!sc->exclude_ttl_deletes)) != 0 ||
         put(spec, "RetentionHours", json_integer(hours)) != 0 || shards == NULL ||
         put(t, "StreamShards", shards) != 0) {

@@ -159,6 +159,7 @@ typedef struct lapse_table_def {
     unsigned stream_retention_hours; /* with stream: 1 to 8760; 0: 24 */
     int stream_exclude_ttl_deletes;  /* with stream: TTL deletes stay out of it */
     unsigned replication; /* copies of each partition, 1 to 3 (at most the UP nodes); 0: 1 */
+    int stream_view;      /* with stream: a lapse_stream_view (0: both images) */
 } lapse_table_def;
 
 int lapse_create_table(lapse_client *c, const lapse_table_def *def, lapse_error *err);
@@ -175,9 +176,9 @@ int lapse_delete_table(lapse_client *c, const char *table, lapse_error *err);
  * "KeySchema","Projection":{"ProjectionType":"ALL"|"KEYS_ONLY"}}] and
  * "GlobalSecondaryIndexes":[{...,"Partitions","PartitionsPerNode"}]; and
  * "StreamSpecification":{"StreamEnabled"} plus, with a stream,
- * "StreamViewType":"NEW_AND_OLD_IMAGES","TtlDeletes","RetentionHours" and
- * "StreamShards":[{"Partition","NodeId","NodeIds"}] (the copies of each shard, NodeId the first, which readers try first).
- * Create-table fails with LAPSE_EINVAL and the coordinator's reason for a
+ * "StreamViewType" (lapse_stream_view_name),"TtlDeletes","RetentionHours" and
+ * "StreamShards":[{"Partition","NodeId","NodeIds"}] (the copies of each shard, NodeId the first,
+ * which readers try first). Create-table fails with LAPSE_EINVAL and the coordinator's reason for a
  * bad index or stream declaration. */
 int lapse_describe_table(lapse_client *c, const char *table, char **json_out, lapse_error *err);
 int lapse_list_tables(lapse_client *c, char **json_out, lapse_error *err);
@@ -279,7 +280,7 @@ typedef struct lapse_query_opts {
     int reverse;
     const lapse_item *exclusive_start_key; /* a previous page's last key */
     const char *partition_key_name;        /* optional: checked against the schema */
-    int hide_expired; /* non-zero: leave out expired items (lapse_set_hide_expired) */
+    int hide_expired;          /* non-zero: leave out expired items (lapse_set_hide_expired) */
     int eventually_consistent; /* non-zero: as lapse_read_opts' (base and LSI queries;
                                   a GSI query is eventually consistent anyway) */
 } lapse_query_opts;
@@ -288,7 +289,7 @@ typedef struct lapse_scan_opts {
     unsigned limit;                        /* 0: no limit */
     unsigned segment, total_segments;      /* parallel scan; 0, 0 = whole table */
     const lapse_item *exclusive_start_key; /* a previous page's last key */
-    int hide_expired; /* non-zero: leave out expired items (lapse_set_hide_expired) */
+    int hide_expired;          /* non-zero: leave out expired items (lapse_set_hide_expired) */
     int eventually_consistent; /* non-zero: as lapse_read_opts' */
 } lapse_scan_opts;
 
@@ -350,6 +351,21 @@ void lapse_page_free(lapse_page *p);
  * partition's owner) and fills shortly after the write is acknowledged.
  */
 
+/* What a record shows of the item (DynamoDB's StreamViewType), chosen at
+ * create-table. Reads leave out the images the view does not show. */
+typedef enum lapse_stream_view {
+    LAPSE_STREAM_NEW_AND_OLD_IMAGES = 0,
+    LAPSE_STREAM_KEYS_ONLY = 1,
+    LAPSE_STREAM_NEW_IMAGE = 2,
+    LAPSE_STREAM_OLD_IMAGE = 3
+} lapse_stream_view;
+
+/* The view's DynamoDB name ("NEW_AND_OLD_IMAGES", ...), or NULL when v is
+ * none. */
+const char *lapse_stream_view_name(int v);
+/* The view named name, or -1 when it names none. */
+int lapse_stream_view_parse(const char *name);
+
 typedef enum lapse_stream_event {
     LAPSE_STREAM_INSERT = 0, /* a new item: new image only */
     LAPSE_STREAM_MODIFY = 1, /* an item replaced or updated: both images */
@@ -371,6 +387,7 @@ typedef struct lapse_stream_record {
     const char *ttl_attribute; /* TTL deletes: the TTL attribute; otherwise "" */
     int64_t ttl_expires_at_ms; /* TTL deletes: the item's due instant, epoch ms */
     int64_t ttl_deleted_at_ms; /* TTL deletes: when it was deleted, epoch ms */
+    lapse_stream_view view;    /* the table's: old_image / new_image are NULL where it hides them */
 } lapse_stream_record;
 
 /* Where one shard lives: shard = the base partition. */

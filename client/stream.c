@@ -72,8 +72,40 @@ static int slot_item(const Lapse__Item *pb, struct lapse_item *slot, const char 
     return 0;
 }
 
+static const char *const view_names[] = {"NEW_AND_OLD_IMAGES", "KEYS_ONLY", "NEW_IMAGE",
+                                         "OLD_IMAGE"};
+
+const char *lapse_stream_view_name(int v)
+{
+    return v >= 0 && v < (int)(sizeof view_names / sizeof view_names[0]) ? view_names[v] : NULL;
+}
+
+int lapse_stream_view_parse(const char *name)
+{
+    for (int v = 0; name != NULL && v < (int)(sizeof view_names / sizeof view_names[0]); v++) {
+        if (strcmp(view_names[v], name) == 0) {
+            return v;
+        }
+    }
+    return -1;
+}
+
+/* Drops the images of s that view hides (invariant 2). */
+static void apply_view(stream_slot *s, lapse_stream_view view)
+{
+    if (view == LAPSE_STREAM_KEYS_ONLY || view == LAPSE_STREAM_NEW_IMAGE) {
+        item_free(s->old_image.it);
+        s->old_image.it = NULL;
+    }
+    if (view == LAPSE_STREAM_KEYS_ONLY || view == LAPSE_STREAM_OLD_IMAGE) {
+        item_free(s->new_image.it);
+        s->new_image.it = NULL;
+    }
+}
+
 int stream_batch_from_pb(const Lapse__GetStreamRecordsResponse *r, uint32_t shard,
-                         uint64_t after_seq, lapse_stream_batch **out, lapse_error *err)
+                         uint64_t after_seq, lapse_stream_view view, lapse_stream_batch **out,
+                         lapse_error *err)
 {
     int rv = 0;
     *out = NULL;
@@ -107,6 +139,7 @@ int stream_batch_from_pb(const Lapse__GetStreamRecordsResponse *r, uint32_t shar
             (rv = slot_item(pr->new_image, &s->new_image, "new image", shard, prev, err)) != 0) {
             goto fail;
         }
+        apply_view(s, view);
         if (pr->ttl_delete && (s->ttl_attr = strdup(pr->ttl_attribute)) == NULL) {
             rv = client_err(err, LAPSE_ENOMEM, "out of memory");
             goto fail;
@@ -137,6 +170,7 @@ int stream_batch_from_pb(const Lapse__GetStreamRecordsResponse *r, uint32_t shar
         rec->ttl_attribute = s->ttl_attr != NULL ? s->ttl_attr : "";
         rec->ttl_expires_at_ms = pr->ttl_delete ? pr->ttl_expires_at_ms : 0;
         rec->ttl_deleted_at_ms = pr->ttl_delete ? pr->ttl_deleted_at_ms : 0;
+        rec->view = view;
     }
     *out = b;
     return 0;
@@ -191,7 +225,8 @@ json_t *stream_record_json(const lapse_stream_record *r)
     bad |= put(ddb, "ApproximateCreationDateTime",
                json_integer(floor_seconds(r->approximate_creation_ms)));
     bad |= put(ddb, "SizeBytes", json_integer((json_int_t)r->size_bytes));
-    bad |= put(ddb, "StreamViewType", json_string("NEW_AND_OLD_IMAGES"));
+    const char *view = lapse_stream_view_name((int)r->view);
+    bad |= put(ddb, "StreamViewType", json_string(view != NULL ? view : view_names[0]));
     bad |= json_object_set_new(doc, "dynamodb", ddb);
     if (r->ttl_delete) {
         json_t *who = json_object(), *ttl = json_object();
@@ -304,6 +339,7 @@ int lapse_stream_shards(lapse_client *c, const char *table, lapse_stream_shard *
  * every shard's request in flight at once. */
 typedef struct read_ctx {
     const char *table;
+    lapse_stream_view view;
     const lapse_stream_request *reqs;
     lapse_stream_batch **out;
 } read_ctx;
@@ -344,8 +380,8 @@ static int read_done(void *ctx, const size_t *idx, size_t n, const Lapse__Respon
     }
     lapse_stream_batch_free(x->out[idx[0]]); /* a resend after a lost reply */
     x->out[idx[0]] = NULL;
-    return stream_batch_from_pb(resp->get_stream_records, q->shard, q->after_seq, &x->out[idx[0]],
-                                err);
+    return stream_batch_from_pb(resp->get_stream_records, q->shard, q->after_seq, x->view,
+                                &x->out[idx[0]], err);
 }
 
 int lapse_stream_read_many(lapse_client *c, const char *table, const lapse_stream_request *reqs,
@@ -387,7 +423,7 @@ int lapse_stream_read_many(lapse_client *c, const char *table, const lapse_strea
             .table = table, .table_id = t.id, .part = reqs[i].shard, .kind = CLIENT_ROUTE_STREAM};
         e[i].bytes = 1;
     }
-    read_ctx x = {table, reqs, out};
+    read_ctx x = {table, (lapse_stream_view)t.stream.view, reqs, out};
     rv = batch_run(c, e, n, &ops, &x, err);
     free(e);
     if (rv != 0) {

@@ -30,7 +30,7 @@
 #define SCHEMA_MAX_KEY_NAME 255
 #define SCHEMA_DEFAULT_PARTITIONS 64
 #define SCHEMA_MAX_PARTITIONS 4096
-#define SCHEMA_MAX_REPLICATION 3 /* PMAP_MAX_REPLICAS */
+#define SCHEMA_MAX_REPLICATION 3  /* PMAP_MAX_REPLICAS */
 #define SCHEMA_MAX_KEY_BYTES 2048 /* DynamoDB: partition key 2048 B, sort key 1024 B */
 #define SCHEMA_MAX_SORT_KEY_BYTES 1024
 
@@ -63,8 +63,8 @@ typedef struct table_ttl {
  * (and optional sort key) and its own partitions, placed on nodes by the
  * coordinator; its entries arrive through the outbox. Sparse: an item
  * without every key attribute of an index is not in it; an index key
- * attribute of another type is refused (schema_check_item). An entry projects the table's keys, the index's keys and the TTL
- * attribute (INDEX_PROJECT_KEYS), or the whole item (INDEX_PROJECT_ALL).
+ * attribute of another type is refused (schema_check_item). An entry projects the table's keys, the
+ * index's keys and the TTL attribute (INDEX_PROJECT_KEYS), or the whole item (INDEX_PROJECT_ALL).
  */
 #define SCHEMA_MAX_LSI 5  /* DynamoDB's limit */
 #define SCHEMA_MAX_GSI 20 /* DynamoDB's default quota */
@@ -82,8 +82,18 @@ typedef struct index_def {
 
 /* The table's change stream: one shard per base partition, each hosted on a
  * node other than the partition's (docs/replication.md). */
+typedef enum stream_view {
+    STREAM_VIEW_NEW_AND_OLD = 0, /* also every stream from before views */
+    STREAM_VIEW_KEYS_ONLY = 1,
+    STREAM_VIEW_NEW_IMAGE = 2,
+    STREAM_VIEW_OLD_IMAGE = 3
+} stream_view;
+
+/* Shards keep both images whatever the view: readers leave out what it does
+ * not show. */
 typedef struct table_stream {
     int enabled;
+    stream_view view;
     int ttl_deletes;          /* 1: TTL deletes are in the stream (the default) */
     uint32_t retention_hours; /* records older are trimmed; 0 = 24 */
 } table_stream;
@@ -106,6 +116,7 @@ typedef struct table_schema {
     /* copies of each partition (replication.md "Replica sets"): 1 to
      * SCHEMA_MAX_REPLICATION; 0 (a schema from before replication) means 1 */
     uint32_t replication;
+    int64_t created_ms; /* wall-clock epoch ms of CreateTable; 0: not kept (older tables) */
 } table_schema;
 
 /* The copies of each of t's partitions (1 for a schema that predates

@@ -222,7 +222,10 @@ static void test_create_indexed_table(void **state)
     add_index(&a, &s->gsi, &s->n_gsi, ix(&a, "ByStatus", "Status", KS, "Date", KS, 1, 0));
     add_index(&a, &s->gsi, &s->n_gsi, ix(&a, "ByProduct", "Product", KS, NULL, 0, 0, 4));
     s->stream = stream(&a, 1, 0, 0);
+    s->stream->view = LAPSE__STREAM_VIEW__STREAM_VIEW_NEW_IMAGE;
+    s->created_ms = 5; /* the coordinator's clock decides */
     Lapse__Response *resp = NULL;
+    int64_t before = clock_wall_now().ms;
     assert_code(create(s, &resp, err, sizeof err), 0, err);
     arena_fini(&a);
 
@@ -243,6 +246,8 @@ static void test_create_indexed_table(void **state)
     assert_true(ts->stream->enabled);
     assert_false(ts->stream->exclude_ttl_deletes);
     assert_int_equal(ts->stream->retention_hours, 24);
+    assert_int_equal(ts->stream->view, LAPSE__STREAM_VIEW__STREAM_VIEW_NEW_IMAGE);
+    assert_true(ts->created_ms >= before && ts->created_ms <= clock_wall_now().ms);
 
     assert_int_equal(t->n_gsi, 2);
     assert_int_equal(t->gsi[0]->n_partitions, 8);

@@ -149,7 +149,8 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
     if (pb.partitions == 0) {
         pb.partitions = SCHEMA_DEFAULT_PARTITIONS;
     }
-    pb.ttl = NULL; /* TTL is set by UpdateTimeToLive only, as in DynamoDB */
+    pb.ttl = NULL;     /* TTL is set by UpdateTimeToLive only, as in DynamoDB */
+    pb.created_ms = 0; /* the coordinator's, set under the lock below */
     table_schema ts;
     memset(&ts, 0, sizeof(ts));
     int rv = wire_schema_from_pb(&pb, &ts, err, sizeof(err));
@@ -186,6 +187,7 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
         goto unlock;
     }
     ts.id = s->next_table_id;
+    ts.created_ms = clock_wall_now().ms;
     if ((next = pmap_dup(s->pm)) == NULL) {
         oom(resp, a);
         goto unlock;

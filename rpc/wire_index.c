@@ -80,6 +80,7 @@ int wire_indexes_to_pb(arena *a, const table_schema *t, Lapse__TableSchema *pb)
     s->enabled = 1;
     s->exclude_ttl_deletes = !t->stream.ttl_deletes;
     s->retention_hours = t->stream.retention_hours;
+    s->view = (Lapse__StreamView)t->stream.view;
     pb->stream = s;
     return 0;
 }
@@ -193,6 +194,12 @@ int wire_indexes_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *
         out->stream.enabled = 1;
         out->stream.ttl_deletes = !pb->stream->exclude_ttl_deletes;
         out->stream.retention_hours = pb->stream->retention_hours;
+        if ((unsigned)pb->stream->view > STREAM_VIEW_OLD_IMAGE) {
+            set_err(err, errlen, "table \"%.64s\": unknown stream view %d", out->name,
+                    (int)pb->stream->view);
+            return LAPSE_EINVAL;
+        }
+        out->stream.view = (stream_view)pb->stream->view;
     }
     return 0;
 }

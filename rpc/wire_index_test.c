@@ -64,6 +64,8 @@ static table_schema indexed(uint32_t id, const char *name, uint32_t partitions)
     t.stream.enabled = 1;
     t.stream.ttl_deletes = 0;
     t.stream.retention_hours = 48;
+    t.stream.view = STREAM_VIEW_OLD_IMAGE;
+    t.created_ms = 1790000000123;
     return t;
 }
 
@@ -99,6 +101,8 @@ static void indexed_schema_round_trips(void **state)
     assert_int_equal(un->gsi[1]->projection, LAPSE__INDEX_PROJECTION__PROJECTION_KEYS);
     assert_true(un->stream->enabled);
     assert_true(un->stream->exclude_ttl_deletes);
+    assert_int_equal(un->stream->view, LAPSE__STREAM_VIEW__STREAM_VIEW_OLD_IMAGE);
+    assert_int_equal(un->created_ms, 1790000000123);
     assert_rv(wire_schema_from_pb(un, &back, err, sizeof err), 0, err);
     assert_memory_equal(&t, &back, sizeof t);
     assert_rv(schema_validate(&back, err, sizeof err), 0, err);
@@ -366,6 +370,12 @@ static void m_retention(Lapse__TableMap *t, arena *a)
     t->schema->stream->retention_hours = 100000;
 }
 
+static void m_view(Lapse__TableMap *t, arena *a)
+{
+    (void)a;
+    t->schema->stream->view = (Lapse__StreamView)4;
+}
+
 static void bad_placements_are_rejected(void **state)
 {
     (void)state;
@@ -378,6 +388,7 @@ static void bad_placements_are_rejected(void **state)
     expect_rejected(m_gsi_repeated, "node 2 listed twice");
     expect_rejected(m_gsi_bad_partitions, "power of two");
     expect_rejected(m_hosts_short, "placements for 7 stream shards, it has 8");
+    expect_rejected(m_view, "unknown stream view 4");
     expect_rejected(m_hosts_unknown, "stream partition 5: node id 0");
     expect_rejected(m_hosts_without_stream, "placements for 8 stream shards, it has 0");
     expect_rejected(m_dup_index_id, "same index id 1");

@@ -93,6 +93,7 @@ Lapse__TableSchema *wire_schema_to_pb(arena *a, const table_schema *t)
     }
     pb->hide_expired = t->hide_expired != 0;
     pb->replication = t->replication;
+    pb->created_ms = t->created_ms;
     if (wire_indexes_to_pb(a, t, pb) != 0) {
         return NULL;
     }
@@ -269,6 +270,7 @@ int wire_schema_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *e
     }
     out->hide_expired = pb->hide_expired;
     out->replication = pb->replication;
+    out->created_ms = pb->created_ms;
     return wire_indexes_from_pb(pb, out, err, errlen);
 }
 
