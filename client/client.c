@@ -288,6 +288,15 @@ void lapse_set_hide_expired(lapse_client *c, int on)
     }
 }
 
+int lapse_refresh_map(lapse_client *c, lapse_error *err)
+{
+    if (c == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    int rv = client_refresh(c, client_timeout_ms(c), err);
+    return rv != 0 ? rv : client_ok(err);
+}
+
 void lapse_free(void *p)
 {
     free(p);

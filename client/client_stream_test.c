@@ -420,6 +420,9 @@ static void test_stream_null_arguments(void **state)
     assert_int_equal(lapse_stream_read_many(NULL, "T", &q, 1, &b, &err), LAPSE_EINVAL);
     assert_int_equal(lapse_query_index(NULL, "T", "I", &o, &page, &err), LAPSE_EINVAL);
     assert_null(page);
+    lapse_stream_info info;
+    assert_int_equal(lapse_stream_info_get(NULL, "T", &info, &err), LAPSE_EINVAL);
+    assert_int_equal(lapse_refresh_map(NULL, &err), LAPSE_EINVAL);
     assert_int_equal(lapse_stream_batch_count(NULL), 0);
     assert_int_equal(lapse_stream_batch_last_sequence(NULL), 0);
 }

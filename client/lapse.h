@@ -85,6 +85,11 @@ void lapse_set_admin_token(lapse_client *c, const char *token);
  * expired items still show until deleted), unless the table was created
  * with hide_expired. */
 void lapse_set_hide_expired(lapse_client *c, int on);
+/* Fetches the partition map from a coordinator now (calls otherwise refresh
+ * it only when a node or the cache says it is stale), so that tables
+ * created, deleted or re-created since are seen. Returns 0 or a transport
+ * error. */
+int lapse_refresh_map(lapse_client *c, lapse_error *err);
 void lapse_free(void *p);
 
 /* ---- items ---- */
@@ -404,6 +409,22 @@ typedef struct lapse_stream_shard {
  * LAPSE_ENOMEM; on error *out is NULL and *n 0. */
 int lapse_stream_shards(lapse_client *c, const char *table, lapse_stream_shard **out, size_t *n,
                         lapse_error *err);
+
+/* What identifies a table's stream, from the cached partition map. */
+typedef struct lapse_stream_info {
+    uint32_t table_id;      /* never reused: a re-created table has another */
+    int64_t created_ms;     /* the table's creation, epoch ms (0: an older table) */
+    lapse_stream_view view; /* what its records show */
+    uint32_t shards;        /* one per base partition: 0 .. shards-1 */
+    unsigned retention_hours;
+} lapse_stream_info;
+
+/* table's stream as the cached map has it (fetched once when the table is
+ * unknown; lapse_refresh_map first to see a re-created table). Returns 0,
+ * LAPSE_ENOTFOUND, LAPSE_EINVAL (the table has no stream) or a transport
+ * error. */
+int lapse_stream_info_get(lapse_client *c, const char *table, lapse_stream_info *out,
+                          lapse_error *err);
 
 /* Records read from one shard. */
 typedef struct lapse_stream_batch lapse_stream_batch;

@@ -304,6 +304,29 @@ out:
     return rv;
 }
 
+int lapse_stream_info_get(lapse_client *c, const char *table, lapse_stream_info *out,
+                          lapse_error *err)
+{
+    table_schema t;
+    int rv;
+    if (c == NULL || table == NULL || out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    if ((rv = client_table(c, table, &t, err)) != 0) {
+        return rv;
+    }
+    if (!t.stream.enabled) {
+        return client_err(err, LAPSE_EINVAL, "table \"%s\" has no stream", table);
+    }
+    out->table_id = t.id;
+    out->created_ms = t.created_ms;
+    out->view = (lapse_stream_view)t.stream.view;
+    out->shards = t.partitions;
+    out->retention_hours =
+        t.stream.retention_hours ? t.stream.retention_hours : SCHEMA_DEFAULT_STREAM_RETENTION_HOURS;
+    return client_ok(err);
+}
+
 int lapse_stream_shards(lapse_client *c, const char *table, lapse_stream_shard **out, size_t *n,
                         lapse_error *err)
 {

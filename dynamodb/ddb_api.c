@@ -9,9 +9,11 @@
 #include "ddb_items.h"
 #include "ddb_query.h"
 #include "ddb_req.h"
+#include "ddb_streams.h"
 #include "ddb_tables.h"
 
 #define TARGET_PREFIX "DynamoDB_20120810."
+#define STREAMS_PREFIX "DynamoDBStreams_20120810."
 #define TYPE_PREFIX "com.amazonaws.dynamodb.v20120810#"
 
 const char ddb_api_reject_body[] =
@@ -20,24 +22,31 @@ const char ddb_api_reject_body[] =
 
 typedef int (*op_fn)(ddb_ctx *x, json_t *req);
 
+/* Operations by X-Amz-Target: DynamoDB's and DynamoDB Streams' (the aws CLI
+ * and the SDKs send each service's prefix to the same endpoint). */
 static const struct {
+    const char *prefix;
     const char *name;
     op_fn fn;
 } ops[] = {
-    {"CreateTable", ddb_tables_create},
-    {"DescribeTable", ddb_tables_describe},
-    {"ListTables", ddb_tables_list},
-    {"DeleteTable", ddb_tables_delete},
-    {"UpdateTimeToLive", ddb_tables_update_ttl},
-    {"DescribeTimeToLive", ddb_tables_describe_ttl},
-    {"PutItem", ddb_items_put},
-    {"GetItem", ddb_items_get},
-    {"DeleteItem", ddb_items_delete},
-    {"UpdateItem", ddb_items_update},
-    {"Query", ddb_query_query},
-    {"Scan", ddb_query_scan},
-    {"BatchWriteItem", ddb_batch_write},
-    {"BatchGetItem", ddb_batch_get},
+    {TARGET_PREFIX, "CreateTable", ddb_tables_create},
+    {TARGET_PREFIX, "DescribeTable", ddb_tables_describe},
+    {TARGET_PREFIX, "ListTables", ddb_tables_list},
+    {TARGET_PREFIX, "DeleteTable", ddb_tables_delete},
+    {TARGET_PREFIX, "UpdateTimeToLive", ddb_tables_update_ttl},
+    {TARGET_PREFIX, "DescribeTimeToLive", ddb_tables_describe_ttl},
+    {TARGET_PREFIX, "PutItem", ddb_items_put},
+    {TARGET_PREFIX, "GetItem", ddb_items_get},
+    {TARGET_PREFIX, "DeleteItem", ddb_items_delete},
+    {TARGET_PREFIX, "UpdateItem", ddb_items_update},
+    {TARGET_PREFIX, "Query", ddb_query_query},
+    {TARGET_PREFIX, "Scan", ddb_query_scan},
+    {TARGET_PREFIX, "BatchWriteItem", ddb_batch_write},
+    {TARGET_PREFIX, "BatchGetItem", ddb_batch_get},
+    {STREAMS_PREFIX, "ListStreams", ddb_streams_list},
+    {STREAMS_PREFIX, "DescribeStream", ddb_streams_describe},
+    {STREAMS_PREFIX, "GetShardIterator", ddb_streams_get_iterator},
+    {STREAMS_PREFIX, "GetRecords", ddb_streams_get_records},
 };
 
 /* Runs the operation target names on body; fills x (invariant 1 of
@@ -48,17 +57,20 @@ static void dispatch(ddb_ctx *x, const char *target, const void *body, size_t le
         ddb_req_fail(x, 400, "UnknownOperationException", "missing X-Amz-Target header");
         return;
     }
-    if (strncmp(target, TARGET_PREFIX, strlen(TARGET_PREFIX)) != 0) {
-        ddb_req_fail(x, 400, "UnknownOperationException",
-                     "X-Amz-Target must be " TARGET_PREFIX "<Operation>");
-        return;
-    }
-    const char *name = target + strlen(TARGET_PREFIX);
+    const char *name = NULL;
     op_fn fn = NULL;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
-        if (strcmp(ops[i].name, name) == 0) {
-            fn = ops[i].fn;
+        size_t pl = strlen(ops[i].prefix);
+        if (strncmp(target, ops[i].prefix, pl) == 0) {
+            name = target + pl;
+            fn = strcmp(ops[i].name, name) == 0 ? ops[i].fn : fn;
         }
+    }
+    if (name == NULL) {
+        ddb_req_fail(x, 400, "UnknownOperationException",
+                     "X-Amz-Target must be " TARGET_PREFIX "<Operation> or " STREAMS_PREFIX
+                     "<Operation>");
+        return;
     }
     if (fn == NULL) {
         ddb_req_fail(x, 400, "UnknownOperationException",

@@ -3,7 +3,9 @@
  * gets DynamoDB's error shape with the right __type and status: no or a
  * foreign X-Amz-Target, an unknown operation, malformed or non-object JSON,
  * 100 000-deep nesting, members of the wrong JSON type, missing required
- * members, bad key schemas and TTL names, and unsupported expressions. The
+ * members, bad key schemas, stream views and TTL names, unsupported
+ * expressions, and DynamoDB Streams' bad ARNs, iterator types, sequence
+ * numbers and iterators (malformed, too long, expired). The
  * client is NULL, so a path that reached liblapse would crash the test. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,13 +50,16 @@ static void expect_error(const char *target, const char *body, int status, const
 }
 
 #define T(op) "DynamoDB_20120810." op
+#define S(op) "DynamoDBStreams_20120810." op
 
 static void frame_errors(void **state)
 {
     (void)state;
     expect_error(NULL, "{}", 400, "UnknownOperationException", "X-Amz-Target");
-    expect_error("DynamoDBStreams_20120810.ListStreams", "{}", 400, "UnknownOperationException",
-                 NULL);
+    expect_error(T("ListStreams"), "{}", 400, "UnknownOperationException", "ListStreams");
+    expect_error(S("PutItem"), "{}", 400, "UnknownOperationException", "PutItem");
+    expect_error("DynamoDBStreams_20120811.ListStreams", "{}", 400, "UnknownOperationException",
+                 "X-Amz-Target");
     expect_error(T("TransactWriteItems"), "{}", 400, "UnknownOperationException",
                  "TransactWriteItems");
     expect_error(T(""), "{}", 400, "UnknownOperationException", NULL);
@@ -213,7 +218,7 @@ static void create_table_and_ttl_validation(void **state)
                  "\"AttributeType\":\"BOOL\"}],\"KeySchema\":[{\"AttributeName\":\"pk\","
                  "\"KeyType\":\"HASH\"}]}",
                  400, "ValidationException", "AttributeType");
-    /* Projections and stream views Lapse does not have yet. */
+    /* Projections Lapse does not have yet, views DynamoDB does not have. */
     snprintf(body, sizeof body,
              "{\"TableName\":\"t\",%s,\"KeySchema\":[{\"AttributeName\":\"pk\",\"KeyType\":"
              "\"HASH\"}],\"GlobalSecondaryIndexes\":[{\"IndexName\":\"g\",\"KeySchema\":[{"
@@ -224,9 +229,9 @@ static void create_table_and_ttl_validation(void **state)
     snprintf(body, sizeof body,
              "{\"TableName\":\"t\",%s,\"KeySchema\":[{\"AttributeName\":\"pk\",\"KeyType\":"
              "\"HASH\"}],\"StreamSpecification\":{\"StreamEnabled\":true,\"StreamViewType\":"
-             "\"KEYS_ONLY\"}}",
+             "\"NEW_IMAGES\"}}",
              defs);
-    expect_error(T("CreateTable"), body, 400, "ValidationException", "KEYS_ONLY");
+    expect_error(T("CreateTable"), body, 400, "ValidationException", "NEW_IMAGES");
     expect_error(T("UpdateTimeToLive"), "{\"TableName\":\"t\"}", 400, "ValidationException",
                  "TimeToLiveSpecification");
     expect_error(T("UpdateTimeToLive"),
@@ -239,6 +244,67 @@ static void create_table_and_ttl_validation(void **state)
                  400, "SerializationException", "Enabled");
 }
 
+/* DynamoDB Streams' requests refused before the stream is looked up. */
+static void streams_validation(void **state)
+{
+    (void)state;
+    expect_error(S("ListStreams"), "{\"Limit\":0}", 400, "ValidationException", "Limit");
+    expect_error(S("ListStreams"), "{\"TableName\":7}", 400, "SerializationException", "TableName");
+    expect_error(S("DescribeStream"), "{}", 400, "ValidationException", "StreamArn");
+    expect_error(S("DescribeStream"), "{\"StreamArn\":\"arn:aws:s3:::b/stream/x\"}", 400,
+                 "ValidationException", "StreamArn");
+    expect_error(S("DescribeStream"), "{\"StreamArn\":\"arn:aws:dynamodb:us-east-1:1:table\"}", 400,
+                 "ValidationException", "StreamArn");
+    /* Another region's stream is not here. */
+    expect_error(S("DescribeStream"),
+                 "{\"StreamArn\":\"arn:aws:dynamodb:eu-west-1:000000000000:table/t/stream/"
+                 "2026-01-01T00:00:00.000\"}",
+                 400, "ResourceNotFoundException", "eu-west-1");
+    const char *arn = "\"StreamArn\":\"arn:aws:dynamodb:us-east-1:000000000000:table/t/stream/"
+                      "2026-01-01T00:00:00.000\",\"ShardId\":\"shardId-"
+                      "00000000000000000001-00000001\"";
+    static const struct {
+        const char *more; /* members after the ARN and shard */
+        const char *named;
+    } bad[] = {
+        {"", "ShardIteratorType"},
+        {",\"ShardIteratorType\":\"OLDEST\"", "OLDEST"},
+        {",\"ShardIteratorType\":\"AT_SEQUENCE_NUMBER\"", "SequenceNumber"},
+        {",\"ShardIteratorType\":\"TRIM_HORIZON\",\"SequenceNumber\":\"000000000000000000001\"",
+         "SequenceNumber"},
+        {",\"ShardIteratorType\":\"AT_SEQUENCE_NUMBER\",\"SequenceNumber\":\"1\"",
+         "SequenceNumber"},
+        {",\"ShardIteratorType\":\"AT_SEQUENCE_NUMBER\",\"SequenceNumber\":\""
+         "99999999999999999999999\"",
+         "SequenceNumber"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{%s%s}", arn, bad[i].more);
+        expect_error(S("GetShardIterator"), body, 400, "ValidationException", bad[i].named);
+    }
+
+    expect_error(S("GetRecords"), "{}", 400, "ValidationException", "ShardIterator");
+    expect_error(S("GetRecords"), "{\"ShardIterator\":\"abc\"}", 400, "ValidationException",
+                 "ShardIterator");
+    expect_error(S("GetRecords"), "{\"ShardIterator\":\"a|1|2|3|x\"}", 400, "ValidationException",
+                 "ShardIterator");
+    expect_error(S("GetRecords"), "{\"ShardIterator\":\"a|0|2|3|4\"}", 400, "ValidationException",
+                 "ShardIterator"); /* table id 0 */
+    expect_error(S("GetRecords"), "{\"ShardIterator\":\"a|1|2|3|4\",\"Limit\":1001}", 400,
+                 "ValidationException", "Limit");
+    /* Issued at 4 ms past 1970: long expired. */
+    expect_error(S("GetRecords"), "{\"ShardIterator\":\"a|1|2|3|4\"}", 400,
+                 "ExpiredIteratorException", "15 minutes");
+    char *big = malloc(2200);
+    assert_non_null(big);
+    memset(big, 'a', 2100);
+    snprintf(big + 2100, 100, "|1|2|3|4\"}");
+    memcpy(big, "{\"ShardIterator\":\"", 18);
+    expect_error(S("GetRecords"), big, 400, "ValidationException", "2048");
+    free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +313,7 @@ int main(void)
         cmocka_unit_test(unsupported_parameters_are_named),
         cmocka_unit_test(expression_errors_are_named),
         cmocka_unit_test(create_table_and_ttl_validation),
+        cmocka_unit_test(streams_validation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int ddb_req_fail(ddb_ctx *x, int status, const char *type, const char *fmt, ...)
 {
@@ -185,4 +186,18 @@ json_t *ddb_req_item_json(ddb_ctx *x, const lapse_item *it)
         ddb_req_fail(x, 500, "InternalServerError", "cannot format the item");
     }
     return v;
+}
+
+void ddb_req_stream_arn(const ddb_ctx *x, const char *table, int64_t created_ms, char *arn,
+                        size_t arnlen, char *label, size_t labellen)
+{
+    time_t s = (time_t)(created_ms / 1000);
+    struct tm tm;
+    char when[32] = "1970-01-01T00:00:00";
+    if (gmtime_r(&s, &tm) != NULL) {
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    }
+    snprintf(label, labellen, "%s.%03d", when, (int)(created_ms % 1000));
+    snprintf(arn, arnlen, "arn:aws:dynamodb:%s:000000000000:table/%s/stream/%s", x->region, table,
+             label);
 }

@@ -59,4 +59,10 @@ int ddb_req_item(ddb_ctx *x, json_t *obj, const char *what, lapse_item **out);
  * set. */
 json_t *ddb_req_item_json(ddb_ctx *x, const lapse_item *it);
 
+/* The stream ARN and label of table, created at created_ms (epoch ms), into
+ * arn and label (docs/dynamodb-api.md, "Streams": the label is the creation
+ * time in UTC with milliseconds, so a re-created table's stream is another). */
+void ddb_req_stream_arn(const ddb_ctx *x, const char *table, int64_t created_ms, char *arn,
+                        size_t arnlen, char *label, size_t labellen);
+
 #endif

@@ -64,11 +64,20 @@ static json_t *table_description(ddb_ctx *x, const char *lapse_json, const char 
         }
         json_object_set_new(d, kinds[k], arr);
     }
+    json_int_t created = json_integer_value(json_object_get(t, "CreatedAtMs"));
+    if (created > 0) {
+        json_object_set_new(d, "CreationDateTime", json_real((double)created / 1000.0));
+    }
     json_t *stream = json_object_get(t, "StreamSpecification");
     if (json_is_true(json_object_get(stream, "StreamEnabled"))) {
-        json_object_set_new(
-            d, "StreamSpecification",
-            json_pack("{s:b,s:s}", "StreamEnabled", 1, "StreamViewType", "NEW_AND_OLD_IMAGES"));
+        const char *view = json_string_value(json_object_get(stream, "StreamViewType"));
+        char sarn[600], label[32];
+        ddb_req_stream_arn(x, name, (int64_t)created, sarn, sizeof sarn, label, sizeof label);
+        json_object_set_new(d, "StreamSpecification",
+                            json_pack("{s:b,s:s}", "StreamEnabled", 1, "StreamViewType",
+                                      view != NULL ? view : "NEW_AND_OLD_IMAGES"));
+        json_object_set_new(d, "LatestStreamArn", json_string(sarn));
+        json_object_set_new(d, "LatestStreamLabel", json_string(label));
     }
     json_decref(doc);
     return d;
@@ -235,9 +244,12 @@ int ddb_tables_create(ddb_ctx *x, json_t *req)
         if (ddb_req_string(x, stream, "StreamViewType", 0, &view) != 0) {
             goto out;
         }
-        if (view != NULL && strcmp(view, "NEW_AND_OLD_IMAGES") != 0) {
+        if (view != NULL && (def.stream_view = lapse_stream_view_parse(view)) < 0) {
             ddb_req_fail(x, 400, "ValidationException",
-                         "StreamViewType %s is not supported by Lapse yet (NEW_AND_OLD_IMAGES)",
+                         "1 validation error detected: Value '%.64s' at "
+                         "'streamSpecification.streamViewType' failed to satisfy constraint: "
+                         "Member must satisfy enum value set: [NEW_IMAGE, OLD_IMAGE, "
+                         "NEW_AND_OLD_IMAGES, KEYS_ONLY]",
                          view);
             goto out;
         }
@@ -295,49 +307,65 @@ static int cmp_names(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+json_t *ddb_tables_names(ddb_ctx *x)
+{
+    char *json = NULL;
+    lapse_error err;
+    if (lapse_list_tables(x->c, &json, &err) != 0) {
+        ddb_req_lapse_fail(x, &err, NULL);
+        return NULL;
+    }
+    json_t *doc = json_loads(json, 0, NULL);
+    lapse_free(json);
+    json_t *names = json_incref(json_object_get(doc, "TableNames"));
+    json_decref(doc);
+    size_t n = json_array_size(names);
+    const char **v = calloc(n ? n : 1, sizeof *v);
+    json_t *sorted = json_array();
+    int bad = !json_is_array(names) || v == NULL || sorted == NULL;
+    for (size_t i = 0; !bad && i < n; i++) {
+        bad = (v[i] = json_string_value(json_array_get(names, i))) == NULL;
+    }
+    if (!bad) {
+        qsort(v, n, sizeof *v, cmp_names); /* DynamoDB pages in name order */
+    }
+    for (size_t i = 0; !bad && i < n; i++) {
+        bad = json_array_append_new(sorted, json_string(v[i])) != 0;
+    }
+    free(v);
+    json_decref(names);
+    if (bad) {
+        json_decref(sorted);
+        ddb_req_fail(x, 500, "InternalServerError", "unreadable table list");
+        return NULL;
+    }
+    return sorted;
+}
+
 int ddb_tables_list(ddb_ctx *x, json_t *req)
 {
     const char *start;
     long limit = 100;
-    char *json = NULL;
-    lapse_error err;
+    json_t *names;
     if (ddb_req_string(x, req, "ExclusiveStartTableName", 0, &start) != 0 ||
-        ddb_req_int(x, req, "Limit", 1, 100, &limit) != 0) {
+        ddb_req_int(x, req, "Limit", 1, 100, &limit) != 0 ||
+        (names = ddb_tables_names(x)) == NULL) {
         return -1;
     }
-    if (lapse_list_tables(x->c, &json, &err) != 0) {
-        return ddb_req_lapse_fail(x, &err, NULL);
-    }
-    json_t *doc = json_loads(json, 0, NULL);
-    lapse_free(json);
-    json_t *names = json_object_get(doc, "TableNames");
-    size_t n = json_array_size(names);
-    const char **v = calloc(n ? n : 1, sizeof *v);
-    if (!json_is_array(names) || v == NULL) {
-        free(v);
-        json_decref(doc);
-        return ddb_req_fail(x, 500, "InternalServerError", "unreadable table list");
-    }
-    for (size_t i = 0; i < n; i++) {
-        const char *s = json_string_value(json_array_get(names, i));
-        v[i] = s ? s : "";
-    }
-    /* DynamoDB pages in name order. */
-    qsort(v, n, sizeof *v, cmp_names);
+    size_t n = json_array_size(names), i = 0;
     json_t *out = json_array();
-    size_t i = 0;
-    while (i < n && start != NULL && strcmp(v[i], start) <= 0) {
+    while (i < n && start != NULL &&
+           strcmp(json_string_value(json_array_get(names, i)), start) <= 0) {
         i++;
     }
     for (; i < n && json_array_size(out) < (size_t)limit; i++) {
-        json_array_append_new(out, json_string(v[i]));
+        json_array_append(out, json_array_get(names, i));
     }
     x->out = json_pack("{s:o}", "TableNames", out);
     if (i < n && json_array_size(out) > 0) {
-        json_object_set_new(x->out, "LastEvaluatedTableName", json_string(v[i - 1]));
+        json_object_set(x->out, "LastEvaluatedTableName", json_array_get(names, i - 1));
     }
-    free(v);
-    json_decref(doc);
+    json_decref(names);
     return 0;
 }
 

@@ -27,4 +27,8 @@ int ddb_tables_delete(ddb_ctx *x, json_t *req);
 int ddb_tables_update_ttl(ddb_ctx *x, json_t *req);
 int ddb_tables_describe_ttl(ddb_ctx *x, json_t *req);
 
+/* Every table's name, in name order (DynamoDB's paging order), as a new JSON
+ * array of strings; NULL with x's error set. */
+json_t *ddb_tables_names(ddb_ctx *x);
+
 #endif

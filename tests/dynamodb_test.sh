@@ -5,7 +5,7 @@
 # its gateway on LAPSE_PORT+40 as `up` prints it.
 #
 #   tests/dynamodb_test.sh cli    LOCAL_CLUSTER_SCRIPT BIN_DIR
-#   tests/dynamodb_test.sh pytest LOCAL_CLUSTER_SCRIPT BIN_DIR PYTEST_FILE
+#   tests/dynamodb_test.sh pytest LOCAL_CLUSTER_SCRIPT BIN_DIR PYTEST_FILE...
 #
 # cli: the aws CLI (dummy credentials, no config file of the user's read or
 #   written) does create-table, describe-table, list-tables, put-item,
@@ -14,13 +14,16 @@
 #   each output checked; get-item on a missing table exits non-zero naming
 #   ResourceNotFoundException, a query with an unescaped reserved word a
 #   ValidationException naming it, a false condition
-#   ConditionalCheckFailedException.
-# pytest: runs PYTEST_FILE (boto3 and raw HTTP) against the gateway.
+#   ConditionalCheckFailedException. The table has a stream: aws
+#   dynamodbstreams list-streams, describe-stream, get-shard-iterator and
+#   get-records read its put as an INSERT with the new image.
+# pytest: runs the PYTEST_FILEs (boto3 and raw HTTP) against the gateway.
 # Both: the gateway is still the same running process at the end, `down`
 #   stops it, and its log holds no sanitizer report.
 set -euo pipefail
 
-mode=$1 script=$2 bin=$3 pyfile=${4:-}
+mode=$1 script=$2 bin=$3
+pyfiles=("${@:4}")
 me=dynamodb_test
 tmp_root=${LAPSE_TEST_TMP:-/tmp}
 mkdir -p "$tmp_root"
@@ -96,6 +99,7 @@ for attempt in 1 2 3; do
 done
 echo "$me: cluster up in $((SECONDS - phase_start)) s" >&2
 port=$((LAPSE_PORT + 40))
+coord=tcp://127.0.0.1:$LAPSE_PORT # the first coordinator (as `up` prints them)
 endpoint=http://127.0.0.1:$port
 grep -q "DynamoDB API: $endpoint" "$tmp/up.out" || fail "up does not print the gateway's $endpoint"
 gw_pid=$(<"$LAPSE_HOME/dynamodb.pid")
@@ -108,13 +112,21 @@ export AWS_DEFAULT_REGION=us-east-1 AWS_PAGER="" AWS_MAX_ATTEMPTS=1
 : >"$AWS_CONFIG_FILE"
 : >"$AWS_SHARED_CREDENTIALS_FILE"
 
-# Runs aws dynamodb ARGS, stdout to $tmp/out, stderr to $tmp/err; returns its status.
-ddb() {
-  timeout 60 aws dynamodb --endpoint-url "$endpoint" --region us-east-1 --output json \
+# Runs aws SERVICE ARGS (dynamodb or dynamodbstreams), stdout to $tmp/out,
+# stderr to $tmp/err; returns its status.
+aws_call() {
+  local service=$1
+  shift
+  timeout 60 aws "$service" --endpoint-url "$endpoint" --region us-east-1 --output json \
     --cli-read-timeout 30 --cli-connect-timeout 5 "$@" >"$tmp/out" 2>"$tmp/err"
 }
+ddb() { aws_call dynamodb "$@"; }
+ddbs() { aws_call dynamodbstreams "$@"; }
 ok() {
   ddb "$@" || fail "aws dynamodb $1 failed: $(cat "$tmp/err")"
+}
+oks() {
+  ddbs "$@" || fail "aws dynamodbstreams $1 failed: $(cat "$tmp/err")"
 }
 # Evaluates a Python expression over the last output (doc) and fails unless it holds.
 check() {
@@ -126,13 +138,58 @@ sys.exit(0 if eval(sys.argv[2]) else 1)
 EOF
 }
 
+# Prints Python's value of an expression over the last output (doc).
+value() {
+  python3 - "$tmp/out" "$1" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+print(eval(sys.argv[2]))
+EOF
+}
+
+# Table $1's stream through aws dynamodbstreams: list-streams and
+# describe-stream find it; get-shard-iterator and get-records read user1's
+# session s1 as an INSERT with its new image from the shard the lapse CLI
+# says holds it (64 shards are too many aws CLI starts to scan).
+streams_cli() {
+  local t=$1 arn shard sid it
+  oks list-streams --table-name "$t"
+  check "len(doc['Streams']) == 1 and doc['Streams'][0]['TableName'] == '$t'"
+  arn=$(value "doc['Streams'][0]['StreamArn']")
+  oks describe-stream --stream-arn "$arn"
+  check "doc['StreamDescription']['StreamStatus'] == 'ENABLED' and len(doc['StreamDescription']['Shards']) == 64"
+  cp "$tmp/out" "$tmp/stream.json"
+  for _ in $(seq 20); do # records fill shortly after the write
+    shard=$(timeout 30 "$bin/lapse" --coordinator "$coord" stream "$t" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["dynamodb"]["Keys"] == {"UserName": {"S": "user1"}, "SessionId": {"S": "s1"}}:
+        print(r["shard"]); break') || fail "lapse stream $t failed"
+    [[ -z $shard ]] || break
+    sleep 0.5
+  done
+  [[ -n $shard ]] || fail "lapse stream $t has no record of user1/s1 after 10 s"
+  cp "$tmp/stream.json" "$tmp/out"
+  sid=$(value "doc['StreamDescription']['Shards'][$shard]['ShardId']")
+  oks get-shard-iterator --stream-arn "$arn" --shard-id "$sid" --shard-iterator-type TRIM_HORIZON
+  it=$(value "doc['ShardIterator']")
+  oks get-records --shard-iterator "$it"
+  check "[r['eventName'] for r in doc['Records'] if r['dynamodb']['Keys'] == {'UserName': {'S': 'user1'}, 'SessionId': {'S': 's1'}}] == ['INSERT']"
+  check "any(r['dynamodb'].get('NewImage', {}).get('Tags') == {'L': [{'S': 'a'}, {'BOOL': True}]} for r in doc['Records'])"
+  check "'NextShardIterator' in doc and all(len(r['dynamodb']['SequenceNumber']) >= 21 for r in doc['Records'])"
+  if ddbs get-records --shard-iterator "not-an-iterator"; then fail "get-records took a bad iterator"; fi
+  grep -q "ValidationException" "$tmp/err" || fail "bad iterator: $(cat "$tmp/err")"
+}
+
 run_cli() {
   local t=SessionData key item now
   ok create-table --table-name $t \
     --attribute-definitions AttributeName=UserName,AttributeType=S AttributeName=SessionId,AttributeType=S \
     --key-schema AttributeName=UserName,KeyType=HASH AttributeName=SessionId,KeyType=RANGE \
-    --billing-mode PAY_PER_REQUEST
+    --billing-mode PAY_PER_REQUEST --stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES
   check "doc['TableDescription']['TableName'] == '$t' and doc['TableDescription']['TableStatus'] == 'ACTIVE'"
+  check "doc['TableDescription']['LatestStreamArn'].startswith('arn:aws:dynamodb:us-east-1:000000000000:table/$t/stream/')"
   ok describe-table --table-name $t
   check "doc['Table']['TableStatus'] == 'ACTIVE' and doc['Table']['TableArn'].endswith(':table/$t')"
   check "doc['Table']['KeySchema'] == [{'AttributeName':'UserName','KeyType':'HASH'},{'AttributeName':'SessionId','KeyType':'RANGE'}]"
@@ -170,6 +227,7 @@ run_cli() {
   check "doc['TimeToLiveSpecification'] == {'Enabled': True, 'AttributeName': 'ExpirationTime'}"
   ok describe-time-to-live --table-name $t
   check "doc['TimeToLiveDescription']['TimeToLiveStatus'] in ('ENABLING', 'ENABLED') and doc['TimeToLiveDescription']['AttributeName'] == 'ExpirationTime'"
+  streams_cli $t
   ok delete-item --table-name $t --key "$key"
   ok get-item --table-name $t --key "$key"
   check "'Item' not in doc"
@@ -197,9 +255,9 @@ case $mode in
     # SIGINT first: pytest then reports the test it was in; the
     # faulthandler dumps every thread's stack of a test running past 45 s.
     phase_start=$SECONDS
-    DDB_ENDPOINT=$endpoint DDB_GATEWAY_PID=$gw_pid timeout -s INT -k 10 120 "$py" -m pytest -v \
-      -p no:cacheprovider -o faulthandler_timeout=45 --durations=5 "$pyfile" ||
-      fail "pytest $pyfile failed after $((SECONDS - phase_start)) s"
+    DDB_ENDPOINT=$endpoint DDB_GATEWAY_PID=$gw_pid timeout -s INT -k 10 200 "$py" -m pytest -v \
+      -p no:cacheprovider -o faulthandler_timeout=45 --durations=5 "${pyfiles[@]}" ||
+      fail "pytest ${pyfiles[*]} failed after $((SECONDS - phase_start)) s"
     ;;
   *) fail "unknown mode $mode" ;;
 esac
