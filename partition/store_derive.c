@@ -11,7 +11,10 @@
  *
  * Everything here works from the encoded old and new values (the sweep
  * never decodes items): an LSI sort key is read in place with
- * item_encoded_get, and the images of a record are the stored bytes.
+ * item_encoded_get, and the images of a record are the stored bytes. A
+ * write that leaves the item as it was makes no outbox record (DynamoDB
+ * Streams makes none; no GSI entry changes either); only then, when the
+ * two values have equal lengths and differ in bytes, are both decoded.
  */
 #include <string.h>
 
@@ -152,6 +155,25 @@ static int decodes(const uint8_t *v, size_t len, int *ok)
     return rv == LAPSE_ENOMEM ? rv : 0;
 }
 
+/* Whether new value nw is the item old already was: the same bytes, or
+ * the same attributes in another order (the only way two encodings of one
+ * item differ, so only then, at equal lengths, are both decoded). An
+ * undecodable old value is a change. */
+static int unchanged(const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen)
+{
+    if (olen != nlen) {
+        return 0;
+    }
+    if (memcmp(old, nw, olen) == 0) {
+        return 1;
+    }
+    item *a = NULL, *b = NULL;
+    int same = item_decode(old, olen, &a) == 0 && item_decode(nw, nlen, &b) == 0 && item_eq(a, b);
+    item_free(a);
+    item_free(b);
+    return same;
+}
+
 int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_t ilen,
                         const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen,
                         const store_ttl_delete *ttl, char *err, size_t errlen)
@@ -164,6 +186,9 @@ int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_
     }
     if (!d->outbox || (old == NULL && nw == NULL)) {
         return 0; /* deleting an absent item makes no record */
+    }
+    if (ttl == NULL && old != NULL && nw != NULL && unchanged(old, olen, nw, nlen)) {
+        return 0; /* as DynamoDB: a write that changes nothing makes no record */
     }
     if (!d->loaded) {
         if ((rv = outbox_counters_get(d->st, t->id, d->part, &d->next_seq, &d->next_stream_seq, err,

@@ -8,7 +8,8 @@ and LatestStreamLabel; ListStreams (all, by table, paged) and DescribeStream
 change is read once through GetShardIterator and GetRecords across all shards,
 following NextShardIterator, in DynamoDB Streams' record shape; each of the
 four StreamViewTypes shows exactly its images; LATEST, AT_SEQUENCE_NUMBER and
-AFTER_SEQUENCE_NUMBER start where DynamoDB's do; a TTL delete is one REMOVE
+AFTER_SEQUENCE_NUMBER start where DynamoDB's do; a write that changes
+nothing makes no record; a TTL delete is one REMOVE
 marked as the service's; a re-created table's stream is another stream; and
 each bad request gets DynamoDB's error by name.
 """
@@ -140,6 +141,10 @@ def test_every_change_read_once_across_shards(ddb, streams):
     ddb.update_item(TableName=name, Key={"pk": {"S": "k1"}}, UpdateExpression="SET v = :v",
                     ExpressionAttributeValues={":v": {"N": "100"}})
     ddb.delete_item(TableName=name, Key={"pk": {"S": "k2"}})
+    # Writes that change nothing make no record (as DynamoDB's).
+    ddb.put_item(TableName=name, Item={"v": {"N": "3"}, "pk": {"S": "k3"}})
+    ddb.update_item(TableName=name, Key={"pk": {"S": "k4"}}, UpdateExpression="SET v = :v",
+                    ExpressionAttributeValues={":v": {"N": "4"}})
     recs, _ = read_all(streams, arn, n + 2)
     assert len(recs) == n + 2
     by_key = {}

@@ -394,6 +394,10 @@ static void change(rt_model *m, rt_entry *x, lapse_item *now, int ttl, const cha
     if (x->cur == NULL && now == NULL) {
         return; /* a delete of nothing: no record */
     }
+    if (x->cur != NULL && now != NULL && lapse_item_equal(x->cur, now)) {
+        lapse_item_free(now); /* a write that changes nothing: no record (as DynamoDB) */
+        return;
+    }
     if (x->nev == x->cap) {
         x->cap = x->cap ? x->cap * 2 : 4;
         x->ev = realloc(x->ev, x->cap * sizeof(*x->ev));

@@ -199,7 +199,7 @@ static void test_writes_show_in_lsi_gsi_and_stream(void **state)
             }
         }
     }
-    /* A put of an identical item is a MODIFY with equal images. */
+    /* A put of an identical item makes no record (as DynamoDB Streams). */
     char *same = lapse_item_to_json(rt_model_get(m, "c5", 2));
     rt_put(m, same);
     lapse_free(same);
