@@ -43,6 +43,8 @@ lapse_find_lib(dep_xxhash xxhash.h xxhash)
 lapse_find_lib(dep_cmocka cmocka.h cmocka)
 lapse_find_lib(dep_jansson jansson.h jansson)
 lapse_find_lib(dep_curl curl/curl.h curl)
+# OpenSSL's libcrypto: SHA-256 and HMAC for SigV4 (dynamodb/ddb_sigv4.c only).
+lapse_find_lib(dep_crypto openssl/hmac.h crypto)
 
 find_package(Threads REQUIRED)
 find_program(PROTOC_C protoc-c REQUIRED)

@@ -11,7 +11,7 @@ pkgs=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libnng-dev libprotobuf-c-dev protobuf-c-compiler
   librocksdb-dev libxxhash-dev libcmocka-dev libjansson-dev
-  libcurl4-openssl-dev etcd-server etcd-client
+  libcurl4-openssl-dev libssl-dev etcd-server etcd-client
   prometheus curl iproute2 python3
   awscli python3-boto3 python3-pytest
   re2c lemon

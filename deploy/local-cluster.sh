@@ -19,7 +19,9 @@
 #                                        http://127.0.0.1:(M+i)/metrics
 # The DynamoDB-compatible gateway (lapse-dynamodb, docs/dynamodb-api.md)
 # listens on http://127.0.0.1:8000 (DynamoDB Local's port), or on N+40 when
-# LAPSE_PORT is set, or on LAPSE_DYNAMODB_PORT when that is set.
+# LAPSE_PORT is set, or on LAPSE_DYNAMODB_PORT when that is set. With
+# LAPSE_DYNAMODB_CREDENTIALS=FILE it verifies SigV4 signatures against FILE's
+# access keys (lines "ACCESS_KEY_ID SECRET"); without, any signature works.
 # `up` writes $LAPSE_HOME/prometheus.yml, deploy/prometheus.yml with the
 # targets of the ports in use. The nodes' shared cluster token is in
 # $LAPSE_HOME/cluster-token. Data, logs and pid files live under $LAPSE_HOME
@@ -126,7 +128,8 @@ start_named() {
         --metrics-listen "127.0.0.1:${metrics_ports[i-1]}" --cluster-token-file "$home/cluster-token" ;;
     dynamodb)
       start "$name" "$bin/lapse-dynamodb" --listen "127.0.0.1:$dynamodb_port" \
-        --coordinator "$coord_url" ;;
+        --coordinator "$coord_url" \
+        ${LAPSE_DYNAMODB_CREDENTIALS:+--dynamodb-credentials "$LAPSE_DYNAMODB_CREDENTIALS"} ;;
   esac
 }
 

@@ -8,7 +8,9 @@
 
 #include "ddb_items.h"
 #include "ddb_query.h"
+#include "../common/clock.h"
 #include "ddb_req.h"
+#include "ddb_sigv4.h"
 #include "ddb_streams.h"
 #include "ddb_tables.h"
 
@@ -92,6 +94,18 @@ static void dispatch(ddb_ctx *x, const char *target, const void *body, size_t le
     json_decref(req);
 }
 
+/* DynamoDB's error document for type (short name) and message; NULL on
+ * OOM. */
+static char *error_body(const char *type, const char *message)
+{
+    char t[128];
+    snprintf(t, sizeof t, TYPE_PREFIX "%s", type);
+    json_t *e = json_pack("{s:s,s:s}", "__type", t, "message", message);
+    char *out = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    return out;
+}
+
 void ddb_api_call(const ddb_api *api, const char *target, const void *body, size_t len, int *status,
                   char **out)
 {
@@ -103,12 +117,13 @@ void ddb_api_call(const ddb_api *api, const char *target, const void *body, size
         json_decref(x.out);
         return;
     }
-    char type[128];
-    snprintf(type, sizeof type, TYPE_PREFIX "%s", x.type);
-    json_t *e = json_pack("{s:s,s:s}", "__type", type, "message", x.message);
     *status = x.status;
-    *out = e ? json_dumps(e, JSON_COMPACT) : NULL;
-    json_decref(e);
+    *out = error_body(x.type, x.message);
+}
+
+static const char *request_header(void *arg, const char *name)
+{
+    return http_request_header(arg, name);
 }
 
 void ddb_api_serve(void *arg, const http_request *req, http_response *res)
@@ -123,13 +138,24 @@ void ddb_api_serve(void *arg, const http_request *req, http_response *res)
         return;
     }
     int status = 400;
-    char *out = NULL;
+    char *out = NULL, type[64], msg[512];
+    const void *body;
+    size_t len;
+    http_request_body(req, &body, &len);
+    ddb_sigv4_request sr = {.method = method,
+                            .uri = http_request_uri(req),
+                            .header = request_header,
+                            .arg = (void *)req,
+                            .body = body,
+                            .len = len,
+                            .now_ms = clock_wall_now().ms};
     if (strcmp(method, "POST") != 0) {
         ddb_api_call(api, "", NULL, 0, &status, &out); /* an UnknownOperationException */
+    } else if (api->creds != NULL && ddb_sigv4_verify(api->creds, api->region, &sr, type,
+                                                      sizeof type, msg, sizeof msg) != 0) {
+        status = strcmp(type, "InternalFailure") == 0 ? 500 : 400;
+        out = error_body(type, msg);
     } else {
-        const void *body;
-        size_t len;
-        http_request_body(req, &body, &len);
         ddb_api_call(api, http_request_header(req, "X-Amz-Target"), body, len, &status, &out);
     }
     res->status = out != NULL ? status : 500;

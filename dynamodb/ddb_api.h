@@ -12,8 +12,9 @@
  *  1. Every request gets exactly one answer in DynamoDB's shape; no input
  *     crashes the process (bad JSON, wrong types and unknown operations are
  *     400s).
- *  2. SigV4 Authorization headers are accepted without verification in this
- *     slice.
+ *  2. With credentials, a POST reaches an operation only when its SigV4
+ *     signature verifies (ddb_sigv4.h); without, any Authorization header
+ *     (or none) is accepted. GET / (health) is never authenticated.
  */
 #ifndef LAPSE_DDB_API_H
 #define LAPSE_DDB_API_H
@@ -24,9 +25,12 @@
 #define DDB_API_MAX_BODY (16u * 1024 * 1024) /* DynamoDB's request size limit */
 #define DDB_API_CONTENT_TYPE "application/x-amz-json-1.0"
 
+typedef struct ddb_credentials ddb_credentials;
+
 typedef struct ddb_api {
-    lapse_client *c;    /* borrowed; shared by the workers */
-    const char *region; /* borrowed; in ARNs */
+    lapse_client *c;              /* borrowed; shared by the workers */
+    const char *region;           /* borrowed; in ARNs */
+    const ddb_credentials *creds; /* borrowed; NULL: signatures are not verified */
 } ddb_api;
 
 /* The http_serve_fn of the gateway: arg is a ddb_api. */

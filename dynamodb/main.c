@@ -17,6 +17,7 @@
 #include "../common/stopsig.h"
 #include "../rpc/http_service.h"
 #include "ddb_api.h"
+#include "ddb_sigv4.h"
 
 /* The gateway's global state. */
 typedef struct gateway {
@@ -25,6 +26,8 @@ typedef struct gateway {
     const char *region;      /* in ARNs */
     int timeout_ms;          /* liblapse's per-call timeout */
     int workers;             /* threads running calls */
+    const char *credentials; /* NULL: signatures are not verified */
+    ddb_credentials *creds;  /* loaded from credentials */
     lapse_client *c;         /* shared by the workers */
     http_service *http;      /* serving while non-NULL */
     ddb_api api;             /* what the workers read */
@@ -43,11 +46,15 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: lapse-dynamodb [--listen HOST:PORT] [--coordinator URL[,URL...]]\n"
             "                      [--region R] [--timeout-ms N] [--workers N]\n"
+            "                      [--dynamodb-credentials FILE]\n"
             "  --listen       where to serve DynamoDB's HTTP API (default 127.0.0.1:8000)\n"
             "  --coordinator  the cluster (default $LAPSE_COORDINATOR, else %s)\n"
             "  --region       the region named in ARNs (default us-east-1)\n"
             "  --timeout-ms   per-call timeout of liblapse (default 5000)\n"
             "  --workers      threads running calls (default 8)\n"
+            "  --dynamodb-credentials  verify SigV4 signatures against FILE's access keys\n"
+            "                 (lines ACCESS_KEY_ID SECRET_ACCESS_KEY); without it any\n"
+            "                 signature is accepted, as DynamoDB Local does\n"
             "Admin calls send $LAPSE_ADMIN_TOKEN when it is set (docs/dynamodb-api.md).\n",
             LAPSE_DEFAULT_COORDINATOR);
 }
@@ -79,6 +86,7 @@ int main(int argc, char **argv)
                                              {"region", required_argument, NULL, 'r'},
                                              {"timeout-ms", required_argument, NULL, 't'},
                                              {"workers", required_argument, NULL, 'w'},
+                                             {"dynamodb-credentials", required_argument, NULL, 'k'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     int opt;
@@ -105,6 +113,9 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'k':
+            g.credentials = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -119,6 +130,13 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init("dynamodb", LOG_INFO);
+    if (g.credentials != NULL) {
+        char cerr[512];
+        if (ddb_credentials_load(g.credentials, &g.creds, cerr, sizeof cerr) != 0) {
+            fprintf(stderr, "lapse-dynamodb: --dynamodb-credentials: %s\n", cerr);
+            return 2;
+        }
+    }
 
     /* Before any thread starts, so every thread inherits the mask and only
      * sigsuspend below takes them (nanosleep in the connect loop runs with
@@ -143,10 +161,11 @@ int main(int argc, char **argv)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     if (g.c == NULL) {
+        ddb_credentials_free(g.creds);
         return 0; /* stopped before the cluster answered */
     }
 
-    g.api = (ddb_api){.c = g.c, .region = g.region};
+    g.api = (ddb_api){.c = g.c, .region = g.region, .creds = g.creds};
     http_service_options ho = {.path = "/",
                                .max_body = DDB_API_MAX_BODY,
                                .workers = g.workers,
@@ -156,15 +175,23 @@ int main(int argc, char **argv)
         log_error("cannot serve: %s", err);
         fprintf(stderr, "lapse-dynamodb: %s\n", err);
         lapse_close(g.c);
+        ddb_credentials_free(g.creds);
         return 1;
     }
-    log_info("serving DynamoDB's API on http://%s", g.listen);
+    if (g.creds != NULL) {
+        log_info("serving DynamoDB's API on http://%s, verifying SigV4 signatures (%zu access "
+                 "keys from %s)",
+                 g.listen, ddb_credentials_count(g.creds), g.credentials);
+    } else {
+        log_info("serving DynamoDB's API on http://%s (signatures not verified)", g.listen);
+    }
     while (!g_stop) {
         sigsuspend(&waitset);
     }
     log_info("%s received: shutting down", g_stop == SIGINT ? "SIGINT" : "SIGTERM");
     http_service_close(g.http);
     lapse_close(g.c);
+    ddb_credentials_free(g.creds);
     log_info("stopped");
     return 0;
 }

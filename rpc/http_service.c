@@ -159,6 +159,11 @@ const char *http_request_method(const http_request *r)
     return nng_http_req_get_method(r->req);
 }
 
+const char *http_request_uri(const http_request *r)
+{
+    return nng_http_req_get_uri(r->req);
+}
+
 const char *http_request_header(const http_request *r, const char *name)
 {
     return nng_http_req_get_header(r->req, name);

@@ -35,6 +35,8 @@ typedef struct http_request http_request;
 
 /* "GET", "POST", ... */
 const char *http_request_method(const http_request *r);
+/* The request target as sent: the path and any query ("/", "/?a=b"). */
+const char *http_request_uri(const http_request *r);
 /* The request's header of that name (case-insensitive), or NULL when absent.
  * Borrowed for the duration of fn. */
 const char *http_request_header(const http_request *r, const char *name);

@@ -24,15 +24,15 @@ MODULE_DIRS = ["common", "proto", "storage", "placement", "partition", "rpc", "e
                "coordinator", "node", "client", "expr", "dynamodb"]
 # Foreign headers and link targets, by the name the table uses.
 FOREIGN_INCLUDES = {"rocksdb/": "rocksdb", "nng/": "nng", "curl/": "curl", "jansson.h": "jansson",
-                    "xxhash.h": "xxhash", "protobuf-c/": "protobuf-c"}
+                    "xxhash.h": "xxhash", "protobuf-c/": "protobuf-c", "openssl/": "libcrypto"}
 LINK_NAMES = {"lapse_common": "common", "lapse_proto": "proto", "lapse_storage": "storage",
               "lapse_placement": "placement", "lapse_partition": "partition",
               "lapse_rpc": "rpc", "lapse_etcd": "etcd", "lapse_expr": "expr", "dep_rocksdb": "rocksdb",
               "lapse_client_shared": "client", "lapse_client_static": "client",
               "dep_nng": "nng", "dep_curl": "curl", "dep_jansson": "jansson",
-              "dep_xxhash": "xxhash", "dep_protobufc": "protobuf-c"}
+              "dep_xxhash": "xxhash", "dep_protobufc": "protobuf-c", "dep_crypto": "libcrypto"}
 # How a row names the foreign API it alone includes.
-SOLE = {"rocksdb/c.h": "rocksdb", "NNG": "nng", "curl": "curl"}
+SOLE = {"rocksdb/c.h": "rocksdb", "NNG": "nng", "curl": "curl", "libcrypto": "libcrypto"}
 
 
 def read_table(root):
