@@ -129,6 +129,56 @@ static int parse_bytes(pctx *c, json_t *inner, attr_type t, attr_value *out)
     return rv == 0 ? 0 : perr(c, rv, "invalid %s value", tn);
 }
 
+/* An SS, NS or BS value: a JSON array of element texts (base64 for BS),
+ * non-empty and without duplicates (item.h invariant 4). */
+static int parse_set(pctx *c, json_t *inner, attr_type t, attr_value *out)
+{
+    const char *tn = item_type_name(t);
+    if (!json_is_array(inner)) {
+        return perr(c, LAPSE_EINVAL, "%s value must be a JSON array of strings", tn);
+    }
+    attr_value set;
+    item_value_init_set(&set, t);
+    size_t base = c->path.len, i;
+    json_t *e;
+    int rv;
+    json_array_foreach(inner, i, e)
+    {
+        attr_value v;
+        if (buf_printf(&c->path, "[%zu]", i) != 0) {
+            rv = perr(c, LAPSE_ENOMEM, "out of memory");
+            goto fail;
+        }
+        if ((rv = parse_bytes(c, e, item_set_elem_type(t), &v)) != 0) {
+            goto fail;
+        }
+        if ((rv = item_value_set_add(&set, &v)) != 0) {
+            item_value_fini(&v);
+            rv = perr(c, rv, "out of memory");
+            goto fail;
+        }
+        c->path.len = base;
+        c->path.data[base] = 0;
+    }
+    const attr_value *dup = NULL;
+    if ((rv = item_value_set_check(&set, &dup)) != 0) {
+        if (rv == LAPSE_ENOMEM) {
+            rv = perr(c, rv, "out of memory");
+        } else if (dup == NULL) {
+            rv = perr(c, rv, "an empty set is not allowed (%s)", tn);
+        } else {
+            rv = perr(c, rv, "%s value contains duplicates (\"%.64s\" twice)", tn,
+                      t == ATTR_BS ? "binary" : dup->u.bytes.ptr);
+        }
+        goto fail;
+    }
+    *out = set;
+    return 0;
+fail:
+    item_value_fini(&set);
+    return rv;
+}
+
 /* depth: nesting level of this value, 1 for a top-level attribute. */
 static int parse_value(pctx *c, json_t *j, int depth, attr_value *out)
 {
@@ -148,9 +198,6 @@ static int parse_value(pctx *c, json_t *j, int depth, attr_value *out)
     const char *tname = json_object_iter_key(iter);
     json_t *inner = json_object_iter_value(iter);
     attr_type t;
-    if (strcmp(tname, "SS") == 0 || strcmp(tname, "NS") == 0 || strcmp(tname, "BS") == 0) {
-        return perr(c, LAPSE_EINVAL, "type %s: sets are not supported", tname);
-    }
     if (item_type_parse(tname, &t) != 0) {
         return perr(c, LAPSE_EINVAL, "unknown type \"%.32s\"", tname);
     }
@@ -202,6 +249,10 @@ static int parse_value(pctx *c, json_t *j, int depth, attr_value *out)
         item_value_fini(&list);
         return rv;
     }
+    case ATTR_SS:
+    case ATTR_NS:
+    case ATTR_BS:
+        return parse_set(c, inner, t, out);
     case ATTR_M: {
         if (!json_is_object(inner)) {
             return perr(c, LAPSE_EINVAL, "M value must be a JSON object");
@@ -372,6 +423,22 @@ json_t *ddbjson_value_to_json(const attr_value *v)
         break;
     case ATTR_M:
         inner = members_to_json(v->u.map.v, v->u.map.n);
+        break;
+    case ATTR_SS:
+    case ATTR_NS:
+    case ATTR_BS:
+        /* ["a","b"]: each element's text without its type wrapper */
+        inner = json_array();
+        for (size_t i = 0; inner != NULL && i < v->u.list.n; i++) {
+            const attr_value *e = &v->u.list.v[i];
+            json_t *ej = ddbjson_value_to_json(e);
+            json_t *text = json_incref(json_object_get(ej, item_type_name(e->type)));
+            json_decref(ej);
+            if (json_array_append_new(inner, text) != 0) {
+                json_decref(inner);
+                inner = NULL;
+            }
+        }
         break;
     }
     if (inner == NULL) {

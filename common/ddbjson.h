@@ -1,7 +1,8 @@
 /*
  * ddbjson.h: DynamoDB JSON, the text form of items and values, e.g.
  *   {"UserName":{"S":"user1"},"ExpirationTime":{"N":"1461938400"}}
- * B values are base64. Sets (SS, NS, BS) are rejected as unsupported.
+ * B values are base64. Sets are arrays of element texts, {"SS":["a","b"]},
+ * {"NS":["1","2.5"]}, {"BS":["AAE="]}: never empty, no duplicates.
  * Built on jansson; nothing else in Lapse parses JSON by hand.
  *
  * Thread-safe (pure functions).

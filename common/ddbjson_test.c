@@ -52,6 +52,8 @@ static void round_trip(void **state)
         "rich\"},\"Zip\":{\"N\":\"8000\"},"
         "\"Geo\":{\"M\":{\"lat\":{\"N\":\"47.37\"}}}}}}",
         "{\"nul\":{\"S\":\"a\\u0000b\"},\"empty\":{\"S\":\"\"},\"eb\":{\"B\":\"\"}}",
+        "{\"ss\":{\"SS\":[\"b\",\"a\"]},\"ns\":{\"NS\":[\"1.50\",\"-2\"]},"
+        "\"bs\":{\"BS\":[\"AAE=\",\"Ag==\"]},\"in\":{\"L\":[{\"SS\":[\"x\"]}]}}",
         "{}",
     };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
@@ -140,9 +142,15 @@ static void rejections(void **state)
     expect_reject("{\"a\":{\"S\":\"x\",\"N\":\"1\"}}", "exactly one type key, has 2");
     expect_reject("{\"a\":{\"X\":\"1\"}}", "unknown type \"X\"");
     expect_reject("{\"a\":{\"s\":\"1\"}}", "unknown type \"s\"");
-    expect_reject("{\"a\":{\"SS\":[\"x\"]}}", "attribute \"a\": type SS: sets are not supported");
-    expect_reject("{\"a\":{\"NS\":[\"1\"]}}", "sets are not supported");
-    expect_reject("{\"a\":{\"BS\":[\"AA==\"]}}", "sets are not supported");
+    expect_reject("{\"a\":{\"SS\":[]}}", "attribute \"a\": an empty set is not allowed (SS)");
+    expect_reject("{\"a\":{\"SS\":[\"x\",\"x\"]}}", "SS value contains duplicates (\"x\" twice)");
+    expect_reject("{\"a\":{\"NS\":[\"1\",\"1.00\"]}}", "NS value contains duplicates");
+    expect_reject("{\"a\":{\"NS\":[\"1\",\"x\"]}}",
+                  "attribute \"a[1]\": N value \"x\" is not a number");
+    expect_reject("{\"a\":{\"BS\":[\"AA==\",\"AA==\"]}}", "BS value contains duplicates");
+    expect_reject("{\"a\":{\"BS\":[\"!!\"]}}", "not valid base64");
+    expect_reject("{\"a\":{\"SS\":\"x\"}}", "SS value must be a JSON array of strings");
+    expect_reject("{\"a\":{\"SS\":[1]}}", "S value must be a JSON string");
     expect_reject("{\"Age\":{\"N\":\"abc\"}}",
                   "attribute \"Age\": N value \"abc\" is not a number");
     expect_reject("{\"Age\":{\"N\":\"1E200\"}}", "too large");

@@ -82,13 +82,19 @@ const char *item_type_name(attr_type t)
         return "L";
     case ATTR_M:
         return "M";
+    case ATTR_SS:
+        return "SS";
+    case ATTR_NS:
+        return "NS";
+    case ATTR_BS:
+        return "BS";
     }
     return "?";
 }
 
 int item_type_parse(const char *s, attr_type *out)
 {
-    for (int t = ATTR_S; t <= ATTR_M; t++) {
+    for (int t = ATTR_S; t <= ATTR_BS; t++) {
         if (s != NULL && strcmp(s, item_type_name((attr_type)t)) == 0) {
             *out = (attr_type)t;
             return 0;
@@ -146,6 +152,116 @@ void item_value_init_map(attr_value *v)
 {
     memset(v, 0, sizeof(*v));
     v->type = ATTR_M;
+}
+
+attr_type item_set_elem_type(attr_type t)
+{
+    return t == ATTR_SS ? ATTR_S : t == ATTR_NS ? ATTR_N : t == ATTR_BS ? ATTR_B : (attr_type)0;
+}
+
+void item_value_init_set(attr_value *v, attr_type t)
+{
+    memset(v, 0, sizeof(*v));
+    v->type = t;
+}
+
+int item_value_set_add(attr_value *set, attr_value *elem)
+{
+    if (item_set_elem_type(set->type) == 0 || elem->type != item_set_elem_type(set->type)) {
+        return LAPSE_EINVAL;
+    }
+    return item_value_list_append(set, elem);
+}
+
+/* Orders set elements (pointers to attr_value of one type): bytes by
+ * length-then-content order, numbers by value. */
+static int elem_cmp(const void *pa, const void *pb)
+{
+    const attr_value *a = *(const attr_value *const *)pa, *b = *(const attr_value *const *)pb;
+    if (a->type == ATTR_N) {
+        number x, y;
+        if (number_parse(a->u.bytes.ptr, a->u.bytes.len, &x, NULL, 0) == 0 &&
+            number_parse(b->u.bytes.ptr, b->u.bytes.len, &y, NULL, 0) == 0) {
+            return number_cmp(&x, &y);
+        }
+    }
+    if (a->u.bytes.len != b->u.bytes.len) {
+        return a->u.bytes.len < b->u.bytes.len ? -1 : 1;
+    }
+    return memcmp(a->u.bytes.ptr, b->u.bytes.ptr, a->u.bytes.len);
+}
+
+/* set's elements as a sorted array of pointers (caller frees), or NULL on
+ * OOM or for an empty set. */
+static const attr_value **sorted_elems(const attr_value *set)
+{
+    size_t n = set->u.list.n;
+    const attr_value **p = n > 0 ? malloc(n * sizeof(*p)) : NULL;
+    if (p == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        p[i] = &set->u.list.v[i];
+    }
+    qsort(p, n, sizeof(*p), elem_cmp);
+    return p;
+}
+
+int item_value_set_check(const attr_value *set, const attr_value **dup)
+{
+    const attr_value *ignored;
+    dup = dup != NULL ? dup : &ignored;
+    *dup = NULL;
+    if (set->u.list.n == 0) {
+        return LAPSE_EINVAL;
+    }
+    const attr_value **p = sorted_elems(set);
+    if (p == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    int rv = 0;
+    for (size_t i = 1; i < set->u.list.n && rv == 0; i++) {
+        if (elem_cmp(&p[i - 1], &p[i]) == 0) {
+            *dup = p[i];
+            rv = LAPSE_EINVAL;
+        }
+    }
+    free(p);
+    return rv;
+}
+
+int item_value_set_has(const attr_value *set, const attr_value *v)
+{
+    for (size_t i = 0; i < set->u.list.n; i++) {
+        if (item_value_eq(&set->u.list.v[i], v)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether sets a and b (one type, each without duplicates) hold the same
+ * elements. */
+static int sets_eq(const attr_value *a, const attr_value *b)
+{
+    size_t n = a->u.list.n;
+    if (n != b->u.list.n) {
+        return 0;
+    }
+    const attr_value **x = sorted_elems(a), **y = sorted_elems(b);
+    int eq = 1;
+    if (x != NULL && y != NULL) {
+        for (size_t i = 0; i < n && eq; i++) {
+            eq = elem_cmp(&x[i], &y[i]) == 0;
+        }
+    } else { /* out of memory (or empty): the quadratic way */
+        for (size_t i = 0; i < n && eq; i++) {
+            eq = item_value_set_has(b, &a->u.list.v[i]);
+        }
+    }
+    free(x);
+    free(y);
+    return eq;
 }
 
 int item_value_list_append(attr_value *list, attr_value *elem)
@@ -219,6 +335,9 @@ void item_value_fini(attr_value *v)
         free(v->u.bytes.ptr);
         break;
     case ATTR_L:
+    case ATTR_SS:
+    case ATTR_NS:
+    case ATTR_BS:
         for (size_t i = 0; i < v->u.list.n; i++) {
             item_value_fini(&v->u.list.v[i]);
         }
@@ -260,7 +379,11 @@ int item_value_dup(attr_value *dst, const attr_value *src)
         item_value_init_bool(dst, src->u.boolean);
         return 0;
     case ATTR_L:
+    case ATTR_SS:
+    case ATTR_NS:
+    case ATTR_BS:
         item_value_init_list(&tmp);
+        tmp.type = src->type;
         for (size_t i = 0; i < src->u.list.n; i++) {
             attr_value e;
             if ((rv = item_value_dup(&e, &src->u.list.v[i])) != 0) {
@@ -345,6 +468,10 @@ int item_value_eq(const attr_value *a, const attr_value *b)
         return 1;
     case ATTR_M:
         return maps_eq(a->u.map.v, a->u.map.n, b->u.map.v, b->u.map.n);
+    case ATTR_SS:
+    case ATTR_NS:
+    case ATTR_BS:
+        return sets_eq(a, b);
     }
     return 0;
 }
@@ -377,6 +504,14 @@ size_t item_value_size(const attr_value *v)
         sz = 3;
         for (size_t i = 0; i < v->u.map.n; i++) {
             sz += 1 + strlen(v->u.map.v[i].name) + item_value_size(&v->u.map.v[i].value);
+        }
+        return sz;
+    case ATTR_SS:
+    case ATTR_NS:
+    case ATTR_BS:
+        /* DynamoDB: the sum of the elements' sizes */
+        for (size_t i = 0; i < v->u.list.n; i++) {
+            sz += item_value_size(&v->u.list.v[i]);
         }
         return sz;
     }

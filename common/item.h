@@ -1,8 +1,8 @@
 /*
  * item.h: the item model. An item is a top-level map of named, typed values,
  * exactly DynamoDB's: S (string), N (number kept as its decimal text), B
- * (bytes), BOOL, NULL, L (list) and M (map). Sets (SS, NS, BS) are not
- * supported and are rejected by the parsers with a clear message.
+ * (bytes), BOOL, NULL, L (list), M (map) and the sets SS, NS and BS (an
+ * unordered collection of distinct S, N or B values, never empty).
  *
  * An item owns all its memory: names, strings and nested values are copied in.
  * item_encode/item_decode give the compact binary form stored on disk; the
@@ -18,6 +18,11 @@
  *  2. Every N value passed number_validate() when it was set.
  *  3. S and N values are NUL-terminated in memory (not counted in len), so
  *     they may be used as C strings when they contain no NUL; B values too.
+ *  4. A set (SS, NS, BS) keeps its elements in u.list, each of the set's
+ *     element type (S, N, B). Parsers and item_decode accept one only when
+ *     item_value_set_check does (at least one element, no two equal: NS
+ *     elements compare as numbers, so "1" and "1.0" are the same element);
+ *     code that builds a set checks it before handing it on.
  */
 #ifndef LAPSE_ITEM_H
 #define LAPSE_ITEM_H
@@ -27,9 +32,9 @@
 
 #include "buf.h"
 
-#define ITEM_MAX_BYTES (400 * 1024)   /* DynamoDB's item size limit */
-#define ITEM_MAX_NAME_BYTES 65535     /* DynamoDB's attribute name limit */
-#define ITEM_MAX_DEPTH 32             /* DynamoDB's nesting limit */
+#define ITEM_MAX_BYTES (400 * 1024) /* DynamoDB's item size limit */
+#define ITEM_MAX_NAME_BYTES 65535   /* DynamoDB's attribute name limit */
+#define ITEM_MAX_DEPTH 32           /* DynamoDB's nesting limit */
 
 typedef enum attr_type {
     ATTR_S = 1,
@@ -38,7 +43,10 @@ typedef enum attr_type {
     ATTR_BOOL = 4,
     ATTR_NULL = 5,
     ATTR_L = 6,
-    ATTR_M = 7
+    ATTR_M = 7,
+    ATTR_SS = 8,
+    ATTR_NS = 9,
+    ATTR_BS = 10
 } attr_type;
 
 typedef struct attr_value attr_value;
@@ -55,11 +63,11 @@ struct attr_value {
         struct {
             attr_value *v; /* owned array */
             size_t n;
-        } list;            /* L */
+        } list; /* L, and the elements of SS, NS, BS */
         struct {
             attr *v; /* owned array */
             size_t n;
-        } map;       /* M */
+        } map; /* M */
     } u;
 };
 
@@ -94,6 +102,22 @@ void item_value_init_list(attr_value *v);
 void item_value_init_map(attr_value *v);
 /* Appends *elem, taking ownership on success only. 0 or LAPSE_ENOMEM. */
 int item_value_list_append(attr_value *list, attr_value *elem);
+/* The element type of set type t (ATTR_S for ATTR_SS, ...), or 0 when t is
+ * not a set type. */
+attr_type item_set_elem_type(attr_type t);
+/* An empty set of type t (ATTR_SS, ATTR_NS or ATTR_BS), to be filled with
+ * item_value_set_add and checked with item_value_set_check. */
+void item_value_init_set(attr_value *v, attr_type t);
+/* Appends *elem to set, taking ownership on success only. 0, LAPSE_EINVAL
+ * (elem is not of the set's element type) or LAPSE_ENOMEM. Duplicates are
+ * found by item_value_set_check. */
+int item_value_set_add(attr_value *set, attr_value *elem);
+/* 0 when set holds at least one element and no two equal ones (invariant 4);
+ * LAPSE_EINVAL (empty: *dup NULL; a duplicate: *dup points at one copy) or
+ * LAPSE_ENOMEM. O(n log n). */
+int item_value_set_check(const attr_value *set, const attr_value **dup);
+/* Whether set holds a value equal to v (NS: numerically). */
+int item_value_set_has(const attr_value *set, const attr_value *v);
 /* Sets name in an M value, taking ownership of *val on success only (an
  * existing entry is replaced and freed). 0, LAPSE_EINVAL (bad name) or
  * LAPSE_ENOMEM. */
@@ -102,7 +126,8 @@ int item_value_map_set(attr_value *map, const char *name, attr_value *val);
 void item_value_fini(attr_value *v);
 /* Deep copy into *dst. 0 or LAPSE_ENOMEM (dst left ATTR_NULL). */
 int item_value_dup(attr_value *dst, const attr_value *src);
-/* Deep equality; N values compare numerically ("1.0" equals "1"). */
+/* Deep equality; N values compare numerically ("1.0" equals "1"); sets
+ * are equal when they hold the same elements, in any order. */
 int item_value_eq(const attr_value *a, const attr_value *b);
 /* DynamoDB's size accounting of one value, in bytes. */
 size_t item_value_size(const attr_value *v);

@@ -57,6 +57,9 @@ static int encode_value(buf *out, const attr_value *v)
     case ATTR_NULL:
         return 0;
     case ATTR_L:
+    case ATTR_SS: /* a set: as a list of its elements, each with its type */
+    case ATTR_NS:
+    case ATTR_BS:
         if ((rv = put_varint(out, v->u.list.n)) != 0) {
             return rv;
         }
@@ -273,8 +276,12 @@ static int decode_value(reader *r, int depth, attr_value *out)
         return 0;
     case ATTR_NULL:
         return 0;
-    case ATTR_L: {
-        if (get_count(r, 1, &n) != 0) {
+    case ATTR_L:
+    case ATTR_SS:
+    case ATTR_NS:
+    case ATTR_BS: {
+        const attr_type elem = item_set_elem_type((attr_type)type);
+        if (get_count(r, 1, &n) != 0 || (elem != 0 && n == 0)) {
             return LAPSE_ECORRUPT;
         }
         attr_value *arr = NULL;
@@ -283,7 +290,12 @@ static int decode_value(reader *r, int depth, attr_value *out)
             return LAPSE_ENOMEM;
         }
         for (; i < n; i++) {
-            if ((rv = decode_value(r, depth + 1, &arr[i])) != 0) {
+            rv = decode_value(r, depth + 1, &arr[i]);
+            if (rv == 0 && elem != 0 && arr[i].type != elem) {
+                item_value_fini(&arr[i]);
+                rv = LAPSE_ECORRUPT; /* a set holds its element type only */
+            }
+            if (rv != 0) {
                 for (size_t j = 0; j < i; j++) {
                     item_value_fini(&arr[j]);
                 }
@@ -291,9 +303,13 @@ static int decode_value(reader *r, int depth, attr_value *out)
                 return rv;
             }
         }
-        out->type = ATTR_L;
+        out->type = (attr_type)type;
         out->u.list.v = arr;
         out->u.list.n = n;
+        if (elem != 0 && (rv = item_value_set_check(out, NULL)) != 0) {
+            item_value_fini(out);
+            return rv == LAPSE_ENOMEM ? rv : LAPSE_ECORRUPT; /* a duplicate */
+        }
         return 0;
     }
     case ATTR_M: {
@@ -482,8 +498,12 @@ static int skim_value(reader *r, int depth, attr_type *type, const uint8_t **val
         return 0;
     case ATTR_NULL:
         return 0;
-    case ATTR_L: {
-        if (get_count(r, 1, &n) != 0) {
+    case ATTR_L:
+    case ATTR_SS: /* elements of the set's type; duplicates only decode finds */
+    case ATTR_NS:
+    case ATTR_BS: {
+        const attr_type elem = item_set_elem_type((attr_type)t);
+        if (get_count(r, 1, &n) != 0 || (elem != 0 && n == 0)) {
             return LAPSE_ECORRUPT;
         }
         for (size_t i = 0; i < n; i++) {
@@ -493,6 +513,9 @@ static int skim_value(reader *r, int depth, attr_type *type, const uint8_t **val
             int rv = skim_value(r, depth + 1, &et, &ev, &el);
             if (rv != 0) {
                 return rv;
+            }
+            if (elem != 0 && et != elem) {
+                return LAPSE_ECORRUPT;
             }
         }
         return 0;

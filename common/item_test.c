@@ -113,7 +113,9 @@ static void model_basics(void **state)
     attr_type t;
     assert_int_equal(item_type_parse("BOOL", &t), 0);
     assert_int_equal(t, ATTR_BOOL);
-    assert_int_equal(item_type_parse("SS", &t), LAPSE_EINVAL);
+    assert_int_equal(item_type_parse("SS", &t), 0);
+    assert_int_equal(t, ATTR_SS);
+    assert_int_equal(item_type_parse("SSS", &t), LAPSE_EINVAL);
     assert_string_equal(item_type_name(ATTR_M), "M");
     item_free(it);
     item_free(NULL);
@@ -228,6 +230,118 @@ static void round_trip(void **state)
     buf_fini(&b);
 }
 
+static void expect_corrupt(const char *what, const void *p, size_t n);
+
+/* A set of type t holding the n texts. */
+static attr_value make_set(attr_type t, const char *const *texts, size_t n)
+{
+    attr_value set, e;
+    item_value_init_set(&set, t);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(
+            item_value_init_bytes(&e, item_set_elem_type(t), texts[i], strlen(texts[i])), 0);
+        assert_int_equal(item_value_set_add(&set, &e), 0);
+    }
+    return set;
+}
+
+/* Sets: checks, equality in any order, NS elements as numbers, size,
+ * copies, and the encoding (invariant 4). */
+static void sets(void **state)
+{
+    (void)state;
+    static const char *const abc[] = {"a", "b", "c"}, *const cab[] = {"c", "a", "b"},
+                             *const aba[] = {"a", "b", "a"}, *const nums[] = {"1", "2.5", "-3"},
+                             *const nums2[] = {"-3", "2.50", "1.0"}, *const dupn[] = {"10", "1E1"};
+    attr_value s1 = make_set(ATTR_SS, abc, 3), s2 = make_set(ATTR_SS, cab, 3);
+    const attr_value *dup = NULL;
+    assert_int_equal(item_value_set_check(&s1, &dup), 0);
+    assert_true(item_value_eq(&s1, &s2)); /* any order */
+    attr_value s3 = make_set(ATTR_SS, aba, 3);
+    assert_int_equal(item_value_set_check(&s3, &dup), LAPSE_EINVAL);
+    assert_non_null(dup);
+    assert_string_equal(dup->u.bytes.ptr, "a");
+    attr_value n1 = make_set(ATTR_NS, nums, 3), n2 = make_set(ATTR_NS, nums2, 3);
+    assert_true(item_value_eq(&n1, &n2)); /* numerically */
+    attr_value n3 = make_set(ATTR_NS, dupn, 2);
+    assert_int_equal(item_value_set_check(&n3, &dup), LAPSE_EINVAL); /* 10 = 1E1 */
+    attr_value empty;
+    item_value_init_set(&empty, ATTR_BS);
+    assert_int_equal(item_value_set_check(&empty, &dup), LAPSE_EINVAL);
+    assert_null(dup);
+    /* Only the element type goes in; sets and lists differ. */
+    attr_value e;
+    assert_int_equal(item_value_init_bytes(&e, ATTR_N, "1", 1), 0);
+    assert_int_equal(item_value_set_add(&s1, &e), LAPSE_EINVAL);
+    assert_true(item_value_set_has(&n1, &e)); /* "1" is "1.0" */
+    assert_false(item_value_set_has(&s1, &e));
+    item_value_fini(&e);
+    assert_int_equal(item_set_elem_type(ATTR_NS), ATTR_N);
+    assert_int_equal(item_set_elem_type(ATTR_L), 0);
+    assert_false(item_value_eq(&s1, &n1));
+    attr_value shorter = make_set(ATTR_SS, abc, 2);
+    assert_false(item_value_eq(&s1, &shorter));
+    assert_int_equal(item_value_size(&s1), 3); /* the elements' sizes */
+    assert_string_equal(item_type_name(ATTR_BS), "BS");
+
+    /* An item with sets encodes, decodes equal and copies equal. */
+    item *it = item_new();
+    attr_value c;
+    assert_int_equal(item_value_dup(&c, &s1), 0);
+    assert_int_equal(c.type, ATTR_SS);
+    assert_int_equal(item_set(it, "ss", &c), 0);
+    assert_int_equal(item_set(it, "ns", &n1), 0);
+    buf b;
+    encode(it, &b);
+    item *back = NULL;
+    assert_int_equal(item_decode(b.data, b.len, &back), 0);
+    assert_true(item_eq(it, back));
+    assert_int_equal(item_get(back, "ns")->type, ATTR_NS);
+    check_agrees(b.data, b.len, "ns");
+    check_agrees(b.data, b.len, "ss");
+    item_free(back);
+    buf_fini(&b);
+    item_free(it);
+    /* Encodings of bad sets are corrupt. */
+    expect_corrupt("empty SS",
+                   "\x01\x01\x01"
+                   "a"
+                   "\x08\x00",
+                   6);
+    expect_corrupt("SS holding an N",
+                   "\x01\x01\x01"
+                   "a"
+                   "\x08\x01\x02\x01"
+                   "1",
+                   9);
+    expect_corrupt("SS with a duplicate",
+                   "\x01\x01\x01"
+                   "a"
+                   "\x08\x02\x01\x01x\x01\x01x",
+                   12);
+    expect_corrupt("NS with 1 and 1.0",
+                   "\x01\x01\x01"
+                   "a"
+                   "\x09\x02\x02\x01"
+                   "1\x02\x03"
+                   "1.0",
+                   14);
+    item *two = NULL;
+    assert_int_equal(item_decode("\x01\x01\x01"
+                                 "a"
+                                 "\x08\x02\x01\x01x\x01\x01y",
+                                 12, &two),
+                     0);
+    assert_int_equal(item_get(two, "a")->u.list.n, 2);
+    item_free(two);
+    item_value_fini(&s1);
+    item_value_fini(&s2);
+    item_value_fini(&s3);
+    item_value_fini(&n2);
+    item_value_fini(&n3);
+    item_value_fini(&shorter);
+}
+
 /* Every proper prefix of an encoding is rejected. */
 static void truncation_rejected(void **state)
 {
@@ -273,7 +387,7 @@ static void specific_corruptions(void **state)
     expect_corrupt("unknown type",
                    "\x01\x01\x01"
                    "a"
-                   "\x09",
+                   "\x0b",
                    5);
     expect_corrupt("type 0",
                    "\x01\x01\x01"
@@ -603,15 +717,11 @@ static void encoded_get_rejects_corrupt(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(model_basics),
-        cmocka_unit_test(equality_and_dup),
-        cmocka_unit_test(size_accounting),
-        cmocka_unit_test(round_trip),
-        cmocka_unit_test(truncation_rejected),
-        cmocka_unit_test(specific_corruptions),
-        cmocka_unit_test(fuzz_mutations),
-        cmocka_unit_test(encoded_get_finds),
-        cmocka_unit_test(encoded_get_rejects_corrupt),
+        cmocka_unit_test(model_basics),         cmocka_unit_test(equality_and_dup),
+        cmocka_unit_test(size_accounting),      cmocka_unit_test(sets),
+        cmocka_unit_test(round_trip),           cmocka_unit_test(truncation_rejected),
+        cmocka_unit_test(specific_corruptions), cmocka_unit_test(fuzz_mutations),
+        cmocka_unit_test(encoded_get_finds),    cmocka_unit_test(encoded_get_rejects_corrupt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -90,8 +90,8 @@ int ddb_credentials_load(const char *path, ddb_credentials **out, char *err, siz
             return load_fail(err, errlen, f, c, "out of memory");
         }
         c->v = v;
-        snprintf(c->v[c->n].id, sizeof c->v[c->n].id, "%s", id);
-        snprintf(c->v[c->n].secret, sizeof c->v[c->n].secret, "%s", secret);
+        memcpy(c->v[c->n].id, id, strlen(id) + 1); /* both checked: at most MAX_KEY */
+        memcpy(c->v[c->n].secret, secret, strlen(secret) + 1);
         c->n++;
     }
     if (ferror(f)) {

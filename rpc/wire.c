@@ -85,7 +85,10 @@ static Lapse__AttributeValue *value_to_pb(arena *a, const attr_value *v, int dep
         pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_NULL;
         pb->null = 1;
         return pb;
-    case ATTR_L: {
+    case ATTR_L:
+    case ATTR_SS:
+    case ATTR_NS:
+    case ATTR_BS: {
         Lapse__ListValue *l = arena_alloc(a, sizeof *l);
         size_t n = v->u.list.n;
         if (l == NULL) {
@@ -101,8 +104,23 @@ static Lapse__AttributeValue *value_to_pb(arena *a, const attr_value *v, int dep
             }
         }
         l->n_values = n;
-        pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_L;
-        pb->l = l;
+        switch (v->type) {
+        case ATTR_SS:
+            pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_SS;
+            pb->ss = l;
+            break;
+        case ATTR_NS:
+            pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_NS;
+            pb->ns = l;
+            break;
+        case ATTR_BS:
+            pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_BS;
+            pb->bs = l;
+            break;
+        default:
+            pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_L;
+            pb->l = l;
+        }
         return pb;
     }
     case ATTR_M: {
@@ -141,7 +159,6 @@ Lapse__Item *wire_item_to_pb(arena *a, const item *it)
     pb->n_attrs = it->n;
     return pb;
 }
-
 
 /* ===================================================================== */
 /* Incoming: protobuf to structs, validated                               */
@@ -334,11 +351,23 @@ static int value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, int d
     case LAPSE__ATTRIBUTE_VALUE__VALUE_NULL:
         item_value_init_null(out);
         return 0;
-    case LAPSE__ATTRIBUTE_VALUE__VALUE_L: {
-        size_t n = pb->l != NULL ? pb->l->n_values : 0;
+    case LAPSE__ATTRIBUTE_VALUE__VALUE_L:
+    case LAPSE__ATTRIBUTE_VALUE__VALUE_SS:
+    case LAPSE__ATTRIBUTE_VALUE__VALUE_NS:
+    case LAPSE__ATTRIBUTE_VALUE__VALUE_BS: {
+        const attr_type t = pb->value_case == LAPSE__ATTRIBUTE_VALUE__VALUE_SS   ? ATTR_SS
+                            : pb->value_case == LAPSE__ATTRIBUTE_VALUE__VALUE_NS ? ATTR_NS
+                            : pb->value_case == LAPSE__ATTRIBUTE_VALUE__VALUE_BS ? ATTR_BS
+                                                                                 : ATTR_L;
+        const Lapse__ListValue *l = t == ATTR_SS   ? pb->ss
+                                    : t == ATTR_NS ? pb->ns
+                                    : t == ATTR_BS ? pb->bs
+                                                   : pb->l;
+        const attr_type elem = item_set_elem_type(t);
+        size_t n = l != NULL ? l->n_values : 0;
         attr_value *arr = NULL;
         if (n > 0) {
-            if (pb->l->values == NULL || n > SIZE_MAX / sizeof(attr_value) / 2) {
+            if (l->values == NULL || n > SIZE_MAX / sizeof(attr_value) / 2) {
                 set_err(err, errlen, "bad list");
                 return LAPSE_EINVAL;
             }
@@ -349,10 +378,14 @@ static int value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, int d
         }
         for (size_t i = 0; i < n; i++) {
             rv = LAPSE_EINVAL;
-            if (pb->l->values[i] == NULL) {
+            if (l->values[i] == NULL) {
                 set_err(err, errlen, "null list element");
-            } else {
-                rv = value_from_pb(pb->l->values[i], &arr[i], depth + 1, err, errlen);
+            } else if ((rv = value_from_pb(l->values[i], &arr[i], depth + 1, err, errlen)) == 0 &&
+                       elem != 0 && arr[i].type != elem) {
+                set_err(err, errlen, "a %s element of type %s", item_type_name(t),
+                        item_type_name(arr[i].type));
+                item_value_fini(&arr[i]);
+                rv = LAPSE_EINVAL;
             }
             if (rv != 0) {
                 for (size_t j = 0; j < i; j++) {
@@ -362,9 +395,18 @@ static int value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, int d
                 return rv;
             }
         }
-        out->type = ATTR_L;
+        out->type = t;
         out->u.list.v = arr;
         out->u.list.n = n;
+        if (elem != 0 && (rv = item_value_set_check(out, NULL)) != 0) {
+            item_value_fini(out);
+            set_err(err, errlen,
+                    rv == LAPSE_ENOMEM ? "out of memory"
+                    : n == 0           ? "an empty %s"
+                                       : "a %s with duplicates",
+                    item_type_name(t));
+            return rv;
+        }
         return 0;
     }
     case LAPSE__ATTRIBUTE_VALUE__VALUE_M: {
@@ -380,7 +422,8 @@ static int value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, int d
     }
     case LAPSE__ATTRIBUTE_VALUE__VALUE__NOT_SET:
     default:
-        set_err(err, errlen, "value has no type (exactly one of S, N, B, BOOL, NULL, L, M)");
+        set_err(err, errlen,
+                "value has no type (exactly one of S, N, B, BOOL, NULL, L, M, SS, NS, BS)");
         return LAPSE_EINVAL;
     }
 }

@@ -307,8 +307,10 @@ static pmap *sample_pmap(void)
     snprintf(t.sk.name, sizeof t.sk.name, "ts");
     t.sk.type = ATTR_N;
     t.partitions = 4;
-    pmap_replicas parts[4] = {{.n = 1, .ids = {1}}, {.n = 2, .ids = {2, 1}, .in_sync = 1, .epoch = 4},
-                              {.n = 3, .ids = {3, 1, 2}, .in_sync = 7, .epoch = 1}, {.n = 1, .ids = {2}}};
+    pmap_replicas parts[4] = {{.n = 1, .ids = {1}},
+                              {.n = 2, .ids = {2, 1}, .in_sync = 1, .epoch = 4},
+                              {.n = 3, .ids = {3, 1, 2}, .in_sync = 7, .epoch = 1},
+                              {.n = 1, .ids = {2}}};
     assert_int_equal(pmap_add_table_assigned(pm, &t, parts), 0);
     return pm;
 }
@@ -416,6 +418,54 @@ static void bad_numbers_are_rejected(void **state)
             fail_msg("number \"%s\" accepted", bad[i]);
         }
         assert_int_equal(out.type, ATTR_NULL); /* owns nothing */
+    }
+}
+
+/* Sets cross the wire as themselves; an empty one, one with duplicates or
+ * with an element of another type is refused. */
+static void sets_round_trip_and_bad_ones_are_rejected(void **state)
+{
+    (void)state;
+    item *it = item_new();
+    static const attr_type types[] = {ATTR_SS, ATTR_NS, ATTR_BS};
+    static const char *const names[] = {"ss", "ns", "bs"};
+    for (int k = 0; k < 3; k++) {
+        attr_value sv, e;
+        item_value_init_set(&sv, types[k]);
+        e = bytes_value(item_set_elem_type(types[k]), "1", 1);
+        assert_int_equal(item_value_set_add(&sv, &e), 0);
+        e = bytes_value(item_set_elem_type(types[k]), "22", 2);
+        assert_int_equal(item_value_set_add(&sv, &e), 0);
+        set(it, names[k], sv);
+    }
+    item *back = through_wire(it);
+    assert_true(item_eq(it, back));
+    assert_int_equal(item_get(back, "ns")->type, ATTR_NS);
+    item_free(back);
+    item_free(it);
+
+    Lapse__AttributeValue one = LAPSE__ATTRIBUTE_VALUE__INIT, num = LAPSE__ATTRIBUTE_VALUE__INIT;
+    one.value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_S;
+    one.s = (ProtobufCBinaryData){1, (uint8_t *)"x"};
+    num.value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_N;
+    num.n = "1";
+    Lapse__AttributeValue *dup[2] = {&one, &one}, *mixed[2] = {&one, &num};
+    Lapse__ListValue l_empty = LAPSE__LIST_VALUE__INIT, l_dup = LAPSE__LIST_VALUE__INIT,
+                     l_mixed = LAPSE__LIST_VALUE__INIT;
+    l_dup.values = dup;
+    l_dup.n_values = 2;
+    l_mixed.values = mixed;
+    l_mixed.n_values = 2;
+    const Lapse__ListValue *bad[] = {&l_empty, &l_dup, &l_mixed};
+    for (size_t i = 0; i < 3; i++) {
+        Lapse__AttributeValue v = LAPSE__ATTRIBUTE_VALUE__INIT;
+        v.value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_SS;
+        v.ss = (Lapse__ListValue *)bad[i];
+        attr_value out;
+        char err[256] = "";
+        assert_int_equal(wire_value_from_pb(&v, &out, err, sizeof err), LAPSE_EINVAL);
+        assert_int_equal(out.type, ATTR_NULL);
+        assert_non_null(strstr(err, "SS"));
     }
 }
 
@@ -725,6 +775,7 @@ int main(void)
         cmocka_unit_test(pmap_round_trip),
         cmocka_unit_test(value_without_type_is_rejected),
         cmocka_unit_test(bad_numbers_are_rejected),
+        cmocka_unit_test(sets_round_trip_and_bad_ones_are_rejected),
         cmocka_unit_test(bad_names_are_rejected),
         cmocka_unit_test(too_deep_is_rejected),
         cmocka_unit_test(nesting_check_stops_deep_frames),
