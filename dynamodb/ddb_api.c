@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ddb_items.h"
+#include "ddb_legacy.h"
 #include "ddb_query.h"
 #include "../common/clock.h"
 #include "ddb_req.h"
@@ -88,9 +89,13 @@ static void dispatch(ddb_ctx *x, const char *target, const void *body, size_t le
         json_decref(req);
         return;
     }
-    if (fn(x, req) == 0 && x->out == NULL) {
+    /* The legacy parameters become expressions before the operation sees
+     * the request (ddb_legacy.h). */
+    json_t *exprs = NULL;
+    if (ddb_legacy_translate(x, name, req, &exprs) == 0 && fn(x, exprs) == 0 && x->out == NULL) {
         ddb_req_fail(x, 500, "InternalServerError", "out of memory");
     }
+    json_decref(exprs);
     json_decref(req);
 }
 

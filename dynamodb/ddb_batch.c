@@ -179,9 +179,7 @@ static int get_table(ddb_ctx *x, const char *table, json_t *spec, json_t *respon
     expr_node *proj = NULL;
     lapse_error err;
     int consistent = 0, rv = -1;
-    static const char *const legacy[] = {"AttributesToGet", NULL};
     if (ddb_expr_init(x, spec, &e) != 0 ||
-        ddb_req_unsupported(x, spec, "BatchGetItem", legacy) != 0 ||
         ddb_req_bool(x, spec, "ConsistentRead", 0, &consistent) != 0 ||
         ddb_expr_projection(x, &e, spec, &proj) != 0 || ddb_expr_done(x, &e) != 0) {
         goto out;

@@ -1,19 +1,14 @@
 /*
  * ddb_items.c: PutItem, GetItem, DeleteItem and UpdateItem. GetItem is
  * eventually consistent unless ConsistentRead is true, as in DynamoDB: any
- * in-sync copy of the partition may answer (lapse_read_opts). Conditions and updates go through ddb_write_run
- * (ddb_expr.h), which says what is atomic.
+ * in-sync copy of the partition may answer (lapse_read_opts). Conditions and updates go through
+ * ddb_write_run (ddb_expr.h), which says what is atomic.
  */
 #include "ddb_items.h"
 
 #include <string.h>
 
 #include "ddb_expr.h"
-
-/* The legacy forms the SDKs can still send, not served yet. */
-static const char *const write_unsupported[] = {"Expected", "ConditionalOperator",
-                                                "AttributeUpdates", NULL};
-static const char *const get_unsupported[] = {"AttributesToGet", NULL};
 
 /* ReturnValues: *out is the value (NONE when absent); anything outside
  * allowed (a NULL-terminated list) is refused, saying why. */
@@ -110,8 +105,8 @@ static int put_or_delete(ddb_ctx *x, json_t *req, ddb_write_kind kind)
     expr_ctx e;
     expr_node *cond;
     int rv = -1;
-    if (ddb_expr_init(x, req, &e) != 0 || ddb_req_unsupported(x, req, op, write_unsupported) != 0 ||
-        return_values(x, req, op, none_only, &rvals) != 0 || on_failure_none(x, req, op) != 0 ||
+    if (ddb_expr_init(x, req, &e) != 0 || return_values(x, req, op, none_only, &rvals) != 0 ||
+        on_failure_none(x, req, op) != 0 ||
         ddb_expr_condition(x, &e, req, "ConditionExpression", &cond) != 0 ||
         ddb_expr_done(x, &e) != 0 ||
         table_and_item(x, req, kind == DDB_PUT ? "Item" : "Key", kind == DDB_DELETE, &table, &it) !=
@@ -153,7 +148,6 @@ int ddb_items_get(ddb_ctx *x, json_t *req)
     expr_node *proj;
     int consistent = 0, rv = -1;
     if (ddb_expr_init(x, req, &e) != 0 ||
-        ddb_req_unsupported(x, req, "GetItem", get_unsupported) != 0 ||
         ddb_req_bool(x, req, "ConsistentRead", 0, &consistent) != 0 ||
         ddb_expr_projection(x, &e, req, &proj) != 0 || ddb_expr_done(x, &e) != 0 ||
         table_and_item(x, req, "Key", 1, &table, &key) != 0) {
@@ -197,7 +191,6 @@ int ddb_items_update(ddb_ctx *x, json_t *req)
     expr_action *actions;
     int rv = -1;
     if (ddb_expr_init(x, req, &e) != 0 ||
-        ddb_req_unsupported(x, req, "UpdateItem", write_unsupported) != 0 ||
         return_values(x, req, "UpdateItem", allowed, &rvals) != 0 ||
         on_failure_none(x, req, "UpdateItem") != 0 || ddb_expr_update(x, &e, req, &actions) != 0 ||
         ddb_expr_condition(x, &e, req, "ConditionExpression", &cond) != 0 ||
@@ -206,8 +199,8 @@ int ddb_items_update(ddb_ctx *x, json_t *req)
     }
     if (actions == NULL) {
         ddb_req_fail(x, 400, "ValidationException",
-                     "UpdateItem: an UpdateExpression is required by Lapse (an update with no "
-                     "actions is not served)");
+                     "UpdateItem: an UpdateExpression or AttributeUpdates is required by Lapse "
+                     "(an update with no actions is not served)");
         goto out;
     }
     ddb_write w = {.kind = DDB_UPDATE,

@@ -2,8 +2,8 @@
  * ddb_items.h: the gateway's item operations (PutItem, GetItem, DeleteItem,
  * UpdateItem) on liblapse's item calls, with ConditionExpression,
  * UpdateExpression and ProjectionExpression (ddb_expr.h says what is
- * atomic). The legacy Expected/AttributeUpdates/AttributesToGet forms are
- * refused with a ValidationException naming them.
+ * atomic). The legacy Expected/AttributeUpdates/AttributesToGet forms
+ * arrive here already rewritten into those (ddb_legacy.h).
  *
  * Thread-safety: as liblapse's client; each call on its own ddb_ctx.
  *

@@ -115,7 +115,7 @@ typedef struct reader {
     lapse_item *start;
 } reader;
 
-static int reader_init(ddb_ctx *x, json_t *req, const char *op, reader *r)
+static int reader_init(ddb_ctx *x, json_t *req, reader *r)
 {
     const char *select;
     memset(r, 0, sizeof *r);
@@ -124,11 +124,6 @@ static int reader_init(ddb_ctx *x, json_t *req, const char *op, reader *r)
         ddb_expr_projection(x, &r->e, req, &r->proj) != 0 ||
         ddb_req_string(x, req, "Select", 0, &select) != 0 ||
         ddb_req_int(x, req, "Limit", 1, 1000000, &r->limit) != 0) {
-        return -1;
-    }
-    static const char *const legacy[] = {"ScanFilter",      "QueryFilter",         "KeyConditions",
-                                         "AttributesToGet", "ConditionalOperator", NULL};
-    if (ddb_req_unsupported(x, req, op, legacy) != 0) {
         return -1;
     }
     if (select != NULL) {
@@ -227,7 +222,7 @@ int ddb_query_query(ddb_ctx *x, json_t *req)
     lapse_error err;
     char pk[LAPSE_KEY_NAME_MAX + 1], sk[LAPSE_KEY_NAME_MAX + 1];
     char *pk_json = NULL, *sk_json = NULL, *sk2_json = NULL;
-    if (reader_init(x, req, "Query", &r) != 0 ||
+    if (reader_init(x, req, &r) != 0 ||
         ddb_expr_condition(x, &r.e, req, "KeyConditionExpression", &kc) != 0 ||
         ddb_expr_done(x, &r.e) != 0 || ddb_req_string(x, req, "TableName", 1, &table) != 0 ||
         ddb_req_string(x, req, "IndexName", 0, &index) != 0 ||
@@ -238,7 +233,7 @@ int ddb_query_query(ddb_ctx *x, json_t *req)
     if (kc == NULL) {
         ddb_req_fail(x, 400, "ValidationException",
                      "Either the KeyConditions or KeyConditionExpression parameter must be "
-                     "specified in the request (Lapse serves KeyConditionExpression)");
+                     "specified in the request.");
         goto out;
     }
     int gsi = 0;
@@ -293,7 +288,7 @@ int ddb_query_scan(ddb_ctx *x, json_t *req)
     reader r;
     lapse_page *page = NULL;
     lapse_error err;
-    if (reader_init(x, req, "Scan", &r) != 0 || ddb_expr_done(x, &r.e) != 0 ||
+    if (reader_init(x, req, &r) != 0 || ddb_expr_done(x, &r.e) != 0 ||
         ddb_req_string(x, req, "TableName", 1, &table) != 0 ||
         ddb_req_string(x, req, "IndexName", 0, &index) != 0 ||
         ddb_req_bool(x, req, "ConsistentRead", 0, &consistent) != 0 ||
