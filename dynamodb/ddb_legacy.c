@@ -208,6 +208,27 @@ static const cmp_op *find_op(const char *name)
     return NULL;
 }
 
+/* DynamoDB's member-constraint error for the ComparisonOperator of attr in
+ * param: name is not one (NULL: it is missing). Returns -1. */
+static int bad_operator(legacy *l, const char *param, const char *attr, const char *name)
+{
+    char where[160];
+    /* DynamoDB names the member path with the parameter's first letter
+     * lowercased: scanFilter.a.member.comparisonOperator. */
+    snprintf(where, sizeof where, "%c%s.%.100s.member.comparisonOperator", param[0] - 'A' + 'a',
+             param + 1, attr);
+    if (name == NULL) {
+        return ddb_req_fail(l->x, 400, "ValidationException",
+                            "1 validation error detected: Value null at '%s' failed to satisfy "
+                            "constraint: Member must not be null",
+                            where);
+    }
+    return ddb_req_fail(l->x, 400, "ValidationException",
+                        "1 validation error detected: Value '%.40s' at '%s' failed to satisfy "
+                        "constraint: Member must satisfy enum value set: " CMP_ENUM,
+                        name, where);
+}
+
 /* Appends the expression of a ComparisonOperator condition on attr: op
  * named name, its values in list (an array of typed values). */
 static int compare(legacy *l, const char *param, cond_mode mode, const char *attr, const char *name,
@@ -217,14 +238,7 @@ static int compare(legacy *l, const char *param, cond_mode mode, const char *att
     size_t n = json_array_size(list), i;
     json_t *v;
     if (op == NULL) {
-        char lower[64];
-        snprintf(lower, sizeof lower, "%s", param);
-        lower[0] = (char)(lower[0] - 'A' + 'a');
-        return ddb_req_fail(l->x, 400, "ValidationException",
-                            "1 validation error detected: Value '%.40s' at "
-                            "'%s.%.100s.member.comparisonOperator' failed to satisfy constraint: "
-                            "Member must satisfy enum value set: " CMP_ENUM,
-                            name, lower, attr);
+        return bad_operator(l, param, attr, name);
     }
     if (mode == KEY && !op->key) {
         return ddb_req_fail(l->x, 400, "ValidationException",
@@ -359,14 +373,7 @@ static int condition(legacy *l, const char *param, cond_mode mode, const char *a
         return exists_form(l, attr, c, b);
     }
     if (opname == NULL) {
-        char lower[64];
-        snprintf(lower, sizeof lower, "%s", param);
-        lower[0] = (char)(lower[0] - 'A' + 'a');
-        return ddb_req_fail(l->x, 400, "ValidationException",
-                            "1 validation error detected: Value null at "
-                            "'%s.%.100s.member.comparisonOperator' failed to satisfy constraint: "
-                            "Member must not be null",
-                            lower, attr);
+        return bad_operator(l, param, attr, NULL);
     }
     const char *name = json_string_value(opname);
     if (mode == EXPECTED && json_object_get(c, "Exists") != NULL) {
