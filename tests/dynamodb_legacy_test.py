@@ -6,8 +6,8 @@ the same cluster.
 Proves: Expected in both forms (Exists/Value and ComparisonOperator) with
 every ComparisonOperator true and false on a real item, ConditionalOperator
 AND and OR, ConditionalCheckFailedException on a false Expected with the item
-left unchanged; AttributeUpdates PUT (the default), ADD on numbers and lists,
-DELETE of an attribute, on new and existing items, with ReturnValues;
+left unchanged; AttributeUpdates PUT (the default), ADD on numbers, lists and
+sets, DELETE of an attribute or of set elements, CONTAINS on a set, on new and existing items, with ReturnValues;
 AttributesToGet on GetItem, Query, Scan and BatchGetItem; KeyConditions on a
 table with a sort key (EQ, LE, LT, GE, GT, BETWEEN, BEGINS_WITH) and beside a
 FilterExpression; QueryFilter and ScanFilter with AND and OR; attribute names
@@ -206,6 +206,30 @@ def test_attribute_updates(ddb, item_table):
         ddb.update_item(TableName=item_table, Key=key,
                         AttributeUpdates={"pk": {"Value": S("other")}})
     refused(e, "ValidationException", "Cannot update attribute pk")
+
+
+def test_sets_through_legacy_parameters(ddb, item_table):
+    """AttributeUpdates ADD and DELETE on sets, and CONTAINS / NOT_CONTAINS
+    on a set in Expected."""
+    key = {"pk": S("set-" + uuid.uuid4().hex[:6])}
+    ddb.update_item(TableName=item_table, Key=key,
+                    AttributeUpdates={"tags": {"Action": "ADD", "Value": {"SS": ["a", "b"]}}})
+    ddb.update_item(TableName=item_table, Key=key,
+                    AttributeUpdates={"tags": {"Action": "ADD", "Value": {"SS": ["c", "a"]}}})
+    ddb.update_item(TableName=item_table, Key=key,
+                    AttributeUpdates={"tags": {"Action": "DELETE", "Value": {"SS": ["b"]}}})
+    got = ddb.get_item(TableName=item_table, Key=key, ConsistentRead=True)["Item"]
+    assert sorted(got["tags"]["SS"]) == ["a", "c"]
+    ddb.put_item(TableName=item_table, Item=dict(key, tags={"SS": ["a", "c"]}),
+                 Expected={"tags": cmp("CONTAINS", S("c"))})
+    with pytest.raises(ClientError) as e:
+        ddb.put_item(TableName=item_table, Item=key,
+                     Expected={"tags": cmp("NOT_CONTAINS", S("c"))})
+    refused(e, "ConditionalCheckFailedException")
+    ddb.update_item(TableName=item_table, Key=key,
+                    AttributeUpdates={"tags": {"Action": "DELETE", "Value": {"SS": ["a", "c"]}}})
+    assert "tags" not in ddb.get_item(TableName=item_table, Key=key,
+                                      ConsistentRead=True)["Item"]
 
 
 def test_attributes_to_get(ddb, item_table):
