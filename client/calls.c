@@ -31,8 +31,9 @@ static int check_item(const table_schema *t, const item *it, int key_only, lapse
 }
 
 /* Builds the wire form of cond into *out (NULL for no condition). *keep holds
- * the parsed value of an EQUALS condition; the caller frees it with
- * item_value_fini after the call. */
+ * the parsed value of an EQUALS or ITEM_EQUALS condition (for the latter an M
+ * of the item's attributes); the caller frees it with item_value_fini after
+ * the call. */
 static int cond_to_pb(arena *a, const lapse_condition *cond, Lapse__Condition **out,
                       attr_value *keep, lapse_error *err)
 {
@@ -43,7 +44,8 @@ static int cond_to_pb(arena *a, const lapse_condition *cond, Lapse__Condition **
     if (cond == NULL || cond->kind == LAPSE_COND_NONE) {
         return 0;
     }
-    if (cond->attribute == NULL || cond->attribute[0] == '\0') {
+    if (cond->kind != LAPSE_COND_ITEM_EQUALS &&
+        (cond->attribute == NULL || cond->attribute[0] == '\0')) {
         return client_err(err, LAPSE_EINVAL, "condition: no attribute name");
     }
     Lapse__Condition *pc = arena_alloc(a, sizeof *pc);
@@ -51,7 +53,7 @@ static int cond_to_pb(arena *a, const lapse_condition *cond, Lapse__Condition **
         return client_err(err, LAPSE_ENOMEM, "out of memory");
     }
     lapse__condition__init(pc);
-    pc->attribute = (char *)cond->attribute;
+    pc->attribute = cond->attribute != NULL ? (char *)cond->attribute : "";
     switch (cond->kind) {
     case LAPSE_COND_NOT_EXISTS:
         pc->kind = LAPSE__CONDITION__KIND__ATTRIBUTE_NOT_EXISTS;
@@ -72,6 +74,28 @@ static int cond_to_pb(arena *a, const lapse_condition *cond, Lapse__Condition **
             return client_err(err, LAPSE_ENOMEM, "out of memory");
         }
         break;
+    case LAPSE_COND_ITEM_EQUALS: {
+        item *it = NULL;
+        pc->kind = LAPSE__CONDITION__KIND__ITEM_EQUALS;
+        if (cond->value_json == NULL) {
+            return client_err(err, LAPSE_EINVAL, "item condition: no item");
+        }
+        rv = ddbjson_parse_item(cond->value_json, strlen(cond->value_json), &it, msg, sizeof msg);
+        if (rv != 0) {
+            return client_err(err, rv, "item condition: %s", msg);
+        }
+        /* The item's attributes become the M value (moved, not copied). */
+        item_value_init_map(keep);
+        keep->u.map.v = it->attrs;
+        keep->u.map.n = it->n;
+        it->attrs = NULL;
+        it->n = it->cap = 0;
+        item_free(it);
+        if ((pc->value = wire_value_to_pb(a, keep)) == NULL) {
+            return client_err(err, LAPSE_ENOMEM, "out of memory");
+        }
+        break;
+    }
     default:
         return client_err(err, LAPSE_EINVAL, "condition: unknown kind %d", (int)cond->kind);
     }

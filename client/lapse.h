@@ -195,13 +195,18 @@ typedef enum lapse_cond_kind {
     LAPSE_COND_NONE = 0,
     LAPSE_COND_NOT_EXISTS = 1, /* attribute_not_exists(attribute) */
     LAPSE_COND_EXISTS = 2,     /* attribute_exists(attribute) */
-    LAPSE_COND_EQUALS = 3      /* attribute = value_json */
+    LAPSE_COND_EQUALS = 3,     /* attribute = value_json */
+    /* The whole item is exactly value_json, an item in DynamoDB JSON
+     * (attribute unused): the guard of a read-modify-write, which holds only
+     * when nothing changed the item since it was read. */
+    LAPSE_COND_ITEM_EQUALS = 4
 } lapse_cond_kind;
 
 typedef struct lapse_condition {
     lapse_cond_kind kind;
     const char *attribute;
-    const char *value_json; /* LAPSE_COND_EQUALS: a typed value, {"N":"5"} */
+    const char *value_json; /* LAPSE_COND_EQUALS: a typed value, {"N":"5"};
+                               LAPSE_COND_ITEM_EQUALS: an item, {"pk":{"S":"a"},...} */
 } lapse_condition;
 
 /* Checks item against table's schema (key attributes present with their

@@ -626,6 +626,11 @@ int item_eq(const item *a, const item *b)
     return maps_eq(a->attrs, a->n, b->attrs, b->n);
 }
 
+int item_eq_map(const item *it, const attr_value *m)
+{
+    return m != NULL && m->type == ATTR_M && maps_eq(it->attrs, it->n, m->u.map.v, m->u.map.n);
+}
+
 size_t item_size(const item *it)
 {
     size_t sz = 0;

@@ -152,6 +152,9 @@ const attr_value *item_get(const item *it, const char *name);
 int item_remove(item *it, const char *name);
 /* Deep equality (attribute order does not matter). */
 int item_eq(const item *a, const item *b);
+/* Whether it holds exactly the attributes of M value m, equal by item_eq's
+ * rules (0 when m is not an M). */
+int item_eq_map(const item *it, const attr_value *m);
 /* DynamoDB's size accounting: the sum of name lengths and value sizes. */
 size_t item_size(const item *it);
 

@@ -99,13 +99,16 @@ static void dispatch(ddb_ctx *x, const char *target, const void *body, size_t le
     json_decref(req);
 }
 
-/* DynamoDB's error document for type (short name) and message; NULL on
- * OOM. */
-static char *error_body(const char *type, const char *message)
+/* DynamoDB's error document for type (short name) and message, with item
+ * (borrowed; NULL: none) as its "Item"; NULL on OOM. */
+static char *error_body(const char *type, const char *message, json_t *item)
 {
     char t[128];
     snprintf(t, sizeof t, TYPE_PREFIX "%s", type);
     json_t *e = json_pack("{s:s,s:s}", "__type", t, "message", message);
+    if (e != NULL && item != NULL) {
+        json_object_set(e, "Item", item);
+    }
     char *out = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
     return out;
@@ -120,10 +123,12 @@ void ddb_api_call(const ddb_api *api, const char *target, const void *body, size
         *status = 200;
         *out = json_dumps(x.out, JSON_COMPACT);
         json_decref(x.out);
+        json_decref(x.err_item);
         return;
     }
     *status = x.status;
-    *out = error_body(x.type, x.message);
+    *out = error_body(x.type, x.message, x.err_item);
+    json_decref(x.err_item);
 }
 
 static const char *request_header(void *arg, const char *name)
@@ -159,7 +164,7 @@ void ddb_api_serve(void *arg, const http_request *req, http_response *res)
     } else if (api->creds != NULL && ddb_sigv4_verify(api->creds, api->region, &sr, type,
                                                       sizeof type, msg, sizeof msg) != 0) {
         status = strcmp(type, "InternalFailure") == 0 ? 500 : 400;
-        out = error_body(type, msg);
+        out = error_body(type, msg, NULL);
     } else {
         ddb_api_call(api, http_request_header(req, "X-Amz-Target"), body, len, &status, &out);
     }

@@ -108,17 +108,16 @@ static void member_errors(void **state)
 static void unsupported_parameters_are_named(void **state)
 {
     (void)state;
-    expect_error(T("PutItem"), "{\"TableName\":\"t\",\"Item\":{},\"ReturnValues\":\"ALL_OLD\"}",
-                 400, "ValidationException", "ReturnValues ALL_OLD");
-    expect_error(
-        T("UpdateItem"),
-        "{\"TableName\":\"t\",\"Key\":{},\"UpdateExpression\":\"SET a = :v\","
-        "\"ExpressionAttributeValues\":{\":v\":{\"N\":\"1\"}},\"ReturnValues\":\"UPDATED_OLD\"}",
-        400, "ValidationException", "ReturnValues UPDATED_OLD");
+    expect_error(T("PutItem"), "{\"TableName\":\"t\",\"Item\":{},\"ReturnValues\":\"ALL_NEW\"}",
+                 400, "ValidationException", "ReturnValues ALL_NEW is not valid for PutItem");
+    expect_error(T("UpdateItem"),
+                 "{\"TableName\":\"t\",\"Key\":{},\"UpdateExpression\":\"SET a = :v\","
+                 "\"ExpressionAttributeValues\":{\":v\":{\"N\":\"1\"}},\"ReturnValues\":\"OLD\"}",
+                 400, "ValidationException", "returnValues");
     expect_error(T("DeleteItem"),
                  "{\"TableName\":\"t\",\"Key\":{},\"ReturnValuesOnConditionCheckFailure\":"
-                 "\"ALL_OLD\"}",
-                 400, "ValidationException", "ReturnValuesOnConditionCheckFailure");
+                 "\"ALL_NEW\"}",
+                 400, "ValidationException", "returnValuesOnConditionCheckFailure");
     expect_error(T("CreateTable"), "{\"TableName\":\"t\",\"Tags\":[]}", 400, "ValidationException",
                  "Tags");
 }

@@ -310,10 +310,13 @@ static int direct(ddb_ctx *x, ddb_write *w, const lapse_condition *lc, lapse_err
     return rv;
 }
 
-/* Chooses the guard for a write evaluated on old (NULL: absent). Returns 0,
- * or -1 with a ValidationException when no single guard makes it atomic. */
-static int choose_guard(ddb_ctx *x, ddb_write *w, json_t *reads, json_t *old, lapse_condition *g,
-                        char **value_json)
+/* Chooses the guard for a write evaluated on old (NULL: absent): the
+ * narrowest that still makes it atomic (a guard on one attribute fails only
+ * when that attribute changes; the whole item's, on any change). whole: the
+ * whole item's in any case (the caller returns it as the old item). Returns
+ * 0, or -1 with the error set. */
+static int choose_guard(ddb_ctx *x, ddb_write *w, json_t *reads, json_t *old, int whole,
+                        lapse_condition *g, char **value_json)
 {
     const char *k0 = lapse_item_name(w->key, 0), *k, *one = NULL, *two = NULL;
     json_t *v;
@@ -335,29 +338,30 @@ static int choose_guard(ddb_ctx *x, ddb_write *w, json_t *reads, json_t *old, la
         g->attribute = k0;
         return 0;
     }
-    if (one == NULL) {
+    if (one == NULL && !whole) {
         g->kind = LAPSE_COND_EXISTS;
         g->attribute = k0;
         return 0;
     }
-    json_t *have = json_object_get(old, one);
-    if (two == NULL && have != NULL) {
+    json_t *have = one != NULL ? json_object_get(old, one) : NULL;
+    if (whole || two != NULL || (have == NULL && haskey)) {
+        /* Several attributes read, or one absent and the item's existence:
+         * the item as read, whole. */
+        *value_json = json_dumps(old, JSON_COMPACT);
+        g->kind = LAPSE_COND_ITEM_EQUALS;
+        g->value_json = *value_json;
+        return *value_json != NULL ? 0 : ddb_req_fail(x, 500, "InternalServerError", "oom");
+    }
+    if (have != NULL) {
         *value_json = json_dumps(have, JSON_COMPACT);
         g->kind = LAPSE_COND_EQUALS;
         g->attribute = one;
         g->value_json = *value_json;
         return *value_json != NULL ? 0 : ddb_req_fail(x, 500, "InternalServerError", "oom");
     }
-    if (two == NULL && !haskey) {
-        g->kind = LAPSE_COND_NOT_EXISTS;
-        g->attribute = one;
-        return 0;
-    }
-    return ddb_req_fail(x, 400, "ValidationException",
-                        "Lapse cannot apply this request atomically: on an existing item its "
-                        "expressions read %s and %s, and Lapse's node checks a condition on one "
-                        "attribute (docs/dynamodb-api.md, \"What is atomic\")",
-                        one, two ? two : "the item's existence");
+    g->kind = LAPSE_COND_NOT_EXISTS; /* the one attribute read is still absent */
+    g->attribute = one;
+    return 0;
 }
 
 int ddb_write_run(ddb_ctx *x, expr_ctx *e, ddb_write *w)
@@ -381,7 +385,7 @@ int ddb_write_run(ddb_ctx *x, expr_ctx *e, ddb_write *w)
     }
     update_reads(w->update, reads);
     int simple = w->cond == NULL || simple_condition(w->cond, &lc, &lc_value);
-    if (json_object_size(reads) == 0 && simple) {
+    if (json_object_size(reads) == 0 && simple && !w->want_old && !w->old_on_failure) {
         if (direct(x, w, w->cond != NULL ? &lc : NULL, &err) != 0) {
             ddb_req_lapse_fail(x, &err, w->table);
         } else {
@@ -406,16 +410,19 @@ int ddb_write_run(ddb_ctx *x, expr_ctx *e, ddb_write *w)
         lapse_item_free(got);
         int ok = 1;
         if (w->cond != NULL && (ok = expr_eval(e, w->cond, old)) <= 0) {
-            json_decref(old);
             if (ok < 0) {
                 ddb_req_fail(x, 400, "ValidationException", "%s", e->err);
             } else {
                 ddb_req_fail(x, 400, "ConditionalCheckFailedException",
                              "The conditional request failed");
+                if (w->old_on_failure && old != NULL) {
+                    x->err_item = json_incref(old); /* the item the condition was false on */
+                }
             }
+            json_decref(old);
             goto out;
         }
-        if (choose_guard(x, w, reads, old, &guard, &guard_value) != 0) {
+        if (choose_guard(x, w, reads, old, w->want_old, &guard, &guard_value) != 0) {
             json_decref(old);
             goto out;
         }
@@ -442,6 +449,10 @@ int ddb_write_run(ddb_ctx *x, expr_ctx *e, ddb_write *w)
             json_decref(new_item);
         }
         free(guard_value);
+        if (wrv == 0 && w->want_old) {
+            w->old_item = old; /* exactly what was replaced: the guard held */
+            old = NULL;
+        }
         json_decref(old);
         if (wrv == 0) {
             rv = 0;

@@ -8,11 +8,11 @@
  * Thread-safety: as ddb_ctx (one worker thread per call).
  *
  * Invariants:
- *  1. A write whose outcome depends on the item is either sent with a
- *     Condition that the node checks under the partition lock and that
- *     holds exactly when the item still has what the gateway read, or not
- *     sent at all (a ValidationException naming why). A condition is never
- *     ignored.
+ *  1. A write whose outcome depends on the item is sent with a Condition
+ *     that the node checks under the partition lock and that holds exactly
+ *     when the item still has what the gateway read: the one attribute read
+ *     unchanged (or still absent), the item still absent, or the whole item
+ *     as read (LAPSE_COND_ITEM_EQUALS). A condition is never ignored.
  *  2. When that guard fails (the item changed between the read and the
  *     write) the gateway reads again and re-evaluates, up to
  *     DDB_WRITE_ATTEMPTS times, then answers 500 (the SDKs retry).
@@ -52,6 +52,9 @@ typedef struct ddb_write {
     const expr_action *update; /* UPDATE: the actions */
     int want_new;              /* UPDATE: fill new_item */
     json_t *new_item;          /* out, owned by the caller: the item after an update */
+    int want_old;              /* read first, guard the whole item: fill old_item */
+    json_t *old_item;          /* out, owned by the caller: the item replaced (NULL: none) */
+    int old_on_failure;        /* a false condition puts the item read in x->err_item */
 } ddb_write;
 
 /* Runs w. Returns 0, or -1 with the error set (ConditionalCheckFailed

@@ -42,13 +42,6 @@ static int return_values(ddb_ctx *x, json_t *req, const char *op, const char *co
             return 0;
         }
     }
-    if (strstr(rv, "OLD") != NULL) {
-        return ddb_req_fail(x, 400, "ValidationException",
-                            "%s: ReturnValues %s is not supported by Lapse: the node does not "
-                            "return the item it replaced, and a read beside the write would not "
-                            "be atomic (docs/dynamodb-api.md)",
-                            op, rv);
-    }
     return ddb_req_fail(x, 400, "ValidationException", "ReturnValues %s is not valid for %s", rv,
                         op);
 }
@@ -78,48 +71,61 @@ static int table_and_item(ddb_ctx *x, json_t *req, const char *member, int key_o
     return 0;
 }
 
-static const char *const none_only[] = {"NONE", NULL};
-
-/* ReturnValuesOnConditionCheckFailure ALL_OLD would need the item the node
- * compared against, which it does not return: refused rather than ignored. */
-static int on_failure_none(ddb_ctx *x, json_t *req, const char *op)
+/* ReturnValuesOnConditionCheckFailure: *all_old is 1 for ALL_OLD (the item
+ * a false condition was evaluated on goes in the error), 0 for NONE or
+ * absent. */
+static int on_failure(ddb_ctx *x, json_t *req, int *all_old)
 {
     const char *v;
+    *all_old = 0;
     if (ddb_req_string(x, req, "ReturnValuesOnConditionCheckFailure", 0, &v) != 0) {
         return -1;
     }
-    if (v != NULL && strcmp(v, "NONE") != 0) {
+    if (v != NULL && strcmp(v, "NONE") != 0 && strcmp(v, "ALL_OLD") != 0) {
         return ddb_req_fail(x, 400, "ValidationException",
-                            "%s: ReturnValuesOnConditionCheckFailure %.20s is not supported by "
-                            "Lapse (only NONE)",
-                            op, v);
+                            "1 validation error detected: Value '%.20s' at "
+                            "'returnValuesOnConditionCheckFailure' failed to satisfy constraint: "
+                            "Member must satisfy enum value set: [ALL_OLD, NONE]",
+                            v);
     }
+    *all_old = v != NULL && strcmp(v, "ALL_OLD") == 0;
     return 0;
 }
 
 /* PutItem and DeleteItem: the same but for the item. */
 static int put_or_delete(ddb_ctx *x, json_t *req, ddb_write_kind kind)
 {
+    static const char *const allowed[] = {"NONE", "ALL_OLD", NULL};
     const char *op = kind == DDB_PUT ? "PutItem" : "DeleteItem", *table, *rvals;
     lapse_item *it = NULL, *key = NULL;
     expr_ctx e;
     expr_node *cond;
-    int rv = -1;
-    if (ddb_expr_init(x, req, &e) != 0 || return_values(x, req, op, none_only, &rvals) != 0 ||
-        on_failure_none(x, req, op) != 0 ||
+    int rv = -1, old_on_failure;
+    if (ddb_expr_init(x, req, &e) != 0 || return_values(x, req, op, allowed, &rvals) != 0 ||
+        on_failure(x, req, &old_on_failure) != 0 ||
         ddb_expr_condition(x, &e, req, "ConditionExpression", &cond) != 0 ||
         ddb_expr_done(x, &e) != 0 ||
         table_and_item(x, req, kind == DDB_PUT ? "Item" : "Key", kind == DDB_DELETE, &table, &it) !=
             0) {
         goto out;
     }
-    if (kind == DDB_PUT && cond != NULL && ddb_expr_key_of(x, table, it, &key) != 0) {
+    const int want_old = strcmp(rvals, "ALL_OLD") == 0;
+    if (kind == DDB_PUT && (cond != NULL || want_old || old_on_failure) &&
+        ddb_expr_key_of(x, table, it, &key) != 0) {
         goto out;
     }
-    ddb_write w = {
-        .kind = kind, .table = table, .key = kind == DDB_PUT ? key : it, .item = it, .cond = cond};
+    ddb_write w = {.kind = kind,
+                   .table = table,
+                   .key = kind == DDB_PUT ? key : it,
+                   .item = it,
+                   .cond = cond,
+                   .want_old = want_old,
+                   .old_on_failure = old_on_failure};
     if (ddb_write_run(x, &e, &w) == 0) {
         x->out = json_object();
+        if (w.old_item != NULL) {
+            json_object_set_new(x->out, "Attributes", w.old_item);
+        }
         rv = 0;
     }
 out:
@@ -181,18 +187,34 @@ out:
     return rv;
 }
 
+/* The top-level attributes of item that actions name (UPDATED_OLD and
+ * UPDATED_NEW; DynamoDB returns only the nested part of a nested path):
+ * removed ones too when with_removed. */
+static json_t *updated_attrs(const expr_action *actions, json_t *item, int with_removed)
+{
+    json_t *attrs = json_object();
+    for (const expr_action *a = actions; a != NULL; a = a->next) {
+        json_t *v = json_object_get(item, a->path->path->name);
+        if ((with_removed || a->kind != EXPR_REMOVE) && v != NULL) {
+            json_object_set(attrs, a->path->path->name, v);
+        }
+    }
+    return attrs;
+}
+
 int ddb_items_update(ddb_ctx *x, json_t *req)
 {
-    static const char *const allowed[] = {"NONE", "ALL_NEW", "UPDATED_NEW", NULL};
+    static const char *const allowed[] = {"NONE",    "ALL_OLD",     "UPDATED_OLD",
+                                          "ALL_NEW", "UPDATED_NEW", NULL};
     const char *table, *rvals;
     lapse_item *key = NULL;
     expr_ctx e;
     expr_node *cond;
     expr_action *actions;
-    int rv = -1;
+    int rv = -1, old_on_failure;
     if (ddb_expr_init(x, req, &e) != 0 ||
         return_values(x, req, "UpdateItem", allowed, &rvals) != 0 ||
-        on_failure_none(x, req, "UpdateItem") != 0 || ddb_expr_update(x, &e, req, &actions) != 0 ||
+        on_failure(x, req, &old_on_failure) != 0 || ddb_expr_update(x, &e, req, &actions) != 0 ||
         ddb_expr_condition(x, &e, req, "ConditionExpression", &cond) != 0 ||
         ddb_expr_done(x, &e) != 0 || table_and_item(x, req, "Key", 1, &table, &key) != 0) {
         goto out;
@@ -203,31 +225,29 @@ int ddb_items_update(ddb_ctx *x, json_t *req)
                      "(an update with no actions is not served)");
         goto out;
     }
+    const int old = strstr(rvals, "OLD") != NULL;
     ddb_write w = {.kind = DDB_UPDATE,
                    .table = table,
                    .key = key,
                    .cond = cond,
                    .update = actions,
-                   .want_new = strcmp(rvals, "NONE") != 0};
+                   .want_new = strstr(rvals, "NEW") != NULL,
+                   .want_old = old,
+                   .old_on_failure = old_on_failure};
     if (ddb_write_run(x, &e, &w) != 0) {
         goto out;
     }
     x->out = json_object();
-    if (w.new_item != NULL && strcmp(rvals, "ALL_NEW") == 0) {
-        json_object_set_new(x->out, "Attributes", w.new_item);
-    } else if (w.new_item != NULL) {
-        /* UPDATED_NEW: the top-level attributes the SET, ADD and DELETE
-         * actions wrote. */
-        json_t *attrs = json_object();
-        for (const expr_action *a = actions; a != NULL; a = a->next) {
-            json_t *v = json_object_get(w.new_item, a->path->path->name);
-            if (a->kind != EXPR_REMOVE && v != NULL) {
-                json_object_set(attrs, a->path->path->name, v);
-            }
-        }
+    json_t *from = old ? w.old_item : w.new_item, *attrs = NULL;
+    if (from != NULL) {
+        /* ALL_*: the whole item; UPDATED_*: the top-level attributes the
+         * actions named (the new ones: those SET, ADD and DELETE wrote). */
+        attrs =
+            strncmp(rvals, "ALL_", 4) == 0 ? json_incref(from) : updated_attrs(actions, from, old);
         json_object_set_new(x->out, "Attributes", attrs);
-        json_decref(w.new_item);
     }
+    json_decref(w.old_item);
+    json_decref(w.new_item);
     rv = 0;
 out:
     lapse_item_free(key);

@@ -14,6 +14,8 @@ int ddb_req_fail(ddb_ctx *x, int status, const char *type, const char *fmt, ...)
     va_list ap;
     json_decref(x->out);
     x->out = NULL;
+    json_decref(x->err_item);
+    x->err_item = NULL;
     x->status = status;
     snprintf(x->type, sizeof x->type, "%s", type);
     va_start(ap, fmt);

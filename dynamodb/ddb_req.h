@@ -27,6 +27,7 @@ typedef struct ddb_ctx {
     int status;         /* HTTP status: 200, 400 or 500 */
     char type[64];      /* the error's short name, e.g. "ValidationException" */
     char message[640];  /* the error's message */
+    json_t *err_item;   /* owned; with a ConditionalCheckFailedException: its "Item" */
 } ddb_ctx;
 
 /* Sets the error (status 400 or 500, DynamoDB's short type name, a message)

@@ -215,7 +215,8 @@ int handlers_cond_from_pb(handlers_ctx *c, const Lapse__Condition *pb, store_con
     if (pb == NULL || pb->kind == LAPSE__CONDITION__KIND__NONE) {
         return 0;
     }
-    if (pb->attribute == NULL || pb->attribute[0] == 0) {
+    if (pb->kind != LAPSE__CONDITION__KIND__ITEM_EQUALS &&
+        (pb->attribute == NULL || pb->attribute[0] == 0)) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "condition: attribute name is required");
         return LAPSE_EINVAL;
     }
@@ -227,18 +228,26 @@ int handlers_cond_from_pb(handlers_ctx *c, const Lapse__Condition *pb, store_con
     case LAPSE__CONDITION__KIND__ATTRIBUTE_EXISTS:
         cond->kind = STORE_COND_EXISTS;
         return 0;
-    case LAPSE__CONDITION__KIND__ATTRIBUTE_EQUALS: {
+    case LAPSE__CONDITION__KIND__ATTRIBUTE_EQUALS:
+    case LAPSE__CONDITION__KIND__ITEM_EQUALS: {
         char err[256] = "";
+        const int whole = pb->kind == LAPSE__CONDITION__KIND__ITEM_EQUALS;
         if (pb->value == NULL) {
-            rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "condition: attribute_equals needs a value");
+            rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "condition: %s needs a value",
+                          whole ? "item_equals" : "attribute_equals");
             return LAPSE_EINVAL;
         }
         int rv = wire_value_from_pb(pb->value, value_out, err, sizeof(err));
+        if (rv == 0 && whole && value_out->type != ATTR_M) {
+            item_value_fini(value_out);
+            snprintf(err, sizeof err, "item_equals needs an M value (the whole item)");
+            rv = LAPSE_EINVAL;
+        }
         if (rv != 0) {
             rpc_set_error(c->resp, c->a, rv, "condition value: %s", err);
             return rv;
         }
-        cond->kind = STORE_COND_EQUALS;
+        cond->kind = whole ? STORE_COND_ITEM_EQUALS : STORE_COND_EQUALS;
         cond->value = value_out;
         return 0;
     }

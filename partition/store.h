@@ -53,7 +53,8 @@ typedef enum store_cond_kind {
     STORE_COND_NONE = 0,
     STORE_COND_NOT_EXISTS = 1, /* attribute_not_exists(attr) */
     STORE_COND_EXISTS = 2,     /* attribute_exists(attr) */
-    STORE_COND_EQUALS = 3      /* attr = value */
+    STORE_COND_EQUALS = 3,     /* attr = value */
+    STORE_COND_ITEM_EQUALS = 4 /* the item is exactly value, an M (attr unused) */
 } store_cond_kind;
 
 /* A write condition, evaluated against the current item (absent item: no
@@ -61,7 +62,7 @@ typedef enum store_cond_kind {
 typedef struct store_cond {
     store_cond_kind kind;
     const char *attr;
-    const attr_value *value; /* STORE_COND_EQUALS only */
+    const attr_value *value; /* STORE_COND_EQUALS and STORE_COND_ITEM_EQUALS only */
 } store_cond;
 
 typedef enum store_sk_op {

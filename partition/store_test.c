@@ -78,6 +78,66 @@ static void test_bad_keys_refused(void **state)
     assert_null(out);
 }
 
+/* it's attributes as an M value (caller finis it). */
+static attr_value as_map(const item *it)
+{
+    attr_value m, v;
+    item_value_init_map(&m);
+    for (size_t i = 0; i < it->n; i++) {
+        assert_int_equal(item_value_dup(&v, &it->attrs[i].value), 0);
+        assert_int_equal(item_value_map_set(&m, it->attrs[i].name, &v), 0);
+    }
+    return m;
+}
+
+/* STORE_COND_ITEM_EQUALS holds only while the item is exactly the one
+ * given: not when absent, changed, with an attribute more or less. */
+static void test_item_equals_condition(void **state)
+{
+    fixture *f = *state;
+    item *x = song("B", "s", "2000"), *x2 = song("B", "s", "2001");
+    item *k = song_key("B", "s");
+    attr_value mx = as_map(x), mx2 = as_map(x2), more = as_map(x), less = as_map(x);
+    attr_value extra = val(ATTR_S, "x");
+    assert_int_equal(item_value_map_set(&more, "Extra", &extra), 0);
+    assert_int_equal(less.u.map.n, 3);
+    item_value_fini(&less.u.map.v[2].value); /* drop Year (the last attribute) */
+    free(less.u.map.v[2].name);
+    less.u.map.n = 2;
+    store_cond is_x = {STORE_COND_ITEM_EQUALS, NULL, &mx},
+               is_x2 = {STORE_COND_ITEM_EQUALS, NULL, &mx2};
+    store_cond is_more = {STORE_COND_ITEM_EQUALS, NULL, &more};
+    store_cond is_less = {STORE_COND_ITEM_EQUALS, NULL, &less};
+    assert_code(store_put(f->st, &music, x, &is_x, NULL, f->err, sizeof(f->err)), LAPSE_ECONDITION,
+                f); /* absent */
+    assert_ok(store_put(f->st, &music, x, NULL, NULL, f->err, sizeof(f->err)), f);
+    const store_cond *fails[] = {&is_x2, &is_more, &is_less};
+    for (size_t i = 0; i < 3; i++) {
+        assert_code(store_put(f->st, &music, x2, fails[i], NULL, f->err, sizeof(f->err)),
+                    LAPSE_ECONDITION, f);
+    }
+    assert_ok(store_put(f->st, &music, x2, &is_x, NULL, f->err, sizeof(f->err)), f);
+    assert_code(store_delete(f->st, &music, k, &is_x, NULL, f->err, sizeof(f->err)),
+                LAPSE_ECONDITION, f); /* x2 now */
+    assert_ok(store_delete(f->st, &music, k, &is_x2, NULL, f->err, sizeof(f->err)), f);
+    /* Malformed: no value, or not an M. */
+    attr_value s = val(ATTR_S, "x");
+    store_cond no_value = {STORE_COND_ITEM_EQUALS, NULL, NULL},
+               not_map = {STORE_COND_ITEM_EQUALS, NULL, &s};
+    assert_code(store_put(f->st, &music, x, &no_value, NULL, f->err, sizeof(f->err)), LAPSE_EINVAL,
+                f);
+    assert_code(store_put(f->st, &music, x, &not_map, NULL, f->err, sizeof(f->err)), LAPSE_EINVAL,
+                f);
+    item_value_fini(&s);
+    item_value_fini(&mx);
+    item_value_fini(&mx2);
+    item_value_fini(&more);
+    item_value_fini(&less);
+    item_free(k);
+    item_free(x);
+    item_free(x2);
+}
+
 static void test_conditions(void **state)
 {
     fixture *f = *state;
@@ -569,6 +629,7 @@ int main(void)
         T(test_put_get_delete),
         T(test_bad_keys_refused),
         T(test_conditions),
+        T(test_item_equals_condition),
         T(test_update),
         T(test_oversized_item_refused),
         T(test_batch_write),

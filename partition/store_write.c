@@ -49,8 +49,13 @@ static int cond_validate(const store_cond *c, char *err, size_t errlen)
         return 0;
     }
     if (c->kind != STORE_COND_NOT_EXISTS && c->kind != STORE_COND_EXISTS &&
-        c->kind != STORE_COND_EQUALS) {
+        c->kind != STORE_COND_EQUALS && c->kind != STORE_COND_ITEM_EQUALS) {
         return store_errf(LAPSE_EINVAL, err, errlen, "unknown condition kind %d", (int)c->kind);
+    }
+    if (c->kind == STORE_COND_ITEM_EQUALS) {
+        return c->value != NULL && c->value->type == ATTR_M
+                   ? 0
+                   : store_errf(LAPSE_EINVAL, err, errlen, "item condition without an M value");
     }
     if (c->attr == NULL || c->attr[0] == 0) {
         return store_errf(LAPSE_EINVAL, err, errlen, "condition without an attribute name");
@@ -72,6 +77,9 @@ static int cond_holds(const store_cond *c, const item *cur)
     if (c == NULL || c->kind == STORE_COND_NONE) {
         return 1;
     }
+    if (c->kind == STORE_COND_ITEM_EQUALS) {
+        return cur != NULL && item_eq_map(cur, c->value);
+    }
     const attr_value *v = cur != NULL ? item_get(cur, c->attr) : NULL;
     switch (c->kind) {
     case STORE_COND_NOT_EXISTS:
@@ -87,9 +95,11 @@ static int cond_holds(const store_cond *c, const item *cur)
 
 static int cond_failed(const store_cond *c, char *err, size_t errlen)
 {
-    static const char *const what[] = {"", "attribute_not_exists", "attribute_exists", "equals"};
+    static const char *const what[] = {"", "attribute_not_exists", "attribute_exists", "equals",
+                                       "item_equals"};
     return store_errf(LAPSE_ECONDITION, err, errlen, "the conditional request failed: %s(%s)",
-                      what[c->kind <= STORE_COND_EQUALS ? c->kind : 0], c->attr);
+                      what[c->kind <= STORE_COND_ITEM_EQUALS ? c->kind : 0],
+                      c->kind == STORE_COND_ITEM_EQUALS || c->attr == NULL ? "" : c->attr);
 }
 
 /* The stored value of an item as read for a write. */

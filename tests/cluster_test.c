@@ -161,6 +161,21 @@ static void test_crud_and_conditions(void **state)
     lapse_item_free(after);
     lapse_update_free(u);
 
+    /* The whole-item guard holds for the item exactly as stored, not for
+     * the one it was before the update. */
+    char *stale = lapse_item_to_json(it);
+    assert_lapse_ok(lapse_get(g_client, "Users", key, &got, &e), &e);
+    char *now = lapse_item_to_json(got);
+    lapse_item_free(got);
+    lapse_condition whole = {LAPSE_COND_ITEM_EQUALS, NULL, stale};
+    assert_lapse_code(lapse_put(g_client, "Users", it, &whole, &e), LAPSE_ECONDITION, &e);
+    whole.value_json = now;
+    assert_lapse_ok(lapse_put(g_client, "Users", it, &whole, &e), &e);
+    whole.value_json = "{\"UserName\":{\"S\":\"user1\"},\"Age\":5"; /* bad JSON */
+    assert_lapse_code(lapse_put(g_client, "Users", it, &whole, &e), LAPSE_EINVAL, &e);
+    lapse_free(stale);
+    lapse_free(now);
+
     lapse_condition exists = {LAPSE_COND_EXISTS, "Nope", NULL};
     assert_lapse_code(lapse_delete(g_client, "Users", key, &exists, &e), LAPSE_ECONDITION, &e);
     assert_lapse_ok(lapse_delete(g_client, "Users", key, NULL, &e), &e);

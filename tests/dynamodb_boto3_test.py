@@ -91,9 +91,8 @@ def test_items(ddb):
         ddb.put_item(TableName=name, Item={"pk": {"N": "1"}, "sk": {"N": "1"}})
     assert error_code(e) == "ValidationException"
     with pytest.raises(ClientError) as e:
-        ddb.delete_item(TableName=name, Key=key, ReturnValues="ALL_OLD")
+        ddb.delete_item(TableName=name, Key=key, ReturnValues="ALL_NEW")
     assert error_code(e) == "ValidationException"
-    assert "ReturnValues ALL_OLD" in e.value.response["Error"]["Message"]
     ddb.delete_table(TableName=name)
 
 
@@ -231,13 +230,12 @@ def test_condition_expressions(ddb):
                         ExpressionAttributeValues={":v": {"N": "3"}})
     assert error_code(e) == "ConditionalCheckFailedException"
     assert "Item" in ddb.get_item(TableName=name, Key=key)
-    # A condition reading two attributes of an existing item cannot be made
-    # atomic with the node's one-attribute check: refused, nothing deleted.
+    # A condition reading two attributes of an existing item is guarded by
+    # the whole item as read: false, nothing deleted.
     with pytest.raises(ClientError) as e:
         ddb.delete_item(TableName=name, Key=key, ConditionExpression="m.l[1].c = :v AND n = :n",
-                        ExpressionAttributeValues={":v": {"N": "3"}, ":n": {"N": "5"}})
-    assert error_code(e) == "ValidationException"
-    assert "cannot apply this request atomically" in msg(e) and "m and n" in msg(e)
+                        ExpressionAttributeValues={":v": {"N": "3"}, ":n": {"N": "6"}})
+    assert error_code(e) == "ConditionalCheckFailedException"
     assert "Item" in ddb.get_item(TableName=name, Key=key)
     ddb.delete_item(TableName=name, Key=key,
                     ConditionExpression="m.l[1].c = :v AND (size(m.l) BETWEEN :lo AND :hi "
@@ -330,11 +328,7 @@ def test_update_item(ddb):
         (dict(UpdateExpression="SET nothing.a = :v", ExpressionAttributeValues={":v": {"N": "2"}}),
          "invalid for update"),
         (dict(UpdateExpression="SET n = :v", ExpressionAttributeValues={":v": {"N": "2"}},
-              ReturnValues="ALL_OLD"), "ReturnValues ALL_OLD"),
-        # Reads n and s of an existing item: no single guard makes it atomic.
-        (dict(UpdateExpression="SET n = n + :v, s = :t", ConditionExpression="s = :t",
-              ExpressionAttributeValues={":v": {"N": "2"}, ":t": {"S": "on"}}),
-         "cannot apply this request atomically"),
+              ReturnValues="OLD_AND_NEW"), "returnValues"),
         (dict(UpdateExpression="SET #size = :v", ExpressionAttributeValues={":v": {"N": "2"}}),
          "attribute name: #size"),
         # ADD of a set to a number: the operand types differ.
@@ -351,19 +345,21 @@ def test_update_item(ddb):
     ddb.delete_table(TableName=name)
 
 
-def test_concurrent_increments_lose_nothing(ddb):
-    """SET n = n + 1 is read, computed and written under a guard on n: four
-    threads racing 20 times each end at exactly 80."""
+@pytest.mark.parametrize("update", ["SET n = n + :one", "SET n = n + :one, m = m + :one"])
+def test_concurrent_increments_lose_nothing(ddb, update):
+    """SET n = n + 1 is read, computed and written under a guard on n (with
+    m too, under a guard on the whole item): four threads racing 20 times
+    each end at exactly 80."""
     name = new_table(ddb)
     key = {"pk": {"S": "ctr"}, "sk": {"N": "0"}}
-    ddb.put_item(TableName=name, Item=dict(key, n={"N": "0"}))
+    ddb.put_item(TableName=name, Item=dict(key, n={"N": "0"}, m={"N": "0"}))
     errors = []
 
     def worker():
         for _ in range(20):
             for attempt in range(20):
                 try:
-                    ddb.update_item(TableName=name, Key=key, UpdateExpression="SET n = n + :one",
+                    ddb.update_item(TableName=name, Key=key, UpdateExpression=update,
                                     ExpressionAttributeValues={":one": {"N": "1"}})
                     break
                 except ClientError as e:  # a 500 after guard retries wrote nothing: resend
@@ -379,7 +375,43 @@ def test_concurrent_increments_lose_nothing(ddb):
     for t in threads:
         t.join()
     assert not errors
-    assert ddb.get_item(TableName=name, Key=key)["Item"]["n"] == {"N": "80"}
+    got = ddb.get_item(TableName=name, Key=key, ConsistentRead=True)["Item"]
+    assert got["n"] == {"N": "80"}
+    assert got["m"] == {"N": "80" if "m =" in update else "0"}
+    ddb.delete_table(TableName=name)
+
+
+def test_return_values_old(ddb):
+    """ReturnValues ALL_OLD (PutItem, DeleteItem, UpdateItem) and UPDATED_OLD
+    return the item the write replaced exactly; ReturnValuesOnConditionCheckFailure
+    ALL_OLD puts the item a false condition saw in the error."""
+    name = new_table(ddb)
+    key = {"pk": {"S": "rv"}, "sk": {"N": "1"}}
+    v1 = dict(key, a={"N": "1"}, b={"S": "x"})
+    assert "Attributes" not in ddb.put_item(TableName=name, Item=v1, ReturnValues="ALL_OLD")
+    v2 = dict(key, a={"N": "2"})
+    assert ddb.put_item(TableName=name, Item=v2, ReturnValues="ALL_OLD")["Attributes"] == v1
+    r = ddb.update_item(TableName=name, Key=key, UpdateExpression="SET a = a + :one, c = :c",
+                        ExpressionAttributeValues={":one": {"N": "1"}, ":c": {"S": "new"}},
+                        ReturnValues="UPDATED_OLD")
+    assert r["Attributes"] == {"a": {"N": "2"}}  # c had no old value
+    r = ddb.update_item(TableName=name, Key=key, UpdateExpression="REMOVE c",
+                        ReturnValues="ALL_OLD")
+    assert r["Attributes"] == dict(key, a={"N": "3"}, c={"S": "new"})
+    # (Raw: Debian's botocore predates ReturnValuesOnConditionCheckFailure.)
+    body = json.dumps({"TableName": name, "Key": key, "ConditionExpression": "a = :nine",
+                       "ExpressionAttributeValues": {":nine": {"N": "9"}},
+                       "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}).encode()
+    status, doc = raw("POST", body, target="DynamoDB_20120810.DeleteItem")
+    assert_error(status, doc, "ConditionalCheckFailedException")
+    assert doc["Item"] == dict(key, a={"N": "3"})
+    with pytest.raises(ClientError) as e:  # NONE: no item in the error
+        ddb.delete_item(TableName=name, Key=key, ConditionExpression="a = :nine",
+                        ExpressionAttributeValues={":nine": {"N": "9"}})
+    assert "Item" not in e.value.response
+    r = ddb.delete_item(TableName=name, Key=key, ReturnValues="ALL_OLD")
+    assert r["Attributes"] == dict(key, a={"N": "3"})
+    assert "Attributes" not in ddb.delete_item(TableName=name, Key=key, ReturnValues="ALL_OLD")
     ddb.delete_table(TableName=name)
 
 

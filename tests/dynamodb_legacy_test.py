@@ -160,12 +160,14 @@ def test_expected_conditional_operator(ddb, item_table):
         ddb.put_item(TableName=item_table, Item=ITEM, ConditionalOperator="OR",
                      Expected={"pk": cmp("NULL"), "n": cmp("EQ", N(6))})
     refused(e, "ConditionalCheckFailedException")
-    # Two attributes besides the key on an existing item: no single guard,
-    # refused as the same ConditionExpression would be, never unconditioned.
+    # Two attributes besides the key on an existing item: guarded by the
+    # whole item as read, as the same ConditionExpression would be.
+    ddb.put_item(TableName=item_table, Item=ITEM, ConditionalOperator="OR",
+                 Expected={"n": cmp("EQ", N(5)), "s": cmp("EQ", S("x"))})
     with pytest.raises(ClientError) as e:
-        ddb.put_item(TableName=item_table, Item=ITEM, ConditionalOperator="OR",
+        ddb.put_item(TableName=item_table, Item=ITEM, ConditionalOperator="AND",
                      Expected={"n": cmp("EQ", N(5)), "s": cmp("EQ", S("x"))})
-    refused(e, "ValidationException", "atomically")
+    refused(e, "ConditionalCheckFailedException")
     # On an absent item any Expected is served.
     key = {"pk": S("absent-" + uuid.uuid4().hex[:6])}
     ddb.put_item(TableName=item_table, Item={**key, "v": N(1)}, ConditionalOperator="AND",
