@@ -90,7 +90,9 @@ static void test_wrong_types_missing_keys_and_sizes(void **state)
     lapse_item *it = NULL;
     assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":{\"N\":\"12x\"}}", &e), LAPSE_EINVAL, &e);
     assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":", &e), LAPSE_EINVAL, &e);
-    assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":{\"SS\":[\"a\"]}}", &e), LAPSE_EINVAL, &e);
+    assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":{\"SS\":[]}}", &e), LAPSE_EINVAL, &e);
+    assert_lapse_code(lapse_item_from_json(&it, "{\"Id\":{\"NS\":[\"1\",\"1.0\"]}}", &e),
+                      LAPSE_EINVAL, &e);
 
     /* Over DynamoDB's 400 KB item limit. */
     it = item_json("{\"Id\":{\"N\":\"1\"},\"Sk\":{\"S\":\"big\"}}");
