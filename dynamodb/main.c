@@ -51,7 +51,7 @@ static void usage(FILE *f)
             "  --coordinator  the cluster (default $LAPSE_COORDINATOR, else %s)\n"
             "  --region       the region named in ARNs (default us-east-1)\n"
             "  --timeout-ms   per-call timeout of liblapse (default 5000)\n"
-            "  --workers      threads running calls (default 8)\n"
+            "  --workers      threads running calls (default 32)\n"
             "  --dynamodb-credentials  verify SigV4 signatures against FILE's access keys\n"
             "                 (lines ACCESS_KEY_ID SECRET_ACCESS_KEY); without it any\n"
             "                 signature is accepted, as DynamoDB Local does\n"
@@ -80,7 +80,7 @@ static void pause_ms(int ms)
 int main(int argc, char **argv)
 {
     gateway g = {
-        .listen = "127.0.0.1:8000", .region = "us-east-1", .timeout_ms = 5000, .workers = 8};
+        .listen = "127.0.0.1:8000", .region = "us-east-1", .timeout_ms = 5000, .workers = 32};
     static const struct option longopts[] = {{"listen", required_argument, NULL, 'l'},
                                              {"coordinator", required_argument, NULL, 'c'},
                                              {"region", required_argument, NULL, 'r'},
