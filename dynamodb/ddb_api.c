@@ -36,6 +36,7 @@ static const struct {
     {TARGET_PREFIX, "DescribeTable", ddb_tables_describe},
     {TARGET_PREFIX, "ListTables", ddb_tables_list},
     {TARGET_PREFIX, "DeleteTable", ddb_tables_delete},
+    {TARGET_PREFIX, "UpdateTable", ddb_tables_update},
     {TARGET_PREFIX, "UpdateTimeToLive", ddb_tables_update_ttl},
     {TARGET_PREFIX, "DescribeTimeToLive", ddb_tables_describe_ttl},
     {TARGET_PREFIX, "PutItem", ddb_items_put},

@@ -522,6 +522,26 @@ static void create_table_and_ttl_validation(void **state)
                  400, "SerializationException", "Enabled");
 }
 
+/* UpdateTable's requests refused before the table is looked up. */
+static void update_table_validation(void **state)
+{
+    (void)state;
+    expect_error(T("UpdateTable"), "{\"TableName\":\"t\"}", 400, "ValidationException",
+                 "At least one of");
+    expect_error(T("UpdateTable"), "{\"TableName\":\"t\",\"BillingMode\":\"FREE\"}", 400,
+                 "ValidationException", "billingMode");
+    expect_error(T("UpdateTable"),
+                 "{\"TableName\":\"t\",\"ProvisionedThroughput\":{\"ReadCapacityUnits\":0,"
+                 "\"WriteCapacityUnits\":1}}",
+                 400, "ValidationException", "ReadCapacityUnits");
+    expect_error(T("UpdateTable"), "{\"TableName\":\"t\",\"GlobalSecondaryIndexUpdates\":[]}", 400,
+                 "ValidationException", "GlobalSecondaryIndexUpdates");
+    expect_error(T("UpdateTable"), "{\"TableName\":\"t\",\"StreamSpecification\":{}}", 400,
+                 "ValidationException", "StreamEnabled");
+    expect_error(T("UpdateTable"), "{\"TableName\":5,\"BillingMode\":\"PROVISIONED\"}", 400,
+                 "SerializationException", "TableName");
+}
+
 /* DynamoDB Streams' requests refused before the stream is looked up. */
 static void streams_validation(void **state)
 {
@@ -596,6 +616,7 @@ int main(void)
         cmocka_unit_test(legacy_translation_reaches_the_operation),
         cmocka_unit_test(create_table_and_ttl_validation),
         cmocka_unit_test(streams_validation),
+        cmocka_unit_test(update_table_validation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -478,3 +478,75 @@ int ddb_tables_describe_ttl(ddb_ctx *x, json_t *req)
     x->out = json_pack("{s:o}", "TimeToLiveDescription", d);
     return 0;
 }
+
+/* ======================= UpdateTable ======================= */
+
+static const char *const update_unsupported[] = {"GlobalSecondaryIndexUpdates",
+                                                 "ReplicaUpdates",
+                                                 "SSESpecification",
+                                                 "TableClass",
+                                                 "DeletionProtectionEnabled",
+                                                 "ResourcePolicy",
+                                                 NULL};
+
+/* Capacity settings: accepted and kept nowhere (every Lapse table is
+ * on-demand); checked as DynamoDB checks them. */
+static int capacity(ddb_ctx *x, json_t *req, int *given)
+{
+    const char *mode;
+    json_t *pt;
+    long r = 0, w = 0;
+    if (ddb_req_string(x, req, "BillingMode", 0, &mode) != 0 ||
+        ddb_req_object(x, req, "ProvisionedThroughput", 0, &pt) != 0) {
+        return -1;
+    }
+    if (mode != NULL && strcmp(mode, "PAY_PER_REQUEST") != 0 && strcmp(mode, "PROVISIONED") != 0) {
+        return ddb_req_fail(x, 400, "ValidationException",
+                            "1 validation error detected: Value '%.40s' at 'billingMode' failed to "
+                            "satisfy constraint: Member must satisfy enum value set: "
+                            "[PROVISIONED, PAY_PER_REQUEST]",
+                            mode);
+    }
+    if (pt != NULL && (ddb_req_int(x, pt, "ReadCapacityUnits", 1, 40000000000L, &r) != 0 ||
+                       ddb_req_int(x, pt, "WriteCapacityUnits", 1, 40000000000L, &w) != 0)) {
+        return -1;
+    }
+    *given = mode != NULL || pt != NULL;
+    return 0;
+}
+
+int ddb_tables_update(ddb_ctx *x, json_t *req)
+{
+    const char *table;
+    json_t *stream, *d, *defs;
+    int given = 0, enable = 0;
+    if (ddb_req_unsupported(x, req, "UpdateTable", update_unsupported) != 0 ||
+        ddb_req_array(x, req, "AttributeDefinitions", 0, &defs) != 0 ||
+        capacity(x, req, &given) != 0 ||
+        ddb_req_object(x, req, "StreamSpecification", 0, &stream) != 0 ||
+        (stream != NULL && ddb_req_bool(x, stream, "StreamEnabled", 1, &enable) != 0)) {
+        return -1;
+    }
+    if (!given && stream == NULL) {
+        return ddb_req_fail(x, 400, "ValidationException",
+                            "At least one of ProvisionedThroughput, BillingMode, "
+                            "UpdateStreamEnabled, GlobalSecondaryIndexUpdates or "
+                            "SSESpecification or ReplicaUpdates is required");
+    }
+    if (describe_named(x, req, "ACTIVE", &table, &d) != 0) {
+        return -1;
+    }
+    if (stream != NULL) {
+        /* DynamoDB's answers when nothing would change; a real change of the
+         * stream is not served yet. */
+        int has = json_object_get(d, "LatestStreamArn") != NULL;
+        const char *why = enable && has     ? "Table already has an enabled stream"
+                          : !enable && !has ? "Table does not have a stream to disable"
+                                            : "Lapse cannot turn a table's stream on or off after "
+                                              "CreateTable yet (docs/dynamodb-api.md)";
+        json_decref(d);
+        return ddb_req_fail(x, 400, "ValidationException", "%s: %s", why, table);
+    }
+    x->out = json_pack("{s:o}", "TableDescription", d);
+    return 0;
+}

@@ -26,6 +26,11 @@ int ddb_tables_list(ddb_ctx *x, json_t *req);
 int ddb_tables_delete(ddb_ctx *x, json_t *req);
 int ddb_tables_update_ttl(ddb_ctx *x, json_t *req);
 int ddb_tables_describe_ttl(ddb_ctx *x, json_t *req);
+/* UpdateTable: BillingMode and ProvisionedThroughput are checked and
+ * accepted (every Lapse table is on-demand: nothing changes); a
+ * StreamSpecification that would change nothing gets DynamoDB's refusal, one
+ * that would turn the stream on or off is refused as not served yet. */
+int ddb_tables_update(ddb_ctx *x, json_t *req);
 
 /* Every table's name, in name order (DynamoDB's paging order), as a new JSON
  * array of strings; NULL with x's error set. */

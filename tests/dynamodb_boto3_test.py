@@ -665,3 +665,30 @@ def test_sets(ddb):
     r = table.get_item(Key={"pk": "r"}, ConsistentRead=True)["Item"]
     assert r["tags"] == {"red", "blue"} and r["nums"] == {1, 2, 3}
     ddb.delete_table(TableName=name)
+
+
+def test_update_table(ddb):
+    """UpdateTable: capacity settings are accepted and change nothing (Lapse
+    tables are on-demand); a stream change is refused, with DynamoDB's words
+    when it would change nothing."""
+    name = new_table(ddb)
+    d = ddb.update_table(TableName=name, BillingMode="PAY_PER_REQUEST")["TableDescription"]
+    assert d["TableName"] == name and d["TableStatus"] == "ACTIVE"
+    ddb.update_table(TableName=name, BillingMode="PROVISIONED",
+                     ProvisionedThroughput={"ReadCapacityUnits": 5, "WriteCapacityUnits": 5})
+    assert ddb.describe_table(TableName=name)["Table"]["BillingModeSummary"] == {
+        "BillingMode": "PAY_PER_REQUEST"}
+    cases = [({"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"}},
+              "cannot turn a table's stream on or off"),
+             ({"StreamSpecification": {"StreamEnabled": False}},
+              "does not have a stream to disable"),
+             ({}, "At least one of")]
+    for kw, text in cases:
+        with pytest.raises(ClientError) as e:
+            ddb.update_table(TableName=name, **kw)
+        assert error_code(e) == "ValidationException" and text in msg(e), (kw, msg(e))
+    with pytest.raises(ClientError) as e:
+        ddb.update_table(TableName=name + "x", BillingMode="PAY_PER_REQUEST")
+    assert error_code(e) == "ResourceNotFoundException"
+    ddb.delete_table(TableName=name)
+

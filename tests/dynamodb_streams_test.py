@@ -124,6 +124,12 @@ def test_stream_is_described_listed_and_paged(ddb, streams):
     for s in d["Shards"]:
         assert len(s["ShardId"]) >= 28
         assert len(s["SequenceNumberRange"]["StartingSequenceNumber"]) >= 21
+    # UpdateTable enabling it again: DynamoDB's refusal.
+    with pytest.raises(ClientError) as e:
+        ddb.update_table(TableName=name, StreamSpecification={
+            "StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+    assert error_code(e) == "ValidationException"
+    assert "already has an enabled stream" in e.value.response["Error"]["Message"]
     # A table without a stream has none.
     plain = "p_" + uuid.uuid4().hex[:12]
     ddb.create_table(TableName=plain, KeySchema=KEYS, AttributeDefinitions=DEFS)
