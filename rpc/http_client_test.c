@@ -21,18 +21,7 @@
 #include "../common/lapse_err.h"
 #include "http_client.h"
 #include "http_service.h"
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    socklen_t len = sizeof sa;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
+#include "http_test_util.h"
 
 /* Answers "<X-Tag header>:<body>" with status 201. */
 static void echo(void *arg, const http_request *req, http_response *res)
@@ -62,7 +51,7 @@ static http_service *serve_on(int port)
 static void posts_reuse_the_connection_and_reconnect(void **state)
 {
     (void)state;
-    int port = free_port();
+    int port = http_test_free_port();
     char url[64], err[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/", port);
     http_client *c = NULL;

@@ -27,18 +27,7 @@
 #include "../common/buf.h"
 #include "../common/lapse_err.h"
 #include "http_service.h"
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    socklen_t len = sizeof sa;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
+#include "http_test_util.h"
 
 static int connect_to(int port)
 {
@@ -182,7 +171,7 @@ static void post_reaches_fn_with_headers_and_body_keep_alive(void **state)
 {
     (void)state;
     fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    int port = free_port();
+    int port = http_test_free_port();
     http_service *s = open_ok(port, &f, 2);
     int fd = connect_to(port);
     char *r = post(fd, "Op.One", "{\"a\":1}");
@@ -204,7 +193,7 @@ static void body_over_max_gets_reject_body_without_fn(void **state)
 {
     (void)state;
     fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    int port = free_port();
+    int port = http_test_free_port();
     http_service *s = open_ok(port, &f, 1);
     int fd = connect_to(port);
     const char req[] = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n";
@@ -228,7 +217,7 @@ static void blocked_fn_does_not_hold_other_requests(void **state)
 {
     (void)state;
     fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER, .block = 1};
-    int port = free_port();
+    int port = http_test_free_port();
     http_service *s = open_ok(port, &f, 2);
     int slow = connect_to(port);
     const char req[] = "POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: slow\r\n"
@@ -279,7 +268,7 @@ static void close_waits_for_running_fn_then_refuses(void **state)
 {
     (void)state;
     fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER, .block = 1};
-    int port = free_port();
+    int port = http_test_free_port();
     http_service *s = open_ok(port, &f, 1);
     int slow = connect_to(port);
     const char req[] = "POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: slow\r\n"

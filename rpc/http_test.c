@@ -25,21 +25,9 @@
 #include "../common/lapse_err.h"
 #include "../common/metrics.h"
 #include "http.h"
+#include "http_test_util.h"
 
 #define CTYPE "text/plain; version=0.0.4; charset=utf-8"
-
-/* A loopback port that was free a moment ago. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    socklen_t len = sizeof sa;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
 
 /* GETs path from 127.0.0.1:port and returns the whole response (caller
  * frees), reading until the server closes (Connection: close). 5 s timeout. */
@@ -127,7 +115,7 @@ static void get_serves_body_and_404_elsewhere(void **state)
 {
     (void)state;
     fixture f = {0};
-    int port = free_port();
+    int port = http_test_free_port();
     http_server *s = open_ok(port, &f);
 
     char *resp = http_get(port, "/metrics");
@@ -152,7 +140,7 @@ static void fn_error_gives_500(void **state)
 {
     (void)state;
     fixture f = {.fail_with = LAPSE_ENOMEM};
-    int port = free_port();
+    int port = http_test_free_port();
     http_server *s = open_ok(port, &f);
     char *resp = http_get(port, "/metrics");
     assert_status(resp, 500);
@@ -190,7 +178,7 @@ static void address_in_use_is_an_error(void **state)
     close(fd);
 
     /* Taken by our own endpoint for the same path. */
-    int port = free_port();
+    int port = http_test_free_port();
     http_server *first = open_ok(port, &f);
     snprintf(hp, sizeof hp, "127.0.0.1:%d", port);
     err[0] = '\0';
@@ -233,7 +221,7 @@ static void reopen_same_port_after_close(void **state)
 {
     (void)state;
     fixture f = {0};
-    int port = free_port();
+    int port = http_test_free_port();
     for (int round = 0; round < 3; round++) {
         http_server *s = open_ok(port, &f);
         char *resp = http_get(port, "/metrics");
@@ -298,7 +286,7 @@ static void close_waits_for_running_fn(void **state)
 {
     (void)state;
     slow w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    getter g = {.port = free_port()};
+    getter g = {.port = http_test_free_port()};
     char hp[64], err[256];
     snprintf(hp, sizeof hp, "127.0.0.1:%d", g.port);
     http_server *s = NULL;
@@ -336,7 +324,7 @@ static void serves_a_metrics_registry(void **state)
     metrics *m = metrics_new();
     assert_non_null(m);
     metrics_counter_add(m, "lapse_rpc_requests_total", "RPC requests.", "op=\"get\"", 2);
-    int port = free_port();
+    int port = http_test_free_port();
     char hp[64], err[256];
     snprintf(hp, sizeof hp, "127.0.0.1:%d", port);
     http_server *s = NULL;
