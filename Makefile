@@ -87,7 +87,8 @@ chaos: build
 
 # The fuzz targets (cmake/fuzz-run.sh), FUZZ_SECONDS (default 300) each,
 # each from its corpus in the repository, which grows by the new inputs that
-# reach new code: commit rpc/fuzz/corpus, common/fuzz/corpus and expr/fuzz/corpus afterwards.
+# reach new code: commit rpc/fuzz/corpus, common/fuzz/corpus, expr/fuzz/corpus and
+# dynamodb/fuzz/corpus afterwards.
 # make test runs them 20 s each without growing anything.
 FUZZ_SECONDS ?= 300
 fuzz: build
@@ -97,6 +98,9 @@ fuzz: build
 	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/ddbjson $(FUZZ_SECONDS)
 	@EXPR_GEN_DIR=$(BUILD)/expr/gen LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_expr expr/fuzz_expr.c \
 	  expr/fuzz/corpus $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/expr $(FUZZ_SECONDS)
+	@FUZZ_EXTRA_SRC=$(CURDIR)/dynamodb/ddb_sigv4.c FUZZ_EXTRA_LIBS=-lcrypto LAPSE_FUZZ_GROW=1 \
+	  sh cmake/fuzz-run.sh fuzz_sigv4 dynamodb/fuzz_sigv4.c dynamodb/fuzz/corpus \
+	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/sigv4 $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # fuzz-run.sh: builds a libFuzzer target with clang and AddressSanitizer and
 # fuzzes it for a bounded time from the repository's corpus. Registered as
-# ctests (fuzz_request_test, fuzz_ddbjson_test, fuzz_expr_test: 20 s each, in make test) and
+# ctests (fuzz_request_test, fuzz_ddbjson_test, fuzz_expr_test, fuzz_sigv4_test: 20 s each,
+# in make test) and
 # run longer by `make fuzz`, which grows the corpus.
 #
 # usage: fuzz-run.sh NAME TARGET_C CORPUS SRC_ROOT GEN_DIR WORK_DIR SECONDS [SEEDS_C]
@@ -98,9 +99,14 @@ if [ -n "${EXPR_GEN_DIR:-}" ]; then
     "$CLANG" $FLAGS $INSTR -I"$SRC/expr" -w -c "$EXPR_GEN_DIR/expr_gram.c" -o "$WORK/obj/expr_gen_gram.o"
     FLAGS="$FLAGS -I$SRC/expr"
 fi
+# More sources and libraries a target needs (fuzz_sigv4: dynamodb/ddb_sigv4.c
+# and libcrypto), from FUZZ_EXTRA_SRC and FUZZ_EXTRA_LIBS.
+for f in ${FUZZ_EXTRA_SRC:-}; do
+    "$CLANG" $FLAGS $WARN $INSTR -c "$f" -o "$WORK/obj/extra_$(basename "$f" .c).o"
+done
 ar rcs "$WORK/libfuzzdeps.a" "$WORK/obj/"*.o
 
-LIBS="-lprotobuf-c -lxxhash -ljansson -lm -lpthread"
+LIBS="-lprotobuf-c -lxxhash -ljansson -lm -lpthread ${FUZZ_EXTRA_LIBS:-}"
 "$CLANG" $FLAGS $WARN -fsanitize=fuzzer,address "$TARGET" "$WORK/libfuzzdeps.a" $LIBS \
     -o "$WORK/$NAME"
 
