@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "ddb_items.h"
 #include "ddb_legacy.h"
 #include "ddb_query.h"
-#include "../common/clock.h"
 #include "ddb_req.h"
 #include "ddb_sigv4.h"
 #include "ddb_streams.h"
@@ -137,6 +137,20 @@ static const char *request_header(void *arg, const char *name)
     return http_request_header(arg, name);
 }
 
+/* ddb_sigv4_verify of req (body: its body) against api's credentials. */
+static int verify(const ddb_api *api, const http_request *req, const void *body, size_t len,
+                  char *type, size_t typelen, char *msg, size_t msglen)
+{
+    ddb_sigv4_request sr = {.method = http_request_method(req),
+                            .uri = http_request_uri(req),
+                            .header = request_header,
+                            .arg = (void *)req,
+                            .body = body,
+                            .len = len,
+                            .now_ms = clock_wall_now().ms};
+    return ddb_sigv4_verify(api->creds, api->region, &sr, type, typelen, msg, msglen);
+}
+
 void ddb_api_serve(void *arg, const http_request *req, http_response *res)
 {
     const ddb_api *api = arg;
@@ -153,17 +167,10 @@ void ddb_api_serve(void *arg, const http_request *req, http_response *res)
     const void *body;
     size_t len;
     http_request_body(req, &body, &len);
-    ddb_sigv4_request sr = {.method = method,
-                            .uri = http_request_uri(req),
-                            .header = request_header,
-                            .arg = (void *)req,
-                            .body = body,
-                            .len = len,
-                            .now_ms = clock_wall_now().ms};
     if (strcmp(method, "POST") != 0) {
         ddb_api_call(api, "", NULL, 0, &status, &out); /* an UnknownOperationException */
-    } else if (api->creds != NULL && ddb_sigv4_verify(api->creds, api->region, &sr, type,
-                                                      sizeof type, msg, sizeof msg) != 0) {
+    } else if (api->creds != NULL &&
+               verify(api, req, body, len, type, sizeof type, msg, sizeof msg) != 0) {
         status = strcmp(type, "InternalFailure") == 0 ? 500 : 400;
         out = error_body(type, msg, NULL);
     } else {

@@ -112,16 +112,14 @@ static void shard_id(const stream_ref *r, uint32_t shard, char *out, size_t len)
  * error set. */
 static int parse_shard_id(ddb_ctx *x, const stream_ref *r, const char *s, uint32_t *shard)
 {
-    uint64_t part;
-    char want[SHARD_ID_LEN + 1];
-    if (strlen(s) != SHARD_ID_LEN || strncmp(s, "shardId-", 8) != 0 ||
-        parse_u64(s + 8, 20, 20, &part) != 0 || part >= r->info.shards) {
-        return ddb_req_fail(x, 400, "ResourceNotFoundException",
-                            "Requested resource not found: Shard %.100s does not exist in stream "
-                            "%s",
-                            s, r->arn);
+    uint64_t part = 0;
+    char want[SHARD_ID_LEN + 1] = "";
+    /* The id this stream gives the partition s names must be s itself: that
+     * checks the prefix, the digits and the table id at once. */
+    if (strlen(s) == SHARD_ID_LEN && parse_u64(s + 8, 20, 20, &part) == 0 &&
+        part < r->info.shards) {
+        shard_id(r, (uint32_t)part, want, sizeof want);
     }
-    shard_id(r, (uint32_t)part, want, sizeof want);
     if (strcmp(s, want) != 0) {
         return ddb_req_fail(x, 400, "ResourceNotFoundException",
                             "Requested resource not found: Shard %.100s does not exist in stream "
