@@ -90,17 +90,11 @@ int lapse_stream_view_parse(const char *name)
     return -1;
 }
 
-/* Drops the images of s that view hides (invariant 2). */
-static void apply_view(stream_slot *s, lapse_stream_view view)
+/* Whether view shows a record's old (new: its new) image (invariant 2). */
+static int shows(lapse_stream_view view, int new_image)
 {
-    if (view == LAPSE_STREAM_KEYS_ONLY || view == LAPSE_STREAM_NEW_IMAGE) {
-        item_free(s->old_image.it);
-        s->old_image.it = NULL;
-    }
-    if (view == LAPSE_STREAM_KEYS_ONLY || view == LAPSE_STREAM_OLD_IMAGE) {
-        item_free(s->new_image.it);
-        s->new_image.it = NULL;
-    }
+    return view == LAPSE_STREAM_NEW_AND_OLD_IMAGES ||
+           view == (new_image ? LAPSE_STREAM_NEW_IMAGE : LAPSE_STREAM_OLD_IMAGE);
 }
 
 int stream_batch_from_pb(const Lapse__GetStreamRecordsResponse *r, uint32_t shard,
@@ -135,11 +129,12 @@ int stream_batch_from_pb(const Lapse__GetStreamRecordsResponse *r, uint32_t shar
         }
         prev = pr->sequence_number;
         if ((rv = slot_item(pr->keys, &s->keys, "keys", shard, prev, err)) != 0 ||
-            (rv = slot_item(pr->old_image, &s->old_image, "old image", shard, prev, err)) != 0 ||
-            (rv = slot_item(pr->new_image, &s->new_image, "new image", shard, prev, err)) != 0) {
+            (rv = slot_item(shows(view, 0) ? pr->old_image : NULL, &s->old_image, "old image",
+                            shard, prev, err)) != 0 ||
+            (rv = slot_item(shows(view, 1) ? pr->new_image : NULL, &s->new_image, "new image",
+                            shard, prev, err)) != 0) {
             goto fail;
         }
-        apply_view(s, view);
         if (pr->ttl_delete && (s->ttl_attr = strdup(pr->ttl_attribute)) == NULL) {
             rv = client_err(err, LAPSE_ENOMEM, "out of memory");
             goto fail;
