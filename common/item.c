@@ -173,8 +173,18 @@ int item_value_set_add(attr_value *set, attr_value *elem)
     return item_value_list_append(set, elem);
 }
 
-/* Orders set elements (pointers to attr_value of one type): bytes by
- * length-then-content order, numbers by value. */
+/* Orders set elements (pointers to attr_value of one type) by their bytes:
+ * length, then content. */
+static int bytes_cmp(const void *pa, const void *pb)
+{
+    const attr_value *a = *(const attr_value *const *)pa, *b = *(const attr_value *const *)pb;
+    if (a->u.bytes.len != b->u.bytes.len) {
+        return a->u.bytes.len < b->u.bytes.len ? -1 : 1;
+    }
+    return memcmp(a->u.bytes.ptr, b->u.bytes.ptr, a->u.bytes.len);
+}
+
+/* As bytes_cmp, but numbers by value: DynamoDB's element identity. */
 static int elem_cmp(const void *pa, const void *pb)
 {
     const attr_value *a = *(const attr_value *const *)pa, *b = *(const attr_value *const *)pb;
@@ -185,15 +195,15 @@ static int elem_cmp(const void *pa, const void *pb)
             return number_cmp(&x, &y);
         }
     }
-    if (a->u.bytes.len != b->u.bytes.len) {
-        return a->u.bytes.len < b->u.bytes.len ? -1 : 1;
-    }
-    return memcmp(a->u.bytes.ptr, b->u.bytes.ptr, a->u.bytes.len);
+    return bytes_cmp(pa, pb);
 }
 
-/* set's elements as a sorted array of pointers (caller frees), or NULL on
- * OOM or for an empty set. */
-static const attr_value **sorted_elems(const attr_value *set)
+static int value_eq(const attr_value *a, const attr_value *b, int exact);
+
+/* set's elements as an array of pointers sorted by cmp (caller frees), or
+ * NULL on OOM or for an empty set. */
+static const attr_value **sorted_elems(const attr_value *set,
+                                       int (*cmp)(const void *, const void *))
 {
     size_t n = set->u.list.n;
     const attr_value **p = n > 0 ? malloc(n * sizeof(*p)) : NULL;
@@ -203,7 +213,7 @@ static const attr_value **sorted_elems(const attr_value *set)
     for (size_t i = 0; i < n; i++) {
         p[i] = &set->u.list.v[i];
     }
-    qsort(p, n, sizeof(*p), elem_cmp);
+    qsort(p, n, sizeof(*p), cmp);
     return p;
 }
 
@@ -215,7 +225,7 @@ int item_value_set_check(const attr_value *set, const attr_value **dup)
     if (set->u.list.n == 0) {
         return LAPSE_EINVAL;
     }
-    const attr_value **p = sorted_elems(set);
+    const attr_value **p = sorted_elems(set, elem_cmp);
     if (p == NULL) {
         return LAPSE_ENOMEM;
     }
@@ -241,22 +251,27 @@ int item_value_set_has(const attr_value *set, const attr_value *v)
 }
 
 /* Whether sets a and b (one type, each without duplicates) hold the same
- * elements. */
-static int sets_eq(const attr_value *a, const attr_value *b)
+ * elements (exact: the same bytes, numbers as written). */
+static int sets_eq(const attr_value *a, const attr_value *b, int exact)
 {
     size_t n = a->u.list.n;
     if (n != b->u.list.n) {
         return 0;
     }
-    const attr_value **x = sorted_elems(a), **y = sorted_elems(b);
+    int (*cmp)(const void *, const void *) = exact ? bytes_cmp : elem_cmp;
+    const attr_value **x = sorted_elems(a, cmp), **y = sorted_elems(b, cmp);
     int eq = 1;
     if (x != NULL && y != NULL) {
         for (size_t i = 0; i < n && eq; i++) {
-            eq = elem_cmp(&x[i], &y[i]) == 0;
+            eq = cmp(&x[i], &y[i]) == 0;
         }
     } else { /* out of memory (or empty): the quadratic way */
         for (size_t i = 0; i < n && eq; i++) {
-            eq = item_value_set_has(b, &a->u.list.v[i]);
+            int found = 0;
+            for (size_t j = 0; j < n && !found; j++) {
+                found = value_eq(&a->u.list.v[i], &b->u.list.v[j], exact);
+            }
+            eq = found;
         }
     }
     free(x);
@@ -420,38 +435,40 @@ fail:
     return rv;
 }
 
-static int maps_eq(const attr *a, size_t an, const attr *b, size_t bn)
+static int maps_eq(const attr *a, size_t an, const attr *b, size_t bn, int exact)
 {
     if (an != bn) {
         return 0;
     }
     for (size_t i = 0; i < an; i++) {
         const attr *o = find((attr *)b, bn, a[i].name);
-        if (o == NULL || !item_value_eq(&a[i].value, &o->value)) {
+        if (o == NULL || !value_eq(&a[i].value, &o->value, exact)) {
             return 0;
         }
     }
     return 1;
 }
 
-int item_value_eq(const attr_value *a, const attr_value *b)
+/* exact: N values compare as written ("1.0" is not "1"), as stored bytes
+ * do; else by value, as DynamoDB compares them. */
+static int value_eq(const attr_value *a, const attr_value *b, int exact)
 {
     if (a->type != b->type) {
         return 0;
     }
     switch (a->type) {
+    case ATTR_N:
+        if (!exact) {
+            number x, y;
+            return number_parse(a->u.bytes.ptr, a->u.bytes.len, &x, NULL, 0) == 0 &&
+                   number_parse(b->u.bytes.ptr, b->u.bytes.len, &y, NULL, 0) == 0 &&
+                   number_cmp(&x, &y) == 0;
+        }
+        /* fall through */
     case ATTR_S:
     case ATTR_B:
         return a->u.bytes.len == b->u.bytes.len &&
                memcmp(a->u.bytes.ptr, b->u.bytes.ptr, a->u.bytes.len) == 0;
-    case ATTR_N: {
-        number x, y;
-        if (number_parse(a->u.bytes.ptr, a->u.bytes.len, &x, NULL, 0) != 0 ||
-            number_parse(b->u.bytes.ptr, b->u.bytes.len, &y, NULL, 0) != 0) {
-            return 0;
-        }
-        return number_cmp(&x, &y) == 0;
-    }
     case ATTR_BOOL:
         return a->u.boolean == b->u.boolean;
     case ATTR_NULL:
@@ -461,19 +478,24 @@ int item_value_eq(const attr_value *a, const attr_value *b)
             return 0;
         }
         for (size_t i = 0; i < a->u.list.n; i++) {
-            if (!item_value_eq(&a->u.list.v[i], &b->u.list.v[i])) {
+            if (!value_eq(&a->u.list.v[i], &b->u.list.v[i], exact)) {
                 return 0;
             }
         }
         return 1;
     case ATTR_M:
-        return maps_eq(a->u.map.v, a->u.map.n, b->u.map.v, b->u.map.n);
+        return maps_eq(a->u.map.v, a->u.map.n, b->u.map.v, b->u.map.n, exact);
     case ATTR_SS:
     case ATTR_NS:
     case ATTR_BS:
-        return sets_eq(a, b);
+        return sets_eq(a, b, exact);
     }
     return 0;
+}
+
+int item_value_eq(const attr_value *a, const attr_value *b)
+{
+    return value_eq(a, b, 0);
 }
 
 size_t item_value_size(const attr_value *v)
@@ -623,12 +645,17 @@ int item_remove(item *it, const char *name)
 
 int item_eq(const item *a, const item *b)
 {
-    return maps_eq(a->attrs, a->n, b->attrs, b->n);
+    return maps_eq(a->attrs, a->n, b->attrs, b->n, 0);
+}
+
+int item_eq_exact(const item *a, const item *b)
+{
+    return maps_eq(a->attrs, a->n, b->attrs, b->n, 1);
 }
 
 int item_eq_map(const item *it, const attr_value *m)
 {
-    return m != NULL && m->type == ATTR_M && maps_eq(it->attrs, it->n, m->u.map.v, m->u.map.n);
+    return m != NULL && m->type == ATTR_M && maps_eq(it->attrs, it->n, m->u.map.v, m->u.map.n, 0);
 }
 
 size_t item_size(const item *it)

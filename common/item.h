@@ -152,6 +152,10 @@ const attr_value *item_get(const item *it, const char *name);
 int item_remove(item *it, const char *name);
 /* Deep equality (attribute order does not matter). */
 int item_eq(const item *a, const item *b);
+/* As item_eq, but N values (and NS elements) compare as written: "1.0" is
+ * not "1". Equal exactly when the two encode to the same attributes, in
+ * any order: whether a write leaves the stored item as it was. */
+int item_eq_exact(const item *a, const item *b);
 /* Whether it holds exactly the attributes of M value m, equal by item_eq's
  * rules (0 when m is not an M). */
 int item_eq_map(const item *it, const attr_value *m);

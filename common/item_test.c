@@ -134,9 +134,11 @@ static void equality_and_dup(void **state)
     assert_int_equal(item_remove(b, "UserName"), 1);
     assert_int_equal(item_set(b, "UserName", &v), 0);
     assert_true(item_eq(a, b));
-    /* numbers compare numerically */
+    assert_true(item_eq_exact(a, b)); /* another order: the same stored item */
+    /* numbers compare numerically, but not exactly */
     set_bytes(b, "Age", ATTR_N, "4.25E1", 6);
     assert_true(item_eq(a, b));
+    assert_false(item_eq_exact(a, b));
     set_bytes(b, "Age", ATTR_N, "42.51", 5);
     assert_false(item_eq(a, b));
     set_bytes(b, "Age", ATTR_N, "42.5", 4);
@@ -279,6 +281,18 @@ static void sets(void **state)
     assert_int_equal(item_set_elem_type(ATTR_NS), ATTR_N);
     assert_int_equal(item_set_elem_type(ATTR_L), 0);
     assert_false(item_value_eq(&s1, &n1));
+    /* Exactly: numbers as written, in sets and alone. */
+    item *i1 = item_new(), *i2 = item_new();
+    attr_value c1, c2;
+    assert_int_equal(item_value_dup(&c1, &n1), 0);
+    assert_int_equal(item_value_dup(&c2, &n2), 0);
+    assert_int_equal(item_set(i1, "ns", &c1), 0);
+    assert_int_equal(item_set(i2, "ns", &c2), 0);
+    assert_true(item_eq(i1, i2));
+    assert_false(item_eq_exact(i1, i2)); /* "2.5" is written "2.50" in n2 */
+    assert_true(item_eq_exact(i1, i1));
+    item_free(i1);
+    item_free(i2);
     attr_value shorter = make_set(ATTR_SS, abc, 2);
     assert_false(item_value_eq(&s1, &shorter));
     assert_int_equal(item_value_size(&s1), 3); /* the elements' sizes */

@@ -112,6 +112,34 @@ static void test_records_of_each_write(void **state)
     }
 }
 
+/* A number written another way ("1E0" for "1.0", the same length and
+ * value) changes the stored item, so it is a change: a MODIFY, through a
+ * single put and through a batch (which compares the bytes). */
+static void test_number_text_change_is_a_change(void **state)
+{
+    fixture *f = *state;
+    const uint32_t part = part_of_s("q", feed.partitions);
+    put(f, &feed, fitem("q", 1, "u1", "1.0", NULL, NULL)); /* 1 INSERT */
+    put(f, &feed, fitem("q", 1, "u1", "1.0", NULL, NULL)); /* none: the same */
+    put(f, &feed, fitem("q", 1, "u1", "1E0", NULL, NULL)); /* 2 MODIFY */
+    item *again = fitem("q", 1, "u1", "1E0", NULL, NULL),
+         *other = fitem("q", 1, "u1", "1.0", NULL, NULL);
+    store_write w1[1] = {{again, NULL}}, w2[1] = {{other, NULL}};
+    assert_ok(store_batch_write(f->st, &feed, w1, 1, f->err, sizeof(f->err)), f); /* none */
+    assert_ok(store_batch_write(f->st, &feed, w2, 1, f->err, sizeof(f->err)), f); /* 3 MODIFY */
+    change_list l;
+    outbox_all(f, feed.id, part, &l);
+    assert_int_equal(l.n, 3);
+    static const change_event ev[3] = {CHANGE_INSERT, CHANGE_MODIFY, CHANGE_MODIFY};
+    for (size_t i = 0; i < l.n; i++) {
+        change_record r = decode_ok(&l.v[i]);
+        assert_int_equal(r.event, ev[i]);
+    }
+    change_list_fini(&l);
+    item_free(again);
+    item_free(other);
+}
+
 /* ======================================================================== */
 /* TTL deletes and the stream sequence                                      */
 /* ======================================================================== */
@@ -650,6 +678,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_records_of_each_write, rsetup, rteardown),
+        cmocka_unit_test_setup_teardown(test_number_text_change_is_a_change, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_ttl_deletes_and_stream_seq, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_counters_survive_reopen_and_failures, rsetup,
                                         rteardown),

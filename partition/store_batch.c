@@ -120,7 +120,7 @@ static int group_derive(store *st, const table_schema *t, const store_write *wri
         if (d != NULL && (rv = store_derive_change(
                               d, b, e[i].key, e[i].klen, g->found[r] ? g->vals[r].data : NULL,
                               g->vals[r].len, del ? NULL : vals->data + last->voff,
-                              del ? 0 : last->vlen, NULL, err, errlen)) != 0) {
+                              del ? 0 : last->vlen, STORE_SAME_UNKNOWN, NULL, err, errlen)) != 0) {
             return rv;
         }
         i = j;

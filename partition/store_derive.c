@@ -155,10 +155,11 @@ static int decodes(const uint8_t *v, size_t len, int *ok)
     return rv == LAPSE_ENOMEM ? rv : 0;
 }
 
-/* Whether new value nw is the item old already was: the same bytes, or
- * the same attributes in another order (the only way two encodings of one
- * item differ, so only then, at equal lengths, are both decoded). An
- * undecodable old value is a change. */
+/* Whether new value nw is the item old already was, for callers that have
+ * only the bytes (store_batch_write): the same bytes, or the same attributes
+ * in another order (the only way two encodings of one item differ, so only
+ * then, at equal lengths, are both decoded). An undecodable old value is a
+ * change. */
 static int unchanged(const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen)
 {
     if (olen != nlen) {
@@ -168,14 +169,15 @@ static int unchanged(const uint8_t *old, size_t olen, const uint8_t *nw, size_t 
         return 1;
     }
     item *a = NULL, *b = NULL;
-    int same = item_decode(old, olen, &a) == 0 && item_decode(nw, nlen, &b) == 0 && item_eq(a, b);
+    int same =
+        item_decode(old, olen, &a) == 0 && item_decode(nw, nlen, &b) == 0 && item_eq_exact(a, b);
     item_free(a);
     item_free(b);
     return same;
 }
 
 int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_t ilen,
-                        const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen,
+                        const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen, int same,
                         const store_ttl_delete *ttl, char *err, size_t errlen)
 {
     int rv, old_ok = 0;
@@ -187,7 +189,8 @@ int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_
     if (!d->outbox || (old == NULL && nw == NULL)) {
         return 0; /* deleting an absent item makes no record */
     }
-    if (ttl == NULL && old != NULL && nw != NULL && unchanged(old, olen, nw, nlen)) {
+    if (ttl == NULL && old != NULL && nw != NULL &&
+        (same == STORE_SAME_UNKNOWN ? unchanged(old, olen, nw, nlen) : same)) {
         return 0; /* as DynamoDB: a write that changes nothing makes no record */
     }
     if (!d->loaded) {

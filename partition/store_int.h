@@ -217,12 +217,16 @@ void store_derive_begin(store_derive *d, store *st, const table_schema *t, uint3
  * stored value old (NULL: absent) to nw (NULL: deleted); both are
  * item_encode()d, nw trusted. An old value that does not decode counts as
  * absent for the LSI and the images (its LSI entries cannot be named). ttl
- * is non-NULL for the TTL sweep's deletes. Makes no outbox record when both
- * old and nw are NULL. Returns 0, LAPSE_ENOMEM, LAPSE_EIO (reading the
- * counters) or LAPSE_ECORRUPT (ikey is not a key of t, or stored counters
- * are malformed), with err; the caller then discards b. */
+ * is non-NULL for the TTL sweep's deletes. same says whether nw is the item
+ * old was (1 or 0, from a caller that holds both decoded or knows how the
+ * bytes were made), or STORE_SAME_UNKNOWN: compared here from the bytes.
+ * Makes no outbox record when both old and nw are NULL, or when nw is old
+ * (as DynamoDB Streams: a write that changes nothing). Returns 0, LAPSE_ENOMEM, LAPSE_EIO (reading
+ * the counters) or LAPSE_ECORRUPT (ikey is not a key of t, or stored counters are malformed), with
+ * err; the caller then discards b. */
+#define STORE_SAME_UNKNOWN (-1)
 int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_t ilen,
-                        const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen,
+                        const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen, int same,
                         const store_ttl_delete *ttl, char *err, size_t errlen);
 /* Adds the outbox counters to b when records were added. 0 or ENOMEM. */
 int store_derive_finish(store_derive *d, db_batch *b, char *err, size_t errlen);

@@ -230,13 +230,14 @@ static int once_check(store *st, const table_schema *t, uint32_t part, once *o, 
  * expiry index change from o to n when the table's TTL is on, and the LSI
  * and outbox writes derived from the stored value old (read when
  * store_derive_wanted(t)), and the record of req's request id when it has
- * one (an update's holds its new item, val). A write replaces the stored
+ * one (an update's holds its new item, val). same: whether val is the item
+ * old held (store_derive_change). A write replaces the stored
  * value, so the item is no longer one the sweep must skip. On 0, *pend is to be finished
  * (finish_write) once the stripe lock is released.
  * REQUIRES: the key's stripe lock is held. */
 static int write_one(store *st, const table_schema *t, const buf *key, const stored *old,
-                     const buf *val, ttl_entry o, ttl_entry n, const once *req, int64_t *min_due_ms,
-                     store_pending *pend, char *err, size_t errlen)
+                     const buf *val, int same, ttl_entry o, ttl_entry n, const once *req,
+                     int64_t *min_due_ms, store_pending *pend, char *err, size_t errlen)
 {
     int rv = 0;
     const int derive = store_derive_wanted(t);
@@ -265,7 +266,7 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
         const uint8_t *ov = old->found ? old->raw.data : NULL;
         if ((rv = store_derive_change(&d, b, key->data, key->len, ov, old->raw.len,
                                       val != NULL ? val->data : NULL, val != NULL ? val->len : 0,
-                                      NULL, err, errlen)) != 0 ||
+                                      same, NULL, err, errlen)) != 0 ||
             (rv = store_derive_finish(&d, b, err, errlen)) != 0) {
             goto out;
         }
@@ -356,8 +357,10 @@ static int put_item(store *st, const table_schema *t, const item *it, const stor
         (rv = read_for_write(st, &key, cond, old_out != NULL, &cur, &old, err, errlen)) != 0) {
         goto unlock;
     }
-    rv = write_one(st, t, &key, &old, &val, store_ttl_entry(t, cur, now),
-                   store_ttl_entry(t, it, now), &req, &min_due_ms, &pend, err, errlen);
+    /* Both are decoded here: no bytes need comparing. */
+    rv = write_one(st, t, &key, &old, &val, cur != NULL && item_eq_exact(cur, it),
+                   store_ttl_entry(t, cur, now), store_ttl_entry(t, it, now), &req, &min_due_ms,
+                   &pend, err, errlen);
 unlock:
     pthread_mutex_unlock(mu);
     rv = finish_write(st, t, part, rv, &pend, err, errlen);
@@ -432,8 +435,8 @@ static int delete_item(store *st, const table_schema *t, const item *key, const 
     }
     const ttl_entry none = {0, 0};
     if (must_write) {
-        rv = write_one(st, t, &k, &old, NULL, store_ttl_entry(t, cur, now), none, &req, &min_due_ms,
-                       &pend, err, errlen);
+        rv = write_one(st, t, &k, &old, NULL, 0, store_ttl_entry(t, cur, now), none, &req,
+                       &min_due_ms, &pend, err, errlen);
     }
 unlock:
     pthread_mutex_unlock(mu);
@@ -561,7 +564,12 @@ int store_update_once(store *st, const table_schema *t, const item *key,
         goto unlock;
     }
     const ttl_entry after = t->ttl.enabled ? store_ttl_entry(t, cur, now) : (ttl_entry){0, 0};
-    rv = write_one(st, t, &k, &old, &val, before, after, &req, &min_due_ms, &pend, err, errlen);
+    /* The actions edit the stored item in place (a SET of an attribute keeps
+     * its position): it is unchanged exactly when the bytes are. */
+    const int same =
+        old.found && old.raw.len == val.len && memcmp(old.raw.data, val.data, val.len) == 0;
+    rv = write_one(st, t, &k, &old, &val, same, before, after, &req, &min_due_ms, &pend, err,
+                   errlen);
 unlock:
     pthread_mutex_unlock(mu);
     rv = finish_write(st, t, part, rv, &pend, err, errlen);
