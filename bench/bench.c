@@ -72,14 +72,6 @@ typedef struct worker {
     atomic_int *measuring; /* 0 during the warm-up: nothing is counted */
 } worker;
 
-static uint64_t rng(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 static lapse_item *make_item(long key, int value_bytes, const char *pad)
 {
     lapse_item *it = lapse_item_new();
@@ -142,7 +134,7 @@ static void *worker_main(void *arg)
             }
             record(w, t0, rv, &e, cfg->batch);
         } else if (w->w == W_GET) {
-            long k = (long)(rng(&seed) % (uint64_t)cfg->keys_loaded);
+            long k = (long)(bench_rng(&seed) % (uint64_t)cfg->keys_loaded);
             lapse_item *key = lapse_item_new();
             char ks[32];
             snprintf(ks, sizeof(ks), "user%010ld", k);
@@ -163,7 +155,7 @@ static void *worker_main(void *arg)
             for (int i = 0; i < cfg->batch; i++) {
                 char ks[32];
                 snprintf(ks, sizeof(ks), "user%010ld",
-                         (long)(rng(&seed) % (uint64_t)cfg->keys_loaded));
+                         (long)(bench_rng(&seed) % (uint64_t)cfg->keys_loaded));
                 keys[i] = lapse_item_new();
                 lapse_item_set_s(keys[i], "Id", ks);
             }
@@ -184,7 +176,7 @@ static void *worker_main(void *arg)
             record(w, t0, rv, &e, cfg->batch);
         } else {
             char pk[64];
-            snprintf(pk, sizeof(pk), "{\"S\":\"dev%ld\"}", (long)(rng(&seed) % 1000));
+            snprintf(pk, sizeof(pk), "{\"S\":\"dev%ld\"}", (long)(bench_rng(&seed) % 1000));
             lapse_query_opts q = {0};
             q.partition_key_json = pk;
             lapse_page *pg = NULL;
@@ -197,12 +189,6 @@ static void *worker_main(void *arg)
     free(batch);
     free(pad);
     return NULL;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
 }
 
 static const char *wname(workload w)
@@ -278,8 +264,9 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
 #define PCT(p) (nlat ? all[(size_t)((double)(nlat - 1) * (p))] : 0)
     printf("%-9s rf=%d threads=%-3d calls/s=%-8.0f items/s=%-9.0f (%s) calls=%-8zu p50=%uus "
            "p90=%uus p99=%uus p99.9=%uus max=%uus failed=%ld (in no percentile)\n",
-           wname(wl), cfg->rf, cfg->threads, (double)nlat / elapsed, (double)ops / elapsed, witems(wl), nlat,
-           PCT(0.5), PCT(0.9), PCT(0.99), PCT(0.999), nlat ? all[nlat - 1] : 0, errors);
+           wname(wl), cfg->rf, cfg->threads, (double)nlat / elapsed, (double)ops / elapsed,
+           witems(wl), nlat, PCT(0.5), PCT(0.9), PCT(0.99), PCT(0.999), nlat ? all[nlat - 1] : 0,
+           errors);
 #undef PCT
     fflush(stdout);
     for (int i = 0; i < cfg->threads; i++) {

@@ -36,6 +36,20 @@ int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+uint64_t bench_rng(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
 int has_workload(const char *list, const char *name)
 {
     size_t n = strlen(name);

@@ -23,6 +23,10 @@ typedef struct due_plan {
 int64_t due_s_of(const due_plan *p, long long i);
 /* qsort comparator of int64_t, ascending. */
 int cmp_i64(const void *a, const void *b);
+/* qsort comparator of uint32_t (latency samples in µs), ascending. */
+int cmp_u32(const void *a, const void *b);
+/* xorshift64: the next pseudo-random number of state *s (non-zero). */
+uint64_t bench_rng(uint64_t *s);
 /* 1 when name is one of the comma-separated entries of list. */
 int has_workload(const char *list, const char *name);
 

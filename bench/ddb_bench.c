@@ -64,14 +64,6 @@ typedef struct worker {
     atomic_int *stop, *measuring;
 } worker;
 
-static uint64_t rng(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 static void record(worker *w, double t0, int ok, const char *why)
 {
     double dt = mono_s() - t0;
@@ -159,7 +151,7 @@ static void *worker_main(void *arg)
     buf_init(&body);
     buf_init(&resp);
     while (!atomic_load(w->stop)) {
-        long k = (long)(rng(&seed) % (uint64_t)w->cfg->keys);
+        long k = (long)(bench_rng(&seed) % (uint64_t)w->cfg->keys);
         if (w->p == P_NATIVE) {
             native_call(w, k);
         } else {
@@ -169,12 +161,6 @@ static void *worker_main(void *arg)
     buf_fini(&body);
     buf_fini(&resp);
     return NULL;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 static double pct(const uint32_t *v, size_t n, double p)

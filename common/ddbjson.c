@@ -390,7 +390,9 @@ static json_t *members_to_json(const attr *v, size_t n)
     return obj;
 }
 
-json_t *ddbjson_value_to_json(const attr_value *v)
+/* v's value without its type wrapper ("text", [..], {..}): a new
+ * reference, NULL on OOM. */
+static json_t *inner_json(const attr_value *v)
 {
     json_t *inner = NULL;
     switch (v->type) {
@@ -427,20 +429,22 @@ json_t *ddbjson_value_to_json(const attr_value *v)
     case ATTR_SS:
     case ATTR_NS:
     case ATTR_BS:
-        /* ["a","b"]: each element's text without its type wrapper */
+        /* ["a","b"]: the elements without their type wrappers */
         inner = json_array();
         for (size_t i = 0; inner != NULL && i < v->u.list.n; i++) {
-            const attr_value *e = &v->u.list.v[i];
-            json_t *ej = ddbjson_value_to_json(e);
-            json_t *text = json_incref(json_object_get(ej, item_type_name(e->type)));
-            json_decref(ej);
-            if (json_array_append_new(inner, text) != 0) {
+            if (json_array_append_new(inner, inner_json(&v->u.list.v[i])) != 0) {
                 json_decref(inner);
                 inner = NULL;
             }
         }
         break;
     }
+    return inner;
+}
+
+json_t *ddbjson_value_to_json(const attr_value *v)
+{
+    json_t *inner = inner_json(v);
     if (inner == NULL) {
         return NULL;
     }

@@ -37,9 +37,10 @@ static int mark_down(pmap *next, const pmap_node *n, size_t *sets)
  * the incarnation of its data dir. old is the node as the map has it now
  * (NULL: a new node). A node back under another incarnation than the one it
  * was last UP with came back on an empty dir: it holds none of the copies
- * the map gives it, so it is first failed over as if DOWN (mark_down), in
- * the same commit: it leads no set and counts in sync in none until its
- * copies are rebuilt. Adds the replica sets changed to *sets. 0 or
+ * the map gives it, so its copies are first counted lost
+ * (pmap_lose_node_copies: its sets fail over, last_out taking a set it was
+ * the only in-sync copy of), in the same commit as UP: it leads no set and
+ * counts in sync in none until its copies are rebuilt. Adds the replica sets changed to *sets. 0 or
  * LAPSE_ENOMEM. REQUIRES: s->lock held. */
 static int set_up(pmap *next, const pmap_node *old, uint32_t id, const char *address, int64_t lease,
                   uint64_t incarnation, size_t *sets)

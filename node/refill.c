@@ -30,8 +30,10 @@ static int stopping(refill *r)
     return stop;
 }
 
-/* One pass over the map's tables. Costs one store seek per table while no
- * copy here ever missed records. */
+/* One pass over the map's tables. Costs nothing while no copy here has
+ * missed records since the node opened (apply_missing_any answers from a
+ * counter), then one store seek per table, and the gap and fill steps only
+ * for a table with a mark left. */
 static void pass(refill *r)
 {
     node_server *ns = r->ns;

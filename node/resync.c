@@ -262,14 +262,12 @@ static void join(logship *ls, uint32_t table_id, uint32_t part, uint64_t epoch, 
  * says whether each landed, and its slot is freed. Asks again the joins
  * with no answer that no map settled yet: writes have waited for those
  * members since the first ask, so no hold is needed. */
-static void join_again(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
-                       uint32_t part)
+static void join_again(logship *ls, const pmap_replicas *r, uint32_t table_id, uint32_t part)
 {
     uint32_t ids[PMAP_MAX_REPLICAS];
     uint64_t counts[PMAP_MAX_REPLICAS];
     size_t n = 0;
     int64_t now = clock_mono_now().ms;
-    (void)m;
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
     int retry = p != NULL && now >= p->join_retry_ms;
@@ -528,7 +526,7 @@ static void pass(logship *ls)
             if (!reconciled) {
                 reconcile(ls, m, r, tb->schema.id, p);
             }
-            join_again(ls, m, r, tb->schema.id, p);
+            join_again(ls, r, tb->schema.id, p);
             for (uint32_t i = 1; i < r->n; i++) {
                 if (!(bits >> i & 1u)) {
                     resync_one(ls, m, r, tb->schema.id, p, r->ids[i]);

@@ -126,8 +126,7 @@ static int scan_marks(store *st, uint32_t table_id, int unfilled_gsi, int *found
         } else if (!unfilled_gsi) {
             *found = 1;
         } else {
-            uint32_t part =
-                (uint32_t)k[5] << 24 | (uint32_t)k[6] << 16 | (uint32_t)k[7] << 8 | k[8];
+            uint32_t part = buf_get_u32be(k + 5);
             rv = store_repl_u64(st, table_id, REPL_GSI_FILLED, part, 0, 0, &filled, err, errlen);
             *found = rv == 0 && buf_get_u64be(v) > filled;
         }

@@ -304,6 +304,25 @@ fail:
     return rv;
 }
 
+/* The list of an L, SS, NS or BS value, its type into *t. */
+static const Lapse__ListValue *list_of(const Lapse__AttributeValue *pb, attr_type *t)
+{
+    switch (pb->value_case) {
+    case LAPSE__ATTRIBUTE_VALUE__VALUE_SS:
+        *t = ATTR_SS;
+        return pb->ss;
+    case LAPSE__ATTRIBUTE_VALUE__VALUE_NS:
+        *t = ATTR_NS;
+        return pb->ns;
+    case LAPSE__ATTRIBUTE_VALUE__VALUE_BS:
+        *t = ATTR_BS;
+        return pb->bs;
+    default:
+        *t = ATTR_L;
+        return pb->l;
+    }
+}
+
 /* depth: the nesting level of this value, 1 for a top-level attribute (the
  * same count as item.c and the JSON parser). */
 static int value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, int depth, char *err,
@@ -355,14 +374,8 @@ static int value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, int d
     case LAPSE__ATTRIBUTE_VALUE__VALUE_SS:
     case LAPSE__ATTRIBUTE_VALUE__VALUE_NS:
     case LAPSE__ATTRIBUTE_VALUE__VALUE_BS: {
-        const attr_type t = pb->value_case == LAPSE__ATTRIBUTE_VALUE__VALUE_SS   ? ATTR_SS
-                            : pb->value_case == LAPSE__ATTRIBUTE_VALUE__VALUE_NS ? ATTR_NS
-                            : pb->value_case == LAPSE__ATTRIBUTE_VALUE__VALUE_BS ? ATTR_BS
-                                                                                 : ATTR_L;
-        const Lapse__ListValue *l = t == ATTR_SS   ? pb->ss
-                                    : t == ATTR_NS ? pb->ns
-                                    : t == ATTR_BS ? pb->bs
-                                                   : pb->l;
+        attr_type t;
+        const Lapse__ListValue *l = list_of(pb, &t);
         const attr_type elem = item_set_elem_type(t);
         size_t n = l != NULL ? l->n_values : 0;
         attr_value *arr = NULL;
