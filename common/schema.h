@@ -89,8 +89,8 @@ typedef enum stream_view {
     STREAM_VIEW_OLD_IMAGE = 3
 } stream_view;
 
-/* Shards keep both images whatever the view: readers leave out what it does
- * not show. */
+/* Shards keep both images whatever the view: the reads leave out what it
+ * does not show (wire_stream_record_to_pb on the host, liblapse again). */
 typedef struct table_stream {
     int enabled;
     stream_view view;

@@ -90,7 +90,8 @@ static int reply_records(handlers_ctx *c, const change_list *l, uint32_t shard,
         return LAPSE_ENOMEM;
     }
     for (size_t i = 0; i < l->n; i++) {
-        int rv = wire_stream_record_to_pb(c->a, l->v[i].data, l->v[i].len, &out->records[i]);
+        int rv = wire_stream_record_to_pb(c->a, l->v[i].data, l->v[i].len,
+                                          c->table->schema.stream.view, &out->records[i]);
         if (rv == LAPSE_ECORRUPT) {
             log_error("table \"%s\" stream shard %u: record %" PRIu64 " does not decode",
                       c->table->schema.name, shard, l->v[i].seq);

@@ -102,9 +102,12 @@ int wire_ttl_from_pb(const Lapse__TtlConfig *pb, table_ttl *out, char *err, size
  * shard it was read from) as a StreamRecord allocated from a: sequence_number
  * is the stream seq, the keys and images decoded into Items, size_bytes the
  * encoded bytes of the keys and images (DynamoDB's SizeBytes,
- * approximately), the TTL fields set for a TTL delete. Returns 0,
- * LAPSE_ECORRUPT (the record does not decode; *out NULL) or LAPSE_ENOMEM. */
-int wire_stream_record_to_pb(arena *a, const void *data, size_t len, Lapse__StreamRecord **out);
+ * approximately), the TTL fields set for a TTL delete; the images view (the
+ * table's StreamViewType) hides are left out, never decoded or sent.
+ * Returns 0, LAPSE_ECORRUPT (the record does not decode; *out NULL) or
+ * LAPSE_ENOMEM. */
+int wire_stream_record_to_pb(arena *a, const void *data, size_t len, stream_view view,
+                             Lapse__StreamRecord **out);
 
 /* lapse_status <-> Lapse__Status: identical numbers; out-of-range values
  * from the wire become LAPSE_EPROTO. */

@@ -26,7 +26,8 @@ static int image_to_pb(arena *a, const change_bytes *b, Lapse__Item **out)
     return *out == NULL ? LAPSE_ENOMEM : 0;
 }
 
-int wire_stream_record_to_pb(arena *a, const void *data, size_t len, Lapse__StreamRecord **out)
+int wire_stream_record_to_pb(arena *a, const void *data, size_t len, stream_view view,
+                             Lapse__StreamRecord **out)
 {
     change_record r;
     *out = NULL;
@@ -56,9 +57,13 @@ int wire_stream_record_to_pb(arena *a, const void *data, size_t len, Lapse__Stre
     /* As DynamoDB's SizeBytes, approximately: the keys and images as stored. */
     pb->size_bytes = r.keys.len + (r.old_image.data != NULL ? r.old_image.len : 0) +
                      (r.new_image.data != NULL ? r.new_image.len : 0);
+    const int old_shown = view == STREAM_VIEW_NEW_AND_OLD || view == STREAM_VIEW_OLD_IMAGE;
+    const int new_shown = view == STREAM_VIEW_NEW_AND_OLD || view == STREAM_VIEW_NEW_IMAGE;
     if ((rv = image_to_pb(a, &r.keys, &pb->keys)) != 0 ||
-        (r.old_image.data != NULL && (rv = image_to_pb(a, &r.old_image, &pb->old_image)) != 0) ||
-        (r.new_image.data != NULL && (rv = image_to_pb(a, &r.new_image, &pb->new_image)) != 0)) {
+        (old_shown && r.old_image.data != NULL &&
+         (rv = image_to_pb(a, &r.old_image, &pb->old_image)) != 0) ||
+        (new_shown && r.new_image.data != NULL &&
+         (rv = image_to_pb(a, &r.new_image, &pb->new_image)) != 0)) {
         return rv;
     }
     if (r.principal == CHANGE_TTL) {

@@ -89,7 +89,8 @@ static void test_events(void **state)
         make(&s, kind);
         Lapse__StreamRecord *r = NULL;
         char text[32];
-        assert_int_equal(wire_stream_record_to_pb(&a, s.enc.data, s.enc.len, &r), 0);
+        assert_int_equal(
+            wire_stream_record_to_pb(&a, s.enc.data, s.enc.len, STREAM_VIEW_NEW_AND_OLD, &r), 0);
         assert_int_equal(r->sequence_number, 17);
         assert_int_equal(r->shard, 3);
         assert_int_equal(r->event_name, names[kind]);
@@ -120,6 +121,22 @@ static void test_events(void **state)
         assert_non_null(packed);
         lapse__stream_record__pack(r, packed);
         free(packed);
+        /* A view leaves out what it hides; the size stays the record's. */
+        static const struct {
+            stream_view view;
+            int old_shown, new_shown;
+        } views[] = {{STREAM_VIEW_KEYS_ONLY, 0, 0},
+                     {STREAM_VIEW_NEW_IMAGE, 0, 1},
+                     {STREAM_VIEW_OLD_IMAGE, 1, 0}};
+        for (size_t v = 0; v < sizeof views / sizeof views[0]; v++) {
+            Lapse__StreamRecord *rv = NULL;
+            assert_int_equal(
+                wire_stream_record_to_pb(&a, s.enc.data, s.enc.len, views[v].view, &rv), 0);
+            assert_non_null(rv->keys);
+            assert_int_equal(rv->old_image != NULL, views[v].old_shown && kind != 0);
+            assert_int_equal(rv->new_image != NULL, views[v].new_shown && kind != 2);
+            assert_int_equal(rv->size_bytes, want);
+        }
         arena_fini(&a);
         sample_fini(&s);
     }
@@ -137,7 +154,8 @@ static void test_damaged(void **state)
         uint8_t *copy = malloc(cut ? cut : 1);
         assert_non_null(copy);
         memcpy(copy, s.enc.data, cut);
-        assert_int_equal(wire_stream_record_to_pb(&a, copy, cut, &r), LAPSE_ECORRUPT);
+        assert_int_equal(wire_stream_record_to_pb(&a, copy, cut, STREAM_VIEW_NEW_AND_OLD, &r),
+                         LAPSE_ECORRUPT);
         assert_null(r);
         free(copy);
         arena_fini(&a);
