@@ -25,6 +25,19 @@ static seq_cache *cache_of(store *st, uint32_t table_id, uint32_t part)
     return &st->seqs[store_stripe(st, table_id, part) - st->locks];
 }
 
+int outbox_counters_decode(const uint8_t *v, size_t len, uint32_t table_id, uint32_t part,
+                           uint64_t *next_seq, uint64_t *next_stream_seq, char *err, size_t errlen)
+{
+    if (len != 16 || buf_get_u64be(v) == 0 || buf_get_u64be(v + 8) == 0) {
+        return store_errf(LAPSE_ECORRUPT, err, errlen,
+                          "outbox counters of table %u partition %u are malformed",
+                          (unsigned)table_id, (unsigned)part);
+    }
+    *next_seq = buf_get_u64be(v);
+    *next_stream_seq = buf_get_u64be(v + 8);
+    return 0;
+}
+
 int outbox_counters_get(store *st, uint32_t table_id, uint32_t part, uint64_t *next_seq,
                         uint64_t *next_stream_seq, char *err, size_t errlen)
 {
@@ -44,14 +57,9 @@ int outbox_counters_get(store *st, uint32_t table_id, uint32_t part, uint64_t *n
     }
     if (!found) {
         *next_seq = *next_stream_seq = 1;
-    } else if (v.len != 16 || buf_get_u64be(v.data) == 0 || buf_get_u64be(v.data + 8) == 0) {
-        rv = store_errf(LAPSE_ECORRUPT, err, errlen,
-                        "outbox counters of table %u partition %u are malformed",
-                        (unsigned)table_id, (unsigned)part);
+    } else if ((rv = outbox_counters_decode(v.data, v.len, table_id, part, next_seq,
+                                            next_stream_seq, err, errlen)) != 0) {
         goto out;
-    } else {
-        *next_seq = buf_get_u64be(v.data);
-        *next_stream_seq = buf_get_u64be(v.data + 8);
     }
     outbox_counters_cache(st, table_id, part, *next_seq, *next_stream_seq);
 out:

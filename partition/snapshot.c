@@ -226,15 +226,12 @@ int snapshot_open_items(snapshot **out, store *st, uint32_t table_id, uint32_t p
             rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
         }
     }
+    uint64_t next = 0, next_stream = 0;
     if (rv == 0 && (rv = repl_at(s, table_id, REPL_SOURCE, part, &v, err, errlen)) == 0 &&
-        v.len > 0) {
-        if (v.len != 16 || buf_get_u64be(v.data) == 0) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
-                            "outbox counters of table %u partition %u are malformed",
-                            (unsigned)table_id, (unsigned)part);
-        } else {
-            *outbox_last = buf_get_u64be(v.data) - 1;
-        }
+        v.len > 0 &&
+        (rv = outbox_counters_decode(v.data, v.len, table_id, part, &next, &next_stream, err,
+                                     errlen)) == 0) {
+        *outbox_last = next - 1;
     }
     buf_fini(&v);
     if (rv != 0) {

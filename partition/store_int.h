@@ -238,6 +238,10 @@ void store_derive_end(store_derive *d); /* accepts a zeroed d */
 /* Outbox counters (outbox.c)                                               */
 /* ======================================================================== */
 
+/* Decodes the stored outbox counters of (table_id, part), v of len bytes
+ * (outbox.c; a snapshot reads them too). 0 or LAPSE_ECORRUPT with err. */
+int outbox_counters_decode(const uint8_t *v, size_t len, uint32_t table_id, uint32_t part,
+                           uint64_t *next_seq, uint64_t *next_stream_seq, char *err, size_t errlen);
 /* The stored (or cached) counters of (table_id, part): 1 and 1 when none.
  * REQUIRES: the stripe lock. 0, LAPSE_EIO or LAPSE_ECORRUPT with err. */
 int outbox_counters_get(store *st, uint32_t table_id, uint32_t part, uint64_t *next_seq,
