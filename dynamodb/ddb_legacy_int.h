@@ -1,10 +1,11 @@
 /*
  * ddb_legacy_int.h: what the two halves of the legacy-parameter translation
  * share (ddb_legacy.h says what they do): ddb_legacy.c, the requests (the
- * mixing rule, AttributeUpdates, AttributesToGet, the placeholders and the
- * expression text), and ddb_legacy_cond.c, the conditions (Expected,
- * QueryFilter, ScanFilter, KeyConditions and their ComparisonOperators).
- * Internal to dynamodb/.
+ * mixing rule, AttributeUpdates, AttributesToGet), which uses
+ * ddb_legacy_cond.c, the conditions (Expected, QueryFilter, ScanFilter,
+ * KeyConditions and their ComparisonOperators); both write with
+ * ddb_legacy_text.c (the placeholders, the expression text, the checks of
+ * values and DynamoDB's parameter error). Internal to dynamodb/.
  */
 #ifndef LAPSE_DDB_LEGACY_INT_H
 #define LAPSE_DDB_LEGACY_INT_H
