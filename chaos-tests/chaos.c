@@ -311,11 +311,15 @@ static int setup(run *r, char *err, size_t errlen)
         snprintf(err, errlen, "connect: %.400s", e.message);
         return rv;
     }
-    int burst = faults_burst_keys(r->opt);
-    if (model_add_table(&r->m, "chaos_ttl", r->opt->items + CHAOS_BURST_SLOTS * burst, 1) != 0 ||
-        model_add_table(&r->m, "chaos_plain", r->opt->items, 0) != 1) {
+    int burst = faults_burst_keys(r->opt), spare = wl_spare_keys(r->opt);
+    if (model_add_table(&r->m, "chaos_ttl", r->opt->items + CHAOS_BURST_SLOTS * burst + spare, 1) !=
+            0 ||
+        model_add_table(&r->m, "chaos_plain", r->opt->items + spare, 0) != 1) {
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
+    }
+    for (int ti = 0; ti < 2; ti++) {
+        r->m.t[ti].spare_lo = r->m.t[ti].nkeys - spare;
     }
     r->m.t[0].indexed = 1; /* the LSI, the GSI and the stream (workload.h) */
     lapse_table_def def;

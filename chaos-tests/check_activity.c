@@ -62,6 +62,15 @@ void check_activity(run *r, check_out *out)
     if (out->acked_deletes == 0) {
         idle(out, "no acknowledged user delete");
     }
+    /* Faults after the workload ran out of keys hit an idle cluster. The
+     * last tenth of the run is let go (workload.h: the reserve). */
+    long long out_ms = atomic_load(&r->reserve_out_ms);
+    if (out_ms > 0 && out_ms < (long long)r->opt->duration_s * 900) {
+        idle(out,
+             "the workload ran out of keys at +%.1fs of %d s (%ld frozen keys replaced, reserve "
+             "used up)",
+             (double)out_ms / 1000.0, r->opt->duration_s, atomic_load(&r->replaced));
+    }
 
     /* The classes whose keys invariants 1-3 judge; uncertain keys prove
      * little and never-written ones nothing. */

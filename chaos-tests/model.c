@@ -22,6 +22,7 @@ int model_add_table(model *m, const char *name, int nkeys, int ttl)
     snprintf(t->name, sizeof(t->name), "%s", name);
     t->ttl = ttl;
     t->nkeys = nkeys;
+    t->spare_lo = nkeys;
     t->keys = calloc((size_t)(nkeys > 0 ? nkeys : 1), sizeof(mkey));
     if (t->keys == NULL) {
         return -1;

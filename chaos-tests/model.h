@@ -97,6 +97,8 @@ typedef struct mtable {
     int indexed;      /* sort key Sk (always 0), the LSI, the GSI and the stream
                          (workload.h): invariants 4 and 5 are checked on it */
     int nkeys;
+    int spare_lo; /* keys [spare_lo, nkeys) are the workload's reserve (workload.h);
+                     nkeys when it has none */
     mkey *keys;
 } mtable;
 

@@ -6,6 +6,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "workload.h"
+
 void report_faults_text(unsigned f, char *buf, size_t len)
 {
     snprintf(
@@ -76,6 +78,15 @@ void report_write(FILE *f, run *r, const check_out *co, const char *run_dir, int
             atomic_load(&r->ops[OP_DELETE]), atomic_load(&r->ops[OP_GET]),
             atomic_load(&r->ops[OP_BATCH]), atomic_load(&r->ops[OP_ADMIN]), atomic_load(&r->errors),
             atomic_load(&r->uncertain));
+    long long out_ms = atomic_load(&r->reserve_out_ms);
+    fprintf(f, "workload keys frozen by an uncertain call and replaced by reserve keys: %ld of %d",
+            atomic_load(&r->replaced), 2 * wl_spare_keys(r->opt));
+    if (out_ms > 0) {
+        fprintf(f, "; the reserve ran out at +%.1fs, and the workload thinned from then\n",
+                (double)out_ms / 1000.0);
+    } else {
+        fprintf(f, "; the workload had keys to write to the end\n");
+    }
     fprintf(f, "faults injected: %d\n", atomic_load(&r->faults));
     if (verbose) {
         for (int i = 0; i < r->flog.n; i++) {

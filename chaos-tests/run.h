@@ -81,7 +81,10 @@ typedef struct run {
     atomic_long ops[OP_KINDS];
     atomic_long errors;
     atomic_long uncertain;
-    atomic_int faults;                         /* faults injected */
+    atomic_long replaced;        /* workload keys frozen and replaced by reserve keys */
+    atomic_llong reserve_out_ms; /* when a workload thread first found no key to write
+                                    (frozen, reserve used up), from the start; 0: never */
+    atomic_int faults;           /* faults injected */
     atomic_int kind_faults[CHAOS_FAULT_KINDS]; /* of which per kind asked (bit i of
                                                  CHAOS_FAULT_*); repeated kills count in none */
     unsigned fault_kind; /* CHAOS_FAULT_* bits the running scenario's faults count for; set by

@@ -305,32 +305,57 @@ int wl_batch_put(run *r, lapse_client *c, int ti, const int *idx, int n, int64_t
 
 /* ---- the workload threads ---- */
 
+int wl_spare_keys(const chaos_opts *o)
+{
+    /* Short runs fail a few hundred calls; the long profile's 540 s about
+     * 10,000 (docs/chaos.md), four fifths of them on table 0. */
+    return o->items * (o->profile_long ? 3 : 1);
+}
+
 typedef struct worker_arg {
     run *r;
     int tid, nthreads;
+    int per;      /* keys this thread writes in each table at a time */
+    int *slot[2]; /* [per]: which key each is, per workload table */
+    int fresh[2]; /* reserve keys of each table taken so far */
 } worker_arg;
 
-/* A key this thread owns in table ti, not frozen; prefer_due: among a few,
- * one whose TTL is (nearly) due. Returns -1 when none was found. */
-static int pick_key(run *r, int ti, int tid, int nthreads, uint64_t *rng, int prefer_due)
+/* The thread's next reserve key of table ti, or -1 when it has used them
+ * all. The reserve key's own history starts empty (never written). */
+static int take_spare(worker_arg *a, int ti)
 {
-    mtable *t = &r->m.t[ti];
-    int per = r->opt->items / nthreads;
-    int best = -1;
-    int64_t now = clock_wall_now().ms;
-    if (per < 1) {
+    mtable *t = &a->r->m.t[ti];
+    int idx = t->spare_lo + a->tid + a->nthreads * a->fresh[ti];
+    if (idx >= t->nkeys) {
         return -1;
     }
+    a->fresh[ti]++;
+    atomic_fetch_add(&a->r->replaced, 1);
+    return idx;
+}
+
+/* A key this thread owns in table ti, not frozen (a frozen one is replaced
+ * by a reserve key while any is left); prefer_due: among a few, one whose
+ * TTL is (nearly) due. Returns -1 when none was found. */
+static int pick_key(worker_arg *a, int ti, uint64_t *rng, int prefer_due)
+{
+    mtable *t = &a->r->m.t[ti];
+    int best = -1;
+    int64_t now = clock_wall_now().ms;
     for (int tries = 0; tries < 8; tries++) {
-        int idx = tid + nthreads * (int)rng_range(rng, 0, per - 1);
-        if (t->keys[idx].frozen) {
-            continue;
+        int *slot = &a->slot[ti][rng_range(rng, 0, a->per - 1)];
+        if (t->keys[*slot].frozen) {
+            int idx = take_spare(a, ti);
+            if (idx < 0) {
+                continue;
+            }
+            *slot = idx;
         }
-        if (!prefer_due || nearly_due(t, &t->keys[idx], now)) {
-            return idx;
+        if (!prefer_due || nearly_due(t, &t->keys[*slot], now)) {
+            return *slot;
         }
         if (best < 0) {
-            best = idx;
+            best = *slot;
         }
     }
     return best;
@@ -345,8 +370,13 @@ static void *worker(void *p)
         int ti = rng_range(&rng, 0, 9) < 8 ? 0 : 1;
         int x = (int)rng_range(&rng, 0, 99);
         int prefer_due = x >= 32 && x < 48;
-        int idx = pick_key(r, ti, a->tid, a->nthreads, &rng, prefer_due);
+        int idx = pick_key(a, ti, &rng, prefer_due);
         if (idx < 0) {
+            /* Eight frozen keys in a row and no reserve left: the run is
+             * losing its workload (the report says when). */
+            long long zero = 0, at = clock_mono_now().ms - r->start_mono_ms;
+            atomic_compare_exchange_strong(&r->reserve_out_ms, &zero, at > 0 ? at : 1);
+            clock_sleep_ms(1);
             continue;
         }
         static const int ext[] = {TC_FUTURE, TC_DURING, TC_MILLIS, TC_FUTURE};
@@ -378,6 +408,8 @@ static void *worker(void *p)
             wl_call(r, r->client, ti, idx, WK_GET, 0, &rng);
         }
     }
+    free(a->slot[0]);
+    free(a->slot[1]);
     free(a);
     return NULL;
 }
@@ -385,13 +417,29 @@ static void *worker(void *p)
 int wl_start(run *r, pthread_t *threads, int n)
 {
     for (int i = 0; i < n; i++) {
-        worker_arg *a = malloc(sizeof(*a));
-        if (a == NULL) {
+        worker_arg *a = calloc(1, sizeof(*a));
+        int per = r->opt->items / n;
+        if (a != NULL && per > 0) {
+            a->slot[0] = malloc(sizeof(int) * (size_t)per);
+            a->slot[1] = malloc(sizeof(int) * (size_t)per);
+        }
+        if (a == NULL || per < 1 || a->slot[0] == NULL || a->slot[1] == NULL) {
+            if (a != NULL) {
+                free(a->slot[0]);
+                free(a->slot[1]);
+            }
+            free(a);
+            atomic_store(&r->stop, 1);
+            wl_join(threads, i);
             return 12;
         }
         a->r = r;
         a->tid = i;
         a->nthreads = n;
+        a->per = per;
+        for (int j = 0; j < per; j++) {
+            a->slot[0][j] = a->slot[1][j] = i + n * j;
+        }
         int rv = pthread_create(&threads[i], NULL, worker, a);
         if (rv != 0) {
             free(a);

@@ -8,9 +8,13 @@
  * only ever written by one thread (its owner).
  *
  * Ownership of keys: in the workload tables (model tables 0 and 1), keys
- * [0, items) belong to thread idx % threads; keys from `items` up belong to
- * the main thread (mass-expiry bursts). Scenario tables belong to the main
- * thread.
+ * [0, items) belong to thread idx % threads; in table 0 the
+ * CHAOS_BURST_SLOTS ranges after them belong to the main thread (mass-expiry
+ * bursts). The last wl_spare_keys() keys of both tables are a reserve:
+ * mtable.spare_lo + j belongs to thread j % threads, which writes it only in
+ * place of one of its keys that froze (model.h invariant 2), so the workload
+ * keeps writing for the whole run however many calls fail. Scenario tables
+ * belong to the main thread.
  *
  * Tables: every table has partition key Id (S) and WL_PARTITIONS
  * partitions. The indexed table (model table 0, chaos_ttl, mtable.indexed)
@@ -69,6 +73,10 @@ int wl_batch_put(run *r, lapse_client *c, int ti, const int *idx, int n, int64_t
 
 /* A random TTL class for a put, weighted toward the interesting ones. */
 int wl_random_class(uint64_t *rng);
+
+/* Reserve keys per workload table (see above): the long profile fails
+ * about 20 calls a second, each freezing a key. */
+int wl_spare_keys(const chaos_opts *o);
 
 /* Starts `n` workload threads on tables 0 and 1; they run until r->stop.
  * Returns 0 or an errno. */
