@@ -88,7 +88,9 @@ chaos: build
 # The fuzz targets (cmake/fuzz-run.sh), FUZZ_SECONDS (default 300) each,
 # each from its corpus in the repository, which grows by the new inputs that
 # reach new code: commit rpc/fuzz/corpus, common/fuzz/corpus, expr/fuzz/corpus and
-# dynamodb/fuzz/corpus afterwards.
+# dynamodb/fuzz/corpus afterwards. Then the gateway's HTTP request path
+# (tests/dynamodb_fuzz_test.py, a black box on a real cluster) for as long,
+# growing tests/fuzz/ddb_http by the requests whose answers had a new shape.
 # make test runs them 20 s each without growing anything.
 FUZZ_SECONDS ?= 300
 fuzz: build
@@ -101,6 +103,8 @@ fuzz: build
 	@FUZZ_EXTRA_SRC=$(CURDIR)/dynamodb/ddb_sigv4.c FUZZ_EXTRA_LIBS=-lcrypto LAPSE_FUZZ_GROW=1 \
 	  sh cmake/fuzz-run.sh fuzz_sigv4 dynamodb/fuzz_sigv4.c dynamodb/fuzz/corpus \
 	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/sigv4 $(FUZZ_SECONDS)
+	@DDB_FUZZ_SECONDS=$(FUZZ_SECONDS) DDB_FUZZ_GROW=1 tests/dynamodb_test.sh pytest \
+	  deploy/local-cluster.sh $(BUILD)/bin tests/dynamodb_fuzz_test.py
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

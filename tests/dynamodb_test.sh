@@ -255,7 +255,7 @@ case $mode in
     # SIGINT first: pytest then reports the test it was in; the
     # faulthandler dumps every thread's stack of a test running past 45 s.
     phase_start=$SECONDS
-    DDB_ENDPOINT=$endpoint DDB_GATEWAY_PID=$gw_pid DDB_BIN_DIR=$bin DDB_COORDINATOR=$coord timeout -s INT -k 10 200 "$py" -m pytest -v \
+    DDB_ENDPOINT=$endpoint DDB_GATEWAY_PID=$gw_pid DDB_BIN_DIR=$bin DDB_COORDINATOR=$coord timeout -s INT -k 10 $((200 + ${DDB_FUZZ_SECONDS:-0})) "$py" -m pytest -v \
       -p no:cacheprovider -o faulthandler_timeout=45 --durations=5 "${pyfiles[@]}" ||
       fail "pytest ${pyfiles[*]} failed after $((SECONDS - phase_start)) s"
     ;;
