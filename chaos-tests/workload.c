@@ -308,8 +308,11 @@ int wl_batch_put(run *r, lapse_client *c, int ti, const int *idx, int n, int64_t
 int wl_spare_keys(const chaos_opts *o)
 {
     /* Short runs fail a few hundred calls; the long profile's 540 s about
-     * 10,000 (docs/chaos.md), four fifths of them on table 0. */
-    return o->items * (o->profile_long ? 3 : 1);
+     * 10,000 on a quiet machine, and 34,000 (27,500 keys frozen) while two
+     * builds shared its cores (docs/chaos.md), four fifths on table 0. A
+     * model key is about 550 bytes, so ten times 4,000 keys a table costs
+     * some 45 MB, and the final reads of never-written keys a few seconds. */
+    return o->items * (o->profile_long ? 10 : 1);
 }
 
 typedef struct worker_arg {
