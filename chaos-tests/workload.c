@@ -383,32 +383,40 @@ static void *worker(void *p)
             continue;
         }
         static const int ext[] = {TC_FUTURE, TC_DURING, TC_MILLIS, TC_FUTURE};
+        int rv;
         if (r->opt->idle & CHAOS_IDLE_WRITES) {
             /* A run that must fail for lack of writes (chaos_plant_test). */
-            wl_call(r, r->client, ti, idx, WK_GET, 0, &rng);
+            rv = wl_call(r, r->client, ti, idx, WK_GET, 0, &rng);
         } else if (x < 32) {
-            wl_call(r, r->client, ti, idx, WK_PUT, wl_random_class(&rng), &rng);
+            rv = wl_call(r, r->client, ti, idx, WK_PUT, wl_random_class(&rng), &rng);
         } else if (x < 42) {
-            wl_call(r, r->client, ti, idx, WK_UPD_TTL, ext[rng_next(&rng) % 4], &rng);
+            rv = wl_call(r, r->client, ti, idx, WK_UPD_TTL, ext[rng_next(&rng) % 4], &rng);
         } else if (x < 48) {
-            wl_call(r, r->client, ti, idx, WK_UPD_RM, 0, &rng);
+            rv = wl_call(r, r->client, ti, idx, WK_UPD_RM, 0, &rng);
         } else if (x < 52) {
-            wl_call(r, r->client, ti, idx, WK_UPD_TTL, TC_PAST, &rng);
+            rv = wl_call(r, r->client, ti, idx, WK_UPD_TTL, TC_PAST, &rng);
         } else if (x < 60) {
-            wl_call(r, r->client, ti, idx, WK_UPD_PAY, 0, &rng);
+            rv = wl_call(r, r->client, ti, idx, WK_UPD_PAY, 0, &rng);
         } else if (x < 68) {
-            wl_call(r, r->client, ti, idx, WK_DELETE, 0, &rng);
+            rv = wl_call(r, r->client, ti, idx, WK_DELETE, 0, &rng);
         } else if (x < 80) {
             /* Racing the scanner: due now, then at once extended or removed. */
-            if (wl_call(r, r->client, ti, idx, WK_PUT, TC_NOW, &rng) == 0) {
+            if ((rv = wl_call(r, r->client, ti, idx, WK_PUT, TC_NOW, &rng)) == 0) {
                 if (rng_next(&rng) % 2 == 0) {
-                    wl_call(r, r->client, ti, idx, WK_UPD_TTL, TC_FUTURE, &rng);
+                    rv = wl_call(r, r->client, ti, idx, WK_UPD_TTL, TC_FUTURE, &rng);
                 } else {
-                    wl_call(r, r->client, ti, idx, WK_UPD_RM, 0, &rng);
+                    rv = wl_call(r, r->client, ti, idx, WK_UPD_RM, 0, &rng);
                 }
             }
         } else {
-            wl_call(r, r->client, ti, idx, WK_GET, 0, &rng);
+            rv = wl_call(r, r->client, ti, idx, WK_GET, 0, &rng);
+        }
+        if (rv != 0 && rv != -1) {
+            /* A failed call freezes its key, and one that fails fast (no
+             * in-sync copy, a refused connection) would otherwise burn
+             * through the reserve at thousands a second: back off as a
+             * client would. */
+            clock_sleep_ms(20);
         }
     }
     free(a->slot[0]);
