@@ -11,7 +11,7 @@
  *              and, for a table of several copies, "ReplicaSets" (replica_sets_json)
  *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State",
  *              "LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
- *              "PartitionMapVersion","ClockSkewMs"}],"UnderReplicated","PrimaryChanges",
+ *              "Replicas","Primaries","PartitionMapVersion","ClockSkewMs"}],"UnderReplicated","PrimaryChanges",
  *              "ReplicaSets":[...every replicated table's, each naming its "Table"]}
  */
 #include <jansson.h>
@@ -406,6 +406,37 @@ int lapse_list_tables(lapse_client *c, char **json_out, lapse_error *err)
 /* Cluster status                                                            */
 /* ------------------------------------------------------------------------ */
 
+/* The "Nodes" list of a cluster status: each node's heartbeat figures, and
+ * from the map pm (NULL: none in the reply, counted as 0) the copies it
+ * holds of every set (base partitions, GSI partitions, stream shards) as
+ * "Replicas" and the first copies among them as "Primaries". NULL on OOM. */
+static json_t *status_nodes(const Lapse__ClusterStatusResponse *cs, const pmap *pm)
+{
+    json_t *nodes = json_array();
+    for (size_t i = 0; nodes != NULL && i < cs->n_nodes; i++) {
+        const Lapse__NodeStatus *n = cs->nodes[i];
+        size_t primaries = 0, replicas = 0;
+        if (pm != NULL) {
+            primaries = pmap_partitions_owned(pm, n->id) + pmap_gsi_partitions_owned(pm, n->id) +
+                        pmap_stream_shards_hosted(pm, n->id);
+            replicas = primaries + pmap_follower_copies(pm, n->id) + pmap_derived_copies(pm, n->id);
+        }
+        json_t *o = json_pack(
+            "{s:i,s:s,s:s,s:I,s:i,s:i,s:i,s:I,s:I,s:I,s:I}", "NodeId", (int)n->id, "Address",
+            n->address ? n->address : "", "State",
+            n->state == LAPSE__NODE_STATE__NODE_UP ? "UP" : "DOWN", "LastHeartbeatAgeMs",
+            (json_int_t)n->last_heartbeat_age_ms, "Partitions", (int)n->partitions, "GsiPartitions",
+            (int)n->gsi_partitions, "StreamShards", (int)n->stream_shards, "Replicas",
+            (json_int_t)replicas, "Primaries", (json_int_t)primaries, "PartitionMapVersion",
+            (json_int_t)n->pmap_version, "ClockSkewMs", (json_int_t)n->clock_skew_ms);
+        if (o == NULL || json_array_append_new(nodes, o) != 0) {
+            json_decref(nodes);
+            return NULL;
+        }
+    }
+    return nodes;
+}
+
 int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
 {
     Lapse__ClusterStatusRequest body = LAPSE__CLUSTER_STATUS_REQUEST__INIT;
@@ -427,22 +458,6 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
         rpc_response_free(resp);
         return client_err(err, LAPSE_EPROTO, "cluster status: reply has no cluster_status body");
     }
-    json_t *nodes = json_array();
-    for (size_t i = 0; i < cs->n_nodes; i++) {
-        const Lapse__NodeStatus *n = cs->nodes[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "NodeId", json_integer(n->id));
-        json_object_set_new(o, "Address", json_string(n->address ? n->address : ""));
-        json_object_set_new(o, "State",
-                            json_string(n->state == LAPSE__NODE_STATE__NODE_UP ? "UP" : "DOWN"));
-        json_object_set_new(o, "LastHeartbeatAgeMs", json_integer(n->last_heartbeat_age_ms));
-        json_object_set_new(o, "Partitions", json_integer(n->partitions));
-        json_object_set_new(o, "GsiPartitions", json_integer(n->gsi_partitions));
-        json_object_set_new(o, "StreamShards", json_integer(n->stream_shards));
-        json_object_set_new(o, "PartitionMapVersion", json_integer((json_int_t)n->pmap_version));
-        json_object_set_new(o, "ClockSkewMs", json_integer(n->clock_skew_ms));
-        json_array_append_new(nodes, o);
-    }
     json_t *doc = json_object(), *sets = json_array();
     uint64_t under = 0, changes = 0;
     pmap *pm = NULL;
@@ -458,10 +473,13 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
         }
     }
     changes = pm != NULL ? pmap_primary_changes(pm) : 0;
+    json_t *nodes = rv == 0 ? status_nodes(cs, pm) : NULL;
     pmap_free(pm);
+    if (rv == 0 && nodes == NULL) {
+        rv = LAPSE_ENOMEM;
+    }
     if (rv != 0) {
         json_decref(sets);
-        json_decref(nodes);
         json_decref(doc);
         rpc_response_free(resp);
         return rv == LAPSE_ENOMEM

@@ -422,13 +422,20 @@ static int table_exists(const pmap *pm, const table_schema *schema)
     return pmap_table_find(pm, schema->name) != NULL || pmap_table_find_id(pm, schema->id) != NULL;
 }
 
-/* The UP nodes and their loads, for one pmap_add_table. */
+/* The UP nodes and their loads, for one pmap_add_table. Each kind of set
+ * the table gets (its base partitions, each GSI's, its stream shards) is
+ * spread evenly over the nodes first (first[], copies_of[]: counted from 0
+ * for each kind), and the whole map's load only breaks ties: a node that
+ * joins empty takes its even share of a new table, not all of it (moving
+ * older tables' sets onto it is a rebalancer's work, issue 13). */
 typedef struct up_nodes {
     size_t n;
     uint32_t *ids;
-    size_t *load;   /* base and GSI partitions owned */
-    size_t *shards; /* stream shards hosted */
-    size_t *copies; /* follower copies of base partitions held */
+    size_t *load;      /* base and GSI partitions owned */
+    size_t *shards;    /* stream shards hosted */
+    size_t *copies;    /* follower copies of base partitions held */
+    size_t *first;     /* this kind's sets whose first copy it holds */
+    size_t *copies_of; /* this kind's copies it holds, first ones included */
 } up_nodes;
 
 static void up_fini(up_nodes *u)
@@ -437,6 +444,8 @@ static void up_fini(up_nodes *u)
     free(u->load);
     free(u->shards);
     free(u->copies);
+    free(u->first);
+    free(u->copies_of);
 }
 
 /* 0, LAPSE_EUNAVAILABLE (no UP node) or LAPSE_ENOMEM (u freed). */
@@ -453,7 +462,10 @@ static int up_init(up_nodes *u, const pmap *pm)
     u->load = calloc(u->n, sizeof(*u->load));
     u->shards = calloc(u->n, sizeof(*u->shards));
     u->copies = calloc(u->n, sizeof(*u->copies));
-    if (u->ids == NULL || u->load == NULL || u->shards == NULL || u->copies == NULL) {
+    u->first = calloc(u->n, sizeof(*u->first));
+    u->copies_of = calloc(u->n, sizeof(*u->copies_of));
+    if (u->ids == NULL || u->load == NULL || u->shards == NULL || u->copies == NULL ||
+        u->first == NULL || u->copies_of == NULL) {
         up_fini(u);
         return LAPSE_ENOMEM;
     }
@@ -471,26 +483,57 @@ static int up_init(up_nodes *u, const pmap *pm)
     return 0;
 }
 
-/* The position in u of the least count[] among the UP nodes other than
- * except (0: none excluded, or the only one left), ties to the lowest id. */
-static size_t least(const up_nodes *u, const size_t *count, uint32_t except)
+/* Starts counting a new kind of set (up_nodes). */
+static void up_new_kind(up_nodes *u)
+{
+    memset(u->first, 0, u->n * sizeof(*u->first));
+    memset(u->copies_of, 0, u->n * sizeof(*u->copies_of));
+}
+
+/* Whether node j comes before node k by count[] and then tie[], ties to the
+ * lowest id. */
+static int before(const up_nodes *u, const size_t *count, const size_t *tie, size_t j, size_t k)
+{
+    if (count[j] != count[k]) {
+        return count[j] < count[k];
+    }
+    if (tie[j] != tie[k]) {
+        return tie[j] < tie[k];
+    }
+    return u->ids[j] < u->ids[k];
+}
+
+/* The position in u of the UP node that holds the first copy of the fewest
+ * sets of this kind, then of the fewest by tie[] (the map's load), among
+ * those other than except (0: none excluded, or the only one left). */
+static size_t least(const up_nodes *u, const size_t *tie, uint32_t except)
 {
     size_t best = u->n;
     for (size_t j = 0; j < u->n; j++) {
         if (u->ids[j] == except && u->n > 1) {
             continue;
         }
-        if (best == u->n || count[j] < count[best] ||
-            (count[j] == count[best] && u->ids[j] < u->ids[best])) {
+        if (best == u->n || before(u, u->first, tie, j, best)) {
             best = j;
         }
     }
     return best;
 }
 
+/* Takes node j as the first copy of a set. */
+static void take_first(up_nodes *u, pmap_replicas *r, size_t j, size_t *tie)
+{
+    r->n = 1;
+    r->ids[0] = u->ids[j];
+    tie[j]++;
+    u->first[j]++;
+    u->copies_of[j]++;
+}
+
 /* Fills r, whose first copy is set, up to rf copies: each to the UP node
- * holding fewest other copies among those not yet in its list. Every set
- * starts at epoch 1 with all members in sync. */
+ * not yet in its list holding the fewest copies of this kind, then the
+ * fewest other copies in the map. Every set starts at epoch 1 with all
+ * members in sync. */
 static void add_copies(up_nodes *u, pmap_replicas *r, uint32_t rf)
 {
     r->epoch = 1;
@@ -500,28 +543,26 @@ static void add_copies(up_nodes *u, pmap_replicas *r, uint32_t rf)
             if (pmap_replicas_index(r, u->ids[j]) >= 0) {
                 continue;
             }
-            if (f == u->n || u->copies[j] < u->copies[f] ||
-                (u->copies[j] == u->copies[f] && u->ids[j] < u->ids[f])) {
+            if (f == u->n || before(u, u->copies_of, u->copies, j, f)) {
                 f = j;
             }
         }
         r->ids[r->n++] = u->ids[f];
         u->copies[f]++;
+        u->copies_of[f]++;
     }
     r->in_sync = (1u << r->n) - 1;
 }
 
-/* Greedy: each partition to the least-loaded UP node, then its rf - 1
+/* Greedy: each partition to the UP node first in least(), then its rf - 1
  * other copies (add_copies). Nodes and partitions are few, so
  * O(partitions * nodes * rf).
  * REQUIRES: 1 <= rf <= min(u->n, PMAP_MAX_REPLICAS). */
 static void place(up_nodes *u, pmap_replicas *parts, uint32_t n, uint32_t rf)
 {
+    up_new_kind(u);
     for (uint32_t p = 0; p < n; p++) {
-        size_t best = least(u, u->load, 0);
-        parts[p].n = 1;
-        parts[p].ids[0] = u->ids[best];
-        u->load[best]++;
+        take_first(u, &parts[p], least(u, u->load, 0), u->load);
         add_copies(u, &parts[p], rf);
     }
 }
@@ -581,11 +622,9 @@ int pmap_add_table(pmap *pm, const table_schema *schema)
         if (shards == NULL) {
             goto oom;
         }
+        up_new_kind(&u);
         for (uint32_t p = 0; p < schema->partitions; p++) {
-            size_t best = least(&u, u.shards, parts[p].ids[0]);
-            shards[p].n = 1;
-            shards[p].ids[0] = u.ids[best];
-            u.shards[best]++;
+            take_first(&u, &shards[p], least(&u, u.shards, parts[p].ids[0]), u.shards);
             add_copies(&u, &shards[p], rf);
         }
     }

@@ -172,17 +172,15 @@ int pmap_set_node_lease(pmap *pm, uint32_t id, int64_t lease);
 /* Records the incarnation of node id's data dir (a new node starts with
  * 0). 0 or LAPSE_ENOTFOUND (no such node; pm unchanged). */
 int pmap_set_node_incarnation(pmap *pm, uint32_t id, uint64_t incarnation);
-/* Adds a table with its partitions assigned to the UP nodes, balanced: each
- * base partition, then each partition of each GSI (in declaration order),
- * goes to the UP node owning fewest partitions overall, base and GSI
- * together (ties to the lowest id), so those counts differ by at most one
- * after adding tables to a fixed set of nodes; the other copies of a base
- * or GSI partition go to the UP nodes not yet in its list holding fewest
- * such copies. With a stream, each base partition's shard goes first to the
- * UP node hosting fewest shards overall (ties to the lowest id) among those
- * other than the partition's owner, or to the owner when it is the only UP
- * node, then to as many others as the table has copies, fewest copies
- * first. Does not bump version. Returns 0,
+/* Adds a table with its partitions assigned to the UP nodes, balanced
+ * (docs/replication.md, "GSI partitions and stream shards"): each kind of
+ * set of the table (base partitions, each GSI's, the stream shards) is
+ * spread evenly, every UP node holding its share of their first copies and
+ * of all their copies within one; the map's load breaks ties (base and GSI
+ * partitions owned; shards hosted; follower copies), then the lowest id,
+ * so on a fixed set of nodes partitions owned differ by at most one. A
+ * shard's first copy avoids its partition's owner unless that is the only
+ * UP node. Does not bump version. Returns 0,
  * LAPSE_EEXISTS, LAPSE_EINVAL, LAPSE_EUNAVAILABLE (no UP node) or
  * LAPSE_ENOMEM; on error pm is unchanged.
  * REQUIRES: schema_validate(schema) passed and schema->id is set. */

@@ -121,13 +121,15 @@ static void test_down_nodes_get_nothing(void **state)
     assert_int_equal(pmap_partitions_owned(pm, 2), 0);
     assert_int_equal(pmap_partitions_owned(pm, 1), 4);
     assert_int_equal(pmap_partitions_owned(pm, 3), 4);
-    /* Node 2 comes back: new tables go to it first. */
+    /* Node 2 comes back: it takes its even share of a new table, and the
+     * one left over since it owns least (not the whole table). */
     assert_int_equal(pmap_set_node(pm, 2, "tcp://127.0.0.1:7412", PMAP_NODE_UP), 0);
     assert_string_equal(pmap_node_find(pm, 2)->address, "tcp://127.0.0.1:7412");
     table_schema u = mk_schema(2, "t2", 4);
     assert_int_equal(pmap_add_table(pm, &u), 0);
-    assert_int_equal(pmap_partitions_owned(pm, 2), 4);
-    assert_balanced(pm);
+    assert_int_equal(pmap_partitions_owned(pm, 2), 2);
+    assert_int_equal(pmap_partitions_owned(pm, 1), 5);
+    assert_int_equal(pmap_partitions_owned(pm, 3), 5);
     assert_true(pmap_check(pm));
     pmap_free(pm);
 }
@@ -560,6 +562,65 @@ static void test_replicated_placement(void **state)
     pmap_free(pm);
 }
 
+/* Counts of t's sets of one kind (base partitions, a GSI's, shards) per
+ * node id (1..4): firsts[id] first copies, all[id] copies. */
+static void count_sets(const pmap_replicas *sets, uint32_t n, size_t *firsts, size_t *all)
+{
+    for (uint32_t p = 0; p < n; p++) {
+        firsts[sets[p].ids[0]]++;
+        for (uint32_t k = 0; k < sets[p].n; k++) {
+            all[sets[p].ids[k]]++;
+            for (uint32_t m = 0; m < k; m++) {
+                assert_int_not_equal(sets[p].ids[k], sets[p].ids[m]); /* two copies on one node */
+            }
+        }
+    }
+}
+
+/* Issue 13's skew: after a 64-partition table on nodes 1-3, a fourth node
+ * used to take 32 of the next table's 64 partitions. Each kind of set of a
+ * new table is now spread evenly: 16 first copies and 48 copies of its 64
+ * sets of three on every node (each within one), GSI partitions and stream
+ * shards alike, while the older table stays where it was. */
+static void test_new_node_gets_an_even_share_of_a_new_table(void **state)
+{
+    (void)state;
+    pmap *pm = pmap_new();
+    add_nodes(pm, 3);
+    const uint32_t g[] = {16};
+    table_schema a = mk_indexed(1, "before", 64, g, 1, 1);
+    a.replication = 3;
+    assert_int_equal(pmap_add_table(pm, &a), 0);
+    char addr[] = "tcp://127.0.0.1:7404";
+    assert_int_equal(pmap_set_node(pm, 4, addr, PMAP_NODE_UP), 0);
+    table_schema b = mk_indexed(2, "after", 64, g, 1, 1);
+    b.replication = 3;
+    assert_int_equal(pmap_add_table(pm, &b), 0);
+    assert_true(pmap_check(pm));
+    const pmap_table *t = pmap_table_find(pm, "after");
+    struct {
+        const pmap_replicas *sets;
+        uint32_t n;
+    } kinds[] = {{t->parts, 64}, {t->gsi_parts[0], 16}, {t->stream_shards, 64}};
+    for (size_t k = 0; k < 3; k++) {
+        size_t firsts[5] = {0}, all[5] = {0};
+        count_sets(kinds[k].sets, kinds[k].n, firsts, all);
+        for (uint32_t id = 1; id <= 4; id++) {
+            size_t f = kinds[k].n / 4, c = kinds[k].n * 3 / 4;
+            if (firsts[id] < f || firsts[id] > f + 1 || all[id] < c - 1 || all[id] > c + 1) {
+                fail_msg("kind %zu: node %u holds %zu first copies and %zu copies, want %zu and "
+                         "%zu (each within one)",
+                         k, id, firsts[id], all[id], f, c);
+            }
+        }
+    }
+    /* The older table is not moved: node 4 holds none of it. */
+    size_t firsts[5] = {0}, all[5] = {0};
+    count_sets(pmap_table_find(pm, "before")->parts, 64, firsts, all);
+    assert_int_equal(all[4], 0);
+    pmap_free(pm);
+}
+
 /* A table of N copies gives each GSI partition and stream shard N copies on
  * distinct nodes too (stream shards first off their partition's owner), and
  * its outbox ships to every copy; derived copies are balanced. */
@@ -628,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_placed_and_check),
         cmocka_unit_test(test_replicated_placement),
         cmocka_unit_test(test_replicated_gsi_and_stream),
+        cmocka_unit_test(test_new_node_gets_an_even_share_of_a_new_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -93,6 +94,42 @@ static void test_three_copies_placed_and_identical(void **state)
         assert_true(primaries[n] >= 2 && primaries[n] <= 3); /* 8 over 3 */
     }
     assert_int_equal(pmap_part(pmap_table_find(pm, "rf1"), 0)->n, 1);
+    /* cluster-status counts each node's copies ("Replicas") and first copies
+     * ("Primaries") of every set: here 8 * 3 + 8 * 1 copies, 16 first ones. */
+    size_t want_rep[4] = {0}, want_pri[4] = {0};
+    for (size_t i = 0; i < pm->ntables; i++) {
+        for (uint32_t p = 0; p < pm->tables[i].schema.partitions; p++) {
+            const pmap_replicas *r = pmap_part(&pm->tables[i], p);
+            want_pri[r->ids[0]]++;
+            for (uint32_t k = 0; k < r->n; k++) {
+                want_rep[r->ids[k]]++;
+            }
+        }
+    }
+    char *status = NULL;
+    assert_lapse_ok(lapse_cluster_status(rs_client(), &status, &e), &e);
+    json_error_t jerr;
+    json_t *doc = json_loads(status, 0, &jerr), *node;
+    assert_non_null(doc);
+    size_t i, rep_sum = 0, pri_sum = 0;
+    json_array_foreach(json_object_get(doc, "Nodes"), i, node)
+    {
+        json_int_t id = json_integer_value(json_object_get(node, "NodeId"));
+        assert_true(id >= 1 && id <= 3);
+        json_t *rep = json_object_get(node, "Replicas"), *pri = json_object_get(node, "Primaries");
+        if (!json_is_integer(rep) || !json_is_integer(pri) ||
+            (size_t)json_integer_value(rep) != want_rep[id] ||
+            (size_t)json_integer_value(pri) != want_pri[id]) {
+            fail_msg("node %d: want Replicas %zu, Primaries %zu in %s", (int)id, want_rep[id],
+                     want_pri[id], status);
+        }
+        rep_sum += (size_t)json_integer_value(rep);
+        pri_sum += (size_t)json_integer_value(pri);
+    }
+    assert_int_equal(rep_sum, PARTS * 3 + PARTS);
+    assert_int_equal(pri_sum, 2 * PARTS);
+    json_decref(doc);
+    lapse_free(status);
     pmap_free(pm);
     char *json = NULL;
     assert_lapse_ok(lapse_describe_table(rs_client(), "rf3", &json, &e), &e);
