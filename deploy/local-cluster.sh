@@ -11,6 +11,11 @@
 #   deploy/local-cluster.sh down             stop exactly the processes `up` started
 #   deploy/local-cluster.sh status           show which are running
 #
+# LAPSE_NODES=N (3 to 9, default 3) runs nodes 1..N: `LAPSE_NODES=4 make
+# cluster` on a running three-node cluster starts node 4, which registers
+# and takes its share of the tables created from then on. `down` and
+# `status` cover every node `up` started, whatever LAPSE_NODES says then.
+#
 # Ports, both moved by a base (tests pick free ones), node i at base + i:
 #   LAPSE_PORT=N (default 7400)          coordinators on tcp://127.0.0.1:N and N+10,
 #                                        node i on N+i, etcd member i's client
@@ -43,8 +48,14 @@ metrics_base=${LAPSE_METRICS_PORT:-9400}
   { echo "local-cluster: bad port $coord_port (LAPSE_PORT: 1 to 65532)" >&2; exit 2; }
 [[ $metrics_base =~ ^[0-9]+$ ]] && ((metrics_base >= 0 && metrics_base <= 65532)) ||
   { echo "local-cluster: bad port $metrics_base (LAPSE_METRICS_PORT: 0 to 65532)" >&2; exit 2; }
-node_ports=($((coord_port + 1)) $((coord_port + 2)) $((coord_port + 3)))
-metrics_ports=($((metrics_base + 1)) $((metrics_base + 2)) $((metrics_base + 3)))
+nnodes=${LAPSE_NODES:-3}
+[[ $nnodes =~ ^[3-9]$ ]] ||
+  { echo "local-cluster: bad node count $nnodes (LAPSE_NODES: 3 to 9)" >&2; exit 2; }
+node_ports=() metrics_ports=()
+for ((i = 1; i <= 9; i++)); do
+  node_ports+=($((coord_port + i)))
+  metrics_ports+=($((metrics_base + i)))
+done
 coord2_port=$((coord_port + 10))
 if [[ -n ${LAPSE_DYNAMODB_PORT:-} ]]; then
   dynamodb_port=$LAPSE_DYNAMODB_PORT
@@ -61,7 +72,11 @@ etcd_peer_ports=($((coord_port + 30)) $((coord_port + 31)) $((coord_port + 32)))
 etcd_urls="http://127.0.0.1:${etcd_client_ports[0]},http://127.0.0.1:${etcd_client_ports[1]},http://127.0.0.1:${etcd_client_ports[2]}"
 etcd_initial="e1=http://127.0.0.1:${etcd_peer_ports[0]},e2=http://127.0.0.1:${etcd_peer_ports[1]},e3=http://127.0.0.1:${etcd_peer_ports[2]}"
 cluster_name=local
-names=(etcd1 etcd2 etcd3 coordinator coordinator2 node1 node2 node3 dynamodb)
+names=(etcd1 etcd2 etcd3 coordinator coordinator2)
+for ((i = 1; i <= nnodes; i++)); do names+=("node$i"); done
+names+=(dynamodb)
+# Every name `up` may have started, for down and status.
+all_names=(etcd1 etcd2 etcd3 coordinator coordinator2 node1 node2 node3 node4 node5 node6 node7 node8 node9 dynamodb)
 
 # Prints the pid in $1's pid file when that process is alive and is ours:
 # its command line is the one `start` recorded beside the pid file.
@@ -156,8 +171,8 @@ write_prometheus_config() {
   mv "$home/prometheus.yml.tmp" "$home/prometheus.yml"
 }
 
-# Starts what is not running (again, when it died) and waits until three
-# nodes are UP.
+# Starts what is not running (again, when it died) and waits until
+# LAPSE_NODES nodes are UP.
 start_all() {
   for b in lapse-coordinator lapse-node lapse lapse-dynamodb; do
     [[ -x $bin/$b ]] || { echo "local-cluster: $bin/$b not built (run make build)" >&2; exit 1; }
@@ -185,7 +200,7 @@ start_all() {
   fi
   for name in "${names[@]}"; do start_named "$name"; done
 
-  echo -n "waiting for three nodes to register"
+  echo -n "waiting for $nnodes nodes to register"
   local deadline=$((SECONDS + 30)) up=0
   local status rc
   while ((SECONDS < deadline)); do
@@ -200,13 +215,13 @@ start_all() {
       echo "local-cluster: a cluster-status probe did not end within 5 s (killed; trying again)" >&2
     fi
     up=$(grep -o '"State": *"UP"' <<<"$status" | wc -l || true)
-    ((up >= 3)) && break
+    ((up >= nnodes)) && break
     echo -n .
     sleep 0.2
   done
   echo
-  if ((up < 3)); then
-    echo "local-cluster: only $up of 3 nodes registered within 30 s; logs in $home" >&2
+  if ((up < nnodes)); then
+    echo "local-cluster: only $up of $nnodes nodes registered within 30 s; logs in $home" >&2
     exit 1
   fi
   # The gateway connects once a coordinator answers; wait for its GET /.
@@ -267,8 +282,8 @@ down() {
   # nothing. etcd members one by one: one stopping while the others stop
   # waits seconds for a leadership transfer that cannot happen.
   for tier in 1 2 3; do
-    for ((i = ${#names[@]} - 1; i >= 0; i--)); do
-      name=${names[i]}
+    for ((i = ${#all_names[@]} - 1; i >= 0; i--)); do
+      name=${all_names[i]}
       case $name in
         node* | dynamodb) [[ $tier == 1 ]] || continue ;;
         coordinator*) [[ $tier == 2 ]] || continue ;;
@@ -291,7 +306,8 @@ down() {
 
 status() {
   local name pid
-  for name in "${names[@]}"; do
+  for name in "${all_names[@]}"; do
+    [[ $name != node[4-9] || -f $home/$name.cmd ]] || continue
     if pid=$(live_pid "$home/$name.pid"); then echo "$name: running (pid $pid)"; else echo "$name: stopped"; fi
   done
 }

@@ -27,7 +27,9 @@
 # 3c. a table created without --replication keeps 3 copies; kill -9 of
 #    node 1: every key is read and written again within the CLI's retries,
 #    and `up` restarts just node 1;
-# 4. `down` stops the nine processes (their pids are gone) within 3 s (a
+# 3d. LAPSE_NODES=4 `up` starts node 4 alone; it registers, and a table
+#    created then gives it its share (cluster-status Replicas, Primaries);
+# 4. `down` stops the ten processes (their pids are gone) within 3 s (a
 #    daemon exits within milliseconds of SIGTERM; nodes stop at once, since
 #    one stopping after a peer could wait out a 2 s replication round to it;
 #    `down` once waited on
@@ -106,10 +108,10 @@ grep -q "bad port" "$tmp/bad.out" || fail "no clear message for a bad port: $(ca
 # and its bind ("address in use" in its log) means new ports, at most 3 times.
 for attempt in 1 2 3; do
   export LAPSE_PORT=$(free_base 41) # coordinators +0, +10; nodes +1..3; etcd +20..22, +30..32; gateway +40
-  # node i on LAPSE_METRICS_PORT+i, three ports apart from LAPSE_PORT's 41
+  # node i on LAPSE_METRICS_PORT+i (node 4 joins in 3d), apart from LAPSE_PORT's 41
   for tries in $(seq 50); do
-    export LAPSE_METRICS_PORT=$(($(free_base 3) - 1))
-    ((LAPSE_METRICS_PORT + 3 < LAPSE_PORT || LAPSE_METRICS_PORT + 1 > LAPSE_PORT + 40)) && break
+    export LAPSE_METRICS_PORT=$(($(free_base 4) - 1))
+    ((LAPSE_METRICS_PORT + 4 < LAPSE_PORT || LAPSE_METRICS_PORT + 1 > LAPSE_PORT + 40)) && break
   done
   coord=tcp://127.0.0.1:$LAPSE_PORT,tcp://127.0.0.1:$((LAPSE_PORT + 10))
   "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
@@ -269,17 +271,41 @@ for k in $(seq 0 23); do
   lapse get Sessions '{"Id":{"S":"r'$k'"}}' | grep -q '"b"' || fail "r$k lost its acknowledged write"
 done
 
+# 3d. a fourth node joins the running cluster (LAPSE_NODES=4 make cluster):
+# `up` starts just node 4, which registers, and a table created then is
+# spread over four nodes, node 4 holding its share (6 of 8 * 3 copies, 2
+# first copies) and not the whole table, as before issue 13's placement fix
+# (cluster-status's Replicas and Primaries, counted from the map).
+LAPSE_NODES=4 "$script" up "$bin" >"$tmp/up5.out" 2>&1 || fail "LAPSE_NODES=4 up failed: $(cat "$tmp/up5.out")"
+grep -q "^started node4 " "$tmp/up5.out" || fail "LAPSE_NODES=4 up did not start node4: $(cat "$tmp/up5.out")"
+n=$(grep -c "^started" "$tmp/up5.out" || true)
+((n == 1)) || fail "LAPSE_NODES=4 up started $n processes, want node4 alone: $(cat "$tmp/up5.out")"
+n=$(grep -o '"State": *"UP"' "$tmp/up5.out" | wc -l)
+((n == 4)) || fail "LAPSE_NODES=4 up printed $n UP nodes, want 4"
+names+=(node4)
+pids+=("$(<"$LAPSE_HOME/node4.pid")")
+lapse create-table Grown --partition-key Id:S --partitions 8 >/dev/null
+lapse cluster-status >"$tmp/status4.json"
+python3 - "$tmp/status4.json" <<'PY' || fail "node 4's share of table Grown: $(cat "$tmp/status4.json")"
+import json, sys
+nodes = {n["NodeId"]: n for n in json.load(open(sys.argv[1]))["Nodes"]}
+assert len(nodes) == 4 and all(n["State"] == "UP" for n in nodes.values()), nodes
+assert nodes[4]["Replicas"] == 6 and nodes[4]["Primaries"] == 2, nodes[4]
+assert all(n["Replicas"] > 6 for i, n in nodes.items() if i != 4), nodes
+PY
+for k in $(seq 0 15); do lapse put Grown '{"Id":{"S":"g'$k'"}}' >/dev/null || fail "put g$k to Grown"; done
+
 # 4. down
 t0=$(date +%s%N)
 "$script" down >"$tmp/down.out" 2>&1 || fail "down failed: $(cat "$tmp/down.out")"
 down_ms=$((($(date +%s%N) - t0) / 1000000))
-echo "local_cluster_test: down stopped the nine daemons in $down_ms ms"
+echo "local_cluster_test: down stopped the ten daemons in $down_ms ms"
 # A bound on a hang (a daemon waiting out a lease or a timeout), not a speed
 # target: those live in bench/. The last node up can take a round timeout
 # (2 s) to stop, more under the sanitizers (3,065 ms once).
-((down_ms < 10000)) || fail "down took $down_ms ms for nine daemons, want under 10000 (a hang?)"
+((down_ms < 10000)) || fail "down took $down_ms ms for ten daemons, want under 10000 (a hang?)"
 n=$(grep -c "^stopped" "$tmp/down.out" || true)
-((n == 9)) || fail "down stopped $n of 9: $(cat "$tmp/down.out")"
+((n == 10)) || fail "down stopped $n of 10 (node 4 included, without LAPSE_NODES): $(cat "$tmp/down.out")"
 # shellcheck source=deploy/proc.sh
 source "$(dirname "$script")/proc.sh"
 for pid in "${pids[@]}"; do
