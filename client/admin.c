@@ -8,8 +8,9 @@
  *              "StreamSpecification","StreamShards"?}}
  *              (TimeToLive: ttlcfg_config_json; the rest: indexcfg_describe)
  *   list:     {"TableNames":[...]}
+ *   drain:    {"NodeId","Draining","BaseCopiesLeft","Moves","OtherCopies","PartitionMapVersion"}
  *              and, for a table of several copies, "ReplicaSets" (replica_sets_json)
- *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State",
+ *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State","Draining",
  *              "LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
  *              "Replicas","Primaries","PartitionMapVersion","ClockSkewMs"}],"UnderReplicated","PrimaryChanges",
  *              "ReplicaSets":[...every replicated table's, each naming its "Table"]}
@@ -406,6 +407,37 @@ int lapse_list_tables(lapse_client *c, char **json_out, lapse_error *err)
 /* Cluster status                                                            */
 /* ------------------------------------------------------------------------ */
 
+int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_out, lapse_error *err)
+{
+    Lapse__NodeDrainRequest body = LAPSE__NODE_DRAIN_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    int rv;
+
+    if (c == NULL || json_out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "node drain: NULL argument");
+    }
+    *json_out = NULL;
+    body.node = node_id;
+    body.stop = stop != 0;
+    req.body_case = LAPSE__REQUEST__BODY_NODE_DRAIN;
+    req.node_drain = &body;
+    if ((rv = client_call_coord(c, &req, 0, &resp, err)) != 0) {
+        return rv;
+    }
+    const Lapse__NodeDrainResponse *d = resp->node_drain;
+    if (resp->body_case != LAPSE__RESPONSE__BODY_NODE_DRAIN || d == NULL) {
+        rpc_response_free(resp);
+        return client_err(err, LAPSE_EPROTO, "node drain: reply has no node_drain body");
+    }
+    json_t *doc =
+        json_pack("{s:i,s:b,s:i,s:i,s:i,s:I}", "NodeId", (int)node_id, "Draining", !stop,
+                  "BaseCopiesLeft", (int)d->base_copies_left, "Moves", (int)d->moves, "OtherCopies",
+                  (int)d->other_copies, "PartitionMapVersion", (json_int_t)d->pmap_version);
+    rpc_response_free(resp);
+    return dump(doc, json_out, err);
+}
+
 /* The "Nodes" list of a cluster status: each node's heartbeat figures, and
  * from the map pm (NULL: none in the reply, counted as 0) the copies it
  * holds of every set (base partitions, GSI partitions, stream shards) as
@@ -421,14 +453,16 @@ static json_t *status_nodes(const Lapse__ClusterStatusResponse *cs, const pmap *
                         pmap_stream_shards_hosted(pm, n->id);
             replicas = primaries + pmap_follower_copies(pm, n->id) + pmap_derived_copies(pm, n->id);
         }
+        const pmap_node *pn = pm != NULL ? pmap_node_find(pm, n->id) : NULL;
         json_t *o = json_pack(
-            "{s:i,s:s,s:s,s:I,s:i,s:i,s:i,s:I,s:I,s:I,s:I}", "NodeId", (int)n->id, "Address",
+            "{s:i,s:s,s:s,s:b,s:I,s:i,s:i,s:i,s:I,s:I,s:I,s:I}", "NodeId", (int)n->id, "Address",
             n->address ? n->address : "", "State",
-            n->state == LAPSE__NODE_STATE__NODE_UP ? "UP" : "DOWN", "LastHeartbeatAgeMs",
-            (json_int_t)n->last_heartbeat_age_ms, "Partitions", (int)n->partitions, "GsiPartitions",
-            (int)n->gsi_partitions, "StreamShards", (int)n->stream_shards, "Replicas",
-            (json_int_t)replicas, "Primaries", (json_int_t)primaries, "PartitionMapVersion",
-            (json_int_t)n->pmap_version, "ClockSkewMs", (json_int_t)n->clock_skew_ms);
+            n->state == LAPSE__NODE_STATE__NODE_UP ? "UP" : "DOWN", "Draining",
+            pn != NULL && pn->draining, "LastHeartbeatAgeMs", (json_int_t)n->last_heartbeat_age_ms,
+            "Partitions", (int)n->partitions, "GsiPartitions", (int)n->gsi_partitions,
+            "StreamShards", (int)n->stream_shards, "Replicas", (json_int_t)replicas, "Primaries",
+            (json_int_t)primaries, "PartitionMapVersion", (json_int_t)n->pmap_version,
+            "ClockSkewMs", (json_int_t)n->clock_skew_ms);
         if (o == NULL || json_array_append_new(nodes, o) != 0) {
             json_decref(nodes);
             return NULL;

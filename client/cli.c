@@ -20,6 +20,14 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"cluster-status", cli_cluster_status, "",
      "Prints the partition map version, the table count and every node's state as JSON."},
+    {"node", cli_node, "drain N [--stop]",
+     "Drains node N: the coordinator moves the copies it holds of replicated tables'\n"
+     "partitions to other nodes, a few at a time (each copy added elsewhere, caught up and\n"
+     "in sync before N's goes; N's primaryships handed over), and places no new table on\n"
+     "it. Prints {\"NodeId\",\"Draining\",\"BaseCopiesLeft\",\"Moves\",\"OtherCopies\",...}\n"
+     "at once: run it again to follow the drain, done when BaseCopiesLeft is 0. OtherCopies\n"
+     "do not move yet (single-copy tables, GSI partitions, stream shards). --stop ends the\n"
+     "drain (copies already moved stay moved). An admin call: sends the admin token."},
     {"create-table", cli_create_table,
      "T --partition-key NAME:S|N|B [--sort-key NAME:S|N|B] [--partitions N]\n"
      "             [--replication 1|2|3] [--hide-expired] [--lsi NAME=SK:TYPE]...\n"

@@ -41,11 +41,11 @@ typedef struct cli_args {
 #define CLI_MAX_LOADED 16 /* arguments read from files (or stdin) per run */
 
 typedef struct cli_ctx {
-    const char *cmd;   /* the command's name, for messages; "lapse" before one */
-    const char *url;   /* coordinator; NULL: $LAPSE_COORDINATOR or the default */
-    int timeout_ms;    /* 0: the library's default */
-    char *admin_token; /* owned; from --admin-token-file; NULL: none given */
-    lapse_client *c;   /* connected by cli_connect */
+    const char *cmd;              /* the command's name, for messages; "lapse" before one */
+    const char *url;              /* coordinator; NULL: $LAPSE_COORDINATOR or the default */
+    int timeout_ms;               /* 0: the library's default */
+    char *admin_token;            /* owned; from --admin-token-file; NULL: none given */
+    lapse_client *c;              /* connected by cli_connect */
     char *loaded[CLI_MAX_LOADED]; /* owned; the texts cli_json_text read */
     int nloaded;
     int stdin_taken; /* an argument "-" has read stdin */
@@ -96,6 +96,7 @@ int cli_print(cli_ctx *ctx, char *s);
 
 /* The commands (cli_admin.c, cli_items.c, cli_scan.c, cli_stream.c, cli_ttl.c). */
 int cli_cluster_status(cli_ctx *ctx, int argc, char **argv);
+int cli_node(cli_ctx *ctx, int argc, char **argv);
 int cli_create_table(cli_ctx *ctx, int argc, char **argv);
 int cli_describe_table(cli_ctx *ctx, int argc, char **argv);
 int cli_list_tables(cli_ctx *ctx, int argc, char **argv);

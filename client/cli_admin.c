@@ -1,8 +1,9 @@
 /*
- * cli_admin.c: the table and cluster commands: cluster-status, create-table
- * (with its index and stream flags), describe-table, list-tables,
- * delete-table.
+ * cli_admin.c: the table and cluster commands: cluster-status, node drain,
+ * create-table (with its index and stream flags), describe-table,
+ * list-tables, delete-table.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,34 @@ int cli_cluster_status(cli_ctx *ctx, int argc, char **argv)
     cli_args a;
     int rv = cli_parse(ctx, argc, argv, 0, NULL, NULL, &a);
     return rv != CLI_OK ? rv : print_call(ctx, status_call, NULL);
+}
+
+/* lapse node drain N [--stop] */
+int cli_node(cli_ctx *ctx, int argc, char **argv)
+{
+    static const char *const switches[] = {"--stop", NULL};
+    cli_args a;
+    int rv = cli_parse(ctx, argc, argv, 2, NULL, switches, &a);
+    if (rv != CLI_OK) {
+        return rv;
+    }
+    if (a.npos != 2 || strcmp(a.pos[0], "drain") != 0) {
+        return cli_usage(ctx, "want: node drain N [--stop]");
+    }
+    char *end = NULL;
+    unsigned long id = strtoul(a.pos[1], &end, 10);
+    if (a.pos[1][0] == '\0' || a.pos[1][0] == '-' || *end != '\0' || id == 0 || id > UINT32_MAX) {
+        return cli_usage(ctx, "node id \"%s\" is not a number from 1", a.pos[1]);
+    }
+    if ((rv = cli_connect(ctx)) != CLI_OK) {
+        return rv;
+    }
+    lapse_error err;
+    char *json = NULL;
+    if (lapse_node_drain(ctx->c, (uint32_t)id, cli_flag(&a, "--stop") != NULL, &json, &err) != 0) {
+        return cli_fail(ctx, &err);
+    }
+    return cli_print(ctx, json);
 }
 
 int cli_list_tables(cli_ctx *ctx, int argc, char **argv)

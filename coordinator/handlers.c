@@ -13,9 +13,10 @@
 #include "../rpc/wire.h"
 #include "leader.h"
 #include "membership.h"
+#include "mover.h"
 #include "push.h"
-#include "replstatus.h"
 #include "replicas.h"
+#include "replstatus.h"
 #include "server.h"
 #include "ttlcalls.h"
 
@@ -540,6 +541,14 @@ void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *re
     case LAPSE__REQUEST__BODY_REPLICA_SHRINK:
         if (req->replica_shrink != NULL) {
             replicas_shrink(s, req->replica_shrink, resp, a);
+            return;
+        }
+        break;
+    case LAPSE__REQUEST__BODY_NODE_DRAIN:
+        if (req->node_drain != NULL) {
+            if (admin_allowed(s, req, "NodeDrain", NULL, resp, a)) {
+                mover_drain(s, req->node_drain, resp, a);
+            }
             return;
         }
         break;

@@ -11,6 +11,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../placement/failover.h"
+#include "mover.h"
 #include "replicas.h"
 
 /* Marks node n DOWN in next and fails it over in every replica set that
@@ -445,6 +446,9 @@ static void *member_main(void *arg)
         }
         if (s->ec != NULL) {
             registry_pass(s, &warned);
+            if (!s->member_stop) {
+                mover_pass(s); /* a drain's next steps (mover.h) */
+            }
         } else {
             check_silent(s, clock_mono_now().ms);
         }

@@ -234,3 +234,88 @@ uint64_t pmap_primary_changes(const pmap *pm)
     }
     return n;
 }
+
+/* ============================== moves ============================== */
+
+/* The set of base partition part of table table_id, or NULL. */
+static pmap_replicas *set_of(pmap *pm, uint32_t table_id, uint32_t part)
+{
+    for (size_t i = 0; i < pm->ntables; i++) {
+        pmap_table *t = &pm->tables[i];
+        if (t->schema.id == table_id) {
+            return part < t->schema.partitions && t->parts[part].n > 0 ? &t->parts[part] : NULL;
+        }
+    }
+    return NULL;
+}
+
+int pmap_replica_add(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id)
+{
+    pmap_replicas *r = set_of(pm, table_id, part);
+    if (r == NULL) {
+        return LAPSE_ENOTFOUND;
+    }
+    if (id == 0 || pmap_node_find(pm, id) == NULL) {
+        return LAPSE_EINVAL;
+    }
+    if (pmap_replicas_index(r, id) >= 0) {
+        return LAPSE_EEXISTS;
+    }
+    if (r->n >= PMAP_MAX_REPLICAS) {
+        return LAPSE_EUNAVAILABLE;
+    }
+    r->in_sync = in_sync_bits(r); /* explicit before n grows: an old map's 0 means all */
+    r->ids[r->n++] = id;
+    r->epoch = pmap_epoch(r) > 0 ? r->epoch : 1;
+    r->changes++;
+    return 0;
+}
+
+int pmap_replica_handover(pmap *pm, uint32_t table_id, uint32_t part, uint32_t to)
+{
+    pmap_replicas *r = set_of(pm, table_id, part);
+    if (r == NULL) {
+        return LAPSE_ENOTFOUND;
+    }
+    int f = pmap_replicas_index(r, to);
+    if (f <= 0) {
+        return LAPSE_EINVAL;
+    }
+    uint32_t bits = in_sync_bits(r);
+    if (!(bits >> f & 1u)) {
+        return LAPSE_ESTATE;
+    }
+    promote(r, (uint32_t)f, bits);
+    r->changes++;
+    return 0;
+}
+
+int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id)
+{
+    pmap_replicas *r = set_of(pm, table_id, part);
+    if (r == NULL) {
+        return LAPSE_ENOTFOUND;
+    }
+    int i = pmap_replicas_index(r, id);
+    if (i < 0) {
+        return LAPSE_EINVAL;
+    }
+    if (i == 0) {
+        return LAPSE_ESTATE; /* the primary: hand it over first */
+    }
+    uint32_t bits = in_sync_bits(r);
+    uint32_t low = bits & ((1u << i) - 1), high = bits >> (i + 1);
+    uint32_t next = low | high << i;
+    uint32_t want = r->n - 1 < PMAP_MIN_IN_SYNC ? r->n - 1 : PMAP_MIN_IN_SYNC;
+    if ((bits >> i & 1u) && (uint32_t)__builtin_popcount(next) < want) {
+        return LAPSE_EUNAVAILABLE;
+    }
+    for (uint32_t k = (uint32_t)i; k + 1 < r->n; k++) {
+        r->ids[k] = r->ids[k + 1];
+    }
+    r->ids[--r->n] = 0;
+    r->in_sync = next;
+    r->last_out = r->last_out == id ? 0 : r->last_out;
+    r->changes++;
+    return 0;
+}

@@ -99,6 +99,28 @@ uint32_t pmap_min_in_sync(const pmap_replicas *r);
 int pmap_replica_shrink(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
                         uint64_t epoch, uint32_t id);
 
+/* Moves (docs/replication.md, "Draining a node"): a copy is added out of
+ * the in-sync set, its primary catches it up and asks the join
+ * (pmap_replica_join), the primaryship is handed over when the leaving copy
+ * holds it, and the leaving copy is removed. Each is one change of the set
+ * (changes goes up), committed by the coordinator leader with the map.
+ *
+ * pmap_replica_add: node id joins the set of partition part of table
+ * table_id as a follower out of sync. 0, LAPSE_ENOTFOUND (no such set),
+ * LAPSE_EINVAL (no such node), LAPSE_EEXISTS (already a member) or
+ * LAPSE_EUNAVAILABLE (PMAP_MAX_REPLICAS members already). */
+int pmap_replica_add(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id);
+/* In-sync follower to becomes the primary at epoch + 1; the old primary
+ * leaves the in-sync set (as in a failover: its records of the old epoch
+ * are refused from then on, and a suffix it alone holds is dropped when
+ * its copy is next resynced). 0, LAPSE_ENOTFOUND, LAPSE_EINVAL (to is not
+ * a follower) or LAPSE_ESTATE (to is not in sync). */
+int pmap_replica_handover(pmap *pm, uint32_t table_id, uint32_t part, uint32_t to);
+/* Follower id leaves the set. 0, LAPSE_ENOTFOUND, LAPSE_EINVAL (not a
+ * member), LAPSE_ESTATE (id is the primary: hand over first) or
+ * LAPSE_EUNAVAILABLE (id is in sync and fewer than min-in-sync copies of
+ * the smaller set would stay in sync). */
+int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id);
 /* How many base partitions of replicated tables have node id as their
  * primary in new after another primary in old at a lower epoch: the
  * promotions of id from old to new (a failover that made it primary). A

@@ -253,6 +253,66 @@ static void test_last_out_takes_over_a_lost_copy(void **state)
     pmap_free(pm);
 }
 
+/* A move of node 1's copy of set 0 ({1,2,3}, epoch 1) to node 4: added out
+ * of sync, joined by its primary, the primaryship handed over, node 1's
+ * copy removed; each step one change, and refused where it would be
+ * unsafe. */
+static void test_move_a_copy(void **state)
+{
+    (void)state;
+    pmap *pm = three_sets();
+    assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_UP), 0);
+    pmap_replicas *r = &pm->tables[0].parts[0];
+    uint64_t c = r->changes;
+    assert_int_equal(pmap_replica_add(pm, 1, 0, 9), LAPSE_EINVAL);    /* no such node */
+    assert_int_equal(pmap_replica_add(pm, 1, 9, 4), LAPSE_ENOTFOUND); /* no such set */
+    assert_int_equal(pmap_replica_add(pm, 1, 0, 2), LAPSE_EEXISTS);
+    assert_int_equal(pmap_replica_add(pm, 1, 0, 4), 0);
+    assert_int_equal(r->n, 4);
+    assert_int_equal(r->ids[3], 4);
+    assert_int_equal(r->in_sync, 7); /* out of sync: writes do not wait for it */
+    assert_true(r->changes == c + 1);
+    assert_int_equal(pmap_replica_add(pm, 1, 0, 4), LAPSE_EEXISTS);
+    assert_true(pmap_check(pm));
+    /* Not in sync yet: no handover to it. */
+    assert_int_equal(pmap_replica_handover(pm, 1, 0, 4), LAPSE_ESTATE);
+    assert_int_equal(pmap_replica_handover(pm, 1, 0, 1), LAPSE_EINVAL); /* the primary */
+    /* Its primary joins it. */
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 1, 1, 4, r->changes), 0);
+    assert_int_equal(r->in_sync, 15);
+    /* Full: no fifth copy. */
+    assert_int_equal(pmap_set_node(pm, 5, "tcp://127.0.0.1:7405", PMAP_NODE_UP), 0);
+    assert_int_equal(pmap_replica_add(pm, 1, 0, 5), LAPSE_EUNAVAILABLE);
+    /* The primary cannot be removed; handed over first, at the next epoch,
+     * its old copy out of the in-sync set. */
+    assert_int_equal(pmap_replica_remove(pm, 1, 0, 1), LAPSE_ESTATE);
+    c = r->changes;
+    assert_int_equal(pmap_replica_handover(pm, 1, 0, 4), 0);
+    assert_int_equal(r->ids[0], 4);
+    assert_int_equal(r->ids[3], 1);
+    assert_int_equal(r->epoch, 2);
+    assert_int_equal(r->in_sync, 7); /* 4, 2, 3 */
+    assert_true(r->changes == c + 1);
+    assert_int_equal(pmap_replica_remove(pm, 1, 0, 1), 0);
+    assert_set(r, 4, 2, 3, 7, 2);
+    assert_int_equal(r->ids[3], 0);
+    assert_int_equal(pmap_replica_remove(pm, 1, 0, 1), LAPSE_EINVAL);
+    assert_true(pmap_check(pm));
+    /* Removing an in-sync follower never leaves fewer than min-in-sync. */
+    assert_int_equal(pmap_replica_shrink(pm, 1, 0, 4, 2, 3), 0); /* 4, 2 in sync */
+    assert_int_equal(pmap_replica_remove(pm, 1, 0, 2), LAPSE_EUNAVAILABLE);
+    assert_int_equal(pmap_replica_remove(pm, 1, 0, 3), 0); /* out of sync: goes */
+    assert_int_equal(r->n, 2);
+    assert_int_equal(r->in_sync, 3);
+    /* An old map's set (in_sync 0: all) keeps its members in sync and the
+     * added one out. */
+    pmap_replicas *o = &pm->tables[0].parts[1];
+    o->in_sync = 0;
+    assert_int_equal(pmap_replica_add(pm, 1, 1, 4), 0);
+    assert_int_equal(o->in_sync, 7);
+    pmap_free(pm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +322,7 @@ int main(void)
         cmocka_unit_test(test_join),
         cmocka_unit_test(test_shrink),
         cmocka_unit_test(test_last_out_takes_over_a_lost_copy),
+        cmocka_unit_test(test_move_a_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -397,6 +397,16 @@ int pmap_set_node_incarnation(pmap *pm, uint32_t id, uint64_t incarnation)
     return 0;
 }
 
+int pmap_set_node_draining(pmap *pm, uint32_t id, int draining)
+{
+    pmap_node *n = (pmap_node *)pmap_node_find(pm, id);
+    if (n == NULL) {
+        return LAPSE_ENOTFOUND;
+    }
+    n->draining = draining != 0;
+    return 0;
+}
+
 /* Appends a table with copies of pl's arrays. 0 or LAPSE_ENOMEM (pm
  * unchanged). */
 static int append_table(pmap *pm, const table_schema *schema, const pmap_placement *pl)
@@ -453,7 +463,7 @@ static int up_init(up_nodes *u, const pmap *pm)
 {
     memset(u, 0, sizeof(*u));
     for (size_t i = 0; i < pm->nnodes; i++) {
-        u->n += pm->nodes[i].state == PMAP_NODE_UP;
+        u->n += pm->nodes[i].state == PMAP_NODE_UP && !pm->nodes[i].draining;
     }
     if (u->n == 0) {
         return LAPSE_EUNAVAILABLE;
@@ -471,7 +481,7 @@ static int up_init(up_nodes *u, const pmap *pm)
     }
     size_t k = 0;
     for (size_t i = 0; i < pm->nnodes; i++) {
-        if (pm->nodes[i].state == PMAP_NODE_UP) {
+        if (pm->nodes[i].state == PMAP_NODE_UP && !pm->nodes[i].draining) {
             uint32_t id = pm->nodes[i].id;
             u->ids[k] = id;
             u->load[k] = pmap_partitions_owned(pm, id) + pmap_gsi_partitions_owned(pm, id);

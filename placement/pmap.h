@@ -44,7 +44,9 @@
 
 #include "../common/schema.h"
 
-#define PMAP_MAX_REPLICAS 3
+#define PMAP_MAX_REPLICAS                                                                          \
+    4 /* a table keeps at most 3 (SCHEMA_MAX_REPLICATION); a set                                   \
+         being moved holds one more copy for a while */
 #define PMAP_MAX_ADDR 256
 #define PMAP_MAX_DESTINATIONS 1024 /* pmap_outbox_destinations; a map has <= 1024 nodes */
 
@@ -60,6 +62,8 @@ typedef struct pmap_node {
     uint64_t incarnation; /* its data dir's random id as last seen UP (0:
                              unknown): a new one means the node came back on
                              an empty dir and holds none of its copies */
+    uint8_t draining;     /* lapse node drain: its copies move elsewhere and
+                             new tables place nothing on it */
 } pmap_node;
 
 /* One partition's replica set (docs/replication.md, "Replica sets"): ids[0]
@@ -172,6 +176,8 @@ int pmap_set_node_lease(pmap *pm, uint32_t id, int64_t lease);
 /* Records the incarnation of node id's data dir (a new node starts with
  * 0). 0 or LAPSE_ENOTFOUND (no such node; pm unchanged). */
 int pmap_set_node_incarnation(pmap *pm, uint32_t id, uint64_t incarnation);
+/* Marks node id draining (1) or not (0). 0 or LAPSE_ENOTFOUND. */
+int pmap_set_node_draining(pmap *pm, uint32_t id, int draining);
 /* Adds a table with its partitions assigned to the UP nodes, balanced
  * (docs/replication.md, "GSI partitions and stream shards"): each kind of
  * set of the table (base partitions, each GSI's, the stream shards) is

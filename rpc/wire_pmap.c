@@ -203,6 +203,7 @@ Lapse__PartitionMap *wire_pmap_to_pb(arena *a, const pmap *pm)
         ni->id = pm->nodes[i].id;
         ni->lease = pm->nodes[i].lease;
         ni->incarnation = pm->nodes[i].incarnation;
+        ni->draining = pm->nodes[i].draining != 0;
         ni->state = pm->nodes[i].state == PMAP_NODE_UP ? LAPSE__NODE_STATE__NODE_UP
                                                        : LAPSE__NODE_STATE__NODE_DOWN;
         if ((ni->address = arena_strdup(a, pm->nodes[i].address)) == NULL) {
@@ -505,7 +506,8 @@ int wire_pmap_from_pb(const Lapse__PartitionMap *pb, pmap **out, char *err, size
             ni->state == LAPSE__NODE_STATE__NODE_UP ? PMAP_NODE_UP : PMAP_NODE_DOWN;
         if ((rv = pmap_set_node(pm, ni->id, addr, st)) != 0 ||
             (rv = pmap_set_node_lease(pm, ni->id, ni->lease)) != 0 ||
-            (rv = pmap_set_node_incarnation(pm, ni->id, ni->incarnation)) != 0) {
+            (rv = pmap_set_node_incarnation(pm, ni->id, ni->incarnation)) != 0 ||
+            (rv = pmap_set_node_draining(pm, ni->id, ni->draining)) != 0) {
             set_err(err, errlen, "node %u: %s", (unsigned)ni->id, lapse_strerror(rv));
             goto fail;
         }

@@ -26,6 +26,8 @@
  * (node i has id i), and a client (rs_cluster, rs_client). 0, or -1 with
  * why on stderr. */
 int rs_group_setup(void **state);
+/* rs_group_setup with `nodes` nodes instead of three. */
+int rs_group_setup_nodes(int nodes);
 /* rs_group_setup with extra arguments for every node (cluster_options). */
 int rs_group_setup_args(const char *node_args);
 /* rs_group_setup_args, the nodes also given a fault directory

@@ -1,0 +1,243 @@
+/* mover.c: draining a node, one replica set change at a time (mover.h). */
+#include "mover.h"
+
+#include <stdio.h>
+
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../placement/failover.h"
+#include "replicas.h"
+
+static int draining(const pmap *pm, uint32_t id)
+{
+    const pmap_node *n = pmap_node_find(pm, id);
+    return n != NULL && n->draining;
+}
+
+/* Whether node id may take a moved copy: UP and not draining. */
+static int may_take(const pmap *pm, uint32_t id)
+{
+    const pmap_node *n = pmap_node_find(pm, id);
+    return n != NULL && n->state == PMAP_NODE_UP && !n->draining;
+}
+
+/* A set holding a draining member and a copy more than its table keeps:
+ * between a move's first and last step. */
+static int moving(const pmap *pm, const pmap_replicas *r, uint32_t rf)
+{
+    if (r->n <= rf) {
+        return 0;
+    }
+    for (uint32_t k = 0; k < r->n; k++) {
+        if (draining(pm, r->ids[k])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *in_move,
+                 uint32_t *other)
+{
+    *base_left = *in_move = *other = 0;
+    for (size_t t = 0; t < pm->ntables; t++) {
+        const pmap_table *tb = &pm->tables[t];
+        uint32_t rf = schema_replication(&tb->schema);
+        for (uint32_t p = 0; p < tb->schema.partitions; p++) {
+            const pmap_replicas *r = &tb->parts[p];
+            if (pmap_replicas_index(r, id) < 0) {
+                continue;
+            }
+            if (rf < 2) {
+                (*other)++;
+                continue;
+            }
+            (*base_left)++;
+            *in_move += (uint32_t)moving(pm, r, rf);
+        }
+        for (uint32_t g = 0; g < tb->schema.ngsi; g++) {
+            for (uint32_t p = 0; p < tb->schema.gsi[g].partitions; p++) {
+                *other += pmap_replicas_index(&tb->gsi_parts[g][p], id) >= 0;
+            }
+        }
+        for (uint32_t p = 0; tb->stream_shards != NULL && p < tb->schema.partitions; p++) {
+            *other += pmap_replicas_index(&tb->stream_shards[p], id) >= 0;
+        }
+    }
+}
+
+/* The node to take a new copy of r: UP, not draining, not in r, holding
+ * fewest base copies (first and follower), ties to the lowest id; 0: none. */
+static uint32_t target_for(const pmap *pm, const pmap_replicas *r)
+{
+    uint32_t best = 0;
+    size_t best_copies = 0;
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        uint32_t id = pm->nodes[i].id;
+        if (!may_take(pm, id) || pmap_replicas_index(r, id) >= 0) {
+            continue;
+        }
+        size_t c = pmap_partitions_owned(pm, id) + pmap_follower_copies(pm, id);
+        if (best == 0 || c < best_copies || (c == best_copies && id < best)) {
+            best = id;
+            best_copies = c;
+        }
+    }
+    return best;
+}
+
+/* What one pass did. */
+typedef struct pass {
+    size_t added, handed, removed, stuck;
+    size_t in_move;
+} pass;
+
+/* One step of the move of set r (table id tid, partition p, rf copies) in
+ * next, if it has a draining member and a step can be taken now. */
+static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_t rf, pass *ps)
+{
+    int d = -1;
+    uint32_t keep_in_sync = 0, first_keep = 0;
+    int catching_up = 0;
+    for (uint32_t k = 0; k < r->n; k++) {
+        uint32_t id = r->ids[k];
+        if (draining(next, id)) {
+            d = d < 0 || d == 0 ? (int)k : d; /* a draining follower before the primary */
+            continue;
+        }
+        if (pmap_in_sync(r, k)) {
+            keep_in_sync++;
+            first_keep = first_keep == 0 && k > 0 ? id : first_keep;
+        } else if (may_take(next, id)) {
+            catching_up = 1; /* its primary catches it up and asks its join */
+        }
+    }
+    if (d < 0) {
+        return;
+    }
+    if (keep_in_sync >= rf) {
+        /* Enough copies in sync off draining nodes: a draining primary
+         * hands over first, then the draining copy goes. */
+        if (draining(next, r->ids[0]) && first_keep != 0) {
+            ps->handed += pmap_replica_handover(next, tid, p, first_keep) == 0;
+        } else if (d > 0) {
+            ps->removed += pmap_replica_remove(next, tid, p, r->ids[d]) == 0;
+        }
+        return;
+    }
+    if (catching_up) {
+        return;
+    }
+    if (r->n >= PMAP_MAX_REPLICAS || ps->in_move >= MOVER_MAX_CONCURRENT) {
+        return;
+    }
+    uint32_t to = target_for(next, r);
+    if (to == 0 || pmap_replica_add(next, tid, p, to) != 0) {
+        ps->stuck++;
+        return;
+    }
+    ps->added++;
+    ps->in_move++;
+}
+
+void mover_pass(server *s)
+{
+    if (!server_leads(s)) {
+        return;
+    }
+    int any = 0;
+    for (size_t i = 0; i < s->pm->nnodes; i++) {
+        any |= s->pm->nodes[i].draining;
+    }
+    if (!any) {
+        return;
+    }
+    pmap *next = pmap_dup(s->pm);
+    if (next == NULL) {
+        return;
+    }
+    pass ps = {0};
+    for (size_t t = 0; t < next->ntables; t++) {
+        const pmap_table *tb = &next->tables[t];
+        uint32_t rf = schema_replication(&tb->schema);
+        for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
+            ps.in_move += (size_t)moving(next, &tb->parts[p], rf);
+        }
+    }
+    for (size_t t = 0; t < next->ntables; t++) {
+        pmap_table *tb = &next->tables[t];
+        uint32_t rf = schema_replication(&tb->schema);
+        for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
+            step(next, tb->schema.id, p, &tb->parts[p], rf, &ps);
+        }
+    }
+    if (ps.added + ps.handed + ps.removed == 0) {
+        pmap_free(next);
+        return;
+    }
+    char err[512];
+    if (server_commit(s, next, s->next_table_id, err, sizeof(err)) != 0) {
+        log_warn("drain: cannot commit the map (retrying): %s", err);
+        pmap_free(next);
+        return;
+    }
+    log_info("drain: map version %llu: %zu cop%s added, %zu primar%s handed over, %zu draining "
+             "cop%s removed; %zu set(s) being moved%s",
+             (unsigned long long)s->pm->version, ps.added, ps.added == 1 ? "y" : "ies", ps.handed,
+             ps.handed == 1 ? "y" : "ies", ps.removed, ps.removed == 1 ? "y" : "ies", ps.in_move,
+             ps.stuck > 0 ? "; some sets have no node to move to" : "");
+    replicas_push(s);
+}
+
+void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *resp, arena *a)
+{
+    Lapse__NodeDrainResponse *m = arena_alloc(a, sizeof(*m));
+    if (m == NULL) {
+        rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__node_drain_response__init(m);
+    char err[512];
+    pthread_mutex_lock(&s->lock);
+    const pmap_node *n = pmap_node_find(s->pm, r->node);
+    int want = !r->stop;
+    if (n == NULL) {
+        rpc_set_error(resp, a, LAPSE_ENOTFOUND, "no node %u in the map", (unsigned)r->node);
+        goto out;
+    }
+    if (n->draining != want) {
+        uint32_t left = 0, most = 0;
+        for (size_t i = 0; i < s->pm->nnodes; i++) {
+            left += s->pm->nodes[i].id != r->node && may_take(s->pm, s->pm->nodes[i].id);
+        }
+        for (size_t t = 0; t < s->pm->ntables; t++) {
+            uint32_t rf = schema_replication(&s->pm->tables[t].schema);
+            most = rf > most ? rf : most;
+        }
+        if (want && left < most) {
+            rpc_set_error(resp, a, LAPSE_EUNAVAILABLE,
+                          "draining node %u would leave %u node(s) to hold tables of %u copies: "
+                          "add a node first",
+                          (unsigned)r->node, (unsigned)left, (unsigned)most);
+            goto out;
+        }
+        pmap *next = pmap_dup(s->pm);
+        if (next == NULL || pmap_set_node_draining(next, r->node, want) != 0 ||
+            server_commit(s, next, s->next_table_id, err, sizeof(err)) != 0) {
+            rpc_set_error(resp, a, next == NULL ? LAPSE_ENOMEM : LAPSE_EIO,
+                          "cannot persist the partition map: %s", next == NULL ? "" : err);
+            pmap_free(next);
+            goto out;
+        }
+        log_info("node %u %s; map version %llu", (unsigned)r->node,
+                 want ? "is draining: its copies move to other nodes" : "is no longer draining",
+                 (unsigned long long)s->pm->version);
+    }
+    mover_count(s->pm, r->node, &m->base_copies_left, &m->moves, &m->other_copies);
+    m->pmap_version = s->pm->version;
+    resp->pmap_version = m->pmap_version;
+    resp->body_case = LAPSE__RESPONSE__BODY_NODE_DRAIN;
+    resp->node_drain = m;
+out:
+    pthread_mutex_unlock(&s->lock);
+}

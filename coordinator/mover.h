@@ -1,0 +1,57 @@
+/*
+ * mover.h: draining a node (docs/replication.md, "Draining a node"): `lapse
+ * node drain N` marks node N draining in the map (NodeDrain), and the
+ * coordinator leader then moves every copy it holds of a replicated
+ * table's base partitions to other nodes, each move a few changes of one
+ * replica set (placement/failover.h), each committed with the map:
+ *   1. a copy is added on the UP, not draining node holding fewest base
+ *      copies, out of the in-sync set; the set's primary catches it up (from
+ *      its log, or a snapshot) and asks its join (node/resync.c), as for
+ *      any member out of sync;
+ *   2. once the set has as many in-sync copies off draining nodes as the
+ *      table keeps, a draining primary hands the primaryship to the first
+ *      of them (epoch + 1; writes to the partition are refused until the
+ *      nodes have the new map, about as long as a failover's);
+ *   3. the draining node's copy is removed from the set.
+ * The state of every move is the map itself (which sets hold a draining
+ * node, which of their copies are in sync), so a new leader after a
+ * coordinator failover carries on where the old one stopped. At most
+ * MOVER_MAX_CONCURRENT sets are between steps 1 and 3 at once, so a drain
+ * does not flood the primaries with snapshots.
+ *
+ * Not moved yet: copies of single-copy tables (they keep no log to catch a
+ * new copy up from), GSI partitions and stream shards; NodeDrain counts
+ * them apart. A drained node keeps its removed copies' data on disk.
+ *
+ * Thread-safety: as membership.h; each says whether it takes server.lock.
+ */
+#ifndef LAPSE_COORD_MOVER_H
+#define LAPSE_COORD_MOVER_H
+
+#include <stdint.h>
+
+#include "../common/arena.h"
+#include "../rpc/rpc.h"
+#include "server.h"
+
+#define MOVER_MAX_CONCURRENT 4
+
+/* One step of every move that can take one now, committed in one map
+ * change and pushed. A no-op unless this coordinator leads and a node is
+ * draining. REQUIRES: s->lock held (released while pushing). */
+void mover_pass(server *s);
+
+/* What is left on node id in pm: copies of replicated tables' base
+ * partitions, sets being moved off it, and the copies that do not move
+ * (single-copy tables, GSI partitions, stream shards). */
+void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *moving,
+                 uint32_t *other);
+
+/* NodeDrain: marks the node draining (or, with stop, not), committed and
+ * pushed, and answers what is left on it. ENOTFOUND (no such node),
+ * EUNAVAILABLE (fewer UP nodes would be left outside the draining ones than
+ * a replicated table keeps copies), EIO (the commit failed). Takes
+ * s->lock. */
+void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *resp, arena *a);
+
+#endif

@@ -1,0 +1,256 @@
+/*
+ * node_drain_test: `lapse node drain` (docs/replication.md, "Draining a
+ * node") on one etcd member, a coordinator and four real nodes, every item
+ * call through liblapse and every copy read through PartitionDigest on its
+ * node:
+ *  - a table of three copies over four nodes; node 1 is drained while a
+ *    thread writes: NodeDrain answers at once with the copies left, the
+ *    coordinator leader moves them (a copy added elsewhere, caught up,
+ *    joined, a primaryship handed over, node 1's copy removed) until none
+ *    is left, every set keeping three copies in sync in every map seen
+ *    meanwhile; then no set names node 1, every set has three copies in
+ *    sync, every acknowledged write reads back, the copies of every
+ *    partition are identical, and cluster-status shows node 1 draining
+ *    with no replica and no primary;
+ *  - a table created while node 1 drains places nothing on it;
+ *  - draining a second node would leave two nodes for tables of three
+ *    copies: refused (EUNAVAILABLE); an unknown node: ENOTFOUND;
+ *  - --stop ends the drain (Draining false; the moved copies stay moved).
+ */
+#include "testutil.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "../common/clock.h"
+#include "replset_testutil.h"
+#include "testmap.h"
+
+#define PARTS 16
+#define KEYS 200
+#define WRITER_MAX 100000
+
+static int setup(void **state)
+{
+    (void)state;
+    return rs_group_setup_nodes(4);
+}
+
+/* The writer thread: puts w0, w1, ... with its own client until stop, and
+ * notes which were acknowledged. */
+typedef struct writer {
+    atomic_int stop;
+    int n;                  /* attempted */
+    char acked[WRITER_MAX]; /* 1: acknowledged */
+    int nacked, nfailed;
+} writer;
+
+static void *write_loop(void *arg)
+{
+    writer *w = arg;
+    lapse_client *c = NULL;
+    lapse_error e = {0};
+    if (lapse_connect(&c, cluster_coordinator_url(rs_cluster()), &e) != 0) {
+        return NULL;
+    }
+    while (!atomic_load(&w->stop) && w->n < WRITER_MAX) {
+        int i = w->n++;
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"w%d\"},\"V\":{\"N\":\"%d\"}}", i, i);
+        int rv = lapse_put(c, "drained", it, NULL, &e);
+        lapse_item_free(it);
+        w->acked[i] = rv == 0;
+        *(rv == 0 ? &w->nacked : &w->nfailed) += 1;
+    }
+    lapse_close(c);
+    return NULL;
+}
+
+/* lapse_node_drain's answer, parsed (caller json_decref). */
+static json_t *drain(uint32_t node, int stop, int want_rv)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    int rv = lapse_node_drain(rs_client(), node, stop, &js, &e);
+    if (rv != want_rv) {
+        fail_msg("node drain %u: %s (%d), want %d", (unsigned)node, e.message, rv, want_rv);
+    }
+    if (rv != 0) {
+        assert_null(js);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *doc = json_loads(js, 0, &jerr);
+    assert_non_null(doc);
+    lapse_free(js);
+    return doc;
+}
+
+static json_int_t field(json_t *doc, const char *name)
+{
+    json_t *v = json_object_get(doc, name);
+    if (!json_is_integer(v)) {
+        char *s = json_dumps(doc, 0);
+        fail_msg("no integer %s in %s", name, s);
+    }
+    return json_integer_value(v);
+}
+
+/* Node id's entry in cluster-status (caller json_decref the returned doc,
+ * *node borrowed from it). */
+static json_t *status_of(uint32_t id, json_t **node)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_cluster_status(rs_client(), &js, &e), &e);
+    json_error_t jerr;
+    json_t *doc = json_loads(js, 0, &jerr), *n;
+    assert_non_null(doc);
+    lapse_free(js);
+    size_t i;
+    json_array_foreach(json_object_get(doc, "Nodes"), i, n)
+    {
+        if (json_integer_value(json_object_get(n, "NodeId")) == (json_int_t)id) {
+            *node = n;
+            return doc;
+        }
+    }
+    fail_msg("node %u not in cluster-status", (unsigned)id);
+    return NULL;
+}
+
+static void test_drain_moves_every_copy_under_writes(void **state)
+{
+    (void)state;
+    rs_create_rf3("drained", PARTS);
+    lapse_error e = {0};
+    for (int i = 0; i < KEYS; i++) {
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"a\"}}", i);
+        assert_lapse_ok(lapse_put(rs_client(), "drained", it, NULL, &e), &e);
+        lapse_item_free(it);
+    }
+    pmap *pm = testmap_fetch(rs_cluster());
+    size_t held = 0;
+    const pmap_table *t = pmap_table_find(pm, "drained");
+    for (uint32_t p = 0; p < PARTS; p++) {
+        held += pmap_replicas_index(pmap_part(t, p), 1) >= 0;
+    }
+    pmap_free(pm);
+    assert_true(held >= 10); /* 16 * 3 copies over 4 nodes: 12 */
+
+    static writer w;
+    memset(&w, 0, sizeof(w));
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, write_loop, &w), 0);
+    rs_sleep_ms(300);
+
+    json_t *d = drain(1, 0, 0);
+    assert_true(json_is_true(json_object_get(d, "Draining")));
+    assert_int_equal(field(d, "BaseCopiesLeft"), (json_int_t)held);
+    assert_int_equal(field(d, "OtherCopies"), 0);
+    json_decref(d);
+    /* Bounded: a hang check, not a speed target (bench/ has none yet). */
+    clock_mono deadline = clock_mono_after_ms(90000);
+    json_int_t left = (json_int_t)held, moves_seen = 0;
+    while (left > 0) {
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("node 1 still holds %lld base copies after 90 s", (long long)left);
+        }
+        rs_sleep_ms(200);
+        /* A copy is added and in sync before node 1's goes: every set keeps
+         * three copies in sync throughout (a drain never costs redundancy). */
+        pm = testmap_fetch(rs_cluster());
+        t = pmap_table_find(pm, "drained");
+        for (uint32_t p = 0; p < PARTS; p++) {
+            const pmap_replicas *r = pmap_part(t, p);
+            uint32_t in_sync = 0;
+            for (uint32_t k = 0; k < r->n; k++) {
+                in_sync += (uint32_t)pmap_in_sync(r, k);
+            }
+            if (in_sync < 3) {
+                fail_msg("partition %u has %u copies in sync during the drain (of %u)",
+                         (unsigned)p, (unsigned)in_sync, (unsigned)r->n);
+            }
+        }
+        pmap_free(pm);
+        d = drain(1, 0, 0);
+        left = field(d, "BaseCopiesLeft");
+        moves_seen += field(d, "Moves");
+        assert_true(field(d, "Moves") <= 4); /* MOVER_MAX_CONCURRENT */
+        json_decref(d);
+    }
+    rs_sleep_ms(500); /* writes go on after the last move */
+    atomic_store(&w.stop, 1);
+    pthread_join(th, NULL);
+    print_message("node_drain_test: %zu copies moved off node 1 while %d writes were acknowledged "
+                  "(%d failed)\n",
+                  held, w.nacked, w.nfailed);
+    assert_true(w.nacked > 0);
+
+    /* No set names node 1; each has three copies, all in sync. */
+    pm = rs_wait_all_in_sync("drained");
+    t = pmap_table_find(pm, "drained");
+    for (uint32_t p = 0; p < PARTS; p++) {
+        const pmap_replicas *r = pmap_part(t, p);
+        assert_int_equal(r->n, 3);
+        assert_int_equal(pmap_replicas_index(r, 1), -1);
+    }
+    pmap_free(pm);
+    /* Every acknowledged write reads back, and every copy is identical. */
+    for (int i = 0; i < KEYS; i++) {
+        lapse_item *k = item_json("{\"Id\":{\"S\":\"k%d\"}}", i), *got = NULL;
+        assert_lapse_ok(lapse_get(rs_client(), "drained", k, &got, &e), &e);
+        assert_non_null(got);
+        lapse_item_free(got);
+        lapse_item_free(k);
+    }
+    int present = 0;
+    for (int i = 0; i < w.n; i++) {
+        lapse_item *k = item_json("{\"Id\":{\"S\":\"w%d\"}}", i), *got = NULL;
+        assert_lapse_ok(lapse_get(rs_client(), "drained", k, &got, &e), &e);
+        if (w.acked[i] && got == NULL) {
+            fail_msg("acknowledged write w%d lost in the drain", i);
+        }
+        present += got != NULL;
+        lapse_item_free(got);
+        lapse_item_free(k);
+    }
+    assert_int_equal(rs_wait_copies_match("drained", 20000), (uint64_t)(KEYS + present));
+
+    json_t *node = NULL, *doc = status_of(1, &node);
+    assert_true(json_is_true(json_object_get(node, "Draining")));
+    assert_int_equal(field(node, "Replicas"), 0);
+    assert_int_equal(field(node, "Primaries"), 0);
+    json_decref(doc);
+
+    /* A new table places nothing on the draining node. */
+    rs_create_rf3("after_drain", 8);
+    pm = testmap_fetch(rs_cluster());
+    t = pmap_table_find(pm, "after_drain");
+    for (uint32_t p = 0; p < 8; p++) {
+        assert_int_equal(pmap_replicas_index(pmap_part(t, p), 1), -1);
+    }
+    pmap_free(pm);
+
+    /* Room: a second drain would leave two nodes for three copies. */
+    drain(2, 0, LAPSE_EUNAVAILABLE);
+    drain(9, 0, LAPSE_ENOTFOUND);
+    /* --stop: node 1 takes tables again. */
+    d = drain(1, 1, 0);
+    assert_true(json_is_false(json_object_get(d, "Draining")));
+    assert_int_equal(field(d, "BaseCopiesLeft"), 0);
+    json_decref(d);
+    doc = status_of(1, &node);
+    assert_true(json_is_false(json_object_get(node, "Draining")));
+    json_decref(doc);
+    (void)moves_seen;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_drain_moves_every_copy_under_writes),
+    };
+    return cmocka_run_group_tests(tests, setup, rs_group_teardown);
+}
