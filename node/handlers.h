@@ -1,120 +1,31 @@
 /*
- * handlers.h: the node's RPC handler: dispatch of each request to its call
- * (writes.c: PutItem, DeleteItem, UpdateItem, BatchWrite; reads.c: GetItem,
- * Query, Scan, BatchGet; reads_index.c: Query of an LSI or GSI; preview.c:
- * TtlPreview; replicate.c: Replicate; streams.c: GetStreamRecords; here:
- * PushPartitionMap, whose reply carries the TTL progress) and the steps
- * every item call shares.
+ * handlers.h: the node's RPC handler: the dispatcher of each request to its
+ * call (writes.h: PutItem, DeleteItem, UpdateItem, BatchWrite; reads.h:
+ * GetItem, Query, Scan, BatchGet; preview.h: TtlPreview; replicate.h:
+ * Replicate; streams.h: GetStreamRecords; logship.h: ReplicateLog,
+ * PartitionDigest, PartitionItems; here: PushPartitionMap, whose reply
+ * carries the TTL progress, GetPartitionMap and a peer's Heartbeat). The
+ * steps the item calls share are request.h's.
  *
- * Every item call runs the same pipeline, each step answering the request
- * with an error when it fails:
- *
- *   handlers_find_table   the table by name in the current map; refresh the
- *                         map first when it is missing or the request's
- *                         pmap_version is newer (ENOTFOUND)
- *   handlers_item_from_pb convert and check against the schema (EINVAL,
- *                         ETOOBIG)
- *   handlers_route        partition of the key, owned by us? (EWRONGNODE)
- *   store_*               the write or read (handlers_store_error maps it)
- *
- * Thread-safety: handlers_serve runs on RPC worker threads, many at once; a
- * handlers_ctx belongs to one call.
+ * Thread-safety: handlers_serve runs on RPC worker threads, many at once.
  *
  * Invariants:
  *  1. Every response carries resp->pmap_version: the version of the map the
  *     call was routed by (or the current one when it was not routed).
- *  2. All response memory comes from the call's arena; items from the store
- *     are freed before the handler returns.
- *  3. A call holds one map reference from handlers_find_table until
- *     handlers_serve returns, so its routing decision and reply use one map.
+ *  2. The map reference a call took (request_find_table) is released here,
+ *     after the call returns, so its routing decision and reply use one map.
+ *  3. Every answered call is counted (telemetry_count_rpc).
  */
 #ifndef LAPSE_HANDLERS_H
 #define LAPSE_HANDLERS_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 #include "../common/arena.h"
-#include "../common/item.h"
-#include "../partition/store.h"
 #include "../rpc/rpc.h"
-#include "maps.h"
-#include "node.h"
-
-#define HANDLERS_BATCH_MAX STORE_BATCH_MAX /* writes in one BatchWrite call */
-
-/* One call's state. */
-typedef struct handlers_ctx {
-    node_server *ns;
-    const Lapse__Request *req; /* borrowed for the call */
-    Lapse__Response *resp;     /* the reply being built */
-    arena *a;                  /* the reply's memory */
-    int64_t deadline_mono_ms;  /* the request's deadline */
-    node_map *map;             /* held reference once the table is found */
-    const pmap_table *table;   /* borrowed from map */
-    int fenced;                /* table replicated and this node may not lead now
-                                  (registry_may_lead), judged once with the table */
-    int eventual;              /* an eventually consistent read: any in-sync copy
-                                  may answer (handlers_owns); set by the read calls */
-} handlers_ctx;
 
 /* The rpc_handler for the node's server; arg is the node_server. */
 void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
                     int64_t deadline_mono_ms);
-
-/* Returns 0 when body (the request's body sub-message) is set, else sets
- * EPROTO on the reply and returns it. */
-int handlers_need_body(handlers_ctx *c, const void *body);
-/* Looks name up (refreshing the map as the pipeline above says), taking a
- * map reference into c. Returns 0, or an error already set on the reply. */
-int handlers_find_table(handlers_ctx *c, const char *name);
-/* As handlers_find_table, by table id (Replicate: node to node). */
-int handlers_find_table_id(handlers_ctx *c, uint32_t table_id);
-/* Converts pb into *out (caller item_free) and checks it against the table
- * schema (key_only: a key, nothing else). what names it in messages ("item",
- * "key"). Returns 0, or an error (EINVAL, ETOOBIG, ENOMEM) set on the reply.
- * REQUIRES: handlers_find_table succeeded. */
-int handlers_item_from_pb(handlers_ctx *c, const Lapse__Item *pb, int key_only, const char *what,
-                          item **out);
-/* Computes the partition of it (which carries the partition key) into *part.
- * Returns 0 or an error set on the reply. */
-int handlers_partition_of(handlers_ctx *c, const item *it, uint32_t *part);
-/* Returns 1 when this node may answer for partition part of the table: it
- * is the primary and not fenced; or, for an eventually consistent read
- * (c->eventual), the map holds it in the in-sync set and its copy has
- * applied records (a copy with none may be new or wiped: the primary
- * answers instead). */
-int handlers_owns(const handlers_ctx *c, uint32_t part);
-/* Sets EWRONGNODE ("partition P of table T is owned by node K") on the
- * reply and returns it. */
-int handlers_wrong_node(handlers_ctx *c, uint32_t part);
-/* Partition of it, and EWRONGNODE ("partition P of table T is owned by node
- * K") when another node owns it. Returns 0 or the error set on the reply. */
-int handlers_route(handlers_ctx *c, const item *it, uint32_t *part);
-/* As handlers_route, for a bare partition key value (Query). REQUIRES: pk
- * has the schema's partition key type. */
-int handlers_route_pk(handlers_ctx *c, const attr_value *pk, uint32_t *part);
-/* Converts an optional Condition. *value_out must be initialized by the
- * caller with item_value_init_null and is item_value_fini'd by the caller;
- * cond->value points into it. Returns 0 or EINVAL set on the reply. */
-int handlers_cond_from_pb(handlers_ctx *c, const Lapse__Condition *pb, store_cond *cond,
-                          attr_value *value_out);
-/* Sets the reply for a failed store call (the store's code and message). */
-void handlers_store_error(handlers_ctx *c, int rv, const char *err);
-
-/* The calls, in writes.c, reads.c, reads_index.c, preview.c, replicate.c
- * and streams.c. Each sets status or body on c->resp. */
-void writes_put(handlers_ctx *c);
-void writes_delete(handlers_ctx *c);
-void writes_update(handlers_ctx *c);
-void writes_batch(handlers_ctx *c);
-void reads_get(handlers_ctx *c);
-void reads_query(handlers_ctx *c);
-void reads_scan(handlers_ctx *c);
-void reads_batch_get(handlers_ctx *c);
-void reads_query_index(handlers_ctx *c); /* reads_query with QueryRequest.index set */
-void preview_ttl(handlers_ctx *c);
-void replicate_handle(handlers_ctx *c);
-void streams_get_records(handlers_ctx *c);
 
 #endif

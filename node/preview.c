@@ -13,7 +13,7 @@
 #include "../common/lapse_err.h"
 #include "../common/ttl.h"
 #include "../rpc/wire.h"
-#include "handlers.h"
+#include "preview.h"
 
 #define PAGE_ITEMS 1000
 #define HOUR_MS (3600LL * 1000)
@@ -51,7 +51,7 @@ static void count(Lapse__TtlPreviewResponse *out, const ttl_rule *rule, const it
     }
 }
 
-void preview_ttl(handlers_ctx *c)
+void preview_ttl(request_ctx *c)
 {
     const Lapse__TtlPreviewRequest *r = c->req->ttl_preview;
     store_page page;
@@ -59,7 +59,7 @@ void preview_ttl(handlers_ctx *c)
     item *start = NULL;
     char err[512] = "";
 
-    if (handlers_need_body(c, r) != 0) {
+    if (request_need_body(c, r) != 0) {
         return;
     }
     if (r->attribute == NULL || r->attribute[0] == 0) {
@@ -83,7 +83,7 @@ void preview_ttl(handlers_ctx *c)
                       WIRE_MAX_TTL_GUARD_YEARS, (int)r->ignore_older_than_years);
         return;
     }
-    if (handlers_find_table(c, r->table) != 0) {
+    if (request_find_table(c, r->table) != 0) {
         return;
     }
     const table_schema *t = &c->table->schema;
@@ -102,7 +102,7 @@ void preview_ttl(handlers_ctx *c)
     lapse__ttl_preview_response__init(out);
     clock_wall now = clock_wall_now();
     for (uint32_t part = 0; part < t->partitions; part++) {
-        if (!handlers_owns(c, part)) {
+        if (!request_owns(c, part)) {
             continue;
         }
         for (;;) {
@@ -114,7 +114,7 @@ void preview_ttl(handlers_ctx *c)
             }
             int rv = store_scan(c->ns->st, t, part, PAGE_ITEMS, start, &page, err, sizeof(err));
             if (rv != 0) {
-                handlers_store_error(c, rv, err);
+                request_store_error(c, rv, err);
                 goto out;
             }
             for (size_t i = 0; i < page.n; i++) {

@@ -1,5 +1,5 @@
 /*
- * reads.c: GetItem, Query and Scan (handlers.h pipeline). Reads take no
+ * reads.c: GetItem, Query and Scan (request.h pipeline). Reads take no
  * partition lock (the store's contract); pages are bounded by the request's
  * limit and STORE_PAGE_MAX_BYTES.
  *
@@ -18,23 +18,23 @@
 #include "../common/lapse_err.h"
 #include "../common/ttl.h"
 #include "../rpc/wire.h"
-#include "handlers.h"
+#include "reads.h"
 #include "reads_int.h"
 
-int reads_hide_expired(const handlers_ctx *c, int requested)
+int reads_hide_expired(const request_ctx *c, int requested)
 {
     const table_schema *t = &c->table->schema;
     return t->ttl.enabled && (requested || t->hide_expired);
 }
 
-static int is_expired(const handlers_ctx *c, const item *it, clock_wall now)
+static int is_expired(const request_ctx *c, const item *it, clock_wall now)
 {
     int64_t due_ms = 0;
     return ttl_eval(&c->table->schema.ttl, it, now, &due_ms) == TTL_ELIGIBLE &&
            ttl_is_expired(due_ms, now);
 }
 
-void reads_filter_page(const handlers_ctx *c, store_page *page, clock_wall now)
+void reads_filter_page(const request_ctx *c, store_page *page, clock_wall now)
 {
     size_t kept = 0;
     for (size_t i = 0; i < page->n; i++) {
@@ -47,7 +47,7 @@ void reads_filter_page(const handlers_ctx *c, store_page *page, clock_wall now)
     page->n = kept;
 }
 
-void reads_get(handlers_ctx *c)
+void reads_get(request_ctx *c)
 {
     const Lapse__GetItemRequest *r = c->req->get_item;
     item *key = NULL;
@@ -56,14 +56,13 @@ void reads_get(handlers_ctx *c)
     char err[512] = "";
 
     c->eventual = r != NULL && r->eventually_consistent;
-    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0 ||
-        handlers_item_from_pb(c, r->key, 1, "key", &key) != 0 ||
-        handlers_route(c, key, &part) != 0) {
+    if (request_need_body(c, r) != 0 || request_find_table(c, r->table) != 0 ||
+        request_item_from_pb(c, r->key, 1, "key", &key) != 0 || request_route(c, key, &part) != 0) {
         goto out;
     }
     int rv = store_get(c->ns->st, &c->table->schema, key, &found, err, sizeof(err));
     if (rv != 0) {
-        handlers_store_error(c, rv, err);
+        request_store_error(c, rv, err);
         goto out;
     }
     /* The snapshot is taken after the read: an item that fell due while it
@@ -90,7 +89,7 @@ out:
     item_free(found);
 }
 
-void reads_reply_page(handlers_ctx *c, const store_page *page)
+void reads_reply_page(request_ctx *c, const store_page *page)
 {
     Lapse__PageResponse *out = arena_alloc(c->a, sizeof(*out));
     if (out == NULL) {
@@ -121,7 +120,7 @@ oom:
 }
 
 /* Converts a sort-key operand and checks it against the sort key skd. */
-static int sk_value(handlers_ctx *c, const Lapse__AttributeValue *pb, const key_def *sk,
+static int sk_value(request_ctx *c, const Lapse__AttributeValue *pb, const key_def *sk,
                     const char *what, attr_value *out)
 {
     char err[256] = "";
@@ -143,7 +142,7 @@ static int sk_value(handlers_ctx *c, const Lapse__AttributeValue *pb, const key_
     return 0;
 }
 
-int reads_sk_from_pb(handlers_ctx *c, const Lapse__SortKeyCondition *pb, const key_def *skd,
+int reads_sk_from_pb(request_ctx *c, const Lapse__SortKeyCondition *pb, const key_def *skd,
                      const char *owner, store_sk_cond *sk, attr_value *v1, attr_value *v2)
 {
     static const store_sk_op ops[] = {
@@ -189,7 +188,7 @@ int reads_sk_from_pb(handlers_ctx *c, const Lapse__SortKeyCondition *pb, const k
     return 0;
 }
 
-int reads_pk_from_pb(handlers_ctx *c, const Lapse__AttributeValue *pb, const key_def *pkd,
+int reads_pk_from_pb(request_ctx *c, const Lapse__AttributeValue *pb, const key_def *pkd,
                      attr_value *pk)
 {
     char err[256] = "";
@@ -210,7 +209,7 @@ int reads_pk_from_pb(handlers_ctx *c, const Lapse__AttributeValue *pb, const key
     return 0;
 }
 
-void reads_query(handlers_ctx *c)
+void reads_query(request_ctx *c)
 {
     const Lapse__QueryRequest *r = c->req->query;
     attr_value pk, v1, v2;
@@ -224,7 +223,7 @@ void reads_query(handlers_ctx *c)
     item_value_init_null(&v2);
     memset(&page, 0, sizeof(page));
 
-    if (handlers_need_body(c, r) != 0) {
+    if (request_need_body(c, r) != 0) {
         goto out;
     }
     c->eventual = r->eventually_consistent;
@@ -232,7 +231,7 @@ void reads_query(handlers_ctx *c)
         reads_query_index(c);
         goto out;
     }
-    if (handlers_find_table(c, r->table) != 0) {
+    if (request_find_table(c, r->table) != 0) {
         goto out;
     }
     const table_schema *t = &c->table->schema;
@@ -240,12 +239,12 @@ void reads_query(handlers_ctx *c)
     snprintf(owner, sizeof(owner), "table \"%s\"", t->name);
     int rv;
     if (reads_pk_from_pb(c, r->partition_key, &t->pk, &pk) != 0 ||
-        handlers_route_pk(c, &pk, &part) != 0 ||
+        request_route_pk(c, &pk, &part) != 0 ||
         reads_sk_from_pb(c, r->sort_key, &t->sk, owner, &sk, &v1, &v2) != 0) {
         goto out;
     }
     if (r->exclusive_start_key != NULL) {
-        if (handlers_item_from_pb(c, r->exclusive_start_key, 1, "exclusive_start_key", &start) !=
+        if (request_item_from_pb(c, r->exclusive_start_key, 1, "exclusive_start_key", &start) !=
             0) {
             goto out;
         }
@@ -258,7 +257,7 @@ void reads_query(handlers_ctx *c)
     rv = store_query(c->ns->st, t, &pk, sk.op == STORE_SK_NONE ? NULL : &sk, r->limit, !r->reverse,
                      start, &page, err, sizeof(err));
     if (rv != 0) {
-        handlers_store_error(c, rv, err);
+        request_store_error(c, rv, err);
         goto out;
     }
     if (reads_hide_expired(c, r->hide_expired)) {
@@ -273,7 +272,7 @@ out:
     item_value_fini(&v2);
 }
 
-void reads_scan(handlers_ctx *c)
+void reads_scan(request_ctx *c)
 {
     const Lapse__ScanRequest *r = c->req->scan;
     item *start = NULL;
@@ -282,7 +281,7 @@ void reads_scan(handlers_ctx *c)
     memset(&page, 0, sizeof(page));
 
     c->eventual = r != NULL && r->eventually_consistent;
-    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
+    if (request_need_body(c, r) != 0 || request_find_table(c, r->table) != 0) {
         goto out;
     }
     const table_schema *t = &c->table->schema;
@@ -292,15 +291,15 @@ void reads_scan(handlers_ctx *c)
                       t->name, t->partitions);
         goto out;
     }
-    if (!handlers_owns(c, r->partition)) {
-        handlers_wrong_node(c, r->partition);
+    if (!request_owns(c, r->partition)) {
+        request_wrong_node(c, r->partition);
         goto out;
     }
     if (r->exclusive_start_key != NULL) {
         uint32_t part;
-        if (handlers_item_from_pb(c, r->exclusive_start_key, 1, "exclusive_start_key", &start) !=
+        if (request_item_from_pb(c, r->exclusive_start_key, 1, "exclusive_start_key", &start) !=
                 0 ||
-            handlers_partition_of(c, start, &part) != 0) {
+            request_partition_of(c, start, &part) != 0) {
             goto out;
         }
         if (part != r->partition) {
@@ -311,7 +310,7 @@ void reads_scan(handlers_ctx *c)
     }
     int rv = store_scan(c->ns->st, t, r->partition, r->limit, start, &page, err, sizeof(err));
     if (rv != 0) {
-        handlers_store_error(c, rv, err);
+        request_store_error(c, rv, err);
         goto out;
     }
     if (reads_hide_expired(c, r->hide_expired)) {
@@ -323,7 +322,7 @@ out:
     item_free(start);
 }
 
-void reads_batch_get(handlers_ctx *c)
+void reads_batch_get(request_ctx *c)
 {
     const Lapse__BatchGetRequest *r = c->req->batch_get;
     item **keys = NULL;
@@ -335,12 +334,12 @@ void reads_batch_get(handlers_ctx *c)
     char err[512] = "";
 
     c->eventual = r != NULL && r->eventually_consistent;
-    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
+    if (request_need_body(c, r) != 0 || request_find_table(c, r->table) != 0) {
         goto out;
     }
-    if (r->n_keys > HANDLERS_BATCH_MAX) {
+    if (r->n_keys > REQUEST_BATCH_MAX) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "batch of %zu keys: at most %d allowed",
-                      r->n_keys, HANDLERS_BATCH_MAX);
+                      r->n_keys, REQUEST_BATCH_MAX);
         goto out;
     }
     n = r->n_keys;
@@ -360,11 +359,11 @@ void reads_batch_get(handlers_ctx *c)
         char what[32];
         uint32_t part;
         snprintf(what, sizeof(what), "key %zu", i);
-        if (handlers_item_from_pb(c, r->keys[i], 1, what, &keys[i]) != 0 ||
-            handlers_partition_of(c, keys[i], &part) != 0) {
+        if (request_item_from_pb(c, r->keys[i], 1, what, &keys[i]) != 0 ||
+            request_partition_of(c, keys[i], &part) != 0) {
             goto out;
         }
-        if (handlers_owns(c, part)) {
+        if (request_owns(c, part)) {
             mine_at[nmine] = i;
             mine[nmine++] = keys[i];
         } else {
@@ -373,7 +372,7 @@ void reads_batch_get(handlers_ctx *c)
     }
     int rv = store_get_many(c->ns->st, &c->table->schema, mine, nmine, found, err, sizeof(err));
     if (rv != 0) {
-        handlers_store_error(c, rv, err);
+        request_store_error(c, rv, err);
         goto out;
     }
     if (reads_hide_expired(c, r->hide_expired)) {

@@ -18,12 +18,11 @@
 #include "../partition/apply.h"
 #include "../placement/hash.h"
 #include "../rpc/wire.h"
-#include "handlers.h"
 #include "reads_int.h"
 
 /* Checks that this node owns the GSI partition the query names, which
  * must be the one its partition key hashes to. */
-static int route_gsi(handlers_ctx *c, uint32_t gsi, uint32_t want, const attr_value *pk)
+static int route_gsi(request_ctx *c, uint32_t gsi, uint32_t want, const attr_value *pk)
 {
     const index_def *g = &c->table->schema.gsi[gsi];
     uint32_t part = 0;
@@ -67,7 +66,7 @@ static int route_gsi(handlers_ctx *c, uint32_t gsi, uint32_t want, const attr_va
     return 0;
 }
 
-void reads_query_index(handlers_ctx *c)
+void reads_query_index(request_ctx *c)
 {
     const Lapse__QueryRequest *r = c->req->query;
     attr_value pk, v1, v2;
@@ -80,7 +79,7 @@ void reads_query_index(handlers_ctx *c)
     item_value_init_null(&v2);
     memset(&page, 0, sizeof(page));
 
-    if (handlers_find_table(c, r->table) != 0) {
+    if (request_find_table(c, r->table) != 0) {
         goto out;
     }
     const table_schema *t = &c->table->schema;
@@ -101,7 +100,7 @@ void reads_query_index(handlers_ctx *c)
     snprintf(owner, sizeof(owner), "index \"%s\"", ix->name);
     uint32_t part = 0;
     if (reads_pk_from_pb(c, r->partition_key, lsi >= 0 ? &t->pk : &ix->pk, &pk) != 0 ||
-        (lsi >= 0 ? handlers_route_pk(c, &pk, &part)
+        (lsi >= 0 ? request_route_pk(c, &pk, &part)
                   : route_gsi(c, (uint32_t)gsi, r->index_partition, &pk)) != 0 ||
         reads_sk_from_pb(c, r->sort_key, &ix->sk, owner, &sk, &v1, &v2) != 0) {
         goto out;
@@ -109,7 +108,7 @@ void reads_query_index(handlers_ctx *c)
     /* A start key carries the table's keys and the index's (the store
      * checks the latter against the query). */
     if (r->exclusive_start_key != NULL &&
-        handlers_item_from_pb(c, r->exclusive_start_key, 0, "exclusive_start_key", &start) != 0) {
+        request_item_from_pb(c, r->exclusive_start_key, 0, "exclusive_start_key", &start) != 0) {
         goto out;
     }
     const store_sk_cond *skp = sk.op == STORE_SK_NONE ? NULL : &sk;
@@ -122,7 +121,7 @@ void reads_query_index(handlers_ctx *c)
                              !r->reverse, start, &page, err, sizeof(err));
     }
     if (rv != 0) {
-        handlers_store_error(c, rv, err);
+        request_store_error(c, rv, err);
         goto out;
     }
     if (reads_hide_expired(c, r->hide_expired)) {

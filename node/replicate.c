@@ -13,7 +13,6 @@
 #include "../common/log.h"
 #include "../common/token.h"
 #include "../common/change.h"
-#include "handlers.h"
 #include "streams.h"
 
 /* Commit-to-apply lag buckets: a record normally applies within
@@ -183,7 +182,7 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
 /* The Replicate call                                                        */
 /* ------------------------------------------------------------------------ */
 
-void replicate_handle(handlers_ctx *c)
+void replicate_handle(request_ctx *c)
 {
     const Lapse__ReplicateRequest *r = c->req->replicate;
     const void **recs = NULL;
@@ -200,7 +199,7 @@ void replicate_handle(handlers_ctx *c)
         rpc_set_error(c->resp, c->a, LAPSE_EPERM, "cluster token missing or wrong");
         return;
     }
-    if (handlers_need_body(c, r) != 0 || handlers_find_table_id(c, r->table_id) != 0) {
+    if (request_need_body(c, r) != 0 || request_find_table_id(c, r->table_id) != 0) {
         return;
     }
     const table_schema *t = &c->table->schema;

@@ -31,6 +31,7 @@
 #include "../partition/apply.h"
 #include "../placement/pmap.h"
 #include "node.h"
+#include "request.h"
 
 /*
  * Applies records recs[0..n) (lens[i] bytes each) of source partition
@@ -64,5 +65,9 @@ void replicate_filter(const pmap_table *t, uint32_t src_part, uint32_t node_id,
  * applied when the hold starts is finished first (it takes the same stripe
  * lock). One source at a time. */
 void replicate_pause(node_server *ns, uint32_t table_id, uint32_t src_part, int on);
+
+/* The Replicate call (another node's shipper): checks the cluster token and
+ * the batch, then replicate_apply. Sets status or body on c->resp. */
+void replicate_handle(request_ctx *c);
 
 #endif

@@ -17,7 +17,6 @@
 #include "../partition/apply.h"
 #include "../partition/stream.h"
 #include "../rpc/wire.h"
-#include "handlers.h"
 #include "maps.h"
 
 struct streams {
@@ -79,7 +78,7 @@ static int wait_arrival(streams *s, uint64_t gen, int64_t until_mono_ms)
 /* ------------------------------------------------------------------------ */
 
 /* Fills the reply from the records read (out->records from a). */
-static int reply_records(handlers_ctx *c, const change_list *l, uint32_t shard,
+static int reply_records(request_ctx *c, const change_list *l, uint32_t shard,
                          Lapse__GetStreamRecordsResponse *out)
 {
     if (l->n == 0) {
@@ -107,7 +106,7 @@ static int reply_records(handlers_ctx *c, const change_list *l, uint32_t shard,
 /* Fills a raw reply (GetStreamRecordsRequest.raw): the records as stored
  * (copied into the call's arena) and the source partition's applied outbox
  * seq here. */
-static int reply_raw(handlers_ctx *c, const change_list *l, uint32_t table_id, uint32_t shard,
+static int reply_raw(request_ctx *c, const change_list *l, uint32_t table_id, uint32_t shard,
                      Lapse__GetStreamRecordsResponse *out)
 {
     char err[256];
@@ -132,7 +131,7 @@ static int reply_raw(handlers_ctx *c, const change_list *l, uint32_t table_id, u
 
 /* Sets out's last_sequence and oldest_sequence for the read of r that
  * returned l (reused for the oldest when it does not start there). */
-static int shard_ends(handlers_ctx *c, uint32_t table_id, const Lapse__GetStreamRecordsRequest *r,
+static int shard_ends(request_ctx *c, uint32_t table_id, const Lapse__GetStreamRecordsRequest *r,
                       change_list *l, Lapse__GetStreamRecordsResponse *out, char *err,
                       size_t errlen)
 {
@@ -154,7 +153,7 @@ static int shard_ends(handlers_ctx *c, uint32_t table_id, const Lapse__GetStream
     return 0;
 }
 
-void streams_get_records(handlers_ctx *c)
+void streams_get_records(request_ctx *c)
 {
     const Lapse__GetStreamRecordsRequest *r = c->req->get_stream_records;
     node_server *ns = c->ns;
@@ -162,7 +161,7 @@ void streams_get_records(handlers_ctx *c)
     change_list_init(&l);
     char err[512] = "";
     int rv;
-    if (handlers_need_body(c, r) != 0 || handlers_find_table(c, r->table) != 0) {
+    if (request_need_body(c, r) != 0 || request_find_table(c, r->table) != 0) {
         goto out;
     }
     const table_schema *t = &c->table->schema;
@@ -205,7 +204,7 @@ void streams_get_records(handlers_ctx *c)
         uint64_t gen = current_gen(ns->streams); /* before the read: invariant 1 */
         if ((rv = stream_read(ns->st, t->id, r->shard, r->after_sequence, limit, STREAMS_MAX_BYTES,
                               &l, err, sizeof(err))) != 0) {
-            handlers_store_error(c, rv, err);
+            request_store_error(c, rv, err);
             goto out;
         }
         if (l.n > 0 || r->wait_ms == 0 || r->raw || clock_mono_now().ms >= until) {
@@ -215,7 +214,7 @@ void streams_get_records(handlers_ctx *c)
          * records were trimmed (or one arrived just now). Answer at once. */
         uint64_t last = 0;
         if ((rv = stream_last_seq(ns->st, t->id, r->shard, &last, err, sizeof(err))) != 0) {
-            handlers_store_error(c, rv, err);
+            request_store_error(c, rv, err);
             goto out;
         }
         if (last > r->after_sequence || wait_arrival(ns->streams, gen, until) != 0) {
@@ -230,13 +229,13 @@ void streams_get_records(handlers_ctx *c)
     lapse__get_stream_records_response__init(out);
     if ((rv = r->raw ? reply_raw(c, &l, t->id, r->shard, out)
                      : reply_records(c, &l, r->shard, out)) != 0) {
-        handlers_store_error(c, rv, rv == LAPSE_ENOMEM ? "out of memory" : "a record is corrupt");
+        request_store_error(c, rv, rv == LAPSE_ENOMEM ? "out of memory" : "a record is corrupt");
         goto out;
     }
     /* A raw read (a copy filling itself, page after page) needs neither
      * end of the shard: two seeks saved per page. */
     if (!r->raw && (rv = shard_ends(c, t->id, r, &l, out, err, sizeof(err))) != 0) {
-        handlers_store_error(c, rv, err);
+        request_store_error(c, rv, err);
         goto out;
     }
     c->resp->body_case = LAPSE__RESPONSE__BODY_GET_STREAM_RECORDS;

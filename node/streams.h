@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "node.h"
+#include "request.h"
 
 #define STREAMS_MAX_POLLERS 8           /* long polls waiting at once */
 #define STREAMS_DEFAULT_LIMIT 1000      /* records per call when limit is 0; the cap */
@@ -61,6 +62,10 @@ void streams_stop(streams *s);
 void streams_free(streams *s);
 /* Stream records were stored: wakes every waiting long poll. Accepts NULL. */
 void streams_notify(streams *s);
+
+/* The GetStreamRecords call, with its long poll (above). Sets status or
+ * body on c->resp. */
+void streams_get_records(request_ctx *c);
 
 /* Fills this node's copy of stream shard shard of t, whose gap has mark
  * (apply_stream_gap), from another copy pm holds UP (streams_fill.c): the

@@ -1,5 +1,5 @@
 /*
- * writes.c: PutItem, DeleteItem, UpdateItem and BatchWrite (handlers.h
+ * writes.c: PutItem, DeleteItem, UpdateItem and BatchWrite (request.h
  * pipeline). The store serializes writes per partition and makes each one a
  * single WriteBatch (with the item's expiry index entry when the table's TTL
  * is enabled, its LSI entries and its outbox record); this file only
@@ -16,14 +16,14 @@
 #include "../common/lapse_err.h"
 #include "../partition/request.h"
 #include "../rpc/wire.h"
-#include "handlers.h"
+#include "writes.h"
 #include "shipper.h"
 
 _Static_assert(WIRE_REQUEST_ID_BYTES == REQUEST_ID_BYTES, "the wire carries the store's ids");
 
 /* The call's request id (request.h): *rid NULL when it has none. A reply
  * of EINVAL and -1 for one of the wrong length. */
-static int request_id_of(handlers_ctx *c, const uint8_t **rid)
+static int request_id_of(request_ctx *c, const uint8_t **rid)
 {
     const ProtobufCBinaryData *id = &c->req->request_id;
     *rid = NULL;
@@ -39,7 +39,7 @@ static int request_id_of(handlers_ctx *c, const uint8_t **rid)
     return 0;
 }
 
-static void *body_alloc(handlers_ctx *c, size_t n)
+static void *body_alloc(request_ctx *c, size_t n)
 {
     void *p = arena_alloc(c->a, n);
     if (p == NULL) {
@@ -51,7 +51,7 @@ static void *body_alloc(handlers_ctx *c, size_t n)
 /* The shared body of PutItem (is_delete 0: pb is the whole item) and
  * DeleteItem (is_delete 1: pb is the key, the store deletes it). Sets the
  * reply: an empty PutItem/DeleteItem body, or an error. */
-static void write_one(handlers_ctx *c, const char *table, const Lapse__Item *pb,
+static void write_one(request_ctx *c, const char *table, const Lapse__Item *pb,
                       const Lapse__Condition *pb_cond, int is_delete)
 {
     item *it = NULL;
@@ -63,9 +63,9 @@ static void write_one(handlers_ctx *c, const char *table, const Lapse__Item *pb,
     int rv;
     item_value_init_null(&cval);
 
-    if (request_id_of(c, &rid) != 0 || handlers_find_table(c, table) != 0 ||
-        handlers_item_from_pb(c, pb, is_delete, is_delete ? "key" : "item", &it) != 0 ||
-        handlers_route(c, it, &part) != 0 || handlers_cond_from_pb(c, pb_cond, &cond, &cval) != 0) {
+    if (request_id_of(c, &rid) != 0 || request_find_table(c, table) != 0 ||
+        request_item_from_pb(c, pb, is_delete, is_delete ? "key" : "item", &it) != 0 ||
+        request_route(c, it, &part) != 0 || request_cond_from_pb(c, pb_cond, &cond, &cval) != 0) {
         goto out;
     }
     if (is_delete) {
@@ -74,7 +74,7 @@ static void write_one(handlers_ctx *c, const char *table, const Lapse__Item *pb,
         rv = store_put_once(c->ns->st, &c->table->schema, it, &cond, rid, err, sizeof(err));
     }
     if (rv != 0) {
-        handlers_store_error(c, rv, err);
+        request_store_error(c, rv, err);
         goto out;
     }
     shipper_notify_table(c->ns->shipper, &c->table->schema, part);
@@ -101,23 +101,23 @@ out:
     item_free(it);
 }
 
-void writes_put(handlers_ctx *c)
+void writes_put(request_ctx *c)
 {
     const Lapse__PutItemRequest *r = c->req->put_item;
-    if (handlers_need_body(c, r) == 0) {
+    if (request_need_body(c, r) == 0) {
         write_one(c, r->table, r->item, r->condition, 0);
     }
 }
 
-void writes_delete(handlers_ctx *c)
+void writes_delete(request_ctx *c)
 {
     const Lapse__DeleteItemRequest *r = c->req->delete_item;
-    if (handlers_need_body(c, r) == 0) {
+    if (request_need_body(c, r) == 0) {
         write_one(c, r->table, r->key, r->condition, 1);
     }
 }
 
-void writes_update(handlers_ctx *c)
+void writes_update(request_ctx *c)
 {
     const Lapse__UpdateItemRequest *r = c->req->update_item;
     item *key = NULL;
@@ -132,11 +132,10 @@ void writes_update(handlers_ctx *c)
     char err[512] = "";
     item_value_init_null(&cval);
 
-    if (handlers_need_body(c, r) != 0 || request_id_of(c, &rid) != 0 ||
-        handlers_find_table(c, r->table) != 0 ||
-        handlers_item_from_pb(c, r->key, 1, "key", &key) != 0 ||
-        handlers_route(c, key, &part) != 0 ||
-        handlers_cond_from_pb(c, r->condition, &cond, &cval) != 0) {
+    if (request_need_body(c, r) != 0 || request_id_of(c, &rid) != 0 ||
+        request_find_table(c, r->table) != 0 ||
+        request_item_from_pb(c, r->key, 1, "key", &key) != 0 || request_route(c, key, &part) != 0 ||
+        request_cond_from_pb(c, r->condition, &cond, &cval) != 0) {
         goto out;
     }
     n = r->n_actions;
@@ -168,10 +167,10 @@ void writes_update(handlers_ctx *c)
             actions[i].value = &values[i];
         }
     }
-    int rv = store_update_once(c->ns->st, &c->table->schema, key, actions, n, &cond, rid,
-                               &updated, err, sizeof(err));
+    int rv = store_update_once(c->ns->st, &c->table->schema, key, actions, n, &cond, rid, &updated,
+                               err, sizeof(err));
     if (rv != 0) {
-        handlers_store_error(c, rv, err);
+        request_store_error(c, rv, err);
         goto out;
     }
     shipper_notify_table(c->ns->shipper, &c->table->schema, part);
@@ -205,7 +204,7 @@ out:
  * to store_batch_write_once, atomic per partition, which with the call's
  * request id applies only the writes no earlier attempt applied.
  */
-void writes_batch(handlers_ctx *c)
+void writes_batch(request_ctx *c)
 {
     const Lapse__BatchWriteRequest *r = c->req->batch_write;
     item **items = NULL;
@@ -216,13 +215,13 @@ void writes_batch(handlers_ctx *c)
     char err[512] = "";
 
     const uint8_t *rid;
-    if (handlers_need_body(c, r) != 0 || request_id_of(c, &rid) != 0 ||
-        handlers_find_table(c, r->table) != 0) {
+    if (request_need_body(c, r) != 0 || request_id_of(c, &rid) != 0 ||
+        request_find_table(c, r->table) != 0) {
         goto out;
     }
-    if (r->n_writes > HANDLERS_BATCH_MAX) {
+    if (r->n_writes > REQUEST_BATCH_MAX) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "batch of %zu writes: at most %d allowed",
-                      r->n_writes, HANDLERS_BATCH_MAX);
+                      r->n_writes, REQUEST_BATCH_MAX);
         goto out;
     }
     n = r->n_writes;
@@ -247,12 +246,12 @@ void writes_batch(handlers_ctx *c)
         }
         int is_put = w->put != NULL;
         snprintf(what, sizeof(what), "write %zu (%s)", i, is_put ? "put" : "delete");
-        if (handlers_item_from_pb(c, is_put ? w->put : w->delete_key, !is_put, what, &items[i]) !=
+        if (request_item_from_pb(c, is_put ? w->put : w->delete_key, !is_put, what, &items[i]) !=
                 0 ||
-            handlers_partition_of(c, items[i], &part) != 0) {
+            request_partition_of(c, items[i], &part) != 0) {
             goto out;
         }
-        if (!handlers_owns(c, part)) {
+        if (!request_owns(c, part)) {
             unprocessed[nun++] = (uint32_t)i;
             continue;
         }
@@ -265,7 +264,7 @@ void writes_batch(handlers_ctx *c)
         int rv = store_batch_write_once(c->ns->st, &c->table->schema, writes, nwrites, rid, err,
                                         sizeof(err));
         if (rv != 0) {
-            handlers_store_error(c, rv, err);
+            request_store_error(c, rv, err);
             goto out;
         }
         for (size_t i = 0; i < nwrites; i++) {
