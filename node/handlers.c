@@ -9,7 +9,7 @@
 #include "logship.h"
 #include "preview.h"
 #include "reads.h"
-#include "replicate.h"
+#include "replserve.h"
 #include "request.h"
 #include "streams.h"
 #include "telemetry.h"
@@ -124,7 +124,7 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
         preview_ttl(&c);
         break;
     case LAPSE__REQUEST__BODY_REPLICATE:
-        replicate_handle(&c);
+        replserve_handle(&c);
         break;
     case LAPSE__REQUEST__BODY_GET_STREAM_RECORDS:
         streams_get_records(&c);

@@ -1,7 +1,7 @@
 /*
  * handlers.h: the node's RPC handler: the dispatcher of each request to its
  * call (writes.h: PutItem, DeleteItem, UpdateItem, BatchWrite; reads.h:
- * GetItem, Query, Scan, BatchGet; preview.h: TtlPreview; replicate.h:
+ * GetItem, Query, Scan, BatchGet; preview.h: TtlPreview; replserve.h:
  * Replicate; streams.h: GetStreamRecords; logship.h: ReplicateLog,
  * PartitionDigest, PartitionItems; here: PushPartitionMap, whose reply
  * carries the TTL progress, GetPartitionMap and a peer's Heartbeat). The

@@ -2,9 +2,9 @@
  * replicate.h: the destination side of replication on a node
  * (docs/replication.md, "Shipping and applying"): applying a batch of a
  * source partition's outbox records, from the Replicate call (another
- * node's shipper) or from this node's own shipper when it is the
- * destination, with the apply_filter the partition map gives this node;
- * and the metrics of what was applied.
+ * node's shipper, served by replserve.c) or from this node's own shipper
+ * when it is the destination, with the apply_filter the partition map
+ * gives this node; and the metrics of what was applied.
  *
  * Thread-safety: any thread. Applies of one (table, source partition) are
  * serialized by a node-level stripe lock (ns->repl_locks) around the store's
@@ -31,7 +31,6 @@
 #include "../partition/apply.h"
 #include "../placement/pmap.h"
 #include "node.h"
-#include "request.h"
 
 /*
  * Applies records recs[0..n) (lens[i] bytes each) of source partition
@@ -65,9 +64,5 @@ void replicate_filter(const pmap_table *t, uint32_t src_part, uint32_t node_id,
  * applied when the hold starts is finished first (it takes the same stripe
  * lock). One source at a time. */
 void replicate_pause(node_server *ns, uint32_t table_id, uint32_t src_part, int on);
-
-/* The Replicate call (another node's shipper): checks the cluster token and
- * the batch, then replicate_apply. Sets status or body on c->resp. */
-void replicate_handle(request_ctx *c);
 
 #endif

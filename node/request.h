@@ -1,7 +1,7 @@
 /*
  * request.h: the steps every item call shares: the node's request
  * plumbing, used by the calls (writes.c, reads.c, reads_index.c, preview.c,
- * replicate.c, streams.c) and by the dispatcher (handlers.c); it calls none
+ * replserve.c, streams.c) and by the dispatcher (handlers.c); it calls none
  * of them.
  *
  * Every item call runs the same pipeline, each step answering the request
