@@ -18,7 +18,8 @@
 #include "../partition/apply.h"
 #include "../placement/hash.h"
 #include "../rpc/wire.h"
-#include "reads_int.h"
+#include "reads_index.h"
+#include "reads_steps.h"
 
 /* Checks that this node owns the GSI partition the query names, which
  * must be the one its partition key hashes to. */

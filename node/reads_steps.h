@@ -1,23 +1,28 @@
 /*
- * reads_int.h: the steps reads.c (base reads) and reads_index.c (index
- * queries) share. Not used outside those two files.
+ * reads_steps.h: the steps the read calls share, reads.c (base reads) and
+ * reads_index.c (index queries): hiding expired items, the page reply, the
+ * query's key conditions. Not used outside those two files; it calls
+ * neither.
  *
  * Thread-safety: as request.h (one request_ctx per call).
+ *
+ * Invariants:
+ *  1. Expiry is judged by ttl_eval at the one wall-clock snapshot the
+ *     caller passes (taken after the store read), as the scanners judge it.
  */
-#ifndef LAPSE_READS_INT_H
-#define LAPSE_READS_INT_H
+#ifndef LAPSE_READS_STEPS_H
+#define LAPSE_READS_STEPS_H
 
 #include "../common/clock.h"
 #include "../partition/store.h"
 #include "request.h"
 
-/* The Query call when QueryRequest.index is set (reads_index.c): reads_query
- * hands it on. */
-void reads_query_index(request_ctx *c);
-
 /* Whether the call hides expired items: the table's TTL is enabled and the
  * request asks for it (requested) or the table hides them by default. */
 int reads_hide_expired(const request_ctx *c, int requested);
+/* Returns 1 when ttl_eval finds it (an item of the call's table) expired
+ * at now. */
+int reads_is_expired(const request_ctx *c, const item *it, clock_wall now);
 /* Frees and removes the items of page that ttl_eval finds expired at now
  * (index entries carry the TTL attribute: docs/replication.md), keeping
  * the order and last_key. */
