@@ -59,19 +59,10 @@
 #include "../common/schema.h"
 #include "node.h"
 
+/* The batch and round sizes, time-outs and intervals above are in
+ * shipper_int.h. */
 #define SHIPPER_DEFAULT_WORKERS 2
 #define SHIPPER_MAX_WORKERS 64
-#define SHIPPER_BATCH_RECORDS 1000            /* records per ReplicateRequest */
-#define SHIPPER_BATCH_BYTES (1024 * 1024)     /* record bytes per request (past the first) */
-#define SHIPPER_ROUND_BYTES (8 * 1024 * 1024) /* record bytes per round to one destination */
-#define SHIPPER_ROUND_LANES 64                /* batches per round to one destination */
-#define SHIPPER_CALL_TIMEOUT_MS 2000          /* a round to a destination that is up */
-#define SHIPPER_PROBE_TIMEOUT_MS 1000         /* a round to a destination that is down */
-#define SHIPPER_BACKOFF_MIN_MS 50
-#define SHIPPER_BACKOFF_MAX_MS 1000
-#define SHIPPER_RESCAN_MS 1000        /* every lane is marked dirty this often */
-#define SHIPPER_KEEP_MS 100           /* the keeper stores the acks this often */
-#define SHIPPER_TRIM_INTERVAL_MS 1000 /* a source's outbox is trimmed at most this often */
 
 typedef struct shipper shipper;
 

@@ -1,8 +1,9 @@
 /*
- * shipper_int.h: the outbox shipper's state, shared by shipper.c (lanes
- * from the map, workers, notify, metrics, life cycle), shipper_round.c
- * (one round to one destination) and shipper_keep.c (the keeper: storing
- * acks, trimming). Contract in shipper.h. Nothing else includes it.
+ * shipper_int.h: the outbox shipper's state and figures, shared by
+ * shipper.c (lanes from the map, workers, notify, metrics, life cycle),
+ * shipper_round.c (one round to one destination), shipper_keep.c (the
+ * keeper: storing acks, trimming) and shipper_lanes.c (finding and marking
+ * lanes, backoff). Contract in shipper.h. Nothing else includes it.
  *
  * Locking: every field of struct shipper below "lock", and every lane and
  * destination, is guarded by shipper.lock. A worker in a round holds the
@@ -19,6 +20,19 @@
 #include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 #include "shipper.h"
+
+/* The figures shipper.h names. */
+#define SHIPPER_BATCH_RECORDS 1000            /* records per ReplicateRequest */
+#define SHIPPER_BATCH_BYTES (1024 * 1024)     /* record bytes per request (past the first) */
+#define SHIPPER_ROUND_BYTES (8 * 1024 * 1024) /* record bytes per round to one destination */
+#define SHIPPER_ROUND_LANES 64                /* batches per round to one destination */
+#define SHIPPER_CALL_TIMEOUT_MS 2000          /* a round to a destination that is up */
+#define SHIPPER_PROBE_TIMEOUT_MS 1000         /* a round to a destination that is down */
+#define SHIPPER_BACKOFF_MIN_MS 50
+#define SHIPPER_BACKOFF_MAX_MS 1000
+#define SHIPPER_RESCAN_MS 1000        /* every lane is marked dirty this often */
+#define SHIPPER_KEEP_MS 100           /* the keeper stores the acks this often */
+#define SHIPPER_TRIM_INTERVAL_MS 1000 /* a source's outbox is trimmed at most this often */
 
 /* One (source partition, destination) lane. */
 typedef struct lane {
@@ -109,7 +123,7 @@ typedef struct job {
     Lapse__Request req;
 } job;
 
-/* ---- shipper.c ---- */
+/* ---- shipper_lanes.c ---- */
 /* The source of (table_id, part), or NULL. REQUIRES: lock held. */
 source *shipper_source(shipper *s, uint32_t table_id, uint32_t part);
 /* src's lane to dest_id, or NULL (src may be NULL). REQUIRES: lock held. */
