@@ -2,7 +2,7 @@
  * node_repl_test.c: black-box tests of replication on the node: the outbox
  * shipper, applying batches, index queries and the stream. The real
  * lapse-coordinator and two lapse-node daemons (posix_spawn, free loopback
- * ports, fresh dirs; harness in node_test_util.h); the table is created
+ * ports, fresh dirs; harness in node_testutil.h); the table is created
  * through the coordinator, so the GSI partitions and stream shards are
  * placed as in production (with two nodes, each owns base and GSI
  * partitions and hosts the shards of the other's partitions).
@@ -26,7 +26,7 @@
  */
 #include <pthread.h>
 
-#include "node_repl_util.h"
+#include "node_repl_testutil.h"
 
 static char *const ttl2[] = {"--ttl-workers", "2", NULL};
 

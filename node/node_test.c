@@ -4,11 +4,11 @@
  * coordinator's part by pushing partition maps with PushPartitionMap) and
  * two lapse-node daemons, started with posix_spawn on free ports with fresh
  * data dirs. The test talks to them with rpc_client only (harness in
- * node_test_util.h).
+ * node_testutil.h).
  *
  * Every wait is a loop on a condition with a deadline.
  */
-#include "node_test_util.h"
+#include "node_testutil.h"
 
 /* ------------------------------------------------------------------------ */
 /* Tests                                                                     */
@@ -489,7 +489,8 @@ static void bad_input_is_answered_and_serving_continues(void **state)
     int64_t before = clock_wall_now().ms;
     assert_int_equal(call(nt.nc[0], &hb, &resp, err), 0);
     assert_int_equal(resp->body_case, LAPSE__RESPONSE__BODY_HEARTBEAT);
-    assert_true(resp->heartbeat->clock_ms >= before && resp->heartbeat->clock_ms <= clock_wall_now().ms);
+    assert_true(resp->heartbeat->clock_ms >= before &&
+                resp->heartbeat->clock_ms <= clock_wall_now().ms);
     rpc_response_free(resp);
 
     /* Garbage bytes: an EPROTO reply, and the node keeps serving. */

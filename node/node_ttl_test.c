@@ -1,7 +1,7 @@
 /*
  * node_ttl_test.c: black-box tests of the node's TTL engine. The real
  * lapse-coordinator and two lapse-node daemons (posix_spawn, free loopback
- * ports, fresh dirs; harness in node_test_util.h); TTL is configured through
+ * ports, fresh dirs; harness in node_testutil.h); TTL is configured through
  * the coordinator's UpdateTimeToLive, exactly as the CLI does.
  *
  * Proves: enabling is reported at once; items fall due and are gone within
@@ -16,7 +16,7 @@
 #include <arpa/inet.h>
 #include <sys/time.h>
 
-#include "node_ttl_util.h"
+#include "node_ttl_testutil.h"
 
 /* ------------------------------------------------------------------------ */
 /* Tests                                                                     */

@@ -1,7 +1,7 @@
 /*
- * node_repl_util.c: the helpers of node_repl_test.c (node_repl_util.h).
+ * node_repl_testutil.c: the helpers of node_repl_test.c (node_repl_testutil.h).
  */
-#include "node_repl_util.h"
+#include "node_repl_testutil.h"
 
 const pmap_table *rt;
 int repl_started;

@@ -1,12 +1,12 @@
 /*
- * node_test_util.h: the harness of node_test: the daemons it starts
- * (node_test_util.c: processes, the map, setup and teardown) and the calls
- * it makes (node_test_calls.c: request builders and one function per call).
+ * node_testutil.h: the harness of node_test: the daemons it starts
+ * (node_testutil.c: processes, the map, setup and teardown) and the calls
+ * it makes (node_calls_testutil.c: request builders and one function per call).
  *
  * Not thread-safe: one test thread drives everything through the state nt.
  */
-#ifndef LAPSE_NODE_TEST_UTIL_H
-#define LAPSE_NODE_TEST_UTIL_H
+#ifndef LAPSE_NODE_TESTUTIL_H
+#define LAPSE_NODE_TESTUTIL_H
 
 #include <errno.h>
 #include <fcntl.h>
@@ -76,7 +76,7 @@ typedef struct node_test_state {
 
 extern node_test_state nt;
 
-/* ---- node_test_util.c ---- */
+/* ---- node_testutil.c ---- */
 
 /* n distinct free TCP ports on 127.0.0.1 (bound together, then released). */
 void free_ports(int *ports, int n);
@@ -106,7 +106,7 @@ void wait_serving(int i);
 int group_setup(void **state);
 int group_teardown(void **state);
 
-/* ---- node_test_calls.c ---- */
+/* ---- node_calls_testutil.c ---- */
 
 Lapse__AttributeValue *pb_s(arena *a, const char *s);
 Lapse__AttributeValue *pb_n(arena *a, const char *n);

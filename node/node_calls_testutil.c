@@ -1,8 +1,8 @@
 /*
- * node_test_calls.c: request builders and one function per node call, for
- * node_test (node_test_util.h). Requests are built from the caller's arena.
+ * node_calls_testutil.c: request builders and one function per node call, for
+ * node_test (node_testutil.h). Requests are built from the caller's arena.
  */
-#include "node_test_util.h"
+#include "node_testutil.h"
 
 Lapse__AttributeValue *pb_s(arena *a, const char *s)
 {

@@ -1,10 +1,10 @@
 /*
- * node_ttl_util.c: the helpers of node_ttl_test.c (node_ttl_util.h).
+ * node_ttl_testutil.c: the helpers of node_ttl_test.c (node_ttl_testutil.h).
  */
 #include <arpa/inet.h>
 #include <sys/time.h>
 
-#include "node_ttl_util.h"
+#include "node_ttl_testutil.h"
 
 int metrics_port[NODES];
 int skewed[NODES]; /* node i runs with --debug-clock-offset-ms */

@@ -1,14 +1,14 @@
 /*
- * node_ttl_util.h: the helpers of node_ttl_test.c (node_ttl_util.c): the TTL
+ * node_ttl_testutil.h: the helpers of node_ttl_test.c (node_ttl_testutil.c): the TTL
  * nodes it starts, the coordinator's TTL calls, item helpers and /metrics
- * scraping. Builds on node_test_util.h (the cluster state nt).
+ * scraping. Builds on node_testutil.h (the cluster state nt).
  *
  * Not thread-safe: one test thread drives everything.
  */
-#ifndef LAPSE_NODE_TTL_UTIL_H
-#define LAPSE_NODE_TTL_UTIL_H
+#ifndef LAPSE_NODE_TTL_TESTUTIL_H
+#define LAPSE_NODE_TTL_TESTUTIL_H
 
-#include "node_test_util.h"
+#include "node_testutil.h"
 
 #define ATTR "exp"
 #define BF_TABLE "node_ttl.backfill"

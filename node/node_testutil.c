@@ -1,9 +1,9 @@
 /*
- * node_test_util.c: processes, the partition map, setup and teardown for
- * node_test (node_test_util.h). Daemons start with posix_spawn (NNG is not
+ * node_testutil.c: processes, the partition map, setup and teardown for
+ * node_test (node_testutil.h). Daemons start with posix_spawn (NNG is not
  * fork-safe); every wait is a loop on a condition with a deadline.
  */
-#include "node_test_util.h"
+#include "node_testutil.h"
 
 extern char **environ;
 

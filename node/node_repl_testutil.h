@@ -1,19 +1,19 @@
 /*
- * node_repl_util.h: the helpers of node_repl_test.c (node_repl_util.c): the
+ * node_repl_testutil.h: the helpers of node_repl_test.c (node_repl_testutil.c): the
  * table it replicates (an LSI, a keys-only GSI and a stream), its nodes,
  * item calls routed by the map, and whole views of the table: the base
  * items (scan of every partition), the GSI entries (query of every GSI
  * partition key on the owner of its partition) and the stream (every shard
- * from its host, checked gapless). Builds on node_test_util.h (state nt) and
- * node_ttl_util.h (TTL calls, /metrics).
+ * from its host, checked gapless). Builds on node_testutil.h (state nt) and
+ * node_ttl_testutil.h (TTL calls, /metrics).
  *
  * Not thread-safe, except get_records (the long-poll test calls it from a
  * second thread).
  */
-#ifndef LAPSE_NODE_REPL_UTIL_H
-#define LAPSE_NODE_REPL_UTIL_H
+#ifndef LAPSE_NODE_REPL_TESTUTIL_H
+#define LAPSE_NODE_REPL_TESTUTIL_H
 
-#include "node_ttl_util.h"
+#include "node_ttl_testutil.h"
 
 #define RT "repl.items" /* pk S "pk", sk N "sk"; TTL attribute "exp" */
 #define RT_PARTS 4
