@@ -5,7 +5,7 @@
  * with concurrent writes, after a config change) and the naive scan of
  * --ttl-naive-scan. The write path and the sweep are in expiry_test.c.
  */
-#include "expiry_test_util.h"
+#include "expiry_testutil.h"
 
 /* ======================================================================== */
 /* Backlog, hook, undeletable, drop                                         */

@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "expiry_test_util.h"
+#include "expiry_testutil.h"
 #include "itemkey.h"
 #include "store_int.h"
 

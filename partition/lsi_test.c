@@ -12,7 +12,7 @@
  */
 #include "../common/clock.h"
 #include "expiry.h"
-#include "repl_test_util.h"
+#include "repl_testutil.h"
 #include "store_int.h"
 
 /* ======================================================================== */

@@ -14,7 +14,7 @@
 #include "../common/clock.h"
 #include "expiry.h"
 #include "outbox.h"
-#include "repl_test_util.h"
+#include "repl_testutil.h"
 #include "store_int.h"
 
 static item *fkey(const char *pk, int sk)

@@ -1,6 +1,6 @@
 /*
  * replog_commit_test: how a replicated commit meets its replicas, on the
- * primary/replica pair of replog_test_util.h:
+ * primary/replica pair of replog_testutil.h:
  *  - every commit (write, batch, TTL sweep, backfill step) waits for its
  *    replicas with its partition's stripe lock released;
  *  - a follower applies the records of several partitions in one batch, each
@@ -9,7 +9,7 @@
  *    (prepare), or, taking them in at commit, refuses the write: a write
  *    never takes the outbox number of a record taken in.
  */
-#include "replog_test_util.h"
+#include "replog_testutil.h"
 
 #include <pthread.h>
 

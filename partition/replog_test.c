@@ -14,7 +14,7 @@
  * writes go on, then given the log from the snapshot's position, equals
  * the primary key for key; entries of another partition are refused.
  */
-#include "replog_test_util.h"
+#include "replog_testutil.h"
 
 #include "../common/clock.h"
 #include "expiry.h"

@@ -4,7 +4,7 @@
  * over S and N sort keys, pagination that must return every item exactly
  * once, byte limits on pages, and scans.
  */
-#include "store_test_util.h"
+#include "store_testutil.h"
 
 /* ======================================================================== */
 /* Queries                                                                  */

@@ -6,7 +6,7 @@
  */
 #include <pthread.h>
 
-#include "store_test_util.h"
+#include "store_testutil.h"
 
 /* ======================================================================== */
 /* Point operations and conditions                                          */

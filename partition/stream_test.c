@@ -9,7 +9,7 @@
 #include "apply.h"
 #include "expiry.h"
 #include "outbox.h"
-#include "repl_test_util.h"
+#include "repl_testutil.h"
 #include "store_int.h"
 #include "stream.h"
 

@@ -1,8 +1,8 @@
 /*
- * expiry_test_util.c: the fixture, items and index helpers shared by
- * expiry_test.c and expiry_backfill_test.c (declared in expiry_test_util.h).
+ * expiry_testutil.c: the fixture, items and index helpers shared by
+ * expiry_test.c and expiry_backfill_test.c (declared in expiry_testutil.h).
  */
-#include "expiry_test_util.h"
+#include "expiry_testutil.h"
 
 #include "itemkey.h"
 #include "store_int.h"

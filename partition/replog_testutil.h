@@ -1,17 +1,17 @@
 /*
- * replog_test_util.h: a primary store (the fixture's) and a replica store in
+ * replog_testutil.h: a primary store (the fixture's) and a replica store in
  * temp dirs, for replog_test and replog_commit_test: the pair's hooks apply
  * each record on the replica in-process, as the node's hooks do over the
  * network (a failed ship injected by fail_ships; a gap answered by
  * resending the log from where the replica stands), and helpers to compare
  * the two copies and to take records from a log. Implemented in
- * replog_test_util.c.
+ * replog_testutil.c.
  */
-#ifndef LAPSE_REPLOG_TEST_UTIL_H
-#define LAPSE_REPLOG_TEST_UTIL_H
+#ifndef LAPSE_REPLOG_TESTUTIL_H
+#define LAPSE_REPLOG_TESTUTIL_H
 
 #include "replog.h"
-#include "store_test_util.h"
+#include "store_testutil.h"
 
 typedef struct pair {
     fixture *f;

@@ -1,17 +1,17 @@
 /*
- * repl_test_util.h: the harness of lsi_test, outbox_test and apply_test, on
- * top of store_test_util.h: two tables with indexes and a stream, and
+ * repl_testutil.h: the harness of lsi_test, outbox_test and apply_test, on
+ * top of store_testutil.h: two tables with indexes and a stream, and
  * white-box readers of the new column families. Expected index keys are
  * built by hand from the documented layouts (docs/replication.md) with
  * keycodec and hash directly, not with itemkey.c. Implemented in
- * repl_test_util.c.
+ * repl_testutil.c.
  */
-#ifndef LAPSE_REPL_TEST_UTIL_H
-#define LAPSE_REPL_TEST_UTIL_H
+#ifndef LAPSE_PARTITION_REPL_TESTUTIL_H
+#define LAPSE_PARTITION_REPL_TESTUTIL_H
 
 #include "apply.h"
 #include "../common/change.h"
-#include "store_test_util.h"
+#include "store_testutil.h"
 
 /* Cust S, Order S, 4 partitions; LSI ByDate (id 1, Date N) and ByStatus
  * (id 2, Status S); TTL enabled on Exp; no outbox. */
@@ -22,7 +22,7 @@ extern table_schema orders;
 extern table_schema feed;
 extern int64_t now_s; /* real now at setup, seconds */
 
-/* setup/teardown: the tables, then store_test_util's fixture; teardown also
+/* setup/teardown: the tables, then store_testutil's fixture; teardown also
  * restores the wall clock. */
 int rsetup(void **state);
 int rteardown(void **state);

@@ -1,14 +1,14 @@
 /*
- * store_test_util.h: the harness of store_test and store_query_test: a
+ * store_testutil.h: the harness of store_test and store_query_test: a
  * partition store in a fresh scratch directory per test (setup/teardown, for
  * cmocka_unit_test_setup_teardown), the three test tables, and builders for
- * items and attribute values. Implemented in store_test_util.c.
+ * items and attribute values. Implemented in store_testutil.c.
  *
  * Not thread-safe: one test thread drives the fixture (the store itself is
  * thread-safe, which the concurrency tests rely on).
  */
-#ifndef LAPSE_STORE_TEST_UTIL_H
-#define LAPSE_STORE_TEST_UTIL_H
+#ifndef LAPSE_STORE_TESTUTIL_H
+#define LAPSE_STORE_TESTUTIL_H
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "../common/lapse_err.h"
-#include "../storage/testdir.h"
+#include "../storage/storage_testutil.h"
 #include "../placement/hash.h"
 #include "store.h"
 

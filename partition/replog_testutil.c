@@ -1,6 +1,6 @@
-/* replog_test_util.c: the primary/replica pair of replog_test and
- * replog_commit_test (replog_test_util.h). */
-#include "replog_test_util.h"
+/* replog_testutil.c: the primary/replica pair of replog_test and
+ * replog_commit_test (replog_testutil.h). */
+#include "replog_testutil.h"
 
 #include "../common/clock.h"
 #include "expiry.h"

@@ -1,8 +1,8 @@
 /*
- * repl_test_util.c: the harness shared by the replication tests (declared
- * in repl_test_util.h).
+ * repl_testutil.c: the harness shared by the replication tests (declared
+ * in repl_testutil.h).
  */
-#include "repl_test_util.h"
+#include "repl_testutil.h"
 
 #include "../common/clock.h"
 #include "../common/keycodec.h"

@@ -1,17 +1,17 @@
 /*
- * expiry_test_util.h: the harness of expiry_test and expiry_backfill_test,
- * on top of store_test_util.h: two TTL tables, items with a TTL value of
+ * expiry_testutil.h: the harness of expiry_test and expiry_backfill_test,
+ * on top of store_testutil.h: two TTL tables, items with a TTL value of
  * every kind, the expiry column family read directly (white-box: the
  * expected index keys are built by hand from the documented layout,
  * docs/storage-format.md, not with the code under test), and sweeps.
- * Implemented in expiry_test_util.c.
+ * Implemented in expiry_testutil.c.
  */
-#ifndef LAPSE_EXPIRY_TEST_UTIL_H
-#define LAPSE_EXPIRY_TEST_UTIL_H
+#ifndef LAPSE_EXPIRY_TESTUTIL_H
+#define LAPSE_EXPIRY_TESTUTIL_H
 
 #include "../common/clock.h"
 #include "expiry.h"
-#include "store_test_util.h"
+#include "store_testutil.h"
 #include "../common/ttl.h"
 
 extern table_schema sess; /* Pk S, Sk N, 4 partitions, TTL on "Exp" */
@@ -24,7 +24,7 @@ table_schema ttl_table(uint32_t id, const char *name, int with_sk, uint32_t part
  * delete's old image), so they judge it, where a plain table's trust the
  * expiry entry. */
 void with_stream(table_schema *t);
-/* cmocka setup: sess, solo, base_s, then store_test_util's setup. */
+/* cmocka setup: sess, solo, base_s, then store_testutil's setup. */
 int esetup(void **state);
 clock_wall at_ms(int64_t ms);
 

@@ -1,8 +1,8 @@
 /*
- * store_test_util.c: the fixture and item helpers shared by store_test.c and
- * store_query_test.c (declared in store_test_util.h).
+ * store_testutil.c: the fixture and item helpers shared by store_test.c and
+ * store_query_test.c (declared in store_testutil.h).
  */
-#include "store_test_util.h"
+#include "store_testutil.h"
 
 table_schema music;
 table_schema events;
