@@ -1,6 +1,9 @@
 /*
  * main.c: lapse-node's flags, signals and lifecycle. Everything else is in
- * node.c and the modules it opens.
+ * node.c and the modules it opens. main runs four phases, each returning
+ * -1 to go on or the exit status: parse_flags, validate_flags, open_node
+ * (process settings, the stop signals, node_open) and serve (wait for a stop
+ * signal, node_close).
  *
  * Exit status: 0 after SIGTERM/SIGINT and a clean shutdown; 1 when the node
  * cannot start (data dir unusable or owned by another node id, address in
@@ -17,6 +20,7 @@
 #include "../common/config.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../common/stopsig.h"
 #include "../common/token.h"
 #include "../partition/replog.h"
 #include "node.h"
@@ -146,59 +150,69 @@ static void *shutdown_watchdog(void *arg)
     return NULL;
 }
 
-int main(int argc, char **argv)
+static const struct option longopts[] = {
+    {"id", required_argument, NULL, 'i'},
+    {"listen", required_argument, NULL, 'l'},
+    {"coordinator", required_argument, NULL, 'c'},
+    {"data", required_argument, NULL, 'd'},
+    {"advertise", required_argument, NULL, 'a'},
+    {"workers", required_argument, NULL, 'w'},
+    {"log-level", required_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"ttl-workers", required_argument, NULL, 'T'},
+    {"ttl-max-deletes-per-sec", required_argument, NULL, 'D'},
+    {"ttl-backfill-rate", required_argument, NULL, 'B'},
+    {"max-clock-skew-ms", required_argument, NULL, 'S'},
+    {"metrics-listen", required_argument, NULL, 'M'},
+    {"ttl-naive-scan", no_argument, NULL, 'N'},
+    {"ttl-naive-interval-ms", required_argument, NULL, 'I'},
+    {"repl-workers", required_argument, NULL, 'R'},
+    {"cluster-token-file", required_argument, NULL, 'C'},
+    {"etcd", required_argument, NULL, 'e'},
+    {"cluster-name", required_argument, NULL, 'n'},
+    {"lease-ttl", required_argument, NULL, 'E'},
+    {"replog-retain", required_argument, NULL, 'L'},
+    /* Hidden, for tests: shifts this node's wall clock (clock skew). */
+    {"debug-clock-offset-ms", required_argument, NULL, 'O'},
+    /* Hidden, for tests: the stream retention period (60 s). */
+    {"debug-stream-trim-interval-ms", required_argument, NULL, 'Y'},
+    /* Hidden fault point, for tests: SIGKILL after N batches applied by other nodes,
+     * before their ack is recorded (shipper.h). */
+    {"debug-repl-kill-after-batches", required_argument, NULL, 'K'},
+    /* Hidden, for benchmarks: the shipper ships nothing for N ms after the
+     * start, so an outbox backlog builds up (lapse-repl-bench ceiling). */
+    {"debug-repl-hold-ms", required_argument, NULL, 'H'},
+    /* Hidden fault switch, for tests: while DIR/node<ID>.refuse-replicate-log
+     * exists, every ReplicateLog call is refused (a follower that is UP but
+     * cannot take its primary's records). */
+    {"debug-fault-dir", required_argument, NULL, 'F'},
+    {NULL, 0, NULL, 0},
+};
+
+/* What the command line says: the node's options and what main itself
+ * applies before opening the node. */
+typedef struct flags {
+    node_options opt;
+    enum log_level level;
+    long long clock_offset_ms;
+    const char *cluster_token_file;
+} flags;
+
+/* Parses the --config file's settings, then the command line, into *f.
+ * Returns -1 to go on, 0 after --help, or 2 on a bad flag (said on
+ * stderr). */
+static int parse_flags(int argc, char **argv, flags *f)
 {
-    static const struct option longopts[] = {
-        {"id", required_argument, NULL, 'i'},
-        {"listen", required_argument, NULL, 'l'},
-        {"coordinator", required_argument, NULL, 'c'},
-        {"data", required_argument, NULL, 'd'},
-        {"advertise", required_argument, NULL, 'a'},
-        {"workers", required_argument, NULL, 'w'},
-        {"log-level", required_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {"ttl-workers", required_argument, NULL, 'T'},
-        {"ttl-max-deletes-per-sec", required_argument, NULL, 'D'},
-        {"ttl-backfill-rate", required_argument, NULL, 'B'},
-        {"max-clock-skew-ms", required_argument, NULL, 'S'},
-        {"metrics-listen", required_argument, NULL, 'M'},
-        {"ttl-naive-scan", no_argument, NULL, 'N'},
-        {"ttl-naive-interval-ms", required_argument, NULL, 'I'},
-        {"repl-workers", required_argument, NULL, 'R'},
-        {"cluster-token-file", required_argument, NULL, 'C'},
-        {"etcd", required_argument, NULL, 'e'},
-        {"cluster-name", required_argument, NULL, 'n'},
-        {"lease-ttl", required_argument, NULL, 'E'},
-        {"replog-retain", required_argument, NULL, 'L'},
-        /* Hidden, for tests: shifts this node's wall clock (clock skew). */
-        {"debug-clock-offset-ms", required_argument, NULL, 'O'},
-        /* Hidden, for tests: the stream retention period (60 s). */
-        {"debug-stream-trim-interval-ms", required_argument, NULL, 'Y'},
-        /* Hidden fault point, for tests: SIGKILL after N batches applied by other nodes,
-         * before their ack is recorded (shipper.h). */
-        {"debug-repl-kill-after-batches", required_argument, NULL, 'K'},
-        /* Hidden, for benchmarks: the shipper ships nothing for N ms after the
-         * start, so an outbox backlog builds up (lapse-repl-bench ceiling). */
-        {"debug-repl-hold-ms", required_argument, NULL, 'H'},
-        /* Hidden fault switch, for tests: while DIR/node<ID>.refuse-replicate-log
-         * exists, every ReplicateLog call is refused (a follower that is UP but
-         * cannot take its primary's records). */
-        {"debug-fault-dir", required_argument, NULL, 'F'},
-        {NULL, 0, NULL, 0},
-    };
-    node_options opt = {0};
-    opt.ttl.workers = EXPIRE_DEFAULT_WORKERS;
-    opt.ttl.max_clock_skew_ms = EXPIRE_DEFAULT_MAX_SKEW_MS;
-    opt.ttl.naive_interval_ms = EXPIRE_DEFAULT_NAIVE_INTERVAL_MS;
-    opt.repl_workers = SHIPPER_DEFAULT_WORKERS;
-    enum log_level level = LOG_INFO;
-    long long clock_offset_ms = 0;
-    const char *cluster_token_file = NULL;
-    static char cluster_token[NODE_MAX_TOKEN + 1];
     long long v;
     int c, rv;
-
     char cerr[4200];
+
+    memset(f, 0, sizeof(*f));
+    f->opt.ttl.workers = EXPIRE_DEFAULT_WORKERS;
+    f->opt.ttl.max_clock_skew_ms = EXPIRE_DEFAULT_MAX_SKEW_MS;
+    f->opt.ttl.naive_interval_ms = EXPIRE_DEFAULT_NAIVE_INTERVAL_MS;
+    f->opt.repl_workers = SHIPPER_DEFAULT_WORKERS;
+    f->level = LOG_INFO;
     if (config_argv_init(&g_args, argc, argv, longopts, cerr, sizeof(cerr)) != 0) {
         fprintf(stderr, "lapse-node: %s\nTry 'lapse-node --help'.\n", cerr);
         return 2;
@@ -212,28 +226,28 @@ int main(int argc, char **argv)
             if ((rv = int_flag("--id", 1, 65535, &v)) != 0) {
                 return rv;
             }
-            opt.id = (uint32_t)v;
+            f->opt.id = (uint32_t)v;
             break;
         case 'l':
-            opt.listen_url = optarg;
+            f->opt.listen_url = optarg;
             break;
         case 'c':
-            opt.coordinator_url = optarg;
+            f->opt.coordinator_url = optarg;
             break;
         case 'd':
-            opt.data_dir = optarg;
+            f->opt.data_dir = optarg;
             break;
         case 'a':
-            opt.advertise_url = optarg;
+            f->opt.advertise_url = optarg;
             break;
         case 'w':
             if ((rv = int_flag("--workers", 1, 256, &v)) != 0) {
                 return rv;
             }
-            opt.workers = (int)v;
+            f->opt.workers = (int)v;
             break;
         case 'v':
-            if (log_level_parse(optarg, &level) != 0) {
+            if (log_level_parse(optarg, &f->level) != 0) {
                 return bad_usage("--log-level must be debug, info, warn or error, not \"%s\"",
                                  optarg);
             }
@@ -242,7 +256,7 @@ int main(int argc, char **argv)
             if ((rv = int_flag("--ttl-workers", 1, EXPIRE_MAX_WORKERS, &v)) != 0) {
                 return rv;
             }
-            opt.ttl.workers = (int)v;
+            f->opt.ttl.workers = (int)v;
             break;
         case 'D':
             if (parse_int(optarg, 0, 1000000000LL, &v) != 0) {
@@ -250,7 +264,7 @@ int main(int argc, char **argv)
                                  "to 1000000000, not \"%s\"",
                                  optarg);
             }
-            opt.ttl.max_deletes_per_sec = (uint64_t)v;
+            f->opt.ttl.max_deletes_per_sec = (uint64_t)v;
             break;
         case 'B':
             if (parse_int(optarg, 0, 1000000000LL, &v) != 0) {
@@ -258,28 +272,28 @@ int main(int argc, char **argv)
                                  "1000000000, not \"%s\"",
                                  optarg);
             }
-            opt.ttl.backfill_items_per_s = (uint64_t)v;
+            f->opt.ttl.backfill_items_per_s = (uint64_t)v;
             break;
         case 'S':
             if ((rv = int_flag("--max-clock-skew-ms", 1, 86400000LL, &v)) != 0) {
                 return rv;
             }
-            opt.ttl.max_clock_skew_ms = v;
+            f->opt.ttl.max_clock_skew_ms = v;
             break;
         case 'M':
             if (strchr(optarg, ':') == NULL) {
                 return bad_usage("--metrics-listen must be HOST:PORT, not \"%s\"", optarg);
             }
-            opt.metrics_listen = optarg;
+            f->opt.metrics_listen = optarg;
             break;
         case 'N': /* benchmark 6 only (docs/node.md) */
-            opt.ttl.naive_scan = 1;
+            f->opt.ttl.naive_scan = 1;
             break;
         case 'I':
             if ((rv = int_flag("--ttl-naive-interval-ms", 1, 3600000LL, &v)) != 0) {
                 return rv;
             }
-            opt.ttl.naive_interval_ms = v;
+            f->opt.ttl.naive_interval_ms = v;
             break;
         case 'O':
             if (parse_int(optarg, -315576000000LL, 315576000000LL, &v) != 0) {
@@ -287,58 +301,58 @@ int main(int argc, char **argv)
                                  "\"%s\"",
                                  optarg);
             }
-            clock_offset_ms = v;
+            f->clock_offset_ms = v;
             break;
         case 'R':
             if ((rv = int_flag("--repl-workers", 1, SHIPPER_MAX_WORKERS, &v)) != 0) {
                 return rv;
             }
-            opt.repl_workers = (int)v;
+            f->opt.repl_workers = (int)v;
             break;
         case 'C':
-            cluster_token_file = optarg;
+            f->cluster_token_file = optarg;
             break;
         case 'e':
             if (optarg[0] == 0) {
                 return bad_usage("%s", "--etcd wants its members' URLs");
             }
-            opt.etcd_endpoints = optarg;
+            f->opt.etcd_endpoints = optarg;
             break;
         case 'n':
-            opt.cluster_name = optarg;
+            f->opt.cluster_name = optarg;
             break;
         case 'E':
             if ((rv = int_flag("--lease-ttl", 2, 60, &v)) != 0) {
                 return rv;
             }
-            opt.lease_ttl_s = (int)v;
+            f->opt.lease_ttl_s = (int)v;
             break;
         case 'L':
             if ((rv = int_flag("--replog-retain", 16, 100000000LL, &v)) != 0) {
                 return rv;
             }
-            opt.replog_retain = (uint64_t)v;
+            f->opt.replog_retain = (uint64_t)v;
             break;
         case 'Y':
             if ((rv = int_flag("--debug-stream-trim-interval-ms", 1, 86400000LL, &v)) != 0) {
                 return rv;
             }
-            opt.stream_trim_interval_ms = v;
+            f->opt.stream_trim_interval_ms = v;
             break;
         case 'K':
             if ((rv = int_flag("--debug-repl-kill-after-batches", 1, 1000000000LL, &v)) != 0) {
                 return rv;
             }
-            opt.debug_repl_kill_after_batches = v;
+            f->opt.debug_repl_kill_after_batches = v;
             break;
         case 'H':
             if ((rv = int_flag("--debug-repl-hold-ms", 1, 3600000LL, &v)) != 0) {
                 return rv;
             }
-            opt.debug_repl_hold_ms = v;
+            f->opt.debug_repl_hold_ms = v;
             break;
         case 'F':
-            opt.debug_fault_dir = optarg;
+            f->opt.debug_fault_dir = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -352,66 +366,71 @@ int main(int argc, char **argv)
     if (optind < argc) {
         return bad_usage("unexpected argument \"%s\"", argv[optind]);
     }
-    if (opt.id == 0) {
+    return -1;
+}
+
+/* Checks the flags that are required or need one another. Returns -1 to go
+ * on or 2 (said on stderr). */
+static int validate_flags(const flags *f)
+{
+    if (f->opt.id == 0) {
         return bad_usage("%s", "--id is required");
     }
-    if (opt.listen_url == NULL || opt.listen_url[0] == 0) {
+    if (f->opt.listen_url == NULL || f->opt.listen_url[0] == 0) {
         return bad_usage("%s", "--listen is required");
     }
-    if (opt.data_dir == NULL || opt.data_dir[0] == 0) {
+    if (f->opt.data_dir == NULL || f->opt.data_dir[0] == 0) {
         return bad_usage("%s", "--data is required");
     }
-    if (opt.lease_ttl_s != 0 && opt.etcd_endpoints == NULL) {
+    if (f->opt.lease_ttl_s != 0 && f->opt.etcd_endpoints == NULL) {
         return bad_usage("%s", "--lease-ttl needs --etcd");
     }
-    if (opt.cluster_name != NULL && opt.etcd_endpoints == NULL) {
+    if (f->opt.cluster_name != NULL && f->opt.etcd_endpoints == NULL) {
         return bad_usage("%s", "--cluster-name needs --etcd");
     }
+    return -1;
+}
 
-    log_init("node", level);
-    if (cluster_token_file != NULL) {
-        char why[4200];
-        if (token_read_file(cluster_token_file, "cluster token", cluster_token,
-                            sizeof(cluster_token), why, sizeof(why)) != 0) {
-            log_error("cannot start: %s", why);
+/* Applies the process-wide settings (logging, the cluster token, the test
+ * clock offset), takes the stop signals (stopsig.h: before any thread
+ * starts, so every thread inherits the mask) and opens the node into *out.
+ * Returns -1 to go on, or 1 when the node cannot start (logged and said on
+ * stderr). */
+static int open_node(flags *f, node_server **out, sigset_t *waitset)
+{
+    static char cluster_token[NODE_MAX_TOKEN + 1];
+    char err[4200] = "";
+
+    log_init("node", f->level);
+    if (f->cluster_token_file != NULL) {
+        if (token_read_file(f->cluster_token_file, "cluster token", cluster_token,
+                            sizeof(cluster_token), err, sizeof(err)) != 0) {
+            log_error("cannot start: %s", err);
             return 1;
         }
-        opt.cluster_token = cluster_token;
+        f->opt.cluster_token = cluster_token;
     }
-    if (clock_offset_ms != 0) {
-        clock_wall_set_offset_ms(clock_offset_ms);
+    if (f->clock_offset_ms != 0) {
+        clock_wall_set_offset_ms(f->clock_offset_ms);
         log_warn("test flag --debug-clock-offset-ms: this node's wall clock is shifted by %lld ms",
-                 clock_offset_ms);
+                 f->clock_offset_ms);
     }
-
-    /* Block the stop signals before any thread starts, so every thread
-     * inherits the mask and only sigsuspend below takes them. */
-    sigset_t stopset, waitset;
-    sigemptyset(&stopset);
-    sigaddset(&stopset, SIGTERM);
-    sigaddset(&stopset, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stopset, &waitset);
-    sigdelset(&waitset, SIGTERM);
-    sigdelset(&waitset, SIGINT);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    node_server *ns = NULL;
-    char err[1024] = "";
-    rv = node_open(&ns, &opt, err, sizeof(err));
-    if (rv != 0) {
+    stopsig_block(on_signal, waitset);
+    if (node_open(out, &f->opt, err, sizeof(err)) != 0) {
         log_error("cannot start: %s", err);
         fprintf(stderr, "lapse-node: %s\n", err);
         return 1;
     }
-    log_info("node %u ready", opt.id);
+    log_info("node %u ready", f->opt.id);
+    return -1;
+}
+
+/* Serves until SIGTERM or SIGINT, then closes ns (a watchdog logs a slow
+ * step). Returns 0. */
+static int serve(node_server *ns, uint32_t id, const sigset_t *waitset)
+{
     while (!g_stop) {
-        sigsuspend(&waitset);
+        sigsuspend(waitset);
     }
     log_info("%s received: shutting down", g_stop == SIGINT ? "SIGINT" : "SIGTERM");
     pthread_t dog;
@@ -419,7 +438,25 @@ int main(int argc, char **argv)
         pthread_detach(dog);
     }
     node_close(ns);
-    log_info("node %u stopped", opt.id);
-    config_argv_fini(&g_args);
+    log_info("node %u stopped", id);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    flags f;
+    node_server *ns = NULL;
+    sigset_t waitset;
+    int rv = parse_flags(argc, argv, &f);
+    if (rv < 0) {
+        rv = validate_flags(&f);
+    }
+    if (rv < 0) {
+        rv = open_node(&f, &ns, &waitset);
+    }
+    if (rv < 0) {
+        rv = serve(ns, f.opt.id, &waitset);
+    }
+    config_argv_fini(&g_args);
+    return rv;
 }
