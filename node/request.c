@@ -15,6 +15,10 @@
 #include "../rpc/wire.h"
 #include "registry.h"
 
+/* ------------------------------------------------------------------------ */
+/* The body and the table                                                    */
+/* ------------------------------------------------------------------------ */
+
 int request_need_body(request_ctx *c, const void *body)
 {
     if (body != NULL) {
@@ -98,6 +102,10 @@ int request_find_table_id(request_ctx *c, uint32_t table_id)
     return table_found(c, NULL, table_id);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The item                                                                  */
+/* ------------------------------------------------------------------------ */
+
 int request_item_from_pb(request_ctx *c, const Lapse__Item *pb, int key_only, const char *what,
                          item **out)
 {
@@ -120,6 +128,10 @@ int request_item_from_pb(request_ctx *c, const Lapse__Item *pb, int key_only, co
     }
     return 0;
 }
+
+/* ------------------------------------------------------------------------ */
+/* The route                                                                 */
+/* ------------------------------------------------------------------------ */
 
 int request_partition_of(request_ctx *c, const item *it, uint32_t *part)
 {
@@ -201,6 +213,10 @@ int request_route_pk(request_ctx *c, const attr_value *pk, uint32_t *part)
     }
     return request_owns(c, *part) ? 0 : request_wrong_node(c, *part);
 }
+
+/* ------------------------------------------------------------------------ */
+/* The condition and the store's error                                       */
+/* ------------------------------------------------------------------------ */
 
 int request_cond_from_pb(request_ctx *c, const Lapse__Condition *pb, store_cond *cond,
                          attr_value *value_out)
