@@ -438,6 +438,55 @@ int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_ou
     return dump(doc, json_out, err);
 }
 
+int lapse_rebalance_plan(lapse_client *c, char **json_out, lapse_error *err)
+{
+    Lapse__RebalanceRequest body = LAPSE__REBALANCE_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    int rv;
+
+    if (c == NULL || json_out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "rebalance: NULL argument");
+    }
+    *json_out = NULL;
+    body.dry_run = 1;
+    req.body_case = LAPSE__REQUEST__BODY_REBALANCE;
+    req.rebalance = &body;
+    if ((rv = client_call_coord(c, &req, 1, &resp, err)) != 0) {
+        return rv;
+    }
+    const Lapse__RebalanceResponse *rb = resp->rebalance;
+    if (resp->body_case != LAPSE__RESPONSE__BODY_REBALANCE || rb == NULL) {
+        rpc_response_free(resp);
+        return client_err(err, LAPSE_EPROTO, "rebalance: reply has no rebalance body");
+    }
+    pthread_mutex_lock(&c->mu); /* table names; ids where the client's map is older */
+    pmap *pm = c->map != NULL ? pmap_dup(c->map) : NULL;
+    pthread_mutex_unlock(&c->mu);
+    json_t *moves = json_array();
+    for (size_t i = 0; moves != NULL && i < rb->n_moves; i++) {
+        const Lapse__RebalanceMove *m = rb->moves[i];
+        const pmap_table *t = pm != NULL ? pmap_table_find_id(pm, m->table_id) : NULL;
+        json_t *o =
+            t != NULL
+                ? json_pack("{s:s,s:i,s:i,s:i}", "Table", t->schema.name, "Partition",
+                            (int)m->partition, "From", (int)m->from_node, "To", (int)m->to_node)
+                : json_pack("{s:i,s:i,s:i,s:i}", "TableId", (int)m->table_id, "Partition",
+                            (int)m->partition, "From", (int)m->from_node, "To", (int)m->to_node);
+        if (o == NULL || json_array_append_new(moves, o) != 0) {
+            json_decref(moves);
+            moves = NULL;
+        }
+    }
+    pmap_free(pm);
+    json_t *doc = moves != NULL
+                      ? json_pack("{s:o,s:i,s:I}", "Moves", moves, "Moving", (int)rb->moving,
+                                  "PartitionMapVersion", (json_int_t)rb->pmap_version)
+                      : NULL;
+    rpc_response_free(resp);
+    return dump(doc, json_out, err);
+}
+
 /* The "Nodes" list of a cluster status: each node's heartbeat figures, and
  * from the map pm (NULL: none in the reply, counted as 0) the copies it
  * holds of every set (base partitions, GSI partitions, stream shards) as

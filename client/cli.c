@@ -28,6 +28,12 @@ static const cli_command commands[] = {
      "at once: run it again to follow the drain, done when BaseCopiesLeft is 0. OtherCopies\n"
      "do not move yet (single-copy tables, GSI partitions, stream shards). --stop ends the\n"
      "drain (copies already moved stay moved). An admin call: sends the admin token."},
+    {"rebalance", cli_rebalance, "--dry-run",
+     "Prints the moves the coordinator's rebalancer would make now to bring every node\n"
+     "within one of the others' count of copies of replicated tables' partitions:\n"
+     "{\"Moves\":[{\"Table\",\"Partition\",\"From\",\"To\"}],\"Moving\":N,...}. The\n"
+     "coordinator makes them on its own, a few at a time, while every node is UP and none\n"
+     "drains (a node that joins gets its share of the older tables so); [] means balanced."},
     {"create-table", cli_create_table,
      "T --partition-key NAME:S|N|B [--sort-key NAME:S|N|B] [--partitions N]\n"
      "             [--replication 1|2|3] [--hide-expired] [--lsi NAME=SK:TYPE]...\n"

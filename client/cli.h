@@ -97,6 +97,7 @@ int cli_print(cli_ctx *ctx, char *s);
 /* The commands (cli_admin.c, cli_items.c, cli_scan.c, cli_stream.c, cli_ttl.c). */
 int cli_cluster_status(cli_ctx *ctx, int argc, char **argv);
 int cli_node(cli_ctx *ctx, int argc, char **argv);
+int cli_rebalance(cli_ctx *ctx, int argc, char **argv);
 int cli_create_table(cli_ctx *ctx, int argc, char **argv);
 int cli_describe_table(cli_ctx *ctx, int argc, char **argv);
 int cli_list_tables(cli_ctx *ctx, int argc, char **argv);

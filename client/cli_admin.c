@@ -1,5 +1,6 @@
 /*
  * cli_admin.c: the table and cluster commands: cluster-status, node drain,
+ * rebalance --dry-run,
  * create-table (with its index and stream flags), describe-table,
  * list-tables, delete-table.
  */
@@ -31,6 +32,12 @@ static int status_call(lapse_client *c, const char *arg, char **json, lapse_erro
 {
     (void)arg;
     return lapse_cluster_status(c, json, err);
+}
+
+static int rebalance_call(lapse_client *c, const char *arg, char **json, lapse_error *err)
+{
+    (void)arg;
+    return lapse_rebalance_plan(c, json, err);
 }
 
 static int list_call(lapse_client *c, const char *arg, char **json, lapse_error *err)
@@ -72,6 +79,21 @@ int cli_node(cli_ctx *ctx, int argc, char **argv)
         return cli_fail(ctx, &err);
     }
     return cli_print(ctx, json);
+}
+
+/* lapse rebalance --dry-run */
+int cli_rebalance(cli_ctx *ctx, int argc, char **argv)
+{
+    static const char *const switches[] = {"--dry-run", NULL};
+    cli_args a;
+    int rv = cli_parse(ctx, argc, argv, 0, NULL, switches, &a);
+    if (rv != CLI_OK) {
+        return rv;
+    }
+    if (cli_flag(&a, "--dry-run") == NULL) {
+        return cli_usage(ctx, "the coordinator rebalances on its own; --dry-run prints its plan");
+    }
+    return print_call(ctx, rebalance_call, NULL);
 }
 
 int cli_list_tables(cli_ctx *ctx, int argc, char **argv)

@@ -200,6 +200,13 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err);
  * admin call: sends the admin token. */
 int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_out,
                      lapse_error *err);
+/* The rebalancer's plan (docs/replication.md, "Rebalancing"): the moves of
+ * base copies of replicated tables that would bring every node within one
+ * of the others, as {"Moves":[{"Table","Partition","From","To"}],"Moving":N,
+ * "PartitionMapVersion"}. The coordinator leader carries such moves out on
+ * its own, a few at a time, while every node is UP and none drains; an
+ * empty list means balanced. */
+int lapse_rebalance_plan(lapse_client *c, char **json_out, lapse_error *err);
 
 /* ---- item calls ---- */
 

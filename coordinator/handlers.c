@@ -552,6 +552,12 @@ void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *re
             return;
         }
         break;
+    case LAPSE__REQUEST__BODY_REBALANCE:
+        if (req->rebalance != NULL) {
+            mover_rebalance(s, req->rebalance, resp, a);
+            return;
+        }
+        break;
     case LAPSE__REQUEST__BODY__NOT_SET:
         rpc_set_error(resp, a, LAPSE_EPROTO, "empty request");
         return;

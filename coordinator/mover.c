@@ -2,6 +2,7 @@
 #include "mover.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
@@ -21,7 +22,14 @@ static int may_take(const pmap *pm, uint32_t id)
     return n != NULL && n->state == PMAP_NODE_UP && !n->draining;
 }
 
-/* A set holding a draining member and a copy more than its table keeps:
+/* Whether member id of r leaves it: the rebalancer's leaving member, or a
+ * draining node. */
+static int leaves(const pmap *pm, const pmap_replicas *r, uint32_t id)
+{
+    return id == r->leaving || draining(pm, id);
+}
+
+/* A set holding a leaving member and a copy more than its table keeps:
  * between a move's first and last step. */
 static int moving(const pmap *pm, const pmap_replicas *r, uint32_t rf)
 {
@@ -29,7 +37,7 @@ static int moving(const pmap *pm, const pmap_replicas *r, uint32_t rf)
         return 0;
     }
     for (uint32_t k = 0; k < r->n; k++) {
-        if (draining(pm, r->ids[k])) {
+        if (leaves(pm, r, r->ids[k])) {
             return 1;
         }
     }
@@ -90,10 +98,12 @@ static uint32_t target_for(const pmap *pm, const pmap_replicas *r)
 typedef struct pass {
     size_t added, handed, removed, stuck;
     size_t in_move;
+    size_t rebalanced; /* of added: moves the rebalancer started */
 } pass;
 
 /* One step of the move of set r (table id tid, partition p, rf copies) in
- * next, if it has a draining member and a step can be taken now. */
+ * next, if it has a leaving member (the rebalancer's, or a draining node)
+ * and a step can be taken now. */
 static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_t rf, pass *ps)
 {
     int d = -1;
@@ -101,8 +111,8 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
     int catching_up = 0;
     for (uint32_t k = 0; k < r->n; k++) {
         uint32_t id = r->ids[k];
-        if (draining(next, id)) {
-            d = d < 0 || d == 0 ? (int)k : d; /* a draining follower before the primary */
+        if (leaves(next, r, id)) {
+            d = d < 0 || d == 0 ? (int)k : d; /* a leaving follower before the primary */
             continue;
         }
         if (pmap_in_sync(r, k)) {
@@ -118,7 +128,7 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
     if (keep_in_sync >= rf) {
         /* Enough copies in sync off draining nodes: a draining primary
          * hands over first, then the draining copy goes. */
-        if (draining(next, r->ids[0]) && first_keep != 0) {
+        if (leaves(next, r, r->ids[0]) && first_keep != 0) {
             ps->handed += pmap_replica_handover(next, tid, p, first_keep) == 0;
         } else if (d > 0) {
             ps->removed += pmap_replica_remove(next, tid, p, r->ids[d]) == 0;
@@ -140,12 +150,45 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
     ps->in_move++;
 }
 
+/* Whether the rebalancer may start moves in pm: no node draining and every
+ * node UP (a cluster that lost a node waits for it rather than move data
+ * around it), and a replicated table's copy somewhere to even out. */
+static int may_rebalance(const pmap *pm)
+{
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        if (pm->nodes[i].draining || pm->nodes[i].state != PMAP_NODE_UP) {
+            return 0;
+        }
+    }
+    for (size_t t = 0; t < pm->ntables; t++) {
+        if (schema_replication(&pm->tables[t].schema) >= 2) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether any set of pm is between a move's steps. */
+static int any_moving(const pmap *pm)
+{
+    for (size_t t = 0; t < pm->ntables; t++) {
+        const pmap_table *tb = &pm->tables[t];
+        uint32_t rf = schema_replication(&tb->schema);
+        for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
+            if (moving(pm, &tb->parts[p], rf) || tb->parts[p].leaving != 0) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 void mover_pass(server *s)
 {
     if (!server_leads(s)) {
         return;
     }
-    int any = 0;
+    int any = may_rebalance(s->pm) || any_moving(s->pm);
     for (size_t i = 0; i < s->pm->nnodes; i++) {
         any |= s->pm->nodes[i].draining;
     }
@@ -171,20 +214,32 @@ void mover_pass(server *s)
             step(next, tb->schema.id, p, &tb->parts[p], rf, &ps);
         }
     }
+    if (may_rebalance(next) && ps.in_move < MOVER_MAX_CONCURRENT) {
+        pmap_move mv[MOVER_MAX_CONCURRENT];
+        size_t n = pmap_rebalance_plan(next, mv, MOVER_MAX_CONCURRENT - ps.in_move);
+        for (size_t i = 0; i < n; i++) {
+            if (pmap_move_start(next, &mv[i]) == 0) {
+                ps.added++;
+                ps.in_move++;
+                ps.rebalanced++;
+            }
+        }
+    }
     if (ps.added + ps.handed + ps.removed == 0) {
         pmap_free(next);
         return;
     }
     char err[512];
     if (server_commit(s, next, s->next_table_id, err, sizeof(err)) != 0) {
-        log_warn("drain: cannot commit the map (retrying): %s", err);
+        log_warn("moves: cannot commit the map (retrying): %s", err);
         pmap_free(next);
         return;
     }
-    log_info("drain: map version %llu: %zu cop%s added, %zu primar%s handed over, %zu draining "
-             "cop%s removed; %zu set(s) being moved%s",
-             (unsigned long long)s->pm->version, ps.added, ps.added == 1 ? "y" : "ies", ps.handed,
-             ps.handed == 1 ? "y" : "ies", ps.removed, ps.removed == 1 ? "y" : "ies", ps.in_move,
+    log_info("moves: map version %llu: %zu cop%s added (%zu by the rebalancer), %zu primar%s "
+             "handed over, %zu leaving cop%s removed; %zu set(s) being moved%s",
+             (unsigned long long)s->pm->version, ps.added, ps.added == 1 ? "y" : "ies",
+             ps.rebalanced, ps.handed, ps.handed == 1 ? "y" : "ies", ps.removed,
+             ps.removed == 1 ? "y" : "ies", ps.in_move,
              ps.stuck > 0 ? "; some sets have no node to move to" : "");
     replicas_push(s);
 }
@@ -240,4 +295,55 @@ void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *r
     resp->node_drain = m;
 out:
     pthread_mutex_unlock(&s->lock);
+}
+
+void mover_rebalance(server *s, const Lapse__RebalanceRequest *r, Lapse__Response *resp, arena *a)
+{
+    (void)r; /* the leader rebalances on its own: a call only reads its plan */
+    Lapse__RebalanceResponse *m = arena_alloc(a, sizeof(*m));
+    if (m == NULL) {
+        rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__rebalance_response__init(m);
+    pthread_mutex_lock(&s->lock);
+    size_t max = 0;
+    for (size_t t = 0; t < s->pm->ntables; t++) {
+        max += s->pm->tables[t].schema.partitions;
+    }
+    pmap_move *mv = calloc(max > 0 ? max : 1, sizeof(*mv));
+    size_t n = mv != NULL ? pmap_rebalance_plan(s->pm, mv, max) : 0;
+    for (size_t t = 0; t < s->pm->ntables; t++) {
+        const pmap_table *tb = &s->pm->tables[t];
+        uint32_t rf = schema_replication(&tb->schema);
+        for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
+            m->moving += (uint32_t)(moving(s->pm, &tb->parts[p], rf) || tb->parts[p].leaving != 0);
+        }
+    }
+    m->pmap_version = s->pm->version;
+    pthread_mutex_unlock(&s->lock);
+    if (mv == NULL || (n > 0 && (m->moves = arena_alloc(a, n * sizeof(*m->moves))) == NULL)) {
+        free(mv);
+        rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        Lapse__RebalanceMove *x = arena_alloc(a, sizeof(*x));
+        if (x == NULL) {
+            free(mv);
+            rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
+            return;
+        }
+        lapse__rebalance_move__init(x);
+        x->table_id = mv[i].table_id;
+        x->partition = mv[i].part;
+        x->from_node = mv[i].from;
+        x->to_node = mv[i].to;
+        m->moves[i] = x;
+    }
+    m->n_moves = n;
+    free(mv);
+    resp->pmap_version = m->pmap_version;
+    resp->body_case = LAPSE__RESPONSE__BODY_REBALANCE;
+    resp->rebalance = m;
 }

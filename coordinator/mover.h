@@ -19,6 +19,13 @@
  * MOVER_MAX_CONCURRENT sets are between steps 1 and 3 at once, so a drain
  * does not flood the primaries with snapshots.
  *
+ * The same steps carry out the rebalancer's moves (docs/replication.md,
+ * "Rebalancing"): while every node is UP and none drains, each pass starts
+ * moves from pmap_rebalance_plan, up to MOVER_MAX_CONCURRENT in all, each
+ * marking the copy that leaves (pmap_replicas.leaving) and adding the new
+ * one in the same commit; a node that joins so gets its share of the
+ * tables made before it.
+ *
  * Not moved yet: copies of single-copy tables (they keep no log to catch a
  * new copy up from), GSI partitions and stream shards; NodeDrain counts
  * them apart. A drained node keeps its removed copies' data on disk.
@@ -53,5 +60,11 @@ void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *mov
  * a replicated table keeps copies), EIO (the commit failed). Takes
  * s->lock. */
 void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *resp, arena *a);
+
+/* Rebalance (lapse rebalance --dry-run): the moves pmap_rebalance_plan
+ * finds on the current map, all of them (the leader starts at most
+ * MOVER_MAX_CONCURRENT at a time on its own), and how many sets are
+ * moving now. Takes s->lock. */
+void mover_rebalance(server *s, const Lapse__RebalanceRequest *r, Lapse__Response *resp, arena *a);
 
 #endif

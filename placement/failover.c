@@ -1,6 +1,8 @@
 /* failover.c: replica set membership changes (contract in failover.h). */
 #include "failover.h"
 
+#include <stdlib.h>
+
 #include "../common/lapse_err.h"
 
 /* The set's in-sync bits, made explicit (an old map's 0 means all). */
@@ -316,6 +318,105 @@ int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id)
     r->ids[--r->n] = 0;
     r->in_sync = next;
     r->last_out = r->last_out == id ? 0 : r->last_out;
+    r->leaving = r->leaving == id ? 0 : r->leaving;
     r->changes++;
     return 0;
+}
+
+/* ============================== rebalancing ============================== */
+
+/* Whether node id takes part in rebalancing: UP and not draining. */
+static int balanced_node(const pmap *pm, uint32_t id)
+{
+    const pmap_node *n = pmap_node_find(pm, id);
+    return n != NULL && n->state == PMAP_NODE_UP && !n->draining;
+}
+
+/* A set the planner may move a copy of: as many members as its table
+ * keeps, all in sync, nothing leaving, every member taking part. */
+static int settled(const pmap *pm, const pmap_replicas *r, uint32_t rf)
+{
+    if (r->n != rf || r->leaving != 0 || __builtin_popcount(in_sync_bits(r)) != (int)r->n) {
+        return 0;
+    }
+    for (uint32_t k = 0; k < r->n; k++) {
+        if (!balanced_node(pm, r->ids[k])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max)
+{
+    size_t nn = pm->nnodes, n = 0;
+    size_t *count = calloc(nn > 0 ? nn : 1, sizeof(*count));
+    if (count == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < nn; i++) {
+        count[i] =
+            pmap_partitions_owned(pm, pm->nodes[i].id) + pmap_follower_copies(pm, pm->nodes[i].id);
+    }
+    while (n < max) {
+        size_t hi = nn, lo = nn;
+        for (size_t i = 0; i < nn; i++) {
+            if (!balanced_node(pm, pm->nodes[i].id)) {
+                continue;
+            }
+            hi = hi == nn || count[i] > count[hi] ? i : hi;
+            lo = lo == nn || count[i] < count[lo] ? i : lo;
+        }
+        if (hi == nn || count[hi] <= count[lo] + 1) {
+            break;
+        }
+        uint32_t from = pm->nodes[hi].id, to = pm->nodes[lo].id;
+        /* A follower copy first (no handover), then a primary's. */
+        int found = 0;
+        for (int want_primary = 0; want_primary < 2 && !found; want_primary++) {
+            for (size_t t = 0; t < pm->ntables && !found; t++) {
+                const pmap_table *tb = &pm->tables[t];
+                uint32_t rf = schema_replication(&tb->schema);
+                for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions && !found; p++) {
+                    const pmap_replicas *r = &tb->parts[p];
+                    int i = pmap_replicas_index(r, from);
+                    if (i < 0 || (i == 0) != want_primary || pmap_replicas_index(r, to) >= 0 ||
+                        !settled(pm, r, rf)) {
+                        continue;
+                    }
+                    int taken = 0;
+                    for (size_t m = 0; m < n; m++) {
+                        taken |= out[m].table_id == tb->schema.id && out[m].part == p;
+                    }
+                    if (!taken) {
+                        out[n++] = (pmap_move){tb->schema.id, p, from, to};
+                        found = 1;
+                    }
+                }
+            }
+        }
+        if (!found) {
+            break;
+        }
+        count[hi]--;
+        count[lo]++;
+    }
+    free(count);
+    return n;
+}
+
+int pmap_move_start(pmap *pm, const pmap_move *m)
+{
+    pmap_replicas *r = set_of(pm, m->table_id, m->part);
+    if (r == NULL) {
+        return LAPSE_ENOTFOUND;
+    }
+    if (pmap_replicas_index(r, m->from) < 0 || r->leaving != 0) {
+        return LAPSE_EINVAL;
+    }
+    int rv = pmap_replica_add(pm, m->table_id, m->part, m->to);
+    if (rv == 0) {
+        r->leaving = m->from;
+    }
+    return rv;
 }

@@ -121,6 +121,27 @@ int pmap_replica_handover(pmap *pm, uint32_t table_id, uint32_t part, uint32_t t
  * LAPSE_EUNAVAILABLE (id is in sync and fewer than min-in-sync copies of
  * the smaller set would stay in sync). */
 int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id);
+/* Rebalancing (docs/replication.md, "Rebalancing"): a move of set
+ * (table_id, part) from one node to another. */
+typedef struct pmap_move {
+    uint32_t table_id, part;
+    uint32_t from, to;
+} pmap_move;
+/* Up to max moves, into out, that bring every UP node that is not draining
+ * within one of the others' count of base copies of replicated tables
+ * (first and follower copies, pmap_partitions_owned +
+ * pmap_follower_copies): greedily, a copy of the fullest node to the
+ * emptiest, a follower's before a primary's (no handover), from sets that
+ * are settled (as many members as their table keeps, all in sync, none
+ * leaving, all UP and not draining), one move per set. Returns how many;
+ * 0 when balanced (or out of memory). pm is not changed. */
+size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max);
+/* Starts move m: m->to is added out of sync (pmap_replica_add) and m->from
+ * marked the set's leaving member, which the mover removes once the set
+ * has its copies in sync without it. 0, LAPSE_ENOTFOUND, LAPSE_EINVAL
+ * (from is not a member, or the set is moving already), or
+ * pmap_replica_add's errors. */
+int pmap_move_start(pmap *pm, const pmap_move *m);
 /* How many base partitions of replicated tables have node id as their
  * primary in new after another primary in old at a lower epoch: the
  * promotions of id from old to new (a failover that made it primary). A

@@ -313,6 +313,88 @@ static void test_move_a_copy(void **state)
     pmap_free(pm);
 }
 
+/* The rebalancer's plan: 8 sets of three on nodes 1-3, node 4 empty: six
+ * moves to node 4, two off each of the others, followers' copies first;
+ * none once the moves are done, none from or to a draining or DOWN node,
+ * none of a set already moving. */
+static void test_rebalance_plan(void **state)
+{
+    (void)state;
+    pmap *pm = pmap_new();
+    for (uint32_t id = 1; id <= 3; id++) {
+        char addr[64];
+        snprintf(addr, sizeof(addr), "tcp://127.0.0.1:%u", 7400 + id);
+        assert_int_equal(pmap_set_node(pm, id, addr, PMAP_NODE_UP), 0);
+    }
+    table_schema t;
+    memset(&t, 0, sizeof(t));
+    t.id = 1;
+    snprintf(t.name, sizeof(t.name), "rf3");
+    snprintf(t.pk.name, sizeof(t.pk.name), "pk");
+    t.pk.type = ATTR_S;
+    t.partitions = 8;
+    t.replication = 3;
+    assert_int_equal(pmap_add_table(pm, &t), 0);
+    pmap_move mv[16];
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0); /* balanced */
+    assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_UP), 0);
+    size_t n = pmap_rebalance_plan(pm, mv, 16);
+    assert_int_equal(n, 6);
+    size_t from[5] = {0};
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(mv[i].to, 4);
+        const pmap_replicas *r = pmap_part(&pm->tables[0], mv[i].part);
+        assert_true(pmap_replicas_index(r, mv[i].from) > 0); /* a follower's copy */
+        from[mv[i].from]++;
+        for (size_t j = 0; j < i; j++) {
+            assert_int_not_equal(mv[j].part, mv[i].part); /* one move per set */
+        }
+    }
+    assert_int_equal(from[1], 2);
+    assert_int_equal(from[2], 2);
+    assert_int_equal(from[3], 2);
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 2), 2); /* bounded */
+    /* A draining node takes part in no plan; neither does a DOWN one. */
+    assert_int_equal(pmap_set_node_draining(pm, 4, 1), 0);
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0);
+    assert_int_equal(pmap_set_node_draining(pm, 4, 0), 0);
+    assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_DOWN), 0);
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0);
+    assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_UP), 0);
+    /* Started: the leaving member is marked and the new copy out of sync;
+     * the set is left out of the next plan. */
+    n = pmap_rebalance_plan(pm, mv, 16);
+    assert_int_equal(pmap_move_start(pm, &mv[0]), 0);
+    pmap_replicas *r = &pm->tables[0].parts[mv[0].part];
+    assert_int_equal(r->leaving, mv[0].from);
+    assert_int_equal(r->n, 4);
+    assert_int_equal(pmap_move_start(pm, &mv[0]), LAPSE_EINVAL); /* moving already */
+    pmap_move again[16];
+    size_t m = pmap_rebalance_plan(pm, again, 16);
+    for (size_t i = 0; i < m; i++) {
+        assert_int_not_equal(again[i].part, mv[0].part);
+    }
+    /* Every move carried out (joined, then the leaving copy removed):
+     * balanced, 6 copies each. */
+    for (size_t i = 0; i < n; i++) {
+        pmap_replicas *s = &pm->tables[0].parts[mv[i].part];
+        if (i > 0) {
+            assert_int_equal(pmap_move_start(pm, &mv[i]), 0);
+        }
+        assert_int_equal(pmap_replica_join(pm, 1, mv[i].part, s->ids[0], s->epoch, 4, s->changes),
+                         0);
+        assert_int_equal(pmap_replica_remove(pm, 1, mv[i].part, mv[i].from), 0);
+        assert_int_equal(s->leaving, 0);
+        assert_int_equal(s->n, 3);
+    }
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0);
+    for (uint32_t id = 1; id <= 4; id++) {
+        assert_int_equal(pmap_partitions_owned(pm, id) + pmap_follower_copies(pm, id), 6);
+    }
+    assert_true(pmap_check(pm));
+    pmap_free(pm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_shrink),
         cmocka_unit_test(test_last_out_takes_over_a_lost_copy),
         cmocka_unit_test(test_move_a_copy),
+        cmocka_unit_test(test_rebalance_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

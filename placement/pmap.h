@@ -82,6 +82,8 @@ typedef struct pmap_replicas {
     uint64_t changes;  /* counts changes of the set and cancelled joins (failover.h) */
     uint32_t last_out; /* while ids[0] alone is in sync: the member that left last, holding
                           every acknowledged write; else 0 (failover.h) */
+    uint32_t leaving;  /* a member the rebalancer moves off: it leaves once the copy added
+                          for it is in sync; else 0 (failover.h, "Moves") */
 } pmap_replicas;
 
 typedef struct pmap_table {

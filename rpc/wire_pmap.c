@@ -123,6 +123,7 @@ static Lapse__PartitionReplicas **replicas_to_pb(arena *a, const pmap_replicas *
         pr->epoch = r->epoch;
         pr->changes = r->changes;
         pr->last_out = r->last_out;
+        pr->leaving = r->leaving;
         out[p] = pr;
     }
     return out;
@@ -309,6 +310,11 @@ int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out
     out->epoch = pb->epoch;
     out->changes = pb->changes;
     out->last_out = pb->last_out;
+    out->leaving = pb->leaving;
+    if (out->leaving != 0 && pmap_replicas_index(out, out->leaving) < 0) {
+        set_err(err, errlen, "leaving node %u is not a member", (unsigned)out->leaving);
+        return LAPSE_EINVAL;
+    }
     return 0;
 }
 

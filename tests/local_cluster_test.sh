@@ -27,8 +27,9 @@
 # 3c. a table created without --replication keeps 3 copies; kill -9 of
 #    node 1: every key is read and written again within the CLI's retries,
 #    and `up` restarts just node 1;
-# 3d. LAPSE_NODES=4 `up` starts node 4 alone; it registers, and a table
-#    created then gives it its share (cluster-status Replicas, Primaries);
+# 3d. LAPSE_NODES=4 `up` starts node 4 alone; it registers, and the
+#    rebalancer moves copies of the older tables to it (rebalance --dry-run
+#    plans them, cluster-status counts them);
 # 4. `down` stops the ten processes (their pids are gone) within 3 s (a
 #    daemon exits within milliseconds of SIGTERM; nodes stop at once, since
 #    one stopping after a peer could wait out a 2 s replication round to it;
@@ -272,10 +273,11 @@ for k in $(seq 0 23); do
 done
 
 # 3d. a fourth node joins the running cluster (LAPSE_NODES=4 make cluster):
-# `up` starts just node 4, which registers, and a table created then is
-# spread over four nodes, node 4 holding its share (6 of 8 * 3 copies, 2
-# first copies) and not the whole table, as before issue 13's placement fix
-# (cluster-status's Replicas and Primaries, counted from the map).
+# `up` starts just node 4, which registers; the rebalancer plans moves of
+# the older tables' copies to it (`lapse rebalance --dry-run`, every move
+# to node 4) and carries them out, so node 4 soon holds more than the 6
+# copies a new 8-partition table gives it (cluster-status's Replicas,
+# counted from the map).
 LAPSE_NODES=4 "$script" up "$bin" >"$tmp/up5.out" 2>&1 || fail "LAPSE_NODES=4 up failed: $(cat "$tmp/up5.out")"
 grep -q "^started node4 " "$tmp/up5.out" || fail "LAPSE_NODES=4 up did not start node4: $(cat "$tmp/up5.out")"
 n=$(grep -c "^started" "$tmp/up5.out" || true)
@@ -284,15 +286,26 @@ n=$(grep -o '"State": *"UP"' "$tmp/up5.out" | wc -l)
 ((n == 4)) || fail "LAPSE_NODES=4 up printed $n UP nodes, want 4"
 names+=(node4)
 pids+=("$(<"$LAPSE_HOME/node4.pid")")
+lapse rebalance --dry-run >"$tmp/plan4.json" || fail "rebalance --dry-run failed"
+python3 - "$tmp/plan4.json" <<'PY' || fail "the rebalancer's plan: $(cat "$tmp/plan4.json")"
+import json, sys
+plan = json.load(open(sys.argv[1]))
+assert all(m["To"] == 4 for m in plan["Moves"]), plan
+assert len(plan["Moves"]) + plan["Moving"] > 0, plan  # node 4 is empty: moves to make
+PY
 lapse create-table Grown --partition-key Id:S --partitions 8 >/dev/null
-lapse cluster-status >"$tmp/status4.json"
-python3 - "$tmp/status4.json" <<'PY' || fail "node 4's share of table Grown: $(cat "$tmp/status4.json")"
+grown=0
+for _ in $(seq 300); do
+  lapse cluster-status >"$tmp/status4.json"
+  if python3 - "$tmp/status4.json" <<'PY'; then grown=1; break; fi
 import json, sys
 nodes = {n["NodeId"]: n for n in json.load(open(sys.argv[1]))["Nodes"]}
 assert len(nodes) == 4 and all(n["State"] == "UP" for n in nodes.values()), nodes
-assert nodes[4]["Replicas"] == 6 and nodes[4]["Primaries"] == 2, nodes[4]
-assert all(n["Replicas"] > 6 for i, n in nodes.items() if i != 4), nodes
+sys.exit(0 if nodes[4]["Replicas"] > 6 else 1)
 PY
+  sleep 0.2
+done
+((grown)) || fail "node 4 got no copy of the older tables within 60 s: $(cat "$tmp/status4.json")"
 for k in $(seq 0 15); do lapse put Grown '{"Id":{"S":"g'$k'"}}' >/dev/null || fail "put g$k to Grown"; done
 
 # 4. down

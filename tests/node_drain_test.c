@@ -15,7 +15,10 @@
  *  - a table created while node 1 drains places nothing on it;
  *  - draining a second node would leave two nodes for tables of three
  *    copies: refused (EUNAVAILABLE); an unknown node: ENOTFOUND;
- *  - --stop ends the drain (Draining false; the moved copies stay moved).
+ *  - --stop ends the drain (Draining false); then the rebalancer, seeing
+ *    node 1 empty and the others full, plans moves to it (lapse rebalance
+ *    --dry-run) and carries them out until every node holds 18 of the 72
+ *    copies (within one), with every copy identical and every item there.
  */
 #include "testutil.h"
 
@@ -97,6 +100,19 @@ static json_int_t field(json_t *doc, const char *name)
     return json_integer_value(v);
 }
 
+/* lapse_rebalance_plan's answer, parsed (caller json_decref). */
+static json_t *rebalance_plan(void)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_rebalance_plan(rs_client(), &js, &e), &e);
+    json_error_t jerr;
+    json_t *doc = json_loads(js, 0, &jerr);
+    assert_non_null(doc);
+    lapse_free(js);
+    return doc;
+}
+
 /* Node id's entry in cluster-status (caller json_decref the returned doc,
  * *node borrowed from it). */
 static json_t *status_of(uint32_t id, json_t **node)
@@ -169,8 +185,8 @@ static void test_drain_moves_every_copy_under_writes(void **state)
                 in_sync += (uint32_t)pmap_in_sync(r, k);
             }
             if (in_sync < 3) {
-                fail_msg("partition %u has %u copies in sync during the drain (of %u)",
-                         (unsigned)p, (unsigned)in_sync, (unsigned)r->n);
+                fail_msg("partition %u has %u copies in sync during the drain (of %u)", (unsigned)p,
+                         (unsigned)in_sync, (unsigned)r->n);
             }
         }
         pmap_free(pm);
@@ -245,6 +261,54 @@ static void test_drain_moves_every_copy_under_writes(void **state)
     assert_true(json_is_false(json_object_get(node, "Draining")));
     json_decref(doc);
     (void)moves_seen;
+
+    /* Back in the game, node 1 holds no copy while the others hold 24
+     * each (drained 48 + after_drain 24 over three): the rebalancer moves
+     * copies to it until every node holds 18, within one. */
+    json_t *plan = rebalance_plan();
+    json_t *mv;
+    size_t i, planned = json_array_size(json_object_get(plan, "Moves"));
+    json_array_foreach(json_object_get(plan, "Moves"), i, mv)
+    {
+        assert_int_equal(field(mv, "To"), 1);
+    }
+    json_decref(plan);
+    deadline = clock_mono_after_ms(120000);
+    for (;;) {
+        plan = rebalance_plan();
+        size_t left = json_array_size(json_object_get(plan, "Moves"));
+        json_int_t moving = field(plan, "Moving");
+        json_decref(plan);
+        if (left == 0 && moving == 0) {
+            break;
+        }
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("rebalancing: %zu moves planned and %lld sets moving after 120 s", left,
+                     (long long)moving);
+        }
+        rs_sleep_ms(250);
+    }
+    pm = testmap_fetch(rs_cluster());
+    for (uint32_t id = 1; id <= 4; id++) {
+        size_t c = pmap_partitions_owned(pm, id) + pmap_follower_copies(pm, id);
+        if (c < 17 || c > 19) {
+            fail_msg("after rebalancing node %u holds %zu copies, want 18 (within one)",
+                     (unsigned)id, c);
+        }
+    }
+    pmap_free(pm);
+    print_message("node_drain_test: the rebalancer planned %zu moves to node 1 and carried "
+                  "them out\n",
+                  planned);
+    assert_true(planned >= 16);
+    assert_int_equal(rs_wait_copies_match("drained", 20000), (uint64_t)(KEYS + present));
+    for (int k = 0; k < KEYS; k++) {
+        lapse_item *key = item_json("{\"Id\":{\"S\":\"k%d\"}}", k), *got = NULL;
+        assert_lapse_ok(lapse_get(rs_client(), "drained", key, &got, &e), &e);
+        assert_non_null(got);
+        lapse_item_free(got);
+        lapse_item_free(key);
+    }
 }
 
 int main(void)
