@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ddb_expr.h"
+#include "ddb_index.h"
 
 /* ---- the key condition ---- */
 
@@ -163,20 +164,18 @@ static void reader_fini(reader *r)
     expr_ctx_fini(&r->e);
 }
 
-/* Turns a page into the response: Items (filtered, projected), Count,
- * ScannedCount, LastEvaluatedKey. */
-static int respond(ddb_ctx *x, reader *r, lapse_page *page)
+/* The response of docs (an array of items in DynamoDB JSON, borrowed), of
+ * which scanned were read: Items (filtered, projected), Count, ScannedCount,
+ * and lek as LastEvaluatedKey (stolen; NULL: none). */
+static int respond_docs(ddb_ctx *x, reader *r, json_t *docs, size_t scanned, json_t *lek)
 {
     json_t *out = json_object(), *items = json_array();
-    size_t n = lapse_page_count(page), count = 0;
-    for (size_t i = 0; i < n; i++) {
-        json_t *doc = ddb_req_item_json(x, lapse_page_item(page, i));
-        if (doc == NULL) {
-            goto fail;
-        }
+    size_t i, count = 0;
+    json_t *doc;
+    json_array_foreach(docs, i, doc)
+    {
         int keep = r->filter == NULL ? 1 : expr_eval(&r->e, r->filter, doc);
         if (keep < 0) {
-            json_decref(doc);
             ddb_req_fail(x, 400, "ValidationException", "%s", r->e.err);
             goto fail;
         }
@@ -187,27 +186,49 @@ static int respond(ddb_ctx *x, reader *r, lapse_page *page)
                                       r->proj ? expr_project(r->proj, doc) : json_incref(doc));
             }
         }
-        json_decref(doc);
     }
     if (!r->count_only) {
         json_object_set(out, "Items", items);
     }
     json_object_set_new(out, "Count", json_integer((json_int_t)count));
-    json_object_set_new(out, "ScannedCount", json_integer((json_int_t)n));
-    const lapse_item *last = lapse_page_last_key(page);
-    if (last != NULL) {
-        json_t *k = ddb_req_item_json(x, last);
-        if (k == NULL) {
-            goto fail;
-        }
-        json_object_set_new(out, "LastEvaluatedKey", k);
+    json_object_set_new(out, "ScannedCount", json_integer((json_int_t)scanned));
+    if (lek != NULL) {
+        json_object_set_new(out, "LastEvaluatedKey", lek);
+        lek = NULL;
     }
     json_decref(items);
     x->out = out;
     return 0;
 fail:
+    json_decref(lek);
     json_decref(items);
     json_decref(out);
+    return -1;
+}
+
+/* Turns a page into the response, as respond_docs; each item as ix's
+ * projection shows it when ix is non-NULL. */
+static int respond(ddb_ctx *x, reader *r, lapse_page *page, const ddb_index *ix)
+{
+    json_t *docs = json_array(), *lek = NULL;
+    size_t n = lapse_page_count(page);
+    for (size_t i = 0; i < n; i++) {
+        json_t *doc = ddb_req_item_json(x, lapse_page_item(page, i));
+        if (doc == NULL) {
+            goto fail;
+        }
+        json_array_append_new(docs, ix != NULL ? ddb_index_project(ix, doc) : json_incref(doc));
+        json_decref(doc);
+    }
+    const lapse_item *last = lapse_page_last_key(page);
+    if (last != NULL && (lek = ddb_req_item_json(x, last)) == NULL) {
+        goto fail;
+    }
+    int rv = respond_docs(x, r, docs, n, lek);
+    json_decref(docs);
+    return rv;
+fail:
+    json_decref(docs);
     return -1;
 }
 
@@ -270,13 +291,140 @@ int ddb_query_query(ddb_ctx *x, json_t *req)
         ddb_req_lapse_fail(x, &err, table);
         goto out;
     }
-    rv = respond(x, &r, page);
+    rv = respond(x, &r, page, NULL);
 out:
     lapse_page_free(page);
     free(pk_json);
     free(sk_json);
     free(sk2_json);
     reader_fini(&r);
+    return rv;
+}
+
+/* ---- Scan of an index ---- */
+
+/* Base pages one Scan of an index reads at most when they hold none of the
+ * index's items (a sparse GSI): 16 of liblapse's 1 MiB pages, after which
+ * the answer is empty with a LastEvaluatedKey of the table's keys. */
+#define INDEX_SCAN_ROUNDS 16
+
+/* The table's keys of ExclusiveStartKey (esk, borrowed) as the base scan's
+ * start key into *out (caller frees). */
+static int index_start(ddb_ctx *x, const ddb_index *ix, json_t *esk, lapse_item **out)
+{
+    *out = NULL;
+    if (esk == NULL) {
+        return 0;
+    }
+    json_t *k = json_object();
+    const char *names[2] = {ix->tpk, ix->tsk};
+    int rv = 0;
+    for (int i = 0; i < 2 && rv == 0; i++) {
+        json_t *v = names[i] != NULL ? json_object_get(esk, names[i]) : NULL;
+        if (names[i] != NULL && v == NULL) {
+            rv = ddb_req_fail(x, 400, "ValidationException",
+                              "The provided starting key is invalid: it lacks the table's key "
+                              "attribute %s",
+                              names[i]);
+        } else if (v != NULL) {
+            json_object_set(k, names[i], v);
+        }
+    }
+    if (rv == 0) {
+        rv = ddb_req_item(x, k, "ExclusiveStartKey", out);
+    }
+    json_decref(k);
+    return rv;
+}
+
+/* Scan of index: liblapse scans tables, so this scans the table's
+ * partitions (the segment's) and keeps the items the index holds, each as
+ * its projection shows it, until Limit of them are read or the table ends
+ * (docs/dynamodb-api.md, "Scan of an index"). */
+static int scan_index(ddb_ctx *x, json_t *req, reader *r, const char *table, const char *index,
+                      lapse_scan_opts *o)
+{
+    ddb_index ix;
+    lapse_item *start = NULL;
+    json_t *docs = json_array(), *lek = NULL, *esk = json_object_get(req, "ExclusiveStartKey");
+    lapse_page *page = NULL;
+    lapse_error err;
+    int rv = -1;
+    if (ddb_index_info(x, table, index, &ix) != 0) {
+        goto out;
+    }
+    if (ix.gsi && !o->eventually_consistent) {
+        ddb_req_fail(x, 400, "ValidationException",
+                     "Consistent reads are not supported on global secondary indexes");
+        goto out;
+    }
+    if (index_start(x, &ix, esk, &start) != 0) {
+        goto out;
+    }
+    size_t held = 0;
+    json_t *last_held = NULL; /* the last item held, whole (its key resumes) */
+    for (int round = 0; round < INDEX_SCAN_ROUNDS; round++) {
+        unsigned want = r->limit > 0 ? (unsigned)(r->limit - (long)held) : 0;
+        o->limit = want;
+        o->exclusive_start_key = start;
+        int failed = lapse_scan(x->c, table, o, &page, &err) != 0;
+        lapse_item_free(start);
+        start = NULL;
+        if (failed) {
+            ddb_req_lapse_fail(x, &err, table);
+            json_decref(last_held);
+            goto out;
+        }
+        size_t n = lapse_page_count(page);
+        for (size_t i = 0; i < n && !failed; i++) {
+            json_t *doc = ddb_req_item_json(x, lapse_page_item(page, i));
+            if (doc == NULL) {
+                failed = 1;
+            } else if (ddb_index_holds(&ix, doc)) {
+                json_array_append_new(docs, ddb_index_project(&ix, doc));
+                held++;
+                json_decref(last_held);
+                last_held = json_incref(doc);
+            }
+            json_decref(doc);
+        }
+        const lapse_item *last = lapse_page_last_key(page);
+        /* Stop when the table is done, Limit is reached, or a page of the
+         * base ended early (its 1 MiB) after the index had items in it. */
+        int stop = last == NULL || (r->limit > 0 && held >= (size_t)r->limit) ||
+                   (held > 0 && (r->limit == 0 || n < want)) || round + 1 == INDEX_SCAN_ROUNDS;
+        if (!failed && last != NULL && stop) {
+            /* Resume after the last item of the index returned (items of the
+             * table after it are read again and skipped), or after the
+             * table's last key read when the index had none. */
+            lek = held > 0 ? ddb_index_key(&ix, last_held) : ddb_req_item_json(x, last);
+            if ((failed = lek == NULL) && held > 0) {
+                ddb_req_fail(x, 500, "InternalServerError", "out of memory");
+            }
+        } else if (!failed && last != NULL) {
+            json_t *k = ddb_req_item_json(x, last);
+            failed = k == NULL || ddb_req_item(x, k, "LastEvaluatedKey", &start) != 0;
+            json_decref(k);
+        }
+        lapse_page_free(page);
+        page = NULL;
+        if (failed) {
+            json_decref(last_held);
+            goto out;
+        }
+        if (stop) {
+            break;
+        }
+    }
+    json_decref(last_held);
+    rv = respond_docs(x, r, docs, held, lek);
+    lek = NULL;
+out:
+    json_decref(lek);
+    json_decref(docs);
+    lapse_page_free(page);
+    lapse_item_free(start);
+    ddb_index_fini(&ix);
     return rv;
 }
 
@@ -294,11 +442,6 @@ int ddb_query_scan(ddb_ctx *x, json_t *req)
         ddb_req_bool(x, req, "ConsistentRead", 0, &consistent) != 0 ||
         ddb_req_int(x, req, "Segment", 0, 999999, &segment) != 0 ||
         ddb_req_int(x, req, "TotalSegments", 1, 1000000, &total) != 0) {
-        goto out;
-    }
-    if (index != NULL) {
-        ddb_req_fail(x, 400, "ValidationException",
-                     "Scan: IndexName is not served by Lapse yet (liblapse scans tables only)");
         goto out;
     }
     if ((segment < 0) != (total < 0)) {
@@ -319,11 +462,15 @@ int ddb_query_scan(ddb_ctx *x, json_t *req)
                          .total_segments = total >= 0 ? (unsigned)total : 0,
                          .exclusive_start_key = r.start,
                          .eventually_consistent = !consistent};
+    if (index != NULL) {
+        rv = scan_index(x, req, &r, table, index, &o);
+        goto out;
+    }
     if (lapse_scan(x->c, table, &o, &page, &err) != 0) {
         ddb_req_lapse_fail(x, &err, table);
         goto out;
     }
-    rv = respond(x, &r, page);
+    rv = respond(x, &r, page, NULL);
 out:
     lapse_page_free(page);
     reader_fini(&r);

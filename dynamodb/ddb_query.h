@@ -1,7 +1,9 @@
 /*
  * ddb_query.h: Query and Scan on lapse_query_index and lapse_scan, with
  * KeyConditionExpression, FilterExpression, ProjectionExpression, Select,
- * Limit and pagination (ExclusiveStartKey / LastEvaluatedKey). Batch calls:
+ * Limit and pagination (ExclusiveStartKey / LastEvaluatedKey); Scan with
+ * IndexName scans the table and keeps the items the index holds
+ * (ddb_index.h; docs/dynamodb-api.md, "Scan of an index"). Batch calls:
  * BatchWriteItem and BatchGetItem on lapse_batch_write and lapse_batch_get.
  *
  * Thread-safety: as ddb_items.h. Invariants:

@@ -1,0 +1,51 @@
+/*
+ * ddb_index.h: what the gateway knows of one secondary index of a table
+ * (its keys with their types, the table's keys, its projection), read from
+ * lapse_describe_table, and the per-item steps Scan of an index and reads
+ * from an index share: whether an item is in the index, its index key (the
+ * table's keys and the index's, DynamoDB's LastEvaluatedKey of an index),
+ * and the item as the index's projection shows it.
+ *
+ * Thread-safety: a ddb_index belongs to the call that read it.
+ *
+ * Invariants:
+ *  1. Every string of a ddb_index is borrowed from its doc, which
+ *     ddb_index_fini releases; tsk and isk are NULL when there is no such
+ *     key.
+ *  2. An item is in the index exactly when it has every index key attribute
+ *     with the type AttributeDefinitions gives it (DynamoDB's sparse
+ *     indexes: an LSI holds the items with its sort key, a GSI those with
+ *     its partition key and, when it has one, its sort key).
+ */
+#ifndef LAPSE_DDB_INDEX_H
+#define LAPSE_DDB_INDEX_H
+
+#include "ddb_req.h"
+
+typedef struct ddb_index {
+    json_t *doc;             /* owned: lapse_describe_table's document */
+    const char *tpk, *tsk;   /* the table's keys (tsk NULL: none) */
+    const char *ipk, *isk;   /* the index's keys (an LSI's ipk is tpk; isk NULL: none) */
+    char ipk_type, isk_type; /* 'S', 'N' or 'B' */
+    int gsi;                 /* 1: a GSI, 0: an LSI */
+    const char *projection;  /* "ALL", "KEYS_ONLY" or "INCLUDE" */
+    json_t *non_key;         /* borrowed: INCLUDE's NonKeyAttributes (NULL otherwise) */
+} ddb_index;
+
+/* Reads index of table into *ix. Returns 0, or -1 with x's error set
+ * (ResourceNotFoundException for the table, ValidationException "The table
+ * does not have the specified index" for the index). Call ddb_index_fini
+ * either way. */
+int ddb_index_info(ddb_ctx *x, const char *table, const char *index, ddb_index *ix);
+void ddb_index_fini(ddb_index *ix);
+
+/* 1 when item doc (DynamoDB JSON) is in the index, else 0 (invariant 2). */
+int ddb_index_holds(const ddb_index *ix, json_t *doc);
+/* The table's and the index's key attributes of doc, a new object (NULL on
+ * OOM). */
+json_t *ddb_index_key(const ddb_index *ix, json_t *doc);
+/* doc as the index's projection shows it: a new reference (doc itself for
+ * ALL; the keys, plus INCLUDE's attributes, for the others). */
+json_t *ddb_index_project(const ddb_index *ix, json_t *doc);
+
+#endif

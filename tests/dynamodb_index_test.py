@@ -1,0 +1,156 @@
+"""dynamodb_index_test: reads from secondary indexes through lapse-dynamodb
+with boto3 (docs/dynamodb-api.md, "Scan of an index"). Run by
+tests/dynamodb_test.sh pytest with the boto3 suite, on the same cluster.
+
+Proves: Scan with IndexName on an LSI and on a GSI returns exactly the items
+the index holds (sparse: an item without the index's keys is not there),
+pages with Limit and a LastEvaluatedKey of the table's and the index's keys
+without losing or repeating an item, applies FilterExpression,
+ProjectionExpression, Select COUNT and Segment / TotalSegments, and refuses
+a consistent read of a GSI and an unknown index by name. Would catch: the
+index scan returning the whole table, a LastEvaluatedKey without the index
+keys, a page resuming at the wrong place.
+"""
+import uuid
+
+import pytest
+from botocore.exceptions import ClientError
+
+from ddb_helpers import client, error_code
+
+N_ITEMS = 24
+
+
+@pytest.fixture(scope="module")
+def ddb():
+    return client("dynamodb")
+
+
+def S(v):
+    return {"S": v}
+
+
+def N(v):
+    return {"N": str(v)}
+
+
+def key_schema(h, r=None):
+    ks = [{"AttributeName": h, "KeyType": "HASH"}]
+    if r:
+        ks.append({"AttributeName": r, "KeyType": "RANGE"})
+    return ks
+
+
+@pytest.fixture(scope="module")
+def table(ddb):
+    """pk S / sk N; LSI by_r on r (even items only), GSI by_g on g (every third
+    item), GSI keys_g on g KEYS_ONLY. Each item has x = i and a payload."""
+    name = "ix_" + uuid.uuid4().hex[:12]
+    ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": t}
+                              for a, t in [("pk", "S"), ("sk", "N"), ("g", "S"), ("r", "N")]],
+        KeySchema=key_schema("pk", "sk"),
+        LocalSecondaryIndexes=[{"IndexName": "by_r", "KeySchema": key_schema("pk", "r"),
+                                "Projection": {"ProjectionType": "ALL"}}],
+        GlobalSecondaryIndexes=[
+            {"IndexName": "by_g", "KeySchema": key_schema("g", "sk"),
+             "Projection": {"ProjectionType": "ALL"}},
+            {"IndexName": "keys_g", "KeySchema": key_schema("g"),
+             "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+    for i in range(N_ITEMS):
+        item = {"pk": S("p%d" % (i % 5)), "sk": N(i), "x": N(i), "payload": S("v%d" % i)}
+        if i % 2 == 0:
+            item["r"] = N(100 - i)
+        if i % 3 == 0:
+            item["g"] = S("g%d" % (i % 2))
+        ddb.put_item(TableName=name, Item=item)
+    yield name
+    ddb.delete_table(TableName=name)
+
+
+def scan_all(ddb, **kw):
+    """Every page of a Scan: (items, pages' LastEvaluatedKeys, ScannedCounts)."""
+    items, keys, scanned, start = [], [], [], None
+    for _ in range(200):
+        if start:
+            kw["ExclusiveStartKey"] = start
+        r = ddb.scan(**kw)
+        items += r.get("Items", [])
+        scanned.append(r["ScannedCount"])
+        start = r.get("LastEvaluatedKey")
+        if not start:
+            return items, keys, scanned
+        keys.append(start)
+    raise AssertionError("scan did not end")
+
+
+def xs(items):
+    return sorted(int(i["sk"]["N"]) for i in items)  # sk = x = the item's number
+
+
+def test_scan_lsi_holds_only_items_with_its_key(ddb, table):
+    items, _, scanned = scan_all(ddb, TableName=table, IndexName="by_r")
+    assert xs(items) == [i for i in range(N_ITEMS) if i % 2 == 0]
+    assert sum(scanned) == N_ITEMS // 2
+    assert all(i["payload"]["S"] == "v" + i["x"]["N"] for i in items)  # projection ALL
+    r = ddb.scan(TableName=table, IndexName="by_r", ConsistentRead=True)
+    assert r["Count"] == N_ITEMS // 2
+
+
+def test_scan_gsi_is_sparse(ddb, table):
+    items, _, _ = scan_all(ddb, TableName=table, IndexName="by_g")
+    assert xs(items) == [i for i in range(N_ITEMS) if i % 3 == 0]
+
+
+@pytest.mark.parametrize("index,keys", [("by_r", {"pk", "sk", "r"}), ("by_g", {"pk", "sk", "g"}),
+                                        ("keys_g", {"pk", "sk", "g"})])
+def test_scan_index_pages(ddb, table, index, keys):
+    want = xs(scan_all(ddb, TableName=table, IndexName=index)[0])
+    assert want
+    items, leks, scanned = scan_all(ddb, TableName=table, IndexName=index, Limit=2)
+    assert xs(items) == want  # nothing lost, nothing twice
+    assert all(s <= 2 for s in scanned)
+    assert len(leks) >= len(want) // 2 - 1
+    for k in leks:  # the table's keys and the index's, as DynamoDB's
+        assert set(k) == keys, k
+
+
+def test_scan_index_filter_projection_count(ddb, table):
+    r = ddb.scan(TableName=table, IndexName="by_r", FilterExpression="x >= :lo",
+                 ExpressionAttributeValues={":lo": N(12)})
+    assert xs(r["Items"]) == [12, 14, 16, 18, 20, 22]
+    assert r["ScannedCount"] == N_ITEMS // 2
+    r = ddb.scan(TableName=table, IndexName="by_g", ProjectionExpression="sk, g")
+    assert all(set(i) == {"sk", "g"} for i in r["Items"]) and r["Count"] == 8
+    r = ddb.scan(TableName=table, IndexName="by_g", Select="COUNT")
+    assert "Items" not in r and r["Count"] == 8
+    total = []
+    for seg in range(3):
+        r = ddb.scan(TableName=table, IndexName="by_r", Segment=seg, TotalSegments=3)
+        total += r["Items"]
+    assert xs(total) == [i for i in range(N_ITEMS) if i % 2 == 0]
+
+
+def test_scan_keys_only_index(ddb, table):
+    items, _, _ = scan_all(ddb, TableName=table, IndexName="keys_g")
+    assert len(items) == 8
+    assert all(set(i) == {"pk", "sk", "g"} for i in items), items[0]
+
+
+def test_scan_index_errors(ddb, table):
+    with pytest.raises(ClientError) as e:
+        ddb.scan(TableName=table, IndexName="nope")
+    assert error_code(e) == "ValidationException"
+    assert "does not have the specified index: nope" in e.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as e:
+        ddb.scan(TableName=table, IndexName="by_g", ConsistentRead=True)
+    assert error_code(e) == "ValidationException"
+    assert "global secondary indexes" in e.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as e:
+        ddb.scan(TableName=table, IndexName="by_g", ExclusiveStartKey={"g": S("g0")})
+    assert error_code(e) == "ValidationException" and "starting key" in \
+        e.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as e:
+        ddb.scan(TableName="no_such_" + uuid.uuid4().hex[:8], IndexName="by_g")
+    assert error_code(e) == "ResourceNotFoundException"
