@@ -9,6 +9,7 @@
 #include "../common/clock.h"
 #include "ddb_items.h"
 #include "ddb_legacy.h"
+#include "ddb_meta.h"
 #include "ddb_query.h"
 #include "ddb_req.h"
 #include "ddb_sigv4.h"
@@ -87,6 +88,10 @@ static void dispatch(ddb_ctx *x, const char *target, const void *body, size_t le
         ddb_req_fail(x, 400, "SerializationException",
                      req == NULL ? "malformed JSON body: %s" : "the body is not a JSON object%s",
                      req == NULL ? jerr.text : "");
+        json_decref(req);
+        return;
+    }
+    if (ddb_meta_reserved(x, name, req)) {
         json_decref(req);
         return;
     }

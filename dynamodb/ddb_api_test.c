@@ -118,6 +118,8 @@ static void unsupported_parameters_are_named(void **state)
                  "{\"TableName\":\"t\",\"Key\":{},\"ReturnValuesOnConditionCheckFailure\":"
                  "\"ALL_NEW\"}",
                  400, "ValidationException", "returnValuesOnConditionCheckFailure");
+    expect_error(T("CreateTable"), "{\"TableName\":\"t\",\"SSESpecification\":{}}", 400,
+                 "ValidationException", "SSESpecification");
     expect_error(T("CreateTable"), "{\"TableName\":\"t\",\"Tags\":[]}", 400, "ValidationException",
                  "Tags");
 }
@@ -496,14 +498,26 @@ static void create_table_and_ttl_validation(void **state)
                  "\"AttributeType\":\"BOOL\"}],\"KeySchema\":[{\"AttributeName\":\"pk\","
                  "\"KeyType\":\"HASH\"}]}",
                  400, "ValidationException", "AttributeType");
-    /* Projections Lapse does not have yet, views DynamoDB does not have. */
-    snprintf(body, sizeof body,
-             "{\"TableName\":\"t\",%s,\"KeySchema\":[{\"AttributeName\":\"pk\",\"KeyType\":"
-             "\"HASH\"}],\"GlobalSecondaryIndexes\":[{\"IndexName\":\"g\",\"KeySchema\":[{"
-             "\"AttributeName\":\"pk\",\"KeyType\":\"HASH\"}],\"Projection\":{\"ProjectionType\":"
-             "\"INCLUDE\"}}]}",
-             defs);
-    expect_error(T("CreateTable"), body, 400, "ValidationException", "INCLUDE");
+    /* Projections DynamoDB refuses (INCLUDE without NonKeyAttributes,
+     * NonKeyAttributes without INCLUDE, a duplicate, an unknown type), views
+     * DynamoDB does not have. */
+    static const char *const bad_proj[][2] = {
+        {"{\"ProjectionType\":\"INCLUDE\"}", "NonKeyAttributes is not specified"},
+        {"{\"ProjectionType\":\"INCLUDE\",\"NonKeyAttributes\":[]}", "not specified or empty"},
+        {"{\"ProjectionType\":\"ALL\",\"NonKeyAttributes\":[\"a\"]}",
+         "ProjectionType is ALL, but NonKeyAttributes"},
+        {"{\"ProjectionType\":\"INCLUDE\",\"NonKeyAttributes\":[\"a\",\"a\"]}",
+         "Duplicate NonKeyAttribute a"},
+        {"{\"ProjectionType\":\"SOME\"}", "[ALL, KEYS_ONLY, INCLUDE]"},
+    };
+    for (size_t i = 0; i < sizeof bad_proj / sizeof bad_proj[0]; i++) {
+        snprintf(body, sizeof body,
+                 "{\"TableName\":\"t\",%s,\"KeySchema\":[{\"AttributeName\":\"pk\",\"KeyType\":"
+                 "\"HASH\"}],\"GlobalSecondaryIndexes\":[{\"IndexName\":\"g\",\"KeySchema\":[{"
+                 "\"AttributeName\":\"pk\",\"KeyType\":\"HASH\"}],\"Projection\":%s}]}",
+                 defs, bad_proj[i][0]);
+        expect_error(T("CreateTable"), body, 400, "ValidationException", bad_proj[i][1]);
+    }
     snprintf(body, sizeof body,
              "{\"TableName\":\"t\",%s,\"KeySchema\":[{\"AttributeName\":\"pk\",\"KeyType\":"
              "\"HASH\"}],\"StreamSpecification\":{\"StreamEnabled\":true,\"StreamViewType\":"

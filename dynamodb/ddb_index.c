@@ -3,6 +3,8 @@
  */
 #include "ddb_index.h"
 
+#include "ddb_meta.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +44,7 @@ int ddb_index_info(ddb_ctx *x, const char *table, const char *index, ddb_index *
     char *json = NULL;
     lapse_error err;
     memset(ix, 0, sizeof *ix);
+    ix->name = index;
     if (lapse_describe_table(x->c, table, &json, &err) != 0) {
         return ddb_req_lapse_fail(x, &err, table);
     }
@@ -73,6 +76,21 @@ int ddb_index_info(ddb_ctx *x, const char *table, const char *index, ddb_index *
             }
             ix->ipk_type = type_of(defs, ix->ipk);
             ix->isk_type = ix->isk != NULL ? type_of(defs, ix->isk) : 0;
+            if (strcmp(ix->projection, "ALL") != 0) {
+                return 0;
+            }
+            int64_t created = (int64_t)json_integer_value(json_object_get(t, "CreatedAtMs"));
+            if (ddb_meta_get(x, table, created, &ix->meta) != 0) {
+                return -1;
+            }
+            proj = json_object_get(json_object_get(ix->meta, "Projections"), index);
+            if (proj != NULL) {
+                ix->projection = json_string_value(json_object_get(proj, "ProjectionType"));
+                ix->non_key = json_object_get(proj, "NonKeyAttributes");
+            }
+            if (ix->projection == NULL) {
+                return ddb_req_fail(x, 500, "InternalServerError", "unreadable index projection");
+            }
             return 0;
         }
     }
@@ -83,7 +101,8 @@ int ddb_index_info(ddb_ctx *x, const char *table, const char *index, ddb_index *
 void ddb_index_fini(ddb_index *ix)
 {
     json_decref(ix->doc);
-    ix->doc = NULL;
+    json_decref(ix->meta);
+    ix->doc = ix->meta = NULL;
 }
 
 /* Whether doc has attribute name with DynamoDB type letter type. */

@@ -9,9 +9,10 @@
  * Thread-safety: a ddb_index belongs to the call that read it.
  *
  * Invariants:
- *  1. Every string of a ddb_index is borrowed from its doc, which
+ *  1. Every string of a ddb_index is borrowed from its doc or meta, which
  *     ddb_index_fini releases; tsk and isk are NULL when there is no such
- *     key.
+ *     key. An index the nodes keep as ALL has its projection from the
+ *     gateway's document when one is recorded there (INCLUDE).
  *  2. An item is in the index exactly when it has every index key attribute
  *     with the type AttributeDefinitions gives it (DynamoDB's sparse
  *     indexes: an LSI holds the items with its sort key, a GSI those with
@@ -24,9 +25,11 @@
 
 typedef struct ddb_index {
     json_t *doc;             /* owned: lapse_describe_table's document */
+    json_t *meta;            /* owned: the gateway's document of the table (ddb_meta.h) */
     const char *tpk, *tsk;   /* the table's keys (tsk NULL: none) */
     const char *ipk, *isk;   /* the index's keys (an LSI's ipk is tpk; isk NULL: none) */
     char ipk_type, isk_type; /* 'S', 'N' or 'B' */
+    const char *name;        /* the index's name (borrowed from the caller) */
     int gsi;                 /* 1: a GSI, 0: an LSI */
     const char *projection;  /* "ALL", "KEYS_ONLY" or "INCLUDE" */
     json_t *non_key;         /* borrowed: INCLUDE's NonKeyAttributes (NULL otherwise) */

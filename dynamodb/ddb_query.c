@@ -112,6 +112,7 @@ typedef struct reader {
     expr_ctx e;
     expr_node *filter, *proj;
     int count_only;
+    const char *select; /* borrowed from the request; NULL: absent */
     long limit;
     lapse_item *start;
 } reader;
@@ -127,6 +128,7 @@ static int reader_init(ddb_ctx *x, json_t *req, reader *r)
         ddb_req_int(x, req, "Limit", 1, 1000000, &r->limit) != 0) {
         return -1;
     }
+    r->select = select;
     if (select != NULL) {
         if (strcmp(select, "COUNT") == 0) {
             r->count_only = 1;
@@ -232,6 +234,32 @@ fail:
     return -1;
 }
 
+/* ---- reading an index ---- */
+
+/* Into *view, ix when the items read from it are shown as its projection
+ * shows them, or NULL when whole: as DynamoDB, an LSI read fetches what
+ * its projection lacks from the table when Select is ALL_ATTRIBUTES or a
+ * ProjectionExpression asks for attributes, a GSI read cannot
+ * (ALL_ATTRIBUTES on a GSI that does not project ALL is refused), and
+ * either shows its projection by default (ALL_PROJECTED_ATTRIBUTES). */
+static int index_view(ddb_ctx *x, const reader *r, const ddb_index *ix, const ddb_index **view)
+{
+    int all = r->select != NULL && strcmp(r->select, "ALL_ATTRIBUTES") == 0;
+    *view = ix;
+    if (strcmp(ix->projection, "ALL") == 0) {
+        *view = NULL;
+    } else if (ix->gsi && all) {
+        return ddb_req_fail(x, 400, "ValidationException",
+                            "One or more parameter values were invalid: Select type "
+                            "ALL_ATTRIBUTES is not supported for global secondary index %s "
+                            "because its projection type is not ALL",
+                            ix->name);
+    } else if (!ix->gsi && (all || r->proj != NULL || r->count_only)) {
+        *view = NULL; /* COUNT: a filter may read any attribute */
+    }
+    return 0;
+}
+
 int ddb_query_query(ddb_ctx *x, json_t *req)
 {
     const char *table, *index;
@@ -243,6 +271,8 @@ int ddb_query_query(ddb_ctx *x, json_t *req)
     lapse_error err;
     char pk[LAPSE_KEY_NAME_MAX + 1], sk[LAPSE_KEY_NAME_MAX + 1];
     char *pk_json = NULL, *sk_json = NULL, *sk2_json = NULL;
+    ddb_index ix = {0};
+    const ddb_index *view = NULL;
     if (reader_init(x, req, &r) != 0 ||
         ddb_expr_condition(x, &r.e, req, "KeyConditionExpression", &kc) != 0 ||
         ddb_expr_done(x, &r.e) != 0 || ddb_req_string(x, req, "TableName", 1, &table) != 0 ||
@@ -275,6 +305,10 @@ int ddb_query_query(ddb_ctx *x, json_t *req)
     if (key_condition(x, kc, pk, sk, &k) != 0 || filter_on_keys(x, r.filter, pk, sk) != 0) {
         goto out;
     }
+    if (index != NULL &&
+        (ddb_index_info(x, table, index, &ix) != 0 || index_view(x, &r, &ix, &view) != 0)) {
+        goto out;
+    }
     pk_json = json_dumps(k.pk_value, JSON_COMPACT);
     sk_json = k.sk_value ? json_dumps(k.sk_value, JSON_COMPACT) : NULL;
     sk2_json = k.sk_hi ? json_dumps(k.sk_hi, JSON_COMPACT) : NULL;
@@ -291,8 +325,9 @@ int ddb_query_query(ddb_ctx *x, json_t *req)
         ddb_req_lapse_fail(x, &err, table);
         goto out;
     }
-    rv = respond(x, &r, page, NULL);
+    rv = respond(x, &r, page, view);
 out:
+    ddb_index_fini(&ix);
     lapse_page_free(page);
     free(pk_json);
     free(sk_json);
@@ -345,6 +380,7 @@ static int scan_index(ddb_ctx *x, json_t *req, reader *r, const char *table, con
                       lapse_scan_opts *o)
 {
     ddb_index ix;
+    const ddb_index *view = NULL;
     lapse_item *start = NULL;
     json_t *docs = json_array(), *lek = NULL, *esk = json_object_get(req, "ExclusiveStartKey");
     lapse_page *page = NULL;
@@ -358,7 +394,7 @@ static int scan_index(ddb_ctx *x, json_t *req, reader *r, const char *table, con
                      "Consistent reads are not supported on global secondary indexes");
         goto out;
     }
-    if (index_start(x, &ix, esk, &start) != 0) {
+    if (index_start(x, &ix, esk, &start) != 0 || index_view(x, r, &ix, &view) != 0) {
         goto out;
     }
     size_t held = 0;
@@ -381,7 +417,8 @@ static int scan_index(ddb_ctx *x, json_t *req, reader *r, const char *table, con
             if (doc == NULL) {
                 failed = 1;
             } else if (ddb_index_holds(&ix, doc)) {
-                json_array_append_new(docs, ddb_index_project(&ix, doc));
+                json_array_append_new(docs, view != NULL ? ddb_index_project(view, doc)
+                                                         : json_incref(doc));
                 held++;
                 json_decref(last_held);
                 last_held = json_incref(doc);

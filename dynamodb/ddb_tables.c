@@ -5,16 +5,23 @@
  */
 #include "ddb_tables.h"
 
+#include "ddb_meta.h"
+#include "ddb_tabledef.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 /* ======================= TableDescription ======================= */
 
 /* DynamoDB's TableDescription of a table from liblapse's description (the
- * document lapse_describe_table returns), status as given. NULL with the
- * error set on a document it cannot read. */
-static json_t *table_description(ddb_ctx *x, const char *lapse_json, const char *status)
+ * document lapse_describe_table returns), status as given, with the index
+ * projections of meta (the gateway's document of the table, borrowed; NULL:
+ * none) over the nodes' (an INCLUDE index is ALL on the nodes). NULL with
+ * the error set on a document it cannot read. */
+static json_t *table_description(ddb_ctx *x, const char *lapse_json, const char *status,
+                                 json_t *meta)
 {
+    json_t *projections = json_object_get(meta, "Projections");
     json_t *doc = json_loads(lapse_json, 0, NULL);
     json_t *t = json_object_get(doc, "Table");
     const char *name = json_string_value(json_object_get(t, "TableName"));
@@ -54,7 +61,9 @@ static json_t *table_description(ddb_ctx *x, const char *lapse_json, const char 
             const char *ixname = json_string_value(json_object_get(ix, "IndexName"));
             json_object_set(o, "IndexName", json_object_get(ix, "IndexName"));
             json_object_set(o, "KeySchema", json_object_get(ix, "KeySchema"));
-            json_object_set(o, "Projection", json_object_get(ix, "Projection"));
+            json_t *given = ixname != NULL ? json_object_get(projections, ixname) : NULL;
+            json_object_set(o, "Projection",
+                            given != NULL ? given : json_object_get(ix, "Projection"));
             json_object_set_new(o, "IndexArn",
                                 json_sprintf("%s/index/%s", arn, ixname ? ixname : ""));
             if (k == 1) {
@@ -85,132 +94,25 @@ static json_t *table_description(ddb_ctx *x, const char *lapse_json, const char 
 
 /* ======================= CreateTable ======================= */
 
-/* The type ('S', 'N' or 'B') AttributeDefinitions gives name, or 0 with the
- * error set. */
-static char attr_type(ddb_ctx *x, json_t *defs, const char *name)
-{
-    size_t i;
-    json_t *d;
-    json_array_foreach(defs, i, d)
-    {
-        const char *n = json_string_value(json_object_get(d, "AttributeName"));
-        const char *t = json_string_value(json_object_get(d, "AttributeType"));
-        if (n != NULL && strcmp(n, name) == 0) {
-            if (t == NULL || strlen(t) != 1 || strchr("SNB", t[0]) == NULL) {
-                ddb_req_fail(x, 400, "ValidationException",
-                             "AttributeDefinitions: AttributeType of %s must be S, N or B", name);
-                return 0;
-            }
-            return t[0];
-        }
-    }
-    ddb_req_fail(x, 400, "ValidationException",
-                 "One or more parameter values were invalid: Some index key attributes are not "
-                 "defined in AttributeDefinitions. Keys: [%s]",
-                 name);
-    return 0;
-}
-
-/* Reads a KeySchema (one HASH, at most one RANGE) into *pk and *sk (NULL:
- * none), with their types from defs. Returns 0 or -1 with the error set. */
-static int key_schema(ddb_ctx *x, json_t *ks, json_t *defs, const char *what, const char **pk,
-                      char *pkt, const char **sk, char *skt)
-{
-    *pk = *sk = NULL;
-    size_t i;
-    json_t *k;
-    if (!json_is_array(ks) || json_array_size(ks) < 1 || json_array_size(ks) > 2) {
-        return ddb_req_fail(x, 400, "ValidationException",
-                            "%s: KeySchema must list one HASH key and at most one RANGE key", what);
-    }
-    json_array_foreach(ks, i, k)
-    {
-        const char *n = json_string_value(json_object_get(k, "AttributeName"));
-        const char *role = json_string_value(json_object_get(k, "KeyType"));
-        if (n == NULL || role == NULL) {
-            return ddb_req_fail(x, 400, "ValidationException",
-                                "%s: each KeySchema element needs AttributeName and KeyType", what);
-        }
-        if (strcmp(role, "HASH") == 0 && *pk == NULL && i == 0) {
-            *pk = n;
-            if ((*pkt = attr_type(x, defs, n)) == 0) {
-                return -1;
-            }
-        } else if (strcmp(role, "RANGE") == 0 && *sk == NULL && i == 1) {
-            *sk = n;
-            if ((*skt = attr_type(x, defs, n)) == 0) {
-                return -1;
-            }
-        } else {
-            return ddb_req_fail(x, 400, "ValidationException",
-                                "%s: KeySchema must be one HASH key, then at most one RANGE key",
-                                what);
-        }
-    }
-    return 0;
-}
-
-/* Reads LocalSecondaryIndexes or GlobalSecondaryIndexes into defs (caller
- * frees *out). */
-static int indexes(ddb_ctx *x, json_t *arr, json_t *defs, int gsi, lapse_index_def **out, size_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    if (arr == NULL || json_array_size(arr) == 0) {
-        return 0;
-    }
-    if ((*out = calloc(json_array_size(arr), sizeof **out)) == NULL) {
-        return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
-    }
-    size_t i;
-    json_t *ix;
-    json_array_foreach(arr, i, ix)
-    {
-        lapse_index_def *d = &(*out)[i];
-        const char *name = json_string_value(json_object_get(ix, "IndexName"));
-        json_t *proj = json_object_get(ix, "Projection");
-        const char *ptype = json_string_value(json_object_get(proj, "ProjectionType"));
-        const char *pk, *sk;
-        char pkt = 0, skt = 0;
-        if (name == NULL) {
-            return ddb_req_fail(x, 400, "ValidationException", "an index has no IndexName");
-        }
-        if (key_schema(x, json_object_get(ix, "KeySchema"), defs, name, &pk, &pkt, &sk, &skt) !=
-            0) {
-            return -1;
-        }
-        d->name = name;
-        if (ptype == NULL || strcmp(ptype, "ALL") == 0) {
-            d->projection = LAPSE_PROJECT_ALL;
-        } else if (strcmp(ptype, "KEYS_ONLY") == 0) {
-            d->projection = LAPSE_PROJECT_KEYS;
-        } else {
-            return ddb_req_fail(x, 400, "ValidationException",
-                                "index %s: ProjectionType %s is not supported by Lapse yet "
-                                "(ALL or KEYS_ONLY)",
-                                name, ptype);
-        }
-        if (gsi) {
-            d->partition_key = pk;
-            d->partition_key_type = pkt;
-            d->sort_key = sk;
-            d->sort_key_type = skt;
-        } else {
-            /* An LSI repeats the table's HASH key; Lapse takes only its sort key. */
-            if (sk == NULL) {
-                return ddb_req_fail(x, 400, "ValidationException",
-                                    "local secondary index %s needs a RANGE key", name);
-            }
-            d->sort_key = sk;
-            d->sort_key_type = skt;
-        }
-    }
-    *n = json_array_size(arr);
-    return 0;
-}
-
 static const char *const create_unsupported[] = {"Tags", "SSESpecification", "TableClass",
                                                  "ResourcePolicy", NULL};
+
+/* Records the gateway's document of a table just created (meta: its INCLUDE
+ * projections); when that fails the table is deleted again, so a table is
+ * never left without what its CreateTable asked for. */
+static int create_meta(ddb_ctx *x, const char *table, const char *lapse_json, json_t *meta)
+{
+    json_t *doc = json_loads(lapse_json, 0, NULL);
+    int64_t created =
+        (int64_t)json_integer_value(json_object_get(json_object_get(doc, "Table"), "CreatedAtMs"));
+    json_decref(doc);
+    if (ddb_meta_put(x, table, created, meta) == 0) {
+        return 0;
+    }
+    lapse_error err;
+    lapse_delete_table(x->c, table, &err);
+    return -1;
+}
 
 int ddb_tables_create(ddb_ctx *x, json_t *req)
 {
@@ -220,6 +122,8 @@ int ddb_tables_create(ddb_ctx *x, json_t *req)
     lapse_error err;
     char *json = NULL;
     int rv = -1;
+    size_t nonkey = 0;
+    json_t *meta = json_object(), *projections = json_object();
 
     if (ddb_req_unsupported(x, req, "CreateTable", create_unsupported) != 0 ||
         ddb_req_string(x, req, "TableName", 1, &def.name) != 0 ||
@@ -228,10 +132,10 @@ int ddb_tables_create(ddb_ctx *x, json_t *req)
         ddb_req_array(x, req, "LocalSecondaryIndexes", 0, &jl) != 0 ||
         ddb_req_array(x, req, "GlobalSecondaryIndexes", 0, &jg) != 0 ||
         ddb_req_object(x, req, "StreamSpecification", 0, &stream) != 0 ||
-        key_schema(x, ks, defs, "table", &def.partition_key, &def.partition_key_type, &def.sort_key,
-                   &def.sort_key_type) != 0 ||
-        indexes(x, jl, defs, 0, &lsi, &def.nlsi) != 0 ||
-        indexes(x, jg, defs, 1, &gsi, &def.ngsi) != 0) {
+        ddb_tabledef_key_schema(x, ks, defs, "table", &def.partition_key, &def.partition_key_type,
+                                &def.sort_key, &def.sort_key_type) != 0 ||
+        ddb_tabledef_indexes(x, jl, defs, 0, &lsi, &def.nlsi, projections, &nonkey) != 0 ||
+        ddb_tabledef_indexes(x, jg, defs, 1, &gsi, &def.ngsi, projections, &nonkey) != 0) {
         goto out;
     }
     def.lsi = lsi;
@@ -254,16 +158,24 @@ int ddb_tables_create(ddb_ctx *x, json_t *req)
             goto out;
         }
     }
+    if (json_object_size(projections) > 0) {
+        json_object_set(meta, "Projections", projections);
+    }
     if (lapse_create_table_json(x->c, &def, &json, &err) != 0) {
         ddb_req_lapse_fail(x, &err, def.name);
         goto out;
     }
-    json_t *d = table_description(x, json, "ACTIVE");
+    if (json_object_size(meta) > 0 && create_meta(x, def.name, json, meta) != 0) {
+        goto out;
+    }
+    json_t *d = table_description(x, json, "ACTIVE", meta);
     if (d != NULL) {
         x->out = json_pack("{s:o}", "TableDescription", d);
         rv = 0;
     }
 out:
+    json_decref(meta);
+    json_decref(projections);
     lapse_free(json);
     free(lsi);
     free(gsi);
@@ -271,6 +183,33 @@ out:
 }
 
 /* ======================= DescribeTable, ListTables, DeleteTable ======================= */
+
+/* The gateway's document of a table from its liblapse description into
+ * *meta (caller owns; NULL when the table cannot have one): read only when
+ * an index is ALL on the nodes, which an INCLUDE index is. */
+static int table_meta(ddb_ctx *x, const char *table, const char *lapse_json, json_t **meta)
+{
+    json_t *doc = json_loads(lapse_json, 0, NULL), *t = json_object_get(doc, "Table");
+    int any = 0, rv = 0;
+    static const char *const kinds[] = {"LocalSecondaryIndexes", "GlobalSecondaryIndexes"};
+    for (int k = 0; k < 2 && !any; k++) {
+        size_t i;
+        json_t *ix;
+        json_array_foreach(json_object_get(t, kinds[k]), i, ix)
+        {
+            const char *p = json_string_value(
+                json_object_get(json_object_get(ix, "Projection"), "ProjectionType"));
+            any = any || (p != NULL && strcmp(p, "ALL") == 0);
+        }
+    }
+    *meta = NULL;
+    if (any) {
+        rv = ddb_meta_get(x, table, (int64_t)json_integer_value(json_object_get(t, "CreatedAtMs")),
+                          meta);
+    }
+    json_decref(doc);
+    return rv;
+}
 
 /* Reads TableName from req into *table and describes that table as in
  * status: 0 with the description in *d (caller owns it), else -1 with x's
@@ -286,7 +225,10 @@ static int describe_named(ddb_ctx *x, json_t *req, const char *status, const cha
     if (lapse_describe_table(x->c, *table, &json, &err) != 0) {
         return ddb_req_lapse_fail(x, &err, *table);
     }
-    *d = table_description(x, json, status);
+    json_t *meta = NULL;
+    int rv = table_meta(x, *table, json, &meta);
+    *d = rv == 0 ? table_description(x, json, status, meta) : NULL;
+    json_decref(meta);
     lapse_free(json);
     return *d != NULL ? 0 : -1;
 }
@@ -330,7 +272,9 @@ json_t *ddb_tables_names(ddb_ctx *x)
         qsort(v, n, sizeof *v, cmp_names); /* DynamoDB pages in name order */
     }
     for (size_t i = 0; !bad && i < n; i++) {
-        bad = json_array_append_new(sorted, json_string(v[i])) != 0;
+        if (strcmp(v[i], DDB_META_TABLE) != 0) { /* the gateway's own (ddb_meta.h) */
+            bad = json_array_append_new(sorted, json_string(v[i])) != 0;
+        }
     }
     free(v);
     json_decref(names);
@@ -381,6 +325,16 @@ int ddb_tables_delete(ddb_ctx *x, json_t *req)
     if (lapse_delete_table(x->c, table, &err) != 0) {
         json_decref(d);
         return ddb_req_lapse_fail(x, &err, table);
+    }
+    /* The gateway's document goes with the table (keyed by its creation
+     * time, a leftover is never read again: best effort). */
+    json_t *created = json_object_get(d, "CreationDateTime");
+    if (created != NULL) {
+        ddb_ctx scratch = *x;
+        json_t *none = json_object();
+        int64_t ms = (int64_t)(json_real_value(created) * 1000.0 + 0.5);
+        ddb_meta_put(&scratch, table, ms, none);
+        json_decref(none);
     }
     x->out = json_pack("{s:o}", "TableDescription", d);
     return 0;

@@ -11,6 +11,7 @@ a consistent read of a GSI and an unknown index by name. Would catch: the
 index scan returning the whole table, a LastEvaluatedKey without the index
 keys, a page resuming at the wrong place.
 """
+import time
 import uuid
 
 import pytest
@@ -154,3 +155,125 @@ def test_scan_index_errors(ddb, table):
     with pytest.raises(ClientError) as e:
         ddb.scan(TableName="no_such_" + uuid.uuid4().hex[:8], IndexName="by_g")
     assert error_code(e) == "ResourceNotFoundException"
+
+
+def create_include_table(ddb, name):
+    ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": t}
+                              for a, t in [("pk", "S"), ("sk", "N"), ("g", "S"), ("r", "N")]],
+        KeySchema=key_schema("pk", "sk"),
+        LocalSecondaryIndexes=[{"IndexName": "lsi_inc", "KeySchema": key_schema("pk", "r"),
+                                "Projection": {"ProjectionType": "INCLUDE",
+                                               "NonKeyAttributes": ["a"]}}],
+        GlobalSecondaryIndexes=[
+            {"IndexName": "gsi_inc", "KeySchema": key_schema("g", "sk"),
+             "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["a", "b"]}},
+            {"IndexName": "gsi_keys", "KeySchema": key_schema("g"),
+             "Projection": {"ProjectionType": "KEYS_ONLY"}},
+            {"IndexName": "gsi_all", "KeySchema": key_schema("g"),
+             "Projection": {"ProjectionType": "ALL"}}])
+
+
+def projections(ddb, name):
+    t = ddb.describe_table(TableName=name)["Table"]
+    return {i["IndexName"]: i["Projection"]
+            for i in t.get("LocalSecondaryIndexes", []) + t.get("GlobalSecondaryIndexes", [])}
+
+
+def wait_gsi(ddb, name, index, want):
+    """A GSI query is eventually consistent: polls until it holds want items."""
+    deadline = time.time() + 10
+    while True:
+        r = ddb.query(TableName=name, IndexName=index, KeyConditionExpression="g = :g",
+                      ExpressionAttributeValues={":g": S("G")})
+        if r["Count"] == want or time.time() > deadline:
+            return r
+        time.sleep(0.2)
+
+
+def test_include_projection(ddb):
+    name = "inc_" + uuid.uuid4().hex[:12]
+    create_include_table(ddb, name)
+    want = {"lsi_inc": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["a"]},
+            "gsi_inc": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["a", "b"]},
+            "gsi_keys": {"ProjectionType": "KEYS_ONLY"},
+            "gsi_all": {"ProjectionType": "ALL"}}
+    assert projections(ddb, name) == want  # as given, from any call
+    for i in range(4):
+        ddb.put_item(TableName=name, Item={"pk": S("p"), "sk": N(i), "r": N(i), "g": S("G"),
+                                           "a": S("a%d" % i), "b": N(i), "c": S("not projected")})
+    keys = {"pk", "sk", "g"}
+    r = wait_gsi(ddb, name, "gsi_inc", 4)
+    assert [set(i) for i in r["Items"]] == [keys | {"a", "b"}] * 4, r["Items"]
+    r = wait_gsi(ddb, name, "gsi_keys", 4)
+    assert [set(i) for i in r["Items"]] == [keys] * 4, r["Items"]
+    r = wait_gsi(ddb, name, "gsi_all", 4)
+    assert all("c" in i for i in r["Items"])
+    r = ddb.query(TableName=name, IndexName="lsi_inc", KeyConditionExpression="pk = :p",
+                  ExpressionAttributeValues={":p": S("p")})
+    assert [set(i) for i in r["Items"]] == [{"pk", "sk", "r", "a"}] * 4, r["Items"]
+    # An LSI fetches the rest from the table when asked, as DynamoDB's.
+    r = ddb.query(TableName=name, IndexName="lsi_inc", KeyConditionExpression="pk = :p",
+                  ExpressionAttributeValues={":p": S("p")}, Select="ALL_ATTRIBUTES")
+    assert all("c" in i for i in r["Items"]) and r["Count"] == 4
+    r = ddb.scan(TableName=name, IndexName="lsi_inc")
+    assert [set(i) for i in r["Items"]] == [{"pk", "sk", "r", "a"}] * 4
+    r = ddb.scan(TableName=name, IndexName="gsi_inc")
+    assert [set(i) for i in r["Items"]] == [keys | {"a", "b"}] * 4
+    # A filter on a GSI sees only what it projects.
+    r = ddb.scan(TableName=name, IndexName="gsi_inc", FilterExpression="attribute_exists(c)")
+    assert r["Count"] == 0 and r["ScannedCount"] == 4
+    with pytest.raises(ClientError) as e:
+        ddb.query(TableName=name, IndexName="gsi_inc", KeyConditionExpression="g = :g",
+                  ExpressionAttributeValues={":g": S("G")}, Select="ALL_ATTRIBUTES")
+    assert error_code(e) == "ValidationException"
+    assert "projection type is not ALL" in e.value.response["Error"]["Message"]
+    # A table created again under the name does not inherit the projections.
+    ddb.delete_table(TableName=name)
+    ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                              {"AttributeName": "g", "AttributeType": "S"}],
+        KeySchema=key_schema("pk"),
+        GlobalSecondaryIndexes=[{"IndexName": "gsi_inc", "KeySchema": key_schema("g"),
+                                 "Projection": {"ProjectionType": "ALL"}}])
+    assert projections(ddb, name) == {"gsi_inc": {"ProjectionType": "ALL"}}
+    ddb.delete_table(TableName=name)
+
+
+@pytest.mark.parametrize("proj,text", [
+    ({"ProjectionType": "INCLUDE"}, "NonKeyAttributes is not specified"),
+    ({"ProjectionType": "KEYS_ONLY", "NonKeyAttributes": ["a"]}, "but NonKeyAttributes"),
+    ({"ProjectionType": "INCLUDE", "NonKeyAttributes": ["a", "a"]}, "Duplicate"),
+    ({"ProjectionType": "INCLUDE", "NonKeyAttributes": ["a%d" % i for i in range(101)]},
+     "exceeds limit of 100"),
+])
+def test_include_refused(ddb, proj, text):
+    name = "inc_" + uuid.uuid4().hex[:12]
+    with pytest.raises(ClientError) as e:
+        ddb.create_table(
+            TableName=name,
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                  {"AttributeName": "g", "AttributeType": "S"}],
+            KeySchema=key_schema("pk"),
+            GlobalSecondaryIndexes=[{"IndexName": "gix", "KeySchema": key_schema("g"),
+                                     "Projection": proj}])
+    assert error_code(e) == "ValidationException" and text in e.value.response["Error"]["Message"]
+    assert name not in ddb.list_tables()["TableNames"]
+
+
+def test_gateway_table_is_hidden(ddb):
+    meta = "lapse.dynamodb.meta"  # made by the INCLUDE tables above
+    assert meta not in ddb.list_tables()["TableNames"]
+    with pytest.raises(ClientError) as e:
+        ddb.get_item(TableName=meta, Key={"k": S("x")})
+    assert error_code(e) == "ResourceNotFoundException"
+    with pytest.raises(ClientError) as e:
+        ddb.batch_get_item(RequestItems={meta: {"Keys": [{"k": S("x")}]}})
+    assert error_code(e) == "ResourceNotFoundException"
+    with pytest.raises(ClientError) as e:
+        ddb.create_table(TableName=meta, KeySchema=key_schema("k"),
+                         AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}])
+    assert error_code(e) == "ValidationException" and "reserved" in \
+        e.value.response["Error"]["Message"]
