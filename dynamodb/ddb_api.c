@@ -15,6 +15,7 @@
 #include "ddb_sigv4.h"
 #include "ddb_streams.h"
 #include "ddb_tables.h"
+#include "ddb_tags.h"
 
 #define TARGET_PREFIX "DynamoDB_20120810."
 #define STREAMS_PREFIX "DynamoDBStreams_20120810."
@@ -48,6 +49,9 @@ static const struct {
     {TARGET_PREFIX, "Scan", ddb_query_scan},
     {TARGET_PREFIX, "BatchWriteItem", ddb_batch_write},
     {TARGET_PREFIX, "BatchGetItem", ddb_batch_get},
+    {TARGET_PREFIX, "TagResource", ddb_tags_tag},
+    {TARGET_PREFIX, "UntagResource", ddb_tags_untag},
+    {TARGET_PREFIX, "ListTagsOfResource", ddb_tags_list},
     {STREAMS_PREFIX, "ListStreams", ddb_streams_list},
     {STREAMS_PREFIX, "DescribeStream", ddb_streams_describe},
     {STREAMS_PREFIX, "GetShardIterator", ddb_streams_get_iterator},

@@ -120,8 +120,33 @@ static void unsupported_parameters_are_named(void **state)
                  400, "ValidationException", "returnValuesOnConditionCheckFailure");
     expect_error(T("CreateTable"), "{\"TableName\":\"t\",\"SSESpecification\":{}}", 400,
                  "ValidationException", "SSESpecification");
-    expect_error(T("CreateTable"), "{\"TableName\":\"t\",\"Tags\":[]}", 400, "ValidationException",
-                 "Tags");
+    /* Tags and the tagging calls' mistakes, refused before any liblapse
+     * call. */
+    static const char *const create_keys =
+        "{\"TableName\":\"t\",\"AttributeDefinitions\":[{\"AttributeName\":\"pk\","
+        "\"AttributeType\":\"S\"}],\"KeySchema\":[{\"AttributeName\":\"pk\",\"KeyType\":"
+        "\"HASH\"}],";
+    char body[512];
+    snprintf(body, sizeof body, "%s\"Tags\":[{\"Key\":\"aws:x\",\"Value\":\"v\"}]}", create_keys);
+    expect_error(T("CreateTable"), body, 400, "ValidationException", "reserved prefix aws:");
+    snprintf(body, sizeof body, "%s\"Tags\":[{\"Key\":\"\",\"Value\":\"v\"}]}", create_keys);
+    expect_error(T("CreateTable"), body, 400, "ValidationException", "1 to 128");
+    snprintf(body, sizeof body, "%s\"Tags\":[{\"Key\":\"k\"}]}", create_keys);
+    expect_error(T("CreateTable"), body, 400, "ValidationException", "Value");
+    expect_error(T("TagResource"),
+                 "{\"ResourceArn\":\"arn:aws:s3:::bucket\",\"Tags\":[{\"Key\":\"k\","
+                 "\"Value\":\"v\"}]}",
+                 400, "ValidationException", "Invalid TableArn");
+    expect_error(T("TagResource"),
+                 "{\"ResourceArn\":\"arn:aws:dynamodb:r:1:table/tt/index/i\",\"Tags\":[]}", 400,
+                 "ValidationException", "Invalid TableArn");
+    expect_error(T("UntagResource"), "{\"ResourceArn\":\"arn:aws:dynamodb:r:1:table/ttt\"}", 400,
+                 "ValidationException", "TagKeys");
+    expect_error(T("ListTagsOfResource"), "{}", 400, "ValidationException", "ResourceArn");
+    expect_error(T("TagResource"),
+                 "{\"ResourceArn\":\"arn:aws:dynamodb:r:1:table/lapse.dynamodb.meta\","
+                 "\"Tags\":[]}",
+                 400, "ResourceNotFoundException", "lapse.dynamodb.meta");
 }
 
 /* Expressions are parsed before any liblapse call: every mistake is a

@@ -7,6 +7,7 @@
 
 #include "ddb_meta.h"
 #include "ddb_tabledef.h"
+#include "ddb_tags.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -94,11 +95,11 @@ static json_t *table_description(ddb_ctx *x, const char *lapse_json, const char 
 
 /* ======================= CreateTable ======================= */
 
-static const char *const create_unsupported[] = {"Tags", "SSESpecification", "TableClass",
-                                                 "ResourcePolicy", NULL};
+static const char *const create_unsupported[] = {"SSESpecification", "TableClass", "ResourcePolicy",
+                                                 NULL};
 
 /* Records the gateway's document of a table just created (meta: its INCLUDE
- * projections); when that fails the table is deleted again, so a table is
+ * projections and its tags); when that fails the table is deleted again, so a table is
  * never left without what its CreateTable asked for. */
 static int create_meta(ddb_ctx *x, const char *table, const char *lapse_json, json_t *meta)
 {
@@ -123,7 +124,7 @@ int ddb_tables_create(ddb_ctx *x, json_t *req)
     char *json = NULL;
     int rv = -1;
     size_t nonkey = 0;
-    json_t *meta = json_object(), *projections = json_object();
+    json_t *meta = json_object(), *projections = json_object(), *tags = NULL;
 
     if (ddb_req_unsupported(x, req, "CreateTable", create_unsupported) != 0 ||
         ddb_req_string(x, req, "TableName", 1, &def.name) != 0 ||
@@ -132,6 +133,7 @@ int ddb_tables_create(ddb_ctx *x, json_t *req)
         ddb_req_array(x, req, "LocalSecondaryIndexes", 0, &jl) != 0 ||
         ddb_req_array(x, req, "GlobalSecondaryIndexes", 0, &jg) != 0 ||
         ddb_req_object(x, req, "StreamSpecification", 0, &stream) != 0 ||
+        ddb_req_array(x, req, "Tags", 0, &tags) != 0 ||
         ddb_tabledef_key_schema(x, ks, defs, "table", &def.partition_key, &def.partition_key_type,
                                 &def.sort_key, &def.sort_key_type) != 0 ||
         ddb_tabledef_indexes(x, jl, defs, 0, &lsi, &def.nlsi, projections, &nonkey) != 0 ||
@@ -156,6 +158,22 @@ int ddb_tables_create(ddb_ctx *x, json_t *req)
                          "NEW_AND_OLD_IMAGES, KEYS_ONLY]",
                          view);
             goto out;
+        }
+    }
+    if (tags != NULL) {
+        json_t *t = json_object();
+        json_object_set_new(meta, "Tags", t);
+        if (ddb_tags_read(x, tags, t) != 0) {
+            goto out;
+        }
+        if (json_object_size(t) > DDB_TAGS_MAX) {
+            ddb_req_fail(x, 400, "ValidationException",
+                         "One or more parameter values were invalid: more than %d Tags",
+                         DDB_TAGS_MAX);
+            goto out;
+        }
+        if (json_object_size(t) == 0) {
+            json_object_del(meta, "Tags");
         }
     }
     if (json_object_size(projections) > 0) {

@@ -10,7 +10,12 @@ ProjectionExpression, Select COUNT and Segment / TotalSegments, and refuses
 a consistent read of a GSI and an unknown index by name. Would catch: the
 index scan returning the whole table, a LastEvaluatedKey without the index
 keys, a page resuming at the wrong place.
+
+Also ProjectionType INCLUDE (docs/dynamodb-api.md, "Index projections") and
+table tags, both kept in the gateway's own document of the table ("What the
+gateway keeps").
 """
+import threading
 import time
 import uuid
 
@@ -277,3 +282,60 @@ def test_gateway_table_is_hidden(ddb):
                          AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}])
     assert error_code(e) == "ValidationException" and "reserved" in \
         e.value.response["Error"]["Message"]
+
+
+def test_tags(ddb):
+    name = "tag_" + uuid.uuid4().hex[:12]
+    ddb.create_table(TableName=name, KeySchema=key_schema("pk"),
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                     Tags=[{"Key": "team", "Value": "a"}, {"Key": "env", "Value": ""}])
+    arn = ddb.describe_table(TableName=name)["Table"]["TableArn"]
+    assert ddb.list_tags_of_resource(ResourceArn=arn)["Tags"] == [
+        {"Key": "env", "Value": ""}, {"Key": "team", "Value": "a"}]
+    ddb.tag_resource(ResourceArn=arn, Tags=[{"Key": "team", "Value": "b"},
+                                            {"Key": "cost", "Value": "42"}])
+    assert ddb.list_tags_of_resource(ResourceArn=arn)["Tags"] == [
+        {"Key": "cost", "Value": "42"}, {"Key": "env", "Value": ""}, {"Key": "team", "Value": "b"}]
+    ddb.untag_resource(ResourceArn=arn, TagKeys=["env", "nope"])
+    assert [t["Key"] for t in ddb.list_tags_of_resource(ResourceArn=arn)["Tags"]] == \
+        ["cost", "team"]
+    # Up to 50 tags; one more is refused and changes nothing.
+    ddb.tag_resource(ResourceArn=arn, Tags=[{"Key": "k%02d" % i, "Value": "v"} for i in range(48)])
+    with pytest.raises(ClientError) as e:
+        ddb.tag_resource(ResourceArn=arn, Tags=[{"Key": "one_more", "Value": "v"}])
+    assert error_code(e) == "LimitExceededException"
+    assert len(ddb.list_tags_of_resource(ResourceArn=arn)["Tags"]) == 50
+    with pytest.raises(ClientError) as e:
+        ddb.tag_resource(ResourceArn=arn, Tags=[{"Key": "aws:x", "Value": "v"}])
+    assert error_code(e) == "ValidationException" and "aws:" in e.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as e:
+        ddb.list_tags_of_resource(ResourceArn="arn:aws:dynamodb:us-east-1:000000000000:nope")
+    assert error_code(e) == "ValidationException"
+    with pytest.raises(ClientError) as e:
+        ddb.list_tags_of_resource(ResourceArn=arn + "_gone")
+    assert error_code(e) == "ResourceNotFoundException"
+    # Concurrent taggers both take effect (each write is over what it read).
+    ddb.untag_resource(ResourceArn=arn, TagKeys=["k%02d" % i for i in range(48)])
+    errors = []
+
+    def tagger(w):
+        c = client("dynamodb")
+        try:
+            for i in range(6):
+                c.tag_resource(ResourceArn=arn, Tags=[{"Key": "w%d_%d" % (w, i), "Value": "v"}])
+        except Exception as ex:  # reported below
+            errors.append(ex)
+    threads = [threading.Thread(target=tagger, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    keys = {t["Key"] for t in ddb.list_tags_of_resource(ResourceArn=arn)["Tags"]}
+    assert keys == {"cost", "team"} | {"w%d_%d" % (w, i) for w in range(3) for i in range(6)}
+    # A table created again under the name starts without tags.
+    ddb.delete_table(TableName=name)
+    ddb.create_table(TableName=name, KeySchema=key_schema("pk"),
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    assert ddb.list_tags_of_resource(ResourceArn=arn)["Tags"] == []
+    ddb.delete_table(TableName=name)

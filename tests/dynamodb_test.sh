@@ -11,6 +11,7 @@
 #   written) does create-table, describe-table, list-tables, put-item,
 #   get-item, query (key condition, filter, projection, names), update-item,
 #   delete-item, update-time-to-live, describe-time-to-live, delete-table,
+#   tag-resource, untag-resource, list-tags-of-resource,
 #   each output checked; get-item on a missing table exits non-zero naming
 #   ResourceNotFoundException, a query with an unescaped reserved word a
 #   ValidationException naming it, a false condition
@@ -183,7 +184,7 @@ for line in sys.stdin:
 }
 
 run_cli() {
-  local t=SessionData key item now
+  local t=SessionData key item now arn
   ok create-table --table-name $t \
     --attribute-definitions AttributeName=UserName,AttributeType=S AttributeName=SessionId,AttributeType=S \
     --key-schema AttributeName=UserName,KeyType=HASH AttributeName=SessionId,KeyType=RANGE \
@@ -196,6 +197,11 @@ run_cli() {
   check "{'AttributeName':'SessionId','AttributeType':'S'} in doc['Table']['AttributeDefinitions']"
   ok list-tables
   check "'$t' in doc['TableNames']"
+  arn=arn:aws:dynamodb:us-east-1:000000000000:table/$t
+  ok tag-resource --resource-arn "$arn" --tags Key=team,Value=sessions Key=env,Value=test
+  ok untag-resource --resource-arn "$arn" --tag-keys env
+  ok list-tags-of-resource --resource-arn "$arn"
+  check "doc['Tags'] == [{'Key': 'team', 'Value': 'sessions'}]"
   now=$(date +%s)
   key='{"UserName":{"S":"user1"},"SessionId":{"S":"s1"}}'
   item='{"UserName":{"S":"user1"},"SessionId":{"S":"s1"},"ExpirationTime":{"N":"'$((now + 86400))'"},"Tags":{"L":[{"S":"a"},{"BOOL":true}]}}'
