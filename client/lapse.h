@@ -365,6 +365,24 @@ int lapse_query_index(lapse_client *c, const char *table, const char *index,
 #define LAPSE_KEY_NAME_MAX 255
 int lapse_key_schema(lapse_client *c, const char *table, const char *index, char *pk, char *sk,
                      int *is_gsi, lapse_error *err);
+/* One secondary index of a table as the client's cached map has it (no
+ * coordinator call once the table is known, like lapse_key_schema): the
+ * table's key names, the index's key names and types (an LSI's partition
+ * key is the table's; sk "" when there is none), whether it is a GSI, its
+ * projection, and the table's creation time (CreatedAtMs; 0 for tables
+ * made before it was kept). */
+typedef struct lapse_index_info {
+    char table_pk[LAPSE_KEY_NAME_MAX + 1], table_sk[LAPSE_KEY_NAME_MAX + 1];
+    char pk[LAPSE_KEY_NAME_MAX + 1], sk[LAPSE_KEY_NAME_MAX + 1];
+    char pk_type, sk_type; /* 'S', 'N' or 'B'; sk_type 0 without sk */
+    int is_gsi;
+    lapse_projection projection;
+    int64_t table_created_ms;
+} lapse_index_info;
+/* Fills *out for index of table. Returns 0, LAPSE_EINVAL (NULL argument)
+ * or LAPSE_ENOTFOUND (no such table or index); *out is zeroed on error. */
+int lapse_index_describe(lapse_client *c, const char *table, const char *index,
+                         lapse_index_info *out, lapse_error *err);
 size_t lapse_page_count(const lapse_page *p);
 const lapse_item *lapse_page_item(const lapse_page *p, size_t i); /* borrowed */
 const lapse_item *lapse_page_last_key(const lapse_page *p);       /* NULL: no more */

@@ -575,3 +575,49 @@ int lapse_key_schema(lapse_client *c, const char *table, const char *index, char
     }
     return client_err(err, LAPSE_ENOTFOUND, "table \"%s\" has no index \"%s\"", table, index);
 }
+
+/* 'S', 'N' or 'B' of a key type; 0 for none. */
+static char type_letter(attr_type t)
+{
+    return t == ATTR_S ? 'S' : t == ATTR_N ? 'N' : t == ATTR_B ? 'B' : 0;
+}
+
+int lapse_index_describe(lapse_client *c, const char *table, const char *index,
+                         lapse_index_info *out, lapse_error *err)
+{
+    table_schema t;
+    int rv;
+
+    if (out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    memset(out, 0, sizeof *out);
+    if (c == NULL || table == NULL || index == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    if ((rv = client_table(c, table, &t, err)) != 0) {
+        return rv;
+    }
+    const index_def *d = NULL;
+    for (uint32_t i = 0; i < t.nlsi && d == NULL; i++) {
+        d = strcmp(t.lsi[i].name, index) == 0 ? &t.lsi[i] : NULL;
+    }
+    for (uint32_t i = 0; i < t.ngsi && d == NULL; i++) {
+        d = strcmp(t.gsi[i].name, index) == 0 ? &t.gsi[i] : NULL;
+        out->is_gsi = d != NULL;
+    }
+    if (d == NULL) {
+        out->is_gsi = 0;
+        return client_err(err, LAPSE_ENOTFOUND, "table \"%s\" has no index \"%s\"", table, index);
+    }
+    const key_def *pk = out->is_gsi ? &d->pk : &t.pk;
+    snprintf(out->table_pk, sizeof out->table_pk, "%s", t.pk.name);
+    snprintf(out->table_sk, sizeof out->table_sk, "%s", t.sk.name);
+    snprintf(out->pk, sizeof out->pk, "%s", pk->name);
+    snprintf(out->sk, sizeof out->sk, "%s", d->sk.name);
+    out->pk_type = type_letter(pk->type);
+    out->sk_type = d->sk.name[0] != '\0' ? type_letter(d->sk.type) : 0;
+    out->projection = d->projection == INDEX_PROJECT_KEYS ? LAPSE_PROJECT_KEYS : LAPSE_PROJECT_ALL;
+    out->table_created_ms = t.created_ms;
+    return client_ok(err);
+}

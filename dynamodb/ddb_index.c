@@ -8,101 +8,49 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The HASH and RANGE names of a KeySchema array (borrowed; NULL: none). */
-static void key_names(json_t *ks, const char **hash, const char **range)
+int ddb_index_info(ddb_ctx *x, const char *table, const char *index, ddb_index *ix)
 {
-    size_t i;
-    json_t *k;
-    *hash = *range = NULL;
-    json_array_foreach(ks, i, k)
-    {
-        const char *n = json_string_value(json_object_get(k, "AttributeName"));
-        const char *role = json_string_value(json_object_get(k, "KeyType"));
-        if (n != NULL && role != NULL) {
-            *(strcmp(role, "HASH") == 0 ? hash : range) = n;
-        }
+    lapse_error err;
+    memset(ix, 0, sizeof *ix);
+    ix->name = index;
+    int rv = lapse_index_describe(x->c, table, index, &ix->li, &err);
+    char pk[LAPSE_KEY_NAME_MAX + 1], sk[LAPSE_KEY_NAME_MAX + 1];
+    if (rv == LAPSE_ENOTFOUND && lapse_key_schema(x->c, table, NULL, pk, sk, NULL, NULL) == 0) {
+        return ddb_req_fail(x, 400, "ValidationException",
+                            "The table does not have the specified index: %.255s", index);
     }
-}
-
-static char type_of(json_t *defs, const char *name)
-{
-    size_t i;
-    json_t *d;
-    json_array_foreach(defs, i, d)
-    {
-        const char *n = json_string_value(json_object_get(d, "AttributeName"));
-        const char *t = json_string_value(json_object_get(d, "AttributeType"));
-        if (n != NULL && t != NULL && strcmp(n, name) == 0) {
-            return t[0];
-        }
+    if (rv != 0) {
+        return ddb_req_lapse_fail(x, &err, table);
+    }
+    const lapse_index_info *li = &ix->li;
+    ix->tpk = li->table_pk;
+    ix->tsk = li->table_sk[0] != '\0' ? li->table_sk : NULL;
+    ix->ipk = li->pk;
+    ix->isk = li->sk[0] != '\0' ? li->sk : NULL;
+    ix->ipk_type = li->pk_type;
+    ix->isk_type = li->sk_type;
+    ix->gsi = li->is_gsi;
+    ix->projection = li->projection == LAPSE_PROJECT_KEYS ? "KEYS_ONLY" : "ALL";
+    if (li->projection == LAPSE_PROJECT_KEYS) {
+        return 0;
+    }
+    /* ALL on the nodes: INCLUDE when the gateway's document says so. */
+    if (ddb_meta_get(x, table, li->table_created_ms, &ix->meta) != 0) {
+        return -1;
+    }
+    json_t *proj = json_object_get(json_object_get(ix->meta, "Projections"), index);
+    const char *given = json_string_value(json_object_get(proj, "ProjectionType"));
+    if (given != NULL && strcmp(given, "INCLUDE") == 0) {
+        ix->projection = "INCLUDE";
+        ix->non_key = json_object_get(proj, "NonKeyAttributes");
     }
     return 0;
 }
 
-int ddb_index_info(ddb_ctx *x, const char *table, const char *index, ddb_index *ix)
-{
-    char *json = NULL;
-    lapse_error err;
-    memset(ix, 0, sizeof *ix);
-    ix->name = index;
-    if (lapse_describe_table(x->c, table, &json, &err) != 0) {
-        return ddb_req_lapse_fail(x, &err, table);
-    }
-    ix->doc = json_loads(json, 0, NULL);
-    lapse_free(json);
-    json_t *t = json_object_get(ix->doc, "Table");
-    json_t *defs = json_object_get(t, "AttributeDefinitions");
-    key_names(json_object_get(t, "KeySchema"), &ix->tpk, &ix->tsk);
-    if (ix->tpk == NULL) {
-        return ddb_req_fail(x, 500, "InternalServerError", "unreadable table description");
-    }
-    static const char *const kinds[] = {"LocalSecondaryIndexes", "GlobalSecondaryIndexes"};
-    for (int k = 0; k < 2; k++) {
-        size_t i;
-        json_t *d;
-        json_array_foreach(json_object_get(t, kinds[k]), i, d)
-        {
-            const char *name = json_string_value(json_object_get(d, "IndexName"));
-            if (name == NULL || strcmp(name, index) != 0) {
-                continue;
-            }
-            json_t *proj = json_object_get(d, "Projection");
-            key_names(json_object_get(d, "KeySchema"), &ix->ipk, &ix->isk);
-            ix->gsi = k == 1;
-            ix->projection = json_string_value(json_object_get(proj, "ProjectionType"));
-            ix->non_key = json_object_get(proj, "NonKeyAttributes");
-            if (ix->ipk == NULL || ix->projection == NULL) {
-                return ddb_req_fail(x, 500, "InternalServerError", "unreadable index description");
-            }
-            ix->ipk_type = type_of(defs, ix->ipk);
-            ix->isk_type = ix->isk != NULL ? type_of(defs, ix->isk) : 0;
-            if (strcmp(ix->projection, "ALL") != 0) {
-                return 0;
-            }
-            int64_t created = (int64_t)json_integer_value(json_object_get(t, "CreatedAtMs"));
-            if (ddb_meta_get(x, table, created, &ix->meta) != 0) {
-                return -1;
-            }
-            proj = json_object_get(json_object_get(ix->meta, "Projections"), index);
-            if (proj != NULL) {
-                ix->projection = json_string_value(json_object_get(proj, "ProjectionType"));
-                ix->non_key = json_object_get(proj, "NonKeyAttributes");
-            }
-            if (ix->projection == NULL) {
-                return ddb_req_fail(x, 500, "InternalServerError", "unreadable index projection");
-            }
-            return 0;
-        }
-    }
-    return ddb_req_fail(x, 400, "ValidationException",
-                        "The table does not have the specified index: %.255s", index);
-}
-
 void ddb_index_fini(ddb_index *ix)
 {
-    json_decref(ix->doc);
     json_decref(ix->meta);
-    ix->doc = ix->meta = NULL;
+    ix->meta = NULL;
 }
 
 /* Whether doc has attribute name with DynamoDB type letter type. */

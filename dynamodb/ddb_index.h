@@ -1,7 +1,9 @@
 /*
  * ddb_index.h: what the gateway knows of one secondary index of a table
  * (its keys with their types, the table's keys, its projection), read from
- * lapse_describe_table, and the per-item steps Scan of an index and reads
+ * liblapse's cached map (lapse_index_describe: no coordinator call) and,
+ * for an index the nodes keep whole, the gateway's document of the table
+ * (ddb_meta.h), and the per-item steps Scan of an index and reads
  * from an index share: whether an item is in the index, its index key (the
  * table's keys and the index's, DynamoDB's LastEvaluatedKey of an index),
  * and the item as the index's projection shows it.
@@ -9,10 +11,10 @@
  * Thread-safety: a ddb_index belongs to the call that read it.
  *
  * Invariants:
- *  1. Every string of a ddb_index is borrowed from its doc or meta, which
- *     ddb_index_fini releases; tsk and isk are NULL when there is no such
- *     key. An index the nodes keep as ALL has its projection from the
- *     gateway's document when one is recorded there (INCLUDE).
+ *  1. Every string of a ddb_index is borrowed from its li or meta (meta is
+ *     released by ddb_index_fini; a ddb_index is never copied); tsk and isk are NULL when there is
+ * no such key. An index the nodes keep as ALL has its projection from the gateway's document when
+ * one is recorded there (INCLUDE).
  *  2. An item is in the index exactly when it has every index key attribute
  *     with the type AttributeDefinitions gives it (DynamoDB's sparse
  *     indexes: an LSI holds the items with its sort key, a GSI those with
@@ -24,7 +26,7 @@
 #include "ddb_req.h"
 
 typedef struct ddb_index {
-    json_t *doc;             /* owned: lapse_describe_table's document */
+    lapse_index_info li;     /* the cached map's description */
     json_t *meta;            /* owned: the gateway's document of the table (ddb_meta.h) */
     const char *tpk, *tsk;   /* the table's keys (tsk NULL: none) */
     const char *ipk, *isk;   /* the index's keys (an LSI's ipk is tpk; isk NULL: none) */
@@ -37,8 +39,8 @@ typedef struct ddb_index {
 
 /* Reads index of table into *ix. Returns 0, or -1 with x's error set
  * (ResourceNotFoundException for the table, ValidationException "The table
- * does not have the specified index" for the index). Call ddb_index_fini
- * either way. */
+ * does not have the specified index" for the index, or the meta read's).
+ * Call ddb_index_fini either way. */
 int ddb_index_info(ddb_ctx *x, const char *table, const char *index, ddb_index *ix);
 void ddb_index_fini(ddb_index *ix);
 
