@@ -4,11 +4,22 @@
 #include "ddb_meta.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
+
 #define META_PARTITIONS 8 /* a few small items per table */
+
+/* Until this monotonic ms, DDB_META_TABLE is taken to be absent without
+ * asking: a cluster that never needed it would otherwise make every read of
+ * an index the nodes keep whole refresh liblapse's map from the coordinator
+ * (the client's answer to a table it does not know). One second after
+ * another gateway first creates it, this one sees it. */
+#define ABSENT_RECHECK_MS 1000
+static _Atomic int64_t absent_until_ms;
 
 /* The meta item's key of table: {"k": "<table>@<created_ms>"}. */
 static lapse_item *meta_key(const char *table, int64_t created_ms)
@@ -24,19 +35,26 @@ static lapse_item *meta_key(const char *table, int64_t created_ms)
 }
 
 /* Table's document into *out (new object) and, when stored, its text into
- * *raw (caller frees; NULL: none). */
-static int meta_read(ddb_ctx *x, const char *table, int64_t created_ms, json_t **out, char **raw)
+ * *raw (caller frees; NULL: none); fresh: ask even when the table was just
+ * seen absent. */
+static int meta_read(ddb_ctx *x, const char *table, int64_t created_ms, int fresh, json_t **out,
+                     char **raw)
 {
-    lapse_item *key = meta_key(table, created_ms), *it = NULL;
+    lapse_item *key = NULL, *it = NULL;
     lapse_error err;
     *out = NULL;
     *raw = NULL;
-    if (key == NULL) {
+    if (!fresh && clock_mono_now().ms < atomic_load(&absent_until_ms)) {
+        *out = json_object();
+        return *out != NULL ? 0 : ddb_req_fail(x, 500, "InternalServerError", "out of memory");
+    }
+    if ((key = meta_key(table, created_ms)) == NULL) {
         return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
     }
     int rv = lapse_get(x->c, DDB_META_TABLE, key, &it, &err);
     lapse_item_free(key);
     if (rv == LAPSE_ENOTFOUND) {
+        atomic_store(&absent_until_ms, clock_mono_now().ms + ABSENT_RECHECK_MS);
         *out = json_object(); /* no gateway has written any yet */
         return 0;
     }
@@ -61,7 +79,7 @@ static int meta_read(ddb_ctx *x, const char *table, int64_t created_ms, json_t *
 int ddb_meta_get(ddb_ctx *x, const char *table, int64_t created_ms, json_t **out)
 {
     char *raw = NULL;
-    int rv = meta_read(x, table, created_ms, out, &raw);
+    int rv = meta_read(x, table, created_ms, 0, out, &raw);
     free(raw);
     return rv;
 }
@@ -113,6 +131,9 @@ static int meta_write(ddb_ctx *x, const char *table, int64_t created_ms, json_t 
         }
         lrv = lapse_put(x->c, DDB_META_TABLE, it, cond, &err);
     }
+    if (lrv == 0) {
+        atomic_store(&absent_until_ms, 0);
+    }
     rv = lrv == 0 ? 0 : ddb_req_lapse_fail(x, &err, table);
 out:
     free(text);
@@ -133,7 +154,7 @@ int ddb_meta_update(ddb_ctx *x, const char *table, int64_t created_ms,
     for (int i = 0; i < UPDATE_TRIES; i++) {
         json_t *doc = NULL;
         char *raw = NULL, *value = NULL;
-        if (meta_read(x, table, created_ms, &doc, &raw) != 0) {
+        if (meta_read(x, table, created_ms, 1, &doc, &raw) != 0) {
             return -1;
         }
         /* Written only over what was read: the same text, or still none. */
