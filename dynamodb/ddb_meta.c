@@ -51,7 +51,10 @@ static int meta_read(ddb_ctx *x, const char *table, int64_t created_ms, int fres
     if ((key = meta_key(table, created_ms)) == NULL) {
         return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
     }
-    int rv = lapse_get(x->c, DDB_META_TABLE, key, &it, &err);
+    /* A plain read may come from any in-sync copy; a change reads the
+     * primary, whose copy its condition is checked against. */
+    lapse_read_opts ro = {.eventually_consistent = !fresh};
+    int rv = lapse_get_opts(x->c, DDB_META_TABLE, key, &ro, &it, &err);
     lapse_item_free(key);
     if (rv == LAPSE_ENOTFOUND) {
         atomic_store(&absent_until_ms, clock_mono_now().ms + ABSENT_RECHECK_MS);
