@@ -11,7 +11,8 @@
 #   written) does create-table, describe-table, list-tables, put-item,
 #   get-item, query (key condition, filter, projection, names), update-item,
 #   delete-item, update-time-to-live, describe-time-to-live, delete-table,
-#   tag-resource, untag-resource, list-tags-of-resource,
+#   tag-resource, untag-resource, list-tags-of-resource, a GSI with an
+#   INCLUDE projection (describe-table, scan --index-name),
 #   each output checked; get-item on a missing table exits non-zero naming
 #   ResourceNotFoundException, a query with an unescaped reserved word a
 #   ValidationException naming it, a false condition
@@ -183,6 +184,24 @@ for line in sys.stdin:
   grep -q "ValidationException" "$tmp/err" || fail "bad iterator: $(cat "$tmp/err")"
 }
 
+# A GSI with an INCLUDE projection through the aws CLI: describe-table gives
+# the projection as created, scan --index-name returns only the item that
+# has the index's key, with the keys and the included attribute.
+index_cli() {
+  local t=CliIndexed
+  ok create-table --table-name $t --billing-mode PAY_PER_REQUEST \
+    --attribute-definitions AttributeName=id,AttributeType=S AttributeName=grp,AttributeType=S \
+    --key-schema AttributeName=id,KeyType=HASH \
+    --global-secondary-indexes '[{"IndexName":"by_grp","KeySchema":[{"AttributeName":"grp","KeyType":"HASH"}],"Projection":{"ProjectionType":"INCLUDE","NonKeyAttributes":["color"]}}]'
+  ok describe-table --table-name $t
+  check "doc['Table']['GlobalSecondaryIndexes'][0]['Projection'] == {'ProjectionType': 'INCLUDE', 'NonKeyAttributes': ['color']}"
+  ok put-item --table-name $t --item '{"id":{"S":"a"},"grp":{"S":"g"},"color":{"S":"red"},"size":{"N":"3"}}'
+  ok put-item --table-name $t --item '{"id":{"S":"b"},"color":{"S":"blue"}}'
+  ok scan --table-name $t --index-name by_grp
+  check "doc['Items'] == [{'id': {'S': 'a'}, 'grp': {'S': 'g'}, 'color': {'S': 'red'}}] and doc['ScannedCount'] == 1"
+  ok delete-table --table-name $t
+}
+
 run_cli() {
   local t=SessionData key item now arn
   ok create-table --table-name $t \
@@ -234,6 +253,7 @@ run_cli() {
   ok describe-time-to-live --table-name $t
   check "doc['TimeToLiveDescription']['TimeToLiveStatus'] in ('ENABLING', 'ENABLED') and doc['TimeToLiveDescription']['AttributeName'] == 'ExpirationTime'"
   streams_cli $t
+  index_cli
   ok delete-item --table-name $t --key "$key"
   ok get-item --table-name $t --key "$key"
   check "'Item' not in doc"
