@@ -638,7 +638,9 @@ int faults_run(run *r)
     while (!atomic_load(&r->stop) &&
            (clock_mono_now().ms + 6000 < r->end_mono_ms ||
             (n > 0 && faults_missing(r) != 0 &&
-             clock_mono_now().ms + 6000 < r->end_mono_ms + FAULTS_OVERRUN_MS))) {
+             clock_mono_now().ms + 6000 < r->end_mono_ms + FAULTS_OVERRUN_MS) ||
+            (n > 0 && r->opt->profile_long && atomic_load(&r->faults) < FAULTS_LONG_MIN &&
+             clock_mono_now().ms + 6000 < r->end_mono_ms + FAULTS_COUNT_OVERRUN_MS))) {
         procs_check_crashes(r);
         if (n == 0) {
             run_phase(r, "workload only (no faults)");
@@ -646,9 +648,17 @@ int faults_run(run *r)
             continue;
         }
         if (!extended && clock_mono_now().ms + 6000 >= r->end_mono_ms) {
-            flog_add(r,
-                     "workload extended: a kind of fault asked for (mask 0x%x) injected none yet",
-                     faults_missing(r));
+            if (faults_missing(r) != 0) {
+                flog_add(r,
+                         "workload extended: a kind of fault asked for (mask 0x%x) injected none "
+                         "yet",
+                         faults_missing(r));
+            } else {
+                flog_add(r,
+                         "workload extended: %d faults injected, fewer than the long "
+                         "profile's %d",
+                         atomic_load(&r->faults), FAULTS_LONG_MIN);
+            }
             extended = 1;
         }
         int sc = r->opt->profile_long ? list[rng_range(&rng, 0, n - 1)] : list[ran % n];
