@@ -92,6 +92,42 @@ void ttl_bench_enable_propagation(lapse_client *c, const config *cfg)
     free(us);
 }
 
+#define BACKFILL_SENTINELS 1000
+
+/* ttl_of for the sentinels: *(int64_t *)arg for every item. */
+static int64_t sentinel_ttl(void *arg, long long i)
+{
+    (void)i;
+    return *(const int64_t *)arg;
+}
+
+/* How many sentinels are still there once all are gone or timeout_ms has
+ * passed (read with gets every 500 ms). */
+static int sentinels_left(lapse_client *c, int64_t timeout_ms)
+{
+    int64_t until = wall_ms() + timeout_ms;
+    int left;
+    for (;;) {
+        left = 0;
+        for (int i = 0; i < BACKFILL_SENTINELS; i++) {
+            char k[48];
+            snprintf(k, sizeof(k), "bfdue%012d", i);
+            lapse_item *key = lapse_item_new(), *got = NULL;
+            lapse_error e;
+            lapse_item_set_s(key, "Id", k);
+            if (lapse_get(c, "Backfill", key, &got, &e) != 0 || got != NULL) {
+                left++; /* a failed read counts as still there */
+            }
+            lapse_item_free(got);
+            lapse_item_free(key);
+        }
+        if (left == 0 || wall_ms() >= until) {
+            return left;
+        }
+        sleep_ms(500);
+    }
+}
+
 void ttl_bench_enable_backfill(cluster *cl, lapse_client *c, const config *cfg)
 {
     lapse_table_def d = {0};
@@ -107,6 +143,14 @@ void ttl_bench_enable_backfill(cluster *cl, lapse_client *c, const config *cfg)
     }
     if (ttl_lapse_load(c, "Backfill", "bf", cfg->backfill, ttl_lapse_far_future, NULL,
                        "items to backfill") != 0) {
+        return;
+    }
+    /* Sentinels: loaded with the rest before the enable, due 2 s into it.
+     * Only a backfill that indexed them deletes them, so their going says
+     * the backfill did its work, not only that it said so. */
+    int64_t sentinel_due = wall_ms() / 1000 + 2;
+    if (ttl_lapse_load(c, "Backfill", "bfdue", BACKFILL_SENTINELS, sentinel_ttl, &sentinel_due,
+                       "backfill sentinels") != 0) {
         return;
     }
     int64_t us = enable_and_wait(c, "Backfill", 600000);
@@ -129,6 +173,14 @@ void ttl_bench_enable_backfill(cluster *cl, lapse_client *c, const config *cfg)
            "items/s per node; the nodes' backfill counters (table Backfill) count %.0f of %lld "
            "items scanned%s\n",
            cfg->backfill, s, (double)cfg->backfill / s,
-           (double)cfg->backfill / s / cluster_nodes(cl), scanned, cfg->backfill,
-           scanned < (double)cfg->backfill ? ": NOT all of them" : "");
+           (double)cfg->backfill / s / cluster_nodes(cl), scanned,
+           cfg->backfill + BACKFILL_SENTINELS,
+           scanned < (double)(cfg->backfill + BACKFILL_SENTINELS) ? ": NOT all of them" : "");
+    int left = sentinels_left(c, 30000);
+    printf("lapse  backfill sentinels: %d of %d items loaded before the enable and due 2 s into it "
+           "%s\n",
+           BACKFILL_SENTINELS - left, BACKFILL_SENTINELS,
+           left == 0 ? "were deleted: the backfill indexed them"
+                     : "were deleted; the wait ended 30 s after ENABLED with the rest still there: "
+                       "NOT all indexed");
 }
