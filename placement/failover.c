@@ -135,22 +135,28 @@ uint32_t pmap_min_in_sync(const pmap_replicas *r)
     return r->n < PMAP_MIN_IN_SYNC ? r->n : PMAP_MIN_IN_SYNC;
 }
 
+/* The set of base partition part of table table_id, or NULL. */
+static pmap_replicas *set_of(pmap *pm, uint32_t table_id, uint32_t part)
+{
+    for (size_t i = 0; i < pm->ntables; i++) {
+        pmap_table *t = &pm->tables[i];
+        if (t->schema.id == table_id) {
+            return part < t->schema.partitions && t->parts[part].n > 0 ? &t->parts[part] : NULL;
+        }
+    }
+    return NULL;
+}
+
 /* The set of partition part of table_id whose primary at epoch is
  * primary_id, and follower id's index in it; 0 or the error of
  * pmap_replica_join. */
 static int follower_of(pmap *pm, uint32_t table_id, uint32_t part, uint32_t primary_id,
                        uint64_t epoch, uint32_t id, pmap_replicas **set, int *idx)
 {
-    pmap_table *t = NULL;
-    for (size_t i = 0; i < pm->ntables; i++) {
-        if (pm->tables[i].schema.id == table_id) {
-            t = &pm->tables[i];
-        }
-    }
-    if (t == NULL || part >= t->schema.partitions || t->parts[part].n == 0) {
+    pmap_replicas *r = set_of(pm, table_id, part);
+    if (r == NULL) {
         return LAPSE_ENOTFOUND;
     }
-    pmap_replicas *r = &t->parts[part];
     if (r->ids[0] != primary_id || pmap_epoch(r) != epoch) {
         return LAPSE_EWRONGNODE;
     }
@@ -238,18 +244,6 @@ uint64_t pmap_primary_changes(const pmap *pm)
 }
 
 /* ============================== moves ============================== */
-
-/* The set of base partition part of table table_id, or NULL. */
-static pmap_replicas *set_of(pmap *pm, uint32_t table_id, uint32_t part)
-{
-    for (size_t i = 0; i < pm->ntables; i++) {
-        pmap_table *t = &pm->tables[i];
-        if (t->schema.id == table_id) {
-            return part < t->schema.partitions && t->parts[part].n > 0 ? &t->parts[part] : NULL;
-        }
-    }
-    return NULL;
-}
 
 int pmap_replica_add(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id)
 {

@@ -16,9 +16,8 @@
 #include "../common/lapse_err.h"
 #include "failover.h"
 
-/* A map of nodes 1-3 with table 1 ("rf3", two partitions: sets {1,2,3}
- * and {2,3,1}) and table 2 (one copy, partition on node 1). */
-static pmap *three_sets(void)
+/* A map of nodes 1-3, all UP. */
+static pmap *three_nodes(void)
 {
     pmap *pm = pmap_new();
     assert_non_null(pm);
@@ -27,14 +26,29 @@ static pmap *three_sets(void)
         snprintf(addr, sizeof(addr), "tcp://127.0.0.1:%u", 7400 + id);
         assert_int_equal(pmap_set_node(pm, id, addr, PMAP_NODE_UP), 0);
     }
+    return pm;
+}
+
+/* Table 1, "rf3": partition key pk (S), partitions of three copies. */
+static table_schema rf3_schema(uint32_t partitions)
+{
     table_schema t;
     memset(&t, 0, sizeof(t));
     t.id = 1;
     snprintf(t.name, sizeof(t.name), "rf3");
     snprintf(t.pk.name, sizeof(t.pk.name), "pk");
     t.pk.type = ATTR_S;
-    t.partitions = 2;
+    t.partitions = partitions;
     t.replication = 3;
+    return t;
+}
+
+/* A map of nodes 1-3 with table 1 ("rf3", two partitions: sets {1,2,3}
+ * and {2,3,1}) and table 2 (one copy, partition on node 1). */
+static pmap *three_sets(void)
+{
+    pmap *pm = three_nodes();
+    table_schema t = rf3_schema(2);
     pmap_replicas parts[2] = {{.n = 3, .ids = {1, 2, 3}, .in_sync = 7, .epoch = 1},
                               {.n = 3, .ids = {2, 3, 1}, .in_sync = 7, .epoch = 4}};
     assert_int_equal(pmap_add_table_assigned(pm, &t, parts), 0);
@@ -320,20 +334,8 @@ static void test_move_a_copy(void **state)
 static void test_rebalance_plan(void **state)
 {
     (void)state;
-    pmap *pm = pmap_new();
-    for (uint32_t id = 1; id <= 3; id++) {
-        char addr[64];
-        snprintf(addr, sizeof(addr), "tcp://127.0.0.1:%u", 7400 + id);
-        assert_int_equal(pmap_set_node(pm, id, addr, PMAP_NODE_UP), 0);
-    }
-    table_schema t;
-    memset(&t, 0, sizeof(t));
-    t.id = 1;
-    snprintf(t.name, sizeof(t.name), "rf3");
-    snprintf(t.pk.name, sizeof(t.pk.name), "pk");
-    t.pk.type = ATTR_S;
-    t.partitions = 8;
-    t.replication = 3;
+    pmap *pm = three_nodes();
+    table_schema t = rf3_schema(8);
     assert_int_equal(pmap_add_table(pm, &t), 0);
     pmap_move mv[16];
     assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0); /* balanced */
