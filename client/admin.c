@@ -460,13 +460,11 @@ int lapse_rebalance_plan(lapse_client *c, char **json_out, lapse_error *err)
         rpc_response_free(resp);
         return client_err(err, LAPSE_EPROTO, "rebalance: reply has no rebalance body");
     }
-    pthread_mutex_lock(&c->mu); /* table names; ids where the client's map is older */
-    pmap *pm = c->map != NULL ? pmap_dup(c->map) : NULL;
-    pthread_mutex_unlock(&c->mu);
     json_t *moves = json_array();
+    pthread_mutex_lock(&c->mu); /* table names from the cached map; ids where it is older */
     for (size_t i = 0; moves != NULL && i < rb->n_moves; i++) {
         const Lapse__RebalanceMove *m = rb->moves[i];
-        const pmap_table *t = pm != NULL ? pmap_table_find_id(pm, m->table_id) : NULL;
+        const pmap_table *t = c->map != NULL ? pmap_table_find_id(c->map, m->table_id) : NULL;
         json_t *o =
             t != NULL
                 ? json_pack("{s:s,s:i,s:i,s:i}", "Table", t->schema.name, "Partition",
@@ -478,7 +476,7 @@ int lapse_rebalance_plan(lapse_client *c, char **json_out, lapse_error *err)
             moves = NULL;
         }
     }
-    pmap_free(pm);
+    pthread_mutex_unlock(&c->mu);
     json_t *doc = moves != NULL
                       ? json_pack("{s:o,s:i,s:I}", "Moves", moves, "Moving", (int)rb->moving,
                                   "PartitionMapVersion", (json_int_t)rb->pmap_version)

@@ -168,19 +168,32 @@ static int may_rebalance(const pmap *pm)
     return 0;
 }
 
-/* Whether any set of pm is between a move's steps. */
-static int any_moving(const pmap *pm)
+/* The sets of pm between a move's first and last step. */
+static size_t count_moving(const pmap *pm)
 {
+    size_t n = 0;
     for (size_t t = 0; t < pm->ntables; t++) {
         const pmap_table *tb = &pm->tables[t];
         uint32_t rf = schema_replication(&tb->schema);
         for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
-            if (moving(pm, &tb->parts[p], rf) || tb->parts[p].leaving != 0) {
-                return 1;
-            }
+            n += (size_t)moving(pm, &tb->parts[p], rf);
         }
     }
-    return 0;
+    return n;
+}
+
+/* Whether mover_pass has anything to do on pm: a node draining, a move
+ * under way, or one the rebalancer would start. Read-only, so a balanced
+ * cluster costs a walk of the map every pass, not a copy of it. */
+static int has_work(const pmap *pm)
+{
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        if (pm->nodes[i].draining) {
+            return 1;
+        }
+    }
+    pmap_move probe;
+    return count_moving(pm) > 0 || (may_rebalance(pm) && pmap_rebalance_plan(pm, &probe, 1) > 0);
 }
 
 void mover_pass(server *s)
@@ -188,11 +201,7 @@ void mover_pass(server *s)
     if (!server_leads(s)) {
         return;
     }
-    int any = may_rebalance(s->pm) || any_moving(s->pm);
-    for (size_t i = 0; i < s->pm->nnodes; i++) {
-        any |= s->pm->nodes[i].draining;
-    }
-    if (!any) {
+    if (!has_work(s->pm)) {
         return;
     }
     pmap *next = pmap_dup(s->pm);
@@ -200,13 +209,7 @@ void mover_pass(server *s)
         return;
     }
     pass ps = {0};
-    for (size_t t = 0; t < next->ntables; t++) {
-        const pmap_table *tb = &next->tables[t];
-        uint32_t rf = schema_replication(&tb->schema);
-        for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
-            ps.in_move += (size_t)moving(next, &tb->parts[p], rf);
-        }
-    }
+    ps.in_move = count_moving(next);
     for (size_t t = 0; t < next->ntables; t++) {
         pmap_table *tb = &next->tables[t];
         uint32_t rf = schema_replication(&tb->schema);
@@ -313,13 +316,7 @@ void mover_rebalance(server *s, const Lapse__RebalanceRequest *r, Lapse__Respons
     }
     pmap_move *mv = calloc(max > 0 ? max : 1, sizeof(*mv));
     size_t n = mv != NULL ? pmap_rebalance_plan(s->pm, mv, max) : 0;
-    for (size_t t = 0; t < s->pm->ntables; t++) {
-        const pmap_table *tb = &s->pm->tables[t];
-        uint32_t rf = schema_replication(&tb->schema);
-        for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
-            m->moving += (uint32_t)(moving(s->pm, &tb->parts[p], rf) || tb->parts[p].leaving != 0);
-        }
-    }
+    m->moving = (uint32_t)count_moving(s->pm);
     m->pmap_version = s->pm->version;
     pthread_mutex_unlock(&s->lock);
     if (mv == NULL || (n > 0 && (m->moves = arena_alloc(a, n * sizeof(*m->moves))) == NULL)) {
