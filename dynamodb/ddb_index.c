@@ -5,8 +5,93 @@
 
 #include "ddb_meta.h"
 
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../common/clock.h"
+
+/* The projections of tables the gateway's document records, by table and
+ * creation time, so a read of an index the nodes keep whole does not read
+ * that document from the cluster every time. A table's projections never
+ * change (CreateTable writes them before it answers, and a table made again
+ * is another key): one found is kept, and one found absent is asked again
+ * after PROJ_ABSENT_MS (another gateway may be creating the table: the
+ * same second as ddb_meta.c's ABSENT_RECHECK_MS). PROJ_SLOTS entries,
+ * replaced in turn. */
+#define PROJ_SLOTS 128
+#define PROJ_ABSENT_MS 1000
+
+typedef struct proj_slot {
+    char key[300];       /* "<table>@<created_ms>"; "": free */
+    int64_t until_ms;    /* monotonic; INT64_MAX for projections found */
+    json_t *projections; /* owned; NULL: the document records none */
+} proj_slot;
+
+static proj_slot g_proj[PROJ_SLOTS];
+static size_t g_proj_next;
+static pthread_mutex_t g_proj_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* 1 with *out (a copy the caller owns; NULL: none recorded) when key is
+ * cached and fresh, else 0. */
+static int proj_lookup(const char *key, json_t **out)
+{
+    int hit = 0;
+    int64_t now = clock_mono_now().ms;
+    pthread_mutex_lock(&g_proj_mu);
+    for (size_t i = 0; i < PROJ_SLOTS && !hit; i++) {
+        if (strcmp(g_proj[i].key, key) == 0 && g_proj[i].until_ms > now) {
+            *out = g_proj[i].projections != NULL ? json_deep_copy(g_proj[i].projections) : NULL;
+            hit = g_proj[i].projections == NULL || *out != NULL;
+        }
+    }
+    pthread_mutex_unlock(&g_proj_mu);
+    return hit;
+}
+
+/* Caches projections (borrowed, copied; NULL: none recorded) under key. */
+static void proj_store(const char *key, json_t *projections)
+{
+    json_t *copy = projections != NULL ? json_deep_copy(projections) : NULL;
+    if (projections != NULL && copy == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&g_proj_mu);
+    proj_slot *slot = NULL;
+    for (size_t i = 0; i < PROJ_SLOTS && slot == NULL; i++) {
+        slot = strcmp(g_proj[i].key, key) == 0 ? &g_proj[i] : NULL;
+    }
+    if (slot == NULL) {
+        slot = &g_proj[g_proj_next];
+        g_proj_next = (g_proj_next + 1) % PROJ_SLOTS;
+    }
+    json_decref(slot->projections);
+    snprintf(slot->key, sizeof slot->key, "%s", key);
+    slot->projections = copy;
+    slot->until_ms = copy != NULL ? INT64_MAX : clock_mono_now().ms + PROJ_ABSENT_MS;
+    pthread_mutex_unlock(&g_proj_mu);
+}
+
+/* The gateway's projections of table (created at created_ms) into *meta as
+ * {"Projections": ...} (or {} when none is recorded), from the cache or the
+ * cluster. 0, or -1 with x's error set. */
+static int projections_of(ddb_ctx *x, const char *table, int64_t created_ms, json_t **meta)
+{
+    char key[300];
+    json_t *proj = NULL;
+    snprintf(key, sizeof key, "%.255s@%" PRId64, table, created_ms);
+    if (proj_lookup(key, &proj)) {
+        *meta = proj != NULL ? json_pack("{s:o}", "Projections", proj) : json_object();
+        return *meta != NULL ? 0 : ddb_req_fail(x, 500, "InternalServerError", "out of memory");
+    }
+    if (ddb_meta_get(x, table, created_ms, meta) != 0) {
+        return -1;
+    }
+    proj_store(key, json_object_get(*meta, "Projections"));
+    return 0;
+}
 
 int ddb_index_info(ddb_ctx *x, const char *table, const char *index, ddb_index *ix)
 {
@@ -35,7 +120,7 @@ int ddb_index_info(ddb_ctx *x, const char *table, const char *index, ddb_index *
         return 0;
     }
     /* ALL on the nodes: INCLUDE when the gateway's document says so. */
-    if (ddb_meta_get(x, table, li->table_created_ms, &ix->meta) != 0) {
+    if (projections_of(x, table, li->table_created_ms, &ix->meta) != 0) {
         return -1;
     }
     json_t *proj = json_object_get(json_object_get(ix->meta, "Projections"), index);

@@ -2,13 +2,16 @@
  * ddb_index.h: what the gateway knows of one secondary index of a table
  * (its keys with their types, the table's keys, its projection), read from
  * liblapse's cached map (lapse_index_describe: no coordinator call) and,
- * for an index the nodes keep whole, the gateway's document of the table
- * (ddb_meta.h), and the per-item steps Scan of an index and reads
+ * for an index the nodes keep whole, the projections the gateway's document
+ * of the table records (ddb_meta.h; cached per table and creation time, as
+ * ddb_index.c says), and the per-item steps Scan of an index and reads
  * from an index share: whether an item is in the index, its index key (the
  * table's keys and the index's, DynamoDB's LastEvaluatedKey of an index),
  * and the item as the index's projection shows it.
  *
- * Thread-safety: a ddb_index belongs to the call that read it.
+ * Thread-safety: a ddb_index belongs to the call that read it; the
+ * projection cache behind ddb_index_info is shared by the workers, under
+ * its own lock.
  *
  * Invariants:
  *  1. Every string of a ddb_index is borrowed from its li or meta (meta is
@@ -27,7 +30,8 @@
 
 typedef struct ddb_index {
     lapse_index_info li;     /* the cached map's description */
-    json_t *meta;            /* owned: the gateway's document of the table (ddb_meta.h) */
+    json_t *meta;            /* owned: {"Projections": ...} of the gateway's document of the
+                                table (ddb_meta.h), or {} */
     const char *tpk, *tsk;   /* the table's keys (tsk NULL: none) */
     const char *ipk, *isk;   /* the index's keys (an LSI's ipk is tpk; isk NULL: none) */
     char ipk_type, isk_type; /* 'S', 'N' or 'B' */
