@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../client/lapse.h"
 #include "../tests/cluster.h"
@@ -53,6 +54,7 @@ typedef struct config {
     int keys_loaded; /* keys 0..keys_loaded-1 exist in table (set by put/batch) */
     int rf;          /* copies per partition of the tables measured now */
     int partitions;  /* of each table */
+    int pids[3];     /* the nodes' processes when the bench started them, else 0 */
     char table[32], qtable[32];
 } config;
 
@@ -205,6 +207,21 @@ static const char *witems(workload w)
     return items[w];
 }
 
+/* CPU seconds used by this process and the nodes; -1 when the nodes are
+ * not ours (--coordinator) or one cannot be read. */
+static double cpu_all_s(const config *cfg)
+{
+    double sum = cpu_self_s();
+    for (int i = 0; i < 3; i++) {
+        double n = cfg->pids[i] > 0 ? cpu_of_pid_s(cfg->pids[i]) : -1;
+        if (n < 0) {
+            return -1;
+        }
+        sum += n;
+    }
+    return sum;
+}
+
 static void run(workload wl, config *cfg, lapse_client *client, long *next_key_base)
 {
     worker ws[MAX_THREADS];
@@ -227,6 +244,7 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
         nanosleep(&ts, NULL);
     }
     atomic_store(&measuring, 1);
+    double cpu0 = cpu_all_s(cfg);
     double t0 = mono_s();
     long last = 0;
     for (int s = 1; s <= cfg->seconds; s++) {
@@ -243,6 +261,7 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
         last = ops;
     }
     atomic_store(&stop, 1);
+    double cpu1 = cpu_all_s(cfg);
     double elapsed = 0;
     long ops = 0, errors = 0;
     size_t nlat = 0;
@@ -268,6 +287,14 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
            witems(wl), nlat, PCT(0.5), PCT(0.9), PCT(0.99), PCT(0.999), nlat ? all[nlat - 1] : 0,
            errors);
 #undef PCT
+    if (cpu0 >= 0 && cpu1 >= 0 && nlat > 0) {
+        /* Over the measured seconds (the threads' last calls, after stop
+         * was set, are in neither count). */
+        printf("%-9s rf=%d cpu/call=%.1fus (this process and the three nodes, user + system, "
+               "over %.1f s: %.0f%% of the machine's cores)\n",
+               wname(wl), cfg->rf, (cpu1 - cpu0) * 1e6 / (double)nlat, elapsed,
+               100.0 * (cpu1 - cpu0) / elapsed / (double)sysconf(_SC_NPROCESSORS_ONLN));
+    }
     fflush(stdout);
     for (int i = 0; i < cfg->threads; i++) {
         if (ws[i].errors) {
@@ -345,7 +372,14 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    config cfg = {NULL, "./build/bin", 16, 10, 1, 100, 100, 0, 1, 64, "", ""};
+    config cfg = {.bin_dir = "./build/bin",
+                  .threads = 16,
+                  .seconds = 10,
+                  .warmup_s = 1,
+                  .batch = 100,
+                  .value_bytes = 100,
+                  .rf = 1,
+                  .partitions = 64};
     const char *workloads = "put,batch-put,get,batch-get,query";
     const char *replication = "1";
     int etcd = 0;
@@ -423,6 +457,9 @@ int main(int argc, char **argv)
             return 1;
         }
         url = cluster_coordinator_url(cl);
+        for (int i = 0; i < 3; i++) {
+            cfg.pids[i] = (int)cluster_pid(cl, i + 1);
+        }
     }
     lapse_client *c = NULL;
     lapse_error e;

@@ -27,6 +27,11 @@ int cmp_i64(const void *a, const void *b);
 int cmp_u32(const void *a, const void *b);
 /* xorshift64: the next pseudo-random number of state *s (non-zero). */
 uint64_t bench_rng(uint64_t *s);
+/* CPU seconds (user + system) this process has used. */
+double cpu_self_s(void);
+/* CPU seconds (user + system) process pid has used, from /proc; -1 when it
+ * cannot be read (no such process). */
+double cpu_of_pid_s(int pid);
 /* 1 when name is one of the comma-separated entries of list. */
 int has_workload(const char *list, const char *name);
 
