@@ -87,6 +87,40 @@ static void peer_heartbeat(request_ctx *c)
     c->resp->heartbeat = out;
 }
 
+int handlers_quick(void *arg, const Lapse__Request *req)
+{
+    const char *table;
+    switch (req->body_case) {
+    case LAPSE__REQUEST__BODY_GET_ITEM:
+        table = req->get_item != NULL ? req->get_item->table : NULL;
+        break;
+    case LAPSE__REQUEST__BODY_PUT_ITEM:
+        table = req->put_item != NULL ? req->put_item->table : NULL;
+        break;
+    case LAPSE__REQUEST__BODY_DELETE_ITEM:
+        table = req->delete_item != NULL ? req->delete_item->table : NULL;
+        break;
+    case LAPSE__REQUEST__BODY_UPDATE_ITEM:
+        table = req->update_item != NULL ? req->update_item->table : NULL;
+        break;
+    default:
+        return 0;
+    }
+    if (table == NULL) {
+        return 1; /* refused at once */
+    }
+    /* A table of one copy: nothing to wait for. A table of more waits for
+     * its followers (a write's round, a read's settle) and one this map
+     * does not hold, or a caller's map newer than ours, for a refresh from
+     * the coordinator (request_find_table). */
+    node_map *m = maps_acquire(arg);
+    const pmap_table *t = pmap_table_find(m->pm, table);
+    int quick =
+        t != NULL && req->pmap_version <= m->pm->version && schema_replication(&t->schema) <= 1;
+    maps_release(m);
+    return quick;
+}
+
 void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
                     int64_t deadline_mono_ms)
 {

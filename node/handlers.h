@@ -7,7 +7,8 @@
  * carries the TTL progress, GetPartitionMap and a peer's Heartbeat). The
  * steps the item calls share are request.h's.
  *
- * Thread-safety: handlers_serve runs on RPC worker threads, many at once.
+ * Thread-safety: handlers_serve runs on RPC worker threads, many at once,
+ * and for quick calls (handlers_quick) on NNG's receiving threads.
  *
  * Invariants:
  *  1. Every response carries resp->pmap_version: the version of the map the
@@ -27,5 +28,11 @@
 /* The rpc_handler for the node's server; arg is the node_server. */
 void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
                     int64_t deadline_mono_ms);
+
+/* The rpc_quick_fn for the node's server: 1 for the single-item calls
+ * (GetItem, PutItem, DeleteItem, UpdateItem) that cannot wait: on a table
+ * of one copy that this node's map holds at the caller's version or newer.
+ * They are served on NNG's receiving thread, with no hand-off. */
+int handlers_quick(void *arg, const Lapse__Request *req);
 
 #endif

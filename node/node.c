@@ -290,12 +290,16 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
      * every thread of every node waiting for a round would hold the answers
      * up until the rounds time out). */
     static const uint32_t urgent[] = {LAPSE__REQUEST__BODY_REPLICATE_LOG};
+    /* Single-item calls that cannot wait run on NNG's receiving thread
+     * (handlers_quick); the others, a write waiting for its copies among
+     * them, on the workers, side by side. */
     rpc_server_options so = {.contexts = NODE_RPC_CONTEXTS,
                              .workers = (ns->workers > 0 ? ns->workers : NODE_DEFAULT_WORKERS) +
                                         STREAMS_MAX_POLLERS,
                              .urgent_calls = urgent,
                              .nurgent = 1,
-                             .urgent_workers = NODE_URGENT_WORKERS};
+                             .urgent_workers = NODE_URGENT_WORKERS,
+                             .quick = handlers_quick};
     char why[256] = "";
     if ((rv = rpc_server_open(&ns->srv, ns->listen_url, &so, handlers_serve, ns, why,
                               sizeof(why))) != 0) {

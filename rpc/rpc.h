@@ -11,16 +11,22 @@
  * (NNG's demo/async/server.c), plus a pool of worker threads that run the
  * handler, so a handler may block (on RocksDB, or on an RPC to another
  * daemon) without stalling NNG's own threads. The server decodes each
- * request, answers EPROTO itself for undecodable bytes, a wrong protocol
- * version or an empty body, ETIMEDOUT for a request whose deadline passed
- * while it was queued, and otherwise calls the handler.
+ * request on the NNG thread that received it, answers EPROTO itself for
+ * undecodable bytes, a wrong protocol version or an empty body, serves a
+ * quick call (rpc_server_options.quick) right there, and queues the others
+ * for the workers, answering ETIMEDOUT for a request whose deadline passed
+ * while it was queued. A coalesced frame (docs/wire-protocol.md, "Coalesced
+ * calls") is served call by call the same way, and answered once all are.
  *
  * Client: one req0 socket per peer URL, dialled in the background and
  * redialled automatically. A client of a comma-separated list of URLs (up
  * to 8: a list of coordinators) holds one such socket per peer and sends
  * each call to a connected one, moving on after a peer's time-out, so a list
  * works while any of its peers does; rpc_call opens a context per call, so one client
- * is safe to share between threads and calls run concurrently.
+ * is safe to share between threads and calls run concurrently. Single-item
+ * calls (GetItem, PutItem, DeleteItem, UpdateItem) that threads make while
+ * the client has a frame out wait and go together in the next frame
+ * (coalescing; rpc_client.c).
  *
  * Thread-safety: rpc_server_* and rpc_client_* may be called from any
  * thread; the handler runs on worker threads, several at once.
@@ -42,7 +48,8 @@
 #define RPC_PROTOCOL_VERSION 1
 #define RPC_MAX_MESSAGE_BYTES (64u * 1024 * 1024)
 #define RPC_DEFAULT_TIMEOUT_MS 5000
-#define RPC_MAX_URGENT_CALLS 8 /* rpc_server_options.urgent_calls */
+#define RPC_MAX_URGENT_CALLS 8 /* rpc_server_options.urgent_calls, inline_calls */
+#define RPC_MAX_COALESCED 64   /* calls in one coalesced frame */
 
 typedef struct rpc_server rpc_server;
 typedef struct rpc_client rpc_client;
@@ -54,8 +61,9 @@ typedef struct rpc_client rpc_client;
  * the server after the reply is packed) or be static. req is borrowed for the
  * duration of the call. deadline is the request's deadline in monotonic ms.
  */
-typedef void (*rpc_handler)(void *arg, const Lapse__Request *req, Lapse__Response *resp,
-                            arena *a, int64_t deadline_mono_ms);
+typedef void (*rpc_handler)(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
+                            int64_t deadline_mono_ms);
+typedef int (*rpc_quick_fn)(void *arg, const Lapse__Request *req);
 
 typedef struct rpc_server_options {
     int contexts; /* concurrent requests in flight; 0 = 64 */
@@ -68,6 +76,13 @@ typedef struct rpc_server_options {
     const uint32_t *urgent_calls;
     size_t nurgent;
     int urgent_workers;
+    /* Quick calls (NULL: none): quick(arg, req), arg the handler's, says
+     * whether req can be served on the NNG thread that received it, with
+     * no hand-off to a worker: only a call that never waits for anything
+     * (another daemon, a condition variable, a lock held across I/O) may,
+     * since NNG's few threads carry every socket of the process. It runs
+     * on that thread for every request, so it must be cheap itself. */
+    rpc_quick_fn quick;
 } rpc_server_options;
 
 /* Listens on url (e.g. tcp://127.0.0.1:7401) and serves until closed.
@@ -78,6 +93,15 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
 /* Closes the socket, waits for running handlers, frees s. Accepts NULL.
  * REQUIRES: not called from a handler (it would wait for itself). */
 void rpc_server_close(rpc_server *s);
+
+/* What a server has received and served since it opened. */
+typedef struct rpc_server_count {
+    uint64_t frames;    /* requests received, a coalesced frame counting once */
+    uint64_t coalesced; /* of them, coalesced frames */
+    uint64_t calls;     /* calls handed to the handler, each of a frame's counting */
+    uint64_t quick;     /* of them, served on NNG's receiving thread (quick) */
+} rpc_server_count;
+void rpc_server_counts(rpc_server *s, rpc_server_count *out);
 
 /* Sets resp's status and message (copied into a). Helper for handlers. */
 void rpc_set_error(Lapse__Response *resp, arena *a, int code, const char *fmt, ...)
@@ -125,8 +149,8 @@ rpc_probe_result rpc_probe(const char *url, int timeout_ms);
  *    and, when the status is not OK, the reply's message copied into err.
  * A request may have been executed even when a transport error is returned.
  */
-int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp,
-             char *err, size_t errlen);
+int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp, char *err,
+             size_t errlen);
 void rpc_response_free(Lapse__Response *resp); /* accepts NULL */
 
 /* One call of a concurrent group (rpc_call_many). */

@@ -13,6 +13,7 @@
 #include <assert.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,6 @@ void rpc_set_error(Lapse__Response *resp, arena *a, int code, const char *fmt, .
     resp->message = m;
 }
 
-
 /* ===================================================================== */
 /* Server                                                                 */
 /* ===================================================================== */
@@ -76,16 +76,43 @@ typedef struct srv_worker_arg {
     int urgent_only;
 } srv_worker_arg;
 
-typedef struct srv_ctx {
+typedef struct srv_ctx srv_ctx;
+typedef struct srv_multi srv_multi;
+
+/* One unit of the workers' queue: a received frame (ctx), or one call of a
+ * coalesced frame (multi, idx). */
+typedef struct srv_job {
+    struct srv_job *next;
+    srv_ctx *ctx;
+    srv_multi *multi;
+    size_t idx;
+} srv_job;
+
+struct srv_ctx {
     rpc_server *srv;
     srv_state state; /* written by whoever owns the context in that state */
     nng_aio *aio;    /* owned; its callback is srv_ctx_cb */
     nng_ctx ctx;
     int ctx_open;
-    nng_msg *req;         /* the received request, owned while SRV_QUEUED */
-    clock_mono arrived;   /* when req arrived: the start of its deadline */
-    struct srv_ctx *next; /* link in the work queue */
-} srv_ctx;
+    Lapse__Request *call; /* the received request, decoded, owned while queued */
+    clock_mono arrived;   /* when it arrived: the start of its deadline */
+    srv_job job;          /* its entry in the work queue */
+    srv_multi *multi;     /* the coalesced frame being served, owned (else NULL) */
+};
+
+/* A coalesced frame being served (wire-protocol.md, "Coalesced calls"):
+ * its calls, decoded, run one after another on the worker that took the
+ * frame (the inline calls) or as jobs of their own on any worker; whoever
+ * serves the last one packs the frame's reply. */
+struct srv_multi {
+    srv_ctx *c;
+    Lapse__Request *env;      /* the frame, unpacked (owned) */
+    size_t n;                 /* calls */
+    atomic_size_t left;       /* calls not served yet */
+    Lapse__Request **reqs;    /* per call: decoded (owned until served), or NULL */
+    ProtobufCBinaryData *out; /* per call: the packed reply (malloc'd) */
+    srv_job *jobs;            /* per call: its queue entry when it fans out */
+};
 
 struct rpc_server {
     nng_socket sock;
@@ -100,17 +127,17 @@ struct rpc_server {
     srv_worker_arg wargs[2]; /* [0] general workers', [1] urgent-only workers' */
     uint32_t urgent_calls[RPC_MAX_URGENT_CALLS];
     size_t nurgent;
+    rpc_quick_fn quick;
+    atomic_ulong frames, coalesced, calls, quick_calls; /* rpc_server_counts */
 
-    pthread_mutex_t mu;  /* guards the queues and closing */
-    pthread_cond_t cv;   /* signalled when a queue grows or closing is set */
-    pthread_cond_t ucv;  /* signalled when the urgent queue grows or closing is set */
-    int sync_init;       /* mu, cv and ucv initialized */
-    srv_ctx *head[2];    /* FIFOs of SRV_QUEUED contexts: [0] normal, [1] urgent */
-    srv_ctx *tail[2];
+    pthread_mutex_t mu; /* guards the queues and closing */
+    pthread_cond_t cv;  /* signalled when a queue grows or closing is set */
+    pthread_cond_t ucv; /* signalled when the urgent queue grows or closing is set */
+    int sync_init;      /* mu, cv and ucv initialized */
+    srv_job *head[2];   /* FIFOs of work: [0] normal, [1] urgent */
+    srv_job *tail[2];
     int closing;
 };
-
-
 
 /* Posts the next operation on c's context unless the server is closing.
  * Posting under mu closes a race: NNG 1.5.2 can panic ("pthread_mutex_lock:
@@ -146,64 +173,16 @@ static void srv_recv(srv_ctx *c)
     (void)srv_post(c, NULL);
 }
 
-/* Reads a varint at *p (< end) into *v. 0, or -1 when malformed. */
-static int peek_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+/* Appends j to lane's FIFO. REQUIRES: s->mu held. */
+static void srv_push(rpc_server *s, srv_job *j, int lane)
 {
-    *v = 0;
-    for (int shift = 0; *p < end && shift < 64; shift += 7) {
-        uint8_t b = *(*p)++;
-        *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            return 0;
-        }
+    j->next = NULL;
+    if (s->tail[lane] != NULL) {
+        s->tail[lane]->next = j;
+    } else {
+        s->head[lane] = j;
     }
-    return -1;
-}
-
-/* 1 when the request's protobuf bytes hold one of s's urgent calls as a
- * top-level field (a look at the tags only; a malformed request is not
- * urgent, and fails to decode in its turn). */
-static int is_urgent(const rpc_server *s, const nng_msg *m)
-{
-    const uint8_t *p = nng_msg_body((nng_msg *)m);
-    const uint8_t *end = p + nng_msg_len((nng_msg *)m);
-    while (s->nurgent > 0 && p < end) {
-        uint64_t key, skip = 0;
-        if (peek_varint(&p, end, &key) != 0) {
-            return 0;
-        }
-        for (size_t i = 0; i < s->nurgent; i++) {
-            if (key >> 3 == s->urgent_calls[i]) {
-                return 1;
-            }
-        }
-        switch (key & 7) {
-        case 0:
-            if (peek_varint(&p, end, &skip) != 0) {
-                return 0;
-            }
-            skip = 0;
-            break;
-        case 1:
-            skip = 8;
-            break;
-        case 2:
-            if (peek_varint(&p, end, &skip) != 0) {
-                return 0;
-            }
-            break;
-        case 5:
-            skip = 4;
-            break;
-        default:
-            return 0;
-        }
-        if (skip > (uint64_t)(end - p)) {
-            return 0;
-        }
-        p += skip;
-    }
-    return 0;
+    s->tail[lane] = j;
 }
 
 static int nng_stopping(int rv)
@@ -211,10 +190,11 @@ static int nng_stopping(int rv)
     return rv == NNG_ECLOSED || rv == NNG_ECANCELED;
 }
 
+static void srv_take(rpc_server *s, srv_ctx *c, nng_msg *in);
+
 static void srv_ctx_cb(void *arg)
 {
     srv_ctx *c = arg;
-    rpc_server *s = c->srv;
     int rv;
 
     switch (c->state) {
@@ -230,30 +210,11 @@ static void srv_ctx_cb(void *arg)
             srv_recv(c);
             return;
         }
-        c->req = nng_aio_get_msg(c->aio);
+        nng_msg *in = nng_aio_get_msg(c->aio);
         nng_aio_set_msg(c->aio, NULL);
         c->arrived = clock_mono_now();
-        pthread_mutex_lock(&s->mu);
-        if (s->closing) {
-            pthread_mutex_unlock(&s->mu);
-            nng_msg_free(c->req);
-            c->req = NULL;
-            return;
-        }
         c->state = SRV_QUEUED;
-        c->next = NULL;
-        int lane = is_urgent(s, c->req);
-        if (s->tail[lane] != NULL) {
-            s->tail[lane]->next = c;
-        } else {
-            s->head[lane] = c;
-        }
-        s->tail[lane] = c;
-        pthread_cond_signal(&s->cv);
-        if (lane) {
-            pthread_cond_signal(&s->ucv);
-        }
-        pthread_mutex_unlock(&s->mu);
+        srv_take(c->srv, c, in);
         break;
     case SRV_SEND:
         if ((rv = nng_aio_result(c->aio)) != 0) {
@@ -276,9 +237,9 @@ static void srv_ctx_cb(void *arg)
     }
 }
 
-/* Packs resp into a new message. A reply over the size limit is replaced by
- * an ETOOBIG reply. Returns NULL on OOM. */
-static nng_msg *pack_reply(Lapse__Response *resp, arena *a)
+/* Readies resp for packing: a reply over the size limit is replaced by an
+ * ETOOBIG reply. Returns its packed size. */
+static size_t reply_size(Lapse__Response *resp, arena *a)
 {
     if (resp->message == NULL) {
         resp->message = (char *)"";
@@ -293,6 +254,13 @@ static nng_msg *pack_reply(Lapse__Response *resp, arena *a)
         *resp = small;
         n = lapse__response__get_packed_size(resp);
     }
+    return n;
+}
+
+/* Packs resp into a new message. NULL on OOM. */
+static nng_msg *pack_reply(Lapse__Response *resp, arena *a)
+{
+    size_t n = reply_size(resp, a);
     nng_msg *m;
     if (nng_msg_alloc(&m, n) != 0) {
         return NULL;
@@ -301,47 +269,51 @@ static nng_msg *pack_reply(Lapse__Response *resp, arena *a)
     return m;
 }
 
-/* Decodes and checks the request in c->req, runs the handler and sends the
- * reply. Called on a worker thread; the context is SRV_QUEUED on entry. */
-static void srv_serve(rpc_server *s, srv_ctx *c)
+/* Decodes one request and checks its envelope; a call of a coalesced frame
+ * (in_multi) may not be a frame itself. NULL, with resp's error set, when
+ * it is not one to serve. */
+static Lapse__Request *srv_decode(const void *data, size_t len, int in_multi, Lapse__Response *resp,
+                                  arena *a)
 {
-    nng_msg *in = c->req;
-    c->req = NULL;
-    const void *data = nng_msg_body(in);
-    size_t len = nng_msg_len(in);
-
-    arena a;
-    arena_init(&a);
-    Lapse__Response resp = LAPSE__RESPONSE__INIT;
     Lapse__Request *req = NULL;
-
     if (wire_check_nesting(&lapse__request__descriptor, data, len, WIRE_MAX_NESTING) != 0 ||
         (req = lapse__request__unpack(NULL, len, data)) == NULL) {
-        rpc_set_error(&resp, &a, LAPSE_EPROTO, "malformed request (%zu bytes)", len);
-    } else if (req->version != RPC_PROTOCOL_VERSION) {
-        rpc_set_error(&resp, &a, LAPSE_EPROTO,
-                      "protocol version %u not supported (this server: %d)", (unsigned)req->version,
-                      RPC_PROTOCOL_VERSION);
-    } else if (req->body_case == LAPSE__REQUEST__BODY__NOT_SET) {
-        rpc_set_error(&resp, &a, LAPSE_EPROTO, "request has no call in its body");
-    } else {
-        int64_t budget_ms =
-            req->timeout_ms != 0 ? (int64_t)req->timeout_ms : RPC_DEFAULT_TIMEOUT_MS;
-        int64_t deadline_ms = c->arrived.ms + budget_ms;
-        if (clock_mono_now().ms >= deadline_ms) {
-            rpc_set_error(&resp, &a, LAPSE_ETIMEDOUT,
-                          "deadline of %lld ms passed before the request was served",
-                          (long long)budget_ms);
-        } else {
-            s->handler(s->arg, req, &resp, &a, deadline_ms);
-        }
+        rpc_set_error(resp, a, LAPSE_EPROTO, "malformed request (%zu bytes)", len);
+        return NULL;
     }
-
-    nng_msg *out = pack_reply(&resp, &a);
+    if (req->version != RPC_PROTOCOL_VERSION) {
+        rpc_set_error(resp, a, LAPSE_EPROTO, "protocol version %u not supported (this server: %d)",
+                      (unsigned)req->version, RPC_PROTOCOL_VERSION);
+    } else if (req->body_case == LAPSE__REQUEST__BODY__NOT_SET) {
+        rpc_set_error(resp, a, LAPSE_EPROTO, "request has no call in its body");
+    } else if (in_multi && req->body_case == LAPSE__REQUEST__BODY_MULTI) {
+        rpc_set_error(resp, a, LAPSE_EPROTO, "a coalesced call may not hold calls itself");
+    } else {
+        return req;
+    }
     lapse__request__free_unpacked(req, NULL);
-    arena_fini(&a);
-    nng_msg_free(in);
+    return NULL;
+}
 
+/* Runs the handler for req unless its deadline (from its arrival) passed. */
+static void srv_run(rpc_server *s, const Lapse__Request *req, clock_mono arrived,
+                    Lapse__Response *resp, arena *a)
+{
+    atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
+    int64_t budget_ms = req->timeout_ms != 0 ? (int64_t)req->timeout_ms : RPC_DEFAULT_TIMEOUT_MS;
+    int64_t deadline_ms = arrived.ms + budget_ms;
+    if (clock_mono_now().ms >= deadline_ms) {
+        rpc_set_error(resp, a, LAPSE_ETIMEDOUT,
+                      "deadline of %lld ms passed before the request was served",
+                      (long long)budget_ms);
+        return;
+    }
+    s->handler(s->arg, req, resp, a, deadline_ms);
+}
+
+/* Packs reply and sends it on c (in freed), or drops the request on OOM. */
+static void srv_reply(srv_ctx *c, nng_msg *out)
+{
     if (out == NULL) {
         /* Out of memory: drop the request; the caller times out. */
         log_error("rpc: out of memory packing a reply; request dropped");
@@ -349,6 +321,224 @@ static void srv_serve(rpc_server *s, srv_ctx *c)
         return;
     }
     (void)srv_post(c, out);
+}
+
+static void srv_multi_free(srv_multi *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        lapse__request__free_unpacked(m->reqs[i], NULL);
+        free(m->out[i].data);
+    }
+    lapse__request__free_unpacked(m->env, NULL);
+    free(m);
+}
+
+/* Every call of m was served: packs the frame's reply and sends it. */
+static void srv_multi_finish(srv_multi *m)
+{
+    srv_ctx *c = m->c;
+    arena a;
+    arena_init(&a);
+    Lapse__Response resp = LAPSE__RESPONSE__INIT;
+    Lapse__MultiResponse body = LAPSE__MULTI_RESPONSE__INIT;
+    body.n_replies = m->n;
+    body.replies = m->out;
+    resp.body_case = LAPSE__RESPONSE__BODY_MULTI;
+    resp.multi = &body;
+    nng_msg *out = pack_reply(&resp, &a);
+    arena_fini(&a);
+    c->multi = NULL;
+    srv_multi_free(m);
+    srv_reply(c, out);
+}
+
+/* Packs resp into out (malloc'd). Without memory out stays empty: a
+ * Response of status OK and no body, which the client reports as an
+ * undecodable reply. */
+static void pack_into(Lapse__Response *resp, arena *a, ProtobufCBinaryData *out)
+{
+    size_t n = reply_size(resp, a);
+    if ((out->data = malloc(n > 0 ? n : 1)) != NULL) {
+        out->len = lapse__response__pack(resp, out->data);
+    }
+}
+
+/* Serves call i of m (decoded, or with its error reply packed already) and
+ * finishes the frame if it was the last. */
+static void srv_multi_call(rpc_server *s, srv_multi *m, size_t i)
+{
+    if (m->reqs[i] != NULL) {
+        arena a;
+        arena_init(&a);
+        Lapse__Response resp = LAPSE__RESPONSE__INIT;
+        srv_run(s, m->reqs[i], m->c->arrived, &resp, &a);
+        pack_into(&resp, &a, &m->out[i]);
+        arena_fini(&a);
+        lapse__request__free_unpacked(m->reqs[i], NULL);
+        m->reqs[i] = NULL;
+    }
+    if (atomic_fetch_sub(&m->left, 1) == 1) {
+        srv_multi_finish(m);
+    }
+}
+
+static int is_quick(const rpc_server *s, const Lapse__Request *req)
+{
+    return s->quick != NULL && s->quick(s->arg, req);
+}
+
+static int is_urgent(const rpc_server *s, const Lapse__Request *req)
+{
+    for (size_t i = 0; i < s->nurgent; i++) {
+        if ((uint32_t)req->body_case == s->urgent_calls[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Starts serving the coalesced frame env (taken) on the thread that
+ * received it: decodes its calls, queues those that are not quick as work
+ * of their own, and serves the quick ones here. Returns the reply to send
+ * now when the frame fails as a whole, else NULL. */
+static nng_msg *srv_multi_start(rpc_server *s, srv_ctx *c, Lapse__Request *env)
+{
+    size_t n = env->multi != NULL ? env->multi->n_calls : 0;
+    srv_multi *m = NULL;
+    if (n > 0 && n <= RPC_MAX_COALESCED) {
+        m = calloc(1, sizeof(*m) + n * (sizeof(*m->reqs) + sizeof(*m->out) + sizeof(*m->jobs)));
+    }
+    if (m == NULL) {
+        arena a;
+        arena_init(&a);
+        Lapse__Response resp = LAPSE__RESPONSE__INIT;
+        if (n == 0 || n > RPC_MAX_COALESCED) {
+            rpc_set_error(&resp, &a, LAPSE_EPROTO, "a coalesced frame holds 1 to %d calls, not %zu",
+                          RPC_MAX_COALESCED, n);
+        } else {
+            rpc_set_error(&resp, &a, LAPSE_ENOMEM, "out of memory");
+        }
+        nng_msg *out = pack_reply(&resp, &a);
+        arena_fini(&a);
+        lapse__request__free_unpacked(env, NULL);
+        return out;
+    }
+    m->c = c;
+    m->env = env;
+    m->n = n;
+    m->reqs = (Lapse__Request **)(m + 1);
+    m->out = (ProtobufCBinaryData *)(m->reqs + n);
+    m->jobs = (srv_job *)(m->out + n);
+    atomic_init(&m->left, n);
+    c->multi = m;
+
+    size_t fan = 0, nmine = 0;
+    size_t mine[RPC_MAX_COALESCED]; /* the calls served here */
+    for (size_t i = 0; i < n; i++) {
+        const ProtobufCBinaryData *call = &env->multi->calls[i];
+        arena a;
+        arena_init(&a);
+        Lapse__Response resp = LAPSE__RESPONSE__INIT;
+        m->reqs[i] = srv_decode(call->data, call->len, 1, &resp, &a);
+        if (m->reqs[i] == NULL) {
+            pack_into(&resp, &a, &m->out[i]);
+        }
+        if (m->reqs[i] != NULL && !is_quick(s, m->reqs[i])) {
+            fan++;
+        } else {
+            mine[nmine++] = i;
+            if (m->reqs[i] != NULL) {
+                atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
+            }
+        }
+        arena_fini(&a);
+    }
+    if (fan > 0) {
+        pthread_mutex_lock(&s->mu);
+        for (size_t i = 0, k = 0; i < n; i++) {
+            if (k < nmine && mine[k] == i) {
+                k++;
+                continue;
+            }
+            m->jobs[i] = (srv_job){.multi = m, .idx = i};
+            srv_push(s, &m->jobs[i], 0);
+        }
+        if (fan > 1) {
+            pthread_cond_broadcast(&s->cv);
+        } else {
+            pthread_cond_signal(&s->cv);
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    /* From here a worker may serve the queued calls and finish m: touch
+     * only the calls that are ours. (Queued while the server closes, they
+     * are freed by rpc_server_close with m.) */
+    for (size_t k = 0; k < nmine; k++) {
+        srv_multi_call(s, m, mine[k]);
+    }
+    return NULL;
+}
+
+/* Runs the handler for req (taken) and sends its reply on c. */
+static void srv_serve(rpc_server *s, srv_ctx *c, Lapse__Request *req)
+{
+    arena a;
+    arena_init(&a);
+    Lapse__Response resp = LAPSE__RESPONSE__INIT;
+    srv_run(s, req, c->arrived, &resp, &a);
+    nng_msg *out = pack_reply(&resp, &a);
+    lapse__request__free_unpacked(req, NULL);
+    arena_fini(&a);
+    srv_reply(c, out);
+}
+
+/* Takes a received request (in, consumed) on the NNG thread that received
+ * it: a request that fails to decode is answered here, a quick call served
+ * here, a coalesced frame started here; anything else queued for the
+ * workers, in its lane. */
+static void srv_take(rpc_server *s, srv_ctx *c, nng_msg *in)
+{
+    arena a;
+    arena_init(&a);
+    Lapse__Response resp = LAPSE__RESPONSE__INIT;
+    Lapse__Request *req = srv_decode(nng_msg_body(in), nng_msg_len(in), 0, &resp, &a);
+    nng_msg_free(in);
+    atomic_fetch_add_explicit(&s->frames, 1, memory_order_relaxed);
+    if (req == NULL) {
+        nng_msg *out = pack_reply(&resp, &a);
+        arena_fini(&a);
+        srv_reply(c, out);
+        return;
+    }
+    arena_fini(&a);
+    if (req->body_case == LAPSE__REQUEST__BODY_MULTI) {
+        atomic_fetch_add_explicit(&s->coalesced, 1, memory_order_relaxed);
+        nng_msg *out = srv_multi_start(s, c, req);
+        if (out != NULL) {
+            srv_reply(c, out);
+        }
+        return;
+    }
+    if (is_quick(s, req)) {
+        atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
+        srv_serve(s, c, req);
+        return;
+    }
+    int lane = is_urgent(s, req);
+    pthread_mutex_lock(&s->mu);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->mu);
+        lapse__request__free_unpacked(req, NULL);
+        return;
+    }
+    c->call = req;
+    c->job = (srv_job){.ctx = c};
+    srv_push(s, &c->job, lane);
+    pthread_cond_signal(&s->cv);
+    if (lane) {
+        pthread_cond_signal(&s->ucv);
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* A worker: the urgent lane first; an urgent-only worker no other. */
@@ -367,17 +557,22 @@ static void *srv_worker(void *arg)
             return NULL;
         }
         int lane = s->head[1] != NULL;
-        srv_ctx *c = s->head[lane];
-        s->head[lane] = c->next;
+        srv_job *j = s->head[lane];
+        s->head[lane] = j->next;
         if (s->head[lane] == NULL) {
             s->tail[lane] = NULL;
         }
-        c->next = NULL;
+        j->next = NULL;
         pthread_mutex_unlock(&s->mu);
-        srv_serve(s, c);
+        if (j->ctx != NULL) {
+            Lapse__Request *req = j->ctx->call;
+            j->ctx->call = NULL;
+            srv_serve(s, j->ctx, req);
+        } else {
+            srv_multi_call(s, j->multi, j->idx);
+        }
     }
 }
-
 
 int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options *opt,
                     rpc_handler handler, void *arg, char *err, size_t errlen)
@@ -406,6 +601,7 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
         s->nurgent = opt->nurgent;
         s->nurgent_workers = opt->urgent_workers > 0 ? opt->urgent_workers : 0;
     }
+    s->quick = opt != NULL ? opt->quick : NULL;
     want_workers += s->nurgent_workers;
     s->wargs[0] = (srv_worker_arg){s, 0};
     s->wargs[1] = (srv_worker_arg){s, 1};
@@ -496,6 +692,14 @@ fail:
     return code;
 }
 
+void rpc_server_counts(rpc_server *s, rpc_server_count *out)
+{
+    out->frames = atomic_load(&s->frames);
+    out->coalesced = atomic_load(&s->coalesced);
+    out->calls = atomic_load(&s->calls);
+    out->quick = atomic_load(&s->quick_calls);
+}
+
 void rpc_server_close(rpc_server *s)
 {
     if (s == NULL) {
@@ -528,9 +732,13 @@ void rpc_server_close(rpc_server *s)
         /* Nothing runs now. Free requests still queued, then the contexts. */
         for (int i = 0; i < s->nctx; i++) {
             srv_ctx *c = &s->ctxs[i];
-            if (c->req != NULL) {
-                nng_msg_free(c->req);
-                c->req = NULL;
+            if (c->call != NULL) {
+                lapse__request__free_unpacked(c->call, NULL);
+                c->call = NULL;
+            }
+            if (c->multi != NULL) { /* a coalesced frame whose calls were still queued */
+                srv_multi_free(c->multi);
+                c->multi = NULL;
             }
             if (c->aio != NULL) {
                 if (c->ctx_open) {
