@@ -44,6 +44,7 @@ typedef struct peer {
 } peer;
 
 typedef struct waiter waiter;
+typedef struct frame frame;
 
 struct rpc_client {
     peer peers[MAX_PEERS];
@@ -54,8 +55,10 @@ struct rpc_client {
     /* Coalescing (rpc_call): frames in flight, and the calls waiting for
      * one of them to come back, oldest first. */
     pthread_mutex_t cmu;
+    pthread_cond_t idle; /* signalled when a frame ends */
     int inflight;
     waiter *qhead, *qtail;
+    frame *free_frames; /* frames not out, each with its aio (and context) */
 };
 
 static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -118,6 +121,7 @@ int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
         set_err(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
+    clock_cond_init_mono(&c->idle);
     for (const char *p = url;;) {
         const char *comma = strchr(p, ',');
         size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
@@ -153,6 +157,8 @@ void rpc_fini(void)
     nng_fini();
 }
 
+static void frames_close(rpc_client *c);
+
 void rpc_client_close(rpc_client *c)
 {
     if (c == NULL) {
@@ -163,6 +169,8 @@ void rpc_client_close(rpc_client *c)
             nng_close(c->peers[i].sock);
         }
     }
+    frames_close(c);
+    pthread_cond_destroy(&c->idle);
     pthread_mutex_destroy(&c->cmu);
     free(c->url);
     free(c);
@@ -559,16 +567,17 @@ void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms)
 
 /*
  * Single-item calls made at once by many threads through one client share
- * frames (docs/wire-protocol.md, "Coalesced calls"): while COALESCE_INFLIGHT
- * frames are in flight, a new call waits in the client's queue; when a
- * frame comes back, the thread that sent it hands the whole queue (up to
- * RPC_MAX_COALESCED calls, COALESCE_MAX_BYTES) to the oldest waiting call,
- * whose thread sends it as one frame. One caller alone never waits: its
- * call goes as it would uncoalesced, as a plain request. A frame out for
- * longer than COALESCE_STALL_MS (a write waiting for its copies, a stalled
- * peer) holds no one up: a call queued that long sends the queue in a frame
- * of its own. Each call keeps its own deadline, and a frame's timeout is the
- * shortest left among its calls.
+ * frames (docs/wire-protocol.md, "Coalesced calls"). A call packs its
+ * request and, when the client has no frame out (COALESCE_INFLIGHT), sends
+ * it at once as a plain request, with any calls queued meanwhile as one
+ * coalesced frame; else it queues. Frames are driven by their aio callback
+ * on NNG's thread: when a frame's reply is in, the callback hands each call
+ * its reply, wakes it, and sends the queue as the next frame itself, so a
+ * call costs its caller one sleep and no thread relays a frame. A frame out
+ * for longer than COALESCE_STALL_MS (a write waiting for its copies, a
+ * stalled peer) holds no one up: a call queued that long sends the queue in
+ * a frame of its own. Each call keeps its own deadline, and a frame's
+ * timeout is the shortest left among its calls.
  *
  * One frame in flight, not more: measured with lapse-bench (16 threads,
  * docs/benchmarks.md), two cost a third more CPU per call for no more
@@ -578,22 +587,37 @@ void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms)
 #define COALESCE_INFLIGHT 1           /* frames in flight per client, normally */
 #define COALESCE_STALL_MS 1           /* the longest a call waits for a frame to be back */
 #define COALESCE_MAX_BYTES (1u << 20) /* of the calls of one frame */
+#define CLOSE_WAIT_MS 2000            /* rpc_client_close: for frames still out */
 
-/* A call is queued, then taken into a frame (batched) whose first call
- * leads (sends it), then done. */
-typedef enum { W_QUEUED, W_BATCHED, W_LEAD, W_DONE } waiter_state;
+/* A call is queued, then sent in a frame, then done. */
+typedef enum { W_QUEUED, W_SENT, W_DONE } waiter_state;
 
 /* One coalescable call, on its caller's stack. */
 struct waiter {
-    waiter *next; /* in the client's queue, then in its frame's batch */
+    waiter *next; /* in the client's queue, then in its frame */
     nng_msg *msg; /* the packed request; consumed when its frame goes */
     clock_mono deadline;
     waiter_state state; /* guarded by the client's cmu */
-    waiter *batch;      /* W_LEAD: the frame to send (this call first) */
-    pthread_cond_t cv;  /* signalled on W_LEAD and W_DONE */
+    pthread_cond_t cv;  /* signalled on W_DONE */
     Lapse__Response *resp;
     int rv;
     char err[512];
+};
+
+/* One frame's exchange, driven by its aio's callback (frame_cb); kept on
+ * the client's free list between frames, with its context. */
+struct frame {
+    rpc_client *c;
+    frame *next_free;
+    nng_aio *aio;
+    nng_ctx ctx;
+    int ctx_open;
+    int peer; /* the peer ctx was opened on */
+    int receiving;
+    waiter *batch; /* the frame's calls */
+    size_t n;
+    int timeout_ms;
+    clock_mono deadline;
 };
 
 /* 1 for the calls that coalesce: single-item reads and writes, small and
@@ -618,15 +642,16 @@ static void waiter_fail(waiter *w, int rv, const char *what)
     set_err(w->err, sizeof(w->err), "%s", what);
 }
 
-/* Takes the calls of c's queue into a batch after first (may be NULL),
+/* Takes the calls of c's queue into a frame after first (may be NULL),
  * within the limits; calls whose deadline passed are finished with
- * ETIMEDOUT instead. Returns the batch's head. REQUIRES: c->cmu held. */
+ * ETIMEDOUT instead. Returns the frame's first call. REQUIRES: c->cmu. */
 static waiter *take_batch(rpc_client *c, waiter *first)
 {
     waiter *head = first, *tail = first;
     size_t n = first != NULL, bytes = first != NULL ? nng_msg_len(first->msg) : 0;
     if (first != NULL) {
         first->next = NULL;
+        first->state = W_SENT;
     }
     while (c->qhead != NULL && n < RPC_MAX_COALESCED) {
         waiter *w = c->qhead;
@@ -646,7 +671,7 @@ static waiter *take_batch(rpc_client *c, waiter *first)
             pthread_cond_signal(&w->cv);
             continue;
         }
-        w->state = W_BATCHED;
+        w->state = W_SENT;
         if (tail != NULL) {
             tail->next = w;
         } else {
@@ -657,107 +682,6 @@ static waiter *take_batch(rpc_client *c, waiter *first)
         bytes += nng_msg_len(w->msg);
     }
     return head;
-}
-
-/* Sends the calls of batch (2 or more) as one frame and takes each reply
- * into its call. */
-static void send_frame(rpc_client *c, waiter *batch, size_t n)
-{
-    ProtobufCBinaryData calls[RPC_MAX_COALESCED];
-    int64_t left = INT64_MAX;
-    size_t i = 0;
-    for (waiter *w = batch; w != NULL; w = w->next, i++) {
-        calls[i].data = nng_msg_body(w->msg);
-        calls[i].len = nng_msg_len(w->msg);
-        int64_t l = clock_mono_remaining_ms(w->deadline);
-        left = l < left ? l : left;
-    }
-    int timeout_ms = left > 0 ? (int)left : 1;
-    Lapse__MultiRequest multi = LAPSE__MULTI_REQUEST__INIT;
-    multi.n_calls = n;
-    multi.calls = calls;
-    Lapse__Request env = LAPSE__REQUEST__INIT;
-    env.body_case = LAPSE__REQUEST__BODY_MULTI;
-    env.multi = &multi;
-    char err[512] = "";
-    exchange x = {.client = c, .err = err, .errlen = sizeof(err)};
-    int rv = pack_request(&env, timeout_ms, &x.msg, err, sizeof(err));
-    for (waiter *w = batch; w != NULL; w = w->next) {
-        nng_msg_free(w->msg);
-        w->msg = NULL;
-    }
-    if (rv == 0) {
-        exchange_all(&x, 1, timeout_ms);
-        rv = x.rv;
-    }
-    Lapse__Response *r = NULL;
-    size_t len = 0;
-    if (rv == 0) {
-        r = unpack_reply(NULL, x.reply, &len);
-        Lapse__Response *whole;
-        rv = take_reply(c->url, r, len, &whole, err, sizeof(err));
-        if (rv == 0 && (r->body_case != LAPSE__RESPONSE__BODY_MULTI || r->multi->n_replies != n)) {
-            rv = LAPSE_EPROTO;
-            set_err(err, sizeof(err), "%s: a coalesced frame of %zu calls got another reply",
-                    c->url, n);
-        }
-    }
-    i = 0;
-    for (waiter *w = batch; w != NULL; w = w->next, i++) {
-        if (rv != 0) {
-            waiter_fail(w, rv, err);
-            continue;
-        }
-        const ProtobufCBinaryData *b = &r->multi->replies[i];
-        Lapse__Response *one = NULL;
-        if (wire_check_nesting(&lapse__response__descriptor, b->data, b->len, WIRE_MAX_NESTING) ==
-            0) {
-            one = lapse__response__unpack(NULL, b->len, b->data);
-        }
-        w->rv = take_reply(c->url, one, b->len, &w->resp, w->err, sizeof(w->err));
-    }
-    rpc_response_free(r);
-}
-
-/* Sends batch (led by its first call, whose thread this is), then hands
- * the queue on to its oldest call, or frees the frame's slot. */
-static void lead(rpc_client *c, waiter *batch)
-{
-    size_t n = 0;
-    for (waiter *w = batch; w != NULL; w = w->next) {
-        n++;
-    }
-
-    if (n == 1) {
-        exchange x = {
-            .client = c, .msg = batch->msg, .err = batch->err, .errlen = sizeof(batch->err)};
-        batch->msg = NULL;
-        int64_t left = clock_mono_remaining_ms(batch->deadline);
-        int timeout_ms = left > 0 ? (int)left : 1;
-        exchange_all(&x, 1, timeout_ms);
-        if ((batch->rv = x.rv) == 0) {
-            size_t len;
-            Lapse__Response *r = unpack_reply(NULL, x.reply, &len);
-            batch->rv = take_reply(c->url, r, len, &batch->resp, batch->err, sizeof(batch->err));
-        }
-    } else {
-        send_frame(c, batch, n);
-    }
-    pthread_mutex_lock(&c->cmu);
-    for (waiter *w = batch->next; w != NULL; w = w->next) {
-        w->state = W_DONE;
-        pthread_cond_signal(&w->cv);
-    }
-    batch->state = W_DONE;
-    waiter *next = take_batch(c, NULL);
-    if (next != NULL) {
-        next->state = W_LEAD;
-        next->batch = next;
-        pthread_cond_signal(&next->cv);
-    } else {
-        c->inflight--;
-    }
-    pthread_mutex_unlock(&c->cmu);
 }
 
 /* Takes w out of c's queue. REQUIRES: c->cmu held, w queued. */
@@ -774,6 +698,256 @@ static void queue_remove(rpc_client *c, waiter *w)
         c->qtail = prev;
     }
     w->next = NULL;
+}
+
+/* The message of f's calls: the one call's own request, or a coalesced
+ * frame of them all. Consumes the calls' messages; NULL on OOM or a frame
+ * over the size limit, with err set. */
+static nng_msg *frame_msg(frame *f, char *err, size_t errlen)
+{
+    if (f->n == 1) {
+        nng_msg *m = f->batch->msg;
+        f->batch->msg = NULL;
+        return m;
+    }
+    ProtobufCBinaryData calls[RPC_MAX_COALESCED];
+    size_t i = 0;
+    for (waiter *w = f->batch; w != NULL; w = w->next, i++) {
+        calls[i].data = nng_msg_body(w->msg);
+        calls[i].len = nng_msg_len(w->msg);
+    }
+    Lapse__MultiRequest multi = LAPSE__MULTI_REQUEST__INIT;
+    multi.n_calls = f->n;
+    multi.calls = calls;
+    Lapse__Request env = LAPSE__REQUEST__INIT;
+    env.body_case = LAPSE__REQUEST__BODY_MULTI;
+    env.multi = &multi;
+    nng_msg *m = NULL;
+    (void)pack_request(&env, f->timeout_ms, &m, err, errlen);
+    for (waiter *w = f->batch; w != NULL; w = w->next) {
+        nng_msg_free(w->msg);
+        w->msg = NULL;
+    }
+    return m;
+}
+
+/* Hands each call of f its reply out of reply (consumed; NULL when rv, a
+ * Lapse code, says why there is none, with err). */
+static void frame_answer(frame *f, nng_msg *reply, int rv, const char *err)
+{
+    rpc_client *c = f->c;
+    if (rv == 0 && f->n == 1) {
+        size_t len;
+        Lapse__Response *r = unpack_reply(NULL, reply, &len);
+        waiter *w = f->batch;
+        w->rv = take_reply(c->url, r, len, &w->resp, w->err, sizeof(w->err));
+        return;
+    }
+    Lapse__Response *r = NULL;
+    char why[512];
+    snprintf(why, sizeof(why), "%s", err);
+    if (rv == 0) {
+        size_t len;
+        Lapse__Response *whole;
+        r = unpack_reply(NULL, reply, &len);
+        rv = take_reply(c->url, r, len, &whole, why, sizeof(why));
+        if (rv == 0 &&
+            (r->body_case != LAPSE__RESPONSE__BODY_MULTI || r->multi->n_replies != f->n)) {
+            rv = LAPSE_EPROTO;
+            snprintf(why, sizeof(why), "%s: a coalesced frame of %zu calls got another reply",
+                     c->url, f->n);
+        }
+    }
+    size_t i = 0;
+    for (waiter *w = f->batch; w != NULL; w = w->next, i++) {
+        if (rv != 0) {
+            waiter_fail(w, rv, why);
+            continue;
+        }
+        const ProtobufCBinaryData *b = &r->multi->replies[i];
+        Lapse__Response *one = NULL;
+        if (wire_check_nesting(&lapse__response__descriptor, b->data, b->len, WIRE_MAX_NESTING) ==
+            0) {
+            one = lapse__response__unpack(NULL, b->len, b->data);
+        }
+        w->rv = take_reply(c->url, one, b->len, &w->resp, w->err, sizeof(w->err));
+    }
+    rpc_response_free(r);
+}
+
+static void frame_send(frame *f, waiter *batch, int may_wait);
+
+/* Ends f: its calls are answered (frame_answer) and woken; the queue, if
+ * any, goes out as the next frame on f, else f goes back to the list. */
+static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err)
+{
+    rpc_client *c = f->c;
+    char why[512];
+    if (nrv != 0) {
+        exchange x = {.client = c, .peer = f->peer, .err = why, .errlen = sizeof(why)};
+        exchange_fail(&x, nrv, f->timeout_ms);
+        rv = x.rv;
+        err = why;
+    }
+    frame_answer(f, reply, rv, err);
+    pthread_mutex_lock(&c->cmu);
+    for (waiter *w = f->batch; w != NULL;) {
+        waiter *next = w->next; /* w may be gone once woken and unlocked */
+        w->state = W_DONE;
+        pthread_cond_signal(&w->cv);
+        w = next;
+    }
+    f->batch = NULL;
+    waiter *next = take_batch(c, NULL);
+    if (next == NULL) {
+        c->inflight--;
+        f->next_free = c->free_frames;
+        c->free_frames = f;
+        pthread_cond_broadcast(&c->idle);
+    }
+    pthread_mutex_unlock(&c->cmu);
+    if (next != NULL) {
+        frame_send(f, next, 0);
+    }
+}
+
+static void frame_cb(void *arg)
+{
+    frame *f = arg;
+    int nrv = nng_aio_result(f->aio);
+    if (!f->receiving) {
+        if (nrv != 0) {
+            nng_msg_free(nng_aio_get_msg(f->aio)); /* a failed send leaves it with us */
+            nng_aio_set_msg(f->aio, NULL);
+            frame_end(f, NULL, nrv, 0, "");
+            return;
+        }
+        /* As exchange_all's: a reply already in is taken even when the
+         * deadline passed while the send waited. */
+        f->receiving = 1;
+        int64_t left = clock_mono_remaining_ms(f->deadline);
+        nng_aio_set_timeout(f->aio, left > 0 ? (nng_duration)left : NNG_DURATION_ZERO);
+        nng_ctx_recv(f->ctx, f->aio);
+        return;
+    }
+    nng_msg *reply = NULL;
+    if (nrv == 0) {
+        reply = nng_aio_get_msg(f->aio);
+        nng_aio_set_msg(f->aio, NULL);
+    }
+    frame_end(f, reply, nrv, 0, "");
+}
+
+/* A frame to send on: one from c's list, else a new one (NULL on OOM). */
+static frame *frame_get(rpc_client *c)
+{
+    pthread_mutex_lock(&c->cmu);
+    frame *f = c->free_frames;
+    if (f != NULL) {
+        c->free_frames = f->next_free;
+    }
+    pthread_mutex_unlock(&c->cmu);
+    if (f == NULL && (f = calloc(1, sizeof(*f))) != NULL) {
+        f->c = c;
+        if (nng_aio_alloc(&f->aio, frame_cb, f) != 0) {
+            free(f);
+            f = NULL;
+        }
+    }
+    return f;
+}
+
+static void frame_free(frame *f)
+{
+    nng_aio_free(f->aio); /* waits for a callback still running */
+    if (f->ctx_open) {
+        (void)nng_ctx_close(f->ctx);
+    }
+    free(f);
+}
+
+/* Sends the calls from batch on as frame f. may_wait: the caller's thread,
+ * which may wait for a peer of a list to connect (pick_peer); NNG's thread
+ * takes the current peer. */
+static void frame_send(frame *f, waiter *batch, int may_wait)
+{
+    rpc_client *c = f->c;
+    char err[512] = "";
+    int64_t left = INT64_MAX;
+    f->batch = batch;
+    f->n = 0;
+    for (waiter *w = batch; w != NULL; w = w->next, f->n++) {
+        int64_t l = clock_mono_remaining_ms(w->deadline);
+        left = l < left ? l : left;
+    }
+    f->timeout_ms = left > 0 ? (int)left : 1;
+    f->deadline = clock_mono_after_ms(f->timeout_ms);
+    f->receiving = 0;
+    int peer = may_wait ? pick_peer(c) : atomic_load(&c->cur);
+    int nrv = 0;
+    if (f->ctx_open && f->peer != peer) {
+        (void)nng_ctx_close(f->ctx);
+        f->ctx_open = 0;
+    }
+    if (!f->ctx_open) {
+        if ((nrv = nng_ctx_open(&f->ctx, c->peers[peer].sock)) == 0) {
+            f->ctx_open = 1;
+            f->peer = peer;
+            (void)nng_ctx_set_ms(f->ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+        }
+    }
+    f->peer = peer;
+    nng_msg *m = frame_msg(f, err, sizeof(err));
+    if (nrv != 0 || m == NULL) {
+        nng_msg_free(m);
+        frame_end(f, NULL, nrv, nrv != 0 ? 0 : LAPSE_ENOMEM, err[0] ? err : "out of memory");
+        return;
+    }
+    nng_aio_set_timeout(f->aio, f->timeout_ms);
+    nng_aio_set_msg(f->aio, m);
+    nng_ctx_send(f->ctx, f->aio);
+}
+
+/* Sends batch (c->inflight counted for it already) as a new frame, from
+ * the caller's thread. REQUIRES: c->cmu not held. */
+static void frame_start(rpc_client *c, waiter *batch)
+{
+    frame *f = frame_get(c);
+    if (f != NULL) {
+        frame_send(f, batch, 1);
+        return;
+    }
+    pthread_mutex_lock(&c->cmu);
+    for (waiter *w = batch; w != NULL;) {
+        waiter *next = w->next;
+        nng_msg_free(w->msg);
+        w->msg = NULL;
+        waiter_fail(w, LAPSE_ENOMEM, "out of memory");
+        w->state = W_DONE;
+        pthread_cond_signal(&w->cv);
+        w = next;
+    }
+    c->inflight--;
+    pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->cmu);
+}
+
+/* After the sockets closed: waits (bounded) for the frames still out,
+ * which end with ECLOSED, then frees every frame. */
+static void frames_close(rpc_client *c)
+{
+    pthread_mutex_lock(&c->cmu);
+    struct timespec until = clock_mono_abstime(CLOSE_WAIT_MS);
+    while (c->inflight > 0 && pthread_cond_timedwait(&c->idle, &c->cmu, &until) == 0) {
+    }
+    frame *f = c->free_frames;
+    c->free_frames = NULL;
+    pthread_mutex_unlock(&c->cmu);
+    while (f != NULL) {
+        frame *next = f->next_free;
+        frame_free(f);
+        f = next;
+    }
 }
 
 /* rpc_call of a coalescable call. */
@@ -794,7 +968,8 @@ static int call_coalesced(rpc_client *c, Lapse__Request *req, int timeout_ms,
         c->inflight++;
         waiter *batch = take_batch(c, &w);
         pthread_mutex_unlock(&c->cmu);
-        lead(c, batch);
+        frame_start(c, batch);
+        pthread_mutex_lock(&c->cmu);
     } else {
         if (c->qtail != NULL) {
             c->qtail->next = &w;
@@ -802,38 +977,36 @@ static int call_coalesced(rpc_client *c, Lapse__Request *req, int timeout_ms,
             c->qhead = &w;
         }
         c->qtail = &w;
-        clock_mono stall = clock_mono_after_ms(COALESCE_STALL_MS);
-        while (w.state == W_QUEUED) {
-            int64_t wait_ms = clock_mono_remaining_ms(stall);
-            struct timespec ts = clock_mono_abstime(wait_ms > 0 ? wait_ms : 0);
-            if (pthread_cond_timedwait(&w.cv, &c->cmu, &ts) == 0 || w.state != W_QUEUED ||
-                clock_mono_remaining_ms(stall) > 0) {
-                continue;
-            }
-            /* The frame out is slow (a write waiting for its copies, a
-             * peer stalled): this call and those queued after it go in a
-             * frame of their own, so no call waits behind another's. */
-            queue_remove(c, &w);
-            if (clock_mono_remaining_ms(w.deadline) <= 0) {
-                nng_msg_free(w.msg);
-                waiter_fail(&w, LAPSE_ETIMEDOUT, "no reply in time (the call waited for a frame)");
-                w.state = W_DONE;
-                break;
-            }
-            c->inflight++;
-            w.batch = take_batch(c, &w);
-            w.state = W_LEAD;
-        }
-        if (w.state == W_LEAD) {
-            pthread_mutex_unlock(&c->cmu);
-            lead(c, w.batch);
-        } else {
-            while (w.state != W_DONE) {
-                pthread_cond_wait(&w.cv, &c->cmu);
-            }
-            pthread_mutex_unlock(&c->cmu);
-        }
     }
+    clock_mono stall = clock_mono_after_ms(COALESCE_STALL_MS);
+    while (w.state == W_QUEUED) {
+        int64_t wait_ms = clock_mono_remaining_ms(stall);
+        struct timespec ts = clock_mono_abstime(wait_ms > 0 ? wait_ms : 0);
+        if (pthread_cond_timedwait(&w.cv, &c->cmu, &ts) == 0 || w.state != W_QUEUED ||
+            clock_mono_remaining_ms(stall) > 0) {
+            continue;
+        }
+        /* The frame out is slow (a write waiting for its copies, a peer
+         * stalled): this call and those queued after it go in a frame of
+         * their own, so no call waits behind another's. */
+        queue_remove(c, &w);
+        if (clock_mono_remaining_ms(w.deadline) <= 0) {
+            nng_msg_free(w.msg);
+            w.msg = NULL;
+            waiter_fail(&w, LAPSE_ETIMEDOUT, "no reply in time (the call waited for a frame)");
+            w.state = W_DONE;
+            break;
+        }
+        c->inflight++;
+        waiter *batch = take_batch(c, &w);
+        pthread_mutex_unlock(&c->cmu);
+        frame_start(c, batch);
+        pthread_mutex_lock(&c->cmu);
+    }
+    while (w.state != W_DONE) {
+        pthread_cond_wait(&w.cv, &c->cmu);
+    }
+    pthread_mutex_unlock(&c->cmu);
     pthread_cond_destroy(&w.cv);
     *resp = w.resp;
     if (w.rv != 0) {
