@@ -142,55 +142,6 @@ void outbox_forget_part(store *st, uint32_t table_id, uint32_t part)
 /* Reading                                                                  */
 /* ======================================================================== */
 
-int store_seq_read(store *st, int cf, uint32_t table_id, uint32_t part, uint64_t after_seq,
-                   size_t max_records, size_t max_bytes, change_list *out, const char *what,
-                   char *err, size_t errlen)
-{
-    int rv;
-    db_iter *it = NULL;
-    buf lo, hi;
-    buf_init(&lo);
-    buf_init(&hi);
-    change_list_fini(out);
-    if (max_records == 0 || after_seq == UINT64_MAX) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "%s: bad arguments", what);
-    }
-    if ((rv = itemkey_seq_of(&lo, table_id, part, after_seq + 1)) != 0 ||
-        (rv = itemkey_append_prefix(&hi, table_id, part)) != 0) {
-        goto out;
-    }
-    int hi_none = itemkey_successor(&hi);
-    if ((rv = db_iter_new(&it, st->db, cf, lo.data, lo.len, hi_none ? NULL : hi.data, hi.len)) !=
-        0) {
-        goto out;
-    }
-    /* Budget: max_records records and max_bytes bytes (the first record
-     * always fits, so a huge record cannot stall a reader). */
-    for (db_iter_seek_first(it); db_iter_valid(it) && out->n < max_records; db_iter_next(it)) {
-        size_t klen = 0, vlen = 0;
-        const uint8_t *k = db_iter_key(it, &klen);
-        const uint8_t *v = db_iter_value(it, &vlen);
-        if (out->n > 0 && max_bytes > 0 && out->bytes + vlen > max_bytes) {
-            break;
-        }
-        if ((rv = change_list_push(out, itemkey_seq(k, klen), v, vlen)) != 0) {
-            goto out;
-        }
-    }
-    rv = db_iter_status(it, err, errlen);
-out:
-    if (rv == LAPSE_ENOMEM) {
-        oom(err, errlen);
-    }
-    if (rv != 0) {
-        change_list_fini(out);
-    }
-    db_iter_free(it);
-    buf_fini(&lo);
-    buf_fini(&hi);
-    return rv;
-}
-
 int outbox_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq, size_t max_records,
                 size_t max_bytes, change_list *out, char *err, size_t errlen)
 {
@@ -228,39 +179,6 @@ int outbox_last_seq(store *st, uint32_t table_id, uint32_t part, uint64_t *last,
 /* ======================================================================== */
 /* Acks and trimming                                                        */
 /* ======================================================================== */
-
-int store_repl_u64(store *st, uint32_t table_id, uint8_t kind, uint32_t part, int has_node,
-                   uint32_t node, uint64_t *out, char *err, size_t errlen)
-{
-    uint8_t k[ITEMKEY_REPL_MAX];
-    size_t klen = itemkey_repl(k, table_id, kind, part, has_node, node);
-    int found = 0;
-    buf v;
-    buf_init(&v);
-    int rv = db_get(st->db, CF_REPL, k, klen, &v, &found, err, errlen);
-    *out = 0;
-    if (rv == 0 && found) {
-        if (v.len != 8) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
-                            "a stored replication counter (kind %u) is malformed", (unsigned)kind);
-        } else {
-            *out = buf_get_u64be(v.data);
-        }
-    }
-    buf_fini(&v);
-    return rv;
-}
-
-void store_repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind, uint32_t part,
-                        uint64_t val)
-{
-    uint8_t k[ITEMKEY_REPL_MAX], v[8];
-    size_t klen = itemkey_repl(k, table_id, kind, part, 0, 0);
-    for (int i = 0; i < 8; i++) {
-        v[i] = (uint8_t)(val >> (56 - 8 * i));
-    }
-    db_batch_put(b, st->db, CF_REPL, k, klen, v, sizeof(v));
-}
 
 static int ack_get(store *st, uint32_t table_id, uint32_t part, uint32_t dest, uint64_t *seq,
                    char *err, size_t errlen)

@@ -13,8 +13,11 @@
  * store_derive.c, queries, scans and counts in store_query.c and
  * store_index.c, the key layouts in itemkey.c, the sweep and backfill of the
  * expiry index in expiry.c, the replication reads and the apply in
- * outbox.c, apply.c and stream.c. This file opens and closes the store, and
- * holds its locks, sweep cursors, point reads, table drops and metadata.
+ * outbox.c, apply.c and stream.c, and what they all share (locks, sweep
+ * cursors, the item read, repl counters) in store_int.c. This file opens
+ * and closes the store, and holds its point reads, table drops and
+ * metadata: it is the top of partition/'s call order (it calls the
+ * expiry, outbox and commit files to close and drop; none calls it).
  *
  * Reads take no lock: RocksDB reads are consistent per key and iterators
  * see a point-in-time view.
@@ -22,8 +25,6 @@
 #include "store.h"
 
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -37,17 +38,6 @@
 
 static const char *const cf_names[CF_COUNT] = {"items", "meta", "expiry", "lsi",    "outbox",
                                                "repl",  "gsi",  "stream", "replog", "requests"};
-
-int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 static int oom(char *err, size_t errlen)
 {
@@ -186,77 +176,8 @@ void store_close(store *st)
 }
 
 /* ======================================================================== */
-/* Locks                                                                    */
-/* ======================================================================== */
-
-pthread_mutex_t *store_stripe(store *st, uint32_t table_id, uint32_t part)
-{
-    /* Partitions of one table map to distinct stripes (low bits of part
-     * survive the xor), tables are spread by the multiplicative hash. */
-    uint32_t h = (table_id * 0x9E3779B1u) ^ part;
-    h ^= h >> 16;
-    return &st->locks[h & (STORE_LOCK_STRIPES - 1)];
-}
-
-pthread_mutex_t *store_apply_lock(store *st, uint32_t table_id, uint32_t part)
-{
-    return &st->apply_locks[store_stripe(st, table_id, part) - st->locks];
-}
-
-static sweep_cursor *cursor_of(store *st, uint32_t table_id, uint32_t part)
-{
-    return &st->cursors[store_stripe(st, table_id, part) - st->locks];
-}
-
-sweep_cursor *store_sweep_cursor(store *st, uint32_t table_id, uint32_t part)
-{
-    sweep_cursor *c = cursor_of(st, table_id, part);
-    return c->valid && c->table_id == table_id && c->part == part ? c : NULL;
-}
-
-void store_sweep_cursor_note(store *st, uint32_t table_id, uint32_t part, const uint8_t *ekey,
-                             size_t elen)
-{
-    sweep_cursor *c = store_sweep_cursor(st, table_id, part);
-    if (c != NULL && (ekey == NULL || itemkey_cmp(ekey, elen, c->key.data, c->key.len) < 0)) {
-        c->valid = 0;
-    }
-}
-
-void store_sweep_cursor_set(store *st, uint32_t table_id, uint32_t part, const uint8_t *key,
-                            size_t len)
-{
-    sweep_cursor *c = store_sweep_cursor(st, table_id, part);
-    if (c != NULL && itemkey_cmp(key, len, c->key.data, c->key.len) <= 0) {
-        return;
-    }
-    c = cursor_of(st, table_id, part);
-    buf_clear(&c->key);
-    c->valid = buf_append(&c->key, key, len) == 0;
-    c->table_id = table_id;
-    c->part = part;
-}
-
-/* ======================================================================== */
 /* Reads                                                                    */
 /* ======================================================================== */
-
-/* Reads and decodes the item under key; *out is NULL when absent. */
-int store_read_item(store *st, const buf *key, buf *scratch, item **out, char *err, size_t errlen)
-{
-    int found = 0, rv;
-    *out = NULL;
-    if ((rv = db_get(st->db, CF_ITEMS, key->data, key->len, scratch, &found, err, errlen)) != 0) {
-        return rv;
-    }
-    if (!found) {
-        return 0;
-    }
-    if ((rv = item_decode(scratch->data, scratch->len, out)) != 0) {
-        return store_errf(rv, err, errlen, "stored item failed to decode (%s)", lapse_strerror(rv));
-    }
-    return 0;
-}
 
 int store_get(store *st, const table_schema *t, const item *key, item **out, char *err,
               size_t errlen)

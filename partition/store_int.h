@@ -1,6 +1,8 @@
 /*
- * store_int.h: what the files of the store share: store.c (point writes,
- * tables, metadata), store_batch.c (batch writes), store_derive.c (the
+ * store_int.h: what the files of the store share: store_int.c (errors,
+ * locks, sweep cursors, the item read, repl counters, sequence reads: the
+ * bottom of the call order, calling none of its users), store.c (open,
+ * close, tables, metadata), store_batch.c (batch writes), store_derive.c (the
  * writes an item change derives: TTL index, LSI entries, outbox record),
  * store_query.c and store_index.c (range reads), expiry.c and
  * expiry_naive.c (the TTL sweep), outbox.c, apply.c and stream.c
@@ -120,11 +122,15 @@ int store_request_find(store *st, const table_schema *t, uint32_t part, const ui
 int store_request_confirm(store *st, const table_schema *t, uint32_t part, const buf *key,
                           const buf *val, store_pending *pend, char *err, size_t errlen);
 
+/* ======================================================================== */
+/* Shared internals (store_int.c)                                           */
+/* ======================================================================== */
+
 /* Writes a reason into err (when given) and returns code. */
 int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Reads and decodes the item under key (scratch holds its bytes); *out is
- * NULL when absent. 0, LAPSE_EIO or the decode error (store.c). */
+ * NULL when absent. 0, LAPSE_EIO or the decode error. */
 int store_read_item(store *st, const buf *key, buf *scratch, item **out, char *err, size_t errlen);
 
 /* The stripe lock of partition part of table_id. */
@@ -143,6 +149,23 @@ void store_sweep_cursor_set(store *st, uint32_t table_id, uint32_t part, const u
 
 /* The apply lock of (table_id, source part part) (apply.c). */
 pthread_mutex_t *store_apply_lock(store *st, uint32_t table_id, uint32_t part);
+
+/* Reads the records of a (table, part)-and-sequence keyed family (outbox,
+ * stream) after after_seq into out: at most max_records, and past the first
+ * at most max_bytes (0: no byte budget). what names the caller in errors.
+ * Returns 0, LAPSE_EINVAL, LAPSE_ENOMEM or LAPSE_EIO (out is then empty). */
+int store_seq_read(store *st, int cf, uint32_t table_id, uint32_t part, uint64_t after_seq,
+                   size_t max_records, size_t max_bytes, change_list *out, const char *what,
+                   char *err, size_t errlen);
+
+/* Reads the u64 counter under the repl key (table_id, kind, part[, node when
+ * has_node]) into *out; 0 when absent. Returns 0, LAPSE_EIO or
+ * LAPSE_ECORRUPT (a value that is not 8 bytes). */
+int store_repl_u64(store *st, uint32_t table_id, uint8_t kind, uint32_t part, int has_node,
+                   uint32_t node, uint64_t *out, char *err, size_t errlen);
+/* Adds to b the u64 counter val under the repl key (table_id, kind, part). */
+void store_repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind, uint32_t part,
+                        uint64_t val);
 
 /* ======================================================================== */
 /* Derived writes (store_derive.c)                                          */
@@ -303,22 +326,5 @@ int expiry_progress_key(buf *k, uint32_t table_id, uint32_t part);
 void expiry_scratch_release(store *st);
 /* Compacts the ranges expiry_drop_into deleted (reclaims their space). */
 void expiry_compact_table(store *st, uint32_t table_id);
-
-/* Reads the records of a (table, part)-and-sequence keyed family (outbox,
- * stream) after after_seq into out: at most max_records, and past the first
- * at most max_bytes (0: no byte budget). what names the caller in errors.
- * Returns 0, LAPSE_EINVAL, LAPSE_ENOMEM or LAPSE_EIO (out is then empty). */
-int store_seq_read(store *st, int cf, uint32_t table_id, uint32_t part, uint64_t after_seq,
-                   size_t max_records, size_t max_bytes, change_list *out, const char *what,
-                   char *err, size_t errlen);
-
-/* Reads the u64 counter under the repl key (table_id, kind, part[, node when
- * has_node]) into *out; 0 when absent. Returns 0, LAPSE_EIO or
- * LAPSE_ECORRUPT (a value that is not 8 bytes). */
-int store_repl_u64(store *st, uint32_t table_id, uint8_t kind, uint32_t part, int has_node,
-                   uint32_t node, uint64_t *out, char *err, size_t errlen);
-/* Adds to b the u64 counter val under the repl key (table_id, kind, part). */
-void store_repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind, uint32_t part,
-                        uint64_t val);
 
 #endif
