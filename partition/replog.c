@@ -1,7 +1,8 @@
 /*
  * replog.c: the replication log of replicated partitions (replog.h): the
- * primary's commit (store_commit_start, _finish), the replica's apply, catch-up reads and
- * the digest that compares replicas.
+ * replica's apply, catch-up reads, resets and the digest that compares
+ * replicas. The primary's commit, and the log's position and records both
+ * sides write, are in store_commit.c, below this file.
  */
 #include "replog.h"
 
@@ -18,114 +19,9 @@
 
 #define EPOCH_BYTES 8
 
-void store_set_repl_hook(store *st, const store_repl_hook *h)
-{
-    if (h != NULL) {
-        st->repl = *h;
-    } else {
-        memset(&st->repl, 0, sizeof(st->repl));
-    }
-}
-
 void store_set_replog_retain(store *st, uint64_t retain)
 {
     st->replog_retain = retain;
-}
-
-/* 1 when record seq is one that trims the log (replog.h, "Trimming"). */
-static int trim_due(const store *st, uint64_t seq)
-{
-    uint64_t r = st->replog_retain;
-    return r > 0 && seq > r && seq % (r / 4 + 1) == 0;
-}
-
-/* Adds to b the deletion of the partition's records up to seq - retain.
- * REQUIRES: trim_due(st, seq). 0 or LAPSE_ENOMEM. */
-static int add_trim(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t seq)
-{
-    buf lo, hi;
-    buf_init(&lo);
-    buf_init(&hi);
-    int rv = itemkey_seq_of(&lo, table_id, part, 0) != 0 ||
-                     itemkey_seq_of(&hi, table_id, part, seq - st->replog_retain + 1) != 0
-                 ? LAPSE_ENOMEM
-                 : 0;
-    if (rv == 0) {
-        db_batch_delete_range(b, st->db, CF_REPLOG, lo.data, lo.len, hi.data, hi.len);
-    }
-    buf_fini(&lo);
-    buf_fini(&hi);
-    return rv;
-}
-
-/* The primary's trim after record seq was confirmed by every in-sync
- * replica. A trim that fails is no failure of the write: the next one
- * (from the log's start) covers it. */
-static void trim_confirmed(store *st, uint32_t table_id, uint32_t part, uint64_t seq)
-{
-    db_batch *b = db_batch_new();
-    char err[256];
-    if (b != NULL && add_trim(st, b, table_id, part, seq) == 0) {
-        (void)db_write(st->db, b, 0, err, sizeof(err));
-    }
-    db_batch_free(b);
-}
-
-/* 1 when commits to t go through the log. */
-static int logged(const store *st, const table_schema *t)
-{
-    return schema_replication(t) > 1 && st->repl.ship != NULL && st->repl.begin != NULL;
-}
-
-void store_commit_prepare(store *st, db_batch *b, const table_schema *t)
-{
-    if (logged(st, t)) {
-        db_batch_log_start(b);
-    }
-}
-
-int replog_pos_decode(const uint8_t *v, size_t len, uint32_t table_id, uint32_t part,
-                      uint64_t *epoch, uint64_t *seq, char *err, size_t errlen)
-{
-    if (len != 16) {
-        return store_errf(LAPSE_ECORRUPT, err, errlen,
-                          "replication log position of table %u partition %u is %zu bytes",
-                          (unsigned)table_id, (unsigned)part, len);
-    }
-    *epoch = buf_get_u64be(v);
-    *seq = buf_get_u64be(v + 8);
-    return 0;
-}
-
-static int read_pos(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch, uint64_t *seq,
-                    char *err, size_t errlen)
-{
-    uint8_t k[ITEMKEY_REPL_MAX];
-    size_t klen = itemkey_repl(k, table_id, REPL_LOG_POS, part, 0, 0);
-    buf v;
-    buf_init(&v);
-    int found = 0;
-    int rv = db_get(st->db, CF_REPL, k, klen, &v, &found, err, errlen);
-    *epoch = 0;
-    *seq = 0;
-    if (rv == 0 && found) {
-        rv = replog_pos_decode(v.data, v.len, table_id, part, epoch, seq, err, errlen);
-    }
-    buf_fini(&v);
-    return rv;
-}
-
-/* Adds to b the partition's position (epoch, seq). */
-static void put_pos(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t epoch,
-                    uint64_t seq)
-{
-    uint8_t k[ITEMKEY_REPL_MAX], v[16];
-    size_t klen = itemkey_repl(k, table_id, REPL_LOG_POS, part, 0, 0);
-    for (int i = 0; i < 8; i++) {
-        v[i] = (uint8_t)(epoch >> (56 - 8 * i));
-        v[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
-    }
-    db_batch_put(b, st->db, CF_REPL, k, klen, v, sizeof(v));
 }
 
 /* Sets *it to an iterator over family cf's keys of partition part of
@@ -158,7 +54,7 @@ static int part_iter(store *st, int cf, uint32_t table_id, uint32_t part, const 
 int replog_position(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch, uint64_t *seq,
                     char *err, size_t errlen)
 {
-    return read_pos(st, table_id, part, epoch, seq, err, errlen);
+    return store_commit_pos_read(st, table_id, part, epoch, seq, err, errlen);
 }
 
 int replog_outbox_mark(store *st, uint32_t table_id, uint32_t part, uint64_t *log_seq,
@@ -167,177 +63,13 @@ int replog_outbox_mark(store *st, uint32_t table_id, uint32_t part, uint64_t *lo
     uint64_t epoch, next = 1, next_stream = 1;
     pthread_mutex_t *mu = store_stripe(st, table_id, part);
     pthread_mutex_lock(mu);
-    int rv = read_pos(st, table_id, part, &epoch, log_seq, err, errlen);
+    int rv = store_commit_pos_read(st, table_id, part, &epoch, log_seq, err, errlen);
     if (rv == 0) {
         rv = outbox_counters_get(st, table_id, part, &next, &next_stream, err, errlen);
     }
     pthread_mutex_unlock(mu);
     *outbox_last = rv == 0 ? next - 1 : 0;
     return rv;
-}
-
-/* Adds to b record seq (value rec); the caller adds the position. */
-static int put_record(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t seq,
-                      const uint8_t *rec, size_t len)
-{
-    buf k;
-    buf_init(&k);
-    if (itemkey_seq_of(&k, table_id, part, seq) != 0) {
-        buf_fini(&k);
-        return LAPSE_ENOMEM;
-    }
-    db_batch_put(b, st->db, CF_REPLOG, k.data, k.len, rec, len);
-    buf_fini(&k);
-    return 0;
-}
-
-/* The count of commits on their way in the partition's lock stripe. */
-static _Atomic uint32_t *unshipped_of(store *st, uint32_t table_id, uint32_t part)
-{
-    return &st->unshipped[store_stripe(st, table_id, part) - st->locks];
-}
-
-int store_repl_prepare(store *st, const table_schema *t, uint32_t part, char *err, size_t errlen)
-{
-    if (!logged(st, t) || st->repl.prepare == NULL) {
-        return 0;
-    }
-    return st->repl.prepare(st->repl.arg, t->id, part, err, errlen);
-}
-
-int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t part, int *written,
-                       store_pending *pend, char *err, size_t errlen)
-{
-    int rv;
-    *written = 0;
-    memset(pend, 0, sizeof(*pend));
-    if (db_batch_count(b) == 0) {
-        return 0;
-    }
-    if (!logged(st, t)) {
-        rv = db_write(st->db, b, 0, err, errlen);
-        *written = rv == 0;
-        return rv;
-    }
-    uint64_t epoch = 0;
-    int took_in = 0;
-    if ((rv = st->repl.begin(st->repl.arg, t->id, part, &epoch, &took_in, err, errlen)) != 0) {
-        return rv;
-    }
-    if (took_in) {
-        /* The write was read and derived before these records came in: its
-         * outbox and request records would take their numbers. */
-        return store_errf(LAPSE_EUNAVAILABLE, err, errlen,
-                          "table %s partition %u took in records of its replicas while the write "
-                          "was prepared (a new primary); nothing was written: retry",
-                          t->name, (unsigned)part);
-    }
-    if (epoch == 0) {
-        return store_errf(LAPSE_EINTERNAL, err, errlen, "the replication hook gave epoch 0");
-    }
-    size_t oplen = 0;
-    const uint8_t *ops = db_batch_log(b, &oplen);
-    if (ops == NULL) {
-        return store_errf(LAPSE_ENOMEM, err, errlen,
-                          "the write's replication record could not be built (out of memory, "
-                          "or the batch was not prepared)");
-    }
-    uint64_t last_epoch, seq;
-    rv = read_pos(st, t->id, part, &last_epoch, &seq, err, errlen);
-    if (rv != 0) {
-        return rv;
-    }
-    if (epoch < last_epoch) {
-        return store_errf(LAPSE_EWRONGNODE, err, errlen,
-                          "table %s partition %u is at epoch %llu, past this primary's %llu",
-                          t->name, (unsigned)part, (unsigned long long)last_epoch,
-                          (unsigned long long)epoch);
-    }
-    seq++;
-    buf rec;
-    buf_init(&rec);
-    if (buf_append_u64be(&rec, epoch) != 0 || buf_append(&rec, ops, oplen) != 0 ||
-        put_record(st, b, t->id, part, seq, rec.data, rec.len) != 0) {
-        buf_fini(&rec);
-        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
-    }
-    put_pos(st, b, t->id, part, epoch, seq);
-    /* Counted before the write, so a reader that sees it also sees that
-     * something is on its way (store_settle). */
-    atomic_fetch_add(unshipped_of(st, t->id, part), 1);
-    void *ticket = NULL;
-    if ((rv = db_write(st->db, b, 0, err, errlen)) == 0) {
-        *written = 1;
-        rv = st->repl.ship(st->repl.arg, t->id, part, seq, last_epoch, rec.data, rec.len, &ticket,
-                           err, errlen);
-    }
-    buf_fini(&rec);
-    if (rv != 0) {
-        atomic_fetch_sub(unshipped_of(st, t->id, part), 1);
-        return rv;
-    }
-    *pend = (store_pending){.ticket = ticket, .table_id = t->id, .part = part, .seq = seq};
-    return ticket == NULL ? store_commit_finish(st, pend, err, errlen) : 0; /* shipped already */
-}
-
-int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *err, size_t errlen)
-{
-    void *one[1], **tickets = n > 1 ? calloc(n, sizeof(*tickets)) : one;
-    size_t nt = 0;
-    int rv = tickets == NULL ? store_errf(LAPSE_ENOMEM, err, errlen, "out of memory") : 0;
-    for (size_t i = 0; i < n; i++) {
-        if (pends[i].ticket == NULL) {
-            continue;
-        }
-        if (tickets != NULL) {
-            tickets[nt++] = pends[i].ticket;
-        } else {
-            (void)st->repl.wait(st->repl.arg, &pends[i].ticket, 1, NULL, 0); /* freed */
-        }
-    }
-    if (nt > 0) {
-        rv = st->repl.wait(st->repl.arg, tickets, nt, err, errlen);
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (pends[i].seq == 0) {
-            continue; /* not logged, or nothing written */
-        }
-        if (rv == 0 && trim_due(st, pends[i].seq)) {
-            trim_confirmed(st, pends[i].table_id, pends[i].part, pends[i].seq);
-        }
-        atomic_fetch_sub(unshipped_of(st, pends[i].table_id, pends[i].part), 1);
-        memset(&pends[i], 0, sizeof(pends[i]));
-    }
-    if (tickets != one) {
-        free(tickets);
-    }
-    return rv;
-}
-
-int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen)
-{
-    return store_commit_finish_many(st, pend, 1, err, errlen);
-}
-
-void store_settle(store *st, const table_schema *t, uint32_t part)
-{
-    if (!logged(st, t) || st->repl.settle == NULL ||
-        atomic_load(unshipped_of(st, t->id, part)) == 0) {
-        return;
-    }
-    /* Under the stripe lock no commit is between its write and its
-     * queueing: every record up to the position is queued (or through, or
-     * was never this node's to ship: applied as a replica, or before a
-     * restart), so settle need only wait for the queue. */
-    uint64_t epoch = 0, seq = 0;
-    char err[256];
-    pthread_mutex_t *mu = store_stripe(st, t->id, part);
-    pthread_mutex_lock(mu);
-    int rv = read_pos(st, t->id, part, &epoch, &seq, err, sizeof(err));
-    pthread_mutex_unlock(mu);
-    if (rv == 0 && seq > 0) {
-        st->repl.settle(st->repl.arg, t->id, part, seq);
-    }
 }
 
 uint64_t replog_rec_epoch(const uint8_t *rec, size_t len)
@@ -360,7 +92,9 @@ int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t se
         rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     } else if ((rv = db_get(st->db, CF_REPLOG, k.data, k.len, &v, &found, err, errlen)) == 0) {
         uint64_t pos_epoch = 0, pos_seq = 0;
-        if (!found && (rv = read_pos(st, table_id, part, &pos_epoch, &pos_seq, err, errlen)) == 0 &&
+        if (!found &&
+            (rv = store_commit_pos_read(st, table_id, part, &pos_epoch, &pos_seq, err, errlen)) ==
+                0 &&
             pos_seq == seq) {
             *epoch = pos_epoch; /* the last record, not held after a snapshot install */
         } else if (rv != 0) {
@@ -414,7 +148,8 @@ int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uin
     uint64_t epoch = buf_get_u64be(rec), mine;
     int rv = 0;
     if (!run->loaded) {
-        if ((rv = read_pos(st, table_id, part, &run->epoch, &run->last, err, errlen)) != 0) {
+        if ((rv = store_commit_pos_read(st, table_id, part, &run->epoch, &run->last, err,
+                                        errlen)) != 0) {
             return rv;
         }
         run->loaded = 1;
@@ -456,8 +191,9 @@ int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uin
     }
     /* The position goes in once per run, when b is written (replog_write):
      * one memtable insert per call instead of one per record. */
-    if (put_record(st, b, table_id, part, seq, rec, len) != 0 ||
-        (trim_due(st, seq) && add_trim(st, b, table_id, part, seq) != 0)) {
+    if (store_commit_record_put(st, b, table_id, part, seq, rec, len) != 0 ||
+        (store_commit_trim_due(st, seq) &&
+         store_commit_trim_add(st, b, table_id, part, seq) != 0)) {
         return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     run->epoch = epoch;
@@ -471,7 +207,8 @@ int replog_write(store *st, db_batch *b, replog_run *const *runs, size_t n, char
 {
     for (size_t i = 0; i < n; i++) {
         if (runs[i]->added > 0) {
-            put_pos(st, b, runs[i]->table_id, runs[i]->part, runs[i]->epoch, runs[i]->last);
+            store_commit_pos_put(st, b, runs[i]->table_id, runs[i]->part, runs[i]->epoch,
+                                 runs[i]->last);
         }
     }
     int rv = db_write(st->db, b, 0, err, errlen);
@@ -645,7 +382,7 @@ int replog_set_position_locked(store *st, uint32_t table_id, uint32_t part, uint
     if (b == NULL) {
         return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
-    put_pos(st, b, table_id, part, epoch, seq);
+    store_commit_pos_put(st, b, table_id, part, epoch, seq);
     int rv = db_write(st->db, b, 1, err, errlen);
     if (rv == 0) {
         store_sweep_cursor_note(st, table_id, part, NULL, 0);
@@ -671,7 +408,7 @@ int replog_first(store *st, uint32_t table_id, uint32_t part, uint64_t *first, c
         *first = itemkey_seq(k, klen);
     } else if ((rv = db_iter_status(it, err, errlen)) == 0) {
         uint64_t epoch, seq;
-        if ((rv = read_pos(st, table_id, part, &epoch, &seq, err, errlen)) == 0) {
+        if ((rv = store_commit_pos_read(st, table_id, part, &epoch, &seq, err, errlen)) == 0) {
             *first = seq + 1;
         }
     }

@@ -153,7 +153,7 @@ int snapshot_open(snapshot **out, store *st, uint32_t table_id, uint32_t part, u
     int rv = open_view(&s, st, table_id, part, RANGE_COUNT, err, errlen);
     if (rv == 0 && (rv = repl_at(s, table_id, REPL_LOG_POS, part, &v, err, errlen)) == 0 &&
         v.len > 0) {
-        rv = replog_pos_decode(v.data, v.len, table_id, part, epoch, seq, err, errlen);
+        rv = store_commit_pos_decode(v.data, v.len, table_id, part, epoch, seq, err, errlen);
     }
     buf_fini(&v);
     if (rv != 0) {

@@ -23,6 +23,7 @@
 #include "replog.h"
 #include "request.h"
 #include "store.h"
+#include "store_commit.h"
 
 /* Column families by index. New kinds of data are appended here and to the
  * name list in store.c; existing stores gain them at the next open (db_open
@@ -168,6 +169,34 @@ void store_repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind,
                         uint64_t val);
 
 /* ======================================================================== */
+/* The log's position and records (store_commit.c)                          */
+/* ======================================================================== */
+
+/* Written by the primary's commit and by the replica's apply (replog.c)
+ * alike; layouts in replog.h ("Keys"). */
+
+/* Decodes a stored log position (a snapshot reads it too). 0 or
+ * LAPSE_ECORRUPT with err. */
+int store_commit_pos_decode(const uint8_t *v, size_t len, uint32_t table_id, uint32_t part,
+                            uint64_t *epoch, uint64_t *seq, char *err, size_t errlen);
+/* The partition's log position: 0 and 0 before its first record. 0,
+ * LAPSE_EIO or LAPSE_ECORRUPT with err. */
+int store_commit_pos_read(store *st, uint32_t table_id, uint32_t part, uint64_t *epoch,
+                          uint64_t *seq, char *err, size_t errlen);
+/* Adds to b the partition's position (epoch, seq). */
+void store_commit_pos_put(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t epoch,
+                          uint64_t seq);
+/* Adds to b log record seq (value rec); the caller adds the position. 0 or
+ * LAPSE_ENOMEM. */
+int store_commit_record_put(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t seq,
+                            const uint8_t *rec, size_t len);
+/* 1 when record seq is one that trims the log (replog.h, "Trimming"). */
+int store_commit_trim_due(const store *st, uint64_t seq);
+/* Adds to b the deletion of the partition's records up to seq - retain.
+ * REQUIRES: store_commit_trim_due(st, seq). 0 or LAPSE_ENOMEM. */
+int store_commit_trim_add(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t seq);
+
+/* ======================================================================== */
 /* Derived writes (store_derive.c)                                          */
 /* ======================================================================== */
 
@@ -310,10 +339,6 @@ int expiry_drop_into(store *st, db_batch *b, uint32_t table_id);
  * its undeletable expiry entries (a replica dropping its copy). 0 or
  * LAPSE_ENOMEM. */
 int expiry_forget_progress(store *st, db_batch *b, uint32_t table_id, uint32_t part);
-/* Decodes a stored log position (replog.c; a snapshot reads it too). 0 or
- * LAPSE_ECORRUPT with err. */
-int replog_pos_decode(const uint8_t *v, size_t len, uint32_t table_id, uint32_t part,
-                      uint64_t *epoch, uint64_t *seq, char *err, size_t errlen);
 /* Sets the partition's log position to (epoch, seq) in a synced write, and
  * notes that its items changed (replog.c; a snapshot install ends with it).
  * REQUIRES: the stripe lock. 0, LAPSE_EIO or LAPSE_ENOMEM. */
