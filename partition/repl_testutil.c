@@ -334,8 +334,8 @@ int owns_all(void *arg, uint32_t gsi, uint32_t part)
 /* Ships partition part's whole outbox (never trimmed here) to dst. With
  * chaos, batches start anywhere from a few records below applied to one
  * past applied + 1: resent, overlapping and early (refused) batches. */
-void ship(fixture *f, store *dst, const table_schema *t, uint32_t part, const apply_filter *flt,
-          unsigned *seed, int chaos)
+void ship_part(fixture *f, store *dst, const table_schema *t, uint32_t part,
+               const apply_filter *flt, unsigned *seed, int chaos)
 {
     change_list l;
     outbox_all(f, t->id, part, &l);
@@ -377,6 +377,6 @@ void ship_all(fixture *f, store *dst, const table_schema *t, const apply_filter 
               unsigned *seed, int chaos)
 {
     for (uint32_t p = 0; p < t->partitions; p++) {
-        ship(f, dst, t, p, flt, seed, chaos);
+        ship_part(f, dst, t, p, flt, seed, chaos);
     }
 }

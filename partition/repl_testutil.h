@@ -83,8 +83,8 @@ int owns_all(void *arg, uint32_t gsi, uint32_t part);
  * tests) to dst with apply_batch, checking each result. With chaos, batches
  * start anywhere from a few records below applied to one past applied + 1:
  * resent, overlapping and early (refused) batches. */
-void ship(fixture *f, store *dst, const table_schema *t, uint32_t part, const apply_filter *flt,
-          unsigned *seed, int chaos);
+void ship_part(fixture *f, store *dst, const table_schema *t, uint32_t part,
+               const apply_filter *flt, unsigned *seed, int chaos);
 void ship_all(fixture *f, store *dst, const table_schema *t, const apply_filter *flt,
               unsigned *seed, int chaos);
 
