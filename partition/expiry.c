@@ -445,15 +445,8 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
             }
         }
     }
-    if (derive && (rv = store_derive_finish(&d, b, err, errlen)) != 0) {
-        goto unlock;
-    }
     int written = 0;
-    const int empty = db_batch_count(b) == 0;
-    rv = store_commit_start(st, b, t, part, &written, &pend, err, errlen);
-    if (derive && (written || empty)) {
-        store_derive_committed(&d);
-    }
+    rv = store_commit(st, b, t, part, derive ? &d : NULL, &written, &pend, err, errlen);
     if (rv != 0) {
         goto unlock; /* deleted here but not replicated: the next sweep's record carries it */
     }

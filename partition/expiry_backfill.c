@@ -160,7 +160,7 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
     }
     db_batch_put(b, st->db, CF_META, pkey.data, pkey.len, val.data, val.len);
     int written = 0;
-    rv = store_commit_start(st, b, t, part, &written, &pend, err, errlen);
+    rv = store_commit(st, b, t, part, NULL, &written, &pend, err, errlen);
 unlock:
     db_iter_free(it);
     pthread_mutex_unlock(mu);

@@ -126,15 +126,8 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     if ((rv = db_iter_status(it, err, errlen)) != 0) {
         goto unlock;
     }
-    if (derive && (rv = store_derive_finish(&d, b, err, errlen)) != 0) {
-        goto unlock;
-    }
     int written = 0;
-    const int empty = db_batch_count(b) == 0;
-    rv = store_commit_start(st, b, t, part, &written, &pend, err, errlen);
-    if (derive && (written || empty)) {
-        store_derive_committed(&d);
-    }
+    rv = store_commit(st, b, t, part, derive ? &d : NULL, &written, &pend, err, errlen);
 unlock:
     db_iter_free(it);
     pthread_mutex_unlock(mu);

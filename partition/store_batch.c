@@ -319,15 +319,10 @@ static int batch_write(store *st, const table_schema *t, const store_write *writ
             rv = group_derive(st, t, writes, &vals, e + i, m, now, &g, derive ? &d : NULL, b,
                               &min_due_ms, err, errlen);
         }
-        if (rv == 0 && derive) {
-            rv = store_derive_finish(&d, b, err, errlen);
-        }
         if (rv == 0) {
-            rv = store_commit_start(st, b, t, e[i].part, &written, &pends[npend], err, errlen);
+            rv = store_commit(st, b, t, e[i].part, derive ? &d : NULL, &written, &pends[npend], err,
+                              errlen);
             npend += rv == 0;
-        }
-        if (written && derive) {
-            store_derive_committed(&d);
         }
         for (size_t x = i; written && ttl && x < i + m; x++) {
             if (keyset_remove(&st->undeletable, e[x].key, e[x].klen)) {

@@ -7,8 +7,9 @@
  * replica's apply (replog.c) writes through the same functions.
  *
  * Every write path (store_write.c, store_batch.c, expiry.c,
- * expiry_backfill.c, expiry_naive.c) calls down into this file; it calls
- * only store_int.c and storage/, never back into them.
+ * expiry_backfill.c, expiry_naive.c) calls down into this file, most
+ * through store_commit; it calls only store_int.c, store_derive.c (to
+ * settle a commit's derived writes) and storage/, never back into them.
  */
 #include "store_commit.h"
 
@@ -242,6 +243,25 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     }
     *pend = (store_pending){.ticket = ticket, .table_id = t->id, .part = part, .seq = seq};
     return ticket == NULL ? store_commit_finish(st, pend, err, errlen) : 0; /* shipped already */
+}
+
+int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, store_derive *d,
+                 int *written, store_pending *pend, char *err, size_t errlen)
+{
+    int rv;
+    *written = 0;
+    memset(pend, 0, sizeof(*pend));
+    if (d != NULL && (rv = store_derive_finish(d, b, err, errlen)) != 0) {
+        return rv;
+    }
+    const int empty = db_batch_count(b) == 0;
+    rv = store_commit_start(st, b, t, part, written, pend, err, errlen);
+    /* The counters follow what is stored, even when shipping failed after
+     * the write; an empty batch added no record, so the cache stays true. */
+    if (d != NULL && (*written || empty)) {
+        store_derive_committed(d);
+    }
+    return rv;
 }
 
 int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *err, size_t errlen)

@@ -16,7 +16,8 @@
  *   store_repl_prepare         before anything of the partition is read
  *   store_commit_prepare(b)    before any op is added to b
  *   ... add the change and what it derives to b ...
- *   store_commit_start(b)
+ *   store_commit(b, derive)    store_commit_start, with the outbox
+ *                              counters of the derived writes (store_int.h)
  *   unlock
  *   store_commit_finish        never under a stripe lock
  *

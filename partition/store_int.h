@@ -237,9 +237,9 @@ static inline int store_derive_wanted(const table_schema *t)
  *
  *   store_derive_begin        under the partition's stripe lock
  *   store_derive_change       once per changed item, adds to the batch
- *   store_derive_finish       adds the new outbox counters to the batch
- *   db_write(batch)
- *   store_derive_committed    only if db_write succeeded
+ *   store_commit              store_derive_finish (the new outbox counters),
+ *                             the write (store_commit_start), then
+ *                             store_derive_committed if it was written
  *   store_derive_end          always (frees scratch)
  *
  * The stripe lock is held from begin to committed, so sequence numbers are
@@ -285,6 +285,21 @@ int store_derive_finish(store_derive *d, db_batch *b, char *err, size_t errlen);
 /* Publishes the counters to the cache. REQUIRES: b was written. */
 void store_derive_committed(store_derive *d);
 void store_derive_end(store_derive *d); /* accepts a zeroed d */
+
+/* ======================================================================== */
+/* The commit of a write path (store_commit.c)                              */
+/* ======================================================================== */
+
+/* The one commit of every write path (single writes, batch groups, the
+ * expiry sweep): adds d's outbox counters to b (store_derive_finish; d NULL
+ * when the change derives nothing), commits b (store_commit_start, whose
+ * *written and *pend it sets), and publishes d's counters when b was
+ * written or was empty (store_derive_committed). Returns 0 or the error of
+ * either step; on a store_derive_finish error nothing is written. The
+ * caller still ends d (store_derive_end) and finishes *pend with the lock
+ * released. REQUIRES: as store_commit_start; d begun under the same lock. */
+int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, store_derive *d,
+                 int *written, store_pending *pend, char *err, size_t errlen);
 
 /* ======================================================================== */
 /* Outbox counters (outbox.c)                                               */

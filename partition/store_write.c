@@ -184,7 +184,7 @@ int store_request_confirm(store *st, const table_schema *t, uint32_t part, const
     store_commit_prepare(st, b, t);
     db_batch_put(b, st->db, CF_REQUESTS, key->data, key->len, val->data, val->len);
     int written = 0;
-    int rv = store_commit_start(st, b, t, part, &written, pend, err, errlen);
+    int rv = store_commit(st, b, t, part, NULL, &written, pend, err, errlen);
     db_batch_free(b);
     return rv;
 }
@@ -261,16 +261,6 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
         rv = oom(err, errlen);
         goto out;
     }
-    if (derive) {
-        store_derive_begin(&d, st, t, part);
-        const uint8_t *ov = old->found ? old->raw.data : NULL;
-        if ((rv = store_derive_change(&d, b, key->data, key->len, ov, old->raw.len,
-                                      val != NULL ? val->data : NULL, val != NULL ? val->len : 0,
-                                      same, NULL, err, errlen)) != 0 ||
-            (rv = store_derive_finish(&d, b, err, errlen)) != 0) {
-            goto out;
-        }
-    }
     if (req->id != NULL) {
         const int upd = req->kind == REQUEST_UPDATE;
         if (request_remember(b, st->db, CF_REQUESTS, &req->key, req->kind, upd ? val->data : NULL,
@@ -279,13 +269,19 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
             goto out;
         }
     }
+    if (derive) {
+        store_derive_begin(&d, st, t, part);
+        const uint8_t *ov = old->found ? old->raw.data : NULL;
+        if ((rv = store_derive_change(&d, b, key->data, key->len, ov, old->raw.len,
+                                      val != NULL ? val->data : NULL, val != NULL ? val->len : 0,
+                                      same, NULL, err, errlen)) != 0) {
+            goto out;
+        }
+    }
     int written = 0;
-    rv = store_commit_start(st, b, t, part, &written, pend, err, errlen);
+    rv = store_commit(st, b, t, part, derive ? &d : NULL, &written, pend, err, errlen);
     if (!written) {
         goto out;
-    }
-    if (derive) {
-        store_derive_committed(&d);
     }
     if (t->ttl.enabled && keyset_remove(&st->undeletable, key->data, key->len)) {
         /* Its leftover entry may sit below the cursor: let the sweep see it. */
