@@ -325,6 +325,123 @@ static int sweep_unread(store *st, const table_schema *t, clock_wall now, sweep_
     return 0;
 }
 
+/*
+ * The sweep's first phase, collect: walks the partition's entries from its
+ * cursor and gathers the due ones into s (keys in the arenas, *n of them),
+ * setting res->more and s->cursor when the budget runs out first and
+ * res->next_due_ms from the first entry left. *gap says whether an entry
+ * between the first and the last collected was passed over. An entry whose
+ * item key cannot be made is deleted into b at once. 0, or an error with
+ * err (LAPSE_ENOMEM, or the iterator's). REQUIRES: the partition's stripe
+ * lock.
+ *
+ * Budget: at most max_items due entries. Stops at the first entry not due
+ * (entries sort by due second: all later ones are not due either), when
+ * the budget is used up (then more = 1), or at the end of the partition's
+ * entries. Entries of undeletable items are passed over without using the
+ * budget; there are at most KEYSET_MAX of them. No heap allocation per
+ * entry: keys go into two arenas.
+ */
+static int collect(store *st, const table_schema *t, uint32_t part, uint64_t cut, size_t max_items,
+                   sweep_scratch *s, db_batch *b, size_t *n, int *gap, expiry_sweep_result *res,
+                   char *err, size_t errlen)
+{
+    int rv;
+    db_iter *it = NULL;
+    const sweep_cursor *c = store_sweep_cursor(st, t->id, part);
+    if ((rv = entries_iter(st, t->id, part, c != NULL ? &c->key : NULL, UINT64_MAX, &it)) != 0) {
+        return oom(err, errlen);
+    }
+    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
+        size_t elen = 0;
+        const uint8_t *ek = db_iter_key(it, &elen);
+        int64_t due_s = itemkey_expiry_due_s(ek, elen);
+        if (due_s >= 0 && (uint64_t)due_s >= cut) {
+            break;
+        }
+        if (skipped(st, ek, elen, &s->tmp)) {
+            *gap |= *n > 0;
+            continue;
+        }
+        if (*n == max_items) {
+            res->more = 1;
+            /* The next sweep starts here (the cursor), past the tombstones
+             * this one leaves. */
+            if (buf_append(&s->cursor, ek, elen) != 0) {
+                rv = oom(err, errlen);
+                goto out;
+            }
+            break;
+        }
+        if (itemkey_of_expiry(&s->tmp, ek, elen) != 0) {
+            /* Cannot happen (the key layout is ours): drop the entry. */
+            db_batch_delete(b, st->db, CF_EXPIRY, ek, elen);
+            res->stale++;
+            continue;
+        }
+        if (buf_append(&s->ekeys, ek, elen) != 0 ||
+            buf_append(&s->ikeys, s->tmp.data, s->tmp.len) != 0) {
+            rv = oom(err, errlen);
+            goto out;
+        }
+        s->eoff[*n + 1] = s->ekeys.len;
+        s->ioff[*n + 1] = s->ikeys.len;
+        (*n)++;
+    }
+    /* The first entry left (not skipped) gives next_due. Bounded as above. */
+    for (; db_iter_valid(it); db_iter_next(it)) {
+        size_t elen = 0;
+        const uint8_t *ek = db_iter_key(it, &elen);
+        if (!skipped(st, ek, elen, &s->tmp)) {
+            int64_t due_s = itemkey_expiry_due_s(ek, elen);
+            res->next_due_ms = due_s < 0 ? 0 : due_s * 1000;
+            break;
+        }
+    }
+    rv = db_iter_status(it, err, errlen);
+out:
+    db_iter_free(it);
+    return rv;
+}
+
+/*
+ * The sweep's second phase, decide: adds to b what the n collected entries
+ * call for. A table that derives nothing deletes them unread
+ * (sweep_unread); else their items are read with one MultiGet (the outbox
+ * records and LSI deletes need each old image) and judged one by one
+ * (sweep_one), their derived writes going through d. 0, or an error with
+ * err. REQUIRES: the partition's stripe lock; d begun when d is non-NULL.
+ */
+static int decide(store *st, const table_schema *t, clock_wall now, sweep_scratch *s, size_t n,
+                  int gap, store_derive *d, db_batch *b, expiry_sweep_result *res, char *err,
+                  size_t errlen)
+{
+    int rv;
+    if (d == NULL) {
+        return sweep_unread(st, t, now, s, n, gap, b, res) != 0 ? oom(err, errlen) : 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        s->kp[i] = s->ikeys.data + s->ioff[i];
+        s->kl[i] = s->ioff[i + 1] - s->ioff[i];
+    }
+    if ((rv = db_multi_get(st->db, CF_ITEMS, n, s->kp, s->kl, s->vals, s->found, err, errlen)) !=
+        0) {
+        return rv;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((rv = sweep_one(st, t, now, s, i, d, b, res, err, errlen)) != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+/*
+ * One sweep of one partition in three phases under its stripe lock:
+ * collect the due entries (collect), decide what each calls for (decide),
+ * commit them in one WriteBatch (store_commit) and move the cursor past
+ * them; then, with the lock released, wait for the replicas.
+ */
 int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now, size_t max_items,
                  expiry_sweep_result *res, char *err, size_t errlen)
 {
@@ -338,7 +455,6 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
                           "expiry_sweep: bad arguments (max_items %zu, ttl %s, partition %u)",
                           max_items, t->ttl.enabled ? "on" : "off", (unsigned)part);
     }
-    db_iter *it = NULL;
     size_t n = 0;
     store_pending pend;
     memset(&pend, 0, sizeof(pend));
@@ -361,89 +477,12 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     if (derive) {
         store_derive_begin(&d, st, t, part);
     }
-    const sweep_cursor *c = store_sweep_cursor(st, t->id, part);
-    if ((rv = entries_iter(st, t->id, part, c != NULL ? &c->key : NULL, UINT64_MAX, &it)) != 0) {
-        oom(err, errlen);
+    /* Budget: collect's (at most max_items entries, their items read with
+     * one MultiGet where the table needs old images), deleted in one
+     * WriteBatch, all under the partition's lock. */
+    if ((rv = collect(st, t, part, cut, max_items, s, b, &n, &gap, res, err, errlen)) != 0 ||
+        (rv = decide(st, t, now, s, n, gap, derive ? &d : NULL, b, res, err, errlen)) != 0) {
         goto unlock;
-    }
-    /* Budget: at most max_items due entries (their items read with one
-     * MultiGet where the table needs old images) deleted in one WriteBatch, all under the
-     * partition's lock. Stops at the first entry not due (entries sort by due second: all later
-     * ones are not due either), when the budget is used up (then more = 1), or at the end of the
-     * partition's entries. Entries of undeletable items are passed over without using the budget;
-     * there are at most KEYSET_MAX of them. No heap allocation per entry: keys go into two arenas.
-     */
-    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
-        size_t elen = 0;
-        const uint8_t *ek = db_iter_key(it, &elen);
-        int64_t due_s = itemkey_expiry_due_s(ek, elen);
-        if (due_s >= 0 && (uint64_t)due_s >= cut) {
-            break;
-        }
-        if (skipped(st, ek, elen, &s->tmp)) {
-            gap |= n > 0;
-            continue;
-        }
-        if (n == max_items) {
-            res->more = 1;
-            /* The next sweep starts here (the cursor), past the tombstones
-             * this one leaves. */
-            if (buf_append(&s->cursor, ek, elen) != 0) {
-                rv = oom(err, errlen);
-                goto unlock;
-            }
-            break;
-        }
-        if (itemkey_of_expiry(&s->tmp, ek, elen) != 0) {
-            /* Cannot happen (the key layout is ours): drop the entry. */
-            db_batch_delete(b, st->db, CF_EXPIRY, ek, elen);
-            res->stale++;
-            continue;
-        }
-        if (buf_append(&s->ekeys, ek, elen) != 0 ||
-            buf_append(&s->ikeys, s->tmp.data, s->tmp.len) != 0) {
-            rv = oom(err, errlen);
-            goto unlock;
-        }
-        s->eoff[n + 1] = s->ekeys.len;
-        s->ioff[n + 1] = s->ikeys.len;
-        n++;
-    }
-    /* The first entry left (not skipped) gives next_due. Bounded as above. */
-    for (; db_iter_valid(it); db_iter_next(it)) {
-        size_t elen = 0;
-        const uint8_t *ek = db_iter_key(it, &elen);
-        if (!skipped(st, ek, elen, &s->tmp)) {
-            int64_t due_s = itemkey_expiry_due_s(ek, elen);
-            res->next_due_ms = due_s < 0 ? 0 : due_s * 1000;
-            break;
-        }
-    }
-    if ((rv = db_iter_status(it, err, errlen)) != 0) {
-        goto unlock;
-    }
-    db_iter_free(it);
-    it = NULL;
-    if (!derive) {
-        if (sweep_unread(st, t, now, s, n, gap, b, res) != 0) {
-            rv = oom(err, errlen);
-            goto unlock;
-        }
-    } else {
-        /* The outbox records and LSI deletes need each item's old image. */
-        for (size_t i = 0; i < n; i++) {
-            s->kp[i] = s->ikeys.data + s->ioff[i];
-            s->kl[i] = s->ioff[i + 1] - s->ioff[i];
-        }
-        if ((rv = db_multi_get(st->db, CF_ITEMS, n, s->kp, s->kl, s->vals, s->found, err,
-                               errlen)) != 0) {
-            goto unlock;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if ((rv = sweep_one(st, t, now, s, i, &d, b, res, err, errlen)) != 0) {
-                goto unlock;
-            }
-        }
     }
     int written = 0;
     rv = store_commit(st, b, t, part, derive ? &d : NULL, &written, &pend, err, errlen);
@@ -456,7 +495,6 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
         store_sweep_cursor_set(st, t->id, part, s->cursor.data, s->cursor.len);
     }
 unlock:
-    db_iter_free(it);
     pthread_mutex_unlock(mu);
     store_derive_end(&d);
     /* The replicas are waited for with the partition unlocked, as a write's
