@@ -61,6 +61,36 @@ typedef struct group_scratch {
     buf ekey;
 } group_scratch;
 
+/* Sizes g for groups of up to n writes. 0 or LAPSE_ENOMEM (g is then
+ * still for group_scratch_fini). */
+static int group_scratch_alloc(group_scratch *g, size_t n)
+{
+    g->kp = calloc(n, sizeof(*g->kp));
+    g->kl = calloc(n, sizeof(*g->kl));
+    g->vals = calloc(n, sizeof(*g->vals));
+    g->found = calloc(n, sizeof(*g->found));
+    if (g->kp == NULL || g->kl == NULL || g->vals == NULL || g->found == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    for (; g->cap < n; g->cap++) {
+        buf_init(&g->vals[g->cap]);
+    }
+    return 0;
+}
+
+/* Frees what g holds; accepts a zeroed or half-allocated g. */
+static void group_scratch_fini(group_scratch *g)
+{
+    for (size_t i = 0; i < g->cap; i++) {
+        buf_fini(&g->vals[i]);
+    }
+    free(g->kp);
+    free(g->kl);
+    free(g->vals);
+    free(g->found);
+    buf_fini(&g->ekey);
+}
+
 /* Adds to b the derived writes of the writes e[0..n) (one partition,
  * sorted by entry_cmp): for each distinct key, from its stored item to its
  * last write (the earlier writes to a key never become visible): the expiry
@@ -174,6 +204,151 @@ static int group_once_check(store *st, const table_schema *t, uint32_t part, gro
     return 0;
 }
 
+/*
+ * The batch's first phase, encode: validates writes[0..n) and encodes each
+ * key into keys and each put's item into vals, filling e[0..n) (with the
+ * digests of a call with request id rid), then sorts e by entry_cmp so each
+ * partition's group is contiguous. Nothing is written. 0, or an error with
+ * err naming the write.
+ */
+static int encode_writes(const table_schema *t, const store_write *writes, size_t n,
+                         const uint8_t *rid, batch_entry *e, buf *keys, buf *vals, char *err,
+                         size_t errlen)
+{
+    int rv = 0;
+    buf k;
+    buf_init(&k);
+    for (size_t i = 0; i < n; i++) {
+        const store_write *w = &writes[i];
+        const item *it = w->put != NULL ? w->put : w->delete_key;
+        if ((w->put == NULL) == (w->delete_key == NULL)) {
+            rv = store_errf(LAPSE_EINVAL, err, errlen,
+                            "write %zu must be exactly one put or delete", i);
+            goto out;
+        }
+        char why[256];
+        if ((rv = schema_check_item(t, it, w->put == NULL, why, sizeof(why))) != 0) {
+            store_errf(rv, err, errlen, "write %zu: %s", i, why);
+            goto out;
+        }
+        if ((rv = itemkey_of_item(&k, t, it, &e[i].part)) != 0 ||
+            (rv = buf_append(keys, k.data, k.len)) != 0) {
+            store_errf(rv, err, errlen, "write %zu: cannot encode the key (%s)", i,
+                       lapse_strerror(rv));
+            goto out;
+        }
+        e[i].idx = (uint32_t)i;
+        e[i].koff = keys->len - k.len;
+        e[i].klen = k.len;
+        e[i].vlen = SIZE_MAX;
+        if (w->put != NULL) {
+            e[i].voff = vals->len;
+            if ((rv = item_encode(w->put, vals)) != 0) {
+                store_errf(rv, err, errlen, "write %zu: cannot encode the item", i);
+                goto out;
+            }
+            e[i].vlen = vals->len - e[i].voff;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        e[i].key = keys->data + e[i].koff;
+        if (rid != NULL) {
+            e[i].digest = request_write_digest(
+                e[i].key, e[i].klen, e[i].vlen == SIZE_MAX ? NULL : vals->data + e[i].voff,
+                e[i].vlen == SIZE_MAX ? 0 : e[i].vlen);
+        }
+    }
+    qsort(e, n, sizeof(*e), entry_cmp);
+out:
+    buf_fini(&k);
+    return rv;
+}
+
+/*
+ * The batch's second phase, once per partition: commits the group e[0..n)
+ * of one partition (sorted by entry_cmp) in one WriteBatch under that
+ * partition's stripe lock: the writes an earlier attempt did not apply
+ * (group_once_check), the group's request record, and their derived
+ * writes (group_derive), through store_commit. A group an earlier attempt
+ * applied whole only confirms its record (store_request_confirm). Sets
+ * *pended when *pend is to be finished (store_commit_finish_many, with no
+ * lock held). 0, or an error with err: the group wrote nothing, or wrote
+ * here while its replicas may lack it; earlier groups stay applied.
+ */
+static int commit_group(store *st, const table_schema *t, const store_write *writes,
+                        const buf *vals, batch_entry *e, size_t n, clock_wall now, group_once *once,
+                        group_scratch *g, db_batch *b, store_pending *pend, int *pended, char *err,
+                        size_t errlen)
+{
+    const int ttl = t->ttl.enabled, derive = store_derive_wanted(t);
+    const uint32_t part = e[0].part;
+    int64_t min_due_ms = STORE_NO_DUE;
+    size_t m = 0;
+    int written = 0;
+    store_derive d;
+    memset(&d, 0, sizeof(d));
+    *pended = 0;
+    pthread_mutex_t *mu = store_stripe(st, t->id, part);
+    pthread_mutex_lock(mu);
+    int rv = store_repl_prepare(st, t, part, err, errlen);
+    if (rv != 0) {
+        pthread_mutex_unlock(mu);
+        return rv;
+    }
+    rv = group_once_check(st, t, part, once, e, n, &m, err, errlen);
+    if (rv == 0 && m == 0) {
+        /* Every write of the group was applied by an earlier attempt:
+         * this call returns once those are on every in-sync replica. */
+        rv = store_request_confirm(st, t, part, &once->key, &once->val, pend, err, errlen);
+        *pended = rv == 0;
+        pthread_mutex_unlock(mu);
+        return rv;
+    }
+    db_batch_clear(b);
+    store_commit_prepare(st, b, t);
+    for (size_t x = 0; rv == 0 && x < m; x++) {
+        if (e[x].vlen == SIZE_MAX) {
+            db_batch_delete(b, st->db, CF_ITEMS, e[x].key, e[x].klen);
+        } else {
+            db_batch_put(b, st->db, CF_ITEMS, e[x].key, e[x].klen, vals->data + e[x].voff,
+                         e[x].vlen);
+        }
+    }
+    if (rv == 0 && once->rid != NULL &&
+        request_remember(b, st->db, CF_REQUESTS, &once->key, REQUEST_BATCH, once->digests.data,
+                         once->digests.len, &once->scratch) != 0) {
+        rv = oom(err, errlen);
+    }
+    if (rv == 0 && derive) {
+        store_derive_begin(&d, st, t, part);
+    }
+    if (rv == 0 && (ttl || derive)) {
+        rv = group_derive(st, t, writes, vals, e, m, now, g, derive ? &d : NULL, b, &min_due_ms,
+                          err, errlen);
+    }
+    if (rv == 0) {
+        rv = store_commit(st, b, t, part, derive ? &d : NULL, &written, pend, err, errlen);
+        *pended = rv == 0;
+    }
+    for (size_t x = 0; written && ttl && x < m; x++) {
+        if (keyset_remove(&st->undeletable, e[x].key, e[x].klen)) {
+            store_sweep_cursor_note(st, t->id, part, NULL, 0);
+        }
+    }
+    pthread_mutex_unlock(mu);
+    store_derive_end(&d);
+    if (rv == 0 || written) {
+        store_notify(st, t->id, part, min_due_ms);
+    }
+    return rv;
+}
+
+/*
+ * A batch in three phases: encode and validate every write before anything
+ * is applied (encode_writes), commit each partition's group under its own
+ * lock (commit_group), then wait for the groups' replicas together
+ * (store_commit_finish_many).
+ */
 static int batch_write(store *st, const table_schema *t, const store_write *writes, size_t n,
                        const uint8_t *rid, char *err, size_t errlen)
 {
@@ -185,10 +360,9 @@ static int batch_write(store *st, const table_schema *t, const store_write *writ
     group_scratch g;
     memset(&g, 0, sizeof(g));
     buf_init(&g.ekey);
-    buf keys, vals, k;
+    buf keys, vals;
     buf_init(&keys);
     buf_init(&vals);
-    buf_init(&k);
     group_once once = {.rid = rid};
     buf_init(&once.key);
     buf_init(&once.val);
@@ -206,138 +380,31 @@ static int batch_write(store *st, const table_schema *t, const store_write *writ
         rv = oom(err, errlen);
         goto out;
     }
-    const int ttl = t->ttl.enabled, derive = store_derive_wanted(t);
-    if (ttl || derive) {
-        g.kp = calloc(n, sizeof(*g.kp));
-        g.kl = calloc(n, sizeof(*g.kl));
-        g.vals = calloc(n, sizeof(*g.vals));
-        g.found = calloc(n, sizeof(*g.found));
-        if (g.kp == NULL || g.kl == NULL || g.vals == NULL || g.found == NULL) {
-            rv = oom(err, errlen);
-            goto out;
-        }
-        for (; g.cap < n; g.cap++) {
-            buf_init(&g.vals[g.cap]);
-        }
+    const int ttl = t->ttl.enabled;
+    if ((ttl || store_derive_wanted(t)) && group_scratch_alloc(&g, n) != 0) {
+        rv = oom(err, errlen);
+        goto out;
     }
-    /* Validate and encode everything before applying anything. */
-    for (size_t i = 0; i < n; i++) {
-        const store_write *w = &writes[i];
-        const item *it = w->put != NULL ? w->put : w->delete_key;
-        if ((w->put == NULL) == (w->delete_key == NULL)) {
-            rv = store_errf(LAPSE_EINVAL, err, errlen,
-                            "write %zu must be exactly one put or delete", i);
-            goto out;
-        }
-        char why[256];
-        if ((rv = schema_check_item(t, it, w->put == NULL, why, sizeof(why))) != 0) {
-            store_errf(rv, err, errlen, "write %zu: %s", i, why);
-            goto out;
-        }
-        if ((rv = itemkey_of_item(&k, t, it, &e[i].part)) != 0 ||
-            (rv = buf_append(&keys, k.data, k.len)) != 0) {
-            store_errf(rv, err, errlen, "write %zu: cannot encode the key (%s)", i,
-                       lapse_strerror(rv));
-            goto out;
-        }
-        e[i].idx = (uint32_t)i;
-        e[i].koff = keys.len - k.len;
-        e[i].klen = k.len;
-        e[i].vlen = SIZE_MAX;
-        if (w->put != NULL) {
-            e[i].voff = vals.len;
-            if ((rv = item_encode(w->put, &vals)) != 0) {
-                store_errf(rv, err, errlen, "write %zu: cannot encode the item", i);
-                goto out;
-            }
-            e[i].vlen = vals.len - e[i].voff;
-        }
+    if ((rv = encode_writes(t, writes, n, rid, e, &keys, &vals, err, errlen)) != 0) {
+        goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        e[i].key = keys.data + e[i].koff;
-        if (rid != NULL) {
-            e[i].digest = request_write_digest(e[i].key, e[i].klen,
-                                               e[i].vlen == SIZE_MAX ? NULL : vals.data + e[i].voff,
-                                               e[i].vlen == SIZE_MAX ? 0 : e[i].vlen);
-        }
-    }
-    qsort(e, n, sizeof(*e), entry_cmp);
     const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
     /* One WriteBatch per partition, under that partition's lock. Only one
      * lock is held at a time, so batches cannot deadlock each other. The
      * groups' records go to their replicas together once all are
      * committed here (store_commit_finish_many at out). */
     for (size_t i = 0; i < n;) {
-        size_t j = i, m;
-        int64_t min_due_ms = STORE_NO_DUE;
-        store_derive d;
-        memset(&d, 0, sizeof(d));
+        size_t j = i;
         while (j < n && e[j].part == e[i].part) {
             j++;
         }
-        pthread_mutex_t *mu = store_stripe(st, t->id, e[i].part);
-        pthread_mutex_lock(mu);
-        int written = 0;
-        rv = store_repl_prepare(st, t, e[i].part, err, errlen);
+        int pended = 0;
+        rv = commit_group(st, t, writes, &vals, e + i, j - i, now, &once, &g, b, &pends[npend],
+                          &pended, err, errlen);
+        npend += pended;
         if (rv != 0) {
-            pthread_mutex_unlock(mu);
             goto out; /* earlier partitions' groups stay applied */
         }
-        rv = group_once_check(st, t, e[i].part, &once, e + i, j - i, &m, err, errlen);
-        if (rv == 0 && m == 0) {
-            /* Every write of the group was applied by an earlier attempt:
-             * this call returns once those are on every in-sync replica. */
-            rv = store_request_confirm(st, t, e[i].part, &once.key, &once.val, &pends[npend], err,
-                                       errlen);
-            npend += rv == 0;
-            pthread_mutex_unlock(mu);
-            if (rv != 0) {
-                goto out;
-            }
-            i = j;
-            continue;
-        }
-        db_batch_clear(b);
-        store_commit_prepare(st, b, t);
-        for (size_t x = i; rv == 0 && x < i + m; x++) {
-            if (e[x].vlen == SIZE_MAX) {
-                db_batch_delete(b, st->db, CF_ITEMS, e[x].key, e[x].klen);
-            } else {
-                db_batch_put(b, st->db, CF_ITEMS, e[x].key, e[x].klen, vals.data + e[x].voff,
-                             e[x].vlen);
-            }
-        }
-        if (rv == 0 && rid != NULL &&
-            request_remember(b, st->db, CF_REQUESTS, &once.key, REQUEST_BATCH, once.digests.data,
-                             once.digests.len, &once.scratch) != 0) {
-            rv = oom(err, errlen);
-        }
-        if (rv == 0 && derive) {
-            store_derive_begin(&d, st, t, e[i].part);
-        }
-        if (rv == 0 && (ttl || derive)) {
-            rv = group_derive(st, t, writes, &vals, e + i, m, now, &g, derive ? &d : NULL, b,
-                              &min_due_ms, err, errlen);
-        }
-        if (rv == 0) {
-            rv = store_commit(st, b, t, e[i].part, derive ? &d : NULL, &written, &pends[npend], err,
-                              errlen);
-            npend += rv == 0;
-        }
-        for (size_t x = i; written && ttl && x < i + m; x++) {
-            if (keyset_remove(&st->undeletable, e[x].key, e[x].klen)) {
-                store_sweep_cursor_note(st, t->id, e[i].part, NULL, 0);
-            }
-        }
-        pthread_mutex_unlock(mu);
-        store_derive_end(&d);
-        if (rv != 0) {
-            if (written) {
-                store_notify(st, t->id, e[i].part, min_due_ms);
-            }
-            goto out; /* earlier partitions' groups stay applied */
-        }
-        store_notify(st, t->id, e[i].part, min_due_ms);
         i = j;
     }
 out:
@@ -349,19 +416,11 @@ out:
         }
     }
     free(pends);
-    for (size_t i = 0; i < g.cap; i++) {
-        buf_fini(&g.vals[i]);
-    }
-    free(g.kp);
-    free(g.kl);
-    free(g.vals);
-    free(g.found);
-    buf_fini(&g.ekey);
+    group_scratch_fini(&g);
     db_batch_free(b);
     free(e);
     buf_fini(&keys);
     buf_fini(&vals);
-    buf_fini(&k);
     buf_fini(&once.key);
     buf_fini(&once.val);
     buf_fini(&once.scratch);
