@@ -198,12 +198,188 @@ typedef struct flags {
     const char *cluster_token_file;
 } flags;
 
+/* What a group's flag parser returns for a flag of another group. */
+#define FLAG_OTHER (-2)
+
+/* The flags of one group: each takes flag c (getopt_long's, its value in
+ * optarg) into *f and returns -1 to go on, 2 on a bad value (said on
+ * stderr), or FLAG_OTHER for a flag of another group. */
+
+/* Identity, addresses, the cluster, replication and logging. */
+static int daemon_flag(int c, flags *f)
+{
+    long long v;
+    int rv;
+
+    switch (c) {
+    case 'i':
+        if ((rv = int_flag("--id", 1, 65535, &v)) != 0) {
+            return rv;
+        }
+        f->opt.id = (uint32_t)v;
+        break;
+    case 'l':
+        f->opt.listen_url = optarg;
+        break;
+    case 'c':
+        f->opt.coordinator_url = optarg;
+        break;
+    case 'd':
+        f->opt.data_dir = optarg;
+        break;
+    case 'a':
+        f->opt.advertise_url = optarg;
+        break;
+    case 'w':
+        if ((rv = int_flag("--workers", 1, 256, &v)) != 0) {
+            return rv;
+        }
+        f->opt.workers = (int)v;
+        break;
+    case 'v':
+        if (log_level_parse(optarg, &f->level) != 0) {
+            return bad_usage("--log-level must be debug, info, warn or error, not \"%s\"", optarg);
+        }
+        break;
+    case 'M':
+        if (strchr(optarg, ':') == NULL) {
+            return bad_usage("--metrics-listen must be HOST:PORT, not \"%s\"", optarg);
+        }
+        f->opt.metrics_listen = optarg;
+        break;
+    case 'R':
+        if ((rv = int_flag("--repl-workers", 1, SHIPPER_MAX_WORKERS, &v)) != 0) {
+            return rv;
+        }
+        f->opt.repl_workers = (int)v;
+        break;
+    case 'C':
+        f->cluster_token_file = optarg;
+        break;
+    case 'e':
+        if (optarg[0] == 0) {
+            return bad_usage("%s", "--etcd wants its members' URLs");
+        }
+        f->opt.etcd_endpoints = optarg;
+        break;
+    case 'n':
+        f->opt.cluster_name = optarg;
+        break;
+    case 'E':
+        if ((rv = int_flag("--lease-ttl", 2, 60, &v)) != 0) {
+            return rv;
+        }
+        f->opt.lease_ttl_s = (int)v;
+        break;
+    case 'L':
+        if ((rv = int_flag("--replog-retain", 16, 100000000LL, &v)) != 0) {
+            return rv;
+        }
+        f->opt.replog_retain = (uint64_t)v;
+        break;
+    default:
+        return FLAG_OTHER;
+    }
+    return -1;
+}
+
+/* The TTL engine: scanners, rates, clock checks, the naive scan. */
+static int ttl_flag(int c, flags *f)
+{
+    long long v;
+    int rv;
+
+    switch (c) {
+    case 'T':
+        if ((rv = int_flag("--ttl-workers", 1, EXPIRE_MAX_WORKERS, &v)) != 0) {
+            return rv;
+        }
+        f->opt.ttl.workers = (int)v;
+        break;
+    case 'D':
+        if (parse_int(optarg, 0, 1000000000LL, &v) != 0) {
+            return bad_usage("--ttl-max-deletes-per-sec must be a number from 0 (no limit) "
+                             "to 1000000000, not \"%s\"",
+                             optarg);
+        }
+        f->opt.ttl.max_deletes_per_sec = (uint64_t)v;
+        break;
+    case 'B':
+        if (parse_int(optarg, 0, 1000000000LL, &v) != 0) {
+            return bad_usage("--ttl-backfill-rate must be a number from 0 (no limit) to "
+                             "1000000000, not \"%s\"",
+                             optarg);
+        }
+        f->opt.ttl.backfill_items_per_s = (uint64_t)v;
+        break;
+    case 'S':
+        if ((rv = int_flag("--max-clock-skew-ms", 1, 86400000LL, &v)) != 0) {
+            return rv;
+        }
+        f->opt.ttl.max_clock_skew_ms = v;
+        break;
+    case 'N': /* benchmark 6 only (docs/node.md) */
+        f->opt.ttl.naive_scan = 1;
+        break;
+    case 'I':
+        if ((rv = int_flag("--ttl-naive-interval-ms", 1, 3600000LL, &v)) != 0) {
+            return rv;
+        }
+        f->opt.ttl.naive_interval_ms = v;
+        break;
+    default:
+        return FLAG_OTHER;
+    }
+    return -1;
+}
+
+/* The hidden flags of tests and benchmarks (longopts). */
+static int debug_flag(int c, flags *f)
+{
+    long long v;
+    int rv;
+
+    switch (c) {
+    case 'O':
+        if (parse_int(optarg, -315576000000LL, 315576000000LL, &v) != 0) {
+            return bad_usage("--debug-clock-offset-ms must be a number of milliseconds, not "
+                             "\"%s\"",
+                             optarg);
+        }
+        f->clock_offset_ms = v;
+        break;
+    case 'Y':
+        if ((rv = int_flag("--debug-stream-trim-interval-ms", 1, 86400000LL, &v)) != 0) {
+            return rv;
+        }
+        f->opt.stream_trim_interval_ms = v;
+        break;
+    case 'K':
+        if ((rv = int_flag("--debug-repl-kill-after-batches", 1, 1000000000LL, &v)) != 0) {
+            return rv;
+        }
+        f->opt.debug_repl_kill_after_batches = v;
+        break;
+    case 'H':
+        if ((rv = int_flag("--debug-repl-hold-ms", 1, 3600000LL, &v)) != 0) {
+            return rv;
+        }
+        f->opt.debug_repl_hold_ms = v;
+        break;
+    case 'F':
+        f->opt.debug_fault_dir = optarg;
+        break;
+    default:
+        return FLAG_OTHER;
+    }
+    return -1;
+}
+
 /* Parses the --config file's settings, then the command line, into *f.
  * Returns -1 to go on, 0 after --help, or 2 on a bad flag (said on
  * stderr). */
 static int parse_flags(int argc, char **argv, flags *f)
 {
-    long long v;
     int c, rv;
     char cerr[4200];
 
@@ -221,146 +397,19 @@ static int parse_flags(int argc, char **argv, flags *f)
     argv = g_args.argv;
     opterr = 0; /* our own messages */
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'i':
-            if ((rv = int_flag("--id", 1, 65535, &v)) != 0) {
-                return rv;
-            }
-            f->opt.id = (uint32_t)v;
-            break;
-        case 'l':
-            f->opt.listen_url = optarg;
-            break;
-        case 'c':
-            f->opt.coordinator_url = optarg;
-            break;
-        case 'd':
-            f->opt.data_dir = optarg;
-            break;
-        case 'a':
-            f->opt.advertise_url = optarg;
-            break;
-        case 'w':
-            if ((rv = int_flag("--workers", 1, 256, &v)) != 0) {
-                return rv;
-            }
-            f->opt.workers = (int)v;
-            break;
-        case 'v':
-            if (log_level_parse(optarg, &f->level) != 0) {
-                return bad_usage("--log-level must be debug, info, warn or error, not \"%s\"",
-                                 optarg);
-            }
-            break;
-        case 'T':
-            if ((rv = int_flag("--ttl-workers", 1, EXPIRE_MAX_WORKERS, &v)) != 0) {
-                return rv;
-            }
-            f->opt.ttl.workers = (int)v;
-            break;
-        case 'D':
-            if (parse_int(optarg, 0, 1000000000LL, &v) != 0) {
-                return bad_usage("--ttl-max-deletes-per-sec must be a number from 0 (no limit) "
-                                 "to 1000000000, not \"%s\"",
-                                 optarg);
-            }
-            f->opt.ttl.max_deletes_per_sec = (uint64_t)v;
-            break;
-        case 'B':
-            if (parse_int(optarg, 0, 1000000000LL, &v) != 0) {
-                return bad_usage("--ttl-backfill-rate must be a number from 0 (no limit) to "
-                                 "1000000000, not \"%s\"",
-                                 optarg);
-            }
-            f->opt.ttl.backfill_items_per_s = (uint64_t)v;
-            break;
-        case 'S':
-            if ((rv = int_flag("--max-clock-skew-ms", 1, 86400000LL, &v)) != 0) {
-                return rv;
-            }
-            f->opt.ttl.max_clock_skew_ms = v;
-            break;
-        case 'M':
-            if (strchr(optarg, ':') == NULL) {
-                return bad_usage("--metrics-listen must be HOST:PORT, not \"%s\"", optarg);
-            }
-            f->opt.metrics_listen = optarg;
-            break;
-        case 'N': /* benchmark 6 only (docs/node.md) */
-            f->opt.ttl.naive_scan = 1;
-            break;
-        case 'I':
-            if ((rv = int_flag("--ttl-naive-interval-ms", 1, 3600000LL, &v)) != 0) {
-                return rv;
-            }
-            f->opt.ttl.naive_interval_ms = v;
-            break;
-        case 'O':
-            if (parse_int(optarg, -315576000000LL, 315576000000LL, &v) != 0) {
-                return bad_usage("--debug-clock-offset-ms must be a number of milliseconds, not "
-                                 "\"%s\"",
-                                 optarg);
-            }
-            f->clock_offset_ms = v;
-            break;
-        case 'R':
-            if ((rv = int_flag("--repl-workers", 1, SHIPPER_MAX_WORKERS, &v)) != 0) {
-                return rv;
-            }
-            f->opt.repl_workers = (int)v;
-            break;
-        case 'C':
-            f->cluster_token_file = optarg;
-            break;
-        case 'e':
-            if (optarg[0] == 0) {
-                return bad_usage("%s", "--etcd wants its members' URLs");
-            }
-            f->opt.etcd_endpoints = optarg;
-            break;
-        case 'n':
-            f->opt.cluster_name = optarg;
-            break;
-        case 'E':
-            if ((rv = int_flag("--lease-ttl", 2, 60, &v)) != 0) {
-                return rv;
-            }
-            f->opt.lease_ttl_s = (int)v;
-            break;
-        case 'L':
-            if ((rv = int_flag("--replog-retain", 16, 100000000LL, &v)) != 0) {
-                return rv;
-            }
-            f->opt.replog_retain = (uint64_t)v;
-            break;
-        case 'Y':
-            if ((rv = int_flag("--debug-stream-trim-interval-ms", 1, 86400000LL, &v)) != 0) {
-                return rv;
-            }
-            f->opt.stream_trim_interval_ms = v;
-            break;
-        case 'K':
-            if ((rv = int_flag("--debug-repl-kill-after-batches", 1, 1000000000LL, &v)) != 0) {
-                return rv;
-            }
-            f->opt.debug_repl_kill_after_batches = v;
-            break;
-        case 'H':
-            if ((rv = int_flag("--debug-repl-hold-ms", 1, 3600000LL, &v)) != 0) {
-                return rv;
-            }
-            f->opt.debug_repl_hold_ms = v;
-            break;
-        case 'F':
-            f->opt.debug_fault_dir = optarg;
-            break;
-        case 'h':
+        if (c == 'h') {
             usage(stdout);
             return 0;
-        case ':':
+        }
+        if (c == ':') {
             return bad_usage("%s needs a value", argv[optind - 1]);
-        default:
+        }
+        if ((rv = daemon_flag(c, f)) == FLAG_OTHER && (rv = ttl_flag(c, f)) == FLAG_OTHER &&
+            (rv = debug_flag(c, f)) == FLAG_OTHER) {
             return bad_usage("unknown flag %s", argv[optind - 1]);
+        }
+        if (rv != -1) {
+            return rv;
         }
     }
     if (optind < argc) {
