@@ -265,7 +265,7 @@ static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scr
     }
     db_batch_delete(b, st->db, CF_ITEMS, ik, ilen);
     /* The old image is the stored value as read; keys come from ik. */
-    store_ttl_delete td = {due_ms};
+    store_expiry_delete td = {due_ms};
     if ((rv = store_derive_change(d, b, ik, ilen, s->vals[i].data, s->vals[i].len, NULL, 0, 0, &td,
                                   err, errlen)) != 0) {
         return rv;

@@ -103,7 +103,7 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
             }
             db_batch_delete(b, st->db, CF_ITEMS, k, klen);
             db_batch_delete(b, st->db, CF_EXPIRY, ekey.data, ekey.len); /* invariant 1 */
-            store_ttl_delete td = {due_ms};
+            store_expiry_delete td = {due_ms};
             if (derive && (rv = store_derive_change(&d, b, k, klen, v, vlen, NULL, 0, 0, &td, err,
                                                     errlen)) != 0) {
                 item_free(x);

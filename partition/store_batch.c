@@ -121,7 +121,7 @@ static int group_derive(store *st, const table_schema *t, const store_write *wri
         while (j < n && same_key(&e[i], &e[j])) {
             j++;
         }
-        ttl_entry o = {0, 0};
+        expiry_entry o = {0, 0};
         if (t->ttl.enabled && g->found[r]) {
             /* Only the stored item's entry is needed: read its TTL value in
              * place (ttl_eval_encoded) instead of decoding it. A value that
@@ -135,15 +135,15 @@ static int group_derive(store *st, const table_schema *t, const store_write *wri
             }
             if (rv == 0 && v == TTL_ELIGIBLE) {
                 o.has = 1;
-                o.due_s = due_ms / 1000; /* as store_ttl_due_s */
+                o.due_s = due_ms / 1000; /* as store_expiry_due_s */
             }
         }
         const batch_entry *last = &e[j - 1];
         const int del = last->vlen == SIZE_MAX;
         if (t->ttl.enabled) {
             /* a delete (put NULL): no entry */
-            ttl_entry nw = store_ttl_entry(t, writes[last->idx].put, now);
-            if (store_ttl_change(st, b, e[i].key, e[i].klen, o, nw, &g->ekey, min_due_ms) != 0) {
+            expiry_entry nw = store_expiry_entry(t, writes[last->idx].put, now);
+            if (store_expiry_change(st, b, e[i].key, e[i].klen, o, nw, &g->ekey, min_due_ms) != 0) {
                 return oom(err, errlen);
             }
         }

@@ -33,7 +33,7 @@ static int oom(char *err, size_t errlen)
 /* The expiry index                                                         */
 /* ======================================================================== */
 
-int store_ttl_due_s(const table_schema *t, const item *it, clock_wall now, int64_t *due_s)
+int store_expiry_due_s(const table_schema *t, const item *it, clock_wall now, int64_t *due_s)
 {
     int64_t due_ms = 0;
     if (it == NULL || ttl_eval(&t->ttl, it, now, &due_ms) != TTL_ELIGIBLE) {
@@ -43,15 +43,15 @@ int store_ttl_due_s(const table_schema *t, const item *it, clock_wall now, int64
     return 1;
 }
 
-ttl_entry store_ttl_entry(const table_schema *t, const item *it, clock_wall now)
+expiry_entry store_expiry_entry(const table_schema *t, const item *it, clock_wall now)
 {
-    ttl_entry e = {0, 0};
-    e.has = store_ttl_due_s(t, it, now, &e.due_s);
+    expiry_entry e = {0, 0};
+    e.has = store_expiry_due_s(t, it, now, &e.due_s);
     return e;
 }
 
-int store_ttl_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen, ttl_entry o,
-                     ttl_entry n, buf *scratch, int64_t *min_due_ms)
+int store_expiry_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen, expiry_entry o,
+                        expiry_entry n, buf *scratch, int64_t *min_due_ms)
 {
     if (o.has == n.has && (!o.has || o.due_s == n.due_s)) {
         return 0; /* an unchanged entry costs nothing */
@@ -178,7 +178,7 @@ static int unchanged(const uint8_t *old, size_t olen, const uint8_t *nw, size_t 
 
 int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_t ilen,
                         const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen, int same,
-                        const store_ttl_delete *ttl, char *err, size_t errlen)
+                        const store_expiry_delete *ttl, char *err, size_t errlen)
 {
     int rv, old_ok = 0;
     const table_schema *t = d->t;

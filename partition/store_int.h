@@ -203,23 +203,23 @@ int store_commit_trim_add(store *st, db_batch *b, uint32_t table_id, uint32_t pa
 #define STORE_NO_DUE INT64_MAX /* expiry.h's EXPIRY_NONE */
 
 /* The expiry index entry one version of an item calls for. */
-typedef struct ttl_entry {
+typedef struct expiry_entry {
     int has;       /* eligible: one entry due at due_s */
     int64_t due_s; /* valid when has */
-} ttl_entry;
+} expiry_entry;
 
 /* The index entry an item version calls for: *due_s is set and 1 returned
  * when ttl_eval(&t->ttl, it, now) is TTL_ELIGIBLE, else 0 (also for NULL). */
-int store_ttl_due_s(const table_schema *t, const item *it, clock_wall now, int64_t *due_s);
-/* The same as a ttl_entry. */
-ttl_entry store_ttl_entry(const table_schema *t, const item *it, clock_wall now);
+int store_expiry_due_s(const table_schema *t, const item *it, clock_wall now, int64_t *due_s);
+/* The same as an expiry_entry. */
+expiry_entry store_expiry_entry(const table_schema *t, const item *it, clock_wall now);
 /* Adds to b the expiry index change of the item at ikey going from entry o
  * to entry n: delete the old entry and put the new one when they differ.
  * Lowers *min_due_ms to a new entry's due instant. 0 or LAPSE_ENOMEM (b may
  * then hold part of the change: the caller discards it).
  * REQUIRES: the partition's stripe lock. */
-int store_ttl_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen, ttl_entry o,
-                     ttl_entry n, buf *scratch, int64_t *min_due_ms);
+int store_expiry_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen, expiry_entry o,
+                        expiry_entry n, buf *scratch, int64_t *min_due_ms);
 /* Runs the expiry hook for new entries due at min_due_ms (STORE_NO_DUE:
  * none). REQUIRES: no stripe lock held. */
 void store_notify(store *st, uint32_t table_id, uint32_t part, int64_t min_due_ms);
@@ -259,9 +259,9 @@ typedef struct store_derive {
 } store_derive;
 
 /* What a TTL delete's record says beyond the images. */
-typedef struct store_ttl_delete {
+typedef struct store_expiry_delete {
     int64_t expires_at_ms; /* the item's due instant */
-} store_ttl_delete;
+} store_expiry_delete;
 
 /* REQUIRES: the stripe lock of (t->id, part); store_derive_wanted(t). */
 void store_derive_begin(store_derive *d, store *st, const table_schema *t, uint32_t part);
@@ -279,7 +279,7 @@ void store_derive_begin(store_derive *d, store *st, const table_schema *t, uint3
 #define STORE_SAME_UNKNOWN (-1)
 int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_t ilen,
                         const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen, int same,
-                        const store_ttl_delete *ttl, char *err, size_t errlen);
+                        const store_expiry_delete *ttl, char *err, size_t errlen);
 /* Adds the outbox counters to b when records were added. 0 or ENOMEM. */
 int store_derive_finish(store_derive *d, db_batch *b, char *err, size_t errlen);
 /* Publishes the counters to the cache. REQUIRES: b was written. */

@@ -236,7 +236,7 @@ static int once_check(store *st, const table_schema *t, uint32_t part, once *o, 
  * (finish_write) once the stripe lock is released.
  * REQUIRES: the key's stripe lock is held. */
 static int write_one(store *st, const table_schema *t, const buf *key, const stored *old,
-                     const buf *val, int same, ttl_entry o, ttl_entry n, const once *req,
+                     const buf *val, int same, expiry_entry o, expiry_entry n, const once *req,
                      int64_t *min_due_ms, store_pending *pend, char *err, size_t errlen)
 {
     int rv = 0;
@@ -257,7 +257,7 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
         db_batch_delete(b, st->db, CF_ITEMS, key->data, key->len);
     }
     if (t->ttl.enabled &&
-        store_ttl_change(st, b, key->data, key->len, o, n, &scratch, min_due_ms) != 0) {
+        store_expiry_change(st, b, key->data, key->len, o, n, &scratch, min_due_ms) != 0) {
         rv = oom(err, errlen);
         goto out;
     }
@@ -355,8 +355,8 @@ static int put_item(store *st, const table_schema *t, const item *it, const stor
     }
     /* Both are decoded here: no bytes need comparing. */
     rv = write_one(st, t, &key, &old, &val, cur != NULL && item_eq_exact(cur, it),
-                   store_ttl_entry(t, cur, now), store_ttl_entry(t, it, now), &req, &min_due_ms,
-                   &pend, err, errlen);
+                   store_expiry_entry(t, cur, now), store_expiry_entry(t, it, now), &req,
+                   &min_due_ms, &pend, err, errlen);
 unlock:
     pthread_mutex_unlock(mu);
     rv = finish_write(st, t, part, rv, &pend, err, errlen);
@@ -429,9 +429,9 @@ static int delete_item(store *st, const table_schema *t, const item *key, const 
         }
         must_write = old.found; /* deleting an absent item writes nothing */
     }
-    const ttl_entry none = {0, 0};
+    const expiry_entry none = {0, 0};
     if (must_write) {
-        rv = write_one(st, t, &k, &old, NULL, 0, store_ttl_entry(t, cur, now), none, &req,
+        rv = write_one(st, t, &k, &old, NULL, 0, store_expiry_entry(t, cur, now), none, &req,
                        &min_due_ms, &pend, err, errlen);
     }
 unlock:
@@ -536,7 +536,8 @@ int store_update_once(store *st, const table_schema *t, const item *key,
     if ((rv = read_for_write(st, &k, cond, 1, &cur, &old, err, errlen)) != 0) {
         goto unlock;
     }
-    const ttl_entry before = t->ttl.enabled ? store_ttl_entry(t, cur, now) : (ttl_entry){0, 0};
+    const expiry_entry before =
+        t->ttl.enabled ? store_expiry_entry(t, cur, now) : (expiry_entry){0, 0};
     if (cur == NULL && (cur = item_dup(key)) == NULL) { /* upsert */
         rv = oom(err, errlen);
         goto unlock;
@@ -559,7 +560,8 @@ int store_update_once(store *st, const table_schema *t, const item *key,
         store_errf(rv, err, errlen, "cannot encode the item (%s)", lapse_strerror(rv));
         goto unlock;
     }
-    const ttl_entry after = t->ttl.enabled ? store_ttl_entry(t, cur, now) : (ttl_entry){0, 0};
+    const expiry_entry after =
+        t->ttl.enabled ? store_expiry_entry(t, cur, now) : (expiry_entry){0, 0};
     /* The actions edit the stored item in place (a SET of an attribute keeps
      * its position): it is unchanged exactly when the bytes are. */
     const int same =
