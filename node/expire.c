@@ -74,8 +74,11 @@ void expire_slot_touch(expire_engine *e, uint32_t table_id, uint32_t part)
     pthread_cond_signal(&w->cond);
 }
 
-/* The hook lives here (not in scanner.c) because it needs slot_find. */
-void scanner_hook(void *arg, uint32_t table_id, uint32_t part, int64_t due_ms)
+/* The store's expiry hook (store_set_expiry_hook): a write added an entry
+ * due at due_ms; lowers its slot's next due instant and wakes the scanner
+ * when that is before its plan. Here, not in scanner.c, because it needs
+ * slot_find. */
+static void due_hook(void *arg, uint32_t table_id, uint32_t part, int64_t due_ms)
 {
     expire_engine *e = arg;
     expire_worker *w = &e->workers[expire_worker_of(e, table_id, part)];
@@ -590,7 +593,7 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
         }
     }
     expire_sync(e, pm);
-    store_set_expiry_hook(st, scanner_hook, e);
+    store_set_expiry_hook(st, due_hook, e);
     int rc;
     e->bf_paced_ms = (double)clock_mono_now().ms;
     for (int i = 0; i < EXPIRE_BACKFILL_THREADS; i++) {

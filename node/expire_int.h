@@ -117,7 +117,5 @@ void *backfill_run(void *arg); /* a thread; arg is its expire_backfiller */
 
 /* ---- scanner.c ---- */
 void *scanner_run(void *arg); /* the thread; arg is its expire_worker */
-/* The store's expiry hook: a write added an entry due at due_ms. */
-void scanner_hook(void *arg, uint32_t table_id, uint32_t part, int64_t due_ms);
 
 #endif
