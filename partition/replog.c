@@ -19,11 +19,6 @@
 
 #define EPOCH_BYTES 8
 
-void store_set_replog_retain(store *st, uint64_t retain)
-{
-    st->replog_retain = retain;
-}
-
 /* Sets *it to an iterator over family cf's keys of partition part of
  * table_id from lo (NULL: the partition's first key) to its last. 0, or
  * an error with err. */

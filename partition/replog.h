@@ -60,10 +60,9 @@ int replog_outbox_mark(store *st, uint32_t table_id, uint32_t part, uint64_t *lo
  * up to seq - retain go (on a replica in the record's own batch; on the
  * primary in a write of its own once every in-sync replica confirmed the
  * record, so an in-sync replica never lacks a dropped record). A replica
- * further behind is rebuilt from a snapshot (snapshot.h). 0 keeps the
- * whole log. Call before writes start. */
+ * further behind is rebuilt from a snapshot (snapshot.h). retain is set
+ * with store_set_replog_retain (store_commit.h); 0 keeps the whole log. */
 #define REPLOG_RETAIN_DEFAULT 4096
-void store_set_replog_retain(store *st, uint64_t retain);
 
 /* The seq of the first record the partition's log still holds: 1 for a
  * log never trimmed, the position's seq + 1 when it holds none (after a

@@ -33,6 +33,11 @@ void store_set_repl_hook(store *st, const store_repl_hook *h)
     }
 }
 
+void store_set_replog_retain(store *st, uint64_t retain)
+{
+    st->replog_retain = retain;
+}
+
 /* ======================================================================== */
 /* The log's position and records                                           */
 /* ======================================================================== */

@@ -89,6 +89,11 @@ typedef struct store_repl_hook {
  * partition-level test or tool. Call before writes start. */
 void store_set_repl_hook(store *st, const store_repl_hook *h);
 
+/* Sets how many records of each partition's log every copy keeps (replog.h,
+ * "Trimming"; REPLOG_RETAIN_DEFAULT until set). 0 keeps the whole log.
+ * Call before writes start. */
+void store_set_replog_retain(store *st, uint64_t retain);
+
 /* Starts b's op log when t is replicated and a hook is installed, so
  * store_commit_start can ship b. Call right after creating or clearing b, before
  * adding ops. */
