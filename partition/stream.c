@@ -55,6 +55,83 @@ static int flush(store *st, uint32_t table_id, shard_trim *p, db_batch *b, buf *
     return 0;
 }
 
+/*
+ * The trim's walk: steps through table_id's stream records from where it
+ * is positioned, adding each shard's prefix of records committed before
+ * cutoff to b as one range delete (flush; *deleted counts the records).
+ * Sets *more when the budget ran out first. The last shard's prefix is
+ * left in p for the caller's flush. 0, or an error with err.
+ *
+ * Budget: max_records records looked at (each decoded up to its commit
+ * time only). Per shard, the records older than the cutoff are a prefix
+ * (stream.h invariant 2): at the first younger one the shard is done and
+ * the iterator seeks to the next shard. Each shard's prefix becomes one
+ * range delete ending just past the last old record seen, so records
+ * applied meanwhile (all later) are never in it.
+ */
+static int walk_shards(store *st, uint32_t table_id, int64_t cutoff, size_t max_records,
+                       db_iter *it, shard_trim *p, db_batch *b, buf *lo, size_t *deleted, int *more,
+                       char *err, size_t errlen)
+{
+    int rv = 0;
+    size_t seen = 0;
+    buf seek;
+    buf_init(&seek);
+    db_iter_seek_first(it);
+    while (db_iter_valid(it)) {
+        if (seen == max_records) {
+            *more = 1;
+            break;
+        }
+        size_t klen = 0, vlen = 0;
+        const uint8_t *k = db_iter_key(it, &klen);
+        const uint8_t *v = db_iter_value(it, &vlen);
+        uint32_t shard = klen >= 8 ? buf_get_u32be(k + 4) : 0;
+        seen++;
+        if (p->active && p->shard != shard) {
+            if ((rv = flush(st, table_id, p, b, lo, deleted)) != 0) {
+                rv = oom(err, errlen);
+                goto out;
+            }
+        }
+        change_record r;
+        int old = change_decode_head(v, vlen, &r) != 0 || r.commit_ms < cutoff;
+        if (old) {
+            if (!p->active) {
+                p->active = 1;
+                p->shard = shard;
+                p->n = 0;
+            }
+            buf_clear(&p->last);
+            if (buf_append(&p->last, k, klen) != 0) {
+                rv = oom(err, errlen);
+                goto out;
+            }
+            p->n++;
+            db_iter_next(it);
+            continue;
+        }
+        /* This shard is done: on to the next one. */
+        if ((rv = flush(st, table_id, p, b, lo, deleted)) != 0) {
+            rv = oom(err, errlen);
+            goto out;
+        }
+        if (shard == UINT32_MAX) {
+            break;
+        }
+        buf_clear(&seek);
+        if (itemkey_append_prefix(&seek, table_id, shard + 1) != 0) {
+            rv = oom(err, errlen);
+            goto out;
+        }
+        db_iter_seek(it, seek.data, seek.len);
+    }
+    rv = db_iter_status(it, err, errlen);
+out:
+    buf_fini(&seek);
+    return rv;
+}
+
 int stream_trim(store *st, uint32_t table_id, clock_wall now, int64_t retention_ms,
                 size_t max_records, size_t *trimmed, int *more, char *err, size_t errlen)
 {
@@ -62,9 +139,8 @@ int stream_trim(store *st, uint32_t table_id, clock_wall now, int64_t retention_
     db_iter *it = NULL;
     db_batch *b = NULL;
     shard_trim p = {0, 0, {NULL, 0, 0}, 0};
-    buf lo, seek;
+    buf lo;
     buf_init(&lo);
-    buf_init(&seek);
     *trimmed = 0;
     *more = 0;
     if (max_records == 0 || retention_ms < 0) {
@@ -79,63 +155,9 @@ int stream_trim(store *st, uint32_t table_id, clock_wall now, int64_t retention_
         rv = oom(err, errlen);
         goto out;
     }
-    /* Budget: max_records records looked at (each decoded up to its commit
-     * time only). Per shard, the records older than the cutoff are a prefix
-     * (stream.h invariant 2): at the first younger one the shard is done and
-     * the iterator seeks to the next shard. Each shard's prefix becomes one
-     * range delete ending just past the last old record seen, so records
-     * applied meanwhile (all later) are never in it. */
-    size_t seen = 0, deleted = 0;
-    db_iter_seek_first(it);
-    while (db_iter_valid(it)) {
-        if (seen == max_records) {
-            *more = 1;
-            break;
-        }
-        size_t klen = 0, vlen = 0;
-        const uint8_t *k = db_iter_key(it, &klen);
-        const uint8_t *v = db_iter_value(it, &vlen);
-        uint32_t shard = klen >= 8 ? buf_get_u32be(k + 4) : 0;
-        seen++;
-        if (p.active && p.shard != shard) {
-            if ((rv = flush(st, table_id, &p, b, &lo, &deleted)) != 0) {
-                rv = oom(err, errlen);
-                goto out;
-            }
-        }
-        change_record r;
-        int old = change_decode_head(v, vlen, &r) != 0 || r.commit_ms < cutoff;
-        if (old) {
-            if (!p.active) {
-                p.active = 1;
-                p.shard = shard;
-                p.n = 0;
-            }
-            buf_clear(&p.last);
-            if (buf_append(&p.last, k, klen) != 0) {
-                rv = oom(err, errlen);
-                goto out;
-            }
-            p.n++;
-            db_iter_next(it);
-            continue;
-        }
-        /* This shard is done: on to the next one. */
-        if ((rv = flush(st, table_id, &p, b, &lo, &deleted)) != 0) {
-            rv = oom(err, errlen);
-            goto out;
-        }
-        if (shard == UINT32_MAX) {
-            break;
-        }
-        buf_clear(&seek);
-        if (itemkey_append_prefix(&seek, table_id, shard + 1) != 0) {
-            rv = oom(err, errlen);
-            goto out;
-        }
-        db_iter_seek(it, seek.data, seek.len);
-    }
-    if ((rv = db_iter_status(it, err, errlen)) != 0) {
+    size_t deleted = 0;
+    if ((rv = walk_shards(st, table_id, cutoff, max_records, it, &p, b, &lo, &deleted, more, err,
+                          errlen)) != 0) {
         goto out;
     }
     if ((rv = flush(st, table_id, &p, b, &lo, &deleted)) != 0) {
@@ -154,6 +176,5 @@ out:
     db_batch_free(b);
     buf_fini(&p.last);
     buf_fini(&lo);
-    buf_fini(&seek);
     return rv;
 }
