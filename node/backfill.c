@@ -75,19 +75,77 @@ static void log_progress(expire_table *t, int64_t now_mono, int complete)
     t->bf_logged_mono = now_mono;
 }
 
+/* Step 2 of backfill_run, without the lock: one expiry_backfill_step of
+ * at most chunk items of (schema, part), its scanned items counted in the
+ * metrics. Returns expiry_backfill_step's result, with err. */
+static int step(expire_engine *e, const table_schema *schema, uint32_t part, size_t chunk,
+                uint64_t *scanned, uint64_t *ignored, int *done, char *err, size_t errlen)
+{
+    int rv = expiry_backfill_step(e->st, schema, part, clock_wall_now(), chunk, scanned, ignored,
+                                  done, err, errlen);
+    if (rv == 0 && *scanned > 0) {
+        char labels[SCHEMA_MAX_NAME * 2 + 16];
+        metrics_labels(labels, sizeof(labels), "table", schema->name, NULL);
+        metrics_counter_add(e->m, "lapse_ttl_backfill_items_total",
+                            "Items scanned by the TTL backfill on this node" METRICS_SINCE_START,
+                            labels, (double)*scanned);
+    }
+    return rv;
+}
+
+/* Step 3 of backfill_run: records a step of partition part of t (the
+ * registry's entry for the config the step ran for): its counts, the
+ * partition done, the table complete (logged once, on_backfilled called,
+ * waiters woken), a progress line about every EXPIRE_BACKFILL_LOG_MS.
+ * REQUIRES: lock held. */
+static void record(expire_engine *e, expire_table *t, uint32_t part, uint64_t scanned,
+                   const uint64_t *ignored, int done, int64_t now_mono)
+{
+    t->backfill_items += scanned;
+    /* Items stored before the enable that will never expire count as
+     * ignored, as later writes do (expire_note_write). */
+    for (int v = 0; v < TTL_VERDICT_COUNT; v++) {
+        t->ignored[v] += ignored[v];
+    }
+    if (scanned > 0) {
+        expire_slot_touch(e, t->schema.id, part); /* new entries: re-read next due */
+    }
+    if (done) {
+        for (uint32_t j = 0; j < t->nparts; j++) {
+            if (t->parts[j] == part && !t->backfilled[j]) {
+                t->backfilled[j] = 1;
+                t->parts_done++;
+                break;
+            }
+        }
+        if (t->parts_done == t->nparts) {
+            if (!t->bf_complete_logged) {
+                log_progress(t, now_mono, 1);
+                if (e->on_backfilled != NULL) {
+                    e->on_backfilled(e->on_delete_arg);
+                }
+            }
+            pthread_cond_broadcast(&e->progress);
+        }
+    }
+    if (t->parts_done < t->nparts && now_mono - t->bf_logged_mono >= EXPIRE_BACKFILL_LOG_MS) {
+        log_progress(t, now_mono, 0);
+    }
+}
+
 /*
  * A thread (EXPIRE_BACKFILL_THREADS of them, each on its own partition, so
  * both cores index). Each iteration is one step:
  *
- *  1. Under the lock, pick the next (table, partition) not yet backfilled
+ *  1. pick: under the lock, the next (table, partition) not yet backfilled
  *     for its table's current config_version and not being stepped by the
  *     other thread (round-robin over tables); nothing left: sleep until
  *     expire_sync, a finished step or stop wakes us.
- *  2. Without the lock (busy marker set, so a disable waits for us), run
- *     one expiry_backfill_step of at most EXPIRE_BACKFILL_CHUNK items. The
- *     step holds that partition's write lock only for its own chunk, so
- *     foreground writes interleave between chunks.
- *  3. Record the progress if the registry still describes the same config
+ *  2. step: without the lock (busy marker set, so a disable waits for
+ *     us), run one expiry_backfill_step of at most EXPIRE_BACKFILL_CHUNK
+ *     items. The step holds that partition's write lock only for its own
+ *     chunk, so foreground writes interleave between chunks.
+ *  3. record: the progress, if the registry still describes the same config
  *     (a sync in between may have disabled or re-enabled the table: then
  *     the result is dropped; the stored resume point decides anyway), tell
  *     the partition's scanner to re-read its next due instant, log about
@@ -139,16 +197,7 @@ void *backfill_run(void *arg)
         uint64_t scanned = 0, ignored[TTL_VERDICT_COUNT] = {0};
         int done = 0;
         char err[256] = "";
-        int rv = expiry_backfill_step(e->st, &schema, part, clock_wall_now(), chunk, &scanned,
-                                      ignored, &done, err, sizeof(err));
-        if (rv == 0 && scanned > 0) {
-            char labels[SCHEMA_MAX_NAME * 2 + 16];
-            metrics_labels(labels, sizeof(labels), "table", schema.name, NULL);
-            metrics_counter_add(
-                e->m, "lapse_ttl_backfill_items_total",
-                "Items scanned by the TTL backfill on this node" METRICS_SINCE_START, labels,
-                (double)scanned);
-        }
+        int rv = step(e, &schema, part, chunk, &scanned, ignored, &done, err, sizeof(err));
 
         pthread_mutex_lock(&e->lock);
         self->busy_table = 0;
@@ -176,36 +225,7 @@ void *backfill_run(void *arg)
             t->schema.ttl.config_version != schema.ttl.config_version) {
             continue;
         }
-        t->backfill_items += scanned;
-        /* Items stored before the enable that will never expire count as
-         * ignored, as later writes do (expire_note_write). */
-        for (int v = 0; v < TTL_VERDICT_COUNT; v++) {
-            t->ignored[v] += ignored[v];
-        }
-        if (scanned > 0) {
-            expire_slot_touch(e, schema.id, part); /* new entries: re-read next due */
-        }
-        if (done) {
-            for (uint32_t j = 0; j < t->nparts; j++) {
-                if (t->parts[j] == part && !t->backfilled[j]) {
-                    t->backfilled[j] = 1;
-                    t->parts_done++;
-                    break;
-                }
-            }
-            if (t->parts_done == t->nparts) {
-                if (!t->bf_complete_logged) {
-                    log_progress(t, now_mono, 1);
-                    if (e->on_backfilled != NULL) {
-                        e->on_backfilled(e->on_delete_arg);
-                    }
-                }
-                pthread_cond_broadcast(&e->progress);
-            }
-        }
-        if (t->parts_done < t->nparts && now_mono - t->bf_logged_mono >= EXPIRE_BACKFILL_LOG_MS) {
-            log_progress(t, now_mono, 0);
-        }
+        record(e, t, part, scanned, ignored, done, now_mono);
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;
