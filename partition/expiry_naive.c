@@ -22,6 +22,88 @@ static int oom(char *err, size_t errlen)
     return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
+/* Judges the item at items key k (stored value v) with ttl_eval and, when
+ * it has expired, adds to b its delete, its index entry's and, through d
+ * (NULL: none), its derived writes, counting it in res. An item that does
+ * not decode counts as undeletable. 0, or an error with err. */
+static int judge_one(store *st, const table_schema *t, clock_wall now, const uint8_t *k,
+                     size_t klen, const uint8_t *v, size_t vlen, store_derive *d, db_batch *b,
+                     buf *ekey, expiry_sweep_result *res, char *err, size_t errlen)
+{
+    int rv = 0;
+    item *x = NULL;
+    int drv = item_decode(v, vlen, &x);
+    if (drv == LAPSE_ENOMEM) {
+        return oom(err, errlen);
+    }
+    int64_t due_ms = 0;
+    if (drv != 0) {
+        res->undeletable++;
+    } else if (ttl_eval(&t->ttl, x, now, &due_ms) == TTL_ELIGIBLE && ttl_is_expired(due_ms, now)) {
+        if (itemkey_expiry_of(ekey, k, klen, due_ms / 1000) != 0) {
+            rv = oom(err, errlen);
+            goto out;
+        }
+        db_batch_delete(b, st->db, CF_ITEMS, k, klen);
+        db_batch_delete(b, st->db, CF_EXPIRY, ekey->data, ekey->len); /* invariant 1 */
+        store_expiry_delete td = {due_ms};
+        if (d != NULL &&
+            (rv = store_derive_change(d, b, k, klen, v, vlen, NULL, 0, 0, &td, err, errlen)) != 0) {
+            goto out;
+        }
+        if (res->due_ms != NULL) {
+            res->due_ms[res->deleted] = due_ms;
+        }
+        res->deleted++;
+    }
+out:
+    item_free(x);
+    return rv;
+}
+
+/*
+ * The step's scan: reads items from it's position, judging each
+ * (judge_one), with last the key of the last one read; *scanned counts
+ * them, *finished says whether the partition's end was reached. 0, or an
+ * error with err. REQUIRES: the partition's stripe lock.
+ *
+ * Budget: max_scan items read, each decoded and judged with ttl_eval (no
+ * index: that is the point), and at most max_delete deletes (item and
+ * index entry) in one WriteBatch, all under the partition's lock so each
+ * check and its delete are atomic. Stops at either budget or at the
+ * partition's end.
+ */
+static int scan_items(store *st, const table_schema *t, clock_wall now, size_t max_scan,
+                      size_t max_delete, db_iter *it, store_derive *d, db_batch *b, buf *last,
+                      size_t *scanned, int *finished, expiry_sweep_result *res, char *err,
+                      size_t errlen)
+{
+    int rv;
+    buf ekey;
+    buf_init(&ekey);
+    db_iter_seek_first(it);
+    for (; db_iter_valid(it) && *scanned < max_scan && res->deleted < max_delete;
+         db_iter_next(it)) {
+        size_t klen = 0, vlen = 0;
+        const uint8_t *k = db_iter_key(it, &klen);
+        const uint8_t *v = db_iter_value(it, &vlen);
+        if ((rv = judge_one(st, t, now, k, klen, v, vlen, d, b, &ekey, res, err, errlen)) != 0) {
+            goto out;
+        }
+        buf_clear(last);
+        if (buf_append(last, k, klen) != 0) {
+            rv = oom(err, errlen);
+            goto out;
+        }
+        (*scanned)++;
+    }
+    *finished = !db_iter_valid(it);
+    rv = db_iter_status(it, err, errlen);
+out:
+    buf_fini(&ekey);
+    return rv;
+}
+
 int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wall now,
                       size_t max_scan, size_t max_delete, buf *resume, int *done,
                       expiry_sweep_result *res, char *err, size_t errlen)
@@ -36,10 +118,9 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     const int derive = store_derive_wanted(t);
     store_derive d;
     memset(&d, 0, sizeof(d));
-    buf lo, hi, ekey, last;
+    buf lo, hi, last;
     buf_init(&lo);
     buf_init(&hi);
-    buf_init(&ekey);
     buf_init(&last);
     int64_t *due_out = res->due_ms;
     memset(res, 0, sizeof(*res));
@@ -75,55 +156,8 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
         rv = oom(err, errlen);
         goto unlock;
     }
-    /* Budget: max_scan items read, each decoded and judged with ttl_eval
-     * (no index: that is the point), and at most max_delete deletes (item
-     * and index entry) in one WriteBatch, all under the partition's lock so
-     * each check and its delete are atomic. Stops at either budget or at the
-     * partition's end (*done). */
-    db_iter_seek_first(it);
-    for (; db_iter_valid(it) && scanned < max_scan && res->deleted < max_delete; db_iter_next(it)) {
-        size_t klen = 0, vlen = 0;
-        const uint8_t *k = db_iter_key(it, &klen);
-        const uint8_t *v = db_iter_value(it, &vlen);
-        item *x = NULL;
-        int drv = item_decode(v, vlen, &x);
-        if (drv == LAPSE_ENOMEM) {
-            rv = oom(err, errlen);
-            goto unlock;
-        }
-        int64_t due_ms = 0;
-        if (drv != 0) {
-            res->undeletable++;
-        } else if (ttl_eval(&t->ttl, x, now, &due_ms) == TTL_ELIGIBLE &&
-                   ttl_is_expired(due_ms, now)) {
-            if (itemkey_expiry_of(&ekey, k, klen, due_ms / 1000) != 0) {
-                item_free(x);
-                rv = oom(err, errlen);
-                goto unlock;
-            }
-            db_batch_delete(b, st->db, CF_ITEMS, k, klen);
-            db_batch_delete(b, st->db, CF_EXPIRY, ekey.data, ekey.len); /* invariant 1 */
-            store_expiry_delete td = {due_ms};
-            if (derive && (rv = store_derive_change(&d, b, k, klen, v, vlen, NULL, 0, 0, &td, err,
-                                                    errlen)) != 0) {
-                item_free(x);
-                goto unlock;
-            }
-            if (res->due_ms != NULL) {
-                res->due_ms[res->deleted] = due_ms;
-            }
-            res->deleted++;
-        }
-        item_free(x);
-        buf_clear(&last);
-        if (buf_append(&last, k, klen) != 0) {
-            rv = oom(err, errlen);
-            goto unlock;
-        }
-        scanned++;
-    }
-    finished = !db_iter_valid(it);
-    if ((rv = db_iter_status(it, err, errlen)) != 0) {
+    if ((rv = scan_items(st, t, now, max_scan, max_delete, it, derive ? &d : NULL, b, &last,
+                         &scanned, &finished, res, err, errlen)) != 0) {
         goto unlock;
     }
     int written = 0;
@@ -154,7 +188,6 @@ out:
     db_batch_free(b);
     buf_fini(&lo);
     buf_fini(&hi);
-    buf_fini(&ekey);
     buf_fini(&last);
     return rv;
 }
