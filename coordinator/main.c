@@ -98,23 +98,85 @@ typedef struct flags {
 
 static int check_flags(const flags *f);
 
+static const struct option longopts[] = {
+    {"listen", required_argument, NULL, 'l'},
+    {"data", required_argument, NULL, 'd'},
+    {"heartbeat-timeout-ms", required_argument, NULL, 't'},
+    {"log-level", required_argument, NULL, 'v'},
+    {"admin-token-file", required_argument, NULL, 'a'},
+    {"etcd", required_argument, NULL, 'e'},
+    {"cluster-name", required_argument, NULL, 'n'},
+    {"import-catalog", required_argument, NULL, 'i'},
+    {"default-replication", required_argument, NULL, 'r'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Takes flag c (getopt_long's, its value in optarg) into *f. Returns 0,
+ * LAPSE_EUSAGE after printing why on stderr, or -1 for a flag it does not
+ * know. */
+static int one_flag(int c, flags *f)
+{
+    switch (c) {
+    case 'l':
+        f->listen = optarg;
+        break;
+    case 'd':
+        f->data = optarg;
+        break;
+    case 't': {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(optarg, &end, 10);
+        if (errno != 0 || end == optarg || *end != '\0' || v < 1 || v > 3600000) {
+            fprintf(stderr,
+                    "lapse-coordinator: --heartbeat-timeout-ms wants milliseconds from 1 "
+                    "to 3600000, not '%s'\n",
+                    optarg);
+            return LAPSE_EUSAGE;
+        }
+        f->heartbeat_timeout_ms = v;
+        break;
+    }
+    case 'v':
+        if (log_level_parse(optarg, &f->level) != 0) {
+            fprintf(stderr,
+                    "lapse-coordinator: --log-level wants debug, info, warn or error, not "
+                    "'%s'\n",
+                    optarg);
+            return LAPSE_EUSAGE;
+        }
+        break;
+    case 'a':
+        f->admin_token_file = optarg;
+        break;
+    case 'e':
+        f->etcd = optarg;
+        break;
+    case 'n':
+        f->cluster = optarg;
+        break;
+    case 'i':
+        f->import_dir = optarg;
+        break;
+    case 'r':
+        if (strcmp(optarg, "1") != 0 && strcmp(optarg, "2") != 0 && strcmp(optarg, "3") != 0) {
+            fprintf(stderr, "lapse-coordinator: --default-replication wants 1, 2 or 3, not '%s'\n",
+                    optarg);
+            return LAPSE_EUSAGE;
+        }
+        f->default_replication = (unsigned)(optarg[0] - '0');
+        break;
+    default:
+        return -1;
+    }
+    return 0;
+}
+
 /* Parses the --config file's settings (into g_args), then argv. Returns 0,
  * 1 for --help, or LAPSE_EUSAGE after printing why on stderr. */
 static int parse_flags(int argc, char **argv, flags *f)
 {
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, 'l'},
-        {"data", required_argument, NULL, 'd'},
-        {"heartbeat-timeout-ms", required_argument, NULL, 't'},
-        {"log-level", required_argument, NULL, 'v'},
-        {"admin-token-file", required_argument, NULL, 'a'},
-        {"etcd", required_argument, NULL, 'e'},
-        {"cluster-name", required_argument, NULL, 'n'},
-        {"import-catalog", required_argument, NULL, 'i'},
-        {"default-replication", required_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     f->listen = DEFAULT_LISTEN;
     f->data = NULL;
     f->heartbeat_timeout_ms = DEFAULT_HEARTBEAT_TIMEOUT_MS;
@@ -125,75 +187,29 @@ static int parse_flags(int argc, char **argv, flags *f)
     f->import_dir = NULL;
     f->default_replication = 1;
     char cerr[4200];
-    if (config_argv_init(&g_args, argc, argv, opts, cerr, sizeof(cerr)) != 0) {
+    if (config_argv_init(&g_args, argc, argv, longopts, cerr, sizeof(cerr)) != 0) {
         fprintf(stderr, "lapse-coordinator: %s\n", cerr);
         return LAPSE_EUSAGE;
     }
     argc = g_args.argc;
     argv = g_args.argv;
     opterr = 0; /* our own messages */
-    int c;
-    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        switch (c) {
-        case 'l':
-            f->listen = optarg;
-            break;
-        case 'd':
-            f->data = optarg;
-            break;
-        case 't': {
-            char *end = NULL;
-            errno = 0;
-            long long v = strtoll(optarg, &end, 10);
-            if (errno != 0 || end == optarg || *end != '\0' || v < 1 || v > 3600000) {
-                fprintf(stderr,
-                        "lapse-coordinator: --heartbeat-timeout-ms wants milliseconds from 1 "
-                        "to 3600000, not '%s'\n",
-                        optarg);
-                return LAPSE_EUSAGE;
-            }
-            f->heartbeat_timeout_ms = v;
-            break;
-        }
-        case 'v':
-            if (log_level_parse(optarg, &f->level) != 0) {
-                fprintf(stderr,
-                        "lapse-coordinator: --log-level wants debug, info, warn or error, not "
-                        "'%s'\n",
-                        optarg);
-                return LAPSE_EUSAGE;
-            }
-            break;
-        case 'a':
-            f->admin_token_file = optarg;
-            break;
-        case 'e':
-            f->etcd = optarg;
-            break;
-        case 'n':
-            f->cluster = optarg;
-            break;
-        case 'i':
-            f->import_dir = optarg;
-            break;
-        case 'r':
-            if (strcmp(optarg, "1") != 0 && strcmp(optarg, "2") != 0 && strcmp(optarg, "3") != 0) {
-                fprintf(stderr,
-                        "lapse-coordinator: --default-replication wants 1, 2 or 3, not '%s'\n",
-                        optarg);
-                return LAPSE_EUSAGE;
-            }
-            f->default_replication = (unsigned)(optarg[0] - '0');
-            break;
-        case 'h':
+    int c, rv;
+    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+        if (c == 'h') {
             return 1;
-        case ':':
+        }
+        if (c == ':') {
             fprintf(stderr, "lapse-coordinator: %s needs a value\n", argv[optind - 1]);
             return LAPSE_EUSAGE;
-        default:
+        }
+        if ((rv = one_flag(c, f)) == -1) {
             fprintf(stderr, "lapse-coordinator: unknown flag '%s' (try --help)\n",
                     argv[optind - 1]);
             return LAPSE_EUSAGE;
+        }
+        if (rv != 0) {
+            return rv;
         }
     }
     if (optind < argc) {
