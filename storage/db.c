@@ -168,17 +168,11 @@ static int expiring_setup(db *d, const db_options *opt, const char **names, size
     return 0;
 }
 
-int db_open(db **out, const char *path, const db_options *opt, const char *const *cf_names,
-            size_t ncf, char *err, size_t errlen)
+/* db_open's arguments: a path, at most DB_MAX_CF non-empty distinct
+ * column family names. 0 or LAPSE_EINVAL with err. */
+static int check_args(const char *path, const char *const *cf_names, size_t ncf, char *err,
+                      size_t errlen)
 {
-    int rv;
-    char **existing = NULL;
-    size_t nexisting = 0;
-    const char **names = NULL;
-    const rocksdb_options_t **cfopts = NULL;
-    db *d = NULL;
-
-    *out = NULL;
     if (path == NULL || (ncf > 0 && cf_names == NULL) || ncf > DB_MAX_CF) {
         db_set_err(err, errlen, "db_open: bad arguments");
         return LAPSE_EINVAL;
@@ -195,6 +189,77 @@ int db_open(db **out, const char *path, const db_options *opt, const char *const
             }
         }
     }
+    return 0;
+}
+
+/* The column families the store at path holds: RocksDB must be opened with
+ * every one. NULL with *n 0 on an error, which means a fresh directory
+ * (it has only "default"). The caller frees the list with
+ * rocksdb_list_column_families_destroy. */
+static char **list_existing(db *d, const char *path, size_t *n)
+{
+    char *e = NULL;
+    char **existing = rocksdb_list_column_families(d->opts, path, n, &e);
+    if (e != NULL) {
+        /* The list is allocated even on error (empty): free it too. */
+        rocksdb_free(e);
+        if (existing != NULL) {
+            rocksdb_list_column_families_destroy(existing, *n);
+        }
+        existing = NULL;
+        *n = 0;
+    }
+    return existing;
+}
+
+/* The open list into *names and *cfopts (caller frees both, also on
+ * error), *n entries: the caller's names first (so cf i is handle i), then
+ * "default" if absent, then any other existing column family, each with
+ * d's options. The names are borrowed from cf_names and existing. 0 or
+ * LAPSE_ENOMEM. */
+static int open_list(db *d, const char *const *cf_names, size_t ncf, char **existing,
+                     size_t nexisting, const char ***names, const rocksdb_options_t ***cfopts,
+                     size_t *n)
+{
+    size_t cap = ncf + 1 + nexisting;
+    *names = calloc(cap, sizeof(**names));
+    *cfopts = calloc(cap, sizeof(**cfopts));
+    if (*names == NULL || *cfopts == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    const char **nm = *names;
+    *n = 0;
+    for (size_t i = 0; i < ncf; i++) {
+        nm[(*n)++] = cf_names[i];
+    }
+    if (name_index(nm, *n, "default") < 0) {
+        nm[(*n)++] = "default";
+    }
+    for (size_t i = 0; i < nexisting; i++) {
+        if (name_index(nm, *n, existing[i]) < 0) {
+            nm[(*n)++] = existing[i];
+        }
+    }
+    for (size_t i = 0; i < *n; i++) {
+        (*cfopts)[i] = d->opts;
+    }
+    return 0;
+}
+
+int db_open(db **out, const char *path, const db_options *opt, const char *const *cf_names,
+            size_t ncf, char *err, size_t errlen)
+{
+    int rv;
+    char **existing = NULL;
+    size_t nexisting = 0;
+    const char **names = NULL;
+    const rocksdb_options_t **cfopts = NULL;
+    db *d = NULL;
+
+    *out = NULL;
+    if ((rv = check_args(path, cf_names, ncf, err, errlen)) != 0) {
+        return rv;
+    }
     if ((d = calloc(1, sizeof(*d))) == NULL) {
         rv = LAPSE_ENOMEM;
         goto fail;
@@ -204,45 +269,10 @@ int db_open(db **out, const char *path, const db_options *opt, const char *const
         goto fail;
     }
 
-    /* RocksDB must be opened with every column family it holds: list them
-     * (an error here means a fresh directory, which has only "default"). */
-    {
-        char *e = NULL;
-        existing = rocksdb_list_column_families(d->opts, path, &nexisting, &e);
-        if (e != NULL) {
-            /* The list is allocated even on error (empty): free it too. */
-            rocksdb_free(e);
-            if (existing != NULL) {
-                rocksdb_list_column_families_destroy(existing, nexisting);
-            }
-            existing = NULL;
-            nexisting = 0;
-        }
-    }
-
-    /* The open list: the caller's names first (so cf i is handle i), then
-     * "default" if absent, then any other existing column family. */
-    size_t cap = ncf + 1 + nexisting;
-    names = calloc(cap, sizeof(*names));
-    cfopts = calloc(cap, sizeof(*cfopts));
-    if (names == NULL || cfopts == NULL) {
-        rv = LAPSE_ENOMEM;
-        goto fail;
-    }
+    existing = list_existing(d, path, &nexisting);
     size_t n = 0;
-    for (size_t i = 0; i < ncf; i++) {
-        names[n++] = cf_names[i];
-    }
-    if (name_index(names, n, "default") < 0) {
-        names[n++] = "default";
-    }
-    for (size_t i = 0; i < nexisting; i++) {
-        if (name_index(names, n, existing[i]) < 0) {
-            names[n++] = existing[i];
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        cfopts[i] = d->opts;
+    if ((rv = open_list(d, cf_names, ncf, existing, nexisting, &names, &cfopts, &n)) != 0) {
+        goto fail;
     }
     if ((rv = expiring_setup(d, opt, names, n, cfopts)) != 0) {
         goto fail;
