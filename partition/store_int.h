@@ -1,11 +1,14 @@
 /*
  * store_int.h: what the files of the store share: store_int.c (errors,
  * locks, sweep cursors, the item read, repl counters, sequence reads: the
- * bottom of the call order, calling none of its users), store.c (open,
- * close, tables, metadata), store_batch.c (batch writes), store_derive.c (the
- * writes an item change derives: TTL index, LSI entries, outbox record),
- * store_query.c and store_index.c (range reads), expiry.c and
- * expiry_naive.c (the TTL sweep), outbox.c, apply.c and stream.c
+ * bottom of the call order, calling none of its users), store_commit.c
+ * (store_commit, the one commit of every write path, and the log's
+ * position and records), store.c (open, close, tables, metadata),
+ * store_write.c and store_batch.c (point and batch writes),
+ * store_derive.c (the writes an item change derives: expiry index, LSI
+ * entries, outbox record), store_query.c and store_index.c (range reads),
+ * expiry.c, expiry_backfill.c and expiry_naive.c (the expiry sweep and
+ * backfill), outbox.c, apply.c, stream.c, replog.c and snapshot.c
  * (replication). Not part of the store API: only those files and the
  * module's own tests (which read the families directly) include it.
  */
