@@ -497,6 +497,32 @@ int store_update(store *st, const table_schema *t, const item *key,
     return store_update_once(st, t, key, actions, nactions, cond, NULL, new_out, err, errlen);
 }
 
+/* Applies the update's actions to cur in place (a SET of an attribute
+ * keeps its position), checks that the result is still a valid item (size
+ * limit, nesting) and encodes it into val. 0, or an error with err (cur
+ * may then be partly updated: the caller drops it). */
+static int apply_actions(const table_schema *t, item *cur, const store_update_action *actions,
+                         size_t nactions, buf *val, char *err, size_t errlen)
+{
+    int rv;
+    for (size_t i = 0; i < nactions; i++) {
+        if (actions[i].value == NULL) {
+            item_remove(cur, actions[i].name);
+        } else if ((rv = item_set_copy(cur, actions[i].name, actions[i].value)) != 0) {
+            return store_errf(rv, err, errlen, "cannot set attribute \"%s\" (%s)", actions[i].name,
+                              lapse_strerror(rv));
+        }
+    }
+    if ((rv = schema_check_item(t, cur, 0, err, errlen)) != 0) {
+        return rv;
+    }
+    buf_clear(val);
+    if ((rv = item_encode(cur, val)) != 0) {
+        return store_errf(rv, err, errlen, "cannot encode the item (%s)", lapse_strerror(rv));
+    }
+    return 0;
+}
+
 int store_update_once(store *st, const table_schema *t, const item *key,
                       const store_update_action *actions, size_t nactions, const store_cond *cond,
                       const uint8_t *rid, item **new_out, char *err, size_t errlen)
@@ -542,22 +568,7 @@ int store_update_once(store *st, const table_schema *t, const item *key,
         rv = oom(err, errlen);
         goto unlock;
     }
-    for (size_t i = 0; i < nactions; i++) {
-        if (actions[i].value == NULL) {
-            item_remove(cur, actions[i].name);
-        } else if ((rv = item_set_copy(cur, actions[i].name, actions[i].value)) != 0) {
-            store_errf(rv, err, errlen, "cannot set attribute \"%s\" (%s)", actions[i].name,
-                       lapse_strerror(rv));
-            goto unlock;
-        }
-    }
-    /* The result must still be a valid item (size limit, nesting). */
-    if ((rv = schema_check_item(t, cur, 0, err, errlen)) != 0) {
-        goto unlock;
-    }
-    buf_clear(&val);
-    if ((rv = item_encode(cur, &val)) != 0) {
-        store_errf(rv, err, errlen, "cannot encode the item (%s)", lapse_strerror(rv));
+    if ((rv = apply_actions(t, cur, actions, nactions, &val, err, errlen)) != 0) {
         goto unlock;
     }
     const expiry_entry after =
