@@ -105,24 +105,45 @@ static int cond_to_pb(arena *a, const lapse_condition *cond, Lapse__Condition **
 
 /* Resolves table and checks it (the whole item, or only the key), giving the
  * partition. */
-static int prepare(lapse_client *c, const char *table, const lapse_item *it, int key_only,
-                   table_schema *t, client_target *tg, lapse_error *err)
+/* A key attribute among u's: no update may change one. */
+static int check_update_keys(const table_schema *t, const lapse_update *u, lapse_error *err)
 {
+    for (size_t i = 0; u != NULL && i < u->n; i++) {
+        if (strcmp(u->v[i].name, t->pk.name) == 0 ||
+            (t->sk.name[0] != '\0' && strcmp(u->v[i].name, t->sk.name) == 0)) {
+            return client_err(err, LAPSE_EINVAL, "cannot update key attribute \"%s\"",
+                              u->v[i].name);
+        }
+    }
+    return 0;
+}
+
+/* Checks it (a key when key_only) against table's schema, and u's actions
+ * when not NULL, and routes it: tg is the call's base partition. The schema
+ * is read in place in the client's map (client_table_pin), not copied: a
+ * single-item call is the hot path. */
+static int prepare(lapse_client *c, const char *table, const lapse_item *it, int key_only,
+                   const lapse_update *u, client_target *tg, lapse_error *err)
+{
+    const table_schema *t;
+    client_map *pin;
     int rv;
     if (c == NULL || table == NULL || it == NULL) {
         return client_err(err, LAPSE_EINVAL, "NULL argument");
     }
-    if ((rv = client_table(c, table, t, err)) != 0) {
-        return rv;
-    }
-    if ((rv = check_item(t, it->it, key_only, err)) != 0) {
+    if ((rv = client_table_pin(c, table, &t, &pin, err)) != 0) {
         return rv;
     }
     memset(tg, 0, sizeof *tg); /* a base call (CLIENT_ROUTE_BASE) */
-    tg->table = table;
-    tg->table_id = t->id;
-    tg->key = it->it;
-    return client_partition_of(t, it->it, &tg->part, err);
+    if ((rv = check_item(t, it->it, key_only, err)) == 0 &&
+        (rv = check_update_keys(t, u, err)) == 0) {
+        tg->table = table;
+        tg->table_id = t->id;
+        tg->key = it->it;
+        rv = client_partition_of(t, it->it, &tg->part, err);
+    }
+    client_map_release(pin);
+    return rv;
 }
 
 /* Moves the item of a reply into a new lapse_item (*out NULL when pb is). */
@@ -154,9 +175,8 @@ static int item_from_reply(const Lapse__Item *pb, lapse_item **out, lapse_error 
 int lapse_check_item(lapse_client *c, const char *table, const lapse_item *item, int key_only,
                      lapse_error *err)
 {
-    table_schema t;
     client_target tg;
-    int rv = prepare(c, table, item, key_only != 0, &t, &tg, err);
+    int rv = prepare(c, table, item, key_only != 0, NULL, &tg, err);
     return rv != 0 ? rv : client_ok(err);
 }
 
@@ -172,13 +192,12 @@ static int write_item(lapse_client *c, const char *table, const lapse_item *it,
     Lapse__Response *resp = NULL;
     Lapse__Item *pb_item;
     Lapse__Condition *pb_cond = NULL;
-    table_schema t;
     client_target tg;
     attr_value keep;
     arena a;
     int rv;
 
-    if ((rv = prepare(c, table, it, is_delete, &t, &tg, err)) != 0) {
+    if ((rv = prepare(c, table, it, is_delete, NULL, &tg, err)) != 0) {
         return rv;
     }
     arena_init(&a);
@@ -233,7 +252,6 @@ int lapse_get_opts(lapse_client *c, const char *table, const lapse_item *key,
     Lapse__GetItemRequest body = LAPSE__GET_ITEM_REQUEST__INIT;
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__Response *resp = NULL;
-    table_schema t;
     client_target tg;
     arena a;
     int rv;
@@ -242,7 +260,7 @@ int lapse_get_opts(lapse_client *c, const char *table, const lapse_item *key,
         return client_err(err, LAPSE_EINVAL, "NULL argument");
     }
     *out = NULL;
-    if ((rv = prepare(c, table, key, 1, &t, &tg, err)) != 0) {
+    if ((rv = prepare(c, table, key, 1, NULL, &tg, err)) != 0) {
         return rv;
     }
     arena_init(&a);
@@ -287,7 +305,6 @@ int lapse_update_item(lapse_client *c, const char *table, const lapse_item *key,
     Lapse__UpdateItemRequest body = LAPSE__UPDATE_ITEM_REQUEST__INIT;
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__Response *resp = NULL;
-    table_schema t;
     client_target tg;
     attr_value keep;
     arena a;
@@ -299,15 +316,8 @@ int lapse_update_item(lapse_client *c, const char *table, const lapse_item *key,
     if (u == NULL) {
         return client_err(err, LAPSE_EINVAL, "NULL argument");
     }
-    if ((rv = prepare(c, table, key, 1, &t, &tg, err)) != 0) {
+    if ((rv = prepare(c, table, key, 1, u, &tg, err)) != 0) {
         return rv;
-    }
-    for (size_t i = 0; i < u->n; i++) {
-        if (strcmp(u->v[i].name, t.pk.name) == 0 ||
-            (t.sk.name[0] != '\0' && strcmp(u->v[i].name, t.sk.name) == 0)) {
-            return client_err(err, LAPSE_EINVAL, "cannot update key attribute \"%s\"",
-                              u->v[i].name);
-        }
     }
     arena_init(&a);
     item_value_init_null(&keep);

@@ -255,7 +255,7 @@ void lapse_close(lapse_client *c)
     }
     free(c->conns);
     rpc_client_close(c->coord);
-    pmap_free(c->map);
+    client_map_release(c->map_pin);
     free(c->map_cache);
     free(c->admin_token);
     pthread_mutex_destroy(&c->mu);
@@ -302,19 +302,40 @@ void lapse_free(void *p)
     free(p);
 }
 
+struct client_map {
+    pmap *pm; /* owned */
+    atomic_int holders;
+};
+
+void client_map_release(client_map *pin)
+{
+    if (pin != NULL && atomic_fetch_sub(&pin->holders, 1) == 1) {
+        pmap_free(pin->pm);
+        free(pin);
+    }
+}
+
 /* Makes pm the client's map unless the one it has is newer; takes pm. */
 static void install_map(lapse_client *c, pmap *pm)
 {
+    client_map *h = malloc(sizeof(*h));
+    if (h == NULL) {
+        pmap_free(pm); /* keep the map we have */
+        return;
+    }
+    h->pm = pm;
+    atomic_init(&h->holders, 1);
     pthread_mutex_lock(&c->mu);
-    pmap *old = c->map;
-    if (old != NULL && old->version > pm->version) {
-        old = pm; /* a node's map can lag the coordinators' */
+    client_map *old = c->map_pin;
+    if (c->map != NULL && c->map->version > pm->version) {
+        old = h; /* a node's map can lag the coordinators' */
     } else {
         c->map = pm;
+        c->map_pin = h;
         c->map_mono_ms = clock_mono_now().ms;
     }
     pthread_mutex_unlock(&c->mu);
-    pmap_free(old);
+    client_map_release(old);
 }
 
 /* No coordinator answers: the newest map of the nodes of the map we have,
@@ -408,19 +429,34 @@ void client_refresh_suspect(lapse_client *c, int64_t left_ms)
 
 int client_table(lapse_client *c, const char *name, table_schema *out, lapse_error *err)
 {
+    const table_schema *t;
+    client_map *pin;
+    int rv = client_table_pin(c, name, &t, &pin, err);
+    if (rv == 0) {
+        *out = *t;
+        client_map_release(pin);
+    }
+    return rv;
+}
+
+int client_table_pin(lapse_client *c, const char *name, const table_schema **out, client_map **pin,
+                     lapse_error *err)
+{
+    *out = NULL;
+    *pin = NULL;
     if (name == NULL || name[0] == '\0') {
         return client_err(err, LAPSE_EINVAL, "no table name given");
     }
     for (int attempt = 0; attempt < 2; attempt++) {
-        int found = 0;
         pthread_mutex_lock(&c->mu);
         const pmap_table *t = c->map != NULL ? pmap_table_find(c->map, name) : NULL;
         if (t != NULL) {
-            *out = t->schema;
-            found = 1;
+            *out = &t->schema;
+            *pin = c->map_pin;
+            atomic_fetch_add(&c->map_pin->holders, 1);
         }
         pthread_mutex_unlock(&c->mu);
-        if (found) {
+        if (*out != NULL) {
             return 0;
         }
         if (attempt == 0) {

@@ -73,6 +73,11 @@ struct lapse_page {
     struct lapse_item *last_key; /* owned; NULL when the range is done */
 };
 
+/* A map with the count of its holders (the client while it is current,
+ * and every call reading a schema in it: client_table_pin); freed by the
+ * last one. */
+typedef struct client_map client_map;
+
 typedef struct node_conn {
     char url[PMAP_MAX_ADDR];
     rpc_client *rpc; /* owned */
@@ -86,11 +91,12 @@ struct lapse_client {
     atomic_uint read_turn;   /* spreads eventually consistent reads (client_route_of) */
     atomic_int map_suspect;  /* a call gave up on a node that did not answer (client_map_suspect) */
     pthread_mutex_t mu;      /* guards the fields below */
-    pmap *map;               /* owned cached map; replaced whole on refresh */
+    pmap *map;               /* cached map; replaced whole on refresh */
+    client_map *map_pin;     /* owned reference to map's holder (NULL with map) */
     int64_t map_mono_ms;     /* when map was installed (clock_mono) */
     char *map_cache;         /* owned; fixed: the map cache file (mapsrc.c), NULL: none */
     _Atomic uint64_t cache_version; /* the map version last written there */
-    node_conn *conns;        /* owned array: one shared rpc client per node URL */
+    node_conn *conns;               /* owned array: one shared rpc client per node URL */
     size_t nconns, capconns;
     char *admin_token; /* owned; NULL: none */
 };
@@ -133,11 +139,16 @@ void client_map_suspect(lapse_client *c, int rv);
  * most two thirds of left_ms on it. */
 void client_refresh_suspect(lapse_client *c, int64_t left_ms);
 
-
 /* Copies the schema of table name into *out. A table missing from the cached
  * map triggers one refresh; still missing: LAPSE_ENOTFOUND
  * "table \"X\" does not exist". */
 int client_table(lapse_client *c, const char *name, table_schema *out, lapse_error *err);
+/* client_table without the copy (a schema is ~20 KB): *out points into the
+ * client's map, which stays valid, even if a newer one replaces it, until
+ * client_map_release(*pin). */
+int client_table_pin(lapse_client *c, const char *name, const table_schema **out, client_map **pin,
+                     lapse_error *err);
+void client_map_release(client_map *pin); /* accepts NULL */
 
 /* The partition of key (an item carrying at least t's partition key). Returns
  * 0 or LAPSE_EINVAL when the partition key is missing or of the wrong type. */
