@@ -231,16 +231,6 @@ const char *rpc_client_url(const rpc_client *c)
     return c->url;
 }
 
-/* Sends m (always consumed) on a fresh context and waits for the reply until
- * timeout_ms from now. On success the caller frees *reply with nng_msg_free. */
-/* One exchange in flight: its context, aio and state. */
-typedef struct inflight {
-    nng_ctx ctx;
-    nng_aio *aio;
-    int open; /* ctx opened */
-    int sent; /* the send completed and a receive is posted */
-} inflight;
-
 /* One message exchange of a group: msg (consumed) goes to client; on return
  * reply holds the reply message (caller frees) or rv a Lapse code with err. */
 typedef struct exchange {
@@ -267,43 +257,54 @@ static void exchange_fail(exchange *x, int nrv, int timeout_ms)
     }
 }
 
-/* One exchange driven by its aio's callback: the send's completion posts
- * the receive on NNG's thread, so the caller sleeps once, until the reply
- * (or the failure) is in. */
-typedef struct one_exchange {
+/*
+ * The exchanges of one exchange_all, each driven by its aio's callback: a
+ * send's completion posts the receive on NNG's thread, and the last reply
+ * (or failure) in wakes the caller, who sleeps once however many there are.
+ */
+typedef struct xgroup {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int done; /* guarded by mu */
-    int receiving;
-    int rv; /* NNG's result */
+    size_t left; /* exchanges not ended; guarded by mu */
+} xgroup;
+
+typedef struct inflight {
+    xgroup *g;
     nng_ctx ctx;
     nng_aio *aio;
+    int open;      /* ctx opened */
+    int started;   /* sent: ends in inflight_cb */
+    int receiving; /* the send completed and a receive is posted */
+    int rv;        /* NNG's result */
     clock_mono deadline;
     nng_msg *reply;
-} one_exchange;
+} inflight;
 
-static void one_done(one_exchange *f, int rv)
+static void inflight_end(inflight *f, int rv)
 {
-    pthread_mutex_lock(&f->mu);
+    xgroup *g = f->g;
+    pthread_mutex_lock(&g->mu);
     f->rv = rv;
-    f->done = 1;
-    pthread_cond_signal(&f->cv);
-    pthread_mutex_unlock(&f->mu);
+    if (--g->left == 0) {
+        pthread_cond_signal(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
 }
 
-static void one_cb(void *arg)
+static void inflight_cb(void *arg)
 {
-    one_exchange *f = arg;
+    inflight *f = arg;
     int rv = nng_aio_result(f->aio);
     if (!f->receiving) {
         if (rv != 0) {
             nng_msg_free(nng_aio_get_msg(f->aio)); /* a failed send leaves it with us */
             nng_aio_set_msg(f->aio, NULL);
-            one_done(f, rv);
+            inflight_end(f, rv);
             return;
         }
-        /* As exchange_all's: a reply already in is taken even when the
-         * deadline passed while the send waited. */
+        /* The deadline may have passed while the send waited for its
+         * (dead) peer; the reply may be in by now, and a receive with a
+         * zero timeout still takes a reply the context already holds. */
         f->receiving = 1;
         int64_t left = clock_mono_remaining_ms(f->deadline);
         nng_aio_set_timeout(f->aio, left > 0 ? (nng_duration)left : NNG_DURATION_ZERO);
@@ -314,64 +315,16 @@ static void one_cb(void *arg)
         f->reply = nng_aio_get_msg(f->aio);
         nng_aio_set_msg(f->aio, NULL);
     }
-    one_done(f, rv);
-}
-
-/* exchange_all of one exchange (x->msg not NULL). */
-static void exchange_one(exchange *x, int timeout_ms)
-{
-    one_exchange f = {.deadline = clock_mono_after_ms(timeout_ms)};
-    int nrv;
-    x->reply = NULL;
-    x->rv = 0;
-    x->peer = pick_peer(x->client);
-    pthread_mutex_init(&f.mu, NULL);
-    pthread_cond_init(&f.cv, NULL);
-    if ((nrv = nng_ctx_open(&f.ctx, x->client->peers[x->peer].sock)) != 0) {
-        nng_msg_free(x->msg);
-        exchange_fail(x, nrv, timeout_ms);
-        goto out;
-    }
-    if ((nrv = nng_aio_alloc(&f.aio, one_cb, &f)) != 0) {
-        nng_msg_free(x->msg);
-        exchange_fail(x, nrv, timeout_ms);
-        (void)nng_ctx_close(f.ctx);
-        goto out;
-    }
-    (void)nng_ctx_set_ms(f.ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    nng_aio_set_timeout(f.aio, timeout_ms);
-    nng_aio_set_msg(f.aio, x->msg);
-    nng_ctx_send(f.ctx, f.aio);
-    pthread_mutex_lock(&f.mu);
-    while (!f.done) {
-        pthread_cond_wait(&f.cv, &f.mu);
-    }
-    pthread_mutex_unlock(&f.mu);
-    nng_aio_free(f.aio); /* waits for the callback to return */
-    (void)nng_ctx_close(f.ctx);
-    if (f.rv == 0) {
-        x->reply = f.reply;
-    } else {
-        exchange_fail(x, f.rv, timeout_ms);
-    }
-out:
-    pthread_cond_destroy(&f.cv);
-    pthread_mutex_destroy(&f.mu);
+    inflight_end(f, rv);
 }
 
 /*
  * Runs n exchanges at once, each on its own context, so n messages to n
- * peers take about one round trip. Three passes: send all; for each, wait
- * for its send and post its receive; wait for each receive. Every wait is
- * bounded by the one shared deadline. Exchanges whose msg is NULL are
- * skipped (their rv is left as it is).
+ * peers take about one round trip, bounded by the one shared deadline.
+ * Exchanges whose msg is NULL are skipped (their rv is left as it is).
  */
 static void exchange_all(exchange *xs, size_t n, int timeout_ms)
 {
-    if (n == 1 && xs[0].msg != NULL) {
-        exchange_one(&xs[0], timeout_ms);
-        return;
-    }
     inflight one;
     inflight *fl = n <= 1 ? &one : calloc(n, sizeof(*fl));
     clock_mono deadline = clock_mono_after_ms(timeout_ms);
@@ -387,61 +340,59 @@ static void exchange_all(exchange *xs, size_t n, int timeout_ms)
         return;
     }
     memset(fl, 0, (n ? n : 1) * sizeof(*fl));
+    xgroup g = {.left = 0};
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
     for (size_t i = 0; i < n; i++) {
         exchange *x = &xs[i];
+        inflight *f = &fl[i];
         if (x->msg == NULL) {
             continue;
         }
         x->reply = NULL;
         x->rv = 0;
         x->peer = pick_peer(x->client);
-        if ((nrv = nng_ctx_open(&fl[i].ctx, x->client->peers[x->peer].sock)) != 0 ||
-            (fl[i].open = 1, nrv = nng_aio_alloc(&fl[i].aio, NULL, NULL)) != 0) {
+        f->g = &g;
+        f->deadline = deadline;
+        if ((nrv = nng_ctx_open(&f->ctx, x->client->peers[x->peer].sock)) != 0 ||
+            (f->open = 1, nrv = nng_aio_alloc(&f->aio, inflight_cb, f)) != 0) {
             nng_msg_free(x->msg);
             exchange_fail(x, nrv, timeout_ms);
             continue;
         }
-        (void)nng_ctx_set_ms(fl[i].ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-        nng_aio_set_timeout(fl[i].aio, timeout_ms);
-        nng_aio_set_msg(fl[i].aio, x->msg);
-        nng_ctx_send(fl[i].ctx, fl[i].aio);
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (xs[i].msg == NULL || xs[i].rv != 0) {
-            continue;
-        }
-        nng_aio_wait(fl[i].aio);
-        if ((nrv = nng_aio_result(fl[i].aio)) != 0) {
-            nng_msg_free(nng_aio_get_msg(fl[i].aio)); /* a failed send leaves it with us */
-            exchange_fail(&xs[i], nrv, timeout_ms);
-            continue;
-        }
-        /* The deadline may have passed while an earlier exchange's send
-         * waited for its (dead) peer; this exchange's reply may be in by
-         * now, and a receive with a zero timeout still takes a reply the
-         * context already holds. Failing it unasked would blame a healthy
-         * peer for another's silence. */
+        (void)nng_ctx_set_ms(f->ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
         int64_t left = clock_mono_remaining_ms(deadline);
-        nng_aio_set_timeout(fl[i].aio, left > 0 ? (nng_duration)left : NNG_DURATION_ZERO);
-        nng_ctx_recv(fl[i].ctx, fl[i].aio);
-        fl[i].sent = 1;
+        nng_aio_set_timeout(f->aio, left > 0 ? (nng_duration)left : NNG_DURATION_ZERO);
+        nng_aio_set_msg(f->aio, x->msg);
+        f->started = 1;
+        pthread_mutex_lock(&g.mu);
+        g.left++;
+        pthread_mutex_unlock(&g.mu);
+        nng_ctx_send(f->ctx, f->aio);
     }
+    pthread_mutex_lock(&g.mu);
+    while (g.left > 0) {
+        pthread_cond_wait(&g.cv, &g.mu);
+    }
+    pthread_mutex_unlock(&g.mu);
     for (size_t i = 0; i < n; i++) {
-        if (fl[i].sent) {
-            nng_aio_wait(fl[i].aio);
-            if ((nrv = nng_aio_result(fl[i].aio)) == 0) {
-                xs[i].reply = nng_aio_get_msg(fl[i].aio);
+        inflight *f = &fl[i];
+        if (f->aio != NULL) {
+            nng_aio_free(f->aio); /* waits for its callback to return */
+        }
+        if (f->open) {
+            (void)nng_ctx_close(f->ctx);
+        }
+        if (f->started) {
+            if (f->rv == 0) {
+                xs[i].reply = f->reply;
             } else {
-                exchange_fail(&xs[i], nrv, timeout_ms);
+                exchange_fail(&xs[i], f->rv, timeout_ms);
             }
         }
-        if (fl[i].aio != NULL) {
-            nng_aio_free(fl[i].aio);
-        }
-        if (fl[i].open) {
-            (void)nng_ctx_close(fl[i].ctx);
-        }
     }
+    pthread_cond_destroy(&g.cv);
+    pthread_mutex_destroy(&g.mu);
     if (fl != &one) {
         free(fl);
     }
