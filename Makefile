@@ -70,8 +70,12 @@ netns-status:
 install: build
 	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
+# The request path against Redis (docs/benchmarks.md, "The lean request path"):
+# Redis alone first (redis-benchmark), then Lapse's workloads, then the ratios.
 bench: build
-	@$(BUILD)/bin/lapse-bench
+	@bench/install-redis.sh
+	@$(BUILD)/bin/lapse-bench --vs-redis --threads 16 --value-bytes 100 --seconds 10 \
+	  --workloads put,batch-put,get --replication 1,3
 
 # Long chaos profile (docs/chaos.md): 3 seeds of 540 s of mixed faults each (over
 # a thousand faults in all), a

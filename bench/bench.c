@@ -5,7 +5,7 @@
  *   lapse-bench [--coordinator URL] [--threads N] [--seconds S] [--warmup S]
  *               [--batch N] [--value-bytes N] [--bin-dir DIR]
  *               [--workloads put,batch-put,get,batch-get,query]
- *               [--replication 1,3] [--etcd N] [--partitions N]
+ *               [--replication 1,3] [--etcd N] [--partitions N] [--vs-redis]
  *
  * Without --coordinator it starts its own cluster (tests/cluster.h) from
  * --bin-dir (default ./build/bin) and stops it at the end. Each workload runs
@@ -22,6 +22,14 @@
  * docs/benchmarks.md). --etcd N starts N etcd members and runs the
  * coordinator and nodes on them, as in production (node leases fence the
  * primaries); 0 (the default) keeps the catalog in the coordinator.
+ * --vs-redis (what `make bench` runs) first measures Redis alone on the
+ * machine with redis-benchmark, at the same concurrency (-c threads) and
+ * value size, in two configurations: AOF with fsync every second (what a
+ * durable put is compared with) and Redis's defaults (RDB snapshots, no
+ * AOF: its fastest that keeps data), each on a free loopback port, stopped
+ * before the Lapse cluster starts; then the Lapse workloads, then the
+ * ratios (issue 16's bar: single gets >= 0.5x Redis's GET, single puts >=
+ * 0.35x its SET with AOF everysec, p99 <= 2 ms).
  * --partitions sets the tables' partitions (default 64; 1 puts every
  * write on one partition: concurrent writes then share replication
  * rounds, group commit).
@@ -33,11 +41,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../client/lapse.h"
 #include "../tests/cluster.h"
 #include "bench_util.h"
+#include "redis_peer.h"
 
 enum { MAX_THREADS = 64, MAX_SAMPLES = 1 << 21 };
 
@@ -51,10 +62,12 @@ typedef struct config {
     int warmup_s; /* seconds of each workload before anything is counted */
     int batch;
     int value_bytes;
-    int keys_loaded; /* keys 0..keys_loaded-1 exist in table (set by put/batch) */
-    int rf;          /* copies per partition of the tables measured now */
-    int partitions;  /* of each table */
-    int pids[3];     /* the nodes' processes when the bench started them, else 0 */
+    int keys_loaded;    /* keys 0..keys_loaded-1 exist in table (set by put/batch) */
+    int rf;             /* copies per partition of the tables measured now */
+    int partitions;     /* of each table */
+    int pids[3];        /* the nodes' processes when the bench started them, else 0 */
+    double rate[4][5];  /* calls/s of each workload at rf 1..3 (0: not run) */
+    uint32_t p99[4][5]; /* and its p99, µs */
     char table[32], qtable[32];
 } config;
 
@@ -207,6 +220,94 @@ static const char *witems(workload w)
     return items[w];
 }
 
+/* Measures Redis alone: redis-benchmark at the run's concurrency and value
+ * size, with AOF everysec ([0]) and with Redis's defaults ([1]). */
+static int redis_peer(const config *cfg, redis_rate set[2], redis_rate get[2])
+{
+    static const char *const names[] = {"aof-everysec", "default"};
+    redis_print_version();
+    for (int k = 0; k < 2; k++) {
+        char dir[] = "/tmp/lapse-bench-redis-XXXXXX";
+        if (mkdtemp(dir) == NULL) {
+            fprintf(stderr, "lapse-bench: mkdtemp: cannot make Redis's directory\n");
+            return -1;
+        }
+        const char *aof[] = {"--dir",         dir,        "--save", "", "--appendonly", "yes",
+                             "--appendfsync", "everysec", NULL};
+        const char *dflt[] = {"--dir", dir, NULL};
+        int port = cluster_free_port();
+        fprintf(stderr, "redis (%s): redis-benchmark -c %d -d %d on port %d\n", names[k],
+                cfg->threads, cfg->value_bytes, port);
+        pid_t pid = redis_spawn(port, k == 0 ? aof : dflt);
+        int rv = pid > 0 && redis_wait(port, 5000) == 0
+                     ? redis_bench(port, cfg->threads, cfg->value_bytes, 120000L * cfg->seconds,
+                                   1000000L, &set[k], &get[k])
+                     : -1;
+        if (pid > 0) {
+            kill(pid, SIGTERM);
+            waitpid(pid, NULL, 0);
+        }
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "lapse-bench: could not remove %s\n", dir);
+        }
+        if (rv != 0) {
+            fprintf(stderr,
+                    "lapse-bench: Redis (%s) could not be measured: are redis-server "
+                    "and redis-benchmark installed (bench/install-redis.sh)?\n",
+                    names[k]);
+            return -1;
+        }
+        for (int g = 0; g < 2; g++) {
+            const redis_rate *r = g ? &get[k] : &set[k];
+            printf(
+                "redis     %-3s config=%-12s clients=%-3d calls/s=%-8.0f p50=%.0fus p99=%.0fus\n",
+                g ? "GET" : "SET", names[k], cfg->threads, r->rps, r->p50_ms * 1000,
+                r->p99_ms * 1000);
+        }
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* One line of the verdict: Lapse's rate against Redis's, and the bar. */
+static void ratio_line(const char *what, double lapse, uint32_t p99_us, double redis,
+                       const char *against, double bar)
+{
+    double x = redis > 0 ? lapse / redis : 0;
+    printf("# vs redis: %-9s %8.0f/s against %-28s %8.0f/s = %.2fx (bar %.2fx: %s), "
+           "p99 %.2f ms (bar 2 ms: %s)\n",
+           what, lapse, against, redis, x, bar, x >= bar ? "met" : "NOT met",
+           (double)p99_us / 1000.0, p99_us <= 2000 ? "met" : "NOT met");
+}
+
+static void print_ratios(const config *cfg, const redis_rate set[2], const redis_rate get[2],
+                         const int *rfs, int nrf)
+{
+    double best_get = get[0].rps > get[1].rps ? get[0].rps : get[1].rps;
+    for (int r = 0; r < nrf; r++) {
+        int rf = rfs[r];
+        char what[32];
+        if (rf < 1 || rf > 3) {
+            continue;
+        }
+        if (cfg->rate[rf][W_GET] > 0) {
+            snprintf(what, sizeof(what), "get rf=%d", rf);
+            ratio_line(what, cfg->rate[rf][W_GET], cfg->p99[rf][W_GET], best_get,
+                       "GET (the faster config)", 0.5);
+        }
+        if (cfg->rate[rf][W_PUT] > 0) {
+            snprintf(what, sizeof(what), "put rf=%d", rf);
+            ratio_line(what, cfg->rate[rf][W_PUT], cfg->p99[rf][W_PUT], set[0].rps,
+                       "SET (AOF everysec)", 0.35);
+            ratio_line(what, cfg->rate[rf][W_PUT], cfg->p99[rf][W_PUT], set[1].rps,
+                       "SET (Redis's defaults)", 0.35);
+        }
+    }
+    fflush(stdout);
+}
+
 /* CPU seconds used by this process and the nodes; -1 when the nodes are
  * not ours (--coordinator) or one cannot be read. */
 static double cpu_all_s(const config *cfg)
@@ -286,6 +387,10 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
            wname(wl), cfg->rf, cfg->threads, (double)nlat / elapsed, (double)ops / elapsed,
            witems(wl), nlat, PCT(0.5), PCT(0.9), PCT(0.99), PCT(0.999), nlat ? all[nlat - 1] : 0,
            errors);
+    if (cfg->rf >= 1 && cfg->rf <= 3 && errors == 0) {
+        cfg->rate[cfg->rf][wl] = (double)nlat / elapsed;
+        cfg->p99[cfg->rf][wl] = PCT(0.99);
+    }
 #undef PCT
     if (cpu0 >= 0 && cpu1 >= 0 && nlat > 0) {
         /* Over the measured seconds (the threads' last calls, after stop
@@ -367,7 +472,7 @@ static void usage(void)
     fprintf(stderr, "usage: lapse-bench [--coordinator URL] [--threads N] [--seconds S] "
                     "[--warmup S] [--batch N] [--value-bytes N] [--bin-dir DIR] "
                     "[--workloads put,batch-put,get,batch-get,query] [--replication 1,3] "
-                    "[--etcd N] [--partitions N]\n");
+                    "[--etcd N] [--partitions N] [--vs-redis]\n");
 }
 
 int main(int argc, char **argv)
@@ -383,12 +488,17 @@ int main(int argc, char **argv)
     const char *workloads = "put,batch-put,get,batch-get,query";
     const char *replication = "1";
     int etcd = 0;
+    int vs_redis = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0) {
             usage();
             return 0;
+        }
+        if (strcmp(a, "--vs-redis") == 0) {
+            vs_redis = 1;
+            continue;
         }
         if (v == NULL) {
             usage();
@@ -441,6 +551,10 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    redis_rate rset[2], rget[2]; /* [0] AOF everysec, [1] Redis's defaults */
+    if (vs_redis && redis_peer(&cfg, rset, rget) != 0) {
+        return 1;
+    }
     cluster *cl = NULL;
     const char *url = cfg.coordinator;
     if (url == NULL) {
@@ -505,5 +619,8 @@ int main(int argc, char **argv)
     }
     lapse_close(c);
     cluster_free(cl, 1);
+    if (vs_redis) {
+        print_ratios(&cfg, rset, rget, rfs, nrf);
+    }
     return 0;
 }

@@ -4,9 +4,7 @@
  * read would expire them lazily); a key's lag comes from the keyspace
  * notification its active-expiry deletion publishes.
  */
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +12,10 @@
 #include <unistd.h>
 
 #include "../tests/cluster.h"
+#include "redis_peer.h"
 #include "resp.h"
 #include "bench_util.h"
 #include "ttl_bench_redis.h"
-
-extern char **environ;
 
 /* ======================================================================== */
 /* Redis                                                                    */
@@ -33,32 +30,15 @@ typedef struct redis_run {
 /* effort: active-expire-effort (1 to 10), 0: Redis's default (1). */
 static int redis_start(redis_run *r, int effort)
 {
-    char port[16], eff[16];
+    char eff[16];
     r->port = cluster_free_port();
-    snprintf(port, sizeof(port), "%d", r->port);
     snprintf(eff, sizeof(eff), "%d", effort > 0 ? effort : 1);
-    char *argv[] = {"redis-server",
-                    "--port",
-                    port,
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--loglevel",
-                    "warning",
-                    "--active-expire-effort",
-                    eff,
-                    NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY | O_CREAT, 0644);
-    if (posix_spawnp(&r->pid, "redis-server", &fa, NULL, argv, environ) != 0) {
-        posix_spawn_file_actions_destroy(&fa);
+    const char *args[] = {"--save",     "",        "--appendonly",           "no",
+                          "--loglevel", "warning", "--active-expire-effort", eff,
+                          NULL};
+    if ((r->pid = redis_spawn(r->port, args)) < 0) {
         return -1;
     }
-    posix_spawn_file_actions_destroy(&fa);
     for (int i = 0; i < 200 && (r->cmd = resp_connect(r->port)) == NULL; i++) {
         sleep_ms(20);
     }
@@ -72,37 +52,6 @@ static int redis_start(redis_run *r, int effort)
     resp_send(r->cmd, 4, cfg);
     resp_flush(r->cmd);
     return resp_read(r->cmd, err, sizeof(err));
-}
-
-void redis_print_version(void)
-{
-    int fd[2];
-    pid_t pid;
-    char out[256] = "";
-    char *argv[] = {"redis-server", "--version", NULL};
-    posix_spawn_file_actions_t fa;
-    if (pipe(fd) != 0) {
-        return;
-    }
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fd[0]);
-    int rv = posix_spawnp(&pid, "redis-server", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fd[1]);
-    if (rv == 0) {
-        size_t n = 0;
-        ssize_t k;
-        while (n + 1 < sizeof(out) && (k = read(fd[0], out + n, sizeof(out) - 1 - n)) > 0) {
-            n += (size_t)k;
-        }
-        out[n] = '\0';
-        out[strcspn(out, "\n")] = '\0';
-        waitpid(pid, NULL, 0);
-    }
-    close(fd[0]);
-    printf("# redis: %s\n", out[0] != '\0' ? out : "redis-server --version gave nothing");
-    fflush(stdout);
 }
 
 static void redis_stop(redis_run *r)

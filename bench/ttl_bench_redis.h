@@ -7,11 +7,8 @@
 
 #include <stdint.h>
 
+#include "redis_peer.h"
 #include "ttl_bench_common.h"
-
-/* Prints "# redis: " and what `redis-server --version` says (the version
- * every Redis figure of the run is from). */
-void redis_print_version(void);
 
 /* The Redis peer of the steady and burst workloads (redis-server required). */
 void redis_steady(const config *cfg);
