@@ -75,35 +75,13 @@ static double nodes_cpu_s(cluster *cl)
 {
     double sum = 0;
     for (int i = 1; i <= cluster_nodes(cl); i++) {
-        char path[64], line[1024];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)cluster_pid(cl, i));
-        FILE *f = fopen(path, "r");
-        if (f == NULL) {
+        double s = cpu_of_pid_s((int)cluster_pid(cl, i));
+        if (s < 0) {
             return -1;
         }
-        size_t n = fread(line, 1, sizeof(line) - 1, f);
-        fclose(f);
-        line[n] = '\0';
-        /* Fields 14 and 15 (utime, stime), counted after the ")" that ends
-         * the command name. */
-        const char *p = strrchr(line, ')');
-        unsigned long long ut = 0, st = 0;
-        if (p == NULL ||
-            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) {
-            return -1;
-        }
-        sum += (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+        sum += s;
     }
     return sum;
-}
-
-/* CPU seconds this process (the readers, samplers, loaders) used so far. */
-static double self_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 /* Prints p50/p99/max of lag[0..n) (ms, sorted here). */
@@ -353,7 +331,7 @@ static int expiry(lapse_client *c, const config *cfg)
             sleep_ms(plan.t0_ms - 100 - wall_ms());
         }
         cpu0 = nodes_cpu_s(cfg->cl);
-        self0 = self_cpu_s();
+        self0 = cpu_self_s();
     }
     if (rv == 0) {
         enum { SAMPLE = 500 };
@@ -373,7 +351,7 @@ static int expiry(lapse_client *c, const config *cfg)
             sleep_ms(200);
         }
         fprintf(stderr, "\n");
-        double cpu1 = nodes_cpu_s(cfg->cl), self1 = self_cpu_s();
+        double cpu1 = nodes_cpu_s(cfg->cl), self1 = cpu_self_s();
         stream_follow_stop(f);
         size_t m = 0;
         for (long long i = 0; i < total; i++) {

@@ -291,24 +291,35 @@ static void inflight_end(inflight *f, int rv)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* An exchange's send on ctx completed with rv: on success, sets
+ * *receiving (before the receive is posted: its completion may run at
+ * once, on another thread) and posts the receive of the reply; on failure,
+ * frees the message the send left with us and returns 0. The deadline may
+ * have passed while the send waited for its (dead) peer; the reply may be
+ * in by now, and a receive with a zero timeout still takes a reply the
+ * context holds. */
+static int send_done(nng_aio *aio, nng_ctx ctx, int rv, clock_mono deadline, int *receiving)
+{
+    if (rv != 0) {
+        nng_msg_free(nng_aio_get_msg(aio));
+        nng_aio_set_msg(aio, NULL);
+        return 0;
+    }
+    *receiving = 1;
+    int64_t left = clock_mono_remaining_ms(deadline);
+    nng_aio_set_timeout(aio, left > 0 ? (nng_duration)left : NNG_DURATION_ZERO);
+    nng_ctx_recv(ctx, aio);
+    return 1;
+}
+
 static void inflight_cb(void *arg)
 {
     inflight *f = arg;
     int rv = nng_aio_result(f->aio);
     if (!f->receiving) {
-        if (rv != 0) {
-            nng_msg_free(nng_aio_get_msg(f->aio)); /* a failed send leaves it with us */
-            nng_aio_set_msg(f->aio, NULL);
+        if (!send_done(f->aio, f->ctx, rv, f->deadline, &f->receiving)) {
             inflight_end(f, rv);
-            return;
         }
-        /* The deadline may have passed while the send waited for its
-         * (dead) peer; the reply may be in by now, and a receive with a
-         * zero timeout still takes a reply the context already holds. */
-        f->receiving = 1;
-        int64_t left = clock_mono_remaining_ms(f->deadline);
-        nng_aio_set_timeout(f->aio, left > 0 ? (nng_duration)left : NNG_DURATION_ZERO);
-        nng_ctx_recv(f->ctx, f->aio);
         return;
     }
     if (rv == 0) {
@@ -767,18 +778,9 @@ static void frame_cb(void *arg)
     frame *f = arg;
     int nrv = nng_aio_result(f->aio);
     if (!f->receiving) {
-        if (nrv != 0) {
-            nng_msg_free(nng_aio_get_msg(f->aio)); /* a failed send leaves it with us */
-            nng_aio_set_msg(f->aio, NULL);
+        if (!send_done(f->aio, f->ctx, nrv, f->deadline, &f->receiving)) {
             frame_end(f, NULL, nrv, 0, "");
-            return;
         }
-        /* As exchange_all's: a reply already in is taken even when the
-         * deadline passed while the send waited. */
-        f->receiving = 1;
-        int64_t left = clock_mono_remaining_ms(f->deadline);
-        nng_aio_set_timeout(f->aio, left > 0 ? (nng_duration)left : NNG_DURATION_ZERO);
-        nng_ctx_recv(f->ctx, f->aio);
         return;
     }
     nng_msg *reply = NULL;

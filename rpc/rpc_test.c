@@ -287,7 +287,9 @@ static void *caller_run(void *arg)
     caller *c = arg;
     char err[256];
     for (int i = 0; i < c->calls; i++) {
-        if (heartbeat(c->cli, c->base + (uint32_t)i, 0, 5000, err, sizeof err) != 0) {
+        int rv = heartbeat(c->cli, c->base + (uint32_t)i, 0, 5000, err, sizeof err);
+        if (rv != 0) {
+            fprintf(stderr, "heartbeat %d failed: %d %s\n", i, rv, err);
             c->failures++;
         }
     }
