@@ -362,11 +362,11 @@ void node_close(node_server *ns)
     registry_close(ns, 1); /* our key goes: the coordinators see us DOWN now */
     STEP("streams_stop");
     streams_stop(ns->streams); /* long polls answer now; retention stops */
+    STEP("telemetry_stop");
+    telemetry_stop(ns); /* the endpoint reads the RPC server, TTL engine, shipper and store */
     STEP("rpc_server_close");
     rpc_server_close(ns->srv); /* waits for running handlers */
     ns->srv = NULL;
-    STEP("telemetry_stop");
-    telemetry_stop(ns); /* the endpoint reads the TTL engine, shipper and store */
     STEP("expire_close");
     expire_close(ns->ttl); /* its threads finish their current step */
     ns->ttl = NULL;

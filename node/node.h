@@ -115,6 +115,8 @@ typedef struct node_server {
     pthread_rwlock_t map_lock;  /* guards the map pointer, not the map */
     node_map *map;              /* current map; readers take a reference */
     pthread_mutex_t apply_lock; /* serializes maps_apply: drop, persist, swap */
+    atomic_ullong rpc_seen[4];  /* the RPC server's counts at the last collect
+                                   (telemetry.c: frames, coalesced, calls, quick) */
     atomic_ullong promotions;   /* sets this node became primary of by failover
                                    (pmap_promotions over the maps it applied), not
                                    yet added to the metrics (telemetry.c takes them) */

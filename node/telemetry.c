@@ -87,9 +87,34 @@ void telemetry_count_rpc(node_server *ns, const Lapse__Request *req, const Lapse
                         labels, 1);
 }
 
+/* The RPC server's frames and calls since the last collect. */
+static void collect_rpc(node_server *ns, metrics *m)
+{
+    if (ns->srv == NULL) {
+        return;
+    }
+    rpc_server_count n;
+    rpc_server_counts(ns->srv, &n);
+    const uint64_t now[4] = {n.frames, n.coalesced, n.calls, n.quick};
+    static const char *const name[4] = {"lapse_rpc_frames_total",
+                                        "lapse_rpc_coalesced_frames_total", "lapse_rpc_calls_total",
+                                        "lapse_rpc_quick_calls_total"};
+    static const char *const help[4] = {
+        "Requests received, a coalesced frame of several calls counting once" METRICS_SINCE_START,
+        "Of them, coalesced frames (docs/wire-protocol.md)" METRICS_SINCE_START,
+        "Calls served, each call of a coalesced frame counting once" METRICS_SINCE_START,
+        "Of them, quick calls served on the receiving thread, with no hand-off to a "
+        "worker" METRICS_SINCE_START};
+    for (int i = 0; i < 4; i++) {
+        uint64_t was = atomic_exchange(&ns->rpc_seen[i], now[i]);
+        metrics_counter_add(m, name[i], help[i], NULL, now[i] >= was ? (double)(now[i] - was) : 0);
+    }
+}
+
 static void collect(void *arg, metrics *m)
 {
     node_server *ns = arg;
+    collect_rpc(ns, m);
     if (ns->ttl != NULL) {
         expire_collect(ns->ttl, m);
     }

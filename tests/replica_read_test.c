@@ -14,7 +14,10 @@
  *    switch makes it refuse their records) refuses eventually consistent
  *    reads from then on, so it never serves its older items: liblapse's
  *    reads, sent there by a map that still says it is in sync, end at the
- *    primary and read the latest values. Healed, it rejoins and matches.
+ *    primary and read the latest values. Healed, it rejoins and matches;
+ *  - sixteen writers share replication rounds and calls (group commit), and
+ *    on a table of one copy their puts and gets share frames and are served
+ *    quick (docs/wire-protocol.md, "Coalesced calls"), from /metrics.
  */
 #include "testutil.h"
 
@@ -612,6 +615,51 @@ static void test_writes_to_many_partitions_share_calls(void **state)
     assert_true(calls > 0 && calls < 2 * rounds * 0.9);
 }
 
+/* Single-item calls of many threads through one client share frames, and
+ * on a table of one copy each is served on the node's receiving thread
+ * (quick: nothing to wait for); the nodes' /metrics count both. */
+static void test_single_calls_share_frames_and_run_quick(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = "frames1",
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = 8,
+                         .replication = 1};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    static const char *const names[] = {"lapse_rpc_frames_total",
+                                        "lapse_rpc_coalesced_frames_total", "lapse_rpc_calls_total",
+                                        "lapse_rpc_quick_calls_total"};
+    double before[4], delta[4];
+    for (int i = 0; i < 4; i++) {
+        before[i] = metric_sum(names[i], NULL);
+    }
+    gc_writer w[GC_THREADS];
+    pthread_t th[GC_THREADS];
+    for (int i = 0; i < GC_THREADS; i++) {
+        w[i] = (gc_writer){.id = i, .table = "frames1"};
+        assert_int_equal(pthread_create(&th[i], NULL, gc_main, &w[i]), 0);
+    }
+    for (int i = 0; i < GC_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        if (w[i].err[0] != 0) {
+            fail_msg("writer %d: %s", i, w[i].err);
+        }
+        assert_int_equal(w[i].acked, GC_PUTS);
+    }
+    for (int i = 0; i < 4; i++) {
+        delta[i] = metric_sum(names[i], NULL) - before[i];
+    }
+    const double items = 2.0 * GC_THREADS * GC_PUTS; /* a put and a get each */
+    print_message("%.0f single-item calls: %.0f calls served in %.0f frames (%.0f coalesced), "
+                  "%.0f quick\n",
+                  items, delta[2], delta[0], delta[1], delta[3]);
+    assert_true(delta[3] >= items); /* every put and get of the table, quick */
+    assert_true(delta[1] > 0);      /* some frames carried several calls */
+    assert_true(delta[0] < delta[2]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -620,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_copy_out_of_the_set_refuses),
         cmocka_unit_test(test_concurrent_writes_share_rounds),
         cmocka_unit_test(test_writes_to_many_partitions_share_calls),
+        cmocka_unit_test(test_single_calls_share_frames_and_run_quick),
     };
     return cmocka_run_group_tests(tests, group_setup, rs_group_teardown);
 }
