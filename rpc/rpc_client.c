@@ -59,6 +59,8 @@ struct rpc_client {
     int inflight;
     waiter *qhead, *qtail;
     frame *free_frames; /* frames not out, each with its aio (and context) */
+    frame *dead_frames; /* frames whose exchange failed: their context may still
+                           wait for a reply, so it is closed, never reused */
 };
 
 static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -157,6 +159,7 @@ void rpc_fini(void)
     nng_fini();
 }
 
+static void frames_idle_close(rpc_client *c);
 static void frames_close(rpc_client *c);
 
 void rpc_client_close(rpc_client *c)
@@ -164,6 +167,7 @@ void rpc_client_close(rpc_client *c)
     if (c == NULL) {
         return;
     }
+    frames_idle_close(c);
     for (int i = 0; i < c->npeers; i++) {
         if (c->peers[i].open) {
             nng_close(c->peers[i].sock);
@@ -576,6 +580,7 @@ struct frame {
     int ctx_open;
     int peer; /* the peer ctx was opened on */
     int receiving;
+    int stale;     /* the exchange failed: ctx may hold a request never answered */
     waiter *batch; /* the frame's calls */
     size_t n;
     int timeout_ms;
@@ -738,6 +743,8 @@ static void frame_answer(frame *f, nng_msg *reply, int rv, const char *err)
 }
 
 static void frame_send(frame *f, waiter *batch, int may_wait);
+static frame *frame_new(rpc_client *c);
+static void frames_fail(rpc_client *c, waiter *batch, int rv, const char *why);
 
 /* Ends f: its calls are answered (frame_answer) and woken; the queue, if
  * any, goes out as the next frame on f, else f goes back to the list. */
@@ -761,15 +768,33 @@ static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err
     }
     f->batch = NULL;
     waiter *next = take_batch(c, NULL);
+    f->stale = nrv != 0;
+    frame *out = f;
+    if (f->stale) {
+        /* Its context is closed by a caller's thread (frame_get), never by
+         * its own callback, which closing it would wait for. */
+        f->next_free = c->dead_frames;
+        c->dead_frames = f;
+        out = NULL;
+        if (next != NULL && (out = c->free_frames) != NULL) {
+            c->free_frames = out->next_free;
+        }
+    }
     if (next == NULL) {
         c->inflight--;
-        f->next_free = c->free_frames;
-        c->free_frames = f;
+        if (out != NULL) {
+            out->next_free = c->free_frames;
+            c->free_frames = out;
+        }
         pthread_cond_broadcast(&c->idle);
     }
     pthread_mutex_unlock(&c->cmu);
     if (next != NULL) {
-        frame_send(f, next, 0);
+        if (out == NULL && (out = frame_new(c)) == NULL) {
+            frames_fail(c, next, LAPSE_ENOMEM, "out of memory");
+            return;
+        }
+        frame_send(out, next, 0);
     }
 }
 
@@ -791,16 +816,20 @@ static void frame_cb(void *arg)
     frame_end(f, reply, nrv, 0, "");
 }
 
-/* A frame to send on: one from c's list, else a new one (NULL on OOM). */
-static frame *frame_get(rpc_client *c)
+static void frame_free(frame *f)
 {
-    pthread_mutex_lock(&c->cmu);
-    frame *f = c->free_frames;
-    if (f != NULL) {
-        c->free_frames = f->next_free;
+    nng_aio_free(f->aio); /* waits for a callback still running */
+    if (f->ctx_open) {
+        (void)nng_ctx_close(f->ctx);
     }
-    pthread_mutex_unlock(&c->cmu);
-    if (f == NULL && (f = calloc(1, sizeof(*f))) != NULL) {
+    free(f);
+}
+
+/* A new frame of c (NULL on OOM). */
+static frame *frame_new(rpc_client *c)
+{
+    frame *f = calloc(1, sizeof(*f));
+    if (f != NULL) {
         f->c = c;
         if (nng_aio_alloc(&f->aio, frame_cb, f) != 0) {
             free(f);
@@ -810,13 +839,42 @@ static frame *frame_get(rpc_client *c)
     return f;
 }
 
-static void frame_free(frame *f)
+/* A frame to send on, from the caller's thread: one from c's list, else a
+ * new one (NULL on OOM). Frees the frames whose exchange failed. */
+static frame *frame_get(rpc_client *c)
 {
-    nng_aio_free(f->aio); /* waits for a callback still running */
-    if (f->ctx_open) {
-        (void)nng_ctx_close(f->ctx);
+    pthread_mutex_lock(&c->cmu);
+    frame *f = c->free_frames;
+    if (f != NULL) {
+        c->free_frames = f->next_free;
     }
-    free(f);
+    frame *dead = c->dead_frames;
+    c->dead_frames = NULL;
+    pthread_mutex_unlock(&c->cmu);
+    while (dead != NULL) {
+        frame *next = dead->next_free;
+        frame_free(dead);
+        dead = next;
+    }
+    return f != NULL ? f : frame_new(c);
+}
+
+/* Ends the calls from batch with rv (c->inflight counted for them). */
+static void frames_fail(rpc_client *c, waiter *batch, int rv, const char *why)
+{
+    pthread_mutex_lock(&c->cmu);
+    for (waiter *w = batch; w != NULL;) {
+        waiter *next = w->next;
+        nng_msg_free(w->msg);
+        w->msg = NULL;
+        waiter_fail(w, rv, why);
+        w->state = W_DONE;
+        pthread_cond_signal(&w->cv);
+        w = next;
+    }
+    c->inflight--;
+    pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->cmu);
 }
 
 /* Sends the calls from batch on as frame f. may_wait: the caller's thread,
@@ -868,20 +926,24 @@ static void frame_start(rpc_client *c, waiter *batch)
     frame *f = frame_get(c);
     if (f != NULL) {
         frame_send(f, batch, 1);
-        return;
+    } else {
+        frames_fail(c, batch, LAPSE_ENOMEM, "out of memory");
     }
+}
+
+/* Before the sockets close: closes the contexts of the frames not out
+ * (NNG waits for a socket's contexts when it closes it). */
+static void frames_idle_close(rpc_client *c)
+{
     pthread_mutex_lock(&c->cmu);
-    for (waiter *w = batch; w != NULL;) {
-        waiter *next = w->next;
-        nng_msg_free(w->msg);
-        w->msg = NULL;
-        waiter_fail(w, LAPSE_ENOMEM, "out of memory");
-        w->state = W_DONE;
-        pthread_cond_signal(&w->cv);
-        w = next;
+    for (int list = 0; list < 2; list++) {
+        for (frame *f = list ? c->dead_frames : c->free_frames; f != NULL; f = f->next_free) {
+            if (f->ctx_open) {
+                (void)nng_ctx_close(f->ctx);
+                f->ctx_open = 0;
+            }
+        }
     }
-    c->inflight--;
-    pthread_cond_broadcast(&c->idle);
     pthread_mutex_unlock(&c->cmu);
 }
 
@@ -893,13 +955,15 @@ static void frames_close(rpc_client *c)
     struct timespec until = clock_mono_abstime(CLOSE_WAIT_MS);
     while (c->inflight > 0 && pthread_cond_timedwait(&c->idle, &c->cmu, &until) == 0) {
     }
-    frame *f = c->free_frames;
-    c->free_frames = NULL;
+    frame *lists[2] = {c->free_frames, c->dead_frames};
+    c->free_frames = c->dead_frames = NULL;
     pthread_mutex_unlock(&c->cmu);
-    while (f != NULL) {
-        frame *next = f->next_free;
-        frame_free(f);
-        f = next;
+    for (int list = 0; list < 2; list++) {
+        for (frame *f = lists[list]; f != NULL;) {
+            frame *next = f->next_free;
+            frame_free(f);
+            f = next;
+        }
     }
 }
 
