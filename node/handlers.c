@@ -3,6 +3,8 @@
  */
 #include "handlers.h"
 
+#include <stdlib.h>
+
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../rpc/wire.h"
@@ -85,6 +87,20 @@ static void peer_heartbeat(request_ctx *c)
     out->clock_trusted = c->ns->ttl != NULL && expire_clock(c->ns->ttl, NULL) == EXPIRE_CLOCK_OK;
     c->resp->body_case = LAPSE__RESPONSE__BODY_HEARTBEAT;
     c->resp->heartbeat = out;
+}
+
+/* The end of every call: invariants 1 to 3 (handlers.h). */
+static void call_done(request_ctx *c)
+{
+    /* Invariant 1: the version the call was routed by, else the current. */
+    if (c->map != NULL) {
+        c->resp->pmap_version = c->map->pm->version;
+        maps_release(c->map);
+        c->map = NULL;
+    } else {
+        c->resp->pmap_version = maps_version(c->ns);
+    }
+    telemetry_count_rpc(c->ns, c->req, c->resp);
 }
 
 int handlers_quick(void *arg, const Lapse__Request *req)
@@ -185,12 +201,36 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
         rpc_set_error(resp, a, LAPSE_EINVAL, "not a node call");
         break;
     }
-    /* Invariant 1: the version the call was routed by, else the current. */
-    if (c.map != NULL) {
-        resp->pmap_version = c.map->pm->version;
-        maps_release(c.map);
-    } else {
-        resp->pmap_version = maps_version(c.ns);
+    call_done(&c);
+}
+
+int handlers_batchable(void *arg, const Lapse__Request *req)
+{
+    (void)arg;
+    return req->body_case == LAPSE__REQUEST__BODY_PUT_ITEM ||
+           req->body_case == LAPSE__REQUEST__BODY_DELETE_ITEM;
+}
+
+void handlers_serve_many(void *arg, const Lapse__Request *const *reqs, Lapse__Response **resps,
+                         arena **as, const int64_t *deadlines, size_t n)
+{
+    request_ctx *cs = calloc(n, sizeof(*cs));
+    if (cs == NULL) {
+        for (size_t i = 0; i < n; i++) {
+            handlers_serve(arg, reqs[i], resps[i], as[i], deadlines[i]);
+        }
+        return;
     }
-    telemetry_count_rpc(c.ns, req, resp);
+    for (size_t i = 0; i < n; i++) {
+        cs[i] = (request_ctx){.ns = arg,
+                              .req = reqs[i],
+                              .resp = resps[i],
+                              .a = as[i],
+                              .deadline_mono_ms = deadlines[i]};
+    }
+    writes_many(cs, n);
+    for (size_t i = 0; i < n; i++) {
+        call_done(&cs[i]);
+    }
+    free(cs);
 }

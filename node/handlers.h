@@ -34,5 +34,11 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
  * of one copy that this node's map holds at the caller's version or newer.
  * They are served on NNG's receiving thread, with no hand-off. */
 int handlers_quick(void *arg, const Lapse__Request *req);
+/* The rpc_batchable_fn and rpc_serve_many_fn: a coalesced frame's PutItem
+ * and DeleteItem calls (that are not quick) are served together
+ * (writes_many): their records go to the replicas in one round. */
+int handlers_batchable(void *arg, const Lapse__Request *req);
+void handlers_serve_many(void *arg, const Lapse__Request *const *reqs, Lapse__Response **resps,
+                         arena **as, const int64_t *deadlines, size_t n);
 
 #endif

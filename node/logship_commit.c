@@ -510,7 +510,7 @@ static size_t ship_rounds(logship *ls)
  * batch's partitions, and concurrent writes to different partitions, go
  * out in one call per follower. Returns the first failure in ticket
  * order. */
-static int hook_wait(void *arg, void *const *tickets, size_t n, char *err, size_t errlen)
+static int hook_wait(void *arg, void *const *tickets, size_t n, int *rvs, char *err, size_t errlen)
 {
     logship *ls = arg;
     pthread_mutex_lock(&ls->lock);
@@ -543,6 +543,9 @@ static int hook_wait(void *arg, void *const *tickets, size_t n, char *err, size_
         if (rv == 0 && e->rv != 0) {
             rv = e->rv;
             snprintf(err, errlen, "%s", e->err[0] ? e->err : lapse_strerror(rv));
+        }
+        if (rvs != NULL) {
+            rvs[i] = e->rv;
         }
         free(e);
     }

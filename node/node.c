@@ -292,14 +292,17 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     static const uint32_t urgent[] = {LAPSE__REQUEST__BODY_REPLICATE_LOG};
     /* Single-item calls that cannot wait run on NNG's receiving thread
      * (handlers_quick); the others, a write waiting for its copies among
-     * them, on the workers, side by side. */
+     * them, on the workers, side by side; a coalesced frame's writes that
+     * wait for their copies, together (handlers_serve_many). */
     rpc_server_options so = {.contexts = NODE_RPC_CONTEXTS,
                              .workers = (ns->workers > 0 ? ns->workers : NODE_DEFAULT_WORKERS) +
                                         STREAMS_MAX_POLLERS,
                              .urgent_calls = urgent,
                              .nurgent = 1,
                              .urgent_workers = NODE_URGENT_WORKERS,
-                             .quick = handlers_quick};
+                             .quick = handlers_quick,
+                             .batchable = handlers_batchable,
+                             .serve_many = handlers_serve_many};
     char why[256] = "";
     if ((rv = rpc_server_open(&ns->srv, ns->listen_url, &so, handlers_serve, ns, why,
                               sizeof(why))) != 0) {

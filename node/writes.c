@@ -15,6 +15,7 @@
 
 #include "../common/lapse_err.h"
 #include "../partition/request.h"
+#include "../partition/store_commit.h"
 #include "../rpc/wire.h"
 #include "writes.h"
 #include "shipper.h"
@@ -48,73 +49,165 @@ static void *body_alloc(request_ctx *c, size_t n)
     return p;
 }
 
-/* The shared body of PutItem (is_delete 0: pb is the whole item) and
- * DeleteItem (is_delete 1: pb is the key, the store deletes it). Sets the
- * reply: an empty PutItem/DeleteItem body, or an error. */
-static void write_one(request_ctx *c, const char *table, const Lapse__Item *pb,
-                      const Lapse__Condition *pb_cond, int is_delete)
-{
-    item *it = NULL;
+/* One PutItem or DeleteItem on its way: what it converted, and its
+ * write's pending wait for the replicas (writes_many). */
+typedef struct write_call {
+    request_ctx *c;
+    int is_delete;
+    item *it;
     attr_value cval;
     store_cond cond;
     uint32_t part;
-    const uint8_t *rid;
-    char err[512] = "";
-    int rv;
-    item_value_init_null(&cval);
+    store_pending pend;
+    int rv; /* the store's outcome; -1: refused before the store, reply set */
+    char err[512];
+} write_call;
 
+/* Validates, routes and converts w's call, then writes it: with defer, the
+ * wait for the replicas is left in w->pend (store_*_begin). */
+static void write_begin(write_call *w, const char *table, const Lapse__Item *pb,
+                        const Lapse__Condition *pb_cond, int defer)
+{
+    request_ctx *c = w->c;
+    const uint8_t *rid;
+    item_value_init_null(&w->cval);
+    memset(&w->pend, 0, sizeof(w->pend));
+    w->rv = -1;
+    w->err[0] = '\0';
     if (request_id_of(c, &rid) != 0 || request_find_table(c, table) != 0 ||
-        request_item_from_pb(c, pb, is_delete, is_delete ? "key" : "item", &it) != 0 ||
-        request_route(c, it, &part) != 0 || request_cond_from_pb(c, pb_cond, &cond, &cval) != 0) {
-        goto out;
+        request_item_from_pb(c, pb, w->is_delete, w->is_delete ? "key" : "item", &w->it) != 0 ||
+        request_route(c, w->it, &w->part) != 0 ||
+        request_cond_from_pb(c, pb_cond, &w->cond, &w->cval) != 0) {
+        return;
     }
-    if (is_delete) {
-        rv = store_delete_once(c->ns->st, &c->table->schema, it, &cond, rid, err, sizeof(err));
+    const table_schema *t = &c->table->schema;
+    store *st = c->ns->st;
+    if (defer) {
+        w->rv =
+            w->is_delete
+                ? store_delete_begin(st, t, w->it, &w->cond, rid, &w->pend, w->err, sizeof(w->err))
+                : store_put_begin(st, t, w->it, &w->cond, rid, &w->pend, w->err, sizeof(w->err));
     } else {
-        rv = store_put_once(c->ns->st, &c->table->schema, it, &cond, rid, err, sizeof(err));
+        w->rv = w->is_delete
+                    ? store_delete_once(st, t, w->it, &w->cond, rid, w->err, sizeof(w->err))
+                    : store_put_once(st, t, w->it, &w->cond, rid, w->err, sizeof(w->err));
     }
-    if (rv != 0) {
-        request_store_error(c, rv, err);
-        goto out;
-    }
-    shipper_notify_table(c->ns->shipper, &c->table->schema, part);
-    if (!is_delete) {
-        expire_note_write(c->ns->ttl, &c->table->schema, it);
-    }
-    if (is_delete) {
-        Lapse__DeleteItemResponse *out = body_alloc(c, sizeof(*out));
-        if (out != NULL) {
-            lapse__delete_item_response__init(out);
-            c->resp->body_case = LAPSE__RESPONSE__BODY_DELETE_ITEM;
-            c->resp->delete_item = out;
+}
+
+/* Sets w's reply from its outcome (w->rv, the wait's included): an empty
+ * PutItem/DeleteItem body, or an error; frees what it converted. */
+static void write_end(write_call *w)
+{
+    request_ctx *c = w->c;
+    if (w->rv > 0) {
+        request_store_error(c, w->rv, w->err);
+    } else if (w->rv == 0) {
+        shipper_notify_table(c->ns->shipper, &c->table->schema, w->part);
+        if (!w->is_delete) {
+            expire_note_write(c->ns->ttl, &c->table->schema, w->it);
         }
+        if (w->is_delete) {
+            Lapse__DeleteItemResponse *out = body_alloc(c, sizeof(*out));
+            if (out != NULL) {
+                lapse__delete_item_response__init(out);
+                c->resp->body_case = LAPSE__RESPONSE__BODY_DELETE_ITEM;
+                c->resp->delete_item = out;
+            }
+        } else {
+            Lapse__PutItemResponse *out = body_alloc(c, sizeof(*out));
+            if (out != NULL) {
+                lapse__put_item_response__init(out);
+                c->resp->body_case = LAPSE__RESPONSE__BODY_PUT_ITEM;
+                c->resp->put_item = out;
+            }
+        }
+    }
+    item_value_fini(&w->cval);
+    item_free(w->it);
+    w->it = NULL;
+}
+
+/* The body of a PutItem or DeleteItem call, c's or one of writes_many's:
+ * 0 and *table, *pb, *cond set, or -1 with the reply set. */
+static int write_body(request_ctx *c, int *is_delete, const char **table, const Lapse__Item **pb,
+                      const Lapse__Condition **cond)
+{
+    *is_delete = c->req->body_case == LAPSE__REQUEST__BODY_DELETE_ITEM;
+    if (*is_delete) {
+        const Lapse__DeleteItemRequest *r = c->req->delete_item;
+        if (request_need_body(c, r) != 0) {
+            return -1;
+        }
+        *table = r->table, *pb = r->key, *cond = r->condition;
     } else {
-        Lapse__PutItemResponse *out = body_alloc(c, sizeof(*out));
-        if (out != NULL) {
-            lapse__put_item_response__init(out);
-            c->resp->body_case = LAPSE__RESPONSE__BODY_PUT_ITEM;
-            c->resp->put_item = out;
+        const Lapse__PutItemRequest *r = c->req->put_item;
+        if (request_need_body(c, r) != 0) {
+            return -1;
         }
+        *table = r->table, *pb = r->item, *cond = r->condition;
     }
-out:
-    item_value_fini(&cval);
-    item_free(it);
+    return 0;
+}
+
+/* One PutItem or DeleteItem, its wait for the replicas its own. */
+static void write_single(request_ctx *c)
+{
+    write_call w = {.c = c};
+    const char *table;
+    const Lapse__Item *pb;
+    const Lapse__Condition *cond;
+    if (write_body(c, &w.is_delete, &table, &pb, &cond) == 0) {
+        write_begin(&w, table, pb, cond, 0);
+        write_end(&w);
+    }
 }
 
 void writes_put(request_ctx *c)
 {
-    const Lapse__PutItemRequest *r = c->req->put_item;
-    if (request_need_body(c, r) == 0) {
-        write_one(c, r->table, r->item, r->condition, 0);
-    }
+    write_single(c);
 }
 
 void writes_delete(request_ctx *c)
 {
-    const Lapse__DeleteItemRequest *r = c->req->delete_item;
-    if (request_need_body(c, r) == 0) {
-        write_one(c, r->table, r->key, r->condition, 1);
+    write_single(c);
+}
+
+void writes_many(request_ctx *cs, size_t n)
+{
+    write_call *ws = calloc(n, sizeof(*ws));
+    store_pending *pends = calloc(n, sizeof(*pends));
+    int *rvs = calloc(n, sizeof(*rvs));
+    if (ws == NULL || pends == NULL || rvs == NULL) {
+        free(ws), free(pends), free(rvs);
+        for (size_t i = 0; i < n; i++) {
+            write_single(&cs[i]); /* one at a time, then */
+        }
+        return;
     }
+    /* Every call's write first, so that their records queue together and
+     * go to the replicas in one round; then one wait for them all. */
+    for (size_t i = 0; i < n; i++) {
+        const char *table;
+        const Lapse__Item *pb;
+        const Lapse__Condition *cond;
+        ws[i].c = &cs[i];
+        ws[i].rv = -1;
+        item_value_init_null(&ws[i].cval);
+        if (write_body(&cs[i], &ws[i].is_delete, &table, &pb, &cond) == 0) {
+            write_begin(&ws[i], table, pb, cond, 1);
+        }
+        pends[i] = ws[i].pend;
+    }
+    char err[512] = "";
+    (void)store_commit_finish_many(cs[0].ns->st, pends, n, rvs, err, sizeof(err));
+    for (size_t i = 0; i < n; i++) {
+        if (ws[i].rv == 0 && rvs[i] != 0) {
+            ws[i].rv = rvs[i];
+            snprintf(ws[i].err, sizeof(ws[i].err), "%s", err[0] ? err : lapse_strerror(rvs[i]));
+        }
+        write_end(&ws[i]);
+    }
+    free(ws), free(pends), free(rvs);
 }
 
 void writes_update(request_ctx *c)

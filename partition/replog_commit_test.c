@@ -48,7 +48,7 @@ static int hook_ship_later(void *arg, uint32_t table_id, uint32_t part, uint64_t
 /* Ships each queued record, noting whether its partition's stripe lock is
  * held meanwhile (by this thread: the tests are single-threaded, so a
  * failed trylock can only mean the caller waits under it). */
-static int hook_wait(void *arg, void *const *tickets, size_t n, char *err, size_t errlen)
+static int hook_wait(void *arg, void *const *tickets, size_t n, int *rvs, char *err, size_t errlen)
 {
     pair *p = arg;
     int rv = 0;
@@ -65,6 +65,9 @@ static int hook_wait(void *arg, void *const *tickets, size_t n, char *err, size_
         if (rv == 0) {
             rv = hook_ship(arg, q->table_id, q->part, q->seq, q->prev_epoch, q->rec, q->len, &none,
                            err, errlen);
+        }
+        if (rvs != NULL) {
+            rvs[i] = rv;
         }
         free(q);
     }

@@ -410,7 +410,7 @@ static int batch_write(store *st, const table_schema *t, const store_write *writ
 out:
     if (npend > 0) {
         char why[256] = "";
-        int frv = store_commit_finish_many(st, pends, npend, why, sizeof(why));
+        int frv = store_commit_finish_many(st, pends, npend, NULL, why, sizeof(why));
         if (rv == 0 && frv != 0) {
             rv = store_errf(frv, err, errlen, "%s", why);
         }

@@ -269,29 +269,46 @@ int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, s
     return rv;
 }
 
-int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *err, size_t errlen)
+int store_commit_finish_many(store *st, store_pending *pends, size_t n, int *rvs, char *err,
+                             size_t errlen)
 {
     void *one[1], **tickets = n > 1 ? calloc(n, sizeof(*tickets)) : one;
+    int one_rv[1], *trv = n > 1 ? calloc(n, sizeof(*trv)) : one_rv; /* per ticket */
     size_t nt = 0;
-    int rv = tickets == NULL ? store_errf(LAPSE_ENOMEM, err, errlen, "out of memory") : 0;
+    int rv = 0;
+    if (tickets == NULL || trv == NULL) {
+        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    }
     for (size_t i = 0; i < n; i++) {
+        if (rvs != NULL) {
+            rvs[i] = 0;
+        }
         if (pends[i].ticket == NULL) {
             continue;
         }
-        if (tickets != NULL) {
+        if (tickets != NULL && trv != NULL) {
             tickets[nt++] = pends[i].ticket;
         } else {
-            (void)st->repl.wait(st->repl.arg, &pends[i].ticket, 1, NULL, 0); /* freed */
+            int r = st->repl.wait(st->repl.arg, &pends[i].ticket, 1, NULL, NULL, 0); /* freed */
+            if (rvs != NULL) {
+                rvs[i] = r != 0 ? r : rv;
+            }
         }
     }
     if (nt > 0) {
-        rv = st->repl.wait(st->repl.arg, tickets, nt, err, errlen);
+        rv = st->repl.wait(st->repl.arg, tickets, nt, trv, err, errlen);
+        for (size_t i = 0, k = 0; rvs != NULL && i < n; i++) {
+            if (pends[i].ticket != NULL) {
+                rvs[i] = trv[k++];
+            }
+        }
     }
     for (size_t i = 0; i < n; i++) {
         if (pends[i].seq == 0) {
             continue; /* not logged, or nothing written */
         }
-        if (rv == 0 && store_commit_trim_due(st, pends[i].seq)) {
+        int own = rvs != NULL ? rvs[i] : rv;
+        if (own == 0 && store_commit_trim_due(st, pends[i].seq)) {
             trim_confirmed(st, pends[i].table_id, pends[i].part, pends[i].seq);
         }
         atomic_fetch_sub(unshipped_of(st, pends[i].table_id, pends[i].part), 1);
@@ -300,12 +317,15 @@ int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *er
     if (tickets != one) {
         free(tickets);
     }
+    if (trv != one_rv) {
+        free(trv);
+    }
     return rv;
 }
 
 int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen)
 {
-    return store_commit_finish_many(st, pend, 1, err, errlen);
+    return store_commit_finish_many(st, pend, 1, NULL, err, errlen);
 }
 
 void store_settle(store *st, const table_schema *t, uint32_t part)

@@ -72,10 +72,10 @@ typedef struct store_repl_hook {
                 const uint8_t *rec, size_t len, void **ticket, char *err, size_t errlen);
     /* Returns 0 once the records of tickets[0..n) (of one partition or
      * several) are on every in-sync replica of theirs, or the first failure
-     * with err; frees the tickets. Called exactly once per ticket, never
-     * under a stripe lock (store_commit_start). NULL when ship never
-     * queues. */
-    int (*wait)(void *arg, void *const *tickets, size_t n, char *err, size_t errlen);
+     * with err; rvs (NULL, or n entries) gets each ticket's own outcome.
+     * Frees the tickets. Called exactly once per ticket, never under a
+     * stripe lock (store_commit_start). NULL when ship never queues. */
+    int (*wait)(void *arg, void *const *tickets, size_t n, int *rvs, char *err, size_t errlen);
     /* Returns once every queued record of the partition up to seq is
      * shipped or has failed: what a read saw is then on the replicas, not
      * in a queue that a crash would lose. Called with every record up to
@@ -136,9 +136,21 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
  * returned 0, with the partition's stripe lock released. */
 int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen);
 
-/* store_commit_finish of pends[0..n) at once (a batch's partitions: their
- * rounds go out together). The first failure, or 0. */
-int store_commit_finish_many(store *st, store_pending *pends, size_t n, char *err, size_t errlen);
+/* store_commit_finish of pends[0..n) at once (a batch's partitions, or
+ * the writes of several calls: their rounds go out together). The first
+ * failure, or 0; rvs (NULL, or n entries) gets each one's own outcome. */
+int store_commit_finish_many(store *st, store_pending *pends, size_t n, int *rvs, char *err,
+                             size_t errlen);
+
+/* store_put_once and store_delete_once (store.h) that leave the wait for
+ * the replicas to the caller, so that the writes of several calls ship in
+ * one round: on 0, *pend is to be finished with store_commit_finish_many
+ * (exactly once, never under a stripe lock), which gives the write's
+ * outcome; on failure there is nothing to finish. */
+int store_put_begin(store *st, const table_schema *t, const item *it, const store_cond *cond,
+                    const uint8_t *rid, store_pending *pend, char *err, size_t errlen);
+int store_delete_begin(store *st, const table_schema *t, const item *key, const store_cond *cond,
+                       const uint8_t *rid, store_pending *pend, char *err, size_t errlen);
 
 /* For a read of partition part of t on its primary, after it read:
  * returns once every write the read may have seen is on the replicas or

@@ -314,9 +314,23 @@ static int finish_write(store *st, const table_schema *t, uint32_t part, int rv,
 /* Point operations                                                         */
 /* ======================================================================== */
 
-/* store_put and store_put_once: rid NULL, or no old_out. */
+/* A write that succeeded here: finished (waits for its replicas), or its
+ * wait handed to the caller in *defer (store_put_begin). */
+static int finish_or_defer(store *st, const table_schema *t, uint32_t part, int rv,
+                           store_pending *pend, store_pending *defer, char *err, size_t errlen)
+{
+    if (defer != NULL && rv == 0) {
+        *defer = *pend;
+        return 0;
+    }
+    return finish_write(st, t, part, rv, pend, err, errlen);
+}
+
+/* store_put, store_put_once and store_put_begin: rid NULL, or no old_out;
+ * defer NULL but for store_put_begin. */
 static int put_item(store *st, const table_schema *t, const item *it, const store_cond *cond,
-                    const uint8_t *rid, item **old_out, char *err, size_t errlen)
+                    const uint8_t *rid, item **old_out, store_pending *defer, char *err,
+                    size_t errlen)
 {
     int rv;
     uint32_t part = 0;
@@ -359,13 +373,13 @@ static int put_item(store *st, const table_schema *t, const item *it, const stor
                    &min_due_ms, &pend, err, errlen);
 unlock:
     pthread_mutex_unlock(mu);
-    rv = finish_write(st, t, part, rv, &pend, err, errlen);
+    rv = finish_or_defer(st, t, part, rv, &pend, defer, err, errlen);
     if (rv == 0 && old_out != NULL) {
         *old_out = cur;
         cur = NULL;
     }
-    /* Also after a write that committed here but failed to replicate (a
-     * spurious wake-up costs the scanner nothing). */
+    /* Also after a write that committed here but failed to replicate, or
+     * before it is through (a spurious wake-up costs the scanner nothing). */
     store_notify(st, t->id, part, min_due_ms);
 out:
     item_free(cur);
@@ -379,18 +393,27 @@ out:
 int store_put(store *st, const table_schema *t, const item *it, const store_cond *cond,
               item **old_out, char *err, size_t errlen)
 {
-    return put_item(st, t, it, cond, NULL, old_out, err, errlen);
+    return put_item(st, t, it, cond, NULL, old_out, NULL, err, errlen);
 }
 
 int store_put_once(store *st, const table_schema *t, const item *it, const store_cond *cond,
                    const uint8_t *rid, char *err, size_t errlen)
 {
-    return put_item(st, t, it, cond, rid, NULL, err, errlen);
+    return put_item(st, t, it, cond, rid, NULL, NULL, err, errlen);
 }
 
-/* store_delete and store_delete_once: rid NULL, or no old_out. */
+int store_put_begin(store *st, const table_schema *t, const item *it, const store_cond *cond,
+                    const uint8_t *rid, store_pending *pend, char *err, size_t errlen)
+{
+    memset(pend, 0, sizeof(*pend));
+    return put_item(st, t, it, cond, rid, NULL, pend, err, errlen);
+}
+
+/* store_delete, store_delete_once and store_delete_begin: rid NULL, or no
+ * old_out; defer NULL but for store_delete_begin. */
 static int delete_item(store *st, const table_schema *t, const item *key, const store_cond *cond,
-                       const uint8_t *rid, item **old_out, char *err, size_t errlen)
+                       const uint8_t *rid, item **old_out, store_pending *defer, char *err,
+                       size_t errlen)
 {
     int rv;
     uint32_t part = 0;
@@ -436,7 +459,7 @@ static int delete_item(store *st, const table_schema *t, const item *key, const 
     }
 unlock:
     pthread_mutex_unlock(mu);
-    rv = finish_write(st, t, part, rv, &pend, err, errlen);
+    rv = finish_or_defer(st, t, part, rv, &pend, defer, err, errlen);
     if (rv == 0 && old_out != NULL) {
         *old_out = cur;
         cur = NULL;
@@ -452,13 +475,20 @@ out:
 int store_delete(store *st, const table_schema *t, const item *key, const store_cond *cond,
                  item **old_out, char *err, size_t errlen)
 {
-    return delete_item(st, t, key, cond, NULL, old_out, err, errlen);
+    return delete_item(st, t, key, cond, NULL, old_out, NULL, err, errlen);
 }
 
 int store_delete_once(store *st, const table_schema *t, const item *key, const store_cond *cond,
                       const uint8_t *rid, char *err, size_t errlen)
 {
-    return delete_item(st, t, key, cond, rid, NULL, err, errlen);
+    return delete_item(st, t, key, cond, rid, NULL, NULL, err, errlen);
+}
+
+int store_delete_begin(store *st, const table_schema *t, const item *key, const store_cond *cond,
+                       const uint8_t *rid, store_pending *pend, char *err, size_t errlen)
+{
+    memset(pend, 0, sizeof(*pend));
+    return delete_item(st, t, key, cond, rid, NULL, pend, err, errlen);
 }
 
 static int is_key_attr(const table_schema *t, const char *name)

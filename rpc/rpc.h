@@ -64,6 +64,12 @@ typedef struct rpc_client rpc_client;
 typedef void (*rpc_handler)(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
                             int64_t deadline_mono_ms);
 typedef int (*rpc_quick_fn)(void *arg, const Lapse__Request *req);
+typedef int (*rpc_batchable_fn)(void *arg, const Lapse__Request *req);
+/* Handles n requests at once (as rpc_handler does one: resps[i] and as[i]
+ * are reqs[i]'s, deadlines[i] its deadline). */
+typedef void (*rpc_serve_many_fn)(void *arg, const Lapse__Request *const *reqs,
+                                  Lapse__Response **resps, arena **as, const int64_t *deadlines,
+                                  size_t n);
 
 typedef struct rpc_server_options {
     int contexts; /* concurrent requests in flight; 0 = 64 */
@@ -83,6 +89,13 @@ typedef struct rpc_server_options {
      * since NNG's few threads carry every socket of the process. It runs
      * on that thread for every request, so it must be cheap itself. */
     rpc_quick_fn quick;
+    /* Calls served together (NULL: none): the calls of a coalesced frame
+     * that are not quick and that batchable accepts go to one worker as
+     * one serve_many, when there are two or more (a node's writes: their
+     * records then reach the replicas in one round); the handler serves
+     * the others one by one. Both or neither. */
+    rpc_batchable_fn batchable;
+    rpc_serve_many_fn serve_many;
 } rpc_server_options;
 
 /* Listens on url (e.g. tcp://127.0.0.1:7401) and serves until closed.

@@ -79,8 +79,11 @@ typedef struct srv_worker_arg {
 typedef struct srv_ctx srv_ctx;
 typedef struct srv_multi srv_multi;
 
-/* One unit of the workers' queue: a received frame (ctx), or one call of a
- * coalesced frame (multi, idx). */
+#define SRV_GROUP SIZE_MAX /* srv_job.idx of a coalesced frame's group (serve_many) */
+
+/* One unit of the workers' queue: a received frame (ctx), one call of a
+ * coalesced frame (multi, idx), or its group of calls served together
+ * (multi, SRV_GROUP). */
 typedef struct srv_job {
     struct srv_job *next;
     srv_ctx *ctx;
@@ -112,6 +115,8 @@ struct srv_multi {
     Lapse__Request **reqs;    /* per call: decoded (owned until served), or NULL */
     ProtobufCBinaryData *out; /* per call: the packed reply (malloc'd) */
     srv_job *jobs;            /* per call: its queue entry when it fans out */
+    size_t *group;            /* the calls served together (serve_many), ngroup of them */
+    size_t ngroup;
 };
 
 struct rpc_server {
@@ -128,6 +133,8 @@ struct rpc_server {
     uint32_t urgent_calls[RPC_MAX_URGENT_CALLS];
     size_t nurgent;
     rpc_quick_fn quick;
+    rpc_batchable_fn batchable;
+    rpc_serve_many_fn serve_many;
     atomic_ulong frames, coalesced, calls, quick_calls; /* rpc_server_counts */
 
     pthread_mutex_t mu; /* guards the queues and closing */
@@ -382,6 +389,70 @@ static void srv_multi_call(rpc_server *s, srv_multi *m, size_t i)
     }
 }
 
+/* Serves m's group of calls together (serve_many), each answered
+ * ETIMEDOUT alone when its deadline passed while queued, and finishes the
+ * frame if they were the last. */
+static void srv_multi_group(rpc_server *s, srv_multi *m)
+{
+    const size_t ng = m->ngroup;
+    size_t k = 0;
+    const Lapse__Request **reqs = calloc(ng, sizeof(*reqs));
+    Lapse__Response *resps = calloc(ng, sizeof(*resps));
+    Lapse__Response **rp = calloc(ng, sizeof(*rp));
+    arena *ar = calloc(ng, sizeof(*ar));
+    arena **ap = calloc(ng, sizeof(*ap));
+    int64_t *deadlines = calloc(ng, sizeof(*deadlines));
+    size_t *idx = calloc(ng, sizeof(*idx));
+    if (reqs == NULL || resps == NULL || rp == NULL || ar == NULL || ap == NULL ||
+        deadlines == NULL || idx == NULL) {
+        for (size_t g = 0; g < ng; g++) { /* one by one, then */
+            srv_multi_call(s, m, m->group[g]);
+        }
+        goto out;
+    }
+    atomic_fetch_add_explicit(&s->calls, ng, memory_order_relaxed);
+    for (size_t g = 0; g < ng; g++) {
+        size_t i = m->group[g];
+        const Lapse__Request *req = m->reqs[i];
+        int64_t budget = req->timeout_ms != 0 ? (int64_t)req->timeout_ms : RPC_DEFAULT_TIMEOUT_MS;
+        if (clock_mono_now().ms >= m->c->arrived.ms + budget) {
+            arena a;
+            arena_init(&a);
+            Lapse__Response resp = LAPSE__RESPONSE__INIT;
+            rpc_set_error(&resp, &a, LAPSE_ETIMEDOUT,
+                          "deadline of %lld ms passed before the request was served",
+                          (long long)budget);
+            pack_into(&resp, &a, &m->out[i]);
+            arena_fini(&a);
+            continue;
+        }
+        idx[k] = i;
+        reqs[k] = req;
+        resps[k] = (Lapse__Response)LAPSE__RESPONSE__INIT;
+        rp[k] = &resps[k];
+        arena_init(&ar[k]);
+        ap[k] = &ar[k];
+        deadlines[k] = m->c->arrived.ms + budget;
+        k++;
+    }
+    if (k > 0) {
+        s->serve_many(s->arg, reqs, rp, ap, deadlines, k);
+    }
+    for (size_t j = 0; j < k; j++) {
+        pack_into(&resps[j], &ar[j], &m->out[idx[j]]);
+        arena_fini(&ar[j]);
+    }
+    for (size_t g = 0; g < ng; g++) {
+        lapse__request__free_unpacked(m->reqs[m->group[g]], NULL);
+        m->reqs[m->group[g]] = NULL;
+    }
+    if (atomic_fetch_sub(&m->left, ng) == ng) {
+        srv_multi_finish(m);
+    }
+out:
+    free(reqs), free(resps), free(rp), free(ar), free(ap), free(deadlines), free(idx);
+}
+
 static int is_quick(const rpc_server *s, const Lapse__Request *req)
 {
     return s->quick != NULL && s->quick(s->arg, req);
@@ -406,7 +477,8 @@ static nng_msg *srv_multi_start(rpc_server *s, srv_ctx *c, Lapse__Request *env)
     size_t n = env->multi != NULL ? env->multi->n_calls : 0;
     srv_multi *m = NULL;
     if (n > 0 && n <= RPC_MAX_COALESCED) {
-        m = calloc(1, sizeof(*m) + n * (sizeof(*m->reqs) + sizeof(*m->out) + sizeof(*m->jobs)));
+        m = calloc(1, sizeof(*m) + n * (sizeof(*m->reqs) + sizeof(*m->out) + sizeof(*m->jobs) +
+                                        sizeof(*m->group)));
     }
     if (m == NULL) {
         arena a;
@@ -429,11 +501,13 @@ static nng_msg *srv_multi_start(rpc_server *s, srv_ctx *c, Lapse__Request *env)
     m->reqs = (Lapse__Request **)(m + 1);
     m->out = (ProtobufCBinaryData *)(m->reqs + n);
     m->jobs = (srv_job *)(m->out + n);
+    m->group = (size_t *)(m->jobs + n);
     atomic_init(&m->left, n);
     c->multi = m;
 
-    size_t fan = 0, nmine = 0;
+    size_t nmine = 0, nfan = 0;
     size_t mine[RPC_MAX_COALESCED]; /* the calls served here */
+    size_t fan[RPC_MAX_COALESCED];  /* the calls queued one by one */
     for (size_t i = 0; i < n; i++) {
         const ProtobufCBinaryData *call = &env->multi->calls[i];
         arena a;
@@ -442,28 +516,33 @@ static nng_msg *srv_multi_start(rpc_server *s, srv_ctx *c, Lapse__Request *env)
         m->reqs[i] = srv_decode(call->data, call->len, 1, &resp, &a);
         if (m->reqs[i] == NULL) {
             pack_into(&resp, &a, &m->out[i]);
-        }
-        if (m->reqs[i] != NULL && !is_quick(s, m->reqs[i])) {
-            fan++;
-        } else {
             mine[nmine++] = i;
-            if (m->reqs[i] != NULL) {
-                atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
-            }
+        } else if (is_quick(s, m->reqs[i])) {
+            atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
+            mine[nmine++] = i;
+        } else if (s->batchable != NULL && s->batchable(s->arg, m->reqs[i])) {
+            m->group[m->ngroup++] = i;
+        } else {
+            fan[nfan++] = i;
         }
         arena_fini(&a);
     }
-    if (fan > 0) {
+    if (m->ngroup == 1) { /* nothing to share a round with */
+        fan[nfan++] = m->group[0];
+        m->ngroup = 0;
+    }
+    if (nfan > 0 || m->ngroup > 0) {
         pthread_mutex_lock(&s->mu);
-        for (size_t i = 0, k = 0; i < n; i++) {
-            if (k < nmine && mine[k] == i) {
-                k++;
-                continue;
-            }
-            m->jobs[i] = (srv_job){.multi = m, .idx = i};
-            srv_push(s, &m->jobs[i], 0);
+        if (m->ngroup > 0) {
+            srv_job *g = &m->jobs[m->group[0]];
+            *g = (srv_job){.multi = m, .idx = SRV_GROUP};
+            srv_push(s, g, 0);
         }
-        if (fan > 1) {
+        for (size_t k = 0; k < nfan; k++) {
+            m->jobs[fan[k]] = (srv_job){.multi = m, .idx = fan[k]};
+            srv_push(s, &m->jobs[fan[k]], 0);
+        }
+        if (nfan + (m->ngroup > 0) > 1) {
             pthread_cond_broadcast(&s->cv);
         } else {
             pthread_cond_signal(&s->cv);
@@ -568,6 +647,8 @@ static void *srv_worker(void *arg)
             Lapse__Request *req = j->ctx->call;
             j->ctx->call = NULL;
             srv_serve(s, j->ctx, req);
+        } else if (j->idx == SRV_GROUP) {
+            srv_multi_group(s, j->multi);
         } else {
             srv_multi_call(s, j->multi, j->idx);
         }
@@ -602,6 +683,10 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
         s->nurgent_workers = opt->urgent_workers > 0 ? opt->urgent_workers : 0;
     }
     s->quick = opt != NULL ? opt->quick : NULL;
+    if (opt != NULL && opt->batchable != NULL && opt->serve_many != NULL) {
+        s->batchable = opt->batchable;
+        s->serve_many = opt->serve_many;
+    }
     want_workers += s->nurgent_workers;
     s->wargs[0] = (srv_worker_arg){s, 0};
     s->wargs[1] = (srv_worker_arg){s, 1};
