@@ -318,8 +318,10 @@ static int stream_json(json_t *t, const Lapse__TableMap *tm)
     const char *view = lapse_stream_view_name((int)sc->view);
     if (put(spec, "StreamViewType", json_string(view != NULL ? view : "NEW_AND_OLD_IMAGES")) != 0 ||
         put(spec, "TtlDeletes", json_boolean(!sc->exclude_ttl_deletes)) != 0 ||
-        put(spec, "RetentionHours", json_integer(hours)) != 0 || shards == NULL ||
-        put(t, "StreamShards", shards) != 0) {
+        put(spec, "RetentionHours", json_integer(hours)) != 0 ||
+        (sc->generation > 0 && put(spec, "Generation", json_integer(sc->generation)) != 0) ||
+        (sc->since_ms > 0 && put(spec, "SinceMs", json_integer(sc->since_ms)) != 0) ||
+        shards == NULL || put(t, "StreamShards", shards) != 0) {
         return -1;
     }
     for (size_t p = 0; p < tm->n_stream_shards; p++) {

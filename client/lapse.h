@@ -459,7 +459,24 @@ typedef struct lapse_stream_info {
     lapse_stream_view view; /* what its records show */
     uint32_t shards;        /* one per base partition: 0 .. shards-1 */
     unsigned retention_hours;
+    /* 0: the stream CreateTable made; then one more each time
+     * lapse_update_stream turns it on again (a new stream: its records are
+     * numbered from first_sequence, readers see no earlier generation's) */
+    uint32_t generation;
+    uint64_t first_sequence; /* the first sequence number of this generation (1 for 0) */
+    int64_t since_ms;        /* when this generation was turned on, epoch ms (created_ms for 0) */
 } lapse_stream_info;
+
+/* Turns table's stream on (enable non-zero: a new stream, showing view)
+ * or off (enable 0: its records are no longer read; view ignored) on the
+ * coordinator, then refreshes the cached map. A stream turned on again is a
+ * new one (lapse_stream_info's generation), whose readers never see the
+ * records of an earlier one. Returns 0, LAPSE_ENOTFOUND, LAPSE_EEXISTS (it
+ * is on), LAPSE_ESTATE (it is off), LAPSE_EINVAL (a bad view) or a
+ * transport error. Not retried: a lost reply leaves the change made or not
+ * (lapse_stream_info_get tells). */
+int lapse_update_stream(lapse_client *c, const char *table, int enable, lapse_stream_view view,
+                        lapse_error *err);
 
 /* table's stream as the cached map has it (fetched once when the table is
  * unknown; lapse_refresh_map first to see a re-created table). Returns 0,

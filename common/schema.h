@@ -96,7 +96,23 @@ typedef struct table_stream {
     stream_view view;
     int ttl_deletes;          /* 1: TTL deletes are in the stream (the default) */
     uint32_t retention_hours; /* records older are trimmed; 0 = 24 */
+    /* 0: the stream CreateTable made; +1 each time UpdateStream turns it on
+     * again. Kept while enabled is 0, so the next stream is a new one. */
+    uint32_t generation;
+    int64_t since_ms; /* epoch ms this generation was turned on (0: created_ms) */
 } table_stream;
+
+/* Generation g >= 1 numbers its records from g << SCHEMA_STREAM_GEN_SHIFT in
+ * each shard (2^40 records per shard and generation), so a reader of one
+ * generation starts past every record of the ones before
+ * (docs/replication.md, "A stream turned on again"). */
+#define SCHEMA_STREAM_GEN_SHIFT 40
+
+/* The first stream seq of s's generation (0 for generation 0: from 1). */
+static inline uint64_t schema_stream_base(const table_stream *s)
+{
+    return (uint64_t)s->generation << SCHEMA_STREAM_GEN_SHIFT;
+}
 
 #define SCHEMA_DEFAULT_STREAM_RETENTION_HOURS 24
 #define SCHEMA_MAX_STREAM_RETENTION_HOURS 8760 /* a year */

@@ -334,6 +334,71 @@ static void test_stream_settings(void **state)
     arena_fini(&a);
 }
 
+static int update_stream(const char *table, int enabled, Lapse__StreamView view,
+                         Lapse__Response **resp, char *err, size_t errlen)
+{
+    Lapse__UpdateStreamRequest body = LAPSE__UPDATE_STREAM_REQUEST__INIT;
+    body.table = (char *)table;
+    body.enabled = enabled;
+    body.view = view;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_UPDATE_STREAM;
+    req.update_stream = &body;
+    return fixture_call(&req, resp, err, errlen);
+}
+
+/* UpdateStream on table stream_off (4 partitions, made without a stream):
+ * on places 4 shards and starts generation 1 with its view and a label
+ * time; on again is EEXISTS; off drops the shards and keeps the generation
+ * (in the map's schema); off again is ESTATE; on again is generation 2,
+ * labelled later. Left off at generation 2 for the kill -9 test to find in
+ * the catalog. */
+static void test_stream_turned_on_and_off(void **state)
+{
+    (void)state;
+    char err[256];
+    Lapse__Response *resp = NULL, *mresp = NULL;
+    assert_code(update_stream("stream_off", 1, LAPSE__STREAM_VIEW__STREAM_VIEW_KEYS_ONLY, &resp,
+                              err, sizeof err),
+                0, err);
+    const Lapse__StreamConfig *sc = resp->update_stream->stream;
+    assert_true(sc->enabled);
+    assert_int_equal(sc->generation, 1);
+    assert_int_equal(sc->view, LAPSE__STREAM_VIEW__STREAM_VIEW_KEYS_ONLY);
+    assert_int_equal(sc->retention_hours, 24);
+    const int64_t since1 = sc->since_ms;
+    assert_true(since1 > 0);
+    rpc_response_free(resp);
+    const Lapse__TableMap *t = find_table(fixture_get_map(&mresp), "stream_off");
+    assert_int_equal(t->n_stream_shards, 4);
+    assert_int_equal(t->schema->stream->generation, 1);
+    rpc_response_free(mresp);
+
+    assert_code(update_stream("stream_off", 1, LAPSE__STREAM_VIEW__STREAM_VIEW_NEW_IMAGE, &resp,
+                              err, sizeof err),
+                LAPSE_EEXISTS, err);
+    rpc_response_free(resp);
+    assert_code(update_stream("stream_off", 0, 0, &resp, err, sizeof err), 0, err);
+    assert_false(resp->update_stream->stream->enabled);
+    rpc_response_free(resp);
+    t = find_table(fixture_get_map(&mresp), "stream_off");
+    assert_int_equal(t->n_stream_shards, 0);
+    assert_false(t->schema->stream->enabled);
+    assert_int_equal(t->schema->stream->generation, 1);
+    rpc_response_free(mresp);
+    assert_code(update_stream("stream_off", 0, 0, &resp, err, sizeof err), LAPSE_ESTATE, err);
+    rpc_response_free(resp);
+    assert_code(update_stream("no_such_table", 1, 0, &resp, err, sizeof err), LAPSE_ENOTFOUND, err);
+    rpc_response_free(resp);
+
+    assert_code(update_stream("stream_off", 1, 0, &resp, err, sizeof err), 0, err);
+    assert_int_equal(resp->update_stream->stream->generation, 2);
+    assert_true(resp->update_stream->stream->since_ms > since1);
+    rpc_response_free(resp);
+    assert_code(update_stream("stream_off", 0, 0, &resp, err, sizeof err), 0, err);
+    rpc_response_free(resp);
+}
+
 /* Each bad declaration is EINVAL naming the index; nothing is created and
  * the map version stays. */
 static void test_bad_declarations_refused(void **state)
@@ -440,6 +505,9 @@ static void test_indexes_survive_kill9(void **state)
     for (size_t i = 0; i < before->n_tables; i++) {
         assert_same_table(before->tables[i], find_table(after, before->tables[i]->schema->name));
     }
+    const Lapse__TableMap *off = find_table(after, "stream_off");
+    assert_int_equal(off->schema->stream->generation, 2); /* UpdateStream's, durable */
+    assert_int_equal(off->n_stream_shards, 0);
     const Lapse__TableMap *orders = find_table(after, "orders");
     assert_int_equal(orders->schema->n_gsi, 2);
     assert_int_equal(orders->n_stream_shards, 8);
@@ -473,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_nodes_up),
         cmocka_unit_test(test_create_indexed_table),
         cmocka_unit_test(test_stream_settings),
+        cmocka_unit_test(test_stream_turned_on_and_off),
         cmocka_unit_test(test_bad_declarations_refused),
         cmocka_unit_test(test_indexes_survive_kill9),
     };

@@ -18,6 +18,7 @@
 #include "replicas.h"
 #include "replstatus.h"
 #include "server.h"
+#include "streamcalls.h"
 #include "ttlcalls.h"
 
 /* ------------------------------------------------------------------------ */
@@ -122,6 +123,8 @@ static void index_defaults(table_schema *t)
             t->gsi[i].partitions = t->partitions;
         }
     }
+    t->stream.generation = 0; /* UpdateStream's to count (streamcalls.h) */
+    t->stream.since_ms = 0;
     if (t->stream.enabled && t->stream.retention_hours == 0) {
         t->stream.retention_hours = SCHEMA_DEFAULT_STREAM_RETENTION_HOURS;
     }
@@ -437,7 +440,7 @@ static void do_cluster_status(server *s, Lapse__Response *resp, arena *a)
 /* Dispatch                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* Admin calls (CreateTable, DeleteTable, UpdateTimeToLive) need the token
+/* Admin calls (CreateTable, DeleteTable, UpdateTimeToLive, UpdateStream) need the token
  * when the coordinator has one. Returns 1 when the call may go on, else 0
  * with EPERM set in resp and a log line naming the call and the table (never
  * the token). */
@@ -507,6 +510,14 @@ void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *re
         if (req->update_ttl != NULL) {
             if (admin_allowed(s, req, "UpdateTimeToLive", req->update_ttl->table, resp, a)) {
                 ttlcalls_update(s, req->update_ttl, resp, a);
+            }
+            return;
+        }
+        break;
+    case LAPSE__REQUEST__BODY_UPDATE_STREAM:
+        if (req->update_stream != NULL) {
+            if (admin_allowed(s, req, "UpdateStream", req->update_stream->table, resp, a)) {
+                streamcalls_update(s, req->update_stream, resp, a);
             }
             return;
         }

@@ -50,7 +50,7 @@ static void pass(refill *r)
             uint64_t mark = 0;
             const int host = t->schema.stream.enabled &&
                              pmap_replicas_index(pmap_stream_shard(t, p), ns->id) >= 0;
-            if (host && apply_stream_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) == 0 &&
+            if (host && streams_shard_gap(ns, &t->schema, p, &mark, err, sizeof(err)) == 0 &&
                 mark != 0) {
                 (void)streams_fill_shard(ns, pm, t, p, mark);
             }

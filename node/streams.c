@@ -129,27 +129,51 @@ static int reply_raw(request_ctx *c, const change_list *l, uint32_t table_id, ui
     return 0;
 }
 
-/* Sets out's last_sequence and oldest_sequence for the read of r that
- * returned l (reused for the oldest when it does not start there). */
-static int shard_ends(request_ctx *c, uint32_t table_id, const Lapse__GetStreamRecordsRequest *r,
-                      change_list *l, Lapse__GetStreamRecordsResponse *out, char *err,
-                      size_t errlen)
+/* Sets out's last_sequence and oldest_sequence for the read of shard after
+ * after that returned l (reused for the oldest when it does not start
+ * there), within the generation whose first record is gen_base (0: the
+ * first generation): a generation with no record yet has last gen_base - 1. */
+static int shard_ends(request_ctx *c, uint32_t table_id, uint32_t shard, uint64_t after,
+                      uint64_t gen_base, change_list *l, Lapse__GetStreamRecordsResponse *out,
+                      char *err, size_t errlen)
 {
     uint64_t last = 0;
-    int rv = stream_last_seq(c->ns->st, table_id, r->shard, &last, err, errlen);
+    const uint64_t from = gen_base > 0 ? gen_base - 1 : 0;
+    int rv = stream_last_seq(c->ns->st, table_id, shard, &last, err, errlen);
     if (rv != 0) {
         return rv;
     }
-    out->last_sequence = last;
-    if (l->n > 0 && r->after_sequence == 0) {
+    out->last_sequence = last > from ? last : from;
+    if (l->n > 0 && after == from) {
         out->oldest_sequence = l->v[0].seq;
         return 0;
     }
     /* The oldest retained record: one more seek. */
-    if ((rv = stream_read(c->ns->st, table_id, r->shard, 0, 1, 0, l, err, errlen)) != 0) {
+    if ((rv = stream_read(c->ns->st, table_id, shard, from, 1, 0, l, err, errlen)) != 0) {
         return rv;
     }
     out->oldest_sequence = l->n > 0 ? l->v[0].seq : 0;
+    return 0;
+}
+
+int streams_shard_gap(node_server *ns, const table_schema *t, uint32_t shard, uint64_t *mark,
+                      char *err, size_t errlen)
+{
+    uint64_t last = 0;
+    int rv = apply_stream_gap(ns->st, t->id, shard, mark, err, errlen);
+    if (rv != 0 || *mark == 0 || t->stream.generation == 0) {
+        return rv;
+    }
+    if ((rv = stream_last_seq(ns->st, t->id, shard, &last, err, errlen)) != 0) {
+        return rv;
+    }
+    if (last < schema_stream_base(&t->stream)) {
+        /* A stream turned on again whose first record has not arrived:
+         * what this copy misses (the outbox trimmed before it hosted the
+         * shard) is older than the stream; that first record marks the copy
+         * whole (partition/apply.c, stream_gen_first). */
+        *mark = 0;
+    }
     return 0;
 }
 
@@ -185,8 +209,11 @@ void streams_get_records(request_ctx *c)
      * until it is filled from another copy (streams_fill.c): the client
      * goes to another copy. */
     uint64_t gap = 0;
+    const uint64_t gen_base = schema_stream_base(&t->stream);
     char merr[256] = "";
-    if (apply_stream_gap(ns->st, t->id, r->shard, &gap, merr, sizeof(merr)) != 0 || gap != 0) {
+    int grv = r->raw ? apply_stream_gap(ns->st, t->id, r->shard, &gap, merr, sizeof(merr))
+                     : streams_shard_gap(ns, t, r->shard, &gap, merr, sizeof(merr));
+    if (grv != 0 || gap != 0) {
         rpc_set_error(c->resp, c->a, LAPSE_EUNAVAILABLE,
                       "this node's copy of stream shard %u of table %s %s: another copy answers",
                       r->shard, t->name,
@@ -200,10 +227,16 @@ void streams_get_records(request_ctx *c)
     if (until > c->deadline_mono_ms - STREAMS_REPLY_MARGIN_MS) {
         until = c->deadline_mono_ms - STREAMS_REPLY_MARGIN_MS;
     }
+    /* A stream turned on again is read from its generation's first record:
+     * records of an earlier one may still be kept here (docs/replication.md,
+     * "A stream turned on again"). A raw read (a copy filling) takes all. */
+    const uint64_t after = !r->raw && gen_base > 0 && r->after_sequence < gen_base - 1
+                               ? gen_base - 1
+                               : r->after_sequence;
     for (;;) {
         uint64_t gen = current_gen(ns->streams); /* before the read: invariant 1 */
-        if ((rv = stream_read(ns->st, t->id, r->shard, r->after_sequence, limit, STREAMS_MAX_BYTES,
-                              &l, err, sizeof(err))) != 0) {
+        if ((rv = stream_read(ns->st, t->id, r->shard, after, limit, STREAMS_MAX_BYTES, &l, err,
+                              sizeof(err))) != 0) {
             request_store_error(c, rv, err);
             goto out;
         }
@@ -217,7 +250,7 @@ void streams_get_records(request_ctx *c)
             request_store_error(c, rv, err);
             goto out;
         }
-        if (last > r->after_sequence || wait_arrival(ns->streams, gen, until) != 0) {
+        if (last > after || wait_arrival(ns->streams, gen, until) != 0) {
             break;
         }
     }
@@ -234,7 +267,8 @@ void streams_get_records(request_ctx *c)
     }
     /* A raw read (a copy filling itself, page after page) needs neither
      * end of the shard: two seeks saved per page. */
-    if (!r->raw && (rv = shard_ends(c, t->id, r, &l, out, err, sizeof(err))) != 0) {
+    if (!r->raw &&
+        (rv = shard_ends(c, t->id, r->shard, after, gen_base, &l, out, err, sizeof(err))) != 0) {
         request_store_error(c, rv, err);
         goto out;
     }

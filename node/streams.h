@@ -67,6 +67,13 @@ void streams_notify(streams *s);
  * body on c->resp. */
 void streams_get_records(request_ctx *c);
 
+/* apply_stream_gap for this node's copy of shard of t, except that a
+ * stream turned on again (generation >= 1) with no record of its own yet
+ * has no gap: what the copy misses is older than the stream. Returns 0 or
+ * LAPSE_EIO with *mark (0: whole). */
+int streams_shard_gap(node_server *ns, const table_schema *t, uint32_t shard, uint64_t *mark,
+                      char *err, size_t errlen);
+
 /* Fills this node's copy of stream shard shard of t, whose gap has mark
  * (apply_stream_gap), from another copy pm holds UP (streams_fill.c): the
  * first whole one that applied the source through mark. Returns 0 once

@@ -204,6 +204,13 @@ int apply_record_wanted(const table_schema *t, const void *data, size_t len, con
 /* Batches                                                                  */
 /* ======================================================================== */
 
+/* Whether stream seq is the first of a generation >= 1 (schema.h,
+ * SCHEMA_STREAM_GEN_SHIFT): the source numbers each from its base. */
+static int stream_gen_first(uint64_t stream_seq)
+{
+    return stream_seq != 0 && (stream_seq & ((UINT64_C(1) << SCHEMA_STREAM_GEN_SHIFT) - 1)) == 0;
+}
+
 /* Adds to b what records recs[0..n) carry for this node beyond applied. */
 static int apply_records(store *st, const table_schema *t, uint32_t src_part, uint64_t from_seq,
                          uint64_t to_seq, uint64_t applied, const void *const *recs,
@@ -249,6 +256,20 @@ static int apply_records(store *st, const table_schema *t, uint32_t src_part, ui
             }
             db_batch_put(b, st->db, CF_STREAM, sk.data, sk.len, recs[i], lens[i]);
             last_stream = r.stream_seq;
+            if (stream_gen_first(r.stream_seq)) {
+                /* The first record of a stream turned on again: whatever
+                 * this copy misses before it (outbox records trimmed before
+                 * this node hosted the shard) is no record of this stream,
+                 * so the copy is whole for it (apply_stream_gap). */
+                uint64_t filled = 0;
+                if ((rv = store_repl_u64(st, t->id, REPL_STREAM_FILLED, src_part, 0, 0, &filled,
+                                         err, errlen)) != 0) {
+                    goto out;
+                }
+                if (filled < r.seq - 1) {
+                    store_repl_put_u64(st, b, t->id, REPL_STREAM_FILLED, src_part, r.seq - 1);
+                }
+            }
         }
     }
     if (last_stream != 0) {

@@ -215,6 +215,11 @@ int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_
         return oom(err, errlen);
     }
     const int carried = t->stream.enabled && (ttl == NULL || t->stream.ttl_deletes);
+    if (carried && d->next_stream_seq < schema_stream_base(&t->stream)) {
+        /* The first record of a stream turned on again: its generation
+         * numbers from its base, past every record of earlier ones. */
+        d->next_stream_seq = schema_stream_base(&t->stream);
+    }
     change_record r;
     memset(&r, 0, sizeof(r));
     r.table_id = t->id;

@@ -3,7 +3,8 @@
  * outbox_read -> apply_batch: gapless stream sequences per shard with the
  * outbox's bytes, TTL deletes left out when the stream says so, paged
  * reads, trimming by retention (commit times set with the replaceable wall
- * clock) in bounded steps, and dropping a table on the destination.
+ * clock) in bounded steps, dropping a table on the destination, and a
+ * stream turned on again numbered past the earlier generation.
  */
 #include "../common/clock.h"
 #include "apply.h"
@@ -303,6 +304,72 @@ static void test_fill_from_another_copy(void **state)
     store_close(whole);
 }
 
+/* A stream turned on again (generation 1) numbers its records from its
+ * base, past every record of generation 0. A shard copy that starts with
+ * the new generation (the outbox trimmed records 1..3 before it hosted the
+ * shard) is whole once the generation's first record is applied: what it
+ * misses is no record of this stream. One that missed that first record
+ * too has a gap. */
+static void test_stream_turned_on_again(void **state)
+{
+    fixture *f = *state;
+    store *whole = open_dst(f, "whole"), *fresh = open_dst(f, "fresh"), *late = open_dst(f, "late");
+    apply_filter stream_only = {NULL, NULL, 1};
+    const uint32_t p = part_of_s("gen", feed.partitions);
+    table_schema again = feed;
+    again.stream.generation = 1;
+    const uint64_t base = schema_stream_base(&again.stream);
+    assert_true(base == UINT64_C(1) << 40);
+    writes(f, &feed, "gen", 0, 3, 0);
+    writes(f, &again, "gen", 3, 2, 0);
+    change_list l;
+    outbox_all(f, feed.id, p, &l);
+    assert_int_equal(l.n, 5);
+    const void *recs[5];
+    size_t lens[5];
+    const uint64_t want[5] = {1, 2, 3, base, base + 1};
+    for (size_t i = 0; i < 5; i++) {
+        change_record r;
+        recs[i] = l.v[i].data;
+        lens[i] = l.v[i].len;
+        assert_ok(change_decode_head(recs[i], lens[i], &r), f);
+        assert_true(r.stream_seq == want[i]);
+    }
+    char *e = f->err;
+    size_t el = sizeof(f->err);
+    uint64_t a = 0, gap = 1, last = 0;
+    int noted = 0;
+    assert_ok(apply_batch(whole, &feed, p, 1, 5, recs, lens, 5, &stream_only, &a, e, el), f);
+    assert_ok(apply_note_missing(fresh, feed.id, p, 4, &noted, e, el), f);
+    assert_int_equal(noted, 1);
+    assert_ok(apply_stream_gap(fresh, feed.id, p, &gap, e, el), f);
+    assert_true(gap == 3); /* until the generation's first record comes */
+    assert_ok(apply_batch(fresh, &feed, p, 1, 5, recs + 3, lens + 3, 2, &stream_only, &a, e, el),
+              f);
+    assert_ok(apply_stream_gap(fresh, feed.id, p, &gap, e, el), f);
+    assert_true(gap == 0);
+    assert_ok(apply_note_missing(late, feed.id, p, 5, &noted, e, el), f);
+    assert_ok(apply_batch(late, &feed, p, 1, 5, recs + 4, lens + 4, 1, &stream_only, &a, e, el), f);
+    assert_ok(apply_stream_gap(late, feed.id, p, &gap, e, el), f);
+    assert_true(gap == 4);
+    /* Read from the generation's base, every copy holds its two records. */
+    change_list page;
+    change_list_init(&page);
+    store *copies[2] = {whole, fresh};
+    for (int c = 0; c < 2; c++) {
+        assert_ok(stream_read(copies[c], feed.id, p, base - 1, 10, 0, &page, e, el), f);
+        assert_int_equal(page.n, 2);
+        assert_true(page.v[0].seq == base && page.v[1].seq == base + 1);
+        assert_ok(stream_last_seq(copies[c], feed.id, p, &last, e, el), f);
+        assert_true(last == base + 1);
+    }
+    change_list_fini(&page);
+    change_list_fini(&l);
+    store_close(late);
+    store_close(fresh);
+    store_close(whole);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +377,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_trim_by_retention, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_drop_on_destination, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_fill_from_another_copy, rsetup, rteardown),
+        cmocka_unit_test_setup_teardown(test_stream_turned_on_again, rsetup, rteardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -648,6 +648,46 @@ oom:
     return LAPSE_ENOMEM;
 }
 
+int pmap_set_stream(pmap *pm, const char *name, const table_stream *st)
+{
+    pmap_table *t = NULL;
+    for (size_t i = 0; i < pm->ntables; i++) {
+        if (strcmp(pm->tables[i].schema.name, name) == 0) {
+            t = &pm->tables[i];
+        }
+    }
+    if (t == NULL) {
+        return LAPSE_ENOTFOUND;
+    }
+    pmap_replicas *shards = NULL;
+    if (st->enabled) {
+        up_nodes u;
+        int rv = up_init(&u, pm);
+        if (rv != 0) {
+            return rv;
+        }
+        const uint32_t rf = schema_replication(&t->schema);
+        if (rf > u.n || rf > PMAP_MAX_REPLICAS) {
+            up_fini(&u);
+            return LAPSE_EUNAVAILABLE;
+        }
+        if ((shards = calloc(t->schema.partitions, sizeof(*shards))) == NULL) {
+            up_fini(&u);
+            return LAPSE_ENOMEM;
+        }
+        up_new_kind(&u);
+        for (uint32_t p = 0; p < t->schema.partitions; p++) {
+            take_first(&u, &shards[p], least(&u, u.shards, t->parts[p].ids[0]), u.shards);
+            add_copies(&u, &shards[p], rf);
+        }
+        up_fini(&u);
+    }
+    free(t->stream_shards);
+    t->stream_shards = shards;
+    t->schema.stream = *st;
+    return 0;
+}
+
 /* 1 when parts[0..n) each have 1..PMAP_MAX_REPLICAS non-zero ids. */
 static int replicas_ok(const pmap_replicas *parts, uint32_t n)
 {

@@ -203,6 +203,13 @@ int pmap_add_table_placed(pmap *pm, const table_schema *schema, const pmap_place
 /* pmap_add_table_placed with base partitions only: LAPSE_EINVAL for a
  * schema with GSIs or a stream. */
 int pmap_add_table_assigned(pmap *pm, const table_schema *schema, const pmap_replicas *parts);
+/* Sets the stream config of table name to *st (UpdateStream): turning it
+ * on places new stream shards for every base partition as pmap_add_table
+ * does (a shard's first copy off its partition's owner, the map's shard
+ * load balanced); turning it off drops the shards. Does not bump version.
+ * Returns 0, LAPSE_ENOTFOUND (no such table), LAPSE_EUNAVAILABLE (fewer UP
+ * nodes than the table's copies) or LAPSE_ENOMEM; on error pm is unchanged. */
+int pmap_set_stream(pmap *pm, const char *name, const table_stream *st);
 /* Removes the table; returns 1 if it existed, else 0. */
 int pmap_remove_table(pmap *pm, const char *name);
 /* Checks invariants 2-5; returns 1 when they hold. For assert(). */

@@ -69,14 +69,20 @@ int wire_indexes_to_pb(arena *a, const table_schema *t, Lapse__TableSchema *pb)
         indexes_to_pb(a, t->gsi, ng, &pb->gsi, &pb->n_gsi) != 0) {
         return LAPSE_ENOMEM;
     }
-    if (!t->stream.enabled) {
-        return 0; /* no stream: stream stays NULL (absent on the wire) */
+    if (!t->stream.enabled && t->stream.generation == 0) {
+        return 0; /* never a stream: stream stays NULL (absent on the wire) */
     }
     Lapse__StreamConfig *s = arena_alloc(a, sizeof *s);
     if (s == NULL) {
         return LAPSE_ENOMEM;
     }
     lapse__stream_config__init(s);
+    s->generation = t->stream.generation;
+    s->since_ms = t->stream.since_ms;
+    pb->stream = s;
+    if (!t->stream.enabled) {
+        return 0; /* turned off: only what the next one must follow */
+    }
     s->enabled = 1;
     s->exclude_ttl_deletes = !t->stream.ttl_deletes;
     s->retention_hours = t->stream.retention_hours;
@@ -190,6 +196,11 @@ int wire_indexes_from_pb(const Lapse__TableSchema *pb, table_schema *out, char *
         return rv;
     }
     memset(&out->stream, 0, sizeof out->stream);
+    if (pb->stream != NULL) {
+        /* A stream turned off keeps its generation: the next one is new. */
+        out->stream.generation = pb->stream->generation;
+        out->stream.since_ms = pb->stream->since_ms;
+    }
     if (pb->stream != NULL && pb->stream->enabled) {
         out->stream.enabled = 1;
         out->stream.ttl_deletes = !pb->stream->exclude_ttl_deletes;
