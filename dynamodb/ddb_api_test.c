@@ -577,6 +577,10 @@ static void update_table_validation(void **state)
                  "ValidationException", "GlobalSecondaryIndexUpdates");
     expect_error(T("UpdateTable"), "{\"TableName\":\"t\",\"StreamSpecification\":{}}", 400,
                  "ValidationException", "StreamEnabled");
+    expect_error(T("UpdateTable"),
+                 "{\"TableName\":\"t\",\"StreamSpecification\":{\"StreamEnabled\":true,"
+                 "\"StreamViewType\":\"ALL\"}}",
+                 400, "ValidationException", "streamSpecification.streamViewType");
     expect_error(T("UpdateTable"), "{\"TableName\":5,\"BillingMode\":\"PROVISIONED\"}", 400,
                  "SerializationException", "TableName");
 }

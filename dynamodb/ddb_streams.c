@@ -95,7 +95,7 @@ static int resolve(ddb_ctx *x, const char *arn, int refresh, uint32_t want_id, s
             return ddb_req_lapse_fail(x, &err, r->table);
         }
     }
-    ddb_req_stream_arn(x, r->table, r->info.created_ms, r->arn, sizeof r->arn, r->label,
+    ddb_req_stream_arn(x, r->table, r->info.since_ms, r->arn, sizeof r->arn, r->label,
                        sizeof r->label);
     if (strcmp(label, r->label) != 0 || (want_id != 0 && r->info.table_id != want_id)) {
         return stream_not_found(x, arn); /* an older table of that name */
@@ -206,8 +206,7 @@ int ddb_streams_list(ddb_ctx *x, json_t *req)
             more = 1;
             break;
         }
-        ddb_req_stream_arn(x, name, r.info.created_ms, r.arn, sizeof r.arn, r.label,
-                           sizeof r.label);
+        ddb_req_stream_arn(x, name, r.info.since_ms, r.arn, sizeof r.arn, r.label, sizeof r.label);
         json_array_append_new(streams, json_pack("{s:s,s:s,s:s}", "StreamArn", r.arn, "TableName",
                                                  name, "StreamLabel", r.label));
     }
@@ -279,9 +278,9 @@ int ddb_streams_describe(ddb_ctx *x, json_t *req)
                           r.label, "StreamStatus", "ENABLED", "StreamViewType",
                           view != NULL ? view : "NEW_AND_OLD_IMAGES", "TableName", r.table,
                           "KeySchema", ks, "Shards", shards);
-    if (d != NULL && r.info.created_ms > 0) {
+    if (d != NULL && r.info.since_ms > 0) {
         json_object_set_new(d, "CreationRequestDateTime",
-                            json_real((double)r.info.created_ms / 1000.0));
+                            json_real((double)r.info.since_ms / 1000.0));
     }
     if (d != NULL && first + n < r.info.shards && n > 0) {
         shard_id(&r, reqs[n - 1].shard, id, sizeof id);
@@ -510,13 +509,16 @@ int ddb_streams_get_records(ddb_ctx *x, json_t *req)
     uint64_t next = it.after;
     for (size_t i = 0; i < lapse_stream_batch_count(b); i++) {
         const lapse_stream_record *rec = lapse_stream_batch_record(b, i);
+        next = rec->sequence_number;
+        if (rec->sequence_number < r.info.first_sequence) {
+            continue; /* an earlier stream's, from a host whose map is older than ours */
+        }
         json_t *o = record_json(x, &r, rec);
         if (o == NULL || json_array_append_new(records, o) != 0) {
             lapse_stream_batch_free(b);
             json_decref(records);
             return -1;
         }
-        next = rec->sequence_number;
     }
     lapse_stream_batch_free(b);
     x->out = json_pack("{s:o,s:o}", "Records", records, "NextShardIterator",

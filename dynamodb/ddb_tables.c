@@ -81,8 +81,11 @@ static json_t *table_description(ddb_ctx *x, const char *lapse_json, const char 
     json_t *stream = json_object_get(t, "StreamSpecification");
     if (json_is_true(json_object_get(stream, "StreamEnabled"))) {
         const char *view = json_string_value(json_object_get(stream, "StreamViewType"));
+        /* A stream turned on after CreateTable is labelled by that moment. */
+        json_int_t since = json_integer_value(json_object_get(stream, "SinceMs"));
         char sarn[600], label[32];
-        ddb_req_stream_arn(x, name, (int64_t)created, sarn, sizeof sarn, label, sizeof label);
+        ddb_req_stream_arn(x, name, (int64_t)(since > 0 ? since : created), sarn, sizeof sarn,
+                           label, sizeof label);
         json_object_set_new(d, "StreamSpecification",
                             json_pack("{s:b,s:s}", "StreamEnabled", 1, "StreamViewType",
                                       view != NULL ? view : "NEW_AND_OLD_IMAGES"));
@@ -115,6 +118,26 @@ static int create_meta(ddb_ctx *x, const char *table, const char *lapse_json, js
     return -1;
 }
 
+/* The StreamViewType of a StreamSpecification that turns a stream on
+ * (absent: NEW_AND_OLD_IMAGES) into *view; 0, or -1 with x's error set. */
+static int stream_view_of(ddb_ctx *x, json_t *stream, int *view)
+{
+    const char *name;
+    if (ddb_req_string(x, stream, "StreamViewType", 0, &name) != 0) {
+        return -1;
+    }
+    *view = LAPSE_STREAM_NEW_AND_OLD_IMAGES;
+    if (name != NULL && (*view = lapse_stream_view_parse(name)) < 0) {
+        return ddb_req_fail(x, 400, "ValidationException",
+                            "1 validation error detected: Value '%.64s' at "
+                            "'streamSpecification.streamViewType' failed to satisfy constraint: "
+                            "Member must satisfy enum value set: [NEW_IMAGE, OLD_IMAGE, "
+                            "NEW_AND_OLD_IMAGES, KEYS_ONLY]",
+                            name);
+    }
+    return 0;
+}
+
 int ddb_tables_create(ddb_ctx *x, json_t *req)
 {
     lapse_table_def def = {0};
@@ -145,20 +168,8 @@ int ddb_tables_create(ddb_ctx *x, json_t *req)
     if (stream != NULL && ddb_req_bool(x, stream, "StreamEnabled", 1, &def.stream) != 0) {
         goto out;
     }
-    if (def.stream) {
-        const char *view;
-        if (ddb_req_string(x, stream, "StreamViewType", 0, &view) != 0) {
-            goto out;
-        }
-        if (view != NULL && (def.stream_view = lapse_stream_view_parse(view)) < 0) {
-            ddb_req_fail(x, 400, "ValidationException",
-                         "1 validation error detected: Value '%.64s' at "
-                         "'streamSpecification.streamViewType' failed to satisfy constraint: "
-                         "Member must satisfy enum value set: [NEW_IMAGE, OLD_IMAGE, "
-                         "NEW_AND_OLD_IMAGES, KEYS_ONLY]",
-                         view);
-            goto out;
-        }
+    if (def.stream && stream_view_of(x, stream, &def.stream_view) != 0) {
+        goto out;
     }
     if (tags != NULL) {
         json_t *t = json_object();
@@ -491,12 +502,13 @@ int ddb_tables_update(ddb_ctx *x, json_t *req)
 {
     const char *table;
     json_t *stream, *d, *defs;
-    int given = 0, enable = 0;
+    int given = 0, enable = 0, view = LAPSE_STREAM_NEW_AND_OLD_IMAGES;
     if (ddb_req_unsupported(x, req, "UpdateTable", update_unsupported) != 0 ||
         ddb_req_array(x, req, "AttributeDefinitions", 0, &defs) != 0 ||
         capacity(x, req, &given) != 0 ||
         ddb_req_object(x, req, "StreamSpecification", 0, &stream) != 0 ||
-        (stream != NULL && ddb_req_bool(x, stream, "StreamEnabled", 1, &enable) != 0)) {
+        (stream != NULL && ddb_req_bool(x, stream, "StreamEnabled", 1, &enable) != 0) ||
+        (stream != NULL && enable && stream_view_of(x, stream, &view) != 0)) {
         return -1;
     }
     if (!given && stream == NULL) {
@@ -509,15 +521,32 @@ int ddb_tables_update(ddb_ctx *x, json_t *req)
         return -1;
     }
     if (stream != NULL) {
-        /* DynamoDB's answers when nothing would change; a real change of the
-         * stream is not served yet. */
+        /* DynamoDB's answers when nothing would change (checked again by the
+         * coordinator, which answers EEXISTS / ESTATE to a racing change). */
         int has = json_object_get(d, "LatestStreamArn") != NULL;
-        const char *why = enable && has     ? "Table already has an enabled stream"
-                          : !enable && !has ? "Table does not have a stream to disable"
-                                            : "Lapse cannot turn a table's stream on or off after "
-                                              "CreateTable yet (docs/dynamodb-api.md)";
         json_decref(d);
-        return ddb_req_fail(x, 400, "ValidationException", "%s: %s", why, table);
+        if (enable == has) {
+            return ddb_req_fail(x, 400, "ValidationException", "%s: %s",
+                                enable ? "Table already has an enabled stream"
+                                       : "Table does not have a stream to disable",
+                                table);
+        }
+        lapse_error err;
+        int rv = lapse_update_stream(x->c, table, enable, (lapse_stream_view)view, &err);
+        if (rv == LAPSE_EEXISTS || rv == LAPSE_ESTATE) {
+            return ddb_req_fail(x, 400, "ValidationException", "%s: %s",
+                                rv == LAPSE_EEXISTS ? "Table already has an enabled stream"
+                                                    : "Table does not have a stream to disable",
+                                table);
+        }
+        if (rv != 0) {
+            return ddb_req_lapse_fail(x, &err, table);
+        }
+        /* DynamoDB answers UPDATING while the stream changes; Lapse's
+         * change is in place when the call returns (the nodes have the map). */
+        if (describe_named(x, req, "ACTIVE", &table, &d) != 0) {
+            return -1;
+        }
     }
     x->out = json_pack("{s:o}", "TableDescription", d);
     return 0;

@@ -10,7 +10,9 @@ following NextShardIterator, in DynamoDB Streams' record shape; each of the
 four StreamViewTypes shows exactly its images; LATEST, AT_SEQUENCE_NUMBER and
 AFTER_SEQUENCE_NUMBER start where DynamoDB's do; a write that changes
 nothing makes no record; a TTL delete is one REMOVE
-marked as the service's; a re-created table's stream is another stream; and
+marked as the service's; a re-created table's stream is another stream; a
+stream turned on by UpdateTable holds only later writes, turned off is gone,
+and turned on again is another stream without the first one's records; and
 each bad request gets DynamoDB's error by name.
 """
 import time
@@ -136,6 +138,115 @@ def test_stream_is_described_listed_and_paged(ddb, streams):
     assert "LatestStreamArn" not in ddb.describe_table(TableName=plain)["Table"]
     assert streams.list_streams(TableName=plain)["Streams"] == []
     ddb.delete_table(TableName=plain)
+    ddb.delete_table(TableName=name)
+
+
+def keys_of(recs):
+    return [(r["eventName"], r["dynamodb"]["Keys"]["pk"]["S"]) for r in recs]
+
+
+def test_stream_turned_on_off_and_on_again(ddb, streams):
+    """UpdateTable's StreamSpecification after CreateTable: turning the
+    stream on makes a stream (LatestStreamArn, ListStreams, DescribeStream)
+    holding only the writes made after it, in its view; turning it off makes
+    the stream gone (Lapse: no 24 hours of reading); turning it on again
+    makes a NEW stream (another label and ARN) whose readers never see the
+    first one's records. Its outbox already carried (and trimmed) records
+    when the stream was turned on again on other hosts: a new shard host
+    must not take them for records it lost."""
+    name = "u_" + uuid.uuid4().hex[:12]
+    ddb.create_table(TableName=name, KeySchema=KEYS, AttributeDefinitions=DEFS,
+                     BillingMode="PAY_PER_REQUEST")
+    t = ddb.describe_table(TableName=name)["Table"]
+    assert "LatestStreamArn" not in t and "StreamSpecification" not in t
+
+    def put(k):
+        ddb.put_item(TableName=name, Item={"pk": {"S": k}, "v": {"S": k}})
+
+    for i in range(5):
+        put("before%d" % i)  # no stream yet: never in one
+
+    # On, NEW_IMAGE: the new stream is described and listed.
+    d = ddb.update_table(TableName=name, StreamSpecification={
+        "StreamEnabled": True, "StreamViewType": "NEW_IMAGE"})["TableDescription"]
+    assert d["TableStatus"] == "ACTIVE"
+    assert d["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+    arn1, label1 = d["LatestStreamArn"], d["LatestStreamLabel"]
+    assert arn1.endswith("/stream/" + label1)
+    t = ddb.describe_table(TableName=name)["Table"]
+    assert (t["LatestStreamArn"], t["LatestStreamLabel"]) == (arn1, label1)
+    assert streams.list_streams(TableName=name)["Streams"] == [
+        {"StreamArn": arn1, "TableName": name, "StreamLabel": label1}]
+    sd = streams.describe_stream(StreamArn=arn1)["StreamDescription"]
+    assert sd["StreamLabel"] == label1 and sd["StreamViewType"] == "NEW_IMAGE"
+    assert len(sd["Shards"]) == 64
+    with pytest.raises(ClientError) as e:
+        ddb.update_table(TableName=name, StreamSpecification={
+            "StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
+    assert error_code(e) == "ValidationException"
+    assert "already has an enabled stream" in e.value.response["Error"]["Message"]
+
+    for i in range(3):
+        put("on%d" % i)
+    ddb.update_item(TableName=name, Key={"pk": {"S": "before1"}}, UpdateExpression="SET v = :v",
+                    ExpressionAttributeValues={":v": {"S": "changed"}})
+    recs, its1 = read_all(streams, arn1, 4)
+    assert sorted(keys_of(recs)) == [("INSERT", "on0"), ("INSERT", "on1"), ("INSERT", "on2"),
+                                     ("MODIFY", "before1")]
+    for r in recs:
+        assert r["dynamodb"]["StreamViewType"] == "NEW_IMAGE" and "NewImage" in r["dynamodb"]
+        assert "OldImage" not in r["dynamodb"]
+
+    # Off: the stream is gone (Lapse does not keep it readable for 24 hours).
+    d = ddb.update_table(TableName=name, StreamSpecification={"StreamEnabled": False})
+    d = d["TableDescription"]
+    assert "LatestStreamArn" not in d and "StreamSpecification" not in d
+    assert "LatestStreamArn" not in ddb.describe_table(TableName=name)["Table"]
+    assert streams.list_streams(TableName=name)["Streams"] == []
+    with pytest.raises(ClientError) as e:
+        streams.describe_stream(StreamArn=arn1)
+    assert error_code(e) == "ResourceNotFoundException"
+    with pytest.raises(ClientError) as e:
+        streams.get_records(ShardIterator=next(iter(its1.values())))
+    assert error_code(e) == "ResourceNotFoundException"
+    with pytest.raises(ClientError) as e:
+        ddb.update_table(TableName=name, StreamSpecification={"StreamEnabled": False})
+    assert error_code(e) == "ValidationException"
+    assert "does not have a stream to disable" in e.value.response["Error"]["Message"]
+    put("off0")  # while off: in no stream
+    # Another table's shards meanwhile: the new stream's shards are placed
+    # on other hosts than the first one's, which never got this table's
+    # outbox records (trimmed since): they must not refuse reads for them.
+    other, _ = stream_table(ddb)
+
+    # On again, KEYS_ONLY: a new stream, with none of the first one's records.
+    d = ddb.update_table(TableName=name, StreamSpecification={
+        "StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})["TableDescription"]
+    arn2, label2 = d["LatestStreamArn"], d["LatestStreamLabel"]
+    assert label2 != label1 and arn2 != arn1 and label2 > label1
+    assert d["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"}
+    assert streams.list_streams(TableName=name)["Streams"] == [
+        {"StreamArn": arn2, "TableName": name, "StreamLabel": label2}]
+    with pytest.raises(ClientError) as e:
+        streams.describe_stream(StreamArn=arn1)
+    assert error_code(e) == "ResourceNotFoundException"
+    for s in streams.describe_stream(StreamArn=arn2)["StreamDescription"]["Shards"]:
+        assert len(s["SequenceNumberRange"]["StartingSequenceNumber"]) >= 21
+    put("again0")
+    ddb.delete_item(TableName=name, Key={"pk": {"S": "on0"}})
+    recs, _ = read_all(streams, arn2, 2)
+    assert sorted(keys_of(recs)) == [("INSERT", "again0"), ("REMOVE", "on0")]
+    for r in recs:
+        assert r["dynamodb"]["StreamViewType"] == "KEYS_ONLY"
+        assert "NewImage" not in r["dynamodb"] and "OldImage" not in r["dynamodb"]
+    # LATEST on a shard of the new stream starts after its records.
+    sid = next(s for s in shard_ids(streams, arn2)
+               if any(r["dynamodb"]["Keys"]["pk"]["S"] == "again0"
+                      for r in read_shard(streams, arn2, s)))
+    it = streams.get_shard_iterator(StreamArn=arn2, ShardId=sid,
+                                    ShardIteratorType="LATEST")["ShardIterator"]
+    assert streams.get_records(ShardIterator=it)["Records"] == []
+    ddb.delete_table(TableName=other)
     ddb.delete_table(TableName=name)
 
 
