@@ -328,6 +328,20 @@ int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *opts
                 lapse_error *err);
 int lapse_scan(lapse_client *c, const char *table, const lapse_scan_opts *opts, lapse_page **out,
                lapse_error *err);
+/* A table's size (DynamoDB's ItemCount and TableSizeBytes). */
+typedef struct lapse_table_size_info {
+    uint64_t items;
+    uint64_t bytes; /* the items' encoded values, keys included */
+    int estimated;  /* some partition was too large to count: scaled from RocksDB's estimate */
+} lapse_table_size_info;
+/* Asks every primary of table's partitions for their items and bytes
+ * (TableStats: each walks at most 10,000 items of a partition, and scales
+ * the rest from RocksDB's size of the partition's files) and sums them into
+ * *out. A cost of up to 10,000 item reads per partition: callers cache it
+ * (the DynamoDB gateway does, for DDB_STATS_CACHE_MS). Returns 0,
+ * LAPSE_ENOTFOUND, LAPSE_EINVAL or a transport error; *out is zero then. */
+int lapse_table_size(lapse_client *c, const char *table, lapse_table_size_info *out,
+                     lapse_error *err);
 /* The node owning each of table's partitions in the client's cached map
  * (fetched once when the table is unknown): *owners (caller frees with
  * lapse_free) receives *n node ids, one per partition in partition order,

@@ -167,6 +167,9 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
     case LAPSE__REQUEST__BODY_BATCH_GET:
         reads_batch_get(&c);
         break;
+    case LAPSE__REQUEST__BODY_TABLE_STATS:
+        reads_table_stats(&c);
+        break;
     case LAPSE__REQUEST__BODY_PUSH_PARTITION_MAP:
         push_partition_map(&c);
         break;

@@ -272,3 +272,62 @@ out:
     free(mine);
     free(mine_at);
 }
+
+/* ======================= TableStats ======================= */
+
+void reads_table_stats(request_ctx *c)
+{
+    const Lapse__TableStatsRequest *r = c->req->table_stats;
+    char err[512] = "";
+    if (request_need_body(c, r) != 0 || request_find_table(c, r->table) != 0) {
+        return;
+    }
+    const table_schema *t = &c->table->schema;
+    const size_t n = r->n_partitions;
+    if (n > READS_STATS_MAX_PARTITIONS) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "TableStats of %zu partitions: at most %d", n,
+                      READS_STATS_MAX_PARTITIONS);
+        return;
+    }
+    Lapse__TableStatsResponse *out = arena_alloc(c->a, sizeof(*out));
+    Lapse__PartitionStats **stats = arena_alloc(c->a, (n ? n : 1) * sizeof(*stats));
+    uint32_t *unprocessed = arena_alloc(c->a, (n ? n : 1) * sizeof(*unprocessed));
+    if (out == NULL || stats == NULL || unprocessed == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__table_stats_response__init(out);
+    size_t ns = 0, nun = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t part = r->partitions[i];
+        if (part >= t->partitions) {
+            rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                          "partition %u is out of range: table \"%s\" has %u", part, t->name,
+                          t->partitions);
+            return;
+        }
+        if (!request_owns(c, part)) {
+            unprocessed[nun++] = (uint32_t)i;
+            continue;
+        }
+        store_size sz;
+        int rv = store_estimate(c->ns->st, t->id, part, READS_STATS_WALK, &sz, err, sizeof(err));
+        Lapse__PartitionStats *ps = arena_alloc(c->a, sizeof(*ps));
+        if (rv != 0 || ps == NULL) {
+            request_store_error(c, rv != 0 ? rv : LAPSE_ENOMEM, rv != 0 ? err : "out of memory");
+            return;
+        }
+        lapse__partition_stats__init(ps);
+        ps->partition = part;
+        ps->items = sz.items;
+        ps->bytes = sz.bytes;
+        ps->estimated = sz.estimated != 0;
+        stats[ns++] = ps;
+    }
+    out->stats = stats;
+    out->n_stats = ns;
+    out->unprocessed = unprocessed;
+    out->n_unprocessed = nun;
+    c->resp->body_case = LAPSE__RESPONSE__BODY_TABLE_STATS;
+    c->resp->table_stats = out;
+}

@@ -72,6 +72,8 @@ static const char *call_label(const Lapse__Request *req)
         return "PartitionDigest";
     case LAPSE__REQUEST__BODY_PARTITION_ITEMS:
         return "PartitionItems";
+    case LAPSE__REQUEST__BODY_TABLE_STATS:
+        return "TableStats";
     default:
         return "other";
     }

@@ -212,6 +212,22 @@ int store_query_gsi(store *st, const table_schema *t, uint32_t gsi, uint32_t gsi
  * applied for the table (expiry index, LSI and GSI entries, outbox, stream
  * records, replication counters): range deletes. Idempotent. */
 int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen);
+/* The size of a partition's items: counted exactly by a walk of at most
+ * max_items items, or past that budget estimated (estimated = 1). */
+typedef struct store_size {
+    uint64_t items;
+    uint64_t bytes; /* the items' encoded values (every attribute, keys included) */
+    int estimated;
+} store_size;
+/* Sizes partition part of table id into *out (DescribeTable's ItemCount and
+ * TableSizeBytes). Walks at most max_items (>= 1) items of the partition,
+ * summing their encoded sizes; when items remain, the bytes are RocksDB's
+ * estimate of the partition's range in its files if larger than the walk's
+ * (db_approx_size; recent writes still in memory count only as walked), and
+ * the items the walk's count scaled by bytes per item walked. Returns 0,
+ * LAPSE_EIO or LAPSE_ENOMEM (*out zero). */
+int store_estimate(store *st, uint32_t table_id, uint32_t part, uint64_t max_items, store_size *out,
+                   char *err, size_t errlen);
 /* Counts the items of table id in partition part (tests, status). */
 int store_count(store *st, uint32_t table_id, uint32_t part, uint64_t *out, char *err,
                 size_t errlen);

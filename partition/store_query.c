@@ -375,10 +375,20 @@ out:
 int store_count(store *st, uint32_t table_id, uint32_t part, uint64_t *out, char *err,
                 size_t errlen)
 {
+    /* Visits every key of the partition: for tests and status, not requests. */
+    store_size sz;
+    int rv = store_estimate(st, table_id, part, UINT64_MAX, &sz, err, errlen);
+    *out = sz.items;
+    return rv;
+}
+
+int store_estimate(store *st, uint32_t table_id, uint32_t part, uint64_t max_items, store_size *out,
+                   char *err, size_t errlen)
+{
     buf lo, hi;
     db_iter *it = NULL;
     int rv;
-    *out = 0;
+    memset(out, 0, sizeof(*out));
     buf_init(&lo);
     buf_init(&hi);
     if ((rv = itemkey_append_prefix(&lo, table_id, part)) != 0 ||
@@ -390,13 +400,33 @@ int store_count(store *st, uint32_t table_id, uint32_t part, uint64_t *out, char
                           hi.len)) != 0) {
         goto out;
     }
-    /* Visits every key of the partition: for tests and status, not requests. */
-    uint64_t n = 0;
-    for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
+    /* Budget: max_items keys and values read, then one size estimate. */
+    uint64_t n = 0, bytes = 0;
+    db_iter_seek_first(it);
+    for (; db_iter_valid(it) && n < max_items; db_iter_next(it)) {
+        size_t vlen = 0;
+        (void)db_iter_value(it, &vlen);
         n++;
+        bytes += vlen;
     }
-    if ((rv = db_iter_status(it, err, errlen)) == 0) {
-        *out = n;
+    int more = db_iter_valid(it);
+    if ((rv = db_iter_status(it, err, errlen)) != 0) {
+        goto out;
+    }
+    out->items = n;
+    out->bytes = bytes;
+    if (more && !hi_none) {
+        uint64_t files = 0;
+        if ((rv = db_approx_size(st->db, CF_ITEMS, lo.data, lo.len, hi.data, hi.len, &files, err,
+                                 errlen)) != 0) {
+            memset(out, 0, sizeof(*out));
+            goto out;
+        }
+        out->estimated = 1;
+        if (files > bytes && bytes > 0) {
+            out->items = (uint64_t)((double)n * ((double)files / (double)bytes));
+            out->bytes = files;
+        }
     }
 out:
     if (rv == LAPSE_ENOMEM) {

@@ -363,6 +363,18 @@ static void test_batch_write(void **state)
     }
     assert_int_equal(total, N);
     assert_true(parts_used > 1);
+    /* Sizes: exact within the walk's budget; past it, marked estimated
+     * (the items are in the memtable: counted as walked). */
+    for (uint32_t p = 0; p < music.partitions; p++) {
+        uint64_t c = 0;
+        store_size sz, cut;
+        assert_ok(store_count(f->st, music.id, p, &c, f->err, sizeof(f->err)), f);
+        assert_ok(store_estimate(f->st, music.id, p, 1000000, &sz, f->err, sizeof(f->err)), f);
+        assert_true(sz.items == c && !sz.estimated && (sz.bytes > 0) == (c > 0));
+        assert_ok(store_estimate(f->st, music.id, p, 1, &cut, f->err, sizeof(f->err)), f);
+        assert_int_equal(cut.estimated, c > 1);
+        assert_true(cut.items == (c > 0 ? 1 : 0) && cut.bytes <= sz.bytes);
+    }
 
     /* Deletes and puts mixed; a later write to the same key wins. */
     item *k0 = song_key("artist0", "0000");

@@ -463,3 +463,23 @@ int db_compact_range(db *d, int cf, const void *start, size_t slen, const void *
                              end != NULL ? elen : 0);
     return 0;
 }
+
+int db_approx_size(db *d, int cf, const void *start, size_t slen, const void *end, size_t elen,
+                   uint64_t *bytes, char *err, size_t errlen)
+{
+    rocksdb_column_family_handle_t *h = db_cf_handle(d, cf);
+    *bytes = 0;
+    if (h == NULL || start == NULL || end == NULL) {
+        db_set_err(err, errlen, "db_approx_size: bad column family or range");
+        return LAPSE_EINVAL;
+    }
+    const char *s = start, *l = end;
+    uint64_t size = 0;
+    char *e = NULL;
+    rocksdb_approximate_sizes_cf(d->rdb, h, 1, &s, &slen, &l, &elen, &size, &e);
+    if (e != NULL) {
+        return db_rerr(e, "approximate sizes", err, errlen);
+    }
+    *bytes = size;
+    return 0;
+}

@@ -131,6 +131,12 @@ int db_iter_status(const db_iter *it, char *err, size_t errlen);
 db_snapshot *db_snapshot_new(db *d);
 void db_snapshot_free(db_snapshot *s);
 
+/* RocksDB's estimate of the bytes [start, end) of cf takes in its files
+ * (memtables not included: recent writes may not count yet) into *bytes.
+ * Returns 0, LAPSE_EINVAL (a bad cf) or LAPSE_EIO. */
+int db_approx_size(db *d, int cf, const void *start, size_t slen, const void *end, size_t elen,
+                   uint64_t *bytes, char *err, size_t errlen);
+
 /* Compacts [start, end) of cf (either NULL = unbounded), to reclaim space
  * after a large range delete. Blocks until done. Returns 0 (LAPSE_EINVAL for
  * a bad cf). */

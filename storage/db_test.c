@@ -375,6 +375,37 @@ static void test_delete_range_and_compact(void **state)
     db_close(d);
 }
 
+/* The estimate of a range's size: what is in files counts (a compaction
+ * flushes the memtable first), a range with nothing counts nothing, and an
+ * unbounded range is refused (a bad family asserts in debug builds, as
+ * everywhere in db.c). */
+static void test_approx_size_of_a_range(void **state)
+{
+    fixture *f = *state;
+    db *d = open_db(f, two_cfs, 2);
+    char k[16], v[256];
+    memset(v, 'v', sizeof v);
+    db_batch *b = db_batch_new();
+    assert_non_null(b);
+    for (int i = 0; i < 4000; i++) {
+        snprintf(k, sizeof k, "a%05d", i);
+        v[i % sizeof v] = (char)('a' + i % 26); /* keep it from compressing to nothing */
+        db_batch_put(b, d, 0, k, strlen(k), v, sizeof v);
+    }
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    db_batch_free(b);
+    assert_int_equal(db_compact_range(d, 0, NULL, 0, NULL, 0), 0);
+    uint64_t in_a = 0, in_b = 1;
+    assert_db_ok(db_approx_size(d, 0, "a", 1, "b", 1, &in_a, f->err, sizeof(f->err)), f);
+    assert_db_ok(db_approx_size(d, 0, "b", 1, "c", 1, &in_b, f->err, sizeof(f->err)), f);
+    assert_true(in_a > 4000 * 16); /* 4000 entries of 262 bytes, even compressed */
+    assert_true(in_a < 4000 * 1024);
+    assert_true(in_b == 0);
+    assert_int_equal(db_approx_size(d, 0, "a", 1, NULL, 0, &in_a, f->err, sizeof(f->err)),
+                     LAPSE_EINVAL);
+    db_close(d);
+}
+
 /* In the expiring family, a compaction drops the entries whose stamp is
  * older than expire_after_ms and keeps the younger ones, stampless ones and
  * every entry of the other families. */
@@ -654,6 +685,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_iterator_bounds_seek_reverse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multi_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_range_and_compact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_approx_size_of_a_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiring_family_drops_old_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_sees_one_moment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_log_replays_elsewhere, setup, teardown),
