@@ -6,6 +6,7 @@
 #include "ddb_tables.h"
 
 #include "ddb_meta.h"
+#include "ddb_size.h"
 #include "ddb_tabledef.h"
 #include "ddb_tags.h"
 
@@ -269,6 +270,14 @@ int ddb_tables_describe(ddb_ctx *x, json_t *req)
     if (describe_named(x, req, "ACTIVE", &table, &d) != 0) {
         return -1;
     }
+    /* Only DescribeTable sizes the table (ddb_size.h); the other answers
+     * carrying a TableDescription keep DynamoDB's figures of a moment ago,
+     * here 0, as CreateTable's does. */
+    uint64_t items = 0, bytes = 0;
+    double created_s = json_number_value(json_object_get(d, "CreationDateTime"));
+    ddb_size_get(x, table, (int64_t)(created_s * 1000.0 + 0.5), &items, &bytes);
+    json_object_set_new(d, "ItemCount", json_integer((json_int_t)items));
+    json_object_set_new(d, "TableSizeBytes", json_integer((json_int_t)bytes));
     x->out = json_pack("{s:o}", "Table", d);
     return 0;
 }
