@@ -675,6 +675,50 @@ static void test_replicated_gsi_and_stream(void **state)
     pmap_free(pm);
 }
 
+/* pmap_set_stream: on places a shard per base partition, each with the
+ * table's copies, first copies off their partition's owner and spread
+ * within one over the nodes; off drops them; the map stays valid each
+ * time, and an unknown table or too few UP nodes change nothing. */
+static void test_stream_set_on_and_off(void **state)
+{
+    (void)state;
+    pmap *pm = pmap_new();
+    add_nodes(pm, 3);
+    table_schema t = mk_schema(1, "later", 8);
+    t.replication = 2;
+    assert_int_equal(pmap_add_table(pm, &t), 0);
+    table_stream on = {.enabled = 1, .view = STREAM_VIEW_KEYS_ONLY, .generation = 1};
+    assert_int_equal(pmap_set_stream(pm, "nope", &on), LAPSE_ENOTFOUND);
+    assert_int_equal(pmap_set_stream(pm, "later", &on), 0);
+    assert_true(pmap_check(pm));
+    const pmap_table *pt = pmap_table_find(pm, "later");
+    assert_int_equal(pt->schema.stream.generation, 1);
+    for (uint32_t p = 0; p < 8; p++) {
+        const pmap_replicas *r = pmap_stream_shard(pt, p);
+        assert_non_null(r);
+        assert_int_equal(r->n, 2);
+        assert_int_not_equal(r->ids[0], pmap_owner(pt, p));
+    }
+    for (uint32_t id = 1; id <= 3; id++) { /* 8 first copies over 3 nodes */
+        size_t hosted = pmap_stream_shards_hosted(pm, id);
+        assert_true(hosted == 2 || hosted == 3);
+    }
+    table_stream off = {.generation = 1};
+    assert_int_equal(pmap_set_stream(pm, "later", &off), 0);
+    assert_true(pmap_check(pm));
+    pt = pmap_table_find(pm, "later");
+    assert_null(pt->stream_shards);
+    assert_int_equal(pt->schema.stream.generation, 1);
+    assert_int_equal(pmap_outbox_destinations(pt, 0, NULL, 0), 0);
+    /* Two copies need two UP nodes. */
+    assert_int_equal(pmap_set_node(pm, 2, "tcp://127.0.0.1:7402", PMAP_NODE_DOWN), 0);
+    assert_int_equal(pmap_set_node(pm, 3, "tcp://127.0.0.1:7403", PMAP_NODE_DOWN), 0);
+    assert_int_equal(pmap_set_stream(pm, "later", &on), LAPSE_EUNAVAILABLE);
+    assert_null(pmap_table_find(pm, "later")->stream_shards);
+    assert_false(pmap_table_find(pm, "later")->schema.stream.enabled);
+    pmap_free(pm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -690,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_replicated_placement),
         cmocka_unit_test(test_replicated_gsi_and_stream),
         cmocka_unit_test(test_new_node_gets_an_even_share_of_a_new_table),
+        cmocka_unit_test(test_stream_set_on_and_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
