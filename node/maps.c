@@ -18,6 +18,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../partition/expiry.h"
+#include "../partition/stream.h"
 #include "../placement/failover.h"
 #include "../rpc/wire.h"
 
@@ -228,6 +229,22 @@ static int ttl_disabled(const pmap *old, const pmap *new)
     return 0;
 }
 
+/* The ids of the tables of new whose stream old has on and new off, into
+ * ids (old->ntables entries at most); returns how many. Their stream
+ * records are dropped after the drain: nothing reads them again. */
+static size_t streams_turned_off(const pmap *old, const pmap *new, uint32_t *ids)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < new->ntables; i++) {
+        const table_schema *t = &new->tables[i].schema;
+        const pmap_table *o = pmap_table_find_id(old, t->id);
+        if (!t->stream.enabled && o != NULL && o->schema.stream.enabled) {
+            ids[n++] = t->id;
+        }
+    }
+    return n;
+}
+
 /*
  * Waits until the caller's reference to m is the only one left: every
  * request routed by m has finished. Handlers hold a reference only while
@@ -288,13 +305,15 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
         goto fail;
     }
     int disabled = ttl_disabled(old->pm, pm);
+    uint32_t *off = calloc(old->pm->ntables ? old->pm->ntables : 1, sizeof(*off));
+    size_t noff = off != NULL ? streams_turned_off(old->pm, pm, off) : 0;
     pthread_rwlock_wrlock(&ns->map_lock);
     ns->map = nm; /* the slot's reference to old is now ours */
     pthread_rwlock_unlock(&ns->map_lock);
-    if (ndropped > 0 || disabled) {
+    if (ndropped > 0 || disabled || noff > 0) {
         /* A write routed by the old map may have landed after the first
-         * drop (or kept a disabled table's index): wait for those
-         * requests, then drop again. */
+         * drop (or kept a disabled table's index, or stored a record of a
+         * stream turned off): wait for those requests, then drop again. */
         if (!drain(old)) {
             log_warn("requests routed by map version %llu still running after %d ms",
                      (unsigned long long)old_version, MAPS_DRAIN_TIMEOUT_MS);
@@ -306,7 +325,21 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
                 log_error("dropping table id %u again failed: %s", dropped[i], why);
             }
         }
+        for (size_t i = 0; i < noff; i++) {
+            char why[256] = "";
+            const pmap_table *t = pmap_table_find_id(nm->pm, off[i]);
+            const char *name = t != NULL ? t->schema.name : "?";
+            if (stream_drop(ns->st, off[i], why, sizeof(why)) != 0) {
+                log_error("dropping the stream records of table \"%s\" (id %u) failed: %s", name,
+                          off[i], why);
+            } else {
+                log_info("table \"%s\" (id %u): its stream was turned off: its records here were "
+                         "dropped",
+                         name, off[i]);
+            }
+        }
     }
+    free(off);
     /* TTL follows the new map: enables start backfills, disables drop the
      * index (after the drain above), pauses stop scanners. nm stays
      * current while we hold apply_lock. */

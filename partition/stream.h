@@ -49,4 +49,11 @@ int stream_last_seq(store *st, uint32_t table_id, uint32_t shard, uint64_t *last
 int stream_trim(store *st, uint32_t table_id, clock_wall now, int64_t retention_ms,
                 size_t max_records, size_t *trimmed, int *more, char *err, size_t errlen);
 
+/* Deletes every stream record of table_id on this node (its stream was
+ * turned off: nothing reads them again, a later stream of the table reads
+ * only its own generation), keeping the shards' last stream seqs and the
+ * copies' marks. One range delete, then a compaction of the range.
+ * Returns 0, LAPSE_EIO or LAPSE_ENOMEM; on error nothing is deleted. */
+int stream_drop(store *st, uint32_t table_id, char *err, size_t errlen);
+
 #endif

@@ -309,7 +309,7 @@ static void test_fill_from_another_copy(void **state)
  * the new generation (the outbox trimmed records 1..3 before it hosted the
  * shard) is whole once the generation's first record is applied: what it
  * misses is no record of this stream. One that missed that first record
- * too has a gap. */
+ * too has a gap. Turned off, a stream's records are dropped. */
 static void test_stream_turned_on_again(void **state)
 {
     fixture *f = *state;
@@ -364,6 +364,24 @@ static void test_stream_turned_on_again(void **state)
         assert_true(last == base + 1);
     }
     change_list_fini(&page);
+    /* Turned off: the records go, the last seq and the marks stay, another
+     * table's records stay. */
+    table_schema other = feed;
+    other.id = 27;
+    unsigned seed = 6;
+    writes(f, &other, "o", 0, 2, 0);
+    ship_all(f, whole, &other, &stream_only, &seed, 0);
+    const size_t others = cf_count(whole, CF_STREAM, other.id);
+    assert_true(others == 2);
+    assert_ok(stream_drop(whole, feed.id, e, el), f);
+    assert_int_equal(cf_count(whole, CF_STREAM, feed.id), 0);
+    assert_int_equal(cf_count(whole, CF_STREAM, other.id), others);
+    assert_ok(stream_last_seq(whole, feed.id, p, &last, e, el), f);
+    assert_true(last == base + 1);
+    assert_ok(apply_stream_gap(fresh, feed.id, p, &gap, e, el), f);
+    assert_ok(stream_drop(fresh, feed.id, e, el), f);
+    assert_ok(apply_stream_gap(fresh, feed.id, p, &gap, e, el), f);
+    assert_true(gap == 0);
     change_list_fini(&l);
     store_close(late);
     store_close(fresh);

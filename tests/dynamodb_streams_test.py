@@ -15,6 +15,8 @@ stream turned on by UpdateTable holds only later writes, turned off is gone,
 and turned on again is another stream without the first one's records; and
 each bad request gets DynamoDB's error by name.
 """
+import glob
+import os
 import time
 import uuid
 
@@ -214,6 +216,19 @@ def test_stream_turned_on_off_and_on_again(ddb, streams):
     assert error_code(e) == "ValidationException"
     assert "does not have a stream to disable" in e.value.response["Error"]["Message"]
     put("off0")  # while off: in no stream
+    # Each node dropped the stream's records when it applied the change.
+    home = os.environ.get("LAPSE_HOME")
+    if home:
+        want = 'table "%s" (id ' % name
+        deadline = time.time() + 20
+        while True:
+            logs = [open(p, errors="replace").read() for p in glob.glob(home + "/node*.log")]
+            hits = [l for l in logs if want in l and "its stream was turned off" in l]
+            if len(hits) == len(logs) > 0:
+                break
+            assert time.time() < deadline, "%d of %d nodes dropped the records" % (
+                len(hits), len(logs))
+            time.sleep(0.2)
     # Another table's shards meanwhile: the new stream's shards are placed
     # on other hosts than the first one's, which never got this table's
     # outbox records (trimmed since): they must not refuse reads for them.
