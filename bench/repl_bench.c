@@ -407,7 +407,7 @@ static long long stream_total(lapse_client *c, const char *table, unsigned parts
     lapse_error e;
     long long sum = -1;
     for (unsigned s = 0; s < parts; s++) {
-        q[s] = (lapse_stream_request){s, 0, 1, 0};
+        q[s] = (lapse_stream_request){.shard = s, .limit = 1};
     }
     if (lapse_stream_read_many(c, table, q, parts, b, &e) == 0) {
         sum = 0;

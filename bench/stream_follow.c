@@ -19,7 +19,8 @@ static void *reader_main(void *p)
     reader *r = p;
     stream_follow *f = r->f;
     size_t plen = strlen(f->prefix);
-    lapse_stream_request q = {r->shard, f->start_seq[r->shard], 1000, 1000};
+    lapse_stream_request q = {
+        .shard = r->shard, .after_seq = f->start_seq[r->shard], .limit = 1000, .wait_ms = 1000};
     int reported = 0;
     while (!atomic_load(&f->stop)) {
         lapse_stream_batch *b = NULL;
@@ -63,7 +64,7 @@ static int find_ends(stream_follow *f)
     lapse_error e;
     int rv = -1;
     for (unsigned s = 0; q != NULL && b != NULL && s < f->nshards_asked; s++) {
-        q[s] = (lapse_stream_request){s, 0, 1, 0};
+        q[s] = (lapse_stream_request){.shard = s, .limit = 1};
     }
     if (q != NULL && b != NULL &&
         lapse_stream_read_many(f->c, f->table, q, f->nshards_asked, b, &e) == 0) {

@@ -55,7 +55,7 @@ typedef struct stream_args {
     int follow;
     int only; /* 0: every record; 1: TTL deletes only; 2: user changes only */
     unsigned wait_ms;
-    const char *after; /* --after SHARD:SEQ,... (or FILE's text); NULL: none */
+    const char *after;     /* --after SHARD:SEQ,... (or FILE's text); NULL: none */
     const char *positions; /* --positions FILE; NULL: none */
 } stream_args;
 
@@ -280,7 +280,8 @@ static void check_gap(cli_ctx *ctx, const shard_state *st, const lapse_stream_ba
 /* The request of shard k this round: long-poll (wait) or not. */
 static lapse_stream_request request_of(const shard_state *st, unsigned wait_ms)
 {
-    lapse_stream_request q = {st->where.shard, st->pos, READ_LIMIT, wait_ms};
+    lapse_stream_request q = {
+        .shard = st->where.shard, .after_seq = st->pos, .limit = READ_LIMIT, .wait_ms = wait_ms};
     return q;
 }
 
@@ -408,7 +409,7 @@ static int position(cli_ctx *ctx, const stream_args *sa, shard_state *s, size_t 
     }
     for (size_t i = 0; i < n; i++) {
         if (!s[i].positioned) {
-            q[m++] = (lapse_stream_request){s[i].where.shard, 0, 1, 0};
+            q[m++] = (lapse_stream_request){.shard = s[i].where.shard, .limit = 1};
         }
     }
     if (lapse_stream_read_many(ctx->c, sa->table, q, m, b, &err) != 0) {

@@ -409,7 +409,7 @@ static void test_stream_null_arguments(void **state)
     lapse_stream_shard *shards = (lapse_stream_shard *)&shards;
     size_t n = 5;
     lapse_stream_batch *b = NULL;
-    lapse_stream_request q = {0, 0, 0, 0};
+    lapse_stream_request q = {.shard = 0};
     lapse_page *page = NULL;
     lapse_query_opts o = {0};
     assert_int_equal(lapse_stream_shards(NULL, "T", &shards, &n, &err), LAPSE_EINVAL);

@@ -509,6 +509,12 @@ typedef struct lapse_stream_request {
     unsigned limit;     /* at most this many records; 0: the node's default (1000) */
     unsigned wait_ms;   /* long poll: with none after after_seq, the host answers when
                            one arrives or after wait_ms (0: at once) */
+    /* Non-zero: read only the stream of this generation
+     * (lapse_stream_info.generation): once it was turned off (or another
+     * turned on) the host answers LAPSE_ENOTFOUND, whatever this client's
+     * map says. 0: whichever stream the table has. */
+    int pin_generation;
+    uint32_t generation;
 } lapse_stream_request;
 
 /* Reads one shard of table's stream from its host (retried like a read,

@@ -411,6 +411,8 @@ static int read_build(void *ctx, arena *a, const size_t *idx, size_t n, Lapse__R
     body->after_sequence = q->after_seq;
     body->limit = q->limit;
     body->wait_ms = q->wait_ms;
+    body->pin_generation = q->pin_generation != 0;
+    body->generation = q->generation;
     req->body_case = LAPSE__REQUEST__BODY_GET_STREAM_RECORDS;
     req->get_stream_records = body;
     return 0;

@@ -140,7 +140,14 @@ static json_t *seq_json(uint64_t seq)
 static int read_shard(ddb_ctx *x, const stream_ref *r, uint32_t shard, uint64_t after,
                       unsigned limit, lapse_stream_batch **b)
 {
-    lapse_stream_request q = {.shard = shard, .after_seq = after, .limit = limit, .wait_ms = 0};
+    /* Pinned to the ARN's stream: a host answers ENOTFOUND once it was
+     * turned off, even while this gateway's map still shows it. */
+    lapse_stream_request q = {.shard = shard,
+                              .after_seq = after,
+                              .limit = limit,
+                              .wait_ms = 0,
+                              .pin_generation = 1,
+                              .generation = r->info.generation};
     lapse_error err;
     if (lapse_stream_read(x->c, r->table, &q, b, &err) != 0) {
         return err.code == LAPSE_ENOTFOUND ? stream_not_found(x, r->arn)
@@ -244,7 +251,10 @@ int ddb_streams_describe(ddb_ctx *x, json_t *req)
         return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
-        reqs[i] = (lapse_stream_request){.shard = first + (uint32_t)i, .limit = 1};
+        reqs[i] = (lapse_stream_request){.shard = first + (uint32_t)i,
+                                         .limit = 1,
+                                         .pin_generation = 1,
+                                         .generation = r.info.generation};
     }
     /* Each shard's first kept record starts its range (an empty shard: the
      * next record it will get). */

@@ -189,6 +189,21 @@ void streams_get_records(request_ctx *c)
         goto out;
     }
     const table_schema *t = &c->table->schema;
+    if (r->pin_generation && (t->stream.generation > r->generation ||
+                              (t->stream.generation == r->generation && !t->stream.enabled))) {
+        /* The reader's stream was turned off: never another's records. */
+        rpc_set_error(c->resp, c->a, LAPSE_ENOTFOUND,
+                      "stream generation %u of table \"%s\" was turned off (the table's is %u, %s)",
+                      r->generation, t->name, t->stream.generation,
+                      t->stream.enabled ? "on" : "off");
+        goto out;
+    }
+    if (r->pin_generation && t->stream.generation < r->generation) {
+        rpc_set_error(c->resp, c->a, LAPSE_EUNAVAILABLE,
+                      "this node's map has stream generation %u of table \"%s\", not yet %u",
+                      t->stream.generation, t->name, r->generation);
+        goto out;
+    }
     if (!t->stream.enabled) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "table \"%s\" has no stream", t->name);
         goto out;

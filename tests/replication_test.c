@@ -8,6 +8,9 @@
  *  - TTL deletes leave the GSI and appear once in the stream, marked with
  *    principal lapse.ttl and the ttl object; a --stream-ttl-deletes off
  *    table keeps them out while its user deletes stay in;
+ *  - a stream turned on after CreateTable, off and on again numbers each
+ *    generation apart, and a client with an older map reading pinned to
+ *    the first generation gets LAPSE_ENOTFOUND, never the second's records;
  *  - hide_expired on a GSI query (keys-only and all projections) never
  *    returns an expired item;
  *  - `lapse stream` prints the records as JSON lines, filters with --only,
@@ -426,6 +429,95 @@ static void test_stream_without_ttl_deletes(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* A stream turned on again, read by a client with an older map             */
+/* ------------------------------------------------------------------------ */
+
+/* For rt_wait_for: shard 0 of table, read pinned to generation gen, holds
+ * want records (then b is the batch: caller frees). */
+typedef struct pinned_read {
+    lapse_client *c;
+    const char *table;
+    uint32_t gen;
+    size_t want;
+    lapse_stream_batch *b;
+} pinned_read;
+
+static int read_pinned(void *arg, int last)
+{
+    (void)last;
+    pinned_read *p = arg;
+    lapse_stream_request q = {.shard = 0, .pin_generation = 1, .generation = p->gen};
+    lapse_error e = {0};
+    lapse_stream_batch_free(p->b);
+    p->b = NULL;
+    assert_lapse_ok(lapse_stream_read(p->c, p->table, &q, &p->b, &e), &e);
+    return lapse_stream_batch_count(p->b) >= p->want;
+}
+
+/* A stream turned on after CreateTable (generation 1) holds only later
+ * writes, numbered from 1 << 40; turned off and on again (generation 2) it
+ * numbers from 2 << 40, and a client whose map still shows generation 1,
+ * reading pinned to it (as the DynamoDB gateway reads an ARN), gets
+ * LAPSE_ENOTFOUND from the host instead of generation 2's records. */
+static void test_stream_generations_never_mix(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = "Gens",
+                         .partition_key = "User",
+                         .partition_key_type = 'S',
+                         .sort_key = "Sid",
+                         .sort_key_type = 'N',
+                         .partitions = 1};
+    create(&d);
+    rt_model *m = rt_model_new("Gens", "User", "Sid", 1);
+    char json[512];
+    const int64_t far_s = rt_wall_ms() / 1000 + 86400;
+    session(json, sizeof(json), "u0", 1, far_s);
+    rt_put(m, json); /* before the stream: in none */
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_update_stream(g_client, "Gens", 1, LAPSE_STREAM_NEW_IMAGE, &e), &e);
+    assert_int_equal(lapse_update_stream(g_client, "Gens", 1, LAPSE_STREAM_NEW_IMAGE, &e),
+                     LAPSE_EEXISTS);
+    lapse_client *stale = connect_client(g_cluster);
+    lapse_stream_info info;
+    assert_lapse_ok(lapse_stream_info_get(stale, "Gens", &info, &e), &e);
+    assert_int_equal(info.generation, 1);
+    assert_true(info.first_sequence == UINT64_C(1) << 40);
+    session(json, sizeof(json), "u0", 2, far_s);
+    rt_put(m, json);
+    pinned_read one = {stale, "Gens", 1, 1, NULL};
+    rt_wait_for("the record of stream generation 1", 10000, read_pinned, &one);
+    lapse_stream_batch *b = one.b;
+    assert_int_equal(lapse_stream_batch_count(b), 1);
+    assert_true(lapse_stream_batch_record(b, 0)->sequence_number == info.first_sequence);
+    lapse_stream_batch_free(b);
+
+    assert_lapse_ok(lapse_update_stream(g_client, "Gens", 0, 0, &e), &e);
+    assert_int_equal(lapse_update_stream(g_client, "Gens", 0, 0, &e), LAPSE_ESTATE);
+    assert_lapse_ok(lapse_update_stream(g_client, "Gens", 1, LAPSE_STREAM_KEYS_ONLY, &e), &e);
+    session(json, sizeof(json), "u0", 3, far_s);
+    rt_put(m, json);
+    lapse_stream_info now;
+    assert_lapse_ok(lapse_stream_info_get(g_client, "Gens", &now, &e), &e);
+    assert_int_equal(now.generation, 2);
+    assert_true(now.since_ms > info.since_ms);
+    pinned_read two = {g_client, "Gens", 2, 1, NULL};
+    rt_wait_for("the record of stream generation 2", 10000, read_pinned, &two);
+    b = two.b;
+    assert_int_equal(lapse_stream_batch_count(b), 1); /* u0/3 only */
+    assert_true(lapse_stream_batch_record(b, 0)->sequence_number == UINT64_C(2) << 40);
+    assert_null(lapse_stream_batch_record(b, 0)->new_image); /* KEYS_ONLY */
+    lapse_stream_batch_free(b);
+
+    lapse_stream_request q = {.shard = 0, .pin_generation = 1, .generation = 1};
+    b = NULL;
+    assert_int_equal(lapse_stream_read(stale, "Gens", &q, &b, &e), LAPSE_ENOTFOUND);
+    assert_null(b);
+    lapse_close(stale);
+    rt_model_free(m);
+}
+
+/* ------------------------------------------------------------------------ */
 /* hide_expired on GSI queries                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -777,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_writes_show_in_lsi_gsi_and_stream),
         cmocka_unit_test(test_ttl_deletes_leave_gsi_and_enter_stream_once),
         cmocka_unit_test(test_stream_without_ttl_deletes),
+        cmocka_unit_test(test_stream_generations_never_mix),
         cmocka_unit_test(test_hide_expired_on_gsi_queries),
         cmocka_unit_test(test_cli_stream),
         cmocka_unit_test(test_mass_expiry_through_kill9),
