@@ -405,9 +405,10 @@ void lapse_page_free(lapse_page *p);
 /* ---- the change stream (docs/replication.md) ---- */
 
 /*
- * A table created with a stream records every change of an item (put,
- * update, delete, batch write, TTL delete) as one record in the shard of the
- * item's base partition, numbered 1, 2, ... without gaps per shard, kept
+ * A table with a stream records every change of an item (put, update,
+ * delete, batch write, TTL delete) as one record in the shard of the item's
+ * base partition, numbered 1, 2, ... without gaps per shard (a stream
+ * turned on again by lapse_update_stream: from its first_sequence), kept
  * for the table's retention. Each shard lives on one node (usually not the
  * partition's owner) and fills shortly after the write is acknowledged.
  */
