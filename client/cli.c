@@ -59,6 +59,13 @@ static const cli_command commands[] = {
      "Prints table T's description as JSON, with its indexes (LocalSecondaryIndexes,\n"
      "GlobalSecondaryIndexes), its StreamSpecification and the node of each stream shard."},
     {"list-tables", cli_list_tables, "", "Prints {\"TableNames\":[...]}."},
+    {"update-stream", cli_update_stream, "T --on [--stream-view-type VIEW] | --off",
+     "Turns T's change stream on or off after create-table and prints T's description.\n"
+     "--on: a new stream (StreamSpecification's Generation one more than the last), with\n"
+     "  VIEW NEW_AND_OLD_IMAGES (default), KEYS_ONLY, NEW_IMAGE or OLD_IMAGE; it holds only\n"
+     "  the writes made from now, and never an earlier stream's records.\n"
+     "--off: the stream is gone at once and its records are dropped.\n"
+     "An admin call: sends the admin token."},
     {"delete-table", cli_delete_table, "T",
      "Deletes table T and all its items and prints\n"
      "{\"TableDescription\":{\"TableName\":\"T\",\"TableStatus\":\"DELETED\"}}.\n"
@@ -152,7 +159,8 @@ static void print_usage(FILE *f)
     fprintf(f,
             "usage: lapse " GLOBAL_SYNOPSIS "\n"
             "  (default coordinator: $LAPSE_COORDINATOR, else %s;\n"
-            "   admin token for create-table, delete-table, update-ttl: the contents of F\n"
+            "   admin token for create-table, delete-table, update-stream, update-ttl: the "
+            "contents of F\n"
             "   without its final newline, else $LAPSE_ADMIN_TOKEN;\n"
             "   the last partition map, for item calls while no coordinator answers:\n"
             "   $LAPSE_MAP_CACHE, else ~/.cache/lapse/map-<hash of the URL>, \"\" for none)\n"

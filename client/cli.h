@@ -3,7 +3,7 @@
  *
  *   lapse [--coordinator URL[,URL...]] [--timeout-ms N] [--admin-token-file F] COMMAND ...
  *
- * Admin calls (create-table, delete-table, update-ttl) send the token read
+ * Admin calls (create-table, delete-table, update-stream, update-ttl) send the token read
  * from --admin-token-file F (without its final newline, as the coordinator
  * reads it), else the one in
  * $LAPSE_ADMIN_TOKEN (read by lapse_connect).
@@ -102,6 +102,7 @@ int cli_create_table(cli_ctx *ctx, int argc, char **argv);
 int cli_describe_table(cli_ctx *ctx, int argc, char **argv);
 int cli_list_tables(cli_ctx *ctx, int argc, char **argv);
 int cli_delete_table(cli_ctx *ctx, int argc, char **argv);
+int cli_update_stream(cli_ctx *ctx, int argc, char **argv);
 int cli_put(cli_ctx *ctx, int argc, char **argv);
 int cli_get(cli_ctx *ctx, int argc, char **argv);
 int cli_delete(cli_ctx *ctx, int argc, char **argv);

@@ -128,6 +128,42 @@ int cli_delete_table(cli_ctx *ctx, int argc, char **argv)
     return CLI_OK;
 }
 
+int cli_update_stream(cli_ctx *ctx, int argc, char **argv)
+{
+    static const char *const valued[] = {"--stream-view-type", NULL};
+    static const char *const switches[] = {"--on", "--off", NULL};
+    lapse_error err;
+    cli_args a;
+    char *json = NULL;
+    int rv = cli_parse(ctx, argc, argv, 1, valued, switches, &a);
+    if (rv != CLI_OK) {
+        return rv;
+    }
+    const int on = cli_flag(&a, "--on") != NULL, off = cli_flag(&a, "--off") != NULL;
+    const char *view = cli_flag(&a, "--stream-view-type");
+    int v = LAPSE_STREAM_NEW_AND_OLD_IMAGES;
+    if (on == off) {
+        return cli_usage(ctx, "give exactly one of --on, --off");
+    }
+    if (view != NULL && off) {
+        return cli_usage(ctx, "--stream-view-type goes with --on only");
+    }
+    if (view != NULL && (v = lapse_stream_view_parse(view)) < 0) {
+        return cli_usage(ctx,
+                         "--stream-view-type must be NEW_AND_OLD_IMAGES, KEYS_ONLY, "
+                         "NEW_IMAGE or OLD_IMAGE, not \"%s\"",
+                         view);
+    }
+    if ((rv = cli_connect(ctx)) != CLI_OK) {
+        return rv;
+    }
+    if (lapse_update_stream(ctx->c, a.pos[0], on, (lapse_stream_view)v, &err) != 0 ||
+        lapse_describe_table(ctx->c, a.pos[0], &json, &err) != 0) {
+        return cli_fail(ctx, &err);
+    }
+    return cli_print(ctx, json);
+}
+
 /* Splits "NAME:T" (T one of S, N, B) in place into *name and *type. */
 static int key_arg(cli_ctx *ctx, const char *flag, const char *text, char *buf, size_t len,
                    const char **name, char *type)

@@ -57,7 +57,6 @@ static path run_path(const char *name)
     return p;
 }
 
-
 static char *read_all(const char *path)
 {
     assert_int_equal(access(path, R_OK), 0);
@@ -204,8 +203,8 @@ static void test_json_arguments_from_file_and_stdin(void **state)
     expect(0, "\"biB\"", NULL, NULL, NULL,
            (const char *[]){"get", "Files", "{\"Id\":{\"S\":\"biB\"}}", NULL});
     expect(0, "\"biB\"", NULL, NULL, NULL,
-           (const char *[]){"get", "Files", "{\"Id\":{\"S\":\"biB\"}}",
-                            "--eventually-consistent", NULL});
+           (const char *[]){"get", "Files", "{\"Id\":{\"S\":\"biB\"}}", "--eventually-consistent",
+                            NULL});
     expect(0, "\"biB\"", NULL, NULL, NULL,
            (const char *[]){"query", "Files", "--key", "{\"Id\":{\"S\":\"biB\"}}",
                             "--eventually-consistent", NULL});
@@ -347,6 +346,39 @@ static void test_stream_positions_file(void **state)
            (const char *[]){"stream", "Feed", "--positions", pos, "--after", "0:1", NULL});
 }
 
+/* update-stream turns a stream on after create-table (the description
+ * shows it with its view and generation 1), refuses to turn it on twice or
+ * off twice in DynamoDB's words, and refuses bad flags as usage errors. */
+static void test_update_stream_on_and_off(void **state)
+{
+    (void)state;
+    create("Later", 4, 0);
+    expect(2, NULL, "exactly one of --on, --off", NULL, NULL,
+           (const char *[]){"update-stream", "Later", NULL});
+    expect(2, NULL, "exactly one of --on, --off", NULL, NULL,
+           (const char *[]){"update-stream", "Later", "--on", "--off", NULL});
+    expect(2, NULL, "goes with --on only", NULL, NULL,
+           (const char *[]){"update-stream", "Later", "--off", "--stream-view-type", "KEYS_ONLY",
+                            NULL});
+    expect(2, NULL, "--stream-view-type must be", NULL, NULL,
+           (const char *[]){"update-stream", "Later", "--on", "--stream-view-type", "ALL", NULL});
+    expect(1, NULL, "has no stream to disable", NULL, NULL,
+           (const char *[]){"update-stream", "Later", "--off", NULL});
+    expect(0, "\"KEYS_ONLY\"", NULL, NULL, NULL,
+           (const char *[]){"update-stream", "Later", "--on", "--stream-view-type", "KEYS_ONLY",
+                            NULL});
+    expect(1, NULL, "already has an enabled stream", NULL, NULL,
+           (const char *[]){"update-stream", "Later", "--on", NULL});
+    char *out = NULL, *err = NULL;
+    assert_int_equal(cli(NULL, &out, &err, (const char *[]){"describe-table", "Later", NULL}), 0);
+    assert_non_null(strstr(out, "\"Generation\""));
+    assert_non_null(strstr(out, "\"StreamShards\""));
+    free(out);
+    free(err);
+    expect(0, "\"StreamEnabled\":false", NULL, NULL, NULL,
+           (const char *[]){"update-stream", "Later", "--off", NULL});
+}
+
 /* 6 (last: kills node 2) */
 static void test_node_down_scan_and_preview_name_it(void **state)
 {
@@ -414,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_json_arguments_from_file_and_stdin),
         cmocka_unit_test(test_delete_table_prints_what_it_deleted),
         cmocka_unit_test(test_stream_positions_file),
+        cmocka_unit_test(test_update_stream_on_and_off),
         cmocka_unit_test(test_node_down_scan_and_preview_name_it),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
