@@ -931,20 +931,26 @@ static void frame_start(rpc_client *c, waiter *batch)
     }
 }
 
-/* Before the sockets close: closes the contexts of the frames not out
- * (NNG waits for a socket's contexts when it closes it). */
+/* Before the sockets close: waits for the callbacks of the frames not out
+ * to return, then closes their contexts (NNG waits for a socket's contexts
+ * when it closes it). A frame's caller is woken from its callback, which
+ * may still be inside NNG (posting the receive of an earlier step) when the
+ * caller returns; NNG 1.5.2 panics ("pthread_mutex_lock: Invalid
+ * argument") when that runs against a socket being closed. */
 static void frames_idle_close(rpc_client *c)
 {
     pthread_mutex_lock(&c->cmu);
+    frame *lists[2] = {c->free_frames, c->dead_frames};
+    pthread_mutex_unlock(&c->cmu);
     for (int list = 0; list < 2; list++) {
-        for (frame *f = list ? c->dead_frames : c->free_frames; f != NULL; f = f->next_free) {
+        for (frame *f = lists[list]; f != NULL; f = f->next_free) {
+            nng_aio_stop(f->aio); /* never from its own callback: a caller's thread */
             if (f->ctx_open) {
                 (void)nng_ctx_close(f->ctx);
                 f->ctx_open = 0;
             }
         }
     }
-    pthread_mutex_unlock(&c->cmu);
 }
 
 /* After the sockets closed: waits (bounded) for the frames still out,
