@@ -28,7 +28,7 @@
  *
  * Not moved yet: copies of single-copy tables (they keep no log to catch a
  * new copy up from), GSI partitions and stream shards; NodeDrain counts
- * them apart. A drained node keeps its removed copies' data on disk.
+ * them apart. A node drops a removed copy's keys itself (node/copydrop.h).
  *
  * Thread-safety: as membership.h; each says whether it takes server.lock.
  */

@@ -206,6 +206,39 @@ static int finish_part(const logship_call *c, const Lapse__ReplicateLogRequest *
     return rv;
 }
 
+void logship_copy_dropped(logship *ls, uint32_t table_id, uint32_t part)
+{
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    if (p != NULL) {
+        p->copy_dropped = 1;
+        p->confirmed = p->ob_safe = p->ob_mark_log = p->ob_mark_last = 0;
+        p->ob_trimmed = p->copy_trimmed = 0;
+    }
+    pthread_mutex_unlock(&ls->lock);
+}
+
+/* Whether a snapshot part of r must be refused: this copy was dropped
+ * (copydrop.h) after the reset that began the snapshot, whose earlier
+ * parts went with it. A reset clears the mark. */
+static int snapshot_cut(logship *ls, const Lapse__ReplicateLogRequest *r, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, r->table_id, r->partition);
+    int cut = 0;
+    if (p != NULL && r->reset) {
+        p->copy_dropped = 0;
+    } else if (p != NULL && p->copy_dropped && (r->n_snapshot > 0 || r->snapshot_done)) {
+        cut = 1;
+        snprintf(err, errlen,
+                 "this copy of table %u partition %u was dropped during the snapshot: start "
+                 "again from a reset",
+                 (unsigned)r->table_id, (unsigned)r->partition);
+    }
+    pthread_mutex_unlock(&ls->lock);
+    return cut;
+}
+
 /* Handles one part of a ReplicateLog call (the request itself, or one of
  * its more[]) into out. 0, or the error with err (out still carries the
  * position with ESTATE: the sender resends from it). */
@@ -215,6 +248,10 @@ static int handle_part(const logship_call *c, const Lapse__ReplicateLogRequest *
     uint64_t applied = 0;
     int diverged = 0;
     int rv = check_epoch(c->ns->logship, r, err, errlen);
+    if (rv == 0 && snapshot_cut(c->ns->logship, r, err, errlen)) {
+        rv = LAPSE_ESTATE;
+        diverged = 1; /* not a gap to resend from: the sender starts over */
+    }
     if (rv == 0 && r->reset) {
         rv = replog_reset(c->ns->st, r->table_id, r->partition, err, errlen);
         logship_forget_confirmed(c->ns->logship, r->table_id, r->partition);

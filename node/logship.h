@@ -114,6 +114,10 @@ void logship_on_confirmed(logship *ls, void (*fn)(void *arg, uint32_t table_id, 
 /* Forgets what this node had learned confirmed of (table_id, part): its
  * copy was reset and takes a new history. */
 void logship_forget_confirmed(logship *ls, uint32_t table_id, uint32_t part);
+/* Marks this node's copy of (table_id, part) dropped (copydrop.h): forgets
+ * what was confirmed of it, and refuses the parts of a snapshot begun
+ * before the drop until the next reset. */
+void logship_copy_dropped(logship *ls, uint32_t table_id, uint32_t part);
 /* Notes that this node, as the primary of (table_id, part), trimmed its
  * outbox through seq (every destination acked it; the shipper's keeper):
  * its next rounds tell the replicas, which trim their copies as far

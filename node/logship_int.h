@@ -95,6 +95,7 @@ typedef struct part_state {
     uint64_t ob_trimmed;   /* as the primary: its outbox trimmed through (the shipper's keeper) */
     uint64_t copy_trimmed; /* as a replica: its copy of the outbox trimmed through */
     int64_t resync_warned_ms; /* when the resync thread last warned about it */
+    int copy_dropped; /* as a replica: its copy was dropped (copydrop.c) since the last reset */
     /* heard_seq[i]: the last record follower heard_id[i] (0: free slot)
      * confirmed holding, as this primary last heard (logship_heard) */
     uint32_t heard_id[PMAP_MAX_REPLICAS];

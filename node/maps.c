@@ -21,6 +21,7 @@
 #include "../partition/stream.h"
 #include "../placement/failover.h"
 #include "../rpc/wire.h"
+#include "copydrop.h"
 
 /* ------------------------------------------------------------------------ */
 /* References                                                                */
@@ -145,6 +146,7 @@ int maps_init(node_server *ns, char *err, size_t errlen)
     pthread_rwlock_init(&ns->map_lock, NULL);
     pthread_mutex_init(&ns->apply_lock, NULL);
     pthread_mutex_init(&ns->refresh_lock, NULL);
+    copydrop_init(ns);
     clock_cond_init_mono(&ns->refresh_done);
     ns->refresh_in_flight = 0;
     ns->refresh_last_mono_ms = 0;
@@ -172,6 +174,7 @@ void maps_fini(node_server *ns)
     }
     maps_release(ns->map);
     ns->map = NULL;
+    copydrop_fini(ns);
     pthread_cond_destroy(&ns->refresh_done);
     pthread_mutex_destroy(&ns->refresh_lock);
     pthread_mutex_destroy(&ns->apply_lock);
@@ -310,6 +313,7 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
     pthread_rwlock_wrlock(&ns->map_lock);
     ns->map = nm; /* the slot's reference to old is now ours */
     pthread_rwlock_unlock(&ns->map_lock);
+    copydrop_note(ns, old->pm, pm);
     if (ndropped > 0 || disabled || noff > 0) {
         /* A write routed by the old map may have landed after the first
          * drop (or kept a disabled table's index, or stored a record of a

@@ -13,6 +13,8 @@
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../partition/replog.h"
+#include "copydrop.h"
 #include "logship.h"
 #include "maps.h"
 #include "peerclock.h"
@@ -156,6 +158,41 @@ static void without_coordinator(node_server *ns, peerclock *pc, int *warned)
  * is ahead), then a wait of at most MEMBERSHIP_HEARTBEAT_MS or the current
  * backoff, cut short by node_close. Stops when ns->stopping is set.
  */
+/* Drops the copies that left their sets a while ago (copydrop.h), once a
+ * fetch of the coordinator's map confirms they are still out: the keys
+ * first, then the mark that refuses a snapshot begun before (a snapshot
+ * whose reset came in between loses no part unnoticed). */
+static void drop_former_copies(node_server *ns)
+{
+    if (!copydrop_due(ns)) {
+        return;
+    }
+    char err[256] = "";
+    int rv = maps_refresh(ns, clock_mono_now().ms + MAPS_FETCH_TIMEOUT_MS, 0, err, sizeof(err));
+    if (rv != 0) {
+        copydrop_postpone(ns);
+        log_info("dropping former copies waits: fetching the map failed: %s: %s",
+                 lapse_strerror(rv), err);
+        return;
+    }
+    node_map *m = maps_acquire(ns);
+    uint32_t table_id, part;
+    while (copydrop_take_due(ns, m->pm, &table_id, &part)) {
+        rv = replog_reset(ns->st, table_id, part, err, sizeof(err));
+        if (rv != 0) {
+            log_error("table %u partition %u: dropping this node's former copy failed: %s: %s",
+                      (unsigned)table_id, (unsigned)part, lapse_strerror(rv), err);
+            continue;
+        }
+        logship_copy_dropped(ns->logship, table_id, part);
+        atomic_fetch_add(&ns->copies_dropped, 1);
+        log_info("table %u partition %u: this node's copy left its replica set (map version "
+                 "%llu): its keys were dropped",
+                 (unsigned)table_id, (unsigned)part, (unsigned long long)m->pm->version);
+    }
+    maps_release(m);
+}
+
 static void *run(void *arg)
 {
     node_server *ns = arg;
@@ -168,6 +205,9 @@ static void *run(void *arg)
 
     while (!stopping(ns)) {
         registry_tick(ns);
+        if (atomic_load(&ns->registered)) {
+            drop_former_copies(ns);
+        }
         if (!atomic_load(&ns->registered)) {
             err[0] = 0;
             /* On etcd, the coordinators accept us once our key is there. */

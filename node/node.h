@@ -121,6 +121,12 @@ typedef struct node_server {
                                    (pmap_promotions over the maps it applied), not
                                    yet added to the metrics (telemetry.c takes them) */
 
+    /* ---- copies out of their sets, dropped a little later (copydrop.c) ---- */
+    pthread_mutex_t drops_lock;   /* guards the three fields below */
+    struct copydrop_entry *drops; /* noted copies: table, partition, when due */
+    size_t ndrops, drops_cap;
+    atomic_ullong copies_dropped; /* dropped, not yet added to the metrics */
+
     /* ---- on-demand refresh, single flight and rate-limited (maps.c) ---- */
     pthread_mutex_t refresh_lock; /* guards the three fields below */
     pthread_cond_t refresh_done;  /* broadcast when a fetch finishes */

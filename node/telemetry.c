@@ -8,6 +8,7 @@
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "copydrop.h"
 #include "logship.h"
 #include "shipper.h"
 
@@ -130,6 +131,14 @@ static void collect(void *arg, metrics *m)
                         "Replicated partitions this node became the primary of by a failover "
                         "(a map naming it primary at a higher epoch)" METRICS_SINCE_START,
                         NULL, (double)atomic_exchange(&ns->promotions, 0));
+    metrics_counter_add(m, "lapse_former_copies_dropped_total",
+                        "Copies of replicated partitions this node dropped after a map took "
+                        "them out of their sets (a drain, a rebalance)" METRICS_SINCE_START,
+                        NULL, (double)atomic_exchange(&ns->copies_dropped, 0));
+    metrics_gauge_set(m, "lapse_former_copies_pending",
+                      "Copies out of their sets whose keys are not dropped yet (dropped "
+                      "COPYDROP_DELAY_MS after the map)",
+                      NULL, (double)copydrop_pending(ns));
 }
 
 static int render(void *arg, buf *body)

@@ -11,7 +11,8 @@
  *    meanwhile; then no set names node 1, every set has three copies in
  *    sync, every acknowledged write reads back, the copies of every
  *    partition are identical, and cluster-status shows node 1 draining
- *    with no replica and no primary;
+ *    with no replica and no primary; node 1 drops its former copies' keys
+ *    from its disk a few seconds later;
  *  - a table created while node 1 drains places nothing on it;
  *  - draining a second node would leave two nodes for tables of three
  *    copies: refused (EUNAVAILABLE); an unknown node: ENOTFOUND;
@@ -136,6 +137,40 @@ static json_t *status_of(uint32_t id, json_t **node)
     return NULL;
 }
 
+/* Waits (up to 30 s) until no node outside a partition's set holds any of
+ * its keys or a log position: each drops its former copies a few seconds
+ * after the map that took them away (node/copydrop.c). Returns how many
+ * former copies still held keys when it started. */
+static size_t wait_only_members_hold(const char *table)
+{
+    pmap *pm = testmap_fetch(rs_cluster());
+    const pmap_table *t = pmap_table_find(pm, table);
+    assert_non_null(t);
+    size_t held_at_start = 0;
+    clock_mono deadline = clock_mono_after_ms(30000);
+    for (uint32_t p = 0; p < t->schema.partitions; p++) {
+        for (int node = 1; node <= 4; node++) {
+            if (pmap_replicas_index(pmap_part(t, p), (uint32_t)node) >= 0) {
+                continue;
+            }
+            rs_digest d = rs_node_digest(node, t->schema.id, p);
+            held_at_start += d.items > 0;
+            while (d.items > 0 || d.seq > 0) {
+                if (clock_mono_remaining_ms(deadline) == 0) {
+                    fail_msg("node %d still holds %llu items (record %llu) of %s partition %u "
+                             "after 30 s out of its set",
+                             node, (unsigned long long)d.items, (unsigned long long)d.seq, table,
+                             (unsigned)p);
+                }
+                rs_sleep_ms(200);
+                d = rs_node_digest(node, t->schema.id, p);
+            }
+        }
+    }
+    pmap_free(pm);
+    return held_at_start;
+}
+
 static void test_drain_moves_every_copy_under_writes(void **state)
 {
     (void)state;
@@ -234,6 +269,12 @@ static void test_drain_moves_every_copy_under_writes(void **state)
     }
     assert_int_equal(rs_wait_copies_match("drained", 20000), (uint64_t)(KEYS + present));
 
+    /* Node 1's former copies go from its disk too. */
+    size_t former = wait_only_members_hold("drained");
+    print_message("node_drain_test: %zu former copies still held keys after the drain; every "
+                  "one was dropped\n",
+                  former);
+
     json_t *node = NULL, *doc = status_of(1, &node);
     assert_true(json_is_true(json_object_get(node, "Draining")));
     assert_int_equal(field(node, "Replicas"), 0);
@@ -302,6 +343,7 @@ static void test_drain_moves_every_copy_under_writes(void **state)
                   planned);
     assert_true(planned >= 16);
     assert_int_equal(rs_wait_copies_match("drained", 20000), (uint64_t)(KEYS + present));
+    wait_only_members_hold("drained"); /* the copies moved to node 1, off the others */
     for (int k = 0; k < KEYS; k++) {
         lapse_item *key = item_json("{\"Id\":{\"S\":\"k%d\"}}", k), *got = NULL;
         assert_lapse_ok(lapse_get(rs_client(), "drained", key, &got, &e), &e);

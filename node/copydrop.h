@@ -1,0 +1,63 @@
+/*
+ * copydrop.h: dropping the data of the copies this node no longer holds
+ * (docs/replication.md, "Draining a node"). A move (a drain, the
+ * rebalancer, a dead node's removal) ends by taking a copy out of its
+ * replica set; the node that held it then deletes the partition's keys in
+ * every family (replog_reset: range deletes, one synced batch), so a
+ * drained node ends with nothing on disk for the sets it left.
+ *
+ * Not at once: maps_apply notes each base partition its previous map named
+ * this node in and the new one does not (copydrop_note), and the
+ * membership thread drops it COPYDROP_DELAY_MS later (copydrop_take_due),
+ * once a fresh fetch of the coordinator's map confirms the node is still
+ * out of the set. By then the set's primary has long had the map that removed the
+ * copy and ships it nothing more, so the drop races no shipment; a copy
+ * added back meanwhile is simply not dropped. A snapshot that a primary
+ * was sending to the copy when it was dropped cannot finish on half the
+ * keys: the replica marks the copy dropped after deleting its keys
+ * (logship_copy_dropped) and refuses the snapshot's next part, so the
+ * primary starts again from a reset.
+ *
+ * A node that crashes between the map and the drop keeps that copy's keys
+ * on disk (no harm: nothing reads them, and a copy added back is rebuilt
+ * from a reset).
+ *
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef LAPSE_COPYDROP_H
+#define LAPSE_COPYDROP_H
+
+#include <stdint.h>
+
+#include "../placement/pmap.h"
+#include "node.h"
+
+#define COPYDROP_DELAY_MS 3000 /* from the map that removed a copy to its drop */
+
+/* Initializes ns's list of copies to drop. */
+void copydrop_init(node_server *ns);
+/* Frees it. REQUIRES: no thread uses ns. */
+void copydrop_fini(node_server *ns);
+
+/* Notes every base partition old names this node a member of and new does
+ * not (a table gone from new is dropped whole by maps_apply instead), and
+ * forgets noted ones new names it in again. Called by maps_apply. */
+void copydrop_note(node_server *ns, const pmap *old, const pmap *new);
+
+/* Whether a noted copy is due. */
+int copydrop_due(node_server *ns);
+
+/* Takes a due copy out of the list into *table_id and *part, skipping (and
+ * forgetting) those current names this node in again or no longer has the
+ * table of; 0 when none is left. The caller drops it (the membership
+ * thread: replog_reset, then logship_copy_dropped). */
+int copydrop_take_due(node_server *ns, const pmap *current, uint32_t *table_id, uint32_t *part);
+
+/* Makes every noted copy due COPYDROP_DELAY_MS from now at the earliest
+ * (the coordinator's map could not be fetched). */
+void copydrop_postpone(node_server *ns);
+
+/* Copies noted and not dropped yet. */
+size_t copydrop_pending(node_server *ns);
+
+#endif
