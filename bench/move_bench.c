@@ -1,0 +1,544 @@
+/*
+ * lapse-move-bench: moving partitions while serving (docs/replication.md,
+ * "Draining a node" and "Rebalancing"; issue 13's performance figures).
+ *
+ * One etcd member, a coordinator on it (moves are the etcd leader's) and
+ * four nodes on loopback; node 4 is stopped before the table is made, so
+ * the table's copies (three per partition) sit on nodes 1-3. Then:
+ *
+ *   load   --items items of --value-bytes bytes, batches of 25 from four
+ *          threads, with progress every second;
+ *   idle   --writers threads put single items into the table for
+ *          --idle-seconds: the foreground latency with nothing moving;
+ *   join   node 4 starts again; the coordinator's rebalancer moves copies
+ *          to it until every node holds within one of the others (lapse
+ *          rebalance --dry-run shows no move left and none under way);
+ *   drain  lapse node drain 4 until no copy is left on it.
+ *
+ * The writers run through join and drain too. For each move phase it
+ * prints the copies moved, the table data they hold (the table's bytes
+ * from describe-table over its partitions, times the copies), the time and
+ * the rate, and the writers' p50/p99 against idle; then it reads back a
+ * sample of the loaded items. A phase whose wait ran out says TIMED OUT
+ * and prints no rate.
+ *
+ *   lapse-move-bench [--bin-dir DIR] [--items N] [--value-bytes B]
+ *                    [--partitions P] [--writers T] [--idle-seconds S]
+ *                    [--timeout-seconds S]
+ */
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../client/lapse.h"
+#include "../tests/cluster.h"
+#include "bench_util.h"
+
+#define TABLE "MoveBench"
+#define LOAD_THREADS 4
+#define LOAD_BATCH 25
+#define SAMPLES_MAX (1 << 21) /* per writer and phase */
+#define READBACK 2000
+
+enum { PH_IDLE, PH_JOIN, PH_DRAIN, PH_N };
+
+typedef struct config {
+    const char *bin_dir;
+    long items;
+    int value_bytes, partitions, writers, idle_s, timeout_s;
+    const char *url;
+} config;
+
+typedef struct writer {
+    const config *cfg;
+    int id;
+    atomic_int *phase; /* PH_N: stop */
+    uint32_t *us[PH_N];
+    size_t n[PH_N];
+    long failed[PH_N];
+} writer;
+
+static char *pad_of(int bytes)
+{
+    char *p = malloc((size_t)bytes + 1);
+    if (p != NULL) {
+        memset(p, 'v', (size_t)bytes);
+        p[bytes] = 0;
+    }
+    return p;
+}
+
+static lapse_item *make_item(const char *prefix, long k, const char *pad)
+{
+    char id[40];
+    snprintf(id, sizeof(id), "%s%010ld", prefix, k);
+    lapse_item *it = lapse_item_new();
+    if (it != NULL &&
+        (lapse_item_set_s(it, "Id", id) != 0 || lapse_item_set_s(it, "V", pad) != 0)) {
+        lapse_item_free(it);
+        it = NULL;
+    }
+    return it;
+}
+
+/* ---- load ---- */
+
+typedef struct loader {
+    const config *cfg;
+    int id;
+    atomic_long *done;
+    atomic_int failed;
+} loader;
+
+static void *load_main(void *arg)
+{
+    loader *l = arg;
+    const config *cfg = l->cfg;
+    char *pad = pad_of(cfg->value_bytes);
+    lapse_client *c = NULL;
+    lapse_error e;
+    if (pad == NULL || lapse_connect(&c, cfg->url, &e) != 0) {
+        atomic_store(&l->failed, 1);
+        free(pad);
+        return NULL;
+    }
+    lapse_item *batch[LOAD_BATCH];
+    for (long k = (long)l->id * LOAD_BATCH; k < cfg->items; k += (long)LOAD_THREADS * LOAD_BATCH) {
+        size_t n = 0;
+        for (long j = k; j < k + LOAD_BATCH && j < cfg->items; j++) {
+            batch[n++] = make_item("k", j, pad);
+        }
+        int rv = 0;
+        for (int attempt = 0; attempt < 5; attempt++) {
+            if ((rv = lapse_batch_write(c, TABLE, batch, n, NULL, 0, &e)) == 0) {
+                break;
+            }
+            sleep_ms(100);
+        }
+        for (size_t j = 0; j < n; j++) {
+            lapse_item_free(batch[j]);
+        }
+        if (rv != 0) {
+            fprintf(stderr, "lapse-move-bench: load: %s\n", e.message);
+            atomic_store(&l->failed, 1);
+            break;
+        }
+        atomic_fetch_add(l->done, (long)n);
+    }
+    lapse_close(c);
+    free(pad);
+    return NULL;
+}
+
+static int load(const config *cfg)
+{
+    atomic_long done = 0;
+    loader ls[LOAD_THREADS];
+    pthread_t th[LOAD_THREADS];
+    double t0 = mono_s(), shown = t0;
+    for (int i = 0; i < LOAD_THREADS; i++) {
+        ls[i] = (loader){.cfg = cfg, .id = i, .done = &done};
+        atomic_init(&ls[i].failed, 0);
+        pthread_create(&th[i], NULL, load_main, &ls[i]);
+    }
+    for (;;) {
+        long d = atomic_load(&done);
+        int failed = 0;
+        for (int i = 0; i < LOAD_THREADS; i++) {
+            failed |= atomic_load(&ls[i].failed);
+        }
+        if (d >= cfg->items || failed) {
+            break;
+        }
+        if (mono_s() - shown >= 1.0) {
+            shown = mono_s();
+            fprintf(stderr, "load: %ld of %ld items (%.0f%%)\n", d, cfg->items,
+                    100.0 * (double)d / (double)cfg->items);
+        }
+        sleep_ms(50);
+    }
+    int failed = 0;
+    for (int i = 0; i < LOAD_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        failed |= atomic_load(&ls[i].failed);
+    }
+    double s = mono_s() - t0;
+    if (failed) {
+        printf("load          FAILED after %ld items\n", (long)atomic_load(&done));
+        return -1;
+    }
+    printf("load          %ld items in %.1f s (%.1fk items/s)\n", cfg->items, s,
+           (double)cfg->items / s / 1000.0);
+    return 0;
+}
+
+/* ---- foreground writers ---- */
+
+static void *writer_main(void *arg)
+{
+    writer *w = arg;
+    char *pad = pad_of(w->cfg->value_bytes);
+    lapse_client *c = NULL;
+    lapse_error e;
+    if (pad == NULL || lapse_connect(&c, w->cfg->url, &e) != 0) {
+        free(pad);
+        return NULL;
+    }
+    char prefix[16];
+    snprintf(prefix, sizeof(prefix), "w%d-", w->id);
+    for (long k = 0;; k++) {
+        int ph = atomic_load(w->phase);
+        if (ph >= PH_N) {
+            break;
+        }
+        lapse_item *it = make_item(prefix, k, pad);
+        double t0 = mono_s();
+        int rv = it != NULL ? lapse_put(c, TABLE, it, NULL, &e) : LAPSE_ENOMEM;
+        double us = (mono_s() - t0) * 1e6;
+        lapse_item_free(it);
+        if (rv != 0) {
+            w->failed[ph]++;
+        } else if (w->n[ph] < SAMPLES_MAX) {
+            w->us[ph][w->n[ph]++] = us > 4e9 ? 4000000000u : (uint32_t)us;
+        }
+    }
+    lapse_close(c);
+    free(pad);
+    return NULL;
+}
+
+/* p50 and p99 (ms) of phase ph over every writer; n gets the count. */
+static void percentiles(writer *ws, int nw, int ph, double *p50, double *p99, size_t *n,
+                        long *failed)
+{
+    size_t total = 0;
+    *failed = 0;
+    for (int i = 0; i < nw; i++) {
+        total += ws[i].n[ph];
+        *failed += ws[i].failed[ph];
+    }
+    *n = total;
+    *p50 = *p99 = 0;
+    if (total == 0) {
+        return;
+    }
+    uint32_t *all = malloc(total * sizeof(*all));
+    if (all == NULL) {
+        return;
+    }
+    size_t k = 0;
+    for (int i = 0; i < nw; i++) {
+        memcpy(all + k, ws[i].us[ph], ws[i].n[ph] * sizeof(*all));
+        k += ws[i].n[ph];
+    }
+    qsort(all, total, sizeof(*all), cmp_u32);
+    *p50 = all[total / 2] / 1000.0;
+    *p99 = all[(total * 99) / 100 < total ? (total * 99) / 100 : total - 1] / 1000.0;
+    free(all);
+}
+
+/* ---- moves ---- */
+
+static json_int_t field(json_t *o, const char *name)
+{
+    return json_integer_value(json_object_get(o, name));
+}
+
+/* The rebalancer's plan: moves of TABLE left (*moves), sets moving
+ * (*moving). -1 when it cannot be read. */
+static int plan(lapse_client *c, long *moves, long *moving)
+{
+    char *js = NULL;
+    lapse_error e;
+    if (lapse_rebalance_plan(c, &js, &e) != 0) {
+        return -1;
+    }
+    json_t *doc = json_loads(js, 0, NULL);
+    lapse_free(js);
+    if (doc == NULL) {
+        return -1;
+    }
+    *moves = 0;
+    json_t *mv;
+    size_t i;
+    json_array_foreach(json_object_get(doc, "Moves"), i, mv)
+    {
+        const char *t = json_string_value(json_object_get(mv, "Table"));
+        *moves += t != NULL && strcmp(t, TABLE) == 0;
+    }
+    *moving = (long)field(doc, "Moving");
+    json_decref(doc);
+    return 0;
+}
+
+/* Node 4's copies of TABLE (replicas, from cluster-status), -1 on error. */
+static long copies_on(lapse_client *c, uint32_t id)
+{
+    char *js = NULL;
+    lapse_error e;
+    if (lapse_cluster_status(c, &js, &e) != 0) {
+        return -1;
+    }
+    json_t *doc = json_loads(js, 0, NULL);
+    lapse_free(js);
+    long n = -1;
+    json_t *nd;
+    size_t i;
+    json_array_foreach(json_object_get(doc, "Nodes"), i, nd)
+    {
+        if ((uint32_t)field(nd, "NodeId") == id) {
+            n = (long)field(nd, "Replicas");
+        }
+    }
+    json_decref(doc);
+    return n;
+}
+
+/* The table's bytes (describe-table's TableSizeBytes), or the items' raw
+ * size when it reports none. */
+static double table_bytes(lapse_client *c, const config *cfg)
+{
+    char *js = NULL;
+    lapse_error e;
+    double raw = (double)cfg->items * (double)(cfg->value_bytes + 11 + 2 + 1);
+    if (lapse_describe_table(c, TABLE, &js, &e) != 0) {
+        return raw;
+    }
+    json_t *doc = json_loads(js, 0, NULL);
+    lapse_free(js);
+    json_t *t = json_object_get(doc, "Table");
+    double b = (double)json_integer_value(json_object_get(t != NULL ? t : doc, "TableSizeBytes"));
+    json_decref(doc);
+    return b > 0 ? b : raw;
+}
+
+static void report_move(const char *what, long copies, double part_bytes, double s, int timed_out,
+                        writer *ws, int nw, int ph, double idle_p99)
+{
+    double p50, p99;
+    size_t n;
+    long failed;
+    percentiles(ws, nw, ph, &p50, &p99, &n, &failed);
+    if (timed_out) {
+        printf("%-13s TIMED OUT after %.1f s (%ld copies planned)\n", what, s, copies);
+    } else {
+        double mb = (double)copies * part_bytes / 1e6;
+        printf("%-13s %ld copies, %.1f MB in %.1f s: %.1f MB/s overall, %.1f MB/s per move "
+               "(4 at a time)\n",
+               what, copies, mb, s, mb / s, mb / s / 4.0);
+    }
+    printf("%-13s puts meanwhile: n=%zu p50 %.2f ms p99 %.2f ms (%.1fx idle p99), %ld failed\n", "",
+           n, p50, p99, idle_p99 > 0 ? p99 / idle_p99 : 0.0, failed);
+}
+
+static int run(cluster *cl, const config *cfg)
+{
+    lapse_client *c = NULL;
+    lapse_error e;
+    if (lapse_connect(&c, cfg->url, &e) != 0) {
+        fprintf(stderr, "lapse-move-bench: connect: %s\n", e.message);
+        return 1;
+    }
+    lapse_table_def d = {.name = TABLE,
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = (unsigned)cfg->partitions,
+                         .replication = 3};
+    if (lapse_create_table(c, &d, &e) != 0) {
+        fprintf(stderr, "lapse-move-bench: create table: %s\n", e.message);
+        lapse_close(c);
+        return 1;
+    }
+    if (load(cfg) != 0) {
+        lapse_close(c);
+        return 1;
+    }
+    double part_bytes = table_bytes(c, cfg) / cfg->partitions;
+
+    atomic_int phase = PH_IDLE;
+    writer *ws = calloc((size_t)cfg->writers, sizeof(*ws));
+    pthread_t *th = calloc((size_t)cfg->writers, sizeof(*th));
+    for (int i = 0; i < cfg->writers; i++) {
+        ws[i] = (writer){.cfg = cfg, .id = i, .phase = &phase};
+        for (int p = 0; p < PH_N; p++) {
+            ws[i].us[p] = malloc(SAMPLES_MAX * sizeof(uint32_t));
+        }
+        pthread_create(&th[i], NULL, writer_main, &ws[i]);
+    }
+    sleep_ms((int64_t)cfg->idle_s * 1000);
+    double p50, idle_p99;
+    size_t n;
+    long failed;
+    percentiles(ws, cfg->writers, PH_IDLE, &p50, &idle_p99, &n, &failed);
+    printf("%-13s puts: n=%zu p50 %.2f ms p99 %.2f ms, %ld failed (%d writers, nothing moving)\n",
+           "idle", n, p50, idle_p99, failed, cfg->writers);
+    fflush(stdout);
+
+    /* join: node 4 back; the rebalancer moves copies to it. */
+    atomic_store(&phase, PH_JOIN);
+    double t0 = mono_s();
+    int rv = cluster_restart(cl, 4);
+    long planned = 0, moves = 0, moving = 0, last_shown = -1;
+    int timed_out = rv != 0;
+    while (!timed_out) {
+        if (plan(c, &moves, &moving) == 0) {
+            planned = moves + moving > planned ? moves + moving : planned;
+            if (moves == 0 && moving == 0 && copies_on(c, 4) > 0) {
+                break;
+            }
+        }
+        if ((long)(mono_s() - t0) != last_shown) {
+            last_shown = (long)(mono_s() - t0);
+            fprintf(stderr, "join: %.0f s: %ld moves planned, %ld sets moving, node 4 holds %ld\n",
+                    mono_s() - t0, moves, moving, copies_on(c, 4));
+        }
+        timed_out = mono_s() - t0 > cfg->timeout_s;
+        sleep_ms(100);
+    }
+    double join_s = mono_s() - t0;
+    long joined = copies_on(c, 4);
+    atomic_store(&phase, PH_DRAIN);
+    report_move("join", joined, part_bytes, join_s, timed_out, ws, cfg->writers, PH_JOIN, idle_p99);
+    fflush(stdout);
+
+    /* drain: every copy off node 4 again. */
+    t0 = mono_s();
+    last_shown = -1;
+    char *js = NULL;
+    timed_out = lapse_node_drain(c, 4, 0, &js, &e) != 0;
+    lapse_free(js);
+    long left = joined;
+    while (!timed_out && (left = copies_on(c, 4)) != 0) {
+        if ((long)(mono_s() - t0) != last_shown) {
+            last_shown = (long)(mono_s() - t0);
+            fprintf(stderr, "drain: %.0f s: node 4 holds %ld copies\n", mono_s() - t0, left);
+        }
+        timed_out = mono_s() - t0 > cfg->timeout_s;
+        sleep_ms(100);
+    }
+    double drain_s = mono_s() - t0;
+    atomic_store(&phase, PH_N);
+    for (int i = 0; i < cfg->writers; i++) {
+        pthread_join(th[i], NULL);
+    }
+    report_move("drain", joined, part_bytes, drain_s, timed_out, ws, cfg->writers, PH_DRAIN,
+                idle_p99);
+
+    /* Every sampled item still reads back. */
+    long missing = 0, errors = 0;
+    uint64_t seed = 0x5eed;
+    for (int i = 0; i < READBACK && cfg->items > 0; i++) {
+        long k = (long)(bench_rng(&seed) % (uint64_t)cfg->items);
+        char id[40];
+        snprintf(id, sizeof(id), "k%010ld", k);
+        lapse_item *key = lapse_item_new(), *got = NULL;
+        lapse_item_set_s(key, "Id", id);
+        if (lapse_get(c, TABLE, key, &got, &e) != 0) {
+            errors++;
+        } else {
+            missing += got == NULL;
+        }
+        lapse_item_free(got);
+        lapse_item_free(key);
+    }
+    printf("%-13s %d sampled items: %ld missing, %ld errors\n", "read back", READBACK, missing,
+           errors);
+    for (int i = 0; i < cfg->writers; i++) {
+        for (int p = 0; p < PH_N; p++) {
+            free(ws[i].us[p]);
+        }
+    }
+    free(ws);
+    free(th);
+    lapse_close(c);
+    return missing > 0 || errors > 0 || timed_out;
+}
+
+static int wait_down(lapse_client *c, uint32_t id, int timeout_ms)
+{
+    char st[16];
+    double t0 = mono_s();
+    while ((mono_s() - t0) * 1000 < timeout_ms) {
+        if (cluster_node_state(c, id, st, sizeof(st)) != NULL && strcmp(st, "DOWN") == 0) {
+            return 0;
+        }
+        sleep_ms(200);
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    config cfg = {.items = 1000000,
+                  .value_bytes = 200,
+                  .partitions = 16,
+                  .writers = 4,
+                  .idle_s = 5,
+                  .timeout_s = 600};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (v == NULL) {
+            fprintf(stderr, "lapse-move-bench: %s wants a value\n", a);
+            return 2;
+        }
+        if (strcmp(a, "--bin-dir") == 0) {
+            cfg.bin_dir = v;
+        } else if (strcmp(a, "--items") == 0) {
+            cfg.items = atol(v);
+        } else if (strcmp(a, "--value-bytes") == 0) {
+            cfg.value_bytes = atoi(v);
+        } else if (strcmp(a, "--partitions") == 0) {
+            cfg.partitions = atoi(v);
+        } else if (strcmp(a, "--writers") == 0) {
+            cfg.writers = atoi(v);
+        } else if (strcmp(a, "--idle-seconds") == 0) {
+            cfg.idle_s = atoi(v);
+        } else if (strcmp(a, "--timeout-seconds") == 0) {
+            cfg.timeout_s = atoi(v);
+        } else {
+            fprintf(stderr,
+                    "usage: lapse-move-bench [--bin-dir DIR] [--items N] [--value-bytes B] "
+                    "[--partitions P] [--writers T] [--idle-seconds S] [--timeout-seconds S]\n");
+            return 2;
+        }
+        i++;
+    }
+    if (cfg.items < 1 || cfg.value_bytes < 1 || cfg.partitions < 1 || cfg.writers < 1 ||
+        cfg.writers > 64 || cfg.idle_s < 1 || cfg.timeout_s < 1) {
+        fprintf(stderr, "lapse-move-bench: every count must be positive (--writers at most 64)\n");
+        return 2;
+    }
+    cluster_options o = {.nodes = 4, .bin_dir = cfg.bin_dir, .quiet = 1, .etcd = 1};
+    cluster *cl = NULL;
+    char err[512];
+    fprintf(stderr, "starting a four-node cluster\n");
+    if (cluster_start(&cl, &o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "lapse-move-bench: %s\n", err);
+        return 1;
+    }
+    cfg.url = cluster_coordinator_url(cl);
+    lapse_client *c = NULL;
+    lapse_error e;
+    int rv = lapse_connect(&c, cfg.url, &e);
+    if (rv == 0) {
+        cluster_kill(cl, 4, SIGTERM);
+        rv = wait_down(c, 4, 30000);
+        lapse_close(c);
+    }
+    if (rv != 0) {
+        fprintf(stderr, "lapse-move-bench: node 4 did not go DOWN\n");
+        cluster_free(cl, 1);
+        return 1;
+    }
+    printf("# lapse-move-bench: 4 nodes on loopback (node 4 stopped first), %ld items of "
+           "%d-byte values in %d partitions of 3 copies, %d foreground writers\n",
+           cfg.items, cfg.value_bytes, cfg.partitions, cfg.writers);
+    fflush(stdout);
+    rv = run(cl, &cfg);
+    cluster_free(cl, 1);
+    return rv;
+}
