@@ -275,8 +275,11 @@ static int plan(lapse_client *c, long *moves, long *moving)
     return 0;
 }
 
-/* Node 4's copies of TABLE (replicas, from cluster-status), -1 on error. */
-static long copies_on(lapse_client *c, uint32_t id)
+/* Node id's copies (replicas, from cluster-status), -1 on error; with
+ * progress, a line on the moves under way (cluster-status "Moves": each
+ * step, and the snapshots' bytes sent of their estimated totals with the
+ * longest ETA). */
+static long copies_on_progress(lapse_client *c, uint32_t id, char *progress, size_t plen)
 {
     char *js = NULL;
     lapse_error e;
@@ -294,8 +297,37 @@ static long copies_on(lapse_client *c, uint32_t id)
             n = (long)field(nd, "Replicas");
         }
     }
+    if (progress != NULL) {
+        long copying = 0, other = 0, behind = 0;
+        double sent = 0, total = 0, eta = 0;
+        json_t *mv;
+        json_array_foreach(json_object_get(doc, "Moves"), i, mv)
+        {
+            const char *step = json_string_value(json_object_get(mv, "Step"));
+            json_t *cp = json_object_get(mv, "Copy");
+            if (step != NULL && strcmp(step, "copying") == 0) {
+                copying++;
+            } else {
+                other++;
+            }
+            behind += (long)field(mv, "LagRecords");
+            sent += (double)field(cp, "BytesSent");
+            total += (double)field(cp, "BytesTotal");
+            double e = json_number_value(json_object_get(cp, "EtaSeconds"));
+            eta = e > eta ? e : eta;
+        }
+        snprintf(progress, plen,
+                 "%ld copying (%ld records behind; snapshots %.1f of %.1f MB, ETA %.1f s), "
+                 "%ld adding, handing over or removing",
+                 copying, behind, sent / 1e6, total / 1e6, eta, other);
+    }
     json_decref(doc);
     return n;
+}
+
+static long copies_on(lapse_client *c, uint32_t id)
+{
+    return copies_on_progress(c, id, NULL, 0);
 }
 
 /* The table's bytes (describe-table's TableSizeBytes), or the items' raw
@@ -393,8 +425,10 @@ static int run(cluster *cl, const config *cfg)
         }
         if ((long)(mono_s() - t0) != last_shown) {
             last_shown = (long)(mono_s() - t0);
-            fprintf(stderr, "join: %.0f s: %ld moves planned, %ld sets moving, node 4 holds %ld\n",
-                    mono_s() - t0, moves, moving, copies_on(c, 4));
+            char pr[160] = "";
+            long on4 = copies_on_progress(c, 4, pr, sizeof(pr));
+            fprintf(stderr, "join: %.0f s: %ld moves planned, node 4 holds %ld; %s\n",
+                    mono_s() - t0, moves, on4, pr);
         }
         timed_out = mono_s() - t0 > cfg->timeout_s;
         sleep_ms(100);
@@ -412,10 +446,12 @@ static int run(cluster *cl, const config *cfg)
     timed_out = lapse_node_drain(c, 4, 0, &js, &e) != 0;
     lapse_free(js);
     long left = joined;
-    while (!timed_out && (left = copies_on(c, 4)) != 0) {
+    char pr[160] = "";
+    while (!timed_out && (left = copies_on_progress(c, 4, pr, sizeof(pr))) != 0) {
         if ((long)(mono_s() - t0) != last_shown) {
             last_shown = (long)(mono_s() - t0);
-            fprintf(stderr, "drain: %.0f s: node 4 holds %ld copies\n", mono_s() - t0, left);
+            fprintf(stderr, "drain: %.0f s: node 4 holds %ld copies; %s\n", mono_s() - t0, left,
+                    pr);
         }
         timed_out = mono_s() - t0 > cfg->timeout_s;
         sleep_ms(100);

@@ -13,7 +13,8 @@
  *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State","Draining",
  *              "LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
  *              "Replicas","Primaries","PartitionMapVersion","ClockSkewMs"}],"UnderReplicated","PrimaryChanges",
- *              "ReplicaSets":[...every replicated table's, each naming its "Table"]}
+ *              "ReplicaSets":[...every replicated table's, each naming its "Table"],
+ *              "Moves":[{"Table","Partition","From","To","Step","Copy"?}] (moves_json)}
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -143,6 +144,97 @@ static const Lapse__ReplicaLag *lag_of(Lapse__ReplicaLag *const *lags, size_t n,
     return NULL;
 }
 
+/* A snapshot under way to a follower, from its primary's report:
+ * {"BytesSent","KeysSent","Seconds","BytesTotal"?,"EtaSeconds"?} (the
+ * total is the primary's estimate of the partition's items; the ETA
+ * assumes the rate so far, and reads 0 once the items are sent, while the
+ * index, outbox and counters follow). */
+static json_t *copy_json(const Lapse__ReplicaLag *l)
+{
+    json_t *o = json_pack("{s:I,s:I,s:f}", "BytesSent", (json_int_t)l->copy_bytes, "KeysSent",
+                          (json_int_t)l->copy_keys, "Seconds", (double)l->copy_ms / 1000.0);
+    if (o != NULL && l->copy_bytes_total > 0) {
+        json_object_set_new(o, "BytesTotal", json_integer((json_int_t)l->copy_bytes_total));
+        if (l->copy_bytes > 0) {
+            double left = l->copy_bytes >= l->copy_bytes_total
+                              ? 0.0
+                              : (double)(l->copy_bytes_total - l->copy_bytes);
+            double eta = (double)l->copy_ms / 1000.0 * left / (double)l->copy_bytes;
+            json_object_set_new(o, "EtaSeconds", json_real((double)(int64_t)(eta * 10) / 10.0));
+        }
+    }
+    return o;
+}
+
+/* Whether node id is draining in pm. */
+static int node_draining(const pmap *pm, uint32_t id)
+{
+    const pmap_node *n = pmap_node_find(pm, id);
+    return n != NULL && n->draining;
+}
+
+/* Appends to arr one object per set of pm being moved (a member leaving: the
+ * rebalancer's, or on a draining node): {"Table","Partition","From":[ids],
+ * "To":[ids],"Step","LagRecords"?,"Copy"?}. Step: "copying" while a new
+ * copy is out of sync (LagRecords: how far its log is behind; Copy: its
+ * snapshot's progress; each once its primary reports one), "adding" while
+ * the copies staying are fewer than the table keeps, "handing-over" while
+ * a leaving copy still leads, else "removing". 0, or -1 on OOM. */
+static int moves_json(json_t *arr, const pmap *pm, Lapse__ReplicaLag *const *lags, size_t nlags)
+{
+    for (size_t t = 0; t < pm->ntables; t++) {
+        const pmap_table *tb = &pm->tables[t];
+        for (uint32_t p = 0; tb->schema.replication >= 2 && p < tb->schema.partitions; p++) {
+            const pmap_replicas *r = &tb->parts[p];
+            json_t *from = json_array(), *to = json_array(), *copy = NULL;
+            int copying = 0;
+            uint32_t staying = 0;
+            json_int_t behind = -1;
+            for (uint32_t i = 0; i < r->n; i++) {
+                uint32_t id = r->ids[i];
+                if (id == r->leaving || node_draining(pm, id)) {
+                    json_array_append_new(from, json_integer(id));
+                } else if (staying++, !pmap_in_sync(r, i)) {
+                    json_array_append_new(to, json_integer(id));
+                    copying = 1;
+                    const Lapse__ReplicaLag *l = lag_of(lags, nlags, tb->schema.id, p, id);
+                    if (copy == NULL && l != NULL && l->copy_ms > 0) {
+                        copy = copy_json(l);
+                    }
+                    if (l != NULL && l->known && (json_int_t)l->lag_records > behind) {
+                        behind = (json_int_t)l->lag_records;
+                    }
+                }
+            }
+            if (json_array_size(from) == 0) {
+                json_decref(from);
+                json_decref(to);
+                json_decref(copy);
+                continue;
+            }
+            int primary_leaves = r->ids[0] == r->leaving || node_draining(pm, r->ids[0]);
+            const char *step = copying                            ? "copying"
+                               : staying < tb->schema.replication ? "adding"
+                               : primary_leaves                   ? "handing-over"
+                                                                  : "removing";
+            json_t *o = json_pack("{s:s,s:I,s:o,s:o,s:s}", "Table", tb->schema.name, "Partition",
+                                  (json_int_t)p, "From", from, "To", to, "Step", step);
+            if (o != NULL && behind >= 0) {
+                json_object_set_new(o, "LagRecords", json_integer(behind));
+            }
+            if (o != NULL && copy != NULL) {
+                json_object_set_new(o, "Copy", copy);
+            } else {
+                json_decref(copy);
+            }
+            if (o == NULL || json_array_append_new(arr, o) != 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Appends one object per set of parts[0..n) (the base partitions of the
  * table, one of several copies) to arr:
  * {"Table"?,"Partition","Epoch","Primary","InSync":[ids],"Followers":[{"NodeId",
@@ -169,6 +261,9 @@ static int replica_sets_json(json_t *arr, uint32_t table_id, const char *table,
             const Lapse__ReplicaLag *l = lag_of(lags, nlags, table_id, p, r->ids[i]);
             if (f != NULL && l != NULL && l->known) {
                 json_object_set_new(f, "LagRecords", json_integer((json_int_t)l->lag_records));
+            }
+            if (f != NULL && l != NULL && l->copy_ms > 0) {
+                json_object_set_new(f, "Copy", copy_json(l));
             }
             json_array_append_new(followers, f);
         }
@@ -554,6 +649,11 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
         }
     }
     changes = pm != NULL ? pmap_primary_changes(pm) : 0;
+    json_t *moves = json_array();
+    if (rv == 0 && pm != NULL &&
+        (moves == NULL || moves_json(moves, pm, cs->replica_lag, cs->n_replica_lag) != 0)) {
+        rv = LAPSE_ENOMEM;
+    }
     json_t *nodes = rv == 0 ? status_nodes(cs, pm) : NULL;
     pmap_free(pm);
     if (rv == 0 && nodes == NULL) {
@@ -561,6 +661,7 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
     }
     if (rv != 0) {
         json_decref(sets);
+        json_decref(moves);
         json_decref(doc);
         rpc_response_free(resp);
         return rv == LAPSE_ENOMEM
@@ -573,6 +674,7 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
     json_object_set_new(doc, "UnderReplicated", json_integer((json_int_t)under));
     json_object_set_new(doc, "PrimaryChanges", json_integer((json_int_t)changes));
     json_object_set_new(doc, "ReplicaSets", sets);
+    json_object_set_new(doc, "Moves", moves);
     rpc_response_free(resp);
     return dump(doc, json_out, err);
 }

@@ -13,8 +13,9 @@ void replstatus_record(server *s, uint32_t node, Lapse__ReplicaLag *const *lags,
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        v[i] = (live_lag){lags[i]->table_id, lags[i]->partition, lags[i]->node,
-                          lags[i]->lag_records, lags[i]->known};
+        v[i] = (live_lag){lags[i]->table_id,         lags[i]->partition, lags[i]->node,
+                          lags[i]->lag_records,      lags[i]->known,     lags[i]->copy_bytes,
+                          lags[i]->copy_bytes_total, lags[i]->copy_keys, lags[i]->copy_ms};
     }
     pthread_mutex_lock(&s->lock);
     node_live *l = server_live(s, node, 0);
@@ -35,8 +36,7 @@ static int leads(const server *s, uint32_t node, uint32_t table_id, uint32_t par
     return r != NULL && r->ids[0] == node;
 }
 
-int replstatus_lag_pb(server *s, uint32_t table_id, arena *a, Lapse__ReplicaLag ***out,
-                      size_t *n)
+int replstatus_lag_pb(server *s, uint32_t table_id, arena *a, Lapse__ReplicaLag ***out, size_t *n)
 {
     size_t total = 0, k = 0;
     *out = NULL;
@@ -69,6 +69,10 @@ int replstatus_lag_pb(server *s, uint32_t table_id, arena *a, Lapse__ReplicaLag 
             m->node = g->node;
             m->lag_records = g->lag;
             m->known = g->known != 0;
+            m->copy_bytes = g->copy_bytes;
+            m->copy_bytes_total = g->copy_total;
+            m->copy_keys = g->copy_keys;
+            m->copy_ms = g->copy_ms;
             v[k++] = m;
         }
     }

@@ -60,6 +60,8 @@ typedef struct live_lag {
     uint32_t table_id, part, node;
     uint64_t lag; /* records */
     int known;    /* the primary has heard from the follower since it started */
+    /* a snapshot under way to the follower (all 0: none): ReplicaLag's copy_* */
+    uint64_t copy_bytes, copy_total, copy_keys, copy_ms;
 } live_lag;
 
 typedef struct node_live {
@@ -113,13 +115,13 @@ typedef struct server {
     ttlprop ttl; /* latest TTL progress per (node, table); not durable (ttlprop.h) */
 
     /* ---- etcd (leader.h); all NULL/0 with a local catalog ---- */
-    etcd *ec;                          /* the cluster's etcd client; thread-safe */
-    catalog_etcd *ecat;                /* the durable state in etcd; under lock */
-    etcd_keeper *keeper;               /* this coordinator's lease */
-    etcd_keys keys;                    /* the cluster's keys in etcd */
-    atomic_int leading;                /* leader.h invariant 1 */
-    atomic_int leader_stop;            /* asks the leader thread to exit */
-    pthread_t leader_thread;           /* valid when leader_running */
+    etcd *ec;                /* the cluster's etcd client; thread-safe */
+    catalog_etcd *ecat;      /* the durable state in etcd; under lock */
+    etcd_keeper *keeper;     /* this coordinator's lease */
+    etcd_keys keys;          /* the cluster's keys in etcd */
+    atomic_int leading;      /* leader.h invariant 1 */
+    atomic_int leader_stop;  /* asks the leader thread to exit */
+    pthread_t leader_thread; /* valid when leader_running */
     int leader_running;
 
     /* ---- the membership thread (membership.c) ---- */

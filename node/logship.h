@@ -69,6 +69,9 @@ typedef struct logship_lag {
     uint32_t table_id, part, node;
     uint64_t lag; /* records: this log's last seq minus the follower's last confirmed */
     int known;    /* 0: not heard from since this node started (lag is 0 then) */
+    /* a snapshot under way to the follower (all 0: none): bytes and keys
+     * sent, the partition's estimated item bytes, ms since it began */
+    uint64_t copy_bytes, copy_total, copy_keys, copy_ms;
 } logship_lag;
 
 /* The sets this node leads, counted (logship_lags). */

@@ -96,6 +96,12 @@ typedef struct part_state {
     uint64_t copy_trimmed; /* as a replica: its copy of the outbox trimmed through */
     int64_t resync_warned_ms; /* when the resync thread last warned about it */
     int copy_dropped; /* as a replica: its copy was dropped (copydrop.c) since the last reset */
+    /* as the primary: the snapshot under way to follower copy_id[i] (0:
+     * free slot), as resync.c last noted it (logship_lag's copy fields) */
+    uint32_t copy_id[PMAP_MAX_REPLICAS];
+    uint64_t copy_bytes[PMAP_MAX_REPLICAS], copy_total[PMAP_MAX_REPLICAS];
+    uint64_t copy_keys[PMAP_MAX_REPLICAS];
+    int64_t copy_start_ms[PMAP_MAX_REPLICAS]; /* monotonic */
     /* heard_seq[i]: the last record follower heard_id[i] (0: free slot)
      * confirmed holding, as this primary last heard (logship_heard) */
     uint32_t heard_id[PMAP_MAX_REPLICAS];

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/schema.h"
 #include "../partition/replog.h"
@@ -39,6 +40,13 @@ static int add_set(logship *ls, const pmap_table *t, uint32_t part, const pmap_r
             if (p->heard_id[k] == r->ids[i]) {
                 row->known = 1;
                 row->lag = my_seq > p->heard_seq[k] ? my_seq - p->heard_seq[k] : 0;
+            }
+            if (p->copy_id[k] == r->ids[i]) {
+                int64_t ms = clock_mono_now().ms - p->copy_start_ms[k];
+                row->copy_bytes = p->copy_bytes[k];
+                row->copy_total = p->copy_total[k];
+                row->copy_keys = p->copy_keys[k];
+                row->copy_ms = ms > 0 ? (uint64_t)ms : 1;
             }
         }
     }
@@ -113,6 +121,10 @@ int logship_lag_pb(logship *ls, arena *a, Lapse__ReplicaLag ***out, size_t *n)
         l->node = rows[i].node;
         l->lag_records = rows[i].lag;
         l->known = rows[i].known != 0;
+        l->copy_bytes = rows[i].copy_bytes;
+        l->copy_bytes_total = rows[i].copy_total;
+        l->copy_keys = rows[i].copy_keys;
+        l->copy_ms = rows[i].copy_ms;
         v[i] = l;
     }
     free(rows);
@@ -134,6 +146,17 @@ void logship_collect(logship *ls, metrics *m)
     }
     metrics_gauge_set(m, "lapse_replica_sets_led",
                       "Replicated partitions this node is the primary of", NULL, (double)sets.led);
+    uint64_t sending = 0, sent = 0;
+    for (size_t i = 0; i < nrows; i++) {
+        sending += rows[i].copy_ms > 0;
+        sent += rows[i].copy_bytes;
+    }
+    metrics_gauge_set(m, "lapse_snapshots_sending",
+                      "Snapshots this node is sending to followers now (a move's new copy, or a "
+                      "copy too far behind for the log)",
+                      NULL, (double)sending);
+    metrics_gauge_set(m, "lapse_snapshot_bytes_sent",
+                      "Bytes the snapshots under way have sent so far", NULL, (double)sent);
     metrics_gauge_set(m, "lapse_replica_sets_under_replicated",
                       "Replicated partitions this node leads with a member out of the in-sync set",
                       NULL, (double)sets.under);

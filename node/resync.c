@@ -42,6 +42,7 @@
 #define RESYNC_JOIN_RETRY_MS 1000      /* a join with no answer is asked again after */
 #define RESYNC_SNAPSHOT_REPORT_MS 5000 /* progress of a snapshot transfer, in the log */
 #define RESYNC_WARN_EVERY_MS 10000     /* a member that cannot be resynced, in the log */
+#define RESYNC_ESTIMATE_ITEMS 1000     /* walked to size a snapshot for its ETA (store_estimate) */
 
 /* Where replica c stands: its last record's seq and epoch. */
 static int position_of(logship *ls, rpc_client *c, uint32_t table_id, uint32_t part, uint64_t epoch,
@@ -135,6 +136,30 @@ static int snap_call_add(void *arg, const snapshot_entry *se)
     return 0;
 }
 
+/* Notes how far the snapshot to follower id of (table_id, part) got, for
+ * logship_lags (heartbeats, cluster-status); start_ms 0: it ended. */
+static void note_copy(logship *ls, uint32_t table_id, uint32_t part, uint32_t id, uint64_t keys,
+                      uint64_t bytes, uint64_t total, int64_t start_ms)
+{
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    int slot = -1;
+    for (int k = 0; p != NULL && k < PMAP_MAX_REPLICAS && slot < 0; k++) {
+        slot = p->copy_id[k] == id ? k : -1;
+    }
+    for (int k = 0; p != NULL && k < PMAP_MAX_REPLICAS && slot < 0 && start_ms != 0; k++) {
+        slot = p->copy_id[k] == 0 ? k : -1;
+    }
+    if (slot >= 0) {
+        p->copy_id[slot] = start_ms != 0 ? id : 0;
+        p->copy_keys[slot] = keys;
+        p->copy_bytes[slot] = bytes;
+        p->copy_total[slot] = total;
+        p->copy_start_ms[slot] = start_ms;
+    }
+    pthread_mutex_unlock(&ls->lock);
+}
+
 /* Rebuilds replica c's copy from a snapshot of this one: a reset, the
  * partition's keys call after call (writes go on), then the position they
  * stand at, which *applied gets. Progress goes to the log every
@@ -150,6 +175,13 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
     if (rv == 0) {
         rv = reset_copy(ls, c, id, table_id, part, epoch, why, err, errlen);
     }
+    store_size size = {0};
+    char serr[128];
+    if (rv == 0 && store_estimate(ls->ns->st, table_id, part, RESYNC_ESTIMATE_ITEMS, &size, serr,
+                                  sizeof(serr)) != 0) {
+        size.bytes = 0; /* unknown: progress without an ETA */
+    }
+    note_copy(ls, table_id, part, id, 0, 0, size.bytes, start);
     snap_call sc = {0};
     int done = 0;
     while (rv == 0 && !done) {
@@ -173,6 +205,7 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         rpc_response_free(resp);
         shipment_fini(&s);
         snapshot_counts(sn, &entries, &bytes);
+        note_copy(ls, table_id, part, id, entries, bytes, size.bytes, start);
         if (rv == 0 && clock_mono_now().ms - reported >= RESYNC_SNAPSHOT_REPORT_MS) {
             reported = clock_mono_now().ms;
             log_info("table %u partition %u: snapshot to node %u: %" PRIu64 " keys, %" PRIu64
@@ -184,6 +217,7 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
     free(sc.e);
     free(sc.ptrs);
     snapshot_close(sn);
+    note_copy(ls, table_id, part, id, 0, 0, 0, 0);
     if (rv == 0) {
         *applied = snap_seq;
         log_info("table %u partition %u: node %u rebuilt from a snapshot at record %" PRIu64

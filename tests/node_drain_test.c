@@ -137,6 +137,36 @@ static json_t *status_of(uint32_t id, json_t **node)
     return NULL;
 }
 
+/* cluster-status's "Moves" now: asserts each moves a copy off node from
+ * (when non-zero) to others, at a known step; returns how many there are. */
+static size_t moves_now(uint32_t from)
+{
+    json_t *node = NULL, *doc = status_of(1, &node), *mv;
+    json_t *moves = json_object_get(doc, "Moves");
+    assert_true(json_is_array(moves));
+    size_t i, n = json_array_size(moves);
+    json_array_foreach(moves, i, mv)
+    {
+        json_t *f = json_object_get(mv, "From");
+        const char *step = json_string_value(json_object_get(mv, "Step"));
+        assert_non_null(step);
+        assert_true(strcmp(step, "copying") == 0 || strcmp(step, "adding") == 0 ||
+                    strcmp(step, "handing-over") == 0 || strcmp(step, "removing") == 0);
+        assert_int_equal(json_array_size(f), 1);
+        if (from != 0) {
+            assert_int_equal(json_integer_value(json_array_get(f, 0)), (json_int_t)from);
+        }
+        json_t *to;
+        size_t k;
+        json_array_foreach(json_object_get(mv, "To"), k, to)
+        {
+            assert_int_not_equal(json_integer_value(to), json_integer_value(json_array_get(f, 0)));
+        }
+    }
+    json_decref(doc);
+    return n;
+}
+
 /* Waits (up to 30 s) until no node outside a partition's set holds any of
  * its keys or a log position: each drops its former copies a few seconds
  * after the map that took them away (node/copydrop.c). Returns how many
@@ -204,6 +234,7 @@ static void test_drain_moves_every_copy_under_writes(void **state)
     /* Bounded: a hang check, not a speed target (bench/ has none yet). */
     clock_mono deadline = clock_mono_after_ms(90000);
     json_int_t left = (json_int_t)held, moves_seen = 0;
+    size_t status_moves = 0; /* moves cluster-status listed over the polls */
     while (left > 0) {
         if (clock_mono_remaining_ms(deadline) == 0) {
             fail_msg("node 1 still holds %lld base copies after 90 s", (long long)left);
@@ -228,6 +259,7 @@ static void test_drain_moves_every_copy_under_writes(void **state)
         d = drain(1, 0, 0);
         left = field(d, "BaseCopiesLeft");
         moves_seen += field(d, "Moves");
+        status_moves += moves_now(1);
         assert_true(field(d, "Moves") <= 4); /* MOVER_MAX_CONCURRENT */
         json_decref(d);
     }
@@ -268,6 +300,11 @@ static void test_drain_moves_every_copy_under_writes(void **state)
         lapse_item_free(k);
     }
     assert_int_equal(rs_wait_copies_match("drained", 20000), (uint64_t)(KEYS + present));
+
+    /* cluster-status listed the moves off node 1 while they ran, and lists
+     * none once every copy is off. */
+    assert_true(status_moves > 0);
+    assert_int_equal(moves_now(1), 0);
 
     /* Node 1's former copies go from its disk too. */
     size_t former = wait_only_members_hold("drained");
@@ -320,6 +357,7 @@ static void test_drain_moves_every_copy_under_writes(void **state)
         size_t left = json_array_size(json_object_get(plan, "Moves"));
         json_int_t moving = field(plan, "Moving");
         json_decref(plan);
+        moves_now(0); /* the rebalancer's moves, well formed */
         if (left == 0 && moving == 0) {
             break;
         }
