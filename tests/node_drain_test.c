@@ -24,81 +24,20 @@
 #include "testutil.h"
 
 #include <jansson.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "../common/clock.h"
+#include "move_testutil.h"
 #include "replset_testutil.h"
 #include "testmap.h"
 
 #define PARTS 16
 #define KEYS 200
-#define WRITER_MAX 100000
 
 static int setup(void **state)
 {
     (void)state;
     return rs_group_setup_nodes(4);
-}
-
-/* The writer thread: puts w0, w1, ... with its own client until stop, and
- * notes which were acknowledged. */
-typedef struct writer {
-    atomic_int stop;
-    int n;                  /* attempted */
-    char acked[WRITER_MAX]; /* 1: acknowledged */
-    int nacked, nfailed;
-} writer;
-
-static void *write_loop(void *arg)
-{
-    writer *w = arg;
-    lapse_client *c = NULL;
-    lapse_error e = {0};
-    if (lapse_connect(&c, cluster_coordinator_url(rs_cluster()), &e) != 0) {
-        return NULL;
-    }
-    while (!atomic_load(&w->stop) && w->n < WRITER_MAX) {
-        int i = w->n++;
-        lapse_item *it = item_json("{\"Id\":{\"S\":\"w%d\"},\"V\":{\"N\":\"%d\"}}", i, i);
-        int rv = lapse_put(c, "drained", it, NULL, &e);
-        lapse_item_free(it);
-        w->acked[i] = rv == 0;
-        *(rv == 0 ? &w->nacked : &w->nfailed) += 1;
-    }
-    lapse_close(c);
-    return NULL;
-}
-
-/* lapse_node_drain's answer, parsed (caller json_decref). */
-static json_t *drain(uint32_t node, int stop, int want_rv)
-{
-    char *js = NULL;
-    lapse_error e = {0};
-    int rv = lapse_node_drain(rs_client(), node, stop, &js, &e);
-    if (rv != want_rv) {
-        fail_msg("node drain %u: %s (%d), want %d", (unsigned)node, e.message, rv, want_rv);
-    }
-    if (rv != 0) {
-        assert_null(js);
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *doc = json_loads(js, 0, &jerr);
-    assert_non_null(doc);
-    lapse_free(js);
-    return doc;
-}
-
-static json_int_t field(json_t *doc, const char *name)
-{
-    json_t *v = json_object_get(doc, name);
-    if (!json_is_integer(v)) {
-        char *s = json_dumps(doc, 0);
-        fail_msg("no integer %s in %s", name, s);
-    }
-    return json_integer_value(v);
 }
 
 /* lapse_rebalance_plan's answer, parsed (caller json_decref). */
@@ -118,13 +57,7 @@ static json_t *rebalance_plan(void)
  * *node borrowed from it). */
 static json_t *status_of(uint32_t id, json_t **node)
 {
-    char *js = NULL;
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_cluster_status(rs_client(), &js, &e), &e);
-    json_error_t jerr;
-    json_t *doc = json_loads(js, 0, &jerr), *n;
-    assert_non_null(doc);
-    lapse_free(js);
+    json_t *doc = mv_status(), *n;
     size_t i;
     json_array_foreach(json_object_get(doc, "Nodes"), i, n)
     {
@@ -135,36 +68,6 @@ static json_t *status_of(uint32_t id, json_t **node)
     }
     fail_msg("node %u not in cluster-status", (unsigned)id);
     return NULL;
-}
-
-/* cluster-status's "Moves" now: asserts each moves a copy off node from
- * (when non-zero) to others, at a known step; returns how many there are. */
-static size_t moves_now(uint32_t from)
-{
-    json_t *node = NULL, *doc = status_of(1, &node), *mv;
-    json_t *moves = json_object_get(doc, "Moves");
-    assert_true(json_is_array(moves));
-    size_t i, n = json_array_size(moves);
-    json_array_foreach(moves, i, mv)
-    {
-        json_t *f = json_object_get(mv, "From");
-        const char *step = json_string_value(json_object_get(mv, "Step"));
-        assert_non_null(step);
-        assert_true(strcmp(step, "copying") == 0 || strcmp(step, "adding") == 0 ||
-                    strcmp(step, "handing-over") == 0 || strcmp(step, "removing") == 0);
-        assert_int_equal(json_array_size(f), 1);
-        if (from != 0) {
-            assert_int_equal(json_integer_value(json_array_get(f, 0)), (json_int_t)from);
-        }
-        json_t *to;
-        size_t k;
-        json_array_foreach(json_object_get(mv, "To"), k, to)
-        {
-            assert_int_not_equal(json_integer_value(to), json_integer_value(json_array_get(f, 0)));
-        }
-    }
-    json_decref(doc);
-    return n;
 }
 
 /* Waits (up to 30 s) until no node outside a partition's set holds any of
@@ -220,16 +123,14 @@ static void test_drain_moves_every_copy_under_writes(void **state)
     pmap_free(pm);
     assert_true(held >= 10); /* 16 * 3 copies over 4 nodes: 12 */
 
-    static writer w;
-    memset(&w, 0, sizeof(w));
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, write_loop, &w), 0);
+    static mv_writer w;
+    mv_writer_start(&w, "drained");
     rs_sleep_ms(300);
 
-    json_t *d = drain(1, 0, 0);
+    json_t *d = mv_drain(1, 0, 0);
     assert_true(json_is_true(json_object_get(d, "Draining")));
-    assert_int_equal(field(d, "BaseCopiesLeft"), (json_int_t)held);
-    assert_int_equal(field(d, "OtherCopies"), 0);
+    assert_int_equal(mv_field(d, "BaseCopiesLeft"), (json_int_t)held);
+    assert_int_equal(mv_field(d, "OtherCopies"), 0);
     json_decref(d);
     /* Bounded: a hang check, not a speed target (bench/ has none yet). */
     clock_mono deadline = clock_mono_after_ms(90000);
@@ -256,16 +157,15 @@ static void test_drain_moves_every_copy_under_writes(void **state)
             }
         }
         pmap_free(pm);
-        d = drain(1, 0, 0);
-        left = field(d, "BaseCopiesLeft");
-        moves_seen += field(d, "Moves");
-        status_moves += moves_now(1);
-        assert_true(field(d, "Moves") <= 4); /* MOVER_MAX_CONCURRENT */
+        d = mv_drain(1, 0, 0);
+        left = mv_field(d, "BaseCopiesLeft");
+        moves_seen += mv_field(d, "Moves");
+        status_moves += mv_moves_now(1);
+        assert_true(mv_field(d, "Moves") <= 4); /* MOVER_MAX_CONCURRENT */
         json_decref(d);
     }
     rs_sleep_ms(500); /* writes go on after the last move */
-    atomic_store(&w.stop, 1);
-    pthread_join(th, NULL);
+    mv_writer_stop(&w);
     print_message("node_drain_test: %zu copies moved off node 1 while %d writes were acknowledged "
                   "(%d failed)\n",
                   held, w.nacked, w.nfailed);
@@ -288,23 +188,13 @@ static void test_drain_moves_every_copy_under_writes(void **state)
         lapse_item_free(got);
         lapse_item_free(k);
     }
-    int present = 0;
-    for (int i = 0; i < w.n; i++) {
-        lapse_item *k = item_json("{\"Id\":{\"S\":\"w%d\"}}", i), *got = NULL;
-        assert_lapse_ok(lapse_get(rs_client(), "drained", k, &got, &e), &e);
-        if (w.acked[i] && got == NULL) {
-            fail_msg("acknowledged write w%d lost in the drain", i);
-        }
-        present += got != NULL;
-        lapse_item_free(got);
-        lapse_item_free(k);
-    }
+    int present = mv_writer_check(&w, "drained");
     assert_int_equal(rs_wait_copies_match("drained", 20000), (uint64_t)(KEYS + present));
 
     /* cluster-status listed the moves off node 1 while they ran, and lists
      * none once every copy is off. */
     assert_true(status_moves > 0);
-    assert_int_equal(moves_now(1), 0);
+    assert_int_equal(mv_moves_now(1), 0);
 
     /* Node 1's former copies go from its disk too. */
     size_t former = wait_only_members_hold("drained");
@@ -314,8 +204,8 @@ static void test_drain_moves_every_copy_under_writes(void **state)
 
     json_t *node = NULL, *doc = status_of(1, &node);
     assert_true(json_is_true(json_object_get(node, "Draining")));
-    assert_int_equal(field(node, "Replicas"), 0);
-    assert_int_equal(field(node, "Primaries"), 0);
+    assert_int_equal(mv_field(node, "Replicas"), 0);
+    assert_int_equal(mv_field(node, "Primaries"), 0);
     json_decref(doc);
 
     /* A new table places nothing on the draining node. */
@@ -328,12 +218,12 @@ static void test_drain_moves_every_copy_under_writes(void **state)
     pmap_free(pm);
 
     /* Room: a second drain would leave two nodes for three copies. */
-    drain(2, 0, LAPSE_EUNAVAILABLE);
-    drain(9, 0, LAPSE_ENOTFOUND);
+    mv_drain(2, 0, LAPSE_EUNAVAILABLE);
+    mv_drain(9, 0, LAPSE_ENOTFOUND);
     /* --stop: node 1 takes tables again. */
-    d = drain(1, 1, 0);
+    d = mv_drain(1, 1, 0);
     assert_true(json_is_false(json_object_get(d, "Draining")));
-    assert_int_equal(field(d, "BaseCopiesLeft"), 0);
+    assert_int_equal(mv_field(d, "BaseCopiesLeft"), 0);
     json_decref(d);
     doc = status_of(1, &node);
     assert_true(json_is_false(json_object_get(node, "Draining")));
@@ -348,16 +238,16 @@ static void test_drain_moves_every_copy_under_writes(void **state)
     size_t i, planned = json_array_size(json_object_get(plan, "Moves"));
     json_array_foreach(json_object_get(plan, "Moves"), i, mv)
     {
-        assert_int_equal(field(mv, "To"), 1);
+        assert_int_equal(mv_field(mv, "To"), 1);
     }
     json_decref(plan);
     deadline = clock_mono_after_ms(120000);
     for (;;) {
         plan = rebalance_plan();
         size_t left = json_array_size(json_object_get(plan, "Moves"));
-        json_int_t moving = field(plan, "Moving");
+        json_int_t moving = mv_field(plan, "Moving");
         json_decref(plan);
-        moves_now(0); /* the rebalancer's moves, well formed */
+        mv_moves_now(0); /* the rebalancer's moves, well formed */
         if (left == 0 && moving == 0) {
             break;
         }

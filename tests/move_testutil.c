@@ -1,0 +1,131 @@
+/* move_testutil.c: helpers of the tests of moving copies; see move_testutil.h. */
+#include "move_testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "replset_testutil.h"
+#include "testutil.h"
+
+static void *write_loop(void *arg)
+{
+    mv_writer *w = arg;
+    lapse_client *c = NULL;
+    lapse_error e = {0};
+    if (lapse_connect(&c, cluster_coordinator_url(rs_cluster()), &e) != 0) {
+        return NULL;
+    }
+    while (!atomic_load(&w->stop) && w->n < MV_WRITER_MAX) {
+        int i = w->n++;
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"w%d\"},\"V\":{\"N\":\"%d\"}}", i, i);
+        int rv = lapse_put(c, w->table, it, NULL, &e);
+        lapse_item_free(it);
+        w->acked[i] = rv == 0;
+        *(rv == 0 ? &w->nacked : &w->nfailed) += 1;
+    }
+    lapse_close(c);
+    return NULL;
+}
+
+void mv_writer_start(mv_writer *w, const char *table)
+{
+    memset(w, 0, sizeof(*w));
+    w->table = table;
+    assert_int_equal(pthread_create(&w->thread, NULL, write_loop, w), 0);
+}
+
+void mv_writer_stop(mv_writer *w)
+{
+    atomic_store(&w->stop, 1);
+    pthread_join(w->thread, NULL);
+}
+
+int mv_writer_check(const mv_writer *w, const char *table)
+{
+    lapse_error e = {0};
+    int present = 0;
+    for (int i = 0; i < w->n; i++) {
+        lapse_item *k = item_json("{\"Id\":{\"S\":\"w%d\"}}", i), *got = NULL;
+        assert_lapse_ok(lapse_get(rs_client(), table, k, &got, &e), &e);
+        if (w->acked[i] && got == NULL) {
+            fail_msg("acknowledged write w%d lost in the moves", i);
+        }
+        present += got != NULL;
+        lapse_item_free(got);
+        lapse_item_free(k);
+    }
+    return present;
+}
+
+json_t *mv_drain(uint32_t node, int stop, int want_rv)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    int rv = lapse_node_drain(rs_client(), node, stop, &js, &e);
+    if (rv != want_rv) {
+        fail_msg("node drain %u: %s (%d), want %d", (unsigned)node, e.message, rv, want_rv);
+    }
+    if (rv != 0) {
+        assert_null(js);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *doc = json_loads(js, 0, &jerr);
+    assert_non_null(doc);
+    lapse_free(js);
+    return doc;
+}
+
+json_int_t mv_field(json_t *doc, const char *name)
+{
+    json_t *v = json_object_get(doc, name);
+    if (!json_is_integer(v)) {
+        char *s = json_dumps(doc, 0);
+        fail_msg("no integer %s in %s", name, s);
+    }
+    return json_integer_value(v);
+}
+
+json_t *mv_status(void)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_cluster_status(rs_client(), &js, &e), &e);
+    json_error_t jerr;
+    json_t *doc = json_loads(js, 0, &jerr);
+    assert_non_null(doc);
+    lapse_free(js);
+    return doc;
+}
+
+size_t mv_moves_now(uint32_t from)
+{
+    json_t *doc = mv_status(), *mv;
+    json_t *moves = json_object_get(doc, "Moves");
+    assert_true(json_is_array(moves));
+    size_t i, n = json_array_size(moves);
+    json_array_foreach(moves, i, mv)
+    {
+        json_t *f = json_object_get(mv, "From");
+        const char *step = json_string_value(json_object_get(mv, "Step"));
+        assert_non_null(step);
+        assert_true(strcmp(step, "copying") == 0 || strcmp(step, "adding") == 0 ||
+                    strcmp(step, "handing-over") == 0 || strcmp(step, "removing") == 0);
+        assert_int_equal(json_array_size(f), 1);
+        if (from != 0) {
+            assert_int_equal(json_integer_value(json_array_get(f, 0)), (json_int_t)from);
+        }
+        json_t *to;
+        size_t k;
+        json_array_foreach(json_object_get(mv, "To"), k, to)
+        {
+            assert_int_not_equal(json_integer_value(to), json_integer_value(json_array_get(f, 0)));
+        }
+    }
+    json_decref(doc);
+    return n;
+}

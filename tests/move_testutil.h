@@ -1,0 +1,50 @@
+/*
+ * move_testutil.h: what the tests of moving copies share (node_drain_test,
+ * move_faults_test): a writer thread that notes which puts were
+ * acknowledged, and the admin calls' JSON (node drain, cluster-status's
+ * Moves), on the cluster of replset_testutil.h.
+ *
+ * Thread-safety: the writer runs on its own thread with its own client;
+ * the rest are for the test's thread.
+ */
+#ifndef LAPSE_TEST_MOVE_TESTUTIL_H
+#define LAPSE_TEST_MOVE_TESTUTIL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MV_WRITER_MAX 100000
+
+/* Puts {"Id":"w<i>","V":i} for i = 0, 1, ... into table until stopped. */
+typedef struct mv_writer {
+    const char *table;
+    atomic_int stop;
+    int n;                     /* attempted */
+    char acked[MV_WRITER_MAX]; /* 1: acknowledged */
+    int nacked, nfailed;
+    pthread_t thread;
+} mv_writer;
+
+/* Starts w (zeroed first) writing into table. */
+void mv_writer_start(mv_writer *w, const char *table);
+/* Stops w and waits for its thread. */
+void mv_writer_stop(mv_writer *w);
+/* Asserts every write w acknowledged reads back from table; returns how
+ * many of w's items are there. */
+int mv_writer_check(const mv_writer *w, const char *table);
+
+/* lapse_node_drain's answer, parsed (caller json_decref); fails the test
+ * unless the call returns want_rv (then NULL when it is not 0). */
+json_t *mv_drain(uint32_t node, int stop, int want_rv);
+/* The integer name of doc; fails the test when there is none. */
+json_int_t mv_field(json_t *doc, const char *name);
+/* cluster-status, parsed (caller json_decref). */
+json_t *mv_status(void);
+/* cluster-status's "Moves" now: asserts each moves a copy off node from
+ * (when non-zero) to others, at a known step; returns how many there are. */
+size_t mv_moves_now(uint32_t from);
+
+#endif
