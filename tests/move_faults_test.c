@@ -1,0 +1,234 @@
+/*
+ * move_faults_test: a drain (docs/replication.md, "Draining a node") under
+ * faults, with TTL deletes falling due while copies move, on one etcd
+ * member, two coordinators and four real nodes:
+ *  - a table of three copies with a stream and TTL on; half of its items
+ *    fall due during the drain, a thread writes throughout;
+ *  - once a move is under way, kill -9 of the coordinator leader: the
+ *    other coordinator takes the lead and goes on from the map;
+ *  - once some copies have left, kill -9 of node 1, the node being
+ *    drained (the source of every move), restarted a second later;
+ *  - the drain ends: no set names node 1, each has three copies in sync,
+ *    every acknowledged write and every item not due reads back, the
+ *    copies are identical, every due item is gone and its stream holds
+ *    exactly one TTL delete of it (none of any other item), and the stream
+ *    is gapless.
+ */
+#include "testutil.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/clock.h"
+#include "move_testutil.h"
+#include "replset_testutil.h"
+#include "streamread.h"
+#include "testmap.h"
+
+#define TABLE "moving"
+#define PARTS 16
+#define KEYS 200 /* k0..k199: the even ones fall due during the drain */
+
+static int setup(void **state)
+{
+    (void)state;
+    return rs_group_setup_coordinators(4, 2);
+}
+
+/* BaseCopiesLeft on node 1 now (NodeDrain again, which keeps it draining);
+ * retried for up to 20 s while the coordinators answer "taking over". */
+static json_int_t left_on_1(void)
+{
+    clock_mono deadline = clock_mono_after_ms(20000);
+    for (;;) {
+        char *js = NULL;
+        lapse_error e = {0};
+        int rv = lapse_node_drain(rs_client(), 1, 0, &js, &e);
+        if (rv == 0) {
+            json_t *d = json_loads(js, 0, NULL);
+            lapse_free(js);
+            assert_non_null(d);
+            json_int_t left = mv_field(d, "BaseCopiesLeft");
+            json_decref(d);
+            return left;
+        }
+        if (rv != LAPSE_EUNAVAILABLE || clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("node drain 1: %s (%d)", e.message, rv);
+        }
+        rs_sleep_ms(200);
+    }
+}
+
+static void create_table(void)
+{
+    lapse_error e = {0};
+    lapse_table_def d = {.name = TABLE,
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = PARTS,
+                         .replication = 3,
+                         .stream = 1};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    lapse_ttl_spec spec = {.action = LAPSE_TTL_ENABLE, .attribute = "Exp"};
+    assert_lapse_ok(lapse_update_ttl(rs_client(), TABLE, &spec, NULL, &e), &e);
+    /* Due 8 to 15 s from now: while the drain below goes on. */
+    long long now = (long long)time(NULL);
+    for (int i = 0; i < KEYS; i++) {
+        lapse_item *it = i % 2 == 0 ? item_json("{\"Id\":{\"S\":\"k%d\"},\"Exp\":{\"N\":\"%lld\"}}",
+                                                i, now + 8 + i % 8)
+                                    : item_json("{\"Id\":{\"S\":\"k%d\"}}", i);
+        assert_lapse_ok(lapse_put(rs_client(), TABLE, it, NULL, &e), &e);
+        lapse_item_free(it);
+    }
+}
+
+/* Waits up to timeout_ms until node 1 holds at most most base copies. */
+static json_int_t wait_left_at_most(json_int_t most, long timeout_ms, const char *what)
+{
+    clock_mono deadline = clock_mono_after_ms(timeout_ms);
+    json_int_t left;
+    while ((left = left_on_1()) > most) {
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("%s: node 1 still holds %lld base copies after %ld ms", what, (long long)left,
+                     timeout_ms);
+        }
+        rs_sleep_ms(200);
+    }
+    return left;
+}
+
+/* Checks the stream: exactly one TTL delete of each due item, none of the
+ * others, gapless. Waits (up to 20 s) for the deletes to arrive. */
+static void check_stream(void)
+{
+    lapse_error e = {0};
+    streamread sr = {0};
+    int per_key[KEYS];
+    clock_mono deadline = clock_mono_after_ms(20000);
+    for (;;) {
+        assert_lapse_ok(streamread_more(rs_client(), TABLE, &sr, &e), &e);
+        memset(per_key, 0, sizeof(per_key));
+        int due_seen = 0;
+        for (size_t i = 0; i < sr.n; i++) {
+            const lapse_stream_record *r = sr.r[i];
+            const char *id = lapse_item_get_s(r->keys, "Id");
+            if (r->event != LAPSE_STREAM_REMOVE || id == NULL || id[0] != 'k') {
+                continue;
+            }
+            int k = atoi(id + 1);
+            assert_true(k >= 0 && k < KEYS);
+            if (!r->ttl_delete) {
+                fail_msg("item %s removed by something other than TTL", id);
+            }
+            if (k % 2 != 0) {
+                fail_msg("item %s, never due, has a TTL delete in the stream", id);
+            }
+            due_seen += per_key[k]++ == 0;
+        }
+        for (int k = 0; k < KEYS; k += 2) {
+            if (per_key[k] > 1) {
+                fail_msg("due item k%d has %d TTL deletes in the stream", k, per_key[k]);
+            }
+        }
+        if (due_seen == KEYS / 2) {
+            break;
+        }
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("the stream holds TTL deletes of %d of the %d due items after 20 s", due_seen,
+                     KEYS / 2);
+        }
+        rs_sleep_ms(500);
+    }
+    char why[256];
+    if (streamread_gap(&sr, 1, why, sizeof(why)) != 0) {
+        fail_msg("stream gap: %s", why);
+    }
+    streamread_free(&sr);
+}
+
+static void test_drain_through_leader_and_source_kills(void **state)
+{
+    (void)state;
+    lapse_error e = {0};
+    create_table();
+    static mv_writer w;
+    mv_writer_start(&w, TABLE);
+    rs_sleep_ms(300);
+
+    json_int_t held = left_on_1(); /* the drain begins */
+    assert_true(held >= 10);       /* 16 * 3 copies over 4 nodes: 12 */
+
+    /* Fault 1: the coordinator leader dies while a move is under way. */
+    clock_mono deadline = clock_mono_after_ms(30000);
+    while (mv_moves_now(1) == 0) {
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("no move off node 1 under way 30 s after the drain began");
+        }
+        rs_sleep_ms(50);
+    }
+    int leader = cluster_leader(rs_cluster(), -1, 10000);
+    assert_true(leader >= 0);
+    assert_int_equal(cluster_kill(rs_cluster(), leader, SIGKILL), 0);
+    int next = cluster_leader(rs_cluster(), leader, 20000);
+    assert_true(next >= 0);
+    print_message("move_faults_test: coordinator %d killed mid-move, %d leads\n", leader, next);
+
+    /* Fault 2: node 1, the source of every move, dies once some copies
+     * have left, and starts again a second later. */
+    json_int_t left = wait_left_at_most(held - 1, 60000, "after the leader's death");
+    assert_int_equal(cluster_kill(rs_cluster(), 1, SIGKILL), 0);
+    rs_sleep_ms(1000);
+    assert_int_equal(cluster_restart(rs_cluster(), 1), 0);
+    print_message("move_faults_test: node 1 killed with %lld of %lld copies left, restarted\n",
+                  (long long)left, (long long)held);
+
+    wait_left_at_most(0, 120000, "after node 1's restart");
+    rs_sleep_ms(500); /* writes go on after the last move */
+    mv_writer_stop(&w);
+    assert_int_equal(cluster_restart(rs_cluster(), leader), 0);
+    print_message("move_faults_test: drained with %d writes acknowledged (%d failed)\n", w.nacked,
+                  w.nfailed);
+    assert_true(w.nacked > 0);
+
+    pmap *pm = rs_wait_all_in_sync(TABLE);
+    const pmap_table *t = pmap_table_find(pm, TABLE);
+    for (uint32_t p = 0; p < PARTS; p++) {
+        assert_int_equal(pmap_part(t, p)->n, 3);
+        assert_int_equal(pmap_replicas_index(pmap_part(t, p), 1), -1);
+    }
+    pmap_free(pm);
+    int present = mv_writer_check(&w, TABLE);
+
+    /* Every due item goes (once: the stream below), every other stays. */
+    deadline = clock_mono_after_ms(30000);
+    for (int i = 0; i < KEYS; i++) {
+        lapse_item *k = item_json("{\"Id\":{\"S\":\"k%d\"}}", i), *got = NULL;
+        assert_lapse_ok(lapse_get(rs_client(), TABLE, k, &got, &e), &e);
+        while (i % 2 == 0 && got != NULL) {
+            if (clock_mono_remaining_ms(deadline) == 0) {
+                fail_msg("due item k%d still there", i);
+            }
+            lapse_item_free(got);
+            got = NULL;
+            rs_sleep_ms(200);
+            assert_lapse_ok(lapse_get(rs_client(), TABLE, k, &got, &e), &e);
+        }
+        if (i % 2 != 0 && got == NULL) {
+            fail_msg("item k%d, never due, lost in the moves", i);
+        }
+        lapse_item_free(got);
+        lapse_item_free(k);
+    }
+    assert_int_equal(rs_wait_copies_match(TABLE, 20000), (uint64_t)(KEYS / 2 + present));
+    check_stream();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_drain_through_leader_and_source_kills),
+    };
+    return cmocka_run_group_tests(tests, setup, rs_group_teardown);
+}
