@@ -348,6 +348,56 @@ static double table_bytes(lapse_client *c, const config *cfg)
     return b > 0 ? b : raw;
 }
 
+/* The nodes' log sizes now, to read what a phase logged (snapshots). */
+static void log_marks(cluster *cl, long marks[5])
+{
+    for (int i = 1; i <= 4; i++) {
+        char *all = cluster_read_file(cluster_log_path(cl, i));
+        marks[i] = all != NULL ? (long)strlen(all) : 0;
+        free(all);
+    }
+}
+
+/* The snapshots the primaries logged since marks ("node N rebuilt from a
+ * snapshot at record S (K keys, B bytes, T ms)", node/resync.c): prints
+ * their count, bytes and each one's rate (median and lowest). */
+static void report_snapshots(cluster *cl, const long marks[5])
+{
+    double rates[256], bytes_all = 0;
+    int n = 0;
+    for (int i = 1; i <= 4; i++) {
+        char *all = cluster_read_file(cluster_log_path(cl, i));
+        const char *at = all != NULL && (long)strlen(all) >= marks[i] ? all + marks[i] : "";
+        const char *key = "rebuilt from a snapshot at record ";
+        while ((at = strstr(at, key)) != NULL) {
+            unsigned long long rec, keys, bytes;
+            long long ms;
+            at += strlen(key);
+            if (sscanf(at, "%llu (%llu keys, %llu bytes, %lld ms)", &rec, &keys, &bytes, &ms) ==
+                    4 &&
+                n < 256) {
+                bytes_all += (double)bytes;
+                rates[n++] = (double)bytes / 1e6 / ((double)(ms > 0 ? ms : 1) / 1000.0);
+            }
+        }
+        free(all);
+    }
+    if (n == 0) {
+        printf("%-13s no snapshot (the new copies caught up from the primaries' logs)\n", "");
+        return;
+    }
+    for (int i = 1; i < n; i++) { /* insertion sort: a few dozen */
+        for (int j = i; j > 0 && rates[j - 1] > rates[j]; j--) {
+            double t = rates[j];
+            rates[j] = rates[j - 1];
+            rates[j - 1] = t;
+        }
+    }
+    printf("%-13s %d snapshots, %.1f MB: each at median %.1f MB/s, lowest %.1f MB/s (bytes sent "
+           "over the snapshot's time, on its primary)\n",
+           "", n, bytes_all / 1e6, rates[n / 2], rates[0]);
+}
+
 static void report_move(const char *what, long copies, double part_bytes, double s, int timed_out,
                         writer *ws, int nw, int ph, double idle_p99)
 {
@@ -412,6 +462,8 @@ static int run(cluster *cl, const config *cfg)
 
     /* join: node 4 back; the rebalancer moves copies to it. */
     atomic_store(&phase, PH_JOIN);
+    long marks[5];
+    log_marks(cl, marks);
     double t0 = mono_s();
     int rv = cluster_restart(cl, 4);
     long planned = 0, moves = 0, moving = 0, last_shown = -1;
@@ -437,6 +489,8 @@ static int run(cluster *cl, const config *cfg)
     long joined = copies_on(c, 4);
     atomic_store(&phase, PH_DRAIN);
     report_move("join", joined, part_bytes, join_s, timed_out, ws, cfg->writers, PH_JOIN, idle_p99);
+    report_snapshots(cl, marks);
+    log_marks(cl, marks);
     fflush(stdout);
 
     /* drain: every copy off node 4 again. */
@@ -463,6 +517,7 @@ static int run(cluster *cl, const config *cfg)
     }
     report_move("drain", joined, part_bytes, drain_s, timed_out, ws, cfg->writers, PH_DRAIN,
                 idle_p99);
+    report_snapshots(cl, marks);
 
     /* Every sampled item still reads back. */
     long missing = 0, errors = 0;
