@@ -15,6 +15,10 @@
  *          rebalance --dry-run shows no move left and none under way);
  *   drain  lapse node drain 4 until no copy is left on it.
  *
+ * Meanwhile a thread puts into a second table of three copies, with TTL
+ * and a stream, 100 items a second, each due 3 s later: every phase's TTL
+ * deletion lag (the stream's deletion instant minus the due one).
+ *
  * The writers run through join and drain too. For each move phase it
  * prints the copies moved, the table data they hold (the table's bytes
  * from describe-table over its partitions, times the copies), the time and
@@ -36,6 +40,7 @@
 
 #include "../client/lapse.h"
 #include "../tests/cluster.h"
+#include "../tests/streamread.h"
 #include "bench_util.h"
 
 #define TABLE "MoveBench"
@@ -43,8 +48,15 @@
 #define LOAD_BATCH 25
 #define SAMPLES_MAX (1 << 21) /* per writer and phase */
 #define READBACK 2000
+#define TTL_TABLE "MoveBenchTtl"
+#define TTL_EVERY_MS 10   /* one TTL item per 10 ms: 100 a second fall due */
+#define TTL_AHEAD_S 3     /* each due 3 s (whole seconds) after its put */
+#define TTL_MAX (1 << 18) /* TTL items over the run */
 
-enum { PH_IDLE, PH_JOIN, PH_DRAIN, PH_N };
+/* Phases of the writers' samples; settle (between join and drain, while the
+ * joined node's former copies are dropped) is not reported. */
+enum { PH_IDLE, PH_JOIN, PH_SETTLE, PH_DRAIN, PH_N };
+#define SETTLE_MS 5000 /* more than the nodes' COPYDROP_DELAY_MS */
 
 typedef struct config {
     const char *bin_dir;
@@ -211,6 +223,110 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* ---- TTL deletes falling due throughout ---- */
+
+typedef struct ttl_writer {
+    const config *cfg;
+    atomic_int *phase; /* PH_N: stop */
+    int64_t *due_ms;   /* [TTL_MAX]: item t<i>'s due instant */
+    long n, failed;
+} ttl_writer;
+
+static void *ttl_main(void *arg)
+{
+    ttl_writer *t = arg;
+    lapse_client *c = NULL;
+    lapse_error e;
+    if (lapse_connect(&c, t->cfg->url, &e) != 0) {
+        return NULL;
+    }
+    while (atomic_load(t->phase) < PH_N && t->n < TTL_MAX) {
+        long long exp = wall_ms() / 1000 + TTL_AHEAD_S;
+        char id[32], ex[32];
+        snprintf(id, sizeof(id), "t%ld", t->n);
+        snprintf(ex, sizeof(ex), "%lld", exp);
+        lapse_item *it = lapse_item_new();
+        if (it != NULL && lapse_item_set_s(it, "Id", id) == 0 &&
+            lapse_item_set_n(it, "Exp", ex) == 0 && lapse_put(c, TTL_TABLE, it, NULL, &e) == 0) {
+            t->due_ms[t->n++] = exp * 1000;
+        } else {
+            t->failed++;
+        }
+        lapse_item_free(it);
+        sleep_ms(TTL_EVERY_MS);
+    }
+    lapse_close(c);
+    return NULL;
+}
+
+/* Reads TTL_TABLE's stream until it holds a TTL delete of each of t's items
+ * or 30 s pass; prints each phase's deletion lag (deleted - due, from the
+ * records: items due within [bounds[ph], bounds[ph + 1]) count for ph). */
+static void report_ttl(lapse_client *c, const ttl_writer *t, const int64_t bounds[PH_N + 1])
+{
+    streamread sr = {0};
+    lapse_error e;
+    int64_t *lag = calloc((size_t)(t->n > 0 ? t->n : 1), sizeof(*lag));
+    char *seen = calloc((size_t)(t->n > 0 ? t->n : 1), 1);
+    long got = 0;
+    double t0 = mono_s();
+    while (lag != NULL && seen != NULL && got < t->n && mono_s() - t0 < 30.0) {
+        if (streamread_more(c, TTL_TABLE, &sr, &e) != 0) {
+            fprintf(stderr, "lapse-move-bench: reading the stream: %s\n", e.message);
+            break;
+        }
+        got = 0;
+        memset(seen, 0, (size_t)t->n);
+        for (size_t i = 0; i < sr.n; i++) {
+            const lapse_stream_record *r = sr.r[i];
+            const char *id = lapse_item_get_s(r->keys, "Id");
+            long k = id != NULL && id[0] == 't' ? atol(id + 1) : -1;
+            if (r->ttl_delete && k >= 0 && k < t->n && !seen[k]) {
+                seen[k] = 1;
+                lag[k] = r->ttl_deleted_at_ms - t->due_ms[k];
+                got++;
+            }
+        }
+        if (got < t->n) {
+            sleep_ms(500);
+        }
+    }
+    for (int ph = 0; ph < PH_N; ph++) {
+        static const char *const names[PH_N] = {"idle", "join", "settle", "drain"};
+        if (ph == PH_SETTLE) {
+            continue;
+        }
+        int64_t *v = malloc((size_t)(t->n > 0 ? t->n : 1) * sizeof(*v));
+        long n = 0, missing = 0;
+        for (long k = 0; v != NULL && k < t->n; k++) {
+            if (t->due_ms[k] < bounds[ph] || t->due_ms[k] >= bounds[ph + 1]) {
+                continue;
+            }
+            if (seen != NULL && seen[k]) {
+                v[n++] = lag[k];
+            } else {
+                missing++;
+            }
+        }
+        if (n > 0) {
+            qsort(v, (size_t)n, sizeof(*v), cmp_i64);
+            printf("ttl %-9s %ld items due: deletion lag p50 %lld ms p99 %lld ms max %lld ms%s\n",
+                   names[ph], n, (long long)v[n / 2], (long long)v[(n * 99) / 100],
+                   (long long)v[n - 1], missing > 0 ? " (and some never deleted: below)" : "");
+        } else {
+            printf("ttl %-9s no item fell due in it\n", names[ph]);
+        }
+        if (missing > 0) {
+            printf("ttl %-9s %ld items due NOT deleted within 30 s of the end\n", names[ph],
+                   missing);
+        }
+        free(v);
+    }
+    free(lag);
+    free(seen);
+    streamread_free(&sr);
+}
+
 /* p50 and p99 (ms) of phase ph over every writer; n gets the count. */
 static void percentiles(writer *ws, int nw, int ph, double *p50, double *p99, size_t *n,
                         long *failed)
@@ -325,6 +441,36 @@ static long copies_on_progress(lapse_client *c, uint32_t id, char *progress, siz
     return n;
 }
 
+/* Node id's copies of table's partitions (cluster-status ReplicaSets), -1
+ * on error. */
+static long table_copies_on(lapse_client *c, const char *table, uint32_t id)
+{
+    char *js = NULL;
+    lapse_error e;
+    if (lapse_cluster_status(c, &js, &e) != 0) {
+        return -1;
+    }
+    json_t *doc = json_loads(js, 0, NULL);
+    lapse_free(js);
+    long n = 0;
+    json_t *set, *f;
+    size_t i, k;
+    json_array_foreach(json_object_get(doc, "ReplicaSets"), i, set)
+    {
+        const char *t = json_string_value(json_object_get(set, "Table"));
+        if (t == NULL || strcmp(t, table) != 0) {
+            continue;
+        }
+        n += (uint32_t)field(set, "Primary") == id;
+        json_array_foreach(json_object_get(set, "Followers"), k, f)
+        {
+            n += (uint32_t)field(f, "NodeId") == id;
+        }
+    }
+    json_decref(doc);
+    return n;
+}
+
 static long copies_on(lapse_client *c, uint32_t id)
 {
     return copies_on_progress(c, id, NULL, 0);
@@ -409,7 +555,8 @@ static void report_move(const char *what, long copies, double part_bytes, double
         printf("%-13s TIMED OUT after %.1f s (%ld copies planned)\n", what, s, copies);
     } else {
         double mb = (double)copies * part_bytes / 1e6;
-        printf("%-13s %ld copies, %.1f MB in %.1f s: %.1f MB/s overall, %.1f MB/s per move "
+        printf("%-13s %ld copies of " TABLE
+               ", %.1f MB in %.1f s: %.1f MB/s overall, %.1f MB/s per move "
                "(4 at a time)\n",
                what, copies, mb, s, mb / s, mb / s / 4.0);
     }
@@ -435,6 +582,19 @@ static int run(cluster *cl, const config *cfg)
         lapse_close(c);
         return 1;
     }
+    lapse_table_def td = {.name = TTL_TABLE,
+                          .partition_key = "Id",
+                          .partition_key_type = 'S',
+                          .partitions = 8,
+                          .replication = 3,
+                          .stream = 1};
+    lapse_ttl_spec spec = {.action = LAPSE_TTL_ENABLE, .attribute = "Exp"};
+    if (lapse_create_table(c, &td, &e) != 0 ||
+        lapse_update_ttl(c, TTL_TABLE, &spec, NULL, &e) != 0) {
+        fprintf(stderr, "lapse-move-bench: TTL table: %s\n", e.message);
+        lapse_close(c);
+        return 1;
+    }
     if (load(cfg) != 0) {
         lapse_close(c);
         return 1;
@@ -442,6 +602,11 @@ static int run(cluster *cl, const config *cfg)
     double part_bytes = table_bytes(c, cfg) / cfg->partitions;
 
     atomic_int phase = PH_IDLE;
+    int64_t bounds[PH_N + 1];
+    bounds[PH_IDLE] = wall_ms() + TTL_AHEAD_S * 1000 + 1000; /* due after the first put */
+    ttl_writer tw = {.cfg = cfg, .phase = &phase, .due_ms = calloc(TTL_MAX, sizeof(int64_t))};
+    pthread_t tth;
+    pthread_create(&tth, NULL, ttl_main, &tw);
     writer *ws = calloc((size_t)cfg->writers, sizeof(*ws));
     pthread_t *th = calloc((size_t)cfg->writers, sizeof(*th));
     for (int i = 0; i < cfg->writers; i++) {
@@ -462,6 +627,7 @@ static int run(cluster *cl, const config *cfg)
 
     /* join: node 4 back; the rebalancer moves copies to it. */
     atomic_store(&phase, PH_JOIN);
+    bounds[PH_JOIN] = wall_ms();
     long marks[5];
     log_marks(cl, marks);
     double t0 = mono_s();
@@ -486,12 +652,19 @@ static int run(cluster *cl, const config *cfg)
         sleep_ms(100);
     }
     double join_s = mono_s() - t0;
-    long joined = copies_on(c, 4);
-    atomic_store(&phase, PH_DRAIN);
+    long joined = table_copies_on(c, TABLE, 4);
+    atomic_store(&phase, PH_SETTLE);
+    bounds[PH_SETTLE] = wall_ms();
     report_move("join", joined, part_bytes, join_s, timed_out, ws, cfg->writers, PH_JOIN, idle_p99);
     report_snapshots(cl, marks);
     log_marks(cl, marks);
     fflush(stdout);
+
+    /* The copies that moved to node 4 are dropped from their old nodes
+     * first, so the drain copies them back in full. */
+    sleep_ms(SETTLE_MS);
+    atomic_store(&phase, PH_DRAIN);
+    bounds[PH_DRAIN] = wall_ms();
 
     /* drain: every copy off node 4 again. */
     t0 = mono_s();
@@ -512,6 +685,8 @@ static int run(cluster *cl, const config *cfg)
     }
     double drain_s = mono_s() - t0;
     atomic_store(&phase, PH_N);
+    bounds[PH_N] = wall_ms();
+    pthread_join(tth, NULL);
     for (int i = 0; i < cfg->writers; i++) {
         pthread_join(th[i], NULL);
     }
@@ -538,6 +713,8 @@ static int run(cluster *cl, const config *cfg)
     }
     printf("%-13s %d sampled items: %ld missing, %ld errors\n", "read back", READBACK, missing,
            errors);
+    report_ttl(c, &tw, bounds);
+    free(tw.due_ms);
     for (int i = 0; i < cfg->writers; i++) {
         for (int p = 0; p < PH_N; p++) {
             free(ws[i].us[p]);
