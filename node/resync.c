@@ -228,14 +228,38 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
     return rv;
 }
 
+/* Counts id as joining (table_id, part) at the set's count changes
+ * (logship_int.h): writes wait for id from now on. unknown: the ask has
+ * no answer yet (or was refused), so join_again asks again after
+ * RESYNC_JOIN_RETRY_MS. */
+static void note_join(logship *ls, uint32_t table_id, uint32_t part, uint64_t changes, uint32_t id,
+                      int unknown)
+{
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    for (size_t j = 0; p != NULL && j < PMAP_MAX_REPLICAS; j++) {
+        if (p->joining[j] == 0 || p->joining[j] == id) {
+            p->joining[j] = id;
+            p->join_changes[j] = changes;
+            p->join_unknown[j] = (uint8_t)unknown;
+            break;
+        }
+    }
+    if (p != NULL && unknown) {
+        p->join_retry_ms = clock_mono_now().ms + RESYNC_JOIN_RETRY_MS;
+    }
+    pthread_mutex_unlock(&ls->lock);
+}
+
 /* Asks the coordinator to put id in the in-sync set of (table_id, part),
  * which the asker's map shows at changes; whatever the answer, counts id
- * as joining at that count (logship_int.h): a join lands only at the count
- * it was asked at, so writes wait for id until a map at another count says
+ * as joining at that count (note_join): a join lands only at the count it
+ * was asked at, so writes wait for id until a map at another count says
  * whether it did. An ask with no yes is asked again (join_again) until such
  * a map comes.
- * REQUIRES: the stripe lock (the first ask, so no write comes between the
- * last record and the ask). */
+ * REQUIRES: id already counted as joining (note_join under the stripe lock,
+ * so that no write came between the last record and the count); the ask
+ * itself holds no lock, so writes to the partition go on meanwhile. */
 static void join(logship *ls, uint32_t table_id, uint32_t part, uint64_t epoch, uint64_t changes,
                  uint32_t id)
 {
@@ -275,20 +299,7 @@ static void join(logship *ls, uint32_t table_id, uint32_t part, uint64_t epoch, 
                  RESYNC_JOIN_RETRY_MS);
     }
     rpc_response_free(resp);
-    pthread_mutex_lock(&ls->lock);
-    part_state *p = logship_state(ls, table_id, part);
-    for (size_t j = 0; p != NULL && j < PMAP_MAX_REPLICAS; j++) {
-        if (p->joining[j] == 0 || p->joining[j] == id) {
-            p->joining[j] = id;
-            p->join_changes[j] = changes;
-            p->join_unknown[j] = (uint8_t)unknown;
-            break;
-        }
-    }
-    if (p != NULL && unknown) {
-        p->join_retry_ms = clock_mono_now().ms + RESYNC_JOIN_RETRY_MS;
-    }
-    pthread_mutex_unlock(&ls->lock);
+    note_join(ls, table_id, part, changes, id, unknown);
 }
 
 /* Settles the joins of (table_id, part) that r (this pass's map) answers:
@@ -442,12 +453,16 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
                         err, sizeof(err));
     }
     logship_heard(ls, table_id, part, &id, 1, applied);
-    if (rv == 0 && applied == my_seq) {
-        join(ls, table_id, part, epoch, r->changes, id);
+    int joins = rv == 0 && applied == my_seq;
+    if (joins) {
+        note_join(ls, table_id, part, r->changes, id, 1); /* writes wait for it from here */
     } else if (rv != 0) {
         warn_resync(ls, table_id, part, id, err);
     }
     replog_unlock(st, table_id, part);
+    if (joins) {
+        join(ls, table_id, part, epoch, r->changes, id);
+    }
 }
 
 /* Sends the required members of r this log's records they lack, once a
