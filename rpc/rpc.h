@@ -26,7 +26,7 @@
  * is safe to share between threads and calls run concurrently. Single-item
  * calls (GetItem, PutItem, DeleteItem, UpdateItem) that threads make while
  * the client has a frame out wait and go together in the next frame
- * (coalescing; rpc_client.c).
+ * (coalescing; rpc_coalesce.c).
  *
  * Thread-safety: rpc_server_* and rpc_client_* may be called from any
  * thread; the handler runs on worker threads, several at once.

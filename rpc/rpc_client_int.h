@@ -1,0 +1,129 @@
+/*
+ * rpc_client_int.h: what the client half of rpc.h shares between its two
+ * files: rpc_client.c (peers, plain exchanges, rpc_call and friends) and
+ * rpc_coalesce.c (single-item calls of many threads sent together in
+ * frames, docs/wire-protocol.md "Coalesced calls"). Not part of the
+ * module's interface (rpc.h is).
+ *
+ * Thread-safety: a client is shared by any number of threads. peers, npeers
+ * and url are set by rpc_client_open and read-only after; cur and each
+ * peer's pipes are atomics; the coalescing fields are guarded by cmu.
+ *
+ * Invariants:
+ *  1. A frame is in exactly one place: out (counted in inflight), on
+ *     free_frames, or on dead_frames.
+ *  2. A frame on dead_frames is never sent on again: its context may still
+ *     wait for a reply, so a caller's thread closes it (rpc_coalesce.c).
+ *  3. A waiter is queued (qhead..qtail), then in one frame's batch, then
+ *     done, in that order, and its caller returns only once it is done.
+ */
+#ifndef LAPSE_RPC_CLIENT_INT_H
+#define LAPSE_RPC_CLIENT_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <nng/nng.h>
+
+#include "../common/clock.h"
+#include "rpc.h"
+
+#define RPC_CLIENT_MAX_PEERS 8 /* URLs in one client's list */
+
+/* One req0 socket with one dialer per peer URL: a list is several sockets,
+ * never several dialers on one socket (each peer's connection is managed
+ * apart, as for a single URL). A call goes to the current peer while it has
+ * a connection, else to the first peer that has one; a call that times out
+ * moves the current peer on, so a stalled peer costs one timeout. */
+typedef struct peer {
+    nng_socket sock;
+    int open;         /* sock was opened */
+    atomic_int pipes; /* connected pipes, from NNG's pipe notifications */
+} peer;
+
+typedef struct waiter waiter; /* a coalescable call (rpc_coalesce.c) */
+typedef struct frame frame;   /* one coalesced exchange (rpc_coalesce.c) */
+
+struct rpc_client {
+    peer peers[RPC_CLIENT_MAX_PEERS];
+    int npeers;
+    atomic_int cur; /* the peer calls go to while it works */
+    char *url;      /* owned: the list as given */
+
+    /* Coalescing (rpc_call): frames in flight, and the calls waiting for
+     * one of them to come back, oldest first. */
+    pthread_mutex_t cmu;
+    pthread_cond_t idle; /* signalled when a frame ends */
+    int inflight;
+    waiter *qhead, *qtail;
+    frame *free_frames; /* frames not out, each with its aio (and context) */
+    frame *dead_frames; /* frames whose exchange failed: their context may still
+                           wait for a reply, so it is closed, never reused */
+};
+
+/* One message exchange of a group: msg (consumed) goes to client; on return
+ * reply holds the reply message (caller frees) or rv a Lapse code with err. */
+typedef struct exchange {
+    rpc_client *client;
+    int peer; /* the peer it went to */
+    nng_msg *msg;
+    nng_msg *reply;
+    int rv;
+    char *err;
+    size_t errlen;
+} exchange;
+
+/* ---- rpc_client.c ---- */
+
+/* The peer a call goes to: the current one while it is connected, else the
+ * first connected one after it (which becomes current), else the current
+ * one (the call waits for its connection). May wait up to 200 ms for a peer
+ * of a list to connect. */
+int rpc_client_pick_peer(rpc_client *c);
+
+/* Sets x->rv (a Lapse code) and x->err from NNG's error nrv of an exchange
+ * of timeout_ms; a timeout moves the client's current peer on. */
+void rpc_client_exchange_fail(exchange *x, int nrv, int timeout_ms);
+
+/* An exchange's send on ctx completed with rv: on success, sets
+ * *receiving (before the receive is posted: its completion may run at
+ * once, on another thread), posts the receive of the reply and returns 1;
+ * on failure, frees the message the send left with us and returns 0. */
+int rpc_client_send_done(nng_aio *aio, nng_ctx ctx, int rv, clock_mono deadline, int *receiving);
+
+/* Unpacks reply (consumed) with alloc (NULL: malloc), after the nesting
+ * check every frame from the network gets. NULL when it does not decode;
+ * *len gets its size. */
+Lapse__Response *rpc_client_unpack_reply(ProtobufCAllocator *alloc, nng_msg *reply, size_t *len);
+
+/* Takes a decoded reply r (NULL: undecodable, len bytes) from url into
+ * *resp (caller frees with rpc_response_free) and returns its status, as
+ * rpc_call does. */
+int rpc_client_take_reply(const char *url, Lapse__Response *r, size_t len, Lapse__Response **resp,
+                          char *err, size_t errlen);
+
+/* Fills req's envelope (version, timeout_ms) and packs it into a new *out
+ * (caller frees). Returns 0, LAPSE_ETOOBIG or LAPSE_ENOMEM with err set. */
+int rpc_client_pack_request(Lapse__Request *req, int timeout_ms, nng_msg **out, char *err,
+                            size_t errlen);
+
+/* ---- rpc_coalesce.c ---- */
+
+/* 1 for the calls that coalesce: single-item reads and writes, small and
+ * quick, made by many threads at once. */
+int rpc_coalesce_wanted(const Lapse__Request *req);
+
+/* rpc_call of a coalescable call (same contract). REQUIRES: timeout_ms > 0. */
+int rpc_coalesce_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp,
+                      char *err, size_t errlen);
+
+/* Before c's sockets close: waits for the callbacks of the frames not out
+ * to return, then closes their contexts. */
+void rpc_coalesce_idle_close(rpc_client *c);
+
+/* After c's sockets closed: waits (bounded) for the frames still out, then
+ * frees every frame. */
+void rpc_coalesce_close(rpc_client *c);
+
+#endif /* LAPSE_RPC_CLIENT_INT_H */

@@ -1,0 +1,533 @@
+/*
+ * rpc_coalesce.c: coalescing for the client half of rpc.h: single-item
+ * calls made at once by many threads through one client share frames
+ * (docs/wire-protocol.md, "Coalesced calls"). The client, its peers and
+ * plain exchanges are in rpc_client.c; what the two share is in
+ * rpc_client_int.h.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "rpc.h"
+#include "rpc_client_int.h"
+#include "rpc_internal.h"
+#include "wire.h"
+
+/* ===================================================================== */
+/* Coalescing                                                             */
+/* ===================================================================== */
+
+/*
+ * Single-item calls made at once by many threads through one client share
+ * frames (docs/wire-protocol.md, "Coalesced calls"). A call packs its
+ * request and, when the client has no frame out (COALESCE_INFLIGHT), sends
+ * it at once as a plain request, with any calls queued meanwhile as one
+ * coalesced frame; else it queues. Frames are driven by their aio callback
+ * on NNG's thread: when a frame's reply is in, the callback hands each call
+ * its reply, wakes it, and sends the queue as the next frame itself, so a
+ * call costs its caller one sleep and no thread relays a frame. A frame out
+ * for longer than COALESCE_STALL_MS (a write waiting for its copies, a
+ * stalled peer) holds no one up: a call queued that long sends the queue in
+ * a frame of its own. Each call keeps its own deadline, and a frame's
+ * timeout is the shortest left among its calls.
+ *
+ * One frame in flight, not more: measured with lapse-bench (16 threads,
+ * docs/benchmarks.md), two cost a third more CPU per call for no more
+ * throughput, as frames then carry about half as many calls.
+ */
+
+#define COALESCE_INFLIGHT 1           /* frames in flight per client, normally */
+#define COALESCE_STALL_MS 1           /* the longest a call waits for a frame to be back */
+#define COALESCE_MAX_BYTES (1u << 20) /* of the calls of one frame */
+#define CLOSE_WAIT_MS 2000            /* rpc_client_close: for frames still out */
+
+/* A call is queued, then sent in a frame, then done. */
+typedef enum { W_QUEUED, W_SENT, W_DONE } waiter_state;
+
+/* One rpc_coalesce_wanted call, on its caller's stack. */
+struct waiter {
+    waiter *next; /* in the client's queue, then in its frame */
+    nng_msg *msg; /* the packed request; consumed when its frame goes */
+    clock_mono deadline;
+    waiter_state state; /* guarded by the client's cmu */
+    pthread_cond_t cv;  /* signalled on W_DONE */
+    Lapse__Response *resp;
+    int rv;
+    char err[512];
+};
+
+/* One frame's exchange, driven by its aio's callback (frame_cb); kept on
+ * the client's free list between frames, with its context. */
+struct frame {
+    rpc_client *c;
+    frame *next_free;
+    nng_aio *aio;
+    nng_ctx ctx;
+    int ctx_open;
+    int peer; /* the peer ctx was opened on */
+    int receiving;
+    int stale;     /* the exchange failed: ctx may hold a request never answered */
+    waiter *batch; /* the frame's calls */
+    size_t n;
+    int timeout_ms;
+    clock_mono deadline;
+};
+
+/* 1 for the calls that coalesce: single-item reads and writes, small and
+ * quick, made by many threads at once. */
+int rpc_coalesce_wanted(const Lapse__Request *req)
+{
+    switch (req->body_case) {
+    case LAPSE__REQUEST__BODY_GET_ITEM:
+    case LAPSE__REQUEST__BODY_PUT_ITEM:
+    case LAPSE__REQUEST__BODY_DELETE_ITEM:
+    case LAPSE__REQUEST__BODY_UPDATE_ITEM:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void waiter_fail(waiter *w, int rv, const char *what)
+{
+    w->rv = rv;
+    w->resp = NULL;
+    set_err(w->err, sizeof(w->err), "%s", what);
+}
+
+/* Takes the calls of c's queue into a frame after first (may be NULL),
+ * within the limits; calls whose deadline passed are finished with
+ * ETIMEDOUT instead. Returns the frame's first call. REQUIRES: c->cmu. */
+static waiter *take_batch(rpc_client *c, waiter *first)
+{
+    waiter *head = first, *tail = first;
+    size_t n = first != NULL, bytes = first != NULL ? nng_msg_len(first->msg) : 0;
+    if (first != NULL) {
+        first->next = NULL;
+        first->state = W_SENT;
+    }
+    while (c->qhead != NULL && n < RPC_MAX_COALESCED) {
+        waiter *w = c->qhead;
+        if (n > 0 && bytes + nng_msg_len(w->msg) > COALESCE_MAX_BYTES) {
+            break;
+        }
+        c->qhead = w->next;
+        if (c->qhead == NULL) {
+            c->qtail = NULL;
+        }
+        w->next = NULL;
+        if (clock_mono_remaining_ms(w->deadline) <= 0) {
+            nng_msg_free(w->msg);
+            w->msg = NULL;
+            waiter_fail(w, LAPSE_ETIMEDOUT, "no reply in time (the call waited for a frame)");
+            w->state = W_DONE;
+            pthread_cond_signal(&w->cv);
+            continue;
+        }
+        w->state = W_SENT;
+        if (tail != NULL) {
+            tail->next = w;
+        } else {
+            head = w;
+        }
+        tail = w;
+        n++;
+        bytes += nng_msg_len(w->msg);
+    }
+    return head;
+}
+
+/* Takes w out of c's queue. REQUIRES: c->cmu held, w queued. */
+static void queue_remove(rpc_client *c, waiter *w)
+{
+    waiter **pp = &c->qhead;
+    waiter *prev = NULL;
+    while (*pp != w) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    *pp = w->next;
+    if (c->qtail == w) {
+        c->qtail = prev;
+    }
+    w->next = NULL;
+}
+
+/* The message of f's calls: the one call's own request, or a coalesced
+ * frame of them all. Consumes the calls' messages; NULL on OOM or a frame
+ * over the size limit, with err set. */
+static nng_msg *frame_msg(frame *f, char *err, size_t errlen)
+{
+    if (f->n == 1) {
+        nng_msg *m = f->batch->msg;
+        f->batch->msg = NULL;
+        return m;
+    }
+    ProtobufCBinaryData calls[RPC_MAX_COALESCED];
+    size_t i = 0;
+    for (waiter *w = f->batch; w != NULL; w = w->next, i++) {
+        calls[i].data = nng_msg_body(w->msg);
+        calls[i].len = nng_msg_len(w->msg);
+    }
+    Lapse__MultiRequest multi = LAPSE__MULTI_REQUEST__INIT;
+    multi.n_calls = f->n;
+    multi.calls = calls;
+    Lapse__Request env = LAPSE__REQUEST__INIT;
+    env.body_case = LAPSE__REQUEST__BODY_MULTI;
+    env.multi = &multi;
+    nng_msg *m = NULL;
+    (void)rpc_client_pack_request(&env, f->timeout_ms, &m, err, errlen);
+    for (waiter *w = f->batch; w != NULL; w = w->next) {
+        nng_msg_free(w->msg);
+        w->msg = NULL;
+    }
+    return m;
+}
+
+/* Hands each call of f its reply out of reply (consumed; NULL when rv, a
+ * Lapse code, says why there is none, with err). */
+static void frame_answer(frame *f, nng_msg *reply, int rv, const char *err)
+{
+    rpc_client *c = f->c;
+    if (rv == 0 && f->n == 1) {
+        size_t len;
+        Lapse__Response *r = rpc_client_unpack_reply(NULL, reply, &len);
+        waiter *w = f->batch;
+        w->rv = rpc_client_take_reply(c->url, r, len, &w->resp, w->err, sizeof(w->err));
+        return;
+    }
+    Lapse__Response *r = NULL;
+    char why[512];
+    snprintf(why, sizeof(why), "%s", err);
+    if (rv == 0) {
+        size_t len;
+        Lapse__Response *whole;
+        r = rpc_client_unpack_reply(NULL, reply, &len);
+        rv = rpc_client_take_reply(c->url, r, len, &whole, why, sizeof(why));
+        if (rv == 0 &&
+            (r->body_case != LAPSE__RESPONSE__BODY_MULTI || r->multi->n_replies != f->n)) {
+            rv = LAPSE_EPROTO;
+            snprintf(why, sizeof(why), "%s: a coalesced frame of %zu calls got another reply",
+                     c->url, f->n);
+        }
+    }
+    size_t i = 0;
+    for (waiter *w = f->batch; w != NULL; w = w->next, i++) {
+        if (rv != 0) {
+            waiter_fail(w, rv, why);
+            continue;
+        }
+        const ProtobufCBinaryData *b = &r->multi->replies[i];
+        Lapse__Response *one = NULL;
+        if (wire_check_nesting(&lapse__response__descriptor, b->data, b->len, WIRE_MAX_NESTING) ==
+            0) {
+            one = lapse__response__unpack(NULL, b->len, b->data);
+        }
+        w->rv = rpc_client_take_reply(c->url, one, b->len, &w->resp, w->err, sizeof(w->err));
+    }
+    rpc_response_free(r);
+}
+
+static void frame_send(frame *f, waiter *batch, int may_wait);
+static frame *frame_new(rpc_client *c);
+static void frames_fail(rpc_client *c, waiter *batch, int rv, const char *why);
+
+/* Ends f: its calls are answered (frame_answer) and woken; the queue, if
+ * any, goes out as the next frame on f, else f goes back to the list. */
+static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err)
+{
+    rpc_client *c = f->c;
+    char why[512];
+    if (nrv != 0) {
+        exchange x = {.client = c, .peer = f->peer, .err = why, .errlen = sizeof(why)};
+        rpc_client_exchange_fail(&x, nrv, f->timeout_ms);
+        rv = x.rv;
+        err = why;
+    }
+    frame_answer(f, reply, rv, err);
+    pthread_mutex_lock(&c->cmu);
+    for (waiter *w = f->batch; w != NULL;) {
+        waiter *next = w->next; /* w may be gone once woken and unlocked */
+        w->state = W_DONE;
+        pthread_cond_signal(&w->cv);
+        w = next;
+    }
+    f->batch = NULL;
+    waiter *next = take_batch(c, NULL);
+    f->stale = nrv != 0;
+    frame *out = f;
+    if (f->stale) {
+        /* Its context is closed by a caller's thread (frame_get), never by
+         * its own callback, which closing it would wait for. */
+        f->next_free = c->dead_frames;
+        c->dead_frames = f;
+        out = NULL;
+        if (next != NULL && (out = c->free_frames) != NULL) {
+            c->free_frames = out->next_free;
+        }
+    }
+    if (next == NULL) {
+        c->inflight--;
+        if (out != NULL) {
+            out->next_free = c->free_frames;
+            c->free_frames = out;
+        }
+        pthread_cond_broadcast(&c->idle);
+    }
+    pthread_mutex_unlock(&c->cmu);
+    if (next != NULL) {
+        if (out == NULL && (out = frame_new(c)) == NULL) {
+            frames_fail(c, next, LAPSE_ENOMEM, "out of memory");
+            return;
+        }
+        frame_send(out, next, 0);
+    }
+}
+
+static void frame_cb(void *arg)
+{
+    frame *f = arg;
+    int nrv = nng_aio_result(f->aio);
+    if (!f->receiving) {
+        if (!rpc_client_send_done(f->aio, f->ctx, nrv, f->deadline, &f->receiving)) {
+            frame_end(f, NULL, nrv, 0, "");
+        }
+        return;
+    }
+    nng_msg *reply = NULL;
+    if (nrv == 0) {
+        reply = nng_aio_get_msg(f->aio);
+        nng_aio_set_msg(f->aio, NULL);
+    }
+    frame_end(f, reply, nrv, 0, "");
+}
+
+static void frame_free(frame *f)
+{
+    nng_aio_free(f->aio); /* waits for a callback still running */
+    if (f->ctx_open) {
+        (void)nng_ctx_close(f->ctx);
+    }
+    free(f);
+}
+
+/* A new frame of c (NULL on OOM). */
+static frame *frame_new(rpc_client *c)
+{
+    frame *f = calloc(1, sizeof(*f));
+    if (f != NULL) {
+        f->c = c;
+        if (nng_aio_alloc(&f->aio, frame_cb, f) != 0) {
+            free(f);
+            f = NULL;
+        }
+    }
+    return f;
+}
+
+/* A frame to send on, from the caller's thread: one from c's list, else a
+ * new one (NULL on OOM). Frees the frames whose exchange failed. */
+static frame *frame_get(rpc_client *c)
+{
+    pthread_mutex_lock(&c->cmu);
+    frame *f = c->free_frames;
+    if (f != NULL) {
+        c->free_frames = f->next_free;
+    }
+    frame *dead = c->dead_frames;
+    c->dead_frames = NULL;
+    pthread_mutex_unlock(&c->cmu);
+    while (dead != NULL) {
+        frame *next = dead->next_free;
+        frame_free(dead);
+        dead = next;
+    }
+    return f != NULL ? f : frame_new(c);
+}
+
+/* Ends the calls from batch with rv (c->inflight counted for them). */
+static void frames_fail(rpc_client *c, waiter *batch, int rv, const char *why)
+{
+    pthread_mutex_lock(&c->cmu);
+    for (waiter *w = batch; w != NULL;) {
+        waiter *next = w->next;
+        nng_msg_free(w->msg);
+        w->msg = NULL;
+        waiter_fail(w, rv, why);
+        w->state = W_DONE;
+        pthread_cond_signal(&w->cv);
+        w = next;
+    }
+    c->inflight--;
+    pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->cmu);
+}
+
+/* Sends the calls from batch on as frame f. may_wait: the caller's thread,
+ * which may wait for a peer of a list to connect (rpc_client_pick_peer); NNG's thread
+ * takes the current peer. */
+static void frame_send(frame *f, waiter *batch, int may_wait)
+{
+    rpc_client *c = f->c;
+    char err[512] = "";
+    int64_t left = INT64_MAX;
+    f->batch = batch;
+    f->n = 0;
+    for (waiter *w = batch; w != NULL; w = w->next, f->n++) {
+        int64_t l = clock_mono_remaining_ms(w->deadline);
+        left = l < left ? l : left;
+    }
+    f->timeout_ms = left > 0 ? (int)left : 1;
+    f->deadline = clock_mono_after_ms(f->timeout_ms);
+    f->receiving = 0;
+    int peer = may_wait ? rpc_client_pick_peer(c) : atomic_load(&c->cur);
+    int nrv = 0;
+    if (f->ctx_open && f->peer != peer) {
+        (void)nng_ctx_close(f->ctx);
+        f->ctx_open = 0;
+    }
+    if (!f->ctx_open) {
+        if ((nrv = nng_ctx_open(&f->ctx, c->peers[peer].sock)) == 0) {
+            f->ctx_open = 1;
+            f->peer = peer;
+            (void)nng_ctx_set_ms(f->ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+        }
+    }
+    f->peer = peer;
+    nng_msg *m = frame_msg(f, err, sizeof(err));
+    if (nrv != 0 || m == NULL) {
+        nng_msg_free(m);
+        frame_end(f, NULL, nrv, nrv != 0 ? 0 : LAPSE_ENOMEM, err[0] ? err : "out of memory");
+        return;
+    }
+    nng_aio_set_timeout(f->aio, f->timeout_ms);
+    nng_aio_set_msg(f->aio, m);
+    nng_ctx_send(f->ctx, f->aio);
+}
+
+/* Sends batch (c->inflight counted for it already) as a new frame, from
+ * the caller's thread. REQUIRES: c->cmu not held. */
+static void frame_start(rpc_client *c, waiter *batch)
+{
+    frame *f = frame_get(c);
+    if (f != NULL) {
+        frame_send(f, batch, 1);
+    } else {
+        frames_fail(c, batch, LAPSE_ENOMEM, "out of memory");
+    }
+}
+
+/* Before the sockets close: waits for the callbacks of the frames not out
+ * to return, then closes their contexts (NNG waits for a socket's contexts
+ * when it closes it). A frame's caller is woken from its callback, which
+ * may still be inside NNG (posting the receive of an earlier step) when the
+ * caller returns; NNG 1.5.2 panics ("pthread_mutex_lock: Invalid
+ * argument") when that runs against a socket being closed. */
+void rpc_coalesce_idle_close(rpc_client *c)
+{
+    pthread_mutex_lock(&c->cmu);
+    frame *lists[2] = {c->free_frames, c->dead_frames};
+    pthread_mutex_unlock(&c->cmu);
+    for (int list = 0; list < 2; list++) {
+        for (frame *f = lists[list]; f != NULL; f = f->next_free) {
+            nng_aio_stop(f->aio); /* never from its own callback: a caller's thread */
+            if (f->ctx_open) {
+                (void)nng_ctx_close(f->ctx);
+                f->ctx_open = 0;
+            }
+        }
+    }
+}
+
+/* After the sockets closed: waits (bounded) for the frames still out,
+ * which end with ECLOSED, then frees every frame. */
+void rpc_coalesce_close(rpc_client *c)
+{
+    pthread_mutex_lock(&c->cmu);
+    struct timespec until = clock_mono_abstime(CLOSE_WAIT_MS);
+    while (c->inflight > 0 && pthread_cond_timedwait(&c->idle, &c->cmu, &until) == 0) {
+    }
+    frame *lists[2] = {c->free_frames, c->dead_frames};
+    c->free_frames = c->dead_frames = NULL;
+    pthread_mutex_unlock(&c->cmu);
+    for (int list = 0; list < 2; list++) {
+        for (frame *f = lists[list]; f != NULL;) {
+            frame *next = f->next_free;
+            frame_free(f);
+            f = next;
+        }
+    }
+}
+
+/* rpc_call of a rpc_coalesce_wanted call. */
+int rpc_coalesce_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp,
+                      char *err, size_t errlen)
+{
+    waiter w = {.state = W_QUEUED};
+    *resp = NULL;
+    int rv = rpc_client_pack_request(req, timeout_ms, &w.msg, err, errlen);
+    if (rv != 0) {
+        return rv;
+    }
+    w.deadline = clock_mono_after_ms(timeout_ms);
+    clock_cond_init_mono(&w.cv);
+
+    pthread_mutex_lock(&c->cmu);
+    if (c->inflight < COALESCE_INFLIGHT) {
+        c->inflight++;
+        waiter *batch = take_batch(c, &w);
+        pthread_mutex_unlock(&c->cmu);
+        frame_start(c, batch);
+        pthread_mutex_lock(&c->cmu);
+    } else {
+        if (c->qtail != NULL) {
+            c->qtail->next = &w;
+        } else {
+            c->qhead = &w;
+        }
+        c->qtail = &w;
+    }
+    clock_mono stall = clock_mono_after_ms(COALESCE_STALL_MS);
+    while (w.state == W_QUEUED) {
+        int64_t wait_ms = clock_mono_remaining_ms(stall);
+        struct timespec ts = clock_mono_abstime(wait_ms > 0 ? wait_ms : 0);
+        if (pthread_cond_timedwait(&w.cv, &c->cmu, &ts) == 0 || w.state != W_QUEUED ||
+            clock_mono_remaining_ms(stall) > 0) {
+            continue;
+        }
+        /* The frame out is slow (a write waiting for its copies, a peer
+         * stalled): this call and those queued after it go in a frame of
+         * their own, so no call waits behind another's. */
+        queue_remove(c, &w);
+        if (clock_mono_remaining_ms(w.deadline) <= 0) {
+            nng_msg_free(w.msg);
+            w.msg = NULL;
+            waiter_fail(&w, LAPSE_ETIMEDOUT, "no reply in time (the call waited for a frame)");
+            w.state = W_DONE;
+            break;
+        }
+        c->inflight++;
+        waiter *batch = take_batch(c, &w);
+        pthread_mutex_unlock(&c->cmu);
+        frame_start(c, batch);
+        pthread_mutex_lock(&c->cmu);
+    }
+    while (w.state != W_DONE) {
+        pthread_cond_wait(&w.cv, &c->cmu);
+    }
+    pthread_mutex_unlock(&c->cmu);
+    pthread_cond_destroy(&w.cv);
+    *resp = w.resp;
+    if (w.rv != 0) {
+        set_err(err, errlen, "%s", w.err);
+    }
+    return w.rv;
+}
