@@ -6,7 +6,8 @@
  * drawn in rpc.h, as NNG's demo/async/server.c), feeding a FIFO of received
  * requests that worker threads drain. Callbacks run on NNG's task threads and
  * never block there: they only move a context between states and push it onto
- * the queue.
+ * the queue. Coalesced frames are served in rpc_server_multi.c; what the two
+ * files share is in rpc_server_int.h.
  */
 #include "rpc.h"
 
@@ -25,6 +26,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "rpc_internal.h"
+#include "rpc_server_int.h"
 #include "wire.h"
 
 #define DEFAULT_CONTEXTS 64
@@ -64,88 +66,6 @@ void rpc_set_error(Lapse__Response *resp, arena *a, int code, const char *fmt, .
 /* Server                                                                 */
 /* ===================================================================== */
 
-typedef enum srv_state {
-    SRV_INIT,   /* not started yet */
-    SRV_RECV,   /* nng_ctx_recv pending */
-    SRV_QUEUED, /* request received, waiting for (or held by) a worker */
-    SRV_SEND    /* nng_ctx_send of the reply pending */
-} srv_state;
-
-typedef struct srv_worker_arg {
-    struct rpc_server *s;
-    int urgent_only;
-} srv_worker_arg;
-
-typedef struct srv_ctx srv_ctx;
-typedef struct srv_multi srv_multi;
-
-#define SRV_GROUP SIZE_MAX /* srv_job.idx of a coalesced frame's group (serve_many) */
-
-/* One unit of the workers' queue: a received frame (ctx), one call of a
- * coalesced frame (multi, idx), or its group of calls served together
- * (multi, SRV_GROUP). */
-typedef struct srv_job {
-    struct srv_job *next;
-    srv_ctx *ctx;
-    srv_multi *multi;
-    size_t idx;
-} srv_job;
-
-struct srv_ctx {
-    rpc_server *srv;
-    srv_state state; /* written by whoever owns the context in that state */
-    nng_aio *aio;    /* owned; its callback is srv_ctx_cb */
-    nng_ctx ctx;
-    int ctx_open;
-    Lapse__Request *call; /* the received request, decoded, owned while queued */
-    clock_mono arrived;   /* when it arrived: the start of its deadline */
-    srv_job job;          /* its entry in the work queue */
-    srv_multi *multi;     /* the coalesced frame being served, owned (else NULL) */
-};
-
-/* A coalesced frame being served (wire-protocol.md, "Coalesced calls"):
- * its calls, decoded, run one after another on the worker that took the
- * frame (the inline calls) or as jobs of their own on any worker; whoever
- * serves the last one packs the frame's reply. */
-struct srv_multi {
-    srv_ctx *c;
-    Lapse__Request *env;      /* the frame, unpacked (owned) */
-    size_t n;                 /* calls */
-    atomic_size_t left;       /* calls not served yet */
-    Lapse__Request **reqs;    /* per call: decoded (owned until served), or NULL */
-    ProtobufCBinaryData *out; /* per call: the packed reply (malloc'd) */
-    srv_job *jobs;            /* per call: its queue entry when it fans out */
-    size_t *group;            /* the calls served together (serve_many), ngroup of them */
-    size_t ngroup;
-};
-
-struct rpc_server {
-    nng_socket sock;
-    int sock_open;
-    rpc_handler handler;
-    void *arg;
-    srv_ctx *ctxs; /* owned array of nctx */
-    int nctx;
-    pthread_t *workers; /* owned array; nworkers of them were started */
-    int nworkers;
-    int nurgent_workers;     /* the first nurgent_workers serve only the urgent lane */
-    srv_worker_arg wargs[2]; /* [0] general workers', [1] urgent-only workers' */
-    uint32_t urgent_calls[RPC_MAX_URGENT_CALLS];
-    size_t nurgent;
-    rpc_quick_fn quick;
-    rpc_batchable_fn batchable;
-    rpc_serve_many_fn serve_many;
-    atomic_ulong frames, coalesced, calls, quick_calls; /* rpc_server_counts */
-
-    pthread_mutex_t mu; /* guards the queues and closing */
-    pthread_cond_t cv;  /* signalled when a queue grows or closing is set */
-    pthread_cond_t ucv; /* signalled when the urgent queue grows or closing is set */
-    int sync_init;      /* mu, cv and ucv initialized */
-    srv_job *head[2];   /* FIFOs of work: [0] normal, [1] urgent */
-    srv_job *tail[2];
-    int closing;
-};
-
 /* Posts the next operation on c's context unless the server is closing.
  * Posting under mu closes a race: NNG 1.5.2 can panic ("pthread_mutex_lock:
  * Invalid argument") when nng_ctx_send or nng_ctx_recv runs concurrently
@@ -181,7 +101,7 @@ static void srv_recv(srv_ctx *c)
 }
 
 /* Appends j to lane's FIFO. REQUIRES: s->mu held. */
-static void srv_push(rpc_server *s, srv_job *j, int lane)
+void rpc_server_push(rpc_server *s, srv_job *j, int lane)
 {
     j->next = NULL;
     if (s->tail[lane] != NULL) {
@@ -246,7 +166,7 @@ static void srv_ctx_cb(void *arg)
 
 /* Readies resp for packing: a reply over the size limit is replaced by an
  * ETOOBIG reply. Returns its packed size. */
-static size_t reply_size(Lapse__Response *resp, arena *a)
+size_t rpc_server_reply_size(Lapse__Response *resp, arena *a)
 {
     if (resp->message == NULL) {
         resp->message = (char *)"";
@@ -265,9 +185,9 @@ static size_t reply_size(Lapse__Response *resp, arena *a)
 }
 
 /* Packs resp into a new message. NULL on OOM. */
-static nng_msg *pack_reply(Lapse__Response *resp, arena *a)
+nng_msg *rpc_server_pack_reply(Lapse__Response *resp, arena *a)
 {
-    size_t n = reply_size(resp, a);
+    size_t n = rpc_server_reply_size(resp, a);
     nng_msg *m;
     if (nng_msg_alloc(&m, n) != 0) {
         return NULL;
@@ -279,7 +199,7 @@ static nng_msg *pack_reply(Lapse__Response *resp, arena *a)
 /* Decodes one request and checks its envelope; a call of a coalesced frame
  * (in_multi) may not be a frame itself. NULL, with resp's error set, when
  * it is not one to serve. */
-static Lapse__Request *srv_decode(const void *data, size_t len, int in_multi, Lapse__Response *resp,
+Lapse__Request *rpc_server_decode(const void *data, size_t len, int in_multi, Lapse__Response *resp,
                                   arena *a)
 {
     Lapse__Request *req = NULL;
@@ -303,23 +223,22 @@ static Lapse__Request *srv_decode(const void *data, size_t len, int in_multi, La
 }
 
 /* Runs the handler for req unless its deadline (from its arrival) passed. */
-static void srv_run(rpc_server *s, const Lapse__Request *req, clock_mono arrived,
+void rpc_server_run(rpc_server *s, const Lapse__Request *req, clock_mono arrived,
                     Lapse__Response *resp, arena *a)
 {
     atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
-    int64_t budget_ms = req->timeout_ms != 0 ? (int64_t)req->timeout_ms : RPC_DEFAULT_TIMEOUT_MS;
-    int64_t deadline_ms = arrived.ms + budget_ms;
+    int64_t deadline_ms = srv_deadline(req, arrived);
     if (clock_mono_now().ms >= deadline_ms) {
         rpc_set_error(resp, a, LAPSE_ETIMEDOUT,
                       "deadline of %lld ms passed before the request was served",
-                      (long long)budget_ms);
+                      (long long)(deadline_ms - arrived.ms));
         return;
     }
     s->handler(s->arg, req, resp, a, deadline_ms);
 }
 
 /* Packs reply and sends it on c (in freed), or drops the request on OOM. */
-static void srv_reply(srv_ctx *c, nng_msg *out)
+void rpc_server_reply(srv_ctx *c, nng_msg *out)
 {
     if (out == NULL) {
         /* Out of memory: drop the request; the caller times out. */
@@ -330,130 +249,7 @@ static void srv_reply(srv_ctx *c, nng_msg *out)
     (void)srv_post(c, out);
 }
 
-static void srv_multi_free(srv_multi *m)
-{
-    for (size_t i = 0; i < m->n; i++) {
-        lapse__request__free_unpacked(m->reqs[i], NULL);
-        free(m->out[i].data);
-    }
-    lapse__request__free_unpacked(m->env, NULL);
-    free(m);
-}
-
-/* Every call of m was served: packs the frame's reply and sends it. */
-static void srv_multi_finish(srv_multi *m)
-{
-    srv_ctx *c = m->c;
-    arena a;
-    arena_init(&a);
-    Lapse__Response resp = LAPSE__RESPONSE__INIT;
-    Lapse__MultiResponse body = LAPSE__MULTI_RESPONSE__INIT;
-    body.n_replies = m->n;
-    body.replies = m->out;
-    resp.body_case = LAPSE__RESPONSE__BODY_MULTI;
-    resp.multi = &body;
-    nng_msg *out = pack_reply(&resp, &a);
-    arena_fini(&a);
-    c->multi = NULL;
-    srv_multi_free(m);
-    srv_reply(c, out);
-}
-
-/* Packs resp into out (malloc'd). Without memory out stays empty: a
- * Response of status OK and no body, which the client reports as an
- * undecodable reply. */
-static void pack_into(Lapse__Response *resp, arena *a, ProtobufCBinaryData *out)
-{
-    size_t n = reply_size(resp, a);
-    if ((out->data = malloc(n > 0 ? n : 1)) != NULL) {
-        out->len = lapse__response__pack(resp, out->data);
-    }
-}
-
-/* Serves call i of m (decoded, or with its error reply packed already) and
- * finishes the frame if it was the last. */
-static void srv_multi_call(rpc_server *s, srv_multi *m, size_t i)
-{
-    if (m->reqs[i] != NULL) {
-        arena a;
-        arena_init(&a);
-        Lapse__Response resp = LAPSE__RESPONSE__INIT;
-        srv_run(s, m->reqs[i], m->c->arrived, &resp, &a);
-        pack_into(&resp, &a, &m->out[i]);
-        arena_fini(&a);
-        lapse__request__free_unpacked(m->reqs[i], NULL);
-        m->reqs[i] = NULL;
-    }
-    if (atomic_fetch_sub(&m->left, 1) == 1) {
-        srv_multi_finish(m);
-    }
-}
-
-/* Serves m's group of calls together (serve_many), each answered
- * ETIMEDOUT alone when its deadline passed while queued, and finishes the
- * frame if they were the last. */
-static void srv_multi_group(rpc_server *s, srv_multi *m)
-{
-    const size_t ng = m->ngroup;
-    size_t k = 0;
-    const Lapse__Request **reqs = calloc(ng, sizeof(*reqs));
-    Lapse__Response *resps = calloc(ng, sizeof(*resps));
-    Lapse__Response **rp = calloc(ng, sizeof(*rp));
-    arena *ar = calloc(ng, sizeof(*ar));
-    arena **ap = calloc(ng, sizeof(*ap));
-    int64_t *deadlines = calloc(ng, sizeof(*deadlines));
-    size_t *idx = calloc(ng, sizeof(*idx));
-    if (reqs == NULL || resps == NULL || rp == NULL || ar == NULL || ap == NULL ||
-        deadlines == NULL || idx == NULL) {
-        for (size_t g = 0; g < ng; g++) { /* one by one, then */
-            srv_multi_call(s, m, m->group[g]);
-        }
-        goto out;
-    }
-    atomic_fetch_add_explicit(&s->calls, ng, memory_order_relaxed);
-    for (size_t g = 0; g < ng; g++) {
-        size_t i = m->group[g];
-        const Lapse__Request *req = m->reqs[i];
-        int64_t budget = req->timeout_ms != 0 ? (int64_t)req->timeout_ms : RPC_DEFAULT_TIMEOUT_MS;
-        if (clock_mono_now().ms >= m->c->arrived.ms + budget) {
-            arena a;
-            arena_init(&a);
-            Lapse__Response resp = LAPSE__RESPONSE__INIT;
-            rpc_set_error(&resp, &a, LAPSE_ETIMEDOUT,
-                          "deadline of %lld ms passed before the request was served",
-                          (long long)budget);
-            pack_into(&resp, &a, &m->out[i]);
-            arena_fini(&a);
-            continue;
-        }
-        idx[k] = i;
-        reqs[k] = req;
-        resps[k] = (Lapse__Response)LAPSE__RESPONSE__INIT;
-        rp[k] = &resps[k];
-        arena_init(&ar[k]);
-        ap[k] = &ar[k];
-        deadlines[k] = m->c->arrived.ms + budget;
-        k++;
-    }
-    if (k > 0) {
-        s->serve_many(s->arg, reqs, rp, ap, deadlines, k);
-    }
-    for (size_t j = 0; j < k; j++) {
-        pack_into(&resps[j], &ar[j], &m->out[idx[j]]);
-        arena_fini(&ar[j]);
-    }
-    for (size_t g = 0; g < ng; g++) {
-        lapse__request__free_unpacked(m->reqs[m->group[g]], NULL);
-        m->reqs[m->group[g]] = NULL;
-    }
-    if (atomic_fetch_sub(&m->left, ng) == ng) {
-        srv_multi_finish(m);
-    }
-out:
-    free(reqs), free(resps), free(rp), free(ar), free(ap), free(deadlines), free(idx);
-}
-
-static int is_quick(const rpc_server *s, const Lapse__Request *req)
+int rpc_server_is_quick(const rpc_server *s, const Lapse__Request *req)
 {
     return s->quick != NULL && s->quick(s->arg, req);
 }
@@ -468,107 +264,17 @@ static int is_urgent(const rpc_server *s, const Lapse__Request *req)
     return 0;
 }
 
-/* Starts serving the coalesced frame env (taken) on the thread that
- * received it: decodes its calls, queues those that are not quick as work
- * of their own, and serves the quick ones here. Returns the reply to send
- * now when the frame fails as a whole, else NULL. */
-static nng_msg *srv_multi_start(rpc_server *s, srv_ctx *c, Lapse__Request *env)
-{
-    size_t n = env->multi != NULL ? env->multi->n_calls : 0;
-    srv_multi *m = NULL;
-    if (n > 0 && n <= RPC_MAX_COALESCED) {
-        m = calloc(1, sizeof(*m) + n * (sizeof(*m->reqs) + sizeof(*m->out) + sizeof(*m->jobs) +
-                                        sizeof(*m->group)));
-    }
-    if (m == NULL) {
-        arena a;
-        arena_init(&a);
-        Lapse__Response resp = LAPSE__RESPONSE__INIT;
-        if (n == 0 || n > RPC_MAX_COALESCED) {
-            rpc_set_error(&resp, &a, LAPSE_EPROTO, "a coalesced frame holds 1 to %d calls, not %zu",
-                          RPC_MAX_COALESCED, n);
-        } else {
-            rpc_set_error(&resp, &a, LAPSE_ENOMEM, "out of memory");
-        }
-        nng_msg *out = pack_reply(&resp, &a);
-        arena_fini(&a);
-        lapse__request__free_unpacked(env, NULL);
-        return out;
-    }
-    m->c = c;
-    m->env = env;
-    m->n = n;
-    m->reqs = (Lapse__Request **)(m + 1);
-    m->out = (ProtobufCBinaryData *)(m->reqs + n);
-    m->jobs = (srv_job *)(m->out + n);
-    m->group = (size_t *)(m->jobs + n);
-    atomic_init(&m->left, n);
-    c->multi = m;
-
-    size_t nmine = 0, nfan = 0;
-    size_t mine[RPC_MAX_COALESCED]; /* the calls served here */
-    size_t fan[RPC_MAX_COALESCED];  /* the calls queued one by one */
-    for (size_t i = 0; i < n; i++) {
-        const ProtobufCBinaryData *call = &env->multi->calls[i];
-        arena a;
-        arena_init(&a);
-        Lapse__Response resp = LAPSE__RESPONSE__INIT;
-        m->reqs[i] = srv_decode(call->data, call->len, 1, &resp, &a);
-        if (m->reqs[i] == NULL) {
-            pack_into(&resp, &a, &m->out[i]);
-            mine[nmine++] = i;
-        } else if (is_quick(s, m->reqs[i])) {
-            atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
-            mine[nmine++] = i;
-        } else if (s->batchable != NULL && s->batchable(s->arg, m->reqs[i])) {
-            m->group[m->ngroup++] = i;
-        } else {
-            fan[nfan++] = i;
-        }
-        arena_fini(&a);
-    }
-    if (m->ngroup == 1) { /* nothing to share a round with */
-        fan[nfan++] = m->group[0];
-        m->ngroup = 0;
-    }
-    if (nfan > 0 || m->ngroup > 0) {
-        pthread_mutex_lock(&s->mu);
-        if (m->ngroup > 0) {
-            srv_job *g = &m->jobs[m->group[0]];
-            *g = (srv_job){.multi = m, .idx = SRV_GROUP};
-            srv_push(s, g, 0);
-        }
-        for (size_t k = 0; k < nfan; k++) {
-            m->jobs[fan[k]] = (srv_job){.multi = m, .idx = fan[k]};
-            srv_push(s, &m->jobs[fan[k]], 0);
-        }
-        if (nfan + (m->ngroup > 0) > 1) {
-            pthread_cond_broadcast(&s->cv);
-        } else {
-            pthread_cond_signal(&s->cv);
-        }
-        pthread_mutex_unlock(&s->mu);
-    }
-    /* From here a worker may serve the queued calls and finish m: touch
-     * only the calls that are ours. (Queued while the server closes, they
-     * are freed by rpc_server_close with m.) */
-    for (size_t k = 0; k < nmine; k++) {
-        srv_multi_call(s, m, mine[k]);
-    }
-    return NULL;
-}
-
 /* Runs the handler for req (taken) and sends its reply on c. */
 static void srv_serve(rpc_server *s, srv_ctx *c, Lapse__Request *req)
 {
     arena a;
     arena_init(&a);
     Lapse__Response resp = LAPSE__RESPONSE__INIT;
-    srv_run(s, req, c->arrived, &resp, &a);
-    nng_msg *out = pack_reply(&resp, &a);
+    rpc_server_run(s, req, c->arrived, &resp, &a);
+    nng_msg *out = rpc_server_pack_reply(&resp, &a);
     lapse__request__free_unpacked(req, NULL);
     arena_fini(&a);
-    srv_reply(c, out);
+    rpc_server_reply(c, out);
 }
 
 /* Takes a received request (in, consumed) on the NNG thread that received
@@ -580,25 +286,25 @@ static void srv_take(rpc_server *s, srv_ctx *c, nng_msg *in)
     arena a;
     arena_init(&a);
     Lapse__Response resp = LAPSE__RESPONSE__INIT;
-    Lapse__Request *req = srv_decode(nng_msg_body(in), nng_msg_len(in), 0, &resp, &a);
+    Lapse__Request *req = rpc_server_decode(nng_msg_body(in), nng_msg_len(in), 0, &resp, &a);
     nng_msg_free(in);
     atomic_fetch_add_explicit(&s->frames, 1, memory_order_relaxed);
     if (req == NULL) {
-        nng_msg *out = pack_reply(&resp, &a);
+        nng_msg *out = rpc_server_pack_reply(&resp, &a);
         arena_fini(&a);
-        srv_reply(c, out);
+        rpc_server_reply(c, out);
         return;
     }
     arena_fini(&a);
     if (req->body_case == LAPSE__REQUEST__BODY_MULTI) {
         atomic_fetch_add_explicit(&s->coalesced, 1, memory_order_relaxed);
-        nng_msg *out = srv_multi_start(s, c, req);
+        nng_msg *out = rpc_server_multi_start(s, c, req);
         if (out != NULL) {
-            srv_reply(c, out);
+            rpc_server_reply(c, out);
         }
         return;
     }
-    if (is_quick(s, req)) {
+    if (rpc_server_is_quick(s, req)) {
         atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
         srv_serve(s, c, req);
         return;
@@ -612,7 +318,7 @@ static void srv_take(rpc_server *s, srv_ctx *c, nng_msg *in)
     }
     c->call = req;
     c->job = (srv_job){.ctx = c};
-    srv_push(s, &c->job, lane);
+    rpc_server_push(s, &c->job, lane);
     pthread_cond_signal(&s->cv);
     if (lane) {
         pthread_cond_signal(&s->ucv);
@@ -648,9 +354,9 @@ static void *srv_worker(void *arg)
             j->ctx->call = NULL;
             srv_serve(s, j->ctx, req);
         } else if (j->idx == SRV_GROUP) {
-            srv_multi_group(s, j->multi);
+            rpc_server_multi_group(s, j->multi);
         } else {
-            srv_multi_call(s, j->multi, j->idx);
+            rpc_server_multi_call(s, j->multi, j->idx);
         }
     }
 }
@@ -822,7 +528,7 @@ void rpc_server_close(rpc_server *s)
                 c->call = NULL;
             }
             if (c->multi != NULL) { /* a coalesced frame whose calls were still queued */
-                srv_multi_free(c->multi);
+                rpc_server_multi_free(c->multi);
                 c->multi = NULL;
             }
             if (c->aio != NULL) {

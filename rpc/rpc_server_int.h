@@ -1,0 +1,176 @@
+/*
+ * rpc_server_int.h: what the server half of rpc.h shares between its two
+ * files: rpc_server.c (the contexts, the work queues, the workers, plain
+ * requests) and rpc_server_multi.c (coalesced frames served call by call,
+ * docs/wire-protocol.md "Coalesced calls"). Not part of the module's
+ * interface (rpc.h is).
+ *
+ * Thread-safety: the work queues and closing are guarded by rpc_server.mu;
+ * a context is owned by whoever holds it in its state (srv_state); a
+ * coalesced frame (srv_multi) by the calls not served yet, the last of
+ * which (left reaching 0) finishes it.
+ *
+ * Invariants:
+ *  1. A received frame gets one reply: a coalesced one once every call of
+ *     it was served (rpc_server_multi_call, rpc_server_multi_group), or it
+ *     is freed by rpc_server_close when the server closes first.
+ *  2. A call is served only before its deadline (srv_deadline), else
+ *     answered ETIMEDOUT.
+ */
+#ifndef LAPSE_RPC_SERVER_INT_H
+#define LAPSE_RPC_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "../common/arena.h"
+#include "../common/clock.h"
+#include "rpc.h"
+
+typedef enum srv_state {
+    SRV_INIT,   /* not started yet */
+    SRV_RECV,   /* nng_ctx_recv pending */
+    SRV_QUEUED, /* request received, waiting for (or held by) a worker */
+    SRV_SEND    /* nng_ctx_send of the reply pending */
+} srv_state;
+
+typedef struct srv_worker_arg {
+    struct rpc_server *s;
+    int urgent_only;
+} srv_worker_arg;
+
+typedef struct srv_ctx srv_ctx;
+typedef struct srv_multi srv_multi;
+
+#define SRV_GROUP SIZE_MAX /* srv_job.idx of a coalesced frame's group (serve_many) */
+
+/* One unit of the workers' queue: a received frame (ctx), one call of a
+ * coalesced frame (multi, idx), or its group of calls served together
+ * (multi, SRV_GROUP). */
+typedef struct srv_job {
+    struct srv_job *next;
+    srv_ctx *ctx;
+    srv_multi *multi;
+    size_t idx;
+} srv_job;
+
+struct srv_ctx {
+    rpc_server *srv;
+    srv_state state; /* written by whoever owns the context in that state */
+    nng_aio *aio;    /* owned; its callback is srv_ctx_cb */
+    nng_ctx ctx;
+    int ctx_open;
+    Lapse__Request *call; /* the received request, decoded, owned while queued */
+    clock_mono arrived;   /* when it arrived: the start of its deadline */
+    srv_job job;          /* its entry in the work queue */
+    srv_multi *multi;     /* the coalesced frame being served, owned (else NULL) */
+};
+
+/* A coalesced frame being served (wire-protocol.md, "Coalesced calls"):
+ * its calls, decoded, run one after another on the worker that took the
+ * frame (the inline calls) or as jobs of their own on any worker; whoever
+ * serves the last one packs the frame's reply. */
+struct srv_multi {
+    srv_ctx *c;
+    Lapse__Request *env;      /* the frame, unpacked (owned) */
+    size_t n;                 /* calls */
+    atomic_size_t left;       /* calls not served yet */
+    Lapse__Request **reqs;    /* per call: decoded (owned until served), or NULL */
+    ProtobufCBinaryData *out; /* per call: the packed reply (malloc'd) */
+    srv_job *jobs;            /* per call: its queue entry when it fans out */
+    size_t *group;            /* the calls served together (serve_many), ngroup of them */
+    size_t ngroup;
+};
+
+struct rpc_server {
+    nng_socket sock;
+    int sock_open;
+    rpc_handler handler;
+    void *arg;
+    srv_ctx *ctxs; /* owned array of nctx */
+    int nctx;
+    pthread_t *workers; /* owned array; nworkers of them were started */
+    int nworkers;
+    int nurgent_workers;     /* the first nurgent_workers serve only the urgent lane */
+    srv_worker_arg wargs[2]; /* [0] general workers', [1] urgent-only workers' */
+    uint32_t urgent_calls[RPC_MAX_URGENT_CALLS];
+    size_t nurgent;
+    rpc_quick_fn quick;
+    rpc_batchable_fn batchable;
+    rpc_serve_many_fn serve_many;
+    atomic_ulong frames, coalesced, calls, quick_calls; /* rpc_server_counts */
+
+    pthread_mutex_t mu; /* guards the queues and closing */
+    pthread_cond_t cv;  /* signalled when a queue grows or closing is set */
+    pthread_cond_t ucv; /* signalled when the urgent queue grows or closing is set */
+    int sync_init;      /* mu, cv and ucv initialized */
+    srv_job *head[2];   /* FIFOs of work: [0] normal, [1] urgent */
+    srv_job *tail[2];
+    int closing;
+};
+
+/* The deadline of req, which arrived at arrived, in monotonic ms: its
+ * timeout_ms (RPC_DEFAULT_TIMEOUT_MS when 0) from its arrival. */
+static inline int64_t srv_deadline(const Lapse__Request *req, clock_mono arrived)
+{
+    int64_t budget_ms = req->timeout_ms != 0 ? (int64_t)req->timeout_ms : RPC_DEFAULT_TIMEOUT_MS;
+    return arrived.ms + budget_ms;
+}
+
+/* ---- rpc_server.c ---- */
+
+/* Readies resp for packing: a reply over the size limit is replaced by an
+ * ETOOBIG reply. Returns its packed size. */
+size_t rpc_server_reply_size(Lapse__Response *resp, arena *a);
+
+/* Packs resp into a new message (caller frees, or sends). NULL on OOM. */
+nng_msg *rpc_server_pack_reply(Lapse__Response *resp, arena *a);
+
+/* Decodes one request and checks its envelope; a call of a coalesced frame
+ * (in_multi) may not be a frame itself. The request (caller frees with
+ * lapse__request__free_unpacked), or NULL, with resp's error set, when it
+ * is not one to serve. */
+Lapse__Request *rpc_server_decode(const void *data, size_t len, int in_multi, Lapse__Response *resp,
+                                  arena *a);
+
+/* Runs the handler for req unless its deadline (srv_deadline) passed, in
+ * which case resp gets ETIMEDOUT. Counts the call. */
+void rpc_server_run(rpc_server *s, const Lapse__Request *req, clock_mono arrived,
+                    Lapse__Response *resp, arena *a);
+
+/* Sends out (taken) as c's reply, or drops the request when out is NULL
+ * (out of memory packing it): the caller times out. */
+void rpc_server_reply(srv_ctx *c, nng_msg *out);
+
+/* Appends j to lane's FIFO. REQUIRES: s->mu held. */
+void rpc_server_push(rpc_server *s, srv_job *j, int lane);
+
+/* 1 when req is a quick call (rpc_server_options.quick), served on the
+ * NNG thread that received it. */
+int rpc_server_is_quick(const rpc_server *s, const Lapse__Request *req);
+
+/* ---- rpc_server_multi.c ---- */
+
+/* Starts serving the coalesced frame env (taken) on the thread that
+ * received it: decodes its calls, queues those that are not quick as work
+ * of their own, and serves the quick ones here. Returns the reply to send
+ * now when the frame fails as a whole, else NULL. */
+nng_msg *rpc_server_multi_start(rpc_server *s, srv_ctx *c, Lapse__Request *env);
+
+/* Serves call i of m (decoded, or with its error reply packed already) and
+ * finishes the frame if it was the last. */
+void rpc_server_multi_call(rpc_server *s, srv_multi *m, size_t i);
+
+/* Serves m's group of calls together (serve_many), each answered
+ * ETIMEDOUT alone when its deadline passed while queued, and finishes the
+ * frame if they were the last. */
+void rpc_server_multi_group(rpc_server *s, srv_multi *m);
+
+/* Frees m with what its calls still hold (m->c is left alone). */
+void rpc_server_multi_free(srv_multi *m);
+
+#endif /* LAPSE_RPC_SERVER_INT_H */
