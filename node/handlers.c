@@ -217,8 +217,10 @@ int handlers_batchable(void *arg, const Lapse__Request *req)
 void handlers_serve_many(void *arg, const Lapse__Request *const *reqs, Lapse__Response **resps,
                          arena **as, const int64_t *deadlines, size_t n)
 {
-    request_ctx *cs = calloc(n, sizeof(*cs));
-    if (cs == NULL) {
+    /* One coalesced frame's calls, so at most RPC_MAX_COALESCED: no
+     * allocation per frame. */
+    request_ctx cs[RPC_MAX_COALESCED];
+    if (n > RPC_MAX_COALESCED) {
         for (size_t i = 0; i < n; i++) {
             handlers_serve(arg, reqs[i], resps[i], as[i], deadlines[i]);
         }
@@ -235,5 +237,4 @@ void handlers_serve_many(void *arg, const Lapse__Request *const *reqs, Lapse__Re
     for (size_t i = 0; i < n; i++) {
         call_done(&cs[i]);
     }
-    free(cs);
 }

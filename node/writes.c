@@ -16,6 +16,7 @@
 #include "../common/lapse_err.h"
 #include "../partition/request.h"
 #include "../partition/store_commit.h"
+#include "../rpc/rpc.h"
 #include "../rpc/wire.h"
 #include "writes.h"
 #include "shipper.h"
@@ -174,16 +175,20 @@ void writes_delete(request_ctx *c)
 
 void writes_many(request_ctx *cs, size_t n)
 {
-    write_call *ws = calloc(n, sizeof(*ws));
-    store_pending *pends = calloc(n, sizeof(*pends));
-    int *rvs = calloc(n, sizeof(*rvs));
-    if (ws == NULL || pends == NULL || rvs == NULL) {
-        free(ws), free(pends), free(rvs);
+    /* The calls of one coalesced frame, so at most RPC_MAX_COALESCED: no
+     * allocation per frame on this path, which every coalesced write of a
+     * replicated table takes (about 45 KB of stack at the most). */
+    write_call ws[RPC_MAX_COALESCED];
+    store_pending pends[RPC_MAX_COALESCED];
+    int rvs[RPC_MAX_COALESCED];
+    if (n > RPC_MAX_COALESCED) {
         for (size_t i = 0; i < n; i++) {
             write_single(&cs[i]); /* one at a time, then */
         }
         return;
     }
+    memset(ws, 0, n * sizeof(*ws));
+    memset(rvs, 0, n * sizeof(*rvs));
     /* Every call's write first, so that their records queue together and
      * go to the replicas in one round; then one wait for them all. */
     for (size_t i = 0; i < n; i++) {
@@ -207,7 +212,6 @@ void writes_many(request_ctx *cs, size_t n)
         }
         write_end(&ws[i]);
     }
-    free(ws), free(pends), free(rvs);
 }
 
 void writes_update(request_ctx *c)

@@ -19,7 +19,8 @@ void writes_batch(request_ctx *c); /* at most REQUEST_BATCH_MAX writes */
 /* The PutItem and DeleteItem calls cs[0..n) (of one coalesced frame,
  * docs/wire-protocol.md), each with its own reply: every call writes,
  * then one wait sees their records onto the replicas, so they ship in one
- * round instead of a round each. */
+ * round instead of a round each. More than RPC_MAX_COALESCED calls
+ * (never from a frame) are served one at a time. */
 void writes_many(request_ctx *cs, size_t n);
 
 #endif

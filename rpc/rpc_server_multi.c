@@ -7,6 +7,7 @@
  * packs and sends the frame's reply. The contexts, queues and workers are
  * in rpc_server.c; what the two share is in rpc_server_int.h.
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -85,19 +86,22 @@ void rpc_server_multi_group(rpc_server *s, srv_multi *m)
 {
     const size_t ng = m->ngroup;
     size_t k = 0;
-    const Lapse__Request **reqs = calloc(ng, sizeof(*reqs));
-    Lapse__Response *resps = calloc(ng, sizeof(*resps));
-    Lapse__Response **rp = calloc(ng, sizeof(*rp));
-    arena *ar = calloc(ng, sizeof(*ar));
-    arena **ap = calloc(ng, sizeof(*ap));
-    int64_t *deadlines = calloc(ng, sizeof(*deadlines));
-    size_t *idx = calloc(ng, sizeof(*idx));
-    if (reqs == NULL || resps == NULL || rp == NULL || ar == NULL || ap == NULL ||
-        deadlines == NULL || idx == NULL) {
-        for (size_t g = 0; g < ng; g++) { /* one by one, then */
+    /* A group is some of a frame's calls, at most RPC_MAX_COALESCED
+     * (rpc_server_multi_start refuses bigger frames): no allocation per
+     * group on this path, which every coalesced write takes. */
+    const Lapse__Request *reqs[RPC_MAX_COALESCED];
+    Lapse__Response resps[RPC_MAX_COALESCED];
+    Lapse__Response *rp[RPC_MAX_COALESCED];
+    arena ar[RPC_MAX_COALESCED];
+    arena *ap[RPC_MAX_COALESCED];
+    int64_t deadlines[RPC_MAX_COALESCED];
+    size_t idx[RPC_MAX_COALESCED];
+    assert(ng <= RPC_MAX_COALESCED);
+    if (ng > RPC_MAX_COALESCED) { /* cannot happen: one by one, then */
+        for (size_t g = 0; g < ng; g++) {
             rpc_server_multi_call(s, m, m->group[g]);
         }
-        goto out;
+        return;
     }
     atomic_fetch_add_explicit(&s->calls, ng, memory_order_relaxed);
     for (size_t g = 0; g < ng; g++) {
@@ -138,8 +142,6 @@ void rpc_server_multi_group(rpc_server *s, srv_multi *m)
     if (atomic_fetch_sub(&m->left, ng) == ng) {
         srv_multi_finish(m);
     }
-out:
-    free(reqs), free(resps), free(rp), free(ar), free(ap), free(deadlines), free(idx);
 }
 
 /* Starts serving the coalesced frame env (taken) on the thread that
