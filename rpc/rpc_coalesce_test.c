@@ -1,0 +1,390 @@
+/*
+ * rpc_coalesce_test.c: coalesced calls (docs/wire-protocol.md, "Coalesced
+ * calls") on loopback with real sockets: calls of many threads share frames
+ * and each keeps its own reply, a call does not wait behind a slow frame,
+ * malformed frames fail call by call, quick calls are served while every
+ * worker waits, and a frame's batchable calls are served together. Every
+ * wait is bounded by a call timeout.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "rpc.h"
+#include "rpc_testutil.h"
+#include "wire.h"
+
+/* ---- coalesced calls (wire-protocol.md, "Coalesced calls") ---- */
+
+/* A GetItem of key (an S attribute "k") on table; returns the status and,
+ * on OK, checks that the reply echoes this call's own key. */
+static int get_echo(rpc_client *c, const char *table, const char *key, int timeout_ms, char *err,
+                    size_t errlen)
+{
+    arena a;
+    arena_init(&a);
+    item *it = item_new();
+    attr_value v;
+    assert_int_equal(item_value_init_bytes(&v, ATTR_S, key, strlen(key)), 0);
+    assert_int_equal(item_set(it, "k", &v), 0);
+    Lapse__GetItemRequest g = LAPSE__GET_ITEM_REQUEST__INIT;
+    g.table = (char *)table;
+    g.key = wire_item_to_pb(&a, it);
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_GET_ITEM;
+    req.get_item = &g;
+    Lapse__Response *resp = NULL;
+    int rv = rpc_call(c, &req, timeout_ms, &resp, err, errlen);
+    if (rv == 0) {
+        item *back = NULL;
+        assert_int_equal(resp->body_case, LAPSE__RESPONSE__BODY_GET_ITEM);
+        assert_rv(wire_item_from_pb(resp->get_item->item, &back, err, errlen), 0, err);
+        if (!item_eq(it, back)) {
+            fail_msg("call for key %s got another call's reply", key);
+        }
+        item_free(back);
+    }
+    rpc_response_free(resp);
+    item_free(it);
+    arena_fini(&a);
+    return rv;
+}
+
+typedef struct getter {
+    rpc_client *cli;
+    int id, calls, failures;
+    const char *table;
+} getter;
+
+static void *getter_run(void *arg)
+{
+    getter *g = arg;
+    char err[256], key[32];
+    for (int i = 0; i < g->calls; i++) {
+        snprintf(key, sizeof key, "t%d-c%d", g->id, i);
+        if (get_echo(g->cli, g->table, key, 5000, err, sizeof err) != 0) {
+            g->failures++;
+        }
+    }
+    return NULL;
+}
+
+static void coalesced_calls_share_frames_and_keep_their_replies(void **state)
+{
+    (void)state;
+    /* Each call takes 2 ms on the server: while one frame is out, the
+     * other threads' calls queue in the client and go together. */
+    fixture *f = fixture_open(16, 4);
+    enum { THREADS = 12, CALLS = 30 };
+    pthread_t th[THREADS];
+    getter gs[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        gs[i] = (getter){.cli = f->cli, .id = i, .calls = CALLS, .table = "slow:2"};
+        assert_int_equal(pthread_create(&th[i], NULL, getter_run, &gs[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(gs[i].failures, 0);
+    }
+    rpc_server_count n;
+    rpc_server_counts(f->srv, &n);
+    assert_int_equal(n.calls, THREADS * CALLS);
+    /* Far fewer frames than calls (uncoalesced, one frame per call). */
+    if (n.frames * 2 > n.calls || n.coalesced == 0) {
+        fail_msg("%llu calls came in %llu frames (%llu coalesced)", (unsigned long long)n.calls,
+                 (unsigned long long)n.frames, (unsigned long long)n.coalesced);
+    }
+    assert_int_equal(n.quick, 0);
+    fixture_close(f);
+}
+
+typedef struct slow_get {
+    rpc_client *c;
+    int rv;
+} slow_get;
+
+static void *slow_get_run(void *arg)
+{
+    slow_get *sg = arg;
+    char err[256];
+    sg->rv = get_echo(sg->c, "slow:600", "first", 3000, err, sizeof err);
+    return NULL;
+}
+
+static void queued_call_does_not_wait_behind_a_slow_frame(void **state)
+{
+    (void)state;
+    fixture *f = fixture_open(0, 2);
+    char err[256] = "";
+    assert_rv(get_echo(f->cli, "t", "warm", 2000, err, sizeof err), 0, err); /* connected */
+    int before = atomic_load(&fixture_handlers_entered);
+    slow_get sg = {f->cli, -1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, slow_get_run, &sg), 0);
+    fixture_wait_entered(before + 1);
+    /* The client's frame is out for 600 ms: this call queues behind it,
+     * then goes in a frame of its own and is served by the other worker
+     * well within its 300 ms. */
+    clock_mono t0 = clock_mono_now();
+    assert_rv(get_echo(f->cli, "t", "second", 300, err, sizeof err), 0, err);
+    int64_t took = clock_mono_now().ms - t0.ms;
+    if (took >= 300) {
+        fail_msg("the call behind a slow frame took %lld ms", (long long)took);
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(sg.rv, 0);
+    fixture_close(f);
+}
+
+/* Packs a GetItem of key k into a Request's bytes (caller frees). */
+static uint8_t *packed_get(const char *key, size_t *len)
+{
+    arena a;
+    arena_init(&a);
+    item *it = item_new();
+    attr_value v;
+    assert_int_equal(item_value_init_bytes(&v, ATTR_S, key, strlen(key)), 0);
+    assert_int_equal(item_set(it, "k", &v), 0);
+    Lapse__GetItemRequest g = LAPSE__GET_ITEM_REQUEST__INIT;
+    g.table = "t";
+    g.key = wire_item_to_pb(&a, it);
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.version = RPC_PROTOCOL_VERSION;
+    req.timeout_ms = 2000;
+    req.body_case = LAPSE__REQUEST__BODY_GET_ITEM;
+    req.get_item = &g;
+    *len = lapse__request__get_packed_size(&req);
+    uint8_t *buf = malloc(*len);
+    lapse__request__pack(&req, buf);
+    item_free(it);
+    arena_fini(&a);
+    return buf;
+}
+
+/* Sends a coalesced frame of the n calls and returns its reply. */
+static Lapse__Response *multi_call(rpc_client *c, ProtobufCBinaryData *calls, size_t n)
+{
+    Lapse__MultiRequest m = LAPSE__MULTI_REQUEST__INIT;
+    m.n_calls = n;
+    m.calls = calls;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.version = RPC_PROTOCOL_VERSION;
+    req.timeout_ms = 2000;
+    req.body_case = LAPSE__REQUEST__BODY_MULTI;
+    req.multi = &m;
+    size_t len = lapse__request__get_packed_size(&req);
+    uint8_t *buf = malloc(len);
+    lapse__request__pack(&req, buf);
+    Lapse__Response *r = fixture_raw_call(c, buf, len);
+    free(buf);
+    return r;
+}
+
+static void malformed_coalesced_frames_get_eproto_per_call(void **state)
+{
+    (void)state;
+    fixture *f = fixture_open(0, 2);
+    size_t glen;
+    uint8_t *get = packed_get("ok", &glen);
+    uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff};
+
+    /* A frame of no calls, and one of too many, fail as a whole. */
+    Lapse__Response *r = multi_call(f->cli, NULL, 0);
+    assert_int_equal(r->status, LAPSE__STATUS__EPROTO);
+    lapse__response__free_unpacked(r, NULL);
+    ProtobufCBinaryData many[RPC_MAX_COALESCED + 1];
+    for (size_t i = 0; i < RPC_MAX_COALESCED + 1; i++) {
+        many[i] = (ProtobufCBinaryData){glen, get};
+    }
+    r = multi_call(f->cli, many, RPC_MAX_COALESCED + 1);
+    assert_int_equal(r->status, LAPSE__STATUS__EPROTO);
+    lapse__response__free_unpacked(r, NULL);
+
+    /* Garbage and a frame within a frame fail alone; the good call is
+     * served. */
+    Lapse__MultiRequest inner = LAPSE__MULTI_REQUEST__INIT;
+    inner.n_calls = 1;
+    inner.calls = &(ProtobufCBinaryData){glen, get};
+    Lapse__Request nested = LAPSE__REQUEST__INIT;
+    nested.version = RPC_PROTOCOL_VERSION;
+    nested.body_case = LAPSE__REQUEST__BODY_MULTI;
+    nested.multi = &inner;
+    uint8_t nbuf[256];
+    size_t nlen = lapse__request__pack(&nested, nbuf);
+    ProtobufCBinaryData calls[] = {{sizeof garbage, garbage}, {glen, get}, {nlen, nbuf}};
+    r = multi_call(f->cli, calls, 3);
+    assert_int_equal(r->status, LAPSE__STATUS__OK);
+    assert_int_equal(r->body_case, LAPSE__RESPONSE__BODY_MULTI);
+    assert_int_equal(r->multi->n_replies, 3);
+    const int want[] = {LAPSE__STATUS__EPROTO, LAPSE__STATUS__OK, LAPSE__STATUS__EPROTO};
+    for (int i = 0; i < 3; i++) {
+        Lapse__Response *one =
+            lapse__response__unpack(NULL, r->multi->replies[i].len, r->multi->replies[i].data);
+        assert_non_null(one);
+        assert_int_equal(one->status, want[i]);
+        if (i == 1) {
+            assert_int_equal(one->body_case, LAPSE__RESPONSE__BODY_GET_ITEM);
+        }
+        lapse__response__free_unpacked(one, NULL);
+    }
+    lapse__response__free_unpacked(r, NULL);
+    free(get);
+    char err[256] = "";
+    assert_rv(get_echo(f->cli, "t", "after", 2000, err, sizeof err), 0, err);
+    fixture_close(f);
+}
+
+/* The test's quick calls: GetItem of table "quick". */
+static int quick_gets(void *arg, const Lapse__Request *req)
+{
+    (void)arg;
+    return req->body_case == LAPSE__REQUEST__BODY_GET_ITEM &&
+           strcmp(req->get_item->table, "quick") == 0;
+}
+
+static void quick_calls_are_served_while_every_worker_waits(void **state)
+{
+    (void)state;
+    fixture *f = fixture_open_lanes(0, 1, NULL, 0, 0, quick_gets);
+    char err[256] = "";
+    assert_rv(fixture_heartbeat(f->cli, 9, 0, 2000, err, sizeof err), 0, err); /* connected */
+    int before = atomic_load(&fixture_handlers_entered);
+    fixture_slow_call sc = {f->cli, 600, 3000, -1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fixture_slow_call_run, &sc), 0);
+    fixture_wait_entered(before + 1); /* the only worker sleeps 600 ms */
+    clock_mono t0 = clock_mono_now();
+    assert_rv(get_echo(f->cli, "quick", "q", 300, err, sizeof err), 0, err);
+    assert_true(clock_mono_now().ms - t0.ms < 300);
+    /* A call that is not quick waits for the worker, past its deadline. */
+    assert_rv(get_echo(f->cli, "t", "slow", 150, err, sizeof err), LAPSE_ETIMEDOUT, err);
+    pthread_join(th, NULL);
+    assert_int_equal(sc.rv, 0);
+    /* The worker answers the timed-out call late (ETIMEDOUT): let that
+     * reply land before the client closes. NNG 1.5.2 can hang in nng_close
+     * when a reply arrives as the socket closes (req0's pipe receive is
+     * re-armed after the transport closed and never aborted; seen here 1 in
+     * ~20 runs under load). */
+    rpc_server_count n;
+    clock_mono until = clock_mono_after_ms(3000);
+    do {
+        clock_sleep_ms(10);
+        rpc_server_counts(f->srv, &n);
+    } while (n.calls < 4 && clock_mono_remaining_ms(until) > 0);
+    assert_int_equal(n.calls, 4); /* connect, slow, quick, late */
+    assert_int_equal(n.quick, 1);
+    clock_sleep_ms(50);
+    fixture_close(f);
+}
+
+/* ---- calls served together (rpc_server_options.serve_many) ---- */
+
+static atomic_int groups_served, group_max;
+
+/* The test's batchable calls: PutItem. */
+static int batchable_puts(void *arg, const Lapse__Request *req)
+{
+    (void)arg;
+    return req->body_case == LAPSE__REQUEST__BODY_PUT_ITEM;
+}
+
+/* Answers each PutItem OK with its own pmap_version echoed, after 2 ms
+ * per group (so that other calls queue meanwhile). */
+static void serve_puts(void *arg, const Lapse__Request *const *reqs, Lapse__Response **resps,
+                       arena **as, const int64_t *deadlines, size_t n)
+{
+    (void)arg, (void)deadlines;
+    atomic_fetch_add(&groups_served, 1);
+    int was = atomic_load(&group_max);
+    while ((int)n > was && !atomic_compare_exchange_weak(&group_max, &was, (int)n)) {
+    }
+    clock_sleep_ms(2);
+    for (size_t i = 0; i < n; i++) {
+        Lapse__PutItemResponse *p = arena_alloc(as[i], sizeof *p);
+        lapse__put_item_response__init(p);
+        resps[i]->body_case = LAPSE__RESPONSE__BODY_PUT_ITEM;
+        resps[i]->put_item = p;
+        resps[i]->pmap_version = reqs[i]->pmap_version;
+    }
+}
+
+typedef struct putter {
+    rpc_client *cli;
+    int id, failures;
+} putter;
+
+static void *putter_run(void *arg)
+{
+    putter *p = arg;
+    for (int i = 0; i < 40; i++) {
+        Lapse__PutItemRequest put = LAPSE__PUT_ITEM_REQUEST__INIT;
+        put.table = "t";
+        Lapse__Request req = LAPSE__REQUEST__INIT;
+        req.body_case = LAPSE__REQUEST__BODY_PUT_ITEM;
+        req.put_item = &put;
+        req.pmap_version = (uint64_t)p->id * 1000 + (uint64_t)i;
+        Lapse__Response *resp = NULL;
+        char err[256];
+        int rv = rpc_call(p->cli, &req, 5000, &resp, err, sizeof err);
+        if (rv != 0 || resp->body_case != LAPSE__RESPONSE__BODY_PUT_ITEM ||
+            resp->pmap_version != req.pmap_version) {
+            fprintf(stderr, "put %d of %d: %d %s\n", i, p->id, rv, err);
+            p->failures++;
+        }
+        rpc_response_free(resp);
+    }
+    return NULL;
+}
+
+static void batchable_calls_of_a_frame_are_served_together(void **state)
+{
+    (void)state;
+    fixture *f = calloc(1, sizeof *f);
+    char err[256] = "";
+    snprintf(f->url, sizeof f->url, "tcp://127.0.0.1:%d", fixture_free_port());
+    rpc_server_options o = {.workers = 4, .batchable = batchable_puts, .serve_many = serve_puts};
+    assert_rv(rpc_server_open(&f->srv, f->url, &o, fixture_handler, NULL, err, sizeof err), 0, err);
+    assert_rv(rpc_client_open(&f->cli, f->url, err, sizeof err), 0, err);
+    atomic_store(&groups_served, 0);
+    atomic_store(&group_max, 0);
+    enum { THREADS = 12 };
+    pthread_t th[THREADS];
+    putter ps[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        ps[i] = (putter){.cli = f->cli, .id = i + 1};
+        assert_int_equal(pthread_create(&th[i], NULL, putter_run, &ps[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(ps[i].failures, 0);
+    }
+    /* Every put was answered with its own reply; frames of several puts
+     * were served as groups (a lone put goes to the handler, not here). */
+    if (atomic_load(&group_max) < 2) {
+        fail_msg("no group of puts was served together (%d groups, largest %d)",
+                 atomic_load(&groups_served), atomic_load(&group_max));
+    }
+    fixture_close(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(coalesced_calls_share_frames_and_keep_their_replies),
+        cmocka_unit_test(queued_call_does_not_wait_behind_a_slow_frame),
+        cmocka_unit_test(malformed_coalesced_frames_get_eproto_per_call),
+        cmocka_unit_test(quick_calls_are_served_while_every_worker_waits),
+        cmocka_unit_test(batchable_calls_of_a_frame_are_served_together),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
