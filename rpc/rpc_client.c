@@ -3,8 +3,9 @@
  * and deadline rules are in docs/wire-protocol.md.
  *
  * One req0 socket per peer, one nng_ctx and one aio per call, waited on
- * synchronously by the calling thread. Coalesced single-item calls are in
- * rpc_coalesce.c; what the two files share is in rpc_client_int.h.
+ * synchronously by the calling thread. The exchanges under every call are in
+ * rpc_client_exchange.c, coalesced single-item calls in rpc_coalesce.c; what
+ * the three files share is in rpc_client_int.h.
  */
 #include "rpc.h"
 
@@ -30,8 +31,6 @@
 /* ===================================================================== */
 /* Client                                                                 */
 /* ===================================================================== */
-
-#define PICK_WAIT_MS 200 /* how long a call waits for any peer of a list to connect */
 
 static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
@@ -147,40 +146,6 @@ void rpc_client_close(rpc_client *c)
     free(c);
 }
 
-/* The peer a call goes to: the current one while it is connected, else the
- * first connected one after it (which becomes current), else the current
- * one (the call waits for its connection). */
-int rpc_client_pick_peer(rpc_client *c)
-{
-    int cur = atomic_load(&c->cur);
-    if (c->npeers == 1) {
-        return cur;
-    }
-    /* Just after the open nothing is connected yet: a live peer on the
-     * same network connects in a millisecond or so, a dead one never. */
-    clock_mono until = clock_mono_after_ms(PICK_WAIT_MS);
-    do {
-        for (int k = 0; k < c->npeers; k++) {
-            int j = (cur + k) % c->npeers;
-            if (atomic_load(&c->peers[j].pipes) > 0) {
-                if (j != cur) {
-                    atomic_compare_exchange_strong(&c->cur, &cur, j);
-                }
-                return j;
-            }
-        }
-        clock_sleep_ms(1);
-    } while (clock_mono_remaining_ms(until) > 0);
-    return cur;
-}
-
-/* A call to peer i timed out: the next one tries the next peer. */
-static void peer_failed(rpc_client *c, int i)
-{
-    int expect = i;
-    atomic_compare_exchange_strong(&c->cur, &expect, (i + 1) % c->npeers);
-}
-
 int rpc_client_connected(rpc_client *c, int wait_ms)
 {
     clock_mono until = clock_mono_after_ms(wait_ms);
@@ -202,247 +167,12 @@ const char *rpc_client_url(const rpc_client *c)
     return c->url;
 }
 
-void rpc_client_exchange_fail(exchange *x, int nrv, int timeout_ms)
-{
-    int code = from_nng(nrv);
-    if (nrv == NNG_ETIMEDOUT && x->client->npeers > 1) {
-        peer_failed(x->client, x->peer);
-    }
-    x->rv = code == LAPSE_EINVAL ? LAPSE_EUNAVAILABLE : code;
-    if (nrv == NNG_ETIMEDOUT) {
-        set_err(x->err, x->errlen, "%s: no reply within %d ms", x->client->url, timeout_ms);
-    } else {
-        set_err(x->err, x->errlen, "%s: %s", x->client->url, nng_strerror(nrv));
-    }
-}
-
-/*
- * The exchanges of one exchange_all, each driven by its aio's callback: a
- * send's completion posts the receive on NNG's thread, and the last reply
- * (or failure) in wakes the caller, who sleeps once however many there are.
- */
-typedef struct xgroup {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t left; /* exchanges not ended; guarded by mu */
-} xgroup;
-
-typedef struct inflight {
-    xgroup *g;
-    nng_ctx ctx;
-    nng_aio *aio;
-    int open;      /* ctx opened */
-    int started;   /* sent: ends in inflight_cb */
-    int receiving; /* the send completed and a receive is posted */
-    int rv;        /* NNG's result */
-    clock_mono deadline;
-    nng_msg *reply;
-} inflight;
-
-static void inflight_end(inflight *f, int rv)
-{
-    xgroup *g = f->g;
-    pthread_mutex_lock(&g->mu);
-    f->rv = rv;
-    if (--g->left == 0) {
-        pthread_cond_signal(&g->cv);
-    }
-    pthread_mutex_unlock(&g->mu);
-}
-
-/* An exchange's send on ctx completed with rv: on success, sets
- * *receiving (before the receive is posted: its completion may run at
- * once, on another thread) and posts the receive of the reply; on failure,
- * frees the message the send left with us and returns 0. The deadline may
- * have passed while the send waited for its (dead) peer; the reply may be
- * in by now, and a receive with a zero timeout still takes a reply the
- * context holds. */
-int rpc_client_send_done(nng_aio *aio, nng_ctx ctx, int rv, clock_mono deadline, int *receiving)
-{
-    if (rv != 0) {
-        nng_msg_free(nng_aio_get_msg(aio));
-        nng_aio_set_msg(aio, NULL);
-        return 0;
-    }
-    *receiving = 1;
-    int64_t left = clock_mono_remaining_ms(deadline);
-    nng_aio_set_timeout(aio, left > 0 ? (nng_duration)left : NNG_DURATION_ZERO);
-    nng_ctx_recv(ctx, aio);
-    return 1;
-}
-
-static void inflight_cb(void *arg)
-{
-    inflight *f = arg;
-    int rv = nng_aio_result(f->aio);
-    if (!f->receiving) {
-        if (!rpc_client_send_done(f->aio, f->ctx, rv, f->deadline, &f->receiving)) {
-            inflight_end(f, rv);
-        }
-        return;
-    }
-    if (rv == 0) {
-        f->reply = nng_aio_get_msg(f->aio);
-        nng_aio_set_msg(f->aio, NULL);
-    }
-    inflight_end(f, rv);
-}
-
-/*
- * Runs n exchanges at once, each on its own context, so n messages to n
- * peers take about one round trip, bounded by the one shared deadline.
- * Exchanges whose msg is NULL are skipped (their rv is left as it is).
- */
-static void exchange_all(exchange *xs, size_t n, int timeout_ms)
-{
-    inflight one;
-    inflight *fl = n <= 1 ? &one : calloc(n, sizeof(*fl));
-    clock_mono deadline = clock_mono_after_ms(timeout_ms);
-    int nrv;
-    if (fl == NULL) {
-        for (size_t i = 0; i < n; i++) {
-            if (xs[i].msg != NULL) {
-                nng_msg_free(xs[i].msg);
-                xs[i].rv = LAPSE_ENOMEM;
-                set_err(xs[i].err, xs[i].errlen, "out of memory");
-            }
-        }
-        return;
-    }
-    memset(fl, 0, (n ? n : 1) * sizeof(*fl));
-    xgroup g = {.left = 0};
-    pthread_mutex_init(&g.mu, NULL);
-    pthread_cond_init(&g.cv, NULL);
-    for (size_t i = 0; i < n; i++) {
-        exchange *x = &xs[i];
-        inflight *f = &fl[i];
-        if (x->msg == NULL) {
-            continue;
-        }
-        x->reply = NULL;
-        x->rv = 0;
-        x->peer = rpc_client_pick_peer(x->client);
-        f->g = &g;
-        f->deadline = deadline;
-        if ((nrv = nng_ctx_open(&f->ctx, x->client->peers[x->peer].sock)) != 0 ||
-            (f->open = 1, nrv = nng_aio_alloc(&f->aio, inflight_cb, f)) != 0) {
-            nng_msg_free(x->msg);
-            rpc_client_exchange_fail(x, nrv, timeout_ms);
-            continue;
-        }
-        (void)nng_ctx_set_ms(f->ctx, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-        int64_t left = clock_mono_remaining_ms(deadline);
-        nng_aio_set_timeout(f->aio, left > 0 ? (nng_duration)left : NNG_DURATION_ZERO);
-        nng_aio_set_msg(f->aio, x->msg);
-        f->started = 1;
-        pthread_mutex_lock(&g.mu);
-        g.left++;
-        pthread_mutex_unlock(&g.mu);
-        nng_ctx_send(f->ctx, f->aio);
-    }
-    pthread_mutex_lock(&g.mu);
-    while (g.left > 0) {
-        pthread_cond_wait(&g.cv, &g.mu);
-    }
-    pthread_mutex_unlock(&g.mu);
-    for (size_t i = 0; i < n; i++) {
-        inflight *f = &fl[i];
-        if (f->aio != NULL) {
-            nng_aio_free(f->aio); /* waits for its callback to return */
-        }
-        if (f->open) {
-            (void)nng_ctx_close(f->ctx);
-        }
-        if (f->started) {
-            if (f->rv == 0) {
-                xs[i].reply = f->reply;
-            } else {
-                rpc_client_exchange_fail(&xs[i], f->rv, timeout_ms);
-            }
-        }
-    }
-    pthread_cond_destroy(&g.cv);
-    pthread_mutex_destroy(&g.mu);
-    if (fl != &one) {
-        free(fl);
-    }
-}
-
 /* Decodes a reply message (consumed) into mc->resp / mc->rv. */
-/* Unpacks reply (consumed) with alloc (NULL: malloc), after the nesting
- * check every frame from the network gets. NULL when it does not decode;
- * *len gets its size. */
-Lapse__Response *rpc_client_unpack_reply(ProtobufCAllocator *alloc, nng_msg *reply, size_t *len)
-{
-    const void *data = nng_msg_body(reply);
-    *len = nng_msg_len(reply);
-    Lapse__Response *r = NULL;
-    if (wire_check_nesting(&lapse__response__descriptor, data, *len, WIRE_MAX_NESTING) == 0) {
-        r = lapse__response__unpack(alloc, *len, data);
-    }
-    nng_msg_free(reply);
-    return r;
-}
-
-/* Takes a decoded reply r (NULL: undecodable, len bytes) from url into
- * *resp / the returned status, as rpc_call's. */
-int rpc_client_take_reply(const char *url, Lapse__Response *r, size_t len, Lapse__Response **resp,
-                          char *err, size_t errlen)
-{
-    *resp = NULL;
-    if (r == NULL) {
-        set_err(err, errlen, "%s: undecodable reply (%zu bytes)", url, len);
-        return LAPSE_EPROTO;
-    }
-    int status = wire_status_from_pb((int)r->status);
-    if (status != LAPSE_OK) {
-        if ((int)r->status != status) {
-            set_err(err, errlen, "%s: unknown status %d in reply: %s", url, (int)r->status,
-                    r->message != NULL ? r->message : "");
-        } else {
-            set_err(err, errlen, "%s", r->message != NULL ? r->message : "");
-        }
-    }
-    *resp = r;
-    return status;
-}
-
 static void decode_reply(rpc_multi_call *mc, nng_msg *reply)
 {
     size_t len;
     Lapse__Response *r = rpc_client_unpack_reply(NULL, reply, &len);
     mc->rv = rpc_client_take_reply(mc->client->url, r, len, &mc->resp, mc->err, sizeof(mc->err));
-}
-
-/* Copies len bytes into a new message. 0, LAPSE_ETOOBIG or LAPSE_ENOMEM. */
-static int new_msg(nng_msg **out, size_t len, char *err, size_t errlen)
-{
-    *out = NULL;
-    if (len > RPC_MAX_MESSAGE_BYTES) {
-        set_err(err, errlen, "message of %zu bytes exceeds the %u-byte limit", len,
-                (unsigned)RPC_MAX_MESSAGE_BYTES);
-        return LAPSE_ETOOBIG;
-    }
-    if (nng_msg_alloc(out, len) != 0) {
-        set_err(err, errlen, "out of memory");
-        return LAPSE_ENOMEM;
-    }
-    return 0;
-}
-
-/* Fills req's envelope (version, timeout_ms) and packs it into a new *out.
- * Returns 0, LAPSE_ETOOBIG or LAPSE_ENOMEM with err set. */
-int rpc_client_pack_request(Lapse__Request *req, int timeout_ms, nng_msg **out, char *err,
-                            size_t errlen)
-{
-    req->version = RPC_PROTOCOL_VERSION;
-    req->timeout_ms = (uint32_t)timeout_ms;
-    size_t len = lapse__request__get_packed_size(req);
-    int rv = new_msg(out, len, err, errlen);
-    if (rv == 0) {
-        lapse__request__pack(req, nng_msg_body(*out));
-    }
-    return rv;
 }
 
 void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms)
@@ -469,7 +199,7 @@ void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms)
         x->errlen = sizeof(mc->err);
         mc->rv = rpc_client_pack_request(mc->req, timeout_ms, &x->msg, x->err, x->errlen);
     }
-    exchange_all(xs, n, timeout_ms);
+    rpc_client_exchange_all(xs, n, timeout_ms);
     for (size_t i = 0; i < n; i++) {
         if (xs[i].msg != NULL && xs[i].rv != 0) {
             calls[i].rv = xs[i].rv;
@@ -502,13 +232,6 @@ int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response
     return mc.rv;
 }
 
-void rpc_response_free(Lapse__Response *resp)
-{
-    if (resp != NULL) {
-        lapse__response__free_unpacked(resp, NULL);
-    }
-}
-
 int rpc_call_raw(rpc_client *c, const void *data, size_t len, int timeout_ms, void **reply,
                  size_t *reply_len, char *err, size_t errlen)
 {
@@ -519,13 +242,13 @@ int rpc_call_raw(rpc_client *c, const void *data, size_t len, int timeout_ms, vo
     if (timeout_ms <= 0) {
         timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
     }
-    if ((rv = new_msg(&x.msg, len, err, errlen)) != 0) {
+    if ((rv = rpc_client_new_msg(&x.msg, len, err, errlen)) != 0) {
         return rv;
     }
     if (len > 0) {
         memcpy(nng_msg_body(x.msg), data, len);
     }
-    exchange_all(&x, 1, timeout_ms);
+    rpc_client_exchange_all(&x, 1, timeout_ms);
     if (x.rv != 0) {
         return x.rv;
     }
@@ -567,7 +290,7 @@ int rpc_forward(rpc_client *c, const Lapse__Request *req, int timeout_ms, Lapse_
     if (rv != 0) {
         return rv;
     }
-    exchange_all(&x, 1, timeout_ms);
+    rpc_client_exchange_all(&x, 1, timeout_ms);
     if (x.rv != 0) {
         return x.rv;
     }

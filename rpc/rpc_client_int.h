@@ -1,9 +1,13 @@
 /*
- * rpc_client_int.h: what the client half of rpc.h shares between its two
- * files: rpc_client.c (peers, plain exchanges, rpc_call and friends) and
- * rpc_coalesce.c (single-item calls of many threads sent together in
- * frames, docs/wire-protocol.md "Coalesced calls"). Not part of the
- * module's interface (rpc.h is).
+ * rpc_client_int.h: what the client half of rpc.h shares between its
+ * files, which call one way, down:
+ *   rpc_client.c           the client (open, close) and its calls
+ *   rpc_coalesce.c         single-item calls of many threads sent together
+ *                          in frames (docs/wire-protocol.md "Coalesced
+ *                          calls")
+ *   rpc_client_exchange.c  under both: peers, exchanges, requests packed
+ *                          and replies taken
+ * Not part of the module's interface (rpc.h is).
  *
  * Thread-safety: a client is shared by any number of threads. peers, npeers
  * and url are set by rpc_client_open and read-only after; cur and each
@@ -74,13 +78,18 @@ typedef struct exchange {
     size_t errlen;
 } exchange;
 
-/* ---- rpc_client.c ---- */
+/* ---- rpc_client_exchange.c ---- */
 
 /* The peer a call goes to: the current one while it is connected, else the
  * first connected one after it (which becomes current), else the current
  * one (the call waits for its connection). May wait up to 200 ms for a peer
  * of a list to connect. */
 int rpc_client_pick_peer(rpc_client *c);
+
+/* Runs n exchanges at once, each on its own context, so n messages to n
+ * peers take about one round trip, bounded by the one shared deadline.
+ * Exchanges whose msg is NULL are skipped (their rv is left as it is). */
+void rpc_client_exchange_all(exchange *xs, size_t n, int timeout_ms);
 
 /* Sets x->rv (a Lapse code) and x->err from NNG's error nrv of an exchange
  * of timeout_ms; a timeout moves the client's current peer on. */
@@ -102,6 +111,10 @@ Lapse__Response *rpc_client_unpack_reply(ProtobufCAllocator *alloc, nng_msg *rep
  * rpc_call does. */
 int rpc_client_take_reply(const char *url, Lapse__Response *r, size_t len, Lapse__Response **resp,
                           char *err, size_t errlen);
+
+/* A new message of len bytes in *out (caller frees). 0, LAPSE_ETOOBIG or
+ * LAPSE_ENOMEM with err set. */
+int rpc_client_new_msg(nng_msg **out, size_t len, char *err, size_t errlen);
 
 /* Fills req's envelope (version, timeout_ms) and packs it into a new *out
  * (caller frees). Returns 0, LAPSE_ETOOBIG or LAPSE_ENOMEM with err set. */

@@ -1,9 +1,12 @@
 /*
- * rpc_server_int.h: what the server half of rpc.h shares between its two
- * files: rpc_server.c (the contexts, the work queues, the workers, plain
- * requests) and rpc_server_multi.c (coalesced frames served call by call,
- * docs/wire-protocol.md "Coalesced calls"). Not part of the module's
- * interface (rpc.h is).
+ * rpc_server_int.h: what the server half of rpc.h shares between its
+ * files, which call one way, down:
+ *   rpc_server.c        the contexts, the work queues, the workers, plain
+ *                       requests
+ *   rpc_server_multi.c  coalesced frames served call by call
+ *                       (docs/wire-protocol.md "Coalesced calls")
+ *   rpc_server_call.c   under both: decoding, running and answering a call
+ * Not part of the module's interface (rpc.h is).
  *
  * Thread-safety: the work queues and closing are guarded by rpc_server.mu;
  * a context is owned by whoever holds it in its state (srv_state); a
@@ -121,7 +124,10 @@ static inline int64_t srv_deadline(const Lapse__Request *req, clock_mono arrived
     return arrived.ms + budget_ms;
 }
 
-/* ---- rpc_server.c ---- */
+/* ---- rpc_server_call.c ---- */
+
+/* Posts the next receive on c's context unless the server is closing. */
+void rpc_server_recv(srv_ctx *c);
 
 /* Readies resp for packing: a reply over the size limit is replaced by an
  * ETOOBIG reply. Returns its packed size. */
