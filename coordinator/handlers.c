@@ -11,10 +11,10 @@
 #include "../common/schema.h"
 #include "../common/token.h"
 #include "../rpc/wire.h"
+#include "ddl.h"
 #include "leader.h"
 #include "membership.h"
 #include "mover.h"
-#include "push.h"
 #include "replicas.h"
 #include "replstatus.h"
 #include "server.h"
@@ -173,15 +173,8 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
         oom(resp, a);
         return;
     }
-    Lapse__PartitionMap *map = NULL;
-    const char **urls = NULL;
-    uint32_t *ids = NULL;
-    size_t nurls = 0;
-    pmap *next = NULL;
-
-    pthread_mutex_lock(&s->ddl_lock);
-    pthread_mutex_lock(&s->lock);
-    resp->pmap_version = s->pm->version;
+    ddl_txn x;
+    ddl_begin(&x, s, resp);
     if (pmap_table_find(s->pm, ts.name) != NULL) {
         rpc_set_error(resp, a, LAPSE_EEXISTS, "table %s already exists", ts.name);
         goto unlock;
@@ -192,16 +185,15 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
     }
     ts.id = s->next_table_id;
     ts.created_ms = clock_wall_now().ms;
-    if ((next = pmap_dup(s->pm)) == NULL) {
-        oom(resp, a);
+    if (ddl_dup(&x, resp, a) != 0) {
         goto unlock;
     }
-    const uint32_t up = up_nodes(next);
+    const uint32_t up = up_nodes(x.next);
     if (ts.replication == 0 && s->default_replication > 1) {
         /* Named none: the cluster's default, as many as are up now. */
         ts.replication = up < s->default_replication ? (up > 0 ? up : 1) : s->default_replication;
     }
-    if ((rv = pmap_add_table(next, &ts)) != 0) {
+    if ((rv = pmap_add_table(x.next, &ts)) != 0) {
         if (rv == LAPSE_EUNAVAILABLE && up == 0) {
             rpc_set_error(resp, a, rv, "no node is up");
         } else if (rv == LAPSE_EUNAVAILABLE) {
@@ -213,15 +205,10 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
         }
         goto unlock;
     }
-    if ((rv = server_commit(s, next, ts.id + 1, err, sizeof(err))) != 0) {
-        rpc_set_error(resp, a, rv, "cannot persist the partition map: %s", err);
+    if (ddl_commit(&x, ts.id + 1, resp, a) != 0) {
         goto unlock;
     }
-    next = NULL; /* owned by s now */
-    resp->pmap_version = s->pm->version;
     m->table = wire_table_to_pb(a, pmap_table_find(s->pm, ts.name));
-    map = wire_pmap_to_pb(a, s->pm);
-    urls = push_up_nodes(s->pm, a, &ids, &nurls);
     if (m->table == NULL) {
         oom(resp, a); /* created and durable; a retry answers EEXISTS */
     } else {
@@ -230,20 +217,16 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
     }
     log_info("created table %s (id %u, %u partitions over %zu UP nodes, %u LSIs, %u GSIs, "
              "stream %s); map version %llu",
-             ts.name, ts.id, ts.partitions, nurls, ts.nlsi, ts.ngsi,
+             ts.name, ts.id, ts.partitions, x.nurls, ts.nlsi, ts.ngsi,
              ts.stream.enabled ? "on" : "off", (unsigned long long)s->pm->version);
 unlock:
-    pthread_mutex_unlock(&s->lock);
-    pmap_free(next);
-    ttlcalls_push_ctx ctx = {s, ids};
-    push_map(s->pusher, map, urls, nurls, s->push_timeout_ms, ttlcalls_record_push_reply, &ctx);
-    pthread_mutex_unlock(&s->ddl_lock);
+    ddl_push(&x, ttlcalls_record_push_reply);
+    ddl_end(&x);
 }
 
 static void do_delete_table(server *s, const Lapse__DeleteTableRequest *r, Lapse__Response *resp,
                             arena *a)
 {
-    char err[512] = "";
     const char *name = r->table != NULL ? r->table : "";
     Lapse__DeleteTableResponse *m =
         MSG_NEW(a, Lapse__DeleteTableResponse, LAPSE__DELETE_TABLE_RESPONSE__INIT);
@@ -251,45 +234,27 @@ static void do_delete_table(server *s, const Lapse__DeleteTableRequest *r, Lapse
         oom(resp, a);
         return;
     }
-    Lapse__PartitionMap *map = NULL;
-    const char **urls = NULL;
-    uint32_t *ids = NULL;
-    size_t nurls = 0;
-    pmap *next = NULL;
-    int rv;
-
-    pthread_mutex_lock(&s->ddl_lock);
-    pthread_mutex_lock(&s->lock);
-    resp->pmap_version = s->pm->version;
-    const pmap_table *t = pmap_table_find(s->pm, name);
+    ddl_txn x;
+    ddl_begin(&x, s, resp);
+    const pmap_table *t = ddl_find(&x, name, resp, a);
     if (t == NULL) {
-        rpc_set_error(resp, a, LAPSE_ENOTFOUND, "table %s does not exist", name);
         goto unlock;
     }
     uint32_t table_id = t->schema.id;
-    if ((next = pmap_dup(s->pm)) == NULL) {
-        oom(resp, a);
+    if (ddl_dup(&x, resp, a) != 0) {
         goto unlock;
     }
-    pmap_remove_table(next, name);
-    if ((rv = server_commit(s, next, s->next_table_id, err, sizeof(err))) != 0) {
-        rpc_set_error(resp, a, rv, "cannot persist the partition map: %s", err);
+    pmap_remove_table(x.next, name);
+    if (ddl_commit(&x, s->next_table_id, resp, a) != 0) {
         goto unlock;
     }
-    next = NULL;
     ttlprop_forget_table(&s->ttl, table_id);
-    resp->pmap_version = s->pm->version;
-    map = wire_pmap_to_pb(a, s->pm);
-    urls = push_up_nodes(s->pm, a, &ids, &nurls);
     resp->body_case = LAPSE__RESPONSE__BODY_DELETE_TABLE;
     resp->delete_table = m;
     log_info("deleted table %s; map version %llu", name, (unsigned long long)s->pm->version);
 unlock:
-    pthread_mutex_unlock(&s->lock);
-    pmap_free(next);
-    ttlcalls_push_ctx ctx = {s, ids};
-    push_map(s->pusher, map, urls, nurls, s->push_timeout_ms, ttlcalls_record_push_reply, &ctx);
-    pthread_mutex_unlock(&s->ddl_lock);
+    ddl_push(&x, ttlcalls_record_push_reply);
+    ddl_end(&x);
 }
 
 /* ------------------------------------------------------------------------ */

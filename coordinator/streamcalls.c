@@ -9,8 +9,7 @@
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
-#include "../rpc/wire.h"
-#include "push.h"
+#include "ddl.h"
 #include "ttlcalls.h"
 
 /* The next config of a stream now cur: on with view (a new generation) or
@@ -65,20 +64,13 @@ void streamcalls_update(server *s, const Lapse__UpdateStreamRequest *r, Lapse__R
     }
     lapse__update_stream_response__init(m);
     lapse__stream_config__init(sc);
-    Lapse__PartitionMap *map = NULL;
-    const char **urls = NULL;
-    uint32_t *ids = NULL;
-    size_t nurls = 0;
-    pmap *next = NULL;
     table_stream st;
     int rv;
 
-    pthread_mutex_lock(&s->ddl_lock);
-    pthread_mutex_lock(&s->lock);
-    resp->pmap_version = s->pm->version;
-    const pmap_table *t = pmap_table_find(s->pm, name);
+    ddl_txn x;
+    ddl_begin(&x, s, resp);
+    const pmap_table *t = ddl_find(&x, name, resp, a);
     if (t == NULL) {
-        rpc_set_error(resp, a, LAPSE_ENOTFOUND, "table %s does not exist", name);
         goto unlock;
     }
     /* Generation 0 (from CreateTable) is labelled by the table's creation. */
@@ -91,24 +83,18 @@ void streamcalls_update(server *s, const Lapse__UpdateStreamRequest *r, Lapse__R
         rpc_set_error(resp, a, rv, "%s", err);
         goto unlock;
     }
-    if ((next = pmap_dup(s->pm)) == NULL) {
-        rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
+    if (ddl_dup(&x, resp, a) != 0) {
         goto unlock;
     }
-    if ((rv = pmap_set_stream(next, name, &st)) != 0) {
+    if ((rv = pmap_set_stream(x.next, name, &st)) != 0) {
         rpc_set_error(resp, a, rv, "cannot place the stream shards of table %s: %s", name,
                       rv == LAPSE_EUNAVAILABLE ? "fewer nodes up than the table's copies"
                                                : lapse_strerror(rv));
         goto unlock;
     }
-    if ((rv = server_commit(s, next, s->next_table_id, err, sizeof(err))) != 0) {
-        rpc_set_error(resp, a, rv, "cannot persist the partition map: %s", err);
+    if (ddl_commit(&x, s->next_table_id, resp, a) != 0) {
         goto unlock;
     }
-    next = NULL; /* owned by s now */
-    resp->pmap_version = s->pm->version;
-    map = wire_pmap_to_pb(a, s->pm);
-    urls = push_up_nodes(s->pm, a, &ids, &nurls);
     sc->enabled = st.enabled != 0;
     sc->exclude_ttl_deletes = !st.ttl_deletes;
     sc->retention_hours = st.retention_hours;
@@ -121,11 +107,6 @@ void streamcalls_update(server *s, const Lapse__UpdateStreamRequest *r, Lapse__R
     log_info("stream of table %s turned %s (generation %" PRIu32 ", view %d); map version %" PRIu64,
              name, st.enabled ? "on" : "off", st.generation, (int)st.view, s->pm->version);
 unlock:
-    pthread_mutex_unlock(&s->lock);
-    pmap_free(next);
-    if (map != NULL) {
-        ttlcalls_push_ctx ctx = {s, ids};
-        push_map(s->pusher, map, urls, nurls, s->push_timeout_ms, ttlcalls_record_push_reply, &ctx);
-    }
-    pthread_mutex_unlock(&s->ddl_lock);
+    ddl_push(&x, ttlcalls_record_push_reply);
+    ddl_end(&x);
 }

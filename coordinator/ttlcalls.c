@@ -9,7 +9,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../rpc/wire.h"
-#include "push.h"
+#include "ddl.h"
 #include "ttlprop.h"
 
 /* ------------------------------------------------------------------------ */
@@ -154,30 +154,20 @@ void ttlcalls_update(server *s, const Lapse__UpdateTimeToLiveRequest *r, Lapse__
         return;
     }
     lapse__update_time_to_live_response__init(m);
-    Lapse__PartitionMap *map = NULL;
-    const char **urls = NULL;
-    uint32_t *ids = NULL;
-    size_t nurls = 0;
-    pmap *next = NULL;
-    int committed = 0;
-
-    pthread_mutex_lock(&s->ddl_lock);
-    pthread_mutex_lock(&s->lock);
-    resp->pmap_version = s->pm->version;
-    const pmap_table *t = pmap_table_find(s->pm, name);
+    ddl_txn x;
+    ddl_begin(&x, s, resp);
+    const pmap_table *t = ddl_find(&x, name, resp, a);
     if (t == NULL) {
-        rpc_set_error(resp, a, LAPSE_ENOTFOUND, "table %s does not exist", name);
         goto unlock;
     }
     ttlprop_status st = ttlprop_status_of(&s->ttl, t);
-    if ((next = pmap_dup(s->pm)) == NULL) {
-        oom(resp, a);
+    if (ddl_dup(&x, resp, a) != 0) {
         goto unlock;
     }
     pmap_table *nt = NULL;
-    for (size_t i = 0; i < next->ntables; i++) {
-        if (strcmp(next->tables[i].schema.name, name) == 0) {
-            nt = &next->tables[i];
+    for (size_t i = 0; i < x.next->ntables; i++) {
+        if (strcmp(x.next->tables[i].schema.name, name) == 0) {
+            nt = &x.next->tables[i];
         }
     }
     if (nt == NULL) { /* pmap_dup copies every table */
@@ -190,25 +180,16 @@ void ttlcalls_update(server *s, const Lapse__UpdateTimeToLiveRequest *r, Lapse__
         goto unlock;
     }
     const table_ttl ttl = nt->schema.ttl;
-    if ((rv = server_commit(s, next, s->next_table_id, err, sizeof(err))) != 0) {
-        rpc_set_error(resp, a, rv, "cannot persist the partition map: %s", err);
+    if (ddl_commit(&x, s->next_table_id, resp, a) != 0) {
         goto unlock;
     }
-    next = NULL; /* owned by s now */
-    committed = 1;
-    resp->pmap_version = s->pm->version;
-    map = wire_pmap_to_pb(a, s->pm);
-    urls = push_up_nodes(s->pm, a, &ids, &nurls);
     log_info("TimeToLive %s on table %s (attribute %s, offset %" PRId64 " s, ignore older than %d "
              "years, paused %d, config version %" PRIu64 "); map version %" PRIu64,
              action_name(c.action), name, ttl.attribute, ttl.offset_s, (int)ttl.guard_years,
              ttl.paused, ttl.config_version, s->pm->version);
 unlock:
-    pthread_mutex_unlock(&s->lock);
-    pmap_free(next);
-    if (committed) {
-        ttlcalls_push_ctx ctx = {s, ids};
-        push_map(s->pusher, map, urls, nurls, s->push_timeout_ms, ttlcalls_record_push_reply, &ctx);
+    ddl_push(&x, ttlcalls_record_push_reply);
+    if (x.committed) {
         /* As of right after the pushes: nodes that applied the map reported
          * their progress in the replies, so an empty table may already be
          * ENABLED here. ddl_lock keeps the table from being deleted. */
@@ -227,7 +208,7 @@ unlock:
             resp->update_ttl = m;
         }
     }
-    pthread_mutex_unlock(&s->ddl_lock);
+    ddl_end(&x);
 }
 
 void ttlcalls_describe(server *s, const Lapse__DescribeTimeToLiveRequest *r, Lapse__Response *resp,
@@ -285,7 +266,7 @@ void ttlcalls_record_heartbeat(server *s, const Lapse__HeartbeatRequest *r)
 
 void ttlcalls_record_push_reply(void *arg, size_t i, const Lapse__Response *resp)
 {
-    const ttlcalls_push_ctx *ctx = arg;
+    const ddl_push_ctx *ctx = arg;
     if (resp->body_case != LAPSE__RESPONSE__BODY_PUSH_PARTITION_MAP ||
         resp->push_partition_map == NULL) {
         return;

@@ -29,12 +29,6 @@
 #include "../rpc/rpc.h"
 #include "server.h"
 
-/* The arg of ttlcalls_record_push_reply: reply i came from node ids[i]. */
-typedef struct ttlcalls_push_ctx {
-    server *s;
-    const uint32_t *ids; /* borrowed for the broadcast */
-} ttlcalls_push_ctx;
-
 /* UpdateTimeToLive. Answers EINVAL (bad arguments), ENOTFOUND (no such
  * table), ESTATE (DynamoDB's state rules; message names the table), EIO
  * (commit failed; nothing changed), or the description. */
@@ -42,8 +36,8 @@ void ttlcalls_update(server *s, const Lapse__UpdateTimeToLiveRequest *r, Lapse__
                      arena *a);
 
 /* DescribeTimeToLive. Answers ENOTFOUND or the description. */
-void ttlcalls_describe(server *s, const Lapse__DescribeTimeToLiveRequest *r,
-                       Lapse__Response *resp, arena *a);
+void ttlcalls_describe(server *s, const Lapse__DescribeTimeToLiveRequest *r, Lapse__Response *resp,
+                       arena *a);
 
 /* Records the TTL part of a heartbeat of a registered node: its progress per
  * table, its own clock skew estimate and whether its scanners are paused for
@@ -51,7 +45,7 @@ void ttlcalls_describe(server *s, const Lapse__DescribeTimeToLiveRequest *r,
 void ttlcalls_record_heartbeat(server *s, const Lapse__HeartbeatRequest *r);
 
 /* push_reply_fn: records the TTL progress in a PushPartitionMap reply.
- * arg is a ttlcalls_push_ctx. REQUIRES: lock not held. */
+ * arg is a ddl_push_ctx (ddl_push). REQUIRES: lock not held. */
 void ttlcalls_record_push_reply(void *arg, size_t i, const Lapse__Response *resp);
 
 #endif
