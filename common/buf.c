@@ -85,16 +85,15 @@ int buf_append_str(buf *b, const char *s)
 
 int buf_append_u32be(buf *b, uint32_t v)
 {
-    uint8_t x[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    uint8_t x[4];
+    buf_put_u32be(x, v);
     return buf_append(b, x, sizeof(x));
 }
 
 int buf_append_u64be(buf *b, uint64_t v)
 {
     uint8_t x[8];
-    for (int i = 0; i < 8; i++) {
-        x[i] = (uint8_t)(v >> (56 - 8 * i));
-    }
+    buf_put_u64be(x, v);
     return buf_append(b, x, sizeof(x));
 }
 
@@ -139,4 +138,18 @@ uint32_t buf_get_u32be(const uint8_t *p)
 uint64_t buf_get_u64be(const uint8_t *p)
 {
     return ((uint64_t)buf_get_u32be(p) << 32) | buf_get_u32be(p + 4);
+}
+
+void buf_put_u32be(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+void buf_put_u64be(uint8_t *p, uint64_t v)
+{
+    buf_put_u32be(p, (uint32_t)(v >> 32));
+    buf_put_u32be(p + 4, (uint32_t)v);
 }

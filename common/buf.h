@@ -40,8 +40,11 @@ int buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)
  * empty. Returns a freshly allocated "" when b was never grown, NULL on OOM. */
 char *buf_detach(buf *b);
 
-/* Big-endian readers for fixed-width fields; p must hold the bytes. */
+/* Big-endian readers and writers for fixed-width fields (keys and values
+ * on disk, docs/storage-format.md); p must hold the bytes (4 or 8). */
 uint32_t buf_get_u32be(const uint8_t *p);
 uint64_t buf_get_u64be(const uint8_t *p);
+void buf_put_u32be(uint8_t *p, uint32_t v);
+void buf_put_u64be(uint8_t *p, uint64_t v);
 
 #endif

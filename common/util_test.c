@@ -35,6 +35,11 @@ static void buf_basics(void **state)
     assert_int_equal(buf_append_u64be(&b, 0x1122334455667788ULL), 0);
     assert_int_equal(buf_get_u32be(b.data + 8), 0x01020304);
     assert_true(buf_get_u64be(b.data + 12) == 0x1122334455667788ULL);
+    uint8_t be[8];
+    buf_put_u64be(be, 0x1122334455667788ULL);
+    assert_memory_equal(be, b.data + 12, 8);
+    buf_put_u32be(be, 0x01020304);
+    assert_memory_equal(be, b.data + 8, 4);
     assert_int_equal(b.data[b.len], 0);
     /* growth keeps the contents and the terminator */
     for (int i = 0; i < 10000; i++) {

@@ -6,24 +6,17 @@
 
 #include <string.h>
 
+#include "../common/buf.h"
 #include "../common/item.h"
 #include "../common/keycodec.h"
 #include "../common/lapse_err.h"
 #include "../placement/hash.h"
 
-static void put_u32be(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 int itemkey_append_prefix(buf *k, uint32_t table_id, uint32_t part)
 {
     uint8_t p[ITEMKEY_PREFIX_BYTES];
-    put_u32be(p, table_id);
-    put_u32be(p + 4, part);
+    buf_put_u32be(p, table_id);
+    buf_put_u32be(p + 4, part);
     return buf_append(k, p, sizeof(p));
 }
 
@@ -36,7 +29,7 @@ int itemkey_pk_prefix(buf *k, const table_schema *t, const attr_value *pk, uint3
     }
     *part = hash_partition_of_bytes(k->data + ITEMKEY_PREFIX_BYTES, k->len - ITEMKEY_PREFIX_BYTES,
                                     t->partitions);
-    put_u32be(k->data + 4, *part);
+    buf_put_u32be(k->data + 4, *part);
     return 0;
 }
 
@@ -79,14 +72,14 @@ int itemkey_successor(buf *k)
 
 void itemkey_table_range(uint32_t table_id, uint8_t lo[4], uint8_t hi[9], size_t *hlen)
 {
-    put_u32be(lo, table_id);
+    buf_put_u32be(lo, table_id);
     if (table_id == UINT32_MAX) {
         /* Partitions are < SCHEMA_MAX_PARTITIONS, so 9 bytes of 0xFF are
          * above every key of this table. */
         memset(hi, 0xFF, 9);
         *hlen = 9;
     } else {
-        put_u32be(hi, table_id + 1);
+        buf_put_u32be(hi, table_id + 1);
         *hlen = 4;
     }
 }
@@ -291,9 +284,9 @@ int itemkey_lsi_of(buf *k, const uint8_t *ikey, size_t ilen, size_t pk_end, uint
 int itemkey_gsi_prefix(buf *k, uint32_t table_id, uint32_t index_id, uint32_t gpart)
 {
     uint8_t p[12];
-    put_u32be(p, table_id);
-    put_u32be(p + 4, index_id);
-    put_u32be(p + 8, gpart);
+    buf_put_u32be(p, table_id);
+    buf_put_u32be(p + 4, index_id);
+    buf_put_u32be(p + 8, gpart);
     buf_clear(k);
     return buf_append(k, p, sizeof(p));
 }
@@ -317,7 +310,7 @@ int itemkey_gsi_of(buf *k, const table_schema *t, const index_def *g, const item
         return rv;
     }
     *gpart = hash_partition_of_bytes(k->data + 12, k->len - 12, g->partitions);
-    put_u32be(k->data + 8, *gpart);
+    buf_put_u32be(k->data + 8, *gpart);
     if ((gsk != NULL && (rv = keycodec_append(k, gsk)) != 0) ||
         (rv = keycodec_append(k, pk)) != 0 || (sk != NULL && (rv = keycodec_append(k, sk)) != 0)) {
         return rv;
@@ -332,11 +325,9 @@ int itemkey_gsi_of(buf *k, const table_schema *t, const index_def *g, const item
 int itemkey_seq_of(buf *k, uint32_t a, uint32_t b, uint64_t seq)
 {
     uint8_t p[16];
-    put_u32be(p, a);
-    put_u32be(p + 4, b);
-    for (int i = 0; i < 8; i++) {
-        p[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
-    }
+    buf_put_u32be(p, a);
+    buf_put_u32be(p + 4, b);
+    buf_put_u64be(p + 8, seq);
     buf_clear(k);
     return buf_append(k, p, sizeof(p));
 }
@@ -349,13 +340,13 @@ uint64_t itemkey_seq(const uint8_t *k, size_t len)
 size_t itemkey_repl(uint8_t out[ITEMKEY_REPL_MAX], uint32_t table_id, uint8_t kind, uint32_t part,
                     int with_node, uint32_t node)
 {
-    put_u32be(out, table_id);
+    buf_put_u32be(out, table_id);
     out[4] = kind;
-    put_u32be(out + 5, part);
+    buf_put_u32be(out + 5, part);
     if (!with_node) {
         return 9;
     }
-    put_u32be(out + 9, node);
+    buf_put_u32be(out + 9, node);
     return 13;
 }
 

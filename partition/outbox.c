@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "../common/buf.h"
 #include "../common/lapse_err.h"
 #include "itemkey.h"
 #include "store_int.h"
@@ -226,9 +227,7 @@ int outbox_ack(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_i
     }
     uint8_t k[ITEMKEY_REPL_MAX], v[8];
     size_t klen = itemkey_repl(k, table_id, REPL_ACK, part, 1, dest_node_id);
-    for (int i = 0; i < 8; i++) {
-        v[i] = (uint8_t)(seq >> (56 - 8 * i));
-    }
+    buf_put_u64be(v, seq);
     db_batch *b = db_batch_new();
     if (b == NULL) {
         rv = oom(err, errlen);

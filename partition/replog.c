@@ -470,10 +470,8 @@ static int digest_iter(db_iter *it, uint64_t *count, uint64_t *digest, char *err
         const uint8_t *k = db_iter_key(it, &klen);
         const uint8_t *v = db_iter_value(it, &vlen);
         uint8_t lens[16];
-        for (int i = 0; i < 8; i++) {
-            lens[i] = (uint8_t)((uint64_t)klen >> (56 - 8 * i));
-            lens[8 + i] = (uint8_t)((uint64_t)vlen >> (56 - 8 * i));
-        }
+        buf_put_u64be(lens, (uint64_t)klen);
+        buf_put_u64be(lens + 8, (uint64_t)vlen);
         h = fnv(fnv(fnv(h, lens, sizeof(lens)), k, klen), v, vlen);
         n++;
     }

@@ -79,10 +79,8 @@ void store_commit_pos_put(store *st, db_batch *b, uint32_t table_id, uint32_t pa
 {
     uint8_t k[ITEMKEY_REPL_MAX], v[16];
     size_t klen = itemkey_repl(k, table_id, REPL_LOG_POS, part, 0, 0);
-    for (int i = 0; i < 8; i++) {
-        v[i] = (uint8_t)(epoch >> (56 - 8 * i));
-        v[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
-    }
+    buf_put_u64be(v, epoch);
+    buf_put_u64be(v + 8, seq);
     db_batch_put(b, st->db, CF_REPL, k, klen, v, sizeof(v));
 }
 

@@ -188,8 +188,6 @@ void store_repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind,
 {
     uint8_t k[ITEMKEY_REPL_MAX], v[8];
     size_t klen = itemkey_repl(k, table_id, kind, part, 0, 0);
-    for (int i = 0; i < 8; i++) {
-        v[i] = (uint8_t)(val >> (56 - 8 * i));
-    }
+    buf_put_u64be(v, val);
     db_batch_put(b, st->db, CF_REPL, k, klen, v, sizeof(v));
 }
