@@ -214,9 +214,6 @@ static const int table_cfs[] = {CF_ITEMS, CF_LSI,    CF_OUTBOX, CF_REPL,
 
 int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen)
 {
-    uint8_t lo[4], hi[9];
-    size_t hlen = 0;
-    itemkey_table_range(table_id, lo, hi, &hlen);
     db_batch *b = db_batch_new();
     if (b == NULL) {
         return oom(err, errlen);
@@ -225,9 +222,7 @@ int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen)
      * outbox, counters (source and destination), GSI entries, stream
      * records, the replication log, the expiry index and the backfill
      * progress. */
-    for (size_t i = 0; i < NTABLE_CFS; i++) {
-        db_batch_delete_range(b, st->db, table_cfs[i], lo, sizeof(lo), hi, hlen);
-    }
+    store_table_delete(st, b, table_id, table_cfs, NTABLE_CFS);
     if (expiry_drop_into(st, b, table_id) != 0) {
         db_batch_free(b);
         return oom(err, errlen);
@@ -240,10 +235,7 @@ int store_drop_table(store *st, uint32_t table_id, char *err, size_t errlen)
     outbox_forget_table(st, table_id);
     /* The range tombstones hide the data at once; compaction reclaims it. */
     expiry_compact_table(st, table_id);
-    for (size_t i = 0; i < NTABLE_CFS && rv == 0; i++) {
-        rv = db_compact_range(st->db, table_cfs[i], lo, sizeof(lo), hi, hlen);
-    }
-    return rv;
+    return store_table_compact(st, table_id, table_cfs, NTABLE_CFS);
 }
 
 void store_set_expiry_hook(store *st, store_expiry_hook fn, void *arg)

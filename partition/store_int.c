@@ -183,6 +183,28 @@ int store_repl_u64(store *st, uint32_t table_id, uint8_t kind, uint32_t part, in
     return rv;
 }
 
+void store_table_delete(store *st, db_batch *b, uint32_t table_id, const int *cfs, size_t n)
+{
+    uint8_t lo[4], hi[9];
+    size_t hlen = 0;
+    itemkey_table_range(table_id, lo, hi, &hlen);
+    for (size_t i = 0; i < n; i++) {
+        db_batch_delete_range(b, st->db, cfs[i], lo, sizeof(lo), hi, hlen);
+    }
+}
+
+int store_table_compact(store *st, uint32_t table_id, const int *cfs, size_t n)
+{
+    uint8_t lo[4], hi[9];
+    size_t hlen = 0;
+    itemkey_table_range(table_id, lo, hi, &hlen);
+    int rv = 0;
+    for (size_t i = 0; i < n && rv == 0; i++) {
+        rv = db_compact_range(st->db, cfs[i], lo, sizeof(lo), hi, hlen);
+    }
+    return rv;
+}
+
 void store_repl_put_u64(store *st, db_batch *b, uint32_t table_id, uint8_t kind, uint32_t part,
                         uint64_t val)
 {

@@ -162,6 +162,15 @@ int store_seq_read(store *st, int cf, uint32_t table_id, uint32_t part, uint64_t
                    size_t max_records, size_t max_bytes, change_list *out, const char *what,
                    char *err, size_t errlen);
 
+/* Adds to b the deletion of every key of table_id in the families
+ * cfs[0..n) (one range tombstone each: a dropped table, a stream turned
+ * off). */
+void store_table_delete(store *st, db_batch *b, uint32_t table_id, const int *cfs, size_t n);
+/* Compacts the key range of table_id in the families cfs[0..n), in order,
+ * so what store_table_delete hid is reclaimed. Returns 0 or the first
+ * error (the rest are not compacted). */
+int store_table_compact(store *st, uint32_t table_id, const int *cfs, size_t n);
+
 /* Reads the u64 counter under the repl key (table_id, kind, part[, node when
  * has_node]) into *out; 0 when absent. Returns 0, LAPSE_EIO or
  * LAPSE_ECORRUPT (a value that is not 8 bytes). */

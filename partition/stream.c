@@ -181,19 +181,17 @@ out:
 
 int stream_drop(store *st, uint32_t table_id, char *err, size_t errlen)
 {
-    uint8_t lo[4], hi[9];
-    size_t hlen = 0;
-    itemkey_table_range(table_id, lo, hi, &hlen);
+    static const int cfs[] = {CF_STREAM};
     db_batch *b = db_batch_new();
     if (b == NULL) {
         return oom(err, errlen);
     }
-    db_batch_delete_range(b, st->db, CF_STREAM, lo, sizeof(lo), hi, hlen);
+    store_table_delete(st, b, table_id, cfs, 1);
     int rv = db_write(st->db, b, 0, err, errlen);
     db_batch_free(b);
     if (rv == 0) {
         /* The range tombstone hides the records at once; this reclaims them. */
-        rv = db_compact_range(st->db, CF_STREAM, lo, sizeof(lo), hi, hlen);
+        rv = store_table_compact(st, table_id, cfs, 1);
     }
     return rv;
 }
