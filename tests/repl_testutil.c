@@ -1,5 +1,6 @@
 /*
- * repl_testutil.c: replication_test's helpers (repl_testutil.h).
+ * repl_testutil.c: the fixture and helpers of replication_test and
+ * gsi_expiry_test (repl_testutil.h).
  */
 #include "repl_testutil.h"
 
@@ -18,10 +19,52 @@
 static cluster *g_c;
 static lapse_client *g_cl;
 
-void rt_init(cluster *c, lapse_client *cl)
+/* ------------------------------------------------------------------------ */
+/* The fixture                                                              */
+/* ------------------------------------------------------------------------ */
+
+int rt_setup(void **state)
 {
-    g_c = c;
-    g_cl = cl;
+    (void)state;
+    cluster_options o = {.nodes = 3, .quiet = 1, .metrics = 1};
+    char err[512];
+    if (cluster_start(&g_c, &o, err, sizeof(err)) != 0) {
+        fail_msg("cluster_start: %s", err);
+    }
+    g_cl = connect_client(g_c);
+    return 0;
+}
+
+int rt_teardown(void **state)
+{
+    (void)state;
+    lapse_close(g_cl);
+    if (g_c == NULL) {
+        return 0;
+    }
+    int status = 0, crashed = cluster_crashed(g_c, &status);
+    if (crashed >= 0) {
+        fprintf(stderr, "process %d exited on its own (wait status %d); logs in %s\n", crashed,
+                status, cluster_run_dir(g_c));
+    }
+    cluster_free(g_c, crashed < 0);
+    return crashed < 0 ? 0 : -1;
+}
+
+cluster *rt_cluster(void)
+{
+    return g_c;
+}
+
+lapse_client *rt_client(void)
+{
+    return g_cl;
+}
+
+void rt_create(const lapse_table_def *d)
+{
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(g_cl, d, &e), &e);
 }
 
 int64_t rt_wall_ms(void)

@@ -1,6 +1,7 @@
 /*
- * repl_testutil.h: helpers of replication_test (indexes and the change
- * stream on a real cluster): item lists, paged index queries and scans,
+ * repl_testutil.h: the fixture and helpers of replication_test and
+ * gsi_expiry_test (indexes and the change stream on a real cluster): the
+ * cluster and its client, item lists, paged index queries and scans,
  * bounded waits, a model of a table that predicts the stream records its
  * writes must produce, reading a whole stream, and running the CLI.
  *
@@ -22,8 +23,19 @@
 #include "scrape.h"
 #include "streamread.h"
 
-/* The cluster and client the helpers use (borrowed). */
-void rt_init(cluster *c, lapse_client *cl);
+/* ---- the fixture ---- */
+
+/* cmocka group setup and teardown: rt_setup starts a three-node cluster
+ * (metrics on) and connects a client that every helper uses; rt_teardown
+ * closes both and fails (-1) when a daemon exited on its own, keeping the
+ * logs (the run dir is printed). */
+int rt_setup(void **state);
+int rt_teardown(void **state);
+/* The fixture's cluster and client (borrowed until rt_teardown). */
+cluster *rt_cluster(void);
+lapse_client *rt_client(void);
+/* Creates table d (fails the test on error). */
+void rt_create(const lapse_table_def *d);
 
 int64_t rt_wall_ms(void);
 void rt_sleep_ms(int ms);

@@ -11,15 +11,10 @@
  *  - a stream turned on after CreateTable, off and on again numbers each
  *    generation apart, and a client with an older map reading pinned to
  *    the first generation gets LAPSE_ENOTFOUND, never the second's records;
- *  - hide_expired on a GSI query (keys-only and all projections) never
- *    returns an expired item;
  *  - `lapse stream` prints the records as JSON lines, filters with --only,
- *    follows until SIGTERM and resumes from the --after it printed;
- *  - a mass expiry with kill -9 of the node hosting most shards and of
- *    another node mid-way settles to a GSI equal to the projection of the
- *    base table and a gapless stream with exactly one TTL REMOVE per
- *    expired item and none for live ones.
- * No daemon crashes (teardown).
+ *    follows until SIGTERM and resumes from the --after it printed.
+ * No daemon crashes (teardown). Expired items in GSIs, and a mass expiry
+ * through kill -9, are gsi_expiry_test's.
  */
 #include "testutil.h"
 
@@ -27,44 +22,6 @@
 #include <sys/wait.h>
 
 #include "repl_testutil.h"
-
-static cluster *g_cluster;
-static lapse_client *g_client;
-
-static int setup(void **state)
-{
-    (void)state;
-    cluster_options o = {.nodes = 3, .quiet = 1, .metrics = 1};
-    char err[512];
-    if (cluster_start(&g_cluster, &o, err, sizeof(err)) != 0) {
-        fail_msg("cluster_start: %s", err);
-    }
-    g_client = connect_client(g_cluster);
-    rt_init(g_cluster, g_client);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    lapse_close(g_client);
-    if (g_cluster == NULL) {
-        return 0;
-    }
-    int status = 0, crashed = cluster_crashed(g_cluster, &status);
-    if (crashed >= 0) {
-        fprintf(stderr, "process %d exited on its own (wait status %d); logs in %s\n", crashed,
-                status, cluster_run_dir(g_cluster));
-    }
-    cluster_free(g_cluster, crashed < 0);
-    return crashed < 0 ? 0 : -1;
-}
-
-static void create(const lapse_table_def *d)
-{
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(g_client, d, &e), &e);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Orders: every kind of write, in the LSI, the GSI and the stream          */
@@ -152,7 +109,7 @@ static int counted_once(void *arg, int last)
     size_t want = *(size_t *)arg;
     double stored = 0;
     for (int n = 1; n <= 3; n++) {
-        char *text = scrape_get(cluster_metrics_addr(g_cluster, n), 2000);
+        char *text = scrape_get(cluster_metrics_addr(rt_cluster(), n), 2000);
         assert_non_null(text);
         stored += scrape_sum(text, "lapse_stream_records_total", NULL);
         free(text);
@@ -177,7 +134,7 @@ static void test_writes_show_in_lsi_gsi_and_stream(void **state)
                          .gsi = orders_gsi,
                          .ngsi = 1,
                          .stream = 1};
-    create(&d);
+    rt_create(&d);
     rt_model *m = rt_model_new("Orders", "Customer", "OrderNo", 8);
     char json[512], cust[16], date[16];
     lapse_error e = {0};
@@ -219,7 +176,7 @@ static void test_writes_show_in_lsi_gsi_and_stream(void **state)
     rt_delete(m, "nobody", 1);
     lapse_item *dup = item_json("{\"Customer\":{\"S\":\"c2\"},\"OrderNo\":{\"N\":\"2\"}}");
     lapse_condition cond = {.kind = LAPSE_COND_NOT_EXISTS, .attribute = "Customer"};
-    assert_lapse_code(lapse_put(g_client, "Orders", dup, &cond, &e), LAPSE_ECONDITION, &e);
+    assert_lapse_code(lapse_put(rt_client(), "Orders", dup, &cond, &e), LAPSE_ECONDITION, &e);
     lapse_item_free(dup);
     /* A batch write of new items and a delete. */
     for (int o = 1; o <= 6; o++) {
@@ -235,7 +192,7 @@ static void test_writes_show_in_lsi_gsi_and_stream(void **state)
     rt_items none = {0};
     lapse_query_opts q = {.partition_key_json = "{\"S\":\"new\"}"};
     lapse_page *p = NULL;
-    assert_lapse_code(lapse_query_index(g_client, "Orders", "ByNothing", &q, &p, &e),
+    assert_lapse_code(lapse_query_index(rt_client(), "Orders", "ByNothing", &q, &p, &e),
                       LAPSE_ENOTFOUND, &e);
     assert_null(p);
     rt_wait_for("the GSI to match the table", 15000, gsi_matches, m);
@@ -340,7 +297,7 @@ static void test_ttl_deletes_leave_gsi_and_enter_stream_once(void **state)
                          .gsi = device_gsi,
                          .ngsi = 1,
                          .stream = 1};
-    create(&d);
+    rt_create(&d);
     rt_enable_ttl("Sessions", "ExpiresAt");
     rt_model *m = rt_model_new("Sessions", "User", "Sid", 8);
     int64_t due_s = rt_wall_ms() / 1000 + 3, live_s = due_s + 3600;
@@ -398,7 +355,7 @@ static void test_stream_without_ttl_deletes(void **state)
                          .partitions = 4,
                          .stream = 1,
                          .stream_exclude_ttl_deletes = 1};
-    create(&d);
+    rt_create(&d);
     rt_enable_ttl("Quiet", "ExpiresAt");
     rt_model *m = rt_model_new("Quiet", "User", "Sid", 4);
     int64_t due_s = rt_wall_ms() / 1000 + 2;
@@ -468,17 +425,17 @@ static void test_stream_generations_never_mix(void **state)
                          .sort_key = "Sid",
                          .sort_key_type = 'N',
                          .partitions = 1};
-    create(&d);
+    rt_create(&d);
     rt_model *m = rt_model_new("Gens", "User", "Sid", 1);
     char json[512];
     const int64_t far_s = rt_wall_ms() / 1000 + 86400;
     session(json, sizeof(json), "u0", 1, far_s);
     rt_put(m, json); /* before the stream: in none */
     lapse_error e = {0};
-    assert_lapse_ok(lapse_update_stream(g_client, "Gens", 1, LAPSE_STREAM_NEW_IMAGE, &e), &e);
-    assert_int_equal(lapse_update_stream(g_client, "Gens", 1, LAPSE_STREAM_NEW_IMAGE, &e),
+    assert_lapse_ok(lapse_update_stream(rt_client(), "Gens", 1, LAPSE_STREAM_NEW_IMAGE, &e), &e);
+    assert_int_equal(lapse_update_stream(rt_client(), "Gens", 1, LAPSE_STREAM_NEW_IMAGE, &e),
                      LAPSE_EEXISTS);
-    lapse_client *stale = connect_client(g_cluster);
+    lapse_client *stale = connect_client(rt_cluster());
     lapse_stream_info info;
     assert_lapse_ok(lapse_stream_info_get(stale, "Gens", &info, &e), &e);
     assert_int_equal(info.generation, 1);
@@ -492,16 +449,16 @@ static void test_stream_generations_never_mix(void **state)
     assert_true(lapse_stream_batch_record(b, 0)->sequence_number == info.first_sequence);
     lapse_stream_batch_free(b);
 
-    assert_lapse_ok(lapse_update_stream(g_client, "Gens", 0, 0, &e), &e);
-    assert_int_equal(lapse_update_stream(g_client, "Gens", 0, 0, &e), LAPSE_ESTATE);
-    assert_lapse_ok(lapse_update_stream(g_client, "Gens", 1, LAPSE_STREAM_KEYS_ONLY, &e), &e);
+    assert_lapse_ok(lapse_update_stream(rt_client(), "Gens", 0, 0, &e), &e);
+    assert_int_equal(lapse_update_stream(rt_client(), "Gens", 0, 0, &e), LAPSE_ESTATE);
+    assert_lapse_ok(lapse_update_stream(rt_client(), "Gens", 1, LAPSE_STREAM_KEYS_ONLY, &e), &e);
     session(json, sizeof(json), "u0", 3, far_s);
     rt_put(m, json);
     lapse_stream_info now;
-    assert_lapse_ok(lapse_stream_info_get(g_client, "Gens", &now, &e), &e);
+    assert_lapse_ok(lapse_stream_info_get(rt_client(), "Gens", &now, &e), &e);
     assert_int_equal(now.generation, 2);
     assert_true(now.since_ms > info.since_ms);
-    pinned_read two = {g_client, "Gens", 2, 1, NULL};
+    pinned_read two = {rt_client(), "Gens", 2, 1, NULL};
     rt_wait_for("the record of stream generation 2", 10000, read_pinned, &two);
     b = two.b;
     assert_int_equal(lapse_stream_batch_count(b), 1); /* u0/3 only */
@@ -518,85 +475,6 @@ static void test_stream_generations_never_mix(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
-/* hide_expired on GSI queries                                               */
-/* ------------------------------------------------------------------------ */
-
-static const lapse_index_def kind_gsi[] = {
-    {.name = "KindKeys",
-     .partition_key = "Kind",
-     .partition_key_type = 'S',
-     .projection = LAPSE_PROJECT_KEYS},
-    {.name = "KindAll", .partition_key = "Kind", .partition_key_type = 'S', .partitions = 2},
-};
-
-/* Polls both GSIs with hide_expired until the 10 live items show; no poll
- * may return an expired one. */
-static int only_live_shown(void *arg, int last)
-{
-    (void)arg;
-    (void)last;
-    int complete = 1;
-    for (int g = 0; g < 2; g++) {
-        rt_items got = {0};
-        rt_query_all("Paused", kind_gsi[g].name, "{\"S\":\"k\"}", NULL, 1, 3, &got);
-        for (size_t i = 0; i < got.n; i++) {
-            const char *id = lapse_item_get_s(got.v[i], "User");
-            if (strncmp(id, "live", 4) != 0) {
-                fail_msg("GSI %s with hide_expired returned expired item %s", kind_gsi[g].name, id);
-            }
-            /* Keys only: the table's keys, the index's key, the TTL attribute. */
-            assert_int_equal(lapse_item_count(got.v[i]), g == 0 ? 4 : 5);
-        }
-        complete &= got.n == 10;
-        rt_items_free(&got);
-    }
-    return complete;
-}
-
-static int expired_still_indexed(void *arg, int last)
-{
-    (void)arg;
-    (void)last;
-    rt_items got = {0};
-    rt_query_all("Paused", "KindAll", "{\"S\":\"k\"}", NULL, 0, 0, &got);
-    int ok = got.n == 20;
-    rt_items_free(&got);
-    return ok;
-}
-
-static void test_hide_expired_on_gsi_queries(void **state)
-{
-    (void)state;
-    lapse_table_def d = {.name = "Paused",
-                         .partition_key = "User",
-                         .partition_key_type = 'S',
-                         .sort_key = "Sid",
-                         .sort_key_type = 'N',
-                         .partitions = 4,
-                         .gsi = kind_gsi,
-                         .ngsi = 2};
-    create(&d);
-    rt_enable_ttl("Paused", "ExpiresAt");
-    rt_pause_ttl("Paused"); /* expired items stay stored: only the filter hides them */
-    rt_wait_nodes_took_map();
-    int64_t now_s = rt_wall_ms() / 1000;
-    for (int i = 0; i < 20; i++) {
-        lapse_item *it =
-            item_json("{\"User\":{\"S\":\"%s%d\"},\"Sid\":{\"N\":\"1\"},\"Kind\":{\"S\":\"k\"},"
-                      "\"ExpiresAt\":{\"N\":\"%lld\"},\"Junk\":{\"S\":\"x\"}}",
-                      i < 10 ? "live" : "old", i, (long long)(i < 10 ? now_s + 3600 : now_s - 100));
-        lapse_error e = {0};
-        assert_lapse_ok(lapse_put(g_client, "Paused", it, NULL, &e), &e);
-        lapse_item_free(it);
-    }
-    rt_wait_for("the live items in both GSIs", 15000, only_live_shown, NULL);
-    rt_wait_for("the expired items in the GSI without the filter", 15000, expired_still_indexed,
-                NULL);
-    /* Once more, now that everything has arrived. */
-    assert_true(only_live_shown(NULL, 1));
-}
-
-/* ------------------------------------------------------------------------ */
 /* The CLI                                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -606,7 +484,7 @@ static void put_order(const char *cust, int ord)
         "{\"Customer\":{\"S\":\"%s\"},\"OrderNo\":{\"N\":\"%d\"},\"Date\":{\"S\":\"2026-03-01\"}}",
         cust, ord);
     lapse_error e = {0};
-    assert_lapse_ok(lapse_put(g_client, "Orders", it, NULL, &e), &e);
+    assert_lapse_ok(lapse_put(rt_client(), "Orders", it, NULL, &e), &e);
     lapse_item_free(it);
 }
 
@@ -690,177 +568,22 @@ static void test_cli_stream(void **state)
     rt_free_lines(lines, n);
 
     /* Errors: a table without a stream (1), a shard it does not have (2). */
-    const char *nostream[] = {"stream", "Paused", NULL};
+    lapse_table_def plain = {
+        .name = "Plain", .partition_key = "Id", .partition_key_type = 'S', .partitions = 4};
+    rt_create(&plain);
+    const char *nostream[] = {"stream", "Plain", NULL};
     n = rt_cli_lines("nostream", nostream, 1, &lines);
     rt_free_lines(lines, n);
     lapse_stream_shard *shards = NULL;
     size_t nshards = 0;
     lapse_error e;
-    assert_int_equal(lapse_stream_shards(g_client, "Paused", &shards, &nshards, &e), LAPSE_EINVAL);
+    assert_int_equal(lapse_stream_shards(rt_client(), "Plain", &shards, &nshards, &e),
+                     LAPSE_EINVAL);
     assert_non_null(strstr(e.message, "has no stream"));
     assert_null(shards);
     const char *badshard[] = {"stream", "Orders", "--after", "8:1", NULL};
     n = rt_cli_lines("badshard", badshard, 2, &lines);
     rt_free_lines(lines, n);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Mass expiry through kill -9                                              */
-/* ------------------------------------------------------------------------ */
-
-enum { MASS_ITEMS = 3000, MASS_GROUPS = 10 };
-
-static const lapse_index_def group_gsi[] = {
-    {.name = "ByGroup", .partition_key = "Group", .partition_key_type = 'S', .partitions = 8}};
-
-static int base_settled(void *arg, int last)
-{
-    rt_model *m = arg;
-    rt_items got = {0}, want = {0};
-    rt_scan_all("Mass", &got);
-    rt_model_select(m, NULL, NULL, &want);
-    rt_sort(&got, "Id", NULL, NULL);
-    rt_sort(&want, "Id", NULL, NULL);
-    int ok = rt_items_equal(&got, &want);
-    if (!ok && last) {
-        rt_assert_items_equal(&got, &want, "table Mass");
-    }
-    rt_items_free(&got);
-    rt_items_free(&want);
-    return ok;
-}
-
-/* The GSI is the projection of the base table: per group, the live items. */
-static int gsi_settled(void *arg, int last)
-{
-    rt_model *m = arg;
-    for (int g = 0; g < MASS_GROUPS; g++) {
-        char val[16], pk[32];
-        snprintf(val, sizeof(val), "g%d", g);
-        snprintf(pk, sizeof(pk), "{\"S\":\"%s\"}", val);
-        rt_items got = {0}, want = {0};
-        rt_query_all("Mass", "ByGroup", pk, NULL, 0, 0, &got);
-        rt_model_select(m, "Group", val, &want);
-        rt_sort(&want, "Id", NULL, NULL); /* one partition key: table key order */
-        int ok = rt_items_equal(&got, &want);
-        if (!ok && last) {
-            rt_assert_items_equal(&got, &want, "GSI ByGroup");
-        }
-        rt_items_free(&got);
-        rt_items_free(&want);
-        if (!ok) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static double ttl_deleted_on(int node)
-{
-    char *text = scrape_get(cluster_metrics_addr(g_cluster, node), 1000);
-    double v = text != NULL ? scrape_sum(text, "lapse_ttl_deleted_items_total", NULL) : 0;
-    free(text);
-    return v;
-}
-
-/* Node y's sweep has deleted more than before (earlier tables' deletes
- * count too). */
-typedef struct sweep_wait {
-    int node;
-    double before;
-} sweep_wait;
-
-static int deleting_on(void *arg, int last)
-{
-    (void)last;
-    sweep_wait *w = arg;
-    return ttl_deleted_on(w->node) > w->before;
-}
-
-static void test_mass_expiry_through_kill9(void **state)
-{
-    (void)state;
-    lapse_table_def d = {.name = "Mass",
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .sort_key = "Part",
-                         .sort_key_type = 'N',
-                         .partitions = 16,
-                         .gsi = group_gsi,
-                         .ngsi = 1,
-                         .stream = 1};
-    create(&d);
-    rt_enable_ttl("Mass", "ExpiresAt");
-    rt_model *m = rt_model_new("Mass", "Id", "Part", 16);
-    int64_t due_s = rt_wall_ms() / 1000 + 6;
-    char json[256];
-    for (int i = 0; i < MASS_ITEMS; i++) { /* two in three expire */
-        snprintf(json, sizeof(json),
-                 "{\"Id\":{\"S\":\"i%d\"},\"Part\":{\"N\":\"1\"},\"Group\":{\"S\":\"g%d\"},"
-                 "\"ExpiresAt\":{\"N\":\"%lld\"}}",
-                 i, i % MASS_GROUPS, (long long)(i % 3 ? due_s : due_s + 3600));
-        rt_batch_put(m, json);
-        if ((i + 1) % 1000 == 0) {
-            rt_batch_commit(m);
-        }
-    }
-
-    /* X hosts the most shards (every node owns GSI partitions too); Y is
-     * another node. */
-    lapse_stream_shard *shards = NULL;
-    size_t nshards = 0;
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_stream_shards(g_client, "Mass", &shards, &nshards, &e), &e);
-    int per_node[4] = {0}, x = 1;
-    for (size_t i = 0; i < nshards; i++) {
-        per_node[shards[i].node_id]++;
-    }
-    lapse_free(shards);
-    for (int n = 2; n <= 3; n++) {
-        x = per_node[n] > per_node[x] ? n : x;
-    }
-    int y = x % 3 + 1;
-    sweep_wait sw = {y, ttl_deleted_on(y)};
-
-    /* Kill X as the items fall due, mid-sweep and mid-shipping, and Y once
-     * its own sweep has begun. */
-    while (rt_wall_ms() < due_s * 1000 + 150) {
-        rt_sleep_ms(20);
-    }
-    assert_int_equal(cluster_kill(g_cluster, x, SIGKILL), 0);
-    rt_wait_for("node Y to start deleting", 10000, deleting_on, &sw);
-    assert_int_equal(cluster_kill(g_cluster, y, SIGKILL), 0);
-    assert_int_equal(cluster_restart(g_cluster, x), 0);
-    assert_int_equal(cluster_restart(g_cluster, y), 0);
-    assert_int_equal(cluster_wait_up(g_cluster, 3, 30000), 0);
-
-    for (int i = 0; i < MASS_ITEMS; i++) {
-        if (i % 3) {
-            char id[16];
-            snprintf(id, sizeof(id), "i%d", i);
-            rt_model_ttl_removed(m, id, 1, "ExpiresAt", due_s * 1000);
-        }
-    }
-    rt_wait_for("the base table to hold the live items only", 60000, base_settled, m);
-    rt_wait_for("the GSI to equal the base table's projection", 60000, gsi_settled, m);
-    rt_stream s;
-    rt_stream_wait(&s, "Mass", rt_model_records(m), 60000);
-    rt_stream_check_gapless(&s, 0);
-    rt_model_check_stream(m, &s); /* one INSERT each, one TTL REMOVE per expired */
-    rt_stream_free(&s);
-
-    /* hide_expired on the GSI: nothing past its due instant. */
-    for (int g = 0; g < MASS_GROUPS; g++) {
-        char pk[32];
-        snprintf(pk, sizeof(pk), "{\"S\":\"g%d\"}", g);
-        rt_items got = {0};
-        rt_query_all("Mass", "ByGroup", pk, NULL, 1, 100, &got);
-        for (size_t i = 0; i < got.n; i++) {
-            assert_true(atoll(lapse_item_get_n(got.v[i], "ExpiresAt")) > rt_wall_ms() / 1000);
-        }
-        rt_items_free(&got);
-    }
-    rt_model_free(m);
 }
 
 int main(void)
@@ -870,9 +593,7 @@ int main(void)
         cmocka_unit_test(test_ttl_deletes_leave_gsi_and_enter_stream_once),
         cmocka_unit_test(test_stream_without_ttl_deletes),
         cmocka_unit_test(test_stream_generations_never_mix),
-        cmocka_unit_test(test_hide_expired_on_gsi_queries),
         cmocka_unit_test(test_cli_stream),
-        cmocka_unit_test(test_mass_expiry_through_kill9),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, rt_setup, rt_teardown);
 }
