@@ -14,12 +14,13 @@
  * peer's pipes are atomics; the coalescing fields are guarded by cmu.
  *
  * Invariants:
- *  1. A frame is in exactly one place: out (counted in inflight), on
- *     free_frames, or on dead_frames.
+ *  1. A frame that is not out sits on free_frames or on dead_frames, never
+ *     on both.
  *  2. A frame on dead_frames is never sent on again: its context may still
  *     wait for a reply, so a caller's thread closes it (rpc_coalesce.c).
- *  3. A waiter is queued (qhead..qtail), then in one frame's batch, then
- *     done, in that order, and its caller returns only once it is done.
+ *  3. A waiter lives on its caller's stack: queued (qhead..qtail) or not,
+ *     then in one frame's batch unless its deadline passes first, then
+ *     done (W_DONE); its caller returns only once it is done.
  */
 #ifndef LAPSE_RPC_CLIENT_INT_H
 #define LAPSE_RPC_CLIENT_INT_H

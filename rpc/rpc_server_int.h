@@ -14,9 +14,10 @@
  * which (left reaching 0) finishes it.
  *
  * Invariants:
- *  1. A received frame gets one reply: a coalesced one once every call of
- *     it was served (rpc_server_multi_call, rpc_server_multi_group), or it
- *     is freed by rpc_server_close when the server closes first.
+ *  1. A coalesced frame is answered once, by whichever of its calls is
+ *     served last (left reaching 0: rpc_server_multi_call,
+ *     rpc_server_multi_group), or freed by rpc_server_close when the server
+ *     closes first.
  *  2. A call is served only before its deadline (srv_deadline), else
  *     answered ETIMEDOUT.
  */
