@@ -364,17 +364,22 @@ static json_int_t field(json_t *o, const char *name)
     return json_integer_value(json_object_get(o, name));
 }
 
+/* The JSON an admin call answered (rv 0), parsed (caller json_decref);
+ * NULL when it failed. Frees js. */
+static json_t *parsed(int rv, char *js)
+{
+    json_t *doc = rv == 0 ? json_loads(js, 0, NULL) : NULL;
+    lapse_free(js);
+    return doc;
+}
+
 /* The rebalancer's plan: moves of TABLE left (*moves), sets moving
  * (*moving). -1 when it cannot be read. */
 static int plan(lapse_client *c, long *moves, long *moving)
 {
     char *js = NULL;
     lapse_error e;
-    if (lapse_rebalance_plan(c, &js, &e) != 0) {
-        return -1;
-    }
-    json_t *doc = json_loads(js, 0, NULL);
-    lapse_free(js);
+    json_t *doc = parsed(lapse_rebalance_plan(c, &js, &e), js);
     if (doc == NULL) {
         return -1;
     }
@@ -399,11 +404,10 @@ static long copies_on_progress(lapse_client *c, uint32_t id, char *progress, siz
 {
     char *js = NULL;
     lapse_error e;
-    if (lapse_cluster_status(c, &js, &e) != 0) {
+    json_t *doc = parsed(lapse_cluster_status(c, &js, &e), js);
+    if (doc == NULL) {
         return -1;
     }
-    json_t *doc = json_loads(js, 0, NULL);
-    lapse_free(js);
     long n = -1;
     json_t *nd;
     size_t i;
@@ -447,11 +451,10 @@ static long table_copies_on(lapse_client *c, const char *table, uint32_t id)
 {
     char *js = NULL;
     lapse_error e;
-    if (lapse_cluster_status(c, &js, &e) != 0) {
+    json_t *doc = parsed(lapse_cluster_status(c, &js, &e), js);
+    if (doc == NULL) {
         return -1;
     }
-    json_t *doc = json_loads(js, 0, NULL);
-    lapse_free(js);
     long n = 0;
     json_t *set, *f;
     size_t i, k;
