@@ -379,7 +379,8 @@ static int plan(lapse_client *c, long *moves, long *moving)
 {
     char *js = NULL;
     lapse_error e;
-    json_t *doc = parsed(lapse_rebalance_plan(c, &js, &e), js);
+    int rv = lapse_rebalance_plan(c, &js, &e);
+    json_t *doc = parsed(rv, js);
     if (doc == NULL) {
         return -1;
     }
@@ -404,7 +405,8 @@ static long copies_on_progress(lapse_client *c, uint32_t id, char *progress, siz
 {
     char *js = NULL;
     lapse_error e;
-    json_t *doc = parsed(lapse_cluster_status(c, &js, &e), js);
+    int rv = lapse_cluster_status(c, &js, &e);
+    json_t *doc = parsed(rv, js);
     if (doc == NULL) {
         return -1;
     }
@@ -451,7 +453,8 @@ static long table_copies_on(lapse_client *c, const char *table, uint32_t id)
 {
     char *js = NULL;
     lapse_error e;
-    json_t *doc = parsed(lapse_cluster_status(c, &js, &e), js);
+    int rv = lapse_cluster_status(c, &js, &e);
+    json_t *doc = parsed(rv, js);
     if (doc == NULL) {
         return -1;
     }
