@@ -10,8 +10,9 @@
  *   list:     {"TableNames":[...]}
  *   drain:    {"NodeId","Draining","BaseCopiesLeft","Moves","OtherCopies","PartitionMapVersion"}
  *              and, for a table of several copies, "ReplicaSets" (replica_sets_json)
+ *   remove:   {"NodeId","Removed","BaseCopiesLeft","Moves","OtherCopies","PartitionMapVersion"}
  *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State","Draining",
- *              "LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
+ *              "Removed","LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
  *              "Replicas","Primaries","PartitionMapVersion","ClockSkewMs"}],"UnderReplicated","PrimaryChanges",
  *              "ReplicaSets":[...every replicated table's, each naming its "Table"],
  *              "Moves":[{"Table","Partition","From","To","Step","Copy"?}] (moves_json)}
@@ -533,6 +534,36 @@ int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_ou
     return dump(doc, json_out, err);
 }
 
+int lapse_node_remove(lapse_client *c, uint32_t node_id, char **json_out, lapse_error *err)
+{
+    Lapse__NodeRemoveRequest body = LAPSE__NODE_REMOVE_REQUEST__INIT;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__Response *resp = NULL;
+    int rv;
+
+    if (c == NULL || json_out == NULL) {
+        return client_err(err, LAPSE_EINVAL, "node remove: NULL argument");
+    }
+    *json_out = NULL;
+    body.node = node_id;
+    req.body_case = LAPSE__REQUEST__BODY_NODE_REMOVE;
+    req.node_remove = &body;
+    if ((rv = client_call_coord(c, &req, 0, &resp, err)) != 0) {
+        return rv;
+    }
+    const Lapse__NodeRemoveResponse *d = resp->node_remove;
+    if (resp->body_case != LAPSE__RESPONSE__BODY_NODE_REMOVE || d == NULL) {
+        rpc_response_free(resp);
+        return client_err(err, LAPSE_EPROTO, "node remove: reply has no node_remove body");
+    }
+    json_t *doc =
+        json_pack("{s:i,s:b,s:i,s:i,s:i,s:I}", "NodeId", (int)node_id, "Removed", 1,
+                  "BaseCopiesLeft", (int)d->base_copies_left, "Moves", (int)d->moves, "OtherCopies",
+                  (int)d->other_copies, "PartitionMapVersion", (json_int_t)d->pmap_version);
+    rpc_response_free(resp);
+    return dump(doc, json_out, err);
+}
+
 int lapse_rebalance_plan(lapse_client *c, char **json_out, lapse_error *err)
 {
     Lapse__RebalanceRequest body = LAPSE__REBALANCE_REQUEST__INIT;
@@ -597,14 +628,14 @@ static json_t *status_nodes(const Lapse__ClusterStatusResponse *cs, const pmap *
         }
         const pmap_node *pn = pm != NULL ? pmap_node_find(pm, n->id) : NULL;
         json_t *o = json_pack(
-            "{s:i,s:s,s:s,s:b,s:I,s:i,s:i,s:i,s:I,s:I,s:I,s:I}", "NodeId", (int)n->id, "Address",
-            n->address ? n->address : "", "State",
+            "{s:i,s:s,s:s,s:b,s:b,s:I,s:i,s:i,s:i,s:I,s:I,s:I,s:I}", "NodeId", (int)n->id,
+            "Address", n->address ? n->address : "", "State",
             n->state == LAPSE__NODE_STATE__NODE_UP ? "UP" : "DOWN", "Draining",
-            pn != NULL && pn->draining, "LastHeartbeatAgeMs", (json_int_t)n->last_heartbeat_age_ms,
-            "Partitions", (int)n->partitions, "GsiPartitions", (int)n->gsi_partitions,
-            "StreamShards", (int)n->stream_shards, "Replicas", (json_int_t)replicas, "Primaries",
-            (json_int_t)primaries, "PartitionMapVersion", (json_int_t)n->pmap_version,
-            "ClockSkewMs", (json_int_t)n->clock_skew_ms);
+            pn != NULL && pn->draining, "Removed", pn != NULL && pn->removed, "LastHeartbeatAgeMs",
+            (json_int_t)n->last_heartbeat_age_ms, "Partitions", (int)n->partitions, "GsiPartitions",
+            (int)n->gsi_partitions, "StreamShards", (int)n->stream_shards, "Replicas",
+            (json_int_t)replicas, "Primaries", (json_int_t)primaries, "PartitionMapVersion",
+            (json_int_t)n->pmap_version, "ClockSkewMs", (json_int_t)n->clock_skew_ms);
         if (o == NULL || json_array_append_new(nodes, o) != 0) {
             json_decref(nodes);
             return NULL;

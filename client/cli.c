@@ -20,14 +20,19 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"cluster-status", cli_cluster_status, "",
      "Prints the partition map version, the table count and every node's state as JSON."},
-    {"node", cli_node, "drain N [--stop]",
-     "Drains node N: the coordinator moves the copies it holds of replicated tables'\n"
+    {"node", cli_node, "drain N [--stop] | remove N",
+     "drain: the coordinator moves the copies node N holds of replicated tables'\n"
      "partitions to other nodes, a few at a time (each copy added elsewhere, caught up and\n"
      "in sync before N's goes; N's primaryships handed over), and places no new table on\n"
      "it. Prints {\"NodeId\",\"Draining\",\"BaseCopiesLeft\",\"Moves\",\"OtherCopies\",...}\n"
      "at once: run it again to follow the drain, done when BaseCopiesLeft is 0. OtherCopies\n"
      "do not move yet (single-copy tables, GSI partitions, stream shards). --stop ends the\n"
-     "drain (copies already moved stay moved). An admin call: sends the admin token."},
+     "drain (copies already moved stay moved).\n"
+     "remove: for a dead (DOWN) node: the coordinator makes each copy N held anew on the\n"
+     "other nodes from the surviving copies, then drops N's from its sets; N is refused if\n"
+     "it comes back (start it under a new id on an empty data dir). Prints\n"
+     "{\"NodeId\",\"Removed\",\"BaseCopiesLeft\",...} as drain; it cannot be undone.\n"
+     "Both are admin calls: they send the admin token."},
     {"rebalance", cli_rebalance, "--dry-run",
      "Prints the moves the coordinator's rebalancer would make now to bring every node\n"
      "within one of the others' count of copies of replicated tables' partitions:\n"

@@ -1,5 +1,5 @@
 /*
- * cli_admin.c: the table and cluster commands: cluster-status, node drain,
+ * cli_admin.c: the table and cluster commands: cluster-status, node drain and remove,
  * rebalance --dry-run,
  * create-table (with its index and stream flags), describe-table,
  * list-tables, delete-table.
@@ -53,7 +53,7 @@ int cli_cluster_status(cli_ctx *ctx, int argc, char **argv)
     return rv != CLI_OK ? rv : print_call(ctx, status_call, NULL);
 }
 
-/* lapse node drain N [--stop] */
+/* lapse node drain N [--stop] | lapse node remove N */
 int cli_node(cli_ctx *ctx, int argc, char **argv)
 {
     static const char *const switches[] = {"--stop", NULL};
@@ -62,8 +62,12 @@ int cli_node(cli_ctx *ctx, int argc, char **argv)
     if (rv != CLI_OK) {
         return rv;
     }
-    if (a.npos != 2 || strcmp(a.pos[0], "drain") != 0) {
-        return cli_usage(ctx, "want: node drain N [--stop]");
+    int remove = a.npos == 2 && strcmp(a.pos[0], "remove") == 0;
+    if (a.npos != 2 || (!remove && strcmp(a.pos[0], "drain") != 0)) {
+        return cli_usage(ctx, "want: node drain N [--stop], or node remove N");
+    }
+    if (remove && cli_flag(&a, "--stop") != NULL) {
+        return cli_usage(ctx, "node remove takes no --stop: a removal cannot be undone");
     }
     char *end = NULL;
     unsigned long id = strtoul(a.pos[1], &end, 10);
@@ -75,7 +79,9 @@ int cli_node(cli_ctx *ctx, int argc, char **argv)
     }
     lapse_error err;
     char *json = NULL;
-    if (lapse_node_drain(ctx->c, (uint32_t)id, cli_flag(&a, "--stop") != NULL, &json, &err) != 0) {
+    if ((remove ? lapse_node_remove(ctx->c, (uint32_t)id, &json, &err)
+                : lapse_node_drain(ctx->c, (uint32_t)id, cli_flag(&a, "--stop") != NULL, &json,
+                                   &err)) != 0) {
         return cli_fail(ctx, &err);
     }
     return cli_print(ctx, json);

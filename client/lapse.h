@@ -200,6 +200,18 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err);
  * admin call: sends the admin token. */
 int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_out,
                      lapse_error *err);
+/* Removes dead node node_id (docs/replication.md, "Removing a dead
+ * node"): the coordinator leader makes each copy it held of replicated
+ * tables' base partitions anew on the other nodes from the surviving
+ * copies, then drops it from its sets; the node is refused if it comes
+ * back. Returns at once with {"NodeId","Removed":true,"BaseCopiesLeft",
+ * "Moves","OtherCopies","PartitionMapVersion"}: call again to follow it;
+ * done when BaseCopiesLeft is 0. LAPSE_ENOTFOUND: no such node;
+ * LAPSE_ESTATE: the node is UP (drain it instead) or holds the only copy
+ * known to have some set's acknowledged writes; LAPSE_EUNAVAILABLE: too
+ * few UP nodes left for the tables' copies. An admin call: sends the admin
+ * token. */
+int lapse_node_remove(lapse_client *c, uint32_t node_id, char **json_out, lapse_error *err);
 /* The rebalancer's plan (docs/replication.md, "Rebalancing"): the moves of
  * base copies of replicated tables that would bring every node within one
  * of the others, as {"Moves":[{"Table","Partition","From","To"}],"Moving":N,

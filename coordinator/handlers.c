@@ -528,6 +528,14 @@ void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *re
             return;
         }
         break;
+    case LAPSE__REQUEST__BODY_NODE_REMOVE:
+        if (req->node_remove != NULL) {
+            if (admin_allowed(s, req, "NodeRemove", NULL, resp, a)) {
+                mover_remove(s, req->node_remove, resp, a);
+            }
+            return;
+        }
+        break;
     case LAPSE__REQUEST__BODY_REBALANCE:
         if (req->rebalance != NULL) {
             mover_rebalance(s, req->rebalance, resp, a);

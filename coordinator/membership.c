@@ -126,6 +126,19 @@ static int check_lease_key(server *s, uint32_t id, int64_t *lease, char *err, si
     return rv;
 }
 
+/* A removed node (lapse node remove) never comes back UP: its copies were
+ * made anew elsewhere and what it holds is stale, so it is given nothing
+ * and leads nothing; under a new id on an empty data dir it is a new node.
+ * Returns LAPSE_ESTATE with why in err. */
+static int refuse_removed(uint32_t id, char *err, size_t errlen)
+{
+    snprintf(err, errlen,
+             "node %u was removed from the cluster (lapse node remove): start it under a new "
+             "id on an empty data dir to add it again",
+             id);
+    return LAPSE_ESTATE;
+}
+
 int membership_register(server *s, uint32_t id, const char *address, uint64_t incarnation,
                         char *err, size_t errlen)
 {
@@ -153,8 +166,12 @@ int membership_register(server *s, uint32_t id, const char *address, uint64_t in
         snprintf(err, errlen, "out of memory");
         goto done;
     }
-    l->last_heartbeat_mono_ms = clock_mono_now().ms;
     const pmap_node *n = pmap_node_find(s->pm, id);
+    if (n != NULL && n->removed) {
+        rv = refuse_removed(id, err, errlen);
+        goto done;
+    }
+    l->last_heartbeat_mono_ms = clock_mono_now().ms;
     if (up_as(n, address, lease, incarnation)) {
         goto done; /* nothing changed: no bump */
     }
@@ -179,6 +196,10 @@ int membership_heartbeat(server *s, uint32_t id, uint64_t pmap_version, int64_t 
     if (n == NULL) {
         rv = LAPSE_ENOTFOUND;
         snprintf(err, errlen, "node %u is not registered", id);
+        goto done;
+    }
+    if (n->removed) {
+        rv = refuse_removed(id, err, errlen);
         goto done;
     }
     node_live *l = server_live(s, id, 1);
@@ -294,8 +315,8 @@ static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
         }
         int64_t lease = reg->kv[i].lease;
         const pmap_node *n = pmap_node_find(s->pm, id);
-        if (up_as(n, address, lease, incarnation)) {
-            continue;
+        if (up_as(n, address, lease, incarnation) || (n != NULL && n->removed)) {
+            continue; /* a removed node stays DOWN (refuse_removed) */
         }
         /* A node UP under another lease lost the old one and was granted a
          * new one between two reads: nobody took its place (that takes a

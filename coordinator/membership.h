@@ -39,6 +39,10 @@
  * on an empty data dir"). Incarnation 0 (a map or node from before them)
  * matches any.
  *
+ * A removed node (lapse node remove, mover.h) stays DOWN for good:
+ * RegisterNode and heartbeats from it are refused (ESTATE) and its lease
+ * key is ignored, so it is given nothing and leads nothing.
+ *
  * Thread-safety: all functions take server.lock themselves.
  *
  * Invariants:

@@ -9,24 +9,33 @@
 #include "../placement/failover.h"
 #include "replicas.h"
 
-static int draining(const pmap *pm, uint32_t id)
+/* ============================== the steps ============================== */
+
+/* Whether node id is draining or removed: every copy it holds leaves. */
+static int going(const pmap *pm, uint32_t id)
 {
     const pmap_node *n = pmap_node_find(pm, id);
-    return n != NULL && n->draining;
+    return n != NULL && (n->draining || n->removed);
 }
 
-/* Whether node id may take a moved copy: UP and not draining. */
+static int removed(const pmap *pm, uint32_t id)
+{
+    const pmap_node *n = pmap_node_find(pm, id);
+    return n != NULL && n->removed;
+}
+
+/* Whether node id may take a moved copy: UP, not draining, not removed. */
 static int may_take(const pmap *pm, uint32_t id)
 {
     const pmap_node *n = pmap_node_find(pm, id);
-    return n != NULL && n->state == PMAP_NODE_UP && !n->draining;
+    return n != NULL && n->state == PMAP_NODE_UP && !n->draining && !n->removed;
 }
 
 /* Whether member id of r leaves it: the rebalancer's leaving member, or a
- * draining node. */
+ * draining or removed node. */
 static int leaves(const pmap *pm, const pmap_replicas *r, uint32_t id)
 {
-    return id == r->leaving || draining(pm, id);
+    return id == r->leaving || going(pm, id);
 }
 
 /* A set holding a leaving member and a copy more than its table keeps:
@@ -102,17 +111,18 @@ typedef struct pass {
 } pass;
 
 /* One step of the move of set r (table id tid, partition p, rf copies) in
- * next, if it has a leaving member (the rebalancer's, or a draining node)
- * and a step can be taken now. */
+ * next, if it has a leaving member (the rebalancer's, or a draining or
+ * removed node) and a step can be taken now. */
 static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_t rf, pass *ps)
 {
-    int d = -1;
+    int d = -1, dead = -1;
     uint32_t keep_in_sync = 0, first_keep = 0;
     int catching_up = 0;
     for (uint32_t k = 0; k < r->n; k++) {
         uint32_t id = r->ids[k];
         if (leaves(next, r, id)) {
             d = d < 0 || d == 0 ? (int)k : d; /* a leaving follower before the primary */
+            dead = k > 0 && removed(next, id) && !pmap_in_sync(r, k) ? (int)k : dead;
             continue;
         }
         if (pmap_in_sync(r, k)) {
@@ -135,6 +145,14 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
         }
         return;
     }
+    if (dead > 0 && r->n >= PMAP_MAX_REPLICAS) {
+        /* A removed node's copy out of sync counts for no write and never
+         * comes back: it may go before its replacement is in sync, and must
+         * when the set has no room for one (a move's new copy whose node
+         * died and was removed). */
+        ps->removed += pmap_replica_remove(next, tid, p, r->ids[dead]) == 0;
+        return;
+    }
     if (catching_up) {
         return;
     }
@@ -150,13 +168,28 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
     ps->in_move++;
 }
 
-/* Whether the rebalancer may start moves in pm: no node draining and every
- * node UP (a cluster that lost a node waits for it rather than move data
- * around it), and a replicated table's copy somewhere to even out. */
+/* Whether node id is removed and a set of a replicated table's base
+ * partitions still names it. */
+static int removed_holding(const pmap *pm, const pmap_node *n)
+{
+    uint32_t base = 0, in_move = 0, other = 0;
+    if (!n->removed) {
+        return 0;
+    }
+    mover_count(pm, n->id, &base, &in_move, &other);
+    return base > 0;
+}
+
+/* Whether the rebalancer may start moves in pm: no node draining, every
+ * node UP but the removed ones, none of which holds a base copy still (a
+ * cluster that lost a node waits for it, or for its removal, rather than
+ * move data around it), and a replicated table's copy somewhere to even
+ * out. */
 static int may_rebalance(const pmap *pm)
 {
     for (size_t i = 0; i < pm->nnodes; i++) {
-        if (pm->nodes[i].draining || pm->nodes[i].state != PMAP_NODE_UP) {
+        const pmap_node *n = &pm->nodes[i];
+        if (n->removed ? removed_holding(pm, n) : n->draining || n->state != PMAP_NODE_UP) {
             return 0;
         }
     }
@@ -182,13 +215,14 @@ static size_t count_moving(const pmap *pm)
     return n;
 }
 
-/* Whether mover_pass has anything to do on pm: a node draining, a move
- * under way, or one the rebalancer would start. Read-only, so a balanced
- * cluster costs a walk of the map every pass, not a copy of it. */
+/* Whether mover_pass has anything to do on pm: a node draining, a removed
+ * node named by a set, a move under way, or one the rebalancer would
+ * start. Read-only, so a balanced cluster costs a walk of the map every
+ * pass, not a copy of it. */
 static int has_work(const pmap *pm)
 {
     for (size_t i = 0; i < pm->nnodes; i++) {
-        if (pm->nodes[i].draining) {
+        if (pm->nodes[i].draining || removed_holding(pm, &pm->nodes[i])) {
             return 1;
         }
     }
@@ -247,6 +281,25 @@ void mover_pass(server *s)
     replicas_push(s);
 }
 
+/* ============================== the calls ============================== */
+
+/* The fewest UP nodes, not draining nor removed, besides node id, that the
+ * map's tables need: the most copies a table keeps. *left gets how many
+ * there are. */
+static uint32_t room_needed(const pmap *pm, uint32_t id, uint32_t *left)
+{
+    uint32_t most = 0;
+    *left = 0;
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        *left += pm->nodes[i].id != id && may_take(pm, pm->nodes[i].id);
+    }
+    for (size_t t = 0; t < pm->ntables; t++) {
+        uint32_t rf = schema_replication(&pm->tables[t].schema);
+        most = rf > most ? rf : most;
+    }
+    return most;
+}
+
 void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *resp, arena *a)
 {
     Lapse__NodeDrainResponse *m = arena_alloc(a, sizeof(*m));
@@ -264,14 +317,7 @@ void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *r
         goto out;
     }
     if (n->draining != want) {
-        uint32_t left = 0, most = 0;
-        for (size_t i = 0; i < s->pm->nnodes; i++) {
-            left += s->pm->nodes[i].id != r->node && may_take(s->pm, s->pm->nodes[i].id);
-        }
-        for (size_t t = 0; t < s->pm->ntables; t++) {
-            uint32_t rf = schema_replication(&s->pm->tables[t].schema);
-            most = rf > most ? rf : most;
-        }
+        uint32_t left = 0, most = room_needed(s->pm, r->node, &left);
         if (want && left < most) {
             rpc_set_error(resp, a, LAPSE_EUNAVAILABLE,
                           "draining node %u would leave %u node(s) to hold tables of %u copies: "
@@ -296,6 +342,88 @@ void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *r
     resp->pmap_version = m->pmap_version;
     resp->body_case = LAPSE__RESPONSE__BODY_NODE_DRAIN;
     resp->node_drain = m;
+out:
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Checks that node n may be removed from s->pm and marks it so in a copy,
+ * its copies counted lost (pmap_lose_node_copies: a set whose only copy
+ * in sync it held is taken over by the member that left that set last),
+ * committed. 0, or the error set in resp. REQUIRES: s->lock held; n is
+ * in s->pm and not removed yet. */
+static int commit_removal(server *s, const pmap_node *n, Lapse__Response *resp, arena *a)
+{
+    uint32_t id = n->id, left = 0, most = room_needed(s->pm, n->id, &left);
+    if (n->state == PMAP_NODE_UP) {
+        rpc_set_error(resp, a, LAPSE_ESTATE,
+                      "node %u is UP: remove is for a dead node; drain a live one instead "
+                      "(lapse node drain %u)",
+                      (unsigned)id, (unsigned)id);
+        return LAPSE_ESTATE;
+    }
+    if (left < most) {
+        rpc_set_error(resp, a, LAPSE_EUNAVAILABLE,
+                      "removing node %u would leave %u UP node(s) to hold tables of %u copies: "
+                      "add a node first",
+                      (unsigned)id, (unsigned)left, (unsigned)most);
+        return LAPSE_EUNAVAILABLE;
+    }
+    char err[512] = "";
+    pmap *next = pmap_dup(s->pm);
+    if (next == NULL) {
+        rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    pmap_failover f;
+    pmap_lose_node_copies(next, id, &f);
+    if (f.stranded > 0) {
+        pmap_free(next);
+        rpc_set_error(resp, a, LAPSE_ESTATE,
+                      "node %u holds the only copy known to have every acknowledged write of "
+                      "%zu replica set(s): removing it would lose them; bring it back first",
+                      (unsigned)id, f.stranded);
+        return LAPSE_ESTATE;
+    }
+    int rv = pmap_set_node_removed(next, id);
+    if (rv == 0) {
+        rv = server_commit(s, next, s->next_table_id, err, sizeof(err));
+    }
+    if (rv != 0) {
+        pmap_free(next);
+        rpc_set_error(resp, a, LAPSE_EIO, "cannot persist the partition map: %s", err);
+        return LAPSE_EIO;
+    }
+    log_warn("node %u is removed: its copies are made anew on the other nodes (%zu replica "
+             "set(s) taken over by the copy that left them last); map version %llu",
+             (unsigned)id, f.recovered, (unsigned long long)s->pm->version);
+    if (f.recovered + f.promoted + f.shrunk > 0) {
+        replicas_push(s);
+    }
+    return 0;
+}
+
+void mover_remove(server *s, const Lapse__NodeRemoveRequest *r, Lapse__Response *resp, arena *a)
+{
+    Lapse__NodeRemoveResponse *m = arena_alloc(a, sizeof(*m));
+    if (m == NULL) {
+        rpc_set_error(resp, a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__node_remove_response__init(m);
+    pthread_mutex_lock(&s->lock);
+    const pmap_node *n = pmap_node_find(s->pm, r->node);
+    if (n == NULL) {
+        rpc_set_error(resp, a, LAPSE_ENOTFOUND, "no node %u in the map", (unsigned)r->node);
+        goto out;
+    }
+    if (!n->removed && commit_removal(s, n, resp, a) != 0) {
+        goto out;
+    }
+    mover_count(s->pm, r->node, &m->base_copies_left, &m->moves, &m->other_copies);
+    m->pmap_version = s->pm->version;
+    resp->pmap_version = m->pmap_version;
+    resp->body_case = LAPSE__RESPONSE__BODY_NODE_REMOVE;
+    resp->node_remove = m;
 out:
     pthread_mutex_unlock(&s->lock);
 }

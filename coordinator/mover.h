@@ -1,9 +1,10 @@
 /*
- * mover.h: draining a node (docs/replication.md, "Draining a node"): `lapse
- * node drain N` marks node N draining in the map (NodeDrain), and the
- * coordinator leader then moves every copy it holds of a replicated
- * table's base partitions to other nodes, each move a few changes of one
- * replica set (placement/failover.h), each committed with the map:
+ * mover.h: draining a node (docs/replication.md, "Draining a node"), and
+ * removing a dead one (below): `lapse node drain N` marks node N draining
+ * in the map (NodeDrain), and the coordinator leader then moves every copy
+ * it holds of a replicated table's base partitions to other nodes, each
+ * move a few changes of one replica set (placement/failover.h), each
+ * committed with the map:
  *   1. a copy is added on the UP, not draining node holding fewest base
  *      copies, out of the in-sync set; the set's primary catches it up (from
  *      its log, or a snapshot) and asks its join (node/resync.c), as for
@@ -25,6 +26,12 @@
  * marking the copy that leaves (pmap_replicas.leaving) and adding the new
  * one in the same commit; a node that joins so gets its share of the
  * tables made before it.
+ *
+ * A removed node (NodeRemove: a DOWN node given up on, docs/replication.md,
+ * "Removing a dead node") is moved off as a draining one, except that its
+ * copy, out of sync for good, may go before the new one is in sync, and
+ * goes at once when the set has no room for a new one (a move's new copy
+ * whose node died and was removed).
  *
  * Not moved yet: copies of single-copy tables (they keep no log to catch a
  * new copy up from), GSI partitions and stream shards; NodeDrain counts
@@ -60,6 +67,15 @@ void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *mov
  * a replicated table keeps copies), EIO (the commit failed). Takes
  * s->lock. */
 void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *resp, arena *a);
+
+/* NodeRemove: marks a DOWN node removed, its copies counted lost
+ * (pmap_lose_node_copies), committed and pushed, and answers what is left
+ * on it; already removed, only answers. ENOTFOUND (no such node), ESTATE
+ * (it is UP: drain it instead; or it holds the only copy known to have a
+ * set's acknowledged writes), EUNAVAILABLE (fewer UP nodes, not draining
+ * nor removed, would be left than a replicated table keeps copies), EIO
+ * (the commit failed). Takes s->lock. */
+void mover_remove(server *s, const Lapse__NodeRemoveRequest *r, Lapse__Response *resp, arena *a);
 
 /* Rebalance (lapse rebalance --dry-run): the moves pmap_rebalance_plan
  * finds on the current map, all of them (the leader starts at most

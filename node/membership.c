@@ -199,6 +199,7 @@ static void *run(void *arg)
     char err[512];
     int64_t backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS;
     int warned = 0;      /* logged the current outage already */
+    int warned_rv = 0;   /* with this error */
     int hb_failed = 0;   /* heartbeats failed in a row */
     int etcd_warned = 0; /* logged that etcd's map cannot be read */
     peerclock pc = {0};  /* clients of the peers, for clock checks */
@@ -224,12 +225,15 @@ static void *run(void *arg)
                          (unsigned long long)maps_version(ns));
                 continue; /* heartbeat at once: it reports our clock */
             }
-            if (!warned) {
+            if (!warned || rv != warned_rv) {
+                /* Once per outage, and again when the reason changes (no
+                 * lease yet, then refused: a removed node's, say). */
                 log_warn("cannot register with the coordinator at %s (%s: %s); retrying, serving "
                          "map version %llu meanwhile",
                          ns->coordinator_url, lapse_strerror(rv), err,
                          (unsigned long long)maps_version(ns));
                 warned = 1;
+                warned_rv = rv;
             }
             without_coordinator(ns, &pc, &etcd_warned);
             if (wait_or_stop(ns, backoff_ms)) {

@@ -407,6 +407,16 @@ int pmap_set_node_draining(pmap *pm, uint32_t id, int draining)
     return 0;
 }
 
+int pmap_set_node_removed(pmap *pm, uint32_t id)
+{
+    pmap_node *n = (pmap_node *)pmap_node_find(pm, id);
+    if (n == NULL) {
+        return LAPSE_ENOTFOUND;
+    }
+    n->removed = 1;
+    return 0;
+}
+
 /* Appends a table with copies of pl's arrays. 0 or LAPSE_ENOMEM (pm
  * unchanged). */
 static int append_table(pmap *pm, const table_schema *schema, const pmap_placement *pl)

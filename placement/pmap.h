@@ -64,6 +64,10 @@ typedef struct pmap_node {
                              an empty dir and holds none of its copies */
     uint8_t draining;     /* lapse node drain: its copies move elsewhere and
                              new tables place nothing on it */
+    uint8_t removed;      /* lapse node remove: a dead node whose copies are made
+                             anew elsewhere; it stays DOWN for good (its
+                             RegisterNode is refused), and stays listed while a
+                             set names it */
 } pmap_node;
 
 /* One partition's replica set (docs/replication.md, "Replica sets"): ids[0]
@@ -180,6 +184,9 @@ int pmap_set_node_lease(pmap *pm, uint32_t id, int64_t lease);
 int pmap_set_node_incarnation(pmap *pm, uint32_t id, uint64_t incarnation);
 /* Marks node id draining (1) or not (0). 0 or LAPSE_ENOTFOUND. */
 int pmap_set_node_draining(pmap *pm, uint32_t id, int draining);
+/* Marks node id removed (docs/replication.md, "Removing a dead node"); there
+ * is no way back. 0 or LAPSE_ENOTFOUND. */
+int pmap_set_node_removed(pmap *pm, uint32_t id);
 /* Adds a table with its partitions assigned to the UP nodes, balanced
  * (docs/replication.md, "GSI partitions and stream shards"): each kind of
  * set of the table (base partitions, each GSI's, the stream shards) is

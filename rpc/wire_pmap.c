@@ -205,6 +205,7 @@ Lapse__PartitionMap *wire_pmap_to_pb(arena *a, const pmap *pm)
         ni->lease = pm->nodes[i].lease;
         ni->incarnation = pm->nodes[i].incarnation;
         ni->draining = pm->nodes[i].draining != 0;
+        ni->removed = pm->nodes[i].removed != 0;
         ni->state = pm->nodes[i].state == PMAP_NODE_UP ? LAPSE__NODE_STATE__NODE_UP
                                                        : LAPSE__NODE_STATE__NODE_DOWN;
         if ((ni->address = arena_strdup(a, pm->nodes[i].address)) == NULL) {
@@ -513,7 +514,8 @@ int wire_pmap_from_pb(const Lapse__PartitionMap *pb, pmap **out, char *err, size
         if ((rv = pmap_set_node(pm, ni->id, addr, st)) != 0 ||
             (rv = pmap_set_node_lease(pm, ni->id, ni->lease)) != 0 ||
             (rv = pmap_set_node_incarnation(pm, ni->id, ni->incarnation)) != 0 ||
-            (rv = pmap_set_node_draining(pm, ni->id, ni->draining)) != 0) {
+            (rv = pmap_set_node_draining(pm, ni->id, ni->draining)) != 0 ||
+            (ni->removed && (rv = pmap_set_node_removed(pm, ni->id)) != 0)) {
             set_err(err, errlen, "node %u: %s", (unsigned)ni->id, lapse_strerror(rv));
             goto fail;
         }

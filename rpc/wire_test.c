@@ -295,6 +295,9 @@ static pmap *sample_pmap(void)
     assert_int_equal(pmap_set_node(pm, 3, "tcp://127.0.0.1:7403", PMAP_NODE_DOWN), 0);
     assert_int_equal(pmap_set_node_lease(pm, 2, 0x3f91a20ff23abc04), 0);
     assert_int_equal(pmap_set_node_lease(pm, 9, 1), LAPSE_ENOTFOUND);
+    assert_int_equal(pmap_set_node_draining(pm, 1, 1), 0);
+    assert_int_equal(pmap_set_node_removed(pm, 3), 0);
+    assert_int_equal(pmap_set_node_removed(pm, 9), LAPSE_ENOTFOUND);
     table_schema t = {0};
     t.id = 1;
     snprintf(t.name, sizeof t.name, "users");
@@ -344,7 +347,10 @@ static void pmap_round_trip(void **state)
         assert_string_equal(x->address, pm->nodes[i].address);
         assert_int_equal(x->state, pm->nodes[i].state);
         assert_int_equal(x->lease, pm->nodes[i].lease);
+        assert_int_equal(x->draining, pm->nodes[i].draining);
+        assert_int_equal(x->removed, pm->nodes[i].removed);
     }
+    assert_true(pmap_node_find(back, 3)->removed && !pmap_node_find(back, 2)->removed);
     assert_int_equal(pmap_node_find(back, 2)->lease, 0x3f91a20ff23abc04);
     assert_int_equal(back->ntables, 2);
     for (size_t i = 0; i < pm->ntables; i++) {

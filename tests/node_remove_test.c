@@ -1,0 +1,255 @@
+/*
+ * node_remove_test: `lapse node remove` of a dead node (docs/replication.md,
+ * "Removing a dead node") on one etcd member, a coordinator and four real
+ * nodes, every item call through liblapse and every copy read through
+ * PartitionDigest on its node:
+ *  - a table of three copies over four nodes with data; node 2 is killed
+ *    (kill -9) and goes DOWN: its sets fail over but keep naming it;
+ *  - removing an UP node is refused (ESTATE: drain it), an unknown one too
+ *    (ENOTFOUND);
+ *  - NodeRemove of node 2 answers at once with the sets that name it; the
+ *    coordinator leader makes each of its copies anew on another node from
+ *    the surviving ones and drops node 2 from the set, while the test goes
+ *    on writing; then no set names node 2, every set has three copies in
+ *    sync, every acknowledged write reads back and the copies of every
+ *    partition are identical; cluster-status shows node 2 removed with no
+ *    replica;
+ *  - node 2 started again on its old data dir is refused (it stays DOWN and
+ *    is given nothing), and the rebalancer has nothing to do around it.
+ * With the removal step of the mover disabled, the wait for node 2's
+ * copies to go fails.
+ */
+#include "testutil.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/clock.h"
+#include "replset_testutil.h"
+#include "testmap.h"
+
+#define PARTS 16
+#define KEYS 200
+#define WRITES_MAX 20000
+#define DEAD 2
+
+static int setup(void **state)
+{
+    (void)state;
+    return rs_group_setup_nodes(4);
+}
+
+/* lapse_node_remove's answer, parsed (caller json_decref); NULL when the
+ * call fails with want_rv as it must. */
+static json_t *node_remove(uint32_t node, int want_rv)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    int rv = lapse_node_remove(rs_client(), node, &js, &e);
+    if (rv != want_rv) {
+        fail_msg("node remove %u: %s (%d), want %d", (unsigned)node, e.message, rv, want_rv);
+    }
+    if (rv != 0) {
+        assert_null(js);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *doc = json_loads(js, 0, &jerr);
+    assert_non_null(doc);
+    lapse_free(js);
+    return doc;
+}
+
+static json_int_t field(json_t *doc, const char *name)
+{
+    json_t *v = json_object_get(doc, name);
+    if (!json_is_integer(v)) {
+        char *s = json_dumps(doc, 0);
+        fail_msg("no integer %s in %s", name, s);
+    }
+    return json_integer_value(v);
+}
+
+/* Node id's entry in cluster-status (caller json_decref the returned doc,
+ * *node borrowed from it). */
+static json_t *status_of(uint32_t id, json_t **node)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_cluster_status(rs_client(), &js, &e), &e);
+    json_error_t jerr;
+    json_t *doc = json_loads(js, 0, &jerr), *n;
+    assert_non_null(doc);
+    lapse_free(js);
+    size_t i;
+    json_array_foreach(json_object_get(doc, "Nodes"), i, n)
+    {
+        if (json_integer_value(json_object_get(n, "NodeId")) == (json_int_t)id) {
+            *node = n;
+            return doc;
+        }
+    }
+    fail_msg("node %u not in cluster-status", (unsigned)id);
+    return NULL;
+}
+
+/* How many sets of table name node id, in the coordinator's map. */
+static size_t sets_naming(const char *table, uint32_t id)
+{
+    pmap *pm = testmap_fetch(rs_cluster());
+    const pmap_table *t = pmap_table_find(pm, table);
+    assert_non_null(t);
+    size_t n = 0;
+    for (uint32_t p = 0; p < t->schema.partitions; p++) {
+        n += pmap_replicas_index(pmap_part(t, p), id) >= 0;
+    }
+    pmap_free(pm);
+    return n;
+}
+
+/* Whether item {Id: id} of table reads back (fails the test on an error). */
+static int present(const char *table, const char *fmt, int i)
+{
+    lapse_error e = {0};
+    char id[32];
+    snprintf(id, sizeof(id), fmt, i);
+    lapse_item *k = item_json("{\"Id\":{\"S\":\"%s\"}}", id), *got = NULL;
+    assert_lapse_ok(lapse_get(rs_client(), table, k, &got, &e), &e);
+    int there = got != NULL;
+    lapse_item_free(got);
+    lapse_item_free(k);
+    return there;
+}
+
+static void test_remove_dead_node_makes_its_copies_anew(void **state)
+{
+    (void)state;
+    static char acked[WRITES_MAX];
+    rs_create_rf3("removed", PARTS);
+    lapse_error e = {0};
+    for (int i = 0; i < KEYS; i++) {
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"a\"}}", i);
+        assert_lapse_ok(lapse_put(rs_client(), "removed", it, NULL, &e), &e);
+        lapse_item_free(it);
+    }
+    size_t held = sets_naming("removed", DEAD);
+    assert_true(held >= 10); /* 16 * 3 copies over 4 nodes: 12 */
+
+    assert_int_equal(cluster_kill(rs_cluster(), DEAD, SIGKILL), 0);
+    rs_wait_state(DEAD, "DOWN");
+    /* Failed over, not removed: its sets still name it. */
+    assert_int_equal(sets_naming("removed", DEAD), held);
+
+    node_remove(3, LAPSE_ESTATE); /* UP: drain it instead */
+    node_remove(9, LAPSE_ENOTFOUND);
+
+    json_t *d = node_remove(DEAD, 0);
+    assert_true(json_is_true(json_object_get(d, "Removed")));
+    assert_int_equal(field(d, "BaseCopiesLeft"), (json_int_t)held);
+    assert_int_equal(field(d, "OtherCopies"), 0);
+    json_decref(d);
+
+    /* Bounded: a hang check, not a speed target. Writes go on meanwhile,
+     * one attempt each; the acknowledged ones must all read back. */
+    clock_mono deadline = clock_mono_after_ms(60000);
+    json_int_t left = (json_int_t)held;
+    int nwrites = 0, nacked = 0;
+    while (left > 0) {
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("node %d is still named by %lld sets 60 s after its removal", DEAD,
+                     (long long)left);
+        }
+        for (int k = 0; k < 20 && nwrites < WRITES_MAX; k++) {
+            int i = nwrites++;
+            lapse_item *it = item_json("{\"Id\":{\"S\":\"w%d\"},\"V\":{\"N\":\"%d\"}}", i, i);
+            acked[i] = lapse_put(rs_client(), "removed", it, NULL, &e) == 0;
+            nacked += acked[i];
+            lapse_item_free(it);
+        }
+        rs_sleep_ms(100);
+        d = node_remove(DEAD, 0); /* again: it only answers what is left */
+        left = field(d, "BaseCopiesLeft");
+        assert_true(field(d, "Moves") <= 4); /* MOVER_MAX_CONCURRENT */
+        json_decref(d);
+    }
+    print_message("node_remove_test: %zu copies of node %d made anew while %d of %d writes were "
+                  "acknowledged\n",
+                  held, DEAD, nacked, nwrites);
+    assert_true(nacked > 0);
+
+    /* No set names the dead node; each has three copies, all in sync. */
+    pmap *pm = rs_wait_all_in_sync("removed");
+    const pmap_table *t = pmap_table_find(pm, "removed");
+    for (uint32_t p = 0; p < PARTS; p++) {
+        const pmap_replicas *r = pmap_part(t, p);
+        assert_int_equal(r->n, 3);
+        assert_int_equal(pmap_replicas_index(r, DEAD), -1);
+    }
+    pmap_free(pm);
+    /* Every acknowledged write reads back; every copy is identical. */
+    int there = 0;
+    for (int i = 0; i < KEYS; i++) {
+        if (!present("removed", "k%d", i)) {
+            fail_msg("k%d lost in the removal", i);
+        }
+    }
+    for (int i = 0; i < nwrites; i++) {
+        int p = present("removed", "w%d", i);
+        if (acked[i] && !p) {
+            fail_msg("acknowledged write w%d lost in the removal", i);
+        }
+        there += p;
+    }
+    assert_int_equal(rs_wait_copies_match("removed", 20000), (uint64_t)(KEYS + there));
+
+    json_t *node = NULL, *doc = status_of(DEAD, &node);
+    assert_true(json_is_true(json_object_get(node, "Removed")));
+    assert_string_equal(json_string_value(json_object_get(node, "State")), "DOWN");
+    assert_int_equal(field(node, "Replicas"), 0);
+    json_decref(doc);
+
+    /* Back on its old data dir, the removed node is refused: it stays
+     * DOWN, holds nothing, and says why in its log. */
+    assert_int_equal(cluster_restart(rs_cluster(), DEAD), 0);
+    deadline = clock_mono_after_ms(20000);
+    for (;;) {
+        char *log = cluster_read_file(cluster_log_path(rs_cluster(), DEAD));
+        int refused = log != NULL && strstr(log, "was removed from the cluster") != NULL;
+        free(log);
+        if (refused) {
+            break;
+        }
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("node %d started again was not refused within 20 s", DEAD);
+        }
+        rs_sleep_ms(200);
+    }
+    doc = status_of(DEAD, &node);
+    assert_string_equal(json_string_value(json_object_get(node, "State")), "DOWN");
+    assert_int_equal(field(node, "Replicas"), 0);
+    json_decref(doc);
+    assert_int_equal(sets_naming("removed", DEAD), 0);
+
+    /* The removed node does not hold the rebalancer up: a new table on the
+     * three nodes left is balanced, and so is the plan. */
+    rs_create_rf3("after_remove", 8);
+    assert_int_equal(sets_naming("after_remove", DEAD), 0);
+    char *js = NULL;
+    assert_lapse_ok(lapse_rebalance_plan(rs_client(), &js, &e), &e);
+    json_error_t jerr;
+    json_t *plan = json_loads(js, 0, &jerr);
+    lapse_free(js);
+    assert_non_null(plan);
+    assert_int_equal(json_array_size(json_object_get(plan, "Moves")), 0);
+    json_decref(plan);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_remove_dead_node_makes_its_copies_anew),
+    };
+    return cmocka_run_group_tests(tests, setup, rs_group_teardown);
+}
