@@ -591,12 +591,13 @@ int lapse_rebalance_plan(lapse_client *c, char **json_out, lapse_error *err)
     for (size_t i = 0; moves != NULL && i < rb->n_moves; i++) {
         const Lapse__RebalanceMove *m = rb->moves[i];
         const pmap_table *t = c->map != NULL ? pmap_table_find_id(c->map, m->table_id) : NULL;
-        json_t *o =
-            t != NULL
-                ? json_pack("{s:s,s:i,s:i,s:i}", "Table", t->schema.name, "Partition",
-                            (int)m->partition, "From", (int)m->from_node, "To", (int)m->to_node)
-                : json_pack("{s:i,s:i,s:i,s:i}", "TableId", (int)m->table_id, "Partition",
-                            (int)m->partition, "From", (int)m->from_node, "To", (int)m->to_node);
+        const char *kind = m->handover ? "handover" : "move";
+        json_t *o = t != NULL ? json_pack("{s:s,s:s,s:i,s:i,s:i}", "Kind", kind, "Table",
+                                          t->schema.name, "Partition", (int)m->partition, "From",
+                                          (int)m->from_node, "To", (int)m->to_node)
+                              : json_pack("{s:s,s:i,s:i,s:i,s:i}", "Kind", kind, "TableId",
+                                          (int)m->table_id, "Partition", (int)m->partition, "From",
+                                          (int)m->from_node, "To", (int)m->to_node);
         if (o == NULL || json_array_append_new(moves, o) != 0) {
             json_decref(moves);
             moves = NULL;

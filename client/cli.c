@@ -35,10 +35,13 @@ static const cli_command commands[] = {
      "Both are admin calls: they send the admin token."},
     {"rebalance", cli_rebalance, "--dry-run",
      "Prints the moves the coordinator's rebalancer would make now to bring every node\n"
-     "within one of the others' count of copies of replicated tables' partitions:\n"
-     "{\"Moves\":[{\"Table\",\"Partition\",\"From\",\"To\"}],\"Moving\":N,...}. The\n"
-     "coordinator makes them on its own, a few at a time, while every node is UP and none\n"
-     "drains (a node that joins gets its share of the older tables so); [] means balanced."},
+     "within one of the others' count of copies of replicated tables' partitions (Kind\n"
+     "\"move\") or, once they are, the handovers that bring its count of primaries within\n"
+     "one of the others' (Kind \"handover\": From leads, To follows, no copy moves):\n"
+     "{\"Moves\":[{\"Kind\",\"Table\",\"Partition\",\"From\",\"To\"}],\"Moving\":N,...}.\n"
+     "The coordinator makes them on its own, a few at a time, while every node is UP and\n"
+     "none drains (a node that joins gets its share of the older tables so); [] means\n"
+     "balanced."},
     {"create-table", cli_create_table,
      "T --partition-key NAME:S|N|B [--sort-key NAME:S|N|B] [--partitions N]\n"
      "             [--replication 1|2|3] [--hide-expired] [--lsi NAME=SK:TYPE]...\n"

@@ -107,7 +107,7 @@ static uint32_t target_for(const pmap *pm, const pmap_replicas *r)
 typedef struct pass {
     size_t added, handed, removed, stuck;
     size_t in_move;
-    size_t rebalanced; /* of added: moves the rebalancer started */
+    size_t rebalanced; /* of added and handed: what the rebalancer started */
 } pass;
 
 /* One step of the move of set r (table id tid, partition p, rf copies) in
@@ -255,7 +255,13 @@ void mover_pass(server *s)
         pmap_move mv[MOVER_MAX_CONCURRENT];
         size_t n = pmap_rebalance_plan(next, mv, MOVER_MAX_CONCURRENT - ps.in_move);
         for (size_t i = 0; i < n; i++) {
-            if (pmap_move_start(next, &mv[i]) == 0) {
+            if (pmap_move_start(next, &mv[i]) != 0) {
+                continue;
+            }
+            if (mv[i].handover) {
+                ps.handed++; /* done in this commit: no set stays moving */
+                ps.rebalanced++;
+            } else {
                 ps.added++;
                 ps.in_move++;
                 ps.rebalanced++;
@@ -272,12 +278,11 @@ void mover_pass(server *s)
         pmap_free(next);
         return;
     }
-    log_info("moves: map version %llu: %zu cop%s added (%zu by the rebalancer), %zu primar%s "
-             "handed over, %zu leaving cop%s removed; %zu set(s) being moved%s",
-             (unsigned long long)s->pm->version, ps.added, ps.added == 1 ? "y" : "ies",
-             ps.rebalanced, ps.handed, ps.handed == 1 ? "y" : "ies", ps.removed,
-             ps.removed == 1 ? "y" : "ies", ps.in_move,
-             ps.stuck > 0 ? "; some sets have no node to move to" : "");
+    log_info("moves: map version %llu: %zu cop%s added, %zu primar%s handed over (%zu of these "
+             "by the rebalancer), %zu leaving cop%s removed; %zu set(s) being moved%s",
+             (unsigned long long)s->pm->version, ps.added, ps.added == 1 ? "y" : "ies", ps.handed,
+             ps.handed == 1 ? "y" : "ies", ps.rebalanced, ps.removed, ps.removed == 1 ? "y" : "ies",
+             ps.in_move, ps.stuck > 0 ? "; some sets have no node to move to" : "");
     replicas_push(s);
 }
 
@@ -464,6 +469,7 @@ void mover_rebalance(server *s, const Lapse__RebalanceRequest *r, Lapse__Respons
         x->partition = mv[i].part;
         x->from_node = mv[i].from;
         x->to_node = mv[i].to;
+        x->handover = mv[i].handover != 0;
         m->moves[i] = x;
     }
     m->n_moves = n;

@@ -21,11 +21,15 @@
  * does not flood the primaries with snapshots.
  *
  * The same steps carry out the rebalancer's moves (docs/replication.md,
- * "Rebalancing"): while every node is UP and none drains, each pass starts
- * moves from pmap_rebalance_plan, up to MOVER_MAX_CONCURRENT in all, each
- * marking the copy that leaves (pmap_replicas.leaving) and adding the new
- * one in the same commit; a node that joins so gets its share of the
- * tables made before it.
+ * "Rebalancing"): while every node is UP (removed ones no set names
+ * aside) and none drains, each pass starts moves from
+ * pmap_rebalance_plan, up to MOVER_MAX_CONCURRENT in all, each marking the
+ * copy that leaves (pmap_replicas.leaving) and adding the new one in the
+ * same commit; a node that joins so gets its share of the
+ * tables made before it. Once copies are even, the plan is handovers of
+ * primaryships instead (pmap_move.handover), made at once, as many per
+ * pass as moves could start, until every node leads within one of the
+ * others' count of sets.
  *
  * A removed node (NodeRemove: a DOWN node given up on, docs/replication.md,
  * "Removing a dead node") is moved off as a draining one, except that its
@@ -77,10 +81,10 @@ void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *r
  * (the commit failed). Takes s->lock. */
 void mover_remove(server *s, const Lapse__NodeRemoveRequest *r, Lapse__Response *resp, arena *a);
 
-/* Rebalance (lapse rebalance --dry-run): the moves pmap_rebalance_plan
- * finds on the current map, all of them (the leader starts at most
- * MOVER_MAX_CONCURRENT at a time on its own), and how many sets are
- * moving now. Takes s->lock. */
+/* Rebalance (lapse rebalance --dry-run): the moves or handovers
+ * pmap_rebalance_plan finds on the current map, all of them (the leader
+ * starts at most MOVER_MAX_CONCURRENT at a time on its own), and how many
+ * sets are moving now. Takes s->lock. */
 void mover_rebalance(server *s, const Lapse__RebalanceRequest *r, Lapse__Response *resp, arena *a);
 
 #endif

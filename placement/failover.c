@@ -341,6 +341,86 @@ static int settled(const pmap *pm, const pmap_replicas *r, uint32_t rf)
     return 1;
 }
 
+/* Whether set (table_id, part) has a move or handover in out[0..n). */
+static int planned(const pmap_move *out, size_t n, uint32_t table_id, uint32_t part)
+{
+    for (size_t m = 0; m < n; m++) {
+        if (out[m].table_id == table_id && out[m].part == part) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The index in pm->nodes of node id, or pm->nnodes. */
+static size_t node_index(const pmap *pm, uint32_t id)
+{
+    size_t i = 0;
+    while (i < pm->nnodes && pm->nodes[i].id != id) {
+        i++;
+    }
+    return i;
+}
+
+/*
+ * The second phase of pmap_rebalance_plan, once copies are balanced: up to
+ * max handovers into out (after the n already there) that bring every node
+ * taking part within one of the others' count of replicated base sets it
+ * leads. Each round takes, over the settled sets not planned yet, the
+ * handover from the primary to the follower whose counts differ most (by
+ * two at least: a handover then lowers the spread, so rounds end), lowest
+ * table and partition first on ties. Budget: max rounds, each a walk of the
+ * map's replicated base sets. Returns n plus the handovers planned.
+ */
+static size_t plan_handovers(const pmap *pm, pmap_move *out, size_t n, size_t max)
+{
+    size_t nn = pm->nnodes, end = n + max;
+    size_t *lead = calloc(nn > 0 ? nn : 1, sizeof(*lead));
+    if (lead == NULL) {
+        return n;
+    }
+    for (size_t t = 0; t < pm->ntables; t++) {
+        const pmap_table *tb = &pm->tables[t];
+        for (uint32_t p = 0; schema_replication(&tb->schema) >= 2 && p < tb->schema.partitions;
+             p++) {
+            size_t i = node_index(pm, tb->parts[p].ids[0]);
+            lead[i] += i < nn;
+        }
+    }
+    while (n < end) {
+        pmap_move best = {0};
+        size_t best_gap = 1, bf = nn, bt = nn;
+        for (size_t t = 0; t < pm->ntables; t++) {
+            const pmap_table *tb = &pm->tables[t];
+            uint32_t rf = schema_replication(&tb->schema);
+            for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
+                const pmap_replicas *r = &tb->parts[p];
+                if (!settled(pm, r, rf) || planned(out, n, tb->schema.id, p)) {
+                    continue;
+                }
+                size_t f = node_index(pm, r->ids[0]);
+                for (uint32_t k = 1; f < nn && k < r->n; k++) {
+                    size_t to = node_index(pm, r->ids[k]);
+                    if (to < nn && lead[f] > lead[to] + best_gap) {
+                        best_gap = lead[f] - lead[to];
+                        best = (pmap_move){tb->schema.id, p, r->ids[0], r->ids[k], 1};
+                        bf = f;
+                        bt = to;
+                    }
+                }
+            }
+        }
+        if (bf == nn) {
+            break;
+        }
+        out[n++] = best;
+        lead[bf]--;
+        lead[bt]++;
+    }
+    free(lead);
+    return n;
+}
+
 size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max)
 {
     size_t nn = pm->nnodes, n = 0;
@@ -348,6 +428,7 @@ size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max)
     if (count == NULL) {
         return 0;
     }
+    int balanced = 0;
     for (size_t i = 0; i < nn; i++) {
         count[i] =
             pmap_partitions_owned(pm, pm->nodes[i].id) + pmap_follower_copies(pm, pm->nodes[i].id);
@@ -362,6 +443,7 @@ size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max)
             lo = lo == nn || count[i] < count[lo] ? i : lo;
         }
         if (hi == nn || count[hi] <= count[lo] + 1) {
+            balanced = 1;
             break;
         }
         uint32_t from = pm->nodes[hi].id, to = pm->nodes[lo].id;
@@ -378,12 +460,8 @@ size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max)
                         !settled(pm, r, rf)) {
                         continue;
                     }
-                    int taken = 0;
-                    for (size_t m = 0; m < n; m++) {
-                        taken |= out[m].table_id == tb->schema.id && out[m].part == p;
-                    }
-                    if (!taken) {
-                        out[n++] = (pmap_move){tb->schema.id, p, from, to};
+                    if (!planned(out, n, tb->schema.id, p)) {
+                        out[n++] = (pmap_move){tb->schema.id, p, from, to, 0};
                         found = 1;
                     }
                 }
@@ -396,7 +474,8 @@ size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max)
         count[lo]++;
     }
     free(count);
-    return n;
+    /* Copies balanced: then primaries, by handovers. */
+    return balanced && n == 0 ? plan_handovers(pm, out, 0, max) : n;
 }
 
 int pmap_move_start(pmap *pm, const pmap_move *m)
@@ -404,6 +483,11 @@ int pmap_move_start(pmap *pm, const pmap_move *m)
     pmap_replicas *r = set_of(pm, m->table_id, m->part);
     if (r == NULL) {
         return LAPSE_ENOTFOUND;
+    }
+    if (m->handover) {
+        return r->ids[0] != m->from || r->leaving != 0
+                   ? LAPSE_EINVAL
+                   : pmap_replica_handover(pm, m->table_id, m->part, m->to);
     }
     if (pmap_replicas_index(r, m->from) < 0 || r->leaving != 0) {
         return LAPSE_EINVAL;

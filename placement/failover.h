@@ -122,10 +122,12 @@ int pmap_replica_handover(pmap *pm, uint32_t table_id, uint32_t part, uint32_t t
  * the smaller set would stay in sync). */
 int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id);
 /* Rebalancing (docs/replication.md, "Rebalancing"): a move of set
- * (table_id, part) from one node to another. */
+ * (table_id, part)'s copy from one node to another, or (handover) of its
+ * primaryship from its primary to an in-sync follower. */
 typedef struct pmap_move {
     uint32_t table_id, part;
     uint32_t from, to;
+    int handover; /* 1: from leads the set, to follows it; no copy moves */
 } pmap_move;
 /* Up to max moves, into out, that bring every UP node that is not draining
  * within one of the others' count of base copies of replicated tables
@@ -133,14 +135,20 @@ typedef struct pmap_move {
  * pmap_follower_copies): greedily, a copy of the fullest node to the
  * emptiest, a follower's before a primary's (no handover), from sets that
  * are settled (as many members as their table keeps, all in sync, none
- * leaving, all UP and not draining), one move per set. Returns how many;
- * 0 when balanced (or out of memory). pm is not changed. */
+ * leaving, all UP and not draining), one move per set. Once the copies are
+ * within one, and only then (a plan holds moves or handovers, never both),
+ * up to max handovers that bring every such node within one of the others'
+ * count of replicated base sets it leads: from settled sets, from the
+ * primary to the follower whose counts differ most (by two or more), one
+ * per set. Returns how many; 0 when balanced (or out of memory). pm is not
+ * changed. */
 size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max);
 /* Starts move m: m->to is added out of sync (pmap_replica_add) and m->from
  * marked the set's leaving member, which the mover removes once the set
- * has its copies in sync without it. 0, LAPSE_ENOTFOUND, LAPSE_EINVAL
- * (from is not a member, or the set is moving already), or
- * pmap_replica_add's errors. */
+ * has its copies in sync without it. A handover is done at once
+ * (pmap_replica_handover). 0, LAPSE_ENOTFOUND, LAPSE_EINVAL (from is not a
+ * member, or for a handover not the primary, or the set is moving
+ * already), or pmap_replica_add's or pmap_replica_handover's errors. */
 int pmap_move_start(pmap *pm, const pmap_move *m);
 /* How many base partitions of replicated tables have node id as their
  * primary in new after another primary in old at a lower epoch: the

@@ -327,6 +327,28 @@ static void test_move_a_copy(void **state)
     pmap_free(pm);
 }
 
+/* Carries out the n planned moves of mv on table 1 as the mover and the
+ * primaries would: a move's new copy joined and the leaving one removed; a
+ * handover made and the old primary, caught up, joined again. */
+static void carry_out(pmap *pm, const pmap_move *mv, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        pmap_replicas *s = &pm->tables[0].parts[mv[i].part];
+        assert_int_equal(pmap_move_start(pm, &mv[i]), 0);
+        if (mv[i].handover) {
+            assert_int_equal(s->ids[0], mv[i].to);
+            assert_int_equal(
+                pmap_replica_join(pm, 1, mv[i].part, s->ids[0], s->epoch, mv[i].from, s->changes),
+                0);
+        } else {
+            assert_int_equal(
+                pmap_replica_join(pm, 1, mv[i].part, s->ids[0], s->epoch, mv[i].to, s->changes), 0);
+            assert_int_equal(pmap_replica_remove(pm, 1, mv[i].part, mv[i].from), 0);
+        }
+        assert_int_equal(pmap_in_sync_count(s), 3);
+    }
+}
+
 /* The rebalancer's plan: 8 sets of three on nodes 1-3, node 4 empty: six
  * moves to node 4, two off each of the others, followers' copies first;
  * none once the moves are done, none from or to a draining or DOWN node,
@@ -389,10 +411,84 @@ static void test_rebalance_plan(void **state)
         assert_int_equal(s->leaving, 0);
         assert_int_equal(s->n, 3);
     }
-    assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0);
     for (uint32_t id = 1; id <= 4; id++) {
         assert_int_equal(pmap_partitions_owned(pm, id) + pmap_follower_copies(pm, id), 6);
     }
+    /* Only followers' copies moved: node 4 leads nothing, so the plan is
+     * handovers to it now (rebalance_primaries below), then nothing. */
+    n = pmap_rebalance_plan(pm, mv, 16);
+    assert_true(n > 0);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(mv[i].handover);
+        assert_int_equal(mv[i].to, 4);
+    }
+    carry_out(pm, mv, n);
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0);
+    for (uint32_t id = 1; id <= 4; id++) {
+        assert_int_equal(pmap_partitions_owned(pm, id), 2);
+    }
+    assert_true(pmap_check(pm));
+    pmap_free(pm);
+}
+
+/* Primaries: 8 sets of three on four nodes, six copies each (balanced),
+ * but led 5, 2, 1, 0 by nodes 1-4: the plan is handovers only, each from a
+ * set's primary to one of its followers, one per set, bounded by max, from
+ * settled sets only; carried out (the old primaries rejoined) every node
+ * leads two, no copy having moved. */
+static void test_rebalance_primaries(void **state)
+{
+    (void)state;
+    pmap *pm = three_nodes();
+    assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_UP), 0);
+    table_schema t = rf3_schema(8);
+    pmap_replicas parts[8] = {
+        {.n = 3, .ids = {1, 2, 3}, .in_sync = 7, .epoch = 1},
+        {.n = 3, .ids = {1, 3, 4}, .in_sync = 7, .epoch = 1},
+        {.n = 3, .ids = {1, 2, 4}, .in_sync = 7, .epoch = 1},
+        {.n = 3, .ids = {1, 3, 4}, .in_sync = 7, .epoch = 1},
+        {.n = 3, .ids = {1, 2, 3}, .in_sync = 7, .epoch = 1},
+        {.n = 3, .ids = {2, 3, 4}, .in_sync = 7, .epoch = 1},
+        {.n = 3, .ids = {2, 1, 4}, .in_sync = 7, .epoch = 1},
+        {.n = 3, .ids = {3, 2, 4}, .in_sync = 7, .epoch = 1},
+    };
+    assert_int_equal(pmap_add_table_assigned(pm, &t, parts), 0);
+    pmap_move mv[16];
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 1), 1); /* bounded */
+    size_t n = pmap_rebalance_plan(pm, mv, 16);
+    assert_true(n >= 3);
+    for (size_t i = 0; i < n; i++) {
+        const pmap_replicas *r = pmap_part(&pm->tables[0], mv[i].part);
+        assert_true(mv[i].handover);
+        assert_int_equal(r->ids[0], mv[i].from);
+        assert_true(pmap_replicas_index(r, mv[i].to) > 0);
+        for (size_t j = 0; j < i; j++) {
+            assert_int_not_equal(mv[j].part, mv[i].part); /* one per set */
+        }
+    }
+    /* A set with a member out of sync is not settled: left out. */
+    pmap_replicas *r0 = &pm->tables[0].parts[mv[0].part];
+    uint32_t keep = r0->in_sync;
+    r0->in_sync = 3;
+    pmap_move again[16];
+    size_t m = pmap_rebalance_plan(pm, again, 16);
+    for (size_t i = 0; i < m; i++) {
+        assert_int_not_equal(again[i].part, mv[0].part);
+    }
+    r0->in_sync = keep;
+    /* Carried out until the plan is empty (each pass as the mover would). */
+    for (int pass = 0; pass < 8 && n > 0; pass++) {
+        carry_out(pm, mv, n);
+        n = pmap_rebalance_plan(pm, mv, 16);
+    }
+    assert_int_equal(n, 0);
+    for (uint32_t id = 1; id <= 4; id++) {
+        assert_int_equal(pmap_partitions_owned(pm, id), 2);
+        assert_int_equal(pmap_partitions_owned(pm, id) + pmap_follower_copies(pm, id), 6);
+    }
+    /* A handover whose from no longer leads the set is refused. */
+    pmap_move stale = {1, 0, 9, pm->tables[0].parts[0].ids[1], 1};
+    assert_int_equal(pmap_move_start(pm, &stale), LAPSE_EINVAL);
     assert_true(pmap_check(pm));
     pmap_free(pm);
 }
@@ -408,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_last_out_takes_over_a_lost_copy),
         cmocka_unit_test(test_move_a_copy),
         cmocka_unit_test(test_rebalance_plan),
+        cmocka_unit_test(test_rebalance_primaries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,9 @@
  *  - --stop ends the drain (Draining false); then the rebalancer, seeing
  *    node 1 empty and the others full, plans moves to it (lapse rebalance
  *    --dry-run) and carries them out until every node holds 18 of the 72
- *    copies (within one), with every copy identical and every item there.
+ *    copies (within one), then hands primaryships over until every node
+ *    leads 6 of the 24 sets (within one), with every copy identical and
+ *    every item there.
  */
 #include "testutil.h"
 
@@ -239,6 +241,7 @@ static void test_drain_moves_every_copy_under_writes(void **state)
     json_array_foreach(json_object_get(plan, "Moves"), i, mv)
     {
         assert_int_equal(mv_field(mv, "To"), 1);
+        assert_string_equal(json_string_value(json_object_get(mv, "Kind")), "move");
     }
     json_decref(plan);
     deadline = clock_mono_after_ms(120000);
@@ -263,6 +266,12 @@ static void test_drain_moves_every_copy_under_writes(void **state)
         if (c < 17 || c > 19) {
             fail_msg("after rebalancing node %u holds %zu copies, want 18 (within one)",
                      (unsigned)id, c);
+        }
+        /* Then primaries, by handovers: 24 sets over four nodes. */
+        size_t lead = pmap_partitions_owned(pm, id);
+        if (lead < 5 || lead > 7) {
+            fail_msg("after rebalancing node %u leads %zu sets, want 6 (within one)",
+                     (unsigned)id, lead);
         }
     }
     pmap_free(pm);
