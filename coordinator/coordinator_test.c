@@ -443,6 +443,8 @@ static void test_flags(void **state)
         {{"--data", fx.data_dir, "--log-level", "loud", NULL}, 2, "--log-level"},
         {{"--data", fx.data_dir, "--default-replication", "4", NULL}, 2, "wants 1, 2 or 3"},
         {{"--data", fx.data_dir, "--default-replication", "", NULL}, 2, "wants 1, 2 or 3"},
+        {{"--data", fx.data_dir, "--max-concurrent-moves", "0", NULL}, 2, "from 1 to 64"},
+        {{"--data", fx.data_dir, "--max-concurrent-moves", "4x", NULL}, 2, "from 1 to 64"},
         {{"--data", fx.data_dir, "extra", NULL}, 2, "unexpected argument"},
         {{"--data", NULL}, 2, "needs a value"},
         {{"--help", NULL}, 0, "usage:"},

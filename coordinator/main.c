@@ -31,6 +31,7 @@
 #include "../common/stopsig.h"
 #include "../common/token.h"
 #include "leader.h"
+#include "mover.h"
 #include "server.h"
 
 #define DEFAULT_LISTEN "tcp://127.0.0.1:7400"
@@ -77,11 +78,14 @@ static void usage(FILE *f)
             "  --default-replication N    copies of each partition (1 to 3) of a table whose\n"
             "                             create-table names none, at most the nodes up\n"
             "                             then (default 1)\n"
+            "  --max-concurrent-moves N   sets the leader moves copies of at once, for drains,\n"
+            "                             removals and rebalancing, and primaryships it hands\n"
+            "                             over per pass (1 to 64, default %d)\n"
             "  --admin-token-file F       CreateTable, DeleteTable and UpdateTimeToLive require\n"
             "                             the token in F (one trailing newline is stripped)\n"
             "  --log-level LEVEL          lowest level logged on stderr (default info)\n"
             "  --help                     print this and exit\n",
-            DEFAULT_HEARTBEAT_TIMEOUT_MS);
+            DEFAULT_HEARTBEAT_TIMEOUT_MS, MOVER_MAX_CONCURRENT);
 }
 
 typedef struct flags {
@@ -94,6 +98,7 @@ typedef struct flags {
     const char *cluster;          /* --cluster-name */
     const char *import_dir;       /* --import-catalog; NULL: none */
     unsigned default_replication; /* --default-replication */
+    unsigned max_moves;           /* --max-concurrent-moves */
 } flags;
 
 static int check_flags(const flags *f);
@@ -108,6 +113,7 @@ static const struct option longopts[] = {
     {"cluster-name", required_argument, NULL, 'n'},
     {"import-catalog", required_argument, NULL, 'i'},
     {"default-replication", required_argument, NULL, 'r'},
+    {"max-concurrent-moves", required_argument, NULL, 'm'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -167,6 +173,20 @@ static int one_flag(int c, flags *f)
         }
         f->default_replication = (unsigned)(optarg[0] - '0');
         break;
+    case 'm': {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(optarg, &end, 10);
+        if (errno != 0 || end == optarg || *end != '\0' || v < 1 || v > MOVER_MAX_MOVES_LIMIT) {
+            fprintf(stderr,
+                    "lapse-coordinator: --max-concurrent-moves wants a number from 1 to %d, not "
+                    "'%s'\n",
+                    MOVER_MAX_MOVES_LIMIT, optarg);
+            return LAPSE_EUSAGE;
+        }
+        f->max_moves = (unsigned)v;
+        break;
+    }
     default:
         return -1;
     }
@@ -186,6 +206,7 @@ static int parse_flags(int argc, char **argv, flags *f)
     f->cluster = DEFAULT_CLUSTER;
     f->import_dir = NULL;
     f->default_replication = 1;
+    f->max_moves = MOVER_MAX_CONCURRENT;
     char cerr[4200];
     if (config_argv_init(&g_args, argc, argv, longopts, cerr, sizeof(cerr)) != 0) {
         fprintf(stderr, "lapse-coordinator: %s\n", cerr);
@@ -292,6 +313,7 @@ int main(int argc, char **argv)
     cfg.import_dir = f.import_dir;
     cfg.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
     cfg.default_replication = f.default_replication;
+    cfg.max_moves = f.max_moves;
     cfg.push_timeout_ms = PUSH_TIMEOUT_MS;
     cfg.admin_token = f.admin_token_file != NULL ? token : NULL;
 

@@ -107,6 +107,7 @@ static uint32_t target_for(const pmap *pm, const pmap_replicas *r)
 typedef struct pass {
     size_t added, handed, removed, stuck;
     size_t in_move;
+    size_t max_moves;  /* sets that may be moving at once (--max-concurrent-moves) */
     size_t rebalanced; /* of added and handed: what the rebalancer started */
 } pass;
 
@@ -156,7 +157,7 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
     if (catching_up) {
         return;
     }
-    if (r->n >= PMAP_MAX_REPLICAS || ps->in_move >= MOVER_MAX_CONCURRENT) {
+    if (r->n >= PMAP_MAX_REPLICAS || ps->in_move >= ps->max_moves) {
         return;
     }
     uint32_t to = target_for(next, r);
@@ -230,6 +231,14 @@ static int has_work(const pmap *pm)
     return count_moving(pm) > 0 || (may_rebalance(pm) && pmap_rebalance_plan(pm, &probe, 1) > 0);
 }
 
+/* The sets that may be moving at once: --max-concurrent-moves, else
+ * MOVER_MAX_CONCURRENT; at most MOVER_MAX_MOVES_LIMIT. */
+static size_t max_moves(const server *s)
+{
+    size_t m = s->max_moves > 0 ? s->max_moves : MOVER_MAX_CONCURRENT;
+    return m < MOVER_MAX_MOVES_LIMIT ? m : MOVER_MAX_MOVES_LIMIT;
+}
+
 void mover_pass(server *s)
 {
     if (!server_leads(s)) {
@@ -244,6 +253,7 @@ void mover_pass(server *s)
     }
     pass ps = {0};
     ps.in_move = count_moving(next);
+    ps.max_moves = max_moves(s);
     for (size_t t = 0; t < next->ntables; t++) {
         pmap_table *tb = &next->tables[t];
         uint32_t rf = schema_replication(&tb->schema);
@@ -251,9 +261,9 @@ void mover_pass(server *s)
             step(next, tb->schema.id, p, &tb->parts[p], rf, &ps);
         }
     }
-    if (may_rebalance(next) && ps.in_move < MOVER_MAX_CONCURRENT) {
-        pmap_move mv[MOVER_MAX_CONCURRENT];
-        size_t n = pmap_rebalance_plan(next, mv, MOVER_MAX_CONCURRENT - ps.in_move);
+    if (may_rebalance(next) && ps.in_move < ps.max_moves) {
+        pmap_move mv[MOVER_MAX_MOVES_LIMIT];
+        size_t n = pmap_rebalance_plan(next, mv, ps.max_moves - ps.in_move);
         for (size_t i = 0; i < n; i++) {
             if (pmap_move_start(next, &mv[i]) != 0) {
                 continue;

@@ -17,16 +17,17 @@
  * The state of every move is the map itself (which sets hold a draining
  * node, which of their copies are in sync), so a new leader after a
  * coordinator failover carries on where the old one stopped. At most
- * MOVER_MAX_CONCURRENT sets are between steps 1 and 3 at once, so a drain
- * does not flood the primaries with snapshots.
+ * --max-concurrent-moves sets (server.max_moves, MOVER_MAX_CONCURRENT by
+ * default) are between steps 1 and 3 at once, so a drain does not flood
+ * the primaries with snapshots.
  *
  * The same steps carry out the rebalancer's moves (docs/replication.md,
  * "Rebalancing"): while every node is UP (removed ones no set names
  * aside) and none drains, each pass starts moves from
- * pmap_rebalance_plan, up to MOVER_MAX_CONCURRENT in all, each marking the
- * copy that leaves (pmap_replicas.leaving) and adding the new one in the
- * same commit; a node that joins so gets its share of the
- * tables made before it. Once copies are even, the plan is handovers of
+ * pmap_rebalance_plan, up to --max-concurrent-moves in all, each marking
+ * the copy that leaves (pmap_replicas.leaving) and adding the new one in
+ * the same commit; a node that joins so gets its share of the tables made
+ * before it. Once copies are even, the plan is handovers of
  * primaryships instead (pmap_move.handover), made at once, as many per
  * pass as moves could start, until every node leads within one of the
  * others' count of sets.
@@ -52,7 +53,9 @@
 #include "../rpc/rpc.h"
 #include "server.h"
 
+/* The default of --max-concurrent-moves (server.max_moves), and its most. */
 #define MOVER_MAX_CONCURRENT 4
+#define MOVER_MAX_MOVES_LIMIT 64
 
 /* One step of every move that can take one now, committed in one map
  * change and pushed. A no-op unless this coordinator leads and a node is
@@ -83,7 +86,7 @@ void mover_remove(server *s, const Lapse__NodeRemoveRequest *r, Lapse__Response 
 
 /* Rebalance (lapse rebalance --dry-run): the moves or handovers
  * pmap_rebalance_plan finds on the current map, all of them (the leader
- * starts at most MOVER_MAX_CONCURRENT at a time on its own), and how many
+ * starts at most --max-concurrent-moves at a time on its own), and how many
  * sets are moving now. Takes s->lock. */
 void mover_rebalance(server *s, const Lapse__RebalanceRequest *r, Lapse__Response *resp, arena *a);
 

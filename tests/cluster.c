@@ -54,6 +54,7 @@ struct cluster {
     char bin_dir[512];
     char run_dir[512];
     char node_args[512];
+    char coord_args[512];
     etcd_members *etcd; /* owned; NULL: the coordinator keeps its catalog in --data */
     char coord_urls[CLUSTER_MAX_COORDINATORS * 64]; /* every coordinator's URL, comma-separated */
     /* [0] coordinator, [1..nodes] nodes, [nodes+1..] more coordinators */
@@ -223,6 +224,7 @@ static int spawn_proc(cluster *c, int idx)
             argv[argc++] = "--data";
             argv[argc++] = p->data_dir;
         }
+        snprintf(extra, sizeof(extra), "%s", c->coord_args);
     } else {
         snprintf(bin, sizeof(bin), "%s/lapse-node", c->bin_dir);
         snprintf(id, sizeof(id), "%d", idx);
@@ -246,10 +248,10 @@ static int spawn_proc(cluster *c, int idx)
             argv[argc++] = p->metrics_addr;
         }
         snprintf(extra, sizeof(extra), "%s", c->node_args);
-        for (char *save = NULL, *tok = strtok_r(extra, " ", &save); tok && argc < 38;
-             tok = strtok_r(NULL, " ", &save)) {
-            argv[argc++] = tok;
-        }
+    }
+    for (char *save = NULL, *tok = strtok_r(extra, " ", &save); tok && argc < 38;
+         tok = strtok_r(NULL, " ", &save)) {
+        argv[argc++] = tok;
     }
     argv[argc] = NULL;
 
@@ -444,6 +446,8 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
     const char *bin = opt->bin_dir ? opt->bin_dir : getenv("LAPSE_BIN_DIR");
     snprintf(c->bin_dir, sizeof(c->bin_dir), "%s", bin ? bin : "./build/bin");
     snprintf(c->node_args, sizeof(c->node_args), "%s", opt->node_args ? opt->node_args : "");
+    snprintf(c->coord_args, sizeof(c->coord_args), "%s",
+             opt->coordinator_args ? opt->coordinator_args : "");
     if (opt->run_dir != NULL) {
         snprintf(c->run_dir, sizeof(c->run_dir), "%s", opt->run_dir);
         mkdir(c->run_dir, 0755);

@@ -42,15 +42,16 @@ typedef struct lapse_client lapse_client;
 typedef struct etcd_members etcd_members;
 
 typedef struct cluster_options {
-    int nodes;             /* node count, 1..CLUSTER_MAX_NODES */
-    const char *bin_dir;   /* NULL: $LAPSE_BIN_DIR, else "./build/bin" */
-    const char *run_dir;   /* NULL: a new directory under $LAPSE_TEST_TMP or /tmp */
-    const char *node_args; /* extra arguments for every node, space-separated */
-    int quiet;             /* 0: print a line per start/kill to stderr */
-    int metrics;           /* give each node --metrics-listen on a free port */
-    int etcd;              /* 0: the coordinator keeps its catalog in --data; N: N etcd
-                              members, and the coordinators run with --etcd */
-    int coordinators;      /* 0 or 1: one; more needs etcd */
+    int nodes;                    /* node count, 1..CLUSTER_MAX_NODES */
+    const char *bin_dir;          /* NULL: $LAPSE_BIN_DIR, else "./build/bin" */
+    const char *run_dir;          /* NULL: a new directory under $LAPSE_TEST_TMP or /tmp */
+    const char *node_args;        /* extra arguments for every node, space-separated */
+    int quiet;                    /* 0: print a line per start/kill to stderr */
+    int metrics;                  /* give each node --metrics-listen on a free port */
+    int etcd;                     /* 0: the coordinator keeps its catalog in --data; N: N etcd
+                                     members, and the coordinators run with --etcd */
+    int coordinators;             /* 0 or 1: one; more needs etcd */
+    const char *coordinator_args; /* extra arguments for every coordinator, space-separated */
 } cluster_options;
 
 /* Starts the coordinator and the nodes and waits (up to 20 s) until every

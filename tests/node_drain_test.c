@@ -163,7 +163,7 @@ static void test_drain_moves_every_copy_under_writes(void **state)
         left = mv_field(d, "BaseCopiesLeft");
         moves_seen += mv_field(d, "Moves");
         status_moves += mv_moves_now(1);
-        assert_true(mv_field(d, "Moves") <= 4); /* MOVER_MAX_CONCURRENT */
+        assert_true(mv_field(d, "Moves") <= 4); /* --max-concurrent-moves, by default */
         json_decref(d);
     }
     rs_sleep_ms(500); /* writes go on after the last move */
@@ -270,8 +270,8 @@ static void test_drain_moves_every_copy_under_writes(void **state)
         /* Then primaries, by handovers: 24 sets over four nodes. */
         size_t lead = pmap_partitions_owned(pm, id);
         if (lead < 5 || lead > 7) {
-            fail_msg("after rebalancing node %u leads %zu sets, want 6 (within one)",
-                     (unsigned)id, lead);
+            fail_msg("after rebalancing node %u leads %zu sets, want 6 (within one)", (unsigned)id,
+                     lead);
         }
     }
     pmap_free(pm);

@@ -19,30 +19,37 @@ static lapse_client *g_rs_client;
 
 static char g_rs_fault_dir[512]; /* "": none */
 
-static int setup_n(int nodes, int coordinators, const char *node_args, int metrics)
+static int setup_n(int nodes, int coordinators, const char *node_args, int metrics,
+                   const char *coordinator_args)
 {
     cluster_options o = {.nodes = nodes,
                          .quiet = 1,
                          .etcd = 1,
                          .coordinators = coordinators,
                          .node_args = node_args,
-                         .metrics = metrics};
+                         .metrics = metrics,
+                         .coordinator_args = coordinator_args};
     return cluster_start_client(&g_rs_cluster, &o, &g_rs_client) != 0 ? -1 : 0;
 }
 
 int rs_group_setup_coordinators(int nodes, int coordinators)
 {
-    return setup_n(nodes, coordinators, NULL, 0);
+    return setup_n(nodes, coordinators, NULL, 0, NULL);
 }
 
 static int setup(const char *node_args, int metrics)
 {
-    return setup_n(3, 1, node_args, metrics);
+    return setup_n(3, 1, node_args, metrics, NULL);
 }
 
 int rs_group_setup_nodes(int nodes)
 {
-    return setup_n(nodes, 1, NULL, 0);
+    return setup_n(nodes, 1, NULL, 0, NULL);
+}
+
+int rs_group_setup_coordinator_args(int nodes, const char *coordinator_args)
+{
+    return setup_n(nodes, 1, NULL, 0, coordinator_args);
 }
 
 int rs_group_setup_args(const char *node_args)

@@ -31,6 +31,9 @@ int rs_group_setup_nodes(int nodes);
 /* As rs_group_setup_nodes with that many coordinators on the etcd member
  * (rs_client knows them all). */
 int rs_group_setup_coordinators(int nodes, int coordinators);
+/* rs_group_setup_nodes, the coordinator given extra arguments
+ * (cluster_options.coordinator_args). */
+int rs_group_setup_coordinator_args(int nodes, const char *coordinator_args);
 /* rs_group_setup with extra arguments for every node (cluster_options). */
 int rs_group_setup_args(const char *node_args);
 /* rs_group_setup_args, the nodes also given a fault directory
