@@ -50,7 +50,7 @@ static json_int_t left_on_1(void)
             json_t *d = json_loads(js, 0, NULL);
             lapse_free(js);
             assert_non_null(d);
-            json_int_t left = mv_field(d, "BaseCopiesLeft");
+            json_int_t left = rs_json_int(d, "BaseCopiesLeft");
             json_decref(d);
             return left;
         }

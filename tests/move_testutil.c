@@ -66,45 +66,15 @@ json_t *mv_drain(uint32_t node, int stop, int want_rv)
     char *js = NULL;
     lapse_error e = {0};
     int rv = lapse_node_drain(rs_client(), node, stop, &js, &e);
-    if (rv != want_rv) {
-        fail_msg("node drain %u: %s (%d), want %d", (unsigned)node, e.message, rv, want_rv);
-    }
-    if (rv != 0) {
-        assert_null(js);
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *doc = json_loads(js, 0, &jerr);
-    assert_non_null(doc);
-    lapse_free(js);
-    return doc;
-}
-
-json_int_t mv_field(json_t *doc, const char *name)
-{
-    json_t *v = json_object_get(doc, name);
-    if (!json_is_integer(v)) {
-        char *s = json_dumps(doc, 0);
-        fail_msg("no integer %s in %s", name, s);
-    }
-    return json_integer_value(v);
-}
-
-json_t *mv_status(void)
-{
-    char *js = NULL;
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_cluster_status(rs_client(), &js, &e), &e);
-    json_error_t jerr;
-    json_t *doc = json_loads(js, 0, &jerr);
-    assert_non_null(doc);
-    lapse_free(js);
-    return doc;
+    return rs_json_answer("node drain", rv, want_rv, js, &e);
 }
 
 size_t mv_moves_now(uint32_t from)
 {
-    json_t *doc = mv_status(), *mv;
+    char *js = NULL;
+    lapse_error e = {0};
+    int rv = lapse_cluster_status(rs_client(), &js, &e);
+    json_t *doc = rs_json_answer("cluster-status", rv, 0, js, &e), *mv;
     json_t *moves = json_object_get(doc, "Moves");
     assert_true(json_is_array(moves));
     size_t i, n = json_array_size(moves);

@@ -37,12 +37,9 @@ void mv_writer_stop(mv_writer *w);
 int mv_writer_check(const mv_writer *w, const char *table);
 
 /* lapse_node_drain's answer, parsed (caller json_decref); fails the test
- * unless the call returns want_rv (then NULL when it is not 0). */
+ * unless the call returns want_rv (then NULL when it is not 0). The other
+ * admin answers: replset_testutil.h (rs_json_answer, rs_json_int, ...). */
 json_t *mv_drain(uint32_t node, int stop, int want_rv);
-/* The integer name of doc; fails the test when there is none. */
-json_int_t mv_field(json_t *doc, const char *name);
-/* cluster-status, parsed (caller json_decref). */
-json_t *mv_status(void);
 /* cluster-status's "Moves" now: asserts each moves a copy off node from
  * (when non-zero) to others, at a known step; returns how many there are. */
 size_t mv_moves_now(uint32_t from);

@@ -42,36 +42,6 @@ static int setup(void **state)
     return rs_group_setup_nodes(4);
 }
 
-/* lapse_rebalance_plan's answer, parsed (caller json_decref). */
-static json_t *rebalance_plan(void)
-{
-    char *js = NULL;
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_rebalance_plan(rs_client(), &js, &e), &e);
-    json_error_t jerr;
-    json_t *doc = json_loads(js, 0, &jerr);
-    assert_non_null(doc);
-    lapse_free(js);
-    return doc;
-}
-
-/* Node id's entry in cluster-status (caller json_decref the returned doc,
- * *node borrowed from it). */
-static json_t *status_of(uint32_t id, json_t **node)
-{
-    json_t *doc = mv_status(), *n;
-    size_t i;
-    json_array_foreach(json_object_get(doc, "Nodes"), i, n)
-    {
-        if (json_integer_value(json_object_get(n, "NodeId")) == (json_int_t)id) {
-            *node = n;
-            return doc;
-        }
-    }
-    fail_msg("node %u not in cluster-status", (unsigned)id);
-    return NULL;
-}
-
 /* Waits (up to 30 s) until no node outside a partition's set holds any of
  * its keys or a log position: each drops its former copies a few seconds
  * after the map that took them away (node/copydrop.c). Returns how many
@@ -131,8 +101,8 @@ static void test_drain_moves_every_copy_under_writes(void **state)
 
     json_t *d = mv_drain(1, 0, 0);
     assert_true(json_is_true(json_object_get(d, "Draining")));
-    assert_int_equal(mv_field(d, "BaseCopiesLeft"), (json_int_t)held);
-    assert_int_equal(mv_field(d, "OtherCopies"), 0);
+    assert_int_equal(rs_json_int(d, "BaseCopiesLeft"), (json_int_t)held);
+    assert_int_equal(rs_json_int(d, "OtherCopies"), 0);
     json_decref(d);
     /* Bounded: a hang check, not a speed target (bench/ has none yet). */
     clock_mono deadline = clock_mono_after_ms(90000);
@@ -160,10 +130,10 @@ static void test_drain_moves_every_copy_under_writes(void **state)
         }
         pmap_free(pm);
         d = mv_drain(1, 0, 0);
-        left = mv_field(d, "BaseCopiesLeft");
-        moves_seen += mv_field(d, "Moves");
+        left = rs_json_int(d, "BaseCopiesLeft");
+        moves_seen += rs_json_int(d, "Moves");
         status_moves += mv_moves_now(1);
-        assert_true(mv_field(d, "Moves") <= 4); /* --max-concurrent-moves, by default */
+        assert_true(rs_json_int(d, "Moves") <= 4); /* --max-concurrent-moves, by default */
         json_decref(d);
     }
     rs_sleep_ms(500); /* writes go on after the last move */
@@ -204,10 +174,10 @@ static void test_drain_moves_every_copy_under_writes(void **state)
                   "one was dropped\n",
                   former);
 
-    json_t *node = NULL, *doc = status_of(1, &node);
+    json_t *node = NULL, *doc = rs_status_of(1, &node);
     assert_true(json_is_true(json_object_get(node, "Draining")));
-    assert_int_equal(mv_field(node, "Replicas"), 0);
-    assert_int_equal(mv_field(node, "Primaries"), 0);
+    assert_int_equal(rs_json_int(node, "Replicas"), 0);
+    assert_int_equal(rs_json_int(node, "Primaries"), 0);
     json_decref(doc);
 
     /* A new table places nothing on the draining node. */
@@ -225,9 +195,9 @@ static void test_drain_moves_every_copy_under_writes(void **state)
     /* --stop: node 1 takes tables again. */
     d = mv_drain(1, 1, 0);
     assert_true(json_is_false(json_object_get(d, "Draining")));
-    assert_int_equal(mv_field(d, "BaseCopiesLeft"), 0);
+    assert_int_equal(rs_json_int(d, "BaseCopiesLeft"), 0);
     json_decref(d);
-    doc = status_of(1, &node);
+    doc = rs_status_of(1, &node);
     assert_true(json_is_false(json_object_get(node, "Draining")));
     json_decref(doc);
     (void)moves_seen;
@@ -235,20 +205,20 @@ static void test_drain_moves_every_copy_under_writes(void **state)
     /* Back in the game, node 1 holds no copy while the others hold 24
      * each (drained 48 + after_drain 24 over three): the rebalancer moves
      * copies to it until every node holds 18, within one. */
-    json_t *plan = rebalance_plan();
+    json_t *plan = rs_rebalance_plan();
     json_t *mv;
     size_t i, planned = json_array_size(json_object_get(plan, "Moves"));
     json_array_foreach(json_object_get(plan, "Moves"), i, mv)
     {
-        assert_int_equal(mv_field(mv, "To"), 1);
+        assert_int_equal(rs_json_int(mv, "To"), 1);
         assert_string_equal(json_string_value(json_object_get(mv, "Kind")), "move");
     }
     json_decref(plan);
     deadline = clock_mono_after_ms(120000);
     for (;;) {
-        plan = rebalance_plan();
+        plan = rs_rebalance_plan();
         size_t left = json_array_size(json_object_get(plan, "Moves"));
-        json_int_t moving = mv_field(plan, "Moving");
+        json_int_t moving = rs_json_int(plan, "Moving");
         json_decref(plan);
         mv_moves_now(0); /* the rebalancer's moves, well formed */
         if (left == 0 && moving == 0) {

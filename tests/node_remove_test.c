@@ -49,51 +49,7 @@ static json_t *node_remove(uint32_t node, int want_rv)
     char *js = NULL;
     lapse_error e = {0};
     int rv = lapse_node_remove(rs_client(), node, &js, &e);
-    if (rv != want_rv) {
-        fail_msg("node remove %u: %s (%d), want %d", (unsigned)node, e.message, rv, want_rv);
-    }
-    if (rv != 0) {
-        assert_null(js);
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *doc = json_loads(js, 0, &jerr);
-    assert_non_null(doc);
-    lapse_free(js);
-    return doc;
-}
-
-static json_int_t field(json_t *doc, const char *name)
-{
-    json_t *v = json_object_get(doc, name);
-    if (!json_is_integer(v)) {
-        char *s = json_dumps(doc, 0);
-        fail_msg("no integer %s in %s", name, s);
-    }
-    return json_integer_value(v);
-}
-
-/* Node id's entry in cluster-status (caller json_decref the returned doc,
- * *node borrowed from it). */
-static json_t *status_of(uint32_t id, json_t **node)
-{
-    char *js = NULL;
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_cluster_status(rs_client(), &js, &e), &e);
-    json_error_t jerr;
-    json_t *doc = json_loads(js, 0, &jerr), *n;
-    assert_non_null(doc);
-    lapse_free(js);
-    size_t i;
-    json_array_foreach(json_object_get(doc, "Nodes"), i, n)
-    {
-        if (json_integer_value(json_object_get(n, "NodeId")) == (json_int_t)id) {
-            *node = n;
-            return doc;
-        }
-    }
-    fail_msg("node %u not in cluster-status", (unsigned)id);
-    return NULL;
+    return rs_json_answer("node remove", rv, want_rv, js, &e);
 }
 
 /* How many sets of table name node id, in the coordinator's map. */
@@ -154,8 +110,8 @@ static void test_remove_dead_node_makes_its_copies_anew(void **state)
 
     json_t *d = node_remove(DEAD, 0);
     assert_true(json_is_true(json_object_get(d, "Removed")));
-    assert_int_equal(field(d, "BaseCopiesLeft"), (json_int_t)held);
-    assert_int_equal(field(d, "OtherCopies"), 0);
+    assert_int_equal(rs_json_int(d, "BaseCopiesLeft"), (json_int_t)held);
+    assert_int_equal(rs_json_int(d, "OtherCopies"), 0);
     json_decref(d);
 
     /* Bounded: a hang check, not a speed target. Writes go on meanwhile,
@@ -169,8 +125,8 @@ static void test_remove_dead_node_makes_its_copies_anew(void **state)
                      (long long)left);
         }
         d = node_remove(DEAD, 0); /* again: it only answers what is left */
-        left = field(d, "BaseCopiesLeft");
-        json_int_t moves = field(d, "Moves");
+        left = rs_json_int(d, "BaseCopiesLeft");
+        json_int_t moves = rs_json_int(d, "Moves");
         if (moves > 2) {
             fail_msg("%lld sets moving at once, want at most 2 (--max-concurrent-moves)",
                      (long long)moves);
@@ -222,10 +178,10 @@ static void test_remove_dead_node_makes_its_copies_anew(void **state)
     }
     assert_int_equal(rs_wait_copies_match("removed", 20000), (uint64_t)(KEYS + PARTS + there));
 
-    json_t *node = NULL, *doc = status_of(DEAD, &node);
+    json_t *node = NULL, *doc = rs_status_of(DEAD, &node);
     assert_true(json_is_true(json_object_get(node, "Removed")));
     assert_string_equal(json_string_value(json_object_get(node, "State")), "DOWN");
-    assert_int_equal(field(node, "Replicas"), 0);
+    assert_int_equal(rs_json_int(node, "Replicas"), 0);
     json_decref(doc);
 
     /* Back on its old data dir, the removed node is refused: it stays
@@ -244,9 +200,9 @@ static void test_remove_dead_node_makes_its_copies_anew(void **state)
         }
         rs_sleep_ms(200);
     }
-    doc = status_of(DEAD, &node);
+    doc = rs_status_of(DEAD, &node);
     assert_string_equal(json_string_value(json_object_get(node, "State")), "DOWN");
-    assert_int_equal(field(node, "Replicas"), 0);
+    assert_int_equal(rs_json_int(node, "Replicas"), 0);
     json_decref(doc);
     assert_int_equal(sets_naming("removed", DEAD), 0);
 
@@ -254,12 +210,7 @@ static void test_remove_dead_node_makes_its_copies_anew(void **state)
      * three nodes left is balanced, and so is the plan. */
     rs_create_rf3("after_remove", 8);
     assert_int_equal(sets_naming("after_remove", DEAD), 0);
-    char *js = NULL;
-    assert_lapse_ok(lapse_rebalance_plan(rs_client(), &js, &e), &e);
-    json_error_t jerr;
-    json_t *plan = json_loads(js, 0, &jerr);
-    lapse_free(js);
-    assert_non_null(plan);
+    json_t *plan = rs_rebalance_plan();
     assert_int_equal(json_array_size(json_object_get(plan, "Moves")), 0);
     json_decref(plan);
 }

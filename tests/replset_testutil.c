@@ -285,3 +285,55 @@ void rs_put_retrying(const char *table, const char *id, const char *v)
         fail_msg("put %s=%s on %s kept failing for 15 s: %s", id, v, table, e.message);
     }
 }
+
+json_t *rs_json_answer(const char *what, int rv, int want_rv, char *js, const lapse_error *e)
+{
+    if (rv != want_rv) {
+        fail_msg("%s: %s (%d), want %d", what, e->message, rv, want_rv);
+    }
+    if (rv != 0) {
+        assert_null(js);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *doc = json_loads(js, 0, &jerr);
+    assert_non_null(doc);
+    lapse_free(js);
+    return doc;
+}
+
+json_int_t rs_json_int(json_t *doc, const char *name)
+{
+    json_t *v = json_object_get(doc, name);
+    if (!json_is_integer(v)) {
+        char *s = json_dumps(doc, 0);
+        fail_msg("no integer %s in %s", name, s);
+    }
+    return json_integer_value(v);
+}
+
+json_t *rs_status_of(uint32_t id, json_t **node)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_cluster_status(g_rs_client, &js, &e), &e);
+    json_t *doc = rs_json_answer("cluster-status", 0, 0, js, &e), *n;
+    size_t i;
+    json_array_foreach(json_object_get(doc, "Nodes"), i, n)
+    {
+        if (json_integer_value(json_object_get(n, "NodeId")) == (json_int_t)id) {
+            *node = n;
+            return doc;
+        }
+    }
+    fail_msg("node %u not in cluster-status", (unsigned)id);
+    return NULL;
+}
+
+json_t *rs_rebalance_plan(void)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_rebalance_plan(g_rs_client, &js, &e), &e);
+    return rs_json_answer("rebalance", 0, 0, js, &e);
+}

@@ -14,6 +14,7 @@
 #ifndef LAPSE_REPLSET_TESTUTIL_H
 #define LAPSE_REPLSET_TESTUTIL_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "../client/lapse.h"
@@ -87,5 +88,17 @@ void rs_follower_and_primary_sets(const char *table, uint32_t node, int *in_sync
 
 /* Puts {Id: id, V: v} on table, retrying for up to 15 s while sets change. */
 void rs_put_retrying(const char *table, const char *id, const char *v);
+
+/* The JSON answer js (freed here) of an admin call named what that
+ * returned rv with error e, parsed (caller json_decref); NULL when rv is
+ * want_rv and not 0. Fails the test when rv is not want_rv. */
+json_t *rs_json_answer(const char *what, int rv, int want_rv, char *js, const lapse_error *e);
+/* Integer field name of doc; fails the test when there is none. */
+json_int_t rs_json_int(json_t *doc, const char *name);
+/* Node id's entry in cluster-status (caller json_decref the returned doc,
+ * *node borrowed from it). */
+json_t *rs_status_of(uint32_t id, json_t **node);
+/* lapse_rebalance_plan's answer, parsed (caller json_decref). */
+json_t *rs_rebalance_plan(void);
 
 #endif
