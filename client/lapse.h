@@ -207,8 +207,9 @@ int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_ou
  * back. Returns at once with {"NodeId","Removed":true,"BaseCopiesLeft",
  * "Moves","OtherCopies","PartitionMapVersion"}: call again to follow it;
  * done when BaseCopiesLeft is 0. LAPSE_ENOTFOUND: no such node;
- * LAPSE_ESTATE: the node is UP (drain it instead) or holds the only copy
- * known to have some set's acknowledged writes; LAPSE_EUNAVAILABLE: too
+ * LAPSE_ESTATE: the coordinators do not run on etcd, the node is UP (drain
+ * it instead) or it holds the only copy known to have some set's
+ * acknowledged writes; LAPSE_EUNAVAILABLE: too
  * few UP nodes left for the tables' copies. An admin call: sends the admin
  * token. */
 int lapse_node_remove(lapse_client *c, uint32_t node_id, char **json_out, lapse_error *err);

@@ -225,6 +225,24 @@ static void test_node_call_refused(void **state)
     rpc_response_free(resp);
 }
 
+/* NodeRemove on a coordinator with its own catalog (no etcd, where alone
+ * the mover runs) is refused, and no node is marked removed. */
+static void test_node_remove_needs_etcd(void **state)
+{
+    (void)state;
+    char err[256];
+    Lapse__Response *resp = NULL;
+    Lapse__NodeRemoveRequest body = LAPSE__NODE_REMOVE_REQUEST__INIT;
+    body.node = 1;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_NODE_REMOVE;
+    req.node_remove = &body;
+    assert_code(fixture_call(&req, &resp, err, sizeof(err)), LAPSE_ESTATE, err);
+    assert_non_null(strstr(err, "needs the coordinators on etcd"));
+    rpc_response_free(resp);
+    assert_int_equal(fixture_node_state(1), LAPSE__NODE_STATE__NODE_UP);
+}
+
 /* ClusterStatus: every node UP with a recent heartbeat, the partitions it
  * owns, and the clock skew it reported. */
 static void test_cluster_status(void **state)
@@ -478,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_create_race),
         cmocka_unit_test(test_describe_list_delete),
         cmocka_unit_test(test_node_call_refused),
+        cmocka_unit_test(test_node_remove_needs_etcd),
         cmocka_unit_test(test_cluster_status),
         cmocka_unit_test(test_garbage_frames),
         cmocka_unit_test(test_silent_node_goes_down),

@@ -425,6 +425,14 @@ void mover_remove(server *s, const Lapse__NodeRemoveRequest *r, Lapse__Response 
         return;
     }
     lapse__node_remove_response__init(m);
+    if (s->ec == NULL) {
+        /* mover_pass runs on etcd only: marked removed, the node would be
+         * refused for good and its copies never made anew. */
+        rpc_set_error(resp, a, LAPSE_ESTATE,
+                      "node remove needs the coordinators on etcd (--etcd): only there does the "
+                      "leader make a removed node's copies anew");
+        return;
+    }
     pthread_mutex_lock(&s->lock);
     const pmap_node *n = pmap_node_find(s->pm, r->node);
     if (n == NULL) {

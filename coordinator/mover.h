@@ -78,10 +78,10 @@ void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *r
 /* NodeRemove: marks a DOWN node removed, its copies counted lost
  * (pmap_lose_node_copies), committed and pushed, and answers what is left
  * on it; already removed, only answers. ENOTFOUND (no such node), ESTATE
- * (it is UP: drain it instead; or it holds the only copy known to have a
- * set's acknowledged writes), EUNAVAILABLE (fewer UP nodes, not draining
- * nor removed, would be left than a replicated table keeps copies), EIO
- * (the commit failed). Takes s->lock. */
+ * (no etcd, where alone the mover runs; the node is UP: drain it instead;
+ * or it holds the only copy known to have a set's acknowledged writes), EUNAVAILABLE (fewer UP
+ * nodes, not draining nor removed, would be left than a replicated table keeps copies), EIO (the
+ * commit failed). Takes s->lock. */
 void mover_remove(server *s, const Lapse__NodeRemoveRequest *r, Lapse__Response *resp, arena *a);
 
 /* Rebalance (lapse rebalance --dry-run): the moves or handovers
