@@ -364,20 +364,26 @@ static size_t node_index(const pmap *pm, uint32_t id)
 
 /*
  * The second phase of pmap_rebalance_plan, once copies are balanced: up to
- * max handovers into out (after the n already there) that bring every node
- * taking part within one of the others' count of replicated base sets it
- * leads. Each round takes, over the settled sets not planned yet, the
- * handover from the primary to the follower whose counts differ most (by
- * two at least: a handover then lowers the spread, so rounds end), lowest
- * table and partition first on ties. Budget: max rounds, each a walk of the
- * map's replicated base sets. Returns n plus the handovers planned.
+ * max handovers into out that bring every node taking part within one of
+ * the others' count of replicated base sets it leads. Each round takes,
+ * over the settled sets not planned yet, the handover from the primary to
+ * the follower whose counts differ most (by two at least: a handover then
+ * lowers the spread, so rounds end), lowest table and partition first on
+ * ties. Budget: max rounds, each a walk of the map's replicated base sets.
+ * Returns how many were planned.
  */
-static size_t plan_handovers(const pmap *pm, pmap_move *out, size_t n, size_t max)
+static size_t plan_handovers(const pmap *pm, pmap_move *out, size_t max)
 {
-    size_t nn = pm->nnodes, end = n + max;
+    size_t nn = pm->nnodes, nsets = 0, n = 0;
+    for (size_t t = 0; t < pm->ntables; t++) {
+        nsets += pm->tables[t].schema.partitions;
+    }
     size_t *lead = calloc(nn > 0 ? nn : 1, sizeof(*lead));
-    if (lead == NULL) {
-        return n;
+    uint8_t *taken = calloc(nsets > 0 ? nsets : 1, 1); /* by set: planned already */
+    if (lead == NULL || taken == NULL) {
+        free(lead);
+        free(taken);
+        return 0;
     }
     for (size_t t = 0; t < pm->ntables; t++) {
         const pmap_table *tb = &pm->tables[t];
@@ -387,15 +393,15 @@ static size_t plan_handovers(const pmap *pm, pmap_move *out, size_t n, size_t ma
             lead[i] += i < nn;
         }
     }
-    while (n < end) {
+    while (n < max) {
         pmap_move best = {0};
-        size_t best_gap = 1, bf = nn, bt = nn;
-        for (size_t t = 0; t < pm->ntables; t++) {
+        size_t best_gap = 1, bf = nn, bt = nn, bset = 0;
+        for (size_t t = 0, base = 0; t < pm->ntables; base += pm->tables[t++].schema.partitions) {
             const pmap_table *tb = &pm->tables[t];
             uint32_t rf = schema_replication(&tb->schema);
             for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
                 const pmap_replicas *r = &tb->parts[p];
-                if (!settled(pm, r, rf) || planned(out, n, tb->schema.id, p)) {
+                if (taken[base + p] || !settled(pm, r, rf)) {
                     continue;
                 }
                 size_t f = node_index(pm, r->ids[0]);
@@ -406,6 +412,7 @@ static size_t plan_handovers(const pmap *pm, pmap_move *out, size_t n, size_t ma
                         best = (pmap_move){tb->schema.id, p, r->ids[0], r->ids[k], 1};
                         bf = f;
                         bt = to;
+                        bset = base + p;
                     }
                 }
             }
@@ -414,10 +421,12 @@ static size_t plan_handovers(const pmap *pm, pmap_move *out, size_t n, size_t ma
             break;
         }
         out[n++] = best;
+        taken[bset] = 1;
         lead[bf]--;
         lead[bt]++;
     }
     free(lead);
+    free(taken);
     return n;
 }
 
@@ -475,7 +484,7 @@ size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max)
     }
     free(count);
     /* Copies balanced: then primaries, by handovers. */
-    return balanced && n == 0 ? plan_handovers(pm, out, 0, max) : n;
+    return balanced && n == 0 ? plan_handovers(pm, out, max) : n;
 }
 
 int pmap_move_start(pmap *pm, const pmap_move *m)
