@@ -256,6 +256,32 @@ pmap *rs_wait_all_in_sync(const char *table)
     return NULL;
 }
 
+pmap *rs_wait_rebalanced(const char *table)
+{
+    for (int i = 0; i < 600; i++) {
+        json_t *plan = rs_rebalance_plan();
+        int idle = json_array_size(json_object_get(plan, "Moves")) == 0 &&
+                   rs_json_int(plan, "Moving") == 0;
+        uint64_t version = (uint64_t)rs_json_int(plan, "PartitionMapVersion");
+        json_decref(plan);
+        pmap *pm = testmap_fetch(g_rs_cluster);
+        const pmap_table *t = pmap_table_find(pm, table);
+        assert_non_null(t);
+        int all = idle && pm->version == version; /* the plan is of this map */
+        for (uint32_t p = 0; all && p < t->schema.partitions; p++) {
+            all = pmap_in_sync_count(&t->parts[p]) == t->parts[p].n;
+        }
+        if (all) {
+            return pm;
+        }
+        pmap_free(pm);
+        rs_sleep_ms(100);
+    }
+    fail_msg("table %s: the rebalancer is not idle on a map with every copy in sync after 60 s",
+             table);
+    return NULL;
+}
+
 void rs_wait_state(uint32_t id, const char *want)
 {
     char st[32] = "";

@@ -73,6 +73,14 @@ uint64_t rs_wait_copies_match(const char *table, long timeout_ms);
  * returns the coordinator's map then (caller pmap_free). */
 pmap *rs_wait_all_in_sync(const char *table);
 
+/* Waits (up to 60 s) until the coordinator's rebalancer has nothing to do
+ * (no move or handover planned, no set moving) on a map where every member
+ * of every set of table is in sync: after a failover the rebalancer hands
+ * primaryships back (docs/replication.md, "Rebalancing"), so a test that
+ * watches who leads waits for this first. Returns that map (caller
+ * pmap_free). */
+pmap *rs_wait_rebalanced(const char *table);
+
 /* Waits (up to 20 s) until the coordinator reports node id in state want
  * ("UP" or "DOWN"). */
 void rs_wait_state(uint32_t id, const char *want);
