@@ -36,8 +36,9 @@ static const cli_command commands[] = {
     {"rebalance", cli_rebalance, "--dry-run",
      "Prints the moves the coordinator's rebalancer would make now to bring every node\n"
      "within one of the others' count of copies of replicated tables' partitions (Kind\n"
-     "\"move\") or, once they are, the handovers that bring its count of primaries within\n"
-     "one of the others' (Kind \"handover\": From leads, To follows, no copy moves):\n"
+     "\"move\") or, once they are and the coordinators run with --balance-primaries, the\n"
+     "handovers that bring its count of primaries within one of the others' (Kind\n"
+     "\"handover\": From leads, To follows, no copy moves):\n"
      "{\"Moves\":[{\"Kind\",\"Table\",\"Partition\",\"From\",\"To\"}],\"Moving\":N,...}.\n"
      "The coordinator makes them on its own, a few at a time, while every node is UP and\n"
      "none drains (a node that joins gets its share of the older tables so); [] means\n"

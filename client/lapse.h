@@ -215,8 +215,9 @@ int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_ou
 int lapse_node_remove(lapse_client *c, uint32_t node_id, char **json_out, lapse_error *err);
 /* The rebalancer's plan (docs/replication.md, "Rebalancing"): the moves of
  * base copies of replicated tables that would bring every node within one
- * of the others or, once they are, the handovers of primaryships that
- * would bring every node's count of primaries within one of the others, as
+ * of the others or, once they are and the coordinators balance primaries
+ * (--balance-primaries), the handovers of primaryships that would bring
+ * every node's count of primaries within one of the others, as
  * {"Moves":[{"Kind":"move"|"handover","Table","Partition","From","To"}],
  * "Moving":N,"PartitionMapVersion"}. The coordinator leader carries them
  * out on its own, a few at a time, while every node is UP and none drains;

@@ -463,6 +463,7 @@ static void test_flags(void **state)
         {{"--data", fx.data_dir, "--default-replication", "", NULL}, 2, "wants 1, 2 or 3"},
         {{"--data", fx.data_dir, "--max-concurrent-moves", "0", NULL}, 2, "from 1 to 64"},
         {{"--data", fx.data_dir, "--max-concurrent-moves", "4x", NULL}, 2, "from 1 to 64"},
+        {{"--data", fx.data_dir, "--balance-primaries", "-1", NULL}, 2, "from 0 to 64"},
         {{"--data", fx.data_dir, "extra", NULL}, 2, "unexpected argument"},
         {{"--data", NULL}, 2, "needs a value"},
         {{"--help", NULL}, 0, "usage:"},

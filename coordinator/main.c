@@ -81,6 +81,9 @@ static void usage(FILE *f)
             "  --max-concurrent-moves N   sets the leader moves copies of at once, for drains,\n"
             "                             removals and rebalancing, and primaryships it hands\n"
             "                             over per pass (1 to 64, default %d)\n"
+            "  --balance-primaries N      hand at most N primaryships over per pass so every\n"
+            "                             node leads within one of the others' sets, once\n"
+            "                             copies are even (0 to 64, default 0: off)\n"
             "  --admin-token-file F       CreateTable, DeleteTable and UpdateTimeToLive require\n"
             "                             the token in F (one trailing newline is stripped)\n"
             "  --log-level LEVEL          lowest level logged on stderr (default info)\n"
@@ -99,6 +102,7 @@ typedef struct flags {
     const char *import_dir;       /* --import-catalog; NULL: none */
     unsigned default_replication; /* --default-replication */
     unsigned max_moves;           /* --max-concurrent-moves */
+    unsigned balance_primaries;   /* --balance-primaries */
 } flags;
 
 static int check_flags(const flags *f);
@@ -114,6 +118,7 @@ static const struct option longopts[] = {
     {"import-catalog", required_argument, NULL, 'i'},
     {"default-replication", required_argument, NULL, 'r'},
     {"max-concurrent-moves", required_argument, NULL, 'm'},
+    {"balance-primaries", required_argument, NULL, 'b'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -187,6 +192,20 @@ static int one_flag(int c, flags *f)
         f->max_moves = (unsigned)v;
         break;
     }
+    case 'b': {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(optarg, &end, 10);
+        if (errno != 0 || end == optarg || *end != '\0' || v < 0 || v > MOVER_MAX_MOVES_LIMIT) {
+            fprintf(stderr,
+                    "lapse-coordinator: --balance-primaries wants a number from 0 to %d, not "
+                    "'%s'\n",
+                    MOVER_MAX_MOVES_LIMIT, optarg);
+            return LAPSE_EUSAGE;
+        }
+        f->balance_primaries = (unsigned)v;
+        break;
+    }
     default:
         return -1;
     }
@@ -207,6 +226,7 @@ static int parse_flags(int argc, char **argv, flags *f)
     f->import_dir = NULL;
     f->default_replication = 1;
     f->max_moves = MOVER_MAX_CONCURRENT;
+    f->balance_primaries = 0;
     char cerr[4200];
     if (config_argv_init(&g_args, argc, argv, longopts, cerr, sizeof(cerr)) != 0) {
         fprintf(stderr, "lapse-coordinator: %s\n", cerr);
@@ -314,6 +334,7 @@ int main(int argc, char **argv)
     cfg.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
     cfg.default_replication = f.default_replication;
     cfg.max_moves = f.max_moves;
+    cfg.balance_primaries = f.balance_primaries;
     cfg.push_timeout_ms = PUSH_TIMEOUT_MS;
     cfg.admin_token = f.admin_token_file != NULL ? token : NULL;
 

@@ -220,7 +220,7 @@ static size_t count_moving(const pmap *pm)
  * node named by a set, a move under way, or one the rebalancer would
  * start. Read-only, so a balanced cluster costs a walk of the map every
  * pass, not a copy of it. */
-static int has_work(const pmap *pm)
+static int has_work(const pmap *pm, size_t max_handovers)
 {
     for (size_t i = 0; i < pm->nnodes; i++) {
         if (pm->nodes[i].draining || removed_holding(pm, &pm->nodes[i])) {
@@ -228,7 +228,8 @@ static int has_work(const pmap *pm)
         }
     }
     pmap_move probe;
-    return count_moving(pm) > 0 || (may_rebalance(pm) && pmap_rebalance_plan(pm, &probe, 1) > 0);
+    return count_moving(pm) > 0 ||
+           (may_rebalance(pm) && pmap_rebalance_plan(pm, &probe, 1, max_handovers) > 0);
 }
 
 /* The sets that may be moving at once: --max-concurrent-moves, else
@@ -244,7 +245,7 @@ void mover_pass(server *s)
     if (!server_leads(s)) {
         return;
     }
-    if (!has_work(s->pm)) {
+    if (!has_work(s->pm, s->balance_primaries)) {
         return;
     }
     pmap *next = pmap_dup(s->pm);
@@ -263,7 +264,7 @@ void mover_pass(server *s)
     }
     if (may_rebalance(next) && ps.in_move < ps.max_moves) {
         pmap_move mv[MOVER_MAX_MOVES_LIMIT];
-        size_t n = pmap_rebalance_plan(next, mv, ps.max_moves - ps.in_move);
+        size_t n = pmap_rebalance_plan(next, mv, ps.max_moves - ps.in_move, s->balance_primaries);
         for (size_t i = 0; i < n; i++) {
             if (pmap_move_start(next, &mv[i]) != 0) {
                 continue;
@@ -466,7 +467,8 @@ void mover_rebalance(server *s, const Lapse__RebalanceRequest *r, Lapse__Respons
         max += s->pm->tables[t].schema.partitions;
     }
     pmap_move *mv = calloc(max > 0 ? max : 1, sizeof(*mv));
-    size_t n = mv != NULL ? pmap_rebalance_plan(s->pm, mv, max) : 0;
+    size_t n =
+        mv != NULL ? pmap_rebalance_plan(s->pm, mv, max, s->balance_primaries > 0 ? max : 0) : 0;
     m->moving = (uint32_t)count_moving(s->pm);
     m->pmap_version = s->pm->version;
     pthread_mutex_unlock(&s->lock);

@@ -27,9 +27,10 @@
  * pmap_rebalance_plan, up to --max-concurrent-moves in all, each marking
  * the copy that leaves (pmap_replicas.leaving) and adding the new one in
  * the same commit; a node that joins so gets its share of the tables made
- * before it. Once copies are even, the plan is handovers of
- * primaryships instead (pmap_move.handover), made at once, as many per
- * pass as moves could start, until every node leads within one of the
+ * before it. With --balance-primaries N (server.balance_primaries; 0, off,
+ * by default), once copies are even the plan is handovers of primaryships
+ * instead (pmap_move.handover), made at once, at most N per pass and no
+ * more than moves could start, until every node leads within one of the
  * others' count of sets.
  *
  * A removed node (NodeRemove: a DOWN node given up on, docs/replication.md,

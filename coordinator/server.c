@@ -67,6 +67,7 @@ int server_open(server **out, const server_config *cfg, char *err, size_t errlen
     s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
     s->default_replication = cfg->default_replication;
     s->max_moves = cfg->max_moves;
+    s->balance_primaries = cfg->balance_primaries;
     s->push_timeout_ms = cfg->push_timeout_ms;
     ttlprop_init(&s->ttl);
     pthread_mutex_init(&s->ddl_lock, NULL);

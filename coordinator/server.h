@@ -85,6 +85,7 @@ typedef struct server_config {
     int64_t heartbeat_timeout_ms; /* UP nodes silent longer than this go DOWN */
     unsigned default_replication; /* copies of a table that names none (0, 1: one) */
     unsigned max_moves;           /* sets moving at once (0: MOVER_MAX_CONCURRENT) */
+    unsigned balance_primaries;   /* handovers the rebalancer makes per pass (0: none) */
     int push_timeout_ms;          /* per-node timeout of PushPartitionMap */
     const char *admin_token;      /* NULL: none required; else borrowed, non-empty */
 } server_config;
@@ -95,6 +96,7 @@ typedef struct server {
     int64_t heartbeat_timeout_ms;   /* see server_config */
     unsigned default_replication;   /* see server_config */
     unsigned max_moves;             /* see server_config */
+    unsigned balance_primaries;     /* see server_config */
     int push_timeout_ms;            /* see server_config */
     char *admin_token;              /* owned copy; NULL when admin calls need none */
     size_t admin_token_len;         /* strlen(admin_token) */

@@ -430,7 +430,7 @@ static size_t plan_handovers(const pmap *pm, pmap_move *out, size_t max)
     return n;
 }
 
-size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max)
+size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max, size_t max_handovers)
 {
     size_t nn = pm->nnodes, n = 0;
     size_t *count = calloc(nn > 0 ? nn : 1, sizeof(*count));
@@ -484,7 +484,8 @@ size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max)
     }
     free(count);
     /* Copies balanced: then primaries, by handovers. */
-    return balanced && n == 0 ? plan_handovers(pm, out, max) : n;
+    return balanced && n == 0 ? plan_handovers(pm, out, max < max_handovers ? max : max_handovers)
+                              : n;
 }
 
 int pmap_move_start(pmap *pm, const pmap_move *m)

@@ -137,12 +137,12 @@ typedef struct pmap_move {
  * are settled (as many members as their table keeps, all in sync, none
  * leaving, all UP and not draining), one move per set. Once the copies are
  * within one, and only then (a plan holds moves or handovers, never both),
- * up to max handovers that bring every such node within one of the others'
- * count of replicated base sets it leads: from settled sets, from the
- * primary to the follower whose counts differ most (by two or more), one
- * per set. Returns how many; 0 when balanced (or out of memory). pm is not
- * changed. */
-size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max);
+ * up to max_handovers (and max) handovers that bring every such node
+ * within one of the others' count of replicated base sets it leads: from
+ * settled sets, from the primary to the follower whose counts differ most
+ * (by two or more), one per set; max_handovers 0 plans none. Returns how
+ * many; 0 when balanced (or out of memory). pm is not changed. */
+size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max, size_t max_handovers);
 /* Starts move m: m->to is added out of sync (pmap_replica_add) and m->from
  * marked the set's leaving member, which the mover removes once the set
  * has its copies in sync without it. A handover is done at once

@@ -360,9 +360,9 @@ static void test_rebalance_plan(void **state)
     table_schema t = rf3_schema(8);
     assert_int_equal(pmap_add_table(pm, &t), 0);
     pmap_move mv[16];
-    assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0); /* balanced */
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16, 16), 0); /* balanced */
     assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_UP), 0);
-    size_t n = pmap_rebalance_plan(pm, mv, 16);
+    size_t n = pmap_rebalance_plan(pm, mv, 16, 16);
     assert_int_equal(n, 6);
     size_t from[5] = {0};
     for (size_t i = 0; i < n; i++) {
@@ -377,24 +377,24 @@ static void test_rebalance_plan(void **state)
     assert_int_equal(from[1], 2);
     assert_int_equal(from[2], 2);
     assert_int_equal(from[3], 2);
-    assert_int_equal(pmap_rebalance_plan(pm, mv, 2), 2); /* bounded */
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 2, 16), 2); /* bounded */
     /* A draining node takes part in no plan; neither does a DOWN one. */
     assert_int_equal(pmap_set_node_draining(pm, 4, 1), 0);
-    assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0);
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16, 16), 0);
     assert_int_equal(pmap_set_node_draining(pm, 4, 0), 0);
     assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_DOWN), 0);
-    assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0);
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16, 16), 0);
     assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_UP), 0);
     /* Started: the leaving member is marked and the new copy out of sync;
      * the set is left out of the next plan. */
-    n = pmap_rebalance_plan(pm, mv, 16);
+    n = pmap_rebalance_plan(pm, mv, 16, 16);
     assert_int_equal(pmap_move_start(pm, &mv[0]), 0);
     pmap_replicas *r = &pm->tables[0].parts[mv[0].part];
     assert_int_equal(r->leaving, mv[0].from);
     assert_int_equal(r->n, 4);
     assert_int_equal(pmap_move_start(pm, &mv[0]), LAPSE_EINVAL); /* moving already */
     pmap_move again[16];
-    size_t m = pmap_rebalance_plan(pm, again, 16);
+    size_t m = pmap_rebalance_plan(pm, again, 16, 16);
     for (size_t i = 0; i < m; i++) {
         assert_int_not_equal(again[i].part, mv[0].part);
     }
@@ -415,15 +415,17 @@ static void test_rebalance_plan(void **state)
         assert_int_equal(pmap_partitions_owned(pm, id) + pmap_follower_copies(pm, id), 6);
     }
     /* Only followers' copies moved: node 4 leads nothing, so the plan is
-     * handovers to it now (rebalance_primaries below), then nothing. */
-    n = pmap_rebalance_plan(pm, mv, 16);
+     * handovers to it now (rebalance_primaries below), unless none may be
+     * planned, then nothing. */
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16, 0), 0);
+    n = pmap_rebalance_plan(pm, mv, 16, 16);
     assert_true(n > 0);
     for (size_t i = 0; i < n; i++) {
         assert_true(mv[i].handover);
         assert_int_equal(mv[i].to, 4);
     }
     carry_out(pm, mv, n);
-    assert_int_equal(pmap_rebalance_plan(pm, mv, 16), 0);
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16, 16), 0);
     for (uint32_t id = 1; id <= 4; id++) {
         assert_int_equal(pmap_partitions_owned(pm, id), 2);
     }
@@ -454,8 +456,10 @@ static void test_rebalance_primaries(void **state)
     };
     assert_int_equal(pmap_add_table_assigned(pm, &t, parts), 0);
     pmap_move mv[16];
-    assert_int_equal(pmap_rebalance_plan(pm, mv, 1), 1); /* bounded */
-    size_t n = pmap_rebalance_plan(pm, mv, 16);
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 1, 16), 1); /* bounded */
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16, 2), 2);
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 16, 0), 0); /* not asked for */
+    size_t n = pmap_rebalance_plan(pm, mv, 16, 16);
     assert_true(n >= 3);
     for (size_t i = 0; i < n; i++) {
         const pmap_replicas *r = pmap_part(&pm->tables[0], mv[i].part);
@@ -471,7 +475,7 @@ static void test_rebalance_primaries(void **state)
     uint32_t keep = r0->in_sync;
     r0->in_sync = 3;
     pmap_move again[16];
-    size_t m = pmap_rebalance_plan(pm, again, 16);
+    size_t m = pmap_rebalance_plan(pm, again, 16, 16);
     for (size_t i = 0; i < m; i++) {
         assert_int_not_equal(again[i].part, mv[0].part);
     }
@@ -479,7 +483,7 @@ static void test_rebalance_primaries(void **state)
     /* Carried out until the plan is empty (each pass as the mover would). */
     for (int pass = 0; pass < 8 && n > 0; pass++) {
         carry_out(pm, mv, n);
-        n = pmap_rebalance_plan(pm, mv, 16);
+        n = pmap_rebalance_plan(pm, mv, 16, 16);
     }
     assert_int_equal(n, 0);
     for (uint32_t id = 1; id <= 4; id++) {

@@ -19,9 +19,10 @@
  *  - --stop ends the drain (Draining false); then the rebalancer, seeing
  *    node 1 empty and the others full, plans moves to it (lapse rebalance
  *    --dry-run) and carries them out until every node holds 18 of the 72
- *    copies (within one), then hands primaryships over until every node
- *    leads 6 of the 24 sets (within one), with every copy identical and
- *    every item there.
+ *    copies (within one), then (its coordinator runs with
+ *    --balance-primaries 4) hands primaryships over until every node leads
+ *    6 of the 24 sets (within one), with every copy identical and every
+ *    item there.
  */
 #include "testutil.h"
 
@@ -39,7 +40,7 @@
 static int setup(void **state)
 {
     (void)state;
-    return rs_group_setup_nodes(4);
+    return rs_group_setup_coordinator_args(4, "--balance-primaries 4");
 }
 
 /* Waits (up to 30 s) until no node outside a partition's set holds any of
