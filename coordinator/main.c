@@ -123,6 +123,22 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* Flag name's value in optarg, a number from min to MOVER_MAX_MOVES_LIMIT,
+ * into *out. 0, or LAPSE_EUSAGE after printing why on stderr. */
+static int count_flag(const char *name, long min, unsigned *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(optarg, &end, 10);
+    if (errno != 0 || end == optarg || *end != '\0' || v < min || v > MOVER_MAX_MOVES_LIMIT) {
+        fprintf(stderr, "lapse-coordinator: %s wants a number from %ld to %d, not '%s'\n", name,
+                min, MOVER_MAX_MOVES_LIMIT, optarg);
+        return LAPSE_EUSAGE;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
 /* Takes flag c (getopt_long's, its value in optarg) into *f. Returns 0,
  * LAPSE_EUSAGE after printing why on stderr, or -1 for a flag it does not
  * know. */
@@ -178,34 +194,10 @@ static int one_flag(int c, flags *f)
         }
         f->default_replication = (unsigned)(optarg[0] - '0');
         break;
-    case 'm': {
-        char *end = NULL;
-        errno = 0;
-        long v = strtol(optarg, &end, 10);
-        if (errno != 0 || end == optarg || *end != '\0' || v < 1 || v > MOVER_MAX_MOVES_LIMIT) {
-            fprintf(stderr,
-                    "lapse-coordinator: --max-concurrent-moves wants a number from 1 to %d, not "
-                    "'%s'\n",
-                    MOVER_MAX_MOVES_LIMIT, optarg);
-            return LAPSE_EUSAGE;
-        }
-        f->max_moves = (unsigned)v;
-        break;
-    }
-    case 'b': {
-        char *end = NULL;
-        errno = 0;
-        long v = strtol(optarg, &end, 10);
-        if (errno != 0 || end == optarg || *end != '\0' || v < 0 || v > MOVER_MAX_MOVES_LIMIT) {
-            fprintf(stderr,
-                    "lapse-coordinator: --balance-primaries wants a number from 0 to %d, not "
-                    "'%s'\n",
-                    MOVER_MAX_MOVES_LIMIT, optarg);
-            return LAPSE_EUSAGE;
-        }
-        f->balance_primaries = (unsigned)v;
-        break;
-    }
+    case 'm':
+        return count_flag("--max-concurrent-moves", 1, &f->max_moves);
+    case 'b':
+        return count_flag("--balance-primaries", 0, &f->balance_primaries);
     default:
         return -1;
     }
