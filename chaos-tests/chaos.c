@@ -29,7 +29,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: lapse-chaos [--seed S] [--duration SECONDS] [--items N] [--faults LIST]\n"
                "                   [--profile short|long] [--runs N] [--threads N]\n"
-               "                   [--replication N]\n"
+               "                   [--replication N] [--balance-primaries N]\n"
                "                   [--report FILE] [--bin-dir DIR] [--keep] [--quiet]\n"
                "  --faults LIST   comma-separated: node-kill, dest-kill, backfill-kill,\n"
                "                  coordinator-kill, stop-cont, partition,\n"
@@ -46,6 +46,8 @@ static void usage(FILE *f)
                "  --runs N        N seeds: S, S+1, ... each on a fresh cluster\n"
                "  --replication N every table keeps N copies of each partition (1 to 3,\n"
                "                  default 1); above 1 the cluster runs on etcd\n"
+               "  --balance-primaries N  the coordinators hand up to N primaryships over per\n"
+               "                  pass to even out primaries (1 to 64; default off)\n"
                "  --keep          keep the run directory (daemon logs) even when a run passes\n"
                "The seed is printed first; --seed S replays the workload and fault schedule.\n"
                "Exit status: 0 every checked invariant held, 1 one broke, 2 bad usage.\n"
@@ -112,6 +114,7 @@ int chaos_parse(chaos_opts *o, int argc, char **argv)
         {"debug-plant-violation", optional_argument, NULL, 'P'},
         {"debug-idle", required_argument, NULL, 'I'},
         {"replication", required_argument, NULL, 'R'},
+        {"balance-primaries", required_argument, NULL, 'B'},
         {NULL, 0, NULL, 0}};
     int seed_set = 0, dur = -1, items = -1, runs = -1, threads = -1;
     int64_t faults = -1;
@@ -197,6 +200,16 @@ int chaos_parse(chaos_opts *o, int argc, char **argv)
                 return 2;
             }
             break;
+        case 'B': {
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || v < 1 || v > 64) {
+                fprintf(stderr, "lapse-chaos: --balance-primaries wants 1 to 64\n");
+                return 2;
+            }
+            o->balance_primaries = (unsigned)v;
+            break;
+        }
         case 'R':
             if (strcmp(optarg, "1") != 0 && strcmp(optarg, "2") != 0 && strcmp(optarg, "3") != 0) {
                 fprintf(stderr, "lapse-chaos: --replication wants 1, 2 or 3\n");
@@ -290,6 +303,12 @@ static int setup(run *r, char *err, size_t errlen)
         }
         size_t used = strlen(node_args);
         snprintf(node_args + used, sizeof(node_args) - used, " --debug-fault-dir %s", r->fault_dir);
+    }
+    char coord_args[64] = "";
+    if (r->opt->balance_primaries > 0) {
+        snprintf(coord_args, sizeof(coord_args), "--balance-primaries %u",
+                 r->opt->balance_primaries);
+        co.coordinator_args = coord_args;
     }
     co.nodes = 3;
     co.bin_dir = r->netns != NULL ? r->netns->bin_dir : r->opt->bin_dir;

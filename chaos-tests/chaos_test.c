@@ -36,13 +36,24 @@ int main(void)
                     NULL,
                     NULL,
                     NULL,
+                    NULL,
+                    NULL,
                     NULL};
     int argc = 9;
 #ifdef CHAOS_TEST_REPLICATION
     argv[argc++] = "--replication";
     argv[argc++] = CHAOS_TEST_REPLICATION;
 #endif
+#ifdef CHAOS_TEST_BALANCE_PRIMARIES
+    argv[argc++] = "--balance-primaries";
+    argv[argc++] = CHAOS_TEST_BALANCE_PRIMARIES;
+#endif
     const char *seed = getenv("LAPSE_CHAOS_SEED");
+#ifdef CHAOS_TEST_SEED
+    if (seed == NULL || *seed == '\0') {
+        seed = CHAOS_TEST_SEED; /* the schedule this test was made for */
+    }
+#endif
     if (seed != NULL && *seed != '\0') {
         argv[argc++] = "--seed";
         argv[argc++] = (char *)seed;

@@ -105,6 +105,8 @@ static uint32_t target_for(const pmap *pm, const pmap_replicas *r)
 
 /* What one pass did. */
 typedef struct pass {
+    uint64_t since;            /* the version this pass's map is committed as */
+    size_t stepped, cancelled; /* handovers begun, and ended with no one to take over */
     size_t added, handed, removed, stuck;
     size_t in_move;
     size_t max_moves;  /* sets that may be moving at once (--max-concurrent-moves) */
@@ -140,7 +142,9 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
         /* Enough copies in sync off draining nodes: a draining primary
          * hands over first, then the draining copy goes. */
         if (leaves(next, r, r->ids[0]) && first_keep != 0) {
-            ps->handed += pmap_replica_handover(next, tid, p, first_keep) == 0;
+            if (r->handing_since == 0) { /* the primary steps down first */
+                ps->stepped += pmap_replica_step_down(next, tid, p, first_keep, ps->since) == 0;
+            } /* else finish_handover's */
         } else if (d > 0) {
             ps->removed += pmap_replica_remove(next, tid, p, r->ids[d]) == 0;
         }
@@ -216,10 +220,25 @@ static size_t count_moving(const pmap *pm)
     return n;
 }
 
+/* Whether a set of pm has a handover under way (pmap_replica_step_down). */
+static int handing_over(const pmap *pm)
+{
+    for (size_t t = 0; t < pm->ntables; t++) {
+        const pmap_table *tb = &pm->tables[t];
+        for (uint32_t p = 0; schema_replication(&tb->schema) >= 2 && p < tb->schema.partitions;
+             p++) {
+            if (tb->parts[p].handing_since != 0) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Whether mover_pass has anything to do on pm: a node draining, a removed
- * node named by a set, a move under way, or one the rebalancer would
- * start. Read-only, so a balanced cluster costs a walk of the map every
- * pass, not a copy of it. */
+ * node named by a set, a move or handover under way, or one the rebalancer
+ * would start. Read-only, so a balanced cluster costs a walk of the map
+ * every pass, not a copy of it. */
 static int has_work(const pmap *pm, size_t max_handovers)
 {
     for (size_t i = 0; i < pm->nnodes; i++) {
@@ -228,7 +247,7 @@ static int has_work(const pmap *pm, size_t max_handovers)
         }
     }
     pmap_move probe;
-    return count_moving(pm) > 0 ||
+    return count_moving(pm) > 0 || handing_over(pm) ||
            (may_rebalance(pm) && pmap_rebalance_plan(pm, &probe, 1, max_handovers) > 0);
 }
 
@@ -238,6 +257,33 @@ static size_t max_moves(const server *s)
 {
     size_t m = s->max_moves > 0 ? s->max_moves : MOVER_MAX_CONCURRENT;
     return m < MOVER_MAX_MOVES_LIMIT ? m : MOVER_MAX_MOVES_LIMIT;
+}
+
+/* Finishes the handover under way in set r (table id tid, partition p)
+ * once its primary holds the map that stepped it down (a push reply or a
+ * heartbeat said so) or is not UP: its successor becomes the primary at
+ * epoch + 1. With no in-sync follower left to take over, the handover is
+ * called off and the primary serves again. REQUIRES: s->lock held. */
+static void finish_handover(server *s, pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r,
+                            pass *ps)
+{
+    if (r->handing_since == 0) {
+        return;
+    }
+    uint32_t to = pmap_handover_target(r);
+    if (to == 0) {
+        r->handing_since = 0;
+        r->handing_to = 0;
+        ps->cancelled++;
+        return;
+    }
+    const pmap_node *old = pmap_node_find(next, r->ids[0]);
+    const node_live *l = server_live(s, r->ids[0], 0);
+    int stopped = old == NULL || old->state != PMAP_NODE_UP ||
+                  (l != NULL && l->pmap_version >= r->handing_since);
+    if (stopped) {
+        ps->handed += pmap_replica_handover(next, tid, p, to) == 0;
+    }
 }
 
 void mover_pass(server *s)
@@ -253,12 +299,14 @@ void mover_pass(server *s)
         return;
     }
     pass ps = {0};
+    ps.since = s->pm->version + 1; /* server_commit's */
     ps.in_move = count_moving(next);
     ps.max_moves = max_moves(s);
     for (size_t t = 0; t < next->ntables; t++) {
         pmap_table *tb = &next->tables[t];
         uint32_t rf = schema_replication(&tb->schema);
         for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
+            finish_handover(s, next, tb->schema.id, p, &tb->parts[p], &ps);
             step(next, tb->schema.id, p, &tb->parts[p], rf, &ps);
         }
     }
@@ -266,11 +314,11 @@ void mover_pass(server *s)
         pmap_move mv[MOVER_MAX_MOVES_LIMIT];
         size_t n = pmap_rebalance_plan(next, mv, ps.max_moves - ps.in_move, s->balance_primaries);
         for (size_t i = 0; i < n; i++) {
-            if (pmap_move_start(next, &mv[i]) != 0) {
+            if (pmap_move_start(next, &mv[i], ps.since) != 0) {
                 continue;
             }
             if (mv[i].handover) {
-                ps.handed++; /* done in this commit: no set stays moving */
+                ps.stepped++; /* finished by a later pass: no set stays moving */
                 ps.rebalanced++;
             } else {
                 ps.added++;
@@ -279,7 +327,7 @@ void mover_pass(server *s)
             }
         }
     }
-    if (ps.added + ps.handed + ps.removed == 0) {
+    if (ps.added + ps.handed + ps.removed + ps.stepped + ps.cancelled == 0) {
         pmap_free(next);
         return;
     }
@@ -289,11 +337,13 @@ void mover_pass(server *s)
         pmap_free(next);
         return;
     }
-    log_info("moves: map version %llu: %zu cop%s added, %zu primar%s handed over (%zu of these "
-             "by the rebalancer), %zu leaving cop%s removed; %zu set(s) being moved%s",
-             (unsigned long long)s->pm->version, ps.added, ps.added == 1 ? "y" : "ies", ps.handed,
-             ps.handed == 1 ? "y" : "ies", ps.rebalanced, ps.removed, ps.removed == 1 ? "y" : "ies",
-             ps.in_move, ps.stuck > 0 ? "; some sets have no node to move to" : "");
+    log_info("moves: map version %llu: %zu cop%s added, %zu primar%s stepping down and %zu handed "
+             "over (%zu of these by the rebalancer), %zu handover%s called off, %zu leaving cop%s "
+             "removed; %zu set(s) being moved%s",
+             (unsigned long long)s->pm->version, ps.added, ps.added == 1 ? "y" : "ies", ps.stepped,
+             ps.stepped == 1 ? "y" : "ies", ps.handed, ps.rebalanced, ps.cancelled,
+             ps.cancelled == 1 ? "" : "s", ps.removed, ps.removed == 1 ? "y" : "ies", ps.in_move,
+             ps.stuck > 0 ? "; some sets have no node to move to" : "");
     replicas_push(s);
 }
 

@@ -2,6 +2,7 @@
  * (replicas.h). */
 #include "replicas.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,17 +21,40 @@ static void push_copy(server *s, arena *a, Lapse__PartitionMap **map, const char
     *urls = push_up_nodes(s->pm, a, &ids, n);
 }
 
+/* A push's OK replies: ok[i] once urls[i] answered (the node holds the
+ * pushed map, or a newer one). */
+static void push_ok(void *arg, size_t i, const Lapse__Response *resp)
+{
+    (void)resp;
+    ((atomic_char *)arg)[i] = 1;
+}
+
 void replicas_push(server *s)
 {
     arena a;
     arena_init(&a);
     Lapse__PartitionMap *map;
     const char **urls;
+    uint32_t *ids = NULL;
     size_t n;
-    push_copy(s, &a, &map, &urls, &n);
+    map = wire_pmap_to_pb(&a, s->pm);
+    urls = push_up_nodes(s->pm, &a, &ids, &n);
+    uint64_t version = s->pm->version;
+    atomic_char *ok = n > 0 ? arena_alloc(&a, n * sizeof(*ok)) : NULL;
+    for (size_t i = 0; ok != NULL && i < n; i++) {
+        atomic_init(&ok[i], 0);
+    }
     pthread_mutex_unlock(&s->lock);
-    push_map(s->pusher, map, urls, n, s->push_timeout_ms, NULL, NULL);
+    push_map(s->pusher, map, urls, n, s->push_timeout_ms, ok != NULL ? push_ok : NULL, ok);
     pthread_mutex_lock(&s->lock);
+    /* What a node confirmed holding: a handover waits for its old primary
+     * to hold the map that stepped it down (mover.c). */
+    for (size_t i = 0; ok != NULL && ids != NULL && i < n; i++) {
+        node_live *l = atomic_load(&ok[i]) ? server_live(s, ids[i], 0) : NULL;
+        if (l != NULL && l->pmap_version < version) {
+            l->pmap_version = version;
+        }
+    }
     arena_fini(&a);
 }
 

@@ -52,6 +52,11 @@ const pmap_replicas *logship_led(logship *ls, const node_map *m, uint32_t table_
         snprintf(err, errlen, "node %u is the primary of table %u partition %u, not this node %u",
                  (unsigned)r->ids[0], (unsigned)table_id, (unsigned)part, (unsigned)ls->ns->id);
         *rv = LAPSE_EWRONGNODE;
+    } else if (r->handing_since != 0) {
+        snprintf(err, errlen,
+                 "table %u partition %u: this node %u is handing its primaryship over; try again",
+                 (unsigned)table_id, (unsigned)part, (unsigned)ls->ns->id);
+        *rv = LAPSE_EWRONGNODE;
     } else {
         *rv = registry_may_lead(ls->ns, m->pm, err, errlen);
     }

@@ -164,10 +164,18 @@ static int follower_reads(const request_ctx *c, uint32_t part)
            seq > 0;
 }
 
+/* Whether this node, the partition's primary, is handing the primaryship
+ * over (pmap_replica_step_down): it serves no write and no strong read. */
+static int stepping_down(const request_ctx *c, uint32_t part)
+{
+    const pmap_replicas *r = pmap_part(c->table, part);
+    return r != NULL && r->handing_since != 0;
+}
+
 int request_owns(const request_ctx *c, uint32_t part)
 {
     if (pmap_owner(c->table, part) == c->ns->id) {
-        return !c->fenced || c->eventual;
+        return c->eventual || (!c->fenced && !stepping_down(c, part));
     }
     return c->eventual && follower_reads(c, part);
 }
@@ -176,7 +184,12 @@ int request_wrong_node(request_ctx *c, uint32_t part)
 {
     char err[256] = "";
     uint32_t owner = pmap_owner(c->table, part);
-    if (owner == c->ns->id && c->fenced && !c->eventual) {
+    if (owner == c->ns->id && !c->eventual && stepping_down(c, part)) {
+        rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE,
+                      "partition %u of table %s: node %u is handing its primaryship over; try "
+                      "again",
+                      part, c->table->schema.name, (unsigned)c->ns->id);
+    } else if (owner == c->ns->id && c->fenced && !c->eventual) {
         if (!fenced(c, err, sizeof(err))) { /* renewed since the request came in */
             snprintf(err, sizeof(err),
                      "node %u's etcd lease was not current when the request "

@@ -29,6 +29,8 @@ static void promote(pmap_replicas *r, uint32_t f, uint32_t bits)
     r->in_sync = (bits & ~(1u | 1u << f)) | 1u; /* the new primary in, the old out */
     r->epoch = pmap_epoch(r) + 1;
     note_last_out(r, old);
+    r->handing_since = 0; /* whatever handover was under way is over */
+    r->handing_to = 0;
 }
 
 /* Applies node id's DOWN to one set; returns what it did (0: nothing,
@@ -313,7 +315,46 @@ int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id)
     r->in_sync = next;
     r->last_out = r->last_out == id ? 0 : r->last_out;
     r->leaving = r->leaving == id ? 0 : r->leaving;
+    r->handing_to = r->handing_to == id ? 0 : r->handing_to;
     r->changes++;
+    return 0;
+}
+
+int pmap_replica_step_down(pmap *pm, uint32_t table_id, uint32_t part, uint32_t to, uint64_t since)
+{
+    pmap_replicas *r = set_of(pm, table_id, part);
+    if (r == NULL) {
+        return LAPSE_ENOTFOUND;
+    }
+    int f = to != 0 ? pmap_replicas_index(r, to) : -1;
+    if (to != 0 && f <= 0) {
+        return LAPSE_EINVAL;
+    }
+    if (to != 0 && !(in_sync_bits(r) >> f & 1u)) {
+        return LAPSE_ESTATE;
+    }
+    if (r->handing_since != 0) {
+        return LAPSE_ESTATE; /* under way already */
+    }
+    r->handing_since = since;
+    r->handing_to = to;
+    return 0;
+}
+
+uint32_t pmap_handover_target(const pmap_replicas *r)
+{
+    if (r->handing_since == 0) {
+        return 0;
+    }
+    int f = r->handing_to != 0 ? pmap_replicas_index(r, r->handing_to) : -1;
+    if (f > 0 && pmap_in_sync(r, (uint32_t)f)) {
+        return r->handing_to;
+    }
+    for (uint32_t k = 1; k < r->n; k++) {
+        if (pmap_in_sync(r, k) && r->ids[k] != r->leaving) {
+            return r->ids[k];
+        }
+    }
     return 0;
 }
 
@@ -330,7 +371,8 @@ static int balanced_node(const pmap *pm, uint32_t id)
  * keeps, all in sync, nothing leaving, every member taking part. */
 static int settled(const pmap *pm, const pmap_replicas *r, uint32_t rf)
 {
-    if (r->n != rf || r->leaving != 0 || __builtin_popcount(in_sync_bits(r)) != (int)r->n) {
+    if (r->n != rf || r->leaving != 0 || r->handing_since != 0 ||
+        __builtin_popcount(in_sync_bits(r)) != (int)r->n) {
         return 0;
     }
     for (uint32_t k = 0; k < r->n; k++) {
@@ -488,7 +530,7 @@ size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max, size_t ma
                               : n;
 }
 
-int pmap_move_start(pmap *pm, const pmap_move *m)
+int pmap_move_start(pmap *pm, const pmap_move *m, uint64_t since)
 {
     pmap_replicas *r = set_of(pm, m->table_id, m->part);
     if (r == NULL) {
@@ -497,7 +539,7 @@ int pmap_move_start(pmap *pm, const pmap_move *m)
     if (m->handover) {
         return r->ids[0] != m->from || r->leaving != 0
                    ? LAPSE_EINVAL
-                   : pmap_replica_handover(pm, m->table_id, m->part, m->to);
+                   : pmap_replica_step_down(pm, m->table_id, m->part, m->to, since);
     }
     if (pmap_replicas_index(r, m->from) < 0 || r->leaving != 0) {
         return LAPSE_EINVAL;

@@ -116,6 +116,23 @@ int pmap_replica_add(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id);
  * its copy is next resynced). 0, LAPSE_ENOTFOUND, LAPSE_EINVAL (to is not
  * a follower) or LAPSE_ESTATE (to is not in sync). */
 int pmap_replica_handover(pmap *pm, uint32_t table_id, uint32_t part, uint32_t to);
+/* Begins a handover of the primaryship of set (table_id, part) to its
+ * in-sync follower to (0: any, pmap_handover_target), in two map changes
+ * (docs/replication.md, "Handing over a primaryship"): this one marks the
+ * set from map version since (the version it is committed as) on, and its
+ * primary, once it has that map, serves no write and no strong read of the
+ * partition; pmap_replica_handover, committed once the primary has
+ * confirmed that map (or is DOWN), makes to the primary at epoch + 1 and
+ * ends the mark. So the old primary has stopped before the new one starts,
+ * as after a failover, where the lost lease stops it. 0, LAPSE_ENOTFOUND,
+ * LAPSE_EINVAL (to is not a follower), LAPSE_ESTATE (to is not in sync, or
+ * a handover is under way already). Does not bump version or changes (a
+ * join asked meanwhile still lands). */
+int pmap_replica_step_down(pmap *pm, uint32_t table_id, uint32_t part, uint32_t to, uint64_t since);
+/* The follower a handover under way in r goes to: its handing_to while
+ * that is an in-sync follower, else the first in-sync follower not
+ * leaving; 0 with no handover under way or no such follower. */
+uint32_t pmap_handover_target(const pmap_replicas *r);
 /* Follower id leaves the set. 0, LAPSE_ENOTFOUND, LAPSE_EINVAL (not a
  * member), LAPSE_ESTATE (id is the primary: hand over first) or
  * LAPSE_EUNAVAILABLE (id is in sync and fewer than min-in-sync copies of
@@ -145,11 +162,12 @@ typedef struct pmap_move {
 size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max, size_t max_handovers);
 /* Starts move m: m->to is added out of sync (pmap_replica_add) and m->from
  * marked the set's leaving member, which the mover removes once the set
- * has its copies in sync without it. A handover is done at once
- * (pmap_replica_handover). 0, LAPSE_ENOTFOUND, LAPSE_EINVAL (from is not a
- * member, or for a handover not the primary, or the set is moving
- * already), or pmap_replica_add's or pmap_replica_handover's errors. */
-int pmap_move_start(pmap *pm, const pmap_move *m);
+ * has its copies in sync without it. A handover is begun
+ * (pmap_replica_step_down from map version since) and finished by the
+ * mover. 0, LAPSE_ENOTFOUND, LAPSE_EINVAL (from is not a member, or for a
+ * handover not the primary, or the set is moving already), or
+ * pmap_replica_add's or pmap_replica_step_down's errors. */
+int pmap_move_start(pmap *pm, const pmap_move *m, uint64_t since);
 /* How many base partitions of replicated tables have node id as their
  * primary in new after another primary in old at a lower epoch: the
  * promotions of id from old to new (a failover that made it primary). A

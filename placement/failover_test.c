@@ -327,6 +327,49 @@ static void test_move_a_copy(void **state)
     pmap_free(pm);
 }
 
+/* A handover in two steps: the step-down marks the set (from a map version,
+ * to a follower or any), refuses a second one and a follower out of sync,
+ * leaves the set out of the rebalancer's plans; the handover or a failover
+ * of the primary ends it, and a removed target falls back to another. */
+static void test_step_down(void **state)
+{
+    (void)state;
+    pmap *pm = three_nodes();
+    table_schema t = rf3_schema(2);
+    pmap_replicas parts[2] = {
+        {.n = 3, .ids = {1, 2, 3}, .in_sync = 7, .epoch = 1},
+        {.n = 3, .ids = {1, 2, 3}, .in_sync = 3, .epoch = 1},
+    };
+    assert_int_equal(pmap_add_table_assigned(pm, &t, parts), 0);
+    pmap_replicas *r = &pm->tables[0].parts[0];
+    assert_int_equal(pmap_handover_target(r), 0);                           /* none under way */
+    assert_int_equal(pmap_replica_step_down(pm, 1, 1, 3, 5), LAPSE_ESTATE); /* 3 out of sync */
+    assert_int_equal(pmap_replica_step_down(pm, 1, 0, 9, 5), LAPSE_EINVAL);
+    assert_int_equal(pmap_replica_step_down(pm, 1, 0, 1, 5), LAPSE_EINVAL); /* the primary */
+    uint64_t changes = r->changes;
+    assert_int_equal(pmap_replica_step_down(pm, 1, 0, 3, 5), 0);
+    assert_int_equal(r->changes, changes); /* a join asked meanwhile still lands */
+    assert_int_equal(r->ids[0], 1);
+    assert_int_equal(pmap_replica_step_down(pm, 1, 0, 2, 6), LAPSE_ESTATE);
+    assert_int_equal(pmap_handover_target(r), 3);
+    assert_true(pmap_check(pm));
+    /* Its target removed: another in-sync follower takes over. */
+    assert_int_equal(pmap_replica_remove(pm, 1, 0, 3), 0);
+    assert_int_equal(r->handing_since, 5);
+    assert_int_equal(pmap_handover_target(r), 2);
+    assert_int_equal(pmap_replica_handover(pm, 1, 0, 2), 0);
+    assert_int_equal(r->ids[0], 2);
+    assert_int_equal(r->handing_since, 0);
+    assert_int_equal(r->handing_to, 0);
+    /* A failover of a stepping-down primary ends the handover too. */
+    assert_int_equal(pmap_replica_step_down(pm, 1, 1, 0, 8), 0);
+    assert_int_equal(pmap_handover_target(&pm->tables[0].parts[1]), 2);
+    pmap_fail_node(pm, 1, NULL);
+    assert_int_equal(pm->tables[0].parts[1].ids[0], 2);
+    assert_int_equal(pm->tables[0].parts[1].handing_since, 0);
+    pmap_free(pm);
+}
+
 /* Carries out the n planned moves of mv on table 1 as the mover and the
  * primaries would: a move's new copy joined and the leaving one removed; a
  * handover made and the old primary, caught up, joined again. */
@@ -334,8 +377,14 @@ static void carry_out(pmap *pm, const pmap_move *mv, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         pmap_replicas *s = &pm->tables[0].parts[mv[i].part];
-        assert_int_equal(pmap_move_start(pm, &mv[i]), 0);
+        assert_int_equal(pmap_move_start(pm, &mv[i], 7), 0);
         if (mv[i].handover) {
+            /* Begun: the primary steps down first (same primary, marked). */
+            assert_int_equal(s->ids[0], mv[i].from);
+            assert_int_equal(s->handing_since, 7);
+            assert_int_equal(pmap_handover_target(s), mv[i].to);
+            assert_int_equal(pmap_replica_handover(pm, 1, mv[i].part, pmap_handover_target(s)), 0);
+            assert_int_equal(s->handing_since, 0);
             assert_int_equal(s->ids[0], mv[i].to);
             assert_int_equal(
                 pmap_replica_join(pm, 1, mv[i].part, s->ids[0], s->epoch, mv[i].from, s->changes),
@@ -388,11 +437,11 @@ static void test_rebalance_plan(void **state)
     /* Started: the leaving member is marked and the new copy out of sync;
      * the set is left out of the next plan. */
     n = pmap_rebalance_plan(pm, mv, 16, 16);
-    assert_int_equal(pmap_move_start(pm, &mv[0]), 0);
+    assert_int_equal(pmap_move_start(pm, &mv[0], 7), 0);
     pmap_replicas *r = &pm->tables[0].parts[mv[0].part];
     assert_int_equal(r->leaving, mv[0].from);
     assert_int_equal(r->n, 4);
-    assert_int_equal(pmap_move_start(pm, &mv[0]), LAPSE_EINVAL); /* moving already */
+    assert_int_equal(pmap_move_start(pm, &mv[0], 7), LAPSE_EINVAL); /* moving already */
     pmap_move again[16];
     size_t m = pmap_rebalance_plan(pm, again, 16, 16);
     for (size_t i = 0; i < m; i++) {
@@ -403,7 +452,7 @@ static void test_rebalance_plan(void **state)
     for (size_t i = 0; i < n; i++) {
         pmap_replicas *s = &pm->tables[0].parts[mv[i].part];
         if (i > 0) {
-            assert_int_equal(pmap_move_start(pm, &mv[i]), 0);
+            assert_int_equal(pmap_move_start(pm, &mv[i], 7), 0);
         }
         assert_int_equal(pmap_replica_join(pm, 1, mv[i].part, s->ids[0], s->epoch, 4, s->changes),
                          0);
@@ -492,7 +541,7 @@ static void test_rebalance_primaries(void **state)
     }
     /* A handover whose from no longer leads the set is refused. */
     pmap_move stale = {1, 0, 9, pm->tables[0].parts[0].ids[1], 1};
-    assert_int_equal(pmap_move_start(pm, &stale), LAPSE_EINVAL);
+    assert_int_equal(pmap_move_start(pm, &stale, 7), LAPSE_EINVAL);
     assert_true(pmap_check(pm));
     pmap_free(pm);
 }
@@ -509,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_move_a_copy),
         cmocka_unit_test(test_rebalance_plan),
         cmocka_unit_test(test_rebalance_primaries),
+        cmocka_unit_test(test_step_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

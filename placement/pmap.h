@@ -88,6 +88,11 @@ typedef struct pmap_replicas {
                           every acknowledged write; else 0 (failover.h) */
     uint32_t leaving;  /* a member the rebalancer moves off: it leaves once the copy added
                           for it is in sync; else 0 (failover.h, "Moves") */
+    /* A handover under way (failover.h, pmap_replica_step_down): the map
+     * version from which the primary stops serving writes and strong reads
+     * (0: none), and the in-sync follower to take over (0: any). */
+    uint64_t handing_since;
+    uint32_t handing_to;
 } pmap_replicas;
 
 typedef struct pmap_table {

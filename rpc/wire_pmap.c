@@ -124,6 +124,8 @@ static Lapse__PartitionReplicas **replicas_to_pb(arena *a, const pmap_replicas *
         pr->changes = r->changes;
         pr->last_out = r->last_out;
         pr->leaving = r->leaving;
+        pr->handing_since = r->handing_since;
+        pr->handing_to = r->handing_to;
         out[p] = pr;
     }
     return out;
@@ -312,6 +314,12 @@ int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out
     out->changes = pb->changes;
     out->last_out = pb->last_out;
     out->leaving = pb->leaving;
+    out->handing_since = pb->handing_since;
+    out->handing_to = pb->handing_to;
+    if (out->handing_to != 0 && pmap_replicas_index(out, out->handing_to) <= 0) {
+        set_err(err, errlen, "handover target %u is not a follower", (unsigned)out->handing_to);
+        return LAPSE_EINVAL;
+    }
     if (out->leaving != 0 && pmap_replicas_index(out, out->leaving) < 0) {
         set_err(err, errlen, "leaving node %u is not a member", (unsigned)out->leaving);
         return LAPSE_EINVAL;
