@@ -364,10 +364,13 @@ static json_int_t field(json_t *o, const char *name)
     return json_integer_value(json_object_get(o, name));
 }
 
-/* The JSON an admin call answered (rv 0), parsed (caller json_decref);
- * NULL when it failed. Frees js. */
-static json_t *parsed(int rv, char *js)
+/* The JSON answer of an admin call of c (lapse_cluster_status,
+ * lapse_rebalance_plan), parsed (caller json_decref); NULL when it failed. */
+static json_t *admin_doc(lapse_client *c, int (*call)(lapse_client *, char **, lapse_error *))
 {
+    char *js = NULL;
+    lapse_error e;
+    int rv = call(c, &js, &e);
     json_t *doc = rv == 0 ? json_loads(js, 0, NULL) : NULL;
     lapse_free(js);
     return doc;
@@ -377,10 +380,7 @@ static json_t *parsed(int rv, char *js)
  * (*moving). -1 when it cannot be read. */
 static int plan(lapse_client *c, long *moves, long *moving)
 {
-    char *js = NULL;
-    lapse_error e;
-    int rv = lapse_rebalance_plan(c, &js, &e);
-    json_t *doc = parsed(rv, js);
+    json_t *doc = admin_doc(c, lapse_rebalance_plan);
     if (doc == NULL) {
         return -1;
     }
@@ -403,10 +403,7 @@ static int plan(lapse_client *c, long *moves, long *moving)
  * longest ETA). */
 static long copies_on_progress(lapse_client *c, uint32_t id, char *progress, size_t plen)
 {
-    char *js = NULL;
-    lapse_error e;
-    int rv = lapse_cluster_status(c, &js, &e);
-    json_t *doc = parsed(rv, js);
+    json_t *doc = admin_doc(c, lapse_cluster_status);
     if (doc == NULL) {
         return -1;
     }
@@ -451,10 +448,7 @@ static long copies_on_progress(lapse_client *c, uint32_t id, char *progress, siz
  * on error. */
 static long table_copies_on(lapse_client *c, const char *table, uint32_t id)
 {
-    char *js = NULL;
-    lapse_error e;
-    int rv = lapse_cluster_status(c, &js, &e);
-    json_t *doc = parsed(rv, js);
+    json_t *doc = admin_doc(c, lapse_cluster_status);
     if (doc == NULL) {
         return -1;
     }
