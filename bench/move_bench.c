@@ -28,7 +28,10 @@
  *
  *   lapse-move-bench [--bin-dir DIR] [--items N] [--value-bytes B]
  *                    [--partitions P] [--writers T] [--idle-seconds S]
- *                    [--timeout-seconds S]
+ *                    [--timeout-seconds S] [--node-args ARGS]
+ *
+ * --node-args passes flags to every node, e.g. "--snapshot-rate-mb 20" to
+ * see what a cap on snapshots buys the foreground.
  */
 #include <jansson.h>
 #include <pthread.h>
@@ -63,6 +66,7 @@ typedef struct config {
     long items;
     int value_bytes, partitions, writers, idle_s, timeout_s;
     const char *url;
+    const char *node_args; /* --node-args: extra flags for every node */
 } config;
 
 typedef struct writer {
@@ -767,10 +771,13 @@ int main(int argc, char **argv)
             cfg.idle_s = atoi(v);
         } else if (strcmp(a, "--timeout-seconds") == 0) {
             cfg.timeout_s = atoi(v);
+        } else if (strcmp(a, "--node-args") == 0) {
+            cfg.node_args = v;
         } else {
             fprintf(stderr,
                     "usage: lapse-move-bench [--bin-dir DIR] [--items N] [--value-bytes B] "
-                    "[--partitions P] [--writers T] [--idle-seconds S] [--timeout-seconds S]\n");
+                    "[--partitions P] [--writers T] [--idle-seconds S] [--timeout-seconds S] "
+                    "[--node-args ARGS]\n");
             return 2;
         }
         i++;
@@ -780,7 +787,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "lapse-move-bench: every count must be positive (--writers at most 64)\n");
         return 2;
     }
-    cluster_options o = {.nodes = 4, .bin_dir = cfg.bin_dir, .quiet = 1, .etcd = 1};
+    cluster_options o = {
+        .nodes = 4, .bin_dir = cfg.bin_dir, .quiet = 1, .etcd = 1, .node_args = cfg.node_args};
     cluster *cl = NULL;
     char err[512];
     fprintf(stderr, "starting a four-node cluster\n");
@@ -803,8 +811,10 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("# lapse-move-bench: 4 nodes on loopback (node 4 stopped first), %ld items of "
-           "%d-byte values in %d partitions of 3 copies, %d foreground writers\n",
-           cfg.items, cfg.value_bytes, cfg.partitions, cfg.writers);
+           "%d-byte values in %d partitions of 3 copies, %d foreground writers%s%s\n",
+           cfg.items, cfg.value_bytes, cfg.partitions, cfg.writers,
+           cfg.node_args != NULL ? ", nodes with " : "",
+           cfg.node_args != NULL ? cfg.node_args : "");
     fflush(stdout);
     rv = run(cl, &cfg);
     cluster_free(cl, 1);

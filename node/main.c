@@ -82,6 +82,10 @@ static void usage(FILE *f)
             "  --replog-retain N   records of each replicated partition's log kept, 16..10^8\n"
             "                      (default %d): a replica further behind is rebuilt from a\n"
             "                      snapshot of the partition instead\n"
+            "  --snapshot-rate-mb N\n"
+            "                      cap each snapshot this node sends (a move's new copy, a\n"
+            "                      copy too far behind) at N MB/s, 0..100000 (default 0: no\n"
+            "                      cap), leaving CPU and disk to the foreground\n"
             "  --repl-workers N    outbox shipper threads (GSI and stream replication), "
             "1..%d\n"
             "                      (default %d)\n"
@@ -172,6 +176,7 @@ static const struct option longopts[] = {
     {"cluster-name", required_argument, NULL, 'n'},
     {"lease-ttl", required_argument, NULL, 'E'},
     {"replog-retain", required_argument, NULL, 'L'},
+    {"snapshot-rate-mb", required_argument, NULL, 'J'},
     /* Hidden, for tests: shifts this node's wall clock (clock skew). */
     {"debug-clock-offset-ms", required_argument, NULL, 'O'},
     /* Hidden, for tests: the stream retention period (60 s). */
@@ -276,6 +281,12 @@ static int daemon_flag(int c, flags *f)
             return rv;
         }
         f->opt.replog_retain = (uint64_t)v;
+        break;
+    case 'J':
+        if ((rv = int_flag("--snapshot-rate-mb", 0, 100000, &v)) != 0) {
+            return rv;
+        }
+        f->opt.snapshot_rate_mb = (int)v;
         break;
     default:
         return FLAG_OTHER;

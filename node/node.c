@@ -210,6 +210,7 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     clock_cond_init_mono(&ns->stop_cond);
     ns->id = opt->id;
     ns->workers = opt->workers;
+    ns->snapshot_rate_mb = opt->snapshot_rate_mb;
     ns->ttl_opt = opt->ttl;
     ns->repl_workers = opt->repl_workers > 0 ? opt->repl_workers : SHIPPER_DEFAULT_WORKERS;
     if (opt->cluster_token != NULL) {

@@ -95,6 +95,7 @@ typedef struct node_options {
     const char *cluster_name;              /* --cluster-name; NULL = NODE_DEFAULT_CLUSTER */
     int lease_ttl_s;                       /* --lease-ttl; 0 = REGISTRY_LEASE_TTL_S */
     uint64_t replog_retain;                /* --replog-retain; 0 = REPLOG_RETAIN_DEFAULT */
+    int snapshot_rate_mb; /* --snapshot-rate-mb: MB/s per snapshot sent; 0 = no cap */
 } node_options;
 
 typedef struct node_server {
@@ -106,6 +107,7 @@ typedef struct node_server {
     char coordinator_url[NODE_MAX_URL]; /* where membership and refreshes go */
     char data_dir[PATH_MAX];            /* the store's directory (holds LOCK) */
     int workers;                        /* RPC handler threads */
+    int snapshot_rate_mb;               /* cap on each snapshot sent, MB/s; 0 = none (resync.c) */
 
     /* ---- storage (fixed pointer; the store is thread-safe) ---- */
     store *st; /* owned: items and meta ("node_id", "pmap") */

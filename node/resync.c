@@ -206,6 +206,14 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         shipment_fini(&s);
         snapshot_counts(sn, &entries, &bytes);
         note_copy(ls, table_id, part, id, entries, bytes, size.bytes, start);
+        if (rv == 0 && !done && ls->ns->snapshot_rate_mb > 0) {
+            /* --snapshot-rate-mb: no faster than the cap over the whole copy. */
+            int64_t due = start + (int64_t)(bytes / 1000 / (uint64_t)ls->ns->snapshot_rate_mb);
+            int64_t wait = due - clock_mono_now().ms;
+            if (wait > 0) {
+                clock_sleep_ms(wait);
+            }
+        }
         if (rv == 0 && clock_mono_now().ms - reported >= RESYNC_SNAPSHOT_REPORT_MS) {
             reported = clock_mono_now().ms;
             log_info("table %u partition %u: snapshot to node %u: %" PRIu64 " keys, %" PRIu64
