@@ -92,71 +92,10 @@ static void sleep_ms(int ms)
     }
 }
 
-int cluster_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) {
-        return 0;
-    }
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(sa);
-    int port = 0;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-        port = ntohs(sa.sin_port);
-    }
-    close(fd);
-    return port;
-}
-
-int cluster_mkdtemp(char *out, size_t outlen, const char *prefix, char *err, size_t errlen)
-{
-    const char *tmp = getenv("LAPSE_TEST_TMP");
-    if (tmp == NULL || *tmp == '\0') {
-        tmp = "/tmp";
-    }
-    mkdir(tmp, 0755);
-    snprintf(out, outlen, "%s/%s-XXXXXX", tmp, prefix);
-    if (mkdtemp(out) == NULL) {
-        snprintf(err, errlen, "mkdtemp %s: %s", out, strerror(errno));
-        return LAPSE_EIO;
-    }
-    return 0;
-}
-
-void cluster_rm_rf(const char *dir)
-{
-    if (dir == NULL || dir[0] == '\0') {
-        return;
-    }
-    char *argv[] = {"rm", "-rf", (char *)dir, NULL};
-    pid_t pid;
-    if (posix_spawnp(&pid, "rm", NULL, NULL, argv, environ) == 0) {
-        waitpid(pid, NULL, 0);
-    }
-}
-
 static int port_of_addr(const char *addr)
 {
     const char *colon = strrchr(addr, ':');
     return colon != NULL ? atoi(colon + 1) : 0;
-}
-
-int cluster_free_port_except(const int *taken, size_t n)
-{
-    for (int tries = 0; tries < 100; tries++) {
-        int port = cluster_free_port();
-        size_t i = 0;
-        while (i < n && taken[i] != port) {
-            i++;
-        }
-        if (port != 0 && i == n) {
-            return port;
-        }
-    }
-    return 0;
 }
 
 /* A free port that no process of c uses yet. */
@@ -734,32 +673,6 @@ pid_t cluster_cli_spawn(const cluster *c, const char *const *args, const char *o
                         const char *err_path)
 {
     return cluster_cli_spawn_in(c, args, NULL, out_path, err_path);
-}
-
-char *cluster_read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (f != NULL && buf != NULL) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) {
-            break;
-        }
-        char *more = realloc(buf, cap * 2);
-        if (more == NULL) {
-            break;
-        }
-        buf = more;
-        cap *= 2;
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    if (buf != NULL) {
-        buf[n] = '\0';
-    }
-    return buf != NULL ? buf : strdup("");
 }
 
 int cluster_cli_run(const cluster *c, const char *const *args, const char *in_path, char **out,
