@@ -33,7 +33,6 @@
  * --node-args passes flags to every node, e.g. "--snapshot-rate-mb 20" to
  * see what a cap on snapshots buys the foreground.
  */
-#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -43,32 +42,13 @@
 
 #include "../client/lapse.h"
 #include "../tests/cluster.h"
-#include "../tests/streamread.h"
 #include "bench_util.h"
+#include "move_bench.h"
 
-#define TABLE "MoveBench"
 #define LOAD_THREADS 4
 #define LOAD_BATCH 25
 #define SAMPLES_MAX (1 << 21) /* per writer and phase */
 #define READBACK 2000
-#define TTL_TABLE "MoveBenchTtl"
-#define TTL_EVERY_MS 10   /* one TTL item per 10 ms: 100 a second fall due */
-#define TTL_AHEAD_S 3     /* each due 3 s (whole seconds) after its put */
-#define TTL_MAX (1 << 18) /* TTL items over the run */
-
-/* Phases of the writers' samples; settle (between join and drain, while the
- * joined node's former copies are dropped) is not reported. */
-enum { PH_IDLE, PH_JOIN, PH_SETTLE, PH_DRAIN, PH_N };
-#define SETTLE_MS 5000 /* more than the nodes' COPYDROP_DELAY_MS */
-
-typedef struct config {
-    const char *bin_dir;
-    long items;
-    int value_bytes, partitions, writers, idle_s, timeout_s;
-    const char *url;
-    const char *node_args; /* --node-args: extra flags for every node */
-} config;
-
 typedef struct writer {
     const config *cfg;
     int id;
@@ -227,110 +207,6 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* ---- TTL deletes falling due throughout ---- */
-
-typedef struct ttl_writer {
-    const config *cfg;
-    atomic_int *phase; /* PH_N: stop */
-    int64_t *due_ms;   /* [TTL_MAX]: item t<i>'s due instant */
-    long n, failed;
-} ttl_writer;
-
-static void *ttl_main(void *arg)
-{
-    ttl_writer *t = arg;
-    lapse_client *c = NULL;
-    lapse_error e;
-    if (lapse_connect(&c, t->cfg->url, &e) != 0) {
-        return NULL;
-    }
-    while (atomic_load(t->phase) < PH_N && t->n < TTL_MAX) {
-        long long exp = wall_ms() / 1000 + TTL_AHEAD_S;
-        char id[32], ex[32];
-        snprintf(id, sizeof(id), "t%ld", t->n);
-        snprintf(ex, sizeof(ex), "%lld", exp);
-        lapse_item *it = lapse_item_new();
-        if (it != NULL && lapse_item_set_s(it, "Id", id) == 0 &&
-            lapse_item_set_n(it, "Exp", ex) == 0 && lapse_put(c, TTL_TABLE, it, NULL, &e) == 0) {
-            t->due_ms[t->n++] = exp * 1000;
-        } else {
-            t->failed++;
-        }
-        lapse_item_free(it);
-        sleep_ms(TTL_EVERY_MS);
-    }
-    lapse_close(c);
-    return NULL;
-}
-
-/* Reads TTL_TABLE's stream until it holds a TTL delete of each of t's items
- * or 30 s pass; prints each phase's deletion lag (deleted - due, from the
- * records: items due within [bounds[ph], bounds[ph + 1]) count for ph). */
-static void report_ttl(lapse_client *c, const ttl_writer *t, const int64_t bounds[PH_N + 1])
-{
-    streamread sr = {0};
-    lapse_error e;
-    int64_t *lag = calloc((size_t)(t->n > 0 ? t->n : 1), sizeof(*lag));
-    char *seen = calloc((size_t)(t->n > 0 ? t->n : 1), 1);
-    long got = 0;
-    double t0 = mono_s();
-    while (lag != NULL && seen != NULL && got < t->n && mono_s() - t0 < 30.0) {
-        if (streamread_more(c, TTL_TABLE, &sr, &e) != 0) {
-            fprintf(stderr, "lapse-move-bench: reading the stream: %s\n", e.message);
-            break;
-        }
-        got = 0;
-        memset(seen, 0, (size_t)t->n);
-        for (size_t i = 0; i < sr.n; i++) {
-            const lapse_stream_record *r = sr.r[i];
-            const char *id = lapse_item_get_s(r->keys, "Id");
-            long k = id != NULL && id[0] == 't' ? atol(id + 1) : -1;
-            if (r->ttl_delete && k >= 0 && k < t->n && !seen[k]) {
-                seen[k] = 1;
-                lag[k] = r->ttl_deleted_at_ms - t->due_ms[k];
-                got++;
-            }
-        }
-        if (got < t->n) {
-            sleep_ms(500);
-        }
-    }
-    for (int ph = 0; ph < PH_N; ph++) {
-        static const char *const names[PH_N] = {"idle", "join", "settle", "drain"};
-        if (ph == PH_SETTLE) {
-            continue;
-        }
-        int64_t *v = malloc((size_t)(t->n > 0 ? t->n : 1) * sizeof(*v));
-        long n = 0, missing = 0;
-        for (long k = 0; v != NULL && k < t->n; k++) {
-            if (t->due_ms[k] < bounds[ph] || t->due_ms[k] >= bounds[ph + 1]) {
-                continue;
-            }
-            if (seen != NULL && seen[k]) {
-                v[n++] = lag[k];
-            } else {
-                missing++;
-            }
-        }
-        if (n > 0) {
-            qsort(v, (size_t)n, sizeof(*v), cmp_i64);
-            printf("ttl %-9s %ld items due: deletion lag p50 %lld ms p99 %lld ms max %lld ms%s\n",
-                   names[ph], n, (long long)v[n / 2], (long long)v[(n * 99) / 100],
-                   (long long)v[n - 1], missing > 0 ? " (and some never deleted: below)" : "");
-        } else {
-            printf("ttl %-9s no item fell due in it\n", names[ph]);
-        }
-        if (missing > 0) {
-            printf("ttl %-9s %ld items due NOT deleted within 30 s of the end\n", names[ph],
-                   missing);
-        }
-        free(v);
-    }
-    free(lag);
-    free(seen);
-    streamread_free(&sr);
-}
-
 /* p50 and p99 (ms) of phase ph over every writer; n gets the count. */
 static void percentiles(writer *ws, int nw, int ph, double *p50, double *p99, size_t *n,
                         long *failed)
@@ -359,193 +235,6 @@ static void percentiles(writer *ws, int nw, int ph, double *p50, double *p99, si
     *p50 = all[total / 2] / 1000.0;
     *p99 = all[(total * 99) / 100 < total ? (total * 99) / 100 : total - 1] / 1000.0;
     free(all);
-}
-
-/* ---- moves ---- */
-
-static json_int_t field(json_t *o, const char *name)
-{
-    return json_integer_value(json_object_get(o, name));
-}
-
-/* The JSON answer of an admin call of c (lapse_cluster_status,
- * lapse_rebalance_plan), parsed (caller json_decref); NULL when it failed. */
-static json_t *admin_doc(lapse_client *c, int (*call)(lapse_client *, char **, lapse_error *))
-{
-    char *js = NULL;
-    lapse_error e;
-    int rv = call(c, &js, &e);
-    json_t *doc = rv == 0 ? json_loads(js, 0, NULL) : NULL;
-    lapse_free(js);
-    return doc;
-}
-
-/* The rebalancer's plan: moves of TABLE left (*moves), sets moving
- * (*moving). -1 when it cannot be read. */
-static int plan(lapse_client *c, long *moves, long *moving)
-{
-    json_t *doc = admin_doc(c, lapse_rebalance_plan);
-    if (doc == NULL) {
-        return -1;
-    }
-    *moves = 0;
-    json_t *mv;
-    size_t i;
-    json_array_foreach(json_object_get(doc, "Moves"), i, mv)
-    {
-        const char *t = json_string_value(json_object_get(mv, "Table"));
-        *moves += t != NULL && strcmp(t, TABLE) == 0;
-    }
-    *moving = (long)field(doc, "Moving");
-    json_decref(doc);
-    return 0;
-}
-
-/* Node id's copies (replicas, from cluster-status), -1 on error; with
- * progress, a line on the moves under way (cluster-status "Moves": each
- * step, and the snapshots' bytes sent of their estimated totals with the
- * longest ETA). */
-static long copies_on_progress(lapse_client *c, uint32_t id, char *progress, size_t plen)
-{
-    json_t *doc = admin_doc(c, lapse_cluster_status);
-    if (doc == NULL) {
-        return -1;
-    }
-    long n = -1;
-    json_t *nd;
-    size_t i;
-    json_array_foreach(json_object_get(doc, "Nodes"), i, nd)
-    {
-        if ((uint32_t)field(nd, "NodeId") == id) {
-            n = (long)field(nd, "Replicas");
-        }
-    }
-    if (progress != NULL) {
-        long copying = 0, other = 0, behind = 0;
-        double sent = 0, total = 0, eta = 0;
-        json_t *mv;
-        json_array_foreach(json_object_get(doc, "Moves"), i, mv)
-        {
-            const char *step = json_string_value(json_object_get(mv, "Step"));
-            json_t *cp = json_object_get(mv, "Copy");
-            if (step != NULL && strcmp(step, "copying") == 0) {
-                copying++;
-            } else {
-                other++;
-            }
-            behind += (long)field(mv, "LagRecords");
-            sent += (double)field(cp, "BytesSent");
-            total += (double)field(cp, "BytesTotal");
-            double e = json_number_value(json_object_get(cp, "EtaSeconds"));
-            eta = e > eta ? e : eta;
-        }
-        snprintf(progress, plen,
-                 "%ld copying (%ld records behind; snapshots %.1f of %.1f MB, ETA %.1f s), "
-                 "%ld adding, handing over or removing",
-                 copying, behind, sent / 1e6, total / 1e6, eta, other);
-    }
-    json_decref(doc);
-    return n;
-}
-
-/* Node id's copies of table's partitions (cluster-status ReplicaSets), -1
- * on error. */
-static long table_copies_on(lapse_client *c, const char *table, uint32_t id)
-{
-    json_t *doc = admin_doc(c, lapse_cluster_status);
-    if (doc == NULL) {
-        return -1;
-    }
-    long n = 0;
-    json_t *set, *f;
-    size_t i, k;
-    json_array_foreach(json_object_get(doc, "ReplicaSets"), i, set)
-    {
-        const char *t = json_string_value(json_object_get(set, "Table"));
-        if (t == NULL || strcmp(t, table) != 0) {
-            continue;
-        }
-        n += (uint32_t)field(set, "Primary") == id;
-        json_array_foreach(json_object_get(set, "Followers"), k, f)
-        {
-            n += (uint32_t)field(f, "NodeId") == id;
-        }
-    }
-    json_decref(doc);
-    return n;
-}
-
-static long copies_on(lapse_client *c, uint32_t id)
-{
-    return copies_on_progress(c, id, NULL, 0);
-}
-
-/* The table's bytes (describe-table's TableSizeBytes), or the items' raw
- * size when it reports none. */
-static double table_bytes(lapse_client *c, const config *cfg)
-{
-    char *js = NULL;
-    lapse_error e;
-    double raw = (double)cfg->items * (double)(cfg->value_bytes + 11 + 2 + 1);
-    if (lapse_describe_table(c, TABLE, &js, &e) != 0) {
-        return raw;
-    }
-    json_t *doc = json_loads(js, 0, NULL);
-    lapse_free(js);
-    json_t *t = json_object_get(doc, "Table");
-    double b = (double)json_integer_value(json_object_get(t != NULL ? t : doc, "TableSizeBytes"));
-    json_decref(doc);
-    return b > 0 ? b : raw;
-}
-
-/* The nodes' log sizes now, to read what a phase logged (snapshots). */
-static void log_marks(cluster *cl, long marks[5])
-{
-    for (int i = 1; i <= 4; i++) {
-        char *all = cluster_read_file(cluster_log_path(cl, i));
-        marks[i] = all != NULL ? (long)strlen(all) : 0;
-        free(all);
-    }
-}
-
-/* The snapshots the primaries logged since marks ("node N rebuilt from a
- * snapshot at record S (K keys, B bytes, T ms)", node/resync.c): prints
- * their count, bytes and each one's rate (median and lowest). */
-static void report_snapshots(cluster *cl, const long marks[5])
-{
-    double rates[256], bytes_all = 0;
-    int n = 0;
-    for (int i = 1; i <= 4; i++) {
-        char *all = cluster_read_file(cluster_log_path(cl, i));
-        const char *at = all != NULL && (long)strlen(all) >= marks[i] ? all + marks[i] : "";
-        const char *key = "rebuilt from a snapshot at record ";
-        while ((at = strstr(at, key)) != NULL) {
-            unsigned long long rec, keys, bytes;
-            long long ms;
-            at += strlen(key);
-            if (sscanf(at, "%llu (%llu keys, %llu bytes, %lld ms)", &rec, &keys, &bytes, &ms) ==
-                    4 &&
-                n < 256) {
-                bytes_all += (double)bytes;
-                rates[n++] = (double)bytes / 1e6 / ((double)(ms > 0 ? ms : 1) / 1000.0);
-            }
-        }
-        free(all);
-    }
-    if (n == 0) {
-        printf("%-13s no snapshot (the new copies caught up from the primaries' logs)\n", "");
-        return;
-    }
-    for (int i = 1; i < n; i++) { /* insertion sort: a few dozen */
-        for (int j = i; j > 0 && rates[j - 1] > rates[j]; j--) {
-            double t = rates[j];
-            rates[j] = rates[j - 1];
-            rates[j - 1] = t;
-        }
-    }
-    printf("%-13s %d snapshots, %.1f MB: each at median %.1f MB/s, lowest %.1f MB/s (bytes sent "
-           "over the snapshot's time, on its primary)\n",
-           "", n, bytes_all / 1e6, rates[n / 2], rates[0]);
 }
 
 static void report_move(const char *what, long copies, double part_bytes, double s, int timed_out,
@@ -603,14 +292,14 @@ static int run(cluster *cl, const config *cfg)
         lapse_close(c);
         return 1;
     }
-    double part_bytes = table_bytes(c, cfg) / cfg->partitions;
+    double part_bytes = watch_table_bytes(c, cfg) / cfg->partitions;
 
     atomic_int phase = PH_IDLE;
     int64_t bounds[PH_N + 1];
     bounds[PH_IDLE] = wall_ms() + TTL_AHEAD_S * 1000 + 1000; /* due after the first put */
     ttl_writer tw = {.cfg = cfg, .phase = &phase, .due_ms = calloc(TTL_MAX, sizeof(int64_t))};
     pthread_t tth;
-    pthread_create(&tth, NULL, ttl_main, &tw);
+    pthread_create(&tth, NULL, move_ttl_main, &tw);
     writer *ws = calloc((size_t)cfg->writers, sizeof(*ws));
     pthread_t *th = calloc((size_t)cfg->writers, sizeof(*th));
     for (int i = 0; i < cfg->writers; i++) {
@@ -633,22 +322,22 @@ static int run(cluster *cl, const config *cfg)
     atomic_store(&phase, PH_JOIN);
     bounds[PH_JOIN] = wall_ms();
     long marks[5];
-    log_marks(cl, marks);
+    watch_log_marks(cl, marks);
     double t0 = mono_s();
     int rv = cluster_restart(cl, 4);
     long planned = 0, moves = 0, moving = 0, last_shown = -1;
     int timed_out = rv != 0;
     while (!timed_out) {
-        if (plan(c, &moves, &moving) == 0) {
+        if (watch_plan(c, &moves, &moving) == 0) {
             planned = moves + moving > planned ? moves + moving : planned;
-            if (moves == 0 && moving == 0 && copies_on(c, 4) > 0) {
+            if (moves == 0 && moving == 0 && watch_copies_on(c, 4) > 0) {
                 break;
             }
         }
         if ((long)(mono_s() - t0) != last_shown) {
             last_shown = (long)(mono_s() - t0);
             char pr[160] = "";
-            long on4 = copies_on_progress(c, 4, pr, sizeof(pr));
+            long on4 = watch_copies_on_progress(c, 4, pr, sizeof(pr));
             fprintf(stderr, "join: %.0f s: %ld moves planned, node 4 holds %ld; %s\n",
                     mono_s() - t0, moves, on4, pr);
         }
@@ -656,12 +345,12 @@ static int run(cluster *cl, const config *cfg)
         sleep_ms(100);
     }
     double join_s = mono_s() - t0;
-    long joined = table_copies_on(c, TABLE, 4);
+    long joined = watch_table_copies_on(c, TABLE, 4);
     atomic_store(&phase, PH_SETTLE);
     bounds[PH_SETTLE] = wall_ms();
     report_move("join", joined, part_bytes, join_s, timed_out, ws, cfg->writers, PH_JOIN, idle_p99);
-    report_snapshots(cl, marks);
-    log_marks(cl, marks);
+    watch_report_snapshots(cl, marks);
+    watch_log_marks(cl, marks);
     fflush(stdout);
 
     /* The copies that moved to node 4 are dropped from their old nodes
@@ -678,7 +367,7 @@ static int run(cluster *cl, const config *cfg)
     lapse_free(js);
     long left = joined;
     char pr[160] = "";
-    while (!timed_out && (left = copies_on_progress(c, 4, pr, sizeof(pr))) != 0) {
+    while (!timed_out && (left = watch_copies_on_progress(c, 4, pr, sizeof(pr))) != 0) {
         if ((long)(mono_s() - t0) != last_shown) {
             last_shown = (long)(mono_s() - t0);
             fprintf(stderr, "drain: %.0f s: node 4 holds %ld copies; %s\n", mono_s() - t0, left,
@@ -696,7 +385,7 @@ static int run(cluster *cl, const config *cfg)
     }
     report_move("drain", joined, part_bytes, drain_s, timed_out, ws, cfg->writers, PH_DRAIN,
                 idle_p99);
-    report_snapshots(cl, marks);
+    watch_report_snapshots(cl, marks);
 
     /* Every sampled item still reads back. */
     long missing = 0, errors = 0;
@@ -717,7 +406,7 @@ static int run(cluster *cl, const config *cfg)
     }
     printf("%-13s %d sampled items: %ld missing, %ld errors\n", "read back", READBACK, missing,
            errors);
-    report_ttl(c, &tw, bounds);
+    move_ttl_report(c, &tw, bounds);
     free(tw.due_ms);
     for (int i = 0; i < cfg->writers; i++) {
         for (int p = 0; p < PH_N; p++) {
