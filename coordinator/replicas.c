@@ -14,11 +14,11 @@
 
 /* The map and the UP nodes' addresses, copied into a under s->lock, then
  * pushed with the lock released. */
-static void push_copy(server *s, arena *a, Lapse__PartitionMap **map, const char ***urls, size_t *n)
+static void push_copy(server *s, arena *a, Lapse__PartitionMap **map, const char ***urls,
+                      uint32_t **ids, size_t *n)
 {
-    uint32_t *ids = NULL;
     *map = wire_pmap_to_pb(a, s->pm);
-    *urls = push_up_nodes(s->pm, a, &ids, n);
+    *urls = push_up_nodes(s->pm, a, ids, n);
 }
 
 /* A push's OK replies: ok[i] once urls[i] answered (the node holds the
@@ -37,8 +37,7 @@ void replicas_push(server *s)
     const char **urls;
     uint32_t *ids = NULL;
     size_t n;
-    map = wire_pmap_to_pb(&a, s->pm);
-    urls = push_up_nodes(s->pm, &a, &ids, &n);
+    push_copy(s, &a, &map, &urls, &ids, &n);
     uint64_t version = s->pm->version;
     atomic_char *ok = n > 0 ? arena_alloc(&a, n * sizeof(*ok)) : NULL;
     for (size_t i = 0; ok != NULL && i < n; i++) {
@@ -77,6 +76,7 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
     const char *what = c->shrink ? "replica shrink" : "replica join";
     Lapse__PartitionMap *map = NULL;
     const char **urls = NULL;
+    uint32_t *ids = NULL; /* of urls (unused here) */
     size_t nurls = 0;
     pthread_mutex_lock(&s->lock);
     const pmap_node *n = pmap_node_find(s->pm, c->node);
@@ -137,7 +137,7 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
                  (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part, (unsigned)c->primary,
                  (unsigned long long)c->epoch, (unsigned long long)*version);
     }
-    push_copy(s, a, &map, &urls, &nurls);
+    push_copy(s, a, &map, &urls, &ids, &nurls);
 out:
     pthread_mutex_unlock(&s->lock);
     pmap_free(next);

@@ -208,12 +208,11 @@ static int finish_part(const logship_call *c, const Lapse__ReplicateLogRequest *
 
 void logship_copy_dropped(logship *ls, uint32_t table_id, uint32_t part)
 {
+    logship_forget_confirmed(ls, table_id, part);
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
     if (p != NULL) {
         p->copy_dropped = 1;
-        p->confirmed = p->ob_safe = p->ob_mark_log = p->ob_mark_last = 0;
-        p->ob_trimmed = p->copy_trimmed = 0;
     }
     pthread_mutex_unlock(&ls->lock);
 }
