@@ -84,11 +84,14 @@ void copydrop_note(node_server *ns, const pmap *old, const pmap *new)
     }
     for (size_t i = 0; i < old->ntables; i++) {
         const pmap_table *t = &old->tables[i];
-        if (pmap_table_find_id(new, t->schema.id) == NULL) {
+        const pmap_table *nt = pmap_table_find_id(new, t->schema.id);
+        if (nt == NULL) {
             continue; /* dropped whole by maps_apply */
         }
         for (uint32_t p = 0; p < t->schema.partitions; p++) {
-            if (member(old, t->schema.id, p, ns->id) && !member(new, t->schema.id, p, ns->id)) {
+            const pmap_replicas *was = pmap_part(t, p), *now = pmap_part(nt, p);
+            if (pmap_replicas_index(was, ns->id) >= 0 &&
+                (now == NULL || pmap_replicas_index(now, ns->id) < 0)) {
                 add(ns, t->schema.id, p, due);
             }
         }
