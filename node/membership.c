@@ -152,12 +152,6 @@ static void without_coordinator(node_server *ns, peerclock *pc, int *warned)
     peerclock_check(ns, pc);
 }
 
-/*
- * The thread. Budget per step: one RPC of at most MEMBERSHIP_CALL_TIMEOUT_MS
- * (plus one map fetch of at most MAPS_FETCH_TIMEOUT_MS when the coordinator
- * is ahead), then a wait of at most MEMBERSHIP_HEARTBEAT_MS or the current
- * backoff, cut short by node_close. Stops when ns->stopping is set.
- */
 /* Drops the copies that left their sets a while ago (copydrop.h), once a
  * fetch of the coordinator's map confirms they are still out: the keys
  * first, then the mark that refuses a snapshot begun before (a snapshot
@@ -193,6 +187,12 @@ static void drop_former_copies(node_server *ns)
     maps_release(m);
 }
 
+/*
+ * The thread. Budget per step: one RPC of at most MEMBERSHIP_CALL_TIMEOUT_MS
+ * (plus one map fetch of at most MAPS_FETCH_TIMEOUT_MS when the coordinator
+ * is ahead), then a wait of at most MEMBERSHIP_HEARTBEAT_MS or the current
+ * backoff, cut short by node_close. Stops when ns->stopping is set.
+ */
 static void *run(void *arg)
 {
     node_server *ns = arg;
