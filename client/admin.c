@@ -167,15 +167,8 @@ static json_t *copy_json(const Lapse__ReplicaLag *l)
     return o;
 }
 
-/* Whether node id is draining in pm. */
-static int node_draining(const pmap *pm, uint32_t id)
-{
-    const pmap_node *n = pmap_node_find(pm, id);
-    return n != NULL && n->draining;
-}
-
 /* Appends to arr one object per set of pm being moved (a member leaving: the
- * rebalancer's, or on a draining node): {"Table","Partition","From":[ids],
+ * rebalancer's, or on a draining or removed node): {"Table","Partition","From":[ids],
  * "To":[ids],"Step","LagRecords"?,"Copy"?}. Step: "copying" while a new
  * copy is out of sync (LagRecords: how far its log is behind; Copy: its
  * snapshot's progress; each once its primary reports one), "adding" while
@@ -193,7 +186,7 @@ static int moves_json(json_t *arr, const pmap *pm, Lapse__ReplicaLag *const *lag
             json_int_t behind = -1;
             for (uint32_t i = 0; i < r->n; i++) {
                 uint32_t id = r->ids[i];
-                if (id == r->leaving || node_draining(pm, id)) {
+                if (id == r->leaving || pmap_node_leaving(pm, id)) {
                     json_array_append_new(from, json_integer(id));
                 } else if (staying++, !pmap_in_sync(r, i)) {
                     json_array_append_new(to, json_integer(id));
@@ -213,7 +206,7 @@ static int moves_json(json_t *arr, const pmap *pm, Lapse__ReplicaLag *const *lag
                 json_decref(copy);
                 continue;
             }
-            int primary_leaves = r->ids[0] == r->leaving || node_draining(pm, r->ids[0]);
+            int primary_leaves = r->ids[0] == r->leaving || pmap_node_leaving(pm, r->ids[0]);
             const char *step = copying                            ? "copying"
                                : staying < tb->schema.replication ? "adding"
                                : primary_leaves                   ? "handing-over"

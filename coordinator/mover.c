@@ -11,13 +11,6 @@
 
 /* ============================== the steps ============================== */
 
-/* Whether node id is draining or removed: every copy it holds leaves. */
-static int going(const pmap *pm, uint32_t id)
-{
-    const pmap_node *n = pmap_node_find(pm, id);
-    return n != NULL && (n->draining || n->removed);
-}
-
 static int removed(const pmap *pm, uint32_t id)
 {
     const pmap_node *n = pmap_node_find(pm, id);
@@ -35,7 +28,7 @@ static int may_take(const pmap *pm, uint32_t id)
  * draining or removed node. */
 static int leaves(const pmap *pm, const pmap_replicas *r, uint32_t id)
 {
-    return id == r->leaving || going(pm, id);
+    return id == r->leaving || pmap_node_leaving(pm, id);
 }
 
 /* A set holding a leaving member and a copy more than its table keeps:

@@ -138,6 +138,12 @@ const pmap_node *pmap_node_find(const pmap *pm, uint32_t id)
     return NULL;
 }
 
+int pmap_node_leaving(const pmap *pm, uint32_t id)
+{
+    const pmap_node *n = pmap_node_find(pm, id);
+    return n != NULL && (n->draining || n->removed);
+}
+
 const pmap_table *pmap_table_find(const pmap *pm, const char *name)
 {
     for (size_t i = 0; i < pm->ntables; i++) {

@@ -127,6 +127,9 @@ pmap *pmap_dup(const pmap *pm); /* NULL on OOM */
 
 /* Lookups return borrowed pointers, valid until pm is modified, or NULL. */
 const pmap_node *pmap_node_find(const pmap *pm, uint32_t id);
+/* Whether node id is draining or removed: every copy it holds leaves
+ * (docs/replication.md, "Draining a node", "Removing a dead node"). */
+int pmap_node_leaving(const pmap *pm, uint32_t id);
 const pmap_table *pmap_table_find(const pmap *pm, const char *name);
 const pmap_table *pmap_table_find_id(const pmap *pm, uint32_t id);
 /* The owner node id of partition part of t, or 0 when out of range. */
