@@ -148,17 +148,26 @@ def nest(depth):
     return v
 
 
-def paths(doc, at=()):
-    """Every (container, key) in doc, for mutation in place."""
-    out = []
+def children(doc):
+    """The (container, key) pairs directly in doc."""
     if isinstance(doc, dict):
-        for k in list(doc):
-            out.append((doc, k))
-            out.extend(paths(doc[k]))
-    elif isinstance(doc, list):
-        for i in range(len(doc)):
-            out.append((doc, i))
-            out.extend(paths(doc[i]))
+        return [(doc, k) for k in list(doc)]
+    if isinstance(doc, list):
+        return [(doc, i) for i in range(len(doc))]
+    return []
+
+
+def paths(doc, at=()):
+    """Every (container, key) in doc, for mutation in place, depth first.
+    Iterative: a deep document (nested hundreds of levels, grown by earlier
+    mutations) once made the recursive walk copy its lists at every level
+    and run past the test's 45 s limit."""
+    out = []
+    stack = children(doc)[::-1]
+    while stack:
+        cont, key = stack.pop()
+        out.append((cont, key))
+        stack.extend(children(cont[key])[::-1])
     return out
 
 
