@@ -93,6 +93,12 @@ typedef struct pmap_replicas {
      * (0: none), and the in-sync follower to take over (0: any). */
     uint64_t handing_since;
     uint32_t handing_to;
+    /* GSI partitions and stream shards only (failover.h, "Moving GSI and
+     * stream copies"): a copy added for one that leaves, read by no client
+     * until its node reports it whole (0: none), and the map version that
+     * added it. */
+    uint32_t joining;
+    uint64_t joining_since;
 } pmap_replicas;
 
 typedef struct pmap_table {

@@ -126,6 +126,8 @@ static Lapse__PartitionReplicas **replicas_to_pb(arena *a, const pmap_replicas *
         pr->leaving = r->leaving;
         pr->handing_since = r->handing_since;
         pr->handing_to = r->handing_to;
+        pr->joining = r->joining;
+        pr->joining_since = r->joining_since;
         out[p] = pr;
     }
     return out;
@@ -316,6 +318,12 @@ int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out
     out->leaving = pb->leaving;
     out->handing_since = pb->handing_since;
     out->handing_to = pb->handing_to;
+    out->joining = pb->joining;
+    out->joining_since = pb->joining_since;
+    if (out->joining != 0 && pmap_replicas_index(out, out->joining) < 0) {
+        set_err(err, errlen, "joining node %u is not a member", (unsigned)out->joining);
+        return LAPSE_EINVAL;
+    }
     if (out->handing_to != 0 && pmap_replicas_index(out, out->handing_to) <= 0) {
         set_err(err, errlen, "handover target %u is not a follower", (unsigned)out->handing_to);
         return LAPSE_EINVAL;

@@ -1,0 +1,96 @@
+/* derived.c: moving GSI partition and stream shard copies (derived.h). */
+#include "derived.h"
+
+#include "../common/lapse_err.h"
+
+pmap_replicas *pmap_derived_list(pmap_table *t, int gsi, uint32_t part)
+{
+    if (t == NULL) {
+        return NULL;
+    }
+    if (gsi < 0) {
+        return t->stream_shards != NULL && part < t->schema.partitions ? &t->stream_shards[part]
+                                                                       : NULL;
+    }
+    if ((uint32_t)gsi >= t->schema.ngsi || (uint32_t)gsi >= SCHEMA_MAX_GSI ||
+        t->gsi_parts[gsi] == NULL || part >= t->schema.gsi[gsi].partitions) {
+        return NULL;
+    }
+    return &t->gsi_parts[gsi][part];
+}
+
+size_t pmap_derived_held(const pmap *pm, uint32_t id)
+{
+    return pmap_gsi_partitions_owned(pm, id) + pmap_stream_shards_hosted(pm, id) +
+           pmap_derived_copies(pm, id);
+}
+
+/* Every member counts in sync: a derived list has no in-sync set of its
+ * own, and the wire form wants its first copy in it. */
+static void members_changed(pmap_replicas *r)
+{
+    r->in_sync = r->n >= 32 ? ~0u : (1u << r->n) - 1;
+    r->changes++;
+}
+
+int pmap_derived_add(pmap_replicas *r, uint32_t id, uint64_t since)
+{
+    if (pmap_replicas_index(r, id) >= 0) {
+        return LAPSE_EEXISTS;
+    }
+    if (r->joining != 0) {
+        return LAPSE_ESTATE;
+    }
+    if (r->n >= PMAP_MAX_REPLICAS) {
+        return LAPSE_EUNAVAILABLE;
+    }
+    r->ids[r->n++] = id;
+    r->joining = id;
+    r->joining_since = since;
+    members_changed(r);
+    return 0;
+}
+
+/* Takes member k out of r. REQUIRES: k < r->n. */
+static void take_out(pmap_replicas *r, uint32_t k)
+{
+    uint32_t id = r->ids[k];
+    for (; k + 1 < r->n; k++) {
+        r->ids[k] = r->ids[k + 1];
+    }
+    r->ids[--r->n] = 0;
+    if (r->joining == id) {
+        r->joining = 0;
+        r->joining_since = 0;
+    }
+    r->leaving = r->leaving == id ? 0 : r->leaving;
+    members_changed(r);
+}
+
+int pmap_derived_settle(pmap_replicas *r, uint32_t leave)
+{
+    if (r->joining == 0) {
+        return LAPSE_ESTATE;
+    }
+    int k = pmap_replicas_index(r, leave);
+    if (k < 0 || leave == r->joining) {
+        return LAPSE_EINVAL;
+    }
+    r->joining = 0;
+    r->joining_since = 0;
+    take_out(r, (uint32_t)k); /* the joining copy stays: never the last */
+    return 0;
+}
+
+int pmap_derived_drop(pmap_replicas *r, uint32_t id)
+{
+    int k = pmap_replicas_index(r, id);
+    if (k < 0) {
+        return LAPSE_EINVAL;
+    }
+    if (r->n <= 1) {
+        return LAPSE_ESTATE;
+    }
+    take_out(r, (uint32_t)k);
+    return 0;
+}
