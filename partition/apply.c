@@ -52,6 +52,51 @@ int apply_note_missing(store *st, uint32_t table_id, uint32_t src_part, uint64_t
     return rv;
 }
 
+int apply_note_new_copy(store *st, uint32_t table_id, uint32_t src_part, int gsi_new,
+                        int stream_new, uint64_t *mark, char *err, size_t errlen)
+{
+    uint64_t applied = 0, missing = 0, gf = 0, sf = 0;
+    *mark = 0;
+    pthread_mutex_t *mu = store_apply_lock(st, table_id, src_part);
+    pthread_mutex_lock(mu);
+    int rv = apply_applied_seq(st, table_id, src_part, &applied, err, errlen);
+    if (rv == 0) {
+        rv = store_repl_u64(st, table_id, REPL_MISSING, src_part, 0, 0, &missing, err, errlen);
+    }
+    if (rv == 0) {
+        rv = store_repl_u64(st, table_id, REPL_GSI_FILLED, src_part, 0, 0, &gf, err, errlen);
+    }
+    if (rv == 0) {
+        rv = store_repl_u64(st, table_id, REPL_STREAM_FILLED, src_part, 0, 0, &sf, err, errlen);
+    }
+    if (rv == 0 && applied > 0) {
+        /* The mark moves even when nothing was applied past it, so that a
+         * fill under way for the old mark cannot end the new kinds' gap. */
+        uint64_t m = applied > missing ? applied : missing + 1;
+        db_batch *b = db_batch_new();
+        if (b == NULL) {
+            rv = oom(err, errlen);
+        } else {
+            store_repl_put_u64(st, b, table_id, REPL_MISSING, src_part, m);
+            /* A new kind is filled from nothing; one that is not new and
+             * had no gap of its own holds every record through m. */
+            if (gsi_new || gf >= missing) {
+                store_repl_put_u64(st, b, table_id, REPL_GSI_FILLED, src_part, gsi_new ? 0 : m);
+            }
+            if (stream_new || sf >= missing) {
+                store_repl_put_u64(st, b, table_id, REPL_STREAM_FILLED, src_part,
+                                   stream_new ? 0 : m);
+            }
+            atomic_store(&st->missing_marks, 1); /* before the mark can be read */
+            rv = db_write(st->db, b, 0, err, errlen);
+            db_batch_free(b);
+            *mark = rv == 0 ? m : 0;
+        }
+    }
+    pthread_mutex_unlock(mu);
+    return rv;
+}
+
 /* ======================================================================== */
 /* GSI entries                                                              */
 /* ======================================================================== */

@@ -95,6 +95,27 @@ int apply_applied_seq(store *st, uint32_t table_id, uint32_t src_part, uint64_t 
  * Returns 0 or LAPSE_EIO. */
 int apply_note_missing(store *st, uint32_t table_id, uint32_t src_part, uint64_t first_kept,
                        int *noted, char *err, size_t errlen);
+/* A copy new on this node (a move added it: placement/derived.h) misses
+ * every record of source partition src_part this node applied before it
+ * held that copy: through the applied seq A. Notes REPL_MISSING M, the
+ * greater of A and the mark there was, with the new kinds of copy filled
+ * through nothing (gsi_new: GSI copies; stream_new: the shard copy), and
+ * the kinds that are not new filled through M at once unless they had a
+ * gap of their own (they hold every record through A). So the refill
+ * thread fills only the new kinds. *mark gets M (0: nothing applied here,
+ * so nothing missed). REQUIRES: no record of src_part is applied
+ * without the new copy from now on. Returns 0 or LAPSE_EIO. */
+int apply_note_new_copy(store *st, uint32_t table_id, uint32_t src_part, int gsi_new,
+                        int stream_new, uint64_t *mark, char *err, size_t errlen);
+/* Deletes this node's copy of stream shard part of table table_id
+ * (index_id 0), or of partition part of its GSI index_id: every entry or
+ * record, in one batch of range deletes. The caller makes sure no batch
+ * feeds that copy meanwhile (a copy that left its list: copydrop.h) or
+ * that what does is filled again (a copy new here: newcopy.h). Returns 0,
+ * LAPSE_EIO or LAPSE_ENOMEM. */
+int apply_drop_copy(store *st, uint32_t table_id, uint32_t index_id, uint32_t part, char *err,
+                    size_t errlen);
+
 /* Whether this node's GSI copies of the table miss records of source
  * partition src_part (src_part -1: of any of them): its REPL_MISSING mark
  * lies past what they were filled for (apply_gsi_filled). Returns 0,

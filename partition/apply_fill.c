@@ -284,3 +284,38 @@ int apply_stream_filled(store *st, uint32_t table_id, uint32_t shard, uint64_t m
 {
     return set_filled(st, table_id, shard, REPL_STREAM_FILLED, mark, err, errlen);
 }
+
+/* ======================================================================== */
+/* Dropping a copy                                                          */
+/* ======================================================================== */
+
+int apply_drop_copy(store *st, uint32_t table_id, uint32_t index_id, uint32_t part, char *err,
+                    size_t errlen)
+{
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    int rv = index_id != 0 ? itemkey_gsi_prefix(&lo, table_id, index_id, part)
+                           : itemkey_append_prefix(&lo, table_id, part);
+    if (rv == 0) {
+        rv = buf_append(&hi, lo.data, lo.len);
+    }
+    db_batch *b = rv == 0 ? db_batch_new() : NULL;
+    if (b == NULL) {
+        buf_fini(&lo);
+        buf_fini(&hi);
+        return oom(err, errlen);
+    }
+    if (itemkey_successor(&hi) != 0) { /* all 0xFF: ids are never that large */
+        rv = store_errf(LAPSE_EINVAL, err, errlen, "table %u: no key range for part %u",
+                        (unsigned)table_id, (unsigned)part);
+    } else {
+        db_batch_delete_range(b, st->db, index_id != 0 ? CF_GSI : CF_STREAM, lo.data, lo.len,
+                              hi.data, hi.len);
+        rv = db_write(st->db, b, 0, err, errlen);
+    }
+    db_batch_free(b);
+    buf_fini(&lo);
+    buf_fini(&hi);
+    return rv;
+}
