@@ -10,7 +10,7 @@
 #include "../common/log.h"
 
 struct copydrop_entry {
-    uint32_t table_id, part;
+    copydrop_copy c;
     int64_t due_ms; /* monotonic */
 };
 
@@ -30,29 +30,49 @@ void copydrop_fini(node_server *ns)
     pthread_mutex_destroy(&ns->drops_lock);
 }
 
-/* Whether pm names node id a member of partition part of table table_id
- * (0 too when the table or partition is not there). */
-static int member(const pmap *pm, uint32_t table_id, uint32_t part, uint32_t id)
+/* The copy list of c in t (NULL: none). */
+static const pmap_replicas *list_of(const pmap_table *t, const copydrop_copy *c)
 {
-    const pmap_replicas *r = pmap_part(pmap_table_find_id(pm, table_id), part);
+    if (t == NULL) {
+        return NULL;
+    }
+    if (c->kind == COPYDROP_BASE) {
+        return pmap_part(t, c->part);
+    }
+    if (c->kind == COPYDROP_SHARD) {
+        return t->stream_shards != NULL && c->part < t->schema.partitions
+                   ? pmap_stream_shard(t, c->part)
+                   : NULL;
+    }
+    return (uint32_t)c->kind < t->schema.ngsi && c->part < t->schema.gsi[c->kind].partitions
+               ? pmap_gsi_part(t, (uint32_t)c->kind, c->part)
+               : NULL;
+}
+
+/* Whether pm names node id a member of copy c's list (0 too when the table
+ * or list is not there). */
+static int member(const pmap *pm, const copydrop_copy *c, uint32_t id)
+{
+    const pmap_replicas *r = list_of(pmap_table_find_id(pm, c->table_id), c);
     return r != NULL && pmap_replicas_index(r, id) >= 0;
 }
 
-/* The noted entry for (table_id, part), or -1. REQUIRES: drops_lock. */
-static long find(const node_server *ns, uint32_t table_id, uint32_t part)
+/* The noted entry for c, or -1. REQUIRES: drops_lock. */
+static long find(const node_server *ns, const copydrop_copy *c)
 {
     for (size_t i = 0; i < ns->ndrops; i++) {
-        if (ns->drops[i].table_id == table_id && ns->drops[i].part == part) {
+        const copydrop_copy *d = &ns->drops[i].c;
+        if (d->table_id == c->table_id && d->part == c->part && d->kind == c->kind) {
             return (long)i;
         }
     }
     return -1;
 }
 
-/* Notes (table_id, part) due at due_ms unless noted. REQUIRES: drops_lock. */
-static void add(node_server *ns, uint32_t table_id, uint32_t part, int64_t due_ms)
+/* Notes c due at due_ms unless noted. REQUIRES: drops_lock. */
+static void add(node_server *ns, copydrop_copy c, int64_t due_ms)
 {
-    if (find(ns, table_id, part) >= 0) {
+    if (find(ns, &c) >= 0) {
         return;
     }
     if (ns->ndrops == ns->drops_cap) {
@@ -61,13 +81,28 @@ static void add(node_server *ns, uint32_t table_id, uint32_t part, int64_t due_m
         if (d == NULL) {
             log_warn("table %u partition %u: out of memory noting the copy to drop: its keys stay "
                      "on disk",
-                     (unsigned)table_id, (unsigned)part);
+                     (unsigned)c.table_id, (unsigned)c.part);
             return;
         }
         ns->drops = d;
         ns->drops_cap = cap;
     }
-    ns->drops[ns->ndrops++] = (struct copydrop_entry){table_id, part, due_ms};
+    ns->drops[ns->ndrops++] = (struct copydrop_entry){c, due_ms};
+}
+
+/* Notes every copy of kind kind (COPYDROP_*) whose list in t names this
+ * node and in nt does not, n lists of them. */
+static void note_lists(node_server *ns, const pmap_table *t, const pmap_table *nt, int kind,
+                       uint32_t n, int64_t due)
+{
+    for (uint32_t p = 0; p < n; p++) {
+        copydrop_copy c = {t->schema.id, p, kind};
+        const pmap_replicas *was = list_of(t, &c), *now = list_of(nt, &c);
+        if (was != NULL && pmap_replicas_index(was, ns->id) >= 0 &&
+            (now == NULL || pmap_replicas_index(now, ns->id) < 0)) {
+            add(ns, c, due);
+        }
+    }
 }
 
 void copydrop_note(node_server *ns, const pmap *old, const pmap *new)
@@ -76,7 +111,7 @@ void copydrop_note(node_server *ns, const pmap *old, const pmap *new)
     pthread_mutex_lock(&ns->drops_lock);
     for (size_t i = 0; i < ns->ndrops;) {
         struct copydrop_entry *d = &ns->drops[i];
-        if (member(new, d->table_id, d->part, ns->id)) {
+        if (member(new, &d->c, ns->id)) {
             *d = ns->drops[--ns->ndrops]; /* added back: keep it */
         } else {
             i++;
@@ -88,12 +123,13 @@ void copydrop_note(node_server *ns, const pmap *old, const pmap *new)
         if (nt == NULL) {
             continue; /* dropped whole by maps_apply */
         }
-        for (uint32_t p = 0; p < t->schema.partitions; p++) {
-            const pmap_replicas *was = pmap_part(t, p), *now = pmap_part(nt, p);
-            if (pmap_replicas_index(was, ns->id) >= 0 &&
-                (now == NULL || pmap_replicas_index(now, ns->id) < 0)) {
-                add(ns, t->schema.id, p, due);
-            }
+        note_lists(ns, t, nt, COPYDROP_BASE, t->schema.partitions, due);
+        if (t->schema.stream.generation == nt->schema.stream.generation) {
+            /* (a stream turned off or on again goes whole: maps_apply) */
+            note_lists(ns, t, nt, COPYDROP_SHARD, t->schema.partitions, due);
+        }
+        for (uint32_t g = 0; g < t->schema.ngsi; g++) {
+            note_lists(ns, t, nt, (int)g, t->schema.gsi[g].partitions, due);
         }
     }
     pthread_mutex_unlock(&ns->drops_lock);
@@ -107,7 +143,7 @@ size_t copydrop_pending(node_server *ns)
     return n;
 }
 
-int copydrop_take_due(node_server *ns, const pmap *current, uint32_t *table_id, uint32_t *part)
+int copydrop_take_due(node_server *ns, const pmap *current, copydrop_copy *out)
 {
     int64_t now = clock_mono_now().ms;
     int got = 0;
@@ -119,10 +155,8 @@ int copydrop_take_due(node_server *ns, const pmap *current, uint32_t *table_id, 
             continue;
         }
         ns->drops[i] = ns->drops[--ns->ndrops];
-        if (pmap_table_find_id(current, d.table_id) != NULL &&
-            !member(current, d.table_id, d.part, ns->id)) {
-            *table_id = d.table_id;
-            *part = d.part;
+        if (pmap_table_find_id(current, d.c.table_id) != NULL && !member(current, &d.c, ns->id)) {
+            *out = d.c;
             got = 1;
         }
     }

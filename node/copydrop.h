@@ -39,19 +39,30 @@ void copydrop_init(node_server *ns);
 /* Frees it. REQUIRES: no thread uses ns. */
 void copydrop_fini(node_server *ns);
 
-/* Notes every base partition old names this node a member of and new does
- * not (a table gone from new is dropped whole by maps_apply instead), and
- * forgets noted ones new names it in again. Called by maps_apply. */
+/* A copy this node held: of a base partition, a stream shard, or (kind >=
+ * 0) a partition of the table's GSI at that position in its schema. */
+#define COPYDROP_BASE (-2)
+#define COPYDROP_SHARD (-1)
+typedef struct copydrop_copy {
+    uint32_t table_id, part;
+    int kind; /* COPYDROP_BASE, COPYDROP_SHARD or a GSI's position */
+} copydrop_copy;
+
+/* Notes every copy (base partition, stream shard, GSI partition) old names
+ * this node a member of and new does not (a table gone from new is
+ * dropped whole by maps_apply instead), and forgets noted ones new names
+ * it in again. Called by maps_apply. */
 void copydrop_note(node_server *ns, const pmap *old, const pmap *new);
 
 /* Whether a noted copy is due. */
 int copydrop_due(node_server *ns);
 
-/* Takes a due copy out of the list into *table_id and *part, skipping (and
- * forgetting) those current names this node in again or no longer has the
- * table of; 0 when none is left. The caller drops it (the membership
- * thread: replog_reset, then logship_copy_dropped). */
-int copydrop_take_due(node_server *ns, const pmap *current, uint32_t *table_id, uint32_t *part);
+/* Takes a due copy out of the list into *out, skipping (and forgetting)
+ * those current names this node in again or no longer has the table of; 0
+ * when none is left. The caller drops it (the membership thread: a base
+ * partition's with replog_reset, then logship_copy_dropped; a stream
+ * shard's or GSI partition's with apply_drop_copy). */
+int copydrop_take_due(node_server *ns, const pmap *current, copydrop_copy *out);
 
 /* Makes every noted copy due COPYDROP_DELAY_MS from now at the earliest
  * (the coordinator's map could not be fetched). */

@@ -26,10 +26,11 @@ static int owns_any(const table_schema *t, const apply_filter *f)
     return 0;
 }
 
-/* One page of the items of (t, part) after after[0..alen) from c. */
+/* One page of the items of (t, part) after after[0..alen) from c, of up
+ * to max_bytes (at least one item). */
 static int read_page(node_server *ns, rpc_client *c, const table_schema *t, uint32_t part,
-                     const uint8_t *after, size_t alen, Lapse__Response **resp, char *err,
-                     size_t errlen)
+                     const uint8_t *after, size_t alen, uint32_t max_bytes, Lapse__Response **resp,
+                     char *err, size_t errlen)
 {
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__PartitionItemsRequest body = LAPSE__PARTITION_ITEMS_REQUEST__INIT;
@@ -37,7 +38,7 @@ static int read_page(node_server *ns, rpc_client *c, const table_schema *t, uint
     body.partition = part;
     body.after_key.data = (uint8_t *)after;
     body.after_key.len = alen;
-    body.max_bytes = GSI_FILL_PAGE_BYTES;
+    body.max_bytes = max_bytes;
     req.body_case = LAPSE__REQUEST__BODY_PARTITION_ITEMS;
     req.partition_items = &body;
     if (ns->cluster_token_len > 0) {
@@ -69,7 +70,8 @@ static int fill_from(node_server *ns, const pmap_table *t, uint32_t part, const 
     int done = 0;
     while (rv == 0 && !done) {
         Lapse__Response *resp = NULL;
-        if ((rv = read_page(ns, c, &t->schema, part, after, alen, &resp, err, errlen)) != 0) {
+        if ((rv = read_page(ns, c, &t->schema, part, after, alen, GSI_FILL_PAGE_BYTES, &resp, err,
+                            errlen)) != 0) {
             rpc_response_free(resp);
             break;
         }
@@ -156,5 +158,31 @@ int gsi_fill_source(node_server *ns, const pmap *pm, const pmap_table *t, uint32
         log_warn("table %s: filling this node's GSI copies from the items of partition %u: %s: %s",
                  t->schema.name, (unsigned)src_part, lapse_strerror(rv), err);
     }
+    return rv;
+}
+
+int gsi_fill_primary_seq(node_server *ns, const pmap *pm, const pmap_table *t, uint32_t src_part,
+                         uint64_t *seq, uint64_t *version, char *err, size_t errlen)
+{
+    *version = 0;
+    const pmap_replicas *set = pmap_part(t, src_part);
+    const pmap_node *primary = set != NULL ? pmap_node_find(pm, set->ids[0]) : NULL;
+    *seq = 0;
+    if (primary == NULL || primary->state != PMAP_NODE_UP) {
+        snprintf(err, errlen, "partition %u has no primary UP", (unsigned)src_part);
+        return LAPSE_EUNAVAILABLE;
+    }
+    rpc_client *c = NULL;
+    Lapse__Response *resp = NULL;
+    int rv = rpc_client_open(&c, primary->address, err, errlen);
+    if (rv == 0) {
+        rv = read_page(ns, c, &t->schema, src_part, NULL, 0, 1, &resp, err, errlen);
+    }
+    if (rv == 0) {
+        *seq = resp->partition_items->outbox_seq;
+        *version = resp->pmap_version;
+    }
+    rpc_response_free(resp);
+    rpc_client_close(c);
     return rv;
 }

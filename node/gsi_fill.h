@@ -38,4 +38,11 @@
 int gsi_fill_source(node_server *ns, const pmap *pm, const pmap_table *t, uint32_t src_part,
                     uint64_t mark);
 
+/* The outbox seq partition src_part of t stands at on its primary in pm,
+ * and the primary's map version: one item's page of PartitionItems
+ * (newcopy.h asks it of the sources that have not reached it). 0, or the
+ * call's error with err. */
+int gsi_fill_primary_seq(node_server *ns, const pmap *pm, const pmap_table *t, uint32_t src_part,
+                         uint64_t *seq, uint64_t *version, char *err, size_t errlen);
+
 #endif

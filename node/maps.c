@@ -22,6 +22,7 @@
 #include "../placement/failover.h"
 #include "../rpc/wire.h"
 #include "copydrop.h"
+#include "newcopy.h"
 
 /* ------------------------------------------------------------------------ */
 /* References                                                                */
@@ -162,6 +163,10 @@ int maps_init(node_server *ns, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
+    if (newcopy_open(ns, pm) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
     log_info("partition map version %llu loaded (%zu tables, %zu partitions owned)",
              (unsigned long long)pm->version, pm->ntables, pmap_partitions_owned(pm, ns->id));
     return 0;
@@ -175,6 +180,7 @@ void maps_fini(node_server *ns)
     maps_release(ns->map);
     ns->map = NULL;
     copydrop_fini(ns);
+    newcopy_close(ns);
     pthread_cond_destroy(&ns->refresh_done);
     pthread_mutex_destroy(&ns->refresh_lock);
     pthread_mutex_destroy(&ns->apply_lock);
@@ -310,14 +316,16 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
     int disabled = ttl_disabled(old->pm, pm);
     uint32_t *off = calloc(old->pm->ntables ? old->pm->ntables : 1, sizeof(*off));
     size_t noff = off != NULL ? streams_turned_off(old->pm, pm, off) : 0;
+    int fresh = newcopy_any(old->pm, pm, ns->id);
     pthread_rwlock_wrlock(&ns->map_lock);
     ns->map = nm; /* the slot's reference to old is now ours */
     pthread_rwlock_unlock(&ns->map_lock);
     copydrop_note(ns, old->pm, pm);
-    if (ndropped > 0 || disabled || noff > 0) {
+    if (ndropped > 0 || disabled || noff > 0 || fresh) {
         /* A write routed by the old map may have landed after the first
          * drop (or kept a disabled table's index, or stored a record of a
-         * stream turned off): wait for those requests, then drop again. */
+         * stream turned off; or a batch applied without a copy new here):
+         * wait for those requests, then drop again. */
         if (!drain(old)) {
             log_warn("requests routed by map version %llu still running after %d ms",
                      (unsigned long long)old_version, MAPS_DRAIN_TIMEOUT_MS);
@@ -344,6 +352,7 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
         }
     }
     free(off);
+    newcopy_note(ns, old->pm, nm->pm); /* after the drain: every batch from now on feeds them */
     /* TTL follows the new map: enables start backfills, disables drop the
      * index (after the drain above), pauses stop scanners. nm stays
      * current while we hold apply_lock. */

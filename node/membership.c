@@ -13,10 +13,12 @@
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../partition/apply.h"
 #include "../partition/replog.h"
 #include "copydrop.h"
 #include "logship.h"
 #include "maps.h"
+#include "newcopy.h"
 #include "peerclock.h"
 #include "registry.h"
 
@@ -84,6 +86,20 @@ static int register_node(node_server *ns, char *err, size_t errlen)
  * receives the coordinator's map version. The reply's clock gives the skew
  * (expire_clock_report pauses or resumes the scanners); without a reply the
  * last verdict stands. */
+/* The tables whose GSI or stream copies here are filling, into body
+ * (newcopy.h): a move lets a copy it added be read only once they are not. */
+static void report_filling(node_server *ns, arena *a, Lapse__HeartbeatRequest *body)
+{
+    node_map *m = maps_acquire(ns);
+    size_t max = m->pm->ntables;
+    uint32_t *ids = max > 0 ? arena_alloc(a, max * sizeof(*ids)) : NULL;
+    if (max == 0 || ids != NULL) {
+        body->n_filling_tables = newcopy_filling(ns, m->pm, ids, max, &body->filled_version);
+        body->filling_tables = ids;
+    } /* out of memory: no version, so no copy counts as whole */
+    maps_release(m);
+}
+
 static int heartbeat(node_server *ns, uint64_t *coord_version, char *err, size_t errlen)
 {
     Lapse__Request req = LAPSE__REQUEST__INIT;
@@ -107,6 +123,7 @@ static int heartbeat(node_server *ns, uint64_t *coord_version, char *err, size_t
         body.replica_lag = NULL; /* out of memory: the next heartbeat reports it */
         body.n_replica_lag = 0;
     }
+    report_filling(ns, &a, &body);
     body.clock_ms = clock_wall_now().ms;
     req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
     req.heartbeat = &body;
@@ -170,19 +187,32 @@ static void drop_former_copies(node_server *ns)
         return;
     }
     node_map *m = maps_acquire(ns);
-    uint32_t table_id, part;
-    while (copydrop_take_due(ns, m->pm, &table_id, &part)) {
-        rv = replog_reset(ns->st, table_id, part, err, sizeof(err));
+    copydrop_copy c;
+    while (copydrop_take_due(ns, m->pm, &c)) {
+        const pmap_table *t = pmap_table_find_id(m->pm, c.table_id);
+        const char *what = c.kind == COPYDROP_BASE    ? "partition"
+                           : c.kind == COPYDROP_SHARD ? "stream shard"
+                                                      : "GSI partition";
+        if (c.kind == COPYDROP_BASE) {
+            rv = replog_reset(ns->st, c.table_id, c.part, err, sizeof(err));
+        } else if (c.kind >= 0 && (uint32_t)c.kind >= t->schema.ngsi) {
+            continue; /* no such GSI: nothing of it here */
+        } else {
+            uint32_t index_id = c.kind >= 0 ? t->schema.gsi[c.kind].id : 0;
+            rv = apply_drop_copy(ns->st, c.table_id, index_id, c.part, err, sizeof(err));
+        }
         if (rv != 0) {
-            log_error("table %u partition %u: dropping this node's former copy failed: %s: %s",
-                      (unsigned)table_id, (unsigned)part, lapse_strerror(rv), err);
+            log_error("table %u %s %u: dropping this node's former copy failed: %s: %s",
+                      (unsigned)c.table_id, what, (unsigned)c.part, lapse_strerror(rv), err);
             continue;
         }
-        logship_copy_dropped(ns->logship, table_id, part);
+        if (c.kind == COPYDROP_BASE) {
+            logship_copy_dropped(ns->logship, c.table_id, c.part);
+        }
         atomic_fetch_add(&ns->copies_dropped, 1);
-        log_info("table %u partition %u: this node's copy left its replica set (map version "
-                 "%llu): its keys were dropped",
-                 (unsigned)table_id, (unsigned)part, (unsigned long long)m->pm->version);
+        log_info("table %u %s %u: this node's copy left its list (map version %llu): its keys "
+                 "were dropped",
+                 (unsigned)c.table_id, what, (unsigned)c.part, (unsigned long long)m->pm->version);
     }
     maps_release(m);
 }

@@ -71,6 +71,7 @@ typedef struct logship logship;   /* logship.h */
 typedef struct shipper shipper;   /* shipper.h */
 typedef struct streams streams;   /* streams.h */
 typedef struct refill refill;     /* refill.h */
+typedef struct newcopy newcopy;   /* newcopy.h */
 
 #define NODE_REPL_LOCKS 64 /* replicate.c: stripes of the per-source-partition apply lock */
 
@@ -186,6 +187,7 @@ typedef struct node_server {
     shipper *shipper;             /* owned; thread-safe; the outbox shipper */
     streams *streams;             /* owned; thread-safe; long polls and stream retention */
     refill *refill;               /* owned; the thread filling copies that lost records */
+    newcopy *newcopy; /* owned; thread-safe; GSI and stream copies new here (newcopy.h) */
     logship *logship; /* owned; thread-safe; replica sets (logship.h), the store's repl hook */
 } node_server;
 

@@ -18,6 +18,7 @@
 #include "../partition/apply.h"
 #include "../placement/hash.h"
 #include "../rpc/wire.h"
+#include "newcopy.h"
 #include "reads_index.h"
 #include "reads_steps.h"
 
@@ -51,17 +52,21 @@ static int route_gsi(request_ctx *c, uint32_t gsi, uint32_t want, const attr_val
                       g->name, c->table->schema.name, pmap_gsi_owner(c->table, gsi, part));
         return LAPSE_EWRONGNODE;
     }
-    /* A copy missing records its sources trimmed (apply.h) answers no read:
-     * the client goes to another copy. */
-    int missing = 0;
+    /* A copy missing records its sources trimmed (apply.h), or new here and
+     * not yet reached by its sources (newcopy.h), answers no read: the
+     * client goes to another copy. */
+    int missing = newcopy_waiting(c->ns, c->table->schema.id);
     char err[256] = "";
-    if ((rv = apply_missing(c->ns->st, c->table->schema.id, -1, &missing, err, sizeof(err))) != 0 ||
+    if (missing ||
+        (rv = apply_missing(c->ns->st, c->table->schema.id, -1, &missing, err, sizeof(err))) != 0 ||
         missing) {
         rpc_set_error(c->resp, c->a, LAPSE_EUNAVAILABLE,
                       "this node's copy of partition %u of index %s of table %s %s: another copy "
                       "answers",
                       part, g->name, c->table->schema.name,
-                      rv != 0 ? err : "misses records trimmed before it applied them");
+                      rv != 0 ? err
+                              : "is being filled (new here, or it misses records trimmed before "
+                                "it applied them)");
         return LAPSE_EUNAVAILABLE;
     }
     return 0;

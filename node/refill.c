@@ -12,6 +12,7 @@
 #include "../partition/apply.h"
 #include "gsi_fill.h"
 #include "maps.h"
+#include "newcopy.h"
 #include "streams.h"
 
 struct refill {
@@ -69,6 +70,7 @@ static void pass(refill *r)
             }
         }
     }
+    newcopy_ask_sources(ns, pm);
     maps_release(m);
 }
 

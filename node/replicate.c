@@ -13,6 +13,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/change.h"
+#include "newcopy.h"
 #include "streams.h"
 
 /* Commit-to-apply lag buckets: a record normally applies within
@@ -102,9 +103,10 @@ void replicate_pause(node_server *ns, uint32_t table_id, uint32_t src_part, int 
     pthread_mutex_unlock(mu);
 }
 
-int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t after_seq,
-                    uint64_t to_seq, uint64_t first_kept, const void *const *recs,
-                    const size_t *lens, size_t n, uint64_t *applied_out, char *err, size_t errlen)
+int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t src_version,
+                    uint64_t after_seq, uint64_t to_seq, uint64_t first_kept,
+                    const void *const *recs, const size_t *lens, size_t n, uint64_t *applied_out,
+                    char *err, size_t errlen)
 {
     replicate_filter_arg fa;
     apply_filter f;
@@ -125,6 +127,9 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
                      ": resend from %" PRIu64,
                      (unsigned)t->schema.id, (unsigned)src_part, prev, prev + 1);
             rv = LAPSE_ESTATE;
+        }
+        if (rv == 0) {
+            newcopy_reached(ns, t->schema.id, src_part, src_version);
         }
         return rv;
     }
@@ -171,6 +176,11 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
     pthread_mutex_unlock(mu);
     if (stored) {
         streams_notify(ns->streams);
+    }
+    if (rv == 0) {
+        /* After first_kept was noted: nothing the source trimmed is left
+         * to learn from it. */
+        newcopy_reached(ns, t->schema.id, src_part, src_version);
     }
     if (applied_out != NULL) {
         *applied_out = applied;

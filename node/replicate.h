@@ -42,11 +42,14 @@
  * *applied_out (may be NULL) gets the applied seq afterwards whenever it
  * could be read. Returns apply_batch's codes: 0, LAPSE_ESTATE (a gap:
  * resend after *applied_out), LAPSE_EINVAL, LAPSE_ECORRUPT, LAPSE_EIO or
- * LAPSE_ENOMEM, with err; on error nothing is applied.
+ * LAPSE_ENOMEM, with err; on error nothing is applied. A batch applied
+ * (or a batch of none answered) tells newcopy_reached that the source,
+ * at its map version src_version, reached this node.
  */
-int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t after_seq,
-                    uint64_t to_seq, uint64_t first_kept, const void *const *recs,
-                    const size_t *lens, size_t n, uint64_t *applied_out, char *err, size_t errlen);
+int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t src_version,
+                    uint64_t after_seq, uint64_t to_seq, uint64_t first_kept,
+                    const void *const *recs, const size_t *lens, size_t n, uint64_t *applied_out,
+                    char *err, size_t errlen);
 
 /* The filter of node node_id for source partition src_part of t
  * (invariant 1). arg is filled and must outlive the filter. */

@@ -65,8 +65,9 @@ void replserve_handle(request_ctx *c)
         lens[i] = r->records[i].len;
     }
     uint64_t applied = 0;
-    int rv = replicate_apply(c->ns, c->table, r->source_partition, r->from_seq, r->to_seq,
-                             r->first_kept, recs, lens, n, &applied, err, sizeof(err));
+    int rv =
+        replicate_apply(c->ns, c->table, r->source_partition, c->req->pmap_version, r->from_seq,
+                        r->to_seq, r->first_kept, recs, lens, n, &applied, err, sizeof(err));
     lapse__replicate_response__init(out);
     out->applied_seq = applied;
     /* The applied seq travels with ESTATE too: the sender resends from it. */

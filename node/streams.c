@@ -18,6 +18,7 @@
 #include "../partition/stream.h"
 #include "../rpc/wire.h"
 #include "maps.h"
+#include "newcopy.h"
 
 struct streams {
     node_server *ns;          /* fixed */
@@ -228,6 +229,10 @@ void streams_get_records(request_ctx *c)
     char merr[256] = "";
     int grv = r->raw ? apply_stream_gap(ns->st, t->id, r->shard, &gap, merr, sizeof(merr))
                      : streams_shard_gap(ns, t, r->shard, &gap, merr, sizeof(merr));
+    if (grv == 0 && gap == 0 && newcopy_waiting(ns, t->id)) {
+        gap = 1;
+        snprintf(merr, sizeof(merr), "is new here and not yet reached by its source (newcopy.h)");
+    }
     if (grv != 0 || gap != 0) {
         rpc_set_error(c->resp, c->a, LAPSE_EUNAVAILABLE,
                       "this node's copy of stream shard %u of table %s %s: another copy answers",

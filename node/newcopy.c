@@ -1,0 +1,405 @@
+/* newcopy.c: GSI and stream copies new on this node (newcopy.h). */
+#include "newcopy.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "../partition/apply.h"
+#include "../partition/outbox.h"
+#include "gsi_fill.h"
+
+/* A source a table waits on: it has not reached this node with a map of
+ * version since or later. */
+struct wait {
+    uint32_t table_id, part;
+    uint64_t since;
+};
+
+struct newcopy {
+    pthread_mutex_t lock; /* guards v, n, cap */
+    struct wait *v;
+    size_t n, cap;
+    atomic_size_t nwaits;  /* n, read without the lock on the apply path */
+    atomic_ullong version; /* the map newcopy_filling answers for */
+};
+
+/* Whether list r names id. */
+static int holds(const pmap_replicas *r, uint32_t id)
+{
+    return r != NULL && pmap_replicas_index(r, id) >= 0;
+}
+
+/* Whether t (NULL: none) names id a copy of any of its GSI partitions. */
+static int holds_gsi(const pmap_table *t, uint32_t id)
+{
+    for (uint32_t g = 0; t != NULL && g < t->schema.ngsi; g++) {
+        for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
+            if (holds(pmap_gsi_part(t, g, q), id)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Whether t names id a copy of a GSI partition ot (the same table in the
+ * map before) did not. */
+static int gsi_new(const pmap_table *ot, const pmap_table *t, uint32_t id)
+{
+    for (uint32_t g = 0; g < t->schema.ngsi && g < ot->schema.ngsi; g++) {
+        for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
+            if (holds(pmap_gsi_part(t, g, q), id) && !holds(pmap_gsi_part(ot, g, q), id)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Whether t names id a copy of stream shard p that ot did not, of the
+ * same stream (a stream turned on again is another one, with nothing to
+ * miss). */
+static int shard_new(const pmap_table *ot, const pmap_table *t, uint32_t p, uint32_t id)
+{
+    return t->stream_shards != NULL && ot->stream_shards != NULL &&
+           t->schema.stream.generation == ot->schema.stream.generation &&
+           holds(pmap_stream_shard(t, p), id) && !holds(pmap_stream_shard(ot, p), id);
+}
+
+/* Whether id is a destination of partition p's outbox in t. */
+static int destination(const pmap_table *t, uint32_t p, uint32_t id)
+{
+    if (holds_gsi(t, id)) {
+        return 1;
+    }
+    return t->stream_shards != NULL && holds(pmap_stream_shard(t, p), id);
+}
+
+/* The map version from which a source's lane to node id is new for t: the
+ * oldest that added one of id's joining copies of t, else version. */
+static uint64_t joined_since(const pmap_table *t, uint32_t id, uint64_t version)
+{
+    uint64_t since = version;
+    for (uint32_t g = 0; g < t->schema.ngsi; g++) {
+        for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
+            const pmap_replicas *r = pmap_gsi_part(t, g, q);
+            since = r->joining == id && r->joining_since < since ? r->joining_since : since;
+        }
+    }
+    for (uint32_t p = 0; t->stream_shards != NULL && p < t->schema.partitions; p++) {
+        const pmap_replicas *r = &t->stream_shards[p];
+        since = r->joining == id && r->joining_since < since ? r->joining_since : since;
+    }
+    return since;
+}
+
+/* Adds a wait on (table_id, part) from map version since. */
+static void wait_on(newcopy *nc, uint32_t table_id, uint32_t part, uint64_t since)
+{
+    pthread_mutex_lock(&nc->lock);
+    for (size_t i = 0; i < nc->n; i++) {
+        if (nc->v[i].table_id == table_id && nc->v[i].part == part) {
+            nc->v[i].since = since > nc->v[i].since ? since : nc->v[i].since;
+            pthread_mutex_unlock(&nc->lock);
+            return;
+        }
+    }
+    if (nc->n == nc->cap) {
+        size_t cap = nc->cap ? nc->cap * 2 : 16;
+        struct wait *v = realloc(nc->v, cap * sizeof(*v));
+        if (v == NULL) {
+            pthread_mutex_unlock(&nc->lock);
+            log_error("table id %u: out of memory noting a new copy's source %u: it is not waited "
+                      "on",
+                      (unsigned)table_id, (unsigned)part);
+            return;
+        }
+        nc->v = v;
+        nc->cap = cap;
+    }
+    nc->v[nc->n++] = (struct wait){table_id, part, since};
+    atomic_store(&nc->nwaits, nc->n);
+    pthread_mutex_unlock(&nc->lock);
+}
+
+/* Waits on every source of each table of pm where id holds a joining copy. */
+static void wait_joining(newcopy *nc, const pmap *pm, uint32_t id)
+{
+    for (size_t i = 0; i < pm->ntables; i++) {
+        const pmap_table *t = &pm->tables[i];
+        int joining = 0;
+        for (uint32_t g = 0; g < t->schema.ngsi && !joining; g++) {
+            for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
+                joining |= pmap_gsi_part(t, g, q)->joining == id;
+            }
+        }
+        for (uint32_t p = 0; t->stream_shards != NULL && p < t->schema.partitions; p++) {
+            joining |= t->stream_shards[p].joining == id;
+        }
+        for (uint32_t p = 0; joining && p < t->schema.partitions; p++) {
+            if (pmap_owner(t, p) != id) {
+                wait_on(nc, t->schema.id, p, joined_since(t, id, pm->version));
+            }
+        }
+    }
+}
+
+int newcopy_open(node_server *ns, const pmap *pm)
+{
+    newcopy *nc = calloc(1, sizeof(*nc));
+    if (nc == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    pthread_mutex_init(&nc->lock, NULL);
+    atomic_init(&nc->nwaits, 0);
+    atomic_init(&nc->version, pm->version);
+    wait_joining(nc, pm, ns->id);
+    ns->newcopy = nc;
+    return 0;
+}
+
+void newcopy_close(node_server *ns)
+{
+    newcopy *nc = ns->newcopy;
+    if (nc == NULL) {
+        return;
+    }
+    pthread_mutex_destroy(&nc->lock);
+    free(nc->v);
+    free(nc);
+    ns->newcopy = NULL;
+}
+
+int newcopy_any(const pmap *old, const pmap *new, uint32_t id)
+{
+    for (size_t i = 0; i < new->ntables; i++) {
+        const pmap_table *t = &new->tables[i];
+        const pmap_table *ot = pmap_table_find_id(old, t->schema.id);
+        if (ot == NULL) {
+            continue; /* a new table: its copies miss nothing */
+        }
+        if (gsi_new(ot, t, id)) {
+            return 1;
+        }
+        for (uint32_t p = 0; p < t->schema.partitions; p++) {
+            if (shard_new(ot, t, p, id)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* This node leads partition p of t and just became a destination of its
+ * outbox: the records its outbox trimmed before are missed too. */
+static void note_own_outbox(node_server *ns, const pmap_table *t, uint32_t p)
+{
+    uint64_t first = 0, last = 0;
+    int noted = 0;
+    char err[256] = "";
+    int rv = outbox_first_seq(ns->st, t->schema.id, p, &first, err, sizeof(err));
+    if (rv == 0) {
+        rv = outbox_last_seq(ns->st, t->schema.id, p, &last, err, sizeof(err));
+    }
+    if (rv == 0) {
+        uint64_t first_kept = first != 0 ? first : last + 1;
+        rv = apply_note_missing(ns->st, t->schema.id, p, first_kept, &noted, err, sizeof(err));
+    }
+    if (rv != 0) {
+        log_error("table \"%s\" partition %u: reading what its outbox trimmed for a new copy "
+                  "failed: %s",
+                  t->schema.name, (unsigned)p, err);
+    }
+}
+
+/* Deletes what this node may still hold of its copies new in t (ot
+ * before): a copy it held once and left may not have been dropped (a
+ * crash before the drop, copydrop.h), and a fill only adds. */
+static void clear_new(node_server *ns, const pmap_table *ot, const pmap_table *t)
+{
+    char err[256] = "";
+    for (uint32_t g = 0; g < t->schema.ngsi && g < ot->schema.ngsi; g++) {
+        for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
+            if (holds(pmap_gsi_part(t, g, q), ns->id) && !holds(pmap_gsi_part(ot, g, q), ns->id) &&
+                apply_drop_copy(ns->st, t->schema.id, t->schema.gsi[g].id, q, err, sizeof(err)) !=
+                    0) {
+                log_error("table \"%s\": clearing new GSI copy %u/%u: %s", t->schema.name,
+                          (unsigned)g, (unsigned)q, err);
+            }
+        }
+    }
+    for (uint32_t p = 0; p < t->schema.partitions; p++) {
+        if (shard_new(ot, t, p, ns->id) &&
+            apply_drop_copy(ns->st, t->schema.id, 0, p, err, sizeof(err)) != 0) {
+            log_error("table \"%s\": clearing new stream shard copy %u: %s", t->schema.name,
+                      (unsigned)p, err);
+        }
+    }
+}
+
+/* Notes what node id's new copies of t (ot before) miss, source by source. */
+static void note_table(node_server *ns, const pmap_table *ot, const pmap_table *t, uint64_t version)
+{
+    const uint32_t id = ns->id;
+    const int gnew = gsi_new(ot, t, id);
+    clear_new(ns, ot, t); /* before the marks: every record applied since is refilled */
+    size_t shards = 0, waits = 0;
+    for (uint32_t p = 0; p < t->schema.partitions; p++) {
+        const int snew = shard_new(ot, t, p, id);
+        if (!gnew && !snew) {
+            continue;
+        }
+        shards += (size_t)snew;
+        uint64_t mark = 0;
+        char err[256] = "";
+        if (apply_note_new_copy(ns->st, t->schema.id, p, gnew, snew, &mark, err, sizeof(err)) !=
+            0) {
+            log_error("table \"%s\" partition %u: noting what a new copy misses failed (it may "
+                      "answer reads with entries missing): %s",
+                      t->schema.name, (unsigned)p, err);
+        }
+        if (destination(ot, p, id)) {
+            continue; /* its lane to us held every record we had not applied */
+        }
+        if (pmap_owner(t, p) == id) {
+            note_own_outbox(ns, t, p); /* our own lane to us is new: see what it trimmed */
+        } else {
+            /* The source's lane to this node is new: it says what it no
+             * longer holds when it first reaches us (shipper.h). */
+            wait_on(ns->newcopy, t->schema.id, p, joined_since(t, id, version));
+            waits++;
+        }
+    }
+    log_info("table \"%s\": copies new here (%s%zu stream shard(s)): filled before they are read "
+             "(%zu source(s) to hear from first)",
+             t->schema.name, gnew ? "GSI partitions, " : "", shards, waits);
+}
+
+void newcopy_note(node_server *ns, const pmap *old, const pmap *new)
+{
+    if (ns->newcopy == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < new->ntables; i++) {
+        const pmap_table *t = &new->tables[i];
+        const pmap_table *ot = pmap_table_find_id(old, t->schema.id);
+        if (ot == NULL) {
+            continue;
+        }
+        int any = gsi_new(ot, t, ns->id);
+        for (uint32_t p = 0; !any && p < t->schema.partitions; p++) {
+            any = shard_new(ot, t, p, ns->id);
+        }
+        if (any) {
+            note_table(ns, ot, t, new->version);
+        }
+    }
+    atomic_store(&ns->newcopy->version, new->version);
+}
+
+void newcopy_reached(node_server *ns, uint32_t table_id, uint32_t src_part, uint64_t src_version)
+{
+    newcopy *nc = ns->newcopy;
+    if (nc == NULL || atomic_load(&nc->nwaits) == 0) {
+        return;
+    }
+    pthread_mutex_lock(&nc->lock);
+    for (size_t i = 0; i < nc->n; i++) {
+        if (nc->v[i].table_id == table_id && nc->v[i].part == src_part &&
+            src_version >= nc->v[i].since) {
+            nc->v[i] = nc->v[--nc->n];
+            atomic_store(&nc->nwaits, nc->n);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&nc->lock);
+}
+
+int newcopy_waiting(node_server *ns, uint32_t table_id)
+{
+    newcopy *nc = ns->newcopy;
+    if (nc == NULL || atomic_load(&nc->nwaits) == 0) {
+        return 0;
+    }
+    int found = 0;
+    pthread_mutex_lock(&nc->lock);
+    for (size_t i = 0; i < nc->n && !found; i++) {
+        found = nc->v[i].table_id == table_id;
+    }
+    pthread_mutex_unlock(&nc->lock);
+    return found;
+}
+
+size_t newcopy_filling(node_server *ns, const pmap *pm, uint32_t *ids, size_t max,
+                       uint64_t *version)
+{
+    newcopy *nc = ns->newcopy;
+    *version = nc != NULL ? atomic_load(&nc->version) : 0;
+    size_t n = 0;
+    for (size_t i = 0; i < pm->ntables && n < max; i++) {
+        const pmap_table *t = &pm->tables[i];
+        int missing = 0;
+        char err[256] = "";
+        if (newcopy_waiting(ns, t->schema.id)) {
+            ids[n++] = t->schema.id;
+        } else if (apply_missing_any(ns->st, t->schema.id, &missing, err, sizeof(err)) != 0 ||
+                   missing) {
+            ids[n++] = t->schema.id; /* a failed look counts as filling */
+        }
+    }
+    return n;
+}
+
+/* The waits of the tables of pm, copied out (the calls below are made
+ * without the lock). */
+static size_t copy_waits(newcopy *nc, struct wait **out)
+{
+    pthread_mutex_lock(&nc->lock);
+    size_t n = nc->n;
+    *out = n > 0 ? malloc(n * sizeof(**out)) : NULL;
+    if (*out != NULL) {
+        memcpy(*out, nc->v, n * sizeof(**out));
+    } else {
+        n = 0;
+    }
+    pthread_mutex_unlock(&nc->lock);
+    return n;
+}
+
+void newcopy_ask_sources(node_server *ns, const pmap *pm)
+{
+    newcopy *nc = ns->newcopy;
+    if (nc == NULL || atomic_load(&nc->nwaits) == 0) {
+        return;
+    }
+    struct wait *v = NULL;
+    size_t n = copy_waits(nc, &v);
+    for (size_t i = 0; i < n; i++) {
+        const pmap_table *t = pmap_table_find_id(pm, v[i].table_id);
+        uint64_t seq = 0, version = 0, applied = 0;
+        char err[256] = "";
+        if (t == NULL) {
+            newcopy_reached(ns, v[i].table_id, v[i].part, UINT64_MAX); /* dropped */
+            continue;
+        }
+        if (gsi_fill_primary_seq(ns, pm, t, v[i].part, &seq, &version, err, sizeof(err)) != 0 ||
+            apply_applied_seq(ns->st, v[i].table_id, v[i].part, &applied, err, sizeof(err)) != 0) {
+            log_debug("table \"%s\" partition %u: asking where it stands for a new copy: %s",
+                      t->schema.name, (unsigned)v[i].part, err);
+            continue;
+        }
+        if (seq <= applied) {
+            /* Nothing there this node has not applied: nothing trimmed to
+             * learn of (a source that never wrote ships nothing at all).
+             * With a map that adds the copy, its primary ships to us all
+             * it writes from now on. */
+            newcopy_reached(ns, v[i].table_id, v[i].part, version);
+        }
+    }
+    free(v);
+}
