@@ -86,6 +86,8 @@ static void do_heartbeat(server *s, const Lapse__HeartbeatRequest *r, Lapse__Res
     }
     ttlcalls_record_heartbeat(s, r);
     replstatus_record(s, r->node_id, r->replica_lag, r->n_replica_lag);
+    replstatus_record_filling(s, r->node_id, r->filling_tables, r->n_filling_tables,
+                              r->filled_version);
     Lapse__HeartbeatResponse *m =
         MSG_NEW(a, Lapse__HeartbeatResponse, LAPSE__HEARTBEAT_RESPONSE__INIT);
     if (m == NULL) {

@@ -47,6 +47,7 @@ static int take_over(server *s, const etcd_leader *l)
         s->next_table_id = st.next_table_id;
         for (size_t i = 0; i < s->nlive; i++) {
             free(s->live[i].lags); /* reported to us while following */
+            free(s->live[i].filling);
         }
         s->nlive = 0; /* liveness heard while following is not ours */
         /* The nodes keep the states the last leader stored, each UP one with
@@ -63,8 +64,8 @@ static int take_over(server *s, const etcd_leader *l)
         }
         catalog_etcd_fence(s->ecat, l->key, l->rev);
         atomic_store(&s->leading, 1);
-        log_info("leading (etcd key %s): map version %llu with %zu tables and %zu nodes",
-                 l->key, (unsigned long long)s->pm->version, s->pm->ntables, s->pm->nnodes);
+        log_info("leading (etcd key %s): map version %llu with %zu tables and %zu nodes", l->key,
+                 (unsigned long long)s->pm->version, s->pm->ntables, s->pm->nnodes);
     } else {
         log_error("won the election but cannot load the catalog from etcd: %s", err);
     }
@@ -133,8 +134,8 @@ static void *leader_main(void *arg)
 
 int leader_start(server *s, char *err, size_t errlen)
 {
-    int rv = etcd_keeper_start(&s->keeper, s->ec, LEASE_TTL_S, LEASE_RENEW_MS, on_lease, s, err,
-                               errlen);
+    int rv =
+        etcd_keeper_start(&s->keeper, s->ec, LEASE_TTL_S, LEASE_RENEW_MS, on_lease, s, err, errlen);
     if (rv != 0) {
         return rv;
     }

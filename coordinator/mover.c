@@ -47,9 +47,11 @@ static int moving(const pmap *pm, const pmap_replicas *r, uint32_t rf)
 }
 
 void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *in_move,
-                 uint32_t *other)
+                 uint32_t *other, uint32_t *derived)
 {
+    uint32_t derived_moving = 0;
     *base_left = *in_move = *other = 0;
+    mover_derived_count(pm, id, derived, &derived_moving);
     for (size_t t = 0; t < pm->ntables; t++) {
         const pmap_table *tb = &pm->tables[t];
         uint32_t rf = schema_replication(&tb->schema);
@@ -65,15 +67,8 @@ void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *in_
             (*base_left)++;
             *in_move += (uint32_t)moving(pm, r, rf);
         }
-        for (uint32_t g = 0; g < tb->schema.ngsi; g++) {
-            for (uint32_t p = 0; p < tb->schema.gsi[g].partitions; p++) {
-                *other += pmap_replicas_index(&tb->gsi_parts[g][p], id) >= 0;
-            }
-        }
-        for (uint32_t p = 0; tb->stream_shards != NULL && p < tb->schema.partitions; p++) {
-            *other += pmap_replicas_index(&tb->stream_shards[p], id) >= 0;
-        }
     }
+    *in_move += derived_moving;
 }
 
 /* The node to take a new copy of r: UP, not draining, not in r, holding
@@ -170,11 +165,11 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
  * partitions still names it. */
 static int removed_holding(const pmap *pm, const pmap_node *n)
 {
-    uint32_t base = 0, in_move = 0, other = 0;
+    uint32_t base = 0, in_move = 0, other = 0, derived = 0;
     if (!n->removed) {
         return 0;
     }
-    mover_count(pm, n->id, &base, &in_move, &other);
+    mover_count(pm, n->id, &base, &in_move, &other, &derived);
     return base > 0;
 }
 
@@ -240,8 +235,9 @@ static int has_work(const pmap *pm, size_t max_handovers)
         }
     }
     pmap_move probe;
-    return count_moving(pm) > 0 || handing_over(pm) ||
-           (may_rebalance(pm) && pmap_rebalance_plan(pm, &probe, 1, max_handovers) > 0);
+    return count_moving(pm) > 0 || handing_over(pm) || mover_derived_has_work(pm) ||
+           (may_rebalance(pm) && (pmap_rebalance_plan(pm, &probe, 1, max_handovers) > 0 ||
+                                  mover_derived_unbalanced(pm)));
 }
 
 /* The sets that may be moving at once: --max-concurrent-moves, else
@@ -303,6 +299,8 @@ void mover_pass(server *s)
             step(next, tb->schema.id, p, &tb->parts[p], rf, &ps);
         }
     }
+    mover_derived_done dd;
+    mover_derived_pass(s, next, ps.since, may_rebalance(next) ? ps.max_moves : 0, &dd);
     if (may_rebalance(next) && ps.in_move < ps.max_moves) {
         pmap_move mv[MOVER_MAX_MOVES_LIMIT];
         size_t n = pmap_rebalance_plan(next, mv, ps.max_moves - ps.in_move, s->balance_primaries);
@@ -320,7 +318,9 @@ void mover_pass(server *s)
             }
         }
     }
-    if (ps.added + ps.handed + ps.removed + ps.stepped + ps.cancelled == 0) {
+    if (ps.added + ps.handed + ps.removed + ps.stepped + ps.cancelled + dd.added + dd.settled +
+            dd.dropped ==
+        0) {
         pmap_free(next);
         return;
     }
@@ -330,13 +330,22 @@ void mover_pass(server *s)
         pmap_free(next);
         return;
     }
-    log_info("moves: map version %llu: %zu cop%s added, %zu primar%s stepping down and %zu handed "
-             "over (%zu of these by the rebalancer), %zu handover%s called off, %zu leaving cop%s "
-             "removed; %zu set(s) being moved%s",
-             (unsigned long long)s->pm->version, ps.added, ps.added == 1 ? "y" : "ies", ps.stepped,
-             ps.stepped == 1 ? "y" : "ies", ps.handed, ps.rebalanced, ps.cancelled,
-             ps.cancelled == 1 ? "" : "s", ps.removed, ps.removed == 1 ? "y" : "ies", ps.in_move,
-             ps.stuck > 0 ? "; some sets have no node to move to" : "");
+    if (ps.added + ps.handed + ps.removed + ps.stepped + ps.cancelled > 0) {
+        log_info(
+            "moves: map version %llu: %zu cop%s added, %zu primar%s stepping down and %zu handed "
+            "over (%zu of these by the rebalancer), %zu handover%s called off, %zu leaving cop%s "
+            "removed; %zu set(s) being moved%s",
+            (unsigned long long)s->pm->version, ps.added, ps.added == 1 ? "y" : "ies", ps.stepped,
+            ps.stepped == 1 ? "y" : "ies", ps.handed, ps.rebalanced, ps.cancelled,
+            ps.cancelled == 1 ? "" : "s", ps.removed, ps.removed == 1 ? "y" : "ies", ps.in_move,
+            ps.stuck > 0 ? "; some sets have no node to move to" : "");
+    }
+    if (dd.added + dd.settled + dd.dropped > 0) {
+        log_info("moves: map version %llu: GSI and stream copies: %zu added (%zu by the "
+                 "rebalancer), %zu replaced (the new copy whole), %zu new one(s) dropped%s",
+                 (unsigned long long)s->pm->version, dd.added, dd.rebalanced, dd.settled,
+                 dd.dropped, dd.stuck > 0 ? "; some have no node to move to" : "");
+    }
     replicas_push(s);
 }
 
@@ -396,7 +405,8 @@ void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *r
                  want ? "is draining: its copies move to other nodes" : "is no longer draining",
                  (unsigned long long)s->pm->version);
     }
-    mover_count(s->pm, r->node, &m->base_copies_left, &m->moves, &m->other_copies);
+    mover_count(s->pm, r->node, &m->base_copies_left, &m->moves, &m->other_copies,
+                &m->derived_copies_left);
     m->pmap_version = s->pm->version;
     resp->pmap_version = m->pmap_version;
     resp->body_case = LAPSE__RESPONSE__BODY_NODE_DRAIN;
@@ -486,7 +496,8 @@ void mover_remove(server *s, const Lapse__NodeRemoveRequest *r, Lapse__Response 
     if (!n->removed && commit_removal(s, n, resp, a) != 0) {
         goto out;
     }
-    mover_count(s->pm, r->node, &m->base_copies_left, &m->moves, &m->other_copies);
+    mover_count(s->pm, r->node, &m->base_copies_left, &m->moves, &m->other_copies,
+                &m->derived_copies_left);
     m->pmap_version = s->pm->version;
     resp->pmap_version = m->pmap_version;
     resp->body_case = LAPSE__RESPONSE__BODY_NODE_REMOVE;

@@ -43,9 +43,21 @@
  * goes at once when the set has no room for a new one (a move's new copy
  * whose node died and was removed).
  *
- * Not moved yet: copies of single-copy tables (they keep no log to catch a
- * new copy up from), GSI partitions and stream shards; NodeDrain counts
- * them apart. A node drops a removed copy's keys itself (node/copydrop.h).
+ * GSI and stream copies (mover_derived.c; placement/derived.h): each pass
+ * also replaces every copy of a GSI partition or stream shard held by a
+ * leaving node: a copy is added on the UP node, neither draining nor
+ * removed, holding fewest such copies, marked joining, and once that node
+ * reports the table's copies whole with a map that new (its heartbeat:
+ * replstatus_copies_whole), the leaving copy goes. No limit on how many
+ * at once: a new node fills all its new copies of a table in one pass
+ * over the table's items (node/newcopy.h), so adding them together costs
+ * least. When the rebalancer may run and no such copy moves, up to
+ * --max-concurrent-moves copies move from the node holding most of them to
+ * the one holding fewest, until every UP node is within one.
+ *
+ * Not moved: copies of single-copy tables' base partitions (they keep no
+ * log to catch a new copy up from); NodeDrain counts them apart. A node
+ * drops a removed copy's keys itself (node/copydrop.h).
  *
  * Thread-safety: as membership.h; each says whether it takes server.lock.
  */
@@ -68,10 +80,35 @@
 void mover_pass(server *s);
 
 /* What is left on node id in pm: copies of replicated tables' base
- * partitions, sets being moved off it, and the copies that do not move
- * (single-copy tables, GSI partitions, stream shards). */
+ * partitions, sets being moved off it, the copies that do not move
+ * (single-copy tables' base partitions) and copies of GSI partitions and
+ * stream shards. */
 void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *moving,
-                 uint32_t *other);
+                 uint32_t *other, uint32_t *derived);
+
+/* What mover_derived_pass did. */
+typedef struct mover_derived_done {
+    size_t added, settled, dropped, stuck;
+    size_t rebalanced; /* of added: what rebalancing started */
+} mover_derived_done;
+
+/* Whether a GSI partition or stream shard list of pm has a copy joining or
+ * a member leaving. */
+int mover_derived_has_work(const pmap *pm);
+/* Whether the rebalancer has a GSI or stream copy to move in pm (pm's UP
+ * nodes hold counts of them more than one apart). */
+int mover_derived_unbalanced(const pmap *pm);
+/* One step of every GSI and stream copy move in next (above), the map
+ * committed as version since; with rebalance > 0 and no such move under
+ * way, first up to rebalance moves that bring the UP nodes within one of
+ * each other's count of GSI and stream copies (pmap_derived_held), each
+ * marking the copy that leaves (pmap_replicas.leaving). REQUIRES: s->lock
+ * held. */
+void mover_derived_pass(server *s, pmap *next, uint64_t since, size_t rebalance,
+                        mover_derived_done *done);
+/* Node id's GSI and stream copies in pm, and how many of their lists have
+ * a copy joining. */
+void mover_derived_count(const pmap *pm, uint32_t id, uint32_t *held, uint32_t *moving);
 
 /* NodeDrain: marks the node draining (or, with stop, not), committed and
  * pushed, and answers what is left on it. ENOTFOUND (no such node),

@@ -29,6 +29,43 @@ void replstatus_record(server *s, uint32_t node, Lapse__ReplicaLag *const *lags,
     free(v);
 }
 
+void replstatus_record_filling(server *s, uint32_t node, const uint32_t *tables, size_t n,
+                               uint64_t version)
+{
+    uint32_t *v = n > 0 ? malloc(n * sizeof(*v)) : NULL;
+    if (n > 0 && v == NULL) {
+        return;
+    }
+    if (n > 0) {
+        memcpy(v, tables, n * sizeof(*v));
+    }
+    pthread_mutex_lock(&s->lock);
+    node_live *l = server_live(s, node, 0);
+    if (l != NULL) {
+        free(l->filling);
+        l->filling = v;
+        l->nfilling = n;
+        l->filled_version = version;
+        v = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    free(v);
+}
+
+int replstatus_copies_whole(server *s, uint32_t node, uint32_t table_id, uint64_t since)
+{
+    const node_live *l = server_live(s, node, 0);
+    if (l == NULL || l->filled_version < since || since == 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < l->nfilling; i++) {
+        if (l->filling[i] == table_id) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Whether node leads partition part of table table_id in s's map. */
 static int leads(const server *s, uint32_t node, uint32_t table_id, uint32_t part)
 {

@@ -24,7 +24,14 @@ void replstatus_record(server *s, uint32_t node, Lapse__ReplicaLag *const *lags,
 
 /* The reports of the current primaries of table_id's sets (0: every
  * table's), allocated from a. REQUIRES: s->lock held. 0 or LAPSE_ENOMEM. */
-int replstatus_lag_pb(server *s, uint32_t table_id, arena *a, Lapse__ReplicaLag ***out,
-                      size_t *n);
+/* Records node's report of the tables whose GSI or stream copies there
+ * are filling, as of its map version version (node_live.filling). */
+void replstatus_record_filling(server *s, uint32_t node, const uint32_t *tables, size_t n,
+                               uint64_t version);
+/* Whether node reported, with a map version since or later, every GSI and
+ * stream copy of table table_id it holds whole. REQUIRES: s->lock held. */
+int replstatus_copies_whole(server *s, uint32_t node, uint32_t table_id, uint64_t since);
+
+int replstatus_lag_pb(server *s, uint32_t table_id, arena *a, Lapse__ReplicaLag ***out, size_t *n);
 
 #endif

@@ -150,6 +150,7 @@ void server_close(server *s)
     pmap_free(s->pm);
     for (size_t i = 0; i < s->nlive; i++) {
         free(s->live[i].lags);
+        free(s->live[i].filling);
     }
     free(s->live);
     ttlprop_fini(&s->ttl);

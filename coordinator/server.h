@@ -74,6 +74,12 @@ typedef struct node_live {
     live_lag *lags;                 /* owned: its last heartbeat's replica_lag, the
                                        followers of the sets it leads */
     size_t nlags;
+    /* Its last heartbeat's tables whose GSI or stream copies there are
+     * filling, as of its map version filled_version (0: none reported):
+     * a move's new copy is read once it is not (mover.c). */
+    uint32_t *filling; /* owned */
+    size_t nfilling;
+    uint64_t filled_version;
 } node_live;
 
 typedef struct server_config {

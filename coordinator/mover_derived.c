@@ -1,0 +1,288 @@
+/*
+ * mover_derived.c: moving the copies of GSI partitions and stream shards
+ * off leaving nodes (mover.h, "GSI and stream copies";
+ * placement/derived.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../placement/derived.h"
+#include "mover.h"
+#include "replstatus.h"
+
+/* The first member of r that leaves it (a draining or removed node, or
+ * the rebalancer's leaving copy) other than its joining copy; 0: none. */
+static uint32_t leaving_member(const pmap *pm, const pmap_replicas *r)
+{
+    for (uint32_t k = 0; k < r->n; k++) {
+        uint32_t id = r->ids[k];
+        if (id != r->joining && (id == r->leaving || pmap_node_leaving(pm, id))) {
+            return id;
+        }
+    }
+    return 0;
+}
+
+/* Whether list r has a move to make or finish. */
+static int list_moving(const pmap *pm, const pmap_replicas *r)
+{
+    return r->joining != 0 || leaving_member(pm, r) != 0;
+}
+
+/* Calls fn on every GSI partition and stream shard list of t. Stops at, and
+ * returns, the first non-zero fn returns. */
+static int each_list(pmap_table *t, int (*fn)(pmap_table *t, pmap_replicas *r, void *arg),
+                     void *arg)
+{
+    int rv = 0;
+    for (uint32_t g = 0; g < t->schema.ngsi && rv == 0; g++) {
+        for (uint32_t q = 0; q < t->schema.gsi[g].partitions && rv == 0; q++) {
+            rv = fn(t, pmap_derived_list(t, (int)g, q), arg);
+        }
+    }
+    for (uint32_t p = 0; t->stream_shards != NULL && p < t->schema.partitions && rv == 0; p++) {
+        rv = fn(t, pmap_derived_list(t, -1, p), arg);
+    }
+    return rv;
+}
+
+static int moving_fn(pmap_table *t, pmap_replicas *r, void *arg)
+{
+    (void)t;
+    return list_moving(arg, r);
+}
+
+int mover_derived_has_work(const pmap *pm)
+{
+    for (size_t i = 0; i < pm->ntables; i++) {
+        /* each_list does not change the lists moving_fn is given */
+        if (each_list((pmap_table *)&pm->tables[i], moving_fn, (void *)pm)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* What counting a node's copies looks for. */
+typedef struct count_arg {
+    const pmap *pm;
+    uint32_t id;
+    uint32_t held, moving;
+} count_arg;
+
+static int count_fn(pmap_table *t, pmap_replicas *r, void *arg)
+{
+    (void)t;
+    count_arg *c = arg;
+    if (pmap_replicas_index(r, c->id) >= 0) {
+        c->held++;
+        c->moving += r->joining != 0;
+    }
+    return 0;
+}
+
+void mover_derived_count(const pmap *pm, uint32_t id, uint32_t *held, uint32_t *moving)
+{
+    count_arg c = {pm, id, 0, 0};
+    for (size_t i = 0; i < pm->ntables; i++) {
+        (void)each_list((pmap_table *)&pm->tables[i], count_fn, &c);
+    }
+    *held = c.held;
+    *moving = c.moving;
+}
+
+/* The node to take a new copy of list r: UP, neither draining nor removed,
+ * not in r, holding fewest GSI and stream copies (held[i] for pm->nodes[i]),
+ * ties to the lowest id; -1: none. */
+static long target_for(const pmap *pm, const pmap_replicas *r, const size_t *held)
+{
+    long best = -1;
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        const pmap_node *n = &pm->nodes[i];
+        if (n->state != PMAP_NODE_UP || pmap_node_leaving(pm, n->id) ||
+            pmap_replicas_index(r, n->id) >= 0) {
+            continue;
+        }
+        if (best < 0 || held[i] < held[best] ||
+            (held[i] == held[best] && n->id < pm->nodes[best].id)) {
+            best = (long)i;
+        }
+    }
+    return best;
+}
+
+/* One pass over the lists of a map: its counts and what it did. */
+typedef struct dpass {
+    server *s;
+    pmap *next;
+    uint64_t since;
+    size_t *held; /* per next->nodes[i]: GSI and stream copies */
+    mover_derived_done done;
+} dpass;
+
+/* Node id's index in pm->nodes, or -1. */
+static long node_index(const pmap *pm, uint32_t id)
+{
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        if (pm->nodes[i].id == id) {
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
+/* Finishes the move of list r of t whose copy is joining: the copy goes
+ * again when its own node leaves; once its node reported t's copies whole
+ * with the map that added it, the leaving member goes (or, with none left
+ * to replace, the new copy, an extra one). */
+static void finish(dpass *d, const pmap_table *t, pmap_replicas *r)
+{
+    uint32_t j = r->joining;
+    const pmap_node *n = pmap_node_find(d->next, j);
+    if (n == NULL || pmap_node_leaving(d->next, j)) {
+        d->done.dropped += pmap_derived_drop(r, j) == 0;
+        return;
+    }
+    if (n->state != PMAP_NODE_UP ||
+        !replstatus_copies_whole(d->s, j, t->schema.id, r->joining_since)) {
+        return;
+    }
+    uint32_t leave = leaving_member(d->next, r);
+    if (leave == 0) {
+        d->done.dropped += pmap_derived_drop(r, j) == 0; /* the drain was called off */
+        return;
+    }
+    if (pmap_derived_settle(r, leave) == 0) {
+        d->done.settled++;
+        long k = node_index(d->next, leave);
+        if (k >= 0 && d->held[k] > 0) {
+            d->held[k]--;
+        }
+    }
+}
+
+static int step_fn(pmap_table *t, pmap_replicas *r, void *arg)
+{
+    dpass *d = arg;
+    if (r->joining != 0) {
+        finish(d, t, r);
+        return 0;
+    }
+    if (leaving_member(d->next, r) == 0) {
+        return 0;
+    }
+    long to = target_for(d->next, r, d->held);
+    if (to < 0 || pmap_derived_add(r, d->next->nodes[to].id, d->since) != 0) {
+        d->done.stuck++;
+        return 0;
+    }
+    d->held[to]++;
+    d->done.added++;
+    return 0;
+}
+
+/* What rebalancing looks for: a settled list holding from and not to. */
+typedef struct find_arg {
+    const pmap *pm;
+    uint32_t from, to;
+    pmap_replicas *found;
+} find_arg;
+
+static int find_fn(pmap_table *t, pmap_replicas *r, void *arg)
+{
+    (void)t;
+    find_arg *f = arg;
+    if (!list_moving(f->pm, r) && pmap_replicas_index(r, f->from) >= 0 &&
+        pmap_replicas_index(r, f->to) < 0) {
+        f->found = r;
+        return 1;
+    }
+    return 0;
+}
+
+/* The next rebalancing move on pm whose UP nodes, none leaving, hold c[i]
+ * GSI and stream copies (per pm->nodes[i]): a settled list holding the
+ * fullest node and not the emptiest, when they are more than one apart;
+ * NULL when none. *hi and *lo get their indexes. */
+static pmap_replicas *next_move(const pmap *pm, const size_t *c, long *hi, long *lo)
+{
+    *hi = *lo = -1;
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        const pmap_node *nd = &pm->nodes[i];
+        if (nd->state != PMAP_NODE_UP || pmap_node_leaving(pm, nd->id)) {
+            continue;
+        }
+        *hi = *hi < 0 || c[i] > c[*hi] ? (long)i : *hi;
+        *lo = *lo < 0 || c[i] < c[*lo] ? (long)i : *lo;
+    }
+    if (*hi < 0 || c[*hi] <= c[*lo] + 1) {
+        return NULL;
+    }
+    find_arg f = {pm, pm->nodes[*hi].id, pm->nodes[*lo].id, NULL};
+    for (size_t t = 0; t < pm->ntables && f.found == NULL; t++) {
+        /* each_list does not change the lists find_fn is given */
+        (void)each_list((pmap_table *)&pm->tables[t], find_fn, &f);
+    }
+    return f.found;
+}
+
+/* Each node's GSI and stream copies in pm (per pm->nodes[i]; caller
+ * frees), NULL when out of memory. */
+static size_t *held_counts(const pmap *pm)
+{
+    size_t *c = calloc(pm->nnodes ? pm->nnodes : 1, sizeof(*c));
+    for (size_t i = 0; c != NULL && i < pm->nnodes; i++) {
+        c[i] = pmap_derived_held(pm, pm->nodes[i].id);
+    }
+    return c;
+}
+
+int mover_derived_unbalanced(const pmap *pm)
+{
+    size_t *c = held_counts(pm);
+    long hi, lo;
+    int yes = c != NULL && next_move(pm, c, &hi, &lo) != NULL;
+    free(c);
+    return yes;
+}
+
+/* Rebalancing: marks up to max copies leaving (pmap_replicas.leaving), one
+ * next_move at a time, counted as if moved; step_fn then moves each.
+ * Returns how many. */
+static size_t plan(pmap *next, const size_t *held, size_t max)
+{
+    size_t *c = malloc((next->nnodes ? next->nnodes : 1) * sizeof(*c)), n = 0;
+    if (c == NULL) {
+        return 0;
+    }
+    memcpy(c, held, next->nnodes * sizeof(*c));
+    long hi, lo;
+    pmap_replicas *r;
+    while (n < max && (r = next_move(next, c, &hi, &lo)) != NULL) {
+        r->leaving = next->nodes[hi].id;
+        c[hi]--;
+        c[lo]++;
+        n++;
+    }
+    free(c);
+    return n;
+}
+
+void mover_derived_pass(server *s, pmap *next, uint64_t since, size_t rebalance,
+                        mover_derived_done *done)
+{
+    dpass d = {s, next, since, held_counts(next), {0}};
+    *done = (mover_derived_done){0};
+    if (d.held == NULL) {
+        return; /* out of memory: the next pass tries again */
+    }
+    if (rebalance > 0 && !mover_derived_has_work(next)) {
+        d.done.rebalanced = plan(next, d.held, rebalance);
+    }
+    for (size_t i = 0; i < next->ntables; i++) {
+        (void)each_list(&next->tables[i], step_fn, &d);
+    }
+    free(d.held);
+    *done = d.done;
+}
