@@ -8,9 +8,11 @@
  *              "StreamSpecification","StreamShards"?}}
  *              (TimeToLive: ttlcfg_config_json; the rest: indexcfg_describe)
  *   list:     {"TableNames":[...]}
- *   drain:    {"NodeId","Draining","BaseCopiesLeft","Moves","OtherCopies","PartitionMapVersion"}
+ *   drain:    {"NodeId","Draining","BaseCopiesLeft","DerivedCopiesLeft","Moves","OtherCopies",
+ *              "PartitionMapVersion"}
  *              and, for a table of several copies, "ReplicaSets" (replica_sets_json)
- *   remove:   {"NodeId","Removed","BaseCopiesLeft","Moves","OtherCopies","PartitionMapVersion"}
+ *   remove:   {"NodeId","Removed","BaseCopiesLeft","DerivedCopiesLeft","Moves","OtherCopies",
+ *              "PartitionMapVersion"}
  *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State","Draining",
  *              "Removed","LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
  *              "Replicas","Primaries","PartitionMapVersion","ClockSkewMs"}],"UnderReplicated","PrimaryChanges",
@@ -520,8 +522,9 @@ int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_ou
         return client_err(err, LAPSE_EPROTO, "node drain: reply has no node_drain body");
     }
     json_t *doc =
-        json_pack("{s:i,s:b,s:i,s:i,s:i,s:I}", "NodeId", (int)node_id, "Draining", !stop,
-                  "BaseCopiesLeft", (int)d->base_copies_left, "Moves", (int)d->moves, "OtherCopies",
+        json_pack("{s:i,s:b,s:i,s:i,s:i,s:i,s:I}", "NodeId", (int)node_id, "Draining", !stop,
+                  "BaseCopiesLeft", (int)d->base_copies_left, "DerivedCopiesLeft",
+                  (int)d->derived_copies_left, "Moves", (int)d->moves, "OtherCopies",
                   (int)d->other_copies, "PartitionMapVersion", (json_int_t)d->pmap_version);
     rpc_response_free(resp);
     return dump(doc, json_out, err);
@@ -550,8 +553,9 @@ int lapse_node_remove(lapse_client *c, uint32_t node_id, char **json_out, lapse_
         return client_err(err, LAPSE_EPROTO, "node remove: reply has no node_remove body");
     }
     json_t *doc =
-        json_pack("{s:i,s:b,s:i,s:i,s:i,s:I}", "NodeId", (int)node_id, "Removed", 1,
-                  "BaseCopiesLeft", (int)d->base_copies_left, "Moves", (int)d->moves, "OtherCopies",
+        json_pack("{s:i,s:b,s:i,s:i,s:i,s:i,s:I}", "NodeId", (int)node_id, "Removed", 1,
+                  "BaseCopiesLeft", (int)d->base_copies_left, "DerivedCopiesLeft",
+                  (int)d->derived_copies_left, "Moves", (int)d->moves, "OtherCopies",
                   (int)d->other_copies, "PartitionMapVersion", (json_int_t)d->pmap_version);
     rpc_response_free(resp);
     return dump(doc, json_out, err);

@@ -522,7 +522,8 @@ static uint32_t read_replica(lapse_client *c, const client_target *tg, const pma
 }
 
 /* A GSI partition's or stream shard's node: its first copy that the map
- * holds UP, leaving out the one tg->avoid names while another is left, so
+ * holds UP and is not joining (a move's new copy, being filled: only when
+ * no other is UP), leaving out the one tg->avoid names while another is left, so
  * a reader keeps to one copy until it fails (copies are fed on their own
  * and one may be behind another); the first copy when none is UP.
  * Called with c->mu held. */
@@ -531,8 +532,8 @@ static uint32_t derived_copy(lapse_client *c, const client_target *tg, const pma
     uint32_t avoided = 0;
     for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
         const pmap_node *nd = pmap_node_find(c->map, rs->ids[i]);
-        if (nd == NULL || nd->state != PMAP_NODE_UP) {
-            continue;
+        if (nd == NULL || nd->state != PMAP_NODE_UP || rs->ids[i] == rs->joining) {
+            continue; /* a joining copy is being filled (placement/derived.h) */
         }
         if (rs->ids[i] + 1 == tg->avoid) {
             avoided = 1;
@@ -542,6 +543,11 @@ static uint32_t derived_copy(lapse_client *c, const client_target *tg, const pma
     }
     if (avoided) {
         return tg->avoid - 1;
+    }
+    const pmap_node *j =
+        rs != NULL && rs->joining != 0 ? pmap_node_find(c->map, rs->joining) : NULL;
+    if (j != NULL && j->state == PMAP_NODE_UP) {
+        return rs->joining; /* the last resort: it answers once filled */
     }
     return rs != NULL && rs->n > 0 ? rs->ids[0] : 0;
 }
