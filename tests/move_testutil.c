@@ -69,6 +69,14 @@ json_t *mv_drain(uint32_t node, int stop, int want_rv)
     return rs_json_answer("node drain", rv, want_rv, js, &e);
 }
 
+json_t *mv_remove(uint32_t node, int want_rv)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    int rv = lapse_node_remove(rs_client(), node, &js, &e);
+    return rs_json_answer("node remove", rv, want_rv, js, &e);
+}
+
 size_t mv_moves_now(uint32_t from)
 {
     char *js = NULL;

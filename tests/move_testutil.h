@@ -40,6 +40,8 @@ int mv_writer_check(const mv_writer *w, const char *table);
  * unless the call returns want_rv (then NULL when it is not 0). The other
  * admin answers: replset_testutil.h (rs_json_answer, rs_json_int, ...). */
 json_t *mv_drain(uint32_t node, int stop, int want_rv);
+/* lapse_node_remove's answer, as mv_drain's. */
+json_t *mv_remove(uint32_t node, int want_rv);
 /* cluster-status's "Moves" now: asserts each moves a copy off node from
  * (when non-zero) to others, at a known step; returns how many there are. */
 size_t mv_moves_now(uint32_t from);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "../common/clock.h"
+#include "move_testutil.h"
 #include "replset_testutil.h"
 #include "testmap.h"
 
@@ -40,16 +41,6 @@ static int setup(void **state)
 {
     (void)state;
     return rs_group_setup_coordinator_args(4, "--max-concurrent-moves 2");
-}
-
-/* lapse_node_remove's answer, parsed (caller json_decref); NULL when the
- * call fails with want_rv as it must. */
-static json_t *node_remove(uint32_t node, int want_rv)
-{
-    char *js = NULL;
-    lapse_error e = {0};
-    int rv = lapse_node_remove(rs_client(), node, &js, &e);
-    return rs_json_answer("node remove", rv, want_rv, js, &e);
 }
 
 /* How many sets of table name node id, in the coordinator's map. */
@@ -105,10 +96,10 @@ static void test_remove_dead_node_makes_its_copies_anew(void **state)
         rs_put_retrying("removed", id, "after the kill");
     }
 
-    node_remove(3, LAPSE_ESTATE); /* UP: drain it instead */
-    node_remove(9, LAPSE_ENOTFOUND);
+    mv_remove(3, LAPSE_ESTATE); /* UP: drain it instead */
+    mv_remove(9, LAPSE_ENOTFOUND);
 
-    json_t *d = node_remove(DEAD, 0);
+    json_t *d = mv_remove(DEAD, 0);
     assert_true(json_is_true(json_object_get(d, "Removed")));
     assert_int_equal(rs_json_int(d, "BaseCopiesLeft"), (json_int_t)held);
     assert_int_equal(rs_json_int(d, "OtherCopies"), 0);
@@ -124,7 +115,7 @@ static void test_remove_dead_node_makes_its_copies_anew(void **state)
             fail_msg("node %d is still named by %lld sets 60 s after its removal", DEAD,
                      (long long)left);
         }
-        d = node_remove(DEAD, 0); /* again: it only answers what is left */
+        d = mv_remove(DEAD, 0); /* again: it only answers what is left */
         left = rs_json_int(d, "BaseCopiesLeft");
         json_int_t moves = rs_json_int(d, "Moves");
         if (moves > 2) {
