@@ -177,16 +177,131 @@ out:
     item_free(start);
 }
 
+/* ======================= BatchGetItem ======================= */
+
+/* One BatchGetItem's keys and what the store found for the ones this node
+ * owns. The heap arrays are freed by batch_fini; unprocessed and items come
+ * from the request's arena. */
+typedef struct batch_get {
+    size_t n;              /* keys in the request */
+    item **keys;           /* n parsed keys, owned */
+    const item **mine;     /* the keys this node owns, in request order (borrowed from keys) */
+    size_t *mine_at;       /* mine[j] is keys[mine_at[j]] */
+    item **found;          /* found[j]: mine[j]'s item or NULL, owned */
+    size_t nmine;          /* entries of mine, mine_at and found */
+    uint32_t *unprocessed; /* request indexes of the keys other nodes own (arena) */
+    size_t nun;            /* entries of unprocessed */
+    Lapse__Item **items;   /* n reply items (arena) */
+} batch_get;
+
+/* Allocates b's arrays for n keys. 0, or LAPSE_ENOMEM (batch_fini frees
+ * what was allocated). */
+static int batch_alloc(request_ctx *c, batch_get *b, size_t n)
+{
+    const size_t m = n ? n : 1;
+    b->n = n;
+    b->keys = calloc(m, sizeof(*b->keys));
+    b->found = calloc(m, sizeof(*b->found));
+    b->mine = calloc(m, sizeof(*b->mine));
+    b->mine_at = calloc(m, sizeof(*b->mine_at));
+    b->unprocessed = arena_alloc(c->a, m * sizeof(*b->unprocessed));
+    b->items = arena_alloc(c->a, m * sizeof(*b->items));
+    if (b->keys == NULL || b->found == NULL || b->mine == NULL || b->mine_at == NULL ||
+        b->unprocessed == NULL || b->items == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    return 0;
+}
+
+/* Parses every key and sorts it into mine (this node owns its partition)
+ * or unprocessed (another node does: the client asks that one). 0, or an
+ * error set on the reply. */
+static int batch_sort_keys(request_ctx *c, const Lapse__BatchGetRequest *r, batch_get *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        char what[32];
+        uint32_t part;
+        snprintf(what, sizeof(what), "key %zu", i);
+        if (request_item_from_pb(c, r->keys[i], 1, what, &b->keys[i]) != 0 ||
+            request_partition_of(c, b->keys[i], &part) != 0) {
+            return -1;
+        }
+        if (request_owns(c, part)) {
+            b->mine_at[b->nmine] = i;
+            b->mine[b->nmine++] = b->keys[i];
+        } else {
+            b->unprocessed[b->nun++] = (uint32_t)i;
+        }
+    }
+    return 0;
+}
+
+/* Drops the found items that are expired at now, as if absent. */
+static void batch_hide_expired(request_ctx *c, batch_get *b, clock_wall now)
+{
+    for (size_t j = 0; j < b->nmine; j++) {
+        if (b->found[j] != NULL && reads_is_expired(c, b->found[j], now)) {
+            item_free(b->found[j]);
+            b->found[j] = NULL;
+        }
+    }
+}
+
+/* Sets the BatchGet reply: one Item per key in request order, empty for an
+ * absent item and for a key of another node. 0, or LAPSE_ENOMEM set on the
+ * reply. */
+static int batch_reply(request_ctx *c, batch_get *b)
+{
+    Lapse__BatchGetResponse *resp = arena_alloc(c->a, sizeof(*resp));
+    if (resp == NULL) {
+        goto oom;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if ((b->items[i] = arena_alloc(c->a, sizeof(Lapse__Item))) == NULL) {
+            goto oom;
+        }
+        lapse__item__init(b->items[i]);
+    }
+    for (size_t j = 0; j < b->nmine; j++) {
+        if (b->found[j] != NULL &&
+            (b->items[b->mine_at[j]] = wire_item_to_pb(c->a, b->found[j])) == NULL) {
+            goto oom;
+        }
+    }
+    lapse__batch_get_response__init(resp);
+    resp->n_items = b->n;
+    resp->items = b->n > 0 ? b->items : NULL;
+    resp->n_unprocessed = b->nun;
+    resp->unprocessed = b->nun > 0 ? b->unprocessed : NULL;
+    c->resp->body_case = LAPSE__RESPONSE__BODY_BATCH_GET;
+    c->resp->batch_get = resp;
+    return 0;
+oom:
+    rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+    return LAPSE_ENOMEM;
+}
+
+/* Frees b's keys, found items and heap arrays. Safe on a half-built b. */
+static void batch_fini(batch_get *b)
+{
+    for (size_t i = 0; i < b->n && b->keys != NULL; i++) {
+        item_free(b->keys[i]);
+    }
+    for (size_t j = 0; j < b->nmine && b->found != NULL; j++) {
+        item_free(b->found[j]);
+    }
+    free(b->keys);
+    free(b->found);
+    free(b->mine);
+    free(b->mine_at);
+}
+
 void reads_batch_get(request_ctx *c)
 {
     const Lapse__BatchGetRequest *r = c->req->batch_get;
-    item **keys = NULL;
-    item **found = NULL;
-    const item **mine = NULL; /* the keys this node owns, in request order */
-    size_t *mine_at = NULL;   /* mine[j] is keys[mine_at[j]] */
-    uint32_t *unprocessed = NULL;
-    size_t n = 0, nmine = 0, nun = 0;
+    batch_get b;
     char err[512] = "";
+    memset(&b, 0, sizeof(b));
 
     c->eventual = r != NULL && r->eventually_consistent;
     if (request_need_body(c, r) != 0 || request_find_table(c, r->table) != 0) {
@@ -197,80 +312,25 @@ void reads_batch_get(request_ctx *c)
                       r->n_keys, REQUEST_BATCH_MAX);
         goto out;
     }
-    n = r->n_keys;
-    Lapse__BatchGetResponse *resp = arena_alloc(c->a, sizeof(*resp));
-    keys = calloc(n ? n : 1, sizeof(*keys));
-    found = calloc(n ? n : 1, sizeof(*found));
-    mine = calloc(n ? n : 1, sizeof(*mine));
-    mine_at = calloc(n ? n : 1, sizeof(*mine_at));
-    unprocessed = arena_alloc(c->a, (n ? n : 1) * sizeof(*unprocessed));
-    Lapse__Item **items = arena_alloc(c->a, (n ? n : 1) * sizeof(*items));
-    if (resp == NULL || keys == NULL || found == NULL || mine == NULL || mine_at == NULL ||
-        unprocessed == NULL || items == NULL) {
+    if (batch_alloc(c, &b, r->n_keys) != 0) {
         rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        char what[32];
-        uint32_t part;
-        snprintf(what, sizeof(what), "key %zu", i);
-        if (request_item_from_pb(c, r->keys[i], 1, what, &keys[i]) != 0 ||
-            request_partition_of(c, keys[i], &part) != 0) {
-            goto out;
-        }
-        if (request_owns(c, part)) {
-            mine_at[nmine] = i;
-            mine[nmine++] = keys[i];
-        } else {
-            unprocessed[nun++] = (uint32_t)i;
-        }
+    if (batch_sort_keys(c, r, &b) != 0) {
+        goto out;
     }
-    int rv = store_get_many(c->ns->st, &c->table->schema, mine, nmine, found, err, sizeof(err));
+    int rv =
+        store_get_many(c->ns->st, &c->table->schema, b.mine, b.nmine, b.found, err, sizeof(err));
     if (rv != 0) {
         request_store_error(c, rv, err);
         goto out;
     }
     if (reads_hide_expired(c, r->hide_expired)) {
-        clock_wall now = clock_wall_now();
-        for (size_t j = 0; j < nmine; j++) {
-            if (found[j] != NULL && reads_is_expired(c, found[j], now)) {
-                item_free(found[j]);
-                found[j] = NULL;
-            }
-        }
+        batch_hide_expired(c, &b, clock_wall_now());
     }
-    /* Absent items (and keys of other nodes) are empty Items. */
-    for (size_t i = 0; i < n; i++) {
-        if ((items[i] = arena_alloc(c->a, sizeof(Lapse__Item))) == NULL) {
-            rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
-            goto out;
-        }
-        lapse__item__init(items[i]);
-    }
-    for (size_t j = 0; j < nmine; j++) {
-        if (found[j] != NULL && (items[mine_at[j]] = wire_item_to_pb(c->a, found[j])) == NULL) {
-            rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
-            goto out;
-        }
-    }
-    lapse__batch_get_response__init(resp);
-    resp->n_items = n;
-    resp->items = n > 0 ? items : NULL;
-    resp->n_unprocessed = nun;
-    resp->unprocessed = nun > 0 ? unprocessed : NULL;
-    c->resp->body_case = LAPSE__RESPONSE__BODY_BATCH_GET;
-    c->resp->batch_get = resp;
+    batch_reply(c, &b);
 out:
-    for (size_t i = 0; i < n && keys != NULL; i++) {
-        item_free(keys[i]);
-    }
-    for (size_t j = 0; j < nmine && found != NULL; j++) {
-        item_free(found[j]);
-    }
-    free(keys);
-    free(found);
-    free(mine);
-    free(mine_at);
+    batch_fini(&b);
 }
 
 /* ======================= TableStats ======================= */
