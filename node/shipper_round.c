@@ -27,49 +27,29 @@
 /* One round to one destination                                             */
 /* ======================================================================== */
 
-/* Reads the lane's next batch into j (pm: the map the caller holds). Returns 0 (j->to
- * is 0 when there is nothing to send) or an error logged here. */
-static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t *bytes)
+/* Reads the lane's records (j->after, limit] into j->recs, at most
+ * SHIPPER_BATCH_RECORDS and SHIPPER_BATCH_BYTES of them. 0, or an error
+ * with its text in err. */
+static int read_batch(shipper *s, job *j, uint64_t limit, char *err, size_t errlen)
 {
-    char err[256] = "";
-    uint64_t last = 0;
-    const pmap_table *t = pmap_table_find_id(pm, j->table_id);
-    if (t == NULL) {
-        return 0; /* dropped meanwhile: the next rebuild forgets the lane */
-    }
-    int rv = outbox_last_seq(s->st, j->table_id, j->part, &last, err, sizeof(err));
-    if (rv != 0) {
-        goto out;
-    }
-    /* Of a replicated partition, only what every in-sync copy holds
-     * (logship.h, "The outbox on a replicated partition"). */
-    uint64_t limit =
-        last > j->after ? logship_outbox_limit(s->ns->logship, &t->schema, j->part, last) : 0;
-    if (limit <= j->after) {
-        if (j->check && j->after > 0 && dest_id != s->self) {
-            /* The destination restarted since it acked: an empty batch
-             * (after, after] asks where it stands (it may have lost its
-             * data), so a lane with nothing new learns it too. */
-            j->to = j->after;
-            goto build;
-        }
-        goto out;
-    }
     size_t max = limit - j->after < SHIPPER_BATCH_RECORDS ? (size_t)(limit - j->after)
                                                           : SHIPPER_BATCH_RECORDS;
-    rv = outbox_read(s->st, j->table_id, j->part, j->after, max, SHIPPER_BATCH_BYTES, &j->recs, err,
-                     sizeof(err));
+    int rv = outbox_read(s->st, j->table_id, j->part, j->after, max, SHIPPER_BATCH_BYTES, &j->recs,
+                         err, errlen);
     while (rv == 0 && j->recs.n > 0 && j->recs.v[j->recs.n - 1].seq > limit) {
         j->recs.n--; /* past a trimmed stretch: max counted from after */
         j->recs.bytes -= j->recs.v[j->recs.n].len;
         free(j->recs.v[j->recs.n].data);
     }
-    if (rv != 0) {
-        goto out;
-    }
-    /* Records (after, first_kept) are gone: trimmed before this destination
-     * acked them. It is told so (it notes that its copies miss them), also
-     * when every record up to the limit is gone (a batch of none). */
+    return rv;
+}
+
+/* Sets j->first_kept and warns when records (after, first_kept) are gone:
+ * trimmed before this destination acked them. It is told so (it notes that
+ * its copies miss them), also when every record up to limit is gone (a
+ * batch of none). */
+static void note_trimmed(const pmap_table *t, job *j, uint64_t limit, uint32_t dest_id)
+{
     j->first_kept = j->recs.n == 0                    ? limit + 1
                     : j->recs.v[0].seq > j->after + 1 ? j->recs.v[0].seq
                                                       : 0;
@@ -79,11 +59,13 @@ static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t 
                  "its copies miss them for good",
                  t->schema.name, j->part, j->after + 1, j->first_kept - 1, dest_id);
     }
-    j->to = j->recs.n == 0 ? limit : j->recs.v[j->recs.n - 1].seq;
-    *bytes += j->recs.bytes;
-    if (dest_id == s->self) {
-        return 0; /* applied in place with the whole batch */
-    }
+}
+
+/* Points j->wanted at the records of j->recs that dest_id's copies keep
+ * (replicate_filter). 0, or LAPSE_ENOMEM with j->to reset to 0 (nothing
+ * sent). */
+static int pick_wanted(const pmap_table *t, uint32_t dest_id, job *j)
+{
     replicate_filter_arg fa;
     apply_filter f;
     replicate_filter(t, j->part, dest_id, &fa, &f);
@@ -108,7 +90,13 @@ static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t 
             j->nwanted++;
         }
     }
-build:
+    return 0;
+}
+
+/* Fills j's Replicate request (its records borrowed from j->wanted) under
+ * map version pm->version. */
+static void build_request(shipper *s, const pmap *pm, job *j)
+{
     lapse__replicate_request__init(&j->body);
     j->body.table_id = j->table_id;
     j->body.source_partition = j->part;
@@ -125,12 +113,53 @@ build:
     if (s->ns->cluster_token_len > 0) {
         j->req.admin_token = s->ns->cluster_token; /* the receiver checks it (replicate.c) */
     }
+}
+
+/* Reads the lane's next batch into j (pm: the map the caller holds). Returns 0 (j->to
+ * is 0 when there is nothing to send) or an error logged here. */
+static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t *bytes)
+{
+    char err[256] = "";
+    uint64_t last = 0;
+    const pmap_table *t = pmap_table_find_id(pm, j->table_id);
+    if (t == NULL) {
+        return 0; /* dropped meanwhile: the next rebuild forgets the lane */
+    }
+    int rv = outbox_last_seq(s->st, j->table_id, j->part, &last, err, sizeof(err));
+    if (rv != 0) {
+        goto out;
+    }
+    /* Of a replicated partition, only what every in-sync copy holds
+     * (logship.h, "The outbox on a replicated partition"). */
+    uint64_t limit =
+        last > j->after ? logship_outbox_limit(s->ns->logship, &t->schema, j->part, last) : 0;
+    if (limit <= j->after) {
+        if (j->check && j->after > 0 && dest_id != s->self) {
+            /* The destination restarted since it acked: an empty batch
+             * (after, after] asks where it stands (it may have lost its
+             * data), so a lane with nothing new learns it too. */
+            j->to = j->after;
+            build_request(s, pm, j);
+        }
+        return 0;
+    }
+    if ((rv = read_batch(s, j, limit, err, sizeof(err))) != 0) {
+        goto out;
+    }
+    note_trimmed(t, j, limit, dest_id);
+    j->to = j->recs.n == 0 ? limit : j->recs.v[j->recs.n - 1].seq;
+    *bytes += j->recs.bytes;
+    if (dest_id == s->self) {
+        return 0; /* applied in place with the whole batch */
+    }
+    if ((rv = pick_wanted(t, dest_id, j)) != 0) {
+        return rv;
+    }
+    build_request(s, pm, j);
     return 0;
 out:
-    if (rv != 0) {
-        log_error("outbox of table id %u partition %u: %s: %s", j->table_id, j->part,
-                  lapse_strerror(rv), err);
-    }
+    log_error("outbox of table id %u partition %u: %s: %s", j->table_id, j->part,
+              lapse_strerror(rv), err);
     return rv;
 }
 
