@@ -247,6 +247,124 @@ typedef struct fcall {
     size_t nparts;
 } fcall;
 
+/* The calls of one send_rounds, one per follower, and the arrays their
+ * parts live in (each of total entries, total being every round's
+ * followers added up). */
+typedef struct fcalls {
+    fcall *fc;                         /* nf used */
+    answer **parts;                    /* fc[f].parts are slices of it */
+    Lapse__ReplicateLogRequest **more; /* fc[f].more are slices of it */
+    rpc_multi_call *calls;             /* calls[f] carries fc[f] */
+    size_t nf;
+} fcalls;
+
+/* Frees x's arrays (NULL ones too); x itself is the caller's. */
+static void fcalls_free(fcalls *x)
+{
+    free(x->fc);
+    free(x->parts);
+    free(x->more);
+    free(x->calls);
+}
+
+/* Sets every answer of rds[0..nr) to LAPSE_ENOMEM: no call was made. */
+static void answer_all_oom(round *rds, size_t nr)
+{
+    for (size_t i = 0; i < nr; i++) {
+        for (size_t t = 0; t < rds[i].nto; t++) {
+            rds[i].to[t].rv = LAPSE_ENOMEM;
+            snprintf(rds[i].to[t].err, sizeof(rds[i].to[t].err), "out of memory");
+        }
+    }
+}
+
+/* Makes one fcall per distinct follower of rds and gives each its slice of
+ * x->parts and x->more, sized for its parts (nparts is left 0 for
+ * fill_calls to count again). Sets x->nf. */
+static void group_by_follower(fcalls *x, const round *rds, size_t nr)
+{
+    size_t nf = 0;
+    for (size_t i = 0; i < nr; i++) {
+        for (size_t t = 0; t < rds[i].nto; t++) {
+            size_t f = 0;
+            while (f < nf && x->fc[f].id != rds[i].to[t].id) {
+                f++;
+            }
+            if (f == nf) {
+                x->fc[nf++] = (fcall){.id = rds[i].to[t].id, .client = rds[i].to[t].client};
+            }
+            x->fc[f].nparts++;
+        }
+    }
+    size_t at = 0;
+    for (size_t f = 0; f < nf; f++) {
+        x->fc[f].parts = x->parts + at;
+        x->fc[f].more = x->more + at;
+        at += x->fc[f].nparts;
+        x->fc[f].nparts = 0;
+    }
+    x->nf = nf;
+}
+
+/* Fills each follower's call with its rounds in round order: the first
+ * round's request is the envelope, the others go in more[]; each part
+ * notes the answer it fills. */
+static void fill_calls(fcalls *x, round *rds, size_t nr)
+{
+    for (size_t i = 0; i < nr; i++) {
+        for (size_t t = 0; t < rds[i].nto; t++) {
+            size_t f = 0;
+            while (x->fc[f].id != rds[i].to[t].id) {
+                f++;
+            }
+            fcall *c = &x->fc[f];
+            if (c->nparts == 0) {
+                c->req = rds[i].s.req;
+                c->env = rds[i].s.body;
+                c->req.replicate_log = &c->env;
+            } else {
+                c->more[c->nparts - 1] = &rds[i].s.body;
+            }
+            c->parts[c->nparts++] = &rds[i].to[t];
+        }
+    }
+    for (size_t f = 0; f < x->nf; f++) {
+        x->fc[f].env.more = x->fc[f].more;
+        x->fc[f].env.n_more = x->fc[f].nparts - 1;
+        x->calls[f].client = x->fc[f].client;
+        x->calls[f].req = &x->fc[f].req;
+    }
+}
+
+/* Fills the answer of part k of c from how its call went (call->rv and
+ * call->resp, borrowed). */
+static void answer_part(const fcall *c, const rpc_multi_call *call, size_t k)
+{
+    const Lapse__ReplicateLogResponse *body = logship_reply(call->resp);
+    answer *an = c->parts[k];
+    const Lapse__ReplicateLogResponse *got = body == NULL           ? NULL
+                                             : k == 0               ? body
+                                             : k - 1 < body->n_more ? body->more[k - 1]
+                                                                    : NULL;
+    if (c->nparts == 1 || call->rv != 0) {
+        /* A call of one part, or one that failed as a whole: the
+         * call's outcome is the part's (ESTATE with the position). */
+        an->rv = call->rv;
+        snprintf(an->err, sizeof(an->err), "%s", call->err);
+        an->applied = logship_applied_of(call->resp);
+        an->diverged = logship_diverged_of(call->resp);
+    } else if (got == NULL) {
+        an->rv = LAPSE_EPROTO;
+        snprintf(an->err, sizeof(an->err), "node %u answered %zu of %zu parts", (unsigned)c->id,
+                 body != NULL ? body->n_more + 1 : 0, c->nparts);
+    } else {
+        an->rv = wire_status_from_pb(got->status);
+        snprintf(an->err, sizeof(an->err), "%s", got->message != NULL ? got->message : "");
+        an->applied = got->applied_seq;
+        an->diverged = got->diverged;
+    }
+}
+
 /* Sends every round's records to its followers, one call per follower
  * carrying all the rounds bound for it, and fills in each round's answers.
  * Returns the calls made. */
@@ -259,100 +377,28 @@ static size_t send_rounds(round *rds, size_t nr)
     if (total == 0) {
         return 0;
     }
-    fcall *fc = calloc(total, sizeof(*fc));
-    answer **parts = calloc(total, sizeof(*parts));
-    Lapse__ReplicateLogRequest **more = calloc(total, sizeof(*more));
-    rpc_multi_call *calls = calloc(total, sizeof(*calls));
-    if (fc == NULL || parts == NULL || more == NULL || calls == NULL) {
-        for (size_t i = 0; i < nr; i++) {
-            for (size_t t = 0; t < rds[i].nto; t++) {
-                rds[i].to[t].rv = LAPSE_ENOMEM;
-                snprintf(rds[i].to[t].err, sizeof(rds[i].to[t].err), "out of memory");
-            }
-        }
-        free(fc);
-        free(parts);
-        free(more);
-        free(calls);
+    fcalls x = {.fc = calloc(total, sizeof(*x.fc)),
+                .parts = calloc(total, sizeof(*x.parts)),
+                .more = calloc(total, sizeof(*x.more)),
+                .calls = calloc(total, sizeof(*x.calls))};
+    if (x.fc == NULL || x.parts == NULL || x.more == NULL || x.calls == NULL) {
+        answer_all_oom(rds, nr);
+        fcalls_free(&x);
         return 0;
     }
-    /* Group the parts by follower: each call's parts are contiguous in
-     * parts[] (and its more[] in more[]), in round order. */
-    size_t nf = 0;
-    for (size_t i = 0; i < nr; i++) {
-        for (size_t t = 0; t < rds[i].nto; t++) {
-            size_t f = 0;
-            while (f < nf && fc[f].id != rds[i].to[t].id) {
-                f++;
-            }
-            if (f == nf) {
-                fc[nf++] = (fcall){.id = rds[i].to[t].id, .client = rds[i].to[t].client};
-            }
-            fc[f].nparts++;
+    /* Each call's parts are contiguous in parts[] (and its more[] in
+     * more[]), in round order. */
+    group_by_follower(&x, rds, nr);
+    fill_calls(&x, rds, nr);
+    rpc_call_many(x.calls, x.nf, LOGSHIP_TIMEOUT_MS);
+    for (size_t f = 0; f < x.nf; f++) {
+        for (size_t k = 0; k < x.fc[f].nparts; k++) {
+            answer_part(&x.fc[f], &x.calls[f], k);
         }
+        rpc_response_free(x.calls[f].resp);
     }
-    size_t at = 0;
-    for (size_t f = 0; f < nf; f++) {
-        fc[f].parts = parts + at;
-        fc[f].more = more + at;
-        at += fc[f].nparts;
-        fc[f].nparts = 0;
-    }
-    for (size_t i = 0; i < nr; i++) {
-        for (size_t t = 0; t < rds[i].nto; t++) {
-            size_t f = 0;
-            while (fc[f].id != rds[i].to[t].id) {
-                f++;
-            }
-            if (fc[f].nparts == 0) {
-                fc[f].req = rds[i].s.req;
-                fc[f].env = rds[i].s.body;
-                fc[f].req.replicate_log = &fc[f].env;
-            } else {
-                fc[f].more[fc[f].nparts - 1] = &rds[i].s.body;
-            }
-            fc[f].parts[fc[f].nparts++] = &rds[i].to[t];
-        }
-    }
-    for (size_t f = 0; f < nf; f++) {
-        fc[f].env.more = fc[f].more;
-        fc[f].env.n_more = fc[f].nparts - 1;
-        calls[f].client = fc[f].client;
-        calls[f].req = &fc[f].req;
-    }
-    rpc_call_many(calls, nf, LOGSHIP_TIMEOUT_MS);
-    for (size_t f = 0; f < nf; f++) {
-        const Lapse__ReplicateLogResponse *body = logship_reply(calls[f].resp);
-        for (size_t k = 0; k < fc[f].nparts; k++) {
-            answer *an = fc[f].parts[k];
-            const Lapse__ReplicateLogResponse *got = body == NULL           ? NULL
-                                                     : k == 0               ? body
-                                                     : k - 1 < body->n_more ? body->more[k - 1]
-                                                                            : NULL;
-            if (fc[f].nparts == 1 || calls[f].rv != 0) {
-                /* A call of one part, or one that failed as a whole: the
-                 * call's outcome is the part's (ESTATE with the position). */
-                an->rv = calls[f].rv;
-                snprintf(an->err, sizeof(an->err), "%s", calls[f].err);
-                an->applied = logship_applied_of(calls[f].resp);
-                an->diverged = logship_diverged_of(calls[f].resp);
-            } else if (got == NULL) {
-                an->rv = LAPSE_EPROTO;
-                snprintf(an->err, sizeof(an->err), "node %u answered %zu of %zu parts",
-                         (unsigned)fc[f].id, body != NULL ? body->n_more + 1 : 0, fc[f].nparts);
-            } else {
-                an->rv = wire_status_from_pb(got->status);
-                snprintf(an->err, sizeof(an->err), "%s", got->message != NULL ? got->message : "");
-                an->applied = got->applied_seq;
-                an->diverged = got->diverged;
-            }
-        }
-        rpc_response_free(calls[f].resp);
-    }
-    free(fc);
-    free(parts);
-    free(more);
-    free(calls);
+    const size_t nf = x.nf;
+    fcalls_free(&x);
     return nf;
 }
 
