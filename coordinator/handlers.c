@@ -142,13 +142,16 @@ static uint32_t up_nodes(const pmap *pm)
     return up;
 }
 
-static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse__Response *resp,
-                            arena *a)
+/* The table a CreateTable asks for, in *ts: its schema with the defaults
+ * (partitions, index projections) filled in, no id, TTL or creation time
+ * yet, validated. 0, or the error set on resp. */
+static int requested_schema(const Lapse__CreateTableRequest *r, table_schema *ts,
+                            Lapse__Response *resp, arena *a)
 {
     char err[512] = "";
     if (r->schema == NULL) {
         rpc_set_error(resp, a, LAPSE_EINVAL, "missing schema");
-        return;
+        return LAPSE_EINVAL;
     }
     Lapse__TableSchema pb = *r->schema; /* shallow copy: defaults go in here */
     pb.id = 0;
@@ -156,19 +159,49 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
         pb.partitions = SCHEMA_DEFAULT_PARTITIONS;
     }
     pb.ttl = NULL;     /* TTL is set by UpdateTimeToLive only, as in DynamoDB */
-    pb.created_ms = 0; /* the coordinator's, set under the lock below */
-    table_schema ts;
-    memset(&ts, 0, sizeof(ts));
-    int rv = wire_schema_from_pb(&pb, &ts, err, sizeof(err));
+    pb.created_ms = 0; /* the coordinator's, set under the lock */
+    memset(ts, 0, sizeof(*ts));
+    int rv = wire_schema_from_pb(&pb, ts, err, sizeof(err));
     if (rv == 0) {
-        index_defaults(&ts);
-        rv = schema_validate(&ts, err, sizeof(err));
+        index_defaults(ts);
+        rv = schema_validate(ts, err, sizeof(err));
     }
     if (rv != 0) {
         rpc_set_error(resp, a, rv, "%s", err);
+    }
+    return rv;
+}
+
+/* Adds ts to x->next, placing its partitions on the UP nodes; a table that
+ * names no replication gets the cluster's default, capped at the nodes up
+ * now. 0, or the error set on resp. */
+static int place_table(ddl_txn *x, table_schema *ts, Lapse__Response *resp, arena *a)
+{
+    const uint32_t up = up_nodes(x->next);
+    const unsigned dflt = x->s->default_replication;
+    if (ts->replication == 0 && dflt > 1) {
+        ts->replication = up < dflt ? (up > 0 ? up : 1) : dflt;
+    }
+    int rv = pmap_add_table(x->next, ts);
+    if (rv == LAPSE_EUNAVAILABLE && up == 0) {
+        rpc_set_error(resp, a, rv, "no node is up");
+    } else if (rv == LAPSE_EUNAVAILABLE) {
+        rpc_set_error(resp, a, rv, "replication %u needs %u nodes up; %u %s up",
+                      (unsigned)schema_replication(ts), (unsigned)schema_replication(ts),
+                      (unsigned)up, up == 1 ? "is" : "are");
+    } else if (rv != 0) {
+        rpc_set_error(resp, a, rv, "cannot add table %s: %s", ts->name, lapse_strerror(rv));
+    }
+    return rv;
+}
+
+static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse__Response *resp,
+                            arena *a)
+{
+    table_schema ts;
+    if (requested_schema(r, &ts, resp, a) != 0) {
         return;
     }
-
     Lapse__CreateTableResponse *m =
         MSG_NEW(a, Lapse__CreateTableResponse, LAPSE__CREATE_TABLE_RESPONSE__INIT);
     if (m == NULL) {
@@ -187,27 +220,8 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
     }
     ts.id = s->next_table_id;
     ts.created_ms = clock_wall_now().ms;
-    if (ddl_dup(&x, resp, a) != 0) {
-        goto unlock;
-    }
-    const uint32_t up = up_nodes(x.next);
-    if (ts.replication == 0 && s->default_replication > 1) {
-        /* Named none: the cluster's default, as many as are up now. */
-        ts.replication = up < s->default_replication ? (up > 0 ? up : 1) : s->default_replication;
-    }
-    if ((rv = pmap_add_table(x.next, &ts)) != 0) {
-        if (rv == LAPSE_EUNAVAILABLE && up == 0) {
-            rpc_set_error(resp, a, rv, "no node is up");
-        } else if (rv == LAPSE_EUNAVAILABLE) {
-            rpc_set_error(resp, a, rv, "replication %u needs %u nodes up; %u %s up",
-                          (unsigned)schema_replication(&ts), (unsigned)schema_replication(&ts),
-                          (unsigned)up, up == 1 ? "is" : "are");
-        } else {
-            rpc_set_error(resp, a, rv, "cannot add table %s: %s", ts.name, lapse_strerror(rv));
-        }
-        goto unlock;
-    }
-    if (ddl_commit(&x, ts.id + 1, resp, a) != 0) {
+    if (ddl_dup(&x, resp, a) != 0 || place_table(&x, &ts, resp, a) != 0 ||
+        ddl_commit(&x, ts.id + 1, resp, a) != 0) {
         goto unlock;
     }
     m->table = wire_table_to_pb(a, pmap_table_find(s->pm, ts.name));
