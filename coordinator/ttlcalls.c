@@ -132,6 +132,46 @@ static const char *action_name(ttlprop_action act)
 /* Calls                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* The table called name in the map copy next (which pmap_dup filled with
+ * every table), or NULL with EINTERNAL set on resp. */
+static pmap_table *table_in_copy(pmap *next, const char *name, Lapse__Response *resp, arena *a)
+{
+    pmap_table *nt = NULL;
+    for (size_t i = 0; i < next->ntables; i++) {
+        if (strcmp(next->tables[i].schema.name, name) == 0) {
+            nt = &next->tables[i];
+        }
+    }
+    if (nt == NULL) { /* pmap_dup copies every table */
+        rpc_set_error(resp, a, LAPSE_EINTERNAL, "table %s missing from a copy of the map", name);
+    }
+    return nt;
+}
+
+/* Answers a committed UpdateTimeToLive with m, its description as of right
+ * after the pushes: nodes that applied the map reported their progress in
+ * the replies, so an empty table may already be ENABLED here.
+ * REQUIRES: ddl_lock held (it keeps the table from being deleted), lock
+ * not held. */
+static void reply_after_push(server *s, const char *name, Lapse__UpdateTimeToLiveResponse *m,
+                             Lapse__Response *resp, arena *a)
+{
+    pthread_mutex_lock(&s->lock);
+    resp->pmap_version = s->pm->version;
+    const pmap_table *t = pmap_table_find(s->pm, name);
+    m->description = t != NULL ? describe(s, t, a) : NULL;
+    if (m->description != NULL) {
+        log_info("TimeToLive on table %s is %s after the pushes", name, m->description->status);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (m->description == NULL) {
+        oom(resp, a); /* changed and durable; DescribeTimeToLive shows it */
+    } else {
+        resp->body_case = LAPSE__RESPONSE__BODY_UPDATE_TTL;
+        resp->update_ttl = m;
+    }
+}
+
 void ttlcalls_update(server *s, const Lapse__UpdateTimeToLiveRequest *r, Lapse__Response *resp,
                      arena *a)
 {
@@ -161,17 +201,8 @@ void ttlcalls_update(server *s, const Lapse__UpdateTimeToLiveRequest *r, Lapse__
         goto unlock;
     }
     ttlprop_status st = ttlprop_status_of(&s->ttl, t);
-    if (ddl_dup(&x, resp, a) != 0) {
-        goto unlock;
-    }
     pmap_table *nt = NULL;
-    for (size_t i = 0; i < x.next->ntables; i++) {
-        if (strcmp(x.next->tables[i].schema.name, name) == 0) {
-            nt = &x.next->tables[i];
-        }
-    }
-    if (nt == NULL) { /* pmap_dup copies every table */
-        rpc_set_error(resp, a, LAPSE_EINTERNAL, "table %s missing from a copy of the map", name);
+    if (ddl_dup(&x, resp, a) != 0 || (nt = table_in_copy(x.next, name, resp, a)) == NULL) {
         goto unlock;
     }
     if ((rv = ttlprop_apply(&nt->schema.ttl, st, &c, s->pm->version + 1, name, err, sizeof(err))) !=
@@ -190,23 +221,7 @@ void ttlcalls_update(server *s, const Lapse__UpdateTimeToLiveRequest *r, Lapse__
 unlock:
     ddl_push(&x, ttlcalls_record_push_reply);
     if (x.committed) {
-        /* As of right after the pushes: nodes that applied the map reported
-         * their progress in the replies, so an empty table may already be
-         * ENABLED here. ddl_lock keeps the table from being deleted. */
-        pthread_mutex_lock(&s->lock);
-        resp->pmap_version = s->pm->version;
-        t = pmap_table_find(s->pm, name);
-        m->description = t != NULL ? describe(s, t, a) : NULL;
-        if (m->description != NULL) {
-            log_info("TimeToLive on table %s is %s after the pushes", name, m->description->status);
-        }
-        pthread_mutex_unlock(&s->lock);
-        if (m->description == NULL) {
-            oom(resp, a); /* changed and durable; DescribeTimeToLive shows it */
-        } else {
-            resp->body_case = LAPSE__RESPONSE__BODY_UPDATE_TTL;
-            resp->update_ttl = m;
-        }
+        reply_after_push(s, name, m, resp, a);
     }
     ddl_end(&x);
 }
