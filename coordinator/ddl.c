@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "../common/lapse_err.h"
-#include "../rpc/wire.h"
 
 void ddl_begin(ddl_txn *x, server *s, Lapse__Response *resp)
 {
@@ -46,8 +45,7 @@ int ddl_commit(ddl_txn *x, uint32_t next_table_id, Lapse__Response *resp, arena 
     x->next = NULL; /* owned by s now */
     x->committed = 1;
     resp->pmap_version = s->pm->version;
-    x->map = wire_pmap_to_pb(a, s->pm);
-    x->urls = push_up_nodes(s->pm, a, &x->ids, &x->nurls);
+    push_plan_copy(&x->plan, s->pm, a);
     return 0;
 }
 
@@ -58,8 +56,8 @@ void ddl_push(ddl_txn *x, push_reply_fn on_reply)
     pmap_free(x->next);
     x->next = NULL;
     if (x->committed) {
-        ddl_push_ctx ctx = {s, x->ids};
-        push_map(s->pusher, x->map, x->urls, x->nurls, s->push_timeout_ms, on_reply, &ctx);
+        ddl_push_ctx ctx = {s, x->plan.ids};
+        push_plan_send(s->pusher, &x->plan, s->push_timeout_ms, on_reply, &ctx);
     }
 }
 

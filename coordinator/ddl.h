@@ -39,18 +39,15 @@
 /* The arg of a push's on_reply: reply i came from node ids[i]. */
 typedef struct ddl_push_ctx {
     server *s;
-    const uint32_t *ids; /* borrowed for the broadcast */
+    const uint32_t *ids; /* borrowed for the broadcast (the txn's plan.ids) */
 } ddl_push_ctx;
 
 /* One table call's change of the map. */
 typedef struct ddl_txn {
     server *s;
-    pmap *next;               /* the copy being changed: owned until committed */
-    int committed;            /* next was made durable and is s->pm now */
-    Lapse__PartitionMap *map; /* the committed map, from the call's arena, to push */
-    const char **urls;        /* the UP nodes to push it to, from the arena */
-    uint32_t *ids;            /* their ids, from the arena */
-    size_t nurls;
+    pmap *next;     /* the copy being changed: owned until committed */
+    int committed;  /* next was made durable and is s->pm now */
+    push_plan plan; /* the committed map and its UP nodes, from the call's arena */
 } ddl_txn;
 
 /* Starts a change: takes s->ddl_lock, then s->lock, and sets
@@ -66,8 +63,8 @@ const pmap_table *ddl_find(ddl_txn *x, const char *name, Lapse__Response *resp, 
 int ddl_dup(ddl_txn *x, Lapse__Response *resp, arena *a);
 
 /* Commits x->next (server_commit, with next_table_id) and sets
- * resp->pmap_version, x->map and x->urls/ids/nurls (NULL or 0 when out of
- * memory: nothing is pushed, nodes pull the version on their heartbeat).
+ * resp->pmap_version and x->plan (push_plan_copy: when out of memory
+ * nothing is pushed, nodes pull the version on their heartbeat).
  * 0, or the error of server_commit set on resp (nothing changed, x->next
  * still owned). REQUIRES: ddl_dup succeeded. */
 int ddl_commit(ddl_txn *x, uint32_t next_table_id, Lapse__Response *resp, arena *a);

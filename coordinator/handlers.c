@@ -233,7 +233,7 @@ static void do_create_table(server *s, const Lapse__CreateTableRequest *r, Lapse
     }
     log_info("created table %s (id %u, %u partitions over %zu UP nodes, %u LSIs, %u GSIs, "
              "stream %s); map version %llu",
-             ts.name, ts.id, ts.partitions, x.nurls, ts.nlsi, ts.ngsi,
+             ts.name, ts.id, ts.partitions, x.plan.n, ts.nlsi, ts.ngsi,
              ts.stream.enabled ? "on" : "off", (unsigned long long)s->pm->version);
 unlock:
     ddl_push(&x, ttlcalls_record_push_reply);

@@ -8,6 +8,7 @@
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
+#include "../rpc/wire.h"
 
 typedef struct push_peer {
     char *url;       /* owned */
@@ -97,7 +98,8 @@ typedef struct push_job {
     size_t index;     /* in urls, for on_reply */
     push_reply_fn on_reply;
     void *arg;
-    int rv; /* result */
+    char *ok; /* NULL, or ok[index] set once the call answered OK */
+    int rv;   /* result */
     pthread_t thread;
     int started; /* thread was created */
 } push_job;
@@ -115,6 +117,9 @@ static void *run_job(void *arg)
     if (j->rv == 0 && resp != NULL && j->on_reply != NULL) {
         j->on_reply(j->arg, j->index, resp);
     }
+    if (j->rv == 0 && resp != NULL && j->ok != NULL) {
+        j->ok[j->index] = 1; /* a byte of its own: read after the join */
+    }
     rpc_response_free(resp);
     if (j->rv != 0) {
         log_warn("%s to %s failed: %s: %s (the node pulls on its next heartbeat)", j->what, j->url,
@@ -123,8 +128,11 @@ static void *run_job(void *arg)
     return NULL;
 }
 
-size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__Request *tmpl,
-                      int timeout_ms, const char *what, push_reply_fn on_reply, void *arg)
+/* push_broadcast that also sets ok[i] (ok NULL: not) once urls[i]
+ * answered OK. */
+static size_t broadcast(push *p, const char *const *urls, size_t n, const Lapse__Request *tmpl,
+                        int timeout_ms, const char *what, push_reply_fn on_reply, void *arg,
+                        char *ok)
 {
     if (n == 0) {
         return 0;
@@ -148,6 +156,7 @@ size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__R
         j->index = i;
         j->on_reply = on_reply;
         j->arg = arg;
+        j->ok = ok;
         /* Run the last one inline; a failed thread start also runs inline. */
         if (i + 1 < n && pthread_create(&j->thread, NULL, run_job, j) == 0) {
             j->started = 1;
@@ -155,20 +164,28 @@ size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__R
             run_job(j);
         }
     }
-    size_t ok = 0;
+    size_t nok = 0;
     for (size_t i = 0; i < n; i++) {
         if (jobs[i].started) {
             pthread_join(jobs[i].thread, NULL);
         }
         if (jobs[i].rv == 0) {
-            ok++;
+            nok++;
         }
     }
     free(jobs);
-    return ok;
+    return nok;
 }
 
-const char **push_up_nodes(const pmap *pm, arena *a, uint32_t **ids, size_t *n)
+size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__Request *tmpl,
+                      int timeout_ms, const char *what, push_reply_fn on_reply, void *arg)
+{
+    return broadcast(p, urls, n, tmpl, timeout_ms, what, on_reply, arg, NULL);
+}
+
+/* The addresses of pm's UP nodes, and their ids in *ids, copied into a.
+ * Returns the array (n entries), or NULL with *n = 0 on OOM. */
+static const char **up_nodes(const pmap *pm, arena *a, uint32_t **ids, size_t *n)
 {
     *n = 0;
     const char **urls = arena_alloc(a, (pm->nnodes + 1) * sizeof(*urls));
@@ -190,21 +207,30 @@ const char **push_up_nodes(const pmap *pm, arena *a, uint32_t **ids, size_t *n)
     return urls;
 }
 
-void push_map(push *p, Lapse__PartitionMap *map, const char *const *urls, size_t n, int timeout_ms,
-              push_reply_fn on_reply, void *arg)
+void push_plan_copy(push_plan *pl, const pmap *pm, arena *a)
 {
-    if (map == NULL || urls == NULL || n == 0) {
-        return;
+    memset(pl, 0, sizeof(*pl));
+    pl->version = pm->version;
+    pl->map = wire_pmap_to_pb(a, pm);
+    pl->urls = up_nodes(pm, a, &pl->ids, &pl->n);
+    pl->ok = pl->n > 0 ? arena_alloc(a, pl->n) : NULL; /* zeroed: none took it yet */
+}
+
+size_t push_plan_send(push *p, push_plan *pl, int timeout_ms, push_reply_fn on_reply, void *arg)
+{
+    if (pl->map == NULL || pl->urls == NULL || pl->n == 0) {
+        return 0;
     }
     Lapse__PushPartitionMapRequest body = LAPSE__PUSH_PARTITION_MAP_REQUEST__INIT;
-    body.map = map;
+    body.map = pl->map;
     Lapse__Request tmpl = LAPSE__REQUEST__INIT;
     tmpl.body_case = LAPSE__REQUEST__BODY_PUSH_PARTITION_MAP;
     tmpl.push_partition_map = &body;
-    tmpl.pmap_version = map->version;
+    tmpl.pmap_version = pl->map->version;
     char what[64];
-    snprintf(what, sizeof(what), "push of map version %llu", (unsigned long long)map->version);
-    size_t ok = push_broadcast(p, urls, n, &tmpl, timeout_ms, what, on_reply, arg);
-    log_info("map version %llu pushed to %zu of %zu UP nodes", (unsigned long long)map->version, ok,
-             n);
+    snprintf(what, sizeof(what), "push of map version %llu", (unsigned long long)pl->map->version);
+    size_t nok = broadcast(p, pl->urls, pl->n, &tmpl, timeout_ms, what, on_reply, arg, pl->ok);
+    log_info("map version %llu pushed to %zu of %zu UP nodes", (unsigned long long)pl->map->version,
+             nok, pl->n);
+    return nok;
 }

@@ -7,8 +7,9 @@
  * fails is logged and forgotten, because nodes compare their map version on
  * every heartbeat and pull (GetPartitionMap) when they are behind. So a push
  * never makes a coordinator call fail. A table's TTL config travels inside
- * the map, so UpdateTimeToLive pushes the map too (push_map). The map goes
- * to the UP nodes (push_up_nodes) after a change is durable.
+ * the map, so UpdateTimeToLive pushes the map too. The map goes to the UP
+ * nodes after a change is durable: copied under the lock that guards it,
+ * pushed after (push_plan_copy, push_plan_send).
  *
  * Thread-safety: every function may be called from any thread; the client
  * cache has its own mutex (never held during a call), and rpc_client itself
@@ -55,17 +56,34 @@ typedef void (*push_reply_fn)(void *arg, size_t i, const Lapse__Response *resp);
 size_t push_broadcast(push *p, const char *const *urls, size_t n, const Lapse__Request *tmpl,
                       int timeout_ms, const char *what, push_reply_fn on_reply, void *arg);
 
-/* The addresses of pm's UP nodes, and their ids in *ids, copied into a (for
- * a push after the lock that guards pm is released). Returns the array (n
- * entries), or NULL with *n = 0 on OOM. REQUIRES: pm is not changed
- * meanwhile (the caller holds the lock that guards it). */
-const char **push_up_nodes(const pmap *pm, arena *a, uint32_t **ids, size_t *n);
+/*
+ * One map and where to push it. The map message and the UP nodes are
+ * copied out of the map under the lock that guards it (push_plan_copy), so
+ * the push itself runs with that lock released (push_plan_send). A zeroed
+ * plan, or one whose copy ran out of memory, pushes nothing: the nodes pull
+ * the version on their next heartbeat.
+ */
+typedef struct push_plan {
+    Lapse__PartitionMap *map; /* the map message (arena), NULL: push nothing */
+    uint64_t version;         /* of the map copied */
+    const char **urls;        /* the UP nodes' addresses (arena) */
+    uint32_t *ids;            /* their ids: urls[i] is node ids[i] (arena) */
+    char *ok;                 /* push_plan_send sets ok[i] once urls[i] took the map (arena; NULL
+                                 when out of memory) */
+    size_t n;                 /* entries of urls, ids and ok */
+} push_plan;
 
-/* push_broadcast of PushPartitionMap carrying map (borrowed for the call) to
- * urls[0..n), then logs how many took it; the replies carry the nodes' TTL
- * progress (PushPartitionMapResponse.ttl), which on_reply may record. No-op
- * when map or urls is NULL or n is 0 (a call that failed before its push). */
-void push_map(push *p, Lapse__PartitionMap *map, const char *const *urls, size_t n, int timeout_ms,
-              push_reply_fn on_reply, void *arg);
+/* Fills *pl with pm as a message and pm's UP nodes, copied into a (borrowed
+ * by pl until a is freed). Out of memory leaves a plan that pushes nothing.
+ * REQUIRES: pm is not changed meanwhile (the caller holds the lock that
+ * guards it). */
+void push_plan_copy(push_plan *pl, const pmap *pm, arena *a);
+
+/* push_broadcast of PushPartitionMap carrying pl->map to pl's nodes, then
+ * logs how many took it and sets pl->ok; the replies carry the nodes' TTL
+ * progress (PushPartitionMapResponse.ttl), which on_reply (NULL: none) may
+ * record. Returns how many took it; no-op returning 0 for a plan that
+ * pushes nothing. REQUIRES: no lock a reply's handling takes is held. */
+size_t push_plan_send(push *p, push_plan *pl, int timeout_ms, push_reply_fn on_reply, void *arg);
 
 #endif

@@ -2,56 +2,29 @@
  * (replicas.h). */
 #include "replicas.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../placement/failover.h"
-#include "../rpc/wire.h"
 #include "push.h"
-
-/* The map and the UP nodes' addresses, copied into a under s->lock, then
- * pushed with the lock released. */
-static void push_copy(server *s, arena *a, Lapse__PartitionMap **map, const char ***urls,
-                      uint32_t **ids, size_t *n)
-{
-    *map = wire_pmap_to_pb(a, s->pm);
-    *urls = push_up_nodes(s->pm, a, ids, n);
-}
-
-/* A push's OK replies: ok[i] once urls[i] answered (the node holds the
- * pushed map, or a newer one). */
-static void push_ok(void *arg, size_t i, const Lapse__Response *resp)
-{
-    (void)resp;
-    ((atomic_char *)arg)[i] = 1;
-}
 
 void replicas_push(server *s)
 {
     arena a;
     arena_init(&a);
-    Lapse__PartitionMap *map;
-    const char **urls;
-    uint32_t *ids = NULL;
-    size_t n;
-    push_copy(s, &a, &map, &urls, &ids, &n);
-    uint64_t version = s->pm->version;
-    atomic_char *ok = n > 0 ? arena_alloc(&a, n * sizeof(*ok)) : NULL;
-    for (size_t i = 0; ok != NULL && i < n; i++) {
-        atomic_init(&ok[i], 0);
-    }
+    push_plan pl;
+    push_plan_copy(&pl, s->pm, &a);
     pthread_mutex_unlock(&s->lock);
-    push_map(s->pusher, map, urls, n, s->push_timeout_ms, ok != NULL ? push_ok : NULL, ok);
+    push_plan_send(s->pusher, &pl, s->push_timeout_ms, NULL, NULL);
     pthread_mutex_lock(&s->lock);
     /* What a node confirmed holding: a handover waits for its old primary
      * to hold the map that stepped it down (mover.c). */
-    for (size_t i = 0; ok != NULL && ids != NULL && i < n; i++) {
-        node_live *l = atomic_load(&ok[i]) ? server_live(s, ids[i], 0) : NULL;
-        if (l != NULL && l->pmap_version < version) {
-            l->pmap_version = version;
+    for (size_t i = 0; pl.ok != NULL && i < pl.n; i++) {
+        node_live *l = pl.ok[i] ? server_live(s, pl.ids[i], 0) : NULL;
+        if (l != NULL && l->pmap_version < pl.version) {
+            l->pmap_version = pl.version;
         }
     }
     arena_fini(&a);
@@ -74,10 +47,7 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
 {
     char err[512] = "";
     const char *what = c->shrink ? "replica shrink" : "replica join";
-    Lapse__PartitionMap *map = NULL;
-    const char **urls = NULL;
-    uint32_t *ids = NULL; /* of urls (unused here) */
-    size_t nurls = 0;
+    push_plan pl = {0}; /* pushes nothing unless filled */
     pthread_mutex_lock(&s->lock);
     const pmap_node *n = pmap_node_find(s->pm, c->node);
     pmap *next = pmap_dup(s->pm);
@@ -137,11 +107,11 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
                  (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part, (unsigned)c->primary,
                  (unsigned long long)c->epoch, (unsigned long long)*version);
     }
-    push_copy(s, a, &map, &urls, &ids, &nurls);
+    push_plan_copy(&pl, s->pm, a);
 out:
     pthread_mutex_unlock(&s->lock);
     pmap_free(next);
-    push_map(s->pusher, map, urls, nurls, s->push_timeout_ms, NULL, NULL);
+    push_plan_send(s->pusher, &pl, s->push_timeout_ms, NULL, NULL);
     return rv;
 }
 
