@@ -459,27 +459,12 @@ static int hook_ship(void *arg, uint32_t table_id, uint32_t part, uint64_t seq, 
     return 0;
 }
 
-/* Node-level group commit. Unless LOGSHIP_CALLS_IN_FLIGHT shipments are
- * on the wire, takes the queue of every partition that has records and no
- * round on the wire (in the order they queued, up to LOGSHIP_CALL_BYTES),
- * ships those rounds together, one call per follower, and marks their
- * records through (shipped, or failed with the round's error). Returns how
- * many rounds it shipped: 0 when it could not (the caller waits for
- * ls->shipped, which every shipment's end broadcasts). REQUIRES: ls->lock
- * held (released while the rounds are on the wire). */
-static size_t ship_rounds(logship *ls)
+/* Takes the queue of every pending partition with no round on the wire
+ * into rds (at most cand rounds, up to LOGSHIP_CALL_BYTES in all), in the
+ * order they queued, marks them shipping and unlists the partitions left
+ * with nothing queued. Returns the rounds taken. REQUIRES: ls->lock held. */
+static size_t take_rounds(logship *ls, round *rds, size_t cand)
 {
-    if (ls->calls_out >= LOGSHIP_CALLS_IN_FLIGHT) {
-        return 0;
-    }
-    size_t cand = 0;
-    for (const part_state *p = ls->pend_head; p != NULL; p = p->pend_next) {
-        cand += !p->shipping && p->q_head != NULL;
-    }
-    round *rds = cand > 0 ? calloc(cand, sizeof(*rds)) : NULL;
-    if (rds == NULL) {
-        return 0; /* nothing to ship, or out of memory: try again after the next round */
-    }
     size_t nr = 0, all_bytes = 0;
     part_state **link = &ls->pend_head;
     ls->pend_tail = NULL;
@@ -507,19 +492,15 @@ static size_t ship_rounds(logship *ls)
             link = &p->pend_next;
         }
     }
-    ls->calls_out++;
-    pthread_mutex_unlock(&ls->lock);
-    for (size_t i = 0; i < nr; i++) {
-        round_start(ls, &rds[i]);
-    }
-    size_t calls = send_rounds(rds, nr);
-    for (size_t i = 0; i < nr; i++) {
-        round_end(ls, &rds[i]);
-    }
-    atomic_fetch_add(&ls->rounds, nr);
-    atomic_fetch_add(&ls->calls, calls);
-    pthread_mutex_lock(&ls->lock);
-    ls->calls_out--;
+    return nr;
+}
+
+/* Marks every record of rds through with its round's outcome, lists again
+ * the partitions that queued records meanwhile, and tells the shipper of
+ * the rounds whose records every waited-for member now holds (with
+ * ls->lock released for that). REQUIRES: ls->lock held. */
+static void finish_rounds(logship *ls, round *rds, size_t nr)
+{
     int tell = 0;
     for (size_t i = 0; i < nr; i++) {
         round *rd = &rds[i];
@@ -552,6 +533,44 @@ static size_t ship_rounds(logship *ls)
         }
         pthread_mutex_lock(&ls->lock);
     }
+}
+
+/* Node-level group commit. Unless LOGSHIP_CALLS_IN_FLIGHT shipments are
+ * on the wire, takes the queue of every partition that has records and no
+ * round on the wire (in the order they queued, up to LOGSHIP_CALL_BYTES),
+ * ships those rounds together, one call per follower, and marks their
+ * records through (shipped, or failed with the round's error). Returns how
+ * many rounds it shipped: 0 when it could not (the caller waits for
+ * ls->shipped, which every shipment's end broadcasts). REQUIRES: ls->lock
+ * held (released while the rounds are on the wire). */
+static size_t ship_rounds(logship *ls)
+{
+    if (ls->calls_out >= LOGSHIP_CALLS_IN_FLIGHT) {
+        return 0;
+    }
+    size_t cand = 0;
+    for (const part_state *p = ls->pend_head; p != NULL; p = p->pend_next) {
+        cand += !p->shipping && p->q_head != NULL;
+    }
+    round *rds = cand > 0 ? calloc(cand, sizeof(*rds)) : NULL;
+    if (rds == NULL) {
+        return 0; /* nothing to ship, or out of memory: try again after the next round */
+    }
+    size_t nr = take_rounds(ls, rds, cand);
+    ls->calls_out++;
+    pthread_mutex_unlock(&ls->lock);
+    for (size_t i = 0; i < nr; i++) {
+        round_start(ls, &rds[i]);
+    }
+    size_t calls = send_rounds(rds, nr);
+    for (size_t i = 0; i < nr; i++) {
+        round_end(ls, &rds[i]);
+    }
+    atomic_fetch_add(&ls->rounds, nr);
+    atomic_fetch_add(&ls->calls, calls);
+    pthread_mutex_lock(&ls->lock);
+    ls->calls_out--;
+    finish_rounds(ls, rds, nr);
     free(rds);
     return nr;
 }
