@@ -447,144 +447,123 @@ static const char *schema_name(const Lapse__TableSchema *ts)
     return ts != NULL ? ts->name : NULL;
 }
 
-/* What a dispatch_* helper made of a request. */
-typedef enum routed {
-    ROUTED_NOT_MINE = 0, /* another helper's call, or none */
-    ROUTED_DONE,         /* answered (success or error) */
-    ROUTED_NO_BODY,      /* the helper's call, but its body is NULL */
-} routed;
+/* Whether a coordinator call of this kind must carry a body. The calls
+ * that read nothing from theirs are answered without one, as are the
+ * kinds the coordinator does not serve (they get "not a coordinator
+ * call"). */
+static int needs_body(Lapse__Request__BodyCase c)
+{
+    switch (c) {
+    case LAPSE__REQUEST__BODY_REGISTER_NODE:
+    case LAPSE__REQUEST__BODY_HEARTBEAT:
+    case LAPSE__REQUEST__BODY_REPLICA_JOIN:
+    case LAPSE__REQUEST__BODY_REPLICA_SHRINK:
+    case LAPSE__REQUEST__BODY_CREATE_TABLE:
+    case LAPSE__REQUEST__BODY_DELETE_TABLE:
+    case LAPSE__REQUEST__BODY_UPDATE_TTL:
+    case LAPSE__REQUEST__BODY_UPDATE_STREAM:
+    case LAPSE__REQUEST__BODY_NODE_DRAIN:
+    case LAPSE__REQUEST__BODY_NODE_REMOVE:
+    case LAPSE__REQUEST__BODY_DESCRIBE_TTL:
+    case LAPSE__REQUEST__BODY_DESCRIBE_TABLE:
+    case LAPSE__REQUEST__BODY_REBALANCE:
+        return 1;
+    default:
+        return 0;
+    }
+}
 
 /* The calls nodes make: joining, heartbeats and the in-sync set changes
- * their primaries ask for. A oneof message body is never NULL after
- * protobuf-c decoded it; the checks here and in the other dispatch_*
- * keep a bug elsewhere from becoming a crash. */
-static routed dispatch_node_call(server *s, const Lapse__Request *req, Lapse__Response *resp,
-                                 arena *a)
+ * their primaries ask for. Returns 1 when req was one (answered), else 0.
+ * REQUIRES: req's body is there (needs_body). */
+static int dispatch_node_call(server *s, const Lapse__Request *req, Lapse__Response *resp, arena *a)
 {
     switch (req->body_case) {
     case LAPSE__REQUEST__BODY_REGISTER_NODE:
-        if (req->register_node == NULL) {
-            return ROUTED_NO_BODY;
-        }
         do_register(s, req->register_node, resp, a);
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_HEARTBEAT:
-        if (req->heartbeat == NULL) {
-            return ROUTED_NO_BODY;
-        }
         do_heartbeat(s, req->heartbeat, resp, a);
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_REPLICA_JOIN:
-        if (req->replica_join == NULL) {
-            return ROUTED_NO_BODY;
-        }
         replicas_join(s, req->replica_join, resp, a);
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_REPLICA_SHRINK:
-        if (req->replica_shrink == NULL) {
-            return ROUTED_NO_BODY;
-        }
         replicas_shrink(s, req->replica_shrink, resp, a);
-        return ROUTED_DONE;
+        return 1;
     default:
-        return ROUTED_NOT_MINE;
+        return 0;
     }
 }
 
 /* The admin calls, each answered only when admin_allowed: the table
- * changes and the node moves an operator asks for. */
-static routed dispatch_admin_call(server *s, const Lapse__Request *req, Lapse__Response *resp,
-                                  arena *a)
+ * changes and the node moves an operator asks for. Returns 1 when req was
+ * one (answered), else 0. REQUIRES: req's body is there (needs_body). */
+static int dispatch_admin_call(server *s, const Lapse__Request *req, Lapse__Response *resp,
+                               arena *a)
 {
     switch (req->body_case) {
     case LAPSE__REQUEST__BODY_CREATE_TABLE:
-        if (req->create_table == NULL) {
-            return ROUTED_NO_BODY;
-        }
         if (admin_allowed(s, req, "CreateTable", schema_name(req->create_table->schema), resp, a)) {
             do_create_table(s, req->create_table, resp, a);
         }
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_DELETE_TABLE:
-        if (req->delete_table == NULL) {
-            return ROUTED_NO_BODY;
-        }
         if (admin_allowed(s, req, "DeleteTable", req->delete_table->table, resp, a)) {
             do_delete_table(s, req->delete_table, resp, a);
         }
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_UPDATE_TTL:
-        if (req->update_ttl == NULL) {
-            return ROUTED_NO_BODY;
-        }
         if (admin_allowed(s, req, "UpdateTimeToLive", req->update_ttl->table, resp, a)) {
             ttlcalls_update(s, req->update_ttl, resp, a);
         }
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_UPDATE_STREAM:
-        if (req->update_stream == NULL) {
-            return ROUTED_NO_BODY;
-        }
         if (admin_allowed(s, req, "UpdateStream", req->update_stream->table, resp, a)) {
             streamcalls_update(s, req->update_stream, resp, a);
         }
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_NODE_DRAIN:
-        if (req->node_drain == NULL) {
-            return ROUTED_NO_BODY;
-        }
         if (admin_allowed(s, req, "NodeDrain", NULL, resp, a)) {
             mover_drain(s, req->node_drain, resp, a);
         }
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_NODE_REMOVE:
-        if (req->node_remove == NULL) {
-            return ROUTED_NO_BODY;
-        }
         if (admin_allowed(s, req, "NodeRemove", NULL, resp, a)) {
             mover_remove(s, req->node_remove, resp, a);
         }
-        return ROUTED_DONE;
+        return 1;
     default:
-        return ROUTED_NOT_MINE;
+        return 0;
     }
 }
 
 /* The calls anyone may make: the descriptions and listings, and asking for
- * a rebalance (which moves nothing the rebalancer would not). */
-static routed dispatch_open_call(server *s, const Lapse__Request *req, Lapse__Response *resp,
-                                 arena *a)
+ * a rebalance. Returns 1 when req was one (answered), else 0. REQUIRES:
+ * req's body is there where needs_body says it must be. */
+static int dispatch_open_call(server *s, const Lapse__Request *req, Lapse__Response *resp, arena *a)
 {
     switch (req->body_case) {
     case LAPSE__REQUEST__BODY_DESCRIBE_TTL:
-        if (req->describe_ttl == NULL) {
-            return ROUTED_NO_BODY;
-        }
         ttlcalls_describe(s, req->describe_ttl, resp, a);
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_DESCRIBE_TABLE:
-        if (req->describe_table == NULL) {
-            return ROUTED_NO_BODY;
-        }
         do_describe_table(s, req->describe_table, resp, a);
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_LIST_TABLES:
         do_list_tables(s, resp, a);
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_GET_PARTITION_MAP:
         do_get_partition_map(s, resp, a);
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_CLUSTER_STATUS:
         do_cluster_status(s, resp, a);
-        return ROUTED_DONE;
+        return 1;
     case LAPSE__REQUEST__BODY_REBALANCE:
-        if (req->rebalance == NULL) {
-            return ROUTED_NO_BODY;
-        }
         mover_rebalance(s, req->rebalance, resp, a);
-        return ROUTED_DONE;
+        return 1;
     default:
-        return ROUTED_NOT_MINE;
+        return 0;
     }
 }
 
@@ -606,16 +585,16 @@ void handlers_dispatch(void *arg, const Lapse__Request *req, Lapse__Response *re
         rpc_set_error(resp, a, LAPSE_EPROTO, "empty request");
         return;
     }
-    routed r = dispatch_node_call(s, req, resp, a);
-    if (r == ROUTED_NOT_MINE) {
-        r = dispatch_admin_call(s, req, resp, a);
-    }
-    if (r == ROUTED_NOT_MINE) {
-        r = dispatch_open_call(s, req, resp, a);
-    }
-    if (r == ROUTED_NOT_MINE) {
-        rpc_set_error(resp, a, LAPSE_EINVAL, "not a coordinator call");
-    } else if (r == ROUTED_NO_BODY) {
+    /* A oneof message body is never NULL after protobuf-c decoded it; the
+     * check keeps a bug elsewhere from becoming a crash here. The oneof's
+     * members are one union of pointers, so any member tells (push.c's
+     * broadcast copies the body the same way). */
+    if (needs_body(req->body_case) && req->register_node == NULL) {
         rpc_set_error(resp, a, LAPSE_EPROTO, "request body missing");
+        return;
+    }
+    if (!dispatch_node_call(s, req, resp, a) && !dispatch_admin_call(s, req, resp, a) &&
+        !dispatch_open_call(s, req, resp, a)) {
+        rpc_set_error(resp, a, LAPSE_EINVAL, "not a coordinator call");
     }
 }
