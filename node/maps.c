@@ -316,16 +316,14 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
     int disabled = ttl_disabled(old->pm, pm);
     uint32_t *off = calloc(old->pm->ntables ? old->pm->ntables : 1, sizeof(*off));
     size_t noff = off != NULL ? streams_turned_off(old->pm, pm, off) : 0;
-    int fresh = newcopy_any(old->pm, pm, ns->id);
     pthread_rwlock_wrlock(&ns->map_lock);
     ns->map = nm; /* the slot's reference to old is now ours */
     pthread_rwlock_unlock(&ns->map_lock);
     copydrop_note(ns, old->pm, pm);
-    if (ndropped > 0 || disabled || noff > 0 || fresh) {
+    if (ndropped > 0 || disabled || noff > 0) {
         /* A write routed by the old map may have landed after the first
          * drop (or kept a disabled table's index, or stored a record of a
-         * stream turned off; or a batch applied without a copy new here):
-         * wait for those requests, then drop again. */
+         * stream turned off): wait for those requests, then drop again. */
         if (!drain(old)) {
             log_warn("requests routed by map version %llu still running after %d ms",
                      (unsigned long long)old_version, MAPS_DRAIN_TIMEOUT_MS);
@@ -352,7 +350,7 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
         }
     }
     free(off);
-    newcopy_note(ns, old->pm, nm->pm); /* after the drain: every batch from now on feeds them */
+    newcopy_note(ns, old->pm, nm->pm); /* after the swap: every batch from now on feeds them */
     /* TTL follows the new map: enables start backfills, disables drop the
      * index (after the drain above), pauses stop scanners. nm stays
      * current while we hold apply_lock. */

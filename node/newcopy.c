@@ -12,6 +12,7 @@
 #include "../partition/apply.h"
 #include "../partition/outbox.h"
 #include "gsi_fill.h"
+#include "replicate.h"
 
 /* A source a table waits on: it has not reached this node with a map of
  * version since or later. */
@@ -175,26 +176,6 @@ void newcopy_close(node_server *ns)
     ns->newcopy = NULL;
 }
 
-int newcopy_any(const pmap *old, const pmap *new, uint32_t id)
-{
-    for (size_t i = 0; i < new->ntables; i++) {
-        const pmap_table *t = &new->tables[i];
-        const pmap_table *ot = pmap_table_find_id(old, t->schema.id);
-        if (ot == NULL) {
-            continue; /* a new table: its copies miss nothing */
-        }
-        if (gsi_new(ot, t, id)) {
-            return 1;
-        }
-        for (uint32_t p = 0; p < t->schema.partitions; p++) {
-            if (shard_new(ot, t, p, id)) {
-                return 1;
-            }
-        }
-    }
-    return 0;
-}
-
 /* This node leads partition p of t and just became a destination of its
  * outbox: the records its outbox trimmed before are missed too. */
 static void note_own_outbox(node_server *ns, const pmap_table *t, uint32_t p)
@@ -257,7 +238,7 @@ static void note_table(node_server *ns, const pmap_table *ot, const pmap_table *
         shards += (size_t)snew;
         uint64_t mark = 0;
         char err[256] = "";
-        if (apply_note_new_copy(ns->st, t->schema.id, p, gnew, snew, &mark, err, sizeof(err)) !=
+        if (replicate_note_new_copy(ns, t->schema.id, p, gnew, snew, &mark, err, sizeof(err)) !=
             0) {
             log_error("table \"%s\" partition %u: noting what a new copy misses failed (it may "
                       "answer reads with entries missing): %s",

@@ -6,9 +6,9 @@
  * Such a copy misses what came before it:
  *  - the records of its source partitions this node applied before it held
  *    the copy (it held other copies of the table): newcopy_note, run by
- *    maps_apply once no request routed by the old map runs, marks them
- *    missing through the applied seq (apply_note_new_copy), and the refill
- *    thread fills the new kinds as it fills a copy that lost records;
+ *    maps_apply once the new map is current, marks them missing through
+ *    the applied seq (replicate_note_new_copy), and the refill thread fills
+ *    the new kinds as it fills a copy that lost records;
  *  - the records a source trimmed before this node was its destination:
  *    the source's new lane to this node learns where it stands and says
  *    what it no longer holds (first_kept), which apply_note_missing marks.
@@ -46,14 +46,10 @@ int newcopy_open(node_server *ns, const pmap *pm);
 /* Frees ns->newcopy. Accepts NULL. */
 void newcopy_close(node_server *ns);
 
-/* Whether new names node id a copy of a GSI partition or stream shard
- * that old does not. */
-int newcopy_any(const pmap *old, const pmap *new, uint32_t id);
-
 /* Marks what the copies new in new miss (above), and publishes new's
  * version as the one newcopy_filling answers for. REQUIRES: new is the
- * current map and no request routed by old still runs; called by
- * maps_apply, one at a time. */
+ * current map (batches applied from now on feed its copies:
+ * replicate_note_new_copy); called by maps_apply, one at a time. */
 void newcopy_note(node_server *ns, const pmap *old, const pmap *new);
 
 /* A batch of source partition src_part of table table_id, sent with the

@@ -13,6 +13,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/change.h"
+#include "maps.h"
 #include "newcopy.h"
 #include "streams.h"
 
@@ -138,12 +139,18 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
                  to_seq, after_seq);
         return LAPSE_EINVAL;
     }
-    replicate_filter(t, src_part, ns->id, &fa, &f);
     pthread_mutex_t *mu = repl_lock(ns, t->schema.id, src_part);
     pthread_mutex_lock(mu);
+    /* The filter of the current map, read under the lock: a copy a newer
+     * map added here is fed from the first batch after newcopy_note,
+     * which takes this lock too (replicate_note_new_copy). */
+    node_map *cur = maps_acquire(ns);
+    const pmap_table *ct = pmap_table_find_id(cur->pm, t->schema.id);
+    replicate_filter(ct != NULL ? ct : t, src_part, ns->id, &fa, &f);
     if (t->schema.id != 0 &&
         atomic_load(&ns->repl_paused) == ((uint64_t)t->schema.id << 32 | src_part)) {
         pthread_mutex_unlock(mu);
+        maps_release(cur);
         snprintf(err, errlen,
                  "table %u partition %u: this node's GSI copies are being filled from its items; "
                  "resend later",
@@ -174,6 +181,7 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
         stored = count_applied(ns, &f, prev, applied, recs, lens, n);
     }
     pthread_mutex_unlock(mu);
+    maps_release(cur);
     if (stored) {
         streams_notify(ns->streams);
     }
@@ -185,5 +193,16 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
     if (applied_out != NULL) {
         *applied_out = applied;
     }
+    return rv;
+}
+
+int replicate_note_new_copy(node_server *ns, uint32_t table_id, uint32_t src_part, int gsi_new,
+                            int stream_new, uint64_t *mark, char *err, size_t errlen)
+{
+    pthread_mutex_t *mu = repl_lock(ns, table_id, src_part);
+    pthread_mutex_lock(mu);
+    int rv =
+        apply_note_new_copy(ns->st, table_id, src_part, gsi_new, stream_new, mark, err, errlen);
+    pthread_mutex_unlock(mu);
     return rv;
 }

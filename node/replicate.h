@@ -60,6 +60,14 @@ typedef struct replicate_filter_arg {
 void replicate_filter(const pmap_table *t, uint32_t src_part, uint32_t node_id,
                       replicate_filter_arg *arg, apply_filter *f);
 
+/* apply_note_new_copy under the lock replicate_apply takes for the same
+ * source: every batch applied before it was applied without the new copy
+ * (and is counted missing), every one after it with it, since
+ * replicate_apply reads its filter from the current map under that lock
+ * (newcopy.h). */
+int replicate_note_new_copy(node_server *ns, uint32_t table_id, uint32_t src_part, int gsi_new,
+                            int stream_new, uint64_t *mark, char *err, size_t errlen);
+
 /* Holds every batch of source partition src_part of table table_id off
  * this node while its GSI copies are filled from the source's items
  * (gsi_fill.c), on set, until called again with on unset: replicate_apply
