@@ -17,7 +17,8 @@
  *              "Removed","LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
  *              "Replicas","Primaries","PartitionMapVersion","ClockSkewMs"}],"UnderReplicated","PrimaryChanges",
  *              "ReplicaSets":[...every replicated table's, each naming its "Table"],
- *              "Moves":[{"Table","Partition","From","To","Step","Copy"?}] (moves_json)}
+ *              "Moves":[{"Table","Partition","From","To","Step","Copy"?}] (moves_json),
+ *                       and the GSI and stream copies' (derived_moves_json)}
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -167,6 +168,59 @@ static json_t *copy_json(const Lapse__ReplicaLag *l)
         }
     }
     return o;
+}
+
+/* Appends to arr the move of list r (of table tb; index: the GSI's name,
+ * NULL for stream shard part), if it has one. 0, or -1 on OOM. */
+static int derived_move_json(json_t *arr, const pmap *pm, const pmap_table *tb, const char *index,
+                             uint32_t part, const pmap_replicas *r)
+{
+    json_t *from = json_array(), *to = json_array();
+    for (uint32_t i = 0; i < r->n; i++) {
+        uint32_t id = r->ids[i];
+        if (id == r->joining) {
+            json_array_append_new(to, json_integer(id));
+        } else if (id == r->leaving || pmap_node_leaving(pm, id)) {
+            json_array_append_new(from, json_integer(id));
+        }
+    }
+    if (json_array_size(from) == 0 && json_array_size(to) == 0) {
+        json_decref(from);
+        json_decref(to);
+        return 0;
+    }
+    json_t *o = json_pack("{s:s,s:s,s:I,s:o,s:o,s:s}", "Table", tb->schema.name, "Kind",
+                          index != NULL ? "gsi" : "stream", "Partition", (json_int_t)part, "From",
+                          from, "To", to, "Step", r->joining != 0 ? "filling" : "adding");
+    if (o != NULL && index != NULL) {
+        json_object_set_new(o, "Index", json_string(index));
+    }
+    return o == NULL || json_array_append_new(arr, o) != 0 ? -1 : 0;
+}
+
+/* Appends to arr the moves of pm's GSI partition and stream shard copies:
+ * {"Table","Kind":"gsi"|"stream","Index"?,"Partition","From":[ids],"To":[ids],
+ * "Step"}. Step: "filling" while the new copy is filled (To names it),
+ * "adding" before one is added. 0, or -1 on OOM. */
+static int derived_moves_json(json_t *arr, const pmap *pm)
+{
+    for (size_t t = 0; t < pm->ntables; t++) {
+        const pmap_table *tb = &pm->tables[t];
+        for (uint32_t g = 0; g < tb->schema.ngsi; g++) {
+            for (uint32_t q = 0; q < tb->schema.gsi[g].partitions; q++) {
+                if (derived_move_json(arr, pm, tb, tb->schema.gsi[g].name, q,
+                                      pmap_gsi_part(tb, g, q)) != 0) {
+                    return -1;
+                }
+            }
+        }
+        for (uint32_t p = 0; tb->stream_shards != NULL && p < tb->schema.partitions; p++) {
+            if (derived_move_json(arr, pm, tb, NULL, p, pmap_stream_shard(tb, p)) != 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
 }
 
 /* Appends to arr one object per set of pm being moved (a member leaving: the
@@ -680,7 +734,8 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err)
     changes = pm != NULL ? pmap_primary_changes(pm) : 0;
     json_t *moves = json_array();
     if (rv == 0 && pm != NULL &&
-        (moves == NULL || moves_json(moves, pm, cs->replica_lag, cs->n_replica_lag) != 0)) {
+        (moves == NULL || moves_json(moves, pm, cs->replica_lag, cs->n_replica_lag) != 0 ||
+         derived_moves_json(moves, pm) != 0)) {
         rv = LAPSE_ENOMEM;
     }
     json_t *nodes = rv == 0 ? status_nodes(cs, pm) : NULL;

@@ -7,7 +7,8 @@
  *    stream copies (DerivedCopiesLeft) down to none; meanwhile GSI queries
  *    through liblapse never miss an item put two seconds before (a copy is
  *    read only once filled); then no list names V or a joining copy, each
- *    has three copies, every copy asked on its node holds every entry and
+ *    has three copies (cluster-status listed the moves while they ran,
+ *    none after), every copy asked on its node holds every entry and
  *    record (the copies' digests equal), the stream read through liblapse
  *    is whole and gapless, and V's former GSI copies leave its disk;
  *  - V's drain stopped, the rebalancer moves GSI and stream copies back
@@ -126,6 +127,22 @@ static void assert_queries_whole(void)
     }
 }
 
+/* GSI and stream moves cluster-status listed (its "Moves", "Kind"). */
+static size_t status_derived_moves(void)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    int rv = lapse_cluster_status(rs_client(), &js, &e);
+    json_t *doc = rs_json_answer("cluster-status", rv, 0, js, &e), *mv;
+    size_t i, n = 0;
+    json_array_foreach(json_object_get(doc, "Moves"), i, mv)
+    {
+        n += json_object_get(mv, "Kind") != NULL;
+    }
+    json_decref(doc);
+    return n;
+}
+
 /* Polls node's drain or removal (remove 1) until it holds no copy,
  * putting items and querying meanwhile. Returns the largest
  * DerivedCopiesLeft seen. */
@@ -133,6 +150,7 @@ static json_int_t follow(uint32_t node, int remove)
 {
     clock_mono deadline = clock_mono_after_ms(90000);
     json_int_t most = 0;
+    size_t listed = 0;
     for (;;) {
         json_t *d = remove ? mv_remove(node, 0) : mv_drain(node, 0, 0);
         json_int_t base = rs_json_int(d, "BaseCopiesLeft");
@@ -140,8 +158,12 @@ static json_int_t follow(uint32_t node, int remove)
         json_decref(d);
         most = derived > most ? derived : most;
         if (base == 0 && derived == 0) {
+            /* cluster-status showed them while they ran, none after */
+            assert_true(listed > 0);
+            assert_int_equal(status_derived_moves(), 0);
             return most;
         }
+        listed += status_derived_moves();
         if (clock_mono_remaining_ms(deadline) == 0) {
             fail_msg("node %u still holds %lld base and %lld GSI/stream copies after 90 s",
                      (unsigned)node, (long long)base, (long long)derived);

@@ -8,7 +8,8 @@
  *    other coordinator takes the lead and goes on from the map;
  *  - once some copies have left, kill -9 of node 1, the node being
  *    drained (the source of every move), restarted a second later;
- *  - the drain ends: no set names node 1, each has three copies in sync,
+ *  - the drain ends: no set or stream shard names node 1 (its shard
+ *    copies move too, filled from the others), each set has three copies in sync,
  *    every acknowledged write and every item not due reads back, the
  *    copies are identical, every due item is gone and its stream holds
  *    exactly one TTL delete of it (none of any other item), and the stream
@@ -37,8 +38,10 @@ static int setup(void **state)
     return rs_group_setup_coordinators(4, 2);
 }
 
-/* BaseCopiesLeft on node 1 now (NodeDrain again, which keeps it draining);
- * retried for up to 20 s while the coordinators answer "taking over". */
+/* The copies left on node 1 now, its base copies and its stream shards'
+ * (BaseCopiesLeft + DerivedCopiesLeft: NodeDrain again, which keeps it
+ * draining); retried for up to 20 s while the coordinators answer "taking
+ * over". */
 static json_int_t left_on_1(void)
 {
     clock_mono deadline = clock_mono_after_ms(20000);
@@ -50,7 +53,8 @@ static json_int_t left_on_1(void)
             json_t *d = json_loads(js, 0, NULL);
             lapse_free(js);
             assert_non_null(d);
-            json_int_t left = rs_json_int(d, "BaseCopiesLeft");
+            json_int_t left =
+                rs_json_int(d, "BaseCopiesLeft") + rs_json_int(d, "DerivedCopiesLeft");
             json_decref(d);
             return left;
         }
@@ -197,6 +201,9 @@ static void test_drain_through_leader_and_source_kills(void **state)
     for (uint32_t p = 0; p < PARTS; p++) {
         assert_int_equal(pmap_part(t, p)->n, 3);
         assert_int_equal(pmap_replicas_index(pmap_part(t, p), 1), -1);
+        assert_int_equal(pmap_stream_shard(t, p)->n, 3);
+        assert_int_equal(pmap_replicas_index(pmap_stream_shard(t, p), 1), -1);
+        assert_int_equal(pmap_stream_shard(t, p)->joining, 0);
     }
     pmap_free(pm);
     int present = mv_writer_check(&w, TABLE);
