@@ -18,6 +18,7 @@
 #include "check.h"
 #include "report.h"
 #include "faults.h"
+#include "faults_move.h"
 #include "plant.h"
 #include "registers.h"
 #include "run.h"
@@ -33,8 +34,9 @@ static void usage(FILE *f)
                "                   [--report FILE] [--bin-dir DIR] [--keep] [--quiet]\n"
                "  --faults LIST   comma-separated: node-kill, dest-kill, backfill-kill,\n"
                "                  coordinator-kill, stop-cont, partition,\n"
-               "                  failover-twice, etcd-cut, dir-lost, oneway-cut (these\n"
-               "                  four with --replication 2 or 3; oneway-cut as partition),\n"
+               "                  failover-twice, etcd-cut, dir-lost, oneway-cut, move (these\n"
+               "                  five with --replication 2 or 3; oneway-cut as partition;\n"
+               "                  move on loopback only, with four nodes),\n"
                "                  coordinator-leader-kill, etcd-member-kill,\n"
                "                  coordinator-stop, all (default), none; partition needs root\n"
                "                  and runs the cluster in network namespaces; the last three\n"
@@ -87,6 +89,8 @@ static int parse_faults(const char *s, unsigned *out)
             *out |= CHAOS_FAULT_DIR_LOST;
         } else if (strcmp(tok, "oneway-cut") == 0) {
             *out |= CHAOS_FAULT_ONEWAY_CUT;
+        } else if (strcmp(tok, "move") == 0) {
+            *out |= CHAOS_FAULT_MOVE;
         } else if (strcmp(tok, "all") == 0) {
             *out |= CHAOS_FAULT_ALL;
         } else if (strcmp(tok, "none") != 0) {
@@ -310,7 +314,7 @@ static int setup(run *r, char *err, size_t errlen)
                  r->opt->balance_primaries);
         co.coordinator_args = coord_args;
     }
-    co.nodes = 3;
+    co.nodes = (r->opt->faults & CHAOS_FAULT_MOVE) ? FAULTS_MOVE_NODES : 3;
     co.bin_dir = r->netns != NULL ? r->netns->bin_dir : r->opt->bin_dir;
     co.node_args = node_args;
     co.quiet = 1;
@@ -574,6 +578,14 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
         /* One copy: no follower to cut a primary off from. */
         printf("lapse-chaos: oneway-cut fault skipped: it needs --replication 2 or 3\n");
         eff.faults &= ~(unsigned)CHAOS_FAULT_ONEWAY_CUT;
+    }
+    if ((eff.faults & CHAOS_FAULT_MOVE) && (o->replication < 2 || in_netns)) {
+        /* One copy: no log to move a copy with. In namespaces: three node
+         * hosts, and a drain of one would leave two for three copies. */
+        printf("lapse-chaos: move fault skipped: %s\n",
+               o->replication < 2 ? "it needs --replication 2 or 3"
+                                  : "the namespaces hold three nodes, a drain needs a fourth");
+        eff.faults &= ~(unsigned)CHAOS_FAULT_MOVE;
     }
     if ((eff.faults & CHAOS_FAULT_DIR_LOST) && o->replication < 2) {
         /* One copy: a lost data dir loses its items for good. */

@@ -26,10 +26,12 @@ enum {
     CHAOS_FAULT_DIR_LOST = 2048,      /* with copies: kill -9 a node, remove its data dir */
     CHAOS_FAULT_ONEWAY_CUT = 4096,    /* with copies, root: a primary's packets to a follower
                                          dropped, not the follower's to it (netns.h) */
-    CHAOS_FAULT_ALL = 8191
+    CHAOS_FAULT_MOVE = 8192,          /* with copies, on loopback: a node drained (four nodes)
+                                         and a process killed at a step of its moves */
+    CHAOS_FAULT_ALL = 16383
 };
 
-#define CHAOS_FAULT_KINDS 13 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 12 */
+#define CHAOS_FAULT_KINDS 14 /* the CHAOS_FAULT_* bits: 1 << 0 .. 1 << 13 */
 
 #define CHAOS_INVARIANTS 9
 

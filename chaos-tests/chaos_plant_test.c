@@ -46,8 +46,9 @@ static int short_run(const char *flag, const char *mode, chaos_result *res)
 {
     char arg[64];
     snprintf(arg, sizeof(arg), "--debug-%s=%s", flag, mode);
-    char *argv[] = {"chaos_plant_test", "--profile", "short", "--duration", "8", "--faults",
-                    "stop-cont",        "--items",   "300",   arg,          NULL, NULL, NULL};
+    char *argv[] = {
+        "chaos_plant_test", "--profile", "short", "--duration", "8",  "--faults", "stop-cont",
+        "--items",          "300",       arg,     NULL,         NULL, NULL};
     int argc = 10;
     if (strcmp(mode, "copies") == 0) { /* copies to compare */
         argv[argc++] = "--replication";

@@ -29,7 +29,7 @@
 
 #include "run.h"
 
-#define CHECK_MIN_WRITES 100 /* acknowledged writes a run needs (check_activity) */
+#define CHECK_MIN_WRITES 100        /* acknowledged writes a run needs (check_activity) */
 #define CHECK_MIN_REGISTER_CALLS 20 /* reads, and writes, of invariant 8's workload */
 #define CHECK_MAX_DETAILS 50
 #define CHECK_MAX_IDLE 16

@@ -38,7 +38,8 @@ static const char *kind_name(int b)
                                                          "failover-twice",
                                                          "etcd-cut",
                                                          "dir-lost",
-                                                         "oneway-cut"};
+                                                         "oneway-cut",
+                                                         "move"};
     return b >= 0 && b < CHAOS_FAULT_KINDS ? names[b] : "?";
 }
 

@@ -17,6 +17,7 @@
 #include "../tests/nodecall.h"
 #include "admin.h"
 #include "faults_coord.h"
+#include "faults_move.h"
 #include "procs.h"
 #include "registers.h"
 #include "workload.h"
@@ -554,6 +555,7 @@ enum {
     SC_ETCD_CUT,
     SC_DIR_LOST,
     SC_ONEWAY,
+    SC_MOVE,
     SC_COUNT
 };
 
@@ -575,6 +577,7 @@ static unsigned scenario_kind(const run *r, int sc)
         [SC_ETCD_CUT] = CHAOS_FAULT_ETCD_CUT,
         [SC_DIR_LOST] = CHAOS_FAULT_DIR_LOST,
         [SC_ONEWAY] = CHAOS_FAULT_ONEWAY_CUT,
+        [SC_MOVE] = CHAOS_FAULT_MOVE,
     };
     return kinds[sc] & r->opt->faults;
 }
@@ -620,6 +623,9 @@ int faults_run(run *r)
     }
     if ((f & CHAOS_FAULT_ONEWAY_CUT) && r->netns != NULL && r->opt->replication >= 2) {
         list[n++] = SC_ONEWAY;
+    }
+    if ((f & CHAOS_FAULT_MOVE) && r->opt->replication >= 2 && r->netns == NULL) {
+        list[n++] = SC_MOVE;
     }
     for (int i = n - 1; i > 0; i--) { /* seeded shuffle */
         int j = (int)rng_range(&rng, 0, i);
@@ -699,6 +705,9 @@ int faults_run(run *r)
             break;
         case SC_ONEWAY:
             sc_oneway_cut(r, &rng);
+            break;
+        case SC_MOVE:
+            faults_move(r, &rng);
             break;
         default:
             sc_stop_cont(r, &rng);

@@ -148,10 +148,10 @@ void plant_copies(run *r, char *what, size_t len)
     char where[96];
     snprintf(where, sizeof(where), "%.60s/partition 0", mt->name);
     add_plant_where(r, where);
-    snprintf(what, len, "%s (node %u refuses its records; %s put)", where, (unsigned)follower,
-             key);
-    flog_add(r, "debug: planted a violation: node %u refuses its primaries' records, %s put into "
-                "%s behind the model's back",
+    snprintf(what, len, "%s (node %u refuses its records; %s put)", where, (unsigned)follower, key);
+    flog_add(r,
+             "debug: planted a violation: node %u refuses its primaries' records, %s put into "
+             "%s behind the model's back",
              (unsigned)follower, key, where);
 }
 
@@ -597,8 +597,8 @@ void plant_linear(run *r, char *what, size_t len)
         }
         char key[32], json[128];
         reg_key_name(k, key, sizeof(key));
-        snprintf(json, sizeof(json), "{\"Id\":{\"S\":\"%s\"},\"val\":{\"N\":\"%" PRIu64 "\"}}",
-                 key, old->value);
+        snprintf(json, sizeof(json), "{\"Id\":{\"S\":\"%s\"},\"val\":{\"N\":\"%" PRIu64 "\"}}", key,
+                 old->value);
         lapse_item *it = NULL;
         lapse_error e = {0};
         int rv = lapse_item_from_json(&it, json, &e);
@@ -614,8 +614,9 @@ void plant_linear(run *r, char *what, size_t len)
         add_plant(r, r->m.t[REG_TABLE].name, key);
         snprintf(what, len, "%s/%s (val %" PRIu64 " put back)", r->m.t[REG_TABLE].name, key,
                  old->value);
-        flog_add(r, "debug: planted a violation: %s/%s put back to val %" PRIu64
-                    ", overwritten since, behind the history's back",
+        flog_add(r,
+                 "debug: planted a violation: %s/%s put back to val %" PRIu64
+                 ", overwritten since, behind the history's back",
                  r->m.t[REG_TABLE].name, key, old->value);
         return;
     }

@@ -11,7 +11,7 @@
 void report_faults_text(unsigned f, char *buf, size_t len)
 {
     snprintf(
-        buf, len, "%s%s%s%s%s%s%s%s%s%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
+        buf, len, "%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", f & CHAOS_FAULT_NODE_KILL ? "node-kill," : "",
         f & CHAOS_FAULT_DEST_KILL ? "dest-kill," : "",
         f & CHAOS_FAULT_BACKFILL_KILL ? "backfill-kill," : "",
         f & CHAOS_FAULT_COORD_KILL ? "coordinator-kill," : "",
@@ -19,7 +19,7 @@ void report_faults_text(unsigned f, char *buf, size_t len)
         f & CHAOS_FAULT_PARTITION ? "partition," : "",
         f & CHAOS_FAULT_FAILOVER_TWICE ? "failover-twice," : "",
         f & CHAOS_FAULT_ETCD_CUT ? "etcd-cut," : "", f & CHAOS_FAULT_DIR_LOST ? "dir-lost," : "",
-        f & CHAOS_FAULT_ONEWAY_CUT ? "oneway-cut," : "",
+        f & CHAOS_FAULT_ONEWAY_CUT ? "oneway-cut," : "", f & CHAOS_FAULT_MOVE ? "move," : "",
         f & CHAOS_FAULT_LEADER_KILL ? "coordinator-leader-kill," : "",
         f & CHAOS_FAULT_ETCD_KILL ? "etcd-member-kill," : "",
         f & CHAOS_FAULT_COORD_STOP ? "coordinator-stop," : "", f == 0 ? "none" : "");
