@@ -238,6 +238,16 @@ static void test_exactly_once(void **state)
     assert_ok(apply_batch(dst, &feed, part, 8, 10, recs + 9, lens + 9, 1, &fa, &a, e, el), f);
     assert_true(a == 10);
     assert_int_equal(cf_count(dst, CF_GSI, feed.id), 6); /* x/2..x/6 and x/9 in ByUser */
+    uint64_t sized = 0; /* DescribeTable's GSI figures count the same entries */
+    for (uint32_t g = 0; g < feed.ngsi; g++) {
+        for (uint32_t p = 0; p < feed.gsi[g].partitions; p++) {
+            store_size sz;
+            assert_ok(store_estimate_gsi(dst, feed.id, feed.gsi[g].id, p, 100, &sz, e, el), f);
+            assert_true(!sz.estimated && (sz.bytes > 0) == (sz.items > 0));
+            sized += sz.items;
+        }
+    }
+    assert_int_equal(sized, 6);
     assert_int_equal(cf_count(dst, CF_STREAM, feed.id), 0);
     reopen(f); /* the source; the destination's counter is on disk too */
     store_close(dst);

@@ -228,6 +228,15 @@ typedef struct store_size {
  * LAPSE_EIO or LAPSE_ENOMEM (*out zero). */
 int store_estimate(store *st, uint32_t table_id, uint32_t part, uint64_t max_items, store_size *out,
                    char *err, size_t errlen);
+/* As store_estimate, of partition part's entries of LSI index_id (each
+ * holds the whole item, so the bytes are those of the items in the index):
+ * DescribeTable's ItemCount and IndexSizeBytes of an LSI. */
+int store_estimate_lsi(store *st, uint32_t table_id, uint32_t part, uint32_t index_id,
+                       uint64_t max_items, store_size *out, char *err, size_t errlen);
+/* As store_estimate, of the entries this node holds of partition gsi_part of
+ * GSI index_id (each the projected item). */
+int store_estimate_gsi(store *st, uint32_t table_id, uint32_t index_id, uint32_t gsi_part,
+                       uint64_t max_items, store_size *out, char *err, size_t errlen);
 /* Counts the items of table id in partition part (tests, status). */
 int store_count(store *st, uint32_t table_id, uint32_t part, uint64_t *out, char *err,
                 size_t errlen);

@@ -382,22 +382,23 @@ int store_count(store *st, uint32_t table_id, uint32_t part, uint64_t *out, char
     return rv;
 }
 
-int store_estimate(store *st, uint32_t table_id, uint32_t part, uint64_t max_items, store_size *out,
-                   char *err, size_t errlen)
+/* Sizes the keys of family cf that start with prefix lo (store_estimate's
+ * walk and scaling, for any family) and frees lo. built is what building lo
+ * returned: when it is not 0, nothing is read and it is returned. */
+static int estimate_prefix(store *st, int cf, buf *lo, int built, uint64_t max_items,
+                           store_size *out, char *err, size_t errlen)
 {
-    buf lo, hi;
+    buf hi;
     db_iter *it = NULL;
-    int rv;
+    int rv = built;
     memset(out, 0, sizeof(*out));
-    buf_init(&lo);
     buf_init(&hi);
-    if ((rv = itemkey_append_prefix(&lo, table_id, part)) != 0 ||
-        (rv = buf_append(&hi, lo.data, lo.len)) != 0) {
+    if (rv != 0 || (rv = buf_append(&hi, lo->data, lo->len)) != 0) {
         goto out;
     }
     int hi_none = itemkey_successor(&hi);
-    if ((rv = db_iter_new(&it, st->db, CF_ITEMS, lo.data, lo.len, hi_none ? NULL : hi.data,
-                          hi.len)) != 0) {
+    if ((rv = db_iter_new(&it, st->db, cf, lo->data, lo->len, hi_none ? NULL : hi.data, hi.len)) !=
+        0) {
         goto out;
     }
     /* Budget: max_items keys and values read, then one size estimate. */
@@ -417,7 +418,7 @@ int store_estimate(store *st, uint32_t table_id, uint32_t part, uint64_t max_ite
     out->bytes = bytes;
     if (more && !hi_none) {
         uint64_t files = 0;
-        if ((rv = db_approx_size(st->db, CF_ITEMS, lo.data, lo.len, hi.data, hi.len, &files, err,
+        if ((rv = db_approx_size(st->db, cf, lo->data, lo->len, hi.data, hi.len, &files, err,
                                  errlen)) != 0) {
             memset(out, 0, sizeof(*out));
             goto out;
@@ -433,9 +434,39 @@ out:
         oom(err, errlen);
     }
     db_iter_free(it);
-    buf_fini(&lo);
     buf_fini(&hi);
+    buf_fini(lo);
     return rv;
+}
+
+int store_estimate(store *st, uint32_t table_id, uint32_t part, uint64_t max_items, store_size *out,
+                   char *err, size_t errlen)
+{
+    buf lo;
+    buf_init(&lo);
+    int rv = itemkey_append_prefix(&lo, table_id, part);
+    return estimate_prefix(st, CF_ITEMS, &lo, rv, max_items, out, err, errlen);
+}
+
+int store_estimate_lsi(store *st, uint32_t table_id, uint32_t part, uint32_t index_id,
+                       uint64_t max_items, store_size *out, char *err, size_t errlen)
+{
+    buf lo;
+    buf_init(&lo);
+    int rv = itemkey_append_prefix(&lo, table_id, part);
+    if (rv == 0) {
+        rv = buf_append_u32be(&lo, index_id);
+    }
+    return estimate_prefix(st, CF_LSI, &lo, rv, max_items, out, err, errlen);
+}
+
+int store_estimate_gsi(store *st, uint32_t table_id, uint32_t index_id, uint32_t gsi_part,
+                       uint64_t max_items, store_size *out, char *err, size_t errlen)
+{
+    buf lo;
+    buf_init(&lo);
+    int rv = itemkey_gsi_prefix(&lo, table_id, index_id, gsi_part);
+    return estimate_prefix(st, CF_GSI, &lo, rv, max_items, out, err, errlen);
 }
 
 /* ======================================================================== */
