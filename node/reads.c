@@ -335,59 +335,138 @@ out:
 
 /* ======================= TableStats ======================= */
 
-void reads_table_stats(request_ctx *c)
+/* A walk's figures (store_estimate_*: rv its return, err its message) as a
+ * PartitionStats from c's arena into *out. Returns 0, or the error set on
+ * the reply. */
+static int stats_pb(request_ctx *c, int rv, const char *err, uint32_t part, uint32_t index_id,
+                    const store_size *sz, Lapse__PartitionStats **out)
 {
-    const Lapse__TableStatsRequest *r = c->req->table_stats;
-    char err[512] = "";
-    if (request_need_body(c, r) != 0 || request_find_table(c, r->table) != 0) {
-        return;
+    Lapse__PartitionStats *ps = rv == 0 ? arena_alloc(c->a, sizeof(*ps)) : NULL;
+    if (ps == NULL) {
+        request_store_error(c, rv != 0 ? rv : LAPSE_ENOMEM, rv != 0 ? err : "out of memory");
+        return rv != 0 ? rv : LAPSE_ENOMEM;
     }
+    lapse__partition_stats__init(ps);
+    ps->partition = part;
+    ps->index_id = index_id;
+    ps->items = sz->items;
+    ps->bytes = sz->bytes;
+    ps->estimated = sz->estimated != 0;
+    *out = ps;
+    return 0;
+}
+
+/* The base partitions: each one's items, then (with r->lsi) its entries of
+ * each LSI. Returns 0 or the error set on the reply. */
+static int stats_base(request_ctx *c, const Lapse__TableStatsRequest *r,
+                      Lapse__TableStatsResponse *out)
+{
     const table_schema *t = &c->table->schema;
-    const size_t n = r->n_partitions;
-    if (n > READS_STATS_MAX_PARTITIONS) {
-        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "TableStats of %zu partitions: at most %d", n,
-                      READS_STATS_MAX_PARTITIONS);
-        return;
-    }
-    Lapse__TableStatsResponse *out = arena_alloc(c->a, sizeof(*out));
-    Lapse__PartitionStats **stats = arena_alloc(c->a, (n ? n : 1) * sizeof(*stats));
-    uint32_t *unprocessed = arena_alloc(c->a, (n ? n : 1) * sizeof(*unprocessed));
-    if (out == NULL || stats == NULL || unprocessed == NULL) {
-        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
-        return;
-    }
-    lapse__table_stats_response__init(out);
-    size_t ns = 0, nun = 0;
-    for (size_t i = 0; i < n; i++) {
+    const uint32_t nlsi = r->lsi ? t->nlsi : 0;
+    char err[512] = "";
+    for (size_t i = 0; i < r->n_partitions; i++) {
         const uint32_t part = r->partitions[i];
         if (part >= t->partitions) {
             rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
                           "partition %u is out of range: table \"%s\" has %u", part, t->name,
                           t->partitions);
-            return;
+            return LAPSE_EINVAL;
         }
         if (!request_owns(c, part)) {
-            unprocessed[nun++] = (uint32_t)i;
+            out->unprocessed[out->n_unprocessed++] = (uint32_t)i;
             continue;
         }
         store_size sz;
         int rv = store_estimate(c->ns->st, t->id, part, READS_STATS_WALK, &sz, err, sizeof(err));
-        Lapse__PartitionStats *ps = arena_alloc(c->a, sizeof(*ps));
-        if (rv != 0 || ps == NULL) {
-            request_store_error(c, rv != 0 ? rv : LAPSE_ENOMEM, rv != 0 ? err : "out of memory");
-            return;
+        if ((rv = stats_pb(c, rv, err, part, 0, &sz, &out->stats[out->n_stats])) != 0) {
+            return rv;
         }
-        lapse__partition_stats__init(ps);
-        ps->partition = part;
-        ps->items = sz.items;
-        ps->bytes = sz.bytes;
-        ps->estimated = sz.estimated != 0;
-        stats[ns++] = ps;
+        out->n_stats++;
+        for (uint32_t j = 0; j < nlsi; j++) {
+            const uint32_t id = t->lsi[j].id;
+            rv = store_estimate_lsi(c->ns->st, t->id, part, id, READS_STATS_WALK, &sz, err,
+                                    sizeof(err));
+            if ((rv = stats_pb(c, rv, err, part, id, &sz, &out->lsi_stats[out->n_lsi_stats])) !=
+                0) {
+                return rv;
+            }
+            out->n_lsi_stats++;
+        }
     }
-    out->stats = stats;
-    out->n_stats = ns;
-    out->unprocessed = unprocessed;
-    out->n_unprocessed = nun;
+    return 0;
+}
+
+/* The GSI partitions: the entries of the copy this node holds of each.
+ * Returns 0 or the error set on the reply. */
+static int stats_gsi(request_ctx *c, const Lapse__TableStatsRequest *r,
+                     Lapse__TableStatsResponse *out)
+{
+    const table_schema *t = &c->table->schema;
+    char err[512] = "";
+    for (size_t i = 0; i < r->n_gsi_ids; i++) {
+        const uint32_t id = r->gsi_ids[i], part = r->gsi_partitions[i];
+        uint32_t g = 0;
+        while (g < t->ngsi && t->gsi[g].id != id) {
+            g++;
+        }
+        if (g == t->ngsi || part >= t->gsi[g].partitions) {
+            rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                          "table \"%s\" has no partition %u of a GSI with id %u", t->name, part,
+                          id);
+            return LAPSE_EINVAL;
+        }
+        if (pmap_replicas_index(pmap_gsi_part(c->table, g, part), c->ns->id) < 0) {
+            out->gsi_unprocessed[out->n_gsi_unprocessed++] = (uint32_t)i;
+            continue;
+        }
+        store_size sz;
+        int rv =
+            store_estimate_gsi(c->ns->st, t->id, id, part, READS_STATS_WALK, &sz, err, sizeof(err));
+        if ((rv = stats_pb(c, rv, err, part, id, &sz, &out->gsi_stats[out->n_gsi_stats])) != 0) {
+            return rv;
+        }
+        out->n_gsi_stats++;
+    }
+    return 0;
+}
+
+void reads_table_stats(request_ctx *c)
+{
+    const Lapse__TableStatsRequest *r = c->req->table_stats;
+    if (request_need_body(c, r) != 0 || request_find_table(c, r->table) != 0) {
+        return;
+    }
+    const size_t n = r->n_partitions, ng = r->n_gsi_ids;
+    const size_t nl = r->lsi ? n * c->table->schema.nlsi : 0;
+    if (r->n_gsi_partitions != ng) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
+                      "TableStats of %zu GSI ids but %zu GSI partitions", ng, r->n_gsi_partitions);
+        return;
+    }
+    if (n + ng > READS_STATS_MAX_PARTITIONS) {
+        rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "TableStats of %zu partitions: at most %d",
+                      n + ng, READS_STATS_MAX_PARTITIONS);
+        return;
+    }
+    Lapse__TableStatsResponse *out = arena_alloc(c->a, sizeof(*out));
+    if (out == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    lapse__table_stats_response__init(out);
+    out->stats = arena_alloc(c->a, (n ? n : 1) * sizeof(*out->stats));
+    out->unprocessed = arena_alloc(c->a, (n ? n : 1) * sizeof(*out->unprocessed));
+    out->lsi_stats = arena_alloc(c->a, (nl ? nl : 1) * sizeof(*out->lsi_stats));
+    out->gsi_stats = arena_alloc(c->a, (ng ? ng : 1) * sizeof(*out->gsi_stats));
+    out->gsi_unprocessed = arena_alloc(c->a, (ng ? ng : 1) * sizeof(*out->gsi_unprocessed));
+    if (out->stats == NULL || out->unprocessed == NULL || out->lsi_stats == NULL ||
+        out->gsi_stats == NULL || out->gsi_unprocessed == NULL) {
+        rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
+        return;
+    }
+    if (stats_base(c, r, out) != 0 || stats_gsi(c, r, out) != 0) {
+        return;
+    }
     c->resp->body_case = LAPSE__RESPONSE__BODY_TABLE_STATS;
     c->resp->table_stats = out;
 }

@@ -18,7 +18,11 @@ void reads_scan(request_ctx *c);
 void reads_batch_get(request_ctx *c); /* at most REQUEST_BATCH_MAX keys */
 /* TableStats: the items and bytes of the asked partitions this node is the
  * primary of (store_estimate, READS_STATS_WALK items walked per partition
- * at most); the others are unprocessed. At most 4096 partitions a call. */
+ * at most), with each one's LSI entries when asked (store_estimate_lsi, as
+ * many walks more as the table has LSIs); the others are unprocessed. And
+ * the entries of the asked GSI partitions this node holds a copy of
+ * (store_estimate_gsi, one walk each); the others are unprocessed. At most
+ * 4096 partitions, base and GSI, a call. */
 void reads_table_stats(request_ctx *c);
 
 /* Items walked per partition by TableStats before the rest is estimated:
