@@ -354,10 +354,27 @@ typedef struct lapse_table_size_info {
  * (TableStats: each walks at most 10,000 items of a partition, and scales
  * the rest from RocksDB's size of the partition's files) and sums them into
  * *out. A cost of up to 10,000 item reads per partition: callers cache it
- * (the DynamoDB gateway does, for DDB_STATS_CACHE_MS). Returns 0,
+ * (the DynamoDB gateway caches lapse_table_sizes for DDB_SIZE_CACHE_MS). Returns 0,
  * LAPSE_ENOTFOUND, LAPSE_EINVAL or a transport error; *out is zero then. */
 int lapse_table_size(lapse_client *c, const char *table, lapse_table_size_info *out,
                      lapse_error *err);
+/* One secondary index's size (DynamoDB's index ItemCount and
+ * IndexSizeBytes). */
+typedef struct lapse_index_size_info {
+    char name[256];             /* the index's */
+    int global;                 /* 1: a GSI; 0: an LSI */
+    lapse_table_size_info size; /* its entries; an LSI entry holds the whole item, a GSI
+                                   entry the projected one */
+} lapse_index_size_info;
+/* As lapse_table_size, and the size of each of table's indexes: *indexes
+ * (caller frees with lapse_free) receives *n entries, the LSIs then the
+ * GSIs in the order the table was created with. An LSI is sized by the
+ * primaries of the base partitions beside their items (one more walk of at
+ * most 10,000 entries per partition and LSI), a GSI by one copy of each of
+ * its partitions (a walk each). Returns as lapse_table_size; on error
+ * *indexes is NULL and *n 0. */
+int lapse_table_sizes(lapse_client *c, const char *table, lapse_table_size_info *out,
+                      lapse_index_size_info **indexes, size_t *n, lapse_error *err);
 /* The node owning each of table's partitions in the client's cached map
  * (fetched once when the table is unknown): *owners (caller frees with
  * lapse_free) receives *n node ids, one per partition in partition order,
