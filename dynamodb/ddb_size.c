@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/clock.h"
@@ -13,39 +14,65 @@ typedef struct size_slot {
     char table[256]; /* "": free */
     int64_t created_ms;
     int64_t until_ms; /* monotonic */
-    uint64_t items, bytes;
+    ddb_size size;
 } size_slot;
 
 static size_slot g_size[DDB_SIZE_SLOTS];
 static size_t g_size_next;
 static pthread_mutex_t g_size_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void ddb_size_get(ddb_ctx *x, const char *table, int64_t created_ms, uint64_t *items,
-                  uint64_t *bytes)
+void ddb_size_fini(ddb_size *s)
+{
+    free(s->indexes);
+    memset(s, 0, sizeof(*s));
+}
+
+/* *to = a copy of from (to's indexes allocated); 0, or -1 on OOM with *to
+ * zero. */
+static int copy(ddb_size *to, const ddb_size *from)
+{
+    *to = *from;
+    to->indexes = NULL;
+    if (from->nindexes == 0) {
+        return 0;
+    }
+    to->indexes = malloc(from->nindexes * sizeof(*to->indexes));
+    if (to->indexes == NULL) {
+        memset(to, 0, sizeof(*to));
+        return -1;
+    }
+    memcpy(to->indexes, from->indexes, from->nindexes * sizeof(*to->indexes));
+    return 0;
+}
+
+void ddb_size_get(ddb_ctx *x, const char *table, int64_t created_ms, ddb_size *out)
 {
     int64_t now = clock_mono_now().ms;
     int hit = 0;
-    *items = *bytes = 0;
+    memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&g_size_mu);
     for (size_t i = 0; i < DDB_SIZE_SLOTS && !hit; i++) {
         const size_slot *s = &g_size[i];
         if (s->created_ms == created_ms && strcmp(s->table, table) == 0 && s->until_ms > now) {
-            *items = s->items;
-            *bytes = s->bytes;
-            hit = 1;
+            hit = copy(out, &s->size) == 0;
         }
     }
     pthread_mutex_unlock(&g_size_mu);
     if (hit) {
         return;
     }
-    lapse_table_size_info info;
+    /* The answer and the cache each get their own copy (ours to free). */
     lapse_error err;
-    if (lapse_table_size(x->c, table, &info, &err) != 0) {
+    ddb_size got, keep;
+    if (lapse_table_sizes(x->c, table, &got.table, &got.indexes, &got.nindexes, &err) != 0) {
         return; /* invariant 2 */
     }
-    *items = info.items;
-    *bytes = info.bytes;
+    int copied = copy(out, &got) == 0 && copy(&keep, &got) == 0;
+    lapse_free(got.indexes);
+    if (!copied) {
+        ddb_size_fini(out);
+        return; /* invariant 2 */
+    }
     pthread_mutex_lock(&g_size_mu);
     size_slot *slot = NULL;
     for (size_t i = 0; i < DDB_SIZE_SLOTS && slot == NULL; i++) {
@@ -57,8 +84,8 @@ void ddb_size_get(ddb_ctx *x, const char *table, int64_t created_ms, uint64_t *i
     }
     snprintf(slot->table, sizeof slot->table, "%s", table);
     slot->created_ms = created_ms;
-    slot->items = info.items;
-    slot->bytes = info.bytes;
+    ddb_size_fini(&slot->size);
+    slot->size = keep;
     slot->until_ms = clock_mono_now().ms + DDB_SIZE_CACHE_MS;
     pthread_mutex_unlock(&g_size_mu);
 }

@@ -71,6 +71,8 @@ static json_t *table_description(ddb_ctx *x, const char *lapse_json, const char 
             if (k == 1) {
                 json_object_set_new(o, "IndexStatus", json_string("ACTIVE"));
             }
+            json_object_set_new(o, "IndexSizeBytes", json_integer(0));
+            json_object_set_new(o, "ItemCount", json_integer(0));
             json_array_append_new(arr, o);
         }
         json_object_set_new(d, kinds[k], arr);
@@ -270,14 +272,29 @@ int ddb_tables_describe(ddb_ctx *x, json_t *req)
     if (describe_named(x, req, "ACTIVE", &table, &d) != 0) {
         return -1;
     }
-    /* Only DescribeTable sizes the table (ddb_size.h); the other answers
-     * carrying a TableDescription keep DynamoDB's figures of a moment ago,
-     * here 0, as CreateTable's does. */
-    uint64_t items = 0, bytes = 0;
+    /* Only DescribeTable sizes the table and its indexes (ddb_size.h); the
+     * other answers carrying a TableDescription keep DynamoDB's figures of
+     * a moment ago, here 0, as CreateTable's does. */
+    ddb_size sz;
     double created_s = json_number_value(json_object_get(d, "CreationDateTime"));
-    ddb_size_get(x, table, (int64_t)(created_s * 1000.0 + 0.5), &items, &bytes);
-    json_object_set_new(d, "ItemCount", json_integer((json_int_t)items));
-    json_object_set_new(d, "TableSizeBytes", json_integer((json_int_t)bytes));
+    ddb_size_get(x, table, (int64_t)(created_s * 1000.0 + 0.5), &sz);
+    json_object_set_new(d, "ItemCount", json_integer((json_int_t)sz.table.items));
+    json_object_set_new(d, "TableSizeBytes", json_integer((json_int_t)sz.table.bytes));
+    for (size_t k = 0; k < sz.nindexes; k++) {
+        const lapse_index_size_info *ix = &sz.indexes[k];
+        const char *kind = ix->global ? "GlobalSecondaryIndexes" : "LocalSecondaryIndexes";
+        json_t *arr = json_object_get(d, kind), *o;
+        size_t i;
+        json_array_foreach(arr, i, o)
+        {
+            const char *name = json_string_value(json_object_get(o, "IndexName"));
+            if (name != NULL && strcmp(name, ix->name) == 0) {
+                json_object_set_new(o, "ItemCount", json_integer((json_int_t)ix->size.items));
+                json_object_set_new(o, "IndexSizeBytes", json_integer((json_int_t)ix->size.bytes));
+            }
+        }
+    }
+    ddb_size_fini(&sz);
     x->out = json_pack("{s:o}", "Table", d);
     return 0;
 }

@@ -180,6 +180,67 @@ def create_include_table(ddb, name):
              "Projection": {"ProjectionType": "ALL"}}])
 
 
+def test_describe_table_index_sizes(ddb):
+    """DescribeTable's ItemCount and IndexSizeBytes of each index
+    (docs/dynamodb-api.md, "Table size"): 0 when nothing is put; after 40
+    puts of about 200 bytes over partitions on three nodes, exact counts of
+    what each sparse index holds (the LSI's primaries and one copy of each
+    GSI partition count their entries) and sizes near the entries': an LSI
+    entry and an ALL GSI entry hold the whole item, a KEYS_ONLY one the keys.
+    Would catch: the figures absent, an index counted as the whole table, a
+    GSI partition counted on each of its copies or not at all. The gateway
+    caches the figures for 10 s, so CreateTable's answer shows the zeros and
+    the table is described once, when the GSI entries have arrived (they
+    travel asynchronously)."""
+    name = "ixsz_" + uuid.uuid4().hex[:12]
+    created = ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": t}
+                              for a, t in [("pk", "S"), ("sk", "N"), ("g", "S"), ("r", "N")]],
+        KeySchema=key_schema("pk", "sk"),
+        LocalSecondaryIndexes=[{"IndexName": "by_r", "KeySchema": key_schema("pk", "r"),
+                                "Projection": {"ProjectionType": "KEYS_ONLY"}}],
+        GlobalSecondaryIndexes=[
+            {"IndexName": "by_g", "KeySchema": key_schema("g", "sk"),
+             "Projection": {"ProjectionType": "ALL"}},
+            {"IndexName": "keys_g", "KeySchema": key_schema("g"),
+             "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+    t = created["TableDescription"]
+    for ix in t["LocalSecondaryIndexes"] + t["GlobalSecondaryIndexes"]:
+        assert (ix["ItemCount"], ix["IndexSizeBytes"]) == (0, 0), ix
+    n, in_r, in_g = 40, 0, 0
+    for i in range(n):
+        item = {"pk": S("p%d" % (i % 7)), "sk": N(i), "blob": S("x" * 200)}
+        if i % 2 == 0:
+            item["r"] = N(i)
+            in_r += 1
+        if i % 3 == 0:
+            item["g"] = S("g%d" % (i % 4))
+            in_g += 1
+        ddb.put_item(TableName=name, Item=item)
+    deadline = time.time() + 10
+    while True:
+        got = {ix: sum(ddb.query(TableName=name, IndexName=ix, KeyConditionExpression="g = :g",
+                                 ExpressionAttributeValues={":g": S("g%d" % v)})["Count"]
+                       for v in range(4))
+               for ix in ("by_g", "keys_g")}
+        if got == {"by_g": in_g, "keys_g": in_g} or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert got == {"by_g": in_g, "keys_g": in_g}
+    t = ddb.describe_table(TableName=name)["Table"]
+    assert t["ItemCount"] == n, t["ItemCount"]
+    ix = {i["IndexName"]: i for i in t["LocalSecondaryIndexes"] + t["GlobalSecondaryIndexes"]}
+    counts = {k: v["ItemCount"] for k, v in ix.items()}
+    assert counts == {"by_r": in_r, "by_g": in_g, "keys_g": in_g}, counts
+    sizes = {k: v["IndexSizeBytes"] for k, v in ix.items()}
+    assert in_r * 200 <= sizes["by_r"] <= in_r * 300, sizes
+    assert in_g * 200 <= sizes["by_g"] <= in_g * 300, sizes
+    assert 0 < sizes["keys_g"] <= in_g * 40, sizes
+    assert sizes["by_r"] + sizes["by_g"] <= 2 * t["TableSizeBytes"], (sizes, t["TableSizeBytes"])
+    ddb.delete_table(TableName=name)
+
+
 def projections(ddb, name):
     t = ddb.describe_table(TableName=name)["Table"]
     return {i["IndexName"]: i["Projection"]

@@ -185,8 +185,10 @@ for line in sys.stdin:
 }
 
 # A GSI with an INCLUDE projection through the aws CLI: describe-table gives
-# the projection as created, scan --index-name returns only the item that
-# has the index's key, with the keys and the included attribute.
+# the projection as created and the index's ItemCount and IndexSizeBytes (0:
+# nothing put yet; boto3's test_describe_table_index_sizes counts), scan
+# --index-name returns only the item that has the index's key, with the keys
+# and the included attribute.
 index_cli() {
   local t=CliIndexed
   ok create-table --table-name $t --billing-mode PAY_PER_REQUEST \
@@ -195,6 +197,7 @@ index_cli() {
     --global-secondary-indexes '[{"IndexName":"by_grp","KeySchema":[{"AttributeName":"grp","KeyType":"HASH"}],"Projection":{"ProjectionType":"INCLUDE","NonKeyAttributes":["color"]}}]'
   ok describe-table --table-name $t
   check "doc['Table']['GlobalSecondaryIndexes'][0]['Projection'] == {'ProjectionType': 'INCLUDE', 'NonKeyAttributes': ['color']}"
+  check "(doc['Table']['GlobalSecondaryIndexes'][0]['ItemCount'], doc['Table']['GlobalSecondaryIndexes'][0]['IndexSizeBytes']) == (0, 0)"
   ok put-item --table-name $t --item '{"id":{"S":"a"},"grp":{"S":"g"},"color":{"S":"red"},"size":{"N":"3"}}'
   ok put-item --table-name $t --item '{"id":{"S":"b"},"color":{"S":"blue"}}'
   ok scan --table-name $t --index-name by_grp
