@@ -310,6 +310,13 @@ static int stream_json(json_t *t, const Lapse__TableMap *tm)
         return -1;
     }
     if (!on) {
+        /* One turned off: which it was (absent for a table that never had
+         * one; DynamoDB's DescribeTable keeps StreamEnabled false then). */
+        if (sc != NULL &&
+            ((sc->generation > 0 && put(spec, "Generation", json_integer(sc->generation)) != 0) ||
+             (sc->since_ms > 0 && put(spec, "SinceMs", json_integer(sc->since_ms)) != 0))) {
+            return -1;
+        }
         return 0;
     }
     uint32_t hours =

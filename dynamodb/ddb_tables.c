@@ -94,6 +94,11 @@ static json_t *table_description(ddb_ctx *x, const char *lapse_json, const char 
                                       view != NULL ? view : "NEW_AND_OLD_IMAGES"));
         json_object_set_new(d, "LatestStreamArn", json_string(sarn));
         json_object_set_new(d, "LatestStreamLabel", json_string(label));
+    } else if (json_object_get(stream, "Generation") != NULL ||
+               json_object_get(stream, "SinceMs") != NULL) {
+        /* Turned off by UpdateTable: DynamoDB keeps saying so. The stream
+         * itself is gone (docs/dynamodb-api.md), so no LatestStreamArn. */
+        json_object_set_new(d, "StreamSpecification", json_pack("{s:b}", "StreamEnabled", 0));
     }
     json_decref(doc);
     return d;

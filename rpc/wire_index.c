@@ -69,8 +69,11 @@ int wire_indexes_to_pb(arena *a, const table_schema *t, Lapse__TableSchema *pb)
         indexes_to_pb(a, t->gsi, ng, &pb->gsi, &pb->n_gsi) != 0) {
         return LAPSE_ENOMEM;
     }
-    if (!t->stream.enabled && t->stream.generation == 0) {
-        return 0; /* never a stream: stream stays NULL (absent on the wire) */
+    if (!t->stream.enabled && t->stream.generation == 0 && t->stream.since_ms == 0) {
+        /* Never a stream: stream stays NULL (absent on the wire). One turned
+         * off keeps its generation and since_ms (CreateTable's: the table's
+         * creation, streamcalls.c), so DescribeTable can say it was. */
+        return 0;
     }
     Lapse__StreamConfig *s = arena_alloc(a, sizeof *s);
     if (s == NULL) {

@@ -130,6 +130,15 @@ static void indexed_schema_round_trips(void **state)
                      0);
     un->stream = NULL;
     lapse__table_schema__free_unpacked(un, NULL);
+    /* CreateTable's stream (generation 0) turned off keeps its label's
+     * instant, so it stays told apart from none. */
+    t.stream.since_ms = 1790000000123;
+    un = through_wire(&t);
+    assert_non_null(un->stream);
+    assert_false(un->stream->enabled);
+    assert_rv(wire_schema_from_pb(un, &back, err, sizeof err), 0, err);
+    assert_memory_equal(&t, &back, sizeof t);
+    lapse__table_schema__free_unpacked(un, NULL);
 }
 
 static void lsi_partition_key_must_be_the_tables(void **state)

@@ -199,11 +199,13 @@ def test_stream_turned_on_off_and_on_again(ddb, streams):
         assert r["dynamodb"]["StreamViewType"] == "NEW_IMAGE" and "NewImage" in r["dynamodb"]
         assert "OldImage" not in r["dynamodb"]
 
-    # Off: the stream is gone (Lapse does not keep it readable for 24 hours).
+    # Off: the stream is gone (Lapse does not keep it readable for 24 hours);
+    # the table still says it had one, as DynamoDB's does.
     d = ddb.update_table(TableName=name, StreamSpecification={"StreamEnabled": False})
     d = d["TableDescription"]
-    assert "LatestStreamArn" not in d and "StreamSpecification" not in d
-    assert "LatestStreamArn" not in ddb.describe_table(TableName=name)["Table"]
+    assert "LatestStreamArn" not in d and d["StreamSpecification"] == {"StreamEnabled": False}
+    t = ddb.describe_table(TableName=name)["Table"]
+    assert "LatestStreamArn" not in t and t["StreamSpecification"] == {"StreamEnabled": False}
     assert streams.list_streams(TableName=name)["Streams"] == []
     with pytest.raises(ClientError) as e:
         streams.describe_stream(StreamArn=arn1)
@@ -262,6 +264,22 @@ def test_stream_turned_on_off_and_on_again(ddb, streams):
                                     ShardIteratorType="LATEST")["ShardIterator"]
     assert streams.get_records(ShardIterator=it)["Records"] == []
     ddb.delete_table(TableName=other)
+    ddb.delete_table(TableName=name)
+
+
+def test_create_table_stream_turned_off_is_described(ddb, streams):
+    """A stream CreateTable made, turned off: DescribeTable keeps
+    StreamSpecification {StreamEnabled: false}, as DynamoDB's does (that
+    stream, generation 0, is told apart from none by its label's instant);
+    the stream itself is gone. Would catch: the table described as one that
+    never had a stream."""
+    name, arn = stream_table(ddb)
+    d = ddb.update_table(TableName=name,
+                         StreamSpecification={"StreamEnabled": False})["TableDescription"]
+    assert d["StreamSpecification"] == {"StreamEnabled": False} and "LatestStreamArn" not in d
+    t = ddb.describe_table(TableName=name)["Table"]
+    assert t["StreamSpecification"] == {"StreamEnabled": False} and "LatestStreamArn" not in t
+    assert streams.list_streams(TableName=name)["Streams"] == []
     ddb.delete_table(TableName=name)
 
 
