@@ -47,23 +47,30 @@ def key_schema(h, r=None):
     return ks
 
 
-@pytest.fixture(scope="module")
-def table(ddb):
-    """pk S / sk N; LSI by_r on r (even items only), GSI by_g on g (every third
-    item), GSI keys_g on g KEYS_ONLY. Each item has x = i and a payload."""
-    name = "ix_" + uuid.uuid4().hex[:12]
-    ddb.create_table(
+def create_indexed(ddb, name, lsi_projection):
+    """Creates table name, pk S / sk N, with LSI by_r on r (lsi_projection),
+    GSI by_g on g / sk (ALL) and GSI keys_g on g (KEYS_ONLY); CreateTable's
+    answer."""
+    return ddb.create_table(
         TableName=name,
         AttributeDefinitions=[{"AttributeName": a, "AttributeType": t}
                               for a, t in [("pk", "S"), ("sk", "N"), ("g", "S"), ("r", "N")]],
         KeySchema=key_schema("pk", "sk"),
         LocalSecondaryIndexes=[{"IndexName": "by_r", "KeySchema": key_schema("pk", "r"),
-                                "Projection": {"ProjectionType": "ALL"}}],
+                                "Projection": {"ProjectionType": lsi_projection}}],
         GlobalSecondaryIndexes=[
             {"IndexName": "by_g", "KeySchema": key_schema("g", "sk"),
              "Projection": {"ProjectionType": "ALL"}},
             {"IndexName": "keys_g", "KeySchema": key_schema("g"),
              "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+
+
+@pytest.fixture(scope="module")
+def table(ddb):
+    """pk S / sk N; LSI by_r on r (even items only), GSI by_g on g (every third
+    item), GSI keys_g on g KEYS_ONLY. Each item has x = i and a payload."""
+    name = "ix_" + uuid.uuid4().hex[:12]
+    create_indexed(ddb, name, "ALL")
     for i in range(N_ITEMS):
         item = {"pk": S("p%d" % (i % 5)), "sk": N(i), "x": N(i), "payload": S("v%d" % i)}
         if i % 2 == 0:
@@ -193,18 +200,7 @@ def test_describe_table_index_sizes(ddb):
     the table is described once, when the GSI entries have arrived (they
     travel asynchronously)."""
     name = "ixsz_" + uuid.uuid4().hex[:12]
-    created = ddb.create_table(
-        TableName=name,
-        AttributeDefinitions=[{"AttributeName": a, "AttributeType": t}
-                              for a, t in [("pk", "S"), ("sk", "N"), ("g", "S"), ("r", "N")]],
-        KeySchema=key_schema("pk", "sk"),
-        LocalSecondaryIndexes=[{"IndexName": "by_r", "KeySchema": key_schema("pk", "r"),
-                                "Projection": {"ProjectionType": "KEYS_ONLY"}}],
-        GlobalSecondaryIndexes=[
-            {"IndexName": "by_g", "KeySchema": key_schema("g", "sk"),
-             "Projection": {"ProjectionType": "ALL"}},
-            {"IndexName": "keys_g", "KeySchema": key_schema("g"),
-             "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+    created = create_indexed(ddb, name, "KEYS_ONLY")
     t = created["TableDescription"]
     for ix in t["LocalSecondaryIndexes"] + t["GlobalSecondaryIndexes"]:
         assert (ix["ItemCount"], ix["IndexSizeBytes"]) == (0, 0), ix
