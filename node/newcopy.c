@@ -11,22 +11,23 @@
 #include "../common/log.h"
 #include "../partition/apply.h"
 #include "../partition/outbox.h"
-#include "gsi_fill.h"
-#include "replicate.h"
+#include "repllock.h"
 
-/* A source a table waits on: it has not reached this node with a map of
- * version since or later. */
-struct wait {
-    uint32_t table_id, part;
-    uint64_t since;
+/* A table that got new copies here with the map of version version. */
+struct added {
+    uint32_t table_id;
+    uint64_t version;
 };
 
 struct newcopy {
-    pthread_mutex_t lock; /* guards v, n, cap */
-    struct wait *v;
+    pthread_mutex_t lock; /* guards v, n, cap, added, nadded, added_cap */
+    newcopy_wait *v;
     size_t n, cap;
-    atomic_size_t nwaits;  /* n, read without the lock on the apply path */
-    atomic_ullong version; /* the map newcopy_filling answers for */
+    struct added *added; /* the latest per table */
+    size_t nadded, added_cap;
+    atomic_size_t nwaits;    /* n, read without the lock on the apply path */
+    atomic_ullong version;   /* the map newcopy_filling answers for */
+    atomic_ullong added_max; /* the highest added[].version */
 };
 
 /* Whether list r names id. */
@@ -112,7 +113,7 @@ static void wait_on(newcopy *nc, uint32_t table_id, uint32_t part, uint64_t sinc
     }
     if (nc->n == nc->cap) {
         size_t cap = nc->cap ? nc->cap * 2 : 16;
-        struct wait *v = realloc(nc->v, cap * sizeof(*v));
+        newcopy_wait *v = realloc(nc->v, cap * sizeof(*v));
         if (v == NULL) {
             pthread_mutex_unlock(&nc->lock);
             log_error("table id %u: out of memory noting a new copy's source %u: it is not waited "
@@ -123,7 +124,7 @@ static void wait_on(newcopy *nc, uint32_t table_id, uint32_t part, uint64_t sinc
         nc->v = v;
         nc->cap = cap;
     }
-    nc->v[nc->n++] = (struct wait){table_id, part, since};
+    nc->v[nc->n++] = (newcopy_wait){table_id, part, since};
     atomic_store(&nc->nwaits, nc->n);
     pthread_mutex_unlock(&nc->lock);
 }
@@ -159,6 +160,7 @@ int newcopy_open(node_server *ns, const pmap *pm)
     pthread_mutex_init(&nc->lock, NULL);
     atomic_init(&nc->nwaits, 0);
     atomic_init(&nc->version, pm->version);
+    atomic_init(&nc->added_max, 0);
     wait_joining(nc, pm, ns->id);
     ns->newcopy = nc;
     return 0;
@@ -172,6 +174,7 @@ void newcopy_close(node_server *ns)
     }
     pthread_mutex_destroy(&nc->lock);
     free(nc->v);
+    free(nc->added);
     free(nc);
     ns->newcopy = NULL;
 }
@@ -196,6 +199,38 @@ static void note_own_outbox(node_server *ns, const pmap_table *t, uint32_t p)
                   "failed: %s",
                   t->schema.name, (unsigned)p, err);
     }
+}
+
+/* Records that table_id got new copies here with the map of version
+ * version. */
+static void note_added(newcopy *nc, uint32_t table_id, uint64_t version)
+{
+    pthread_mutex_lock(&nc->lock);
+    size_t i = 0;
+    while (i < nc->nadded && nc->added[i].table_id != table_id) {
+        i++;
+    }
+    if (i == nc->nadded && nc->nadded == nc->added_cap) {
+        size_t cap = nc->added_cap ? nc->added_cap * 2 : 8;
+        struct added *a = realloc(nc->added, cap * sizeof(*a));
+        if (a == NULL) {
+            pthread_mutex_unlock(&nc->lock);
+            log_error("out of memory noting new copies of table id %u: a batch filtered by an "
+                      "older map may skip them",
+                      (unsigned)table_id);
+            return;
+        }
+        nc->added = a;
+        nc->added_cap = cap;
+    }
+    if (i == nc->nadded) {
+        nc->nadded++;
+    }
+    nc->added[i] = (struct added){table_id, version};
+    if (version > atomic_load(&nc->added_max)) {
+        atomic_store(&nc->added_max, version);
+    }
+    pthread_mutex_unlock(&nc->lock);
 }
 
 /* Deletes what this node may still hold of its copies new in t (ot
@@ -228,6 +263,9 @@ static void note_table(node_server *ns, const pmap_table *ot, const pmap_table *
 {
     const uint32_t id = ns->id;
     const int gnew = gsi_new(ot, t, id);
+    /* From now on a batch filtered by an older map is refused
+     * (replicate_apply), so each mark below divides the batches exactly. */
+    note_added(ns->newcopy, t->schema.id, version);
     clear_new(ns, ot, t); /* before the marks: every record applied since is refilled */
     size_t shards = 0, waits = 0;
     for (uint32_t p = 0; p < t->schema.partitions; p++) {
@@ -238,8 +276,11 @@ static void note_table(node_server *ns, const pmap_table *ot, const pmap_table *
         shards += (size_t)snew;
         uint64_t mark = 0;
         char err[256] = "";
-        if (replicate_note_new_copy(ns, t->schema.id, p, gnew, snew, &mark, err, sizeof(err)) !=
-            0) {
+        pthread_mutex_t *mu = repllock_of(ns, t->schema.id, p);
+        pthread_mutex_lock(mu); /* no batch of p is applied meanwhile (replicate.c) */
+        int rv = apply_note_new_copy(ns->st, t->schema.id, p, gnew, snew, &mark, err, sizeof(err));
+        pthread_mutex_unlock(mu);
+        if (rv != 0) {
             log_error("table \"%s\" partition %u: noting what a new copy misses failed (it may "
                       "answer reads with entries missing): %s",
                       t->schema.name, (unsigned)p, err);
@@ -336,14 +377,16 @@ size_t newcopy_filling(node_server *ns, const pmap *pm, uint32_t *ids, size_t ma
     return n;
 }
 
-/* The waits of the tables of pm, copied out (the calls below are made
- * without the lock). */
-static size_t copy_waits(newcopy *nc, struct wait **out)
+size_t newcopy_waits(node_server *ns, newcopy_wait **out)
 {
+    newcopy *nc = ns->newcopy;
+    *out = NULL;
+    if (nc == NULL || atomic_load(&nc->nwaits) == 0) {
+        return 0;
+    }
     pthread_mutex_lock(&nc->lock);
     size_t n = nc->n;
-    *out = n > 0 ? malloc(n * sizeof(**out)) : NULL;
-    if (*out != NULL) {
+    if (n > 0 && (*out = malloc(n * sizeof(**out))) != NULL) {
         memcpy(*out, nc->v, n * sizeof(**out));
     } else {
         n = 0;
@@ -352,35 +395,17 @@ static size_t copy_waits(newcopy *nc, struct wait **out)
     return n;
 }
 
-void newcopy_ask_sources(node_server *ns, const pmap *pm)
+int newcopy_added_after(node_server *ns, uint32_t table_id, uint64_t version)
 {
     newcopy *nc = ns->newcopy;
-    if (nc == NULL || atomic_load(&nc->nwaits) == 0) {
-        return;
+    if (nc == NULL || version >= atomic_load(&nc->added_max)) {
+        return 0;
     }
-    struct wait *v = NULL;
-    size_t n = copy_waits(nc, &v);
-    for (size_t i = 0; i < n; i++) {
-        const pmap_table *t = pmap_table_find_id(pm, v[i].table_id);
-        uint64_t seq = 0, version = 0, applied = 0;
-        char err[256] = "";
-        if (t == NULL) {
-            newcopy_reached(ns, v[i].table_id, v[i].part, UINT64_MAX); /* dropped */
-            continue;
-        }
-        if (gsi_fill_primary_seq(ns, pm, t, v[i].part, &seq, &version, err, sizeof(err)) != 0 ||
-            apply_applied_seq(ns->st, v[i].table_id, v[i].part, &applied, err, sizeof(err)) != 0) {
-            log_debug("table \"%s\" partition %u: asking where it stands for a new copy: %s",
-                      t->schema.name, (unsigned)v[i].part, err);
-            continue;
-        }
-        if (seq <= applied) {
-            /* Nothing there this node has not applied: nothing trimmed to
-             * learn of (a source that never wrote ships nothing at all).
-             * With a map that adds the copy, its primary ships to us all
-             * it writes from now on. */
-            newcopy_reached(ns, v[i].table_id, v[i].part, version);
-        }
+    int after = 0;
+    pthread_mutex_lock(&nc->lock);
+    for (size_t i = 0; i < nc->nadded && !after; i++) {
+        after = nc->added[i].table_id == table_id && nc->added[i].version > version;
     }
-    free(v);
+    pthread_mutex_unlock(&nc->lock);
+    return after;
 }

@@ -7,14 +7,17 @@
  *  - the records of its source partitions this node applied before it held
  *    the copy (it held other copies of the table): newcopy_note, run by
  *    maps_apply once the new map is current, marks them missing through
- *    the applied seq (replicate_note_new_copy), and the refill thread fills
- *    the new kinds as it fills a copy that lost records;
+ *    the applied seq (apply_note_new_copy, under the lock the source's
+ *    batches are applied under; a batch filtered by an older map is refused
+ *    from then on: newcopy_added_after), and the refill thread fills the
+ *    new kinds as it fills a copy that lost records;
  *  - the records a source trimmed before this node was its destination:
  *    the source's new lane to this node learns where it stands and says
  *    what it no longer holds (first_kept), which apply_note_missing marks.
  *    Until a source whose destination this node was not has reached it
- *    with a map that adds the copy (newcopy_reached), the table waits on
- *    it.
+ *    with a map that adds the copy (newcopy_reached), or its primary says
+ *    it stands where this node applied already (the refill thread asks:
+ *    a source that never wrote ships nothing), the table waits on it.
  * A table is "filling" while it waits on a source or has a mark left
  * (apply_missing_any). The heartbeat reports the filling tables with the
  * map version they hold for (newcopy_filling), and the coordinator's mover
@@ -40,6 +43,13 @@
 
 typedef struct newcopy newcopy;
 
+/* A source a table waits on: it has not reached this node with a map of
+ * version since or later. */
+typedef struct newcopy_wait {
+    uint32_t table_id, part;
+    uint64_t since;
+} newcopy_wait;
+
 /* Creates ns->newcopy and waits on every source of each table of pm where
  * node ns->id holds a joining copy. 0 or LAPSE_ENOMEM. */
 int newcopy_open(node_server *ns, const pmap *pm);
@@ -48,8 +58,7 @@ void newcopy_close(node_server *ns);
 
 /* Marks what the copies new in new miss (above), and publishes new's
  * version as the one newcopy_filling answers for. REQUIRES: new is the
- * current map (batches applied from now on feed its copies:
- * replicate_note_new_copy); called by maps_apply, one at a time. */
+ * current map; called by maps_apply, one at a time. */
 void newcopy_note(node_server *ns, const pmap *old, const pmap *new);
 
 /* A batch of source partition src_part of table table_id, sent with the
@@ -57,12 +66,16 @@ void newcopy_note(node_server *ns, const pmap *old, const pmap *new);
  * longer waits on that source if the sender's map was new enough. */
 void newcopy_reached(node_server *ns, uint32_t table_id, uint32_t src_part, uint64_t src_version);
 
-/* Asks the primary of each source a table waits on where its outbox
- * stands: one at or below what this node applied has nothing for it to
- * learn (a source that never wrote ships nothing, so never reaches it),
- * and the table waits on it no longer. The refill thread calls it every
- * pass; it blocks on those calls. */
-void newcopy_ask_sources(node_server *ns, const pmap *pm);
+/* The waits now, copied into *out (caller frees; NULL when none).
+ * Returns how many. */
+size_t newcopy_waits(node_server *ns, newcopy_wait **out);
+
+/* Whether a map newer than version gave this node new GSI or stream
+ * copies of table table_id: a batch filtered by that older map would skip
+ * them after their missing mark was written, so replicate_apply refuses
+ * it (the source resends it, filtered by the new map). Cheap when no
+ * table got any since version. */
+int newcopy_added_after(node_server *ns, uint32_t table_id, uint64_t version);
 
 /* Whether table table_id waits on a source (its joining copies answer no
  * read). */

@@ -31,6 +31,37 @@ static int stopping(refill *r)
     return stop;
 }
 
+/* Asks the primary of each source a table waits on (newcopy.h) where its
+ * outbox stands: one at or below what this node applied has nothing for it
+ * to learn, and the table waits on it no longer. Blocks on those calls. */
+static void ask_sources(node_server *ns, const pmap *pm)
+{
+    newcopy_wait *v = NULL;
+    size_t n = newcopy_waits(ns, &v);
+    for (size_t i = 0; i < n; i++) {
+        const pmap_table *t = pmap_table_find_id(pm, v[i].table_id);
+        uint64_t seq = 0, version = 0, applied = 0;
+        char err[256] = "";
+        if (t == NULL) {
+            newcopy_reached(ns, v[i].table_id, v[i].part, UINT64_MAX); /* dropped */
+            continue;
+        }
+        if (gsi_fill_primary_seq(ns, pm, t, v[i].part, &seq, &version, err, sizeof(err)) != 0 ||
+            apply_applied_seq(ns->st, v[i].table_id, v[i].part, &applied, err, sizeof(err)) != 0) {
+            log_debug("table \"%s\" partition %u: asking where it stands for a new copy: %s",
+                      t->schema.name, (unsigned)v[i].part, err);
+            continue;
+        }
+        if (seq <= applied) {
+            /* A source that never wrote ships nothing at all. With a map
+             * that adds the copy, its primary ships us all it writes from
+             * now on. */
+            newcopy_reached(ns, v[i].table_id, v[i].part, version);
+        }
+    }
+    free(v);
+}
+
 /* One pass over the map's tables. Costs nothing while no copy here has
  * missed records since the node opened (apply_missing_any answers from a
  * counter), then one store seek per table, and the gap and fill steps only
@@ -70,7 +101,7 @@ static void pass(refill *r)
             }
         }
     }
-    newcopy_ask_sources(ns, pm);
+    ask_sources(ns, pm);
     maps_release(m);
 }
 

@@ -13,8 +13,8 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/change.h"
-#include "maps.h"
 #include "newcopy.h"
+#include "repllock.h"
 #include "streams.h"
 
 /* Commit-to-apply lag buckets: a record normally applies within
@@ -90,22 +90,16 @@ static int count_applied(node_server *ns, const apply_filter *f, uint64_t prev, 
     return stored;
 }
 
-static pthread_mutex_t *repl_lock(node_server *ns, uint32_t table_id, uint32_t part)
-{
-    uint64_t h = ((uint64_t)table_id << 32 | part) * 0x9E3779B97F4A7C15ULL;
-    return &ns->repl_locks[(h >> 40) % NODE_REPL_LOCKS];
-}
-
 void replicate_pause(node_server *ns, uint32_t table_id, uint32_t src_part, int on)
 {
-    pthread_mutex_t *mu = repl_lock(ns, table_id, src_part);
+    pthread_mutex_t *mu = repllock_of(ns, table_id, src_part);
     pthread_mutex_lock(mu);
     atomic_store(&ns->repl_paused, on ? (uint64_t)table_id << 32 | src_part : 0);
     pthread_mutex_unlock(mu);
 }
 
-int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t src_version,
-                    uint64_t after_seq, uint64_t to_seq, uint64_t first_kept,
+int replicate_apply(node_server *ns, const pmap_table *t, uint64_t map_version, uint32_t src_part,
+                    uint64_t src_version, uint64_t after_seq, uint64_t to_seq, uint64_t first_kept,
                     const void *const *recs, const size_t *lens, size_t n, uint64_t *applied_out,
                     char *err, size_t errlen)
 {
@@ -139,18 +133,22 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
                  to_seq, after_seq);
         return LAPSE_EINVAL;
     }
-    pthread_mutex_t *mu = repl_lock(ns, t->schema.id, src_part);
+    replicate_filter(t, src_part, ns->id, &fa, &f);
+    pthread_mutex_t *mu = repllock_of(ns, t->schema.id, src_part);
     pthread_mutex_lock(mu);
-    /* The filter of the current map, read under the lock: a copy a newer
-     * map added here is fed from the first batch after newcopy_note,
-     * which takes this lock too (replicate_note_new_copy). */
-    node_map *cur = maps_acquire(ns);
-    const pmap_table *ct = pmap_table_find_id(cur->pm, t->schema.id);
-    replicate_filter(ct != NULL ? ct : t, src_part, ns->id, &fa, &f);
+    if (newcopy_added_after(ns, t->schema.id, map_version)) {
+        /* A newer map gave this node new copies of the table, and their
+         * missing mark may be written: a batch filtered by an older map
+         * would skip them past the mark. */
+        pthread_mutex_unlock(mu);
+        snprintf(err, errlen,
+                 "table %u: this node's copies changed after map version %" PRIu64 "; resend",
+                 (unsigned)t->schema.id, map_version);
+        return LAPSE_EUNAVAILABLE;
+    }
     if (t->schema.id != 0 &&
         atomic_load(&ns->repl_paused) == ((uint64_t)t->schema.id << 32 | src_part)) {
         pthread_mutex_unlock(mu);
-        maps_release(cur);
         snprintf(err, errlen,
                  "table %u partition %u: this node's GSI copies are being filled from its items; "
                  "resend later",
@@ -181,7 +179,6 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
         stored = count_applied(ns, &f, prev, applied, recs, lens, n);
     }
     pthread_mutex_unlock(mu);
-    maps_release(cur);
     if (stored) {
         streams_notify(ns->streams);
     }
@@ -193,16 +190,5 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uin
     if (applied_out != NULL) {
         *applied_out = applied;
     }
-    return rv;
-}
-
-int replicate_note_new_copy(node_server *ns, uint32_t table_id, uint32_t src_part, int gsi_new,
-                            int stream_new, uint64_t *mark, char *err, size_t errlen)
-{
-    pthread_mutex_t *mu = repl_lock(ns, table_id, src_part);
-    pthread_mutex_lock(mu);
-    int rv =
-        apply_note_new_copy(ns->st, table_id, src_part, gsi_new, stream_new, mark, err, errlen);
-    pthread_mutex_unlock(mu);
     return rv;
 }

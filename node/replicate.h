@@ -44,10 +44,13 @@
  * resend after *applied_out), LAPSE_EINVAL, LAPSE_ECORRUPT, LAPSE_EIO or
  * LAPSE_ENOMEM, with err; on error nothing is applied. A batch applied
  * (or a batch of none answered) tells newcopy_reached that the source,
- * at its map version src_version, reached this node.
+ * at its map version src_version, reached this node. LAPSE_EUNAVAILABLE
+ * (resend later) when a map newer than map_version, the version of the
+ * map t is from, gave this node new GSI or stream copies of the table
+ * (newcopy_added_after): the batch is filtered for the old copies.
  */
-int replicate_apply(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t src_version,
-                    uint64_t after_seq, uint64_t to_seq, uint64_t first_kept,
+int replicate_apply(node_server *ns, const pmap_table *t, uint64_t map_version, uint32_t src_part,
+                    uint64_t src_version, uint64_t after_seq, uint64_t to_seq, uint64_t first_kept,
                     const void *const *recs, const size_t *lens, size_t n, uint64_t *applied_out,
                     char *err, size_t errlen);
 
@@ -59,14 +62,6 @@ typedef struct replicate_filter_arg {
 } replicate_filter_arg;
 void replicate_filter(const pmap_table *t, uint32_t src_part, uint32_t node_id,
                       replicate_filter_arg *arg, apply_filter *f);
-
-/* apply_note_new_copy under the lock replicate_apply takes for the same
- * source: every batch applied before it was applied without the new copy
- * (and is counted missing), every one after it with it, since
- * replicate_apply reads its filter from the current map under that lock
- * (newcopy.h). */
-int replicate_note_new_copy(node_server *ns, uint32_t table_id, uint32_t src_part, int gsi_new,
-                            int stream_new, uint64_t *mark, char *err, size_t errlen);
 
 /* Holds every batch of source partition src_part of table table_id off
  * this node while its GSI copies are filled from the source's items

@@ -65,16 +65,16 @@ void replserve_handle(request_ctx *c)
         lens[i] = r->records[i].len;
     }
     uint64_t applied = 0;
-    int rv =
-        replicate_apply(c->ns, c->table, r->source_partition, c->req->pmap_version, r->from_seq,
-                        r->to_seq, r->first_kept, recs, lens, n, &applied, err, sizeof(err));
+    int rv = replicate_apply(c->ns, c->table, c->map->pm->version, r->source_partition,
+                             c->req->pmap_version, r->from_seq, r->to_seq, r->first_kept, recs,
+                             lens, n, &applied, err, sizeof(err));
     lapse__replicate_response__init(out);
     out->applied_seq = applied;
     /* The applied seq travels with ESTATE too: the sender resends from it. */
     c->resp->body_case = LAPSE__RESPONSE__BODY_REPLICATE;
     c->resp->replicate = out;
     if (rv != 0) {
-        if (rv != LAPSE_ESTATE) {
+        if (rv != LAPSE_ESTATE && rv != LAPSE_EUNAVAILABLE) { /* a gap; resend later */
             log_warn("Replicate from node %u, table \"%s\" partition %u (%" PRIu64 ", %" PRIu64
                      "]: %s: %s",
                      r->source_node, t->name, r->source_partition, r->from_seq, r->to_seq,

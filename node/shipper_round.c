@@ -182,8 +182,9 @@ static void apply_local(shipper *s, const pmap *pm, job *jobs, size_t n)
                 recs[k] = j->recs.v[k].data;
                 lens[k] = j->recs.v[k].len;
             }
-            j->rv = replicate_apply(s->ns, t, j->part, pm->version, j->after, j->to, j->first_kept,
-                                    recs, lens, j->recs.n, &j->applied, j->err, sizeof(j->err));
+            j->rv = replicate_apply(s->ns, t, pm->version, j->part, pm->version, j->after, j->to,
+                                    j->first_kept, recs, lens, j->recs.n, &j->applied, j->err,
+                                    sizeof(j->err));
             j->reached = 1;
         }
         free(recs);

@@ -51,22 +51,6 @@ static int setup(void **state)
     return rs_group_setup_coordinator_args(4, "");
 }
 
-static void create(void)
-{
-    static const lapse_index_def gsi[] = {
-        {.name = "ByGrp", .partition_key = "Grp", .partition_key_type = 'S', .partitions = 4}};
-    lapse_table_def d = {.name = table.name,
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = PARTS,
-                         .gsi = gsi,
-                         .ngsi = 1,
-                         .stream = 1,
-                         .replication = 3};
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
-}
-
 static void put_more(int n)
 {
     assert_true(nput + n <= MAX_ITEMS);
@@ -277,7 +261,7 @@ static uint32_t fullest(uint32_t skip, unsigned *gparts)
 static void test_gsi_and_stream_copies_move(void **state)
 {
     (void)state;
-    create();
+    dt_create(&table, PARTS);
     put_more(FIRST);
     dt_wait_copies_hold(&table, 3, FIRST / GROUPS, FIRST, 15000);
 

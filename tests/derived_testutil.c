@@ -11,6 +11,24 @@
 #include "streamread.h"
 #include "testmap.h"
 
+void dt_create(const dt_table *t, uint32_t partitions)
+{
+    const lapse_index_def gsi[] = {{.name = t->gsi,
+                                    .partition_key = "Grp",
+                                    .partition_key_type = 'S',
+                                    .partitions = t->gsi_parts}};
+    lapse_table_def d = {.name = t->name,
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = partitions,
+                         .gsi = gsi,
+                         .ngsi = 1,
+                         .stream = 1,
+                         .replication = 3};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+}
+
 void dt_put_range(const dt_table *t, int from, int to)
 {
     for (int i = from; i < to; i++) {

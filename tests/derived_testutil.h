@@ -21,6 +21,10 @@ typedef struct dt_table {
     int groups;
 } dt_table;
 
+/* Creates the table: three copies of partitions partitions, its GSI on Grp,
+ * a stream; or fails the test. */
+void dt_create(const dt_table *t, uint32_t partitions);
+
 /* Puts items k<from>..k<to - 1> (retrying each for up to 15 s). */
 void dt_put_range(const dt_table *t, int from, int to);
 

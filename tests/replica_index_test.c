@@ -41,25 +41,16 @@ static int group_setup(void **state)
     return rs_group_setup_args("");
 }
 
+static const dt_table derived = {TABLE, GSI, GSI_PARTS, GROUPS};
+
 /* Creates table name: three copies of PARTS partitions, a GSI on Grp of
  * GSI_PARTS partitions, a stream. */
 static void create(const char *name)
 {
-    static const lapse_index_def gsi[] = {
-        {.name = GSI, .partition_key = "Grp", .partition_key_type = 'S', .partitions = GSI_PARTS}};
-    lapse_table_def d = {.name = name,
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = PARTS,
-                         .gsi = gsi,
-                         .ngsi = 1,
-                         .stream = 1,
-                         .replication = 3};
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    dt_table t = derived;
+    t.name = name;
+    dt_create(&t, PARTS);
 }
-
-static const dt_table derived = {TABLE, GSI, GSI_PARTS, GROUPS};
 
 static void put_range_on(const char *table, int from, int to)
 {
