@@ -369,6 +369,7 @@ int main(int argc, char **argv)
     log_info("%s received, shutting down", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
     leader_stop(s); /* first: hands leadership over at once */
     server_close(s);
+    rpc_fini(); /* every NNG object is closed: NNG's reaper frees what they left */
     log_info("stopped");
     config_argv_fini(&g_args);
     return 0;
