@@ -553,6 +553,77 @@ static void test_gsi_fill_from_items(void **state)
     store_close(whole);
 }
 
+/* A GSI copy new on a node that applied records 1..4 of a partition for
+ * its other copies (apply_note_new_copy): the records through 4 are
+ * marked missing for the GSI kind only (the shard copy, not new, is
+ * filled through the mark at once); with nothing applied, nothing is
+ * marked. apply_drop_copy then clears one GSI partition's entries and
+ * leaves the others. */
+static void test_new_copy_marks(void **state)
+{
+    fixture *f = *state;
+    store *dst = open_dst(f, "newcopy");
+    apply_filter fa = {owns_all, NULL, 0};
+    const uint32_t part = part_of_s("n", feed.partitions);
+    char *e = f->err;
+    size_t el = sizeof(f->err);
+    for (int i = 1; i <= 4; i++) {
+        put(f, &feed, fitem("n", i, i % 2 ? "ann" : "bob", "5", "red", NULL));
+    }
+    change_list l;
+    outbox_all(f, feed.id, part, &l);
+    assert_int_equal(l.n, 4);
+    uint64_t mark = 9, gap = 0;
+    int any = 1;
+    /* Nothing applied yet: nothing missed. */
+    assert_ok(apply_note_new_copy(dst, feed.id, part, 1, 0, &mark, e, el), f);
+    assert_true(mark == 0);
+    assert_ok(apply_missing_any(dst, feed.id, &any, e, el), f);
+    assert_int_equal(any, 0);
+    apply_range(f, dst, part, 0, 1, 4, &l, &fa);
+    assert_ok(apply_note_new_copy(dst, feed.id, part, 1, 0, &mark, e, el), f);
+    assert_true(mark == 4);
+    assert_ok(apply_gsi_gap(dst, feed.id, part, &gap, e, el), f);
+    assert_true(gap == 4);
+    assert_ok(apply_stream_gap(dst, feed.id, part, &gap, e, el), f);
+    assert_true(gap == 0); /* the shard copy is not new: whole through the mark */
+    /* A second new copy before the fill: the mark moves on, so a fill under
+     * way for the old one cannot end the new gap. */
+    assert_ok(apply_note_new_copy(dst, feed.id, part, 0, 1, &mark, e, el), f);
+    assert_true(mark == 5);
+    assert_ok(apply_stream_gap(dst, feed.id, part, &gap, e, el), f);
+    assert_true(gap == 5);
+    assert_ok(apply_gsi_gap(dst, feed.id, part, &gap, e, el), f);
+    assert_true(gap == 5); /* its own gap stays open */
+
+    /* Dropping one GSI partition's copy leaves the others' entries. */
+    kvlist before = {0}, after = {0};
+    cf_dump(dst, CF_GSI, feed.id, &before);
+    assert_true(before.n >= 2);
+    uint32_t gpart = 0;
+    assert_true(before.v[0].k.len >= 12);
+    gpart = (uint32_t)before.v[0].k.data[8] << 24 | (uint32_t)before.v[0].k.data[9] << 16 |
+            (uint32_t)before.v[0].k.data[10] << 8 | before.v[0].k.data[11];
+    uint32_t index_id = (uint32_t)before.v[0].k.data[4] << 24 |
+                        (uint32_t)before.v[0].k.data[5] << 16 |
+                        (uint32_t)before.v[0].k.data[6] << 8 | before.v[0].k.data[7];
+    assert_ok(apply_drop_copy(dst, feed.id, index_id, gpart, e, el), f);
+    cf_dump(dst, CF_GSI, feed.id, &after);
+    size_t kept = 0;
+    for (size_t i = 0; i < before.n; i++) {
+        const uint8_t *k = before.v[i].k.data;
+        uint32_t gp = (uint32_t)k[8] << 24 | (uint32_t)k[9] << 16 | (uint32_t)k[10] << 8 | k[11];
+        uint32_t id = (uint32_t)k[4] << 24 | (uint32_t)k[5] << 16 | (uint32_t)k[6] << 8 | k[7];
+        kept += gp != gpart || id != index_id;
+    }
+    assert_int_equal(after.n, kept);
+    assert_true(after.n < before.n);
+    kv_fini(&before);
+    kv_fini(&after);
+    change_list_fini(&l);
+    store_close(dst);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -562,6 +633,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gsi_query, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_missing_marks_survive_a_reopen, rsetup, rteardown),
         cmocka_unit_test_setup_teardown(test_gsi_fill_from_items, rsetup, rteardown),
+        cmocka_unit_test_setup_teardown(test_new_copy_marks, rsetup, rteardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
