@@ -54,7 +54,8 @@ cluster-down:
 # host: two coordinators, three nodes each beside an etcd member (root only;
 # docs/operations.md). Clients run in the coordinator's
 # namespace: ./deploy/netns-cluster.sh lapse ARGS. State under $$LAPSE_HOME,
-# else .lapse-netns.
+# else .lapse-netns. LAPSE_NETNS_NODES=N makes N node hosts (3 to 9; the
+# etcd members stay three).
 netns-up: build
 	@./deploy/netns-cluster.sh up --bin-dir $(BUILD)/bin
 

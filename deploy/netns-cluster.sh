@@ -4,7 +4,7 @@
 # cluster in network namespaces"). Needs root, `ip` (iproute2), etcd and
 # etcdctl.
 #
-#   deploy/netns-cluster.sh up [--bin-dir DIR] [--prefix P] [--subnet A.B.C.0/24]
+#   deploy/netns-cluster.sh up [--bin-dir DIR] [--prefix P] [--subnet A.B.C.0/24] [--nodes N]
 #   deploy/netns-cluster.sh down          stop the daemons, delete the namespaces
 #   deploy/netns-cluster.sh status        namespaces, pids, etcd health, leader, cluster-status
 #   deploy/netns-cluster.sh lapse ARGS    the CLI, run in the coordinator's namespace
@@ -12,11 +12,11 @@
 #                                         link of host N down / up (inside its namespace)
 #   deploy/netns-cluster.sh cut-oneway N M | heal-oneway N
 #                                         drop / stop dropping what host N sends host M
-#   deploy/netns-cluster.sh net-up [--prefix P] [--subnet S] | net-down
+#   deploy/netns-cluster.sh net-up [--prefix P] [--subnet S] [--nodes N] | net-down
 #                                         the network alone, no daemons (the chaos harness)
 #
-# Layout (prefix "lapse", subnet 10.77.0.0/24, both the defaults), the
-# control plane on etcd as on three real hosts:
+# Layout (prefix "lapse", subnet 10.77.0.0/24, three node hosts: the
+# defaults), the control plane on etcd as on three real hosts:
 #
 #   namespace   interface  address         runs
 #   lapse-br    br0        (none)          the bridge; ports c, c2, n1, n2, n3
@@ -26,6 +26,14 @@
 #                                          etcd member e1     http://10.77.0.11:2379, peers :2380
 #   lapse-n2    eth0       10.77.0.12/24   node 2, etcd member e2 (likewise)
 #   lapse-n3    eth0       10.77.0.13/24   node 3, etcd member e3 (likewise)
+#
+# --nodes N (or $LAPSE_NETNS_NODES; 3 to 9, default 3) makes N node hosts,
+# lapse-nI on 10.77.0.(10+I) with node I; the etcd members stay three, on
+# hosts 1 to 3 (a quorum that outlives one host, as docs/operations.md
+# advises), so a host past the third runs a node alone. The chaos harness
+# asks for four when its move fault drains one node of tables of three
+# copies. The number is recorded with the network: `down` and the other
+# commands of a running cluster take it from there.
 #
 # Both coordinators and the nodes run with --etcd (the three members) and
 # --cluster-name P; one coordinator leads, the other forwards to it. Cutting
@@ -68,17 +76,21 @@ usage() {
 # Defaults, then the state file of a cluster that is up, then flags.
 prefix=${LAPSE_NETNS_PREFIX:-lapse}
 subnet=${LAPSE_NETNS_SUBNET:-10.77.0.0/24}
+nodes=${LAPSE_NETNS_NODES:-3}
 bin=$PWD/build/bin
 recorded_ns=()
 
 read_state() {
   recorded_ns=()
   [[ -f $state ]] || return 0
+  # A state file from before --nodes records no count: its network has three.
+  nodes=3
   local k v
   while IFS='=' read -r k v; do
     case $k in
       prefix) prefix=$v ;;
       subnet) subnet=$v ;;
+      nodes) nodes=$v ;;
       bin) bin=$v ;;
       ns) recorded_ns+=("$v") ;;
     esac
@@ -89,13 +101,14 @@ cmd=${1:-}
 [[ -n $cmd ]] || usage
 shift
 read_state
-flag_prefix='' flag_subnet='' flag_bin=''
+flag_prefix='' flag_subnet='' flag_bin='' flag_nodes=''
 args=()
 while (($#)); do
   case $1 in
     --prefix) flag_prefix=${2:?--prefix needs a value}; shift 2 ;;
     --subnet) flag_subnet=${2:?--subnet needs a value}; shift 2 ;;
     --bin-dir) flag_bin=${2:?--bin-dir needs a value}; shift 2 ;;
+    --nodes) flag_nodes=${2:?--nodes needs a value}; shift 2 ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -105,9 +118,12 @@ if [[ -f $state ]]; then
     die "$home already holds cluster '$prefix'; run down first or use another LAPSE_HOME"
   [[ -z $flag_subnet || $flag_subnet == "$subnet" ]] ||
     die "$home already holds a cluster on $subnet; run down first or use another LAPSE_HOME"
+  [[ -z $flag_nodes || $flag_nodes == "$nodes" ]] ||
+    die "$home already holds a cluster of $nodes node hosts; run down first or use another LAPSE_HOME"
 else
   prefix=${flag_prefix:-$prefix}
   subnet=${flag_subnet:-$subnet}
+  nodes=${flag_nodes:-$nodes}
 fi
 [[ -n $flag_bin ]] && bin=$flag_bin
 [[ -d $bin ]] && bin=$(cd "$bin" && pwd)
@@ -120,22 +136,32 @@ for octet in "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}"; do
   ((octet <= 255)) || die "bad subnet '$subnet'"
 done
 base=${subnet%.0/24}
+# At least three: the etcd members' hosts. At most nine: node I is .(10+I),
+# and .20 is the second coordinator's.
+[[ $nodes =~ ^[3-9]$ ]] || die "--nodes must be 3 to 9, not '$nodes'"
 
 ns_br=$prefix-br
 ns_c=$prefix-c
 ns_c2=$prefix-c2
-ns_nodes=("$prefix-n1" "$prefix-n2" "$prefix-n3")
+ns_nodes=()
+for ((i = 1; i <= nodes; i++)); do ns_nodes+=("$prefix-n$i"); done
 coord_addr=$base.10
 coord2_addr=$base.20
 coord_urls=tcp://$coord_addr:7400,tcp://$coord2_addr:7400
 node_addr() { echo "$base.$((10 + $1))"; }
-# One etcd member per node host: client URL .1N:2379, peer URL .1N:2380.
+# One etcd member on each of the first three node hosts: client URL .1N:2379,
+# peer URL .1N:2380. Three whatever --nodes says: a quorum that outlives one
+# host, and the same members (data dirs etcd1..3) under any node count.
 etcd_urls=http://$base.11:2379,http://$base.12:2379,http://$base.13:2379
 etcd_initial=e1=http://$base.11:2380,e2=http://$base.12:2380,e3=http://$base.13:2380
 # The coordinators' election and the nodes' leases live under /lapse/P/.
 cluster_name=$prefix
 # Every daemon, in the order `up` starts them; `down` stops them in reverse.
-daemons=(etcd1 etcd2 etcd3 coordinator coordinator2 node1 node2 node3)
+daemons=(etcd1 etcd2 etcd3 coordinator coordinator2)
+for ((i = 1; i <= nodes; i++)); do daemons+=("node$i"); done
+# The bridge's ports, as `ip link` lists them sorted: one per host.
+bridge_ports="c c2 "
+for ((i = 1; i <= nodes; i++)); do bridge_ports+="n$i "; done
 
 # ------------------------------------------------------------------ helpers
 need_root() {
@@ -206,11 +232,11 @@ ns_sysctl() {
 verify_addresses() {
   local ns addr i p ports
   local -a pairs=("$ns_c=$coord_addr" "$ns_c2=$coord2_addr")
-  for i in 1 2 3; do pairs+=("${ns_nodes[i - 1]}=$(node_addr "$i")"); done
+  for ((i = 1; i <= nodes; i++)); do pairs+=("${ns_nodes[i - 1]}=$(node_addr "$i")"); done
   ns_exists "$ns_br" || { echo "$me: namespace $ns_br is missing" >&2; return 1; }
   ports=$(ip -n "$ns_br" -o link show master br0 | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' ')
-  if [[ $ports != "c c2 n1 n2 n3 " ]]; then
-    echo "$me: bridge $ns_br/br0 has ports '$ports', want 'c c2 n1 n2 n3'" >&2
+  if [[ $ports != "$bridge_ports" ]]; then
+    echo "$me: bridge $ns_br/br0 has ports '$ports', want '${bridge_ports% }'" >&2
     return 1
   fi
   for p in "${pairs[@]}"; do
@@ -254,7 +280,7 @@ net_up() {
   done
   check_subnet_free
   mkdir -p "$home"
-  printf 'prefix=%s\nsubnet=%s\nbin=%s\n' "$prefix" "$subnet" "$bin" >"$state"
+  printf 'prefix=%s\nsubnet=%s\nnodes=%s\nbin=%s\n' "$prefix" "$subnet" "$nodes" "$bin" >"$state"
   # From here on a failure undoes what was made.
   trap 'echo "$me: setting up the network failed; removing what was made" >&2; net_down >/dev/null' ERR
   for ns in "$ns_br" "$ns_c" "$ns_c2" "${ns_nodes[@]}"; do
@@ -269,7 +295,7 @@ net_up() {
   ip -n "$ns_br" link set dev br0 up
   local -a pairs=("c=$ns_c=$coord_addr" "c2=$ns_c2=$coord2_addr")
   local i
-  for i in 1 2 3; do pairs+=("n$i=${ns_nodes[i - 1]}=$(node_addr "$i")"); done
+  for ((i = 1; i <= nodes; i++)); do pairs+=("n$i=${ns_nodes[i - 1]}=$(node_addr "$i")"); done
   local p port addr
   for p in "${pairs[@]}"; do
     IFS='=' read -r port ns addr <<<"$p"
@@ -284,7 +310,7 @@ net_up() {
     net_down >/dev/null
     die "the network is not as intended; removed it"
   fi
-  echo "$me: network up: bridge in $ns_br, subnet $subnet"
+  echo "$me: network up: bridge in $ns_br, subnet $subnet, $nodes node hosts"
 }
 
 net_down() {
@@ -312,7 +338,8 @@ ns_of() {
     coordinator) echo "$ns_c" ;;
     coordinator2) echo "$ns_c2" ;;
     etcd[123]) echo "${ns_nodes[${1#etcd} - 1]}" ;;
-    node[123]) echo "${ns_nodes[${1#node} - 1]}" ;;
+    node[1-9]) (("${1#node}" <= nodes)) || die "no daemon named '$1' ($nodes node hosts)"
+      echo "${ns_nodes[${1#node} - 1]}" ;;
     *) die "no daemon named '$1'" ;;
   esac
 }
@@ -450,18 +477,18 @@ up() {
   done
   echo
   ((n >= 3)) || die "only $n of 3 etcd members healthy within 30 s; logs in $home (run down to clean up)"
-  for name in coordinator coordinator2 node1 node2 node3; do start_named "$name"; done
-  echo -n "waiting for three nodes to register"
+  for name in "${daemons[@]:3}"; do start_named "$name"; done
+  echo -n "waiting for $nodes nodes to register"
   deadline=$((SECONDS + 30)) n=0
   while ((SECONDS < deadline)); do
     n=$(lapse_cli --timeout-ms 1000 cluster-status 2>/dev/null | grep -o '"State": *"UP"' | wc -l || true)
-    ((n >= 3)) && break
+    ((n >= nodes)) && break
     echo -n .
     sleep 0.2
   done
   echo
-  if ((n < 3)); then
-    echo "$me: only $n of 3 nodes registered within 30 s; logs in $home (run down to clean up)" >&2
+  if ((n < nodes)); then
+    echo "$me: only $n of $nodes nodes registered within 30 s; logs in $home (run down to clean up)" >&2
     exit 1
   fi
   status
@@ -528,16 +555,22 @@ status() {
   fi
 }
 
-# Link of host $1 (node N and etcd member eN) down or up ($2), inside its
-# namespace.
+# True when $1 names a node host of this network (1 to $nodes).
+is_host() {
+  [[ ${1:-} =~ ^[1-9]$ ]] && (($1 <= nodes))
+}
+
+# Link of host $1 (node N and, on hosts 1 to 3, etcd member eN) down or up
+# ($2), inside its namespace.
 set_link() {
   need_root
-  [[ ${1:-} =~ ^[123]$ ]] || die "usage: $0 partition|heal N (N = 1, 2, 3)"
   [[ -f $state ]] || die "no cluster recorded under $home"
-  local ns=${ns_nodes[$1 - 1]}
+  is_host "${1:-}" || die "usage: $0 partition|heal N (N = 1 to $nodes)"
+  local ns=${ns_nodes[$1 - 1]} member=''
   ns_exists "$ns" || die "namespace $ns is missing"
   ip -n "$ns" link set dev eth0 "$2"
-  echo "$me: host $1 ($ns/eth0: node $1, etcd member e$1) link $2"
+  (($1 <= 3)) && member=", etcd member e$1"
+  echo "$me: host $1 ($ns/eth0: node $1$member) link $2"
 }
 
 # One-way cut: host $1 drops every packet it sends to host $2's address,
@@ -548,9 +581,10 @@ set_link() {
 # dropped as it is queued). heal-oneway removes them.
 cut_oneway() {
   need_root
-  [[ ${1:-} =~ ^[123]$ && ${2:-} =~ ^[123]$ && $1 != "$2" ]] ||
-    die "usage: $0 cut-oneway N M (N, M = 1, 2, 3; N != M)"
   [[ -f $state ]] || die "no cluster recorded under $home"
+  if ! is_host "${1:-}" || ! is_host "${2:-}" || [[ $1 == "$2" ]]; then
+    die "usage: $0 cut-oneway N M (N, M = 1 to $nodes; N != M)"
+  fi
   local ns=${ns_nodes[$1 - 1]}
   ns_exists "$ns" || die "namespace $ns is missing"
   local tc=(ip netns exec "$ns" tc)
@@ -566,8 +600,8 @@ cut_oneway() {
 
 heal_oneway() {
   need_root
-  [[ ${1:-} =~ ^[123]$ ]] || die "usage: $0 heal-oneway N (N = 1, 2, 3)"
   [[ -f $state ]] || die "no cluster recorded under $home"
+  is_host "${1:-}" || die "usage: $0 heal-oneway N (N = 1 to $nodes)"
   local ns=${ns_nodes[$1 - 1]}
   ns_exists "$ns" || die "namespace $ns is missing"
   ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
