@@ -36,7 +36,7 @@ static void usage(FILE *f)
                "                  coordinator-kill, stop-cont, partition,\n"
                "                  failover-twice, etcd-cut, dir-lost, oneway-cut, move (these\n"
                "                  five with --replication 2 or 3; oneway-cut as partition;\n"
-               "                  move on loopback only, with four nodes),\n"
+               "                  move with four nodes, in namespaces too),\n"
                "                  coordinator-leader-kill, etcd-member-kill,\n"
                "                  coordinator-stop, all (default), none; partition needs root\n"
                "                  and runs the cluster in network namespaces; the last three\n"
@@ -293,6 +293,14 @@ static void *progress_thread(void *p)
 
 /* ============================== one run ============================== */
 
+/* The nodes a run with these (effective) faults starts: a fourth for the
+ * move fault, so a drained node leaves three for tables of three copies.
+ * The namespace mode makes one node host each (netns_open). */
+static int run_nodes(const chaos_opts *o)
+{
+    return (o->faults & CHAOS_FAULT_MOVE) ? FAULTS_MOVE_NODES : 3;
+}
+
 static int setup(run *r, char *err, size_t errlen)
 {
     cluster_options co = {0};
@@ -314,12 +322,12 @@ static int setup(run *r, char *err, size_t errlen)
                  r->opt->balance_primaries);
         co.coordinator_args = coord_args;
     }
-    co.nodes = (r->opt->faults & CHAOS_FAULT_MOVE) ? FAULTS_MOVE_NODES : 3;
+    co.nodes = run_nodes(r->opt);
     co.bin_dir = r->netns != NULL ? r->netns->bin_dir : r->opt->bin_dir;
     co.node_args = node_args;
     co.quiet = 1;
     if (r->opt->faults & CHAOS_FAULT_ON_ETCD) {
-        co.etcd = 3; /* in namespace mode, one per node host (netns.h) */
+        co.etcd = 3; /* in namespace mode, on the first three node hosts (netns.h) */
         co.coordinators = 2;
     } else if (r->opt->replication > 1) {
         co.etcd = 1; /* leases fence the primaries (docs/replication.md) */
@@ -409,8 +417,8 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
     r->start_wall_ms = clock_wall_now().ms;
     flog_add(r, "workload starts: %d threads, run dir %s", o->threads, run_dir);
     if (ns != NULL) {
-        flog_add(r, "in network namespaces %s-{c,n1,n2,n3} on %s.0/24 (bridge in %s-br)%s",
-                 ns->prefix, ns->base, ns->prefix,
+        flog_add(r, "in network namespaces %s-{c,n1..n%d} on %s.0/24 (bridge in %s-br)%s",
+                 ns->prefix, ns->nodes, ns->base, ns->prefix,
                  cluster_etcd(r->cl) != NULL ? ", etcd member i in n(i+1)" : "");
     }
     if (wl_start(r, workers, o->threads) != 0) {
@@ -552,16 +560,24 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
         fprintf(stderr, "lapse-chaos: cannot write %s: %s\n", o->report_path, strerror(errno));
         return 1;
     }
+    if ((eff.faults & CHAOS_FAULT_MOVE) && o->replication < 2) {
+        /* One copy: no log to move a copy with. Decided before the
+         * namespaces: the move fault sets how many node hosts they hold. */
+        printf("lapse-chaos: move fault skipped: it needs --replication 2 or 3\n");
+        eff.faults &= ~(unsigned)CHAOS_FAULT_MOVE;
+    }
     /* Before any thread starts: the threads must be born in the namespace. */
     chaos_netns netns;
     int in_netns = 0;
     if (eff.faults & (CHAOS_FAULT_PARTITION | CHAOS_FAULT_ONEWAY_CUT)) {
         char why[512];
-        if (netns_open(&netns, o->bin_dir, why, sizeof(why)) == 0) {
+        if (netns_open(&netns, o->bin_dir, run_nodes(o), why, sizeof(why)) == 0) {
             in_netns = 1;
-            printf("lapse-chaos: network-namespace mode: %s-{br,c,n1,n2,n3} on %s.0/24%s\n",
-                   netns.prefix, netns.base,
-                   (eff.faults & CHAOS_FAULT_ON_ETCD) ? ", an etcd member beside each node" : "");
+            printf("lapse-chaos: network-namespace mode: %s-{br,c,n1..n%d} on %s.0/24%s\n",
+                   netns.prefix, netns.nodes, netns.base,
+                   (eff.faults & CHAOS_FAULT_ON_ETCD)
+                       ? ", an etcd member beside each of the first three nodes"
+                       : "");
         } else {
             printf("lapse-chaos: partition and oneway-cut faults skipped: %s\n", why);
             eff.faults &= ~(unsigned)(CHAOS_FAULT_PARTITION | CHAOS_FAULT_ONEWAY_CUT);
@@ -578,14 +594,6 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
         /* One copy: no follower to cut a primary off from. */
         printf("lapse-chaos: oneway-cut fault skipped: it needs --replication 2 or 3\n");
         eff.faults &= ~(unsigned)CHAOS_FAULT_ONEWAY_CUT;
-    }
-    if ((eff.faults & CHAOS_FAULT_MOVE) && (o->replication < 2 || in_netns)) {
-        /* One copy: no log to move a copy with. In namespaces: three node
-         * hosts, and a drain of one would leave two for three copies. */
-        printf("lapse-chaos: move fault skipped: %s\n",
-               o->replication < 2 ? "it needs --replication 2 or 3"
-                                  : "the namespaces hold three nodes, a drain needs a fourth");
-        eff.faults &= ~(unsigned)CHAOS_FAULT_MOVE;
     }
     if ((eff.faults & CHAOS_FAULT_DIR_LOST) && o->replication < 2) {
         /* One copy: a lost data dir loses its items for good. */

@@ -2,10 +2,11 @@
  * chaos.h: the chaos harness of issue 5 as a library, so the `lapse-chaos`
  * program and the ctest wrappers share one implementation.
  *
- * A run starts a coordinator and three nodes (tests/cluster.h), drives a
- * seeded workload through liblapse from several threads while the main
- * thread injects faults, lets the cluster settle, then checks the invariants
- * of docs/chaos.md against a model of every acknowledged write and delete.
+ * A run starts a coordinator and three nodes, four with the move fault
+ * (tests/cluster.h; in namespaces too, netns.h), drives a seeded workload
+ * through liblapse from several threads while the main thread injects
+ * faults, lets the cluster settle, then checks the invariants of
+ * docs/chaos.md against a model of every acknowledged write and delete.
  *
  * Thread-safety: chaos_run is not re-entrant (one run at a time per process).
  *

@@ -294,6 +294,34 @@ static int plain_primary(run *r, uint32_t part)
     return id;
 }
 
+/* A follower of chaos_plain partition part, drawn at random from the
+ * copies other than primary in the coordinator's map; a random node other
+ * than primary when the map cannot be read or names no other copy. With
+ * four nodes (the move fault) a partition has no copy on one of them, and a
+ * cut towards that node would cut no follower off. */
+static int draw_follower(run *r, uint64_t *rng, uint32_t part, int primary)
+{
+    pmap *pm = NULL;
+    char err[256];
+    uint32_t others[PMAP_MAX_REPLICAS];
+    int n = 0;
+    if (nodecall_map(cluster_coordinator_url(r->cl), &pm, err, sizeof(err)) == 0) {
+        const pmap_table *t = pmap_table_find(pm, r->m.t[1].name);
+        const pmap_replicas *rs = t != NULL ? pmap_part(t, part) : NULL;
+        for (uint32_t i = 0; rs != NULL && i < rs->n; i++) {
+            if ((int)rs->ids[i] != primary) {
+                others[n++] = rs->ids[i];
+            }
+        }
+        pmap_free(pm);
+    }
+    if (n > 0) {
+        return (int)others[rng_range(rng, 0, n - 1)];
+    }
+    int nodes = cluster_nodes(r->cl);
+    return (primary - 1 + (int)rng_range(rng, 1, nodes - 1)) % nodes + 1;
+}
+
 /* A chaos_plain partition drawn at random into *part, and its primary (a
  * random node when the map cannot be read). */
 static int draw_primary(run *r, uint64_t *rng, uint32_t *part)
@@ -444,19 +472,19 @@ static void sc_dir_lost(run *r, uint64_t *rng)
 }
 
 /* oneway-cut: the primary of a chaos_plain partition drops every packet it
- * sends to one of the other nodes (a follower: every node holds a copy of
- * every partition) for 2.5-5 s (netns_oneway, an egress filter on its link),
- * while that follower's packets still reach it and the coordinators and
- * clients still reach both. The primary's rounds to the follower time out,
- * so it has the coordinator take the follower out of the in-sync set and
- * writes go on with two copies; healed, the follower is caught up and
- * rejoins. Host-wide, as between real hosts: the etcd member beside the
- * primary drops what it sends the follower's member too. */
+ * sends to one of its followers (draw_follower) for 2.5-5 s (netns_oneway,
+ * an egress filter on its link), while that follower's packets still reach
+ * it and the coordinators and clients still reach both. The primary's
+ * rounds to the follower time out, so it has the coordinator take the
+ * follower out of the in-sync set and writes go on with two copies; healed,
+ * the follower is caught up and rejoins. Host-wide, as between real hosts:
+ * the etcd member beside the primary drops what it sends the follower's
+ * member too (when both hosts have one: the first three). */
 static void sc_oneway_cut(run *r, uint64_t *rng)
 {
     uint32_t part;
     int primary = draw_primary(r, rng, &part);
-    int follower = (primary - 1 + (int)rng_range(rng, 1, NETNS_NODES - 1)) % NETNS_NODES + 1;
+    int follower = draw_follower(r, rng, part, primary);
     int64_t ms = rng_range(rng, 2500, 5000);
     run_phase(r, "node %d drops what it sends node %d", primary, follower);
     if (netns_oneway(r->netns, primary, follower) != 0) {
@@ -624,7 +652,7 @@ int faults_run(run *r)
     if ((f & CHAOS_FAULT_ONEWAY_CUT) && r->netns != NULL && r->opt->replication >= 2) {
         list[n++] = SC_ONEWAY;
     }
-    if ((f & CHAOS_FAULT_MOVE) && r->opt->replication >= 2 && r->netns == NULL) {
+    if ((f & CHAOS_FAULT_MOVE) && r->opt->replication >= 2) {
         list[n++] = SC_MOVE;
     }
     for (int i = n - 1; i > 0; i--) { /* seeded shuffle */

@@ -15,20 +15,25 @@
 #                                        --coordinator tcp://BASE.10:PORT,...
 #                                        --metrics-listen BASE.(10+N):PORT
 #   etcd --name mI      namespace P-n(I+1), beside node I+1: a host's member
-#                                        (etcd_members.c already gives it the
+#   (I = 0, 1, 2)                        (etcd_members.c already gives it the
 #                                        address BASE.(11+I), from
 #                                        $LAPSE_ETCD_HOSTS; nothing to rewrite)
+#
+# N runs from 1 to $LAPSE_CHAOS_NETNS_NODES, the node hosts net-up made (3,
+# or 4 for the move fault); the etcd members are three, on hosts 1 to 3,
+# whatever the node count.
 #
 # Ports are kept. `ip netns exec` and this script both exec, so the daemon
 # keeps the pid its starter spawned: kill -9, SIGSTOP and reaping work as on
 # loopback. Set by lapse-chaos: LAPSE_CHAOS_NETNS_PREFIX (P),
 # LAPSE_CHAOS_NETNS_BASE (BASE, e.g. 10.77.0), LAPSE_CHAOS_REAL_BIN_DIR,
-# LAPSE_CHAOS_REAL_ETCD (the etcd binary).
+# LAPSE_CHAOS_REAL_ETCD (the etcd binary), LAPSE_CHAOS_NETNS_NODES.
 set -eu
 
 prefix=${LAPSE_CHAOS_NETNS_PREFIX:?not set: run by lapse-chaos only}
 base=${LAPSE_CHAOS_NETNS_BASE:?not set: run by lapse-chaos only}
 real=${LAPSE_CHAOS_REAL_BIN_DIR:?not set: run by lapse-chaos only}
+nodes=${LAPSE_CHAOS_NETNS_NODES:?not set: run by lapse-chaos only}
 name=${0##*/}
 
 id=
@@ -43,7 +48,10 @@ done
 case $name in
   lapse-coordinator) ns=$prefix-c ;;
   lapse-node)
-    [[ $id =~ ^[123]$ ]] || { echo "netns-daemon: node id '$id' is not 1, 2 or 3" >&2; exit 2; }
+    if ! [[ $id =~ ^[1-9]$ ]] || ((id > nodes)); then
+      echo "netns-daemon: node id '$id' is not 1 to $nodes (the node hosts)" >&2
+      exit 2
+    fi
     ns=$prefix-n$id
     ;;
   etcd)

@@ -121,8 +121,10 @@ static void sweep_stale(chaos_netns *ns)
             e->d_name[len] != '\0' || pid <= 0 || pid == (int)getpid()) {
             continue;
         }
+        /* Node namespaces n1..n9: a dead run may have asked for any count. */
+        int node_role = role[0] == 'n' && role[1] >= '1' && role[1] <= '9' && role[2] == '\0';
         if (strcmp(role, "br") != 0 && strcmp(role, "c") != 0 && strcmp(role, "c2") != 0 &&
-            strcmp(role, "n1") != 0 && strcmp(role, "n2") != 0 && strcmp(role, "n3") != 0) {
+            !node_role) {
             continue;
         }
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
@@ -139,10 +141,16 @@ static void sweep_stale(chaos_netns *ns)
 
 /* ============================== open and close ============================== */
 
-int netns_open(chaos_netns *ns, const char *real_bin_dir, char *why, size_t whylen)
+int netns_open(chaos_netns *ns, const char *real_bin_dir, int nodes, char *why, size_t whylen)
 {
     memset(ns, 0, sizeof(*ns));
     ns->orig_fd = -1;
+    if (nodes < 3 || nodes > NETNS_MAX_NODES) {
+        snprintf(why, whylen, "%d nodes asked for, the namespaces hold 3 to %d", nodes,
+                 NETNS_MAX_NODES);
+        return -1;
+    }
+    ns->nodes = nodes;
     if (geteuid() != 0) {
         snprintf(why, whylen, "needs root (network namespaces)");
         return -1;
@@ -199,12 +207,20 @@ int netns_open(chaos_netns *ns, const char *real_bin_dir, char *why, size_t whyl
 
     /* The first subnet the script accepts (it refuses one in use). */
     int up = 0;
-    char tail[256] = "";
+    char tail[256] = "", count[8];
+    snprintf(count, sizeof(count), "%d", nodes);
     for (size_t i = 0; i < sizeof(subnets) / sizeof(subnets[0]) && !up; i++) {
         char subnet[32];
         snprintf(subnet, sizeof(subnet), "%s.0/24", subnets[i]);
-        char *argv[] = {
-            LAPSE_CHAOS_NETNS_SCRIPT, "net-up", "--prefix", ns->prefix, "--subnet", subnet, NULL};
+        char *argv[] = {LAPSE_CHAOS_NETNS_SCRIPT,
+                        "net-up",
+                        "--prefix",
+                        ns->prefix,
+                        "--subnet",
+                        subnet,
+                        "--nodes",
+                        count,
+                        NULL};
         if (run_cmd(ns, argv) == 0) {
             snprintf(ns->base, sizeof(ns->base), "%s", subnets[i]);
             up = 1;
@@ -243,9 +259,13 @@ int netns_open(chaos_netns *ns, const char *real_bin_dir, char *why, size_t whyl
     setenv("LAPSE_CHAOS_NETNS_PREFIX", ns->prefix, 1);
     setenv("LAPSE_CHAOS_NETNS_BASE", ns->base, 1);
     setenv("LAPSE_CHAOS_REAL_BIN_DIR", real, 1);
+    setenv("LAPSE_CHAOS_NETNS_NODES", count, 1);
     /* etcd members (tests/etcd_members.c) on the node hosts' addresses,
      * started through the wrapper in those namespaces: member i beside node
-     * i + 1, so a partition cuts a host's node and member together. */
+     * i + 1, so a partition cuts a host's node and member together. Three
+     * members on the first three hosts whatever the node count: the run
+     * asks for three (chaos.c), and a fourth would only make the quorum
+     * larger without outliving more failures. */
     const char *etcd = getenv("LAPSE_ETCD");
     snprintf(ns->prev_etcd, sizeof(ns->prev_etcd), "%s", etcd != NULL ? etcd : "");
     setenv("LAPSE_CHAOS_REAL_ETCD", etcd != NULL && etcd[0] != '\0' ? etcd : "etcd", 1);
@@ -268,7 +288,7 @@ void netns_close(chaos_netns *ns)
     if (ns == NULL || !ns->open) {
         return;
     }
-    for (int i = 1; i <= NETNS_NODES; i++) {
+    for (int i = 1; i <= ns->nodes; i++) {
         if (ns->cut[i]) {
             netns_cut(ns, i, 0);
         }
@@ -291,6 +311,7 @@ void netns_close(chaos_netns *ns)
     unsetenv("LAPSE_CHAOS_NETNS_PREFIX");
     unsetenv("LAPSE_CHAOS_NETNS_BASE");
     unsetenv("LAPSE_CHAOS_REAL_BIN_DIR");
+    unsetenv("LAPSE_CHAOS_NETNS_NODES");
     unsetenv("LAPSE_CHAOS_REAL_ETCD");
     unsetenv("LAPSE_ETCD_HOSTS");
     if (ns->prev_etcd[0] != '\0') {
@@ -303,10 +324,10 @@ void netns_close(chaos_netns *ns)
 
 int netns_cut(chaos_netns *ns, int node, int down)
 {
-    if (ns == NULL || !ns->open || node < 1 || node > NETNS_NODES) {
+    if (ns == NULL || !ns->open || node < 1 || node > ns->nodes) {
         return -1;
     }
-    char n[8];
+    char n[12];
     snprintf(n, sizeof(n), "%d", node);
     char *argv[] = {LAPSE_CHAOS_NETNS_SCRIPT, down ? "partition" : "heal", n, NULL};
     if (run_cmd(ns, argv) != 0) {
@@ -318,11 +339,11 @@ int netns_cut(chaos_netns *ns, int node, int down)
 
 int netns_oneway(chaos_netns *ns, int from, int to)
 {
-    if (ns == NULL || !ns->open || from < 1 || from > NETNS_NODES || to < 0 || to > NETNS_NODES ||
+    if (ns == NULL || !ns->open || from < 1 || from > ns->nodes || to < 0 || to > ns->nodes ||
         to == from) {
         return -1;
     }
-    char a[8], b[8];
+    char a[12], b[12];
     snprintf(a, sizeof(a), "%d", from);
     snprintf(b, sizeof(b), "%d", to);
     char *cut[] = {LAPSE_CHAOS_NETNS_SCRIPT, "cut-oneway", a, b, NULL};

@@ -126,7 +126,7 @@ int procs_heal(run *r, int node)
 int procs_restore(run *r)
 {
     procs_check_crashes(r);
-    for (int i = 1; r->netns != NULL && i <= NETNS_NODES; i++) {
+    for (int i = 1; r->netns != NULL && i <= r->netns->nodes; i++) {
         if (r->netns->cut[i]) {
             procs_heal(r, i);
         }
