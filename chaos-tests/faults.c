@@ -749,6 +749,7 @@ int faults_run(run *r)
         run_phase(r, "between faults");
         clock_sleep_ms(rng_range(&rng, 200, 1200));
     }
+    faults_move_end(r);
     run_phase(r, "workload ending");
     sleep_until(r->end_mono_ms);
     return ran;

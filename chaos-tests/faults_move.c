@@ -89,8 +89,32 @@ static long drain_retrying(run *r, int node, int stop)
     return left;
 }
 
+/* Waits (up to 60 s) for node's drain to end, logs how long it took from
+ * t0, and stops it. */
+static void finish_drain(run *r, int node, int64_t t0)
+{
+    long left;
+    while ((left = drain(r, node, 0)) != 0 && clock_mono_now().ms - t0 < 60000) {
+        clock_sleep_ms(300);
+    }
+    flog_add(r, "move: node %d %s %" PRId64 " ms after the drain began", node,
+             left == 0 ? "drained" : "not drained yet", clock_mono_now().ms - t0);
+    if (drain_retrying(r, node, 1) < 0) {
+        flog_add(r, "move: node %d: ending its drain failed for 10 s", node);
+    }
+}
+
+void faults_move_end(run *r)
+{
+    if (r->move_node > 0) {
+        finish_drain(r, r->move_node, r->move_since_ms);
+        r->move_node = 0;
+    }
+}
+
 void faults_move(run *r, uint64_t *rng)
 {
+    faults_move_end(r); /* a drain left running by the last move scenario */
     int node = (int)rng_range(rng, 1, cluster_nodes(r->cl));
     int at = (int)rng_range(rng, 0, AT_COUNT - 1);
     int kind = (int)rng_range(rng, 0, 2); /* the source, the target, the leader */
@@ -121,15 +145,14 @@ void faults_move(run *r, uint64_t *rng)
              node);
     procs_kill9(r, victim, why);
     procs_restart_after(r, victim, rng_range(rng, 200, 2000));
-    /* The drain goes on through the kill; up to 60 s for it to end. */
-    t0 = clock_mono_now().ms;
-    long left = held;
-    while ((left = drain(r, node, 0)) != 0 && clock_mono_now().ms - t0 < 60000) {
-        clock_sleep_ms(300);
+    /* The drain goes on through the kill. Half the time it is left to
+     * run while the next scenarios do (a mass expiry, a backfill, other
+     * kills), and ended by the next move scenario or faults_move_end. */
+    if (rng_range(rng, 0, 1) == 0) {
+        flog_add(r, "move: node %d's drain goes on under the next scenarios", node);
+        r->move_node = node;
+        r->move_since_ms = t0;
+        return;
     }
-    flog_add(r, "move: node %d %s %" PRId64 " ms after the drain began", node,
-             left == 0 ? "drained" : "not drained yet", clock_mono_now().ms - t0);
-    if (drain_retrying(r, node, 1) < 0) {
-        flog_add(r, "move: node %d: ending its drain failed for 10 s", node);
-    }
+    finish_drain(r, node, t0);
 }

@@ -96,6 +96,8 @@ typedef struct run {
     char plants[RUN_MAX_PLANTS][96]; /* "table/key" of each planted violation (plant.h) */
     char fault_dir[512];             /* the nodes' --debug-fault-dir (the copies plant), or "" */
     int dir_lost[CLUSTER_MAX_NODES + 1]; /* node ids whose data dir the dir-lost fault removed */
+    int move_node;         /* a drain the move fault left running (faults_move.h); 0: none */
+    int64_t move_since_ms; /* clock_mono when it began */
     int nplants;
     char phase[96]; /* what the main thread is doing, for the progress line */
     pthread_mutex_t phase_mu;
