@@ -136,14 +136,19 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint64_t map_version, 
     replicate_filter(t, src_part, ns->id, &fa, &f);
     pthread_mutex_t *mu = repllock_of(ns, t->schema.id, src_part);
     pthread_mutex_lock(mu);
-    if (newcopy_added_after(ns, t->schema.id, map_version)) {
+    /* The batch was filtered twice: by its sender, for the copies its map
+     * says this node holds (it leaves out records they do not need), and
+     * here by map_version's. The older counts. */
+    uint64_t filtered_at =
+        src_version != 0 && src_version < map_version ? src_version : map_version;
+    if (newcopy_added_after(ns, t->schema.id, filtered_at)) {
         /* A newer map gave this node new copies of the table, and their
          * missing mark may be written: a batch filtered by an older map
          * would skip them past the mark. */
         pthread_mutex_unlock(mu);
         snprintf(err, errlen,
                  "table %u: this node's copies changed after map version %" PRIu64 "; resend",
-                 (unsigned)t->schema.id, map_version);
+                 (unsigned)t->schema.id, filtered_at);
         return LAPSE_EUNAVAILABLE;
     }
     if (t->schema.id != 0 &&

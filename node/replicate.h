@@ -45,9 +45,11 @@
  * LAPSE_ENOMEM, with err; on error nothing is applied. A batch applied
  * (or a batch of none answered) tells newcopy_reached that the source,
  * at its map version src_version, reached this node. LAPSE_EUNAVAILABLE
- * (resend later) when a map newer than map_version, the version of the
- * map t is from, gave this node new GSI or stream copies of the table
- * (newcopy_added_after): the batch is filtered for the old copies.
+ * (resend later) when a map newer than map_version (the version of the
+ * map t is from) or src_version (the sender's, whose map chose which
+ * records to send: 0, unknown, counts as map_version) gave this node new
+ * GSI or stream copies of the table (newcopy_added_after): the batch is
+ * filtered for the old copies.
  */
 int replicate_apply(node_server *ns, const pmap_table *t, uint64_t map_version, uint32_t src_part,
                     uint64_t src_version, uint64_t after_seq, uint64_t to_seq, uint64_t first_kept,
