@@ -11,12 +11,6 @@
 
 /* ============================== the steps ============================== */
 
-static int removed(const pmap *pm, uint32_t id)
-{
-    const pmap_node *n = pmap_node_find(pm, id);
-    return n != NULL && n->removed;
-}
-
 /* Whether node id may take a moved copy: UP, not draining, not removed. */
 static int may_take(const pmap *pm, uint32_t id)
 {
@@ -106,7 +100,7 @@ typedef struct pass {
  * removed node) and a step can be taken now. */
 static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_t rf, pass *ps)
 {
-    int d = -1, dead = -1, spare = -1;
+    int d = -1, spare = -1;
     uint32_t keep_in_sync = 0, first_keep = 0, in_sync = 0;
     int catching_up = 0;
     for (uint32_t k = 0; k < r->n; k++) {
@@ -114,11 +108,9 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
         in_sync += (uint32_t)pmap_in_sync(r, k);
         if (leaves(next, r, id)) {
             d = d < 0 || d == 0 ? (int)k : d; /* a leaving follower before the primary */
-            dead = k > 0 && removed(next, id) && !pmap_in_sync(r, k) ? (int)k : dead;
             /* a leaving follower that may go first, out of sync before in sync */
-            spare = k > 0 && (spare < 0 || (pmap_in_sync(r, spare) && !pmap_in_sync(r, k)))
-                        ? (int)k
-                        : spare;
+            spare = k > 0 && (spare < 0 || (pmap_in_sync(r, spare) && !pmap_in_sync(r, k))) ? (int)k
+                                                                                            : spare;
             continue;
         }
         if (pmap_in_sync(r, k)) {
@@ -143,21 +135,14 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
         }
         return;
     }
-    if (dead > 0 && r->n >= PMAP_MAX_REPLICAS) {
-        /* A removed node's copy out of sync counts for no write and never
-         * comes back: it may go before its replacement is in sync, and must
-         * when the set has no room for one (a move's new copy whose node
-         * died and was removed). */
-        ps->removed += pmap_replica_remove(next, tid, p, r->ids[dead]) == 0;
-        return;
-    }
     if (r->n >= PMAP_MAX_REPLICAS && spare > 0 &&
         (!pmap_in_sync(r, (uint32_t)spare) || in_sync > rf)) {
-        /* Full, with two copies leaving (a move's new copy whose node then
-         * began to drain, say): one goes so that a copy may be added for
-         * the other, an out-of-sync one first, an in-sync one only while
-         * the set keeps as many in sync as the table keeps copies. Else
-         * the set waits for a slot that never frees. */
+        /* Full, with no room for the copy a leaving member needs (a move's
+         * new copy whose node died and was removed, or then began to
+         * drain): a leaving follower goes, an out-of-sync one first (it
+         * counts for no write), an in-sync one only while the set keeps as
+         * many in sync as the table keeps copies. Else the set waits for a
+         * slot that never frees. */
         ps->removed += pmap_replica_remove(next, tid, p, r->ids[spare]) == 0;
         return;
     }
