@@ -36,33 +36,6 @@ static int holds(const pmap_replicas *r, uint32_t id)
     return r != NULL && pmap_replicas_index(r, id) >= 0;
 }
 
-/* Whether t (NULL: none) names id a copy of any of its GSI partitions. */
-static int holds_gsi(const pmap_table *t, uint32_t id)
-{
-    for (uint32_t g = 0; t != NULL && g < t->schema.ngsi; g++) {
-        for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
-            if (holds(pmap_gsi_part(t, g, q), id)) {
-                return 1;
-            }
-        }
-    }
-    return 0;
-}
-
-/* Whether t names id a copy of a GSI partition ot (the same table in the
- * map before) did not. */
-static int gsi_new(const pmap_table *ot, const pmap_table *t, uint32_t id)
-{
-    for (uint32_t g = 0; g < t->schema.ngsi && g < ot->schema.ngsi; g++) {
-        for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
-            if (holds(pmap_gsi_part(t, g, q), id) && !holds(pmap_gsi_part(ot, g, q), id)) {
-                return 1;
-            }
-        }
-    }
-    return 0;
-}
-
 /* Whether t names id a copy of stream shard p that ot did not, of the
  * same stream (a stream turned on again is another one, with nothing to
  * miss). */
@@ -76,10 +49,14 @@ static int shard_new(const pmap_table *ot, const pmap_table *t, uint32_t p, uint
 /* Whether id is a destination of partition p's outbox in t. */
 static int destination(const pmap_table *t, uint32_t p, uint32_t id)
 {
-    if (holds_gsi(t, id)) {
-        return 1;
+    uint32_t ids[PMAP_MAX_DESTINATIONS];
+    size_t n = pmap_outbox_destinations(t, p, ids, PMAP_MAX_DESTINATIONS);
+    for (size_t i = 0; i < n && i < PMAP_MAX_DESTINATIONS; i++) {
+        if (ids[i] == id) {
+            return 1;
+        }
     }
-    return t->stream_shards != NULL && holds(pmap_stream_shard(t, p), id);
+    return 0;
 }
 
 /* The map version from which a source's lane to node id is new for t: the
@@ -233,40 +210,57 @@ static void note_added(newcopy *nc, uint32_t table_id, uint64_t version)
     pthread_mutex_unlock(&nc->lock);
 }
 
-/* Deletes what this node may still hold of its copies new in t (ot
- * before): a copy it held once and left may not have been dropped (a
- * crash before the drop, copydrop.h), and a fill only adds. */
-static void clear_new(node_server *ns, const pmap_table *ot, const pmap_table *t)
+/* This node's copies in t of GSI partitions and of stream shards (gsi 0:
+ * shards) that ot, the same table in the map before, did not name: how
+ * many. With drop, each one's keys are deleted as well: a copy held once
+ * and left may not have been dropped (a crash before the drop,
+ * copydrop.h), and a fill only adds. */
+static size_t new_copies(node_server *ns, const pmap_table *ot, const pmap_table *t, int gsi,
+                         int drop)
 {
+    size_t n = 0;
     char err[256] = "";
-    for (uint32_t g = 0; g < t->schema.ngsi && g < ot->schema.ngsi; g++) {
+    for (uint32_t g = 0; gsi && g < t->schema.ngsi && g < ot->schema.ngsi; g++) {
         for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
-            if (holds(pmap_gsi_part(t, g, q), ns->id) && !holds(pmap_gsi_part(ot, g, q), ns->id) &&
-                apply_drop_copy(ns->st, t->schema.id, t->schema.gsi[g].id, q, err, sizeof(err)) !=
-                    0) {
+            if (!holds(pmap_gsi_part(t, g, q), ns->id) || holds(pmap_gsi_part(ot, g, q), ns->id)) {
+                continue;
+            }
+            n++;
+            if (drop && apply_drop_copy(ns->st, t->schema.id, t->schema.gsi[g].id, q, err,
+                                        sizeof(err)) != 0) {
                 log_error("table \"%s\": clearing new GSI copy %u/%u: %s", t->schema.name,
                           (unsigned)g, (unsigned)q, err);
             }
         }
     }
-    for (uint32_t p = 0; p < t->schema.partitions; p++) {
-        if (shard_new(ot, t, p, ns->id) &&
-            apply_drop_copy(ns->st, t->schema.id, 0, p, err, sizeof(err)) != 0) {
+    for (uint32_t p = 0; !gsi && p < t->schema.partitions; p++) {
+        if (!shard_new(ot, t, p, ns->id)) {
+            continue;
+        }
+        n++;
+        if (drop && apply_drop_copy(ns->st, t->schema.id, 0, p, err, sizeof(err)) != 0) {
             log_error("table \"%s\": clearing new stream shard copy %u: %s", t->schema.name,
                       (unsigned)p, err);
         }
     }
+    return n;
 }
 
-/* Notes what node id's new copies of t (ot before) miss, source by source. */
+/* Notes what node id's new copies of t (ot before), if any, miss, source
+ * by source. */
 static void note_table(node_server *ns, const pmap_table *ot, const pmap_table *t, uint64_t version)
 {
     const uint32_t id = ns->id;
-    const int gnew = gsi_new(ot, t, id);
+    const int gnew = new_copies(ns, ot, t, 1, 0) > 0;
+    if (!gnew && new_copies(ns, ot, t, 0, 0) == 0) {
+        return;
+    }
     /* From now on a batch filtered by an older map is refused
      * (replicate_apply), so each mark below divides the batches exactly. */
     note_added(ns->newcopy, t->schema.id, version);
-    clear_new(ns, ot, t); /* before the marks: every record applied since is refilled */
+    /* Before the marks: every record applied since is refilled. */
+    new_copies(ns, ot, t, 1, 1);
+    new_copies(ns, ot, t, 0, 1);
     size_t shards = 0, waits = 0;
     for (uint32_t p = 0; p < t->schema.partitions; p++) {
         const int snew = shard_new(ot, t, p, id);
@@ -310,14 +304,7 @@ void newcopy_note(node_server *ns, const pmap *old, const pmap *new)
     for (size_t i = 0; i < new->ntables; i++) {
         const pmap_table *t = &new->tables[i];
         const pmap_table *ot = pmap_table_find_id(old, t->schema.id);
-        if (ot == NULL) {
-            continue;
-        }
-        int any = gsi_new(ot, t, ns->id);
-        for (uint32_t p = 0; !any && p < t->schema.partitions; p++) {
-            any = shard_new(ot, t, p, ns->id);
-        }
-        if (any) {
+        if (ot != NULL) {
             note_table(ns, ot, t, new->version);
         }
     }
