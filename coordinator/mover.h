@@ -101,7 +101,7 @@ int mover_derived_unbalanced(const pmap *pm);
 /* One step of every GSI and stream copy move in next (above), the map
  * committed as version since; with rebalance > 0 and no such move under
  * way, first up to rebalance moves that bring the UP nodes within one of
- * each other's count of GSI and stream copies (pmap_derived_held), each
+ * each other's count of GSI and stream copies, each
  * marking the copy that leaves (pmap_replicas.leaving). REQUIRES: s->lock
  * held. */
 void mover_derived_pass(server *s, pmap *next, uint64_t since, size_t rebalance,

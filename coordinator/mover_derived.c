@@ -227,15 +227,35 @@ static pmap_replicas *next_move(const pmap *pm, const size_t *c, long *hi, long 
     return f.found;
 }
 
+/* What held_counts fills. */
+typedef struct held_arg {
+    const pmap *pm;
+    size_t *c;
+} held_arg;
+
+static int held_fn(pmap_table *t, pmap_replicas *r, void *arg)
+{
+    (void)t;
+    held_arg *h = arg;
+    for (uint32_t k = 0; k < r->n; k++) {
+        long i = node_index(h->pm, r->ids[k]);
+        if (i >= 0) {
+            h->c[i]++;
+        }
+    }
+    return 0;
+}
+
 /* Each node's GSI and stream copies in pm (per pm->nodes[i]; caller
- * frees), NULL when out of memory. */
+ * frees), NULL when out of memory: one walk of the map. */
 static size_t *held_counts(const pmap *pm)
 {
-    size_t *c = calloc(pm->nnodes ? pm->nnodes : 1, sizeof(*c));
-    for (size_t i = 0; c != NULL && i < pm->nnodes; i++) {
-        c[i] = pmap_derived_held(pm, pm->nodes[i].id);
+    held_arg h = {pm, calloc(pm->nnodes ? pm->nnodes : 1, sizeof(size_t))};
+    for (size_t i = 0; h.c != NULL && i < pm->ntables; i++) {
+        /* each_list does not change the lists held_fn is given */
+        (void)each_list((pmap_table *)&pm->tables[i], held_fn, &h);
     }
-    return c;
+    return h.c;
 }
 
 int mover_derived_unbalanced(const pmap *pm)

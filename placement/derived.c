@@ -19,12 +19,6 @@ pmap_replicas *pmap_derived_list(pmap_table *t, int gsi, uint32_t part)
     return &t->gsi_parts[gsi][part];
 }
 
-size_t pmap_derived_held(const pmap *pm, uint32_t id)
-{
-    return pmap_gsi_partitions_owned(pm, id) + pmap_stream_shards_hosted(pm, id) +
-           pmap_derived_copies(pm, id);
-}
-
 /* Every member counts in sync: a derived list has no in-sync set of its
  * own, and the wire form wants its first copy in it. */
 static void members_changed(pmap_replicas *r)

@@ -38,9 +38,6 @@
  * shard part; NULL when there is no such list. */
 pmap_replicas *pmap_derived_list(pmap_table *t, int gsi, uint32_t part);
 
-/* Copies of GSI partitions and stream shards, first or not, node id holds. */
-size_t pmap_derived_held(const pmap *pm, uint32_t id);
-
 /* Adds node id to the end of list r, joining from map version since. 0,
  * LAPSE_EEXISTS (a member already), LAPSE_ESTATE (a copy is joining
  * already) or LAPSE_EUNAVAILABLE (PMAP_MAX_REPLICAS copies already). */
