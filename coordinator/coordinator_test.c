@@ -399,7 +399,7 @@ static void test_second_coordinator_same_dir(void **state)
 {
     (void)state;
     char url[64], log[1200];
-    snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", fixture_free_port());
+    snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", freeport_loopback());
     snprintf(log, sizeof(log), "%s/second.log", fx.run_dir);
     const char *args[] = {"--listen", url, "--data", fx.data_dir, NULL};
     pid_t pid = fixture_spawn(log, args);

@@ -43,26 +43,6 @@ static struct {
     int paused[FIXTURE_NODES + 1];
 } hb;
 
-int fixture_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) {
-        return 0;
-    }
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(sa);
-    int port = 0;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-        port = ntohs(sa.sin_port);
-    }
-    close(fd);
-    return port;
-}
-
 /* Starts lapse-coordinator with argv[1..] = args (NULL-terminated), stdout
  * and stderr appended to log. Returns the pid, or fails the test. */
 pid_t fixture_spawn(const char *log, const char **args)
@@ -186,9 +166,8 @@ void fixture_start_coordinator(void)
 
 /* A heartbeat with TTL reports; never carries fx.admin_token (the heartbeat
  * thread must not read fields the test thread writes). */
-static int heartbeat_ttl(uint32_t id, uint64_t version, int64_t clock_ms,
-                         Lapse__TtlProgress **ttl, size_t nttl, int paused,
-                         Lapse__Response **resp, char *err, size_t errlen)
+static int heartbeat_ttl(uint32_t id, uint64_t version, int64_t clock_ms, Lapse__TtlProgress **ttl,
+                         size_t nttl, int paused, Lapse__Response **resp, char *err, size_t errlen)
 {
     Lapse__HeartbeatRequest body = LAPSE__HEARTBEAT_REQUEST__INIT;
     body.node_id = id;
@@ -342,11 +321,11 @@ int fixture_setup(void **state)
     }
     snprintf(fx.data_dir, sizeof(fx.data_dir), "%s/data", fx.run_dir);
     snprintf(fx.log_path, sizeof(fx.log_path), "%s/coordinator.log", fx.run_dir);
-    int port = fixture_free_port();
+    int port = freeport_loopback();
     snprintf(fx.url, sizeof(fx.url), "tcp://127.0.0.1:%d", port);
     for (int id = 1; id <= FIXTURE_NODES; id++) {
         snprintf(fx.node_url[id], sizeof(fx.node_url[id]), "tcp://127.0.0.1:%d",
-                 fixture_free_port());
+                 freeport_loopback());
     }
     char err[256];
     if (port == 0 || rpc_client_open(&fx.cli, fx.url, err, sizeof(err)) != 0) {

@@ -31,6 +31,7 @@
 
 #include "../common/lapse_err.h"
 #include "../rpc/rpc.h"
+#include "../tests/freeport.h" /* freeport_loopback */
 
 #define FIXTURE_NODES 3
 #define FIXTURE_CALL_TIMEOUT_MS 10000
@@ -69,8 +70,6 @@ extern fixture fx;
 int fixture_setup(void **state);
 int fixture_teardown(void **state);
 
-/* A TCP port on 127.0.0.1 that was free a moment ago (bound, released). */
-int fixture_free_port(void);
 /* Starts lapse-coordinator with the NULL-terminated args, output appended
  * to log. Returns the pid or fails the test. */
 pid_t fixture_spawn(const char *log, const char **args);

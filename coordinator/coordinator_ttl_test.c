@@ -603,7 +603,7 @@ static void test_bad_admin_token_file(void **state)
         char log[1200], data[1200], url[64];
         snprintf(log, sizeof(log), "%s/token-%zu.log", fx.run_dir, i);
         snprintf(data, sizeof(data), "%s/token-data-%zu", fx.run_dir, i);
-        snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", fixture_free_port());
+        snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", freeport_loopback());
         const char *args[] = {"--listen", url, "--data", data, "--admin-token-file", cases[i].file,
                               NULL};
         pid_t pid = fixture_spawn(log, args);

@@ -351,7 +351,7 @@ static void batchable_calls_of_a_frame_are_served_together(void **state)
     (void)state;
     fixture *f = calloc(1, sizeof *f);
     char err[256] = "";
-    snprintf(f->url, sizeof f->url, "tcp://127.0.0.1:%d", fixture_free_port());
+    snprintf(f->url, sizeof f->url, "tcp://127.0.0.1:%d", freeport_loopback());
     rpc_server_options o = {.workers = 4, .batchable = batchable_puts, .serve_many = serve_puts};
     assert_rv(rpc_server_open(&f->srv, f->url, &o, fixture_handler, NULL, err, sizeof err), 0, err);
     assert_rv(rpc_client_open(&f->cli, f->url, err, sizeof err), 0, err);

@@ -277,7 +277,7 @@ static void call_to_dead_port_fails_within_timeout(void **state)
     (void)state;
     char url[64];
     char err[256] = "";
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", fixture_free_port());
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", freeport_loopback());
     rpc_client *c = NULL;
     assert_rv(rpc_client_open(&c, url, err, sizeof err), 0, err); /* never blocks */
     clock_mono t0 = clock_mono_now();
@@ -308,7 +308,7 @@ static void probe_tells_a_closed_port(void **state)
 {
     (void)state;
     char url[64], err[256] = "";
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", fixture_free_port());
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", freeport_loopback());
     assert_int_equal(rpc_probe(url, 500), RPC_PROBE_REFUSED);
     rpc_server *s = NULL;
     assert_rv(rpc_server_open(&s, url, NULL, fixture_handler, NULL, err, sizeof err), 0, err);
@@ -426,7 +426,7 @@ static void call_many_runs_calls_concurrently(void **state)
     }
     rpc_client *dead = NULL;
     char url[64], err[256] = "";
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", fixture_free_port());
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", freeport_loopback());
     assert_rv(rpc_client_open(&dead, url, err, sizeof err), 0, err);
 
     Lapse__DescribeTableRequest d = LAPSE__DESCRIBE_TABLE_REQUEST__INIT;
@@ -476,7 +476,7 @@ static void call_many_dead_peer_first_does_not_fail_the_others(void **state)
     }
     rpc_client *dead = NULL;
     char url[64], err[256] = "";
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", fixture_free_port());
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", freeport_loopback());
     assert_rv(rpc_client_open(&dead, url, err, sizeof err), 0, err);
 
     Lapse__HeartbeatRequest hb = LAPSE__HEARTBEAT_REQUEST__INIT; /* answered at once */

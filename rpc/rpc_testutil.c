@@ -20,22 +20,6 @@
 #include "../common/clock.h"
 #include "wire.h"
 
-/* A loopback port nobody listens on right now. */
-int fixture_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sa.sin_port = 0;
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    socklen_t sl = sizeof sa;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 /* ---- the test server's handler (what it answers: rpc_testutil.h) ---- */
 atomic_int fixture_handlers_entered;
 atomic_int fixture_handlers_done;
@@ -149,7 +133,7 @@ fixture *fixture_open_lanes(int contexts, int workers, const uint32_t *urgent, s
 {
     fixture *f = calloc(1, sizeof *f);
     char err[256] = "";
-    snprintf(f->url, sizeof f->url, "tcp://127.0.0.1:%d", fixture_free_port());
+    snprintf(f->url, sizeof f->url, "tcp://127.0.0.1:%d", freeport_loopback());
     rpc_server_options o = {.contexts = contexts,
                             .workers = workers,
                             .urgent_calls = urgent,

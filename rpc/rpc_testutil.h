@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "../common/lapse_err.h"
+#include "../tests/freeport.h" /* freeport_loopback */
 #include "rpc.h"
 
 #define assert_rv(call, code, err)                                                                 \
@@ -52,9 +53,6 @@ typedef struct fixture {
     rpc_server *srv;
     rpc_client *cli;
 } fixture;
-
-/* A loopback port nobody listens on right now. */
-int fixture_free_port(void);
 
 /* Waits until fixture_handlers_entered reaches n, for at most 5 s (else
  * fails the test). */

@@ -16,26 +16,13 @@
 
 #include "../common/lapse_err.h"
 #include "cluster.h"
+#include "freeport.h"
 
 extern char **environ;
 
 int cluster_free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) {
-        return 0;
-    }
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(sa);
-    int port = 0;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-        port = ntohs(sa.sin_port);
-    }
-    close(fd);
-    return port;
+    return freeport_loopback();
 }
 
 int cluster_mkdtemp(char *out, size_t outlen, const char *prefix, char *err, size_t errlen)
