@@ -122,6 +122,20 @@ static int fill_from(node_server *ns, const pmap_table *t, uint32_t part, const 
     return rv;
 }
 
+/* The primary of partition part of t in pm, or NULL (with err) when the
+ * map names none UP. */
+static const pmap_node *primary_of(const pmap *pm, const pmap_table *t, uint32_t part, char *err,
+                                   size_t errlen)
+{
+    const pmap_replicas *set = pmap_part(t, part);
+    const pmap_node *primary = set != NULL ? pmap_node_find(pm, set->ids[0]) : NULL;
+    if (primary == NULL || primary->state != PMAP_NODE_UP) {
+        snprintf(err, errlen, "partition %u has no primary UP", (unsigned)part);
+        return NULL;
+    }
+    return primary;
+}
+
 int gsi_fill_source(node_server *ns, const pmap *pm, const pmap_table *t, uint32_t src_part,
                     uint64_t mark)
 {
@@ -131,12 +145,10 @@ int gsi_fill_source(node_server *ns, const pmap *pm, const pmap_table *t, uint32
     char err[512] = "";
     uint64_t items = 0;
     int rv = 0;
-    const pmap_replicas *set = pmap_part(t, src_part);
-    const pmap_node *primary = set != NULL ? pmap_node_find(pm, set->ids[0]) : NULL;
+    const pmap_node *primary = NULL;
     if (!owns_any(&t->schema, &f)) {
         /* Nothing here to fill. */
-    } else if (primary == NULL || primary->state != PMAP_NODE_UP) {
-        snprintf(err, sizeof(err), "partition %u has no primary UP", (unsigned)src_part);
+    } else if ((primary = primary_of(pm, t, src_part, err, sizeof(err))) == NULL) {
         rv = LAPSE_EUNAVAILABLE;
     } else {
         replicate_pause(ns, t->schema.id, src_part, 1);
@@ -152,7 +164,7 @@ int gsi_fill_source(node_server *ns, const pmap *pm, const pmap_table *t, uint32
         log_info("table %s: this node's GSI copies, missing records of partition %u (through "
                  "outbox record %" PRIu64 "), filled from the %" PRIu64
                  " items of its primary, node %u; they answer again once no partition misses any",
-                 t->schema.name, (unsigned)src_part, mark, items, (unsigned)set->ids[0]);
+                 t->schema.name, (unsigned)src_part, mark, items, (unsigned)primary->id);
     }
     if (rv != 0) {
         log_warn("table %s: filling this node's GSI copies from the items of partition %u: %s: %s",
@@ -165,11 +177,9 @@ int gsi_fill_primary_seq(node_server *ns, const pmap *pm, const pmap_table *t, u
                          uint64_t *seq, uint64_t *version, char *err, size_t errlen)
 {
     *version = 0;
-    const pmap_replicas *set = pmap_part(t, src_part);
-    const pmap_node *primary = set != NULL ? pmap_node_find(pm, set->ids[0]) : NULL;
     *seq = 0;
-    if (primary == NULL || primary->state != PMAP_NODE_UP) {
-        snprintf(err, errlen, "partition %u has no primary UP", (unsigned)src_part);
+    const pmap_node *primary = primary_of(pm, t, src_part, err, errlen);
+    if (primary == NULL) {
         return LAPSE_EUNAVAILABLE;
     }
     rpc_client *c = NULL;
