@@ -166,6 +166,24 @@ int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response
              size_t errlen);
 void rpc_response_free(Lapse__Response *resp); /* accepts NULL */
 
+/* An asynchronous call's outcome, as rpc_call would return it: rv, the
+ * reply (the callee's to free with rpc_response_free; NULL on a transport
+ * error) and the message when rv != 0. Runs on NNG's thread, or on a
+ * caller's thread of this client that was finishing other calls: it must
+ * not block. */
+typedef void (*rpc_done_fn)(void *arg, int rv, Lapse__Response *resp, const char *err);
+
+/* rpc_call without waiting, for the single-item calls that coalesce (get,
+ * put, delete, update: they share frames with the client's other calls).
+ * Returns 0 when the call was queued: done is then called exactly once,
+ * perhaps before this returns; or LAPSE_EINVAL (a call that does not
+ * coalesce), LAPSE_ETOOBIG or LAPSE_ENOMEM with err set, and done is never
+ * called. A call queued behind a slow frame goes in one of its own after a
+ * millisecond, as a blocking one does. rpc_client_close ends the calls
+ * still out (LAPSE_EUNAVAILABLE or a time-out) before it returns. */
+int rpc_call_async(rpc_client *c, Lapse__Request *req, int timeout_ms, rpc_done_fn done, void *arg,
+                   char *err, size_t errlen);
+
 /* One call of a concurrent group (rpc_call_many). */
 typedef struct rpc_multi_call {
     rpc_client *client;    /* where to send; borrowed */

@@ -232,6 +232,17 @@ int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response
     return mc.rv;
 }
 
+int rpc_call_async(rpc_client *c, Lapse__Request *req, int timeout_ms, rpc_done_fn done, void *arg,
+                   char *err, size_t errlen)
+{
+    if (!rpc_coalesce_wanted(req) || done == NULL) {
+        set_err(err, errlen, "only single-item calls are made asynchronously");
+        return LAPSE_EINVAL;
+    }
+    return rpc_coalesce_call_async(c, req, timeout_ms > 0 ? timeout_ms : RPC_DEFAULT_TIMEOUT_MS,
+                                   done, arg, err, errlen);
+}
+
 int rpc_call_raw(rpc_client *c, const void *data, size_t len, int timeout_ms, void **reply,
                  size_t *reply_len, char *err, size_t errlen)
 {

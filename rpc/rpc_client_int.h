@@ -65,6 +65,10 @@ struct rpc_client {
     frame *free_frames; /* frames not out, each with its aio (and context) */
     frame *dead_frames; /* frames whose exchange failed: their context may still
                            wait for a reply, so it is closed, never reused */
+    int async_queued;   /* queued calls of rpc_call_async */
+    nng_aio *stall_aio; /* NULL until the first is queued: wakes them after a stall */
+    int stall_armed;    /* stall_aio is sleeping */
+    int closing;        /* rpc_client_close began: the stall timer arms no more */
 };
 
 /* One message exchange of a group: msg (consumed) goes to client; on return
@@ -131,6 +135,11 @@ int rpc_coalesce_wanted(const Lapse__Request *req);
 /* rpc_call of a coalescable call (same contract). REQUIRES: timeout_ms > 0. */
 int rpc_coalesce_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp,
                       char *err, size_t errlen);
+
+/* rpc_call_async of a coalescable call (same contract). REQUIRES:
+ * timeout_ms > 0. */
+int rpc_coalesce_call_async(rpc_client *c, Lapse__Request *req, int timeout_ms, rpc_done_fn done,
+                            void *arg, char *err, size_t errlen);
 
 /* Before c's sockets close: waits for the callbacks of the frames not out
  * to return, then closes their contexts. */

@@ -52,13 +52,17 @@
 /* A call is queued, then sent in a frame, then done. */
 typedef enum { W_QUEUED, W_SENT, W_DONE } waiter_state;
 
-/* One rpc_coalesce_wanted call, on its caller's stack. */
+/* One rpc_coalesce_wanted call: on its caller's stack (rpc_call), or on the
+ * heap with done set (rpc_call_async; freed once done has run). */
 struct waiter {
     waiter *next; /* in the client's queue, then in its frame */
     nng_msg *msg; /* the packed request; consumed when its frame goes */
     clock_mono deadline;
+    clock_mono stall;   /* when queued: the moment it goes in a frame of its own */
     waiter_state state; /* guarded by the client's cmu */
-    pthread_cond_t cv;  /* signalled on W_DONE */
+    pthread_cond_t cv;  /* signalled on W_DONE (a blocking call's) */
+    rpc_done_fn done;   /* NULL: a blocking call; else run on W_DONE, outside cmu */
+    void *done_arg;
     Lapse__Response *resp;
     int rv;
     char err[512];
@@ -103,10 +107,37 @@ static void waiter_fail(waiter *w, int rv, const char *what)
     set_err(w->err, sizeof(w->err), "%s", what);
 }
 
+/* Marks w done: a blocking call is woken; an asynchronous one goes on
+ * *later, whose callbacks run_later runs once cmu is released (a callback
+ * may take other locks, or send). REQUIRES: the client's cmu. */
+static void waiter_done(waiter *w, waiter **later)
+{
+    w->state = W_DONE;
+    if (w->done == NULL) {
+        pthread_cond_signal(&w->cv);
+        return;
+    }
+    w->next = *later;
+    *later = w;
+}
+
+/* Runs the callbacks of the asynchronous calls on later and frees them.
+ * REQUIRES: cmu not held. */
+static void run_later(waiter *later)
+{
+    while (later != NULL) {
+        waiter *w = later;
+        later = w->next;
+        w->done(w->done_arg, w->rv, w->resp, w->err);
+        free(w);
+    }
+}
+
 /* Takes the calls of c's queue into a frame after first (may be NULL),
  * within the limits; calls whose deadline passed are finished with
- * ETIMEDOUT instead. Returns the frame's first call. REQUIRES: c->cmu. */
-static waiter *take_batch(rpc_client *c, waiter *first)
+ * ETIMEDOUT instead (asynchronous ones onto *later). Returns the frame's
+ * first call. REQUIRES: c->cmu. */
+static waiter *take_batch(rpc_client *c, waiter *first, waiter **later)
 {
     waiter *head = first, *tail = first;
     size_t n = first != NULL, bytes = first != NULL ? nng_msg_len(first->msg) : 0;
@@ -124,12 +155,12 @@ static waiter *take_batch(rpc_client *c, waiter *first)
             c->qtail = NULL;
         }
         w->next = NULL;
+        c->async_queued -= w->done != NULL;
         if (clock_mono_remaining_ms(w->deadline) <= 0) {
             nng_msg_free(w->msg);
             w->msg = NULL;
             waiter_fail(w, LAPSE_ETIMEDOUT, "no reply in time (the call waited for a frame)");
-            w->state = W_DONE;
-            pthread_cond_signal(&w->cv);
+            waiter_done(w, later);
             continue;
         }
         w->state = W_SENT;
@@ -159,6 +190,7 @@ static void queue_remove(rpc_client *c, waiter *w)
         c->qtail = prev;
     }
     w->next = NULL;
+    c->async_queued -= w->done != NULL;
 }
 
 /* The message of f's calls: the one call's own request, or a coalesced
@@ -253,15 +285,15 @@ static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err
         err = why;
     }
     frame_answer(f, reply, rv, err);
+    waiter *later = NULL;
     pthread_mutex_lock(&c->cmu);
     for (waiter *w = f->batch; w != NULL;) {
         waiter *next = w->next; /* w may be gone once woken and unlocked */
-        w->state = W_DONE;
-        pthread_cond_signal(&w->cv);
+        waiter_done(w, &later);
         w = next;
     }
     f->batch = NULL;
-    waiter *next = take_batch(c, NULL);
+    waiter *next = take_batch(c, NULL, &later);
     f->stale = nrv != 0;
     frame *out = f;
     if (f->stale) {
@@ -283,6 +315,7 @@ static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err
         pthread_cond_broadcast(&c->idle);
     }
     pthread_mutex_unlock(&c->cmu);
+    run_later(later);
     if (next != NULL) {
         if (out == NULL && (out = frame_new(c)) == NULL) {
             frames_fail(c, next, LAPSE_ENOMEM, "out of memory");
@@ -356,19 +389,20 @@ static frame *frame_get(rpc_client *c)
 /* Ends the calls from batch with rv (c->inflight counted for them). */
 static void frames_fail(rpc_client *c, waiter *batch, int rv, const char *why)
 {
+    waiter *later = NULL;
     pthread_mutex_lock(&c->cmu);
     for (waiter *w = batch; w != NULL;) {
         waiter *next = w->next;
         nng_msg_free(w->msg);
         w->msg = NULL;
         waiter_fail(w, rv, why);
-        w->state = W_DONE;
-        pthread_cond_signal(&w->cv);
+        waiter_done(w, &later);
         w = next;
     }
     c->inflight--;
     pthread_cond_broadcast(&c->idle);
     pthread_mutex_unlock(&c->cmu);
+    run_later(later);
 }
 
 /* Sends the calls from batch on as frame f. may_wait: the caller's thread,
@@ -414,14 +448,69 @@ static void frame_send(frame *f, waiter *batch, int may_wait)
 }
 
 /* Sends batch (c->inflight counted for it already) as a new frame, from
- * the caller's thread. REQUIRES: c->cmu not held. */
-static void frame_start(rpc_client *c, waiter *batch)
+ * the caller's thread (on_nng 0) or from NNG's (on_nng 1: the stall timer,
+ * which takes a frame without freeing dead ones or waiting for a peer).
+ * REQUIRES: c->cmu not held. */
+static void frame_start(rpc_client *c, waiter *batch, int on_nng)
 {
-    frame *f = frame_get(c);
+    frame *f = NULL;
+    if (on_nng) {
+        pthread_mutex_lock(&c->cmu);
+        if ((f = c->free_frames) != NULL) {
+            c->free_frames = f->next_free;
+        }
+        pthread_mutex_unlock(&c->cmu);
+        f = f != NULL ? f : frame_new(c);
+    } else {
+        f = frame_get(c);
+    }
     if (f != NULL) {
-        frame_send(f, batch, 1);
+        frame_send(f, batch, !on_nng);
     } else {
         frames_fail(c, batch, LAPSE_ENOMEM, "out of memory");
+    }
+}
+
+static void stall_cb(void *arg);
+
+/* Arms c's stall timer for the queue's head when an asynchronous call is
+ * queued and it is not armed: no thread of an asynchronous call waits to
+ * notice a slow frame, so the timer does (stall_cb). REQUIRES: c->cmu. */
+static void stall_arm(rpc_client *c)
+{
+    if (c->stall_armed || c->closing || c->async_queued == 0 || c->qhead == NULL) {
+        return;
+    }
+    if (c->stall_aio == NULL && nng_aio_alloc(&c->stall_aio, stall_cb, c) != 0) {
+        c->stall_aio = NULL;
+        return; /* queued calls then wait for the frame out, at worst their deadline */
+    }
+    int64_t ms = clock_mono_remaining_ms(c->qhead->stall);
+    c->stall_armed = 1;
+    nng_sleep_aio(ms > 0 ? (nng_duration)ms : 0, c->stall_aio);
+}
+
+/* The stall timer: when the queue's head has waited COALESCE_STALL_MS for
+ * the frame out, the queue goes in a frame of its own (as a blocking call's
+ * own wait does in rpc_coalesce_call). */
+static void stall_cb(void *arg)
+{
+    rpc_client *c = arg;
+    waiter *batch = NULL, *later = NULL;
+    pthread_mutex_lock(&c->cmu);
+    c->stall_armed = 0;
+    if (nng_aio_result(c->stall_aio) == 0 && !c->closing && c->qhead != NULL &&
+        clock_mono_remaining_ms(c->qhead->stall) <= 0) {
+        batch = take_batch(c, NULL, &later);
+        if (batch != NULL) {
+            c->inflight++;
+        }
+    }
+    stall_arm(c);
+    pthread_mutex_unlock(&c->cmu);
+    run_later(later);
+    if (batch != NULL) {
+        frame_start(c, batch, 1);
     }
 }
 
@@ -430,9 +519,16 @@ static void frame_start(rpc_client *c, waiter *batch)
  * when it closes it). A frame's caller is woken from its callback, which
  * may still be inside NNG (posting the receive of an earlier step) when the
  * caller returns; NNG 1.5.2 panics ("pthread_mutex_lock: Invalid
- * argument") when that runs against a socket being closed. */
+ * argument") when that runs against a socket being closed. The stall
+ * timer is stopped first, so it starts no frame from here on. */
 void rpc_coalesce_idle_close(rpc_client *c)
 {
+    pthread_mutex_lock(&c->cmu);
+    c->closing = 1;
+    pthread_mutex_unlock(&c->cmu);
+    if (c->stall_aio != NULL) {
+        nng_aio_stop(c->stall_aio);
+    }
     pthread_mutex_lock(&c->cmu);
     frame *lists[2] = {c->free_frames, c->dead_frames};
     pthread_mutex_unlock(&c->cmu);
@@ -448,22 +544,62 @@ void rpc_coalesce_idle_close(rpc_client *c)
 }
 
 /* After the sockets closed: waits (bounded) for the frames still out,
- * which end with ECLOSED, then frees every frame. */
+ * which end with ECLOSED, then frees every frame. Asynchronous calls still
+ * queued (the frames out ended before taking them) end with ECLOSED. */
 void rpc_coalesce_close(rpc_client *c)
 {
+    waiter *later = NULL;
     pthread_mutex_lock(&c->cmu);
     struct timespec until = clock_mono_abstime(CLOSE_WAIT_MS);
     while (c->inflight > 0 && pthread_cond_timedwait(&c->idle, &c->cmu, &until) == 0) {
     }
     frame *lists[2] = {c->free_frames, c->dead_frames};
     c->free_frames = c->dead_frames = NULL;
+    while (c->qhead != NULL) {
+        waiter *w = c->qhead;
+        queue_remove(c, w);
+        nng_msg_free(w->msg);
+        w->msg = NULL;
+        waiter_fail(w, LAPSE_EUNAVAILABLE, "the client closed");
+        waiter_done(w, &later);
+    }
     pthread_mutex_unlock(&c->cmu);
+    run_later(later);
     for (int list = 0; list < 2; list++) {
         for (frame *f = lists[list]; f != NULL;) {
             frame *next = f->next_free;
             frame_free(f);
             f = next;
         }
+    }
+    nng_aio_free(c->stall_aio);
+    c->stall_aio = NULL;
+}
+
+/* Queues w (packed, deadline set) or, when c has room for another frame,
+ * sends it at once with what is queued. REQUIRES: c->cmu held, released
+ * around the send. */
+static void submit(rpc_client *c, waiter *w, waiter **later)
+{
+    w->stall = clock_mono_after_ms(COALESCE_STALL_MS);
+    if (c->inflight < COALESCE_INFLIGHT) {
+        c->inflight++;
+        waiter *batch = take_batch(c, w, later);
+        pthread_mutex_unlock(&c->cmu);
+        frame_start(c, batch, 0);
+        pthread_mutex_lock(&c->cmu);
+        return;
+    }
+    w->next = NULL;
+    if (c->qtail != NULL) {
+        c->qtail->next = w;
+    } else {
+        c->qhead = w;
+    }
+    c->qtail = w;
+    if (w->done != NULL) {
+        c->async_queued++;
+        stall_arm(c);
     }
 }
 
@@ -472,6 +608,7 @@ int rpc_coalesce_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse_
                       char *err, size_t errlen)
 {
     waiter w = {.state = W_QUEUED};
+    waiter *later = NULL;
     *resp = NULL;
     int rv = rpc_client_pack_request(req, timeout_ms, &w.msg, err, errlen);
     if (rv != 0) {
@@ -481,26 +618,12 @@ int rpc_coalesce_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse_
     clock_cond_init_mono(&w.cv);
 
     pthread_mutex_lock(&c->cmu);
-    if (c->inflight < COALESCE_INFLIGHT) {
-        c->inflight++;
-        waiter *batch = take_batch(c, &w);
-        pthread_mutex_unlock(&c->cmu);
-        frame_start(c, batch);
-        pthread_mutex_lock(&c->cmu);
-    } else {
-        if (c->qtail != NULL) {
-            c->qtail->next = &w;
-        } else {
-            c->qhead = &w;
-        }
-        c->qtail = &w;
-    }
-    clock_mono stall = clock_mono_after_ms(COALESCE_STALL_MS);
+    submit(c, &w, &later);
     while (w.state == W_QUEUED) {
-        int64_t wait_ms = clock_mono_remaining_ms(stall);
+        int64_t wait_ms = clock_mono_remaining_ms(w.stall);
         struct timespec ts = clock_mono_abstime(wait_ms > 0 ? wait_ms : 0);
         if (pthread_cond_timedwait(&w.cv, &c->cmu, &ts) == 0 || w.state != W_QUEUED ||
-            clock_mono_remaining_ms(stall) > 0) {
+            clock_mono_remaining_ms(w.stall) > 0) {
             continue;
         }
         /* The frame out is slow (a write waiting for its copies, a peer
@@ -515,19 +638,45 @@ int rpc_coalesce_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse_
             break;
         }
         c->inflight++;
-        waiter *batch = take_batch(c, &w);
+        waiter *batch = take_batch(c, &w, &later);
         pthread_mutex_unlock(&c->cmu);
-        frame_start(c, batch);
+        frame_start(c, batch, 0);
         pthread_mutex_lock(&c->cmu);
     }
     while (w.state != W_DONE) {
         pthread_cond_wait(&w.cv, &c->cmu);
     }
     pthread_mutex_unlock(&c->cmu);
+    run_later(later);
     pthread_cond_destroy(&w.cv);
     *resp = w.resp;
     if (w.rv != 0) {
         set_err(err, errlen, "%s", w.err);
     }
     return w.rv;
+}
+
+int rpc_coalesce_call_async(rpc_client *c, Lapse__Request *req, int timeout_ms, rpc_done_fn done,
+                            void *arg, char *err, size_t errlen)
+{
+    waiter *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    int rv = rpc_client_pack_request(req, timeout_ms, &w->msg, err, errlen);
+    if (rv != 0) {
+        free(w);
+        return rv;
+    }
+    w->state = W_QUEUED;
+    w->deadline = clock_mono_after_ms(timeout_ms);
+    w->done = done;
+    w->done_arg = arg;
+    waiter *later = NULL;
+    pthread_mutex_lock(&c->cmu);
+    submit(c, w, &later);
+    pthread_mutex_unlock(&c->cmu);
+    run_later(later);
+    return 0;
 }

@@ -146,6 +146,181 @@ static void queued_call_does_not_wait_behind_a_slow_frame(void **state)
     fixture_close(f);
 }
 
+/* ---- asynchronous calls (rpc_call_async) ---- */
+
+/* One asynchronous GetItem: its key, and what its done saw. */
+typedef struct async_get {
+    char key[32];
+    item *it; /* the key sent, to compare with the echo */
+    int rv;   /* -1 until done */
+    int64_t done_ms;
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+    int *left;
+} async_get;
+
+static void async_get_done(void *arg, int rv, Lapse__Response *resp, const char *err)
+{
+    async_get *g = arg;
+    if (rv == 0) {
+        item *back = NULL;
+        char msg[256];
+        if (resp->body_case != LAPSE__RESPONSE__BODY_GET_ITEM ||
+            wire_item_from_pb(resp->get_item->item, &back, msg, sizeof msg) != 0 ||
+            !item_eq(g->it, back)) {
+            rv = LAPSE_EPROTO; /* another call's reply: checked by the test */
+        }
+        item_free(back);
+    } else if (err == NULL) {
+        rv = LAPSE_EPROTO;
+    }
+    rpc_response_free(resp);
+    pthread_mutex_lock(g->mu);
+    g->rv = rv;
+    g->done_ms = clock_mono_now().ms;
+    --*g->left;
+    pthread_cond_broadcast(g->cv);
+    pthread_mutex_unlock(g->mu);
+}
+
+/* Starts g's GetItem of its key on table through c. */
+static int async_get_start(rpc_client *c, async_get *g, const char *table, int timeout_ms)
+{
+    arena a;
+    arena_init(&a);
+    g->it = item_new();
+    g->rv = -1;
+    attr_value v;
+    assert_int_equal(item_value_init_bytes(&v, ATTR_S, g->key, strlen(g->key)), 0);
+    assert_int_equal(item_set(g->it, "k", &v), 0);
+    Lapse__GetItemRequest body = LAPSE__GET_ITEM_REQUEST__INIT;
+    body.table = (char *)table;
+    body.key = wire_item_to_pb(&a, g->it);
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_GET_ITEM;
+    req.get_item = &body;
+    char err[256] = "";
+    int rv = rpc_call_async(c, &req, timeout_ms, async_get_done, g, err, sizeof err);
+    arena_fini(&a);
+    return rv;
+}
+
+/* Waits (at most 10 s) until *left is 0. */
+static void async_wait_all(pthread_mutex_t *mu, pthread_cond_t *cv, int *left)
+{
+    clock_mono until = clock_mono_after_ms(10000);
+    pthread_mutex_lock(mu);
+    while (*left > 0 && clock_mono_remaining_ms(until) > 0) {
+        struct timespec ts = clock_mono_abstime(50);
+        pthread_cond_timedwait(cv, mu, &ts);
+    }
+    int left_now = *left;
+    pthread_mutex_unlock(mu);
+    if (left_now != 0) {
+        fail_msg("%d asynchronous calls never finished", left_now);
+    }
+}
+
+static void async_calls_share_frames_and_keep_their_replies(void **state)
+{
+    (void)state;
+    fixture *f = fixture_open(16, 4);
+    enum { CALLS = 200 };
+    static async_get gs[CALLS];
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv;
+    clock_cond_init_mono(&cv);
+    int left = CALLS;
+    /* One thread starts them all: each takes 2 ms on the server, so the
+     * calls started while a frame is out go together in the next. */
+    for (int i = 0; i < CALLS; i++) {
+        gs[i] = (async_get){.mu = &mu, .cv = &cv, .left = &left};
+        snprintf(gs[i].key, sizeof gs[i].key, "a%d", i);
+        assert_int_equal(async_get_start(f->cli, &gs[i], "slow:2", 5000), 0);
+    }
+    async_wait_all(&mu, &cv, &left);
+    for (int i = 0; i < CALLS; i++) {
+        if (gs[i].rv != 0) {
+            fail_msg("call %d ended with %d", i, gs[i].rv);
+        }
+        item_free(gs[i].it);
+    }
+    rpc_server_count n;
+    rpc_server_counts(f->srv, &n);
+    assert_int_equal(n.calls, CALLS);
+    if (n.frames * 4 > n.calls) {
+        fail_msg("%llu asynchronous calls came in %llu frames", (unsigned long long)n.calls,
+                 (unsigned long long)n.frames);
+    }
+    pthread_cond_destroy(&cv);
+    fixture_close(f);
+}
+
+static void async_call_does_not_wait_behind_a_slow_frame(void **state)
+{
+    (void)state;
+    fixture *f = fixture_open(0, 2);
+    char err[256] = "";
+    assert_rv(get_echo(f->cli, "t", "warm", 2000, err, sizeof err), 0, err); /* connected */
+    int before = atomic_load(&fixture_handlers_entered);
+    slow_get sg = {f->cli, -1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, slow_get_run, &sg), 0);
+    fixture_wait_entered(before + 1);
+    /* The frame out takes 600 ms; no thread waits for this call, so the
+     * client's stall timer must send it in a frame of its own within its
+     * 300 ms. */
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv;
+    clock_cond_init_mono(&cv);
+    int left = 1;
+    async_get g = {.key = "second", .mu = &mu, .cv = &cv, .left = &left};
+    clock_mono t0 = clock_mono_now();
+    assert_int_equal(async_get_start(f->cli, &g, "t", 300), 0);
+    async_wait_all(&mu, &cv, &left);
+    assert_int_equal(g.rv, 0);
+    if (g.done_ms - t0.ms >= 300) {
+        fail_msg("the call behind a slow frame took %lld ms", (long long)(g.done_ms - t0.ms));
+    }
+    item_free(g.it);
+    pthread_join(th, NULL);
+    assert_int_equal(sg.rv, 0);
+    pthread_cond_destroy(&cv);
+    fixture_close(f);
+}
+
+static void closing_a_client_ends_its_async_calls(void **state)
+{
+    (void)state;
+    fixture *f = fixture_open(0, 4);
+    char err[256] = "";
+    rpc_client *c = NULL;
+    assert_rv(rpc_client_open(&c, f->url, err, sizeof err), 0, err);
+    assert_true(rpc_client_connected(c, 2000));
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv;
+    clock_cond_init_mono(&cv);
+    enum { CALLS = 3 };
+    int left = CALLS;
+    async_get gs[CALLS];
+    /* The first is out for 1.5 s; the others queue behind it. */
+    for (int i = 0; i < CALLS; i++) {
+        gs[i] = (async_get){.mu = &mu, .cv = &cv, .left = &left};
+        snprintf(gs[i].key, sizeof gs[i].key, "c%d", i);
+        assert_int_equal(async_get_start(c, &gs[i], i == 0 ? "slow:1500" : "t", 5000), 0);
+    }
+    rpc_client_close(c);
+    /* Every call ended, each exactly once, before the close returned. */
+    pthread_mutex_lock(&mu);
+    assert_int_equal(left, 0);
+    pthread_mutex_unlock(&mu);
+    for (int i = 0; i < CALLS; i++) {
+        item_free(gs[i].it);
+    }
+    pthread_cond_destroy(&cv);
+    fixture_close(f);
+}
+
 /* Packs a GetItem of key k into a Request's bytes (caller frees). */
 static uint8_t *packed_get(const char *key, size_t *len)
 {
@@ -385,6 +560,9 @@ int main(void)
         cmocka_unit_test(malformed_coalesced_frames_get_eproto_per_call),
         cmocka_unit_test(quick_calls_are_served_while_every_worker_waits),
         cmocka_unit_test(batchable_calls_of_a_frame_are_served_together),
+        cmocka_unit_test(async_calls_share_frames_and_keep_their_replies),
+        cmocka_unit_test(async_call_does_not_wait_behind_a_slow_frame),
+        cmocka_unit_test(closing_a_client_ends_its_async_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
