@@ -180,57 +180,74 @@ int lapse_check_item(lapse_client *c, const char *table, const lapse_item *item,
     return rv != 0 ? rv : client_ok(err);
 }
 
-/* Sends a PutItem (is_delete 0: it is the whole item) or a DeleteItem
- * (is_delete 1: it is the key) with cond to the partition's primary. Returns
- * 0 or a lapse_status with the reason in err. */
+/* A write call's request: a PutItem (is_delete 0: it is the whole item) or
+ * a DeleteItem (is_delete 1: it is the key) with cond, its parts in a, in
+ * *w, routed by tg. Returns 0 or a lapse_status with the reason in err. */
+typedef struct write_req {
+    Lapse__PutItemRequest put;
+    Lapse__DeleteItemRequest del;
+    Lapse__Request req;
+    uint8_t rid[WIRE_REQUEST_ID_BYTES];
+    attr_value keep; /* a condition's value (cond_to_pb); fini'd by the caller */
+} write_req;
+
+static int write_request(lapse_client *c, const char *table, const lapse_item *it,
+                         const lapse_condition *cond, int is_delete, arena *a, write_req *w,
+                         client_target *tg, lapse_error *err)
+{
+    Lapse__Item *pb_item;
+    Lapse__Condition *pb_cond = NULL;
+    int rv;
+
+    w->put = (Lapse__PutItemRequest)LAPSE__PUT_ITEM_REQUEST__INIT;
+    w->del = (Lapse__DeleteItemRequest)LAPSE__DELETE_ITEM_REQUEST__INIT;
+    w->req = (Lapse__Request)LAPSE__REQUEST__INIT;
+    item_value_init_null(&w->keep);
+    if ((rv = prepare(c, table, it, is_delete, NULL, tg, err)) != 0) {
+        return rv;
+    }
+    if ((pb_item = wire_item_to_pb(a, it->it)) == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    if ((rv = cond_to_pb(a, cond, &pb_cond, &w->keep, err)) != 0) {
+        return rv;
+    }
+    if (is_delete) {
+        w->del.table = (char *)table;
+        w->del.key = pb_item;
+        w->del.condition = pb_cond;
+        w->req.body_case = LAPSE__REQUEST__BODY_DELETE_ITEM;
+        w->req.delete_item = &w->del;
+    } else {
+        w->put.table = (char *)table;
+        w->put.item = pb_item;
+        w->put.condition = pb_cond;
+        w->req.body_case = LAPSE__REQUEST__BODY_PUT_ITEM;
+        w->req.put_item = &w->put;
+    }
+    /* Retried after a time-out too: the request id makes it take effect once. */
+    client_request_id(w->rid);
+    w->req.request_id = (ProtobufCBinaryData){.len = sizeof w->rid, .data = w->rid};
+    return 0;
+}
+
+/* Sends write_request's call to the partition's primary. Returns 0 or a
+ * lapse_status with the reason in err. */
 static int write_item(lapse_client *c, const char *table, const lapse_item *it,
                       const lapse_condition *cond, int is_delete, lapse_error *err)
 {
-    Lapse__PutItemRequest put = LAPSE__PUT_ITEM_REQUEST__INIT;
-    Lapse__DeleteItemRequest del = LAPSE__DELETE_ITEM_REQUEST__INIT;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__Response *resp = NULL;
-    Lapse__Item *pb_item;
-    Lapse__Condition *pb_cond = NULL;
     client_target tg;
-    attr_value keep;
+    write_req w;
     arena a;
-    int rv;
-
-    if ((rv = prepare(c, table, it, is_delete, NULL, &tg, err)) != 0) {
-        return rv;
-    }
     arena_init(&a);
-    item_value_init_null(&keep);
-    if ((pb_item = wire_item_to_pb(&a, it->it)) == NULL) {
-        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
-        goto out;
+    int rv = write_request(c, table, it, cond, is_delete, &a, &w, &tg, err);
+    if (rv == 0) {
+        rv = client_call_part(c, &tg, &w.req, 1, &resp, err);
     }
-    if ((rv = cond_to_pb(&a, cond, &pb_cond, &keep, err)) != 0) {
-        goto out;
-    }
-    if (is_delete) {
-        del.table = (char *)table;
-        del.key = pb_item;
-        del.condition = pb_cond;
-        req.body_case = LAPSE__REQUEST__BODY_DELETE_ITEM;
-        req.delete_item = &del;
-    } else {
-        put.table = (char *)table;
-        put.item = pb_item;
-        put.condition = pb_cond;
-        req.body_case = LAPSE__REQUEST__BODY_PUT_ITEM;
-        req.put_item = &put;
-    }
-    /* Retried after a time-out too: the request id makes it take effect once. */
-    uint8_t rid[WIRE_REQUEST_ID_BYTES];
-    client_request_id(rid);
-    req.request_id = (ProtobufCBinaryData){.len = sizeof rid, .data = rid};
-    rv = client_call_part(c, &tg, &req, 1, &resp, err);
-out:
     rpc_response_free(resp);
     arena_fini(&a);
-    item_value_fini(&keep);
+    item_value_fini(&w.keep);
     return rv;
 }
 
@@ -246,13 +263,50 @@ int lapse_get(lapse_client *c, const char *table, const lapse_item *key, lapse_i
     return lapse_get_opts(c, table, key, NULL, out, err);
 }
 
+/* A get call's request, its parts in a, routed by tg. Returns 0 or a
+ * lapse_status with the reason in err. */
+typedef struct get_req {
+    Lapse__GetItemRequest body;
+    Lapse__Request req;
+} get_req;
+
+static int get_request(lapse_client *c, const char *table, const lapse_item *key,
+                       const lapse_read_opts *opts, arena *a, get_req *g, client_target *tg,
+                       lapse_error *err)
+{
+    int rv;
+    g->body = (Lapse__GetItemRequest)LAPSE__GET_ITEM_REQUEST__INIT;
+    g->req = (Lapse__Request)LAPSE__REQUEST__INIT;
+    if ((rv = prepare(c, table, key, 1, NULL, tg, err)) != 0) {
+        return rv;
+    }
+    g->body.table = (char *)table;
+    g->body.hide_expired = client_hide_expired(c, opts != NULL && opts->hide_expired);
+    g->body.eventually_consistent = opts != NULL && opts->eventually_consistent;
+    tg->eventual = g->body.eventually_consistent;
+    if ((g->body.key = wire_item_to_pb(a, key->it)) == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    g->req.body_case = LAPSE__REQUEST__BODY_GET_ITEM;
+    g->req.get_item = &g->body;
+    return 0;
+}
+
+/* The item of a get's reply into *out (NULL when there is none). */
+static int get_reply(const Lapse__Response *resp, lapse_item **out, lapse_error *err)
+{
+    if (resp->body_case != LAPSE__RESPONSE__BODY_GET_ITEM || resp->get_item == NULL) {
+        return client_err(err, LAPSE_EPROTO, "get: reply has no get_item body");
+    }
+    return item_from_reply(resp->get_item->item, out, err);
+}
+
 int lapse_get_opts(lapse_client *c, const char *table, const lapse_item *key,
                    const lapse_read_opts *opts, lapse_item **out, lapse_error *err)
 {
-    Lapse__GetItemRequest body = LAPSE__GET_ITEM_REQUEST__INIT;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__Response *resp = NULL;
     client_target tg;
+    get_req g;
     arena a;
     int rv;
 
@@ -260,29 +314,11 @@ int lapse_get_opts(lapse_client *c, const char *table, const lapse_item *key,
         return client_err(err, LAPSE_EINVAL, "NULL argument");
     }
     *out = NULL;
-    if ((rv = prepare(c, table, key, 1, NULL, &tg, err)) != 0) {
-        return rv;
-    }
     arena_init(&a);
-    body.table = (char *)table;
-    body.hide_expired = client_hide_expired(c, opts != NULL && opts->hide_expired);
-    body.eventually_consistent = opts != NULL && opts->eventually_consistent;
-    tg.eventual = body.eventually_consistent;
-    if ((body.key = wire_item_to_pb(&a, key->it)) == NULL) {
-        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
-        goto out;
+    if ((rv = get_request(c, table, key, opts, &a, &g, &tg, err)) == 0 &&
+        (rv = client_call_part(c, &tg, &g.req, 1, &resp, err)) == 0) {
+        rv = get_reply(resp, out, err);
     }
-    req.body_case = LAPSE__REQUEST__BODY_GET_ITEM;
-    req.get_item = &body;
-    if ((rv = client_call_part(c, &tg, &req, 1, &resp, err)) != 0) {
-        goto out;
-    }
-    if (resp->body_case != LAPSE__RESPONSE__BODY_GET_ITEM || resp->get_item == NULL) {
-        rv = client_err(err, LAPSE_EPROTO, "get: reply has no get_item body");
-        goto out;
-    }
-    rv = item_from_reply(resp->get_item->item, out, err);
-out:
     rpc_response_free(resp);
     arena_fini(&a);
     return rv;
@@ -292,6 +328,102 @@ int lapse_delete(lapse_client *c, const char *table, const lapse_item *key,
                  const lapse_condition *cond, lapse_error *err)
 {
     return write_item(c, table, key, cond, 1, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Asynchronous get and put: one attempt each                                */
+/* ------------------------------------------------------------------------ */
+
+/* One asynchronous call in flight: what its completion needs. */
+typedef struct async_call {
+    lapse_client *c;
+    lapse_get_done get_done; /* a get's; NULL for a put */
+    lapse_done put_done;     /* a put's */
+    void *arg;
+    client_route r; /* where it went, for messages */
+    int timeout_ms;
+} async_call;
+
+/* rpc_call_async's completion: the reply as the blocking call reads it. */
+static void async_call_done(void *arg, int rv, Lapse__Response *resp, const char *msg)
+{
+    async_call *ac = arg;
+    lapse_item *it = NULL;
+    lapse_error e;
+    if (rv != 0) {
+        client_call_part_failed(ac->c, rv);
+        client_node_err(&e, rv, &ac->r, msg, ac->timeout_ms);
+    } else if (ac->get_done != NULL && (rv = get_reply(resp, &it, &e)) == 0) {
+        client_ok(&e);
+    } else if (rv == 0) {
+        client_ok(&e);
+    }
+    rpc_response_free(resp);
+    if (ac->get_done != NULL) {
+        ac->get_done(ac->arg, rv, it, &e);
+    } else {
+        ac->put_done(ac->arg, rv, &e);
+    }
+    free(ac);
+}
+
+/* Starts req routed by tg for ac (freed here when it cannot start). */
+static int async_start(async_call *ac, client_target *tg, Lapse__Request *req, lapse_error *err)
+{
+    int rv =
+        client_call_part_start(ac->c, tg, req, async_call_done, ac, &ac->r, &ac->timeout_ms, err);
+    if (rv != 0) {
+        free(ac);
+    }
+    return rv;
+}
+
+int lapse_get_async(lapse_client *c, const char *table, const lapse_item *key,
+                    const lapse_read_opts *opts, lapse_get_done done, void *arg, lapse_error *err)
+{
+    if (done == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    async_call *ac = calloc(1, sizeof *ac);
+    if (ac == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    *ac = (async_call){.c = c, .get_done = done, .arg = arg};
+    client_target tg;
+    get_req g;
+    arena a;
+    arena_init(&a);
+    int rv = get_request(c, table, key, opts, &a, &g, &tg, err);
+    rv = rv == 0 ? async_start(ac, &tg, &g.req, err) : (free(ac), rv);
+    arena_fini(&a);
+    return rv;
+}
+
+int lapse_put_async(lapse_client *c, const char *table, const lapse_item *item, lapse_done done,
+                    void *arg, lapse_error *err)
+{
+    if (done == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    async_call *ac = calloc(1, sizeof *ac);
+    if (ac == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    *ac = (async_call){.c = c, .put_done = done, .arg = arg};
+    client_target tg;
+    write_req w;
+    arena a;
+    arena_init(&a);
+    int rv = write_request(c, table, item, NULL, 0, &a, &w, &tg, err);
+    rv = rv == 0 ? async_start(ac, &tg, &w.req, err) : (free(ac), rv);
+    arena_fini(&a);
+    item_value_fini(&w.keep);
+    return rv;
+}
+
+int lapse_retryable(int status)
+{
+    return status == LAPSE_EWRONGNODE || status == LAPSE_ETIMEDOUT || status == LAPSE_EUNAVAILABLE;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -727,6 +727,39 @@ int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, in
     }
 }
 
+int client_call_part_start(lapse_client *c, client_target *tg, Lapse__Request *req,
+                           rpc_done_fn done, void *arg, client_route *r, int *timeout_ms,
+                           lapse_error *err)
+{
+    rpc_client *rc;
+    char msg[256] = "";
+    int rv;
+    if (atomic_load(&c->map_suspect)) {
+        return client_err(err, LAPSE_EWRONGNODE,
+                          "the partition map is to be fetched again first (a blocking call does)");
+    }
+    if ((rv = client_route_of(c, tg, r, err)) != 0 ||
+        (rv = client_conn(c, r->addr, &rc, err)) != 0) {
+        return rv;
+    }
+    req->pmap_version = r->pmap_version;
+    int total = client_timeout_ms(c);
+    *timeout_ms = attempt_ms(total, total, 1);
+    if ((rv = rpc_call_async(rc, req, *timeout_ms, done, arg, msg, sizeof msg)) != 0) {
+        return client_node_err(err, rv, r, msg, *timeout_ms);
+    }
+    return 0;
+}
+
+void client_call_part_failed(lapse_client *c, int rv)
+{
+    if (rv == LAPSE_EWRONGNODE) {
+        atomic_store(&c->map_suspect, 1); /* a blocking call refreshes before it goes */
+    } else {
+        client_map_suspect(c, rv);
+    }
+}
+
 int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent, Lapse__Response **resp,
                       lapse_error *err)
 {

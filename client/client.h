@@ -223,6 +223,20 @@ int client_conn(lapse_client *c, const char *url, rpc_client **out, lapse_error 
 int client_call_part(lapse_client *c, client_target *tg, Lapse__Request *req, int idempotent,
                      Lapse__Response **resp, lapse_error *err);
 
+/* One attempt of client_call_part without waiting: routes tg into *r, sends
+ * req to that node and returns 0, done then being called exactly once with
+ * the outcome (rpc_call_async; *timeout_ms is the attempt's budget). Returns
+ * an error with err set, done never called, when it cannot go at once:
+ * LAPSE_EWRONGNODE while the map is suspect (a blocking call refreshes it
+ * first), or the failures of client_route_of and client_conn. */
+int client_call_part_start(lapse_client *c, client_target *tg, Lapse__Request *req,
+                           rpc_done_fn done, void *arg, client_route *r, int *timeout_ms,
+                           lapse_error *err);
+
+/* Notes that an attempt of client_call_part_start failed with rv, so the
+ * blocking call that retries it fetches the map first when the map is why. */
+void client_call_part_failed(lapse_client *c, int rv);
+
 /* Sends req to the coordinator with the retry policy above (no map refresh).
  * Sets req's admin token. Same returns as client_call_part. */
 int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent, Lapse__Response **resp,

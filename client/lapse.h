@@ -276,6 +276,40 @@ int lapse_get_opts(lapse_client *c, const char *table, const lapse_item *key,
 int lapse_delete(lapse_client *c, const char *table, const lapse_item *key,
                  const lapse_condition *cond, lapse_error *err);
 
+/* ---- asynchronous get and put ----
+ *
+ * For servers that must not park a thread per call (the DynamoDB gateway):
+ * the call is sent and the function returns; done runs once the node has
+ * answered, on one of liblapse's I/O threads (or, rarely, on a thread of
+ * this client finishing other calls), so it must not block: hand blocking
+ * work to a thread of your own. An asynchronous call makes ONE attempt at
+ * the node the client's map names: where lapse_get/lapse_put would retry (a
+ * failover's WRONG_NODE, a time-out, a node down: lapse_retryable), it
+ * reports the failure, and the caller retries with the blocking call, which
+ * fetches the map again first. Calls that share a node share frames with the
+ * client's blocking calls (docs/wire-protocol.md, "Coalesced calls").
+ *
+ * Each returns 0 when the call was sent: done is then called exactly once,
+ * perhaps before the function returns. Any other return means it was not
+ * sent (err says why; done is never called); the blocking call may still
+ * succeed, e.g. after a map refresh (LAPSE_EWRONGNODE). Every call's done
+ * must have returned before lapse_close is called. */
+
+/* status and err as lapse_get_opts's; item the callee's to free (NULL when
+ * there is none); err is borrowed for the call. */
+typedef void (*lapse_get_done)(void *arg, int status, lapse_item *item, const lapse_error *err);
+/* status and err as lapse_put's. */
+typedef void (*lapse_done)(void *arg, int status, const lapse_error *err);
+/* As lapse_get_opts (opts NULL: as lapse_get). */
+int lapse_get_async(lapse_client *c, const char *table, const lapse_item *key,
+                    const lapse_read_opts *opts, lapse_get_done done, void *arg, lapse_error *err);
+/* As lapse_put without a condition (a conditional write is blocking only:
+ * its retry must carry the same request id). */
+int lapse_put_async(lapse_client *c, const char *table, const lapse_item *item, lapse_done done,
+                    void *arg, lapse_error *err);
+/* 1 when an asynchronous call's status is one its blocking form retries. */
+int lapse_retryable(int status);
+
 lapse_update *lapse_update_new(void);
 void lapse_update_free(lapse_update *u);
 int lapse_update_set(lapse_update *u, const char *name, const char *value_json, lapse_error *err);

@@ -8,6 +8,10 @@
 #include "testutil.h"
 
 #include <jansson.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "../common/item.h"
 
 #include "../placement/hash.h"
 #include "../placement/pmap.h"
@@ -391,12 +395,192 @@ static void test_batch_write_and_scan_segments(void **state)
     free(seen);
 }
 
+/* ---- asynchronous get and put (lapse_get_async, lapse_put_async) ---- */
+
+/* What the done callbacks of a group of asynchronous calls saw. */
+typedef struct async_group {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int left;  /* calls not done yet */
+    int calls; /* done calls, over all: each exactly once */
+    int status[512];
+    lapse_item *got[512]; /* a get's item */
+} async_group;
+
+typedef struct async_slot {
+    async_group *g;
+    int i;
+} async_slot;
+
+static void async_finish(async_slot *s, int status, lapse_item *it)
+{
+    async_group *g = s->g;
+    pthread_mutex_lock(&g->mu);
+    g->status[s->i] = status;
+    g->got[s->i] = it;
+    g->calls++;
+    g->left--;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void async_get_cb(void *arg, int status, lapse_item *it, const lapse_error *err)
+{
+    assert_non_null(err);
+    async_finish(arg, status, it);
+}
+
+static void async_put_cb(void *arg, int status, const lapse_error *err)
+{
+    assert_non_null(err);
+    async_finish(arg, status, NULL);
+}
+
+/* Waits (at most 10 s) for every call of g to be done. */
+static void async_wait(async_group *g)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&g->mu);
+    while (g->left > 0 && pthread_cond_timedwait(&g->cv, &g->mu, &until) == 0) {
+    }
+    int left = g->left;
+    pthread_mutex_unlock(&g->mu);
+    assert_int_equal(left, 0);
+}
+
+static void async_group_init(async_group *g, int n)
+{
+    memset(g, 0, sizeof *g);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->left = n;
+    for (int i = 0; i < n; i++) {
+        g->status[i] = -1;
+    }
+}
+
+static void test_async_get_and_put(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    lapse_error e = {0};
+    create("Async", "Id", 'S', NULL, 0, 16);
+    static async_group g;
+    static async_slot slots[N + 1];
+
+    /* Puts from one thread, all in flight at once. */
+    async_group_init(&g, N);
+    for (int i = 0; i < N; i++) {
+        slots[i] = (async_slot){&g, i};
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"a%d\"},\"V\":{\"N\":\"%d\"}}", i, i);
+        assert_lapse_ok(lapse_put_async(g_client, "Async", it, async_put_cb, &slots[i], &e), &e);
+        lapse_item_free(it);
+    }
+    async_wait(&g);
+    assert_int_equal(g.calls, N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(g.status[i], 0);
+    }
+
+    /* Gets of every key and of one that is absent; blocking reads agree. */
+    async_group_init(&g, N + 1);
+    for (int i = 0; i <= N; i++) {
+        slots[i] = (async_slot){&g, i};
+        lapse_item *key = item_json("{\"Id\":{\"S\":\"a%d\"}}", i);
+        lapse_read_opts ro = {.eventually_consistent = i % 2};
+        assert_lapse_ok(lapse_get_async(g_client, "Async", key, &ro, async_get_cb, &slots[i], &e),
+                        &e);
+        lapse_item_free(key);
+    }
+    async_wait(&g);
+    assert_int_equal(g.calls, N + 1);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(g.status[i], 0);
+        assert_non_null(g.got[i]);
+        char want[32];
+        snprintf(want, sizeof want, "%d", i);
+        assert_string_equal(lapse_item_get_n(g.got[i], "V"), want);
+        lapse_item_free(g.got[i]);
+    }
+    assert_int_equal(g.status[N], 0);
+    assert_null(g.got[N]);
+
+    /* What cannot be sent is refused at once, and done is never called. */
+    lapse_item *key = item_json("{\"Id\":{\"S\":\"a1\"}}");
+    lapse_item *badkey = item_json("{\"Id\":{\"N\":\"1\"}}");
+    async_group_init(&g, 0);
+    slots[0] = (async_slot){&g, 0};
+    assert_int_equal(
+        lapse_get_async(g_client, "NoSuchTable", key, NULL, async_get_cb, &slots[0], &e),
+        LAPSE_ENOTFOUND);
+    assert_int_equal(lapse_get_async(g_client, "Async", badkey, NULL, async_get_cb, &slots[0], &e),
+                     LAPSE_EINVAL);
+    assert_int_equal(lapse_put_async(g_client, "Async", badkey, async_put_cb, &slots[0], &e),
+                     LAPSE_EINVAL);
+    assert_int_equal(lapse_get_async(g_client, "Async", key, NULL, NULL, NULL, &e), LAPSE_EINVAL);
+    assert_int_equal(g.calls, 0);
+    lapse_item_free(key);
+    lapse_item_free(badkey);
+}
+
+/* A key of table "Moving" whose partition has another primary in after than
+ * in before (-1: none among k0..k63). */
+static int moved_key(const pmap *before, const pmap *after)
+{
+    const pmap_table *tb = pmap_table_find(before, "Moving"),
+                     *ta = pmap_table_find(after, "Moving");
+    for (int i = 0; i < 64; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        attr_value v;
+        uint32_t pb, pa;
+        assert_int_equal(item_value_init_bytes(&v, ATTR_S, k, strlen(k)), 0);
+        assert_int_equal(hash_partition(&v, tb->schema.partitions, &pb), 0);
+        assert_int_equal(hash_partition(&v, ta->schema.partitions, &pa), 0);
+        item_value_fini(&v);
+        if (pmap_owner(tb, pb) != pmap_owner(ta, pa)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* An asynchronous call on a stale map makes one attempt: the old owner's
+ * WRONG_NODE comes back as a retryable status, further asynchronous calls
+ * are refused until a blocking call has fetched the map, and then they go. */
+static void async_call_on_stale_map(lapse_client *stale, int k)
+{
+    static async_group g;
+    async_slot slot = {&g, 0};
+    lapse_error e = {0};
+    lapse_item *key = item_json("{\"K\":{\"S\":\"k%d\"}}", k);
+    async_group_init(&g, 1);
+    assert_lapse_ok(lapse_get_async(stale, "Moving", key, NULL, async_get_cb, &slot, &e), &e);
+    async_wait(&g);
+    assert_int_equal(g.status[0], LAPSE_EWRONGNODE);
+    assert_true(lapse_retryable(g.status[0]));
+    assert_int_equal(lapse_get_async(stale, "Moving", key, NULL, async_get_cb, &slot, &e),
+                     LAPSE_EWRONGNODE);
+    lapse_item *got = NULL;
+    assert_lapse_ok(lapse_get(stale, "Moving", key, &got, &e), &e);
+    lapse_item_free(got);
+    async_group_init(&g, 1);
+    assert_lapse_ok(lapse_get_async(stale, "Moving", key, NULL, async_get_cb, &slot, &e), &e);
+    async_wait(&g);
+    assert_int_equal(g.status[0], 0);
+    lapse_item_free(g.got[0]);
+    lapse_item_free(key);
+}
+
 static void test_stale_map_is_refreshed_on_wrong_node(void **state)
 {
     (void)state;
     lapse_error e = {0};
     create("Moving", "K", 'S', NULL, 0, 8);
     lapse_client *stale = connect_client(g_cluster); /* caches the map now */
+    lapse_client *stale_async = connect_client(g_cluster);
     lapse_item *it = item_json("{\"K\":{\"S\":\"k0\"}}");
     assert_lapse_ok(lapse_put(stale, "Moving", it, NULL, &e), &e);
 
@@ -414,6 +598,10 @@ static void test_stale_map_is_refreshed_on_wrong_node(void **state)
                  pmap_owner(pmap_table_find(after, "Moving"), p);
     }
     assert_true(moved > 0);
+    int k = moved_key(before, after);
+    assert_true(k >= 0);
+    async_call_on_stale_map(stale_async, k);
+    lapse_close(stale_async);
 
     /* The stale client routes by its old map, is told WRONG_NODE, refreshes
      * and lands every write; the data of the old table is gone. */
@@ -485,6 +673,7 @@ int main(void)
         cmocka_unit_test(test_crud_and_conditions),
         cmocka_unit_test(test_query_sort_keys_and_pages),
         cmocka_unit_test(test_batch_write_and_scan_segments),
+        cmocka_unit_test(test_async_get_and_put),
         cmocka_unit_test(test_stale_map_is_refreshed_on_wrong_node),
         cmocka_unit_test(test_tables_listed_described_and_deleted),
     };
