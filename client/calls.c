@@ -122,8 +122,8 @@ static int check_update_keys(const table_schema *t, const lapse_update *u, lapse
  * when not NULL, and routes it: tg is the call's base partition. The schema
  * is read in place in the client's map (client_table_pin), not copied: a
  * single-item call is the hot path. */
-static int prepare(lapse_client *c, const char *table, const lapse_item *it, int key_only,
-                   const lapse_update *u, client_target *tg, lapse_error *err)
+static int prepare_opt(lapse_client *c, const char *table, const lapse_item *it, int key_only,
+                       const lapse_update *u, int may_fetch, client_target *tg, lapse_error *err)
 {
     const table_schema *t;
     client_map *pin;
@@ -131,7 +131,7 @@ static int prepare(lapse_client *c, const char *table, const lapse_item *it, int
     if (c == NULL || table == NULL || it == NULL) {
         return client_err(err, LAPSE_EINVAL, "NULL argument");
     }
-    if ((rv = client_table_pin(c, table, &t, &pin, err)) != 0) {
+    if ((rv = client_table_pin_opt(c, table, may_fetch, &t, &pin, err)) != 0) {
         return rv;
     }
     memset(tg, 0, sizeof *tg); /* a base call (CLIENT_ROUTE_BASE) */
@@ -144,6 +144,13 @@ static int prepare(lapse_client *c, const char *table, const lapse_item *it, int
     }
     client_map_release(pin);
     return rv;
+}
+
+/* prepare_opt fetching the map when the table is not in it. */
+static int prepare(lapse_client *c, const char *table, const lapse_item *it, int key_only,
+                   const lapse_update *u, client_target *tg, lapse_error *err)
+{
+    return prepare_opt(c, table, it, key_only, u, 1, tg, err);
 }
 
 /* Moves the item of a reply into a new lapse_item (*out NULL when pb is). */
@@ -192,8 +199,8 @@ typedef struct write_req {
 } write_req;
 
 static int write_request(lapse_client *c, const char *table, const lapse_item *it,
-                         const lapse_condition *cond, int is_delete, arena *a, write_req *w,
-                         client_target *tg, lapse_error *err)
+                         const lapse_condition *cond, int is_delete, int may_fetch, arena *a,
+                         write_req *w, client_target *tg, lapse_error *err)
 {
     Lapse__Item *pb_item;
     Lapse__Condition *pb_cond = NULL;
@@ -203,7 +210,7 @@ static int write_request(lapse_client *c, const char *table, const lapse_item *i
     w->del = (Lapse__DeleteItemRequest)LAPSE__DELETE_ITEM_REQUEST__INIT;
     w->req = (Lapse__Request)LAPSE__REQUEST__INIT;
     item_value_init_null(&w->keep);
-    if ((rv = prepare(c, table, it, is_delete, NULL, tg, err)) != 0) {
+    if ((rv = prepare_opt(c, table, it, is_delete, NULL, may_fetch, tg, err)) != 0) {
         return rv;
     }
     if ((pb_item = wire_item_to_pb(a, it->it)) == NULL) {
@@ -241,7 +248,7 @@ static int write_item(lapse_client *c, const char *table, const lapse_item *it,
     write_req w;
     arena a;
     arena_init(&a);
-    int rv = write_request(c, table, it, cond, is_delete, &a, &w, &tg, err);
+    int rv = write_request(c, table, it, cond, is_delete, 1, &a, &w, &tg, err);
     if (rv == 0) {
         rv = client_call_part(c, &tg, &w.req, 1, &resp, err);
     }
@@ -271,13 +278,13 @@ typedef struct get_req {
 } get_req;
 
 static int get_request(lapse_client *c, const char *table, const lapse_item *key,
-                       const lapse_read_opts *opts, arena *a, get_req *g, client_target *tg,
-                       lapse_error *err)
+                       const lapse_read_opts *opts, int may_fetch, arena *a, get_req *g,
+                       client_target *tg, lapse_error *err)
 {
     int rv;
     g->body = (Lapse__GetItemRequest)LAPSE__GET_ITEM_REQUEST__INIT;
     g->req = (Lapse__Request)LAPSE__REQUEST__INIT;
-    if ((rv = prepare(c, table, key, 1, NULL, tg, err)) != 0) {
+    if ((rv = prepare_opt(c, table, key, 1, NULL, may_fetch, tg, err)) != 0) {
         return rv;
     }
     g->body.table = (char *)table;
@@ -315,7 +322,7 @@ int lapse_get_opts(lapse_client *c, const char *table, const lapse_item *key,
     }
     *out = NULL;
     arena_init(&a);
-    if ((rv = get_request(c, table, key, opts, &a, &g, &tg, err)) == 0 &&
+    if ((rv = get_request(c, table, key, opts, 1, &a, &g, &tg, err)) == 0 &&
         (rv = client_call_part(c, &tg, &g.req, 1, &resp, err)) == 0) {
         rv = get_reply(resp, out, err);
     }
@@ -393,7 +400,7 @@ int lapse_get_async(lapse_client *c, const char *table, const lapse_item *key,
     get_req g;
     arena a;
     arena_init(&a);
-    int rv = get_request(c, table, key, opts, &a, &g, &tg, err);
+    int rv = get_request(c, table, key, opts, 0, &a, &g, &tg, err);
     rv = rv == 0 ? async_start(ac, &tg, &g.req, err) : (free(ac), rv);
     arena_fini(&a);
     return rv;
@@ -414,7 +421,7 @@ int lapse_put_async(lapse_client *c, const char *table, const lapse_item *item, 
     write_req w;
     arena a;
     arena_init(&a);
-    int rv = write_request(c, table, item, NULL, 0, &a, &w, &tg, err);
+    int rv = write_request(c, table, item, NULL, 0, 0, &a, &w, &tg, err);
     rv = rv == 0 ? async_start(ac, &tg, &w.req, err) : (free(ac), rv);
     arena_fini(&a);
     item_value_fini(&w.keep);

@@ -112,8 +112,7 @@ int cli_get(cli_ctx *ctx, int argc, char **argv)
         goto out;
     }
     lapse_read_opts ro = {.hide_expired = cli_flag(&a, "--hide-expired") != NULL,
-                          .eventually_consistent =
-                              cli_flag(&a, "--eventually-consistent") != NULL};
+                          .eventually_consistent = cli_flag(&a, "--eventually-consistent") != NULL};
     if (lapse_get_opts(ctx->c, a.pos[0], key, &ro, &found, &err) != 0) {
         rv = cli_fail(ctx, &err);
         goto out;
@@ -200,7 +199,8 @@ int cli_update(cli_ctx *ctx, int argc, char **argv)
         rv = cli_fail(ctx, &err);
         goto out;
     }
-    rv = updated != NULL ? cli_print(ctx, lapse_item_to_json(updated)) : cli_print(ctx, strdup("{}"));
+    rv = updated != NULL ? cli_print(ctx, lapse_item_to_json(updated))
+                         : cli_print(ctx, strdup("{}"));
 out:
     lapse_item_free(key);
     lapse_item_free(updated);

@@ -94,8 +94,8 @@ int cli_query(cli_ctx *ctx, int argc, char **argv)
 {
     static const char *const valued[] = {"--key",   "--sk-op", "--sk", "--sk2",
                                          "--limit", "--index", NULL};
-    static const char *const switches[] = {"--reverse", "--hide-expired",
-                                           "--eventually-consistent", NULL};
+    static const char *const switches[] = {"--reverse", "--hide-expired", "--eventually-consistent",
+                                           NULL};
     lapse_query_opts o = {0};
     lapse_item *key = NULL, *next = NULL;
     const char *pk_name = NULL;

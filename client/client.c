@@ -442,6 +442,12 @@ int client_table(lapse_client *c, const char *name, table_schema *out, lapse_err
 int client_table_pin(lapse_client *c, const char *name, const table_schema **out, client_map **pin,
                      lapse_error *err)
 {
+    return client_table_pin_opt(c, name, 1, out, pin, err);
+}
+
+int client_table_pin_opt(lapse_client *c, const char *name, int may_fetch, const table_schema **out,
+                         client_map **pin, lapse_error *err)
+{
     *out = NULL;
     *pin = NULL;
     if (name == NULL || name[0] == '\0') {
@@ -458,6 +464,10 @@ int client_table_pin(lapse_client *c, const char *name, const table_schema **out
         pthread_mutex_unlock(&c->mu);
         if (*out != NULL) {
             return 0;
+        }
+        if (!may_fetch) {
+            return client_err(err, LAPSE_ENOTFOUND,
+                              "table \"%s\" is not in the client's map (fetching it blocks)", name);
         }
         if (attempt == 0) {
             int rv = client_refresh(c, client_timeout_ms(c), err);

@@ -148,6 +148,10 @@ int client_table(lapse_client *c, const char *name, table_schema *out, lapse_err
  * client_map_release(*pin). */
 int client_table_pin(lapse_client *c, const char *name, const table_schema **out, client_map **pin,
                      lapse_error *err);
+/* As client_table_pin, but with may_fetch 0 a table the cached map lacks is
+ * LAPSE_ENOTFOUND at once: nothing blocks (the asynchronous calls). */
+int client_table_pin_opt(lapse_client *c, const char *name, int may_fetch, const table_schema **out,
+                         client_map **pin, lapse_error *err);
 void client_map_release(client_map *pin); /* accepts NULL */
 
 /* The partition of key (an item carrying at least t's partition key). Returns

@@ -124,8 +124,7 @@ int lapse_item_set_null(lapse_item *it, const char *name)
     return set_value(it, name, &v);
 }
 
-int lapse_item_set_json(lapse_item *it, const char *name, const char *value_json,
-                        lapse_error *err)
+int lapse_item_set_json(lapse_item *it, const char *name, const char *value_json, lapse_error *err)
 {
     char msg[256] = "";
     attr_value v;
@@ -277,8 +276,7 @@ static int check_name(const char *name)
     return name != NULL && name[0] != '\0' && strlen(name) <= ITEM_MAX_NAME_BYTES;
 }
 
-int lapse_update_set(lapse_update *u, const char *name, const char *value_json,
-                     lapse_error *err)
+int lapse_update_set(lapse_update *u, const char *name, const char *value_json, lapse_error *err)
 {
     char msg[256] = "";
     attr_value v;

@@ -292,8 +292,10 @@ int lapse_delete(lapse_client *c, const char *table, const lapse_item *key,
  * Each returns 0 when the call was sent: done is then called exactly once,
  * perhaps before the function returns. Any other return means it was not
  * sent (err says why; done is never called); the blocking call may still
- * succeed, e.g. after a map refresh (LAPSE_EWRONGNODE). Every call's done
- * must have returned before lapse_close is called. */
+ * succeed, e.g. after a map refresh (LAPSE_EWRONGNODE), or for a table the
+ * client's map does not hold yet (LAPSE_ENOTFOUND: an asynchronous call
+ * never fetches the map). Every call's done must have returned before
+ * lapse_close is called. */
 
 /* status and err as lapse_get_opts's; item the callee's to free (NULL when
  * there is none); err is borrowed for the call. */

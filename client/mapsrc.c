@@ -15,8 +15,7 @@
 
 #define CACHE_MAX (4 * 1024 * 1024)
 
-int mapsrc_decode(const Lapse__Response *resp, const char *who, pmap **pm, char *msg,
-                  size_t msglen)
+int mapsrc_decode(const Lapse__Response *resp, const char *who, pmap **pm, char *msg, size_t msglen)
 {
     char why[256] = "";
     if (resp->body_case != LAPSE__RESPONSE__BODY_GET_PARTITION_MAP ||
@@ -133,8 +132,8 @@ pmap *mapsrc_ask_nodes(rpc_client *const *nodes, size_t n, int timeout_ms)
     for (size_t i = 0; i < m; i++) {
         pmap *pm = NULL;
         char msg[256];
-        if (calls[i].rv == 0 && mapsrc_decode(calls[i].resp, rpc_client_url(calls[i].client),
-                                              &pm, msg, sizeof msg) == 0) {
+        if (calls[i].rv == 0 && mapsrc_decode(calls[i].resp, rpc_client_url(calls[i].client), &pm,
+                                              msg, sizeof msg) == 0) {
             if (best == NULL || pm->version > best->version) {
                 pmap_free(best);
                 best = pm;

@@ -17,10 +17,10 @@
 #include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 
-#define MAPSRC_MAX_NODES 16     /* nodes asked at once */
+#define MAPSRC_MAX_NODES 16        /* nodes asked at once */
 #define MAPSRC_CONNECT_WAIT_MS 200 /* a live peer connects well within this */
-#define MAPSRC_ASK_MAX_MS 1000  /* a node's answer is fast or the node is gone */
-#define MAPSRC_GRACE_MS 20      /* after the first node connects, for the others */
+#define MAPSRC_ASK_MAX_MS 1000     /* a node's answer is fast or the node is gone */
+#define MAPSRC_GRACE_MS 20         /* after the first node connects, for the others */
 
 /* Decodes a GetPartitionMap reply of who into *pm. Returns 0, LAPSE_EPROTO
  * (no map in it) or the decode error, with a message naming who in msg. */

@@ -521,6 +521,24 @@ static void test_async_get_and_put(void **state)
                      LAPSE_EINVAL);
     assert_int_equal(lapse_get_async(g_client, "Async", key, NULL, NULL, NULL, &e), LAPSE_EINVAL);
     assert_int_equal(g.calls, 0);
+
+    /* A table the client's map does not hold yet: the asynchronous call
+     * does not fetch the map (that blocks), the blocking one does. */
+    lapse_client *older = connect_client(g_cluster);
+    create("AsyncLater", "Id", 'S', NULL, 0, 4);
+    assert_int_equal(lapse_get_async(older, "AsyncLater", key, NULL, async_get_cb, &slots[0], &e),
+                     LAPSE_ENOTFOUND);
+    assert_int_equal(g.calls, 0);
+    lapse_item *got = NULL;
+    assert_lapse_ok(lapse_get(older, "AsyncLater", key, &got, &e), &e);
+    assert_null(got);
+    async_group_init(&g, 1);
+    assert_lapse_ok(lapse_get_async(older, "AsyncLater", key, NULL, async_get_cb, &slots[0], &e),
+                    &e);
+    async_wait(&g);
+    assert_int_equal(g.status[0], 0);
+    assert_null(g.got[0]);
+    lapse_close(older);
     lapse_item_free(key);
     lapse_item_free(badkey);
 }
