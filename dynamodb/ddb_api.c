@@ -124,21 +124,28 @@ static char *error_body(const char *type, const char *message, json_t *item)
     return out;
 }
 
+/* x's answer: its status and document (caller frees; NULL when out of
+ * memory); consumes x's documents. */
+static void ctx_answer(ddb_ctx *x, int *status, char **out)
+{
+    if (x->out != NULL) {
+        *status = 200;
+        *out = json_dumps(x->out, JSON_COMPACT);
+    } else {
+        *status = x->status;
+        *out = error_body(x->type, x->message, x->err_item);
+    }
+    json_decref(x->out);
+    json_decref(x->err_item);
+    x->out = x->err_item = NULL;
+}
+
 void ddb_api_call(const ddb_api *api, const char *target, const void *body, size_t len, int *status,
                   char **out)
 {
     ddb_ctx x = {.c = api->c, .region = api->region, .status = 200};
     dispatch(&x, target, body, len);
-    if (x.out != NULL) {
-        *status = 200;
-        *out = json_dumps(x.out, JSON_COMPACT);
-        json_decref(x.out);
-        json_decref(x.err_item);
-        return;
-    }
-    *status = x.status;
-    *out = error_body(x.type, x.message, x.err_item);
-    json_decref(x.err_item);
+    ctx_answer(&x, status, out);
 }
 
 static const char *request_header(void *arg, const char *name)
@@ -160,11 +167,24 @@ static int verify(const ddb_api *api, const http_request *req, const void *body,
     return ddb_sigv4_verify(api->creds, api->region, &sr, type, typelen, msg, msglen);
 }
 
+/* res answers with status and out (freed here; NULL: out of memory). */
+static void set_answer(http_response *res, int status, char *out)
+{
+    snprintf(res->content_type, sizeof res->content_type, DDB_API_CONTENT_TYPE);
+    res->status = out != NULL ? status : 500;
+    if (out == NULL || buf_append_str(&res->body, out) != 0) {
+        buf_clear(&res->body);
+        res->status = 500;
+        buf_append_str(&res->body, "{\"__type\":\"" TYPE_PREFIX "InternalServerError\","
+                                   "\"message\":\"out of memory\"}");
+    }
+    free(out);
+}
+
 void ddb_api_serve(void *arg, const http_request *req, http_response *res)
 {
     const ddb_api *api = arg;
     const char *method = http_request_method(req);
-    snprintf(res->content_type, sizeof res->content_type, DDB_API_CONTENT_TYPE);
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
         /* DynamoDB answers a GET of / with this line; load balancers probe it. */
         snprintf(res->content_type, sizeof res->content_type, "text/plain");
@@ -185,12 +205,77 @@ void ddb_api_serve(void *arg, const http_request *req, http_response *res)
     } else {
         ddb_api_call(api, http_request_header(req, "X-Amz-Target"), body, len, &status, &out);
     }
-    res->status = out != NULL ? status : 500;
-    if (out == NULL || buf_append_str(&res->body, out) != 0) {
-        buf_clear(&res->body);
-        res->status = 500;
-        buf_append_str(&res->body, "{\"__type\":\"" TYPE_PREFIX "InternalServerError\","
-                                   "\"message\":\"out of memory\"}");
+    set_answer(res, status, out);
+}
+
+/* ---- the quick path: GetItem and PutItem answered from the reply's
+ * callback (ddb_api_quick) ---- */
+
+typedef struct quick_call {
+    http_pending *p;
+    ddb_ctx x;
+} quick_call;
+
+static void quick_done(void *arg, ddb_ctx *x, int retry)
+{
+    quick_call *q = arg;
+    if (retry) {
+        /* A failover or a time-out: the blocking operation retries it, on a
+         * worker, from the request. */
+        json_decref(x->out);
+        json_decref(x->err_item);
+        http_pending_to_worker(q->p);
+        free(q);
+        return;
     }
-    free(out);
+    int status;
+    char *out;
+    ctx_answer(x, &status, &out);
+    http_response res = {.status = 200};
+    buf_init(&res.body);
+    set_answer(&res, status, out);
+    http_pending_reply(q->p, &res);
+    free(q);
+}
+
+int ddb_api_quick(void *arg, const http_request *req, http_pending *p)
+{
+    const ddb_api *api = arg;
+    const char *target = http_request_header(req, "X-Amz-Target");
+    const size_t pl = strlen(TARGET_PREFIX);
+    if (strcmp(http_request_method(req), "POST") != 0 || target == NULL ||
+        strncmp(target, TARGET_PREFIX, pl) != 0 ||
+        (strcmp(target + pl, "GetItem") != 0 && strcmp(target + pl, "PutItem") != 0)) {
+        return 0;
+    }
+    const char *op = target + pl;
+    const void *body;
+    size_t len;
+    char type[64], msg[512];
+    http_request_body(req, &body, &len);
+    if (api->creds != NULL &&
+        verify(api, req, body, len, type, sizeof type, msg, sizeof msg) != 0) {
+        return 0; /* the worker refuses it, in DynamoDB's words */
+    }
+    json_t *doc = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
+    quick_call *q = json_is_object(doc) ? calloc(1, sizeof *q) : NULL;
+    if (q == NULL) {
+        json_decref(doc);
+        return 0;
+    }
+    q->p = p;
+    q->x = (ddb_ctx){.c = api->c, .region = api->region, .status = 200};
+    json_t *exprs = NULL;
+    int started = !ddb_meta_reserved(&q->x, op, doc) &&
+                  ddb_legacy_translate(&q->x, op, doc, &exprs) == 0 &&
+                  ddb_items_start(&q->x, op, exprs, quick_done, q);
+    /* Once started, q belongs to quick_done (which may have run already). */
+    json_decref(exprs);
+    json_decref(doc);
+    if (!started) {
+        json_decref(q->x.out);
+        json_decref(q->x.err_item);
+        free(q);
+    }
+    return started;
 }

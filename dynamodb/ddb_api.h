@@ -36,6 +36,13 @@ typedef struct ddb_api {
 /* The http_serve_fn of the gateway: arg is a ddb_api. */
 void ddb_api_serve(void *arg, const http_request *req, http_response *res);
 
+/* The http_quick_fn of the gateway (arg is a ddb_api): takes GetItem and
+ * PutItem requests that can be answered from the callback of an
+ * asynchronous liblapse call (ddb_items_start), so no worker waits for the
+ * node; leaves every other request to ddb_api_serve on a worker, and hands
+ * back to a worker one whose call the blocking form would retry. */
+int ddb_api_quick(void *arg, const http_request *req, http_pending *p);
+
 /* One call without HTTP: target is the X-Amz-Target value (NULL when
  * absent), body the request body. Fills *status and *out (caller frees with
  * free()); *out is NULL only when out of memory. */

@@ -6,6 +6,7 @@
  */
 #include "ddb_items.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "ddb_expr.h"
@@ -46,27 +47,45 @@ static int return_values(ddb_ctx *x, json_t *req, const char *op, const char *co
                         op);
 }
 
-/* The table and the Key (or Item) of a request, the key checked against the
- * table's schema so a wrong key is a ValidationException, not a lookup. */
-static int table_and_item(ddb_ctx *x, json_t *req, const char *member, int key_only,
-                          const char **table, lapse_item **out)
+/* The table and the Key (or Item) of a request, parsed but not yet checked
+ * against the table's schema (item_check). */
+static int table_and_item_parse(ddb_ctx *x, json_t *req, const char *member, const char **table,
+                                lapse_item **out)
 {
     json_t *obj;
-    lapse_error err;
     *out = NULL;
     if (ddb_req_string(x, req, "TableName", 1, table) != 0 ||
         ddb_req_object(x, req, member, 1, &obj) != 0 || ddb_req_item(x, obj, member, out) != 0) {
         return -1;
     }
-    if (lapse_check_item(x->c, *table, *out, key_only, &err) != 0) {
-        lapse_item_free(*out);
-        *out = NULL;
+    return 0;
+}
+
+/* Checks it (a key when key_only) against table's schema, so a wrong key is
+ * a ValidationException, not a lookup. */
+static int item_check(ddb_ctx *x, const char *table, const lapse_item *it, int key_only)
+{
+    lapse_error err;
+    if (lapse_check_item(x->c, table, it, key_only, &err) != 0) {
         if (err.code == LAPSE_EINVAL && key_only) {
             return ddb_req_fail(x, 400, "ValidationException",
                                 "The provided key element does not match the schema (%s)",
                                 err.message);
         }
-        return ddb_req_lapse_fail(x, &err, *table);
+        return ddb_req_lapse_fail(x, &err, table);
+    }
+    return 0;
+}
+
+/* table_and_item_parse, then item_check (*out NULL on failure). */
+static int table_and_item(ddb_ctx *x, json_t *req, const char *member, int key_only,
+                          const char **table, lapse_item **out)
+{
+    if (table_and_item_parse(x, req, member, table, out) != 0 ||
+        item_check(x, *table, *out, key_only) != 0) {
+        lapse_item_free(*out);
+        *out = NULL;
+        return -1;
     }
     return 0;
 }
@@ -92,36 +111,61 @@ static int on_failure(ddb_ctx *x, json_t *req, int *all_old)
     return 0;
 }
 
+/* A PutItem or DeleteItem request read (not yet checked against the
+ * schema). Parts borrow from the request. */
+typedef struct write_plan {
+    const char *table;
+    lapse_item *it; /* the item (PutItem) or the key (DeleteItem) */
+    expr_ctx e;
+    expr_node *cond;
+    const char *rvals;
+    int old_on_failure;
+} write_plan;
+
+static int write_parse(ddb_ctx *x, json_t *req, ddb_write_kind kind, write_plan *p)
+{
+    static const char *const allowed[] = {"NONE", "ALL_OLD", NULL};
+    const char *op = kind == DDB_PUT ? "PutItem" : "DeleteItem";
+    memset(p, 0, sizeof *p);
+    if (ddb_expr_init(x, req, &p->e) != 0 || return_values(x, req, op, allowed, &p->rvals) != 0 ||
+        on_failure(x, req, &p->old_on_failure) != 0 ||
+        ddb_expr_condition(x, &p->e, req, "ConditionExpression", &p->cond) != 0 ||
+        ddb_expr_done(x, &p->e) != 0 ||
+        table_and_item_parse(x, req, kind == DDB_PUT ? "Item" : "Key", &p->table, &p->it) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static void write_plan_fini(write_plan *p)
+{
+    lapse_item_free(p->it);
+    expr_ctx_fini(&p->e);
+}
+
 /* PutItem and DeleteItem: the same but for the item. */
 static int put_or_delete(ddb_ctx *x, json_t *req, ddb_write_kind kind)
 {
-    static const char *const allowed[] = {"NONE", "ALL_OLD", NULL};
-    const char *op = kind == DDB_PUT ? "PutItem" : "DeleteItem", *table, *rvals;
-    lapse_item *it = NULL, *key = NULL;
-    expr_ctx e;
-    expr_node *cond;
-    int rv = -1, old_on_failure;
-    if (ddb_expr_init(x, req, &e) != 0 || return_values(x, req, op, allowed, &rvals) != 0 ||
-        on_failure(x, req, &old_on_failure) != 0 ||
-        ddb_expr_condition(x, &e, req, "ConditionExpression", &cond) != 0 ||
-        ddb_expr_done(x, &e) != 0 ||
-        table_and_item(x, req, kind == DDB_PUT ? "Item" : "Key", kind == DDB_DELETE, &table, &it) !=
-            0) {
+    write_plan p;
+    lapse_item *key = NULL;
+    int rv = -1;
+    if (write_parse(x, req, kind, &p) != 0 ||
+        item_check(x, p.table, p.it, kind == DDB_DELETE) != 0) {
         goto out;
     }
-    const int want_old = strcmp(rvals, "ALL_OLD") == 0;
-    if (kind == DDB_PUT && (cond != NULL || want_old || old_on_failure) &&
-        ddb_expr_key_of(x, table, it, &key) != 0) {
+    const int want_old = strcmp(p.rvals, "ALL_OLD") == 0;
+    if (kind == DDB_PUT && (p.cond != NULL || want_old || p.old_on_failure) &&
+        ddb_expr_key_of(x, p.table, p.it, &key) != 0) {
         goto out;
     }
     ddb_write w = {.kind = kind,
-                   .table = table,
-                   .key = kind == DDB_PUT ? key : it,
-                   .item = it,
-                   .cond = cond,
+                   .table = p.table,
+                   .key = kind == DDB_PUT ? key : p.it,
+                   .item = p.it,
+                   .cond = p.cond,
                    .want_old = want_old,
-                   .old_on_failure = old_on_failure};
-    if (ddb_write_run(x, &e, &w) == 0) {
+                   .old_on_failure = p.old_on_failure};
+    if (ddb_write_run(x, &p.e, &w) == 0) {
         x->out = json_object();
         if (w.old_item != NULL) {
             json_object_set_new(x->out, "Attributes", w.old_item);
@@ -129,9 +173,8 @@ static int put_or_delete(ddb_ctx *x, json_t *req, ddb_write_kind kind)
         rv = 0;
     }
 out:
-    lapse_item_free(it);
     lapse_item_free(key);
-    expr_ctx_fini(&e);
+    write_plan_fini(&p);
     return rv;
 }
 
@@ -145,46 +188,171 @@ int ddb_items_delete(ddb_ctx *x, json_t *req)
     return put_or_delete(x, req, DDB_DELETE);
 }
 
-int ddb_items_get(ddb_ctx *x, json_t *req)
-{
+/* A GetItem request read (not yet checked against the schema): what the
+ * call and its answer need. Parts borrow from the request. */
+typedef struct get_plan {
     const char *table;
-    lapse_item *key = NULL, *it = NULL;
-    lapse_error err;
+    lapse_item *key;
     expr_ctx e;
-    expr_node *proj;
-    int consistent = 0, rv = -1;
-    if (ddb_expr_init(x, req, &e) != 0 ||
-        ddb_req_bool(x, req, "ConsistentRead", 0, &consistent) != 0 ||
-        ddb_expr_projection(x, &e, req, &proj) != 0 || ddb_expr_done(x, &e) != 0 ||
-        table_and_item(x, req, "Key", 1, &table, &key) != 0) {
-        goto out;
+    expr_node *proj; /* NULL: the whole item */
+    int consistent;
+} get_plan;
+
+static int get_parse(ddb_ctx *x, json_t *req, get_plan *g)
+{
+    memset(g, 0, sizeof *g);
+    if (ddb_expr_init(x, req, &g->e) != 0 ||
+        ddb_req_bool(x, req, "ConsistentRead", 0, &g->consistent) != 0 ||
+        ddb_expr_projection(x, &g->e, req, &g->proj) != 0 || ddb_expr_done(x, &g->e) != 0 ||
+        table_and_item_parse(x, req, "Key", &g->table, &g->key) != 0) {
+        return -1;
     }
-    lapse_read_opts ro = {.eventually_consistent = !consistent};
-    if (lapse_get_opts(x->c, table, key, &ro, &it, &err) != 0) {
-        ddb_req_lapse_fail(x, &err, table);
-        goto out;
-    }
+    return 0;
+}
+
+/* GetItem's answer for it (NULL: no item) into x->out. */
+static int get_answer(ddb_ctx *x, const get_plan *g, const lapse_item *it)
+{
     x->out = json_object();
     if (it != NULL) {
         json_t *doc = ddb_req_item_json(x, it);
         if (doc == NULL) {
             json_decref(x->out);
             x->out = NULL;
-            goto out;
+            return -1;
         }
-        if (proj != NULL) {
-            json_t *p = expr_project(proj, doc);
+        if (g->proj != NULL) {
+            json_t *p = expr_project(g->proj, doc);
             json_decref(doc);
             doc = p;
         }
         json_object_set_new(x->out, "Item", doc);
     }
-    rv = 0;
-out:
-    lapse_item_free(key);
+    return 0;
+}
+
+static void get_plan_fini(get_plan *g)
+{
+    lapse_item_free(g->key);
+    expr_ctx_fini(&g->e);
+}
+
+int ddb_items_get(ddb_ctx *x, json_t *req)
+{
+    get_plan g;
+    lapse_item *it = NULL;
+    lapse_error err;
+    int rv = -1;
+    if (get_parse(x, req, &g) == 0 && item_check(x, g.table, g.key, 1) == 0) {
+        lapse_read_opts ro = {.eventually_consistent = !g.consistent};
+        if (lapse_get_opts(x->c, g.table, g.key, &ro, &it, &err) != 0) {
+            ddb_req_lapse_fail(x, &err, g.table);
+        } else {
+            rv = get_answer(x, &g, it);
+        }
+    }
     lapse_item_free(it);
-    expr_ctx_fini(&e);
+    get_plan_fini(&g);
     return rv;
+}
+
+/* ---- GetItem and PutItem without blocking (ddb_items_start) ---- */
+
+/* One started call: the request it reads from is held until done. */
+typedef struct started {
+    ddb_ctx *x;
+    json_t *req;
+    int is_put;
+    get_plan g;
+    write_plan w;
+    ddb_items_done done;
+    void *arg;
+} started;
+
+static void started_end(started *s, int retry)
+{
+    ddb_items_done done = s->done;
+    void *arg = s->arg;
+    ddb_ctx *x = s->x;
+    if (s->is_put) {
+        write_plan_fini(&s->w);
+    } else {
+        get_plan_fini(&s->g);
+    }
+    json_decref(s->req);
+    free(s);
+    done(arg, x, retry);
+}
+
+/* The outcome of the call (status, err) into s->x; 1 when the blocking
+ * operation is to run instead (a failure it retries). */
+static int started_outcome(started *s, int status, const lapse_error *err)
+{
+    if (status == 0) {
+        return 0;
+    }
+    if (lapse_retryable(status)) {
+        return 1;
+    }
+    ddb_req_lapse_fail(s->x, err, s->is_put ? s->w.table : s->g.table);
+    return 0;
+}
+
+static void started_get_done(void *arg, int status, lapse_item *it, const lapse_error *err)
+{
+    started *s = arg;
+    int retry = started_outcome(s, status, err);
+    if (status == 0 && get_answer(s->x, &s->g, it) != 0 && s->x->out == NULL) {
+        ddb_req_fail(s->x, 500, "InternalServerError", "out of memory");
+    }
+    lapse_item_free(it);
+    started_end(s, retry);
+}
+
+static void started_put_done(void *arg, int status, const lapse_error *err)
+{
+    started *s = arg;
+    int retry = started_outcome(s, status, err);
+    if (status == 0 && (s->x->out = json_object()) == NULL) {
+        ddb_req_fail(s->x, 500, "InternalServerError", "out of memory");
+    }
+    started_end(s, retry);
+}
+
+int ddb_items_start(ddb_ctx *x, const char *op, json_t *req, ddb_items_done done, void *arg)
+{
+    int is_put = strcmp(op, "PutItem") == 0;
+    if (!is_put && strcmp(op, "GetItem") != 0) {
+        return 0;
+    }
+    started *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return 0;
+    }
+    *s = (started){.x = x, .req = json_incref(req), .is_put = is_put, .done = done, .arg = arg};
+    lapse_error err;
+    int sent = 0;
+    if (is_put) {
+        /* Only the plain put is one call; the rest may read first. */
+        sent = write_parse(x, req, DDB_PUT, &s->w) == 0 && s->w.cond == NULL &&
+               strcmp(s->w.rvals, "NONE") == 0 && !s->w.old_on_failure &&
+               lapse_put_async(x->c, s->w.table, s->w.it, started_put_done, s, &err) == 0;
+    } else {
+        sent = get_parse(x, req, &s->g) == 0 &&
+               lapse_get_async(x->c, s->g.table, s->g.key,
+                               &(lapse_read_opts){.eventually_consistent = !s->g.consistent},
+                               started_get_done, s, &err) == 0;
+    }
+    if (!sent) {
+        if (is_put) {
+            write_plan_fini(&s->w);
+        } else {
+            get_plan_fini(&s->g);
+        }
+        json_decref(s->req);
+        free(s);
+    }
+    return sent;
 }
 
 /* The top-level attributes of item that actions name (UPDATED_OLD and

@@ -169,7 +169,8 @@ int main(int argc, char **argv)
     http_service_options ho = {.path = "/",
                                .max_body = DDB_API_MAX_BODY,
                                .workers = g.workers,
-                               .reject_body = ddb_api_reject_body};
+                               .reject_body = ddb_api_reject_body,
+                               .quick = ddb_api_quick};
     char err[512];
     if (http_service_open(&g.http, g.listen, &ho, ddb_api_serve, &g.api, err, sizeof err) != 0) {
         log_error("cannot serve: %s", err);

@@ -37,17 +37,28 @@ typedef struct job {
     struct job *next;
 } job;
 
-typedef struct svc_state {
+typedef struct svc_state svc_state;
+
+struct http_pending {
+    nng_aio *aio; /* the handler's aio, as a job's */
+    http_request req;
+    svc_state *st; /* alive while pending > 0 (http_service_close waits) */
+};
+
+struct svc_state {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* signalled on a new job and on close */
-    int refs;          /* owner + NNG handler; freed at 0 (under mu) */
-    int closed;        /* set by http_service_close: nothing more is queued */
-    job *head, *tail;  /* FIFO of requests waiting for a worker */
-    size_t queued;     /* jobs in the FIFO */
+    pthread_cond_t cv;      /* signalled on a new job and on close */
+    pthread_cond_t done_cv; /* signalled when pending falls */
+    size_t pending;         /* requests a quick function took, not answered yet */
+    http_quick_fn quick;
+    int refs;         /* owner + NNG handler; freed at 0 (under mu) */
+    int closed;       /* set by http_service_close: nothing more is queued */
+    job *head, *tail; /* FIFO of requests waiting for a worker */
+    size_t queued;    /* jobs in the FIFO */
     size_t max_queued;
     http_serve_fn fn;
     void *arg;
-} svc_state;
+};
 
 struct http_service {
     http_nng nng;       /* NNG's server and our handler on it */
@@ -67,6 +78,7 @@ static void state_unref(void *arg)
     int last = --st->refs == 0;
     pthread_mutex_unlock(&st->mu);
     if (last) {
+        pthread_cond_destroy(&st->done_cv);
         pthread_cond_destroy(&st->cv);
         pthread_mutex_destroy(&st->mu);
         free(st);
@@ -80,14 +92,11 @@ static void reply_unavailable(nng_aio *aio)
                    sizeof msg - 1);
 }
 
-/* The NNG handler: never blocks beyond the queue's mutex. */
-static void handle(nng_aio *aio)
+/* Queues aio for a worker, or answers 503 when the queue is full or the
+ * service is closing. REQUIRES: st->mu held; released on return. */
+static void enqueue_locked(svc_state *st, nng_aio *aio)
 {
-    nng_http_handler *h = nng_aio_get_input(aio, 1);
-    svc_state *st = nng_http_handler_get_data(h);
     job *j = malloc(sizeof *j);
-
-    pthread_mutex_lock(&st->mu);
     if (j == NULL || st->closed || st->queued >= st->max_queued) {
         pthread_mutex_unlock(&st->mu);
         free(j);
@@ -107,6 +116,87 @@ static void handle(nng_aio *aio)
     pthread_mutex_unlock(&st->mu);
 }
 
+/* Counts p answered. REQUIRES: st->mu held. */
+static void pending_done_locked(svc_state *st)
+{
+    if (--st->pending == 0) {
+        pthread_cond_broadcast(&st->done_cv);
+    }
+}
+
+/* Offers aio to the quick function; 1 when it took it. */
+static int offer_quick(svc_state *st, nng_aio *aio)
+{
+    http_pending *p = malloc(sizeof *p);
+    if (p == NULL) {
+        return 0;
+    }
+    *p = (http_pending){.aio = aio, .req = {.req = nng_aio_get_input(aio, 0)}, .st = st};
+    pthread_mutex_lock(&st->mu);
+    if (st->closed) {
+        pthread_mutex_unlock(&st->mu);
+        free(p);
+        return 0; /* the queue answers 503 */
+    }
+    st->pending++;
+    pthread_mutex_unlock(&st->mu);
+    if (st->quick(st->arg, &p->req, p)) {
+        return 1;
+    }
+    pthread_mutex_lock(&st->mu);
+    pending_done_locked(st);
+    pthread_mutex_unlock(&st->mu);
+    free(p);
+    return 0;
+}
+
+/* The NNG handler: never blocks beyond the queue's mutex (and the quick
+ * function, which must not block either). */
+static void handle(nng_aio *aio)
+{
+    nng_http_handler *h = nng_aio_get_input(aio, 1);
+    svc_state *st = nng_http_handler_get_data(h);
+    if (st->quick != NULL && offer_quick(st, aio)) {
+        return;
+    }
+    pthread_mutex_lock(&st->mu);
+    enqueue_locked(st, aio);
+}
+
+static void send_response(nng_aio *aio, http_response *res)
+{
+    if (res->status < 100 || res->status > 599) {
+        res->status = 500; /* a bug in fn; still an answer */
+    }
+    http_nng_reply(aio, (uint16_t)res->status, res->content_type, res->body.data, res->body.len);
+    buf_fini(&res->body);
+}
+
+void http_pending_reply(http_pending *p, http_response *res)
+{
+    svc_state *st = p->st;
+    send_response(p->aio, res);
+    free(p);
+    pthread_mutex_lock(&st->mu);
+    pending_done_locked(st);
+    pthread_mutex_unlock(&st->mu);
+}
+
+void http_pending_to_worker(http_pending *p)
+{
+    svc_state *st = p->st;
+    nng_aio *aio = p->aio;
+    free(p);
+    pthread_mutex_lock(&st->mu);
+    pending_done_locked(st); /* the queue answers it from here on */
+    enqueue_locked(st, aio);
+}
+
+const http_request *http_pending_request(const http_pending *p)
+{
+    return &p->req;
+}
+
 static void serve(svc_state *st, nng_aio *aio)
 {
     http_request req = {.req = nng_aio_get_input(aio, 0)};
@@ -114,11 +204,7 @@ static void serve(svc_state *st, nng_aio *aio)
     snprintf(res.content_type, sizeof res.content_type, "application/octet-stream");
     buf_init(&res.body);
     st->fn(st->arg, &req, &res);
-    if (res.status < 100 || res.status > 599) {
-        res.status = 500; /* a bug in fn; still an answer */
-    }
-    http_nng_reply(aio, (uint16_t)res.status, res.content_type, res.body.data, res.body.len);
-    buf_fini(&res.body);
+    send_response(aio, &res);
 }
 
 /* A worker: runs fn for queued requests until the service closes; jobs
@@ -210,10 +296,12 @@ int http_service_open(http_service **out, const char *host_port, const http_serv
     svc_state *st = s->st;
     st->refs = 1;
     st->fn = fn;
+    st->quick = opts->quick;
     st->arg = arg;
     st->max_queued = opts->max_queued ? opts->max_queued : 1024;
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv, NULL);
+    pthread_cond_init(&st->done_cv, NULL);
     s->st_ready = 1;
 
     int n = opts->workers ? opts->workers : 4;
@@ -260,6 +348,11 @@ void http_service_close(http_service *s)
         pthread_mutex_lock(&st->mu);
         st->closed = 1;
         pthread_cond_broadcast(&st->cv);
+        /* Taken requests are answered, or handed to the queue (which
+         * answers 503 now), before the workers go. */
+        while (st->pending > 0) {
+            pthread_cond_wait(&st->done_cv, &st->mu);
+        }
         pthread_mutex_unlock(&st->mu);
     }
     /* Workers answer what is queued (503) and exit; no call of fn is in

@@ -12,12 +12,20 @@
  * finish on any thread; the connection waits for it before reading the next
  * request).
  *
- * Thread-safety: fn runs on the service's worker threads, several at once.
+ * A service may also have a quick function that runs on NNG's thread and
+ * takes requests it can answer without blocking (an asynchronous call whose
+ * callback answers), sparing the worker's hand-offs; what it does not take
+ * goes to the workers.
+ *
+ * Thread-safety: fn runs on the service's worker threads, several at once;
+ * quick on NNG's threads; a taken request may be answered from any thread.
  *
  * Invariants:
  *  1. Each request NNG hands over is answered exactly once: by fn's response,
- *     or by 503 when the queue is full or the service is closing.
- *  2. fn and arg are never used after http_service_close returns.
+ *     by the answer given through a quick function's http_pending, or by 503
+ *     when the queue is full or the service is closing.
+ *  2. fn, quick and arg are never used after http_service_close returns,
+ *     which waits for every taken request to be answered.
  *  3. Bodies over max_body, a bad Content-Length or a missing Host never reach
  *     fn: NNG answers 400 itself (with reject_body when set) and closes the
  *     connection.
@@ -54,12 +62,32 @@ typedef struct http_response {
 
 typedef void (*http_serve_fn)(void *arg, const http_request *req, http_response *res);
 
+/* A request a quick function took (http_quick_fn): answered later, from any
+ * thread, by exactly one of http_pending_reply and http_pending_to_worker. */
+typedef struct http_pending http_pending;
+
+/* Runs on NNG's thread for each request before it is queued for a worker,
+ * so it must not block. Returns 0 to leave the request to fn on a worker
+ * as usual, or 1 when it took it: the request (req, valid until then) is
+ * then answered through p, e.g. from the callback of an asynchronous call,
+ * which spares a worker's two thread switches. */
+typedef int (*http_quick_fn)(void *arg, const http_request *req, http_pending *p);
+
+/* Sends res (its body is consumed) as the answer to p, which is gone after. */
+void http_pending_reply(http_pending *p, http_response *res);
+/* Queues p for fn on a worker after all (503 when the queue is full or the
+ * service is closing); p is gone after. */
+void http_pending_to_worker(http_pending *p);
+/* p's request, valid until p is answered. */
+const http_request *http_pending_request(const http_pending *p);
+
 typedef struct http_service_options {
     const char *path;        /* the one path served, e.g. "/" (exact match; others get 404) */
     size_t max_body;         /* largest request body accepted, bytes */
     int workers;             /* threads running fn; 0: 4 */
     size_t max_queued;       /* requests waiting for a worker beyond which 503; 0: 1024 */
     const char *reject_body; /* NULL, or the body of NNG's own 400 (invariant 3) */
+    http_quick_fn quick;     /* NULL, or run first on NNG's thread (with fn's arg) */
 } http_service_options;
 
 /* Serves opts->path on host_port ("127.0.0.1:8000") for every method, calling
@@ -68,8 +96,9 @@ typedef struct http_service_options {
  * with a reason in err; on error nothing is left running and *out is NULL. */
 int http_service_open(http_service **out, const char *host_port, const http_service_options *opts,
                       http_serve_fn fn, void *arg, char *err, size_t errlen);
-/* Stops taking requests (later ones get 503), answers the queued ones with
- * 503, waits for calls of fn in progress, joins the workers and stops
+/* Stops taking requests (later ones get 503), waits for the requests a
+ * quick function took to be answered, answers the queued ones with 503,
+ * waits for calls of fn in progress, joins the workers and stops
  * listening. Accepts NULL. */
 void http_service_close(http_service *s);
 

@@ -4,7 +4,8 @@
  * on one connection; fn runs on the service's workers, so a blocked call does
  * not hold up another; a body over max_body gets NNG's 400 with reject_body
  * and fn is not called; close waits for a running fn and answers nothing
- * after. */
+ * after; a quick function's taken requests are answered from another
+ * thread or handed to the workers, and close waits for them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -304,6 +305,139 @@ static void close_waits_for_running_fn_then_refuses(void **state)
     close(fd);
 }
 
+/* ---- a quick function (http_quick_fn) ---- */
+
+typedef struct later {
+    fixture *f;
+    http_pending *p;
+    int to_worker;
+    int delay_ms;
+    char body[64];
+} later;
+
+enum { MAX_LATER = 8 };
+static later g_later[MAX_LATER];
+static pthread_t g_later_th[MAX_LATER];
+static int g_nlater, g_replied;
+
+/* Answers a taken request from another thread after delay_ms: itself, or
+ * by handing it to the workers. */
+static void *answer_later(void *arg)
+{
+    later *l = arg;
+    struct timespec ts = {.tv_nsec = (long)l->delay_ms * 1000000L};
+    nanosleep(&ts, NULL);
+    if (l->to_worker) {
+        http_pending_to_worker(l->p);
+        return NULL;
+    }
+    http_response res = {.status = 202};
+    snprintf(res.content_type, sizeof res.content_type, "application/x-later");
+    buf_init(&res.body);
+    buf_printf(&res.body, "later %s", l->body);
+    pthread_mutex_lock(&l->f->mu);
+    g_replied++;
+    pthread_mutex_unlock(&l->f->mu);
+    http_pending_reply(l->p, &res);
+    return NULL;
+}
+
+/* Takes "quick-later" (answered by another thread 50 ms later, or as long
+ * as the body says, in ms) and "quick-worker" (handed to the workers);
+ * leaves everything else to fn. */
+static int quick(void *arg, const http_request *req, http_pending *p)
+{
+    fixture *f = arg;
+    const char *target = http_request_header(req, "X-Amz-Target");
+    if (target == NULL || strncmp(target, "quick-", 6) != 0 || g_nlater == MAX_LATER) {
+        return 0;
+    }
+    assert_ptr_equal(http_pending_request(p), req);
+    const void *body;
+    size_t len;
+    http_request_body(req, &body, &len);
+    later *l = &g_later[g_nlater];
+    *l = (later){.f = f, .p = p, .to_worker = strcmp(target, "quick-worker") == 0, .delay_ms = 50};
+    snprintf(l->body, sizeof l->body, "%.*s", (int)len, body ? (const char *)body : "");
+    if (len > 0 && atoi(l->body) > 0) {
+        l->delay_ms = atoi(l->body);
+    }
+    assert_int_equal(pthread_create(&g_later_th[g_nlater], NULL, answer_later, l), 0);
+    g_nlater++;
+    return 1;
+}
+
+static http_service *open_quick(int port, fixture *f)
+{
+    char hp[64], err[256];
+    snprintf(hp, sizeof hp, "127.0.0.1:%d", port);
+    http_service_options o = {.path = "/", .max_body = 1000, .workers = 1, .quick = quick};
+    http_service *s = NULL;
+    if (http_service_open(&s, hp, &o, serve, f, err, sizeof err) != 0) {
+        fail_msg("http_service_open: %s", err);
+    }
+    return s;
+}
+
+static void quick_function_answers_later_or_hands_to_workers(void **state)
+{
+    (void)state;
+    fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    g_nlater = g_replied = 0;
+    int port = http_test_free_port();
+    http_service *s = open_quick(port, &f);
+    int fd = connect_to(port);
+    /* Taken and answered from another thread, on a kept-alive connection. */
+    char *r = post(fd, "quick-later", "abc");
+    assert_status(r, 202);
+    assert_non_null(strcasestr(r, "Content-Type: application/x-later"));
+    assert_string_equal(body_of(r), "later abc");
+    free(r);
+    /* Not taken: fn answers. */
+    r = post(fd, "plain", "x");
+    assert_status(r, 201);
+    assert_string_equal(body_of(r), "POST plain 1:x");
+    free(r);
+    /* Taken, then handed to the workers: fn answers with the request intact. */
+    r = post(fd, "quick-worker", "yz");
+    assert_status(r, 201);
+    assert_string_equal(body_of(r), "POST quick-worker 2:yz");
+    free(r);
+    close(fd);
+    http_service_close(s);
+    assert_int_equal(f.calls, 2);
+    for (int i = 0; i < g_nlater; i++) {
+        pthread_join(g_later_th[i], NULL);
+    }
+}
+
+static void close_waits_for_taken_requests(void **state)
+{
+    (void)state;
+    fixture f = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    g_nlater = g_replied = 0;
+    int port = http_test_free_port();
+    http_service *s = open_quick(port, &f);
+    int fd = connect_to(port);
+    char req[] = "POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: quick-later\r\n"
+                 "Content-Length: 3\r\n\r\n300";
+    send_all(fd, req, sizeof req - 1);
+    for (int i = 0; g_nlater == 0; i++) { /* taken (bounded wait) */
+        assert_true(i < 2000);
+        struct timespec ts = {.tv_nsec = 5000000};
+        nanosleep(&ts, NULL);
+    }
+    /* The answer comes 300 ms later; close must wait for it to be given
+     * (whether its bytes still go out as the server stops is NNG's race,
+     * as for a worker's last answer). */
+    http_service_close(s);
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(g_replied, 1);
+    pthread_mutex_unlock(&f.mu);
+    close(fd);
+    pthread_join(g_later_th[0], NULL);
+}
+
 static void bad_options_are_einval(void **state)
 {
     (void)state;
@@ -328,6 +462,8 @@ int main(void)
         cmocka_unit_test(body_over_max_gets_reject_body_without_fn),
         cmocka_unit_test(blocked_fn_does_not_hold_other_requests),
         cmocka_unit_test(close_waits_for_running_fn_then_refuses),
+        cmocka_unit_test(quick_function_answers_later_or_hands_to_workers),
+        cmocka_unit_test(close_waits_for_taken_requests),
         cmocka_unit_test(bad_options_are_einval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -179,8 +179,9 @@ typedef void (*rpc_done_fn)(void *arg, int rv, Lapse__Response *resp, const char
  * perhaps before this returns; or LAPSE_EINVAL (a call that does not
  * coalesce), LAPSE_ETOOBIG or LAPSE_ENOMEM with err set, and done is never
  * called. A call queued behind a slow frame goes in one of its own after a
- * millisecond, as a blocking one does. rpc_client_close ends the calls
- * still out (LAPSE_EUNAVAILABLE or a time-out) before it returns. */
+ * millisecond, as a blocking one does. rpc_client_close waits (up to 2 s)
+ * for the calls still out, and ends any left (LAPSE_EUNAVAILABLE or a
+ * time-out), before it returns. */
 int rpc_call_async(rpc_client *c, Lapse__Request *req, int timeout_ms, rpc_done_fn done, void *arg,
                    char *err, size_t errlen);
 

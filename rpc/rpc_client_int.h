@@ -62,13 +62,15 @@ struct rpc_client {
     pthread_cond_t idle; /* signalled when a frame ends */
     int inflight;
     waiter *qhead, *qtail;
-    frame *free_frames; /* frames not out, each with its aio (and context) */
-    frame *dead_frames; /* frames whose exchange failed: their context may still
-                           wait for a reply, so it is closed, never reused */
-    int async_queued;   /* queued calls of rpc_call_async */
-    nng_aio *stall_aio; /* NULL until the first is queued: wakes them after a stall */
-    int stall_armed;    /* stall_aio is sleeping */
-    int closing;        /* rpc_client_close began: the stall timer arms no more */
+    frame *free_frames;      /* frames not out, each with its aio (and context) */
+    frame *dead_frames;      /* frames whose exchange failed: their context may still
+                                wait for a reply, so it is closed, never reused */
+    int async_queued;        /* queued calls of rpc_call_async */
+    int stall_started;       /* stall_thread runs (from the first one queued) */
+    int stall_idle;          /* it waits for one to be queued (no time-out) */
+    pthread_t stall_thread;  /* sends them on after a stall (rpc_coalesce.c) */
+    pthread_cond_t stall_cv; /* wakes it: one queued, or closing */
+    int closing;             /* rpc_client_close began: no frame is started for them */
 };
 
 /* One message exchange of a group: msg (consumed) goes to client; on return

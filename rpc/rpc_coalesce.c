@@ -315,14 +315,16 @@ static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err
         pthread_cond_broadcast(&c->idle);
     }
     pthread_mutex_unlock(&c->cmu);
-    run_later(later);
+    /* The next frame goes before the asynchronous calls' callbacks run, so
+     * their work does not hold it up. */
     if (next != NULL) {
         if (out == NULL && (out = frame_new(c)) == NULL) {
             frames_fail(c, next, LAPSE_ENOMEM, "out of memory");
-            return;
+        } else {
+            frame_send(out, next, 0);
         }
-        frame_send(out, next, 0);
     }
+    run_later(later);
 }
 
 static void frame_cb(void *arg)
@@ -471,46 +473,63 @@ static void frame_start(rpc_client *c, waiter *batch, int on_nng)
     }
 }
 
-static void stall_cb(void *arg);
-
-/* Arms c's stall timer for the queue's head when an asynchronous call is
- * queued and it is not armed: no thread of an asynchronous call waits to
- * notice a slow frame, so the timer does (stall_cb). REQUIRES: c->cmu. */
-static void stall_arm(rpc_client *c)
-{
-    if (c->stall_armed || c->closing || c->async_queued == 0 || c->qhead == NULL) {
-        return;
-    }
-    if (c->stall_aio == NULL && nng_aio_alloc(&c->stall_aio, stall_cb, c) != 0) {
-        c->stall_aio = NULL;
-        return; /* queued calls then wait for the frame out, at worst their deadline */
-    }
-    int64_t ms = clock_mono_remaining_ms(c->qhead->stall);
-    c->stall_armed = 1;
-    nng_sleep_aio(ms > 0 ? (nng_duration)ms : 0, c->stall_aio);
-}
-
-/* The stall timer: when the queue's head has waited COALESCE_STALL_MS for
- * the frame out, the queue goes in a frame of its own (as a blocking call's
- * own wait does in rpc_coalesce_call). */
-static void stall_cb(void *arg)
+/* The stall watcher of c's asynchronous calls: no thread of theirs waits
+ * to notice a slow frame, so this one does. While asynchronous calls are
+ * queued it sleeps until the queue's head has waited COALESCE_STALL_MS,
+ * then sends the queue in a frame of its own (as a blocking call's own
+ * wait does in rpc_coalesce_call); otherwise it sleeps until one is
+ * queued. (NNG 1.5's nng_sleep_aio was tried: re-armed at this rate, its
+ * expiry thread spun on the clock.) */
+static void *stall_run(void *arg)
 {
     rpc_client *c = arg;
-    waiter *batch = NULL, *later = NULL;
     pthread_mutex_lock(&c->cmu);
-    c->stall_armed = 0;
-    if (nng_aio_result(c->stall_aio) == 0 && !c->closing && c->qhead != NULL &&
-        clock_mono_remaining_ms(c->qhead->stall) <= 0) {
-        batch = take_batch(c, NULL, &later);
+    while (!c->closing) {
+        if (c->async_queued == 0 || c->qhead == NULL) {
+            c->stall_idle = 1;
+            pthread_cond_wait(&c->stall_cv, &c->cmu);
+            c->stall_idle = 0;
+            continue;
+        }
+        int64_t ms = clock_mono_remaining_ms(c->qhead->stall);
+        if (ms > 0) {
+            struct timespec ts = clock_mono_abstime(ms);
+            pthread_cond_timedwait(&c->stall_cv, &c->cmu, &ts);
+            continue;
+        }
+        waiter *later = NULL;
+        waiter *batch = take_batch(c, NULL, &later);
         if (batch != NULL) {
             c->inflight++;
         }
+        pthread_mutex_unlock(&c->cmu);
+        run_later(later);
+        if (batch != NULL) {
+            frame_start(c, batch, 1);
+        }
+        pthread_mutex_lock(&c->cmu);
     }
-    stall_arm(c);
     pthread_mutex_unlock(&c->cmu);
-    run_later(later);
-    if (batch != NULL) {
-        frame_start(c, batch, 1);
+    return NULL;
+}
+
+/* Wakes the stall watcher for a newly queued asynchronous call, starting
+ * it on the first. REQUIRES: c->cmu. */
+static void stall_watch(rpc_client *c)
+{
+    if (!c->stall_started && !c->closing) {
+        clock_cond_init_mono(&c->stall_cv);
+        if (pthread_create(&c->stall_thread, NULL, stall_run, c) != 0) {
+            pthread_cond_destroy(&c->stall_cv);
+            return; /* queued calls then wait for the frame out, at worst their deadline */
+        }
+        c->stall_started = 1;
+    }
+    if (c->stall_idle) {
+        /* It sleeps until woken; when it sleeps until a head's stall
+         * instead, it finds this call at that wake (a signal per call cost
+         * a thread switch per call). */
+        pthread_cond_signal(&c->stall_cv);
     }
 }
 
@@ -520,16 +539,28 @@ static void stall_cb(void *arg)
  * may still be inside NNG (posting the receive of an earlier step) when the
  * caller returns; NNG 1.5.2 panics ("pthread_mutex_lock: Invalid
  * argument") when that runs against a socket being closed. The stall
- * timer is stopped first, so it starts no frame from here on. */
+ * watcher is stopped first, so it starts no frame from here on. */
 void rpc_coalesce_idle_close(rpc_client *c)
 {
     pthread_mutex_lock(&c->cmu);
     c->closing = 1;
-    pthread_mutex_unlock(&c->cmu);
-    if (c->stall_aio != NULL) {
-        nng_aio_stop(c->stall_aio);
+    int started = c->stall_started;
+    if (started) {
+        pthread_cond_signal(&c->stall_cv);
     }
+    pthread_mutex_unlock(&c->cmu);
+    if (started) {
+        pthread_join(c->stall_thread, NULL);
+        pthread_cond_destroy(&c->stall_cv);
+    }
+    /* Asynchronous calls may still be out (a blocking caller's are not):
+     * their frames end first (bounded), so none is inside NNG or holds an
+     * open context the snapshot below misses when the sockets close. */
     pthread_mutex_lock(&c->cmu);
+    struct timespec until = clock_mono_abstime(CLOSE_WAIT_MS);
+    while ((c->inflight > 0 || c->qhead != NULL) &&
+           pthread_cond_timedwait(&c->idle, &c->cmu, &until) == 0) {
+    }
     frame *lists[2] = {c->free_frames, c->dead_frames};
     pthread_mutex_unlock(&c->cmu);
     for (int list = 0; list < 2; list++) {
@@ -572,8 +603,6 @@ void rpc_coalesce_close(rpc_client *c)
             f = next;
         }
     }
-    nng_aio_free(c->stall_aio);
-    c->stall_aio = NULL;
 }
 
 /* Queues w (packed, deadline set) or, when c has room for another frame,
@@ -599,7 +628,7 @@ static void submit(rpc_client *c, waiter *w, waiter **later)
     c->qtail = w;
     if (w->done != NULL) {
         c->async_queued++;
-        stall_arm(c);
+        stall_watch(c);
     }
 }
 
