@@ -7,22 +7,30 @@
  *
  *   lapse-ddb-bench [--endpoint URL] [--coordinator URL[,URL]] [--threads N]
  *                   [--seconds S] [--warmup S] [--keys N] [--value-bytes N]
- *                   [--workloads put,get]
+ *                   [--workloads put,get] [--http-client wrk|builtin]
+ *                   [--wrk-threads N]
  *
  * Needs a running cluster with its gateway (`make cluster`: the defaults,
  * http://127.0.0.1:8000 and liblapse's default coordinators). It creates a
  * table through the gateway (the cluster's default copies), loads --keys
  * items (progress on stderr), then for each workload runs the native path
  * and then the HTTP path: --warmup seconds whose calls count for nothing,
- * then --seconds with --threads threads, a progress line each second on
- * stderr. Native threads share one lapse_client (as lapse-bench); HTTP
- * threads have a connection each (as the SDKs' pools). Both paths write
- * and read the same keys, chosen at random. On stdout: calls/s and latency
- * percentiles of the calls that succeeded (failed calls are counted apart,
- * in no percentile), and the HTTP/native ratio of each workload. The table
- * is deleted at the end.
+ * then --seconds, a progress line each second on stderr. The native path
+ * is --threads threads sharing one lapse_client (as lapse-bench). The HTTP
+ * path is --threads keep-alive connections (as the SDKs' pools), driven by
+ * wrk (Debian's package; the default when it is on PATH: an event loop on
+ * --wrk-threads threads, default 1, with a script this program writes) or
+ * by the builtin client (a thread per connection on NNG's HTTP client,
+ * which costs the machine more CPU per call than wrk). Both paths write and
+ * read the same keys, chosen at random. On stdout: calls/s and latency
+ * percentiles (the builtin client's and the native path's of the calls that
+ * succeeded, failed calls counted apart; wrk's over every call, failed ones
+ * counted too), and the HTTP/native ratio of each workload. The table is
+ * deleted at the end.
  */
 #include <getopt.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,6 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "../client/lapse.h"
 #include "../rpc/http_client.h"
@@ -43,7 +53,8 @@ typedef enum { P_NATIVE, P_HTTP } path;
 
 typedef struct config {
     const char *endpoint, *coordinator;
-    int threads, seconds, warmup_s, keys, value_bytes;
+    const char *http_client; /* "wrk" or "builtin" */
+    int threads, seconds, warmup_s, keys, value_bytes, wrk_threads;
     char table[64];
     char *pad; /* value_bytes of 'v' */
     lapse_client *c;
@@ -240,6 +251,147 @@ static double run(const config *cfg, workload wl, path p)
     return rate;
 }
 
+/* ---- the HTTP path driven by wrk (--http-client wrk) ---- */
+
+/* wrk's script for workload wl: the same requests as http_call, on random
+ * keys; a reply that is not 200 (or, for a get, has no Item) is failed;
+ * done() prints the row's figures. */
+static void wrk_script(const config *cfg, workload wl, FILE *f)
+{
+    fprintf(f,
+            "wrk.method = \"POST\"\n"
+            "wrk.headers[\"X-Amz-Target\"] = \"DynamoDB_20120810.%s\"\n"
+            "wrk.headers[\"Content-Type\"] = \"application/x-amz-json-1.0\"\n"
+            "local keys, tbl, pad, put = %d, \"%s\", \"%s\", %s\n"
+            "local threads = {}\n"
+            "local seq = 0\n"
+            "function setup(thread) seq = seq + 1; thread:set(\"id\", seq); "
+            "table.insert(threads, thread) end\n"
+            "function init(args) failed = 0; math.randomseed(id * 7919 + os.time()) end\n"
+            "function request()\n"
+            "  local k = math.random(0, keys - 1)\n"
+            "  if put then\n"
+            "    return wrk.format(nil, nil, nil, string.format("
+            "'{\"TableName\":\"%%s\",\"Item\":{\"Id\":{\"S\":\"user%%010d\"},"
+            "\"Seq\":{\"N\":\"%%d\"},\"Pad\":{\"S\":\"%%s\"}}}', tbl, k, k %% 10, pad))\n"
+            "  end\n"
+            "  return wrk.format(nil, nil, nil, string.format("
+            "'{\"TableName\":\"%%s\",\"Key\":{\"Id\":{\"S\":\"user%%010d\"}}}', tbl, k))\n"
+            "end\n"
+            "function response(status, headers, body)\n"
+            "  if status ~= 200 or (not put and not string.find(body, '\"Item\"', 1, true)) then\n"
+            "    failed = failed + 1\n"
+            "  end\n"
+            "end\n"
+            "function done(summary, latency, requests)\n"
+            "  local failed = 0\n"
+            "  for _, t in ipairs(threads) do failed = failed + t:get(\"failed\") end\n"
+            "  local e = summary.errors\n"
+            "  failed = failed + e.connect + e.read + e.write + e.timeout\n"
+            "  local ok = summary.requests - failed\n"
+            "  io.write(string.format(\"calls/s=%%.0f p50=%%.2fms p90=%%.2fms p99=%%.2fms "
+            "p99.9=%%.2fms max=%%.2fms failed=%%d\\n\", ok / (summary.duration / 1e6),"
+            " latency:percentile(50) / 1000, latency:percentile(90) / 1000,"
+            " latency:percentile(99) / 1000, latency:percentile(99.9) / 1000,"
+            " latency.max / 1000, failed))\n"
+            "end\n",
+            wl == W_PUT ? "PutItem" : "GetItem", cfg->keys, cfg->table, cfg->pad,
+            wl == W_PUT ? "true" : "false");
+}
+
+/* Runs wrk for seconds with the script at path; its last line (done()'s
+ * figures) into line (empty when it failed). Progress on stderr each
+ * second when label is not NULL. */
+static void wrk_run(const config *cfg, const char *path, int seconds, const char *label, char *line,
+                    size_t linelen)
+{
+    char t[16], c[16], d[16];
+    snprintf(t, sizeof t, "%d", cfg->wrk_threads < cfg->threads ? cfg->wrk_threads : cfg->threads);
+    snprintf(c, sizeof c, "%d", cfg->threads);
+    snprintf(d, sizeof d, "%ds", seconds);
+    char *const argv[] = {"wrk",
+                          "-t",
+                          t,
+                          "-c",
+                          c,
+                          "-d",
+                          d,
+                          "--timeout",
+                          "10s",
+                          "-s",
+                          (char *)path,
+                          (char *)cfg->endpoint,
+                          NULL};
+    int fd[2];
+    line[0] = '\0';
+    if (pipe(fd) != 0) {
+        return;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    pid_t pid;
+    int rv = posix_spawnp(&pid, "wrk", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    if (rv != 0) {
+        close(fd[0]);
+        fprintf(stderr, "lapse-ddb-bench: cannot run wrk: %s\n", strerror(rv));
+        return;
+    }
+    FILE *out = fdopen(fd[0], "r");
+    char l[512];
+    for (int s = 1; label != NULL && s <= seconds; s++) {
+        sleep_ms(1000);
+        fprintf(stderr, "  %s: %d/%d s (wrk reports at the end)\n", label, s, seconds);
+    }
+    while (out != NULL && fgets(l, sizeof l, out) != NULL) {
+        if (strncmp(l, "calls/s=", 8) == 0) {
+            snprintf(line, linelen, "%s", l);
+        }
+    }
+    if (out != NULL) {
+        fclose(out);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        line[0] = '\0';
+    }
+}
+
+/* The HTTP path of workload wl through wrk: its row; returns calls/s (0
+ * when wrk failed, said on stderr). */
+static double run_wrk(const config *cfg, workload wl)
+{
+    static const char *const wname[] = {"put", "get"};
+    char path[] = "/tmp/lapse-ddb-bench-XXXXXX.lua", line[512], label[32];
+    int fd = mkstemps(path, 4);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f == NULL) {
+        fprintf(stderr, "lapse-ddb-bench: cannot write wrk's script\n");
+        return 0;
+    }
+    wrk_script(cfg, wl, f);
+    fclose(f);
+    if (cfg->warmup_s > 0) {
+        wrk_run(cfg, path, cfg->warmup_s, NULL, line, sizeof line); /* counts for nothing */
+    }
+    snprintf(label, sizeof label, "%s http (wrk)", wname[wl]);
+    wrk_run(cfg, path, cfg->seconds, label, line, sizeof line);
+    unlink(path);
+    if (line[0] == '\0') {
+        fprintf(stderr, "lapse-ddb-bench: wrk failed (no figures)\n");
+        printf("%-4s %-6s wrk failed\n", wname[wl], "http");
+        return 0;
+    }
+    printf("%-4s %-6s threads=%d (wrk connections; %d wrk thread%s) %s", wname[wl], "http",
+           cfg->threads, cfg->wrk_threads, cfg->wrk_threads == 1 ? "" : "s", line);
+    fflush(stdout);
+    return atof(line + 8);
+}
+
 /* One gateway call outside the measurement (table management); exits on
  * failure. */
 static void gateway(const config *cfg, const char *op, const char *body)
@@ -293,6 +445,23 @@ static void load(const config *cfg)
     }
 }
 
+/* 1 when an executable name is on $PATH. */
+static int on_path(const char *name)
+{
+    const char *p = getenv("PATH");
+    char dir[4096], file[4200];
+    while (p != NULL && *p != '\0') {
+        size_t n = strcspn(p, ":");
+        snprintf(dir, sizeof dir, "%.*s", (int)n, p);
+        snprintf(file, sizeof file, "%s/%s", dir[0] ? dir : ".", name);
+        if (access(file, X_OK) == 0) {
+            return 1;
+        }
+        p += n + (p[n] == ':');
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     config cfg = {.endpoint = "http://127.0.0.1:8000/",
@@ -300,7 +469,8 @@ int main(int argc, char **argv)
                   .seconds = 8,
                   .warmup_s = 1,
                   .keys = 20000,
-                  .value_bytes = 100};
+                  .value_bytes = 100,
+                  .wrk_threads = 1};
     const char *workloads = "put,get";
     static const struct option opts[] = {{"endpoint", required_argument, NULL, 'e'},
                                          {"coordinator", required_argument, NULL, 'c'},
@@ -310,6 +480,8 @@ int main(int argc, char **argv)
                                          {"keys", required_argument, NULL, 'k'},
                                          {"value-bytes", required_argument, NULL, 'v'},
                                          {"workloads", required_argument, NULL, 'W'},
+                                         {"http-client", required_argument, NULL, 'H'},
+                                         {"wrk-threads", required_argument, NULL, 'T'},
                                          {NULL, 0, NULL, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -338,16 +510,27 @@ int main(int argc, char **argv)
         case 'W':
             workloads = optarg;
             break;
+        case 'H':
+            cfg.http_client = optarg;
+            break;
+        case 'T':
+            cfg.wrk_threads = atoi(optarg);
+            break;
         default:
             fprintf(stderr, "usage: see the comment at the top of bench/ddb_bench.c\n");
             return 2;
         }
     }
+    if (cfg.http_client == NULL) {
+        cfg.http_client = on_path("wrk") ? "wrk" : "builtin";
+    }
     if (cfg.threads < 1 || cfg.threads > MAX_THREADS || cfg.seconds < 1 || cfg.warmup_s < 0 ||
-        cfg.keys < 1 || cfg.value_bytes < 0 || cfg.value_bytes > 100000) {
+        cfg.keys < 1 || cfg.value_bytes < 0 || cfg.value_bytes > 100000 || cfg.wrk_threads < 1 ||
+        (strcmp(cfg.http_client, "wrk") != 0 && strcmp(cfg.http_client, "builtin") != 0)) {
         fprintf(stderr,
                 "lapse-ddb-bench: --threads 1-%d, --seconds >= 1, --warmup >= 0, "
-                "--keys >= 1, --value-bytes 0-100000\n",
+                "--keys >= 1, --value-bytes 0-100000, --http-client wrk|builtin, "
+                "--wrk-threads >= 1\n",
                 MAX_THREADS);
         return 2;
     }
@@ -371,15 +554,17 @@ int main(int argc, char **argv)
     fprintf(stderr, "table %s created through %s; loading %d keys\n", cfg.table, cfg.endpoint,
             cfg.keys);
     load(&cfg);
-    printf("lapse-ddb-bench: %d threads, %d s (+%d s warm-up) per run, %d keys, %d-byte values\n",
-           cfg.threads, cfg.seconds, cfg.warmup_s, cfg.keys, cfg.value_bytes);
+    printf("lapse-ddb-bench: %d threads, %d s (+%d s warm-up) per run, %d keys, %d-byte values, "
+           "HTTP client %s\n",
+           cfg.threads, cfg.seconds, cfg.warmup_s, cfg.keys, cfg.value_bytes, cfg.http_client);
     static const char *const names[] = {"put", "get"};
     for (int wl = W_PUT; wl <= W_GET; wl++) {
         if (!has_workload(workloads, names[wl])) {
             continue;
         }
         double native = run(&cfg, (workload)wl, P_NATIVE);
-        double http = run(&cfg, (workload)wl, P_HTTP);
+        double http = strcmp(cfg.http_client, "wrk") == 0 ? run_wrk(&cfg, (workload)wl)
+                                                          : run(&cfg, (workload)wl, P_HTTP);
         printf("%-4s http/native=%.2f (issue 14's target: at least 0.70)\n", names[wl],
                native > 0 ? http / native : 0.0);
     }

@@ -15,6 +15,7 @@ pkgs=(
   prometheus curl iproute2 python3
   awscli python3-boto3 python3-pytest
   re2c lemon
+  wrk  # lapse-ddb-bench drives the DynamoDB gateway with it (bench/ddb_bench.c)
 )
 
 missing=()
