@@ -3,7 +3,8 @@
 # etcd, two coordinators keeping the catalog in it (one leads, the other
 # forwards to it and takes over when it dies), and three nodes. A table
 # keeps three copies of each partition unless its create-table says
-# otherwise (--default-replication 3), so a node's death costs seconds.
+# otherwise (--default-replication 3, or LAPSE_REPLICATION=1|2|3, e.g. for
+# a benchmark of one copy), so a node's death costs seconds.
 #
 #   deploy/local-cluster.sh up [BIN_DIR]     start (or confirm running), wait for registration,
 #                                            print the status and commands to try
@@ -49,6 +50,8 @@ metrics_base=${LAPSE_METRICS_PORT:-9400}
 [[ $metrics_base =~ ^[0-9]+$ ]] && ((metrics_base >= 0 && metrics_base <= 65532)) ||
   { echo "local-cluster: bad port $metrics_base (LAPSE_METRICS_PORT: 0 to 65532)" >&2; exit 2; }
 nnodes=${LAPSE_NODES:-3}
+replication=${LAPSE_REPLICATION:-3}
+[[ $replication == [123] ]] || { echo "local-cluster.sh: LAPSE_REPLICATION wants 1, 2 or 3" >&2; exit 2; }
 [[ $nnodes =~ ^[3-9]$ ]] ||
   { echo "local-cluster: bad node count $nnodes (LAPSE_NODES: 3 to 9)" >&2; exit 2; }
 node_ports=() metrics_ports=()
@@ -134,7 +137,7 @@ start_named() {
     coordinator | coordinator2)
       [[ $name == coordinator ]] && i=$coord_port || i=$coord2_port
       start "$name" "$bin/lapse-coordinator" --listen "tcp://127.0.0.1:$i" --etcd "$etcd_urls" \
-        --cluster-name "$cluster_name" --default-replication 3 ;;
+        --cluster-name "$cluster_name" --default-replication "$replication" ;;
     node*)
       i=${name#node}
       start "$name" "$bin/lapse-node" --id "$i" --listen "tcp://127.0.0.1:${node_ports[i-1]}" \
