@@ -385,22 +385,34 @@ static int async_start(async_call *ac, client_target *tg, Lapse__Request *req, l
     return rv;
 }
 
+/* A new call of c into *out, with ac->get_done or ac->put_done (one of
+ * them not NULL) and arg. Returns 0 or a lapse_status with err set. */
+static int async_new(lapse_client *c, lapse_get_done get_done, lapse_done put_done, void *arg,
+                     async_call **out, lapse_error *err)
+{
+    if (get_done == NULL && put_done == NULL) {
+        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    }
+    if ((*out = calloc(1, sizeof **out)) == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    **out = (async_call){.c = c, .get_done = get_done, .put_done = put_done, .arg = arg};
+    return 0;
+}
+
 int lapse_get_async(lapse_client *c, const char *table, const lapse_item *key,
                     const lapse_read_opts *opts, lapse_get_done done, void *arg, lapse_error *err)
 {
-    if (done == NULL) {
-        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    async_call *ac;
+    int rv = async_new(c, done, NULL, arg, &ac, err);
+    if (rv != 0) {
+        return rv;
     }
-    async_call *ac = calloc(1, sizeof *ac);
-    if (ac == NULL) {
-        return client_err(err, LAPSE_ENOMEM, "out of memory");
-    }
-    *ac = (async_call){.c = c, .get_done = done, .arg = arg};
     client_target tg;
     get_req g;
     arena a;
     arena_init(&a);
-    int rv = get_request(c, table, key, opts, 0, &a, &g, &tg, err);
+    rv = get_request(c, table, key, opts, 0, &a, &g, &tg, err);
     rv = rv == 0 ? async_start(ac, &tg, &g.req, err) : (free(ac), rv);
     arena_fini(&a);
     return rv;
@@ -409,19 +421,16 @@ int lapse_get_async(lapse_client *c, const char *table, const lapse_item *key,
 int lapse_put_async(lapse_client *c, const char *table, const lapse_item *item, lapse_done done,
                     void *arg, lapse_error *err)
 {
-    if (done == NULL) {
-        return client_err(err, LAPSE_EINVAL, "NULL argument");
+    async_call *ac;
+    int rv = async_new(c, NULL, done, arg, &ac, err);
+    if (rv != 0) {
+        return rv;
     }
-    async_call *ac = calloc(1, sizeof *ac);
-    if (ac == NULL) {
-        return client_err(err, LAPSE_ENOMEM, "out of memory");
-    }
-    *ac = (async_call){.c = c, .put_done = done, .arg = arg};
     client_target tg;
     write_req w;
     arena a;
     arena_init(&a);
-    int rv = write_request(c, table, item, NULL, 0, 0, &a, &w, &tg, err);
+    rv = write_request(c, table, item, NULL, 0, 0, &a, &w, &tg, err);
     rv = rv == 0 ? async_start(ac, &tg, &w.req, err) : (free(ac), rv);
     arena_fini(&a);
     item_value_fini(&w.keep);
