@@ -10,23 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errf.h"
 #include "lapse_err.h"
 
 #define CONFIG_FLAG "--config"
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 static int is_blank(char c)
 {
@@ -178,42 +165,42 @@ static int parse_line(config_argv *ca, seen_keys *sk, char *text, int line,
     }
     char *eq = strchr(s, '=');
     if (eq == NULL) {
-        return fail(err, errlen, LAPSE_EUSAGE, "%s:%d: expected 'key = value', not '%s'", path,
+        return errf(LAPSE_EUSAGE, err, errlen, "%s:%d: expected 'key = value', not '%s'", path,
                     line, s);
     }
     *eq = '\0';
     char *key = trim(s);
     char *value = trim(eq + 1);
     if (*key == '\0') {
-        return fail(err, errlen, LAPSE_EUSAGE, "%s:%d: expected 'key = value', the key is missing",
+        return errf(LAPSE_EUSAGE, err, errlen, "%s:%d: expected 'key = value', the key is missing",
                     path, line);
     }
     if (key[0] == '-') {
-        return fail(err, errlen, LAPSE_EUSAGE,
+        return errf(LAPSE_EUSAGE, err, errlen,
                     "%s:%d: write the key without its dashes ('%s' not '%s')", path, line,
                     key + strspn(key, "-"), key);
     }
     if (strcmp(key, "config") == 0) {
-        return fail(err, errlen, LAPSE_EUSAGE, "%s:%d: a config file cannot name another one", path,
+        return errf(LAPSE_EUSAGE, err, errlen, "%s:%d: a config file cannot name another one", path,
                     line);
     }
     const struct option *o = find_option(opts, key);
     if (o == NULL) {
         char keys[1024];
         list_keys(opts, keys, sizeof(keys));
-        return fail(err, errlen, LAPSE_EUSAGE, "%s:%d: unknown key '%s' (known: %s)", path, line,
+        return errf(LAPSE_EUSAGE, err, errlen, "%s:%d: unknown key '%s' (known: %s)", path, line,
                     key, keys);
     }
     if (strcmp(key, "help") == 0) {
-        return fail(err, errlen, LAPSE_EUSAGE, "%s:%d: 'help' cannot be set in a config file", path,
+        return errf(LAPSE_EUSAGE, err, errlen, "%s:%d: 'help' cannot be set in a config file", path,
                     line);
     }
     if (*value == '\0') {
-        return fail(err, errlen, LAPSE_EUSAGE, "%s:%d: '%s' has no value", path, line, key);
+        return errf(LAPSE_EUSAGE, err, errlen, "%s:%d: '%s' has no value", path, line, key);
     }
     int first = seen_line(sk, key);
     if (first != 0) {
-        return fail(err, errlen, LAPSE_EUSAGE, "%s:%d: '%s' is already set at line %d", path, line,
+        return errf(LAPSE_EUSAGE, err, errlen, "%s:%d: '%s' is already set at line %d", path, line,
                     key, first);
     }
     /* A switch (a flag without a value) is "true", which adds it, or
@@ -221,14 +208,14 @@ static int parse_line(config_argv *ca, seen_keys *sk, char *text, int line,
     int add = 1;
     if (o->has_arg == no_argument) {
         if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
-            return fail(err, errlen, LAPSE_EUSAGE, "%s:%d: '%s' is true or false, not '%s'", path,
+            return errf(LAPSE_EUSAGE, err, errlen, "%s:%d: '%s' is true or false, not '%s'", path,
                         line, key, value);
         }
         add = strcmp(value, "true") == 0;
         value = NULL;
     }
     if (seen_add(sk, key, line) != 0 || (add && add_setting(ca, key, value, line) != 0)) {
-        return fail(err, errlen, LAPSE_ENOMEM, "%s:%d: out of memory", path, line);
+        return errf(LAPSE_ENOMEM, err, errlen, "%s:%d: out of memory", path, line);
     }
     return 0;
 }
@@ -239,7 +226,7 @@ static int read_file(config_argv *ca, const struct option *opts, char *err, size
 {
     FILE *fp = fopen(ca->path, "r");
     if (fp == NULL) {
-        return fail(err, errlen, LAPSE_EIO, "%s: cannot open config file: %s", ca->path,
+        return errf(LAPSE_EIO, err, errlen, "%s: cannot open config file: %s", ca->path,
                     strerror(errno));
     }
     seen_keys sk = {0};
@@ -252,7 +239,7 @@ static int read_file(config_argv *ca, const struct option *opts, char *err, size
         line++;
         if ((size_t)n != strlen(text)) {
             rv =
-                fail(err, errlen, LAPSE_EUSAGE, "%s:%d: the line holds a NUL byte", ca->path, line);
+                errf(LAPSE_EUSAGE, err, errlen, "%s:%d: the line holds a NUL byte", ca->path, line);
             break;
         }
         if ((rv = parse_line(ca, &sk, text, line, opts, err, errlen)) != 0) {
@@ -261,7 +248,7 @@ static int read_file(config_argv *ca, const struct option *opts, char *err, size
         errno = 0;
     }
     if (rv == 0 && ferror(fp)) {
-        rv = fail(err, errlen, LAPSE_EIO, "%s: cannot read config file: %s", ca->path,
+        rv = errf(LAPSE_EIO, err, errlen, "%s: cannot read config file: %s", ca->path,
                   strerror(errno != 0 ? errno : EIO));
     }
     seen_fini(&sk);
@@ -289,7 +276,7 @@ int config_argv_init(config_argv *ca, int argc, char **argv, const struct option
         int take;
         if (strcmp(argv[i], CONFIG_FLAG) == 0) {
             if (i + 1 >= argc) {
-                return fail(err, errlen, LAPSE_EUSAGE, CONFIG_FLAG " needs a value (a file)");
+                return errf(LAPSE_EUSAGE, err, errlen, CONFIG_FLAG " needs a value (a file)");
             }
             v = argv[i + 1];
             take = 2;
@@ -300,10 +287,10 @@ int config_argv_init(config_argv *ca, int argc, char **argv, const struct option
             continue;
         }
         if (file != NULL) {
-            return fail(err, errlen, LAPSE_EUSAGE, CONFIG_FLAG " is given twice");
+            return errf(LAPSE_EUSAGE, err, errlen, CONFIG_FLAG " is given twice");
         }
         if (*v == '\0') {
-            return fail(err, errlen, LAPSE_EUSAGE, CONFIG_FLAG " needs a value (a file)");
+            return errf(LAPSE_EUSAGE, err, errlen, CONFIG_FLAG " needs a value (a file)");
         }
         file = v;
         config_at = i;
@@ -312,7 +299,7 @@ int config_argv_init(config_argv *ca, int argc, char **argv, const struct option
     }
     if (file != NULL) {
         if ((ca->path = strdup(file)) == NULL) {
-            rv = fail(err, errlen, LAPSE_ENOMEM, "out of memory");
+            rv = errf(LAPSE_ENOMEM, err, errlen, "out of memory");
             goto fail;
         }
         if ((rv = read_file(ca, opts, err, errlen)) != 0) {
@@ -322,7 +309,7 @@ int config_argv_init(config_argv *ca, int argc, char **argv, const struct option
 
     ca->argv = calloc((size_t)argc + (size_t)ca->nsettings + 1, sizeof(char *));
     if (ca->argv == NULL) {
-        rv = fail(err, errlen, LAPSE_ENOMEM, "out of memory");
+        rv = errf(LAPSE_ENOMEM, err, errlen, "out of memory");
         goto fail;
     }
     int n = 0;

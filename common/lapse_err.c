@@ -1,7 +1,12 @@
-/* lapse_err.c: names for the project-wide status codes (lapse_err.h). */
+/* lapse_err.c: names for the project-wide status codes (lapse_err.h), and
+ * errf (errf.h). */
 #include "lapse_err.h"
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+
+#include "errf.h"
 
 static const char *const names[LAPSE_STATUS_COUNT] = {
     [LAPSE_OK] = "ok",
@@ -29,4 +34,15 @@ const char *lapse_strerror(int code)
         return "unknown error";
     }
     return names[code];
+}
+
+int errf(int code, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
 }

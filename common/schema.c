@@ -5,22 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "errf.h"
 #include "lapse_err.h"
-
-/* Writes a reason into err (when given) and returns code. */
-static int errf(int code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int errf(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* Checks a table or index name (what: "table", "LSI", "GSI"). */
 static int check_name(const char *what, const char *name, char *err, size_t errlen)

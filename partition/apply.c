@@ -16,7 +16,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 int apply_applied_seq(store *st, uint32_t table_id, uint32_t src_part, uint64_t *applied, char *err,
@@ -187,8 +187,7 @@ out:
     item_free(o);
     item_free(nw);
     if (rv == LAPSE_EINVAL) {
-        return store_errf(rv, err, errlen, "record %" PRIu64 ": an image lacks the table's keys",
-                          r->seq);
+        return errf(rv, err, errlen, "record %" PRIu64 ": an image lacks the table's keys", r->seq);
     }
     return rv == LAPSE_ENOMEM ? oom(err, errlen) : rv;
 }
@@ -275,16 +274,16 @@ static int apply_records(store *st, const table_schema *t, uint32_t src_part, ui
         change_record r;
         if ((rv = change_decode(recs[i], lens[i], &r)) != 0) {
             rv = rv == LAPSE_ENOMEM ? oom(err, errlen)
-                                    : store_errf(rv, err, errlen, "record %zu does not decode", i);
+                                    : errf(rv, err, errlen, "record %zu does not decode", i);
             goto out;
         }
         if (r.table_id != t->id || r.part != src_part || r.seq < from_seq || r.seq > to_seq ||
             r.seq <= prev) {
-            rv = store_errf(LAPSE_EINVAL, err, errlen,
-                            "record %zu (table %" PRIu32 " part %" PRIu32 " seq %" PRIu64
-                            ") does not belong in batch %" PRIu64 "..%" PRIu64 " of table %" PRIu32
-                            " part %" PRIu32,
-                            i, r.table_id, r.part, r.seq, from_seq, to_seq, t->id, src_part);
+            rv = errf(LAPSE_EINVAL, err, errlen,
+                      "record %zu (table %" PRIu32 " part %" PRIu32 " seq %" PRIu64
+                      ") does not belong in batch %" PRIu64 "..%" PRIu64 " of table %" PRIu32
+                      " part %" PRIu32,
+                      i, r.table_id, r.part, r.seq, from_seq, to_seq, t->id, src_part);
             goto out;
         }
         prev = r.seq;
@@ -339,10 +338,10 @@ int apply_batch(store *st, const table_schema *t, uint32_t src_part, uint64_t fr
     }
     if (f == NULL || src_part >= t->partitions || from_seq == 0 || from_seq > to_seq ||
         (n > 0 && (recs == NULL || lens == NULL)) || (uint64_t)n > to_seq - from_seq + 1) {
-        return store_errf(LAPSE_EINVAL, err, errlen,
-                          "apply_batch: bad arguments (partition %" PRIu32 ", seq %" PRIu64
-                          "..%" PRIu64 ", %zu records)",
-                          src_part, from_seq, to_seq, n);
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "apply_batch: bad arguments (partition %" PRIu32 ", seq %" PRIu64 "..%" PRIu64
+                    ", %zu records)",
+                    src_part, from_seq, to_seq, n);
     }
     db_batch *b = db_batch_new();
     if (b == NULL) {
@@ -357,10 +356,10 @@ int apply_batch(store *st, const table_schema *t, uint32_t src_part, uint64_t fr
         goto unlock; /* a resent batch: everything in it is applied */
     }
     if (from_seq > applied + 1) {
-        rv = store_errf(LAPSE_ESTATE, err, errlen,
-                        "batch starts at seq %" PRIu64 " but table %" PRIu32 " partition %" PRIu32
-                        " is applied up to %" PRIu64 ": resend from %" PRIu64,
-                        from_seq, t->id, src_part, applied, applied + 1);
+        rv = errf(LAPSE_ESTATE, err, errlen,
+                  "batch starts at seq %" PRIu64 " but table %" PRIu32 " partition %" PRIu32
+                  " is applied up to %" PRIu64 ": resend from %" PRIu64,
+                  from_seq, t->id, src_part, applied, applied + 1);
         goto unlock;
     }
     if ((rv = apply_records(st, t, src_part, from_seq, to_seq, applied, recs, lens, n, f, b, err,

@@ -14,7 +14,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 /* The REPL_MISSING mark of (table_id, part) when it lies past the filled
@@ -122,7 +122,7 @@ static int scan_marks(store *st, uint32_t table_id, int unfilled_gsi, int *found
         const uint8_t *v = db_iter_value(it, &vlen);
         uint64_t filled = 0;
         if (klen != lolen || vlen != 8) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen, "a stored missing mark is malformed");
+            rv = errf(LAPSE_ECORRUPT, err, errlen, "a stored missing mark is malformed");
         } else if (!unfilled_gsi) {
             *found = 1;
         } else {
@@ -165,7 +165,7 @@ int apply_gsi_fill(store *st, const table_schema *t, uint32_t src_part, const ap
                    const void *const *items, const size_t *lens, size_t n, char *err, size_t errlen)
 {
     if (f == NULL || f->owns_gsi == NULL || src_part >= t->partitions) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "apply_gsi_fill: bad arguments");
+        return errf(LAPSE_EINVAL, err, errlen, "apply_gsi_fill: bad arguments");
     }
     db_batch *b = db_batch_new();
     buf k, val;
@@ -179,7 +179,7 @@ int apply_gsi_fill(store *st, const table_schema *t, uint32_t src_part, const ap
         item *it = NULL;
         if ((rv = item_decode(items[i], lens[i], &it)) != 0) {
             rv = rv == LAPSE_ENOMEM ? oom(err, errlen)
-                                    : store_errf(rv, err, errlen, "item %zu does not decode", i);
+                                    : errf(rv, err, errlen, "item %zu does not decode", i);
             break;
         }
         for (uint32_t g = 0; g < t->ngsi && rv == 0; g++) {
@@ -188,7 +188,7 @@ int apply_gsi_fill(store *st, const table_schema *t, uint32_t src_part, const ap
             if (rv == LAPSE_ENOTFOUND) {
                 rv = 0; /* not in this index */
             } else if (rv == LAPSE_EINVAL) {
-                rv = store_errf(rv, err, errlen, "item %zu lacks the table's keys", i);
+                rv = errf(rv, err, errlen, "item %zu lacks the table's keys", i);
             } else if (rv == 0 && f->owns_gsi(f->arg, g, gpart)) {
                 buf_clear(&val);
                 if ((rv = apply_project(t, g, it, &val)) == 0) {
@@ -248,12 +248,12 @@ int apply_stream_fill(store *st, const table_schema *t, uint32_t shard, uint64_t
     for (size_t i = 0; i < n && rv == 0; i++) {
         change_record r;
         if ((rv = change_decode_head(recs[i], lens[i], &r)) != 0) {
-            rv = store_errf(rv, err, errlen, "record %zu does not decode", i);
+            rv = errf(rv, err, errlen, "record %zu does not decode", i);
         } else if (r.table_id != t->id || r.part != shard || r.stream_seq == 0) {
-            rv = store_errf(LAPSE_EINVAL, err, errlen,
-                            "record %zu (table %" PRIu32 " shard %" PRIu32 " stream seq %" PRIu64
-                            ") is no record of stream shard %" PRIu32 " of table %" PRIu32,
-                            i, r.table_id, r.part, r.stream_seq, shard, t->id);
+            rv = errf(LAPSE_EINVAL, err, errlen,
+                      "record %zu (table %" PRIu32 " shard %" PRIu32 " stream seq %" PRIu64
+                      ") is no record of stream shard %" PRIu32 " of table %" PRIu32,
+                      i, r.table_id, r.part, r.stream_seq, shard, t->id);
         } else if (r.seq > mark) {
             *past = 1;
         } else if ((rv = itemkey_seq_of(&sk, t->id, shard, r.stream_seq)) != 0) {
@@ -307,8 +307,8 @@ int apply_drop_copy(store *st, uint32_t table_id, uint32_t index_id, uint32_t pa
         return oom(err, errlen);
     }
     if (itemkey_successor(&hi) != 0) { /* all 0xFF: ids are never that large */
-        rv = store_errf(LAPSE_EINVAL, err, errlen, "table %u: no key range for part %u",
-                        (unsigned)table_id, (unsigned)part);
+        rv = errf(LAPSE_EINVAL, err, errlen, "table %u: no key range for part %u",
+                  (unsigned)table_id, (unsigned)part);
     } else {
         db_batch_delete_range(b, st->db, index_id != 0 ? CF_GSI : CF_STREAM, lo.data, lo.len,
                               hi.data, hi.len);

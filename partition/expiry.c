@@ -47,7 +47,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 /* The first due second that is not due at now: an entry is due when
@@ -451,9 +451,9 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     res->due_ms = due_out;
     res->next_due_ms = EXPIRY_NONE;
     if (max_items == 0 || max_items > STORE_BATCH_MAX || !t->ttl.enabled || part >= t->partitions) {
-        return store_errf(LAPSE_EINVAL, err, errlen,
-                          "expiry_sweep: bad arguments (max_items %zu, ttl %s, partition %u)",
-                          max_items, t->ttl.enabled ? "on" : "off", (unsigned)part);
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "expiry_sweep: bad arguments (max_items %zu, ttl %s, partition %u)", max_items,
+                    t->ttl.enabled ? "on" : "off", (unsigned)part);
     }
     size_t n = 0;
     store_pending pend;

@@ -22,7 +22,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 /* ======================================================================== */
@@ -180,10 +180,10 @@ int expiry_backfill_step(store *st, const table_schema *t, uint32_t part, clock_
     *scanned = 0;
     *done = 0;
     if (max_items == 0 || !t->ttl.enabled || part >= t->partitions) {
-        return store_errf(LAPSE_EINVAL, err, errlen,
-                          "expiry_backfill_step: bad arguments (max_items %zu, ttl %s, "
-                          "partition %u)",
-                          max_items, t->ttl.enabled ? "on" : "off", (unsigned)part);
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "expiry_backfill_step: bad arguments (max_items %zu, ttl %s, "
+                    "partition %u)",
+                    max_items, t->ttl.enabled ? "on" : "off", (unsigned)part);
     }
     if ((b = db_batch_new()) == NULL || expiry_progress_key(&pkey, t->id, part) != 0) {
         db_batch_free(b);

@@ -19,7 +19,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 /* Judges the item at items key k (stored value v) with ttl_eval and, when
@@ -129,10 +129,10 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     *done = 0;
     if (max_scan == 0 || max_delete == 0 || max_delete > STORE_BATCH_MAX || !t->ttl.enabled ||
         part >= t->partitions) {
-        return store_errf(LAPSE_EINVAL, err, errlen,
-                          "expiry_naive_step: bad arguments (max_scan %zu, max_delete %zu, "
-                          "ttl %s, partition %u)",
-                          max_scan, max_delete, t->ttl.enabled ? "on" : "off", (unsigned)part);
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "expiry_naive_step: bad arguments (max_scan %zu, max_delete %zu, "
+                    "ttl %s, partition %u)",
+                    max_scan, max_delete, t->ttl.enabled ? "on" : "off", (unsigned)part);
     }
     if ((b = db_batch_new()) == NULL || itemkey_append_prefix(&hi, t->id, part) != 0 ||
         (resume->len > 0

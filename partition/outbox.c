@@ -14,7 +14,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 /* ======================================================================== */
@@ -30,9 +30,9 @@ int outbox_counters_decode(const uint8_t *v, size_t len, uint32_t table_id, uint
                            uint64_t *next_seq, uint64_t *next_stream_seq, char *err, size_t errlen)
 {
     if (len != 16 || buf_get_u64be(v) == 0 || buf_get_u64be(v + 8) == 0) {
-        return store_errf(LAPSE_ECORRUPT, err, errlen,
-                          "outbox counters of table %u partition %u are malformed",
-                          (unsigned)table_id, (unsigned)part);
+        return errf(LAPSE_ECORRUPT, err, errlen,
+                    "outbox counters of table %u partition %u are malformed", (unsigned)table_id,
+                    (unsigned)part);
     }
     *next_seq = buf_get_u64be(v);
     *next_stream_seq = buf_get_u64be(v + 8);
@@ -212,7 +212,7 @@ int outbox_ack(store *st, uint32_t table_id, uint32_t part, uint32_t dest_node_i
         }
     }
     if (seq >= next) {
-        return store_errf(
+        return errf(
             LAPSE_EINVAL, err, errlen, "ack of seq %llu from node %u, but the last record is %llu",
             (unsigned long long)seq, (unsigned)dest_node_id, (unsigned long long)(next - 1));
     }
@@ -295,7 +295,7 @@ int outbox_trim(store *st, uint32_t table_id, uint32_t part, const uint32_t *des
         *trimmed_through = 0;
     }
     if (n == 0 || dest_ids == NULL) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "outbox_trim: no destinations");
+        return errf(LAPSE_EINVAL, err, errlen, "outbox_trim: no destinations");
     }
     for (size_t i = 0; i < n; i++) {
         uint64_t a = 0;

@@ -41,8 +41,8 @@ static int part_iter(store *st, int cf, uint32_t table_id, uint32_t part, const 
     }
     buf_fini(&pre);
     buf_fini(&hi);
-    return rv != 0 ? store_errf(rv, err, errlen, "cannot read table %u partition %u",
-                                (unsigned)table_id, (unsigned)part)
+    return rv != 0 ? errf(rv, err, errlen, "cannot read table %u partition %u", (unsigned)table_id,
+                          (unsigned)part)
                    : 0;
 }
 
@@ -84,7 +84,7 @@ int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t se
     buf_init(&v);
     int found = 0, rv = 0;
     if (itemkey_seq_of(&k, table_id, part, seq) != 0) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        rv = errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     } else if ((rv = db_get(st->db, CF_REPLOG, k.data, k.len, &v, &found, err, errlen)) == 0) {
         uint64_t pos_epoch = 0, pos_seq = 0;
         if (!found &&
@@ -95,13 +95,13 @@ int replog_record_epoch(store *st, uint32_t table_id, uint32_t part, uint64_t se
         } else if (rv != 0) {
             /* the position cannot be read: rv says why */
         } else if (!found) {
-            rv = store_errf(LAPSE_ENOTFOUND, err, errlen,
-                            "record %llu of table %u partition %u is not in the log",
-                            (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
+            rv = errf(LAPSE_ENOTFOUND, err, errlen,
+                      "record %llu of table %u partition %u is not in the log",
+                      (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
         } else if (v.len < EPOCH_BYTES) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
-                            "record %llu of table %u partition %u is %zu bytes",
-                            (unsigned long long)seq, (unsigned)table_id, (unsigned)part, v.len);
+            rv = errf(LAPSE_ECORRUPT, err, errlen,
+                      "record %llu of table %u partition %u is %zu bytes", (unsigned long long)seq,
+                      (unsigned)table_id, (unsigned)part, v.len);
         } else {
             *epoch = buf_get_u64be(v.data);
         }
@@ -116,11 +116,11 @@ static int diverged_at(int *diverged, char *err, size_t errlen, uint32_t table_i
                        uint64_t seq, uint64_t mine, uint64_t theirs)
 {
     *diverged = 1;
-    return store_errf(LAPSE_ESTATE, err, errlen,
-                      "table %u partition %u has diverged at record %llu (epoch %llu here, %llu "
-                      "at the sender): it needs a rebuild",
-                      (unsigned)table_id, (unsigned)part, (unsigned long long)seq,
-                      (unsigned long long)mine, (unsigned long long)theirs);
+    return errf(LAPSE_ESTATE, err, errlen,
+                "table %u partition %u has diverged at record %llu (epoch %llu here, %llu "
+                "at the sender): it needs a rebuild",
+                (unsigned)table_id, (unsigned)part, (unsigned long long)seq,
+                (unsigned long long)mine, (unsigned long long)theirs);
 }
 
 void replog_run_init(replog_run *run, uint32_t table_id, uint32_t part)
@@ -137,8 +137,8 @@ int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uin
     const uint32_t table_id = run->table_id, part = run->part;
     *diverged = 0;
     if (len < EPOCH_BYTES || seq == 0) {
-        return store_errf(LAPSE_ECORRUPT, err, errlen, "replication record %llu is malformed",
-                          (unsigned long long)seq);
+        return errf(LAPSE_ECORRUPT, err, errlen, "replication record %llu is malformed",
+                    (unsigned long long)seq);
     }
     uint64_t epoch = buf_get_u64be(rec), mine;
     int rv = 0;
@@ -151,10 +151,10 @@ int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uin
     }
     *applied = run->last;
     if (epoch < run->epoch) {
-        return store_errf(LAPSE_EPERM, err, errlen,
-                          "record %llu is of epoch %llu; table %u partition %u is at epoch %llu",
-                          (unsigned long long)seq, (unsigned long long)epoch, (unsigned)table_id,
-                          (unsigned)part, (unsigned long long)run->epoch);
+        return errf(LAPSE_EPERM, err, errlen,
+                    "record %llu is of epoch %llu; table %u partition %u is at epoch %llu",
+                    (unsigned long long)seq, (unsigned long long)epoch, (unsigned)table_id,
+                    (unsigned)part, (unsigned long long)run->epoch);
     }
     if (seq <= run->last) {
         /* A resend of what is here is acknowledged again; another record
@@ -170,26 +170,26 @@ int replog_apply_into(store *st, db_batch *b, replog_run *run, uint64_t seq, uin
         return rv;
     }
     if (seq != run->last + 1) {
-        return store_errf(LAPSE_ESTATE, err, errlen,
-                          "record %llu of table %u partition %u leaves a gap after %llu",
-                          (unsigned long long)seq, (unsigned)table_id, (unsigned)part,
-                          (unsigned long long)run->last);
+        return errf(LAPSE_ESTATE, err, errlen,
+                    "record %llu of table %u partition %u leaves a gap after %llu",
+                    (unsigned long long)seq, (unsigned)table_id, (unsigned)part,
+                    (unsigned long long)run->last);
     }
     if (run->last > 0 && prev_epoch != run->epoch) {
         return diverged_at(diverged, err, errlen, table_id, part, run->last, run->epoch,
                            prev_epoch);
     }
     if ((rv = db_batch_replay(b, st->db, rec + EPOCH_BYTES, len - EPOCH_BYTES, NULL)) != 0) {
-        return store_errf(rv, err, errlen, /* b as it was */
-                          "replication record %llu of table %u partition %u is malformed",
-                          (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
+        return errf(rv, err, errlen, /* b as it was */
+                    "replication record %llu of table %u partition %u is malformed",
+                    (unsigned long long)seq, (unsigned)table_id, (unsigned)part);
     }
     /* The position goes in once per run, when b is written (replog_write):
      * one memtable insert per call instead of one per record. */
     if (store_commit_record_put(st, b, table_id, part, seq, rec, len) != 0 ||
         (store_commit_trim_due(st, seq) &&
          store_commit_trim_add(st, b, table_id, part, seq) != 0)) {
-        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     run->epoch = epoch;
     run->last = seq;
@@ -223,7 +223,7 @@ int replog_apply_locked(store *st, uint32_t table_id, uint32_t part, uint64_t se
 {
     db_batch *b = db_batch_new();
     if (b == NULL) {
-        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     replog_run run, *runs[1] = {&run};
     replog_run_init(&run, table_id, part);
@@ -356,7 +356,7 @@ int replog_reset(store *st, uint32_t table_id, uint32_t part, char *err, size_t 
         rv = expiry_forget_progress(st, b, table_id, part);
     }
     if (rv != 0) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        rv = errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     pthread_mutex_t *mu = store_stripe(st, table_id, part);
     pthread_mutex_lock(mu);
@@ -375,7 +375,7 @@ int replog_set_position_locked(store *st, uint32_t table_id, uint32_t part, uint
 {
     db_batch *b = db_batch_new();
     if (b == NULL) {
-        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     store_commit_pos_put(st, b, table_id, part, epoch, seq);
     int rv = db_write(st->db, b, 1, err, errlen);
@@ -424,7 +424,7 @@ int replog_read(store *st, uint32_t table_id, uint32_t part, uint64_t after_seq,
         return 0;
     }
     if (itemkey_seq_of(&lo, table_id, part, after_seq + 1) != 0) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        rv = errf(LAPSE_ENOMEM, err, errlen, "out of memory");
         goto out;
     }
     if ((rv = part_iter(st, CF_REPLOG, table_id, part, &lo, &it, err, errlen)) != 0) {
@@ -512,8 +512,8 @@ int replog_gsi_digest(store *st, uint32_t table_id, uint32_t index_id, uint32_t 
         rv = db_iter_new(&it, st->db, CF_GSI, lo.data, lo.len, unbounded ? NULL : hi.data,
                          unbounded ? 0 : hi.len);
     }
-    rv = rv != 0 ? store_errf(rv, err, errlen, "cannot read table %u index %u partition %u",
-                              (unsigned)table_id, (unsigned)index_id, (unsigned)gpart)
+    rv = rv != 0 ? errf(rv, err, errlen, "cannot read table %u index %u partition %u",
+                        (unsigned)table_id, (unsigned)index_id, (unsigned)gpart)
                  : digest_iter(it, count, digest, err, errlen);
     db_iter_free(it);
     buf_fini(&lo);

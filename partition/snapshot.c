@@ -100,14 +100,14 @@ static int repl_at(snapshot *s, uint32_t table_id, uint8_t kind, uint32_t part, 
     buf_clear(v);
     int rv = db_iter_new_at(&it, s->st->db, s->snap, CF_REPL, k, klen, k, klen + 1);
     if (rv != 0) {
-        return store_errf(rv, err, errlen, "cannot read the partition's counters");
+        return errf(rv, err, errlen, "cannot read the partition's counters");
     }
     db_iter_seek_first(it);
     if (db_iter_valid(it)) {
         size_t vlen = 0;
         const uint8_t *val = db_iter_value(it, &vlen);
         if (buf_append(v, val, vlen) != 0) {
-            rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+            rv = errf(LAPSE_ENOMEM, err, errlen, "out of memory");
         }
     }
     if (rv == 0) {
@@ -125,7 +125,7 @@ static int open_view(snapshot **out, store *st, uint32_t table_id, uint32_t part
     snapshot *s = calloc(1, sizeof(*s));
     *out = NULL;
     if (s == NULL) {
-        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     s->st = st;
     s->nranges = nranges;
@@ -135,7 +135,7 @@ static int open_view(snapshot **out, store *st, uint32_t table_id, uint32_t part
     }
     if (rv != 0) {
         snapshot_close(s);
-        return store_errf(rv, err, errlen, "out of memory");
+        return errf(rv, err, errlen, "out of memory");
     }
     *out = s;
     return 0;
@@ -176,7 +176,7 @@ int snapshot_next(snapshot *s, size_t max_bytes, int (*fn)(void *arg, const snap
             if ((rv = db_iter_new_at(&s->it, s->st->db, s->snap, r->cf, r->lo.data, r->lo.len,
                                      r->unbounded ? NULL : r->hi.data,
                                      r->unbounded ? 0 : r->hi.len)) != 0) {
-                return store_errf(rv, err, errlen, "cannot read the partition");
+                return errf(rv, err, errlen, "cannot read the partition");
             }
             db_iter_seek_first(s->it);
         }
@@ -217,13 +217,13 @@ int snapshot_open_items(snapshot **out, store *st, uint32_t table_id, uint32_t p
     int rv = open_view(&s, st, table_id, part, 1, err, errlen); /* the items come first */
     range *r = s != NULL ? &s->r[0] : NULL;
     if (rv == 0 && alen > 0 && (alen < r->lo.len || memcmp(after, r->lo.data, r->lo.len) != 0)) {
-        rv = store_errf(LAPSE_EINVAL, err, errlen,
-                        "the start key is no item key of table %u partition %u", (unsigned)table_id,
-                        (unsigned)part);
+        rv =
+            errf(LAPSE_EINVAL, err, errlen, "the start key is no item key of table %u partition %u",
+                 (unsigned)table_id, (unsigned)part);
     } else if (rv == 0 && alen > 0) {
         buf_clear(&r->lo); /* the first key past after: after "\0" */
         if (buf_append(&r->lo, after, alen) != 0 || buf_append(&r->lo, "", 1) != 0) {
-            rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+            rv = errf(LAPSE_ENOMEM, err, errlen, "out of memory");
         }
     }
     uint64_t next = 0, next_stream = 0;
@@ -283,10 +283,10 @@ static int check_reset(store *st, uint32_t table_id, uint32_t part, char *err, s
     uint64_t epoch = 0, seq = 0;
     int rv = replog_position(st, table_id, part, &epoch, &seq, err, errlen);
     if (rv == 0 && seq != 0) {
-        rv = store_errf(LAPSE_ESTATE, err, errlen,
-                        "table %u partition %u holds its log up to record %llu: a snapshot goes "
-                        "only into a copy just reset",
-                        (unsigned)table_id, (unsigned)part, (unsigned long long)seq);
+        rv = errf(LAPSE_ESTATE, err, errlen,
+                  "table %u partition %u holds its log up to record %llu: a snapshot goes "
+                  "only into a copy just reset",
+                  (unsigned)table_id, (unsigned)part, (unsigned long long)seq);
     }
     return rv;
 }
@@ -299,15 +299,14 @@ int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot
     db_batch *b = rv == 0 ? db_batch_new() : NULL;
     if (b == NULL) {
         ranges_fini(r);
-        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         if (!in_ranges(r, &e[i])) {
-            rv =
-                store_errf(LAPSE_EINVAL, err, errlen,
-                           "snapshot entry %zu (family %u, %zu-byte key) is not a key of table "
-                           "%u partition %u",
-                           i, (unsigned)e[i].family, e[i].klen, (unsigned)table_id, (unsigned)part);
+            rv = errf(LAPSE_EINVAL, err, errlen,
+                      "snapshot entry %zu (family %u, %zu-byte key) is not a key of table "
+                      "%u partition %u",
+                      i, (unsigned)e[i].family, e[i].klen, (unsigned)table_id, (unsigned)part);
             break;
         }
         db_batch_put(b, st->db, (int)e[i].family, e[i].key, e[i].klen, e[i].val, e[i].vlen);

@@ -41,7 +41,7 @@ static const char *const cf_names[CF_COUNT] = {"items", "meta", "expiry", "lsi",
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 /* ======================================================================== */
@@ -103,33 +103,33 @@ int store_open(store **out, const char *path, char *err, size_t errlen)
     st->replog_retain = REPLOG_RETAIN_DEFAULT;
     for (; st->locks_inited < STORE_LOCK_STRIPES; st->locks_inited++) {
         if (pthread_mutex_init(&st->locks[st->locks_inited], NULL) != 0) {
-            rv = store_errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
+            rv = errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
             goto fail;
         }
     }
     if (keyset_init(&st->undeletable) != 0) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
+        rv = errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
         goto fail;
     }
     st->undeletable_inited = 1;
     if (pthread_mutex_init(&st->scratch_lock, NULL) != 0) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
+        rv = errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
         goto fail;
     }
     st->scratch_lock_inited = 1;
     for (; st->apply_locks_inited < STORE_LOCK_STRIPES; st->apply_locks_inited++) {
         if (pthread_mutex_init(&st->apply_locks[st->apply_locks_inited], NULL) != 0) {
-            rv = store_errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
+            rv = errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
             goto fail;
         }
     }
     if (pthread_mutex_init(&st->ack_lock, NULL) != 0) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
+        rv = errf(LAPSE_ENOMEM, err, errlen, "cannot initialize store locks");
         goto fail;
     }
     st->ack_lock_inited = 1;
     if (mkdirs(path) != 0) {
-        rv = store_errf(LAPSE_EIO, err, errlen, "cannot create %s: %s", path, strerror(errno));
+        rv = errf(LAPSE_EIO, err, errlen, "cannot create %s: %s", path, strerror(errno));
         goto fail;
     }
     db_options o = {.block_cache_bytes = 0,
@@ -192,7 +192,7 @@ int store_get(store *st, const table_schema *t, const item *key, item **out, cha
         goto out;
     }
     if ((rv = itemkey_of_item(&k, t, key, &part)) != 0) {
-        store_errf(rv, err, errlen, "cannot encode the key (%s)", lapse_strerror(rv));
+        errf(rv, err, errlen, "cannot encode the key (%s)", lapse_strerror(rv));
         goto out;
     }
     rv = store_read_item(st, &k, &scratch, out, err, errlen);

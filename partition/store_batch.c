@@ -17,7 +17,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 /* One validated write: its key and (for puts) value live in shared bufs. */
@@ -222,19 +222,17 @@ static int encode_writes(const table_schema *t, const store_write *writes, size_
         const store_write *w = &writes[i];
         const item *it = w->put != NULL ? w->put : w->delete_key;
         if ((w->put == NULL) == (w->delete_key == NULL)) {
-            rv = store_errf(LAPSE_EINVAL, err, errlen,
-                            "write %zu must be exactly one put or delete", i);
+            rv = errf(LAPSE_EINVAL, err, errlen, "write %zu must be exactly one put or delete", i);
             goto out;
         }
         char why[256];
         if ((rv = schema_check_item(t, it, w->put == NULL, why, sizeof(why))) != 0) {
-            store_errf(rv, err, errlen, "write %zu: %s", i, why);
+            errf(rv, err, errlen, "write %zu: %s", i, why);
             goto out;
         }
         if ((rv = itemkey_of_item(&k, t, it, &e[i].part)) != 0 ||
             (rv = buf_append(keys, k.data, k.len)) != 0) {
-            store_errf(rv, err, errlen, "write %zu: cannot encode the key (%s)", i,
-                       lapse_strerror(rv));
+            errf(rv, err, errlen, "write %zu: cannot encode the key (%s)", i, lapse_strerror(rv));
             goto out;
         }
         e[i].idx = (uint32_t)i;
@@ -244,7 +242,7 @@ static int encode_writes(const table_schema *t, const store_write *writes, size_
         if (w->put != NULL) {
             e[i].voff = vals->len;
             if ((rv = item_encode(w->put, vals)) != 0) {
-                store_errf(rv, err, errlen, "write %zu: cannot encode the item", i);
+                errf(rv, err, errlen, "write %zu: cannot encode the item", i);
                 goto out;
             }
             e[i].vlen = vals->len - e[i].voff;
@@ -372,8 +370,8 @@ static int batch_write(store *st, const table_schema *t, const store_write *writ
         goto out;
     }
     if (n > STORE_BATCH_MAX) {
-        return store_errf(LAPSE_ETOOBIG, err, errlen, "a batch holds at most %d writes, got %zu",
-                          STORE_BATCH_MAX, n);
+        return errf(LAPSE_ETOOBIG, err, errlen, "a batch holds at most %d writes, got %zu",
+                    STORE_BATCH_MAX, n);
     }
     if ((e = calloc(n, sizeof(*e))) == NULL || (b = db_batch_new()) == NULL ||
         (pends = calloc(n, sizeof(*pends))) == NULL) {
@@ -412,7 +410,7 @@ out:
         char why[256] = "";
         int frv = store_commit_finish_many(st, pends, npend, NULL, why, sizeof(why));
         if (rv == 0 && frv != 0) {
-            rv = store_errf(frv, err, errlen, "%s", why);
+            rv = errf(frv, err, errlen, "%s", why);
         }
     }
     free(pends);

@@ -46,9 +46,9 @@ int store_commit_pos_decode(const uint8_t *v, size_t len, uint32_t table_id, uin
                             uint64_t *epoch, uint64_t *seq, char *err, size_t errlen)
 {
     if (len != 16) {
-        return store_errf(LAPSE_ECORRUPT, err, errlen,
-                          "replication log position of table %u partition %u is %zu bytes",
-                          (unsigned)table_id, (unsigned)part, len);
+        return errf(LAPSE_ECORRUPT, err, errlen,
+                    "replication log position of table %u partition %u is %zu bytes",
+                    (unsigned)table_id, (unsigned)part, len);
     }
     *epoch = buf_get_u64be(v);
     *seq = buf_get_u64be(v + 8);
@@ -195,20 +195,20 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     if (took_in) {
         /* The write was read and derived before these records came in: its
          * outbox and request records would take their numbers. */
-        return store_errf(LAPSE_EUNAVAILABLE, err, errlen,
-                          "table %s partition %u took in records of its replicas while the write "
-                          "was prepared (a new primary); nothing was written: retry",
-                          t->name, (unsigned)part);
+        return errf(LAPSE_EUNAVAILABLE, err, errlen,
+                    "table %s partition %u took in records of its replicas while the write "
+                    "was prepared (a new primary); nothing was written: retry",
+                    t->name, (unsigned)part);
     }
     if (epoch == 0) {
-        return store_errf(LAPSE_EINTERNAL, err, errlen, "the replication hook gave epoch 0");
+        return errf(LAPSE_EINTERNAL, err, errlen, "the replication hook gave epoch 0");
     }
     size_t oplen = 0;
     const uint8_t *ops = db_batch_log(b, &oplen);
     if (ops == NULL) {
-        return store_errf(LAPSE_ENOMEM, err, errlen,
-                          "the write's replication record could not be built (out of memory, "
-                          "or the batch was not prepared)");
+        return errf(LAPSE_ENOMEM, err, errlen,
+                    "the write's replication record could not be built (out of memory, "
+                    "or the batch was not prepared)");
     }
     uint64_t last_epoch, seq;
     rv = store_commit_pos_read(st, t->id, part, &last_epoch, &seq, err, errlen);
@@ -216,10 +216,9 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
         return rv;
     }
     if (epoch < last_epoch) {
-        return store_errf(LAPSE_EWRONGNODE, err, errlen,
-                          "table %s partition %u is at epoch %llu, past this primary's %llu",
-                          t->name, (unsigned)part, (unsigned long long)last_epoch,
-                          (unsigned long long)epoch);
+        return errf(LAPSE_EWRONGNODE, err, errlen,
+                    "table %s partition %u is at epoch %llu, past this primary's %llu", t->name,
+                    (unsigned)part, (unsigned long long)last_epoch, (unsigned long long)epoch);
     }
     seq++;
     buf rec;
@@ -227,7 +226,7 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     if (buf_append_u64be(&rec, epoch) != 0 || buf_append(&rec, ops, oplen) != 0 ||
         store_commit_record_put(st, b, t->id, part, seq, rec.data, rec.len) != 0) {
         buf_fini(&rec);
-        return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     store_commit_pos_put(st, b, t->id, part, epoch, seq);
     /* Counted before the write, so a reader that sees it also sees that
@@ -275,7 +274,7 @@ int store_commit_finish_many(store *st, store_pending *pends, size_t n, int *rvs
     size_t nt = 0;
     int rv = 0;
     if (tickets == NULL || trv == NULL) {
-        rv = store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+        rv = errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         if (rvs != NULL) {

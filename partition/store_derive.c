@@ -26,7 +26,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 /* ======================================================================== */
@@ -184,7 +184,7 @@ int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_
     const table_schema *t = d->t;
     if (t->nlsi > 0 && (rv = lsi_change(d, b, ikey, ilen, old, olen, nw, nlen)) != 0) {
         return rv == LAPSE_ENOMEM ? oom(err, errlen)
-                                  : store_errf(rv, err, errlen, "cannot derive the LSI keys");
+                                  : errf(rv, err, errlen, "cannot derive the LSI keys");
     }
     if (!d->outbox || (old == NULL && nw == NULL)) {
         return 0; /* deleting an absent item makes no record */
@@ -206,7 +206,7 @@ int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_
     item *key = NULL;
     if ((rv = itemkey_decode_key(t, ikey, ilen, &key)) != 0) {
         return rv == LAPSE_ENOMEM ? oom(err, errlen)
-                                  : store_errf(rv, err, errlen, "an items key does not decode");
+                                  : errf(rv, err, errlen, "an items key does not decode");
     }
     buf_clear(&d->keys);
     rv = item_encode(key, &d->keys);
@@ -246,7 +246,7 @@ int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_
     if ((rv = change_encode(&r, &d->rec)) != 0 ||
         (rv = itemkey_seq_of(&d->k, t->id, d->part, r.seq)) != 0) {
         return rv == LAPSE_ENOMEM ? oom(err, errlen)
-                                  : store_errf(rv, err, errlen, "cannot encode a change record");
+                                  : errf(rv, err, errlen, "cannot encode a change record");
     }
     db_batch_put(b, d->st->db, CF_OUTBOX, d->k.data, d->k.len, d->rec.data, d->rec.len);
     d->next_seq++;

@@ -21,12 +21,11 @@
 static int check_pk(const key_def *kd, const attr_value *pk, char *err, size_t errlen)
 {
     if (pk == NULL || pk->type != kd->type) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "partition key \"%s\" must be of type %s",
-                          kd->name, item_type_name(kd->type));
+        return errf(LAPSE_EINVAL, err, errlen, "partition key \"%s\" must be of type %s", kd->name,
+                    item_type_name(kd->type));
     }
     if ((pk->type == ATTR_S || pk->type == ATTR_B) && pk->u.bytes.len == 0) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "partition key \"%s\" must not be empty",
-                          kd->name);
+        return errf(LAPSE_EINVAL, err, errlen, "partition key \"%s\" must not be empty", kd->name);
     }
     return 0;
 }
@@ -41,8 +40,8 @@ static int finish(store *st, const table_schema *t, int cf, const index_def *ix,
     char owner[SCHEMA_MAX_NAME + 8];
     snprintf(owner, sizeof(owner), "index %s", ix->name);
     if (k->len > 0 && (k->len < lo->len || memcmp(k->data, lo->data, lo->len) != 0)) {
-        return store_errf(LAPSE_EINVAL, err, errlen,
-                          "the exclusive start key belongs to another partition key");
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "the exclusive start key belongs to another partition key");
     }
     if ((rv = buf_append(hi, lo->data, lo->len)) != 0 ||
         (rv = store_sk_bounds(&ix->sk, owner, sk, 1, lo, hi, &hi_none, err, errlen)) != 0) {
@@ -76,10 +75,9 @@ static int lsi_start_key(const table_schema *t, const index_def *ix, const item 
     }
     buf_fini(&ik);
     if (rv == LAPSE_EINVAL || rv == LAPSE_ECORRUPT) {
-        return store_errf(
-            LAPSE_EINVAL, err, errlen,
-            "bad exclusive start key: it needs the table's keys and \"%s\" of type %s", ix->sk.name,
-            item_type_name(ix->sk.type));
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "bad exclusive start key: it needs the table's keys and \"%s\" of type %s",
+                    ix->sk.name, item_type_name(ix->sk.type));
     }
     return rv;
 }
@@ -97,8 +95,8 @@ int store_query_lsi(store *st, const table_schema *t, uint32_t lsi, const attr_v
     buf_init(&p);
     memset(out, 0, sizeof(*out));
     if (lsi >= t->nlsi) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "table %s has no LSI number %u", t->name,
-                          (unsigned)lsi);
+        return errf(LAPSE_EINVAL, err, errlen, "table %s has no LSI number %u", t->name,
+                    (unsigned)lsi);
     }
     const index_def *ix = &t->lsi[lsi];
     if ((rv = check_pk(&t->pk, pk, err, errlen)) != 0) {
@@ -109,7 +107,7 @@ int store_query_lsi(store *st, const table_schema *t, uint32_t lsi, const attr_v
         (rv = buf_append(&lo, p.data, ITEMKEY_PREFIX_BYTES)) != 0 ||
         (rv = buf_append_u32be(&lo, ix->id)) != 0 ||
         (rv = buf_append(&lo, p.data + ITEMKEY_PREFIX_BYTES, p.len - ITEMKEY_PREFIX_BYTES)) != 0) {
-        store_errf(rv, err, errlen, "cannot encode the partition key (%s)", lapse_strerror(rv));
+        errf(rv, err, errlen, "cannot encode the partition key (%s)", lapse_strerror(rv));
         goto out;
     }
     if (exclusive_start != NULL &&
@@ -120,7 +118,7 @@ int store_query_lsi(store *st, const table_schema *t, uint32_t lsi, const attr_v
     store_settle(st, t, part);
 out:
     if (rv == LAPSE_ENOMEM) {
-        store_errf(rv, err, errlen, "out of memory");
+        errf(rv, err, errlen, "out of memory");
     }
     buf_fini(&lo);
     buf_fini(&hi);
@@ -144,8 +142,8 @@ int store_query_gsi(store *st, const table_schema *t, uint32_t gsi, uint32_t gsi
     buf_init(&k);
     memset(out, 0, sizeof(*out));
     if (gsi >= t->ngsi) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "table %s has no GSI number %u", t->name,
-                          (unsigned)gsi);
+        return errf(LAPSE_EINVAL, err, errlen, "table %s has no GSI number %u", t->name,
+                    (unsigned)gsi);
     }
     const index_def *g = &t->gsi[gsi];
     if ((rv = check_pk(&g->pk, pk, err, errlen)) != 0) {
@@ -154,24 +152,24 @@ int store_query_gsi(store *st, const table_schema *t, uint32_t gsi, uint32_t gsi
     /* P = table | index id | gsi part | enc(gsi pk) */
     if ((rv = itemkey_gsi_prefix(&lo, t->id, g->id, gsi_part)) != 0 ||
         (rv = keycodec_append(&lo, pk)) != 0) {
-        store_errf(rv, err, errlen, "cannot encode the partition key (%s)", lapse_strerror(rv));
+        errf(rv, err, errlen, "cannot encode the partition key (%s)", lapse_strerror(rv));
         goto out;
     }
     uint32_t want = hash_partition_of_bytes(lo.data + 12, lo.len - 12, g->partitions);
     if (want != gsi_part) {
-        rv = store_errf(LAPSE_EINVAL, err, errlen,
-                        "the partition key belongs to partition %u of index %s, not %u",
-                        (unsigned)want, g->name, (unsigned)gsi_part);
+        rv = errf(LAPSE_EINVAL, err, errlen,
+                  "the partition key belongs to partition %u of index %s, not %u", (unsigned)want,
+                  g->name, (unsigned)gsi_part);
         goto out;
     }
     if (exclusive_start != NULL) {
         uint32_t spart = 0;
         rv = itemkey_gsi_of(&k, t, g, exclusive_start, &spart);
         if (rv == LAPSE_ENOTFOUND || rv == LAPSE_EINVAL) {
-            rv = store_errf(LAPSE_EINVAL, err, errlen,
-                            "bad exclusive start key: it needs the table's keys and the keys "
-                            "of index %s",
-                            g->name);
+            rv = errf(LAPSE_EINVAL, err, errlen,
+                      "bad exclusive start key: it needs the table's keys and the keys "
+                      "of index %s",
+                      g->name);
         }
         if (rv != 0) {
             goto out;
@@ -180,7 +178,7 @@ int store_query_gsi(store *st, const table_schema *t, uint32_t gsi, uint32_t gsi
     rv = finish(st, t, CF_GSI, g, sk, &k, &lo, &hi, limit, forward, out, err, errlen);
 out:
     if (rv == LAPSE_ENOMEM) {
-        store_errf(rv, err, errlen, "out of memory");
+        errf(rv, err, errlen, "out of memory");
     }
     buf_fini(&lo);
     buf_fini(&hi);

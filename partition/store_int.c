@@ -19,20 +19,9 @@
 #include "../common/lapse_err.h"
 #include "itemkey.h"
 
-int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 /* ======================================================================== */
@@ -103,7 +92,7 @@ int store_read_item(store *st, const buf *key, buf *scratch, item **out, char *e
         return 0;
     }
     if ((rv = item_decode(scratch->data, scratch->len, out)) != 0) {
-        return store_errf(rv, err, errlen, "stored item failed to decode (%s)", lapse_strerror(rv));
+        return errf(rv, err, errlen, "stored item failed to decode (%s)", lapse_strerror(rv));
     }
     return 0;
 }
@@ -119,7 +108,7 @@ int store_seq_read(store *st, int cf, uint32_t table_id, uint32_t part, uint64_t
     buf_init(&hi);
     change_list_fini(out);
     if (max_records == 0 || after_seq == UINT64_MAX) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "%s: bad arguments", what);
+        return errf(LAPSE_EINVAL, err, errlen, "%s: bad arguments", what);
     }
     if ((rv = itemkey_seq_of(&lo, table_id, part, after_seq + 1)) != 0 ||
         (rv = itemkey_append_prefix(&hi, table_id, part)) != 0) {
@@ -173,8 +162,8 @@ int store_repl_u64(store *st, uint32_t table_id, uint8_t kind, uint32_t part, in
     *out = 0;
     if (rv == 0 && found) {
         if (v.len != 8) {
-            rv = store_errf(LAPSE_ECORRUPT, err, errlen,
-                            "a stored replication counter (kind %u) is malformed", (unsigned)kind);
+            rv = errf(LAPSE_ECORRUPT, err, errlen,
+                      "a stored replication counter (kind %u) is malformed", (unsigned)kind);
         } else {
             *out = buf_get_u64be(v.data);
         }

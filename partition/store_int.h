@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "../common/clock.h"
+#include "../common/errf.h"
 #include "../storage/db.h"
 #include "../common/change.h"
 #include "keyset.h"
@@ -130,9 +131,6 @@ int store_request_confirm(store *st, const table_schema *t, uint32_t part, const
 /* Shared internals (store_int.c)                                           */
 /* ======================================================================== */
 
-/* Writes a reason into err (when given) and returns code. */
-int store_errf(int code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 /* Reads and decodes the item under key (scratch holds its bytes); *out is
  * NULL when absent. 0, LAPSE_EIO or the decode error. */
 int store_read_item(store *st, const buf *key, buf *scratch, item **out, char *err, size_t errlen);

@@ -18,7 +18,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 static int buf_set(buf *dst, const void *p, size_t n)
@@ -102,7 +102,7 @@ int store_collect(store *st, const table_schema *t, int cf, const index_def *ix,
         const uint8_t *v = db_iter_value(it, &vlen);
         item *x = NULL;
         if ((rv = item_decode(v, vlen, &x)) != 0) {
-            store_errf(rv, err, errlen, "stored item failed to decode (%s)", lapse_strerror(rv));
+            errf(rv, err, errlen, "stored item failed to decode (%s)", lapse_strerror(rv));
             goto fail;
         }
         if ((rv = page_push(out, &cap, x)) != 0) {
@@ -161,23 +161,22 @@ int store_sk_bounds(const key_def *skd, const char *owner, const store_sk_cond *
         return 0;
     }
     if (skd->name[0] == 0) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "%s has no sort key", owner);
+        return errf(LAPSE_EINVAL, err, errlen, "%s has no sort key", owner);
     }
     if (sk->op < STORE_SK_EQ || sk->op > STORE_SK_BEGINS_WITH) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "unknown sort key operator %d", (int)sk->op);
+        return errf(LAPSE_EINVAL, err, errlen, "unknown sort key operator %d", (int)sk->op);
     }
     int nvals = sk->op == STORE_SK_BETWEEN ? 2 : 1;
     const attr_value *vs[2] = {sk->v1, sk->v2};
     for (int i = 0; i < nvals; i++) {
         if (vs[i] == NULL || vs[i]->type != skd->type) {
-            return store_errf(LAPSE_EINVAL, err, errlen,
-                              "sort key condition value must be of type %s",
-                              item_type_name(skd->type));
+            return errf(LAPSE_EINVAL, err, errlen, "sort key condition value must be of type %s",
+                        item_type_name(skd->type));
         }
     }
     if (sk->op == STORE_SK_BEGINS_WITH && skd->type == ATTR_N) {
-        return store_errf(LAPSE_EINVAL, err, errlen,
-                          "begins_with is not supported on sort key \"%s\" of type N", skd->name);
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "begins_with is not supported on sort key \"%s\" of type N", skd->name);
     }
     /* E = P | enc(v1). Keys equal to E are exactly the items with sk == v1;
      * E | 0x00 is the smallest key above all of them. */
@@ -207,8 +206,8 @@ int store_sk_bounds(const key_def *skd, const char *owner, const store_sk_cond *
     case STORE_SK_BETWEEN:
         if ((rv = keycodec_append(lo, sk->v1)) == 0 && (rv = keycodec_append(hi, sk->v2)) == 0) {
             if (itemkey_cmp(lo->data + plen, lo->len - plen, hi->data + plen, hi->len - plen) > 0) {
-                return store_errf(LAPSE_EINVAL, err, errlen,
-                                  "BETWEEN needs its lower bound <= its upper bound");
+                return errf(LAPSE_EINVAL, err, errlen,
+                            "BETWEEN needs its lower bound <= its upper bound");
             }
             rv = past_value(hi, suffixed);
         }
@@ -223,8 +222,8 @@ int store_sk_bounds(const key_def *skd, const char *owner, const store_sk_cond *
         break;
     }
     if (rv != 0) {
-        return store_errf(rv, err, errlen, "cannot encode the sort key condition (%s)",
-                          lapse_strerror(rv));
+        return errf(rv, err, errlen, "cannot encode the sort key condition (%s)",
+                    lapse_strerror(rv));
     }
     return 0;
 }
@@ -258,10 +257,10 @@ static int start_key(const table_schema *t, const item *start, buf *k, uint32_t 
     int rv;
     char why[256];
     if ((rv = schema_check_item(t, start, 1, why, sizeof(why))) != 0) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "bad exclusive start key: %s", why);
+        return errf(LAPSE_EINVAL, err, errlen, "bad exclusive start key: %s", why);
     }
     if ((rv = itemkey_of_item(k, t, start, part)) != 0) {
-        return store_errf(rv, err, errlen, "cannot encode the exclusive start key");
+        return errf(rv, err, errlen, "cannot encode the exclusive start key");
     }
     return 0;
 }
@@ -278,17 +277,16 @@ int store_query(store *st, const table_schema *t, const attr_value *pk, const st
     buf_init(&sk_start);
     memset(out, 0, sizeof(*out));
     if (pk == NULL || pk->type != t->pk.type) {
-        rv = store_errf(LAPSE_EINVAL, err, errlen, "partition key \"%s\" must be of type %s",
-                        t->pk.name, item_type_name(t->pk.type));
+        rv = errf(LAPSE_EINVAL, err, errlen, "partition key \"%s\" must be of type %s", t->pk.name,
+                  item_type_name(t->pk.type));
         goto out;
     }
     if ((pk->type == ATTR_S || pk->type == ATTR_B) && pk->u.bytes.len == 0) {
-        rv = store_errf(LAPSE_EINVAL, err, errlen, "partition key \"%s\" must not be empty",
-                        t->pk.name);
+        rv = errf(LAPSE_EINVAL, err, errlen, "partition key \"%s\" must not be empty", t->pk.name);
         goto out;
     }
     if ((rv = itemkey_pk_prefix(&lo, t, pk, &part)) != 0) {
-        store_errf(rv, err, errlen, "cannot encode the partition key (%s)", lapse_strerror(rv));
+        errf(rv, err, errlen, "cannot encode the partition key (%s)", lapse_strerror(rv));
         goto out;
     }
     size_t plen = lo.len;
@@ -306,8 +304,8 @@ int store_query(store *st, const table_schema *t, const attr_value *pk, const st
             goto out;
         }
         if (sk_start.len < plen || memcmp(sk_start.data, lo.data, plen) != 0) {
-            rv = store_errf(LAPSE_EINVAL, err, errlen,
-                            "the exclusive start key belongs to another partition key");
+            rv = errf(LAPSE_EINVAL, err, errlen,
+                      "the exclusive start key belongs to another partition key");
             goto out;
         }
         if ((rv = store_apply_start(&sk_start, forward, &lo, &hi, &hi_none)) != 0) {
@@ -336,8 +334,8 @@ int store_scan(store *st, const table_schema *t, uint32_t part, uint32_t limit,
     buf_init(&hi);
     memset(out, 0, sizeof(*out));
     if (part >= t->partitions) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "partition %u out of range (table has %u)",
-                          (unsigned)part, (unsigned)t->partitions);
+        return errf(LAPSE_EINVAL, err, errlen, "partition %u out of range (table has %u)",
+                    (unsigned)part, (unsigned)t->partitions);
     }
     if ((rv = itemkey_append_prefix(&hi, t->id, part)) != 0) {
         goto out;
@@ -349,9 +347,9 @@ int store_scan(store *st, const table_schema *t, uint32_t part, uint32_t limit,
             goto out;
         }
         if (spart != part) {
-            rv = store_errf(LAPSE_EINVAL, err, errlen,
-                            "the exclusive start key belongs to partition %u, not %u",
-                            (unsigned)spart, (unsigned)part);
+            rv = errf(LAPSE_EINVAL, err, errlen,
+                      "the exclusive start key belongs to partition %u, not %u", (unsigned)spart,
+                      (unsigned)part);
             goto out;
         }
         if ((rv = buf_append_byte(&lo, 0)) != 0) {
@@ -495,12 +493,11 @@ int store_get_many(store *st, const table_schema *t, const item *const *keys, si
         buf_init(&vals[i]);
         char why[256];
         if ((rv = schema_check_item(t, keys[i], 1, why, sizeof(why))) != 0) {
-            store_errf(rv, err, errlen, "key %zu: %s", i, why);
+            errf(rv, err, errlen, "key %zu: %s", i, why);
             goto out;
         }
         if ((rv = itemkey_of_item(&k[i], t, keys[i], &part)) != 0) {
-            store_errf(rv, err, errlen, "key %zu: cannot encode the key (%s)", i,
-                       lapse_strerror(rv));
+            errf(rv, err, errlen, "key %zu: cannot encode the key (%s)", i, lapse_strerror(rv));
             goto out;
         }
         kp[i] = k[i].data;
@@ -521,8 +518,7 @@ int store_get_many(store *st, const table_schema *t, const item *const *keys, si
     }
     for (size_t i = 0; i < n && rv == 0; i++) {
         if (found[i] && (rv = item_decode(vals[i].data, vals[i].len, &out[i])) != 0) {
-            store_errf(rv, err, errlen, "stored item %zu does not decode (%s)", i,
-                       lapse_strerror(rv));
+            errf(rv, err, errlen, "stored item %zu does not decode (%s)", i, lapse_strerror(rv));
         }
     }
 out:

@@ -36,7 +36,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 /* ======================================================================== */
@@ -50,18 +50,18 @@ static int cond_validate(const store_cond *c, char *err, size_t errlen)
     }
     if (c->kind != STORE_COND_NOT_EXISTS && c->kind != STORE_COND_EXISTS &&
         c->kind != STORE_COND_EQUALS && c->kind != STORE_COND_ITEM_EQUALS) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "unknown condition kind %d", (int)c->kind);
+        return errf(LAPSE_EINVAL, err, errlen, "unknown condition kind %d", (int)c->kind);
     }
     if (c->kind == STORE_COND_ITEM_EQUALS) {
         return c->value != NULL && c->value->type == ATTR_M
                    ? 0
-                   : store_errf(LAPSE_EINVAL, err, errlen, "item condition without an M value");
+                   : errf(LAPSE_EINVAL, err, errlen, "item condition without an M value");
     }
     if (c->attr == NULL || c->attr[0] == 0) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "condition without an attribute name");
+        return errf(LAPSE_EINVAL, err, errlen, "condition without an attribute name");
     }
     if (c->kind == STORE_COND_EQUALS && c->value == NULL) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "equality condition without a value");
+        return errf(LAPSE_EINVAL, err, errlen, "equality condition without a value");
     }
     return 0;
 }
@@ -97,9 +97,9 @@ static int cond_failed(const store_cond *c, char *err, size_t errlen)
 {
     static const char *const what[] = {"", "attribute_not_exists", "attribute_exists", "equals",
                                        "item_equals"};
-    return store_errf(LAPSE_ECONDITION, err, errlen, "the conditional request failed: %s(%s)",
-                      what[c->kind <= STORE_COND_ITEM_EQUALS ? c->kind : 0],
-                      c->kind == STORE_COND_ITEM_EQUALS || c->attr == NULL ? "" : c->attr);
+    return errf(LAPSE_ECONDITION, err, errlen, "the conditional request failed: %s(%s)",
+                what[c->kind <= STORE_COND_ITEM_EQUALS ? c->kind : 0],
+                c->kind == STORE_COND_ITEM_EQUALS || c->attr == NULL ? "" : c->attr);
 }
 
 /* The stored value of an item as read for a write. */
@@ -129,7 +129,7 @@ static int read_for_write(store *st, const buf *key, const store_cond *c, int ne
             old->corrupt = 1;
             rv = 0;
         } else {
-            store_errf(rv, err, errlen, "stored item failed to decode (%s)", lapse_strerror(rv));
+            errf(rv, err, errlen, "stored item failed to decode (%s)", lapse_strerror(rv));
         }
     }
     if (rv != 0) {
@@ -199,9 +199,9 @@ int store_request_find(store *st, const table_schema *t, uint32_t part, const ui
     }
     int rv = request_recall(st->db, CF_REQUESTS, key, val, found, seen, err, errlen);
     if (rv == 0 && *found && seen->kind != kind) {
-        return store_errf(LAPSE_EINVAL, err, errlen,
-                          "request id already used by another kind of write (%c, not %c)",
-                          (char)seen->kind, (char)kind);
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "request id already used by another kind of write (%c, not %c)",
+                    (char)seen->kind, (char)kind);
     }
     return rv;
 }
@@ -352,7 +352,7 @@ static int put_item(store *st, const table_schema *t, const item *it, const stor
         goto out;
     }
     if ((rv = itemkey_of_item(&key, t, it, &part)) != 0 || (rv = item_encode(it, &val)) != 0) {
-        store_errf(rv, err, errlen, "cannot encode the item (%s)", lapse_strerror(rv));
+        errf(rv, err, errlen, "cannot encode the item (%s)", lapse_strerror(rv));
         goto out;
     }
     const int ttl = t->ttl.enabled;
@@ -434,7 +434,7 @@ static int delete_item(store *st, const table_schema *t, const item *key, const 
         goto out;
     }
     if ((rv = itemkey_of_item(&k, t, key, &part)) != 0) {
-        store_errf(rv, err, errlen, "cannot encode the key (%s)", lapse_strerror(rv));
+        errf(rv, err, errlen, "cannot encode the key (%s)", lapse_strerror(rv));
         goto out;
     }
     const int ttl = t->ttl.enabled;
@@ -500,20 +500,20 @@ static int actions_validate(const table_schema *t, const store_update_action *a,
                             char *err, size_t errlen)
 {
     if (n > 0 && a == NULL) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "update actions missing");
+        return errf(LAPSE_EINVAL, err, errlen, "update actions missing");
     }
     for (size_t i = 0; i < n; i++) {
         if (a[i].name == NULL || a[i].name[0] == 0) {
-            return store_errf(LAPSE_EINVAL, err, errlen, "update action without an attribute name");
+            return errf(LAPSE_EINVAL, err, errlen, "update action without an attribute name");
         }
         if (is_key_attr(t, a[i].name)) {
-            return store_errf(LAPSE_EINVAL, err, errlen,
-                              "cannot update attribute \"%s\": it is part of the key", a[i].name);
+            return errf(LAPSE_EINVAL, err, errlen,
+                        "cannot update attribute \"%s\": it is part of the key", a[i].name);
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(a[i].name, a[j].name) == 0) {
-                return store_errf(LAPSE_EINVAL, err, errlen,
-                                  "two update actions name the same attribute \"%s\"", a[i].name);
+                return errf(LAPSE_EINVAL, err, errlen,
+                            "two update actions name the same attribute \"%s\"", a[i].name);
             }
         }
     }
@@ -539,8 +539,8 @@ static int apply_actions(const table_schema *t, item *cur, const store_update_ac
         if (actions[i].value == NULL) {
             item_remove(cur, actions[i].name);
         } else if ((rv = item_set_copy(cur, actions[i].name, actions[i].value)) != 0) {
-            return store_errf(rv, err, errlen, "cannot set attribute \"%s\" (%s)", actions[i].name,
-                              lapse_strerror(rv));
+            return errf(rv, err, errlen, "cannot set attribute \"%s\" (%s)", actions[i].name,
+                        lapse_strerror(rv));
         }
     }
     if ((rv = schema_check_item(t, cur, 0, err, errlen)) != 0) {
@@ -548,7 +548,7 @@ static int apply_actions(const table_schema *t, item *cur, const store_update_ac
     }
     buf_clear(val);
     if ((rv = item_encode(cur, val)) != 0) {
-        return store_errf(rv, err, errlen, "cannot encode the item (%s)", lapse_strerror(rv));
+        return errf(rv, err, errlen, "cannot encode the item (%s)", lapse_strerror(rv));
     }
     return 0;
 }
@@ -578,7 +578,7 @@ int store_update_once(store *st, const table_schema *t, const item *key,
         goto out;
     }
     if ((rv = itemkey_of_item(&k, t, key, &part)) != 0) {
-        store_errf(rv, err, errlen, "cannot encode the key (%s)", lapse_strerror(rv));
+        errf(rv, err, errlen, "cannot encode the key (%s)", lapse_strerror(rv));
         goto out;
     }
     const clock_wall now = t->ttl.enabled ? clock_wall_now() : (clock_wall){0};
@@ -614,8 +614,7 @@ unlock:
     rv = finish_write(st, t, part, rv, &pend, err, errlen);
     /* Done before: the answer is the new item the record holds. */
     if (rv == 0 && req.done && (rv = item_decode(req.seen.item, req.seen.item_len, &cur)) != 0) {
-        store_errf(rv, err, errlen, "request record's item failed to decode (%s)",
-                   lapse_strerror(rv));
+        errf(rv, err, errlen, "request record's item failed to decode (%s)", lapse_strerror(rv));
     }
     if (rv == 0 && new_out != NULL) {
         *new_out = cur;

@@ -12,7 +12,7 @@
 
 static int oom(char *err, size_t errlen)
 {
-    return store_errf(LAPSE_ENOMEM, err, errlen, "out of memory");
+    return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
 }
 
 int stream_read(store *st, uint32_t table_id, uint32_t shard, uint64_t after, size_t max_records,
@@ -144,7 +144,7 @@ int stream_trim(store *st, uint32_t table_id, clock_wall now, int64_t retention_
     *trimmed = 0;
     *more = 0;
     if (max_records == 0 || retention_ms < 0) {
-        return store_errf(LAPSE_EINVAL, err, errlen, "stream_trim: bad arguments");
+        return errf(LAPSE_EINVAL, err, errlen, "stream_trim: bad arguments");
     }
     const int64_t cutoff = now.ms - retention_ms;
     uint8_t tlo[4], thi[9];
