@@ -50,20 +50,6 @@ static int dump(json_t *doc, char **json_out, lapse_error *err)
     return client_ok(err);
 }
 
-static const char *key_type_name(Lapse__KeyType t)
-{
-    switch (t) {
-    case LAPSE__KEY_TYPE__KEY_S:
-        return "S";
-    case LAPSE__KEY_TYPE__KEY_N:
-        return "N";
-    case LAPSE__KEY_TYPE__KEY_B:
-        return "B";
-    default:
-        return "?";
-    }
-}
-
 static Lapse__KeyType key_type_pb(char t)
 {
     switch (t) {
@@ -101,8 +87,9 @@ static json_t *table_json(const Lapse__TableMap *tm)
         }
         json_array_append_new(
             keys, json_pack("{s:s,s:s}", "AttributeName", kd[i]->name, "KeyType", role[i]));
-        json_array_append_new(defs, json_pack("{s:s,s:s}", "AttributeName", kd[i]->name,
-                                              "AttributeType", key_type_name(kd[i]->type)));
+        json_array_append_new(defs,
+                              json_pack("{s:s,s:s}", "AttributeName", kd[i]->name, "AttributeType",
+                                        indexcfg_key_type_name(kd[i]->type)));
     }
     for (size_t i = 0; i < tm->n_partitions; i++) {
         const Lapse__PartitionReplicas *r = tm->partitions[i];

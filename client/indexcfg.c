@@ -173,7 +173,7 @@ static int add(json_t *arr, json_t *v)
     return v != NULL ? json_array_append_new(arr, v) : -1;
 }
 
-static const char *type_name(Lapse__KeyType t)
+const char *indexcfg_key_type_name(Lapse__KeyType t)
 {
     switch (t) {
     case LAPSE__KEY_TYPE__KEY_S:
@@ -205,7 +205,7 @@ static int define(json_t *defs, const Lapse__KeyDef *k)
         }
     }
     return add(defs, json_pack("{s:s,s:s}", "AttributeName", k->name, "AttributeType",
-                               type_name(k->type)));
+                               indexcfg_key_type_name(k->type)));
 }
 
 /* [{"AttributeName":pk,"KeyType":"HASH"},{sk,"RANGE"}?] */

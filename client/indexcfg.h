@@ -36,4 +36,8 @@ int indexcfg_to_pb(arena *a, const lapse_table_def *def, Lapse__TableSchema *s, 
  * filled; the caller drops it). */
 int indexcfg_describe(json_t *t, const Lapse__TableMap *tm);
 
+/* DynamoDB's letter of a key type ("S", "N", "B"; "?" for another), as
+ * describe-table's AttributeDefinitions and KeySchema say it. */
+const char *indexcfg_key_type_name(Lapse__KeyType t);
+
 #endif
