@@ -338,7 +338,7 @@ int lapse_delete(lapse_client *c, const char *table, const lapse_item *key,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Asynchronous get and put: one attempt each                                */
+/* Asynchronous get, put and delete: one attempt each                      */
 /* ------------------------------------------------------------------------ */
 
 /* One asynchronous call in flight: what its completion needs. */
@@ -418,8 +418,10 @@ int lapse_get_async(lapse_client *c, const char *table, const lapse_item *key,
     return rv;
 }
 
-int lapse_put_async(lapse_client *c, const char *table, const lapse_item *item, lapse_done done,
-                    void *arg, lapse_error *err)
+/* lapse_put_async (is_delete 0: it is the item) and lapse_delete_async
+ * (is_delete 1: it is the key). */
+static int write_async(lapse_client *c, const char *table, const lapse_item *it, int is_delete,
+                       lapse_done done, void *arg, lapse_error *err)
 {
     async_call *ac;
     int rv = async_new(c, NULL, done, arg, &ac, err);
@@ -430,11 +432,23 @@ int lapse_put_async(lapse_client *c, const char *table, const lapse_item *item, 
     write_req w;
     arena a;
     arena_init(&a);
-    rv = write_request(c, table, item, NULL, 0, 0, &a, &w, &tg, err);
+    rv = write_request(c, table, it, NULL, is_delete, 0, &a, &w, &tg, err);
     rv = rv == 0 ? async_start(ac, &tg, &w.req, err) : (free(ac), rv);
     arena_fini(&a);
     item_value_fini(&w.keep);
     return rv;
+}
+
+int lapse_put_async(lapse_client *c, const char *table, const lapse_item *item, lapse_done done,
+                    void *arg, lapse_error *err)
+{
+    return write_async(c, table, item, 0, done, arg, err);
+}
+
+int lapse_delete_async(lapse_client *c, const char *table, const lapse_item *key, lapse_done done,
+                       void *arg, lapse_error *err)
+{
+    return write_async(c, table, key, 1, done, arg, err);
 }
 
 int lapse_retryable(int status)

@@ -276,7 +276,7 @@ int lapse_get_opts(lapse_client *c, const char *table, const lapse_item *key,
 int lapse_delete(lapse_client *c, const char *table, const lapse_item *key,
                  const lapse_condition *cond, lapse_error *err);
 
-/* ---- asynchronous get and put ----
+/* ---- asynchronous get, put and delete ----
  *
  * For servers that must not park a thread per call (the DynamoDB gateway):
  * the call is sent and the function returns; done runs once the node has
@@ -309,6 +309,9 @@ int lapse_get_async(lapse_client *c, const char *table, const lapse_item *key,
  * its retry must carry the same request id). */
 int lapse_put_async(lapse_client *c, const char *table, const lapse_item *item, lapse_done done,
                     void *arg, lapse_error *err);
+/* As lapse_delete without a condition. */
+int lapse_delete_async(lapse_client *c, const char *table, const lapse_item *key, lapse_done done,
+                       void *arg, lapse_error *err);
 /* 1 when an asynchronous call's status is one its blocking form retries. */
 int lapse_retryable(int status);
 

@@ -208,8 +208,8 @@ void ddb_api_serve(void *arg, const http_request *req, http_response *res)
     set_answer(res, status, out);
 }
 
-/* ---- the quick path: GetItem and PutItem answered from the reply's
- * callback (ddb_api_quick) ---- */
+/* ---- the quick path: GetItem, PutItem and DeleteItem answered from the
+ * reply's callback (ddb_api_quick) ---- */
 
 typedef struct quick_call {
     http_pending *p;
@@ -245,7 +245,8 @@ int ddb_api_quick(void *arg, const http_request *req, http_pending *p)
     const size_t pl = strlen(TARGET_PREFIX);
     if (strcmp(http_request_method(req), "POST") != 0 || target == NULL ||
         strncmp(target, TARGET_PREFIX, pl) != 0 ||
-        (strcmp(target + pl, "GetItem") != 0 && strcmp(target + pl, "PutItem") != 0)) {
+        (strcmp(target + pl, "GetItem") != 0 && strcmp(target + pl, "PutItem") != 0 &&
+         strcmp(target + pl, "DeleteItem") != 0)) {
         return 0;
     }
     const char *op = target + pl;

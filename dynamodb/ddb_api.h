@@ -36,8 +36,8 @@ typedef struct ddb_api {
 /* The http_serve_fn of the gateway: arg is a ddb_api. */
 void ddb_api_serve(void *arg, const http_request *req, http_response *res);
 
-/* The http_quick_fn of the gateway (arg is a ddb_api): takes GetItem and
- * PutItem requests that can be answered from the callback of an
+/* The http_quick_fn of the gateway (arg is a ddb_api): takes GetItem,
+ * PutItem and DeleteItem requests that can be answered from the callback of an
  * asynchronous liblapse call (ddb_items_start), so no worker waits for the
  * node; leaves every other request to ddb_api_serve on a worker, and hands
  * back to a worker one whose call the blocking form would retry. */

@@ -256,31 +256,36 @@ int ddb_items_get(ddb_ctx *x, json_t *req)
     return rv;
 }
 
-/* ---- GetItem and PutItem without blocking (ddb_items_start) ---- */
+/* ---- GetItem, PutItem and DeleteItem without blocking (ddb_items_start) ---- */
 
 /* One started call: the request it reads from is held until done. */
 typedef struct started {
     ddb_ctx *x;
     json_t *req;
-    int is_put;
+    int is_write; /* PutItem or DeleteItem (w), else GetItem (g) */
     get_plan g;
     write_plan w;
     ddb_items_done done;
     void *arg;
 } started;
 
-static void started_end(started *s, int retry)
+static void started_free(started *s)
 {
-    ddb_items_done done = s->done;
-    void *arg = s->arg;
-    ddb_ctx *x = s->x;
-    if (s->is_put) {
+    if (s->is_write) {
         write_plan_fini(&s->w);
     } else {
         get_plan_fini(&s->g);
     }
     json_decref(s->req);
     free(s);
+}
+
+static void started_end(started *s, int retry)
+{
+    ddb_items_done done = s->done;
+    void *arg = s->arg;
+    ddb_ctx *x = s->x;
+    started_free(s);
     done(arg, x, retry);
 }
 
@@ -294,7 +299,7 @@ static int started_outcome(started *s, int status, const lapse_error *err)
     if (lapse_retryable(status)) {
         return 1;
     }
-    ddb_req_lapse_fail(s->x, err, s->is_put ? s->w.table : s->g.table);
+    ddb_req_lapse_fail(s->x, err, s->is_write ? s->w.table : s->g.table);
     return 0;
 }
 
@@ -309,7 +314,7 @@ static void started_get_done(void *arg, int status, lapse_item *it, const lapse_
     started_end(s, retry);
 }
 
-static void started_put_done(void *arg, int status, const lapse_error *err)
+static void started_write_done(void *arg, int status, const lapse_error *err)
 {
     started *s = arg;
     int retry = started_outcome(s, status, err);
@@ -319,24 +324,37 @@ static void started_put_done(void *arg, int status, const lapse_error *err)
     started_end(s, retry);
 }
 
+/* Starts s's PutItem or DeleteItem (kind) when it is one call: no
+ * condition and no old item wanted (the rest may read first). */
+static int start_write(started *s, ddb_write_kind kind, json_t *req)
+{
+    lapse_error err;
+    ddb_ctx *x = s->x;
+    if (write_parse(x, req, kind, &s->w) != 0 || s->w.cond != NULL ||
+        strcmp(s->w.rvals, "NONE") != 0 || s->w.old_on_failure) {
+        return 0;
+    }
+    return (kind == DDB_PUT
+                ? lapse_put_async(x->c, s->w.table, s->w.it, started_write_done, s, &err)
+                : lapse_delete_async(x->c, s->w.table, s->w.it, started_write_done, s, &err)) == 0;
+}
+
 int ddb_items_start(ddb_ctx *x, const char *op, json_t *req, ddb_items_done done, void *arg)
 {
-    int is_put = strcmp(op, "PutItem") == 0;
-    if (!is_put && strcmp(op, "GetItem") != 0) {
+    const int is_put = strcmp(op, "PutItem") == 0, is_delete = strcmp(op, "DeleteItem") == 0;
+    if (!is_put && !is_delete && strcmp(op, "GetItem") != 0) {
         return 0;
     }
     started *s = calloc(1, sizeof *s);
     if (s == NULL) {
         return 0;
     }
-    *s = (started){.x = x, .req = json_incref(req), .is_put = is_put, .done = done, .arg = arg};
+    *s = (started){
+        .x = x, .req = json_incref(req), .is_write = is_put || is_delete, .done = done, .arg = arg};
     lapse_error err;
-    int sent = 0;
-    if (is_put) {
-        /* Only the plain put is one call; the rest may read first. */
-        sent = write_parse(x, req, DDB_PUT, &s->w) == 0 && s->w.cond == NULL &&
-               strcmp(s->w.rvals, "NONE") == 0 && !s->w.old_on_failure &&
-               lapse_put_async(x->c, s->w.table, s->w.it, started_put_done, s, &err) == 0;
+    int sent;
+    if (s->is_write) {
+        sent = start_write(s, is_put ? DDB_PUT : DDB_DELETE, req);
     } else {
         sent = get_parse(x, req, &s->g) == 0 &&
                lapse_get_async(x->c, s->g.table, s->g.key,
@@ -344,13 +362,7 @@ int ddb_items_start(ddb_ctx *x, const char *op, json_t *req, ddb_items_done done
                                started_get_done, s, &err) == 0;
     }
     if (!sent) {
-        if (is_put) {
-            write_plan_fini(&s->w);
-        } else {
-            get_plan_fini(&s->g);
-        }
-        json_decref(s->req);
-        free(s);
+        started_free(s);
     }
     return sent;
 }

@@ -28,8 +28,8 @@ int ddb_items_update(ddb_ctx *x, json_t *req);
  * refusal, a time-out: what liblapse's blocking calls retry). */
 typedef void (*ddb_items_done)(void *arg, ddb_ctx *x, int retry);
 
-/* Starts operation op ("GetItem", or "PutItem" without a condition or
- * return values) on req without blocking (liblapse's asynchronous calls):
+/* Starts operation op ("GetItem", or "PutItem" or "DeleteItem" without a
+ * condition or return values) on req without blocking (liblapse's asynchronous calls):
  * returns 1 when started, done then being called once from liblapse's
  * thread (x and req borrowed until then), or 0 when this request is not
  * one that can go so (another operation or shape, an invalid request, a

@@ -395,7 +395,7 @@ static void test_batch_write_and_scan_segments(void **state)
     free(seen);
 }
 
-/* ---- asynchronous get and put (lapse_get_async, lapse_put_async) ---- */
+/* ---- asynchronous get, put and delete (lapse_*_async) ---- */
 
 /* What the done callbacks of a group of asynchronous calls saw. */
 typedef struct async_group {
@@ -506,6 +506,29 @@ static void test_async_get_and_put(void **state)
     }
     assert_int_equal(g.status[N], 0);
     assert_null(g.got[N]);
+
+    /* Deletes of every other key (and of the absent one: nothing to do);
+     * blocking reads see exactly those gone. */
+    async_group_init(&g, N / 2 + 1);
+    for (int i = 0; i <= N / 2; i++) {
+        slots[i] = (async_slot){&g, i};
+        lapse_item *k = item_json("{\"Id\":{\"S\":\"a%d\"}}", i < N / 2 ? 2 * i : N);
+        assert_lapse_ok(lapse_delete_async(g_client, "Async", k, async_put_cb, &slots[i], &e), &e);
+        lapse_item_free(k);
+    }
+    async_wait(&g);
+    for (int i = 0; i <= N / 2; i++) {
+        assert_int_equal(g.status[i], 0);
+    }
+    for (int i = 0; i < N; i++) {
+        lapse_item *k = item_json("{\"Id\":{\"S\":\"a%d\"}}", i), *got = NULL;
+        assert_lapse_ok(lapse_get(g_client, "Async", k, &got, &e), &e);
+        if ((got == NULL) != (i % 2 == 0)) {
+            fail_msg("key a%d is %s after the deletes", i, got ? "there" : "gone");
+        }
+        lapse_item_free(got);
+        lapse_item_free(k);
+    }
 
     /* What cannot be sent is refused at once, and done is never called. */
     lapse_item *key = item_json("{\"Id\":{\"S\":\"a1\"}}");
