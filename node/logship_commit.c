@@ -19,9 +19,14 @@
 #include "../placement/failover.h"
 #include "../placement/pmap.h"
 #include "../rpc/wire.h"
+#include "fault_switch.h"
 #include "logship_int.h"
 #include "maps.h"
 #include "registry.h"
+
+/* How late each shipment leaves while the test fault switch slow-ship is
+ * on (--debug-fault-dir): well inside a client's default time-out. */
+#define SLOW_SHIP_MS 600
 
 /* store_repl_hook.prepare: a new primary takes in its replicas' extra
  * records before the write reads the partition (replog.h). Anything else
@@ -559,6 +564,11 @@ static size_t ship_rounds(logship *ls)
     size_t nr = take_rounds(ls, rds, cand);
     ls->calls_out++;
     pthread_mutex_unlock(&ls->lock);
+    if (fault_switch_on(ls->ns, "slow-ship")) {
+        /* Test fault: a shipment that leaves late (a slow link or CPU),
+         * with its records' writes waiting on it while maps change. */
+        clock_sleep_ms(SLOW_SHIP_MS);
+    }
     for (size_t i = 0; i < nr; i++) {
         round_start(ls, &rds[i]);
     }

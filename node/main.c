@@ -187,9 +187,11 @@ static const struct option longopts[] = {
     /* Hidden, for benchmarks: the shipper ships nothing for N ms after the
      * start, so an outbox backlog builds up (lapse-repl-bench ceiling). */
     {"debug-repl-hold-ms", required_argument, NULL, 'H'},
-    /* Hidden fault switch, for tests: while DIR/node<ID>.refuse-replicate-log
+    /* Hidden fault switches, for tests: while DIR/node<ID>.refuse-replicate-log
      * exists, every ReplicateLog call is refused (a follower that is UP but
-     * cannot take its primary's records). */
+     * cannot take its primary's records); while DIR/node<ID>.slow-ship exists,
+     * each shipment of the node's records to its followers leaves 600 ms
+     * late (logship_commit.c). */
     {"debug-fault-dir", required_argument, NULL, 'F'},
     {NULL, 0, NULL, 0},
 };

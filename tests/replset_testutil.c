@@ -57,7 +57,9 @@ int rs_group_setup_args(const char *node_args)
     return setup(node_args, 0);
 }
 
-int rs_group_setup_faults(const char *node_args, int metrics)
+/* Makes the fault directory and starts the group with it (and node_args)
+ * on every node. */
+static int setup_faults(const char *node_args, int metrics, const char *coordinator_args)
 {
     static char args[1024];
     char err[256];
@@ -68,14 +70,25 @@ int rs_group_setup_faults(const char *node_args, int metrics)
     }
     snprintf(args, sizeof(args), "%s --debug-fault-dir %s", node_args != NULL ? node_args : "",
              g_rs_fault_dir);
-    return setup(args, metrics);
+    return setup_n(3, 1, args, metrics, coordinator_args);
 }
 
-void rs_refuse_replicate_log(int node, int on)
+int rs_group_setup_faults(const char *node_args, int metrics)
+{
+    return setup_faults(node_args, metrics, NULL);
+}
+
+int rs_group_setup_faults_coordinator_args(const char *coordinator_args)
+{
+    return setup_faults(NULL, 0, coordinator_args);
+}
+
+/* Turns fault switch name of node on or off (node/fault_switch.h). */
+static void fault_switch(int node, const char *name, int on)
 {
     char path[700];
     assert_true(g_rs_fault_dir[0] != '\0');
-    snprintf(path, sizeof(path), "%s/node%d.refuse-replicate-log", g_rs_fault_dir, node);
+    snprintf(path, sizeof(path), "%s/node%d.%s", g_rs_fault_dir, node, name);
     if (on) {
         FILE *f = fopen(path, "w");
         assert_non_null(f);
@@ -83,6 +96,16 @@ void rs_refuse_replicate_log(int node, int on)
     } else {
         assert_int_equal(unlink(path), 0);
     }
+}
+
+void rs_refuse_replicate_log(int node, int on)
+{
+    fault_switch(node, "refuse-replicate-log", on);
+}
+
+void rs_slow_ship(int node, int on)
+{
+    fault_switch(node, "slow-ship", on);
 }
 
 int rs_group_setup(void **state)

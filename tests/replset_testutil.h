@@ -42,9 +42,15 @@ int rs_group_setup_args(const char *node_args);
  * serving /metrics (cluster_metrics_addr). rs_group_teardown removes the
  * directory. */
 int rs_group_setup_faults(const char *node_args, int metrics);
+/* rs_group_setup_faults without node arguments or metrics, the
+ * coordinator given extra arguments (cluster_options.coordinator_args). */
+int rs_group_setup_faults_coordinator_args(const char *coordinator_args);
 /* Turns node's refusal of every ReplicateLog on or off (a file in the
  * fault directory of rs_group_setup_faults). */
 void rs_refuse_replicate_log(int node, int on);
+/* Turns on or off node's late shipments (each of its rounds of records to
+ * its followers leaves 600 ms late), as rs_refuse_replicate_log. */
+void rs_slow_ship(int node, int on);
 /* The group's teardown: stops what rs_group_setup started (stop_cluster). */
 int rs_group_teardown(void **state);
 cluster *rs_cluster(void);
