@@ -156,6 +156,31 @@ typedef struct round {
     char err[LOGSHIP_ERR_MAX];
 } round;
 
+/* Whether every record of rd was written in the epoch this node leads rd's
+ * set at in the map the round was started with. A round is started after
+ * its writes began, under a map taken then: a handover's take-over (or a
+ * failover, or a later return of the primaryship) may have landed in
+ * between. Shipped under the new epoch, the old primary's records would
+ * pass the fence of a member its successor has already reconciled from,
+ * be confirmed and acknowledged, and then be dropped when the successor
+ * writes its own record under the same number (the member diverges and is
+ * rebuilt): an acknowledged write lost, with no trace in the stream. Such
+ * records are the successor's to take in or not (logship_reconcile); this
+ * node leaves them unshipped and their writes unacknowledged (the client
+ * retries them on the new primary under the same request id). */
+static int written_in_epoch(const logship *ls, const round *rd)
+{
+    if (rd->r->ids[0] != ls->ns->id) {
+        return 0;
+    }
+    for (size_t i = 0; i < rd->n; i++) {
+        if (replog_rec_epoch(rd->recs[i]->rec, rd->recs[i]->len) != rd->epoch) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Prepares rd: its shipment, and every required member reachable now in
  * rd->to (the others are misses at once). */
 static void round_start(logship *ls, round *rd)
@@ -165,7 +190,16 @@ static void round_start(logship *ls, round *rd)
     rd->r = logship_set_of(rd->m, table_id, part, rd->err, sizeof(rd->err));
     rd->rv = rd->r == NULL ? LAPSE_EWRONGNODE : 0;
     rd->epoch = rd->r != NULL ? pmap_epoch(rd->r) : 0;
-    uint32_t bits = rd->r != NULL ? logship_required(ls, rd->m, rd->r, table_id, part, NULL) : 0;
+    if (rd->rv == 0 && !written_in_epoch(ls, rd)) {
+        snprintf(rd->err, sizeof(rd->err),
+                 "table %u partition %u: records %" PRIu64 "..%" PRIu64
+                 " were written here as primary, but node %u leads at epoch %" PRIu64
+                 " now: not shipped, not acknowledged",
+                 (unsigned)table_id, (unsigned)part, rd->recs[0]->seq, rd->recs[rd->n - 1]->seq,
+                 (unsigned)rd->r->ids[0], rd->epoch);
+        rd->rv = LAPSE_EWRONGNODE;
+    }
+    uint32_t bits = rd->rv == 0 ? logship_required(ls, rd->m, rd->r, table_id, part, NULL) : 0;
     shipment_init(&rd->s, ls, table_id, part, rd->epoch);
     rd->s.body.prev_epoch = rd->recs[0]->prev_epoch;
     rd->s.body.outbox_trimmed = rd->ob_trimmed;
