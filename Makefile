@@ -20,7 +20,8 @@ build-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DLAPSE_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# Every test, then every test again under ASan + UBSan. A test that skipped
+# Every test, then every test again under ASan + UBSan (LeakSanitizer with
+# cmake/lsan-nng.supp: one leak inside Debian's NNG 1.5.2). A test that skipped
 # fails the target unless it carries the ctest label may-skip
 # (cmake/check-skips.sh).
 test: test-fast test-asan
@@ -31,6 +32,7 @@ test-fast: build
 
 test-asan: build-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/cmake/lsan-nng.supp \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml
 	@./cmake/check-skips.sh $(ASAN_BUILD) $(ASAN_BUILD)/ctest-junit.xml
 
