@@ -451,11 +451,6 @@ int lapse_delete_async(lapse_client *c, const char *table, const lapse_item *key
     return write_async(c, table, key, 1, done, arg, err);
 }
 
-int lapse_retryable(int status)
-{
-    return status == LAPSE_EWRONGNODE || status == LAPSE_ETIMEDOUT || status == LAPSE_EUNAVAILABLE;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Update                                                                    */
 /* ------------------------------------------------------------------------ */

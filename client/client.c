@@ -151,6 +151,13 @@ static int retryable(int rv, int idempotent)
            (idempotent && (rv == LAPSE_ETIMEDOUT || rv == LAPSE_EUNAVAILABLE));
 }
 
+/* The asynchronous calls' attempt is idempotent (a put's request id rides
+ * it, as on the blocking call's retries). */
+int lapse_retryable(int status)
+{
+    return retryable(status, 1);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Connection and the map cache                                              */
 /* ------------------------------------------------------------------------ */
