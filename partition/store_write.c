@@ -326,11 +326,12 @@ static int finish_or_defer(store *st, const table_schema *t, uint32_t part, int 
     return finish_write(st, t, part, rv, pend, err, errlen);
 }
 
-/* store_put, store_put_once and store_put_begin: rid NULL, or no old_out;
- * defer NULL but for store_put_begin. */
-static int put_item(store *st, const table_schema *t, const item *it, const store_cond *cond,
-                    const uint8_t *rid, item **old_out, store_pending *defer, char *err,
-                    size_t errlen)
+/* One item put (val the item) or deleted (val NULL, it its key), for
+ * store_put/_once/_begin and store_delete/_once/_begin: rid NULL, or no
+ * old_out; defer NULL but for the _begin calls. */
+static int point_write(store *st, const table_schema *t, const item *it, int is_delete,
+                       const store_cond *cond, const uint8_t *rid, item **old_out,
+                       store_pending *defer, char *err, size_t errlen)
 {
     int rv;
     uint32_t part = 0;
@@ -339,7 +340,7 @@ static int put_item(store *st, const table_schema *t, const item *it, const stor
     stored old = {.found = 0};
     store_pending pend = {.ticket = NULL};
     once req;
-    once_init(&req, rid, REQUEST_PUT);
+    once_init(&req, rid, is_delete ? REQUEST_DELETE : REQUEST_PUT);
     buf key, val;
     buf_init(&key);
     buf_init(&val);
@@ -347,12 +348,14 @@ static int put_item(store *st, const table_schema *t, const item *it, const stor
     if (old_out != NULL) {
         *old_out = NULL;
     }
-    if ((rv = schema_check_item(t, it, 0, err, errlen)) != 0 ||
+    if ((rv = schema_check_item(t, it, is_delete, err, errlen)) != 0 ||
         (rv = cond_validate(cond, err, errlen)) != 0) {
         goto out;
     }
-    if ((rv = itemkey_of_item(&key, t, it, &part)) != 0 || (rv = item_encode(it, &val)) != 0) {
-        errf(rv, err, errlen, "cannot encode the item (%s)", lapse_strerror(rv));
+    if ((rv = itemkey_of_item(&key, t, it, &part)) != 0 ||
+        (!is_delete && (rv = item_encode(it, &val)) != 0)) {
+        errf(rv, err, errlen, "cannot encode the %s (%s)", is_delete ? "key" : "item",
+             lapse_strerror(rv));
         goto out;
     }
     const int ttl = t->ttl.enabled;
@@ -363,14 +366,22 @@ static int put_item(store *st, const table_schema *t, const item *it, const stor
         (rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
         goto unlock;
     }
-    if ((cond_needs_read(cond) || old_out != NULL || ttl || store_derive_wanted(t)) &&
-        (rv = read_for_write(st, &key, cond, old_out != NULL, &cur, &old, err, errlen)) != 0) {
-        goto unlock;
+    int must_write = 1;
+    if (cond_needs_read(cond) || old_out != NULL || ttl || store_derive_wanted(t)) {
+        if ((rv = read_for_write(st, &key, cond, old_out != NULL, &cur, &old, err, errlen)) != 0) {
+            goto unlock;
+        }
+        must_write = !is_delete || old.found; /* deleting an absent item writes nothing */
     }
-    /* Both are decoded here: no bytes need comparing. */
-    rv = write_one(st, t, &key, &old, &val, cur != NULL && item_eq_exact(cur, it),
-                   store_expiry_entry(t, cur, now), store_expiry_entry(t, it, now), &req,
-                   &min_due_ms, &pend, err, errlen);
+    if (must_write) {
+        /* Both are decoded here: no bytes need comparing. */
+        const expiry_entry none = {0, 0};
+        rv = write_one(st, t, &key, &old, is_delete ? NULL : &val,
+                       !is_delete && cur != NULL && item_eq_exact(cur, it),
+                       store_expiry_entry(t, cur, now),
+                       is_delete ? none : store_expiry_entry(t, it, now), &req, &min_due_ms, &pend,
+                       err, errlen);
+    }
 unlock:
     pthread_mutex_unlock(mu);
     rv = finish_or_defer(st, t, part, rv, &pend, defer, err, errlen);
@@ -393,102 +404,39 @@ out:
 int store_put(store *st, const table_schema *t, const item *it, const store_cond *cond,
               item **old_out, char *err, size_t errlen)
 {
-    return put_item(st, t, it, cond, NULL, old_out, NULL, err, errlen);
+    return point_write(st, t, it, 0, cond, NULL, old_out, NULL, err, errlen);
 }
 
 int store_put_once(store *st, const table_schema *t, const item *it, const store_cond *cond,
                    const uint8_t *rid, char *err, size_t errlen)
 {
-    return put_item(st, t, it, cond, rid, NULL, NULL, err, errlen);
+    return point_write(st, t, it, 0, cond, rid, NULL, NULL, err, errlen);
 }
 
 int store_put_begin(store *st, const table_schema *t, const item *it, const store_cond *cond,
                     const uint8_t *rid, store_pending *pend, char *err, size_t errlen)
 {
     memset(pend, 0, sizeof(*pend));
-    return put_item(st, t, it, cond, rid, NULL, pend, err, errlen);
-}
-
-/* store_delete, store_delete_once and store_delete_begin: rid NULL, or no
- * old_out; defer NULL but for store_delete_begin. */
-static int delete_item(store *st, const table_schema *t, const item *key, const store_cond *cond,
-                       const uint8_t *rid, item **old_out, store_pending *defer, char *err,
-                       size_t errlen)
-{
-    int rv;
-    uint32_t part = 0;
-    int64_t min_due_ms = STORE_NO_DUE;
-    item *cur = NULL;
-    stored old = {.found = 0};
-    store_pending pend = {.ticket = NULL};
-    once req;
-    once_init(&req, rid, REQUEST_DELETE);
-    buf k;
-    buf_init(&k);
-    buf_init(&old.raw);
-    if (old_out != NULL) {
-        *old_out = NULL;
-    }
-    if ((rv = schema_check_item(t, key, 1, err, errlen)) != 0 ||
-        (rv = cond_validate(cond, err, errlen)) != 0) {
-        goto out;
-    }
-    if ((rv = itemkey_of_item(&k, t, key, &part)) != 0) {
-        errf(rv, err, errlen, "cannot encode the key (%s)", lapse_strerror(rv));
-        goto out;
-    }
-    const int ttl = t->ttl.enabled;
-    const clock_wall now = ttl ? clock_wall_now() : (clock_wall){0};
-    pthread_mutex_t *mu = store_stripe(st, t->id, part);
-    pthread_mutex_lock(mu);
-    if ((rv = store_repl_prepare(st, t, part, err, errlen)) != 0 ||
-        (rv = once_check(st, t, part, &req, &pend, err, errlen)) != 0 || req.done) {
-        goto unlock;
-    }
-    int must_write = 1;
-    if (cond_needs_read(cond) || old_out != NULL || ttl || store_derive_wanted(t)) {
-        if ((rv = read_for_write(st, &k, cond, old_out != NULL, &cur, &old, err, errlen)) != 0) {
-            goto unlock;
-        }
-        must_write = old.found; /* deleting an absent item writes nothing */
-    }
-    const expiry_entry none = {0, 0};
-    if (must_write) {
-        rv = write_one(st, t, &k, &old, NULL, 0, store_expiry_entry(t, cur, now), none, &req,
-                       &min_due_ms, &pend, err, errlen);
-    }
-unlock:
-    pthread_mutex_unlock(mu);
-    rv = finish_or_defer(st, t, part, rv, &pend, defer, err, errlen);
-    if (rv == 0 && old_out != NULL) {
-        *old_out = cur;
-        cur = NULL;
-    }
-out:
-    item_free(cur);
-    buf_fini(&k);
-    buf_fini(&old.raw);
-    once_fini(&req);
-    return rv;
+    return point_write(st, t, it, 0, cond, rid, NULL, pend, err, errlen);
 }
 
 int store_delete(store *st, const table_schema *t, const item *key, const store_cond *cond,
                  item **old_out, char *err, size_t errlen)
 {
-    return delete_item(st, t, key, cond, NULL, old_out, NULL, err, errlen);
+    return point_write(st, t, key, 1, cond, NULL, old_out, NULL, err, errlen);
 }
 
 int store_delete_once(store *st, const table_schema *t, const item *key, const store_cond *cond,
                       const uint8_t *rid, char *err, size_t errlen)
 {
-    return delete_item(st, t, key, cond, rid, NULL, NULL, err, errlen);
+    return point_write(st, t, key, 1, cond, rid, NULL, NULL, err, errlen);
 }
 
 int store_delete_begin(store *st, const table_schema *t, const item *key, const store_cond *cond,
                        const uint8_t *rid, store_pending *pend, char *err, size_t errlen)
 {
     memset(pend, 0, sizeof(*pend));
-    return delete_item(st, t, key, cond, rid, NULL, pend, err, errlen);
+    return point_write(st, t, key, 1, cond, rid, NULL, pend, err, errlen);
 }
 
 static int is_key_attr(const table_schema *t, const char *name)
