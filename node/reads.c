@@ -67,16 +67,10 @@ out:
 void reads_query(request_ctx *c)
 {
     const Lapse__QueryRequest *r = c->req->query;
-    attr_value pk, v1, v2;
-    store_sk_cond sk;
-    item *start = NULL;
-    store_page page;
+    reads_query_state q;
     uint32_t part;
     char err[512] = "";
-    item_value_init_null(&pk);
-    item_value_init_null(&v1);
-    item_value_init_null(&v2);
-    memset(&page, 0, sizeof(page));
+    reads_query_state_init(&q);
 
     if (request_need_body(c, r) != 0) {
         goto out;
@@ -93,38 +87,27 @@ void reads_query(request_ctx *c)
     char owner[SCHEMA_MAX_NAME + 16];
     snprintf(owner, sizeof(owner), "table \"%s\"", t->name);
     int rv;
-    if (reads_pk_from_pb(c, r->partition_key, &t->pk, &pk) != 0 ||
-        request_route_pk(c, &pk, &part) != 0 ||
-        reads_sk_from_pb(c, r->sort_key, &t->sk, owner, &sk, &v1, &v2) != 0) {
+    if (reads_pk_from_pb(c, r->partition_key, &t->pk, &q.pk) != 0 ||
+        request_route_pk(c, &q.pk, &part) != 0 ||
+        reads_sk_from_pb(c, r->sort_key, &t->sk, owner, &q.sk, &q.v1, &q.v2) != 0) {
         goto out;
     }
     if (r->exclusive_start_key != NULL) {
-        if (request_item_from_pb(c, r->exclusive_start_key, 1, "exclusive_start_key", &start) !=
+        if (request_item_from_pb(c, r->exclusive_start_key, 1, "exclusive_start_key", &q.start) !=
             0) {
             goto out;
         }
-        if (!item_value_eq(item_get(start, t->pk.name), &pk)) {
+        if (!item_value_eq(item_get(q.start, t->pk.name), &q.pk)) {
             rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
                           "exclusive_start_key has another partition key than the query");
             goto out;
         }
     }
-    rv = store_query(c->ns->st, t, &pk, sk.op == STORE_SK_NONE ? NULL : &sk, r->limit, !r->reverse,
-                     start, &page, err, sizeof(err));
-    if (rv != 0) {
-        request_store_error(c, rv, err);
-        goto out;
-    }
-    if (reads_hide_expired(c, r->hide_expired)) {
-        reads_filter_page(c, &page, clock_wall_now());
-    }
-    reads_reply_page(c, &page);
+    rv = store_query(c->ns->st, t, &q.pk, q.sk.op == STORE_SK_NONE ? NULL : &q.sk, r->limit,
+                     !r->reverse, q.start, &q.page, err, sizeof(err));
+    reads_reply_page(c, rv, err, &q.page, r->hide_expired);
 out:
-    store_page_fini(&page);
-    item_free(start);
-    item_value_fini(&pk);
-    item_value_fini(&v1);
-    item_value_fini(&v2);
+    reads_query_state_fini(&q);
 }
 
 void reads_scan(request_ctx *c)
@@ -164,14 +147,7 @@ void reads_scan(request_ctx *c)
         }
     }
     int rv = store_scan(c->ns->st, t, r->partition, r->limit, start, &page, err, sizeof(err));
-    if (rv != 0) {
-        request_store_error(c, rv, err);
-        goto out;
-    }
-    if (reads_hide_expired(c, r->hide_expired)) {
-        reads_filter_page(c, &page, clock_wall_now());
-    }
-    reads_reply_page(c, &page);
+    reads_reply_page(c, rv, err, &page, r->hide_expired);
 out:
     store_page_fini(&page);
     item_free(start);

@@ -75,15 +75,9 @@ static int route_gsi(request_ctx *c, uint32_t gsi, uint32_t want, const attr_val
 void reads_query_index(request_ctx *c)
 {
     const Lapse__QueryRequest *r = c->req->query;
-    attr_value pk, v1, v2;
-    store_sk_cond sk;
-    item *start = NULL;
-    store_page page;
+    reads_query_state q;
     char err[512] = "";
-    item_value_init_null(&pk);
-    item_value_init_null(&v1);
-    item_value_init_null(&v2);
-    memset(&page, 0, sizeof(page));
+    reads_query_state_init(&q);
 
     if (request_find_table(c, r->table) != 0) {
         goto out;
@@ -105,39 +99,28 @@ void reads_query_index(request_ctx *c)
     char owner[SCHEMA_MAX_NAME + 16];
     snprintf(owner, sizeof(owner), "index \"%s\"", ix->name);
     uint32_t part = 0;
-    if (reads_pk_from_pb(c, r->partition_key, lsi >= 0 ? &t->pk : &ix->pk, &pk) != 0 ||
-        (lsi >= 0 ? request_route_pk(c, &pk, &part)
-                  : route_gsi(c, (uint32_t)gsi, r->index_partition, &pk)) != 0 ||
-        reads_sk_from_pb(c, r->sort_key, &ix->sk, owner, &sk, &v1, &v2) != 0) {
+    if (reads_pk_from_pb(c, r->partition_key, lsi >= 0 ? &t->pk : &ix->pk, &q.pk) != 0 ||
+        (lsi >= 0 ? request_route_pk(c, &q.pk, &part)
+                  : route_gsi(c, (uint32_t)gsi, r->index_partition, &q.pk)) != 0 ||
+        reads_sk_from_pb(c, r->sort_key, &ix->sk, owner, &q.sk, &q.v1, &q.v2) != 0) {
         goto out;
     }
     /* A start key carries the table's keys and the index's (the store
      * checks the latter against the query). */
     if (r->exclusive_start_key != NULL &&
-        request_item_from_pb(c, r->exclusive_start_key, 0, "exclusive_start_key", &start) != 0) {
+        request_item_from_pb(c, r->exclusive_start_key, 0, "exclusive_start_key", &q.start) != 0) {
         goto out;
     }
-    const store_sk_cond *skp = sk.op == STORE_SK_NONE ? NULL : &sk;
+    const store_sk_cond *skp = q.sk.op == STORE_SK_NONE ? NULL : &q.sk;
     int rv;
     if (lsi >= 0) {
-        rv = store_query_lsi(c->ns->st, t, (uint32_t)lsi, &pk, skp, r->limit, !r->reverse, start,
-                             &page, err, sizeof(err));
+        rv = store_query_lsi(c->ns->st, t, (uint32_t)lsi, &q.pk, skp, r->limit, !r->reverse,
+                             q.start, &q.page, err, sizeof(err));
     } else {
-        rv = store_query_gsi(c->ns->st, t, (uint32_t)gsi, r->index_partition, &pk, skp, r->limit,
-                             !r->reverse, start, &page, err, sizeof(err));
+        rv = store_query_gsi(c->ns->st, t, (uint32_t)gsi, r->index_partition, &q.pk, skp, r->limit,
+                             !r->reverse, q.start, &q.page, err, sizeof(err));
     }
-    if (rv != 0) {
-        request_store_error(c, rv, err);
-        goto out;
-    }
-    if (reads_hide_expired(c, r->hide_expired)) {
-        reads_filter_page(c, &page, clock_wall_now());
-    }
-    reads_reply_page(c, &page);
+    reads_reply_page(c, rv, err, &q.page, r->hide_expired);
 out:
-    store_page_fini(&page);
-    item_free(start);
-    item_value_fini(&pk);
-    item_value_fini(&v1);
-    item_value_fini(&v2);
+    reads_query_state_fini(&q);
 }

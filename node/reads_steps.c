@@ -9,6 +9,23 @@
 #include "../common/ttl.h"
 #include "../rpc/wire.h"
 
+void reads_query_state_init(reads_query_state *q)
+{
+    memset(q, 0, sizeof(*q));
+    item_value_init_null(&q->pk);
+    item_value_init_null(&q->v1);
+    item_value_init_null(&q->v2);
+}
+
+void reads_query_state_fini(reads_query_state *q)
+{
+    store_page_fini(&q->page);
+    item_free(q->start);
+    item_value_fini(&q->pk);
+    item_value_fini(&q->v1);
+    item_value_fini(&q->v2);
+}
+
 int reads_hide_expired(const request_ctx *c, int requested)
 {
     const table_schema *t = &c->table->schema;
@@ -22,7 +39,10 @@ int reads_is_expired(const request_ctx *c, const item *it, clock_wall now)
            ttl_is_expired(due_ms, now);
 }
 
-void reads_filter_page(const request_ctx *c, store_page *page, clock_wall now)
+/* Frees and removes the items of page that ttl_eval finds expired at now
+ * (index entries carry the TTL attribute: docs/replication.md), keeping
+ * the order and last_key. */
+static void filter_page(const request_ctx *c, store_page *page, clock_wall now)
 {
     size_t kept = 0;
     for (size_t i = 0; i < page->n; i++) {
@@ -35,8 +55,15 @@ void reads_filter_page(const request_ctx *c, store_page *page, clock_wall now)
     page->n = kept;
 }
 
-void reads_reply_page(request_ctx *c, const store_page *page)
+void reads_reply_page(request_ctx *c, int rv, const char *err, store_page *page, int hide_requested)
 {
+    if (rv != 0) {
+        request_store_error(c, rv, err);
+        return;
+    }
+    if (reads_hide_expired(c, hide_requested)) {
+        filter_page(c, page, clock_wall_now());
+    }
     Lapse__PageResponse *out = arena_alloc(c->a, sizeof(*out));
     if (out == NULL) {
         goto oom;

@@ -17,18 +17,30 @@
 #include "../partition/store.h"
 #include "request.h"
 
+/* What a Query (reads.c, reads_index.c) holds from its parse to its reply:
+ * the partition key, the sort key condition (sk points into v1 and v2),
+ * the start key and the page read. */
+typedef struct reads_query_state {
+    attr_value pk, v1, v2;
+    store_sk_cond sk;
+    item *start;
+    store_page page;
+} reads_query_state;
+
+void reads_query_state_init(reads_query_state *q);
+void reads_query_state_fini(reads_query_state *q);
+
 /* Whether the call hides expired items: the table's TTL is enabled and the
  * request asks for it (requested) or the table hides them by default. */
 int reads_hide_expired(const request_ctx *c, int requested);
 /* Returns 1 when ttl_eval finds it (an item of the call's table) expired
  * at now. */
 int reads_is_expired(const request_ctx *c, const item *it, clock_wall now);
-/* Frees and removes the items of page that ttl_eval finds expired at now
- * (index entries carry the TTL attribute: docs/replication.md), keeping
- * the order and last_key. */
-void reads_filter_page(const request_ctx *c, store_page *page, clock_wall now);
-/* Builds the PageResponse from a store page (or sets ENOMEM). */
-void reads_reply_page(request_ctx *c, const store_page *page);
+/* Replies to a query or scan with the store's outcome rv: its error (err),
+ * or the PageResponse of page, without the items found expired when
+ * reads_hide_expired(c, hide_requested) (or ENOMEM). */
+void reads_reply_page(request_ctx *c, int rv, const char *err, store_page *page,
+                      int hide_requested);
 /* The query's partition key pb (the request's partition_key) as *pk,
  * required and of pkd's type. 0, or the error set in c->resp. */
 int reads_pk_from_pb(request_ctx *c, const Lapse__AttributeValue *pb, const key_def *pkd,
