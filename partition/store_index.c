@@ -30,12 +30,39 @@ static int check_pk(const key_def *kd, const attr_value *pk, char *err, size_t e
     return 0;
 }
 
+/* One index query's key range: lo and hi its bounds, k its start key. */
+typedef struct index_range {
+    buf lo, hi, k;
+} index_range;
+
+/* Opens an index query: an empty range and page. */
+static void range_open(index_range *r, store_page *out)
+{
+    buf_init(&r->lo);
+    buf_init(&r->hi);
+    buf_init(&r->k);
+    memset(out, 0, sizeof(*out));
+}
+
+/* Ends an index query with outcome rv (returned), naming ENOMEM in err. */
+static int range_close(index_range *r, int rv, char *err, size_t errlen)
+{
+    if (rv == LAPSE_ENOMEM) {
+        errf(rv, err, errlen, "out of memory");
+    }
+    buf_fini(&r->lo);
+    buf_fini(&r->hi);
+    buf_fini(&r->k);
+    return rv;
+}
+
 /* Bounds lo/hi (P on entry) by sk, narrows them by the start key k (when
  * non-empty; it must start with P) and collects the page. */
 static int finish(store *st, const table_schema *t, int cf, const index_def *ix,
-                  const store_sk_cond *sk, buf *k, buf *lo, buf *hi, uint32_t limit, int forward,
+                  const store_sk_cond *sk, index_range *r, uint32_t limit, int forward,
                   store_page *out, char *err, size_t errlen)
 {
+    buf *lo = &r->lo, *hi = &r->hi, *k = &r->k;
     int rv, hi_none = 0;
     char owner[SCHEMA_MAX_NAME + 8];
     snprintf(owner, sizeof(owner), "index %s", ix->name);
@@ -88,12 +115,10 @@ int store_query_lsi(store *st, const table_schema *t, uint32_t lsi, const attr_v
 {
     int rv;
     uint32_t part = 0;
-    buf lo, hi, k, p;
-    buf_init(&lo);
-    buf_init(&hi);
-    buf_init(&k);
+    index_range r;
+    buf p;
     buf_init(&p);
-    memset(out, 0, sizeof(*out));
+    range_open(&r, out);
     if (lsi >= t->nlsi) {
         return errf(LAPSE_EINVAL, err, errlen, "table %s has no LSI number %u", t->name,
                     (unsigned)lsi);
@@ -104,27 +129,22 @@ int store_query_lsi(store *st, const table_schema *t, uint32_t lsi, const attr_v
     }
     /* P = table | part | index id | enc(pk) */
     if ((rv = itemkey_pk_prefix(&p, t, pk, &part)) != 0 ||
-        (rv = buf_append(&lo, p.data, ITEMKEY_PREFIX_BYTES)) != 0 ||
-        (rv = buf_append_u32be(&lo, ix->id)) != 0 ||
-        (rv = buf_append(&lo, p.data + ITEMKEY_PREFIX_BYTES, p.len - ITEMKEY_PREFIX_BYTES)) != 0) {
+        (rv = buf_append(&r.lo, p.data, ITEMKEY_PREFIX_BYTES)) != 0 ||
+        (rv = buf_append_u32be(&r.lo, ix->id)) != 0 ||
+        (rv = buf_append(&r.lo, p.data + ITEMKEY_PREFIX_BYTES, p.len - ITEMKEY_PREFIX_BYTES)) !=
+            0) {
         errf(rv, err, errlen, "cannot encode the partition key (%s)", lapse_strerror(rv));
         goto out;
     }
     if (exclusive_start != NULL &&
-        (rv = lsi_start_key(t, ix, exclusive_start, &k, err, errlen)) != 0) {
+        (rv = lsi_start_key(t, ix, exclusive_start, &r.k, err, errlen)) != 0) {
         goto out;
     }
-    rv = finish(st, t, CF_LSI, ix, sk, &k, &lo, &hi, limit, forward, out, err, errlen);
+    rv = finish(st, t, CF_LSI, ix, sk, &r, limit, forward, out, err, errlen);
     store_settle(st, t, part);
 out:
-    if (rv == LAPSE_ENOMEM) {
-        errf(rv, err, errlen, "out of memory");
-    }
-    buf_fini(&lo);
-    buf_fini(&hi);
-    buf_fini(&k);
     buf_fini(&p);
-    return rv;
+    return range_close(&r, rv, err, errlen);
 }
 
 /* ======================================================================== */
@@ -136,11 +156,8 @@ int store_query_gsi(store *st, const table_schema *t, uint32_t gsi, uint32_t gsi
                     const item *exclusive_start, store_page *out, char *err, size_t errlen)
 {
     int rv;
-    buf lo, hi, k;
-    buf_init(&lo);
-    buf_init(&hi);
-    buf_init(&k);
-    memset(out, 0, sizeof(*out));
+    index_range r;
+    range_open(&r, out);
     if (gsi >= t->ngsi) {
         return errf(LAPSE_EINVAL, err, errlen, "table %s has no GSI number %u", t->name,
                     (unsigned)gsi);
@@ -150,12 +167,12 @@ int store_query_gsi(store *st, const table_schema *t, uint32_t gsi, uint32_t gsi
         goto out;
     }
     /* P = table | index id | gsi part | enc(gsi pk) */
-    if ((rv = itemkey_gsi_prefix(&lo, t->id, g->id, gsi_part)) != 0 ||
-        (rv = keycodec_append(&lo, pk)) != 0) {
+    if ((rv = itemkey_gsi_prefix(&r.lo, t->id, g->id, gsi_part)) != 0 ||
+        (rv = keycodec_append(&r.lo, pk)) != 0) {
         errf(rv, err, errlen, "cannot encode the partition key (%s)", lapse_strerror(rv));
         goto out;
     }
-    uint32_t want = hash_partition_of_bytes(lo.data + 12, lo.len - 12, g->partitions);
+    uint32_t want = hash_partition_of_bytes(r.lo.data + 12, r.lo.len - 12, g->partitions);
     if (want != gsi_part) {
         rv = errf(LAPSE_EINVAL, err, errlen,
                   "the partition key belongs to partition %u of index %s, not %u", (unsigned)want,
@@ -164,7 +181,7 @@ int store_query_gsi(store *st, const table_schema *t, uint32_t gsi, uint32_t gsi
     }
     if (exclusive_start != NULL) {
         uint32_t spart = 0;
-        rv = itemkey_gsi_of(&k, t, g, exclusive_start, &spart);
+        rv = itemkey_gsi_of(&r.k, t, g, exclusive_start, &spart);
         if (rv == LAPSE_ENOTFOUND || rv == LAPSE_EINVAL) {
             rv = errf(LAPSE_EINVAL, err, errlen,
                       "bad exclusive start key: it needs the table's keys and the keys "
@@ -175,13 +192,7 @@ int store_query_gsi(store *st, const table_schema *t, uint32_t gsi, uint32_t gsi
             goto out;
         }
     }
-    rv = finish(st, t, CF_GSI, g, sk, &k, &lo, &hi, limit, forward, out, err, errlen);
+    rv = finish(st, t, CF_GSI, g, sk, &r, limit, forward, out, err, errlen);
 out:
-    if (rv == LAPSE_ENOMEM) {
-        errf(rv, err, errlen, "out of memory");
-    }
-    buf_fini(&lo);
-    buf_fini(&hi);
-    buf_fini(&k);
-    return rv;
+    return range_close(&r, rv, err, errlen);
 }
