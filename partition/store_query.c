@@ -265,6 +265,18 @@ static int start_key(const table_schema *t, const item *start, buf *k, uint32_t 
     return 0;
 }
 
+/* Ends a base query or scan with outcome rv (returned): frees its range
+ * lo..hi, naming ENOMEM in err. */
+static int range_done(int rv, buf *lo, buf *hi, char *err, size_t errlen)
+{
+    if (rv == LAPSE_ENOMEM) {
+        oom(err, errlen);
+    }
+    buf_fini(lo);
+    buf_fini(hi);
+    return rv;
+}
+
 int store_query(store *st, const table_schema *t, const attr_value *pk, const store_sk_cond *sk,
                 uint32_t limit, int forward, const item *exclusive_start, store_page *out,
                 char *err, size_t errlen)
@@ -316,13 +328,8 @@ int store_query(store *st, const table_schema *t, const attr_value *pk, const st
                        errlen);
     store_settle(st, t, part);
 out:
-    if (rv == LAPSE_ENOMEM) {
-        oom(err, errlen);
-    }
-    buf_fini(&lo);
-    buf_fini(&hi);
     buf_fini(&sk_start);
-    return rv;
+    return range_done(rv, &lo, &hi, err, errlen);
 }
 
 int store_scan(store *st, const table_schema *t, uint32_t part, uint32_t limit,
@@ -362,12 +369,7 @@ int store_scan(store *st, const table_schema *t, uint32_t part, uint32_t limit,
         store_collect(st, t, CF_ITEMS, NULL, &lo, hi_none ? NULL : &hi, 1, limit, out, err, errlen);
     store_settle(st, t, part);
 out:
-    if (rv == LAPSE_ENOMEM) {
-        oom(err, errlen);
-    }
-    buf_fini(&lo);
-    buf_fini(&hi);
-    return rv;
+    return range_done(rv, &lo, &hi, err, errlen);
 }
 
 int store_count(store *st, uint32_t table_id, uint32_t part, uint64_t *out, char *err,
