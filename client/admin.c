@@ -50,20 +50,6 @@ static int dump(json_t *doc, char **json_out, lapse_error *err)
     return client_ok(err);
 }
 
-static Lapse__KeyType key_type_pb(char t)
-{
-    switch (t) {
-    case 'S':
-        return LAPSE__KEY_TYPE__KEY_S;
-    case 'N':
-        return LAPSE__KEY_TYPE__KEY_N;
-    case 'B':
-        return LAPSE__KEY_TYPE__KEY_B;
-    default:
-        return LAPSE__KEY_TYPE__KEY_NONE;
-    }
-}
-
 static int has_key(const Lapse__KeyDef *k)
 {
     return k != NULL && k->name != NULL && k->name[0] != '\0' &&
@@ -370,7 +356,7 @@ static int check_key_type(const char *what, const char *name, char t, lapse_erro
     if (name == NULL || name[0] == '\0') {
         return client_err(err, LAPSE_EINVAL, "%s: no attribute name", what);
     }
-    if (key_type_pb(t) == LAPSE__KEY_TYPE__KEY_NONE) {
+    if (indexcfg_key_type(t) == LAPSE__KEY_TYPE__KEY_NONE) {
         return client_err(err, LAPSE_EINVAL, "%s \"%s\": type must be S, N or B", what, name);
     }
     return 0;
@@ -411,11 +397,11 @@ int lapse_create_table_json(lapse_client *c, const lapse_table_def *def, char **
     }
     s.name = (char *)def->name;
     pk.name = (char *)def->partition_key;
-    pk.type = key_type_pb(def->partition_key_type);
+    pk.type = indexcfg_key_type(def->partition_key_type);
     s.partition_key = &pk;
     if (def->sort_key != NULL) {
         sk.name = (char *)def->sort_key;
-        sk.type = key_type_pb(def->sort_key_type);
+        sk.type = indexcfg_key_type(def->sort_key_type);
         s.sort_key = &sk;
     }
     s.partitions = parts;

@@ -14,7 +14,7 @@
 /* CreateTable                                                               */
 /* ------------------------------------------------------------------------ */
 
-static Lapse__KeyType key_type(char t)
+Lapse__KeyType indexcfg_key_type(char t)
 {
     switch (t) {
     case 'S':
@@ -35,7 +35,7 @@ static int key_pb(arena *a, const char *what, const char *name, char type, Lapse
     if (name == NULL || name[0] == '\0') {
         return client_err(err, LAPSE_EINVAL, "%s: no attribute name", what);
     }
-    if (key_type(type) == LAPSE__KEY_TYPE__KEY_NONE) {
+    if (indexcfg_key_type(type) == LAPSE__KEY_TYPE__KEY_NONE) {
         return client_err(err, LAPSE_EINVAL, "%s \"%s\": type must be S, N or B", what, name);
     }
     Lapse__KeyDef *k = arena_alloc(a, sizeof *k);
@@ -44,7 +44,7 @@ static int key_pb(arena *a, const char *what, const char *name, char type, Lapse
     }
     lapse__key_def__init(k);
     k->name = (char *)name; /* borrowed until the request is sent */
-    k->type = key_type(type);
+    k->type = indexcfg_key_type(type);
     *out = k;
     return 0;
 }

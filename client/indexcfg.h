@@ -36,6 +36,9 @@ int indexcfg_to_pb(arena *a, const lapse_table_def *def, Lapse__TableSchema *s, 
  * filled; the caller drops it). */
 int indexcfg_describe(json_t *t, const Lapse__TableMap *tm);
 
+/* The key type of DynamoDB's letter t ('S', 'N', 'B'; KEY_NONE for
+ * another): the reverse of indexcfg_key_type_name. */
+Lapse__KeyType indexcfg_key_type(char t);
 /* DynamoDB's letter of a key type ("S", "N", "B"; "?" for another), as
  * describe-table's AttributeDefinitions and KeySchema say it. */
 const char *indexcfg_key_type_name(Lapse__KeyType t);
