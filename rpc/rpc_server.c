@@ -197,26 +197,18 @@ static void *srv_worker(void *arg)
     }
 }
 
-int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options *opt,
-                    rpc_handler handler, void *arg, char *err, size_t errlen)
-{
-    int rv;
-    int code;
-    nng_listener l;
+/* rpc_server_open's phases. Each returns 0 or a LAPSE_* code with err
+ * set; after a failed phase the caller closes s (rpc_server_close frees
+ * what a phase made, by its flags). */
 
-    *out = NULL;
-    rpc_server *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        set_err(err, errlen, "out of memory");
-        return LAPSE_ENOMEM;
-    }
-    s->handler = handler;
-    s->arg = arg;
+/* The options into s, and how many workers to start. */
+static int take_options(rpc_server *s, const rpc_server_options *opt, int *workers, char *err,
+                        size_t errlen)
+{
     s->nctx = (opt != NULL && opt->contexts > 0) ? opt->contexts : DEFAULT_CONTEXTS;
-    int want_workers = (opt != NULL && opt->workers > 0) ? opt->workers : DEFAULT_WORKERS;
+    int want = (opt != NULL && opt->workers > 0) ? opt->workers : DEFAULT_WORKERS;
     if (opt != NULL && opt->nurgent > 0) {
         if (opt->nurgent > RPC_MAX_URGENT_CALLS || opt->urgent_calls == NULL) {
-            free(s);
             set_err(err, errlen, "at most %d urgent calls", RPC_MAX_URGENT_CALLS);
             return LAPSE_EINVAL;
         }
@@ -229,11 +221,16 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
         s->batchable = opt->batchable;
         s->serve_many = opt->serve_many;
     }
-    want_workers += s->nurgent_workers;
+    *workers = want + s->nurgent_workers;
     s->wargs[0] = (srv_worker_arg){s, 0};
     s->wargs[1] = (srv_worker_arg){s, 1};
+    return 0;
+}
+
+/* The lock and conditions of the work queues; sync_init says they exist. */
+static int init_sync(rpc_server *s, char *err, size_t errlen)
+{
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
-        free(s);
         set_err(err, errlen, "pthread_mutex_init failed");
         return LAPSE_ENOMEM;
     }
@@ -243,29 +240,30 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
             pthread_cond_destroy(&s->cv);
         }
         pthread_mutex_destroy(&s->mu);
-        free(s);
         set_err(err, errlen, "pthread_cond_init failed");
         return LAPSE_ENOMEM;
     }
     s->sync_init = 1;
+    return 0;
+}
 
+/* The rep0 socket, its contexts and the worker threads. */
+static int open_socket(rpc_server *s, int workers, char *err, size_t errlen)
+{
+    int rv;
     if ((rv = nng_rep0_open(&s->sock)) != 0) {
-        code = from_nng(rv);
         set_err(err, errlen, "nng_rep0_open: %s", nng_strerror(rv));
-        goto fail;
+        return from_nng(rv);
     }
     s->sock_open = 1;
     if ((rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES)) != 0) {
-        code = from_nng(rv);
         set_err(err, errlen, "set recv-size-max: %s", nng_strerror(rv));
-        goto fail;
+        return from_nng(rv);
     }
-
-    code = LAPSE_ENOMEM;
     if ((s->ctxs = calloc((size_t)s->nctx, sizeof *s->ctxs)) == NULL ||
-        (s->workers = calloc((size_t)want_workers, sizeof *s->workers)) == NULL) {
+        (s->workers = calloc((size_t)workers, sizeof *s->workers)) == NULL) {
         set_err(err, errlen, "out of memory");
-        goto fail;
+        return LAPSE_ENOMEM;
     }
     for (int i = 0; i < s->nctx; i++) {
         srv_ctx *c = &s->ctxs[i];
@@ -273,50 +271,74 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
         c->state = SRV_INIT;
         if ((rv = nng_aio_alloc(&c->aio, srv_ctx_cb, c)) != 0 ||
             (rv = nng_ctx_open(&c->ctx, s->sock)) != 0) {
-            code = from_nng(rv);
             set_err(err, errlen, "nng context: %s", nng_strerror(rv));
-            goto fail;
+            return from_nng(rv);
         }
         c->ctx_open = 1;
     }
-    for (int i = 0; i < want_workers; i++) {
+    for (int i = 0; i < workers; i++) {
         srv_worker_arg *wa = &s->wargs[i < s->nurgent_workers];
         if (pthread_create(&s->workers[i], NULL, srv_worker, wa) != 0) {
             set_err(err, errlen, "pthread_create failed");
-            goto fail;
+            return LAPSE_ENOMEM;
         }
         s->nworkers++;
     }
+    return 0;
+}
 
-    if ((rv = nng_listener_create(&l, s->sock, url)) != 0) {
-        code = (rv == NNG_ENOMEM) ? LAPSE_ENOMEM : LAPSE_EINVAL;
+/* A listener on url, started. */
+static int start_listening(rpc_server *s, const char *url, char *err, size_t errlen)
+{
+    nng_listener l;
+    int rv = nng_listener_create(&l, s->sock, url);
+    if (rv != 0) {
         set_err(err, errlen, "bad listen address %s: %s", url, nng_strerror(rv));
-        goto fail;
+        return rv == NNG_ENOMEM ? LAPSE_ENOMEM : LAPSE_EINVAL;
     }
     (void)nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES);
     if ((rv = nng_listener_start(l, 0)) != 0) {
         if (rv == NNG_EADDRINUSE) {
-            code = LAPSE_EUNAVAILABLE;
             set_err(err, errlen, "address in use: %s", url);
-        } else {
-            code = from_nng(rv);
-            if (code == LAPSE_ETIMEDOUT) {
-                code = LAPSE_EUNAVAILABLE;
-            }
-            set_err(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
+            return LAPSE_EUNAVAILABLE;
         }
-        goto fail;
+        set_err(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
+        int code = from_nng(rv);
+        return code == LAPSE_ETIMEDOUT ? LAPSE_EUNAVAILABLE : code;
     }
+    return 0;
+}
 
+int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options *opt,
+                    rpc_handler handler, void *arg, char *err, size_t errlen)
+{
+    *out = NULL;
+    rpc_server *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    s->handler = handler;
+    s->arg = arg;
+    int workers = 0;
+    int code = take_options(s, opt, &workers, err, errlen);
+    if (code == 0) {
+        code = init_sync(s, err, errlen);
+    }
+    if (code != 0) {
+        free(s); /* nothing made yet that rpc_server_close would free */
+        return code;
+    }
+    if ((code = open_socket(s, workers, err, errlen)) != 0 ||
+        (code = start_listening(s, url, err, errlen)) != 0) {
+        rpc_server_close(s);
+        return code;
+    }
     for (int i = 0; i < s->nctx; i++) {
         srv_ctx_cb(&s->ctxs[i]); /* SRV_INIT: post the first receive */
     }
     *out = s;
     return 0;
-
-fail:
-    rpc_server_close(s);
-    return code;
 }
 
 void rpc_server_counts(rpc_server *s, rpc_server_count *out)
