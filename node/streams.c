@@ -178,18 +178,13 @@ int streams_shard_gap(node_server *ns, const table_schema *t, uint32_t shard, ui
     return 0;
 }
 
-void streams_get_records(request_ctx *c)
+/* streams_get_records' checks: the reader's generation, the shard, this
+ * node's copy of it and whether that copy is whole. 0, or the error set
+ * in c->resp. */
+static int check_read(request_ctx *c, const Lapse__GetStreamRecordsRequest *r,
+                      const table_schema *t)
 {
-    const Lapse__GetStreamRecordsRequest *r = c->req->get_stream_records;
     node_server *ns = c->ns;
-    change_list l;
-    change_list_init(&l);
-    char err[512] = "";
-    int rv;
-    if (request_need_body(c, r) != 0 || request_find_table(c, r->table) != 0) {
-        goto out;
-    }
-    const table_schema *t = &c->table->schema;
     if (r->pin_generation && (t->stream.generation > r->generation ||
                               (t->stream.generation == r->generation && !t->stream.enabled))) {
         /* The reader's stream was turned off: never another's records. */
@@ -197,35 +192,34 @@ void streams_get_records(request_ctx *c)
                       "stream generation %u of table \"%s\" was turned off (the table's is %u, %s)",
                       r->generation, t->name, t->stream.generation,
                       t->stream.enabled ? "on" : "off");
-        goto out;
+        return -1;
     }
     if (r->pin_generation && t->stream.generation < r->generation) {
         rpc_set_error(c->resp, c->a, LAPSE_EUNAVAILABLE,
                       "this node's map has stream generation %u of table \"%s\", not yet %u",
                       t->stream.generation, t->name, r->generation);
-        goto out;
+        return -1;
     }
     if (!t->stream.enabled) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL, "table \"%s\" has no stream", t->name);
-        goto out;
+        return -1;
     }
     if (r->shard >= t->partitions) {
         rpc_set_error(c->resp, c->a, LAPSE_EINVAL,
                       "shard %u is out of range: table \"%s\" has %u shards", r->shard, t->name,
                       t->partitions);
-        goto out;
+        return -1;
     }
     if (pmap_replicas_index(pmap_stream_shard(c->table, r->shard), ns->id) < 0) {
         rpc_set_error(c->resp, c->a, LAPSE_EWRONGNODE,
                       "stream shard %u of table %s is hosted by node %u, not this one", r->shard,
                       t->name, pmap_stream_host(c->table, r->shard));
-        goto out;
+        return -1;
     }
     /* A copy missing records its source trimmed (apply.h) answers no read
      * until it is filled from another copy (streams_fill.c): the client
      * goes to another copy. */
     uint64_t gap = 0;
-    const uint64_t gen_base = schema_stream_base(&t->stream);
     char merr[256] = "";
     int grv = r->raw ? apply_stream_gap(ns->st, t->id, r->shard, &gap, merr, sizeof(merr))
                      : streams_shard_gap(ns, t, r->shard, &gap, merr, sizeof(merr));
@@ -238,8 +232,59 @@ void streams_get_records(request_ctx *c)
                       "this node's copy of stream shard %u of table %s %s: another copy answers",
                       r->shard, t->name,
                       merr[0] ? merr : "misses records trimmed before it applied them");
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads up to limit records after after into l; a long poll (wait_ms)
+ * waits for one until until. 0, or the error set in c->resp. */
+static int read_records(request_ctx *c, const Lapse__GetStreamRecordsRequest *r,
+                        const table_schema *t, uint64_t after, size_t limit, int64_t until,
+                        change_list *l)
+{
+    node_server *ns = c->ns;
+    char err[512] = "";
+    int rv;
+    for (;;) {
+        uint64_t gen = current_gen(ns->streams); /* before the read: invariant 1 */
+        if ((rv = stream_read(ns->st, t->id, r->shard, after, limit, STREAMS_MAX_BYTES, l, err,
+                              sizeof(err))) != 0) {
+            request_store_error(c, rv, err);
+            return -1;
+        }
+        if (l->n > 0 || r->wait_ms == 0 || r->raw || clock_mono_now().ms >= until) {
+            break;
+        }
+        /* Nothing to read while the shard went past after_sequence: the
+         * records were trimmed (or one arrived just now). Answer at once. */
+        uint64_t last = 0;
+        if ((rv = stream_last_seq(ns->st, t->id, r->shard, &last, err, sizeof(err))) != 0) {
+            request_store_error(c, rv, err);
+            return -1;
+        }
+        if (last > after || wait_arrival(ns->streams, gen, until) != 0) {
+            break;
+        }
+    }
+    return 0;
+}
+
+void streams_get_records(request_ctx *c)
+{
+    const Lapse__GetStreamRecordsRequest *r = c->req->get_stream_records;
+    change_list l;
+    change_list_init(&l);
+    char err[512] = "";
+    int rv;
+    if (request_need_body(c, r) != 0 || request_find_table(c, r->table) != 0) {
         goto out;
     }
+    const table_schema *t = &c->table->schema;
+    if (check_read(c, r, t) != 0) {
+        goto out;
+    }
+    const uint64_t gen_base = schema_stream_base(&t->stream);
     size_t limit =
         r->limit == 0 || r->limit > STREAMS_DEFAULT_LIMIT ? STREAMS_DEFAULT_LIMIT : r->limit;
     /* A long poll waits at most wait_ms, and answers before the deadline. */
@@ -253,26 +298,8 @@ void streams_get_records(request_ctx *c)
     const uint64_t after = !r->raw && gen_base > 0 && r->after_sequence < gen_base - 1
                                ? gen_base - 1
                                : r->after_sequence;
-    for (;;) {
-        uint64_t gen = current_gen(ns->streams); /* before the read: invariant 1 */
-        if ((rv = stream_read(ns->st, t->id, r->shard, after, limit, STREAMS_MAX_BYTES, &l, err,
-                              sizeof(err))) != 0) {
-            request_store_error(c, rv, err);
-            goto out;
-        }
-        if (l.n > 0 || r->wait_ms == 0 || r->raw || clock_mono_now().ms >= until) {
-            break;
-        }
-        /* Nothing to read while the shard went past after_sequence: the
-         * records were trimmed (or one arrived just now). Answer at once. */
-        uint64_t last = 0;
-        if ((rv = stream_last_seq(ns->st, t->id, r->shard, &last, err, sizeof(err))) != 0) {
-            request_store_error(c, rv, err);
-            goto out;
-        }
-        if (last > after || wait_arrival(ns->streams, gen, until) != 0) {
-            break;
-        }
+    if (read_records(c, r, t, after, limit, until, &l) != 0) {
+        goto out;
     }
     Lapse__GetStreamRecordsResponse *out = arena_alloc(c->a, sizeof(*out));
     if (out == NULL) {
