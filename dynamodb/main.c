@@ -77,10 +77,10 @@ static void pause_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-int main(int argc, char **argv)
+/* Reads the flags into g. 0 to go on, 1 when --help was answered, 2 on a
+ * bad flag (said on stderr). */
+static int parse_flags(int argc, char **argv, gateway *g)
 {
-    gateway g = {
-        .listen = "127.0.0.1:8000", .region = "us-east-1", .timeout_ms = 5000, .workers = 32};
     static const struct option longopts[] = {{"listen", required_argument, NULL, 'l'},
                                              {"coordinator", required_argument, NULL, 'c'},
                                              {"region", required_argument, NULL, 'r'},
@@ -93,32 +93,32 @@ int main(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
         switch (opt) {
         case 'l':
-            g.listen = optarg;
+            g->listen = optarg;
             break;
         case 'c':
-            g.coordinator = optarg;
+            g->coordinator = optarg;
             break;
         case 'r':
-            g.region = optarg;
+            g->region = optarg;
             break;
         case 't':
-            if (parse_int(optarg, 1, 3600000, &g.timeout_ms) != 0) {
+            if (parse_int(optarg, 1, 3600000, &g->timeout_ms) != 0) {
                 fprintf(stderr, "lapse-dynamodb: bad --timeout-ms %s\n", optarg);
                 return 2;
             }
             break;
         case 'w':
-            if (parse_int(optarg, 1, 256, &g.workers) != 0) {
+            if (parse_int(optarg, 1, 256, &g->workers) != 0) {
                 fprintf(stderr, "lapse-dynamodb: bad --workers %s (1 to 256)\n", optarg);
                 return 2;
             }
             break;
         case 'k':
-            g.credentials = optarg;
+            g->credentials = optarg;
             break;
         case 'h':
             usage(stdout);
-            return 0;
+            return 1;
         default:
             fprintf(stderr, "lapse-dynamodb: bad or incomplete flag %s\n", argv[optind - 1]);
             usage(stderr);
@@ -129,6 +129,63 @@ int main(int argc, char **argv)
         fprintf(stderr, "lapse-dynamodb: unexpected argument %s\n", argv[optind]);
         return 2;
     }
+    return 0;
+}
+
+/* Connects g->c, retrying twice a second until a coordinator answers (the
+ * cluster may still be starting) or a stop signal comes (then g->c stays
+ * NULL). The signals in waitset are taken only while it sleeps. */
+static void connect_cluster(gateway *g, const sigset_t *waitset)
+{
+    lapse_connect_options co = {.timeout_ms = g->timeout_ms};
+    for (int tries = 0; !g_stop; tries++) {
+        lapse_error err;
+        if (lapse_connect_opts(&g->c, g->coordinator, &co, &err) == 0) {
+            return;
+        }
+        if (tries % 20 == 0) {
+            log_warn("cannot reach the cluster yet (%s); retrying", err.message);
+        }
+        sigset_t old;
+        pthread_sigmask(SIG_SETMASK, waitset, &old);
+        pause_ms(500);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+}
+
+/* Serves DynamoDB's API on g->listen. 0, or 1 with the reason logged. */
+static int serve(gateway *g)
+{
+    g->api = (ddb_api){.c = g->c, .region = g->region, .creds = g->creds};
+    http_service_options ho = {.path = "/",
+                               .max_body = DDB_API_MAX_BODY,
+                               .workers = g->workers,
+                               .reject_body = ddb_api_reject_body,
+                               .quick = ddb_api_quick};
+    char err[512];
+    if (http_service_open(&g->http, g->listen, &ho, ddb_api_serve, &g->api, err, sizeof err) != 0) {
+        log_error("cannot serve: %s", err);
+        fprintf(stderr, "lapse-dynamodb: %s\n", err);
+        return 1;
+    }
+    if (g->creds != NULL) {
+        log_info("serving DynamoDB's API on http://%s, verifying SigV4 signatures (%zu access "
+                 "keys from %s)",
+                 g->listen, ddb_credentials_count(g->creds), g->credentials);
+    } else {
+        log_info("serving DynamoDB's API on http://%s (signatures not verified)", g->listen);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    gateway g = {
+        .listen = "127.0.0.1:8000", .region = "us-east-1", .timeout_ms = 5000, .workers = 32};
+    int rv = parse_flags(argc, argv, &g);
+    if (rv != 0) {
+        return rv == 1 ? 0 : 2;
+    }
     log_init("dynamodb", LOG_INFO);
     if (g.credentials != NULL) {
         char cerr[512];
@@ -137,54 +194,20 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-
     /* Before any thread starts, so every thread inherits the mask and only
      * sigsuspend below takes them (nanosleep in the connect loop runs with
      * them unblocked). */
     sigset_t waitset;
     stopsig_block(on_signal, &waitset);
-
-    /* The cluster may still be starting: retry, twice a second, until a
-     * coordinator answers or a stop signal comes. */
-    lapse_connect_options co = {.timeout_ms = g.timeout_ms};
-    for (int tries = 0; !g_stop; tries++) {
-        lapse_error err;
-        if (lapse_connect_opts(&g.c, g.coordinator, &co, &err) == 0) {
-            break;
-        }
-        if (tries % 20 == 0) {
-            log_warn("cannot reach the cluster yet (%s); retrying", err.message);
-        }
-        sigset_t old;
-        pthread_sigmask(SIG_SETMASK, &waitset, &old);
-        pause_ms(500);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-    }
+    connect_cluster(&g, &waitset);
     if (g.c == NULL) {
         ddb_credentials_free(g.creds);
         return 0; /* stopped before the cluster answered */
     }
-
-    g.api = (ddb_api){.c = g.c, .region = g.region, .creds = g.creds};
-    http_service_options ho = {.path = "/",
-                               .max_body = DDB_API_MAX_BODY,
-                               .workers = g.workers,
-                               .reject_body = ddb_api_reject_body,
-                               .quick = ddb_api_quick};
-    char err[512];
-    if (http_service_open(&g.http, g.listen, &ho, ddb_api_serve, &g.api, err, sizeof err) != 0) {
-        log_error("cannot serve: %s", err);
-        fprintf(stderr, "lapse-dynamodb: %s\n", err);
+    if (serve(&g) != 0) {
         lapse_close(g.c);
         ddb_credentials_free(g.creds);
         return 1;
-    }
-    if (g.creds != NULL) {
-        log_info("serving DynamoDB's API on http://%s, verifying SigV4 signatures (%zu access "
-                 "keys from %s)",
-                 g.listen, ddb_credentials_count(g.creds), g.credentials);
-    } else {
-        log_info("serving DynamoDB's API on http://%s (signatures not verified)", g.listen);
     }
     while (!g_stop) {
         sigsuspend(&waitset);
