@@ -43,6 +43,45 @@ static Lapse__Attribute **attrs_to_pb(arena *a, const attr *attrs, size_t n, int
     return arr;
 }
 
+/* A list or set v into pb (value_to_pb). */
+static Lapse__AttributeValue *list_to_pb(arena *a, const attr_value *v, int depth,
+                                         Lapse__AttributeValue *pb)
+{
+    Lapse__ListValue *l = arena_alloc(a, sizeof *l);
+    size_t n = v->u.list.n;
+    if (l == NULL) {
+        return NULL;
+    }
+    lapse__list_value__init(l);
+    if ((l->values = arena_alloc(a, (n > 0 ? n : 1) * sizeof *l->values)) == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((l->values[i] = value_to_pb(a, &v->u.list.v[i], depth + 1)) == NULL) {
+            return NULL;
+        }
+    }
+    l->n_values = n;
+    switch (v->type) {
+    case ATTR_SS:
+        pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_SS;
+        pb->ss = l;
+        break;
+    case ATTR_NS:
+        pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_NS;
+        pb->ns = l;
+        break;
+    case ATTR_BS:
+        pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_BS;
+        pb->bs = l;
+        break;
+    default:
+        pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_L;
+        pb->l = l;
+    }
+    return pb;
+}
+
 /* depth: as in item.c, 1 for a top-level value. Deeper trees than
  * ITEM_MAX_DEPTH cannot be built through item.h's checks on input, but a
  * guard keeps the recursion bounded whatever the caller built. */
@@ -88,41 +127,8 @@ static Lapse__AttributeValue *value_to_pb(arena *a, const attr_value *v, int dep
     case ATTR_L:
     case ATTR_SS:
     case ATTR_NS:
-    case ATTR_BS: {
-        Lapse__ListValue *l = arena_alloc(a, sizeof *l);
-        size_t n = v->u.list.n;
-        if (l == NULL) {
-            return NULL;
-        }
-        lapse__list_value__init(l);
-        if ((l->values = arena_alloc(a, (n > 0 ? n : 1) * sizeof *l->values)) == NULL) {
-            return NULL;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if ((l->values[i] = value_to_pb(a, &v->u.list.v[i], depth + 1)) == NULL) {
-                return NULL;
-            }
-        }
-        l->n_values = n;
-        switch (v->type) {
-        case ATTR_SS:
-            pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_SS;
-            pb->ss = l;
-            break;
-        case ATTR_NS:
-            pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_NS;
-            pb->ns = l;
-            break;
-        case ATTR_BS:
-            pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_BS;
-            pb->bs = l;
-            break;
-        default:
-            pb->value_case = LAPSE__ATTRIBUTE_VALUE__VALUE_L;
-            pb->l = l;
-        }
-        return pb;
-    }
+    case ATTR_BS:
+        return list_to_pb(a, v, depth, pb);
     case ATTR_M: {
         Lapse__MapValue *m = arena_alloc(a, sizeof *m);
         if (m == NULL) {
@@ -323,6 +329,61 @@ static const Lapse__ListValue *list_of(const Lapse__AttributeValue *pb, attr_typ
     }
 }
 
+/* A list or set (value_from_pb): its elements, of the set's type, and a
+ * set without duplicates. */
+static int list_from_pb(const Lapse__AttributeValue *pb, attr_value *out, int depth, char *err,
+                        size_t errlen)
+{
+    int rv;
+    attr_type t;
+    const Lapse__ListValue *l = list_of(pb, &t);
+    const attr_type elem = item_set_elem_type(t);
+    size_t n = l != NULL ? l->n_values : 0;
+    attr_value *arr = NULL;
+    if (n > 0) {
+        if (l->values == NULL || n > SIZE_MAX / sizeof(attr_value) / 2) {
+            set_err(err, errlen, "bad list");
+            return LAPSE_EINVAL;
+        }
+        if ((arr = calloc(array_cap(n), sizeof *arr)) == NULL) {
+            set_err(err, errlen, "out of memory");
+            return LAPSE_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        rv = LAPSE_EINVAL;
+        if (l->values[i] == NULL) {
+            set_err(err, errlen, "null list element");
+        } else if ((rv = value_from_pb(l->values[i], &arr[i], depth + 1, err, errlen)) == 0 &&
+                   elem != 0 && arr[i].type != elem) {
+            set_err(err, errlen, "a %s element of type %s", item_type_name(t),
+                    item_type_name(arr[i].type));
+            item_value_fini(&arr[i]);
+            rv = LAPSE_EINVAL;
+        }
+        if (rv != 0) {
+            for (size_t j = 0; j < i; j++) {
+                item_value_fini(&arr[j]);
+            }
+            free(arr);
+            return rv;
+        }
+    }
+    out->type = t;
+    out->u.list.v = arr;
+    out->u.list.n = n;
+    if (elem != 0 && (rv = item_value_set_check(out, NULL)) != 0) {
+        item_value_fini(out);
+        set_err(err, errlen,
+                rv == LAPSE_ENOMEM ? "out of memory"
+                : n == 0           ? "an empty %s"
+                                   : "a %s with duplicates",
+                item_type_name(t));
+        return rv;
+    }
+    return 0;
+}
+
 /* depth: the nesting level of this value, 1 for a top-level attribute (the
  * same count as item.c and the JSON parser). */
 static int value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, int depth, char *err,
@@ -373,55 +434,8 @@ static int value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, int d
     case LAPSE__ATTRIBUTE_VALUE__VALUE_L:
     case LAPSE__ATTRIBUTE_VALUE__VALUE_SS:
     case LAPSE__ATTRIBUTE_VALUE__VALUE_NS:
-    case LAPSE__ATTRIBUTE_VALUE__VALUE_BS: {
-        attr_type t;
-        const Lapse__ListValue *l = list_of(pb, &t);
-        const attr_type elem = item_set_elem_type(t);
-        size_t n = l != NULL ? l->n_values : 0;
-        attr_value *arr = NULL;
-        if (n > 0) {
-            if (l->values == NULL || n > SIZE_MAX / sizeof(attr_value) / 2) {
-                set_err(err, errlen, "bad list");
-                return LAPSE_EINVAL;
-            }
-            if ((arr = calloc(array_cap(n), sizeof *arr)) == NULL) {
-                set_err(err, errlen, "out of memory");
-                return LAPSE_ENOMEM;
-            }
-        }
-        for (size_t i = 0; i < n; i++) {
-            rv = LAPSE_EINVAL;
-            if (l->values[i] == NULL) {
-                set_err(err, errlen, "null list element");
-            } else if ((rv = value_from_pb(l->values[i], &arr[i], depth + 1, err, errlen)) == 0 &&
-                       elem != 0 && arr[i].type != elem) {
-                set_err(err, errlen, "a %s element of type %s", item_type_name(t),
-                        item_type_name(arr[i].type));
-                item_value_fini(&arr[i]);
-                rv = LAPSE_EINVAL;
-            }
-            if (rv != 0) {
-                for (size_t j = 0; j < i; j++) {
-                    item_value_fini(&arr[j]);
-                }
-                free(arr);
-                return rv;
-            }
-        }
-        out->type = t;
-        out->u.list.v = arr;
-        out->u.list.n = n;
-        if (elem != 0 && (rv = item_value_set_check(out, NULL)) != 0) {
-            item_value_fini(out);
-            set_err(err, errlen,
-                    rv == LAPSE_ENOMEM ? "out of memory"
-                    : n == 0           ? "an empty %s"
-                                       : "a %s with duplicates",
-                    item_type_name(t));
-            return rv;
-        }
-        return 0;
-    }
+    case LAPSE__ATTRIBUTE_VALUE__VALUE_BS:
+        return list_from_pb(pb, out, depth, err, errlen);
     case LAPSE__ATTRIBUTE_VALUE__VALUE_M: {
         attr *arr = NULL;
         size_t n = pb->m != NULL ? pb->m->n_attrs : 0;
