@@ -153,3 +153,77 @@ void buf_put_u64be(uint8_t *p, uint64_t v)
     buf_put_u32be(p, (uint32_t)(v >> 32));
     buf_put_u32be(p + 4, (uint32_t)v);
 }
+
+int buf_append_varint(buf *b, uint64_t v)
+{
+    uint8_t tmp[10];
+    size_t k = 0;
+    while (v >= 0x80) {
+        tmp[k++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    tmp[k++] = (uint8_t)v;
+    return buf_append(b, tmp, k);
+}
+
+/* ------------------------------------------------------------------------
+ * Bounded reader
+ * ---------------------------------------------------------------------- */
+
+void buf_reader_init(buf_reader *r, const void *data, size_t len)
+{
+    r->p = data;
+    r->end = r->p + len;
+}
+
+int buf_read_varint(buf_reader *r, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end) {
+            return LAPSE_ECORRUPT;
+        }
+        uint8_t b = *r->p++;
+        if (shift == 63 && (b & 0x7e) != 0) {
+            return LAPSE_ECORRUPT; /* overflows 64 bits */
+        }
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if ((b & 0x80) == 0) {
+            *out = v;
+            return 0;
+        }
+    }
+    return LAPSE_ECORRUPT;
+}
+
+int buf_read_count(buf_reader *r, size_t unit_min, size_t *out)
+{
+    uint64_t v;
+    if (buf_read_varint(r, &v) != 0) {
+        return LAPSE_ECORRUPT;
+    }
+    if (unit_min > 0 && v > (uint64_t)(r->end - r->p) / unit_min) {
+        return LAPSE_ECORRUPT;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+int buf_read_bytes(buf_reader *r, size_t n, const uint8_t **out)
+{
+    if (n > (size_t)(r->end - r->p)) {
+        return LAPSE_ECORRUPT;
+    }
+    *out = r->p;
+    r->p += n;
+    return 0;
+}
+
+int buf_read_byte(buf_reader *r, uint8_t *out)
+{
+    if (r->p >= r->end) {
+        return LAPSE_ECORRUPT;
+    }
+    *out = *r->p++;
+    return 0;
+}

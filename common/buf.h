@@ -34,6 +34,9 @@ int buf_append_byte(buf *b, uint8_t c);
 int buf_append_str(buf *b, const char *s);
 int buf_append_u32be(buf *b, uint32_t v);
 int buf_append_u64be(buf *b, uint64_t v);
+/* Appends v as a little-endian base-128 varint (7 bits a byte, the high bit
+ * set on every byte but the last; 1 to 10 bytes, docs/key-encoding.md). */
+int buf_append_varint(buf *b, uint64_t v);
 /* printf-style append; returns 0 or LAPSE_ENOMEM. */
 int buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Moves the storage out: returns data (caller frees with free()), b becomes
@@ -46,5 +49,26 @@ uint32_t buf_get_u32be(const uint8_t *p);
 uint64_t buf_get_u64be(const uint8_t *p);
 void buf_put_u32be(uint8_t *p, uint32_t v);
 void buf_put_u64be(uint8_t *p, uint64_t v);
+
+/* A bounded reader over untrusted bytes (from disk or a peer): every read
+ * checks what is left first, so no input makes a decoder read outside
+ * [p, end). Each read returns 0, or LAPSE_ECORRUPT with p unspecified
+ * (the decoder gives up). Borrows the bytes. */
+typedef struct buf_reader {
+    const uint8_t *p;
+    const uint8_t *end;
+} buf_reader;
+
+void buf_reader_init(buf_reader *r, const void *data, size_t len);
+/* Reads a varint as buf_append_varint writes it; one past 64 bits is
+ * corrupt. */
+int buf_read_varint(buf_reader *r, uint64_t *out);
+/* Reads a varint length or count that must fit in the rest of the input,
+ * given that each unit takes at least unit_min bytes (0: no bound). */
+int buf_read_count(buf_reader *r, size_t unit_min, size_t *out);
+/* Points *out at the next n bytes (borrowed) and skips them. */
+int buf_read_bytes(buf_reader *r, size_t n, const uint8_t **out);
+/* Reads one byte. */
+int buf_read_byte(buf_reader *r, uint8_t *out);
 
 #endif

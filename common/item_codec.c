@@ -16,23 +16,11 @@
  * Binary encoding
  * ---------------------------------------------------------------------- */
 
-static int put_varint(buf *out, uint64_t v)
-{
-    uint8_t tmp[10];
-    size_t k = 0;
-    while (v >= 0x80) {
-        tmp[k++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    tmp[k++] = (uint8_t)v;
-    return buf_append(out, tmp, k);
-}
-
 static int put_name(buf *out, const char *name)
 {
     size_t n = strlen(name);
     int rv;
-    if ((rv = put_varint(out, n)) != 0) {
+    if ((rv = buf_append_varint(out, n)) != 0) {
         return rv;
     }
     return buf_append(out, name, n);
@@ -48,7 +36,7 @@ static int encode_value(buf *out, const attr_value *v)
     case ATTR_S:
     case ATTR_N:
     case ATTR_B:
-        if ((rv = put_varint(out, v->u.bytes.len)) != 0) {
+        if ((rv = buf_append_varint(out, v->u.bytes.len)) != 0) {
             return rv;
         }
         return buf_append(out, v->u.bytes.ptr, v->u.bytes.len);
@@ -60,7 +48,7 @@ static int encode_value(buf *out, const attr_value *v)
     case ATTR_SS: /* a set: as a list of its elements, each with its type */
     case ATTR_NS:
     case ATTR_BS:
-        if ((rv = put_varint(out, v->u.list.n)) != 0) {
+        if ((rv = buf_append_varint(out, v->u.list.n)) != 0) {
             return rv;
         }
         for (size_t i = 0; i < v->u.list.n; i++) {
@@ -70,7 +58,7 @@ static int encode_value(buf *out, const attr_value *v)
         }
         return 0;
     case ATTR_M:
-        if ((rv = put_varint(out, v->u.map.n)) != 0) {
+        if ((rv = buf_append_varint(out, v->u.map.n)) != 0) {
             return rv;
         }
         for (size_t i = 0; i < v->u.map.n; i++) {
@@ -88,7 +76,8 @@ int item_encode(const item *it, buf *out)
 {
     size_t start = out->len;
     int rv;
-    if ((rv = buf_append_byte(out, ITEM_FORMAT_V1)) != 0 || (rv = put_varint(out, it->n)) != 0) {
+    if ((rv = buf_append_byte(out, ITEM_FORMAT_V1)) != 0 ||
+        (rv = buf_append_varint(out, it->n)) != 0) {
         goto fail;
     }
     for (size_t i = 0; i < it->n; i++) {
@@ -106,52 +95,10 @@ fail:
     return rv;
 }
 
-/* A bounded reader: every get checks the remaining length first, so no input
- * can make the decoder read outside [p, end). */
-typedef struct reader {
-    const uint8_t *p;
-    const uint8_t *end;
-} reader;
-
-static int get_varint(reader *r, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end) {
-            return LAPSE_ECORRUPT;
-        }
-        uint8_t b = *r->p++;
-        if (shift == 63 && (b & 0x7e) != 0) {
-            return LAPSE_ECORRUPT; /* overflows 64 bits */
-        }
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if ((b & 0x80) == 0) {
-            *out = v;
-            return 0;
-        }
-    }
-    return LAPSE_ECORRUPT;
-}
-
-/* Reads a length or count that must fit in the rest of the input, given that
- * each unit takes at least unit_min bytes. */
-static int get_count(reader *r, size_t unit_min, size_t *out)
-{
-    uint64_t v;
-    if (get_varint(r, &v) != 0) {
-        return LAPSE_ECORRUPT;
-    }
-    if (unit_min > 0 && v > (uint64_t)(r->end - r->p) / unit_min) {
-        return LAPSE_ECORRUPT;
-    }
-    *out = (size_t)v;
-    return 0;
-}
-
-static int get_name(reader *r, char **out)
+static int get_name(buf_reader *r, char **out)
 {
     size_t n;
-    if (get_count(r, 1, &n) != 0 || n == 0 || n > ITEM_MAX_NAME_BYTES) {
+    if (buf_read_count(r, 1, &n) != 0 || n == 0 || n > ITEM_MAX_NAME_BYTES) {
         return LAPSE_ECORRUPT;
     }
     if (memchr(r->p, 0, n) != NULL) {
@@ -203,10 +150,10 @@ static int has_duplicates(const attr *arr, size_t n)
     return dup;
 }
 
-static int decode_value(reader *r, int depth, attr_value *out);
+static int decode_value(buf_reader *r, int depth, attr_value *out);
 
 /* Decodes count (name, value) pairs into a fresh array of item_cap_for(count). */
-static int decode_attrs(reader *r, int depth, size_t count, attr **out_arr)
+static int decode_attrs(buf_reader *r, int depth, size_t count, attr **out_arr)
 {
     /* every pair takes at least 3 bytes: name length, name, type */
     if (count > (size_t)(r->end - r->p) / 3) {
@@ -247,7 +194,7 @@ fail:
 }
 
 /* depth: the nesting level of this value, 1 for a top-level attribute. */
-static int decode_value(reader *r, int depth, attr_value *out)
+static int decode_value(buf_reader *r, int depth, attr_value *out)
 {
     int rv;
     size_t n;
@@ -260,7 +207,7 @@ static int decode_value(reader *r, int depth, attr_value *out)
     case ATTR_S:
     case ATTR_N:
     case ATTR_B:
-        if (get_count(r, 1, &n) != 0) {
+        if (buf_read_count(r, 1, &n) != 0) {
             return LAPSE_ECORRUPT;
         }
         if ((rv = item_value_init_bytes(out, (attr_type)type, r->p, n)) != 0) {
@@ -281,7 +228,7 @@ static int decode_value(reader *r, int depth, attr_value *out)
     case ATTR_NS:
     case ATTR_BS: {
         const attr_type elem = item_set_elem_type((attr_type)type);
-        if (get_count(r, 1, &n) != 0 || (elem != 0 && n == 0)) {
+        if (buf_read_count(r, 1, &n) != 0 || (elem != 0 && n == 0)) {
             return LAPSE_ECORRUPT;
         }
         attr_value *arr = NULL;
@@ -314,7 +261,7 @@ static int decode_value(reader *r, int depth, attr_value *out)
     }
     case ATTR_M: {
         attr *arr = NULL;
-        if (get_count(r, 3, &n) != 0) {
+        if (buf_read_count(r, 3, &n) != 0) {
             return LAPSE_ECORRUPT;
         }
         if ((rv = decode_attrs(r, depth + 1, n, &arr)) != 0) {
@@ -332,11 +279,11 @@ static int decode_value(reader *r, int depth, attr_value *out)
 
 int item_decode(const void *data, size_t len, item **out)
 {
-    reader r = {data, (const uint8_t *)data + len};
+    buf_reader r = {data, (const uint8_t *)data + len};
     size_t n;
     attr *arr = NULL;
     int rv;
-    if (len == 0 || *r.p++ != ITEM_FORMAT_V1 || get_count(&r, 3, &n) != 0) {
+    if (len == 0 || *r.p++ != ITEM_FORMAT_V1 || buf_read_count(&r, 3, &n) != 0) {
         return LAPSE_ECORRUPT;
     }
     if ((rv = decode_attrs(&r, 1, n, &arr)) != 0) {
@@ -388,10 +335,10 @@ static int name_ref_cmp(const void *a, const void *b)
 }
 
 /* Like get_name, but borrows the bytes. */
-static int skim_name(reader *r, name_ref *out)
+static int skim_name(buf_reader *r, name_ref *out)
 {
     size_t n;
-    if (get_count(r, 1, &n) != 0 || n == 0 || n > ITEM_MAX_NAME_BYTES) {
+    if (buf_read_count(r, 1, &n) != 0 || n == 0 || n > ITEM_MAX_NAME_BYTES) {
         return LAPSE_ECORRUPT;
     }
     if (memchr(r->p, 0, n) != NULL) {
@@ -403,7 +350,7 @@ static int skim_name(reader *r, name_ref *out)
     return 0;
 }
 
-static int skim_value(reader *r, int depth, attr_type *type, const uint8_t **val, size_t *vlen);
+static int skim_value(buf_reader *r, int depth, attr_type *type, const uint8_t **val, size_t *vlen);
 
 /* Checks names[0..n) for a repeat: 0, LAPSE_ECORRUPT or LAPSE_ENOMEM. */
 static int skim_duplicates(name_ref *names, size_t n)
@@ -430,7 +377,7 @@ static int skim_duplicates(name_ref *names, size_t n)
 /* Walks count (name, value) pairs as decode_attrs does, accepting exactly
  * what it accepts. When want is non-NULL, the value of the pair named want
  * is reported through *found and the out parameters (S, N, B: its bytes). */
-static int skim_attrs(reader *r, int depth, size_t count, const char *want, size_t want_len,
+static int skim_attrs(buf_reader *r, int depth, size_t count, const char *want, size_t want_len,
                       int *found, attr_type *type, const uint8_t **val, size_t *vlen)
 {
     if (count > (size_t)(r->end - r->p) / 3) {
@@ -466,7 +413,7 @@ out:
 
 /* Walks one value as decode_value does (same checks, same limits), with no
  * allocation except for maps of more than SKIM_STACK_NAMES entries. */
-static int skim_value(reader *r, int depth, attr_type *type, const uint8_t **val, size_t *vlen)
+static int skim_value(buf_reader *r, int depth, attr_type *type, const uint8_t **val, size_t *vlen)
 {
     size_t n;
     *val = NULL;
@@ -480,7 +427,7 @@ static int skim_value(reader *r, int depth, attr_type *type, const uint8_t **val
     case ATTR_S:
     case ATTR_N:
     case ATTR_B:
-        if (get_count(r, 1, &n) != 0) {
+        if (buf_read_count(r, 1, &n) != 0) {
             return LAPSE_ECORRUPT;
         }
         if (t == ATTR_N && number_validate((const char *)r->p, n) != 0) {
@@ -503,7 +450,7 @@ static int skim_value(reader *r, int depth, attr_type *type, const uint8_t **val
     case ATTR_NS:
     case ATTR_BS: {
         const attr_type elem = item_set_elem_type((attr_type)t);
-        if (get_count(r, 1, &n) != 0 || (elem != 0 && n == 0)) {
+        if (buf_read_count(r, 1, &n) != 0 || (elem != 0 && n == 0)) {
             return LAPSE_ECORRUPT;
         }
         for (size_t i = 0; i < n; i++) {
@@ -521,7 +468,7 @@ static int skim_value(reader *r, int depth, attr_type *type, const uint8_t **val
         return 0;
     }
     case ATTR_M:
-        if (get_count(r, 3, &n) != 0) {
+        if (buf_read_count(r, 3, &n) != 0) {
             return LAPSE_ECORRUPT;
         }
         return skim_attrs(r, depth + 1, n, NULL, 0, NULL, NULL, NULL, NULL);
@@ -533,13 +480,13 @@ static int skim_value(reader *r, int depth, attr_type *type, const uint8_t **val
 int item_encoded_get(const void *data, size_t len, const char *name, attr_type *type,
                      const char **val, size_t *vlen)
 {
-    reader r = {data, (const uint8_t *)data + len};
+    buf_reader r = {data, (const uint8_t *)data + len};
     size_t n;
     int found = 0;
     attr_type t = ATTR_NULL;
     const uint8_t *v = NULL;
     size_t vl = 0;
-    if (len == 0 || *r.p++ != ITEM_FORMAT_V1 || get_count(&r, 3, &n) != 0) {
+    if (len == 0 || *r.p++ != ITEM_FORMAT_V1 || buf_read_count(&r, 3, &n) != 0) {
         return LAPSE_ECORRUPT;
     }
     int rv = skim_attrs(&r, 1, n, name, strlen(name), &found, &t, &v, &vl);
