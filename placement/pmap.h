@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/buf.h"
 #include "../common/schema.h"
 
 #define PMAP_MAX_REPLICAS                                                                          \
@@ -235,5 +236,32 @@ int pmap_set_stream(pmap *pm, const char *name, const table_stream *st);
 int pmap_remove_table(pmap *pm, const char *name);
 /* Checks invariants 2-5; returns 1 when they hold. For assert(). */
 int pmap_check(const pmap *pm);
+
+/* ---- pmap_codec.c: the map's own persistent encoding ----
+ *
+ * docs/storage-format.md ("The partition map in `meta`"): a format byte,
+ * then every field of the map as varints and length-prefixed strings. A
+ * node persists its map so (node/maps.c); no protobuf is involved, and a
+ * byte 0x00-0x07 never starts a protobuf message (field number 0), so a
+ * reader tells this format from an older packed lapse.PartitionMap by its
+ * first byte. */
+#define PMAP_FORMAT_V1 0x01
+
+/* Appends pm's encoding to out. Returns 0, LAPSE_EINVAL (pm breaks
+ * invariants 3-5) or LAPSE_ENOMEM; on error out is as it was. */
+int pmap_encode(const pmap *pm, buf *out);
+/* Decodes len bytes of data into a new map *out (caller frees with
+ * pmap_free), checked as completely as a map off the wire: every field in
+ * range, schemas valid, sets as pmap_replicas_check, pmap_check. Returns
+ * 0, LAPSE_ECORRUPT (truncated, garbled, trailing bytes or an unknown
+ * format byte) or LAPSE_ENOMEM, with a reason in err; on error *out is
+ * NULL. */
+int pmap_decode(const void *data, size_t len, pmap **out, char *err, size_t errlen);
+/* Checks one replica set on its own: 1..PMAP_MAX_REPLICAS distinct
+ * non-zero ids, in-sync bits only of members and with the primary's,
+ * joining and leaving members, handing_to a follower. Returns 0 or
+ * LAPSE_EINVAL with the reason in err. Whether its ids are known nodes is
+ * pmap_check's. */
+int pmap_replicas_check(const pmap_replicas *r, char *err, size_t errlen);
 
 #endif

@@ -87,6 +87,13 @@ int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out
  * UP or DOWN, at most WIRE_MAX_NODES nodes and WIRE_MAX_TABLES tables, each
  * table as wire_table_from_pb. The result passes pmap_check. */
 int wire_pmap_from_pb(const Lapse__PartitionMap *pb, pmap **out, char *err, size_t errlen);
+/* Unpacks len bytes of a packed lapse.PartitionMap and converts it as
+ * wire_pmap_from_pb. The node's legacy reader: before pmap_encode, a node
+ * persisted its map so (docs/storage-format.md, "The partition map in
+ * `meta`"), and only rpc/ decodes protobuf. Returns 0, LAPSE_EINVAL (does
+ * not unpack, or an invalid map; err says which) or LAPSE_ENOMEM; on error
+ * *out is NULL. */
+int wire_pmap_unpack(const void *data, size_t len, pmap **out, char *err, size_t errlen);
 
 /* A table's TTL config. wire_ttl_from_pb accepts NULL (never configured:
  * all zero) and checks: attribute set when enabled, at most

@@ -289,27 +289,8 @@ int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out
         set_err(err, errlen, "%zu replicas (want 1 to %d)", k, PMAP_MAX_REPLICAS);
         return LAPSE_EINVAL;
     }
-    for (size_t i = 0; i < k; i++) {
-        uint32_t id = pb->node_ids[i];
-        if (id == 0) {
-            set_err(err, errlen, "node id 0");
-            return LAPSE_EINVAL;
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (pb->node_ids[j] == id) {
-                set_err(err, errlen, "node %u listed twice", (unsigned)id);
-                return LAPSE_EINVAL;
-            }
-        }
-        out->ids[i] = id;
-    }
-    if (pb->in_sync >> k != 0 || (pb->in_sync != 0 && (pb->in_sync & 1u) == 0)) {
-        set_err(err, errlen,
-                "in-sync set 0x%x names members past its %zu or leaves out its "
-                "primary",
-                (unsigned)pb->in_sync, k);
-        return LAPSE_EINVAL;
-    }
+    memset(out, 0, sizeof *out);
+    memcpy(out->ids, pb->node_ids, k * sizeof(uint32_t));
     out->n = (uint32_t)k;
     out->in_sync = pb->in_sync;
     out->epoch = pb->epoch;
@@ -320,19 +301,7 @@ int wire_replicas_from_pb(const Lapse__PartitionReplicas *pb, pmap_replicas *out
     out->handing_to = pb->handing_to;
     out->joining = pb->joining;
     out->joining_since = pb->joining_since;
-    if (out->joining != 0 && pmap_replicas_index(out, out->joining) < 0) {
-        set_err(err, errlen, "joining node %u is not a member", (unsigned)out->joining);
-        return LAPSE_EINVAL;
-    }
-    if (out->handing_to != 0 && pmap_replicas_index(out, out->handing_to) <= 0) {
-        set_err(err, errlen, "handover target %u is not a follower", (unsigned)out->handing_to);
-        return LAPSE_EINVAL;
-    }
-    if (out->leaving != 0 && pmap_replicas_index(out, out->leaving) < 0) {
-        set_err(err, errlen, "leaving node %u is not a member", (unsigned)out->leaving);
-        return LAPSE_EINVAL;
-    }
-    return 0;
+    return pmap_replicas_check(out, err, errlen); /* the same rules as a persisted map's */
 }
 
 /* Decodes want replica lists of prs[0..n) into out (want entries), each as
@@ -545,5 +514,18 @@ int wire_pmap_from_pb(const Lapse__PartitionMap *pb, pmap **out, char *err, size
     return 0;
 fail:
     pmap_free(pm);
+    return rv;
+}
+
+int wire_pmap_unpack(const void *data, size_t len, pmap **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    Lapse__PartitionMap *pb = lapse__partition_map__unpack(NULL, len, data);
+    if (pb == NULL) {
+        set_err(err, errlen, "%zu bytes that do not unpack as a lapse.PartitionMap", len);
+        return LAPSE_EINVAL;
+    }
+    int rv = wire_pmap_from_pb(pb, out, err, errlen);
+    lapse__partition_map__free_unpacked(pb, NULL);
     return rv;
 }
