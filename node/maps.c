@@ -1,7 +1,8 @@
 /*
  * maps.c: the node's partition map (contract in maps.h). The persisted form
- * is the packed Lapse__PartitionMap in store meta NODE_META_PMAP
- * (docs/node.md).
+ * is placement's own encoding (pmap_encode) in store meta NODE_META_PMAP;
+ * a map an older node persisted as a packed protobuf is still read, by
+ * rpc/ (docs/storage-format.md, "The partition map in `meta`").
  */
 #include "maps.h"
 
@@ -12,7 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "../common/arena.h"
 #include "../common/buf.h"
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
@@ -73,22 +73,13 @@ uint64_t maps_version(node_server *ns)
 
 static int persist(node_server *ns, const pmap *pm, char *err, size_t errlen)
 {
-    arena a;
-    arena_init(&a);
-    int rv = LAPSE_ENOMEM;
-    uint8_t *bytes = NULL;
-    Lapse__PartitionMap *pb = wire_pmap_to_pb(&a, pm);
-    if (pb == NULL) {
-        snprintf(err, errlen, "out of memory encoding the partition map");
+    buf bytes;
+    buf_init(&bytes);
+    int rv = pmap_encode(pm, &bytes);
+    if (rv != 0) {
+        snprintf(err, errlen, "cannot encode the partition map: %s", lapse_strerror(rv));
         goto out;
     }
-    size_t len = lapse__partition_map__get_packed_size(pb);
-    bytes = malloc(len > 0 ? len : 1);
-    if (bytes == NULL) {
-        snprintf(err, errlen, "out of memory encoding the partition map");
-        goto out;
-    }
-    lapse__partition_map__pack(pb, bytes);
     /* Not synced: an fsync here also wrote every unsynced WAL byte before
      * it (~50 MB right after a 1M-item load: ~130 ms before an enable could
      * start its backfill). The copy survives kill -9 in the OS's page
@@ -96,18 +87,22 @@ static int persist(node_server *ns, const pmap *pm, char *err, size_t errlen)
      * map exactly as one that was down during the change does, and pulls
      * the current one when it registers (the data written under the newer
      * map was not synced either). */
-    rv = store_meta_put(ns->st, NODE_META_PMAP, bytes, len, 0, err, errlen);
+    rv = store_meta_put(ns->st, NODE_META_PMAP, bytes.data, bytes.len, 0, err, errlen);
 out:
-    free(bytes);
-    arena_fini(&a);
+    buf_fini(&bytes);
     return rv;
 }
 
+/* A value that starts with PMAP_FORMAT_V1 is pmap_encode's; anything else
+ * (an empty map packs to nothing) is the packed lapse.PartitionMap that
+ * nodes wrote before it, which rpc/ reads: a data dir from an older node
+ * keeps its map, rewritten in the new format with the next change. */
 static int load(node_server *ns, pmap **out, char *err, size_t errlen)
 {
     buf val;
     buf_init(&val);
     int found = 0;
+    char why[256] = "";
     int rv = store_meta_get(ns->st, NODE_META_PMAP, &val, &found, err, errlen);
     if (rv != 0) {
         goto out;
@@ -117,21 +112,22 @@ static int load(node_server *ns, pmap **out, char *err, size_t errlen)
         rv = *out == NULL ? LAPSE_ENOMEM : 0;
         goto out;
     }
-    Lapse__PartitionMap *pb = lapse__partition_map__unpack(NULL, val.len, val.data);
-    if (pb == NULL) {
-        snprintf(err, errlen, "persisted partition map (meta \"%s\") does not decode",
-                 NODE_META_PMAP);
-        rv = LAPSE_ECORRUPT;
-        goto out;
+    int legacy = val.len == 0 || val.data[0] != PMAP_FORMAT_V1;
+    if (legacy) {
+        rv = wire_pmap_unpack(val.data, val.len, out, why, sizeof(why));
+    } else {
+        rv = pmap_decode(val.data, val.len, out, why, sizeof(why));
     }
-    char why[256] = "";
-    rv = wire_pmap_from_pb(pb, out, why, sizeof(why));
-    lapse__partition_map__free_unpacked(pb, NULL);
-    if (rv == LAPSE_EINVAL) {
-        snprintf(err, errlen, "persisted partition map is invalid: %s", why);
+    if (rv == LAPSE_EINVAL || rv == LAPSE_ECORRUPT) {
+        snprintf(err, errlen, "persisted partition map (meta \"%s\", %s format) is corrupt: %s",
+                 NODE_META_PMAP, legacy ? "legacy protobuf" : "pmap_encode", why);
         rv = LAPSE_ECORRUPT;
     } else if (rv != 0) {
         snprintf(err, errlen, "%s", why);
+    } else if (legacy) {
+        log_info("read the persisted partition map (version %llu) in the legacy protobuf "
+                 "format; the next map applied is stored in the new one",
+                 (unsigned long long)(*out)->version);
     }
 out:
     buf_fini(&val);

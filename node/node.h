@@ -63,7 +63,7 @@
 #define NODE_RPC_CONTEXTS 256        /* requests received at once (the rest wait in the socket) */
 #define NODE_DEFAULT_CLUSTER "lapse" /* --cluster-name, as the coordinator's */
 #define NODE_META_ID "node_id"       /* store meta: the node id, decimal text */
-#define NODE_META_PMAP "pmap"        /* store meta: packed Lapse__PartitionMap */
+#define NODE_META_PMAP "pmap"        /* store meta: pmap_encode (older: packed protobuf) */
 #define NODE_META_INCARNATION "incarnation" /* store meta: the dir's random id, 16 hex digits */
 
 typedef struct node_map node_map; /* maps.h */

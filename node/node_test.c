@@ -4,11 +4,14 @@
  * coordinator's part by pushing partition maps with PushPartitionMap) and
  * two lapse-node daemons, started with posix_spawn on free ports with fresh
  * data dirs. The test talks to them with rpc_client only (harness in
- * node_testutil.h).
+ * node_testutil.h), except that one test opens a stopped node's store to
+ * put its map back in the form older nodes wrote.
  *
  * Every wait is a loop on a condition with a deadline.
  */
 #include "node_testutil.h"
+
+#include "../partition/store.h"
 
 /* ------------------------------------------------------------------------ */
 /* Tests                                                                     */
@@ -553,6 +556,74 @@ static void serves_from_persisted_map_while_coordinator_is_down(void **state)
     }
 }
 
+/* The node's map in its data dir, by the name docs/storage-format.md gives
+ * it (node.h's NODE_META_PMAP). */
+#define META_PMAP "pmap"
+
+/* Issue 15: a node persists its map with pmap_encode; a data dir an older
+ * node wrote holds a packed lapse.PartitionMap instead. With the
+ * coordinator down (nothing to pull a map from), a node whose dir holds
+ * only the old form must still serve from it: the failure this catches is
+ * an upgraded node that forgets its map and answers EWRONGNODE for all. */
+static void serves_from_a_map_persisted_in_the_old_protobuf_form(void **state)
+{
+    (void)state;
+    need_cluster();
+    if (nt.have_coord) {
+        stop_proc(&nt.coord, SIGTERM);
+    }
+    stop_proc(&nt.node[0], SIGTERM);
+
+    store *st = NULL;
+    char err[256] = "";
+    buf val;
+    buf_init(&val);
+    int found = 0;
+    if (store_open(&st, nt.node[0].dir, err, sizeof err) != 0 ||
+        store_meta_get(st, META_PMAP, &val, &found, err, sizeof err) != 0) {
+        fail_msg("reading node 1's map: %s", err);
+    }
+    assert_true(found);
+    assert_int_equal(val.data[0], PMAP_FORMAT_V1); /* what this version writes */
+    pmap *pm = NULL;
+    if (pmap_decode(val.data, val.len, &pm, err, sizeof err) != 0) {
+        fail_msg("node 1's map does not decode: %s", err);
+    }
+    arena a;
+    arena_init(&a);
+    Lapse__PartitionMap *pb = wire_pmap_to_pb(&a, pm);
+    assert_non_null(pb);
+    size_t len = lapse__partition_map__get_packed_size(pb);
+    uint8_t *old = malloc(len);
+    assert_non_null(old);
+    lapse__partition_map__pack(pb, old);
+    assert_int_not_equal(old[0], PMAP_FORMAT_V1);
+    if (store_meta_put(st, META_PMAP, old, len, 1, err, sizeof err) != 0) {
+        fail_msg("writing the old form: %s", err);
+    }
+    store_close(st);
+    free(old);
+    arena_fini(&a);
+    buf_fini(&val);
+
+    unlink(nt.node[0].log); /* only this run's lines */
+    start_node(0);
+    wait_serving(0);
+    for (int i = 0; i < NITEMS; i++) {
+        expect_stored(i, nt.acked[i] ? "batched" : NULL);
+    }
+    assert_true(log_contains(nt.node[0].log, "legacy protobuf format"));
+    char line[64];
+    snprintf(line, sizeof line, "partition map version %llu loaded",
+             (unsigned long long)pm->version);
+    assert_true(log_contains(nt.node[0].log, line));
+    pmap_free(pm);
+    if (nt.have_coord) {
+        start_coord();
+        wait_registered();
+    }
+}
+
 static void data_dir_refuses_another_id_and_second_process(void **state)
 {
     (void)state;
@@ -647,6 +718,7 @@ int main(void)
         cmocka_unit_test(bad_input_is_answered_and_serving_continues),
         cmocka_unit_test(acknowledged_puts_survive_kill_9),
         cmocka_unit_test(serves_from_persisted_map_while_coordinator_is_down),
+        cmocka_unit_test(serves_from_a_map_persisted_in_the_old_protobuf_form),
         cmocka_unit_test(data_dir_refuses_another_id_and_second_process),
         cmocka_unit_test(deleted_table_is_gone_from_every_node),
     };
