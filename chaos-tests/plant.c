@@ -308,29 +308,8 @@ static void rogue_close(rogue *g)
 static int send_batch(rogue *g, int node, uint32_t part, uint64_t after, uint64_t to, buf *recs,
                       size_t n, uint64_t *applied, char *err, size_t len)
 {
-    ProtobufCBinaryData data[4];
-    for (size_t i = 0; i < n && i < 4; i++) {
-        data[i].data = recs[i].data;
-        data[i].len = recs[i].len;
-    }
-    Lapse__ReplicateRequest body = LAPSE__REPLICATE_REQUEST__INIT;
-    body.table_id = g->table_id;
-    body.source_partition = part;
-    body.from_seq = after;
-    body.to_seq = to;
-    body.records = data;
-    body.n_records = n < 4 ? n : 4;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    req.body_case = LAPSE__REQUEST__BODY_REPLICATE;
-    req.replicate = &body;
-    Lapse__Response *resp = NULL;
-    int rv = rpc_call(g->node[node], &req, 3000, &resp, err, len);
-    if (resp != NULL && resp->body_case == LAPSE__RESPONSE__BODY_REPLICATE &&
-        resp->replicate != NULL) {
-        *applied = resp->replicate->applied_seq;
-    }
-    rpc_response_free(resp);
-    return rv;
+    return nodecall_replicate(g->node[node], g->table_id, part, after, to, recs, n, applied, err,
+                              len);
 }
 
 /* Node's applied seq of part: a batch far ahead is refused with it (ESTATE). */

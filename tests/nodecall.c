@@ -1,10 +1,11 @@
 /*
- * nodecall.c: the coordinator's map and a copy's digest, straight off the
- * wire (nodecall.h).
+ * nodecall.c: the coordinator's map, a copy's digest and the other calls
+ * of nodecall.h, straight off the wire.
  */
 #include "nodecall.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/arena.h"
@@ -165,5 +166,38 @@ int nodecall_stream_shard(rpc_client *c, const char *table, uint32_t shard, size
         *last = resp->get_stream_records->last_sequence;
     }
     rpc_response_free(resp);
+    return rv;
+}
+
+int nodecall_replicate(rpc_client *c, uint32_t table_id, uint32_t part, uint64_t from, uint64_t to,
+                       const buf *recs, size_t n, uint64_t *applied, char *err, size_t len)
+{
+    ProtobufCBinaryData *data = calloc(n > 0 ? n : 1, sizeof *data);
+    if (data == NULL) {
+        snprintf(err, len, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        data[i].data = recs[i].data;
+        data[i].len = recs[i].len;
+    }
+    Lapse__ReplicateRequest body = LAPSE__REPLICATE_REQUEST__INIT;
+    body.table_id = table_id;
+    body.source_partition = part;
+    body.from_seq = from;
+    body.to_seq = to;
+    body.records = data;
+    body.n_records = n;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_REPLICATE;
+    req.replicate = &body;
+    Lapse__Response *resp = NULL;
+    int rv = rpc_call(c, &req, NODECALL_TIMEOUT_MS, &resp, err, len);
+    if (resp != NULL && resp->body_case == LAPSE__RESPONSE__BODY_REPLICATE &&
+        resp->replicate != NULL) {
+        *applied = resp->replicate->applied_seq;
+    }
+    rpc_response_free(resp);
+    free(data);
     return rv;
 }

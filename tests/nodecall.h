@@ -3,8 +3,9 @@
  * tests and the chaos checker make directly, beside liblapse: the
  * coordinator's partition map, a copy's PartitionDigest, a strongly
  * consistent GetItem sent to one node whatever the map says (a client
- * acting on an old map), and what one copy of a GSI partition or of a
- * stream shard holds.
+ * acting on an old map), what one copy of a GSI partition or of a
+ * stream shard holds, and a Replicate batch sent as a rogue source would
+ * (the chaos planter's; the callers need no generated protobuf types).
  *
  * Thread-safety: none needed; each call uses what it is given.
  */
@@ -14,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/buf.h"
 #include "../placement/pmap.h"
 #include "../rpc/rpc.h"
 
@@ -56,5 +58,13 @@ int nodecall_gsi_count(rpc_client *c, const char *table, const char *index, uint
  * shard's last sequence number there), or the call's error with err. */
 int nodecall_stream_shard(rpc_client *c, const char *table, uint32_t shard, size_t *records,
                           uint64_t *last, char *err, size_t len);
+/* Sends the node of client c a Replicate batch (from, to] of source
+ * partition part of table_id holding the n encoded change records
+ * recs[0..n) (recs may be NULL when n is 0), 3 s at most. When the reply
+ * carries the node's applied seq, *applied gets it (else it is left as
+ * it was). Returns the reply's status (ESTATE: a batch not following what
+ * the node applied) or the call's error, with err. */
+int nodecall_replicate(rpc_client *c, uint32_t table_id, uint32_t part, uint64_t from, uint64_t to,
+                       const buf *recs, size_t n, uint64_t *applied, char *err, size_t len);
 
 #endif
