@@ -11,7 +11,13 @@ use (a node including placement/pmap.h uses placement through partition),
 except a foreign API that has a sole includer (`the only includer of X` in its
 row): no other module may include or link it. Nothing may use node/ or
 coordinator/. Test sources (lapse_test() in CMake) and the tests/, bench/ and
-chaos-tests/ folders ("anything above") are not checked.
+chaos-tests/ folders ("anything above") are not checked for edges.
+
+One more rule, textual: the types protoc-c generates (Lapse__*, lapse__*,
+LAPSE__*) are named only in the folders that speak the protocol
+(PROTO_TYPE_DIRS), in tests/ and in test files; a storage format, the
+placement code or the chaos harness that names one depends on the wire
+messages (issue 15). Comments count: there is no reason to name one there.
 """
 import os
 import re
@@ -31,6 +37,12 @@ LINK_NAMES = {"lapse_common": "common", "lapse_proto": "proto", "lapse_storage":
               "lapse_client_shared": "client", "lapse_client_static": "client",
               "dep_nng": "nng", "dep_curl": "curl", "dep_jansson": "jansson",
               "dep_xxhash": "xxhash", "dep_protobufc": "protobuf-c", "dep_crypto": "libcrypto"}
+# The folders that may name generated protobuf types (docs/architecture.md,
+# "Dependency rules"); every other scanned folder may not, test files aside.
+PROTO_TYPE_DIRS = {"rpc", "proto", "node", "coordinator", "client"}
+PROTO_TYPE_SCANNED = MODULE_DIRS + ["chaos-tests", "bench"]
+PROTO_TYPE = re.compile(r"(?<![A-Za-z0-9_])(Lapse__|lapse__|LAPSE__)")
+TEST_FILE = re.compile(r"_test(util)?\.[ch]$")
 # How a row names the foreign API it alone includes.
 SOLE = {"rocksdb/c.h": "rocksdb", "NNG": "nng", "curl": "curl", "libcrypto": "libcrypto"}
 
@@ -63,8 +75,8 @@ def closure(uses, name):
     return seen
 
 
-def cmake_lists(root):
-    for d in MODULE_DIRS:
+def cmake_lists(root, dirs=MODULE_DIRS):
+    for d in dirs:
         p = os.path.join(root, d, "CMakeLists.txt")
         if os.path.exists(p):
             with open(p) as f:
@@ -73,10 +85,10 @@ def cmake_lists(root):
             yield d, text
 
 
-def test_sources(root):
+def test_sources(root, dirs=MODULE_DIRS):
     """Files (folder/name) that lapse_test() lists: tests and their helpers."""
     out = set()
-    for d, text in cmake_lists(root):
+    for d, text in cmake_lists(root, dirs):
         for m in re.finditer(r"lapse_test\(\s*\w+\s+SOURCES\s+([^)]*?)(?:\s+LIBS|\s+TIMEOUT|\))",
                              text, re.S):
             for src in m.group(1).split():
@@ -135,6 +147,7 @@ def check(root):
                     if dep is not None and not allowed(mod, dep):
                         bad.append("%s:%d: %s (%s) includes %s (%s): not in its row of "
                                    "docs/architecture.md" % (rel, lineno, rel, mod, target, dep))
+    bad += proto_type_uses(root)
     # Link edges of the production targets.
     for d, text in cmake_lists(root):
         for m in re.finditer(r"target_link_libraries\((\S+)\s+(?:PUBLIC|PRIVATE|INTERFACE)?"
@@ -158,6 +171,30 @@ def check(root):
     return bad
 
 
+def proto_type_uses(root):
+    """Generated protobuf types named outside PROTO_TYPE_DIRS, test files
+    (lapse_test() sources, *_test.c, *_testutil.[ch]) aside."""
+    tests = test_sources(root, PROTO_TYPE_SCANNED)
+    bad = []
+    for d in PROTO_TYPE_SCANNED:
+        if d in PROTO_TYPE_DIRS or not os.path.isdir(os.path.join(root, d)):
+            continue
+        for name in sorted(os.listdir(os.path.join(root, d))):
+            rel = "%s/%s" % (d, name)
+            if not name.endswith((".c", ".h")) or rel in tests or TEST_FILE.search(name):
+                continue
+            with open(os.path.join(root, rel), errors="replace") as f:
+                for lineno, line in enumerate(f, 1):
+                    m = PROTO_TYPE.search(line)
+                    if m:
+                        bad.append("%s:%d: %s (%s) names the generated protobuf type %s...: only "
+                                   "%s may (docs/architecture.md, \"Dependency rules\")" %
+                                   (rel, lineno, rel, d, m.group(1),
+                                    ", ".join("%s/" % x for x in sorted(PROTO_TYPE_DIRS))))
+                        break
+    return bad
+
+
 def self_test():
     """The check passes on a copy of the tree and fails on each planted edge."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -165,12 +202,15 @@ def self_test():
               ("rpc/wire.c", '#include "../node/node.h"\n', "node"),
               ("node/maps.c", "#include <rocksdb/c.h>\n", "rocksdb"),
               ("placement/hash.c", '#include "../partition/store.h"\n', "partition"),
-              ("dynamodb/ddb_api.c", "#include <nng/nng.h>\n", "nng")]
+              ("dynamodb/ddb_api.c", "#include <nng/nng.h>\n", "nng"),
+              ("placement/pmap.c", "static Lapse__PartitionMap *planted;\n", "placement"),
+              ("chaos-tests/plant.c", "/* LAPSE__REQUEST__INIT */\n", "chaos-tests"),
+              ("common/buf.c", "void lapse__x(void);\n", "common")]
     failures = 0
     for path, line, dep in plants:
         tmp = tempfile.mkdtemp(prefix="layering_check.")
         try:
-            for d in MODULE_DIRS + ["docs"]:
+            for d in MODULE_DIRS + ["docs", "chaos-tests", "bench"]:
                 shutil.copytree(os.path.join(here, d), os.path.join(tmp, d),
                                 ignore=shutil.ignore_patterns("build*", "*.o"))
             with open(os.path.join(tmp, path), "a") as f:
@@ -199,8 +239,9 @@ def main():
     for b in bad:
         print(b)
     if bad:
-        print("layering_check: %d edge(s) not allowed by docs/architecture.md's module table; "
-              "fix the code or, if the design changed, the table" % len(bad))
+        print("layering_check: %d edge(s) or protobuf type use(s) not allowed by "
+              "docs/architecture.md (its module table and dependency rules); fix the code or, "
+              "if the design changed, the doc" % len(bad))
         return 1
     print("layering_check: ok")
     return 0
