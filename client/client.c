@@ -17,29 +17,8 @@
 #include "mapsrc.h"
 
 /* ------------------------------------------------------------------------ */
-/* Errors                                                                    */
+/* Errors (client_err and client_ok: errors.c)                              */
 /* ------------------------------------------------------------------------ */
-
-int client_err(lapse_error *err, int code, const char *fmt, ...)
-{
-    if (err != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
-        err->code = code;
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-int client_ok(lapse_error *err)
-{
-    if (err != NULL) {
-        err->code = LAPSE_OK;
-        err->message[0] = '\0';
-    }
-    return 0;
-}
 
 /* Transport failures name the peer; failures the server reported carry the
  * server's message, which already says what was wrong with the request. */
