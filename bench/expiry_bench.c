@@ -12,7 +12,7 @@
  *   sweep     N items (default 1M) due in the same second, already past,
  *             written with TTL enabled (so the writes index them); then T
  *             threads (default 2) sweep them, each owning the partitions
- *             p % T == t and taking one batch of EXPIRE_SWEEP_BATCH (1000)
+ *             p % T == t and taking one batch of EXPIRY_ENGINE_SWEEP_BATCH (1000)
  *             per partition per pass, as the node's scanner does:
  *             deletes/s in all and per thread.
  *   backfill  N items written with TTL disabled; then TTL is enabled and T

@@ -1,5 +1,5 @@
 /*
- * backfill.c: the TTL backfill threads (expire.h; state in expire_int.h).
+ * backfill.c: the TTL backfill threads (expiry_engine.h; state in expiry_engine_int.h).
  *
  * When TTL is enabled on a table that already has items, the expiry index
  * must be built for them; writes after the enable maintain it themselves
@@ -17,14 +17,14 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../partition/expiry.h"
-#include "expire_int.h"
+#include "expiry_engine_int.h"
 
 #define ERROR_BACKOFF_MS 1000
 
 /* Whether another backfill thread is stepping (table_id, part). */
-static int stepping(const expire_engine *e, uint32_t table_id, uint32_t part)
+static int stepping(const expiry_engine *e, uint32_t table_id, uint32_t part)
 {
-    for (int i = 0; i < EXPIRE_BACKFILL_THREADS; i++) {
+    for (int i = 0; i < EXPIRY_ENGINE_BACKFILL_THREADS; i++) {
         if (e->bf[i].busy_table == table_id && e->bf[i].busy_part == part) {
             return 1;
         }
@@ -36,11 +36,11 @@ static int stepping(const expire_engine *e, uint32_t table_id, uint32_t part)
  * small table enabled during a large backfill finishes at once, skipping
  * partitions another thread is stepping. Returns 1 with *t and *k (index
  * into t->parts) set, 0 when nothing is left. REQUIRES: lock held. */
-static int pick(expire_engine *e, expire_table **t, uint32_t *k)
+static int pick(expiry_engine *e, expiry_engine_table **t, uint32_t *k)
 {
     for (size_t i = 0; i < e->ntables; i++) {
         size_t at = (e->bf_next + i) % e->ntables;
-        expire_table *c = &e->tables[at];
+        expiry_engine_table *c = &e->tables[at];
         if (!c->schema.ttl.enabled || c->parts_done == c->nparts) {
             continue;
         }
@@ -56,7 +56,7 @@ static int pick(expire_engine *e, expire_table **t, uint32_t *k)
     return 0;
 }
 
-static void log_progress(expire_table *t, int64_t now_mono, int complete)
+static void log_progress(expiry_engine_table *t, int64_t now_mono, int complete)
 {
     int64_t ms = now_mono - t->bf_started_mono;
     double rate = ms > 0 ? (double)t->backfill_items * 1000.0 / (double)ms : 0;
@@ -78,7 +78,7 @@ static void log_progress(expire_table *t, int64_t now_mono, int complete)
 /* Step 2 of backfill_run, without the lock: one expiry_backfill_step of
  * at most chunk items of (schema, part), its scanned items counted in the
  * metrics. Returns expiry_backfill_step's result, with err. */
-static int step(expire_engine *e, const table_schema *schema, uint32_t part, size_t chunk,
+static int step(expiry_engine *e, const table_schema *schema, uint32_t part, size_t chunk,
                 uint64_t *scanned, uint64_t *ignored, int *done, char *err, size_t errlen)
 {
     int rv = expiry_backfill_step(e->st, schema, part, clock_wall_now(), chunk, scanned, ignored,
@@ -96,19 +96,19 @@ static int step(expire_engine *e, const table_schema *schema, uint32_t part, siz
 /* Step 3 of backfill_run: records a step of partition part of t (the
  * registry's entry for the config the step ran for): its counts, the
  * partition done, the table complete (logged once, on_backfilled called,
- * waiters woken), a progress line about every EXPIRE_BACKFILL_LOG_MS.
+ * waiters woken), a progress line about every EXPIRY_ENGINE_BACKFILL_LOG_MS.
  * REQUIRES: lock held. */
-static void record(expire_engine *e, expire_table *t, uint32_t part, uint64_t scanned,
+static void record(expiry_engine *e, expiry_engine_table *t, uint32_t part, uint64_t scanned,
                    const uint64_t *ignored, int done, int64_t now_mono)
 {
     t->backfill_items += scanned;
     /* Items stored before the enable that will never expire count as
-     * ignored, as later writes do (expire_note_write). */
+     * ignored, as later writes do (expiry_engine_note_write). */
     for (int v = 0; v < TTL_VERDICT_COUNT; v++) {
         t->ignored[v] += ignored[v];
     }
     if (scanned > 0) {
-        expire_slot_touch(e, t->schema.id, part); /* new entries: re-read next due */
+        expiry_engine_slot_touch(e, t->schema.id, part); /* new entries: re-read next due */
     }
     if (done) {
         for (uint32_t j = 0; j < t->nparts; j++) {
@@ -128,28 +128,29 @@ static void record(expire_engine *e, expire_table *t, uint32_t part, uint64_t sc
             pthread_cond_broadcast(&e->progress);
         }
     }
-    if (t->parts_done < t->nparts && now_mono - t->bf_logged_mono >= EXPIRE_BACKFILL_LOG_MS) {
+    if (t->parts_done < t->nparts &&
+        now_mono - t->bf_logged_mono >= EXPIRY_ENGINE_BACKFILL_LOG_MS) {
         log_progress(t, now_mono, 0);
     }
 }
 
 /*
- * A thread (EXPIRE_BACKFILL_THREADS of them, each on its own partition, so
+ * A thread (EXPIRY_ENGINE_BACKFILL_THREADS of them, each on its own partition, so
  * both cores index). Each iteration is one step:
  *
  *  1. pick: under the lock, the next (table, partition) not yet backfilled
  *     for its table's current config_version and not being stepped by the
  *     other thread (round-robin over tables); nothing left: sleep until
- *     expire_sync, a finished step or stop wakes us.
+ *     expiry_engine_sync, a finished step or stop wakes us.
  *  2. step: without the lock (busy marker set, so a disable waits for
- *     us), run one expiry_backfill_step of at most EXPIRE_BACKFILL_CHUNK
+ *     us), run one expiry_backfill_step of at most EXPIRY_ENGINE_BACKFILL_CHUNK
  *     items. The step holds that partition's write lock only for its own
  *     chunk, so foreground writes interleave between chunks.
  *  3. record: the progress, if the registry still describes the same config
  *     (a sync in between may have disabled or re-enabled the table: then
  *     the result is dropped; the stored resume point decides anyway), tell
  *     the partition's scanner to re-read its next due instant, log about
- *     every EXPIRE_BACKFILL_LOG_MS per table and at completion.
+ *     every EXPIRY_ENGINE_BACKFILL_LOG_MS per table and at completion.
  *  4. With --ttl-backfill-rate R, wait until the items scanned so far (by
  *     all threads) fit R items/s (the chunk shrinks to R/10 so the pace
  *     stays smooth).
@@ -159,17 +160,17 @@ static void record(expire_engine *e, expire_table *t, uint32_t part, uint64_t sc
  */
 void *backfill_run(void *arg)
 {
-    expire_backfiller *self = arg;
-    expire_engine *e = self->e;
+    expiry_engine_backfiller *self = arg;
+    expiry_engine *e = self->e;
     uint64_t rate = e->opt.backfill_items_per_s;
-    size_t chunk = EXPIRE_BACKFILL_CHUNK;
+    size_t chunk = EXPIRY_ENGINE_BACKFILL_CHUNK;
     if (rate != 0 && rate / 10 < chunk) {
         chunk = rate / 10 > 0 ? (size_t)(rate / 10) : 1;
     }
 
     pthread_mutex_lock(&e->lock);
     while (!e->stopping) {
-        expire_table *t = NULL;
+        expiry_engine_table *t = NULL;
         uint32_t k = 0;
         if (!pick(e, &t, &k)) {
             pthread_cond_wait(&e->bf_cond, &e->lock);
@@ -220,7 +221,7 @@ void *backfill_run(void *arg)
         }
         /* The registry may have been rebuilt while we stepped: find the
          * table again, and keep the result only for the same config. */
-        t = e->gen == gen ? t : expire_find(e, schema.id);
+        t = e->gen == gen ? t : expiry_engine_find(e, schema.id);
         if (t == NULL || !t->schema.ttl.enabled ||
             t->schema.ttl.config_version != schema.ttl.config_version) {
             continue;

@@ -44,9 +44,10 @@ static void push_partition_map(request_ctx *c)
      * the wait is for the pushed version, however it arrived. */
     if ((applied || (body->map != NULL && body->map->version == maps_version(c->ns))) &&
         c->ns->ttl != NULL) {
-        expire_wait_backfilled(c->ns->ttl, EXPIRE_PUSH_WAIT_MS);
+        expiry_engine_wait_backfilled(c->ns->ttl, EXPIRY_ENGINE_PUSH_WAIT_MS);
     }
-    if (c->ns->ttl != NULL && expire_progress_pb(c->ns->ttl, c->a, &out->ttl, &out->n_ttl) != 0) {
+    if (c->ns->ttl != NULL &&
+        expiry_engine_progress_pb(c->ns->ttl, c->a, &out->ttl, &out->n_ttl) != 0) {
         rpc_set_error(c->resp, c->a, LAPSE_ENOMEM, "out of memory");
         return;
     }
@@ -84,7 +85,8 @@ static void peer_heartbeat(request_ctx *c)
     lapse__heartbeat_response__init(out);
     out->pmap_version = maps_version(c->ns);
     out->clock_ms = clock_wall_now().ms;
-    out->clock_trusted = c->ns->ttl != NULL && expire_clock(c->ns->ttl, NULL) == EXPIRE_CLOCK_OK;
+    out->clock_trusted =
+        c->ns->ttl != NULL && expiry_engine_clock(c->ns->ttl, NULL) == EXPIRY_ENGINE_CLOCK_OK;
     c->resp->body_case = LAPSE__RESPONSE__BODY_HEARTBEAT;
     c->resp->heartbeat = out;
 }

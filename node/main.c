@@ -97,9 +97,10 @@ static void usage(FILE *f)
             "                      serve Prometheus metrics at http://HOST:PORT/metrics "
             "(default: off)\n"
             "  --help              this text\n",
-            NODE_DEFAULT_COORDINATOR, REGISTRY_LEASE_TTL_S, EXPIRE_MAX_WORKERS,
-            EXPIRE_DEFAULT_WORKERS, EXPIRE_DEFAULT_MAX_SKEW_MS, EXPIRE_DEFAULT_NAIVE_INTERVAL_MS,
-            REPLOG_RETAIN_DEFAULT, SHIPPER_MAX_WORKERS, SHIPPER_DEFAULT_WORKERS);
+            NODE_DEFAULT_COORDINATOR, REGISTRY_LEASE_TTL_S, EXPIRY_ENGINE_MAX_WORKERS,
+            EXPIRY_ENGINE_DEFAULT_WORKERS, EXPIRY_ENGINE_DEFAULT_MAX_SKEW_MS,
+            EXPIRY_ENGINE_DEFAULT_NAIVE_INTERVAL_MS, REPLOG_RETAIN_DEFAULT, SHIPPER_MAX_WORKERS,
+            SHIPPER_DEFAULT_WORKERS);
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -296,7 +297,7 @@ static int daemon_flag(int c, flags *f)
     return -1;
 }
 
-/* The TTL engine: scanners, rates, clock checks, the naive scan. */
+/* The expiry engine: scanners, rates, clock checks, the naive scan. */
 static int ttl_flag(int c, flags *f)
 {
     long long v;
@@ -304,7 +305,7 @@ static int ttl_flag(int c, flags *f)
 
     switch (c) {
     case 'T':
-        if ((rv = int_flag("--ttl-workers", 1, EXPIRE_MAX_WORKERS, &v)) != 0) {
+        if ((rv = int_flag("--ttl-workers", 1, EXPIRY_ENGINE_MAX_WORKERS, &v)) != 0) {
             return rv;
         }
         f->opt.ttl.workers = (int)v;
@@ -397,9 +398,9 @@ static int parse_flags(int argc, char **argv, flags *f)
     char cerr[4200];
 
     memset(f, 0, sizeof(*f));
-    f->opt.ttl.workers = EXPIRE_DEFAULT_WORKERS;
-    f->opt.ttl.max_clock_skew_ms = EXPIRE_DEFAULT_MAX_SKEW_MS;
-    f->opt.ttl.naive_interval_ms = EXPIRE_DEFAULT_NAIVE_INTERVAL_MS;
+    f->opt.ttl.workers = EXPIRY_ENGINE_DEFAULT_WORKERS;
+    f->opt.ttl.max_clock_skew_ms = EXPIRY_ENGINE_DEFAULT_MAX_SKEW_MS;
+    f->opt.ttl.naive_interval_ms = EXPIRY_ENGINE_DEFAULT_NAIVE_INTERVAL_MS;
     f->opt.repl_workers = SHIPPER_DEFAULT_WORKERS;
     f->level = LOG_INFO;
     if (config_argv_init(&g_args, argc, argv, longopts, cerr, sizeof(cerr)) != 0) {

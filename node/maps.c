@@ -220,7 +220,7 @@ static int drop_removed(node_server *ns, const pmap *old, const pmap *new, uint3
 }
 
 /* Whether some table of old with TTL enabled is in new with TTL disabled:
- * writes routed by old may still add index entries, so the TTL engine drops
+ * writes routed by old may still add index entries, so the expiry engine drops
  * the index only after the drain. */
 static int ttl_disabled(const pmap *old, const pmap *new)
 {
@@ -351,7 +351,7 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
      * index (after the drain above), pauses stop scanners. nm stays
      * current while we hold apply_lock. */
     if (ns->ttl != NULL) {
-        expire_sync(ns->ttl, nm->pm);
+        expiry_engine_sync(ns->ttl, nm->pm);
     }
     pthread_mutex_unlock(&ns->apply_lock);
     maps_release(old);

@@ -31,7 +31,7 @@
  *  5. A dropped table's expiry index goes with its items. After the swap
  *     (and, when a table's TTL went from enabled to disabled, after the
  *     drain of 2, so no write routed by the old map can still add an index
- *     entry), maps_apply calls expire_sync with the new map before
+ *     entry), maps_apply calls expiry_engine_sync with the new map before
  *     returning: when PushPartitionMap answers, the node already follows
  *     the new TTL config.
  *

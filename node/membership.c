@@ -84,7 +84,7 @@ static int register_node(node_server *ns, char *err, size_t errlen)
 
 /* Heartbeat, carrying our TTL progress and clock verdict; *coord_version
  * receives the coordinator's map version. The reply's clock gives the skew
- * (expire_clock_report pauses or resumes the scanners); without a reply the
+ * (expiry_engine_clock_report pauses or resumes the scanners); without a reply the
  * last verdict stands. */
 /* The tables whose GSI or stream copies here are filling, into body
  * (newcopy.h): a move lets a copy it added be read only once they are not. */
@@ -111,9 +111,10 @@ static int heartbeat(node_server *ns, uint64_t *coord_version, char *err, size_t
     body.pmap_version = maps_version(ns);
     if (ns->ttl != NULL) {
         int64_t skew = 0;
-        body.ttl_paused_for_clock = expire_clock(ns->ttl, &skew) == EXPIRE_CLOCK_SKEWED;
+        body.ttl_paused_for_clock =
+            expiry_engine_clock(ns->ttl, &skew) == EXPIRY_ENGINE_CLOCK_SKEWED;
         body.clock_skew_ms = skew;
-        if (expire_progress_pb(ns->ttl, &a, &body.ttl, &body.n_ttl) != 0) {
+        if (expiry_engine_progress_pb(ns->ttl, &a, &body.ttl, &body.n_ttl) != 0) {
             body.ttl = NULL; /* out of memory: the next heartbeat reports it */
             body.n_ttl = 0;
         }
@@ -142,7 +143,7 @@ static int heartbeat(node_server *ns, uint64_t *coord_version, char *err, size_t
                 int64_t skew = sent_ms + rtt - (resp->heartbeat->clock_ms + rtt / 2);
                 atomic_store(&ns->clock_skew_ms, (long long)skew);
                 if (ns->ttl != NULL) {
-                    expire_clock_report(ns->ttl, skew, rtt);
+                    expiry_engine_clock_report(ns->ttl, skew, rtt);
                 }
             }
         } else {

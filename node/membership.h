@@ -27,7 +27,7 @@
  *                        version, wall clock, TTL progress and clock
  *                        verdict (at once after
  *                        membership_heartbeat_soon); the reply's clock
- *                        -> expire_clock_report (skew = ours - (theirs +
+ *                        -> expiry_engine_clock_report (skew = ours - (theirs +
  *                        RTT/2)); a newer coordinator version ->
  *                        maps_refresh (GetPartitionMap + apply)
  */

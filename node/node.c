@@ -173,7 +173,7 @@ static int copy_str(char *dst, size_t cap, const char *src, const char *what, ch
     return 0;
 }
 
-/* The TTL engine's delete hook: the sweep's deletes are outbox records. */
+/* The expiry engine's delete hook: the sweep's deletes are outbox records. */
 static void on_ttl_delete(void *arg, uint32_t table_id, uint32_t part)
 {
     node_server *ns = arg;
@@ -273,10 +273,10 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     /* The TTL sweeps wake the shipper like writes do (their deletes make
      * outbox records). */
     node_map *m = maps_acquire(ns);
-    expire_hooks hooks = {
+    expiry_engine_hooks hooks = {
         .on_delete = on_ttl_delete, .on_backfilled = on_ttl_backfilled, .arg = ns};
-    rv = expire_open(&ns->ttl, ns->st, ns->id, m->pm, &ns->ttl_opt, ns->metrics, &hooks, err,
-                     errlen);
+    rv = expiry_engine_open(&ns->ttl, ns->st, ns->id, m->pm, &ns->ttl_opt, ns->metrics, &hooks, err,
+                            errlen);
     maps_release(m);
     if (rv != 0) {
         goto fail;
@@ -367,12 +367,12 @@ void node_close(node_server *ns)
     STEP("streams_stop");
     streams_stop(ns->streams); /* long polls answer now; retention stops */
     STEP("telemetry_stop");
-    telemetry_stop(ns); /* the endpoint reads the RPC server, TTL engine, shipper and store */
+    telemetry_stop(ns); /* the endpoint reads the RPC server, expiry engine, shipper and store */
     STEP("rpc_server_close");
     rpc_server_close(ns->srv); /* waits for running handlers */
     ns->srv = NULL;
-    STEP("expire_close");
-    expire_close(ns->ttl); /* its threads finish their current step */
+    STEP("expiry_engine_close");
+    expiry_engine_close(ns->ttl); /* its threads finish their current step */
     ns->ttl = NULL;
     STEP("shipper_close");
     shipper_close(ns->shipper); /* its workers finish their current round */

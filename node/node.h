@@ -23,7 +23,7 @@
  *  3. Every background thread is stopped before the state it uses is freed:
  *     node_close stops membership and the stream retention thread (ending
  *     long polls), then the RPC server (which waits for running handlers)
- *     and the metrics endpoint, then the TTL engine's threads (which wake
+ *     and the metrics endpoint, then the expiry engine's threads (which wake
  *     the shipper), then the outbox shipper, then frees the map, the
  *     client, the metrics and the store.
  *
@@ -33,7 +33,7 @@
  *   (none) ---------> SERVING ---------------------------------> (none)
  *                     | data dir locked, map loaded from meta,
  *                     | outbox shipper and stream retention running,
- *                     | TTL engine (backfill, scanners) running,
+ *                     | expiry engine (backfill, scanners) running,
  *                     | RPC listening, membership thread running,
  *                     | GET /metrics served with --metrics-listen
  *                     | (serving never waits for the coordinator)
@@ -53,7 +53,7 @@
 #include "../partition/store.h"
 #include "../rpc/http.h"
 #include "../rpc/rpc.h"
-#include "expire.h"
+#include "expiry_engine.h"
 
 #define NODE_MAX_URL PMAP_MAX_ADDR
 #define NODE_MAX_TOKEN 255 /* --cluster-token-file: bytes of the token */
@@ -83,8 +83,8 @@ typedef struct node_options {
     const char *coordinator_url;           /* NULL = NODE_DEFAULT_COORDINATOR */
     const char *data_dir;                  /* created if missing */
     int workers;                           /* RPC handler threads; 0 = rpc default */
-    expire_options ttl;                    /* --ttl-workers, --ttl-max-deletes-per-sec,
-                                              --ttl-backfill-rate, --max-clock-skew-ms */
+    expiry_engine_options ttl;             /* --ttl-workers, --ttl-max-deletes-per-sec,
+                                       --ttl-backfill-rate, --max-clock-skew-ms */
     const char *metrics_listen;            /* HOST:PORT for GET /metrics; NULL = none */
     int repl_workers;                      /* outbox shipper threads; 0 = default */
     int64_t stream_trim_interval_ms;       /* stream retention period; 0 = default (tests) */
@@ -161,9 +161,9 @@ typedef struct node_server {
     /* ---- RPC server ---- */
     rpc_server *srv; /* owned; handlers.c serves it */
 
-    /* ---- TTL (expire.h: registry, backfill and scanner threads) ---- */
-    expire_options ttl_opt; /* fixed: the TTL flags */
-    expire_engine *ttl;     /* owned; thread-safe; started after maps_init */
+    /* ---- TTL (expiry_engine.h: registry, backfill and scanner threads) ---- */
+    expiry_engine_options ttl_opt; /* fixed: the TTL flags */
+    expiry_engine *ttl;            /* owned; thread-safe; started after maps_init */
 
     /* ---- metrics (telemetry.h) ---- */
     metrics *metrics;                  /* owned; thread-safe registry, always present */

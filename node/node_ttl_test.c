@@ -1,5 +1,5 @@
 /*
- * node_ttl_test.c: black-box tests of the node's TTL engine. The real
+ * node_ttl_test.c: black-box tests of the node's expiry engine. The real
  * lapse-coordinator and two lapse-node daemons (posix_spawn, free loopback
  * ports, fresh dirs; harness in node_testutil.h); TTL is configured through
  * the coordinator's UpdateTimeToLive, exactly as the CLI does.

@@ -97,14 +97,14 @@ int peerclock_check(node_server *ns, peerclock *pc)
         }
         return 0;
     }
-    if (pc->warned || expire_clock(ns->ttl, NULL) == EXPIRE_CLOCK_UNKNOWN) {
+    if (pc->warned || expiry_engine_clock(ns->ttl, NULL) == EXPIRY_ENGINE_CLOCK_UNKNOWN) {
         log_info("clock checked against %d peer node(s) while no coordinator answers: skew %lld "
                  "ms against node %u",
                  trusted, (long long)worst, worst_id);
     }
     pc->warned = 0;
     atomic_store(&ns->clock_skew_ms, (long long)worst);
-    expire_clock_report(ns->ttl, worst, worst_rtt);
+    expiry_engine_clock_report(ns->ttl, worst, worst_rtt);
     return trusted;
 }
 

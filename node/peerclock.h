@@ -1,7 +1,7 @@
 /*
  * peerclock.h: the clock check against peer nodes, for while no coordinator
  * answers. The TTL scanners delete nothing until this node's wall clock has
- * been checked (expire.h); normally the coordinator's heartbeat replies do
+ * been checked (expiry_engine.h); normally the coordinator's heartbeat replies do
  * it. A node that restarts while every coordinator is down would wait for
  * them forever, so the membership thread asks the other nodes of its map
  * for their clocks instead (a Heartbeat to a node, answered by
@@ -37,7 +37,7 @@ typedef struct peerclock {
 } peerclock;
 
 /* Asks every other node of the current map for its clock and reports the
- * verdict to the TTL engine (expire_clock_report). Returns how many trusted
+ * verdict to the expiry engine (expiry_engine_clock_report). Returns how many trusted
  * peers answered. */
 int peerclock_check(node_server *ns, peerclock *pc);
 /* Closes the clients; *pc is empty again. */

@@ -1,13 +1,13 @@
 /*
- * scanner.c: the TTL scanner workers (expire.h; state in expire_int.h).
+ * scanner.c: the TTL scanner workers (expiry_engine.h; state in expiry_engine_int.h).
  *
- * Worker w owns the (table, partition) pairs with expire_worker_of() == w
+ * Worker w owns the (table, partition) pairs with expiry_engine_worker_of() == w
  * among the enabled, unpaused tables' partitions this node owns. For each it
  * keeps the due instant of the partition's earliest index entry, so it knows
  * exactly when the next item falls due and sleeps until then: there is no
  * polling period that would add lag. The store's expiry hook lowers a
  * pair's instant (and wakes the worker) when a write adds an earlier entry;
- * expire_sync, the clock verdict and expire_close wake it too.
+ * expiry_engine_sync, the clock verdict and expiry_engine_close wake it too.
  *
  * With --ttl-naive-scan the workers run naive_run instead: full passes over
  * the items without the index, for the benchmark that shows what the index
@@ -23,7 +23,7 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../partition/expiry.h"
-#include "expire_int.h"
+#include "expiry_engine_int.h"
 
 /* Longest single sleep. Not a polling period (a due item never waits for
  * it; the next due instant or a wake-up ends the sleep first): it bounds
@@ -36,7 +36,7 @@ static const double lag_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 
 static int cmp_slot(const void *a, const void *b)
 {
-    const expire_slot *x = a, *y = b;
+    const expiry_engine_slot *x = a, *y = b;
     if (x->table_id != y->table_id) {
         return x->table_id < y->table_id ? -1 : 1;
     }
@@ -44,32 +44,32 @@ static int cmp_slot(const void *a, const void *b)
 }
 
 /* Rebuilds w's pairs from the registry. REQUIRES: lock held. */
-static void rebuild(expire_worker *w)
+static void rebuild(expiry_engine_worker *w)
 {
-    expire_engine *e = w->e;
+    expiry_engine *e = w->e;
     size_t n = 0;
     for (size_t i = 0; i < e->ntables; i++) {
-        const expire_table *t = &e->tables[i];
+        const expiry_engine_table *t = &e->tables[i];
         if (!t->schema.ttl.enabled || t->schema.ttl.paused) {
             continue;
         }
         for (uint32_t k = 0; k < t->nparts; k++) {
-            n += expire_worker_of(e, t->schema.id, t->parts[k]) == (size_t)w->index;
+            n += expiry_engine_worker_of(e, t->schema.id, t->parts[k]) == (size_t)w->index;
         }
     }
-    expire_slot *slots = calloc(n ? n : 1, sizeof(*slots));
+    expiry_engine_slot *slots = calloc(n ? n : 1, sizeof(*slots));
     if (slots == NULL) {
         log_error("TTL scanner %d: out of memory; keeping its old partitions", w->index);
         return; /* gen stays old: retried at the next wake-up */
     }
     size_t j = 0;
     for (size_t i = 0; i < e->ntables; i++) {
-        const expire_table *t = &e->tables[i];
+        const expiry_engine_table *t = &e->tables[i];
         if (!t->schema.ttl.enabled || t->schema.ttl.paused) {
             continue;
         }
         for (uint32_t k = 0; k < t->nparts; k++) {
-            if (expire_worker_of(e, t->schema.id, t->parts[k]) == (size_t)w->index) {
+            if (expiry_engine_worker_of(e, t->schema.id, t->parts[k]) == (size_t)w->index) {
                 slots[j].table_id = t->schema.id;
                 slots[j].part = t->parts[k];
                 slots[j].next_due_ms = EXPIRY_NONE;
@@ -89,12 +89,12 @@ static void rebuild(expire_worker *w)
  * is set to EXPIRY_NONE first and merged with min afterwards, so an entry
  * the hook reports meanwhile is not lost. Returns with the lock held.
  * REQUIRES: lock held. */
-static void refresh(expire_worker *w)
+static void refresh(expiry_engine_worker *w)
 {
-    expire_engine *e = w->e;
+    expiry_engine *e = w->e;
     uint64_t gen = w->gen;
     for (size_t i = 0; i < w->nslots && !e->stopping && w->gen == gen; i++) {
-        expire_slot *s = &w->slots[i];
+        expiry_engine_slot *s = &w->slots[i];
         if (!s->refresh) {
             continue;
         }
@@ -122,9 +122,9 @@ static void refresh(expire_worker *w)
  * condition until at least one is available. Returns the number taken, 0
  * when the wait was cut short (stop, config or clock change: re-plan).
  * REQUIRES: lock held. */
-static size_t take_tokens(expire_worker *w, size_t want)
+static size_t take_tokens(expiry_engine_worker *w, size_t want)
 {
-    expire_engine *e = w->e;
+    expiry_engine *e = w->e;
     uint64_t rate = e->opt.max_deletes_per_sec;
     if (rate == 0) {
         return want;
@@ -133,8 +133,8 @@ static size_t take_tokens(expire_worker *w, size_t want)
     if (cap < 1) {
         cap = 1;
     }
-    if (cap > EXPIRE_SWEEP_BATCH) {
-        cap = EXPIRE_SWEEP_BATCH;
+    if (cap > EXPIRY_ENGINE_SWEEP_BATCH) {
+        cap = EXPIRY_ENGINE_SWEEP_BATCH;
     }
     int64_t now = clock_mono_now().ms;
     e->tokens += (double)(now - e->tokens_mono_ms) * (double)rate / 1000.0;
@@ -156,7 +156,7 @@ static size_t take_tokens(expire_worker *w, size_t want)
     return 0;
 }
 
-static void give_back(expire_engine *e, size_t n)
+static void give_back(expiry_engine *e, size_t n)
 {
     if (e->opt.max_deletes_per_sec != 0) {
         e->tokens += (double)n;
@@ -164,7 +164,7 @@ static void give_back(expire_engine *e, size_t n)
 }
 
 /* Adds one sweep's outcome to the metrics. */
-static void record(expire_engine *e, const table_schema *t, const expiry_sweep_result *res)
+static void record(expiry_engine *e, const table_schema *t, const expiry_sweep_result *res)
 {
     char labels[SCHEMA_MAX_NAME * 2 + 16];
     metrics_labels(labels, sizeof(labels), "table", t->name, NULL);
@@ -190,10 +190,11 @@ static void record(expire_engine *e, const table_schema *t, const expiry_sweep_r
 
 /* Sweeps one batch of slot s. Returns with the lock held.
  * REQUIRES: lock held; s due. */
-static void sweep_one(expire_worker *w, expire_slot *s, size_t max_items, clock_wall now)
+static void sweep_one(expiry_engine_worker *w, expiry_engine_slot *s, size_t max_items,
+                      clock_wall now)
 {
-    expire_engine *e = w->e;
-    expire_table *t = expire_find(e, s->table_id);
+    expiry_engine *e = w->e;
+    expiry_engine_table *t = expiry_engine_find(e, s->table_id);
     if (t == NULL || !t->schema.ttl.enabled || t->schema.ttl.paused) {
         give_back(e, max_items);
         return; /* a sync raced us; the gen check re-plans */
@@ -252,7 +253,7 @@ static void sweep_one(expire_worker *w, expire_slot *s, size_t max_items, clock_
  * the index buys (lapse-ttl-bench naive-burst). Each cycle is one full pass:
  * every (table, partition) pair the worker owns (same ownership as the
  * indexed scanner) is read from its first item to its last, in steps of
- * expiry_naive_step (at most NAIVE_SCAN_STEP items read and EXPIRE_SWEEP_BATCH
+ * expiry_naive_step (at most NAIVE_SCAN_STEP items read and EXPIRY_ENGINE_SWEEP_BATCH
  * deleted per step, one WriteBatch under the partition's lock, each item
  * judged by ttl_eval at the pass's one wall-clock snapshot); then the worker
  * sleeps --ttl-naive-interval-ms before the next pass, however much was
@@ -262,16 +263,16 @@ static void sweep_one(expire_worker *w, expire_slot *s, size_t max_items, clock_
  * pass, and the next one starts from the rebuilt pairs), and stop. Not the
  * token bucket: this mode exists only for the benchmark.
  */
-static void naive_run(expire_worker *w)
+static void naive_run(expiry_engine_worker *w)
 {
-    expire_engine *e = w->e;
+    expiry_engine *e = w->e;
     buf resume;
     buf_init(&resume);
     while (!e->stopping) {
         if (w->gen != e->gen) {
             rebuild(w);
         }
-        if (e->clock != EXPIRE_CLOCK_OK || w->nslots == 0) {
+        if (e->clock != EXPIRY_ENGINE_CLOCK_OK || w->nslots == 0) {
             pthread_cond_wait(&w->cond, &e->lock);
             continue;
         }
@@ -281,8 +282,8 @@ static void naive_run(expire_worker *w)
             uint32_t table_id = w->slots[i].table_id, part = w->slots[i].part;
             buf_clear(&resume);
             for (int done = 0;
-                 !done && !e->stopping && e->gen == gen && e->clock == EXPIRE_CLOCK_OK;) {
-                expire_table *t = expire_find(e, table_id);
+                 !done && !e->stopping && e->gen == gen && e->clock == EXPIRY_ENGINE_CLOCK_OK;) {
+                expiry_engine_table *t = expiry_engine_find(e, table_id);
                 if (t == NULL || !t->schema.ttl.enabled || t->schema.ttl.paused) {
                     break;
                 }
@@ -293,9 +294,9 @@ static void naive_run(expire_worker *w)
                 memset(&res, 0, sizeof(res));
                 res.due_ms = w->due_ms;
                 char err[256] = "";
-                int rv =
-                    expiry_naive_step(e->st, &schema, part, now, NAIVE_SCAN_STEP,
-                                      EXPIRE_SWEEP_BATCH, &resume, &done, &res, err, sizeof(err));
+                int rv = expiry_naive_step(e->st, &schema, part, now, NAIVE_SCAN_STEP,
+                                           EXPIRY_ENGINE_SWEEP_BATCH, &resume, &done, &res, err,
+                                           sizeof(err));
                 if (rv == 0) {
                     res.undeletable = 0; /* seen again every pass: not counted */
                     record(e, &schema, &res);
@@ -325,20 +326,20 @@ static void naive_run(expire_worker *w)
 /*
  * The worker. Each iteration of the loop is one planning step:
  *
- *  1. Rebuild the pairs when the registry changed (expire_sync bumped gen),
+ *  1. Rebuild the pairs when the registry changed (expiry_engine_sync bumped gen),
  *     and re-read the next due instant of every pair marked for it.
  *  2. With the clock verdict not OK, or nothing owned, sleep until woken.
  *  3. Take one wall-clock snapshot `now`. If no pair is due (earliest
  *     instant >= now), sleep until earliest + 1 ms (the first instant at
  *     which it is expired) or a wake-up, at most MAX_SLEEP_MS.
  *  4. Otherwise one pass: every pair due at `now`, in order, gets ONE sweep
- *     of at most EXPIRE_SWEEP_BATCH items (fewer when the delete token
+ *     of at most EXPIRY_ENGINE_SWEEP_BATCH items (fewer when the delete token
  *     bucket has fewer), so a huge backlog in one partition cannot starve
  *     the others; each sweep is one WriteBatch under that partition's lock
  *     only. A pair whose sweep reports `more` stays due for the next pass.
  *
  * Budget per step: at most one batch per due pair, each bounded by
- * EXPIRE_SWEEP_BATCH and by the shared token bucket (--ttl-max-deletes-per-
+ * EXPIRY_ENGINE_SWEEP_BATCH and by the shared token bucket (--ttl-max-deletes-per-
  * sec: a backlog drains at exactly that rate). The pass stops early when the
  * registry changes (gen), the clock verdict leaves OK, or the engine stops;
  * the next step resumes from the instants kept per pair, so nothing is
@@ -346,8 +347,8 @@ static void naive_run(expire_worker *w)
  */
 void *scanner_run(void *arg)
 {
-    expire_worker *w = arg;
-    expire_engine *e = w->e;
+    expiry_engine_worker *w = arg;
+    expiry_engine *e = w->e;
     pthread_mutex_lock(&e->lock);
     if (e->opt.naive_scan) {
         naive_run(w); /* instead of the index: benchmark 6 only */
@@ -358,7 +359,7 @@ void *scanner_run(void *arg)
         if (w->gen != e->gen) {
             rebuild(w);
         }
-        if (e->clock != EXPIRE_CLOCK_OK || w->nslots == 0) {
+        if (e->clock != EXPIRY_ENGINE_CLOCK_OK || w->nslots == 0) {
             w->wake_at_ms = INT64_MAX;
             pthread_cond_wait(&w->cond, &e->lock);
             continue;
@@ -388,14 +389,15 @@ void *scanner_run(void *arg)
         w->wake_at_ms = now.ms; /* busy: the hook need not wake us */
         uint64_t gen = w->gen;
         for (size_t i = 0; i < w->nslots; i++) {
-            if (e->stopping || w->gen != gen || e->gen != gen || e->clock != EXPIRE_CLOCK_OK) {
+            if (e->stopping || w->gen != gen || e->gen != gen ||
+                e->clock != EXPIRY_ENGINE_CLOCK_OK) {
                 break;
             }
-            expire_slot *s = &w->slots[i];
+            expiry_engine_slot *s = &w->slots[i];
             if (!ttl_is_expired(s->next_due_ms, now)) {
                 continue;
             }
-            size_t n = take_tokens(w, EXPIRE_SWEEP_BATCH);
+            size_t n = take_tokens(w, EXPIRY_ENGINE_SWEEP_BATCH);
             if (n == 0) {
                 break; /* waited for tokens: re-plan with a fresh now */
             }

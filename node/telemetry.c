@@ -119,7 +119,7 @@ static void collect(void *arg, metrics *m)
     node_server *ns = arg;
     collect_rpc(ns, m);
     if (ns->ttl != NULL) {
-        expire_collect(ns->ttl, m);
+        expiry_engine_collect(ns->ttl, m);
     }
     if (ns->shipper != NULL) {
         shipper_collect(ns->shipper, m);

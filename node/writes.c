@@ -5,7 +5,7 @@
  * is enabled, its LSI entries and its outbox record); this file only
  * validates, routes and converts (with the call's request id, so that a
  * retried call takes effect once), counts TTL values the enabled rule
- * ignores (expire_note_write), and wakes the outbox shipper after a write
+ * ignores (expiry_engine_note_write), and wakes the outbox shipper after a write
  * to a table with an outbox (shipper_notify_table), so the change ships
  * within milliseconds.
  */
@@ -105,7 +105,7 @@ static void write_end(write_call *w)
     } else if (w->rv == 0) {
         shipper_notify_table(c->ns->shipper, &c->table->schema, w->part);
         if (!w->is_delete) {
-            expire_note_write(c->ns->ttl, &c->table->schema, w->it);
+            expiry_engine_note_write(c->ns->ttl, &c->table->schema, w->it);
         }
         if (w->is_delete) {
             Lapse__DeleteItemResponse *out = body_alloc(c, sizeof(*out));
@@ -271,7 +271,7 @@ void writes_update(request_ctx *c)
         goto out;
     }
     shipper_notify_table(c->ns->shipper, &c->table->schema, part);
-    expire_note_write(c->ns->ttl, &c->table->schema, updated);
+    expiry_engine_note_write(c->ns->ttl, &c->table->schema, updated);
     Lapse__UpdateItemResponse *out = body_alloc(c, sizeof(*out));
     if (out == NULL) {
         goto out;
@@ -365,7 +365,7 @@ void writes_batch(request_ctx *c)
             goto out;
         }
         for (size_t i = 0; i < nwrites; i++) {
-            expire_note_write(c->ns->ttl, &c->table->schema, writes[i].put);
+            expiry_engine_note_write(c->ns->ttl, &c->table->schema, writes[i].put);
             if (i == 0 || parts[i] != parts[i - 1]) {
                 shipper_notify_table(c->ns->shipper, &c->table->schema, parts[i]);
             }

@@ -1,18 +1,19 @@
 /*
- * expire.h: the node's TTL engine (docs/ttl.md "Expiry", docs/node.md "TTL"):
+ * expiry_engine.h: the node's expiry engine (docs/ttl.md "Expiry", docs/node.md "TTL"):
  * which tables have TTL configured and how far this node is with each
- * (expire.c), the backfill thread that indexes items written before TTL was
+ * (expiry_engine.c), the backfill thread that indexes items written before TTL was
  * enabled (backfill.c), the scanner threads that delete due items
- * (scanner.c), and the clock-safety verdict that pauses them.
+ * (scanner.c), and the clock-safety verdict that pauses them. Named apart
+ * from partition/expiry.h, the index and sweep it drives.
  *
  * The engine follows the current partition map: maps_apply calls
- * expire_sync with every new map, and the engine derives everything from the
+ * expiry_engine_sync with every new map, and the engine derives everything from the
  * TtlConfig of each table and the partitions this node owns. The expiry
  * index itself and the conditional deletes are partition/expiry.h's.
  *
  * Thread-safety: every function may be called from any thread, except
- * expire_open/expire_close (main thread, node_open/node_close). One mutex
- * (expire_engine.lock) guards the engine's state; no store call is made
+ * expiry_engine_open/expiry_engine_close (main thread, node_open/node_close). One mutex
+ * (expiry_engine.lock) guards the engine's state; no store call is made
  * while holding it.
  *
  * Invariants:
@@ -22,11 +23,11 @@
  *     table: a disable leaves no entry written by the engine behind.
  *  2. Scanners delete nothing while the clock verdict is not OK: before the
  *     first heartbeat verdict (unknown) and while the skew is out of bounds.
- *  3. expire_sync calls are serialized by the caller (maps_apply's
+ *  3. expiry_engine_sync calls are serialized by the caller (maps_apply's
  *     apply_lock), so a disable's drop completes before a later enable's
  *     backfill can start.
  *
- * A table's TTL, as this node sees it (expire_sync performs each edge):
+ * A table's TTL, as this node sees it (expiry_engine_sync performs each edge):
  *
  *                enable (new config_version)
  *   DISABLED --------------------------------> BACKFILLING
@@ -39,8 +40,8 @@
  *                +------------------------ PAUSED (index kept, no sweeps)
  *                          disable
  */
-#ifndef LAPSE_EXPIRE_H
-#define LAPSE_EXPIRE_H
+#ifndef LAPSE_EXPIRY_ENGINE_H
+#define LAPSE_EXPIRY_ENGINE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -53,51 +54,51 @@
 #include "../partition/store.h"
 #include "../rpc/wire.h"
 
-#define EXPIRE_MAX_WORKERS 64
-#define EXPIRE_DEFAULT_WORKERS 2
-#define EXPIRE_DEFAULT_MAX_SKEW_MS 500
-#define EXPIRE_SWEEP_BATCH 1000    /* items per expiry_sweep (one WriteBatch) */
-#define EXPIRE_BACKFILL_CHUNK 1000 /* items per expiry_backfill_step */
-#define EXPIRE_BACKFILL_THREADS 2  /* partitions backfilled at once (2 cores) */
-#define EXPIRE_BACKFILL_LOG_MS 5000
-#define EXPIRE_DEFAULT_NAIVE_INTERVAL_MS 1000 /* --ttl-naive-interval-ms */
-#define EXPIRE_PUSH_WAIT_MS 50                /* PushPartitionMap waits this long for backfills */
+#define EXPIRY_ENGINE_MAX_WORKERS 64
+#define EXPIRY_ENGINE_DEFAULT_WORKERS 2
+#define EXPIRY_ENGINE_DEFAULT_MAX_SKEW_MS 500
+#define EXPIRY_ENGINE_SWEEP_BATCH 1000    /* items per expiry_sweep (one WriteBatch) */
+#define EXPIRY_ENGINE_BACKFILL_CHUNK 1000 /* items per expiry_backfill_step */
+#define EXPIRY_ENGINE_BACKFILL_THREADS 2  /* partitions backfilled at once (2 cores) */
+#define EXPIRY_ENGINE_BACKFILL_LOG_MS 5000
+#define EXPIRY_ENGINE_DEFAULT_NAIVE_INTERVAL_MS 1000 /* --ttl-naive-interval-ms */
+#define EXPIRY_ENGINE_PUSH_WAIT_MS 50 /* PushPartitionMap waits this long for backfills */
 
-typedef struct expire_engine expire_engine;
+typedef struct expiry_engine expiry_engine;
 
-typedef struct expire_options {
-    int workers;                   /* scanner threads, 1..EXPIRE_MAX_WORKERS */
+typedef struct expiry_engine_options {
+    int workers;                   /* scanner threads, 1..EXPIRY_ENGINE_MAX_WORKERS */
     uint64_t max_deletes_per_sec;  /* 0: no limit (token bucket shared by workers) */
     uint64_t backfill_items_per_s; /* 0: no limit */
     int64_t max_clock_skew_ms;     /* pause scanners beyond this |skew| */
     int naive_scan;                /* benchmark only: full passes, no index (scanner.c) */
     int64_t naive_interval_ms;     /* sleep between naive passes */
-} expire_options;
+} expiry_engine_options;
 
-/* What expire_clock_report decided. */
-typedef enum expire_clock_state {
-    EXPIRE_CLOCK_UNKNOWN = 0, /* no heartbeat answered yet: scanners wait */
-    EXPIRE_CLOCK_OK = 1,
-    EXPIRE_CLOCK_SKEWED = 2 /* |skew| > max: scanners paused */
-} expire_clock_state;
+/* What expiry_engine_clock_report decided. */
+typedef enum expiry_engine_clock_state {
+    EXPIRY_ENGINE_CLOCK_UNKNOWN = 0, /* no heartbeat answered yet: scanners wait */
+    EXPIRY_ENGINE_CLOCK_OK = 1,
+    EXPIRY_ENGINE_CLOCK_SKEWED = 2 /* |skew| > max: scanners paused */
+} expiry_engine_clock_state;
 
 /* Called by a scanner after a sweep deleted items of (table_id, part), with
  * no engine lock held (the deletes made outbox records: the node wakes its
  * shipper). Must be quick. */
-typedef void (*expire_delete_hook)(void *arg, uint32_t table_id, uint32_t part);
+typedef void (*expiry_engine_delete_hook)(void *arg, uint32_t table_id, uint32_t part);
 
 /* Called by the backfill thread when a table's backfill completes on this
  * node (its progress, which the heartbeat reports, just changed), with the
  * engine lock held: must be quick and must not call into the engine. */
-typedef void (*expire_backfilled_hook)(void *arg);
+typedef void (*expiry_engine_backfilled_hook)(void *arg);
 
 /* What the engine tells its node. Any member may be NULL; arg outlives the
  * engine. */
-typedef struct expire_hooks {
-    expire_delete_hook on_delete;
-    expire_backfilled_hook on_backfilled;
+typedef struct expiry_engine_hooks {
+    expiry_engine_delete_hook on_delete;
+    expiry_engine_backfilled_hook on_backfilled;
     void *arg;
-} expire_hooks;
+} expiry_engine_hooks;
 
 /*
  * Starts the engine for node node_id on store st: syncs with pm (the map
@@ -107,12 +108,12 @@ typedef struct expire_hooks {
  * that deleted something and of every completed backfill. Returns 0, or
  * LAPSE_ENOMEM with a reason (nothing left running).
  */
-int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm,
-                const expire_options *opt, metrics *m, const expire_hooks *hooks, char *err,
-                size_t errlen);
+int expiry_engine_open(expiry_engine **out, store *st, uint32_t node_id, const pmap *pm,
+                       const expiry_engine_options *opt, metrics *m,
+                       const expiry_engine_hooks *hooks, char *err, size_t errlen);
 /* Stops the threads (each finishes its current bounded step), clears the
  * hook and frees the engine. Accepts NULL. */
-void expire_close(expire_engine *e);
+void expiry_engine_close(expiry_engine *e);
 
 /*
  * Follows a newly applied map (borrowed): a table newly enabled (or enabled
@@ -123,31 +124,31 @@ void expire_close(expire_engine *e);
  * their index with their items). Drop failures are logged and retried at
  * the next sync. REQUIRES: calls serialized (invariant 3).
  */
-void expire_sync(expire_engine *e, const pmap *pm);
+void expiry_engine_sync(expiry_engine *e, const pmap *pm);
 
 /* Waits up to timeout_ms for every enabled table's backfill to complete
  * (PushPartitionMap: an enable on a small table is reported done at once). */
-void expire_wait_backfilled(expire_engine *e, int timeout_ms);
+void expiry_engine_wait_backfilled(expiry_engine *e, int timeout_ms);
 
 /* Fills *out with one TtlProgress per table with TTL configured, allocated
  * from a; *n gets the count. Returns 0 or LAPSE_ENOMEM. */
-int expire_progress_pb(expire_engine *e, arena *a, Lapse__TtlProgress ***out, size_t *n);
+int expiry_engine_progress_pb(expiry_engine *e, arena *a, Lapse__TtlProgress ***out, size_t *n);
 
 /* The clock check of one heartbeat round trip: skew_ms = node clock -
  * (coordinator clock + RTT/2). Pauses or resumes the scanners, logging the
  * transition once with the numbers. */
-void expire_clock_report(expire_engine *e, int64_t skew_ms, int64_t rtt_ms);
+void expiry_engine_clock_report(expiry_engine *e, int64_t skew_ms, int64_t rtt_ms);
 /* The current verdict and the skew it was made on. */
-expire_clock_state expire_clock(expire_engine *e, int64_t *skew_ms);
+expiry_engine_clock_state expiry_engine_clock(expiry_engine *e, int64_t *skew_ms);
 
 /* Called by writes after a put or update committed it (the new item) to a
  * table: counts TTL values the enabled rule ignores, per reason
  * (lapse_ttl_ignored_items). Cheap when TTL is off. */
-void expire_note_write(expire_engine *e, const table_schema *t, const item *it);
+void expiry_engine_note_write(expiry_engine *e, const table_schema *t, const item *it);
 
 /* For the metrics collector: refreshes the per-table gauges
  * (lapse_ttl_expired_backlog_items, lapse_ttl_oldest_undeleted_age_seconds,
  * lapse_ttl_config_version, lapse_ttl_ignored_items, clock gauges). */
-void expire_collect(expire_engine *e, metrics *m);
+void expiry_engine_collect(expiry_engine *e, metrics *m);
 
 #endif

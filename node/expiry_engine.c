@@ -1,9 +1,9 @@
 /*
- * expire.c: the TTL engine's registry of tables, its sync with the
+ * expiry_engine.c: the expiry engine's registry of tables, its sync with the
  * partition map, progress reports, the clock verdict and the metrics it
- * computes on demand (contract in expire.h; state in expire_int.h).
+ * computes on demand (contract in expiry_engine.h; state in expiry_engine_int.h).
  */
-#include "expire_int.h"
+#include "expiry_engine_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -30,13 +30,13 @@
 /* Helpers                                                                   */
 /* ------------------------------------------------------------------------ */
 
-size_t expire_worker_of(const expire_engine *e, uint32_t table_id, uint32_t part)
+size_t expiry_engine_worker_of(const expiry_engine *e, uint32_t table_id, uint32_t part)
 {
     uint64_t h = ((uint64_t)table_id << 32 | part) * 0x9E3779B97F4A7C15ULL;
     return (size_t)((h >> 32) % (uint64_t)e->opt.workers);
 }
 
-expire_table *expire_find(expire_engine *e, uint32_t table_id)
+expiry_engine_table *expiry_engine_find(expiry_engine *e, uint32_t table_id)
 {
     for (size_t i = 0; i < e->ntables; i++) {
         if (e->tables[i].schema.id == table_id) {
@@ -46,12 +46,12 @@ expire_table *expire_find(expire_engine *e, uint32_t table_id)
     return NULL;
 }
 
-static expire_slot *slot_find(expire_worker *w, uint32_t table_id, uint32_t part)
+static expiry_engine_slot *slot_find(expiry_engine_worker *w, uint32_t table_id, uint32_t part)
 {
     size_t lo = 0, hi = w->nslots;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        expire_slot *s = &w->slots[mid];
+        expiry_engine_slot *s = &w->slots[mid];
         if (s->table_id == table_id && s->part == part) {
             return s;
         }
@@ -64,10 +64,10 @@ static expire_slot *slot_find(expire_worker *w, uint32_t table_id, uint32_t part
     return NULL;
 }
 
-void expire_slot_touch(expire_engine *e, uint32_t table_id, uint32_t part)
+void expiry_engine_slot_touch(expiry_engine *e, uint32_t table_id, uint32_t part)
 {
-    expire_worker *w = &e->workers[expire_worker_of(e, table_id, part)];
-    expire_slot *s = slot_find(w, table_id, part);
+    expiry_engine_worker *w = &e->workers[expiry_engine_worker_of(e, table_id, part)];
+    expiry_engine_slot *s = slot_find(w, table_id, part);
     if (s != NULL) {
         s->refresh = 1;
     }
@@ -80,10 +80,10 @@ void expire_slot_touch(expire_engine *e, uint32_t table_id, uint32_t part)
  * slot_find. */
 static void due_hook(void *arg, uint32_t table_id, uint32_t part, int64_t due_ms)
 {
-    expire_engine *e = arg;
-    expire_worker *w = &e->workers[expire_worker_of(e, table_id, part)];
+    expiry_engine *e = arg;
+    expiry_engine_worker *w = &e->workers[expiry_engine_worker_of(e, table_id, part)];
     pthread_mutex_lock(&e->lock);
-    expire_slot *s = slot_find(w, table_id, part);
+    expiry_engine_slot *s = slot_find(w, table_id, part);
     if (s != NULL) {
         if (due_ms < s->next_due_ms) {
             s->next_due_ms = due_ms;
@@ -101,7 +101,7 @@ static int ttl_configured(const table_schema *t)
     return t->ttl.attribute[0] != 0 || t->ttl.config_version != 0;
 }
 
-static void table_fini(expire_table *t)
+static void table_fini(expiry_engine_table *t)
 {
     free(t->parts);
     free(t->backfilled);
@@ -109,7 +109,7 @@ static void table_fini(expire_table *t)
     t->backfilled = NULL;
 }
 
-static void wake_all(expire_engine *e)
+static void wake_all(expiry_engine *e)
 {
     for (int i = 0; i < e->opt.workers; i++) {
         pthread_cond_signal(&e->workers[i].cond);
@@ -117,9 +117,9 @@ static void wake_all(expire_engine *e)
     pthread_cond_broadcast(&e->bf_cond);
 }
 
-static int busy_with(expire_engine *e, uint32_t table_id)
+static int busy_with(expiry_engine *e, uint32_t table_id)
 {
-    for (int i = 0; i < EXPIRE_BACKFILL_THREADS; i++) {
+    for (int i = 0; i < EXPIRY_ENGINE_BACKFILL_THREADS; i++) {
         if (e->bf[i].busy_table == table_id) {
             return 1;
         }
@@ -139,8 +139,8 @@ static int busy_with(expire_engine *e, uint32_t table_id)
 /* Builds the registry entry of t from the map, carrying over what old (the
  * previous entry of the same table, or NULL) still says. Returns 0 or
  * LAPSE_ENOMEM (nt untouched). */
-static int table_build(expire_table *nt, const pmap_table *pt, const expire_table *old,
-                       uint32_t node_id)
+static int table_build(expiry_engine_table *nt, const pmap_table *pt,
+                       const expiry_engine_table *old, uint32_t node_id)
 {
     const table_schema *s = &pt->schema;
     uint32_t n = 0;
@@ -194,7 +194,7 @@ static int table_build(expire_table *nt, const pmap_table *pt, const expire_tabl
     return 0;
 }
 
-static void log_change(const expire_table *old, const table_schema *s)
+static void log_change(const expiry_engine_table *old, const table_schema *s)
 {
     const table_ttl *n = &s->ttl;
     if (n->enabled && (old == NULL || !old->schema.ttl.enabled ||
@@ -219,10 +219,10 @@ static void log_change(const expire_table *old, const table_schema *s)
     }
 }
 
-void expire_sync(expire_engine *e, const pmap *pm)
+void expiry_engine_sync(expiry_engine *e, const pmap *pm)
 {
     size_t cap = pm->ntables;
-    expire_table *nts = calloc(cap ? cap : 1, sizeof(*nts));
+    expiry_engine_table *nts = calloc(cap ? cap : 1, sizeof(*nts));
     uint32_t *to_drop = calloc(cap ? cap : 1, sizeof(*to_drop));
     size_t n = 0, ndrop = 0;
     if (nts == NULL || to_drop == NULL) {
@@ -238,7 +238,7 @@ void expire_sync(expire_engine *e, const pmap *pm)
         if (!ttl_configured(&pt->schema)) {
             continue;
         }
-        expire_table *old = expire_find(e, pt->schema.id);
+        expiry_engine_table *old = expiry_engine_find(e, pt->schema.id);
         if (table_build(&nts[n], pt, old, e->node_id) != 0) {
             log_error("TTL: out of memory following table \"%s\"", pt->schema.name);
             continue;
@@ -279,7 +279,7 @@ void expire_sync(expire_engine *e, const pmap *pm)
             continue;
         }
         pthread_mutex_lock(&e->lock);
-        expire_table *t = expire_find(e, to_drop[i]);
+        expiry_engine_table *t = expiry_engine_find(e, to_drop[i]);
         if (t != NULL && !t->schema.ttl.enabled) {
             t->dropped = 1;
         }
@@ -292,10 +292,10 @@ void expire_sync(expire_engine *e, const pmap *pm)
 /* Progress                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int all_backfilled(expire_engine *e)
+static int all_backfilled(expiry_engine *e)
 {
     for (size_t i = 0; i < e->ntables; i++) {
-        const expire_table *t = &e->tables[i];
+        const expiry_engine_table *t = &e->tables[i];
         if (t->schema.ttl.enabled && t->parts_done < t->nparts) {
             return 0;
         }
@@ -303,7 +303,7 @@ static int all_backfilled(expire_engine *e)
     return 1;
 }
 
-void expire_wait_backfilled(expire_engine *e, int timeout_ms)
+void expiry_engine_wait_backfilled(expiry_engine *e, int timeout_ms)
 {
     struct timespec ts = clock_mono_abstime(timeout_ms);
     pthread_mutex_lock(&e->lock);
@@ -315,7 +315,7 @@ void expire_wait_backfilled(expire_engine *e, int timeout_ms)
     pthread_mutex_unlock(&e->lock);
 }
 
-int expire_progress_pb(expire_engine *e, arena *a, Lapse__TtlProgress ***out, size_t *n)
+int expiry_engine_progress_pb(expiry_engine *e, arena *a, Lapse__TtlProgress ***out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -330,7 +330,7 @@ int expire_progress_pb(expire_engine *e, arena *a, Lapse__TtlProgress ***out, si
         goto out;
     }
     for (size_t i = 0; i < e->ntables; i++) {
-        const expire_table *t = &e->tables[i];
+        const expiry_engine_table *t = &e->tables[i];
         Lapse__TtlProgress *p = arena_alloc(a, sizeof(*p));
         if (p == NULL) {
             rv = LAPSE_ENOMEM;
@@ -361,13 +361,13 @@ out:
 /* Clock safety                                                              */
 /* ------------------------------------------------------------------------ */
 
-void expire_clock_report(expire_engine *e, int64_t skew_ms, int64_t rtt_ms)
+void expiry_engine_clock_report(expiry_engine *e, int64_t skew_ms, int64_t rtt_ms)
 {
     int64_t mag = skew_ms < 0 ? -skew_ms : skew_ms;
-    expire_clock_state next =
-        mag > e->opt.max_clock_skew_ms ? EXPIRE_CLOCK_SKEWED : EXPIRE_CLOCK_OK;
+    expiry_engine_clock_state next =
+        mag > e->opt.max_clock_skew_ms ? EXPIRY_ENGINE_CLOCK_SKEWED : EXPIRY_ENGINE_CLOCK_OK;
     pthread_mutex_lock(&e->lock);
-    expire_clock_state prev = e->clock;
+    expiry_engine_clock_state prev = e->clock;
     e->clock = next;
     e->skew_ms = skew_ms;
     if (prev != next) {
@@ -377,13 +377,13 @@ void expire_clock_report(expire_engine *e, int64_t skew_ms, int64_t rtt_ms)
     if (prev == next) {
         return;
     }
-    if (next == EXPIRE_CLOCK_SKEWED) {
+    if (next == EXPIRY_ENGINE_CLOCK_SKEWED) {
         log_warn("TTL scanners paused: this node's clock is %" PRId64
                  " ms %s the coordinator's (round trip %" PRId64
                  " ms), beyond --max-clock-skew-ms %" PRId64 "; nothing expires here until it "
                  "is back within bounds",
                  mag, skew_ms > 0 ? "ahead of" : "behind", rtt_ms, e->opt.max_clock_skew_ms);
-    } else if (prev == EXPIRE_CLOCK_SKEWED) {
+    } else if (prev == EXPIRY_ENGINE_CLOCK_SKEWED) {
         log_info("TTL scanners resumed: clock skew %" PRId64 " ms (round trip %" PRId64
                  " ms) is within --max-clock-skew-ms %" PRId64,
                  skew_ms, rtt_ms, e->opt.max_clock_skew_ms);
@@ -394,10 +394,10 @@ void expire_clock_report(expire_engine *e, int64_t skew_ms, int64_t rtt_ms)
     }
 }
 
-expire_clock_state expire_clock(expire_engine *e, int64_t *skew_ms)
+expiry_engine_clock_state expiry_engine_clock(expiry_engine *e, int64_t *skew_ms)
 {
     pthread_mutex_lock(&e->lock);
-    expire_clock_state s = e->clock;
+    expiry_engine_clock_state s = e->clock;
     if (skew_ms != NULL) {
         *skew_ms = e->skew_ms;
     }
@@ -409,7 +409,7 @@ expire_clock_state expire_clock(expire_engine *e, int64_t *skew_ms)
 /* Metrics                                                                   */
 /* ------------------------------------------------------------------------ */
 
-void expire_note_write(expire_engine *e, const table_schema *t, const item *it)
+void expiry_engine_note_write(expiry_engine *e, const table_schema *t, const item *it)
 {
     if (e == NULL || !t->ttl.enabled || it == NULL) {
         return;
@@ -419,7 +419,7 @@ void expire_note_write(expire_engine *e, const table_schema *t, const item *it)
         return;
     }
     pthread_mutex_lock(&e->lock);
-    expire_table *et = expire_find(e, t->id);
+    expiry_engine_table *et = expiry_engine_find(e, t->id);
     if (et != NULL) {
         et->ignored[v]++;
     }
@@ -442,7 +442,7 @@ typedef struct collect_row {
 
 /* Counts the expired items not yet deleted of row's partitions (up to
  * BACKLOG_CAP) and the earliest due instant among them. No lock held. */
-static void count_backlog(expire_engine *e, collect_row *row, clock_wall now)
+static void count_backlog(expiry_engine *e, collect_row *row, clock_wall now)
 {
     row->backlog = 0;
     row->oldest = EXPIRY_NONE;
@@ -462,14 +462,14 @@ static void count_backlog(expire_engine *e, collect_row *row, clock_wall now)
     }
 }
 
-void expire_collect(expire_engine *e, metrics *m)
+void expiry_engine_collect(expiry_engine *e, metrics *m)
 {
     const int64_t mono = clock_mono_now().ms;
     pthread_mutex_lock(&e->lock);
     size_t n = e->ntables;
     collect_row *rows = calloc(n ? n : 1, sizeof(*rows));
     for (size_t i = 0; rows != NULL && i < n; i++) {
-        const expire_table *t = &e->tables[i];
+        const expiry_engine_table *t = &e->tables[i];
         rows[i].id = t->schema.id;
         memcpy(rows[i].name, t->schema.name, sizeof(rows[i].name));
         rows[i].enabled = t->schema.ttl.enabled;
@@ -486,7 +486,7 @@ void expire_collect(expire_engine *e, metrics *m)
             rows[i].oldest = t->backlog_oldest;
         }
     }
-    expire_clock_state clock = e->clock;
+    expiry_engine_clock_state clock = e->clock;
     int64_t skew_ms = e->skew_ms;
     pthread_mutex_unlock(&e->lock);
 
@@ -495,7 +495,7 @@ void expire_collect(expire_engine *e, metrics *m)
                       NULL, (double)skew_ms / 1000.0);
     metrics_gauge_set(m, "lapse_ttl_paused_for_clock",
                       "1 when the TTL scanners are paused because the clock skew is too large",
-                      NULL, clock == EXPIRE_CLOCK_SKEWED ? 1 : 0);
+                      NULL, clock == EXPIRY_ENGINE_CLOCK_SKEWED ? 1 : 0);
     if (rows == NULL) {
         return;
     }
@@ -509,7 +509,7 @@ void expire_collect(expire_engine *e, metrics *m)
         if (!rows[i].fresh) {
             count_backlog(e, &rows[i], now);
             pthread_mutex_lock(&e->lock);
-            expire_table *et = expire_find(e, rows[i].id);
+            expiry_engine_table *et = expiry_engine_find(e, rows[i].id);
             if (et != NULL) {
                 et->backlog_at_mono = mono;
                 et->backlog = rows[i].backlog;
@@ -519,11 +519,10 @@ void expire_collect(expire_engine *e, metrics *m)
         }
         const uint64_t backlog = rows[i].backlog;
         const int64_t oldest = rows[i].oldest;
-        metrics_gauge_set(
-            m, "lapse_ttl_expired_backlog_items",
-            "Expired items not yet deleted on this node (counted up to " TEXT_OF(BACKLOG_CAP)
-            ", at most once a second)",
-            labels, (double)backlog);
+        metrics_gauge_set(m, "lapse_ttl_expired_backlog_items",
+                          "Expired items not yet deleted on this node (counted up to " TEXT_OF(
+                              BACKLOG_CAP) ", at most once a second)",
+                          labels, (double)backlog);
         double age = oldest == EXPIRY_NONE || oldest >= now.ms ? 0 : (now.ms - oldest) / 1000.0;
         metrics_gauge_set(m, "lapse_ttl_oldest_undeleted_age_seconds",
                           "Time since the due instant of the oldest expired item not yet deleted",
@@ -547,12 +546,12 @@ void expire_collect(expire_engine *e, metrics *m)
 /* Life cycle                                                                */
 /* ------------------------------------------------------------------------ */
 
-int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm,
-                const expire_options *opt, metrics *m, const expire_hooks *hooks, char *err,
-                size_t errlen)
+int expiry_engine_open(expiry_engine **out, store *st, uint32_t node_id, const pmap *pm,
+                       const expiry_engine_options *opt, metrics *m,
+                       const expiry_engine_hooks *hooks, char *err, size_t errlen)
 {
     *out = NULL;
-    expire_engine *e = calloc(1, sizeof(*e));
+    expiry_engine *e = calloc(1, sizeof(*e));
     if (e == NULL) {
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
@@ -560,11 +559,11 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
     e->st = st;
     e->node_id = node_id;
     e->opt = *opt;
-    if (e->opt.workers < 1 || e->opt.workers > EXPIRE_MAX_WORKERS) {
-        e->opt.workers = EXPIRE_DEFAULT_WORKERS;
+    if (e->opt.workers < 1 || e->opt.workers > EXPIRY_ENGINE_MAX_WORKERS) {
+        e->opt.workers = EXPIRY_ENGINE_DEFAULT_WORKERS;
     }
     if (e->opt.naive_interval_ms <= 0) {
-        e->opt.naive_interval_ms = EXPIRE_DEFAULT_NAIVE_INTERVAL_MS;
+        e->opt.naive_interval_ms = EXPIRY_ENGINE_DEFAULT_NAIVE_INTERVAL_MS;
     }
     e->m = m;
     if (hooks != NULL) {
@@ -572,7 +571,7 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
         e->on_delete_arg = hooks->arg;
         e->on_backfilled = hooks->on_backfilled;
     }
-    e->clock = EXPIRE_CLOCK_UNKNOWN;
+    e->clock = EXPIRY_ENGINE_CLOCK_UNKNOWN;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->idle, NULL);
     clock_cond_init_mono(&e->progress);
@@ -583,24 +582,24 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
         goto oom;
     }
     for (int i = 0; i < e->opt.workers; i++) {
-        expire_worker *w = &e->workers[i];
+        expiry_engine_worker *w = &e->workers[i];
         w->e = e;
         w->index = i;
         w->wake_at_ms = INT64_MAX;
         clock_cond_init_mono(&w->cond);
-        if ((w->due_ms = calloc(EXPIRE_SWEEP_BATCH, sizeof(*w->due_ms))) == NULL) {
+        if ((w->due_ms = calloc(EXPIRY_ENGINE_SWEEP_BATCH, sizeof(*w->due_ms))) == NULL) {
             goto oom;
         }
     }
-    expire_sync(e, pm);
+    expiry_engine_sync(e, pm);
     store_set_expiry_hook(st, due_hook, e);
     int rc;
     e->bf_paced_ms = (double)clock_mono_now().ms;
-    for (int i = 0; i < EXPIRE_BACKFILL_THREADS; i++) {
+    for (int i = 0; i < EXPIRY_ENGINE_BACKFILL_THREADS; i++) {
         e->bf[i].e = e;
         if ((rc = pthread_create(&e->bf[i].thread, NULL, backfill_run, &e->bf[i])) != 0) {
             snprintf(err, errlen, "cannot start a TTL backfill thread: %s", strerror(rc));
-            expire_close(e);
+            expiry_engine_close(e);
             return LAPSE_ENOMEM;
         }
         e->bf[i].started = 1;
@@ -609,7 +608,7 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
         rc = pthread_create(&e->workers[i].thread, NULL, scanner_run, &e->workers[i]);
         if (rc != 0) {
             snprintf(err, errlen, "cannot start TTL scanner %d: %s", i, strerror(rc));
-            expire_close(e);
+            expiry_engine_close(e);
             return LAPSE_ENOMEM;
         }
         e->workers[i].started = 1;
@@ -628,11 +627,11 @@ int expire_open(expire_engine **out, store *st, uint32_t node_id, const pmap *pm
     return 0;
 oom:
     snprintf(err, errlen, "out of memory");
-    expire_close(e);
+    expiry_engine_close(e);
     return LAPSE_ENOMEM;
 }
 
-void expire_close(expire_engine *e)
+void expiry_engine_close(expiry_engine *e)
 {
     if (e == NULL) {
         return;
@@ -645,7 +644,7 @@ void expire_close(expire_engine *e)
     }
     pthread_cond_broadcast(&e->progress);
     pthread_mutex_unlock(&e->lock);
-    for (int i = 0; i < EXPIRE_BACKFILL_THREADS; i++) {
+    for (int i = 0; i < EXPIRY_ENGINE_BACKFILL_THREADS; i++) {
         if (e->bf[i].started) {
             pthread_join(e->bf[i].thread, NULL);
         }
