@@ -122,7 +122,7 @@ void logship_forget_confirmed(logship *ls, uint32_t table_id, uint32_t part);
  * before the drop until the next reset. */
 void logship_copy_dropped(logship *ls, uint32_t table_id, uint32_t part);
 /* Notes that this node, as the primary of (table_id, part), trimmed its
- * outbox through seq (every destination acked it; the shipper's keeper):
+ * outbox through seq (every destination acked it; the shipper's acks thread):
  * its next rounds tell the replicas, which trim their copies as far
  * (docs/replication.md, "The outbox on a replicated partition"). */
 void logship_outbox_trimmed(logship *ls, uint32_t table_id, uint32_t part, uint64_t seq);

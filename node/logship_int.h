@@ -92,8 +92,9 @@ typedef struct part_state {
     uint64_t lag_gen, lag_done;
     uint64_t confirmed;
     uint64_t ob_safe, ob_mark_log, ob_mark_last;
-    uint64_t ob_trimmed;   /* as the primary: its outbox trimmed through (the shipper's keeper) */
-    uint64_t copy_trimmed; /* as a replica: its copy of the outbox trimmed through */
+    uint64_t
+        ob_trimmed; /* as the primary: its outbox trimmed through (the shipper's acks thread) */
+    uint64_t copy_trimmed;    /* as a replica: its copy of the outbox trimmed through */
     int64_t resync_warned_ms; /* when the resync thread last warned about it */
     int copy_dropped; /* as a replica: its copy was dropped (copydrop.c) since the last reset */
     /* as the primary: the snapshot under way to follower copy_id[i] (0:

@@ -365,7 +365,7 @@ int shipper_open(shipper **out, node_server *ns, int workers, char *err, size_t 
     s->start_at_ms = ns->debug_repl_hold_ms > 0 ? clock_mono_now().ms + ns->debug_repl_hold_ms : 0;
     pthread_mutex_init(&s->lock, NULL);
     clock_cond_init_mono(&s->cond);
-    clock_cond_init_mono(&s->keeper_cond);
+    clock_cond_init_mono(&s->acks_cond);
     node_map *m = maps_acquire(ns);
     pthread_mutex_lock(&s->lock);
     (void)rebuild(s, m->pm); /* on OOM the workers retry */
@@ -386,13 +386,13 @@ int shipper_open(shipper **out, node_server *ns, int workers, char *err, size_t 
         }
         s->nstarted++;
     }
-    int rc = pthread_create(&s->keeper, NULL, shipper_keep_run, s);
+    int rc = pthread_create(&s->acks_thread, NULL, shipper_acks_run, s);
     if (rc != 0) {
-        snprintf(err, errlen, "cannot start the outbox shipper's keeper: %s", strerror(rc));
+        snprintf(err, errlen, "cannot start the outbox shipper's acks thread: %s", strerror(rc));
         shipper_close(s);
         return LAPSE_ENOMEM;
     }
-    s->keeper_started = 1;
+    s->acks_started = 1;
     log_info("outbox shipper: %d worker%s, %zu source partitions", s->nworkers,
              s->nworkers == 1 ? "" : "s", nsources);
     *out = s;
@@ -413,11 +413,11 @@ void shipper_close(shipper *s)
     }
     /* After the workers: its last step stores the acks of their last rounds. */
     pthread_mutex_lock(&s->lock);
-    s->keeper_stopping = 1;
-    pthread_cond_broadcast(&s->keeper_cond);
+    s->acks_stopping = 1;
+    pthread_cond_broadcast(&s->acks_cond);
     pthread_mutex_unlock(&s->lock);
-    if (s->keeper_started) {
-        pthread_join(s->keeper, NULL);
+    if (s->acks_started) {
+        pthread_join(s->acks_thread, NULL);
     }
     /* No worker runs: the clients are unused (invariant 4). */
     for (size_t i = 0; i < s->ndests; i++) {
@@ -426,7 +426,7 @@ void shipper_close(shipper *s)
     free(s->dests);
     sources_free(s->sources, s->nsources);
     free(s->threads);
-    pthread_cond_destroy(&s->keeper_cond);
+    pthread_cond_destroy(&s->acks_cond);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -5,9 +5,9 @@
  * order to each destination of pmap_outbox_destinations: a ReplicateRequest
  * to another node, apply_batch through replicate_apply when the destination
  * is this node. Acks from the replies are kept in the lanes and stored
- * (outbox_ack) by the keeper thread every SHIPPER_KEEP_MS, which also trims
+ * (outbox_ack) by the acks thread every SHIPPER_ACKS_MS, which also trims
  * what every current destination has acked (outbox_trim), each outbox at
- * most every SHIPPER_TRIM_INTERVAL_MS (shipper_keep.c says why).
+ * most every SHIPPER_TRIM_INTERVAL_MS (shipper_acks.c says why).
  *
  * Units of work:
  *   lane   (table, source partition, destination node): acked seq (cached
@@ -41,7 +41,7 @@
  *     record once (apply.h), whatever is resent.
  *  2. A lane's cached acked seq is at least its stored ack, except after an
  *     ESTATE reply lowered it to the destination's applied seq (resend); the
- *     stored ack trails it by at most one keeper step, and is only ever
+ *     stored ack trails it by at most one step of the acks thread, and is only ever
  *     set to what a destination replied it applied.
  *  3. The lanes follow the current map: rebuilt (state carried over) when a
  *     worker sees a new map version; trimming uses the destinations of the
@@ -71,7 +71,7 @@ typedef struct shipper shipper;
  * (nothing left running). REQUIRES: maps_init and telemetry_init ran. */
 int shipper_open(shipper **out, node_server *ns, int workers, char *err, size_t errlen);
 /* Stops the workers (each finishes its current round: at most one RPC
- * timeout), then the keeper (after storing the last acks), then closes the
+ * timeout), then the acks thread (after storing the last acks), then closes the
  * destination clients and frees s. Accepts NULL. */
 void shipper_close(shipper *s);
 

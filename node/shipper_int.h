@@ -1,8 +1,8 @@
 /*
  * shipper_int.h: the outbox shipper's state and figures, shared by
  * shipper.c (lanes from the map, workers, notify, metrics, life cycle),
- * shipper_round.c (one round to one destination), shipper_keep.c (the
- * keeper: storing acks, trimming) and shipper_lanes.c (finding and marking
+ * shipper_round.c (one round to one destination), shipper_acks.c (the
+ * acks thread: storing acks, trimming) and shipper_lanes.c (finding and marking
  * lanes, backoff). Contract in shipper.h. Nothing else includes it.
  *
  * Locking: every field of struct shipper below "lock", and every lane and
@@ -31,7 +31,7 @@
 #define SHIPPER_BACKOFF_MIN_MS 50
 #define SHIPPER_BACKOFF_MAX_MS 1000
 #define SHIPPER_RESCAN_MS 1000        /* every lane is marked dirty this often */
-#define SHIPPER_KEEP_MS 100           /* the keeper stores the acks this often */
+#define SHIPPER_ACKS_MS 100           /* the acks thread stores the acks this often */
 #define SHIPPER_TRIM_INTERVAL_MS 1000 /* a source's outbox is trimmed at most this often */
 
 /* One (source partition, destination) lane. */
@@ -40,7 +40,7 @@ typedef struct lane {
     size_t di;           /* its entry in shipper.dests (stable: never removed) */
     uint64_t acked;      /* cached acked seq, valid when acked_known (invariant 2) */
     int acked_known;     /* acked was read from the store or learnt from a reply */
-    uint64_t persisted;  /* the stored ack, as far as known (the keeper stores acked above it) */
+    uint64_t persisted;  /* the stored ack, as far as known (acks thread: stores acked above it) */
     int dirty;           /* records may be waiting */
     int failing;         /* the last batch failed (logged once per episode) */
     int64_t retry_at_ms; /* monotonic: not before (lane backoff); 0 = now */
@@ -92,15 +92,15 @@ struct shipper {
     size_t nsources;
     dest *dests; /* owned; grows only */
     size_t ndests, dcap;
-    size_t cursor;        /* round-robin start in dests */
-    int probing;          /* workers in a round to a down destination */
-    int64_t rescan_at_ms; /* monotonic: next time every lane is marked dirty */
-    int64_t batches_ok;   /* batches other nodes applied (the test fault point) */
-    int64_t start_at_ms;  /* monotonic: no round before (--debug-repl-hold-ms) */
-    pthread_t keeper;     /* shipper_keep_run */
-    int keeper_started;
-    int keeper_stopping;        /* the workers are gone: one last step, then exit */
-    pthread_cond_t keeper_cond; /* wakes the keeper to stop */
+    size_t cursor;         /* round-robin start in dests */
+    int probing;           /* workers in a round to a down destination */
+    int64_t rescan_at_ms;  /* monotonic: next time every lane is marked dirty */
+    int64_t batches_ok;    /* batches other nodes applied (the test fault point) */
+    int64_t start_at_ms;   /* monotonic: no round before (--debug-repl-hold-ms) */
+    pthread_t acks_thread; /* shipper_acks_run */
+    int acks_started;
+    int acks_stopping;        /* the workers are gone: one last step, then exit */
+    pthread_cond_t acks_cond; /* wakes the acks thread to stop */
 };
 
 /* One batch of a round. */
@@ -133,11 +133,11 @@ void shipper_mark_dirty(shipper *s, lane *l);
 /* The next backoff after cur (0: none yet): MIN doubling to MAX. */
 int64_t shipper_next_backoff(int64_t cur);
 
-/* ---- shipper_keep.c ---- */
-/* The keeper thread (arg: the shipper): every SHIPPER_KEEP_MS stores the
+/* ---- shipper_acks.c ---- */
+/* The acks thread (arg: the shipper): every SHIPPER_ACKS_MS stores the
  * acks the rounds learnt and trims the outboxes due; one last step when
- * keeper_stopping is set. */
-void *shipper_keep_run(void *arg);
+ * acks_stopping is set. */
+void *shipper_acks_run(void *arg);
 
 /* ---- shipper_round.c ---- */
 /* Collects up to SHIPPER_ROUND_LANES ready dirty lanes of destination di

@@ -1,7 +1,7 @@
 /*
  * shipper_lanes.c: finding and marking the shipper's lanes, and its
  * backoff (shipper_int.h), shared by the workers (shipper.c), the rounds
- * (shipper_round.c) and the keeper (shipper_keep.c); it calls none of them.
+ * (shipper_round.c) and the acks thread (shipper_acks.c); it calls none of them.
  */
 #include "shipper_int.h"
 

@@ -3,7 +3,7 @@
  * (shipper.h; state in shipper_int.h): read one batch per dirty lane, send
  * them at once (or apply them here when the destination is this node),
  * take the acks into the lanes, settle lanes and destination. The store
- * learns the acks later, from the keeper (shipper_keep.c): a round writes
+ * learns the acks later, from the acks thread (shipper_acks.c): a round writes
  * nothing, so it never waits behind the big WriteBatches of TTL sweeps and
  * applies in RocksDB's write queue.
  */
@@ -298,7 +298,7 @@ static void settle(shipper *s, size_t di, job *jobs, size_t n)
             l->check = 0; /* it said where it stands */
         }
         if (j->rv == 0) {
-            /* Never past the batch: the keeper stores this ack, and the
+            /* Never past the batch: the acks thread stores this ack, and the
              * store refuses one beyond the last record. */
             uint64_t applied = j->applied < j->to ? j->applied : j->to;
             if (!l->acked_known || applied > l->acked) {

@@ -363,7 +363,7 @@ static void test_replica_outboxes_are_trimmed(void **state)
     pmap_replicas r = t->parts[0];
     uint32_t table_id = t->schema.id;
     pmap_free(pm);
-    /* The keeper trims at most once a second after the acks; the next
+    /* The acks thread trims at most once a second after the acks; the next
      * round carries the mark to the replicas. */
     int trimmed = 0;
     rs_digest dg[PMAP_MAX_REPLICAS];

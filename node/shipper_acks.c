@@ -1,5 +1,5 @@
 /*
- * shipper_keep.c: the outbox shipper's keeper (shipper.h; state in
+ * shipper_acks.c: the outbox shipper's acks thread (shipper.h; state in
  * shipper_int.h): the one thread that writes the shipper's bookkeeping to
  * the store. It stores the acks the rounds learnt (outbox_ack) and trims
  * every source's outbox through what all its destinations acked
@@ -10,10 +10,10 @@
  * those are TTL sweeps and applies of a thousand records each: a one-key
  * ack could wait tens of milliseconds. Written by a round, it held the
  * destination's claim, and with it every lane to that destination, for as
- * long. Here it delays nothing but the keeper.
+ * long. Here it delays nothing but the acks thread.
  *
  * Safety: the rounds keep each lane's ack in memory (the shipper ships from
- * it), so the store's ack may lag by up to SHIPPER_KEEP_MS. A source killed
+ * it), so the store's ack may lag by up to SHIPPER_ACKS_MS. A source killed
  * meanwhile resends, after its restart, records its destinations already
  * applied; they skip them (apply.h: applied seq per source partition). A
  * trim reads the stored acks, so it never deletes a record that the acks a
@@ -90,7 +90,7 @@ static void collect(shipper *s, int64_t now, ack_row **acks, size_t *nacks, trim
 }
 
 /*
- * One step of the keeper. Budget: one ack write per lane whose ack moved
+ * One step of the acks thread. Budget: one ack write per lane whose ack moved
  * since the last step, then one trim (a seek and at most one range delete)
  * per source due, each source at most every SHIPPER_TRIM_INTERVAL_MS: a
  * trim is a range tombstone, and every tombstone in the outbox's memtable
@@ -147,13 +147,13 @@ static void step(shipper *s)
     free(trims);
 }
 
-void *shipper_keep_run(void *arg)
+void *shipper_acks_run(void *arg)
 {
     shipper *s = arg;
     pthread_mutex_lock(&s->lock);
-    while (!s->keeper_stopping) {
-        struct timespec ts = clock_mono_abstime(SHIPPER_KEEP_MS);
-        while (!s->keeper_stopping && pthread_cond_timedwait(&s->keeper_cond, &s->lock, &ts) == 0) {
+    while (!s->acks_stopping) {
+        struct timespec ts = clock_mono_abstime(SHIPPER_ACKS_MS);
+        while (!s->acks_stopping && pthread_cond_timedwait(&s->acks_cond, &s->lock, &ts) == 0) {
         }
         step(s); /* also once after the stop: the last acks go to the store */
     }
