@@ -2,13 +2,13 @@
  * expiry.c: the TTL expiry index (see expiry.h and docs/storage-format.md):
  * the sweep that deletes due items, the next due instant and the backlog,
  * and dropping a table's index (the backfill, in expiry_backfill.c). The write path that keeps the
- * index in step with every item change is in store.c and store_derive.c; the benchmark's naive
+ * index in step with every item change is in store.c and store_derived.c; the benchmark's naive
  * scan, which does without the index, in expiry_naive.c.
  *
  * A sweep's deletes are item changes like any other: for a table with LSIs
  * or an outbox, their LSI deletes and their outbox records (principal TTL,
  * old image = the stored value the sweep read) join the sweep's WriteBatch
- * (store_derive.c). Tables without either pay one test per sweep.
+ * (store_derived.c). Tables without either pay one test per sweep.
  *
  * A plain table's sweep reads no item: the entry proves the due instant
  * (expiry.h, invariant 2), which removes the MultiGet that was a third of
@@ -225,7 +225,7 @@ void expiry_scratch_release(store *st)
  * place (and rejects exactly what item_decode would). 0, or an error with
  * err (LAPSE_ENOMEM; LAPSE_EIO or LAPSE_ECORRUPT from d). */
 static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scratch *s, size_t i,
-                     store_derive *d, db_batch *b, expiry_sweep_result *res, char *err,
+                     store_derived *d, db_batch *b, expiry_sweep_result *res, char *err,
                      size_t errlen)
 {
     const uint8_t *ek = s->ekeys.data + s->eoff[i];
@@ -265,9 +265,9 @@ static int sweep_one(store *st, const table_schema *t, clock_wall now, sweep_scr
     }
     db_batch_delete(b, st->db, CF_ITEMS, ik, ilen);
     /* The old image is the stored value as read; keys come from ik. */
-    store_expiry_delete td = {due_ms};
-    if ((rv = store_derive_change(d, b, ik, ilen, s->vals[i].data, s->vals[i].len, NULL, 0, 0, &td,
-                                  err, errlen)) != 0) {
+    store_derived_expiry_delete td = {due_ms};
+    if ((rv = store_derived_change(d, b, ik, ilen, s->vals[i].data, s->vals[i].len, NULL, 0, 0, &td,
+                                   err, errlen)) != 0) {
         return rv;
     }
     if (res->due_ms != NULL) {
@@ -413,7 +413,7 @@ out:
  * err. REQUIRES: the partition's stripe lock; d begun when d is non-NULL.
  */
 static int decide(store *st, const table_schema *t, clock_wall now, sweep_scratch *s, size_t n,
-                  int gap, store_derive *d, db_batch *b, expiry_sweep_result *res, char *err,
+                  int gap, store_derived *d, db_batch *b, expiry_sweep_result *res, char *err,
                   size_t errlen)
 {
     int rv;
@@ -459,8 +459,8 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     store_pending pend;
     memset(&pend, 0, sizeof(pend));
     int gap = 0; /* an entry between the first and the last collected was passed over */
-    const int derive = store_derive_wanted(t);
-    store_derive d;
+    const int derive = store_derived_wanted(t);
+    store_derived d;
     memset(&d, 0, sizeof(d));
     sweep_scratch *s = scratch_take(st);
     if (s == NULL) {
@@ -475,7 +475,7 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
         goto unlock;
     }
     if (derive) {
-        store_derive_begin(&d, st, t, part);
+        store_derived_begin(&d, st, t, part);
     }
     /* Budget: collect's (at most max_items entries, their items read with
      * one MultiGet where the table needs old images), deleted in one
@@ -496,7 +496,7 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
     }
 unlock:
     pthread_mutex_unlock(mu);
-    store_derive_end(&d);
+    store_derived_end(&d);
     /* The replicas are waited for with the partition unlocked, as a write's
      * are: a follower applies a record under its own stripe lock, and a
      * sweep there waiting for this node under it would close a circle. */

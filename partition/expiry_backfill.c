@@ -103,7 +103,7 @@ static int index_items(store *st, const table_schema *t, uint32_t part, clock_wa
         const uint8_t *k = db_iter_key(it, &klen);
         const uint8_t *v = db_iter_value(it, &vlen);
         /* The item is not decoded: ttl_eval_encoded reads the TTL value in
-         * place and gives store_expiry_due_s's answer for it. */
+         * place and gives store_derived_expiry_due_s's answer for it. */
         ttl_verdict verdict = TTL_MISSING;
         int64_t due_ms = 0;
         int drv = ttl_eval_encoded(&t->ttl, v, vlen, now, &verdict, &due_ms);

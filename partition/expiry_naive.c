@@ -5,7 +5,7 @@
  * reads every item, decodes it and judges it with ttl_eval; it deletes the
  * index entry of every item it deletes, so expiry.h invariant 1 holds and
  * the indexed scanners can take over at any time; its deletes carry their
- * LSI and outbox writes as the sweep's do (store_derive.c).
+ * LSI and outbox writes as the sweep's do (store_derived.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,7 @@ static int oom(char *err, size_t errlen)
  * (NULL: none), its derived writes, counting it in res. An item that does
  * not decode counts as undeletable. 0, or an error with err. */
 static int judge_one(store *st, const table_schema *t, clock_wall now, const uint8_t *k,
-                     size_t klen, const uint8_t *v, size_t vlen, store_derive *d, db_batch *b,
+                     size_t klen, const uint8_t *v, size_t vlen, store_derived *d, db_batch *b,
                      buf *ekey, expiry_sweep_result *res, char *err, size_t errlen)
 {
     int rv = 0;
@@ -46,9 +46,9 @@ static int judge_one(store *st, const table_schema *t, clock_wall now, const uin
         }
         db_batch_delete(b, st->db, CF_ITEMS, k, klen);
         db_batch_delete(b, st->db, CF_EXPIRY, ekey->data, ekey->len); /* invariant 1 */
-        store_expiry_delete td = {due_ms};
-        if (d != NULL &&
-            (rv = store_derive_change(d, b, k, klen, v, vlen, NULL, 0, 0, &td, err, errlen)) != 0) {
+        store_derived_expiry_delete td = {due_ms};
+        if (d != NULL && (rv = store_derived_change(d, b, k, klen, v, vlen, NULL, 0, 0, &td, err,
+                                                    errlen)) != 0) {
             goto out;
         }
         if (res->due_ms != NULL) {
@@ -74,7 +74,7 @@ out:
  * partition's end.
  */
 static int scan_items(store *st, const table_schema *t, clock_wall now, size_t max_scan,
-                      size_t max_delete, db_iter *it, store_derive *d, db_batch *b, buf *last,
+                      size_t max_delete, db_iter *it, store_derived *d, db_batch *b, buf *last,
                       size_t *scanned, int *finished, expiry_sweep_result *res, char *err,
                       size_t errlen)
 {
@@ -115,8 +115,8 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     memset(&pend, 0, sizeof(pend));
     db_iter *it = NULL;
     db_batch *b = NULL;
-    const int derive = store_derive_wanted(t);
-    store_derive d;
+    const int derive = store_derived_wanted(t);
+    store_derived d;
     memset(&d, 0, sizeof(d));
     buf lo, hi, last;
     buf_init(&lo);
@@ -149,7 +149,7 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
         goto unlock;
     }
     if (derive) {
-        store_derive_begin(&d, st, t, part);
+        store_derived_begin(&d, st, t, part);
     }
     if ((rv = db_iter_new(&it, st->db, CF_ITEMS, lo.data, lo.len, hi_none ? NULL : hi.data,
                           hi.len)) != 0) {
@@ -178,7 +178,7 @@ unlock:
         }
     }
 out:
-    store_derive_end(&d);
+    store_derived_end(&d);
     if (rv != 0) {
         int64_t *keep = res->due_ms;
         memset(res, 0, sizeof(*res)); /* nothing was written */

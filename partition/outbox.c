@@ -1,6 +1,6 @@
 /*
  * outbox.c: the outbox counters and the source-side replication API (see
- * outbox.h). The records themselves are written by store_derive.c in the
+ * outbox.h). The records themselves are written by store_derived.c in the
  * WriteBatch of the change they describe.
  */
 #include "outbox.h"

@@ -2,7 +2,7 @@
  * outbox.h: the source side of replication (docs/replication.md). Every
  * change to an item of a table with a GSI or a stream puts one change record
  * (change.h) into the partition's outbox, in the WriteBatch of the change
- * (store_derive.c). The node's shipper reads the outbox in order, sends the
+ * (store_derived.c). The node's shipper reads the outbox in order, sends the
  * records to every destination node, records each destination's ack here,
  * and trims what every destination has acked; a replica of the partition
  * trims its copy as far as its primary did (outbox_trim_copy).

@@ -10,7 +10,7 @@
  * Point writes (put, delete, update, their conditions and retried forms)
  * are in store_write.c, batch writes in store_batch.c, the writes an item
  * change derives (expiry index, LSI entries, outbox record) in
- * store_derive.c, queries, scans and counts in store_query.c and
+ * store_derived.c, queries, scans and counts in store_query.c and
  * store_index.c, the key layouts in itemkey.c, the sweep and backfill of the
  * expiry index in expiry.c, the replication reads and the apply in
  * outbox.c, apply.c and stream.c, and what they all share (locks, sweep

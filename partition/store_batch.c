@@ -3,7 +3,7 @@
  * and deletes of one table, validated and encoded first, then grouped by
  * partition; each partition's group is one WriteBatch under that
  * partition's stripe lock, carrying the writes the group's item changes
- * derive (expiry index, LSI entries, outbox records: store_derive.c).
+ * derive (expiry index, LSI entries, outbox records: store_derived.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +99,7 @@ static void group_scratch_fini(group_scratch *g)
  * MultiGet. REQUIRES: the partition's stripe lock is held. */
 static int group_derive(store *st, const table_schema *t, const store_write *writes,
                         const buf *vals, const batch_entry *e, size_t n, clock_wall now,
-                        group_scratch *g, store_derive *d, db_batch *b, int64_t *min_due_ms,
+                        group_scratch *g, store_derived *d, db_batch *b, int64_t *min_due_ms,
                         char *err, size_t errlen)
 {
     int rv;
@@ -135,19 +135,20 @@ static int group_derive(store *st, const table_schema *t, const store_write *wri
             }
             if (rv == 0 && v == TTL_ELIGIBLE) {
                 o.has = 1;
-                o.due_s = due_ms / 1000; /* as store_expiry_due_s */
+                o.due_s = due_ms / 1000; /* as store_derived_expiry_due_s */
             }
         }
         const batch_entry *last = &e[j - 1];
         const int del = last->vlen == SIZE_MAX;
         if (t->ttl.enabled) {
             /* a delete (put NULL): no entry */
-            expiry_entry nw = store_expiry_entry(t, writes[last->idx].put, now);
-            if (store_expiry_change(st, b, e[i].key, e[i].klen, o, nw, &g->ekey, min_due_ms) != 0) {
+            expiry_entry nw = store_derived_expiry_entry(t, writes[last->idx].put, now);
+            if (store_derived_expiry_change(st, b, e[i].key, e[i].klen, o, nw, &g->ekey,
+                                            min_due_ms) != 0) {
                 return oom(err, errlen);
             }
         }
-        if (d != NULL && (rv = store_derive_change(
+        if (d != NULL && (rv = store_derived_change(
                               d, b, e[i].key, e[i].klen, g->found[r] ? g->vals[r].data : NULL,
                               g->vals[r].len, del ? NULL : vals->data + last->voff,
                               del ? 0 : last->vlen, STORE_SAME_UNKNOWN, NULL, err, errlen)) != 0) {
@@ -278,12 +279,12 @@ static int commit_group(store *st, const table_schema *t, const store_write *wri
                         group_scratch *g, db_batch *b, store_pending *pend, int *pended, char *err,
                         size_t errlen)
 {
-    const int ttl = t->ttl.enabled, derive = store_derive_wanted(t);
+    const int ttl = t->ttl.enabled, derive = store_derived_wanted(t);
     const uint32_t part = e[0].part;
     int64_t min_due_ms = STORE_NO_DUE;
     size_t m = 0;
     int written = 0;
-    store_derive d;
+    store_derived d;
     memset(&d, 0, sizeof(d));
     *pended = 0;
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
@@ -318,7 +319,7 @@ static int commit_group(store *st, const table_schema *t, const store_write *wri
         rv = oom(err, errlen);
     }
     if (rv == 0 && derive) {
-        store_derive_begin(&d, st, t, part);
+        store_derived_begin(&d, st, t, part);
     }
     if (rv == 0 && (ttl || derive)) {
         rv = group_derive(st, t, writes, vals, e, m, now, g, derive ? &d : NULL, b, &min_due_ms,
@@ -334,9 +335,9 @@ static int commit_group(store *st, const table_schema *t, const store_write *wri
         }
     }
     pthread_mutex_unlock(mu);
-    store_derive_end(&d);
+    store_derived_end(&d);
     if (rv == 0 || written) {
-        store_notify(st, t->id, part, min_due_ms);
+        store_derived_notify(st, t->id, part, min_due_ms);
     }
     return rv;
 }
@@ -379,7 +380,7 @@ static int batch_write(store *st, const table_schema *t, const store_write *writ
         goto out;
     }
     const int ttl = t->ttl.enabled;
-    if ((ttl || store_derive_wanted(t)) && group_scratch_alloc(&g, n) != 0) {
+    if ((ttl || store_derived_wanted(t)) && group_scratch_alloc(&g, n) != 0) {
         rv = oom(err, errlen);
         goto out;
     }

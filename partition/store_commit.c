@@ -8,7 +8,7 @@
  *
  * Every write path (store_write.c, store_batch.c, expiry.c,
  * expiry_backfill.c, expiry_naive.c) calls down into this file, most
- * through store_commit; it calls only store_int.c, store_derive.c (to
+ * through store_commit; it calls only store_int.c, store_derived.c (to
  * settle a commit's derived writes) and storage/, never back into them.
  */
 #include "store_commit.h"
@@ -247,13 +247,13 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     return ticket == NULL ? store_commit_finish(st, pend, err, errlen) : 0; /* shipped already */
 }
 
-int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, store_derive *d,
+int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, store_derived *d,
                  int *written, store_pending *pend, char *err, size_t errlen)
 {
     int rv;
     *written = 0;
     memset(pend, 0, sizeof(*pend));
-    if (d != NULL && (rv = store_derive_finish(d, b, err, errlen)) != 0) {
+    if (d != NULL && (rv = store_derived_finish(d, b, err, errlen)) != 0) {
         return rv;
     }
     const int empty = db_batch_count(b) == 0;
@@ -261,7 +261,7 @@ int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, s
     /* The counters follow what is stored, even when shipping failed after
      * the write; an empty batch added no record, so the cache stays true. */
     if (d != NULL && (*written || empty)) {
-        store_derive_committed(d);
+        store_derived_committed(d);
     }
     return rv;
 }

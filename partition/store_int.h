@@ -5,7 +5,7 @@
  * (store_commit, the one commit of every write path, and the log's
  * position and records), store.c (open, close, tables, metadata),
  * store_write.c and store_batch.c (point and batch writes),
- * store_derive.c (the writes an item change derives: expiry index, LSI
+ * store_derived.c (the writes an item change derives: expiry index, LSI
  * entries, outbox record), store_query.c and store_index.c (range reads),
  * expiry.c, expiry_backfill.c and expiry_naive.c (the expiry sweep and
  * backfill), outbox.c, apply.c, stream.c, replog.c and snapshot.c
@@ -207,7 +207,7 @@ int store_commit_trim_due(const store *st, uint64_t seq);
 int store_commit_trim_add(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t seq);
 
 /* ======================================================================== */
-/* Derived writes (store_derive.c)                                          */
+/* Derived writes (store_derived.c)                                         */
 /* ======================================================================== */
 
 #define STORE_NO_DUE INT64_MAX /* expiry.h's EXPIRY_NONE */
@@ -220,23 +220,24 @@ typedef struct expiry_entry {
 
 /* The index entry an item version calls for: *due_s is set and 1 returned
  * when ttl_eval(&t->ttl, it, now) is TTL_ELIGIBLE, else 0 (also for NULL). */
-int store_expiry_due_s(const table_schema *t, const item *it, clock_wall now, int64_t *due_s);
+int store_derived_expiry_due_s(const table_schema *t, const item *it, clock_wall now,
+                               int64_t *due_s);
 /* The same as an expiry_entry. */
-expiry_entry store_expiry_entry(const table_schema *t, const item *it, clock_wall now);
+expiry_entry store_derived_expiry_entry(const table_schema *t, const item *it, clock_wall now);
 /* Adds to b the expiry index change of the item at ikey going from entry o
  * to entry n: delete the old entry and put the new one when they differ.
  * Lowers *min_due_ms to a new entry's due instant. 0 or LAPSE_ENOMEM (b may
  * then hold part of the change: the caller discards it).
  * REQUIRES: the partition's stripe lock. */
-int store_expiry_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen, expiry_entry o,
-                        expiry_entry n, buf *scratch, int64_t *min_due_ms);
+int store_derived_expiry_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen,
+                                expiry_entry o, expiry_entry n, buf *scratch, int64_t *min_due_ms);
 /* Runs the expiry hook for new entries due at min_due_ms (STORE_NO_DUE:
  * none). REQUIRES: no stripe lock held. */
-void store_notify(store *st, uint32_t table_id, uint32_t part, int64_t min_due_ms);
+void store_derived_notify(store *st, uint32_t table_id, uint32_t part, int64_t min_due_ms);
 
 /* Whether item changes of t derive LSI entries or outbox records. Tables
  * without either pay nothing more than this test. */
-static inline int store_derive_wanted(const table_schema *t)
+static inline int store_derived_wanted(const table_schema *t)
 {
     return t->nlsi > 0 || schema_has_outbox(t);
 }
@@ -245,17 +246,17 @@ static inline int store_derive_wanted(const table_schema *t)
  * The LSI entries and outbox records of the item changes that go into one
  * WriteBatch of one partition:
  *
- *   store_derive_begin        under the partition's stripe lock
- *   store_derive_change       once per changed item, adds to the batch
- *   store_commit              store_derive_finish (the new outbox counters),
+ *   store_derived_begin        under the partition's stripe lock
+ *   store_derived_change       once per changed item, adds to the batch
+ *   store_commit              store_derived_finish (the new outbox counters),
  *                             the write (store_commit_start), then
- *                             store_derive_committed if it was written
- *   store_derive_end          always (frees scratch)
+ *                             store_derived_committed if it was written
+ *   store_derived_end          always (frees scratch)
  *
  * The stripe lock is held from begin to committed, so sequence numbers are
  * handed out in commit order.
  */
-typedef struct store_derive {
+typedef struct store_derived {
     store *st;
     const table_schema *t;
     uint32_t part;
@@ -266,15 +267,15 @@ typedef struct store_derive {
     size_t records;       /* outbox records added */
     int64_t commit_ms;    /* one wall-clock snapshot for every record */
     buf k, k2, rec, keys; /* scratch */
-} store_derive;
+} store_derived;
 
 /* What a TTL delete's record says beyond the images. */
-typedef struct store_expiry_delete {
+typedef struct store_derived_expiry_delete {
     int64_t expires_at_ms; /* the item's due instant */
-} store_expiry_delete;
+} store_derived_expiry_delete;
 
-/* REQUIRES: the stripe lock of (t->id, part); store_derive_wanted(t). */
-void store_derive_begin(store_derive *d, store *st, const table_schema *t, uint32_t part);
+/* REQUIRES: the stripe lock of (t->id, part); store_derived_wanted(t). */
+void store_derived_begin(store_derived *d, store *st, const table_schema *t, uint32_t part);
 /* Adds to b the derived writes of the item at items key ikey going from the
  * stored value old (NULL: absent) to nw (NULL: deleted); both are
  * item_encode()d, nw trusted. An old value that does not decode counts as
@@ -287,28 +288,28 @@ void store_derive_begin(store_derive *d, store *st, const table_schema *t, uint3
  * the counters) or LAPSE_ECORRUPT (ikey is not a key of t, or stored counters are malformed), with
  * err; the caller then discards b. */
 #define STORE_SAME_UNKNOWN (-1)
-int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_t ilen,
-                        const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen, int same,
-                        const store_expiry_delete *ttl, char *err, size_t errlen);
+int store_derived_change(store_derived *d, db_batch *b, const uint8_t *ikey, size_t ilen,
+                         const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen, int same,
+                         const store_derived_expiry_delete *ttl, char *err, size_t errlen);
 /* Adds the outbox counters to b when records were added. 0 or ENOMEM. */
-int store_derive_finish(store_derive *d, db_batch *b, char *err, size_t errlen);
+int store_derived_finish(store_derived *d, db_batch *b, char *err, size_t errlen);
 /* Publishes the counters to the cache. REQUIRES: b was written. */
-void store_derive_committed(store_derive *d);
-void store_derive_end(store_derive *d); /* accepts a zeroed d */
+void store_derived_committed(store_derived *d);
+void store_derived_end(store_derived *d); /* accepts a zeroed d */
 
 /* ======================================================================== */
 /* The commit of a write path (store_commit.c)                              */
 /* ======================================================================== */
 
 /* The one commit of every write path (single writes, batch groups, the
- * expiry sweep): adds d's outbox counters to b (store_derive_finish; d NULL
+ * expiry sweep): adds d's outbox counters to b (store_derived_finish; d NULL
  * when the change derives nothing), commits b (store_commit_start, whose
  * *written and *pend it sets), and publishes d's counters when b was
- * written or was empty (store_derive_committed). Returns 0 or the error of
- * either step; on a store_derive_finish error nothing is written. The
- * caller still ends d (store_derive_end) and finishes *pend with the lock
+ * written or was empty (store_derived_committed). Returns 0 or the error of
+ * either step; on a store_derived_finish error nothing is written. The
+ * caller still ends d (store_derived_end) and finishes *pend with the lock
  * released. REQUIRES: as store_commit_start; d begun under the same lock. */
-int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, store_derive *d,
+int store_commit(store *st, db_batch *b, const table_schema *t, uint32_t part, store_derived *d,
                  int *written, store_pending *pend, char *err, size_t errlen);
 
 /* ======================================================================== */

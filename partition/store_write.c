@@ -16,7 +16,7 @@
  * entry, put the new one" to the same WriteBatch when they differ. Tables
  * with TTL off skip all of it (an unconditional put still does no read).
  *
- * LSI and outbox (store_derive.c): a table with LSIs, a GSI or a stream also
+ * LSI and outbox (store_derived.c): a table with LSIs, a GSI or a stream also
  * reads the stored value under the lock, and its WriteBatch carries the LSI
  * changes and the outbox record of the write. Other tables pay one test.
  */
@@ -229,9 +229,9 @@ static int once_check(store *st, const table_schema *t, uint32_t part, once *o, 
 /* Writes one item change (val NULL: delete) in its own WriteBatch, with the
  * expiry index change from o to n when the table's TTL is on, and the LSI
  * and outbox writes derived from the stored value old (read when
- * store_derive_wanted(t)), and the record of req's request id when it has
+ * store_derived_wanted(t)), and the record of req's request id when it has
  * one (an update's holds its new item, val). same: whether val is the item
- * old held (store_derive_change). A write replaces the stored
+ * old held (store_derived_change). A write replaces the stored
  * value, so the item is no longer one the sweep must skip. On 0, *pend is to be finished
  * (finish_write) once the stripe lock is released.
  * REQUIRES: the key's stripe lock is held. */
@@ -240,9 +240,9 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
                      int64_t *min_due_ms, store_pending *pend, char *err, size_t errlen)
 {
     int rv = 0;
-    const int derive = store_derive_wanted(t);
+    const int derive = store_derived_wanted(t);
     const uint32_t part = buf_get_u32be(key->data + 4);
-    store_derive d;
+    store_derived d;
     memset(&d, 0, sizeof(d));
     buf scratch;
     buf_init(&scratch);
@@ -257,7 +257,7 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
         db_batch_delete(b, st->db, CF_ITEMS, key->data, key->len);
     }
     if (t->ttl.enabled &&
-        store_expiry_change(st, b, key->data, key->len, o, n, &scratch, min_due_ms) != 0) {
+        store_derived_expiry_change(st, b, key->data, key->len, o, n, &scratch, min_due_ms) != 0) {
         rv = oom(err, errlen);
         goto out;
     }
@@ -270,11 +270,11 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
         }
     }
     if (derive) {
-        store_derive_begin(&d, st, t, part);
+        store_derived_begin(&d, st, t, part);
         const uint8_t *ov = old->found ? old->raw.data : NULL;
-        if ((rv = store_derive_change(&d, b, key->data, key->len, ov, old->raw.len,
-                                      val != NULL ? val->data : NULL, val != NULL ? val->len : 0,
-                                      same, NULL, err, errlen)) != 0) {
+        if ((rv = store_derived_change(&d, b, key->data, key->len, ov, old->raw.len,
+                                       val != NULL ? val->data : NULL, val != NULL ? val->len : 0,
+                                       same, NULL, err, errlen)) != 0) {
             goto out;
         }
     }
@@ -288,7 +288,7 @@ static int write_one(store *st, const table_schema *t, const buf *key, const sto
         store_sweep_cursor_note(st, t->id, part, NULL, 0);
     }
 out:
-    store_derive_end(&d);
+    store_derived_end(&d);
     db_batch_free(b);
     buf_fini(&scratch);
     return rv;
@@ -367,7 +367,7 @@ static int point_write(store *st, const table_schema *t, const item *it, int is_
         goto unlock;
     }
     int must_write = 1;
-    if (cond_needs_read(cond) || old_out != NULL || ttl || store_derive_wanted(t)) {
+    if (cond_needs_read(cond) || old_out != NULL || ttl || store_derived_wanted(t)) {
         if ((rv = read_for_write(st, &key, cond, old_out != NULL, &cur, &old, err, errlen)) != 0) {
             goto unlock;
         }
@@ -378,9 +378,9 @@ static int point_write(store *st, const table_schema *t, const item *it, int is_
         const expiry_entry none = {0, 0};
         rv = write_one(st, t, &key, &old, is_delete ? NULL : &val,
                        !is_delete && cur != NULL && item_eq_exact(cur, it),
-                       store_expiry_entry(t, cur, now),
-                       is_delete ? none : store_expiry_entry(t, it, now), &req, &min_due_ms, &pend,
-                       err, errlen);
+                       store_derived_expiry_entry(t, cur, now),
+                       is_delete ? none : store_derived_expiry_entry(t, it, now), &req, &min_due_ms,
+                       &pend, err, errlen);
     }
 unlock:
     pthread_mutex_unlock(mu);
@@ -391,7 +391,7 @@ unlock:
     }
     /* Also after a write that committed here but failed to replicate, or
      * before it is through (a spurious wake-up costs the scanner nothing). */
-    store_notify(st, t->id, part, min_due_ms);
+    store_derived_notify(st, t->id, part, min_due_ms);
 out:
     item_free(cur);
     buf_fini(&key);
@@ -541,7 +541,7 @@ int store_update_once(store *st, const table_schema *t, const item *key,
         goto unlock;
     }
     const expiry_entry before =
-        t->ttl.enabled ? store_expiry_entry(t, cur, now) : (expiry_entry){0, 0};
+        t->ttl.enabled ? store_derived_expiry_entry(t, cur, now) : (expiry_entry){0, 0};
     if (cur == NULL && (cur = item_dup(key)) == NULL) { /* upsert */
         rv = oom(err, errlen);
         goto unlock;
@@ -550,7 +550,7 @@ int store_update_once(store *st, const table_schema *t, const item *key,
         goto unlock;
     }
     const expiry_entry after =
-        t->ttl.enabled ? store_expiry_entry(t, cur, now) : (expiry_entry){0, 0};
+        t->ttl.enabled ? store_derived_expiry_entry(t, cur, now) : (expiry_entry){0, 0};
     /* The actions edit the stored item in place (a SET of an attribute keeps
      * its position): it is unchanged exactly when the bytes are. */
     const int same =
@@ -570,7 +570,7 @@ unlock:
     }
     /* Also after a write that committed here but failed to replicate (a
      * spurious wake-up costs the scanner nothing). */
-    store_notify(st, t->id, part, min_due_ms);
+    store_derived_notify(st, t->id, part, min_due_ms);
 out:
     item_free(cur);
     buf_fini(&k);

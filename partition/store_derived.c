@@ -1,5 +1,5 @@
 /*
- * store_derive.c: the writes an item change derives, added to the
+ * store_derived.c: the writes an item change derives, added to the
  * WriteBatch of the change itself (docs/storage-format.md, "Writes and
  * durability"; docs/replication.md, "The write path"):
  *
@@ -33,7 +33,8 @@ static int oom(char *err, size_t errlen)
 /* The expiry index                                                         */
 /* ======================================================================== */
 
-int store_expiry_due_s(const table_schema *t, const item *it, clock_wall now, int64_t *due_s)
+int store_derived_expiry_due_s(const table_schema *t, const item *it, clock_wall now,
+                               int64_t *due_s)
 {
     int64_t due_ms = 0;
     if (it == NULL || ttl_eval(&t->ttl, it, now, &due_ms) != TTL_ELIGIBLE) {
@@ -43,15 +44,15 @@ int store_expiry_due_s(const table_schema *t, const item *it, clock_wall now, in
     return 1;
 }
 
-expiry_entry store_expiry_entry(const table_schema *t, const item *it, clock_wall now)
+expiry_entry store_derived_expiry_entry(const table_schema *t, const item *it, clock_wall now)
 {
     expiry_entry e = {0, 0};
-    e.has = store_expiry_due_s(t, it, now, &e.due_s);
+    e.has = store_derived_expiry_due_s(t, it, now, &e.due_s);
     return e;
 }
 
-int store_expiry_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen, expiry_entry o,
-                        expiry_entry n, buf *scratch, int64_t *min_due_ms)
+int store_derived_expiry_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen,
+                                expiry_entry o, expiry_entry n, buf *scratch, int64_t *min_due_ms)
 {
     if (o.has == n.has && (!o.has || o.due_s == n.due_s)) {
         return 0; /* an unchanged entry costs nothing */
@@ -76,7 +77,7 @@ int store_expiry_change(store *st, db_batch *b, const uint8_t *ikey, size_t ilen
     return 0;
 }
 
-void store_notify(store *st, uint32_t table_id, uint32_t part, int64_t min_due_ms)
+void store_derived_notify(store *st, uint32_t table_id, uint32_t part, int64_t min_due_ms)
 {
     if (min_due_ms != STORE_NO_DUE && st->hook != NULL) {
         st->hook(st->hook_arg, table_id, part, min_due_ms);
@@ -87,7 +88,7 @@ void store_notify(store *st, uint32_t table_id, uint32_t part, int64_t min_due_m
 /* LSI entries and outbox records                                           */
 /* ======================================================================== */
 
-void store_derive_begin(store_derive *d, store *st, const table_schema *t, uint32_t part)
+void store_derived_begin(store_derived *d, store *st, const table_schema *t, uint32_t part)
 {
     memset(d, 0, sizeof(*d));
     d->st = st;
@@ -102,7 +103,7 @@ void store_derive_begin(store_derive *d, store *st, const table_schema *t, uint3
     buf_init(&d->keys);
 }
 
-void store_derive_end(store_derive *d)
+void store_derived_end(store_derived *d)
 {
     buf_fini(&d->k);
     buf_fini(&d->k2);
@@ -111,7 +112,7 @@ void store_derive_end(store_derive *d)
 }
 
 /* Adds the LSI changes of the item at ikey from old to nw. */
-static int lsi_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_t ilen,
+static int lsi_change(store_derived *d, db_batch *b, const uint8_t *ikey, size_t ilen,
                       const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen)
 {
     int rv;
@@ -176,9 +177,9 @@ static int unchanged(const uint8_t *old, size_t olen, const uint8_t *nw, size_t 
     return same;
 }
 
-int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_t ilen,
-                        const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen, int same,
-                        const store_expiry_delete *ttl, char *err, size_t errlen)
+int store_derived_change(store_derived *d, db_batch *b, const uint8_t *ikey, size_t ilen,
+                         const uint8_t *old, size_t olen, const uint8_t *nw, size_t nlen, int same,
+                         const store_derived_expiry_delete *ttl, char *err, size_t errlen)
 {
     int rv, old_ok = 0;
     const table_schema *t = d->t;
@@ -255,7 +256,7 @@ int store_derive_change(store_derive *d, db_batch *b, const uint8_t *ikey, size_
     return 0;
 }
 
-int store_derive_finish(store_derive *d, db_batch *b, char *err, size_t errlen)
+int store_derived_finish(store_derived *d, db_batch *b, char *err, size_t errlen)
 {
     if (d->records == 0) {
         return 0;
@@ -271,7 +272,7 @@ int store_derive_finish(store_derive *d, db_batch *b, char *err, size_t errlen)
     return 0;
 }
 
-void store_derive_committed(store_derive *d)
+void store_derived_committed(store_derived *d)
 {
     if (d->records > 0) {
         outbox_counters_cache(d->st, d->t->id, d->part, d->next_seq, d->next_stream_seq);
