@@ -436,6 +436,14 @@ static int decide(store *st, const table_schema *t, clock_wall now, sweep_scratc
     return 0;
 }
 
+void expiry_result_clear(expiry_sweep_result *res)
+{
+    int64_t *keep = res->due_ms;
+    memset(res, 0, sizeof(*res));
+    res->due_ms = keep;
+    res->next_due_ms = EXPIRY_NONE;
+}
+
 /*
  * One sweep of one partition in three phases under its stripe lock:
  * collect the due entries (collect), decide what each calls for (decide),
@@ -446,10 +454,7 @@ int expiry_sweep(store *st, const table_schema *t, uint32_t part, clock_wall now
                  expiry_sweep_result *res, char *err, size_t errlen)
 {
     int rv;
-    int64_t *due_out = res->due_ms;
-    memset(res, 0, sizeof(*res));
-    res->due_ms = due_out;
-    res->next_due_ms = EXPIRY_NONE;
+    expiry_result_clear(res);
     if (max_items == 0 || max_items > STORE_BATCH_MAX || !t->ttl.enabled || part >= t->partitions) {
         return errf(LAPSE_EINVAL, err, errlen,
                     "expiry_sweep: bad arguments (max_items %zu, ttl %s, partition %u)", max_items,
@@ -504,10 +509,7 @@ unlock:
         res->commit_ms = clock_wall_now().ms;
     }
     if (rv != 0) {
-        int64_t *keep = res->due_ms;
-        memset(res, 0, sizeof(*res)); /* nothing was written */
-        res->due_ms = keep;
-        res->next_due_ms = EXPIRY_NONE;
+        expiry_result_clear(res); /* nothing was written */
     }
     scratch_give(st, s, derive ? n : 0); /* the values it read */
     return rv;

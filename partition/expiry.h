@@ -62,6 +62,11 @@ typedef struct expiry_sweep_result {
     int64_t *due_ms;
 } expiry_sweep_result;
 
+/* Empties res (nothing written, no next due instant), keeping its due_ms
+ * array: what a sweep or naive step reports before it starts and after it
+ * failed. */
+void expiry_result_clear(expiry_sweep_result *res);
+
 /*
  * Deletes up to max_items (1..STORE_BATCH_MAX) expired items of partition
  * part of table t, in one WriteBatch, under the partition's write lock:

@@ -135,10 +135,7 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     buf_init(&lo);
     buf_init(&hi);
     buf_init(&last);
-    int64_t *due_out = res->due_ms;
-    memset(res, 0, sizeof(*res));
-    res->due_ms = due_out;
-    res->next_due_ms = EXPIRY_NONE;
+    expiry_result_clear(res);
     *done = 0;
     if (max_scan == 0 || max_delete == 0 || max_delete > STORE_BATCH_MAX || !t->ttl.enabled ||
         part >= t->partitions) {
@@ -156,6 +153,9 @@ int expiry_naive_step(store *st, const table_schema *t, uint32_t part, clock_wal
     }
     store_commit_prepare(st, b, t);
     int hi_none = itemkey_successor(&hi);
+    /* The lock, the replication check and the derived writes opened as
+     * expiry_sweep opens them: the same commit protocol, kept in line so
+     * that each step reads top to bottom beside its sweep. */
     pthread_mutex_t *mu = store_stripe(st, t->id, part);
     pthread_mutex_lock(mu);
     if ((rv = store_repl_prepare(st, t, part, err, errlen)) != 0) {
@@ -193,10 +193,7 @@ unlock:
 out:
     store_derived_end(&d);
     if (rv != 0) {
-        int64_t *keep = res->due_ms;
-        memset(res, 0, sizeof(*res)); /* nothing was written */
-        res->due_ms = keep;
-        res->next_due_ms = EXPIRY_NONE;
+        expiry_result_clear(res); /* nothing was written */
     }
     db_batch_free(b);
     buf_fini(&lo);

@@ -401,6 +401,8 @@ out:
     return rv;
 }
 
+/* store.h's six point writes: one line each over point_write, the put and
+ * delete triples alike but for the flag (not copies of any logic). */
 int store_put(store *st, const table_schema *t, const item *it, const store_cond *cond,
               item **old_out, char *err, size_t errlen)
 {
