@@ -269,6 +269,45 @@ static int drain(node_map *m)
     return 1;
 }
 
+/*
+ * After the swap to a map that drops tables (dropped), disables a TTL or
+ * turns streams off (off): waits for the requests routed by the old map,
+ * then drops the dropped tables again and the streams' records (a write
+ * routed by old may have landed after the first drop).
+ */
+static void drop_after_drain(node_server *ns, node_map *old, const pmap *pm,
+                             const uint32_t *dropped, size_t ndropped, const uint32_t *off,
+                             size_t noff)
+{
+    /* A write routed by the old map may have landed after the first
+     * drop (or kept a disabled table's index, or stored a record of a
+     * stream turned off): wait for those requests, then drop again. */
+    if (!drain(old)) {
+        log_warn("requests routed by map version %llu still running after %d ms",
+                 (unsigned long long)old->pm->version, MAPS_DRAIN_TIMEOUT_MS);
+    }
+    for (size_t i = 0; i < ndropped; i++) {
+        char why[256] = "";
+        if (store_drop_table(ns->st, dropped[i], why, sizeof(why)) != 0 ||
+            expiry_drop_table(ns->st, dropped[i], why, sizeof(why)) != 0) {
+            log_error("dropping table id %u again failed: %s", dropped[i], why);
+        }
+    }
+    for (size_t i = 0; i < noff; i++) {
+        char why[256] = "";
+        const pmap_table *t = pmap_table_find_id(pm, off[i]);
+        const char *name = t != NULL ? t->schema.name : "?";
+        if (stream_drop(ns->st, off[i], why, sizeof(why)) != 0) {
+            log_error("dropping the stream records of table \"%s\" (id %u) failed: %s", name,
+                      off[i], why);
+        } else {
+            log_info("table \"%s\" (id %u): its stream was turned off: its records here were "
+                     "dropped",
+                     name, off[i]);
+        }
+    }
+}
+
 int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen)
 {
     int rv = 0;
@@ -317,33 +356,7 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
     pthread_rwlock_unlock(&ns->map_lock);
     copydrop_note(ns, old->pm, pm);
     if (ndropped > 0 || disabled || noff > 0) {
-        /* A write routed by the old map may have landed after the first
-         * drop (or kept a disabled table's index, or stored a record of a
-         * stream turned off): wait for those requests, then drop again. */
-        if (!drain(old)) {
-            log_warn("requests routed by map version %llu still running after %d ms",
-                     (unsigned long long)old_version, MAPS_DRAIN_TIMEOUT_MS);
-        }
-        for (size_t i = 0; i < ndropped; i++) {
-            char why[256] = "";
-            if (store_drop_table(ns->st, dropped[i], why, sizeof(why)) != 0 ||
-                expiry_drop_table(ns->st, dropped[i], why, sizeof(why)) != 0) {
-                log_error("dropping table id %u again failed: %s", dropped[i], why);
-            }
-        }
-        for (size_t i = 0; i < noff; i++) {
-            char why[256] = "";
-            const pmap_table *t = pmap_table_find_id(nm->pm, off[i]);
-            const char *name = t != NULL ? t->schema.name : "?";
-            if (stream_drop(ns->st, off[i], why, sizeof(why)) != 0) {
-                log_error("dropping the stream records of table \"%s\" (id %u) failed: %s", name,
-                          off[i], why);
-            } else {
-                log_info("table \"%s\" (id %u): its stream was turned off: its records here were "
-                         "dropped",
-                         name, off[i]);
-            }
-        }
+        drop_after_drain(ns, old, nm->pm, dropped, ndropped, off, noff);
     }
     free(off);
     newcopy_note(ns, old->pm, nm->pm); /* after the swap: every batch from now on feeds them */

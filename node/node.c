@@ -195,19 +195,13 @@ static void on_ttl_backfilled(void *arg)
     membership_heartbeat_soon(arg);
 }
 
-int node_open(node_server **out, const node_options *opt, char *err, size_t errlen)
+/* node_open's phases. Each returns 0 or a LAPSE_* code with err set; after
+ * a failed phase node_open closes what was made (node_close). */
+
+/* The options into ns: settings and the addresses, checked for length. */
+static int take_options(node_server *ns, const node_options *opt, char *err, size_t errlen)
 {
     int rv;
-    *out = NULL;
-    node_server *ns = calloc(1, sizeof(*ns));
-    if (ns == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return LAPSE_ENOMEM;
-    }
-    /* Before anything that may wake the membership thread (the TTL
-     * engine's backfill hook), until node_close frees ns. */
-    pthread_mutex_init(&ns->stop_lock, NULL);
-    clock_cond_init_mono(&ns->stop_cond);
     ns->id = opt->id;
     ns->workers = opt->workers;
     ns->snapshot_rate_mb = opt->snapshot_rate_mb;
@@ -240,20 +234,23 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
         (rv = copy_str(ns->metrics_listen, sizeof(ns->metrics_listen),
                        opt->metrics_listen != NULL ? opt->metrics_listen : "", "--metrics-listen",
                        err, errlen)) != 0) {
-        goto fail;
+        return rv;
     }
-    if ((rv = open_store(ns, err, errlen)) != 0 || (rv = check_node_id(ns, err, errlen)) != 0 ||
-        (rv = load_incarnation(ns, err, errlen)) != 0) {
-        goto fail;
-    }
-    store_set_replog_retain(ns->st,
-                            opt->replog_retain > 0 ? opt->replog_retain : REPLOG_RETAIN_DEFAULT);
+    return 0;
+}
+
+/* The map, telemetry, the replication log shipping, the streams, the
+ * shipper, refills and the expiry engine, in the order each needs the
+ * ones before. */
+static int open_engines(node_server *ns, char *err, size_t errlen)
+{
+    int rv;
     ns->maps_inited = 1; /* maps_init creates its locks before it can fail */
     if ((rv = maps_init(ns, err, errlen)) != 0) {
-        goto fail;
+        return rv;
     }
     if ((rv = telemetry_init(ns, err, errlen)) != 0) {
-        goto fail;
+        return rv;
     }
     for (int i = 0; i < NODE_REPL_LOCKS; i++) {
         pthread_mutex_init(&ns->repl_locks[i], NULL);
@@ -262,13 +259,13 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
     /* logship first: the shipper's workers ask it what they may ship. */
     if ((rv = logship_open(&ns->logship, ns)) != 0) {
         snprintf(err, errlen, "out of memory");
-        goto fail;
+        return rv;
     }
     logship_on_confirmed(ns->logship, on_confirmed, ns);
     if ((rv = streams_open(&ns->streams, ns, ns->stream_trim_interval_ms, err, errlen)) != 0 ||
         (rv = shipper_open(&ns->shipper, ns, ns->repl_workers, err, errlen)) != 0 ||
         (rv = refill_open(&ns->refill, ns, err, errlen)) != 0) {
-        goto fail;
+        return rv;
     }
     /* The TTL sweeps wake the shipper like writes do (their deletes make
      * outbox records). */
@@ -279,11 +276,15 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
                             errlen);
     maps_release(m);
     if (rv != 0) {
-        goto fail;
+        return rv;
     }
-    if ((rv = rpc_client_open(&ns->coord, ns->coordinator_url, err, errlen)) != 0) {
-        goto fail;
-    }
+    return 0;
+}
+
+/* The RPC server on the listen address, its lanes and quick calls. */
+static int open_server(node_server *ns, char *err, size_t errlen)
+{
+    int rv;
     /* Long polls of GetStreamRecords get threads of their own (streams.h).
      * A peer's ReplicateLog takes the urgent lane: this node's writes wait
      * for their rounds on its peers, and the peers' writes for this node's
@@ -309,10 +310,40 @@ int node_open(node_server **out, const node_options *opt, char *err, size_t errl
                               sizeof(why))) != 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", ns->listen_url, why);
         ns->srv = NULL;
-        goto fail;
+        return rv;
     }
     log_info("node %u listening on %s (advertised as %s), data dir %s", ns->id, ns->listen_url,
              ns->advertise_url, ns->data_dir);
+    return 0;
+}
+
+int node_open(node_server **out, const node_options *opt, char *err, size_t errlen)
+{
+    int rv;
+    *out = NULL;
+    node_server *ns = calloc(1, sizeof(*ns));
+    if (ns == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    /* Before anything that may wake the membership thread (the TTL
+     * engine's backfill hook), until node_close frees ns. */
+    pthread_mutex_init(&ns->stop_lock, NULL);
+    clock_cond_init_mono(&ns->stop_cond);
+    if ((rv = take_options(ns, opt, err, errlen)) != 0) {
+        goto fail;
+    }
+    if ((rv = open_store(ns, err, errlen)) != 0 || (rv = check_node_id(ns, err, errlen)) != 0 ||
+        (rv = load_incarnation(ns, err, errlen)) != 0) {
+        goto fail;
+    }
+    store_set_replog_retain(ns->st,
+                            opt->replog_retain > 0 ? opt->replog_retain : REPLOG_RETAIN_DEFAULT);
+    if ((rv = open_engines(ns, err, errlen)) != 0 ||
+        (rv = rpc_client_open(&ns->coord, ns->coordinator_url, err, errlen)) != 0 ||
+        (rv = open_server(ns, err, errlen)) != 0) {
+        goto fail;
+    }
     if ((rv = telemetry_serve(ns, err, errlen)) != 0) {
         goto fail;
     }
