@@ -95,6 +95,14 @@ typedef struct pass {
     size_t rebalanced; /* of added and handed: what the rebalancer started */
 } pass;
 
+/* Whether member k of r holds every acknowledged write: in sync, or the
+ * set's last_out (out of sync, but the member that left last while the
+ * primary alone stayed: pmap_replica_remove keeps it). */
+static int holds_all(const pmap_replicas *r, uint32_t k)
+{
+    return pmap_in_sync(r, k) || (r->last_out != 0 && r->ids[k] == r->last_out);
+}
+
 /* One step of the move of set r (table id tid, partition p, rf copies) in
  * next, if it has a leaving member (the rebalancer's, or a draining or
  * removed node) and a step can be taken now. */
@@ -108,9 +116,11 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
         in_sync += (uint32_t)pmap_in_sync(r, k);
         if (leaves(next, r, id)) {
             d = d < 0 || d == 0 ? (int)k : d; /* a leaving follower before the primary */
-            /* a leaving follower that may go first, out of sync before in sync */
-            spare = k > 0 && (spare < 0 || (pmap_in_sync(r, spare) && !pmap_in_sync(r, k))) ? (int)k
-                                                                                            : spare;
+            /* a leaving follower that may go first: one that holds nothing
+             * every other copy lacks (holds_all) before one that does */
+            spare = k > 0 && (spare < 0 || (holds_all(r, (uint32_t)spare) && !holds_all(r, k)))
+                        ? (int)k
+                        : spare;
             continue;
         }
         if (pmap_in_sync(r, k)) {
@@ -136,13 +146,18 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
         return;
     }
     if (r->n >= PMAP_MAX_REPLICAS && spare > 0 &&
-        (!pmap_in_sync(r, (uint32_t)spare) || in_sync > rf)) {
+        (!holds_all(r, (uint32_t)spare) || in_sync > rf)) {
         /* Full, with no room for the copy a leaving member needs (a move's
          * new copy whose node died and was removed, or then began to
          * drain): a leaving follower goes, an out-of-sync one first (it
          * counts for no write), an in-sync one only while the set keeps as
-         * many in sync as the table keeps copies. Else the set waits for a
-         * slot that never frees. */
+         * many in sync as the table keeps copies. Never the last_out: while
+         * the primary alone is in sync (its other copies down or rejoining),
+         * that member is the one other copy of every acknowledged write
+         * (chaos seed 832704477: removed, its keys dropped, then the
+         * primary's disk lost, 1,500 acknowledged writes went with it); the
+         * set waits for it to rejoin. Else the set waits for a slot that
+         * never frees. */
         ps->removed += pmap_replica_remove(next, tid, p, r->ids[spare]) == 0;
         return;
     }

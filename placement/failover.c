@@ -305,7 +305,7 @@ int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id)
     uint32_t low = bits & ((1u << i) - 1), high = bits >> (i + 1);
     uint32_t next = low | high << i;
     uint32_t want = r->n - 1 < PMAP_MIN_IN_SYNC ? r->n - 1 : PMAP_MIN_IN_SYNC;
-    if ((bits >> i & 1u) && (uint32_t)__builtin_popcount(next) < want) {
+    if (((bits >> i & 1u) && (uint32_t)__builtin_popcount(next) < want) || id == r->last_out) {
         return LAPSE_EUNAVAILABLE;
     }
     for (uint32_t k = (uint32_t)i; k + 1 < r->n; k++) {
@@ -313,7 +313,6 @@ int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id)
     }
     r->ids[--r->n] = 0;
     r->in_sync = next;
-    r->last_out = r->last_out == id ? 0 : r->last_out;
     r->leaving = r->leaving == id ? 0 : r->leaving;
     r->handing_to = r->handing_to == id ? 0 : r->handing_to;
     r->changes++;

@@ -136,7 +136,10 @@ uint32_t pmap_handover_target(const pmap_replicas *r);
 /* Follower id leaves the set. 0, LAPSE_ENOTFOUND, LAPSE_EINVAL (not a
  * member), LAPSE_ESTATE (id is the primary: hand over first) or
  * LAPSE_EUNAVAILABLE (id is in sync and fewer than min-in-sync copies of
- * the smaller set would stay in sync). */
+ * the smaller set would stay in sync; or id is the set's last_out, the one
+ * copy beside the primary that holds every acknowledged write, even while
+ * out of sync: removed, its node would drop them, and the primary's copy
+ * would be their only one until another member joins). */
 int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id);
 /* Rebalancing (docs/replication.md, "Rebalancing"): a move of set
  * (table_id, part)'s copy from one node to another, or (handover) of its

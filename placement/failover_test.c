@@ -267,6 +267,35 @@ static void test_last_out_takes_over_a_lost_copy(void **state)
     pmap_free(pm);
 }
 
+/* The last_out member is never removed, even out of sync: beside the
+ * primary it is the one copy of every acknowledged write (a move's removal
+ * of it, then the primary's lost disk, lost 1,500 acknowledged writes in
+ * chaos seed 832704477). Another out-of-sync follower goes. */
+static void test_last_out_is_never_removed(void **state)
+{
+    (void)state;
+    pmap *pm = three_sets();
+    assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_UP), 0);
+    pmap_replicas *r = &pm->tables[0].parts[0];
+    assert_int_equal(pmap_replica_add(pm, 1, 0, 4), 0); /* {1,2,3,4}, 4 catching up */
+    pmap_fail_node(pm, 2, NULL);
+    pmap_fail_node(pm, 3, NULL);
+    assert_int_equal(r->in_sync, 1);
+    assert_int_equal(r->last_out, 3);
+    assert_int_equal(pmap_replica_remove(pm, 1, 0, 3), LAPSE_EUNAVAILABLE);
+    assert_int_equal(r->n, 4);
+    assert_int_equal(pmap_replica_remove(pm, 1, 0, 2), 0);
+    assert_int_equal(pmap_replica_remove(pm, 1, 0, 4), 0);
+    assert_int_equal(r->n, 2);
+    assert_int_equal(r->last_out, 3);
+    /* Back in sync, it is no longer the last_out, and may go once another
+     * copy holds every write. */
+    assert_int_equal(pmap_replica_join(pm, 1, 0, 1, r->epoch, 3, r->changes), 0);
+    assert_int_equal(r->last_out, 0);
+    assert_true(pmap_check(pm));
+    pmap_free(pm);
+}
+
 /* A move of node 1's copy of set 0 ({1,2,3}, epoch 1) to node 4: added out
  * of sync, joined by its primary, the primaryship handed over, node 1's
  * copy removed; each step one change, and refused where it would be
@@ -555,6 +584,7 @@ int main(void)
         cmocka_unit_test(test_join),
         cmocka_unit_test(test_shrink),
         cmocka_unit_test(test_last_out_takes_over_a_lost_copy),
+        cmocka_unit_test(test_last_out_is_never_removed),
         cmocka_unit_test(test_move_a_copy),
         cmocka_unit_test(test_rebalance_plan),
         cmocka_unit_test(test_rebalance_primaries),
