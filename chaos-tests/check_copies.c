@@ -204,6 +204,12 @@ static int copies_agree(run *r, rpc_client **nodes, int *silent, const pmap_repl
             (*lost_copies)++;
             continue;
         }
+        if (i + 1 == rs->n && rs->n != want_copies && used < flen) {
+            used += (size_t)snprintf(found + used, flen - used,
+                                     " (%u copies where the table keeps %u: a move under way)",
+                                     (unsigned)rs->n, (unsigned)want_copies);
+            used = used >= flen ? flen - 1 : used;
+        }
         first = answered++ == 0 ? d : first;
         same &= rv == 0 && in_sync && d.items == first.items && d.hash == first.hash &&
                 d.epoch == first.epoch && d.seq == first.seq;
