@@ -25,19 +25,13 @@ static int leaves(const pmap *pm, const pmap_replicas *r, uint32_t id)
     return id == r->leaving || pmap_node_leaving(pm, id);
 }
 
-/* A set holding a leaving member and a copy more than its table keeps:
- * between a move's first and last step. */
+/* A set holding a copy more than its table keeps: between a move's first
+ * and last step (its leaving member, or one step gives it: a drain stopped
+ * mid-move). */
 static int moving(const pmap *pm, const pmap_replicas *r, uint32_t rf)
 {
-    if (r->n <= rf) {
-        return 0;
-    }
-    for (uint32_t k = 0; k < r->n; k++) {
-        if (leaves(pm, r, r->ids[k])) {
-            return 1;
-        }
-    }
-    return 0;
+    (void)pm;
+    return r->n > rf;
 }
 
 void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *in_move,
@@ -90,6 +84,7 @@ typedef struct pass {
     uint64_t since;            /* the version this pass's map is committed as */
     size_t stepped, cancelled; /* handovers begun, and ended with no one to take over */
     size_t added, handed, removed, stuck;
+    size_t trimmed; /* sets one copy over with none leaving, given a leaving member */
     size_t in_move;
     size_t max_moves;  /* sets that may be moving at once (--max-concurrent-moves) */
     size_t rebalanced; /* of added and handed: what the rebalancer started */
@@ -131,6 +126,22 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
         }
     }
     if (d < 0) {
+        if (r->n > rf && r->handing_since == 0) {
+            /* One copy over its table's count with none leaving: a drain
+             * stopped mid-move (its node's copy no longer leaves), which no
+             * step would ever end. The newest follower that holds nothing
+             * the others lack leaves (out of sync first), as the
+             * rebalancer's leaving member does, from the next pass. */
+            uint32_t pick = r->n - 1;
+            for (uint32_t k = r->n - 1; k > 0; k--) {
+                if (!holds_all(r, k)) {
+                    pick = k;
+                    break;
+                }
+            }
+            r->leaving = r->ids[pick];
+            ps->trimmed++;
+        }
         return;
     }
     if (keep_in_sync >= rf) {
@@ -333,8 +344,8 @@ void mover_pass(server *s)
             }
         }
     }
-    if (ps.added + ps.handed + ps.removed + ps.stepped + ps.cancelled + dd.added + dd.settled +
-            dd.dropped ==
+    if (ps.added + ps.handed + ps.removed + ps.stepped + ps.cancelled + ps.trimmed + dd.added +
+            dd.settled + dd.dropped ==
         0) {
         pmap_free(next);
         return;
@@ -344,6 +355,11 @@ void mover_pass(server *s)
         log_warn("moves: cannot commit the map (retrying): %s", err);
         pmap_free(next);
         return;
+    }
+    if (ps.trimmed > 0) {
+        log_info("moves: map version %llu: %zu set(s) one copy over with none leaving (a drain "
+                 "stopped mid-move): a follower of each leaves",
+                 (unsigned long long)s->pm->version, ps.trimmed);
     }
     if (ps.added + ps.handed + ps.removed + ps.stepped + ps.cancelled > 0) {
         log_info(
