@@ -49,7 +49,7 @@ static void usage(FILE *f)
                "  --replication N every table keeps N copies of each partition (1 to 3,\n"
                "                  default 1); above 1 the cluster runs on etcd\n"
                "  --balance-primaries N  the coordinators hand up to N primaryships over per\n"
-               "                  pass to even out primaries (1 to 64; default: theirs, 4)\n"
+               "                  pass to even out primaries (1 to 64; default off)\n"
                "  --keep          keep the run directory (daemon logs) even when a run passes\n"
                "The seed is printed first; --seed S replays the workload and fault schedule.\n"
                "Exit status: 0 every checked invariant held, 1 one broke, 2 bad usage.\n"

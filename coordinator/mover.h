@@ -73,9 +73,6 @@
 /* The default of --max-concurrent-moves (server.max_moves), and its most. */
 #define MOVER_MAX_CONCURRENT 4
 #define MOVER_MAX_MOVES_LIMIT 64
-/* The default of --balance-primaries (server.balance_primaries): handovers
- * per pass that even out primaries (docs/replication.md, "Rebalancing"). */
-#define MOVER_BALANCE_PRIMARIES 4
 
 /* One step of every move that can take one now, committed in one map
  * change and pushed. A no-op unless this coordinator leads and a node is
