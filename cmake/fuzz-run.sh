@@ -82,7 +82,7 @@ INSTR="-fsanitize=fuzzer-no-link,address"
 # and the generated messages. Linked from an archive so only the objects
 # needed are pulled in.
 rm -f "$WORK/obj/"*.o "$WORK/libfuzzdeps.a"
-for f in "$SRC"/common/*.c "$SRC/placement/pmap.c" "$SRC/placement/pmap_codec.c" "$SRC/placement/pmap_place.c" "$SRC/placement/hash.c" "$SRC"/rpc/wire*.c; do
+for f in "$SRC"/common/*.c "$SRC/placement/pmap.c" "$SRC/placement/pmap_place.c" "$SRC/placement/hash.c" "$SRC"/rpc/wire*.c; do
     case $f in *_test.c | */fuzz_*.c) continue ;; esac
     o="$WORK/obj/$(basename "$(dirname "$f")")_$(basename "$f" .c).o"
     "$CLANG" $FLAGS $WARN $INSTR -c "$f" -o "$o"

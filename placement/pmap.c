@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/errf.h"
 #include "../common/lapse_err.h"
 #include "pmap_int.h"
 
@@ -449,6 +450,46 @@ int pmap_table_exists(const pmap *pm, const table_schema *schema)
 }
 
 /* 1 when parts[0..n) each have 1..PMAP_MAX_REPLICAS non-zero ids. */
+int pmap_replicas_check(const pmap_replicas *r, char *err, size_t errlen)
+{
+    if (r->n < 1 || r->n > PMAP_MAX_REPLICAS) {
+        return errf(LAPSE_EINVAL, err, errlen, "%u replicas (want 1 to %d)", (unsigned)r->n,
+                    PMAP_MAX_REPLICAS);
+    }
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (r->ids[i] == 0) {
+            return errf(LAPSE_EINVAL, err, errlen, "node id 0");
+        }
+        for (uint32_t j = 0; j < i; j++) {
+            if (r->ids[j] == r->ids[i]) {
+                return errf(LAPSE_EINVAL, err, errlen, "node %u listed twice", (unsigned)r->ids[i]);
+            }
+        }
+    }
+    if (r->in_sync >> r->n != 0 || (r->in_sync != 0 && (r->in_sync & 1u) == 0)) {
+        return errf(LAPSE_EINVAL, err, errlen,
+                    "in-sync set 0x%x names members past its %u or leaves out its primary",
+                    (unsigned)r->in_sync, (unsigned)r->n);
+    }
+    if (r->joining != 0 && pmap_replicas_index(r, r->joining) < 0) {
+        return errf(LAPSE_EINVAL, err, errlen, "joining node %u is not a member",
+                    (unsigned)r->joining);
+    }
+    if (r->handing_to != 0 && pmap_replicas_index(r, r->handing_to) <= 0) {
+        return errf(LAPSE_EINVAL, err, errlen, "handover target %u is not a follower",
+                    (unsigned)r->handing_to);
+    }
+    if (r->leaving != 0 && pmap_replicas_index(r, r->leaving) < 0) {
+        return errf(LAPSE_EINVAL, err, errlen, "leaving node %u is not a member",
+                    (unsigned)r->leaving);
+    }
+    return 0;
+}
+
+/* Whether parts[0..n) are n sets of 1..PMAP_MAX_REPLICAS non-zero ids with
+ * in-sync bits only of members and with the primary's: the shape of
+ * pmap_replicas_check, without its membership rules (pmap_add_table_placed's
+ * contract; its decoders check each set with pmap_replicas_check first). */
 static int replicas_ok(const pmap_replicas *parts, uint32_t n)
 {
     if (parts == NULL) {

@@ -236,6 +236,12 @@ int pmap_set_stream(pmap *pm, const char *name, const table_stream *st);
 int pmap_remove_table(pmap *pm, const char *name);
 /* Checks invariants 2-5; returns 1 when they hold. For assert(). */
 int pmap_check(const pmap *pm);
+/* Checks one replica set on its own: 1..PMAP_MAX_REPLICAS distinct
+ * non-zero ids, in-sync bits only of members and with the primary's,
+ * joining and leaving members, handing_to a follower. Returns 0 or
+ * LAPSE_EINVAL with the reason in err. Whether its ids are known nodes is
+ * pmap_check's. */
+int pmap_replicas_check(const pmap_replicas *r, char *err, size_t errlen);
 
 /* ---- pmap_codec.c: the map's own persistent encoding ----
  *
@@ -257,11 +263,5 @@ int pmap_encode(const pmap *pm, buf *out);
  * format byte) or LAPSE_ENOMEM, with a reason in err; on error *out is
  * NULL. */
 int pmap_decode(const void *data, size_t len, pmap **out, char *err, size_t errlen);
-/* Checks one replica set on its own: 1..PMAP_MAX_REPLICAS distinct
- * non-zero ids, in-sync bits only of members and with the primary's,
- * joining and leaving members, handing_to a follower. Returns 0 or
- * LAPSE_EINVAL with the reason in err. Whether its ids are known nodes is
- * pmap_check's. */
-int pmap_replicas_check(const pmap_replicas *r, char *err, size_t errlen);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * pmap_codec.c: the partition map's own persistent encoding (pmap_encode,
- * pmap_decode) and the checks of one replica set that every decoder of a
- * map makes (pmap_replicas_check). The format is documented in
+ * pmap_decode); each replica set decoded is checked by pmap.c's
+ * pmap_replicas_check, as a map off the wire is. The format is documented in
  * docs/storage-format.md ("The partition map in `meta`"); the node keeps
  * its map in it. pmap_decode treats its input as untrusted: it comes from
  * disk. Nothing here knows protobuf: a map persisted by an older node as a
@@ -15,46 +15,6 @@
 #include "../common/errf.h"
 #include "../common/lapse_err.h"
 #include "pmap.h"
-
-/* ------------------------------------------------------------------------ */
-/* One replica set                                                           */
-/* ------------------------------------------------------------------------ */
-
-int pmap_replicas_check(const pmap_replicas *r, char *err, size_t errlen)
-{
-    if (r->n < 1 || r->n > PMAP_MAX_REPLICAS) {
-        return errf(LAPSE_EINVAL, err, errlen, "%u replicas (want 1 to %d)", (unsigned)r->n,
-                    PMAP_MAX_REPLICAS);
-    }
-    for (uint32_t i = 0; i < r->n; i++) {
-        if (r->ids[i] == 0) {
-            return errf(LAPSE_EINVAL, err, errlen, "node id 0");
-        }
-        for (uint32_t j = 0; j < i; j++) {
-            if (r->ids[j] == r->ids[i]) {
-                return errf(LAPSE_EINVAL, err, errlen, "node %u listed twice", (unsigned)r->ids[i]);
-            }
-        }
-    }
-    if (r->in_sync >> r->n != 0 || (r->in_sync != 0 && (r->in_sync & 1u) == 0)) {
-        return errf(LAPSE_EINVAL, err, errlen,
-                    "in-sync set 0x%x names members past its %u or leaves out its primary",
-                    (unsigned)r->in_sync, (unsigned)r->n);
-    }
-    if (r->joining != 0 && pmap_replicas_index(r, r->joining) < 0) {
-        return errf(LAPSE_EINVAL, err, errlen, "joining node %u is not a member",
-                    (unsigned)r->joining);
-    }
-    if (r->handing_to != 0 && pmap_replicas_index(r, r->handing_to) <= 0) {
-        return errf(LAPSE_EINVAL, err, errlen, "handover target %u is not a follower",
-                    (unsigned)r->handing_to);
-    }
-    if (r->leaving != 0 && pmap_replicas_index(r, r->leaving) < 0) {
-        return errf(LAPSE_EINVAL, err, errlen, "leaving node %u is not a member",
-                    (unsigned)r->leaving);
-    }
-    return 0;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Encoding                                                                  */
