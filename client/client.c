@@ -5,7 +5,6 @@
  */
 #include "client.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +16,7 @@
 #include "mapsrc.h"
 
 /* ------------------------------------------------------------------------ */
-/* Errors (client_err and client_ok: errors.c)                              */
+/* Errors (client_err and client_ok are errors.c's)                        */
 /* ------------------------------------------------------------------------ */
 
 /* Transport failures name the peer; failures the server reported carry the

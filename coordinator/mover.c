@@ -28,9 +28,8 @@ static int leaves(const pmap *pm, const pmap_replicas *r, uint32_t id)
 /* A set holding a copy more than its table keeps: between a move's first
  * and last step (its leaving member, or one step gives it: a drain stopped
  * mid-move). */
-static int moving(const pmap *pm, const pmap_replicas *r, uint32_t rf)
+static int moving(const pmap_replicas *r, uint32_t rf)
 {
-    (void)pm;
     return r->n > rf;
 }
 
@@ -53,7 +52,7 @@ void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *in_
                 continue;
             }
             (*base_left)++;
-            *in_move += (uint32_t)moving(pm, r, rf);
+            *in_move += (uint32_t)moving(r, rf);
         }
     }
     *in_move += derived_moving;
@@ -228,7 +227,7 @@ static size_t count_moving(const pmap *pm)
         const pmap_table *tb = &pm->tables[t];
         uint32_t rf = schema_replication(&tb->schema);
         for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
-            n += (size_t)moving(pm, &tb->parts[p], rf);
+            n += (size_t)moving(&tb->parts[p], rf);
         }
     }
     return n;
