@@ -469,10 +469,10 @@ static int run_one(const chaos_opts *o, uint64_t seed, FILE *report, chaos_resul
         plant_index(r, acc->planted_key, sizeof(acc->planted_key));
         check_repl(r, co, 8000);
     }
-    /* The copies plant persists: a short deadline will do. */
-    /* The long profile's last move scenario may end a drain that was not
-     * done: the rebalancer then moves copies back for a minute or two
-     * (seed 832704477: 90 s), each set one copy over its count meanwhile. */
+    /* The copies plant persists: a short deadline will do. The long
+     * profile's last move scenario may end a drain that was not done: the
+     * rebalancer then moves copies back for a minute or two (seed
+     * 832704477: 90 s), each set one copy over its count meanwhile. */
     check_copies(r, co, o->plant == PLANT_COPIES ? 8000 : o->profile_long ? 180000 : 30000);
     check_daemons(r, co, o->plant == PLANT_DAEMON ? plant_daemon_exit : NULL);
     check_activity(r, co);
