@@ -344,6 +344,28 @@ void check_items(run *r, check_out *out)
 
 /* ============================== daemons ============================== */
 
+/* The end of the last line of the log at path that contains mark, from
+ * mark on, in line (cut to fit). Returns 1 if there is one. */
+static int log_last_line_with(const char *path, const char *mark, char *line, size_t len)
+{
+    FILE *f = path != NULL ? fopen(path, "r") : NULL;
+    char buf[1024];
+    int found = 0;
+    if (f == NULL) {
+        return 0;
+    }
+    while (fgets(buf, sizeof(buf), f) != NULL) {
+        const char *hit = strstr(buf, mark);
+        if (hit != NULL) {
+            buf[strcspn(buf, "\n")] = '\0';
+            snprintf(line, len, "%.150s", hit);
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
 static int log_has_sanitizer_report(const char *path, char *line, size_t len)
 {
     static const char *marks[] = {
@@ -399,9 +421,14 @@ void check_daemons(run *r, check_out *out, void (*before_sigterm)(run *r))
         cluster_kill(r->cl, i, SIGTERM);
         int st = cluster_exit_status(r->cl, i);
         if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-            char found[96];
-            snprintf(found, sizeof(found), "%s %d", WIFSIGNALED(st) ? "signal" : "exit status",
-                     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+            /* A node too slow to stop logs the step it is in (node/main.c,
+             * shutdown_watchdog): the report names it, as CI keeps no logs. */
+            char found[256], slow[160] = "";
+            log_last_line_with(cluster_log_path(r->cl, i), "still shutting down", slow,
+                               sizeof(slow));
+            snprintf(found, sizeof(found), "%s %d%s%s", WIFSIGNALED(st) ? "signal" : "exit status",
+                     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+                     slow[0] != '\0' ? "; its log: " : "", slow);
             check_add(out, 6, who, NULL, 0, found, "a clean exit (status 0) on SIGTERM");
         }
     }

@@ -441,6 +441,49 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
     return 0;
 }
 
+/* A daemon that outlived its grace after SIGTERM: every thread's stack
+ * (gdb, where the machine has it) goes to <log>.stacks, and our own frames
+ * (the lines that name a source file of ours) to stderr, as CI keeps the
+ * test's output but not the run directory. */
+static void dump_stacks(const proc *p)
+{
+    char path[700], cmd[1600];
+    snprintf(path, sizeof(path), "%s.stacks", p->log_path);
+    snprintf(cmd, sizeof(cmd),
+             "command -v gdb > /dev/null && timeout 60 gdb -p %d -batch -ex 'thread apply all bt' "
+             "> '%s' 2>&1",
+             (int)p->pid, path);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cluster: no stacks of pid %d (no gdb, or it failed)\n", (int)p->pid);
+        return;
+    }
+    static const char *ours[] = {"node/",      "rpc/",         "etcd/",      "partition/",
+                                 "storage/",   "coordinator/", "placement/", "common/",
+                                 "dynamodb/",  NULL};
+    FILE *f = fopen(path, "r");
+    char line[1024], thread[160] = "";
+    int shown = 0;
+    fprintf(stderr, "cluster: pid %d outlived its 10 s after SIGTERM; its threads' frames of ours "
+            "(all of it in %s):\n", (int)p->pid, path);
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL && shown < 200) {
+        if (strncmp(line, "Thread ", 7) == 0) {
+            snprintf(thread, sizeof(thread), "%.150s", line); /* shown with its first frame of ours */
+            continue;
+        }
+        for (int i = 0; ours[i] != NULL; i++) {
+            if (strstr(line, ours[i]) != NULL) {
+                fprintf(stderr, "%s%s", thread, line);
+                thread[0] = '\0';
+                shown++;
+                break;
+            }
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+}
+
 int cluster_kill(cluster *c, int idx, int sig)
 {
     if (idx < 0 || idx >= c->nprocs) {
@@ -456,9 +499,13 @@ int cluster_kill(cluster *c, int idx, int sig)
         kill(p->pid, SIGCONT); /* a stopped process must run to see SIGTERM */
         kill(p->pid, sig);
         int64_t deadline = now_ms() + 10000;
-        int st;
+        int st, dumped = 0;
         while (waitpid(p->pid, &st, WNOHANG) == 0) {
             if (now_ms() > deadline) {
+                if (sig == SIGTERM && !dumped) {
+                    dump_stacks(p);
+                    dumped = 1;
+                }
                 kill(p->pid, SIGKILL);
                 deadline = now_ms() + 10000;
             }
