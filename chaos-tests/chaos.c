@@ -49,7 +49,8 @@ static void usage(FILE *f)
                "  --replication N every table keeps N copies of each partition (1 to 3,\n"
                "                  default 1); above 1 the cluster runs on etcd\n"
                "  --balance-primaries N  the coordinators hand up to N primaryships over per\n"
-               "                  pass to even out primaries (1 to 64; default off)\n"
+               "                  pass to even out primaries (0 to 64, 0: off; default\n"
+               "                  the coordinators' own, 4)\n"
                "  --keep          keep the run directory (daemon logs) even when a run passes\n"
                "The seed is printed first; --seed S replays the workload and fault schedule.\n"
                "Exit status: 0 every checked invariant held, 1 one broke, 2 bad usage.\n"
@@ -123,6 +124,7 @@ int chaos_parse(chaos_opts *o, int argc, char **argv)
     int seed_set = 0, dur = -1, items = -1, runs = -1, threads = -1;
     int64_t faults = -1;
     memset(o, 0, sizeof(*o));
+    o->balance_primaries = -1;
     optind = 1;
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -207,11 +209,11 @@ int chaos_parse(chaos_opts *o, int argc, char **argv)
         case 'B': {
             char *end = NULL;
             long v = strtol(optarg, &end, 10);
-            if (end == optarg || *end != '\0' || v < 1 || v > 64) {
-                fprintf(stderr, "lapse-chaos: --balance-primaries wants 1 to 64\n");
+            if (end == optarg || *end != '\0' || v < 0 || v > 64) {
+                fprintf(stderr, "lapse-chaos: --balance-primaries wants 0 to 64\n");
                 return 2;
             }
-            o->balance_primaries = (unsigned)v;
+            o->balance_primaries = (int)v;
             break;
         }
         case 'R':
@@ -317,8 +319,8 @@ static int setup(run *r, char *err, size_t errlen)
         snprintf(node_args + used, sizeof(node_args) - used, " --debug-fault-dir %s", r->fault_dir);
     }
     char coord_args[64] = "";
-    if (r->opt->balance_primaries > 0) {
-        snprintf(coord_args, sizeof(coord_args), "--balance-primaries %u",
+    if (r->opt->balance_primaries >= 0) {
+        snprintf(coord_args, sizeof(coord_args), "--balance-primaries %d",
                  r->opt->balance_primaries);
         co.coordinator_args = coord_args;
     }

@@ -57,7 +57,7 @@ typedef struct chaos_opts {
     int idle;                   /* --debug-idle=writes|faults: CHAOS_IDLE_* */
     int quiet;                  /* no progress line */
     unsigned replication;       /* --replication: copies of every table's partitions; 0: 1 */
-    unsigned balance_primaries; /* --balance-primaries: the coordinators' flag; 0: off */
+    int balance_primaries; /* --balance-primaries: the coordinators' flag (0: off); -1: theirs by default */
 } chaos_opts;
 
 /* What one run (or, summed, several) found. */

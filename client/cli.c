@@ -37,7 +37,8 @@ static const cli_command commands[] = {
     {"rebalance", cli_rebalance, "--dry-run",
      "Prints the moves the coordinator's rebalancer would make now to bring every node\n"
      "within one of the others' count of copies of replicated tables' partitions (Kind\n"
-     "\"move\") or, once they are and the coordinators run with --balance-primaries, the\n"
+     "\"move\") or, once they are and the coordinators balance primaries (their\n"
+     "--balance-primaries, on by default), the\n"
      "handovers that bring its count of primaries within one of the others' (Kind\n"
      "\"handover\": From leads, To follows, no copy moves):\n"
      "{\"Moves\":[{\"Kind\",\"Table\",\"Partition\",\"From\",\"To\"}],\"Moving\":N,...}.\n"

@@ -216,7 +216,7 @@ int lapse_node_remove(lapse_client *c, uint32_t node_id, char **json_out, lapse_
 /* The rebalancer's plan (docs/replication.md, "Rebalancing"): the moves of
  * base copies of replicated tables that would bring every node within one
  * of the others or, once they are and the coordinators balance primaries
- * (--balance-primaries), the handovers of primaryships that would bring
+ * (--balance-primaries, on by default), the handovers of primaryships that would bring
  * every node's count of primaries within one of the others, as
  * {"Moves":[{"Kind":"move"|"handover","Table","Partition","From","To"}],
  * "Moving":N,"PartitionMapVersion"}. The coordinator leader carries them

@@ -83,12 +83,12 @@ static void usage(FILE *f)
             "                             over per pass (1 to 64, default %d)\n"
             "  --balance-primaries N      hand at most N primaryships over per pass so every\n"
             "                             node leads within one of the others' sets, once\n"
-            "                             copies are even (0 to 64, default 0: off)\n"
+            "                             copies are even (0 to 64, 0: off; default %d)\n"
             "  --admin-token-file F       CreateTable, DeleteTable and UpdateTimeToLive require\n"
             "                             the token in F (one trailing newline is stripped)\n"
             "  --log-level LEVEL          lowest level logged on stderr (default info)\n"
             "  --help                     print this and exit\n",
-            DEFAULT_HEARTBEAT_TIMEOUT_MS, MOVER_MAX_CONCURRENT);
+            DEFAULT_HEARTBEAT_TIMEOUT_MS, MOVER_MAX_CONCURRENT, MOVER_BALANCE_PRIMARIES);
 }
 
 typedef struct flags {
@@ -218,7 +218,7 @@ static int parse_flags(int argc, char **argv, flags *f)
     f->import_dir = NULL;
     f->default_replication = 1;
     f->max_moves = MOVER_MAX_CONCURRENT;
-    f->balance_primaries = 0;
+    f->balance_primaries = MOVER_BALANCE_PRIMARIES;
     char cerr[4200];
     if (config_argv_init(&g_args, argc, argv, longopts, cerr, sizeof(cerr)) != 0) {
         fprintf(stderr, "lapse-coordinator: %s\n", cerr);

@@ -31,8 +31,9 @@
  * pmap_rebalance_plan, up to --max-concurrent-moves in all, each marking
  * the copy that leaves (pmap_replicas.leaving) and adding the new one in
  * the same commit; a node that joins so gets its share of the tables made
- * before it. With --balance-primaries N (server.balance_primaries; 0, off,
- * by default), once copies are even the plan is handovers of primaryships
+ * before it. With --balance-primaries N (server.balance_primaries;
+ * MOVER_BALANCE_PRIMARIES by default, 0 turns it off), once copies are
+ * even the plan is handovers of primaryships
  * instead (pmap_move.handover), made at once, at most N per pass and no
  * more than moves could start, until every node leads within one of the
  * others' count of sets.
@@ -72,6 +73,8 @@
 
 /* The default of --max-concurrent-moves (server.max_moves), and its most. */
 #define MOVER_MAX_CONCURRENT 4
+/* --balance-primaries by default: handovers the rebalancer starts per pass. */
+#define MOVER_BALANCE_PRIMARIES 4
 #define MOVER_MAX_MOVES_LIMIT 64
 
 /* One step of every move that can take one now, committed in one map

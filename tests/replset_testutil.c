@@ -257,6 +257,35 @@ void rs_follower_and_primary_sets(const char *table, uint32_t node, int *in_sync
     pmap_free(pm);
 }
 
+/* Whether a set of pm is handing its primaryship over, or the
+ * rebalancer's plan lists a handover it would start now: every node of pm
+ * UP and none draining (else it starts nothing). */
+static int handover_due(const pmap *pm)
+{
+    for (size_t t = 0; t < pm->ntables; t++) {
+        for (uint32_t p = 0; p < pm->tables[t].schema.partitions; p++) {
+            if (pm->tables[t].parts[p].handing_since != 0) {
+                return 1;
+            }
+        }
+    }
+    for (size_t i = 0; i < pm->nnodes; i++) {
+        if ((pm->nodes[i].state != PMAP_NODE_UP && !pm->nodes[i].removed) ||
+            pm->nodes[i].draining) {
+            return 0;
+        }
+    }
+    json_t *plan = rs_rebalance_plan();
+    const json_t *moves = json_object_get(plan, "Moves");
+    int due = 0;
+    for (size_t i = 0; i < json_array_size(moves) && !due; i++) {
+        const char *kind = json_string_value(json_object_get(json_array_get(moves, i), "Kind"));
+        due = kind != NULL && strcmp(kind, "handover") == 0;
+    }
+    json_decref(plan);
+    return due;
+}
+
 pmap *rs_wait_all_in_sync(const char *table)
 {
     for (int i = 0; i < 400; i++) {
@@ -269,13 +298,13 @@ pmap *rs_wait_all_in_sync(const char *table)
                 all &= pmap_in_sync(&t->parts[p], k);
             }
         }
-        if (all) {
+        if (all && !handover_due(pm)) {
             return pm;
         }
         pmap_free(pm);
         rs_sleep_ms(100);
     }
-    fail_msg("table %s: not every copy is back in sync after 40 s", table);
+    fail_msg("table %s: not every copy is back in sync, with no handover due, after 40 s", table);
     return NULL;
 }
 

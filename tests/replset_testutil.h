@@ -75,8 +75,13 @@ uint64_t rs_assert_copies_match(const char *table);
  * for copies that end equal with no write to bring them there. */
 uint64_t rs_wait_copies_match(const char *table, long timeout_ms);
 
-/* Waits (up to 40 s) until every member of every set of table is in sync;
- * returns the coordinator's map then (caller pmap_free). */
+/* Waits (up to 40 s) until every member of every set of table is in sync
+ * and, while the rebalancer may act (every node UP, none draining), it
+ * plans no handover of a primaryship: a node back from a failover is
+ * handed its share of primaries (--balance-primaries, on by default),
+ * and each handover takes the old primary out of its set for a moment, so
+ * a test comparing copies after an "all in sync" would otherwise race the
+ * first. Returns the coordinator's map then (caller pmap_free). */
 pmap *rs_wait_all_in_sync(const char *table);
 
 /* Waits (up to 60 s) until the coordinator's rebalancer has nothing to do
