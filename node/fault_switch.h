@@ -2,7 +2,8 @@
  * fault_switch.h: the test fault switches of --debug-fault-dir. A switch is
  * on while the file <dir>/node<id>.<name> exists; the chaos harness and the
  * replication tests create and remove them (logserve.c's
- * refuse-replicate-log, logship_commit.c's slow-ship, registry.c's cut-etcd).
+ * refuse-replicate-log, logship_commit.c's slow-ship, registry.c's cut-etcd,
+ * resync.c's small-snapshot-calls).
  *
  * Thread-safe: reads only the node's fixed fields and the file system.
  */

@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@
 #include "../common/log.h"
 #include "../partition/replog.h"
 #include "../partition/snapshot.h"
+#include "fault_switch.h"
 #include "logship_int.h"
 #include "registry.h"
 
@@ -43,6 +45,7 @@
 #define RESYNC_SNAPSHOT_REPORT_MS 5000 /* progress of a snapshot transfer, in the log */
 #define RESYNC_WARN_EVERY_MS 10000     /* a member that cannot be resynced, in the log */
 #define RESYNC_ESTIMATE_ITEMS 1000     /* walked to size a snapshot for its ETA (store_estimate) */
+#define RESYNC_SMALL_CALL_BYTES 512    /* a snapshot call under the small-snapshot-calls switch */
 
 /* Where replica c stands: its last record's seq and epoch. */
 static int position_of(logship *ls, rpc_client *c, uint32_t table_id, uint32_t part, uint64_t epoch,
@@ -160,8 +163,39 @@ static void note_copy(logship *ls, uint32_t table_id, uint32_t part, uint32_t id
     pthread_mutex_unlock(&ls->lock);
 }
 
+/* One call of a snapshot on the wire: sent by a thread of its own, so
+ * that the next call's entries are read from the store meanwhile (the
+ * calls themselves still go one after the other, in order). */
+typedef struct snap_send {
+    rpc_client *c;
+    shipment s;
+    uint64_t bytes; /* of the entries it carries */
+    int rv;
+    char err[256];
+} snap_send;
+
+static void *snap_send_main(void *arg)
+{
+    snap_send *x = arg;
+    Lapse__Response *resp = NULL;
+    x->rv = rpc_call(x->c, &x->s.req, LOGSHIP_TIMEOUT_MS, &resp, x->err, sizeof(x->err));
+    rpc_response_free(resp);
+    return NULL;
+}
+
+/* Starts x's call on a thread (*started 1), or makes it here when no
+ * thread can be had (*started 0). */
+static void snap_send_start(snap_send *x, pthread_t *th, int *started)
+{
+    *started = pthread_create(th, NULL, snap_send_main, x) == 0;
+    if (!*started) {
+        snap_send_main(x);
+    }
+}
+
 /* Rebuilds replica c's copy from a snapshot of this one: a reset, the
- * partition's keys call after call (writes go on), then the position they
+ * partition's keys call after call (writes go on; each call's entries are
+ * read while the call before is on the wire), then the position they
  * stand at, which *applied gets. Progress goes to the log every
  * RESYNC_SNAPSHOT_REPORT_MS. */
 static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
@@ -169,8 +203,13 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
                          size_t errlen)
 {
     snapshot *sn = NULL;
-    uint64_t snap_epoch = 0, snap_seq = 0, entries = 0, bytes = 0;
+    uint64_t snap_epoch = 0, snap_seq = 0, entries = 0, bytes = 0, sent = 0, calls = 0;
     int64_t start = clock_mono_now().ms, reported = start;
+    /* Test fault: many small calls, so a test's small partition takes the
+     * pipelined path below as a big one does. */
+    const size_t call_bytes = fault_switch_on(ls->ns, "small-snapshot-calls")
+                                  ? RESYNC_SMALL_CALL_BYTES
+                                  : LOGSHIP_CATCHUP_BYTES;
     int rv = snapshot_open(&sn, ls->ns->st, table_id, part, &snap_epoch, &snap_seq, err, errlen);
     if (rv == 0) {
         rv = reset_copy(ls, c, id, table_id, part, epoch, why, err, errlen);
@@ -182,56 +221,89 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         size.bytes = 0; /* unknown: progress without an ETA */
     }
     note_copy(ls, table_id, part, id, 0, 0, size.bytes, start);
-    snap_call sc = {0};
-    int done = 0;
+    snap_call sc[2] = {{0}};
+    snap_send out[2];
+    pthread_t th;
+    int cur = 0, on_wire = 0, threaded = 0, done = 0;
     while (rv == 0 && !done) {
-        snap_call_clear(&sc);
-        if ((rv = snapshot_next(sn, LOGSHIP_CATCHUP_BYTES, snap_call_add, &sc, &done, err,
-                                errlen)) != 0) {
-            break;
-        }
-        shipment s;
-        shipment_init(&s, ls, table_id, part, epoch);
-        s.body.snapshot = sc.ptrs;
-        s.body.n_snapshot = sc.n;
-        for (size_t i = 0; i < sc.n; i++) {
-            sc.ptrs[i] = &sc.e[i];
-        }
-        s.body.snapshot_done = done;
-        s.body.snapshot_epoch = snap_epoch;
-        s.body.snapshot_seq = snap_seq;
-        Lapse__Response *resp = NULL;
-        rv = rpc_call(c, &s.req, LOGSHIP_TIMEOUT_MS, &resp, err, errlen);
-        rpc_response_free(resp);
-        shipment_fini(&s);
+        snap_call_clear(&sc[cur]);
+        uint64_t before = bytes;
+        rv = snapshot_next(sn, call_bytes, snap_call_add, &sc[cur], &done, err, errlen);
         snapshot_counts(sn, &entries, &bytes);
-        note_copy(ls, table_id, part, id, entries, bytes, size.bytes, start);
-        if (rv == 0 && !done && ls->ns->snapshot_rate_mb > 0) {
-            /* --snapshot-rate-mb: no faster than the cap over the whole copy. */
-            int64_t due = start + (int64_t)(bytes / 1000 / (uint64_t)ls->ns->snapshot_rate_mb);
-            int64_t wait = due - clock_mono_now().ms;
-            if (wait > 0) {
-                clock_sleep_ms(wait);
+        if (on_wire) {
+            /* The call before: its answer, then the cap and progress. */
+            snap_send *prev = &out[cur ^ 1];
+            if (threaded) {
+                pthread_join(th, NULL);
+            }
+            on_wire = 0;
+            shipment_fini(&prev->s);
+            if (rv == 0 && (rv = prev->rv) != 0) {
+                snprintf(err, errlen, "%s", prev->err);
+            }
+            sent += prev->bytes;
+            calls++;
+            note_copy(ls, table_id, part, id, entries, sent, size.bytes, start);
+            if (rv == 0 && ls->ns->snapshot_rate_mb > 0) {
+                /* --snapshot-rate-mb: no faster than the cap over the whole copy. */
+                int64_t due = start + (int64_t)(sent / 1000 / (uint64_t)ls->ns->snapshot_rate_mb);
+                int64_t wait = due - clock_mono_now().ms;
+                if (wait > 0) {
+                    clock_sleep_ms(wait);
+                }
+            }
+            if (rv == 0 && clock_mono_now().ms - reported >= RESYNC_SNAPSHOT_REPORT_MS) {
+                reported = clock_mono_now().ms;
+                log_info("table %u partition %u: snapshot to node %u: %" PRIu64
+                         " keys read, %" PRIu64 " bytes sent so far",
+                         (unsigned)table_id, (unsigned)part, (unsigned)id, entries, sent);
             }
         }
-        if (rv == 0 && clock_mono_now().ms - reported >= RESYNC_SNAPSHOT_REPORT_MS) {
-            reported = clock_mono_now().ms;
-            log_info("table %u partition %u: snapshot to node %u: %" PRIu64 " keys, %" PRIu64
-                     " bytes sent so far",
-                     (unsigned)table_id, (unsigned)part, (unsigned)id, entries, bytes);
+        if (rv != 0) {
+            break;
         }
+        snap_send *x = &out[cur];
+        memset(x, 0, sizeof(*x));
+        x->c = c;
+        x->bytes = bytes - before;
+        shipment_init(&x->s, ls, table_id, part, epoch);
+        x->s.body.snapshot = sc[cur].ptrs;
+        x->s.body.n_snapshot = sc[cur].n;
+        for (size_t i = 0; i < sc[cur].n; i++) {
+            sc[cur].ptrs[i] = &sc[cur].e[i];
+        }
+        x->s.body.snapshot_done = done;
+        x->s.body.snapshot_epoch = snap_epoch;
+        x->s.body.snapshot_seq = snap_seq;
+        snap_send_start(x, &th, &threaded);
+        on_wire = 1;
+        cur ^= 1;
     }
-    snap_call_clear(&sc);
-    free(sc.e);
-    free(sc.ptrs);
+    if (on_wire) { /* the last call (done), or one out when a read failed */
+        snap_send *prev = &out[cur ^ 1];
+        if (threaded) {
+            pthread_join(th, NULL);
+        }
+        shipment_fini(&prev->s);
+        if (rv == 0 && (rv = prev->rv) != 0) {
+            snprintf(err, errlen, "%s", prev->err);
+        }
+        sent += prev->bytes;
+        calls++;
+    }
+    for (int k = 0; k < 2; k++) {
+        snap_call_clear(&sc[k]);
+        free(sc[k].e);
+        free(sc[k].ptrs);
+    }
     snapshot_close(sn);
     note_copy(ls, table_id, part, id, 0, 0, 0, 0);
     if (rv == 0) {
         *applied = snap_seq;
         log_info("table %u partition %u: node %u rebuilt from a snapshot at record %" PRIu64
-                 " (%" PRIu64 " keys, %" PRIu64 " bytes, %" PRId64 " ms)",
-                 (unsigned)table_id, (unsigned)part, (unsigned)id, snap_seq, entries, bytes,
-                 clock_mono_now().ms - start);
+                 " (%" PRIu64 " keys, %" PRIu64 " bytes, %" PRId64 " ms, %" PRIu64 " calls)",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, snap_seq, entries, sent,
+                 clock_mono_now().ms - start, calls);
     }
     return rv;
 }

@@ -153,6 +153,30 @@ static void assert_rebuilt_from_snapshot(int node)
     free(log);
 }
 
+/* The most calls any snapshot that rebuilt node took, from the logs of
+ * the other nodes (their "node N rebuilt from a snapshot ... K calls)"
+ * lines); 0 when none did. */
+static unsigned long most_snapshot_calls_to(int node)
+{
+    char mark[64];
+    snprintf(mark, sizeof(mark), "node %d rebuilt from a snapshot", node);
+    unsigned long most = 0;
+    for (int i = 1; i <= 3; i++) {
+        char *log = i == node ? NULL : cluster_read_file(cluster_log_path(rs_cluster(), i));
+        for (const char *at = log; at != NULL && (at = strstr(at, mark)) != NULL; at++) {
+            const char *eol = strchr(at, '\n');
+            const char *ms = strstr(at, " ms, ");
+            unsigned long calls = 0;
+            if (ms != NULL && (eol == NULL || ms < eol) && sscanf(ms, " ms, %lu calls", &calls) == 1 &&
+                calls > most) {
+                most = calls;
+            }
+        }
+        free(log);
+    }
+    return most;
+}
+
 /* Every partition's primary has trimmed its log. */
 static void assert_logs_trimmed(void)
 {
@@ -190,17 +214,26 @@ static void test_replicas_behind_the_log_are_rebuilt(void **state)
     assert_int_equal(rs_assert_copies_match(TABLE), 450);
     assert_rebuilt_from_snapshot(3);
 
-    /* Its data dir lost while it is down. */
+    /* Its data dir lost while it is down; rebuilt from snapshots of many
+     * small calls each (a call's entries read while the one before is on
+     * the wire, resync.c), and whole all the same. */
     assert_int_equal(cluster_kill(c, 2, SIGKILL), 0);
     rs_wait_state(2, "DOWN");
     cluster_rm_rf(cluster_data_dir(c, 2));
     put_range(450, 500, "d");
+    rs_small_snapshot_calls(1, 1);
+    rs_small_snapshot_calls(3, 1);
     assert_int_equal(cluster_restart(c, 2), 0);
     rs_wait_state(2, "UP");
     put_range(500, 520, "e");
     pmap_free(rs_wait_all_in_sync(TABLE));
+    rs_small_snapshot_calls(1, 0);
+    rs_small_snapshot_calls(3, 0);
     assert_int_equal(rs_assert_copies_match(TABLE), 520);
     assert_rebuilt_from_snapshot(2);
+    unsigned long calls = most_snapshot_calls_to(2);
+    print_message("node 2's largest snapshot took %lu calls\n", calls);
+    assert_true(calls >= 3);
 }
 
 /* The records of k<i>, i >= 0, in s (INSERTs and MODIFYs alike). */

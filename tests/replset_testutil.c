@@ -108,6 +108,11 @@ void rs_slow_ship(int node, int on)
     fault_switch(node, "slow-ship", on);
 }
 
+void rs_small_snapshot_calls(int node, int on)
+{
+    fault_switch(node, "small-snapshot-calls", on);
+}
+
 int rs_group_setup(void **state)
 {
     (void)state;

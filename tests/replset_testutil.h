@@ -51,6 +51,9 @@ void rs_refuse_replicate_log(int node, int on);
 /* Turns on or off node's late shipments (each of its rounds of records to
  * its followers leaves 600 ms late), as rs_refuse_replicate_log. */
 void rs_slow_ship(int node, int on);
+/* Turns on or off node's small snapshot calls (512 bytes each, not 4 MB,
+ * so a small partition's snapshot takes many), as rs_refuse_replicate_log. */
+void rs_small_snapshot_calls(int node, int on);
 /* The group's teardown: stops what rs_group_setup started (stop_cluster). */
 int rs_group_teardown(void **state);
 cluster *rs_cluster(void);
