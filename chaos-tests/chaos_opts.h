@@ -42,22 +42,22 @@ enum {
 };
 
 typedef struct chaos_opts {
-    uint64_t seed;              /* the run's seed (chaos_parse draws one if not given) */
-    int duration_s;             /* workload and fault phase */
-    int items;                  /* keys per workload table */
-    unsigned faults;            /* CHAOS_FAULT_* mask; 0: none */
-    int profile_long;           /* long: faults mixed at random, bigger backfills */
-    int runs;                   /* seeds seed, seed+1, ... each on a fresh cluster */
-    int threads;                /* workload client threads */
-    const char *report_path;    /* NULL: no report file */
-    const char *bin_dir;        /* NULL: cluster.h's default */
-    int keep;                   /* keep the run directory even when the run passed */
-    int plant;                  /* --debug-plant-violation[=delete|expire|pause|index|daemon]:
-                                   PLANT_* */
-    int idle;                   /* --debug-idle=writes|faults: CHAOS_IDLE_* */
-    int quiet;                  /* no progress line */
-    unsigned replication;       /* --replication: copies of every table's partitions; 0: 1 */
-    int balance_primaries; /* --balance-primaries: the coordinators' flag (0: off); -1: theirs by default */
+    uint64_t seed;           /* the run's seed (chaos_parse draws one if not given) */
+    int duration_s;          /* workload and fault phase */
+    int items;               /* keys per workload table */
+    unsigned faults;         /* CHAOS_FAULT_* mask; 0: none */
+    int profile_long;        /* long: faults mixed at random, bigger backfills */
+    int runs;                /* seeds seed, seed+1, ... each on a fresh cluster */
+    int threads;             /* workload client threads */
+    const char *report_path; /* NULL: no report file */
+    const char *bin_dir;     /* NULL: cluster.h's default */
+    int keep;                /* keep the run directory even when the run passed */
+    int plant;               /* --debug-plant-violation[=delete|expire|pause|index|daemon]:
+                                PLANT_* */
+    int idle;                /* --debug-idle=writes|faults: CHAOS_IDLE_* */
+    int quiet;               /* no progress line */
+    unsigned replication;    /* --replication: copies of every table's partitions; 0: 1 */
+    int balance_primaries;   /* --balance-primaries (0: off); -1: coordinators' default */
 } chaos_opts;
 
 /* What one run (or, summed, several) found. */

@@ -193,6 +193,42 @@ static void snap_send_start(snap_send *x, pthread_t *th, int *started)
     }
 }
 
+/* Waits for x's call (on thread th when threaded) and frees it. Returns
+ * rv, or x's outcome when rv is 0 (err then gets its message). */
+static int snap_send_end(snap_send *x, pthread_t th, int threaded, int rv, char *err, size_t errlen)
+{
+    if (threaded) {
+        pthread_join(th, NULL);
+    }
+    shipment_fini(&x->s);
+    if (rv == 0 && (rv = x->rv) != 0) {
+        snprintf(err, errlen, "%s", x->err);
+    }
+    return rv;
+}
+
+/* Between two calls of a snapshot to node id begun at start: waits as
+ * --snapshot-rate-mb asks (no faster than the cap over the whole copy),
+ * and logs the progress every RESYNC_SNAPSHOT_REPORT_MS (*reported: when
+ * it last did). */
+static void pace_snapshot(logship *ls, uint32_t table_id, uint32_t part, uint32_t id, int64_t start,
+                          int64_t *reported, uint64_t entries, uint64_t sent)
+{
+    if (ls->ns->snapshot_rate_mb > 0) {
+        int64_t due = start + (int64_t)(sent / 1000 / (uint64_t)ls->ns->snapshot_rate_mb);
+        int64_t wait = due - clock_mono_now().ms;
+        if (wait > 0) {
+            clock_sleep_ms(wait);
+        }
+    }
+    if (clock_mono_now().ms - *reported >= RESYNC_SNAPSHOT_REPORT_MS) {
+        *reported = clock_mono_now().ms;
+        log_info("table %u partition %u: snapshot to node %u: %" PRIu64 " keys read, %" PRIu64
+                 " bytes sent so far",
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, entries, sent);
+    }
+}
+
 /* Rebuilds replica c's copy from a snapshot of this one: a reset, the
  * partition's keys call after call (writes go on; each call's entries are
  * read while the call before is on the wire), then the position they
@@ -232,31 +268,13 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         snapshot_counts(sn, &entries, &bytes);
         if (on_wire) {
             /* The call before: its answer, then the cap and progress. */
-            snap_send *prev = &out[cur ^ 1];
-            if (threaded) {
-                pthread_join(th, NULL);
-            }
             on_wire = 0;
-            shipment_fini(&prev->s);
-            if (rv == 0 && (rv = prev->rv) != 0) {
-                snprintf(err, errlen, "%s", prev->err);
-            }
-            sent += prev->bytes;
+            rv = snap_send_end(&out[cur ^ 1], th, threaded, rv, err, errlen);
+            sent += out[cur ^ 1].bytes;
             calls++;
             note_copy(ls, table_id, part, id, entries, sent, size.bytes, start);
-            if (rv == 0 && ls->ns->snapshot_rate_mb > 0) {
-                /* --snapshot-rate-mb: no faster than the cap over the whole copy. */
-                int64_t due = start + (int64_t)(sent / 1000 / (uint64_t)ls->ns->snapshot_rate_mb);
-                int64_t wait = due - clock_mono_now().ms;
-                if (wait > 0) {
-                    clock_sleep_ms(wait);
-                }
-            }
-            if (rv == 0 && clock_mono_now().ms - reported >= RESYNC_SNAPSHOT_REPORT_MS) {
-                reported = clock_mono_now().ms;
-                log_info("table %u partition %u: snapshot to node %u: %" PRIu64
-                         " keys read, %" PRIu64 " bytes sent so far",
-                         (unsigned)table_id, (unsigned)part, (unsigned)id, entries, sent);
+            if (rv == 0) {
+                pace_snapshot(ls, table_id, part, id, start, &reported, entries, sent);
             }
         }
         if (rv != 0) {
@@ -280,15 +298,8 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         cur ^= 1;
     }
     if (on_wire) { /* the last call (done), or one out when a read failed */
-        snap_send *prev = &out[cur ^ 1];
-        if (threaded) {
-            pthread_join(th, NULL);
-        }
-        shipment_fini(&prev->s);
-        if (rv == 0 && (rv = prev->rv) != 0) {
-            snprintf(err, errlen, "%s", prev->err);
-        }
-        sent += prev->bytes;
+        rv = snap_send_end(&out[cur ^ 1], th, threaded, rv, err, errlen);
+        sent += out[cur ^ 1].bytes;
         calls++;
     }
     for (int k = 0; k < 2; k++) {

@@ -457,17 +457,19 @@ static void dump_stacks(const proc *p)
         fprintf(stderr, "cluster: no stacks of pid %d (no gdb, or it failed)\n", (int)p->pid);
         return;
     }
-    static const char *ours[] = {"node/",      "rpc/",         "etcd/",      "partition/",
-                                 "storage/",   "coordinator/", "placement/", "common/",
-                                 "dynamodb/",  NULL};
+    static const char *ours[] = {"node/",        "rpc/",       "etcd/",   "partition/", "storage/",
+                                 "coordinator/", "placement/", "common/", "dynamodb/",  NULL};
     FILE *f = fopen(path, "r");
     char line[1024], thread[160] = "";
     int shown = 0;
-    fprintf(stderr, "cluster: pid %d outlived its 10 s after SIGTERM; its threads' frames of ours "
-            "(all of it in %s):\n", (int)p->pid, path);
+    fprintf(stderr,
+            "cluster: pid %d outlived its 10 s after SIGTERM; its threads' frames of ours "
+            "(all of it in %s):\n",
+            (int)p->pid, path);
     while (f != NULL && fgets(line, sizeof(line), f) != NULL && shown < 200) {
         if (strncmp(line, "Thread ", 7) == 0) {
-            snprintf(thread, sizeof(thread), "%.150s", line); /* shown with its first frame of ours */
+            snprintf(thread, sizeof(thread), "%.150s",
+                     line); /* shown with its first frame of ours */
             continue;
         }
         for (int i = 0; ours[i] != NULL; i++) {

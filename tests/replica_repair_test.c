@@ -167,8 +167,8 @@ static unsigned long most_snapshot_calls_to(int node)
             const char *eol = strchr(at, '\n');
             const char *ms = strstr(at, " ms, ");
             unsigned long calls = 0;
-            if (ms != NULL && (eol == NULL || ms < eol) && sscanf(ms, " ms, %lu calls", &calls) == 1 &&
-                calls > most) {
+            if (ms != NULL && (eol == NULL || ms < eol) &&
+                sscanf(ms, " ms, %lu calls", &calls) == 1 && calls > most) {
                 most = calls;
             }
         }
