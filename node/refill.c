@@ -13,6 +13,7 @@
 #include "gsi_fill.h"
 #include "maps.h"
 #include "newcopy.h"
+#include "repllock.h"
 #include "streams.h"
 
 struct refill {
@@ -73,7 +74,7 @@ static void pass(refill *r)
     const pmap *pm = m->pm;
     for (size_t i = 0; i < pm->ntables && !stopping(r); i++) {
         const pmap_table *t = &pm->tables[i];
-        int missing = 0;
+        int missing = 0, rv = 0;
         char err[256] = "";
         if (apply_missing_any(ns->st, t->schema.id, &missing, err, sizeof(err)) != 0) {
             log_error("table %s: %s", t->schema.name, err);
@@ -90,10 +91,27 @@ static void pass(refill *r)
                 apply_gsi_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) == 0 && mark != 0) {
                 (void)gsi_fill_source(ns, pm, t, p, mark);
             }
-            /* Whole again: no mark left for the reads to look at. */
+            /* Whole again: no mark left for the reads to look at. Not when
+             * a map newer than this pass's gave this node new copies of the
+             * table: `host` is of this pass's map, and a stream shard copy
+             * new here since is empty below its mark (newcopy_note), so its
+             * mark must stay until a pass under that map has filled it
+             * (chaos seed 960797834: shards declared whole with the
+             * records before the mark never copied, invariant 4). The
+             * source's apply lock orders this against newcopy_note, which
+             * registers the new copies before it writes their marks under
+             * that lock. */
             int dropped = 0;
-            if (apply_forget_missing(ns->st, t->schema.id, p, host, t->schema.ngsi > 0, &dropped,
-                                     err, sizeof(err)) != 0) {
+            pthread_mutex_t *mu = repllock_of(ns, t->schema.id, p);
+            pthread_mutex_lock(mu);
+            if (newcopy_added_after(ns, t->schema.id, pm->version)) {
+                pthread_mutex_unlock(mu);
+                continue;
+            }
+            rv = apply_forget_missing(ns->st, t->schema.id, p, host, t->schema.ngsi > 0, &dropped,
+                                      err, sizeof(err));
+            pthread_mutex_unlock(mu);
+            if (rv != 0) {
                 log_error("table %s partition %u: %s", t->schema.name, p, err);
             } else if (dropped) {
                 log_info("table %s: this node's copies fed by partition %u are whole again",
