@@ -11,6 +11,7 @@
 #include "../common/log.h"
 #include "../partition/apply.h"
 #include "gsi_fill.h"
+#include "fault_switch.h"
 #include "maps.h"
 #include "newcopy.h"
 #include "repllock.h"
@@ -72,6 +73,11 @@ static void pass(refill *r)
     node_server *ns = r->ns;
     node_map *m = maps_acquire(ns);
     const pmap *pm = m->pm;
+    if (fault_switch_on(ns, "slow-refill")) {
+        /* Test fault: a pass that takes its time (many tables, slow fills)
+         * while newer maps arrive, as this one's map grows old. */
+        clock_sleep_ms(REFILL_SLOW_MS);
+    }
     for (size_t i = 0; i < pm->ntables && !stopping(r); i++) {
         const pmap_table *t = &pm->tables[i];
         int missing = 0, rv = 0;
@@ -80,27 +86,40 @@ static void pass(refill *r)
             log_error("table %s: %s", t->schema.name, err);
         }
         for (uint32_t p = 0; missing && p < t->schema.partitions && !stopping(r); p++) {
-            uint64_t mark = 0;
+            uint64_t smark = 0, gmark = 0;
             const int host = t->schema.stream.enabled &&
                              pmap_replicas_index(pmap_stream_shard(t, p), ns->id) >= 0;
-            if (host && streams_shard_gap(ns, &t->schema, p, &mark, err, sizeof(err)) == 0 &&
-                mark != 0) {
-                (void)streams_fill_shard(ns, pm, t, p, mark);
+            if (host && streams_shard_gap(ns, &t->schema, p, &smark, err, sizeof(err)) != 0) {
+                smark = 0;
             }
             if (t->schema.ngsi > 0 &&
-                apply_gsi_gap(ns->st, t->schema.id, p, &mark, err, sizeof(err)) == 0 && mark != 0) {
-                (void)gsi_fill_source(ns, pm, t, p, mark);
+                apply_gsi_gap(ns->st, t->schema.id, p, &gmark, err, sizeof(err)) != 0) {
+                gmark = 0;
             }
-            /* Whole again: no mark left for the reads to look at. Not when
-             * a map newer than this pass's gave this node new copies of the
-             * table: `host` is of this pass's map, and a stream shard copy
-             * new here since is empty below its mark (newcopy_note), so its
-             * mark must stay until a pass under that map has filled it
-             * (chaos seed 960797834: shards declared whole with the
-             * records before the mark never copied, invariant 4). The
-             * source's apply lock orders this against newcopy_note, which
-             * registers the new copies before it writes their marks under
-             * that lock. */
+            /* Which copies this node holds is this pass's map's word: once
+             * a newer map gave it new copies of the table, a fill or a
+             * forget under this one would pass them over (a stream shard
+             * copy new since is empty below its mark, newcopy_note; a GSI
+             * copy new since is "nothing here to fill", gsi_fill_source)
+             * and call them whole: chaos seed 960797834 had stream shards
+             * answer from their mark on, invariant 4. The next pass, under
+             * the newer map, fills them. newcopy_note registers the new
+             * copies before it writes their marks, so marks read before a
+             * check that sees none are older than any it will write, and a
+             * fill through them cannot end the new gap. */
+            if (newcopy_added_after(ns, t->schema.id, pm->version)) {
+                continue;
+            }
+            if (smark != 0) {
+                (void)streams_fill_shard(ns, pm, t, p, smark);
+            }
+            if (gmark != 0) {
+                (void)gsi_fill_source(ns, pm, t, p, gmark);
+            }
+            /* Whole again: no mark left for the reads to look at. Checked
+             * again under the source's apply lock, which orders it against
+             * newcopy_note: apply_forget_missing does not look at the stream
+             * mark of a shard this map says we do not host. */
             int dropped = 0;
             pthread_mutex_t *mu = repllock_of(ns, t->schema.id, p);
             pthread_mutex_lock(mu);

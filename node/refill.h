@@ -17,6 +17,7 @@
 
 #include "node.h"
 
+#define REFILL_SLOW_MS 1500 /* a pass's pause under the slow-refill fault switch */
 #define REFILL_PERIOD_MS 1000
 
 typedef struct refill refill;

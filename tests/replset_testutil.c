@@ -59,7 +59,7 @@ int rs_group_setup_args(const char *node_args)
 
 /* Makes the fault directory and starts the group with it (and node_args)
  * on every node. */
-static int setup_faults(const char *node_args, int metrics, const char *coordinator_args)
+static int setup_faults(int nodes, const char *node_args, int metrics, const char *coordinator_args)
 {
     static char args[1024];
     char err[256];
@@ -70,17 +70,22 @@ static int setup_faults(const char *node_args, int metrics, const char *coordina
     }
     snprintf(args, sizeof(args), "%s --debug-fault-dir %s", node_args != NULL ? node_args : "",
              g_rs_fault_dir);
-    return setup_n(3, 1, args, metrics, coordinator_args);
+    return setup_n(nodes, 1, args, metrics, coordinator_args);
 }
 
 int rs_group_setup_faults(const char *node_args, int metrics)
 {
-    return setup_faults(node_args, metrics, NULL);
+    return setup_faults(3, node_args, metrics, NULL);
 }
 
 int rs_group_setup_faults_coordinator_args(const char *coordinator_args)
 {
-    return setup_faults(NULL, 0, coordinator_args);
+    return setup_faults(3, NULL, 0, coordinator_args);
+}
+
+int rs_group_setup_faults_nodes(int nodes)
+{
+    return setup_faults(nodes, NULL, 0, NULL);
 }
 
 /* Turns fault switch name of node on or off (node/fault_switch.h). */
@@ -111,6 +116,11 @@ void rs_slow_ship(int node, int on)
 void rs_small_snapshot_calls(int node, int on)
 {
     fault_switch(node, "small-snapshot-calls", on);
+}
+
+void rs_slow_refill(int node, int on)
+{
+    fault_switch(node, "slow-refill", on);
 }
 
 int rs_group_setup(void **state)

@@ -45,6 +45,9 @@ int rs_group_setup_faults(const char *node_args, int metrics);
 /* rs_group_setup_faults without node arguments or metrics, the
  * coordinator given extra arguments (cluster_options.coordinator_args). */
 int rs_group_setup_faults_coordinator_args(const char *coordinator_args);
+/* rs_group_setup_faults with `nodes` nodes, no node arguments or
+ * metrics. */
+int rs_group_setup_faults_nodes(int nodes);
 /* Turns node's refusal of every ReplicateLog on or off (a file in the
  * fault directory of rs_group_setup_faults). */
 void rs_refuse_replicate_log(int node, int on);
@@ -54,6 +57,9 @@ void rs_slow_ship(int node, int on);
 /* Turns on or off node's small snapshot calls (512 bytes each, not 4 MB,
  * so a small partition's snapshot takes many), as rs_refuse_replicate_log. */
 void rs_small_snapshot_calls(int node, int on);
+/* Turns on or off node's slow refill passes (each holds the map it began
+ * under 1.5 s before it looks at the copies), as rs_refuse_replicate_log. */
+void rs_slow_refill(int node, int on);
 /* The group's teardown: stops what rs_group_setup started (stop_cluster). */
 int rs_group_teardown(void **state);
 cluster *rs_cluster(void);
