@@ -223,7 +223,12 @@ def mutate_doc(rng, doc, seeds):
             c2, k2 = rng.choice(other)
             cont[key] = c2[k2]
     elif op == 6 and isinstance(val, (list, dict)) and val and len(json.dumps(val)) < 2000:
-        cont[key] = [val] * rng.choice([2, 101, 1001]) if isinstance(val, list) else val
+        # Copies, not one list repeated: a later mutation inside a shared
+        # element would change all of them at once, and two or three such
+        # steps made a body of 1001 x 1001 x ... elements whose json.dumps
+        # outran the test's time-out (seen once in make test).
+        n = rng.choice([2, 101, 1001])
+        cont[key] = [copy.deepcopy(val) for _ in range(n)] if isinstance(val, list) else val
     else:
         cont[key] = rng.choice([str(val), [val], {"S": val}, None])
     return doc
