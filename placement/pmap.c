@@ -449,7 +449,6 @@ int pmap_table_exists(const pmap *pm, const table_schema *schema)
     return pmap_table_find(pm, schema->name) != NULL || pmap_table_find_id(pm, schema->id) != NULL;
 }
 
-/* 1 when parts[0..n) each have 1..PMAP_MAX_REPLICAS non-zero ids. */
 int pmap_replicas_check(const pmap_replicas *r, char *err, size_t errlen)
 {
     if (r->n < 1 || r->n > PMAP_MAX_REPLICAS) {
