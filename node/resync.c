@@ -163,13 +163,15 @@ static void note_copy(logship *ls, uint32_t table_id, uint32_t part, uint32_t id
     pthread_mutex_unlock(&ls->lock);
 }
 
-/* One call of a snapshot on the wire: sent by a thread of its own, so
+/* The call of a snapshot on the wire: sent by a thread of its own, so
  * that the next call's entries are read from the store meanwhile (the
  * calls themselves still go one after the other, in order). */
 typedef struct snap_send {
     rpc_client *c;
     shipment s;
     uint64_t bytes; /* of the entries it carries */
+    pthread_t thread;
+    int threaded; /* 0: the call was made on the caller's thread */
     int rv;
     char err[256];
 } snap_send;
@@ -183,22 +185,22 @@ static void *snap_send_main(void *arg)
     return NULL;
 }
 
-/* Starts x's call on a thread (*started 1), or makes it here when no
- * thread can be had (*started 0). */
-static void snap_send_start(snap_send *x, pthread_t *th, int *started)
+/* Starts x's call on a thread, or makes it here when no thread can be
+ * had. */
+static void snap_send_start(snap_send *x)
 {
-    *started = pthread_create(th, NULL, snap_send_main, x) == 0;
-    if (!*started) {
+    x->threaded = pthread_create(&x->thread, NULL, snap_send_main, x) == 0;
+    if (!x->threaded) {
         snap_send_main(x);
     }
 }
 
-/* Waits for x's call (on thread th when threaded) and frees it. Returns
- * rv, or x's outcome when rv is 0 (err then gets its message). */
-static int snap_send_end(snap_send *x, pthread_t th, int threaded, int rv, char *err, size_t errlen)
+/* Waits for x's call and frees it. Returns rv, or x's outcome when rv is
+ * 0 (err then gets its message). */
+static int snap_send_end(snap_send *x, int rv, char *err, size_t errlen)
 {
-    if (threaded) {
-        pthread_join(th, NULL);
+    if (x->threaded) {
+        pthread_join(x->thread, NULL);
     }
     shipment_fini(&x->s);
     if (rv == 0 && (rv = x->rv) != 0) {
@@ -257,10 +259,9 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         size.bytes = 0; /* unknown: progress without an ETA */
     }
     note_copy(ls, table_id, part, id, 0, 0, size.bytes, start);
-    snap_call sc[2] = {{0}};
-    snap_send out[2];
-    pthread_t th;
-    int cur = 0, on_wire = 0, threaded = 0, done = 0;
+    snap_call sc[2] = {{0}}; /* the call on the wire's entries, and the next one's */
+    snap_send out;
+    int cur = 0, on_wire = 0, done = 0;
     while (rv == 0 && !done) {
         snap_call_clear(&sc[cur]);
         uint64_t before = bytes;
@@ -269,8 +270,8 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         if (on_wire) {
             /* The call before: its answer, then the cap and progress. */
             on_wire = 0;
-            rv = snap_send_end(&out[cur ^ 1], th, threaded, rv, err, errlen);
-            sent += out[cur ^ 1].bytes;
+            rv = snap_send_end(&out, rv, err, errlen);
+            sent += out.bytes;
             calls++;
             note_copy(ls, table_id, part, id, entries, sent, size.bytes, start);
             if (rv == 0) {
@@ -280,26 +281,25 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         if (rv != 0) {
             break;
         }
-        snap_send *x = &out[cur];
-        memset(x, 0, sizeof(*x));
-        x->c = c;
-        x->bytes = bytes - before;
-        shipment_init(&x->s, ls, table_id, part, epoch);
-        x->s.body.snapshot = sc[cur].ptrs;
-        x->s.body.n_snapshot = sc[cur].n;
+        memset(&out, 0, sizeof(out));
+        out.c = c;
+        out.bytes = bytes - before;
+        shipment_init(&out.s, ls, table_id, part, epoch);
+        out.s.body.snapshot = sc[cur].ptrs;
+        out.s.body.n_snapshot = sc[cur].n;
         for (size_t i = 0; i < sc[cur].n; i++) {
             sc[cur].ptrs[i] = &sc[cur].e[i];
         }
-        x->s.body.snapshot_done = done;
-        x->s.body.snapshot_epoch = snap_epoch;
-        x->s.body.snapshot_seq = snap_seq;
-        snap_send_start(x, &th, &threaded);
+        out.s.body.snapshot_done = done;
+        out.s.body.snapshot_epoch = snap_epoch;
+        out.s.body.snapshot_seq = snap_seq;
+        snap_send_start(&out);
         on_wire = 1;
         cur ^= 1;
     }
     if (on_wire) { /* the last call (done), or one out when a read failed */
-        rv = snap_send_end(&out[cur ^ 1], th, threaded, rv, err, errlen);
-        sent += out[cur ^ 1].bytes;
+        rv = snap_send_end(&out, rv, err, errlen);
+        sent += out.bytes;
         calls++;
     }
     for (int k = 0; k < 2; k++) {
