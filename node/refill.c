@@ -64,6 +64,69 @@ static void ask_sources(node_server *ns, const pmap *pm)
     free(v);
 }
 
+/* Drops the marks of source p of t once the copies this node keeps of it
+ * are whole (apply_forget_missing; host: it hosts p's stream shard in pm).
+ * Not when a map newer than pm gave this node new copies of the table:
+ * checked under the source's apply lock, which orders it against
+ * newcopy_note, as apply_forget_missing does not look at the stream mark
+ * of a shard pm says this node does not host. */
+static void forget_if_whole(node_server *ns, const pmap *pm, const pmap_table *t, uint32_t p,
+                            int host)
+{
+    char err[256] = "";
+    int dropped = 0, rv = 0;
+    pthread_mutex_t *mu = repllock_of(ns, t->schema.id, p);
+    pthread_mutex_lock(mu);
+    if (!newcopy_added_after(ns, t->schema.id, pm->version)) {
+        rv = apply_forget_missing(ns->st, t->schema.id, p, host, t->schema.ngsi > 0, &dropped, err,
+                                  sizeof(err));
+    }
+    pthread_mutex_unlock(mu);
+    if (rv != 0) {
+        log_error("table %s partition %u: %s", t->schema.name, p, err);
+    } else if (dropped) {
+        log_info("table %s: this node's copies fed by partition %u are whole again", t->schema.name,
+                 p);
+    }
+}
+
+/* Fills what this node's copies fed by source p of t miss, by the map pm
+ * the pass began under, then drops the source's marks if they are whole. */
+static void refill_source(node_server *ns, const pmap *pm, const pmap_table *t, uint32_t p)
+{
+    char err[256] = "";
+    uint64_t smark = 0, gmark = 0;
+    const int host =
+        t->schema.stream.enabled && pmap_replicas_index(pmap_stream_shard(t, p), ns->id) >= 0;
+    if (host && streams_shard_gap(ns, &t->schema, p, &smark, err, sizeof(err)) != 0) {
+        smark = 0;
+    }
+    if (t->schema.ngsi > 0 &&
+        apply_gsi_gap(ns->st, t->schema.id, p, &gmark, err, sizeof(err)) != 0) {
+        gmark = 0;
+    }
+    /* Which copies this node holds is pm's word: once a newer map gave it
+     * new copies of the table, a fill or a forget under pm would pass them
+     * over (a stream shard copy new since is empty below its mark,
+     * newcopy_note; a GSI copy new since is "nothing here to fill",
+     * gsi_fill_source) and call them whole: chaos seed 960797834 had
+     * stream shards answer from their mark on, invariant 4. The next pass,
+     * under the newer map, fills them. newcopy_note registers the new
+     * copies before it writes their marks, so marks read before a check
+     * that sees none are older than any it will write, and a fill through
+     * them cannot end the new gap. */
+    if (newcopy_added_after(ns, t->schema.id, pm->version)) {
+        return;
+    }
+    if (smark != 0) {
+        (void)streams_fill_shard(ns, pm, t, p, smark);
+    }
+    if (gmark != 0) {
+        (void)gsi_fill_source(ns, pm, t, p, gmark);
+    }
+    forget_if_whole(ns, pm, t, p, host); /* no mark left for the reads to look at */
+}
+
 /* One pass over the map's tables. Costs nothing while no copy here has
  * missed records since the node opened (apply_missing_any answers from a
  * counter), then one store seek per table, and the gap and fill steps only
@@ -80,62 +143,13 @@ static void pass(refill *r)
     }
     for (size_t i = 0; i < pm->ntables && !stopping(r); i++) {
         const pmap_table *t = &pm->tables[i];
-        int missing = 0, rv = 0;
+        int missing = 0;
         char err[256] = "";
         if (apply_missing_any(ns->st, t->schema.id, &missing, err, sizeof(err)) != 0) {
             log_error("table %s: %s", t->schema.name, err);
         }
         for (uint32_t p = 0; missing && p < t->schema.partitions && !stopping(r); p++) {
-            uint64_t smark = 0, gmark = 0;
-            const int host = t->schema.stream.enabled &&
-                             pmap_replicas_index(pmap_stream_shard(t, p), ns->id) >= 0;
-            if (host && streams_shard_gap(ns, &t->schema, p, &smark, err, sizeof(err)) != 0) {
-                smark = 0;
-            }
-            if (t->schema.ngsi > 0 &&
-                apply_gsi_gap(ns->st, t->schema.id, p, &gmark, err, sizeof(err)) != 0) {
-                gmark = 0;
-            }
-            /* Which copies this node holds is this pass's map's word: once
-             * a newer map gave it new copies of the table, a fill or a
-             * forget under this one would pass them over (a stream shard
-             * copy new since is empty below its mark, newcopy_note; a GSI
-             * copy new since is "nothing here to fill", gsi_fill_source)
-             * and call them whole: chaos seed 960797834 had stream shards
-             * answer from their mark on, invariant 4. The next pass, under
-             * the newer map, fills them. newcopy_note registers the new
-             * copies before it writes their marks, so marks read before a
-             * check that sees none are older than any it will write, and a
-             * fill through them cannot end the new gap. */
-            if (newcopy_added_after(ns, t->schema.id, pm->version)) {
-                continue;
-            }
-            if (smark != 0) {
-                (void)streams_fill_shard(ns, pm, t, p, smark);
-            }
-            if (gmark != 0) {
-                (void)gsi_fill_source(ns, pm, t, p, gmark);
-            }
-            /* Whole again: no mark left for the reads to look at. Checked
-             * again under the source's apply lock, which orders it against
-             * newcopy_note: apply_forget_missing does not look at the stream
-             * mark of a shard this map says we do not host. */
-            int dropped = 0;
-            pthread_mutex_t *mu = repllock_of(ns, t->schema.id, p);
-            pthread_mutex_lock(mu);
-            if (newcopy_added_after(ns, t->schema.id, pm->version)) {
-                pthread_mutex_unlock(mu);
-                continue;
-            }
-            rv = apply_forget_missing(ns->st, t->schema.id, p, host, t->schema.ngsi > 0, &dropped,
-                                      err, sizeof(err));
-            pthread_mutex_unlock(mu);
-            if (rv != 0) {
-                log_error("table %s partition %u: %s", t->schema.name, p, err);
-            } else if (dropped) {
-                log_info("table %s: this node's copies fed by partition %u are whole again",
-                         t->schema.name, p);
-            }
+            refill_source(ns, pm, t, p);
         }
     }
     ask_sources(ns, pm);
