@@ -344,50 +344,31 @@ void check_items(run *r, check_out *out)
 
 /* ============================== daemons ============================== */
 
-/* The end of the last line of the log at path that contains mark, from
- * mark on, in line (cut to fit). Returns 1 if there is one. */
-static int log_last_line_with(const char *path, const char *mark, char *line, size_t len)
+/* The first (last: the last) line of the log at path that contains one
+ * of marks[] (NULL-terminated), without its newline and cut to fit, in
+ * line. Returns 1 if there is one. */
+static int log_line_with(const char *path, const char *const *marks, int last, char *line,
+                         size_t len)
 {
     FILE *f = path != NULL ? fopen(path, "r") : NULL;
     char buf[1024];
     int found = 0;
-    if (f == NULL) {
-        return 0;
-    }
-    while (fgets(buf, sizeof(buf), f) != NULL) {
-        const char *hit = strstr(buf, mark);
-        if (hit != NULL) {
-            buf[strcspn(buf, "\n")] = '\0';
-            snprintf(line, len, "%.150s", hit);
-            found = 1;
-        }
-    }
-    fclose(f);
-    return found;
-}
-
-static int log_has_sanitizer_report(const char *path, char *line, size_t len)
-{
-    static const char *marks[] = {
-        "ERROR: AddressSanitizer",  "ERROR: LeakSanitizer",       "runtime error:",
-        "WARNING: ThreadSanitizer", "UndefinedBehaviorSanitizer", NULL};
-    FILE *f = fopen(path, "r");
-    char buf[1024];
-    if (f == NULL) {
-        return 0;
-    }
-    while (fgets(buf, sizeof(buf), f) != NULL) {
+    while (f != NULL && (last || !found) && fgets(buf, sizeof(buf), f) != NULL) {
         for (int i = 0; marks[i] != NULL; i++) {
             if (strstr(buf, marks[i]) != NULL) {
-                buf[strcspn(buf, "\n")] = '\0';
-                snprintf(line, len, "%.290s", buf);
-                fclose(f);
-                return 1;
+                size_t n = strcspn(buf, "\n");
+                n = n < len - 1 ? n : len - 1;
+                memcpy(line, buf, n);
+                line[n] = '\0';
+                found = 1;
+                break;
             }
         }
     }
-    fclose(f);
-    return 0;
+    if (f != NULL) {
+        fclose(f);
+    }
+    return found;
 }
 
 void check_daemons(run *r, check_out *out, void (*before_sigterm)(run *r))
@@ -423,19 +404,26 @@ void check_daemons(run *r, check_out *out, void (*before_sigterm)(run *r))
         if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
             /* A node too slow to stop logs the step it is in (node/main.c,
              * shutdown_watchdog): the report names it, as CI keeps no logs. */
-            char found[256], slow[160] = "";
-            log_last_line_with(cluster_log_path(r->cl, i), "still shutting down", slow,
-                               sizeof(slow));
-            snprintf(found, sizeof(found), "%s %d%s%s", WIFSIGNALED(st) ? "signal" : "exit status",
+            static const char *const slow_mark[] = {"still shutting down", NULL};
+            char found[256], slow[300] = "";
+            const char *step =
+                log_line_with(cluster_log_path(r->cl, i), slow_mark, 1, slow, sizeof(slow))
+                    ? strstr(slow, slow_mark[0])
+                    : NULL;
+            snprintf(found, sizeof(found), "%s %d%s%.150s",
+                     WIFSIGNALED(st) ? "signal" : "exit status",
                      WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
-                     slow[0] != '\0' ? "; its log: " : "", slow);
+                     step != NULL ? "; its log: " : "", step != NULL ? step : "");
             check_add(out, 6, who, NULL, 0, found, "a clean exit (status 0) on SIGTERM");
         }
     }
+    static const char *const sanitizer_marks[] = {
+        "ERROR: AddressSanitizer",  "ERROR: LeakSanitizer",       "runtime error:",
+        "WARNING: ThreadSanitizer", "UndefinedBehaviorSanitizer", NULL};
     for (int i = 0; i < nprocs; i++) {
-        char line[300];
+        char line[291];
         const char *path = cluster_log_path(r->cl, i);
-        if (path != NULL && log_has_sanitizer_report(path, line, sizeof(line))) {
+        if (log_line_with(path, sanitizer_marks, 0, line, sizeof(line))) {
             check_add(out, 6, path, NULL, 0, line, "no sanitizer report in the log");
         }
     }
