@@ -468,8 +468,8 @@ static void dump_stacks(const proc *p)
             (int)p->pid, path);
     while (f != NULL && fgets(line, sizeof(line), f) != NULL && shown < 200) {
         if (strncmp(line, "Thread ", 7) == 0) {
-            snprintf(thread, sizeof(thread), "%.150s",
-                     line); /* shown with its first frame of ours */
+            /* A thread's header is shown with its first frame of ours. */
+            snprintf(thread, sizeof(thread), "%.150s", line);
             continue;
         }
         for (int i = 0; ours[i] != NULL; i++) {
