@@ -8,6 +8,8 @@
 
 #include "../common/clock.h"
 #include "../common/log.h"
+#include "../partition/replog.h"
+#include "../partition/store.h"
 
 struct copydrop_entry {
     copydrop_copy c;
@@ -133,6 +135,41 @@ void copydrop_note(node_server *ns, const pmap *old, const pmap *new)
         }
     }
     pthread_mutex_unlock(&ns->drops_lock);
+}
+
+/* Whether this node's store holds anything of partition part of table_id:
+ * an item or a log position. An error counts as holding (the drop then
+ * says what failed). */
+static int held(node_server *ns, uint32_t table_id, uint32_t part)
+{
+    char err[256];
+    store_size size = {0};
+    uint64_t epoch = 0, seq = 0;
+    if (store_estimate(ns->st, table_id, part, 1, &size, err, sizeof(err)) != 0 ||
+        replog_position(ns->st, table_id, part, &epoch, &seq, err, sizeof(err)) != 0) {
+        return 1;
+    }
+    return size.items > 0 || seq > 0;
+}
+
+size_t copydrop_note_held(node_server *ns, const pmap *pm)
+{
+    int64_t due = clock_mono_now().ms + COPYDROP_DELAY_MS;
+    size_t noted = 0;
+    for (size_t i = 0; i < pm->ntables; i++) {
+        const pmap_table *t = &pm->tables[i];
+        for (uint32_t p = 0; p < t->schema.partitions; p++) {
+            copydrop_copy c = {t->schema.id, p, COPYDROP_BASE};
+            if (member(pm, &c, ns->id) || !held(ns, t->schema.id, p)) {
+                continue;
+            }
+            pthread_mutex_lock(&ns->drops_lock);
+            add(ns, c, due);
+            pthread_mutex_unlock(&ns->drops_lock);
+            noted++;
+        }
+    }
+    return noted;
 }
 
 size_t copydrop_pending(node_server *ns)

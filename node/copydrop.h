@@ -18,9 +18,11 @@
  * (logship_copy_dropped) and refuses the snapshot's next part, so the
  * primary starts again from a reset.
  *
- * A node that crashes between the map and the drop keeps that copy's keys
- * on disk (no harm: nothing reads them, and a copy added back is rebuilt
- * from a reset).
+ * A node that crashes between the map and the drop finds that copy's keys
+ * on disk when it starts again, with a map that no longer names it:
+ * copydrop_note_held notes those copies then (base partitions; a stream
+ * shard's or GSI partition's former copy stays on disk: nothing reads it,
+ * and one added back is filled from a reset).
  *
  * Thread-safety: every function may be called from any thread.
  */
@@ -53,6 +55,15 @@ typedef struct copydrop_copy {
  * dropped whole by maps_apply instead), and forgets noted ones new names
  * it in again. Called by maps_apply. */
 void copydrop_note(node_server *ns, const pmap *old, const pmap *new);
+
+/* Notes every base partition of pm that does not name this node a member
+ * but whose keys or log position are on this node's disk (a node killed
+ * between the map that removed its copy and the drop), due
+ * COPYDROP_DELAY_MS from now; the drop checks membership on a fresh map
+ * first, as for any noted copy. Returns how many it noted. Called once, by
+ * maps_init, before the node serves: one look at the store per partition
+ * of pm this node is not a member of. */
+size_t copydrop_note_held(node_server *ns, const pmap *pm);
 
 /* Whether a noted copy is due. */
 int copydrop_due(node_server *ns);

@@ -163,8 +163,10 @@ int maps_init(node_server *ns, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
-    log_info("partition map version %llu loaded (%zu tables, %zu partitions owned)",
-             (unsigned long long)pm->version, pm->ntables, pmap_partitions_owned(pm, ns->id));
+    size_t held = copydrop_note_held(ns, pm);
+    log_info("partition map version %llu loaded (%zu tables, %zu partitions owned; %zu former "
+             "copies still on disk, to drop)",
+             (unsigned long long)pm->version, pm->ntables, pmap_partitions_owned(pm, ns->id), held);
     return 0;
 }
 

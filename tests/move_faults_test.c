@@ -230,6 +230,7 @@ static void test_drain_through_leader_and_source_kills(void **state)
     }
     assert_int_equal(rs_wait_copies_match(TABLE, 20000), (uint64_t)(KEYS / 2 + present));
     check_stream();
+    mv_wait_only_members_hold(TABLE, 4); /* node 1's former copies, killed mid-drain */
 }
 
 int main(void)

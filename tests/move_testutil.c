@@ -8,7 +8,9 @@
 
 #include <cmocka.h>
 
+#include "../common/clock.h"
 #include "replset_testutil.h"
+#include "testmap.h"
 #include "testutil.h"
 
 static void *write_loop(void *arg)
@@ -75,6 +77,36 @@ json_t *mv_remove(uint32_t node, int want_rv)
     lapse_error e = {0};
     int rv = lapse_node_remove(rs_client(), node, &js, &e);
     return rs_json_answer("node remove", rv, want_rv, js, &e);
+}
+
+size_t mv_wait_only_members_hold(const char *table, int nodes)
+{
+    pmap *pm = testmap_fetch(rs_cluster());
+    const pmap_table *t = pmap_table_find(pm, table);
+    assert_non_null(t);
+    size_t held_at_start = 0;
+    clock_mono deadline = clock_mono_after_ms(30000);
+    for (uint32_t p = 0; p < t->schema.partitions; p++) {
+        for (int node = 1; node <= nodes; node++) {
+            if (pmap_replicas_index(pmap_part(t, p), (uint32_t)node) >= 0) {
+                continue;
+            }
+            rs_digest d = rs_node_digest(node, t->schema.id, p);
+            held_at_start += d.items > 0;
+            while (d.items > 0 || d.seq > 0) {
+                if (clock_mono_remaining_ms(deadline) == 0) {
+                    fail_msg("node %d still holds %llu items (record %llu) of %s partition %u "
+                             "after 30 s out of its set",
+                             node, (unsigned long long)d.items, (unsigned long long)d.seq, table,
+                             (unsigned)p);
+                }
+                rs_sleep_ms(200);
+                d = rs_node_digest(node, t->schema.id, p);
+            }
+        }
+    }
+    pmap_free(pm);
+    return held_at_start;
 }
 
 size_t mv_moves_now(uint32_t from)

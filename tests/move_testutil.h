@@ -42,6 +42,12 @@ int mv_writer_check(const mv_writer *w, const char *table);
 json_t *mv_drain(uint32_t node, int stop, int want_rv);
 /* lapse_node_remove's answer, as mv_drain's. */
 json_t *mv_remove(uint32_t node, int want_rv);
+/* Waits (up to 30 s) until none of nodes 1..nodes outside a partition's
+ * set holds any of table's keys or a log position there: each drops its
+ * former copies a few seconds after the map that took them away
+ * (node/copydrop.c). Returns how many former copies still held keys when
+ * it started. */
+size_t mv_wait_only_members_hold(const char *table, int nodes);
 /* cluster-status's "Moves" now: asserts each moves a copy off node from
  * (when non-zero) to others, at a known step; returns how many there are. */
 size_t mv_moves_now(uint32_t from);

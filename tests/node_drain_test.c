@@ -44,40 +44,6 @@ static int setup(void **state)
     return rs_group_setup_coordinator_args(4, "--balance-primaries 4");
 }
 
-/* Waits (up to 30 s) until no node outside a partition's set holds any of
- * its keys or a log position: each drops its former copies a few seconds
- * after the map that took them away (node/copydrop.c). Returns how many
- * former copies still held keys when it started. */
-static size_t wait_only_members_hold(const char *table)
-{
-    pmap *pm = testmap_fetch(rs_cluster());
-    const pmap_table *t = pmap_table_find(pm, table);
-    assert_non_null(t);
-    size_t held_at_start = 0;
-    clock_mono deadline = clock_mono_after_ms(30000);
-    for (uint32_t p = 0; p < t->schema.partitions; p++) {
-        for (int node = 1; node <= 4; node++) {
-            if (pmap_replicas_index(pmap_part(t, p), (uint32_t)node) >= 0) {
-                continue;
-            }
-            rs_digest d = rs_node_digest(node, t->schema.id, p);
-            held_at_start += d.items > 0;
-            while (d.items > 0 || d.seq > 0) {
-                if (clock_mono_remaining_ms(deadline) == 0) {
-                    fail_msg("node %d still holds %llu items (record %llu) of %s partition %u "
-                             "after 30 s out of its set",
-                             node, (unsigned long long)d.items, (unsigned long long)d.seq, table,
-                             (unsigned)p);
-                }
-                rs_sleep_ms(200);
-                d = rs_node_digest(node, t->schema.id, p);
-            }
-        }
-    }
-    pmap_free(pm);
-    return held_at_start;
-}
-
 static void test_drain_moves_every_copy_under_writes(void **state)
 {
     (void)state;
@@ -171,7 +137,7 @@ static void test_drain_moves_every_copy_under_writes(void **state)
     assert_int_equal(mv_moves_now(1), 0);
 
     /* Node 1's former copies go from its disk too. */
-    size_t former = wait_only_members_hold("drained");
+    size_t former = mv_wait_only_members_hold("drained", 4);
     print_message("node_drain_test: %zu former copies still held keys after the drain; every "
                   "one was dropped\n",
                   former);
@@ -255,7 +221,7 @@ static void test_drain_moves_every_copy_under_writes(void **state)
                   planned);
     assert_true(planned >= 16);
     assert_int_equal(rs_wait_copies_match("drained", 20000), (uint64_t)(KEYS + present));
-    wait_only_members_hold("drained"); /* the copies moved to node 1, off the others */
+    mv_wait_only_members_hold("drained", 4); /* the copies moved to node 1, off the others */
     for (int k = 0; k < KEYS; k++) {
         lapse_item *key = item_json("{\"Id\":{\"S\":\"k%d\"}}", k), *got = NULL;
         assert_lapse_ok(lapse_get(rs_client(), "drained", key, &got, &e), &e);
