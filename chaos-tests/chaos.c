@@ -34,9 +34,9 @@ static void usage(FILE *f)
                "                   [--report FILE] [--bin-dir DIR] [--keep] [--quiet]\n"
                "  --faults LIST   comma-separated: node-kill, dest-kill, backfill-kill,\n"
                "                  coordinator-kill, stop-cont, partition,\n"
-               "                  failover-twice, etcd-cut, dir-lost, oneway-cut, move (these\n"
-               "                  five with --replication 2 or 3; oneway-cut as partition;\n"
-               "                  move with four nodes, in namespaces too),\n"
+               "                  failover-twice, etcd-cut, dir-lost, oneway-cut (these\n"
+               "                  four with --replication 2 or 3; oneway-cut as partition),\n"
+               "                  move (four nodes, in namespaces too),\n"
                "                  coordinator-leader-kill, etcd-member-kill,\n"
                "                  coordinator-stop, all (default), none; partition needs root\n"
                "                  and runs the cluster in network namespaces; the last three\n"
@@ -564,12 +564,6 @@ int chaos_main(const chaos_opts *opts, chaos_result *res)
     if (o->report_path != NULL && (report = fopen(o->report_path, "w")) == NULL) {
         fprintf(stderr, "lapse-chaos: cannot write %s: %s\n", o->report_path, strerror(errno));
         return 1;
-    }
-    if ((eff.faults & CHAOS_FAULT_MOVE) && o->replication < 2) {
-        /* One copy: no log to move a copy with. Decided before the
-         * namespaces: the move fault sets how many node hosts they hold. */
-        printf("lapse-chaos: move fault skipped: it needs --replication 2 or 3\n");
-        eff.faults &= ~(unsigned)CHAOS_FAULT_MOVE;
     }
     /* Before any thread starts: the threads must be born in the namespace. */
     chaos_netns netns;

@@ -652,7 +652,7 @@ int faults_run(run *r)
     if ((f & CHAOS_FAULT_ONEWAY_CUT) && r->netns != NULL && r->opt->replication >= 2) {
         list[n++] = SC_ONEWAY;
     }
-    if ((f & CHAOS_FAULT_MOVE) && r->opt->replication >= 2) {
+    if (f & CHAOS_FAULT_MOVE) {
         list[n++] = SC_MOVE;
     }
     for (int i = n - 1; i > 0; i--) { /* seeded shuffle */

@@ -189,13 +189,14 @@ int lapse_describe_table(lapse_client *c, const char *table, char **json_out, la
 int lapse_list_tables(lapse_client *c, char **json_out, lapse_error *err);
 int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err);
 /* Marks node node_id draining (stop 0) or no longer (stop 1): the coordinator
- * leader moves the copies it holds of replicated tables' base partitions
- * to other nodes, a few at a time, and places nothing new on it
- * (docs/replication.md, "Draining a node"). Returns at once with
- * {"NodeId","Draining","BaseCopiesLeft","Moves","OtherCopies","PartitionMapVersion"}:
- * call again to follow the drain; it is done when BaseCopiesLeft is 0.
- * OtherCopies counts what does not move yet (single-copy tables, GSI
- * partitions, stream shards). LAPSE_ENOTFOUND: no such node;
+ * leader moves the copies it holds of tables' base partitions (single-copy
+ * tables' too), GSI partitions and stream shards to other nodes, a few at
+ * a time, and places nothing new on it (docs/replication.md, "Draining a
+ * node"). Returns at once with {"NodeId","Draining","BaseCopiesLeft",
+ * "DerivedCopiesLeft","Moves","OtherCopies","PartitionMapVersion"}: call
+ * again to follow the drain; it is done when BaseCopiesLeft and
+ * DerivedCopiesLeft are 0. OtherCopies counts single-copy tables'
+ * partitions on the node while it is down: they wait for it. LAPSE_ENOTFOUND: no such node;
  * LAPSE_EUNAVAILABLE: too few other nodes for the tables' copies. An
  * admin call: sends the admin token. */
 int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_out,

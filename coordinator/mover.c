@@ -25,6 +25,19 @@ static int leaves(const pmap *pm, const pmap_replicas *r, uint32_t id)
     return id == r->leaving || pmap_node_leaving(pm, id);
 }
 
+/* Whether set r of a table of rf copies may move: always with copies to
+ * catch a new one up from; a one-copy table's only while its one copy is
+ * on an UP node (its data is nowhere else: docs/replication.md, "Moving a
+ * one-copy partition"). */
+static int movable(const pmap *pm, const pmap_replicas *r, uint32_t rf)
+{
+    if (rf >= 2) {
+        return 1;
+    }
+    const pmap_node *n = pmap_node_find(pm, r->ids[0]);
+    return n != NULL && n->state == PMAP_NODE_UP && !n->removed;
+}
+
 /* A set holding a copy more than its table keeps: between a move's first
  * and last step (its leaving member, or one step gives it: a drain stopped
  * mid-move). */
@@ -47,8 +60,8 @@ void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *in_
             if (pmap_replicas_index(r, id) < 0) {
                 continue;
             }
-            if (rf < 2) {
-                (*other)++;
+            if (!movable(pm, r, rf)) {
+                (*other)++; /* a one-copy table's on a node that is down */
                 continue;
             }
             (*base_left)++;
@@ -201,8 +214,7 @@ static int removed_holding(const pmap *pm, const pmap_node *n)
 /* Whether the rebalancer may start moves in pm: no node draining, every
  * node UP but the removed ones, none of which holds a base copy still (a
  * cluster that lost a node waits for it, or for its removal, rather than
- * move data around it), and a replicated table's copy somewhere to even
- * out. */
+ * move data around it), and a table's copy somewhere to even out. */
 static int may_rebalance(const pmap *pm)
 {
     for (size_t i = 0; i < pm->nnodes; i++) {
@@ -211,12 +223,7 @@ static int may_rebalance(const pmap *pm)
             return 0;
         }
     }
-    for (size_t t = 0; t < pm->ntables; t++) {
-        if (schema_replication(&pm->tables[t].schema) >= 2) {
-            return 1;
-        }
-    }
-    return 0;
+    return pm->ntables > 0;
 }
 
 /* The sets of pm between a move's first and last step. */
@@ -226,7 +233,7 @@ static size_t count_moving(const pmap *pm)
     for (size_t t = 0; t < pm->ntables; t++) {
         const pmap_table *tb = &pm->tables[t];
         uint32_t rf = schema_replication(&tb->schema);
-        for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
+        for (uint32_t p = 0; p < tb->schema.partitions; p++) {
             n += (size_t)moving(&tb->parts[p], rf);
         }
     }
@@ -238,8 +245,7 @@ static int handing_over(const pmap *pm)
 {
     for (size_t t = 0; t < pm->ntables; t++) {
         const pmap_table *tb = &pm->tables[t];
-        for (uint32_t p = 0; schema_replication(&tb->schema) >= 2 && p < tb->schema.partitions;
-             p++) {
+        for (uint32_t p = 0; p < tb->schema.partitions; p++) {
             if (tb->parts[p].handing_since != 0) {
                 return 1;
             }
@@ -319,9 +325,11 @@ void mover_pass(server *s)
     for (size_t t = 0; t < next->ntables; t++) {
         pmap_table *tb = &next->tables[t];
         uint32_t rf = schema_replication(&tb->schema);
-        for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions; p++) {
+        for (uint32_t p = 0; p < tb->schema.partitions; p++) {
             finish_handover(s, next, tb->schema.id, p, &tb->parts[p], &ps);
-            step(next, tb->schema.id, p, &tb->parts[p], rf, &ps);
+            if (movable(next, &tb->parts[p], rf)) {
+                step(next, tb->schema.id, p, &tb->parts[p], rf, &ps);
+            }
         }
     }
     mover_derived_done dd;

@@ -7,6 +7,7 @@
 
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
+#include "../placement/failover.h"
 #include "../rpc/wire.h"
 #include "logship.h"
 #include "preview.h"
@@ -127,7 +128,8 @@ int handlers_quick(void *arg, const Lapse__Request *req)
     if (table == NULL) {
         return 1; /* refused at once */
     }
-    /* A table of one copy: nothing to wait for. A table of more waits for
+    /* A table of one copy: nothing to wait for, unless a move gives one
+     * of its sets a second copy (maps_logged). A table of more waits for
      * its followers (a write's round, a read's settle) and one this map
      * does not hold, or a caller's map newer than ours, for a refresh from
      * the coordinator (request_find_table). */
@@ -135,8 +137,9 @@ int handlers_quick(void *arg, const Lapse__Request *req)
     const pmap_table *t = pmap_table_find(m->pm, table);
     int quick =
         t != NULL && req->pmap_version <= m->pm->version && schema_replication(&t->schema) <= 1;
+    uint32_t table_id = quick ? t->schema.id : 0;
     maps_release(m);
-    return quick;
+    return quick && !maps_logged(arg, table_id, PMAP_ANY_PART);
 }
 
 void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,

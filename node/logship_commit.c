@@ -46,6 +46,14 @@ static int hook_prepare(void *arg, uint32_t table_id, uint32_t part, char *err, 
     return rv;
 }
 
+/* store_repl_hook.logged: a one-copy table's partition while a move gives
+ * it a second copy (maps_logged; STORE_ANY_PART is PMAP_ANY_PART). */
+static int hook_logged(void *arg, uint32_t table_id, uint32_t part)
+{
+    logship *ls = arg;
+    return maps_logged(ls->ns, table_id, part);
+}
+
 const pmap_replicas *logship_led(logship *ls, const node_map *m, uint32_t table_id, uint32_t part,
                                  int *rv, char *err, size_t errlen)
 {
@@ -79,7 +87,8 @@ static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epo
         /* not the primary, or no lease: writes, sweeps and backfill steps
          * wait for the failover */
     } else {
-        uint32_t in_sync = 1, need = pmap_min_in_sync(r);
+        const pmap_table *t = pmap_table_find_id(m->pm, table_id);
+        uint32_t in_sync = 1, need = pmap_min_in_sync(r, schema_replication(&t->schema));
         int reconciled = 0;
         uint32_t bits = logship_required(ls, m, r, table_id, part, &reconciled);
         for (uint32_t i = 1; i < r->n; i++) {
@@ -690,6 +699,7 @@ int logship_open(logship **out, node_server *ns)
     clock_cond_init_mono(&ls->wake); /* resync_main waits on clock_mono_abstime */
     pthread_cond_init(&ls->shipped, NULL);
     store_repl_hook h = {.prepare = hook_prepare,
+                         .logged = hook_logged,
                          .begin = hook_begin,
                          .ship = hook_ship,
                          .wait = hook_wait,

@@ -100,6 +100,13 @@ typedef struct part_state {
     /* as the primary: the snapshot under way to follower copy_id[i] (0:
      * free slot), as resync.c last noted it (logship_lag's copy fields) */
     uint32_t copy_id[PMAP_MAX_REPLICAS];
+    /* as the primary of a one-copy table's set being moved: the member
+     * this process last rebuilt from a snapshot, and the set's changes
+     * then; any other member out of sync is rebuilt from a snapshot too,
+     * since the log misses the writes committed while the set had one copy
+     * (resync.c) */
+    uint32_t single_rebuilt_id;
+    uint64_t single_rebuilt_changes;
     uint64_t copy_bytes[PMAP_MAX_REPLICAS], copy_total[PMAP_MAX_REPLICAS];
     uint64_t copy_keys[PMAP_MAX_REPLICAS];
     int64_t copy_start_ms[PMAP_MAX_REPLICAS]; /* monotonic */

@@ -39,6 +39,31 @@ static node_map *map_wrap(pmap *pm)
     return m;
 }
 
+/* Notes in ns whether pm moves a one-copy table's set (a second member):
+ * before pm is published, so a commit that reads the flag after a thread
+ * acquired pm sees it (maps_logged). Never cleared. */
+static void note_single_moves(node_server *ns, const pmap *pm)
+{
+    for (size_t t = 0; t < pm->ntables && !atomic_load(&ns->single_moved); t++) {
+        const pmap_table *tb = &pm->tables[t];
+        if (schema_replication(&tb->schema) < 2 && pmap_logged(tb, PMAP_ANY_PART, 0)) {
+            atomic_store(&ns->single_moved, 1);
+        }
+    }
+}
+
+int maps_logged(node_server *ns, uint32_t table_id, uint32_t part)
+{
+    if (!atomic_load(&ns->single_moved)) {
+        return 0;
+    }
+    node_map *m = maps_acquire(ns);
+    const pmap_table *t = pmap_table_find_id(m->pm, table_id);
+    int logged = t != NULL && pmap_logged(t, part, ns->id);
+    maps_release(m);
+    return logged;
+}
+
 node_map *maps_acquire(node_server *ns)
 {
     pthread_rwlock_rdlock(&ns->map_lock);
@@ -153,6 +178,7 @@ int maps_init(node_server *ns, char *err, size_t errlen)
     if (rv != 0) {
         return rv;
     }
+    note_single_moves(ns, pm);
     ns->map = map_wrap(pm);
     if (ns->map == NULL) {
         pmap_free(pm);
@@ -353,6 +379,7 @@ int maps_apply(node_server *ns, pmap *pm, int *applied, char *err, size_t errlen
     int disabled = ttl_disabled(old->pm, pm);
     uint32_t *off = calloc(old->pm->ntables ? old->pm->ntables : 1, sizeof(*off));
     size_t noff = off != NULL ? streams_turned_off(old->pm, pm, off) : 0;
+    note_single_moves(ns, pm);
     pthread_rwlock_wrlock(&ns->map_lock);
     ns->map = nm; /* the slot's reference to old is now ours */
     pthread_rwlock_unlock(&ns->map_lock);

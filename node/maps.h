@@ -73,6 +73,12 @@ struct node_map {
  * REQUIRES: ns->st is open; ns is zeroed apart from the fixed fields.
  */
 int maps_init(node_server *ns, char *err, size_t errlen);
+
+/* Whether commits to partition part (PMAP_ANY_PART: any) of one-copy table
+ * table_id go through the replication log now (pmap_logged on the current
+ * map): 0 at once on a node whose maps never moved such a set. The store's
+ * hook (store_repl_hook.logged) and the quick-call test ask it. */
+int maps_logged(node_server *ns, uint32_t table_id, uint32_t part);
 /* Frees the current map and the locks. REQUIRES: no thread uses ns. */
 void maps_fini(node_server *ns);
 

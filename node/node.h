@@ -120,6 +120,10 @@ typedef struct node_server {
     pthread_mutex_t apply_lock; /* serializes maps_apply: drop, persist, swap */
     atomic_ullong rpc_seen[4];  /* the RPC server's counts at the last collect
                                    (telemetry.c: frames, coalesced, calls, quick) */
+    atomic_int single_moved;    /* 1 once a map held a one-copy table's set with a
+                                   second member (a move): from then on such
+                                   tables' commits ask the map whether they are
+                                   logged (maps_logged); 0: none ever, never */
     atomic_ullong promotions;   /* sets this node became primary of by failover
                                    (pmap_promotions over the maps it applied), not
                                    yet added to the metrics (telemetry.c takes them) */

@@ -13,6 +13,7 @@
 #include "../common/lapse_err.h"
 #include "../common/schema.h"
 #include "../partition/replog.h"
+#include "../placement/failover.h"
 #include "logship_int.h"
 
 /* Appends one row per follower of r (partition part of table t, led by
@@ -65,8 +66,8 @@ int logship_lags(logship *ls, logship_lag **out, size_t *n, logship_sets *sets)
     memset(&counted, 0, sizeof(counted));
     for (size_t t = 0; rv == 0 && t < m->pm->ntables; t++) {
         const pmap_table *tb = &m->pm->tables[t];
-        if (schema_replication(&tb->schema) < 2) {
-            continue;
+        if (!pmap_logged(tb, PMAP_ANY_PART, ls->ns->id)) {
+            continue; /* one copy everywhere: no followers to lag */
         }
         for (uint32_t part = 0; rv == 0 && part < tb->schema.partitions; part++) {
             const pmap_replicas *r = pmap_part(tb, part);

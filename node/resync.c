@@ -34,6 +34,7 @@
 #include "../common/log.h"
 #include "../partition/replog.h"
 #include "../partition/snapshot.h"
+#include "../placement/failover.h"
 #include "fault_switch.h"
 #include "logship_int.h"
 #include "registry.h"
@@ -248,6 +249,12 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
     const size_t call_bytes = fault_switch_on(ls->ns, "small-snapshot-calls")
                                   ? RESYNC_SMALL_CALL_BYTES
                                   : LOGSHIP_CATCHUP_BYTES;
+    /* A commit of a one-copy table that found it unlogged (by an older map
+     * than this thread's, where the set had one copy) writes under the
+     * stripe lock: once past the lock, every such commit is in the
+     * snapshot, and every later one is logged. */
+    replog_lock(ls->ns->st, table_id, part);
+    replog_unlock(ls->ns->st, table_id, part);
     int rv = snapshot_open(&sn, ls->ns->st, table_id, part, &snap_epoch, &snap_seq, err, errlen);
     if (rv == 0) {
         rv = reset_copy(ls, c, id, table_id, part, epoch, why, err, errlen);
@@ -479,6 +486,33 @@ static int send_until(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id
     return 0;
 }
 
+/* Whether member id of r, a set of a one-copy table being moved, was not
+ * rebuilt from a snapshot by this process since the set last changed:
+ * such a table's log is written only while it has a second copy, so only
+ * a snapshot brings a new copy up. */
+static int single_unrebuilt(logship *ls, const pmap_replicas *r, uint32_t table_id, uint32_t part,
+                            uint32_t id)
+{
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    int rebuilt = p != NULL && p->single_rebuilt_id == id && p->single_rebuilt_changes == r->changes;
+    pthread_mutex_unlock(&ls->lock);
+    return !rebuilt;
+}
+
+/* Notes that member id of r was rebuilt from a snapshot (single_unrebuilt). */
+static void note_single_rebuilt(logship *ls, const pmap_replicas *r, uint32_t table_id,
+                                uint32_t part, uint32_t id)
+{
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    if (p != NULL) {
+        p->single_rebuilt_id = id;
+        p->single_rebuilt_changes = r->changes;
+    }
+    pthread_mutex_unlock(&ls->lock);
+}
+
 /* Brings member id of r back (steps 1-3 above). */
 static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
                        uint32_t part, uint32_t id)
@@ -488,6 +522,13 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
                         ? logship_peer_client(ls, pn->id, pn->address)
                         : NULL;
     if (c == NULL || !rpc_client_connected(c, LOGSHIP_CONNECT_WAIT_MS)) {
+        return;
+    }
+    /* A one-copy table's copy that leaves (the old primary, handed over
+     * from) is removed next, not rebuilt: one copy is all it keeps. */
+    const pmap_table *t = pmap_table_find_id(m->pm, table_id);
+    const int one_copy = t != NULL && schema_replication(&t->schema) < 2;
+    if (one_copy && (r->leaving == id || pmap_node_leaving(m->pm, id))) {
         return;
     }
     store *st = ls->ns->st;
@@ -519,8 +560,16 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
         } else if (applied == 0 && my_seq > 0) {
             why = "has no record (a new or wiped copy, or a rebuild cut short)";
         }
-        if (why != NULL && first > 1) {
+        /* A one-copy table's log lacks the writes made while it had one
+         * copy: a copy it did not rebuild is rebuilt, never from the log. */
+        if (why == NULL && one_copy && single_unrebuilt(ls, r, table_id, part, id)) {
+            why = "is a new copy of a one-copy table's partition";
+        }
+        if (why != NULL && (first > 1 || one_copy)) {
             rv = send_snapshot(ls, c, id, table_id, part, epoch, why, &applied, err, sizeof(err));
+            if (rv == 0 && one_copy) {
+                note_single_rebuilt(ls, r, table_id, part, id);
+            }
         } else if (why != NULL) {
             rv = reset_copy(ls, c, id, table_id, part, epoch, why, err, sizeof(err));
             applied = 0;
@@ -649,8 +698,8 @@ static void pass(logship *ls)
     }
     for (size_t t = 0; t < m->pm->ntables; t++) {
         const pmap_table *tb = &m->pm->tables[t];
-        if (schema_replication(&tb->schema) < 2) {
-            continue;
+        if (!pmap_logged(tb, PMAP_ANY_PART, ls->ns->id)) {
+            continue; /* one copy everywhere (a one-copy set being moved has two) */
         }
         for (uint32_t p = 0; p < tb->schema.partitions; p++) {
             const pmap_replicas *r = &tb->parts[p];

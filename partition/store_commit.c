@@ -146,15 +146,29 @@ static void trim_confirmed(store *st, uint32_t table_id, uint32_t part, uint64_t
 /* Commit                                                                   */
 /* ======================================================================== */
 
-/* 1 when commits to t go through the log. */
-static int logged(const store *st, const table_schema *t)
+/* 1 when a replication hook is installed. */
+static int hooked(const store *st)
 {
-    return schema_replication(t) > 1 && st->repl.ship != NULL && st->repl.begin != NULL;
+    return st->repl.ship != NULL && st->repl.begin != NULL;
+}
+
+/* 1 when commits to partition part of t (STORE_ANY_PART: any) go through
+ * the log: every commit of a replicated table, and a one-copy table's
+ * while the hook says so (a move). */
+static int logged(const store *st, const table_schema *t, uint32_t part)
+{
+    if (!hooked(st)) {
+        return 0;
+    }
+    if (schema_replication(t) > 1) {
+        return 1;
+    }
+    return st->repl.logged != NULL && st->repl.logged(st->repl.arg, t->id, part);
 }
 
 void store_commit_prepare(store *st, db_batch *b, const table_schema *t)
 {
-    if (logged(st, t)) {
+    if (logged(st, t, STORE_ANY_PART)) {
         db_batch_log_start(b);
     }
 }
@@ -167,7 +181,7 @@ static _Atomic uint32_t *unshipped_of(store *st, uint32_t table_id, uint32_t par
 
 int store_repl_prepare(store *st, const table_schema *t, uint32_t part, char *err, size_t errlen)
 {
-    if (!logged(st, t) || st->repl.prepare == NULL) {
+    if (st->repl.prepare == NULL || !logged(st, t, part)) {
         return 0;
     }
     return st->repl.prepare(st->repl.arg, t->id, part, err, errlen);
@@ -182,10 +196,18 @@ int store_commit_start(store *st, db_batch *b, const table_schema *t, uint32_t p
     if (db_batch_count(b) == 0) {
         return 0;
     }
-    if (!logged(st, t)) {
+    if (!logged(st, t, part)) {
         rv = db_write(st->db, b, 0, err, errlen);
         *written = rv == 0;
         return rv;
+    }
+    if (!db_batch_logging(b)) {
+        /* A one-copy table's partition began a move between the batch's
+         * preparing and its commit: it has no record to ship. */
+        return errf(LAPSE_EUNAVAILABLE, err, errlen,
+                    "table %s partition %u began a move while the write was prepared; nothing "
+                    "was written: retry",
+                    t->name, (unsigned)part);
     }
     uint64_t epoch = 0;
     int took_in = 0;
@@ -327,7 +349,7 @@ int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen
 
 void store_settle(store *st, const table_schema *t, uint32_t part)
 {
-    if (!logged(st, t) || st->repl.settle == NULL ||
+    if (!hooked(st) || st->repl.settle == NULL ||
         atomic_load(unshipped_of(st, t->id, part)) == 0) {
         return;
     }

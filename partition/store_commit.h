@@ -49,6 +49,13 @@ typedef struct store_repl_hook {
      * it will commit on. 0, or an error (the write does nothing). NULL:
      * nothing to do. */
     int (*prepare)(void *arg, uint32_t table_id, uint32_t part, char *err, size_t errlen);
+    /* Whether commits to partition part (STORE_ANY_PART: to any partition)
+     * of table_id, a table of one copy, go through the log now: while a
+     * move gives its set a second member, and where this node is not the
+     * set's primary (begin then refuses them). Called under the stripe lock
+     * for one partition, before it for STORE_ANY_PART (store_commit_prepare).
+     * NULL: never (a table of more copies always does). */
+    int (*logged)(void *arg, uint32_t table_id, uint32_t part);
     /* Before anything is written: sets *epoch to the epoch in which this
      * node is the primary of (table_id, part) and returns 0, or refuses the
      * write with an error and err (LAPSE_EWRONGNODE: not the primary;
@@ -94,7 +101,10 @@ void store_set_repl_hook(store *st, const store_repl_hook *h);
  * Call before writes start. */
 void store_set_replog_retain(store *st, uint64_t retain);
 
-/* Starts b's op log when t is replicated and a hook is installed, so
+#define STORE_ANY_PART UINT32_MAX
+
+/* Starts b's op log when t is replicated (or its partitions may be logged
+ * now: the hook's logged) and a hook is installed, so
  * store_commit_start can ship b. Call right after creating or clearing b, before
  * adding ops. */
 void store_commit_prepare(store *st, db_batch *b, const table_schema *t);

@@ -132,9 +132,27 @@ void pmap_lose_node_copies(pmap *pm, uint32_t id, pmap_failover *out)
     each_set(pm, id, lose_in_set, out);
 }
 
-uint32_t pmap_min_in_sync(const pmap_replicas *r)
+uint32_t pmap_min_in_sync(const pmap_replicas *r, uint32_t rf)
 {
-    return r->n < PMAP_MIN_IN_SYNC ? r->n : PMAP_MIN_IN_SYNC;
+    uint32_t need = r->n < PMAP_MIN_IN_SYNC ? r->n : PMAP_MIN_IN_SYNC;
+    return rf < need ? rf : need;
+}
+
+int pmap_logged(const pmap_table *t, uint32_t part, uint32_t self)
+{
+    if (schema_replication(&t->schema) >= 2) {
+        return 1;
+    }
+    if (part != PMAP_ANY_PART) {
+        const pmap_replicas *r = pmap_part(t, part);
+        return r != NULL && (r->n >= 2 || r->ids[0] != self);
+    }
+    for (uint32_t p = 0; p < t->schema.partitions; p++) {
+        if (t->parts[p].n >= 2) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* The set of base partition part of table table_id, or NULL. */
@@ -202,7 +220,8 @@ int pmap_replica_shrink(pmap *pm, uint32_t table_id, uint32_t part, uint32_t pri
         return 0;
     }
     uint32_t bits = in_sync_bits(r) & ~(1u << i);
-    if ((uint32_t)__builtin_popcount(bits) < pmap_min_in_sync(r)) {
+    const pmap_table *t = pmap_table_find_id(pm, table_id);
+    if ((uint32_t)__builtin_popcount(bits) < pmap_min_in_sync(r, schema_replication(&t->schema))) {
         return LAPSE_EUNAVAILABLE;
     }
     r->in_sync = bits;
@@ -305,7 +324,12 @@ int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id)
     uint32_t low = bits & ((1u << i) - 1), high = bits >> (i + 1);
     uint32_t next = low | high << i;
     uint32_t want = r->n - 1 < PMAP_MIN_IN_SYNC ? r->n - 1 : PMAP_MIN_IN_SYNC;
-    if (((bits >> i & 1u) && (uint32_t)__builtin_popcount(next) < want) || id == r->last_out) {
+    /* The last_out is kept as the one other copy of every acknowledged
+     * write, for a table that keeps two copies or more; a one-copy table's
+     * old primary, handed over from, is one copy more than it keeps. */
+    const pmap_table *t = pmap_table_find_id(pm, table_id);
+    int keep_last_out = id == r->last_out && schema_replication(&t->schema) >= 2;
+    if (((bits >> i & 1u) && (uint32_t)__builtin_popcount(next) < want) || keep_last_out) {
         return LAPSE_EUNAVAILABLE;
     }
     for (uint32_t k = (uint32_t)i; k + 1 < r->n; k++) {
@@ -315,6 +339,7 @@ int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id)
     r->in_sync = next;
     r->leaving = r->leaving == id ? 0 : r->leaving;
     r->handing_to = r->handing_to == id ? 0 : r->handing_to;
+    r->last_out = r->last_out == id ? 0 : r->last_out;
     r->changes++;
     return 0;
 }
@@ -503,7 +528,7 @@ size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max, size_t ma
             for (size_t t = 0; t < pm->ntables && !found; t++) {
                 const pmap_table *tb = &pm->tables[t];
                 uint32_t rf = schema_replication(&tb->schema);
-                for (uint32_t p = 0; rf >= 2 && p < tb->schema.partitions && !found; p++) {
+                for (uint32_t p = 0; p < tb->schema.partitions && !found; p++) {
                     const pmap_replicas *r = &tb->parts[p];
                     int i = pmap_replicas_index(r, from);
                     if (i < 0 || (i == 0) != want_primary || pmap_replicas_index(r, to) >= 0 ||

@@ -85,9 +85,21 @@ int pmap_replica_join(pmap *pm, uint32_t table_id, uint32_t part, uint32_t prima
  * members needs them all. */
 #define PMAP_MIN_IN_SYNC 2
 
-/* The copies a write to r needs in sync: PMAP_MIN_IN_SYNC, or r->n when
- * smaller. */
-uint32_t pmap_min_in_sync(const pmap_replicas *r);
+/* The copies a write to r, a set of a table of rf copies, needs in sync:
+ * PMAP_MIN_IN_SYNC, or r->n or rf when smaller (a one-copy table's set
+ * being moved needs its primary only: docs/replication.md, "Moving a
+ * one-copy partition"). */
+uint32_t pmap_min_in_sync(const pmap_replicas *r, uint32_t rf);
+
+/* Whether the commits to partition part of t go through the replication
+ * log (partition/replog.h): always for a table of two copies or more; for
+ * a one-copy table, while a move gives the set a second member, and on a
+ * node (self) that is not the set's primary, so that a write routed by an
+ * older map is refused at its commit rather than written where no copy
+ * will follow it (docs/replication.md, "Moving a one-copy partition").
+ * part PMAP_ANY_PART: whether any set of t has a second member. */
+#define PMAP_ANY_PART UINT32_MAX
+int pmap_logged(const pmap_table *t, uint32_t part, uint32_t self);
 
 /* Takes follower id out of the in-sync set of partition part of table
  * table_id, as its primary primary_id asks at epoch; a follower already out
@@ -139,7 +151,8 @@ uint32_t pmap_handover_target(const pmap_replicas *r);
  * the smaller set would stay in sync; or id is the set's last_out, the one
  * copy beside the primary that holds every acknowledged write, even while
  * out of sync: removed, its node would drop them, and the primary's copy
- * would be their only one until another member joins). */
+ * would be their only one until another member joins; not for a one-copy
+ * table, whose primary's copy is meant to be the only one). */
 int pmap_replica_remove(pmap *pm, uint32_t table_id, uint32_t part, uint32_t id);
 /* Rebalancing (docs/replication.md, "Rebalancing"): a move of set
  * (table_id, part)'s copy from one node to another, or (handover) of its

@@ -193,7 +193,8 @@ static void test_shrink(void **state)
     (void)state;
     pmap *pm = three_sets(); /* set 0: {1,2,3} epoch 1, all in sync */
     pmap_replicas *r = &pm->tables[0].parts[0];
-    assert_int_equal(pmap_min_in_sync(r), 2);
+    assert_int_equal(pmap_min_in_sync(r, 3), 2);
+    assert_int_equal(pmap_min_in_sync(r, 1), 1);
     assert_int_equal(pmap_replica_shrink(pm, 1, 0, 2, 1, 3), LAPSE_EWRONGNODE);
     assert_int_equal(pmap_replica_shrink(pm, 1, 0, 1, 2, 3), LAPSE_EWRONGNODE);
     assert_int_equal(pmap_replica_shrink(pm, 1, 0, 1, 1, 1), LAPSE_EINVAL);
@@ -511,6 +512,66 @@ static void test_rebalance_plan(void **state)
     pmap_free(pm);
 }
 
+/* A one-copy table's set moves as any (docs/replication.md, "Moving a
+ * one-copy partition"): eight such sets on nodes 1-3 (3, 3, 2) and node 4
+ * empty, the plan moves one copy each off nodes 1 and 2 to node 4 (their
+ * primaries' copies: there is no follower); while a set has its new copy it is logged
+ * and needs only its primary in sync; joined, the primaryship handed over
+ * (epoch + 1) and the old copy removed, it is one copy again, unlogged on
+ * its new primary and logged on any other node. */
+static void test_one_copy_moves(void **state)
+{
+    (void)state;
+    pmap *pm = three_nodes();
+    table_schema t = rf3_schema(8);
+    t.replication = 1;
+    assert_int_equal(pmap_add_table(pm, &t), 0);
+    const pmap_table *tb = &pm->tables[0];
+    pmap_move mv[8];
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 8, 8), 0); /* 3, 3, 2: balanced */
+    assert_int_equal(pmap_logged(tb, PMAP_ANY_PART, 1), 0);
+    assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_UP), 0);
+    size_t n = pmap_rebalance_plan(pm, mv, 8, 8);
+    assert_int_equal(n, 2); /* 3, 3, 2, 0 to 2, 2, 2, 2 */
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(mv[i].to, 4);
+        assert_int_equal(mv[i].handover, 0);
+        assert_int_equal(mv[i].from, i + 1);
+    }
+    uint32_t part = mv[0].part, from = mv[0].from;
+    pmap_replicas *r = &pm->tables[0].parts[part];
+    assert_int_equal(r->ids[0], from);
+    assert_int_equal(pmap_logged(tb, part, from), 0);
+    assert_int_equal(pmap_logged(tb, part, 4), 1); /* not its primary: refused at commit */
+
+    assert_int_equal(pmap_move_start(pm, &mv[0], 7), 0);
+    assert_int_equal(r->n, 2);
+    assert_int_equal(pmap_logged(tb, part, from), 1);
+    assert_int_equal(pmap_logged(tb, PMAP_ANY_PART, from), 1);
+    assert_int_equal(pmap_min_in_sync(r, 1), 1); /* the new copy is not waited for */
+    assert_int_equal(pmap_replica_join(pm, 1, part, from, r->epoch, 4, r->changes), 0);
+    assert_int_equal(pmap_in_sync_count(r), 2);
+    /* A join's copy that stops confirming may leave: one copy in sync is
+     * enough for a one-copy table. */
+    assert_int_equal(pmap_replica_shrink(pm, 1, part, from, r->epoch, 4), 0);
+    assert_int_equal(pmap_replica_join(pm, 1, part, from, r->epoch, 4, r->changes), 0);
+    uint64_t epoch = r->epoch;
+    assert_int_equal(pmap_replica_step_down(pm, 1, part, 4, 8), 0);
+    assert_int_equal(pmap_handover_target(r), 4);
+    assert_int_equal(pmap_replica_handover(pm, 1, part, 4), 0);
+    assert_int_equal(r->ids[0], 4);
+    assert_int_equal(r->epoch, epoch + 1);
+    assert_int_equal(pmap_replica_remove(pm, 1, part, from), 0);
+    assert_int_equal(r->n, 1);
+    assert_int_equal(r->leaving, 0);
+    assert_int_equal(pmap_logged(tb, part, 4), 0);
+    assert_int_equal(pmap_logged(tb, part, from), 1);
+    assert_int_equal(pmap_logged(tb, PMAP_ANY_PART, 4), 0);
+    assert_int_equal(pmap_rebalance_plan(pm, mv, 8, 8), 1); /* the other one still */
+    assert_true(pmap_check(pm));
+    pmap_free(pm);
+}
+
 /* Primaries: 8 sets of three on four nodes, six copies each (balanced),
  * but led 5, 2, 1, 0 by nodes 1-4: the plan is handovers only, each from a
  * set's primary to one of its followers, one per set, bounded by max, from
@@ -588,6 +649,7 @@ int main(void)
         cmocka_unit_test(test_move_a_copy),
         cmocka_unit_test(test_rebalance_plan),
         cmocka_unit_test(test_rebalance_primaries),
+        cmocka_unit_test(test_one_copy_moves),
         cmocka_unit_test(test_step_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

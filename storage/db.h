@@ -93,6 +93,8 @@ size_t db_batch_count(const db_batch *b);
  * shared by several logs stays whole). */
 void db_batch_log_start(db_batch *b);
 const uint8_t *db_batch_log(const db_batch *b, size_t *len);
+/* Whether b's log was started (db_batch_log_start) and not cleared since. */
+int db_batch_logging(const db_batch *b);
 int db_batch_replay(db_batch *b, db *d, const uint8_t *log, size_t len, size_t *ops);
 /* Applies b atomically. Returns 0 or LAPSE_EIO; on error nothing was
  * applied. */

@@ -76,6 +76,11 @@ void db_batch_log_start(db_batch *b)
     buf_clear(&b->log);
 }
 
+int db_batch_logging(const db_batch *b)
+{
+    return b->logging;
+}
+
 const uint8_t *db_batch_log(const db_batch *b, size_t *len)
 {
     if (!b->logging || b->log_oom) {
