@@ -12,8 +12,11 @@
  *    copies move too, filled from the others), each set has three copies in sync,
  *    every acknowledged write and every item not due reads back, the
  *    copies are identical, every due item is gone and its stream holds
- *    exactly one TTL delete of it (none of any other item), and the stream
- *    is gapless.
+ *    exactly one TTL delete of it (none of any other item), the stream
+ *    is gapless, and node 1 keeps none of the table's keys;
+ *  - then the same for a one-copy table drained off node 2, which is
+ *    killed -9 mid-drain (its sets wait for it, counted in OtherCopies)
+ *    and restarted (docs/replication.md, "Moving a one-copy partition").
  */
 #include "testutil.h"
 
