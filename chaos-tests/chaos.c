@@ -331,8 +331,10 @@ static int setup(run *r, char *err, size_t errlen)
     if (r->opt->faults & CHAOS_FAULT_ON_ETCD) {
         co.etcd = 3; /* in namespace mode, on the first three node hosts (netns.h) */
         co.coordinators = 2;
-    } else if (r->opt->replication > 1) {
-        co.etcd = 1; /* leases fence the primaries (docs/replication.md) */
+    } else if (r->opt->replication > 1 || (r->opt->faults & CHAOS_FAULT_MOVE)) {
+        /* leases fence the primaries (docs/replication.md); moves are the
+         * etcd leader's */
+        co.etcd = 1;
     }
     int rv = cluster_start(&r->cl, &co, err, errlen);
     if (rv != 0) {

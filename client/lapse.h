@@ -196,9 +196,11 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err);
  * "DerivedCopiesLeft","Moves","OtherCopies","PartitionMapVersion"}: call
  * again to follow the drain; it is done when BaseCopiesLeft and
  * DerivedCopiesLeft are 0. OtherCopies counts single-copy tables'
- * partitions on the node while it is down: they wait for it. LAPSE_ENOTFOUND: no such node;
- * LAPSE_EUNAVAILABLE: too few other nodes for the tables' copies. An
- * admin call: sends the admin token. */
+ * partitions on the node while it is down: they wait for it.
+ * LAPSE_ENOTFOUND: no such node; LAPSE_EUNAVAILABLE: too few other nodes
+ * for the tables' copies; LAPSE_ESTATE: the coordinators do not run on etcd
+ * (only there does the leader move copies). An admin call: sends the
+ * admin token. */
 int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_out,
                      lapse_error *err);
 /* Removes dead node node_id (docs/replication.md, "Removing a dead

@@ -225,8 +225,9 @@ static void test_node_call_refused(void **state)
     rpc_response_free(resp);
 }
 
-/* NodeRemove on a coordinator with its own catalog (no etcd, where alone
- * the mover runs) is refused, and no node is marked removed. */
+/* NodeRemove and NodeDrain on a coordinator with its own catalog (no
+ * etcd, where alone the mover runs) are refused (a drain accepted there
+ * would never move a copy), and no node is marked removed. */
 static void test_node_remove_needs_etcd(void **state)
 {
     (void)state;
@@ -241,6 +242,15 @@ static void test_node_remove_needs_etcd(void **state)
     assert_non_null(strstr(err, "needs the coordinators on etcd"));
     rpc_response_free(resp);
     assert_int_equal(fixture_node_state(1), LAPSE__NODE_STATE__NODE_UP);
+
+    Lapse__NodeDrainRequest drain = LAPSE__NODE_DRAIN_REQUEST__INIT;
+    drain.node = 1;
+    req.body_case = LAPSE__REQUEST__BODY_NODE_DRAIN;
+    req.node_drain = &drain;
+    resp = NULL;
+    assert_code(fixture_call(&req, &resp, err, sizeof(err)), LAPSE_ESTATE, err);
+    assert_non_null(strstr(err, "node drain needs the coordinators on etcd"));
+    rpc_response_free(resp);
 }
 
 /* ClusterStatus: every node UP with a recent heartbeat, the partitions it

@@ -414,6 +414,14 @@ void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *r
         return;
     }
     lapse__node_drain_response__init(m);
+    if (s->ec == NULL && !r->stop) {
+        /* mover_pass runs on etcd only: marked draining, the node would
+         * keep every copy and take no new table. */
+        rpc_set_error(resp, a, LAPSE_ESTATE,
+                      "node drain needs the coordinators on etcd (--etcd): only there does the "
+                      "leader move copies");
+        return;
+    }
     char err[512];
     pthread_mutex_lock(&s->lock);
     const pmap_node *n = pmap_node_find(s->pm, r->node);
