@@ -28,7 +28,10 @@
  *
  *   lapse-move-bench [--bin-dir DIR] [--items N] [--value-bytes B]
  *                    [--partitions P] [--writers T] [--idle-seconds S]
- *                    [--timeout-seconds S] [--node-args ARGS]
+ *                    [--timeout-seconds S] [--replication N] [--node-args ARGS]
+ *
+ * --replication 1 loads a table of one copy per partition instead of three
+ * (docs/replication.md, "Moving a one-copy partition").
  *
  * --node-args passes flags to every node, e.g. "--snapshot-rate-mb 20" to
  * see what a cap on snapshots buys the foreground.
@@ -269,7 +272,7 @@ static int run(cluster *cl, const config *cfg)
                          .partition_key = "Id",
                          .partition_key_type = 'S',
                          .partitions = (unsigned)cfg->partitions,
-                         .replication = 3};
+                         .replication = (unsigned)cfg->replication};
     if (lapse_create_table(c, &d, &e) != 0) {
         fprintf(stderr, "lapse-move-bench: create table: %s\n", e.message);
         lapse_close(c);
@@ -345,7 +348,7 @@ static int run(cluster *cl, const config *cfg)
         sleep_ms(100);
     }
     double join_s = mono_s() - t0;
-    long joined = watch_table_copies_on(c, TABLE, 4);
+    long joined = watch_table_copies_on(cl, TABLE, 4);
     atomic_store(&phase, PH_SETTLE);
     bounds[PH_SETTLE] = wall_ms();
     report_move("join", joined, part_bytes, join_s, timed_out, ws, cfg->writers, PH_JOIN, idle_p99);
@@ -439,7 +442,8 @@ int main(int argc, char **argv)
                   .partitions = 16,
                   .writers = 4,
                   .idle_s = 5,
-                  .timeout_s = 600};
+                  .timeout_s = 600,
+                  .replication = 3};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v == NULL) {
@@ -462,18 +466,22 @@ int main(int argc, char **argv)
             cfg.timeout_s = atoi(v);
         } else if (strcmp(a, "--node-args") == 0) {
             cfg.node_args = v;
+        } else if (strcmp(a, "--replication") == 0) {
+            cfg.replication = atoi(v);
         } else {
             fprintf(stderr,
                     "usage: lapse-move-bench [--bin-dir DIR] [--items N] [--value-bytes B] "
                     "[--partitions P] [--writers T] [--idle-seconds S] [--timeout-seconds S] "
-                    "[--node-args ARGS]\n");
+                    "[--replication N] [--node-args ARGS]\n");
             return 2;
         }
         i++;
     }
     if (cfg.items < 1 || cfg.value_bytes < 1 || cfg.partitions < 1 || cfg.writers < 1 ||
-        cfg.writers > 64 || cfg.idle_s < 1 || cfg.timeout_s < 1) {
-        fprintf(stderr, "lapse-move-bench: every count must be positive (--writers at most 64)\n");
+        cfg.writers > 64 || cfg.idle_s < 1 || cfg.timeout_s < 1 || cfg.replication < 1 ||
+        cfg.replication > 3) {
+        fprintf(stderr, "lapse-move-bench: every count must be positive (--writers at most 64, "
+                        "--replication 1 to 3)\n");
         return 2;
     }
     cluster_options o = {
@@ -500,8 +508,9 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("# lapse-move-bench: 4 nodes on loopback (node 4 stopped first), %ld items of "
-           "%d-byte values in %d partitions of 3 copies, %d foreground writers%s%s\n",
-           cfg.items, cfg.value_bytes, cfg.partitions, cfg.writers,
+           "%d-byte values in %d partitions of %d cop%s, %d foreground writers%s%s\n",
+           cfg.items, cfg.value_bytes, cfg.partitions, cfg.replication,
+           cfg.replication == 1 ? "y" : "ies", cfg.writers,
            cfg.node_args != NULL ? ", nodes with " : "",
            cfg.node_args != NULL ? cfg.node_args : "");
     fflush(stdout);

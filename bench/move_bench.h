@@ -27,6 +27,7 @@ typedef struct config {
     const char *bin_dir;
     long items;
     int value_bytes, partitions, writers, idle_s, timeout_s;
+    int replication; /* --replication: the loaded table's copies (1 to 3) */
     const char *url;
     const char *node_args; /* --node-args: extra flags for every node */
 } config;
@@ -57,9 +58,9 @@ int watch_plan(lapse_client *c, long *moves, long *moving);
  * progress, a line on the moves under way. */
 long watch_copies_on_progress(lapse_client *c, uint32_t id, char *progress, size_t plen);
 long watch_copies_on(lapse_client *c, uint32_t id);
-/* Node id's copies of table's partitions (cluster-status ReplicaSets), -1
- * on error. */
-long watch_table_copies_on(lapse_client *c, const char *table, uint32_t id);
+/* Node id's copies of table's partitions (the coordinator's map: tables
+ * of one copy too), -1 on error. */
+long watch_table_copies_on(const cluster *cl, const char *table, uint32_t id);
 /* TABLE's bytes (describe-table's TableSizeBytes), or the items' raw size
  * when it reports none. */
 double watch_table_bytes(lapse_client *c, const config *cfg);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tests/nodecall.h"
 #include "bench_util.h"
 #include "move_bench.h"
 
@@ -98,28 +99,20 @@ long watch_copies_on_progress(lapse_client *c, uint32_t id, char *progress, size
 
 /* Node id's copies of table's partitions (cluster-status ReplicaSets), -1
  * on error. */
-long watch_table_copies_on(lapse_client *c, const char *table, uint32_t id)
+long watch_table_copies_on(const cluster *cl, const char *table, uint32_t id)
 {
-    json_t *doc = admin_doc(c, lapse_cluster_status);
-    if (doc == NULL) {
+    char err[256];
+    pmap *pm = NULL;
+    if (nodecall_map(cluster_coordinator_url(cl), &pm, err, sizeof(err)) != 0) {
+        fprintf(stderr, "lapse-move-bench: the map: %s\n", err);
         return -1;
     }
-    long n = 0;
-    json_t *set, *f;
-    size_t i, k;
-    json_array_foreach(json_object_get(doc, "ReplicaSets"), i, set)
-    {
-        const char *t = json_string_value(json_object_get(set, "Table"));
-        if (t == NULL || strcmp(t, table) != 0) {
-            continue;
-        }
-        n += (uint32_t)field(set, "Primary") == id;
-        json_array_foreach(json_object_get(set, "Followers"), k, f)
-        {
-            n += (uint32_t)field(f, "NodeId") == id;
-        }
+    const pmap_table *t = pmap_table_find(pm, table);
+    long n = t != NULL ? 0 : -1;
+    for (uint32_t p = 0; t != NULL && p < t->schema.partitions; p++) {
+        n += pmap_replicas_index(pmap_part(t, p), id) >= 0;
     }
-    json_decref(doc);
+    pmap_free(pm);
     return n;
 }
 
