@@ -277,8 +277,8 @@ static void test_one_copy_drain_through_source_kill(void **state)
     json_decref(d);
     assert_true(other >= 1); /* its sets wait for it */
     assert_int_equal(cluster_restart(rs_cluster(), 2), 0);
-    print_message("move_faults_test: node 2 killed with %lld of %lld one-copy sets left (%lld "
-                  "waiting while it was down), restarted\n",
+    print_message("move_faults_test: node 2 killed with %lld of %lld copies left (%lld "
+                  "one-copy sets waiting while it was down), restarted\n",
                   (long long)left, (long long)held, (long long)other);
 
     wait_left_at_most(2, 0, 120000, "after node 2's restart");
@@ -289,6 +289,49 @@ static void test_one_copy_drain_through_source_kill(void **state)
                   w.nacked, w.nfailed);
     assert_true(w.nacked > 0);
     check_drained(SINGLE, 1, 2, &w);
+
+    /* Its drain stopped, node 2 is empty and the rebalancer gives it copies
+     * again (followers' of the three-copy table first, one-copy sets if
+     * need be), until every node holds within one of the others. */
+    json_decref(mv_drain(2, 1, 0));
+    clock_mono deadline = clock_mono_after_ms(60000);
+    for (;;) {
+        json_t *plan = rs_rebalance_plan();
+        size_t planned = json_array_size(json_object_get(plan, "Moves"));
+        json_int_t moving = rs_json_int(plan, "Moving");
+        json_decref(plan);
+        if (planned == 0 && moving == 0) {
+            break;
+        }
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("rebalancing onto node 2: %zu moves planned and %lld sets moving after 60 s",
+                     planned, (long long)moving);
+        }
+        rs_sleep_ms(250);
+    }
+    pmap *pm = testmap_fetch(rs_cluster());
+    const pmap_table *t = pmap_table_find(pm, SINGLE);
+    size_t on2 = 0;
+    for (uint32_t p = 0; p < PARTS; p++) {
+        assert_int_equal(pmap_part(t, p)->n, 1);
+        on2 += pmap_part(t, p)->ids[0] == 2;
+    }
+    for (uint32_t id = 1; id <= 4; id++) {
+        size_t c = pmap_partitions_owned(pm, id) + pmap_follower_copies(pm, id);
+        size_t lo = (pmap_partitions_owned(pm, 1) + pmap_follower_copies(pm, 1));
+        for (uint32_t o = 2; o <= 4; o++) {
+            size_t oc = pmap_partitions_owned(pm, o) + pmap_follower_copies(pm, o);
+            lo = oc < lo ? oc : lo;
+        }
+        if (c > lo + 1) {
+            fail_msg("after rebalancing node %u holds %zu copies, the fewest %zu", (unsigned)id, c,
+                     lo);
+        }
+    }
+    pmap_free(pm);
+    print_message("move_faults_test: rebalanced; node 2 leads %zu one-copy sets\n", on2);
+    assert_int_equal(rs_wait_copies_match(SINGLE, 20000),
+                     (uint64_t)(KEYS / 2 + mv_writer_check(&w, SINGLE)));
 }
 
 int main(void)
