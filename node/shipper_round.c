@@ -130,9 +130,15 @@ static int prepare(shipper *s, const pmap *pm, uint32_t dest_id, job *j, size_t 
         goto out;
     }
     /* Of a replicated partition, only what every in-sync copy holds
-     * (logship.h, "The outbox on a replicated partition"). */
+     * (logship.h, "The outbox on a replicated partition"); never past the
+     * last record: a one-copy table's limit is UINT64_MAX, and a batch that
+     * finds every record up to the limit trimmed (a new destination copy)
+     * moves the lane to the limit: to UINT64_MAX, the lane shipped nothing
+     * more (its acks refused as past the last record) and the copy lost
+     * every later record. */
     uint64_t limit =
         last > j->after ? logship_outbox_limit(s->ns->logship, &t->schema, j->part, last) : 0;
+    limit = limit < last ? limit : last;
     if (limit <= j->after) {
         if (j->check && j->after > 0 && dest_id != s->self) {
             /* The destination restarted since it acked: an empty batch
