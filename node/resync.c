@@ -495,7 +495,8 @@ static int single_unrebuilt(logship *ls, const pmap_replicas *r, uint32_t table_
 {
     pthread_mutex_lock(&ls->lock);
     part_state *p = logship_state(ls, table_id, part);
-    int rebuilt = p != NULL && p->single_rebuilt_id == id && p->single_rebuilt_changes == r->changes;
+    int rebuilt =
+        p != NULL && p->single_rebuilt_id == id && p->single_rebuilt_changes == r->changes;
     pthread_mutex_unlock(&ls->lock);
     return !rebuilt;
 }

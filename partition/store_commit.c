@@ -349,8 +349,7 @@ int store_commit_finish(store *st, store_pending *pend, char *err, size_t errlen
 
 void store_settle(store *st, const table_schema *t, uint32_t part)
 {
-    if (!hooked(st) || st->repl.settle == NULL ||
-        atomic_load(unshipped_of(st, t->id, part)) == 0) {
+    if (!hooked(st) || st->repl.settle == NULL || atomic_load(unshipped_of(st, t->id, part)) == 0) {
         return;
     }
     /* Under the stripe lock no commit is between its write and its
