@@ -71,7 +71,7 @@ static int leads(logship *ls, uint32_t table_id, uint32_t part, table_schema *t,
 {
     node_map *m = maps_acquire(ls->ns);
     int rv = 0;
-    if (logship_led(ls, m, table_id, part, &rv, err, errlen) != NULL) {
+    if (logship_led(ls, m, table_id, part, NULL, &rv, err, errlen) != NULL) {
         *t = pmap_table_find_id(m->pm, table_id)->schema;
     }
     maps_release(m);

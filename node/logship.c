@@ -73,11 +73,14 @@ part_state *logship_state(logship *ls, uint32_t table_id, uint32_t part)
     return p;
 }
 
-const pmap_replicas *logship_set_of(const node_map *m, uint32_t table_id, uint32_t part, char *err,
-                                    size_t errlen)
+const pmap_replicas *logship_set_of(const node_map *m, uint32_t table_id, uint32_t part,
+                                    const pmap_table **tb, char *err, size_t errlen)
 {
     const pmap_table *t = pmap_table_find_id(m->pm, table_id);
     const pmap_replicas *r = pmap_part(t, part);
+    if (tb != NULL) {
+        *tb = t;
+    }
     if (r == NULL) {
         snprintf(err, errlen,
                  "table %u partition %u is not in this node's map (version %" PRIu64 ")",

@@ -37,7 +37,7 @@ static int hook_prepare(void *arg, uint32_t table_id, uint32_t part, char *err, 
     node_map *m = maps_acquire(ls->ns);
     int rv = 0;
     char why[64];
-    const pmap_replicas *r = logship_set_of(m, table_id, part, why, sizeof(why));
+    const pmap_replicas *r = logship_set_of(m, table_id, part, NULL, why, sizeof(why));
     if (r != NULL && r->ids[0] == ls->ns->id) {
         /* One look at the partition's state when it is reconciled already. */
         rv = logship_reconcile(ls, m, r, table_id, part, NULL, err, errlen);
@@ -55,9 +55,9 @@ static int hook_logged(void *arg, uint32_t table_id, uint32_t part)
 }
 
 const pmap_replicas *logship_led(logship *ls, const node_map *m, uint32_t table_id, uint32_t part,
-                                 int *rv, char *err, size_t errlen)
+                                 const pmap_table **tb, int *rv, char *err, size_t errlen)
 {
-    const pmap_replicas *r = logship_set_of(m, table_id, part, err, errlen);
+    const pmap_replicas *r = logship_set_of(m, table_id, part, tb, err, errlen);
     *rv = 0;
     if (r == NULL) {
         *rv = LAPSE_EWRONGNODE;
@@ -82,12 +82,12 @@ static int hook_begin(void *arg, uint32_t table_id, uint32_t part, uint64_t *epo
     logship *ls = arg;
     node_map *m = maps_acquire(ls->ns);
     int rv = 0;
-    const pmap_replicas *r = logship_led(ls, m, table_id, part, &rv, err, errlen);
+    const pmap_table *t = NULL;
+    const pmap_replicas *r = logship_led(ls, m, table_id, part, &t, &rv, err, errlen);
     if (r == NULL) {
         /* not the primary, or no lease: writes, sweeps and backfill steps
          * wait for the failover */
     } else {
-        const pmap_table *t = pmap_table_find_id(m->pm, table_id);
         uint32_t in_sync = 1, need = pmap_min_in_sync(r, schema_replication(&t->schema));
         int reconciled = 0;
         uint32_t bits = logship_required(ls, m, r, table_id, part, &reconciled);
@@ -196,7 +196,7 @@ static void round_start(logship *ls, round *rd)
 {
     const uint32_t table_id = rd->p->table_id, part = rd->p->part;
     rd->m = maps_acquire(ls->ns);
-    rd->r = logship_set_of(rd->m, table_id, part, rd->err, sizeof(rd->err));
+    rd->r = logship_set_of(rd->m, table_id, part, NULL, rd->err, sizeof(rd->err));
     rd->rv = rd->r == NULL ? LAPSE_EWRONGNODE : 0;
     rd->epoch = rd->r != NULL ? pmap_epoch(rd->r) : 0;
     if (rd->rv == 0 && !written_in_epoch(ls, rd)) {

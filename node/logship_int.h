@@ -229,13 +229,14 @@ int logship_check_call(const logship_call *c, const void *body, const char *call
 
 /* The replica set of (table_id, part) in m when this node leads it there
  * under its lease (registry_may_lead), else NULL with *rv
- * (LAPSE_EWRONGNODE) and err. */
+ * (LAPSE_EWRONGNODE) and err. *tb (tb may be NULL) gets the set's table. */
 const pmap_replicas *logship_led(logship *ls, const node_map *m, uint32_t table_id, uint32_t part,
-                                 int *rv, char *err, size_t errlen);
+                                 const pmap_table **tb, int *rv, char *err, size_t errlen);
 
-/* The replica set of (table_id, part) in m, or NULL (with err). */
-const pmap_replicas *logship_set_of(const node_map *m, uint32_t table_id, uint32_t part, char *err,
-                                    size_t errlen);
+/* The replica set of (table_id, part) in m, or NULL (with err); *tb (tb
+ * may be NULL) gets its table. */
+const pmap_replicas *logship_set_of(const node_map *m, uint32_t table_id, uint32_t part,
+                                    const pmap_table **tb, char *err, size_t errlen);
 
 /* Asks the coordinator to take follower id out of r's in-sync set (it did
  * not confirm a record: why); on yes, counts it out (part_state.dropped)
