@@ -514,9 +514,10 @@ static void note_single_rebuilt(logship *ls, const pmap_replicas *r, uint32_t ta
     pthread_mutex_unlock(&ls->lock);
 }
 
-/* Brings member id of r back (steps 1-3 above). */
-static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
-                       uint32_t part, uint32_t id)
+/* Brings member id of r back (steps 1-3 above); one_copy: r is a set of
+ * a one-copy table (being moved). */
+static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, int one_copy,
+                       uint32_t table_id, uint32_t part, uint32_t id)
 {
     const pmap_node *pn = pmap_node_find(m->pm, id);
     rpc_client *c = pn != NULL && pn->state == PMAP_NODE_UP
@@ -527,8 +528,6 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, u
     }
     /* A one-copy table's copy that leaves (the old primary, handed over
      * from) is removed next, not rebuilt: one copy is all it keeps. */
-    const pmap_table *t = pmap_table_find_id(m->pm, table_id);
-    const int one_copy = t != NULL && schema_replication(&t->schema) < 2;
     if (one_copy && (r->leaving == id || pmap_node_leaving(m->pm, id))) {
         return;
     }
@@ -719,7 +718,8 @@ static void pass(logship *ls)
             join_again(ls, r, tb->schema.id, p);
             for (uint32_t i = 1; i < r->n; i++) {
                 if (!(bits >> i & 1u)) {
-                    resync_one(ls, m, r, tb->schema.id, p, r->ids[i]);
+                    resync_one(ls, m, r, schema_replication(&tb->schema) < 2, tb->schema.id, p,
+                               r->ids[i]);
                 }
             }
             send_lag(ls, m, r, tb->schema.id, p, bits);
