@@ -18,6 +18,13 @@ static int may_take(const pmap *pm, uint32_t id)
     return n != NULL && n->state == PMAP_NODE_UP && !n->draining && !n->removed;
 }
 
+/* Whether node id is UP (draining or not). */
+static int up(const pmap *pm, uint32_t id)
+{
+    const pmap_node *n = pmap_node_find(pm, id);
+    return n != NULL && n->state == PMAP_NODE_UP;
+}
+
 /* Whether member id of r leaves it: the rebalancer's leaving member, or a
  * draining or removed node. */
 static int leaves(const pmap *pm, const pmap_replicas *r, uint32_t id)
@@ -115,12 +122,15 @@ static int holds_all(const pmap_replicas *r, uint32_t k)
  * removed node) and a step can be taken now. */
 static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_t rf, pass *ps)
 {
-    int d = -1, spare = -1;
+    int d = -1, spare = -1, dead = -1;
     uint32_t keep_in_sync = 0, first_keep = 0, in_sync = 0;
     int catching_up = 0;
     for (uint32_t k = 0; k < r->n; k++) {
         uint32_t id = r->ids[k];
         in_sync += (uint32_t)pmap_in_sync(r, k);
+        if (k > 0 && !holds_all(r, k) && !up(next, id)) {
+            dead = (int)k; /* a copy lacking writes, on a node that is not UP */
+        }
         if (leaves(next, r, id)) {
             d = d < 0 || d == 0 ? (int)k : d; /* a leaving follower before the primary */
             /* a leaving follower that may go first: one that holds nothing
@@ -168,21 +178,31 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
         }
         return;
     }
-    if (r->n >= PMAP_MAX_REPLICAS && spare > 0 &&
-        (!holds_all(r, (uint32_t)spare) || in_sync > rf)) {
+    if (r->n >= PMAP_MAX_REPLICAS) {
         /* Full, with no room for the copy a leaving member needs (a move's
-         * new copy whose node died and was removed, or then began to
-         * drain): a leaving follower goes, an out-of-sync one first (it
-         * counts for no write), an in-sync one only while the set keeps as
-         * many in sync as the table keeps copies. Never the last_out: while
-         * the primary alone is in sync (its other copies down or rejoining),
-         * that member is the one other copy of every acknowledged write
-         * (chaos seed 832704477: removed, its keys dropped, then the
-         * primary's disk lost, 1,500 acknowledged writes went with it); the
-         * set waits for it to rejoin. Else the set waits for a slot that
-         * never frees. */
-        ps->removed += pmap_replica_remove(next, tid, p, r->ids[spare]) == 0;
-        return;
+         * new copy whose node died, was removed or began to drain; or a
+         * member that died while another leaves): a copy makes room. First
+         * a leaving follower out of sync (it counts for no write); then,
+         * unless a new copy is catching up (which may make room needless),
+         * a copy out of sync on a node that is down (a move's new copy, or
+         * a member that died: it holds no write the in-sync copies lack,
+         * and the set gets its copies back elsewhere); then an in-sync
+         * leaving follower, only while the set keeps as many in sync as
+         * the table keeps copies. Never the last_out: while the primary
+         * alone is in sync (its other copies down or rejoining), that
+         * member is the one other copy of every acknowledged write (chaos
+         * seed 832704477: removed, its keys dropped, then the primary's
+         * disk lost, 1,500 acknowledged writes went with it); the set
+         * waits for it to rejoin. Else the set would wait for a slot that
+         * never frees: a drain with another node dead never ended. */
+        int go = spare > 0 && !holds_all(r, (uint32_t)spare) ? spare
+                 : dead > 0 && !catching_up                  ? dead
+                 : spare > 0 && in_sync > rf                 ? spare
+                                                             : -1;
+        if (go > 0) {
+            ps->removed += pmap_replica_remove(next, tid, p, r->ids[go]) == 0;
+            return;
+        }
     }
     if (catching_up) {
         return;

@@ -133,19 +133,20 @@ static long node_index(const pmap *pm, uint32_t id)
 }
 
 /* Finishes the move of list r of t whose copy is joining: the copy goes
- * again when its own node leaves; once its node reported t's copies whole
- * with the map that added it, the leaving member goes (or, with none left
- * to replace, the new copy, an extra one). */
+ * again when its own node leaves or is down (no client reads it yet, and
+ * the next pass adds one on an UP node: a move does not wait for a dead
+ * node); once its node reported t's copies whole with the map that added
+ * it, the leaving member goes (or, with none left to replace, the new
+ * copy, an extra one). */
 static void finish(dpass *d, const pmap_table *t, pmap_replicas *r)
 {
     uint32_t j = r->joining;
     const pmap_node *n = pmap_node_find(d->next, j);
-    if (n == NULL || pmap_node_leaving(d->next, j)) {
+    if (n == NULL || pmap_node_leaving(d->next, j) || n->state != PMAP_NODE_UP) {
         d->done.dropped += pmap_derived_drop(r, j) == 0;
         return;
     }
-    if (n->state != PMAP_NODE_UP ||
-        !replstatus_copies_whole(d->s, j, t->schema.id, r->joining_since)) {
+    if (!replstatus_copies_whole(d->s, j, t->schema.id, r->joining_since)) {
         return;
     }
     uint32_t leave = leaving_member(d->next, r);

@@ -22,19 +22,14 @@
 
 #include <jansson.h>
 #include <signal.h>
-#include <string.h>
-#include <time.h>
 
 #include "../common/clock.h"
 #include "move_testutil.h"
 #include "replset_testutil.h"
-#include "streamread.h"
 #include "testmap.h"
 
 #define TABLE "moving"
 #define SINGLE "single" /* a one-copy table */
-#define PARTS 16
-#define KEYS 200 /* k0..k199: the even ones fall due during the drain */
 
 static int setup(void **state)
 {
@@ -42,178 +37,16 @@ static int setup(void **state)
     return rs_group_setup_coordinators(4, 2);
 }
 
-/* The copies left on node now, its base copies and its stream shards'
- * (BaseCopiesLeft + DerivedCopiesLeft: NodeDrain again, which keeps it
- * draining); retried for up to 20 s while the coordinators answer "taking
- * over". */
-static json_int_t left_on(uint32_t node)
-{
-    clock_mono deadline = clock_mono_after_ms(20000);
-    for (;;) {
-        char *js = NULL;
-        lapse_error e = {0};
-        int rv = lapse_node_drain(rs_client(), node, 0, &js, &e);
-        if (rv == 0) {
-            json_t *d = json_loads(js, 0, NULL);
-            lapse_free(js);
-            assert_non_null(d);
-            json_int_t left =
-                rs_json_int(d, "BaseCopiesLeft") + rs_json_int(d, "DerivedCopiesLeft");
-            json_decref(d);
-            return left;
-        }
-        if (rv != LAPSE_EUNAVAILABLE || clock_mono_remaining_ms(deadline) == 0) {
-            fail_msg("node drain %u: %s (%d)", (unsigned)node, e.message, rv);
-        }
-        rs_sleep_ms(200);
-    }
-}
-
-/* Creates table (copies copies, a stream, TTL on Exp) and puts k0..k199,
- * the even ones due 8 to 15 s from now. */
-static void create_table(const char *table, unsigned copies)
-{
-    lapse_error e = {0};
-    lapse_table_def d = {.name = table,
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = PARTS,
-                         .replication = copies,
-                         .stream = 1};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
-    lapse_ttl_spec spec = {.action = LAPSE_TTL_ENABLE, .attribute = "Exp"};
-    assert_lapse_ok(lapse_update_ttl(rs_client(), table, &spec, NULL, &e), &e);
-    /* Due 8 to 15 s from now: while the drain below goes on. */
-    long long now = (long long)time(NULL);
-    for (int i = 0; i < KEYS; i++) {
-        lapse_item *it = i % 2 == 0 ? item_json("{\"Id\":{\"S\":\"k%d\"},\"Exp\":{\"N\":\"%lld\"}}",
-                                                i, now + 8 + i % 8)
-                                    : item_json("{\"Id\":{\"S\":\"k%d\"}}", i);
-        assert_lapse_ok(lapse_put(rs_client(), table, it, NULL, &e), &e);
-        lapse_item_free(it);
-    }
-}
-
-/* Waits up to timeout_ms until node holds at most most copies. */
-static json_int_t wait_left_at_most(uint32_t node, json_int_t most, long timeout_ms,
-                                    const char *what)
-{
-    clock_mono deadline = clock_mono_after_ms(timeout_ms);
-    json_int_t left;
-    while ((left = left_on(node)) > most) {
-        if (clock_mono_remaining_ms(deadline) == 0) {
-            fail_msg("%s: node %u still holds %lld copies after %ld ms", what, (unsigned)node,
-                     (long long)left, timeout_ms);
-        }
-        rs_sleep_ms(200);
-    }
-    return left;
-}
-
-/* Checks the stream: exactly one TTL delete of each due item, none of the
- * others, gapless. Waits (up to 20 s) for the deletes to arrive. */
-static void check_stream(const char *table)
-{
-    lapse_error e = {0};
-    streamread sr = {0};
-    int per_key[KEYS];
-    clock_mono deadline = clock_mono_after_ms(20000);
-    for (;;) {
-        assert_lapse_ok(streamread_more(rs_client(), table, &sr, &e), &e);
-        memset(per_key, 0, sizeof(per_key));
-        int due_seen = 0;
-        for (size_t i = 0; i < sr.n; i++) {
-            const lapse_stream_record *r = sr.r[i];
-            const char *id = lapse_item_get_s(r->keys, "Id");
-            if (r->event != LAPSE_STREAM_REMOVE || id == NULL || id[0] != 'k') {
-                continue;
-            }
-            int k = atoi(id + 1);
-            assert_true(k >= 0 && k < KEYS);
-            if (!r->ttl_delete) {
-                fail_msg("item %s removed by something other than TTL", id);
-            }
-            if (k % 2 != 0) {
-                fail_msg("item %s, never due, has a TTL delete in the stream", id);
-            }
-            due_seen += per_key[k]++ == 0;
-        }
-        for (int k = 0; k < KEYS; k += 2) {
-            if (per_key[k] > 1) {
-                fail_msg("due item k%d has %d TTL deletes in the stream", k, per_key[k]);
-            }
-        }
-        if (due_seen == KEYS / 2) {
-            break;
-        }
-        if (clock_mono_remaining_ms(deadline) == 0) {
-            fail_msg("the stream holds TTL deletes of %d of the %d due items after 20 s", due_seen,
-                     KEYS / 2);
-        }
-        rs_sleep_ms(500);
-    }
-    char why[256];
-    if (streamread_gap(&sr, 1, why, sizeof(why)) != 0) {
-        fail_msg("stream gap: %s", why);
-    }
-    streamread_free(&sr);
-}
-
-/* After a drain of node off table (copies copies): no set or stream shard
- * names node, each set has its copies in sync, every acknowledged write of
- * w and every item not due reads back, the copies are identical, every due
- * item is gone with exactly one TTL delete in the gapless stream, and node
- * holds none of the table's keys a few seconds later. */
-static void check_drained(const char *table, unsigned copies, uint32_t node, const mv_writer *w)
-{
-    lapse_error e = {0};
-    pmap *pm = rs_wait_all_in_sync(table);
-    const pmap_table *t = pmap_table_find(pm, table);
-    for (uint32_t p = 0; p < PARTS; p++) {
-        assert_int_equal(pmap_part(t, p)->n, copies);
-        assert_int_equal(pmap_replicas_index(pmap_part(t, p), node), -1);
-        assert_int_equal(pmap_stream_shard(t, p)->n, copies);
-        assert_int_equal(pmap_replicas_index(pmap_stream_shard(t, p), node), -1);
-        assert_int_equal(pmap_stream_shard(t, p)->joining, 0);
-    }
-    pmap_free(pm);
-    int present = mv_writer_check(w, table);
-
-    /* Every due item goes (once: the stream below), every other stays. */
-    clock_mono deadline = clock_mono_after_ms(30000);
-    for (int i = 0; i < KEYS; i++) {
-        lapse_item *k = item_json("{\"Id\":{\"S\":\"k%d\"}}", i), *got = NULL;
-        assert_lapse_ok(lapse_get(rs_client(), table, k, &got, &e), &e);
-        while (i % 2 == 0 && got != NULL) {
-            if (clock_mono_remaining_ms(deadline) == 0) {
-                fail_msg("due item k%d of %s still there", i, table);
-            }
-            lapse_item_free(got);
-            got = NULL;
-            rs_sleep_ms(200);
-            assert_lapse_ok(lapse_get(rs_client(), table, k, &got, &e), &e);
-        }
-        if (i % 2 != 0 && got == NULL) {
-            fail_msg("item k%d of %s, never due, lost in the moves", i, table);
-        }
-        lapse_item_free(got);
-        lapse_item_free(k);
-    }
-    assert_int_equal(rs_wait_copies_match(table, 20000), (uint64_t)(KEYS / 2 + present));
-    check_stream(table);
-    mv_wait_only_members_hold(table, 4);
-}
-
 static void test_drain_through_leader_and_source_kills(void **state)
 {
     (void)state;
-    create_table(TABLE, 3);
+    mv_create_ttl_table(TABLE, 3);
     static mv_writer w;
     mv_writer_start(&w, TABLE);
     rs_sleep_ms(300);
 
-    json_int_t held = left_on(1); /* the drain begins */
-    assert_true(held >= 10);      /* 16 * 3 copies over 4 nodes: 12 */
+    json_int_t held = mv_left_on(1); /* the drain begins */
+    assert_true(held >= 10);         /* 16 * 3 copies over 4 nodes: 12 */
 
     /* Fault 1: the coordinator leader dies while a move is under way. */
     clock_mono deadline = clock_mono_after_ms(30000);
@@ -232,21 +65,21 @@ static void test_drain_through_leader_and_source_kills(void **state)
 
     /* Fault 2: node 1, the source of every move, dies once some copies
      * have left, and starts again a second later. */
-    json_int_t left = wait_left_at_most(1, held - 1, 60000, "after the leader's death");
+    json_int_t left = mv_wait_left_at_most(1, held - 1, 60000, "after the leader's death");
     assert_int_equal(cluster_kill(rs_cluster(), 1, SIGKILL), 0);
     rs_sleep_ms(1000);
     assert_int_equal(cluster_restart(rs_cluster(), 1), 0);
     print_message("move_faults_test: node 1 killed with %lld of %lld copies left, restarted\n",
                   (long long)left, (long long)held);
 
-    wait_left_at_most(1, 0, 120000, "after node 1's restart");
+    mv_wait_left_at_most(1, 0, 120000, "after node 1's restart");
     rs_sleep_ms(500); /* writes go on after the last move */
     mv_writer_stop(&w);
     assert_int_equal(cluster_restart(rs_cluster(), leader), 0);
     print_message("move_faults_test: drained with %d writes acknowledged (%d failed)\n", w.nacked,
                   w.nfailed);
     assert_true(w.nacked > 0);
-    check_drained(TABLE, 3, 1, &w);
+    mv_check_drained(TABLE, 3, 1, &w, 4);
     json_decref(mv_drain(1, 1, 0)); /* node 1 takes copies again */
 }
 
@@ -273,7 +106,7 @@ static size_t moves_under_way(void)
 static void test_one_copy_drain_through_source_kill(void **state)
 {
     (void)state;
-    create_table(SINGLE, 1);
+    mv_create_ttl_table(SINGLE, 1);
     static mv_writer w;
     /* Quiet long enough for the outboxes to be acknowledged and trimmed
      * (each source at most every second): a stream shard's new copy then
@@ -303,7 +136,7 @@ static void test_one_copy_drain_through_source_kill(void **state)
     pmap *pm = testmap_fetch(rs_cluster());
     const pmap_table *t = pmap_table_find(pm, SINGLE);
     size_t led = 0;
-    for (uint32_t p = 0; p < PARTS; p++) {
+    for (uint32_t p = 0; p < MV_PARTS; p++) {
         led += pmap_part(t, p)->ids[0] == 2;
     }
     pmap_free(pm);
@@ -319,14 +152,14 @@ static void test_one_copy_drain_through_source_kill(void **state)
                   "waiting while it was down), restarted\n",
                   led, (long long)other);
 
-    wait_left_at_most(2, 0, 120000, "after node 2's restart");
+    mv_wait_left_at_most(2, 0, 120000, "after node 2's restart");
     rs_sleep_ms(500);
     mv_writer_stop(&w);
     print_message("move_faults_test: one-copy table drained with %d writes acknowledged (%d "
                   "failed)\n",
                   w.nacked, w.nfailed);
     assert_true(w.nacked > 0);
-    check_drained(SINGLE, 1, 2, &w);
+    mv_check_drained(SINGLE, 1, 2, &w, 4);
 
     /* Its drain stopped, node 2 is empty and the rebalancer gives it copies
      * again (followers' of the three-copy table first, one-copy sets if
@@ -350,7 +183,7 @@ static void test_one_copy_drain_through_source_kill(void **state)
     pm = testmap_fetch(rs_cluster());
     t = pmap_table_find(pm, SINGLE);
     size_t on2 = 0;
-    for (uint32_t p = 0; p < PARTS; p++) {
+    for (uint32_t p = 0; p < MV_PARTS; p++) {
         assert_int_equal(pmap_part(t, p)->n, 1);
         on2 += pmap_part(t, p)->ids[0] == 2;
     }
@@ -369,7 +202,7 @@ static void test_one_copy_drain_through_source_kill(void **state)
     pmap_free(pm);
     print_message("move_faults_test: rebalanced; node 2 leads %zu one-copy sets\n", on2);
     assert_int_equal(rs_wait_copies_match(SINGLE, 20000),
-                     (uint64_t)(KEYS / 2 + mv_writer_check(&w, SINGLE)));
+                     (uint64_t)(MV_KEYS / 2 + mv_writer_check(&w, SINGLE)));
 }
 
 int main(void)

@@ -5,11 +5,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "../common/clock.h"
 #include "replset_testutil.h"
+#include "streamread.h"
 #include "testmap.h"
 #include "testutil.h"
 
@@ -144,4 +146,152 @@ size_t mv_moves_now(uint32_t from)
     }
     json_decref(doc);
     return n;
+}
+
+json_int_t mv_left_on(uint32_t node)
+{
+    clock_mono deadline = clock_mono_after_ms(20000);
+    for (;;) {
+        char *js = NULL;
+        lapse_error e = {0};
+        int rv = lapse_node_drain(rs_client(), node, 0, &js, &e);
+        if (rv == 0) {
+            json_t *d = json_loads(js, 0, NULL);
+            lapse_free(js);
+            assert_non_null(d);
+            json_int_t left =
+                rs_json_int(d, "BaseCopiesLeft") + rs_json_int(d, "DerivedCopiesLeft");
+            json_decref(d);
+            return left;
+        }
+        if (rv != LAPSE_EUNAVAILABLE || clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("node drain %u: %s (%d)", (unsigned)node, e.message, rv);
+        }
+        rs_sleep_ms(200);
+    }
+}
+
+void mv_create_ttl_table(const char *table, unsigned copies)
+{
+    lapse_error e = {0};
+    lapse_table_def d = {.name = table,
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = MV_PARTS,
+                         .replication = copies,
+                         .stream = 1};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    lapse_ttl_spec spec = {.action = LAPSE_TTL_ENABLE, .attribute = "Exp"};
+    assert_lapse_ok(lapse_update_ttl(rs_client(), table, &spec, NULL, &e), &e);
+    /* Due 8 to 15 s from now: while the drain below goes on. */
+    long long now = (long long)time(NULL);
+    for (int i = 0; i < MV_KEYS; i++) {
+        lapse_item *it = i % 2 == 0 ? item_json("{\"Id\":{\"S\":\"k%d\"},\"Exp\":{\"N\":\"%lld\"}}",
+                                                i, now + 8 + i % 8)
+                                    : item_json("{\"Id\":{\"S\":\"k%d\"}}", i);
+        assert_lapse_ok(lapse_put(rs_client(), table, it, NULL, &e), &e);
+        lapse_item_free(it);
+    }
+}
+
+json_int_t mv_wait_left_at_most(uint32_t node, json_int_t most, long timeout_ms, const char *what)
+{
+    clock_mono deadline = clock_mono_after_ms(timeout_ms);
+    json_int_t left;
+    while ((left = mv_left_on(node)) > most) {
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("%s: node %u still holds %lld copies after %ld ms", what, (unsigned)node,
+                     (long long)left, timeout_ms);
+        }
+        rs_sleep_ms(200);
+    }
+    return left;
+}
+
+void mv_check_ttl_stream(const char *table)
+{
+    lapse_error e = {0};
+    streamread sr = {0};
+    int per_key[MV_KEYS];
+    clock_mono deadline = clock_mono_after_ms(20000);
+    for (;;) {
+        assert_lapse_ok(streamread_more(rs_client(), table, &sr, &e), &e);
+        memset(per_key, 0, sizeof(per_key));
+        int due_seen = 0;
+        for (size_t i = 0; i < sr.n; i++) {
+            const lapse_stream_record *r = sr.r[i];
+            const char *id = lapse_item_get_s(r->keys, "Id");
+            if (r->event != LAPSE_STREAM_REMOVE || id == NULL || id[0] != 'k') {
+                continue;
+            }
+            int k = atoi(id + 1);
+            assert_true(k >= 0 && k < MV_KEYS);
+            if (!r->ttl_delete) {
+                fail_msg("item %s removed by something other than TTL", id);
+            }
+            if (k % 2 != 0) {
+                fail_msg("item %s, never due, has a TTL delete in the stream", id);
+            }
+            due_seen += per_key[k]++ == 0;
+        }
+        for (int k = 0; k < MV_KEYS; k += 2) {
+            if (per_key[k] > 1) {
+                fail_msg("due item k%d has %d TTL deletes in the stream", k, per_key[k]);
+            }
+        }
+        if (due_seen == MV_KEYS / 2) {
+            break;
+        }
+        if (clock_mono_remaining_ms(deadline) == 0) {
+            fail_msg("the stream holds TTL deletes of %d of the %d due items after 20 s", due_seen,
+                     MV_KEYS / 2);
+        }
+        rs_sleep_ms(500);
+    }
+    char why[256];
+    if (streamread_gap(&sr, 1, why, sizeof(why)) != 0) {
+        fail_msg("stream gap: %s", why);
+    }
+    streamread_free(&sr);
+}
+
+void mv_check_drained(const char *table, unsigned copies, uint32_t node, const mv_writer *w,
+                      int nodes)
+{
+    lapse_error e = {0};
+    pmap *pm = rs_wait_all_in_sync(table);
+    const pmap_table *t = pmap_table_find(pm, table);
+    for (uint32_t p = 0; p < MV_PARTS; p++) {
+        assert_int_equal(pmap_part(t, p)->n, copies);
+        assert_int_equal(pmap_replicas_index(pmap_part(t, p), node), -1);
+        assert_int_equal(pmap_stream_shard(t, p)->n, copies);
+        assert_int_equal(pmap_replicas_index(pmap_stream_shard(t, p), node), -1);
+        assert_int_equal(pmap_stream_shard(t, p)->joining, 0);
+    }
+    pmap_free(pm);
+    int present = mv_writer_check(w, table);
+
+    /* Every due item goes (once: the stream below), every other stays. */
+    clock_mono deadline = clock_mono_after_ms(30000);
+    for (int i = 0; i < MV_KEYS; i++) {
+        lapse_item *k = item_json("{\"Id\":{\"S\":\"k%d\"}}", i), *got = NULL;
+        assert_lapse_ok(lapse_get(rs_client(), table, k, &got, &e), &e);
+        while (i % 2 == 0 && got != NULL) {
+            if (clock_mono_remaining_ms(deadline) == 0) {
+                fail_msg("due item k%d of %s still there", i, table);
+            }
+            lapse_item_free(got);
+            got = NULL;
+            rs_sleep_ms(200);
+            assert_lapse_ok(lapse_get(rs_client(), table, k, &got, &e), &e);
+        }
+        if (i % 2 != 0 && got == NULL) {
+            fail_msg("item k%d of %s, never due, lost in the moves", i, table);
+        }
+        lapse_item_free(got);
+        lapse_item_free(k);
+    }
+    assert_int_equal(rs_wait_copies_match(table, 20000), (uint64_t)(MV_KEYS / 2 + present));
+    mv_check_ttl_stream(table);
+    mv_wait_only_members_hold(table, nodes);
 }

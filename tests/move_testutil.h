@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #define MV_WRITER_MAX 100000
+#define MV_PARTS 16 /* the partitions of mv_create_ttl_table's tables */
+#define MV_KEYS 200 /* their items k0..k199: the even ones fall due 8 to 15 s later */
 
 /* Puts {"Id":"w<i>","V":i} for i = 0, 1, ... into table until stopped. */
 typedef struct mv_writer {
@@ -35,6 +37,29 @@ void mv_writer_stop(mv_writer *w);
 /* Asserts every write w acknowledged reads back from table; returns how
  * many of w's items are there. */
 int mv_writer_check(const mv_writer *w, const char *table);
+
+/* Creates table (MV_PARTS partitions of copies copies, a stream, TTL on
+ * Exp) and puts k0..k<MV_KEYS - 1>, the even ones due 8 to 15 s from now. */
+void mv_create_ttl_table(const char *table, unsigned copies);
+/* Checks table's stream: exactly one TTL delete of each due item of
+ * mv_create_ttl_table, none of the others, gapless. Waits (up to 20 s)
+ * for the deletes to arrive. */
+void mv_check_ttl_stream(const char *table);
+/* After a drain of node off table (copies copies, made by
+ * mv_create_ttl_table; nodes 1..nodes, all UP): no set or stream shard
+ * names node, each set has its copies in sync, every acknowledged write of
+ * w and every item not due reads back, the copies are identical, every due
+ * item is gone with exactly one TTL delete in the gapless stream, and only
+ * a partition's members hold its keys a few seconds later. */
+void mv_check_drained(const char *table, unsigned copies, uint32_t node, const mv_writer *w,
+                      int nodes);
+/* The copies left on node now, base and GSI/stream (BaseCopiesLeft +
+ * DerivedCopiesLeft: NodeDrain again, which keeps it draining); retried
+ * for up to 20 s while the coordinators answer "taking over". */
+json_int_t mv_left_on(uint32_t node);
+/* Waits up to timeout_ms until node holds at most most copies (mv_left_on);
+ * returns how many it holds. */
+json_int_t mv_wait_left_at_most(uint32_t node, json_int_t most, long timeout_ms, const char *what);
 
 /* lapse_node_drain's answer, parsed (caller json_decref); fails the test
  * unless the call returns want_rv (then NULL when it is not 0). The other
