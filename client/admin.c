@@ -15,7 +15,8 @@
  *              "PartitionMapVersion"}
  *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State","Draining",
  *              "Removed","LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
- *              "Replicas","Primaries","PartitionMapVersion","ClockSkewMs"}],"UnderReplicated","PrimaryChanges",
+ *              "Replicas","Primaries","PartitionMapVersion","ClockSkewMs","Zone"?}],
+ *              "UnderReplicated","PrimaryChanges",
  *              "ReplicaSets":[...every replicated table's, each naming its "Table"],
  *              "Moves":[{"Table","Partition","From","To","Step","Copy"?}] (moves_json),
  *                       and the GSI and stream copies' (derived_moves_json)}
@@ -661,6 +662,11 @@ static json_t *status_nodes(const Lapse__ClusterStatusResponse *cs, const pmap *
             (int)n->gsi_partitions, "StreamShards", (int)n->stream_shards, "Replicas",
             (json_int_t)replicas, "Primaries", (json_int_t)primaries, "PartitionMapVersion",
             (json_int_t)n->pmap_version, "ClockSkewMs", (json_int_t)n->clock_skew_ms);
+        if (o != NULL && pn != NULL && pn->zone[0] != '\0' &&
+            json_object_set_new(o, "Zone", json_string(pn->zone)) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
         if (o == NULL || json_array_append_new(nodes, o) != 0) {
             json_decref(nodes);
             return NULL;

@@ -50,7 +50,8 @@ static void do_register(server *s, const Lapse__RegisterNodeRequest *r, Lapse__R
                         arena *a)
 {
     char err[512] = "";
-    int rv = membership_register(s, r->node_id, r->address, r->incarnation, err, sizeof(err));
+    int rv =
+        membership_register(s, r->node_id, r->address, r->incarnation, r->zone, err, sizeof(err));
     if (rv != 0) {
         rpc_set_error(resp, a, rv, "%s", err);
         return;

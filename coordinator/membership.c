@@ -14,6 +14,15 @@
 #include "mover.h"
 #include "replicas.h"
 
+/* How a node was seen UP: at address, under lease (0: none), with its data
+ * dir's incarnation and its zone ("": none). All borrowed. */
+typedef struct node_seen {
+    const char *address;
+    int64_t lease;
+    uint64_t incarnation;
+    const char *zone;
+} node_seen;
+
 /* Marks node n DOWN in next and fails it over in every replica set that
  * holds it in sync (failover.h), in the same commit. 0 or LAPSE_ENOMEM.
  * REQUIRES: s->lock held. */
@@ -34,8 +43,8 @@ static int mark_down(pmap *next, const pmap_node *n, size_t *sets)
     return 0;
 }
 
-/* Records node id UP in next at address, under lease (0: none) and with
- * the incarnation of its data dir. old is the node as the map has it now
+/* Records node id UP in next as seen: at its address, under its lease (0:
+ * none), with the incarnation of its data dir and its zone. old is the node as the map has it now
  * (NULL: a new node). A node back under another incarnation than the one it
  * was last UP with came back on an empty dir: it holds none of the copies
  * the map gives it, so its copies are first counted lost
@@ -43,9 +52,11 @@ static int mark_down(pmap *next, const pmap_node *n, size_t *sets)
  * the only in-sync copy of), in the same commit as UP: it leads no set and
  * counts in sync in none until its copies are rebuilt. Adds the replica sets changed to *sets. 0 or
  * LAPSE_ENOMEM. REQUIRES: s->lock held. */
-static int set_up(pmap *next, const pmap_node *old, uint32_t id, const char *address, int64_t lease,
-                  uint64_t incarnation, size_t *sets)
+static int set_up(pmap *next, const pmap_node *old, uint32_t id, const node_seen *seen,
+                  size_t *sets)
 {
+    const char *address = seen->address;
+    uint64_t incarnation = seen->incarnation;
     if (old != NULL && old->incarnation != 0 && incarnation != 0 &&
         old->incarnation != incarnation) {
         pmap_failover f;
@@ -65,30 +76,31 @@ static int set_up(pmap *next, const pmap_node *old, uint32_t id, const char *add
         }
     }
     if (pmap_set_node(next, id, address, PMAP_NODE_UP) != 0 ||
-        pmap_set_node_lease(next, id, lease) != 0 ||
-        pmap_set_node_incarnation(next, id, incarnation) != 0) {
-        return LAPSE_ENOMEM;
+        pmap_set_node_lease(next, id, seen->lease) != 0 ||
+        pmap_set_node_incarnation(next, id, incarnation) != 0 ||
+        pmap_set_node_zone(next, id, seen->zone) != 0) {
+        return LAPSE_ENOMEM; /* the zone was checked (membership_register, check_registry) */
     }
     return 0;
 }
 
-/* Whether node n (NULL: unknown) is UP at address under lease and
- * incarnation already: nothing to commit. */
-static int up_as(const pmap_node *n, const char *address, int64_t lease, uint64_t incarnation)
+/* Whether node n (NULL: unknown) is UP as seen already: nothing to commit. */
+static int up_as(const pmap_node *n, const node_seen *seen)
 {
-    return n != NULL && n->state == PMAP_NODE_UP && strcmp(n->address, address) == 0 &&
-           n->lease == lease && n->incarnation == incarnation;
+    return n != NULL && n->state == PMAP_NODE_UP && strcmp(n->address, seen->address) == 0 &&
+           n->lease == seen->lease && n->incarnation == seen->incarnation &&
+           strcmp(n->zone, seen->zone) == 0;
 }
 
 /* Commits node id UP (set_up) on a copy of the map; pushes the map when
  * replica sets changed. n: the node as the map has it (NULL: new); it dies
  * with the old map. REQUIRES: s->lock held. */
-static int commit_up(server *s, const pmap_node *n, uint32_t id, const char *address, int64_t lease,
-                     uint64_t incarnation, char *err, size_t errlen)
+static int commit_up(server *s, const pmap_node *n, uint32_t id, const node_seen *seen, char *err,
+                     size_t errlen)
 {
     size_t sets = 0;
     pmap *next = pmap_dup(s->pm);
-    if (next == NULL || set_up(next, n, id, address, lease, incarnation, &sets) != 0) {
+    if (next == NULL || set_up(next, n, id, seen, &sets) != 0) {
         pmap_free(next);
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
@@ -140,8 +152,15 @@ static int refuse_removed(uint32_t id, char *err, size_t errlen)
 }
 
 int membership_register(server *s, uint32_t id, const char *address, uint64_t incarnation,
-                        char *err, size_t errlen)
+                        const char *zone, char *err, size_t errlen)
 {
+    zone = zone != NULL ? zone : "";
+    if (zone[0] != '\0' && !pmap_zone_valid(zone)) {
+        snprintf(err, errlen,
+                 "zone \"%.80s\" is not a zone's name (1 to %d letters, digits, '.', '_' or '-')",
+                 zone, PMAP_MAX_ZONE - 1);
+        return LAPSE_EINVAL;
+    }
     if (id == 0) {
         snprintf(err, errlen, "node_id must be > 0");
         return LAPSE_EINVAL;
@@ -172,12 +191,13 @@ int membership_register(server *s, uint32_t id, const char *address, uint64_t in
         goto done;
     }
     l->last_heartbeat_mono_ms = clock_mono_now().ms;
-    if (up_as(n, address, lease, incarnation)) {
+    node_seen seen = {address, lease, incarnation, zone};
+    if (up_as(n, &seen)) {
         goto done; /* nothing changed: no bump */
     }
     char old[PMAP_MAX_ADDR + 16];
     snprintf(old, sizeof(old), "%s", n == NULL ? "new" : n->address);
-    if ((rv = commit_up(s, n, id, address, lease, incarnation, err, errlen)) != 0) {
+    if ((rv = commit_up(s, n, id, &seen, err, errlen)) != 0) {
         goto done;
     }
     log_info("node %u registered at %s (was %s); map version %llu", id, address, old,
@@ -214,9 +234,11 @@ int membership_heartbeat(server *s, uint32_t id, uint64_t pmap_version, int64_t 
     if (n->state == PMAP_NODE_UP || s->ec != NULL) {
         goto done; /* on etcd, the node's lease key decides (check_registry) */
     }
-    char address[PMAP_MAX_ADDR];
-    snprintf(address, sizeof(address), "%s", n->address); /* n dies with the old map */
-    if ((rv = commit_up(s, n, id, address, 0, n->incarnation, err, errlen)) != 0) {
+    char address[PMAP_MAX_ADDR], zone[PMAP_MAX_ZONE]; /* n dies with the old map */
+    snprintf(address, sizeof(address), "%s", n->address);
+    snprintf(zone, sizeof(zone), "%s", n->zone);
+    node_seen seen = {address, 0, n->incarnation, zone};
+    if ((rv = commit_up(s, n, id, &seen, err, errlen)) != 0) {
         goto done;
     }
     log_info("node %u (%s) is UP again; map version %llu", id, address,
@@ -307,15 +329,17 @@ static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
     size_t nup = 0, ndown = 0, sets = 0;
     for (size_t i = 0; i < reg->n; i++) {
         uint32_t id = etcd_keys_node_id(&s->keys, reg->kv[i].key);
-        char address[PMAP_MAX_ADDR];
+        char address[PMAP_MAX_ADDR], zone[PMAP_MAX_ZONE];
         uint64_t incarnation = 0;
-        if (id == 0 || etcd_keys_node_parse(reg->kv[i].value, reg->kv[i].value_len, address,
-                                            sizeof(address), &incarnation) != 0) {
+        if (id == 0 ||
+            etcd_keys_node_parse(reg->kv[i].value, reg->kv[i].value_len, address, sizeof(address),
+                                 &incarnation, zone, sizeof(zone)) != 0 ||
+            (zone[0] != '\0' && !pmap_zone_valid(zone))) {
             continue; /* not a node key of ours: ignored */
         }
-        int64_t lease = reg->kv[i].lease;
+        node_seen seen = {address, reg->kv[i].lease, incarnation, zone};
         const pmap_node *n = pmap_node_find(s->pm, id);
-        if (up_as(n, address, lease, incarnation) || (n != NULL && n->removed)) {
+        if (up_as(n, &seen) || (n != NULL && n->removed)) {
             continue; /* a removed node stays DOWN (refuse_removed) */
         }
         /* A node UP under another lease lost the old one and was granted a
@@ -324,15 +348,15 @@ static void check_registry(server *s, const etcd_kvs *reg, int64_t read_mono_ms)
          * unless it is back on an empty dir (set_up). */
         node_live *l = server_live(s, id, 1);
         if (l == NULL || (next == NULL && (next = pmap_dup(s->pm)) == NULL) ||
-            set_up(next, n, id, address, lease, incarnation, &sets) != 0) {
+            set_up(next, n, id, &seen, &sets) != 0) {
             log_error("membership: out of memory; retrying");
             pmap_free(next);
             return;
         }
         l->last_heartbeat_mono_ms = clock_mono_now().ms;
         nup++;
-        log_info("node %u (%s) is UP: it holds lease %llx in etcd", id, address,
-                 (unsigned long long)lease);
+        log_info("node %u (%s%s%s) is UP: it holds lease %llx in etcd", id, address,
+                 zone[0] != '\0' ? ", zone " : "", zone, (unsigned long long)seen.lease);
     }
     for (size_t i = 0; i < s->pm->nnodes; i++) {
         const pmap_node *n = &s->pm->nodes[i];

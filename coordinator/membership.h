@@ -65,14 +65,15 @@
 /* A probe of a node whose connection dropped (is its process gone?) */
 #define MEMBERSHIP_PROBE_TIMEOUT_MS 100
 
-/* Registers node id at address with the incarnation of its data dir (new,
- * moved, or back from DOWN): marks it UP and records a heartbeat. Commits
- * when anything changed; a node back under a new incarnation is failed over
- * in the same commit (above). Returns 0, LAPSE_EINVAL (id 0, empty or
- * over-long address) or LAPSE_EIO/ENOMEM with a reason in err; on error the
- * map is unchanged. */
+/* Registers node id at address with the incarnation of its data dir and
+ * its zone (NULL or "": none) (new, moved, or back from DOWN): marks it UP
+ * and records a heartbeat. Commits when anything changed; a node back
+ * under a new incarnation is failed over in the same commit (above).
+ * Returns 0, LAPSE_EINVAL (id 0, empty or over-long address, a zone that
+ * is not pmap_zone_valid) or LAPSE_EIO/ENOMEM with a reason in err; on
+ * error the map is unchanged. */
 int membership_register(server *s, uint32_t id, const char *address, uint64_t incarnation,
-                        char *err, size_t errlen);
+                        const char *zone, char *err, size_t errlen);
 
 /* Records a heartbeat of node id carrying its map version and wall clock;
  * now_wall_ms is our own wall clock snapshot for this request. Turns a DOWN

@@ -78,21 +78,27 @@ void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *in_
     *in_move += derived_moving;
 }
 
-/* The node to take a new copy of r: UP, not draining, not in r, holding
- * fewest base copies (first and follower), ties to the lowest id; 0: none. */
-static uint32_t target_for(const pmap *pm, const pmap_replicas *r)
+/* The node to take a new copy of r for its member leaving: UP, not
+ * draining, not in r; in a zone no other member is in, if there is one
+ * (docs/replication.md, "Zones"); holding fewest base copies (first and
+ * follower), ties to the lowest id; 0: none. */
+static uint32_t target_for(const pmap *pm, const pmap_replicas *r, uint32_t leaving)
 {
     uint32_t best = 0;
     size_t best_copies = 0;
+    int best_held = 0;
     for (size_t i = 0; i < pm->nnodes; i++) {
         uint32_t id = pm->nodes[i].id;
         if (!may_take(pm, id) || pmap_replicas_index(r, id) >= 0) {
             continue;
         }
         size_t c = pmap_partitions_owned(pm, id) + pmap_follower_copies(pm, id);
-        if (best == 0 || c < best_copies || (c == best_copies && id < best)) {
+        int held = pmap_zone_held(pm, r, id, leaving);
+        if (best == 0 || held < best_held ||
+            (held == best_held && (c < best_copies || (c == best_copies && id < best)))) {
             best = id;
             best_copies = c;
+            best_held = held;
         }
     }
     return best;
@@ -210,7 +216,7 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
     if (r->n >= PMAP_MAX_REPLICAS || ps->in_move >= ps->max_moves) {
         return;
     }
-    uint32_t to = target_for(next, r);
+    uint32_t to = target_for(next, r, r->ids[d]);
     if (to == 0 || pmap_replica_add(next, tid, p, to) != 0) {
         ps->stuck++;
         return;

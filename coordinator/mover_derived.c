@@ -92,21 +92,27 @@ void mover_derived_count(const pmap *pm, uint32_t id, uint32_t *held, uint32_t *
     *moving = c.moving;
 }
 
-/* The node to take a new copy of list r: UP, neither draining nor removed,
- * not in r, holding fewest GSI and stream copies (held[i] for pm->nodes[i]),
- * ties to the lowest id; -1: none. */
-static long target_for(const pmap *pm, const pmap_replicas *r, const size_t *held)
+/* The node to take a new copy of list r for its member leaving: UP,
+ * neither draining nor removed, not in r; in a zone no other member is
+ * in, if there is one (docs/replication.md, "Zones"); holding fewest GSI
+ * and stream copies (held[i] for pm->nodes[i]), ties to the lowest id; -1:
+ * none. */
+static long target_for(const pmap *pm, const pmap_replicas *r, uint32_t leaving, const size_t *held)
 {
     long best = -1;
+    int best_zoned = 0;
     for (size_t i = 0; i < pm->nnodes; i++) {
         const pmap_node *n = &pm->nodes[i];
         if (n->state != PMAP_NODE_UP || pmap_node_leaving(pm, n->id) ||
             pmap_replicas_index(r, n->id) >= 0) {
             continue;
         }
-        if (best < 0 || held[i] < held[best] ||
-            (held[i] == held[best] && n->id < pm->nodes[best].id)) {
+        int zoned = pmap_zone_held(pm, r, n->id, leaving);
+        if (best < 0 || zoned < best_zoned ||
+            (zoned == best_zoned &&
+             (held[i] < held[best] || (held[i] == held[best] && n->id < pm->nodes[best].id)))) {
             best = (long)i;
+            best_zoned = zoned;
         }
     }
     return best;
@@ -173,7 +179,7 @@ static int step_fn(pmap_table *t, pmap_replicas *r, void *arg)
     if (leaving_member(d->next, r) == 0) {
         return 0;
     }
-    long to = target_for(d->next, r, d->held);
+    long to = target_for(d->next, r, leaving_member(d->next, r), d->held);
     if (to < 0 || pmap_derived_add(r, d->next->nodes[to].id, d->since) != 0) {
         d->done.stuck++;
         return 0;
@@ -183,7 +189,8 @@ static int step_fn(pmap_table *t, pmap_replicas *r, void *arg)
     return 0;
 }
 
-/* What rebalancing looks for: a settled list holding from and not to. */
+/* What rebalancing looks for: a settled list holding from and not to,
+ * whose copies stay in as many zones with to for from. */
 typedef struct find_arg {
     const pmap *pm;
     uint32_t from, to;
@@ -195,7 +202,8 @@ static int find_fn(pmap_table *t, pmap_replicas *r, void *arg)
     (void)t;
     find_arg *f = arg;
     if (!list_moving(f->pm, r) && pmap_replicas_index(r, f->from) >= 0 &&
-        pmap_replicas_index(r, f->to) < 0) {
+        pmap_replicas_index(r, f->to) < 0 &&
+        pmap_zones_of(f->pm, r, f->from, f->to) >= pmap_zones_of(f->pm, r, 0, 0)) {
         f->found = r;
         return 1;
     }
@@ -204,8 +212,9 @@ static int find_fn(pmap_table *t, pmap_replicas *r, void *arg)
 
 /* The next rebalancing move on pm whose UP nodes, none leaving, hold c[i]
  * GSI and stream copies (per pm->nodes[i]): a settled list holding the
- * fullest node and not the emptiest, when they are more than one apart;
- * NULL when none. *hi and *lo get their indexes. */
+ * fullest node and not the emptiest, when they are more than one apart
+ * and the zones allow it (find_fn); NULL when none. *hi and *lo get their
+ * indexes. */
 static pmap_replicas *next_move(const pmap *pm, const size_t *c, long *hi, long *lo)
 {
     *hi = *lo = -1;

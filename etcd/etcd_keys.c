@@ -52,23 +52,35 @@ uint32_t etcd_keys_node_id(const etcd_keys *k, const char *key)
     return id;
 }
 
-size_t etcd_keys_node_entry(char *out, size_t len, const char *url, uint64_t incarnation)
+size_t etcd_keys_node_entry(char *out, size_t len, const char *url, uint64_t incarnation,
+                            const char *zone)
 {
-    int n = snprintf(out, len, "%s %016" PRIx64, url, incarnation);
+    int has_zone = zone != NULL && zone[0] != '\0';
+    int n = snprintf(out, len, "%s %016" PRIx64 "%s%s", url, incarnation, has_zone ? " " : "",
+                     has_zone ? zone : "");
     return n < 0 ? len : (size_t)n;
 }
 
-int etcd_keys_node_parse(const char *entry, size_t n, char *url, size_t cap, uint64_t *incarnation)
+int etcd_keys_node_parse(const char *entry, size_t n, char *url, size_t cap, uint64_t *incarnation,
+                         char *zone, size_t zcap)
 {
     const char *sp = memchr(entry, ' ', n);
     size_t ulen = sp != NULL ? (size_t)(sp - entry) : n;
-    if (ulen == 0 || ulen >= cap) {
+    if (ulen == 0 || ulen >= cap || zcap == 0) {
         return -1;
     }
     uint64_t inc = 0;
+    size_t zlen = 0;
     if (sp != NULL) {
         const char *p = sp + 1;
-        if ((size_t)(entry + n - p) != 16) {
+        size_t rest = (size_t)(entry + n - p);
+        if (rest > 17 && p[16] == ' ') {
+            zlen = rest - 17; /* "INC ZONE" */
+            if (zlen >= zcap) {
+                return -1;
+            }
+            memcpy(zone, p + 17, zlen);
+        } else if (rest != 16) {
             return -1;
         }
         for (int i = 0; i < 16; i++) {
@@ -82,6 +94,7 @@ int etcd_keys_node_parse(const char *entry, size_t n, char *url, size_t cap, uin
     }
     memcpy(url, entry, ulen);
     url[ulen] = '\0';
+    zone[zlen] = '\0';
     *incarnation = inc;
     return 0;
 }

@@ -44,16 +44,20 @@ void etcd_keys_node(const etcd_keys *k, uint32_t id, char *out, size_t len);
  * <nodes>/<decimal id 1..65535>. */
 uint32_t etcd_keys_node_id(const etcd_keys *k, const char *key);
 
-/* Writes a node's registry entry (its advertised URL and the incarnation of
- * its data dir) into out; returns its length, or one >= len when out was
- * too short. */
-size_t etcd_keys_node_entry(char *out, size_t len, const char *url, uint64_t incarnation);
+/* Writes a node's registry entry (its advertised URL, the incarnation of
+ * its data dir and, when zone is neither NULL nor "", its zone: "URL INC
+ * ZONE") into out; returns its length, or one >= len when out was too
+ * short. */
+size_t etcd_keys_node_entry(char *out, size_t len, const char *url, uint64_t incarnation,
+                            const char *zone);
 
 /* Reads a registry entry of n bytes: its URL into url (cap bytes with the
- * NUL) and its incarnation into *incarnation (0 for an entry holding a URL
- * only, as nodes from before incarnations wrote). Returns 0, or -1 when the
- * entry is empty, its URL does not fit, or its incarnation is not 16 hex
+ * NUL), its incarnation into *incarnation (0 for an entry holding a URL
+ * only, as nodes from before incarnations wrote) and its zone into zone
+ * (zcap bytes with the NUL; "" for none). Returns 0, or -1 when the entry
+ * is empty, its URL or zone does not fit, or its incarnation is not 16 hex
  * digits. */
-int etcd_keys_node_parse(const char *entry, size_t n, char *url, size_t cap, uint64_t *incarnation);
+int etcd_keys_node_parse(const char *entry, size_t n, char *url, size_t cap, uint64_t *incarnation,
+                         char *zone, size_t zcap);
 
 #endif

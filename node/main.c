@@ -86,6 +86,8 @@ static void usage(FILE *f)
             "                      cap each snapshot this node sends (a move's new copy, a\n"
             "                      copy too far behind) at N MB/s, 0..100000 (default 0: no\n"
             "                      cap), leaving CPU and disk to the foreground\n"
+            "  --zone NAME         this node's zone (a rack, a data centre): each partition's\n"
+            "                      copies go to as many zones as there are (default: none)\n"
             "  --repl-workers N    outbox shipper threads (GSI and stream replication), "
             "1..%d\n"
             "                      (default %d)\n"
@@ -178,6 +180,7 @@ static const struct option longopts[] = {
     {"lease-ttl", required_argument, NULL, 'E'},
     {"replog-retain", required_argument, NULL, 'L'},
     {"snapshot-rate-mb", required_argument, NULL, 'J'},
+    {"zone", required_argument, NULL, 'Z'},
     /* Hidden, for tests: shifts this node's wall clock (clock skew). */
     {"debug-clock-offset-ms", required_argument, NULL, 'O'},
     /* Hidden, for tests: the stream retention period (60 s). */
@@ -290,6 +293,13 @@ static int daemon_flag(int c, flags *f)
             return rv;
         }
         f->opt.snapshot_rate_mb = (int)v;
+        break;
+    case 'Z':
+        if (!pmap_zone_valid(optarg)) {
+            return bad_usage("--zone must be 1 to 63 letters, digits, '.', '_' or '-', not \"%s\"",
+                             optarg);
+        }
+        f->opt.zone = optarg;
         break;
     default:
         return FLAG_OTHER;

@@ -118,7 +118,7 @@ out:
     return rv;
 }
 
-/* A value that starts with PMAP_FORMAT_V1 is pmap_encode's; anything else
+/* A value that starts with PMAP_FORMAT_V1 or V2 is pmap_encode's; anything else
  * (an empty map packs to nothing) is the packed lapse.PartitionMap that
  * nodes wrote before it, which rpc/ reads: a data dir from an older node
  * keeps its map, rewritten in the new format with the next change. */
@@ -137,7 +137,7 @@ static int load(node_server *ns, pmap **out, char *err, size_t errlen)
         rv = *out == NULL ? LAPSE_ENOMEM : 0;
         goto out;
     }
-    int legacy = val.len == 0 || val.data[0] != PMAP_FORMAT_V1;
+    int legacy = val.len == 0 || (val.data[0] != PMAP_FORMAT_V1 && val.data[0] != PMAP_FORMAT_V2);
     if (legacy) {
         rv = wire_pmap_unpack(val.data, val.len, out, why, sizeof(why));
     } else {

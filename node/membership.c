@@ -65,6 +65,7 @@ static int register_node(node_server *ns, char *err, size_t errlen)
     body.node_id = ns->id;
     body.address = ns->advertise_url;
     body.incarnation = ns->incarnation;
+    body.zone = ns->zone;
     req.body_case = LAPSE__REQUEST__BODY_REGISTER_NODE;
     req.register_node = &body;
     req.pmap_version = maps_version(ns);

@@ -97,6 +97,7 @@ typedef struct node_options {
     int lease_ttl_s;                       /* --lease-ttl; 0 = REGISTRY_LEASE_TTL_S */
     uint64_t replog_retain;                /* --replog-retain; 0 = REPLOG_RETAIN_DEFAULT */
     int snapshot_rate_mb; /* --snapshot-rate-mb: MB/s per snapshot sent; 0 = no cap */
+    const char *zone;     /* --zone (pmap_zone_valid); NULL = none */
 } node_options;
 
 typedef struct node_server {
@@ -109,6 +110,7 @@ typedef struct node_server {
     char data_dir[PATH_MAX];            /* the store's directory (holds LOCK) */
     int workers;                        /* RPC handler threads */
     int snapshot_rate_mb;               /* cap on each snapshot sent, MB/s; 0 = none (resync.c) */
+    char zone[PMAP_MAX_ZONE];           /* --zone, registered with the coordinator; "": none */
 
     /* ---- storage (fixed pointer; the store is thread-safe) ---- */
     store *st; /* owned: items and meta ("node_id", "pmap") */

@@ -584,7 +584,7 @@ static void serves_from_a_map_persisted_in_the_old_protobuf_form(void **state)
         fail_msg("reading node 1's map: %s", err);
     }
     assert_true(found);
-    assert_int_equal(val.data[0], PMAP_FORMAT_V1); /* what this version writes */
+    assert_int_equal(val.data[0], PMAP_FORMAT_V2); /* what this version writes */
     pmap *pm = NULL;
     if (pmap_decode(val.data, val.len, &pm, err, sizeof err) != 0) {
         fail_msg("node 1's map does not decode: %s", err);
@@ -598,6 +598,7 @@ static void serves_from_a_map_persisted_in_the_old_protobuf_form(void **state)
     assert_non_null(old);
     lapse__partition_map__pack(pb, old);
     assert_int_not_equal(old[0], PMAP_FORMAT_V1);
+    assert_int_not_equal(old[0], PMAP_FORMAT_V2);
     if (store_meta_put(st, META_PMAP, old, len, 1, err, sizeof err) != 0) {
         fail_msg("writing the old form: %s", err);
     }

@@ -12,9 +12,10 @@
 /* Puts the node's key under lease; records the lease on success. */
 static int put_key(node_server *ns, int64_t lease, char *err, size_t errlen)
 {
-    char key[ETCD_KEY_MAX], entry[NODE_MAX_URL + 24];
+    char key[ETCD_KEY_MAX], entry[NODE_MAX_URL + 24 + PMAP_MAX_ZONE];
     etcd_keys_node(&ns->keys, ns->id, key, sizeof(key));
-    size_t n = etcd_keys_node_entry(entry, sizeof(entry), ns->advertise_url, ns->incarnation);
+    size_t n =
+        etcd_keys_node_entry(entry, sizeof(entry), ns->advertise_url, ns->incarnation, ns->zone);
     int rv = etcd_put(ns->ec, key, entry, n, lease, NULL, err, errlen);
     if (rv == 0) {
         atomic_store(&ns->key_lease, (long long)lease);

@@ -496,6 +496,65 @@ static size_t plan_handovers(const pmap *pm, pmap_move *out, size_t max)
     return n;
 }
 
+/* Finds a move of a copy from node from to node to for out[n]: a settled
+ * set holding from and not to, not planned yet, whose copies stay in as
+ * many zones (docs/replication.md, "Zones"); a follower's copy first (no
+ * handover), then a primary's. *zone_bound is set when a set was passed
+ * over for its zones alone. 1: found (out[n] set), else 0. */
+static int find_move(const pmap *pm, pmap_move *out, size_t n, uint32_t from, uint32_t to,
+                     int *zone_bound)
+{
+    for (int want_primary = 0; want_primary < 2; want_primary++) {
+        for (size_t t = 0; t < pm->ntables; t++) {
+            const pmap_table *tb = &pm->tables[t];
+            uint32_t rf = schema_replication(&tb->schema);
+            for (uint32_t p = 0; p < tb->schema.partitions; p++) {
+                const pmap_replicas *r = &tb->parts[p];
+                int i = pmap_replicas_index(r, from);
+                if (i < 0 || (i == 0) != want_primary || pmap_replicas_index(r, to) >= 0 ||
+                    !settled(pm, r, rf) || planned(out, n, tb->schema.id, p)) {
+                    continue;
+                }
+                if (pmap_zones_of(pm, r, from, to) < pmap_zones_of(pm, r, 0, 0)) {
+                    *zone_bound = 1;
+                    continue;
+                }
+                out[n] = (pmap_move){tb->schema.id, p, from, to, 0};
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* With zones, the most and the fewest loaded nodes may have no move
+ * between them that keeps a set's zones: the move between the pair of
+ * nodes taking part whose counts differ most (by two at least) that has
+ * one, into out[n]. 1: found, *hi and *lo its nodes' indexes in pm. */
+static int find_zoned_move(const pmap *pm, const size_t *count, pmap_move *out, size_t n,
+                           size_t *hi, size_t *lo)
+{
+    size_t nn = pm->nnodes, best_gap = 1;
+    int found = 0, bound = 0;
+    for (size_t i = 0; i < nn; i++) {
+        for (size_t j = 0; j < nn; j++) {
+            if (!balanced_node(pm, pm->nodes[i].id) || !balanced_node(pm, pm->nodes[j].id) ||
+                count[i] <= count[j] + best_gap) {
+                continue;
+            }
+            /* only pairs further apart than the best so far: out[n] ends
+             * as the best pair's move */
+            if (find_move(pm, out, n, pm->nodes[i].id, pm->nodes[j].id, &bound)) {
+                best_gap = count[i] - count[j];
+                *hi = i;
+                *lo = j;
+                found = 1;
+            }
+        }
+    }
+    return found;
+}
+
 size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max, size_t max_handovers)
 {
     size_t nn = pm->nnodes, n = 0;
@@ -521,30 +580,19 @@ size_t pmap_rebalance_plan(const pmap *pm, pmap_move *out, size_t max, size_t ma
             balanced = 1;
             break;
         }
-        uint32_t from = pm->nodes[hi].id, to = pm->nodes[lo].id;
-        /* A follower copy first (no handover), then a primary's. */
-        int found = 0;
-        for (int want_primary = 0; want_primary < 2 && !found; want_primary++) {
-            for (size_t t = 0; t < pm->ntables && !found; t++) {
-                const pmap_table *tb = &pm->tables[t];
-                uint32_t rf = schema_replication(&tb->schema);
-                for (uint32_t p = 0; p < tb->schema.partitions && !found; p++) {
-                    const pmap_replicas *r = &tb->parts[p];
-                    int i = pmap_replicas_index(r, from);
-                    if (i < 0 || (i == 0) != want_primary || pmap_replicas_index(r, to) >= 0 ||
-                        !settled(pm, r, rf)) {
-                        continue;
-                    }
-                    if (!planned(out, n, tb->schema.id, p)) {
-                        out[n++] = (pmap_move){tb->schema.id, p, from, to, 0};
-                        found = 1;
-                    }
-                }
+        int zone_bound = 0;
+        if (!find_move(pm, out, n, pm->nodes[hi].id, pm->nodes[lo].id, &zone_bound)) {
+            if (!zone_bound) {
+                break;
+            }
+            /* Zones keep these two apart: another pair, else the copies
+             * are as even as the zones let them be. */
+            if (!find_zoned_move(pm, count, out, n, &hi, &lo)) {
+                balanced = 1;
+                break;
             }
         }
-        if (!found) {
-            break;
-        }
+        n++;
         count[hi]--;
         count[lo]++;
     }

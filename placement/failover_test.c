@@ -512,6 +512,75 @@ static void test_rebalance_plan(void **state)
     pmap_free(pm);
 }
 
+/* Copies of a set on as many zones as there are (docs/replication.md,
+ * "Zones"): nodes 1 and 2 in zone a, 3 in b, 4 in c. A new table's sets
+ * each hold one copy in every zone, so nodes 3 and 4 hold twice what 1
+ * and 2 do, and the rebalancer plans no copy move (each would put two
+ * copies in one zone), only handovers. A fifth node in zone b takes half
+ * of node 3's copies, and no move ever lowers a set's zones. */
+static void test_zones(void **state)
+{
+    (void)state;
+    pmap *pm = three_nodes();
+    assert_int_equal(pmap_set_node(pm, 4, "tcp://127.0.0.1:7404", PMAP_NODE_UP), 0);
+    const char *zone[] = {"", "a", "a", "b", "c", "b"};
+    for (uint32_t id = 1; id <= 4; id++) {
+        assert_int_equal(pmap_set_node_zone(pm, id, zone[id]), 0);
+    }
+    assert_int_equal(pmap_set_node_zone(pm, 1, "a b"), LAPSE_EINVAL);
+    assert_string_equal(pmap_node_find(pm, 1)->zone, "a");
+    table_schema t = rf3_schema(8);
+    assert_int_equal(pmap_add_table(pm, &t), 0);
+    const pmap_table *tb = &pm->tables[0];
+    for (uint32_t p = 0; p < 8; p++) {
+        assert_int_equal(pmap_zones_of(pm, pmap_part(tb, p), 0, 0), 3);
+    }
+    assert_int_equal(pmap_partitions_owned(pm, 3) + pmap_follower_copies(pm, 3), 8);
+    assert_int_equal(pmap_partitions_owned(pm, 4) + pmap_follower_copies(pm, 4), 8);
+    assert_int_equal(pmap_partitions_owned(pm, 1) + pmap_follower_copies(pm, 1), 4);
+
+    pmap_move mv[16];
+    size_t n = pmap_rebalance_plan(pm, mv, 16, 16);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(mv[i].handover);
+    }
+    carry_out(pm, mv, n);
+    n = pmap_rebalance_plan(pm, mv, 16, 16);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(mv[i].handover);
+    }
+    carry_out(pm, mv, n);
+
+    assert_int_equal(pmap_set_node(pm, 5, "tcp://127.0.0.1:7405", PMAP_NODE_UP), 0);
+    assert_int_equal(pmap_set_node_zone(pm, 5, zone[5]), 0);
+    size_t moved = 0;
+    for (int round = 0; round < 8 && (n = pmap_rebalance_plan(pm, mv, 16, 0)) > 0; round++) {
+        for (size_t i = 0; i < n; i++) {
+            assert_false(mv[i].handover);
+            assert_int_equal(mv[i].from, 3); /* zone b's copies only: b to b */
+            assert_int_equal(mv[i].to, 5);
+        }
+        carry_out(pm, mv, n);
+        moved += n;
+    }
+    assert_int_equal(moved, 4);
+    for (uint32_t p = 0; p < 8; p++) {
+        assert_int_equal(pmap_zones_of(pm, pmap_part(tb, p), 0, 0), 3);
+    }
+    assert_int_equal(pmap_partitions_owned(pm, 3) + pmap_follower_copies(pm, 3), 4);
+    assert_int_equal(pmap_partitions_owned(pm, 5) + pmap_follower_copies(pm, 5), 4);
+    assert_int_equal(pmap_partitions_owned(pm, 4) + pmap_follower_copies(pm, 4), 8);
+    /* Without zones the same map evens out: node 4's copies move too. */
+    for (uint32_t id = 1; id <= 5; id++) {
+        assert_int_equal(pmap_set_node_zone(pm, id, ""), 0);
+    }
+    n = pmap_rebalance_plan(pm, mv, 16, 0);
+    assert_true(n > 0);
+    assert_int_equal(mv[0].from, 4);
+    assert_true(pmap_check(pm));
+    pmap_free(pm);
+}
+
 /* A one-copy table's set moves as any (docs/replication.md, "Moving a
  * one-copy partition"): eight such sets on nodes 1-3 (3, 3, 2) and node 4
  * empty, the plan moves one copy each off nodes 1 and 2 to node 4 (their
@@ -648,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_last_out_is_never_removed),
         cmocka_unit_test(test_move_a_copy),
         cmocka_unit_test(test_rebalance_plan),
+        cmocka_unit_test(test_zones),
         cmocka_unit_test(test_rebalance_primaries),
         cmocka_unit_test(test_one_copy_moves),
         cmocka_unit_test(test_step_down),

@@ -416,6 +416,71 @@ int pmap_set_node_draining(pmap *pm, uint32_t id, int draining)
     return 0;
 }
 
+int pmap_zone_valid(const char *zone)
+{
+    size_t n = 0;
+    for (; zone[n] != '\0'; n++) {
+        char c = zone[n];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-')) {
+            return 0;
+        }
+    }
+    return n >= 1 && n < PMAP_MAX_ZONE;
+}
+
+int pmap_set_node_zone(pmap *pm, uint32_t id, const char *zone)
+{
+    pmap_node *n = (pmap_node *)pmap_node_find(pm, id);
+    if (n == NULL) {
+        return LAPSE_ENOTFOUND;
+    }
+    if (zone != NULL && zone[0] != '\0' && !pmap_zone_valid(zone)) {
+        return LAPSE_EINVAL;
+    }
+    snprintf(n->zone, sizeof(n->zone), "%s", zone != NULL ? zone : "");
+    return 0;
+}
+
+/* Node id's zone; "" for none or an unknown node. */
+static const char *zone_of(const pmap *pm, uint32_t id)
+{
+    const pmap_node *n = pmap_node_find(pm, id);
+    return n != NULL ? n->zone : "";
+}
+
+int pmap_zone_held(const pmap *pm, const pmap_replicas *r, uint32_t id, uint32_t without)
+{
+    const char *z = zone_of(pm, id);
+    for (uint32_t k = 0; k < r->n; k++) {
+        if (r->ids[k] != without && r->ids[k] != id && strcmp(zone_of(pm, r->ids[k]), z) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+uint32_t pmap_zones_of(const pmap *pm, const pmap_replicas *r, uint32_t without, uint32_t with)
+{
+    uint32_t ids[PMAP_MAX_REPLICAS + 1], n = 0, zones = 0;
+    for (uint32_t k = 0; k < r->n; k++) {
+        if (r->ids[k] != without) {
+            ids[n++] = r->ids[k];
+        }
+    }
+    if (with != 0 && pmap_replicas_index(r, with) < 0) {
+        ids[n++] = with;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = 0;
+        while (j < i && strcmp(zone_of(pm, ids[j]), zone_of(pm, ids[i])) != 0) {
+            j++;
+        }
+        zones += j == i; /* the first member in its zone */
+    }
+    return zones;
+}
+
 int pmap_set_node_removed(pmap *pm, uint32_t id)
 {
     pmap_node *n = (pmap_node *)pmap_node_find(pm, id);

@@ -49,6 +49,7 @@
     4 /* a table keeps at most 3 (SCHEMA_MAX_REPLICATION); a set                                   \
          being moved holds one more copy for a while */
 #define PMAP_MAX_ADDR 256
+#define PMAP_MAX_ZONE 64           /* a zone's name, NUL included: [A-Za-z0-9._-], 1..63 bytes */
 #define PMAP_MAX_DESTINATIONS 1024 /* pmap_outbox_destinations; a map has <= 1024 nodes */
 
 typedef enum pmap_node_state { PMAP_NODE_DOWN = 0, PMAP_NODE_UP = 1 } pmap_node_state;
@@ -57,18 +58,21 @@ typedef struct pmap_node {
     uint32_t id;
     char address[PMAP_MAX_ADDR]; /* the node's RPC URL, e.g. tcp://127.0.0.1:7401 */
     pmap_node_state state;
-    int64_t lease;        /* the etcd lease it was last seen UP with (0: none, heartbeat
-                             liveness): it leads replica sets only under this lease
-                             (docs/replication.md, "Leases and fencing") */
-    uint64_t incarnation; /* its data dir's random id as last seen UP (0:
-                             unknown): a new one means the node came back on
-                             an empty dir and holds none of its copies */
-    uint8_t draining;     /* lapse node drain: its copies move elsewhere and
-                             new tables place nothing on it */
-    uint8_t removed;      /* lapse node remove: a dead node whose copies are made
-                             anew elsewhere; it stays DOWN for good (its
-                             RegisterNode is refused), and stays listed while a
-                             set names it */
+    int64_t lease;            /* the etcd lease it was last seen UP with (0: none, heartbeat
+                                 liveness): it leads replica sets only under this lease
+                                 (docs/replication.md, "Leases and fencing") */
+    uint64_t incarnation;     /* its data dir's random id as last seen UP (0:
+                                 unknown): a new one means the node came back on
+                                 an empty dir and holds none of its copies */
+    uint8_t draining;         /* lapse node drain: its copies move elsewhere and
+                                 new tables place nothing on it */
+    uint8_t removed;          /* lapse node remove: a dead node whose copies are made
+                                 anew elsewhere; it stays DOWN for good (its
+                                 RegisterNode is refused), and stays listed while a
+                                 set names it */
+    char zone[PMAP_MAX_ZONE]; /* its --zone ("": none, one zone with every other
+                                 node of none): a set's copies go to as many
+                                 zones as they can (docs/replication.md, "Zones") */
 } pmap_node;
 
 /* One partition's replica set (docs/replication.md, "Replica sets"): ids[0]
@@ -197,6 +201,18 @@ int pmap_set_node_lease(pmap *pm, uint32_t id, int64_t lease);
 /* Records the incarnation of node id's data dir (a new node starts with
  * 0). 0 or LAPSE_ENOTFOUND (no such node; pm unchanged). */
 int pmap_set_node_incarnation(pmap *pm, uint32_t id, uint64_t incarnation);
+/* Records node id's zone ("" or NULL: none). 0, LAPSE_ENOTFOUND or
+ * LAPSE_EINVAL (not pmap_zone_valid; pm unchanged). */
+int pmap_set_node_zone(pmap *pm, uint32_t id, const char *zone);
+/* Whether zone is a zone's name: 1..PMAP_MAX_ZONE - 1 bytes of letters,
+ * digits, '.', '_' and '-'. */
+int pmap_zone_valid(const char *zone);
+/* How many zones the members of r are in, leaving out member without (0:
+ * none left out) and counting node with (0: none) as a member. */
+uint32_t pmap_zones_of(const pmap *pm, const pmap_replicas *r, uint32_t without, uint32_t with);
+/* Whether node id's zone is that of a member of r other than without (0:
+ * none left out). */
+int pmap_zone_held(const pmap *pm, const pmap_replicas *r, uint32_t id, uint32_t without);
 /* Marks node id draining (1) or not (0). 0 or LAPSE_ENOTFOUND. */
 int pmap_set_node_draining(pmap *pm, uint32_t id, int draining);
 /* Marks node id removed (docs/replication.md, "Removing a dead node"); there
@@ -252,6 +268,7 @@ int pmap_replicas_check(const pmap_replicas *r, char *err, size_t errlen);
  * reader tells this format from an older packed lapse.PartitionMap by its
  * first byte. */
 #define PMAP_FORMAT_V1 0x01
+#define PMAP_FORMAT_V2 0x02 /* V1 and each node's zone; what pmap_encode writes */
 
 /* Appends pm's encoding to out. Returns 0, LAPSE_EINVAL (pm breaks
  * invariants 3-5) or LAPSE_ENOMEM; on error out is as it was. */

@@ -147,7 +147,7 @@ int pmap_encode(const pmap *pm, buf *out)
             }
         }
     }
-    if ((e.rv = buf_append_byte(out, PMAP_FORMAT_V1)) != 0) {
+    if ((e.rv = buf_append_byte(out, PMAP_FORMAT_V2)) != 0) {
         return e.rv;
     }
     put_u(&e, pm->version);
@@ -161,6 +161,7 @@ int pmap_encode(const pmap *pm, buf *out)
         put_u(&e, n->incarnation);
         put_u(&e, n->draining != 0);
         put_u(&e, n->removed != 0);
+        put_str(&e, n->zone);
     }
     put_u(&e, pm->ntables);
     for (size_t i = 0; i < pm->ntables; i++) {
@@ -367,9 +368,10 @@ out:
     return rv;
 }
 
-static int get_node(dec *d, pmap *pm, char *err, size_t errlen)
+/* One node; format V1 has no zone. */
+static int get_node(dec *d, pmap *pm, uint8_t format, char *err, size_t errlen)
 {
-    char addr[PMAP_MAX_ADDR];
+    char addr[PMAP_MAX_ADDR], zone[PMAP_MAX_ZONE] = "";
     uint32_t id = (uint32_t)get_u(d, UINT32_MAX, "node id");
     get_str(d, addr, sizeof addr, "node address");
     pmap_node_state st = get_u(d, 1, "node state") ? PMAP_NODE_UP : PMAP_NODE_DOWN;
@@ -377,6 +379,9 @@ static int get_node(dec *d, pmap *pm, char *err, size_t errlen)
     uint64_t incarnation = get_u(d, UINT64_MAX, "node incarnation");
     int draining = (int)get_u(d, 1, "node draining");
     int removed = (int)get_u(d, 1, "node removed");
+    if (format >= PMAP_FORMAT_V2) {
+        get_str(d, zone, sizeof zone, "node zone");
+    }
     if (d->bad != NULL) {
         return 0;
     }
@@ -388,6 +393,7 @@ static int get_node(dec *d, pmap *pm, char *err, size_t errlen)
         (rv = pmap_set_node_lease(pm, id, lease)) != 0 ||
         (rv = pmap_set_node_incarnation(pm, id, incarnation)) != 0 ||
         (rv = pmap_set_node_draining(pm, id, draining)) != 0 ||
+        (rv = pmap_set_node_zone(pm, id, zone)) != 0 ||
         (removed && (rv = pmap_set_node_removed(pm, id)) != 0)) {
         return errf(rv == LAPSE_ENOMEM ? rv : LAPSE_ECORRUPT, err, errlen, "node %u: %s",
                     (unsigned)id, lapse_strerror(rv));
@@ -410,13 +416,15 @@ int pmap_decode(const void *data, size_t len, pmap **out, char *err, size_t errl
     *out = NULL;
     memset(&d, 0, sizeof d);
     buf_reader_init(&d.r, data, len);
-    if (buf_read_byte(&d.r, &format) != 0 || format != PMAP_FORMAT_V1) {
+    if (buf_read_byte(&d.r, &format) != 0 ||
+        (format != PMAP_FORMAT_V1 && format != PMAP_FORMAT_V2)) {
         if (len == 0) {
             return errf(LAPSE_ECORRUPT, err, errlen, "empty partition map encoding");
         }
         return errf(LAPSE_ECORRUPT, err, errlen,
-                    "unknown partition map format 0x%02x (this version reads 0x%02x)",
-                    (unsigned)format, PMAP_FORMAT_V1);
+                    "unknown partition map format 0x%02x (this version reads 0x%02x and "
+                    "0x%02x)",
+                    (unsigned)format, PMAP_FORMAT_V1, PMAP_FORMAT_V2);
     }
     pmap *pm = pmap_new();
     if (pm == NULL) {
@@ -427,7 +435,7 @@ int pmap_decode(const void *data, size_t len, pmap **out, char *err, size_t errl
         d.bad = "node count";
     }
     for (size_t i = 0; i < n && d.bad == NULL && rv == 0; i++) {
-        rv = get_node(&d, pm, err, errlen);
+        rv = get_node(&d, pm, format, err, errlen);
     }
     n = 0;
     if (d.bad == NULL && rv == 0 && buf_read_count(&d.r, TABLE_MIN_BYTES, &n) != 0) {

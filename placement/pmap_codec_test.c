@@ -62,6 +62,9 @@ static pmap *rich_map(void)
         assert_int_equal(pmap_set_node_lease(pm, id, 0x7000000000000000ll + id), 0);
         assert_int_equal(pmap_set_node_incarnation(pm, id, 0xfedcba9876543210ull - id), 0);
     }
+    assert_int_equal(pmap_set_node_zone(pm, 1, "us-east-1a"), 0);
+    assert_int_equal(pmap_set_node_zone(pm, 2, "rack_2.b"), 0);
+    assert_int_equal(pmap_set_node_zone(pm, 4, "Z"), 0); /* node 3: none */
 
     table_schema t;
     memset(&t, 0, sizeof t);
@@ -201,6 +204,7 @@ static void expect_maps_equal(const pmap *a, const pmap *b)
         assert_int_equal(x->incarnation, y->incarnation);
         assert_int_equal(x->draining, y->draining);
         assert_int_equal(x->removed, y->removed);
+        assert_string_equal(x->zone, y->zone);
     }
     assert_int_equal(a->ntables, b->ntables);
     for (size_t i = 0; i < a->ntables; i++) {
@@ -233,6 +237,38 @@ static void expect_corrupt(const void *data, size_t len, const char *want)
     }
 }
 
+/* A map written before zones (format V1: no zone after a node's flags)
+ * decodes with no zone; a V2 node's zone must be a zone's name. */
+static void v1_maps_decode_without_zones(void **state)
+{
+    (void)state;
+    /* format, version 5, one node: id 1, address "a", UP, lease 0,
+     * incarnation 0, not draining, not removed; no table. */
+    const uint8_t v1[] = {0x01, 5, 1, 1, 1, 'a', 1, 0, 0, 0, 0, 0};
+    pmap *pm = NULL;
+    char err[256] = "";
+    if (pmap_decode(v1, sizeof v1, &pm, err, sizeof err) != 0) {
+        fail_msg("decoding a V1 map: %s", err);
+    }
+    assert_int_equal(pm->version, 5);
+    assert_int_equal(pm->nnodes, 1);
+    assert_string_equal(pm->nodes[0].address, "a");
+    assert_string_equal(pm->nodes[0].zone, "");
+    pmap_free(pm);
+
+    const uint8_t v2[] = {0x02, 5, 1, 1, 1, 'a', 1, 0, 0, 0, 0, 2, 'z', '1', 0};
+    assert_int_equal(pmap_decode(v2, sizeof v2, &pm, err, sizeof err), 0);
+    assert_string_equal(pm->nodes[0].zone, "z1");
+    pmap_free(pm);
+    const uint8_t bad[] = {0x02, 5, 1, 1, 1, 'a', 1, 0, 0, 0, 0, 2, 'z', ' ', 0};
+    expect_corrupt(bad, sizeof bad, "node 1");
+    /* the same bytes as V1 have a byte left over */
+    uint8_t v1_trailing[sizeof v2];
+    memcpy(v1_trailing, v2, sizeof v2);
+    v1_trailing[0] = 0x01;
+    expect_corrupt(v1_trailing, sizeof v1_trailing, NULL);
+}
+
 static void rich_map_round_trips(void **state)
 {
     (void)state;
@@ -240,7 +276,7 @@ static void rich_map_round_trips(void **state)
     buf b;
     buf_init(&b);
     assert_int_equal(pmap_encode(pm, &b), 0);
-    assert_int_equal(b.data[0], PMAP_FORMAT_V1);
+    assert_int_equal(b.data[0], PMAP_FORMAT_V2);
     pmap *back = NULL;
     char err[256] = "";
     if (pmap_decode(b.data, b.len, &back, err, sizeof err) != 0) {
@@ -372,6 +408,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rich_map_round_trips),
+        cmocka_unit_test(v1_maps_decode_without_zones),
         cmocka_unit_test(bad_input_is_corrupt_with_a_reason),
         cmocka_unit_test(every_truncation_is_corrupt),
         cmocka_unit_test(garbled_input_never_crashes),

@@ -18,6 +18,7 @@
  * joins empty takes its even share of a new table, not all of it (moving
  * older tables' sets onto it is a rebalancer's work, issue 13). */
 typedef struct up_nodes {
+    const pmap *pm; /* the map placed on: the nodes' zones */
     size_t n;
     uint32_t *ids;
     size_t *load;      /* base and GSI partitions owned */
@@ -41,6 +42,7 @@ static void up_fini(up_nodes *u)
 static int up_init(up_nodes *u, const pmap *pm)
 {
     memset(u, 0, sizeof(*u));
+    u->pm = pm;
     for (size_t i = 0; i < pm->nnodes; i++) {
         u->n += pm->nodes[i].state == PMAP_NODE_UP && !pm->nodes[i].draining;
     }
@@ -120,20 +122,25 @@ static void take_first(up_nodes *u, pmap_replicas *r, size_t j, size_t *tie)
 }
 
 /* Fills r, whose first copy is set, up to rf copies: each to the UP node
- * not yet in its list holding the fewest copies of this kind, then the
- * fewest other copies in the map. Every set starts at epoch 1 with all
- * members in sync. */
+ * not yet in its list in a zone none of its copies is in, if there is one
+ * (docs/replication.md, "Zones"), holding the fewest copies of this kind,
+ * then the fewest other copies in the map. Every set starts at epoch 1
+ * with all members in sync. */
 static void add_copies(up_nodes *u, pmap_replicas *r, uint32_t rf)
 {
     r->epoch = 1;
     while (r->n < rf) {
         size_t f = u->n;
+        int f_held = 0;
         for (size_t j = 0; j < u->n; j++) {
             if (pmap_replicas_index(r, u->ids[j]) >= 0) {
                 continue;
             }
-            if (f == u->n || before(u, u->copies_of, u->copies, j, f)) {
+            int held = pmap_zone_held(u->pm, r, u->ids[j], 0);
+            if (f == u->n || held < f_held ||
+                (held == f_held && before(u, u->copies_of, u->copies, j, f))) {
                 f = j;
+                f_held = held;
             }
         }
         r->ids[r->n++] = u->ids[f];

@@ -212,7 +212,8 @@ Lapse__PartitionMap *wire_pmap_to_pb(arena *a, const pmap *pm)
         ni->removed = pm->nodes[i].removed != 0;
         ni->state = pm->nodes[i].state == PMAP_NODE_UP ? LAPSE__NODE_STATE__NODE_UP
                                                        : LAPSE__NODE_STATE__NODE_DOWN;
-        if ((ni->address = arena_strdup(a, pm->nodes[i].address)) == NULL) {
+        if ((ni->address = arena_strdup(a, pm->nodes[i].address)) == NULL ||
+            (ni->zone = arena_strdup(a, pm->nodes[i].zone)) == NULL) {
             return NULL;
         }
         pb->nodes[i] = ni;
@@ -500,6 +501,7 @@ int wire_pmap_from_pb(const Lapse__PartitionMap *pb, pmap **out, char *err, size
             (rv = pmap_set_node_lease(pm, ni->id, ni->lease)) != 0 ||
             (rv = pmap_set_node_incarnation(pm, ni->id, ni->incarnation)) != 0 ||
             (rv = pmap_set_node_draining(pm, ni->id, ni->draining)) != 0 ||
+            (rv = pmap_set_node_zone(pm, ni->id, ni->zone)) != 0 ||
             (ni->removed && (rv = pmap_set_node_removed(pm, ni->id)) != 0)) {
             set_err(err, errlen, "node %u: %s", (unsigned)ni->id, lapse_strerror(rv));
             goto fail;

@@ -55,6 +55,7 @@ struct cluster {
     char run_dir[512];
     char node_args[512];
     char coord_args[512];
+    char zone[CLUSTER_MAX_NODES + 1][64]; /* node i's --zone; "": none */
     etcd_members *etcd; /* owned; NULL: the coordinator keeps its catalog in --data */
     char coord_urls[CLUSTER_MAX_COORDINATORS * 64]; /* every coordinator's URL, comma-separated */
     /* [0] coordinator, [1..nodes] nodes, [nodes+1..] more coordinators */
@@ -185,6 +186,10 @@ static int spawn_proc(cluster *c, int idx)
         if (p->metrics_addr[0] != '\0') {
             argv[argc++] = "--metrics-listen";
             argv[argc++] = p->metrics_addr;
+        }
+        if (c->zone[idx][0] != '\0') {
+            argv[argc++] = "--zone";
+            argv[argc++] = c->zone[idx];
         }
         snprintf(extra, sizeof(extra), "%s", c->node_args);
     }
@@ -387,6 +392,15 @@ int cluster_start(cluster **out, const cluster_options *opt, char *err, size_t e
     snprintf(c->node_args, sizeof(c->node_args), "%s", opt->node_args ? opt->node_args : "");
     snprintf(c->coord_args, sizeof(c->coord_args), "%s",
              opt->coordinator_args ? opt->coordinator_args : "");
+    for (int i = 1, at = 0; opt->node_zones != NULL && i <= c->nodes; i++) {
+        size_t len = strcspn(opt->node_zones + at, ",");
+        snprintf(c->zone[i], sizeof(c->zone[i]), "%.*s", (int)len, opt->node_zones + at);
+        at += (int)len;
+        if (opt->node_zones[at] == '\0') {
+            break;
+        }
+        at++;
+    }
     if (opt->run_dir != NULL) {
         snprintf(c->run_dir, sizeof(c->run_dir), "%s", opt->run_dir);
         mkdir(c->run_dir, 0755);

@@ -52,6 +52,8 @@ typedef struct cluster_options {
                                      members, and the coordinators run with --etcd */
     int coordinators;             /* 0 or 1: one; more needs etcd */
     const char *coordinator_args; /* extra arguments for every coordinator, space-separated */
+    const char *node_zones;       /* NULL, or node i's --zone as the i-th of a comma-separated
+                                     list ("a,a,b": nodes 1 and 2 in a, 3 in b; "" none) */
 } cluster_options;
 
 /* Starts the coordinator and the nodes and waits (up to 20 s) until every

@@ -124,22 +124,32 @@ static void test_keys(void **state)
     etcd_close(ec);
 }
 
-/* A node's registry entry: its URL and data dir incarnation, read back;
- * an entry from before incarnations (a URL only) reads as incarnation 0;
- * malformed ones are refused. */
+/* A node's registry entry: its URL, data dir incarnation and zone, read
+ * back; an entry from before incarnations (a URL only) reads as
+ * incarnation 0, one from before zones as no zone; malformed ones are
+ * refused. */
 static void test_node_entries(void **state)
 {
     (void)state;
-    char entry[300], url[64];
+    char entry[300], url[64], zone[64];
     uint64_t inc = 1;
-    size_t n =
-        etcd_keys_node_entry(entry, sizeof(entry), "tcp://127.0.0.1:7001", 0x0123456789abcdefULL);
+    size_t n = etcd_keys_node_entry(entry, sizeof(entry), "tcp://127.0.0.1:7001",
+                                    0x0123456789abcdefULL, NULL);
     assert_string_equal(entry, "tcp://127.0.0.1:7001 0123456789abcdef");
     assert_int_equal(n, strlen(entry));
-    assert_int_equal(etcd_keys_node_parse(entry, n, url, sizeof(url), &inc), 0);
+    assert_int_equal(etcd_keys_node_parse(entry, n, url, sizeof(url), &inc, zone, sizeof(zone)), 0);
     assert_string_equal(url, "tcp://127.0.0.1:7001");
+    assert_string_equal(zone, "");
     assert_true(inc == 0x0123456789abcdefULL);
-    assert_int_equal(etcd_keys_node_parse("tcp://h:1", 9, url, sizeof(url), &inc), 0);
+    n = etcd_keys_node_entry(entry, sizeof(entry), "tcp://h:2", 2, "eu-west-1c");
+    assert_string_equal(entry, "tcp://h:2 0000000000000002 eu-west-1c");
+    assert_int_equal(etcd_keys_node_parse(entry, n, url, sizeof(url), &inc, zone, sizeof(zone)), 0);
+    assert_string_equal(url, "tcp://h:2");
+    assert_string_equal(zone, "eu-west-1c");
+    assert_true(inc == 2);
+    assert_int_equal(etcd_keys_node_parse(entry, n, url, sizeof(url), &inc, zone, 10), -1);
+    assert_int_equal(
+        etcd_keys_node_parse("tcp://h:1", 9, url, sizeof(url), &inc, zone, sizeof(zone)), 0);
     assert_string_equal(url, "tcp://h:1");
     assert_true(inc == 0);
     const char *bad[] = {"",
@@ -147,12 +157,18 @@ static void test_node_entries(void **state)
                          "tcp://h:1 0123",
                          "tcp://h:1 0123456789abcdeg",
                          "tcp://h:1 0123456789ABCDEF",
-                         "tcp://h:1 0123456789abcdef0"};
+                         "tcp://h:1 0123456789abcdef0",
+                         "tcp://h:1 0123456789abcdef ",
+                         "tcp://h:1 0123456789abcdeg z"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_int_equal(etcd_keys_node_parse(bad[i], strlen(bad[i]), url, sizeof(url), &inc), -1);
+        assert_int_equal(etcd_keys_node_parse(bad[i], strlen(bad[i]), url, sizeof(url), &inc, zone,
+                                              sizeof(zone)),
+                         -1);
     }
-    assert_int_equal(etcd_keys_node_parse(entry, n, url, 8, &inc), -1); /* URL too long */
-    assert_true(etcd_keys_node_entry(entry, 10, "tcp://127.0.0.1:7001", 1) >= 10);
+    n = etcd_keys_node_entry(entry, sizeof(entry), "tcp://127.0.0.1:7001", 1, "");
+    assert_int_equal(etcd_keys_node_parse(entry, n, url, 8, &inc, zone, sizeof(zone)),
+                     -1); /* URL too long */
+    assert_true(etcd_keys_node_entry(entry, 10, "tcp://127.0.0.1:7001", 1, NULL) >= 10);
 }
 
 static void test_bad_endpoints(void **state)

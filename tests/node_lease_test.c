@@ -88,8 +88,10 @@ static int has_key(uint32_t id, int64_t *lease)
         *lease = kv.lease;
     }
     char url[256];
+    char zone[64];
     uint64_t incarnation = 0;
-    assert_int_equal(etcd_keys_node_parse(kv.value, kv.value_len, url, sizeof(url), &incarnation),
+    assert_int_equal(etcd_keys_node_parse(kv.value, kv.value_len, url, sizeof(url), &incarnation,
+                                          zone, sizeof(zone)),
                      0);
     assert_string_equal(url, cluster_node_url(g_cluster, (int)id));
     assert_true(incarnation != 0);

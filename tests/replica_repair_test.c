@@ -538,10 +538,13 @@ static uint64_t incarnation_of(int id)
     snprintf(key, sizeof(key), "/lapse/test/nodes/%d", id);
     etcd_kv kv;
     uint64_t inc = 0;
+    char zone[64];
     int rv = etcd_get(ec, key, &kv, NULL, err, sizeof(err));
     assert_true(rv == 0 || rv == LAPSE_ENOTFOUND);
     if (rv == 0) {
-        assert_int_equal(etcd_keys_node_parse(kv.value, kv.value_len, url, sizeof(url), &inc), 0);
+        assert_int_equal(etcd_keys_node_parse(kv.value, kv.value_len, url, sizeof(url), &inc, zone,
+                                              sizeof(zone)),
+                         0);
         assert_string_equal(url, cluster_node_url(rs_cluster(), id));
         etcd_kv_fini(&kv);
     }

@@ -18,6 +18,7 @@ static cluster *g_rs_cluster;
 static lapse_client *g_rs_client;
 
 static char g_rs_fault_dir[512]; /* "": none */
+static const char *g_rs_zones;   /* cluster_options.node_zones */
 
 static int setup_n(int nodes, int coordinators, const char *node_args, int metrics,
                    const char *coordinator_args)
@@ -28,8 +29,15 @@ static int setup_n(int nodes, int coordinators, const char *node_args, int metri
                          .coordinators = coordinators,
                          .node_args = node_args,
                          .metrics = metrics,
-                         .coordinator_args = coordinator_args};
+                         .coordinator_args = coordinator_args,
+                         .node_zones = g_rs_zones};
     return cluster_start_client(&g_rs_cluster, &o, &g_rs_client) != 0 ? -1 : 0;
+}
+
+int rs_group_setup_zones(int nodes, const char *zones)
+{
+    g_rs_zones = zones;
+    return setup_n(nodes, 1, NULL, 0, NULL);
 }
 
 int rs_group_setup_coordinators(int nodes, int coordinators)

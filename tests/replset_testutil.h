@@ -32,6 +32,9 @@ int rs_group_setup_nodes(int nodes);
 /* As rs_group_setup_nodes with that many coordinators on the etcd member
  * (rs_client knows them all). */
 int rs_group_setup_coordinators(int nodes, int coordinators);
+/* rs_group_setup_nodes, node i given the i-th zone of zones (--zone; a
+ * comma-separated list, cluster_options.node_zones). */
+int rs_group_setup_zones(int nodes, const char *zones);
 /* rs_group_setup_nodes, the coordinator given extra arguments
  * (cluster_options.coordinator_args). */
 int rs_group_setup_coordinator_args(int nodes, const char *coordinator_args);
