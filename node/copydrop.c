@@ -8,6 +8,7 @@
 
 #include "../common/clock.h"
 #include "../common/log.h"
+#include "../partition/apply.h"
 #include "../partition/replog.h"
 #include "../partition/store.h"
 
@@ -137,19 +138,44 @@ void copydrop_note(node_server *ns, const pmap *old, const pmap *new)
     pthread_mutex_unlock(&ns->drops_lock);
 }
 
-/* Whether this node's store holds anything of partition part of table_id:
- * an item or a log position. An error counts as holding (the drop then
- * says what failed). */
-static int held(node_server *ns, uint32_t table_id, uint32_t part)
+/* Whether this node's store holds anything of copy c of table t: a base
+ * partition's item or log position, a GSI partition's entry, a stream
+ * shard's record. An error counts as holding (the drop then says what
+ * failed). */
+static int held(node_server *ns, const pmap_table *t, const copydrop_copy *c)
 {
     char err[256];
+    if (c->kind != COPYDROP_BASE) {
+        int any = 1;
+        uint32_t index_id = c->kind == COPYDROP_SHARD ? 0 : t->schema.gsi[c->kind].id;
+        (void)apply_copy_held(ns->st, c->table_id, index_id, c->part, &any, err, sizeof(err));
+        return any;
+    }
     store_size size = {0};
     uint64_t epoch = 0, seq = 0;
-    if (store_estimate(ns->st, table_id, part, 1, &size, err, sizeof(err)) != 0 ||
-        replog_position(ns->st, table_id, part, &epoch, &seq, err, sizeof(err)) != 0) {
+    if (store_estimate(ns->st, c->table_id, c->part, 1, &size, err, sizeof(err)) != 0 ||
+        replog_position(ns->st, c->table_id, c->part, &epoch, &seq, err, sizeof(err)) != 0) {
         return 1;
     }
     return size.items > 0 || seq > 0;
+}
+
+/* Notes every copy of kind kind (COPYDROP_*) of t, n lists of them, that pm
+ * does not name this node in and that it holds (held), due at due; adds
+ * how many to *noted. */
+static void note_held_lists(node_server *ns, const pmap *pm, const pmap_table *t, int kind,
+                            uint32_t n, int64_t due, size_t *noted)
+{
+    for (uint32_t p = 0; p < n; p++) {
+        copydrop_copy c = {t->schema.id, p, kind};
+        if (member(pm, &c, ns->id) || !held(ns, t, &c)) {
+            continue;
+        }
+        pthread_mutex_lock(&ns->drops_lock);
+        add(ns, c, due);
+        pthread_mutex_unlock(&ns->drops_lock);
+        (*noted)++;
+    }
 }
 
 size_t copydrop_note_held(node_server *ns, const pmap *pm)
@@ -158,15 +184,12 @@ size_t copydrop_note_held(node_server *ns, const pmap *pm)
     size_t noted = 0;
     for (size_t i = 0; i < pm->ntables; i++) {
         const pmap_table *t = &pm->tables[i];
-        for (uint32_t p = 0; p < t->schema.partitions; p++) {
-            copydrop_copy c = {t->schema.id, p, COPYDROP_BASE};
-            if (member(pm, &c, ns->id) || !held(ns, t->schema.id, p)) {
-                continue;
-            }
-            pthread_mutex_lock(&ns->drops_lock);
-            add(ns, c, due);
-            pthread_mutex_unlock(&ns->drops_lock);
-            noted++;
+        note_held_lists(ns, pm, t, COPYDROP_BASE, t->schema.partitions, due, &noted);
+        if (t->stream_shards != NULL) {
+            note_held_lists(ns, pm, t, COPYDROP_SHARD, t->schema.partitions, due, &noted);
+        }
+        for (uint32_t g = 0; g < t->schema.ngsi; g++) {
+            note_held_lists(ns, pm, t, (int)g, t->schema.gsi[g].partitions, due, &noted);
         }
     }
     return noted;

@@ -20,9 +20,8 @@
  *
  * A node that crashes between the map and the drop finds that copy's keys
  * on disk when it starts again, with a map that no longer names it:
- * copydrop_note_held notes those copies then (base partitions; a stream
- * shard's or GSI partition's former copy stays on disk: nothing reads it,
- * and one added back is filled from a reset).
+ * copydrop_note_held notes those copies then (base partitions, stream
+ * shards and GSI partitions alike).
  *
  * Thread-safety: every function may be called from any thread.
  */
@@ -56,13 +55,14 @@ typedef struct copydrop_copy {
  * it in again. Called by maps_apply. */
 void copydrop_note(node_server *ns, const pmap *old, const pmap *new);
 
-/* Notes every base partition of pm that does not name this node a member
- * but whose keys or log position are on this node's disk (a node killed
- * between the map that removed its copy and the drop), due
- * COPYDROP_DELAY_MS from now; the drop checks membership on a fresh map
- * first, as for any noted copy. Returns how many it noted. Called once, by
- * maps_init, before the node serves: one look at the store per partition
- * of pm this node is not a member of. */
+/* Notes every copy (base partition, stream shard, GSI partition) of pm
+ * that does not name this node a member but whose keys (a base
+ * partition's items or log position, a shard's records, a GSI partition's
+ * entries) are on this node's disk (a node killed between the map that
+ * removed its copy and the drop), due COPYDROP_DELAY_MS from now; the drop
+ * checks membership on a fresh map first, as for any noted copy. Returns
+ * how many it noted. Called once, by maps_init, before the node serves:
+ * one look at the store per list of pm this node is not a member of. */
 size_t copydrop_note_held(node_server *ns, const pmap *pm);
 
 /* Whether a noted copy is due. */

@@ -115,6 +115,10 @@ int apply_note_new_copy(store *st, uint32_t table_id, uint32_t src_part, int gsi
  * LAPSE_EIO or LAPSE_ENOMEM. */
 int apply_drop_copy(store *st, uint32_t table_id, uint32_t index_id, uint32_t part, char *err,
                     size_t errlen);
+/* Whether this node holds anything of that copy (an entry or a record):
+ * *held 1 or 0. Returns 0, LAPSE_EIO or LAPSE_ENOMEM. */
+int apply_copy_held(store *st, uint32_t table_id, uint32_t index_id, uint32_t part, int *held,
+                    char *err, size_t errlen);
 
 /* Whether this node's GSI copies of the table miss records of source
  * partition src_part (src_part -1: of any of them): its REPL_MISSING mark

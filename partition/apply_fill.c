@@ -289,32 +289,72 @@ int apply_stream_filled(store *st, uint32_t table_id, uint32_t shard, uint64_t m
 /* Dropping a copy                                                          */
 /* ======================================================================== */
 
+/* The key range [lo, hi) of this node's copy of stream shard part of
+ * table_id (index_id 0) or of partition part of its GSI index_id, in
+ * *cf. Returns 0, LAPSE_ENOMEM or LAPSE_EINVAL, with err. */
+static int copy_range(uint32_t table_id, uint32_t index_id, uint32_t part, buf *lo, buf *hi,
+                      int *cf, char *err, size_t errlen)
+{
+    int rv = index_id != 0 ? itemkey_gsi_prefix(lo, table_id, index_id, part)
+                           : itemkey_append_prefix(lo, table_id, part);
+    if (rv == 0) {
+        rv = buf_append(hi, lo->data, lo->len);
+    }
+    if (rv != 0) {
+        return oom(err, errlen);
+    }
+    if (itemkey_successor(hi) != 0) { /* all 0xFF: ids are never that large */
+        return errf(LAPSE_EINVAL, err, errlen, "table %u: no key range for part %u",
+                    (unsigned)table_id, (unsigned)part);
+    }
+    *cf = index_id != 0 ? CF_GSI : CF_STREAM;
+    return 0;
+}
+
 int apply_drop_copy(store *st, uint32_t table_id, uint32_t index_id, uint32_t part, char *err,
                     size_t errlen)
 {
     buf lo, hi;
     buf_init(&lo);
     buf_init(&hi);
-    int rv = index_id != 0 ? itemkey_gsi_prefix(&lo, table_id, index_id, part)
-                           : itemkey_append_prefix(&lo, table_id, part);
-    if (rv == 0) {
-        rv = buf_append(&hi, lo.data, lo.len);
-    }
+    int cf = 0;
+    int rv = copy_range(table_id, index_id, part, &lo, &hi, &cf, err, errlen);
     db_batch *b = rv == 0 ? db_batch_new() : NULL;
-    if (b == NULL) {
-        buf_fini(&lo);
-        buf_fini(&hi);
-        return oom(err, errlen);
+    if (rv == 0 && b == NULL) {
+        rv = oom(err, errlen);
     }
-    if (itemkey_successor(&hi) != 0) { /* all 0xFF: ids are never that large */
-        rv = errf(LAPSE_EINVAL, err, errlen, "table %u: no key range for part %u",
-                  (unsigned)table_id, (unsigned)part);
-    } else {
-        db_batch_delete_range(b, st->db, index_id != 0 ? CF_GSI : CF_STREAM, lo.data, lo.len,
-                              hi.data, hi.len);
+    if (rv == 0) {
+        db_batch_delete_range(b, st->db, cf, lo.data, lo.len, hi.data, hi.len);
         rv = db_write(st->db, b, 0, err, errlen);
     }
     db_batch_free(b);
+    buf_fini(&lo);
+    buf_fini(&hi);
+    return rv;
+}
+
+int apply_copy_held(store *st, uint32_t table_id, uint32_t index_id, uint32_t part, int *held,
+                    char *err, size_t errlen)
+{
+    buf lo, hi;
+    buf_init(&lo);
+    buf_init(&hi);
+    int cf = 0;
+    db_iter *it = NULL;
+    int rv = copy_range(table_id, index_id, part, &lo, &hi, &cf, err, errlen);
+    if (rv == 0) {
+        rv = db_iter_new(&it, st->db, cf, lo.data, lo.len, hi.data, hi.len);
+        if (rv != 0) {
+            rv = errf(rv, err, errlen, "table %u: cannot read part %u's copy: %s",
+                      (unsigned)table_id, (unsigned)part, lapse_strerror(rv));
+        }
+    }
+    if (rv == 0) {
+        db_iter_seek_first(it);
+        *held = db_iter_valid(it);
+        rv = db_iter_status(it, err, errlen);
+    }
+    db_iter_free(it);
     buf_fini(&lo);
     buf_fini(&hi);
     return rv;
