@@ -16,6 +16,8 @@
 # cluster` on a running three-node cluster starts node 4, which registers
 # and takes its share of the tables created from then on. `down` and
 # `status` cover every node `up` started, whatever LAPSE_NODES says then.
+# LAPSE_ZONES=a,a,b,... gives node i the i-th zone (--zone; empty or past
+# the list: none), to try zone-aware placement (docs/replication.md, "Zones").
 #
 # Ports, both moved by a base (tests pick free ones), node i at base + i:
 #   LAPSE_PORT=N (default 7400)          coordinators on tcp://127.0.0.1:N and N+10,
@@ -50,6 +52,7 @@ metrics_base=${LAPSE_METRICS_PORT:-9400}
 [[ $metrics_base =~ ^[0-9]+$ ]] && ((metrics_base >= 0 && metrics_base <= 65532)) ||
   { echo "local-cluster: bad port $metrics_base (LAPSE_METRICS_PORT: 0 to 65532)" >&2; exit 2; }
 nnodes=${LAPSE_NODES:-3}
+IFS=, read -r -a zones <<<"${LAPSE_ZONES:-}"
 replication=${LAPSE_REPLICATION:-3}
 [[ $replication == [123] ]] || { echo "local-cluster.sh: LAPSE_REPLICATION wants 1, 2 or 3" >&2; exit 2; }
 [[ $nnodes =~ ^[3-9]$ ]] ||
@@ -140,10 +143,12 @@ start_named() {
         --cluster-name "$cluster_name" --default-replication "$replication" ;;
     node*)
       i=${name#node}
+      zone=${zones[i-1]:-}
       start "$name" "$bin/lapse-node" --id "$i" --listen "tcp://127.0.0.1:${node_ports[i-1]}" \
         --coordinator "$coord_url" --data "$home/$name" \
         --etcd "$etcd_urls" --cluster-name "$cluster_name" \
-        --metrics-listen "127.0.0.1:${metrics_ports[i-1]}" --cluster-token-file "$home/cluster-token" ;;
+        --metrics-listen "127.0.0.1:${metrics_ports[i-1]}" --cluster-token-file "$home/cluster-token" \
+        ${zone:+--zone "$zone"} ;;
     dynamodb)
       start "$name" "$bin/lapse-dynamodb" --listen "127.0.0.1:$dynamodb_port" \
         --coordinator "$coord_url" \
