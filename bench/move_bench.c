@@ -28,7 +28,11 @@
  *
  *   lapse-move-bench [--bin-dir DIR] [--items N] [--value-bytes B]
  *                    [--partitions P] [--writers T] [--idle-seconds S]
- *                    [--timeout-seconds S] [--replication N] [--node-args ARGS]
+ *                    [--timeout-seconds S] [--replication N]
+ *                    [--max-concurrent-moves N] [--node-args ARGS]
+ *
+ * --max-concurrent-moves N runs the coordinator with it (default 4, the
+ * coordinator's own): the sets moving at once.
  *
  * --replication 1 loads a table of one copy per partition instead of three
  * (docs/replication.md, "Moving a one-copy partition").
@@ -240,8 +244,8 @@ static void percentiles(writer *ws, int nw, int ph, double *p50, double *p99, si
     free(all);
 }
 
-static void report_move(const char *what, long copies, double part_bytes, double s, int timed_out,
-                        writer *ws, int nw, int ph, double idle_p99)
+static void report_move(const config *cfg, const char *what, long copies, double part_bytes,
+                        double s, int timed_out, writer *ws, int nw, int ph, double idle_p99)
 {
     double p50, p99;
     size_t n;
@@ -253,8 +257,8 @@ static void report_move(const char *what, long copies, double part_bytes, double
         double mb = (double)copies * part_bytes / 1e6;
         printf("%-13s %ld copies of " TABLE
                ", %.1f MB in %.1f s: %.1f MB/s overall, %.1f MB/s per move "
-               "(4 at a time)\n",
-               what, copies, mb, s, mb / s, mb / s / 4.0);
+               "(%d at a time)\n",
+               what, copies, mb, s, mb / s, mb / s / cfg->max_moves, cfg->max_moves);
     }
     printf("%-13s puts meanwhile: n=%zu p50 %.2f ms p99 %.2f ms (%.1fx idle p99), %ld failed\n", "",
            n, p50, p99, idle_p99 > 0 ? p99 / idle_p99 : 0.0, failed);
@@ -351,7 +355,8 @@ static int run(cluster *cl, const config *cfg)
     long joined = watch_table_copies_on(cl, TABLE, 4);
     atomic_store(&phase, PH_SETTLE);
     bounds[PH_SETTLE] = wall_ms();
-    report_move("join", joined, part_bytes, join_s, timed_out, ws, cfg->writers, PH_JOIN, idle_p99);
+    report_move(cfg, "join", joined, part_bytes, join_s, timed_out, ws, cfg->writers, PH_JOIN,
+                idle_p99);
     watch_report_snapshots(cl, marks);
     watch_log_marks(cl, marks);
     fflush(stdout);
@@ -386,7 +391,7 @@ static int run(cluster *cl, const config *cfg)
     for (int i = 0; i < cfg->writers; i++) {
         pthread_join(th[i], NULL);
     }
-    report_move("drain", joined, part_bytes, drain_s, timed_out, ws, cfg->writers, PH_DRAIN,
+    report_move(cfg, "drain", joined, part_bytes, drain_s, timed_out, ws, cfg->writers, PH_DRAIN,
                 idle_p99);
     watch_report_snapshots(cl, marks);
 
@@ -443,7 +448,8 @@ int main(int argc, char **argv)
                   .writers = 4,
                   .idle_s = 5,
                   .timeout_s = 600,
-                  .replication = 3};
+                  .replication = 3,
+                  .max_moves = 4};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v == NULL) {
@@ -468,24 +474,32 @@ int main(int argc, char **argv)
             cfg.node_args = v;
         } else if (strcmp(a, "--replication") == 0) {
             cfg.replication = atoi(v);
+        } else if (strcmp(a, "--max-concurrent-moves") == 0) {
+            cfg.max_moves = atoi(v);
         } else {
             fprintf(stderr,
                     "usage: lapse-move-bench [--bin-dir DIR] [--items N] [--value-bytes B] "
                     "[--partitions P] [--writers T] [--idle-seconds S] [--timeout-seconds S] "
-                    "[--replication N] [--node-args ARGS]\n");
+                    "[--replication N] [--max-concurrent-moves N] [--node-args ARGS]\n");
             return 2;
         }
         i++;
     }
     if (cfg.items < 1 || cfg.value_bytes < 1 || cfg.partitions < 1 || cfg.writers < 1 ||
         cfg.writers > 64 || cfg.idle_s < 1 || cfg.timeout_s < 1 || cfg.replication < 1 ||
-        cfg.replication > 3) {
-        fprintf(stderr, "lapse-move-bench: every count must be positive (--writers at most 64, "
-                        "--replication 1 to 3)\n");
+        cfg.replication > 3 || cfg.max_moves < 1 || cfg.max_moves > 64) {
+        fprintf(stderr, "lapse-move-bench: every count must be positive (--writers and "
+                        "--max-concurrent-moves at most 64, --replication 1 to 3)\n");
         return 2;
     }
-    cluster_options o = {
-        .nodes = 4, .bin_dir = cfg.bin_dir, .quiet = 1, .etcd = 1, .node_args = cfg.node_args};
+    char coord_args[64];
+    snprintf(coord_args, sizeof(coord_args), "--max-concurrent-moves %d", cfg.max_moves);
+    cluster_options o = {.nodes = 4,
+                         .bin_dir = cfg.bin_dir,
+                         .quiet = 1,
+                         .etcd = 1,
+                         .node_args = cfg.node_args,
+                         .coordinator_args = coord_args};
     cluster *cl = NULL;
     char err[512];
     fprintf(stderr, "starting a four-node cluster\n");
@@ -508,10 +522,11 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("# lapse-move-bench: 4 nodes on loopback (node 4 stopped first), %ld items of "
-           "%d-byte values in %d partitions of %d cop%s, %d foreground writers%s%s\n",
+           "%d-byte values in %d partitions of %d cop%s, %d foreground writers, %d move%s at "
+           "once%s%s\n",
            cfg.items, cfg.value_bytes, cfg.partitions, cfg.replication,
-           cfg.replication == 1 ? "y" : "ies", cfg.writers,
-           cfg.node_args != NULL ? ", nodes with " : "",
+           cfg.replication == 1 ? "y" : "ies", cfg.writers, cfg.max_moves,
+           cfg.max_moves == 1 ? "" : "s", cfg.node_args != NULL ? ", nodes with " : "",
            cfg.node_args != NULL ? cfg.node_args : "");
     fflush(stdout);
     rv = run(cl, &cfg);

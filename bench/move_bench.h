@@ -30,6 +30,7 @@ typedef struct config {
     int replication; /* --replication: the loaded table's copies (1 to 3) */
     const char *url;
     const char *node_args; /* --node-args: extra flags for every node */
+    int max_moves;         /* --max-concurrent-moves: the coordinator's (default 4, its own) */
 } config;
 
 /* ---- move_ttl.c: TTL deletes falling due throughout ---- */
