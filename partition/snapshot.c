@@ -296,7 +296,7 @@ int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot
 {
     range r[RANGE_COUNT];
     int rv = ranges_of(r, table_id, part);
-    db_batch *b = rv == 0 ? db_batch_new() : NULL;
+    db_batch *b = rv == 0 ? db_batch_thread() : NULL; /* a part is up to 4 MB: kept */
     if (b == NULL) {
         ranges_fini(r);
         return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
@@ -320,7 +320,7 @@ int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot
         outbox_forget_part(st, table_id, part);
     }
     pthread_mutex_unlock(mu);
-    db_batch_free(b);
+    db_batch_thread_done(b);
     ranges_fini(r);
     return rv;
 }

@@ -6,6 +6,7 @@
 #include "db.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,53 @@ void db_batch_clear(db_batch *b)
     buf_clear(&b->log);
     b->log_oom = 0;
     b->logging = 0;
+}
+
+/* The key of each thread's db_batch_thread batch, made once. */
+static pthread_key_t thread_batch_key;
+static pthread_once_t thread_batch_once = PTHREAD_ONCE_INIT;
+static int thread_batch_ok; /* the key was made */
+
+static void thread_batch_free(void *b)
+{
+    db_batch_free(b);
+}
+
+static void thread_batch_init(void)
+{
+    thread_batch_ok = pthread_key_create(&thread_batch_key, thread_batch_free) == 0;
+}
+
+db_batch *db_batch_thread(void)
+{
+    (void)pthread_once(&thread_batch_once, thread_batch_init);
+    if (!thread_batch_ok) {
+        return db_batch_new(); /* freed by db_batch_thread_done, not kept */
+    }
+    db_batch *b = pthread_getspecific(thread_batch_key);
+    if (b == NULL && (b = db_batch_new()) != NULL &&
+        pthread_setspecific(thread_batch_key, b) != 0) {
+        db_batch_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void db_batch_thread_done(db_batch *b)
+{
+    if (b == NULL) {
+        return;
+    }
+    size_t size = 0;
+    (void)rocksdb_writebatch_data(b->wb, &size);
+    if (!thread_batch_ok || size > DB_BATCH_THREAD_KEEP) {
+        if (thread_batch_ok && pthread_getspecific(thread_batch_key) == b) {
+            (void)pthread_setspecific(thread_batch_key, NULL);
+        }
+        db_batch_free(b);
+        return;
+    }
+    db_batch_clear(b);
 }
 
 /* Appends one op to the log: code, family, then each slice as a u32 length

@@ -8,6 +8,7 @@
  * it opens DIR, prints "ready", and keeps the database open until its stdin
  * closes.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -205,6 +206,51 @@ static void test_batch_is_atomic(void **state)
     expect(f, d, 0, "a", "3");
     db_batch_free(b);
     db_batch_free(NULL);
+    db_close(d);
+}
+
+/* Another thread's db_batch_thread batch, handed back at once. */
+static void *other_thread_batch(void *arg)
+{
+    db_batch *b = db_batch_thread();
+    *(db_batch **)arg = b;
+    db_batch_thread_done(b);
+    return NULL;
+}
+
+/* A thread's own batch: empty each time, the same one call after call
+ * (its buffer kept), another thread's another; one that grew past
+ * DB_BATCH_THREAD_KEEP is freed when handed back, and the next is new. */
+static void test_thread_batch_is_kept(void **state)
+{
+    fixture *f = *state;
+    db *d = open_db(f, two_cfs, 2);
+    db_batch *b = db_batch_thread();
+    assert_non_null(b);
+    db_batch_put(b, d, 0, "a", 1, "1", 1);
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    db_batch_thread_done(b);
+    db_batch *again = db_batch_thread();
+    assert_ptr_equal(again, b);
+    assert_int_equal(db_batch_count(again), 0);
+    expect(f, d, 0, "a", "1");
+
+    pthread_t t;
+    db_batch *theirs = NULL;
+    assert_int_equal(pthread_create(&t, NULL, other_thread_batch, &theirs), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_non_null(theirs);
+    assert_ptr_not_equal(theirs, again);
+
+    static char big[1 << 20];
+    for (unsigned i = 0; i <= DB_BATCH_THREAD_KEEP / sizeof(big); i++) {
+        db_batch_put(again, d, 0, &i, sizeof(i), big, sizeof(big));
+    }
+    db_batch_thread_done(again); /* freed: ASan would see a use after */
+    db_batch *fresh = db_batch_thread();
+    assert_non_null(fresh);
+    assert_int_equal(db_batch_count(fresh), 0);
+    db_batch_thread_done(fresh);
     db_close(d);
 }
 
@@ -682,6 +728,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_column_families_created_and_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_is_atomic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_thread_batch_is_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_iterator_bounds_seek_reverse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multi_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_range_and_compact, setup, teardown),
