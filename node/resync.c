@@ -47,6 +47,7 @@
 #define RESYNC_WARN_EVERY_MS 10000     /* a member that cannot be resynced, in the log */
 #define RESYNC_ESTIMATE_ITEMS 1000     /* walked to size a snapshot for its ETA (store_estimate) */
 #define RESYNC_SMALL_CALL_BYTES 512    /* a snapshot call under the small-snapshot-calls switch */
+#define RESYNC_SNAPSHOT_IN_FLIGHT 2    /* a snapshot's calls on the wire at once */
 
 /* Where replica c stands: its last record's seq and epoch. */
 static int position_of(logship *ls, rpc_client *c, uint32_t table_id, uint32_t part, uint64_t epoch,
@@ -164,9 +165,10 @@ static void note_copy(logship *ls, uint32_t table_id, uint32_t part, uint32_t id
     pthread_mutex_unlock(&ls->lock);
 }
 
-/* The call of a snapshot on the wire: sent by a thread of its own, so
- * that the next call's entries are read from the store meanwhile (the
- * calls themselves still go one after the other, in order). */
+/* A call of a snapshot on the wire: sent by a thread of its own, so that
+ * the next call's entries are read from the store meanwhile, and the
+ * replica installs two calls at once (their keys are distinct; the last
+ * call, which sets the position, goes once every other is installed). */
 typedef struct snap_send {
     rpc_client *c;
     shipment s;
@@ -232,9 +234,27 @@ static void pace_snapshot(logship *ls, uint32_t table_id, uint32_t part, uint32_
     }
 }
 
+/* The first of a snapshot's RESYNC_SNAPSHOT_IN_FLIGHT + 1 call buffers
+ * that none of the nwire calls on the wire (wire[]) uses. REQUIRES: nwire
+ * <= RESYNC_SNAPSHOT_IN_FLIGHT. */
+static int free_buffer(const int *wire, int nwire)
+{
+    for (int b = 0; b < RESYNC_SNAPSHOT_IN_FLIGHT; b++) {
+        int used = 0;
+        for (int k = 0; k < nwire; k++) {
+            used |= wire[k] == b;
+        }
+        if (!used) {
+            return b;
+        }
+    }
+    return RESYNC_SNAPSHOT_IN_FLIGHT;
+}
+
 /* Rebuilds replica c's copy from a snapshot of this one: a reset, the
  * partition's keys call after call (writes go on; each call's entries are
- * read while the call before is on the wire), then the position they
+ * read while up to RESYNC_SNAPSHOT_IN_FLIGHT calls before are on the
+ * wire), then, once every call before is installed, the position they
  * stand at, which *applied gets. Progress goes to the log every
  * RESYNC_SNAPSHOT_REPORT_MS. */
 static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
@@ -266,20 +286,26 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         size.bytes = 0; /* unknown: progress without an ETA */
     }
     note_copy(ls, table_id, part, id, 0, 0, size.bytes, start);
-    snap_call sc[2] = {{0}}; /* the call on the wire's entries, and the next one's */
-    snap_send out;
-    int cur = 0, on_wire = 0, done = 0;
+    /* The calls on the wire (their buffers' indexes, oldest first), and
+     * one buffer more for the next call's entries. */
+    snap_call sc[RESYNC_SNAPSHOT_IN_FLIGHT + 1] = {{0}};
+    snap_send out[RESYNC_SNAPSHOT_IN_FLIGHT + 1];
+    int wire[RESYNC_SNAPSHOT_IN_FLIGHT], nwire = 0, done = 0;
     while (rv == 0 && !done) {
+        int cur = free_buffer(wire, nwire);
         snap_call_clear(&sc[cur]);
         uint64_t before = bytes;
         rv = snapshot_next(sn, call_bytes, snap_call_add, &sc[cur], &done, err, errlen);
         snapshot_counts(sn, &entries, &bytes);
-        if (on_wire) {
-            /* The call before: its answer, then the cap and progress. */
-            on_wire = 0;
-            rv = snap_send_end(&out, rv, err, errlen);
-            sent += out.bytes;
+        /* The oldest calls' answers: while as many as may be are on the
+         * wire, and all before the last call. Then the cap and progress. */
+        while (nwire > 0 && (nwire >= RESYNC_SNAPSHOT_IN_FLIGHT || done || rv != 0)) {
+            snap_send *x = &out[wire[0]];
+            rv = snap_send_end(x, rv, err, errlen);
+            sent += x->bytes;
             calls++;
+            nwire--;
+            memmove(wire, wire + 1, (size_t)nwire * sizeof(wire[0]));
             note_copy(ls, table_id, part, id, entries, sent, size.bytes, start);
             if (rv == 0) {
                 pace_snapshot(ls, table_id, part, id, start, &reported, entries, sent);
@@ -288,28 +314,28 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         if (rv != 0) {
             break;
         }
-        memset(&out, 0, sizeof(out));
-        out.c = c;
-        out.bytes = bytes - before;
-        shipment_init(&out.s, ls, table_id, part, epoch);
-        out.s.body.snapshot = sc[cur].ptrs;
-        out.s.body.n_snapshot = sc[cur].n;
+        snap_send *x = &out[cur];
+        memset(x, 0, sizeof(*x));
+        x->c = c;
+        x->bytes = bytes - before;
+        shipment_init(&x->s, ls, table_id, part, epoch);
+        x->s.body.snapshot = sc[cur].ptrs;
+        x->s.body.n_snapshot = sc[cur].n;
         for (size_t i = 0; i < sc[cur].n; i++) {
             sc[cur].ptrs[i] = &sc[cur].e[i];
         }
-        out.s.body.snapshot_done = done;
-        out.s.body.snapshot_epoch = snap_epoch;
-        out.s.body.snapshot_seq = snap_seq;
-        snap_send_start(&out);
-        on_wire = 1;
-        cur ^= 1;
+        x->s.body.snapshot_done = done;
+        x->s.body.snapshot_epoch = snap_epoch;
+        x->s.body.snapshot_seq = snap_seq;
+        snap_send_start(x);
+        wire[nwire++] = cur;
     }
-    if (on_wire) { /* the last call (done), or one out when a read failed */
-        rv = snap_send_end(&out, rv, err, errlen);
-        sent += out.bytes;
+    for (int k = 0; k < nwire; k++) { /* the last call (done), or those out when one failed */
+        rv = snap_send_end(&out[wire[k]], rv, err, errlen);
+        sent += out[wire[k]].bytes;
         calls++;
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k <= RESYNC_SNAPSHOT_IN_FLIGHT; k++) {
         snap_call_clear(&sc[k]);
         free(sc[k].e);
         free(sc[k].ptrs);

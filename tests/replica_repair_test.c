@@ -215,8 +215,8 @@ static void test_replicas_behind_the_log_are_rebuilt(void **state)
     assert_rebuilt_from_snapshot(3);
 
     /* Its data dir lost while it is down; rebuilt from snapshots of many
-     * small calls each (a call's entries read while the one before is on
-     * the wire, resync.c), and whole all the same. */
+     * small calls each (a call's entries read while the two before are on
+     * the wire and installed at once, resync.c), and whole all the same. */
     assert_int_equal(cluster_kill(c, 2, SIGKILL), 0);
     rs_wait_state(2, "DOWN");
     cluster_rm_rf(cluster_data_dir(c, 2));
