@@ -182,18 +182,28 @@ static void assert_moved_off(uint32_t id)
     }
 }
 
-/* How many of the table's GSI partitions gparts (bit q: partition q)
- * node id holds entries of now. */
-static unsigned gsi_held_now(uint32_t id, unsigned gparts)
+/* A client of node id, and the ids of the table and its GSI. */
+static rpc_client *gsi_node(uint32_t id, uint32_t *tid, uint32_t *index_id)
 {
     pmap *pm = testmap_fetch(rs_cluster());
     const pmap_table *t = pmap_table_find(pm, table.name);
-    uint32_t tid = t->schema.id, index_id = t->schema.gsi[0].id;
+    *tid = t->schema.id;
+    *index_id = t->schema.gsi[0].id;
     pmap_free(pm);
     char err[256];
     rpc_client *c = NULL;
     assert_int_equal(rpc_client_open(&c, cluster_node_url(rs_cluster(), (int)id), err, sizeof(err)),
                      0);
+    return c;
+}
+
+/* How many of the table's GSI partitions gparts (bit q: partition q)
+ * node id holds entries of now. */
+static unsigned gsi_held_now(uint32_t id, unsigned gparts)
+{
+    uint32_t tid = 0, index_id = 0;
+    rpc_client *c = gsi_node(id, &tid, &index_id);
+    char err[256];
     unsigned n = 0;
     for (uint32_t q = 0; q < table.gsi_parts; q++) {
         nodecall_digest d = {0};
@@ -210,14 +220,9 @@ static unsigned gsi_held_now(uint32_t id, unsigned gparts)
  * partitions gparts (bit q: partition q), its former copies. */
 static void wait_gsi_dropped(uint32_t id, unsigned gparts)
 {
-    pmap *pm = testmap_fetch(rs_cluster());
-    const pmap_table *t = pmap_table_find(pm, table.name);
-    uint32_t tid = t->schema.id, index_id = t->schema.gsi[0].id;
-    pmap_free(pm);
+    uint32_t tid = 0, index_id = 0;
+    rpc_client *c = gsi_node(id, &tid, &index_id);
     char err[256];
-    rpc_client *c = NULL;
-    assert_int_equal(rpc_client_open(&c, cluster_node_url(rs_cluster(), (int)id), err, sizeof(err)),
-                     0);
     for (uint32_t q = 0; q < table.gsi_parts; q++) {
         nodecall_digest d = {0};
         clock_mono deadline = clock_mono_after_ms(30000);
