@@ -176,10 +176,11 @@ static int step_fn(pmap_table *t, pmap_replicas *r, void *arg)
         finish(d, t, r);
         return 0;
     }
-    if (leaving_member(d->next, r) == 0) {
+    uint32_t leave = leaving_member(d->next, r);
+    if (leave == 0) {
         return 0;
     }
-    long to = target_for(d->next, r, leaving_member(d->next, r), d->held);
+    long to = target_for(d->next, r, leave, d->held);
     if (to < 0 || pmap_derived_add(r, d->next->nodes[to].id, d->since) != 0) {
         d->done.stuck++;
         return 0;
@@ -202,8 +203,7 @@ static int find_fn(pmap_table *t, pmap_replicas *r, void *arg)
     (void)t;
     find_arg *f = arg;
     if (!list_moving(f->pm, r) && pmap_replicas_index(r, f->from) >= 0 &&
-        pmap_replicas_index(r, f->to) < 0 &&
-        pmap_zones_of(f->pm, r, f->from, f->to) >= pmap_zones_of(f->pm, r, 0, 0)) {
+        pmap_replicas_index(r, f->to) < 0 && pmap_move_keeps_zones(f->pm, r, f->from, f->to)) {
         f->found = r;
         return 1;
     }

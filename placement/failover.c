@@ -499,8 +499,8 @@ static size_t plan_handovers(const pmap *pm, pmap_move *out, size_t max)
 /* Finds a move of a copy from node from to node to for out[n]: a settled
  * set holding from and not to, not planned yet, whose copies stay in as
  * many zones (docs/replication.md, "Zones"); a follower's copy first (no
- * handover), then a primary's. *zone_bound is set when a set was passed
- * over for its zones alone. 1: found (out[n] set), else 0. */
+ * handover), then a primary's. *zone_bound (unless NULL) is set when a set
+ * was passed over for its zones alone. 1: found (out[n] set), else 0. */
 static int find_move(const pmap *pm, pmap_move *out, size_t n, uint32_t from, uint32_t to,
                      int *zone_bound)
 {
@@ -515,8 +515,10 @@ static int find_move(const pmap *pm, pmap_move *out, size_t n, uint32_t from, ui
                     !settled(pm, r, rf) || planned(out, n, tb->schema.id, p)) {
                     continue;
                 }
-                if (pmap_zones_of(pm, r, from, to) < pmap_zones_of(pm, r, 0, 0)) {
-                    *zone_bound = 1;
+                if (!pmap_move_keeps_zones(pm, r, from, to)) {
+                    if (zone_bound != NULL) {
+                        *zone_bound = 1;
+                    }
                     continue;
                 }
                 out[n] = (pmap_move){tb->schema.id, p, from, to, 0};
@@ -535,7 +537,7 @@ static int find_zoned_move(const pmap *pm, const size_t *count, pmap_move *out, 
                            size_t *hi, size_t *lo)
 {
     size_t nn = pm->nnodes, best_gap = 1;
-    int found = 0, bound = 0;
+    int found = 0;
     for (size_t i = 0; i < nn; i++) {
         for (size_t j = 0; j < nn; j++) {
             if (!balanced_node(pm, pm->nodes[i].id) || !balanced_node(pm, pm->nodes[j].id) ||
@@ -544,7 +546,7 @@ static int find_zoned_move(const pmap *pm, const size_t *count, pmap_move *out, 
             }
             /* only pairs further apart than the best so far: out[n] ends
              * as the best pair's move */
-            if (find_move(pm, out, n, pm->nodes[i].id, pm->nodes[j].id, &bound)) {
+            if (find_move(pm, out, n, pm->nodes[i].id, pm->nodes[j].id, NULL)) {
                 best_gap = count[i] - count[j];
                 *hi = i;
                 *lo = j;

@@ -481,6 +481,11 @@ uint32_t pmap_zones_of(const pmap *pm, const pmap_replicas *r, uint32_t without,
     return zones;
 }
 
+int pmap_move_keeps_zones(const pmap *pm, const pmap_replicas *r, uint32_t from, uint32_t to)
+{
+    return pmap_zones_of(pm, r, from, to) >= pmap_zones_of(pm, r, 0, 0);
+}
+
 int pmap_set_node_removed(pmap *pm, uint32_t id)
 {
     pmap_node *n = (pmap_node *)pmap_node_find(pm, id);

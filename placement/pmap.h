@@ -213,6 +213,9 @@ uint32_t pmap_zones_of(const pmap *pm, const pmap_replicas *r, uint32_t without,
 /* Whether node id's zone is that of a member of r other than without (0:
  * none left out). */
 int pmap_zone_held(const pmap *pm, const pmap_replicas *r, uint32_t id, uint32_t without);
+/* Whether r's copies stay in as many zones with node to for member from:
+ * the rebalancers' test of a move (failover.c, coordinator/mover_derived.c). */
+int pmap_move_keeps_zones(const pmap *pm, const pmap_replicas *r, uint32_t from, uint32_t to);
 /* Marks node id draining (1) or not (0). 0 or LAPSE_ENOTFOUND. */
 int pmap_set_node_draining(pmap *pm, uint32_t id, int draining);
 /* Marks node id removed (docs/replication.md, "Removing a dead node"); there
