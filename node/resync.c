@@ -234,23 +234,6 @@ static void pace_snapshot(logship *ls, uint32_t table_id, uint32_t part, uint32_
     }
 }
 
-/* The first of a snapshot's RESYNC_SNAPSHOT_IN_FLIGHT + 1 call buffers
- * that none of the nwire calls on the wire (wire[]) uses. REQUIRES: nwire
- * <= RESYNC_SNAPSHOT_IN_FLIGHT. */
-static int free_buffer(const int *wire, int nwire)
-{
-    for (int b = 0; b < RESYNC_SNAPSHOT_IN_FLIGHT; b++) {
-        int used = 0;
-        for (int k = 0; k < nwire; k++) {
-            used |= wire[k] == b;
-        }
-        if (!used) {
-            return b;
-        }
-    }
-    return RESYNC_SNAPSHOT_IN_FLIGHT;
-}
-
 /* Rebuilds replica c's copy from a snapshot of this one: a reset, the
  * partition's keys call after call (writes go on; each call's entries are
  * read while up to RESYNC_SNAPSHOT_IN_FLIGHT calls before are on the
@@ -286,13 +269,15 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         size.bytes = 0; /* unknown: progress without an ETA */
     }
     note_copy(ls, table_id, part, id, 0, 0, size.bytes, start);
-    /* The calls on the wire (their buffers' indexes, oldest first), and
-     * one buffer more for the next call's entries. */
-    snap_call sc[RESYNC_SNAPSHOT_IN_FLIGHT + 1] = {{0}};
-    snap_send out[RESYNC_SNAPSHOT_IN_FLIGHT + 1];
-    int wire[RESYNC_SNAPSHOT_IN_FLIGHT], nwire = 0, done = 0;
+    /* A ring of call buffers: the nwire calls on the wire from the oldest,
+     * at head, on, and the next call's entries after them. Calls end in
+     * the order they start. */
+    enum { SLOTS = RESYNC_SNAPSHOT_IN_FLIGHT + 1 };
+    snap_call sc[SLOTS] = {{0}};
+    snap_send out[SLOTS];
+    int head = 0, nwire = 0, done = 0;
     while (rv == 0 && !done) {
-        int cur = free_buffer(wire, nwire);
+        int cur = (head + nwire) % SLOTS;
         snap_call_clear(&sc[cur]);
         uint64_t before = bytes;
         rv = snapshot_next(sn, call_bytes, snap_call_add, &sc[cur], &done, err, errlen);
@@ -300,12 +285,12 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         /* The oldest calls' answers: while as many as may be are on the
          * wire, and all before the last call. Then the cap and progress. */
         while (nwire > 0 && (nwire >= RESYNC_SNAPSHOT_IN_FLIGHT || done || rv != 0)) {
-            snap_send *x = &out[wire[0]];
+            snap_send *x = &out[head];
             rv = snap_send_end(x, rv, err, errlen);
             sent += x->bytes;
             calls++;
+            head = (head + 1) % SLOTS;
             nwire--;
-            memmove(wire, wire + 1, (size_t)nwire * sizeof(wire[0]));
             note_copy(ls, table_id, part, id, entries, sent, size.bytes, start);
             if (rv == 0) {
                 pace_snapshot(ls, table_id, part, id, start, &reported, entries, sent);
@@ -328,14 +313,15 @@ static int send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
         x->s.body.snapshot_epoch = snap_epoch;
         x->s.body.snapshot_seq = snap_seq;
         snap_send_start(x);
-        wire[nwire++] = cur;
+        nwire++;
     }
     for (int k = 0; k < nwire; k++) { /* the last call (done), or those out when one failed */
-        rv = snap_send_end(&out[wire[k]], rv, err, errlen);
-        sent += out[wire[k]].bytes;
+        snap_send *x = &out[(head + k) % SLOTS];
+        rv = snap_send_end(x, rv, err, errlen);
+        sent += x->bytes;
         calls++;
     }
-    for (int k = 0; k <= RESYNC_SNAPSHOT_IN_FLIGHT; k++) {
+    for (int k = 0; k < SLOTS; k++) {
         snap_call_clear(&sc[k]);
         free(sc[k].e);
         free(sc[k].ptrs);
