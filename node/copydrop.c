@@ -146,10 +146,10 @@ static int held(node_server *ns, const pmap_table *t, const copydrop_copy *c)
 {
     char err[256];
     if (c->kind != COPYDROP_BASE) {
-        int any = 1;
+        int any = 0;
         uint32_t index_id = c->kind == COPYDROP_SHARD ? 0 : t->schema.gsi[c->kind].id;
-        (void)apply_copy_held(ns->st, c->table_id, index_id, c->part, &any, err, sizeof(err));
-        return any;
+        int rv = apply_copy_held(ns->st, c->table_id, index_id, c->part, &any, err, sizeof(err));
+        return rv != 0 || any;
     }
     store_size size = {0};
     uint64_t epoch = 0, seq = 0;

@@ -74,7 +74,7 @@ void db_batch_clear(db_batch *b);
 /* This thread's own batch, empty (NULL on OOM): for a thread that builds
  * big batches call after call (a snapshot's parts), whose buffer then
  * stays allocated instead of growing anew, page by page, every time (its
- * page faults took 14% of a node's CPU during a rebalance). Hand it back
+ * page faults took about 9% of a node's CPU during a rebalance). Hand it back
  * with db_batch_thread_done, before the thread asks for it again; never
  * db_batch_free it. Freed when the thread exits. */
 db_batch *db_batch_thread(void);
