@@ -6,6 +6,7 @@
  *               [--batch N] [--value-bytes N] [--bin-dir DIR]
  *               [--workloads put,batch-put,get,batch-get,query]
  *               [--replication 1,3] [--etcd N] [--partitions N] [--vs-redis]
+ *               [--async]
  *
  * Without --coordinator it starts its own cluster (tests/cluster.h) from
  * --bin-dir (default ./build/bin) and stops it at the end. Each workload runs
@@ -30,6 +31,11 @@
  * before the Lapse cluster starts; then the Lapse workloads, then the
  * ratios (issue 16's bar: single gets >= 0.5x Redis's GET, single puts >=
  * 0.35x its SET with AOF everysec, p99 <= 2 ms).
+ * --async drives put and get as redis-benchmark drives Redis: no thread per
+ * call, but --threads calls kept in flight from callbacks (liblapse's
+ * lapse_put_async and lapse_get_async; each call's callback sends its
+ * slot's next), rows saying in-flight=N instead of threads=N; the other
+ * workloads keep their threads.
  * --partitions sets the tables' partitions (default 64; 1 puts every
  * write on one partition: concurrent writes then share replication
  * rounds, group commit).
@@ -65,6 +71,7 @@ typedef struct config {
     int keys_loaded;    /* keys 0..keys_loaded-1 exist in table (set by put/batch) */
     int rf;             /* copies per partition of the tables measured now */
     int partitions;     /* of each table */
+    int async;          /* --async: one thread keeps `threads` calls in flight */
     int pids[3];        /* the nodes' processes when the bench started them, else 0 */
     double rate[4][5];  /* calls/s of each workload at rf 1..3 (0: not run) */
     uint32_t p99[4][5]; /* and its p99, µs */
@@ -85,6 +92,12 @@ typedef struct worker {
     long next_key; /* put: this thread's next key */
     atomic_int *stop;
     atomic_int *measuring; /* 0 during the warm-up: nothing is counted */
+    /* --async: the slot's call in flight */
+    double t0;
+    char *pad;
+    uint64_t seed;
+    lapse_error err;
+    atomic_int *slots_done; /* slots whose last call has come back */
 } worker;
 
 static lapse_item *make_item(long key, int value_bytes, const char *pad)
@@ -204,6 +217,71 @@ static void *worker_main(void *arg)
     free(batch);
     free(pad);
     return NULL;
+}
+
+/* --async: as redis-benchmark drives Redis (one thread, -c connections
+ * each with one request out), each slot keeps one call in flight with
+ * liblapse's asynchronous calls; a call's callback, on liblapse's I/O
+ * thread, records it and sends the slot's next. */
+static void slot_next(worker *w);
+
+static void slot_back(worker *w, int rv, const lapse_error *err)
+{
+    if (rv != 0 && err != NULL && err != &w->err) {
+        w->err = *err;
+    }
+    record(w, w->t0, rv, &w->err, 1);
+    slot_next(w);
+}
+
+static void slot_got(void *arg, int status, lapse_item *item, const lapse_error *err)
+{
+    worker *w = arg;
+    if (status == 0 && item == NULL) {
+        status = LAPSE_EINTERNAL;
+        snprintf(w->err.message, sizeof(w->err.message), "a key missing");
+        err = &w->err;
+    }
+    lapse_item_free(item);
+    slot_back(w, status, err);
+}
+
+static void slot_put(void *arg, int status, const lapse_error *err)
+{
+    slot_back(arg, status, err);
+}
+
+/* Sends w's next call, or ends the slot once stop is set. A call that
+ * cannot be sent counts as failed and ends the slot (so a dead cluster
+ * cannot recurse through here). */
+static void slot_next(worker *w)
+{
+    const config *cfg = w->cfg;
+    if (atomic_load(w->stop)) {
+        atomic_fetch_add(w->slots_done, 1);
+        return;
+    }
+    lapse_item *it;
+    if (w->w == W_PUT) {
+        it = make_item(w->next_key, cfg->value_bytes, w->pad);
+        w->next_key += cfg->threads;
+    } else {
+        char ks[32];
+        snprintf(ks, sizeof(ks), "user%010ld",
+                 (long)(bench_rng(&w->seed) % (uint64_t)cfg->keys_loaded));
+        it = lapse_item_new();
+        lapse_item_set_s(it, "Id", ks);
+    }
+    w->t0 = mono_s();
+    int rv = w->w == W_PUT ? lapse_put_async(w->client, cfg->table, it, slot_put, w, &w->err)
+                           : lapse_get_async(w->client, cfg->table, it, NULL, slot_got, w, &w->err);
+    lapse_item_free(it);
+    if (rv != 0) {
+        if (w->errors++ == 0) { /* a failure counts, warm-up or not */
+            snprintf(w->first_error, sizeof(w->first_error), "%s", w->err.message);
+        }
+        atomic_fetch_add(w->slots_done, 1);
+    }
 }
 
 static const char *wname(workload w)
@@ -326,7 +404,8 @@ static double cpu_all_s(const config *cfg)
 static void run(workload wl, config *cfg, lapse_client *client, long *next_key_base)
 {
     worker ws[MAX_THREADS];
-    atomic_int stop = 0, measuring = 0;
+    atomic_int stop = 0, measuring = 0, slots_done = 0;
+    int async = cfg->async && (wl == W_PUT || wl == W_GET);
     memset(ws, 0, sizeof(ws));
     for (int i = 0; i < cfg->threads; i++) {
         ws[i].id = i;
@@ -337,7 +416,18 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
         ws[i].measuring = &measuring;
         ws[i].lat_us = malloc(sizeof(uint32_t) * (MAX_SAMPLES / MAX_THREADS));
         ws[i].next_key = *next_key_base + i;
-        pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
+        if (async) {
+            ws[i].slots_done = &slots_done;
+            ws[i].seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(i + 1);
+            ws[i].pad = malloc((size_t)cfg->value_bytes + 1);
+            memset(ws[i].pad, 'v', (size_t)cfg->value_bytes);
+            ws[i].pad[cfg->value_bytes] = '\0';
+        } else {
+            pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
+        }
+    }
+    for (int i = 0; async && i < cfg->threads; i++) {
+        slot_next(&ws[i]);
     }
     /* The warm-up: connections, the client's map, RocksDB's caches. */
     for (double w0 = mono_s(); mono_s() < w0 + cfg->warmup_s;) {
@@ -366,8 +456,21 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
     double elapsed = 0;
     long ops = 0, errors = 0;
     size_t nlat = 0;
+    /* The slots' last calls: each ends within its call's time-out. */
+    for (double w0 = mono_s(); async && atomic_load(&slots_done) < cfg->threads;) {
+        if (mono_s() > w0 + 60) {
+            fprintf(stderr, "\nlapse-bench: %d of %d asynchronous calls never came back in 60 s\n",
+                    cfg->threads - atomic_load(&slots_done), cfg->threads);
+            exit(1);
+        }
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     for (int i = 0; i < cfg->threads; i++) {
-        pthread_join(ws[i].th, NULL);
+        if (!async) {
+            pthread_join(ws[i].th, NULL);
+        }
+        free(ws[i].pad);
         ops += atomic_load(&ws[i].ops);
         errors += ws[i].errors;
         nlat += ws[i].nlat;
@@ -382,11 +485,11 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
     }
     qsort(all, nlat, sizeof(uint32_t), cmp_u32);
 #define PCT(p) (nlat ? all[(size_t)((double)(nlat - 1) * (p))] : 0)
-    printf("%-9s rf=%d threads=%-3d calls/s=%-8.0f items/s=%-9.0f (%s) calls=%-8zu p50=%uus "
+    printf("%-9s rf=%d %s=%-3d calls/s=%-8.0f items/s=%-9.0f (%s) calls=%-8zu p50=%uus "
            "p90=%uus p99=%uus p99.9=%uus max=%uus failed=%ld (in no percentile)\n",
-           wname(wl), cfg->rf, cfg->threads, (double)nlat / elapsed, (double)ops / elapsed,
-           witems(wl), nlat, PCT(0.5), PCT(0.9), PCT(0.99), PCT(0.999), nlat ? all[nlat - 1] : 0,
-           errors);
+           wname(wl), cfg->rf, async ? "in-flight" : "threads", cfg->threads,
+           (double)nlat / elapsed, (double)ops / elapsed, witems(wl), nlat, PCT(0.5), PCT(0.9),
+           PCT(0.99), PCT(0.999), nlat ? all[nlat - 1] : 0, errors);
     if (cfg->rf >= 1 && cfg->rf <= 3 && errors == 0) {
         cfg->rate[cfg->rf][wl] = (double)nlat / elapsed;
         cfg->p99[cfg->rf][wl] = PCT(0.99);
@@ -472,7 +575,7 @@ static void usage(void)
     fprintf(stderr, "usage: lapse-bench [--coordinator URL] [--threads N] [--seconds S] "
                     "[--warmup S] [--batch N] [--value-bytes N] [--bin-dir DIR] "
                     "[--workloads put,batch-put,get,batch-get,query] [--replication 1,3] "
-                    "[--etcd N] [--partitions N] [--vs-redis]\n");
+                    "[--etcd N] [--partitions N] [--vs-redis] [--async]\n");
 }
 
 int main(int argc, char **argv)
@@ -498,6 +601,10 @@ int main(int argc, char **argv)
         }
         if (strcmp(a, "--vs-redis") == 0) {
             vs_redis = 1;
+            continue;
+        }
+        if (strcmp(a, "--async") == 0) {
+            cfg.async = 1;
             continue;
         }
         if (v == NULL) {

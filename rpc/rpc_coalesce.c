@@ -293,6 +293,15 @@ static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err
         w = next;
     }
     f->batch = NULL;
+    /* The asynchronous calls' callbacks run first, the frame still out, so
+     * the calls they send (an event loop keeping its calls in flight)
+     * queue and go together in the next frame, not the first alone. */
+    if (later != NULL) {
+        pthread_mutex_unlock(&c->cmu);
+        run_later(later);
+        later = NULL;
+        pthread_mutex_lock(&c->cmu);
+    }
     waiter *next = take_batch(c, NULL, &later);
     f->stale = nrv != 0;
     frame *out = f;
@@ -315,8 +324,6 @@ static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err
         pthread_cond_broadcast(&c->idle);
     }
     pthread_mutex_unlock(&c->cmu);
-    /* The next frame goes before the asynchronous calls' callbacks run, so
-     * their work does not hold it up. */
     if (next != NULL) {
         if (out == NULL && (out = frame_new(c)) == NULL) {
             frames_fail(c, next, LAPSE_ENOMEM, "out of memory");

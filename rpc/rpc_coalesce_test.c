@@ -183,8 +183,10 @@ static void async_get_done(void *arg, int rv, Lapse__Response *resp, const char 
     pthread_mutex_unlock(g->mu);
 }
 
-/* Starts g's GetItem of its key on table through c. */
-static int async_get_start(rpc_client *c, async_get *g, const char *table, int timeout_ms)
+/* Starts g's GetItem of its key on table through c, done called with arg
+ * when it ends. */
+static int async_get_start_cb(rpc_client *c, async_get *g, const char *table, int timeout_ms,
+                              rpc_done_fn done, void *arg)
 {
     arena a;
     arena_init(&a);
@@ -200,9 +202,15 @@ static int async_get_start(rpc_client *c, async_get *g, const char *table, int t
     req.body_case = LAPSE__REQUEST__BODY_GET_ITEM;
     req.get_item = &body;
     char err[256] = "";
-    int rv = rpc_call_async(c, &req, timeout_ms, async_get_done, g, err, sizeof err);
+    int rv = rpc_call_async(c, &req, timeout_ms, done, arg, err, sizeof err);
     arena_fini(&a);
     return rv;
+}
+
+/* Starts g's GetItem of its key on table through c (async_get_done). */
+static int async_get_start(rpc_client *c, async_get *g, const char *table, int timeout_ms)
+{
+    return async_get_start_cb(c, g, table, timeout_ms, async_get_done, g);
 }
 
 /* Waits (at most 10 s) until *left is 0. */
@@ -253,6 +261,78 @@ static void async_calls_share_frames_and_keep_their_replies(void **state)
                  (unsigned long long)n.frames);
     }
     pthread_cond_destroy(&cv);
+    fixture_close(f);
+}
+
+/* A chain of asynchronous GetItems, each sent by its predecessor's done
+ * (as an event loop keeps its calls in flight: lapse-bench --async, the
+ * DynamoDB gateway). */
+typedef struct chain {
+    rpc_client *c;
+    async_get g;
+    int left; /* calls still to send after the one out */
+    int failed;
+    atomic_int *chains_done;
+} chain;
+
+static void chain_done(void *arg, int rv, Lapse__Response *resp, const char *err)
+{
+    chain *ch = arg;
+    (void)err;
+    rpc_response_free(resp);
+    item_free(ch->g.it);
+    ch->g.it = NULL;
+    ch->failed += rv != 0;
+    if (ch->left-- > 0) {
+        if (async_get_start_cb(ch->c, &ch->g, "t", 5000, chain_done, ch) != 0) {
+            ch->failed++;
+            atomic_fetch_add(ch->chains_done, 1);
+        }
+        return;
+    }
+    atomic_fetch_add(ch->chains_done, 1);
+}
+
+static void async_calls_sent_from_callbacks_share_the_next_frame(void **state)
+{
+    (void)state;
+    fixture *f = fixture_open(16, 4);
+    char err[256] = "";
+    assert_rv(get_echo(f->cli, "t", "warm", 2000, err, sizeof err), 0, err); /* connected */
+    enum { CHAINS = 8, ROUNDS = 20 };
+    static chain chs[CHAINS];
+    atomic_int chains_done = 0;
+    rpc_server_count n0;
+    rpc_server_counts(f->srv, &n0);
+    for (int i = 0; i < CHAINS; i++) {
+        chs[i] = (chain){.c = f->cli, .left = ROUNDS - 1, .chains_done = &chains_done};
+        snprintf(chs[i].g.key, sizeof chs[i].g.key, "c%d", i);
+    }
+    /* The first round from this thread: one call goes at once, the other
+     * seven together behind it. */
+    for (int i = 0; i < CHAINS; i++) {
+        assert_int_equal(async_get_start_cb(f->cli, &chs[i].g, "t", 5000, chain_done, &chs[i]), 0);
+    }
+    clock_mono until = clock_mono_after_ms(10000);
+    while (atomic_load(&chains_done) < CHAINS && clock_mono_remaining_ms(until) > 0) {
+        clock_sleep_ms(5);
+    }
+    assert_int_equal(atomic_load(&chains_done), CHAINS);
+    for (int i = 0; i < CHAINS; i++) {
+        assert_int_equal(chs[i].failed, 0);
+    }
+    rpc_server_count n;
+    rpc_server_counts(f->srv, &n);
+    unsigned long long calls = n.calls - n0.calls, frames = n.frames - n0.frames;
+    assert_int_equal(calls, CHAINS * ROUNDS);
+    /* A frame's callbacks run before the next frame goes, so the calls
+     * they send go in it together: about one frame per round after the
+     * first two. Sending first put the first call sent from a callback in
+     * a frame of its own and left the rest queued behind it: two frames a
+     * round (40 here). */
+    if (frames > ROUNDS * 3 / 2) {
+        fail_msg("%llu calls chained from callbacks came in %llu frames", calls, frames);
+    }
     fixture_close(f);
 }
 
@@ -561,6 +641,7 @@ int main(void)
         cmocka_unit_test(quick_calls_are_served_while_every_worker_waits),
         cmocka_unit_test(batchable_calls_of_a_frame_are_served_together),
         cmocka_unit_test(async_calls_share_frames_and_keep_their_replies),
+        cmocka_unit_test(async_calls_sent_from_callbacks_share_the_next_frame),
         cmocka_unit_test(async_call_does_not_wait_behind_a_slow_frame),
         cmocka_unit_test(closing_a_client_ends_its_async_calls),
     };
