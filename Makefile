@@ -74,11 +74,15 @@ install: build
 	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 # The request path against Redis (docs/benchmarks.md, "The lean request path"):
-# Redis alone first (redis-benchmark), then Lapse's workloads, then the ratios.
+# Redis alone first (redis-benchmark), then Lapse's workloads, then the ratios:
+# once with 16 threads each making one call at a time, once with 16 calls kept
+# in flight from callbacks (--async: redis-benchmark's own way of driving -c 16).
 bench: build
 	@bench/install-redis.sh
 	@$(BUILD)/bin/lapse-bench --vs-redis --threads 16 --value-bytes 100 --seconds 10 \
 	  --workloads put,batch-put,get --replication 1,3
+	@$(BUILD)/bin/lapse-bench --vs-redis --threads 16 --value-bytes 100 --seconds 10 \
+	  --workloads put,get --replication 1,3 --async
 
 # Long chaos profile (docs/chaos.md): 3 seeds of 540 s of mixed faults each (over
 # a thousand faults in all), a

@@ -354,7 +354,7 @@ static void ratio_line(const char *what, double lapse, uint32_t p99_us, double r
                        const char *against, double bar)
 {
     double x = redis > 0 ? lapse / redis : 0;
-    printf("# vs redis: %-9s %8.0f/s against %-28s %8.0f/s = %.2fx (bar %.2fx: %s), "
+    printf("# vs redis: %-15s %8.0f/s against %-28s %8.0f/s = %.2fx (bar %.2fx: %s), "
            "p99 %.2f ms (bar 2 ms: %s)\n",
            what, lapse, against, redis, x, bar, x >= bar ? "met" : "NOT met",
            (double)p99_us / 1000.0, p99_us <= 2000 ? "met" : "NOT met");
@@ -371,12 +371,12 @@ static void print_ratios(const config *cfg, const redis_rate set[2], const redis
             continue;
         }
         if (cfg->rate[rf][W_GET] > 0) {
-            snprintf(what, sizeof(what), "get rf=%d", rf);
+            snprintf(what, sizeof(what), "get rf=%d%s", rf, cfg->async ? " async" : "");
             ratio_line(what, cfg->rate[rf][W_GET], cfg->p99[rf][W_GET], best_get,
                        "GET (the faster config)", 0.5);
         }
         if (cfg->rate[rf][W_PUT] > 0) {
-            snprintf(what, sizeof(what), "put rf=%d", rf);
+            snprintf(what, sizeof(what), "put rf=%d%s", rf, cfg->async ? " async" : "");
             ratio_line(what, cfg->rate[rf][W_PUT], cfg->p99[rf][W_PUT], set[0].rps,
                        "SET (AOF everysec)", 0.35);
             ratio_line(what, cfg->rate[rf][W_PUT], cfg->p99[rf][W_PUT], set[1].rps,
