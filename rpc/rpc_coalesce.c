@@ -45,7 +45,7 @@
  */
 
 #define COALESCE_INFLIGHT 1           /* frames in flight per client, normally */
-#define COALESCE_STALL_MS 1           /* the longest a call waits for a frame to be back */
+#define COALESCE_STALL_MS 1           /* the least a call waits for a frame to be back */
 #define COALESCE_MAX_BYTES (1u << 20) /* of the calls of one frame */
 #define CLOSE_WAIT_MS 2000            /* rpc_client_close: for frames still out */
 
@@ -617,7 +617,11 @@ void rpc_coalesce_close(rpc_client *c)
  * around the send. */
 static void submit(rpc_client *c, waiter *w, waiter **later)
 {
-    w->stall = clock_mono_after_ms(COALESCE_STALL_MS);
+    /* One more: the clock counts whole milliseconds, so "1 ms from now"
+     * would come anywhere from a microsecond to 1 ms later, and a frame
+     * whose calls came back a moment ago would be split more often than
+     * a slow one. */
+    w->stall = clock_mono_after_ms(COALESCE_STALL_MS + 1);
     if (c->inflight < COALESCE_INFLIGHT) {
         c->inflight++;
         waiter *batch = take_batch(c, w, later);
