@@ -92,24 +92,45 @@ typedef struct worker {
     long next_key; /* put: this thread's next key */
     atomic_int *stop;
     atomic_int *measuring; /* 0 during the warm-up: nothing is counted */
+    char *pad;             /* put: the value, value_bytes of 'v' */
+    uint64_t seed;         /* get: the random keys' state */
     /* --async: the slot's call in flight */
     double t0;
-    char *pad;
-    uint64_t seed;
     lapse_error err;
     atomic_int *slots_done; /* slots whose last call has come back */
 } worker;
 
-static lapse_item *make_item(long key, int value_bytes, const char *pad)
+/* The key {Id: ks} of item key; ks (32 bytes) gets its name. */
+static lapse_item *key_item(long key, char *ks)
 {
     lapse_item *it = lapse_item_new();
-    char k[32];
-    snprintf(k, sizeof(k), "user%010ld", key);
-    lapse_item_set_s(it, "Id", k);
+    snprintf(ks, 32, "user%010ld", key);
+    lapse_item_set_s(it, "Id", ks);
+    return it;
+}
+
+/* The key of one of the items loaded, at random (w's seed); ks as
+ * key_item's. */
+static lapse_item *random_key(worker *w, char *ks)
+{
+    return key_item((long)(bench_rng(&w->seed) % (uint64_t)w->cfg->keys_loaded), ks);
+}
+
+static lapse_item *make_item(long key, const char *pad)
+{
+    char ks[32];
+    lapse_item *it = key_item(key, ks);
     lapse_item_set_n_i64(it, "Seq", key % 10);
     lapse_item_set_s(it, "Pad", pad);
-    (void)value_bytes;
     return it;
+}
+
+/* Counts a failed call, keeping the first one's message. */
+static void count_failure(worker *w, const char *message)
+{
+    if (w->errors++ == 0) {
+        snprintf(w->first_error, sizeof(w->first_error), "%s", message);
+    }
 }
 
 static void record(worker *w, double t0, int rv, lapse_error *e, long items)
@@ -119,9 +140,7 @@ static void record(worker *w, double t0, int rv, lapse_error *e, long items)
         return;
     }
     if (rv != 0) {
-        if (w->errors++ == 0) {
-            snprintf(w->first_error, sizeof(w->first_error), "%s", e->message);
-        }
+        count_failure(w, e->message);
         return;
     }
     if (w->nlat < MAX_SAMPLES / MAX_THREADS) {
@@ -134,10 +153,6 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     const config *cfg = w->cfg;
-    char *pad = malloc((size_t)cfg->value_bytes + 1);
-    memset(pad, 'v', (size_t)cfg->value_bytes);
-    pad[cfg->value_bytes] = '\0';
-    uint64_t seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(w->id + 1);
     lapse_item **batch = calloc((size_t)cfg->batch, sizeof(*batch));
     lapse_error e;
 
@@ -145,14 +160,14 @@ static void *worker_main(void *arg)
         double t0 = mono_s();
         int rv = 0;
         if (w->w == W_PUT) {
-            lapse_item *it = make_item(w->next_key, cfg->value_bytes, pad);
+            lapse_item *it = make_item(w->next_key, w->pad);
             w->next_key += cfg->threads;
             rv = lapse_put(w->client, cfg->table, it, NULL, &e);
             lapse_item_free(it);
             record(w, t0, rv, &e, 1);
         } else if (w->w == W_BATCH) {
             for (int i = 0; i < cfg->batch; i++) {
-                batch[i] = make_item(w->next_key, cfg->value_bytes, pad);
+                batch[i] = make_item(w->next_key, w->pad);
                 w->next_key += cfg->threads;
             }
             t0 = mono_s();
@@ -162,11 +177,8 @@ static void *worker_main(void *arg)
             }
             record(w, t0, rv, &e, cfg->batch);
         } else if (w->w == W_GET) {
-            long k = (long)(bench_rng(&seed) % (uint64_t)cfg->keys_loaded);
-            lapse_item *key = lapse_item_new();
             char ks[32];
-            snprintf(ks, sizeof(ks), "user%010ld", k);
-            lapse_item_set_s(key, "Id", ks);
+            lapse_item *key = random_key(w, ks);
             lapse_item *got = NULL;
             t0 = mono_s();
             rv = lapse_get(w->client, cfg->table, key, &got, &e);
@@ -182,10 +194,7 @@ static void *worker_main(void *arg)
             lapse_item **got = calloc((size_t)cfg->batch, sizeof(*got));
             for (int i = 0; i < cfg->batch; i++) {
                 char ks[32];
-                snprintf(ks, sizeof(ks), "user%010ld",
-                         (long)(bench_rng(&seed) % (uint64_t)cfg->keys_loaded));
-                keys[i] = lapse_item_new();
-                lapse_item_set_s(keys[i], "Id", ks);
+                keys[i] = random_key(w, ks);
             }
             t0 = mono_s();
             rv = lapse_batch_get(w->client, cfg->table, keys, (size_t)cfg->batch, got, &e);
@@ -204,7 +213,7 @@ static void *worker_main(void *arg)
             record(w, t0, rv, &e, cfg->batch);
         } else {
             char pk[64];
-            snprintf(pk, sizeof(pk), "{\"S\":\"dev%ld\"}", (long)(bench_rng(&seed) % 1000));
+            snprintf(pk, sizeof(pk), "{\"S\":\"dev%ld\"}", (long)(bench_rng(&w->seed) % 1000));
             lapse_query_opts q = {0};
             q.partition_key_json = pk;
             lapse_page *pg = NULL;
@@ -215,7 +224,6 @@ static void *worker_main(void *arg)
         }
     }
     free(batch);
-    free(pad);
     return NULL;
 }
 
@@ -263,23 +271,18 @@ static void slot_next(worker *w)
     }
     lapse_item *it;
     if (w->w == W_PUT) {
-        it = make_item(w->next_key, cfg->value_bytes, w->pad);
+        it = make_item(w->next_key, w->pad);
         w->next_key += cfg->threads;
     } else {
         char ks[32];
-        snprintf(ks, sizeof(ks), "user%010ld",
-                 (long)(bench_rng(&w->seed) % (uint64_t)cfg->keys_loaded));
-        it = lapse_item_new();
-        lapse_item_set_s(it, "Id", ks);
+        it = random_key(w, ks);
     }
     w->t0 = mono_s();
     int rv = w->w == W_PUT ? lapse_put_async(w->client, cfg->table, it, slot_put, w, &w->err)
                            : lapse_get_async(w->client, cfg->table, it, NULL, slot_got, w, &w->err);
     lapse_item_free(it);
     if (rv != 0) {
-        if (w->errors++ == 0) { /* a failure counts, warm-up or not */
-            snprintf(w->first_error, sizeof(w->first_error), "%s", w->err.message);
-        }
+        count_failure(w, w->err.message); /* warm-up or not */
         atomic_fetch_add(w->slots_done, 1);
     }
 }
@@ -416,13 +419,12 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
         ws[i].measuring = &measuring;
         ws[i].lat_us = malloc(sizeof(uint32_t) * (MAX_SAMPLES / MAX_THREADS));
         ws[i].next_key = *next_key_base + i;
-        if (async) {
-            ws[i].slots_done = &slots_done;
-            ws[i].seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(i + 1);
-            ws[i].pad = malloc((size_t)cfg->value_bytes + 1);
-            memset(ws[i].pad, 'v', (size_t)cfg->value_bytes);
-            ws[i].pad[cfg->value_bytes] = '\0';
-        } else {
+        ws[i].seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(i + 1);
+        ws[i].pad = malloc((size_t)cfg->value_bytes + 1);
+        memset(ws[i].pad, 'v', (size_t)cfg->value_bytes);
+        ws[i].pad[cfg->value_bytes] = '\0';
+        ws[i].slots_done = &slots_done;
+        if (!async) {
             pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
         }
     }

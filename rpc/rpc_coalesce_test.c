@@ -284,11 +284,10 @@ static void chain_done(void *arg, int rv, Lapse__Response *resp, const char *err
     ch->g.it = NULL;
     ch->failed += rv != 0;
     if (ch->left-- > 0) {
-        if (async_get_start_cb(ch->c, &ch->g, "t", 5000, chain_done, ch) != 0) {
-            ch->failed++;
-            atomic_fetch_add(ch->chains_done, 1);
+        if (async_get_start_cb(ch->c, &ch->g, "t", 5000, chain_done, ch) == 0) {
+            return;
         }
-        return;
+        ch->failed++; /* not sent: the chain ends here */
     }
     atomic_fetch_add(ch->chains_done, 1);
 }
