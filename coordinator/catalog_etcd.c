@@ -17,8 +17,7 @@ struct catalog_etcd {
     int64_t fence_rev;
 };
 
-int catalog_etcd_open(catalog_etcd **out, etcd *ec, const etcd_keys *keys, char *err,
-                      size_t errlen)
+int catalog_etcd_open(catalog_etcd **out, etcd *ec, const etcd_keys *keys, char *err, size_t errlen)
 {
     *out = calloc(1, sizeof(**out));
     if (*out == NULL) {
@@ -120,6 +119,33 @@ int catalog_etcd_save(catalog_etcd *c, const catalog_state *st, char *err, size_
         return LAPSE_ESTATE;
     }
     return rv;
+}
+
+int catalog_etcd_confirm(catalog_etcd *c, char *err, size_t errlen)
+{
+    if (c->fence_key == NULL) {
+        snprintf(err, errlen, "this coordinator does not lead: it confirms nothing");
+        return LAPSE_ESTATE;
+    }
+    etcd_cmp cmp[] = {
+        {.key = c->fence_key, .target = ETCD_CREATE, .op = ETCD_EQ, .num = c->fence_rev},
+        {.key = c->keys->pmap, .target = ETCD_MOD, .op = ETCD_EQ, .num = c->pmap_mod_rev},
+    };
+    etcd_txn_result res;
+    int rv = etcd_txn(c->ec, cmp, 2, NULL, 0, NULL, 0, &res, err, errlen);
+    if (rv != 0) {
+        return rv;
+    }
+    int ok = res.succeeded;
+    etcd_txn_result_fini(&res);
+    if (!ok) {
+        snprintf(err, errlen,
+                 "etcd says this coordinator no longer leads, or the catalog changed since it "
+                 "read it (revision %lld)",
+                 (long long)c->pmap_mod_rev);
+        return LAPSE_ESTATE;
+    }
+    return 0;
 }
 
 int catalog_etcd_import(catalog_etcd *c, const catalog_state *st, char *err, size_t errlen)

@@ -55,6 +55,13 @@ void catalog_etcd_fence(catalog_etcd *c, const char *key, int64_t rev);
  * again). */
 int catalog_etcd_save(catalog_etcd *c, const catalog_state *st, char *err, size_t errlen);
 
+/* Confirms, with a transaction that writes nothing, that the state this
+ * catalog loaded or saved last is still etcd's and the fence still holds:
+ * what a coordinator answers from that state without saving (a change
+ * already made, say) is then true at this instant, as a save would be.
+ * Returns 0, LAPSE_ESTATE (no longer so: load again) or an etcd error. */
+int catalog_etcd_confirm(catalog_etcd *c, char *err, size_t errlen);
+
 /* Stores *st only if the cluster has no catalog in etcd yet (a one-time
  * import of a local catalog, --import-catalog). Returns 0, LAPSE_EEXISTS (a
  * catalog is there; nothing written) or an etcd error. */

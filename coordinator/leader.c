@@ -63,6 +63,7 @@ static int take_over(server *s, const etcd_leader *l)
             }
         }
         catalog_etcd_fence(s->ecat, l->key, l->rev);
+        atomic_store(&s->lead_lease, l->lease);
         atomic_store(&s->leading, 1);
         log_info("leading (etcd key %s): map version %llu with %zu tables and %zu nodes", l->key,
                  (unsigned long long)s->pm->version, s->pm->ntables, s->pm->nnodes);
@@ -132,6 +133,16 @@ static void *leader_main(void *arg)
     return NULL;
 }
 
+/* Clears s->keeper, so server_leads no longer reads it, and returns it. */
+static etcd_keeper *take_keeper(server *s)
+{
+    pthread_rwlock_wrlock(&s->keeper_lock);
+    etcd_keeper *k = s->keeper;
+    s->keeper = NULL;
+    pthread_rwlock_unlock(&s->keeper_lock);
+    return k;
+}
+
 int leader_start(server *s, char *err, size_t errlen)
 {
     int rv =
@@ -141,8 +152,7 @@ int leader_start(server *s, char *err, size_t errlen)
     }
     atomic_store(&s->leader_stop, 0);
     if (pthread_create(&s->leader_thread, NULL, leader_main, s) != 0) {
-        etcd_keeper_stop(s->keeper, 1);
-        s->keeper = NULL;
+        etcd_keeper_stop(take_keeper(s), 1);
         snprintf(err, errlen, "cannot start the leader thread");
         return LAPSE_ENOMEM;
     }
@@ -158,8 +168,7 @@ void leader_stop(server *s)
         s->leader_running = 0;
     }
     /* Revoked, so the others need not wait out the lease. */
-    etcd_keeper_stop(s->keeper, 1);
-    s->keeper = NULL;
+    etcd_keeper_stop(take_keeper(s), 1);
 }
 
 void leader_forward(server *s, const Lapse__Request *req, Lapse__Response *resp, arena *a,

@@ -28,6 +28,12 @@
  *  2. Even a coordinator that believes it leads (stalled past its lease,
  *     then resumed) cannot commit: etcd checks the fence in every save.
  *  3. A call is forwarded at most once (Request.forwarded).
+ *  4. It serves only while the lease it won with is certain to live more
+ *     than SERVER_LEAD_MARGIN_MS (server_leads reads the keeper's clock,
+ *     not the leader thread's view), so one stalled past its lease forwards
+ *     from the instant it resumes. An answer that decides something without
+ *     a save (a join already made) is confirmed by etcd first
+ *     (server_confirm), as a save would be fenced.
  */
 #ifndef LAPSE_COORD_LEADER_H
 #define LAPSE_COORD_LEADER_H

@@ -82,7 +82,16 @@ static int change_set(server *s, const set_change *c, Lapse__Response *resp, are
     int idx = pmap_replicas_index(was, c->node);
     const int was_in = pmap_in_sync(was, (uint32_t)idx); /* was dies with the commit */
     if (was_in == pmap_in_sync(now, (uint32_t)idx) && was->changes == now->changes) {
-        *version = s->pm->version; /* nothing to commit */
+        /* Nothing to commit, so no fenced save says this map is still the
+         * cluster's: a leader that lost its lease since the caller's check
+         * would answer from a map its successor has changed (a join "done"
+         * that the new map undid). etcd confirms it instead. */
+        if ((rv = server_confirm(s, err, sizeof(err))) != 0) {
+            rpc_set_error(resp, a, rv, "%s of node %u in table %u partition %u: %s", what,
+                          (unsigned)c->node, (unsigned)c->table_id, (unsigned)c->part, err);
+            goto out;
+        }
+        *version = s->pm->version;
         goto out;
     }
     if ((rv = server_commit(s, next, s->next_table_id, err, sizeof(err))) != 0) {

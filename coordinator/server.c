@@ -72,6 +72,7 @@ int server_open(server **out, const server_config *cfg, char *err, size_t errlen
     ttlprop_init(&s->ttl);
     pthread_mutex_init(&s->ddl_lock, NULL);
     pthread_mutex_init(&s->lock, NULL);
+    pthread_rwlock_init(&s->keeper_lock, NULL);
     clock_cond_init_mono(&s->member_cond);
 
     int rv;
@@ -164,6 +165,7 @@ void server_close(server *s)
     }
     pthread_cond_destroy(&s->member_cond);
     pthread_mutex_destroy(&s->lock);
+    pthread_rwlock_destroy(&s->keeper_lock);
     pthread_mutex_destroy(&s->ddl_lock);
     free(s);
 }
@@ -190,9 +192,33 @@ int server_commit(server *s, pmap *next, uint32_t next_table_id, char *err, size
     return 0;
 }
 
+int server_confirm(server *s, char *err, size_t errlen)
+{
+    if (s->ec == NULL) {
+        return 0;
+    }
+    int rv = catalog_etcd_confirm(s->ecat, err, errlen);
+    if (rv != 0) {
+        atomic_store(&s->leading, 0); /* as server_commit: load again first */
+    }
+    return rv;
+}
+
 int server_leads(server *s)
 {
-    return s->ec == NULL || atomic_load(&s->leading);
+    if (s->ec == NULL) {
+        return 1;
+    }
+    if (!atomic_load(&s->leading)) {
+        return 0;
+    }
+    int64_t lease = 0, left = 0;
+    pthread_rwlock_rdlock(&s->keeper_lock);
+    if (s->keeper != NULL) {
+        left = etcd_keeper_valid_ms(s->keeper, &lease);
+    }
+    pthread_rwlock_unlock(&s->keeper_lock);
+    return left > SERVER_LEAD_MARGIN_MS && lease == atomic_load(&s->lead_lease);
 }
 
 node_live *server_live(server *s, uint32_t id, int create)

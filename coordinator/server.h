@@ -54,6 +54,10 @@
 #include "push.h"
 #include "ttlprop.h"
 
+/* A leader stops serving this long before its etcd lease could expire, so
+ * the next leader never serves beside it (server_leads). */
+#define SERVER_LEAD_MARGIN_MS 300
+
 /* Liveness of one node, as last heard from it (not durable). */
 /* One follower's lag as its primary last reported it (replstatus.h). */
 typedef struct live_lag {
@@ -125,13 +129,15 @@ typedef struct server {
     ttlprop ttl; /* latest TTL progress per (node, table); not durable (ttlprop.h) */
 
     /* ---- etcd (leader.h); all NULL/0 with a local catalog ---- */
-    etcd *ec;                /* the cluster's etcd client; thread-safe */
-    catalog_etcd *ecat;      /* the durable state in etcd; under lock */
-    etcd_keeper *keeper;     /* this coordinator's lease */
-    etcd_keys keys;          /* the cluster's keys in etcd */
-    atomic_int leading;      /* leader.h invariant 1 */
-    atomic_int leader_stop;  /* asks the leader thread to exit */
-    pthread_t leader_thread; /* valid when leader_running */
+    etcd *ec;                     /* the cluster's etcd client; thread-safe */
+    catalog_etcd *ecat;           /* the durable state in etcd; under lock */
+    etcd_keeper *keeper;          /* this coordinator's lease; set and cleared under keeper_lock */
+    pthread_rwlock_t keeper_lock; /* server_leads reads keeper while leader_stop clears it */
+    etcd_keys keys;               /* the cluster's keys in etcd */
+    atomic_int leading;           /* leader.h invariant 1 */
+    atomic_llong lead_lease;      /* the lease this coordinator won the election with */
+    atomic_int leader_stop;       /* asks the leader thread to exit */
+    pthread_t leader_thread;      /* valid when leader_running */
     int leader_running;
 
     /* ---- the membership thread (membership.c) ---- */
@@ -172,8 +178,19 @@ void server_close(server *s);
  */
 int server_commit(server *s, pmap *next, uint32_t next_table_id, char *err, size_t errlen);
 
+/* Tells whether the current state is still the cluster's, as server_commit
+ * would for a change: 0 at once with a local catalog; with etcd, 0 when a
+ * transaction that writes nothing confirms the fence and the map's revision
+ * (catalog_etcd_confirm). Else LAPSE_ESTATE or an etcd error with a reason
+ * in err, and leadership ends as for a failed commit. For answers that
+ * decide something without changing the state. REQUIRES: s->lock held. */
+int server_confirm(server *s, char *err, size_t errlen);
+
 /* Whether this coordinator may change the state: always with a local
- * catalog; with etcd, while it leads. */
+ * catalog; with etcd, while it leads and the lease it won with is certain
+ * to live for more than SERVER_LEAD_MARGIN_MS. A leader stalled past its
+ * lease (its process stopped, say) thus forwards what it is asked from
+ * the instant it resumes, before its leader thread learns it lost. */
 int server_leads(server *s);
 
 /* Returns the liveness entry of node id, creating it (never heard from)

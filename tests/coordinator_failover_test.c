@@ -4,7 +4,8 @@
  * during a TTL enable: another leads within seconds, the change is applied
  * exactly once, every node ends on the leader's map, and TTL deletes go on.
  * A leader stalled past its lease (SIGSTOP) and resumed writes nothing over
- * its successor's changes. Losing one etcd member changes nothing; losing
+ * its successor's changes, and forwards what it is asked from the instant
+ * it resumes. Losing one etcd member changes nothing; losing
  * quorum fails control-plane calls with an error naming etcd while item
  * calls go on, and everything resumes with quorum. A single coordinator's
  * catalog is imported into etcd once.
@@ -19,7 +20,10 @@
 #include <sys/wait.h>
 
 #include "../common/clock.h"
+#include "../etcd/etcd.h"
+#include "../etcd/etcd_keys.h"
 #include "etcd_members.h"
+#include "nodecall.h"
 
 static cluster *g_cluster;
 static lapse_client *g_client; /* knows both coordinators */
@@ -218,8 +222,8 @@ static void test_leader_kill_during_ttl_enable(void **state)
     /* Items due in 2 s. */
     int64_t due = clock_wall_now().ms / 1000 + 2;
     for (int i = 0; i < 20; i++) {
-        lapse_item *it = item_json("{\"Id\":{\"S\":\"t%d\"},\"Exp\":{\"N\":\"%lld\"}}", i,
-                                   (long long)due);
+        lapse_item *it =
+            item_json("{\"Id\":{\"S\":\"t%d\"},\"Exp\":{\"N\":\"%lld\"}}", i, (long long)due);
         assert_lapse_ok(lapse_put(g_client, "TtlFailover", it, NULL, &e), &e);
         lapse_item_free(it);
     }
@@ -261,17 +265,51 @@ static void test_leader_kill_during_ttl_enable(void **state)
     assert_int_equal(left, 0);
 }
 
+/* A describe sent to one coordinator, answered on a thread of its own. */
+typedef struct describe_call {
+    lapse_client *c;
+    const char *table;
+    int rv;
+    lapse_error e;
+} describe_call;
+
+static void *describe_main(void *arg)
+{
+    describe_call *d = arg;
+    char *js = NULL;
+    d->rv = lapse_describe_table(d->c, d->table, &js, &d->e);
+    lapse_free(js);
+    return NULL;
+}
+
 static void test_stalled_leader_writes_nothing(void **state)
 {
     (void)state;
     int stalled = cluster_leader(g_cluster, -1, 10000);
     assert_true(stalled >= 0);
+    lapse_client *direct = NULL; /* this coordinator alone */
+    lapse_error e;
+    assert_lapse_ok(lapse_connect(&direct, cluster_url(g_cluster, stalled), &e), &e);
+    lapse_set_timeout_ms(direct, 30000);
     assert_int_equal(cluster_kill(g_cluster, stalled, SIGSTOP), 0);
     /* Past its 2 s lease another leads and changes the map. */
     int next = cluster_leader(g_cluster, stalled, 10000);
     assert_true(next >= 0);
     create_until_exists("WhileStalled");
+    /* A call waits in the stalled one's socket for it to resume. Its
+     * handler runs at once then, well before the leader thread learns the
+     * lease is gone: it must forward, not answer from the old map (which
+     * has no WhileStalled). */
+    describe_call d = {direct, "WhileStalled", -1, {0}};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, describe_main, &d), 0);
+    clock_sleep_ms(300); /* the call is sent */
     assert_int_equal(cluster_kill(g_cluster, stalled, SIGCONT), 0);
+    pthread_join(th, NULL);
+    if (d.rv != 0) {
+        fail_msg("the resumed coordinator answered from its old map: %s", d.e.message);
+    }
+    lapse_close(direct);
     /* Resumed, it notices; its old state (without WhileStalled) is never
      * written back over its successor's. */
     clock_mono deadline = clock_mono_after_ms(10000);
@@ -293,6 +331,62 @@ static void test_stalled_leader_writes_nothing(void **state)
     assert_int_equal(table_count("AfterStall"), 1);
     wait_nodes_on_leader_map();
     items_work("WhileStalled");
+}
+
+/* A ReplicaJoin for a member already in sync changes nothing, so no save
+ * fences its answer: the leader asks etcd first. After the map's key moved
+ * behind its back (as a successor's commit moves it while a leader's lease
+ * runs out), the "yes" it would give from its own map is refused instead,
+ * and it leads again only after loading the catalog anew. */
+static void test_unchanged_join_is_confirmed_by_etcd(void **state)
+{
+    (void)state;
+    lapse_table_def d = {.name = "JoinConfirm",
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = 2,
+                         .replication = 3};
+    lapse_error e;
+    assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
+    wait_nodes_on_leader_map();
+    int leader = cluster_leader(g_cluster, -1, 10000);
+    assert_true(leader >= 0);
+    const char *url = cluster_url(g_cluster, leader);
+    char err[512];
+    pmap *pm = NULL;
+    assert_int_equal(nodecall_map(url, &pm, err, sizeof(err)), 0);
+    const pmap_table *t = pmap_table_find(pm, "JoinConfirm");
+    assert_non_null(t);
+    const pmap_replicas *r = &t->parts[0];
+    assert_int_equal(r->n, 3);
+    nodecall_join j = {t->schema.id, 0, r->ids[0], pmap_epoch(r), r->ids[1], r->changes};
+    uint64_t version = 0;
+    if (nodecall_replica_join(url, &j, &version, err, sizeof(err)) != 0) {
+        fail_msg("a join of an in-sync member was refused: %s", err);
+    }
+    assert_int_equal(version, pm->version);
+
+    /* The same bytes put back: only the key's revision moves. */
+    etcd *ec = NULL;
+    etcd_keys keys;
+    etcd_kv kv;
+    assert_int_equal(etcd_keys_init(&keys, "test", err, sizeof(err)), 0);
+    assert_int_equal(
+        etcd_open(&ec, etcd_members_endpoints(cluster_etcd(g_cluster)), 3000, err, sizeof(err)), 0);
+    assert_int_equal(etcd_get(ec, keys.pmap, &kv, NULL, err, sizeof(err)), 0);
+    assert_int_equal(etcd_put(ec, keys.pmap, kv.value, kv.value_len, 0, NULL, err, sizeof(err)), 0);
+    etcd_kv_fini(&kv);
+    etcd_close(ec);
+    int rv = nodecall_replica_join(url, &j, &version, err, sizeof(err));
+    if (rv == 0) {
+        fail_msg("a leader whose map etcd no longer holds said yes from map version %llu",
+                 (unsigned long long)version);
+    }
+    pmap_free(pm);
+    /* It (or the other) leads again on the catalog as etcd has it. */
+    create_until_exists("AfterConfirm");
+    wait_nodes_on_leader_map();
+    items_work("AfterConfirm");
 }
 
 static void test_etcd_member_loss_and_quorum_loss(void **state)
@@ -362,9 +456,16 @@ static pid_t spawn_importer(const char *url, const char *dir, const char *log)
     char bin[600];
     const char *bin_dir = getenv("LAPSE_BIN_DIR");
     snprintf(bin, sizeof(bin), "%s/lapse-coordinator", bin_dir != NULL ? bin_dir : "build/bin");
-    char *argv[] = {bin, "--listen", (char *)url, "--etcd",
-                    (char *)etcd_members_endpoints(cluster_etcd(g_cluster)), "--cluster-name",
-                    "imported", "--import-catalog", (char *)dir, NULL};
+    char *argv[] = {bin,
+                    "--listen",
+                    (char *)url,
+                    "--etcd",
+                    (char *)etcd_members_endpoints(cluster_etcd(g_cluster)),
+                    "--cluster-name",
+                    "imported",
+                    "--import-catalog",
+                    (char *)dir,
+                    NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -455,6 +556,7 @@ int main(void)
         cmocka_unit_test_teardown(test_leader_kill_during_create_table, restore),
         cmocka_unit_test_teardown(test_leader_kill_during_ttl_enable, restore),
         cmocka_unit_test_teardown(test_stalled_leader_writes_nothing, restore),
+        cmocka_unit_test_teardown(test_unchanged_join_is_confirmed_by_etcd, restore),
         cmocka_unit_test_teardown(test_etcd_member_loss_and_quorum_loss, restore),
         cmocka_unit_test_teardown(test_import_catalog, restore),
     };

@@ -41,6 +41,40 @@ int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len)
     return rv;
 }
 
+int nodecall_replica_join(const char *coordinator_url, const nodecall_join *j, uint64_t *version,
+                          char *err, size_t len)
+{
+    rpc_client *rc = NULL;
+    *version = 0;
+    int rv = rpc_client_open(&rc, coordinator_url, err, len);
+    if (rv != 0) {
+        return rv;
+    }
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    Lapse__ReplicaJoinRequest body = LAPSE__REPLICA_JOIN_REQUEST__INIT;
+    body.table_id = j->table_id;
+    body.partition = j->part;
+    body.primary_node = j->primary;
+    body.epoch = j->epoch;
+    body.node = j->node;
+    body.set_changes = j->changes;
+    req.body_case = LAPSE__REQUEST__BODY_REPLICA_JOIN;
+    req.replica_join = &body;
+    Lapse__Response *resp = NULL;
+    rv = rpc_call(rc, &req, NODECALL_TIMEOUT_MS, &resp, err, len);
+    if (rv == 0 &&
+        (resp->body_case != LAPSE__RESPONSE__BODY_REPLICA_JOIN || resp->replica_join == NULL)) {
+        rv = LAPSE_EPROTO;
+        snprintf(err, len, "no ReplicaJoin reply");
+    }
+    if (rv == 0) {
+        *version = resp->replica_join->pmap_version;
+    }
+    rpc_response_free(resp);
+    rpc_client_close(rc);
+    return rv;
+}
+
 /* PartitionDigest of (table_id, part), or of GSI index_id's partition part
  * when index_id is not 0. */
 static int digest_call(rpc_client *c, uint32_t table_id, uint32_t index_id, uint32_t part,

@@ -30,6 +30,21 @@ typedef struct nodecall_digest {
 /* The coordinator's current map (caller frees with pmap_free), one call
  * of 3 s at most. 0, or the call's or the decode's error with err. */
 int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len);
+/* A ReplicaJoin as a primary asks it (coordinator/replicas.h). */
+typedef struct nodecall_join {
+    uint32_t table_id, part;
+    uint32_t primary; /* the asker */
+    uint64_t epoch;   /* the set's epoch in the asker's map */
+    uint32_t node;    /* the member to put in sync */
+    uint64_t changes; /* the set's count of changes in the asker's map */
+} nodecall_join;
+
+/* Sends j to the coordinator at coordinator_url alone (forwarded from
+ * there if it does not lead), 3 s at most. 0 with *version the map the
+ * answer holds, or the refusal or the call's error with err. */
+int nodecall_replica_join(const char *coordinator_url, const nodecall_join *j, uint64_t *version,
+                          char *err, size_t len);
+
 /* PartitionDigest of (table_id, part) on the node of client c, 3 s at
  * most. 0, or the call's error with err. */
 int nodecall_partition_digest(rpc_client *c, uint32_t table_id, uint32_t part, nodecall_digest *out,
