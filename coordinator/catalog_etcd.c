@@ -99,16 +99,24 @@ static int put_state(catalog_etcd *c, const etcd_cmp *cmp, size_t n, const catal
     return 0;
 }
 
+/* The two compares of invariant 2: the fence holds, and the map key is
+ * where this catalog last saw it. REQUIRES: c->fence_key set. */
+static void fenced(const catalog_etcd *c, etcd_cmp cmp[2])
+{
+    cmp[0] =
+        (etcd_cmp){.key = c->fence_key, .target = ETCD_CREATE, .op = ETCD_EQ, .num = c->fence_rev};
+    cmp[1] =
+        (etcd_cmp){.key = c->keys->pmap, .target = ETCD_MOD, .op = ETCD_EQ, .num = c->pmap_mod_rev};
+}
+
 int catalog_etcd_save(catalog_etcd *c, const catalog_state *st, char *err, size_t errlen)
 {
     if (c->fence_key == NULL) {
         snprintf(err, errlen, "this coordinator does not lead: it writes nothing");
         return LAPSE_ESTATE;
     }
-    etcd_cmp cmp[] = {
-        {.key = c->fence_key, .target = ETCD_CREATE, .op = ETCD_EQ, .num = c->fence_rev},
-        {.key = c->keys->pmap, .target = ETCD_MOD, .op = ETCD_EQ, .num = c->pmap_mod_rev},
-    };
+    etcd_cmp cmp[2];
+    fenced(c, cmp);
     int ok = 0;
     int rv = put_state(c, cmp, 2, st, &ok, err, errlen);
     if (rv == 0 && !ok) {
@@ -127,10 +135,8 @@ int catalog_etcd_confirm(catalog_etcd *c, char *err, size_t errlen)
         snprintf(err, errlen, "this coordinator does not lead: it confirms nothing");
         return LAPSE_ESTATE;
     }
-    etcd_cmp cmp[] = {
-        {.key = c->fence_key, .target = ETCD_CREATE, .op = ETCD_EQ, .num = c->fence_rev},
-        {.key = c->keys->pmap, .target = ETCD_MOD, .op = ETCD_EQ, .num = c->pmap_mod_rev},
-    };
+    etcd_cmp cmp[2];
+    fenced(c, cmp);
     etcd_txn_result res;
     int rv = etcd_txn(c->ec, cmp, 2, NULL, 0, NULL, 0, &res, err, errlen);
     if (rv != 0) {

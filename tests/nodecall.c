@@ -14,42 +14,52 @@
 
 #define NODECALL_TIMEOUT_MS 3000
 
-int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len)
+/* Sends req to url on a client of its own, NODECALL_TIMEOUT_MS at most;
+ * 0 with *resp a reply of body kind want (caller frees), or the call's
+ * error with err. */
+static int call_once(const char *url, Lapse__Request *req, Lapse__Response__BodyCase want,
+                     const char *what, Lapse__Response **resp, char *err, size_t len)
 {
     rpc_client *rc = NULL;
-    *out = NULL;
-    int rv = rpc_client_open(&rc, coordinator_url, err, len);
+    *resp = NULL;
+    int rv = rpc_client_open(&rc, url, err, len);
     if (rv != 0) {
         return rv;
     }
+    rv = rpc_call(rc, req, NODECALL_TIMEOUT_MS, resp, err, len);
+    if (rv == 0 && (*resp)->body_case != want) {
+        rv = LAPSE_EPROTO;
+        snprintf(err, len, "no %s reply", what);
+    }
+    if (rv != 0) {
+        rpc_response_free(*resp);
+        *resp = NULL;
+    }
+    rpc_client_close(rc);
+    return rv;
+}
+
+int nodecall_map(const char *coordinator_url, pmap **out, char *err, size_t len)
+{
+    *out = NULL;
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__GetPartitionMapRequest body = LAPSE__GET_PARTITION_MAP_REQUEST__INIT;
     req.body_case = LAPSE__REQUEST__BODY_GET_PARTITION_MAP;
     req.get_partition_map = &body;
     Lapse__Response *resp = NULL;
-    rv = rpc_call(rc, &req, NODECALL_TIMEOUT_MS, &resp, err, len);
-    if (rv == 0 && (resp->body_case != LAPSE__RESPONSE__BODY_GET_PARTITION_MAP ||
-                    resp->get_partition_map == NULL)) {
-        rv = LAPSE_EPROTO;
-        snprintf(err, len, "no GetPartitionMap reply");
-    }
+    int rv = call_once(coordinator_url, &req, LAPSE__RESPONSE__BODY_GET_PARTITION_MAP,
+                       "GetPartitionMap", &resp, err, len);
     if (rv == 0) {
         rv = wire_pmap_from_pb(resp->get_partition_map->map, out, err, len);
     }
     rpc_response_free(resp);
-    rpc_client_close(rc);
     return rv;
 }
 
 int nodecall_replica_join(const char *coordinator_url, const nodecall_join *j, uint64_t *version,
                           char *err, size_t len)
 {
-    rpc_client *rc = NULL;
     *version = 0;
-    int rv = rpc_client_open(&rc, coordinator_url, err, len);
-    if (rv != 0) {
-        return rv;
-    }
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__ReplicaJoinRequest body = LAPSE__REPLICA_JOIN_REQUEST__INIT;
     body.table_id = j->table_id;
@@ -61,17 +71,12 @@ int nodecall_replica_join(const char *coordinator_url, const nodecall_join *j, u
     req.body_case = LAPSE__REQUEST__BODY_REPLICA_JOIN;
     req.replica_join = &body;
     Lapse__Response *resp = NULL;
-    rv = rpc_call(rc, &req, NODECALL_TIMEOUT_MS, &resp, err, len);
-    if (rv == 0 &&
-        (resp->body_case != LAPSE__RESPONSE__BODY_REPLICA_JOIN || resp->replica_join == NULL)) {
-        rv = LAPSE_EPROTO;
-        snprintf(err, len, "no ReplicaJoin reply");
-    }
+    int rv = call_once(coordinator_url, &req, LAPSE__RESPONSE__BODY_REPLICA_JOIN, "ReplicaJoin",
+                       &resp, err, len);
     if (rv == 0) {
         *version = resp->replica_join->pmap_version;
     }
     rpc_response_free(resp);
-    rpc_client_close(rc);
     return rv;
 }
 
