@@ -194,7 +194,9 @@ void leader_forward(server *s, const Lapse__Request *req, Lapse__Response *resp,
     }
     if (strcmp(kv.value, s->listen_url) == 0) {
         etcd_kv_fini(&kv);
-        rpc_set_error(resp, a, LAPSE_EUNAVAILABLE, "coordinator %s is taking over; try again",
+        rpc_set_error(resp, a, LAPSE_EUNAVAILABLE,
+                      "coordinator %s is taking over, or cannot renew the etcd lease it leads "
+                      "with; try again",
                       s->listen_url);
         return;
     }
