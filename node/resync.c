@@ -48,6 +48,7 @@
 #define RESYNC_ESTIMATE_ITEMS 1000     /* walked to size a snapshot for its ETA (store_estimate) */
 #define RESYNC_SMALL_CALL_BYTES 512    /* a snapshot call under the small-snapshot-calls switch */
 #define RESYNC_SNAPSHOT_IN_FLIGHT 2    /* a snapshot's calls on the wire at once */
+#define RESYNC_HOLD_MAX_MS 10000       /* a pass held by the hold-after-join switch, at most */
 
 /* Where replica c stands: its last record's seq and epoch. */
 static int position_of(logship *ls, rpc_client *c, uint32_t table_id, uint32_t part, uint64_t epoch,
@@ -542,6 +543,29 @@ static void note_single_rebuilt(logship *ls, const pmap_replicas *r, uint32_t ta
     pthread_mutex_unlock(&ls->lock);
 }
 
+/* Test fault (the hold-after-join switch): after a member's join, the pass
+ * stays here while the switch is on (RESYNC_HOLD_MAX_MS at most, and not
+ * past logship_stop), so writes that wait for the member come, and their
+ * rounds end, before the partition's send_lag: which members that counts
+ * the log confirmed with is then under test (docs/chaos.md). */
+static void hold_after_join(logship *ls, uint32_t table_id, uint32_t part, uint32_t id)
+{
+    for (int waited = 0; waited < RESYNC_HOLD_MAX_MS; waited += 50) {
+        pthread_mutex_lock(&ls->lock);
+        int stop = ls->stop;
+        pthread_mutex_unlock(&ls->lock);
+        if (stop || !fault_switch_on(ls->ns, "hold-after-join")) {
+            return;
+        }
+        if (waited == 0) {
+            log_warn("test fault hold-after-join: table %u partition %u: the resync pass holds "
+                     "after node %u's join",
+                     (unsigned)table_id, (unsigned)part, (unsigned)id);
+        }
+        clock_sleep_ms(50);
+    }
+}
+
 /* Brings member id of r back (steps 1-3 above); one_copy: r is a set of
  * a one-copy table (being moved). */
 static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, int one_copy,
@@ -630,6 +654,7 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, i
     replog_unlock(st, table_id, part);
     if (joins) {
         join(ls, table_id, part, epoch, r->changes, id);
+        hold_after_join(ls, table_id, part, id);
     }
 }
 

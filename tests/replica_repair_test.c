@@ -236,31 +236,6 @@ static void test_replicas_behind_the_log_are_rebuilt(void **state)
     assert_true(calls >= 3);
 }
 
-/* The records of k<i>, i >= 0, in s (INSERTs and MODIFYs alike). */
-static size_t records_of(const streamread *s, const char *id)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const char *k = lapse_item_get_s(s->r[i]->keys, "Id");
-        n += k != NULL && strcmp(k, id) == 0;
-    }
-    return n;
-}
-
-/* Reads the stream of table until it holds want records, for up to
- * wait_ms; returns how many it holds then. */
-static size_t stream_until(const char *table, streamread *s, size_t want, long wait_ms)
-{
-    for (long waited = 0;; waited += 100) {
-        lapse_error e = {0};
-        assert_lapse_ok(streamread_more(rs_client(), table, s, &e), &e);
-        if (s->n >= want || waited >= wait_ms) {
-            return s->n;
-        }
-        rs_sleep_ms(100);
-    }
-}
-
 /*
  * A change reaches the stream only once every in-sync copy holds the write
  * that made it (docs/replication.md, "The outbox on a replicated
@@ -281,7 +256,7 @@ static void test_outbox_ships_only_what_every_copy_holds(void **state)
         assert_lapse_ok(put_once(OBX, i, "a", &e), &e);
     }
     streamread s = {0};
-    assert_int_equal(stream_until(OBX, &s, 10, 10000), 10);
+    assert_int_equal(rs_stream_until(OBX, &s, 10, 10000), 10);
 
     pmap *pm = rs_wait_all_in_sync(OBX);
     const pmap_replicas *r = &pmap_table_find(pm, OBX)->parts[0];
@@ -299,13 +274,13 @@ static void test_outbox_ships_only_what_every_copy_holds(void **state)
     /* Past the shipper's rescan (1 s) and a retry's backoff: an
      * unconfirmed record would be on the stream by now. */
     rs_sleep_ms(2500);
-    assert_int_equal(stream_until(OBX, &s, 11, 0), 10);
-    assert_int_equal(records_of(&s, "k10"), 0);
+    assert_int_equal(rs_stream_until(OBX, &s, 11, 0), 10);
+    assert_int_equal(rs_stream_records_of(&s, "k10"), 0);
 
     rs_refuse_replicate_log(f1, 0);
     rs_refuse_replicate_log(f2, 0);
-    assert_int_equal(stream_until(OBX, &s, 11, 15000), 11);
-    assert_int_equal(records_of(&s, "k10"), 1);
+    assert_int_equal(rs_stream_until(OBX, &s, 11, 15000), 11);
+    assert_int_equal(rs_stream_records_of(&s, "k10"), 1);
     char why[256];
     if (streamread_gap(&s, 1, why, sizeof(why)) != 0) {
         fail_msg("the stream has a gap: %s", why);
@@ -423,14 +398,14 @@ static void test_replica_outboxes_are_trimmed(void **state)
      * record shipped twice. */
     streamread s = {0};
     size_t total = (size_t)dg[0].outbox_last;
-    assert_int_equal(stream_until("trim", &s, total, 10000), total);
+    assert_int_equal(rs_stream_until("trim", &s, total, 10000), total);
     assert_int_equal(cluster_kill(rs_cluster(), (int)r.ids[0], SIGKILL), 0);
     for (int i = 0; i < 5; i++) {
         char id[16];
         snprintf(id, sizeof(id), "k%d", 200 + i);
         rs_put_retrying("trim", id, "c");
     }
-    assert_int_equal(stream_until("trim", &s, total + 5, 15000), total + 5);
+    assert_int_equal(rs_stream_until("trim", &s, total + 5, 15000), total + 5);
     char why[256];
     if (streamread_gap(&s, 0, why, sizeof(why)) != 0) {
         fail_msg("the stream has a gap: %s", why);

@@ -121,6 +121,11 @@ void rs_slow_ship(int node, int on)
     fault_switch(node, "slow-ship", on);
 }
 
+void rs_hold_after_join(int node, int on)
+{
+    fault_switch(node, "hold-after-join", on);
+}
+
 void rs_small_snapshot_calls(int node, int on)
 {
     fault_switch(node, "small-snapshot-calls", on);
@@ -437,4 +442,26 @@ json_t *rs_rebalance_plan(void)
     lapse_error e = {0};
     assert_lapse_ok(lapse_rebalance_plan(g_rs_client, &js, &e), &e);
     return rs_json_answer("rebalance", 0, 0, js, &e);
+}
+
+size_t rs_stream_until(const char *table, streamread *s, size_t want, long wait_ms)
+{
+    for (long waited = 0;; waited += 100) {
+        lapse_error e = {0};
+        assert_lapse_ok(streamread_more(rs_client(), table, s, &e), &e);
+        if (s->n >= want || waited >= wait_ms) {
+            return s->n;
+        }
+        rs_sleep_ms(100);
+    }
+}
+
+size_t rs_stream_records_of(const streamread *s, const char *id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const char *k = lapse_item_get_s(s->r[i]->keys, "Id");
+        n += k != NULL && strcmp(k, id) == 0;
+    }
+    return n;
 }

@@ -22,6 +22,7 @@
 #include "../rpc/rpc.h"
 #include "cluster.h"
 #include "nodecall.h"
+#include "streamread.h"
 
 /* A cmocka group setup: one etcd member, a coordinator and three nodes
  * (node i has id i), and a client (rs_cluster, rs_client). 0, or -1 with
@@ -57,6 +58,10 @@ void rs_refuse_replicate_log(int node, int on);
 /* Turns on or off node's late shipments (each of its rounds of records to
  * its followers leaves 600 ms late), as rs_refuse_replicate_log. */
 void rs_slow_ship(int node, int on);
+/* Turns on or off node's hold after a join: its resync pass, once it made
+ * a member join a set it leads, waits while the switch is on (10 s at
+ * most) before it confirms that set's log (node/resync.c's send_lag). */
+void rs_hold_after_join(int node, int on);
 /* Turns on or off node's small snapshot calls (512 bytes each, not 4 MB,
  * so a small partition's snapshot takes many), as rs_refuse_replicate_log. */
 void rs_small_snapshot_calls(int node, int on);
@@ -64,6 +69,12 @@ void rs_small_snapshot_calls(int node, int on);
  * under 1.5 s before it looks at the copies), as rs_refuse_replicate_log. */
 void rs_slow_refill(int node, int on);
 /* The group's teardown: stops what rs_group_setup started (stop_cluster). */
+/* Reads table's stream into s until it holds want records, for up to
+ * wait_ms (0: one read); returns how many it holds then. */
+size_t rs_stream_until(const char *table, streamread *s, size_t want, long wait_ms);
+/* The records in s of the item whose Id (type S) is id. */
+size_t rs_stream_records_of(const streamread *s, const char *id);
+
 int rs_group_teardown(void **state);
 cluster *rs_cluster(void);
 lapse_client *rs_client(void);
