@@ -91,7 +91,7 @@ static int cond_to_pb(arena *a, const lapse_condition *cond, Lapse__Condition **
         it->attrs = NULL;
         it->n = it->cap = 0;
         item_free(it);
-        if ((pc->value = wire_value_to_pb(a, keep)) == NULL) {
+        if ((pc->value = wire_item_value_to_pb(a, keep)) == NULL) {
             return client_err(err, LAPSE_ENOMEM, "out of memory");
         }
         break;

@@ -260,7 +260,10 @@ int request_cond_from_pb(request_ctx *c, const Lapse__Condition *pb, store_cond 
                           whole ? "item_equals" : "attribute_equals");
             return LAPSE_EINVAL;
         }
-        int rv = wire_value_from_pb(pb->value, value_out, err, sizeof(err));
+        /* A whole item's attributes are top-level ones: the M adds no
+         * level to ITEM_MAX_DEPTH (wire_item_value_from_pb). */
+        int rv = whole ? wire_item_value_from_pb(pb->value, value_out, err, sizeof(err))
+                       : wire_value_from_pb(pb->value, value_out, err, sizeof(err));
         if (rv == 0 && whole && value_out->type != ATTR_M) {
             item_value_fini(value_out);
             snprintf(err, sizeof err, "item_equals needs an M value (the whole item)");

@@ -152,6 +152,11 @@ Lapse__AttributeValue *wire_value_to_pb(arena *a, const attr_value *v)
     return value_to_pb(a, v, 1);
 }
 
+Lapse__AttributeValue *wire_item_value_to_pb(arena *a, const attr_value *m)
+{
+    return m->type == ATTR_M ? value_to_pb(a, m, 0) : NULL;
+}
+
 Lapse__Item *wire_item_to_pb(arena *a, const item *it)
 {
     Lapse__Item *pb = arena_alloc(a, sizeof *pb);
@@ -463,6 +468,17 @@ int wire_value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, char *e
         return LAPSE_EINVAL;
     }
     return value_from_pb(pb, out, 1, err, errlen);
+}
+
+int wire_item_value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, char *err,
+                            size_t errlen)
+{
+    if (pb == NULL || pb->value_case != LAPSE__ATTRIBUTE_VALUE__VALUE_M) {
+        item_value_init_null(out);
+        set_err(err, errlen, "an item as a value must be an M value");
+        return LAPSE_EINVAL;
+    }
+    return value_from_pb(pb, out, 0, err, errlen);
 }
 
 int wire_item_from_pb(const Lapse__Item *pb, item **out, char *err, size_t errlen)

@@ -52,6 +52,11 @@ int wire_check_nesting(const ProtobufCMessageDescriptor *desc, const void *data,
  * OOM. */
 Lapse__AttributeValue *wire_value_to_pb(arena *a, const attr_value *v);
 Lapse__Item *wire_item_to_pb(arena *a, const item *it);
+/* A whole item carried as an M value m (a condition's ITEM_EQUALS): its
+ * attributes count as top-level ones, so an item nested ITEM_MAX_DEPTH
+ * deep fits, as it does as an item (the M adds no level). NULL on OOM or
+ * when m is not an M. */
+Lapse__AttributeValue *wire_item_value_to_pb(arena *a, const attr_value *m);
 Lapse__TableSchema *wire_schema_to_pb(arena *a, const table_schema *t);
 Lapse__TableMap *wire_table_to_pb(arena *a, const pmap_table *t);
 Lapse__PartitionMap *wire_pmap_to_pb(arena *a, const pmap *pm);
@@ -60,6 +65,9 @@ Lapse__PartitionMap *wire_pmap_to_pb(arena *a, const pmap *pm);
  * LAPSE_ENOMEM. On success the caller owns the result. */
 int wire_value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, char *err, size_t errlen);
 int wire_item_from_pb(const Lapse__Item *pb, item **out, char *err, size_t errlen);
+/* The M value of wire_item_value_to_pb, its attributes as top-level ones. */
+int wire_item_value_from_pb(const Lapse__AttributeValue *pb, attr_value *out, char *err,
+                            size_t errlen);
 /* Structural checks only (names fit and are non-empty, key types S/N/B, a
  * sort key either absent or complete; at most SCHEMA_MAX_LSI LSIs and
  * SCHEMA_MAX_GSI GSIs with names that fit, keys as above when present, a

@@ -415,6 +415,30 @@ def test_return_values_old(ddb):
     ddb.delete_table(TableName=name)
 
 
+def test_return_values_old_of_the_deepest_item(ddb):
+    """An item nested as deep as DynamoDB allows (32 levels) is replaced with
+    ReturnValues ALL_OLD like any other. The gateway reads the old item and
+    puts on the condition that the item is still exactly that; carried as a
+    condition's M value, the item once counted a level too deep and the
+    put failed with a 500 ("out of memory", dynamodb_fuzz_test seed
+    1314278702)."""
+    name = new_table(ddb)
+    deep = {"S": "deep"}
+    for _ in range(30):  # the list and 30 maps around the string: 32 levels
+        deep = {"M": {"x": deep}}
+    key = {"pk": {"S": "deep"}, "sk": {"N": "1"}}
+    v1 = dict(key, l={"L": [deep]})
+    ddb.put_item(TableName=name, Item=v1)
+    assert ddb.put_item(TableName=name, Item=key, ReturnValues="ALL_OLD")["Attributes"] == v1
+    ddb.put_item(TableName=name, Item=v1)
+    r = ddb.delete_item(TableName=name, Key=key, ReturnValues="ALL_OLD")
+    assert r["Attributes"] == v1
+    with pytest.raises(ClientError) as e:  # one level more is refused, as DynamoDB does
+        ddb.put_item(TableName=name, Item=dict(key, l={"L": [{"M": {"x": deep}}]}))
+    assert error_code(e) == "ValidationException"
+    ddb.delete_table(TableName=name)
+
+
 def test_get_item_projection(ddb):
     name = new_table(ddb)
     key = {"pk": {"S": "p"}, "sk": {"N": "1"}}
