@@ -3,8 +3,8 @@
  * on while the file <dir>/node<id>.<name> exists; the chaos harness and the
  * replication tests create and remove them (logserve.c's
  * refuse-replicate-log, logship_commit.c's slow-ship, registry.c's cut-etcd,
- * resync.c's small-snapshot-calls and hold-after-join, refill.c's
- * slow-refill).
+ * resync_snapshot.c's small-snapshot-calls, resync.c's hold-after-join,
+ * refill.c's slow-refill).
  *
  * Thread-safe: reads only the node's fixed fields and the file system.
  */
