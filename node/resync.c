@@ -119,14 +119,9 @@ static void join(logship *ls, uint32_t table_id, uint32_t part, uint64_t epoch, 
     char err[256] = "";
     int rv = rpc_call(ls->ns->coord, &req, RESYNC_JOIN_TIMEOUT_MS, &resp, err, sizeof(err));
     int unknown = 0;
-    uint64_t mine = 0; /* the map this node holds now */
-    if (rv == 0 && resp->body_case == LAPSE__RESPONSE__BODY_REPLICA_JOIN) {
-        node_map *m = maps_acquire(ls->ns);
-        mine = m->pm->version;
-        maps_release(m);
-    }
-    if (rv == 0 && resp->body_case == LAPSE__RESPONSE__BODY_REPLICA_JOIN &&
-        resp->replica_join->pmap_version < mine) {
+    const int yes = rv == 0 && resp->body_case == LAPSE__RESPONSE__BODY_REPLICA_JOIN;
+    const uint64_t mine = yes ? maps_version(ls->ns) : 0; /* the map this node holds now */
+    if (yes && resp->replica_join->pmap_version < mine) {
         /* An older map than this node's says yes: a coordinator that led
          * once and answers from its last map. The map settles it, or the
          * ask goes again. */
@@ -135,7 +130,7 @@ static void join(logship *ls, uint32_t table_id, uint32_t part, uint64_t epoch, 
                  ", older than this node's %" PRIu64 "; asked again in %d ms",
                  (unsigned)table_id, (unsigned)part, (unsigned)id, resp->replica_join->pmap_version,
                  mine, RESYNC_JOIN_RETRY_MS);
-    } else if (rv == 0 && resp->body_case == LAPSE__RESPONSE__BODY_REPLICA_JOIN) {
+    } else if (yes) {
         log_info("table %u partition %u: node %u is in sync again (map version %" PRIu64 ")",
                  (unsigned)table_id, (unsigned)part, (unsigned)id,
                  resp->replica_join->pmap_version);
