@@ -364,6 +364,141 @@ static int choose_guard(ddb_ctx *x, ddb_write *w, json_t *reads, json_t *old, in
     return 0;
 }
 
+/* Refuses an update that sets or removes a key attribute. Returns 0, or -1
+ * with the error set. */
+static int reject_key_updates(ddb_ctx *x, const ddb_write *w)
+{
+    for (const expr_action *a = w->update; a != NULL; a = a->next) {
+        if (key_has(w->key, a->path->path->name)) {
+            return ddb_req_fail(x, 400, "ValidationException",
+                                "One or more parameter values were invalid: Cannot update "
+                                "attribute %s. This attribute is part of the key",
+                                a->path->path->name);
+        }
+    }
+    return 0;
+}
+
+/* Reads w's item into *old as JSON (NULL: absent; caller decrefs). Returns 0,
+ * or -1 with the error set. */
+static int read_old(ddb_ctx *x, const ddb_write *w, json_t **old)
+{
+    lapse_error err;
+    lapse_item *got = NULL;
+    *old = NULL;
+    if (lapse_get(x->c, w->table, w->key, &got, &err) != 0) {
+        return ddb_req_lapse_fail(x, &err, w->table);
+    }
+    if (got != NULL && (*old = ddb_req_item_json(x, got)) == NULL) {
+        lapse_item_free(got);
+        return -1;
+    }
+    lapse_item_free(got);
+    return 0;
+}
+
+/* Evaluates w's condition (if any) on old (NULL: absent). Returns 0 when it
+ * holds, or -1 with the error set (and, when w asks, the item it was false
+ * on). */
+static int check_condition(ddb_ctx *x, expr_ctx *e, const ddb_write *w, json_t *old)
+{
+    int ok;
+    if (w->cond == NULL || (ok = expr_eval(e, w->cond, old)) > 0) {
+        return 0;
+    }
+    if (ok < 0) {
+        return ddb_req_fail(x, 400, "ValidationException", "%s", e->err);
+    }
+    ddb_req_fail(x, 400, "ConditionalCheckFailedException", "The conditional request failed");
+    if (w->old_on_failure && old != NULL) {
+        x->err_item = json_incref(old); /* the item the condition was false on */
+    }
+    return -1;
+}
+
+/* The item as w's update leaves old (NULL: absent, then the key alone).
+ * Returns it (caller decrefs), or NULL with the error set. */
+static json_t *updated_item(ddb_ctx *x, expr_ctx *e, const ddb_write *w, json_t *old)
+{
+    json_t *new_item = old != NULL ? json_deep_copy(old) : ddb_req_item_json(x, w->key);
+    if (new_item == NULL) {
+        return NULL;
+    }
+    if (expr_apply_update(e, w->update, new_item) != 0) {
+        ddb_req_fail(x, 400, "ValidationException", "%s", e->err);
+        json_decref(new_item);
+        return NULL;
+    }
+    return new_item;
+}
+
+/* Sends w under guard; old is the item read (NULL: absent), new_item what an
+ * update makes of it. Returns 0 or a LAPSE_E* code (err set). */
+static int send_guarded(ddb_ctx *x, ddb_write *w, json_t *old, json_t *new_item,
+                        const lapse_condition *guard, lapse_error *err)
+{
+    if (w->kind == DDB_PUT) {
+        return lapse_put(x->c, w->table, w->item, guard, err);
+    }
+    if (w->kind == DDB_DELETE) {
+        return old != NULL ? lapse_delete(x->c, w->table, w->key, guard, err) : 0;
+    }
+    return send_update(x, w, old, new_item, guard, err);
+}
+
+/* One read-evaluate-write round: reads the item, checks the condition and
+ * sends the write guarded on what it read. Returns 0 when written,
+ * LAPSE_ECONDITION when the guard failed (the item changed after the read:
+ * read again), or -1 with the error set. */
+static int attempt_write(ddb_ctx *x, expr_ctx *e, ddb_write *w, json_t *reads)
+{
+    lapse_error err;
+    json_t *old = NULL, *new_item = NULL;
+    lapse_condition guard;
+    char *guard_value = NULL;
+    int rv = -1;
+    if (read_old(x, w, &old) != 0) {
+        return -1;
+    }
+    if (check_condition(x, e, w, old) != 0 ||
+        choose_guard(x, w, reads, old, w->want_old, &guard, &guard_value) != 0) {
+        goto out;
+    }
+    if (w->kind == DDB_UPDATE && (new_item = updated_item(x, e, w, old)) == NULL) {
+        goto out;
+    }
+    int wrv = send_guarded(x, w, old, new_item, &guard, &err);
+    if (wrv == 0 && w->want_old) {
+        w->old_item = old; /* exactly what was replaced: the guard held */
+        old = NULL;
+    }
+    if (wrv == 0 || wrv == LAPSE_ECONDITION) {
+        rv = wrv;
+    } else {
+        ddb_req_lapse_fail(x, &err, w->table);
+    }
+out:
+    json_decref(new_item);
+    free(guard_value);
+    json_decref(old);
+    return rv;
+}
+
+/* Reads, evaluates and writes with a guard until the guard holds, at most
+ * DDB_WRITE_ATTEMPTS times. Returns 0, or -1 with the error set. */
+static int write_guarded(ddb_ctx *x, expr_ctx *e, ddb_write *w, json_t *reads)
+{
+    for (int attempt = 0; attempt < DDB_WRITE_ATTEMPTS; attempt++) {
+        int rv = attempt_write(x, e, w, reads);
+        if (rv != LAPSE_ECONDITION) {
+            return rv;
+        }
+    }
+    return ddb_req_fail(x, 500, "InternalServerError",
+                        "the item changed under %d attempts to apply a conditional write; retry",
+                        DDB_WRITE_ATTEMPTS);
+}
+
 int ddb_write_run(ddb_ctx *x, expr_ctx *e, ddb_write *w)
 {
     lapse_error err;
@@ -374,14 +509,9 @@ int ddb_write_run(ddb_ctx *x, expr_ctx *e, ddb_write *w)
     if (reads == NULL) {
         return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
     }
-    for (const expr_action *a = w->update; a != NULL; a = a->next) {
-        if (key_has(w->key, a->path->path->name)) {
-            json_decref(reads);
-            return ddb_req_fail(x, 400, "ValidationException",
-                                "One or more parameter values were invalid: Cannot update "
-                                "attribute %s. This attribute is part of the key",
-                                a->path->path->name);
-        }
+    if (reject_key_updates(x, w) != 0) {
+        json_decref(reads);
+        return -1;
     }
     update_reads(w->update, reads);
     int simple = w->cond == NULL || simple_condition(w->cond, &lc, &lc_value);
@@ -394,79 +524,7 @@ int ddb_write_run(ddb_ctx *x, expr_ctx *e, ddb_write *w)
         goto out;
     }
     ddb_expr_reads(w->cond, reads);
-    for (int attempt = 0; attempt < DDB_WRITE_ATTEMPTS; attempt++) {
-        lapse_item *got = NULL;
-        json_t *old = NULL;
-        lapse_condition guard;
-        char *guard_value = NULL;
-        if (lapse_get(x->c, w->table, w->key, &got, &err) != 0) {
-            ddb_req_lapse_fail(x, &err, w->table);
-            goto out;
-        }
-        if (got != NULL && (old = ddb_req_item_json(x, got)) == NULL) {
-            lapse_item_free(got);
-            goto out;
-        }
-        lapse_item_free(got);
-        int ok = 1;
-        if (w->cond != NULL && (ok = expr_eval(e, w->cond, old)) <= 0) {
-            if (ok < 0) {
-                ddb_req_fail(x, 400, "ValidationException", "%s", e->err);
-            } else {
-                ddb_req_fail(x, 400, "ConditionalCheckFailedException",
-                             "The conditional request failed");
-                if (w->old_on_failure && old != NULL) {
-                    x->err_item = json_incref(old); /* the item the condition was false on */
-                }
-            }
-            json_decref(old);
-            goto out;
-        }
-        if (choose_guard(x, w, reads, old, w->want_old, &guard, &guard_value) != 0) {
-            json_decref(old);
-            goto out;
-        }
-        int wrv = 0;
-        if (w->kind == DDB_PUT) {
-            wrv = lapse_put(x->c, w->table, w->item, &guard, &err);
-        } else if (w->kind == DDB_DELETE) {
-            wrv = old != NULL ? lapse_delete(x->c, w->table, w->key, &guard, &err) : 0;
-        } else {
-            json_t *new_item = old != NULL ? json_deep_copy(old) : ddb_req_item_json(x, w->key);
-            if (new_item == NULL) {
-                free(guard_value);
-                json_decref(old);
-                goto out;
-            }
-            if (expr_apply_update(e, w->update, new_item) != 0) {
-                ddb_req_fail(x, 400, "ValidationException", "%s", e->err);
-                json_decref(new_item);
-                free(guard_value);
-                json_decref(old);
-                goto out;
-            }
-            wrv = send_update(x, w, old, new_item, &guard, &err);
-            json_decref(new_item);
-        }
-        free(guard_value);
-        if (wrv == 0 && w->want_old) {
-            w->old_item = old; /* exactly what was replaced: the guard held */
-            old = NULL;
-        }
-        json_decref(old);
-        if (wrv == 0) {
-            rv = 0;
-            goto out;
-        }
-        if (wrv != LAPSE_ECONDITION) {
-            ddb_req_lapse_fail(x, &err, w->table);
-            goto out;
-        }
-        /* The guard failed: the item changed after the read. Read again. */
-    }
-    ddb_req_fail(x, 500, "InternalServerError",
-                 "the item changed under %d attempts to apply a conditional write; retry",
-                 DDB_WRITE_ATTEMPTS);
+    rv = write_guarded(x, e, w, reads);
 out:
     free(lc_value);
     json_decref(reads);
