@@ -98,6 +98,85 @@ void replicate_pause(node_server *ns, uint32_t table_id, uint32_t src_part, int 
     pthread_mutex_unlock(mu);
 }
 
+/* Answers a batch of none (after_seq, after_seq]: the source asks where this
+ * copy stands (it restarted since). Sets *applied_out (when not NULL) to the
+ * last seq applied here. Returns 0, or LAPSE_ESTATE when that is below
+ * after_seq, as for a gap. */
+static int answer_position(node_server *ns, const pmap_table *t, uint32_t src_part,
+                           uint64_t src_version, uint64_t after_seq, uint64_t *applied_out,
+                           char *err, size_t errlen)
+{
+    uint64_t prev = 0;
+    int rv = apply_applied_seq(ns->st, t->schema.id, src_part, &prev, err, errlen);
+    if (applied_out != NULL) {
+        *applied_out = prev;
+    }
+    if (rv == 0 && prev < after_seq) {
+        snprintf(err, errlen,
+                 "table %u partition %u is applied here only up to %" PRIu64
+                 ": resend from %" PRIu64,
+                 (unsigned)t->schema.id, (unsigned)src_part, prev, prev + 1);
+        rv = LAPSE_ESTATE;
+    }
+    if (rv == 0) {
+        newcopy_reached(ns, t->schema.id, src_part, src_version);
+    }
+    return rv;
+}
+
+/* Refuses a batch this node cannot take now: one filtered by a map older
+ * than this node's newest copies, or one for a partition whose GSI copies
+ * are being filled. Returns 0, or LAPSE_EUNAVAILABLE (the source resends).
+ * REQUIRES: the partition's repllock held. */
+static int refuse_batch_now(node_server *ns, const pmap_table *t, uint64_t map_version,
+                            uint32_t src_part, uint64_t src_version, char *err, size_t errlen)
+{
+    /* The batch was filtered twice: by its sender, for the copies its map
+     * says this node holds (it leaves out records they do not need), and
+     * here by map_version's. The older counts. */
+    uint64_t filtered_at =
+        src_version != 0 && src_version < map_version ? src_version : map_version;
+    if (newcopy_added_after(ns, t->schema.id, filtered_at)) {
+        /* A newer map gave this node new copies of the table, and their
+         * missing mark may be written: a batch filtered by an older map
+         * would skip them past the mark. */
+        snprintf(err, errlen,
+                 "table %u: this node's copies changed after map version %" PRIu64 "; resend",
+                 (unsigned)t->schema.id, filtered_at);
+        return LAPSE_EUNAVAILABLE;
+    }
+    if (t->schema.id != 0 &&
+        atomic_load(&ns->repl_paused) == ((uint64_t)t->schema.id << 32 | src_part)) {
+        snprintf(err, errlen,
+                 "table %u partition %u: this node's GSI copies are being filled from its items; "
+                 "resend later",
+                 (unsigned)t->schema.id, (unsigned)src_part);
+        return LAPSE_EUNAVAILABLE;
+    }
+    return 0;
+}
+
+/* Notes the records (prev, first_kept) the source trimmed before they were
+ * applied here, when there are any, and says so in the log. Returns 0 or a
+ * LAPSE_E* code. REQUIRES: the partition's repllock held. */
+static int note_trimmed(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t after_seq,
+                        uint64_t first_kept, uint64_t prev, char *err, size_t errlen)
+{
+    int noted = 0, rv = 0;
+    if (first_kept > after_seq + 1) {
+        rv = apply_note_missing(ns->st, t->schema.id, src_part, first_kept, &noted, err, errlen);
+    }
+    if (noted) {
+        log_error("table \"%s\": this node's copies of its GSI partitions and of stream shard %u "
+                  "miss records %" PRIu64 "..%" PRIu64 " of partition %u, trimmed at the source "
+                  "before they were applied here (was this node's data lost?): they answer no "
+                  "read until filled again (the shard from another copy, the GSIs from the "
+                  "partition's items); the other copies do",
+                  t->schema.name, (unsigned)src_part, prev + 1, first_kept - 1, (unsigned)src_part);
+    }
+    return rv;
+}
+
 int replicate_apply(node_server *ns, const pmap_table *t, uint64_t map_version, uint32_t src_part,
                     uint64_t src_version, uint64_t after_seq, uint64_t to_seq, uint64_t first_kept,
                     const void *const *recs, const size_t *lens, size_t n, uint64_t *applied_out,
@@ -110,23 +189,7 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint64_t map_version, 
         *applied_out = 0;
     }
     if (to_seq == after_seq && n == 0) {
-        /* A batch of none (after, after]: the source asks where this copy
-         * stands (it restarted since); ESTATE when below, as for a gap. */
-        int rv = apply_applied_seq(ns->st, t->schema.id, src_part, &prev, err, errlen);
-        if (applied_out != NULL) {
-            *applied_out = prev;
-        }
-        if (rv == 0 && prev < after_seq) {
-            snprintf(err, errlen,
-                     "table %u partition %u is applied here only up to %" PRIu64
-                     ": resend from %" PRIu64,
-                     (unsigned)t->schema.id, (unsigned)src_part, prev, prev + 1);
-            rv = LAPSE_ESTATE;
-        }
-        if (rv == 0) {
-            newcopy_reached(ns, t->schema.id, src_part, src_version);
-        }
-        return rv;
+        return answer_position(ns, t, src_part, src_version, after_seq, applied_out, err, errlen);
     }
     if (after_seq == UINT64_MAX || to_seq <= after_seq) {
         snprintf(err, errlen, "empty batch: to_seq %" PRIu64 " is not above from_seq %" PRIu64,
@@ -136,42 +199,14 @@ int replicate_apply(node_server *ns, const pmap_table *t, uint64_t map_version, 
     replicate_filter(t, src_part, ns->id, &fa, &f);
     pthread_mutex_t *mu = repllock_of(ns, t->schema.id, src_part);
     pthread_mutex_lock(mu);
-    /* The batch was filtered twice: by its sender, for the copies its map
-     * says this node holds (it leaves out records they do not need), and
-     * here by map_version's. The older counts. */
-    uint64_t filtered_at =
-        src_version != 0 && src_version < map_version ? src_version : map_version;
-    if (newcopy_added_after(ns, t->schema.id, filtered_at)) {
-        /* A newer map gave this node new copies of the table, and their
-         * missing mark may be written: a batch filtered by an older map
-         * would skip them past the mark. */
+    int rv = refuse_batch_now(ns, t, map_version, src_part, src_version, err, errlen);
+    if (rv != 0) {
         pthread_mutex_unlock(mu);
-        snprintf(err, errlen,
-                 "table %u: this node's copies changed after map version %" PRIu64 "; resend",
-                 (unsigned)t->schema.id, filtered_at);
-        return LAPSE_EUNAVAILABLE;
+        return rv;
     }
-    if (t->schema.id != 0 &&
-        atomic_load(&ns->repl_paused) == ((uint64_t)t->schema.id << 32 | src_part)) {
-        pthread_mutex_unlock(mu);
-        snprintf(err, errlen,
-                 "table %u partition %u: this node's GSI copies are being filled from its items; "
-                 "resend later",
-                 (unsigned)t->schema.id, (unsigned)src_part);
-        return LAPSE_EUNAVAILABLE;
-    }
-    int rv = apply_applied_seq(ns->st, t->schema.id, src_part, &prev, err, errlen);
-    int noted = 0;
-    if (rv == 0 && first_kept > after_seq + 1) {
-        rv = apply_note_missing(ns->st, t->schema.id, src_part, first_kept, &noted, err, errlen);
-    }
-    if (noted) {
-        log_error("table \"%s\": this node's copies of its GSI partitions and of stream shard %u "
-                  "miss records %" PRIu64 "..%" PRIu64 " of partition %u, trimmed at the source "
-                  "before they were applied here (was this node's data lost?): they answer no "
-                  "read until filled again (the shard from another copy, the GSIs from the "
-                  "partition's items); the other copies do",
-                  t->schema.name, (unsigned)src_part, prev + 1, first_kept - 1, (unsigned)src_part);
+    rv = apply_applied_seq(ns->st, t->schema.id, src_part, &prev, err, errlen);
+    if (rv == 0) {
+        rv = note_trimmed(ns, t, src_part, after_seq, first_kept, prev, err, errlen);
     }
     if (rv == 0) {
         rv = apply_batch(ns->st, &t->schema, src_part, after_seq + 1, to_seq, recs, lens, n, &f,
