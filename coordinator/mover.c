@@ -123,100 +123,140 @@ static int holds_all(const pmap_replicas *r, uint32_t k)
     return pmap_in_sync(r, k) || (r->last_out != 0 && r->ids[k] == r->last_out);
 }
 
+/* What step reads off a set's members before it decides. */
+typedef struct survey {
+    int d;                 /* the member to leave next: a follower before the primary; -1: none */
+    int spare;             /* a leaving follower that may go first; -1: none */
+    int dead;              /* a follower lacking writes on a node that is not UP; -1: none */
+    uint32_t keep_in_sync; /* members in sync that stay */
+    uint32_t first_keep;   /* the first such follower's node id; 0: none */
+    uint32_t in_sync;      /* members in sync, leaving or not */
+    int catching_up;       /* a staying member out of sync may take writes: it is catching up */
+} survey;
+
+/* Surveys the members of set r in next into *s. */
+static void survey_set(const pmap *next, const pmap_replicas *r, survey *s)
+{
+    *s = (survey){.d = -1, .spare = -1, .dead = -1};
+    for (uint32_t k = 0; k < r->n; k++) {
+        uint32_t id = r->ids[k];
+        s->in_sync += (uint32_t)pmap_in_sync(r, k);
+        if (k > 0 && !holds_all(r, k) && !up(next, id)) {
+            s->dead = (int)k; /* a copy lacking writes, on a node that is not UP */
+        }
+        if (leaves(next, r, id)) {
+            /* a leaving follower before the primary */
+            s->d = s->d < 0 || s->d == 0 ? (int)k : s->d;
+            /* a leaving follower that may go first: one that holds nothing
+             * every other copy lacks (holds_all) before one that does */
+            s->spare =
+                k > 0 && (s->spare < 0 || (holds_all(r, (uint32_t)s->spare) && !holds_all(r, k)))
+                    ? (int)k
+                    : s->spare;
+            continue;
+        }
+        if (pmap_in_sync(r, k)) {
+            s->keep_in_sync++;
+            s->first_keep = s->first_keep == 0 && k > 0 ? id : s->first_keep;
+        } else if (may_take(next, id)) {
+            s->catching_up = 1; /* its primary catches it up and asks its join */
+        }
+    }
+}
+
+/* Gives set r, one copy over its table's rf with none leaving, a leaving
+ * member. */
+static void trim_surplus(pmap_replicas *r, uint32_t rf, pass *ps)
+{
+    if (r->n > rf && r->handing_since == 0) {
+        /* One copy over its table's count with none leaving: a drain
+         * stopped mid-move (its node's copy no longer leaves), which no
+         * step would ever end. The newest follower that holds nothing
+         * the others lack leaves (out of sync first), as the
+         * rebalancer's leaving member does, from the next pass. */
+        uint32_t pick = r->n - 1;
+        for (uint32_t k = r->n - 1; k > 0; k--) {
+            if (!holds_all(r, k)) {
+                pick = k;
+                break;
+            }
+        }
+        r->leaving = r->ids[pick];
+        ps->trimmed++;
+    }
+}
+
+/* With enough copies in sync off leaving nodes: a leaving primary hands
+ * over first, then the leaving copy goes. */
+static void let_leaver_go(pmap *next, uint32_t tid, uint32_t p, const pmap_replicas *r,
+                          const survey *s, pass *ps)
+{
+    if (leaves(next, r, r->ids[0]) && s->first_keep != 0) {
+        if (r->handing_since == 0) { /* the primary steps down first */
+            ps->stepped += pmap_replica_step_down(next, tid, p, s->first_keep, ps->since) == 0;
+        } /* else finish_handover's */
+    } else if (s->d > 0) {
+        ps->removed += pmap_replica_remove(next, tid, p, r->ids[s->d]) == 0;
+    }
+}
+
+/* Makes room in full set r for the copy a leaving member needs. Returns 1
+ * when a copy was removed. */
+static int make_room(pmap *next, uint32_t tid, uint32_t p, const pmap_replicas *r, uint32_t rf,
+                     const survey *s, pass *ps)
+{
+    /* Full, with no room for the copy a leaving member needs (a move's
+     * new copy whose node died, was removed or began to drain; or a
+     * member that died while another leaves): a copy makes room. First
+     * a leaving follower out of sync (it counts for no write); then,
+     * unless a new copy is catching up (which may make room needless),
+     * a copy out of sync on a node that is down (a move's new copy, or
+     * a member that died: it holds no write the in-sync copies lack,
+     * and the set gets its copies back elsewhere); then an in-sync
+     * leaving follower, only while the set keeps as many in sync as
+     * the table keeps copies. Never the last_out: while the primary
+     * alone is in sync (its other copies down or rejoining), that
+     * member is the one other copy of every acknowledged write (chaos
+     * seed 832704477: removed, its keys dropped, then the primary's
+     * disk lost, 1,500 acknowledged writes went with it); the set
+     * waits for it to rejoin. Else the set would wait for a slot that
+     * never frees: a drain with another node dead never ended. */
+    int go = s->spare > 0 && !holds_all(r, (uint32_t)s->spare) ? s->spare
+             : s->dead > 0 && !s->catching_up                  ? s->dead
+             : s->spare > 0 && s->in_sync > rf                 ? s->spare
+                                                               : -1;
+    if (go > 0) {
+        ps->removed += pmap_replica_remove(next, tid, p, r->ids[go]) == 0;
+        return 1;
+    }
+    return 0;
+}
+
 /* One step of the move of set r (table id tid, partition p, rf copies) in
  * next, if it has a leaving member (the rebalancer's, or a draining or
  * removed node) and a step can be taken now. */
 static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_t rf, pass *ps)
 {
-    int d = -1, spare = -1, dead = -1;
-    uint32_t keep_in_sync = 0, first_keep = 0, in_sync = 0;
-    int catching_up = 0;
-    for (uint32_t k = 0; k < r->n; k++) {
-        uint32_t id = r->ids[k];
-        in_sync += (uint32_t)pmap_in_sync(r, k);
-        if (k > 0 && !holds_all(r, k) && !up(next, id)) {
-            dead = (int)k; /* a copy lacking writes, on a node that is not UP */
-        }
-        if (leaves(next, r, id)) {
-            d = d < 0 || d == 0 ? (int)k : d; /* a leaving follower before the primary */
-            /* a leaving follower that may go first: one that holds nothing
-             * every other copy lacks (holds_all) before one that does */
-            spare = k > 0 && (spare < 0 || (holds_all(r, (uint32_t)spare) && !holds_all(r, k)))
-                        ? (int)k
-                        : spare;
-            continue;
-        }
-        if (pmap_in_sync(r, k)) {
-            keep_in_sync++;
-            first_keep = first_keep == 0 && k > 0 ? id : first_keep;
-        } else if (may_take(next, id)) {
-            catching_up = 1; /* its primary catches it up and asks its join */
-        }
-    }
-    if (d < 0) {
-        if (r->n > rf && r->handing_since == 0) {
-            /* One copy over its table's count with none leaving: a drain
-             * stopped mid-move (its node's copy no longer leaves), which no
-             * step would ever end. The newest follower that holds nothing
-             * the others lack leaves (out of sync first), as the
-             * rebalancer's leaving member does, from the next pass. */
-            uint32_t pick = r->n - 1;
-            for (uint32_t k = r->n - 1; k > 0; k--) {
-                if (!holds_all(r, k)) {
-                    pick = k;
-                    break;
-                }
-            }
-            r->leaving = r->ids[pick];
-            ps->trimmed++;
-        }
+    survey s;
+    survey_set(next, r, &s);
+    if (s.d < 0) {
+        trim_surplus(r, rf, ps);
         return;
     }
-    if (keep_in_sync >= rf) {
-        /* Enough copies in sync off draining nodes: a draining primary
-         * hands over first, then the draining copy goes. */
-        if (leaves(next, r, r->ids[0]) && first_keep != 0) {
-            if (r->handing_since == 0) { /* the primary steps down first */
-                ps->stepped += pmap_replica_step_down(next, tid, p, first_keep, ps->since) == 0;
-            } /* else finish_handover's */
-        } else if (d > 0) {
-            ps->removed += pmap_replica_remove(next, tid, p, r->ids[d]) == 0;
-        }
+    if (s.keep_in_sync >= rf) {
+        let_leaver_go(next, tid, p, r, &s, ps);
         return;
     }
-    if (r->n >= PMAP_MAX_REPLICAS) {
-        /* Full, with no room for the copy a leaving member needs (a move's
-         * new copy whose node died, was removed or began to drain; or a
-         * member that died while another leaves): a copy makes room. First
-         * a leaving follower out of sync (it counts for no write); then,
-         * unless a new copy is catching up (which may make room needless),
-         * a copy out of sync on a node that is down (a move's new copy, or
-         * a member that died: it holds no write the in-sync copies lack,
-         * and the set gets its copies back elsewhere); then an in-sync
-         * leaving follower, only while the set keeps as many in sync as
-         * the table keeps copies. Never the last_out: while the primary
-         * alone is in sync (its other copies down or rejoining), that
-         * member is the one other copy of every acknowledged write (chaos
-         * seed 832704477: removed, its keys dropped, then the primary's
-         * disk lost, 1,500 acknowledged writes went with it); the set
-         * waits for it to rejoin. Else the set would wait for a slot that
-         * never frees: a drain with another node dead never ended. */
-        int go = spare > 0 && !holds_all(r, (uint32_t)spare) ? spare
-                 : dead > 0 && !catching_up                  ? dead
-                 : spare > 0 && in_sync > rf                 ? spare
-                                                             : -1;
-        if (go > 0) {
-            ps->removed += pmap_replica_remove(next, tid, p, r->ids[go]) == 0;
-            return;
-        }
+    if (r->n >= PMAP_MAX_REPLICAS && make_room(next, tid, p, r, rf, &s, ps)) {
+        return;
     }
-    if (catching_up) {
+    if (s.catching_up) {
         return;
     }
     if (r->n >= PMAP_MAX_REPLICAS || ps->in_move >= ps->max_moves) {
         return;
     }
-    uint32_t to = target_for(next, r, r->ids[d]);
+    uint32_t to = target_for(next, r, r->ids[s.d]);
     if (to == 0 || pmap_replica_add(next, tid, p, to) != 0) {
         ps->stuck++;
         return;
