@@ -29,6 +29,95 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+/* What parse_mantissa learns besides the significant digits. */
+typedef struct mantissa {
+    int64_t digits;     /* mantissa digits read, zeros included */
+    int64_t int_digits; /* of them, those before the '.' */
+    int64_t first_nz;   /* the index (among all of them) of the first non-zero digit; -1: none */
+    int too_many;       /* more than NUMBER_MAX_DIGITS significant digits */
+} mantissa;
+
+/* Reads the mantissa of s from *i (left past it) into n's digits and *m.
+ * Returns 0, or LAPSE_EINVAL with err set. */
+static int parse_mantissa(const char *s, size_t len, size_t *i, number *n, mantissa *m, char *err,
+                          size_t errlen)
+{
+    int saw_point = 0;
+    *m = (mantissa){.int_digits = -1, .first_nz = -1};
+    for (; *i < len; (*i)++) {
+        char c = s[*i];
+        if (c == '.') {
+            if (saw_point) {
+                return fail(err, errlen, "not a number");
+            }
+            saw_point = 1;
+            m->int_digits = m->digits;
+            continue;
+        }
+        if (!is_digit(c)) {
+            break;
+        }
+        if (c != '0') {
+            if (m->first_nz < 0) {
+                m->first_nz = m->digits;
+            }
+            int64_t pos = m->digits - m->first_nz; /* index among significant digits */
+            if (pos >= NUMBER_MAX_DIGITS) {
+                m->too_many = 1;
+            } else {
+                /* zeros between non-zero digits are significant */
+                for (int64_t k = n->ndigits; k < pos; k++) {
+                    n->digits[k] = '0';
+                }
+                n->digits[pos] = c;
+                n->ndigits = (int)pos + 1;
+            }
+        }
+        m->digits++;
+    }
+    if (m->digits == 0) {
+        return fail(err, errlen, "not a number");
+    }
+    if (!saw_point) {
+        m->int_digits = m->digits;
+    }
+    return 0;
+}
+
+/* Reads the exponent part of s from i to len (none when i == len) into *e,
+ * clamped near EXP_CLAMP. Returns 0, or LAPSE_EINVAL with err set. */
+static int parse_exponent(const char *s, size_t len, size_t i, int64_t *e, char *err, size_t errlen)
+{
+    *e = 0;
+    if (i >= len) {
+        return 0;
+    }
+    if (s[i] != 'e' && s[i] != 'E') {
+        return fail(err, errlen, "not a number");
+    }
+    i++;
+    int eneg = 0;
+    if (i < len && (s[i] == '+' || s[i] == '-')) {
+        eneg = s[i] == '-';
+        i++;
+    }
+    if (i >= len) {
+        return fail(err, errlen, "not a number");
+    }
+    for (; i < len; i++) {
+        if (!is_digit(s[i])) {
+            return fail(err, errlen, "not a number");
+        }
+        if (*e < EXP_CLAMP) {
+            *e = *e * 10 + (s[i] - '0');
+        }
+    }
+    if (eneg) {
+        *e = -*e;
+    }
+    return 0;
+}
+
 int number_parse(const char *s, size_t len, number *out, char *err, size_t errlen)
 {
     number n;
@@ -41,82 +130,22 @@ int number_parse(const char *s, size_t len, number *out, char *err, size_t errle
         n.neg = 1;
         i++;
     }
-    /* Mantissa. point_pos counts the digits before the '.', first_nz the
-     * index (among all mantissa digits) of the first non-zero digit. */
-    int64_t mant_digits = 0, int_digits = -1, first_nz = -1;
-    int saw_point = 0, too_many = 0;
-    for (; i < len; i++) {
-        char c = s[i];
-        if (c == '.') {
-            if (saw_point) {
-                return fail(err, errlen, "not a number");
-            }
-            saw_point = 1;
-            int_digits = mant_digits;
-            continue;
-        }
-        if (!is_digit(c)) {
-            break;
-        }
-        if (c != '0') {
-            if (first_nz < 0) {
-                first_nz = mant_digits;
-            }
-            int64_t pos = mant_digits - first_nz; /* index among significant digits */
-            if (pos >= NUMBER_MAX_DIGITS) {
-                too_many = 1;
-            } else {
-                /* zeros between non-zero digits are significant */
-                for (int64_t k = n.ndigits; k < pos; k++) {
-                    n.digits[k] = '0';
-                }
-                n.digits[pos] = c;
-                n.ndigits = (int)pos + 1;
-            }
-        }
-        mant_digits++;
+    mantissa m;
+    int64_t e;
+    int rv;
+    if ((rv = parse_mantissa(s, len, &i, &n, &m, err, errlen)) != 0 ||
+        (rv = parse_exponent(s, len, i, &e, err, errlen)) != 0) {
+        return rv;
     }
-    if (mant_digits == 0) {
-        return fail(err, errlen, "not a number");
-    }
-    if (!saw_point) {
-        int_digits = mant_digits;
-    }
-    int64_t e = 0;
-    if (i < len) {
-        if (s[i] != 'e' && s[i] != 'E') {
-            return fail(err, errlen, "not a number");
-        }
-        i++;
-        int eneg = 0;
-        if (i < len && (s[i] == '+' || s[i] == '-')) {
-            eneg = s[i] == '-';
-            i++;
-        }
-        if (i >= len) {
-            return fail(err, errlen, "not a number");
-        }
-        for (; i < len; i++) {
-            if (!is_digit(s[i])) {
-                return fail(err, errlen, "not a number");
-            }
-            if (e < EXP_CLAMP) {
-                e = e * 10 + (s[i] - '0');
-            }
-        }
-        if (eneg) {
-            e = -e;
-        }
-    }
-    if (first_nz < 0) {
+    if (m.first_nz < 0) {
         /* Zero, whatever its sign, spelling or exponent. */
         memset(out, 0, sizeof(*out));
         return 0;
     }
-    if (too_many) {
+    if (m.too_many) {
         return fail(err, errlen, "more than 38 significant digits");
     }
-    int64_t exp = int_digits - first_nz + e;
+    int64_t exp = m.int_digits - m.first_nz + e;
     if (exp > NUMBER_MAX_EXP) {
         return fail(err, errlen, "number too large (magnitude above 9.99E+125)");
     }
