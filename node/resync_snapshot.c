@@ -41,6 +41,8 @@ int resync_reset_copy(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id
     return rv;
 }
 
+/* ---- the calls ---- */
+
 /* A snapshot call under construction: entries copied out of the
  * snapshot's iterator. */
 typedef struct snap_call {
@@ -186,6 +188,126 @@ static void pace_snapshot(logship *ls, uint32_t table_id, uint32_t part, uint32_
     }
 }
 
+/* ---- the transfer ---- */
+
+enum { SNAP_SLOTS = RESYNC_SNAPSHOT_IN_FLIGHT + 1 }; /* call buffers of a transfer */
+
+/* A snapshot transfer to one replica: what its phases share. */
+typedef struct snap_xfer {
+    logship *ls;
+    rpc_client *c;
+    uint32_t id, table_id, part;   /* the replica's node, and the partition */
+    uint64_t epoch;                /* of the shipments */
+    snapshot *sn;                  /* NULL until opened */
+    uint64_t snap_epoch, snap_seq; /* the position the snapshot stands at */
+    uint64_t entries, bytes;       /* read from the snapshot so far */
+    uint64_t sent, calls;          /* answered by the replica so far */
+    uint64_t total;                /* the partition's estimated bytes; 0: unknown */
+    int64_t start, reported;       /* monotonic ms: the transfer began; progress last logged */
+    /* A ring of call buffers: the nwire calls on the wire from the oldest,
+     * at head, on, and the next call's entries after them. Calls end in
+     * the order they start. */
+    snap_call sc[SNAP_SLOTS];
+    snap_send out[SNAP_SLOTS];
+    int head, nwire;
+} snap_xfer;
+
+/* Opens the snapshot of xf's partition and drops the replica's copy (why:
+ * the reason, for the log); xf->total gets the partition's estimated size.
+ * Returns 0 or a LAPSE_E* code (err set). */
+static int begin_transfer(snap_xfer *xf, const char *why, char *err, size_t errlen)
+{
+    logship *ls = xf->ls;
+    /* A commit of a one-copy table that found it unlogged (by an older map
+     * than this thread's, where the set had one copy) writes under the
+     * stripe lock: once past the lock, every such commit is in the
+     * snapshot, and every later one is logged. */
+    replog_lock(ls->ns->st, xf->table_id, xf->part);
+    replog_unlock(ls->ns->st, xf->table_id, xf->part);
+    int rv = snapshot_open(&xf->sn, ls->ns->st, xf->table_id, xf->part, &xf->snap_epoch,
+                           &xf->snap_seq, err, errlen);
+    if (rv == 0) {
+        rv = resync_reset_copy(ls, xf->c, xf->id, xf->table_id, xf->part, xf->epoch, why, err,
+                               errlen);
+    }
+    store_size size = {0};
+    char serr[128];
+    if (rv == 0 && store_estimate(ls->ns->st, xf->table_id, xf->part, RESYNC_ESTIMATE_ITEMS, &size,
+                                  serr, sizeof(serr)) != 0) {
+        size.bytes = 0; /* unknown: progress without an ETA */
+    }
+    xf->total = size.bytes;
+    return rv;
+}
+
+/* Waits for the oldest call on the wire to end, and counts it. Returns rv,
+ * or that call's outcome when rv is 0 (err then gets its message).
+ * REQUIRES: xf->nwire > 0. */
+static int end_oldest(snap_xfer *xf, int rv, char *err, size_t errlen)
+{
+    snap_send *x = &xf->out[xf->head];
+    rv = snap_send_end(x, rv, err, errlen);
+    xf->sent += x->bytes;
+    xf->calls++;
+    xf->head = (xf->head + 1) % SNAP_SLOTS;
+    xf->nwire--;
+    return rv;
+}
+
+/* Starts the call carrying slot cur's entries (bytes of them; the last
+ * call, which sets the position, when done). */
+static void start_call(snap_xfer *xf, int cur, uint64_t bytes, int done)
+{
+    snap_call *sc = &xf->sc[cur];
+    snap_send *x = &xf->out[cur];
+    memset(x, 0, sizeof(*x));
+    x->c = xf->c;
+    x->bytes = bytes;
+    shipment_init(&x->s, xf->ls, xf->table_id, xf->part, xf->epoch);
+    x->s.body.snapshot = sc->ptrs;
+    x->s.body.n_snapshot = sc->n;
+    for (size_t i = 0; i < sc->n; i++) {
+        sc->ptrs[i] = &sc->e[i];
+    }
+    x->s.body.snapshot_done = done;
+    x->s.body.snapshot_epoch = xf->snap_epoch;
+    x->s.body.snapshot_seq = xf->snap_seq;
+    snap_send_start(x);
+    xf->nwire++;
+}
+
+/* Sends the snapshot's entries, call_bytes a call, until the last call is
+ * on the wire: each call's entries are read while up to
+ * RESYNC_SNAPSHOT_IN_FLIGHT calls before are on the wire. Returns 0 or a
+ * LAPSE_E* code (err set); calls may still be on the wire either way. */
+static int send_calls(snap_xfer *xf, size_t call_bytes, char *err, size_t errlen)
+{
+    int rv = 0, done = 0;
+    while (rv == 0 && !done) {
+        int cur = (xf->head + xf->nwire) % SNAP_SLOTS;
+        snap_call_clear(&xf->sc[cur]);
+        uint64_t before = xf->bytes;
+        rv = snapshot_next(xf->sn, call_bytes, snap_call_add, &xf->sc[cur], &done, err, errlen);
+        snapshot_counts(xf->sn, &xf->entries, &xf->bytes);
+        /* The oldest calls' answers: while as many as may be are on the
+         * wire, and all before the last call. Then the cap and progress. */
+        while (xf->nwire > 0 && (xf->nwire >= RESYNC_SNAPSHOT_IN_FLIGHT || done || rv != 0)) {
+            rv = end_oldest(xf, rv, err, errlen);
+            note_copy(xf->ls, xf->table_id, xf->part, xf->id, xf->entries, xf->sent, xf->total,
+                      xf->start);
+            if (rv == 0) {
+                pace_snapshot(xf->ls, xf->table_id, xf->part, xf->id, xf->start, &xf->reported,
+                              xf->entries, xf->sent);
+            }
+        }
+        if (rv != 0) {
+            break;
+        }
+        start_call(xf, cur, xf->bytes - before, done);
+    }
+    return rv;
+}
+
 /* Rebuilds replica c's copy from a snapshot of this one: a reset, the
  * partition's keys call after call (writes go on; each call's entries are
  * read while up to RESYNC_SNAPSHOT_IN_FLIGHT calls before are on the
@@ -196,96 +318,40 @@ int resync_send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
                          uint64_t epoch, const char *why, uint64_t *applied, char *err,
                          size_t errlen)
 {
-    snapshot *sn = NULL;
-    uint64_t snap_epoch = 0, snap_seq = 0, entries = 0, bytes = 0, sent = 0, calls = 0;
-    int64_t start = clock_mono_now().ms, reported = start;
+    snap_xfer xf = {.ls = ls,
+                    .c = c,
+                    .id = id,
+                    .table_id = table_id,
+                    .part = part,
+                    .epoch = epoch,
+                    .start = clock_mono_now().ms};
+    xf.reported = xf.start;
     /* Test fault: many small calls, so a test's small partition takes the
      * pipelined path below as a big one does. */
     const size_t call_bytes = fault_switch_on(ls->ns, "small-snapshot-calls")
                                   ? RESYNC_SMALL_CALL_BYTES
                                   : LOGSHIP_CATCHUP_BYTES;
-    /* A commit of a one-copy table that found it unlogged (by an older map
-     * than this thread's, where the set had one copy) writes under the
-     * stripe lock: once past the lock, every such commit is in the
-     * snapshot, and every later one is logged. */
-    replog_lock(ls->ns->st, table_id, part);
-    replog_unlock(ls->ns->st, table_id, part);
-    int rv = snapshot_open(&sn, ls->ns->st, table_id, part, &snap_epoch, &snap_seq, err, errlen);
+    int rv = begin_transfer(&xf, why, err, errlen);
+    note_copy(ls, table_id, part, id, 0, 0, xf.total, xf.start);
     if (rv == 0) {
-        rv = resync_reset_copy(ls, c, id, table_id, part, epoch, why, err, errlen);
+        rv = send_calls(&xf, call_bytes, err, errlen);
     }
-    store_size size = {0};
-    char serr[128];
-    if (rv == 0 && store_estimate(ls->ns->st, table_id, part, RESYNC_ESTIMATE_ITEMS, &size, serr,
-                                  sizeof(serr)) != 0) {
-        size.bytes = 0; /* unknown: progress without an ETA */
+    while (xf.nwire > 0) { /* the last call (done), or those out when one failed */
+        rv = end_oldest(&xf, rv, err, errlen);
     }
-    note_copy(ls, table_id, part, id, 0, 0, size.bytes, start);
-    /* A ring of call buffers: the nwire calls on the wire from the oldest,
-     * at head, on, and the next call's entries after them. Calls end in
-     * the order they start. */
-    enum { SLOTS = RESYNC_SNAPSHOT_IN_FLIGHT + 1 };
-    snap_call sc[SLOTS] = {{0}};
-    snap_send out[SLOTS];
-    int head = 0, nwire = 0, done = 0;
-    while (rv == 0 && !done) {
-        int cur = (head + nwire) % SLOTS;
-        snap_call_clear(&sc[cur]);
-        uint64_t before = bytes;
-        rv = snapshot_next(sn, call_bytes, snap_call_add, &sc[cur], &done, err, errlen);
-        snapshot_counts(sn, &entries, &bytes);
-        /* The oldest calls' answers: while as many as may be are on the
-         * wire, and all before the last call. Then the cap and progress. */
-        while (nwire > 0 && (nwire >= RESYNC_SNAPSHOT_IN_FLIGHT || done || rv != 0)) {
-            snap_send *x = &out[head];
-            rv = snap_send_end(x, rv, err, errlen);
-            sent += x->bytes;
-            calls++;
-            head = (head + 1) % SLOTS;
-            nwire--;
-            note_copy(ls, table_id, part, id, entries, sent, size.bytes, start);
-            if (rv == 0) {
-                pace_snapshot(ls, table_id, part, id, start, &reported, entries, sent);
-            }
-        }
-        if (rv != 0) {
-            break;
-        }
-        snap_send *x = &out[cur];
-        memset(x, 0, sizeof(*x));
-        x->c = c;
-        x->bytes = bytes - before;
-        shipment_init(&x->s, ls, table_id, part, epoch);
-        x->s.body.snapshot = sc[cur].ptrs;
-        x->s.body.n_snapshot = sc[cur].n;
-        for (size_t i = 0; i < sc[cur].n; i++) {
-            sc[cur].ptrs[i] = &sc[cur].e[i];
-        }
-        x->s.body.snapshot_done = done;
-        x->s.body.snapshot_epoch = snap_epoch;
-        x->s.body.snapshot_seq = snap_seq;
-        snap_send_start(x);
-        nwire++;
+    for (int k = 0; k < SNAP_SLOTS; k++) {
+        snap_call_clear(&xf.sc[k]);
+        free(xf.sc[k].e);
+        free(xf.sc[k].ptrs);
     }
-    for (int k = 0; k < nwire; k++) { /* the last call (done), or those out when one failed */
-        snap_send *x = &out[(head + k) % SLOTS];
-        rv = snap_send_end(x, rv, err, errlen);
-        sent += x->bytes;
-        calls++;
-    }
-    for (int k = 0; k < SLOTS; k++) {
-        snap_call_clear(&sc[k]);
-        free(sc[k].e);
-        free(sc[k].ptrs);
-    }
-    snapshot_close(sn);
+    snapshot_close(xf.sn);
     note_copy(ls, table_id, part, id, 0, 0, 0, 0);
     if (rv == 0) {
-        *applied = snap_seq;
+        *applied = xf.snap_seq;
         log_info("table %u partition %u: node %u rebuilt from a snapshot at record %" PRIu64
                  " (%" PRIu64 " keys, %" PRIu64 " bytes, %" PRId64 " ms, %" PRIu64 " calls)",
-                 (unsigned)table_id, (unsigned)part, (unsigned)id, snap_seq, entries, sent,
-                 clock_mono_now().ms - start, calls);
+                 (unsigned)table_id, (unsigned)part, (unsigned)id, xf.snap_seq, xf.entries, xf.sent,
+                 clock_mono_now().ms - xf.start, xf.calls);
     }
     return rv;
 }
