@@ -259,19 +259,86 @@ int lapse_query(lapse_client *c, const char *table, const lapse_query_opts *o, l
     return lapse_query_index(c, table, NULL, o, out, err);
 }
 
+/* Routes o's query of table t (index: NULL or "" for the table itself):
+ * parses its partition key into *pk and fills *tg and *k; a base or LSI
+ * query gets *pk_item, the key it re-routes by if the table is re-created
+ * (caller frees, set even on failure). Returns 0 or a LAPSE_E* code. */
+static int route_query(const table_schema *t, const char *index, const lapse_query_opts *o,
+                       attr_value *pk, client_target *tg, client_query_keys *k, item **pk_item,
+                       lapse_error *err)
+{
+    int rv;
+    if ((rv = parse_value("partition key value", o->partition_key_json, pk, err)) != 0 ||
+        (rv = client_query_route(t, index, pk, tg, k, err)) != 0) {
+        return rv;
+    }
+    if (o->partition_key_name != NULL && strcmp(o->partition_key_name, k->pk->name) != 0) {
+        return client_err(err, LAPSE_EINVAL, "the partition key of %s \"%s\" is \"%s\", not \"%s\"",
+                          k->what, k->name, k->pk->name, o->partition_key_name);
+    }
+    /* A base or LSI query re-routes by its key if the table is re-created;
+     * a GSI query has no table key to hash and fails instead. */
+    if (!k->is_gsi &&
+        ((*pk_item = item_new()) == NULL || item_set_copy(*pk_item, t->pk.name, pk) != 0)) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* Fills body (its sort key condition aside), the Query of table on k and
+ * tg with partition key pk, from o; what it points to lives in a. Returns
+ * 0 or a LAPSE_E* code. */
+static int fill_query(lapse_client *c, const char *table, const client_query_keys *k,
+                      const client_target *tg, const lapse_query_opts *o, arena *a,
+                      const attr_value *pk, Lapse__QueryRequest *body, lapse_error *err)
+{
+    body->table = (char *)table;
+    body->index = (char *)k->index;
+    body->index_partition = k->is_gsi ? tg->part : 0;
+    body->limit = o->limit;
+    body->reverse = o->reverse != 0;
+    body->hide_expired = client_hide_expired(c, o->hide_expired);
+    body->eventually_consistent = o->eventually_consistent != 0;
+    if ((body->partition_key = wire_value_to_pb(a, pk)) == NULL ||
+        (o->exclusive_start_key != NULL &&
+         (body->exclusive_start_key = wire_item_to_pb(a, o->exclusive_start_key->it)) == NULL)) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* The page a Query's reply carries into *out (caller frees with
+ * lapse_page_free). Returns 0 or a LAPSE_E* code; on error *out is
+ * untouched. REQUIRES: expect_page(resp) succeeded. */
+static int page_of_reply(const Lapse__Response *resp, lapse_page **out, lapse_error *err)
+{
+    size_t bytes = 0;
+    int rv;
+    lapse_page *p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        return client_err(err, LAPSE_ENOMEM, "out of memory");
+    }
+    if ((rv = page_append(p, resp->page, &bytes, err)) != 0 ||
+        (resp->page->last_evaluated_key != NULL &&
+         (rv = page_set_last_pb(p, resp->page->last_evaluated_key, err)) != 0)) {
+        lapse_page_free(p);
+        return rv;
+    }
+    *out = p;
+    return 0;
+}
+
 int lapse_query_index(lapse_client *c, const char *table, const char *index,
                       const lapse_query_opts *o, lapse_page **out, lapse_error *err)
 {
     Lapse__QueryRequest body = LAPSE__QUERY_REQUEST__INIT;
     Lapse__Request req = LAPSE__REQUEST__INIT;
     Lapse__Response *resp = NULL;
-    lapse_page *p = NULL;
     table_schema t;
     client_query_keys k;
     client_target tg = {0};
     attr_value pk, v1, v2;
     item *pk_item = NULL;
-    size_t bytes = 0;
     arena a;
     int rv;
 
@@ -289,36 +356,9 @@ int lapse_query_index(lapse_client *c, const char *table, const char *index,
     item_value_init_null(&pk);
     item_value_init_null(&v1);
     item_value_init_null(&v2);
-    if ((rv = parse_value("partition key value", o->partition_key_json, &pk, err)) != 0 ||
-        (rv = client_query_route(&t, index, &pk, &tg, &k, err)) != 0) {
-        goto out;
-    }
-    if (o->partition_key_name != NULL && strcmp(o->partition_key_name, k.pk->name) != 0) {
-        rv = client_err(err, LAPSE_EINVAL, "the partition key of %s \"%s\" is \"%s\", not \"%s\"",
-                        k.what, k.name, k.pk->name, o->partition_key_name);
-        goto out;
-    }
-    /* A base or LSI query re-routes by its key if the table is re-created;
-     * a GSI query has no table key to hash and fails instead. */
-    if (!k.is_gsi &&
-        ((pk_item = item_new()) == NULL || item_set_copy(pk_item, t.pk.name, &pk) != 0)) {
-        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
-        goto out;
-    }
-    if ((rv = query_sk(&k, o, &a, &v1, &v2, &body.sort_key, err)) != 0) {
-        goto out;
-    }
-    body.table = (char *)table;
-    body.index = (char *)k.index;
-    body.index_partition = k.is_gsi ? tg.part : 0;
-    body.limit = o->limit;
-    body.reverse = o->reverse != 0;
-    body.hide_expired = client_hide_expired(c, o->hide_expired);
-    body.eventually_consistent = o->eventually_consistent != 0;
-    if ((body.partition_key = wire_value_to_pb(&a, &pk)) == NULL ||
-        (o->exclusive_start_key != NULL &&
-         (body.exclusive_start_key = wire_item_to_pb(&a, o->exclusive_start_key->it)) == NULL)) {
-        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
+    if ((rv = route_query(&t, index, o, &pk, &tg, &k, &pk_item, err)) != 0 ||
+        (rv = query_sk(&k, o, &a, &v1, &v2, &body.sort_key, err)) != 0 ||
+        (rv = fill_query(c, table, &k, &tg, o, &a, &pk, &body, err)) != 0) {
         goto out;
     }
     req.body_case = LAPSE__REQUEST__BODY_QUERY;
@@ -328,23 +368,11 @@ int lapse_query_index(lapse_client *c, const char *table, const char *index,
     tg.key = pk_item;
     tg.eventual = o->eventually_consistent != 0;
     if ((rv = client_call_part(c, &tg, &req, 1, &resp, err)) != 0 ||
-        (rv = expect_page(resp, err)) != 0) {
+        (rv = expect_page(resp, err)) != 0 || (rv = page_of_reply(resp, out, err)) != 0) {
         goto out;
     }
-    if ((p = calloc(1, sizeof *p)) == NULL) {
-        rv = client_err(err, LAPSE_ENOMEM, "out of memory");
-        goto out;
-    }
-    if ((rv = page_append(p, resp->page, &bytes, err)) != 0 ||
-        (resp->page->last_evaluated_key != NULL &&
-         (rv = page_set_last_pb(p, resp->page->last_evaluated_key, err)) != 0)) {
-        goto out;
-    }
-    *out = p;
-    p = NULL;
     rv = client_ok(err);
 out:
-    lapse_page_free(p);
     rpc_response_free(resp);
     item_free(pk_item);
     item_value_fini(&pk);
