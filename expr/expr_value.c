@@ -42,7 +42,8 @@ json_t *expr_get(json_t *item, const expr_elem *p)
         if (p->name != NULL) {
             v = strcmp(expr_vtype(v), "M") == 0 ? json_object_get(expr_vbody(v), p->name) : NULL;
         } else {
-            v = strcmp(expr_vtype(v), "L") == 0 ? json_array_get(expr_vbody(v), (size_t)p->index) : NULL;
+            v = strcmp(expr_vtype(v), "L") == 0 ? json_array_get(expr_vbody(v), (size_t)p->index)
+                                                : NULL;
         }
     }
     return v;
@@ -56,63 +57,49 @@ int expr_num_of(json_t *v, number *n)
     return s != NULL && number_parse(s, strlen(s), n, NULL, 0) == 0 ? 0 : -1;
 }
 
-/* a + b (or a - b with neg_b) exactly, into a new {"N":...}; NULL with
- * x->err when the result has more than 38 significant digits or is out of
- * range. */
-json_t *expr_num_add(expr_ctx *x, json_t *va, json_t *vb, int neg_b)
+enum { SUM_DIGITS = 600 }; /* digit slots of an exact sum: more than any two numbers span */
+
+/* Spreads n's digits into d, little-endian: d[i] is the digit of
+ * 10^(lo + i). */
+static void spread_digits(const number *n, int lo, int *d)
 {
-    number a, b;
-    if (expr_num_of(va, &a) != 0 || expr_num_of(vb, &b) != 0) {
-        expr_fail(x, "An operand in the update expression has an incorrect data type");
-        return NULL;
+    for (int i = 0; i < n->ndigits; i++) {
+        d[(n->exp - 1 - i) - lo] = n->digits[i] - '0';
     }
-    if (neg_b) {
-        b.neg = !b.neg;
-    }
-    /* value = 0.d1..dn * 10^exp = D * 10^(exp - n): align on the smaller scale. */
-    enum { W = 600 };
-    int sa = a.exp - a.ndigits, sb = b.exp - b.ndigits;
-    int lo = sa < sb ? sa : sb;
-    int hi = a.exp > b.exp ? a.exp : b.exp;
-    if (a.ndigits == 0) {
-        lo = sb, hi = b.exp;
-    } else if (b.ndigits == 0) {
-        lo = sa, hi = a.exp;
-    }
-    if (hi - lo + 2 > W) {
-        expr_fail(x, "Number overflow. Attempting to store a number with magnitude larger than "
-                     "supported range");
-        return NULL;
-    }
-    int da[W] = {0}, db[W] = {0}, r[W] = {0}; /* little-endian digits */
-    for (int i = 0; i < a.ndigits; i++) {
-        da[(a.exp - 1 - i) - lo] = a.digits[i] - '0';
-    }
-    for (int i = 0; i < b.ndigits; i++) {
-        db[(b.exp - 1 - i) - lo] = b.digits[i] - '0';
-    }
-    int len = hi - lo + 1, neg;
-    if (a.neg == b.neg) {
+}
+
+/* Into r, the len little-endian digits of da + db, da negative when aneg
+ * and db when bneg. Returns whether the sum is negative. */
+static int signed_sum(const int *da, int aneg, const int *db, int bneg, int len, int *r)
+{
+    if (aneg == bneg) {
         int carry = 0;
         for (int i = 0; i < len; i++) {
             int s = da[i] + db[i] + carry;
             r[i] = s % 10;
             carry = s / 10;
         }
-        neg = a.neg;
-    } else {
-        int cmp = 0; /* |a| vs |b| */
-        for (int i = len - 1; i >= 0 && cmp == 0; i--) {
-            cmp = da[i] - db[i];
-        }
-        int *big = cmp >= 0 ? da : db, *small = cmp >= 0 ? db : da, borrow = 0;
-        for (int i = 0; i < len; i++) {
-            int s = big[i] - small[i] - borrow;
-            borrow = s < 0;
-            r[i] = s + (borrow ? 10 : 0);
-        }
-        neg = cmp >= 0 ? a.neg : b.neg;
+        return aneg;
     }
+    int cmp = 0; /* |a| vs |b| */
+    for (int i = len - 1; i >= 0 && cmp == 0; i--) {
+        cmp = da[i] - db[i];
+    }
+    const int *big = cmp >= 0 ? da : db, *small = cmp >= 0 ? db : da;
+    int borrow = 0;
+    for (int i = 0; i < len; i++) {
+        int s = big[i] - small[i] - borrow;
+        borrow = s < 0;
+        r[i] = s + (borrow ? 10 : 0);
+    }
+    return cmp >= 0 ? aneg : bneg;
+}
+
+/* The len little-endian digits r, the first of 10^lo (negative: neg), as a
+ * new {"N":...}; NULL with x->err when they have more than 38 significant
+ * digits or are out of range. */
+static json_t *sum_value(expr_ctx *x, const int *r, int len, int lo, int neg)
+{
     int top = len - 1, bottom = 0;
     while (top >= 0 && r[top] == 0) {
         top--;
@@ -151,6 +138,40 @@ json_t *expr_num_add(expr_ctx *x, json_t *va, json_t *vb, int neg_b)
     return json_pack("{s:s}", "N", fmt);
 }
 
+/* a + b (or a - b with neg_b) exactly, into a new {"N":...}; NULL with
+ * x->err when the result has more than 38 significant digits or is out of
+ * range. */
+json_t *expr_num_add(expr_ctx *x, json_t *va, json_t *vb, int neg_b)
+{
+    number a, b;
+    if (expr_num_of(va, &a) != 0 || expr_num_of(vb, &b) != 0) {
+        expr_fail(x, "An operand in the update expression has an incorrect data type");
+        return NULL;
+    }
+    if (neg_b) {
+        b.neg = !b.neg;
+    }
+    /* value = 0.d1..dn * 10^exp = D * 10^(exp - n): align on the smaller scale. */
+    int sa = a.exp - a.ndigits, sb = b.exp - b.ndigits;
+    int lo = sa < sb ? sa : sb;
+    int hi = a.exp > b.exp ? a.exp : b.exp;
+    if (a.ndigits == 0) {
+        lo = sb, hi = b.exp;
+    } else if (b.ndigits == 0) {
+        lo = sa, hi = a.exp;
+    }
+    if (hi - lo + 2 > SUM_DIGITS) {
+        expr_fail(x, "Number overflow. Attempting to store a number with magnitude larger than "
+                     "supported range");
+        return NULL;
+    }
+    int da[SUM_DIGITS] = {0}, db[SUM_DIGITS] = {0}, r[SUM_DIGITS] = {0}; /* little-endian digits */
+    spread_digits(&a, lo, da);
+    spread_digits(&b, lo, db);
+    int len = hi - lo + 1;
+    int neg = signed_sum(da, a.neg, db, b.neg, len, r);
+    return sum_value(x, r, len, lo, neg);
+}
 
 /* ---- value checks ---- */
 
