@@ -290,16 +290,137 @@ static void hold_after_join(logship *ls, uint32_t table_id, uint32_t part, uint3
     }
 }
 
+/* One member's resync (resync_one): what its phases share. */
+typedef struct member_sync {
+    logship *ls;
+    const node_map *m;
+    const pmap_replicas *r;
+    int one_copy;                /* r is a set of a one-copy table (being moved) */
+    uint32_t table_id, part, id; /* the partition, and the member brought back */
+    rpc_client *c;               /* to member id */
+    uint64_t epoch;              /* r's */
+    uint64_t applied;            /* the last record member id holds */
+    uint64_t my_seq;             /* where this log ends */
+    char err[512];
+} member_sync;
+
+/* Learns where member id and this log stand: ms->applied, ms->my_seq, the
+ * epoch of the member's last record (*their_epoch) and the first record
+ * this log still holds (*first). Returns 0 or a LAPSE_E* code (ms->err
+ * set). */
+static int learn_positions(member_sync *ms, uint64_t *their_epoch, uint64_t *first)
+{
+    store *st = ms->ls->ns->st;
+    uint64_t my_epoch = 0;
+    int rv = position_of(ms->ls, ms->c, ms->table_id, ms->part, ms->epoch, &ms->applied,
+                         their_epoch, ms->err, sizeof(ms->err));
+    if (rv == 0) {
+        logship_heard(ms->ls, ms->table_id, ms->part, &ms->id, 1, ms->applied);
+    }
+    if (rv == 0 && (rv = replog_position(st, ms->table_id, ms->part, &my_epoch, &ms->my_seq,
+                                         ms->err, sizeof(ms->err))) == 0) {
+        rv = replog_first(st, ms->table_id, ms->part, first, ms->err, sizeof(ms->err));
+    }
+    return rv;
+}
+
+/* Why member id's copy is to be rebuilt rather than brought up from this
+ * log, into *why (NULL: the log will do). Returns 0 or a LAPSE_E* code
+ * (ms->err set); *why is set either way. */
+static int rebuild_reason(member_sync *ms, uint64_t their_epoch, uint64_t first, const char **why)
+{
+    store *st = ms->ls->ns->st;
+    uint64_t mine = 0;
+    int rv = 0;
+    /* The log brings it up when it holds record applied (or applied is
+     * where the log ends) and every record after it. */
+    int erv = ms->applied <= ms->my_seq
+                  ? replog_record_epoch(st, ms->table_id, ms->part, ms->applied, &mine, ms->err,
+                                        sizeof(ms->err))
+                  : LAPSE_ENOTFOUND;
+    *why = NULL;
+    if (ms->applied > ms->my_seq || (erv == 0 && mine != their_epoch)) {
+        *why = "held records this primary's log has not (a deposed primary's unacknowledged "
+               "writes)";
+    } else if (erv == LAPSE_ENOTFOUND || (ms->applied < ms->my_seq && ms->applied + 1 < first)) {
+        *why = "is behind the first record this log still holds";
+    } else if (erv != 0) {
+        rv = erv;
+    } else if (ms->applied == 0 && ms->my_seq > 0) {
+        *why = "has no record (a new or wiped copy, or a rebuild cut short)";
+    }
+    /* A one-copy table's log lacks the writes made while it had one
+     * copy: a copy it did not rebuild is rebuilt, never from the log. */
+    if (*why == NULL && ms->one_copy &&
+        single_unrebuilt(ms->ls, ms->r, ms->table_id, ms->part, ms->id)) {
+        *why = "is a new copy of a one-copy table's partition";
+    }
+    return rv;
+}
+
+/* Rebuilds member id's copy (why: the reason, for the log): from a
+ * snapshot when this log lacks records (first > 1) or the table keeps one
+ * copy, else by dropping it, to be filled from the log. Returns 0 or a
+ * LAPSE_E* code (ms->err set). */
+static int rebuild_copy(member_sync *ms, const char *why, uint64_t first)
+{
+    if (first > 1 || ms->one_copy) {
+        int rv = resync_send_snapshot(ms->ls, ms->c, ms->id, ms->table_id, ms->part, ms->epoch, why,
+                                      &ms->applied, ms->err, sizeof(ms->err));
+        if (rv == 0 && ms->one_copy) {
+            note_single_rebuilt(ms->ls, ms->r, ms->table_id, ms->part, ms->id);
+        }
+        return rv;
+    }
+    int rv = resync_reset_copy(ms->ls, ms->c, ms->id, ms->table_id, ms->part, ms->epoch, why,
+                               ms->err, sizeof(ms->err));
+    ms->applied = 0;
+    return rv;
+}
+
+/* Under this log's lock (writes wait): reconciles the set, sends member id
+ * the last records, and joins it when it has every one. */
+static void catch_up_and_join(member_sync *ms)
+{
+    store *st = ms->ls->ns->st;
+    replog_lock(st, ms->table_id, ms->part);
+    int rv = logship_reconcile(ms->ls, ms->m, ms->r, ms->table_id, ms->part, NULL, ms->err,
+                               sizeof(ms->err));
+    if (rv == 0) {
+        rv = send_until(ms->ls, ms->c, ms->id, ms->table_id, ms->part, ms->epoch, 0,
+                        RESYNC_NEAR_ROUNDS, &ms->applied, &ms->my_seq, ms->err, sizeof(ms->err));
+    }
+    logship_heard(ms->ls, ms->table_id, ms->part, &ms->id, 1, ms->applied);
+    int joins = rv == 0 && ms->applied == ms->my_seq;
+    if (joins) {
+        /* writes wait for it from here */
+        note_join(ms->ls, ms->table_id, ms->part, ms->r->changes, ms->id, 1);
+    } else if (rv != 0) {
+        warn_resync(ms->ls, ms->table_id, ms->part, ms->id, ms->err);
+    }
+    replog_unlock(st, ms->table_id, ms->part);
+    if (joins) {
+        join(ms->ls, ms->table_id, ms->part, ms->epoch, ms->r->changes, ms->id);
+        hold_after_join(ms->ls, ms->table_id, ms->part, ms->id);
+    }
+}
+
 /* Brings member id of r back (steps 1-3 above); one_copy: r is a set of
  * a one-copy table (being moved). */
 static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, int one_copy,
                        uint32_t table_id, uint32_t part, uint32_t id)
 {
+    member_sync ms = {.ls = ls,
+                      .m = m,
+                      .r = r,
+                      .one_copy = one_copy,
+                      .table_id = table_id,
+                      .part = part,
+                      .id = id};
     const pmap_node *pn = pmap_node_find(m->pm, id);
-    rpc_client *c = pn != NULL && pn->state == PMAP_NODE_UP
-                        ? logship_peer_client(ls, pn->id, pn->address)
-                        : NULL;
-    if (c == NULL || !rpc_client_connected(c, LOGSHIP_CONNECT_WAIT_MS)) {
+    ms.c = pn != NULL && pn->state == PMAP_NODE_UP ? logship_peer_client(ls, pn->id, pn->address)
+                                                   : NULL;
+    if (ms.c == NULL || !rpc_client_connected(ms.c, LOGSHIP_CONNECT_WAIT_MS)) {
         return;
     }
     /* A one-copy table's copy that leaves (the old primary, handed over
@@ -307,80 +428,28 @@ static void resync_one(logship *ls, const node_map *m, const pmap_replicas *r, i
     if (one_copy && (r->leaving == id || pmap_node_leaving(m->pm, id))) {
         return;
     }
-    store *st = ls->ns->st;
-    uint64_t epoch = pmap_epoch(r);
-    uint64_t applied = 0, their_epoch = 0, mine = 0, my_seq = 0, my_epoch = 0, first = 0;
-    char err[512] = "";
-    int rv = position_of(ls, c, table_id, part, epoch, &applied, &their_epoch, err, sizeof(err));
+    ms.epoch = pmap_epoch(r);
+    uint64_t their_epoch = 0, first = 0;
+    const char *why = NULL;
+    int rv = learn_positions(&ms, &their_epoch, &first);
     if (rv == 0) {
-        logship_heard(ls, table_id, part, &id, 1, applied);
-    }
-    if (rv == 0 &&
-        (rv = replog_position(st, table_id, part, &my_epoch, &my_seq, err, sizeof(err))) == 0) {
-        rv = replog_first(st, table_id, part, &first, err, sizeof(err));
-    }
-    if (rv == 0) {
-        /* The log brings it up when it holds record applied (or applied is
-         * where the log ends) and every record after it. */
-        int erv = applied <= my_seq
-                      ? replog_record_epoch(st, table_id, part, applied, &mine, err, sizeof(err))
-                      : LAPSE_ENOTFOUND;
-        const char *why = NULL;
-        if (applied > my_seq || (erv == 0 && mine != their_epoch)) {
-            why = "held records this primary's log has not (a deposed primary's unacknowledged "
-                  "writes)";
-        } else if (erv == LAPSE_ENOTFOUND || (applied < my_seq && applied + 1 < first)) {
-            why = "is behind the first record this log still holds";
-        } else if (erv != 0) {
-            rv = erv;
-        } else if (applied == 0 && my_seq > 0) {
-            why = "has no record (a new or wiped copy, or a rebuild cut short)";
-        }
-        /* A one-copy table's log lacks the writes made while it had one
-         * copy: a copy it did not rebuild is rebuilt, never from the log. */
-        if (why == NULL && one_copy && single_unrebuilt(ls, r, table_id, part, id)) {
-            why = "is a new copy of a one-copy table's partition";
-        }
-        if (why != NULL && (first > 1 || one_copy)) {
-            rv = resync_send_snapshot(ls, c, id, table_id, part, epoch, why, &applied, err,
-                                      sizeof(err));
-            if (rv == 0 && one_copy) {
-                note_single_rebuilt(ls, r, table_id, part, id);
-            }
-        } else if (why != NULL) {
-            rv = resync_reset_copy(ls, c, id, table_id, part, epoch, why, err, sizeof(err));
-            applied = 0;
+        rv = rebuild_reason(&ms, their_epoch, first, &why);
+        if (why != NULL) {
+            rv = rebuild_copy(&ms, why, first);
         }
     }
     if (rv == 0) {
-        rv = send_until(ls, c, id, table_id, part, epoch, LOGSHIP_RESYNC_TAIL, RESYNC_FAR_ROUNDS,
-                        &applied, &my_seq, err, sizeof(err));
-        logship_heard(ls, table_id, part, &id, 1, applied);
+        rv = send_until(ls, ms.c, id, table_id, part, ms.epoch, LOGSHIP_RESYNC_TAIL,
+                        RESYNC_FAR_ROUNDS, &ms.applied, &ms.my_seq, ms.err, sizeof(ms.err));
+        logship_heard(ls, table_id, part, &id, 1, ms.applied);
     }
-    if (rv != 0 || my_seq > applied + LOGSHIP_RESYNC_TAIL) {
+    if (rv != 0 || ms.my_seq > ms.applied + LOGSHIP_RESYNC_TAIL) {
         if (rv != 0) {
-            warn_resync(ls, table_id, part, id, err);
+            warn_resync(ls, table_id, part, id, ms.err);
         }
         return; /* the next pass goes on */
     }
-    replog_lock(st, table_id, part);
-    rv = logship_reconcile(ls, m, r, table_id, part, NULL, err, sizeof(err));
-    if (rv == 0) {
-        rv = send_until(ls, c, id, table_id, part, epoch, 0, RESYNC_NEAR_ROUNDS, &applied, &my_seq,
-                        err, sizeof(err));
-    }
-    logship_heard(ls, table_id, part, &id, 1, applied);
-    int joins = rv == 0 && applied == my_seq;
-    if (joins) {
-        note_join(ls, table_id, part, r->changes, id, 1); /* writes wait for it from here */
-    } else if (rv != 0) {
-        warn_resync(ls, table_id, part, id, err);
-    }
-    replog_unlock(st, table_id, part);
-    if (joins) {
-        join(ls, table_id, part, epoch, r->changes, id);
-        hold_after_join(ls, table_id, part, id);
-    }
+    catch_up_and_join(&ms);
 }
 
 /* Sends the required members of (table_id, part), which this node leads
