@@ -219,6 +219,99 @@ static void drop_former_copies(node_server *ns)
     maps_release(m);
 }
 
+/* The membership thread's state from step to step. */
+typedef struct run_state {
+    node_server *ns;
+    char err[512];
+    int64_t backoff_ms; /* the wait before the next try to register */
+    int warned;         /* logged the current outage already */
+    int warned_rv;      /* with this error */
+    int hb_failed;      /* heartbeats failed in a row */
+    int etcd_warned;    /* logged that etcd's map cannot be read */
+    peerclock pc;       /* clients of the peers, for clock checks */
+} run_state;
+
+/* One try to register, then, when it fails, a wait of the current backoff
+ * (doubled for the next). Returns 1 when stopping. */
+static int register_step(run_state *rs)
+{
+    node_server *ns = rs->ns;
+    rs->err[0] = 0;
+    /* On etcd, the coordinators accept us once our key is there. */
+    int rv = registry_present(ns)
+                 ? register_node(ns, rs->err, sizeof(rs->err))
+                 : (snprintf(rs->err, sizeof(rs->err), "no lease in etcd yet"), LAPSE_EUNAVAILABLE);
+    if (rv == 0) {
+        atomic_store(&ns->registered, 1);
+        rs->backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS;
+        rs->warned = 0;
+        rs->hb_failed = 0;
+        log_info("registered with the coordinator at %s as node %u (%s), map version %llu",
+                 ns->coordinator_url, ns->id, ns->advertise_url,
+                 (unsigned long long)maps_version(ns));
+        return 0; /* heartbeat at once: it reports our clock */
+    }
+    if (!rs->warned || rv != rs->warned_rv) {
+        /* Once per outage, and again when the reason changes (no
+         * lease yet, then refused: a removed node's, say). */
+        log_warn("cannot register with the coordinator at %s (%s: %s); retrying, serving "
+                 "map version %llu meanwhile",
+                 ns->coordinator_url, lapse_strerror(rv), rs->err,
+                 (unsigned long long)maps_version(ns));
+        rs->warned = 1;
+        rs->warned_rv = rv;
+    }
+    without_coordinator(ns, &rs->pc, &rs->etcd_warned);
+    if (wait_or_stop(ns, rs->backoff_ms)) {
+        return 1;
+    }
+    rs->backoff_ms = rs->backoff_ms * 2 > MEMBERSHIP_BACKOFF_MAX_MS ? MEMBERSHIP_BACKOFF_MAX_MS
+                                                                    : rs->backoff_ms * 2;
+    return 0;
+}
+
+/* One heartbeat, and a fetch of the coordinator's map when it is ahead,
+ * then a wait for the rest of MEMBERSHIP_HEARTBEAT_MS; none when the
+ * coordinator does not know this node (it registers again). Returns 1 when
+ * stopping. */
+static int heartbeat_step(run_state *rs)
+{
+    node_server *ns = rs->ns;
+    int64_t started = clock_mono_now().ms;
+    uint64_t coord_version = 0;
+    rs->err[0] = 0;
+    int rv = heartbeat(ns, &coord_version, rs->err, sizeof(rs->err));
+    if (rv == LAPSE_ENOTFOUND) {
+        log_warn("coordinator does not know node %u (%s): registering again", ns->id, rs->err);
+        atomic_store(&ns->registered, 0);
+        return 0;
+    }
+    if (rv != 0) {
+        if (rs->hb_failed++ == 0) {
+            log_warn("heartbeat to %s failed: %s: %s", ns->coordinator_url, lapse_strerror(rv),
+                     rs->err);
+        }
+        without_coordinator(ns, &rs->pc, &rs->etcd_warned);
+    } else {
+        if (rs->hb_failed > 0) {
+            log_info("heartbeats to %s succeed again (after %d failures)", ns->coordinator_url,
+                     rs->hb_failed);
+        }
+        rs->hb_failed = 0;
+        if (coord_version > maps_version(ns)) {
+            rs->err[0] = 0;
+            int64_t deadline = clock_mono_now().ms + MAPS_FETCH_TIMEOUT_MS;
+            if ((rv = maps_refresh(ns, deadline, 0, rs->err, sizeof(rs->err))) != 0) {
+                log_warn("fetching partition map version %llu failed: %s: %s",
+                         (unsigned long long)coord_version, lapse_strerror(rv), rs->err);
+            }
+        }
+    }
+    int64_t spent = clock_mono_now().ms - started;
+    int64_t pause = MEMBERSHIP_HEARTBEAT_MS - spent;
+    return wait_or_stop(ns, pause > 0 ? pause : 0);
+}
+
 /*
  * The thread. Budget per step: one RPC of at most MEMBERSHIP_CALL_TIMEOUT_MS
  * (plus one map fetch of at most MAPS_FETCH_TIMEOUT_MS when the coordinator
@@ -227,92 +320,19 @@ static void drop_former_copies(node_server *ns)
  */
 static void *run(void *arg)
 {
-    node_server *ns = arg;
-    char err[512];
-    int64_t backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS;
-    int warned = 0;      /* logged the current outage already */
-    int warned_rv = 0;   /* with this error */
-    int hb_failed = 0;   /* heartbeats failed in a row */
-    int etcd_warned = 0; /* logged that etcd's map cannot be read */
-    peerclock pc = {0};  /* clients of the peers, for clock checks */
-
+    run_state rs = {.ns = arg, .backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS};
+    node_server *ns = rs.ns;
     while (!stopping(ns)) {
         registry_tick(ns);
         if (atomic_load(&ns->registered)) {
             drop_former_copies(ns);
         }
-        if (!atomic_load(&ns->registered)) {
-            err[0] = 0;
-            /* On etcd, the coordinators accept us once our key is there. */
-            int rv = registry_present(ns)
-                         ? register_node(ns, err, sizeof(err))
-                         : (snprintf(err, sizeof(err), "no lease in etcd yet"), LAPSE_EUNAVAILABLE);
-            if (rv == 0) {
-                atomic_store(&ns->registered, 1);
-                backoff_ms = MEMBERSHIP_BACKOFF_MIN_MS;
-                warned = 0;
-                hb_failed = 0;
-                log_info("registered with the coordinator at %s as node %u (%s), map version %llu",
-                         ns->coordinator_url, ns->id, ns->advertise_url,
-                         (unsigned long long)maps_version(ns));
-                continue; /* heartbeat at once: it reports our clock */
-            }
-            if (!warned || rv != warned_rv) {
-                /* Once per outage, and again when the reason changes (no
-                 * lease yet, then refused: a removed node's, say). */
-                log_warn("cannot register with the coordinator at %s (%s: %s); retrying, serving "
-                         "map version %llu meanwhile",
-                         ns->coordinator_url, lapse_strerror(rv), err,
-                         (unsigned long long)maps_version(ns));
-                warned = 1;
-                warned_rv = rv;
-            }
-            without_coordinator(ns, &pc, &etcd_warned);
-            if (wait_or_stop(ns, backoff_ms)) {
-                break;
-            }
-            backoff_ms = backoff_ms * 2 > MEMBERSHIP_BACKOFF_MAX_MS ? MEMBERSHIP_BACKOFF_MAX_MS
-                                                                    : backoff_ms * 2;
-            continue;
-        }
-
-        int64_t started = clock_mono_now().ms;
-        uint64_t coord_version = 0;
-        err[0] = 0;
-        int rv = heartbeat(ns, &coord_version, err, sizeof(err));
-        if (rv == LAPSE_ENOTFOUND) {
-            log_warn("coordinator does not know node %u (%s): registering again", ns->id, err);
-            atomic_store(&ns->registered, 0);
-            continue;
-        }
-        if (rv != 0) {
-            if (hb_failed++ == 0) {
-                log_warn("heartbeat to %s failed: %s: %s", ns->coordinator_url, lapse_strerror(rv),
-                         err);
-            }
-            without_coordinator(ns, &pc, &etcd_warned);
-        } else {
-            if (hb_failed > 0) {
-                log_info("heartbeats to %s succeed again (after %d failures)", ns->coordinator_url,
-                         hb_failed);
-            }
-            hb_failed = 0;
-            if (coord_version > maps_version(ns)) {
-                err[0] = 0;
-                int64_t deadline = clock_mono_now().ms + MAPS_FETCH_TIMEOUT_MS;
-                if ((rv = maps_refresh(ns, deadline, 0, err, sizeof(err))) != 0) {
-                    log_warn("fetching partition map version %llu failed: %s: %s",
-                             (unsigned long long)coord_version, lapse_strerror(rv), err);
-                }
-            }
-        }
-        int64_t spent = clock_mono_now().ms - started;
-        int64_t pause = MEMBERSHIP_HEARTBEAT_MS - spent;
-        if (wait_or_stop(ns, pause > 0 ? pause : 0)) {
+        int stop = !atomic_load(&ns->registered) ? register_step(&rs) : heartbeat_step(&rs);
+        if (stop) {
             break;
         }
     }
-    peerclock_fini(&pc);
+    peerclock_fini(&rs.pc);
     return NULL;
 }
 
