@@ -1,5 +1,5 @@
 /*
- * backfill.c: the TTL backfill threads (expiry_engine.h; state in expiry_engine_int.h).
+ * expiry_backfiller.c: the TTL backfill threads (expiry_engine.h; state in expiry_engine_int.h).
  *
  * When TTL is enabled on a table that already has items, the expiry index
  * must be built for them; writes after the enable maintain it themselves
@@ -75,7 +75,7 @@ static void log_progress(expiry_engine_table *t, int64_t now_mono, int complete)
     t->bf_logged_mono = now_mono;
 }
 
-/* Step 2 of backfill_run, without the lock: one expiry_backfill_step of
+/* Step 2 of expiry_engine_backfiller_run, without the lock: one expiry_backfill_step of
  * at most chunk items of (schema, part), its scanned items counted in the
  * metrics. Returns expiry_backfill_step's result, with err. */
 static int step(expiry_engine *e, const table_schema *schema, uint32_t part, size_t chunk,
@@ -93,7 +93,7 @@ static int step(expiry_engine *e, const table_schema *schema, uint32_t part, siz
     return rv;
 }
 
-/* Step 3 of backfill_run: records a step of partition part of t (the
+/* Step 3 of expiry_engine_backfiller_run: records a step of partition part of t (the
  * registry's entry for the config the step ran for): its counts, the
  * partition done, the table complete (logged once, on_backfilled called,
  * waiters woken), a progress line about every EXPIRY_ENGINE_BACKFILL_LOG_MS.
@@ -158,7 +158,7 @@ static void record(expiry_engine *e, expiry_engine_table *t, uint32_t part, uint
  * Budget per step: one chunk of one partition. Stops between steps when
  * the engine stops; a store error backs off ERROR_BACKOFF_MS and retries.
  */
-void *backfill_run(void *arg)
+void *expiry_engine_backfiller_run(void *arg)
 {
     expiry_engine_backfiller *self = arg;
     expiry_engine *e = self->e;

@@ -76,7 +76,7 @@ void expiry_engine_slot_touch(expiry_engine *e, uint32_t table_id, uint32_t part
 
 /* The store's expiry hook (store_set_expiry_hook): a write added an entry
  * due at due_ms; lowers its slot's next due instant and wakes the scanner
- * when that is before its plan. Here, not in scanner.c, because it needs
+ * when that is before its plan. Here, not in expiry_scanner.c, because it needs
  * slot_find. */
 static void due_hook(void *arg, uint32_t table_id, uint32_t part, int64_t due_ms)
 {
@@ -597,7 +597,8 @@ int expiry_engine_open(expiry_engine **out, store *st, uint32_t node_id, const p
     e->bf_paced_ms = (double)clock_mono_now().ms;
     for (int i = 0; i < EXPIRY_ENGINE_BACKFILL_THREADS; i++) {
         e->bf[i].e = e;
-        if ((rc = pthread_create(&e->bf[i].thread, NULL, backfill_run, &e->bf[i])) != 0) {
+        if ((rc = pthread_create(&e->bf[i].thread, NULL, expiry_engine_backfiller_run,
+                                 &e->bf[i])) != 0) {
             snprintf(err, errlen, "cannot start a TTL backfill thread: %s", strerror(rc));
             expiry_engine_close(e);
             return LAPSE_ENOMEM;
@@ -605,7 +606,7 @@ int expiry_engine_open(expiry_engine **out, store *st, uint32_t node_id, const p
         e->bf[i].started = 1;
     }
     for (int i = 0; i < e->opt.workers; i++) {
-        rc = pthread_create(&e->workers[i].thread, NULL, scanner_run, &e->workers[i]);
+        rc = pthread_create(&e->workers[i].thread, NULL, expiry_engine_scanner_run, &e->workers[i]);
         if (rc != 0) {
             snprintf(err, errlen, "cannot start TTL scanner %d: %s", i, strerror(rc));
             expiry_engine_close(e);

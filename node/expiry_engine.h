@@ -2,8 +2,8 @@
  * expiry_engine.h: the node's expiry engine (docs/ttl.md "Expiry", docs/node.md "TTL"):
  * which tables have TTL configured and how far this node is with each
  * (expiry_engine.c), the backfill thread that indexes items written before TTL was
- * enabled (backfill.c), the scanner threads that delete due items
- * (scanner.c), and the clock-safety verdict that pauses them. Named apart
+ * enabled (expiry_backfiller.c), the scanner threads that delete due items
+ * (expiry_scanner.c), and the clock-safety verdict that pauses them. Named apart
  * from partition/expiry.h, the index and sweep it drives.
  *
  * The engine follows the current partition map: maps_apply calls
@@ -31,7 +31,7 @@
  *
  *                enable (new config_version)
  *   DISABLED --------------------------------> BACKFILLING
- *   (index       ^   ^                            | backfill.c: every owned
+ *   (index       ^   ^                            | expiry_backfiller.c: every owned
  *    dropped)    |   |                            | partition indexed
  *                |   |     disable                v
  *                |   +-------------------- ENABLED (scanners sweep it
@@ -71,7 +71,7 @@ typedef struct expiry_engine_options {
     uint64_t max_deletes_per_sec;  /* 0: no limit (token bucket shared by workers) */
     uint64_t backfill_items_per_s; /* 0: no limit */
     int64_t max_clock_skew_ms;     /* pause scanners beyond this |skew| */
-    int naive_scan;                /* benchmark only: full passes, no index (scanner.c) */
+    int naive_scan;                /* benchmark only: full passes, no index (expiry_scanner.c) */
     int64_t naive_interval_ms;     /* sleep between naive passes */
 } expiry_engine_options;
 

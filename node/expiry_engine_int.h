@@ -1,6 +1,6 @@
 /*
  * expiry_engine_int.h: the expiry engine's state, shared by expiry_engine.c (registry, sync,
- * progress, clock verdict, metrics), backfill.c and scanner.c. Contract and
+ * progress, clock verdict, metrics), expiry_backfiller.c and expiry_scanner.c. Contract and
  * state diagram in expiry_engine.h. Nothing outside those three files includes it.
  *
  * Locking: every field below marked "lock" is guarded by expiry_engine.lock;
@@ -90,14 +90,14 @@ struct expiry_engine {
     expiry_engine_clock_state clock; /* lock */
     int64_t skew_ms;                 /* lock: the last skew measured */
 
-    /* ---- backfill threads (backfill.c) ---- */
+    /* ---- backfill threads (expiry_backfiller.c) ---- */
     expiry_engine_backfiller bf[EXPIRY_ENGINE_BACKFILL_THREADS]; /* each steps its own partition */
     pthread_cond_t bf_cond;                                      /* wakes the backfill threads */
     size_t bf_next;     /* lock: round-robin position in tables */
     double bf_paced_ms; /* lock: monotonic ms when the next step may start
                            (--ttl-backfill-rate, shared by the threads) */
 
-    /* ---- scanners (scanner.c) ---- */
+    /* ---- scanners (expiry_scanner.c) ---- */
     expiry_engine_worker *workers; /* fixed array of opt.workers */
     double tokens;                 /* lock: delete token bucket (max_deletes_per_sec) */
     int64_t tokens_mono_ms;        /* lock: last refill */
@@ -112,10 +112,10 @@ size_t expiry_engine_worker_of(const expiry_engine *e, uint32_t table_id, uint32
  * REQUIRES: lock held. */
 void expiry_engine_slot_touch(expiry_engine *e, uint32_t table_id, uint32_t part);
 
-/* ---- backfill.c ---- */
-void *backfill_run(void *arg); /* a thread; arg is its expiry_engine_backfiller */
+/* ---- expiry_backfiller.c ---- */
+void *expiry_engine_backfiller_run(void *arg); /* a thread; arg is its expiry_engine_backfiller */
 
-/* ---- scanner.c ---- */
-void *scanner_run(void *arg); /* the thread; arg is its expiry_engine_worker */
+/* ---- expiry_scanner.c ---- */
+void *expiry_engine_scanner_run(void *arg); /* the thread; arg is its expiry_engine_worker */
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * scanner.c: the TTL scanner workers (expiry_engine.h; state in expiry_engine_int.h).
+ * expiry_scanner.c: the TTL scanner workers (expiry_engine.h; state in expiry_engine_int.h).
  *
  * Worker w owns the (table, partition) pairs with expiry_engine_worker_of() == w
  * among the enabled, unpaused tables' partitions this node owns. For each it
@@ -345,7 +345,7 @@ static void naive_run(expiry_engine_worker *w)
  * the next step resumes from the instants kept per pair, so nothing is
  * rescanned. The loop ends only when the engine stops.
  */
-void *scanner_run(void *arg)
+void *expiry_engine_scanner_run(void *arg)
 {
     expiry_engine_worker *w = arg;
     expiry_engine *e = w->e;
