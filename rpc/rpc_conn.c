@@ -1,0 +1,672 @@
+/*
+ * rpc_conn.c: a req0-speaking client connection over NNG's stream API
+ * (rpc_conn.h has the wire, the states and the invariants).
+ *
+ * Outstanding calls sit on one list, oldest first; a reply is matched by a
+ * scan from the head, which finds it at once while replies come about in
+ * order (a peer's contexts may answer out of order, never by far). Written
+ * bytes go through two buffers: `sending` is the one the stream's send has,
+ * `pending` collects what comes meanwhile, and the two swap when the send
+ * ends, so a write carries every request made during the one before.
+ */
+#include "rpc_conn.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/supplemental/util/platform.h>
+
+#include "rpc.h"
+
+#define BACKOFF_MIN_MS 10
+#define BACKOFF_MAX_MS 1000
+#define DIAL_TIMEOUT_MS 5000      /* a dial, or a handshake, that takes longer fails */
+#define INBUF_MIN (64u * 1024)    /* the receive buffer, grown for a larger message */
+#define INBUF_KEEP (1024u * 1024) /* a buffer grown past this shrinks back once empty */
+#define FRAME_HDR 12              /* 8-byte length, 4-byte request id */
+#define SP_REQ0 0x30
+#define SP_REP0 0x31
+
+typedef enum conn_state {
+    C_DIALING,   /* the dial is posted on dial_aio */
+    C_HANDSHAKE, /* the headers are being exchanged */
+    C_UP,        /* requests go out */
+    C_DOWN,      /* failed: waits for send and receive to stop */
+    C_BACKOFF,   /* sleeping on dial_aio before the next dial */
+} conn_state;
+
+typedef struct call call;
+struct call {
+    call *prev, *next; /* on rpc_conn.calls, or next on a list of ended calls */
+    uint32_t id;       /* with the top bit set, as on the wire */
+    clock_mono deadline;
+    rpc_conn_done_fn done;
+    void *arg;
+    void *body; /* owned: the request while it waits for the connection (invariant 2) */
+    size_t len;
+    int rv;           /* when ended: its outcome */
+    size_t reply_off; /* when ended with a reply: where it is in rpc_conn.in */
+    size_t reply_len;
+};
+
+typedef struct buf {
+    uint8_t *p;
+    size_t len, cap;
+} buf;
+
+struct rpc_conn {
+    pthread_mutex_t mu; /* guards everything below but the aios and the dialer */
+    nng_stream_dialer *dialer;
+    nng_aio *dial_aio;  /* dials, and sleeps the backoff */
+    nng_aio *send_aio;  /* the stream's one send */
+    nng_aio *recv_aio;  /* the stream's one receive */
+    nng_aio *timer_aio; /* sleeps until the earliest deadline */
+    nng_stream *s;      /* NULL while dialling */
+    conn_state state;
+    int closing;
+    int send_busy, recv_busy; /* a send / receive is posted on s */
+    int hs_sent, hs_recvd;    /* handshake halves done */
+    int backoff_ms;
+    int timer_armed;
+    clock_mono timer_at; /* what the armed timer wakes for */
+    uint32_t next_id;
+    call *head, *tail; /* outstanding calls, oldest first */
+    buf sending;       /* what send_aio writes; sent: written so far */
+    size_t sent;
+    buf pending; /* requests for the next write */
+    uint8_t *in; /* received bytes: inlen of incap; only the receive path touches it */
+    size_t inlen, incap;
+};
+
+/* ===================================================================== */
+/* Helpers                                                                */
+/* ===================================================================== */
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Makes room for n more bytes in b. 0 or NNG_ENOMEM. */
+static int buf_reserve(buf *b, size_t n)
+{
+    if (b->cap - b->len >= n) {
+        return 0;
+    }
+    size_t cap = b->cap > 0 ? b->cap : 4096;
+    while (cap - b->len < n) {
+        cap *= 2;
+    }
+    uint8_t *p = realloc(b->p, cap);
+    if (p == NULL) {
+        return NNG_ENOMEM;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* Appends a request frame (length, id, body) to b. 0 or NNG_ENOMEM. */
+static int append_frame(buf *b, uint32_t id, const void *body, size_t len)
+{
+    if (buf_reserve(b, FRAME_HDR + len) != 0) {
+        return NNG_ENOMEM;
+    }
+    uint8_t *p = b->p + b->len;
+    put_be64(p, 4 + (uint64_t)len);
+    put_be32(p + 8, id);
+    if (len > 0) {
+        memcpy(p + FRAME_HDR, body, len);
+    }
+    b->len += FRAME_HDR + len;
+    return 0;
+}
+
+static void list_remove(rpc_conn *c, call *k)
+{
+    if (k->prev != NULL) {
+        k->prev->next = k->next;
+    } else {
+        c->head = k->next;
+    }
+    if (k->next != NULL) {
+        k->next->prev = k->prev;
+    } else {
+        c->tail = k->prev;
+    }
+    k->prev = k->next = NULL;
+}
+
+/* Moves k from the outstanding list onto *ended (a singly linked list, in
+ * order when built from the tail end) with outcome rv. */
+static void end_call(rpc_conn *c, call *k, int rv, call ***ended)
+{
+    list_remove(c, k);
+    k->rv = rv;
+    **ended = k;
+    *ended = &k->next;
+}
+
+/* Runs and frees the ended calls of list, in order. Called without c->mu;
+ * replies are read from c->in, which only the receive path (the caller then)
+ * changes. */
+static void finish(rpc_conn *c, call *list)
+{
+    while (list != NULL) {
+        call *k = list;
+        list = k->next;
+        if (k->rv == 0) {
+            k->done(k->arg, 0, c->in + k->reply_off, k->reply_len);
+        } else {
+            k->done(k->arg, k->rv, NULL, 0);
+        }
+        free(k->body);
+        free(k);
+    }
+}
+
+/* ===================================================================== */
+/* Connection states                                                      */
+/* ===================================================================== */
+
+/* Hands pending to the stream. REQUIRES: mu held, UP, no send posted,
+ * pending not empty. */
+static void start_send_locked(rpc_conn *c)
+{
+    buf t = c->sending;
+    c->sending = c->pending;
+    c->pending = t;
+    c->pending.len = 0;
+    c->sent = 0;
+    c->send_busy = 1;
+    nng_iov iov = {.iov_buf = c->sending.p, .iov_len = c->sending.len};
+    (void)nng_aio_set_iov(c->send_aio, 1, &iov);
+    nng_stream_send(c->s, c->send_aio);
+}
+
+static void post_recv_locked(rpc_conn *c, size_t want)
+{
+    c->recv_busy = 1;
+    nng_iov iov = {.iov_buf = c->in + c->inlen, .iov_len = want};
+    (void)nng_aio_set_iov(c->recv_aio, 1, &iov);
+    nng_stream_recv(c->s, c->recv_aio);
+}
+
+/* Sleeps the backoff on dial_aio, then dials (dial_cb). */
+static void backoff_locked(rpc_conn *c)
+{
+    c->state = C_BACKOFF;
+    nng_aio_set_timeout(c->dial_aio, NNG_DURATION_INFINITE);
+    nng_sleep_aio(c->backoff_ms, c->dial_aio);
+    c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
+}
+
+/* From DOWN, once the stream has neither a send nor a receive posted. */
+static void maybe_redial_locked(rpc_conn *c)
+{
+    if (c->state == C_DOWN && !c->send_busy && !c->recv_busy && !c->closing) {
+        backoff_locked(c);
+    }
+}
+
+/* The connection failed: closes the stream (which ends the send and receive
+ * posted on it) and ends every outstanding call with NNG_ECONNSHUT onto
+ * *ended. */
+static void fail_locked(rpc_conn *c, call ***ended)
+{
+    if (c->state != C_HANDSHAKE && c->state != C_UP) {
+        return;
+    }
+    c->state = C_DOWN;
+    nng_stream_close(c->s);
+    c->pending.len = 0;
+    while (c->head != NULL) {
+        end_call(c, c->head, NNG_ECONNSHUT, ended);
+    }
+}
+
+/* Both handshake halves are done: the calls that waited go out. */
+static void up_locked(rpc_conn *c, call ***ended)
+{
+    c->state = C_UP;
+    c->backoff_ms = BACKOFF_MIN_MS;
+    c->inlen = 0;
+    for (call *k = c->head; k != NULL;) {
+        call *next = k->next;
+        if (k->body != NULL) {
+            if (append_frame(&c->pending, k->id, k->body, k->len) != 0) {
+                end_call(c, k, NNG_ENOMEM, ended);
+            } else {
+                free(k->body);
+                k->body = NULL;
+            }
+        }
+        k = next;
+    }
+    nng_aio_set_timeout(c->recv_aio, NNG_DURATION_INFINITE);
+    post_recv_locked(c, c->incap);
+    if (!c->send_busy && c->pending.len > 0) {
+        start_send_locked(c);
+    }
+}
+
+/* dial_aio: a backoff sleep or a dial ended. */
+static void dial_cb(void *arg)
+{
+    rpc_conn *c = arg;
+    int rv = nng_aio_result(c->dial_aio);
+    pthread_mutex_lock(&c->mu);
+    if (c->closing) {
+        if (c->state == C_DIALING && rv == 0) { /* dialled just as the close began */
+            nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
+        }
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    if (c->state == C_BACKOFF) {
+        if (c->s != NULL) { /* the last connection's: neither aio is posted on it */
+            nng_stream_free(c->s);
+            c->s = NULL;
+        }
+        c->state = C_DIALING;
+        nng_aio_set_timeout(c->dial_aio, DIAL_TIMEOUT_MS);
+        nng_stream_dialer_dial(c->dialer, c->dial_aio);
+    } else if (rv != 0) { /* C_DIALING */
+        backoff_locked(c);
+    } else {
+        c->s = nng_aio_get_output(c->dial_aio, 0);
+        (void)nng_stream_set_bool(c->s, NNG_OPT_TCP_NODELAY, true);
+        c->state = C_HANDSHAKE;
+        c->hs_sent = c->hs_recvd = 0;
+        c->inlen = 0;
+        static const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, SP_REQ0, 0x00, 0x00};
+        c->sending.len = 0;
+        if (buf_reserve(&c->sending, sizeof hello) != 0) {
+            c->state = C_DOWN;
+            nng_stream_close(c->s);
+            maybe_redial_locked(c);
+        } else {
+            memcpy(c->sending.p, hello, sizeof hello);
+            c->sending.len = sizeof hello;
+            c->sent = 0;
+            c->send_busy = 1;
+            nng_iov iov = {.iov_buf = c->sending.p, .iov_len = sizeof hello};
+            (void)nng_aio_set_iov(c->send_aio, 1, &iov);
+            nng_stream_send(c->s, c->send_aio);
+            nng_aio_set_timeout(c->recv_aio, DIAL_TIMEOUT_MS);
+            post_recv_locked(c, 8);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* send_aio: a write ended (perhaps part of it). */
+static void send_cb(void *arg)
+{
+    rpc_conn *c = arg;
+    call *ended = NULL, **tail = &ended;
+    int rv = nng_aio_result(c->send_aio);
+    pthread_mutex_lock(&c->mu);
+    if (rv == 0 && !c->closing && (c->state == C_UP || c->state == C_HANDSHAKE)) {
+        c->sent += nng_aio_count(c->send_aio);
+        if (c->sent < c->sending.len) { /* a partial write: the rest */
+            nng_iov iov = {.iov_buf = c->sending.p + c->sent, .iov_len = c->sending.len - c->sent};
+            (void)nng_aio_set_iov(c->send_aio, 1, &iov);
+            nng_stream_send(c->s, c->send_aio);
+            pthread_mutex_unlock(&c->mu);
+            return;
+        }
+        c->sending.len = 0;
+        c->send_busy = 0;
+        if (c->state == C_HANDSHAKE) {
+            c->hs_sent = 1;
+            if (c->hs_recvd) {
+                up_locked(c, &tail);
+            }
+        } else if (c->pending.len > 0) {
+            start_send_locked(c);
+        }
+    } else {
+        c->sending.len = 0;
+        c->send_busy = 0;
+        if (!c->closing) {
+            fail_locked(c, &tail);
+            maybe_redial_locked(c);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    finish(c, ended);
+}
+
+/* Takes the complete replies in c->in onto *ended (their bytes stay in
+ * c->in). Returns 0, or NNG_EPROTO for a frame no rep0 peer sends (then the
+ * connection must close). */
+static int parse_locked(rpc_conn *c, size_t *used, call ***ended)
+{
+    size_t off = 0;
+    int rv = 0;
+    while (c->inlen - off >= 8) {
+        uint64_t n = get_be64(c->in + off);
+        if (n < 4 || n > RPC_MAX_MESSAGE_BYTES) {
+            rv = NNG_EPROTO;
+            break;
+        }
+        if (c->inlen - off - 8 < n) {
+            break;
+        }
+        uint32_t id = get_be32(c->in + off + 8);
+        if ((id & 0x80000000u) == 0) {
+            rv = NNG_EPROTO;
+            break;
+        }
+        for (call *k = c->head; k != NULL; k = k->next) {
+            if (k->id == id) {
+                k->reply_off = off + FRAME_HDR;
+                k->reply_len = (size_t)n - 4;
+                end_call(c, k, 0, ended);
+                break;
+            }
+        }
+        off += 8 + (size_t)n; /* a reply to no call (ended already) is dropped */
+    }
+    *used = off;
+    return rv;
+}
+
+/* recv_aio: bytes came in (or the stream failed). */
+static void recv_cb(void *arg)
+{
+    rpc_conn *c = arg;
+    call *ended = NULL, **tail = &ended;
+    int rv = nng_aio_result(c->recv_aio);
+    pthread_mutex_lock(&c->mu);
+    if (rv != 0 || c->closing || (c->state != C_UP && c->state != C_HANDSHAKE)) {
+        c->recv_busy = 0;
+        if (!c->closing) {
+            fail_locked(c, &tail);
+            maybe_redial_locked(c);
+        }
+        pthread_mutex_unlock(&c->mu);
+        finish(c, ended);
+        return;
+    }
+    c->inlen += nng_aio_count(c->recv_aio);
+    if (c->state == C_HANDSHAKE) {
+        static const uint8_t want[8] = {0x00, 'S', 'P', 0x00, 0x00, SP_REP0, 0x00, 0x00};
+        if (c->inlen < 8) {
+            post_recv_locked(c, 8 - c->inlen);
+        } else if (memcmp(c->in, want, 8) != 0) {
+            c->recv_busy = 0;
+            fail_locked(c, &tail);
+            maybe_redial_locked(c);
+        } else {
+            c->recv_busy = 0;
+            c->hs_recvd = 1;
+            if (c->hs_sent) {
+                up_locked(c, &tail);
+            }
+        }
+        pthread_mutex_unlock(&c->mu);
+        finish(c, ended);
+        return;
+    }
+    size_t used = 0;
+    int prv = parse_locked(c, &used, &tail);
+    pthread_mutex_unlock(&c->mu);
+    finish(c, ended); /* replies are read from c->in, which is ours alone */
+    ended = NULL;
+    tail = &ended;
+    pthread_mutex_lock(&c->mu);
+    if (prv == 0) {
+        /* Keep the partial tail, and make room for the whole of it. */
+        memmove(c->in, c->in + used, c->inlen - used);
+        c->inlen -= used;
+        size_t need = INBUF_MIN;
+        if (c->inlen >= 8) {
+            need = 8 + (size_t)get_be64(c->in); /* <= RPC_MAX_MESSAGE_BYTES + 8: parsed */
+        }
+        size_t cap = c->incap;
+        if (need > cap) {
+            cap = need;
+        } else if (cap > INBUF_KEEP && c->inlen <= INBUF_MIN) {
+            cap = INBUF_MIN;
+        }
+        if (cap != c->incap) {
+            uint8_t *p = realloc(c->in, cap);
+            if (p == NULL) {
+                prv = NNG_ENOMEM;
+            } else {
+                c->in = p;
+                c->incap = cap;
+            }
+        }
+    }
+    if (prv != 0 || c->closing || c->state != C_UP) {
+        c->recv_busy = 0;
+        if (!c->closing) {
+            fail_locked(c, &tail);
+            maybe_redial_locked(c);
+        }
+    } else {
+        post_recv_locked(c, c->incap - c->inlen);
+    }
+    pthread_mutex_unlock(&c->mu);
+    finish(c, ended);
+}
+
+/* Re-arms the timer for the earliest deadline of the outstanding calls, or
+ * leaves it idle when there are none. */
+static void arm_timer_locked(rpc_conn *c)
+{
+    clock_mono first = {.ms = INT64_MAX};
+    for (call *k = c->head; k != NULL; k = k->next) {
+        if (k->deadline.ms < first.ms) {
+            first = k->deadline;
+        }
+    }
+    c->timer_armed = first.ms != INT64_MAX;
+    if (c->timer_armed) {
+        c->timer_at = first;
+        nng_sleep_aio((nng_duration)clock_mono_remaining_ms(first), c->timer_aio);
+    }
+}
+
+/* timer_aio: ends the calls whose deadline passed (also run when a call with
+ * an earlier deadline aborted the sleep). */
+static void timer_cb(void *arg)
+{
+    rpc_conn *c = arg;
+    call *ended = NULL, **tail = &ended;
+    pthread_mutex_lock(&c->mu);
+    if (c->closing) {
+        c->timer_armed = 0;
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    clock_mono now = clock_mono_now();
+    for (call *k = c->head; k != NULL;) {
+        call *next = k->next;
+        if (k->deadline.ms <= now.ms) {
+            end_call(c, k, NNG_ETIMEDOUT, &tail);
+        }
+        k = next;
+    }
+    arm_timer_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    finish(c, ended);
+}
+
+/* ===================================================================== */
+/* Interface                                                              */
+/* ===================================================================== */
+
+int rpc_conn_open(rpc_conn **out, const char *url)
+{
+    int rv;
+    *out = NULL;
+    rpc_conn *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return NNG_ENOMEM;
+    }
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return NNG_ENOMEM;
+    }
+    c->backoff_ms = BACKOFF_MIN_MS;
+    c->next_id = (uint32_t)nng_random();
+    c->incap = INBUF_MIN;
+    if ((c->in = malloc(c->incap)) == NULL) {
+        rv = NNG_ENOMEM;
+        goto fail;
+    }
+    if ((rv = nng_stream_dialer_alloc(&c->dialer, url)) != 0 ||
+        (rv = nng_aio_alloc(&c->dial_aio, dial_cb, c)) != 0 ||
+        (rv = nng_aio_alloc(&c->send_aio, send_cb, c)) != 0 ||
+        (rv = nng_aio_alloc(&c->recv_aio, recv_cb, c)) != 0 ||
+        (rv = nng_aio_alloc(&c->timer_aio, timer_cb, c)) != 0) {
+        goto fail;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->state = C_DIALING;
+    nng_aio_set_timeout(c->dial_aio, DIAL_TIMEOUT_MS);
+    nng_stream_dialer_dial(c->dialer, c->dial_aio);
+    pthread_mutex_unlock(&c->mu);
+    *out = c;
+    return 0;
+
+fail:
+    rpc_conn_close(c);
+    return rv;
+}
+
+int rpc_conn_connected(rpc_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int up = c->state == C_UP;
+    pthread_mutex_unlock(&c->mu);
+    return up;
+}
+
+int rpc_conn_call(rpc_conn *c, const void *body, size_t len, clock_mono deadline,
+                  rpc_conn_done_fn done, void *arg)
+{
+    if (len > RPC_MAX_MESSAGE_BYTES) {
+        return NNG_EMSGSIZE;
+    }
+    call *k = calloc(1, sizeof *k);
+    if (k == NULL) {
+        return NNG_ENOMEM;
+    }
+    k->deadline = deadline;
+    k->done = done;
+    k->arg = arg;
+    k->len = len;
+    pthread_mutex_lock(&c->mu);
+    k->id = (c->next_id++ & 0x7fffffffu) | 0x80000000u;
+    if (c->state == C_UP) {
+        if (append_frame(&c->pending, k->id, body, len) != 0) {
+            pthread_mutex_unlock(&c->mu);
+            free(k);
+            return NNG_ENOMEM;
+        }
+        if (!c->send_busy) {
+            start_send_locked(c);
+        }
+    } else if ((k->body = malloc(len > 0 ? len : 1)) == NULL) {
+        pthread_mutex_unlock(&c->mu);
+        free(k);
+        return NNG_ENOMEM;
+    } else if (len > 0) {
+        memcpy(k->body, body, len);
+    }
+    k->prev = c->tail;
+    if (c->tail != NULL) {
+        c->tail->next = k;
+    } else {
+        c->head = k;
+    }
+    c->tail = k;
+    if (!c->timer_armed) {
+        c->timer_armed = 1;
+        c->timer_at = deadline;
+        nng_sleep_aio((nng_duration)clock_mono_remaining_ms(deadline), c->timer_aio);
+    } else if (deadline.ms < c->timer_at.ms) {
+        c->timer_at = deadline; /* timer_cb re-arms for the earliest */
+        nng_aio_abort(c->timer_aio, NNG_ECANCELED);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+void rpc_conn_close(rpc_conn *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->closing = 1;
+    if (c->s != NULL) {
+        nng_stream_close(c->s);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (c->dialer != NULL) {
+        nng_stream_dialer_close(c->dialer);
+    }
+    /* Each stop waits for the aio's callback; a callback that sees closing
+     * posts nothing more. */
+    nng_aio *aios[] = {c->dial_aio, c->timer_aio, c->send_aio, c->recv_aio};
+    for (size_t i = 0; i < sizeof aios / sizeof aios[0]; i++) {
+        if (aios[i] != NULL) {
+            nng_aio_stop(aios[i]);
+        }
+    }
+    call *ended = NULL, **tail = &ended;
+    while (c->head != NULL) {
+        end_call(c, c->head, NNG_ECLOSED, &tail);
+    }
+    finish(c, ended);
+    for (size_t i = 0; i < sizeof aios / sizeof aios[0]; i++) {
+        if (aios[i] != NULL) {
+            nng_aio_free(aios[i]);
+        }
+    }
+    if (c->s != NULL) {
+        nng_stream_free(c->s);
+    }
+    if (c->dialer != NULL) {
+        nng_stream_dialer_free(c->dialer);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c->sending.p);
+    free(c->pending.p);
+    free(c->in);
+    free(c);
+}

@@ -1,0 +1,84 @@
+/*
+ * rpc_conn.h: a client connection to one peer that frames requests by hand
+ * over NNG's stream API (nng_stream_dialer, nng_stream_send/recv) and speaks
+ * the wire a req0 socket speaks (SP over TCP, docs/wire-protocol.md), so an
+ * unchanged rep0 server (rpc_server) answers it. It skips req0's hand-offs
+ * between NNG's threads: many requests go in one write, many replies come in
+ * one read. Used by the client (rpc_client_exchange.c) when
+ * LAPSE_RPC_CLIENT=stream; internal to rpc/.
+ *
+ * The wire, per connection:
+ *   handshake  each side sends {0x00,'S','P',0x00, proto (16-bit big-endian),
+ *              0x00,0x00}: we send req0 (48) and accept only rep0 (49)
+ *   message    an 8-byte big-endian length, then the body. A request's body
+ *              is a 4-byte big-endian id with its top bit set, then the
+ *              request's bytes; the reply's body starts with the same id
+ *              (rep0's backtrace), then the reply's bytes.
+ *
+ * A connection is a small state machine driven by four aio callbacks on
+ * NNG's threads (dial, send, recv, and one deadline timer):
+ *
+ *   DIALING --ok--> HANDSHAKE --both headers exchanged--> UP
+ *      ^  |fail         |fail                              |fail or closed
+ *      |  v             v                                  v
+ *      +-BACKOFF <---- DOWN (waits for the send and receive to stop) <-+
+ *
+ * The backoff starts at 10 ms after a connection was up and doubles to 1 s
+ * while dials fail.
+ *
+ * Thread-safety: every function may be called from any thread; one mutex
+ * (rpc_conn.mu) guards all the state. No NNG call made under it completes an
+ * aio inline, and the callbacks of calls are run without it, so a callback
+ * may call rpc_conn_call again.
+ *
+ * Invariants:
+ *  1. A call queued by rpc_conn_call ends exactly once, by its callback: with
+ *     the reply, or NNG_ECONNSHUT when the connection it went on (or waited
+ *     for) failed, NNG_ETIMEDOUT when its deadline passed, NNG_ECLOSED from
+ *     rpc_conn_close. A reply that comes for a call that has ended is
+ *     dropped (matched by id).
+ *  2. A call made while the connection is not UP keeps its own copy of the
+ *     request and goes out when it is (a call whose deadline passes first
+ *     never goes out); one made while it is UP is written at once, or
+ *     appended to the bytes that go in the next write.
+ *  3. At most one send and one receive are posted on the stream; the stream
+ *     is freed only once neither is (on the dial aio's thread).
+ */
+#ifndef LAPSE_RPC_CONN_H
+#define LAPSE_RPC_CONN_H
+
+#include <stddef.h>
+
+#include "../common/clock.h"
+
+typedef struct rpc_conn rpc_conn;
+
+/* A call's outcome: rv 0 with the reply's bytes (after the id; borrowed for
+ * the duration of the callback), or an NNG error (invariant 1) with reply
+ * NULL. Runs on NNG's threads, or on the thread in rpc_conn_close: it must
+ * not block. */
+typedef void (*rpc_conn_done_fn)(void *arg, int rv, const void *reply, size_t len);
+
+/* Creates a connection to url (tcp://host:port) and starts dialling it in the
+ * background; never blocks. Returns 0, or an NNG error (NNG_EADDRINVAL,
+ * NNG_ENOTSUP for a scheme other than tcp, NNG_ENOMEM) with *out NULL. */
+int rpc_conn_open(rpc_conn **out, const char *url);
+
+/* Whether the connection is UP (handshake done) right now. */
+int rpc_conn_connected(rpc_conn *c);
+
+/* Queues a request of len bytes (body, copied) that must be answered by
+ * deadline. Returns 0, and done(arg, ...) is then called exactly once
+ * (perhaps before this returns, on another thread); or NNG_EMSGSIZE (len over
+ * RPC_MAX_MESSAGE_BYTES) or NNG_ENOMEM, and done is never called.
+ * REQUIRES: rpc_conn_close has not begun. */
+int rpc_conn_call(rpc_conn *c, const void *body, size_t len, clock_mono deadline,
+                  rpc_conn_done_fn done, void *arg);
+
+/* Stops dialling, closes the stream, waits for callbacks in progress, ends
+ * every outstanding call with NNG_ECLOSED and frees c; no callback runs
+ * after it returns. Accepts NULL. REQUIRES: not called from a callback of
+ * c. */
+void rpc_conn_close(rpc_conn *c);
+
+#endif /* LAPSE_RPC_CONN_H */

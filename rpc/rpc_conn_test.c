@@ -1,0 +1,476 @@
+/*
+ * rpc_conn_test.c: the stream client connection (rpc_conn.h) against a real
+ * rpc_server (rep0) on a free loopback port: the wire checked by hand with a
+ * plain socket, one call, many threads' calls each matched to its reply, a
+ * dead port, a server that closes mid-call and comes back, a reply of 5 MB,
+ * and a close with calls outstanding. Every wait is bounded.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <nng/nng.h>
+
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../tests/freeport.h"
+#include "rpc.h"
+#include "rpc_conn.h"
+
+/* ---- the server: Heartbeat(node_id, clock_ms) sleeps clock_ms and answers
+ * pmap_version = node_id, with a message of the request's pmap_version
+ * bytes ('x') ---- */
+
+static atomic_int entered;
+
+static void handler(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
+                    int64_t deadline_mono_ms)
+{
+    (void)arg;
+    (void)deadline_mono_ms;
+    if (req->body_case != LAPSE__REQUEST__BODY_HEARTBEAT) {
+        rpc_set_error(resp, a, LAPSE_EINVAL, "unexpected call %d", (int)req->body_case);
+        return;
+    }
+    atomic_fetch_add(&entered, 1);
+    clock_sleep_ms(req->heartbeat->clock_ms);
+    Lapse__HeartbeatResponse *h = arena_alloc(a, sizeof *h);
+    lapse__heartbeat_response__init(h);
+    h->pmap_version = req->heartbeat->node_id;
+    resp->pmap_version = req->heartbeat->node_id;
+    resp->body_case = LAPSE__RESPONSE__BODY_HEARTBEAT;
+    resp->heartbeat = h;
+    if (req->pmap_version > 0) {
+        char *m = arena_alloc(a, req->pmap_version + 1);
+        memset(m, 'x', req->pmap_version);
+        m[req->pmap_version] = '\0';
+        resp->message = m;
+    }
+}
+
+static rpc_server *server_open(const char *url)
+{
+    rpc_server *s = NULL;
+    char err[256] = "";
+    rpc_server_options o = {.contexts = 64, .workers = 16};
+    int rv = rpc_server_open(&s, url, &o, handler, NULL, err, sizeof err);
+    if (rv != 0) {
+        fail_msg("rpc_server_open %s: %s", url, err);
+    }
+    return s;
+}
+
+static void url_free_port(char *url, size_t n)
+{
+    snprintf(url, n, "tcp://127.0.0.1:%d", freeport_loopback());
+}
+
+/* A packed Heartbeat request; *len its size (caller frees). */
+static uint8_t *pack_heartbeat(uint32_t id, int64_t sleep_ms, uint64_t reply_bytes, size_t *len)
+{
+    Lapse__HeartbeatRequest hb = LAPSE__HEARTBEAT_REQUEST__INIT;
+    hb.node_id = id;
+    hb.clock_ms = sleep_ms;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.version = RPC_PROTOCOL_VERSION;
+    req.timeout_ms = 10000;
+    req.pmap_version = reply_bytes;
+    req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
+    req.heartbeat = &hb;
+    *len = lapse__request__get_packed_size(&req);
+    uint8_t *p = malloc(*len);
+    assert_non_null(p);
+    lapse__request__pack(&req, p);
+    return p;
+}
+
+/* ---- one call waited for ---- */
+
+typedef struct waitcall {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    int rv;
+    Lapse__Response *resp;
+    size_t reply_len;
+} waitcall;
+
+static void waitcall_init(waitcall *w)
+{
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+}
+
+static void waitcall_done(void *arg, int rv, const void *reply, size_t len)
+{
+    waitcall *w = arg;
+    Lapse__Response *r = rv == 0 ? lapse__response__unpack(NULL, len, reply) : NULL;
+    pthread_mutex_lock(&w->mu);
+    w->done++;
+    w->rv = rv;
+    w->resp = r;
+    w->reply_len = len;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Waits for w's callback (at most 20 s, else fails). */
+static void waitcall_wait(waitcall *w)
+{
+    clock_mono until = clock_mono_after_ms(20000);
+    pthread_mutex_lock(&w->mu);
+    while (!w->done) {
+        pthread_mutex_unlock(&w->mu);
+        if (clock_mono_remaining_ms(until) == 0) {
+            fail_msg("a call never ended");
+        }
+        clock_sleep_ms(1);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void waitcall_fini(waitcall *w)
+{
+    if (w->resp != NULL) {
+        lapse__response__free_unpacked(w->resp, NULL);
+    }
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+}
+
+/* One heartbeat over c: returns the callback's rv; on 0 checks the echo. */
+static int heartbeat(rpc_conn *c, uint32_t id, int64_t sleep_ms, int timeout_ms)
+{
+    size_t len;
+    uint8_t *body = pack_heartbeat(id, sleep_ms, 0, &len);
+    waitcall w;
+    waitcall_init(&w);
+    assert_int_equal(
+        rpc_conn_call(c, body, len, clock_mono_after_ms(timeout_ms), waitcall_done, &w), 0);
+    free(body);
+    waitcall_wait(&w);
+    int rv = w.rv;
+    assert_int_equal(w.done, 1);
+    if (rv == 0) {
+        assert_non_null(w.resp);
+        assert_int_equal(w.resp->status, LAPSE__STATUS__OK);
+        assert_int_equal(w.resp->body_case, LAPSE__RESPONSE__BODY_HEARTBEAT);
+        assert_int_equal(w.resp->pmap_version, id);
+    }
+    waitcall_fini(&w);
+    return rv;
+}
+
+static void wait_connected(rpc_conn *c, int ms)
+{
+    clock_mono until = clock_mono_after_ms(ms);
+    while (!rpc_conn_connected(c)) {
+        if (clock_mono_remaining_ms(until) == 0) {
+            fail_msg("never connected");
+        }
+        clock_sleep_ms(1);
+    }
+}
+
+/* ---- tests ---- */
+
+static void read_full(int fd, uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        assert_true(r > 0);
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+static void write_full(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = write(fd, p, n);
+        assert_true(r > 0);
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+/* The wire rpc_conn speaks, written by hand on a plain socket: a rep0 server
+ * answers the req0 handshake with its own, and a request framed as req0
+ * frames it with the id echoed first. Catches a wrong idea of the wire. */
+static void wire_by_hand(void **state)
+{
+    (void)state;
+    char url[64];
+    url_free_port(url, sizeof url);
+    rpc_server *srv = server_open(url);
+    int port = atoi(strrchr(url, ':') + 1);
+
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, 0x30, 0x00, 0x00};
+    write_full(fd, hello, 8);
+    uint8_t back[8];
+    read_full(fd, back, 8);
+    const uint8_t rep0[8] = {0x00, 'S', 'P', 0x00, 0x00, 0x31, 0x00, 0x00};
+    assert_memory_equal(back, rep0, 8);
+
+    size_t len;
+    uint8_t *body = pack_heartbeat(4242, 0, 0, &len);
+    uint8_t *frame = malloc(12 + len);
+    uint64_t n = 4 + len;
+    for (int i = 0; i < 8; i++) {
+        frame[i] = (uint8_t)(n >> (56 - 8 * i));
+    }
+    const uint8_t id[4] = {0x80, 0x12, 0x34, 0x56};
+    memcpy(frame + 8, id, 4);
+    memcpy(frame + 12, body, len);
+    write_full(fd, frame, 12 + len);
+
+    uint8_t hdr[8];
+    read_full(fd, hdr, 8);
+    uint64_t rn = 0;
+    for (int i = 0; i < 8; i++) {
+        rn = rn << 8 | hdr[i];
+    }
+    assert_true(rn >= 4 && rn < 4096);
+    uint8_t *reply = malloc(rn);
+    read_full(fd, reply, rn);
+    assert_memory_equal(reply, id, 4);
+    Lapse__Response *r = lapse__response__unpack(NULL, rn - 4, reply + 4);
+    assert_non_null(r);
+    assert_int_equal(r->status, LAPSE__STATUS__OK);
+    assert_int_equal(r->pmap_version, 4242);
+    lapse__response__free_unpacked(r, NULL);
+    free(reply);
+    free(frame);
+    free(body);
+    close(fd);
+    rpc_server_close(srv);
+}
+
+static void one_call(void **state)
+{
+    (void)state;
+    char url[64];
+    url_free_port(url, sizeof url);
+    rpc_server *srv = server_open(url);
+    rpc_conn *c = NULL;
+    assert_int_equal(rpc_conn_open(&c, url), 0);
+    /* Made before the connection is up: waits for it. */
+    assert_int_equal(heartbeat(c, 7, 0, 5000), 0);
+    assert_true(rpc_conn_connected(c));
+    assert_int_equal(heartbeat(c, 8, 0, 5000), 0);
+    rpc_conn_close(c);
+    rpc_server_close(srv);
+}
+
+typedef struct caller {
+    rpc_conn *c;
+    uint32_t base;
+    int ok;
+} caller;
+
+static void *caller_run(void *arg)
+{
+    caller *k = arg;
+    for (uint32_t i = 0; i < 200; i++) {
+        if (heartbeat(k->c, k->base + i, 0, 10000) == 0) {
+            k->ok++;
+        }
+    }
+    return NULL;
+}
+
+/* 16 threads x 200 calls on one connection, each reply matched to its own
+ * request (heartbeat checks the echoed id). Catches replies crossed between
+ * calls, or lost in a read that carried several. */
+static void many_threads(void **state)
+{
+    (void)state;
+    char url[64];
+    url_free_port(url, sizeof url);
+    rpc_server *srv = server_open(url);
+    rpc_conn *c = NULL;
+    assert_int_equal(rpc_conn_open(&c, url), 0);
+    wait_connected(c, 5000);
+    pthread_t t[16];
+    caller k[16];
+    for (int i = 0; i < 16; i++) {
+        k[i] = (caller){.c = c, .base = (uint32_t)(i + 1) * 100000};
+        assert_int_equal(pthread_create(&t[i], NULL, caller_run, &k[i]), 0);
+    }
+    for (int i = 0; i < 16; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(k[i].ok, 200);
+    }
+    rpc_conn_close(c);
+    rpc_server_close(srv);
+}
+
+/* Nothing listens: the call ends with a time-out at its deadline, not later. */
+static void dead_port(void **state)
+{
+    (void)state;
+    char url[64];
+    url_free_port(url, sizeof url);
+    rpc_conn *c = NULL;
+    assert_int_equal(rpc_conn_open(&c, url), 0);
+    clock_mono t0 = clock_mono_now();
+    assert_int_equal(heartbeat(c, 1, 0, 300), NNG_ETIMEDOUT);
+    int64_t took = clock_mono_now().ms - t0.ms;
+    assert_true(took >= 290);
+    assert_true(took < 1000);
+    assert_false(rpc_conn_connected(c));
+    rpc_conn_close(c);
+}
+
+/* The server closes while a call is in its handler: the call ends with an
+ * error at once (not at its deadline), and a server started again on the
+ * same port is reached after the redial. */
+static void server_restart(void **state)
+{
+    (void)state;
+    char url[64];
+    url_free_port(url, sizeof url);
+    rpc_server *srv = server_open(url);
+    rpc_conn *c = NULL;
+    assert_int_equal(rpc_conn_open(&c, url), 0);
+    assert_int_equal(heartbeat(c, 1, 0, 5000), 0);
+
+    size_t len;
+    uint8_t *body = pack_heartbeat(2, 1000, 0, &len);
+    waitcall w;
+    waitcall_init(&w);
+    int before = atomic_load(&entered);
+    clock_mono t0 = clock_mono_now();
+    assert_int_equal(rpc_conn_call(c, body, len, clock_mono_after_ms(10000), waitcall_done, &w), 0);
+    while (atomic_load(&entered) == before) {
+        assert_true(clock_mono_now().ms - t0.ms < 5000);
+        clock_sleep_ms(1);
+    }
+    rpc_server_close(srv); /* waits for the handler (1 s): the reply never goes */
+    waitcall_wait(&w);
+    assert_int_equal(w.rv, NNG_ECONNSHUT);
+    assert_true(clock_mono_now().ms - t0.ms < 5000);
+    waitcall_fini(&w);
+    free(body);
+
+    srv = server_open(url);
+    assert_int_equal(heartbeat(c, 3, 0, 5000), 0);
+    assert_true(rpc_conn_connected(c));
+    rpc_conn_close(c);
+    rpc_server_close(srv);
+}
+
+/* A reply of ~5 MB arrives whole (the receive buffer grows past 64 KiB),
+ * and a small call after it still works (and shrinks it back). */
+static void big_reply(void **state)
+{
+    (void)state;
+    char url[64];
+    url_free_port(url, sizeof url);
+    rpc_server *srv = server_open(url);
+    rpc_conn *c = NULL;
+    assert_int_equal(rpc_conn_open(&c, url), 0);
+    size_t len;
+    uint8_t *body = pack_heartbeat(9, 0, 5u * 1000 * 1000, &len);
+    waitcall w;
+    waitcall_init(&w);
+    assert_int_equal(rpc_conn_call(c, body, len, clock_mono_after_ms(10000), waitcall_done, &w), 0);
+    waitcall_wait(&w);
+    assert_int_equal(w.rv, 0);
+    assert_true(w.reply_len > 5u * 1000 * 1000);
+    assert_non_null(w.resp);
+    assert_int_equal(w.resp->pmap_version, 9);
+    assert_int_equal(strlen(w.resp->message), 5u * 1000 * 1000);
+    waitcall_fini(&w);
+    free(body);
+    assert_int_equal(heartbeat(c, 10, 0, 5000), 0);
+    rpc_conn_close(c);
+    rpc_server_close(srv);
+}
+
+static atomic_int closed_calls;
+
+static void count_done(void *arg, int rv, const void *reply, size_t len)
+{
+    (void)arg;
+    (void)reply;
+    (void)len;
+    if (rv == NNG_ECLOSED) {
+        atomic_fetch_add(&closed_calls, 1);
+    }
+}
+
+/* rpc_conn_close with calls in the server's handlers and others waiting for
+ * a connection: every one ends (NNG_ECLOSED) before the close returns. */
+static void close_outstanding(void **state)
+{
+    (void)state;
+    char url[64], dead[64];
+    url_free_port(url, sizeof url);
+    url_free_port(dead, sizeof dead);
+    rpc_server *srv = server_open(url);
+    rpc_conn *c = NULL, *d = NULL;
+    assert_int_equal(rpc_conn_open(&c, url), 0);
+    assert_int_equal(rpc_conn_open(&d, dead), 0);
+    wait_connected(c, 5000);
+    size_t len;
+    uint8_t *body = pack_heartbeat(5, 500, 0, &len);
+    int before = atomic_load(&entered);
+    atomic_store(&closed_calls, 0);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(rpc_conn_call(c, body, len, clock_mono_after_ms(10000), count_done, NULL),
+                         0);
+        assert_int_equal(rpc_conn_call(d, body, len, clock_mono_after_ms(10000), count_done, NULL),
+                         0);
+    }
+    free(body);
+    clock_mono until = clock_mono_after_ms(5000);
+    while (atomic_load(&entered) < before + 10 && clock_mono_remaining_ms(until) > 0) {
+        clock_sleep_ms(1);
+    }
+    rpc_conn_close(c);
+    assert_int_equal(atomic_load(&closed_calls), 10);
+    rpc_conn_close(d);
+    assert_int_equal(atomic_load(&closed_calls), 20);
+    rpc_server_close(srv);
+}
+
+static void bad_url(void **state)
+{
+    (void)state;
+    rpc_conn *c = (rpc_conn *)1;
+    assert_int_not_equal(rpc_conn_open(&c, "nonsense://x"), 0);
+    assert_null(c);
+    rpc_conn_close(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(wire_by_hand),      cmocka_unit_test(one_call),
+        cmocka_unit_test(many_threads),      cmocka_unit_test(dead_port),
+        cmocka_unit_test(server_restart),    cmocka_unit_test(big_reply),
+        cmocka_unit_test(close_outstanding), cmocka_unit_test(bad_url),
+    };
+    int rv = cmocka_run_group_tests(tests, NULL, NULL);
+    rpc_fini();
+    return rv;
+}
