@@ -3,7 +3,9 @@
  * and deadline rules are in docs/wire-protocol.md.
  *
  * One req0 socket per peer, one nng_ctx and one aio per call, waited on
- * synchronously by the calling thread. The exchanges under every call are in
+ * synchronously by the calling thread; with LAPSE_RPC_CLIENT=stream in the
+ * environment when a client opens, also one rpc_conn per peer, which
+ * carries rpc_call_many's calls (rpc_client_int.h). The exchanges under every call are in
  * rpc_client_exchange.c, coalesced single-item calls in rpc_coalesce.c; what
  * the three files share is in rpc_client_int.h.
  */
@@ -39,12 +41,16 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     atomic_fetch_add(pipes, ev == NNG_PIPE_EV_ADD_POST ? 1 : -1);
 }
 
-/* Opens peer pe's socket and starts its dialer to url. Returns 0 or an
- * error. */
-static int open_peer(peer *pe, const char *url, char *err, size_t errlen)
+/* Opens peer pe's socket and starts its dialer to url, and with stream its
+ * conn. Returns 0 or an error. */
+static int open_peer(peer *pe, const char *url, int stream, char *err, size_t errlen)
 {
     nng_dialer d;
     int rv;
+    if (stream && (rv = rpc_conn_open(&pe->conn, url)) != 0) {
+        set_err(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
+        return rv == NNG_ENOMEM ? LAPSE_ENOMEM : LAPSE_EINVAL;
+    }
     if ((rv = nng_req0_open(&pe->sock)) != 0) {
         set_err(err, errlen, "nng_req0_open: %s", nng_strerror(rv));
         return from_nng(rv);
@@ -93,6 +99,8 @@ int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
         return LAPSE_ENOMEM;
     }
     clock_cond_init_mono(&c->idle);
+    const char *mode = getenv("LAPSE_RPC_CLIENT");
+    c->stream = mode != NULL && strcmp(mode, "stream") == 0;
     for (const char *p = url;;) {
         const char *comma = strchr(p, ',');
         size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
@@ -107,7 +115,7 @@ int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
         }
         memcpy(one, p, n);
         one[n] = '\0';
-        if ((code = open_peer(&c->peers[c->npeers++], one, err, errlen)) != 0) {
+        if ((code = open_peer(&c->peers[c->npeers++], one, c->stream, err, errlen)) != 0) {
             goto fail;
         }
         if (comma == NULL) {
@@ -138,6 +146,7 @@ void rpc_client_close(rpc_client *c)
         if (c->peers[i].open) {
             nng_close(c->peers[i].sock);
         }
+        rpc_conn_close(c->peers[i].conn);
     }
     rpc_coalesce_close(c);
     pthread_cond_destroy(&c->idle);
@@ -151,7 +160,7 @@ int rpc_client_connected(rpc_client *c, int wait_ms)
     clock_mono until = clock_mono_after_ms(wait_ms);
     for (;;) {
         for (int i = 0; i < c->npeers; i++) {
-            if (atomic_load(&c->peers[i].pipes) > 0) {
+            if (rpc_client_peer_up(c, i)) {
                 return 1;
             }
         }
@@ -195,6 +204,7 @@ void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms)
         exchange *x = &xs[i];
         memset(x, 0, sizeof(*x));
         x->client = mc->client;
+        x->stream = 1;
         x->err = mc->err;
         x->errlen = sizeof(mc->err);
         mc->rv = rpc_client_pack_request(mc->req, timeout_ms, &x->msg, x->err, x->errlen);

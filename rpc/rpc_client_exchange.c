@@ -24,6 +24,14 @@
 
 #define PICK_WAIT_MS 200 /* how long a call waits for any peer of a list to connect */
 
+int rpc_client_peer_up(rpc_client *c, int i)
+{
+    if (c->stream) {
+        return rpc_conn_connected(c->peers[i].conn);
+    }
+    return atomic_load(&c->peers[i].pipes) > 0;
+}
+
 /* The peer a call goes to: the current one while it is connected, else the
  * first connected one after it (which becomes current), else the current
  * one (the call waits for its connection). */
@@ -39,7 +47,7 @@ int rpc_client_pick_peer(rpc_client *c)
     do {
         for (int k = 0; k < c->npeers; k++) {
             int j = (cur + k) % c->npeers;
-            if (atomic_load(&c->peers[j].pipes) > 0) {
+            if (rpc_client_peer_up(c, j)) {
                 if (j != cur) {
                     atomic_compare_exchange_strong(&c->cur, &cur, j);
                 }
@@ -87,7 +95,7 @@ typedef struct inflight {
     xgroup *g;
     nng_ctx ctx;
     nng_aio *aio;
-    int open;      /* ctx opened */
+    int open;      /* ctx opened (not for a call on a conn) */
     int started;   /* sent: ends in inflight_cb */
     int receiving; /* the send completed and a receive is posted */
     int rv;        /* NNG's result */
@@ -144,6 +152,42 @@ static void inflight_cb(void *arg)
     inflight_end(f, rv);
 }
 
+/* A call on a conn ended: the reply is copied into a message, as req0's. */
+static void conn_done(void *arg, int rv, const void *reply, size_t len)
+{
+    inflight *f = arg;
+    if (rv == 0) {
+        if (nng_msg_alloc(&f->reply, len) != 0) {
+            f->reply = NULL;
+            rv = NNG_ENOMEM;
+        } else if (len > 0) {
+            memcpy(nng_msg_body(f->reply), reply, len);
+        }
+    }
+    inflight_end(f, rv);
+}
+
+/* Starts exchange x on its peer's conn. 1 when started (it ends in
+ * conn_done), else 0 with x failed. Consumes x->msg. */
+static int start_on_conn(exchange *x, inflight *f, xgroup *g, int timeout_ms)
+{
+    rpc_conn *conn = x->client->peers[x->peer].conn;
+    pthread_mutex_lock(&g->mu);
+    g->left++;
+    pthread_mutex_unlock(&g->mu);
+    int nrv =
+        rpc_conn_call(conn, nng_msg_body(x->msg), nng_msg_len(x->msg), f->deadline, conn_done, f);
+    nng_msg_free(x->msg); /* the conn copied it */
+    if (nrv != 0) {
+        pthread_mutex_lock(&g->mu);
+        g->left--;
+        pthread_mutex_unlock(&g->mu);
+        rpc_client_exchange_fail(x, nrv, timeout_ms);
+        return 0;
+    }
+    return 1;
+}
+
 /*
  * Runs n exchanges at once, each on its own context, so n messages to n
  * peers take about one round trip, bounded by the one shared deadline.
@@ -180,6 +224,10 @@ void rpc_client_exchange_all(exchange *xs, size_t n, int timeout_ms)
         x->peer = rpc_client_pick_peer(x->client);
         f->g = &g;
         f->deadline = deadline;
+        if (x->stream && x->client->stream) {
+            f->started = start_on_conn(x, f, &g, timeout_ms);
+            continue;
+        }
         if ((nrv = nng_ctx_open(&f->ctx, x->client->peers[x->peer].sock)) != 0 ||
             (f->open = 1, nrv = nng_aio_alloc(&f->aio, inflight_cb, f)) != 0) {
             nng_msg_free(x->msg);

@@ -7,11 +7,15 @@
  *                          calls")
  *   rpc_client_exchange.c  under both: peers, exchanges, requests packed
  *                          and replies taken
- * Not part of the module's interface (rpc.h is).
+ * and, with LAPSE_RPC_CLIENT=stream set when a client opens, each peer's
+ * rpc_conn (rpc_conn.h) carries the exchanges of rpc_call_many (and so of
+ * rpc_call's calls that do not coalesce) instead of its req0 socket, which
+ * still carries the rest. Not part of the module's interface (rpc.h is).
  *
- * Thread-safety: a client is shared by any number of threads. peers, npeers
- * and url are set by rpc_client_open and read-only after; cur and each
- * peer's pipes are atomics; the coalescing fields are guarded by cmu.
+ * Thread-safety: a client is shared by any number of threads. peers, npeers,
+ * stream and url are set by rpc_client_open and read-only after; cur and each
+ * peer's pipes are atomics; a conn locks itself; the coalescing fields are
+ * guarded by cmu.
  *
  * Invariants:
  *  1. A frame that is not out sits on free_frames or on dead_frames, never
@@ -33,6 +37,7 @@
 
 #include "../common/clock.h"
 #include "rpc.h"
+#include "rpc_conn.h"
 
 #define RPC_CLIENT_MAX_PEERS 8 /* URLs in one client's list */
 
@@ -40,11 +45,14 @@
  * never several dialers on one socket (each peer's connection is managed
  * apart, as for a single URL). A call goes to the current peer while it has
  * a connection, else to the first peer that has one; a call that times out
- * moves the current peer on, so a stalled peer costs one timeout. */
+ * moves the current peer on, so a stalled peer costs one timeout. With the
+ * stream transport on, a peer also has a conn, and whether it is connected
+ * is the conn's state. */
 typedef struct peer {
     nng_socket sock;
     int open;         /* sock was opened */
     atomic_int pipes; /* connected pipes, from NNG's pipe notifications */
+    rpc_conn *conn;   /* owned; NULL unless rpc_client.stream */
 } peer;
 
 typedef struct waiter waiter; /* a coalescable call (rpc_coalesce.c) */
@@ -53,6 +61,7 @@ typedef struct frame frame;   /* one coalesced exchange (rpc_coalesce.c) */
 struct rpc_client {
     peer peers[RPC_CLIENT_MAX_PEERS];
     int npeers;
+    int stream;     /* LAPSE_RPC_CLIENT=stream at the open: peers have conns */
     atomic_int cur; /* the peer calls go to while it works */
     char *url;      /* owned: the list as given */
 
@@ -77,7 +86,8 @@ struct rpc_client {
  * reply holds the reply message (caller frees) or rv a Lapse code with err. */
 typedef struct exchange {
     rpc_client *client;
-    int peer; /* the peer it went to */
+    int peer;   /* the peer it went to */
+    int stream; /* may go on the peer's conn when the client has them */
     nng_msg *msg;
     nng_msg *reply;
     int rv;
@@ -87,14 +97,19 @@ typedef struct exchange {
 
 /* ---- rpc_client_exchange.c ---- */
 
+/* Whether peer i of c is connected: its conn with the stream transport on,
+ * else its req0 socket. */
+int rpc_client_peer_up(rpc_client *c, int i);
+
 /* The peer a call goes to: the current one while it is connected, else the
  * first connected one after it (which becomes current), else the current
  * one (the call waits for its connection). May wait up to 200 ms for a peer
  * of a list to connect. */
 int rpc_client_pick_peer(rpc_client *c);
 
-/* Runs n exchanges at once, each on its own context, so n messages to n
- * peers take about one round trip, bounded by the one shared deadline.
+/* Runs n exchanges at once, each on its own context (or, when x->stream
+ * and the client has conns, as a call on its peer's conn), so n messages to
+ * n peers take about one round trip, bounded by the one shared deadline.
  * Exchanges whose msg is NULL are skipped (their rv is left as it is). */
 void rpc_client_exchange_all(exchange *xs, size_t n, int timeout_ms);
 

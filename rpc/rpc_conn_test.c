@@ -26,6 +26,7 @@
 #include "../common/lapse_err.h"
 #include "../tests/freeport.h"
 #include "rpc.h"
+#include "rpc_client_int.h" /* to see that a client's calls go on its conns */
 #include "rpc_conn.h"
 
 /* ---- the server: Heartbeat(node_id, clock_ms) sleeps clock_ms and answers
@@ -453,6 +454,90 @@ static void close_outstanding(void **state)
     rpc_server_close(srv);
 }
 
+/* One rpc_call of a heartbeat (a call that does not coalesce) on cli. */
+static int client_heartbeat(rpc_client *cli, uint32_t id, int timeout_ms)
+{
+    Lapse__HeartbeatRequest hb = LAPSE__HEARTBEAT_REQUEST__INIT;
+    hb.node_id = id;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
+    req.heartbeat = &hb;
+    Lapse__Response *resp = NULL;
+    char err[256] = "";
+    int rv = rpc_call(cli, &req, timeout_ms, &resp, err, sizeof err);
+    if (rv == 0) {
+        assert_int_equal(resp->pmap_version, id);
+    }
+    rpc_response_free(resp);
+    return rv;
+}
+
+/* A client opened with LAPSE_RPC_CLIENT=stream sends rpc_call's calls that
+ * do not coalesce on its conns: they still work with the req0 socket of the
+ * live peer closed. A list of a dead and a live peer picks the live one;
+ * without the variable there are no conns. Catches the variable ignored or
+ * the peer choice broken by it. */
+static void client_stream_mode(void **state)
+{
+    (void)state;
+    char url[64], dead[64], list[160];
+    url_free_port(url, sizeof url);
+    url_free_port(dead, sizeof dead);
+    snprintf(list, sizeof list, "%s,%s", dead, url);
+    rpc_server *srv = server_open(url);
+    char err[256] = "";
+    const char *was = getenv("LAPSE_RPC_CLIENT");
+    char *saved = was != NULL ? strdup(was) : NULL;
+
+    unsetenv("LAPSE_RPC_CLIENT");
+    rpc_client *plain = NULL;
+    assert_int_equal(rpc_client_open(&plain, url, err, sizeof err), 0);
+    assert_false(plain->stream);
+    assert_null(plain->peers[0].conn);
+    assert_int_equal(client_heartbeat(plain, 1, 5000), 0);
+    rpc_client_close(plain);
+
+    setenv("LAPSE_RPC_CLIENT", "stream", 1);
+    rpc_client *cli = NULL;
+    assert_int_equal(rpc_client_open(&cli, list, err, sizeof err), 0);
+    assert_true(cli->stream);
+    assert_true(rpc_client_connected(cli, 5000));
+    assert_int_equal(client_heartbeat(cli, 2, 5000), 0);
+    assert_int_equal(atomic_load(&cli->cur), 1); /* the live peer */
+    nng_close(cli->peers[1].sock);
+    cli->peers[1].open = 0;
+    for (uint32_t i = 0; i < 20; i++) {
+        assert_int_equal(client_heartbeat(cli, 100 + i, 5000), 0);
+    }
+    rpc_multi_call mc[3];
+    Lapse__HeartbeatRequest hb[3];
+    Lapse__Request req[3];
+    for (int i = 0; i < 3; i++) {
+        lapse__heartbeat_request__init(&hb[i]);
+        hb[i].node_id = 200 + (uint32_t)i;
+        lapse__request__init(&req[i]);
+        req[i].body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
+        req[i].heartbeat = &hb[i];
+        mc[i].client = cli;
+        mc[i].req = &req[i];
+    }
+    rpc_call_many(mc, 3, 5000);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(mc[i].rv, 0);
+        assert_int_equal(mc[i].resp->pmap_version, 200 + i);
+        rpc_response_free(mc[i].resp);
+    }
+    rpc_client_close(cli);
+
+    if (saved != NULL) {
+        setenv("LAPSE_RPC_CLIENT", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("LAPSE_RPC_CLIENT");
+    }
+    rpc_server_close(srv);
+}
+
 static void bad_url(void **state)
 {
     (void)state;
@@ -468,7 +553,8 @@ int main(void)
         cmocka_unit_test(wire_by_hand),      cmocka_unit_test(one_call),
         cmocka_unit_test(many_threads),      cmocka_unit_test(dead_port),
         cmocka_unit_test(server_restart),    cmocka_unit_test(big_reply),
-        cmocka_unit_test(close_outstanding), cmocka_unit_test(bad_url),
+        cmocka_unit_test(close_outstanding), cmocka_unit_test(client_stream_mode),
+        cmocka_unit_test(bad_url),
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
     rpc_fini();
