@@ -5,7 +5,7 @@
  * One req0 socket per peer, one nng_ctx and one aio per call, waited on
  * synchronously by the calling thread; with LAPSE_RPC_CLIENT=stream in the
  * environment when a client opens, also one rpc_conn per peer, which
- * carries rpc_call_many's calls (rpc_client_int.h). The exchanges under every call are in
+ * carries rpc_call_many's calls and the coalesced frames (rpc_client_int.h). The exchanges under every call are in
  * rpc_client_exchange.c, coalesced single-item calls in rpc_coalesce.c; what
  * the three files share is in rpc_client_int.h.
  */

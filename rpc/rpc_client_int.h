@@ -9,8 +9,8 @@
  *                          and replies taken
  * and, with LAPSE_RPC_CLIENT=stream set when a client opens, each peer's
  * rpc_conn (rpc_conn.h) carries the exchanges of rpc_call_many (and so of
- * rpc_call's calls that do not coalesce) instead of its req0 socket, which
- * still carries the rest. Not part of the module's interface (rpc.h is).
+ * rpc_call's calls that do not coalesce) and the coalesced frames instead
+ * of its req0 socket, which still carries rpc_call_raw and rpc_forward. Not part of the module's interface (rpc.h is).
  *
  * Thread-safety: a client is shared by any number of threads. peers, npeers,
  * stream and url are set by rpc_client_open and read-only after; cur and each

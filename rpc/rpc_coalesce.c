@@ -303,6 +303,19 @@ static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err
         pthread_mutex_lock(&c->cmu);
     }
     waiter *next = take_batch(c, NULL, &later);
+    if (next != NULL && c->stream && c->closing) {
+        /* rpc_client_close is ending the conns (this may be its thread):
+         * no call goes on one any more. */
+        for (waiter *w = next; w != NULL;) {
+            waiter *after = w->next;
+            nng_msg_free(w->msg);
+            w->msg = NULL;
+            waiter_fail(w, LAPSE_EUNAVAILABLE, "the client closed");
+            waiter_done(w, &later);
+            w = after;
+        }
+        next = NULL;
+    }
     f->stale = nrv != 0;
     frame *out = f;
     if (f->stale) {
@@ -332,6 +345,24 @@ static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err
         }
     }
     run_later(later);
+}
+
+/* A frame's call on its peer's conn ended (the stream transport): the
+ * reply, copied into a message as req0's would be, ends f as frame_cb
+ * does. */
+static void frame_conn_done(void *arg, int nrv, const void *reply, size_t len)
+{
+    frame *f = arg;
+    nng_msg *m = NULL;
+    if (nrv == 0) {
+        if (nng_msg_alloc(&m, len) != 0) {
+            m = NULL;
+            nrv = NNG_ENOMEM;
+        } else if (len > 0) {
+            memcpy(nng_msg_body(m), reply, len);
+        }
+    }
+    frame_end(f, m, nrv, 0, "");
 }
 
 static void frame_cb(void *arg)
@@ -433,6 +464,23 @@ static void frame_send(frame *f, waiter *batch, int may_wait)
     f->receiving = 0;
     int peer = may_wait ? rpc_client_pick_peer(c) : atomic_load(&c->cur);
     int nrv = 0;
+    if (c->stream) {
+        /* On the peer's conn: no context, and the reply comes to
+         * frame_conn_done, perhaps before rpc_conn_call returns. */
+        f->peer = peer;
+        nng_msg *m = frame_msg(f, err, sizeof(err));
+        if (m == NULL) {
+            frame_end(f, NULL, 0, LAPSE_ENOMEM, err[0] ? err : "out of memory");
+            return;
+        }
+        nrv = rpc_conn_call(c->peers[peer].conn, nng_msg_body(m), nng_msg_len(m), f->deadline,
+                            frame_conn_done, f);
+        nng_msg_free(m); /* the conn copied it */
+        if (nrv != 0) {
+            frame_end(f, NULL, nrv, 0, "");
+        }
+        return;
+    }
     if (f->ctx_open && f->peer != peer) {
         (void)nng_ctx_close(f->ctx);
         f->ctx_open = 0;
