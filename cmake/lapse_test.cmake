@@ -23,6 +23,19 @@ function(lapse_test name)
   endif()
 endfunction()
 
+# lapse_test_with(NAME BASE TIMEOUT s LABELS l... ENV VAR=value...): BASE's
+# executable registered again as NAME, with extra environment: a transport or
+# mode that is off by default still runs its share of the tests.
+function(lapse_test_with name base)
+  cmake_parse_arguments(T "" "TIMEOUT" "LABELS;ENV" ${ARGN})
+  add_test(NAME ${name} COMMAND ${base})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} SKIP_RETURN_CODE 77
+    ENVIRONMENT "LAPSE_BIN_DIR=${CMAKE_BINARY_DIR}/bin;LAPSE_TEST_TMP=${CMAKE_BINARY_DIR}/test-tmp;${T_ENV}")
+  if(T_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}")
+  endif()
+endfunction()
+
 # lapse_cmocka_executable(NAME f.c...): a cmocka executable whose skips exit 77
 # (cmocka_skip.c), not registered with ctest.
 function(lapse_cmocka_executable name)
