@@ -15,12 +15,7 @@ function(lapse_test name)
   endif()
   lapse_cmocka_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} Threads::Threads)
-  add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} SKIP_RETURN_CODE 77
-    ENVIRONMENT "LAPSE_BIN_DIR=${CMAKE_BINARY_DIR}/bin;LAPSE_TEST_TMP=${CMAKE_BINARY_DIR}/test-tmp")
-  if(T_LABELS)
-    set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}")
-  endif()
+  lapse_test_with(${name} ${name} TIMEOUT ${T_TIMEOUT} LABELS ${T_LABELS})
 endfunction()
 
 # lapse_test_with(NAME BASE TIMEOUT s LABELS l... ENV VAR=value...): BASE's
@@ -28,9 +23,13 @@ endfunction()
 # mode that is off by default still runs its share of the tests.
 function(lapse_test_with name base)
   cmake_parse_arguments(T "" "TIMEOUT" "LABELS;ENV" ${ARGN})
+  set(env "LAPSE_BIN_DIR=${CMAKE_BINARY_DIR}/bin;LAPSE_TEST_TMP=${CMAKE_BINARY_DIR}/test-tmp")
+  if(T_ENV)
+    list(APPEND env ${T_ENV})
+  endif()
   add_test(NAME ${name} COMMAND ${base})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} SKIP_RETURN_CODE 77
-    ENVIRONMENT "LAPSE_BIN_DIR=${CMAKE_BINARY_DIR}/bin;LAPSE_TEST_TMP=${CMAKE_BINARY_DIR}/test-tmp;${T_ENV}")
+    ENVIRONMENT "${env}")
   if(T_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}")
   endif()
