@@ -27,10 +27,9 @@
  * calls (GetItem, PutItem, DeleteItem, UpdateItem) that threads make while
  * the client has a frame out wait and go together in the next frame
  * (coalescing; rpc_coalesce.c). With LAPSE_RPC_CLIENT=stream set when a
- * client opens, rpc_call_many's calls and the coalesced frames go instead on
- * one connection per peer framed by hand over NNG's stream API, on the same
- * wire (rpc_conn.h; docs/wire-protocol.md, "The stream client"); off by
- * default.
+ * client opens, every call goes instead on one connection per peer framed
+ * by hand over NNG's stream API, on the same wire (rpc_conn.h;
+ * docs/wire-protocol.md, "The stream client"); off by default.
  *
  * Thread-safety: rpc_server_* and rpc_client_* may be called from any
  * thread; the handler runs on worker threads, several at once.

@@ -4,8 +4,8 @@
  *
  * One req0 socket per peer, one nng_ctx and one aio per call, waited on
  * synchronously by the calling thread; with LAPSE_RPC_CLIENT=stream in the
- * environment when a client opens, also one rpc_conn per peer, which
- * carries rpc_call_many's calls and the coalesced frames (rpc_client_int.h). The exchanges under every call are in
+ * environment when a client opens, one rpc_conn per peer instead, which
+ * carries every call (rpc_client_int.h). The exchanges under every call are in
  * rpc_client_exchange.c, coalesced single-item calls in rpc_coalesce.c; what
  * the three files share is in rpc_client_int.h.
  */
@@ -41,15 +41,18 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     atomic_fetch_add(pipes, ev == NNG_PIPE_EV_ADD_POST ? 1 : -1);
 }
 
-/* Opens peer pe's socket and starts its dialer to url, and with stream its
- * conn. Returns 0 or an error. */
+/* Opens peer pe's socket and starts its dialer to url, or with stream its
+ * conn alone (every exchange then goes on it). Returns 0 or an error. */
 static int open_peer(peer *pe, const char *url, int stream, char *err, size_t errlen)
 {
     nng_dialer d;
     int rv;
-    if (stream && (rv = rpc_conn_open(&pe->conn, url)) != 0) {
-        set_err(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
-        return rv == NNG_ENOMEM ? LAPSE_ENOMEM : LAPSE_EINVAL;
+    if (stream) {
+        if ((rv = rpc_conn_open(&pe->conn, url)) != 0) {
+            set_err(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
+            return rv == NNG_ENOMEM ? LAPSE_ENOMEM : LAPSE_EINVAL;
+        }
+        return 0;
     }
     if ((rv = nng_req0_open(&pe->sock)) != 0) {
         set_err(err, errlen, "nng_req0_open: %s", nng_strerror(rv));
@@ -204,7 +207,6 @@ void rpc_call_many(rpc_multi_call *calls, size_t n, int timeout_ms)
         exchange *x = &xs[i];
         memset(x, 0, sizeof(*x));
         x->client = mc->client;
-        x->stream = 1;
         x->err = mc->err;
         x->errlen = sizeof(mc->err);
         mc->rv = rpc_client_pack_request(mc->req, timeout_ms, &x->msg, x->err, x->errlen);

@@ -224,7 +224,7 @@ void rpc_client_exchange_all(exchange *xs, size_t n, int timeout_ms)
         x->peer = rpc_client_pick_peer(x->client);
         f->g = &g;
         f->deadline = deadline;
-        if (x->stream && x->client->stream) {
+        if (x->client->stream) {
             f->started = start_on_conn(x, f, &g, timeout_ms);
             continue;
         }

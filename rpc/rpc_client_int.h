@@ -8,9 +8,9 @@
  *   rpc_client_exchange.c  under both: peers, exchanges, requests packed
  *                          and replies taken
  * and, with LAPSE_RPC_CLIENT=stream set when a client opens, each peer's
- * rpc_conn (rpc_conn.h) carries the exchanges of rpc_call_many (and so of
- * rpc_call's calls that do not coalesce) and the coalesced frames instead
- * of its req0 socket, which still carries rpc_call_raw and rpc_forward. Not part of the module's interface (rpc.h is).
+ * rpc_conn (rpc_conn.h) carries every exchange and coalesced frame instead
+ * of a req0 socket, which it then does not have. Not part of the module's
+ * interface (rpc.h is).
  *
  * Thread-safety: a client is shared by any number of threads. peers, npeers,
  * stream and url are set by rpc_client_open and read-only after; cur and each
@@ -46,8 +46,8 @@
  * apart, as for a single URL). A call goes to the current peer while it has
  * a connection, else to the first peer that has one; a call that times out
  * moves the current peer on, so a stalled peer costs one timeout. With the
- * stream transport on, a peer also has a conn, and whether it is connected
- * is the conn's state. */
+ * stream transport on, a peer has a conn instead (no socket), and whether it
+ * is connected is the conn's state. */
 typedef struct peer {
     nng_socket sock;
     int open;         /* sock was opened */
@@ -86,8 +86,7 @@ struct rpc_client {
  * reply holds the reply message (caller frees) or rv a Lapse code with err. */
 typedef struct exchange {
     rpc_client *client;
-    int peer;   /* the peer it went to */
-    int stream; /* may go on the peer's conn when the client has them */
+    int peer; /* the peer it went to */
     nng_msg *msg;
     nng_msg *reply;
     int rv;
@@ -107,8 +106,8 @@ int rpc_client_peer_up(rpc_client *c, int i);
  * of a list to connect. */
 int rpc_client_pick_peer(rpc_client *c);
 
-/* Runs n exchanges at once, each on its own context (or, when x->stream
- * and the client has conns, as a call on its peer's conn), so n messages to
+/* Runs n exchanges at once, each on its own context (or, when the client
+ * has conns, as a call on its peer's conn), so n messages to
  * n peers take about one round trip, bounded by the one shared deadline.
  * Exchanges whose msg is NULL are skipped (their rv is left as it is). */
 void rpc_client_exchange_all(exchange *xs, size_t n, int timeout_ms);
