@@ -43,8 +43,6 @@ static int nng_stopping(int rv)
     return rv == NNG_ECLOSED || rv == NNG_ECANCELED;
 }
 
-static void srv_take(rpc_server *s, srv_ctx *c, nng_msg *in);
-
 static void srv_ctx_cb(void *arg)
 {
     srv_ctx *c = arg;
@@ -67,7 +65,8 @@ static void srv_ctx_cb(void *arg)
         nng_aio_set_msg(c->aio, NULL);
         c->arrived = clock_mono_now();
         c->state = SRV_QUEUED;
-        srv_take(c->srv, c, in);
+        rpc_server_take(c->srv, c, nng_msg_body(in), nng_msg_len(in));
+        nng_msg_free(in);
         break;
     case SRV_SEND:
         if ((rv = nng_aio_result(c->aio)) != 0) {
@@ -88,78 +87,6 @@ static void srv_ctx_cb(void *arg)
         assert(!"rpc: aio completion while queued");
         break;
     }
-}
-
-static int is_urgent(const rpc_server *s, const Lapse__Request *req)
-{
-    for (size_t i = 0; i < s->nurgent; i++) {
-        if ((uint32_t)req->body_case == s->urgent_calls[i]) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Runs the handler for req (taken) and sends its reply on c. */
-static void srv_serve(rpc_server *s, srv_ctx *c, Lapse__Request *req)
-{
-    arena a;
-    arena_init(&a);
-    Lapse__Response resp = LAPSE__RESPONSE__INIT;
-    rpc_server_run(s, req, c->arrived, &resp, &a);
-    nng_msg *out = rpc_server_pack_reply(&resp, &a);
-    lapse__request__free_unpacked(req, NULL);
-    arena_fini(&a);
-    rpc_server_reply(c, out);
-}
-
-/* Takes a received request (in, consumed) on the NNG thread that received
- * it: a request that fails to decode is answered here, a quick call served
- * here, a coalesced frame started here; anything else queued for the
- * workers, in its lane. */
-static void srv_take(rpc_server *s, srv_ctx *c, nng_msg *in)
-{
-    arena a;
-    arena_init(&a);
-    Lapse__Response resp = LAPSE__RESPONSE__INIT;
-    Lapse__Request *req = rpc_server_decode(nng_msg_body(in), nng_msg_len(in), 0, &resp, &a);
-    nng_msg_free(in);
-    atomic_fetch_add_explicit(&s->frames, 1, memory_order_relaxed);
-    if (req == NULL) {
-        nng_msg *out = rpc_server_pack_reply(&resp, &a);
-        arena_fini(&a);
-        rpc_server_reply(c, out);
-        return;
-    }
-    arena_fini(&a);
-    if (req->body_case == LAPSE__REQUEST__BODY_MULTI) {
-        atomic_fetch_add_explicit(&s->coalesced, 1, memory_order_relaxed);
-        nng_msg *out = rpc_server_multi_start(s, c, req);
-        if (out != NULL) {
-            rpc_server_reply(c, out);
-        }
-        return;
-    }
-    if (rpc_server_is_quick(s, req)) {
-        atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
-        srv_serve(s, c, req);
-        return;
-    }
-    int lane = is_urgent(s, req);
-    pthread_mutex_lock(&s->mu);
-    if (s->closing) {
-        pthread_mutex_unlock(&s->mu);
-        lapse__request__free_unpacked(req, NULL);
-        return;
-    }
-    c->call = req;
-    c->job = (srv_job){.ctx = c};
-    rpc_server_push(s, &c->job, lane);
-    pthread_cond_signal(&s->cv);
-    if (lane) {
-        pthread_cond_signal(&s->ucv);
-    }
-    pthread_mutex_unlock(&s->mu);
 }
 
 /* A worker: the urgent lane first; an urgent-only worker no other. */
@@ -188,7 +115,7 @@ static void *srv_worker(void *arg)
         if (j->ctx != NULL) {
             Lapse__Request *req = j->ctx->call;
             j->ctx->call = NULL;
-            srv_serve(s, j->ctx, req);
+            rpc_server_serve(s, j->ctx, req);
         } else if (j->idx == SRV_GROUP) {
             rpc_server_multi_group(s, j->multi);
         } else {
@@ -247,10 +174,27 @@ static int init_sync(rpc_server *s, char *err, size_t errlen)
     return 0;
 }
 
-/* The rep0 socket, its contexts and the worker threads. */
-static int open_socket(rpc_server *s, int workers, char *err, size_t errlen)
+/* The worker threads and, unless stream, the rep0 socket and its
+ * contexts. */
+static int open_socket(rpc_server *s, int workers, int stream, char *err, size_t errlen)
 {
     int rv;
+    if ((s->workers = calloc((size_t)workers, sizeof *s->workers)) == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    for (int i = 0; i < workers; i++) {
+        srv_worker_arg *wa = &s->wargs[i < s->nurgent_workers];
+        if (pthread_create(&s->workers[i], NULL, srv_worker, wa) != 0) {
+            set_err(err, errlen, "pthread_create failed");
+            return LAPSE_ENOMEM;
+        }
+        s->nworkers++;
+    }
+    if (stream) {
+        s->nctx = 0;
+        return 0;
+    }
     if ((rv = nng_rep0_open(&s->sock)) != 0) {
         set_err(err, errlen, "nng_rep0_open: %s", nng_strerror(rv));
         return from_nng(rv);
@@ -260,8 +204,7 @@ static int open_socket(rpc_server *s, int workers, char *err, size_t errlen)
         set_err(err, errlen, "set recv-size-max: %s", nng_strerror(rv));
         return from_nng(rv);
     }
-    if ((s->ctxs = calloc((size_t)s->nctx, sizeof *s->ctxs)) == NULL ||
-        (s->workers = calloc((size_t)workers, sizeof *s->workers)) == NULL) {
+    if ((s->ctxs = calloc((size_t)s->nctx, sizeof *s->ctxs)) == NULL) {
         set_err(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
@@ -275,14 +218,6 @@ static int open_socket(rpc_server *s, int workers, char *err, size_t errlen)
             return from_nng(rv);
         }
         c->ctx_open = 1;
-    }
-    for (int i = 0; i < workers; i++) {
-        srv_worker_arg *wa = &s->wargs[i < s->nurgent_workers];
-        if (pthread_create(&s->workers[i], NULL, srv_worker, wa) != 0) {
-            set_err(err, errlen, "pthread_create failed");
-            return LAPSE_ENOMEM;
-        }
-        s->nworkers++;
     }
     return 0;
 }
@@ -329,8 +264,13 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
         free(s); /* nothing made yet that rpc_server_close would free */
         return code;
     }
-    if ((code = open_socket(s, workers, err, errlen)) != 0 ||
-        (code = start_listening(s, url, err, errlen)) != 0) {
+    /* LAPSE_RPC_SERVER=stream: the stream transport (docs/wire-protocol.md,
+     * "The stream transport"), off by default. */
+    const char *tr = getenv("LAPSE_RPC_SERVER");
+    int stream = tr != NULL && strcmp(tr, "stream") == 0;
+    if ((code = open_socket(s, workers, stream, err, errlen)) != 0 ||
+        (code = stream ? rpc_server_stream_open(s, url, err, errlen)
+                       : start_listening(s, url, err, errlen)) != 0) {
         rpc_server_close(s);
         return code;
     }
@@ -363,7 +303,10 @@ void rpc_server_close(rpc_server *s)
     }
     /* Stop receiving: pending receives and sends complete with ECLOSED and
      * their callbacks do not re-arm; with closing set, nothing new is posted
-     * (srv_post). */
+     * (srv_post). The stream transport stops the same way. */
+    if (s->stream != NULL) {
+        rpc_server_stream_stop(s);
+    }
     if (s->sock_open) {
         nng_close(s->sock);
     }
@@ -397,6 +340,7 @@ void rpc_server_close(rpc_server *s)
             }
         }
     }
+    rpc_server_stream_free(s);
     if (s->sync_init) {
         pthread_cond_destroy(&s->cv);
         pthread_cond_destroy(&s->ucv);

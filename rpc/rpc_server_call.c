@@ -177,8 +177,14 @@ void rpc_server_run(rpc_server *s, const Lapse__Request *req, clock_mono arrived
 void rpc_server_reply(srv_ctx *c, nng_msg *out)
 {
     if (out == NULL) {
-        /* Out of memory: drop the request; the caller times out. */
         log_error("rpc: out of memory packing a reply; request dropped");
+    }
+    if (c->srv->reply != NULL) {
+        c->srv->reply(c, out);
+        return;
+    }
+    if (out == NULL) {
+        /* Out of memory: drop the request; the caller times out. */
         rpc_server_recv(c);
         return;
     }

@@ -1,11 +1,18 @@
 /*
  * rpc_server_int.h: what the server half of rpc.h shares between its
  * files, which call one way, down:
- *   rpc_server.c        the contexts, the work queues, the workers, plain
- *                       requests
+ *   rpc_server.c        the choice of transport, the rep0 contexts, the
+ *                       work queues, the workers
+ *   rpc_server_stream.c the other transport (LAPSE_RPC_SERVER=stream):
+ *                       connections framed by hand over NNG's stream API
+ *   rpc_server_take.c   under both transports: taking a received request
+ *                       and serving a plain one
  *   rpc_server_multi.c  coalesced frames served call by call
  *                       (docs/wire-protocol.md "Coalesced calls")
- *   rpc_server_call.c   under both: decoding, running and answering a call
+ *   rpc_server_call.c   under all: decoding, running and answering a call
+ * A request's srv_ctx says where its reply goes: a rep0 context of
+ * rpc_server.ctxs, or (stream) one request of a connection, made for it and
+ * freed once answered; rpc_server_reply sends it either way.
  * Not part of the module's interface (rpc.h is).
  *
  * Thread-safety: the work queues and closing are guarded by rpc_server.mu;
@@ -49,6 +56,8 @@ typedef struct srv_worker_arg {
 
 typedef struct srv_ctx srv_ctx;
 typedef struct srv_multi srv_multi;
+typedef struct srv_conn srv_conn;     /* rpc_server_stream.c's */
+typedef struct srv_stream srv_stream; /* rpc_server_stream.c's */
 
 #define SRV_GROUP SIZE_MAX /* srv_job.idx of a coalesced frame's group (serve_many) */
 
@@ -72,6 +81,11 @@ struct srv_ctx {
     clock_mono arrived;   /* when it arrived: the start of its deadline */
     srv_job job;          /* its entry in the work queue */
     srv_multi *multi;     /* the coalesced frame being served, owned (else NULL) */
+    /* A stream request: its connection, its request id (echoed in front of
+     * the reply) and its place on the connection's list of requests. */
+    srv_conn *conn;
+    uint32_t id;
+    srv_ctx *cprev, *cnext;
 };
 
 /* A coalesced frame being served (wire-protocol.md, "Coalesced calls"):
@@ -91,6 +105,9 @@ struct srv_multi {
 };
 
 struct rpc_server {
+    srv_stream *stream; /* the stream transport (else rep0: sock, ctxs) */
+    /* Where a reply goes when not to a rep0 context (NULL: to one). */
+    void (*reply)(srv_ctx *c, nng_msg *out);
     nng_socket sock;
     int sock_open;
     rpc_handler handler;
@@ -149,8 +166,9 @@ Lapse__Request *rpc_server_decode(const void *data, size_t len, int in_multi, La
 void rpc_server_run(rpc_server *s, const Lapse__Request *req, clock_mono arrived,
                     Lapse__Response *resp, arena *a);
 
-/* Sends out (taken) as c's reply, or drops the request when out is NULL
- * (out of memory packing it): the caller times out. */
+/* Sends out (taken) as c's reply (by s->reply when set), or drops the
+ * request when out is NULL (out of memory packing it): a rep0 caller times
+ * out, a stream connection closes. */
 void rpc_server_reply(srv_ctx *c, nng_msg *out);
 
 /* Appends j to lane's FIFO. REQUIRES: s->mu held. */
@@ -159,6 +177,34 @@ void rpc_server_push(rpc_server *s, srv_job *j, int lane);
 /* 1 when req is a quick call (rpc_server_options.quick), served on the
  * NNG thread that received it. */
 int rpc_server_is_quick(const rpc_server *s, const Lapse__Request *req);
+
+/* ---- rpc_server_take.c ---- */
+
+/* Takes a request received on c (data, len: borrowed, decoded before this
+ * returns) on the NNG thread that received it: a request that fails to
+ * decode is answered here, a quick call served here, a coalesced frame
+ * started here; anything else queued for the workers, in its lane (or, the
+ * server closing, left unanswered and held by no job). */
+void rpc_server_take(rpc_server *s, srv_ctx *c, const void *data, size_t len);
+
+/* Runs the handler for req (taken) and sends its reply on c. */
+void rpc_server_serve(rpc_server *s, srv_ctx *c, Lapse__Request *req);
+
+/* ---- rpc_server_stream.c ---- */
+
+/* Listens on url with NNG's stream API and serves connections (s->stream,
+ * s->reply set). 0 or a LAPSE_* code with err set; rpc_server_close frees
+ * what was made. REQUIRES: s's workers and queues made. */
+int rpc_server_stream_open(rpc_server *s, const char *url, char *err, size_t errlen);
+
+/* Stops accepting, closes every connection and waits for their callbacks.
+ * REQUIRES: s->closing set; then the workers joined before
+ * rpc_server_stream_free. */
+void rpc_server_stream_stop(rpc_server *s);
+
+/* Frees the connections and the requests still queued on them. Accepts a
+ * half-open s->stream. */
+void rpc_server_stream_free(rpc_server *s);
 
 /* ---- rpc_server_multi.c ---- */
 

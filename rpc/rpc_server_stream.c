@@ -1,0 +1,560 @@
+/*
+ * rpc_server_stream.c: the server half of rpc.h over NNG's stream API, the
+ * transport chosen by LAPSE_RPC_SERVER=stream (docs/wire-protocol.md, "The
+ * stream transport"): the wire a rep0 socket speaks, framed by hand, as
+ * rpc_conn.c does for the client. Requests are taken, served and answered
+ * by the code both transports share (rpc_server_take.c); only where the
+ * bytes come from and where a reply goes (stream_reply) are here.
+ *
+ * A listener accepts connections in a loop. A connection sends rep0's
+ * header and checks the peer's (req0), then reads into a buffer of at least
+ * INBUF_MIN, takes every complete message in it (a request of its own, an
+ * srv_ctx made for it, with its id), keeps the partial tail and reads on.
+ * Replies are appended to the connection's pending bytes; one send is in
+ * flight at a time and carries whatever came meanwhile.
+ *
+ * Thread-safety: a connection's send and receive callbacks and the workers
+ * answering its requests run concurrently; srv_conn.mu guards its state
+ * and output, its input is the receive path's alone. srv_stream.mu guards
+ * the lists of connections.
+ *
+ * Invariants:
+ *  1. A connection is freed only when it failed (its stream closed), has
+ *     neither a send nor a receive posted, and no request refers to it
+ *     (nreq == 0): a request answered after its connection failed drops
+ *     its reply. It is freed by reap_cb (never from its own aio's callback)
+ *     or, once the server closes, by rpc_server_stream_free.
+ *  2. Once srv_stream.closing is set, the lists of connections no longer
+ *     change: the accept callback frees what it accepts, and a connection
+ *     becoming dead stays where it is for rpc_server_stream_free.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+
+#include "../common/buf.h"
+#include "../common/clock.h"
+#include "../common/lapse_err.h"
+#include "../common/log.h"
+#include "rpc.h"
+#include "rpc_internal.h"
+#include "rpc_server_int.h"
+
+#define INBUF_MIN (64u * 1024)    /* the receive buffer, grown for a larger message */
+#define INBUF_KEEP (1024u * 1024) /* a buffer grown past this shrinks back once empty */
+#define FRAME_HDR 12              /* 8-byte length, 4-byte request id */
+#define SP_REQ0 0x30
+#define SP_REP0 0x31
+
+struct srv_conn {
+    srv_conn *prev, *next; /* on srv_stream.conns, or next on srv_stream.dead */
+    rpc_server *s;
+    pthread_mutex_t mu; /* guards what follows but the input */
+    nng_stream *st;
+    nng_aio *send_aio, *recv_aio;
+    int failed;               /* the stream is closed */
+    int dead;                 /* invariant 1 reached: on its way to be freed */
+    int send_busy, recv_busy; /* a send / receive is posted on st */
+    size_t nreq;              /* requests taken and not answered */
+    srv_ctx *reqs;            /* those requests (cprev, cnext) */
+    buf sending;              /* what send_aio writes; sent: written so far */
+    size_t sent;
+    buf pending; /* replies for the next write */
+    int up;      /* the peer's header was read (the receive path's) */
+    uint8_t *in; /* received bytes: inlen of incap (the receive path's) */
+    size_t inlen, incap;
+};
+
+struct srv_stream {
+    rpc_server *s;
+    nng_stream_listener *l;
+    nng_aio *accept_aio;
+    nng_aio *reap_aio;  /* frees the dead connections (reap_cb) */
+    pthread_mutex_t mu; /* guards what follows */
+    int mu_init;
+    srv_conn *conns; /* live connections */
+    srv_conn *dead;  /* connections to free */
+    int reaping;     /* reap_aio is posted */
+    int closing;
+};
+
+/* ===================================================================== */
+/* Helpers                                                                */
+/* ===================================================================== */
+
+/* ===================================================================== */
+/* A connection                                                           */
+/* ===================================================================== */
+
+static void conn_free(srv_conn *c)
+{
+    if (c->send_aio != NULL) {
+        nng_aio_free(c->send_aio);
+    }
+    if (c->recv_aio != NULL) {
+        nng_aio_free(c->recv_aio);
+    }
+    if (c->st != NULL) {
+        nng_stream_free(c->st);
+    }
+    pthread_mutex_destroy(&c->mu);
+    buf_fini(&c->sending);
+    buf_fini(&c->pending);
+    free(c->in);
+    free(c);
+}
+
+/* Closes c's stream, which ends the send and receive posted on it. REQUIRES:
+ * c->mu held. */
+static void fail_locked(srv_conn *c)
+{
+    if (!c->failed) {
+        c->failed = 1;
+        buf_clear(&c->pending);
+        nng_stream_close(c->st);
+    }
+}
+
+/* 1 when c just became dead (invariant 1): the caller buries it after
+ * unlocking. REQUIRES: c->mu held. */
+static int dead_locked(srv_conn *c)
+{
+    if (c->failed && !c->dead && !c->send_busy && !c->recv_busy && c->nreq == 0) {
+        c->dead = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Moves the dead connection c to the dead list for reap_cb, or, the server
+ * closing, leaves it for rpc_server_stream_free (invariant 2). */
+static void bury(srv_conn *c)
+{
+    srv_stream *t = c->s->stream;
+    pthread_mutex_lock(&t->mu);
+    if (!t->closing) {
+        if (c->prev != NULL) {
+            c->prev->next = c->next;
+        } else {
+            t->conns = c->next;
+        }
+        if (c->next != NULL) {
+            c->next->prev = c->prev;
+        }
+        c->prev = NULL;
+        c->next = t->dead;
+        t->dead = c;
+        if (!t->reaping) {
+            t->reaping = 1;
+            nng_sleep_aio(0, t->reap_aio);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* reap_aio: frees the dead connections; waiting for their callbacks to
+ * return is safe here, on an aio not theirs. */
+static void reap_cb(void *arg)
+{
+    srv_stream *t = arg;
+    pthread_mutex_lock(&t->mu);
+    srv_conn *list = t->dead;
+    t->dead = NULL;
+    t->reaping = 0;
+    pthread_mutex_unlock(&t->mu);
+    while (list != NULL) {
+        srv_conn *c = list;
+        list = c->next;
+        conn_free(c);
+    }
+}
+
+/* Hands pending to the stream. REQUIRES: c->mu held, not failed, no send
+ * posted, pending not empty. */
+static void start_send_locked(srv_conn *c)
+{
+    buf t = c->sending;
+    c->sending = c->pending;
+    c->pending = t;
+    buf_clear(&c->pending);
+    c->sent = 0;
+    c->send_busy = 1;
+    nng_iov iov = {.iov_buf = c->sending.data, .iov_len = c->sending.len};
+    (void)nng_aio_set_iov(c->send_aio, 1, &iov);
+    nng_stream_send(c->st, c->send_aio);
+}
+
+/* Reads up to want bytes after the input. REQUIRES: c->mu held, not failed. */
+static void post_recv_locked(srv_conn *c, size_t want)
+{
+    c->recv_busy = 1;
+    nng_iov iov = {.iov_buf = c->in + c->inlen, .iov_len = want};
+    (void)nng_aio_set_iov(c->recv_aio, 1, &iov);
+    nng_stream_recv(c->st, c->recv_aio);
+}
+
+/* send_aio: a write ended (perhaps part of it: the rest goes on). */
+static void send_cb(void *arg)
+{
+    srv_conn *c = arg;
+    int rv = nng_aio_result(c->send_aio);
+    pthread_mutex_lock(&c->mu);
+    if (rv == 0 && !c->failed) {
+        c->sent += nng_aio_count(c->send_aio);
+        if (c->sent < c->sending.len) {
+            nng_iov iov = {.iov_buf = c->sending.data + c->sent,
+                           .iov_len = c->sending.len - c->sent};
+            (void)nng_aio_set_iov(c->send_aio, 1, &iov);
+            nng_stream_send(c->st, c->send_aio);
+            pthread_mutex_unlock(&c->mu);
+            return;
+        }
+        buf_clear(&c->sending);
+        c->send_busy = 0;
+        if (c->pending.len > 0) {
+            start_send_locked(c);
+        }
+    } else {
+        buf_clear(&c->sending);
+        c->send_busy = 0;
+        fail_locked(c);
+    }
+    int dead = dead_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    if (dead) {
+        bury(c);
+    }
+}
+
+/* Where a stream request's reply goes (rpc_server.reply): appended to its
+ * connection's pending bytes behind its id, and sent unless a send is out;
+ * dropped when the connection failed. out NULL (out of memory packing it)
+ * closes the connection (rpc.h invariant 1). Frees r. */
+static void stream_reply(srv_ctx *r, nng_msg *out)
+{
+    srv_conn *c = r->conn;
+    pthread_mutex_lock(&c->mu);
+    if (r->cprev != NULL) {
+        r->cprev->cnext = r->cnext;
+    } else {
+        c->reqs = r->cnext;
+    }
+    if (r->cnext != NULL) {
+        r->cnext->cprev = r->cprev;
+    }
+    c->nreq--;
+    if (!c->failed) {
+        size_t n = out != NULL ? nng_msg_len(out) : 0;
+        if (out == NULL || buf_reserve(&c->pending, FRAME_HDR + n) != 0) {
+            fail_locked(c);
+        } else {
+            /* Room was made: the appends cannot fail. */
+            (void)buf_append_u64be(&c->pending, 4 + (uint64_t)n);
+            (void)buf_append_u32be(&c->pending, r->id);
+            (void)buf_append(&c->pending, nng_msg_body(out), n);
+            if (!c->send_busy) {
+                start_send_locked(c);
+            }
+        }
+    }
+    int dead = dead_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    if (out != NULL) {
+        nng_msg_free(out);
+    }
+    free(r);
+    if (dead) {
+        bury(c);
+    }
+}
+
+/* Takes the complete messages in c->in, each a request of its own. Returns
+ * how many bytes they took, or SIZE_MAX for a message no req0 peer sends
+ * (or no memory): then the connection closes. */
+static size_t take_messages(srv_conn *c)
+{
+    size_t off = 0;
+    while (c->inlen - off >= 8) {
+        uint64_t n = buf_get_u64be(c->in + off);
+        if (n < 4 || n > RPC_MAX_MESSAGE_BYTES) {
+            return SIZE_MAX;
+        }
+        if (c->inlen - off - 8 < n) {
+            break;
+        }
+        uint32_t id = buf_get_u32be(c->in + off + 8);
+        if ((id & 0x80000000u) == 0) {
+            return SIZE_MAX;
+        }
+        srv_ctx *r = calloc(1, sizeof *r);
+        if (r == NULL) {
+            return SIZE_MAX;
+        }
+        r->srv = c->s;
+        r->state = SRV_QUEUED;
+        r->conn = c;
+        r->id = id;
+        r->arrived = clock_mono_now();
+        pthread_mutex_lock(&c->mu);
+        if (c->failed) {
+            pthread_mutex_unlock(&c->mu);
+            free(r);
+            return SIZE_MAX;
+        }
+        r->cnext = c->reqs;
+        if (c->reqs != NULL) {
+            c->reqs->cprev = r;
+        }
+        c->reqs = r;
+        c->nreq++;
+        pthread_mutex_unlock(&c->mu);
+        rpc_server_take(c->s, r, c->in + off + FRAME_HDR, (size_t)n - 4);
+        off += 8 + (size_t)n;
+    }
+    return off;
+}
+
+/* recv_aio: bytes came in (or the stream failed). */
+static void recv_cb(void *arg)
+{
+    srv_conn *c = arg;
+    int rv = nng_aio_result(c->recv_aio);
+    int ok = rv == 0;
+    size_t want = 0;
+    if (ok) {
+        c->inlen += nng_aio_count(c->recv_aio);
+    }
+    if (ok && !c->up) {
+        static const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, SP_REQ0, 0x00, 0x00};
+        if (c->inlen < 8) {
+            want = 8 - c->inlen;
+        } else if (memcmp(c->in, hello, 8) != 0) {
+            ok = 0;
+        } else {
+            c->up = 1;
+            c->inlen = 0;
+            want = c->incap;
+        }
+    } else if (ok) {
+        size_t used = take_messages(c);
+        if (used == SIZE_MAX) {
+            ok = 0;
+        } else {
+            /* Keep the partial tail, and make room for the whole of it. */
+            memmove(c->in, c->in + used, c->inlen - used);
+            c->inlen -= used;
+            size_t need = c->inlen >= 8 ? 8 + (size_t)buf_get_u64be(c->in) : INBUF_MIN;
+            size_t cap = c->incap;
+            if (need > cap) {
+                cap = need; /* <= RPC_MAX_MESSAGE_BYTES + 8: checked above */
+            } else if (cap > INBUF_KEEP && c->inlen <= INBUF_MIN) {
+                cap = INBUF_MIN;
+            }
+            if (cap != c->incap) {
+                uint8_t *p = realloc(c->in, cap);
+                if (p == NULL) {
+                    ok = 0;
+                } else {
+                    c->in = p;
+                    c->incap = cap;
+                }
+            }
+            want = c->incap - c->inlen;
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    if (ok && !c->failed) {
+        post_recv_locked(c, want);
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    c->recv_busy = 0;
+    fail_locked(c);
+    int dead = dead_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    if (dead) {
+        bury(c);
+    }
+}
+
+/* A connection on st (taken): sends rep0's header, reads the peer's. */
+static void conn_start(srv_stream *t, nng_stream *st)
+{
+    static const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, SP_REP0, 0x00, 0x00};
+    srv_conn *c = calloc(1, sizeof *c);
+    if (c == NULL || pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        nng_stream_free(st);
+        return;
+    }
+    c->s = t->s;
+    c->st = st;
+    c->incap = INBUF_MIN;
+    if ((c->in = malloc(c->incap)) == NULL || buf_reserve(&c->sending, sizeof hello) != 0 ||
+        nng_aio_alloc(&c->send_aio, send_cb, c) != 0 ||
+        nng_aio_alloc(&c->recv_aio, recv_cb, c) != 0) {
+        conn_free(c);
+        return;
+    }
+    (void)nng_stream_set_bool(st, NNG_OPT_TCP_NODELAY, true);
+    pthread_mutex_lock(&t->mu);
+    if (t->closing) {
+        pthread_mutex_unlock(&t->mu);
+        conn_free(c);
+        return;
+    }
+    c->next = t->conns;
+    if (t->conns != NULL) {
+        t->conns->prev = c;
+    }
+    t->conns = c;
+    pthread_mutex_lock(&c->mu);
+    memcpy(c->sending.data, hello, sizeof hello);
+    c->sending.len = sizeof hello;
+    c->sent = 0;
+    c->send_busy = 1;
+    nng_iov iov = {.iov_buf = c->sending.data, .iov_len = sizeof hello};
+    (void)nng_aio_set_iov(c->send_aio, 1, &iov);
+    nng_stream_send(c->st, c->send_aio);
+    post_recv_locked(c, 8);
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* accept_aio: a connection came (or the listener closed); accepts the next. */
+static void accept_cb(void *arg)
+{
+    srv_stream *t = arg;
+    int rv = nng_aio_result(t->accept_aio);
+    if (rv == 0) {
+        conn_start(t, nng_aio_get_output(t->accept_aio, 0));
+    } else if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+        return;
+    } else {
+        log_warn("rpc: accept failed: %s", nng_strerror(rv));
+    }
+    pthread_mutex_lock(&t->mu);
+    if (!t->closing) {
+        nng_stream_listener_accept(t->l, t->accept_aio);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* ===================================================================== */
+/* Interface (rpc_server_int.h)                                           */
+/* ===================================================================== */
+
+int rpc_server_stream_open(rpc_server *s, const char *url, char *err, size_t errlen)
+{
+    srv_stream *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    s->stream = t;
+    s->reply = stream_reply;
+    t->s = s;
+    if (pthread_mutex_init(&t->mu, NULL) != 0) {
+        set_err(err, errlen, "pthread_mutex_init failed");
+        return LAPSE_ENOMEM;
+    }
+    t->mu_init = 1;
+    int rv;
+    if ((rv = nng_aio_alloc(&t->accept_aio, accept_cb, t)) != 0 ||
+        (rv = nng_aio_alloc(&t->reap_aio, reap_cb, t)) != 0) {
+        set_err(err, errlen, "nng_aio_alloc: %s", nng_strerror(rv));
+        return LAPSE_ENOMEM;
+    }
+    if ((rv = nng_stream_listener_alloc(&t->l, url)) != 0) {
+        set_err(err, errlen, "bad listen address %s: %s", url, nng_strerror(rv));
+        return rv == NNG_ENOMEM ? LAPSE_ENOMEM : LAPSE_EINVAL;
+    }
+    if ((rv = nng_stream_listener_listen(t->l)) != 0) {
+        if (rv == NNG_EADDRINUSE) {
+            set_err(err, errlen, "address in use: %s", url);
+            return LAPSE_EUNAVAILABLE;
+        }
+        set_err(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
+        int code = from_nng(rv);
+        return code == LAPSE_ETIMEDOUT ? LAPSE_EUNAVAILABLE : code;
+    }
+    nng_stream_listener_accept(t->l, t->accept_aio);
+    return 0;
+}
+
+void rpc_server_stream_stop(rpc_server *s)
+{
+    srv_stream *t = s->stream;
+    if (t == NULL || !t->mu_init) {
+        return;
+    }
+    pthread_mutex_lock(&t->mu);
+    t->closing = 1; /* invariant 2 from here */
+    pthread_mutex_unlock(&t->mu);
+    if (t->l != NULL) {
+        nng_stream_listener_close(t->l);
+    }
+    if (t->accept_aio != NULL) {
+        nng_aio_stop(t->accept_aio);
+    }
+    if (t->reap_aio != NULL) {
+        nng_aio_stop(t->reap_aio);
+    }
+    for (srv_conn *c = t->conns; c != NULL; c = c->next) {
+        pthread_mutex_lock(&c->mu);
+        fail_locked(c);
+        pthread_mutex_unlock(&c->mu);
+    }
+    /* Each stop waits for the aio's callback; with the connection failed,
+     * none posts anything more. */
+    for (srv_conn *c = t->conns; c != NULL; c = c->next) {
+        nng_aio_stop(c->send_aio);
+        nng_aio_stop(c->recv_aio);
+    }
+}
+
+void rpc_server_stream_free(rpc_server *s)
+{
+    srv_stream *t = s->stream;
+    if (t == NULL) {
+        return;
+    }
+    srv_conn *lists[2] = {t->conns, t->dead};
+    for (int k = 0; k < 2; k++) {
+        while (lists[k] != NULL) {
+            srv_conn *c = lists[k];
+            lists[k] = c->next;
+            /* Requests still queued when the workers stopped. */
+            while (c->reqs != NULL) {
+                srv_ctx *r = c->reqs;
+                c->reqs = r->cnext;
+                if (r->call != NULL) {
+                    lapse__request__free_unpacked(r->call, NULL);
+                }
+                if (r->multi != NULL) {
+                    rpc_server_multi_free(r->multi);
+                }
+                free(r);
+            }
+            conn_free(c);
+        }
+    }
+    if (t->accept_aio != NULL) {
+        nng_aio_free(t->accept_aio);
+    }
+    if (t->reap_aio != NULL) {
+        nng_aio_free(t->reap_aio);
+    }
+    if (t->l != NULL) {
+        nng_stream_listener_free(t->l);
+    }
+    if (t->mu_init) {
+        pthread_mutex_destroy(&t->mu);
+    }
+    free(t);
+    s->stream = NULL;
+}
