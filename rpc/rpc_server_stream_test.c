@@ -1,0 +1,403 @@
+/*
+ * rpc_server_stream_test.c: the server's stream transport
+ * (LAPSE_RPC_SERVER=stream, rpc_server_stream.c) on a free loopback port,
+ * with the test handler of rpc_testutil.c: calls from a req0 client and
+ * from the stream client, many threads' calls each matched to its reply, a
+ * coalesced frame, a malformed body (EPROTO), a bad handshake and a bad
+ * message (the connection closes, the server serves on), a client leaving
+ * with requests in flight, and a close with requests running. Every wait is
+ * bounded.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../common/clock.h"
+#include "rpc.h"
+#include "rpc_client_int.h" /* to see that the client is on streams */
+#include "rpc_conn.h"
+#include "rpc_server_int.h" /* to see that the server is on streams */
+#include "rpc_testutil.h"
+
+/* A fixture whose server is on streams; stream_client: its client's calls
+ * on rpc_conn (LAPSE_RPC_CLIENT=stream). */
+static fixture *open_stream(int workers, int stream_client)
+{
+    setenv("LAPSE_RPC_SERVER", "stream", 1);
+    if (stream_client) {
+        setenv("LAPSE_RPC_CLIENT", "stream", 1);
+    } else {
+        unsetenv("LAPSE_RPC_CLIENT");
+    }
+    fixture *f = fixture_open(0, workers);
+    assert_non_null(f->srv->stream);
+    assert_null(f->srv->ctxs);
+    assert_int_equal(f->cli->stream, stream_client);
+    assert_true(rpc_client_connected(f->cli, 5000));
+    return f;
+}
+
+/* A packed Heartbeat request (caller frees); *len its size. */
+static uint8_t *pack_heartbeat(uint32_t id, int64_t sleep_ms, size_t *len)
+{
+    Lapse__HeartbeatRequest hb = LAPSE__HEARTBEAT_REQUEST__INIT;
+    hb.node_id = id;
+    hb.clock_ms = sleep_ms;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.version = RPC_PROTOCOL_VERSION;
+    req.timeout_ms = 10000;
+    req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
+    req.heartbeat = &hb;
+    *len = lapse__request__get_packed_size(&req);
+    uint8_t *p = malloc(*len);
+    assert_non_null(p);
+    lapse__request__pack(&req, p);
+    return p;
+}
+
+/* ---- a plain TCP socket speaking (or not) SP by hand ---- */
+
+static int dial_raw(const char *url)
+{
+    int port = atoi(strrchr(url, ':') + 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+static void write_all(int fd, const void *p, size_t n)
+{
+    assert_int_equal(write(fd, p, n), (ssize_t)n);
+}
+
+static void read_full(int fd, uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        assert_true(r > 0);
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+/* Reads until the peer closes (read returns 0), for at most 5 s. */
+static void expect_closed(int fd)
+{
+    uint8_t b[256];
+    for (;;) {
+        ssize_t r = read(fd, b, sizeof b);
+        if (r == 0) {
+            return;
+        }
+        assert_true(r > 0); /* else the 5 s receive timeout passed */
+    }
+}
+
+/* Sends the header of proto and checks the server's (rep0). */
+static void handshake(int fd, uint8_t proto)
+{
+    const uint8_t mine[8] = {0, 'S', 'P', 0, 0, proto, 0, 0};
+    const uint8_t want[8] = {0, 'S', 'P', 0, 0, 0x31, 0, 0};
+    uint8_t got[8];
+    write_all(fd, mine, 8);
+    read_full(fd, got, 8);
+    assert_memory_equal(got, want, 8);
+}
+
+/* Sends a message: 8-byte length, id, body. */
+static void send_msg(int fd, uint32_t id, const void *body, size_t len)
+{
+    uint8_t hdr[12];
+    uint64_t n = 4 + (uint64_t)len;
+    for (int i = 7; i >= 0; i--) {
+        hdr[i] = (uint8_t)n;
+        n >>= 8;
+    }
+    hdr[8] = (uint8_t)(id >> 24);
+    hdr[9] = (uint8_t)(id >> 16);
+    hdr[10] = (uint8_t)(id >> 8);
+    hdr[11] = (uint8_t)id;
+    write_all(fd, hdr, sizeof hdr);
+    if (len > 0) {
+        write_all(fd, body, len);
+    }
+}
+
+/* ---- tests ---- */
+
+static void req0_and_stream_clients_are_served(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    for (int sc = 0; sc < 2; sc++) {
+        fixture *f = open_stream(2, sc);
+        assert_rv(fixture_heartbeat(f->cli, 7, 0, 3000, err, sizeof err), 0, err);
+        assert_rv(fixture_heartbeat(f->cli, 8, 5, 3000, err, sizeof err), 0, err);
+        fixture_close(f);
+    }
+    /* And rpc_conn itself. */
+    fixture *f = open_stream(2, 0);
+    rpc_conn *c = NULL;
+    assert_int_equal(rpc_conn_open(&c, f->url), 0);
+    clock_mono until = clock_mono_after_ms(5000);
+    while (!rpc_conn_connected(c)) {
+        assert_true(clock_mono_remaining_ms(until) > 0);
+        clock_sleep_ms(1);
+    }
+    rpc_conn_close(c);
+    rpc_server_count n;
+    rpc_server_counts(f->srv, &n);
+    assert_int_equal(n.frames, 0);
+    fixture_close(f);
+}
+
+typedef struct many_arg {
+    rpc_client *cli;
+    int base;
+    int failures;
+} many_arg;
+
+static void *many_run(void *arg)
+{
+    many_arg *m = arg;
+    char err[256];
+    for (int i = 0; i < 200; i++) {
+        if (fixture_heartbeat(m->cli, (uint32_t)(m->base + i), 0, 5000, err, sizeof err) != 0) {
+            m->failures++;
+        }
+    }
+    return NULL;
+}
+
+/* 16 threads x 200 calls, each reply checked against its own call's id
+ * (fixture_heartbeat): replies cross-wired between requests would fail. */
+static void many_threads_calls_matched(void **state)
+{
+    (void)state;
+    for (int sc = 0; sc < 2; sc++) {
+        fixture *f = open_stream(8, sc);
+        pthread_t th[16];
+        many_arg a[16];
+        for (int t = 0; t < 16; t++) {
+            a[t] = (many_arg){f->cli, 1000 * (t + 1), 0};
+            assert_int_equal(pthread_create(&th[t], NULL, many_run, &a[t]), 0);
+        }
+        for (int t = 0; t < 16; t++) {
+            pthread_join(th[t], NULL);
+            assert_int_equal(a[t].failures, 0);
+        }
+        rpc_server_count n;
+        rpc_server_counts(f->srv, &n);
+        assert_int_equal(n.calls, 16 * 200);
+        fixture_close(f);
+    }
+}
+
+static void coalesced_frame_is_served(void **state)
+{
+    (void)state;
+    fixture *f = open_stream(2, 0);
+    enum { N = 5 };
+    ProtobufCBinaryData calls[N];
+    for (int i = 0; i < N; i++) {
+        calls[i].data = pack_heartbeat((uint32_t)(100 + i), 1, &calls[i].len);
+    }
+    uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff};
+    calls[N - 1].data = memcpy(realloc(calls[N - 1].data, sizeof garbage), garbage, sizeof garbage);
+    calls[N - 1].len = sizeof garbage;
+    Lapse__MultiRequest m = LAPSE__MULTI_REQUEST__INIT;
+    m.n_calls = N;
+    m.calls = calls;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.version = RPC_PROTOCOL_VERSION;
+    req.timeout_ms = 2000;
+    req.body_case = LAPSE__REQUEST__BODY_MULTI;
+    req.multi = &m;
+    size_t len = lapse__request__get_packed_size(&req);
+    uint8_t *buf = malloc(len);
+    lapse__request__pack(&req, buf);
+    Lapse__Response *r = fixture_raw_call(f->cli, buf, len);
+    assert_int_equal(r->status, LAPSE__STATUS__OK);
+    assert_int_equal(r->body_case, LAPSE__RESPONSE__BODY_MULTI);
+    assert_int_equal(r->multi->n_replies, N);
+    for (int i = 0; i < N; i++) {
+        Lapse__Response *one =
+            lapse__response__unpack(NULL, r->multi->replies[i].len, r->multi->replies[i].data);
+        assert_non_null(one);
+        if (i < N - 1) {
+            assert_int_equal(one->status, LAPSE__STATUS__OK);
+            assert_int_equal(one->pmap_version, 100 + i);
+        } else {
+            assert_int_equal(one->status, LAPSE__STATUS__EPROTO);
+        }
+        lapse__response__free_unpacked(one, NULL);
+        free(calls[i].data);
+    }
+    lapse__response__free_unpacked(r, NULL);
+    free(buf);
+    rpc_server_count n;
+    rpc_server_counts(f->srv, &n);
+    assert_int_equal(n.frames, 1);
+    assert_int_equal(n.coalesced, 1);
+    assert_int_equal(n.calls, N - 1);
+    fixture_close(f);
+}
+
+static void malformed_body_gets_eproto(void **state)
+{
+    (void)state;
+    fixture *f = open_stream(2, 0);
+    uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0x0f};
+    Lapse__Response *r = fixture_raw_call(f->cli, garbage, sizeof garbage);
+    assert_int_equal(r->status, LAPSE__STATUS__EPROTO);
+    lapse__response__free_unpacked(r, NULL);
+    r = fixture_raw_call(f->cli, "", 0);
+    assert_int_equal(r->status, LAPSE__STATUS__EPROTO);
+    lapse__response__free_unpacked(r, NULL);
+    fixture_close(f);
+}
+
+/* A peer that is not req0, a message id without its top bit, a body under
+ * 4 bytes and a length over the limit each close their connection; the
+ * server serves others on. The wire is also checked by hand: the reply
+ * echoes the id. */
+static void bad_peers_are_closed(void **state)
+{
+    (void)state;
+    fixture *f = open_stream(2, 0);
+    char err[256] = "";
+
+    int fd = dial_raw(f->url);
+    handshake(fd, 0x31); /* rep0 talking to rep0 */
+    expect_closed(fd);
+    close(fd);
+
+    size_t len;
+    uint8_t *hb = pack_heartbeat(9, 0, &len);
+    fd = dial_raw(f->url);
+    handshake(fd, 0x30);
+    send_msg(fd, 0x80000abcu, hb, len);
+    uint8_t hdr[12];
+    read_full(fd, hdr, sizeof hdr);
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++) {
+        n = n << 8 | hdr[i];
+    }
+    assert_true(n > 4 && n < 4096);
+    assert_memory_equal(hdr + 8, "\x80\x00\x0a\xbc", 4);
+    uint8_t body[4096];
+    read_full(fd, body, (size_t)n - 4);
+    Lapse__Response *r = lapse__response__unpack(NULL, (size_t)n - 4, body);
+    assert_non_null(r);
+    assert_int_equal(r->pmap_version, 9);
+    lapse__response__free_unpacked(r, NULL);
+    send_msg(fd, 0x00000abcu, hb, len); /* no top bit */
+    expect_closed(fd);
+    close(fd);
+
+    fd = dial_raw(f->url);
+    handshake(fd, 0x30);
+    uint8_t shorty[8 + 2] = {0, 0, 0, 0, 0, 0, 0, 2, 0x80, 0};
+    write_all(fd, shorty, sizeof shorty);
+    expect_closed(fd);
+    close(fd);
+
+    fd = dial_raw(f->url);
+    handshake(fd, 0x30);
+    uint8_t huge[8] = {0, 0, 0, 0, 0x7f, 0, 0, 0};
+    write_all(fd, huge, sizeof huge);
+    expect_closed(fd);
+    close(fd);
+
+    free(hb);
+    assert_rv(fixture_heartbeat(f->cli, 10, 0, 3000, err, sizeof err), 0, err);
+    fixture_close(f);
+}
+
+/* A client that sends slow requests and leaves: the requests are still
+ * served (their replies dropped), and the server serves others on. */
+static void client_leaving_with_requests_in_flight(void **state)
+{
+    (void)state;
+    fixture *f = open_stream(4, 0);
+    char err[256] = "";
+    int done = atomic_load(&fixture_handlers_done);
+    int entered = atomic_load(&fixture_handlers_entered);
+    size_t len;
+    uint8_t *hb = pack_heartbeat(11, 100, &len);
+    int fd = dial_raw(f->url);
+    handshake(fd, 0x30);
+    for (uint32_t i = 0; i < 8; i++) {
+        send_msg(fd, 0x80000000u | i, hb, len);
+    }
+    fixture_wait_entered(entered + 4);
+    close(fd);
+    free(hb);
+    clock_mono until = clock_mono_after_ms(5000);
+    while (atomic_load(&fixture_handlers_done) < done + 8) {
+        assert_true(clock_mono_remaining_ms(until) > 0);
+        clock_sleep_ms(1);
+    }
+    assert_rv(fixture_heartbeat(f->cli, 12, 0, 3000, err, sizeof err), 0, err);
+    fixture_close(f);
+}
+
+/* Closing with requests running and more queued: close waits for the
+ * running handlers, frees the queued ones, and the callers fail. */
+static void close_with_requests_running(void **state)
+{
+    (void)state;
+    for (int sc = 0; sc < 2; sc++) {
+        fixture *f = open_stream(2, sc);
+        int entered = atomic_load(&fixture_handlers_entered);
+        int done = atomic_load(&fixture_handlers_done);
+        fixture_slow_call calls[6];
+        pthread_t th[6];
+        for (int i = 0; i < 6; i++) {
+            calls[i] = (fixture_slow_call){f->cli, 300, 2000, -1};
+            assert_int_equal(pthread_create(&th[i], NULL, fixture_slow_call_run, &calls[i]), 0);
+        }
+        fixture_wait_entered(entered + 2); /* two workers busy, four queued */
+        rpc_server_close(f->srv);
+        f->srv = NULL;
+        int ran = atomic_load(&fixture_handlers_done) - done;
+        assert_true(ran >= 2);
+        for (int i = 0; i < 6; i++) {
+            pthread_join(th[i], NULL);
+        }
+        assert_int_equal(atomic_load(&fixture_handlers_done) - done, ran); /* none after */
+        fixture_close(f);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(req0_and_stream_clients_are_served),
+        cmocka_unit_test(many_threads_calls_matched),
+        cmocka_unit_test(coalesced_frame_is_served),
+        cmocka_unit_test(malformed_body_gets_eproto),
+        cmocka_unit_test(bad_peers_are_closed),
+        cmocka_unit_test(client_leaving_with_requests_in_flight),
+        cmocka_unit_test(close_with_requests_running),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
