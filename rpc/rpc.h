@@ -17,6 +17,10 @@
  * for the workers, answering ETIMEDOUT for a request whose deadline passed
  * while it was queued. A coalesced frame (docs/wire-protocol.md, "Coalesced
  * calls") is served call by call the same way, and answered once all are.
+ * With LAPSE_RPC_SERVER=stream set when a server opens, the rep0 socket and
+ * its contexts give way to connections framed by hand over NNG's stream
+ * API, serving the same way on the same wire (rpc_server_stream.c;
+ * docs/wire-protocol.md, "The stream server"); off by default.
  *
  * Client: one req0 socket per peer URL, dialled in the background and
  * redialled automatically. A client of a comma-separated list of URLs (up

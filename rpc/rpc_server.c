@@ -265,7 +265,7 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
         return code;
     }
     /* LAPSE_RPC_SERVER=stream: the stream transport (docs/wire-protocol.md,
-     * "The stream transport"), off by default. */
+     * "The stream server"), off by default. */
     const char *tr = getenv("LAPSE_RPC_SERVER");
     int stream = tr != NULL && strcmp(tr, "stream") == 0;
     if ((code = open_socket(s, workers, stream, err, errlen)) != 0 ||
