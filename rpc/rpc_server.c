@@ -233,13 +233,7 @@ static int start_listening(rpc_server *s, const char *url, char *err, size_t err
     }
     (void)nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, RPC_MAX_MESSAGE_BYTES);
     if ((rv = nng_listener_start(l, 0)) != 0) {
-        if (rv == NNG_EADDRINUSE) {
-            set_err(err, errlen, "address in use: %s", url);
-            return LAPSE_EUNAVAILABLE;
-        }
-        set_err(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
-        int code = from_nng(rv);
-        return code == LAPSE_ETIMEDOUT ? LAPSE_EUNAVAILABLE : code;
+        return rpc_server_listen_failed(rv, url, err, errlen);
     }
     return 0;
 }

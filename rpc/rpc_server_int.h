@@ -41,6 +41,7 @@
 #include "../common/arena.h"
 #include "../common/clock.h"
 #include "rpc.h"
+#include "rpc_internal.h"
 
 typedef enum srv_state {
     SRV_INIT,   /* not started yet */
@@ -140,6 +141,20 @@ static inline int64_t srv_deadline(const Lapse__Request *req, clock_mono arrived
 {
     int64_t budget_ms = req->timeout_ms != 0 ? (int64_t)req->timeout_ms : RPC_DEFAULT_TIMEOUT_MS;
     return arrived.ms + budget_ms;
+}
+
+/* What rpc_server_open returns when listening on url failed with NNG's rv
+ * (either transport): LAPSE_EUNAVAILABLE for an address in use or a time-out,
+ * else the code of rv; err says why. */
+static inline int rpc_server_listen_failed(int rv, const char *url, char *err, size_t errlen)
+{
+    if (rv == NNG_EADDRINUSE) {
+        set_err(err, errlen, "address in use: %s", url);
+        return LAPSE_EUNAVAILABLE;
+    }
+    set_err(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
+    int code = from_nng(rv);
+    return code == LAPSE_ETIMEDOUT ? LAPSE_EUNAVAILABLE : code;
 }
 
 /* ---- rpc_server_call.c ---- */

@@ -474,13 +474,7 @@ int rpc_server_stream_open(rpc_server *s, const char *url, char *err, size_t err
         return rv == NNG_ENOMEM ? LAPSE_ENOMEM : LAPSE_EINVAL;
     }
     if ((rv = nng_stream_listener_listen(t->l)) != 0) {
-        if (rv == NNG_EADDRINUSE) {
-            set_err(err, errlen, "address in use: %s", url);
-            return LAPSE_EUNAVAILABLE;
-        }
-        set_err(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
-        int code = from_nng(rv);
-        return code == LAPSE_ETIMEDOUT ? LAPSE_EUNAVAILABLE : code;
+        return rpc_server_listen_failed(rv, url, err, errlen);
     }
     nng_stream_listener_accept(t->l, t->accept_aio);
     return 0;
