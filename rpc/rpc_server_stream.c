@@ -47,6 +47,8 @@
 #define INBUF_MIN (64u * 1024)    /* the receive buffer, grown for a larger message */
 #define INBUF_KEEP (1024u * 1024) /* a buffer grown past this shrinks back once empty */
 #define FRAME_HDR 12              /* 8-byte length, 4-byte request id */
+#define HELLO_TIMEOUT_MS 10000    /* a peer that sends no header by then is closed */
+#define ACCEPT_RETRY_MS 10        /* after a failed accept (out of descriptors, say) */
 #define SP_REQ0 0x30
 #define SP_REP0 0x31
 
@@ -79,6 +81,7 @@ struct srv_stream {
     srv_conn *conns; /* live connections */
     srv_conn *dead;  /* connections to free */
     int reaping;     /* reap_aio is posted */
+    int pausing;     /* accept_aio sleeps ACCEPT_RETRY_MS, then accepts */
     int closing;
 };
 
@@ -338,6 +341,7 @@ static void recv_cb(void *arg)
             c->up = 1;
             c->inlen = 0;
             want = c->incap;
+            nng_aio_set_timeout(c->recv_aio, NNG_DURATION_INFINITE);
         }
     } else if (ok) {
         size_t used = take_messages(c);
@@ -420,6 +424,7 @@ static void conn_start(srv_stream *t, nng_stream *st)
     nng_iov iov = {.iov_buf = c->sending.data, .iov_len = sizeof hello};
     (void)nng_aio_set_iov(c->send_aio, 1, &iov);
     nng_stream_send(c->st, c->send_aio);
+    nng_aio_set_timeout(c->recv_aio, HELLO_TIMEOUT_MS);
     post_recv_locked(c, 8);
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_unlock(&t->mu);
@@ -430,15 +435,24 @@ static void accept_cb(void *arg)
 {
     srv_stream *t = arg;
     int rv = nng_aio_result(t->accept_aio);
-    if (rv == 0) {
+    int pause = 0;
+    if (t->pausing) { /* the pause after a failed accept ended */
+        t->pausing = 0;
+    } else if (rv == 0) {
         conn_start(t, nng_aio_get_output(t->accept_aio, 0));
     } else if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
         return;
     } else {
         log_warn("rpc: accept failed: %s", nng_strerror(rv));
+        pause = 1;
     }
     pthread_mutex_lock(&t->mu);
-    if (!t->closing) {
+    if (t->closing) {
+        /* nothing more */
+    } else if (pause) {
+        t->pausing = 1;
+        nng_sleep_aio(ACCEPT_RETRY_MS, t->accept_aio);
+    } else {
         nng_stream_listener_accept(t->l, t->accept_aio);
     }
     pthread_mutex_unlock(&t->mu);
