@@ -192,7 +192,6 @@ static int open_socket(rpc_server *s, int workers, int stream, char *err, size_t
         s->nworkers++;
     }
     if (stream) {
-        s->nctx = 0;
         return 0;
     }
     if ((rv = nng_rep0_open(&s->sock)) != 0) {

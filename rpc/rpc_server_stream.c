@@ -11,7 +11,9 @@
  * INBUF_MIN, takes every complete message in it (a request of its own, an
  * srv_ctx made for it, with its id), keeps the partial tail and reads on.
  * Replies are appended to the connection's pending bytes; one send is in
- * flight at a time and carries whatever came meanwhile.
+ * flight at a time and carries whatever came meanwhile. A connection with
+ * rpc_server_options.contexts requests unanswered reads no more until one
+ * is (back-pressure, as rep0's pool of contexts gives).
  *
  * Thread-safety: a connection's send and receive callbacks and the workers
  * answering its requests run concurrently; srv_conn.mu guards its state
@@ -59,6 +61,7 @@ struct srv_conn {
     nng_stream *st;
     nng_aio *send_aio, *recv_aio;
     int failed;               /* the stream is closed */
+    int paused;               /* no receive posted: nreq reached max_reqs */
     int dead;                 /* invariant 1 reached: on its way to be freed */
     int send_busy, recv_busy; /* a send / receive is posted on st */
     size_t nreq;              /* requests taken and not answered */
@@ -82,6 +85,7 @@ struct srv_stream {
     srv_conn *dead;  /* connections to free */
     int reaping;     /* reap_aio is posted */
     int pausing;     /* accept_aio sleeps ACCEPT_RETRY_MS, then accepts */
+    size_t max_reqs; /* a connection's requests unanswered before it stops reading */
     int closing;
 };
 
@@ -250,6 +254,10 @@ static void stream_reply(srv_ctx *r, nng_msg *out)
         r->cnext->cprev = r->cprev;
     }
     c->nreq--;
+    if (c->paused && !c->failed && c->nreq < c->s->stream->max_reqs) {
+        c->paused = 0;
+        post_recv_locked(c, c->incap - c->inlen);
+    }
     if (!c->failed) {
         size_t n = out != NULL ? nng_msg_len(out) : 0;
         if (out == NULL || buf_reserve(&c->pending, FRAME_HDR + n) != 0) {
@@ -372,7 +380,12 @@ static void recv_cb(void *arg)
     }
     pthread_mutex_lock(&c->mu);
     if (ok && !c->failed) {
-        post_recv_locked(c, want);
+        if (c->up && c->nreq >= c->s->stream->max_reqs) {
+            c->recv_busy = 0; /* stream_reply reads on (back-pressure, as rep0's contexts) */
+            c->paused = 1;
+        } else {
+            post_recv_locked(c, want);
+        }
         pthread_mutex_unlock(&c->mu);
         return;
     }
@@ -472,6 +485,8 @@ int rpc_server_stream_open(rpc_server *s, const char *url, char *err, size_t err
     s->stream = t;
     s->reply = stream_reply;
     t->s = s;
+    t->max_reqs = (size_t)s->nctx; /* rpc_server_options.contexts, per connection here */
+    s->nctx = 0;                   /* no rep0 contexts */
     if (pthread_mutex_init(&t->mu, NULL) != 0) {
         set_err(err, errlen, "pthread_mutex_init failed");
         return LAPSE_ENOMEM;
