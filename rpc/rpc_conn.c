@@ -20,15 +20,11 @@
 #include <nng/supplemental/util/platform.h>
 
 #include "rpc.h"
+#include "rpc_frame.h"
 
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
-#define DIAL_TIMEOUT_MS 5000      /* a dial, or a handshake, that takes longer fails */
-#define INBUF_MIN (64u * 1024)    /* the receive buffer, grown for a larger message */
-#define INBUF_KEEP (1024u * 1024) /* a buffer grown past this shrinks back once empty */
-#define FRAME_HDR 12              /* 8-byte length, 4-byte request id */
-#define SP_REQ0 0x30
-#define SP_REP0 0x31
+#define DIAL_TIMEOUT_MS 5000 /* a dial, or a handshake, that takes longer fails */
 
 typedef enum conn_state {
     C_DIALING,   /* the dial is posted on dial_aio */
@@ -51,11 +47,6 @@ struct call {
     size_t reply_off; /* when ended with a reply: where it is in rpc_conn.in */
     size_t reply_len;
 };
-
-typedef struct buf {
-    uint8_t *p;
-    size_t len, cap;
-} buf;
 
 struct rpc_conn {
     pthread_mutex_t mu; /* guards everything below but the aios and the dialer */
@@ -82,73 +73,8 @@ struct rpc_conn {
 };
 
 /* ===================================================================== */
-/* Helpers                                                                */
+/* Calls                                                                  */
 /* ===================================================================== */
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--) {
-        p[i] = (uint8_t)v;
-        v >>= 8;
-    }
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) {
-        v = v << 8 | p[i];
-    }
-    return v;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* Makes room for n more bytes in b. 0 or NNG_ENOMEM. */
-static int buf_reserve(buf *b, size_t n)
-{
-    if (b->cap - b->len >= n) {
-        return 0;
-    }
-    size_t cap = b->cap > 0 ? b->cap : 4096;
-    while (cap - b->len < n) {
-        cap *= 2;
-    }
-    uint8_t *p = realloc(b->p, cap);
-    if (p == NULL) {
-        return NNG_ENOMEM;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-/* Appends a request frame (length, id, body) to b. 0 or NNG_ENOMEM. */
-static int append_frame(buf *b, uint32_t id, const void *body, size_t len)
-{
-    if (buf_reserve(b, FRAME_HDR + len) != 0) {
-        return NNG_ENOMEM;
-    }
-    uint8_t *p = b->p + b->len;
-    put_be64(p, 4 + (uint64_t)len);
-    put_be32(p + 8, id);
-    if (len > 0) {
-        memcpy(p + FRAME_HDR, body, len);
-    }
-    b->len += FRAME_HDR + len;
-    return 0;
-}
 
 static void list_remove(rpc_conn *c, call *k)
 {
@@ -204,10 +130,10 @@ static void start_send_locked(rpc_conn *c)
     buf t = c->sending;
     c->sending = c->pending;
     c->pending = t;
-    c->pending.len = 0;
+    buf_clear(&c->pending);
     c->sent = 0;
     c->send_busy = 1;
-    nng_iov iov = {.iov_buf = c->sending.p, .iov_len = c->sending.len};
+    nng_iov iov = {.iov_buf = c->sending.data, .iov_len = c->sending.len};
     (void)nng_aio_set_iov(c->send_aio, 1, &iov);
     nng_stream_send(c->s, c->send_aio);
 }
@@ -247,7 +173,7 @@ static void fail_locked(rpc_conn *c, call ***ended)
     }
     c->state = C_DOWN;
     nng_stream_close(c->s);
-    c->pending.len = 0;
+    buf_clear(&c->pending);
     while (c->head != NULL) {
         end_call(c, c->head, NNG_ECONNSHUT, ended);
     }
@@ -262,7 +188,7 @@ static void up_locked(rpc_conn *c, call ***ended)
     for (call *k = c->head; k != NULL;) {
         call *next = k->next;
         if (k->body != NULL) {
-            if (append_frame(&c->pending, k->id, k->body, k->len) != 0) {
+            if (rpc_frame_append(&c->pending, k->id, k->body, k->len) != 0) {
                 end_call(c, k, NNG_ENOMEM, ended);
             } else {
                 free(k->body);
@@ -307,18 +233,15 @@ static void dial_cb(void *arg)
         c->state = C_HANDSHAKE;
         c->hs_sent = c->hs_recvd = 0;
         c->inlen = 0;
-        static const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, SP_REQ0, 0x00, 0x00};
-        c->sending.len = 0;
-        if (buf_reserve(&c->sending, sizeof hello) != 0) {
+        buf_clear(&c->sending);
+        if (buf_append(&c->sending, rpc_frame_hello_req0, RPC_FRAME_HELLO) != 0) {
             c->state = C_DOWN;
             nng_stream_close(c->s);
             maybe_redial_locked(c);
         } else {
-            memcpy(c->sending.p, hello, sizeof hello);
-            c->sending.len = sizeof hello;
             c->sent = 0;
             c->send_busy = 1;
-            nng_iov iov = {.iov_buf = c->sending.p, .iov_len = sizeof hello};
+            nng_iov iov = {.iov_buf = c->sending.data, .iov_len = RPC_FRAME_HELLO};
             (void)nng_aio_set_iov(c->send_aio, 1, &iov);
             nng_stream_send(c->s, c->send_aio);
             nng_aio_set_timeout(c->recv_aio, DIAL_TIMEOUT_MS);
@@ -338,13 +261,14 @@ static void send_cb(void *arg)
     if (rv == 0 && !c->closing && (c->state == C_UP || c->state == C_HANDSHAKE)) {
         c->sent += nng_aio_count(c->send_aio);
         if (c->sent < c->sending.len) { /* a partial write: the rest */
-            nng_iov iov = {.iov_buf = c->sending.p + c->sent, .iov_len = c->sending.len - c->sent};
+            nng_iov iov = {.iov_buf = c->sending.data + c->sent,
+                           .iov_len = c->sending.len - c->sent};
             (void)nng_aio_set_iov(c->send_aio, 1, &iov);
             nng_stream_send(c->s, c->send_aio);
             pthread_mutex_unlock(&c->mu);
             return;
         }
-        c->sending.len = 0;
+        buf_clear(&c->sending);
         c->send_busy = 0;
         if (c->state == C_HANDSHAKE) {
             c->hs_sent = 1;
@@ -355,7 +279,7 @@ static void send_cb(void *arg)
             start_send_locked(c);
         }
     } else {
-        c->sending.len = 0;
+        buf_clear(&c->sending);
         c->send_busy = 0;
         if (!c->closing) {
             fail_locked(c, &tail);
@@ -371,34 +295,22 @@ static void send_cb(void *arg)
  * connection must close). */
 static int parse_locked(rpc_conn *c, size_t *used, call ***ended)
 {
-    size_t off = 0;
-    int rv = 0;
-    while (c->inlen - off >= 8) {
-        uint64_t n = get_be64(c->in + off);
-        if (n < 4 || n > RPC_MAX_MESSAGE_BYTES) {
-            rv = NNG_EPROTO;
-            break;
-        }
-        if (c->inlen - off - 8 < n) {
-            break;
-        }
-        uint32_t id = get_be32(c->in + off + 8);
-        if ((id & 0x80000000u) == 0) {
-            rv = NNG_EPROTO;
-            break;
-        }
+    size_t off = 0, len;
+    uint32_t id;
+    int got;
+    while ((got = rpc_frame_next(c->in + off, c->inlen - off, &id, &len)) == 1) {
         for (call *k = c->head; k != NULL; k = k->next) {
             if (k->id == id) {
-                k->reply_off = off + FRAME_HDR;
-                k->reply_len = (size_t)n - 4;
+                k->reply_off = off + RPC_FRAME_HDR;
+                k->reply_len = len;
                 end_call(c, k, 0, ended);
                 break;
             }
         }
-        off += 8 + (size_t)n; /* a reply to no call (ended already) is dropped */
+        off += RPC_FRAME_HDR + len; /* a reply to no call (ended already) is dropped */
     }
     *used = off;
-    return rv;
+    return got < 0 ? NNG_EPROTO : 0;
 }
 
 /* recv_aio: bytes came in (or the stream failed). */
@@ -420,10 +332,9 @@ static void recv_cb(void *arg)
     }
     c->inlen += nng_aio_count(c->recv_aio);
     if (c->state == C_HANDSHAKE) {
-        static const uint8_t want[8] = {0x00, 'S', 'P', 0x00, 0x00, SP_REP0, 0x00, 0x00};
-        if (c->inlen < 8) {
-            post_recv_locked(c, 8 - c->inlen);
-        } else if (memcmp(c->in, want, 8) != 0) {
+        if (c->inlen < RPC_FRAME_HELLO) {
+            post_recv_locked(c, RPC_FRAME_HELLO - c->inlen);
+        } else if (memcmp(c->in, rpc_frame_hello_rep0, RPC_FRAME_HELLO) != 0) {
             c->recv_busy = 0;
             fail_locked(c, &tail);
             maybe_redial_locked(c);
@@ -447,26 +358,8 @@ static void recv_cb(void *arg)
     pthread_mutex_lock(&c->mu);
     if (prv == 0) {
         /* Keep the partial tail, and make room for the whole of it. */
-        memmove(c->in, c->in + used, c->inlen - used);
-        c->inlen -= used;
-        size_t need = INBUF_MIN;
-        if (c->inlen >= 8) {
-            need = 8 + (size_t)get_be64(c->in); /* <= RPC_MAX_MESSAGE_BYTES + 8: parsed */
-        }
-        size_t cap = c->incap;
-        if (need > cap) {
-            cap = need;
-        } else if (cap > INBUF_KEEP && c->inlen <= INBUF_MIN) {
-            cap = INBUF_MIN;
-        }
-        if (cap != c->incap) {
-            uint8_t *p = realloc(c->in, cap);
-            if (p == NULL) {
-                prv = NNG_ENOMEM;
-            } else {
-                c->in = p;
-                c->incap = cap;
-            }
+        if (rpc_frame_keep_tail(&c->in, &c->inlen, &c->incap, used) != 0) {
+            prv = NNG_ENOMEM;
         }
     }
     if (prv != 0 || c->closing || c->state != C_UP) {
@@ -542,7 +435,7 @@ int rpc_conn_open(rpc_conn **out, const char *url)
     }
     c->backoff_ms = BACKOFF_MIN_MS;
     c->next_id = (uint32_t)nng_random();
-    c->incap = INBUF_MIN;
+    c->incap = RPC_FRAME_INBUF_MIN;
     if ((c->in = malloc(c->incap)) == NULL) {
         rv = NNG_ENOMEM;
         goto fail;
@@ -592,7 +485,7 @@ int rpc_conn_call(rpc_conn *c, const void *body, size_t len, clock_mono deadline
     pthread_mutex_lock(&c->mu);
     k->id = (c->next_id++ & 0x7fffffffu) | 0x80000000u;
     if (c->state == C_UP) {
-        if (append_frame(&c->pending, k->id, body, len) != 0) {
+        if (rpc_frame_append(&c->pending, k->id, body, len) != 0) {
             pthread_mutex_unlock(&c->mu);
             free(k);
             return NNG_ENOMEM;
@@ -665,8 +558,8 @@ void rpc_conn_close(rpc_conn *c)
         nng_stream_dialer_free(c->dialer);
     }
     pthread_mutex_destroy(&c->mu);
-    free(c->sending.p);
-    free(c->pending.p);
+    buf_fini(&c->sending);
+    buf_fini(&c->pending);
     free(c->in);
     free(c);
 }

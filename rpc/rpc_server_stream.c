@@ -8,7 +8,7 @@
  *
  * A listener accepts connections in a loop. A connection sends rep0's
  * header and checks the peer's (req0), then reads into a buffer of at least
- * INBUF_MIN, takes every complete message in it (a request of its own, an
+ * RPC_FRAME_INBUF_MIN (rpc_frame.h), takes every complete message in it (a request of its own, an
  * srv_ctx made for it, with its id), keeps the partial tail and reads on.
  * Replies are appended to the connection's pending bytes; one send is in
  * flight at a time and carries whatever came meanwhile. A connection with
@@ -43,16 +43,12 @@
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "rpc.h"
+#include "rpc_frame.h"
 #include "rpc_internal.h"
 #include "rpc_server_int.h"
 
-#define INBUF_MIN (64u * 1024)    /* the receive buffer, grown for a larger message */
-#define INBUF_KEEP (1024u * 1024) /* a buffer grown past this shrinks back once empty */
-#define FRAME_HDR 12              /* 8-byte length, 4-byte request id */
-#define HELLO_TIMEOUT_MS 10000    /* a peer that sends no header by then is closed */
-#define ACCEPT_RETRY_MS 10        /* after a failed accept (out of descriptors, say) */
-#define SP_REQ0 0x30
-#define SP_REP0 0x31
+#define HELLO_TIMEOUT_MS 10000 /* a peer that sends no header by then is closed */
+#define ACCEPT_RETRY_MS 10     /* after a failed accept (out of descriptors, say) */
 
 struct srv_conn {
     srv_conn *prev, *next; /* on srv_stream.conns, or next on srv_stream.dead */
@@ -260,13 +256,9 @@ static void stream_reply(srv_ctx *r, nng_msg *out)
     }
     if (!c->failed) {
         size_t n = out != NULL ? nng_msg_len(out) : 0;
-        if (out == NULL || buf_reserve(&c->pending, FRAME_HDR + n) != 0) {
+        if (out == NULL || rpc_frame_append(&c->pending, r->id, nng_msg_body(out), n) != 0) {
             fail_locked(c);
         } else {
-            /* Room was made: the appends cannot fail. */
-            (void)buf_append_u64be(&c->pending, 4 + (uint64_t)n);
-            (void)buf_append_u32be(&c->pending, r->id);
-            (void)buf_append(&c->pending, nng_msg_body(out), n);
             if (!c->send_busy) {
                 start_send_locked(c);
             }
@@ -288,19 +280,10 @@ static void stream_reply(srv_ctx *r, nng_msg *out)
  * (or no memory): then the connection closes. */
 static size_t take_messages(srv_conn *c)
 {
-    size_t off = 0;
-    while (c->inlen - off >= 8) {
-        uint64_t n = buf_get_u64be(c->in + off);
-        if (n < 4 || n > RPC_MAX_MESSAGE_BYTES) {
-            return SIZE_MAX;
-        }
-        if (c->inlen - off - 8 < n) {
-            break;
-        }
-        uint32_t id = buf_get_u32be(c->in + off + 8);
-        if ((id & 0x80000000u) == 0) {
-            return SIZE_MAX;
-        }
+    size_t off = 0, len;
+    uint32_t id;
+    int got;
+    while ((got = rpc_frame_next(c->in + off, c->inlen - off, &id, &len)) == 1) {
         srv_ctx *r = calloc(1, sizeof *r);
         if (r == NULL) {
             return SIZE_MAX;
@@ -323,10 +306,10 @@ static size_t take_messages(srv_conn *c)
         c->reqs = r;
         c->nreq++;
         pthread_mutex_unlock(&c->mu);
-        rpc_server_take(c->s, r, c->in + off + FRAME_HDR, (size_t)n - 4);
-        off += 8 + (size_t)n;
+        rpc_server_take(c->s, r, c->in + off + RPC_FRAME_HDR, len);
+        off += RPC_FRAME_HDR + len;
     }
-    return off;
+    return got < 0 ? SIZE_MAX : off;
 }
 
 /* recv_aio: bytes came in (or the stream failed). */
@@ -340,10 +323,9 @@ static void recv_cb(void *arg)
         c->inlen += nng_aio_count(c->recv_aio);
     }
     if (ok && !c->up) {
-        static const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, SP_REQ0, 0x00, 0x00};
-        if (c->inlen < 8) {
-            want = 8 - c->inlen;
-        } else if (memcmp(c->in, hello, 8) != 0) {
+        if (c->inlen < RPC_FRAME_HELLO) {
+            want = RPC_FRAME_HELLO - c->inlen;
+        } else if (memcmp(c->in, rpc_frame_hello_req0, RPC_FRAME_HELLO) != 0) {
             ok = 0;
         } else {
             c->up = 1;
@@ -357,24 +339,7 @@ static void recv_cb(void *arg)
             ok = 0;
         } else {
             /* Keep the partial tail, and make room for the whole of it. */
-            memmove(c->in, c->in + used, c->inlen - used);
-            c->inlen -= used;
-            size_t need = c->inlen >= 8 ? 8 + (size_t)buf_get_u64be(c->in) : INBUF_MIN;
-            size_t cap = c->incap;
-            if (need > cap) {
-                cap = need; /* <= RPC_MAX_MESSAGE_BYTES + 8: checked above */
-            } else if (cap > INBUF_KEEP && c->inlen <= INBUF_MIN) {
-                cap = INBUF_MIN;
-            }
-            if (cap != c->incap) {
-                uint8_t *p = realloc(c->in, cap);
-                if (p == NULL) {
-                    ok = 0;
-                } else {
-                    c->in = p;
-                    c->incap = cap;
-                }
-            }
+            ok = rpc_frame_keep_tail(&c->in, &c->inlen, &c->incap, used) == 0;
             want = c->incap - c->inlen;
         }
     }
@@ -401,7 +366,6 @@ static void recv_cb(void *arg)
 /* A connection on st (taken): sends rep0's header, reads the peer's. */
 static void conn_start(srv_stream *t, nng_stream *st)
 {
-    static const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, SP_REP0, 0x00, 0x00};
     srv_conn *c = calloc(1, sizeof *c);
     if (c == NULL || pthread_mutex_init(&c->mu, NULL) != 0) {
         free(c);
@@ -410,8 +374,9 @@ static void conn_start(srv_stream *t, nng_stream *st)
     }
     c->s = t->s;
     c->st = st;
-    c->incap = INBUF_MIN;
-    if ((c->in = malloc(c->incap)) == NULL || buf_reserve(&c->sending, sizeof hello) != 0 ||
+    c->incap = RPC_FRAME_INBUF_MIN;
+    if ((c->in = malloc(c->incap)) == NULL ||
+        buf_append(&c->sending, rpc_frame_hello_rep0, RPC_FRAME_HELLO) != 0 ||
         nng_aio_alloc(&c->send_aio, send_cb, c) != 0 ||
         nng_aio_alloc(&c->recv_aio, recv_cb, c) != 0) {
         conn_free(c);
@@ -430,11 +395,9 @@ static void conn_start(srv_stream *t, nng_stream *st)
     }
     t->conns = c;
     pthread_mutex_lock(&c->mu);
-    memcpy(c->sending.data, hello, sizeof hello);
-    c->sending.len = sizeof hello;
     c->sent = 0;
     c->send_busy = 1;
-    nng_iov iov = {.iov_buf = c->sending.data, .iov_len = sizeof hello};
+    nng_iov iov = {.iov_buf = c->sending.data, .iov_len = RPC_FRAME_HELLO};
     (void)nng_aio_set_iov(c->send_aio, 1, &iov);
     nng_stream_send(c->st, c->send_aio);
     nng_aio_set_timeout(c->recv_aio, HELLO_TIMEOUT_MS);
