@@ -277,14 +277,18 @@ void rpc_client_exchange_all(exchange *xs, size_t n, int timeout_ms)
  * *len gets its size. */
 Lapse__Response *rpc_client_unpack_reply(ProtobufCAllocator *alloc, nng_msg *reply, size_t *len)
 {
-    const void *data = nng_msg_body(reply);
     *len = nng_msg_len(reply);
-    Lapse__Response *r = NULL;
-    if (wire_check_nesting(&lapse__response__descriptor, data, *len, WIRE_MAX_NESTING) == 0) {
-        r = lapse__response__unpack(alloc, *len, data);
-    }
+    Lapse__Response *r = rpc_client_unpack_bytes(alloc, nng_msg_body(reply), *len);
     nng_msg_free(reply);
     return r;
+}
+
+Lapse__Response *rpc_client_unpack_bytes(ProtobufCAllocator *alloc, const void *data, size_t len)
+{
+    if (wire_check_nesting(&lapse__response__descriptor, data, len, WIRE_MAX_NESTING) != 0) {
+        return NULL;
+    }
+    return lapse__response__unpack(alloc, len, data);
 }
 
 /* Takes a decoded reply r (NULL: undecodable, len bytes) from url into

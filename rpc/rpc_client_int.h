@@ -126,6 +126,8 @@ int rpc_client_send_done(nng_aio *aio, nng_ctx ctx, int rv, clock_mono deadline,
  * check every frame from the network gets. NULL when it does not decode;
  * *len gets its size. */
 Lapse__Response *rpc_client_unpack_reply(ProtobufCAllocator *alloc, nng_msg *reply, size_t *len);
+/* rpc_client_unpack_reply of len bytes at data (borrowed). */
+Lapse__Response *rpc_client_unpack_bytes(ProtobufCAllocator *alloc, const void *data, size_t len);
 
 /* Takes a decoded reply r (NULL: undecodable, len bytes) from url into
  * *resp (caller frees with rpc_response_free) and returns its status, as

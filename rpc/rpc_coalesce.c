@@ -224,14 +224,13 @@ static nng_msg *frame_msg(frame *f, char *err, size_t errlen)
     return m;
 }
 
-/* Hands each call of f its reply out of reply (consumed; NULL when rv, a
- * Lapse code, says why there is none, with err). */
-static void frame_answer(frame *f, nng_msg *reply, int rv, const char *err)
+/* Hands each call of f its reply out of the len bytes at reply (borrowed;
+ * none when rv, a Lapse code, says why, with err). */
+static void frame_answer(frame *f, const void *reply, size_t len, int rv, const char *err)
 {
     rpc_client *c = f->c;
     if (rv == 0 && f->n == 1) {
-        size_t len;
-        Lapse__Response *r = rpc_client_unpack_reply(NULL, reply, &len);
+        Lapse__Response *r = rpc_client_unpack_bytes(NULL, reply, len);
         waiter *w = f->batch;
         w->rv = rpc_client_take_reply(c->url, r, len, &w->resp, w->err, sizeof(w->err));
         return;
@@ -240,9 +239,8 @@ static void frame_answer(frame *f, nng_msg *reply, int rv, const char *err)
     char why[512];
     snprintf(why, sizeof(why), "%s", err);
     if (rv == 0) {
-        size_t len;
         Lapse__Response *whole;
-        r = rpc_client_unpack_reply(NULL, reply, &len);
+        r = rpc_client_unpack_bytes(NULL, reply, len);
         rv = rpc_client_take_reply(c->url, r, len, &whole, why, sizeof(why));
         if (rv == 0 &&
             (r->body_case != LAPSE__RESPONSE__BODY_MULTI || r->multi->n_replies != f->n)) {
@@ -274,7 +272,7 @@ static void frames_fail(rpc_client *c, waiter *batch, int rv, const char *why);
 
 /* Ends f: its calls are answered (frame_answer) and woken; the queue, if
  * any, goes out as the next frame on f, else f goes back to the list. */
-static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err)
+static void frame_end(frame *f, const void *reply, size_t len, int nrv, int rv, const char *err)
 {
     rpc_client *c = f->c;
     char why[512];
@@ -284,7 +282,7 @@ static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err
         rv = x.rv;
         err = why;
     }
-    frame_answer(f, reply, rv, err);
+    frame_answer(f, reply, len, rv, err);
     waiter *later = NULL;
     pthread_mutex_lock(&c->cmu);
     for (waiter *w = f->batch; w != NULL;) {
@@ -348,21 +346,10 @@ static void frame_end(frame *f, nng_msg *reply, int nrv, int rv, const char *err
 }
 
 /* A frame's call on its peer's conn ended (the stream transport): the
- * reply, copied into a message as req0's would be, ends f as frame_cb
- * does. */
+ * reply, read where the conn holds it, ends f as frame_cb does. */
 static void frame_conn_done(void *arg, int nrv, const void *reply, size_t len)
 {
-    frame *f = arg;
-    nng_msg *m = NULL;
-    if (nrv == 0) {
-        if (nng_msg_alloc(&m, len) != 0) {
-            m = NULL;
-            nrv = NNG_ENOMEM;
-        } else if (len > 0) {
-            memcpy(nng_msg_body(m), reply, len);
-        }
-    }
-    frame_end(f, m, nrv, 0, "");
+    frame_end(arg, reply, len, nrv, 0, "");
 }
 
 static void frame_cb(void *arg)
@@ -371,7 +358,7 @@ static void frame_cb(void *arg)
     int nrv = nng_aio_result(f->aio);
     if (!f->receiving) {
         if (!rpc_client_send_done(f->aio, f->ctx, nrv, f->deadline, &f->receiving)) {
-            frame_end(f, NULL, nrv, 0, "");
+            frame_end(f, NULL, 0, nrv, 0, "");
         }
         return;
     }
@@ -380,7 +367,11 @@ static void frame_cb(void *arg)
         reply = nng_aio_get_msg(f->aio);
         nng_aio_set_msg(f->aio, NULL);
     }
-    frame_end(f, reply, nrv, 0, "");
+    frame_end(f, reply != NULL ? nng_msg_body(reply) : NULL, reply != NULL ? nng_msg_len(reply) : 0,
+              nrv, 0, "");
+    if (reply != NULL) {
+        nng_msg_free(reply);
+    }
 }
 
 static void frame_free(frame *f)
@@ -470,14 +461,14 @@ static void frame_send(frame *f, waiter *batch, int may_wait)
         f->peer = peer;
         nng_msg *m = frame_msg(f, err, sizeof(err));
         if (m == NULL) {
-            frame_end(f, NULL, 0, LAPSE_ENOMEM, err[0] ? err : "out of memory");
+            frame_end(f, NULL, 0, 0, LAPSE_ENOMEM, err[0] ? err : "out of memory");
             return;
         }
         nrv = rpc_conn_call(c->peers[peer].conn, nng_msg_body(m), nng_msg_len(m), f->deadline,
                             frame_conn_done, f);
         nng_msg_free(m); /* the conn copied it */
         if (nrv != 0) {
-            frame_end(f, NULL, nrv, 0, "");
+            frame_end(f, NULL, 0, nrv, 0, "");
         }
         return;
     }
@@ -496,7 +487,7 @@ static void frame_send(frame *f, waiter *batch, int may_wait)
     nng_msg *m = frame_msg(f, err, sizeof(err));
     if (nrv != 0 || m == NULL) {
         nng_msg_free(m);
-        frame_end(f, NULL, nrv, nrv != 0 ? 0 : LAPSE_ENOMEM, err[0] ? err : "out of memory");
+        frame_end(f, NULL, 0, nrv, nrv != 0 ? 0 : LAPSE_ENOMEM, err[0] ? err : "out of memory");
         return;
     }
     nng_aio_set_timeout(f->aio, f->timeout_ms);
