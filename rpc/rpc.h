@@ -2,13 +2,16 @@
  * rpc.h: request/reply over NNG (req0/rep0 on TCP) with protobuf-c messages
  * (proto/lapse.proto). The only module that includes <nng/...>.
  *
- * Server: a fixed pool of NNG contexts, each a small state machine
+ * Server: connections framed by hand over NNG's stream API
+ * (rpc_server_stream.c; docs/wire-protocol.md, "The stream server"), or,
+ * with LAPSE_RPC_SERVER=rep0 set when a server opens, NNG's rep0 socket: a
+ * fixed pool of contexts, each a small state machine
  *
  *     RECV --(message)--> QUEUED --(a worker ran the handler)--> SEND --+
  *      ^                                                                |
  *      +----------------------------------------------------------------+
  *
- * (NNG's demo/async/server.c), plus a pool of worker threads that run the
+ * (NNG's demo/async/server.c). Either way a pool of worker threads runs the
  * handler, so a handler may block (on RocksDB, or on an RPC to another
  * daemon) without stalling NNG's own threads. The server decodes each
  * request on the NNG thread that received it, answers EPROTO itself for
@@ -17,23 +20,20 @@
  * for the workers, answering ETIMEDOUT for a request whose deadline passed
  * while it was queued. A coalesced frame (docs/wire-protocol.md, "Coalesced
  * calls") is served call by call the same way, and answered once all are.
- * With LAPSE_RPC_SERVER=stream set when a server opens, the rep0 socket and
- * its contexts give way to connections framed by hand over NNG's stream
- * API, serving the same way on the same wire (rpc_server_stream.c;
- * docs/wire-protocol.md, "The stream server"); off by default.
+ * Both transports speak the same wire (req0/rep0's SP over TCP).
  *
- * Client: one req0 socket per peer URL, dialled in the background and
- * redialled automatically. A client of a comma-separated list of URLs (up
- * to 8: a list of coordinators) holds one such socket per peer and sends
+ * Client: one connection per peer URL framed by hand over NNG's stream API
+ * (rpc_conn.h; docs/wire-protocol.md, "The stream client"), or, with
+ * LAPSE_RPC_CLIENT=req0 set when a client opens, one req0 socket per peer
+ * with a context per call; dialled in the background and redialled
+ * automatically either way. A client of a comma-separated list of URLs (up
+ * to 8: a list of coordinators) holds one connection per peer and sends
  * each call to a connected one, moving on after a peer's time-out, so a list
- * works while any of its peers does; rpc_call opens a context per call, so one client
- * is safe to share between threads and calls run concurrently. Single-item
+ * works while any of its peers does; one client is safe to share between
+ * threads and calls run concurrently. Single-item
  * calls (GetItem, PutItem, DeleteItem, UpdateItem) that threads make while
  * the client has a frame out wait and go together in the next frame
- * (coalescing; rpc_coalesce.c). With LAPSE_RPC_CLIENT=stream set when a
- * client opens, every call goes instead on one connection per peer framed
- * by hand over NNG's stream API, on the same wire (rpc_conn.h;
- * docs/wire-protocol.md, "The stream client"); off by default.
+ * (coalescing; rpc_coalesce.c).
  *
  * Thread-safety: rpc_server_* and rpc_client_* may be called from any
  * thread; the handler runs on worker threads, several at once.

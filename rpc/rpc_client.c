@@ -2,12 +2,13 @@
  * rpc_client.c: the client half of rpc.h over NNG 1.5. The framing, envelope
  * and deadline rules are in docs/wire-protocol.md.
  *
- * One req0 socket per peer, one nng_ctx and one aio per call, waited on
- * synchronously by the calling thread; with LAPSE_RPC_CLIENT=stream in the
- * environment when a client opens, one rpc_conn per peer instead, which
- * carries every call (rpc_client_int.h). The exchanges under every call are in
- * rpc_client_exchange.c, coalesced single-item calls in rpc_coalesce.c; what
- * the three files share is in rpc_client_int.h.
+ * One rpc_conn per peer (rpc_conn.c, NNG's stream API framed by hand),
+ * which carries every call (rpc_client_int.h); with LAPSE_RPC_CLIENT=req0 in
+ * the environment when a client opens, NNG's req0 instead: one socket per
+ * peer, one nng_ctx and one aio per call, waited on synchronously by the
+ * calling thread (kept to interoperate with and measure against). The exchanges under every call
+ * are in rpc_client_exchange.c, coalesced single-item calls in rpc_coalesce.c; what the three files
+ * share is in rpc_client_int.h.
  */
 #include "rpc.h"
 
@@ -103,7 +104,7 @@ int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
     }
     clock_cond_init_mono(&c->idle);
     const char *mode = getenv("LAPSE_RPC_CLIENT");
-    c->stream = mode != NULL && strcmp(mode, "stream") == 0;
+    c->stream = mode == NULL || strcmp(mode, "req0") != 0;
     for (const char *p = url;;) {
         const char *comma = strchr(p, ',');
         size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);

@@ -7,9 +7,9 @@
  *                          calls")
  *   rpc_client_exchange.c  under both: peers, exchanges, requests packed
  *                          and replies taken
- * and, with LAPSE_RPC_CLIENT=stream set when a client opens, each peer's
- * rpc_conn (rpc_conn.h) carries every exchange and coalesced frame instead
- * of a req0 socket, which it then does not have. Not part of the module's
+ * and each peer's rpc_conn (rpc_conn.h) carries every exchange and
+ * coalesced frame; with LAPSE_RPC_CLIENT=req0 set when a client opens, a
+ * req0 socket per peer does instead, and there is no conn. Not part of the module's
  * interface (rpc.h is).
  *
  * Thread-safety: a client is shared by any number of threads. peers, npeers,
@@ -61,7 +61,7 @@ typedef struct frame frame;   /* one coalesced exchange (rpc_coalesce.c) */
 struct rpc_client {
     peer peers[RPC_CLIENT_MAX_PEERS];
     int npeers;
-    int stream;     /* LAPSE_RPC_CLIENT=stream at the open: peers have conns */
+    int stream;     /* not LAPSE_RPC_CLIENT=req0 at the open: peers have conns */
     atomic_int cur; /* the peer calls go to while it works */
     char *url;      /* owned: the list as given */
 

@@ -60,8 +60,11 @@ static void handler(void *arg, const Lapse__Request *req, Lapse__Response *resp,
     }
 }
 
+/* NNG's own rep0 socket, not our stream server (rpc_server_stream_test's):
+ * the conn is checked against the wire as NNG writes it. */
 static rpc_server *server_open(const char *url)
 {
+    setenv("LAPSE_RPC_SERVER", "rep0", 1);
     rpc_server *s = NULL;
     char err[256] = "";
     rpc_server_options o = {.contexts = 64, .workers = 16};
@@ -472,11 +475,11 @@ static int client_heartbeat(rpc_client *cli, uint32_t id, int timeout_ms)
     return rv;
 }
 
-/* A client opened with LAPSE_RPC_CLIENT=stream sends rpc_call's calls that
- * do not coalesce on its conns: they still work with the req0 socket of the
- * live peer closed. A list of a dead and a live peer picks the live one;
- * without the variable there are no conns. Catches the variable ignored or
- * the peer choice broken by it. */
+/* A client opened without LAPSE_RPC_CLIENT (or with it "stream") carries
+ * every call on its conns and has no req0 socket; with it "req0" it has a
+ * req0 socket per peer and no conns. A list of a dead and a live peer picks
+ * the live one. Catches the variable ignored, the default not the stream
+ * transport, or the peer choice broken by it. */
 static void client_stream_mode(void **state)
 {
     (void)state;
@@ -489,23 +492,31 @@ static void client_stream_mode(void **state)
     const char *was = getenv("LAPSE_RPC_CLIENT");
     char *saved = was != NULL ? strdup(was) : NULL;
 
-    unsetenv("LAPSE_RPC_CLIENT");
+    setenv("LAPSE_RPC_CLIENT", "req0", 1);
     rpc_client *plain = NULL;
     assert_int_equal(rpc_client_open(&plain, url, err, sizeof err), 0);
     assert_false(plain->stream);
+    assert_true(plain->peers[0].open);
     assert_null(plain->peers[0].conn);
     assert_int_equal(client_heartbeat(plain, 1, 5000), 0);
     rpc_client_close(plain);
 
     setenv("LAPSE_RPC_CLIENT", "stream", 1);
+    rpc_client *named = NULL;
+    assert_int_equal(rpc_client_open(&named, url, err, sizeof err), 0);
+    assert_true(named->stream);
+    assert_non_null(named->peers[0].conn);
+    rpc_client_close(named);
+
+    unsetenv("LAPSE_RPC_CLIENT");
     rpc_client *cli = NULL;
     assert_int_equal(rpc_client_open(&cli, list, err, sizeof err), 0);
     assert_true(cli->stream);
+    assert_false(cli->peers[1].open); /* no req0 socket */
+    assert_non_null(cli->peers[1].conn);
     assert_true(rpc_client_connected(cli, 5000));
     assert_int_equal(client_heartbeat(cli, 2, 5000), 0);
     assert_int_equal(atomic_load(&cli->cur), 1); /* the live peer */
-    nng_close(cli->peers[1].sock);
-    cli->peers[1].open = 0;
     for (uint32_t i = 0; i < 20; i++) {
         assert_int_equal(client_heartbeat(cli, 100 + i, 5000), 0);
     }

@@ -2,9 +2,11 @@
  * rpc_server.c: the server half of rpc.h over NNG 1.5. The framing, envelope
  * and deadline rules are in docs/wire-protocol.md.
  *
- * A pool of rep0 contexts, each driven by one aio callback (the state machine
- * drawn in rpc.h, as NNG's demo/async/server.c), feeding a FIFO of received
- * requests that worker threads drain. Callbacks run on NNG's task threads and
+ * Requests arrive on connections framed by hand over NNG's stream API
+ * (rpc_server_stream.c), or, under LAPSE_RPC_SERVER=rep0, on a pool of rep0
+ * contexts, each driven by one aio callback (the state machine drawn in
+ * rpc.h, as NNG's demo/async/server.c); either way they feed a FIFO of
+ * received requests that worker threads drain. Callbacks run on NNG's task threads and
  * never block there: they only move a context between states and push it onto
  * the queue. Coalesced frames are served in rpc_server_multi.c, and what
  * serving any call takes (decoding, running, packing and sending its reply)
@@ -257,10 +259,10 @@ int rpc_server_open(rpc_server **out, const char *url, const rpc_server_options 
         free(s); /* nothing made yet that rpc_server_close would free */
         return code;
     }
-    /* LAPSE_RPC_SERVER=stream: the stream transport (docs/wire-protocol.md,
-     * "The stream server"), off by default. */
+    /* The stream transport (docs/wire-protocol.md, "The stream server"),
+     * unless LAPSE_RPC_SERVER=rep0 asks for NNG's rep0 socket. */
     const char *tr = getenv("LAPSE_RPC_SERVER");
-    int stream = tr != NULL && strcmp(tr, "stream") == 0;
+    int stream = tr == NULL || strcmp(tr, "rep0") != 0;
     if ((code = open_socket(s, workers, stream, err, errlen)) != 0 ||
         (code = stream ? rpc_server_stream_open(s, url, err, errlen)
                        : start_listening(s, url, err, errlen)) != 0) {

@@ -3,7 +3,8 @@
  * files, which call one way, down:
  *   rpc_server.c        the choice of transport, the rep0 contexts, the
  *                       work queues, the workers
- *   rpc_server_stream.c the other transport (LAPSE_RPC_SERVER=stream):
+ *   rpc_server_stream.c the default transport (rep0 only under
+ *                       LAPSE_RPC_SERVER=rep0):
  *                       connections framed by hand over NNG's stream API
  *   rpc_server_take.c   under both transports: taking a received request
  *                       and serving a plain one

@@ -1,7 +1,7 @@
 /*
  * rpc_server_stream.c: the server half of rpc.h over NNG's stream API, the
- * transport chosen by LAPSE_RPC_SERVER=stream (docs/wire-protocol.md, "The
- * stream server"): the wire a rep0 socket speaks, framed by hand, as
+ * default transport (docs/wire-protocol.md, "The stream server"; rep0 is
+ * kept under LAPSE_RPC_SERVER=rep0): the wire a rep0 socket speaks, framed by hand, as
  * rpc_conn.c does for the client. Requests are taken, served and answered
  * by the code both transports share (rpc_server_take.c); only where the
  * bytes come from and where a reply goes (stream_reply) are here.

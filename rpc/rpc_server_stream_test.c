@@ -1,6 +1,6 @@
 /*
  * rpc_server_stream_test.c: the server's stream transport
- * (LAPSE_RPC_SERVER=stream, rpc_server_stream.c) on a free loopback port,
+ * (rpc_server_stream.c, the default) on a free loopback port,
  * with the test handler of rpc_testutil.c: calls from a req0 client and
  * from the stream client, many threads' calls each matched to its reply, a
  * coalesced frame, a malformed body (EPROTO), a bad handshake and a bad
@@ -32,15 +32,16 @@
 #include "rpc_server_int.h" /* to see that the server is on streams */
 #include "rpc_testutil.h"
 
-/* A fixture whose server is on streams; stream_client: its client's calls
- * on rpc_conn (LAPSE_RPC_CLIENT=stream). */
+/* A fixture whose server is on streams (the default); stream_client: its
+ * client's calls on rpc_conn (the default), else on req0
+ * (LAPSE_RPC_CLIENT=req0). */
 static fixture *open_stream_ctx(int contexts, int workers, int stream_client)
 {
-    setenv("LAPSE_RPC_SERVER", "stream", 1);
+    unsetenv("LAPSE_RPC_SERVER");
     if (stream_client) {
-        setenv("LAPSE_RPC_CLIENT", "stream", 1);
-    } else {
         unsetenv("LAPSE_RPC_CLIENT");
+    } else {
+        setenv("LAPSE_RPC_CLIENT", "req0", 1);
     }
     fixture *f = fixture_open(contexts, workers);
     assert_non_null(f->srv->stream);
