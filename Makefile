@@ -98,7 +98,7 @@ chaos: build
 
 # The fuzz targets (cmake/fuzz-run.sh), FUZZ_SECONDS (default 300) each,
 # each from its corpus in the repository, which grows by the new inputs that
-# reach new code: commit rpc/fuzz/corpus, common/fuzz/corpus, expr/fuzz/corpus and
+# reach new code: commit rpc/fuzz/corpus, rpc/fuzz/frame_corpus, common/fuzz/corpus, expr/fuzz/corpus and
 # dynamodb/fuzz/corpus afterwards. Then the gateway's HTTP request path
 # (tests/dynamodb_fuzz_test.py, a black box on a real cluster) for as long,
 # growing tests/fuzz/ddb_http by the requests whose answers had a new shape.
@@ -107,6 +107,8 @@ FUZZ_SECONDS ?= 300
 fuzz: build
 	@LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_request rpc/fuzz_request.c rpc/fuzz/corpus \
 	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/request $(FUZZ_SECONDS) rpc/fuzz/seeds.c
+	@FUZZ_EXTRA_SRC=$(CURDIR)/rpc/rpc_frame.c LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_frame \
+	  rpc/fuzz_frame.c rpc/fuzz/frame_corpus $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/frame $(FUZZ_SECONDS)
 	@LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_ddbjson common/fuzz_ddbjson.c common/fuzz/corpus \
 	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/ddbjson $(FUZZ_SECONDS)
 	@EXPR_GEN_DIR=$(BUILD)/expr/gen LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_expr expr/fuzz_expr.c \

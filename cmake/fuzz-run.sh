@@ -1,12 +1,12 @@
 #!/bin/sh
 # fuzz-run.sh: builds a libFuzzer target with clang and AddressSanitizer and
 # fuzzes it for a bounded time from the repository's corpus. Registered as
-# ctests (fuzz_request_test, fuzz_ddbjson_test, fuzz_expr_test, fuzz_sigv4_test: 20 s each,
+# ctests (fuzz_request_test, fuzz_frame_test, fuzz_ddbjson_test, fuzz_expr_test, fuzz_sigv4_test: 20 s each,
 # in make test) and
 # run longer by `make fuzz`, which grows the corpus.
 #
 # usage: fuzz-run.sh NAME TARGET_C CORPUS SRC_ROOT GEN_DIR WORK_DIR SECONDS [SEEDS_C]
-#   NAME      the target's name (fuzz_request, fuzz_ddbjson, fuzz_expr): binaries and
+#   NAME      the target's name (fuzz_request, fuzz_frame, fuzz_ddbjson, ...): binaries and
 #             messages
 #   TARGET_C  the source defining LLVMFuzzerTestOneInput
 #   CORPUS    the repository's corpus for it (rpc/fuzz/corpus,
