@@ -26,6 +26,17 @@
 
 /* ---- coalesced calls (wire-protocol.md, "Coalesced calls") ---- */
 
+/* The key item of the calls here: key as an S attribute "k" (caller
+ * frees with item_free). */
+static item *key_item(const char *key)
+{
+    item *it = item_new();
+    attr_value v;
+    assert_int_equal(item_value_init_bytes(&v, ATTR_S, key, strlen(key)), 0);
+    assert_int_equal(item_set(it, "k", &v), 0);
+    return it;
+}
+
 /* A GetItem of key (an S attribute "k") on table; returns the status and,
  * on OK, checks that the reply echoes this call's own key. */
 static int get_echo(rpc_client *c, const char *table, const char *key, int timeout_ms, char *err,
@@ -33,10 +44,7 @@ static int get_echo(rpc_client *c, const char *table, const char *key, int timeo
 {
     arena a;
     arena_init(&a);
-    item *it = item_new();
-    attr_value v;
-    assert_int_equal(item_value_init_bytes(&v, ATTR_S, key, strlen(key)), 0);
-    assert_int_equal(item_set(it, "k", &v), 0);
+    item *it = key_item(key);
     Lapse__GetItemRequest g = LAPSE__GET_ITEM_REQUEST__INIT;
     g.table = (char *)table;
     g.key = wire_item_to_pb(&a, it);
@@ -121,17 +129,28 @@ static void *slow_get_run(void *arg)
     return NULL;
 }
 
-static void queued_call_does_not_wait_behind_a_slow_frame(void **state)
+/* A fixture of two workers, connected, with a GetItem of 600 ms (sg, on
+ * thread *th, which the caller joins) in its handler: the client's frame is
+ * out for 600 ms. Returns the fixture (caller closes). */
+static fixture *open_behind_slow_frame(slow_get *sg, pthread_t *th)
 {
-    (void)state;
     fixture *f = fixture_open(0, 2);
     char err[256] = "";
     assert_rv(get_echo(f->cli, "t", "warm", 2000, err, sizeof err), 0, err); /* connected */
     int before = atomic_load(&fixture_handlers_entered);
-    slow_get sg = {f->cli, -1};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, slow_get_run, &sg), 0);
+    *sg = (slow_get){f->cli, -1};
+    assert_int_equal(pthread_create(th, NULL, slow_get_run, sg), 0);
     fixture_wait_entered(before + 1);
+    return f;
+}
+
+static void queued_call_does_not_wait_behind_a_slow_frame(void **state)
+{
+    (void)state;
+    slow_get sg;
+    pthread_t th;
+    fixture *f = open_behind_slow_frame(&sg, &th);
+    char err[256] = "";
     /* The client's frame is out for 600 ms: this call queues behind it,
      * then goes in a frame of its own and is served by the other worker
      * well within its 300 ms. */
@@ -190,11 +209,8 @@ static int async_get_start_cb(rpc_client *c, async_get *g, const char *table, in
 {
     arena a;
     arena_init(&a);
-    g->it = item_new();
+    g->it = key_item(g->key);
     g->rv = -1;
-    attr_value v;
-    assert_int_equal(item_value_init_bytes(&v, ATTR_S, g->key, strlen(g->key)), 0);
-    assert_int_equal(item_set(g->it, "k", &v), 0);
     Lapse__GetItemRequest body = LAPSE__GET_ITEM_REQUEST__INIT;
     body.table = (char *)table;
     body.key = wire_item_to_pb(&a, g->it);
@@ -352,14 +368,9 @@ static void async_calls_sent_from_callbacks_share_the_next_frame(void **state)
 static void async_call_does_not_wait_behind_a_slow_frame(void **state)
 {
     (void)state;
-    fixture *f = fixture_open(0, 2);
-    char err[256] = "";
-    assert_rv(get_echo(f->cli, "t", "warm", 2000, err, sizeof err), 0, err); /* connected */
-    int before = atomic_load(&fixture_handlers_entered);
-    slow_get sg = {f->cli, -1};
+    slow_get sg;
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, slow_get_run, &sg), 0);
-    fixture_wait_entered(before + 1);
+    fixture *f = open_behind_slow_frame(&sg, &th);
     /* The frame out takes 600 ms; no thread waits for this call, so the
      * client's stall timer must send it in a frame of its own within its
      * 300 ms. */
@@ -419,10 +430,7 @@ static uint8_t *packed_get(const char *key, size_t *len)
 {
     arena a;
     arena_init(&a);
-    item *it = item_new();
-    attr_value v;
-    assert_int_equal(item_value_init_bytes(&v, ATTR_S, key, strlen(key)), 0);
-    assert_int_equal(item_set(it, "k", &v), 0);
+    item *it = key_item(key);
     Lapse__GetItemRequest g = LAPSE__GET_ITEM_REQUEST__INIT;
     g.table = "t";
     g.key = wire_item_to_pb(&a, it);
@@ -439,25 +447,6 @@ static uint8_t *packed_get(const char *key, size_t *len)
     return buf;
 }
 
-/* Sends a coalesced frame of the n calls and returns its reply. */
-static Lapse__Response *multi_call(rpc_client *c, ProtobufCBinaryData *calls, size_t n)
-{
-    Lapse__MultiRequest m = LAPSE__MULTI_REQUEST__INIT;
-    m.n_calls = n;
-    m.calls = calls;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    req.version = RPC_PROTOCOL_VERSION;
-    req.timeout_ms = 2000;
-    req.body_case = LAPSE__REQUEST__BODY_MULTI;
-    req.multi = &m;
-    size_t len = lapse__request__get_packed_size(&req);
-    uint8_t *buf = malloc(len);
-    lapse__request__pack(&req, buf);
-    Lapse__Response *r = fixture_raw_call(c, buf, len);
-    free(buf);
-    return r;
-}
-
 static void malformed_coalesced_frames_get_eproto_per_call(void **state)
 {
     (void)state;
@@ -467,14 +456,14 @@ static void malformed_coalesced_frames_get_eproto_per_call(void **state)
     uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff};
 
     /* A frame of no calls, and one of too many, fail as a whole. */
-    Lapse__Response *r = multi_call(f->cli, NULL, 0);
+    Lapse__Response *r = fixture_multi_call(f->cli, NULL, 0);
     assert_int_equal(r->status, LAPSE__STATUS__EPROTO);
     lapse__response__free_unpacked(r, NULL);
     ProtobufCBinaryData many[RPC_MAX_COALESCED + 1];
     for (size_t i = 0; i < RPC_MAX_COALESCED + 1; i++) {
         many[i] = (ProtobufCBinaryData){glen, get};
     }
-    r = multi_call(f->cli, many, RPC_MAX_COALESCED + 1);
+    r = fixture_multi_call(f->cli, many, RPC_MAX_COALESCED + 1);
     assert_int_equal(r->status, LAPSE__STATUS__EPROTO);
     lapse__response__free_unpacked(r, NULL);
 
@@ -490,7 +479,7 @@ static void malformed_coalesced_frames_get_eproto_per_call(void **state)
     uint8_t nbuf[256];
     size_t nlen = lapse__request__pack(&nested, nbuf);
     ProtobufCBinaryData calls[] = {{sizeof garbage, garbage}, {glen, get}, {nlen, nbuf}};
-    r = multi_call(f->cli, calls, 3);
+    r = fixture_multi_call(f->cli, calls, 3);
     assert_int_equal(r->status, LAPSE__STATUS__OK);
     assert_int_equal(r->body_case, LAPSE__RESPONSE__BODY_MULTI);
     assert_int_equal(r->multi->n_replies, 3);

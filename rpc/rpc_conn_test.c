@@ -24,10 +24,10 @@
 
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
-#include "../tests/freeport.h"
 #include "rpc.h"
 #include "rpc_client_int.h" /* to see that a client's calls go on its conns */
 #include "rpc_conn.h"
+#include "rpc_testutil.h" /* the wire by hand */
 
 /* ---- the server: Heartbeat(node_id, clock_ms) sleeps clock_ms and answers
  * pmap_version = node_id, with a message of the request's pmap_version
@@ -46,12 +46,7 @@ static void handler(void *arg, const Lapse__Request *req, Lapse__Response *resp,
     }
     atomic_fetch_add(&entered, 1);
     clock_sleep_ms(req->heartbeat->clock_ms);
-    Lapse__HeartbeatResponse *h = arena_alloc(a, sizeof *h);
-    lapse__heartbeat_response__init(h);
-    h->pmap_version = req->heartbeat->node_id;
-    resp->pmap_version = req->heartbeat->node_id;
-    resp->body_case = LAPSE__RESPONSE__BODY_HEARTBEAT;
-    resp->heartbeat = h;
+    fixture_heartbeat_answer(req, resp, a);
     if (req->pmap_version > 0) {
         char *m = arena_alloc(a, req->pmap_version + 1);
         memset(m, 'x', req->pmap_version);
@@ -75,28 +70,26 @@ static rpc_server *server_open(const char *url)
     return s;
 }
 
-static void url_free_port(char *url, size_t n)
+/* A server on a free port (url) and a conn to it, for the tests that want
+ * both; served_close closes the conn, then the server. */
+typedef struct served {
+    char url[64];
+    rpc_server *srv;
+    rpc_conn *c;
+} served;
+
+static void served_open(served *s)
 {
-    snprintf(url, n, "tcp://127.0.0.1:%d", freeport_loopback());
+    fixture_url_free_port(s->url, sizeof s->url);
+    s->srv = server_open(s->url);
+    s->c = NULL;
+    assert_int_equal(rpc_conn_open(&s->c, s->url), 0);
 }
 
-/* A packed Heartbeat request; *len its size (caller frees). */
-static uint8_t *pack_heartbeat(uint32_t id, int64_t sleep_ms, uint64_t reply_bytes, size_t *len)
+static void served_close(served *s)
 {
-    Lapse__HeartbeatRequest hb = LAPSE__HEARTBEAT_REQUEST__INIT;
-    hb.node_id = id;
-    hb.clock_ms = sleep_ms;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    req.version = RPC_PROTOCOL_VERSION;
-    req.timeout_ms = 10000;
-    req.pmap_version = reply_bytes;
-    req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
-    req.heartbeat = &hb;
-    *len = lapse__request__get_packed_size(&req);
-    uint8_t *p = malloc(*len);
-    assert_non_null(p);
-    lapse__request__pack(&req, p);
-    return p;
+    rpc_conn_close(s->c);
+    rpc_server_close(s->srv);
 }
 
 /* ---- one call waited for ---- */
@@ -155,16 +148,25 @@ static void waitcall_fini(waitcall *w)
     pthread_mutex_destroy(&w->mu);
 }
 
+/* Starts a heartbeat over c (pmap_version reply_bytes, deadline timeout_ms
+ * from now) that ends in w, made here; the caller waits for it and
+ * waitcall_fini's it. */
+static void heartbeat_start(rpc_conn *c, waitcall *w, uint32_t id, int64_t sleep_ms,
+                            uint64_t reply_bytes, int timeout_ms)
+{
+    size_t len;
+    uint8_t *body = fixture_pack_heartbeat(id, sleep_ms, reply_bytes, &len);
+    waitcall_init(w);
+    assert_int_equal(rpc_conn_call(c, body, len, clock_mono_after_ms(timeout_ms), waitcall_done, w),
+                     0);
+    free(body);
+}
+
 /* One heartbeat over c: returns the callback's rv; on 0 checks the echo. */
 static int heartbeat(rpc_conn *c, uint32_t id, int64_t sleep_ms, int timeout_ms)
 {
-    size_t len;
-    uint8_t *body = pack_heartbeat(id, sleep_ms, 0, &len);
     waitcall w;
-    waitcall_init(&w);
-    assert_int_equal(
-        rpc_conn_call(c, body, len, clock_mono_after_ms(timeout_ms), waitcall_done, &w), 0);
-    free(body);
+    heartbeat_start(c, &w, id, sleep_ms, 0, timeout_ms);
     waitcall_wait(&w);
     int rv = w.rv;
     assert_int_equal(w.done, 1);
@@ -191,16 +193,6 @@ static void wait_connected(rpc_conn *c, int ms)
 
 /* ---- tests ---- */
 
-static void read_full(int fd, uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t r = read(fd, p, n);
-        assert_true(r > 0);
-        p += r;
-        n -= (size_t)r;
-    }
-}
-
 static void write_full(int fd, const uint8_t *p, size_t n)
 {
     while (n > 0) {
@@ -218,7 +210,7 @@ static void wire_by_hand(void **state)
 {
     (void)state;
     char url[64];
-    url_free_port(url, sizeof url);
+    fixture_url_free_port(url, sizeof url);
     rpc_server *srv = server_open(url);
     int port = atoi(strrchr(url, ':') + 1);
 
@@ -230,12 +222,12 @@ static void wire_by_hand(void **state)
     const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, 0x30, 0x00, 0x00};
     write_full(fd, hello, 8);
     uint8_t back[8];
-    read_full(fd, back, 8);
+    fixture_read_full(fd, back, 8);
     const uint8_t rep0[8] = {0x00, 'S', 'P', 0x00, 0x00, 0x31, 0x00, 0x00};
     assert_memory_equal(back, rep0, 8);
 
     size_t len;
-    uint8_t *body = pack_heartbeat(4242, 0, 0, &len);
+    uint8_t *body = fixture_pack_heartbeat(4242, 0, 0, &len);
     uint8_t *frame = malloc(12 + len);
     uint64_t n = 4 + len;
     for (int i = 0; i < 8; i++) {
@@ -247,14 +239,11 @@ static void wire_by_hand(void **state)
     write_full(fd, frame, 12 + len);
 
     uint8_t hdr[8];
-    read_full(fd, hdr, 8);
-    uint64_t rn = 0;
-    for (int i = 0; i < 8; i++) {
-        rn = rn << 8 | hdr[i];
-    }
+    fixture_read_full(fd, hdr, 8);
+    uint64_t rn = fixture_be64(hdr);
     assert_true(rn >= 4 && rn < 4096);
     uint8_t *reply = malloc(rn);
-    read_full(fd, reply, rn);
+    fixture_read_full(fd, reply, rn);
     assert_memory_equal(reply, id, 4);
     Lapse__Response *r = lapse__response__unpack(NULL, rn - 4, reply + 4);
     assert_non_null(r);
@@ -271,17 +260,13 @@ static void wire_by_hand(void **state)
 static void one_call(void **state)
 {
     (void)state;
-    char url[64];
-    url_free_port(url, sizeof url);
-    rpc_server *srv = server_open(url);
-    rpc_conn *c = NULL;
-    assert_int_equal(rpc_conn_open(&c, url), 0);
+    served s;
+    served_open(&s);
     /* Made before the connection is up: waits for it. */
-    assert_int_equal(heartbeat(c, 7, 0, 5000), 0);
-    assert_true(rpc_conn_connected(c));
-    assert_int_equal(heartbeat(c, 8, 0, 5000), 0);
-    rpc_conn_close(c);
-    rpc_server_close(srv);
+    assert_int_equal(heartbeat(s.c, 7, 0, 5000), 0);
+    assert_true(rpc_conn_connected(s.c));
+    assert_int_equal(heartbeat(s.c, 8, 0, 5000), 0);
+    served_close(&s);
 }
 
 typedef struct caller {
@@ -307,24 +292,20 @@ static void *caller_run(void *arg)
 static void many_threads(void **state)
 {
     (void)state;
-    char url[64];
-    url_free_port(url, sizeof url);
-    rpc_server *srv = server_open(url);
-    rpc_conn *c = NULL;
-    assert_int_equal(rpc_conn_open(&c, url), 0);
-    wait_connected(c, 5000);
+    served s;
+    served_open(&s);
+    wait_connected(s.c, 5000);
     pthread_t t[16];
     caller k[16];
     for (int i = 0; i < 16; i++) {
-        k[i] = (caller){.c = c, .base = (uint32_t)(i + 1) * 100000};
+        k[i] = (caller){.c = s.c, .base = (uint32_t)(i + 1) * 100000};
         assert_int_equal(pthread_create(&t[i], NULL, caller_run, &k[i]), 0);
     }
     for (int i = 0; i < 16; i++) {
         pthread_join(t[i], NULL);
         assert_int_equal(k[i].ok, 200);
     }
-    rpc_conn_close(c);
-    rpc_server_close(srv);
+    served_close(&s);
 }
 
 /* Nothing listens: the call ends with a time-out at its deadline, not later. */
@@ -332,7 +313,7 @@ static void dead_port(void **state)
 {
     (void)state;
     char url[64];
-    url_free_port(url, sizeof url);
+    fixture_url_free_port(url, sizeof url);
     rpc_conn *c = NULL;
     assert_int_equal(rpc_conn_open(&c, url), 0);
     clock_mono t0 = clock_mono_now();
@@ -350,36 +331,28 @@ static void dead_port(void **state)
 static void server_restart(void **state)
 {
     (void)state;
-    char url[64];
-    url_free_port(url, sizeof url);
-    rpc_server *srv = server_open(url);
-    rpc_conn *c = NULL;
-    assert_int_equal(rpc_conn_open(&c, url), 0);
-    assert_int_equal(heartbeat(c, 1, 0, 5000), 0);
+    served s;
+    served_open(&s);
+    assert_int_equal(heartbeat(s.c, 1, 0, 5000), 0);
 
-    size_t len;
-    uint8_t *body = pack_heartbeat(2, 1000, 0, &len);
     waitcall w;
-    waitcall_init(&w);
     int before = atomic_load(&entered);
     clock_mono t0 = clock_mono_now();
-    assert_int_equal(rpc_conn_call(c, body, len, clock_mono_after_ms(10000), waitcall_done, &w), 0);
+    heartbeat_start(s.c, &w, 2, 1000, 0, 10000);
     while (atomic_load(&entered) == before) {
         assert_true(clock_mono_now().ms - t0.ms < 5000);
         clock_sleep_ms(1);
     }
-    rpc_server_close(srv); /* waits for the handler (1 s): the reply never goes */
+    rpc_server_close(s.srv); /* waits for the handler (1 s): the reply never goes */
     waitcall_wait(&w);
     assert_int_equal(w.rv, NNG_ECONNSHUT);
     assert_true(clock_mono_now().ms - t0.ms < 5000);
     waitcall_fini(&w);
-    free(body);
 
-    srv = server_open(url);
-    assert_int_equal(heartbeat(c, 3, 0, 5000), 0);
-    assert_true(rpc_conn_connected(c));
-    rpc_conn_close(c);
-    rpc_server_close(srv);
+    s.srv = server_open(s.url);
+    assert_int_equal(heartbeat(s.c, 3, 0, 5000), 0);
+    assert_true(rpc_conn_connected(s.c));
+    served_close(&s);
 }
 
 /* A reply of ~5 MB arrives whole (the receive buffer grows past 64 KiB),
@@ -387,16 +360,10 @@ static void server_restart(void **state)
 static void big_reply(void **state)
 {
     (void)state;
-    char url[64];
-    url_free_port(url, sizeof url);
-    rpc_server *srv = server_open(url);
-    rpc_conn *c = NULL;
-    assert_int_equal(rpc_conn_open(&c, url), 0);
-    size_t len;
-    uint8_t *body = pack_heartbeat(9, 0, 5u * 1000 * 1000, &len);
+    served s;
+    served_open(&s);
     waitcall w;
-    waitcall_init(&w);
-    assert_int_equal(rpc_conn_call(c, body, len, clock_mono_after_ms(10000), waitcall_done, &w), 0);
+    heartbeat_start(s.c, &w, 9, 0, 5u * 1000 * 1000, 10000);
     waitcall_wait(&w);
     assert_int_equal(w.rv, 0);
     assert_true(w.reply_len > 5u * 1000 * 1000);
@@ -404,10 +371,8 @@ static void big_reply(void **state)
     assert_int_equal(w.resp->pmap_version, 9);
     assert_int_equal(strlen(w.resp->message), 5u * 1000 * 1000);
     waitcall_fini(&w);
-    free(body);
-    assert_int_equal(heartbeat(c, 10, 0, 5000), 0);
-    rpc_conn_close(c);
-    rpc_server_close(srv);
+    assert_int_equal(heartbeat(s.c, 10, 0, 5000), 0);
+    served_close(&s);
 }
 
 static atomic_int closed_calls;
@@ -427,16 +392,15 @@ static void count_done(void *arg, int rv, const void *reply, size_t len)
 static void close_outstanding(void **state)
 {
     (void)state;
-    char url[64], dead[64];
-    url_free_port(url, sizeof url);
-    url_free_port(dead, sizeof dead);
-    rpc_server *srv = server_open(url);
-    rpc_conn *c = NULL, *d = NULL;
-    assert_int_equal(rpc_conn_open(&c, url), 0);
+    char dead[64];
+    served s;
+    served_open(&s);
+    fixture_url_free_port(dead, sizeof dead);
+    rpc_conn *c = s.c, *d = NULL;
     assert_int_equal(rpc_conn_open(&d, dead), 0);
     wait_connected(c, 5000);
     size_t len;
-    uint8_t *body = pack_heartbeat(5, 500, 0, &len);
+    uint8_t *body = fixture_pack_heartbeat(5, 500, 0, &len);
     int before = atomic_load(&entered);
     atomic_store(&closed_calls, 0);
     for (int i = 0; i < 10; i++) {
@@ -454,7 +418,7 @@ static void close_outstanding(void **state)
     assert_int_equal(atomic_load(&closed_calls), 10);
     rpc_conn_close(d);
     assert_int_equal(atomic_load(&closed_calls), 20);
-    rpc_server_close(srv);
+    rpc_server_close(s.srv);
 }
 
 /* One rpc_call of a heartbeat (a call that does not coalesce) on cli. */
@@ -484,8 +448,8 @@ static void client_stream_mode(void **state)
 {
     (void)state;
     char url[64], dead[64], list[160];
-    url_free_port(url, sizeof url);
-    url_free_port(dead, sizeof dead);
+    fixture_url_free_port(url, sizeof url);
+    fixture_url_free_port(dead, sizeof dead);
     snprintf(list, sizeof list, "%s,%s", dead, url);
     rpc_server *srv = server_open(url);
     char err[256] = "";

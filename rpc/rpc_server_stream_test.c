@@ -56,24 +56,6 @@ static fixture *open_stream(int workers, int stream_client)
     return open_stream_ctx(0, workers, stream_client);
 }
 
-/* A packed Heartbeat request (caller frees); *len its size. */
-static uint8_t *pack_heartbeat(uint32_t id, int64_t sleep_ms, size_t *len)
-{
-    Lapse__HeartbeatRequest hb = LAPSE__HEARTBEAT_REQUEST__INIT;
-    hb.node_id = id;
-    hb.clock_ms = sleep_ms;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    req.version = RPC_PROTOCOL_VERSION;
-    req.timeout_ms = 10000;
-    req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
-    req.heartbeat = &hb;
-    *len = lapse__request__get_packed_size(&req);
-    uint8_t *p = malloc(*len);
-    assert_non_null(p);
-    lapse__request__pack(&req, p);
-    return p;
-}
-
 /* ---- a plain TCP socket speaking (or not) SP by hand ---- */
 
 static int dial_raw(const char *url)
@@ -92,16 +74,6 @@ static int dial_raw(const char *url)
 static void write_all(int fd, const void *p, size_t n)
 {
     assert_int_equal(write(fd, p, n), (ssize_t)n);
-}
-
-static void read_full(int fd, uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t r = read(fd, p, n);
-        assert_true(r > 0);
-        p += r;
-        n -= (size_t)r;
-    }
 }
 
 /* Reads until the peer closes (read returns 0), for at most 5 s. */
@@ -124,7 +96,7 @@ static void handshake(int fd, uint8_t proto)
     const uint8_t want[8] = {0, 'S', 'P', 0, 0, 0x31, 0, 0};
     uint8_t got[8];
     write_all(fd, mine, 8);
-    read_full(fd, got, 8);
+    fixture_read_full(fd, got, 8);
     assert_memory_equal(got, want, 8);
 }
 
@@ -227,23 +199,12 @@ static void coalesced_frame_is_served(void **state)
     enum { N = 5 };
     ProtobufCBinaryData calls[N];
     for (int i = 0; i < N; i++) {
-        calls[i].data = pack_heartbeat((uint32_t)(100 + i), 1, &calls[i].len);
+        calls[i].data = fixture_pack_heartbeat((uint32_t)(100 + i), 1, 0, &calls[i].len);
     }
     uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff};
     calls[N - 1].data = memcpy(realloc(calls[N - 1].data, sizeof garbage), garbage, sizeof garbage);
     calls[N - 1].len = sizeof garbage;
-    Lapse__MultiRequest m = LAPSE__MULTI_REQUEST__INIT;
-    m.n_calls = N;
-    m.calls = calls;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    req.version = RPC_PROTOCOL_VERSION;
-    req.timeout_ms = 2000;
-    req.body_case = LAPSE__REQUEST__BODY_MULTI;
-    req.multi = &m;
-    size_t len = lapse__request__get_packed_size(&req);
-    uint8_t *buf = malloc(len);
-    lapse__request__pack(&req, buf);
-    Lapse__Response *r = fixture_raw_call(f->cli, buf, len);
+    Lapse__Response *r = fixture_multi_call(f->cli, calls, N);
     assert_int_equal(r->status, LAPSE__STATUS__OK);
     assert_int_equal(r->body_case, LAPSE__RESPONSE__BODY_MULTI);
     assert_int_equal(r->multi->n_replies, N);
@@ -261,7 +222,6 @@ static void coalesced_frame_is_served(void **state)
         free(calls[i].data);
     }
     lapse__response__free_unpacked(r, NULL);
-    free(buf);
     rpc_server_count n;
     rpc_server_counts(f->srv, &n);
     assert_int_equal(n.frames, 1);
@@ -300,20 +260,17 @@ static void bad_peers_are_closed(void **state)
     close(fd);
 
     size_t len;
-    uint8_t *hb = pack_heartbeat(9, 0, &len);
+    uint8_t *hb = fixture_pack_heartbeat(9, 0, 0, &len);
     fd = dial_raw(f->url);
     handshake(fd, 0x30);
     send_msg(fd, 0x80000abcu, hb, len);
     uint8_t hdr[12];
-    read_full(fd, hdr, sizeof hdr);
-    uint64_t n = 0;
-    for (int i = 0; i < 8; i++) {
-        n = n << 8 | hdr[i];
-    }
+    fixture_read_full(fd, hdr, sizeof hdr);
+    uint64_t n = fixture_be64(hdr);
     assert_true(n > 4 && n < 4096);
     assert_memory_equal(hdr + 8, "\x80\x00\x0a\xbc", 4);
     uint8_t body[4096];
-    read_full(fd, body, (size_t)n - 4);
+    fixture_read_full(fd, body, (size_t)n - 4);
     Lapse__Response *r = lapse__response__unpack(NULL, (size_t)n - 4, body);
     assert_non_null(r);
     assert_int_equal(r->pmap_version, 9);
@@ -351,7 +308,7 @@ static void client_leaving_with_requests_in_flight(void **state)
     int done = atomic_load(&fixture_handlers_done);
     int entered = atomic_load(&fixture_handlers_entered);
     size_t len;
-    uint8_t *hb = pack_heartbeat(11, 100, &len);
+    uint8_t *hb = fixture_pack_heartbeat(11, 100, 0, &len);
     int fd = dial_raw(f->url);
     handshake(fd, 0x30);
     for (uint32_t i = 0; i < 8; i++) {

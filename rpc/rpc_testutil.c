@@ -37,6 +37,16 @@ void fixture_wait_entered(int n)
     }
 }
 
+void fixture_heartbeat_answer(const Lapse__Request *req, Lapse__Response *resp, arena *a)
+{
+    Lapse__HeartbeatResponse *h = arena_alloc(a, sizeof *h);
+    lapse__heartbeat_response__init(h);
+    h->pmap_version = req->heartbeat->node_id;
+    resp->pmap_version = req->heartbeat->node_id;
+    resp->body_case = LAPSE__RESPONSE__BODY_HEARTBEAT;
+    resp->heartbeat = h;
+}
+
 void fixture_handler(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
                      int64_t deadline_mono_ms)
 {
@@ -67,12 +77,7 @@ void fixture_handler(void *arg, const Lapse__Request *req, Lapse__Response *resp
         atomic_fetch_add(&fixture_handlers_entered, 1);
         clock_sleep_ms(req->heartbeat->clock_ms);
         atomic_fetch_add(&fixture_handlers_done, 1);
-        Lapse__HeartbeatResponse *h = arena_alloc(a, sizeof *h);
-        lapse__heartbeat_response__init(h);
-        h->pmap_version = req->heartbeat->node_id;
-        resp->pmap_version = req->heartbeat->node_id;
-        resp->body_case = LAPSE__RESPONSE__BODY_HEARTBEAT;
-        resp->heartbeat = h;
+        fixture_heartbeat_answer(req, resp, a);
         return;
     }
     case LAPSE__REQUEST__BODY_PUT_ITEM: {
@@ -133,7 +138,7 @@ fixture *fixture_open_lanes(int contexts, int workers, const uint32_t *urgent, s
 {
     fixture *f = calloc(1, sizeof *f);
     char err[256] = "";
-    snprintf(f->url, sizeof f->url, "tcp://127.0.0.1:%d", freeport_loopback());
+    fixture_url_free_port(f->url, sizeof f->url);
     rpc_server_options o = {.contexts = contexts,
                             .workers = workers,
                             .urgent_calls = urgent,
@@ -153,16 +158,26 @@ void fixture_close(fixture *f)
     free(f);
 }
 
+/* Makes *req a Heartbeat of node_id id and clock_ms sleep_ms, its body in
+ * *hb (which must outlive req). */
+static void heartbeat_request(Lapse__Request *req, Lapse__HeartbeatRequest *hb, uint32_t id,
+                              int64_t sleep_ms)
+{
+    lapse__heartbeat_request__init(hb);
+    hb->node_id = id;
+    hb->clock_ms = sleep_ms;
+    lapse__request__init(req);
+    req->body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
+    req->heartbeat = hb;
+}
+
 /* One heartbeat call: returns the status; on OK checks the echo. */
 int fixture_heartbeat(rpc_client *c, uint32_t id, int64_t sleep_ms, int timeout_ms, char *err,
                       size_t errlen)
 {
-    Lapse__HeartbeatRequest hb = LAPSE__HEARTBEAT_REQUEST__INIT;
-    hb.node_id = id;
-    hb.clock_ms = sleep_ms;
-    Lapse__Request req = LAPSE__REQUEST__INIT;
-    req.body_case = LAPSE__REQUEST__BODY_HEARTBEAT;
-    req.heartbeat = &hb;
+    Lapse__HeartbeatRequest hb;
+    Lapse__Request req;
+    heartbeat_request(&req, &hb, id, sleep_ms);
     Lapse__Response *resp = NULL;
     int rv = rpc_call(c, &req, timeout_ms, &resp, err, errlen);
     if (rv == 0) {
@@ -196,4 +211,67 @@ void *fixture_slow_call_run(void *arg)
     char err[256];
     sc->rv = fixture_heartbeat(sc->c, 77, sc->sleep_ms, sc->timeout_ms, err, sizeof err);
     return NULL;
+}
+
+/* ---- the wire by hand ---- */
+
+/* req packed as version RPC_PROTOCOL_VERSION with timeout_ms; returns its
+ * bytes (caller frees with free()), *len their size. */
+static uint8_t *pack_request(Lapse__Request *req, uint32_t timeout_ms, size_t *len)
+{
+    req->version = RPC_PROTOCOL_VERSION;
+    req->timeout_ms = timeout_ms;
+    *len = lapse__request__get_packed_size(req);
+    uint8_t *p = malloc(*len);
+    assert_non_null(p);
+    lapse__request__pack(req, p);
+    return p;
+}
+
+void fixture_url_free_port(char *url, size_t n)
+{
+    snprintf(url, n, "tcp://127.0.0.1:%d", freeport_loopback());
+}
+
+uint8_t *fixture_pack_heartbeat(uint32_t id, int64_t sleep_ms, uint64_t reply_bytes, size_t *len)
+{
+    Lapse__HeartbeatRequest hb;
+    Lapse__Request req;
+    heartbeat_request(&req, &hb, id, sleep_ms);
+    req.pmap_version = reply_bytes;
+    return pack_request(&req, 10000, len);
+}
+
+Lapse__Response *fixture_multi_call(rpc_client *c, ProtobufCBinaryData *calls, size_t n)
+{
+    Lapse__MultiRequest m = LAPSE__MULTI_REQUEST__INIT;
+    m.n_calls = n;
+    m.calls = calls;
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.body_case = LAPSE__REQUEST__BODY_MULTI;
+    req.multi = &m;
+    size_t len;
+    uint8_t *buf = pack_request(&req, 2000, &len);
+    Lapse__Response *r = fixture_raw_call(c, buf, len);
+    free(buf);
+    return r;
+}
+
+void fixture_read_full(int fd, uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        assert_true(r > 0);
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+uint64_t fixture_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = v << 8 | p[i];
+    }
+    return v;
 }

@@ -1,7 +1,9 @@
 /*
  * rpc_testutil.h: what the rpc/ transport tests share (rpc_test,
- * rpc_coalesce_test): a server with the test handler and a client to it on
- * a free loopback port, and the calls the tests make to it.
+ * rpc_coalesce_test, rpc_server_stream_test; rpc_conn_test uses only the raw
+ * wire helpers): a server with the test handler and a client to it on a free
+ * loopback port, the calls the tests make to it, and the packed requests and
+ * socket reads of the tests that speak the wire by hand.
  *
  * The test handler (fixture_handler):
  *
@@ -48,6 +50,11 @@ extern atomic_int fixture_barrier_entered;
 void fixture_handler(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,
                      int64_t deadline_mono_ms);
 
+/* Answers the Heartbeat req as the test handler does: resp (and its
+ * heartbeat body, allocated in a, so freed with it) gets pmap_version =
+ * node_id. REQUIRES: req->body_case is LAPSE__REQUEST__BODY_HEARTBEAT. */
+void fixture_heartbeat_answer(const Lapse__Request *req, Lapse__Response *resp, arena *a);
+
 typedef struct fixture {
     char url[64];
     rpc_server *srv;
@@ -82,5 +89,30 @@ typedef struct fixture_slow_call {
     int rv;
 } fixture_slow_call;
 void *fixture_slow_call_run(void *arg);
+
+/* ---- the wire by hand: packed requests, frames and raw sockets ---- */
+
+/* Writes "tcp://127.0.0.1:PORT" of a free loopback port (freeport_loopback)
+ * into url, n bytes at most. */
+void fixture_url_free_port(char *url, size_t n);
+
+/* A packed Heartbeat request (version RPC_PROTOCOL_VERSION, timeout 10 s) of
+ * node_id id and clock_ms sleep_ms, with pmap_version reply_bytes (0 for the
+ * fixture handler; rpc_conn_test's answers that many bytes). Returns bytes
+ * the caller frees with free(); *len their size. */
+uint8_t *fixture_pack_heartbeat(uint32_t id, int64_t sleep_ms, uint64_t reply_bytes, size_t *len);
+
+/* Sends one coalesced frame (a MultiRequest of the n packed calls, version
+ * RPC_PROTOCOL_VERSION, timeout 2 s) through c by fixture_raw_call and
+ * returns its reply (caller frees with lapse__response__free_unpacked).
+ * calls stays the caller's. */
+Lapse__Response *fixture_multi_call(rpc_client *c, ProtobufCBinaryData *calls, size_t n);
+
+/* Reads exactly n bytes from fd into p; fails the test on an end of stream
+ * or error first. */
+void fixture_read_full(int fd, uint8_t *p, size_t n);
+
+/* The big-endian 64-bit number at p[0..7] (an SP message's length). */
+uint64_t fixture_be64(const uint8_t *p);
 
 #endif /* LAPSE_RPC_TESTUTIL_H */
