@@ -226,7 +226,18 @@ static int key_has(const lapse_item *key, const char *name)
     return 0;
 }
 
-/* Sends the update that turns old into new (top-level differences). */
+/* Fills err for an allocation that failed here, not in liblapse (whose
+ * calls fill it themselves). Returns LAPSE_ENOMEM. */
+static int out_of_memory(lapse_error *err)
+{
+    err->code = LAPSE_ENOMEM;
+    snprintf(err->message, sizeof err->message, "out of memory");
+    return LAPSE_ENOMEM;
+}
+
+/* Sends the update that turns old into new (top-level differences).
+ * Returns 0 or a Lapse code with err filled, as liblapse's calls do (the
+ * caller answers from err). */
 static int send_update(ddb_ctx *x, ddb_write *w, json_t *old, json_t *new_item,
                        const lapse_condition *guard, lapse_error *err)
 {
@@ -236,7 +247,7 @@ static int send_update(ddb_ctx *x, ddb_write *w, json_t *old, json_t *new_item,
     size_t n = 0;
     int rv = 0;
     if (u == NULL) {
-        return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
+        return out_of_memory(err);
     }
     json_object_foreach(new_item, k, v)
     {
@@ -244,7 +255,7 @@ static int send_update(ddb_ctx *x, ddb_write *w, json_t *old, json_t *new_item,
             continue;
         }
         char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-        rv = text != NULL ? lapse_update_set(u, k, text, err) : LAPSE_ENOMEM;
+        rv = text != NULL ? lapse_update_set(u, k, text, err) : out_of_memory(err);
         free(text);
         n++;
         if (rv != 0) {
@@ -255,7 +266,12 @@ static int send_update(ddb_ctx *x, ddb_write *w, json_t *old, json_t *new_item,
     json_object_foreach(old, k, v)
     {
         if (json_object_get(new_item, k) == NULL) {
-            lapse_update_remove(u, k);
+            if ((rv = lapse_update_remove(u, k)) != 0) {
+                lapse_update_free(u);
+                err->code = rv;
+                snprintf(err->message, sizeof err->message, "cannot remove attribute \"%s\"", k);
+                return rv;
+            }
             n++;
         }
     }
@@ -452,7 +468,7 @@ static int send_guarded(ddb_ctx *x, ddb_write *w, json_t *old, json_t *new_item,
  * read again), or -1 with the error set. */
 static int attempt_write(ddb_ctx *x, expr_ctx *e, ddb_write *w, json_t *reads)
 {
-    lapse_error err;
+    lapse_error err = {.code = 0};
     json_t *old = NULL, *new_item = NULL;
     lapse_condition guard;
     char *guard_value = NULL;

@@ -350,7 +350,10 @@ static int rebuild_reason(member_sync *ms, uint64_t their_epoch, uint64_t first,
         *why = "has no record (a new or wiped copy, or a rebuild cut short)";
     }
     /* A one-copy table's log lacks the writes made while it had one
-     * copy: a copy it did not rebuild is rebuilt, never from the log. */
+     * copy: a copy it did not rebuild is rebuilt, never from the log. This
+     * holds even when the record's epoch could not be read (rv): a rebuild
+     * from a snapshot needs no record, so resync_one rebuilds, and its
+     * outcome is the one that counts. */
     if (*why == NULL && ms->one_copy &&
         single_unrebuilt(ms->ls, ms->r, ms->table_id, ms->part, ms->id)) {
         *why = "is a new copy of a one-copy table's partition";
