@@ -107,7 +107,7 @@ FUZZ_SECONDS ?= 300
 fuzz: build
 	@LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_request rpc/fuzz_request.c rpc/fuzz/corpus \
 	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/request $(FUZZ_SECONDS) rpc/fuzz/seeds.c
-	@FUZZ_EXTRA_SRC=$(CURDIR)/rpc/rpc_frame.c LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_frame \
+	@FUZZ_EXTRA_SRC=$(CURDIR)/rpc/rpc_frame.c FUZZ_EXTRA_LIBS=-lnng LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_frame \
 	  rpc/fuzz_frame.c rpc/fuzz/frame_corpus $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/frame $(FUZZ_SECONDS)
 	@LAPSE_FUZZ_GROW=1 sh cmake/fuzz-run.sh fuzz_ddbjson common/fuzz_ddbjson.c common/fuzz/corpus \
 	  $(CURDIR) $(BUILD)/proto $(BUILD)/fuzz/ddbjson $(FUZZ_SECONDS)

@@ -58,17 +58,15 @@ struct rpc_conn {
     nng_stream *s;      /* NULL while dialling */
     conn_state state;
     int closing;
-    int send_busy, recv_busy; /* a send / receive is posted on s */
-    int hs_sent, hs_recvd;    /* handshake halves done */
+    int recv_busy;         /* a receive is posted on s */
+    int hs_sent, hs_recvd; /* handshake halves done */
     int backoff_ms;
     int timer_armed;
     clock_mono timer_at; /* what the armed timer wakes for */
     uint32_t next_id;
     call *head, *tail; /* outstanding calls, oldest first */
-    buf sending;       /* what send_aio writes; sent: written so far */
-    size_t sent;
-    buf pending; /* requests for the next write */
-    uint8_t *in; /* received bytes: inlen of incap; only the receive path touches it */
+    rpc_frame_out out; /* requests written and to write */
+    uint8_t *in;       /* received bytes: inlen of incap; only the receive path touches it */
     size_t inlen, incap;
 };
 
@@ -123,21 +121,6 @@ static void finish(rpc_conn *c, call *list)
 /* Connection states                                                      */
 /* ===================================================================== */
 
-/* Hands pending to the stream. REQUIRES: mu held, UP, no send posted,
- * pending not empty. */
-static void start_send_locked(rpc_conn *c)
-{
-    buf t = c->sending;
-    c->sending = c->pending;
-    c->pending = t;
-    buf_clear(&c->pending);
-    c->sent = 0;
-    c->send_busy = 1;
-    nng_iov iov = {.iov_buf = c->sending.data, .iov_len = c->sending.len};
-    (void)nng_aio_set_iov(c->send_aio, 1, &iov);
-    nng_stream_send(c->s, c->send_aio);
-}
-
 static void post_recv_locked(rpc_conn *c, size_t want)
 {
     c->recv_busy = 1;
@@ -158,7 +141,7 @@ static void backoff_locked(rpc_conn *c)
 /* From DOWN, once the stream has neither a send nor a receive posted. */
 static void maybe_redial_locked(rpc_conn *c)
 {
-    if (c->state == C_DOWN && !c->send_busy && !c->recv_busy && !c->closing) {
+    if (c->state == C_DOWN && !c->out.busy && !c->recv_busy && !c->closing) {
         backoff_locked(c);
     }
 }
@@ -173,7 +156,7 @@ static void fail_locked(rpc_conn *c, call ***ended)
     }
     c->state = C_DOWN;
     nng_stream_close(c->s);
-    buf_clear(&c->pending);
+    buf_clear(&c->out.pending);
     while (c->head != NULL) {
         end_call(c, c->head, NNG_ECONNSHUT, ended);
     }
@@ -188,7 +171,7 @@ static void up_locked(rpc_conn *c, call ***ended)
     for (call *k = c->head; k != NULL;) {
         call *next = k->next;
         if (k->body != NULL) {
-            if (rpc_frame_append(&c->pending, k->id, k->body, k->len) != 0) {
+            if (rpc_frame_append(&c->out.pending, k->id, k->body, k->len) != 0) {
                 end_call(c, k, NNG_ENOMEM, ended);
             } else {
                 free(k->body);
@@ -199,8 +182,8 @@ static void up_locked(rpc_conn *c, call ***ended)
     }
     nng_aio_set_timeout(c->recv_aio, NNG_DURATION_INFINITE);
     post_recv_locked(c, c->incap);
-    if (!c->send_busy && c->pending.len > 0) {
-        start_send_locked(c);
+    if (!c->out.busy && c->out.pending.len > 0) {
+        rpc_frame_out_start(&c->out, c->s, c->send_aio);
     }
 }
 
@@ -233,17 +216,13 @@ static void dial_cb(void *arg)
         c->state = C_HANDSHAKE;
         c->hs_sent = c->hs_recvd = 0;
         c->inlen = 0;
-        buf_clear(&c->sending);
-        if (buf_append(&c->sending, rpc_frame_hello_req0, RPC_FRAME_HELLO) != 0) {
+        buf_clear(&c->out.sending);
+        if (buf_append(&c->out.sending, rpc_frame_hello_req0, RPC_FRAME_HELLO) != 0) {
             c->state = C_DOWN;
             nng_stream_close(c->s);
             maybe_redial_locked(c);
         } else {
-            c->sent = 0;
-            c->send_busy = 1;
-            nng_iov iov = {.iov_buf = c->sending.data, .iov_len = RPC_FRAME_HELLO};
-            (void)nng_aio_set_iov(c->send_aio, 1, &iov);
-            nng_stream_send(c->s, c->send_aio);
+            rpc_frame_out_post(&c->out, c->s, c->send_aio); /* the header alone */
             nng_aio_set_timeout(c->recv_aio, DIAL_TIMEOUT_MS);
             post_recv_locked(c, 8);
         }
@@ -258,29 +237,21 @@ static void send_cb(void *arg)
     call *ended = NULL, **tail = &ended;
     int rv = nng_aio_result(c->send_aio);
     pthread_mutex_lock(&c->mu);
-    if (rv == 0 && !c->closing && (c->state == C_UP || c->state == C_HANDSHAKE)) {
-        c->sent += nng_aio_count(c->send_aio);
-        if (c->sent < c->sending.len) { /* a partial write: the rest */
-            nng_iov iov = {.iov_buf = c->sending.data + c->sent,
-                           .iov_len = c->sending.len - c->sent};
-            (void)nng_aio_set_iov(c->send_aio, 1, &iov);
-            nng_stream_send(c->s, c->send_aio);
-            pthread_mutex_unlock(&c->mu);
-            return;
-        }
-        buf_clear(&c->sending);
-        c->send_busy = 0;
+    int ok = rv == 0 && !c->closing && (c->state == C_UP || c->state == C_HANDSHAKE);
+    if (rpc_frame_out_sent(&c->out, ok, c->s, c->send_aio)) { /* a short write: the rest */
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    if (ok) {
         if (c->state == C_HANDSHAKE) {
             c->hs_sent = 1;
             if (c->hs_recvd) {
                 up_locked(c, &tail);
             }
-        } else if (c->pending.len > 0) {
-            start_send_locked(c);
+        } else if (c->out.pending.len > 0) {
+            rpc_frame_out_start(&c->out, c->s, c->send_aio);
         }
     } else {
-        buf_clear(&c->sending);
-        c->send_busy = 0;
         if (!c->closing) {
             fail_locked(c, &tail);
             maybe_redial_locked(c);
@@ -485,13 +456,13 @@ int rpc_conn_call(rpc_conn *c, const void *body, size_t len, clock_mono deadline
     pthread_mutex_lock(&c->mu);
     k->id = (c->next_id++ & 0x7fffffffu) | 0x80000000u;
     if (c->state == C_UP) {
-        if (rpc_frame_append(&c->pending, k->id, body, len) != 0) {
+        if (rpc_frame_append(&c->out.pending, k->id, body, len) != 0) {
             pthread_mutex_unlock(&c->mu);
             free(k);
             return NNG_ENOMEM;
         }
-        if (!c->send_busy) {
-            start_send_locked(c);
+        if (!c->out.busy) {
+            rpc_frame_out_start(&c->out, c->s, c->send_aio);
         }
     } else if ((k->body = malloc(len > 0 ? len : 1)) == NULL) {
         pthread_mutex_unlock(&c->mu);
@@ -558,8 +529,7 @@ void rpc_conn_close(rpc_conn *c)
         nng_stream_dialer_free(c->dialer);
     }
     pthread_mutex_destroy(&c->mu);
-    buf_fini(&c->sending);
-    buf_fini(&c->pending);
+    rpc_frame_out_fini(&c->out);
     free(c->in);
     free(c);
 }

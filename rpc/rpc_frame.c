@@ -66,3 +66,47 @@ int rpc_frame_keep_tail(uint8_t **in, size_t *inlen, size_t *incap, size_t used)
     }
     return 0;
 }
+
+void rpc_frame_out_fini(rpc_frame_out *o)
+{
+    buf_fini(&o->pending);
+    buf_fini(&o->sending);
+}
+
+/* Posts sending's bytes from sent on. */
+static void out_post_rest(rpc_frame_out *o, nng_stream *st, nng_aio *aio)
+{
+    nng_iov iov = {.iov_buf = o->sending.data + o->sent, .iov_len = o->sending.len - o->sent};
+    (void)nng_aio_set_iov(aio, 1, &iov);
+    nng_stream_send(st, aio);
+}
+
+void rpc_frame_out_post(rpc_frame_out *o, nng_stream *st, nng_aio *aio)
+{
+    o->sent = 0;
+    o->busy = 1;
+    out_post_rest(o, st, aio);
+}
+
+void rpc_frame_out_start(rpc_frame_out *o, nng_stream *st, nng_aio *aio)
+{
+    buf t = o->sending;
+    o->sending = o->pending;
+    o->pending = t;
+    buf_clear(&o->pending);
+    rpc_frame_out_post(o, st, aio);
+}
+
+int rpc_frame_out_sent(rpc_frame_out *o, int ok, nng_stream *st, nng_aio *aio)
+{
+    if (ok) {
+        o->sent += nng_aio_count(aio);
+        if (o->sent < o->sending.len) {
+            out_post_rest(o, st, aio);
+            return 1;
+        }
+    }
+    buf_clear(&o->sending);
+    o->busy = 0;
+    return 0;
+}

@@ -9,13 +9,17 @@
  *   message    an 8-byte big-endian length, then the body: a 4-byte
  *              big-endian request id with its top bit set, then the bytes
  *
- * Pure functions over caller-owned memory; thread-safety is the caller's.
+ * The framing is pure functions over caller-owned memory; rpc_frame_out is
+ * a connection's writing half, the same at both ends. Thread-safety is the
+ * caller's (its connection lock).
  */
 #ifndef LAPSE_RPC_FRAME_H
 #define LAPSE_RPC_FRAME_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <nng/nng.h>
 
 #include "../common/buf.h"
 
@@ -45,5 +49,28 @@ int rpc_frame_next(const uint8_t *in, size_t avail, uint32_t *id, size_t *len);
  * LAPSE_ENOMEM (the buffer is then as it was, its tail moved). REQUIRES:
  * the bytes left do not start a message rpc_frame_next refuses. */
 int rpc_frame_keep_tail(uint8_t **in, size_t *inlen, size_t *incap, size_t used);
+
+/* A connection's outgoing bytes: pending gathers what the next write
+ * carries while sending is being written (sent bytes of it so far); busy
+ * while a send is posted. NNG 1.5 allows one send at a time per stream,
+ * and a send may end short. All zero is an empty one. */
+typedef struct rpc_frame_out {
+    buf pending, sending;
+    size_t sent;
+    int busy;
+} rpc_frame_out;
+
+void rpc_frame_out_fini(rpc_frame_out *o);
+/* Posts sending, from its start, on st with aio. REQUIRES: !busy,
+ * sending not empty. */
+void rpc_frame_out_post(rpc_frame_out *o, nng_stream *st, nng_aio *aio);
+/* Makes pending the write (pending is empty after) and posts it.
+ * REQUIRES: !busy, pending not empty. */
+void rpc_frame_out_start(rpc_frame_out *o, nng_stream *st, nng_aio *aio);
+/* In aio's callback, ok when the send succeeded and the connection is to
+ * go on: 1 when a short write was resumed (still busy); else 0, with the
+ * write over (sending empty, not busy): the caller starts pending, or
+ * fails the connection when !ok. */
+int rpc_frame_out_sent(rpc_frame_out *o, int ok, nng_stream *st, nng_aio *aio);
 
 #endif /* LAPSE_RPC_FRAME_H */

@@ -56,17 +56,15 @@ struct srv_conn {
     pthread_mutex_t mu; /* guards what follows but the input */
     nng_stream *st;
     nng_aio *send_aio, *recv_aio;
-    int failed;               /* the stream is closed */
-    int paused;               /* no receive posted: nreq reached max_reqs */
-    int dead;                 /* invariant 1 reached: on its way to be freed */
-    int send_busy, recv_busy; /* a send / receive is posted on st */
-    size_t nreq;              /* requests taken and not answered */
-    srv_ctx *reqs;            /* those requests (cprev, cnext) */
-    buf sending;              /* what send_aio writes; sent: written so far */
-    size_t sent;
-    buf pending; /* replies for the next write */
-    int up;      /* the peer's header was read (the receive path's) */
-    uint8_t *in; /* received bytes: inlen of incap (the receive path's) */
+    int failed;        /* the stream is closed */
+    int paused;        /* no receive posted: nreq reached max_reqs */
+    int dead;          /* invariant 1 reached: on its way to be freed */
+    int recv_busy;     /* a receive is posted on st */
+    size_t nreq;       /* requests taken and not answered */
+    srv_ctx *reqs;     /* those requests (cprev, cnext) */
+    rpc_frame_out out; /* replies written and to write */
+    int up;            /* the peer's header was read (the receive path's) */
+    uint8_t *in;       /* received bytes: inlen of incap (the receive path's) */
     size_t inlen, incap;
 };
 
@@ -105,8 +103,7 @@ static void conn_free(srv_conn *c)
         nng_stream_free(c->st);
     }
     pthread_mutex_destroy(&c->mu);
-    buf_fini(&c->sending);
-    buf_fini(&c->pending);
+    rpc_frame_out_fini(&c->out);
     free(c->in);
     free(c);
 }
@@ -117,7 +114,7 @@ static void fail_locked(srv_conn *c)
 {
     if (!c->failed) {
         c->failed = 1;
-        buf_clear(&c->pending);
+        buf_clear(&c->out.pending);
         nng_stream_close(c->st);
     }
 }
@@ -126,7 +123,7 @@ static void fail_locked(srv_conn *c)
  * unlocking. REQUIRES: c->mu held. */
 static int dead_locked(srv_conn *c)
 {
-    if (c->failed && !c->dead && !c->send_busy && !c->recv_busy && c->nreq == 0) {
+    if (c->failed && !c->dead && !c->out.busy && !c->recv_busy && c->nreq == 0) {
         c->dead = 1;
         return 1;
     }
@@ -176,21 +173,6 @@ static void reap_cb(void *arg)
     }
 }
 
-/* Hands pending to the stream. REQUIRES: c->mu held, not failed, no send
- * posted, pending not empty. */
-static void start_send_locked(srv_conn *c)
-{
-    buf t = c->sending;
-    c->sending = c->pending;
-    c->pending = t;
-    buf_clear(&c->pending);
-    c->sent = 0;
-    c->send_busy = 1;
-    nng_iov iov = {.iov_buf = c->sending.data, .iov_len = c->sending.len};
-    (void)nng_aio_set_iov(c->send_aio, 1, &iov);
-    nng_stream_send(c->st, c->send_aio);
-}
-
 /* Reads up to want bytes after the input. REQUIRES: c->mu held, not failed. */
 static void post_recv_locked(srv_conn *c, size_t want)
 {
@@ -206,25 +188,15 @@ static void send_cb(void *arg)
     srv_conn *c = arg;
     int rv = nng_aio_result(c->send_aio);
     pthread_mutex_lock(&c->mu);
-    if (rv == 0 && !c->failed) {
-        c->sent += nng_aio_count(c->send_aio);
-        if (c->sent < c->sending.len) {
-            nng_iov iov = {.iov_buf = c->sending.data + c->sent,
-                           .iov_len = c->sending.len - c->sent};
-            (void)nng_aio_set_iov(c->send_aio, 1, &iov);
-            nng_stream_send(c->st, c->send_aio);
-            pthread_mutex_unlock(&c->mu);
-            return;
-        }
-        buf_clear(&c->sending);
-        c->send_busy = 0;
-        if (c->pending.len > 0) {
-            start_send_locked(c);
-        }
-    } else {
-        buf_clear(&c->sending);
-        c->send_busy = 0;
+    int ok = rv == 0 && !c->failed;
+    if (rpc_frame_out_sent(&c->out, ok, c->st, c->send_aio)) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    if (!ok) {
         fail_locked(c);
+    } else if (c->out.pending.len > 0) {
+        rpc_frame_out_start(&c->out, c->st, c->send_aio);
     }
     int dead = dead_locked(c);
     pthread_mutex_unlock(&c->mu);
@@ -256,11 +228,11 @@ static void stream_reply(srv_ctx *r, nng_msg *out)
     }
     if (!c->failed) {
         size_t n = out != NULL ? nng_msg_len(out) : 0;
-        if (out == NULL || rpc_frame_append(&c->pending, r->id, nng_msg_body(out), n) != 0) {
+        if (out == NULL || rpc_frame_append(&c->out.pending, r->id, nng_msg_body(out), n) != 0) {
             fail_locked(c);
         } else {
-            if (!c->send_busy) {
-                start_send_locked(c);
+            if (!c->out.busy) {
+                rpc_frame_out_start(&c->out, c->st, c->send_aio);
             }
         }
     }
@@ -376,7 +348,7 @@ static void conn_start(srv_stream *t, nng_stream *st)
     c->st = st;
     c->incap = RPC_FRAME_INBUF_MIN;
     if ((c->in = malloc(c->incap)) == NULL ||
-        buf_append(&c->sending, rpc_frame_hello_rep0, RPC_FRAME_HELLO) != 0 ||
+        buf_append(&c->out.sending, rpc_frame_hello_rep0, RPC_FRAME_HELLO) != 0 ||
         nng_aio_alloc(&c->send_aio, send_cb, c) != 0 ||
         nng_aio_alloc(&c->recv_aio, recv_cb, c) != 0) {
         conn_free(c);
@@ -395,11 +367,7 @@ static void conn_start(srv_stream *t, nng_stream *st)
     }
     t->conns = c;
     pthread_mutex_lock(&c->mu);
-    c->sent = 0;
-    c->send_busy = 1;
-    nng_iov iov = {.iov_buf = c->sending.data, .iov_len = RPC_FRAME_HELLO};
-    (void)nng_aio_set_iov(c->send_aio, 1, &iov);
-    nng_stream_send(c->st, c->send_aio);
+    rpc_frame_out_post(&c->out, c->st, c->send_aio); /* the header */
     nng_aio_set_timeout(c->recv_aio, HELLO_TIMEOUT_MS);
     post_recv_locked(c, 8);
     pthread_mutex_unlock(&c->mu);
