@@ -32,12 +32,35 @@
  *                        TTL deletion, empty classes, an empty stream;
  *   --debug-idle=faults  stop-cont is asked for but never injected.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "chaos.h"
 
 #define AT_LEAST_ONCE (-1)
+
+/* Each run's verdict, printed again once all have run: the runs' reports
+ * are long, and a log cut in the middle (CI shows a run's head and tail)
+ * must still say which run failed and why. */
+static char verdicts[16][256];
+static int nverdicts;
+
+/* Prints a verdict (to stderr when failed) and keeps it for the summary. */
+static void verdict(int failed, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void verdict(int failed, const char *fmt, ...)
+{
+    char line[240];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(failed ? stderr : stdout, "chaos_plant_test %s\n", line);
+    if (nverdicts < (int)(sizeof(verdicts) / sizeof(verdicts[0]))) {
+        snprintf(verdicts[nverdicts++], sizeof(verdicts[0]), "%s %s", failed ? "FAIL" : "ok  ",
+                 line);
+    }
+}
 
 /* One short run (8 s, 300 items, --faults stop-cont) with --debug-FLAG=MODE:
  * *res gets its result. Returns chaos_main's status, or -1 when the run
@@ -60,7 +83,7 @@ static int short_run(const char *flag, const char *mode, chaos_result *res)
     }
     int rv = chaos_main(&o, res);
     if (res->setup_failed) {
-        fprintf(stderr, "chaos_plant_test %s: the run could not be set up\n", arg);
+        verdict(1, "%s: the run could not be set up", arg);
         return -1;
     }
     return rv;
@@ -74,33 +97,30 @@ static int planted_run(const char *mode, const int want[CHAOS_INVARIANTS + 1])
         return 1;
     }
     if (res.planted_key[0] == '\0') {
-        fprintf(stderr, "chaos_plant_test %s: no violation was planted\n", mode);
+        verdict(1, "%s: no violation was planted", mode);
         return 1;
     }
     if (rv == 0) {
-        fprintf(stderr, "chaos_plant_test %s: the run passed despite %s\n", mode, res.planted_key);
+        verdict(1, "%s: the run passed despite %s", mode, res.planted_key);
         return 1;
     }
     if (!res.planted_reported) {
-        fprintf(stderr, "chaos_plant_test %s: not every one of %s was named\n", mode,
-                res.planted_key);
+        verdict(1, "%s: not every one of %s was named", mode, res.planted_key);
         return 1;
     }
     if (res.idle_runs > 0) {
-        fprintf(stderr, "chaos_plant_test %s: the run lacked the minimum activity\n", mode);
+        verdict(1, "%s: the run lacked the minimum activity", mode);
         return 1;
     }
     for (int i = 1; i <= CHAOS_INVARIANTS; i++) {
         int ok = want[i] == AT_LEAST_ONCE ? res.violations[i] >= 1 : res.violations[i] == want[i];
         if (!ok) {
-            fprintf(stderr, "chaos_plant_test %s: invariant %d broken %d times, want %s%d\n", mode,
-                    i, res.violations[i], want[i] == AT_LEAST_ONCE ? ">= " : "",
-                    want[i] == AT_LEAST_ONCE ? 1 : want[i]);
+            verdict(1, "%s: invariant %d broken %d times, want %s%d", mode, i, res.violations[i],
+                    want[i] == AT_LEAST_ONCE ? ">= " : "", want[i] == AT_LEAST_ONCE ? 1 : want[i]);
             return 1;
         }
     }
-    printf("chaos_plant_test %s: the checker named every planted item (%s)\n", mode,
-           res.planted_key);
+    verdict(0, "%s: the checker named every planted item (%s)", mode, res.planted_key);
     return 0;
 }
 
@@ -114,20 +134,18 @@ static int idle_run(const char *what)
         return 1;
     }
     if (rv == 0 || res.idle_runs != 1) {
-        fprintf(stderr,
-                "chaos_plant_test idle %s: exit %d, %d idle runs: want a failure for lack of "
-                "activity\n",
-                what, rv, res.idle_runs);
+        verdict(1, "idle %s: exit %d, %d idle runs: want a failure for lack of activity", what, rv,
+                res.idle_runs);
         return 1;
     }
     for (int i = 1; i <= CHAOS_INVARIANTS; i++) {
         if (res.violations[i] != 0) {
-            fprintf(stderr, "chaos_plant_test idle %s: invariant %d broken %d times: want none\n",
-                    what, i, res.violations[i]);
+            verdict(1, "idle %s: invariant %d broken %d times: want none", what, i,
+                    res.violations[i]);
             return 1;
         }
     }
-    printf("chaos_plant_test idle %s: the run failed for lack of activity\n", what);
+    verdict(0, "idle %s: the run failed for lack of activity", what);
     return 0;
 }
 
@@ -149,5 +167,9 @@ int main(void)
     failed |= planted_run("linear", linear);
     failed |= idle_run("writes");
     failed |= idle_run("faults");
+    fprintf(stderr, "chaos_plant_test: %s; the runs:\n", failed ? "FAILED" : "passed");
+    for (int i = 0; i < nverdicts; i++) {
+        fprintf(stderr, "  %s\n", verdicts[i]);
+    }
     return failed;
 }
