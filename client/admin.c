@@ -9,10 +9,10 @@
  *              (TimeToLive: ttlcfg_config_json; the rest: indexcfg_describe)
  *   list:     {"TableNames":[...]}
  *   drain:    {"NodeId","Draining","BaseCopiesLeft","DerivedCopiesLeft","Moves","OtherCopies",
- *              "PartitionMapVersion"}
+ *              "LostCopies","PartitionMapVersion"}
  *              and, for a table of several copies, "ReplicaSets" (replica_sets_json)
  *   remove:   {"NodeId","Removed","BaseCopiesLeft","DerivedCopiesLeft","Moves","OtherCopies",
- *              "PartitionMapVersion"}
+ *              "LostCopies","PartitionMapVersion"}
  *   status:   {"PartitionMapVersion","Tables","Nodes":[{"NodeId","Address","State","Draining",
  *              "Removed","LastHeartbeatAgeMs","Partitions","GsiPartitions","StreamShards",
  *              "Replicas","Primaries","PartitionMapVersion","ClockSkewMs","Zone"?}],
@@ -549,16 +549,17 @@ int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_ou
         rpc_response_free(resp);
         return client_err(err, LAPSE_EPROTO, "node drain: reply has no node_drain body");
     }
-    json_t *doc =
-        json_pack("{s:i,s:b,s:i,s:i,s:i,s:i,s:I}", "NodeId", (int)node_id, "Draining", !stop,
-                  "BaseCopiesLeft", (int)d->base_copies_left, "DerivedCopiesLeft",
-                  (int)d->derived_copies_left, "Moves", (int)d->moves, "OtherCopies",
-                  (int)d->other_copies, "PartitionMapVersion", (json_int_t)d->pmap_version);
+    json_t *doc = json_pack("{s:i,s:b,s:i,s:i,s:i,s:i,s:i,s:I}", "NodeId", (int)node_id, "Draining",
+                            !stop, "BaseCopiesLeft", (int)d->base_copies_left, "DerivedCopiesLeft",
+                            (int)d->derived_copies_left, "Moves", (int)d->moves, "OtherCopies",
+                            (int)d->other_copies, "LostCopies", (int)d->lost_copies,
+                            "PartitionMapVersion", (json_int_t)d->pmap_version);
     rpc_response_free(resp);
     return dump(doc, json_out, err);
 }
 
-int lapse_node_remove(lapse_client *c, uint32_t node_id, char **json_out, lapse_error *err)
+int lapse_node_remove(lapse_client *c, uint32_t node_id, unsigned flags, char **json_out,
+                      lapse_error *err)
 {
     Lapse__NodeRemoveRequest body = LAPSE__NODE_REMOVE_REQUEST__INIT;
     Lapse__Request req = LAPSE__REQUEST__INIT;
@@ -570,6 +571,7 @@ int lapse_node_remove(lapse_client *c, uint32_t node_id, char **json_out, lapse_
     }
     *json_out = NULL;
     body.node = node_id;
+    body.lose_data = (flags & LAPSE_REMOVE_LOSE_DATA) != 0;
     req.body_case = LAPSE__REQUEST__BODY_NODE_REMOVE;
     req.node_remove = &body;
     if ((rv = client_call_coord(c, &req, 0, &resp, err)) != 0) {
@@ -580,11 +582,11 @@ int lapse_node_remove(lapse_client *c, uint32_t node_id, char **json_out, lapse_
         rpc_response_free(resp);
         return client_err(err, LAPSE_EPROTO, "node remove: reply has no node_remove body");
     }
-    json_t *doc =
-        json_pack("{s:i,s:b,s:i,s:i,s:i,s:i,s:I}", "NodeId", (int)node_id, "Removed", 1,
-                  "BaseCopiesLeft", (int)d->base_copies_left, "DerivedCopiesLeft",
-                  (int)d->derived_copies_left, "Moves", (int)d->moves, "OtherCopies",
-                  (int)d->other_copies, "PartitionMapVersion", (json_int_t)d->pmap_version);
+    json_t *doc = json_pack("{s:i,s:b,s:i,s:i,s:i,s:i,s:i,s:I}", "NodeId", (int)node_id, "Removed",
+                            1, "BaseCopiesLeft", (int)d->base_copies_left, "DerivedCopiesLeft",
+                            (int)d->derived_copies_left, "Moves", (int)d->moves, "OtherCopies",
+                            (int)d->other_copies, "LostCopies", (int)d->lost_copies,
+                            "PartitionMapVersion", (json_int_t)d->pmap_version);
     rpc_response_free(resp);
     return dump(doc, json_out, err);
 }

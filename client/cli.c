@@ -20,7 +20,7 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"cluster-status", cli_cluster_status, "",
      "Prints the partition map version, the table count and every node's state as JSON."},
-    {"node", cli_node, "drain N [--stop] | remove N",
+    {"node", cli_node, "drain N [--stop] | remove N [--lose-data]",
      "drain: the coordinator moves the copies node N holds of replicated tables'\n"
      "partitions to other nodes, a few at a time (each copy added elsewhere, caught up and\n"
      "in sync before N's goes; N's primaryships handed over), and places no new table on\n"
@@ -34,6 +34,10 @@ static const cli_command commands[] = {
      "other nodes from the surviving copies, then drops N's from its sets; N is refused if\n"
      "it comes back (start it under a new id on an empty data dir). Prints\n"
      "{\"NodeId\",\"Removed\",\"BaseCopiesLeft\",...} as drain; it cannot be undone.\n"
+     "It is refused while N holds the only copy of a one-copy table's partition, GSI\n"
+     "partition or stream shard (start N again and drain it instead); --lose-data removes it\n"
+     "anyway: those copies are lost (\"LostCopies\"), the table's calls for their keys fail\n"
+     "from then on, and its GSI partitions and stream shards no longer move: drop the table.\n"
      "Both are admin calls: they send the admin token."},
     {"rebalance", cli_rebalance, "--dry-run",
      "Prints the moves the coordinator's rebalancer would make now to bring every node\n"

@@ -53,10 +53,10 @@ int cli_cluster_status(cli_ctx *ctx, int argc, char **argv)
     return rv != CLI_OK ? rv : print_call(ctx, status_call, NULL);
 }
 
-/* lapse node drain N [--stop] | lapse node remove N */
+/* lapse node drain N [--stop] | lapse node remove N [--lose-data] */
 int cli_node(cli_ctx *ctx, int argc, char **argv)
 {
-    static const char *const switches[] = {"--stop", NULL};
+    static const char *const switches[] = {"--stop", "--lose-data", NULL};
     cli_args a;
     int rv = cli_parse(ctx, argc, argv, 2, NULL, switches, &a);
     if (rv != CLI_OK) {
@@ -64,10 +64,13 @@ int cli_node(cli_ctx *ctx, int argc, char **argv)
     }
     int remove = a.npos == 2 && strcmp(a.pos[0], "remove") == 0;
     if (a.npos != 2 || (!remove && strcmp(a.pos[0], "drain") != 0)) {
-        return cli_usage(ctx, "want: node drain N [--stop], or node remove N");
+        return cli_usage(ctx, "want: node drain N [--stop], or node remove N [--lose-data]");
     }
     if (remove && cli_flag(&a, "--stop") != NULL) {
         return cli_usage(ctx, "node remove takes no --stop: a removal cannot be undone");
+    }
+    if (!remove && cli_flag(&a, "--lose-data") != NULL) {
+        return cli_usage(ctx, "node drain takes no --lose-data: a drain moves every copy");
     }
     char *end = NULL;
     unsigned long id = strtoul(a.pos[1], &end, 10);
@@ -79,7 +82,8 @@ int cli_node(cli_ctx *ctx, int argc, char **argv)
     }
     lapse_error err;
     char *json = NULL;
-    if ((remove ? lapse_node_remove(ctx->c, (uint32_t)id, &json, &err)
+    unsigned flags = cli_flag(&a, "--lose-data") != NULL ? LAPSE_REMOVE_LOSE_DATA : 0;
+    if ((remove ? lapse_node_remove(ctx->c, (uint32_t)id, flags, &json, &err)
                 : lapse_node_drain(ctx->c, (uint32_t)id, cli_flag(&a, "--stop") != NULL, &json,
                                    &err)) != 0) {
         return cli_fail(ctx, &err);

@@ -203,19 +203,28 @@ int lapse_cluster_status(lapse_client *c, char **json_out, lapse_error *err);
  * admin token. */
 int lapse_node_drain(lapse_client *c, uint32_t node_id, int stop, char **json_out,
                      lapse_error *err);
+/* lapse_node_remove's flags. */
+#define LAPSE_REMOVE_LOSE_DATA 1u /* remove even if copies are lost with the node */
+
 /* Removes dead node node_id (docs/replication.md, "Removing a dead
  * node"): the coordinator leader makes each copy it held of replicated
- * tables' base partitions anew on the other nodes from the surviving
- * copies, then drops it from its sets; the node is refused if it comes
- * back. Returns at once with {"NodeId","Removed":true,"BaseCopiesLeft",
- * "Moves","OtherCopies","PartitionMapVersion"}: call again to follow it;
- * done when BaseCopiesLeft is 0. LAPSE_ENOTFOUND: no such node;
+ * tables' base partitions, GSI partitions and stream shards anew on the
+ * other nodes from the surviving copies, then drops it from its lists; the
+ * node is refused if it comes back. Returns at once with
+ * {"NodeId","Removed":true,"BaseCopiesLeft","DerivedCopiesLeft","Moves",
+ * "OtherCopies","LostCopies","PartitionMapVersion"}: call again to follow
+ * it; done when BaseCopiesLeft and DerivedCopiesLeft are 0. LostCopies
+ * counts the copies lost with it: those of which it held the only copy
+ * (one-copy tables), and the GSI and stream copies of a table that lost a
+ * partition so, which no longer move. LAPSE_ENOTFOUND: no such node;
  * LAPSE_ESTATE: the coordinators do not run on etcd, the node is UP (drain
- * it instead) or it holds the only copy known to have some set's
- * acknowledged writes; LAPSE_EUNAVAILABLE: too
- * few UP nodes left for the tables' copies. An admin call: sends the admin
- * token. */
-int lapse_node_remove(lapse_client *c, uint32_t node_id, char **json_out, lapse_error *err);
+ * it instead), it holds the only copy known to have some set's
+ * acknowledged writes, or, without LAPSE_REMOVE_LOSE_DATA in flags, the
+ * only copy of a one-copy table's partition, GSI partition or stream
+ * shard; LAPSE_EUNAVAILABLE: too few UP nodes left for the tables' copies.
+ * An admin call: sends the admin token. */
+int lapse_node_remove(lapse_client *c, uint32_t node_id, unsigned flags, char **json_out,
+                      lapse_error *err);
 /* The rebalancer's plan (docs/replication.md, "Rebalancing"): the moves of
  * base copies of replicated tables that would bring every node within one
  * of the others or, once they are and the coordinators balance primaries

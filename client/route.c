@@ -144,10 +144,20 @@ int client_route_of(lapse_client *c, client_target *tg, client_route *r, lapse_e
     if (r->down) {
         /* The control plane knows: say so now rather than after a time-out. */
         static const char *const what[] = {"partition", "GSI partition", "stream shard"};
-        rv = client_err(err, LAPSE_EUNAVAILABLE,
-                        "node %u (%s) is down: table \"%s\" %s %u is unavailable until it is back",
-                        (unsigned)r->node_id, r->addr, tg->table,
-                        what[tg->kind <= CLIENT_ROUTE_STREAM ? tg->kind : 0], (unsigned)tg->part);
+        const char *kind = what[tg->kind <= CLIENT_ROUTE_STREAM ? tg->kind : 0];
+        if (n->removed) {
+            /* Only a copy lost with it names a removed node (lapse node
+             * remove --lose-data): nothing will bring it back. */
+            rv = client_err(err, LAPSE_EUNAVAILABLE,
+                            "table \"%s\" %s %u was lost with node %u, removed while it held "
+                            "its only copy: its items are gone (drop the table)",
+                            tg->table, kind, (unsigned)tg->part, (unsigned)r->node_id);
+        } else {
+            rv = client_err(err, LAPSE_EUNAVAILABLE,
+                            "node %u (%s) is down: table \"%s\" %s %u is unavailable until it "
+                            "is back",
+                            (unsigned)r->node_id, r->addr, tg->table, kind, (unsigned)tg->part);
+        }
     }
 out:
     pthread_mutex_unlock(&c->mu);

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../common/lapse_err.h"
 #include "../common/log.h"
@@ -53,12 +54,11 @@ static int moving(const pmap_replicas *r, uint32_t rf)
     return r->n > rf;
 }
 
-void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *in_move,
-                 uint32_t *other, uint32_t *derived)
+void mover_count(const pmap *pm, uint32_t id, mover_left *out)
 {
-    uint32_t derived_moving = 0;
-    *base_left = *in_move = *other = 0;
-    mover_derived_count(pm, id, derived, &derived_moving);
+    uint32_t derived_moving = 0, derived_lost = 0;
+    memset(out, 0, sizeof(*out));
+    mover_derived_count(pm, id, &out->derived, &derived_moving, &derived_lost);
     for (size_t t = 0; t < pm->ntables; t++) {
         const pmap_table *tb = &pm->tables[t];
         uint32_t rf = schema_replication(&tb->schema);
@@ -67,15 +67,18 @@ void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *in_
             if (pmap_replicas_index(r, id) < 0) {
                 continue;
             }
-            if (!movable(pm, r, rf)) {
-                (*other)++; /* a one-copy table's on a node that is down */
-                continue;
+            if (pmap_set_lost(pm, r)) {
+                out->lost++; /* a one-copy table's on a removed node */
+            } else if (!movable(pm, r, rf)) {
+                out->other++; /* a one-copy table's on a node that is down */
+            } else {
+                out->base++;
+                out->moving += (uint32_t)moving(r, rf);
             }
-            (*base_left)++;
-            *in_move += (uint32_t)moving(r, rf);
         }
     }
-    *in_move += derived_moving;
+    out->moving += derived_moving;
+    out->lost += derived_lost;
 }
 
 /* The node to take a new copy of r for its member leaving: UP, not
@@ -269,12 +272,12 @@ static void step(pmap *next, uint32_t tid, uint32_t p, pmap_replicas *r, uint32_
  * partitions still names it. */
 static int removed_holding(const pmap *pm, const pmap_node *n)
 {
-    uint32_t base = 0, in_move = 0, other = 0, derived = 0;
     if (!n->removed) {
         return 0;
     }
-    mover_count(pm, n->id, &base, &in_move, &other, &derived);
-    return base > 0;
+    mover_left left;
+    mover_count(pm, n->id, &left);
+    return left.base > 0;
 }
 
 /* Whether the rebalancer may start moves in pm: no node draining, every
@@ -472,6 +475,20 @@ static uint32_t room_needed(const pmap *pm, uint32_t id, uint32_t *left)
     return most;
 }
 
+/* NodeDrain's and NodeRemove's answer of what is left on node id
+ * (mover_left), into their fields of the same names. */
+static void answer_left(const pmap *pm, uint32_t id, uint32_t *base, uint32_t *moves,
+                        uint32_t *other, uint32_t *derived, uint32_t *lost)
+{
+    mover_left left;
+    mover_count(pm, id, &left);
+    *base = left.base;
+    *moves = left.moving;
+    *other = left.other;
+    *derived = left.derived;
+    *lost = left.lost;
+}
+
 void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *resp, arena *a)
 {
     Lapse__NodeDrainResponse *m = arena_alloc(a, sizeof(*m));
@@ -517,8 +534,8 @@ void mover_drain(server *s, const Lapse__NodeDrainRequest *r, Lapse__Response *r
                  want ? "is draining: its copies move to other nodes" : "is no longer draining",
                  (unsigned long long)s->pm->version);
     }
-    mover_count(s->pm, r->node, &m->base_copies_left, &m->moves, &m->other_copies,
-                &m->derived_copies_left);
+    answer_left(s->pm, r->node, &m->base_copies_left, &m->moves, &m->other_copies,
+                &m->derived_copies_left, &m->lost_copies);
     m->pmap_version = s->pm->version;
     resp->pmap_version = m->pmap_version;
     resp->body_case = LAPSE__RESPONSE__BODY_NODE_DRAIN;
@@ -532,7 +549,32 @@ out:
  * in sync it held is taken over by the member that left that set last),
  * committed. 0, or the error set in resp. REQUIRES: s->lock held; n is
  * in s->pm and not removed yet. */
-static int commit_removal(server *s, const pmap_node *n, Lapse__Response *resp, arena *a)
+/* The name of the first table of pm of which node id holds a lost copy
+ * (mover_left.lost), or "?". */
+static const char *lost_table(const pmap *pm, uint32_t id)
+{
+    for (size_t t = 0; t < pm->ntables; t++) {
+        const pmap_table *tb = &pm->tables[t];
+        int lost = pmap_table_lost(pm, tb);
+        for (uint32_t p = 0; p < tb->schema.partitions && !lost; p++) {
+            const pmap_replicas *sh = pmap_stream_shard(tb, p);
+            lost = sh != NULL && pmap_replicas_index(sh, id) >= 0 && pmap_set_lost(pm, sh);
+        }
+        for (uint32_t g = 0; g < tb->schema.ngsi && !lost; g++) {
+            for (uint32_t q = 0; q < tb->schema.gsi[g].partitions && !lost; q++) {
+                const pmap_replicas *gp = pmap_gsi_part(tb, g, q);
+                lost = gp != NULL && pmap_replicas_index(gp, id) >= 0 && pmap_set_lost(pm, gp);
+            }
+        }
+        if (lost) {
+            return tb->schema.name;
+        }
+    }
+    return "?";
+}
+
+static int commit_removal(server *s, const pmap_node *n, int lose_data, Lapse__Response *resp,
+                          arena *a)
 {
     uint32_t id = n->id, left = 0, most = room_needed(s->pm, n->id, &left);
     if (n->state == PMAP_NODE_UP) {
@@ -566,6 +608,18 @@ static int commit_removal(server *s, const pmap_node *n, Lapse__Response *resp, 
         return LAPSE_ESTATE;
     }
     int rv = pmap_set_node_removed(next, id);
+    mover_left lost;
+    mover_count(next, id, &lost);
+    if (rv == 0 && lost.lost > 0 && !lose_data) {
+        rpc_set_error(resp, a, LAPSE_ESTATE,
+                      "node %u holds the only copy of %u partition(s), GSI partition(s) or "
+                      "stream shard(s) of one-copy tables (table \"%s\" among them): removing "
+                      "it loses their items for good. Start it again and drain it (lapse node "
+                      "drain %u), or remove it with --lose-data",
+                      (unsigned)id, (unsigned)lost.lost, lost_table(next, id), (unsigned)id);
+        pmap_free(next);
+        return LAPSE_ESTATE;
+    }
     if (rv == 0) {
         rv = server_commit(s, next, s->next_table_id, err, sizeof(err));
     }
@@ -575,8 +629,9 @@ static int commit_removal(server *s, const pmap_node *n, Lapse__Response *resp, 
         return LAPSE_EIO;
     }
     log_warn("node %u is removed: its copies are made anew on the other nodes (%zu replica "
-             "set(s) taken over by the copy that left them last); map version %llu",
-             (unsigned)id, f.recovered, (unsigned long long)s->pm->version);
+             "set(s) taken over by the copy that left them last; %u copies of one-copy tables "
+             "lost with it); map version %llu",
+             (unsigned)id, f.recovered, (unsigned)lost.lost, (unsigned long long)s->pm->version);
     if (f.recovered + f.promoted + f.shrunk > 0) {
         replicas_push(s);
     }
@@ -605,11 +660,11 @@ void mover_remove(server *s, const Lapse__NodeRemoveRequest *r, Lapse__Response 
         rpc_set_error(resp, a, LAPSE_ENOTFOUND, "no node %u in the map", (unsigned)r->node);
         goto out;
     }
-    if (!n->removed && commit_removal(s, n, resp, a) != 0) {
+    if (!n->removed && commit_removal(s, n, r->lose_data, resp, a) != 0) {
         goto out;
     }
-    mover_count(s->pm, r->node, &m->base_copies_left, &m->moves, &m->other_copies,
-                &m->derived_copies_left);
+    answer_left(s->pm, r->node, &m->base_copies_left, &m->moves, &m->other_copies,
+                &m->derived_copies_left, &m->lost_copies);
     m->pmap_version = s->pm->version;
     resp->pmap_version = m->pmap_version;
     resp->body_case = LAPSE__RESPONSE__BODY_NODE_REMOVE;

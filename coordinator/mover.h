@@ -82,12 +82,18 @@
  * draining. REQUIRES: s->lock held (released while pushing). */
 void mover_pass(server *s);
 
-/* What is left on node id in pm: copies of replicated tables' base
- * partitions, sets being moved off it, the copies that do not move
- * (single-copy tables' base partitions) and copies of GSI partitions and
- * stream shards. */
-void mover_count(const pmap *pm, uint32_t id, uint32_t *base_left, uint32_t *moving,
-                 uint32_t *other, uint32_t *derived);
+/* What is left on a node (mover_count). */
+typedef struct mover_left {
+    uint32_t base;    /* copies of base partitions that move */
+    uint32_t moving;  /* sets and lists being moved off it now */
+    uint32_t other;   /* copies that wait: one-copy tables' base partitions on a node down */
+    uint32_t derived; /* copies of GSI partitions and stream shards that move */
+    uint32_t lost;    /* copies lost with it, removed (--lose-data): no copy left anywhere,
+                       * or of a table that lost a base partition so */
+} mover_left;
+
+/* What is left on node id in pm (mover_left). */
+void mover_count(const pmap *pm, uint32_t id, mover_left *out);
 
 /* What mover_derived_pass did. */
 typedef struct mover_derived_done {
@@ -109,9 +115,12 @@ int mover_derived_unbalanced(const pmap *pm);
  * held. */
 void mover_derived_pass(server *s, pmap *next, uint64_t since, size_t rebalance,
                         mover_derived_done *done);
-/* Node id's GSI and stream copies in pm, and how many of their lists have
- * a copy joining. */
-void mover_derived_count(const pmap *pm, uint32_t id, uint32_t *held, uint32_t *moving);
+/* Node id's GSI and stream copies in pm that move, how many of their lists
+ * have a copy joining, and its copies of lists that no longer move: lost
+ * with a removed node, or of a table that lost a base partition so
+ * (docs/replication.md, "Removing a dead node"). */
+void mover_derived_count(const pmap *pm, uint32_t id, uint32_t *held, uint32_t *moving,
+                         uint32_t *lost);
 
 /* NodeDrain: marks the node draining (or, with stop, not), committed and
  * pushed, and answers what is left on it. ENOTFOUND (no such node),

@@ -30,19 +30,37 @@ static int list_moving(const pmap *pm, const pmap_replicas *r)
     return r->joining != 0 || leaving_member(pm, r) != 0;
 }
 
-/* Calls fn on every GSI partition and stream shard list of t. Stops at, and
+/* Whether list r of t is lost: no copy of it is left (pmap_set_lost), or
+ * a base partition of t is (pmap_table_lost), so a new copy would wait
+ * for ever on a source that is gone. It no longer moves: it is counted
+ * lost (mover_derived_count). */
+static int list_lost(const pmap *pm, const pmap_table *t, const pmap_replicas *r, int tlost)
+{
+    (void)t;
+    return tlost || pmap_set_lost(pm, r);
+}
+
+/* Calls fn on every GSI partition and stream shard list of t (of map pm)
+ * that is lost (lost 1) or not (lost 0; list_lost). Stops at, and
  * returns, the first non-zero fn returns. */
-static int each_list(pmap_table *t, int (*fn)(pmap_table *t, pmap_replicas *r, void *arg),
-                     void *arg)
+static int each_list(const pmap *pm, pmap_table *t, int lost,
+                     int (*fn)(pmap_table *t, pmap_replicas *r, void *arg), void *arg)
 {
     int rv = 0;
+    const int tlost = pmap_table_lost(pm, t);
     for (uint32_t g = 0; g < t->schema.ngsi && rv == 0; g++) {
         for (uint32_t q = 0; q < t->schema.gsi[g].partitions && rv == 0; q++) {
-            rv = fn(t, pmap_derived_list(t, (int)g, q), arg);
+            pmap_replicas *r = pmap_derived_list(t, (int)g, q);
+            if (list_lost(pm, t, r, tlost) == lost) {
+                rv = fn(t, r, arg);
+            }
         }
     }
     for (uint32_t p = 0; t->stream_shards != NULL && p < t->schema.partitions && rv == 0; p++) {
-        rv = fn(t, pmap_derived_list(t, -1, p), arg);
+        pmap_replicas *r = pmap_derived_list(t, -1, p);
+        if (list_lost(pm, t, r, tlost) == lost) {
+            rv = fn(t, r, arg);
+        }
     }
     return rv;
 }
@@ -57,7 +75,7 @@ int mover_derived_has_work(const pmap *pm)
 {
     for (size_t i = 0; i < pm->ntables; i++) {
         /* each_list does not change the lists moving_fn is given */
-        if (each_list((pmap_table *)&pm->tables[i], moving_fn, (void *)pm)) {
+        if (each_list(pm, (pmap_table *)&pm->tables[i], 0, moving_fn, (void *)pm)) {
             return 1;
         }
     }
@@ -68,7 +86,7 @@ int mover_derived_has_work(const pmap *pm)
 typedef struct count_arg {
     const pmap *pm;
     uint32_t id;
-    uint32_t held, moving;
+    uint32_t held, moving, lost;
 } count_arg;
 
 static int count_fn(pmap_table *t, pmap_replicas *r, void *arg)
@@ -82,14 +100,26 @@ static int count_fn(pmap_table *t, pmap_replicas *r, void *arg)
     return 0;
 }
 
-void mover_derived_count(const pmap *pm, uint32_t id, uint32_t *held, uint32_t *moving)
+static int lost_fn(pmap_table *t, pmap_replicas *r, void *arg)
 {
-    count_arg c = {pm, id, 0, 0};
+    (void)t;
+    count_arg *c = arg;
+    c->lost += pmap_replicas_index(r, c->id) >= 0;
+    return 0;
+}
+
+void mover_derived_count(const pmap *pm, uint32_t id, uint32_t *held, uint32_t *moving,
+                         uint32_t *lost)
+{
+    count_arg c = {pm, id, 0, 0, 0};
     for (size_t i = 0; i < pm->ntables; i++) {
-        (void)each_list((pmap_table *)&pm->tables[i], count_fn, &c);
+        /* each_list does not change the lists count_fn and lost_fn are given */
+        (void)each_list(pm, (pmap_table *)&pm->tables[i], 0, count_fn, &c);
+        (void)each_list(pm, (pmap_table *)&pm->tables[i], 1, lost_fn, &c);
     }
     *held = c.held;
     *moving = c.moving;
+    *lost = c.lost;
 }
 
 /* The node to take a new copy of list r for its member leaving: UP,
@@ -190,6 +220,18 @@ static int step_fn(pmap_table *t, pmap_replicas *r, void *arg)
     return 0;
 }
 
+/* A lost list (list_lost) moves no more: a copy joining it, which would
+ * wait for ever on what is gone, goes again. */
+static int lost_step_fn(pmap_table *t, pmap_replicas *r, void *arg)
+{
+    (void)t;
+    dpass *d = arg;
+    if (r->joining != 0) {
+        d->done.dropped += pmap_derived_drop(r, r->joining) == 0;
+    }
+    return 0;
+}
+
 /* What rebalancing looks for: a settled list holding from and not to,
  * whose copies stay in as many zones with to for from. */
 typedef struct find_arg {
@@ -232,7 +274,7 @@ static pmap_replicas *next_move(const pmap *pm, const size_t *c, long *hi, long 
     find_arg f = {pm, pm->nodes[*hi].id, pm->nodes[*lo].id, NULL};
     for (size_t t = 0; t < pm->ntables && f.found == NULL; t++) {
         /* each_list does not change the lists find_fn is given */
-        (void)each_list((pmap_table *)&pm->tables[t], find_fn, &f);
+        (void)each_list(pm, (pmap_table *)&pm->tables[t], 0, find_fn, &f);
     }
     return f.found;
 }
@@ -263,7 +305,8 @@ static size_t *held_counts(const pmap *pm)
     held_arg h = {pm, calloc(pm->nnodes ? pm->nnodes : 1, sizeof(size_t))};
     for (size_t i = 0; h.c != NULL && i < pm->ntables; i++) {
         /* each_list does not change the lists held_fn is given */
-        (void)each_list((pmap_table *)&pm->tables[i], held_fn, &h);
+        (void)each_list(pm, (pmap_table *)&pm->tables[i], 0, held_fn, &h);
+        (void)each_list(pm, (pmap_table *)&pm->tables[i], 1, held_fn, &h);
     }
     return h.c;
 }
@@ -311,7 +354,8 @@ void mover_derived_pass(server *s, pmap *next, uint64_t since, size_t rebalance,
         d.done.rebalanced = plan(next, d.held, rebalance);
     }
     for (size_t i = 0; i < next->ntables; i++) {
-        (void)each_list(&next->tables[i], step_fn, &d);
+        (void)each_list(next, &next->tables[i], 0, step_fn, &d);
+        (void)each_list(next, &next->tables[i], 1, lost_step_fn, &d);
     }
     free(d.held);
     *done = d.done;

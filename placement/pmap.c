@@ -145,6 +145,32 @@ int pmap_node_leaving(const pmap *pm, uint32_t id)
     return n != NULL && (n->draining || n->removed);
 }
 
+int pmap_set_lost(const pmap *pm, const pmap_replicas *r)
+{
+    int members = 0;
+    for (uint32_t k = 0; k < r->n; k++) {
+        if (r->ids[k] == r->joining) {
+            continue;
+        }
+        const pmap_node *n = pmap_node_find(pm, r->ids[k]);
+        if (n == NULL || !n->removed) {
+            return 0;
+        }
+        members++;
+    }
+    return members > 0;
+}
+
+int pmap_table_lost(const pmap *pm, const pmap_table *t)
+{
+    for (uint32_t p = 0; p < t->schema.partitions; p++) {
+        if (pmap_set_lost(pm, &t->parts[p])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 const pmap_table *pmap_table_find(const pmap *pm, const char *name)
 {
     for (size_t i = 0; i < pm->ntables; i++) {

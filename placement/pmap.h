@@ -141,6 +141,15 @@ const pmap_node *pmap_node_find(const pmap *pm, uint32_t id);
 /* Whether node id is draining or removed: every copy it holds leaves
  * (docs/replication.md, "Draining a node", "Removing a dead node"). */
 int pmap_node_leaving(const pmap *pm, uint32_t id);
+/* Whether r is lost: it has members and every one of them but its joining
+ * copy is on a removed node, so no copy of what it held is left (a
+ * one-copy table's set on a node removed with --lose-data;
+ * docs/replication.md, "Removing a dead node"). */
+int pmap_set_lost(const pmap *pm, const pmap_replicas *r);
+/* Whether a base partition of t is lost (pmap_set_lost): its GSI
+ * partitions and stream shards can no longer be filled anew, as the
+ * lost partition's records are gone. */
+int pmap_table_lost(const pmap *pm, const pmap_table *t);
 const pmap_table *pmap_table_find(const pmap *pm, const char *name);
 const pmap_table *pmap_table_find_id(const pmap *pm, uint32_t id);
 /* The owner node id of partition part of t, or 0 when out of range. */

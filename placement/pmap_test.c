@@ -1,7 +1,8 @@
 /*
  * pmap_test.c: the partition map: balanced assignment over several tables and
  * nodes (DOWN nodes get nothing), lookups, removal, deep copies and the
- * invariant checker; GSI partitions and stream shards placed with them.
+ * invariant checker; GSI partitions and stream shards placed with them;
+ * sets lost with a removed node.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -505,6 +506,46 @@ static void test_placed_and_check(void **state)
 /* Replication N: N distinct nodes per base partition, primaries balanced as
  * with one copy, follower copies balanced, every set in sync at epoch 1;
  * more copies than UP nodes is refused and leaves the map unchanged. */
+/* pmap_set_lost and pmap_table_lost: a set or list is lost once every
+ * member but a joining copy is on a removed node; a DOWN node loses
+ * nothing, and a table is lost with any one base set. */
+static void test_lost_sets(void **state)
+{
+    (void)state;
+    pmap *pm = pmap_new();
+    add_nodes(pm, 3);
+    table_schema one = mk_schema(1, "one", 4), three = mk_schema(2, "three", 4);
+    three.replication = 3;
+    assert_int_equal(pmap_add_table(pm, &one), 0);
+    assert_int_equal(pmap_add_table(pm, &three), 0);
+    const pmap_table *t1 = pmap_table_find(pm, "one"), *t3 = pmap_table_find(pm, "three");
+    uint32_t p2 = 0;
+    while (pmap_owner(t1, p2) != 2) {
+        p2++;
+    }
+    assert_int_equal(pmap_set_node(pm, 2, "tcp://127.0.0.1:7402", PMAP_NODE_DOWN), 0);
+    assert_false(pmap_set_lost(pm, pmap_part(t1, p2))); /* down, not removed */
+    assert_false(pmap_table_lost(pm, t1));
+    assert_int_equal(pmap_set_node_removed(pm, 2), 0);
+    t1 = pmap_table_find(pm, "one");
+    t3 = pmap_table_find(pm, "three");
+    assert_true(pmap_set_lost(pm, pmap_part(t1, p2)));
+    assert_false(pmap_set_lost(pm, pmap_part(t1, (p2 + 1) % 4))); /* on node 1 or 3 */
+    assert_true(pmap_table_lost(pm, t1));
+    for (uint32_t p = 0; p < 4; p++) {
+        assert_false(pmap_set_lost(pm, pmap_part(t3, p))); /* two copies left */
+    }
+    assert_false(pmap_table_lost(pm, t3));
+    /* A copy joining does not count: it holds nothing whole yet. */
+    pmap_replicas r = {.n = 2, .ids = {2, 3}, .joining = 3};
+    assert_true(pmap_set_lost(pm, &r));
+    r.joining = 0;
+    assert_false(pmap_set_lost(pm, &r));
+    pmap_replicas empty = {.n = 0};
+    assert_false(pmap_set_lost(pm, &empty));
+    pmap_free(pm);
+}
+
 static void test_replicated_placement(void **state)
 {
     (void)state;
@@ -732,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_gsi_and_stream_lookups),
         cmocka_unit_test(test_placed_and_check),
         cmocka_unit_test(test_replicated_placement),
+        cmocka_unit_test(test_lost_sets),
         cmocka_unit_test(test_replicated_gsi_and_stream),
         cmocka_unit_test(test_new_node_gets_an_even_share_of_a_new_table),
         cmocka_unit_test(test_stream_set_on_and_off),

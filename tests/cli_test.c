@@ -4,7 +4,8 @@
  * status:
  *
  *  1. a bad global flag gets one "lapse: " prefix and the global usage
- *     line (exit 2);
+ *     line (exit 2); node's flags belong to one subcommand each (exit 2),
+ *     and a removal without etcd is refused by the coordinator (exit 1);
  *  2. scan and query refuse --limit 0 (exit 2), as DynamoDB does;
  *  3. ITEM_JSON, KEY_JSON, PK_JSON and VALUE_JSON arguments read from
  *     @FILE and from stdin ("-"), items over the 128 KiB an argument may
@@ -145,6 +146,14 @@ static void test_global_flag_errors_say_lapse_once(void **state)
     /* After the command, the command's prefix and usage. */
     expect(2, NULL, "lapse: cluster-status: --timeout-ms", "usage: lapse lapse", NULL,
            (const char *[]){"cluster-status", "--timeout-ms", "-5", NULL});
+    expect(2, NULL, "node drain takes no --lose-data", NULL, NULL,
+           (const char *[]){"node", "drain", "2", "--lose-data", NULL});
+    expect(2, NULL, "node remove takes no --stop", NULL, NULL,
+           (const char *[]){"node", "remove", "2", "--stop", NULL});
+    expect(2, NULL, "is not a number", NULL, NULL,
+           (const char *[]){"node", "remove", "two", "--lose-data", NULL});
+    expect(1, NULL, "needs the coordinators on etcd", NULL, NULL,
+           (const char *[]){"node", "remove", "2", "--lose-data", NULL});
 }
 
 /* 2 */

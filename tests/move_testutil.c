@@ -77,8 +77,16 @@ json_t *mv_remove(uint32_t node, int want_rv)
 {
     char *js = NULL;
     lapse_error e = {0};
-    int rv = lapse_node_remove(rs_client(), node, &js, &e);
+    int rv = lapse_node_remove(rs_client(), node, 0, &js, &e);
     return rs_json_answer("node remove", rv, want_rv, js, &e);
+}
+
+json_t *mv_remove_lose_data(uint32_t node)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    int rv = lapse_node_remove(rs_client(), node, LAPSE_REMOVE_LOSE_DATA, &js, &e);
+    return rs_json_answer("node remove --lose-data", rv, 0, js, &e);
 }
 
 size_t mv_wait_only_members_hold(const char *table, int nodes)

@@ -67,6 +67,8 @@ json_int_t mv_wait_left_at_most(uint32_t node, json_int_t most, long timeout_ms,
 json_t *mv_drain(uint32_t node, int stop, int want_rv);
 /* lapse_node_remove's answer, as mv_drain's. */
 json_t *mv_remove(uint32_t node, int want_rv);
+/* As mv_remove(node, 0), with LAPSE_REMOVE_LOSE_DATA. */
+json_t *mv_remove_lose_data(uint32_t node);
 /* Waits (up to 30 s) until none of nodes 1..nodes outside a partition's
  * set holds any of table's keys or a log position there: each drops its
  * former copies a few seconds after the map that took them away

@@ -16,6 +16,15 @@
  *    replica;
  *  - node 2 started again on its old data dir is refused (it stays DOWN and
  *    is given nothing), and the rebalancer has nothing to do around it.
+ * A one-copy table with a stream and a GSI lives beside it: node 2 holds
+ * the only copy of some of its partitions and lists, so the removal is
+ * refused (ESTATE, naming --lose-data) and changes nothing until it is
+ * asked with LAPSE_REMOVE_LOSE_DATA; those copies are then counted in
+ * LostCopies and never moved (the mover would wait for ever on a copy
+ * filled from what is gone, its moves taken from the replicated table's
+ * and the rebalancer's), the table's other keys still read, a key of a
+ * lost partition fails rather than reading as absent, and dropping the
+ * table takes the lost copies with it.
  * The coordinator runs with --max-concurrent-moves 2: never more than two
  * sets are seen moving at once. With the removal step of the mover
  * disabled, the wait for node 2's copies to go fails.
@@ -28,6 +37,8 @@
 #include <string.h>
 
 #include "../common/clock.h"
+#include "../common/item.h"
+#include "../placement/hash.h"
 #include "move_testutil.h"
 #include "replset_testutil.h"
 #include "testmap.h"
@@ -43,18 +54,30 @@ static int setup(void **state)
     return rs_group_setup_coordinator_args(4, "--max-concurrent-moves 2");
 }
 
-/* How many sets of table name node id, in the coordinator's map. */
-static size_t sets_naming(const char *table, uint32_t id)
+/* How many sets of table name node id, in the coordinator's map; with
+ * lists, how many of its GSI partition and stream shard lists instead. */
+static size_t copies_on(const char *table, uint32_t id, int lists)
 {
     pmap *pm = testmap_fetch(rs_cluster());
     const pmap_table *t = pmap_table_find(pm, table);
     assert_non_null(t);
     size_t n = 0;
     for (uint32_t p = 0; p < t->schema.partitions; p++) {
-        n += pmap_replicas_index(pmap_part(t, p), id) >= 0;
+        const pmap_replicas *r = lists ? pmap_stream_shard(t, p) : pmap_part(t, p);
+        n += r != NULL && pmap_replicas_index(r, id) >= 0;
+    }
+    for (uint32_t g = 0; lists && g < t->schema.ngsi; g++) {
+        for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
+            n += pmap_replicas_index(pmap_gsi_part(t, g, q), id) >= 0;
+        }
     }
     pmap_free(pm);
     return n;
+}
+
+static size_t sets_naming(const char *table, uint32_t id)
+{
+    return copies_on(table, id, 0);
 }
 
 /* Whether item {Id: id} of table reads back (fails the test on an error). */
@@ -71,11 +94,52 @@ static int present(const char *table, const char *fmt, int i)
     return there;
 }
 
+/* The one-copy table: PARTS partitions, a stream, GSI "by_g" on G. */
+static void create_single(void)
+{
+    lapse_error e = {0};
+    const lapse_index_def gsi[] = {
+        {.name = "by_g", .partition_key = "G", .partition_key_type = 'S'}};
+    lapse_table_def d = {.name = "single",
+                         .partition_key = "Id",
+                         .partition_key_type = 'S',
+                         .partitions = PARTS,
+                         .replication = 1,
+                         .gsi = gsi,
+                         .ngsi = 1,
+                         .stream = 1};
+    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    for (int i = 0; i < KEYS; i++) {
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"s%d\"},\"G\":{\"S\":\"g%d\"}}", i, i % 7);
+        assert_lapse_ok(lapse_put(rs_client(), "single", it, NULL, &e), &e);
+        lapse_item_free(it);
+    }
+}
+
+/* The node of table name's key id's partition, in the coordinator's map. */
+static uint32_t owner_of(const char *name, const char *id)
+{
+    pmap *pm = testmap_fetch(rs_cluster());
+    const pmap_table *t = pmap_table_find(pm, name);
+    assert_non_null(t);
+    attr_value v;
+    uint32_t part = 0;
+    assert_int_equal(item_value_init_bytes(&v, ATTR_S, id, strlen(id)), 0);
+    assert_int_equal(hash_partition(&v, t->schema.partitions, &part), 0);
+    item_value_fini(&v);
+    uint32_t owner = pmap_owner(t, part);
+    pmap_free(pm);
+    return owner;
+}
+
 static void test_remove_dead_node_makes_its_copies_anew(void **state)
 {
     (void)state;
     static char acked[WRITES_MAX];
     rs_create_rf3("removed", PARTS);
+    create_single();
+    size_t single_base = sets_naming("single", DEAD), single_lists = copies_on("single", DEAD, 1);
+    assert_true(single_base > 0); /* 16 partitions over 4 nodes: 4 */
     lapse_error e = {0};
     for (int i = 0; i < KEYS; i++) {
         lapse_item *it = item_json("{\"Id\":{\"S\":\"k%d\"},\"V\":{\"S\":\"a\"}}", i);
@@ -99,10 +163,22 @@ static void test_remove_dead_node_makes_its_copies_anew(void **state)
     mv_remove(3, LAPSE_ESTATE); /* UP: drain it instead */
     mv_remove(9, LAPSE_ENOTFOUND);
 
-    json_t *d = mv_remove(DEAD, 0);
+    /* The one-copy table's copies would be lost: refused, nothing done. */
+    char *js = NULL;
+    assert_int_equal(lapse_node_remove(rs_client(), DEAD, 0, &js, &e), LAPSE_ESTATE);
+    print_message("node_remove_test: refused: %s\n", e.message);
+    assert_non_null(strstr(e.message, "--lose-data"));
+    assert_non_null(strstr(e.message, "single"));
+    json_t *node = NULL, *doc = rs_status_of(DEAD, &node);
+    assert_false(json_is_true(json_object_get(node, "Removed")));
+    json_decref(doc);
+    assert_int_equal(sets_naming("removed", DEAD), held);
+
+    json_t *d = mv_remove_lose_data(DEAD);
     assert_true(json_is_true(json_object_get(d, "Removed")));
     assert_int_equal(rs_json_int(d, "BaseCopiesLeft"), (json_int_t)held);
     assert_int_equal(rs_json_int(d, "OtherCopies"), 0);
+    assert_int_equal(rs_json_int(d, "LostCopies"), (json_int_t)(single_base + single_lists));
     json_decref(d);
 
     /* Bounded: a hang check, not a speed target. Writes go on meanwhile,
@@ -112,11 +188,12 @@ static void test_remove_dead_node_makes_its_copies_anew(void **state)
     int nwrites = 0, nacked = 0;
     while (left > 0) {
         if (clock_mono_remaining_ms(deadline) == 0) {
-            fail_msg("node %d is still named by %lld sets 60 s after its removal", DEAD,
+            fail_msg("node %d is still named by %lld sets or lists 60 s after its removal", DEAD,
                      (long long)left);
         }
         d = mv_remove(DEAD, 0); /* again: it only answers what is left */
-        left = rs_json_int(d, "BaseCopiesLeft");
+        left = rs_json_int(d, "BaseCopiesLeft") + rs_json_int(d, "DerivedCopiesLeft");
+        assert_int_equal(rs_json_int(d, "LostCopies"), (json_int_t)(single_base + single_lists));
         json_int_t moves = rs_json_int(d, "Moves");
         if (moves > 2) {
             fail_msg("%lld sets moving at once, want at most 2 (--max-concurrent-moves)",
@@ -169,7 +246,41 @@ static void test_remove_dead_node_makes_its_copies_anew(void **state)
     }
     assert_int_equal(rs_wait_copies_match("removed", 20000), (uint64_t)(KEYS + PARTS + there));
 
-    json_t *node = NULL, *doc = rs_status_of(DEAD, &node);
+    /* The one-copy table: its keys on other nodes read back; one of a
+     * lost partition fails, never reads as absent. */
+    int lost_key = -1, read_back = 0;
+    for (int i = 0; i < KEYS; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "s%d", i);
+        if (owner_of("single", id) != DEAD) {
+            read_back += present("single", "s%d", i);
+        } else if (lost_key < 0) {
+            lost_key = i;
+        }
+    }
+    assert_true(read_back > 0);
+    assert_true(lost_key >= 0);
+    lapse_item *k = item_json("{\"Id\":{\"S\":\"s%d\"}}", lost_key), *got = NULL;
+    int rv = lapse_get(rs_client(), "single", k, &got, &e);
+    print_message("node_remove_test: %d of the one-copy table's keys on live partitions read "
+                  "back; s%d, on a lost one: %s\n",
+                  read_back, lost_key, rv != 0 ? e.message : "read");
+    assert_int_equal(rv, LAPSE_EUNAVAILABLE);
+    assert_non_null(strstr(e.message, "was lost with node 2"));
+    assert_null(got);
+    lapse_item_free(k);
+
+    /* The map still names node 2 for the lost copies, until the table
+     * that lost them is dropped, which takes them with it. */
+    doc = rs_status_of(DEAD, &node);
+    assert_int_equal(rs_json_int(node, "Replicas"), (json_int_t)(single_base + single_lists));
+    json_decref(doc);
+    assert_lapse_ok(lapse_delete_table(rs_client(), "single", &e), &e);
+    d = mv_remove(DEAD, 0);
+    assert_int_equal(rs_json_int(d, "LostCopies"), 0);
+    json_decref(d);
+
+    doc = rs_status_of(DEAD, &node);
     assert_true(json_is_true(json_object_get(node, "Removed")));
     assert_string_equal(json_string_value(json_object_get(node, "State")), "DOWN");
     assert_int_equal(rs_json_int(node, "Replicas"), 0);
