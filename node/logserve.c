@@ -182,15 +182,23 @@ static int refusing(const node_server *ns)
 /* The end of one part of a ReplicateLog call, its outcome rv: where this
  * copy stands (the sender resends from there after ESTATE), the outbox
  * trim the part asks for, and a log line for what is not a plain gap.
- * Returns rv. */
+ * run, when not NULL and loaded, is the position the part's apply left
+ * stored (logship_apply_run): no read then, which saves one lookup per
+ * call on the replicas' hot path. Returns rv. */
 static int finish_part(const logship_call *c, const Lapse__ReplicateLogRequest *r,
                        Lapse__ReplicateLogResponse *out, int rv, uint64_t applied, int diverged,
-                       const char *err)
+                       const char *err, const replog_run *run)
 {
     uint64_t epoch = 0;
     if (rv == 0 || (rv == LAPSE_ESTATE && !diverged)) {
-        char perr[256];
-        replog_position(c->ns->st, r->table_id, r->partition, &epoch, &applied, perr, sizeof(perr));
+        if (run != NULL && run->loaded) {
+            epoch = run->epoch;
+            applied = run->last;
+        } else {
+            char perr[256];
+            replog_position(c->ns->st, r->table_id, r->partition, &epoch, &applied, perr,
+                            sizeof(perr));
+        }
     }
     if (rv == 0 && r->outbox_trimmed > 0) {
         trim_copy(c->ns->logship, c->ns->st, r);
@@ -246,6 +254,8 @@ static int handle_part(const logship_call *c, const Lapse__ReplicateLogRequest *
 {
     uint64_t applied = 0;
     int diverged = 0;
+    replog_run run;
+    replog_run_init(&run, r->table_id, r->partition); /* loaded only by an apply */
     int rv = check_epoch(c->ns->logship, r, err, errlen);
     if (rv == 0 && snapshot_cut(c->ns->logship, r, err, errlen)) {
         rv = LAPSE_ESTATE;
@@ -275,11 +285,11 @@ static int handle_part(const logship_call *c, const Lapse__ReplicateLogRequest *
         }
     } else if (rv == 0 && !r->reset) {
         replog_lock(c->ns->st, r->table_id, r->partition);
-        rv = logship_apply_run(c->ns->st, r->table_id, r->partition, r->prev_epoch, r->records,
-                               r->n_records, &applied, &diverged, err, errlen);
+        rv = logship_apply_run(c->ns->st, &run, r->prev_epoch, r->records, r->n_records, &applied,
+                               &diverged, err, errlen);
         replog_unlock(c->ns->st, r->table_id, r->partition);
     }
-    return finish_part(c, r, out, rv, applied, diverged, err);
+    return finish_part(c, r, out, rv, applied, diverged, err, &run);
 }
 
 /* One part of a group-commit call while the call is handled. */
@@ -342,6 +352,7 @@ static void apply_parts(const logship_call *c, part_job *jobs, size_t n)
         if (wrv == 0) {
             j->applied = j->run.last;
         } else {
+            j->run.loaded = 0; /* not written: the stored position is unknown here */
             j->rv = wrv;
             snprintf(j->err, sizeof(j->err), "%s", werr);
         }
@@ -408,9 +419,9 @@ static void handle_parts(const logship_call *c, const Lapse__ReplicateLogRequest
     apply_parts(c, jobs, n);
     for (size_t i = 0; i < n; i++) {
         part_job *j = &jobs[i];
-        int rv = j->r == NULL
-                     ? j->rv
-                     : finish_part(c, j->r, j->out, j->rv, j->applied, j->diverged, j->err);
+        int rv = j->r == NULL ? j->rv
+                              : finish_part(c, j->r, j->out, j->rv, j->applied, j->diverged, j->err,
+                                            &j->run);
         j->out->status = (Lapse__Status)rv;
         if (rv != 0 && (j->out->message =
                             arena_strdup(c->a, j->err[0] ? j->err : lapse_strerror(rv))) == NULL) {

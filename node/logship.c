@@ -361,7 +361,7 @@ int logship_apply_into(store *st, db_batch *b, replog_run *run, uint64_t prev_ep
     return 0;
 }
 
-int logship_apply_run(store *st, uint32_t table_id, uint32_t part, uint64_t prev_epoch,
+int logship_apply_run(store *st, replog_run *run, uint64_t prev_epoch,
                       Lapse__LogRecord *const *recs, size_t n, uint64_t *applied, int *diverged,
                       char *err, size_t errlen)
 {
@@ -370,17 +370,17 @@ int logship_apply_run(store *st, uint32_t table_id, uint32_t part, uint64_t prev
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
-    replog_run run, *runs[1] = {&run};
-    replog_run_init(&run, table_id, part);
-    int rv = logship_apply_into(st, b, &run, prev_epoch, recs, n, applied, diverged, err, errlen);
+    replog_run *runs[1] = {run};
+    int rv = logship_apply_into(st, b, run, prev_epoch, recs, n, applied, diverged, err, errlen);
     /* The records before a refused one are valid: they are written. */
-    if (run.added > 0) {
+    if (run->added > 0) {
         char werr[256];
         int wrv = replog_write(st, b, runs, 1, werr, sizeof(werr));
         if (wrv == 0) {
-            *applied = run.last;
+            *applied = run->last;
         } else {
-            *applied = run.last - run.added;
+            *applied = run->last - run->added;
+            run->loaded = 0; /* not written: the stored position is unknown here */
             rv = wrv;
             snprintf(err, errlen, "%s", werr);
         }
@@ -420,8 +420,10 @@ static int pull_from(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id,
     if (rv == 0) {
         uint64_t applied = 0;
         int diverged = 0;
-        rv = logship_apply_run(ls->ns->st, table_id, part, my_epoch, got->records, got->n_records,
-                               &applied, &diverged, err, errlen);
+        replog_run run;
+        replog_run_init(&run, table_id, part);
+        rv = logship_apply_run(ls->ns->st, &run, my_epoch, got->records, got->n_records, &applied,
+                               &diverged, err, errlen);
         if (rv != 0) {
             log_error("table %u partition %u: cannot take in in-sync replica node %u's records "
                       "as the new primary: %s",

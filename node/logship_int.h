@@ -185,11 +185,12 @@ uint32_t logship_required(logship *ls, const node_map *m, const pmap_replicas *r
                           uint32_t part, int *reconciled);
 
 /* Applies recs[0..n) in order (the record before recs[0] of prev_epoch),
- * as replog_apply_locked does each, in one write. REQUIRES: the
- * partition's stripe lock. 0 or the first error, with *applied and
- * *diverged as it left them (the records before a refused one are
- * written). */
-int logship_apply_run(store *st, uint32_t table_id, uint32_t part, uint64_t prev_epoch,
+ * as replog_apply_locked does each, in one write, under run (set up by
+ * replog_run_init for the partition). REQUIRES: the partition's stripe
+ * lock. 0 or the first error, with *applied and *diverged as it left them
+ * (the records before a refused one are written). Then, while run->loaded,
+ * run->epoch and run->last are the stored position (logship_run_position). */
+int logship_apply_run(store *st, replog_run *run, uint64_t prev_epoch,
                       Lapse__LogRecord *const *recs, size_t n, uint64_t *applied, int *diverged,
                       char *err, size_t errlen);
 /* logship_apply_run's records added to b under run (replog_apply_into),
