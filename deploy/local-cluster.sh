@@ -148,7 +148,7 @@ start_named() {
         --coordinator "$coord_url" --data "$home/$name" \
         --etcd "$etcd_urls" --cluster-name "$cluster_name" \
         --metrics-listen "127.0.0.1:${metrics_ports[i-1]}" --cluster-token-file "$home/cluster-token" \
-        ${zone:+--zone "$zone"} ;;
+        --snapshot-nice 19 ${zone:+--zone "$zone"} ;;
     dynamodb)
       start "$name" "$bin/lapse-dynamodb" --listen "127.0.0.1:$dynamodb_port" \
         --coordinator "$coord_url" \

@@ -86,6 +86,9 @@ static void usage(FILE *f)
             "                      cap each snapshot this node sends (a move's new copy, a\n"
             "                      copy too far behind) at N MB/s, 0..100000 (default 0: no\n"
             "                      cap), leaving CPU and disk to the foreground\n"
+            "  --snapshot-nice N   send each snapshot from threads of nice value N, 0..19\n"
+            "                      (default 0: the daemon's own), so the foreground's calls\n"
+            "                      take the CPU first while partitions move\n"
             "  --zone NAME         this node's zone (a rack, a data centre): each partition's\n"
             "                      copies go to as many zones as there are (default: none)\n"
             "  --repl-workers N    outbox shipper threads (GSI and stream replication), "
@@ -180,6 +183,7 @@ static const struct option longopts[] = {
     {"lease-ttl", required_argument, NULL, 'E'},
     {"replog-retain", required_argument, NULL, 'L'},
     {"snapshot-rate-mb", required_argument, NULL, 'J'},
+    {"snapshot-nice", required_argument, NULL, 'N'},
     {"zone", required_argument, NULL, 'Z'},
     /* Hidden, for tests: shifts this node's wall clock (clock skew). */
     {"debug-clock-offset-ms", required_argument, NULL, 'O'},
@@ -293,6 +297,12 @@ static int daemon_flag(int c, flags *f)
             return rv;
         }
         f->opt.snapshot_rate_mb = (int)v;
+        break;
+    case 'N':
+        if ((rv = int_flag("--snapshot-nice", 0, 19, &v)) != 0) {
+            return rv;
+        }
+        f->opt.snapshot_nice = (int)v;
         break;
     case 'Z':
         if (!pmap_zone_valid(optarg)) {

@@ -205,6 +205,7 @@ static int take_options(node_server *ns, const node_options *opt, char *err, siz
     ns->id = opt->id;
     ns->workers = opt->workers;
     ns->snapshot_rate_mb = opt->snapshot_rate_mb;
+    ns->snapshot_nice = opt->snapshot_nice;
     snprintf(ns->zone, sizeof(ns->zone), "%s", opt->zone != NULL ? opt->zone : "");
     ns->ttl_opt = opt->ttl;
     ns->repl_workers = opt->repl_workers > 0 ? opt->repl_workers : SHIPPER_DEFAULT_WORKERS;

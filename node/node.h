@@ -97,6 +97,7 @@ typedef struct node_options {
     int lease_ttl_s;                       /* --lease-ttl; 0 = REGISTRY_LEASE_TTL_S */
     uint64_t replog_retain;                /* --replog-retain; 0 = REPLOG_RETAIN_DEFAULT */
     int snapshot_rate_mb; /* --snapshot-rate-mb: MB/s per snapshot sent; 0 = no cap */
+    int snapshot_nice;    /* --snapshot-nice: 0..19, the nice value snapshots are sent at */
     const char *zone;     /* --zone (pmap_zone_valid); NULL = none */
 } node_options;
 
@@ -110,6 +111,8 @@ typedef struct node_server {
     char data_dir[PATH_MAX];            /* the store's directory (holds LOCK) */
     int workers;                        /* RPC handler threads */
     int snapshot_rate_mb;               /* cap on each snapshot sent, MB/s; 0 = none (resync.c) */
+    int snapshot_nice;                  /* nice value of a snapshot's sending threads; 0: as the
+                                         * daemon's (resync_snapshot.c) */
     char zone[PMAP_MAX_ZONE];           /* --zone, registered with the coordinator; "": none */
 
     /* ---- storage (fixed pointer; the store is thread-safe) ---- */

@@ -3,11 +3,15 @@
  * of the primary's while writes go on (resync_int.h; resync.c decides
  * when, docs/replication.md "Rebuilding from a snapshot").
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../common/clock.h"
 #include "../common/lapse_err.h"
@@ -308,15 +312,15 @@ static int send_calls(snap_xfer *xf, size_t call_bytes, char *err, size_t errlen
     return rv;
 }
 
-/* Rebuilds replica c's copy from a snapshot of this one: a reset, the
+/* Rebuilds replica c's copy from a snapshot of this one, on this thread: a reset, the
  * partition's keys call after call (writes go on; each call's entries are
  * read while up to RESYNC_SNAPSHOT_IN_FLIGHT calls before are on the
  * wire), then, once every call before is installed, the position they
  * stand at, which *applied gets. Progress goes to the log every
  * RESYNC_SNAPSHOT_REPORT_MS. */
-int resync_send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
-                         uint64_t epoch, const char *why, uint64_t *applied, char *err,
-                         size_t errlen)
+static int send_snapshot_here(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id,
+                              uint32_t part, uint64_t epoch, const char *why, uint64_t *applied,
+                              char *err, size_t errlen)
 {
     snap_xfer xf = {.ls = ls,
                     .c = c,
@@ -354,4 +358,62 @@ int resync_send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table
                  clock_mono_now().ms - xf.start, xf.calls);
     }
     return rv;
+}
+
+/* A snapshot sent on a thread of its own at a lower CPU priority. */
+typedef struct nice_send {
+    logship *ls;
+    rpc_client *c;
+    uint32_t id, table_id, part;
+    uint64_t epoch;
+    const char *why;
+    uint64_t applied;
+    int nice, rv;
+    char err[512];
+} nice_send;
+
+static void *nice_send_main(void *arg)
+{
+    nice_send *x = arg;
+    /* This thread alone (Linux: a thread's nice value is its own); the
+     * call threads it starts inherit it. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), x->nice) != 0) {
+        log_warn("table %u partition %u: the snapshot for node %u is sent at the daemon's "
+                 "priority: nice %d refused: %s",
+                 (unsigned)x->table_id, (unsigned)x->part, (unsigned)x->id, x->nice,
+                 strerror(errno));
+    } else {
+        log_info("table %u partition %u: the snapshot for node %u is sent at nice %d "
+                 "(--snapshot-nice)",
+                 (unsigned)x->table_id, (unsigned)x->part, (unsigned)x->id, x->nice);
+    }
+    x->rv = send_snapshot_here(x->ls, x->c, x->id, x->table_id, x->part, x->epoch, x->why,
+                               &x->applied, x->err, sizeof(x->err));
+    return NULL;
+}
+
+/* Rebuilds replica c's copy from a snapshot (send_snapshot_here): with
+ * --snapshot-nice, on a thread of that nice value, so the foreground's
+ * calls win the CPU while it reads and sends (docs/benchmarks.md, "Moves
+ * at a lower priority"). The thread holds no lock the foreground waits
+ * on for longer than begin_transfer's take-and-release of the stripe.
+ * The node's other work on this thread (log catch-up, with the partition
+ * held at the end) keeps the daemon's priority: a low-priority holder of
+ * that lock would stall the writes behind it. */
+int resync_send_snapshot(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id, uint32_t part,
+                         uint64_t epoch, const char *why, uint64_t *applied, char *err,
+                         size_t errlen)
+{
+    const int nice = ls->ns->snapshot_nice;
+    pthread_t t;
+    nice_send x = {ls, c, id, table_id, part, epoch, why, 0, nice, 0, ""};
+    if (nice <= 0 || pthread_create(&t, NULL, nice_send_main, &x) != 0) {
+        return send_snapshot_here(ls, c, id, table_id, part, epoch, why, applied, err, errlen);
+    }
+    pthread_join(t, NULL);
+    *applied = x.applied;
+    if (x.rv != 0) {
+        snprintf(err, errlen, "%s", x.err);
+    }
+    return x.rv;
 }

@@ -1,7 +1,8 @@
 /*
  * replica_repair_test: replica sets repair themselves, on one etcd member,
  * a coordinator and three real nodes that keep only the last 16 records of
- * each partition's log (--replog-retain 16).
+ * each partition's log (--replog-retain 16) and send snapshots at the
+ * lowest CPU priority (--snapshot-nice 19: the primaries' logs say so).
  *
  * A follower that is UP but does not take its primary's records (a test
  * fault switch makes it refuse every ReplicateLog) leaves the in-sync sets
@@ -55,7 +56,7 @@
 static int group_setup(void **state)
 {
     (void)state;
-    return rs_group_setup_faults("--replog-retain 16", 0);
+    return rs_group_setup_faults("--replog-retain 16 --snapshot-nice 19", 0);
 }
 
 /* Creates table name (S key Id) of one partition and rf copies, with a
@@ -193,6 +194,23 @@ static void assert_logs_trimmed(void)
     pmap_free(pm);
 }
 
+/* Whether a node other than to logged a snapshot for node to sent at
+ * nice (--snapshot-nice; fails the test if none did). */
+static void assert_sent_at_nice(int to, int nice)
+{
+    char want[64];
+    snprintf(want, sizeof(want), "the snapshot for node %d is sent at nice %d", to, nice);
+    for (int i = 1; i <= 3; i++) {
+        char *log = i != to ? cluster_read_file(cluster_log_path(rs_cluster(), i)) : NULL;
+        int found = log != NULL && strstr(log, want) != NULL;
+        free(log);
+        if (found) {
+            return;
+        }
+    }
+    fail_msg("no primary logged \"%s\"", want);
+}
+
 static void test_replicas_behind_the_log_are_rebuilt(void **state)
 {
     (void)state;
@@ -213,6 +231,7 @@ static void test_replicas_behind_the_log_are_rebuilt(void **state)
     pmap_free(rs_wait_all_in_sync(TABLE));
     assert_int_equal(rs_assert_copies_match(TABLE), 450);
     assert_rebuilt_from_snapshot(3);
+    assert_sent_at_nice(3, 19);
 
     /* Its data dir lost while it is down; rebuilt from snapshots of many
      * small calls each (a call's entries read while the two before are on
