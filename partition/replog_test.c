@@ -404,6 +404,64 @@ static void test_snapshot_rebuilds_a_copy(void **state)
     testdir_remove(dir);
 }
 
+/* A call's entries go in in writes of at most SNAPSHOT_WRITE_BYTES: a
+ * call of 24 entries of 64 KiB (six writes) installs every one, key for
+ * key; a call whose last entry is another partition's writes none of the
+ * ones before it. */
+static void test_big_snapshot_call_is_written_in_parts(void **state)
+{
+    (void)state;
+    pair *p = &g_pair;
+    fixture *f = p->f;
+    table_schema t = replicated();
+    t.partitions = 2;
+    put(f, &t, row(1, "a", 0));
+    const uint32_t part = part_of(1, t.partitions);
+    entries *one = calloc(1, sizeof(*one)), *got = calloc(1, sizeof(*got));
+    uint64_t se = 0, sseq = 0;
+    read_snapshot(f, f->st, t.id, part, 1 << 20, NULL, one, &se, &sseq);
+    assert_true(one->n >= 1);
+    enum { N = 24, VBYTES = 64 * 1024 };
+    static uint8_t keys[N][512], val[VBYTES];
+    memset(val, 'v', sizeof(val));
+    snapshot_entry e[N + 1];
+    const snapshot_entry base = entry_at(one, 0); /* an item: its key, with a suffix, is too */
+    assert_true(base.klen + 1 <= sizeof(keys[0]));
+    for (int i = 0; i < N; i++) {
+        memcpy(keys[i], base.key, base.klen);
+        keys[i][base.klen] = (uint8_t)i; /* in key order */
+        e[i] = (snapshot_entry){base.family, keys[i], base.klen + 1, val, sizeof(val)};
+    }
+    assert_true((size_t)N * VBYTES > 4 * SNAPSHOT_WRITE_BYTES);
+    char dir[512];
+    store *fresh = NULL;
+    assert_int_equal(testdir_make(dir, sizeof dir, "replog_parts"), 0);
+    assert_ok(store_open(&fresh, dir, f->err, sizeof f->err), f);
+    /* Refused whole: the last entry is not a key of the partition. */
+    e[N] = e[0];
+    e[N].family = 6; /* the GSI family */
+    assert_code(snapshot_install(fresh, t.id, part, e, N + 1, f->err, sizeof f->err), LAPSE_EINVAL,
+                f);
+    read_snapshot(f, fresh, t.id, part, 1 << 20, NULL, got, &se, &sseq);
+    assert_int_equal(got->n, 0);
+    /* Taken whole, over several writes. */
+    assert_ok(snapshot_install(fresh, t.id, part, e, N, f->err, sizeof f->err), f);
+    read_snapshot(f, fresh, t.id, part, 1 << 24, NULL, got, &se, &sseq);
+    assert_int_equal(got->n, N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(got->k[i].len, e[i].klen);
+        assert_memory_equal(got->k[i].data, e[i].key, e[i].klen);
+        assert_int_equal(got->v[i].len, VBYTES);
+        assert_memory_equal(got->v[i].data, val, VBYTES);
+    }
+    entries_fini(one);
+    entries_fini(got);
+    free(one);
+    free(got);
+    store_close(fresh);
+    testdir_remove(dir);
+}
+
 static void test_not_primary_writes_nothing(void **state)
 {
     (void)state;
@@ -585,6 +643,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_log_is_trimmed_on_both_copies, pair_setup,
                                         pair_teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_rebuilds_a_copy, pair_setup, pair_teardown),
+        cmocka_unit_test_setup_teardown(test_big_snapshot_call_is_written_in_parts, pair_setup,
+                                        pair_teardown),
         cmocka_unit_test_setup_teardown(test_retried_write_takes_effect_once, pair_setup,
                                         pair_teardown),
         cmocka_unit_test_setup_teardown(test_not_primary_writes_nothing, pair_setup, pair_teardown),

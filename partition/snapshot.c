@@ -296,32 +296,46 @@ int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot
 {
     range r[RANGE_COUNT];
     int rv = ranges_of(r, table_id, part);
-    db_batch *b = rv == 0 ? db_batch_thread() : NULL; /* a part is up to 4 MB: kept */
-    if (b == NULL) {
+    if (rv != 0) {
         ranges_fini(r);
         return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
+    /* Every entry is checked before any is written: a refused call
+     * writes nothing. */
     for (size_t i = 0; i < n; i++) {
         if (!in_ranges(r, &e[i])) {
             rv = errf(LAPSE_EINVAL, err, errlen,
                       "snapshot entry %zu (family %u, %zu-byte key) is not a key of table "
                       "%u partition %u",
                       i, (unsigned)e[i].family, e[i].klen, (unsigned)table_id, (unsigned)part);
-            break;
+            ranges_fini(r);
+            return rv;
         }
-        db_batch_put(b, st->db, (int)e[i].family, e[i].key, e[i].klen, e[i].val, e[i].vlen);
+    }
+    ranges_fini(r);
+    db_batch *b = db_batch_thread(); /* a part is up to 4 MB: kept */
+    if (b == NULL) {
+        return errf(LAPSE_ENOMEM, err, errlen, "out of memory");
     }
     pthread_mutex_t *mu = store_stripe(st, table_id, part);
-    pthread_mutex_lock(mu);
-    if (rv == 0 && (rv = check_reset(st, table_id, part, err, errlen)) == 0 &&
-        (rv = db_write(st->db, b, 0, err, errlen)) == 0) {
-        /* New expiry entries and outbox counters under any cached state. */
-        store_sweep_cursor_note(st, table_id, part, NULL, 0);
-        outbox_forget_part(st, table_id, part);
+    for (size_t i = 0; rv == 0 && i < n;) {
+        size_t bytes = 0;
+        for (; i < n && (bytes == 0 || bytes + e[i].klen + e[i].vlen <= SNAPSHOT_WRITE_BYTES);
+             i++) {
+            db_batch_put(b, st->db, (int)e[i].family, e[i].key, e[i].klen, e[i].val, e[i].vlen);
+            bytes += e[i].klen + e[i].vlen;
+        }
+        pthread_mutex_lock(mu);
+        if ((rv = check_reset(st, table_id, part, err, errlen)) == 0 &&
+            (rv = db_write(st->db, b, 0, err, errlen)) == 0) {
+            /* New expiry entries and outbox counters under any cached state. */
+            store_sweep_cursor_note(st, table_id, part, NULL, 0);
+            outbox_forget_part(st, table_id, part);
+        }
+        pthread_mutex_unlock(mu);
+        db_batch_clear(b);
     }
-    pthread_mutex_unlock(mu);
     db_batch_thread_done(b);
-    ranges_fini(r);
     return rv;
 }
 

@@ -69,11 +69,18 @@ void snapshot_counts(const snapshot *s, uint64_t *entries, uint64_t *bytes);
 
 void snapshot_close(snapshot *s); /* accepts NULL */
 
-/* On the replica: writes e[0..n) into partition part of table_id in one
- * batch. Every entry must be a key of that partition in a family a
+/* On the replica: writes e[0..n) into partition part of table_id, in
+ * writes of at most SNAPSHOT_WRITE_BYTES each (one entry at least): a
+ * call's 4 MB in one RocksDB write held the write group, and every
+ * client's write on the node queued behind it, for its whole memtable
+ * insert. Every entry must be a key of that partition in a family a
  * snapshot holds, else nothing is written: LAPSE_EINVAL with err. A copy
  * with a log position (not reset, or already finished) takes none:
- * LAPSE_ESTATE. Also LAPSE_EIO or LAPSE_ENOMEM. */
+ * LAPSE_ESTATE (checked before each write). Also LAPSE_EIO or
+ * LAPSE_ENOMEM. A failure midway leaves the writes before it: the copy
+ * has no position until snapshot_finish, so nothing reads or ships it,
+ * and its next rebuild begins with a reset. */
+#define SNAPSHOT_WRITE_BYTES (256 * 1024)
 int snapshot_install(store *st, uint32_t table_id, uint32_t part, const snapshot_entry *e, size_t n,
                      char *err, size_t errlen);
 
