@@ -56,9 +56,8 @@ static int moving(const pmap_replicas *r, uint32_t rf)
 
 void mover_count(const pmap *pm, uint32_t id, mover_left *out)
 {
-    uint32_t derived_moving = 0, derived_lost = 0;
     memset(out, 0, sizeof(*out));
-    mover_derived_count(pm, id, &out->derived, &derived_moving, &derived_lost);
+    mover_derived_count(pm, id, out);
     for (size_t t = 0; t < pm->ntables; t++) {
         const pmap_table *tb = &pm->tables[t];
         uint32_t rf = schema_replication(&tb->schema);
@@ -69,6 +68,7 @@ void mover_count(const pmap *pm, uint32_t id, mover_left *out)
             }
             if (pmap_set_lost(pm, r)) {
                 out->lost++; /* a one-copy table's on a removed node */
+                out->lost_table = out->lost_table != NULL ? out->lost_table : tb->schema.name;
             } else if (!movable(pm, r, rf)) {
                 out->other++; /* a one-copy table's on a node that is down */
             } else {
@@ -77,8 +77,6 @@ void mover_count(const pmap *pm, uint32_t id, mover_left *out)
             }
         }
     }
-    out->moving += derived_moving;
-    out->lost += derived_lost;
 }
 
 /* The node to take a new copy of r for its member leaving: UP, not
@@ -549,30 +547,6 @@ out:
  * in sync it held is taken over by the member that left that set last),
  * committed. 0, or the error set in resp. REQUIRES: s->lock held; n is
  * in s->pm and not removed yet. */
-/* The name of the first table of pm of which node id holds a lost copy
- * (mover_left.lost), or "?". */
-static const char *lost_table(const pmap *pm, uint32_t id)
-{
-    for (size_t t = 0; t < pm->ntables; t++) {
-        const pmap_table *tb = &pm->tables[t];
-        int lost = pmap_table_lost(pm, tb);
-        for (uint32_t p = 0; p < tb->schema.partitions && !lost; p++) {
-            const pmap_replicas *sh = pmap_stream_shard(tb, p);
-            lost = sh != NULL && pmap_replicas_index(sh, id) >= 0 && pmap_set_lost(pm, sh);
-        }
-        for (uint32_t g = 0; g < tb->schema.ngsi && !lost; g++) {
-            for (uint32_t q = 0; q < tb->schema.gsi[g].partitions && !lost; q++) {
-                const pmap_replicas *gp = pmap_gsi_part(tb, g, q);
-                lost = gp != NULL && pmap_replicas_index(gp, id) >= 0 && pmap_set_lost(pm, gp);
-            }
-        }
-        if (lost) {
-            return tb->schema.name;
-        }
-    }
-    return "?";
-}
-
 static int commit_removal(server *s, const pmap_node *n, int lose_data, Lapse__Response *resp,
                           arena *a)
 {
@@ -616,7 +590,7 @@ static int commit_removal(server *s, const pmap_node *n, int lose_data, Lapse__R
                       "stream shard(s) of one-copy tables (table \"%s\" among them): removing "
                       "it loses their items for good. Start it again and drain it (lapse node "
                       "drain %u), or remove it with --lose-data",
-                      (unsigned)id, (unsigned)lost.lost, lost_table(next, id), (unsigned)id);
+                      (unsigned)id, (unsigned)lost.lost, lost.lost_table, (unsigned)id);
         pmap_free(next);
         return LAPSE_ESTATE;
     }

@@ -84,12 +84,13 @@ void mover_pass(server *s);
 
 /* What is left on a node (mover_count). */
 typedef struct mover_left {
-    uint32_t base;    /* copies of base partitions that move */
-    uint32_t moving;  /* sets and lists being moved off it now */
-    uint32_t other;   /* copies that wait: one-copy tables' base partitions on a node down */
-    uint32_t derived; /* copies of GSI partitions and stream shards that move */
-    uint32_t lost;    /* copies lost with it, removed (--lose-data): no copy left anywhere,
-                       * or of a table that lost a base partition so */
+    uint32_t base;          /* copies of base partitions that move */
+    uint32_t moving;        /* sets and lists being moved off it now */
+    uint32_t other;         /* copies that wait: one-copy tables' base partitions on a node down */
+    uint32_t derived;       /* copies of GSI partitions and stream shards that move */
+    uint32_t lost;          /* copies lost with it, removed (--lose-data): no copy left anywhere,
+                             * or of a table that lost a base partition so */
+    const char *lost_table; /* the first table of those copies (borrowed from the map), or NULL */
 } mover_left;
 
 /* What is left on node id in pm (mover_left). */
@@ -115,12 +116,12 @@ int mover_derived_unbalanced(const pmap *pm);
  * held. */
 void mover_derived_pass(server *s, pmap *next, uint64_t since, size_t rebalance,
                         mover_derived_done *done);
-/* Node id's GSI and stream copies in pm that move, how many of their lists
- * have a copy joining, and its copies of lists that no longer move: lost
- * with a removed node, or of a table that lost a base partition so
- * (docs/replication.md, "Removing a dead node"). */
-void mover_derived_count(const pmap *pm, uint32_t id, uint32_t *held, uint32_t *moving,
-                         uint32_t *lost);
+/* Adds to *out node id's GSI and stream copies in pm that move (derived),
+ * the lists of them with a copy joining (moving), and its copies of lists
+ * that no longer move (lost, lost_table): lost with a removed node, or of
+ * a table that lost a base partition so (docs/replication.md, "Removing a
+ * dead node"). */
+void mover_derived_count(const pmap *pm, uint32_t id, mover_left *out);
 
 /* NodeDrain: marks the node draining (or, with stop, not), committed and
  * pushed, and answers what is left on it. ENOTFOUND (no such node),

@@ -86,7 +86,7 @@ int mover_derived_has_work(const pmap *pm)
 typedef struct count_arg {
     const pmap *pm;
     uint32_t id;
-    uint32_t held, moving, lost;
+    mover_left *out;
 } count_arg;
 
 static int count_fn(pmap_table *t, pmap_replicas *r, void *arg)
@@ -94,32 +94,32 @@ static int count_fn(pmap_table *t, pmap_replicas *r, void *arg)
     (void)t;
     count_arg *c = arg;
     if (pmap_replicas_index(r, c->id) >= 0) {
-        c->held++;
-        c->moving += r->joining != 0;
+        c->out->derived++;
+        c->out->moving += r->joining != 0;
     }
     return 0;
 }
 
 static int lost_fn(pmap_table *t, pmap_replicas *r, void *arg)
 {
-    (void)t;
     count_arg *c = arg;
-    c->lost += pmap_replicas_index(r, c->id) >= 0;
+    if (pmap_replicas_index(r, c->id) >= 0) {
+        c->out->lost++;
+        if (c->out->lost_table == NULL) {
+            c->out->lost_table = t->schema.name;
+        }
+    }
     return 0;
 }
 
-void mover_derived_count(const pmap *pm, uint32_t id, uint32_t *held, uint32_t *moving,
-                         uint32_t *lost)
+void mover_derived_count(const pmap *pm, uint32_t id, mover_left *out)
 {
-    count_arg c = {pm, id, 0, 0, 0};
+    count_arg c = {pm, id, out};
     for (size_t i = 0; i < pm->ntables; i++) {
         /* each_list does not change the lists count_fn and lost_fn are given */
         (void)each_list(pm, (pmap_table *)&pm->tables[i], 0, count_fn, &c);
         (void)each_list(pm, (pmap_table *)&pm->tables[i], 1, lost_fn, &c);
     }
-    *held = c.held;
-    *moving = c.moving;
-    *lost = c.lost;
 }
 
 /* The node to take a new copy of list r for its member leaving: UP,
