@@ -727,6 +727,23 @@ const char *cluster_log_path(const cluster *c, int idx)
     return (idx >= 0 && idx < c->nprocs) ? c->procs[idx].log_path : NULL;
 }
 
+void cluster_print_log_tail(const cluster *c, int idx, int lines)
+{
+    const char *path = cluster_log_path(c, idx);
+    char *log = path != NULL ? cluster_read_file(path) : NULL;
+    if (log == NULL) {
+        fprintf(stderr, "--- no log for process %d\n", idx);
+        return;
+    }
+    const char *from = log + strlen(log);
+    int n = 0;
+    while (from > log && !(from[-1] == '\n' && n++ == lines)) {
+        from--; /* stops just after the newline before the lines wanted */
+    }
+    fprintf(stderr, "--- the last %d lines of %s\n%s--- end of %s\n", lines, path, from, path);
+    free(log);
+}
+
 const char *cluster_data_dir(const cluster *c, int idx)
 {
     return (idx >= 0 && idx < c->nprocs) ? c->procs[idx].data_dir : NULL;

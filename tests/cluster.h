@@ -135,6 +135,10 @@ int cluster_exit_status(const cluster *c, int idx);
 /* The path of process idx's log file (stdout and stderr, appended across
  * restarts), or NULL for a bad index. */
 const char *cluster_log_path(const cluster *c, int idx);
+/* Prints the last `lines` lines of process idx's log to stderr, under a
+ * header naming it: what a failing test shows of a daemon where CI keeps
+ * no files. */
+void cluster_print_log_tail(const cluster *c, int idx, int lines);
 
 /* A free TCP port on 127.0.0.1 (bound and released). 0 on failure. */
 int cluster_free_port(void);

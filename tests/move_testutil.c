@@ -4,6 +4,8 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -67,10 +69,20 @@ int mv_writer_check(const mv_writer *w, const char *table)
 
 json_t *mv_drain(uint32_t node, int stop, int want_rv)
 {
-    char *js = NULL;
-    lapse_error e = {0};
-    int rv = lapse_node_drain(rs_client(), node, stop, &js, &e);
-    return rs_json_answer("node drain", rv, want_rv, js, &e);
+    clock_mono deadline = clock_mono_after_ms(20000);
+    for (;;) {
+        char *js = NULL;
+        lapse_error e = {0};
+        int rv = lapse_node_drain(rs_client(), node, stop, &js, &e);
+        /* retried while the coordinators answer "taking over" (a leader
+         * whose etcd lease lapsed on a busy machine), as mv_left_on */
+        if (rv != LAPSE_EUNAVAILABLE || want_rv == LAPSE_EUNAVAILABLE ||
+            clock_mono_remaining_ms(deadline) == 0) {
+            return rs_json_answer("node drain", rv, want_rv, js, &e);
+        }
+        lapse_free(js);
+        rs_sleep_ms(200);
+    }
 }
 
 json_t *mv_remove(uint32_t node, int want_rv)
@@ -202,12 +214,33 @@ void mv_create_ttl_table(const char *table, unsigned copies)
     }
 }
 
+void mv_print_stall(uint32_t node)
+{
+    char *js = NULL;
+    lapse_error e = {0};
+    if (lapse_node_drain(rs_client(), node, 0, &js, &e) == 0) {
+        fprintf(stderr, "node drain %u answers: %s\n", (unsigned)node, js);
+        lapse_free(js);
+    }
+    json_t *plan = rs_rebalance_plan();
+    char *ps = json_dumps(plan, JSON_COMPACT);
+    fprintf(stderr, "the rebalance plan: %s\n", ps != NULL ? ps : "?");
+    free(ps);
+    json_decref(plan);
+    cluster *c = rs_cluster();
+    for (int k = 0; k < cluster_coordinators(c); k++) {
+        cluster_print_log_tail(c, cluster_coordinator_index(c, k), 60);
+    }
+    cluster_print_log_tail(c, (int)node, 30);
+}
+
 json_int_t mv_wait_left_at_most(uint32_t node, json_int_t most, long timeout_ms, const char *what)
 {
     clock_mono deadline = clock_mono_after_ms(timeout_ms);
     json_int_t left;
     while ((left = mv_left_on(node)) > most) {
         if (clock_mono_remaining_ms(deadline) == 0) {
+            mv_print_stall(node);
             fail_msg("%s: node %u still holds %lld copies after %ld ms", what, (unsigned)node,
                      (long long)left, timeout_ms);
         }

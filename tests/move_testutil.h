@@ -60,9 +60,15 @@ json_int_t mv_left_on(uint32_t node);
 /* Waits up to timeout_ms until node holds at most most copies (mv_left_on);
  * returns how many it holds. */
 json_int_t mv_wait_left_at_most(uint32_t node, json_int_t most, long timeout_ms, const char *what);
+/* Prints to stderr what a stalled drain of node looks like: its NodeDrain
+ * answer, the rebalance plan and the last lines of every coordinator's
+ * log and of node's (CI keeps only a test's output). */
+void mv_print_stall(uint32_t node);
 
 /* lapse_node_drain's answer, parsed (caller json_decref); fails the test
- * unless the call returns want_rv (then NULL when it is not 0). The other
+ * unless the call returns want_rv (then NULL when it is not 0); retried
+ * for up to 20 s while the coordinators answer EUNAVAILABLE (none leads
+ * yet), unless that is what is wanted. The other
  * admin answers: replset_testutil.h (rs_json_answer, rs_json_int, ...). */
 json_t *mv_drain(uint32_t node, int stop, int want_rv);
 /* lapse_node_remove's answer, as mv_drain's. */
