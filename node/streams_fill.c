@@ -8,8 +8,11 @@
  * holds: those of outbox seq up to the gap's mark (apply.h, REPL_MISSING),
  * read with GetStreamRecords in raw form, page after page. The other copy
  * must be whole itself (it refuses reads otherwise) and must have applied
- * the source through the mark when the first page is read, so that every
- * record of the gap is in its store then and in the pages that follow.
+ * the source through the gap's end when the first page is read, so that
+ * every record of the gap is in its store then and in the pages that
+ * follow. The gap ends at the mark, or one record before it when the mark
+ * lies one past what this copy applied (apply_stream_fill_need): a new
+ * copy's mark on a quiet source, whose next record no copy holds yet.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -50,10 +53,11 @@ static int read_page(rpc_client *c, const pmap_table *t, uint32_t shard, uint64_
 }
 
 /* Fills from node id at url. 0 once the gap is filled; LAPSE_ESTATE when
- * that copy has not applied the source through mark yet; else the call's
- * or the store's error. *copied gets the records put here. */
+ * that copy has not applied the source through need (the gap's end) yet;
+ * else the call's or the store's error. *copied gets the records put
+ * here. */
 static int fill_from(node_server *ns, const pmap_table *t, uint32_t shard, uint64_t mark,
-                     const char *url, uint64_t *copied, char *err, size_t errlen)
+                     uint64_t need, const char *url, uint64_t *copied, char *err, size_t errlen)
 {
     rpc_client *c = NULL;
     int rv = rpc_client_open(&c, url, err, errlen);
@@ -66,9 +70,9 @@ static int fill_from(node_server *ns, const pmap_table *t, uint32_t shard, uint6
             break;
         }
         const Lapse__GetStreamRecordsResponse *r = resp->get_stream_records;
-        if (page == 0 && r->applied < mark) {
+        if (page == 0 && r->applied < need) {
             snprintf(err, errlen, "it applied records through %" PRIu64 " only, not %" PRIu64,
-                     r->applied, mark);
+                     r->applied, need);
             rv = LAPSE_ESTATE;
         }
         const void *recs[FILL_PAGE_RECORDS];
@@ -104,7 +108,14 @@ int streams_fill_shard(node_server *ns, const pmap *pm, const pmap_table *t, uin
 {
     const pmap_replicas *copies = pmap_stream_shard(t, shard);
     char err[512] = "";
-    int rv = LAPSE_EUNAVAILABLE;
+    uint64_t need = mark;
+    int rv = apply_stream_fill_need(ns->st, t->schema.id, shard, mark, &need, err, sizeof(err));
+    if (rv != 0) {
+        log_warn("stream shard %u of table %s: %s: %s", shard, t->schema.name, lapse_strerror(rv),
+                 err);
+        return rv;
+    }
+    rv = LAPSE_EUNAVAILABLE;
     for (uint32_t i = 0; copies != NULL && i < copies->n && rv != 0; i++) {
         const pmap_node *peer = pmap_node_find(pm, copies->ids[i]);
         if (copies->ids[i] == ns->id || peer == NULL || peer->state != PMAP_NODE_UP) {
@@ -112,7 +123,7 @@ int streams_fill_shard(node_server *ns, const pmap *pm, const pmap_table *t, uin
         }
         uint64_t copied = 0;
         err[0] = '\0';
-        rv = fill_from(ns, t, shard, mark, peer->address, &copied, err, sizeof(err));
+        rv = fill_from(ns, t, shard, mark, need, peer->address, &copied, err, sizeof(err));
         if (rv == 0 &&
             (rv = apply_stream_filled(ns->st, t->schema.id, shard, mark, err, sizeof(err))) == 0) {
             log_info("stream shard %u of table %s: the records this copy lost (through outbox "

@@ -170,6 +170,17 @@ int apply_gsi_filled(store *st, uint32_t table_id, uint32_t src_part, uint64_t m
 int apply_stream_gap(store *st, uint32_t table_id, uint32_t shard, uint64_t *mark, char *err,
                      size_t errlen);
 
+/* The source position another copy of stream shard shard must have
+ * applied for its records to fill this copy's gap of mark (apply_stream_gap):
+ * *need gets the mark, or one less when the mark lies one past the last
+ * record applied here. A new copy's mark lies so when that record was the
+ * mark already (apply_note_new_copy moves it on, so that a fill under way
+ * cannot end the new gap): the gap ends at that record, and the next one
+ * comes to this copy from the source. A quiet source has written no such
+ * record, and no copy could have applied it: the fill waited for good.
+ * Returns 0 or LAPSE_EIO. */
+int apply_stream_fill_need(store *st, uint32_t table_id, uint32_t shard, uint64_t mark,
+                           uint64_t *need, char *err, size_t errlen);
 /* Fills this copy of stream shard shard of table t with records another
  * copy holds (recs[0..n), lens[i] bytes each, stored records as that copy
  * keeps them, in stream order): under the apply lock, in one WriteBatch,

@@ -230,6 +230,15 @@ int apply_stream_gap(store *st, uint32_t table_id, uint32_t shard, uint64_t *mar
     return gap_of(st, table_id, shard, REPL_STREAM_FILLED, mark, err, errlen);
 }
 
+int apply_stream_fill_need(store *st, uint32_t table_id, uint32_t shard, uint64_t mark,
+                           uint64_t *need, char *err, size_t errlen)
+{
+    uint64_t applied = 0;
+    int rv = apply_applied_seq(st, table_id, shard, &applied, err, errlen);
+    *need = rv == 0 && mark > 0 && applied == mark - 1 ? applied : mark;
+    return rv;
+}
+
 int apply_stream_fill(store *st, const table_schema *t, uint32_t shard, uint64_t mark,
                       const void *const *recs, const size_t *lens, size_t n, int *past, char *err,
                       size_t errlen)

@@ -595,6 +595,21 @@ static void test_new_copy_marks(void **state)
     assert_true(gap == 5);
     assert_ok(apply_gsi_gap(dst, feed.id, part, &gap, e, el), f);
     assert_true(gap == 5); /* its own gap stays open */
+    /* The gap ends at record 4, the last there is: another copy that
+     * applied through 4 fills it (asking for 5 of a quiet source, the
+     * fill waited for good). Once record 5 is applied here, it is 5. */
+    uint64_t need = 0;
+    assert_ok(apply_stream_fill_need(dst, feed.id, part, mark, &need, e, el), f);
+    assert_true(need == 4);
+    put(f, &feed, fitem("n", 5, "ann", "5", "red", NULL));
+    change_list_fini(&l);
+    outbox_all(f, feed.id, part, &l);
+    assert_int_equal(l.n, 5);
+    apply_range(f, dst, part, 4, 5, 5, &l, &fa);
+    assert_ok(apply_stream_fill_need(dst, feed.id, part, mark, &need, e, el), f);
+    assert_true(need == 5);
+    assert_ok(apply_stream_fill_need(dst, feed.id, part, 3, &need, e, el), f);
+    assert_true(need == 3); /* a mark behind what is applied here: the mark */
 
     /* Dropping one GSI partition's copy leaves the others' entries. */
     kvlist before = {0}, after = {0};
