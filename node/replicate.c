@@ -157,7 +157,9 @@ static int refuse_batch_now(node_server *ns, const pmap_table *t, uint64_t map_v
 }
 
 /* Notes the records (prev, first_kept) the source trimmed before they were
- * applied here, when there are any, and says so in the log. Returns 0 or a
+ * applied here, when there are any, and says so in the log: an error
+ * (was this node's data lost?) unless the table waits on sources for
+ * copies new here (newcopy_waiting). Returns 0 or a
  * LAPSE_E* code. REQUIRES: the partition's repllock held. */
 static int note_trimmed(node_server *ns, const pmap_table *t, uint32_t src_part, uint64_t after_seq,
                         uint64_t first_kept, uint64_t prev, char *err, size_t errlen)
@@ -166,7 +168,15 @@ static int note_trimmed(node_server *ns, const pmap_table *t, uint32_t src_part,
     if (first_kept > after_seq + 1) {
         rv = apply_note_missing(ns->st, t->schema.id, src_part, first_kept, &noted, err, errlen);
     }
-    if (noted) {
+    if (noted && newcopy_waiting(ns, t->schema.id)) {
+        /* The expected case of a copy a move added here: the source's new
+         * lane to this node finds its old records trimmed. */
+        log_info("table \"%s\": copies new here: records %" PRIu64 "..%" PRIu64 " of partition %u "
+                 "were trimmed at the source before this node was its destination; they are "
+                 "filled (the stream shard from another copy, the GSIs from the partition's "
+                 "items) before the copies are read",
+                 t->schema.name, prev + 1, first_kept - 1, (unsigned)src_part);
+    } else if (noted) {
         log_error("table \"%s\": this node's copies of its GSI partitions and of stream shard %u "
                   "miss records %" PRIu64 "..%" PRIu64 " of partition %u, trimmed at the source "
                   "before they were applied here (was this node's data lost?): they answer no "
