@@ -11,6 +11,7 @@
 #include "../common/log.h"
 #include "../partition/apply.h"
 #include "../partition/outbox.h"
+#include "../placement/derived.h"
 #include "repllock.h"
 
 /* A table that got new copies here with the map of version version. */
@@ -64,17 +65,7 @@ static int destination(const pmap_table *t, uint32_t p, uint32_t id)
 static uint64_t joined_since(const pmap_table *t, uint32_t id, uint64_t version)
 {
     uint64_t since = version;
-    for (uint32_t g = 0; g < t->schema.ngsi; g++) {
-        for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
-            const pmap_replicas *r = pmap_gsi_part(t, g, q);
-            since = r->joining == id && r->joining_since < since ? r->joining_since : since;
-        }
-    }
-    for (uint32_t p = 0; t->stream_shards != NULL && p < t->schema.partitions; p++) {
-        const pmap_replicas *r = &t->stream_shards[p];
-        since = r->joining == id && r->joining_since < since ? r->joining_since : since;
-    }
-    return since;
+    return pmap_derived_joining(t, id, &since) && since < version ? since : version;
 }
 
 /* Adds a wait on (table_id, part) from map version since. */
@@ -111,15 +102,7 @@ static void wait_joining(newcopy *nc, const pmap *pm, uint32_t id)
 {
     for (size_t i = 0; i < pm->ntables; i++) {
         const pmap_table *t = &pm->tables[i];
-        int joining = 0;
-        for (uint32_t g = 0; g < t->schema.ngsi && !joining; g++) {
-            for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
-                joining |= pmap_gsi_part(t, g, q)->joining == id;
-            }
-        }
-        for (uint32_t p = 0; t->stream_shards != NULL && p < t->schema.partitions; p++) {
-            joining |= t->stream_shards[p].joining == id;
-        }
+        int joining = pmap_derived_joining(t, id, NULL);
         for (uint32_t p = 0; joining && p < t->schema.partitions; p++) {
             if (pmap_owner(t, p) != id) {
                 wait_on(nc, t->schema.id, p, joined_since(t, id, pm->version));

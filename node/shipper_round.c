@@ -18,6 +18,7 @@
 #include "../common/log.h"
 #include "../partition/apply.h"
 #include "../partition/outbox.h"
+#include "../placement/derived.h"
 #include "logship.h"
 #include "maps.h"
 #include "replicate.h"
@@ -47,13 +48,19 @@ static int read_batch(shipper *s, job *j, uint64_t limit, char *err, size_t errl
 /* Sets j->first_kept and warns when records (after, first_kept) are gone:
  * trimmed before this destination acked them. It is told so (it notes that
  * its copies miss them), also when every record up to limit is gone (a
- * batch of none). */
+ * batch of none). Not a warning when a move gave the destination copies
+ * of t that are joining: its lane is new, and they are filled elsewhere. */
 static void note_trimmed(const pmap_table *t, job *j, uint64_t limit, uint32_t dest_id)
 {
     j->first_kept = j->recs.n == 0                    ? limit + 1
                     : j->recs.v[0].seq > j->after + 1 ? j->recs.v[0].seq
                                                       : 0;
-    if (j->first_kept != 0) {
+    if (j->first_kept != 0 && pmap_derived_joining(t, dest_id, NULL)) {
+        log_info("outbox of table \"%s\" partition %u: records %" PRIu64 "..%" PRIu64
+                 " were trimmed before node %u was a destination (copies a move gave it, "
+                 "filled from elsewhere)",
+                 t->schema.name, j->part, j->after + 1, j->first_kept - 1, dest_id);
+    } else if (j->first_kept != 0) {
         log_warn("outbox of table \"%s\" partition %u: records %" PRIu64 "..%" PRIu64
                  " were trimmed before node %u acked them (its data was lost, or it came later): "
                  "its copies miss them for good",

@@ -88,3 +88,29 @@ int pmap_derived_drop(pmap_replicas *r, uint32_t id)
     take_out(r, (uint32_t)k);
     return 0;
 }
+
+int pmap_derived_joining(const pmap_table *t, uint32_t id, uint64_t *since)
+{
+    int joining = 0;
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t g = 0; g < t->schema.ngsi; g++) {
+        for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
+            const pmap_replicas *r = pmap_gsi_part(t, g, q);
+            if (r->joining == id) {
+                joining = 1;
+                oldest = r->joining_since < oldest ? r->joining_since : oldest;
+            }
+        }
+    }
+    for (uint32_t p = 0; t->stream_shards != NULL && p < t->schema.partitions; p++) {
+        const pmap_replicas *r = &t->stream_shards[p];
+        if (r->joining == id) {
+            joining = 1;
+            oldest = r->joining_since < oldest ? r->joining_since : oldest;
+        }
+    }
+    if (joining && since != NULL) {
+        *since = oldest;
+    }
+    return joining;
+}

@@ -38,6 +38,11 @@
  * shard part; NULL when there is no such list. */
 pmap_replicas *pmap_derived_list(pmap_table *t, int gsi, uint32_t part);
 
+/* Whether node id holds a joining copy of one of t's GSI partitions or
+ * stream shards; *since (when not NULL, and it does) gets the oldest map
+ * version such a copy joins from. */
+int pmap_derived_joining(const pmap_table *t, uint32_t id, uint64_t *since);
+
 /* Adds node id to the end of list r, joining from map version since. 0,
  * LAPSE_EEXISTS (a member already), LAPSE_ESTATE (a copy is joining
  * already) or LAPSE_EUNAVAILABLE (PMAP_MAX_REPLICAS copies already). */

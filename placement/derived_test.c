@@ -85,12 +85,42 @@ static void test_full_list(void **state)
     assert_int_equal(pmap_derived_add(&r, 100, 3), LAPSE_EUNAVAILABLE);
 }
 
+/* pmap_derived_joining: a node's joining copies among a table's GSI
+ * partitions and stream shards, and the oldest version they join from. */
+static void test_joining(void **state)
+{
+    (void)state;
+    pmap_replicas parts[2] = {list3(), list3()};
+    pmap_replicas gsi[2] = {list3(), list3()};
+    pmap_replicas shards[2] = {list3(), list3()};
+    pmap_table t = {.parts = parts, .stream_shards = shards};
+    t.schema.partitions = 2;
+    t.schema.ngsi = 1;
+    t.schema.gsi[0].partitions = 2;
+    t.gsi_parts[0] = gsi;
+    uint64_t since = 0;
+    assert_false(pmap_derived_joining(&t, 4, &since));
+    assert_int_equal(pmap_derived_add(&shards[1], 4, 12), 0);
+    assert_true(pmap_derived_joining(&t, 4, &since));
+    assert_int_equal(since, 12);
+    assert_int_equal(pmap_derived_add(&gsi[0], 4, 7), 0);
+    assert_true(pmap_derived_joining(&t, 4, &since));
+    assert_int_equal(since, 7);                      /* the oldest */
+    assert_false(pmap_derived_joining(&t, 1, NULL)); /* a member, not joining */
+    assert_int_equal(pmap_derived_settle(&gsi[0], 1), 0);
+    assert_int_equal(pmap_derived_settle(&shards[1], 2), 0);
+    assert_false(pmap_derived_joining(&t, 4, NULL));
+    t.stream_shards = NULL; /* a table without a stream */
+    assert_false(pmap_derived_joining(&t, 4, NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_then_settle),
         cmocka_unit_test(test_drop),
         cmocka_unit_test(test_full_list),
+        cmocka_unit_test(test_joining),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
