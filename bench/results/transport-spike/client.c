@@ -1,6 +1,10 @@
-// client: ./client reqrep|stream PORT SERVERPID STATSFILE [-t N slots/threads] [-a async] [-n conns] [-c ctx-per-call] [-w warm s] [-d dur s]
+// client: ./client reqrep|stream|raw PORT SERVERPID STATSFILE [-t N slots/threads] [-a async] [-n conns] [-c ctx-per-call] [-w warm s] [-d dur s]
 #include "common.h"
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #define HBUCKETS 200000 /* 1 us buckets up to 200 ms */
 static int g_async, g_nconn = 1, g_nslots = 16, g_percall;
@@ -20,6 +24,7 @@ static void buf_reserve(buf_t *b, size_t extra) {
 typedef struct cconn {
     nng_stream *s; nng_aio *raio, *saio; uint8_t *in; size_t rlen;
     pthread_mutex_t mu; buf_t pending, sending; size_t soff; bool inflight;
+    int fd; /* raw mode: a plain socket read by a thread of its own; else -1 */
 } cconn_t;
 
 typedef struct slot {
@@ -53,7 +58,15 @@ static void stream_issue(slot_t *s) {
     uint8_t *o = c->pending.p + c->pending.len;
     put32(o, 8 + REQ_PAYLOAD); put64(o + 4, id); memset(o + HDR, 0xa5, REQ_PAYLOAD);
     c->pending.len += HDR + REQ_PAYLOAD;
-    if (!c->inflight) c_start_send_locked(c);
+    if (c->fd >= 0) { /* raw: written here, at once */
+        size_t done = 0;
+        while (done < c->pending.len) {
+            ssize_t k = send(c->fd, c->pending.p + done, c->pending.len - done, MSG_NOSIGNAL);
+            if (k <= 0) { g_errors++; break; }
+            done += (size_t)k;
+        }
+        c->pending.len = 0;
+    } else if (!c->inflight) c_start_send_locked(c);
     pthread_mutex_unlock(&c->mu);
 }
 static void c_send_cb(void *arg) {
@@ -68,14 +81,12 @@ static void c_send_cb(void *arg) {
     if (c->pending.len) c_start_send_locked(c); else c->inflight = false;
     pthread_mutex_unlock(&c->mu);
 }
-static void c_recv_cb(void *arg) {
-    cconn_t *c = arg; int rv;
-    if ((rv = nng_aio_result(c->raio)) != 0) { if (g_phase < 2) { g_errors++; fprintf(stderr, "recv: %s\n", nng_strerror(rv)); } return; }
-    c->rlen += nng_aio_count(c->raio);
+/* Takes in every whole reply frame of c->in (either client); 0, or -1 on a bad frame. */
+static int take_replies(cconn_t *c) {
     size_t off = 0;
     while (c->rlen - off >= 4) {
         uint32_t flen = get32(c->in + off);
-        if (flen < 8 || flen > INBUF - 4) { g_errors++; fprintf(stderr, "bad frame\n"); return; }
+        if (flen < 8 || flen > INBUF - 4) { g_errors++; fprintf(stderr, "bad frame\n"); return -1; }
         if (c->rlen - off < 4 + (size_t)flen) break;
         uint64_t id = get64(c->in + off + 4);
         uint32_t idx = id >> 32;
@@ -91,6 +102,13 @@ static void c_recv_cb(void *arg) {
         }
     }
     if (off) { memmove(c->in, c->in + off, c->rlen - off); c->rlen -= off; }
+    return 0;
+}
+static void c_recv_cb(void *arg) {
+    cconn_t *c = arg; int rv;
+    if ((rv = nng_aio_result(c->raio)) != 0) { if (g_phase < 2) { g_errors++; fprintf(stderr, "recv: %s\n", nng_strerror(rv)); } return; }
+    c->rlen += nng_aio_count(c->raio);
+    if (take_replies(c) != 0) return;
     nng_iov iov = { c->in + c->rlen, INBUF - c->rlen };
     nng_aio_set_iov(c->raio, 1, &iov);
     nng_stream_recv(c->s, c->raio);
@@ -117,6 +135,7 @@ static void stream_setup(const char *url) {
     conns = calloc(g_nconn, sizeof *conns);
     for (int i = 0; i < g_nconn; i++) {
         cconn_t *c = &conns[i]; nng_aio *a;
+        c->fd = -1;
         if ((rv = nng_aio_alloc(&a, NULL, NULL)) != 0) DIE("aio", rv);
         nng_aio_set_timeout(a, 5000);
         nng_stream_dialer_dial(d, a); nng_aio_wait(a);
@@ -128,6 +147,31 @@ static void stream_setup(const char *url) {
         if ((rv = nng_aio_alloc(&c->saio, c_send_cb, c)) != 0) DIE("aio", rv);
         nng_iov iov = { c->in, INBUF }; nng_aio_set_iov(c->raio, 1, &iov);
         nng_stream_recv(c->s, c->raio);
+    }
+}
+
+/* ---------------- raw client: plain sockets, a reader thread a connection ---------------- */
+static void *raw_reader(void *arg) {
+    cconn_t *c = arg;
+    for (;;) {
+        ssize_t k = recv(c->fd, c->in + c->rlen, INBUF - c->rlen, 0);
+        if (k <= 0) { if (g_phase < 2) { g_errors++; fprintf(stderr, "raw recv: %s\n", k < 0 ? strerror(errno) : "closed"); } return NULL; }
+        c->rlen += (size_t)k;
+        if (take_replies(c) != 0) return NULL;
+    }
+}
+static void raw_setup(int port) {
+    conns = calloc(g_nconn, sizeof *conns);
+    for (int i = 0; i < g_nconn; i++) {
+        cconn_t *c = &conns[i];
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        c->fd = socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1;
+        if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&a, sizeof a) != 0) { perror("raw connect"); exit(1); }
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        pthread_mutex_init(&c->mu, NULL); c->in = malloc(INBUF);
+        pthread_t t; pthread_create(&t, NULL, raw_reader, c); pthread_detach(t);
     }
 }
 
@@ -199,14 +243,14 @@ int main(int argc, char **argv) {
         case 'w': warm = atoi(optarg); break; case 'd': dur = atoi(optarg); break;
     }
     char url[64]; snprintf(url, sizeof url, "tcp://127.0.0.1:%s", argv[2]);
-    bool stream = !strcmp(mode, "stream"); int rv;
+    bool raw = !strcmp(mode, "raw"), stream = raw || !strcmp(mode, "stream"); int rv;
     slots = calloc(g_nslots, sizeof *slots);
     for (int i = 0; i < g_nslots; i++) {
         slots[i].idx = i; slots[i].hist = calloc(HBUCKETS, sizeof(uint32_t));
         pthread_mutex_init(&slots[i].mu, NULL); pthread_cond_init(&slots[i].cv, NULL);
     }
     if (stream) {
-        stream_setup(url);
+        if (raw) raw_setup(atoi(argv[2])); else stream_setup(url);
         for (int i = 0; i < g_nslots; i++) slots[i].c = &conns[i % g_nconn];
         for (int i = 0; i < g_nslots; i++)
             if (g_async) stream_issue(&slots[i]); else pthread_create(&slots[i].th, NULL, stream_thread, &slots[i]);

@@ -1,5 +1,6 @@
 #!/bin/bash
-# usage: run1.sh reqrep|stream [client opts...]: one measured run, one line of figures.
+# usage: run1.sh reqrep|stream|raw [client opts...]: one measured run, one line of figures
+# (SPIKE_SERVER=stream|raw: the server in another mode than the client).
 # Builds server and client into $SPIKE_BIN (default /tmp/transport-spike) on first use;
 # logs go there too.
 set -u
@@ -14,7 +15,7 @@ done
 MODE=$1; shift
 PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 SF=$(mktemp "$BIN/srvstats.XXXX"); rm -f "$SF"
-"$BIN/server" "$MODE" "$PORT" "$SF" 2>>"$BIN/server.log" & SPID=$!
+"$BIN/server" "${SPIKE_SERVER:-$MODE}" "$PORT" "$SF" 2>>"$BIN/server.log" & SPID=$!
 sleep 0.3
 "$BIN/client" "$MODE" "$PORT" "$SPID" "$SF" "$@" 2>>"$BIN/client.log"; RC=$?
 kill -TERM $SPID; wait $SPID; rm -f "$SF"

@@ -1,6 +1,10 @@
-// server: ./server reqrep|stream PORT STATSFILE
+// server: ./server reqrep|stream|raw PORT STATSFILE
 // SIGUSR1 = start measuring window, SIGUSR2 = end window: write rusage delta to STATSFILE.
 #include "common.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 static _Atomic long g_errors, g_reqs;
 
@@ -146,6 +150,62 @@ static void run_stream(const char *url) {
     nng_stream_listener_accept(g_l, g_acc);
 }
 
+/* ---------------- raw: plain sockets, a thread a connection ---------------- */
+static void *raw_conn(void *arg) {
+    int fd = (int)(intptr_t)arg;
+    uint8_t *in = malloc(INBUF);
+    buf_t out = {0};
+    size_t rlen = 0;
+    for (;;) {
+        ssize_t k = recv(fd, in + rlen, INBUF - rlen, 0);
+        if (k <= 0) break;
+        rlen += (size_t)k;
+        size_t off = 0; int nrep = 0;
+        out.len = 0;
+        while (rlen - off >= 4) {
+            uint32_t flen = get32(in + off);
+            if (flen < 8 || flen > INBUF - 4) { g_errors++; goto done; }
+            if (rlen - off < 4 + (size_t)flen) break;
+            uint64_t id = get64(in + off + 4);
+            if (flen - 8 != REQ_PAYLOAD) g_errors++;
+            buf_reserve(&out, HDR + REP_PAYLOAD);
+            uint8_t *o = out.p + out.len;
+            put32(o, 8 + REP_PAYLOAD); put64(o + 4, id); memset(o + HDR, 0x5a, REP_PAYLOAD);
+            out.len += HDR + REP_PAYLOAD;
+            off += 4 + flen; nrep++;
+        }
+        g_reqs += nrep;
+        for (size_t sent = 0; sent < out.len;) {
+            ssize_t w = send(fd, out.p + sent, out.len - sent, MSG_NOSIGNAL);
+            if (w <= 0) goto done;
+            sent += (size_t)w;
+        }
+        if (off) { memmove(in, in + off, rlen - off); rlen -= off; }
+    }
+done:
+    close(fd); free(in); free(out.p);
+    return NULL;
+}
+static void *raw_accept(void *arg) {
+    int lfd = (int)(intptr_t)arg;
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) continue;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        pthread_t t; pthread_create(&t, NULL, raw_conn, (void *)(intptr_t)fd); pthread_detach(t);
+    }
+    return NULL;
+}
+static void run_raw(int port) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 64) != 0) { perror("raw listen"); exit(1); }
+    pthread_t t; pthread_create(&t, NULL, raw_accept, (void *)(intptr_t)lfd); pthread_detach(t);
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) { fprintf(stderr, "usage: server reqrep|stream PORT STATSFILE\n"); return 2; }
     sigset_t set; sigemptyset(&set); sigaddset(&set, SIGUSR1); sigaddset(&set, SIGUSR2);
@@ -154,6 +214,7 @@ int main(int argc, char **argv) {
     char url[64]; snprintf(url, sizeof url, "tcp://127.0.0.1:%s", argv[2]);
     if (!strcmp(argv[1], "reqrep")) run_reqrep(url);
     else if (!strcmp(argv[1], "stream")) run_stream(url);
+    else if (!strcmp(argv[1], "raw")) run_raw(atoi(argv[2]));
     else { fprintf(stderr, "bad mode\n"); return 2; }
     fprintf(stderr, "server %s listening on %s\n", argv[1], url);
     usage_t u0 = get_usage(); long r0 = g_reqs;
