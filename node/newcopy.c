@@ -102,10 +102,13 @@ static void wait_joining(newcopy *nc, const pmap *pm, uint32_t id)
 {
     for (size_t i = 0; i < pm->ntables; i++) {
         const pmap_table *t = &pm->tables[i];
-        int joining = pmap_derived_joining(t, id, NULL);
-        for (uint32_t p = 0; joining && p < t->schema.partitions; p++) {
+        if (!pmap_derived_joining(t, id, NULL)) {
+            continue;
+        }
+        const uint64_t since = joined_since(t, id, pm->version);
+        for (uint32_t p = 0; p < t->schema.partitions; p++) {
             if (pmap_owner(t, p) != id) {
-                wait_on(nc, t->schema.id, p, joined_since(t, id, pm->version));
+                wait_on(nc, t->schema.id, p, since);
             }
         }
     }
@@ -245,6 +248,7 @@ static void note_table(node_server *ns, const pmap_table *ot, const pmap_table *
     new_copies(ns, ot, t, 1, 1);
     new_copies(ns, ot, t, 0, 1);
     size_t shards = 0, waits = 0;
+    const uint64_t since = joined_since(t, id, version);
     for (uint32_t p = 0; p < t->schema.partitions; p++) {
         const int snew = shard_new(ot, t, p, id);
         if (!gnew && !snew) {
@@ -270,7 +274,7 @@ static void note_table(node_server *ns, const pmap_table *ot, const pmap_table *
         } else {
             /* The source's lane to this node is new: it says what it no
              * longer holds when it first reaches us (shipper.h). */
-            wait_on(ns->newcopy, t->schema.id, p, joined_since(t, id, version));
+            wait_on(ns->newcopy, t->schema.id, p, since);
             waits++;
         }
     }

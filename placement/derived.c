@@ -89,25 +89,27 @@ int pmap_derived_drop(pmap_replicas *r, uint32_t id)
     return 0;
 }
 
+/* Notes in *joining and *oldest whether list r has node id joining, and
+ * from which version. */
+static void note_joining(const pmap_replicas *r, uint32_t id, int *joining, uint64_t *oldest)
+{
+    if (r->joining == id) {
+        *joining = 1;
+        *oldest = r->joining_since < *oldest ? r->joining_since : *oldest;
+    }
+}
+
 int pmap_derived_joining(const pmap_table *t, uint32_t id, uint64_t *since)
 {
     int joining = 0;
     uint64_t oldest = UINT64_MAX;
     for (uint32_t g = 0; g < t->schema.ngsi; g++) {
         for (uint32_t q = 0; q < t->schema.gsi[g].partitions; q++) {
-            const pmap_replicas *r = pmap_gsi_part(t, g, q);
-            if (r->joining == id) {
-                joining = 1;
-                oldest = r->joining_since < oldest ? r->joining_since : oldest;
-            }
+            note_joining(pmap_gsi_part(t, g, q), id, &joining, &oldest);
         }
     }
     for (uint32_t p = 0; t->stream_shards != NULL && p < t->schema.partitions; p++) {
-        const pmap_replicas *r = &t->stream_shards[p];
-        if (r->joining == id) {
-            joining = 1;
-            oldest = r->joining_since < oldest ? r->joining_since : oldest;
-        }
+        note_joining(&t->stream_shards[p], id, &joining, &oldest);
     }
     if (joining && since != NULL) {
         *since = oldest;

@@ -75,7 +75,7 @@ json_t *mv_drain(uint32_t node, int stop, int want_rv)
         lapse_error e = {0};
         int rv = lapse_node_drain(rs_client(), node, stop, &js, &e);
         /* retried while the coordinators answer "taking over" (a leader
-         * whose etcd lease lapsed on a busy machine), as mv_left_on */
+         * whose etcd lease lapsed on a busy machine) */
         if (rv != LAPSE_EUNAVAILABLE || want_rv == LAPSE_EUNAVAILABLE ||
             clock_mono_remaining_ms(deadline) == 0) {
             return rs_json_answer("node drain", rv, want_rv, js, &e);
@@ -170,25 +170,10 @@ size_t mv_moves_now(uint32_t from)
 
 json_int_t mv_left_on(uint32_t node)
 {
-    clock_mono deadline = clock_mono_after_ms(20000);
-    for (;;) {
-        char *js = NULL;
-        lapse_error e = {0};
-        int rv = lapse_node_drain(rs_client(), node, 0, &js, &e);
-        if (rv == 0) {
-            json_t *d = json_loads(js, 0, NULL);
-            lapse_free(js);
-            assert_non_null(d);
-            json_int_t left =
-                rs_json_int(d, "BaseCopiesLeft") + rs_json_int(d, "DerivedCopiesLeft");
-            json_decref(d);
-            return left;
-        }
-        if (rv != LAPSE_EUNAVAILABLE || clock_mono_remaining_ms(deadline) == 0) {
-            fail_msg("node drain %u: %s (%d)", (unsigned)node, e.message, rv);
-        }
-        rs_sleep_ms(200);
-    }
+    json_t *d = mv_drain(node, 0, 0);
+    json_int_t left = rs_json_int(d, "BaseCopiesLeft") + rs_json_int(d, "DerivedCopiesLeft");
+    json_decref(d);
+    return left;
 }
 
 void mv_create_ttl_table(const char *table, unsigned copies)

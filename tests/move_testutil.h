@@ -54,8 +54,8 @@ void mv_check_ttl_stream(const char *table);
 void mv_check_drained(const char *table, unsigned copies, uint32_t node, const mv_writer *w,
                       int nodes);
 /* The copies left on node now, base and GSI/stream (BaseCopiesLeft +
- * DerivedCopiesLeft: NodeDrain again, which keeps it draining); retried
- * for up to 20 s while the coordinators answer "taking over". */
+ * DerivedCopiesLeft: mv_drain again, which keeps it draining, and retries
+ * while no coordinator leads). */
 json_int_t mv_left_on(uint32_t node);
 /* Waits up to timeout_ms until node holds at most most copies (mv_left_on);
  * returns how many it holds. */
