@@ -1,20 +1,41 @@
 /*
- * rpc_conn.c: a req0-speaking client connection over NNG's stream API
- * (rpc_conn.h has the wire, the states and the invariants).
+ * rpc_conn.c: a req0-speaking client connection over a plain TCP socket
+ * with a thread of its own (rpc_conn.h has the wire, the states and the
+ * invariants).
  *
  * Outstanding calls sit on one list, oldest first; a reply is matched by a
  * scan from the head, which finds it at once while replies come about in
- * order (a peer's contexts may answer out of order, never by far). Written
- * bytes go through two buffers: `sending` is the one the stream's send has,
- * `pending` collects what comes meanwhile, and the two swap when the send
- * ends, so a write carries every request made during the one before.
+ * order (a peer's contexts may answer out of order, never by far).
+ *
+ * Writing: `out` holds the bytes not yet taken by the socket, from
+ * out_off. A caller that finds it empty writes its request at once, from
+ * its own thread; what the socket does not take waits in `out`, and the
+ * connection's thread writes it when poll says the socket is writable
+ * (calls made meanwhile append to it, so that write carries them all).
+ *
+ * Reading: only the connection's thread reads, into `in`, and runs the
+ * callbacks of the replies it took there before it reads again, so a
+ * reply's bytes stay put while its callback runs.
+ *
+ * Why a thread and a plain socket rather than NNG's stream API:
+ * docs/benchmarks.md, "The next lever measured: plain sockets, a thread
+ * reading each".
  */
 #include "rpc_conn.h"
 
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/util/platform.h>
@@ -25,13 +46,15 @@
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
 #define DIAL_TIMEOUT_MS 5000 /* a dial, or a handshake, that takes longer fails */
+/* With no call outstanding the thread still wakes this often, so that the
+ * first call after a quiet spell need not wake it (only one due sooner). */
+#define IDLE_POLL_MS 1000
 
 typedef enum conn_state {
-    C_DIALING,   /* the dial is posted on dial_aio */
-    C_HANDSHAKE, /* the headers are being exchanged */
-    C_UP,        /* requests go out */
-    C_DOWN,      /* failed: waits for send and receive to stop */
-    C_BACKOFF,   /* sleeping on dial_aio before the next dial */
+    C_BACKOFF,    /* no socket: dials at `until` */
+    C_CONNECTING, /* the connect is under way; fails at `until` */
+    C_HANDSHAKE,  /* the headers are being exchanged; fails at `until` */
+    C_UP,         /* requests go out */
 } conn_state;
 
 typedef struct call call;
@@ -49,24 +72,26 @@ struct call {
 };
 
 struct rpc_conn {
-    pthread_mutex_t mu; /* guards everything below but the aios and the dialer */
-    nng_stream_dialer *dialer;
-    nng_aio *dial_aio;  /* dials, and sleeps the backoff */
-    nng_aio *send_aio;  /* the stream's one send */
-    nng_aio *recv_aio;  /* the stream's one receive */
-    nng_aio *timer_aio; /* sleeps until the earliest deadline */
-    nng_stream *s;      /* NULL while dialling */
+    pthread_mutex_t mu; /* guards everything below but in, inlen, incap */
+    pthread_t thread;
+    int thread_started;
+    int wake_fd;    /* an eventfd: written to wake the thread's poll */
+    char host[256]; /* from the URL, brackets of a v6 address removed */
+    char port[8];   /* from the URL, digits */
+    int fd;         /* the socket, or -1 in C_BACKOFF */
     conn_state state;
+    clock_mono until; /* in the states but C_UP: when the state times out */
     int closing;
-    int recv_busy;         /* a receive is posted on s */
-    int hs_sent, hs_recvd; /* handshake halves done */
+    int write_failed; /* a caller's write failed: the thread fails the socket */
+    int hs_recvd;     /* the peer's header came (C_HANDSHAKE) */
     int backoff_ms;
-    int timer_armed;
-    clock_mono timer_at; /* what the armed timer wakes for */
+    int polling;           /* the thread sleeps in poll, until poll_until */
+    clock_mono poll_until; /* a call due sooner wakes it */
     uint32_t next_id;
     call *head, *tail; /* outstanding calls, oldest first */
-    rpc_frame_out out; /* requests written and to write */
-    uint8_t *in;       /* received bytes: inlen of incap; only the receive path touches it */
+    buf out;           /* bytes to write, from out_off */
+    size_t out_off;
+    uint8_t *in; /* received bytes: inlen of incap; the thread's alone */
     size_t inlen, incap;
 };
 
@@ -100,8 +125,8 @@ static void end_call(rpc_conn *c, call *k, int rv, call ***ended)
 }
 
 /* Runs and frees the ended calls of list, in order. Called without c->mu;
- * replies are read from c->in, which only the receive path (the caller then)
- * changes. */
+ * replies are read from c->in, which only the connection's thread (the
+ * caller then) changes. */
 static void finish(rpc_conn *c, call *list)
 {
     while (list != NULL) {
@@ -117,52 +142,119 @@ static void finish(rpc_conn *c, call *list)
     }
 }
 
-/* ===================================================================== */
-/* Connection states                                                      */
-/* ===================================================================== */
-
-static void post_recv_locked(rpc_conn *c, size_t want)
+/* Ends the calls whose deadline passed by now with NNG_ETIMEDOUT, and
+ * returns the earliest deadline left ({INT64_MAX} when none). */
+static clock_mono expire_locked(rpc_conn *c, clock_mono now, call ***ended)
 {
-    c->recv_busy = 1;
-    nng_iov iov = {.iov_buf = c->in + c->inlen, .iov_len = want};
-    (void)nng_aio_set_iov(c->recv_aio, 1, &iov);
-    nng_stream_recv(c->s, c->recv_aio);
+    clock_mono first = {.ms = INT64_MAX};
+    for (call *k = c->head; k != NULL;) {
+        call *next = k->next;
+        if (k->deadline.ms <= now.ms) {
+            end_call(c, k, NNG_ETIMEDOUT, ended);
+        } else if (k->deadline.ms < first.ms) {
+            first = k->deadline;
+        }
+        k = next;
+    }
+    return first;
 }
 
-/* Sleeps the backoff on dial_aio, then dials (dial_cb). */
-static void backoff_locked(rpc_conn *c)
+static void wake(rpc_conn *c)
 {
+    uint64_t one = 1;
+    ssize_t n = write(c->wake_fd, &one, sizeof one);
+    (void)n; /* a full counter (never, in practice) wakes the poll all the same */
+}
+
+/* ===================================================================== */
+/* The socket                                                             */
+/* ===================================================================== */
+
+/* Writes what `out` holds, as much as the socket takes now. Returns 0, or
+ * -1 when the socket failed. */
+static int flush_locked(rpc_conn *c)
+{
+    while (c->out_off < c->out.len) {
+        ssize_t k = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+        }
+        c->out_off += (size_t)k;
+    }
+    buf_clear(&c->out);
+    c->out_off = 0;
+    if (c->out.cap > RPC_FRAME_INBUF_KEEP) { /* a big request's room goes back */
+        buf_fini(&c->out);
+    }
+    return 0;
+}
+
+/* The connection failed (or timed out) in any state but C_BACKOFF: closes
+ * the socket and backs off. From C_HANDSHAKE or C_UP it ends every
+ * outstanding call with NNG_ECONNSHUT onto *ended; calls waiting for a
+ * dial that failed keep waiting. */
+static void fail_locked(rpc_conn *c, call ***ended)
+{
+    if (c->state == C_HANDSHAKE || c->state == C_UP) {
+        while (c->head != NULL) {
+            end_call(c, c->head, NNG_ECONNSHUT, ended);
+        }
+    }
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    buf_clear(&c->out);
+    c->out_off = 0;
+    c->write_failed = 0;
     c->state = C_BACKOFF;
-    nng_aio_set_timeout(c->dial_aio, NNG_DURATION_INFINITE);
-    nng_sleep_aio(c->backoff_ms, c->dial_aio);
+    c->until = clock_mono_after_ms(c->backoff_ms);
     c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
 }
 
-/* From DOWN, once the stream has neither a send nor a receive posted. */
-static void maybe_redial_locked(rpc_conn *c)
+/* Resolves the host and starts a non-blocking connect, without c->mu held
+ * (a name lookup may take a while). Returns the socket, or -1. *done is set
+ * when it connected at once. */
+static int dial(const rpc_conn *c, int *done)
 {
-    if (c->state == C_DOWN && !c->out.busy && !c->recv_busy && !c->closing) {
-        backoff_locked(c);
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    *done = 0;
+    if (getaddrinfo(c->host, c->port, &hints, &ai) != 0 || ai == NULL) {
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+            *done = 1;
+        } else if (errno != EINPROGRESS) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+/* Connected: sends our header and waits for the peer's. */
+static void handshake_locked(rpc_conn *c, call ***ended)
+{
+    c->state = C_HANDSHAKE;
+    c->hs_recvd = 0;
+    c->inlen = 0;
+    if (buf_append(&c->out, rpc_frame_hello_req0, RPC_FRAME_HELLO) != 0 || flush_locked(c) != 0) {
+        fail_locked(c, ended);
     }
 }
 
-/* The connection failed: closes the stream (which ends the send and receive
- * posted on it) and ends every outstanding call with NNG_ECONNSHUT onto
- * *ended. */
-static void fail_locked(rpc_conn *c, call ***ended)
-{
-    if (c->state != C_HANDSHAKE && c->state != C_UP) {
-        return;
-    }
-    c->state = C_DOWN;
-    nng_stream_close(c->s);
-    buf_clear(&c->out.pending);
-    while (c->head != NULL) {
-        end_call(c, c->head, NNG_ECONNSHUT, ended);
-    }
-}
-
-/* Both handshake halves are done: the calls that waited go out. */
+/* Both headers are through: the calls that waited go out. */
 static void up_locked(rpc_conn *c, call ***ended)
 {
     c->state = C_UP;
@@ -171,7 +263,7 @@ static void up_locked(rpc_conn *c, call ***ended)
     for (call *k = c->head; k != NULL;) {
         call *next = k->next;
         if (k->body != NULL) {
-            if (rpc_frame_append(&c->out.pending, k->id, k->body, k->len) != 0) {
+            if (rpc_frame_append(&c->out, k->id, k->body, k->len) != 0) {
                 end_call(c, k, NNG_ENOMEM, ended);
             } else {
                 free(k->body);
@@ -180,85 +272,9 @@ static void up_locked(rpc_conn *c, call ***ended)
         }
         k = next;
     }
-    nng_aio_set_timeout(c->recv_aio, NNG_DURATION_INFINITE);
-    post_recv_locked(c, c->incap);
-    if (!c->out.busy && c->out.pending.len > 0) {
-        rpc_frame_out_start(&c->out, c->s, c->send_aio);
+    if (flush_locked(c) != 0) {
+        fail_locked(c, ended);
     }
-}
-
-/* dial_aio: a backoff sleep or a dial ended. */
-static void dial_cb(void *arg)
-{
-    rpc_conn *c = arg;
-    int rv = nng_aio_result(c->dial_aio);
-    pthread_mutex_lock(&c->mu);
-    if (c->closing) {
-        if (c->state == C_DIALING && rv == 0) { /* dialled just as the close began */
-            nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
-        }
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    if (c->state == C_BACKOFF) {
-        if (c->s != NULL) { /* the last connection's: neither aio is posted on it */
-            nng_stream_free(c->s);
-            c->s = NULL;
-        }
-        c->state = C_DIALING;
-        nng_aio_set_timeout(c->dial_aio, DIAL_TIMEOUT_MS);
-        nng_stream_dialer_dial(c->dialer, c->dial_aio);
-    } else if (rv != 0) { /* C_DIALING */
-        backoff_locked(c);
-    } else {
-        c->s = nng_aio_get_output(c->dial_aio, 0);
-        (void)nng_stream_set_bool(c->s, NNG_OPT_TCP_NODELAY, true);
-        c->state = C_HANDSHAKE;
-        c->hs_sent = c->hs_recvd = 0;
-        c->inlen = 0;
-        buf_clear(&c->out.sending);
-        if (buf_append(&c->out.sending, rpc_frame_hello_req0, RPC_FRAME_HELLO) != 0) {
-            c->state = C_DOWN;
-            nng_stream_close(c->s);
-            maybe_redial_locked(c);
-        } else {
-            rpc_frame_out_post(&c->out, c->s, c->send_aio); /* the header alone */
-            nng_aio_set_timeout(c->recv_aio, DIAL_TIMEOUT_MS);
-            post_recv_locked(c, 8);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-}
-
-/* send_aio: a write ended (perhaps part of it). */
-static void send_cb(void *arg)
-{
-    rpc_conn *c = arg;
-    call *ended = NULL, **tail = &ended;
-    int rv = nng_aio_result(c->send_aio);
-    pthread_mutex_lock(&c->mu);
-    int ok = rv == 0 && !c->closing && (c->state == C_UP || c->state == C_HANDSHAKE);
-    if (rpc_frame_out_sent(&c->out, ok, c->s, c->send_aio)) { /* a short write: the rest */
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    if (ok) {
-        if (c->state == C_HANDSHAKE) {
-            c->hs_sent = 1;
-            if (c->hs_recvd) {
-                up_locked(c, &tail);
-            }
-        } else if (c->out.pending.len > 0) {
-            rpc_frame_out_start(&c->out, c->s, c->send_aio);
-        }
-    } else {
-        if (!c->closing) {
-            fail_locked(c, &tail);
-            maybe_redial_locked(c);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    finish(c, ended);
 }
 
 /* Takes the complete replies in c->in onto *ended (their bytes stay in
@@ -284,113 +300,212 @@ static int parse_locked(rpc_conn *c, size_t *used, call ***ended)
     return got < 0 ? NNG_EPROTO : 0;
 }
 
-/* recv_aio: bytes came in (or the stream failed). */
-static void recv_cb(void *arg)
+/* The socket is readable. In C_HANDSHAKE reads the peer's header; in C_UP
+ * reads replies and runs their callbacks (dropping c->mu meanwhile). A
+ * failure ends the connection, its calls onto *ended. */
+static void read_locked(rpc_conn *c, call ***ended)
 {
-    rpc_conn *c = arg;
-    call *ended = NULL, **tail = &ended;
-    int rv = nng_aio_result(c->recv_aio);
-    pthread_mutex_lock(&c->mu);
-    if (rv != 0 || c->closing || (c->state != C_UP && c->state != C_HANDSHAKE)) {
-        c->recv_busy = 0;
-        if (!c->closing) {
-            fail_locked(c, &tail);
-            maybe_redial_locked(c);
-        }
-        pthread_mutex_unlock(&c->mu);
-        finish(c, ended);
+    size_t want = c->state == C_HANDSHAKE ? RPC_FRAME_HELLO - c->inlen : c->incap - c->inlen;
+    if (want == 0) { /* never: rpc_frame_keep_tail leaves room for a whole message */
+        fail_locked(c, ended);
         return;
     }
-    c->inlen += nng_aio_count(c->recv_aio);
+    ssize_t k;
+    do {
+        k = recv(c->fd, c->in + c->inlen, want, MSG_DONTWAIT);
+    } while (k < 0 && errno == EINTR);
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return;
+    }
+    if (k <= 0) { /* an error, or the peer closed */
+        fail_locked(c, ended);
+        return;
+    }
+    c->inlen += (size_t)k;
     if (c->state == C_HANDSHAKE) {
-        if (c->inlen < RPC_FRAME_HELLO) {
-            post_recv_locked(c, RPC_FRAME_HELLO - c->inlen);
-        } else if (memcmp(c->in, rpc_frame_hello_rep0, RPC_FRAME_HELLO) != 0) {
-            c->recv_busy = 0;
-            fail_locked(c, &tail);
-            maybe_redial_locked(c);
-        } else {
-            c->recv_busy = 0;
-            c->hs_recvd = 1;
-            if (c->hs_sent) {
-                up_locked(c, &tail);
+        if (c->inlen == RPC_FRAME_HELLO) {
+            if (memcmp(c->in, rpc_frame_hello_rep0, RPC_FRAME_HELLO) != 0) {
+                fail_locked(c, ended); /* not a rep0 peer */
+            } else {
+                c->hs_recvd = 1;
             }
         }
-        pthread_mutex_unlock(&c->mu);
-        finish(c, ended);
         return;
     }
     size_t used = 0;
-    int prv = parse_locked(c, &used, &tail);
+    call *replies = NULL, **rtail = &replies;
+    int prv = parse_locked(c, &used, &rtail);
     pthread_mutex_unlock(&c->mu);
-    finish(c, ended); /* replies are read from c->in, which is ours alone */
-    ended = NULL;
-    tail = &ended;
+    finish(c, replies); /* read from c->in, which is this thread's alone */
     pthread_mutex_lock(&c->mu);
-    if (prv == 0) {
-        /* Keep the partial tail, and make room for the whole of it. */
-        if (rpc_frame_keep_tail(&c->in, &c->inlen, &c->incap, used) != 0) {
-            prv = NNG_ENOMEM;
-        }
+    /* Keep the partial tail, and make room for the whole of it. */
+    if (prv == 0 && rpc_frame_keep_tail(&c->in, &c->inlen, &c->incap, used) != 0) {
+        prv = NNG_ENOMEM;
     }
-    if (prv != 0 || c->closing || c->state != C_UP) {
-        c->recv_busy = 0;
-        if (!c->closing) {
-            fail_locked(c, &tail);
-            maybe_redial_locked(c);
-        }
-    } else {
-        post_recv_locked(c, c->incap - c->inlen);
+    if (prv != 0 && c->state == C_UP && !c->closing) {
+        fail_locked(c, ended);
     }
-    pthread_mutex_unlock(&c->mu);
-    finish(c, ended);
 }
 
-/* Re-arms the timer for the earliest deadline of the outstanding calls, or
- * leaves it idle when there are none. */
-static void arm_timer_locked(rpc_conn *c)
+/* ===================================================================== */
+/* The connection's thread                                                */
+/* ===================================================================== */
+
+/* Moves the state on when its time is up: a backoff ends in a dial, a dial
+ * or handshake that took too long fails. */
+static void step_locked(rpc_conn *c, clock_mono now, call ***ended)
 {
-    clock_mono first = {.ms = INT64_MAX};
-    for (call *k = c->head; k != NULL; k = k->next) {
-        if (k->deadline.ms < first.ms) {
-            first = k->deadline;
-        }
+    if (c->state == C_UP || now.ms < c->until.ms) {
+        return;
     }
-    c->timer_armed = first.ms != INT64_MAX;
-    if (c->timer_armed) {
-        c->timer_at = first;
-        nng_sleep_aio((nng_duration)clock_mono_remaining_ms(first), c->timer_aio);
+    if (c->state != C_BACKOFF) {
+        fail_locked(c, ended);
+        return;
+    }
+    int done;
+    pthread_mutex_unlock(&c->mu);
+    int fd = dial(c, &done);
+    pthread_mutex_lock(&c->mu);
+    if (fd < 0 || c->closing) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        c->state = C_CONNECTING; /* so that fail_locked backs off from here */
+        fail_locked(c, ended);
+        return;
+    }
+    c->fd = fd;
+    c->state = C_CONNECTING;
+    c->until = clock_mono_after_ms(DIAL_TIMEOUT_MS);
+    if (done) {
+        handshake_locked(c, ended);
     }
 }
 
-/* timer_aio: ends the calls whose deadline passed (also run when a call with
- * an earlier deadline aborted the sleep). */
-static void timer_cb(void *arg)
+/* After poll: what the socket's events mean in the state it is in. */
+static void on_events_locked(rpc_conn *c, short ev, call ***ended)
+{
+    if (c->state == C_CONNECTING) {
+        int err = 0;
+        socklen_t n = sizeof err;
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &n) != 0) {
+            err = errno;
+        }
+        if (err != 0) {
+            fail_locked(c, ended);
+        } else if ((ev & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+            handshake_locked(c, ended);
+        }
+        return;
+    }
+    if ((ev & POLLOUT) != 0 && flush_locked(c) != 0) {
+        fail_locked(c, ended);
+        return;
+    }
+    if ((ev & (POLLIN | POLLERR | POLLHUP)) != 0) {
+        read_locked(c, ended);
+    }
+    if (c->state == C_HANDSHAKE && c->hs_recvd && c->out.len == 0) {
+        up_locked(c, ended);
+    }
+}
+
+static void *conn_run(void *arg)
 {
     rpc_conn *c = arg;
     call *ended = NULL, **tail = &ended;
     pthread_mutex_lock(&c->mu);
-    if (c->closing) {
-        c->timer_armed = 0;
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    clock_mono now = clock_mono_now();
-    for (call *k = c->head; k != NULL;) {
-        call *next = k->next;
-        if (k->deadline.ms <= now.ms) {
-            end_call(c, k, NNG_ETIMEDOUT, &tail);
+    while (!c->closing) {
+        clock_mono now = clock_mono_now();
+        if (c->write_failed && c->fd >= 0) {
+            fail_locked(c, &tail);
         }
-        k = next;
+        step_locked(c, now, &tail);
+        clock_mono wake_at = expire_locked(c, clock_mono_now(), &tail);
+        if (c->state != C_UP && c->until.ms < wake_at.ms) {
+            wake_at = c->until;
+        }
+        if (wake_at.ms == INT64_MAX) {
+            wake_at = clock_mono_after_ms(IDLE_POLL_MS);
+        }
+        struct pollfd pfd[2] = {{.fd = c->wake_fd, .events = POLLIN}};
+        nfds_t nfds = 1;
+        if (c->fd >= 0) {
+            pfd[1].fd = c->fd;
+            pfd[1].events = c->state == C_CONNECTING ? POLLOUT : POLLIN;
+            if (c->state != C_CONNECTING && c->out_off < c->out.len) {
+                pfd[1].events |= POLLOUT;
+            }
+            nfds = 2;
+        }
+        int64_t left = clock_mono_remaining_ms(wake_at);
+        int timeout = left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
+        c->polling = 1;
+        c->poll_until = wake_at;
+        pthread_mutex_unlock(&c->mu);
+        finish(c, ended);
+        ended = NULL;
+        tail = &ended;
+        int n = poll(pfd, nfds, timeout);
+        pthread_mutex_lock(&c->mu);
+        c->polling = 0;
+        if (n <= 0) {
+            continue; /* the time is up (step_locked, expire_locked), or EINTR */
+        }
+        if ((pfd[0].revents & POLLIN) != 0) {
+            uint64_t count;
+            ssize_t r = read(c->wake_fd, &count, sizeof count);
+            (void)r;
+        }
+        if (nfds == 2 && pfd[1].revents != 0 && !c->closing && c->fd == pfd[1].fd) {
+            on_events_locked(c, pfd[1].revents, &tail);
+        }
     }
-    arm_timer_locked(c);
     pthread_mutex_unlock(&c->mu);
     finish(c, ended);
+    return NULL;
 }
 
 /* ===================================================================== */
 /* Interface                                                              */
 /* ===================================================================== */
+
+/* Splits url (tcp://host:port, tcp://[v6]:port) into c->host and c->port.
+ * Returns 0, NNG_ENOTSUP for another scheme, or NNG_EADDRINVAL. */
+static int parse_url(rpc_conn *c, const char *url)
+{
+    static const char scheme[] = "tcp://";
+    if (strncmp(url, scheme, sizeof scheme - 1) != 0) {
+        return strstr(url, "://") != NULL ? NNG_ENOTSUP : NNG_EADDRINVAL;
+    }
+    const char *h = url + sizeof scheme - 1, *colon;
+    size_t hlen;
+    if (*h == '[') {
+        const char *close = strchr(h, ']');
+        if (close == NULL || close[1] != ':') {
+            return NNG_EADDRINVAL;
+        }
+        h++;
+        hlen = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(h, ':');
+        if (colon == NULL) {
+            return NNG_EADDRINVAL;
+        }
+        hlen = (size_t)(colon - h);
+    }
+    const char *p = colon + 1;
+    size_t plen = strlen(p);
+    if (hlen == 0 || hlen >= sizeof c->host || plen == 0 || plen >= sizeof c->port ||
+        strspn(p, "0123456789") != plen || atoi(p) < 1 || atoi(p) > 65535) {
+        return NNG_EADDRINVAL;
+    }
+    memcpy(c->host, h, hlen);
+    c->host[hlen] = '\0';
+    memcpy(c->port, p, plen + 1);
+    return 0;
+}
 
 int rpc_conn_open(rpc_conn **out, const char *url)
 {
@@ -400,35 +515,30 @@ int rpc_conn_open(rpc_conn **out, const char *url)
     if (c == NULL) {
         return NNG_ENOMEM;
     }
+    c->fd = -1;
+    c->wake_fd = -1;
+    if ((rv = parse_url(c, url)) != 0) {
+        free(c);
+        return rv;
+    }
     if (pthread_mutex_init(&c->mu, NULL) != 0) {
         free(c);
         return NNG_ENOMEM;
     }
+    c->state = C_BACKOFF;
+    c->until = clock_mono_now(); /* the first dial at once */
     c->backoff_ms = BACKOFF_MIN_MS;
     c->next_id = (uint32_t)nng_random();
     c->incap = RPC_FRAME_INBUF_MIN;
-    if ((c->in = malloc(c->incap)) == NULL) {
-        rv = NNG_ENOMEM;
-        goto fail;
+    if ((c->in = malloc(c->incap)) == NULL ||
+        (c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+        pthread_create(&c->thread, NULL, conn_run, c) != 0) {
+        rpc_conn_close(c);
+        return NNG_ENOMEM;
     }
-    if ((rv = nng_stream_dialer_alloc(&c->dialer, url)) != 0 ||
-        (rv = nng_aio_alloc(&c->dial_aio, dial_cb, c)) != 0 ||
-        (rv = nng_aio_alloc(&c->send_aio, send_cb, c)) != 0 ||
-        (rv = nng_aio_alloc(&c->recv_aio, recv_cb, c)) != 0 ||
-        (rv = nng_aio_alloc(&c->timer_aio, timer_cb, c)) != 0) {
-        goto fail;
-    }
-    pthread_mutex_lock(&c->mu);
-    c->state = C_DIALING;
-    nng_aio_set_timeout(c->dial_aio, DIAL_TIMEOUT_MS);
-    nng_stream_dialer_dial(c->dialer, c->dial_aio);
-    pthread_mutex_unlock(&c->mu);
+    c->thread_started = 1;
     *out = c;
     return 0;
-
-fail:
-    rpc_conn_close(c);
-    return rv;
 }
 
 int rpc_conn_connected(rpc_conn *c)
@@ -453,16 +563,23 @@ int rpc_conn_call(rpc_conn *c, const void *body, size_t len, clock_mono deadline
     k->done = done;
     k->arg = arg;
     k->len = len;
+    int must_wake = 0;
     pthread_mutex_lock(&c->mu);
     k->id = (c->next_id++ & 0x7fffffffu) | 0x80000000u;
     if (c->state == C_UP) {
-        if (rpc_frame_append(&c->out.pending, k->id, body, len) != 0) {
+        int idle = c->out.len == 0; /* else the thread waits to write what is there */
+        if (rpc_frame_append(&c->out, k->id, body, len) != 0) {
             pthread_mutex_unlock(&c->mu);
             free(k);
             return NNG_ENOMEM;
         }
-        if (!c->out.busy) {
-            rpc_frame_out_start(&c->out, c->s, c->send_aio);
+        if (idle && !c->write_failed) {
+            if (flush_locked(c) != 0) {
+                c->write_failed = 1; /* the thread fails the socket, and this call */
+                must_wake = 1;
+            } else if (c->out.len > 0) {
+                must_wake = 1; /* the thread writes the rest */
+            }
         }
     } else if ((k->body = malloc(len > 0 ? len : 1)) == NULL) {
         pthread_mutex_unlock(&c->mu);
@@ -478,15 +595,14 @@ int rpc_conn_call(rpc_conn *c, const void *body, size_t len, clock_mono deadline
         c->head = k;
     }
     c->tail = k;
-    if (!c->timer_armed) {
-        c->timer_armed = 1;
-        c->timer_at = deadline;
-        nng_sleep_aio((nng_duration)clock_mono_remaining_ms(deadline), c->timer_aio);
-    } else if (deadline.ms < c->timer_at.ms) {
-        c->timer_at = deadline; /* timer_cb re-arms for the earliest */
-        nng_aio_abort(c->timer_aio, NNG_ECANCELED);
+    if (c->polling && deadline.ms < c->poll_until.ms) {
+        c->poll_until = deadline; /* one wake is enough */
+        must_wake = 1;
     }
     pthread_mutex_unlock(&c->mu);
+    if (must_wake) {
+        wake(c);
+    }
     return 0;
 }
 
@@ -495,41 +611,26 @@ void rpc_conn_close(rpc_conn *c)
     if (c == NULL) {
         return;
     }
-    pthread_mutex_lock(&c->mu);
-    c->closing = 1;
-    if (c->s != NULL) {
-        nng_stream_close(c->s);
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (c->dialer != NULL) {
-        nng_stream_dialer_close(c->dialer);
-    }
-    /* Each stop waits for the aio's callback; a callback that sees closing
-     * posts nothing more. */
-    nng_aio *aios[] = {c->dial_aio, c->timer_aio, c->send_aio, c->recv_aio};
-    for (size_t i = 0; i < sizeof aios / sizeof aios[0]; i++) {
-        if (aios[i] != NULL) {
-            nng_aio_stop(aios[i]);
-        }
+    if (c->thread_started) {
+        pthread_mutex_lock(&c->mu);
+        c->closing = 1;
+        pthread_mutex_unlock(&c->mu);
+        wake(c);
+        pthread_join(c->thread, NULL);
     }
     call *ended = NULL, **tail = &ended;
     while (c->head != NULL) {
         end_call(c, c->head, NNG_ECLOSED, &tail);
     }
     finish(c, ended);
-    for (size_t i = 0; i < sizeof aios / sizeof aios[0]; i++) {
-        if (aios[i] != NULL) {
-            nng_aio_free(aios[i]);
-        }
+    if (c->fd >= 0) {
+        close(c->fd);
     }
-    if (c->s != NULL) {
-        nng_stream_free(c->s);
-    }
-    if (c->dialer != NULL) {
-        nng_stream_dialer_free(c->dialer);
+    if (c->wake_fd >= 0) {
+        close(c->wake_fd);
     }
     pthread_mutex_destroy(&c->mu);
-    rpc_frame_out_fini(&c->out);
+    buf_fini(&c->out);
     free(c->in);
     free(c);
 }

@@ -1,11 +1,13 @@
 /*
  * rpc_conn.h: a client connection to one peer that frames requests by hand
- * over NNG's stream API (nng_stream_dialer, nng_stream_send/recv) and speaks
- * the wire a req0 socket speaks (SP over TCP, docs/wire-protocol.md), so an
- * unchanged rep0 server (rpc_server) answers it. It skips req0's hand-offs
- * between NNG's threads: many requests go in one write, many replies come in
- * one read. Used by the client (rpc_client_exchange.c) when
- * LAPSE_RPC_CLIENT=stream; internal to rpc/.
+ * over a plain TCP socket read by a thread of its own, and speaks the wire
+ * a req0 socket speaks (SP over TCP, docs/wire-protocol.md), so an
+ * unchanged rep0 server (rpc_server) answers it. It skips the hand-offs
+ * between threads a reply costs on NNG's sockets and aios: a caller writes
+ * its request itself, many requests go in one write when the socket is
+ * busy, and the connection's thread reads many replies at once and runs
+ * their callbacks. Used by the client (rpc_client_exchange.c) unless
+ * LAPSE_RPC_CLIENT=req0; internal to rpc/.
  *
  * The wire, per connection:
  *   handshake  each side sends {0x00,'S','P',0x00, proto (16-bit big-endian),
@@ -15,21 +17,23 @@
  *              request's bytes; the reply's body starts with the same id
  *              (rep0's backtrace), then the reply's bytes.
  *
- * A connection is a small state machine driven by four aio callbacks on
- * NNG's threads (dial, send, recv, and one deadline timer):
+ * A connection is a small state machine run by its thread, which sleeps in
+ * poll(2) on the socket and on an eventfd that wakes it early:
  *
- *   DIALING --ok--> HANDSHAKE --both headers exchanged--> UP
- *      ^  |fail         |fail                              |fail or closed
- *      |  v             v                                  v
- *      +-BACKOFF <---- DOWN (waits for the send and receive to stop) <-+
+ *   BACKOFF --time up--> CONNECTING --connected--> HANDSHAKE --both headers--> UP
+ *      ^                     |fail or 5 s              |fail or 5 s              |fail
+ *      +---------------------+-------------------------+-------------------------+
  *
- * The backoff starts at 10 ms after a connection was up and doubles to 1 s
- * while dials fail.
+ * The first dial is at once; the backoff starts at 10 ms after a connection
+ * was up and doubles to 1 s while dials fail. The host is resolved (and a
+ * name looked up) on the connection's thread, so a slow lookup delays only
+ * this connection, and its calls' deadlines by as much.
  *
  * Thread-safety: every function may be called from any thread; one mutex
- * (rpc_conn.mu) guards all the state. No NNG call made under it completes an
- * aio inline, and the callbacks of calls are run without it, so a callback
- * may call rpc_conn_call again.
+ * (rpc_conn.mu) guards all the state but the receive buffer, which only the
+ * connection's thread touches. The socket is non-blocking: a caller that
+ * writes under the mutex never waits on the peer. Callbacks run without the
+ * mutex, so a callback may call rpc_conn_call again.
  *
  * Invariants:
  *  1. A call queued by rpc_conn_call ends exactly once, by its callback: with
@@ -41,8 +45,8 @@
  *     request and goes out when it is (a call whose deadline passes first
  *     never goes out); one made while it is UP is written at once, or
  *     appended to the bytes that go in the next write.
- *  3. At most one send and one receive are posted on the stream; the stream
- *     is freed only once neither is (on the dial aio's thread).
+ *  3. Only the connection's thread opens and closes the socket, and reads
+ *     from it; callers only write to it, under the mutex.
  */
 #ifndef LAPSE_RPC_CONN_H
 #define LAPSE_RPC_CONN_H
@@ -55,13 +59,14 @@ typedef struct rpc_conn rpc_conn;
 
 /* A call's outcome: rv 0 with the reply's bytes (after the id; borrowed for
  * the duration of the callback), or an NNG error (invariant 1) with reply
- * NULL. Runs on NNG's threads, or on the thread in rpc_conn_close: it must
- * not block. */
+ * NULL. Runs on the connection's thread, or on the thread in
+ * rpc_conn_close: it must not block. */
 typedef void (*rpc_conn_done_fn)(void *arg, int rv, const void *reply, size_t len);
 
-/* Creates a connection to url (tcp://host:port) and starts dialling it in the
- * background; never blocks. Returns 0, or an NNG error (NNG_EADDRINVAL,
- * NNG_ENOTSUP for a scheme other than tcp, NNG_ENOMEM) with *out NULL. */
+/* Creates a connection to url (tcp://host:port, tcp://[v6-address]:port)
+ * and starts dialling it on the connection's thread; never blocks. Returns
+ * 0, or an NNG error (NNG_EADDRINVAL, NNG_ENOTSUP for a scheme other than
+ * tcp, NNG_ENOMEM) with *out NULL. */
 int rpc_conn_open(rpc_conn **out, const char *url);
 
 /* Whether the connection is UP (handshake done) right now. */
@@ -75,10 +80,10 @@ int rpc_conn_connected(rpc_conn *c);
 int rpc_conn_call(rpc_conn *c, const void *body, size_t len, clock_mono deadline,
                   rpc_conn_done_fn done, void *arg);
 
-/* Stops dialling, closes the stream, waits for callbacks in progress, ends
- * every outstanding call with NNG_ECLOSED and frees c; no callback runs
- * after it returns. Accepts NULL. REQUIRES: not called from a callback of
- * c. */
+/* Stops the connection's thread (waiting for callbacks in progress), ends
+ * every outstanding call with NNG_ECLOSED, closes the socket and frees c;
+ * no callback runs after it returns. Accepts NULL. REQUIRES: not called
+ * from a callback of c. */
 void rpc_conn_close(rpc_conn *c);
 
 #endif /* LAPSE_RPC_CONN_H */
