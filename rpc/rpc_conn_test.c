@@ -3,7 +3,9 @@
  * rpc_server (rep0) on a free loopback port: the wire checked by hand with a
  * plain socket, one call, many threads' calls each matched to its reply, a
  * dead port, a server that closes mid-call and comes back, a reply of 5 MB,
- * and a close with calls outstanding. Every wait is bounded.
+ * a request of 6 MB with calls behind it, a call due before the one the
+ * connection's thread sleeps for, and a close with calls outstanding. Every
+ * wait is bounded.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -375,6 +377,66 @@ static void big_reply(void **state)
     served_close(&s);
 }
 
+/* A request of 6 MB, more than the socket takes at once (the connection's
+ * thread writes the rest as it drains), with small calls made right behind
+ * it, which append to the bytes still waiting: every call is answered, the
+ * big one whole (the server decoded it: its id echoed). */
+static void big_request(void **state)
+{
+    (void)state;
+    served s;
+    served_open(&s);
+    wait_connected(s.c, 5000);
+    size_t len;
+    uint8_t *body = fixture_pack_heartbeat_padded(77, 6u * 1000 * 1000, &len);
+    waitcall big, small[4];
+    waitcall_init(&big);
+    assert_int_equal(rpc_conn_call(s.c, body, len, clock_mono_after_ms(10000), waitcall_done, &big),
+                     0);
+    for (int i = 0; i < 4; i++) {
+        heartbeat_start(s.c, &small[i], (uint32_t)(100 + i), 0, 0, 10000);
+    }
+    waitcall_wait(&big);
+    assert_int_equal(big.rv, 0);
+    assert_non_null(big.resp);
+    assert_int_equal(big.resp->status, LAPSE__STATUS__OK);
+    assert_int_equal(big.resp->pmap_version, 77);
+    for (int i = 0; i < 4; i++) {
+        waitcall_wait(&small[i]);
+        assert_int_equal(small[i].rv, 0);
+        assert_non_null(small[i].resp);
+        assert_int_equal(small[i].resp->pmap_version, 100 + i);
+        waitcall_fini(&small[i]);
+    }
+    waitcall_fini(&big);
+    free(body);
+    served_close(&s);
+}
+
+/* A call due sooner than the one the connection's thread sleeps for wakes
+ * it: with a call of a 10 s deadline in a handler, one of 300 ms (whose
+ * handler sleeps 600 ms) ends ETIMEDOUT at about 300 ms, not when the
+ * thread would next have woken. */
+static void earlier_deadline(void **state)
+{
+    (void)state;
+    served s;
+    served_open(&s);
+    wait_connected(s.c, 5000);
+    waitcall slow;
+    heartbeat_start(s.c, &slow, 1, 1500, 0, 10000);
+    clock_sleep_ms(50); /* the thread now sleeps for the 10 s deadline */
+    clock_mono t0 = clock_mono_now();
+    assert_int_equal(heartbeat(s.c, 2, 600, 300), NNG_ETIMEDOUT);
+    int64_t took = clock_mono_now().ms - t0.ms;
+    assert_true(took >= 290);
+    assert_true(took < 1000);
+    waitcall_wait(&slow);
+    assert_int_equal(slow.rv, 0);
+    waitcall_fini(&slow);
+    served_close(&s);
+}
+
 static atomic_int closed_calls;
 
 static void count_done(void *arg, int rv, const void *reply, size_t len)
@@ -529,7 +591,8 @@ int main(void)
         cmocka_unit_test(many_threads),      cmocka_unit_test(dead_port),
         cmocka_unit_test(server_restart),    cmocka_unit_test(big_reply),
         cmocka_unit_test(close_outstanding), cmocka_unit_test(client_stream_mode),
-        cmocka_unit_test(bad_url),
+        cmocka_unit_test(bad_url),           cmocka_unit_test(big_request),
+        cmocka_unit_test(earlier_deadline),
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
     rpc_fini();

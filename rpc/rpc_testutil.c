@@ -242,6 +242,21 @@ uint8_t *fixture_pack_heartbeat(uint32_t id, int64_t sleep_ms, uint64_t reply_by
     return pack_request(&req, 10000, len);
 }
 
+uint8_t *fixture_pack_heartbeat_padded(uint32_t id, size_t pad_bytes, size_t *len)
+{
+    Lapse__HeartbeatRequest hb;
+    Lapse__Request req;
+    heartbeat_request(&req, &hb, id, 0);
+    char *token = malloc(pad_bytes + 1);
+    assert_non_null(token);
+    memset(token, 'a', pad_bytes);
+    token[pad_bytes] = '\0';
+    req.admin_token = token;
+    uint8_t *p = pack_request(&req, 10000, len);
+    free(token);
+    return p;
+}
+
 Lapse__Response *fixture_multi_call(rpc_client *c, ProtobufCBinaryData *calls, size_t n)
 {
     Lapse__MultiRequest m = LAPSE__MULTI_REQUEST__INIT;

@@ -101,6 +101,9 @@ void fixture_url_free_port(char *url, size_t n);
  * fixture handler; rpc_conn_test's answers that many bytes). Returns bytes
  * the caller frees with free(); *len their size. */
 uint8_t *fixture_pack_heartbeat(uint32_t id, int64_t sleep_ms, uint64_t reply_bytes, size_t *len);
+/* As fixture_pack_heartbeat (no sleep, no reply bytes), padded to about
+ * pad_bytes more by an admin_token of 'a's, which the handler ignores. */
+uint8_t *fixture_pack_heartbeat_padded(uint32_t id, size_t pad_bytes, size_t *len);
 
 /* Sends one coalesced frame (a MultiRequest of the n packed calls, version
  * RPC_PROTOCOL_VERSION, timeout 2 s) through c by fixture_raw_call and
