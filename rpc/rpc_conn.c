@@ -7,8 +7,8 @@
  * scan from the head, which finds it at once while replies come about in
  * order (a peer's contexts may answer out of order, never by far).
  *
- * Writing: `out` holds the bytes not yet taken by the socket, from
- * out_off. A caller that finds it empty writes its request at once, from
+ * Writing: `out` (rpc_frame_out) holds the bytes not yet taken by the
+ * socket. A caller that finds it empty writes its request at once, from
  * its own thread; what the socket does not take waits in `out`, and the
  * connection's thread writes it when poll says the socket is writable
  * (calls made meanwhile append to it, so that write carries them all).
@@ -89,9 +89,8 @@ struct rpc_conn {
     clock_mono poll_until; /* a call due sooner wakes it */
     uint32_t next_id;
     call *head, *tail; /* outstanding calls, oldest first */
-    buf out;           /* bytes to write, from out_off */
-    size_t out_off;
-    uint8_t *in; /* received bytes: inlen of incap; the thread's alone */
+    rpc_frame_out out; /* bytes to write */
+    uint8_t *in;       /* received bytes: inlen of incap; the thread's alone */
     size_t inlen, incap;
 };
 
@@ -174,23 +173,7 @@ static void wake(rpc_conn *c)
  * -1 when the socket failed. */
 static int flush_locked(rpc_conn *c)
 {
-    while (c->out_off < c->out.len) {
-        ssize_t k = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-        }
-        c->out_off += (size_t)k;
-    }
-    buf_clear(&c->out);
-    c->out_off = 0;
-    if (c->out.cap > RPC_FRAME_INBUF_KEEP) { /* a big request's room goes back */
-        buf_fini(&c->out);
-    }
-    return 0;
+    return rpc_frame_out_flush(&c->out, c->fd);
 }
 
 /* The connection failed (or timed out) in any state but C_BACKOFF: closes
@@ -208,8 +191,7 @@ static void fail_locked(rpc_conn *c, call ***ended)
         close(c->fd);
         c->fd = -1;
     }
-    buf_clear(&c->out);
-    c->out_off = 0;
+    rpc_frame_out_clear(&c->out);
     c->write_failed = 0;
     c->state = C_BACKOFF;
     c->until = clock_mono_after_ms(c->backoff_ms);
@@ -249,7 +231,7 @@ static void handshake_locked(rpc_conn *c, call ***ended)
     c->state = C_HANDSHAKE;
     c->hs_recvd = 0;
     c->inlen = 0;
-    if (buf_append(&c->out, rpc_frame_hello_req0, RPC_FRAME_HELLO) != 0 || flush_locked(c) != 0) {
+    if (buf_append(&c->out.b, rpc_frame_hello_req0, RPC_FRAME_HELLO) != 0 || flush_locked(c) != 0) {
         fail_locked(c, ended);
     }
 }
@@ -263,7 +245,7 @@ static void up_locked(rpc_conn *c, call ***ended)
     for (call *k = c->head; k != NULL;) {
         call *next = k->next;
         if (k->body != NULL) {
-            if (rpc_frame_append(&c->out, k->id, k->body, k->len) != 0) {
+            if (rpc_frame_append(&c->out.b, k->id, k->body, k->len) != 0) {
                 end_call(c, k, NNG_ENOMEM, ended);
             } else {
                 free(k->body);
@@ -405,7 +387,7 @@ static void on_events_locked(rpc_conn *c, short ev, call ***ended)
     if ((ev & (POLLIN | POLLERR | POLLHUP)) != 0) {
         read_locked(c, ended);
     }
-    if (c->state == C_HANDSHAKE && c->hs_recvd && c->out.len == 0) {
+    if (c->state == C_HANDSHAKE && c->hs_recvd && !rpc_frame_out_pending(&c->out)) {
         up_locked(c, ended);
     }
 }
@@ -433,7 +415,7 @@ static void *conn_run(void *arg)
         if (c->fd >= 0) {
             pfd[1].fd = c->fd;
             pfd[1].events = c->state == C_CONNECTING ? POLLOUT : POLLIN;
-            if (c->state != C_CONNECTING && c->out_off < c->out.len) {
+            if (c->state != C_CONNECTING && rpc_frame_out_pending(&c->out)) {
                 pfd[1].events |= POLLOUT;
             }
             nfds = 2;
@@ -470,41 +452,15 @@ static void *conn_run(void *arg)
 /* Interface                                                              */
 /* ===================================================================== */
 
-/* Splits url (tcp://host:port, tcp://[v6]:port) into c->host and c->port.
+/* c->host and c->port from url: a host and a port other than 0 to dial.
  * Returns 0, NNG_ENOTSUP for another scheme, or NNG_EADDRINVAL. */
 static int parse_url(rpc_conn *c, const char *url)
 {
-    static const char scheme[] = "tcp://";
-    if (strncmp(url, scheme, sizeof scheme - 1) != 0) {
-        return strstr(url, "://") != NULL ? NNG_ENOTSUP : NNG_EADDRINVAL;
+    int rv = rpc_frame_split_url(url, c->host, sizeof c->host, c->port, sizeof c->port);
+    if (rv == 0 && (c->host[0] == '\0' || atoi(c->port) < 1)) {
+        rv = NNG_EADDRINVAL;
     }
-    const char *h = url + sizeof scheme - 1, *colon;
-    size_t hlen;
-    if (*h == '[') {
-        const char *close = strchr(h, ']');
-        if (close == NULL || close[1] != ':') {
-            return NNG_EADDRINVAL;
-        }
-        h++;
-        hlen = (size_t)(close - h);
-        colon = close + 1;
-    } else {
-        colon = strrchr(h, ':');
-        if (colon == NULL) {
-            return NNG_EADDRINVAL;
-        }
-        hlen = (size_t)(colon - h);
-    }
-    const char *p = colon + 1;
-    size_t plen = strlen(p);
-    if (hlen == 0 || hlen >= sizeof c->host || plen == 0 || plen >= sizeof c->port ||
-        strspn(p, "0123456789") != plen || atoi(p) < 1 || atoi(p) > 65535) {
-        return NNG_EADDRINVAL;
-    }
-    memcpy(c->host, h, hlen);
-    c->host[hlen] = '\0';
-    memcpy(c->port, p, plen + 1);
-    return 0;
+    return rv;
 }
 
 int rpc_conn_open(rpc_conn **out, const char *url)
@@ -568,8 +524,8 @@ int rpc_conn_call(rpc_conn *c, const void *body, size_t len, clock_mono deadline
     pthread_mutex_lock(&c->mu);
     k->id = (c->next_id++ & 0x7fffffffu) | 0x80000000u;
     if (c->state == C_UP) {
-        int idle = c->out.len == 0; /* else the thread waits to write what is there */
-        if (rpc_frame_append(&c->out, k->id, body, len) != 0) {
+        int idle = !rpc_frame_out_pending(&c->out); /* else the thread waits to write it */
+        if (rpc_frame_append(&c->out.b, k->id, body, len) != 0) {
             pthread_mutex_unlock(&c->mu);
             free(k);
             return NNG_ENOMEM;
@@ -578,7 +534,7 @@ int rpc_conn_call(rpc_conn *c, const void *body, size_t len, clock_mono deadline
             if (flush_locked(c) != 0) {
                 c->write_failed = 1; /* the thread fails the socket, and this call */
                 must_wake = 1;
-            } else if (c->out.len > 0) {
+            } else if (rpc_frame_out_pending(&c->out)) {
                 must_wake = 1; /* the thread writes the rest */
             }
         }
@@ -631,7 +587,7 @@ void rpc_conn_close(rpc_conn *c)
         close(c->wake_fd);
     }
     pthread_mutex_destroy(&c->mu);
-    buf_fini(&c->out);
+    rpc_frame_out_fini(&c->out);
     free(c->in);
     free(c);
 }

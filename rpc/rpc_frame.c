@@ -1,8 +1,12 @@
 /* rpc_frame.c: the stream transport's framing (rpc_frame.h). */
 #include "rpc_frame.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#include <nng/nng.h>
 
 #include "../common/lapse_err.h"
 #include "rpc.h"
@@ -69,44 +73,64 @@ int rpc_frame_keep_tail(uint8_t **in, size_t *inlen, size_t *incap, size_t used)
 
 void rpc_frame_out_fini(rpc_frame_out *o)
 {
-    buf_fini(&o->pending);
-    buf_fini(&o->sending);
+    buf_fini(&o->b);
+    o->off = 0;
 }
 
-/* Posts sending's bytes from sent on. */
-static void out_post_rest(rpc_frame_out *o, nng_stream *st, nng_aio *aio)
+void rpc_frame_out_clear(rpc_frame_out *o)
 {
-    nng_iov iov = {.iov_buf = o->sending.data + o->sent, .iov_len = o->sending.len - o->sent};
-    (void)nng_aio_set_iov(aio, 1, &iov);
-    nng_stream_send(st, aio);
+    buf_clear(&o->b);
+    o->off = 0;
 }
 
-void rpc_frame_out_post(rpc_frame_out *o, nng_stream *st, nng_aio *aio)
+int rpc_frame_out_flush(rpc_frame_out *o, int fd)
 {
-    o->sent = 0;
-    o->busy = 1;
-    out_post_rest(o, st, aio);
-}
-
-void rpc_frame_out_start(rpc_frame_out *o, nng_stream *st, nng_aio *aio)
-{
-    buf t = o->sending;
-    o->sending = o->pending;
-    o->pending = t;
-    buf_clear(&o->pending);
-    rpc_frame_out_post(o, st, aio);
-}
-
-int rpc_frame_out_sent(rpc_frame_out *o, int ok, nng_stream *st, nng_aio *aio)
-{
-    if (ok) {
-        o->sent += nng_aio_count(aio);
-        if (o->sent < o->sending.len) {
-            out_post_rest(o, st, aio);
-            return 1;
+    while (o->off < o->b.len) {
+        ssize_t k = send(fd, o->b.data + o->off, o->b.len - o->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
         }
+        o->off += (size_t)k;
     }
-    buf_clear(&o->sending);
-    o->busy = 0;
+    rpc_frame_out_clear(o);
+    if (o->b.cap > RPC_FRAME_INBUF_KEEP) { /* a big message's room goes back */
+        buf_fini(&o->b);
+    }
+    return 0;
+}
+
+int rpc_frame_split_url(const char *url, char *host, size_t hostlen, char *port, size_t portlen)
+{
+    static const char scheme[] = "tcp://";
+    if (strncmp(url, scheme, sizeof scheme - 1) != 0) {
+        return strstr(url, "://") != NULL ? NNG_ENOTSUP : NNG_EADDRINVAL;
+    }
+    const char *h = url + sizeof scheme - 1, *colon;
+    size_t hl;
+    if (*h == '[') { /* [v6-address]:port */
+        const char *close = strchr(h, ']');
+        if (close == NULL || close[1] != ':') {
+            return NNG_EADDRINVAL;
+        }
+        h++;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else if ((colon = strrchr(h, ':')) == NULL) {
+        return NNG_EADDRINVAL;
+    } else {
+        hl = (size_t)(colon - h);
+    }
+    const char *p = colon + 1;
+    size_t pl = strlen(p);
+    if (hl >= hostlen || pl == 0 || pl >= portlen || strspn(p, "0123456789") != pl ||
+        atoi(p) > 65535) {
+        return NNG_EADDRINVAL;
+    }
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    memcpy(port, p, pl + 1);
     return 0;
 }

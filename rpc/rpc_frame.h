@@ -10,16 +10,14 @@
  *              big-endian request id with its top bit set, then the bytes
  *
  * The framing is pure functions over caller-owned memory; rpc_frame_out is
- * a connection's writing half, the same at both ends. Thread-safety is the
- * caller's (its connection lock).
+ * a connection's writing half on its plain socket, the same at both ends.
+ * Thread-safety is the caller's (its connection lock).
  */
 #ifndef LAPSE_RPC_FRAME_H
 #define LAPSE_RPC_FRAME_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include <nng/nng.h>
 
 #include "../common/buf.h"
 
@@ -50,27 +48,31 @@ int rpc_frame_next(const uint8_t *in, size_t avail, uint32_t *id, size_t *len);
  * the bytes left do not start a message rpc_frame_next refuses. */
 int rpc_frame_keep_tail(uint8_t **in, size_t *inlen, size_t *incap, size_t used);
 
-/* A connection's outgoing bytes: pending gathers what the next write
- * carries while sending is being written (sent bytes of it so far); busy
- * while a send is posted. NNG 1.5 allows one send at a time per stream,
- * and a send may end short. All zero is an empty one. */
+/* A connection's outgoing bytes on a non-blocking socket: b holds what is
+ * still to write, from off. Appending (rpc_frame_append to b) and flushing
+ * are the caller's, under its connection's lock. All zero is an empty one. */
 typedef struct rpc_frame_out {
-    buf pending, sending;
-    size_t sent;
-    int busy;
+    buf b;
+    size_t off;
 } rpc_frame_out;
 
 void rpc_frame_out_fini(rpc_frame_out *o);
-/* Posts sending, from its start, on st with aio. REQUIRES: !busy,
- * sending not empty. */
-void rpc_frame_out_post(rpc_frame_out *o, nng_stream *st, nng_aio *aio);
-/* Makes pending the write (pending is empty after) and posts it.
- * REQUIRES: !busy, pending not empty. */
-void rpc_frame_out_start(rpc_frame_out *o, nng_stream *st, nng_aio *aio);
-/* In aio's callback, ok when the send succeeded and the connection is to
- * go on: 1 when a short write was resumed (still busy); else 0, with the
- * write over (sending empty, not busy): the caller starts pending, or
- * fails the connection when !ok. */
-int rpc_frame_out_sent(rpc_frame_out *o, int ok, nng_stream *st, nng_aio *aio);
+/* Drops what is still to write. */
+void rpc_frame_out_clear(rpc_frame_out *o);
+/* Writes what o holds on fd, as much as the socket takes now (never
+ * waits), and empties o once it is all written. Returns 0 (o may still
+ * hold bytes: write again when fd is writable), or -1 when the socket
+ * failed. */
+int rpc_frame_out_flush(rpc_frame_out *o, int fd);
+/* 1 while o holds bytes to write. */
+static inline int rpc_frame_out_pending(const rpc_frame_out *o)
+{
+    return o->off < o->b.len;
+}
+
+/* Splits url (tcp://host:port, tcp://[v6-address]:port; the host may be
+ * empty) into host and port (digits, at most 65535). Returns 0,
+ * NNG_ENOTSUP for another scheme, or NNG_EADDRINVAL. */
+int rpc_frame_split_url(const char *url, char *host, size_t hostlen, char *port, size_t portlen);
 
 #endif /* LAPSE_RPC_FRAME_H */

@@ -2,8 +2,8 @@
  * rpc_server.c: the server half of rpc.h over NNG 1.5. The framing, envelope
  * and deadline rules are in docs/wire-protocol.md.
  *
- * Requests arrive on connections framed by hand over NNG's stream API
- * (rpc_server_stream.c), or, under LAPSE_RPC_SERVER=rep0, on a pool of rep0
+ * Requests arrive on connections framed by hand over plain sockets, a
+ * thread each (rpc_server_stream.c), or, under LAPSE_RPC_SERVER=rep0, on a pool of rep0
  * contexts, each driven by one aio callback (the state machine drawn in
  * rpc.h, as NNG's demo/async/server.c); either way they feed a FIFO of
  * received requests that worker threads drain. Callbacks run on NNG's task threads and

@@ -4,8 +4,8 @@
  *   rpc_server.c        the choice of transport, the rep0 contexts, the
  *                       work queues, the workers
  *   rpc_server_stream.c the default transport (rep0 only under
- *                       LAPSE_RPC_SERVER=rep0):
- *                       connections framed by hand over NNG's stream API
+ *                       LAPSE_RPC_SERVER=rep0): connections framed by
+ *                       hand over plain sockets, a thread each
  *   rpc_server_take.c   under both transports: taking a received request
  *                       and serving a plain one
  *   rpc_server_multi.c  coalesced frames served call by call
@@ -208,7 +208,7 @@ void rpc_server_serve(rpc_server *s, srv_ctx *c, Lapse__Request *req);
 
 /* ---- rpc_server_stream.c ---- */
 
-/* Listens on url with NNG's stream API and serves connections (s->stream,
+/* Listens on url (a plain socket) and serves connections (s->stream,
  * s->reply set). 0 or a LAPSE_* code with err set; rpc_server_close frees
  * what was made. REQUIRES: s's workers and queues made. */
 int rpc_server_stream_open(rpc_server *s, const char *url, char *err, size_t errlen);

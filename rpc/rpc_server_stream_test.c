@@ -5,8 +5,8 @@
  * from the stream client, many threads' calls each matched to its reply, a
  * coalesced frame, a malformed body (EPROTO), a bad handshake and a bad
  * message (the connection closes, the server serves on), a client leaving
- * with requests in flight, and a close with requests running. Every wait is
- * bounded.
+ * with requests in flight, a close with requests running, and a reply of
+ * 6 MB to a peer slow to read, with two behind it. Every wait is bounded.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,12 +25,15 @@
 
 #include <cmocka.h>
 
+#include "../common/arena.h"
 #include "../common/clock.h"
+#include "../common/item.h"
 #include "rpc.h"
 #include "rpc_client_int.h" /* to see that the client is on streams */
 #include "rpc_conn.h"
 #include "rpc_server_int.h" /* to see that the server is on streams */
 #include "rpc_testutil.h"
+#include "wire.h"
 
 /* A fixture whose server is on streams (the default); stream_client: its
  * client's calls on rpc_conn (the default), else on req0
@@ -298,6 +301,79 @@ static void bad_peers_are_closed(void **state)
     fixture_close(f);
 }
 
+/* A reply of 6 MB (GetItem echoes its key), more than the socket takes at
+ * once, while the peer reads nothing: the server's connection writes the
+ * rest when the socket drains, and the replies of two small calls sent
+ * behind it follow it whole and in order (one worker serves the three in
+ * turn). Read by hand, slowly at first. */
+static void big_reply_written_as_the_peer_reads(void **state)
+{
+    (void)state;
+    fixture *f = open_stream(1, 0);
+    size_t big = 6u * 1000 * 1000;
+    item *key = item_new();
+    assert_non_null(key);
+    attr_value v = {.type = ATTR_S};
+    v.u.bytes.ptr = malloc(big + 1);
+    assert_non_null(v.u.bytes.ptr);
+    memset(v.u.bytes.ptr, 'k', big);
+    v.u.bytes.ptr[big] = '\0';
+    v.u.bytes.len = big;
+    assert_int_equal(item_set(key, "k", &v), 0);
+    arena a;
+    arena_init(&a);
+    Lapse__GetItemRequest g = LAPSE__GET_ITEM_REQUEST__INIT;
+    g.table = "t";
+    g.key = wire_item_to_pb(&a, key);
+    assert_non_null(g.key);
+    Lapse__Request req = LAPSE__REQUEST__INIT;
+    req.version = RPC_PROTOCOL_VERSION;
+    req.timeout_ms = 10000;
+    req.body_case = LAPSE__REQUEST__BODY_GET_ITEM;
+    req.get_item = &g;
+    size_t len = lapse__request__get_packed_size(&req);
+    uint8_t *body = malloc(len);
+    assert_non_null(body);
+    lapse__request__pack(&req, body);
+    size_t hlen;
+    uint8_t *hb = fixture_pack_heartbeat(5, 0, 0, &hlen);
+
+    int fd = dial_raw(f->url);
+    handshake(fd, 0x30);
+    send_msg(fd, 0x80000001u, body, len);
+    send_msg(fd, 0x80000002u, hb, hlen);
+    send_msg(fd, 0x80000003u, hb, hlen);
+    clock_sleep_ms(300); /* the server is left holding what the socket did not take */
+    for (uint32_t want = 1; want <= 3; want++) {
+        uint8_t hdr[12];
+        fixture_read_full(fd, hdr, sizeof hdr);
+        uint64_t n = fixture_be64(hdr);
+        assert_true(n >= 4 && n <= RPC_MAX_MESSAGE_BYTES);
+        assert_int_equal(hdr[8], 0x80);
+        assert_int_equal(hdr[11], want); /* in order */
+        uint8_t *reply = malloc(n - 4 + 1);
+        assert_non_null(reply);
+        fixture_read_full(fd, reply, n - 4);
+        Lapse__Response *r = lapse__response__unpack(NULL, n - 4, reply);
+        assert_non_null(r);
+        assert_int_equal(r->status, LAPSE__STATUS__OK);
+        if (want == 1) {
+            assert_int_equal(r->body_case, LAPSE__RESPONSE__BODY_GET_ITEM);
+            assert_true(n > big);
+        } else {
+            assert_int_equal(r->pmap_version, 5);
+        }
+        lapse__response__free_unpacked(r, NULL);
+        free(reply);
+    }
+    close(fd);
+    free(hb);
+    free(body);
+    arena_fini(&a);
+    item_free(key);
+    fixture_close(f);
+}
+
 /* A client that sends slow requests and leaves: the requests are still
  * served (their replies dropped), and the server serves others on. */
 static void client_leaving_with_requests_in_flight(void **state)
@@ -364,6 +440,7 @@ int main(void)
         cmocka_unit_test(bad_peers_are_closed),
         cmocka_unit_test(client_leaving_with_requests_in_flight),
         cmocka_unit_test(close_with_requests_running),
+        cmocka_unit_test(big_reply_written_as_the_peer_reads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
