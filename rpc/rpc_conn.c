@@ -160,9 +160,7 @@ static clock_mono expire_locked(rpc_conn *c, clock_mono now, call ***ended)
 
 static void wake(rpc_conn *c)
 {
-    uint64_t one = 1;
-    ssize_t n = write(c->wake_fd, &one, sizeof one);
-    (void)n; /* a full counter (never, in practice) wakes the poll all the same */
+    rpc_frame_wake(c->wake_fd);
 }
 
 /* ===================================================================== */
@@ -435,9 +433,7 @@ static void *conn_run(void *arg)
             continue; /* the time is up (step_locked, expire_locked), or EINTR */
         }
         if ((pfd[0].revents & POLLIN) != 0) {
-            uint64_t count;
-            ssize_t r = read(c->wake_fd, &count, sizeof count);
-            (void)r;
+            rpc_frame_wake_drain(c->wake_fd);
         }
         if (nfds == 2 && pfd[1].revents != 0 && !c->closing && c->fd == pfd[1].fd) {
             on_events_locked(c, pfd[1].revents, &tail);

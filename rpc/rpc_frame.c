@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <nng/nng.h>
 
@@ -100,6 +101,20 @@ int rpc_frame_out_flush(rpc_frame_out *o, int fd)
         buf_fini(&o->b);
     }
     return 0;
+}
+
+void rpc_frame_wake(int efd)
+{
+    uint64_t one = 1;
+    ssize_t n = write(efd, &one, sizeof one);
+    (void)n; /* a full counter (never, in practice) wakes the poll all the same */
+}
+
+void rpc_frame_wake_drain(int efd)
+{
+    uint64_t count;
+    ssize_t n = read(efd, &count, sizeof count);
+    (void)n;
 }
 
 int rpc_frame_split_url(const char *url, char *host, size_t hostlen, char *port, size_t portlen)

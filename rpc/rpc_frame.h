@@ -70,6 +70,11 @@ static inline int rpc_frame_out_pending(const rpc_frame_out *o)
     return o->off < o->b.len;
 }
 
+/* A connection thread's wake-up: an eventfd (EFD_NONBLOCK) written to end
+ * its poll, and drained by the thread once woken. */
+void rpc_frame_wake(int efd);
+void rpc_frame_wake_drain(int efd);
+
 /* Splits url (tcp://host:port, tcp://[v6-address]:port; the host may be
  * empty) into host and port (digits, at most 65535). Returns 0,
  * NNG_ENOTSUP for another scheme, or NNG_EADDRINVAL. */

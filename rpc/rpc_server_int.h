@@ -213,7 +213,7 @@ void rpc_server_serve(rpc_server *s, srv_ctx *c, Lapse__Request *req);
  * what was made. REQUIRES: s's workers and queues made. */
 int rpc_server_stream_open(rpc_server *s, const char *url, char *err, size_t errlen);
 
-/* Stops accepting, closes every connection and waits for their callbacks.
+/* Stops accepting, shuts every connection down and waits for their threads.
  * REQUIRES: s->closing set; then the workers joined before
  * rpc_server_stream_free. */
 void rpc_server_stream_stop(rpc_server *s);

@@ -47,7 +47,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,14 +125,6 @@ static void fail_locked(srv_conn *c)
     }
 }
 
-/* Wakes the poll of every thread that polls fd (an eventfd). */
-static void wake(int fd)
-{
-    uint64_t one = 1;
-    ssize_t n = write(fd, &one, sizeof one);
-    (void)n;
-}
-
 /* Takes c off t's list. REQUIRES: t->mu held, not closing (invariant 2). */
 static void conns_unlink(srv_stream *t, srv_conn *c)
 {
@@ -200,7 +191,7 @@ static void stream_reply(srv_ctx *r, nng_msg *out)
     }
     int dead = c->failed && c->thread_done && c->nreq == 0;
     if (must_wake && !c->thread_done) {
-        wake(c->wake_fd); /* under mu: the thread cannot free c meanwhile */
+        rpc_frame_wake(c->wake_fd); /* under mu: the thread cannot free c meanwhile */
     }
     pthread_mutex_unlock(&c->mu);
     if (out != NULL) {
@@ -288,9 +279,7 @@ static void *conn_run(void *arg)
             break;
         }
         if (pfd[1].revents & POLLIN) {
-            uint64_t count;
-            ssize_t r = read(c->wake_fd, &count, sizeof count);
-            (void)r;
+            rpc_frame_wake_drain(c->wake_fd);
         }
         if (!c->up && clock_mono_remaining_ms(hello_by) <= 0) {
             break;
@@ -502,7 +491,7 @@ void rpc_server_stream_stop(rpc_server *s)
     t->closing = 1;
     pthread_mutex_unlock(&t->mu);
     if (t->stop_fd >= 0) {
-        wake(t->stop_fd); /* never read: every poll sees it */
+        rpc_frame_wake(t->stop_fd); /* never read: every poll sees it */
     }
     if (t->accept_started) {
         pthread_join(t->accept_th, NULL);
