@@ -88,13 +88,16 @@ free_base() {
 }
 
 for attempt in 1 2 3; do
-  export LAPSE_PORT=$(free_base 41) # the cluster on +0..+32, the gateway on +40
-  export LAPSE_METRICS_PORT=$(($(free_base 3) - 1))
+  # The cluster on +0..+32, the nodes' metrics on +34..+36 (LAPSE_METRICS_PORT+i),
+  # the gateway on +40: one block of 41 ports seen free, so no two picks
+  # can overlap.
+  export LAPSE_PORT=$(free_base 41)
+  export LAPSE_METRICS_PORT=$((LAPSE_PORT + 33))
   # Every phase is bounded well inside ctest's TIMEOUT, so a stall ends in
   # this script's own failure, with the daemons' logs, not in a silent kill.
   phase_start=$SECONDS
   timeout -k 5 90 "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
-  grep -qs "address in use" "$LAPSE_HOME"/*.log || fail "up failed: $(cat "$tmp/up.out")"
+  grep -qis "address in use" "$LAPSE_HOME"/*.log || fail "up failed: $(cat "$tmp/up.out")"
   ((attempt < 3)) || fail "up lost its ports three times: $(cat "$tmp/up.out")"
   "$script" down >/dev/null 2>&1 || true
   rm -rf "$LAPSE_HOME"

@@ -109,11 +109,9 @@ grep -q "bad port" "$tmp/bad.out" || fail "no clear message for a bad port: $(ca
 # and its bind ("address in use" in its log) means new ports, at most 3 times.
 for attempt in 1 2 3; do
   export LAPSE_PORT=$(free_base 41) # coordinators +0, +10; nodes +1..3; etcd +20..22, +30..32; gateway +40
-  # node i on LAPSE_METRICS_PORT+i (node 4 joins in 3d), apart from LAPSE_PORT's 41
-  for tries in $(seq 50); do
-    export LAPSE_METRICS_PORT=$(($(free_base 4) - 1))
-    ((LAPSE_METRICS_PORT + 4 < LAPSE_PORT || LAPSE_METRICS_PORT + 1 > LAPSE_PORT + 40)) && break
-  done
+  # node i's metrics on LAPSE_METRICS_PORT+i, +34..+37 of the same free block
+  # (node 4 joins in 3d), so no second pick can overlap the first.
+  export LAPSE_METRICS_PORT=$((LAPSE_PORT + 33))
   coord=tcp://127.0.0.1:$LAPSE_PORT,tcp://127.0.0.1:$((LAPSE_PORT + 10))
   "$script" up "$bin" >"$tmp/up.out" 2>&1 && break
   grep -qis "address in use" "$LAPSE_HOME"/*.log || fail "up failed: $(cat "$tmp/up.out")"
