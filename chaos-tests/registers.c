@@ -47,7 +47,17 @@ static void record(reg_history *h, const lin_op *op)
         h->cap = cap;
     }
     h->ops[h->n++] = *op;
+    h->unknown += op->outcome == LIN_UNKNOWN;
     pthread_mutex_unlock(&h->mu);
+}
+
+/* 1 when key h holds REG_MAX_UNKNOWN writes of unknown outcome. */
+static int too_uncertain(reg_history *h)
+{
+    pthread_mutex_lock(&h->mu);
+    int full = h->unknown >= REG_MAX_UNKNOWN;
+    pthread_mutex_unlock(&h->mu);
+    return full;
 }
 
 static lapse_item *reg_item(int k, uint64_t value)
@@ -130,7 +140,7 @@ static void *reg_worker(void *p)
         int j = (int)rng_range(&rng, 0, REG_KEYS - 1), k = epoch * REG_KEYS + j;
         uint64_t *saw = &seen[j];
         int x = (int)rng_range(&rng, 0, 9);
-        if (x < 4) {
+        if (x < 4 || too_uncertain(&r->regs->key[k])) {
             reg_read(r, a->c, k, a->thread, saw);
         } else if (x < 7 || *saw == 0) {
             reg_write(r, a->c, k, a->thread, 0, saw);

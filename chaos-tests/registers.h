@@ -11,7 +11,10 @@
  * the key's history (linear.h); a get that failed has no effect and is left
  * out. Every REG_EPOCH_MS the threads move on to REG_KEYS fresh keys
  * ("reg-<epoch>-<k>"): short histories keep the search's worst case (calls
- * of unknown outcome) small. After the settle, one more read of every key
+ * of unknown outcome) small. A key that holds REG_MAX_UNKNOWN writes of
+ * unknown outcome is only read from then on: a burst of timeouts (a primary
+ * killed twice in a row) would otherwise leave hundreds of them on the
+ * last epoch's keys, past what the search can decide. After the settle, one more read of every key
  * ends its history, and check_linear (check.h) judges them.
  *
  * Thread-safety: each key's history is guarded by its mutex while the
@@ -32,11 +35,13 @@
 #define REG_THREADS 3
 #define REG_EPOCH_MS 2000
 #define REG_TABLE 1 /* the model's chaos_plain */
+#define REG_MAX_UNKNOWN 8
 
 typedef struct reg_history {
     pthread_mutex_t mu;
     lin_op *ops;
     size_t n, cap;
+    int unknown; /* ops of outcome LIN_UNKNOWN among them */
 } reg_history;
 
 typedef struct registers {
