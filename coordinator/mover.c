@@ -373,6 +373,45 @@ static void finish_handover(server *s, pmap *next, uint32_t tid, uint32_t p, pma
     }
 }
 
+/* Finishes at once the handovers whose old primaries confirmed, in their
+ * answers to the push mover_pass just made, holding the map that stepped
+ * them down. Left to the next pass, up to MEMBERSHIP_PERIOD_MS later, they
+ * kept their partitions refusing writes that long (a quarter of a second
+ * at least, for every set a drain or the rebalancer hands over), and the
+ * clients' retries backed off meanwhile. REQUIRES: s->lock held. */
+static void finish_handovers_now(server *s)
+{
+    if (!server_leads(s)) {
+        return;
+    }
+    pmap *next = pmap_dup(s->pm);
+    if (next == NULL) {
+        return;
+    }
+    pass ps = {0};
+    for (size_t t = 0; t < next->ntables; t++) {
+        pmap_table *tb = &next->tables[t];
+        for (uint32_t p = 0; p < tb->schema.partitions; p++) {
+            finish_handover(s, next, tb->schema.id, p, &tb->parts[p], &ps);
+        }
+    }
+    char err[512];
+    if (ps.handed + ps.cancelled == 0) {
+        pmap_free(next);
+        return;
+    }
+    if (server_commit(s, next, s->next_table_id, err, sizeof(err)) != 0) {
+        log_warn("moves: cannot commit the map (the next pass retries): %s", err);
+        pmap_free(next);
+        return;
+    }
+    log_info("moves: map version %llu: %zu primar%s handed over as soon as the old one held the "
+             "map that stepped it down, %zu handover%s called off",
+             (unsigned long long)s->pm->version, ps.handed, ps.handed == 1 ? "y" : "ies",
+             ps.cancelled, ps.cancelled == 1 ? "" : "s");
+    replicas_push(s);
+}
+
 void mover_pass(server *s)
 {
     if (!server_leads(s)) {
@@ -452,6 +491,9 @@ void mover_pass(server *s)
                  dd.dropped, dd.stuck > 0 ? "; some have no node to move to" : "");
     }
     replicas_push(s);
+    if (ps.stepped > 0) {
+        finish_handovers_now(s);
+    }
 }
 
 /* ============================== the calls ============================== */

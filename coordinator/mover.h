@@ -12,11 +12,12 @@
  *   2. once the set has as many in-sync copies off draining nodes as the
  *      table keeps, a draining primary hands the primaryship to the first
  *      of them in two map changes (pmap_replica_step_down): it steps down
- *      (serves no write or strong read once it holds that map), and a later
- *      pass, once it confirmed holding it (push reply or heartbeat) or is
- *      not UP, makes the successor primary at epoch + 1
- *      (finish_handover); writes to the partition are refused meanwhile,
- *      a pass or two;
+ *      (serves no write or strong read once it holds that map), and once
+ *      it confirmed holding it (push reply or heartbeat) or is not UP, the
+ *      successor becomes primary at epoch + 1 (finish_handover): in the
+ *      same pass when its answer to that pass's push confirmed it
+ *      (finish_handovers_now), else in a later one; writes to the
+ *      partition are refused meanwhile, two commits and pushes;
  *   3. the draining node's copy is removed from the set.
  * The state of every move is the map itself (which sets hold a draining
  * node, which of their copies are in sync), so a new leader after a

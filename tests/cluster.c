@@ -727,6 +727,15 @@ const char *cluster_log_path(const cluster *c, int idx)
     return (idx >= 0 && idx < c->nprocs) ? c->procs[idx].log_path : NULL;
 }
 
+int cluster_log_contains(const cluster *c, int idx, const char *needle)
+{
+    const char *path = cluster_log_path(c, idx);
+    char *log = path != NULL ? cluster_read_file(path) : NULL;
+    int found = log != NULL && strstr(log, needle) != NULL;
+    free(log);
+    return found;
+}
+
 void cluster_print_log_tail(const cluster *c, int idx, int lines)
 {
     const char *path = cluster_log_path(c, idx);

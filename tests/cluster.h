@@ -135,6 +135,9 @@ int cluster_exit_status(const cluster *c, int idx);
 /* The path of process idx's log file (stdout and stderr, appended across
  * restarts), or NULL for a bad index. */
 const char *cluster_log_path(const cluster *c, int idx);
+/* 1 when process idx's log holds needle, else 0 (also for a bad index or
+ * no log yet). */
+int cluster_log_contains(const cluster *c, int idx, const char *needle);
 /* Prints the last `lines` lines of process idx's log to stderr, under a
  * header naming it: what a failing test shows of a daemon where CI keeps
  * no files. */

@@ -22,7 +22,8 @@
  *    copies (within one), then (its coordinator runs with
  *    --balance-primaries 4) hands primaryships over until every node leads
  *    6 of the 24 sets (within one), with every copy identical and every
- *    item there;
+ *    item there; handovers finished in the pass that began them (the
+ *    coordinator's log);
  *  - a drain stopped mid-move leaves no set over its count of copies.
  */
 #include "testutil.h"
@@ -216,6 +217,12 @@ static void test_drain_moves_every_copy_under_writes(void **state)
         }
     }
     pmap_free(pm);
+    /* Handovers took the primaryship to its successor in the pass that
+     * stepped the old primary down, once the push came back (mover.c,
+     * finish_handovers_now), not a pass later (a primary whose answer is
+     * late still waits for one). */
+    assert_true(cluster_log_contains(rs_cluster(), cluster_coordinator_index(rs_cluster(), 0),
+                                     "handed over as soon as the old one held the map"));
     print_message("node_drain_test: the rebalancer planned %zu moves to node 1 and carried "
                   "them out\n",
                   planned);

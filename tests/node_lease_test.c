@@ -165,21 +165,6 @@ static void test_new_leader_judges_from_the_keys(void **state)
     assert_true(wait_state(2, "UP") >= 0);
 }
 
-/* Whether the file at path contains needle. */
-static int log_contains(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    char line[2048];
-    int found = 0;
-    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
-        found = strstr(line, needle) != NULL;
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    return found;
-}
-
 /* Restarts every coordinator that is not running and waits for a leader. */
 static void restart_coordinators(void)
 {
@@ -305,7 +290,7 @@ static void test_node_restarted_while_coordinators_down_expires(void **state)
     fprintf(stderr, "%zu of node 1's items expired with every coordinator down; %zu items left\n",
             on_node1, left);
     assert_int_equal(left, 0);
-    assert_true(log_contains(cluster_log_path(g_cluster, 1), "clock checked against"));
+    assert_true(cluster_log_contains(g_cluster, 1, "clock checked against"));
     lapse_free(owners);
     lapse_close(c);
     restart_coordinators();
