@@ -22,12 +22,16 @@
  * The writers run through join and drain too. For each move phase it
  * prints the copies moved, the table data they hold (the table's bytes
  * from describe-table over its partitions, times the copies), the time and
- * the rate, and the writers' p50/p99 against idle; then it reads back a
+ * the rate, and the writers' p50/p99 against idle, and their p99 split
+ * two ways: the puts whose key's set was moving when they began (a copy
+ * over the table's count, a member out of sync or a handover under way,
+ * from the coordinator's map every 50 ms), and the others, which wait only
+ * for the CPU and disk the moves take; then it reads back a
  * sample of the loaded items. A phase whose wait ran out says TIMED OUT
  * and prints no rate.
  *
  *   lapse-move-bench [--bin-dir DIR] [--items N] [--value-bytes B]
- *                    [--partitions P] [--writers T] [--idle-seconds S]
+ *                    [--partitions P (at most 64)] [--writers T] [--idle-seconds S]
  *                    [--timeout-seconds S] [--replication N]
  *                    [--max-concurrent-moves N] [--node-args ARGS]
  *
@@ -48,19 +52,24 @@
 #include <string.h>
 
 #include "../client/lapse.h"
+#include "../common/item.h"
+#include "../placement/hash.h"
 #include "../tests/cluster.h"
 #include "bench_util.h"
 #include "move_bench.h"
 
 #define LOAD_THREADS 4
 #define LOAD_BATCH 25
-#define SAMPLES_MAX (1 << 21) /* per writer and phase */
+#define SAMPLES_MAX (1 << 19) /* per writer and phase */
 #define READBACK 2000
 typedef struct writer {
     const config *cfg;
     int id;
     atomic_int *phase; /* PH_N: stop */
     uint32_t *us[PH_N];
+    float *at[PH_N];     /* when each put began, mono_s since the start */
+    uint8_t *part[PH_N]; /* its key's partition (bench partitions are at most 255) */
+    double t0;           /* the start */
     size_t n[PH_N];
     long failed[PH_N];
 } writer;
@@ -86,6 +95,20 @@ static lapse_item *make_item(const char *prefix, long k, const char *pad)
         it = NULL;
     }
     return it;
+}
+
+/* The partition of make_item's key (as the nodes place it). */
+static uint32_t key_partition(const char *prefix, long k, uint32_t partitions)
+{
+    char id[40];
+    int len = snprintf(id, sizeof(id), "%s%010ld", prefix, k);
+    attr_value v;
+    uint32_t p = 0;
+    if (item_value_init_bytes(&v, ATTR_S, id, (size_t)len) == 0) {
+        (void)hash_partition(&v, partitions, &p);
+        item_value_fini(&v);
+    }
+    return p;
 }
 
 /* ---- load ---- */
@@ -206,7 +229,10 @@ static void *writer_main(void *arg)
         if (rv != 0) {
             w->failed[ph]++;
         } else if (w->n[ph] < SAMPLES_MAX) {
-            w->us[ph][w->n[ph]++] = us > 4e9 ? 4000000000u : (uint32_t)us;
+            size_t i = w->n[ph]++;
+            w->us[ph][i] = us > 4e9 ? 4000000000u : (uint32_t)us;
+            w->at[ph][i] = (float)(t0 - w->t0);
+            w->part[ph][i] = (uint8_t)key_partition(prefix, k, (uint32_t)w->cfg->partitions);
         }
     }
     lapse_close(c);
@@ -244,8 +270,36 @@ static void percentiles(writer *ws, int nw, int ph, double *p50, double *p99, si
     free(all);
 }
 
+/* p99 (ms) of phase ph's puts on sets that were moving when they began
+ * (moving 1) or on the others (0); n gets their count. */
+static double p99_split(writer *ws, int nw, int ph, const set_watch *sw, int moving, size_t *n)
+{
+    size_t total = 0;
+    for (int i = 0; i < nw; i++) {
+        total += ws[i].n[ph];
+    }
+    uint32_t *all = total > 0 ? malloc(total * sizeof(*all)) : NULL;
+    size_t k = 0;
+    for (int i = 0; all != NULL && i < nw; i++) {
+        for (size_t j = 0; j < ws[i].n[ph]; j++) {
+            if (watch_sets_moving(sw, sw->t0 + ws[i].at[ph][j], ws[i].part[ph][j]) == moving) {
+                all[k++] = ws[i].us[ph][j];
+            }
+        }
+    }
+    *n = k;
+    double p99 = 0;
+    if (k > 0) {
+        qsort(all, k, sizeof(*all), cmp_u32);
+        p99 = all[(k * 99) / 100 < k ? (k * 99) / 100 : k - 1] / 1000.0;
+    }
+    free(all);
+    return p99;
+}
+
 static void report_move(const config *cfg, const char *what, long copies, double part_bytes,
-                        double s, int timed_out, writer *ws, int nw, int ph, double idle_p99)
+                        double s, int timed_out, writer *ws, int nw, int ph, double idle_p99,
+                        const set_watch *sw)
 {
     double p50, p99;
     size_t n;
@@ -262,6 +316,12 @@ static void report_move(const config *cfg, const char *what, long copies, double
     }
     printf("%-13s puts meanwhile: n=%zu p50 %.2f ms p99 %.2f ms (%.1fx idle p99), %ld failed\n", "",
            n, p50, p99, idle_p99 > 0 ? p99 / idle_p99 : 0.0, failed);
+    size_t nm, no;
+    double pm = p99_split(ws, nw, ph, sw, 1, &nm), po = p99_split(ws, nw, ph, sw, 0, &no);
+    printf("%-13s of them on sets moving then: n=%zu p99 %.2f ms (%.1fx idle); on the others: "
+           "n=%zu p99 %.2f ms (%.1fx idle)\n",
+           "", nm, pm, idle_p99 > 0 ? pm / idle_p99 : 0.0, no, po,
+           idle_p99 > 0 ? po / idle_p99 : 0.0);
 }
 
 static int run(cluster *cl, const config *cfg)
@@ -309,10 +369,27 @@ static int run(cluster *cl, const config *cfg)
     pthread_create(&tth, NULL, move_ttl_main, &tw);
     writer *ws = calloc((size_t)cfg->writers, sizeof(*ws));
     pthread_t *th = calloc((size_t)cfg->writers, sizeof(*th));
+    set_watch sw = {.cl = cl,
+                    .phase = &phase,
+                    .t0 = mono_s(),
+                    .at = calloc(WATCH_SETS_MAX, sizeof(float)),
+                    .moving = calloc(WATCH_SETS_MAX, sizeof(uint64_t))};
+    pthread_t wth;
+    if (ws == NULL || th == NULL || sw.at == NULL || sw.moving == NULL) {
+        fprintf(stderr, "lapse-move-bench: out of memory\n");
+        exit(1);
+    }
+    pthread_create(&wth, NULL, watch_sets_main, &sw);
     for (int i = 0; i < cfg->writers; i++) {
-        ws[i] = (writer){.cfg = cfg, .id = i, .phase = &phase};
+        ws[i] = (writer){.cfg = cfg, .id = i, .phase = &phase, .t0 = sw.t0};
         for (int p = 0; p < PH_N; p++) {
             ws[i].us[p] = malloc(SAMPLES_MAX * sizeof(uint32_t));
+            ws[i].at[p] = malloc(SAMPLES_MAX * sizeof(float));
+            ws[i].part[p] = malloc(SAMPLES_MAX);
+            if (ws[i].us[p] == NULL || ws[i].at[p] == NULL || ws[i].part[p] == NULL) {
+                fprintf(stderr, "lapse-move-bench: out of memory\n");
+                exit(1);
+            }
         }
         pthread_create(&th[i], NULL, writer_main, &ws[i]);
     }
@@ -356,7 +433,7 @@ static int run(cluster *cl, const config *cfg)
     atomic_store(&phase, PH_SETTLE);
     bounds[PH_SETTLE] = wall_ms();
     report_move(cfg, "join", joined, part_bytes, join_s, timed_out, ws, cfg->writers, PH_JOIN,
-                idle_p99);
+                idle_p99, &sw);
     watch_report_snapshots(cl, marks);
     watch_log_marks(cl, marks);
     fflush(stdout);
@@ -388,11 +465,12 @@ static int run(cluster *cl, const config *cfg)
     atomic_store(&phase, PH_N);
     bounds[PH_N] = wall_ms();
     pthread_join(tth, NULL);
+    pthread_join(wth, NULL);
     for (int i = 0; i < cfg->writers; i++) {
         pthread_join(th[i], NULL);
     }
     report_move(cfg, "drain", joined, part_bytes, drain_s, timed_out, ws, cfg->writers, PH_DRAIN,
-                idle_p99);
+                idle_p99, &sw);
     watch_report_snapshots(cl, marks);
 
     /* Every sampled item still reads back. */
@@ -419,10 +497,14 @@ static int run(cluster *cl, const config *cfg)
     for (int i = 0; i < cfg->writers; i++) {
         for (int p = 0; p < PH_N; p++) {
             free(ws[i].us[p]);
+            free(ws[i].at[p]);
+            free(ws[i].part[p]);
         }
     }
     free(ws);
     free(th);
+    free(sw.at);
+    free(sw.moving);
     lapse_close(c);
     return missing > 0 || errors > 0 || timed_out;
 }
@@ -485,11 +567,12 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    if (cfg.items < 1 || cfg.value_bytes < 1 || cfg.partitions < 1 || cfg.writers < 1 ||
-        cfg.writers > 64 || cfg.idle_s < 1 || cfg.timeout_s < 1 || cfg.replication < 1 ||
-        cfg.replication > 3 || cfg.max_moves < 1 || cfg.max_moves > 64) {
-        fprintf(stderr, "lapse-move-bench: every count must be positive (--writers and "
-                        "--max-concurrent-moves at most 64, --replication 1 to 3)\n");
+    if (cfg.items < 1 || cfg.value_bytes < 1 || cfg.partitions < 1 || cfg.partitions > 64 ||
+        cfg.writers < 1 || cfg.writers > 64 || cfg.idle_s < 1 || cfg.timeout_s < 1 ||
+        cfg.replication < 1 || cfg.replication > 3 || cfg.max_moves < 1 || cfg.max_moves > 64) {
+        fprintf(stderr, "lapse-move-bench: every count must be positive (--partitions, "
+                        "--writers and --max-concurrent-moves at most 64, --replication 1 to "
+                        "3)\n");
         return 2;
     }
     char coord_args[64];

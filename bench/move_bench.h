@@ -65,6 +65,24 @@ long watch_table_copies_on(const cluster *cl, const char *table, uint32_t id);
 /* TABLE's bytes (describe-table's TableSizeBytes), or the items' raw size
  * when it reports none. */
 double watch_table_bytes(lapse_client *c, const config *cfg);
+/* Which of TABLE's sets were moving when: every WATCH_SETS_MS the
+ * coordinator's map, a set counted moving while it has a copy over the
+ * table's count, a member out of sync or a handover under way. */
+#define WATCH_SETS_MS 50
+#define WATCH_SETS_MAX (1 << 16) /* samples: 54 minutes */
+typedef struct set_watch {
+    const cluster *cl;
+    atomic_int *phase; /* PH_N: stop */
+    double t0;         /* mono_s at the start: the samples' times are since then */
+    float *at;         /* [WATCH_SETS_MAX] */
+    uint64_t *moving;  /* [WATCH_SETS_MAX]: bit p, partition p of TABLE (p < 64) */
+    atomic_long n;
+} set_watch;
+/* The watcher thread (arg: a set_watch) until its phase is PH_N. */
+void *watch_sets_main(void *arg);
+/* 1 when partition p was moving in the sample just before time t (mono_s)
+ * or the one just after. */
+int watch_sets_moving(const set_watch *w, double t, uint32_t p);
 /* The nodes' log sizes now, to read what a phase logged (snapshots). */
 void watch_log_marks(cluster *cl, long marks[5]);
 /* The snapshots the primaries logged since marks: their count, bytes and

@@ -97,6 +97,57 @@ long watch_copies_on_progress(lapse_client *c, uint32_t id, char *progress, size
     return n;
 }
 
+/* The moving sets of TABLE in pm, a bit per partition (the first 64). */
+static uint64_t moving_sets(const pmap *pm)
+{
+    const pmap_table *t = pmap_table_find(pm, TABLE);
+    uint64_t m = 0;
+    for (uint32_t p = 0; t != NULL && p < t->schema.partitions && p < 64; p++) {
+        const pmap_replicas *r = pmap_part(t, p);
+        int moving = r->n > schema_replication(&t->schema) || r->handing_since != 0;
+        for (uint32_t k = 0; k < r->n && !moving; k++) {
+            moving = !pmap_in_sync(r, k);
+        }
+        m |= (uint64_t)moving << p;
+    }
+    return m;
+}
+
+void *watch_sets_main(void *arg)
+{
+    set_watch *w = arg;
+    char err[256];
+    while (atomic_load(w->phase) < PH_N && atomic_load(&w->n) < WATCH_SETS_MAX) {
+        pmap *pm = NULL;
+        double t = mono_s();
+        if (nodecall_map(cluster_coordinator_url(w->cl), &pm, err, sizeof(err)) == 0) {
+            long i = atomic_load(&w->n);
+            w->at[i] = (float)(t - w->t0);
+            w->moving[i] = moving_sets(pm);
+            atomic_store(&w->n, i + 1);
+            pmap_free(pm);
+        }
+        sleep_ms(WATCH_SETS_MS);
+    }
+    return NULL;
+}
+
+int watch_sets_moving(const set_watch *w, double t, uint32_t p)
+{
+    long n = atomic_load(&w->n), lo = 0, hi = n; /* the first sample after t */
+    float x = (float)(t - w->t0);
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        if (w->at[mid] <= x) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    uint64_t m = (lo < n ? w->moving[lo] : 0) | (lo > 0 ? w->moving[lo - 1] : 0);
+    return p < 64 && (m >> p & 1u);
+}
+
 /* Node id's copies of table's partitions (cluster-status ReplicaSets), -1
  * on error. */
 long watch_table_copies_on(const cluster *cl, const char *table, uint32_t id)
