@@ -238,9 +238,10 @@ static void round_start(logship *ls, round *rd)
 
 /* Takes in rd's answers: a member that reports a gap gets the log from
  * where it stands; one that did not confirm leaves the in-sync set on the
- * coordinator's word, and the records count with the others (never with
- * fewer than min-in-sync copies: the coordinator refuses that); until
- * that answer they count as failed. Sets rd->rv. */
+ * coordinator's word, and the records count with the others; until that
+ * answer they count as failed, and they count as failed whenever fewer
+ * than min-in-sync copies (this one and the followers that confirmed)
+ * hold them. Sets rd->rv. */
 static void round_end(logship *ls, round *rd)
 {
     const uint32_t table_id = rd->p->table_id, part = rd->p->part;
@@ -278,6 +279,24 @@ static void round_end(logship *ls, round *rd)
                      (unsigned)ms->id, (unsigned)table_id, (unsigned)part, seq, ms->why, why);
             rd->rv = LAPSE_EUNAVAILABLE;
         }
+    }
+    /* Never acknowledged with fewer than min-in-sync copies holding it.
+     * A shrink agreed to is not enough: the coordinator takes a DOWN
+     * node's copy out of the in-sync set even below min-in-sync (and then
+     * answers its shrink with yes), and a round started under that map
+     * has no follower to wait for at all. Acknowledged from this copy
+     * alone, the write was lost with this copy's disk: the member that left
+     * the set last, which takes over then, never had it (chaos_rf3_test,
+     * seed 704817032). */
+    const pmap_table *t = rd->rv == 0 ? pmap_table_find_id(rd->m->pm, table_id) : NULL;
+    uint32_t need = t != NULL ? pmap_min_in_sync(rd->r, schema_replication(&t->schema)) : 1;
+    if (rd->rv == 0 && nconfirmed + 1 < need) {
+        snprintf(rd->err, sizeof(rd->err),
+                 "table %u partition %u: record %" PRIu64 " is held by %zu of the %u copies a "
+                 "write needs: not acknowledged (it stays in the log, for the followers when "
+                 "they are back)",
+                 (unsigned)table_id, (unsigned)part, seq, nconfirmed + 1, (unsigned)need);
+        rd->rv = LAPSE_EUNAVAILABLE;
     }
     maps_release(rd->m);
     shipment_fini(&rd->s);
