@@ -395,11 +395,11 @@ static void finish_handovers_now(server *s)
             finish_handover(s, next, tb->schema.id, p, &tb->parts[p], &ps);
         }
     }
-    char err[512];
     if (ps.handed + ps.cancelled == 0) {
         pmap_free(next);
         return;
     }
+    char err[512];
     if (server_commit(s, next, s->next_table_id, err, sizeof(err)) != 0) {
         log_warn("moves: cannot commit the map (the next pass retries): %s", err);
         pmap_free(next);

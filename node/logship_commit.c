@@ -153,6 +153,7 @@ typedef struct round {
     size_t n;
     node_map *m;
     const pmap_replicas *r;
+    uint32_t need; /* copies that must hold the records: min-in-sync */
     uint64_t epoch;
     shipment s;
     uint64_t ob_trimmed;          /* the outbox trimmed through, for the replicas to follow */
@@ -196,8 +197,10 @@ static void round_start(logship *ls, round *rd)
 {
     const uint32_t table_id = rd->p->table_id, part = rd->p->part;
     rd->m = maps_acquire(ls->ns);
-    rd->r = logship_set_of(rd->m, table_id, part, NULL, rd->err, sizeof(rd->err));
+    const pmap_table *t = NULL;
+    rd->r = logship_set_of(rd->m, table_id, part, &t, rd->err, sizeof(rd->err));
     rd->rv = rd->r == NULL ? LAPSE_EWRONGNODE : 0;
+    rd->need = rd->r != NULL ? pmap_min_in_sync(rd->r, schema_replication(&t->schema)) : 1;
     rd->epoch = rd->r != NULL ? pmap_epoch(rd->r) : 0;
     if (rd->rv == 0 && !written_in_epoch(ls, rd)) {
         snprintf(rd->err, sizeof(rd->err),
@@ -288,14 +291,12 @@ static void round_end(logship *ls, round *rd)
      * alone, the write was lost with this copy's disk: the member that left
      * the set last, which takes over then, never had it (chaos_rf3_test,
      * seed 704817032). */
-    const pmap_table *t = rd->rv == 0 ? pmap_table_find_id(rd->m->pm, table_id) : NULL;
-    uint32_t need = t != NULL ? pmap_min_in_sync(rd->r, schema_replication(&t->schema)) : 1;
-    if (rd->rv == 0 && nconfirmed + 1 < need) {
+    if (rd->rv == 0 && nconfirmed + 1 < rd->need) {
         snprintf(rd->err, sizeof(rd->err),
                  "table %u partition %u: record %" PRIu64 " is held by %zu of the %u copies a "
                  "write needs: not acknowledged (it stays in the log, for the followers when "
                  "they are back)",
-                 (unsigned)table_id, (unsigned)part, seq, nconfirmed + 1, (unsigned)need);
+                 (unsigned)table_id, (unsigned)part, seq, nconfirmed + 1, (unsigned)rd->need);
         rd->rv = LAPSE_EUNAVAILABLE;
     }
     maps_release(rd->m);
