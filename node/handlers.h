@@ -8,7 +8,8 @@
  * steps the item calls share are request.h's.
  *
  * Thread-safety: handlers_serve runs on RPC worker threads, many at once,
- * and for quick calls (handlers_quick) on NNG's receiving threads.
+ * and for quick calls (handlers_quick) and, alone in their frames, the
+ * calls handlers_conn_thread names, on the connections' own threads.
  *
  * Invariants:
  *  1. Every response carries resp->pmap_version: the version of the map the
@@ -32,8 +33,14 @@ void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp,
 /* The rpc_quick_fn for the node's server: 1 for the single-item calls
  * (GetItem, PutItem, DeleteItem, UpdateItem) that cannot wait: on a table
  * of one copy that this node's map holds at the caller's version or newer.
- * They are served on NNG's receiving thread, with no hand-off. */
+ * They are served on the thread that received them, with no hand-off. */
 int handlers_quick(void *arg, const Lapse__Request *req);
+/* The rpc_server_options.conn_thread for the node's server: 1 for the
+ * single-item calls that are not quick (a write waiting for its round, a
+ * read for the writes before it, a table this map lacks) and for a peer's
+ * ReplicateLog of records (logship_on_conn_thread). Come alone in a frame,
+ * they are served on their connection's thread: a hand-off less each. */
+int handlers_conn_thread(void *arg, const Lapse__Request *req);
 /* The rpc_batchable_fn and rpc_serve_many_fn: a coalesced frame's PutItem
  * and DeleteItem calls (that are not quick) are served together
  * (writes_many): their records go to the replicas in one round. */

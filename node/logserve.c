@@ -433,6 +433,12 @@ static void handle_parts(const logship_call *c, const Lapse__ReplicateLogRequest
     free(jobs);
 }
 
+int logship_on_conn_thread(logship *ls, const Lapse__ReplicateLogRequest *r)
+{
+    return r != NULL && !r->pull && !r->reset && r->n_snapshot == 0 && !r->snapshot_done &&
+           atomic_load(&ls->calls_under_stripe) == 0;
+}
+
 void logship_handle(const logship_call *c)
 {
     const Lapse__ReplicateLogRequest *r = c->req->replicate_log;

@@ -436,21 +436,12 @@ static int pull_from(logship *ls, rpc_client *c, uint32_t id, uint32_t table_id,
     return rv;
 }
 
-int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
-                      uint32_t part, int *took_in, char *err, size_t errlen)
+/* logship_reconcile's pulls of p's records that its in-sync members hold
+ * beyond this log, up to marking p reconciled at epoch. */
+static int take_in(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                   uint32_t part, part_state *p, uint64_t epoch, int *took_in, char *err,
+                   size_t errlen)
 {
-    uint64_t epoch = pmap_epoch(r);
-    pthread_mutex_lock(&ls->lock);
-    part_state *p = logship_state(ls, table_id, part);
-    int done = p != NULL && p->reconciled >= epoch;
-    pthread_mutex_unlock(&ls->lock);
-    if (p == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return LAPSE_ENOMEM;
-    }
-    if (done) {
-        return 0;
-    }
     /* Every acknowledged write is on every in-sync member, but one may
      * hold more (the old primary's last records, unacknowledged): they are
      * taken in, so the members' logs stay one log. The pull also fences:
@@ -507,4 +498,26 @@ int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, ui
     log_info("table %u partition %u: primary at epoch %" PRIu64 "%s", (unsigned)table_id,
              (unsigned)part, epoch, taken > 0 ? " (took in records only its replicas had)" : "");
     return 0;
+}
+
+int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
+                      uint32_t part, int *took_in, char *err, size_t errlen)
+{
+    uint64_t epoch = pmap_epoch(r);
+    pthread_mutex_lock(&ls->lock);
+    part_state *p = logship_state(ls, table_id, part);
+    int done = p != NULL && p->reconciled >= epoch;
+    pthread_mutex_unlock(&ls->lock);
+    if (p == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    if (done) {
+        return 0;
+    }
+    /* The caller may hold the partition's stripe lock across the pulls. */
+    atomic_fetch_add(&ls->calls_under_stripe, 1);
+    int rv = take_in(ls, m, r, table_id, part, p, epoch, took_in, err, errlen);
+    atomic_fetch_sub(&ls->calls_under_stripe, 1);
+    return rv;
 }

@@ -129,6 +129,12 @@ void logship_outbox_trimmed(logship *ls, uint32_t table_id, uint32_t part, uint6
 
 /* The ReplicateLog call (a replica applying its primary's records). */
 void logship_handle(const logship_call *c);
+/* Whether ReplicateLog r (borrowed) may be served on the thread of the
+ * connection that brought it (rpc_server_options.conn_thread): records to
+ * apply (no pull, reset or snapshot), while no section of this node calls
+ * a peer with a stripe lock held, for the apply takes a stripe lock and
+ * must not hold the connection up behind such a call. Cheap. */
+int logship_on_conn_thread(logship *ls, const Lapse__ReplicateLogRequest *r);
 /* The PartitionDigest call. */
 void logship_digest(const logship_call *c);
 /* The PartitionItems call (itemserve.c): a page of a partition this node

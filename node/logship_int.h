@@ -136,6 +136,10 @@ struct logship {
     size_t npeers;
     part_state *states[LOGSHIP_STATE_BUCKETS];
     _Atomic uint64_t rounds, round_records; /* replication rounds and the records they took */
+    /* Sections that call peers with a stripe lock held (a reconcile's
+     * pulls, a member's catch-up before it joins): while any runs, a
+     * peer's ReplicateLog goes to the workers (logship_on_conn_thread). */
+    atomic_int calls_under_stripe;
     _Atomic uint64_t calls; /* the calls that carried them (node-level group commit) */
     pthread_cond_t shipped; /* broadcast (under lock) whenever rounds end */
     /* node-level group commit (logship_commit.c): the partitions with

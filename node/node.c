@@ -294,10 +294,12 @@ static int open_server(node_server *ns, char *err, size_t errlen)
      * every thread of every node waiting for a round would hold the answers
      * up until the rounds time out). */
     static const uint32_t urgent[] = {LAPSE__REQUEST__BODY_REPLICATE_LOG};
-    /* Single-item calls that cannot wait run on NNG's receiving thread
-     * (handlers_quick); the others, a write waiting for its copies among
-     * them, on the workers, side by side; a coalesced frame's writes that
-     * wait for their copies, together (handlers_serve_many). */
+    /* Single-item calls that cannot wait run on the thread that received
+     * them (handlers_quick); alone in a frame, those that wait (a write
+     * for its copies) and a peer's ReplicateLog of records, on their
+     * connection's thread (handlers_conn_thread); the others on the
+     * workers, side by side; a coalesced frame's writes that wait for
+     * their copies, together (handlers_serve_many). */
     rpc_server_options so = {.contexts = NODE_RPC_CONTEXTS,
                              .workers = (ns->workers > 0 ? ns->workers : NODE_DEFAULT_WORKERS) +
                                         STREAMS_MAX_POLLERS,
@@ -305,6 +307,7 @@ static int open_server(node_server *ns, char *err, size_t errlen)
                              .nurgent = 1,
                              .urgent_workers = NODE_URGENT_WORKERS,
                              .quick = handlers_quick,
+                             .conn_thread = handlers_conn_thread,
                              .batchable = handlers_batchable,
                              .serve_many = handlers_serve_many};
     char why[256] = "";

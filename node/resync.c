@@ -387,6 +387,7 @@ static void catch_up_and_join(member_sync *ms)
 {
     store *st = ms->ls->ns->st;
     replog_lock(st, ms->table_id, ms->part);
+    atomic_fetch_add(&ms->ls->calls_under_stripe, 1); /* logship_on_conn_thread */
     int rv = logship_reconcile(ms->ls, ms->m, ms->r, ms->table_id, ms->part, NULL, ms->err,
                                sizeof(ms->err));
     if (rv == 0) {
@@ -401,6 +402,7 @@ static void catch_up_and_join(member_sync *ms)
     } else if (rv != 0) {
         warn_resync(ms->ls, ms->table_id, ms->part, ms->id, ms->err);
     }
+    atomic_fetch_sub(&ms->ls->calls_under_stripe, 1);
     replog_unlock(st, ms->table_id, ms->part);
     if (joins) {
         join(ms->ls, ms->table_id, ms->part, ms->epoch, ms->r->changes, ms->id);

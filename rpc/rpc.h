@@ -55,7 +55,7 @@
 #define RPC_PROTOCOL_VERSION 1
 #define RPC_MAX_MESSAGE_BYTES (64u * 1024 * 1024)
 #define RPC_DEFAULT_TIMEOUT_MS 5000
-#define RPC_MAX_URGENT_CALLS 8 /* rpc_server_options.urgent_calls, inline_calls */
+#define RPC_MAX_URGENT_CALLS 8 /* rpc_server_options.urgent_calls */
 #define RPC_MAX_COALESCED 64   /* calls in one coalesced frame */
 
 typedef struct rpc_server rpc_server;
@@ -96,6 +96,18 @@ typedef struct rpc_server_options {
      * since NNG's few threads carry every socket of the process. It runs
      * on that thread for every request, so it must be cheap itself. */
     rpc_quick_fn quick;
+    /* Calls served on their connection's own thread (NULL: none):
+     * conn_thread(arg, req) says whether req, come alone in its frame, may
+     * be served on the thread of the connection that brought it, with no
+     * hand-off, although it may wait (for a lock, for a peer's answer on
+     * another connection). The connection reads nothing more meanwhile,
+     * which costs a client that keeps one frame in flight (rpc_coalesce.c)
+     * nothing. Only the stream transport asks, whose connections have a
+     * thread each; rep0's receiving threads are NNG's few, shared by every
+     * socket, so there such calls go to the workers. Such a call must never
+     * wait for anything that needs an answer on its own connection. Cheap,
+     * as quick is: it runs for every request that is not quick. */
+    rpc_quick_fn conn_thread;
     /* Calls served together (NULL: none): the calls of a coalesced frame
      * that are not quick and that batchable accepts go to one worker as
      * one serve_many, when there are two or more (a node's writes: their
@@ -119,7 +131,7 @@ typedef struct rpc_server_count {
     uint64_t frames;    /* requests received, a coalesced frame counting once */
     uint64_t coalesced; /* of them, coalesced frames */
     uint64_t calls;     /* calls handed to the handler, each of a frame's counting */
-    uint64_t quick;     /* of them, served on NNG's receiving thread (quick) */
+    uint64_t quick;     /* of them, served on the thread that received them (quick, conn_thread) */
 } rpc_server_count;
 void rpc_server_counts(rpc_server *s, rpc_server_count *out);
 

@@ -146,6 +146,7 @@ static int take_options(rpc_server *s, const rpc_server_options *opt, int *worke
         s->nurgent_workers = opt->urgent_workers > 0 ? opt->urgent_workers : 0;
     }
     s->quick = opt != NULL ? opt->quick : NULL;
+    s->conn_thread = opt != NULL ? opt->conn_thread : NULL;
     if (opt != NULL && opt->batchable != NULL && opt->serve_many != NULL) {
         s->batchable = opt->batchable;
         s->serve_many = opt->serve_many;

@@ -123,6 +123,7 @@ struct rpc_server {
     uint32_t urgent_calls[RPC_MAX_URGENT_CALLS];
     size_t nurgent;
     rpc_quick_fn quick;
+    rpc_quick_fn conn_thread; /* asked only when stream is not NULL */
     rpc_batchable_fn batchable;
     rpc_serve_many_fn serve_many;
     atomic_ulong frames, coalesced, calls, quick_calls; /* rpc_server_counts */

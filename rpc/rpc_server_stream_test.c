@@ -3,7 +3,8 @@
  * (rpc_server_stream.c, the default) on a free loopback port,
  * with the test handler of rpc_testutil.c: calls from a req0 client and
  * from the stream client, many threads' calls each matched to its reply, a
- * coalesced frame, a malformed body (EPROTO), a bad handshake and a bad
+ * coalesced frame, calls served on their connection's thread
+ * (conn_thread), a malformed body (EPROTO), a bad handshake and a bad
  * message (the connection closes, the server serves on), a client leaving
  * with requests in flight, a close with requests running, and a reply of
  * 6 MB to a peer slow to read, with two behind it. Every wait is bounded.
@@ -172,6 +173,68 @@ static void *many_run(void *arg)
  * (fixture_heartbeat): replies cross-wired between requests would fail.
  * With one context the stream client's connection stops reading at each
  * request and reads on at its reply: a lost resume would hang it. */
+static atomic_int conn_thread_asked;
+
+/* rpc_server_options.conn_thread: heartbeats, on their connection's thread. */
+static int heartbeat_on_conn_thread(void *arg, const Lapse__Request *req)
+{
+    (void)arg;
+    atomic_fetch_add(&conn_thread_asked, 1);
+    return req->body_case == LAPSE__REQUEST__BODY_HEARTBEAT;
+}
+
+/* A call the conn_thread option accepts is served on its connection's
+ * thread: a second call on that connection is read only once the first
+ * is answered (with workers to spare, it would be answered first), while
+ * another connection is served meanwhile. Under rep0 the option is never
+ * asked. */
+static void conn_thread_calls_hold_only_their_connection(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    unsetenv("LAPSE_RPC_CLIENT");
+    unsetenv("LAPSE_RPC_SERVER");
+    rpc_server_options o = {.workers = 4, .conn_thread = heartbeat_on_conn_thread};
+    fixture *f = fixture_open_opts(&o);
+    assert_non_null(f->srv->stream);
+    rpc_client *other = NULL;
+    assert_rv(rpc_client_open(&other, f->url, err, sizeof err), 0, err);
+    assert_true(rpc_client_connected(f->cli, 5000));
+    assert_true(rpc_client_connected(other, 5000));
+
+    const int entered = atomic_load(&fixture_handlers_entered);
+    const int done = atomic_load(&fixture_handlers_done);
+    fixture_slow_call slow = {.c = f->cli, .sleep_ms = 1500, .timeout_ms = 10000};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fixture_slow_call_run, &slow), 0);
+    fixture_wait_entered(entered + 1);
+    /* Another connection: served while the slow call sleeps. */
+    assert_rv(fixture_heartbeat(other, 5, 0, 5000, err, sizeof err), 0, err);
+    assert_int_equal(atomic_load(&fixture_handlers_done), done + 1);
+    /* The same connection: behind the slow call. */
+    assert_rv(fixture_heartbeat(f->cli, 6, 0, 5000, err, sizeof err), 0, err);
+    assert_int_equal(atomic_load(&fixture_handlers_done), done + 3);
+    pthread_join(th, NULL);
+    assert_int_equal(slow.rv, 0);
+    rpc_server_count n;
+    rpc_server_counts(f->srv, &n);
+    assert_int_equal(n.quick, 3);
+    assert_true(atomic_load(&conn_thread_asked) >= 3);
+    rpc_client_close(other);
+    fixture_close(f);
+
+    setenv("LAPSE_RPC_SERVER", "rep0", 1);
+    atomic_store(&conn_thread_asked, 0);
+    f = fixture_open_opts(&o);
+    assert_null(f->srv->stream);
+    assert_rv(fixture_heartbeat(f->cli, 7, 0, 5000, err, sizeof err), 0, err);
+    rpc_server_counts(f->srv, &n);
+    assert_int_equal(n.quick, 0);
+    assert_int_equal(atomic_load(&conn_thread_asked), 0);
+    fixture_close(f);
+    unsetenv("LAPSE_RPC_SERVER");
+}
+
 static void many_threads_calls_matched(void **state)
 {
     (void)state;
@@ -435,6 +498,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(req0_and_stream_clients_are_served),
         cmocka_unit_test(many_threads_calls_matched),
+        cmocka_unit_test(conn_thread_calls_hold_only_their_connection),
         cmocka_unit_test(coalesced_frame_is_served),
         cmocka_unit_test(malformed_body_gets_eproto),
         cmocka_unit_test(bad_peers_are_closed),

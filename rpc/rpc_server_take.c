@@ -2,7 +2,9 @@
  * rpc_server_take.c: the server half of rpc.h taking a received request,
  * whichever transport brought it (rpc_server.c's rep0 contexts or
  * rpc_server_stream.c's connections): decoding it on the thread that
- * received it, answering it there when it does not decode or is quick,
+ * received it, answering it there when it does not decode, is quick, or
+ * may wait on its connection's thread (a stream request that
+ * conn_thread accepts, alone in its frame),
  * starting a coalesced frame (rpc_server_multi.c), or queueing it for the
  * workers in its lane; and serving a plain request. Both transports call
  * down to it, and it to rpc_server_multi.c and rpc_server_call.c; what
@@ -64,7 +66,8 @@ void rpc_server_take(rpc_server *s, srv_ctx *c, const void *data, size_t len)
         }
         return;
     }
-    if (rpc_server_is_quick(s, req)) {
+    if (rpc_server_is_quick(s, req) ||
+        (s->stream != NULL && s->conn_thread != NULL && s->conn_thread(s->arg, req))) {
         atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
         rpc_server_serve(s, c, req);
         return;

@@ -136,16 +136,21 @@ fixture *fixture_open(int contexts, int workers)
 fixture *fixture_open_lanes(int contexts, int workers, const uint32_t *urgent, size_t nurgent,
                             int urgent_workers, rpc_quick_fn quick)
 {
-    fixture *f = calloc(1, sizeof *f);
-    char err[256] = "";
-    fixture_url_free_port(f->url, sizeof f->url);
     rpc_server_options o = {.contexts = contexts,
                             .workers = workers,
                             .urgent_calls = urgent,
                             .nurgent = nurgent,
                             .urgent_workers = urgent_workers,
                             .quick = quick};
-    assert_rv(rpc_server_open(&f->srv, f->url, &o, fixture_handler, NULL, err, sizeof err), 0, err);
+    return fixture_open_opts(&o);
+}
+
+fixture *fixture_open_opts(const rpc_server_options *o)
+{
+    fixture *f = calloc(1, sizeof *f);
+    char err[256] = "";
+    fixture_url_free_port(f->url, sizeof f->url);
+    assert_rv(rpc_server_open(&f->srv, f->url, o, fixture_handler, NULL, err, sizeof err), 0, err);
     assert_rv(rpc_client_open(&f->cli, f->url, err, sizeof err), 0, err);
     assert_string_equal(rpc_client_url(f->cli), f->url);
     return f;

@@ -70,6 +70,8 @@ void fixture_wait_entered(int n);
 fixture *fixture_open(int contexts, int workers);
 fixture *fixture_open_lanes(int contexts, int workers, const uint32_t *urgent, size_t nurgent,
                             int urgent_workers, rpc_quick_fn quick);
+/* A fixture whose server has options o (a free loopback port). */
+fixture *fixture_open_opts(const rpc_server_options *o);
 void fixture_close(fixture *f);
 
 /* One heartbeat call: returns the status; on OK checks the echo. */
