@@ -145,17 +145,10 @@ int handlers_quick(void *arg, const Lapse__Request *req)
 int handlers_conn_thread(void *arg, const Lapse__Request *req)
 {
     node_server *ns = arg;
-    switch (req->body_case) {
-    case LAPSE__REQUEST__BODY_GET_ITEM:
-    case LAPSE__REQUEST__BODY_PUT_ITEM:
-    case LAPSE__REQUEST__BODY_DELETE_ITEM:
-    case LAPSE__REQUEST__BODY_UPDATE_ITEM:
-        return 1;
-    case LAPSE__REQUEST__BODY_REPLICATE_LOG:
+    if (req->body_case == LAPSE__REQUEST__BODY_REPLICATE_LOG) {
         return logship_on_conn_thread(ns->logship, req->replicate_log);
-    default:
-        return 0;
     }
+    return rpc_single_item_call(req);
 }
 
 void handlers_serve(void *arg, const Lapse__Request *req, Lapse__Response *resp, arena *a,

@@ -117,6 +117,10 @@ typedef struct rpc_server_options {
     rpc_serve_many_fn serve_many;
 } rpc_server_options;
 
+/* 1 for the single-item calls (GetItem, PutItem, DeleteItem, UpdateItem):
+ * the calls that coalesce, small and made by many threads at once. */
+int rpc_single_item_call(const Lapse__Request *req);
+
 /* Listens on url (e.g. tcp://127.0.0.1:7401) and serves until closed.
  * Returns 0, LAPSE_EUNAVAILABLE ("address in use") or LAPSE_EINVAL (bad URL)
  * with a reason in err. */

@@ -231,7 +231,7 @@ int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response
     if (timeout_ms <= 0) {
         timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
     }
-    if (rpc_coalesce_wanted(req)) {
+    if (rpc_single_item_call(req)) {
         return rpc_coalesce_call(c, req, timeout_ms, resp, err, errlen);
     }
     rpc_multi_call mc;
@@ -248,7 +248,7 @@ int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response
 int rpc_call_async(rpc_client *c, Lapse__Request *req, int timeout_ms, rpc_done_fn done, void *arg,
                    char *err, size_t errlen)
 {
-    if (!rpc_coalesce_wanted(req) || done == NULL) {
+    if (!rpc_single_item_call(req) || done == NULL) {
         set_err(err, errlen, "only single-item calls are made asynchronously");
         return LAPSE_EINVAL;
     }

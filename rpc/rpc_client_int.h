@@ -146,10 +146,6 @@ int rpc_client_pack_request(Lapse__Request *req, int timeout_ms, nng_msg **out, 
 
 /* ---- rpc_coalesce.c ---- */
 
-/* 1 for the calls that coalesce: single-item reads and writes, small and
- * quick, made by many threads at once. */
-int rpc_coalesce_wanted(const Lapse__Request *req);
-
 /* rpc_call of a coalescable call (same contract). REQUIRES: timeout_ms > 0. */
 int rpc_coalesce_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp,
                       char *err, size_t errlen);

@@ -52,7 +52,7 @@
 /* A call is queued, then sent in a frame, then done. */
 typedef enum { W_QUEUED, W_SENT, W_DONE } waiter_state;
 
-/* One rpc_coalesce_wanted call: on its caller's stack (rpc_call), or on the
+/* One single-item call (rpc_single_item_call): on its caller's stack (rpc_call), or on the
  * heap with done set (rpc_call_async; freed once done has run). */
 struct waiter {
     waiter *next; /* in the client's queue, then in its frame */
@@ -85,9 +85,7 @@ struct frame {
     clock_mono deadline;
 };
 
-/* 1 for the calls that coalesce: single-item reads and writes, small and
- * quick, made by many threads at once. */
-int rpc_coalesce_wanted(const Lapse__Request *req)
+int rpc_single_item_call(const Lapse__Request *req)
 {
     switch (req->body_case) {
     case LAPSE__REQUEST__BODY_GET_ITEM:
@@ -682,7 +680,7 @@ static void submit(rpc_client *c, waiter *w, waiter **later)
     }
 }
 
-/* rpc_call of a rpc_coalesce_wanted call. */
+/* rpc_call of a single-item call (rpc_single_item_call). */
 int rpc_coalesce_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response **resp,
                       char *err, size_t errlen)
 {
