@@ -38,8 +38,10 @@ int handlers_quick(void *arg, const Lapse__Request *req);
 /* The rpc_server_options.conn_thread for the node's server: 1 for the
  * single-item calls that are not quick (a write waiting for its round, a
  * read for the writes before it, a table this map lacks) and for a peer's
- * ReplicateLog of records (logship_on_conn_thread). Come alone in a frame,
- * they are served on their connection's thread: a hand-off less each. */
+ * ReplicateLog of records (logship_on_conn_thread). Alone in a frame, or
+ * in a coalesced frame and not served with its other writes
+ * (handlers_batchable), such a call is served on its connection's thread:
+ * a hand-off less each. */
 int handlers_conn_thread(void *arg, const Lapse__Request *req);
 /* The rpc_batchable_fn and rpc_serve_many_fn: a coalesced frame's PutItem
  * and DeleteItem calls (that are not quick) are served together

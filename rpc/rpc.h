@@ -97,13 +97,14 @@ typedef struct rpc_server_options {
      * on that thread for every request, so it must be cheap itself. */
     rpc_quick_fn quick;
     /* Calls served on their connection's own thread (NULL: none):
-     * conn_thread(arg, req) says whether req, come alone in its frame, may
-     * be served on the thread of the connection that brought it, with no
-     * hand-off, although it may wait (for a lock, for a peer's answer on
+     * conn_thread(arg, req) says whether req (alone in its frame, or a
+     * call of a coalesced frame that is not served with others, batchable)
+     * may be served on the thread of the connection that brought it, with
+     * no hand-off, although it may wait (for a lock, for a peer's answer on
      * another connection). The connection reads nothing more meanwhile,
      * which costs a client that keeps one frame in flight (rpc_coalesce.c)
-     * nothing. Only the stream transport asks, whose connections have a
-     * thread each; rep0's receiving threads are NNG's few, shared by every
+     * nothing: a frame is answered once all its calls are. Only the stream transport asks, whose
+     * connections have a thread each; rep0's receiving threads are NNG's few, shared by every
      * socket, so there such calls go to the workers. Such a call must never
      * wait for anything that needs an answer on its own connection. Cheap,
      * as quick is: it runs for every request that is not quick. */

@@ -3,7 +3,8 @@
  * calls") on loopback with real sockets: calls of many threads share frames
  * and each keeps its own reply, a call does not wait behind a slow frame,
  * malformed frames fail call by call, quick calls are served while every
- * worker waits, and a frame's batchable calls are served together. Every
+ * worker waits, a frame's batchable calls are served together, and its
+ * conn_thread calls on the connection's thread. Every
  * wait is bounded by a call timeout.
  */
 #include <pthread.h>
@@ -544,6 +545,42 @@ static void quick_calls_are_served_while_every_worker_waits(void **state)
     fixture_close(f);
 }
 
+/* The test's conn_thread calls: every GetItem. */
+static int gets_on_conn_thread(void *arg, const Lapse__Request *req)
+{
+    (void)arg;
+    return req->body_case == LAPSE__REQUEST__BODY_GET_ITEM;
+}
+
+/* A coalesced frame's calls that conn_thread accepts are served on the
+ * connection's thread too, not handed to the workers. */
+static void conn_thread_calls_of_a_frame_are_served_on_its_thread(void **state)
+{
+    (void)state;
+    unsetenv("LAPSE_RPC_SERVER");
+    rpc_server_options o = {.workers = 4, .conn_thread = gets_on_conn_thread};
+    fixture *f = fixture_open_opts(&o); /* on streams: rpc_server_stream_test checks */
+    enum { THREADS = 12, CALLS = 30 };
+    pthread_t th[THREADS];
+    getter gs[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        gs[i] = (getter){.cli = f->cli, .id = i, .calls = CALLS, .table = "slow:2"};
+        assert_int_equal(pthread_create(&th[i], NULL, getter_run, &gs[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(gs[i].failures, 0);
+    }
+    rpc_server_count n;
+    rpc_server_counts(f->srv, &n);
+    assert_int_equal(n.calls, THREADS * CALLS);
+    if (n.coalesced == 0) {
+        fail_msg("no coalesced frame in %llu frames", (unsigned long long)n.frames);
+    }
+    assert_int_equal(n.quick, n.calls);
+    fixture_close(f);
+}
+
 /* ---- calls served together (rpc_server_options.serve_many) ---- */
 
 static atomic_int groups_served, group_max;
@@ -642,6 +679,7 @@ int main(void)
         cmocka_unit_test(malformed_coalesced_frames_get_eproto_per_call),
         cmocka_unit_test(quick_calls_are_served_while_every_worker_waits),
         cmocka_unit_test(batchable_calls_of_a_frame_are_served_together),
+        cmocka_unit_test(conn_thread_calls_of_a_frame_are_served_on_its_thread),
         cmocka_unit_test(async_calls_share_frames_and_keep_their_replies),
         cmocka_unit_test(async_calls_sent_from_callbacks_share_the_next_frame),
         cmocka_unit_test(async_call_does_not_wait_behind_a_slow_frame),

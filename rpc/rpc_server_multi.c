@@ -1,9 +1,10 @@
 /*
  * rpc_server_multi.c: the server half of rpc.h serving coalesced frames
  * (docs/wire-protocol.md, "Coalesced calls"): a frame's calls are decoded
- * on the NNG thread that received it, the quick ones served there, the
+ * on the thread that received it, the quick ones served there, the
  * ones that wait for their replicas (batchable) served together on one
- * worker, the others as jobs of their own; whoever serves the last call
+ * worker, those the server's conn_thread accepts on the connection's own
+ * thread (the stream transport), the others as jobs of their own; whoever serves the last call
  * packs and sends the frame's reply. The contexts, queues and workers are
  * in rpc_server.c; what the two share is in rpc_server_int.h.
  */
@@ -206,6 +207,22 @@ nng_msg *rpc_server_multi_start(rpc_server *s, srv_ctx *c, Lapse__Request *env)
     if (m->ngroup == 1) { /* nothing to share a round with */
         fan[nfan++] = m->group[0];
         m->ngroup = 0;
+    }
+    if (s->stream != NULL && s->conn_thread != NULL) {
+        /* The frame is answered once all its calls are: those that may
+         * wait on this connection's thread are served here, one after
+         * another, while the workers serve the rest, instead of a hand-off
+         * each (rpc.h, conn_thread). */
+        size_t kept = 0;
+        for (size_t k = 0; k < nfan; k++) {
+            if (s->conn_thread(s->arg, m->reqs[fan[k]])) {
+                atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
+                mine[nmine++] = fan[k];
+            } else {
+                fan[kept++] = fan[k];
+            }
+        }
+        nfan = kept;
     }
     if (nfan > 0 || m->ngroup > 0) {
         pthread_mutex_lock(&s->mu);

@@ -4,7 +4,8 @@
  * rpc_server_stream.c's connections): decoding it on the thread that
  * received it, answering it there when it does not decode, is quick, or
  * may wait on its connection's thread (a stream request that
- * conn_thread accepts, alone in its frame),
+ * conn_thread accepts, alone in its frame; a coalesced frame's such calls
+ * are served there too, rpc_server_multi.c),
  * starting a coalesced frame (rpc_server_multi.c), or queueing it for the
  * workers in its lane; and serving a plain request. Both transports call
  * down to it, and it to rpc_server_multi.c and rpc_server_call.c; what
