@@ -106,8 +106,8 @@ static void collect_rpc(node_server *ns, metrics *m)
         "Requests received, a coalesced frame of several calls counting once" METRICS_SINCE_START,
         "Of them, coalesced frames (docs/wire-protocol.md)" METRICS_SINCE_START,
         "Calls served, each call of a coalesced frame counting once" METRICS_SINCE_START,
-        "Of them, quick calls served on the receiving thread, with no hand-off to a "
-        "worker" METRICS_SINCE_START};
+        "Of them, calls served on the thread that received them, with no hand-off to a "
+        "worker (quick calls, and those served on their connection's thread)" METRICS_SINCE_START};
     for (int i = 0; i < 4; i++) {
         uint64_t was = atomic_exchange(&ns->rpc_seen[i], now[i]);
         metrics_counter_add(m, name[i], help[i], NULL, now[i] >= was ? (double)(now[i] - was) : 0);
