@@ -61,6 +61,13 @@ void clock_cond_init_mono(pthread_cond_t *c)
     pthread_condattr_destroy(&ca);
 }
 
+int64_t clock_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 struct timespec clock_mono_abstime(int64_t ms)
 {
     struct timespec ts;

@@ -33,6 +33,9 @@ clock_wall clock_wall_now(void);
 /* Shifts clock_wall_now() by offset_ms from now on (0 restores real time). */
 void clock_wall_set_offset_ms(int64_t offset_ms);
 
+/* Monotonic microseconds, for timing short spans (metrics); never mixed
+ * with clock_mono's milliseconds. */
+int64_t clock_mono_us(void);
 /* Milliseconds from now until deadline; 0 when it has passed. */
 int64_t clock_mono_remaining_ms(clock_mono deadline);
 clock_mono clock_mono_after_ms(int64_t ms);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "../common/log.h"
 #include "../common/token.h"
@@ -457,12 +458,17 @@ void logship_handle(const logship_call *c)
     lapse__replicate_log_response__init(out);
     c->resp->body_case = LAPSE__RESPONSE__BODY_REPLICATE_LOG;
     c->resp->replicate_log = out;
+    const int64_t start_us = clock_mono_us();
     if (r->n_more > 0) {
         handle_parts(c, r, out);
+        logship_observe_us(c->ns->logship, 0, clock_mono_us() - start_us);
         return;
     }
     char err[512] = "";
     int rv = handle_part(c, r, out, err, sizeof(err));
+    if (r->n_records > 0) {
+        logship_observe_us(c->ns->logship, 0, clock_mono_us() - start_us);
+    }
     /* The position travels with ESTATE too: the sender resends from it. */
     if (rv != 0) {
         rpc_set_error(c->resp, c->a, rv, "%s", err[0] ? err : lapse_strerror(rv));

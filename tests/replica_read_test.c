@@ -568,6 +568,8 @@ static void gc_run(const char *table, unsigned partitions, double *rounds, doubl
     double rounds0 = metric_sum("lapse_replication_rounds_total", NULL);
     double calls0 = metric_sum("lapse_replication_calls_total", NULL);
     double records0 = metric_sum("lapse_replication_round_records_total", NULL);
+    double shipments0 = metric_sum("lapse_replication_round_seconds_count", NULL);
+    double applies0 = metric_sum("lapse_replication_apply_seconds_count", NULL);
     gc_writer w[GC_THREADS];
     pthread_t th[GC_THREADS];
     for (int i = 0; i < GC_THREADS; i++) {
@@ -586,6 +588,12 @@ static void gc_run(const char *table, unsigned partitions, double *rounds, doubl
     *rounds = metric_sum("lapse_replication_rounds_total", NULL) - rounds0;
     *calls = metric_sum("lapse_replication_calls_total", NULL) - calls0;
     *records = metric_sum("lapse_replication_round_records_total", NULL) - records0;
+    /* Each shipment timed once, and it went to both followers (three
+     * nodes, three copies); each call applied and timed on its follower. */
+    double shipments = metric_sum("lapse_replication_round_seconds_count", NULL) - shipments0;
+    double applies = metric_sum("lapse_replication_apply_seconds_count", NULL) - applies0;
+    assert_true(shipments >= 1 && shipments * 2 == *calls);
+    assert_true(applies >= *calls);
     print_message("%s: %d puts from %d threads on %u partitions: %.0f records in %.0f "
                   "replication rounds, %.0f calls\n",
                   table, acked, GC_THREADS, partitions, *records, *rounds, *calls);
