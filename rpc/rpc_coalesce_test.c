@@ -88,26 +88,33 @@ static void *getter_run(void *arg)
     return NULL;
 }
 
-static void coalesced_calls_share_frames_and_keep_their_replies(void **state)
+enum { GETTERS = 12, GETTER_CALLS = 30 };
+
+/* GETTERS threads make GETTER_CALLS gets each on f's client, of 2 ms each
+ * on the server (so that calls queue while a frame is out and share the
+ * next); every call gets its own reply. *n: the server's counts after. */
+static void run_getters(fixture *f, rpc_server_count *n)
 {
-    (void)state;
-    /* Each call takes 2 ms on the server: while one frame is out, the
-     * other threads' calls queue in the client and go together. */
-    fixture *f = fixture_open(16, 4);
-    enum { THREADS = 12, CALLS = 30 };
-    pthread_t th[THREADS];
-    getter gs[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        gs[i] = (getter){.cli = f->cli, .id = i, .calls = CALLS, .table = "slow:2"};
+    pthread_t th[GETTERS];
+    getter gs[GETTERS];
+    for (int i = 0; i < GETTERS; i++) {
+        gs[i] = (getter){.cli = f->cli, .id = i, .calls = GETTER_CALLS, .table = "slow:2"};
         assert_int_equal(pthread_create(&th[i], NULL, getter_run, &gs[i]), 0);
     }
-    for (int i = 0; i < THREADS; i++) {
+    for (int i = 0; i < GETTERS; i++) {
         pthread_join(th[i], NULL);
         assert_int_equal(gs[i].failures, 0);
     }
+    rpc_server_counts(f->srv, n);
+    assert_int_equal(n->calls, GETTERS * GETTER_CALLS);
+}
+
+static void coalesced_calls_share_frames_and_keep_their_replies(void **state)
+{
+    (void)state;
+    fixture *f = fixture_open(16, 4);
     rpc_server_count n;
-    rpc_server_counts(f->srv, &n);
-    assert_int_equal(n.calls, THREADS * CALLS);
+    run_getters(f, &n);
     /* Far fewer frames than calls (uncoalesced, one frame per call). */
     if (n.frames * 2 > n.calls || n.coalesced == 0) {
         fail_msg("%llu calls came in %llu frames (%llu coalesced)", (unsigned long long)n.calls,
@@ -560,20 +567,8 @@ static void conn_thread_calls_of_a_frame_are_served_on_its_thread(void **state)
     unsetenv("LAPSE_RPC_SERVER");
     rpc_server_options o = {.workers = 4, .conn_thread = gets_on_conn_thread};
     fixture *f = fixture_open_opts(&o); /* on streams: rpc_server_stream_test checks */
-    enum { THREADS = 12, CALLS = 30 };
-    pthread_t th[THREADS];
-    getter gs[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        gs[i] = (getter){.cli = f->cli, .id = i, .calls = CALLS, .table = "slow:2"};
-        assert_int_equal(pthread_create(&th[i], NULL, getter_run, &gs[i]), 0);
-    }
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(th[i], NULL);
-        assert_int_equal(gs[i].failures, 0);
-    }
     rpc_server_count n;
-    rpc_server_counts(f->srv, &n);
-    assert_int_equal(n.calls, THREADS * CALLS);
+    run_getters(f, &n);
     if (n.coalesced == 0) {
         fail_msg("no coalesced frame in %llu frames", (unsigned long long)n.frames);
     }
