@@ -14,6 +14,8 @@ function(lapse_find_lib target header lib)
 endfunction()
 
 lapse_find_lib(dep_nng nng/nng.h nng)
+# The DynamoDB gateway's HTTP server (rpc/http_service.c).
+lapse_find_lib(dep_microhttpd microhttpd.h microhttpd)
 lapse_find_lib(dep_rocksdb rocksdb/c.h rocksdb)
 # RocksDB linked statically (Debian's librocksdb.a, same package and version):
 # in an executable the linker turns RocksDB's thread-local accesses (its perf

@@ -10,6 +10,7 @@ set -euo pipefail
 pkgs=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libnng-dev libprotobuf-c-dev protobuf-c-compiler
+  libmicrohttpd-dev  # the DynamoDB gateway's HTTP server (rpc/http_service.c)
   librocksdb-dev libxxhash-dev libcmocka-dev libjansson-dev
   libcurl4-openssl-dev libssl-dev etcd-server etcd-client
   prometheus curl iproute2 python3

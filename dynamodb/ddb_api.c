@@ -211,7 +211,7 @@ void ddb_api_serve(void *arg, const http_request *req, http_response *res)
 /* ---- the quick path: GetItem, PutItem and DeleteItem answered from the
  * reply's callback (ddb_api_quick) ---- */
 
-/* The largest body the quick path parses on NNG's thread (tens of
+/* The largest body the quick path parses on the HTTP server's thread (tens of
  * microseconds of JSON); a bigger one (an item may be 400 KB) goes to a
  * worker. */
 #define QUICK_MAX_BODY (64u * 1024)
@@ -260,7 +260,7 @@ int ddb_api_quick(void *arg, const http_request *req, http_pending *p)
     char type[64], msg[512];
     http_request_body(req, &body, &len);
     if (len > QUICK_MAX_BODY) {
-        return 0; /* parsing it would hold NNG's thread too long: a worker's work */
+        return 0; /* parsing it would hold the server's thread too long: a worker's work */
     }
     if (api->creds != NULL &&
         verify(api, req, body, len, type, sizeof type, msg, sizeof msg) != 0) {

@@ -49,8 +49,8 @@ int ddb_api_quick(void *arg, const http_request *req, http_pending *p);
 void ddb_api_call(const ddb_api *api, const char *target, const void *body, size_t len, int *status,
                   char **out);
 
-/* The body NNG sends for requests it refuses itself (over
- * DDB_API_MAX_BODY, bad Content-Length, no Host), in DynamoDB's shape. */
+/* The body of the 400 the HTTP service sends for a body over
+ * DDB_API_MAX_BODY (http_service.h, invariant 3), in DynamoDB's shape. */
 extern const char ddb_api_reject_body[];
 
 #endif

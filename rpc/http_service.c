@@ -1,373 +1,428 @@
 /*
- * http_service.c: http_service.h on NNG 1.5's HTTP server.
+ * http_service.c: http_service.h on libmicrohttpd.
  *
- * As in http.c, the state the NNG handler needs lives in a reference-counted
- * struct svc_state (one reference for the http_service, one for NNG's
- * handler, dropped by the handler's destructor), because NNG may still call
- * the handler while the server is being stopped and frees the handler
- * asynchronously.
+ * One MHD polling thread (epoll) reads and parses. A request's life, in
+ * its per-request context (mreq, MHD's con_cls):
  *
- * A request's life:
+ *   R_READING --body read, path ok--> R_WAITING (suspended) --answer()--> R_ANSWERED
+ *                                       quick's callback, or a worker    (resumed: MHD
+ *                                                                         sends it)
  *
- *   handle() on an NNG thread --queue--> worker: fn, http_nng_reply() --> NNG writes it
- *        | full or closing                   | closing (queued before close)
- *        v                                   v
- *       503                                 503
- *
- * NNG calls nni_aio_begin on the handler's aio before calling it, so the
- * connection cannot be reaped while a worker still holds the aio: reaping
- * waits for the aio to finish (NNG http_server.c, http_sconn_rxdone).
+ * The listening socket is ours (listen_on), so that "Address in use" is
+ * told apart from a bad address; MHD takes it over.
  */
 #include "http_service.h"
 
+#include <errno.h>
+#include <netdb.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "../common/lapse_err.h"
-#include "http_nng.h"
+
+typedef struct mreq mreq;
 
 struct http_request {
-    nng_http_req *req; /* NNG's, valid until the aio finishes */
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *uri;
+    buf body;
 };
-
-typedef struct job {
-    nng_aio *aio; /* the handler's aio: finishing it sends the response */
-    struct job *next;
-} job;
-
-typedef struct svc_state svc_state;
 
 struct http_pending {
-    nng_aio *aio; /* the handler's aio, as a job's */
-    http_request req;
-    svc_state *st; /* alive while pending > 0 (http_service_close waits) */
+    mreq *r;
 };
 
-struct svc_state {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;      /* signalled on a new job and on close */
-    pthread_cond_t done_cv; /* signalled when pending falls */
-    size_t pending;         /* requests a quick function took, not answered yet */
-    http_quick_fn quick;
-    int refs;         /* owner + NNG handler; freed at 0 (under mu) */
-    int closed;       /* set by http_service_close: nothing more is queued */
-    job *head, *tail; /* FIFO of requests waiting for a worker */
-    size_t queued;    /* jobs in the FIFO */
-    size_t max_queued;
-    http_serve_fn fn;
-    void *arg;
+typedef enum { R_READING, R_WAITING, R_ANSWERED } rstate;
+
+struct mreq {
+    http_service *s;
+    http_request req;
+    http_pending pend;
+    rstate state;
+    int too_big;
+    http_response res; /* once answered */
+    mreq *next;        /* on the workers' queue */
 };
 
 struct http_service {
-    http_nng nng;       /* NNG's server and our handler on it */
-    int st_ready;       /* st's mutex and condvar are initialized */
-    svc_state *st;      /* our reference */
-    pthread_t *threads; /* nthreads workers, running */
+    struct MHD_Daemon *d;
+    const char *path;
+    size_t max_body;
+    const char *reject_body;
+    http_serve_fn fn;
+    http_quick_fn quick;
+    void *arg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv, done_cv;
+    mreq *head, *tail;
+    size_t queued, max_queued, pending;
+    int closed;
+    pthread_t *threads;
     int nthreads;
 };
 
-static void state_unref(void *arg)
-{
-    svc_state *st = arg;
-    if (st == NULL) {
-        return;
-    }
-    pthread_mutex_lock(&st->mu);
-    int last = --st->refs == 0;
-    pthread_mutex_unlock(&st->mu);
-    if (last) {
-        pthread_cond_destroy(&st->done_cv);
-        pthread_cond_destroy(&st->cv);
-        pthread_mutex_destroy(&st->mu);
-        free(st);
-    }
-}
-
-static void reply_unavailable(nng_aio *aio)
-{
-    static const char msg[] = "service unavailable\n";
-    http_nng_reply(aio, NNG_HTTP_STATUS_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg,
-                   sizeof msg - 1);
-}
-
-/* Queues aio for a worker, or answers 503 when the queue is full or the
- * service is closing. REQUIRES: st->mu held; released on return. */
-static void enqueue_locked(svc_state *st, nng_aio *aio)
-{
-    job *j = malloc(sizeof *j);
-    if (j == NULL || st->closed || st->queued >= st->max_queued) {
-        pthread_mutex_unlock(&st->mu);
-        free(j);
-        reply_unavailable(aio);
-        return;
-    }
-    j->aio = aio;
-    j->next = NULL;
-    if (st->tail != NULL) {
-        st->tail->next = j;
-    } else {
-        st->head = j;
-    }
-    st->tail = j;
-    st->queued++;
-    pthread_cond_signal(&st->cv);
-    pthread_mutex_unlock(&st->mu);
-}
-
-/* Counts p answered. REQUIRES: st->mu held. */
-static void pending_done_locked(svc_state *st)
-{
-    if (--st->pending == 0) {
-        pthread_cond_broadcast(&st->done_cv);
-    }
-}
-
-/* Offers aio to the quick function; 1 when it took it. */
-static int offer_quick(svc_state *st, nng_aio *aio)
-{
-    http_pending *p = malloc(sizeof *p);
-    if (p == NULL) {
-        return 0;
-    }
-    *p = (http_pending){.aio = aio, .req = {.req = nng_aio_get_input(aio, 0)}, .st = st};
-    pthread_mutex_lock(&st->mu);
-    if (st->closed) {
-        pthread_mutex_unlock(&st->mu);
-        free(p);
-        return 0; /* the queue answers 503 */
-    }
-    st->pending++;
-    pthread_mutex_unlock(&st->mu);
-    if (st->quick(st->arg, &p->req, p)) {
-        return 1;
-    }
-    pthread_mutex_lock(&st->mu);
-    pending_done_locked(st);
-    pthread_mutex_unlock(&st->mu);
-    free(p);
-    return 0;
-}
-
-/* The NNG handler: never blocks beyond the queue's mutex (and the quick
- * function, which must not block either). */
-static void handle(nng_aio *aio)
-{
-    nng_http_handler *h = nng_aio_get_input(aio, 1);
-    svc_state *st = nng_http_handler_get_data(h);
-    if (st->quick != NULL && offer_quick(st, aio)) {
-        return;
-    }
-    pthread_mutex_lock(&st->mu);
-    enqueue_locked(st, aio);
-}
-
-static void send_response(nng_aio *aio, http_response *res)
-{
-    if (res->status < 100 || res->status > 599) {
-        res->status = 500; /* a bug in fn; still an answer */
-    }
-    http_nng_reply(aio, (uint16_t)res->status, res->content_type, res->body.data, res->body.len);
-    buf_fini(&res->body);
-}
-
-void http_pending_reply(http_pending *p, http_response *res)
-{
-    svc_state *st = p->st;
-    send_response(p->aio, res);
-    free(p);
-    pthread_mutex_lock(&st->mu);
-    pending_done_locked(st);
-    pthread_mutex_unlock(&st->mu);
-}
-
-void http_pending_to_worker(http_pending *p)
-{
-    svc_state *st = p->st;
-    nng_aio *aio = p->aio;
-    free(p);
-    pthread_mutex_lock(&st->mu);
-    pending_done_locked(st); /* the queue answers it from here on */
-    enqueue_locked(st, aio);
-}
-
-const http_request *http_pending_request(const http_pending *p)
-{
-    return &p->req;
-}
-
-static void serve(svc_state *st, nng_aio *aio)
-{
-    http_request req = {.req = nng_aio_get_input(aio, 0)};
-    http_response res = {.status = 200};
-    snprintf(res.content_type, sizeof res.content_type, "application/octet-stream");
-    buf_init(&res.body);
-    st->fn(st->arg, &req, &res);
-    send_response(aio, &res);
-}
-
-/* A worker: runs fn for queued requests until the service closes; jobs
- * still queued then get 503. */
-static void *worker(void *arg)
-{
-    svc_state *st = arg;
-    pthread_mutex_lock(&st->mu);
-    for (;;) {
-        while (st->head == NULL && !st->closed) {
-            pthread_cond_wait(&st->cv, &st->mu);
-        }
-        job *j = st->head;
-        if (j == NULL) {
-            break; /* closed and drained */
-        }
-        st->head = j->next;
-        if (st->head == NULL) {
-            st->tail = NULL;
-        }
-        st->queued--;
-        int closing = st->closed;
-        pthread_mutex_unlock(&st->mu);
-        if (closing) {
-            reply_unavailable(j->aio);
-        } else {
-            serve(st, j->aio);
-        }
-        free(j);
-        pthread_mutex_lock(&st->mu);
-    }
-    pthread_mutex_unlock(&st->mu);
-    return NULL;
-}
-
 const char *http_request_method(const http_request *r)
 {
-    return nng_http_req_get_method(r->req);
+    return r->method;
 }
 
 const char *http_request_uri(const http_request *r)
 {
-    return nng_http_req_get_uri(r->req);
+    return r->uri;
 }
 
 const char *http_request_header(const http_request *r, const char *name)
 {
-    return nng_http_req_get_header(r->req, name);
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
 void http_request_body(const http_request *r, const void **data, size_t *len)
 {
-    void *p = NULL;
-    size_t n = 0;
-    nng_http_req_get_data(r->req, &p, &n);
-    *data = n > 0 ? p : NULL;
-    *len = n;
+    *data = r->body.len > 0 ? r->body.data : NULL;
+    *len = r->body.len;
+}
+
+/* Sets r's answer and resumes its connection (MHD sends it). */
+static void answer(mreq *r, http_response *res)
+{
+    r->res = *res;
+    if (r->res.status < 100 || r->res.status > 599) {
+        r->res.status = 500;
+    }
+    r->state = R_ANSWERED;
+    MHD_resume_connection(r->req.conn);
+}
+
+static void answer_text(mreq *r, int status, const char *text)
+{
+    http_response res = {.status = status};
+    snprintf(res.content_type, sizeof res.content_type, "text/plain; charset=utf-8");
+    buf_init(&res.body);
+    (void)buf_append(&res.body, text, strlen(text));
+    answer(r, &res);
+}
+
+static void enqueue(http_service *s, mreq *r)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->closed || s->queued >= s->max_queued) {
+        pthread_mutex_unlock(&s->mu);
+        answer_text(r, 503, "service unavailable\n");
+        return;
+    }
+    r->next = NULL;
+    *(s->tail != NULL ? &s->tail->next : &s->head) = r;
+    s->tail = r;
+    s->queued++;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void http_pending_reply(http_pending *p, http_response *res)
+{
+    http_service *s = p->r->s;
+    answer(p->r, res);
+    pthread_mutex_lock(&s->mu);
+    if (--s->pending == 0) {
+        pthread_cond_broadcast(&s->done_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void http_pending_to_worker(http_pending *p)
+{
+    http_service *s = p->r->s;
+    enqueue(s, p->r);
+    pthread_mutex_lock(&s->mu);
+    if (--s->pending == 0) {
+        pthread_cond_broadcast(&s->done_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+const http_request *http_pending_request(const http_pending *p)
+{
+    return &p->r->req;
+}
+
+static void *worker(void *arg)
+{
+    http_service *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->head == NULL && !s->closed) {
+            pthread_cond_wait(&s->cv, &s->mu);
+        }
+        mreq *r = s->head;
+        if (r == NULL) {
+            break;
+        }
+        s->head = r->next;
+        if (s->head == NULL) {
+            s->tail = NULL;
+        }
+        s->queued--;
+        int closing = s->closed;
+        pthread_mutex_unlock(&s->mu);
+        if (closing) {
+            answer_text(r, 503, "service unavailable\n");
+        } else {
+            http_response res = {.status = 200};
+            snprintf(res.content_type, sizeof res.content_type, "application/octet-stream");
+            buf_init(&res.body);
+            s->fn(s->arg, &r->req, &res);
+            answer(r, &res);
+        }
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static enum MHD_Result queue_answer(struct MHD_Connection *conn, mreq *r)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r->res.body.len, r->res.body.data, MHD_RESPMEM_MUST_COPY);
+    if (resp == NULL) {
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->res.content_type);
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)r->res.status, resp);
+    MHD_destroy_response(resp);
+    buf_fini(&r->res.body);
+    return ok;
+}
+
+static enum MHD_Result queue_static(struct MHD_Connection *conn, int status, const char *text)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (resp == NULL) {
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls)
+{
+    http_service *s = cls;
+    (void)version;
+    mreq *r = *con_cls;
+    if (r == NULL) {
+        if ((r = calloc(1, sizeof *r)) == NULL) {
+            return MHD_NO;
+        }
+        r->s = s;
+        r->req = (http_request){.conn = conn, .method = method, .uri = url};
+        buf_init(&r->req.body);
+        r->pend.r = r;
+        *con_cls = r;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl != NULL && strtoull(cl, NULL, 10) > s->max_body) {
+            /* Refused before its body is read; MHD closes the connection
+             * after this answer, the body unread. */
+            r->too_big = 1;
+            return queue_static(conn, 400,
+                                s->reject_body != NULL ? s->reject_body : "body too large\n");
+        }
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        if (!r->too_big && r->req.body.len + *upload_size > s->max_body) {
+            r->too_big = 1;
+        }
+        if (!r->too_big && buf_append(&r->req.body, upload, *upload_size) != 0) {
+            r->too_big = 1;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (r->state == R_ANSWERED) {
+        return queue_answer(conn, r);
+    }
+    if (r->state == R_WAITING) {
+        return MHD_YES; /* resumed spuriously */
+    }
+    if (r->too_big) {
+        return queue_static(conn, 400,
+                            s->reject_body != NULL ? s->reject_body : "body too large\n");
+    }
+    if (strcmp(url, s->path) != 0) {
+        return queue_static(conn, 404, "not found\n");
+    }
+    r->state = R_WAITING;
+    MHD_suspend_connection(conn);
+    if (s->quick != NULL) {
+        pthread_mutex_lock(&s->mu);
+        int closed = s->closed;
+        s->pending += !closed;
+        pthread_mutex_unlock(&s->mu);
+        if (!closed) {
+            if (s->quick(s->arg, &r->req, &r->pend)) {
+                return MHD_YES;
+            }
+            pthread_mutex_lock(&s->mu);
+            if (--s->pending == 0) {
+                pthread_cond_broadcast(&s->done_cv);
+            }
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+    enqueue(s, r);
+    return MHD_YES;
+}
+
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls, (void)conn, (void)toe;
+    mreq *r = *con_cls;
+    if (r != NULL) {
+        buf_fini(&r->req.body);
+        buf_fini(&r->res.body);
+        free(r);
+        *con_cls = NULL;
+    }
+}
+
+/* A listening socket on host_port ("host:port"), or -1 with err set and
+ * *rv LAPSE_EINVAL (bad address) or LAPSE_EUNAVAILABLE ("Address in use"). */
+static int listen_on(const char *host_port, int *ipv6, int *rv, char *err, size_t errlen)
+{
+    char host[256];
+    const char *colon = host_port != NULL ? strrchr(host_port, ':') : NULL;
+    size_t hl = colon != NULL ? (size_t)(colon - host_port) : 0;
+    if (colon == NULL || hl >= sizeof host || colon[1] == '\0' || strchr(host_port, '/') != NULL) {
+        snprintf(err, errlen, "bad HTTP listen address %s", host_port ? host_port : "(null)");
+        *rv = LAPSE_EINVAL;
+        return -1;
+    }
+    if (hl >= 2 && host_port[0] == '[' && host_port[hl - 1] == ']') {
+        memcpy(host, host_port + 1, hl - 2);
+        host[hl - 2] = '\0';
+    } else {
+        memcpy(host, host_port, hl);
+        host[hl] = '\0';
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *ai = NULL;
+    if (getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai) != 0 || ai == NULL) {
+        snprintf(err, errlen, "bad HTTP listen address %s", host_port);
+        *rv = LAPSE_EINVAL;
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot listen on %s: %s", host_port,
+                 e == EADDRINUSE ? "Address in use" : strerror(e));
+        *rv = e == EADDRINUSE ? LAPSE_EUNAVAILABLE : LAPSE_EINVAL;
+        if (fd >= 0) {
+            close(fd);
+        }
+        freeaddrinfo(ai);
+        return -1;
+    }
+    *ipv6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+    return fd;
 }
 
 int http_service_open(http_service **out, const char *host_port, const http_service_options *opts,
                       http_serve_fn fn, void *arg, char *err, size_t errlen)
 {
-    int rv = 0;
-    int nrv = 0;
-    const char *what = "";
-    http_service *s = NULL;
-    char urltext[300];
-
     *out = NULL;
-    if (err != NULL && errlen > 0) {
-        err[0] = '\0';
-    }
-    if (host_port == NULL || strchr(host_port, ':') == NULL || strchr(host_port, '/') != NULL ||
-        opts == NULL || opts->path == NULL || opts->path[0] != '/' || fn == NULL ||
-        opts->workers < 0 ||
-        (size_t)snprintf(urltext, sizeof urltext, "http://%s", host_port) >= sizeof urltext) {
-        if (err != NULL) {
-            snprintf(err, errlen, "bad HTTP listen address %s or options",
-                     host_port ? host_port : "(null)");
-        }
+    if (opts == NULL || opts->path == NULL || opts->path[0] != '/' || fn == NULL ||
+        opts->workers < 0) {
+        snprintf(err, errlen, "bad HTTP listen address %s or options",
+                 host_port ? host_port : "(null)");
         return LAPSE_EINVAL;
     }
-
-    if ((s = calloc(1, sizeof *s)) == NULL || (s->st = calloc(1, sizeof *s->st)) == NULL) {
-        rv = LAPSE_ENOMEM;
-        what = "out of memory";
-        goto fail;
+    int rv = 0, ipv6 = 0;
+    int fd = listen_on(host_port, &ipv6, &rv, err, errlen);
+    if (fd < 0) {
+        return rv;
     }
-    svc_state *st = s->st;
-    st->refs = 1;
-    st->fn = fn;
-    st->quick = opts->quick;
-    st->arg = arg;
-    st->max_queued = opts->max_queued ? opts->max_queued : 1024;
-    pthread_mutex_init(&st->mu, NULL);
-    pthread_cond_init(&st->cv, NULL);
-    pthread_cond_init(&st->done_cv, NULL);
-    s->st_ready = 1;
-
+    http_service *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        close(fd);
+        snprintf(err, errlen, "out of memory");
+        return LAPSE_ENOMEM;
+    }
+    s->path = opts->path;
+    s->max_body = opts->max_body;
+    s->reject_body = opts->reject_body;
+    s->fn = fn;
+    s->quick = opts->quick;
+    s->arg = arg;
+    s->max_queued = opts->max_queued ? opts->max_queued : 1024;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->done_cv, NULL);
     int n = opts->workers ? opts->workers : 4;
-    if ((s->threads = calloc((size_t)n, sizeof *s->threads)) == NULL) {
-        rv = LAPSE_ENOMEM;
-        what = "out of memory";
-        goto fail;
-    }
-    for (; s->nthreads < n; s->nthreads++) {
-        if (pthread_create(&s->threads[s->nthreads], NULL, worker, st) != 0) {
-            rv = LAPSE_ENOMEM;
-            what = "cannot start worker threads";
-            goto fail;
+    s->threads = calloc((size_t)n, sizeof *s->threads);
+    for (; s->threads != NULL && s->nthreads < n; s->nthreads++) {
+        if (pthread_create(&s->threads[s->nthreads], NULL, worker, s) != 0) {
+            break;
         }
     }
-
-    http_nng_opts o = {.path = opts->path,
-                       .cb = handle,
-                       .method = NULL,
-                       .collect_body = 1,
-                       .max_body = opts->max_body,
-                       .reject_body = opts->reject_body};
-    if ((nrv = http_nng_open(&s->nng, urltext, &o, st, state_unref, &st->refs, &what)) != 0) {
-        goto fail;
+    if (s->nthreads < n) {
+        close(fd);
+        snprintf(err, errlen, "cannot start worker threads");
+        http_service_close(s);
+        return LAPSE_ENOMEM;
+    }
+    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                                MHD_ALLOW_SUSPEND_RESUME | (ipv6 ? MHD_USE_IPv6 : 0),
+                            0, NULL, NULL, access_cb, s, MHD_OPTION_LISTEN_SOCKET, fd,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s, MHD_OPTION_END);
+    if (s->d == NULL) {
+        close(fd);
+        snprintf(err, errlen, "cannot serve HTTP on %s", host_port);
+        http_service_close(s);
+        return LAPSE_ENOMEM;
     }
     *out = s;
     return 0;
-
-fail:
-    rv = http_nng_fail(rv, nrv, host_port, what, err, errlen);
-    http_service_close(s);
-    return rv;
 }
 
-/* Shaped like http_server_close (http.c), but it stops workers rather than
- * waiting for inflight calls; the NNG part both share is http_nng_close. */
 void http_service_close(http_service *s)
 {
     if (s == NULL) {
         return;
     }
-    svc_state *st = s->st;
-    if (s->st_ready) {
-        pthread_mutex_lock(&st->mu);
-        st->closed = 1;
-        pthread_cond_broadcast(&st->cv);
-        /* Taken requests are answered, or handed to the queue (which
-         * answers 503 now), before the workers go. */
-        while (st->pending > 0) {
-            pthread_cond_wait(&st->done_cv, &st->mu);
-        }
-        pthread_mutex_unlock(&st->mu);
+    pthread_mutex_lock(&s->mu);
+    s->closed = 1;
+    pthread_cond_broadcast(&s->cv);
+    while (s->pending > 0) {
+        pthread_cond_wait(&s->done_cv, &s->mu);
     }
-    /* Workers answer what is queued (503) and exit; no call of fn is in
-     * progress once they are joined. */
+    pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < s->nthreads; i++) {
         pthread_join(s->threads[i], NULL);
     }
     free(s->threads);
-    http_nng_close(&s->nng);
-    if (st != NULL) {
-        if (s->st_ready) {
-            state_unref(st);
-        } else {
-            free(st);
-        }
+    if (s->d != NULL) {
+        MHD_stop_daemon(s->d);
     }
+    pthread_cond_destroy(&s->done_cv);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
     free(s);
 }

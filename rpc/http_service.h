@@ -1,34 +1,41 @@
 /*
- * http_service.h: an HTTP/1.1 service on NNG's HTTP server for request/response
+ * http_service.h: an HTTP/1.1 service on libmicrohttpd for request/response
  * APIs with bodies (the DynamoDB gateway, dynamodb/): any method on one path,
  * request headers and bodies up to a set size, keep-alive. rpc/ is the only
- * module that includes NNG, so other modules reach NNG's HTTP server through
- * this (http.h is the smaller GET-only form used for /metrics).
+ * module that includes libmicrohttpd (and NNG, whose HTTP server serves the
+ * smaller GET-only http.h, /metrics).
  *
- * NNG runs a handler on its own task threads, which must not block; a
- * service's function may block (liblapse calls do), so the NNG handler only
- * queues the request, and a fixed pool of worker threads owned by the service
- * runs the function and completes NNG's aio from there (NNG allows an aio to
- * finish on any thread; the connection waits for it before reading the next
- * request).
+ * libmicrohttpd reads and parses every connection on one thread of its own
+ * (epoll), which must not block; a service's function may block (liblapse
+ * calls do), so a request is suspended and queued, and a fixed pool of
+ * worker threads owned by the service runs the function and resumes the
+ * request with its response, which that thread then sends (the connection
+ * reads its next request only after).
  *
- * A service may also have a quick function that runs on NNG's thread and
+ * A service may also have a quick function that runs on that thread and
  * takes requests it can answer without blocking (an asynchronous call whose
  * callback answers), sparing the worker's hand-offs; what it does not take
  * goes to the workers.
  *
+ * Why libmicrohttpd rather than NNG's HTTP server, used before: each
+ * request cost hand-offs between NNG's poller and task threads
+ * (docs/benchmarks.md, "The gateway on libmicrohttpd").
+ *
  * Thread-safety: fn runs on the service's worker threads, several at once;
- * quick on NNG's threads; a taken request may be answered from any thread.
+ * quick on the server's thread; a taken request may be answered from any
+ * thread.
  *
  * Invariants:
- *  1. Each request NNG hands over is answered exactly once: by fn's response,
- *     by the answer given through a quick function's http_pending, or by 503
- *     when the queue is full or the service is closing.
+ *  1. Each request is answered exactly once: by fn's response, by the
+ *     answer given through a quick function's http_pending, or by 503 when
+ *     the queue is full or the service is closing.
  *  2. fn, quick and arg are never used after http_service_close returns,
  *     which waits for every taken request to be answered.
- *  3. Bodies over max_body, a bad Content-Length or a missing Host never reach
- *     fn: NNG answers 400 itself (with reject_body when set) and closes the
- *     connection.
+ *  3. A body over max_body never reaches fn: a Content-Length over it is
+ *     answered 400 (with reject_body when set) before the body is read, and
+ *     the connection closed; a body that grows past it unannounced gets the
+ *     same 400 once read. Malformed requests and a missing Host get
+ *     libmicrohttpd's own 400.
  */
 #ifndef LAPSE_HTTP_SERVICE_H
 #define LAPSE_HTTP_SERVICE_H
@@ -66,7 +73,7 @@ typedef void (*http_serve_fn)(void *arg, const http_request *req, http_response 
  * thread, by exactly one of http_pending_reply and http_pending_to_worker. */
 typedef struct http_pending http_pending;
 
-/* Runs on NNG's thread for each request before it is queued for a worker,
+/* Runs on the server's thread for each request before it is queued for a worker,
  * so it must not block. Returns 0 to leave the request to fn on a worker
  * as usual, or 1 when it took it: the request (req, valid until then) is
  * then answered through p, e.g. from the callback of an asynchronous call,
@@ -86,8 +93,8 @@ typedef struct http_service_options {
     size_t max_body;         /* largest request body accepted, bytes */
     int workers;             /* threads running fn; 0: 4 */
     size_t max_queued;       /* requests waiting for a worker beyond which 503; 0: 1024 */
-    const char *reject_body; /* NULL, or the body of NNG's own 400 (invariant 3) */
-    http_quick_fn quick;     /* NULL, or run first on NNG's thread (with fn's arg) */
+    const char *reject_body; /* NULL, or the body of the 400 of invariant 3 */
+    http_quick_fn quick;     /* NULL, or run first on the server's thread (with fn's arg) */
 } http_service_options;
 
 /* Serves opts->path on host_port ("127.0.0.1:8000") for every method, calling
