@@ -14,9 +14,10 @@
  * (NNG's demo/async/server.c). Either way a pool of worker threads runs the
  * handler, so a handler may block (on RocksDB, or on an RPC to another
  * daemon) without stalling NNG's own threads. The server decodes each
- * request on the NNG thread that received it, answers EPROTO itself for
+ * request on the thread that received it, answers EPROTO itself for
  * undecodable bytes, a wrong protocol version or an empty body, serves a
- * quick call (rpc_server_options.quick) right there, and queues the others
+ * quick call (rpc_server_options.quick) right there, and on a stream
+ * connection a call that may wait there (conn_thread), and queues the others
  * for the workers, answering ETIMEDOUT for a request whose deadline passed
  * while it was queued. A coalesced frame (docs/wire-protocol.md, "Coalesced
  * calls") is served call by call the same way, and answered once all are.
@@ -103,11 +104,12 @@ typedef struct rpc_server_options {
      * no hand-off, although it may wait (for a lock, for a peer's answer on
      * another connection). The connection reads nothing more meanwhile,
      * which costs a client that keeps one frame in flight (rpc_coalesce.c)
-     * nothing: a frame is answered once all its calls are. Only the stream transport asks, whose
-     * connections have a thread each; rep0's receiving threads are NNG's few, shared by every
-     * socket, so there such calls go to the workers. Such a call must never
-     * wait for anything that needs an answer on its own connection. Cheap,
-     * as quick is: it runs for every request that is not quick. */
+     * nothing: a frame is answered once all its calls are. Only the stream
+     * transport asks, whose connections have a thread each; rep0's
+     * receiving threads are NNG's few, shared by every socket, so there
+     * such calls go to the workers. Such a call must never wait for
+     * anything that needs an answer on its own connection. Cheap, as quick
+     * is: it runs for every request that is not quick. */
     rpc_quick_fn conn_thread;
     /* Calls served together (NULL: none): the calls of a coalesced frame
      * that are not quick and that batchable accepts go to one worker as

@@ -195,3 +195,8 @@ int rpc_server_is_quick(const rpc_server *s, const Lapse__Request *req)
 {
     return s->quick != NULL && s->quick(s->arg, req);
 }
+
+int rpc_server_on_conn_thread(const rpc_server *s, const Lapse__Request *req)
+{
+    return s->stream != NULL && s->conn_thread != NULL && s->conn_thread(s->arg, req);
+}

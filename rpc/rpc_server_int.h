@@ -123,7 +123,7 @@ struct rpc_server {
     uint32_t urgent_calls[RPC_MAX_URGENT_CALLS];
     size_t nurgent;
     rpc_quick_fn quick;
-    rpc_quick_fn conn_thread; /* asked only when stream is not NULL */
+    rpc_quick_fn conn_thread; /* asked only when stream is not NULL (rpc_server_on_conn_thread) */
     rpc_batchable_fn batchable;
     rpc_serve_many_fn serve_many;
     atomic_ulong frames, coalesced, calls, quick_calls; /* rpc_server_counts */
@@ -192,8 +192,11 @@ void rpc_server_reply(srv_ctx *c, nng_msg *out);
 void rpc_server_push(rpc_server *s, srv_job *j, int lane);
 
 /* 1 when req is a quick call (rpc_server_options.quick), served on the
- * NNG thread that received it. */
+ * thread that received it. */
 int rpc_server_is_quick(const rpc_server *s, const Lapse__Request *req);
+/* 1 when req may be served on the thread of the stream connection that
+ * brought it (rpc_server_options.conn_thread; never under rep0). */
+int rpc_server_on_conn_thread(const rpc_server *s, const Lapse__Request *req);
 
 /* ---- rpc_server_take.c ---- */
 

@@ -208,22 +208,20 @@ nng_msg *rpc_server_multi_start(rpc_server *s, srv_ctx *c, Lapse__Request *env)
         fan[nfan++] = m->group[0];
         m->ngroup = 0;
     }
-    if (s->stream != NULL && s->conn_thread != NULL) {
-        /* The frame is answered once all its calls are: those that may
-         * wait on this connection's thread are served here, one after
-         * another, while the workers serve the rest, instead of a hand-off
-         * each (rpc.h, conn_thread). */
-        size_t kept = 0;
-        for (size_t k = 0; k < nfan; k++) {
-            if (s->conn_thread(s->arg, m->reqs[fan[k]])) {
-                atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
-                mine[nmine++] = fan[k];
-            } else {
-                fan[kept++] = fan[k];
-            }
+    /* The frame is answered once all its calls are: those that may wait on
+     * this connection's thread are served here, one after another, while
+     * the workers serve the rest, instead of a hand-off each (rpc.h,
+     * conn_thread). */
+    size_t kept = 0;
+    for (size_t k = 0; k < nfan; k++) {
+        if (rpc_server_on_conn_thread(s, m->reqs[fan[k]])) {
+            atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
+            mine[nmine++] = fan[k];
+        } else {
+            fan[kept++] = fan[k];
         }
-        nfan = kept;
     }
+    nfan = kept;
     if (nfan > 0 || m->ngroup > 0) {
         pthread_mutex_lock(&s->mu);
         if (m->ngroup > 0) {

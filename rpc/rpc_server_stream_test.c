@@ -169,10 +169,6 @@ static void *many_run(void *arg)
     return NULL;
 }
 
-/* 16 threads x 200 calls, each reply checked against its own call's id
- * (fixture_heartbeat): replies cross-wired between requests would fail.
- * With one context the stream client's connection stops reading at each
- * request and reads on at its reply: a lost resume would hang it. */
 static atomic_int conn_thread_asked;
 
 /* rpc_server_options.conn_thread: heartbeats, on their connection's thread. */
@@ -235,6 +231,10 @@ static void conn_thread_calls_hold_only_their_connection(void **state)
     unsetenv("LAPSE_RPC_SERVER");
 }
 
+/* 16 threads x 200 calls, each reply checked against its own call's id
+ * (fixture_heartbeat): replies cross-wired between requests would fail.
+ * With one context the stream client's connection stops reading at each
+ * request and reads on at its reply: a lost resume would hang it. */
 static void many_threads_calls_matched(void **state)
 {
     (void)state;

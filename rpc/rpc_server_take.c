@@ -67,8 +67,7 @@ void rpc_server_take(rpc_server *s, srv_ctx *c, const void *data, size_t len)
         }
         return;
     }
-    if (rpc_server_is_quick(s, req) ||
-        (s->stream != NULL && s->conn_thread != NULL && s->conn_thread(s->arg, req))) {
+    if (rpc_server_is_quick(s, req) || rpc_server_on_conn_thread(s, req)) {
         atomic_fetch_add_explicit(&s->quick_calls, 1, memory_order_relaxed);
         rpc_server_serve(s, c, req);
         return;
