@@ -459,15 +459,15 @@ void logship_handle(const logship_call *c)
     c->resp->body_case = LAPSE__RESPONSE__BODY_REPLICATE_LOG;
     c->resp->replicate_log = out;
     const int64_t start_us = clock_mono_us();
-    if (r->n_more > 0) {
-        handle_parts(c, r, out);
-        logship_observe_us(c->ns->logship, 0, clock_mono_us() - start_us);
-        return;
-    }
     char err[512] = "";
-    int rv = handle_part(c, r, out, err, sizeof(err));
-    if (r->n_records > 0) {
-        logship_observe_us(c->ns->logship, 0, clock_mono_us() - start_us);
+    int rv = 0;
+    if (r->n_more > 0) {
+        handle_parts(c, r, out); /* each part answers for itself: the call succeeds */
+    } else {
+        rv = handle_part(c, r, out, err, sizeof(err));
+    }
+    if (r->n_more > 0 || r->n_records > 0) {
+        logship_time_apply(c->ns->logship, clock_mono_us() - start_us);
     }
     /* The position travels with ESTATE too: the sender resends from it. */
     if (rv != 0) {

@@ -638,7 +638,7 @@ static size_t ship_rounds(logship *ls)
     const int64_t sent_us = clock_mono_us();
     size_t calls = send_rounds(rds, nr);
     if (calls > 0) {
-        logship_observe_us(ls, 1, clock_mono_us() - sent_us);
+        logship_time_round(ls, clock_mono_us() - sent_us);
     }
     for (size_t i = 0; i < nr; i++) {
         round_end(ls, &rds[i]);

@@ -265,10 +265,11 @@ int logship_send_after(logship *ls, rpc_client *c, uint32_t id, uint32_t table_i
 int logship_reconcile(logship *ls, const node_map *m, const pmap_replicas *r, uint32_t table_id,
                       uint32_t part, int *took_in, char *err, size_t errlen);
 
-/* Observes into this node's /metrics how long a shipment took, from
- * sending its rounds to the last follower's answer (the primary's side), or
- * a follower's apply of one ReplicateLog call of records (round = 0), in
- * microseconds (replstat.c). */
-void logship_observe_us(logship *ls, int round, int64_t us);
+/* Observe into this node's /metrics, in microseconds (replstat.c): how
+ * long a shipment took, from sending its rounds to the last follower's
+ * answer (the primary's side); how long a follower's apply of one
+ * ReplicateLog call of records took. */
+void logship_time_round(logship *ls, int64_t us);
+void logship_time_apply(logship *ls, int64_t us);
 
 #endif

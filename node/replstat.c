@@ -209,16 +209,28 @@ void logship_collect(logship *ls, metrics *m)
                         (double)atomic_exchange(&ls->round_records, 0));
 }
 
-void logship_observe_us(logship *ls, int round, int64_t us)
+/* The buckets of both replication timings: 50 us to 2 s (a round's
+ * time-out). */
+static void observe_us(logship *ls, const char *name, const char *help, int64_t us)
 {
     static const double bounds[] = {0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002,
                                     0.005,   0.01,   0.05,   0.1,    0.5,   2};
-    metrics_histogram_observe(
-        ls->ns->metrics,
-        round ? "lapse_replication_round_seconds" : "lapse_replication_apply_seconds",
-        round ? "A shipment of replication rounds this node led, from sending it to its "
-                "followers to the last one's answer" METRICS_SINCE_START
-              : "A follower's apply of one ReplicateLog call of records, from its arrival to "
-                "its answer" METRICS_SINCE_START,
-        bounds, sizeof(bounds) / sizeof(bounds[0]), NULL, (double)us / 1e6);
+    metrics_histogram_observe(ls->ns->metrics, name, help, bounds,
+                              sizeof(bounds) / sizeof(bounds[0]), NULL, (double)us / 1e6);
+}
+
+void logship_time_round(logship *ls, int64_t us)
+{
+    observe_us(ls, "lapse_replication_round_seconds",
+               "A shipment of replication rounds this node led, from sending it to its "
+               "followers to the last one's answer" METRICS_SINCE_START,
+               us);
+}
+
+void logship_time_apply(logship *ls, int64_t us)
+{
+    observe_us(ls, "lapse_replication_apply_seconds",
+               "A follower's apply of one ReplicateLog call of records, from its arrival to "
+               "its answer" METRICS_SINCE_START,
+               us);
 }
