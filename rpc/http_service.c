@@ -55,7 +55,7 @@ struct http_service {
     struct MHD_Daemon *d;
     const char *path;
     size_t max_body;
-    const char *reject_body;
+    const char *reject_body; /* the 400's body: the option's, or a plain text */
     http_serve_fn fn;
     http_quick_fn quick;
     void *arg;
@@ -125,10 +125,10 @@ static void enqueue(http_service *s, mreq *r)
     pthread_mutex_unlock(&s->mu);
 }
 
-void http_pending_reply(http_pending *p, http_response *res)
+/* Counts a request the quick function took as answered (or handed on):
+ * http_service_close waits for none to be left. */
+static void pending_done(http_service *s)
 {
-    http_service *s = p->r->s;
-    answer(p->r, res);
     pthread_mutex_lock(&s->mu);
     if (--s->pending == 0) {
         pthread_cond_broadcast(&s->done_cv);
@@ -136,15 +136,18 @@ void http_pending_reply(http_pending *p, http_response *res)
     pthread_mutex_unlock(&s->mu);
 }
 
+void http_pending_reply(http_pending *p, http_response *res)
+{
+    http_service *s = p->r->s;
+    answer(p->r, res);
+    pending_done(s);
+}
+
 void http_pending_to_worker(http_pending *p)
 {
     http_service *s = p->r->s;
     enqueue(s, p->r);
-    pthread_mutex_lock(&s->mu);
-    if (--s->pending == 0) {
-        pthread_cond_broadcast(&s->done_cv);
-    }
-    pthread_mutex_unlock(&s->mu);
+    pending_done(s);
 }
 
 const http_request *http_pending_request(const http_pending *p)
@@ -234,8 +237,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             /* Refused before its body is read; MHD closes the connection
              * after this answer, the body unread. */
             r->too_big = 1;
-            return queue_static(conn, 400,
-                                s->reject_body != NULL ? s->reject_body : "body too large\n");
+            return queue_static(conn, 400, s->reject_body);
         }
         return MHD_YES;
     }
@@ -256,8 +258,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         return MHD_YES; /* resumed spuriously */
     }
     if (r->too_big) {
-        return queue_static(conn, 400,
-                            s->reject_body != NULL ? s->reject_body : "body too large\n");
+        return queue_static(conn, 400, s->reject_body);
     }
     if (strcmp(url, s->path) != 0) {
         return queue_static(conn, 404, "not found\n");
@@ -273,11 +274,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             if (s->quick(s->arg, &r->req, &r->pend)) {
                 return MHD_YES;
             }
-            pthread_mutex_lock(&s->mu);
-            if (--s->pending == 0) {
-                pthread_cond_broadcast(&s->done_cv);
-            }
-            pthread_mutex_unlock(&s->mu);
+            pending_done(s);
         }
     }
     enqueue(s, r);
@@ -367,7 +364,7 @@ int http_service_open(http_service **out, const char *host_port, const http_serv
     }
     s->path = opts->path;
     s->max_body = opts->max_body;
-    s->reject_body = opts->reject_body;
+    s->reject_body = opts->reject_body != NULL ? opts->reject_body : "body too large\n";
     s->fn = fn;
     s->quick = opts->quick;
     s->arg = arg;

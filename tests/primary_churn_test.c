@@ -498,12 +498,7 @@ static void test_no_ack_below_min_in_sync(void **state)
 {
     (void)state;
     lapse_error e = {0};
-    lapse_table_def d = {.name = "minsync",
-                         .partition_key = "Id",
-                         .partition_key_type = 'S',
-                         .partitions = 1,
-                         .replication = 3};
-    assert_lapse_ok(lapse_create_table(rs_client(), &d, &e), &e);
+    rs_create_rf3("minsync", 1);
     pmap *pm = rs_wait_all_in_sync("minsync");
     pmap_replicas r = pmap_table_find(pm, "minsync")->parts[0];
     pmap_free(pm);
