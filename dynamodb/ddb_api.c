@@ -102,7 +102,8 @@ static void dispatch(ddb_ctx *x, const char *target, const void *body, size_t le
     /* The legacy parameters become expressions before the operation sees
      * the request (ddb_legacy.h). */
     json_t *exprs = NULL;
-    if (ddb_legacy_translate(x, name, req, &exprs) == 0 && fn(x, exprs) == 0 && x->out == NULL) {
+    if (ddb_legacy_translate(x, name, req, &exprs) == 0 && fn(x, exprs) == 0 &&
+        !ddb_req_answered(x)) {
         ddb_req_fail(x, 500, "InternalServerError", "out of memory");
     }
     json_decref(exprs);
@@ -128,16 +129,18 @@ static char *error_body(const char *type, const char *message, json_t *item)
  * memory); consumes x's documents. */
 static void ctx_answer(ddb_ctx *x, int *status, char **out)
 {
-    if (x->out != NULL) {
+    if (x->out_text != NULL) {
+        *status = 200;
+        *out = x->out_text;
+        x->out_text = NULL;
+    } else if (x->out != NULL) {
         *status = 200;
         *out = json_dumps(x->out, JSON_COMPACT);
     } else {
         *status = x->status;
         *out = error_body(x->type, x->message, x->err_item);
     }
-    json_decref(x->out);
-    json_decref(x->err_item);
-    x->out = x->err_item = NULL;
+    ddb_req_clear(x);
 }
 
 void ddb_api_call(const ddb_api *api, const char *target, const void *body, size_t len, int *status,
@@ -227,8 +230,7 @@ static void quick_done(void *arg, ddb_ctx *x, int retry)
     if (retry) {
         /* A failover or a time-out: the blocking operation retries it, on a
          * worker, from the request. */
-        json_decref(x->out);
-        json_decref(x->err_item);
+        ddb_req_clear(x);
         http_pending_to_worker(q->p);
         free(q);
         return;
@@ -282,8 +284,7 @@ int ddb_api_quick(void *arg, const http_request *req, http_pending *p)
     json_decref(exprs);
     json_decref(doc);
     if (!started) {
-        json_decref(q->x.out);
-        json_decref(q->x.err_item);
+        ddb_req_clear(&q->x);
         free(q);
     }
     return started;

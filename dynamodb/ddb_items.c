@@ -210,9 +210,25 @@ static int get_parse(ddb_ctx *x, json_t *req, get_plan *g)
     return 0;
 }
 
-/* GetItem's answer for it (NULL: no item) into x->out. */
+/* GetItem's answer for it (NULL: no item) into x->out, or into x->out_text
+ * when the whole item is asked for: liblapse's DynamoDB JSON of it goes out
+ * as it is, not parsed into a document to be dumped again. */
 static int get_answer(ddb_ctx *x, const get_plan *g, const lapse_item *it)
 {
+    if (it != NULL && g->proj == NULL) {
+        static const char head[] = "{\"Item\":";
+        char *item = lapse_item_to_json(it);
+        size_t n = item != NULL ? strlen(item) : 0;
+        if (item != NULL && (x->out_text = malloc(sizeof head - 1 + n + 2)) != NULL) {
+            memcpy(x->out_text, head, sizeof head - 1);
+            memcpy(x->out_text + sizeof head - 1, item, n);
+            memcpy(x->out_text + sizeof head - 1 + n, "}", 2);
+        }
+        lapse_free(item);
+        return x->out_text != NULL
+                   ? 0
+                   : ddb_req_fail(x, 500, "InternalServerError", "cannot format the item");
+    }
     x->out = json_object();
     if (it != NULL) {
         json_t *doc = ddb_req_item_json(x, it);
@@ -221,12 +237,9 @@ static int get_answer(ddb_ctx *x, const get_plan *g, const lapse_item *it)
             x->out = NULL;
             return -1;
         }
-        if (g->proj != NULL) {
-            json_t *p = expr_project(g->proj, doc);
-            json_decref(doc);
-            doc = p;
-        }
-        json_object_set_new(x->out, "Item", doc);
+        json_t *p = expr_project(g->proj, doc);
+        json_decref(doc);
+        json_object_set_new(x->out, "Item", p);
     }
     return 0;
 }
@@ -307,7 +320,7 @@ static void started_get_done(void *arg, int status, lapse_item *it, const lapse_
 {
     started *s = arg;
     int retry = started_outcome(s, status, err);
-    if (status == 0 && get_answer(s->x, &s->g, it) != 0 && s->x->out == NULL) {
+    if (status == 0 && get_answer(s->x, &s->g, it) != 0 && !ddb_req_answered(s->x)) {
         ddb_req_fail(s->x, 500, "InternalServerError", "out of memory");
     }
     lapse_item_free(it);

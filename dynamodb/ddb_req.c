@@ -190,6 +190,20 @@ json_t *ddb_req_item_json(ddb_ctx *x, const lapse_item *it)
     return v;
 }
 
+int ddb_req_answered(const ddb_ctx *x)
+{
+    return x->out != NULL || x->out_text != NULL;
+}
+
+void ddb_req_clear(ddb_ctx *x)
+{
+    json_decref(x->out);
+    json_decref(x->err_item);
+    free(x->out_text);
+    x->out = x->err_item = NULL;
+    x->out_text = NULL;
+}
+
 void ddb_req_stream_arn(const ddb_ctx *x, const char *table, int64_t created_ms, char *arn,
                         size_t arnlen, char *label, size_t labellen)
 {

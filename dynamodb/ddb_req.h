@@ -6,9 +6,10 @@
  * Thread-safety: a ddb_ctx belongs to the one worker thread serving the call.
  *
  * Invariants:
- *  1. An operation returns 0 with ctx->out set (the response document, owned
- *     by ctx), or -1 with ctx->status (400 or 500), ctx->type and
- *     ctx->message set and ctx->out NULL.
+ *  1. An operation returns 0 with ctx->out or ctx->out_text set (the
+ *     response, owned by ctx: one of them, never both), or -1 with
+ *     ctx->status (400 or 500), ctx->type and ctx->message set and both
+ *     NULL.
  *  2. A member of the wrong JSON type is a SerializationException (DynamoDB's
  *     answer to a body it cannot deserialize); a well-typed value DynamoDB
  *     would refuse is a ValidationException.
@@ -24,6 +25,8 @@ typedef struct ddb_ctx {
     lapse_client *c;    /* borrowed: the gateway's client */
     const char *region; /* borrowed: for ARNs */
     json_t *out;        /* the response document on success; owned */
+    char *out_text;     /* or the response as its text already (malloc'd; owned): GetItem's
+                           item goes out as liblapse formats it, not parsed to be dumped again */
     int status;         /* HTTP status: 200, 400 or 500 */
     char type[64];      /* the error's short name, e.g. "ValidationException" */
     char message[640];  /* the error's message */
@@ -59,6 +62,11 @@ int ddb_req_item(ddb_ctx *x, json_t *obj, const char *what, lapse_item **out);
 /* A liblapse item as a jansson object (a new reference), or NULL with a 500
  * set. */
 json_t *ddb_req_item_json(ddb_ctx *x, const lapse_item *it);
+
+/* Whether x holds a response (invariant 1). */
+int ddb_req_answered(const ddb_ctx *x);
+/* Frees x's response and error item, if any. */
+void ddb_req_clear(ddb_ctx *x);
 
 /* The stream ARN and label of table, created at created_ms (epoch ms), into
  * arn and label (docs/dynamodb-api.md, "Streams": the label is the creation
