@@ -155,6 +155,12 @@ void rpc_fini(void);
 /* Creates a client for url; never blocks (dials in the background).
  * Returns 0, LAPSE_EINVAL or LAPSE_ENOMEM. */
 int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen);
+/* As rpc_client_open, its connections read on loop's thread (rpc_loop.h,
+ * rpc_conn_open_on; NULL: each on its own). Not with LAPSE_RPC_CLIENT=req0,
+ * whose sockets NNG reads. loop must outlive c. */
+struct rpc_loop;
+int rpc_client_open_on(rpc_client **out, const char *url, struct rpc_loop *loop, char *err,
+                       size_t errlen);
 void rpc_client_close(rpc_client *c); /* accepts NULL */
 const char *rpc_client_url(const rpc_client *c);
 /* Whether c has a connection to any of its peers, waiting up to wait_ms for

@@ -26,6 +26,7 @@
 #include "../common/lapse_err.h"
 #include "rpc_client_int.h"
 #include "rpc_internal.h"
+#include "rpc_loop.h"
 #include "wire.h"
 
 #define RECONNECT_MIN_MS 20
@@ -44,12 +45,13 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 /* Opens peer pe's socket and starts its dialer to url, or with stream its
  * conn alone (every exchange then goes on it). Returns 0 or an error. */
-static int open_peer(peer *pe, const char *url, int stream, char *err, size_t errlen)
+static int open_peer(peer *pe, const char *url, int stream, rpc_loop *loop, char *err,
+                     size_t errlen)
 {
     nng_dialer d;
     int rv;
     if (stream) {
-        if ((rv = rpc_conn_open(&pe->conn, url)) != 0) {
+        if ((rv = rpc_conn_open_on(&pe->conn, url, loop)) != 0) {
             set_err(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
             return rv == NNG_ENOMEM ? LAPSE_ENOMEM : LAPSE_EINVAL;
         }
@@ -90,6 +92,11 @@ static int open_peer(peer *pe, const char *url, int stream, char *err, size_t er
 
 int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
 {
+    return rpc_client_open_on(out, url, NULL, err, errlen);
+}
+
+int rpc_client_open_on(rpc_client **out, const char *url, rpc_loop *loop, char *err, size_t errlen)
+{
     int code;
 
     *out = NULL;
@@ -119,7 +126,7 @@ int rpc_client_open(rpc_client **out, const char *url, char *err, size_t errlen)
         }
         memcpy(one, p, n);
         one[n] = '\0';
-        if ((code = open_peer(&c->peers[c->npeers++], one, c->stream, err, errlen)) != 0) {
+        if ((code = open_peer(&c->peers[c->npeers++], one, c->stream, loop, err, errlen)) != 0) {
             goto fail;
         }
         if (comma == NULL) {

@@ -42,6 +42,7 @@
 
 #include "rpc.h"
 #include "rpc_frame.h"
+#include "rpc_loop.h"
 
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
@@ -90,8 +91,15 @@ struct rpc_conn {
     uint32_t next_id;
     call *head, *tail; /* outstanding calls, oldest first */
     rpc_frame_out out; /* bytes to write */
-    uint8_t *in;       /* received bytes: inlen of incap; the thread's alone */
+    uint8_t *in;       /* received bytes: inlen of incap; the reader's alone */
     size_t inlen, incap;
+    /* With a loop (rpc_conn_open_on), the loop's thread reads the socket
+     * while it is C_UP: the connection's thread then only dials, writes
+     * what the socket did not take, and times calls out. */
+    rpc_loop *loop;
+    rpc_loop_watch lw; /* conn_loop_read */
+    int watched;       /* the socket is on the loop */
+    int loop_reading;  /* the loop's thread reads, or runs replies' callbacks from in */
 };
 
 /* ===================================================================== */
@@ -185,6 +193,10 @@ static void fail_locked(rpc_conn *c, call ***ended)
             end_call(c, c->head, NNG_ECONNSHUT, ended);
         }
     }
+    if (c->watched) {
+        rpc_loop_del(c->loop, c->fd);
+        c->watched = 0;
+    }
     if (c->fd >= 0) {
         close(c->fd);
         c->fd = -1;
@@ -234,12 +246,20 @@ static void handshake_locked(rpc_conn *c, call ***ended)
     }
 }
 
-/* Both headers are through: the calls that waited go out. */
+/* Both headers are through: the calls that waited go out (and with a
+ * loop, the socket goes on it to be read there). */
 static void up_locked(rpc_conn *c, call ***ended)
 {
     c->state = C_UP;
     c->backoff_ms = BACKOFF_MIN_MS;
     c->inlen = 0;
+    if (c->loop != NULL) {
+        if (rpc_loop_add(c->loop, c->fd, &c->lw) != 0) {
+            fail_locked(c, ended);
+            return;
+        }
+        c->watched = 1;
+    }
     for (call *k = c->head; k != NULL;) {
         call *next = k->next;
         if (k->body != NULL) {
@@ -335,8 +355,8 @@ static void read_locked(rpc_conn *c, call ***ended)
  * or handshake that took too long fails. */
 static void step_locked(rpc_conn *c, clock_mono now, call ***ended)
 {
-    if (c->state == C_UP || now.ms < c->until.ms) {
-        return;
+    if (c->state == C_UP || now.ms < c->until.ms || c->loop_reading) {
+        return; /* (the loop's reader wakes this thread when it is done with in) */
     }
     if (c->state != C_BACKOFF) {
         fail_locked(c, ended);
@@ -382,6 +402,9 @@ static void on_events_locked(rpc_conn *c, short ev, call ***ended)
         fail_locked(c, ended);
         return;
     }
+    if (c->watched) {
+        return; /* the loop reads (and sees the errors) */
+    }
     if ((ev & (POLLIN | POLLERR | POLLHUP)) != 0) {
         read_locked(c, ended);
     }
@@ -402,7 +425,7 @@ static void *conn_run(void *arg)
         }
         step_locked(c, now, &tail);
         clock_mono wake_at = expire_locked(c, clock_mono_now(), &tail);
-        if (c->state != C_UP && c->until.ms < wake_at.ms) {
+        if (c->state != C_UP && c->until.ms < wake_at.ms && !c->loop_reading) {
             wake_at = c->until;
         }
         if (wake_at.ms == INT64_MAX) {
@@ -412,11 +435,11 @@ static void *conn_run(void *arg)
         nfds_t nfds = 1;
         if (c->fd >= 0) {
             pfd[1].fd = c->fd;
-            pfd[1].events = c->state == C_CONNECTING ? POLLOUT : POLLIN;
+            pfd[1].events = c->state == C_CONNECTING ? POLLOUT : c->watched ? 0 : POLLIN;
             if (c->state != C_CONNECTING && rpc_frame_out_pending(&c->out)) {
                 pfd[1].events |= POLLOUT;
             }
-            nfds = 2;
+            nfds = pfd[1].events != 0 ? 2 : 1;
         }
         int64_t left = clock_mono_remaining_ms(wake_at);
         int timeout = left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
@@ -444,6 +467,26 @@ static void *conn_run(void *arg)
     return NULL;
 }
 
+/* The loop's callback: the socket is readable (or failed) while C_UP. A
+ * failure wakes the connection's thread, which dials again once this
+ * reader is done with c->in. */
+static void conn_loop_read(void *arg)
+{
+    rpc_conn *c = arg;
+    call *ended = NULL, **tail = &ended;
+    pthread_mutex_lock(&c->mu);
+    if (!c->closing && c->state == C_UP && c->watched) {
+        c->loop_reading = 1;
+        read_locked(c, &tail);
+        c->loop_reading = 0;
+        if (c->state != C_UP) {
+            wake(c);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    finish(c, ended);
+}
+
 /* ===================================================================== */
 /* Interface                                                              */
 /* ===================================================================== */
@@ -461,6 +504,11 @@ static int parse_url(rpc_conn *c, const char *url)
 
 int rpc_conn_open(rpc_conn **out, const char *url)
 {
+    return rpc_conn_open_on(out, url, NULL);
+}
+
+int rpc_conn_open_on(rpc_conn **out, const char *url, rpc_loop *loop)
+{
     int rv;
     *out = NULL;
     rpc_conn *c = calloc(1, sizeof *c);
@@ -469,6 +517,8 @@ int rpc_conn_open(rpc_conn **out, const char *url)
     }
     c->fd = -1;
     c->wake_fd = -1;
+    c->loop = loop;
+    c->lw = (rpc_loop_watch){.fn = conn_loop_read, .arg = c};
     if ((rv = parse_url(c, url)) != 0) {
         free(c);
         return rv;
@@ -570,6 +620,18 @@ void rpc_conn_close(rpc_conn *c)
         pthread_mutex_unlock(&c->mu);
         wake(c);
         pthread_join(c->thread, NULL);
+    }
+    if (c->loop != NULL) {
+        /* Off the loop (under the mutex: the loop's reader may have failed
+         * the socket meanwhile, and its number be another's now), and that
+         * reader, which saw closing, done. */
+        pthread_mutex_lock(&c->mu);
+        if (c->watched) {
+            rpc_loop_del(c->loop, c->fd);
+            c->watched = 0;
+        }
+        pthread_mutex_unlock(&c->mu);
+        rpc_loop_barrier(c->loop);
     }
     call *ended = NULL, **tail = &ended;
     while (c->head != NULL) {

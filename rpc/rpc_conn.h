@@ -18,7 +18,11 @@
  *              (rep0's backtrace), then the reply's bytes.
  *
  * A connection is a small state machine run by its thread, which sleeps in
- * poll(2) on the socket and on an eventfd that wakes it early:
+ * poll(2) on the socket and on an eventfd that wakes it early. Opened on a
+ * loop (rpc_conn_open_on, rpc_loop.h), the socket is read on the loop's
+ * thread while the connection is UP, and the replies' callbacks run there:
+ * the connection's thread then only dials, shakes hands, writes what the
+ * socket did not take at once and ends calls whose deadline passed.
  *
  *   BACKOFF --time up--> CONNECTING --connected--> HANDSHAKE --both headers--> UP
  *      ^                     |fail or 5 s              |fail or 5 s              |fail
@@ -45,8 +49,11 @@
  *     request and goes out when it is (a call whose deadline passes first
  *     never goes out); one made while it is UP is written at once, or
  *     appended to the bytes that go in the next write.
- *  3. Only the connection's thread opens and closes the socket, and reads
- *     from it; callers only write to it, under the mutex.
+ *  3. Only the connection's thread opens the socket. One thread reads it:
+ *     the connection's, or while UP on a loop the loop's, which may also
+ *     close it when a read fails (then the connection's thread dials again
+ *     only once that reader is done with the received bytes). Callers only
+ *     write to it, under the mutex.
  */
 #ifndef LAPSE_RPC_CONN_H
 #define LAPSE_RPC_CONN_H
@@ -59,7 +66,7 @@ typedef struct rpc_conn rpc_conn;
 
 /* A call's outcome: rv 0 with the reply's bytes (after the id; borrowed for
  * the duration of the callback), or an NNG error (invariant 1) with reply
- * NULL. Runs on the connection's thread, or on the thread in
+ * NULL. Runs on the connection's thread, its loop's, or the thread in
  * rpc_conn_close: it must not block. */
 typedef void (*rpc_conn_done_fn)(void *arg, int rv, const void *reply, size_t len);
 
@@ -68,6 +75,12 @@ typedef void (*rpc_conn_done_fn)(void *arg, int rv, const void *reply, size_t le
  * 0, or an NNG error (NNG_EADDRINVAL, NNG_ENOTSUP for a scheme other than
  * tcp, NNG_ENOMEM) with *out NULL. */
 int rpc_conn_open(rpc_conn **out, const char *url);
+
+/* As rpc_conn_open, with the socket read on loop's thread (rpc_loop.h)
+ * while the connection is UP, the replies' callbacks run there too; NULL:
+ * on the connection's thread, as rpc_conn_open. loop must outlive c. */
+struct rpc_loop;
+int rpc_conn_open_on(rpc_conn **out, const char *url, struct rpc_loop *loop);
 
 /* Whether the connection is UP (handshake done) right now. */
 int rpc_conn_connected(rpc_conn *c);
@@ -83,7 +96,7 @@ int rpc_conn_call(rpc_conn *c, const void *body, size_t len, clock_mono deadline
 /* Stops the connection's thread (waiting for callbacks in progress), ends
  * every outstanding call with NNG_ECLOSED, closes the socket and frees c;
  * no callback runs after it returns. Accepts NULL. REQUIRES: not called
- * from a callback of c. */
+ * from a callback of c, nor on its loop's thread. */
 void rpc_conn_close(rpc_conn *c);
 
 #endif /* LAPSE_RPC_CONN_H */

@@ -5,7 +5,9 @@
  * dead port, a server that closes mid-call and comes back, a reply of 5 MB,
  * a request of 6 MB with calls behind it, a call due before the one the
  * connection's thread sleeps for, and a close with calls outstanding. Every
- * wait is bounded.
+ * wait is bounded. The calls' cases run twice: with the connection's own
+ * thread reading, then with a loop's (rpc_conn_open_on), where every reply's
+ * callback must run on the loop's thread.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -29,7 +31,16 @@
 #include "rpc.h"
 #include "rpc_client_int.h" /* to see that a client's calls go on its conns */
 #include "rpc_conn.h"
+#include "rpc_loop.h"
 #include "rpc_testutil.h" /* the wire by hand */
+
+/* The loop the conns of the second group are read on; NULL in the first. */
+static rpc_loop *g_loop;
+
+static int conn_open(rpc_conn **c, const char *url)
+{
+    return rpc_conn_open_on(c, url, g_loop);
+}
 
 /* ---- the server: Heartbeat(node_id, clock_ms) sleeps clock_ms and answers
  * pmap_version = node_id, with a message of the request's pmap_version
@@ -85,7 +96,7 @@ static void served_open(served *s)
     fixture_url_free_port(s->url, sizeof s->url);
     s->srv = server_open(s->url);
     s->c = NULL;
-    assert_int_equal(rpc_conn_open(&s->c, s->url), 0);
+    assert_int_equal(conn_open(&s->c, s->url), 0);
 }
 
 static void served_close(served *s)
@@ -103,6 +114,7 @@ typedef struct waitcall {
     int rv;
     Lapse__Response *resp;
     size_t reply_len;
+    int off_loop; /* with g_loop: the callback ran on another thread */
 } waitcall;
 
 static void waitcall_init(waitcall *w)
@@ -121,6 +133,7 @@ static void waitcall_done(void *arg, int rv, const void *reply, size_t len)
     w->rv = rv;
     w->resp = r;
     w->reply_len = len;
+    w->off_loop = g_loop != NULL && !rpc_loop_on_thread(g_loop);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
@@ -177,6 +190,7 @@ static int heartbeat(rpc_conn *c, uint32_t id, int64_t sleep_ms, int timeout_ms)
         assert_int_equal(w.resp->status, LAPSE__STATUS__OK);
         assert_int_equal(w.resp->body_case, LAPSE__RESPONSE__BODY_HEARTBEAT);
         assert_int_equal(w.resp->pmap_version, id);
+        assert_false(w.off_loop); /* a reply is read, and answered, on the loop */
     }
     waitcall_fini(&w);
     return rv;
@@ -317,7 +331,7 @@ static void dead_port(void **state)
     char url[64];
     fixture_url_free_port(url, sizeof url);
     rpc_conn *c = NULL;
-    assert_int_equal(rpc_conn_open(&c, url), 0);
+    assert_int_equal(conn_open(&c, url), 0);
     clock_mono t0 = clock_mono_now();
     assert_int_equal(heartbeat(c, 1, 0, 300), NNG_ETIMEDOUT);
     int64_t took = clock_mono_now().ms - t0.ms;
@@ -459,7 +473,7 @@ static void close_outstanding(void **state)
     served_open(&s);
     fixture_url_free_port(dead, sizeof dead);
     rpc_conn *c = s.c, *d = NULL;
-    assert_int_equal(rpc_conn_open(&d, dead), 0);
+    assert_int_equal(conn_open(&d, dead), 0);
     wait_connected(c, 5000);
     size_t len;
     uint8_t *body = fixture_pack_heartbeat(5, 500, 0, &len);
@@ -594,7 +608,21 @@ int main(void)
         cmocka_unit_test(bad_url),           cmocka_unit_test(big_request),
         cmocka_unit_test(earlier_deadline),
     };
-    int rv = cmocka_run_group_tests(tests, NULL, NULL);
+    int rv = cmocka_run_group_tests_name("own thread", tests, NULL, NULL);
+    /* The same calls with a loop reading (the wire-by-hand, mode and URL
+     * cases are about neither). */
+    const struct CMUnitTest on_loop[] = {
+        cmocka_unit_test(one_call),    cmocka_unit_test(many_threads),
+        cmocka_unit_test(dead_port),   cmocka_unit_test(server_restart),
+        cmocka_unit_test(big_reply),   cmocka_unit_test(close_outstanding),
+        cmocka_unit_test(big_request), cmocka_unit_test(earlier_deadline),
+    };
+    if (rpc_loop_open(&g_loop, "test:loop") != 0) {
+        fprintf(stderr, "cannot start a loop\n");
+        return 1;
+    }
+    rv |= cmocka_run_group_tests_name("on a loop", on_loop, NULL, NULL);
+    rpc_loop_close(g_loop);
     rpc_fini();
     return rv;
 }
