@@ -18,13 +18,16 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "../common/lapse_err.h"
+#include "rpc_frame.h"
 
 typedef struct mreq mreq;
 
@@ -66,6 +69,15 @@ struct http_service {
     int closed;
     pthread_t *threads;
     int nthreads;
+    /* With an owner's loop (http_service_options.watch): MHD's epoll
+     * descriptor is watched there and MHD_run runs on its thread. */
+    void (*unwatch)(void *loop, int fd);
+    void *loop;
+    int epoll_fd; /* watched; -1: MHD's own thread */
+    int kick_fd;  /* an eventfd, watched: an answer was given (MHD_run must follow a
+                     resume; MHD's epoll descriptor does not report it here) */
+    int kick_watched;
+    atomic_int kicked; /* kick_fd written since run_on_loop last ran: one write a round */
 };
 
 const char *http_request_method(const http_request *r)
@@ -96,8 +108,12 @@ static void answer(mreq *r, http_response *res)
     if (r->res.status < 100 || r->res.status > 599) {
         r->res.status = 500;
     }
+    http_service *s = r->s; /* r may be gone once resumed */
     r->state = R_ANSWERED;
     MHD_resume_connection(r->req.conn);
+    if (s->kick_fd >= 0 && atomic_exchange(&s->kicked, 1) == 0) {
+        rpc_frame_wake(s->kick_fd);
+    }
 }
 
 static void answer_text(mreq *r, int status, const char *text)
@@ -341,6 +357,28 @@ static int listen_on(const char *host_port, int *ipv6, int *rv, char *err, size_
     return fd;
 }
 
+/* The owner's loop found MHD's epoll descriptor readable: serve what is
+ * ready. MHD keeps connections it has more to do for on a list of its own
+ * that the descriptor does not report again; MHD_get_timeout says 0 while
+ * any is left. */
+static void run_on_loop(void *arg)
+{
+    http_service *s = arg;
+    atomic_store(&s->kicked, 0); /* before MHD_run: a later answer kicks again */
+    rpc_frame_wake_drain(s->kick_fd);
+    for (int round = 1;; round++) {
+        MHD_UNSIGNED_LONG_LONG left;
+        if (MHD_run(s->d) != MHD_YES || MHD_get_timeout(s->d, &left) != MHD_YES || left != 0) {
+            return;
+        }
+        if (round == 64) { /* the loop's other descriptors get their turn first */
+            atomic_store(&s->kicked, 1);
+            rpc_frame_wake(s->kick_fd);
+            return;
+        }
+    }
+}
+
 int http_service_open(http_service **out, const char *host_port, const http_service_options *opts,
                       http_serve_fn fn, void *arg, char *err, size_t errlen)
 {
@@ -362,6 +400,8 @@ int http_service_open(http_service **out, const char *host_port, const http_serv
         snprintf(err, errlen, "out of memory");
         return LAPSE_ENOMEM;
     }
+    s->epoll_fd = -1;
+    s->kick_fd = -1;
     s->path = opts->path;
     s->max_body = opts->max_body;
     s->reject_body = opts->reject_body != NULL ? opts->reject_body : "body too large\n";
@@ -385,15 +425,32 @@ int http_service_open(http_service **out, const char *host_port, const http_serv
         http_service_close(s);
         return LAPSE_ENOMEM;
     }
-    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-                                MHD_ALLOW_SUSPEND_RESUME | (ipv6 ? MHD_USE_IPv6 : 0),
-                            0, NULL, NULL, access_cb, s, MHD_OPTION_LISTEN_SOCKET, fd,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s, MHD_OPTION_END);
+    s->d =
+        MHD_start_daemon((opts->watch == NULL ? MHD_USE_INTERNAL_POLLING_THREAD : 0) |
+                             MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | (ipv6 ? MHD_USE_IPv6 : 0),
+                         0, NULL, NULL, access_cb, s, MHD_OPTION_LISTEN_SOCKET, fd,
+                         MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s, MHD_OPTION_END);
     if (s->d == NULL) {
         close(fd);
         snprintf(err, errlen, "cannot serve HTTP on %s", host_port);
         http_service_close(s);
         return LAPSE_ENOMEM;
+    }
+    if (opts->watch != NULL) {
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_EPOLL_FD);
+        s->unwatch = opts->unwatch;
+        s->loop = opts->loop;
+        s->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        s->kick_watched =
+            s->kick_fd >= 0 && opts->watch(opts->loop, s->kick_fd, run_on_loop, s) == 0;
+        if (!s->kick_watched || di == NULL ||
+            opts->watch(opts->loop, di->epoll_fd, run_on_loop, s) != 0) {
+            snprintf(err, errlen, "cannot serve HTTP on %s: the loop refused its descriptors",
+                     host_port);
+            http_service_close(s);
+            return LAPSE_ENOMEM;
+        }
+        s->epoll_fd = di->epoll_fd;
     }
     *out = s;
     return 0;
@@ -415,6 +472,15 @@ void http_service_close(http_service *s)
         pthread_join(s->threads[i], NULL);
     }
     free(s->threads);
+    if (s->epoll_fd >= 0) {
+        s->unwatch(s->loop, s->epoll_fd); /* no MHD_run after these two */
+    }
+    if (s->kick_watched) {
+        s->unwatch(s->loop, s->kick_fd);
+    }
+    if (s->kick_fd >= 0) {
+        close(s->kick_fd);
+    }
     if (s->d != NULL) {
         MHD_stop_daemon(s->d);
     }

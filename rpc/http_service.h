@@ -95,6 +95,15 @@ typedef struct http_service_options {
     size_t max_queued;       /* requests waiting for a worker beyond which 503; 0: 1024 */
     const char *reject_body; /* NULL, or the body of the 400 of invariant 3 */
     http_quick_fn quick;     /* NULL, or run first on the server's thread (with fn's arg) */
+    /* NULL: the server has a thread of its own. Else "the server's thread"
+     * is a loop the owner runs: watch(loop, fd, run, run_arg) must call
+     * run(run_arg) on the loop's thread whenever fd is readable, until
+     * unwatch(loop, fd) returns (after which run never runs again). The
+     * gateway passes liblapse's lapse_loop, so the replies of its calls
+     * and its HTTP are taken on one thread. */
+    int (*watch)(void *loop, int fd, void (*run)(void *run_arg), void *run_arg);
+    void (*unwatch)(void *loop, int fd);
+    void *loop;
 } http_service_options;
 
 /* Serves opts->path on host_port ("127.0.0.1:8000") for every method, calling

@@ -5,7 +5,10 @@
  * not hold up another; a body over max_body gets NNG's 400 with reject_body
  * and fn is not called; close waits for a running fn and answers nothing
  * after; a quick function's taken requests are answered from another
- * thread or handed to the workers, and close waits for them. */
+ * thread or handed to the workers, and close waits for them. Every case
+ * runs twice: on the service's own thread, then on an owner's loop
+ * (http_service_options.watch), where the quick function must run on the
+ * loop's thread. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +32,49 @@
 #include "../common/lapse_err.h"
 #include "http_service.h"
 #include "http_test_util.h"
+#include "rpc_loop.h"
+
+/* The owner's loop of the second group; NULL in the first. */
+static rpc_loop *g_loop;
+
+/* http_service_options.watch and unwatch on g_loop: a watch per
+ * descriptor, kept here. */
+enum { MAX_WATCHES = 8 };
+static struct {
+    int fd;
+    rpc_loop_watch w;
+} g_watches[MAX_WATCHES];
+static int g_nwatches;
+
+static int loop_watch(void *loop, int fd, void (*run)(void *), void *arg)
+{
+    assert_true(g_nwatches < MAX_WATCHES);
+    g_watches[g_nwatches].fd = fd;
+    g_watches[g_nwatches].w = (rpc_loop_watch){run, arg};
+    return rpc_loop_add(loop, fd, &g_watches[g_nwatches++].w);
+}
+
+static void loop_unwatch(void *loop, int fd)
+{
+    rpc_loop_del(loop, fd);
+    rpc_loop_barrier(loop);
+    for (int i = 0; i < g_nwatches; i++) {
+        if (g_watches[i].fd == fd) {
+            g_watches[i] = g_watches[--g_nwatches];
+            break;
+        }
+    }
+}
+
+/* o on g_loop when there is one. */
+static void on_loop(http_service_options *o)
+{
+    if (g_loop != NULL) {
+        o->watch = loop_watch;
+        o->unwatch = loop_unwatch;
+        o->loop = g_loop;
+    }
+}
 
 static int connect_to(int port)
 {
@@ -149,6 +195,7 @@ static http_service *open_ok(int port, fixture *f, int workers)
     snprintf(hp, sizeof hp, "127.0.0.1:%d", port);
     http_service_options o = {
         .path = "/", .max_body = 1000, .workers = workers, .reject_body = "{\"refused\":true}"};
+    on_loop(&o);
     http_service *s = NULL;
     int rv = http_service_open(&s, hp, &o, serve, f, err, sizeof err);
     if (rv != 0) {
@@ -353,6 +400,7 @@ static int quick(void *arg, const http_request *req, http_pending *p)
         return 0;
     }
     assert_ptr_equal(http_pending_request(p), req);
+    assert_true(g_loop == NULL || rpc_loop_on_thread(g_loop)); /* the server's thread */
     const void *body;
     size_t len;
     http_request_body(req, &body, &len);
@@ -372,6 +420,7 @@ static http_service *open_quick(int port, fixture *f)
     char hp[64], err[256];
     snprintf(hp, sizeof hp, "127.0.0.1:%d", port);
     http_service_options o = {.path = "/", .max_body = 1000, .workers = 1, .quick = quick};
+    on_loop(&o);
     http_service *s = NULL;
     if (http_service_open(&s, hp, &o, serve, f, err, sizeof err) != 0) {
         fail_msg("http_service_open: %s", err);
@@ -466,5 +515,13 @@ int main(void)
         cmocka_unit_test(close_waits_for_taken_requests),
         cmocka_unit_test(bad_options_are_einval),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rv = cmocka_run_group_tests_name("own thread", tests, NULL, NULL);
+    if (rpc_loop_open(&g_loop, "test:loop") != 0) {
+        fprintf(stderr, "cannot start a loop\n");
+        return 1;
+    }
+    rv |= cmocka_run_group_tests_name("on a loop", tests, NULL, NULL);
+    assert_int_equal(g_nwatches, 0); /* every service unwatched what it watched */
+    rpc_loop_close(g_loop);
+    return rv;
 }
