@@ -175,6 +175,7 @@ int lapse_connect_opts(lapse_client **out, const char *url, const lapse_connect_
         return client_err(err, LAPSE_ENOMEM, "cannot create a mutex");
     }
     strcpy(c->url, url);
+    c->loop = opts != NULL && opts->loop != NULL ? client_loop_rpc(opts->loop) : NULL;
     if (opts != NULL && opts->map_cache != NULL && opts->map_cache[0] != '\0' &&
         (c->map_cache = strdup(opts->map_cache)) == NULL) {
         pthread_mutex_destroy(&c->mu);
@@ -191,7 +192,7 @@ int lapse_connect_opts(lapse_client **out, const char *url, const lapse_connect_
         lapse_close(c);
         return client_err(err, LAPSE_ENOMEM, "out of memory");
     }
-    if ((rv = rpc_client_open(&c->coord, url, msg, sizeof msg)) != 0) {
+    if ((rv = rpc_client_open_on(&c->coord, url, c->loop, msg, sizeof msg)) != 0) {
         lapse_close(c);
         return client_err(err, rv, "coordinator %s: %s", url, msg[0] ? msg : lapse_strerror(rv));
     }
@@ -489,7 +490,7 @@ int client_conn(lapse_client *c, const char *url, rpc_client **out, lapse_error 
     /* rpc_client_open never blocks (it dials in the background), so holding
      * the lock here is short. */
     node_conn *nc = &c->conns[c->nconns];
-    if ((rv = rpc_client_open(&nc->rpc, url, msg, sizeof msg)) != 0) {
+    if ((rv = rpc_client_open_on(&nc->rpc, url, c->loop, msg, sizeof msg)) != 0) {
         rv = client_err(err, rv, "node %s: %s", url, msg[0] ? msg : lapse_strerror(rv));
         goto out;
     }

@@ -98,7 +98,8 @@ struct lapse_client {
     _Atomic uint64_t cache_version; /* the map version last written there */
     node_conn *conns;               /* owned array: one shared rpc client per node URL */
     size_t nconns, capconns;
-    char *admin_token; /* owned; NULL: none */
+    char *admin_token;     /* owned; NULL: none */
+    struct rpc_loop *loop; /* borrowed; fixed: the loop reading the connections, or NULL */
 };
 
 /* Where one partition's calls go, copied out of the map under the lock. */
@@ -113,6 +114,9 @@ typedef struct client_route {
 /* A route to a DOWN node fails at once, unless the map is older than this:
  * then the client refreshes it once first. */
 #define CLIENT_DOWN_RECHECK_MS 1000
+
+/* The rpc loop behind a public lapse_loop (loop.c). */
+struct rpc_loop *client_loop_rpc(lapse_loop *l);
 
 /* Fills err (when non-NULL) with code and a printf-style message; returns
  * code, so error paths read `return client_err(err, rv, "...")`. */

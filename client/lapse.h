@@ -61,17 +61,43 @@ int lapse_connect(lapse_client **out, const char *url, lapse_error *err);
 int lapse_connect_timeout(lapse_client **out, const char *url, int timeout_ms, lapse_error *err);
 /* How lapse_connect_opts connects. */
 typedef struct lapse_connect_options {
-    int timeout_ms;        /* as lapse_connect_timeout's; <= 0: the default */
-    const char *map_cache; /* NULL or "": none. Else a file where the client keeps the
-                              last partition map it fetched: while no coordinator answers,
-                              a client (even a new one, reading the file) asks the nodes
-                              named there for their map, so item calls go on. The lapse
-                              CLI keeps one per coordinator URL under ~/.cache/lapse. */
+    int timeout_ms;          /* as lapse_connect_timeout's; <= 0: the default */
+    const char *map_cache;   /* NULL or "": none. Else a file where the client keeps the
+                                last partition map it fetched: while no coordinator answers,
+                                a client (even a new one, reading the file) asks the nodes
+                                named there for their map, so item calls go on. The lapse
+                                CLI keeps one per coordinator URL under ~/.cache/lapse. */
+    struct lapse_loop *loop; /* NULL, or a loop (lapse_loop_open) whose thread reads the
+                                client's connections and runs the asynchronous calls'
+                                callbacks; else each connection has a thread of its own */
 } lapse_connect_options;
 /* As lapse_connect, with options (opts NULL: the defaults). */
 int lapse_connect_opts(lapse_client **out, const char *url, const lapse_connect_options *opts,
                        lapse_error *err);
 void lapse_close(lapse_client *c); /* accepts NULL */
+
+/* ---- one thread for the client's connections and your own descriptors ----
+ * A program that serves sockets of its own while it calls Lapse (the DynamoDB
+ * gateway: HTTP in, asynchronous calls out) can run both on one thread: it
+ * opens a loop, connects with it (lapse_connect_options.loop), and watches
+ * its own descriptors on it. The replies and its own events are then taken
+ * on that thread, with no hand-off from a thread to another. Callbacks run
+ * on the loop's thread and must not block; a watched descriptor is
+ * level-triggered (read it until it would block). Close the clients that use
+ * a loop, and unwatch every descriptor, before the loop. lapse_loop_unwatch,
+ * lapse_loop_close and lapse_close of a client on the loop must not be
+ * called on the loop's thread (they wait for it); nor may any blocking call
+ * of a client on the loop (it would wait for its own reply). */
+typedef struct lapse_loop lapse_loop;
+int lapse_loop_open(lapse_loop **out, lapse_error *err);
+/* Runs fn(arg) on the loop's thread whenever fd is readable (or failed). */
+int lapse_loop_watch(lapse_loop *l, int fd, void (*fn)(void *arg), void *arg, lapse_error *err);
+/* Stops watching fd; on return no callback of its watch runs or will. */
+void lapse_loop_unwatch(lapse_loop *l, int fd);
+/* 1 when called on the loop's thread (in one of its callbacks), else 0. */
+int lapse_loop_on_thread(const lapse_loop *l);
+void lapse_loop_close(lapse_loop *l); /* accepts NULL */
+
 /* Per-call timeout including retries (default 5000 ms). */
 void lapse_set_timeout_ms(lapse_client *c, int timeout_ms);
 /* Token sent with admin calls (create/delete table, TTL changes). Copied;

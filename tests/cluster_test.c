@@ -9,7 +9,10 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../common/item.h"
 
@@ -615,6 +618,124 @@ static void async_call_on_stale_map(lapse_client *stale, int k)
     lapse_item_free(key);
 }
 
+/* A loop's own descriptor: each time it is readable, counted (on the
+ * loop's thread or not) and drained. */
+typedef struct own_fd {
+    lapse_loop *l;
+    int fd;
+    atomic_int calls, off_loop;
+} own_fd;
+
+static void own_fd_ready(void *arg)
+{
+    own_fd *o = arg;
+    uint64_t n;
+    if (read(o->fd, &n, sizeof n) < 0) {
+        return; /* drained already */
+    }
+    atomic_fetch_add(&o->off_loop, !lapse_loop_on_thread(o->l));
+    atomic_fetch_add(&o->calls, 1);
+}
+
+/* Where the asynchronous calls' callbacks ran. */
+static atomic_int g_loop_cb_off;
+static lapse_loop *g_cb_loop;
+
+static void loop_put_cb(void *arg, int status, const lapse_error *err)
+{
+    atomic_fetch_add(&g_loop_cb_off, !lapse_loop_on_thread(g_cb_loop));
+    async_put_cb(arg, status, err);
+}
+
+static void loop_get_cb(void *arg, int status, lapse_item *it, const lapse_error *err)
+{
+    atomic_fetch_add(&g_loop_cb_off, !lapse_loop_on_thread(g_cb_loop));
+    async_get_cb(arg, status, it, err);
+}
+
+/* A client on a lapse_loop (as the DynamoDB gateway's): asynchronous
+ * calls' callbacks run on the loop's thread, blocking calls from another
+ * thread still work, and the program's own descriptor is served on the
+ * same thread until unwatched; bad arguments are EINVAL. */
+static void test_client_on_a_loop(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    lapse_error e = {0};
+    lapse_loop *l = NULL;
+    assert_lapse_ok(lapse_loop_open(&l, &e), &e);
+    assert_false(lapse_loop_on_thread(l));
+    create("OnLoop", "Id", 'S', NULL, 0, 8); /* before: the client's first map has it */
+    lapse_connect_options co = {.loop = l};
+    lapse_client *c = NULL;
+    assert_lapse_ok(lapse_connect_opts(&c, cluster_coordinator_url(g_cluster), &co, &e), &e);
+    g_cb_loop = l;
+    atomic_store(&g_loop_cb_off, 0);
+    static async_group g;
+    static async_slot slots[N];
+    async_group_init(&g, N);
+    for (int i = 0; i < N; i++) {
+        slots[i] = (async_slot){&g, i};
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"l%d\"},\"V\":{\"N\":\"%d\"}}", i, i);
+        assert_lapse_ok(lapse_put_async(c, "OnLoop", it, loop_put_cb, &slots[i], &e), &e);
+        lapse_item_free(it);
+    }
+    async_wait(&g);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(g.status[i], 0);
+    }
+    /* A blocking call from this thread, its reply read on the loop. */
+    lapse_item *k0 = item_json("{\"Id\":{\"S\":\"l0\"}}"), *got0 = NULL;
+    assert_lapse_ok(lapse_get(c, "OnLoop", k0, &got0, &e), &e);
+    assert_non_null(got0);
+    lapse_item_free(got0);
+    lapse_item_free(k0);
+    async_group_init(&g, N);
+    for (int i = 0; i < N; i++) {
+        slots[i] = (async_slot){&g, i};
+        lapse_item *k = item_json("{\"Id\":{\"S\":\"l%d\"}}", i);
+        assert_lapse_ok(lapse_get_async(c, "OnLoop", k, NULL, loop_get_cb, &slots[i], &e), &e);
+        lapse_item_free(k);
+    }
+    async_wait(&g);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(g.status[i], 0);
+        assert_non_null(g.got[i]);
+        char want[32];
+        snprintf(want, sizeof want, "%d", i);
+        assert_string_equal(lapse_item_get_n(g.got[i], "V"), want);
+        lapse_item_free(g.got[i]);
+    }
+    assert_int_equal(atomic_load(&g_loop_cb_off), 0);
+
+    own_fd o = {.l = l, .fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
+    assert_true(o.fd >= 0);
+    assert_lapse_ok(lapse_loop_watch(l, o.fd, own_fd_ready, &o, &e), &e);
+    for (int i = 1; i <= 5; i++) {
+        uint64_t one = 1;
+        assert_int_equal(write(o.fd, &one, sizeof one), (ssize_t)sizeof one);
+        for (int t = 0; atomic_load(&o.calls) < i; t++) {
+            assert_true(t < 5000);
+            usleep(1000);
+        }
+    }
+    lapse_loop_unwatch(l, o.fd);
+    uint64_t one = 1;
+    assert_int_equal(write(o.fd, &one, sizeof one), (ssize_t)sizeof one);
+    usleep(50000);
+    assert_int_equal(atomic_load(&o.calls), 5);
+    assert_int_equal(atomic_load(&o.off_loop), 0);
+    close(o.fd);
+
+    assert_int_equal(lapse_loop_watch(NULL, 0, own_fd_ready, NULL, &e), LAPSE_EINVAL);
+    assert_int_equal(lapse_loop_watch(l, -1, own_fd_ready, NULL, &e), LAPSE_EINVAL);
+    assert_int_equal(lapse_loop_watch(l, 0, NULL, NULL, &e), LAPSE_EINVAL);
+    assert_int_equal(lapse_loop_open(NULL, &e), LAPSE_EINVAL);
+    lapse_close(c);
+    lapse_loop_close(l);
+    lapse_loop_close(NULL);
+}
+
 static void test_stale_map_is_refreshed_on_wrong_node(void **state)
 {
     (void)state;
@@ -715,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_query_sort_keys_and_pages),
         cmocka_unit_test(test_batch_write_and_scan_segments),
         cmocka_unit_test(test_async_get_and_put),
+        cmocka_unit_test(test_client_on_a_loop),
         cmocka_unit_test(test_stale_map_is_refreshed_on_wrong_node),
         cmocka_unit_test(test_tables_listed_described_and_deleted),
     };
