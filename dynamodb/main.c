@@ -28,6 +28,7 @@ typedef struct gateway {
     int workers;             /* threads running calls */
     const char *credentials; /* NULL: signatures are not verified */
     ddb_credentials *creds;  /* loaded from credentials */
+    lapse_loop *loop;        /* reads the client's connections and serves HTTP; NULL: off */
     lapse_client *c;         /* shared by the workers */
     http_service *http;      /* serving while non-NULL */
     ddb_api api;             /* what the workers read */
@@ -137,7 +138,7 @@ static int parse_flags(int argc, char **argv, gateway *g)
  * NULL). The signals in waitset are taken only while it sleeps. */
 static void connect_cluster(gateway *g, const sigset_t *waitset)
 {
-    lapse_connect_options co = {.timeout_ms = g->timeout_ms};
+    lapse_connect_options co = {.timeout_ms = g->timeout_ms, .loop = g->loop};
     for (int tries = 0; !g_stop; tries++) {
         lapse_error err;
         if (lapse_connect_opts(&g->c, g->coordinator, &co, &err) == 0) {
@@ -153,6 +154,17 @@ static void connect_cluster(gateway *g, const sigset_t *waitset)
     }
 }
 
+/* http_service_options.watch and unwatch on the gateway's lapse_loop. */
+static int loop_watch(void *loop, int fd, void (*run)(void *), void *arg)
+{
+    return lapse_loop_watch(loop, fd, run, arg, NULL);
+}
+
+static void loop_unwatch(void *loop, int fd)
+{
+    lapse_loop_unwatch(loop, fd);
+}
+
 /* Serves DynamoDB's API on g->listen. 0, or 1 with the reason logged. */
 static int serve(gateway *g)
 {
@@ -161,7 +173,10 @@ static int serve(gateway *g)
                                .max_body = DDB_API_MAX_BODY,
                                .workers = g->workers,
                                .reject_body = ddb_api_reject_body,
-                               .quick = ddb_api_quick};
+                               .quick = ddb_api_quick,
+                               .watch = g->loop != NULL ? loop_watch : NULL,
+                               .unwatch = loop_unwatch,
+                               .loop = g->loop};
     char err[512];
     if (http_service_open(&g->http, g->listen, &ho, ddb_api_serve, &g->api, err, sizeof err) != 0) {
         log_error("cannot serve: %s", err);
@@ -199,13 +214,24 @@ int main(int argc, char **argv)
      * them unblocked). */
     sigset_t waitset;
     stopsig_block(on_signal, &waitset);
+    const char *one = getenv("LAPSE_DDB_LOOP");
+    if (one == NULL || strcmp(one, "0") != 0) {
+        lapse_error lerr;
+        if (lapse_loop_open(&g.loop, &lerr) != 0) {
+            fprintf(stderr, "lapse-dynamodb: %s\n", lerr.message);
+            ddb_credentials_free(g.creds);
+            return 1;
+        }
+    }
     connect_cluster(&g, &waitset);
     if (g.c == NULL) {
+        lapse_loop_close(g.loop);
         ddb_credentials_free(g.creds);
         return 0; /* stopped before the cluster answered */
     }
     if (serve(&g) != 0) {
         lapse_close(g.c);
+        lapse_loop_close(g.loop);
         ddb_credentials_free(g.creds);
         return 1;
     }
@@ -215,6 +241,7 @@ int main(int argc, char **argv)
     log_info("%s received: shutting down", g_stop == SIGINT ? "SIGINT" : "SIGTERM");
     http_service_close(g.http);
     lapse_close(g.c);
+    lapse_loop_close(g.loop);
     ddb_credentials_free(g.creds);
     log_info("stopped");
     return 0;
