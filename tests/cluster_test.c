@@ -464,6 +464,40 @@ static void async_group_init(async_group *g, int n)
     }
 }
 
+/* Puts {Id: PREFIX<i>, V: i} for i < n into table over c, all in flight at
+ * once from this thread, each ending in done; waits for them all and
+ * checks each succeeded. */
+static void put_all_async(lapse_client *c, const char *table, char prefix, int n, lapse_done done,
+                          async_group *g, async_slot *slots)
+{
+    lapse_error e = {0};
+    async_group_init(g, n);
+    for (int i = 0; i < n; i++) {
+        slots[i] = (async_slot){g, i};
+        lapse_item *it = item_json("{\"Id\":{\"S\":\"%c%d\"},\"V\":{\"N\":\"%d\"}}", prefix, i, i);
+        assert_lapse_ok(lapse_put_async(c, table, it, done, &slots[i], &e), &e);
+        lapse_item_free(it);
+    }
+    async_wait(g);
+    assert_int_equal(g->calls, n);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(g->status[i], 0);
+    }
+}
+
+/* The first n gets of g found their item with V = i; frees them. */
+static void check_got_values(async_group *g, int n)
+{
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(g->status[i], 0);
+        assert_non_null(g->got[i]);
+        char want[32];
+        snprintf(want, sizeof want, "%d", i);
+        assert_string_equal(lapse_item_get_n(g->got[i], "V"), want);
+        lapse_item_free(g->got[i]);
+    }
+}
+
 static void test_async_get_and_put(void **state)
 {
     (void)state;
@@ -474,18 +508,7 @@ static void test_async_get_and_put(void **state)
     static async_slot slots[N + 1];
 
     /* Puts from one thread, all in flight at once. */
-    async_group_init(&g, N);
-    for (int i = 0; i < N; i++) {
-        slots[i] = (async_slot){&g, i};
-        lapse_item *it = item_json("{\"Id\":{\"S\":\"a%d\"},\"V\":{\"N\":\"%d\"}}", i, i);
-        assert_lapse_ok(lapse_put_async(g_client, "Async", it, async_put_cb, &slots[i], &e), &e);
-        lapse_item_free(it);
-    }
-    async_wait(&g);
-    assert_int_equal(g.calls, N);
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(g.status[i], 0);
-    }
+    put_all_async(g_client, "Async", 'a', N, async_put_cb, &g, slots);
 
     /* Gets of every key and of one that is absent; blocking reads agree. */
     async_group_init(&g, N + 1);
@@ -499,14 +522,7 @@ static void test_async_get_and_put(void **state)
     }
     async_wait(&g);
     assert_int_equal(g.calls, N + 1);
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(g.status[i], 0);
-        assert_non_null(g.got[i]);
-        char want[32];
-        snprintf(want, sizeof want, "%d", i);
-        assert_string_equal(lapse_item_get_n(g.got[i], "V"), want);
-        lapse_item_free(g.got[i]);
-    }
+    check_got_values(&g, N);
     assert_int_equal(g.status[N], 0);
     assert_null(g.got[N]);
 
@@ -673,17 +689,7 @@ static void test_client_on_a_loop(void **state)
     atomic_store(&g_loop_cb_off, 0);
     static async_group g;
     static async_slot slots[N];
-    async_group_init(&g, N);
-    for (int i = 0; i < N; i++) {
-        slots[i] = (async_slot){&g, i};
-        lapse_item *it = item_json("{\"Id\":{\"S\":\"l%d\"},\"V\":{\"N\":\"%d\"}}", i, i);
-        assert_lapse_ok(lapse_put_async(c, "OnLoop", it, loop_put_cb, &slots[i], &e), &e);
-        lapse_item_free(it);
-    }
-    async_wait(&g);
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(g.status[i], 0);
-    }
+    put_all_async(c, "OnLoop", 'l', N, loop_put_cb, &g, slots);
     /* A blocking call from this thread, its reply read on the loop. */
     lapse_item *k0 = item_json("{\"Id\":{\"S\":\"l0\"}}"), *got0 = NULL;
     assert_lapse_ok(lapse_get(c, "OnLoop", k0, &got0, &e), &e);
@@ -698,14 +704,7 @@ static void test_client_on_a_loop(void **state)
         lapse_item_free(k);
     }
     async_wait(&g);
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(g.status[i], 0);
-        assert_non_null(g.got[i]);
-        char want[32];
-        snprintf(want, sizeof want, "%d", i);
-        assert_string_equal(lapse_item_get_n(g.got[i], "V"), want);
-        lapse_item_free(g.got[i]);
-    }
+    check_got_values(&g, N);
     assert_int_equal(atomic_load(&g_loop_cb_off), 0);
 
     own_fd o = {.l = l, .fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
