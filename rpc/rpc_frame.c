@@ -58,7 +58,10 @@ int rpc_frame_keep_tail(uint8_t **in, size_t *inlen, size_t *incap, size_t used)
     size_t cap = *incap;
     if (need > cap) {
         cap = need;
-    } else if (cap > RPC_FRAME_INBUF_KEEP && *inlen <= RPC_FRAME_INBUF_MIN) {
+    } else if (cap > RPC_FRAME_INBUF_KEEP && need <= RPC_FRAME_INBUF_MIN) {
+        /* Only when what is pending fits: shrunk under a big message's
+         * need (64 KiB of 5 MB in, say), the buffer would be full with the
+         * message incomplete, and its reader could take no more. */
         cap = RPC_FRAME_INBUF_MIN;
     }
     if (cap != *incap) {

@@ -43,7 +43,9 @@ int rpc_frame_next(const uint8_t *in, size_t avail, uint32_t *id, size_t *len);
 /* After used bytes of a receive buffer (*in, *inlen of *incap) were taken:
  * moves the partial message left to the front and sizes the buffer for
  * the whole of it (growing it, or shrinking one past RPC_FRAME_INBUF_KEEP
- * back to RPC_FRAME_INBUF_MIN once nearly empty). Returns 0 or
+ * back to RPC_FRAME_INBUF_MIN once what is left fits there: never under the
+ * partial message's own size, so a full buffer always holds a whole
+ * message). Returns 0 or
  * LAPSE_ENOMEM (the buffer is then as it was, its tail moved). REQUIRES:
  * the bytes left do not start a message rpc_frame_next refuses. */
 int rpc_frame_keep_tail(uint8_t **in, size_t *inlen, size_t *incap, size_t used);
