@@ -18,23 +18,22 @@
 #include "cluster.h"
 
 /* Asserts a liblapse call returned 0, printing its error otherwise. */
-#define assert_lapse_ok(call, errp)                                                               \
-    do {                                                                                          \
-        int rv_ = (call);                                                                         \
-        if (rv_ != 0) {                                                                           \
-            fail_msg("%s returned %d (%s): %s", #call, rv_, lapse_strerror(rv_),                 \
-                     (errp)->message);                                                            \
-        }                                                                                         \
+#define assert_lapse_ok(call, errp)                                                                \
+    do {                                                                                           \
+        int rv_ = (call);                                                                          \
+        if (rv_ != 0) {                                                                            \
+            fail_msg("%s returned %d (%s): %s", #call, rv_, lapse_strerror(rv_), (errp)->message); \
+        }                                                                                          \
     } while (0)
 
 /* Asserts a call returned exactly code. */
-#define assert_lapse_code(call, code, errp)                                                       \
-    do {                                                                                          \
-        int rv_ = (call);                                                                         \
-        if (rv_ != (code)) {                                                                      \
-            fail_msg("%s returned %d (%s), expected %d (%s): %s", #call, rv_,                    \
-                     lapse_strerror(rv_), (code), lapse_strerror(code), (errp)->message);         \
-        }                                                                                         \
+#define assert_lapse_code(call, code, errp)                                                        \
+    do {                                                                                           \
+        int rv_ = (call);                                                                          \
+        if (rv_ != (code)) {                                                                       \
+            fail_msg("%s returned %d (%s), expected %d (%s): %s", #call, rv_, lapse_strerror(rv_), \
+                     (code), lapse_strerror(code), (errp)->message);                               \
+        }                                                                                          \
     } while (0)
 
 /* Parses JSON into a new item or fails the test. */
@@ -51,6 +50,20 @@ static inline lapse_item *item_json(const char *fmt, ...)
         fail_msg("bad test JSON %s: %s", text, e.message);
     }
     return it;
+}
+
+/* Creates table name on c (sk NULL: no sort key) or fails the test. */
+static inline void create_keyed_table(lapse_client *c, const char *name, const char *pk, char pkt,
+                                      const char *sk, char skt, unsigned parts)
+{
+    lapse_table_def d = {.name = name,
+                         .partition_key = pk,
+                         .partition_key_type = pkt,
+                         .sort_key = sk,
+                         .sort_key_type = skt,
+                         .partitions = parts};
+    lapse_error e = {0};
+    assert_lapse_ok(lapse_create_table(c, &d, &e), &e);
 }
 
 /* Starts a quiet n-node cluster or fails the test, with the logs' location. */
