@@ -29,6 +29,7 @@ typedef struct counted {
     atomic_int off_loop; /* callbacks run on another thread than the loop's */
     atomic_int running;  /* callbacks running now */
     atomic_int overlap;  /* a callback began while another ran */
+    rpc_loop_watch w;    /* on_ready with this */
 } counted;
 
 static void on_ready(void *arg)
@@ -50,6 +51,15 @@ static void on_ready(void *arg)
     atomic_fetch_sub(&k->running, 1);
 }
 
+/* k (l, drain and sleep_ms set) watched on its loop with a new eventfd. */
+static void counted_watch(counted *k)
+{
+    k->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    assert_true(k->fd >= 0);
+    k->w = (rpc_loop_watch){on_ready, k};
+    assert_int_equal(rpc_loop_add(k->l, k->fd, &k->w), 0);
+}
+
 static void wait_calls(counted *k, int n)
 {
     clock_mono until = clock_mono_after_ms(10000);
@@ -66,11 +76,8 @@ static void callbacks_run_on_the_loop_thread(void **state)
     assert_int_equal(rpc_loop_open(&l, "test:loop"), 0);
     assert_false(rpc_loop_on_thread(l));
     counted a = {.l = l, .drain = 1}, b = {.l = l, .drain = 1};
-    a.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    b.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    rpc_loop_watch wa = {on_ready, &a}, wb = {on_ready, &b};
-    assert_int_equal(rpc_loop_add(l, a.fd, &wa), 0);
-    assert_int_equal(rpc_loop_add(l, b.fd, &wb), 0);
+    counted_watch(&a);
+    counted_watch(&b);
     for (int i = 1; i <= 20; i++) {
         rpc_frame_wake(a.fd);
         rpc_frame_wake(b.fd);
@@ -95,10 +102,8 @@ static void no_callback_after_del_and_barrier(void **state)
     rpc_loop *l = NULL;
     assert_int_equal(rpc_loop_open(&l, "test:loop"), 0);
     counted k = {.l = l, .drain = 0};
-    k.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    rpc_loop_watch w = {on_ready, &k};
+    counted_watch(&k);
     rpc_frame_wake(k.fd);
-    assert_int_equal(rpc_loop_add(l, k.fd, &w), 0);
     wait_calls(&k, 50); /* level-triggered: it keeps coming */
     rpc_loop_del(l, k.fd);
     rpc_loop_barrier(l);
@@ -116,9 +121,7 @@ static void barrier_waits_for_the_running_callback(void **state)
     rpc_loop *l = NULL;
     assert_int_equal(rpc_loop_open(&l, "test:loop"), 0);
     counted k = {.l = l, .drain = 1, .sleep_ms = 200};
-    k.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    rpc_loop_watch w = {on_ready, &k};
-    assert_int_equal(rpc_loop_add(l, k.fd, &w), 0);
+    counted_watch(&k);
     rpc_frame_wake(k.fd);
     clock_mono until = clock_mono_after_ms(10000);
     while (atomic_load(&k.running) == 0) {
