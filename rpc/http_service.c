@@ -364,8 +364,9 @@ static int listen_on(const char *host_port, int *ipv6, int *rv, char *err, size_
 static void run_on_loop(void *arg)
 {
     http_service *s = arg;
-    atomic_store(&s->kicked, 0); /* before MHD_run: a later answer kicks again */
-    rpc_frame_wake_drain(s->kick_fd);
+    if (atomic_exchange(&s->kicked, 0)) { /* before MHD_run: a later answer kicks again */
+        rpc_frame_wake_drain(s->kick_fd);
+    }
     for (int round = 1;; round++) {
         MHD_UNSIGNED_LONG_LONG left;
         if (MHD_run(s->d) != MHD_YES || MHD_get_timeout(s->d, &left) != MHD_YES || left != 0) {
