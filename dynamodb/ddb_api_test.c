@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "ddb_api.h"
+#include "ddb_req.h"
 
 #define PREFIX "com.amazonaws.dynamodb.v20120810#"
 
@@ -646,6 +647,79 @@ static void streams_validation(void **state)
     free(big);
 }
 
+/* ddb_req_item reads an item as liblapse's DynamoDB JSON parser does, for
+ * the items it sets straight from the request (plain S and N values) and
+ * for those it hands to the parser: the same item, or the same refusal. */
+static void item_read_as_the_parser_reads_it(const char *json)
+{
+    json_t *obj = json_loads(json, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
+    assert_non_null(obj);
+    ddb_ctx x = {0};
+    lapse_item *got = NULL, *want = NULL;
+    lapse_error err;
+    int rv = ddb_req_item(&x, obj, "Key", &got);
+    char *text = json_dumps(obj, JSON_COMPACT);
+    assert_non_null(text);
+    int want_rv = lapse_item_from_json(&want, text, &err);
+    if ((rv == 0) != (want_rv == 0)) {
+        fail_msg("%s: ddb_req_item %d (%s), the parser %d (%s)", json, rv, x.message, want_rv,
+                 err.message);
+    }
+    if (rv == 0) {
+        assert_true(lapse_item_equal(got, want));
+        assert_int_equal(lapse_item_count(got), lapse_item_count(want));
+    } else {
+        char msg[640];
+        snprintf(msg, sizeof msg, "Key: %s", err.message);
+        assert_string_equal(x.message, msg);
+        assert_string_equal(x.type, "ValidationException");
+    }
+    lapse_item_free(got);
+    lapse_item_free(want);
+    free(text);
+    json_decref(obj);
+}
+
+static void items_read_as_the_parser_reads_them(void **state)
+{
+    (void)state;
+    static const char *const cases[] = {
+        "{\"Id\":{\"S\":\"user1\"}}",
+        "{\"Id\":{\"S\":\"\"},\"Seq\":{\"N\":\"7\"}}",
+        "{\"Id\":{\"S\":\"caf\\u00e9\"},\"Seq\":{\"N\":\"-1.50E+3\"}}",
+        "{\"Seq\":{\"N\":\"abc\"}}",
+        "{\"Seq\":{\"N\":\"\"}}",
+        "{\"Seq\":{\"N\":\"1e200\"}}",
+        "{\"Seq\":{\"N\":\"123456789012345678901234567890123456789\"}}",
+        "{\"Seq\":{\"N\":7}}",
+        "{\"Id\":{\"S\":1}}",
+        "{\"\":{\"S\":\"x\"}}",
+        "{\"Id\":{\"S\":\"a\\u0000b\"}}",
+        "{\"Id\":{\"S\":\"x\",\"N\":\"1\"}}",
+        "{\"Id\":{}}",
+        "{\"Id\":\"x\"}",
+        "{\"Id\":{\"X\":\"x\"}}",
+        "{\"Id\":{\"S\":\"x\"},\"Ok\":{\"BOOL\":true},\"M\":{\"M\":{\"a\":{\"N\":\"1\"}}}}",
+        "{\"Id\":{\"B\":\"AAE=\"}}",
+        "{}",
+        "[]",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        item_read_as_the_parser_reads_it(cases[i]);
+    }
+    /* A name of the longest length allowed, and one byte longer. */
+    for (size_t len = 65535; len <= 65536; len++) {
+        char *big = malloc(len + 32);
+        assert_non_null(big);
+        big[0] = '{';
+        big[1] = '"';
+        memset(big + 2, 'n', len);
+        snprintf(big + 2 + len, 30, "\":{\"S\":\"x\"}}");
+        item_read_as_the_parser_reads_it(big);
+        free(big);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -660,6 +734,7 @@ int main(void)
         cmocka_unit_test(create_table_and_ttl_validation),
         cmocka_unit_test(streams_validation),
         cmocka_unit_test(update_table_validation),
+        cmocka_unit_test(items_read_as_the_parser_reads_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,10 +162,47 @@ int ddb_req_unsupported(ddb_ctx *x, json_t *req, const char *op, const char *con
     return 0;
 }
 
+/* The item of obj when every attribute is a plain S or N value (a GetItem's
+ * Key, most PutItems), set straight from the parsed request; NULL for
+ * anything else, or for what the item model refuses (a bad name or number:
+ * item_set and item_value_init_bytes check them as ddbjson does), which then
+ * takes the whole DynamoDB JSON parser instead, its checks and its messages.
+ * A NUL in a value sends it there too (jansson refuses one in a name). */
+static lapse_item *plain_item(json_t *obj)
+{
+    const char *name;
+    json_t *v;
+    lapse_item *it = lapse_item_new();
+    if (it == NULL || !json_is_object(obj)) {
+        goto slow;
+    }
+    json_object_foreach(obj, name, v)
+    {
+        if (json_object_size(v) != 1) {
+            goto slow;
+        }
+        json_t *s = json_object_get(v, "S"), *n = s == NULL ? json_object_get(v, "N") : NULL;
+        json_t *text = s != NULL ? s : n;
+        if (!json_is_string(text) || strlen(json_string_value(text)) != json_string_length(text)) {
+            goto slow;
+        }
+        if ((s != NULL ? lapse_item_set_s(it, name, json_string_value(s))
+                       : lapse_item_set_n(it, name, json_string_value(n))) != 0) {
+            goto slow;
+        }
+    }
+    return it;
+slow:
+    lapse_item_free(it);
+    return NULL;
+}
+
 int ddb_req_item(ddb_ctx *x, json_t *obj, const char *what, lapse_item **out)
 {
     lapse_error err;
-    *out = NULL;
+    if ((*out = plain_item(obj)) != NULL) {
+        return 0;
+    }
     char *text = json_dumps(obj, JSON_COMPACT);
     if (text == NULL) {
         return ddb_req_fail(x, 500, "InternalServerError", "out of memory");
