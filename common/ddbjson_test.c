@@ -231,12 +231,180 @@ static void format_odd_values(void **state)
     item_free(it);
 }
 
+/* ---- the text writer against jansson's dump of the same document ---- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15u;
+
+static unsigned rnd(unsigned n)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (unsigned)(rng_state % n);
+}
+
+/* Bytes that may or may not be UTF-8: plain text, the characters JSON
+ * escapes, valid sequences of every length, and broken ones. */
+static size_t random_text(char *out, size_t cap)
+{
+    static const char *const parts[] = {"a",
+                                        "Id",
+                                        " ",
+                                        "\"",
+                                        "\\",
+                                        "/",
+                                        "\n",
+                                        "\t",
+                                        "\b",
+                                        "\f",
+                                        "\r",
+                                        "\x01",
+                                        "\x1f",
+                                        "\x7f",
+                                        "\xc3\xa9",
+                                        "\xe2\x82\xac",
+                                        "\xf0\x9f\x98\x80",
+                                        "\xef\xbf\xbd",
+                                        "\xed\x9f\xbf",
+                                        "\xff",
+                                        "\xc0\xaf",
+                                        "\xc3",
+                                        "\xe2\x82",
+                                        "\xf0\x9f\x98",
+                                        "\xed\xa0\x80",
+                                        "\xf4\x90\x80\x80",
+                                        "\xe0\x80\xaf",
+                                        "\xf0\x80\x80\xaf",
+                                        "\x80",
+                                        "\xf5\x80\x80\x80"};
+    size_t n = 0, k = rnd(6);
+    for (size_t i = 0; i < k; i++) {
+        const char *p = parts[rnd(sizeof parts / sizeof parts[0])];
+        size_t len = strlen(p);
+        if (n + len + 1 < cap) {
+            memcpy(out + n, p, len);
+            n += len;
+        }
+    }
+    if (rnd(8) == 0 && n + 1 < cap) {
+        out[n++] = '\0'; /* a NUL inside an S value */
+    }
+    return n;
+}
+
+static void random_value(attr_value *v, int depth)
+{
+    static const char *const numbers[] = {"0", "-1", "2.5E3", "123456789012345678901234567890"};
+    char text[64];
+    unsigned kind = rnd(depth >= 3 ? 6 : 9);
+    size_t n;
+    switch (kind) {
+    case 0:
+        n = random_text(text, sizeof text);
+        assert_int_equal(item_value_init_bytes(v, ATTR_S, text, n), 0);
+        return;
+    case 1: {
+        const char *num = numbers[rnd(4)];
+        assert_int_equal(item_value_init_bytes(v, ATTR_N, num, strlen(num)), 0);
+        return;
+    }
+    case 2:
+        n = random_text(text, sizeof text);
+        assert_int_equal(item_value_init_bytes(v, ATTR_B, text, n), 0);
+        return;
+    case 3:
+        item_value_init_bool(v, (int)rnd(2));
+        return;
+    case 4:
+        item_value_init_null(v);
+        return;
+    case 5: {
+        attr_type t = rnd(2) ? ATTR_SS : ATTR_BS;
+        item_value_init_set(v, t);
+        for (unsigned i = 0, k = 1 + rnd(3); i < k; i++) {
+            attr_value e;
+            snprintf(text, sizeof text, "e%u", i);
+            assert_int_equal(item_value_init_bytes(&e, item_set_elem_type(t), text, strlen(text)),
+                             0);
+            assert_int_equal(item_value_set_add(v, &e), 0);
+        }
+        return;
+    }
+    case 6:
+    case 7:
+        item_value_init_list(v);
+        for (unsigned i = 0, k = rnd(4); i < k; i++) {
+            attr_value e;
+            random_value(&e, depth + 1);
+            assert_int_equal(item_value_list_append(v, &e), 0);
+        }
+        return;
+    default:
+        item_value_init_map(v);
+        for (unsigned i = 0, k = rnd(4); i < k; i++) {
+            attr_value e;
+            snprintf(text, sizeof text, "m%u", i);
+            random_value(&e, depth + 1);
+            assert_int_equal(item_value_map_set(v, text, &e), 0);
+        }
+        return;
+    }
+}
+
+/* Both formats of it: the same text, or both refused (NULL). */
+static void expect_same_text(const item *it)
+{
+    char *text = ddbjson_format_item(it);
+    json_t *doc = ddbjson_item_to_json(it);
+    char *want = doc != NULL ? json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    if ((text == NULL) != (want == NULL) || (text != NULL && strcmp(text, want) != 0)) {
+        fail_msg("writer %s, jansson %s", text ? text : "(null)", want ? want : "(null)");
+    }
+    free(text);
+    free(want);
+    json_decref(doc);
+}
+
+static void writer_matches_jansson(void **state)
+{
+    (void)state;
+    int refused = 0;
+    for (int round = 0; round < 3000; round++) {
+        item *it = item_new();
+        assert_non_null(it);
+        for (unsigned i = 0, k = rnd(5); i < k; i++) {
+            char name[64];
+            size_t n = rnd(4) == 0 ? random_text(name, sizeof name) : 0;
+            if (n == 0 || memchr(name, 0, n) != NULL) {
+                n = (size_t)snprintf(name, sizeof name, "a%u", i);
+            }
+            name[n] = '\0';
+            attr_value v;
+            random_value(&v, 1);
+            if (item_set(it, name, &v) != 0) {
+                item_value_fini(&v);
+            }
+        }
+        char *text = ddbjson_format_item(it);
+        refused += text == NULL;
+        free(text);
+        expect_same_text(it);
+        item_free(it);
+    }
+    /* Some names were not UTF-8, which both refuse; most items went out. */
+    assert_true(refused > 0 && refused < 1500);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(round_trip),      cmocka_unit_test(values_decoded),
-        cmocka_unit_test(parse_value_api), cmocka_unit_test(rejections),
-        cmocka_unit_test(nesting_limit),   cmocka_unit_test(format_odd_values),
+        cmocka_unit_test(round_trip),
+        cmocka_unit_test(values_decoded),
+        cmocka_unit_test(parse_value_api),
+        cmocka_unit_test(rejections),
+        cmocka_unit_test(nesting_limit),
+        cmocka_unit_test(format_odd_values),
+        cmocka_unit_test(writer_matches_jansson),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,7 @@
  * as text. Each input is tried as an item and as one typed value: the parse
  * must either fail with an error text or succeed, and what succeeds must
  * survive a round trip (formatted, parsed again, equal; formatted again, the
- * same text).
+ * same text), and its text must be what jansson dumps of its document.
  *
  * Built and run by cmake/fuzz-run.sh (ctest fuzz_ddbjson_test, make fuzz)
  * with clang -fsanitize=fuzzer,address; its corpus is common/fuzz/corpus/.
@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "ddbjson.h"
 
@@ -34,6 +36,11 @@ static void check_item(const char *text, size_t len)
     }
     char *out = ddbjson_format_item(it);
     must(out != NULL, "format of a parsed item");
+    json_t *doc = ddbjson_item_to_json(it);
+    char *ref = doc != NULL ? json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    must(ref != NULL && strcmp(out, ref) == 0, "the text is jansson's dump of the document");
+    free(ref);
+    json_decref(doc);
     must(ddbjson_parse_item(out, strlen(out), &back, err, sizeof err) == 0,
          "parse of a formatted item");
     must(item_eq(it, back), "item round trip");
