@@ -3,7 +3,9 @@
  *   {"UserName":{"S":"user1"},"ExpirationTime":{"N":"1461938400"}}
  * B values are base64. Sets are arrays of element texts, {"SS":["a","b"]},
  * {"NS":["1","2.5"]}, {"BS":["AAE="]}: never empty, no duplicates.
- * Built on jansson; nothing else in Lapse parses JSON by hand.
+ * Parsed with jansson; nothing else in Lapse parses JSON by hand. The text
+ * forms are written straight into a buffer, the same text jansson dumps of
+ * the document forms (ddbjson_test holds them to it).
  *
  * Thread-safe (pure functions).
  */
