@@ -124,25 +124,19 @@ static json_t *inner_json(const attr_value *v)
     case ATTR_NULL:
         inner = json_true();
         break;
-    case ATTR_L:
-        inner = json_array();
-        for (size_t i = 0; inner != NULL && i < v->u.list.n; i++) {
-            if (json_array_append_new(inner, ddbjson_value_to_json(&v->u.list.v[i])) != 0) {
-                json_decref(inner);
-                inner = NULL;
-            }
-        }
-        break;
     case ATTR_M:
         inner = members_to_json(v->u.map.v, v->u.map.n);
         break;
+    case ATTR_L:
     case ATTR_SS:
     case ATTR_NS:
     case ATTR_BS:
-        /* ["a","b"]: the elements without their type wrappers */
+        /* a list's elements keep their type wrappers; a set's, ["a","b"], go without */
         inner = json_array();
         for (size_t i = 0; inner != NULL && i < v->u.list.n; i++) {
-            if (json_array_append_new(inner, inner_json(&v->u.list.v[i])) != 0) {
+            const attr_value *e = &v->u.list.v[i];
+            if (json_array_append_new(inner, v->type == ATTR_L ? ddbjson_value_to_json(e)
+                                                               : inner_json(e)) != 0) {
                 json_decref(inner);
                 inner = NULL;
             }
