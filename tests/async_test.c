@@ -6,6 +6,7 @@
  * (an asynchronous one makes one attempt, a blocking one refreshes on
  * WRONG_NODE and lands).
  */
+#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, setup, teardown */
 #include "testutil.h"
 
 #include <pthread.h>
@@ -18,23 +19,6 @@
 #include "../placement/hash.h"
 #include "../placement/pmap.h"
 #include "testmap.h"
-
-static cluster *g_cluster;
-static lapse_client *g_client;
-
-static int setup(void **state)
-{
-    (void)state;
-    g_cluster = start_cluster(3, NULL);
-    g_client = connect_client(g_cluster);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return stop_cluster(g_cluster, g_client);
-}
 
 /* ---- asynchronous get, put and delete (lapse_*_async) ---- */
 

@@ -6,6 +6,7 @@
  * listed, described and deleted. Asynchronous calls and calls on a stale
  * map are in async_test.c.
  */
+#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, setup, teardown */
 #include "testutil.h"
 
 #include <jansson.h>
@@ -14,23 +15,6 @@
 #include "../rpc/rpc.h"
 #include "../rpc/wire.h"
 #include "testmap.h"
-
-static cluster *g_cluster;
-static lapse_client *g_client;
-
-static int setup(void **state)
-{
-    (void)state;
-    g_cluster = start_cluster(3, NULL);
-    g_client = connect_client(g_cluster);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return stop_cluster(g_cluster, g_client);
-}
 
 /* The coordinator's current partition map, straight off the wire. */
 static pmap *fetch_map(void)

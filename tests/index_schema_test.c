@@ -6,29 +6,13 @@
  * checks, and then lags behind the coordinator's version); and the
  * declarations surviving a kill -9 of the coordinator.
  */
+#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, setup, teardown */
 #include "testutil.h"
 
 #include <jansson.h>
 #include <signal.h>
 
 #include "../common/clock.h"
-
-static cluster *g_cluster;
-static lapse_client *g_client;
-
-static int setup(void **state)
-{
-    (void)state;
-    g_cluster = start_cluster(3, NULL);
-    g_client = connect_client(g_cluster);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return stop_cluster(g_cluster, g_client);
-}
 
 static json_t *parse(const char *text)
 {

@@ -105,4 +105,28 @@ static inline int stop_cluster(cluster *c, lapse_client *cl)
     return 0;
 }
 
+/* The group fixture of a file whose tests share one three-node cluster and
+ * one client: a file that defines TESTUTIL_THREE_NODE_GROUP before including
+ * this header gets g_cluster, g_client and the setup and teardown to pass
+ * to cmocka_run_group_tests (teardown as stop_cluster: a daemon crash fails
+ * the group). */
+#ifdef TESTUTIL_THREE_NODE_GROUP
+static cluster *g_cluster;
+static lapse_client *g_client;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_cluster = start_cluster(3, NULL);
+    g_client = connect_client(g_cluster);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return stop_cluster(g_cluster, g_client);
+}
+#endif
+
 #endif

@@ -6,28 +6,12 @@
  * disabling stops deletion; a node killed while TTL is being enabled gets the
  * config when it restarts, and only then does the status turn ENABLED.
  */
+#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, setup, teardown */
 #include "testutil.h"
 
 #include <jansson.h>
 #include <signal.h>
 #include <time.h>
-
-static cluster *g_cluster;
-static lapse_client *g_client;
-
-static int setup(void **state)
-{
-    (void)state;
-    g_cluster = start_cluster(3, NULL);
-    g_client = connect_client(g_cluster);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return stop_cluster(g_cluster, g_client);
-}
 
 static int64_t wall_ms(void)
 {
