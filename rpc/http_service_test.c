@@ -37,33 +37,21 @@
 /* The owner's loop of the second group; NULL in the first. */
 static rpc_loop *g_loop;
 
-/* http_service_options.watch and unwatch on g_loop: a watch per
- * descriptor, kept here. */
-enum { MAX_WATCHES = 8 };
-static struct {
-    int fd;
-    rpc_loop_watch w;
-} g_watches[MAX_WATCHES];
+/* http_service_options.watch and unwatch on g_loop (the loop keeps the
+ * watches), counting the descriptors watched. */
 static int g_nwatches;
 
 static int loop_watch(void *loop, int fd, void (*run)(void *), void *arg)
 {
-    assert_true(g_nwatches < MAX_WATCHES);
-    g_watches[g_nwatches].fd = fd;
-    g_watches[g_nwatches].w = (rpc_loop_watch){run, arg};
-    return rpc_loop_add(loop, fd, &g_watches[g_nwatches++].w);
+    int rv = rpc_loop_watch_fd(loop, fd, run, arg);
+    g_nwatches += rv == 0;
+    return rv;
 }
 
 static void loop_unwatch(void *loop, int fd)
 {
-    rpc_loop_del(loop, fd);
-    rpc_loop_barrier(loop);
-    for (int i = 0; i < g_nwatches; i++) {
-        if (g_watches[i].fd == fd) {
-            g_watches[i] = g_watches[--g_nwatches];
-            break;
-        }
-    }
+    rpc_loop_unwatch_fd(loop, fd);
+    g_nwatches--;
 }
 
 /* o on g_loop when there is one. */

@@ -23,6 +23,14 @@
 
 #define LOOP_EVENTS 64
 
+/* A watch the loop keeps for its owner (rpc_loop_watch_fd). */
+typedef struct kept_watch kept_watch;
+struct kept_watch {
+    rpc_loop_watch w;
+    int fd;
+    kept_watch *next;
+};
+
 struct rpc_loop {
     int ep;      /* the epoll descriptor */
     int wake_fd; /* an eventfd: wakes the thread for a barrier or the close */
@@ -31,6 +39,7 @@ struct rpc_loop {
     pthread_cond_t cv; /* signalled when a round ends */
     uint64_t rounds;   /* rounds ended; guarded by mu */
     int stopping;      /* guarded by mu */
+    kept_watch *kept;  /* rpc_loop_watch_fd's; guarded by mu */
 };
 
 static void *loop_run(void *arg)
@@ -108,6 +117,45 @@ void rpc_loop_del(rpc_loop *l, int fd)
     (void)epoll_ctl(l->ep, EPOLL_CTL_DEL, fd, NULL); /* ENOENT: closed already */
 }
 
+int rpc_loop_watch_fd(rpc_loop *l, int fd, void (*fn)(void *arg), void *arg)
+{
+    kept_watch *k = calloc(1, sizeof *k);
+    if (k == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    *k = (kept_watch){.w = {.fn = fn, .arg = arg}, .fd = fd};
+    pthread_mutex_lock(&l->mu);
+    int rv = rpc_loop_add(l, fd, &k->w);
+    if (rv == 0) {
+        k->next = l->kept;
+        l->kept = k;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (rv != 0) {
+        free(k);
+    }
+    return rv;
+}
+
+void rpc_loop_unwatch_fd(rpc_loop *l, int fd)
+{
+    kept_watch *found = NULL;
+    pthread_mutex_lock(&l->mu);
+    for (kept_watch **p = &l->kept; *p != NULL; p = &(*p)->next) {
+        if ((*p)->fd == fd) {
+            found = *p;
+            *p = found->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (found != NULL) {
+        rpc_loop_del(l, fd);
+        rpc_loop_barrier(l);
+        free(found);
+    }
+}
+
 void rpc_loop_barrier(rpc_loop *l)
 {
     pthread_mutex_lock(&l->mu);
@@ -134,6 +182,11 @@ void rpc_loop_close(rpc_loop *l)
     pthread_mutex_unlock(&l->mu);
     rpc_frame_wake(l->wake_fd);
     pthread_join(l->thread, NULL);
+    while (l->kept != NULL) { /* the thread is gone: no callback of theirs runs */
+        kept_watch *k = l->kept;
+        l->kept = k->next;
+        free(k);
+    }
     pthread_cond_destroy(&l->cv);
     pthread_mutex_destroy(&l->mu);
     close(l->ep);

@@ -45,6 +45,13 @@ int rpc_loop_add(rpc_loop *l, int fd, rpc_loop_watch *w);
  * may still run: rpc_loop_barrier waits them out. */
 void rpc_loop_del(rpc_loop *l, int fd);
 
+/* rpc_loop_add and rpc_loop_del for an owner that keeps no watch of its
+ * own: the loop keeps one per descriptor. rpc_loop_unwatch_fd returns once
+ * no callback of fd's watch runs or will (del, then the barrier), so it has
+ * the barrier's REQUIRES. Returns as rpc_loop_add. */
+int rpc_loop_watch_fd(rpc_loop *l, int fd, void (*fn)(void *arg), void *arg);
+void rpc_loop_unwatch_fd(rpc_loop *l, int fd);
+
 /* Returns once the round of callbacks running now (if any) has ended.
  * REQUIRES: not on the loop's thread. */
 void rpc_loop_barrier(rpc_loop *l);
@@ -52,8 +59,9 @@ void rpc_loop_barrier(rpc_loop *l);
 /* Whether the caller runs on l's thread. */
 int rpc_loop_on_thread(const rpc_loop *l);
 
-/* Stops the thread and frees l. Every watch must have been removed.
- * Accepts NULL. REQUIRES: not on the loop's thread. */
+/* Stops the thread and frees l, with the watches it keeps
+ * (rpc_loop_watch_fd) still there. Every rpc_loop_add watch must have been
+ * removed. Accepts NULL. REQUIRES: not on the loop's thread. */
 void rpc_loop_close(rpc_loop *l);
 
 #endif /* LAPSE_RPC_LOOP_H */
