@@ -6,7 +6,7 @@
  * (an asynchronous one makes one attempt, a blocking one refreshes on
  * WRONG_NODE and lands).
  */
-#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, setup, teardown */
+#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, group_setup, group_teardown */
 #include "testutil.h"
 
 #include <pthread.h>
@@ -420,5 +420,5 @@ int main(void)
         cmocka_unit_test(test_client_on_a_loop),
         cmocka_unit_test(test_stale_map_is_refreshed_on_wrong_node),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -4,6 +4,7 @@
  * gets a clear error and a non-zero status; no daemon crashes and every one
  * keeps serving.
  */
+#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, group_setup, group_teardown */
 #include "testutil.h"
 
 #include <sys/wait.h>
@@ -11,32 +12,12 @@
 
 #include "../rpc/rpc.h"
 
-static cluster *g_cluster;
-static lapse_client *g_client;
-
+/* The group's cluster, with the table the tests send bad input for. */
 static int setup(void **state)
 {
-    (void)state;
-    g_cluster = start_cluster(3, NULL);
-    g_client = connect_client(g_cluster);
-    lapse_table_def d = {.name = "Strict",
-                         .partition_key = "Id",
-                         .partition_key_type = 'N',
-                         .sort_key = "Sk",
-                         .sort_key_type = 'S',
-                         .partitions = 8};
-    lapse_error e = {0};
-    assert_lapse_ok(lapse_create_table(g_client, &d, &e), &e);
+    group_setup(state);
+    create_keyed_table(g_client, "Strict", "Id", 'N', "Sk", 'S', 8);
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    lapse_close(g_client);
-    int crashed = cluster_crashed(g_cluster, NULL);
-    cluster_free(g_cluster, crashed < 0);
-    return crashed < 0 ? 0 : -1;
 }
 
 /* Every daemon still answers: a put and get through liblapse, and the
@@ -352,5 +333,5 @@ int main(void)
         cmocka_unit_test(test_cli_reports_bad_input_with_exit_codes),
         cmocka_unit_test(test_cli_index_and_stream_flags),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, group_teardown);
 }

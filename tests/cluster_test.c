@@ -6,7 +6,7 @@
  * listed, described and deleted. Asynchronous calls and calls on a stale
  * map are in async_test.c.
  */
-#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, setup, teardown */
+#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, group_setup, group_teardown */
 #include "testutil.h"
 
 #include <jansson.h>
@@ -408,5 +408,5 @@ int main(void)
         cmocka_unit_test(test_batch_write_and_scan_segments),
         cmocka_unit_test(test_tables_listed_described_and_deleted),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -6,7 +6,7 @@
  * checks, and then lags behind the coordinator's version); and the
  * declarations surviving a kill -9 of the coordinator.
  */
-#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, setup, teardown */
+#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, group_setup, group_teardown */
 #include "testutil.h"
 
 #include <jansson.h>
@@ -182,5 +182,5 @@ int main(void)
         cmocka_unit_test(test_refused_declarations),
         cmocka_unit_test(test_declarations_survive_coordinator_kill9),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

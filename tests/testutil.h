@@ -107,14 +107,14 @@ static inline int stop_cluster(cluster *c, lapse_client *cl)
 
 /* The group fixture of a file whose tests share one three-node cluster and
  * one client: a file that defines TESTUTIL_THREE_NODE_GROUP before including
- * this header gets g_cluster, g_client and the setup and teardown to pass
- * to cmocka_run_group_tests (teardown as stop_cluster: a daemon crash fails
- * the group). */
+ * this header gets g_cluster, g_client and group_setup and group_teardown
+ * to pass to cmocka_run_group_tests, or to call from its own (teardown as
+ * stop_cluster: a daemon crash fails the group). */
 #ifdef TESTUTIL_THREE_NODE_GROUP
 static cluster *g_cluster;
 static lapse_client *g_client;
 
-static int setup(void **state)
+static int group_setup(void **state)
 {
     (void)state;
     g_cluster = start_cluster(3, NULL);
@@ -122,7 +122,7 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
+static int group_teardown(void **state)
 {
     (void)state;
     return stop_cluster(g_cluster, g_client);

@@ -6,7 +6,7 @@
  * disabling stops deletion; a node killed while TTL is being enabled gets the
  * config when it restarts, and only then does the status turn ENABLED.
  */
-#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, setup, teardown */
+#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, group_setup, group_teardown */
 #include "testutil.h"
 
 #include <jansson.h>
@@ -311,5 +311,5 @@ int main(void)
         cmocka_unit_test(test_disable_stops_deletion),
         cmocka_unit_test(test_node_down_during_enable_catches_up),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
