@@ -135,7 +135,9 @@ int store_open(store **out, const char *path, char *err, size_t errlen)
     db_options o = {.block_cache_bytes = 0,
                     .create_if_missing = 1,
                     .expiring_cf = cf_names[CF_REQUESTS],
-                    .expire_after_ms = REQUEST_KEEP_MS};
+                    .expire_after_ms = REQUEST_KEEP_MS,
+                    .hinted_cf = cf_names[CF_REPLOG],
+                    .hint_prefix_len = STORE_REPLOG_HINT_BYTES};
     if ((rv = db_open(&st->db, path, &o, cf_names, CF_COUNT, err, errlen)) != 0 ||
         (rv = load_missing_marks(st, err, errlen)) != 0) {
         goto fail;

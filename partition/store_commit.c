@@ -110,14 +110,15 @@ int store_commit_trim_due(const store *st, uint64_t seq)
     return r > 0 && seq > r && seq % (r / 4 + 1) == 0;
 }
 
-/* Adds to b the deletion of the partition's records up to seq - retain.
- * REQUIRES: store_commit_trim_due(st, seq). 0 or LAPSE_ENOMEM. */
+/* Adds to b the deletion of the partition's records up to seq - retain,
+ * from its bare prefix on (STORE_REPLOG_HINT_BYTES). REQUIRES: store_commit_trim_due(st, seq). 0 or
+ * LAPSE_ENOMEM. */
 int store_commit_trim_add(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t seq)
 {
     buf lo, hi;
     buf_init(&lo);
     buf_init(&hi);
-    int rv = itemkey_seq_of(&lo, table_id, part, 0) != 0 ||
+    int rv = itemkey_append_prefix(&lo, table_id, part) != 0 ||
                      itemkey_seq_of(&hi, table_id, part, seq - st->replog_retain + 1) != 0
                  ? LAPSE_ENOMEM
                  : 0;

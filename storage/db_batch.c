@@ -50,6 +50,7 @@ void db_batch_clear(db_batch *b)
     buf_clear(&b->log);
     b->log_oom = 0;
     b->logging = 0;
+    b->refused = 0;
 }
 
 /* The key of each thread's db_batch_thread batch, made once. */
@@ -222,7 +223,9 @@ void db_batch_delete_range(db_batch *b, db *d, int cf, const void *start, size_t
                            const void *end, size_t elen)
 {
     rocksdb_column_family_handle_t *h = db_cf_handle(d, cf);
-    if (h != NULL) {
+    if (cf == d->hinted_cf && slen >= d->hint_prefix_len) {
+        b->refused = 1; /* db_options.hinted_cf: it would corrupt the memtable */
+    } else if (h != NULL) {
         rocksdb_writebatch_delete_range_cf(b->wb, h, start, slen, end, elen);
         log_op(b, LOG_DELETE_RANGE, cf, start, slen, end, elen, 1);
     }
@@ -249,6 +252,15 @@ int db_write(db *d, db_batch *b, int sync, char *err, size_t errlen)
             snprintf(err, errlen, "write: injected fault");
         }
         return LAPSE_EIO;
+    }
+    if (b->refused) {
+        if (err != NULL && errlen > 0) {
+            snprintf(err, errlen,
+                     "write: a range deletion in the insert-hinted family begins with a key "
+                     "of %zu bytes or more",
+                     d->hint_prefix_len);
+        }
+        return LAPSE_EINVAL;
     }
     rocksdb_write(d->rdb, sync ? d->wopts_sync : d->wopts, b->wb, &e);
     if (e != NULL) {

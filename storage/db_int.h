@@ -17,27 +17,31 @@
 #include "db.h"
 
 struct db {
-    rocksdb_t *rdb;                            /* NULL until opened */
-    rocksdb_cache_t *cache;                    /* our handle on the shared block cache */
-    rocksdb_block_based_table_options_t *bbto; /* owns the filter policy */
-    rocksdb_options_t *opts;                   /* db and column-family options */
-    rocksdb_options_t *expiring_opts;          /* opts plus expiring_filter, or NULL */
+    rocksdb_t *rdb;                              /* NULL until opened */
+    rocksdb_cache_t *cache;                      /* our handle on the shared block cache */
+    rocksdb_block_based_table_options_t *bbto;   /* owns the filter policy */
+    rocksdb_options_t *opts;                     /* db and column-family options */
+    rocksdb_options_t *expiring_opts;            /* opts plus expiring_filter, or NULL */
     rocksdb_compactionfilter_t *expiring_filter; /* db_options.expiring_cf's */
     int64_t expire_after_ms;
-    rocksdb_readoptions_t *ropts;              /* point reads */
-    rocksdb_writeoptions_t *wopts;             /* WAL on, no fsync */
-    rocksdb_writeoptions_t *wopts_sync;        /* WAL on, fsync */
-    rocksdb_column_family_handle_t **cfh;      /* handles of every opened CF; the
-                                                  caller's cf i is cfh[i] */
-    size_t ncfh;                               /* entries in cfh */
-    size_t ncf;                                /* the caller's column families */
-    atomic_int write_fault;                    /* db_fault_write countdown; 0: off */
+    rocksdb_options_t *hinted_opts; /* opts plus insert hints, or NULL */
+    int hinted_cf;                  /* db_options.hinted_cf's index, or -1 */
+    size_t hint_prefix_len;
+    rocksdb_readoptions_t *ropts;         /* point reads */
+    rocksdb_writeoptions_t *wopts;        /* WAL on, no fsync */
+    rocksdb_writeoptions_t *wopts_sync;   /* WAL on, fsync */
+    rocksdb_column_family_handle_t **cfh; /* handles of every opened CF; the
+                                             caller's cf i is cfh[i] */
+    size_t ncfh;                          /* entries in cfh */
+    size_t ncf;                           /* the caller's column families */
+    atomic_int write_fault;               /* db_fault_write countdown; 0: off */
 };
 
 struct db_batch {
     rocksdb_writebatch_t *wb;
     int logging; /* db_batch_log_start: every op is also appended to log */
     int log_oom; /* an append to log failed: the log is incomplete */
+    int refused; /* holds a range deletion the hinted family cannot take */
     buf log;     /* the ops in db_batch_replay's format */
 };
 
