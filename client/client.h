@@ -255,8 +255,10 @@ int client_call_coord(lapse_client *c, Lapse__Request *req, int idempotent, Laps
 int client_node_err(lapse_error *err, int code, const client_route *r, const char *msg,
                     int timeout_ms);
 
-/* Draws a write call's request id: random bytes, the same for every
- * attempt of the call. */
+/* Draws a write call's request id, the same for every attempt of the
+ * call: the wall clock's milliseconds in CLIENT_REQUEST_ID_CLOCK_BYTES
+ * (big-endian), then random bytes. */
+#define CLIENT_REQUEST_ID_CLOCK_BYTES 6
 void client_request_id(uint8_t id[WIRE_REQUEST_ID_BYTES]);
 
 /* Sleeps the backoff (bounded by deadline) and doubles *backoff_ms. */

@@ -2,7 +2,8 @@
  * client_test.c: liblapse without a cluster: the item builder, DynamoDB JSON
  * round trips through lapse_item_*, error codes and messages, connecting to
  * a port where nothing listens, the TTL JSON shaping and spec checks
- * (ttlcfg.h), and the CLI's usage errors (exit 2).
+ * (ttlcfg.h), the CLI's usage errors (exit 2), and the shape of write
+ * calls' request ids.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -21,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "../common/clock.h"
+#include "client.h"
 #include "lapse.h"
 #include "ttlcfg.h"
 
@@ -32,6 +35,35 @@ extern char **environ;
             fail_msg("%s: %s", lapse_strerror(rv), (err).message);                                 \
         }                                                                                          \
     } while (0)
+
+/* ---- request ids ---- */
+
+/* Write calls' request ids lead with the wall clock's milliseconds (so a
+ * partition's request records go in nearly in order) and stay distinct,
+ * those of one millisecond included. */
+static void test_request_ids_lead_with_the_clock(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    static uint8_t ids[N][WIRE_REQUEST_ID_BYTES];
+    int64_t before = clock_wall_now().ms;
+    for (int i = 0; i < N; i++) {
+        client_request_id(ids[i]);
+    }
+    int64_t after = clock_wall_now().ms, last = 0;
+    for (int i = 0; i < N; i++) {
+        int64_t ms = 0;
+        for (int j = 0; j < CLIENT_REQUEST_ID_CLOCK_BYTES; j++) {
+            ms = ms << 8 | ids[i][j];
+        }
+        assert_in_range(ms, before, after);
+        assert_true(ms >= last);
+        last = ms;
+        for (int k = 0; k < i; k++) {
+            assert_memory_not_equal(ids[i], ids[k], WIRE_REQUEST_ID_BYTES);
+        }
+    }
+}
 
 /* ---- item builder ---- */
 
@@ -685,6 +717,7 @@ static void test_cli_unreachable_coordinator(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_request_ids_lead_with_the_clock),
         cmocka_unit_test(test_item_builder),
         cmocka_unit_test(test_item_set_json),
         cmocka_unit_test(test_json_round_trip),

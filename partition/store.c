@@ -132,12 +132,14 @@ int store_open(store **out, const char *path, char *err, size_t errlen)
         rv = errf(LAPSE_EIO, err, errlen, "cannot create %s: %s", path, strerror(errno));
         goto fail;
     }
+    const char *const hinted[] = {cf_names[CF_REPLOG], cf_names[CF_REQUESTS]};
     db_options o = {.block_cache_bytes = 0,
                     .create_if_missing = 1,
                     .expiring_cf = cf_names[CF_REQUESTS],
                     .expire_after_ms = REQUEST_KEEP_MS,
-                    .hinted_cf = cf_names[CF_REPLOG],
-                    .hint_prefix_len = STORE_REPLOG_HINT_BYTES};
+                    .hinted_cfs = hinted,
+                    .nhinted = sizeof(hinted) / sizeof(hinted[0]),
+                    .hint_prefix_len = STORE_HINT_BYTES};
     if ((rv = db_open(&st->db, path, &o, cf_names, CF_COUNT, err, errlen)) != 0 ||
         (rv = load_missing_marks(st, err, errlen)) != 0) {
         goto fail;

@@ -46,13 +46,16 @@ enum store_cf {
     CF_COUNT
 };
 
-/* The log's insert hints (db_options.hinted_cf): a partition's records
- * (table id, partition, u64be seq) go in in order, one hint per table,
- * partition and top byte of seq. Every range deletion of the log begins at
- * a key of at most ITEMKEY_PREFIX_BYTES (a trim, a reset or a dropped
- * table starts at the partition's or the table's bare prefix), shorter
- * than this, as RocksDB 7.8's hints require. */
-#define STORE_REPLOG_HINT_BYTES (ITEMKEY_PREFIX_BYTES + 1)
+/* The insert hints (db_options.hinted_cfs) of the log and the request
+ * records: a partition's log records (table id, partition, u64be seq) go
+ * in in order, and so, nearly, do its request records (table id,
+ * partition, request id led by the client's wall-clock milliseconds,
+ * client_request_id); one hint per table, partition and the next byte.
+ * Every range deletion of either family begins at a key of at most
+ * ITEMKEY_PREFIX_BYTES (a trim, a reset or a dropped table starts at the
+ * partition's or the table's bare prefix; request records expire by
+ * compaction), shorter than this, as RocksDB 7.8's hints require. */
+#define STORE_HINT_BYTES (ITEMKEY_PREFIX_BYTES + 1)
 
 /* Where the TTL sweep of one partition may start (expiry.c): every entry of
  * (table_id, part) below key is deleted or belongs to an undeletable item.

@@ -110,7 +110,7 @@ static int tune(db *d, const db_options *opt)
     rocksdb_options_set_bytes_per_sync(d->opts, (uint64_t)1 << 20);
     rocksdb_options_set_keep_log_file_num(d->opts, 4);
     /* Memtable inserts by one thread per write group: the group's leader
-     * inserts every batch itself, which is what lets the hinted family's
+     * inserts every batch itself, which is what lets the hinted families'
      * hints (db_options) work, and on two cores the other writers' threads
      * have no idle core to insert on anyway; nor do they spin waiting for
      * their turn. Measured in docs/benchmarks.md ("Insert hints"). */
@@ -177,38 +177,43 @@ static int expiring_setup(db *d, const db_options *opt, const char **names, size
 
 /* db_open's arguments: a path, at most DB_MAX_CF non-empty distinct
  * column family names. 0 or LAPSE_EINVAL with err. */
-/* Gives the family opt->hinted_cf (names[i]) its own options, with insert
- * hints by prefixes of opt->hint_prefix_len bytes (RocksDB's C API reaches
- * that option only through an options string). 0, LAPSE_ENOMEM, or
- * LAPSE_EIO with RocksDB's message. */
-static int hinted_setup(db *d, const db_options *opt, const char **names, size_t n,
+/* Gives each family of opt->hinted_cfs its own options, with insert hints
+ * by prefixes of opt->hint_prefix_len bytes (RocksDB's C API reaches that
+ * option only through an options string). 0, LAPSE_ENOMEM, or LAPSE_EIO
+ * with RocksDB's message. */
+static int hinted_setup(db *d, const db_options *opt, const char **names,
                         const rocksdb_options_t **cfopts, char *err, size_t errlen)
 {
-    int i = opt == NULL || opt->hinted_cf == NULL ? -1 : name_index(names, n, opt->hinted_cf);
-    if (i < 0 || opt->hint_prefix_len == 0) {
+    if (opt == NULL || opt->hint_prefix_len == 0) {
         return 0;
     }
     char spec[96];
     snprintf(spec, sizeof(spec),
              "memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.%zu",
              opt->hint_prefix_len);
-    if ((d->hinted_opts = rocksdb_options_create()) == NULL) {
-        return LAPSE_ENOMEM;
+    for (size_t j = 0; j < opt->nhinted; j++) {
+        int i = name_index(names, d->ncf, opt->hinted_cfs[j]);
+        if (i < 0 || d->hinted_opts[i] != NULL) {
+            continue; /* not one of the caller's families, or named twice */
+        }
+        if ((d->hinted_opts[i] = rocksdb_options_create()) == NULL) {
+            return LAPSE_ENOMEM;
+        }
+        char *e = NULL;
+        rocksdb_get_options_from_string(cfopts[i], spec, d->hinted_opts[i], &e);
+        if (e != NULL) {
+            return db_rerr(e, "open: insert hints", err, errlen);
+        }
+        cfopts[i] = d->hinted_opts[i];
+        d->hinted |= 1u << i;
     }
-    char *e = NULL;
-    rocksdb_get_options_from_string(cfopts[i], spec, d->hinted_opts, &e);
-    if (e != NULL) {
-        return db_rerr(e, "open: insert hints", err, errlen);
-    }
-    cfopts[i] = d->hinted_opts;
-    d->hinted_cf = i;
     d->hint_prefix_len = opt->hint_prefix_len;
     return 0;
 }
 
 /* Opens the existing database at path once without insert hints, and
  * closes it: RocksDB replays the write-ahead log into memtables and
- * flushes them, so a log written before db_options.hinted_cf's rule held
+ * flushes them, so a log written before db_options.hinted_cfs's rule held
  * (an older build's range deletions) never reaches a hinted memtable. One
  * more open of a directory at every start is its cost. 0 or as db_open. */
 static int replay_unhinted(db *d, const char *path, const char **names,
@@ -327,7 +332,6 @@ int db_open(db **out, const char *path, const db_options *opt, const char *const
         goto fail;
     }
     d->ncf = ncf;
-    d->hinted_cf = -1;
     if ((rv = tune(d, opt)) != 0) {
         goto fail;
     }
@@ -340,11 +344,11 @@ int db_open(db **out, const char *path, const db_options *opt, const char *const
     if ((rv = expiring_setup(d, opt, names, n, cfopts)) != 0) {
         goto fail;
     }
-    if (existing != NULL && opt != NULL && opt->hinted_cf != NULL &&
+    if (existing != NULL && opt != NULL && opt->nhinted > 0 &&
         (rv = replay_unhinted(d, path, names, cfopts, n, err, errlen)) != 0) {
         goto fail;
     }
-    if ((rv = hinted_setup(d, opt, names, n, cfopts, err, errlen)) != 0) {
+    if ((rv = hinted_setup(d, opt, names, cfopts, err, errlen)) != 0) {
         goto fail;
     }
     if ((d->cfh = calloc(n, sizeof(*d->cfh))) == NULL) {
@@ -418,8 +422,10 @@ void db_close(db *d)
     if (d->expiring_filter != NULL) {
         rocksdb_compactionfilter_destroy(d->expiring_filter);
     }
-    if (d->hinted_opts != NULL) {
-        rocksdb_options_destroy(d->hinted_opts);
+    for (size_t i = 0; i < DB_MAX_CF; i++) {
+        if (d->hinted_opts[i] != NULL) {
+            rocksdb_options_destroy(d->hinted_opts[i]);
+        }
     }
     if (d->bbto != NULL) {
         rocksdb_block_based_options_destroy(d->bbto);

@@ -41,16 +41,17 @@ typedef struct db_options {
      * reaches it; readers that care check the stamp. */
     const char *expiring_cf;
     int64_t expire_after_ms;
-    /* A family (one of cf_names; NULL: none) whose keys come in order
-     * within each prefix of hint_prefix_len bytes, as a log's sequence
-     * numbers do: its memtable keeps where each prefix's last insert went
-     * (RocksDB's insert hints), so an append costs no search from the top.
-     * RocksDB 7.8 keeps those hints for its range deletions too and mixes
-     * the two up (fixed upstream in 2024, facebook/rocksdb pull request
-     * 12558), so in this family a range deletion must begin with a key
-     * shorter than hint_prefix_len: db_write refuses a batch that holds
-     * another (LAPSE_EINVAL). */
-    const char *hinted_cf;
+    /* Families (nhinted of cf_names) whose keys come in order within each
+     * prefix of hint_prefix_len bytes, as a log's sequence numbers do: their
+     * memtables keep where each prefix's last insert went (RocksDB's insert
+     * hints), so an append costs no search from the top. RocksDB 7.8 keeps
+     * those hints for its range deletions too and mixes the two up (fixed
+     * upstream in 2024, facebook/rocksdb pull request 12558), so in these
+     * families a range deletion must begin with a key shorter than
+     * hint_prefix_len: db_write refuses a batch that holds another
+     * (LAPSE_EINVAL). */
+    const char *const *hinted_cfs;
+    size_t nhinted;
     size_t hint_prefix_len;
 } db_options;
 
@@ -96,8 +97,8 @@ void db_batch_thread_done(db_batch *b);
 void db_batch_put(db_batch *b, db *d, int cf, const void *key, size_t klen, const void *val,
                   size_t vlen);
 void db_batch_delete(db_batch *b, db *d, int cf, const void *key, size_t klen);
-/* Deletes [start, end) in cf. In db_options.hinted_cf, start must be
- * shorter than its hint_prefix_len, or the batch is refused (db_write). */
+/* Deletes [start, end) in cf. In a family of db_options.hinted_cfs, start
+ * must be shorter than hint_prefix_len, or the batch is refused (db_write). */
 void db_batch_delete_range(db_batch *b, db *d, int cf, const void *start, size_t slen,
                            const void *end, size_t elen);
 size_t db_batch_count(const db_batch *b);

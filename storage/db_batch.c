@@ -223,8 +223,8 @@ void db_batch_delete_range(db_batch *b, db *d, int cf, const void *start, size_t
                            const void *end, size_t elen)
 {
     rocksdb_column_family_handle_t *h = db_cf_handle(d, cf);
-    if (cf == d->hinted_cf && slen >= d->hint_prefix_len) {
-        b->refused = 1; /* db_options.hinted_cf: it would corrupt the memtable */
+    if (cf >= 0 && cf < DB_MAX_CF && (d->hinted >> cf & 1) && slen >= d->hint_prefix_len) {
+        b->refused = 1; /* db_options.hinted_cfs: it would corrupt the memtable */
     } else if (h != NULL) {
         rocksdb_writebatch_delete_range_cf(b->wb, h, start, slen, end, elen);
         log_op(b, LOG_DELETE_RANGE, cf, start, slen, end, elen, 1);
@@ -256,7 +256,7 @@ int db_write(db *d, db_batch *b, int sync, char *err, size_t errlen)
     if (b->refused) {
         if (err != NULL && errlen > 0) {
             snprintf(err, errlen,
-                     "write: a range deletion in the insert-hinted family begins with a key "
+                     "write: a range deletion in an insert-hinted family begins with a key "
                      "of %zu bytes or more",
                      d->hint_prefix_len);
         }

@@ -1,5 +1,5 @@
 /*
- * db_hint_test.c: the insert-hinted family (db_options.hinted_cf) against a
+ * db_hint_test.c: the insert-hinted families (db_options.hinted_cfs) against a
  * real RocksDB in a scratch directory: logs appended in order and trimmed by
  * range deletions from their bare prefix keep exactly their records; a
  * range deletion that begins at a longer key is refused with its whole
@@ -36,8 +36,9 @@ typedef struct fixture {
     uint64_t next[PARTS];
 } fixture;
 
-static const char *const cfs[] = {"items", "log"};
-enum { CF_LOG = 1 };
+static const char *const cfs[] = {"items", "log", "requests"};
+static const char *const hinted_cfs[] = {"log", "requests"};
+enum { CF_LOG = 1, CF_REQUESTS = 2 };
 
 static int setup(void **state)
 {
@@ -71,9 +72,10 @@ static db *open_log(fixture *f, int hinted)
     db *d = NULL;
     db_options o = {.block_cache_bytes = 8 << 20,
                     .create_if_missing = 1,
-                    .hinted_cf = hinted ? "log" : NULL,
+                    .hinted_cfs = hinted_cfs,
+                    .nhinted = hinted ? 2 : 0,
                     .hint_prefix_len = HINT};
-    assert_db_ok(db_open(&d, f->dir, &o, cfs, 2, f->err, sizeof(f->err)), f);
+    assert_db_ok(db_open(&d, f->dir, &o, cfs, 3, f->err, sizeof(f->err)), f);
     return d;
 }
 
@@ -164,7 +166,8 @@ static void test_trimmed_log_keeps_its_records(void **state)
 }
 
 /* A range deletion that begins at a key of HINT bytes or more fails its
- * whole batch, puts included; one in another family does not. */
+ * whole batch, puts included, in either hinted family; one in another
+ * family does not. */
 static void test_long_range_delete_refused(void **state)
 {
     fixture *f = *state;
@@ -178,6 +181,12 @@ static void test_long_range_delete_refused(void **state)
     db_batch_delete_range(b, d, CF_LOG, lo, HINT, k, kl);
     assert_int_equal(db_write(d, b, 0, f->err, sizeof(f->err)), LAPSE_EINVAL);
     assert_non_null(strstr(f->err, "range deletion"));
+    db_batch_clear(b);
+    db_batch_delete_range(b, d, CF_REQUESTS, lo, sizeof(lo), k, kl);
+    assert_int_equal(db_write(d, b, 0, f->err, sizeof(f->err)), LAPSE_EINVAL);
+    db_batch_clear(b);
+    db_batch_delete_range(b, d, CF_REQUESTS, lo, PREFIX, k, kl);
+    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_batch_clear(b);
     db_batch_delete_range(b, d, 0, lo, sizeof(lo), k, kl);
     db_batch_put(b, d, CF_LOG, k, kl, "v", 1);
