@@ -36,13 +36,7 @@ extern table_schema music;  /* Artist S, Song S, 8 partitions */
 extern table_schema events; /* Id S, Ts N, 4 partitions */
 extern table_schema plain;  /* Pk N, no sort key, 16 partitions */
 
-#define assert_ok(call, f)                                                                         \
-    do {                                                                                           \
-        int rv_ = (call);                                                                          \
-        if (rv_ != 0) {                                                                            \
-            fail_msg("%s returned %d (%s): %s", #call, rv_, lapse_strerror(rv_), (f)->err);        \
-        }                                                                                          \
-    } while (0)
+#define assert_ok(call, f) testdir_assert_ok(call, f)
 
 #define assert_code(call, code, f)                                                                 \
     do {                                                                                           \
@@ -54,8 +48,8 @@ extern table_schema plain;  /* Pk N, no sort key, 16 partitions */
     } while (0)
 
 /* A schema with the given keys (sk NULL: none). */
-table_schema mk_schema(uint32_t id, const char *name, const char *pk, attr_type pkt,
-                       const char *sk, attr_type skt, uint32_t partitions);
+table_schema mk_schema(uint32_t id, const char *name, const char *pk, attr_type pkt, const char *sk,
+                       attr_type skt, uint32_t partitions);
 /* Closes and reopens f->st on the same directory. */
 void reopen(fixture *f);
 /* cmocka setup/teardown: a fixture with an open store in a new directory. */

@@ -29,45 +29,17 @@
 #define PER_ROUND 5
 #define KEEP 12
 
-typedef struct fixture {
-    char dir[512];
-    char err[512];
-    uint64_t lo[PARTS]; /* the model: records [lo, next) of each partition */
+/* The model: records [lo, next) of each partition. */
+typedef struct model {
+    uint64_t lo[PARTS];
     uint64_t next[PARTS];
-} fixture;
+} model;
 
 static const char *const cfs[] = {"items", "log", "requests"};
 static const char *const hinted_cfs[] = {"log", "requests"};
 enum { CF_LOG = 1, CF_REQUESTS = 2 };
 
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof(*f));
-    if (f == NULL || testdir_make(f->dir, sizeof(f->dir), "db_hint_test") != 0) {
-        free(f);
-        return -1;
-    }
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    testdir_remove(f->dir);
-    free(f);
-    return 0;
-}
-
-#define assert_db_ok(call, f)                                                                      \
-    do {                                                                                           \
-        int rv_ = (call);                                                                          \
-        if (rv_ != 0) {                                                                            \
-            fail_msg("%s returned %d (%s): %s", #call, rv_, lapse_strerror(rv_), (f)->err);        \
-        }                                                                                          \
-    } while (0)
-
-static db *open_log(fixture *f, int hinted)
+static db *open_log(testdir_fixture *f, int hinted)
 {
     db *d = NULL;
     db_options o = {.block_cache_bytes = 8 << 20,
@@ -75,7 +47,7 @@ static db *open_log(fixture *f, int hinted)
                     .hinted_cfs = hinted_cfs,
                     .nhinted = hinted ? 2 : 0,
                     .hint_prefix_len = HINT};
-    assert_db_ok(db_open(&d, f->dir, &o, cfs, 3, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_open(&d, f->dir, &o, cfs, 3, f->err, sizeof(f->err)), f);
     return d;
 }
 
@@ -95,7 +67,7 @@ static size_t log_key(uint8_t *k, uint32_t p, uint64_t seq, int bare)
  * turn, and every seventh trimming every partition to its last KEEP
  * records with a range deletion that begins at the bare prefix, or (long)
  * at the partition's record 0, as builds before the rule did. */
-static void append_and_trim(fixture *f, db *d, int long_begin)
+static void append_and_trim(testdir_fixture *f, model *m, db *d, int long_begin)
 {
     for (int r = 0; r < ROUNDS; r++) {
         db_batch *b = db_batch_new();
@@ -103,32 +75,32 @@ static void append_and_trim(fixture *f, db *d, int long_begin)
         for (uint32_t p = 0; p < PARTS; p++) {
             for (int i = 0; i < PER_ROUND; i++) {
                 uint8_t k[16], v[8];
-                buf_put_u64be(v, f->next[p]);
-                size_t kl = log_key(k, p, f->next[p]++, 0);
+                buf_put_u64be(v, m->next[p]);
+                size_t kl = log_key(k, p, m->next[p]++, 0);
                 db_batch_put(b, d, CF_LOG, k, kl, v, sizeof(v));
             }
             if (r % 7 == 6) {
                 uint8_t lo[16], hi[16];
                 size_t ll = log_key(lo, p, 0, !long_begin);
-                size_t hl = log_key(hi, p, f->next[p] - KEEP, 0);
+                size_t hl = log_key(hi, p, m->next[p] - KEEP, 0);
                 db_batch_delete_range(b, d, CF_LOG, lo, ll, hi, hl);
-                f->lo[p] = f->next[p] - KEEP;
+                m->lo[p] = m->next[p] - KEEP;
             }
         }
-        assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+        testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
         db_batch_free(b);
     }
 }
 
 /* The family holds exactly the model's records, in order, each with its
  * own sequence number as value. */
-static void expect_model(fixture *f, db *d)
+static void expect_model(testdir_fixture *f, const model *m, db *d)
 {
     db_iter *it = NULL;
     assert_int_equal(db_iter_new(&it, d, CF_LOG, NULL, 0, NULL, 0), 0);
     db_iter_seek_first(it);
     for (uint32_t p = 0; p < PARTS; p++) {
-        for (uint64_t s = f->lo[p]; s < f->next[p]; s++) {
+        for (uint64_t s = m->lo[p]; s < m->next[p]; s++) {
             uint8_t want[16];
             log_key(want, p, s, 0);
             size_t kl = 0, vl = 0;
@@ -147,21 +119,22 @@ static void expect_model(fixture *f, db *d)
         }
     }
     assert_false(db_iter_valid(it));
-    assert_db_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
     db_iter_free(it);
 }
 
 static void test_trimmed_log_keeps_its_records(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
+    model m = {0};
     db *d = open_log(f, 1);
-    append_and_trim(f, d, 0);
-    expect_model(f, d);
+    append_and_trim(f, &m, d, 0);
+    expect_model(f, &m, d);
     db_close(d);
     d = open_log(f, 1); /* the same again after a replay of the WAL */
-    expect_model(f, d);
-    append_and_trim(f, d, 0);
-    expect_model(f, d);
+    expect_model(f, &m, d);
+    append_and_trim(f, &m, d, 0);
+    expect_model(f, &m, d);
     db_close(d);
 }
 
@@ -170,7 +143,7 @@ static void test_trimmed_log_keeps_its_records(void **state)
  * family does not. */
 static void test_long_range_delete_refused(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_log(f, 1);
     uint8_t k[16], lo[16];
     size_t kl = log_key(k, 1, 5, 0);
@@ -186,17 +159,17 @@ static void test_long_range_delete_refused(void **state)
     assert_int_equal(db_write(d, b, 0, f->err, sizeof(f->err)), LAPSE_EINVAL);
     db_batch_clear(b);
     db_batch_delete_range(b, d, CF_REQUESTS, lo, PREFIX, k, kl);
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_batch_clear(b);
     db_batch_delete_range(b, d, 0, lo, sizeof(lo), k, kl);
     db_batch_put(b, d, CF_LOG, k, kl, "v", 1);
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_batch_free(b);
 
     buf v;
     buf_init(&v);
     int found = 0;
-    assert_db_ok(db_get(d, CF_LOG, k, kl, &v, &found, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_get(d, CF_LOG, k, kl, &v, &found, f->err, sizeof(f->err)), f);
     assert_true(found);
     buf_fini(&v);
     db_close(d);
@@ -207,24 +180,28 @@ static void test_long_range_delete_refused(void **state)
  * replays it first without hints, and every record is as written. */
 static void test_older_log_replayed_safely(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
+    model m = {0};
     db *d = open_log(f, 0);
-    append_and_trim(f, d, 1);
-    expect_model(f, d);
+    append_and_trim(f, &m, d, 1);
+    expect_model(f, &m, d);
     db_close(d);
     d = open_log(f, 1);
-    expect_model(f, d);
-    append_and_trim(f, d, 0);
-    expect_model(f, d);
+    expect_model(f, &m, d);
+    append_and_trim(f, &m, d, 0);
+    expect_model(f, &m, d);
     db_close(d);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_trimmed_log_keeps_its_records, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_long_range_delete_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_older_log_replayed_safely, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trimmed_log_keeps_its_records, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_long_range_delete_refused, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_older_log_replayed_safely, testdir_setup,
+                                        testdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,65 +24,33 @@
 #include "db.h"
 #include "storage_testutil.h"
 
-typedef struct fixture {
-    char dir[512];
-    char err[512];
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof(*f));
-    if (f == NULL || testdir_make(f->dir, sizeof(f->dir), "db_test") != 0) {
-        free(f);
-        return -1;
-    }
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    testdir_remove(f->dir);
-    free(f);
-    return 0;
-}
-
-#define assert_db_ok(call, f)                                                                      \
-    do {                                                                                           \
-        int rv_ = (call);                                                                          \
-        if (rv_ != 0) {                                                                            \
-            fail_msg("%s returned %d (%s): %s", #call, rv_, lapse_strerror(rv_), (f)->err);        \
-        }                                                                                          \
-    } while (0)
-
 static const char *const two_cfs[] = {"items", "meta"};
 
-static db *open_db(fixture *f, const char *const *cfs, size_t ncf)
+static db *open_db(testdir_fixture *f, const char *const *cfs, size_t ncf)
 {
     db *d = NULL;
     db_options o = {.block_cache_bytes = 8 << 20, .create_if_missing = 1};
-    assert_db_ok(db_open(&d, f->dir, &o, cfs, ncf, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_open(&d, f->dir, &o, cfs, ncf, f->err, sizeof(f->err)), f);
     assert_non_null(d);
     return d;
 }
 
-static void put1(fixture *f, db *d, int cf, const char *k, const char *v)
+static void put1(testdir_fixture *f, db *d, int cf, const char *k, const char *v)
 {
     db_batch *b = db_batch_new();
     assert_non_null(b);
     db_batch_put(b, d, cf, k, strlen(k), v, strlen(v));
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_batch_free(b);
 }
 
 /* Asserts key k in cf holds v, or is absent when v is NULL. */
-static void expect(fixture *f, db *d, int cf, const char *k, const char *v)
+static void expect(testdir_fixture *f, db *d, int cf, const char *k, const char *v)
 {
     buf val;
     buf_init(&val);
     int found = -1;
-    assert_db_ok(db_get(d, cf, k, strlen(k), &val, &found, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_get(d, cf, k, strlen(k), &val, &found, f->err, sizeof(f->err)), f);
     if (v == NULL) {
         assert_int_equal(found, 0);
         assert_int_equal(val.len, 0);
@@ -96,13 +64,13 @@ static void expect(fixture *f, db *d, int cf, const char *k, const char *v)
 
 static void test_reopen_keeps_data(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_db(f, two_cfs, 2);
     put1(f, d, 0, "k1", "v1");
     put1(f, d, 1, "k1", "meta-v1");
     db_batch *b = db_batch_new();
     db_batch_put(b, d, 0, "k2", 2, "v2", 2);
-    assert_db_ok(db_write(d, b, 1, f->err, sizeof(f->err)), f); /* synced write */
+    testdir_assert_ok(db_write(d, b, 1, f->err, sizeof(f->err)), f); /* synced write */
     db_batch_free(b);
     db_close(d);
 
@@ -117,7 +85,7 @@ static void test_reopen_keeps_data(void **state)
 
 static void test_missing_dir_without_create_fails(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     char path[600];
     snprintf(path, sizeof(path), "%s/absent", f->dir);
     db *d = (db *)1;
@@ -130,7 +98,7 @@ static void test_missing_dir_without_create_fails(void **state)
 
 static void test_column_families_created_and_kept(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     const char *const first[] = {"a", "b"};
     db *d = open_db(f, first, 2);
     put1(f, d, 1, "key", "in-b");
@@ -161,7 +129,7 @@ static void test_column_families_created_and_kept(void **state)
 
 static void test_bad_arguments(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = NULL;
     const char *const dup[] = {"x", "x"};
     assert_int_equal(db_open(&d, f->dir, NULL, dup, 2, f->err, sizeof(f->err)), LAPSE_EINVAL);
@@ -179,7 +147,7 @@ static void test_bad_arguments(void **state)
 
 static void test_batch_is_atomic(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_db(f, two_cfs, 2);
     put1(f, d, 0, "gone", "x");
 
@@ -192,7 +160,7 @@ static void test_batch_is_atomic(void **state)
     /* Nothing is visible before the write. */
     expect(f, d, 0, "a", NULL);
     expect(f, d, 0, "gone", "x");
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     expect(f, d, 0, "a", "1");
     expect(f, d, 1, "a", "meta");
     expect(f, d, 0, "gone", NULL);
@@ -202,7 +170,7 @@ static void test_batch_is_atomic(void **state)
     assert_int_equal(db_batch_count(b), 0);
     db_batch_put(b, d, 0, "a", 1, "2", 1);
     db_batch_put(b, d, 0, "a", 1, "3", 1);
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     expect(f, d, 0, "a", "3");
     db_batch_free(b);
     db_batch_free(NULL);
@@ -223,12 +191,12 @@ static void *other_thread_batch(void *arg)
  * DB_BATCH_THREAD_KEEP is freed when handed back, and the next is new. */
 static void test_thread_batch_is_kept(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_db(f, two_cfs, 2);
     db_batch *b = db_batch_thread();
     assert_non_null(b);
     db_batch_put(b, d, 0, "a", 1, "1", 1);
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_batch_thread_done(b);
     db_batch *again = db_batch_thread();
     assert_ptr_equal(again, b);
@@ -254,7 +222,7 @@ static void test_thread_batch_is_kept(void **state)
     db_close(d);
 }
 
-static void fill(fixture *f, db *d, int n)
+static void fill(testdir_fixture *f, db *d, int n)
 {
     db_batch *b = db_batch_new();
     for (int i = 0; i < n; i++) {
@@ -263,7 +231,7 @@ static void fill(fixture *f, db *d, int n)
         snprintf(v, sizeof(v), "v%02d", i);
         db_batch_put(b, d, 0, k, strlen(k), v, strlen(v));
     }
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_batch_free(b);
 }
 
@@ -283,7 +251,7 @@ static void assert_at(const db_iter *it, const char *k)
 
 static void test_iterator_bounds_seek_reverse(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_db(f, two_cfs, 2);
     fill(f, d, 20);
     put1(f, d, 1, "k07", "other-cf"); /* must not show up */
@@ -301,7 +269,7 @@ static void test_iterator_bounds_seek_reverse(void **state)
         n++;
     }
     assert_int_equal(n, 10);
-    assert_db_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
 
     /* Backward from the last key in range. */
     n = 0;
@@ -329,7 +297,7 @@ static void test_iterator_bounds_seek_reverse(void **state)
     assert_false(db_iter_valid(it));
     db_iter_seek_for_prev(it, "k99", 3);
     assert_at(it, "k14");
-    assert_db_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
     db_iter_free(it);
 
     /* Unbounded both ways. */
@@ -360,7 +328,7 @@ static void test_iterator_bounds_seek_reverse(void **state)
 
 static void test_multi_get(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_db(f, two_cfs, 2);
     fill(f, d, 5);
     const void *keys[4] = {"k03", "zz", "k00", "k04"};
@@ -370,7 +338,7 @@ static void test_multi_get(void **state)
     for (int i = 0; i < 4; i++) {
         buf_init(&vals[i]);
     }
-    assert_db_ok(db_multi_get(d, 0, 4, keys, klens, vals, found, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_multi_get(d, 0, 4, keys, klens, vals, found, f->err, sizeof(f->err)), f);
     assert_int_equal(found[0], 1);
     assert_int_equal(found[1], 0);
     assert_int_equal(found[2], 1);
@@ -380,23 +348,23 @@ static void test_multi_get(void **state)
     assert_memory_equal(vals[2].data, "v00", 3);
     assert_memory_equal(vals[3].data, "v04", 3);
     /* The other column family has none of them. */
-    assert_db_ok(db_multi_get(d, 1, 4, keys, klens, vals, found, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_multi_get(d, 1, 4, keys, klens, vals, found, f->err, sizeof(f->err)), f);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(found[i], 0);
         buf_fini(&vals[i]);
     }
-    assert_db_ok(db_multi_get(d, 0, 0, NULL, NULL, NULL, NULL, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_multi_get(d, 0, 0, NULL, NULL, NULL, NULL, f->err, sizeof(f->err)), f);
     db_close(d);
 }
 
 static void test_delete_range_and_compact(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_db(f, two_cfs, 2);
     fill(f, d, 20);
     db_batch *b = db_batch_new();
     db_batch_delete_range(b, d, 0, "k05", 3, "k15", 3);
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_batch_free(b);
     assert_int_equal(db_compact_range(d, 0, "k05", 3, "k15", 3), 0);
     assert_int_equal(db_compact_range(d, 0, NULL, 0, NULL, 0), 0);
@@ -410,7 +378,7 @@ static void test_delete_range_and_compact(void **state)
     for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
         n++;
     }
-    assert_db_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
     assert_int_equal(n, 10);
     db_iter_free(it);
     db_close(d);
@@ -427,7 +395,7 @@ static void test_delete_range_and_compact(void **state)
  * everywhere in db.c). */
 static void test_approx_size_of_a_range(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_db(f, two_cfs, 2);
     char k[16], v[256];
     memset(v, 'v', sizeof v);
@@ -438,12 +406,12 @@ static void test_approx_size_of_a_range(void **state)
         v[i % sizeof v] = (char)('a' + i % 26); /* keep it from compressing to nothing */
         db_batch_put(b, d, 0, k, strlen(k), v, sizeof v);
     }
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_batch_free(b);
     assert_int_equal(db_compact_range(d, 0, NULL, 0, NULL, 0), 0);
     uint64_t in_a = 0, in_b = 1;
-    assert_db_ok(db_approx_size(d, 0, "a", 1, "b", 1, &in_a, f->err, sizeof(f->err)), f);
-    assert_db_ok(db_approx_size(d, 0, "b", 1, "c", 1, &in_b, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_approx_size(d, 0, "a", 1, "b", 1, &in_a, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_approx_size(d, 0, "b", 1, "c", 1, &in_b, f->err, sizeof(f->err)), f);
     assert_true(in_a > 4000 * 16); /* 4000 entries of 262 bytes, even compressed */
     assert_true(in_a < 4000 * 1024);
     assert_true(in_b == 0);
@@ -455,7 +423,7 @@ static void test_approx_size_of_a_range(void **state)
 /* In the expiring family, a compaction drops the entries whose stamp is
  * older than expire_after_ms and keeps the younger ones, stampless ones and
  * every entry of the other families. */
-static void put_stamped(fixture *f, db *d, int cf, const char *k, int64_t stamp_ms)
+static void put_stamped(testdir_fixture *f, db *d, int cf, const char *k, int64_t stamp_ms)
 {
     buf v;
     buf_init(&v);
@@ -465,29 +433,29 @@ static void put_stamped(fixture *f, db *d, int cf, const char *k, int64_t stamp_
     assert_non_null(b);
     db_batch_put(b, d, cf, k, strlen(k), v.data, v.len);
     buf_fini(&v);
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_batch_free(b);
 }
 
-static int present(fixture *f, db *d, int cf, const char *k)
+static int present(testdir_fixture *f, db *d, int cf, const char *k)
 {
     buf val;
     buf_init(&val);
     int found = -1;
-    assert_db_ok(db_get(d, cf, k, strlen(k), &val, &found, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_get(d, cf, k, strlen(k), &val, &found, f->err, sizeof(f->err)), f);
     buf_fini(&val);
     return found;
 }
 
 static void test_expiring_family_drops_old_entries(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = NULL;
     db_options o = {.block_cache_bytes = 8 << 20,
                     .create_if_missing = 1,
                     .expiring_cf = "meta",
                     .expire_after_ms = 60000};
-    assert_db_ok(db_open(&d, f->dir, &o, two_cfs, 2, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_open(&d, f->dir, &o, two_cfs, 2, f->err, sizeof(f->err)), f);
     int64_t now = clock_wall_now().ms;
     put_stamped(f, d, 1, "old", now - 120000);
     put_stamped(f, d, 1, "young", now - 1000);
@@ -514,7 +482,7 @@ static void test_expiring_family_drops_old_entries(void **state)
 /* An iterator at a snapshot sees the data as of the snapshot in every
  * family, whatever was written, deleted or range-deleted after it; one
  * without sees the latest. */
-static int count_at(fixture *f, db *d, const db_snapshot *snap, int cf)
+static int count_at(testdir_fixture *f, db *d, const db_snapshot *snap, int cf)
 {
     db_iter *it = NULL;
     assert_int_equal(db_iter_new_at(&it, d, snap, cf, NULL, 0, NULL, 0), 0);
@@ -522,19 +490,19 @@ static int count_at(fixture *f, db *d, const db_snapshot *snap, int cf)
     for (db_iter_seek_first(it); db_iter_valid(it); db_iter_next(it)) {
         n++;
     }
-    assert_db_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_iter_status(it, f->err, sizeof(f->err)), f);
     db_iter_free(it);
     return n;
 }
 
 static void test_snapshot_sees_one_moment(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_db(f, two_cfs, 2);
     fill(f, d, 20);
     db_batch *b = db_batch_new();
     db_batch_put(b, d, 1, "x", 1, "1", 1);
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_snapshot *snap = db_snapshot_new(d);
     assert_non_null(snap);
     db_batch_clear(b);
@@ -542,7 +510,7 @@ static void test_snapshot_sees_one_moment(void **state)
     db_batch_put(b, d, 0, "k99", 3, "new", 3);
     db_batch_delete(b, d, 1, "x", 1);
     db_batch_put(b, d, 1, "y", 1, "2", 1);
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     db_batch_free(b);
     assert_int_equal(count_at(f, d, snap, 0), 20);
     assert_int_equal(count_at(f, d, NULL, 0), 11);
@@ -566,14 +534,14 @@ static void test_snapshot_sees_one_moment(void **state)
  * primary's batch) leaves the same data; a malformed log is refused. */
 static void test_batch_log_replays_elsewhere(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_db(f, two_cfs, 2);
     fill(f, d, 20);
     char dir2[512];
     assert_int_equal(testdir_make(dir2, sizeof(dir2), "db_test_replica"), 0);
     db *r = NULL;
     db_options o = {.block_cache_bytes = 8 << 20, .create_if_missing = 1};
-    assert_db_ok(db_open(&r, dir2, &o, two_cfs, 2, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_open(&r, dir2, &o, two_cfs, 2, f->err, sizeof(f->err)), f);
     fill(f, r, 20);
 
     db_batch *b = db_batch_new();
@@ -586,7 +554,7 @@ static void test_batch_log_replays_elsewhere(void **state)
     db_batch_delete(b, d, 0, "k00", 3);
     db_batch_delete_range(b, d, 0, "k05", 3, "k15", 3);
     db_batch_put(b, d, 0, "k10", 3, "again", 5);
-    assert_db_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(d, b, 0, f->err, sizeof(f->err)), f);
     const uint8_t *log = db_batch_log(b, &len);
     assert_non_null(log);
 
@@ -595,7 +563,7 @@ static void test_batch_log_replays_elsewhere(void **state)
     assert_int_equal(db_batch_replay(rb, r, log, len, &ops), 0);
     assert_int_equal(ops, 4);
     assert_int_equal(db_batch_count(rb), 4);
-    assert_db_ok(db_write(r, rb, 0, f->err, sizeof(f->err)), f);
+    testdir_assert_ok(db_write(r, rb, 0, f->err, sizeof(f->err)), f);
     for (db *x = d;; x = r) {
         expect(f, x, 1, "m1", "");
         expect(f, x, 0, "k00", NULL);
@@ -632,7 +600,7 @@ static void test_batch_log_replays_elsewhere(void **state)
 
 static void test_second_open_sees_lock(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     db *d = open_db(f, two_cfs, 2);
     db *d2 = (db *)1;
     int rv = db_open(&d2, f->dir, NULL, two_cfs, 2, f->err, sizeof(f->err));
@@ -672,7 +640,7 @@ static int hold_lock(const char *dir)
 
 static void test_lock_held_by_another_process(void **state)
 {
-    fixture *f = *state;
+    testdir_fixture *f = *state;
     int in[2], out[2];
     assert_int_equal(pipe(in), 0);
     assert_int_equal(pipe(out), 0);
@@ -723,21 +691,31 @@ int main(int argc, char **argv)
         return hold_lock(argv[2]);
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_missing_dir_without_create_fails, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_column_families_created_and_kept, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batch_is_atomic, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_thread_batch_is_kept, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_iterator_bounds_seek_reverse, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_multi_get, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_delete_range_and_compact, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_approx_size_of_a_range, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_expiring_family_drops_old_entries, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_snapshot_sees_one_moment, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batch_log_replays_elsewhere, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_second_open_sees_lock, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lock_held_by_another_process, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reopen_keeps_data, testdir_setup, testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_missing_dir_without_create_fails, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_column_families_created_and_kept, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, testdir_setup, testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_is_atomic, testdir_setup, testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_thread_batch_is_kept, testdir_setup, testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_iterator_bounds_seek_reverse, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_multi_get, testdir_setup, testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_delete_range_and_compact, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_approx_size_of_a_range, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_expiring_family_drops_old_entries, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_sees_one_moment, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_log_replays_elsewhere, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_second_open_sees_lock, testdir_setup,
+                                        testdir_teardown),
+        cmocka_unit_test_setup_teardown(test_lock_held_by_another_process, testdir_setup,
+                                        testdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
