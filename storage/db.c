@@ -175,8 +175,6 @@ static int expiring_setup(db *d, const db_options *opt, const char **names, size
     return 0;
 }
 
-/* db_open's arguments: a path, at most DB_MAX_CF non-empty distinct
- * column family names. 0 or LAPSE_EINVAL with err. */
 /* Gives each family of opt->hinted_cfs its own options, with insert hints
  * by prefixes of opt->hint_prefix_len bytes (RocksDB's C API reaches that
  * option only through an options string). 0, LAPSE_ENOMEM, or LAPSE_EIO
@@ -237,6 +235,8 @@ static int replay_unhinted(db *d, const char *path, const char **names,
     return 0;
 }
 
+/* db_open's arguments: a path, at most DB_MAX_CF non-empty distinct
+ * column family names. 0 or LAPSE_EINVAL with err. */
 static int check_args(const char *path, const char *const *cf_names, size_t ncf, char *err,
                       size_t errlen)
 {
