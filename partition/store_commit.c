@@ -111,8 +111,8 @@ int store_commit_trim_due(const store *st, uint64_t seq)
 }
 
 /* Adds to b the deletion of the partition's records up to seq - retain,
- * from its bare prefix on (STORE_HINT_BYTES). REQUIRES: store_commit_trim_due(st, seq). 0 or
- * LAPSE_ENOMEM. */
+ * from its bare prefix on (STORE_HINT_BYTES).
+ * REQUIRES: store_commit_trim_due(st, seq). 0 or LAPSE_ENOMEM. */
 int store_commit_trim_add(store *st, db_batch *b, uint32_t table_id, uint32_t part, uint64_t seq)
 {
     buf lo, hi;
