@@ -203,9 +203,25 @@ static int hinted_setup(db *d, const db_options *opt, const char **names,
             return db_rerr(e, "open: insert hints", err, errlen);
         }
         cfopts[i] = d->hinted_opts[i];
-        d->hinted |= 1u << i;
     }
     d->hint_prefix_len = opt->hint_prefix_len;
+    return 0;
+}
+
+/* Opens the database at path with the families names[0..n) and their
+ * options, into *out and h[0..n). 0, or LAPSE_EIO with RocksDB's message
+ * (*out NULL, h zeroed). */
+static int open_families(const db *d, const char *path, const char **names,
+                         const rocksdb_options_t **cfopts, size_t n, rocksdb_t **out,
+                         rocksdb_column_family_handle_t **h, char *err, size_t errlen)
+{
+    char *e = NULL;
+    *out = rocksdb_open_column_families(d->opts, path, (int)n, names, cfopts, h, &e);
+    if (e != NULL || *out == NULL) {
+        *out = NULL;
+        memset(h, 0, n * sizeof(*h));
+        return db_rerr(e, "open", err, errlen);
+    }
     return 0;
 }
 
@@ -214,25 +230,23 @@ static int hinted_setup(db *d, const db_options *opt, const char **names,
  * flushes them, so a log written before db_options.hinted_cfs's rule held
  * (an older build's range deletions) never reaches a hinted memtable. One
  * more open of a directory at every start is its cost. 0 or as db_open. */
-static int replay_unhinted(db *d, const char *path, const char **names,
+static int replay_unhinted(const db *d, const char *path, const char **names,
                            const rocksdb_options_t **cfopts, size_t n, char *err, size_t errlen)
 {
     rocksdb_column_family_handle_t **h = calloc(n, sizeof(*h));
     if (h == NULL) {
         return LAPSE_ENOMEM;
     }
-    char *e = NULL;
-    rocksdb_t *r = rocksdb_open_column_families(d->opts, path, (int)n, names, cfopts, h, &e);
-    if (e != NULL || r == NULL) {
-        free(h);
-        return db_rerr(e, "open", err, errlen);
+    rocksdb_t *r = NULL;
+    int rv = open_families(d, path, names, cfopts, n, &r, h, err, errlen);
+    if (rv == 0) {
+        for (size_t i = 0; i < n; i++) {
+            rocksdb_column_family_handle_destroy(h[i]);
+        }
+        rocksdb_close(r);
     }
-    for (size_t i = 0; i < n; i++) {
-        rocksdb_column_family_handle_destroy(h[i]);
-    }
-    rocksdb_close(r);
     free(h);
-    return 0;
+    return rv;
 }
 
 /* db_open's arguments: a path, at most DB_MAX_CF non-empty distinct
@@ -355,15 +369,8 @@ int db_open(db **out, const char *path, const db_options *opt, const char *const
         rv = LAPSE_ENOMEM;
         goto fail;
     }
-    {
-        char *e = NULL;
-        d->rdb = rocksdb_open_column_families(d->opts, path, (int)n, names, cfopts, d->cfh, &e);
-        if (e != NULL || d->rdb == NULL) {
-            rv = db_rerr(e, "open", err, errlen);
-            d->rdb = NULL;
-            memset(d->cfh, 0, n * sizeof(*d->cfh));
-            goto fail;
-        }
+    if ((rv = open_families(d, path, names, cfopts, n, &d->rdb, d->cfh, err, errlen)) != 0) {
+        goto fail;
     }
     d->ncfh = n;
 

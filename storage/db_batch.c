@@ -223,7 +223,7 @@ void db_batch_delete_range(db_batch *b, db *d, int cf, const void *start, size_t
                            const void *end, size_t elen)
 {
     rocksdb_column_family_handle_t *h = db_cf_handle(d, cf);
-    if (cf >= 0 && cf < DB_MAX_CF && (d->hinted >> cf & 1) && slen >= d->hint_prefix_len) {
+    if (cf >= 0 && cf < DB_MAX_CF && d->hinted_opts[cf] != NULL && slen >= d->hint_prefix_len) {
         b->refused = 1; /* db_options.hinted_cfs: it would corrupt the memtable */
     } else if (h != NULL) {
         rocksdb_writebatch_delete_range_cf(b->wb, h, start, slen, end, elen);

@@ -24,8 +24,8 @@ struct db {
     rocksdb_options_t *expiring_opts;            /* opts plus expiring_filter, or NULL */
     rocksdb_compactionfilter_t *expiring_filter; /* db_options.expiring_cf's */
     int64_t expire_after_ms;
-    rocksdb_options_t *hinted_opts[DB_MAX_CF]; /* opts plus insert hints, or NULL */
-    uint32_t hinted;                           /* bit cf: cf is one of db_options.hinted_cfs */
+    rocksdb_options_t *hinted_opts[DB_MAX_CF]; /* cf's opts plus insert hints, or NULL
+                                                  (not one of db_options.hinted_cfs) */
     size_t hint_prefix_len;
     rocksdb_readoptions_t *ropts;         /* point reads */
     rocksdb_writeoptions_t *wopts;        /* WAL on, no fsync */
