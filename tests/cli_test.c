@@ -17,6 +17,7 @@
  *     node 2 and the partitions not read (exit 1), --limit likewise; and
  *     ttl-preview's error names node 2, not a healthy node.
  */
+#define TESTUTIL_THREE_NODE_GROUP /* g_cluster, g_client, group_setup */
 #include "testutil.h"
 
 #include <signal.h>
@@ -27,17 +28,8 @@
 
 #define BIG_VALUE_BYTES (300 * 1024) /* over 128 KiB, under the 400 KB item limit */
 
-static cluster *g_cluster;
-static lapse_client *g_client;
-
-static int setup(void **state)
-{
-    (void)state;
-    g_cluster = start_cluster(3, NULL);
-    g_client = connect_client(g_cluster);
-    return 0;
-}
-
+/* Not group_teardown: test 6 kills node 2 on purpose, which that one
+ * would count as a crash. */
 static int teardown(void **state)
 {
     (void)state;
@@ -458,5 +450,5 @@ int main(void)
         cmocka_unit_test(test_update_stream_on_and_off),
         cmocka_unit_test(test_node_down_scan_and_preview_name_it),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, group_setup, teardown);
 }

@@ -114,7 +114,7 @@ static inline int stop_cluster(cluster *c, lapse_client *cl)
 static cluster *g_cluster;
 static lapse_client *g_client;
 
-static int group_setup(void **state)
+static inline int group_setup(void **state)
 {
     (void)state;
     g_cluster = start_cluster(3, NULL);
@@ -122,7 +122,7 @@ static int group_setup(void **state)
     return 0;
 }
 
-static int group_teardown(void **state)
+static inline int group_teardown(void **state)
 {
     (void)state;
     return stop_cluster(g_cluster, g_client);
