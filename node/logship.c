@@ -21,36 +21,66 @@
 #include "logship_int.h"
 #include "maps.h"
 
-/* The client for node id at url (reopened when its URL changed), or NULL. */
-rpc_client *logship_peer_client(logship *ls, uint32_t id, const char *url)
+/* The entry of node id in ls->peers, added when missing (NULL when the
+ * table is full). REQUIRES: ls->lock held. */
+static logship_peer *peer_of(logship *ls, uint32_t id)
 {
-    rpc_client *c = NULL;
-    pthread_mutex_lock(&ls->lock);
-    logship_peer *p = NULL;
     for (size_t i = 0; i < ls->npeers; i++) {
         if (ls->peers[i].id == id) {
-            p = &ls->peers[i];
+            return &ls->peers[i];
         }
     }
-    if (p == NULL && ls->npeers < LOGSHIP_MAX_PEERS) {
-        p = &ls->peers[ls->npeers++];
-        memset(p, 0, sizeof(*p));
-        p->id = id;
+    if (ls->npeers == LOGSHIP_MAX_PEERS) {
+        return NULL;
     }
-    if (p != NULL && (p->client == NULL || strcmp(p->url, url) != 0)) {
-        /* A replaced client may be in use by a call on another partition:
-         * it is kept open (leaked to the end of the process) rather than
-         * closed under that call. URLs change only when a node moves. */
-        char err[256];
-        rpc_client *nc = NULL;
-        if (rpc_client_open(&nc, url, err, sizeof(err)) == 0) {
-            p->client = nc;
-            snprintf(p->url, sizeof(p->url), "%s", url);
-        } else {
-            log_error("replica set: cannot open a client to node %u at %s: %s", id, url, err);
-        }
+    logship_peer *p = &ls->peers[ls->npeers++];
+    memset(p, 0, sizeof(*p));
+    p->id = id;
+    return p;
+}
+
+/* *c for node id at url, (re)opened into *c and cur_url (on loop, NULL:
+ * each connection on its own thread) when missing or its URL changed; the
+ * client it replaces is left to *retired, or, with retired NULL, open to
+ * the end of the process: a call on another partition may be using it.
+ * URLs change only when a node moves. REQUIRES: ls->lock held. */
+static rpc_client *reopened(rpc_client **c, char *cur_url, uint32_t id, const char *url,
+                            rpc_loop *loop, retired_client **retired)
+{
+    if (*c != NULL && strcmp(cur_url, url) == 0) {
+        return *c;
     }
-    c = p != NULL ? p->client : NULL;
+    char err[256];
+    rpc_client *nc = NULL;
+    if (rpc_client_open_on(&nc, url, loop, err, sizeof(err)) != 0) {
+        log_error("replica set: cannot open a client to node %u at %s: %s", id, url, err);
+        return *c;
+    }
+    retired_client *r = *c != NULL && retired != NULL ? malloc(sizeof(*r)) : NULL;
+    if (r != NULL) {
+        *r = (retired_client){.client = *c, .next = *retired};
+        *retired = r;
+    }
+    *c = nc;
+    snprintf(cur_url, PMAP_MAX_ADDR, "%s", url);
+    return nc;
+}
+
+rpc_client *logship_peer_client(logship *ls, uint32_t id, const char *url)
+{
+    pthread_mutex_lock(&ls->lock);
+    logship_peer *p = peer_of(ls, id);
+    rpc_client *c = p != NULL ? reopened(&p->client, p->url, id, url, NULL, NULL) : NULL;
+    pthread_mutex_unlock(&ls->lock);
+    return c;
+}
+
+rpc_client *logship_ship_client(logship *ls, uint32_t id, const char *url)
+{
+    pthread_mutex_lock(&ls->lock);
+    logship_peer *p = peer_of(ls, id);
+    rpc_client *c =
+        p != NULL ? reopened(&p->ship, p->ship_url, id, url, ls->ship_loop, &ls->retired) : NULL;
     pthread_mutex_unlock(&ls->lock);
     return c;
 }

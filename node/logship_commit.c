@@ -223,7 +223,7 @@ static void round_start(logship *ls, round *rd)
             continue;
         }
         const pmap_node *pn = pmap_node_find(rd->m->pm, rd->r->ids[i]);
-        rpc_client *c = pn != NULL ? logship_peer_client(ls, pn->id, pn->address) : NULL;
+        rpc_client *c = pn != NULL ? logship_ship_client(ls, pn->id, pn->address) : NULL;
         /* No wait of a whole timeout for a replica known to be down or with
          * no connection. */
         if (c == NULL || pn->state != PMAP_NODE_UP ||
@@ -719,6 +719,10 @@ int logship_open(logship **out, node_server *ns)
         return LAPSE_ENOMEM;
     }
     ls->ns = ns;
+    if (rpc_loop_open_driven(&ls->ship_loop) != 0) {
+        free(ls);
+        return LAPSE_ENOMEM;
+    }
     pthread_mutex_init(&ls->lock, NULL);
     clock_cond_init_mono(&ls->wake); /* resync_main waits on clock_mono_abstime */
     pthread_cond_init(&ls->shipped, NULL);
@@ -742,7 +746,15 @@ void logship_close(logship *ls)
     store_set_repl_hook(ls->ns->st, NULL);
     for (size_t i = 0; i < ls->npeers; i++) {
         rpc_client_close(ls->peers[i].client);
+        rpc_client_close(ls->peers[i].ship);
     }
+    while (ls->retired != NULL) {
+        retired_client *r = ls->retired;
+        ls->retired = r->next;
+        rpc_client_close(r->client);
+        free(r);
+    }
+    rpc_loop_close(ls->ship_loop); /* after every client on it */
     for (size_t b = 0; b < LOGSHIP_STATE_BUCKETS; b++) {
         while (ls->states[b] != NULL) {
             part_state *p = ls->states[b];

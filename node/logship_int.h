@@ -53,6 +53,7 @@
 
 #include "../partition/replog.h"
 #include "../placement/pmap.h"
+#include "../rpc/rpc_loop.h"
 #include "logship.h"
 #include "maps.h"
 
@@ -60,12 +61,23 @@
 #define LOGSHIP_STATE_BUCKETS 256
 #define LOGSHIP_ERR_MAX 1024 /* a failed round's message */
 
-/* An RPC client to one replica node, opened on first use. */
+/* RPC clients to one replica node, opened on first use: client for every
+ * call but the shipments, ship for those (on logship.ship_loop, driven by
+ * the shipping thread: it reads the followers' answers itself). */
 typedef struct logship_peer {
     uint32_t id;
     char url[PMAP_MAX_ADDR];
     rpc_client *client;
+    char ship_url[PMAP_MAX_ADDR];
+    rpc_client *ship;
 } logship_peer;
+
+/* A ship client replaced when its node's URL changed, closed with the
+ * logship (a shipment may still be using it). */
+typedef struct retired_client {
+    rpc_client *client;
+    struct retired_client *next;
+} retired_client;
 
 /* A record queued for the next replication round (group commit,
  * logship.c), freed by the writer that waits for it. */
@@ -134,6 +146,8 @@ struct logship {
     pthread_mutex_t lock; /* guards peers and states */
     logship_peer peers[LOGSHIP_MAX_PEERS];
     size_t npeers;
+    rpc_loop *ship_loop;     /* driven (rpc_loop.h): the peers' ship clients' */
+    retired_client *retired; /* ship clients replaced, closed at the end */
     part_state *states[LOGSHIP_STATE_BUCKETS];
     _Atomic uint64_t rounds, round_records; /* replication rounds and the records they took */
     /* Sections that call peers with a stripe lock held (a reconcile's
@@ -156,6 +170,9 @@ struct logship {
 
 /* The client for node id at url (reopened when its URL changed), or NULL. */
 rpc_client *logship_peer_client(logship *ls, uint32_t id, const char *url);
+/* As logship_peer_client, the client that carries the shipments
+ * (ship_rounds), or NULL: the caller of its calls reads their answers. */
+rpc_client *logship_ship_client(logship *ls, uint32_t id, const char *url);
 
 /* The state of (table_id, part), created when missing (NULL on OOM).
  * REQUIRES: ls->lock held. */

@@ -134,6 +134,7 @@ int rpc_client_open_on(rpc_client **out, const char *url, rpc_loop *loop, char *
         }
         p = comma + 1;
     }
+    c->driven = c->stream && rpc_loop_is_driven(loop) ? loop : NULL;
     *out = c;
     return 0;
 
@@ -238,7 +239,7 @@ int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response
     if (timeout_ms <= 0) {
         timeout_ms = RPC_DEFAULT_TIMEOUT_MS;
     }
-    if (rpc_single_item_call(req)) {
+    if (rpc_single_item_call(req) && c->driven == NULL) {
         return rpc_coalesce_call(c, req, timeout_ms, resp, err, errlen);
     }
     rpc_multi_call mc;
@@ -255,8 +256,9 @@ int rpc_call(rpc_client *c, Lapse__Request *req, int timeout_ms, Lapse__Response
 int rpc_call_async(rpc_client *c, Lapse__Request *req, int timeout_ms, rpc_done_fn done, void *arg,
                    char *err, size_t errlen)
 {
-    if (!rpc_single_item_call(req) || done == NULL) {
-        set_err(err, errlen, "only single-item calls are made asynchronously");
+    if (!rpc_single_item_call(req) || done == NULL || c->driven != NULL) {
+        set_err(err, errlen,
+                "only single-item calls are made asynchronously, on a client no caller drives");
         return LAPSE_EINVAL;
     }
     return rpc_coalesce_call_async(c, req, timeout_ms > 0 ? timeout_ms : RPC_DEFAULT_TIMEOUT_MS,

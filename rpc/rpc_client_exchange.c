@@ -20,6 +20,7 @@
 #include "rpc.h"
 #include "rpc_client_int.h"
 #include "rpc_internal.h"
+#include "rpc_loop.h"
 #include "wire.h"
 
 #define PICK_WAIT_MS 200 /* how long a call waits for any peer of a list to connect */
@@ -88,7 +89,8 @@ void rpc_client_exchange_fail(exchange *x, int nrv, int timeout_ms)
 typedef struct xgroup {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    size_t left; /* exchanges not ended; guarded by mu */
+    size_t left;        /* exchanges not ended; guarded by mu */
+    size_t left_driven; /* of those, on a client of a driven loop; guarded by mu */
 } xgroup;
 
 typedef struct inflight {
@@ -98,6 +100,7 @@ typedef struct inflight {
     int open;      /* ctx opened (not for a call on a conn) */
     int started;   /* sent: ends in inflight_cb */
     int receiving; /* the send completed and a receive is posted */
+    int driven;    /* on a client of a driven loop */
     int rv;        /* NNG's result */
     clock_mono deadline;
     nng_msg *reply;
@@ -108,6 +111,7 @@ static void inflight_end(inflight *f, int rv)
     xgroup *g = f->g;
     pthread_mutex_lock(&g->mu);
     f->rv = rv;
+    g->left_driven -= f->driven != 0;
     if (--g->left == 0) {
         pthread_cond_signal(&g->cv);
     }
@@ -167,13 +171,26 @@ static void conn_done(void *arg, int rv, const void *reply, size_t len)
     inflight_end(f, rv);
 }
 
+/* rpc_loop_drive's done: every exchange of the group (arg) on the driven
+ * loop has ended. */
+static int driven_done(void *arg)
+{
+    xgroup *g = arg;
+    pthread_mutex_lock(&g->mu);
+    int done = g->left_driven == 0;
+    pthread_mutex_unlock(&g->mu);
+    return done;
+}
+
 /* Starts exchange x on its peer's conn. 1 when started (it ends in
  * conn_done), else 0 with x failed. Consumes x->msg. */
 static int start_on_conn(exchange *x, inflight *f, xgroup *g, int timeout_ms)
 {
     rpc_conn *conn = x->client->peers[x->peer].conn;
+    f->driven = x->client->driven != NULL;
     pthread_mutex_lock(&g->mu);
     g->left++;
+    g->left_driven += f->driven != 0;
     pthread_mutex_unlock(&g->mu);
     int nrv =
         rpc_conn_call(conn, nng_msg_body(x->msg), nng_msg_len(x->msg), f->deadline, conn_done, f);
@@ -181,6 +198,7 @@ static int start_on_conn(exchange *x, inflight *f, xgroup *g, int timeout_ms)
     if (nrv != 0) {
         pthread_mutex_lock(&g->mu);
         g->left--;
+        g->left_driven -= f->driven != 0;
         pthread_mutex_unlock(&g->mu);
         rpc_client_exchange_fail(x, nrv, timeout_ms);
         return 0;
@@ -243,6 +261,17 @@ void rpc_client_exchange_all(exchange *xs, size_t n, int timeout_ms)
         g.left++;
         pthread_mutex_unlock(&g.mu);
         nng_ctx_send(f->ctx, f->aio);
+    }
+    /* Exchanges on a driven loop's client: this thread reads their
+     * replies itself (at most one such loop per group). The rest, and any
+     * of those the deadline ended on their connection's thread, are waited
+     * for as before. */
+    rpc_loop *drive = NULL;
+    for (size_t i = 0; i < n && drive == NULL; i++) {
+        drive = xs[i].client != NULL && fl[i].driven ? xs[i].client->driven : NULL;
+    }
+    if (drive != NULL) {
+        rpc_loop_drive(drive, driven_done, &g, deadline);
     }
     pthread_mutex_lock(&g.mu);
     while (g.left > 0) {

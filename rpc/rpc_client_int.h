@@ -61,9 +61,11 @@ typedef struct frame frame;   /* one coalesced exchange (rpc_coalesce.c) */
 struct rpc_client {
     peer peers[RPC_CLIENT_MAX_PEERS];
     int npeers;
-    int stream;     /* not LAPSE_RPC_CLIENT=req0 at the open: peers have conns */
-    atomic_int cur; /* the peer calls go to while it works */
-    char *url;      /* owned: the list as given */
+    int stream;              /* not LAPSE_RPC_CLIENT=req0 at the open: peers have conns */
+    atomic_int cur;          /* the peer calls go to while it works */
+    char *url;               /* owned: the list as given */
+    struct rpc_loop *driven; /* its conns' loop when that is driven: a caller
+                                waits for its calls by driving it */
 
     /* Coalescing (rpc_call): frames in flight, and the calls waiting for
      * one of them to come back, oldest first. */

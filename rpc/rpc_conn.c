@@ -149,6 +149,18 @@ static void finish(rpc_conn *c, call *list)
     }
 }
 
+/* finish(c, list) for calls ended on the connection's thread (timeouts,
+ * failures, the close): on a driven loop their caller waits in
+ * rpc_loop_drive, which only its loop's events wake. */
+static void finish_off_loop(rpc_conn *c, call *list)
+{
+    const int wake_driver = list != NULL && rpc_loop_is_driven(c->loop);
+    finish(c, list);
+    if (wake_driver) {
+        rpc_loop_wake(c->loop);
+    }
+}
+
 /* Ends the calls whose deadline passed by now with NNG_ETIMEDOUT, and
  * returns the earliest deadline left ({INT64_MAX} when none). */
 static clock_mono expire_locked(rpc_conn *c, clock_mono now, call ***ended)
@@ -446,7 +458,7 @@ static void *conn_run(void *arg)
         c->polling = 1;
         c->poll_until = wake_at;
         pthread_mutex_unlock(&c->mu);
-        finish(c, ended);
+        finish_off_loop(c, ended);
         ended = NULL;
         tail = &ended;
         int n = poll(pfd, nfds, timeout);
@@ -463,7 +475,7 @@ static void *conn_run(void *arg)
         }
     }
     pthread_mutex_unlock(&c->mu);
-    finish(c, ended);
+    finish_off_loop(c, ended);
     return NULL;
 }
 
@@ -637,7 +649,7 @@ void rpc_conn_close(rpc_conn *c)
     while (c->head != NULL) {
         end_call(c, c->head, NNG_ECLOSED, &tail);
     }
-    finish(c, ended);
+    finish_off_loop(c, ended);
     if (c->fd >= 0) {
         close(c->fd);
     }

@@ -50,7 +50,9 @@
  *     never goes out); one made while it is UP is written at once, or
  *     appended to the bytes that go in the next write.
  *  3. Only the connection's thread opens the socket. One thread reads it:
- *     the connection's, or while UP on a loop the loop's, which may also
+ *     the connection's, or while UP on a loop the loop's (a driven loop's
+ *     driver, rpc_loop_drive; calls the connection's thread ends then wake
+ *     that loop, since its driver waits on nothing else), which may also
  *     close it when a read fails (then the connection's thread dials again
  *     only once that reader is done with the received bytes). Callers only
  *     write to it, under the mutex.

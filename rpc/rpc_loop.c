@@ -6,6 +6,10 @@
  * eventfd it also watches) and waits for the count to pass the round under
  * way when it asked: a descriptor removed before that cannot be in a later
  * round, since epoll no longer reports it.
+ *
+ * A driven loop has no thread: a caller of rpc_loop_drive takes the rounds
+ * while no other does (driving, under mu), and the others wait for a
+ * round's end on cv and look again at whether their calls are done.
  */
 #include "rpc_loop.h"
 
@@ -18,6 +22,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "../common/lapse_err.h"
 #include "rpc_frame.h"
 
@@ -40,7 +45,23 @@ struct rpc_loop {
     uint64_t rounds;   /* rounds ended; guarded by mu */
     int stopping;      /* guarded by mu */
     kept_watch *kept;  /* rpc_loop_watch_fd's; guarded by mu */
+    int driven;        /* no thread: rounds run in rpc_loop_drive (fixed) */
+    int driving;       /* a caller of rpc_loop_drive is in a round; guarded by mu */
+    pthread_t driver;  /* that caller, while driving */
 };
+
+/* Runs the callbacks of a round of n events. */
+static void run_round(rpc_loop *l, const struct epoll_event *ev, int n)
+{
+    for (int i = 0; i < n; i++) {
+        rpc_loop_watch *w = ev[i].data.ptr;
+        if (w == NULL) {
+            rpc_frame_wake_drain(l->wake_fd);
+        } else {
+            w->fn(w->arg);
+        }
+    }
+}
 
 static void *loop_run(void *arg)
 {
@@ -48,14 +69,7 @@ static void *loop_run(void *arg)
     struct epoll_event ev[LOOP_EVENTS];
     for (;;) {
         int n = epoll_wait(l->ep, ev, LOOP_EVENTS, -1);
-        for (int i = 0; i < n; i++) {
-            rpc_loop_watch *w = ev[i].data.ptr;
-            if (w == NULL) {
-                rpc_frame_wake_drain(l->wake_fd);
-            } else {
-                w->fn(w->arg);
-            }
-        }
+        run_round(l, ev, n);
         pthread_mutex_lock(&l->mu);
         l->rounds++;
         pthread_cond_broadcast(&l->cv);
@@ -70,30 +84,11 @@ static void *loop_run(void *arg)
     }
 }
 
-int rpc_loop_open(rpc_loop **out, const char *name)
+/* Frees l's descriptors, lock and memory (its thread, if any, is gone). */
+static void loop_free(rpc_loop *l)
 {
-    *out = NULL;
-    rpc_loop *l = calloc(1, sizeof *l);
-    if (l == NULL) {
-        return LAPSE_ENOMEM;
-    }
-    l->ep = epoll_create1(EPOLL_CLOEXEC);
-    l->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    if (l->ep < 0 || l->wake_fd < 0 || epoll_ctl(l->ep, EPOLL_CTL_ADD, l->wake_fd, &ev) != 0) {
-        goto fail;
-    }
-    pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
-    if (pthread_create(&l->thread, NULL, loop_run, l) != 0) {
-        pthread_cond_destroy(&l->cv);
-        pthread_mutex_destroy(&l->mu);
-        goto fail;
-    }
-    (void)pthread_setname_np(l->thread, name); /* for top -H, perf */
-    *out = l;
-    return 0;
-fail:
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
     if (l->ep >= 0) {
         close(l->ep);
     }
@@ -101,7 +96,90 @@ fail:
         close(l->wake_fd);
     }
     free(l);
-    return LAPSE_ENOMEM;
+}
+
+/* A loop with its epoll descriptor and eventfd, no thread yet, or NULL. */
+static rpc_loop *loop_new(void)
+{
+    rpc_loop *l = calloc(1, sizeof *l);
+    if (l == NULL) {
+        return NULL;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    clock_cond_init_mono(&l->cv);
+    l->ep = epoll_create1(EPOLL_CLOEXEC);
+    l->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (l->ep < 0 || l->wake_fd < 0 || epoll_ctl(l->ep, EPOLL_CTL_ADD, l->wake_fd, &ev) != 0) {
+        loop_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+int rpc_loop_open(rpc_loop **out, const char *name)
+{
+    *out = NULL;
+    rpc_loop *l = loop_new();
+    if (l == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    if (pthread_create(&l->thread, NULL, loop_run, l) != 0) {
+        loop_free(l);
+        return LAPSE_ENOMEM;
+    }
+    (void)pthread_setname_np(l->thread, name); /* for top -H, perf */
+    *out = l;
+    return 0;
+}
+
+int rpc_loop_open_driven(rpc_loop **out)
+{
+    *out = loop_new();
+    if (*out == NULL) {
+        return LAPSE_ENOMEM;
+    }
+    (*out)->driven = 1;
+    return 0;
+}
+
+void rpc_loop_drive(rpc_loop *l, int (*done)(void *arg), void *arg, clock_mono deadline)
+{
+    struct epoll_event ev[LOOP_EVENTS];
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        int64_t left = clock_mono_remaining_ms(deadline);
+        if (done(arg) || left <= 0) {
+            break;
+        }
+        int timeout = left > INT32_MAX ? INT32_MAX : (int)left;
+        if (l->driving) {
+            /* Another caller takes the rounds: look again after one. */
+            struct timespec ts = clock_mono_abstime(timeout);
+            (void)pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+            continue;
+        }
+        l->driving = 1;
+        l->driver = pthread_self();
+        pthread_mutex_unlock(&l->mu);
+        int n = epoll_wait(l->ep, ev, LOOP_EVENTS, timeout);
+        run_round(l, ev, n);
+        pthread_mutex_lock(&l->mu);
+        l->driving = 0;
+        l->rounds++;
+        pthread_cond_broadcast(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+int rpc_loop_is_driven(const rpc_loop *l)
+{
+    return l != NULL && l->driven;
+}
+
+void rpc_loop_wake(rpc_loop *l)
+{
+    rpc_frame_wake(l->wake_fd);
 }
 
 int rpc_loop_add(rpc_loop *l, int fd, rpc_loop_watch *w)
@@ -160,6 +238,9 @@ void rpc_loop_barrier(rpc_loop *l)
 {
     pthread_mutex_lock(&l->mu);
     uint64_t until = l->rounds + 1;
+    if (l->driven && !l->driving) {
+        until = l->rounds; /* no round under way, and none starts on its own */
+    }
     rpc_frame_wake(l->wake_fd);
     while (l->rounds < until) {
         pthread_cond_wait(&l->cv, &l->mu);
@@ -169,6 +250,15 @@ void rpc_loop_barrier(rpc_loop *l)
 
 int rpc_loop_on_thread(const rpc_loop *l)
 {
+    if (l->driven) {
+        /* Only the driver itself can see its own flag and id change under
+         * it: it set them. */
+        rpc_loop *m = (rpc_loop *)l;
+        pthread_mutex_lock(&m->mu);
+        int on = m->driving && pthread_equal(pthread_self(), m->driver);
+        pthread_mutex_unlock(&m->mu);
+        return on;
+    }
     return pthread_equal(pthread_self(), l->thread);
 }
 
@@ -177,19 +267,17 @@ void rpc_loop_close(rpc_loop *l)
     if (l == NULL) {
         return;
     }
-    pthread_mutex_lock(&l->mu);
-    l->stopping = 1;
-    pthread_mutex_unlock(&l->mu);
-    rpc_frame_wake(l->wake_fd);
-    pthread_join(l->thread, NULL);
-    while (l->kept != NULL) { /* the thread is gone: no callback of theirs runs */
+    if (!l->driven) {
+        pthread_mutex_lock(&l->mu);
+        l->stopping = 1;
+        pthread_mutex_unlock(&l->mu);
+        rpc_frame_wake(l->wake_fd);
+        pthread_join(l->thread, NULL);
+    }
+    while (l->kept != NULL) { /* no round runs now: no callback of theirs runs */
         kept_watch *k = l->kept;
         l->kept = k->next;
         free(k);
     }
-    pthread_cond_destroy(&l->cv);
-    pthread_mutex_destroy(&l->mu);
-    close(l->ep);
-    close(l->wake_fd);
-    free(l);
+    loop_free(l);
 }

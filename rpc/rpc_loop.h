@@ -9,8 +9,16 @@
  * the DynamoDB gateway, whose HTTP server runs on the same thread
  * (docs/dynamodb-api.md, "Threads").
  *
+ * A driven loop (rpc_loop_open_driven) has no thread of its own: whoever
+ * waits for its calls runs its rounds, in rpc_loop_drive, one caller at a
+ * time; so the thread that made the calls reads their replies itself, and
+ * no other thread is woken in between. The node ships its replication log
+ * to its followers on one (docs/replication.md, "Group commit"). Nothing
+ * reads its descriptors while nobody drives it.
+ *
  * Thread-safety: every function may be called from any thread but
- * rpc_loop_barrier and rpc_loop_close (not from the loop's own thread).
+ * rpc_loop_barrier and rpc_loop_close (not from the loop's own thread, nor
+ * by a driver from a callback).
  *
  * Invariants:
  *  1. A watch's callback runs only on the loop's thread, one at a time, and
@@ -21,6 +29,8 @@
  */
 #ifndef LAPSE_RPC_LOOP_H
 #define LAPSE_RPC_LOOP_H
+
+#include "../common/clock.h"
 
 typedef struct rpc_loop rpc_loop;
 
@@ -36,6 +46,25 @@ typedef struct rpc_loop_watch {
 /* Starts a loop and its thread (named name, up to 15 characters). Returns
  * 0, or a Lapse code. */
 int rpc_loop_open(rpc_loop **out, const char *name);
+
+/* Makes a driven loop: no thread; its rounds run in rpc_loop_drive.
+ * Returns 0 or LAPSE_ENOMEM. */
+int rpc_loop_open_driven(rpc_loop **out);
+
+/* Runs l's rounds on the calling thread until done(arg) is nonzero or
+ * deadline passes; while another caller runs them, waits for each round's
+ * end instead. done is called with the loop's lock held: it may take its
+ * own lock, never call into l. A callback that ends a caller's wait on
+ * another thread (a connection's, for a timeout or a failure) calls
+ * rpc_loop_wake. REQUIRES: l is driven. */
+void rpc_loop_drive(rpc_loop *l, int (*done)(void *arg), void *arg, clock_mono deadline);
+
+/* Whether l (which may be NULL) is a driven loop. */
+int rpc_loop_is_driven(const rpc_loop *l);
+
+/* Ends the round under way early (its epoll_wait returns), so a driver
+ * looks at its done() again. */
+void rpc_loop_wake(rpc_loop *l);
 
 /* Watches fd for readability (and its errors and hang-ups). Returns 0 or a
  * Lapse code. */
@@ -56,7 +85,7 @@ void rpc_loop_unwatch_fd(rpc_loop *l, int fd);
  * REQUIRES: not on the loop's thread. */
 void rpc_loop_barrier(rpc_loop *l);
 
-/* Whether the caller runs on l's thread. */
+/* Whether the caller runs on l's thread (a driven loop's: is its driver). */
 int rpc_loop_on_thread(const rpc_loop *l);
 
 /* Stops the thread and frees l, with the watches it keeps

@@ -1,6 +1,6 @@
 /*
  * rpc_testutil.h: what the rpc/ transport tests share (rpc_test,
- * rpc_coalesce_test, rpc_server_stream_test; rpc_conn_test uses only the raw
+ * rpc_coalesce_test, rpc_server_stream_test, rpc_driven_test; rpc_conn_test uses only the raw
  * wire helpers): a server with the test handler and a client to it on a free
  * loopback port, the calls the tests make to it, and the packed requests and
  * socket reads of the tests that speak the wire by hand.
