@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <sys/wait.h>
 
 #include "../common/clock.h"
@@ -76,7 +77,19 @@ static void wait_nodes_on_leader_map(void)
     while (!nodes_on_leader_map() && clock_mono_remaining_ms(deadline) > 0) {
         clock_sleep_ms(100);
     }
-    assert_true(nodes_on_leader_map());
+    if (!nodes_on_leader_map()) {
+        /* What each node's State and PartitionMapVersion were, to tell a
+         * slow recovery from a stuck one when this fails. */
+        char *js = NULL;
+        lapse_error e;
+        if (lapse_cluster_status(g_client, &js, &e) == 0) {
+            fprintf(stderr, "cluster status at the deadline: %s\n", js);
+            lapse_free(js);
+        } else {
+            fprintf(stderr, "cluster status at the deadline: %s\n", e.message);
+        }
+        fail_msg("the three nodes were not UP on the leader's map within 15 s");
+    }
 }
 
 /* How many times name appears in list-tables. */
