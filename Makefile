@@ -83,6 +83,8 @@ bench: build
 	  --workloads put,batch-put,get --replication 1,3
 	@$(BUILD)/bin/lapse-bench --vs-redis --threads 16 --value-bytes 100 --seconds 10 \
 	  --workloads put,get --replication 1,3 --async
+	@$(BUILD)/bin/lapse-bench --threads 1 --value-bytes 100 --seconds 10 --etcd 1 \
+	  --workloads put,get --replication 1,3
 
 # Long chaos profile (docs/chaos.md): 3 seeds of 540 s of mixed faults each (over
 # a thousand faults in all), a

@@ -36,6 +36,9 @@
  * lapse_put_async and lapse_get_async; each call's callback sends its
  * slot's next), rows saying in-flight=N instead of threads=N; the other
  * workloads keep their threads.
+ * With put at --replication 1 and 3 and get at 1, it ends with the
+ * replication hop: what three copies add to a put's median, in medians of
+ * a get (issue 16: a round trip, not a multiple; run with --threads 1).
  * --partitions sets the tables' partitions (default 64; 1 puts every
  * write on one partition: concurrent writes then share replication
  * rounds, group commit).
@@ -76,6 +79,7 @@ typedef struct config {
     int async;          /* --async: one thread keeps `threads` calls in flight */
     int pids[3];        /* the nodes' processes when the bench started them, else 0 */
     double rate[4][5];  /* calls/s of each workload at rf 1..3 (0: not run) */
+    uint32_t p50[4][5]; /* and its p50, µs */
     uint32_t p99[4][5]; /* and its p99, µs */
     char table[32], qtable[32];
 } config;
@@ -393,6 +397,28 @@ static void print_ratios(const config *cfg, const redis_rate set[2], const redis
     fflush(stdout);
 }
 
+/* Issue 16's bar on the replication hop, when put ran at RF 1 and 3 and
+ * get at RF 1: what three copies add to a put's median, in medians of a
+ * get (a whole round trip with its read). One round trip, not a multiple:
+ * under 1.5 is met. Meaningful with one client thread, where nothing
+ * queues (`make bench` runs it so). */
+static void print_hop(const config *cfg)
+{
+    uint32_t put1 = cfg->p50[1][W_PUT], put3 = cfg->p50[3][W_PUT], get1 = cfg->p50[1][W_GET];
+    if (cfg->rate[1][W_PUT] <= 0 || cfg->rate[3][W_PUT] <= 0 || cfg->rate[1][W_GET] <= 0 ||
+        get1 == 0) {
+        return;
+    }
+    double hop = (double)put3 - (double)put1;
+    double trips = hop / (double)get1;
+    printf("# replication hop (%s=%d): put p50 %u us at rf=3 - %u us at rf=1 = %.0f us, "
+           "%.1f round trips of a get at rf=1 (p50 %u us) (bar: one, not a multiple, under "
+           "1.5: %s)\n",
+           cfg->async ? "in-flight" : "threads", cfg->threads, put3, put1, hop, trips, get1,
+           trips < 1.5 ? "met" : "NOT met");
+    fflush(stdout);
+}
+
 /* CPU seconds used by this process and the nodes; -1 when the nodes are
  * not ours (--coordinator) or one cannot be read. */
 static double cpu_all_s(const config *cfg)
@@ -503,6 +529,7 @@ static void run(workload wl, config *cfg, lapse_client *client, long *next_key_b
     }
     if (cfg->rf >= 1 && cfg->rf <= 3 && errors == 0) {
         cfg->rate[cfg->rf][wl] = (double)calls / elapsed;
+        cfg->p50[cfg->rf][wl] = PCT(0.5);
         cfg->p99[cfg->rf][wl] = PCT(0.99);
     }
 #undef PCT
@@ -740,5 +767,6 @@ int main(int argc, char **argv)
     if (vs_redis) {
         print_ratios(&cfg, rset, rget, rfs, nrf);
     }
+    print_hop(&cfg);
     return 0;
 }
