@@ -41,11 +41,11 @@ static logship_peer *peer_of(logship *ls, uint32_t id)
 
 /* *c for node id at url, (re)opened into *c and cur_url (on loop, NULL:
  * each connection on its own thread) when missing or its URL changed; the
- * client it replaces is left to *retired, or, with retired NULL, open to
- * the end of the process: a call on another partition may be using it.
- * URLs change only when a node moves. REQUIRES: ls->lock held. */
-static rpc_client *reopened(rpc_client **c, char *cur_url, uint32_t id, const char *url,
-                            rpc_loop *loop, retired_client **retired)
+ * client it replaces goes to ls->retired, closed with the logship: a call
+ * on another partition may be using it. URLs change only when a node
+ * moves. REQUIRES: ls->lock held. */
+static rpc_client *reopened(logship *ls, rpc_client **c, char *cur_url, uint32_t id,
+                            const char *url, rpc_loop *loop)
 {
     if (*c != NULL && strcmp(cur_url, url) == 0) {
         return *c;
@@ -56,11 +56,11 @@ static rpc_client *reopened(rpc_client **c, char *cur_url, uint32_t id, const ch
         log_error("replica set: cannot open a client to node %u at %s: %s", id, url, err);
         return *c;
     }
-    retired_client *r = *c != NULL && retired != NULL ? malloc(sizeof(*r)) : NULL;
+    retired_client *r = *c != NULL ? malloc(sizeof(*r)) : NULL;
     if (r != NULL) {
-        *r = (retired_client){.client = *c, .next = *retired};
-        *retired = r;
-    }
+        *r = (retired_client){.client = *c, .next = ls->retired};
+        ls->retired = r;
+    } /* else (no memory) it stays open to the end of the process */
     *c = nc;
     snprintf(cur_url, PMAP_MAX_ADDR, "%s", url);
     return nc;
@@ -70,7 +70,7 @@ rpc_client *logship_peer_client(logship *ls, uint32_t id, const char *url)
 {
     pthread_mutex_lock(&ls->lock);
     logship_peer *p = peer_of(ls, id);
-    rpc_client *c = p != NULL ? reopened(&p->client, p->url, id, url, NULL, NULL) : NULL;
+    rpc_client *c = p != NULL ? reopened(ls, &p->client, p->url, id, url, NULL) : NULL;
     pthread_mutex_unlock(&ls->lock);
     return c;
 }
@@ -79,8 +79,7 @@ rpc_client *logship_ship_client(logship *ls, uint32_t id, const char *url)
 {
     pthread_mutex_lock(&ls->lock);
     logship_peer *p = peer_of(ls, id);
-    rpc_client *c =
-        p != NULL ? reopened(&p->ship, p->ship_url, id, url, ls->ship_loop, &ls->retired) : NULL;
+    rpc_client *c = p != NULL ? reopened(ls, &p->ship, p->ship_url, id, url, ls->ship_loop) : NULL;
     pthread_mutex_unlock(&ls->lock);
     return c;
 }

@@ -72,8 +72,8 @@ typedef struct logship_peer {
     rpc_client *ship;
 } logship_peer;
 
-/* A ship client replaced when its node's URL changed, closed with the
- * logship (a shipment may still be using it). */
+/* A peer's client replaced when its node's URL changed, closed with the
+ * logship (a call may still be using it). */
 typedef struct retired_client {
     rpc_client *client;
     struct retired_client *next;
@@ -147,7 +147,7 @@ struct logship {
     logship_peer peers[LOGSHIP_MAX_PEERS];
     size_t npeers;
     rpc_loop *ship_loop;     /* driven (rpc_loop.h): the peers' ship clients' */
-    retired_client *retired; /* ship clients replaced, closed at the end */
+    retired_client *retired; /* peers' clients replaced, closed at the end */
     part_state *states[LOGSHIP_STATE_BUCKETS];
     _Atomic uint64_t rounds, round_records; /* replication rounds and the records they took */
     /* Sections that call peers with a stripe lock held (a reconcile's

@@ -268,7 +268,7 @@ void rpc_client_exchange_all(exchange *xs, size_t n, int timeout_ms)
      * for as before. */
     rpc_loop *drive = NULL;
     for (size_t i = 0; i < n && drive == NULL; i++) {
-        drive = xs[i].client != NULL && fl[i].driven ? xs[i].client->driven : NULL;
+        drive = fl[i].driven ? xs[i].client->driven : NULL;
     }
     if (drive != NULL) {
         rpc_loop_drive(drive, driven_done, &g, deadline);

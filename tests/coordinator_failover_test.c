@@ -74,10 +74,11 @@ static int nodes_on_leader_map(void)
 static void wait_nodes_on_leader_map(void)
 {
     clock_mono deadline = clock_mono_after_ms(15000);
-    while (!nodes_on_leader_map() && clock_mono_remaining_ms(deadline) > 0) {
+    int on = 0;
+    while (!(on = nodes_on_leader_map()) && clock_mono_remaining_ms(deadline) > 0) {
         clock_sleep_ms(100);
     }
-    if (!nodes_on_leader_map()) {
+    if (!on) {
         /* What each node's State and PartitionMapVersion were, to tell a
          * slow recovery from a stuck one when this fails. */
         char *js = NULL;
